@@ -1,0 +1,93 @@
+// Package servables defines the small interface every model runtime
+// implements, and the tensor type that flows between the APIs, the model
+// actors and the runtimes.
+package servables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Servable is one loaded model: it answers predictions until it is closed.
+// Predict may be called from several goroutines at once; Close is called once,
+// after the last Predict has returned.
+type Servable interface {
+	// Metadata describes the model's inputs and outputs.
+	Metadata() Metadata
+	// Predict runs the model on inputs and returns its outputs. Errors that
+	// wrap ErrInvalidInput are the caller's fault; errors that wrap ErrOutput
+	// mean the model produced something Grove cannot return; anything else is
+	// an execution failure.
+	Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
+	// Close releases the model's memory.
+	Close() error
+}
+
+// Runtime loads one kind of model file (TorchScript, ONNX, ...).
+type Runtime interface {
+	// Name is the runtime's name as shown in status and metrics, e.g. "torchscript".
+	Name() string
+	// Accepts reports whether this runtime loads a model made of files
+	// (slash-separated paths relative to the model's root directory).
+	Accepts(files []string) bool
+	// Load loads the model stored under dir. files lists its files relative to dir.
+	Load(ctx context.Context, dir string, files []string, opts LoadOptions) (Servable, error)
+}
+
+// LoadOptions are the per-model settings a runtime honours.
+type LoadOptions struct {
+	// IntraOpThreads is the number of threads one forward call may use; 0 means 1.
+	IntraOpThreads int
+}
+
+// Metadata describes a model's signature. Dimensions of -1 are dynamic.
+type Metadata struct {
+	Runtime string       `json:"runtime"`
+	Inputs  []TensorSpec `json:"inputs"`
+	Outputs []TensorSpec `json:"outputs"`
+}
+
+// TensorSpec describes one input or output of a model. DType is Unknown and
+// Shape nil where the runtime cannot tell (TorchScript does not record them).
+type TensorSpec struct {
+	Name  string  `json:"name"`
+	DType DType   `json:"datatype"`
+	Shape []int64 `json:"shape"`
+}
+
+// Sentinel errors that classify a Predict or Load failure.
+var (
+	// ErrInvalidInput marks an error caused by the request's tensors.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrOutput marks a model output that cannot be returned (unsupported type).
+	ErrOutput = errors.New("unsupported output")
+	// ErrUnsupportedRuntime marks a model whose format no runtime in this build loads.
+	ErrUnsupportedRuntime = errors.New("unsupported runtime")
+)
+
+// Registry is the ordered list of runtimes a server can load models with.
+type Registry []Runtime
+
+// Find returns the first runtime that accepts files, or an error wrapping
+// ErrUnsupportedRuntime that says why none does.
+func (r Registry) Find(files []string) (Runtime, error) {
+	for _, rt := range r {
+		if rt.Accepts(files) {
+			return rt, nil
+		}
+	}
+	for _, f := range files {
+		if path.Base(f) == "saved_model.pb" {
+			return nil, fmt.Errorf("%w: %s is a TensorFlow SavedModel: TensorFlow runtime not available in this build", ErrUnsupportedRuntime, f)
+		}
+	}
+	names := make([]string, len(r))
+	for i, rt := range r {
+		names[i] = rt.Name()
+	}
+	return nil, fmt.Errorf("%w: no runtime accepts files %s (runtimes in this build: %s)",
+		ErrUnsupportedRuntime, strings.Join(files, ", "), strings.Join(names, ", "))
+}
