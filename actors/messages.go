@@ -1,0 +1,56 @@
+package actors
+
+import (
+	"errors"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// Mailbox priorities (protoactor: 0..7, higher first).
+const (
+	priorityUser   int8 = 6
+	priorityWarmUp int8 = 3
+	priorityShadow int8 = 1
+)
+
+// Errors a Result can carry besides the servable's own.
+var (
+	// ErrModelNotFound means no ready model is served at the requested path.
+	ErrModelNotFound = errors.New("model not found")
+	// ErrOverloaded means the model's queue was full; the caller should retry later.
+	ErrOverloaded = errors.New("overloaded")
+	// ErrModelCrashed means the model panicked while holding the request.
+	ErrModelCrashed = errors.New("model crashed")
+	// ErrStopped means the server is shutting down.
+	ErrStopped = errors.New("server is shutting down")
+)
+
+// Request is one item of a batch: the inputs for one model.
+type Request struct {
+	ModelPath string
+	Inputs    []servables.Tensor
+}
+
+// Result is the answer to one Request.
+type Result struct {
+	ModelPath string
+	// Checksum identifies the model content that answered.
+	Checksum string
+	Outputs  []servables.Tensor
+	Err      error
+	// Queued is the time spent in the model's mailbox, Compute the forward time.
+	Queued, Compute time.Duration
+}
+
+// predict asks a model actor to run one forward call. done is called exactly
+// once, from the model actor's goroutine.
+type predict struct {
+	inputs   []servables.Tensor
+	priority int8
+	enqueued time.Time
+	done     func(outputs []servables.Tensor, err error, queued, compute time.Duration)
+}
+
+// GetPriority places the message in the priority mailbox.
+func (p *predict) GetPriority() int8 { return p.priority }

@@ -1,0 +1,143 @@
+package actors
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/servables"
+)
+
+// Metrics are the Prometheus metrics the actors update.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	configPolls  *prometheus.CounterVec
+	loads        *prometheus.CounterVec
+	crashes      *prometheus.CounterVec
+	reconciles   prometheus.Counter
+	configErrors prometheus.Counter
+}
+
+// NewMetrics creates the actors' metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_model_requests_total",
+			Help: "Predict requests by model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed). Requests for unknown paths have model=\"\".",
+		}, []string{"model", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "grove_model_request_duration_seconds",
+			Help:    "Time from dispatch to a model actor to its answer (queue wait plus forward), by model path.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"model"}),
+		configPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_config_polls_total",
+			Help: "Model config polls by result (ok, fetch_error, invalid).",
+		}, []string{"result"}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_model_loads_total",
+			Help: "Model content loads by model path and result (ok, failed).",
+		}, []string{"model", "result"}),
+		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_model_crashes_total",
+			Help: "Model actor crashes (panics) that restarted the model, by model path.",
+		}, []string{"model"}),
+		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_reconciles_total",
+			Help: "Reconciliations of the served models against the model config.",
+		}),
+		configErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_config_errors_total",
+			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.reconciles, m.configErrors)
+	return m
+}
+
+func (m *Metrics) observe(model string, err error, took time.Duration) {
+	outcome := outcomeOf(err)
+	if outcome == "not_found" {
+		model = ""
+	} else {
+		m.latency.WithLabelValues(model).Observe(took.Seconds())
+	}
+	m.requests.WithLabelValues(model, outcome).Inc()
+}
+
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrModelNotFound):
+		return "not_found"
+	case errors.Is(err, ErrOverloaded):
+		return "overloaded"
+	case errors.Is(err, ErrModelCrashed):
+		return "crashed"
+	case errors.Is(err, servables.ErrInvalidInput):
+		return "input_error"
+	case errors.Is(err, servables.ErrOutput):
+		return "output_error"
+	}
+	return "execution_error"
+}
+
+// stateCollector exports per-model gauges read from the live status and
+// routing table at scrape time, so the request path pays nothing for them.
+type stateCollector struct {
+	s          *System
+	state      *prometheus.Desc
+	queue      *prometheus.Desc
+	inflight   *prometheus.Desc
+	configTime *prometheus.Desc
+	ready      *prometheus.Desc
+}
+
+func newStateCollector(s *System) *stateCollector {
+	return &stateCollector{
+		s:          s,
+		state:      prometheus.NewDesc("grove_model_state", "1 for the state each configured model is in (loading, ready, failed, evicting).", []string{"model", "state"}, nil),
+		queue:      prometheus.NewDesc("grove_model_queue_depth", "Requests waiting in the model actor's mailbox.", []string{"model"}, nil),
+		inflight:   prometheus.NewDesc("grove_model_inflight", "Requests dispatched to the model and not yet answered.", []string{"model"}, nil),
+		configTime: prometheus.NewDesc("grove_config_last_success_timestamp_seconds", "When the model config was last read and applied.", nil, nil),
+		ready:      prometheus.NewDesc("grove_ready", "1 once the first reconcile has finished and the server is not draining.", nil, nil),
+	}
+}
+
+// Describe sends the descriptors of the collected metrics.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.state
+	ch <- c.queue
+	ch <- c.inflight
+	ch <- c.configTime
+	ch <- c.ready
+}
+
+// Collect reads the current status and routing table.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Status()
+	for _, m := range st.Models {
+		for _, s := range []State{StateLoading, StateReady, StateFailed, StateEvicting} {
+			v := 0.0
+			if m.State == s {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, m.Path, string(s))
+		}
+	}
+	for path, ct := range *c.s.routes.Load() {
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(ct.queued.Load()), path)
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(ct.inflight.Load()), path)
+	}
+	if st.Config.LastSuccess != nil {
+		ch <- prometheus.MustNewConstMetric(c.configTime, prometheus.GaugeValue, float64(st.Config.LastSuccess.UnixNano())/1e9)
+	}
+	ready := 0.0
+	if c.s.Ready() {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
+}

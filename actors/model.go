@@ -1,0 +1,140 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// content is one loaded version of a model path: its files in the local
+// cache, its servable (owned by its model actor) and its counters.
+type content struct {
+	path     string
+	checksum string
+	runtime  string
+	local    *bucket.LocalModel
+	loadedAt time.Time
+	pid      *actor.PID
+
+	// queued counts predict messages sent and not yet taken from the mailbox;
+	// inflight counts those sent and not yet answered.
+	queued, inflight atomic.Int64
+	// retired is set once the content gets no new traffic; it is released
+	// when inflight drops to zero.
+	retired atomic.Bool
+	crashes atomic.Int64
+	served  atomic.Int64
+}
+
+// acquire reserves a place for one request, or reports why there is none.
+// The caller must call release after the request is answered.
+func (c *content) acquire(queueLimit int) error {
+	c.inflight.Add(1)
+	if c.retired.Load() {
+		c.inflight.Add(-1)
+		return errRetired
+	}
+	if n := c.queued.Add(1); queueLimit > 0 && n > int64(queueLimit) {
+		c.queued.Add(-1)
+		c.inflight.Add(-1)
+		return fmt.Errorf("%w: model %s has %d requests queued (limit %d); retry later", ErrOverloaded, c.path, n-1, queueLimit)
+	}
+	return nil
+}
+
+var errRetired = fmt.Errorf("content retired")
+
+// modelActor owns one servable and runs predict messages one at a time.
+type modelActor struct {
+	c    *content
+	s    servables.Servable
+	load func(ctx context.Context) (servables.Servable, error)
+	log  *slog.Logger
+	m    *Metrics
+	// loadErr is set when a restart could not reload the model.
+	loadErr error
+}
+
+// modelProps makes the props of a model actor. The first incarnation gets the
+// servable loaded by the supervisor; a restarted one reloads it from the
+// local cache with load.
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics) *actor.Props {
+	first := true
+	return actor.PropsFromProducer(func() actor.Actor {
+		a := &modelActor{c: c, load: load, log: log, m: m}
+		if first {
+			a.s, first = s, false
+		}
+		return a
+	}, actor.WithMailbox(actor.UnboundedPriority()))
+}
+
+// Receive handles lifecycle and predict messages.
+func (a *modelActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *predict:
+		a.predict(m)
+	case *actor.Started:
+		if a.s == nil {
+			start := time.Now()
+			s, err := a.load(context.Background())
+			if err != nil {
+				a.loadErr = err
+				a.log.Error("model reload after crash failed", "model", a.c.path, "err", err)
+				return
+			}
+			a.s = s
+			a.log.Info("model reloaded after crash", "model", a.c.path, "took", time.Since(start))
+		}
+	case *actor.Restarting, *actor.Stopped:
+		a.close()
+	}
+}
+
+func (a *modelActor) close() {
+	if a.s != nil {
+		if err := a.s.Close(); err != nil {
+			a.log.Warn("closing model", "model", a.c.path, "err", err)
+		}
+		a.s = nil
+	}
+}
+
+// predict runs one forward call. A panic inside the servable fails this
+// request and is re-raised so that the supervisor restarts the actor.
+func (a *modelActor) predict(m *predict) {
+	a.c.queued.Add(-1)
+	start := time.Now()
+	queued := start.Sub(m.enqueued)
+	if a.s == nil {
+		err := a.loadErr
+		if err == nil {
+			err = fmt.Errorf("model is not loaded")
+		}
+		m.done(nil, fmt.Errorf("model %s is unavailable after a crash: %w", a.c.path, err), queued, 0)
+		return
+	}
+	answered := false
+	defer func() {
+		if answered {
+			return
+		}
+		r := recover()
+		a.c.crashes.Add(1)
+		a.m.crashes.WithLabelValues(a.c.path).Inc()
+		a.log.Error("model panicked; restarting its actor", "model", a.c.path, "panic", r, "stack", string(debug.Stack()))
+		m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
+		panic(r)
+	}()
+	out, err := a.s.Predict(context.Background(), m.inputs)
+	answered = true
+	m.done(out, err, queued, time.Since(start))
+}

@@ -1,0 +1,216 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// gated is a servable whose Predict blocks until the gate opens and records
+// the first input value of each call in order.
+type gated struct {
+	gate   chan struct{}
+	mu     sync.Mutex
+	order  []float64
+	closed atomic.Bool
+}
+
+func (g *gated) Metadata() servables.Metadata { return servables.Metadata{Runtime: "gated"} }
+
+func (g *gated) Predict(_ context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	<-g.gate
+	v := in[0].Float64At(0)
+	if v < 0 {
+		panic("negative input")
+	}
+	g.mu.Lock()
+	g.order = append(g.order, v)
+	g.mu.Unlock()
+	return in, nil
+}
+
+func (g *gated) Close() error { g.closed.Store(true); return nil }
+
+func (g *gated) seen() []float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]float64(nil), g.order...)
+}
+
+func scalar(t *testing.T, v float32) []servables.Tensor {
+	t.Helper()
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Float32s()[0] = v
+	return []servables.Tensor{x}
+}
+
+func testSystem(t *testing.T) *actor.ActorSystem {
+	as := actor.NewActorSystem()
+	t.Cleanup(as.Shutdown)
+	return as
+}
+
+// spawnModel starts a model actor over s with the given reload function, as a
+// child of a supervisor that always restarts it.
+func spawnModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reload func(context.Context) (servables.Servable, error)) *content {
+	t.Helper()
+	c := &content{path: "m/", checksum: "c", local: &bucket.LocalModel{}}
+	m := NewMetrics(prometheus.NewRegistry())
+	var child *actor.PID
+	ready := make(chan struct{})
+	parent := actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m))
+			close(ready)
+		}
+	}, actor.WithSupervisor(restartAlways()))
+	as.Root.Spawn(parent)
+	<-ready
+	c.pid = child
+	return c
+}
+
+func send(as *actor.ActorSystem, c *content, inputs []servables.Tensor, prio int8) chan error {
+	errc := make(chan error, 1)
+	c.queued.Add(1)
+	c.inflight.Add(1)
+	as.Root.Send(c.pid, &predict{inputs: inputs, priority: prio, enqueued: time.Now(),
+		done: func(_ []servables.Tensor, err error, _, _ time.Duration) {
+			c.inflight.Add(-1)
+			errc <- err
+		}})
+	return errc
+}
+
+func TestUserRequestsOvertakeQueuedWarmUpAndShadowWork(t *testing.T) {
+	as := testSystem(t)
+	g := &gated{gate: make(chan struct{})}
+	c := spawnModel(t, as, g, nil)
+
+	var waits []chan error
+	waits = append(waits, send(as, c, scalar(t, 0), priorityShadow)) // taken at once, blocks on the gate
+	time.Sleep(50 * time.Millisecond)
+	for i := 1; i <= 3; i++ {
+		waits = append(waits, send(as, c, scalar(t, float32(i)), priorityShadow))
+	}
+	waits = append(waits, send(as, c, scalar(t, 10), priorityWarmUp))
+	waits = append(waits, send(as, c, scalar(t, 100), priorityUser))
+	close(g.gate)
+	for _, w := range waits {
+		if err := <-w; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []float64{0, 100, 10, 1, 2, 3}
+	if got := g.seen(); !slices.Equal(got, want) {
+		t.Fatalf("processing order %v, want %v (user, then warm-up, then shadow)", got, want)
+	}
+}
+
+func TestPanicFailsOnlyItsRequestAndRestartsFromCache(t *testing.T) {
+	as := testSystem(t)
+	first := &gated{gate: make(chan struct{})}
+	close(first.gate)
+	second := &gated{gate: make(chan struct{})}
+	close(second.gate)
+	var reloads atomic.Int32
+	c := spawnModel(t, as, first, func(context.Context) (servables.Servable, error) {
+		reloads.Add(1)
+		return second, nil
+	})
+
+	crash := send(as, c, scalar(t, -1), priorityUser)
+	after := send(as, c, scalar(t, 5), priorityUser)
+	if err := <-crash; !errors.Is(err, ErrModelCrashed) {
+		t.Fatalf("panicking request got %v, want ErrModelCrashed", err)
+	}
+	if err := <-after; err != nil {
+		t.Fatalf("request queued behind the crash got %v, want an answer from the restarted model", err)
+	}
+	if reloads.Load() != 1 || !first.closed.Load() {
+		t.Errorf("reloads %d, first servable closed %v; want one reload and the crashed servable closed", reloads.Load(), first.closed.Load())
+	}
+	if got := second.seen(); !slices.Equal(got, []float64{5}) {
+		t.Errorf("restarted servable saw %v, want [5]", got)
+	}
+	if c.crashes.Load() != 1 {
+		t.Errorf("crashes = %d, want 1", c.crashes.Load())
+	}
+}
+
+func TestRouterFailsFastWhenModelQueueIsFull(t *testing.T) {
+	as := testSystem(t)
+	g := &gated{gate: make(chan struct{})}
+	c := spawnModel(t, as, g, nil)
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"m/": c})
+	router := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &routerActor{routes: &routes, queueLimit: 2, metrics: NewMetrics(prometheus.NewRegistry())}
+	}, actor.WithMailbox(actor.UnboundedPriority())))
+
+	infer := func(path string, v float32) chan []Result {
+		b := &batch{reqs: []Request{{ModelPath: path, Inputs: scalar(t, v)}}, reply: make(chan []Result, 1)}
+		as.Root.Send(router, b)
+		return b.reply
+	}
+	running := infer("m/", 1) // taken by the actor, blocks
+	time.Sleep(50 * time.Millisecond)
+	q1, q2 := infer("m/", 2), infer("m/", 3) // fill the queue of 2
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case res := <-infer("m/", 4):
+		if !errors.Is(res[0].Err, ErrOverloaded) {
+			t.Fatalf("request beyond the queue limit got %v, want ErrOverloaded", res[0].Err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("request beyond the queue limit waited instead of failing fast")
+	}
+	if res := <-infer("nope/", 1); !errors.Is(res[0].Err, ErrModelNotFound) {
+		t.Fatalf("unknown path got %v, want ErrModelNotFound", res[0].Err)
+	}
+	close(g.gate)
+	for _, ch := range []chan []Result{running, q1, q2} {
+		if res := <-ch; res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+}
+
+func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
+	as := testSystem(t)
+	slow := &gated{gate: make(chan struct{})}
+	fast := &gated{gate: make(chan struct{})}
+	close(fast.gate)
+	cs, cf := spawnModel(t, as, slow, nil), spawnModel(t, as, fast, nil)
+	cs.path, cf.path = "slow/", "fast/"
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"slow/": cs, "fast/": cf})
+	router := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &routerActor{routes: &routes, metrics: NewMetrics(prometheus.NewRegistry())}
+	}, actor.WithMailbox(actor.UnboundedPriority())))
+	b := &batch{reqs: []Request{{ModelPath: "slow/", Inputs: scalar(t, 1)}, {ModelPath: "fast/", Inputs: scalar(t, 2)}, {ModelPath: "x/"}}, reply: make(chan []Result, 1)}
+	as.Root.Send(router, b)
+	time.Sleep(50 * time.Millisecond)
+	if len(fast.seen()) != 1 {
+		t.Fatal("the fast model did not run while the slow one was busy")
+	}
+	close(slow.gate)
+	res := <-b.reply
+	if res[0].Outputs[0].Float32s()[0] != 1 || res[1].Outputs[0].Float32s()[0] != 2 || !errors.Is(res[2].Err, ErrModelNotFound) {
+		t.Fatalf("results out of order: %+v", res)
+	}
+}

@@ -1,0 +1,83 @@
+package actors
+
+import "time"
+
+// State is where a configured model is in its lifecycle.
+type State string
+
+// The states a configured model can be in.
+const (
+	// StateLoading: no content serves yet; the first one is being fetched, loaded or warmed up.
+	StateLoading State = "loading"
+	// StateReady: a content serves requests (an update may be loading beside it).
+	StateReady State = "ready"
+	// StateFailed: no content serves; the last load failed and is retried on the next poll.
+	StateFailed State = "failed"
+	// StateEvicting: removed from the config; still served until its grace period ends.
+	StateEvicting State = "evicting"
+)
+
+// Status is a snapshot of the config source and every configured model.
+type Status struct {
+	Ready  bool          `json:"ready"`
+	Config ConfigStatus  `json:"config"`
+	Models []ModelStatus `json:"models"`
+}
+
+// ConfigStatus describes the model config file and its polling.
+type ConfigStatus struct {
+	Source       string     `json:"source"`
+	PollInterval string     `json:"poll_interval"`
+	LastPoll     *time.Time `json:"last_poll,omitempty"`
+	LastSuccess  *time.Time `json:"last_success,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	LastErrorAt  *time.Time `json:"last_error_at,omitempty"`
+	// Models is the number of entries in the config in force.
+	Models int `json:"models"`
+}
+
+// ModelStatus describes one configured model path.
+type ModelStatus struct {
+	Path  string `json:"model_path"`
+	State State  `json:"state"`
+	// Checksum, Runtime, LoadedAt and SizeBytes describe the serving content.
+	Checksum  string     `json:"checksum,omitempty"`
+	Runtime   string     `json:"runtime,omitempty"`
+	LoadedAt  *time.Time `json:"loaded_at,omitempty"`
+	SizeBytes int64      `json:"size_bytes,omitempty"`
+	// ConfiguredChecksum is the checksum the config asks for, if any.
+	ConfiguredChecksum string `json:"configured_checksum,omitempty"`
+	// Updating is set while new content for this path loads beside the serving one.
+	Updating bool `json:"updating,omitempty"`
+	// LastError is the last load, checksum or warm-up failure for this path.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// GraceRemainingMs is the time left before an evicting model stops being served.
+	GraceRemainingMs *int64 `json:"grace_remaining_ms,omitempty"`
+	Served           int64  `json:"served"`
+	Crashes          int64  `json:"crashes"`
+	// Retiring counts replaced contents still held for their grace period or in-flight requests.
+	Retiring int `json:"retiring,omitempty"`
+
+	evictAt time.Time
+	active  *content
+}
+
+// finish fills the fields that change without the supervisor's involvement.
+func (m *ModelStatus) finish(now time.Time) {
+	if m.active != nil {
+		m.Served = m.active.served.Load()
+		m.Crashes = m.active.crashes.Load()
+	}
+	if m.State == StateEvicting {
+		left := max(m.evictAt.Sub(now).Milliseconds(), 0)
+		m.GraceRemainingMs = &left
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

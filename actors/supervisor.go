@@ -1,0 +1,455 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// Messages the supervisor sends itself.
+type (
+	pollTick     struct{}
+	houseTick    struct{}
+	configResult struct {
+		cfg *conf.ModelConfig
+		err error
+		at  time.Time
+	}
+	loadResult struct {
+		path  string
+		job   int
+		meta  conf.ModelMetadata
+		local *bucket.LocalModel
+		rt    string
+		s     servables.Servable
+		err   error
+	}
+	warmResult struct {
+		path string
+		job  int
+		meta conf.ModelMetadata
+		c    *content
+		err  error
+	}
+)
+
+// entry is the supervisor's record of one configured model path.
+type entry struct {
+	meta   conf.ModelMetadata // as in the config in force
+	active *content
+	// activeMeta is the metadata the active content was loaded with; its
+	// grace period applies when that content is replaced or evicted.
+	activeMeta conf.ModelMetadata
+	// job is the id of the running load, 0 when none runs.
+	job     int
+	removed bool
+	evictAt time.Time
+	lastErr string
+	errAt   time.Time
+}
+
+// retiree is a content that gets no new traffic and is released once its
+// grace period is over and its in-flight requests are answered.
+type retiree struct {
+	c         *content
+	releaseAt time.Time
+}
+
+// supervisorActor polls the model config, reconciles the served models with
+// it and supervises the model actors.
+type supervisorActor struct {
+	sys      *System
+	log      *slog.Logger
+	entries  map[string]*entry
+	order    []string // config order, for status
+	retiring []retiree
+	jobs     int
+	fetching bool
+	applied  bool // a config has been applied at least once
+	cfgStat  ConfigStatus
+	stop     context.CancelFunc
+	ctx      context.Context
+}
+
+func (s *supervisorActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.start(ctx)
+	case *actor.Stopping:
+		s.stop()
+	case pollTick:
+		s.poll(ctx)
+	case configResult:
+		s.fetching = false
+		s.applyConfig(ctx, m)
+	case loadResult:
+		s.loaded(ctx, m)
+	case warmResult:
+		s.warmed(ctx, m)
+	case houseTick:
+		s.housekeep(ctx)
+	}
+	s.publishStatus()
+}
+
+func (s *supervisorActor) start(ctx actor.Context) {
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		poll := time.NewTicker(s.sys.opts.PollInterval)
+		house := time.NewTicker(100 * time.Millisecond)
+		defer poll.Stop()
+		defer house.Stop()
+		root.Send(self, pollTick{})
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-poll.C:
+				root.Send(self, pollTick{})
+			case <-house.C:
+				root.Send(self, houseTick{})
+			}
+		}
+	}()
+}
+
+// poll reads the model config in the background; the result comes back as a configResult.
+func (s *supervisorActor) poll(ctx actor.Context) {
+	if s.fetching {
+		return
+	}
+	s.fetching = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	o := s.sys.opts
+	go func() {
+		rctx, cancel := context.WithTimeout(s.ctx, max(o.PollInterval, 10*time.Second))
+		defer cancel()
+		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath)
+		var cfg *conf.ModelConfig
+		if err != nil {
+			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
+		} else if cfg, err = conf.ParseModelConfig(data); err != nil {
+			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
+		}
+		root.Send(self, configResult{cfg: cfg, err: err, at: time.Now()})
+	}()
+}
+
+func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
+	s.cfgStat.LastPoll = timePtr(r.at)
+	if r.err != nil {
+		s.cfgStat.LastError, s.cfgStat.LastErrorAt = r.err.Error(), timePtr(r.at)
+		s.sys.metrics.configErrors.Inc()
+		result := "fetch_error"
+		if r.cfg == nil && !errors.Is(r.err, bucket.ErrNotExist) && isParseError(r.err) {
+			result = "invalid"
+		}
+		s.sys.metrics.configPolls.WithLabelValues(result).Inc()
+		s.log.Error("model config rejected; the previous config stays in force", "err", r.err)
+		return
+	}
+	s.sys.metrics.configPolls.WithLabelValues("ok").Inc()
+	s.sys.metrics.reconciles.Inc()
+	s.cfgStat.LastSuccess = timePtr(r.at)
+	s.cfgStat.LastError, s.cfgStat.LastErrorAt = "", nil
+	s.cfgStat.Models = len(r.cfg.Models)
+	s.reconcile(ctx, r.cfg, r.at)
+	s.applied = true
+}
+
+// isParseError tells a config that was read but rejected from one that could not be read.
+func isParseError(err error) bool {
+	var pe *conf.ConfigError
+	return errors.As(err, &pe)
+}
+
+// reconcile brings the entries in line with cfg: new paths and changed
+// checksums start a load, failed loads are retried, paths no longer listed
+// start their eviction grace period.
+func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, now time.Time) {
+	listed := make(map[string]bool, len(cfg.Models))
+	s.order = s.order[:0]
+	for _, m := range cfg.Models {
+		listed[m.Path] = true
+		s.order = append(s.order, m.Path)
+		e := s.entries[m.Path]
+		if e == nil {
+			e = &entry{}
+			s.entries[m.Path] = e
+		}
+		if e.removed {
+			s.log.Info("model listed again; eviction cancelled", "model", m.Path)
+			e.removed, e.evictAt = false, time.Time{}
+		}
+		e.meta = m
+		switch {
+		case e.job != 0:
+			// A load is running; its result is checked against e.meta when it arrives.
+		case e.active != nil && (m.Checksum == "" || m.Checksum == e.active.checksum):
+			// Serving what the config asks for.
+		default:
+			s.startLoad(ctx, m.Path, e)
+		}
+	}
+	for path, e := range s.entries {
+		if listed[path] || e.removed {
+			continue
+		}
+		if e.active == nil {
+			// Nothing serves: forget it now (a running load's result is discarded).
+			delete(s.entries, path)
+			continue
+		}
+		e.removed = true
+		e.evictAt = now.Add(e.activeMeta.EvictionGracePeriod)
+		s.log.Info("model removed from config; evicting after grace period", "model", path, "grace", e.activeMeta.EvictionGracePeriod)
+	}
+	s.housekeep(ctx)
+}
+
+// startLoad fetches, verifies and loads the content e.meta asks for, in the background.
+func (s *supervisorActor) startLoad(ctx actor.Context, path string, e *entry) {
+	s.jobs++
+	e.job = s.jobs
+	job, meta := s.jobs, e.meta
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.log.Info("loading model", "model", path, "checksum", meta.Checksum)
+	go func() {
+		r := loadResult{path: path, job: job, meta: meta}
+		r.local, r.rt, r.s, r.err = s.sys.fetchAndLoad(s.ctx, meta)
+		if r.err != nil {
+			r.err = fmt.Errorf("loading model %s: %w", path, r.err)
+		}
+		root.Send(self, r)
+	}()
+}
+
+// loaded spawns the model actor for freshly loaded content and warms it up.
+func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
+	e := s.entries[r.path]
+	if r.err != nil {
+		s.failed(r.path, r.job, r.err)
+		return
+	}
+	if e == nil || e.job != r.job {
+		// The path was removed while it loaded.
+		closeQuietly(r.s, r.local, s.log)
+		return
+	}
+	c := &content{path: r.path, checksum: r.local.Checksum, runtime: r.rt, local: r.local}
+	rt, local := r.rt, r.local
+	reload := func(ctx context.Context) (servables.Servable, error) {
+		return s.sys.loadLocal(ctx, rt, local)
+	}
+	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics), fmt.Sprintf("model-%d", r.job))
+	if err != nil {
+		closeQuietly(r.s, r.local, s.log)
+		s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))
+		return
+	}
+	c.pid = pid
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		err := s.sys.warmUp(root, c, r.meta)
+		if err != nil {
+			err = fmt.Errorf("warming up model %s: %w", r.path, err)
+		}
+		root.Send(self, warmResult{path: r.path, job: r.job, meta: r.meta, c: c, err: err})
+	}()
+}
+
+// warmed puts warmed-up content into service, replacing the old content of its path.
+func (s *supervisorActor) warmed(ctx actor.Context, r warmResult) {
+	e := s.entries[r.path]
+	now := time.Now()
+	if r.err != nil {
+		s.retire(r.c, now)
+		s.failed(r.path, r.job, r.err)
+		return
+	}
+	if e == nil || e.job != r.job {
+		s.retire(r.c, now)
+		return
+	}
+	e.job = 0
+	if e.meta.Checksum != "" && e.meta.Checksum != r.c.checksum {
+		// The config changed to another checksum while this content loaded.
+		s.retire(r.c, now)
+		s.startLoad(ctx, r.path, e)
+		return
+	}
+	r.c.loadedAt = now
+	old, oldGrace := e.active, e.activeMeta.EvictionGracePeriod
+	e.active, e.activeMeta = r.c, r.meta
+	e.lastErr, e.errAt = "", time.Time{}
+	s.publishRoutes()
+	s.sys.metrics.loads.WithLabelValues(r.path, "ok").Inc()
+	if old != nil {
+		s.log.Info("model updated in place", "model", r.path, "old_checksum", old.checksum, "checksum", r.c.checksum, "old_released_after", oldGrace)
+		s.retire(old, now.Add(oldGrace))
+	} else {
+		s.log.Info("model ready", "model", r.path, "checksum", r.c.checksum, "runtime", r.c.runtime)
+	}
+}
+
+// failed records a failed load; the previous content, if any, keeps serving.
+func (s *supervisorActor) failed(path string, job int, err error) {
+	s.sys.metrics.loads.WithLabelValues(path, "failed").Inc()
+	e := s.entries[path]
+	if e == nil || e.job != job {
+		s.log.Warn("discarded load of a removed model failed", "model", path, "err", err)
+		return
+	}
+	e.job = 0
+	e.lastErr, e.errAt = err.Error(), time.Now()
+	if e.active != nil {
+		s.log.Error("model update failed; the previous content keeps serving", "model", path, "serving_checksum", e.active.checksum, "err", err)
+	} else {
+		s.log.Error("model load failed; retrying on the next poll", "model", path, "err", err)
+	}
+}
+
+// retire takes c out of service: no new requests reach it, and it is released
+// at releaseAt or once its in-flight requests are answered, whichever is later.
+func (s *supervisorActor) retire(c *content, releaseAt time.Time) {
+	c.retired.Store(true)
+	s.retiring = append(s.retiring, retiree{c: c, releaseAt: releaseAt})
+}
+
+// housekeep ends grace periods and releases retired contents.
+func (s *supervisorActor) housekeep(ctx actor.Context) {
+	now := time.Now()
+	changed := false
+	for path, e := range s.entries {
+		if e.removed && !now.Before(e.evictAt) {
+			delete(s.entries, path)
+			if e.active != nil {
+				// Marked retired below, once the table without it is published.
+				s.retiring = append(s.retiring, retiree{c: e.active, releaseAt: now})
+				changed = true
+			}
+			s.log.Info("model evicted", "model", path)
+		}
+	}
+	if changed {
+		s.publishRoutes()
+		for i := range s.retiring {
+			s.retiring[i].c.retired.Store(true)
+		}
+	}
+	kept := s.retiring[:0]
+	for _, r := range s.retiring {
+		if now.Before(r.releaseAt) || r.c.inflight.Load() > 0 {
+			kept = append(kept, r)
+			continue
+		}
+		s.release(ctx, r.c)
+	}
+	clear(s.retiring[len(kept):])
+	s.retiring = kept
+}
+
+// release stops c's model actor (which closes the servable) and deletes its cached files.
+func (s *supervisorActor) release(ctx actor.Context, c *content) {
+	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
+	if c.pid == nil {
+		closeQuietly(nil, c.local, s.log)
+		return
+	}
+	future := ctx.StopFuture(c.pid)
+	go func() {
+		_ = future.Wait()
+		closeQuietly(nil, c.local, s.log)
+	}()
+}
+
+func closeQuietly(sv servables.Servable, local *bucket.LocalModel, log *slog.Logger) {
+	if sv != nil {
+		if err := sv.Close(); err != nil {
+			log.Warn("closing model", "err", err)
+		}
+	}
+	if local != nil {
+		if err := local.Remove(); err != nil {
+			log.Warn("removing cached model files", "dir", local.Dir, "err", err)
+		}
+	}
+}
+
+// publishRoutes publishes the routing table: every entry with active content.
+func (s *supervisorActor) publishRoutes() {
+	t := make(table, len(s.entries))
+	for path, e := range s.entries {
+		if e.active != nil {
+			t[path] = e.active
+		}
+	}
+	s.sys.routes.Store(&t)
+}
+
+// publishStatus publishes a status snapshot for the API.
+func (s *supervisorActor) publishStatus() {
+	st := &Status{Config: s.cfgStat}
+	st.Config.Source = s.sys.opts.Bucket.String() + "/" + s.sys.opts.ModelConfigPath
+	st.Config.PollInterval = s.sys.opts.PollInterval.String()
+	seen := make(map[string]bool, len(s.entries))
+	add := func(path string, e *entry) {
+		m := ModelStatus{Path: path, ConfiguredChecksum: e.meta.Checksum, LastError: e.lastErr, LastErrorAt: timePtr(e.errAt), Updating: e.job != 0 && e.active != nil}
+		switch {
+		case e.removed:
+			m.State, m.evictAt = StateEvicting, e.evictAt
+		case e.active != nil:
+			m.State = StateReady
+		case e.job != 0:
+			m.State = StateLoading
+		default:
+			m.State = StateFailed
+		}
+		if c := e.active; c != nil {
+			m.active, m.Checksum, m.Runtime, m.LoadedAt, m.SizeBytes = c, c.checksum, c.runtime, timePtr(c.loadedAt), c.local.Size
+		}
+		for _, r := range s.retiring {
+			if r.c.path == path {
+				m.Retiring++
+			}
+		}
+		st.Models = append(st.Models, m)
+	}
+	for _, path := range s.order {
+		if e := s.entries[path]; e != nil && !seen[path] {
+			seen[path] = true
+			add(path, e)
+		}
+	}
+	for path, e := range s.entries {
+		if !seen[path] {
+			add(path, e)
+		}
+	}
+	pending := false
+	for _, e := range s.entries {
+		pending = pending || e.job != 0
+	}
+	if s.applied && !pending {
+		s.sys.firstReconcile.Store(true)
+	}
+	s.sys.status.Store(st)
+}
+
+// restartAlways is the supervisor's strategy: a crashed model actor is
+// restarted, however often it crashes.
+func restartAlways() actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(math.MaxInt32, time.Second, func(any) actor.Directive {
+		return actor.RestartDirective
+	})
+}
