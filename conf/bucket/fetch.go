@@ -1,0 +1,187 @@
+package bucket
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// LocalModel is a model copied from a bucket into the local cache.
+type LocalModel struct {
+	// Dir is the directory holding the model's files; it is fresh for each fetch.
+	Dir string
+	// Files are the model's files, slash-separated, relative to Dir, sorted.
+	// For a directory model they are the object names relative to the model
+	// path; for a single-file model, the object's base name.
+	Files []string
+	// Checksum is the model checksum of the copied content.
+	Checksum string
+	// Size is the total size of the files in bytes.
+	Size int64
+}
+
+// Remove deletes the model's directory.
+func (m *LocalModel) Remove() error { return os.RemoveAll(m.Dir) }
+
+// Fetch copies the model at modelPath from b into a new directory under
+// cacheDir and computes its checksum.
+//
+// A modelPath ending in "/" names every object under that prefix, except
+// directory placeholders (names ending in "/"); any other modelPath names
+// exactly one object. A model whose listed size is over maxBytes is
+// rejected before anything is copied, and the limit is enforced again
+// while copying; maxBytes <= 0 means no limit. Files are written to
+// temporary names and renamed, and on error the new directory is removed.
+func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes int64) (*LocalModel, error) {
+	objs, err := b.List(ctx, modelPath)
+	if err != nil {
+		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
+	}
+	isDir := strings.HasSuffix(modelPath, "/")
+	type file struct {
+		name, rel string
+	}
+	var files []file
+	var total int64
+	nested := false // objects under modelPath+"/" exist
+	for _, o := range objs {
+		var rel string
+		switch {
+		case isDir && !strings.HasSuffix(o.Name, "/"):
+			rel = strings.TrimPrefix(o.Name, modelPath)
+		case !isDir && o.Name == modelPath:
+			rel = path.Base(o.Name)
+		default:
+			nested = nested || !isDir && strings.HasPrefix(o.Name, modelPath+"/")
+			continue
+		}
+		if !fs.ValidPath(rel) {
+			return nil, fmt.Errorf("fetching model %s: object %q cannot be stored as a local file", modelPath, o.Name)
+		}
+		files = append(files, file{o.Name, rel})
+		total += o.Size
+	}
+	if len(files) == 0 {
+		msg := fmt.Sprintf("no objects found under model path %q in %s", modelPath, b)
+		if nested {
+			msg += fmt.Sprintf("; it names a single object, to use the directory write %q", modelPath+"/")
+		}
+		return nil, errors.New(msg)
+	}
+	if maxBytes > 0 && total > maxBytes {
+		return nil, fmt.Errorf("model %s is %d bytes, over the limit of %d bytes", modelPath, total, maxBytes)
+	}
+
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
+	}
+	dir, err := os.MkdirTemp(cacheDir, cacheName(modelPath)+"-")
+	if err != nil {
+		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
+	}
+	m := &LocalModel{Dir: dir}
+	sums := make([]fileSum, 0, len(files))
+	for _, f := range files {
+		budget := int64(-1)
+		if maxBytes > 0 {
+			budget = maxBytes - m.Size
+		}
+		n, sum, err := copyObject(ctx, b, f.name, filepath.Join(dir, filepath.FromSlash(f.rel)), budget)
+		if err != nil {
+			os.RemoveAll(dir)
+			if errors.Is(err, errTooLarge) {
+				return nil, fmt.Errorf("model %s grew over the limit of %d bytes while downloading", modelPath, maxBytes)
+			}
+			return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
+		}
+		m.Size += n
+		m.Files = append(m.Files, f.rel)
+		sums = append(sums, fileSum{f.name, sum})
+	}
+	// Files are sorted: List returns names in order, and a common prefix
+	// was removed from them (or there is only one).
+	if m.Checksum, err = combine(sums); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return m, nil
+}
+
+// errTooLarge reports a copy that went over its byte budget.
+var errTooLarge = errors.New("over the size limit")
+
+// copyObject copies an object to dst through a temporary file, returning
+// the size and lowercase hex SHA-256. budget < 0 means no size limit.
+func copyObject(ctx context.Context, b Bucket, name, dst string, budget int64) (int64, string, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return 0, "", err
+	}
+	r, err := b.Open(ctx, name)
+	if err != nil {
+		return 0, "", err
+	}
+	defer r.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".grove-tmp-*")
+	if err != nil {
+		return 0, "", err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+
+	var src io.Reader = ctxReader{ctx, r}
+	if budget >= 0 {
+		src = io.LimitReader(src, budget+1)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return 0, "", fmt.Errorf("copying %s: %w", name, err)
+	case budget >= 0 && n > budget:
+		return 0, "", errTooLarge
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return 0, "", fmt.Errorf("storing %s: %w", name, err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// cacheName turns a model path into a readable directory name prefix.
+func cacheName(modelPath string) string {
+	name := []byte(strings.TrimSuffix(modelPath, "/"))
+	for i, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			name[i] = '_'
+		}
+	}
+	if len(name) > 64 {
+		name = name[len(name)-64:]
+	}
+	if len(name) == 0 || name[0] == '.' {
+		name = append([]byte("m"), name...)
+	}
+	return string(name)
+}
