@@ -1,0 +1,56 @@
+# Grove: two commands on a fresh Debian 12 machine, `make run` and `make test`.
+# Every target installs what it needs first (make deps), and only what is missing.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/grove
+PKGS := ./...
+APT_PKGS := libtorch-dev kcat hey
+# The FastAPI baseline of `make bench` (../shared/bench) and the example model script.
+APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn
+
+.PHONY: all deps deps-bench build run test test-unit test-it fuzz bench vet fmt clean models
+
+all: build
+
+## deps: install the Debian packages Grove builds and tests with, if missing.
+deps:
+	@scripts/deps.sh $(APT_PKGS)
+
+deps-bench:
+	@scripts/deps.sh $(APT_BENCH_PKGS)
+
+## build: the grove binary in bin/.
+build: deps
+	$(GO) build -o $(BIN) ./cmd/grove
+
+## run: serve the example bucket on 127.0.0.1:8080.
+run: build
+	$(BIN) serve --config examples/grove.yaml
+
+## test: vet, unit tests, fuzz seeds and the integration tests against the real binary.
+test: deps vet
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz: deps
+	$(GO) test ./conf -run '^$$' -fuzz FuzzParseModelConfig -fuzztime $(FUZZTIME)
+	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
+
+## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
+bench: deps deps-bench
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/...
+	$(GO) run ./it/cmd/grovebench
+
+## models: regenerate the example models (needs /usr/bin/python3 with torch).
+models: deps-bench
+	/usr/bin/python3 examples/models/make_models.py
+
+clean:
+	rm -rf bin

@@ -1,0 +1,232 @@
+// Package rest serves Grove's HTTP API: the B&A batch inference endpoint,
+// model listing, status, health and metrics.
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/servables"
+)
+
+// Backend is what the HTTP API needs from the actors.
+type Backend interface {
+	Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error)
+	ModelPaths() []string
+	Status() actors.Status
+	Ready() bool
+}
+
+// Options configure a Server.
+type Options struct {
+	// MaxBodyBytes rejects larger request bodies with 413.
+	MaxBodyBytes int64
+	// Logger receives request errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the HTTP metrics and Gatherer serves /metrics; nil means none.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// Server is the HTTP API.
+type Server struct {
+	b        Backend
+	opts     Options
+	log      *slog.Logger
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	bufs     sync.Pool
+	mux      *http.ServeMux
+}
+
+// New returns the HTTP API over b.
+func New(b Backend, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 20
+	}
+	s := &Server{b: b, opts: opts, log: opts.Logger,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_http_requests_total",
+			Help: "HTTP requests by API and status code.",
+		}, []string{"api", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "grove_http_request_duration_seconds",
+			Help:    "HTTP request latency by API, from the first byte read to the last byte written.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"api"}),
+	}
+	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(s.requests, s.latency)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/inference", s.instrument("inference", s.inference))
+	mux.HandleFunc("GET /v1/models", s.instrument("models", s.models))
+	mux.HandleFunc("GET /v1/status", s.instrument("status", s.status))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.ready)
+	if opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.mux = mux
+	return s
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) instrument(api string, h http.HandlerFunc) http.HandlerFunc {
+	lat := s.latency.WithLabelValues(api)
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r)
+		lat.Observe(time.Since(start).Seconds())
+		s.requests.WithLabelValues(api, strconv.Itoa(rec.code)).Inc()
+	}
+}
+
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	if !s.b.Ready() {
+		http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ready\n")
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(ba.AppendModelPaths(nil, s.b.ModelPaths()))
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.b.Status())
+}
+
+// inference serves POST /v1/inference: a B&A batch request in, a B&A batch response out.
+func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
+	*bp = body[:0]
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, errTooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		s.batchError(w, code, &ba.Error{Type: ba.InputParsing, Description: err.Error()})
+		return
+	}
+	req, perr := ba.ParseRequest(body)
+	if perr != nil {
+		s.batchError(w, http.StatusBadRequest, perr)
+		return
+	}
+	results := make([]ba.Result, len(req.Items))
+	reqs := make([]actors.Request, 0, len(req.Items))
+	idx := make([]int, 0, len(req.Items))
+	for i, it := range req.Items {
+		if it.Err != nil {
+			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
+			continue
+		}
+		reqs = append(reqs, actors.Request{ModelPath: it.ModelPath, Inputs: it.Inputs})
+		idx = append(idx, i)
+	}
+	out, err := s.b.Infer(r.Context(), reqs)
+	if err != nil {
+		s.batchError(w, http.StatusServiceUnavailable, &ba.Error{Type: ba.Unknown, Description: err.Error()})
+		return
+	}
+	code := http.StatusOK
+	for j, res := range out {
+		results[idx[j]] = toBA(res)
+		if errors.Is(res.Err, actors.ErrOverloaded) {
+			code = http.StatusTooManyRequests
+		}
+	}
+	if code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	rp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(rp)
+	*rp = ba.AppendResponse((*rp)[:0], results)
+	_, _ = w.Write(*rp)
+	*rp = (*rp)[:0]
+}
+
+func (s *Server) batchError(w http.ResponseWriter, code int, e *ba.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(ba.AppendBatchError(nil, e, ""))
+}
+
+// toBA maps an actor result to its B&A item, classifying the error.
+func toBA(r actors.Result) ba.Result {
+	out := ba.Result{ModelPath: r.ModelPath, Outputs: r.Outputs}
+	switch err := r.Err; {
+	case err == nil:
+	case errors.Is(err, actors.ErrModelNotFound):
+		out.Err = &ba.Error{Type: ba.ModelNotFound, Description: fmt.Sprintf("Requested model '%s' has not been registered", r.ModelPath)}
+	case errors.Is(err, servables.ErrInvalidInput):
+		out.Err = &ba.Error{Type: ba.InputParsing, Description: err.Error()}
+	case errors.Is(err, servables.ErrOutput):
+		out.Err = &ba.Error{Type: ba.OutputParsing, Description: err.Error()}
+	default:
+		out.Err = &ba.Error{Type: ba.ModelExecution, Description: fmt.Sprintf("Model Execution Error. Message: Model %s encounters an exception during evaluation: %v", r.ModelPath, err)}
+	}
+	return out
+}
+
+var errTooLarge = errors.New("request body too large")
+
+// readBody reads all of body into buf, failing once more than limit bytes arrive.
+func readBody(body io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, fmt.Errorf("%w: the body exceeds the limit of %d bytes", errTooLarge, limit)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, fmt.Errorf("reading request body: %w", err)
+		}
+	}
+}

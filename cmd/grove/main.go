@@ -1,0 +1,52 @@
+// Command grove serves the models listed in a bucket's model config over
+// HTTP, following the config as it changes.
+//
+//	grove serve --config grove.yaml [flags]   serve models
+//	grove checksum PATH                       print a model's checksum
+//	grove version                             print the version
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "checksum":
+		return checksum(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "grove", version)
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "grove: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: grove <command> [flags]
+
+commands:
+  serve      serve the models listed in a bucket's model config (grove serve -h for flags)
+  checksum   print the checksum of a model directory or file, as the model config expects it
+  version    print the version
+`)
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/rest"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+)
+
+// serve runs the server until SIGTERM or SIGINT, then drains and exits 0.
+func serve(args []string, stderr io.Writer) int {
+	cfg, err := conf.ParseServerArgs(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			conf.PrintServerUsage(stderr)
+			return 0
+		}
+		fmt.Fprintf(stderr, "grove serve: %v\n(grove serve -h lists the flags)\n", err)
+		return 2
+	}
+	log := cfg.NewLogger(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serveUntil(ctx, cfg, log); err != nil {
+		log.Error("grove serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
+	b, err := bucket.Open(ctx, cfg.Bucket)
+	if err != nil {
+		return fmt.Errorf("opening bucket: %w", err)
+	}
+	cacheDir := filepath.Join(cfg.CacheDir, "models")
+	// Grove owns cacheDir/models: copies left by an earlier run are stale.
+	if err := os.RemoveAll(cacheDir); err != nil {
+		return fmt.Errorf("clearing model cache: %w", err)
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return fmt.Errorf("creating model cache: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sys, err := actors.Start(actors.Options{
+		Bucket:          b,
+		ModelConfigPath: cfg.ModelConfig,
+		PollInterval:    cfg.PollInterval,
+		CacheDir:        cacheDir,
+		MaxModelBytes:   cfg.MaxModelBytes,
+		QueueSize:       cfg.ModelQueueSize,
+		IntraOpThreads:  cfg.IntraOpThreads,
+		Runtimes:        runtimes(),
+		ParseWarmUp:     ba.ParseWarmUp,
+		Logger:          log,
+		Registerer:      reg,
+	})
+	if err != nil {
+		return err
+	}
+	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg})
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		_ = sys.Stop(context.Background())
+		return fmt.Errorf("listening for HTTP: %w", err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("grove serving", "http", ln.Addr().String(), "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
+
+	select {
+	case err := <-serveErr:
+		_ = sys.Stop(context.Background())
+		return fmt.Errorf("serving HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
+	sys.Drain()
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		log.Warn("drain timeout passed with requests in flight", "err", err)
+	}
+	if err := sys.Stop(dctx); err != nil {
+		log.Warn("stopping actors", "err", err)
+	}
+	log.Info("grove stopped")
+	return nil
+}
