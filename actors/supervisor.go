@@ -410,7 +410,7 @@ func (s *supervisorActor) publishStatus() {
 			m.State, m.evictAt = StateEvicting, e.evictAt
 		case e.active != nil:
 			m.State = StateReady
-		case e.job != 0:
+		case e.job != 0 && e.lastErr == "":
 			m.State = StateLoading
 		default:
 			m.State = StateFailed
