@@ -1,0 +1,100 @@
+// Package ba is a pure codec for the batch inference JSON of the Privacy
+// Sandbox Bidding & Auction (B&A) inference sidecar: the string a bidding
+// script passes to runInference, the string it gets back, and the
+// getModelPaths list. It does no I/O.
+//
+// Parsing follows the sidecar (release 4.9.0, rapidjson 1.1.0 and Abseil)
+// closely: the same document-level and item-level checks in the same order,
+// with the same messages. Unlike the sidecar, Grove converts tensor_content
+// to typed buffers while parsing (the messages are those the sidecar reports
+// when it converts later), and it also accepts unquoted JSON numbers in
+// tensor_content. Encoding reproduces the rapidjson Writer byte for byte,
+// including its Grisu2 number formatting.
+//
+// Where the sidecar's behaviour is undefined or unsafe, Grove decides:
+//
+//   - a NUL byte anywhere is an error ("The document contains a NUL
+//     character."; the sidecar stops reading at it), and so are invalid
+//     UTF-8 and an escaped lone low surrogate in a string (rapidjson's
+//     "Invalid encoding in string." and "The surrogate pair in string is
+//     invalid.");
+//   - an item or tensor that is not an object, a tensor_shape element that
+//     is not an integer literal, a shape of more than servables.MaxElements
+//     elements and an empty tensors array are item errors;
+//   - a NaN or infinite output fails only its item, not the whole batch.
+//
+// The parser is a hand-written scanner that validates the whole document
+// and writes numbers straight into tensor buffers; it allocates little
+// besides the tensors it returns, and never allocates a tensor before its
+// content is known to match its shape.
+package ba
+
+import (
+	"github.com/groveml/grove/servables"
+)
+
+// ErrorType is the error_type of a B&A error object.
+type ErrorType string
+
+// The error types of the B&A inference API.
+const (
+	// Unknown is an error of no known kind.
+	Unknown ErrorType = "UNKNOWN"
+	// InputParsing is a malformed request, item or tensor.
+	InputParsing ErrorType = "INPUT_PARSING"
+	// ModelNotFound is a request for a model that is not loaded.
+	ModelNotFound ErrorType = "MODEL_NOT_FOUND"
+	// ModelExecution is a failure while the model ran.
+	ModelExecution ErrorType = "MODEL_EXECUTION"
+	// OutputParsing is a model output that cannot be written as JSON.
+	OutputParsing ErrorType = "OUTPUT_PARSING"
+	// GRPC is a transport failure between the caller and the model server.
+	GRPC ErrorType = "GRPC"
+)
+
+// Error is a B&A error object: an error_type and a description.
+type Error struct {
+	Type        ErrorType
+	Description string
+}
+
+// Error returns the type and the description, e.g.
+// "INPUT_PARSING: Missing tensors in the JSON document".
+func (e *Error) Error() string {
+	return string(e.Type) + ": " + e.Description
+}
+
+func inputError(desc string) *Error { return &Error{Type: InputParsing, Description: desc} }
+
+// Item is one element of a batch request.
+type Item struct {
+	// ModelPath is the model_path of the item. It is empty when Err is about
+	// the model_path itself, as in the sidecar.
+	ModelPath string
+	// Inputs are the item's tensors, in request order, each with its Name
+	// (empty if tensor_name was absent or not a string), DType, Shape and
+	// Data filled in.
+	Inputs []servables.Tensor
+	// Err is non-nil when this item could not be parsed (an INPUT_PARSING
+	// error); Inputs is then nil. Other items of the batch are unaffected.
+	Err *Error
+}
+
+// Request is a parsed batch request.
+type Request struct {
+	// Items are the elements of the request array, in order.
+	Items []Item
+	// Configs is the optional top-level "configs" object, a Grove extension
+	// mapping string keys to string values; nil when absent.
+	Configs map[string]string
+}
+
+// Result is the outcome of one item of a batch, as written in the response.
+type Result struct {
+	// ModelPath is written as the item's model_path (always, even if empty).
+	ModelPath string
+	// Outputs are written as the item's tensors when Err is nil.
+	Outputs []servables.Tensor
+	// Err, when non-nil, is written as the item's error instead of tensors.
+	Err *Error
+}
