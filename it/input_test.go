@@ -108,3 +108,39 @@ func TestChecksumCommandMatchesTheSeedPipeline(t *testing.T) {
 		}
 	}
 }
+
+func TestFullModelQueueFailsFastWith429(t *testing.T) {
+	b := newDirBucket(t)
+	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 300}`))
+	putConfig(t, b, modelEntry{Path: "slow/"})
+	g := startGrove(t, b.URL(), nil, "--model-queue-size", "2")
+
+	body := batchJSON(itemJSON("slow/", tensorJSON("INT32", []int64{1}, []float64{1})))
+	type answer struct {
+		code int
+		resp baResponse
+	}
+	answers := make(chan answer, 8)
+	for range 8 {
+		go func() {
+			code, resp, _ := g.infer(body)
+			answers <- answer{code, resp}
+		}()
+	}
+	ok, overloaded := 0, 0
+	for range 8 {
+		a := <-answers
+		switch {
+		case a.code == http.StatusOK && errorType(a.resp, 0) == "":
+			ok++
+		case a.code == http.StatusTooManyRequests && strings.Contains(a.resp.Response[0].Error.Description, "overloaded"):
+			overloaded++
+		default:
+			t.Errorf("unexpected answer %d %+v", a.code, a.resp)
+		}
+	}
+	// One request runs and two wait; the other five are refused at once.
+	if ok < 3 || overloaded == 0 || ok+overloaded != 8 {
+		t.Errorf("%d served, %d refused as overloaded; want 3 served and the rest refused", ok, overloaded)
+	}
+}

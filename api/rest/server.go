@@ -199,6 +199,8 @@ func toBA(r actors.Result) ba.Result {
 	case err == nil:
 	case errors.Is(err, actors.ErrModelNotFound):
 		out.Err = &ba.Error{Type: ba.ModelNotFound, Description: fmt.Sprintf("Requested model '%s' has not been registered", r.ModelPath)}
+	case errors.Is(err, actors.ErrOverloaded):
+		out.Err = &ba.Error{Type: ba.ModelExecution, Description: err.Error()}
 	case errors.Is(err, servables.ErrInvalidInput):
 		out.Err = &ba.Error{Type: ba.InputParsing, Description: err.Error()}
 	case errors.Is(err, servables.ErrOutput):
