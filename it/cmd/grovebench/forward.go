@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// forwardBench is the Go benchmark that times the pctr model's forward pass
+// in process, with sub-benchmarks for batch 1 and batch 64.
+const forwardBench = "BenchmarkForwardPCTR"
+
+// forwardResult is the in-process forward time of the benchmark model.
+type forwardResult struct {
+	// NsPerOp maps batch size (1, 64) to ns/op; missing batches were not found.
+	NsPerOp map[int]float64 `json:"ns_per_op,omitempty"`
+	// Lines are the benchmark result lines as go test printed them.
+	Lines []string `json:"lines,omitempty"`
+	// Error says why there is no figure (or not all of them).
+	Error string `json:"error,omitempty"`
+}
+
+// runForward runs BenchmarkForwardPCTR of ./servables/torch and parses it.
+func runForward(ctx context.Context, goBin, root, benchtime string, timeout time.Duration) forwardResult {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := runGo(ctx, goBin, root, "test", "-run", "^$", "-bench", "^"+forwardBench+"$",
+		"-benchtime", benchtime, "-timeout", timeout.String(), "./servables/torch/")
+	res := parseForward(string(out))
+	var problems []string
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%v (%v)", err, ctx.Err())
+		}
+		problems = append(problems, fmt.Sprintf("go test failed: %v: %s", err, oneLine(tailLines(string(out), 6))))
+	}
+	for _, b := range []int{1, 64} {
+		if _, ok := res.NsPerOp[b]; !ok && err == nil {
+			problems = append(problems, fmt.Sprintf("no %s result for batch %d in the go test output: %s",
+				forwardBench, b, oneLine(tailLines(string(out), 6))))
+		}
+	}
+	res.Error = strings.Join(problems, "; ")
+	return res
+}
+
+var (
+	// procsSuffixRE is the -GOMAXPROCS suffix go test appends to benchmark names.
+	procsSuffixRE = regexp.MustCompile(`-[0-9]+$`)
+	digitsRE      = regexp.MustCompile(`[0-9]+`)
+)
+
+// parseForward picks the ns/op figures for batch 1 and 64 out of go test
+// -bench output. It accepts any sub-benchmark naming that carries the batch
+// size as a number ("batch=64", "b64", "batch_1", "64", ...): a name holding
+// the number 64 is batch 64, else one holding 1 is batch 1; other
+// sub-benchmarks are ignored. When a batch appears more than once (-count)
+// the median is kept.
+func parseForward(out string) forwardResult {
+	var res forwardResult
+	seen := map[int][]float64{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], forwardBench+"/") {
+			continue
+		}
+		ns := -1.0
+		for i := 2; i < len(f); i++ {
+			if f[i] == "ns/op" {
+				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
+					ns = v
+				}
+				break
+			}
+		}
+		if ns < 0 {
+			continue
+		}
+		res.Lines = append(res.Lines, strings.Join(f, " "))
+		name := strings.TrimPrefix(f[0], forwardBench+"/")
+		// Strip the -GOMAXPROCS suffix, unless that leaves no number: with
+		// GOMAXPROCS=1 there is no suffix and "batch-64" must stay whole.
+		if s := procsSuffixRE.ReplaceAllString(name, ""); digitsRE.MatchString(s) {
+			name = s
+		}
+		batch := 0
+		for _, d := range digitsRE.FindAllString(name, -1) {
+			switch d {
+			case "64":
+				batch = 64
+			case "1":
+				if batch == 0 {
+					batch = 1
+				}
+			}
+		}
+		if batch != 0 {
+			seen[batch] = append(seen[batch], ns)
+		}
+	}
+	for b, vs := range seen {
+		slices.Sort(vs)
+		if res.NsPerOp == nil {
+			res.NsPerOp = map[int]float64{}
+		}
+		res.NsPerOp[b] = vs[len(vs)/2]
+	}
+	return res
+}
+
+// oneLine joins lines for a one-line note.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestParseScenarios(t *testing.T) {
+	got, err := parseScenarios("b1c1, baseline/b64c8,grove/b4c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []scenario{
+		{serverGrove, 1, 1}, {serverBaseline, 1, 1},
+		{serverBaseline, 64, 8},
+		{serverGrove, 4, 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	got, err = parseScenarios("baseline")
+	if err != nil || len(got) != len(defaultShapes) || got[0].Server != serverBaseline {
+		t.Errorf("baseline alone: %v, %v", got, err)
+	}
+	got, err = parseScenarios(strings.Join(defaultShapes, ","))
+	if err != nil || len(got) != 2*len(defaultShapes) {
+		t.Errorf("defaults: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", " , ", "b0c1", "b1", "triton/b1c1", "b1c1x"} {
+		if _, err := parseScenarios(bad); err == nil {
+			t.Errorf("parseScenarios(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseForward(t *testing.T) {
+	for name, tc := range map[string]struct {
+		out  string
+		want map[int]float64
+	}{
+		"procs suffix": {`goos: linux
+BenchmarkForwardPCTR/batch=1-2         	    2000	     41234 ns/op	     512 B/op	       9 allocs/op
+BenchmarkForwardPCTR/batch=64-2        	    2000	    125000 ns/op	  0.51 Mrows/s
+PASS`, map[int]float64{1: 41234, 64: 125000}},
+		"GOMAXPROCS=1 dash names": {`BenchmarkForwardPCTR/batch-1 2000 40000 ns/op
+BenchmarkForwardPCTR/batch-64 2000 120000 ns/op`, map[int]float64{1: 40000, 64: 120000}},
+		"bare numbers and other batches": {`BenchmarkForwardPCTR/1-8 2000 39000 ns/op
+BenchmarkForwardPCTR/16-8 2000 70000 ns/op
+BenchmarkForwardPCTR/64-8 2000 110000 ns/op`, map[int]float64{1: 39000, 64: 110000}},
+		"median of counts": {`BenchmarkForwardPCTR/b1-2 2000 3 ns/op
+BenchmarkForwardPCTR/b1-2 2000 1 ns/op
+BenchmarkForwardPCTR/b1-2 2000 2 ns/op`, map[int]float64{1: 2}},
+		"no sub-benchmarks": {`BenchmarkForwardPCTR-2 2000 40000 ns/op`, nil},
+		"build failure": {`# github.com/groveml/grove/servables/torch
+servables/torch/torch.go:3:2: undefined: x
+FAIL	github.com/groveml/grove/servables/torch [build failed]`, nil},
+	} {
+		got := parseForward(tc.out).NsPerOp
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var l []time.Duration
+	for i := 1; i <= 100; i++ {
+		l = append(l, time.Duration(i))
+	}
+	if p := percentile(l, 50); p != 50 {
+		t.Errorf("p50 = %v", p)
+	}
+	if p := percentile(l, 99); p != 99 {
+		t.Errorf("p99 = %v", p)
+	}
+	if p := percentile(l[:1], 99); p != 1 {
+		t.Errorf("p99 of one = %v", p)
+	}
+	if p := percentile(l[:3], 50); p != 2 {
+		t.Errorf("p50 of three = %v", p)
+	}
+	if p := percentile(nil, 50); p != 0 {
+		t.Errorf("p50 of none = %v", p)
+	}
+}
+
+func TestBodies(t *testing.T) {
+	row := []float64{0.1, -1, 0.9682539701461792}
+	g := string(groveBody(repeat(row, 2)))
+	want := `{"request":[{"model_path":"pctr_v1/","tensors":[{"data_type":"FLOAT","tensor_shape":[2,3],` +
+		`"tensor_content":["0.1","-1","0.9682539701461792","0.1","-1","0.9682539701461792"]}]}]}`
+	if g != want {
+		t.Errorf("grove body\n got %s\nwant %s", g, want)
+	}
+	var b struct{ Inputs [][]float64 }
+	if err := json.Unmarshal(baselineBody(repeat(row, 2)), &b); err != nil || !reflect.DeepEqual(b.Inputs, [][]float64{row, row}) {
+		t.Errorf("baseline body: %v %v", b, err)
+	}
+	if !json.Valid(groveBody(repeat(row, 64))) {
+		t.Error("grove batch-64 body is not JSON")
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	got, err := groveOutputs([]byte(`{"response":[{"model_path":"pctr_v1/","tensors":[{"tensor_shape":[2,1],"data_type":"FLOAT","tensor_content":[0.49,"0.5"]}]}]}`))
+	if err != nil || !reflect.DeepEqual(got, []float64{0.49, 0.5}) {
+		t.Errorf("grove outputs %v, %v", got, err)
+	}
+	if _, err := groveOutputs([]byte(`{"response":[{"model_path":"pctr_v1/","error":{"error_type":"MODEL_NOT_FOUND"}}]}`)); err == nil {
+		t.Error("grove error item accepted")
+	}
+	got, err = baselineOutputs([]byte(`{"outputs":[0.49,0.5]}`))
+	if err != nil || !reflect.DeepEqual(got, []float64{0.49, 0.5}) {
+		t.Errorf("baseline outputs %v, %v", got, err)
+	}
+}
+
+func TestLoadExpected(t *testing.T) {
+	rows, want, err := loadExpected("../../../examples/bucket/expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(rows[0]) != 64 || len(want) != 2 || rows[0][0] != -1 {
+		t.Errorf("rows %d×%d, %d outputs, first %v", len(rows), len(rows[0]), len(want), rows[0][0])
+	}
+}
+
+// TestRunLoad drives a fake server and checks the counting, the error
+// detection and that every client keeps one connection alive.
+func TestRunLoad(t *testing.T) {
+	var conns, calls atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		var body bytes.Buffer
+		body.ReadFrom(r.Body)
+		switch {
+		case r.URL.Path == "/fail" && n%10 == 0:
+			http.Error(w, "boom", http.StatusInternalServerError)
+		case r.URL.Path == "/fail" && n%10 == 5:
+			w.Write([]byte(`{"response":[{"error":{"error_type":"X"}}]}`))
+		default:
+			time.Sleep(time.Millisecond)
+			w.Write([]byte(`{"response":[{"tensors":[]}]}`))
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	spec := loadSpec{url: srv.URL + "/ok", body: []byte(`{}`), okMarker: []byte(`"tensors"`), errMarker: []byte(`"error_type"`),
+		batch: 4, conc: 4, warmup: 100 * time.Millisecond, duration: 300 * time.Millisecond, timeout: time.Second}
+	start := time.Now()
+	r := runLoad(context.Background(), spec)
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("run took %v", el)
+	}
+	if r.Errors != 0 || r.Requests == 0 || len(r.Latencies) == 0 || r.P50 < time.Millisecond || r.P99 < r.P50 || r.RowsPerSec != 4*r.ReqPerSec {
+		t.Errorf("ok run: %+v", r.summary())
+	}
+	if c := conns.Load(); c != int64(spec.conc) {
+		t.Errorf("%d connections for %d clients: keep-alive not working", c, spec.conc)
+	}
+
+	spec.url = srv.URL + "/fail"
+	r = runLoad(context.Background(), spec)
+	if r.Errors == 0 || r.FirstError == "" {
+		t.Errorf("fail run: %+v", r.summary())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	spec.url, spec.duration = srv.URL+"/ok", time.Hour
+	start = time.Now()
+	r = runLoad(ctx, spec)
+	if el := time.Since(start); el > time.Second || r.Errors != 0 {
+		t.Errorf("cancelled run took %v with %d errors", el, r.Errors)
+	}
+}
+
+// summary is a loadResult without the latencies, for messages.
+func (r loadResult) summary() loadResult {
+	r.Latencies = nil
+	return r
+}
+
+func TestReport(t *testing.T) {
+	rep := &report{Duration: "5s", Warmup: "1s", Host: hostInfo()}
+	rep.Forward = forwardResult{NsPerOp: map[int]float64{1: 40000, 64: 125000}}
+	g, b := groveEndpoint("http://g"), baselineEndpoint("http://b")
+	rep.add(scenario{serverGrove, 1, 1}, g, loadResult{ReqPerSec: 2000, RowsPerSec: 2000, P50: 400 * time.Microsecond, P99: time.Millisecond, Latencies: make([]time.Duration, 1)})
+	rep.add(scenario{serverBaseline, 1, 1}, b, loadResult{ReqPerSec: 500, RowsPerSec: 500, P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Latencies: make([]time.Duration, 1)})
+	rep.add(scenario{serverGrove, 64, 8}, g, loadResult{Errors: 2, FirstError: "HTTP 503"})
+	rep.finish()
+	var out bytes.Buffer
+	rep.writeMarkdown(&out)
+	s := out.String()
+	for _, want := range []string{
+		"| grove | POST /v1/inference | 1 | 1 | 2000 | 2000 | 400 µs | 1.00 ms | 0 | 4.00x |",
+		"| baseline | POST /predict | 1 | 1 | 500 | 500 | 2.00 ms | 5.00 ms | 0 | 1.00x |",
+		"| grove | POST /v1/inference | 64 | 8 | 0.00 | 0.00 | n/a | n/a | 2 | n/a |",
+		"batch 1: 40.0 µs (25000 rows/s); batch 64: 125 µs (512000 rows/s)",
+		"(grove p50 minus forward): 400 µs - 40.0 µs = 360 µs",
+		"2 failed requests; first: HTTP 503",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in\n%s", want, s)
+		}
+	}
+	if rep.groveErrors() != 2 {
+		t.Errorf("groveErrors = %d", rep.groveErrors())
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// loadSpec is one closed-loop load run against one URL.
+type loadSpec struct {
+	url  string
+	body []byte
+	// okMarker must appear in a 200 response body, errMarker (if set) must
+	// not; otherwise the request counts as an error.
+	okMarker, errMarker []byte
+	batch               int // rows per request, for rows/s
+	conc                int
+	warmup, duration    time.Duration
+	timeout             time.Duration // per request
+}
+
+// loadResult is what one load run measured.
+type loadResult struct {
+	// Requests is the number of successful requests that completed inside
+	// the measured window; ReqPerSec is Requests per second of the window.
+	Requests   int     `json:"requests"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	RowsPerSec float64 `json:"rows_per_sec"`
+	// Errors counts failed requests over the whole run, warm-up included:
+	// transport errors, non-200 answers and bodies without okMarker or with errMarker.
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// Latency statistics over the successful requests that started inside
+	// the window (so slow requests straddling its end are not dropped);
+	// percentiles are nearest-rank over the sorted latencies.
+	P50       time.Duration   `json:"p50_ns"`
+	P99       time.Duration   `json:"p99_ns"`
+	Mean      time.Duration   `json:"mean_ns"`
+	Max       time.Duration   `json:"max_ns"`
+	Latencies []time.Duration `json:"latencies_ns"`
+}
+
+// worker is one closed-loop client's private tally, merged after the run.
+type worker struct {
+	lats     []time.Duration
+	done     int
+	errors   int
+	firstErr string
+	buf      bytes.Buffer
+}
+
+// runLoad drives spec.url with spec.conc goroutines, each sending requests
+// back to back over its own keep-alive connection, for spec.warmup (not
+// counted) plus spec.duration (measured). No request starts after the
+// window ends; requests in flight then are waited for, bounded by
+// spec.timeout, so the run always ends by warmup+duration+timeout. When ctx
+// ends, in-flight requests are cancelled and the partial result returned.
+func runLoad(ctx context.Context, spec loadSpec) loadResult {
+	tr := &http.Transport{
+		MaxIdleConns:        spec.conc,
+		MaxIdleConnsPerHost: spec.conc,
+		DisableCompression:  true,
+		IdleConnTimeout:     time.Minute,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: spec.timeout}
+
+	start := time.Now()
+	winStart := start.Add(spec.warmup)
+	winEnd := winStart.Add(spec.duration)
+	workers := make([]*worker, spec.conc)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{lats: make([]time.Duration, 0, 4096)}
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(winEnd) {
+					return
+				}
+				err := w.do(ctx, client, spec)
+				t1 := time.Now()
+				if err != nil {
+					if ctx.Err() != nil {
+						return // interrupted, not the server's fault
+					}
+					w.errors++
+					if w.firstErr == "" {
+						w.firstErr = err.Error()
+					}
+					continue
+				}
+				if !t0.Before(winStart) {
+					w.lats = append(w.lats, t1.Sub(t0))
+				}
+				if !t1.Before(winStart) && t1.Before(winEnd) {
+					w.done++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	var r loadResult
+	for _, w := range workers {
+		r.Latencies = append(r.Latencies, w.lats...)
+		r.Requests += w.done
+		r.Errors += w.errors
+		if r.FirstError == "" {
+			r.FirstError = w.firstErr
+		}
+	}
+	r.ReqPerSec = float64(r.Requests) / spec.duration.Seconds()
+	r.RowsPerSec = r.ReqPerSec * float64(spec.batch)
+	r.summarize()
+	return r
+}
+
+// do sends one request and checks the answer.
+func (w *worker) do(ctx context.Context, client *http.Client, spec loadSpec) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, spec.url, bytes.NewReader(spec.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	w.buf.Reset()
+	_, err = w.buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the response: %w", err)
+	}
+	body := w.buf.Bytes()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, clip(body, 200))
+	}
+	if !bytes.Contains(body, spec.okMarker) || (len(spec.errMarker) > 0 && bytes.Contains(body, spec.errMarker)) {
+		return fmt.Errorf("error in the response body: %s", clip(body, 200))
+	}
+	return nil
+}
+
+// summarize sorts the latencies and fills in the statistics.
+func (r *loadResult) summarize() {
+	slices.Sort(r.Latencies)
+	n := len(r.Latencies)
+	if n == 0 {
+		return
+	}
+	var sum time.Duration
+	for _, l := range r.Latencies {
+		sum += l
+	}
+	r.Mean = sum / time.Duration(n)
+	r.Max = r.Latencies[n-1]
+	r.P50 = percentile(r.Latencies, 50)
+	r.P99 = percentile(r.Latencies, 99)
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted latencies:
+// the smallest value with at least p% of the values at or below it.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	// rank = ceil(p/100 * n), computed in integers to avoid float rounding.
+	rank := int((int64(p*1000)*int64(n) + 100000 - 1) / 100000)
+	rank = max(1, min(rank, n))
+	return sorted[rank-1]
+}

@@ -1,0 +1,326 @@
+// Command grovebench measures a freshly built grove binary against the
+// FastAPI + uvicorn baseline of ../shared/bench, side by side on the same
+// machine with the same built-in load generator, and prints one markdown
+// comparison table.
+//
+// Run it from anywhere inside the repository (make bench does):
+//
+//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8] [--json out.json]
+//
+// What it does, in order:
+//
+//  1. builds grove (go build ./cmd/grove) into a temp dir and writes a temp
+//     bucket holding examples/bucket/pctr_v1/model.pt and a model config
+//     that lists only pctr_v1/;
+//  2. runs BenchmarkForwardPCTR of ./servables/torch for the model's
+//     in-process forward time at batch 1 and 64 (the floor no server beats);
+//  3. starts grove serve on a free loopback port and waits for /readyz, and,
+//     when /usr/bin/python3 can import fastapi, uvicorn and torch, starts the
+//     baseline on another free port (one torch thread) and waits for it;
+//  4. checks one request against each server for the expected outputs of
+//     examples/bucket/expected.json, then drives every scenario with a closed
+//     loop of C keep-alive clients for a warm-up and a measured window;
+//  5. prints the table (stdout; progress goes to stderr) and optionally
+//     writes the raw results as JSON.
+//
+// Every child process runs in its own process group and is stopped on exit,
+// on errors and on Ctrl-C; on Linux the kernel also kills them should
+// grovebench itself die. Temp dirs are removed unless --keep is given.
+//
+// Exit status: 0 on success; 1 if grove could not be built or started,
+// answered a check request wrongly, or failed any benchmark request, or if
+// the run was interrupted; 2 for bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// modelPath is the benchmark model's path in the bucket and in requests.
+const modelPath = "pctr_v1/"
+
+// options are grovebench's flags.
+type options struct {
+	root             string
+	baselineDir      string
+	python           string
+	goBin            string
+	duration         time.Duration
+	warmup           time.Duration
+	timeout          time.Duration
+	startTimeout     time.Duration
+	scenarios        []scenario
+	jsonPath         string
+	forward          bool
+	forwardBenchtime string
+	forwardTimeout   time.Duration
+	groveArgs        []string
+	keep             bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// parseFlags parses the command line into options.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("grovebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.root, "root", "", "repository root (default: the directory of `go env GOMOD`)")
+	fs.StringVar(&o.baselineDir, "baseline-dir", "", "directory holding fastapi_baseline.py (default: <root>/../shared/bench)")
+	fs.StringVar(&o.python, "python", "/usr/bin/python3", "python interpreter for the baseline")
+	fs.StringVar(&o.goBin, "go", "go", "go command used to build grove and run the forward benchmark")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per scenario")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
+	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
+	spec := fs.String("scenarios", strings.Join(defaultShapes, ","),
+		"comma-separated scenarios: bNcM (batch N, concurrency M, both servers), grove/bNcM, baseline/bNcM, "+
+			"or grove / baseline alone for that server's default scenarios")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
+	fs.BoolVar(&o.forward, "forward", true, "run BenchmarkForwardPCTR for the in-process forward time")
+	fs.StringVar(&o.forwardBenchtime, "forward-benchtime", "2000x", "-benchtime for BenchmarkForwardPCTR")
+	fs.DurationVar(&o.forwardTimeout, "forward-timeout", 10*time.Minute, "time limit for building and running BenchmarkForwardPCTR")
+	groveArgs := fs.String("grove-args", "", "extra arguments for grove serve, space-separated")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
+		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
+	}
+	var err error
+	if o.scenarios, err = parseScenarios(*spec); err != nil {
+		return o, err
+	}
+	o.groveArgs = strings.Fields(*groveArgs)
+	return o, nil
+}
+
+// run is the whole benchmark; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "grovebench:", err)
+		return 2
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "grovebench: "+format+"\n", a...) }
+
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() {
+		<-ctx.Done()
+		// A second Ctrl-C kills grovebench outright; the children die with it (Pdeathsig).
+		stopSignals()
+	}()
+
+	if o.root == "" {
+		if o.root, err = findRoot(ctx, o.goBin); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	if o.baselineDir == "" {
+		o.baselineDir = filepath.Join(o.root, "..", "shared", "bench")
+	}
+	rows, want, err := loadExpected(filepath.Join(o.root, "examples", "bucket", "expected.json"))
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+
+	tmp, err := os.MkdirTemp("", "grovebench-")
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if o.keep {
+		defer logf("kept temp dir %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	var children []*child
+	defer func() {
+		for i := len(children) - 1; i >= 0; i-- {
+			children[i].stop()
+		}
+	}()
+
+	rep := &report{Start: time.Now(), Duration: o.duration.String(), Warmup: o.warmup.String(), Host: hostInfo()}
+	bucket := filepath.Join(tmp, "bucket")
+	if err := writeBucket(filepath.Join(o.root, "examples", "bucket"), bucket); err != nil {
+		logf("writing the bucket: %v", err)
+		return 1
+	}
+	wantGrove, wantBaseline := false, false
+	for _, s := range o.scenarios {
+		wantGrove = wantGrove || s.Server == serverGrove
+		wantBaseline = wantBaseline || s.Server == serverBaseline
+	}
+
+	// 1. Build grove, failing fast: there is nothing to compare without it.
+	groveBin := filepath.Join(tmp, "grove")
+	if wantGrove {
+		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
+		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
+			logf("FAILED to build grove: %v", err)
+			return 1
+		}
+	}
+
+	// 2. In-process forward time, before any server runs.
+	if o.forward {
+		logf("running BenchmarkForwardPCTR (-benchtime %s) in ./servables/torch", o.forwardBenchtime)
+		rep.Forward = runForward(ctx, o.goBin, o.root, o.forwardBenchtime, o.forwardTimeout)
+		if rep.Forward.Error != "" {
+			logf("forward benchmark: %s", rep.Forward.Error)
+		}
+	} else {
+		rep.Forward.Error = "skipped (--forward=false)"
+	}
+	if ctx.Err() != nil {
+		logf("interrupted")
+		return 1
+	}
+
+	// 3. Start the servers and check one answer from each.
+	targets := map[string]*endpoint{}
+	if wantGrove {
+		g, ep, err := startGrove(ctx, groveBin, bucket, filepath.Join(tmp, "cache"), filepath.Join(tmp, "grove.log"), o.groveArgs, o.startTimeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove: %v", err)
+			return 1
+		}
+		logf("grove ready at %s", ep.baseURL)
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove answered the check request wrongly: %v", err)
+			return 1
+		}
+		targets[serverGrove] = ep
+	}
+	if wantBaseline {
+		b, ep, err := startBaseline(ctx, o.python, o.baselineDir, filepath.Join(bucket, modelPath, "model.pt"), filepath.Join(tmp, "baseline.log"), o.startTimeout)
+		if b != nil {
+			children = append(children, b)
+		}
+		switch {
+		case err != nil:
+			rep.note("baseline skipped: %v", err)
+			logf("baseline skipped: %v", err)
+		default:
+			logf("baseline ready at %s", ep.baseURL)
+			if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+				rep.note("baseline skipped: it answered the check request wrongly: %v", err)
+				logf("baseline skipped: check request: %v", err)
+			} else {
+				targets[serverBaseline] = ep
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		logf("interrupted")
+		return 1
+	}
+
+	// 4. The scenarios.
+	for _, s := range o.scenarios {
+		ep := targets[s.Server]
+		if ep == nil {
+			continue
+		}
+		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
+		res := runLoad(ctx, loadSpec{
+			url:       ep.url,
+			body:      ep.body(rows[0], s.Batch),
+			okMarker:  ep.okMarker,
+			errMarker: ep.errMarker,
+			batch:     s.Batch,
+			conc:      s.Conc,
+			warmup:    o.warmup,
+			duration:  o.duration,
+			timeout:   o.timeout,
+		})
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		logf("  %.0f req/s, p50 %s, p99 %s, %d errors", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors)
+		rep.add(s, ep, res)
+	}
+	for i := len(children) - 1; i >= 0; i-- {
+		if err := children[i].stop(); err != nil {
+			rep.note("%s: %v", children[i].name, err)
+		}
+	}
+	children = nil
+
+	// 5. Report.
+	rep.finish()
+	rep.writeMarkdown(stdout)
+	if o.jsonPath != "" {
+		if err := rep.writeJSON(o.jsonPath); err != nil {
+			logf("writing %s: %v", o.jsonPath, err)
+			return 1
+		}
+	}
+	if n := rep.groveErrors(); n > 0 {
+		logf("FAILED: %d grove requests failed", n)
+		return 1
+	}
+	return 0
+}
+
+// findRoot returns the module root of the working directory, from go env GOMOD.
+func findRoot(ctx context.Context, goBin string) (string, error) {
+	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside a Go module: run grovebench inside the grove repository or pass --root")
+	}
+	root := filepath.Dir(gomod)
+	if _, err := os.Stat(filepath.Join(root, "examples", "bucket", modelPath, "model.pt")); err != nil {
+		return "", fmt.Errorf("%s does not look like the grove repository: %v", root, err)
+	}
+	return root, nil
+}
+
+// writeBucket writes a bucket dir that holds pctr_v1/model.pt copied from
+// the example bucket and a model config listing only that model.
+func writeBucket(examples, dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, modelPath), 0o755); err != nil {
+		return err
+	}
+	model, err := os.ReadFile(filepath.Join(examples, modelPath, "model.pt"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, modelPath, "model.pt"), model, 0o644); err != nil {
+		return err
+	}
+	config := `{"model_metadata":[{"model_path":"` + modelPath + `"}]}` + "\n"
+	return os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(config), 0o644)
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report collects everything one grovebench run measured.
+type report struct {
+	Start    time.Time      `json:"start"`
+	Duration string         `json:"duration"`
+	Warmup   string         `json:"warmup"`
+	Host     host           `json:"host"`
+	Results  []result       `json:"results"`
+	Forward  forwardResult  `json:"forward"`
+	Overhead []overheadLine `json:"overhead,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
+}
+
+// host describes the machine and the load generator.
+type host struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	GoVersion  string `json:"go_version"`
+	// LoadAvg is /proc/loadavg's 1-minute figure at the start (empty where
+	// there is none): a busy machine makes every figure noisier.
+	LoadAvg string `json:"load_avg,omitempty"`
+}
+
+func hostInfo() host {
+	h := host{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GOOS: runtime.GOOS,
+		GOARCH: runtime.GOARCH, GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			h.LoadAvg = f[0]
+		}
+	}
+	return h
+}
+
+// result is one scenario's row.
+type result struct {
+	scenario
+	API string `json:"api"`
+	URL string `json:"url"`
+	loadResult
+	// VsBaseline is this row's req/s over the baseline's at the same batch
+	// and concurrency (0 when there is no baseline row).
+	VsBaseline float64 `json:"vs_baseline_req_per_sec,omitempty"`
+}
+
+// overheadLine is a server's p50 at batch 1, concurrency 1 minus the in-process forward time.
+type overheadLine struct {
+	Server    string        `json:"server"`
+	P50       time.Duration `json:"p50_ns"`
+	Forward   time.Duration `json:"forward_ns"`
+	Overhead  time.Duration `json:"overhead_ns"`
+	Batch     int           `json:"batch"`
+	Conc      int           `json:"concurrency"`
+	ReqPerSec float64       `json:"req_per_sec"`
+}
+
+func (r *report) note(format string, a ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, a...)) }
+
+// add records one scenario's result.
+func (r *report) add(s scenario, ep *endpoint, res loadResult) {
+	r.Results = append(r.Results, result{scenario: s, API: ep.api, URL: ep.url, loadResult: res})
+	if res.Errors > 0 {
+		r.note("%s batch %d conc %d: %d failed requests; first: %s", s.Server, s.Batch, s.Conc, res.Errors, res.FirstError)
+	}
+}
+
+// finish computes the ratios to the baseline and the overhead lines.
+func (r *report) finish() {
+	base := map[[2]int]float64{}
+	for _, x := range r.Results {
+		if x.Server == serverBaseline {
+			base[[2]int{x.Batch, x.Conc}] = x.ReqPerSec
+		}
+	}
+	for i := range r.Results {
+		x := &r.Results[i]
+		if b := base[[2]int{x.Batch, x.Conc}]; b > 0 {
+			x.VsBaseline = x.ReqPerSec / b
+		}
+	}
+	fwd, ok := r.Forward.NsPerOp[1]
+	if !ok {
+		return
+	}
+	for _, x := range r.Results {
+		if x.Batch == 1 && x.Conc == 1 && x.P50 > 0 {
+			f := time.Duration(fwd)
+			r.Overhead = append(r.Overhead, overheadLine{Server: x.Server, P50: x.P50, Forward: f,
+				Overhead: x.P50 - f, Batch: 1, Conc: 1, ReqPerSec: x.ReqPerSec})
+		}
+	}
+}
+
+// groveErrors is the number of failed grove requests over all scenarios.
+func (r *report) groveErrors() int {
+	n := 0
+	for _, x := range r.Results {
+		if x.Server == serverGrove {
+			n += x.Errors
+		}
+	}
+	return n
+}
+
+// writeMarkdown prints the comparison table and the lines under it.
+func (r *report) writeMarkdown(w io.Writer) {
+	load := ""
+	if r.Host.LoadAvg != "" {
+		load = ", load average " + r.Host.LoadAvg + " at start"
+	}
+	fmt.Fprintf(w, "grovebench %s: closed loop, %s measured after %s warm-up per scenario; %d CPUs%s; load generator on the same machine (GOMAXPROCS %d)\n\n",
+		r.Start.Format("2006-01-02 15:04"), r.Duration, r.Warmup, r.Host.CPUs, load, r.Host.GOMAXPROCS)
+	fmt.Fprintln(w, "| server | API | batch | conc | req/s | rows/s | p50 | p99 | errors | vs baseline req/s |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, x := range r.Results {
+		vs := "n/a"
+		switch {
+		case x.Server == serverBaseline:
+			vs = "1.00x"
+		case x.VsBaseline > 0:
+			vs = fmt.Sprintf("%.2fx", x.VsBaseline)
+		}
+		p50, p99 := "n/a", "n/a"
+		if len(x.Latencies) > 0 {
+			p50, p99 = fmtDur(x.P50), fmtDur(x.P99)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %d | %s |\n",
+			x.Server, x.API, x.Batch, x.Conc, fmtRate(x.ReqPerSec), fmtRate(x.RowsPerSec),
+			p50, p99, x.Errors, vs)
+	}
+	fmt.Fprintln(w)
+	var parts []string
+	for _, b := range []int{1, 64} {
+		if ns, ok := r.Forward.NsPerOp[b]; ok {
+			parts = append(parts, fmt.Sprintf("batch %d: %s (%s rows/s)", b, fmtDur(time.Duration(ns)), fmtRate(float64(b)*1e9/ns)))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "- In-process forward (%s, mean ns/op, one op = one forward): %s\n", forwardBench, strings.Join(parts, "; "))
+	}
+	if r.Forward.Error != "" {
+		fmt.Fprintf(w, "- In-process forward: not measured: %s\n", r.Forward.Error)
+	}
+	for _, o := range r.Overhead {
+		fmt.Fprintf(w, "- Overhead at batch 1, conc 1 (%s p50 minus forward): %s - %s = %s\n",
+			o.Server, fmtDur(o.P50), fmtDur(o.Forward), fmtDur(o.Overhead))
+	}
+	if len(r.Overhead) == 0 {
+		fmt.Fprintln(w, "- Overhead at batch 1, conc 1: n/a (needs the b1c1 scenario and the batch-1 forward time)")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "- Note: %s\n", n)
+	}
+}
+
+// writeJSON writes the whole report, every latency included.
+func (r *report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// fmtDur renders a latency with about three significant digits.
+func fmtDur(d time.Duration) string {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	us := float64(d) / 1e3
+	switch {
+	case d == 0:
+		return "0"
+	case us < 10:
+		return fmt.Sprintf("%s%.2f µs", neg, us)
+	case us < 100:
+		return fmt.Sprintf("%s%.1f µs", neg, us)
+	case us < 1000:
+		return fmt.Sprintf("%s%.0f µs", neg, us)
+	case us < 10000:
+		return fmt.Sprintf("%s%.2f ms", neg, us/1e3)
+	case us < 100000:
+		return fmt.Sprintf("%s%.1f ms", neg, us/1e3)
+	default:
+		return fmt.Sprintf("%s%.0f ms", neg, us/1e3)
+	}
+}
+
+// fmtRate renders a per-second rate.
+func fmtRate(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}

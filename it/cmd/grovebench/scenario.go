@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The two servers under test.
+const (
+	serverGrove    = "grove"
+	serverBaseline = "baseline"
+)
+
+// defaultShapes are the scenarios run for each server unless --scenarios says otherwise.
+var defaultShapes = []string{"b1c1", "b1c8", "b1c32", "b64c8"}
+
+// scenario is one measured configuration: a server, the rows per request
+// and the number of concurrent closed-loop clients.
+type scenario struct {
+	Server string `json:"server"`
+	Batch  int    `json:"batch"`
+	Conc   int    `json:"concurrency"`
+}
+
+var shapeRE = regexp.MustCompile(`^b([0-9]+)c([0-9]+)$`)
+
+// parseScenarios parses the --scenarios flag: comma-separated entries, each
+// "bNcM" (both servers), "grove/bNcM" or "baseline/bNcM" (one server), or
+// "grove" / "baseline" (that server's default scenarios). The result is
+// ordered by shape in order of first appearance, grove before baseline, so
+// the two rows of one shape run and print next to each other.
+func parseScenarios(spec string) ([]scenario, error) {
+	type shape struct{ batch, conc int }
+	var shapes []shape
+	want := map[shape]map[string]bool{}
+	add := func(server, s string) error {
+		m := shapeRE.FindStringSubmatch(s)
+		if m == nil {
+			return fmt.Errorf("bad scenario %q: want bNcM, e.g. b1c8 for batch 1 at concurrency 8", s)
+		}
+		b, err1 := strconv.Atoi(m[1])
+		c, err2 := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil || b < 1 || c < 1 || b > 100000 || c > 10000 {
+			return fmt.Errorf("bad scenario %q: batch and concurrency must be positive (and sane)", s)
+		}
+		k := shape{b, c}
+		if want[k] == nil {
+			want[k] = map[string]bool{}
+			shapes = append(shapes, k)
+		}
+		if server == "" {
+			want[k][serverGrove], want[k][serverBaseline] = true, true
+		} else {
+			want[k][server] = true
+		}
+		return nil
+	}
+	for _, e := range strings.Split(spec, ",") {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if e == "" {
+			continue
+		}
+		server, s, found := strings.Cut(e, "/")
+		if !found {
+			server, s = "", e
+			if e == serverGrove || e == serverBaseline || e == "all" {
+				server, s = e, ""
+			}
+		}
+		if server == "all" {
+			server = ""
+		}
+		if server != "" && server != serverGrove && server != serverBaseline {
+			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove or baseline)", e, server)
+		}
+		if s == "" {
+			for _, d := range defaultShapes {
+				if err := add(server, d); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err := add(server, s); err != nil {
+			return nil, err
+		}
+	}
+	var out []scenario
+	for _, k := range shapes {
+		for _, server := range []string{serverGrove, serverBaseline} {
+			if want[k][server] {
+				out = append(out, scenario{Server: server, Batch: k.batch, Conc: k.conc})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenarios in %q", spec)
+	}
+	return out, nil
+}
+
+// endpoint is how to talk to one running server.
+type endpoint struct {
+	server  string
+	api     string // e.g. "POST /v1/inference", for the table
+	baseURL string // http://127.0.0.1:PORT
+	url     string // the inference URL
+	// body renders a request of batch copies of row.
+	body func(row []float64, batch int) []byte
+	// rowsBody renders a request of the given rows (for the check request).
+	rowsBody func(rows [][]float64) []byte
+	// outputs extracts the per-row outputs from a response body.
+	outputs func(body []byte) ([]float64, error)
+	// okMarker must appear in a successful response body; errMarker must not.
+	okMarker, errMarker []byte
+}
+
+func groveEndpoint(baseURL string) *endpoint {
+	return &endpoint{
+		server: serverGrove, api: "POST /v1/inference", baseURL: baseURL, url: baseURL + "/v1/inference",
+		body:      func(row []float64, batch int) []byte { return groveBody(repeat(row, batch)) },
+		rowsBody:  groveBody,
+		outputs:   groveOutputs,
+		okMarker:  []byte(`"tensors"`),
+		errMarker: []byte(`"error_type"`),
+	}
+}
+
+func baselineEndpoint(baseURL string) *endpoint {
+	return &endpoint{
+		server: serverBaseline, api: "POST /predict", baseURL: baseURL, url: baseURL + "/predict",
+		body:     func(row []float64, batch int) []byte { return baselineBody(repeat(row, batch)) },
+		rowsBody: baselineBody,
+		outputs:  baselineOutputs,
+		okMarker: []byte(`"outputs"`),
+	}
+}
+
+func repeat(row []float64, n int) [][]float64 {
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = row
+	}
+	return rows
+}
+
+// fmtNum renders a float exactly (shortest round-trip form), as both servers get it.
+func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// groveBody renders a B&A batch request: one pctr_v1 item with one FLOAT
+// tensor of shape [len(rows), 64], numbers as strings.
+func groveBody(rows [][]float64) []byte {
+	var b bytes.Buffer
+	width := 0
+	if len(rows) > 0 {
+		width = len(rows[0])
+	}
+	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[{"data_type":"FLOAT","tensor_shape":[%d,%d],"tensor_content":[`,
+		modelPath, len(rows), width)
+	first := true
+	for _, r := range rows {
+		for _, v := range r {
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			b.WriteByte('"')
+			b.WriteString(fmtNum(v))
+			b.WriteByte('"')
+		}
+	}
+	b.WriteString("]}]}]}")
+	return b.Bytes()
+}
+
+// baselineBody renders the baseline's request: {"inputs": [[64 floats], ...]}.
+func baselineBody(rows [][]float64) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"inputs":[`)
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('[')
+		for j, v := range r {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(fmtNum(v))
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// groveOutputs extracts the first tensor of the first response item.
+func groveOutputs(body []byte) ([]float64, error) {
+	var r struct {
+		Response []struct {
+			Tensors []struct {
+				TensorContent []json.RawMessage `json:"tensor_content"`
+			} `json:"tensors"`
+			Error json.RawMessage `json:"error"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Response) != 1 {
+		return nil, fmt.Errorf("%d response items, want 1", len(r.Response))
+	}
+	item := r.Response[0]
+	if len(item.Error) > 0 && string(item.Error) != "null" {
+		return nil, fmt.Errorf("error item: %s", item.Error)
+	}
+	if len(item.Tensors) == 0 {
+		return nil, fmt.Errorf("no tensors in the response item")
+	}
+	var out []float64
+	for _, raw := range item.Tensors[0].TensorContent {
+		// Numbers, or numbers in strings as in requests: accept both.
+		s := strings.Trim(string(raw), `"`)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("tensor_content value %s: %v", raw, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// baselineOutputs extracts {"outputs": [...]}.
+func baselineOutputs(body []byte) ([]float64, error) {
+	var r struct {
+		Outputs []float64 `json:"outputs"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	return r.Outputs, nil
+}
+
+// loadExpected reads pctr_v1's input rows and expected outputs from expected.json.
+func loadExpected(path string) (rows [][]float64, want []float64, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	type tensor struct {
+		Shape []int     `json:"shape"`
+		Data  []float64 `json:"data"`
+	}
+	var doc map[string]struct {
+		Inputs  []tensor `json:"inputs"`
+		Outputs []tensor `json:"outputs"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", path, err)
+	}
+	m, ok := doc[strings.TrimSuffix(modelPath, "/")]
+	if !ok || len(m.Inputs) != 1 || len(m.Outputs) < 1 {
+		return nil, nil, fmt.Errorf("%s: no pctr_v1 entry with one input and an output", path)
+	}
+	in := m.Inputs[0]
+	if len(in.Shape) != 2 || in.Shape[0] < 1 || in.Shape[1] != 64 || len(in.Data) != in.Shape[0]*in.Shape[1] {
+		return nil, nil, fmt.Errorf("%s: pctr_v1 input shape %v with %d values, want [N,64]", path, in.Shape, len(in.Data))
+	}
+	for i := 0; i < in.Shape[0]; i++ {
+		rows = append(rows, in.Data[i*64:(i+1)*64])
+	}
+	if len(m.Outputs[0].Data) != len(rows) {
+		return nil, nil, fmt.Errorf("%s: %d outputs for %d rows", path, len(m.Outputs[0].Data), len(rows))
+	}
+	return rows, m.Outputs[0].Data, nil
+}
+
+// checkAnswer sends all expected.json rows in one request and compares the
+// outputs with the expected ones, so a server that answers fast but wrongly
+// is caught before it is measured.
+func checkAnswer(ctx context.Context, ep *endpoint, rows [][]float64, want []float64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(ep.rowsBody(rows)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, clip(body, 300))
+	}
+	got, err := ep.outputs(body)
+	if err != nil {
+		return fmt.Errorf("%v in %s", err, clip(body, 300))
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("%d outputs, want %d: %s", len(got), len(want), clip(body, 300))
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > 1e-4 {
+			return fmt.Errorf("output %d = %v, want %v (±1e-4)", i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// clip shortens b for messages.
+func clip(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
