@@ -1,0 +1,87 @@
+// Package torch is Grove's TorchScript runtime: a thin cgo binding to libtorch
+// (Debian's libtorch 1.13, C++17, CXX11 ABI), through the extern "C" API of
+// shim.h, implementing servables.Runtime and servables.Servable.
+//
+// # Models
+//
+// A model directory holds exactly one TorchScript file (.pt, .pth or
+// .torchscript, written by torch.jit.save or ScriptModule.save); other files
+// are ignored. Load runs torch::jit::load on the CPU, eval(), and then
+// torch::jit::freeze, as the B&A inference sidecar does, followed by the
+// FrozenLinearTranspose pass (linear layers become a matmul with a
+// pre-transposed constant weight; torch.jit.optimize_for_inference does the
+// same). With Debian's reference BLAS that pass makes the pCTR benchmark model
+// about 1.8x faster; it is a mathematically equivalent rewrite (pCTR's outputs
+// stay within 1e-5 of eager PyTorch's). If freezing fails the unfrozen module
+// is used (Model.Frozen reports which). The rest of optimize_for_inference
+// (conversion to oneDNN layouts, conv fusions) is not applied: it is marked
+// beta and changes numerics and memory layout.
+//
+// # Predict
+//
+// Inputs are positional (their names are ignored) and copied into
+// libtorch-owned contiguous tensors before the call; no pointer to Go memory
+// outlives a call. forward runs under c10::InferenceMode. The output must be a
+// Tensor, or a Tuple or List of Tensors; each becomes one Go tensor named
+// output_0, output_1, ..., made contiguous and copied into memory from
+// servables.NewTensor, after which the C++ output is freed. Supported dtypes
+// both ways: float32, float64, int8, int16, int32, int64. Any other output
+// type or dtype (bool, uint8, half, a dict, a string, nested tuples, an empty
+// tensor) is an error wrapping servables.ErrOutput that names it.
+//
+// Inputs that do not fit forward's signature (too few or too many tensors,
+// checked against the schema before the model runs) are errors wrapping
+// servables.ErrInvalidInput. A failure while the model runs, including a
+// shape mismatch found by an operator, is "Model execution error: " followed
+// by torch's message without its C++ backtrace or TorchScript traceback.
+// Every C++ exception is caught in the shim; none reaches Go.
+//
+// Predict is safe for concurrent use (libtorch's graph executor is
+// thread-safe in inference mode). Close frees the module after running calls
+// return; later calls return an error.
+//
+// # Threads
+//
+// LoadOptions.IntraOpThreads (0 means 1) is the number of threads one forward
+// call of the model may use. Debian's libtorch uses the OpenMP parallel
+// backend, whose thread count is an OpenMP setting of the calling OS thread,
+// not of the process. So the shim sets it with omp_set_num_threads on the OS
+// thread that runs each forward call (Go keeps a goroutine on one OS thread
+// for the length of a cgo call), after letting ATen run its one-time
+// per-thread initialisation so that it cannot overwrite the value later.
+// Models with different settings therefore run side by side, each with its
+// own count: TestIntraOpThreadsIsPerCallNotProcessWide has 8 goroutines ask
+// for 1 or 2 threads at once and checks each OpenMP team has the size asked.
+// On this 2-core machine single elementwise ops on 1M floats (sigmoid, exp,
+// sin, tanh) ran 1.5x to 2x faster with 2 threads than with 1; a whole forward
+// call of testdata/heavy.pt (BenchmarkIntraOpThreads) gained between nothing
+// and 1.7x, and while other processes kept the cores busy 2 threads could be
+// much slower (9x in PyTorch itself): an OpenMP team waits at its barrier for
+// a worker that is not running. Keep n x (concurrent calls) within the cores.
+// at::set_num_threads is never called: it would also reset process-wide state
+// (the default for new threads, the shared pthreadpool, the oneDNN cache).
+//
+// What the setting does and does not do:
+//   - It only speeds up operators that ATen splits with at::parallel_for, on
+//     tensors larger than their grain size (32768 elements for elementwise
+//     ops), and oneDNN convolutions. Matrix products go to the system BLAS:
+//     on Debian 12 that is the single-threaded reference libblas unless
+//     OpenBLAS is installed as the libblas.so.3 alternative, so for small MLPs
+//     such as pCTR the setting changes nothing.
+//   - Each OS thread that runs a forward call with a setting of n > 1 gets its
+//     own OpenMP pool of n-1 worker threads, kept for later calls: up to
+//     (concurrent forward calls) x (n-1) extra threads. After a parallel region
+//     libgomp's workers spin briefly before sleeping; set OMP_WAIT_POLICY=passive
+//     to stop that when cores are scarce.
+//   - A setting of 1 (the default) never starts an OpenMP thread; throughput
+//     then comes from Grove running several calls at once.
+//
+// The process-wide inter-op pool (used only by torch.jit.fork) is set to one
+// thread the first time a model is loaded.
+//
+// # Build
+//
+// Needs Debian's libtorch-dev (headers in /usr/include and
+// /usr/include/torch/csrc/api/include); shim.cc is compiled with -std=c++17
+// -fopenmp (as libtorch itself was) and links -ltorch -ltorch_cpu -lc10 -lgomp. Compiling shim.cc takes about a minute; the Go build cache keeps it.
+package torch

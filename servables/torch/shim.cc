@@ -1,0 +1,381 @@
+// Grove's thin C API over libtorch's TorchScript runtime; see shim.h.
+//
+// Rules kept here: no C++ exception ever leaves an extern "C" function; every
+// object handed to Go is freed by an explicit call; input bytes are copied
+// into libtorch-owned tensors before the model runs, so no pointer to Go
+// memory survives a call.
+
+#include "shim.h"
+
+#include <omp.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/passes/frozen_linear_transpose.h>
+#include <torch/script.h>
+
+struct grove_module {
+  torch::jit::Module module;
+  torch::jit::Method forward;
+
+  explicit grove_module(torch::jit::Module m)
+      : module(std::move(m)), forward(module.get_method("forward")) {}
+};
+
+namespace {
+
+// Holder owns the output tensors that a grove_result points into.
+struct Holder {
+  grove_result result{};
+  std::vector<at::Tensor> tensors;
+  std::vector<grove_tensor> views;
+};
+
+char* dup(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p != nullptr) {
+    std::memcpy(p, s.data(), s.size());
+    p[s.size()] = '\0';
+  }
+  return p;
+}
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(ws);
+  return s.substr(b, e - b + 1);
+}
+
+// message returns an exception's text without libtorch's C++ backtrace.
+std::string message(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) {
+    return ce->what_without_backtrace();
+  }
+  return e.what();
+}
+
+bool is_error_line(const std::string& line) {
+  // "RuntimeError: ...", "builtins.ValueError: ...", "torch.jit.Error: ..."
+  size_t colon = line.find(": ");
+  if (colon == std::string::npos || colon == 0) return false;
+  for (size_t i = 0; i < colon; i++) {
+    char c = line[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  }
+  std::string head = line.substr(0, colon);
+  return head.size() >= 5 &&
+         (head.compare(head.size() - 5, 5, "Error") == 0 ||
+          (head.size() >= 9 && head.compare(head.size() - 9, 9, "Exception") == 0));
+}
+
+// summarize keeps the useful part of a libtorch message: for TorchScript
+// interpreter failures the cause after the traceback, else the first lines.
+std::string summarize(const std::string& msg, size_t max_lines = 2) {
+  std::vector<std::string> lines;
+  std::istringstream in(msg);
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line);
+    if (!line.empty()) lines.push_back(line);
+  }
+  size_t start = 0;
+  if (msg.find("The following operation failed in the TorchScript interpreter") != std::string::npos) {
+    for (size_t i = lines.size(); i-- > 0;) {
+      if (is_error_line(lines[i])) {
+        start = i;
+        break;
+      }
+    }
+  }
+  std::string out;
+  for (size_t i = start; i < lines.size() && i < start + max_lines; i++) {
+    if (!out.empty()) out += " | ";
+    out += lines[i];
+  }
+  if (out.size() > 600) out = out.substr(0, 600) + "...";
+  return out.empty() ? std::string("unknown error") : out;
+}
+
+bool to_scalar_type(int32_t d, c10::ScalarType* st) {
+  switch (d) {
+    case GROVE_FLOAT: *st = c10::kFloat; return true;
+    case GROVE_DOUBLE: *st = c10::kDouble; return true;
+    case GROVE_INT8: *st = c10::kChar; return true;
+    case GROVE_INT16: *st = c10::kShort; return true;
+    case GROVE_INT32: *st = c10::kInt; return true;
+    case GROVE_INT64: *st = c10::kLong; return true;
+  }
+  return false;
+}
+
+int32_t from_scalar_type(c10::ScalarType st) {
+  switch (st) {
+    case c10::kFloat: return GROVE_FLOAT;
+    case c10::kDouble: return GROVE_DOUBLE;
+    case c10::kChar: return GROVE_INT8;
+    case c10::kShort: return GROVE_INT16;
+    case c10::kInt: return GROVE_INT32;
+    case c10::kLong: return GROVE_INT64;
+    default: return 0;
+  }
+}
+
+// set_intra_threads sets the OpenMP thread count of the calling OS thread.
+// libtorch 1.13 (OpenMP backend) sizes each parallel region from the calling
+// thread's OpenMP ICV, which is per thread. at::set_num_threads would also
+// change process-wide state (the global default, the shared pthreadpool, the
+// oneDNN cache), so only the per-thread value is set here; at::get_num_threads
+// first runs ATen's one-time per-thread initialisation so that it cannot
+// later overwrite this value.
+void set_intra_threads(int32_t n) {
+  if (n < 1) n = 1;
+  if (at::get_num_threads() != n) omp_set_num_threads(n);
+}
+
+// type_name names the TorchScript type of a value, for error messages.
+std::string type_name(const c10::IValue& v) {
+  try {
+    return v.type()->annotation_str();
+  } catch (...) {
+    return v.tagKind();
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+char* grove_init(int32_t interop_threads) {
+  try {
+    at::set_num_interop_threads(interop_threads < 1 ? 1 : interop_threads);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return dup(summarize(message(e)));
+  } catch (...) {
+    return dup("unknown C++ exception");
+  }
+}
+
+grove_module* grove_load(const char* path, int32_t* frozen, char** err) {
+  *frozen = 0;
+  *err = nullptr;
+  try {
+    torch::jit::Module mod = torch::jit::load(std::string(path), c10::Device(c10::kCPU));
+    mod.eval();
+    // Freeze (inline weights as constants, fold and fuse), as the B&A
+    // sidecar does, then pre-transpose linear weights (exact rewrite that
+    // torch.jit.optimize_for_inference also does). Some models cannot be
+    // frozen; they run unfrozen.
+    try {
+      torch::jit::Module f = torch::jit::freeze(mod);
+      std::shared_ptr<torch::jit::Graph> g = f.get_method("forward").graph();
+      torch::jit::FrozenLinearTranspose(g);
+      mod = std::move(f);
+      *frozen = 1;
+    } catch (...) {
+    }
+    return new grove_module(std::move(mod));
+  } catch (const std::exception& e) {
+    *err = dup(summarize(message(e)));
+  } catch (...) {
+    *err = dup("unknown C++ exception");
+  }
+  return nullptr;
+}
+
+void grove_module_free(grove_module* m) {
+  try {
+    delete m;
+  } catch (...) {
+  }
+}
+
+char* grove_signature(grove_module* m, int32_t* n_args, int32_t* n_required,
+                      int32_t* n_outputs, char** err) {
+  *err = nullptr;
+  try {
+    const c10::FunctionSchema& schema = m->forward.function().getSchema();
+    std::string names;
+    int32_t args = 0, required = 0;
+    const auto& arguments = schema.arguments();
+    for (size_t i = 0; i < arguments.size(); i++) {
+      const c10::Argument& a = arguments[i];
+      if (i == 0 && a.name() == "self") continue;
+      if (args > 0) names += "\n";
+      names += a.name();
+      args++;
+      if (!a.default_value().has_value()) required++;
+    }
+    int32_t outputs = -1;
+    if (schema.returns().size() == 1) {
+      const c10::TypePtr& t = schema.returns()[0].type();
+      if (t->kind() == c10::TypeKind::TensorType) {
+        outputs = 1;
+      } else if (t->kind() == c10::TypeKind::TupleType) {
+        const auto& elems = t->expectRef<c10::TupleType>().elements();
+        outputs = static_cast<int32_t>(elems.size());
+        for (const auto& e : elems) {
+          if (e->kind() != c10::TypeKind::TensorType) outputs = -1;
+        }
+      }
+    }
+    *n_args = args;
+    *n_required = required;
+    *n_outputs = outputs;
+    return dup(names);
+  } catch (const std::exception& e) {
+    *err = dup(summarize(message(e)));
+  } catch (...) {
+    *err = dup("unknown C++ exception");
+  }
+  return nullptr;
+}
+
+int grove_forward(grove_module* m, int32_t n, const int32_t* dtypes,
+                  const int32_t* ndims, const int64_t* shapes,
+                  void* const* data, const int64_t* nbytes,
+                  int32_t intra_threads, grove_result** out, char** err) {
+  *out = nullptr;
+  *err = nullptr;
+  if (m == nullptr) {
+    *err = dup("model is closed");
+    return GROVE_ERR_EXEC;
+  }
+  try {
+    set_intra_threads(intra_threads);
+    c10::InferenceMode guard;
+
+    torch::jit::Stack stack;
+    stack.reserve(static_cast<size_t>(n) + 1);
+    stack.emplace_back(m->module._ivalue());
+    const int64_t* dims = shapes;
+    for (int32_t i = 0; i < n; i++) {
+      c10::ScalarType st;
+      if (!to_scalar_type(dtypes[i], &st)) {
+        *err = dup("input " + std::to_string(i) + " has an unsupported data type");
+        return GROVE_ERR_INPUT;
+      }
+      at::Tensor t = at::empty(c10::IntArrayRef(dims, static_cast<size_t>(ndims[i])),
+                               at::TensorOptions().dtype(st));
+      dims += ndims[i];
+      if (static_cast<int64_t>(t.nbytes()) != nbytes[i]) {
+        *err = dup("input " + std::to_string(i) + " has " + std::to_string(nbytes[i]) +
+                   " bytes, its shape needs " + std::to_string(t.nbytes()));
+        return GROVE_ERR_INPUT;
+      }
+      if (nbytes[i] > 0) std::memcpy(t.data_ptr(), data[i], static_cast<size_t>(nbytes[i]));
+      stack.emplace_back(std::move(t));
+    }
+
+    torch::jit::Function& fn = m->forward.function();
+    try {
+      fn.getSchema().checkAndNormalizeInputs(stack);
+    } catch (const std::exception& e) {
+      *err = dup(summarize(message(e), 1));
+      return GROVE_ERR_INPUT;
+    }
+    fn.run(stack);
+    if (stack.size() != 1) {
+      *err = dup("forward left " + std::to_string(stack.size()) + " values on the stack");
+      return GROVE_ERR_EXEC;
+    }
+    c10::IValue result = std::move(stack.back());
+    stack.clear();
+
+    auto h = std::make_unique<Holder>();
+    auto add = [&](const c10::IValue& v, const std::string& where) -> bool {
+      if (!v.isTensor()) {
+        *err = dup(where + " is " + type_name(v) +
+                   "; Grove returns a Tensor, or a Tuple or List of Tensors");
+        return false;
+      }
+      at::Tensor t = v.toTensor();
+      if (t.layout() == c10::kMkldnn) t = t.to_dense();
+      if (t.layout() != c10::kStrided || !t.device().is_cpu()) {
+        *err = dup(where + " is a " + c10::str(t.layout()) + " tensor on " + t.device().str() +
+                   "; Grove returns dense CPU tensors");
+        return false;
+      }
+      if (from_scalar_type(t.scalar_type()) == 0) {
+        *err = dup(where + " has dtype " + std::string(c10::toString(t.scalar_type())) +
+                   "; Grove returns Float, Double, Char (int8), Short, Int and Long tensors");
+        return false;
+      }
+      h->tensors.push_back(t.contiguous());
+      return true;
+    };
+    bool ok = true;
+    if (result.isTensor()) {
+      ok = add(result, "the output");
+    } else if (result.isTuple()) {
+      const auto& elems = result.toTupleRef().elements();
+      for (size_t i = 0; ok && i < elems.size(); i++) {
+        ok = add(elems[i], "element " + std::to_string(i) + " of the output " + type_name(result));
+      }
+    } else if (result.isList()) {
+      c10::ArrayRef<c10::IValue> elems = result.toListRef();
+      for (size_t i = 0; ok && i < elems.size(); i++) {
+        ok = add(elems[i], "element " + std::to_string(i) + " of the output " + type_name(result));
+      }
+    } else {
+      ok = add(result, "the output");
+    }
+    if (!ok) return GROVE_ERR_OUTPUT;
+
+    h->views.resize(h->tensors.size());
+    for (size_t i = 0; i < h->tensors.size(); i++) {
+      const at::Tensor& t = h->tensors[i];
+      grove_tensor& v = h->views[i];
+      v.dtype = from_scalar_type(t.scalar_type());
+      v.ndim = static_cast<int32_t>(t.dim());
+      v.shape = t.sizes().data();
+      v.data = t.data_ptr();
+      v.nbytes = t.nbytes();
+    }
+    h->result.n = static_cast<int32_t>(h->views.size());
+    h->result.tensors = h->views.data();
+    h->result.impl = h.get();
+    *out = &h.release()->result;
+    return GROVE_OK;
+  } catch (const std::exception& e) {
+    *err = dup(summarize(message(e)));
+  } catch (...) {
+    *err = dup("unknown C++ exception");
+  }
+  return GROVE_ERR_EXEC;
+}
+
+void grove_result_free(grove_result* r) {
+  if (r == nullptr) return;
+  try {
+    delete static_cast<Holder*>(r->impl);
+  } catch (...) {
+  }
+}
+
+int32_t grove_omp_team_size(int32_t intra_threads) {
+  try {
+    set_intra_threads(intra_threads);
+    int32_t size = 0;
+#pragma omp parallel
+    {
+#pragma omp single
+      size = omp_get_num_threads();
+    }
+    return size;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,301 @@
+package torch
+
+// #cgo CXXFLAGS: -std=c++17 -fopenmp -I/usr/include/torch/csrc/api/include
+// #cgo LDFLAGS: -ltorch -ltorch_cpu -lc10 -lgomp
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/groveml/grove/servables"
+)
+
+// RuntimeName is the name the TorchScript runtime reports.
+const RuntimeName = "torchscript"
+
+// modelExtensions are the file name endings of a TorchScript model file.
+var modelExtensions = []string{".pt", ".pth", ".torchscript"}
+
+// Runtime loads TorchScript models with libtorch. Its zero value is ready to use.
+type Runtime struct{}
+
+var _ servables.Runtime = Runtime{}
+
+// Name returns "torchscript".
+func (Runtime) Name() string { return RuntimeName }
+
+// Accepts reports whether exactly one of files is a TorchScript model file
+// (ending in .pt, .pth or .torchscript); other files are ignored.
+func (Runtime) Accepts(files []string) bool {
+	_, err := modelFile(files)
+	return err == nil
+}
+
+// modelFile returns the one TorchScript file among files.
+func modelFile(files []string) (string, error) {
+	var found []string
+	for _, f := range files {
+		if isModelFile(f) {
+			found = append(found, f)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: no TorchScript file (%s) among %s", servables.ErrUnsupportedRuntime,
+			strings.Join(modelExtensions, ", "), strings.Join(files, ", "))
+	}
+	return "", fmt.Errorf("%w: %d TorchScript files (%s), a model has exactly one",
+		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
+}
+
+func isModelFile(f string) bool {
+	ext := strings.ToLower(path.Ext(f))
+	for _, e := range modelExtensions {
+		if ext == e {
+			return true
+		}
+	}
+	return false
+}
+
+var initOnce sync.Once
+
+// initTorch sets libtorch's process-wide inter-op pool to one thread, once.
+// Grove runs models concurrently itself, and TorchScript models only use the
+// inter-op pool for torch.jit.fork. libtorch refuses the setting once inter-op
+// work has started; that is harmless and ignored.
+func initTorch() {
+	initOnce.Do(func() {
+		if msg := C.grove_init(1); msg != nil {
+			C.free(unsafe.Pointer(msg))
+		}
+	})
+}
+
+// Load loads the TorchScript file among files, puts it in eval mode and
+// freezes it (falling back to the unfrozen module if freezing fails).
+// opts.IntraOpThreads is applied to each forward call; see the package doc.
+func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rel, err := modelFile(files)
+	if err != nil {
+		return nil, err
+	}
+	if opts.IntraOpThreads < 0 {
+		return nil, fmt.Errorf("torchscript: IntraOpThreads is %d, it has to be 0 or more", opts.IntraOpThreads)
+	}
+	initTorch()
+	file := filepath.Join(dir, filepath.FromSlash(rel))
+	if _, err := os.Stat(file); err != nil {
+		return nil, fmt.Errorf("torchscript: loading model: %w", err)
+	}
+	cpath := C.CString(file)
+	defer C.free(unsafe.Pointer(cpath))
+	var frozen C.int32_t
+	var cerr *C.char
+	h := C.grove_load(cpath, &frozen, &cerr)
+	if h == nil {
+		msg := takeString(cerr)
+		if strings.Contains(msg, "constants.pkl") {
+			msg += " (this is not a TorchScript file: save models with torch.jit.save or ScriptModule.save, not torch.save)"
+		}
+		return nil, fmt.Errorf("torchscript: loading %s: %s", file, msg)
+	}
+	m := &Model{h: h, file: file, threads: max(opts.IntraOpThreads, 1), frozen: frozen != 0}
+	if err := m.readSignature(); err != nil {
+		C.grove_module_free(h)
+		return nil, fmt.Errorf("torchscript: loading %s: %w", file, err)
+	}
+	return m, nil
+}
+
+// takeString returns a C string made by the shim and frees it.
+func takeString(s *C.char) string {
+	if s == nil {
+		return "unknown error"
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s)
+}
+
+// Model is a loaded TorchScript module. Predict is safe for concurrent use;
+// after Close it returns an error.
+type Model struct {
+	mu      sync.RWMutex // Predict holds it shared; Close exclusively
+	h       *C.grove_module
+	file    string
+	threads int
+	frozen  bool
+
+	meta      servables.Metadata
+	minInputs int // forward's arguments without a default value
+	maxInputs int // all of forward's arguments
+}
+
+var _ servables.Servable = (*Model)(nil)
+
+func (m *Model) readSignature() error {
+	var nArgs, nRequired, nOutputs C.int32_t
+	var cerr *C.char
+	names := C.grove_signature(m.h, &nArgs, &nRequired, &nOutputs, &cerr)
+	if names == nil {
+		return errors.New(takeString(cerr))
+	}
+	m.minInputs, m.maxInputs = int(nRequired), int(nArgs)
+	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}}
+	if s := takeString(names); m.maxInputs > 0 {
+		for _, n := range strings.Split(s, "\n") {
+			m.meta.Inputs = append(m.meta.Inputs, servables.TensorSpec{Name: n})
+		}
+	}
+	for i := 0; i < int(nOutputs); i++ {
+		m.meta.Outputs = append(m.meta.Outputs, servables.TensorSpec{Name: outputName(i)})
+	}
+	return nil
+}
+
+// outputName is the name of the i-th output tensor: output_0, output_1, ...
+func outputName(i int) string { return "output_" + strconv.Itoa(i) }
+
+// Metadata returns the runtime name, forward's argument names as inputs, and
+// output_0... as outputs when forward declares a Tensor or a Tuple of Tensors.
+// TorchScript records no dtypes or shapes: they are Unknown and nil.
+func (m *Model) Metadata() servables.Metadata { return m.meta }
+
+// Frozen reports whether the model runs as a frozen module (see the package doc).
+func (m *Model) Frozen() bool { return m.frozen }
+
+// Predict runs forward on inputs, given positionally (names are ignored), and
+// returns one tensor per output tensor, named output_0, output_1, ... Errors
+// wrap servables.ErrInvalidInput when the inputs do not fit forward's
+// signature, servables.ErrOutput when forward returns something other than a
+// Tensor or a Tuple or List of Tensors of a supported dtype; other failures
+// are execution errors ("Model execution error: ...").
+func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := len(inputs)
+	if n < m.minInputs || n > m.maxInputs {
+		return nil, fmt.Errorf("%w: %s", servables.ErrInvalidInput, m.arity(n))
+	}
+	var (
+		pin    runtime.Pinner
+		dtypes = make([]C.int32_t, n)
+		ndims  = make([]C.int32_t, n)
+		nbytes = make([]C.int64_t, n)
+		ptrs   = make([]unsafe.Pointer, n)
+		shapes []C.int64_t
+	)
+	defer pin.Unpin()
+	for i, t := range inputs {
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: input %d (%s): %w", servables.ErrInvalidInput, i, t.Name, err)
+		}
+		dtypes[i] = C.int32_t(t.DType)
+		ndims[i] = C.int32_t(len(t.Shape))
+		nbytes[i] = C.int64_t(len(t.Data))
+		for _, d := range t.Shape {
+			shapes = append(shapes, C.int64_t(d))
+		}
+		p := unsafe.Pointer(unsafe.SliceData(t.Data))
+		pin.Pin(p)
+		ptrs[i] = p
+	}
+
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return nil, fmt.Errorf("torchscript: model %s is closed", m.file)
+	}
+	var (
+		res  *C.grove_result
+		cerr *C.char
+	)
+	status := C.grove_forward(m.h, C.int32_t(n), first(dtypes), first(ndims), first(shapes),
+		(*unsafe.Pointer)(first(ptrs)), first(nbytes), C.int32_t(m.threads), &res, &cerr)
+	switch status {
+	case C.GROVE_OK:
+	case C.GROVE_ERR_INPUT:
+		return nil, fmt.Errorf("%w: %s", servables.ErrInvalidInput, takeString(cerr))
+	case C.GROVE_ERR_OUTPUT:
+		return nil, fmt.Errorf("%w: %s", servables.ErrOutput, takeString(cerr))
+	default:
+		return nil, fmt.Errorf("Model execution error: %s", takeString(cerr))
+	}
+	defer C.grove_result_free(res)
+	return copyOutputs(res)
+}
+
+// copyOutputs copies the shim's output tensors into Go-allocated tensors.
+func copyOutputs(res *C.grove_result) ([]servables.Tensor, error) {
+	views := unsafe.Slice(res.tensors, int(res.n))
+	outs := make([]servables.Tensor, len(views))
+	for i, v := range views {
+		shape := unsafe.Slice((*int64)(unsafe.Pointer(v.shape)), int(v.ndim))
+		t, err := servables.NewTensor(outputName(i), servables.DType(v.dtype), shape)
+		if err != nil {
+			return nil, fmt.Errorf("%w: output %d: %w", servables.ErrOutput, i, err)
+		}
+		if len(t.Data) != int(v.nbytes) {
+			return nil, fmt.Errorf("%w: output %d has %d bytes, shape %v of %v needs %d",
+				servables.ErrOutput, i, v.nbytes, t.Shape, t.DType, len(t.Data))
+		}
+		copy(t.Data, unsafe.Slice((*byte)(v.data), len(t.Data)))
+		outs[i] = t
+	}
+	return outs, nil
+}
+
+// arity explains a wrong number of inputs.
+func (m *Model) arity(n int) string {
+	names := make([]string, len(m.meta.Inputs))
+	for i, s := range m.meta.Inputs {
+		names[i] = s.Name
+	}
+	want := strconv.Itoa(m.maxInputs)
+	if m.minInputs != m.maxInputs {
+		want = fmt.Sprintf("%d to %d", m.minInputs, m.maxInputs)
+	}
+	return fmt.Sprintf("model takes %s input tensors (%s), got %d", want, strings.Join(names, ", "), n)
+}
+
+// ompTeamSize applies IntraOpThreads n to the calling OS thread, as Predict
+// does, and returns the OpenMP team size a parallel region there gets.
+func ompTeamSize(n int) int { return int(C.grove_omp_team_size(C.int32_t(n))) }
+
+// first returns a pointer to s[0], or nil for an empty s.
+func first[T any](s []T) *T {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+// Close frees the module. It waits for running Predict calls; later calls
+// return an error. Closing twice is harmless.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.h != nil {
+		C.grove_module_free(m.h)
+		m.h = nil
+	}
+	return nil
+}
