@@ -196,7 +196,7 @@ func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.Lo
 }
 
 // warmUp runs the model's warm-up requests through its actor at warm-up
-// priority; any failure rejects the content.
+// priority, twice; any failure rejects the content.
 func (s *System) warmUp(root *actor.RootContext, c *content, meta conf.ModelMetadata) error {
 	if meta.WarmUpJSON == "" {
 		return nil
@@ -208,7 +208,10 @@ func (s *System) warmUp(root *actor.RootContext, c *content, meta conf.ModelMeta
 	if err != nil {
 		return err
 	}
-	for i, inputs := range sets {
+	// Each request runs twice: TorchScript's profiling executor optimises a
+	// graph only on its second run, and that run should not be a user's.
+	for i, inputs := range append(sets, sets...) {
+		i %= len(sets)
 		if err := c.acquire(0); err != nil {
 			return err
 		}

@@ -1,0 +1,73 @@
+package servables
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+)
+
+func TestNumElementsRejectsBadShapes(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int64
+		n     int
+		ok    bool
+	}{
+		{nil, 1, true},
+		{[]int64{2, 3}, 6, true},
+		{[]int64{0}, 0, false},
+		{[]int64{-1, 4}, 0, false},
+		{[]int64{1 << 31, 2}, 0, false},
+		{[]int64{1 << 40}, 0, false},
+		{[]int64{1 << 32, 1 << 32, 1 << 32}, 0, false},
+	} {
+		n, err := NumElements(tc.shape)
+		if tc.ok != (err == nil) || n != tc.n {
+			t.Errorf("NumElements(%v) = %d, %v", tc.shape, n, err)
+		}
+		if err != nil && !errors.Is(err, ErrShape) {
+			t.Errorf("NumElements(%v) error %v does not wrap ErrShape", tc.shape, err)
+		}
+	}
+}
+
+func TestNewTensorIsAlignedAndValid(t *testing.T) {
+	for _, dt := range []DType{Float32, Float64, Int8, Int16, Int32, Int64} {
+		x, err := NewTensor("x", dt, []int64{3, 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Validate(); err != nil {
+			t.Errorf("%v: %v", dt, err)
+		}
+		if x.Len() != 15 || uintptr(unsafe.Pointer(&x.Data[0]))%8 != 0 {
+			t.Errorf("%v: len %d, aligned %v", dt, x.Len(), uintptr(unsafe.Pointer(&x.Data[0]))%8 == 0)
+		}
+		if got, ok := ParseDType(dt.String()); !ok || got != dt {
+			t.Errorf("ParseDType(%q) = %v, %v", dt.String(), got, ok)
+		}
+	}
+	if _, ok := ParseDType("float"); ok {
+		t.Error("ParseDType accepts lowercase names")
+	}
+	if _, err := NewTensor("x", Unknown, []int64{1}); err == nil {
+		t.Error("NewTensor accepts an Unknown dtype")
+	}
+}
+
+func TestFloat64AtWidensEveryType(t *testing.T) {
+	x, _ := NewTensor("x", Int16, []int64{2})
+	x.Int16s()[1] = -7
+	if x.Float64At(1) != -7 {
+		t.Errorf("Float64At = %v", x.Float64At(1))
+	}
+}
+
+func TestRegistryNamesTheReasonNoRuntimeFits(t *testing.T) {
+	var r Registry
+	if _, err := r.Find([]string{"saved_model.pb", "variables/variables.index"}); !errors.Is(err, ErrUnsupportedRuntime) || err.Error() == "" {
+		t.Errorf("SavedModel: %v", err)
+	}
+	if _, err := r.Find([]string{"notes.txt"}); !errors.Is(err, ErrUnsupportedRuntime) {
+		t.Errorf("text file: %v", err)
+	}
+}
