@@ -28,6 +28,8 @@ var (
 
 // Request is one item of a batch: the inputs for one model.
 type Request struct {
+	// API names the front end the request came in on ("ba", ...), for metrics and logs.
+	API       string
 	ModelPath string
 	Inputs    []servables.Tensor
 }

@@ -25,13 +25,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_requests_total",
-			Help: "Predict requests by model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed). Requests for unknown paths have model=\"\".",
-		}, []string{"model", "outcome"}),
+			Help: "Predict requests by API, model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed). Requests for unknown paths have model=\"\".",
+		}, []string{"api", "model", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "grove_model_request_duration_seconds",
-			Help:    "Time from dispatch to a model actor to its answer (queue wait plus forward), by model path.",
+			Help:    "Time from dispatch to a model actor to its answer (queue wait plus forward), by API and model path.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"model"}),
+		}, []string{"api", "model"}),
 		configPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_config_polls_total",
 			Help: "Model config polls by result (ok, fetch_error, invalid).",
@@ -57,14 +57,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(model string, err error, took time.Duration) {
+func (m *Metrics) observe(api, model string, err error, took time.Duration) {
 	outcome := outcomeOf(err)
 	if outcome == "not_found" {
 		model = ""
 	} else {
-		m.latency.WithLabelValues(model).Observe(took.Seconds())
+		m.latency.WithLabelValues(api, model).Observe(took.Seconds())
 	}
-	m.requests.WithLabelValues(model, outcome).Inc()
+	m.requests.WithLabelValues(api, model, outcome).Inc()
 }
 
 func outcomeOf(err error) string {

@@ -62,7 +62,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		c, err := r.acquire(req.ModelPath)
 		if err != nil {
 			res.Err = err
-			r.metrics.observe(req.ModelPath, err, 0)
+			r.metrics.observe(req.API, req.ModelPath, err, 0)
 			b.finish()
 			continue
 		}
@@ -76,7 +76,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				res.Outputs, res.Err, res.Queued, res.Compute = out, err, queued, compute
 				c.inflight.Add(-1)
 				c.served.Add(1)
-				r.metrics.observe(c.path, err, time.Since(enqueued))
+				r.metrics.observe(req.API, c.path, err, time.Since(enqueued))
 				b.finish()
 			},
 		})

@@ -47,7 +47,96 @@ type Server struct {
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is "text" or "json".
 	LogFormat string `yaml:"log_format"`
+	// Kafka is where the prediction log is produced to.
+	Kafka Kafka `yaml:"kafka"`
+	// PredictionLog says which predictions are logged.
+	PredictionLog PredictionLog `yaml:"prediction_log"`
 }
+
+// Kafka configures the prediction log's producer (yaml key "kafka"). It is
+// off when Brokers is empty and Embedded is false.
+type Kafka struct {
+	// Brokers are the host:port seed brokers; empty with Embedded false
+	// turns the prediction log off.
+	Brokers []string `yaml:"brokers"`
+	// Topic is the topic events are produced to.
+	Topic string `yaml:"topic"`
+	// Encoding is the record value's encoding: "proto" or "json" (protojson).
+	Encoding string `yaml:"encoding"`
+	// BufferRecords is the most events waiting for the broker; more are dropped.
+	BufferRecords int `yaml:"buffer_records"`
+	// BufferBytes is the most encoded bytes waiting for the broker; more are dropped.
+	BufferBytes int64 `yaml:"buffer_bytes"`
+	// Embedded starts the in-process development broker at EmbeddedAddr
+	// and logs there; exclusive with Brokers.
+	Embedded bool `yaml:"embedded"`
+	// EmbeddedAddr is the loopback host:port of the embedded broker (port 0: any free port).
+	EmbeddedAddr string `yaml:"embedded_addr"`
+	// ClientID is the Kafka client id.
+	ClientID string `yaml:"client_id"`
+	// Acks is "all" (idempotent producer), "leader" or "none"; the last two
+	// turn idempotence off.
+	Acks string `yaml:"acks"`
+	// Compression is the batch codec: none, gzip, snappy, lz4 or zstd.
+	Compression string `yaml:"compression"`
+	// Linger is how long a partition's batch waits for more events before it is sent.
+	Linger time.Duration `yaml:"linger"`
+	// TLS configures TLS to the brokers.
+	TLS KafkaTLS `yaml:"tls"`
+	// SASL configures SASL authentication to the brokers.
+	SASL KafkaSASL `yaml:"sasl"`
+}
+
+// KafkaTLS configures TLS to the brokers (yaml key "kafka.tls").
+type KafkaTLS struct {
+	// Enabled turns TLS on; the other fields need it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CAs to trust instead of the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// mutual TLS; both or neither.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the client certificate's PEM key.
+	KeyFile string `yaml:"key_file"`
+	// InsecureSkipVerify accepts any broker certificate (testing only).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// KafkaSASL configures SASL authentication (yaml key "kafka.sasl").
+type KafkaSASL struct {
+	// Mechanism is "" (no SASL), "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512".
+	Mechanism string `yaml:"mechanism"`
+	// Username is the SASL user.
+	Username string `yaml:"username"`
+	// Password is the SASL password.
+	Password string `yaml:"password"`
+}
+
+// Enabled reports whether the prediction log has a broker: brokers are
+// configured or the embedded broker is on.
+func (k Kafka) Enabled() bool { return k.Embedded || len(k.Brokers) > 0 }
+
+// PredictionLog is the prediction log policy for direct model calls (yaml
+// key "prediction_log"); contracts will carry their own per servable.
+type PredictionLog struct {
+	// DefaultLevel is NONE, FULL (every prediction) or SAMPLE (a
+	// DefaultSampleRate share of them).
+	DefaultLevel string `yaml:"default_level"`
+	// DefaultSampleRate is the share of predictions logged at SAMPLE, from 0 to 1.
+	DefaultSampleRate float64 `yaml:"default_sample_rate"`
+	// DefaultKeyFeatures are the config names whose values, in this order,
+	// make the record key.
+	DefaultKeyFeatures []string `yaml:"default_key_features"`
+	// DefaultKeyFeaturesSeparator joins the key features' values.
+	DefaultKeyFeaturesSeparator string `yaml:"default_key_features_separator"`
+}
+
+// Prediction log levels, the values of PredictionLog.DefaultLevel.
+const (
+	LogLevelNone   = "NONE"
+	LogLevelFull   = "FULL"
+	LogLevelSample = "SAMPLE"
+)
 
 // MinPollInterval is the shortest accepted poll interval.
 const MinPollInterval = time.Second
@@ -70,6 +159,22 @@ func DefaultServer() Server {
 		IntraOpThreads: 1,
 		LogLevel:       "info",
 		LogFormat:      "text",
+		Kafka: Kafka{
+			Topic:         "grove.predictions",
+			Encoding:      "proto",
+			BufferRecords: 100000,
+			BufferBytes:   64 << 20,
+			EmbeddedAddr:  "127.0.0.1:9092",
+			ClientID:      "grove",
+			Acks:          "all",
+			Compression:   "snappy",
+			Linger:        5 * time.Millisecond,
+		},
+		PredictionLog: PredictionLog{
+			DefaultLevel:                LogLevelNone,
+			DefaultSampleRate:           1,
+			DefaultKeyFeaturesSeparator: ".",
+		},
 	}
 }
 
@@ -149,7 +254,81 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
 	str(&s.LogFormat, "log-format", "log `format`: text or json")
+	boolean := func(p *bool, name, usage string) {
+		v := fs.Bool(name, *p, usage)
+		apply[name] = func() { *p = *v }
+	}
+	f64 := func(p *float64, name, usage string) {
+		v := fs.Float64(name, *p, usage)
+		apply[name] = func() { *p = *v }
+	}
+	list := func(p *[]string, name, usage string) {
+		v := fs.String(name, strings.Join(*p, ","), usage)
+		apply[name] = func() { *p = splitList(*v) }
+	}
+	k := &s.Kafka
+	list(&k.Brokers, "kafka-brokers", "comma-separated Kafka seed brokers `host:port,...` for the prediction log (none and no --kafka-embedded: no prediction log)")
+	str(&k.Topic, "kafka-topic", "Kafka `topic` of the prediction log")
+	str(&k.Encoding, "kafka-encoding", "prediction log record `encoding`: proto or json")
+	integer(&k.BufferRecords, "kafka-buffer-records", "most prediction log events waiting for the broker; more are dropped")
+	i64(&k.BufferBytes, "kafka-buffer-bytes", "most prediction log `bytes` waiting for the broker; more are dropped")
+	boolean(&k.Embedded, "kafka-embedded", "start the in-process development Kafka broker (keeps events in memory) and log there")
+	str(&k.EmbeddedAddr, "kafka-embedded-addr", "loopback `host:port` of the embedded Kafka broker (port 0: any free port)")
+	str(&k.ClientID, "kafka-client-id", "Kafka client `id`")
+	str(&k.Acks, "kafka-acks", "Kafka `acks`: all (idempotent), leader or none")
+	str(&k.Compression, "kafka-compression", "Kafka batch `codec`: none, gzip, snappy, lz4 or zstd")
+	dur(&k.Linger, "kafka-linger", "how long a Kafka batch waits for more events")
+	pl := &s.PredictionLog
+	str(&pl.DefaultLevel, "prediction-log-level", "prediction log `level` of direct model calls: NONE, FULL or SAMPLE")
+	f64(&pl.DefaultSampleRate, "prediction-log-sample-rate", "share of direct model calls logged at level SAMPLE, from 0 to 1")
+	list(&pl.DefaultKeyFeatures, "prediction-log-key-features", "comma-separated config `names` whose values key direct-call events")
+	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
 	return fs, configFile, apply
+}
+
+// splitList splits a comma-separated flag value, trimming spaces and
+// dropping empty elements; "" is the empty list.
+func splitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// nestedKeyFlags names the flag of each nested config key that has one;
+// nested keys missing here have no flag.
+var nestedKeyFlags = map[string]string{
+	"kafka.brokers":        "kafka-brokers",
+	"kafka.topic":          "kafka-topic",
+	"kafka.encoding":       "kafka-encoding",
+	"kafka.buffer_records": "kafka-buffer-records",
+	"kafka.buffer_bytes":   "kafka-buffer-bytes",
+	"kafka.embedded":       "kafka-embedded",
+	"kafka.embedded_addr":  "kafka-embedded-addr",
+	"kafka.client_id":      "kafka-client-id",
+	"kafka.acks":           "kafka-acks",
+	"kafka.compression":    "kafka-compression",
+	"kafka.linger":         "kafka-linger",
+
+	"prediction_log.default_level":                  "prediction-log-level",
+	"prediction_log.default_sample_rate":            "prediction-log-sample-rate",
+	"prediction_log.default_key_features":           "prediction-log-key-features",
+	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
+}
+
+// keyWithFlag returns a config key followed by its flag, "poll_interval
+// (--poll-interval)", or the key alone when it has no flag.
+func keyWithFlag(key string) string {
+	if !strings.Contains(key, ".") {
+		return fmt.Sprintf("%s (--%s)", key, strings.ReplaceAll(key, "_", "-"))
+	}
+	if f, ok := nestedKeyFlags[key]; ok {
+		return fmt.Sprintf("%s (--%s)", key, f)
+	}
+	return key
 }
 
 // yamlLineError matches a yaml.v3 type error message, and yamlFieldNotFound
@@ -202,19 +381,30 @@ func loadServerFile(path string, s *Server) error {
 	return nil
 }
 
-// yamlKeysByLine maps the lines of a YAML mapping's keys and scalar values
-// to the keys, to name the key in yaml.v3 errors, which give only a line.
+// yamlKeysByLine maps the lines of a YAML mapping's keys and values to the
+// keys (nested keys joined by dots, "kafka.linger"), to name the key in
+// yaml.v3 errors, which give only a line.
 func yamlKeysByLine(data []byte) map[int]string {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
-	m := doc.Content[0]
-	keys := make(map[int]string, len(m.Content)/2)
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		keys[m.Content[i+1].Line] = m.Content[i].Value
-		keys[m.Content[i].Line] = m.Content[i].Value
+	keys := make(map[int]string)
+	var walk func(m *yaml.Node, prefix string)
+	walk = func(m *yaml.Node, prefix string) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			key := prefix + m.Content[i].Value
+			for _, line := range []int{m.Content[i].Line, m.Content[i+1].Line} {
+				if _, ok := keys[line]; !ok { // on a line with several keys, the first names it
+					keys[line] = key
+				}
+			}
+			if v := m.Content[i+1]; v.Kind == yaml.MappingNode {
+				walk(v, key+".")
+			}
+		}
 	}
+	walk(doc.Content[0], "")
 	return keys
 }
 
@@ -223,7 +413,7 @@ func yamlKeysByLine(data []byte) map[int]string {
 func (s Server) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s (--%s): %s", key, strings.ReplaceAll(key, "_", "-"), fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s: %s", keyWithFlag(key), fmt.Sprintf(format, args...)))
 	}
 	if s.Bucket == "" {
 		bad("bucket", "required")
@@ -266,7 +456,112 @@ func (s Server) Validate() error {
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		bad("log_format", "%q is not text or json", s.LogFormat)
 	}
+	s.Kafka.validate(bad)
+	s.PredictionLog.validate(bad, s.Kafka.Enabled())
 	return errors.Join(errs...)
+}
+
+// kafkaTopicChars are the characters Kafka allows in a topic name.
+var kafkaTopicChars = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// validate reports the problems of the kafka section through bad.
+func (k Kafka) validate(bad func(key, format string, args ...any)) {
+	if k.Embedded && len(k.Brokers) > 0 {
+		bad("kafka.embedded", "the embedded broker and brokers are exclusive: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), not both")
+	}
+	for _, b := range k.Brokers {
+		if host, _, err := net.SplitHostPort(b); err != nil || host == "" {
+			bad("kafka.brokers", "%q is not host:port", b)
+		} else if err := validateHostPort(b); err != nil {
+			bad("kafka.brokers", "%v", err)
+		}
+	}
+	switch {
+	case k.Topic == "":
+		bad("kafka.topic", "must not be empty")
+	case len(k.Topic) > 249 || k.Topic == "." || k.Topic == ".." || !kafkaTopicChars.MatchString(k.Topic):
+		bad("kafka.topic", "%q is not a Kafka topic name (at most 249 of a-z, A-Z, 0-9, '.', '_', '-'; not \".\" or \"..\")", k.Topic)
+	}
+	if k.Encoding != "proto" && k.Encoding != "json" {
+		bad("kafka.encoding", "%q is not proto or json", k.Encoding)
+	}
+	if k.BufferRecords <= 0 {
+		bad("kafka.buffer_records", "%d must be positive", k.BufferRecords)
+	}
+	if k.BufferBytes <= 0 {
+		bad("kafka.buffer_bytes", "%d must be positive", k.BufferBytes)
+	}
+	if k.Embedded {
+		if host, _, err := net.SplitHostPort(k.EmbeddedAddr); err != nil {
+			bad("kafka.embedded_addr", "%q is not host:port: %v", k.EmbeddedAddr, err)
+		} else if err := validateHostPort(k.EmbeddedAddr); err != nil {
+			bad("kafka.embedded_addr", "%v", err)
+		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			bad("kafka.embedded_addr", "%q: the development broker listens only on a loopback address (127.0.0.1, ::1 or localhost)", k.EmbeddedAddr)
+		}
+	}
+	if k.ClientID == "" {
+		bad("kafka.client_id", "must not be empty")
+	}
+	switch k.Acks {
+	case "all", "leader", "none":
+	default:
+		bad("kafka.acks", "%q is not all, leader or none", k.Acks)
+	}
+	switch k.Compression {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		bad("kafka.compression", "%q is not none, gzip, snappy, lz4 or zstd", k.Compression)
+	}
+	if k.Linger < 0 {
+		bad("kafka.linger", "%v must not be negative", k.Linger)
+	}
+	t := k.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify) {
+		bad("kafka.tls.enabled", "is false but other kafka.tls keys are set; set enabled: true")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("kafka.tls.cert_file", "cert_file and key_file go together: set both or neither")
+	}
+	switch k.SASL.Mechanism {
+	case "":
+		if k.SASL.Username != "" || k.SASL.Password != "" {
+			bad("kafka.sasl.mechanism", "is empty but a username or password is set; set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if k.SASL.Username == "" {
+			bad("kafka.sasl.username", "required with mechanism %s", k.SASL.Mechanism)
+		}
+	default:
+		bad("kafka.sasl.mechanism", "%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASL.Mechanism)
+	}
+}
+
+// validate reports the problems of the prediction_log section through
+// bad; kafka tells whether a broker is configured.
+func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka bool) {
+	switch p.DefaultLevel {
+	case LogLevelNone:
+	case LogLevelFull, LogLevelSample:
+		if !kafka {
+			bad("prediction_log.default_level", "%s needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE", p.DefaultLevel)
+		}
+	default:
+		bad("prediction_log.default_level", "%q is not NONE, FULL or SAMPLE", p.DefaultLevel)
+	}
+	if !(p.DefaultSampleRate >= 0 && p.DefaultSampleRate <= 1) { // also rejects NaN
+		bad("prediction_log.default_sample_rate", "%v is not between 0 and 1", p.DefaultSampleRate)
+	}
+	seen := make(map[string]bool, len(p.DefaultKeyFeatures))
+	for _, f := range p.DefaultKeyFeatures {
+		switch {
+		case f == "":
+			bad("prediction_log.default_key_features", "a feature name is empty")
+		case seen[f]:
+			bad("prediction_log.default_key_features", "%q is listed twice", f)
+		}
+		seen[f] = true
+	}
 }
 
 // validateHostPort accepts host:port with a numeric port; the host may be empty.

@@ -159,7 +159,7 @@ func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
 			continue
 		}
-		reqs = append(reqs, actors.Request{ModelPath: it.ModelPath, Inputs: it.Inputs})
+		reqs = append(reqs, actors.Request{API: "ba", ModelPath: it.ModelPath, Inputs: it.Inputs})
 		idx = append(idx, i)
 	}
 	out, err := s.b.Infer(r.Context(), reqs)
