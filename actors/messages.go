@@ -32,6 +32,17 @@ type Request struct {
 	API       string
 	ModelPath string
 	Inputs    []servables.Tensor
+	// RequestID identifies the API call the request is part of.
+	RequestID string
+	// Configs are the caller's key/value settings (B&A "configs", Grove-Config-* headers);
+	// the prediction log keys events by some of them.
+	Configs map[string]string
+}
+
+// PredictionSink receives the requests and answers that reached a model, for
+// the prediction log. LogPrediction must not block.
+type PredictionSink interface {
+	LogPrediction(req *Request, res *Result, served bool)
 }
 
 // Result is the answer to one Request.

@@ -37,6 +37,8 @@ type Options struct {
 	// ParseWarmUp turns a model's warm_up_batch_request_json into the input
 	// sets to run before the model takes traffic.
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
+	// Predictions receives every answer returned to a caller; nil logs none.
+	Predictions PredictionSink
 	// Logger receives the actors' logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the actors' metrics; nil means none are registered.
@@ -99,7 +101,9 @@ func Start(opts Options) (*System, error) {
 }
 
 // Infer runs a batch of requests and returns one Result per Request, in
-// order. Requests for different models run concurrently.
+// order. Requests for different models run concurrently. Each answer is
+// handed to the prediction sink before Infer returns; a batch abandoned by
+// its caller (ctx done) was not served and is not logged.
 func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
 	if s.as.IsStopped() {
 		return nil, ErrStopped
@@ -108,6 +112,11 @@ func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
 	s.as.Root.Send(s.router, b)
 	select {
 	case res := <-b.reply:
+		if p := s.opts.Predictions; p != nil {
+			for i := range res {
+				p.LogPrediction(&reqs[i], &res[i], true)
+			}
+		}
 		return res, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

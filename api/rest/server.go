@@ -4,6 +4,8 @@ package rest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +154,8 @@ func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 		s.batchError(w, http.StatusBadRequest, perr)
 		return
 	}
+	configs := withHeaderConfigs(req.Configs, r.Header)
+	reqID := requestID(w, r)
 	results := make([]ba.Result, len(req.Items))
 	reqs := make([]actors.Request, 0, len(req.Items))
 	idx := make([]int, 0, len(req.Items))
@@ -159,7 +164,7 @@ func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
 			continue
 		}
-		reqs = append(reqs, actors.Request{API: "ba", ModelPath: it.ModelPath, Inputs: it.Inputs})
+		reqs = append(reqs, actors.Request{API: "ba", ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: reqID, Configs: configs})
 		idx = append(idx, i)
 	}
 	out, err := s.b.Infer(r.Context(), reqs)
@@ -209,6 +214,39 @@ func toBA(r actors.Result) ba.Result {
 		out.Err = &ba.Error{Type: ba.ModelExecution, Description: fmt.Sprintf("Model Execution Error. Message: Model %s encounters an exception during evaluation: %v", r.ModelPath, err)}
 	}
 	return out
+}
+
+// ConfigHeaderPrefix starts the HTTP headers that carry request configs:
+// "Grove-Config-User_id: 42" sets config "user_id" to "42". HTTP header names
+// are case-insensitive, so the config name is lowercased.
+const ConfigHeaderPrefix = "Grove-Config-"
+
+// withHeaderConfigs adds the Grove-Config-* headers to configs (from the
+// body); a header overrides a body config of the same name.
+func withHeaderConfigs(configs map[string]string, h http.Header) map[string]string {
+	for name, vals := range h {
+		if len(name) <= len(ConfigHeaderPrefix) || !strings.EqualFold(name[:len(ConfigHeaderPrefix)], ConfigHeaderPrefix) || len(vals) == 0 {
+			continue
+		}
+		if configs == nil {
+			configs = make(map[string]string, 4)
+		}
+		configs[strings.ToLower(name[len(ConfigHeaderPrefix):])] = vals[0]
+	}
+	return configs
+}
+
+// requestID returns the caller's X-Request-Id, or a new random one, and
+// echoes it in the response.
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	w.Header().Set("X-Request-Id", id)
+	return id
 }
 
 var errTooLarge = errors.New("request body too large")

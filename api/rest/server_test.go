@@ -118,3 +118,35 @@ func TestReadinessAndModelList(t *testing.T) {
 		t.Errorf("/v1/models = %s", rec.Body.String())
 	}
 }
+
+func TestConfigsComeFromBodyAndHeadersAndRequestIDIsEchoed(t *testing.T) {
+	var got []actors.Request
+	s := New(recorder{&got}, Options{})
+	req := httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"configs":{"user_id":"body","site":"x"},"request":[`+item("ok/")+`]}`))
+	req.Header.Set("Grove-Config-User_id", "42")
+	req.Header.Set("X-Request-Id", "abc")
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if len(got) != 1 || got[0].Configs["user_id"] != "42" || got[0].Configs["site"] != "x" || got[0].RequestID != "abc" || got[0].API != "ba" {
+		t.Fatalf("request %+v", got)
+	}
+	if rec.Header().Get("X-Request-Id") != "abc" {
+		t.Errorf("X-Request-Id not echoed: %q", rec.Header().Get("X-Request-Id"))
+	}
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+item("ok/")+`]}`)))
+	if id := rec.Header().Get("X-Request-Id"); len(id) != 32 || got[1].RequestID != id || got[1].Configs != nil {
+		t.Errorf("generated request id %q, request %+v", id, got[1])
+	}
+}
+
+// recorder is an echo backend that keeps the requests it saw.
+type recorder struct{ seen *[]actors.Request }
+
+func (r recorder) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	*r.seen = append(*r.seen, reqs...)
+	return echo{}.Infer(ctx, reqs)
+}
+func (recorder) ModelPaths() []string  { return nil }
+func (recorder) Status() actors.Status { return actors.Status{} }
+func (recorder) Ready() bool           { return true }
