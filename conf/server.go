@@ -393,13 +393,17 @@ func yamlKeysByLine(data []byte) map[int]string {
 	var walk func(m *yaml.Node, prefix string)
 	walk = func(m *yaml.Node, prefix string) {
 		for i := 0; i+1 < len(m.Content); i += 2 {
-			key := prefix + m.Content[i].Value
-			for _, line := range []int{m.Content[i].Line, m.Content[i+1].Line} {
+			key, v := prefix+m.Content[i].Value, m.Content[i+1]
+			lines := []int{m.Content[i].Line}
+			if v.Kind != yaml.MappingNode { // a mapping's line is its first key's
+				lines = append(lines, v.Line)
+			}
+			for _, line := range lines {
 				if _, ok := keys[line]; !ok { // on a line with several keys, the first names it
 					keys[line] = key
 				}
 			}
-			if v := m.Content[i+1]; v.Kind == yaml.MappingNode {
+			if v.Kind == yaml.MappingNode {
 				walk(v, key+".")
 			}
 		}
@@ -513,8 +517,8 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 	default:
 		bad("kafka.compression", "%q is not none, gzip, snappy, lz4 or zstd", k.Compression)
 	}
-	if k.Linger < 0 {
-		bad("kafka.linger", "%v must not be negative", k.Linger)
+	if k.Linger < 0 || k.Linger > time.Minute {
+		bad("kafka.linger", "%v is not between 0s and 1m", k.Linger)
 	}
 	t := k.TLS
 	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 	}
 	want := DefaultServer()
 	want.Bucket = "gs://models"
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 	if want.ModelConfig != "model_config.json" || want.HTTP != "127.0.0.1:8080" || want.PollInterval != 30*time.Second ||
@@ -35,6 +37,58 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 		want.ModelQueueSize != 1024 || want.IntraOpThreads != 1 || want.LogLevel != "info" || want.LogFormat != "text" ||
 		!strings.HasSuffix(want.CacheDir, "grove") && want.CacheDir != "/tmp/grove-cache" {
 		t.Errorf("unexpected defaults %+v", want)
+	}
+	wantKafka := Kafka{
+		Topic: "grove.predictions", Encoding: "proto", BufferRecords: 100000, BufferBytes: 64 << 20,
+		EmbeddedAddr: "127.0.0.1:9092", ClientID: "grove", Acks: "all", Compression: "snappy", Linger: 5 * time.Millisecond,
+	}
+	if !reflect.DeepEqual(want.Kafka, wantKafka) || want.Kafka.Enabled() {
+		t.Errorf("kafka defaults %+v, want %+v (off)", want.Kafka, wantKafka)
+	}
+	wantLog := PredictionLog{DefaultLevel: "NONE", DefaultSampleRate: 1, DefaultKeyFeaturesSeparator: "."}
+	if !reflect.DeepEqual(want.PredictionLog, wantLog) {
+		t.Errorf("prediction_log defaults %+v, want %+v", want.PredictionLog, wantLog)
+	}
+}
+
+func TestParseServerArgsNestedKeysOverlayDefaultsAndFlagsOverrideThem(t *testing.T) {
+	file := writeYAML(t, `
+bucket: gs://b
+kafka:
+  brokers: [k1:9092]
+  topic: from-file
+  linger: 1s
+  sasl:
+    mechanism: PLAIN
+    username: u
+prediction_log:
+  default_level: FULL
+  default_key_features: [a, b]
+`)
+	got, err := ParseServerArgs([]string{"--config", file, "--kafka-topic", "from-flag", "--prediction-log-key-features", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultServer()
+	want.Bucket = "gs://b"
+	want.Kafka.Brokers = []string{"k1:9092"}                       // file
+	want.Kafka.Topic = "from-flag"                                 // flag over file
+	want.Kafka.Linger = time.Second                                // file
+	want.Kafka.SASL = KafkaSASL{Mechanism: "PLAIN", Username: "u"} // file, nested twice
+	want.PredictionLog.DefaultLevel = "FULL"                       // file
+	want.PredictionLog.DefaultKeyFeatures = nil                    // an empty flag clears the file's list
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseServerArgsEmbeddedBrokerByFlag(t *testing.T) {
+	got, err := ParseServerArgs([]string{"--bucket", "gs://b", "--kafka-embedded", "--kafka-embedded-addr", "127.0.0.1:0", "--prediction-log-level", "FULL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Kafka.Embedded || got.Kafka.EmbeddedAddr != "127.0.0.1:0" || !got.Kafka.Enabled() || got.PredictionLog.DefaultLevel != "FULL" {
+		t.Errorf("got %+v", got.Kafka)
 	}
 }
 
@@ -57,7 +111,7 @@ log_format: json
 	want.MaxModelBytes = 1000             // file
 	want.LogFormat = "json"               // file
 	want.ModelQueueSize = 7               // flag over default
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
@@ -78,6 +132,11 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--model-queue-size", "8", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
+		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
+		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
+		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
+		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
+		"--prediction-log-key-features-separator", "|",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +145,16 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8,
 		IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
+		Kafka: Kafka{
+			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
+			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: "leader", Compression: "zstd", Linger: 0,
+		},
+		PredictionLog: PredictionLog{
+			DefaultLevel: "SAMPLE", DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
+			DefaultKeyFeaturesSeparator: "|",
+		},
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
@@ -106,6 +173,25 @@ model_queue_size: 8
 intra_op_threads: 4
 log_level: error
 log_format: json
+kafka:
+  brokers: ["k1:9092", "k2:9093"]
+  topic: t.x
+  encoding: json
+  buffer_records: 10
+  buffer_bytes: 2048
+  embedded: false
+  embedded_addr: 127.0.0.1:0
+  client_id: g1
+  acks: none
+  compression: lz4
+  linger: 20ms
+  tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, insecure_skip_verify: true}
+  sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
+prediction_log:
+  default_level: FULL
+  default_sample_rate: 0.5
+  default_key_features: [user]
+  default_key_features_separator: "-"
 `)
 	got, err := ParseServerArgs([]string{"--config", file})
 	if err != nil {
@@ -115,8 +201,17 @@ log_format: json
 		Bucket: "file://./models", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
 		ModelQueueSize: 8, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
+		Kafka: Kafka{
+			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
+			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,
+			TLS:  KafkaTLS{Enabled: true, CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", InsecureSkipVerify: true},
+			SASL: KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "u", Password: "p"},
+		},
+		PredictionLog: PredictionLog{
+			DefaultLevel: "FULL", DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
+		},
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
@@ -129,9 +224,21 @@ func TestParseServerArgsRejectsUnknownYAMLKey(t *testing.T) {
 	}
 }
 
+func TestParseServerArgsRejectsUnknownNestedYAMLKey(t *testing.T) {
+	file := writeYAML(t, "bucket: gs://b\nkafka:\n  topic: t\n  tls:\n    enable: true\n")
+	_, err := ParseServerArgs([]string{"--config", file})
+	if err == nil || !strings.Contains(err.Error(), `line 5: unknown key "enable"`) {
+		t.Errorf("got %v, want the unknown nested key named", err)
+	}
+}
+
 func TestParseServerArgsFileErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"integer duration", "bucket: gs://b\npoll_interval: 30\n", "poll_interval"},
+		{"nested integer duration", "bucket: gs://b\nkafka:\n  linger: 5\n", `line 3: kafka.linger: cannot unmarshal !!int`},
+		{"nested duration hint", "bucket: gs://b\nkafka:\n  linger: 5\n", `(durations are strings such as "30s")`},
+		{"brokers not a list", "bucket: gs://b\nkafka:\n  brokers: k1:9092\n", "line 3: kafka.brokers: cannot unmarshal"},
+		{"kafka not a mapping", "bucket: gs://b\nkafka: yes\n", "line 2: kafka: cannot unmarshal"},
 		{"duplicate key", "bucket: gs://b\nbucket: gs://c\n", `"bucket" already defined`},
 		{"not a mapping", "- a\n", "cannot unmarshal"},
 	} {
@@ -206,6 +313,40 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"threads", func(s *Server) { s.IntraOpThreads = 0 }, "intra_op_threads (--intra-op-threads): 0 must be positive"},
 		{"log level", func(s *Server) { s.LogLevel = "loud" }, `log_level (--log-level): "loud" is not debug, info, warn or error`},
 		{"log format", func(s *Server) { s.LogFormat = "xml" }, `log_format (--log-format): "xml" is not text or json`},
+		{"embedded and brokers", func(s *Server) { s.Kafka.Embedded, s.Kafka.Brokers = true, []string{"k:1"} },
+			"kafka.embedded (--kafka-embedded): the embedded broker and brokers are exclusive"},
+		{"broker without port", func(s *Server) { s.Kafka.Brokers = []string{"k1"} }, `kafka.brokers (--kafka-brokers): "k1" is not host:port`},
+		{"broker without host", func(s *Server) { s.Kafka.Brokers = []string{":9092"} }, `kafka.brokers (--kafka-brokers): ":9092" is not host:port`},
+		{"broker bad port", func(s *Server) { s.Kafka.Brokers = []string{"k:kafka"} }, `kafka.brokers (--kafka-brokers): "k:kafka": port "kafka" is not a number`},
+		{"topic empty", func(s *Server) { s.Kafka.Topic = "" }, "kafka.topic (--kafka-topic): must not be empty"},
+		{"topic chars", func(s *Server) { s.Kafka.Topic = "a/b" }, `kafka.topic (--kafka-topic): "a/b" is not a Kafka topic name`},
+		{"topic dot", func(s *Server) { s.Kafka.Topic = ".." }, `kafka.topic (--kafka-topic): ".." is not a Kafka topic name`},
+		{"topic long", func(s *Server) { s.Kafka.Topic = strings.Repeat("t", 250) }, "kafka.topic (--kafka-topic):"},
+		{"encoding", func(s *Server) { s.Kafka.Encoding = "avro" }, `kafka.encoding (--kafka-encoding): "avro" is not proto or json`},
+		{"buffer records", func(s *Server) { s.Kafka.BufferRecords = 0 }, "kafka.buffer_records (--kafka-buffer-records): 0 must be positive"},
+		{"buffer bytes", func(s *Server) { s.Kafka.BufferBytes = -1 }, "kafka.buffer_bytes (--kafka-buffer-bytes): -1 must be positive"},
+		{"embedded addr", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1" is not host:port`},
+		{"embedded addr port", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1:99999" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1:99999": port`},
+		{"embedded addr not loopback", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "0.0.0.0:9092" },
+			`kafka.embedded_addr (--kafka-embedded-addr): "0.0.0.0:9092": the development broker listens only on a loopback address`},
+		{"client id", func(s *Server) { s.Kafka.ClientID = "" }, "kafka.client_id (--kafka-client-id): must not be empty"},
+		{"acks", func(s *Server) { s.Kafka.Acks = "1" }, `kafka.acks (--kafka-acks): "1" is not all, leader or none`},
+		{"compression", func(s *Server) { s.Kafka.Compression = "brotli" }, `kafka.compression (--kafka-compression): "brotli" is not none, gzip, snappy, lz4 or zstd`},
+		{"linger", func(s *Server) { s.Kafka.Linger = -time.Millisecond }, "kafka.linger (--kafka-linger): -1ms is not between 0s and 1m"},
+		{"linger long", func(s *Server) { s.Kafka.Linger = 2 * time.Minute }, "kafka.linger (--kafka-linger): 2m0s is not between 0s and 1m"},
+		{"tls off with files", func(s *Server) { s.Kafka.TLS.CAFile = "/ca.pem" }, "kafka.tls.enabled: is false but other kafka.tls keys are set"},
+		{"tls cert without key", func(s *Server) { s.Kafka.TLS = KafkaTLS{Enabled: true, CertFile: "/c.pem"} }, "kafka.tls.cert_file: cert_file and key_file go together"},
+		{"sasl mechanism", func(s *Server) { s.Kafka.SASL.Mechanism = "GSSAPI" }, `kafka.sasl.mechanism: "GSSAPI" is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`},
+		{"sasl user without mechanism", func(s *Server) { s.Kafka.SASL.Username = "u" }, "kafka.sasl.mechanism: is empty but a username or password is set"},
+		{"sasl without user", func(s *Server) { s.Kafka.SASL.Mechanism = "PLAIN" }, "kafka.sasl.username: required with mechanism PLAIN"},
+		{"log level", func(s *Server) { s.PredictionLog.DefaultLevel = "full" }, `prediction_log.default_level (--prediction-log-level): "full" is not NONE, FULL or SAMPLE`},
+		{"log level without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = "FULL" },
+			"prediction_log.default_level (--prediction-log-level): FULL needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE"},
+		{"sample without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = "SAMPLE" }, "SAMPLE needs Kafka, which is off"},
+		{"sample rate high", func(s *Server) { s.PredictionLog.DefaultSampleRate = 1.5 }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): 1.5 is not between 0 and 1"},
+		{"sample rate NaN", func(s *Server) { s.PredictionLog.DefaultSampleRate = math.NaN() }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): NaN is not between 0 and 1"},
+		{"key feature empty", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", ""} }, "prediction_log.default_key_features (--prediction-log-key-features): a feature name is empty"},
+		{"key feature twice", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", "a"} }, `prediction_log.default_key_features (--prediction-log-key-features): "a" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := valid
@@ -213,6 +354,40 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 			err := s.Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(*Server)
+	}{
+		{"brokers and FULL", func(s *Server) {
+			s.Kafka.Brokers = []string{"k1:9092", "[::1]:9093"}
+			s.PredictionLog.DefaultLevel = "FULL"
+		}},
+		{"embedded and SAMPLE", func(s *Server) {
+			s.Kafka.Embedded = true
+			s.PredictionLog.DefaultLevel, s.PredictionLog.DefaultSampleRate = "SAMPLE", 0
+		}},
+		{"embedded on any port of ::1", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "[::1]:0" }},
+		{"embedded on localhost", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "localhost:9092" }},
+		{"an invalid embedded addr is ignored while off", func(s *Server) { s.Kafka.EmbeddedAddr = "nope" }},
+		{"mutual TLS and SCRAM", func(s *Server) {
+			s.Kafka.Brokers = []string{"k:9093"}
+			s.Kafka.TLS = KafkaTLS{Enabled: true, CAFile: "/ca", CertFile: "/c", KeyFile: "/k"}
+			s.Kafka.SASL = KafkaSASL{Mechanism: "SCRAM-SHA-256", Username: "u", Password: "p"}
+		}},
+		{"empty separator", func(s *Server) { s.PredictionLog.DefaultKeyFeaturesSeparator = "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultServer()
+			s.Bucket = "gs://b"
+			tc.modify(&s)
+			if err := s.Validate(); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -256,8 +431,11 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 	var buf bytes.Buffer
 	PrintServerUsage(&buf)
 	for _, f := range []string{"-config", "-bucket", "-model-config", "-http", "-poll-interval", "-cache-dir", "-max-model-bytes",
-		"-max-body-bytes", "-drain-timeout", "-model-queue-size", "-intra-op-threads", "-log-level", "-log-format"} {
-		if !strings.Contains(buf.String(), "  "+f+" ") {
+		"-max-body-bytes", "-drain-timeout", "-model-queue-size", "-intra-op-threads", "-log-level", "-log-format",
+		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
+		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
+		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator"} {
+		if !strings.Contains(buf.String(), "  "+f+" ") && !strings.Contains(buf.String(), "  "+f+"\n") {
 			t.Errorf("usage does not list %s:\n%s", f, buf.String())
 		}
 	}

@@ -1,0 +1,20 @@
+// Package logging is Grove's prediction log: it decides which model
+// executions are logged (Policy), turns them into grove.v1.PredictionEvent
+// records (TensorsToProto) and produces them to Kafka without ever
+// blocking the request that made them (Producer). It also runs the
+// in-process development broker (StartEmbedded) and reads the records back
+// for consumers (Decode, TensorsFromProto).
+//
+// The schema and the record layout (key, headers, encodings) are
+// documented for consumers in api/proto/grove/v1/prediction_event.proto.
+//
+// Typical use, on the request path:
+//
+//	if policy.Decide(nil) {
+//		producer.Log(&grovepb.PredictionEvent{
+//			RequestId: id, Api: "ba", ModelPath: path, Served: true,
+//			Inputs: logging.TensorsToProto(in), Outputs: logging.TensorsToProto(out),
+//			Configs: configs,
+//		}, policy.Key(configs))
+//	}
+package logging

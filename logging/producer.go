@@ -1,0 +1,592 @@
+package logging
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/conf"
+)
+
+// Producer produces prediction events to Kafka, asynchronously and within
+// a bounded buffer, so that logging never slows down or blocks a request.
+//
+// Log encodes the event and hands it to the Kafka client's buffer. When
+// the broker is down or slow, events wait in the buffer and are delivered
+// when it is back, however long that takes (records are retried without a
+// limit on tries or time), at least once, with the idempotent producer
+// (acks all). When the buffer holds kafka.buffer_records events or
+// kafka.buffer_bytes bytes, new events are dropped and counted instead:
+// memory never grows past the buffer and Log never waits.
+//
+// A nil *Producer is valid and discards every event: New returns nil when
+// Kafka is off. All methods are safe for concurrent use.
+type Producer struct {
+	cl         *kgo.Client
+	emb        *Embedded
+	topic      string
+	encoding   string
+	brokers    []string
+	headers    []kgo.RecordHeader
+	headerSize int64
+	instanceID string
+	log        *slog.Logger
+	reg        prometheus.Registerer
+
+	maxRecords, maxBytes  int64
+	bufRecords, bufBytes  atomic.Int64
+	delivered, failed     atomic.Uint64
+	dropped               atomic.Uint64
+	closed                atomic.Bool
+	promise               func(*kgo.Record, error)
+	lastErr               atomic.Pointer[timedError]
+	lastFailLog, lastDrop atomic.Int64 // unix nanos of the last warning of each kind
+
+	// Re-producing after the topic was deleted and recreated (see finish).
+	retryMu    sync.Mutex
+	retry      []*kgo.Record
+	recovering atomic.Bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// attemptKey is the record context key of how many times a record was
+// produced again after its topic was recreated.
+type attemptKey struct{}
+
+// maxTopicAttempts bounds how often one record is produced again after a
+// topic recreation.
+const maxTopicAttempts = 3
+
+type timedError struct {
+	msg string
+	at  time.Time
+}
+
+// Stats are a Producer's counters, for /v1/status.
+type Stats struct {
+	// Topic is the topic events are produced to.
+	Topic string `json:"topic"`
+	// Encoding is the record value encoding, "proto" or "json".
+	Encoding string `json:"encoding"`
+	// Brokers are the seed brokers (the embedded broker's real address when Embedded).
+	Brokers []string `json:"brokers"`
+	// Embedded is true when events go to the in-process development broker.
+	Embedded bool `json:"embedded"`
+	// Buffered is the number of events waiting for the broker's acknowledgement.
+	Buffered int64 `json:"buffered"`
+	// BufferedBytes is the encoded size (key, value, headers) of the buffered events.
+	BufferedBytes int64 `json:"buffered_bytes"`
+	// Delivered counts the events the broker acknowledged.
+	Delivered uint64 `json:"delivered"`
+	// Failed counts the events that could not be encoded or were rejected
+	// for good (by the broker, or still buffered at Close).
+	Failed uint64 `json:"failed"`
+	// Dropped counts the events not buffered because the buffer was full
+	// (or the producer closed).
+	Dropped uint64 `json:"dropped"`
+	// LastError is the last failure's message, empty if none.
+	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when LastError happened.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+// Option configures a Producer.
+type Option func(*options)
+
+type options struct {
+	log        *slog.Logger
+	instanceID string
+	reg        prometheus.Registerer
+	kgoOpts    []kgo.Opt
+}
+
+// WithLogger sets the logger for the producer's warnings (buffer full,
+// failures, Kafka client warnings); the default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithInstanceID sets the server_instance_id of the events that have none;
+// the default is "<hostname>/<pid>".
+func WithInstanceID(id string) Option { return func(o *options) { o.instanceID = id } }
+
+// WithRegisterer registers the producer's Prometheus metrics with reg
+// (New fails if that fails); Close unregisters them. The metrics are
+// grove_prediction_log_buffered, grove_prediction_log_buffered_bytes,
+// grove_prediction_log_delivered_total, grove_prediction_log_failed_total
+// and grove_prediction_log_dropped_total.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
+
+// WithKgoOptions appends franz-go client options after Grove's own, to
+// override them (tests, tuning).
+func WithKgoOptions(opts ...kgo.Opt) Option {
+	return func(o *options) { o.kgoOpts = append(o.kgoOpts, opts...) }
+}
+
+// New returns a producer for cfg, which should have passed
+// conf.Server.Validate. When Kafka is off (cfg.Enabled() is false) it
+// returns nil and no error: a nil *Producer discards events. With
+// cfg.Embedded it first starts the development broker at cfg.EmbeddedAddr
+// (see StartEmbedded), which Close stops. New does not wait for a broker:
+// it succeeds while they are all down, and events wait in the buffer.
+func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	o := options{log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.instanceID == "" {
+		host, _ := os.Hostname()
+		o.instanceID = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if cfg.Encoding != EncodingProto && cfg.Encoding != EncodingJSON {
+		return nil, fmt.Errorf("kafka.encoding %q is not proto or json", cfg.Encoding)
+	}
+	if cfg.BufferRecords <= 0 || cfg.BufferBytes <= 0 {
+		return nil, fmt.Errorf("kafka.buffer_records (%d) and kafka.buffer_bytes (%d) must be positive", cfg.BufferRecords, cfg.BufferBytes)
+	}
+	kopts, err := clientOptions(cfg, o.log)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{
+		topic:      cfg.Topic,
+		encoding:   cfg.Encoding,
+		brokers:    append([]string(nil), cfg.Brokers...),
+		headers:    recordHeaders(cfg.Encoding),
+		instanceID: o.instanceID,
+		log:        o.log,
+		maxRecords: int64(cfg.BufferRecords),
+		maxBytes:   cfg.BufferBytes,
+	}
+	for _, h := range p.headers {
+		p.headerSize += int64(len(h.Key) + len(h.Value))
+	}
+	p.promise = p.finish
+	if cfg.Embedded {
+		if p.emb, err = StartEmbedded(cfg.EmbeddedAddr, cfg.Topic); err != nil {
+			return nil, err
+		}
+		p.brokers = []string{p.emb.Addr()}
+		o.log.Warn("prediction log: started the embedded development Kafka broker; it keeps events in memory only", "addr", p.emb.Addr(), "topic", cfg.Topic)
+	}
+	kopts = append(kopts, kgo.SeedBrokers(p.brokers...))
+	kopts = append(kopts, o.kgoOpts...)
+	if p.cl, err = kgo.NewClient(kopts...); err != nil {
+		p.emb.Close()
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	if o.reg != nil {
+		if err := o.reg.Register(p); err != nil {
+			p.cl.Close()
+			p.emb.Close()
+			return nil, fmt.Errorf("registering the prediction log metrics: %w", err)
+		}
+		p.reg = o.reg
+	}
+	return p, nil
+}
+
+// clientOptions translates cfg into franz-go options (without the brokers).
+func clientOptions(cfg conf.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.ClientID(cfg.ClientID),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.AllowAutoTopicCreation(), // where the broker allows it
+		kgo.ProducerLinger(cfg.Linger),
+		// The Producer's own accounting bounds the buffer exactly (see
+		// admit); the client's limits leave room for the one record whose
+		// promise has run but which the client has not released yet, so
+		// the client never blocks or refuses a record Grove admitted.
+		kgo.MaxBufferedRecords(int(min(cfg.BufferRecords, 1<<40)) + 16),
+		kgo.MaxBufferedBytes(int(2 * cfg.BufferBytes)),
+		// Retried with no limit on tries or time: an outage only fills the
+		// buffer. These are franz-go's defaults, stated so they stay.
+		kgo.RecordRetries(math.MaxInt),
+		kgo.RecordDeliveryTimeout(0),
+		kgo.WithLogger(slogKgo{log}),
+	}
+	switch cfg.Acks {
+	case "all", "":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "leader":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "none":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	default:
+		return nil, fmt.Errorf("kafka.acks %q is not all, leader or none", cfg.Acks)
+	}
+	codec := map[string]kgo.CompressionCodec{
+		"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	c, ok := codec[cfg.Compression]
+	if !ok {
+		return nil, fmt.Errorf("kafka.compression %q is not none, gzip, snappy, lz4 or zstd", cfg.Compression)
+	}
+	opts = append(opts, kgo.ProducerBatchCompression(c))
+	if cfg.TLS.Enabled {
+		tc, err := tlsConfig(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	s := cfg.SASL
+	switch s.Mechanism {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
+	default:
+		return nil, fmt.Errorf("kafka.sasl.mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
+	}
+	return opts, nil
+}
+
+// tlsConfig builds the TLS config of kafka.tls; the server name is set by
+// the client per broker.
+func tlsConfig(t conf.KafkaTLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka.tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Log hands an event to the producer with the record key key (nil: no
+// key; Policy.Key makes it). It never blocks: it encodes the event, and
+// either buffers it for sending or, when the buffer is full, drops it and
+// counts it. Before encoding, Log fills in event_id (a new UUIDv7),
+// timestamp (now) and server_instance_id when they are empty. It does not
+// keep ev, which the caller may reuse once Log returns; it keeps key until
+// the record is delivered, so key must not be modified afterwards.
+func (p *Producer) Log(ev *grovepb.PredictionEvent, key []byte) {
+	if p == nil || ev == nil {
+		return
+	}
+	if p.closed.Load() || !p.admitRecord() {
+		p.drop()
+		return
+	}
+	if ev.EventId == "" {
+		ev.EventId = newEventID()
+	}
+	if ev.Timestamp == nil {
+		ev.Timestamp = timestamppb.Now()
+	}
+	if ev.ServerInstanceId == "" {
+		ev.ServerInstanceId = p.instanceID
+	}
+	value, err := Encode(ev, p.encoding)
+	if err != nil {
+		p.bufRecords.Add(-1)
+		p.fail(fmt.Errorf("encoding a prediction event: %w", err))
+		return
+	}
+	size := int64(len(key)+len(value)) + p.headerSize
+	if !p.admitBytes(size) {
+		p.bufRecords.Add(-1)
+		p.drop()
+		return
+	}
+	r := &kgo.Record{Key: key, Value: value, Headers: p.headers, Topic: p.topic}
+	p.cl.TryProduce(context.Background(), r, p.promise)
+}
+
+// admitRecord reserves one record of the buffer, false when it is full.
+func (p *Producer) admitRecord() bool {
+	for {
+		n := p.bufRecords.Load()
+		if n >= p.maxRecords {
+			return false
+		}
+		if p.bufRecords.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// admitBytes reserves size bytes of the buffer, false when they do not fit.
+func (p *Producer) admitBytes(size int64) bool {
+	for {
+		n := p.bufBytes.Load()
+		if n+size > p.maxBytes {
+			return false
+		}
+		if p.bufBytes.CompareAndSwap(n, n+size) {
+			return true
+		}
+	}
+}
+
+// finish is the promise of every record: it releases the record's buffer
+// space and counts the outcome.
+//
+// A record that failed because its topic was deleted and recreated (a new
+// topic id: UNKNOWN_TOPIC_ID, which is also what a broker that lost its
+// state, such as a restarted development broker, looks like) keeps its
+// buffer space and is produced again once the client has forgotten the old
+// topic (see recoverTopic), up to maxTopicAttempts times. Without that, the
+// client would fail every later record of the topic too.
+func (p *Producer) finish(r *kgo.Record, err error) {
+	if err != nil && !p.closed.Load() && p.topicRecreated(err) {
+		n, _ := r.Context.Value(attemptKey{}).(int)
+		if n < maxTopicAttempts {
+			p.requeue(&kgo.Record{
+				Key: r.Key, Value: r.Value, Headers: r.Headers, Topic: r.Topic,
+				Context: context.WithValue(context.Background(), attemptKey{}, n+1),
+			})
+			return
+		}
+	}
+	p.bufBytes.Add(-(int64(len(r.Key)+len(r.Value)) + p.headerSize))
+	p.bufRecords.Add(-1)
+	switch {
+	case err == nil:
+		p.delivered.Add(1)
+	case errors.Is(err, kgo.ErrMaxBuffered):
+		p.drop()
+	default:
+		p.fail(err)
+	}
+}
+
+// errPurgedText is the message of franz-go's (unexported) error for the
+// records failed by PurgeTopicsFromProducing.
+const errPurgedText = "topic purged while buffered"
+
+// topicRecreated reports whether a record failed because its topic was
+// recreated, or because recoverTopic purged the topic.
+func (p *Producer) topicRecreated(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || err.Error() == errPurgedText ||
+		p.recovering.Load() && !errors.Is(err, kgo.ErrClientClosed)
+}
+
+// requeue keeps r to be produced again by recoverTopic, starting it if it
+// is not running.
+func (p *Producer) requeue(r *kgo.Record) {
+	p.retryMu.Lock()
+	p.retry = append(p.retry, r)
+	p.retryMu.Unlock()
+	if p.recovering.CompareAndSwap(false, true) {
+		go p.recoverTopic()
+	}
+}
+
+// recoverTopic makes the client forget the topic, so that it learns its
+// new id, then produces the kept records again.
+func (p *Producer) recoverTopic() {
+	p.log.Warn("prediction log: the topic has a new id (deleted and recreated, or a broker that lost its data); producing the waiting events again", "topic", p.topic)
+	p.cl.PurgeTopicsFromProducing(p.topic)
+	p.recovering.Store(false)
+	p.retryMu.Lock()
+	rs := p.retry
+	p.retry = nil
+	p.retryMu.Unlock()
+	for _, r := range rs {
+		p.cl.TryProduce(context.Background(), r, p.promise)
+	}
+}
+
+// warnEvery is the shortest time between two warnings of the same kind.
+const warnEvery = 10 * time.Second
+
+func (p *Producer) drop() {
+	n := p.dropped.Add(1)
+	if p.warnDue(&p.lastDrop) {
+		p.log.Warn("prediction log: buffer full or producer closed, dropping events", "dropped_total", n,
+			"buffered", p.bufRecords.Load(), "buffered_bytes", p.bufBytes.Load())
+	}
+}
+
+func (p *Producer) fail(err error) {
+	n := p.failed.Add(1)
+	p.lastErr.Store(&timedError{msg: err.Error(), at: time.Now()})
+	if p.warnDue(&p.lastFailLog) {
+		p.log.Warn("prediction log: events failed", "err", err, "failed_total", n)
+	}
+}
+
+// warnDue reports whether a warning whose last time is in last may be
+// logged now, and if so records now.
+func (p *Producer) warnDue(last *atomic.Int64) bool {
+	now, prev := time.Now().UnixNano(), last.Load()
+	return now-prev >= int64(warnEvery) && last.CompareAndSwap(prev, now)
+}
+
+// newEventID returns a new UUIDv7 string.
+func newEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return id.String()
+}
+
+// Flush waits until every buffered event is delivered or failed, or until
+// ctx is done, whose error it then returns. Events logged meanwhile are
+// waited for too.
+func (p *Producer) Flush(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	for {
+		if err := p.cl.Flush(ctx); err != nil {
+			return err
+		}
+		if p.bufRecords.Load() == 0 { // nothing waiting to be produced again either
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Close flushes within ctx's deadline (as Flush), then closes the Kafka
+// client, counting the events still buffered as failed, and stops the
+// embedded broker if New started one. Events logged after Close are
+// dropped. It returns the flush's error; later calls return the same.
+func (p *Producer) Close(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	p.closeOnce.Do(func() {
+		p.closeErr = p.Flush(ctx)
+		p.closed.Store(true)
+		if left := p.bufRecords.Load(); p.closeErr != nil && left > 0 {
+			p.log.Warn("prediction log: closing with events not delivered", "events", left, "err", p.closeErr)
+		}
+		p.cl.Close() // fails what is left, through finish
+		// The client runs the promises of the records it failed in the
+		// background: wait for them (and for a running recoverTopic), so
+		// that Stats are final.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			p.retryMu.Lock()
+			rs := p.retry
+			p.retry = nil
+			p.retryMu.Unlock()
+			for _, r := range rs {
+				p.finish(r, kgo.ErrClientClosed)
+			}
+			if p.bufRecords.Load() == 0 && !p.recovering.Load() {
+				break
+			}
+		}
+		p.emb.Close()
+		if p.reg != nil {
+			p.reg.Unregister(p)
+		}
+	})
+	return p.closeErr
+}
+
+// Stats returns the producer's counters; zero for a nil producer.
+func (p *Producer) Stats() Stats {
+	if p == nil {
+		return Stats{}
+	}
+	s := Stats{
+		Topic:         p.topic,
+		Encoding:      p.encoding,
+		Brokers:       append([]string(nil), p.brokers...),
+		Embedded:      p.emb != nil,
+		Buffered:      p.bufRecords.Load(),
+		BufferedBytes: p.bufBytes.Load(),
+		Delivered:     p.delivered.Load(),
+		Failed:        p.failed.Load(),
+		Dropped:       p.dropped.Load(),
+	}
+	if e := p.lastErr.Load(); e != nil {
+		s.LastError, s.LastErrorAt = e.msg, e.at
+	}
+	return s
+}
+
+var (
+	descBuffered = prometheus.NewDesc("grove_prediction_log_buffered",
+		"Prediction log events waiting in the producer's buffer for the broker's acknowledgement.", nil, nil)
+	descBufferedBytes = prometheus.NewDesc("grove_prediction_log_buffered_bytes",
+		"Encoded size (key, value, headers) of the prediction log events in the producer's buffer.", nil, nil)
+	descDelivered = prometheus.NewDesc("grove_prediction_log_delivered_total",
+		"Prediction log events the Kafka broker acknowledged.", nil, nil)
+	descFailed = prometheus.NewDesc("grove_prediction_log_failed_total",
+		"Prediction log events that could not be encoded or were rejected for good (by the broker, or still buffered at shutdown).", nil, nil)
+	descDropped = prometheus.NewDesc("grove_prediction_log_dropped_total",
+		"Prediction log events dropped because the producer's buffer was full.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (p *Producer) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBuffered, descBufferedBytes, descDelivered, descFailed, descDropped} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (p *Producer) Collect(ch chan<- prometheus.Metric) {
+	s := p.Stats()
+	ch <- prometheus.MustNewConstMetric(descBuffered, prometheus.GaugeValue, float64(s.Buffered))
+	ch <- prometheus.MustNewConstMetric(descBufferedBytes, prometheus.GaugeValue, float64(s.BufferedBytes))
+	ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(s.Delivered))
+	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, float64(s.Failed))
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(s.Dropped))
+}
+
+// slogKgo passes the Kafka client's warnings and errors to a slog logger.
+type slogKgo struct{ l *slog.Logger }
+
+func (s slogKgo) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (s slogKgo) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lvl := slog.LevelWarn
+	switch level {
+	case kgo.LogLevelError:
+		lvl = slog.LevelError
+	case kgo.LogLevelInfo:
+		lvl = slog.LevelInfo
+	case kgo.LogLevelDebug:
+		lvl = slog.LevelDebug
+	}
+	s.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+}

@@ -1,0 +1,141 @@
+package logging
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/groveml/grove/conf"
+)
+
+// deliverOne logs one event through a producer for cfg and reports
+// whether it was delivered within wait.
+func deliverOne(t *testing.T, cfg conf.Kafka, wait time.Duration) bool {
+	t.Helper()
+	p := newProducer(t, cfg)
+	p.Log(event(1), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return p.Flush(ctx) == nil && p.Stats().Delivered == 1
+}
+
+func TestProducerAuthenticatesWithSASL(t *testing.T) {
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "grove", "s3cret"),
+				kfake.SeedTopics(1, "grove.predictions"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cfg := kafkaConfig(c.ListenAddrs()...)
+			cfg.SASL = conf.KafkaSASL{Mechanism: mech, Username: "grove", Password: "s3cret"}
+			if !deliverOne(t, cfg, 10*time.Second) {
+				t.Error("not delivered with the right password")
+			}
+			cfg.SASL.Password = "wrong"
+			if deliverOne(t, cfg, time.Second) {
+				t.Error("delivered with a wrong password")
+			}
+		})
+	}
+}
+
+// selfSigned writes a CA-less self-signed certificate for 127.0.0.1 to dir
+// and returns its file and the server's TLS config.
+func selfSigned(t *testing.T, dir string) (certFile string, server *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
+
+func TestProducerUsesTLS(t *testing.T) {
+	caFile, serverTLS := selfSigned(t, t.TempDir())
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(serverTLS), kfake.SeedTopics(1, "grove.predictions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := kafkaConfig(c.ListenAddrs()...)
+	cfg.TLS = conf.KafkaTLS{Enabled: true, CAFile: caFile}
+	if !deliverOne(t, cfg, 10*time.Second) {
+		t.Error("not delivered over TLS with the CA")
+	}
+	cfg.TLS = conf.KafkaTLS{Enabled: true} // system roots: the certificate is not trusted
+	if deliverOne(t, cfg, time.Second) {
+		t.Error("delivered to an untrusted broker")
+	}
+	cfg.TLS = conf.KafkaTLS{Enabled: true, InsecureSkipVerify: true}
+	if !deliverOne(t, cfg, 10*time.Second) {
+		t.Error("not delivered with insecure_skip_verify")
+	}
+}
+
+func TestProducerNeverBlocksOnABrokerThatDoesNotAnswer(t *testing.T) {
+	// A "broker" that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	cfg := kafkaConfig(ln.Addr().String())
+	cfg.BufferRecords = 10
+	p := newProducer(t, cfg)
+	start := time.Now()
+	for i := range 100 {
+		p.Log(event(i), nil)
+	}
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("100 Log calls took %v", took)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if s := p.Stats(); s.Buffered != 10 || s.Dropped != 90 || s.Delivered != 0 || s.Failed != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
