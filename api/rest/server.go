@@ -42,6 +42,8 @@ type Options struct {
 	// Registerer receives the HTTP metrics and Gatherer serves /metrics; nil means none.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// Status adds top-level sections (such as "prediction_log") to /v1/status; nil adds none.
+	Status func() map[string]any
 }
 
 // Server is the HTTP API.
@@ -132,7 +134,16 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(s.b.Status())
+	st := s.b.Status()
+	if s.opts.Status == nil {
+		_ = enc.Encode(st)
+		return
+	}
+	doc := map[string]any{"ready": st.Ready, "config": st.Config, "models": st.Models}
+	for k, v := range s.opts.Status() {
+		doc[k] = v
+	}
+	_ = enc.Encode(doc)
 }
 
 // inference serves POST /v1/inference: a B&A batch request in, a B&A batch response out.

@@ -23,7 +23,14 @@ import (
 	"github.com/groveml/grove/api/rest"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/logging"
 )
+
+// instanceID names this process in prediction events: host name and pid.
+func instanceID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
 
 // serve runs the server until SIGTERM or SIGINT, then drains and exits 0.
 func serve(args []string, stderr io.Writer) int {
@@ -61,7 +68,22 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	policy, err := logging.PolicyFromConfig(cfg.PredictionLog)
+	if err != nil {
+		return err
+	}
+	producer, err := logging.New(cfg.Kafka, logging.WithLogger(log.With("component", "prediction-log")),
+		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg))
+	if err != nil {
+		return fmt.Errorf("starting the prediction log: %w", err)
+	}
+	if producer != nil {
+		st := producer.Stats()
+		log.Info("prediction log on Kafka", "brokers", st.Brokers, "topic", st.Topic, "encoding", st.Encoding,
+			"embedded", st.Embedded, "direct_call_level", policy.Level.String())
+	}
 	sys, err := actors.Start(actors.Options{
+		Predictions:     &logging.Sink{Producer: producer, Direct: policy},
 		Bucket:          b,
 		ModelConfigPath: cfg.ModelConfig,
 		PollInterval:    cfg.PollInterval,
@@ -75,12 +97,20 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		Registerer:      reg,
 	})
 	if err != nil {
+		_ = producer.Close(context.Background())
 		return err
 	}
-	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg})
+	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
+		Status: func() map[string]any {
+			if producer == nil {
+				return nil
+			}
+			return map[string]any{"prediction_log": producer.Stats()}
+		}})
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		_ = sys.Stop(context.Background())
+		_ = producer.Close(context.Background())
 		return fmt.Errorf("listening for HTTP: %w", err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -91,6 +121,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	select {
 	case err := <-serveErr:
 		_ = sys.Stop(context.Background())
+		_ = producer.Close(context.Background())
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
@@ -103,6 +134,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	if err := sys.Stop(dctx); err != nil {
 		log.Warn("stopping actors", "err", err)
+	}
+	if err := producer.Close(dctx); err != nil {
+		log.Warn("prediction log not fully flushed within the drain timeout", "err", err, "stats", producer.Stats())
 	}
 	log.Info("grove stopped")
 	return nil

@@ -1,0 +1,82 @@
+package logging
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/servables"
+)
+
+// Sink turns the answers the router hands over into prediction events and
+// logs those its policy selects. It implements actors.PredictionSink.
+type Sink struct {
+	// Producer receives the events; a nil Producer discards them.
+	Producer *Producer
+	// Direct is the policy for calls addressed to a model path (B&A, OIP).
+	Direct Policy
+}
+
+var _ actors.PredictionSink = (*Sink)(nil)
+
+// LogPrediction logs one answered request if the policy selects it. It never blocks.
+func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served bool) {
+	if s == nil || s.Producer == nil || !s.Direct.Decide(nil) {
+		return
+	}
+	s.Producer.Log(Event(req, res, served), s.Direct.Key(req.Configs))
+}
+
+// Event builds the prediction event of one answered request. The event
+// shares tensor memory with req and res; log it before they change.
+func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.PredictionEvent {
+	ev := &grovepb.PredictionEvent{
+		RequestId:      validUTF8(req.RequestID),
+		Api:            req.API,
+		ModelPath:      req.ModelPath,
+		ModelChecksum:  res.Checksum,
+		Served:         served,
+		Inputs:         TensorsToProto(req.Inputs),
+		Outputs:        TensorsToProto(res.Outputs),
+		QueueLatency:   durationpb.New(res.Queued),
+		ComputeLatency: durationpb.New(res.Compute),
+	}
+	if len(req.Configs) > 0 {
+		ev.Configs = make(map[string]string, len(req.Configs))
+		for k, v := range req.Configs {
+			ev.Configs[validUTF8(k)] = validUTF8(v)
+		}
+	}
+	if res.Err != nil {
+		ev.Error = &grovepb.Error{Type: ErrorType(res.Err), Message: validUTF8(res.Err.Error())}
+	}
+	return ev
+}
+
+// ErrorType classifies an actor error with the B&A error types.
+func ErrorType(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, actors.ErrModelNotFound):
+		return "MODEL_NOT_FOUND"
+	case errors.Is(err, servables.ErrInvalidInput):
+		return "INPUT_PARSING"
+	case errors.Is(err, servables.ErrOutput):
+		return "OUTPUT_PARSING"
+	}
+	return "MODEL_EXECUTION"
+}
+
+// validUTF8 replaces invalid UTF-8 (from HTTP headers, say), which protobuf
+// strings cannot hold.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
