@@ -3,6 +3,8 @@
 //
 //	grove serve --config grove.yaml [flags]   serve models
 //	grove checksum PATH                       print a model's checksum
+//	grove logs tail [flags]                   print the prediction log as JSON lines
+//	grove replay [flags]                      score logged requests again and compare
 //	grove version                             print the version
 package main
 
@@ -29,6 +31,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "checksum":
 		return checksum(args[1:], stdout, stderr)
+	case "logs":
+		return logs(args[1:], stdout, stderr)
+	case "replay":
+		return replay(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "grove", version)
 		return 0
@@ -47,6 +53,8 @@ func usage(w io.Writer) {
 commands:
   serve      serve the models listed in a bucket's model config (grove serve -h for flags)
   checksum   print the checksum of a model directory or file, as the model config expects it
+  logs tail  print the prediction log's events from Kafka as JSON lines (grove logs tail -h)
+  replay     score logged requests again with another model and compare the answers (grove replay -h)
   version    print the version
 `)
 }
