@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// ModelConfig is the model config file kept in the bucket: the models to serve.
+// ModelConfig is the model config file kept in the bucket: the models to
+// serve and the contracts that route traffic among them.
 type ModelConfig struct {
 	// Models are the model_metadata entries, in file order.
 	Models []ModelMetadata
+	// Contracts are the contracts entries, in file order; see Contract.
+	Contracts []Contract
 }
 
 // ModelMetadata is one model_metadata entry of the model config.
@@ -72,14 +76,17 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // Validation rejects entries with an empty, absolute or otherwise unsafe
 // model_path, duplicate model paths, checksums that are not 64 lowercase
 // hex characters, warm-up requests that are not JSON, and negative grace
-// periods. All errors are *ConfigError.
+// periods. The optional contracts section is described at Contract; its
+// errors name the contract (organization/project/contract_number) and the
+// servable (release_version) concerned. All errors are *ConfigError.
 func ParseModelConfig(data []byte) (*ModelConfig, error) {
 	if !utf8.Valid(data) {
 		return nil, &ConfigError{Msg: "model config is not valid UTF-8"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(blankTrailingCommas(data)))
+	input := blankTrailingCommas(data)
+	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
-	d := &decoder{dec: dec, data: data}
+	d := &decoder{dec: dec, data: input}
 
 	var c ModelConfig
 	tok, err := d.token("")
@@ -127,6 +134,16 @@ func modelConfigFields() []field[ModelConfig] {
 					return err
 				}
 				c.Models = append(c.Models, m)
+				return nil
+			})
+		}},
+		{"contracts", func(d *decoder, path string, c *ModelConfig) error {
+			return decodeArray(d, path, func(path string) error {
+				k := Contract{Router: RouterFair}
+				if err := decodeObject(d, path, contractFields(), &k); err != nil {
+					return err
+				}
+				c.Contracts = append(c.Contracts, k)
 				return nil
 			})
 		}},
@@ -178,7 +195,7 @@ func (c *ModelConfig) validate() error {
 			}
 		}
 	}
-	return nil
+	return c.validateContracts()
 }
 
 // validateObjectPath checks that p is a usable object name in a bucket:
@@ -229,7 +246,7 @@ func validateChecksum(s string) error {
 // decoder reads JSON tokens and turns failures into *ConfigError.
 type decoder struct {
 	dec  *json.Decoder
-	data []byte // the original input, for line numbers
+	data []byte // the whole input (same offsets and lines as the file), for error positions
 }
 
 // token reads the next token; path names where it is for errors.
@@ -243,7 +260,15 @@ func (d *decoder) token(path string) (json.Token, error) {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		line, col := position(d.data, se.Offset)
+		// The decoder counts the offset of an error inside a scalar value
+		// from the start of that value; checking the whole input finds the
+		// same first error with its offset in the file, which counts the
+		// bytes read, the offending one included.
+		var whole *json.SyntaxError
+		if errors.As(json.Unmarshal(d.data, new(json.RawMessage)), &whole) {
+			se, err = whole, whole
+		}
+		line, col := position(d.data, se.Offset-1)
 		return nil, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se), Err: err}
 	}
 	return nil, &ConfigError{Field: path, Msg: fmt.Sprintf("invalid JSON: %v", err), Err: err}
@@ -301,7 +326,7 @@ func (d *decoder) integer(path string, lo, hi int64) (int64, error) {
 		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s), Err: err}
 	case f != math.Trunc(f):
 		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s)}
-	case err != nil || f < float64(lo) || f > float64(hi):
+	case err != nil || f < float64(lo) || f > float64(hi) || f >= 0x1p63: // float64(MaxInt64) rounds up to 2^63
 		return 0, outOfRange
 	}
 	return int64(f), nil
@@ -496,4 +521,807 @@ func blankTrailingCommas(data []byte) []byte {
 		last = c
 	}
 	return out
+}
+
+// Contract is one entry of the optional contracts section of the model
+// config: a ForestFlow-style contract, addressed by the URL path
+// /{organization}/{project}/{contract_number}, that routes each request to
+// one of its servables (model releases) and lets others shadow it.
+//
+// In JSON (each name may also be written in lowerCamelCase; unknown fields
+// are errors; null means the default):
+//
+//	{"organization": "ads", "project": "pctr", "contract_number": 1,
+//	 "router": "fair",
+//	 "expiration": {"keep_latest": 2},
+//	 "sticky_key": "user_id",
+//	 "servables": [{"release_version": "v1", "model_path": "pctr_v1/", ...}]}
+//
+// The fields:
+//   - organization, project: required; URL-path-safe names, see below.
+//   - contract_number: required, 1 to 2147483647. (organization, project,
+//     contract_number) is unique in the file.
+//   - router: "fair" (the default) or "latest"; see Router.
+//   - expiration: optional, none by default: {"keep_latest": N} or
+//     {"keep_top_ranked": {"n": N, "metric": "auc"}}, N ≥ 1; see Expiration.
+//   - sticky_key: optional; the name of a request config whose value pins a
+//     caller to one servable while the traffic shares are unchanged.
+//   - servables: the releases, see ContractServable; may be empty.
+//
+// Names (organization, project, release_version) are URL-path-safe: made
+// only of ASCII letters, digits, "-", "_", "." and "~", and not "." or "..".
+// Package routing evaluates a contract: validity, phase-in, traffic
+// shares, shadows and expiration.
+type Contract struct {
+	// Organization is the first segment of the contract's URL path.
+	Organization string
+	// Project is the second segment of the contract's URL path.
+	Project string
+	// Number is contract_number, the third segment of the URL path, ≥ 1.
+	Number int
+	// Router decides how the valid servables share user traffic.
+	Router Router
+	// Expiration retires old or poor releases; the zero value retires none.
+	Expiration Expiration
+	// StickyKey is sticky_key, the request config whose value pins a caller
+	// to a servable, or empty for none.
+	StickyKey string
+	// Servables are the contract's releases, in file order.
+	Servables []ContractServable
+}
+
+// ID returns "organization/project/contract_number", the contract's URL path
+// without the leading "/"; it is unique in a valid config.
+func (c Contract) ID() string {
+	return c.Organization + "/" + c.Project + "/" + strconv.Itoa(c.Number)
+}
+
+// Router is a contract's router: how user traffic is split among the valid
+// servables, each weighted by its phase-in percentage.
+type Router string
+
+// The routers.
+const (
+	// RouterFair gives each valid servable a traffic share proportional to
+	// its phase-in percentage: pct / Σpct.
+	RouterFair Router = "fair"
+	// RouterLatest gives the newest valid servable exactly its phase-in
+	// percentage of the traffic and the previous valid one the rest.
+	RouterLatest Router = "latest"
+)
+
+// ExpirationKind names an expiration policy; the empty kind is none.
+type ExpirationKind string
+
+// The expiration policies.
+const (
+	// ExpireNone keeps every servable.
+	ExpireNone ExpirationKind = ""
+	// ExpireKeepLatest ("keep_latest": N) keeps the N most recently valid servables.
+	ExpireKeepLatest ExpirationKind = "keep_latest"
+	// ExpireKeepTopRanked ("keep_top_ranked": {"n": N, "metric": "auc"})
+	// keeps the N servables with the highest value of a metric.
+	ExpireKeepTopRanked ExpirationKind = "keep_top_ranked"
+)
+
+// Expiration is a contract's expiration policy: which valid servables are
+// retired (no traffic, no shadow copies, model unloaded after its grace
+// period). Servables that are not valid, such as shadow-only ones with
+// never_valid, are never retired by it.
+type Expiration struct {
+	// Kind is the policy, or ExpireNone.
+	Kind ExpirationKind
+	// Keep is N, how many servables the policy keeps (≥ 1).
+	Keep int
+	// Metric is the metric keep_top_ranked ranks by (higher is better).
+	Metric string
+}
+
+// ContractServable is one release of a contract: a model of model_metadata
+// with its routing, shadowing and logging policy.
+//
+// In JSON:
+//
+//	{"release_version": "v2", "model_path": "pctr_v2/",
+//	 "validity": [{"valid_after_ms": {"ms": 60000}}, {"min_metric": {"metric": "auc", "threshold": 0.7}}],
+//	 "phase_in": {"linear_over_secs": {"secs": 600}},
+//	 "shadow": {"sample_rate": 0.1},
+//	 "logging": {"log_level": "SAMPLE", "sample_rate": 0.01, "key_features": ["user_id"], "key_features_separator": "."}}
+//
+// The fields:
+//   - release_version: required, URL-path-safe, unique within the contract.
+//   - model_path: required; must be the model_path of a model_metadata
+//     entry, and is used by one servable of the contract at most.
+//   - validity: the rules that must all hold before the servable takes
+//     user traffic; see ValidityRule. Empty or absent: valid once loaded.
+//   - phase_in: {"immediate": {}} (the default) or
+//     {"linear_over_secs": {"secs": N}}, N ≥ 1; see PhaseIn.
+//   - shadow: optional; see Shadow. {"shadow": {}} shadows every request.
+//   - logging: optional; see ServableLogging.
+type ContractServable struct {
+	// ReleaseVersion names the release within its contract.
+	ReleaseVersion string
+	// ModelPath is the model_path of the model_metadata entry it serves.
+	ModelPath string
+	// Validity are the rules that must all hold for it to take user traffic.
+	Validity []ValidityRule
+	// PhaseIn is how its weight rises once it is valid.
+	PhaseIn PhaseIn
+	// Shadow, if not nil, makes it receive copies of the contract's
+	// requests routed to other servables.
+	Shadow *Shadow
+	// Logging is its prediction log policy.
+	Logging ServableLogging
+}
+
+// RuleKind names a validity rule: its JSON key.
+type RuleKind string
+
+// The validity rules. Each list element of "validity" is an object with
+// exactly one of these keys (or its lowerCamelCase spelling).
+const (
+	// RuleImmediatelyValid, {"immediately_valid": {}}, always holds.
+	RuleImmediatelyValid RuleKind = "immediately_valid"
+	// RuleNeverValid, {"never_valid": {}}, never holds: the servable takes
+	// no user traffic (with shadow set, it is a shadow-only challenger).
+	RuleNeverValid RuleKind = "never_valid"
+	// RuleValidAfterMs, {"valid_after_ms": {"ms": N}}, holds once N
+	// milliseconds (0 to 9223372036854) have passed since the model was loaded.
+	RuleValidAfterMs RuleKind = "valid_after_ms"
+	// RuleMinServedEvents, {"min_served_events": {"count": N}}, holds once
+	// the servable has executed N (0 to 2^53) shadow requests.
+	RuleMinServedEvents RuleKind = "min_served_events"
+	// RuleMinMetric, {"min_metric": {"metric": "auc", "threshold": 0.7}},
+	// holds while the servable's metric (fed by the metrics API) is at
+	// least the threshold; a missing metric does not hold.
+	RuleMinMetric RuleKind = "min_metric"
+)
+
+// ValidityRule is one validity rule of a servable; which fields matter
+// depends on Kind.
+type ValidityRule struct {
+	// Kind names the rule; a parsed config only has the RuleKind constants.
+	Kind RuleKind
+	// After is valid_after_ms's "ms", as a duration.
+	After time.Duration
+	// Count is min_served_events's "count".
+	Count int64
+	// Metric is min_metric's "metric", the metric's name (non-empty).
+	Metric string
+	// Threshold is min_metric's "threshold", the lowest value that holds.
+	Threshold float64
+}
+
+// PhaseInKind names a phase-in policy: its JSON key.
+type PhaseInKind string
+
+// The phase-in policies.
+const (
+	// PhaseInImmediate, {"immediate": {}}: 100 % as soon as the servable is valid.
+	PhaseInImmediate PhaseInKind = "immediate"
+	// PhaseInLinear, {"linear_over_secs": {"secs": N}}: from 0 % when the
+	// servable becomes valid to 100 % N seconds (1 to 2147483647) later,
+	// linearly and continuously.
+	PhaseInLinear PhaseInKind = "linear_over_secs"
+)
+
+// PhaseIn is a servable's phase-in policy: its weight, from 0 to 100 %, as
+// a function of how long it has been valid.
+type PhaseIn struct {
+	// Kind is the policy; the zero value counts as PhaseInImmediate.
+	Kind PhaseInKind
+	// Over is linear_over_secs's "secs", as a duration.
+	Over time.Duration
+}
+
+// Shadow makes a servable receive, at low priority, a copy of each of its
+// contract's requests routed to another servable; its answers are logged,
+// never returned. In JSON {"sample_rate": R}: R, from 0 to 1 (default 1), is
+// the probability that a request is copied to it.
+type Shadow struct {
+	// SampleRate is the probability that a request is copied, from 0 to 1.
+	SampleRate float64
+}
+
+// ServableLogging is a servable's prediction log policy, like the server's
+// prediction_log defaults. In JSON:
+//
+//	{"log_level": "FULL", "sample_rate": 1.0, "key_features": ["user_id"], "key_features_separator": "."}
+//
+// log_level is NONE (the default), FULL or SAMPLE; sample_rate, from 0 to 1
+// (default 1), is the share logged at SAMPLE; key_features are distinct,
+// non-empty request config names whose values, joined by
+// key_features_separator (default "."), make the record key.
+type ServableLogging struct {
+	// Level is LogLevelNone, LogLevelFull or LogLevelSample.
+	Level string
+	// SampleRate is the share of executions logged at LogLevelSample.
+	SampleRate float64
+	// KeyFeatures are the request config names that make the record key.
+	KeyFeatures []string
+	// KeyFeaturesSeparator joins the key features' values.
+	KeyFeaturesSeparator string
+}
+
+// Limits of the contracts section.
+const (
+	// maxValidAfterMs is the largest valid_after_ms: the longest time.Duration in ms.
+	maxValidAfterMs = math.MaxInt64 / int64(time.Millisecond)
+	// maxEventCount is the largest min_served_events count, 2^53.
+	maxEventCount = 1 << 53
+)
+
+// contractFields are the fields of a contracts entry.
+func contractFields() []field[Contract] {
+	return []field[Contract]{
+		{"organization", func(d *decoder, path string, c *Contract) error {
+			return d.string(path, &c.Organization)
+		}},
+		{"project", func(d *decoder, path string, c *Contract) error {
+			return d.string(path, &c.Project)
+		}},
+		{"contract_number", func(d *decoder, path string, c *Contract) error {
+			n, err := d.integer(path, math.MinInt32, math.MaxInt32)
+			c.Number = int(n)
+			return err
+		}},
+		{"router", func(d *decoder, path string, c *Contract) error {
+			s := string(c.Router)
+			err := d.string(path, &s)
+			c.Router = Router(s)
+			return err
+		}},
+		{"expiration", func(d *decoder, path string, c *Contract) error {
+			return decodeOneOf(d, path, true, expirationOptions(), &c.Expiration,
+				func(e *Expiration, key string) { e.Kind = ExpirationKind(key) })
+		}},
+		{"sticky_key", func(d *decoder, path string, c *Contract) error {
+			return d.string(path, &c.StickyKey)
+		}},
+		{"servables", func(d *decoder, path string, c *Contract) error {
+			return decodeArray(d, path, func(path string) error {
+				s := ContractServable{
+					PhaseIn: PhaseIn{Kind: PhaseInImmediate},
+					Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeaturesSeparator: "."},
+				}
+				if err := decodeObject(d, path, servableFields(), &s); err != nil {
+					return err
+				}
+				c.Servables = append(c.Servables, s)
+				return nil
+			})
+		}},
+	}
+}
+
+// expirationOptions are the keys of an expiration object.
+func expirationOptions() []field[Expiration] {
+	return []field[Expiration]{
+		{string(ExpireKeepLatest), func(d *decoder, path string, e *Expiration) error {
+			n, err := d.integer(path, math.MinInt32, math.MaxInt32)
+			*e = Expiration{Kind: ExpireKeepLatest, Keep: int(n)}
+			return err
+		}},
+		{string(ExpireKeepTopRanked), func(d *decoder, path string, e *Expiration) error {
+			*e = Expiration{Kind: ExpireKeepTopRanked}
+			return decodeObject(d, path, []field[Expiration]{
+				{"n", func(d *decoder, path string, e *Expiration) error {
+					n, err := d.integer(path, math.MinInt32, math.MaxInt32)
+					e.Keep = int(n)
+					return err
+				}},
+				{"metric", func(d *decoder, path string, e *Expiration) error {
+					return d.string(path, &e.Metric)
+				}},
+			}, e)
+		}},
+	}
+}
+
+// servableFields are the fields of a contract's servables entry.
+func servableFields() []field[ContractServable] {
+	return []field[ContractServable]{
+		{"release_version", func(d *decoder, path string, s *ContractServable) error {
+			return d.string(path, &s.ReleaseVersion)
+		}},
+		{"model_path", func(d *decoder, path string, s *ContractServable) error {
+			return d.string(path, &s.ModelPath)
+		}},
+		{"validity", func(d *decoder, path string, s *ContractServable) error {
+			return decodeArray(d, path, func(path string) error {
+				var r ValidityRule
+				if err := decodeOneOf(d, path, false, ruleOptions(), &r,
+					func(r *ValidityRule, key string) { r.Kind = RuleKind(key) }); err != nil {
+					return err
+				}
+				s.Validity = append(s.Validity, r)
+				return nil
+			})
+		}},
+		{"phase_in", func(d *decoder, path string, s *ContractServable) error {
+			return decodeOneOf(d, path, true, phaseInOptions(), &s.PhaseIn,
+				func(p *PhaseIn, key string) { p.Kind = PhaseInKind(key) })
+		}},
+		{"shadow", func(d *decoder, path string, s *ContractServable) error {
+			tok, err := d.token(path)
+			switch {
+			case err != nil:
+				return err
+			case tok == nil:
+				return nil
+			case tok != json.Delim('{'):
+				return d.typeError(path, "an object", tok)
+			}
+			sh := &Shadow{SampleRate: 1}
+			s.Shadow = sh
+			return decodeObjectBody(d, path, []field[Shadow]{
+				{"sample_rate", func(d *decoder, path string, sh *Shadow) error {
+					return d.float(path, &sh.SampleRate)
+				}},
+			}, sh)
+		}},
+		{"logging", func(d *decoder, path string, s *ContractServable) error {
+			tok, err := d.token(path)
+			switch {
+			case err != nil:
+				return err
+			case tok == nil:
+				return nil
+			case tok != json.Delim('{'):
+				return d.typeError(path, "an object", tok)
+			}
+			return decodeObjectBody(d, path, loggingFields(), &s.Logging)
+		}},
+	}
+}
+
+// ruleOptions are the keys of a validity rule object.
+func ruleOptions() []field[ValidityRule] {
+	empty := func(kind RuleKind) field[ValidityRule] {
+		return field[ValidityRule]{string(kind), func(d *decoder, path string, r *ValidityRule) error {
+			*r = ValidityRule{Kind: kind}
+			return decodeObject(d, path, []field[ValidityRule]{}, r)
+		}}
+	}
+	return []field[ValidityRule]{
+		empty(RuleImmediatelyValid),
+		empty(RuleNeverValid),
+		{string(RuleValidAfterMs), func(d *decoder, path string, r *ValidityRule) error {
+			*r = ValidityRule{Kind: RuleValidAfterMs}
+			return decodeObject(d, path, []field[ValidityRule]{
+				{"ms", func(d *decoder, path string, r *ValidityRule) error {
+					ms, err := d.integer(path, 0, maxValidAfterMs)
+					r.After = time.Duration(ms) * time.Millisecond
+					return err
+				}},
+			}, r)
+		}},
+		{string(RuleMinServedEvents), func(d *decoder, path string, r *ValidityRule) error {
+			*r = ValidityRule{Kind: RuleMinServedEvents}
+			return decodeObject(d, path, []field[ValidityRule]{
+				{"count", func(d *decoder, path string, r *ValidityRule) error {
+					n, err := d.integer(path, 0, maxEventCount)
+					r.Count = n
+					return err
+				}},
+			}, r)
+		}},
+		{string(RuleMinMetric), func(d *decoder, path string, r *ValidityRule) error {
+			*r = ValidityRule{Kind: RuleMinMetric}
+			return decodeObject(d, path, []field[ValidityRule]{
+				{"metric", func(d *decoder, path string, r *ValidityRule) error {
+					return d.string(path, &r.Metric)
+				}},
+				{"threshold", func(d *decoder, path string, r *ValidityRule) error {
+					return d.float(path, &r.Threshold)
+				}},
+			}, r)
+		}},
+	}
+}
+
+// phaseInOptions are the keys of a phase_in object.
+func phaseInOptions() []field[PhaseIn] {
+	return []field[PhaseIn]{
+		{string(PhaseInImmediate), func(d *decoder, path string, p *PhaseIn) error {
+			*p = PhaseIn{Kind: PhaseInImmediate}
+			return decodeObject(d, path, []field[PhaseIn]{}, p)
+		}},
+		{string(PhaseInLinear), func(d *decoder, path string, p *PhaseIn) error {
+			*p = PhaseIn{Kind: PhaseInLinear}
+			return decodeObject(d, path, []field[PhaseIn]{
+				{"secs", func(d *decoder, path string, p *PhaseIn) error {
+					secs, err := d.integer(path, math.MinInt32, math.MaxInt32)
+					p.Over = time.Duration(secs) * time.Second
+					return err
+				}},
+			}, p)
+		}},
+	}
+}
+
+// loggingFields are the fields of a servable's logging object.
+func loggingFields() []field[ServableLogging] {
+	return []field[ServableLogging]{
+		{"log_level", func(d *decoder, path string, l *ServableLogging) error {
+			return d.string(path, &l.Level)
+		}},
+		{"sample_rate", func(d *decoder, path string, l *ServableLogging) error {
+			return d.float(path, &l.SampleRate)
+		}},
+		{"key_features", func(d *decoder, path string, l *ServableLogging) error {
+			return decodeArray(d, path, func(path string) error {
+				tok, err := d.token(path)
+				if err != nil {
+					return err
+				}
+				f, ok := tok.(string)
+				if !ok {
+					return d.typeError(path, "a string", tok)
+				}
+				l.KeyFeatures = append(l.KeyFeatures, f)
+				return nil
+			})
+		}},
+		{"key_features_separator", func(d *decoder, path string, l *ServableLogging) error {
+			return d.string(path, &l.KeyFeaturesSeparator)
+		}},
+	}
+}
+
+// decodeOneOf reads an object that must hold exactly one of the keys in
+// options (a protobuf oneof), such as {"keep_latest": 2}. An unknown key is
+// passed to unknown and its value skipped, so that validation can name the
+// contract and servable in the error; nullable says whether null (the
+// default, dst left alone) is accepted instead of an object.
+func decodeOneOf[T any](d *decoder, path string, nullable bool, options []field[T], dst *T, unknown func(dst *T, key string)) error {
+	tok, err := d.token(path)
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') && (tok != nil || !nullable) {
+		return d.typeError(path, "an object", tok)
+	}
+	if tok == nil {
+		return nil
+	}
+	first := ""
+	for d.dec.More() {
+		tok, err := d.token(path)
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		if first != "" {
+			return &ConfigError{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", optionNames(options), first, key)}
+		}
+		first = key
+		f, ok := lookup(options, key)
+		if !ok {
+			unknown(dst, key)
+			if err := d.skip(path + "." + key); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := f.decode(d, path+"."+f.name, dst); err != nil {
+			return err
+		}
+	}
+	if first == "" {
+		return &ConfigError{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", optionNames(options))}
+	}
+	_, err = d.token(path) // the closing "}"
+	return err
+}
+
+// optionNames lists the names of options as "a, b or c".
+func optionNames[T any](options []field[T]) string {
+	names := make([]string, len(options))
+	for i, o := range options {
+		names[i] = o.name
+	}
+	return orList(names)
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// float reads a finite number given as a number or a quoted number, as
+// protobuf JSON allows for double fields (its "NaN" and "Infinity" are
+// rejected); null leaves dst unchanged.
+func (d *decoder) float(path string, dst *float64) error {
+	tok, err := d.token(path)
+	if err != nil {
+		return err
+	}
+	var s string
+	switch v := tok.(type) {
+	case nil:
+		return nil
+	case json.Number:
+		s = string(v)
+	case string:
+		if !isNumber(v) {
+			return &ConfigError{Field: path, Msg: fmt.Sprintf("%q is not a number", v)}
+		}
+		s = v
+	default:
+		return d.typeError(path, "a number", tok)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return &ConfigError{Field: path, Msg: fmt.Sprintf("%s is out of range of a finite double", s), Err: err}
+	}
+	*dst = f
+	return nil
+}
+
+// skip reads and discards one JSON value, token by token (so that syntax
+// errors report their position in the file).
+func (d *decoder) skip(path string) error {
+	depth := 0
+	for {
+		tok, err := d.token(path)
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// Known values, for validation and error messages.
+var (
+	routerNames     = []string{string(RouterFair), string(RouterLatest)}
+	ruleNames       = []string{string(RuleImmediatelyValid), string(RuleNeverValid), string(RuleValidAfterMs), string(RuleMinServedEvents), string(RuleMinMetric)}
+	phaseInNames    = []string{string(PhaseInImmediate), string(PhaseInLinear)}
+	expirationNames = []string{string(ExpireKeepLatest), string(ExpireKeepTopRanked)}
+	logLevelNames   = []string{LogLevelNone, LogLevelFull, LogLevelSample}
+)
+
+// validateContracts checks the contracts section; see Contract and
+// ContractServable for the rules.
+func (c *ModelConfig) validateContracts() error {
+	models := make(map[string]bool, len(c.Models))
+	for _, m := range c.Models {
+		models[m.Path] = true
+	}
+	seen := make(map[string]int, len(c.Contracts))
+	for i, k := range c.Contracts {
+		at := fmt.Sprintf("contracts[%d]", i)
+		bad := func(field, format string, args ...any) error {
+			return &ConfigError{Field: at + field, Msg: "contract " + k.ID() + ": " + fmt.Sprintf(format, args...)}
+		}
+		if err := validateName(k.Organization); err != nil {
+			return bad(".organization", "organization %v", err)
+		}
+		if err := validateName(k.Project); err != nil {
+			return bad(".project", "project %v", err)
+		}
+		if k.Number < 1 {
+			return bad(".contract_number", "contract_number %d must be at least 1", k.Number)
+		}
+		if j, dup := seen[k.ID()]; dup {
+			return bad("", "defined twice (also contracts[%d])", j)
+		}
+		seen[k.ID()] = i
+		if !slices.Contains(routerNames, string(k.Router)) {
+			return bad(".router", "router %q is not %s", k.Router, orList(routerNames))
+		}
+		switch e := k.Expiration; e.Kind {
+		case ExpireNone:
+		case ExpireKeepLatest, ExpireKeepTopRanked:
+			field := ".expiration." + string(e.Kind)
+			if e.Kind == ExpireKeepTopRanked {
+				field += ".n"
+			}
+			if e.Keep < 1 {
+				return bad(field, "%s must keep at least 1 servable, got %d", e.Kind, e.Keep)
+			}
+			if e.Kind == ExpireKeepTopRanked && e.Metric == "" {
+				return bad(".expiration.keep_top_ranked.metric", "keep_top_ranked needs the metric to rank by")
+			}
+		default:
+			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, orList(expirationNames))
+		}
+		releases := make(map[string]int, len(k.Servables))
+		paths := make(map[string]string, len(k.Servables))
+		for j, s := range k.Servables {
+			sat := fmt.Sprintf(".servables[%d]", j)
+			sbad := func(field, format string, args ...any) error {
+				return bad(sat+field, "release %s: %s", s.ReleaseVersion, fmt.Sprintf(format, args...))
+			}
+			if err := validateName(s.ReleaseVersion); err != nil {
+				return bad(sat+".release_version", "release_version %v", err)
+			}
+			if prev, dup := releases[s.ReleaseVersion]; dup {
+				return sbad(".release_version", "release_version listed twice (also servables[%d])", prev)
+			}
+			releases[s.ReleaseVersion] = j
+			switch prev, dup := paths[s.ModelPath]; {
+			case s.ModelPath == "":
+				return sbad(".model_path", "model_path must not be empty")
+			case !models[s.ModelPath]:
+				return sbad(".model_path", "model_path %q is not listed in model_metadata", s.ModelPath)
+			case dup:
+				return sbad(".model_path", "model_path %q is already release %s of this contract", s.ModelPath, prev)
+			}
+			paths[s.ModelPath] = s.ReleaseVersion
+			for r, rule := range s.Validity {
+				rat := fmt.Sprintf(".validity[%d]", r)
+				switch rule.Kind {
+				case RuleImmediatelyValid, RuleNeverValid, RuleValidAfterMs, RuleMinServedEvents:
+				case RuleMinMetric:
+					if rule.Metric == "" {
+						return sbad(rat+".min_metric.metric", "min_metric needs the name of the metric")
+					}
+				default:
+					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, orList(ruleNames))
+				}
+			}
+			switch p := s.PhaseIn; p.Kind {
+			case PhaseInImmediate, "":
+			case PhaseInLinear:
+				if p.Over < time.Second {
+					return sbad(".phase_in.linear_over_secs.secs", "linear_over_secs needs secs ≥ 1, got %d (use immediate for no ramp)", int64(p.Over/time.Second))
+				}
+			default:
+				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, orList(phaseInNames))
+			}
+			if s.Shadow != nil && !(s.Shadow.SampleRate >= 0 && s.Shadow.SampleRate <= 1) {
+				return sbad(".shadow.sample_rate", "shadow sample_rate %v is not between 0 and 1", s.Shadow.SampleRate)
+			}
+			l := s.Logging
+			if !slices.Contains(logLevelNames, l.Level) {
+				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, orList(logLevelNames))
+			}
+			if !(l.SampleRate >= 0 && l.SampleRate <= 1) {
+				return sbad(".logging.sample_rate", "logging sample_rate %v is not between 0 and 1", l.SampleRate)
+			}
+			for f, name := range l.KeyFeatures {
+				if name == "" {
+					return sbad(fmt.Sprintf(".logging.key_features[%d]", f), "a key feature name is empty")
+				}
+				if slices.Contains(l.KeyFeatures[:f], name) {
+					return sbad(fmt.Sprintf(".logging.key_features[%d]", f), "key feature %q is listed twice", name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validateName checks that s can be a segment of a URL path as it is: a
+// non-empty string of ASCII letters, digits, "-", "_", "." and "~" (RFC
+// 3986's unreserved characters), other than "." and "..".
+func validateName(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if s == "." || s == ".." {
+		return fmt.Errorf("%q is not a usable URL path segment", s)
+	}
+	for _, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '_', r == '.', r == '~':
+		default:
+			return fmt.Errorf("%q has the character %q; names are URL-path-safe: ASCII letters, digits, \"-\", \"_\", \".\" and \"~\"", s, r)
+		}
+	}
+	return nil
+}
+
+// MarshalJSON encodes the config in its canonical form: snake_case field
+// names, every contract and servable setting written out (defaults
+// included), one JSON shape per choice as ParseModelConfig documents it.
+// ParseModelConfig reads the result back to an equal ModelConfig for any
+// config it accepted, so this is the form to write a modified config back
+// to the bucket in. Durations are written in whole milliseconds (seconds
+// for linear_over_secs).
+func (c ModelConfig) MarshalJSON() ([]byte, error) {
+	type model struct {
+		Path     string `json:"model_path"`
+		Checksum string `json:"checksum,omitempty"`
+		WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
+		GraceMs  int64  `json:"eviction_grace_period_in_ms,omitempty"`
+	}
+	type logging struct {
+		Level       string   `json:"log_level"`
+		SampleRate  float64  `json:"sample_rate"`
+		KeyFeatures []string `json:"key_features"`
+		Separator   string   `json:"key_features_separator"`
+	}
+	type shadow struct {
+		SampleRate float64 `json:"sample_rate"`
+	}
+	type servable struct {
+		Release  string           `json:"release_version"`
+		Path     string           `json:"model_path"`
+		Validity []map[string]any `json:"validity"`
+		PhaseIn  map[string]any   `json:"phase_in"`
+		Shadow   *shadow          `json:"shadow,omitempty"`
+		Logging  logging          `json:"logging"`
+	}
+	type contract struct {
+		Organization string         `json:"organization"`
+		Project      string         `json:"project"`
+		Number       int            `json:"contract_number"`
+		Router       Router         `json:"router"`
+		Expiration   map[string]any `json:"expiration,omitempty"`
+		StickyKey    string         `json:"sticky_key,omitempty"`
+		Servables    []servable     `json:"servables"`
+	}
+	doc := struct {
+		Models    []model    `json:"model_metadata"`
+		Contracts []contract `json:"contracts,omitempty"`
+	}{Models: []model{}}
+	for _, m := range c.Models {
+		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds()})
+	}
+	empty := struct{}{}
+	for _, k := range c.Contracts {
+		out := contract{Organization: k.Organization, Project: k.Project, Number: k.Number, Router: k.Router,
+			StickyKey: k.StickyKey, Servables: []servable{}}
+		if out.Router == "" {
+			out.Router = RouterFair
+		}
+		switch e := k.Expiration; e.Kind {
+		case ExpireNone:
+		case ExpireKeepLatest:
+			out.Expiration = map[string]any{string(e.Kind): e.Keep}
+		case ExpireKeepTopRanked:
+			out.Expiration = map[string]any{string(e.Kind): map[string]any{"n": e.Keep, "metric": e.Metric}}
+		default:
+			out.Expiration = map[string]any{string(e.Kind): empty}
+		}
+		for _, s := range k.Servables {
+			v := servable{Release: s.ReleaseVersion, Path: s.ModelPath, Validity: []map[string]any{},
+				Logging: logging{s.Logging.Level, s.Logging.SampleRate, s.Logging.KeyFeatures, s.Logging.KeyFeaturesSeparator}}
+			if v.Logging.Level == "" {
+				v.Logging.Level = LogLevelNone
+			}
+			if v.Logging.KeyFeatures == nil {
+				v.Logging.KeyFeatures = []string{}
+			}
+			for _, r := range s.Validity {
+				var arg any = empty
+				switch r.Kind {
+				case RuleValidAfterMs:
+					arg = map[string]any{"ms": r.After.Milliseconds()}
+				case RuleMinServedEvents:
+					arg = map[string]any{"count": r.Count}
+				case RuleMinMetric:
+					arg = map[string]any{"metric": r.Metric, "threshold": r.Threshold}
+				}
+				v.Validity = append(v.Validity, map[string]any{string(r.Kind): arg})
+			}
+			switch s.PhaseIn.Kind {
+			case PhaseInLinear:
+				v.PhaseIn = map[string]any{string(PhaseInLinear): map[string]any{"secs": int64(s.PhaseIn.Over / time.Second)}}
+			case "":
+				v.PhaseIn = map[string]any{string(PhaseInImmediate): empty}
+			default:
+				v.PhaseIn = map[string]any{string(s.PhaseIn.Kind): empty}
+			}
+			if s.Shadow != nil {
+				v.Shadow = &shadow{s.Shadow.SampleRate}
+			}
+			out.Servables = append(out.Servables, v)
+		}
+		doc.Contracts = append(doc.Contracts, out)
+	}
+	return json.Marshal(doc)
 }

@@ -119,7 +119,9 @@ func TestParseModelConfigErrors(t *testing.T) {
 			`model_metadata[0]: duplicate field "modelPath" (already given as "model_path")`},
 		{"duplicate section", `{"model_metadata":[],"modelMetadata":[]}`, `duplicate field "modelMetadata"`},
 		{"not an object", `[]`, "model config must be a JSON object, got an array"},
-		{"syntax error", "{\n  \"model_metadata\": [\n  {\"model_path\" \"a\"}]}", "invalid JSON at line 3, column"},
+		{"syntax error", "{\n  \"model_metadata\": [\n  {\"model_path\" \"a\"}]}", "invalid JSON at line 3, column 17: invalid character '\"' after object key"},
+		{"syntax error in a literal", "{\n  \"model_metadata\": [\n  {\"model_path\": tru}]}", "invalid JSON at line 3, column 21: invalid character '}' in literal true"},
+		{"syntax error in a skipped rule", "{\"contracts\": [{\"servables\": [{\"validity\": [\n {\"x\": [1, {\"y\": nul}]}]}]}]}", "invalid JSON at line 2, column 21: invalid character '}' in literal null"},
 		{"truncated", `{"model_metadata": [`, "unexpected EOF"},
 		{"trailing data", `{} {}`, "unexpected data after the model config object"},
 		{"comma only", `{"model_metadata": [,]}`, "invalid JSON"},
@@ -202,10 +204,13 @@ func TestLowerCamel(t *testing.T) {
 }
 
 // FuzzParseModelConfig checks that parsing never panics, that accepted
-// configs are valid, and that they survive a round trip through JSON.
+// configs are valid, and that they survive a round trip through their
+// canonical JSON (MarshalJSON).
 func FuzzParseModelConfig(f *testing.F) {
 	f.Add([]byte(`{"model_metadata":[{"model_path":"pcvr_v1/","checksum":"` + sum1 + `","warm_up_batch_request_json":"{}","eviction_grace_period_in_ms":60000}]}`))
 	f.Add([]byte(`{"modelMetadata":[{"modelPath":"m","evictionGracePeriodInMs":"5",},]}`))
+	f.Add([]byte(issueExample))
+	f.Add([]byte(allShapesExample))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseModelConfig(data)
 		if err != nil {
@@ -218,19 +223,7 @@ func FuzzParseModelConfig(f *testing.F) {
 		if err := c.validate(); err != nil {
 			t.Fatalf("accepted an invalid config: %v", err)
 		}
-		type entry struct {
-			Path     string `json:"model_path"`
-			Checksum string `json:"checksum,omitempty"`
-			WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
-			GraceMs  int64  `json:"eviction_grace_period_in_ms,omitempty"`
-		}
-		var doc struct {
-			Models []entry `json:"model_metadata"`
-		}
-		for _, m := range c.Models {
-			doc.Models = append(doc.Models, entry{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds()})
-		}
-		again, err := json.Marshal(doc)
+		again, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,11 +231,256 @@ func FuzzParseModelConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-parsing %s: %v", again, err)
 		}
-		if len(c.Models) == 0 && len(c2.Models) == 0 {
-			return
-		}
 		if !reflect.DeepEqual(c, c2) {
 			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, c2)
 		}
 	})
+}
+
+// issueExample is the contracts example of issue 4.
+const issueExample = `{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "router": "fair", "expiration": {"keep_latest": 2}, "sticky_key": "user_id",
+   "servables": [
+     {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}], "phase_in": {"immediate": {}},
+      "logging": {"log_level": "FULL", "key_features": ["user_id"], "key_features_separator": "."}},
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0},
+      "logging": {"log_level": "FULL", "key_features": ["user_id"]}}]}]}`
+
+// allShapesExample uses every rule, policy and option of the contracts
+// section, in lowerCamelCase.
+const allShapesExample = `{"modelMetadata": [{"modelPath": "a/"}, {"modelPath": "b/"}, {"modelPath": "c.pt"}],
+ "contracts": [
+  {"organization": "ads", "project": "pctr", "contractNumber": "7", "router": "latest",
+   "expiration": {"keepTopRanked": {"n": 2, "metric": "auc"}},
+   "servables": [
+     {"releaseVersion": "2024-01-01_gbm", "modelPath": "a/",
+      "validity": [{"validAfterMs": {"ms": 60000}}, {"minServedEvents": {"count": "1000"}}, {"minMetric": {"metric": "auc", "threshold": "0.7"}}],
+      "phaseIn": {"linearOverSecs": {"secs": 600}},
+      "shadow": {"sampleRate": 0.25},
+      "logging": {"logLevel": "SAMPLE", "sampleRate": 0.01, "keyFeatures": ["user_id", "ad_id"], "keyFeaturesSeparator": "|"}},
+     {"releaseVersion": "v1~rc.1", "modelPath": "b/", "shadow": {}}]},
+  {"organization": "ads", "project": "pctr", "contract_number": 8, "expiration": {"keep_latest": 1}, "servables": []},
+  {"organization": "ads", "project": "pcvr", "contract_number": 7, "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
+
+func TestParseModelConfigReadsTheIssueContract(t *testing.T) {
+	got, err := ParseModelConfig([]byte(issueExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Contract{{
+		Organization: "ads", Project: "pctr", Number: 1, Router: RouterFair,
+		Expiration: Expiration{Kind: ExpireKeepLatest, Keep: 2}, StickyKey: "user_id",
+		Servables: []ContractServable{
+			{ReleaseVersion: "v1", ModelPath: "pctr_v1/", Validity: []ValidityRule{{Kind: RuleImmediatelyValid}},
+				PhaseIn: PhaseIn{Kind: PhaseInImmediate},
+				Logging: ServableLogging{Level: LogLevelFull, SampleRate: 1, KeyFeatures: []string{"user_id"}, KeyFeaturesSeparator: "."}},
+			{ReleaseVersion: "v2", ModelPath: "pctr_v2/", Validity: []ValidityRule{{Kind: RuleNeverValid}},
+				PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Shadow: &Shadow{SampleRate: 1},
+				Logging: ServableLogging{Level: LogLevelFull, SampleRate: 1, KeyFeatures: []string{"user_id"}, KeyFeaturesSeparator: "."}},
+		},
+	}}
+	if !reflect.DeepEqual(got.Contracts, want) {
+		t.Errorf("got  %+v\nwant %+v", got.Contracts, want)
+	}
+	if id := got.Contracts[0].ID(); id != "ads/pctr/1" {
+		t.Errorf("ID() = %q, want ads/pctr/1", id)
+	}
+}
+
+func TestParseModelConfigReadsEveryContractShapeInLowerCamelCase(t *testing.T) {
+	got, err := ParseModelConfig([]byte(allShapesExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Contract{
+		{Organization: "ads", Project: "pctr", Number: 7, Router: RouterLatest,
+			Expiration: Expiration{Kind: ExpireKeepTopRanked, Keep: 2, Metric: "auc"},
+			Servables: []ContractServable{
+				{ReleaseVersion: "2024-01-01_gbm", ModelPath: "a/",
+					Validity: []ValidityRule{
+						{Kind: RuleValidAfterMs, After: time.Minute},
+						{Kind: RuleMinServedEvents, Count: 1000},
+						{Kind: RuleMinMetric, Metric: "auc", Threshold: 0.7}},
+					PhaseIn: PhaseIn{Kind: PhaseInLinear, Over: 10 * time.Minute},
+					Shadow:  &Shadow{SampleRate: 0.25},
+					Logging: ServableLogging{Level: LogLevelSample, SampleRate: 0.01, KeyFeatures: []string{"user_id", "ad_id"}, KeyFeaturesSeparator: "|"}},
+				{ReleaseVersion: "v1~rc.1", ModelPath: "b/", PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Shadow: &Shadow{SampleRate: 1},
+					Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeaturesSeparator: "."}},
+			}},
+		{Organization: "ads", Project: "pctr", Number: 8, Router: RouterFair, Expiration: Expiration{Kind: ExpireKeepLatest, Keep: 1}},
+		{Organization: "ads", Project: "pcvr", Number: 7, Router: RouterFair, Servables: []ContractServable{
+			{ReleaseVersion: "v1", ModelPath: "a/", PhaseIn: PhaseIn{Kind: PhaseInImmediate},
+				Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeaturesSeparator: "."}}}},
+	}
+	if !reflect.DeepEqual(got.Contracts, want) {
+		t.Errorf("got  %+v\nwant %+v", got.Contracts, want)
+	}
+}
+
+func TestParseModelConfigContractNullsMeanDefaults(t *testing.T) {
+	data := `{"model_metadata": [{"model_path": "m"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+		"router": null, "expiration": null, "sticky_key": null, "servables": [{"release_version": "r", "model_path": "m",
+		"validity": null, "phase_in": null, "shadow": null, "logging": {"log_level": null, "sample_rate": null, "key_features": null, "key_features_separator": null}}]}]}`
+	got, err := ParseModelConfig([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Contract{Organization: "o", Project: "p", Number: 1, Router: RouterFair, Servables: []ContractServable{{
+		ReleaseVersion: "r", ModelPath: "m", PhaseIn: PhaseIn{Kind: PhaseInImmediate},
+		Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeaturesSeparator: "."}}}}
+	if len(got.Contracts) != 1 || !reflect.DeepEqual(got.Contracts[0], want) {
+		t.Errorf("got  %+v\nwant %+v", got.Contracts, want)
+	}
+	got, err = ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+		"servables": [{"release_version": "r", "model_path": "m", "shadow": {"sample_rate": 0}, "logging": {"key_features_separator": ""}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Contracts[0].Servables[0]; s.Shadow == nil || s.Shadow.SampleRate != 0 || s.Logging.KeyFeaturesSeparator != "" {
+		t.Errorf("explicit zero values: got shadow %+v, logging %+v", s.Shadow, s.Logging)
+	}
+}
+
+func TestParseModelConfigContractErrors(t *testing.T) {
+	// contract builds a config with models a/ and b/ and one contract whose
+	// JSON members are given (after organization, project and contract_number).
+	contract := func(members string) string {
+		return `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}], "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1` + members + `}]}`
+	}
+	// servable builds a config whose contract has a servable v1 on a/ with the members given.
+	servable := func(members string) string {
+		return contract(`, "servables": [{"release_version": "v1", "model_path": "a/"` + members + `}]`)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		// Decoding: wrong shapes and unknown fields are reported where they are.
+		{"section not an array", `{"contracts": {}}`, `contracts: expected an array, got an object`},
+		{"null contract", `{"contracts": [null]}`, `contracts[0]: expected an object, got null`},
+		{"unknown contract field", contract(`, "organisation": "x"`), `contracts[0]: unknown field "organisation"`},
+		{"unknown servable field", servable(`, "phaseIn": {"immediate": {}}, "weight": 3`), `contracts[0].servables[0]: unknown field "weight"`},
+		{"unknown field in a rule", servable(`, "validity": [{"valid_after_ms": {"ms": 5, "s": 1}}]`), `contracts[0].servables[0].validity[0].valid_after_ms: unknown field "s"`},
+		{"fields in an empty rule", servable(`, "validity": [{"immediately_valid": {"now": true}}]`), `validity[0].immediately_valid: unknown field "now"`},
+		{"unknown shadow field", servable(`, "shadow": {"rate": 1}`), `contracts[0].servables[0].shadow: unknown field "rate"`},
+		{"unknown logging field", servable(`, "logging": {"level": "FULL"}`), `contracts[0].servables[0].logging: unknown field "level"`},
+		{"unknown field in keep_top_ranked", contract(`, "expiration": {"keep_top_ranked": {"n": 1, "metric": "auc", "ordering": "ASC"}}`), `contracts[0].expiration.keep_top_ranked: unknown field "ordering"`},
+		{"two rules in one element", servable(`, "validity": [{"immediately_valid": {}, "never_valid": {}}]`),
+			`contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric, got "immediately_valid" and "never_valid"`},
+		{"empty rule element", servable(`, "validity": [{}]`), `contracts[0].servables[0].validity[0]: expected one of immediately_valid`},
+		{"null rule element", servable(`, "validity": [null]`), `validity[0]: expected an object, got null`},
+		{"bare number rule", servable(`, "validity": [{"valid_after_ms": 5}]`), `validity[0].valid_after_ms: expected an object, got number 5`},
+		{"two phase-ins", servable(`, "phase_in": {"immediate": {}, "linear_over_secs": {"secs": 1}}`), `phase_in: give exactly one of immediate or linear_over_secs`},
+		{"empty expiration", contract(`, "expiration": {}`), `contracts[0].expiration: expected one of keep_latest or keep_top_ranked, got an empty object`},
+		{"negative ms", servable(`, "validity": [{"valid_after_ms": {"ms": -1}}]`), `validity[0].valid_after_ms.ms: -1 is out of range 0..9223372036854`},
+		{"huge count", servable(`, "validity": [{"min_served_events": {"count": 1e16}}]`), `min_served_events.count: 1e16 is out of range 0..9007199254740992`},
+		{"fractional secs", servable(`, "phase_in": {"linear_over_secs": {"secs": 1.5}}`), `linear_over_secs.secs: 1.5 is not an integer`},
+		{"threshold not a number", servable(`, "validity": [{"min_metric": {"metric": "auc", "threshold": "high"}}]`), `min_metric.threshold: "high" is not a number`},
+		{"threshold NaN", servable(`, "validity": [{"min_metric": {"metric": "auc", "threshold": "NaN"}}]`), `"NaN" is not a number`},
+		{"threshold overflow", servable(`, "validity": [{"min_metric": {"metric": "auc", "threshold": 1e400}}]`), `1e400 is out of range of a finite double`},
+		{"key feature not a string", servable(`, "logging": {"key_features": ["a", 1]}`), `logging.key_features[1]: expected a string, got number 1`},
+		{"contract number over int32", `{"contracts": [{"contract_number": 2147483648}]}`, `contracts[0].contract_number: 2147483648 is out of range`},
+
+		// Validation: errors name the contract and the release.
+		{"empty organization", `{"contracts": [{"project": "p", "contract_number": 1}]}`, `contracts[0].organization: contract /p/1: organization must not be empty`},
+		{"slash in organization", `{"contracts": [{"organization": "a/b", "project": "p", "contract_number": 1}]}`, `organization "a/b" has the character '/'`},
+		{"dot-dot project", `{"contracts": [{"organization": "o", "project": "..", "contract_number": 1}]}`, `contracts[0].project: contract o/../1: project ".." is not a usable URL path segment`},
+		{"space in project", `{"contracts": [{"organization": "o", "project": "p q", "contract_number": 1}]}`, `project "p q" has the character ' '`},
+		{"missing contract number", `{"contracts": [{"organization": "o", "project": "p"}]}`, `contracts[0].contract_number: contract o/p/0: contract_number 0 must be at least 1`},
+		{"negative contract number", `{"contracts": [{"organization": "o", "project": "p", "contract_number": -3}]}`, `contract_number -3 must be at least 1`},
+		{"duplicate contract", `{"contracts": [{"organization": "o", "project": "p", "contract_number": 1}, {"organization": "o", "project": "q", "contract_number": 1}, {"organization": "o", "project": "p", "contractNumber": "1"}]}`,
+			`contracts[2]: contract o/p/1: defined twice (also contracts[0])`},
+		{"unknown router", contract(`, "router": "random"`), `contracts[0].router: contract ads/pctr/1: router "random" is not fair or latest`},
+		{"empty router", contract(`, "router": ""`), `router "" is not fair or latest`},
+		{"unknown expiration", contract(`, "expiration": {"keep_oldest": 2}`), `contracts[0].expiration: contract ads/pctr/1: unknown expiration policy "keep_oldest"; the policies are keep_latest or keep_top_ranked`},
+		{"keep none", contract(`, "expiration": {"keep_latest": 0}`), `contracts[0].expiration.keep_latest: contract ads/pctr/1: keep_latest must keep at least 1 servable, got 0`},
+		{"keep_top_ranked without n", contract(`, "expiration": {"keep_top_ranked": {"metric": "auc"}}`), `contracts[0].expiration.keep_top_ranked.n: contract ads/pctr/1: keep_top_ranked must keep at least 1 servable, got 0`},
+		{"keep_top_ranked without metric", contract(`, "expiration": {"keep_top_ranked": {"n": 2}}`), `contracts[0].expiration.keep_top_ranked.metric: contract ads/pctr/1: keep_top_ranked needs the metric to rank by`},
+		{"empty release", contract(`, "servables": [{"model_path": "a/"}]`), `contracts[0].servables[0].release_version: contract ads/pctr/1: release_version must not be empty`},
+		{"release with slash", contract(`, "servables": [{"release_version": "v/1", "model_path": "a/"}]`), `release_version "v/1" has the character '/'`},
+		{"duplicate release", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v1", "model_path": "b/"}]`),
+			`contracts[0].servables[1].release_version: contract ads/pctr/1: release v1: release_version listed twice (also servables[0])`},
+		{"empty model path", contract(`, "servables": [{"release_version": "v1"}]`), `contracts[0].servables[0].model_path: contract ads/pctr/1: release v1: model_path must not be empty`},
+		{"model path not in model_metadata", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v2", "model_path": "c/"}]`),
+			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "c/" is not listed in model_metadata`},
+		{"model path used twice", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v2", "model_path": "a/"}]`),
+			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "a/" is already release v1 of this contract`},
+		{"unknown rule", servable(`, "validity": [{"immediately_valid": {}}, {"always_valid": {"x": [1, {}]}}]`),
+			`contracts[0].servables[0].validity[1]: contract ads/pctr/1: release v1: unknown validity rule "always_valid"; the rules are immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric`},
+		{"min_metric without metric", servable(`, "validity": [{"min_metric": {"threshold": 0.5}}]`), `validity[0].min_metric.metric: contract ads/pctr/1: release v1: min_metric needs the name of the metric`},
+		{"unknown phase-in", servable(`, "phase_in": {"step": {}}`), `contracts[0].servables[0].phase_in: contract ads/pctr/1: release v1: unknown phase_in policy "step"; the policies are immediate or linear_over_secs`},
+		{"zero-second ramp", servable(`, "phase_in": {"linear_over_secs": {}}`), `phase_in.linear_over_secs.secs: contract ads/pctr/1: release v1: linear_over_secs needs secs ≥ 1, got 0`},
+		{"negative ramp", servable(`, "phase_in": {"linear_over_secs": {"secs": -5}}`), `needs secs ≥ 1, got -5`},
+		{"shadow rate above 1", servable(`, "shadow": {"sample_rate": 1.5}`), `contracts[0].servables[0].shadow.sample_rate: contract ads/pctr/1: release v1: shadow sample_rate 1.5 is not between 0 and 1`},
+		{"negative shadow rate", servable(`, "shadow": {"sample_rate": -0.1}`), `shadow sample_rate -0.1 is not between 0 and 1`},
+		{"unknown log level", servable(`, "logging": {"log_level": "full"}`), `contracts[0].servables[0].logging.log_level: contract ads/pctr/1: release v1: log_level "full" is not NONE, FULL or SAMPLE`},
+		{"log sample rate", servable(`, "logging": {"log_level": "SAMPLE", "sample_rate": 2}`), `logging.sample_rate: contract ads/pctr/1: release v1: logging sample_rate 2 is not between 0 and 1`},
+		{"empty key feature", servable(`, "logging": {"key_features": [""]}`), `logging.key_features[0]: contract ads/pctr/1: release v1: a key feature name is empty`},
+		{"duplicate key feature", servable(`, "logging": {"key_features": ["u", "a", "u"]}`), `logging.key_features[2]: contract ads/pctr/1: release v1: key feature "u" is listed twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseModelConfig([]byte(tc.data))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Errorf("error %T is not a *ConfigError", err)
+			}
+		})
+	}
+}
+
+func TestParseModelConfigAcceptsShadowOnlyServables(t *testing.T) {
+	// shadow + never_valid is the normal shadow-only challenger, and
+	// immediately_valid with never_valid is simply never valid.
+	data := `{"model_metadata": [{"model_path": "a/"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+		"servables": [{"release_version": "v1", "model_path": "a/", "validity": [{"immediately_valid": {}}, {"never_valid": {}}], "shadow": {"sample_rate": 0.5}}]}]}`
+	if _, err := ParseModelConfig([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
+	data := `{"model_metadata": [{"model_path": "a/"}], "contracts": [
+		{"organization": "o", "project": "p", "contract_number": 1, "servables": [{"release_version": "v1", "model_path": "a/"}]},
+		{"organization": "o", "project": "p", "contract_number": 2, "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
+	if _, err := ParseModelConfig([]byte(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
+	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`} {
+		c, err := ParseModelConfig([]byte(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c2, err := ParseModelConfig(out)
+		if err != nil {
+			t.Fatalf("%s: re-parsing %s: %v", name, out, err)
+		}
+		if !reflect.DeepEqual(c, c2) {
+			t.Errorf("%s: round trip changed the config:\n%+v\n%+v", name, c, c2)
+		}
+	}
+	// The canonical form of the issue's contract, defaults written out.
+	c, _ := ParseModelConfig([]byte(issueExample))
+	got, err := json.Marshal(ModelConfig{Contracts: c.Contracts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[],"contracts":[{"organization":"ads","project":"pctr","contract_number":1,"router":"fair","expiration":{"keep_latest":2},"sticky_key":"user_id","servables":[` +
+		`{"release_version":"v1","model_path":"pctr_v1/","validity":[{"immediately_valid":{}}],"phase_in":{"immediate":{}},"logging":{"log_level":"FULL","sample_rate":1,"key_features":["user_id"],"key_features_separator":"."}},` +
+		`{"release_version":"v2","model_path":"pctr_v2/","validity":[{"never_valid":{}}],"phase_in":{"immediate":{}},"shadow":{"sample_rate":1},"logging":{"log_level":"FULL","sample_rate":1,"key_features":["user_id"],"key_features_separator":"."}}]}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
 }
