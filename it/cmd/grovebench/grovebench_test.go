@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,10 +39,82 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || len(got) != 2*len(defaultShapes) {
 		t.Errorf("defaults: %v, %v", got, err)
 	}
-	for _, bad := range []string{"", " , ", "b0c1", "b1", "triton/b1c1", "b1c1x"} {
+	// The default: the grove+log row right after plain grove's at b1c32.
+	got, err = parseScenarios(defaultSpec())
+	want = []scenario{
+		{serverGrove, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
+		{serverGrove, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
+		{serverGrove, 64, 8}, {serverBaseline, 64, 8},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("default spec %q: got %v, %v; want %v", defaultSpec(), got, err, want)
+	}
+	got, err = parseScenarios("Grove+Log")
+	if want := []scenario{{serverGroveLog, 1, 32}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("grove+log alone: got %v, %v; want %v", got, err, want)
+	}
+	got, err = parseScenarios("grove+log/b4c2,b4c2,all")
+	if err != nil || len(got) != 3+2*len(defaultShapes) ||
+		!reflect.DeepEqual(got[:3], []scenario{{serverGrove, 4, 2}, {serverGroveLog, 4, 2}, {serverBaseline, 4, 2}}) {
+		t.Errorf("grove+log/b4c2,b4c2,all: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", " , ", "b0c1", "b1", "triton/b1c1", "b1c1x", "grove+logs/b1c1", "grove+log/b1"} {
 		if _, err := parseScenarios(bad); err == nil {
 			t.Errorf("parseScenarios(%q) accepted", bad)
 		}
+	}
+}
+
+func TestParseFlagsPredictionLog(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil || !o.predLog || !slices.Contains(o.scenarios, scenario{serverGroveLog, 1, 32}) {
+		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
+	}
+	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
+	}
+	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)
+	if err != nil || !reflect.DeepEqual(o.predLogArgs, []string{"--kafka-encoding", "json"}) || len(o.scenarios) != 1 {
+		t.Errorf("--prediction-log-args: %v %v, %v", o.predLogArgs, o.scenarios, err)
+	}
+	if _, err := parseFlags([]string{"--prediction-log=false", "--scenarios", "grove+log"}, io.Discard); err == nil {
+		t.Error("no scenarios left without the prediction log, accepted")
+	}
+}
+
+func TestParsePredLog(t *testing.T) {
+	st, err := parsePredLog([]byte(`{"models":[],"prediction_log":{"topic":"grove.predictions","encoding":"proto",` +
+		`"brokers":["127.0.0.1:1"],"embedded":true,"buffered":2,"buffered_bytes":10,"delivered":5,"failed":1,"dropped":3},"ready":true}`))
+	if err != nil || st.Delivered != 5 || st.Dropped != 3 || st.Failed != 1 || st.Buffered != 2 || st.Encoding != "proto" || st.accounted() != 11 {
+		t.Errorf("got %+v, %v", st, err)
+	}
+	if _, err := parsePredLog([]byte(`{"models":[],"ready":true}`)); !errors.Is(err, errNoPredLog) {
+		t.Errorf("no prediction_log: %v", err)
+	}
+}
+
+// TestWaitDrained serves a prediction log whose buffer empties over a few
+// polls and checks waitDrained waits for it.
+func TestWaitDrained(t *testing.T) {
+	var polls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := polls.Add(1)
+		buffered, delivered := max(0, 4-n), min(n, 4)
+		fmt.Fprintf(w, `{"prediction_log":{"buffered":%d,"delivered":%d}}`, buffered, delivered)
+	}))
+	defer srv.Close()
+	st, waited, err := waitDrained(context.Background(), srv.URL, 4)
+	if err != nil || st == nil || st.Buffered != 0 || st.Delivered != 4 || polls.Load() != 4 || waited <= 0 {
+		t.Errorf("got %+v after %d polls, %v, %v", st, polls.Load(), waited, err)
+	}
+	// Fewer events than requests: done once the counts have stood still for a second.
+	polls.Store(0)
+	start := time.Now()
+	st, _, err = waitDrained(context.Background(), srv.URL, 10)
+	if el := time.Since(start); err != nil || st == nil || st.Delivered != 4 || el < time.Second || el > 3*time.Second {
+		t.Errorf("short: got %+v after %v, %v", st, el, err)
 	}
 }
 
@@ -190,6 +266,24 @@ func TestRunLoad(t *testing.T) {
 	}
 }
 
+func TestReportPredLogWarning(t *testing.T) {
+	rep := &report{Duration: "5s", Warmup: "1s"}
+	rep.PredLog = &predLogReport{Args: predLogArgs("127.0.0.1:9"), Sent: 100,
+		Stats: &predLogStats{Encoding: "proto", Delivered: 90, Dropped: 10, LastError: "buffer full"}}
+	rep.finish()
+	var out bytes.Buffer
+	rep.writeMarkdown(&out)
+	if want := "WARNING: not every request's event was delivered (90 of 100; dropped 10, failed 0); last error: buffer full"; !strings.Contains(out.String(), want) {
+		t.Errorf("missing %q in\n%s", want, out.String())
+	}
+	rep.PredLog = &predLogReport{Args: predLogArgs("127.0.0.1:9"), Error: "GET /v1/status: HTTP 500"}
+	out.Reset()
+	rep.writeMarkdown(&out)
+	if want := "counts not read: GET /v1/status: HTTP 500"; !strings.Contains(out.String(), want) {
+		t.Errorf("missing %q in\n%s", want, out.String())
+	}
+}
+
 // summary is a loadResult without the latencies, for messages.
 func (r loadResult) summary() loadResult {
 	r.Latencies = nil
@@ -203,6 +297,12 @@ func TestReport(t *testing.T) {
 	rep.add(scenario{serverGrove, 1, 1}, g, loadResult{ReqPerSec: 2000, RowsPerSec: 2000, P50: 400 * time.Microsecond, P99: time.Millisecond, Latencies: make([]time.Duration, 1)})
 	rep.add(scenario{serverBaseline, 1, 1}, b, loadResult{ReqPerSec: 500, RowsPerSec: 500, P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Latencies: make([]time.Duration, 1)})
 	rep.add(scenario{serverGrove, 64, 8}, g, loadResult{Errors: 2, FirstError: "HTTP 503"})
+	gl := groveEndpointFor(serverGroveLog, "http://gl")
+	rep.add(scenario{serverGroveLog, 4, 4}, gl, loadResult{ReqPerSec: 100, RowsPerSec: 400})
+	rep.add(scenario{serverGrove, 1, 32}, g, loadResult{ReqPerSec: 4000, RowsPerSec: 4000, P50: 8 * time.Millisecond, P99: 9 * time.Millisecond, Latencies: make([]time.Duration, 1)})
+	rep.add(scenario{serverGroveLog, 1, 32}, gl, loadResult{ReqPerSec: 3600, RowsPerSec: 3600, P50: 9 * time.Millisecond, P99: 10 * time.Millisecond, Latencies: make([]time.Duration, 1), Errors: 1})
+	rep.PredLog = &predLogReport{Args: predLogArgs("127.0.0.1:9"), Sent: 24001, Drain: 12 * time.Millisecond,
+		Stats: &predLogStats{Topic: "grove.predictions", Encoding: "proto", Delivered: 24001}}
 	rep.finish()
 	var out bytes.Buffer
 	rep.writeMarkdown(&out)
@@ -214,12 +314,25 @@ func TestReport(t *testing.T) {
 		"batch 1: 40.0 µs (25000 rows/s); batch 64: 125 µs (512000 rows/s)",
 		"(grove p50 minus forward): 400 µs - 40.0 µs = 360 µs",
 		"2 failed requests; first: HTTP 503",
+		"| grove | POST /v1/inference | 1 | 32 | 4000 | 4000 | 8.00 ms | 9.00 ms | 0 | n/a |\n" +
+			"| grove+log FULL | POST /v1/inference | 1 | 32 | 3600 | 3600 | 9.00 ms | 10.0 ms | 1 | n/a |\n",
+		"- Prediction log of grove+log FULL (--kafka-embedded --kafka-embedded-addr 127.0.0.1:9 --prediction-log-level FULL; " +
+			"proto encoding, topic grove.predictions): delivered 24001, dropped 0, failed 0, buffered 0, for 24001 inference requests sent",
+		"buffer empty 12.0 ms after the last request",
+		"- Prediction log FULL vs NONE at batch 4, c 4: n/a (needs the grove/b4c4 row)\n",
+		"- Prediction log FULL vs NONE at batch 1, c 32: 0.90x req/s (target ≥ 0.85x)\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("missing %q in\n%s", want, s)
 		}
 	}
-	if rep.groveErrors() != 2 {
+	if strings.Contains(s, "WARNING") {
+		t.Errorf("warning with every event delivered:\n%s", s)
+	}
+	if !strings.HasSuffix(s, "- Prediction log FULL vs NONE at batch 1, c 32: 0.90x req/s (target ≥ 0.85x)\n") {
+		t.Errorf("the FULL vs NONE ratio is not the last line:\n%s", s)
+	}
+	if rep.groveErrors() != 3 {
 		t.Errorf("groveErrors = %d", rep.groveErrors())
 	}
 }

@@ -34,6 +34,10 @@ type loadResult struct {
 	// transport errors, non-200 answers and bodies without okMarker or with errMarker.
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// Sent is the number of requests that got an answer or failed over the
+	// whole run, warm-up included (not those cut short by an interrupt):
+	// what the server saw, to compare with its prediction log's counts.
+	Sent int `json:"sent"`
 	// Latency statistics over the successful requests that started inside
 	// the window (so slow requests straddling its end are not dropped);
 	// percentiles are nearest-rank over the sorted latencies.
@@ -48,6 +52,7 @@ type loadResult struct {
 type worker struct {
 	lats     []time.Duration
 	done     int
+	sent     int
 	errors   int
 	firstErr string
 	buf      bytes.Buffer
@@ -91,12 +96,14 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 					if ctx.Err() != nil {
 						return // interrupted, not the server's fault
 					}
+					w.sent++
 					w.errors++
 					if w.firstErr == "" {
 						w.firstErr = err.Error()
 					}
 					continue
 				}
+				w.sent++
 				if !t0.Before(winStart) {
 					w.lats = append(w.lats, t1.Sub(t0))
 				}
@@ -113,6 +120,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		r.Latencies = append(r.Latencies, w.lats...)
 		r.Requests += w.done
 		r.Errors += w.errors
+		r.Sent += w.sent
 		if r.FirstError == "" {
 			r.FirstError = w.firstErr
 		}

@@ -1,11 +1,14 @@
 // Command grovebench measures a freshly built grove binary against the
 // FastAPI + uvicorn baseline of ../shared/bench, side by side on the same
 // machine with the same built-in load generator, and prints one markdown
-// comparison table.
+// comparison table. It also measures what the prediction log costs: a
+// second grove ("grove+log FULL") logs every prediction to an embedded
+// Kafka broker, and its rows are compared with plain grove's (which has no
+// prediction log, i.e. level NONE).
 //
 // Run it from anywhere inside the repository (make bench does):
 //
-//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8] [--json out.json]
+//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove+log/b1c32] [--prediction-log=false] [--json out.json]
 //
 // What it does, in order:
 //
@@ -14,22 +17,31 @@
 //     that lists only pctr_v1/;
 //  2. runs BenchmarkForwardPCTR of ./servables/torch for the model's
 //     in-process forward time at batch 1 and 64 (the floor no server beats);
-//  3. starts grove serve on a free loopback port and waits for /readyz, and,
-//     when /usr/bin/python3 can import fastapi, uvicorn and torch, starts the
+//  3. starts grove serve on a free loopback port and waits for /readyz;
+//     when there are grove+log scenarios (by default grove+log/b1c32),
+//     starts a second grove serve with --kafka-embedded on another free
+//     port and --prediction-log-level FULL (proto encoding); and, when
+//     /usr/bin/python3 can import fastapi, uvicorn and torch, starts the
 //     baseline on another free port (one torch thread) and waits for it;
 //  4. checks one request against each server for the expected outputs of
 //     examples/bucket/expected.json, then drives every scenario with a closed
-//     loop of C keep-alive clients for a warm-up and a measured window;
-//  5. prints the table (stdout; progress goes to stderr) and optionally
-//     writes the raw results as JSON.
+//     loop of C keep-alive clients for a warm-up and a measured window (the
+//     grove+log row of a shape right after plain grove's); after each
+//     grove+log scenario it waits for the prediction log's buffer to empty,
+//     so delivery does not spill into the next scenario;
+//  5. prints the table (stdout; progress goes to stderr), grove+log's
+//     prediction log counts from GET /v1/status (delivered, dropped,
+//     failed, buffered, against the requests sent to it) and, last, its
+//     req/s over plain grove's ("Prediction log FULL vs NONE ..."), and
+//     optionally writes the raw results as JSON.
 //
 // Every child process runs in its own process group and is stopped on exit,
 // on errors and on Ctrl-C; on Linux the kernel also kills them should
 // grovebench itself die. Temp dirs are removed unless --keep is given.
 //
-// Exit status: 0 on success; 1 if grove could not be built or started,
-// answered a check request wrongly, or failed any benchmark request, or if
-// the run was interrupted; 2 for bad flags.
+// Exit status: 0 on success; 1 if grove (either instance) could not be
+// built or started, answered a check request wrongly, or failed any
+// benchmark request, or if the run was interrupted; 2 for bad flags.
 package main
 
 import (
@@ -66,6 +78,8 @@ type options struct {
 	forwardBenchtime string
 	forwardTimeout   time.Duration
 	groveArgs        []string
+	predLog          bool
+	predLogArgs      []string
 	keep             bool
 }
 
@@ -86,14 +100,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", strings.Join(defaultShapes, ","),
-		"comma-separated scenarios: bNcM (batch N, concurrency M, both servers), grove/bNcM, baseline/bNcM, "+
-			"or grove / baseline alone for that server's default scenarios")
+	spec := fs.String("scenarios", defaultSpec(),
+		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
+			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
+			"or grove / baseline / grove+log alone for that server's default scenarios")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
 	fs.BoolVar(&o.forward, "forward", true, "run BenchmarkForwardPCTR for the in-process forward time")
 	fs.StringVar(&o.forwardBenchtime, "forward-benchtime", "2000x", "-benchtime for BenchmarkForwardPCTR")
 	fs.DurationVar(&o.forwardTimeout, "forward-timeout", 10*time.Minute, "time limit for building and running BenchmarkForwardPCTR")
-	groveArgs := fs.String("grove-args", "", "extra arguments for grove serve, space-separated")
+	groveArgs := fs.String("grove-args", "", "extra arguments for grove serve (both grove instances), space-separated")
+	fs.BoolVar(&o.predLog, "prediction-log", true,
+		"run the grove+log scenarios: a second grove with --kafka-embedded and --prediction-log-level FULL; false drops them")
+	predLogArgs := fs.String("prediction-log-args", "",
+		"extra arguments for grove+log's grove serve only, space-separated, after --grove-args (e.g. --kafka-encoding json); "+
+			"the embedded broker and level FULL are always set")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -108,7 +128,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.scenarios, err = parseScenarios(*spec); err != nil {
 		return o, err
 	}
+	if !o.predLog {
+		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 {
+			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
+		}
+	}
 	o.groveArgs = strings.Fields(*groveArgs)
+	o.predLogArgs = strings.Fields(*predLogArgs)
 	return o, nil
 }
 
@@ -170,15 +196,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("writing the bucket: %v", err)
 		return 1
 	}
-	wantGrove, wantBaseline := false, false
+	wantGrove, wantGroveLog, wantBaseline := false, false, false
 	for _, s := range o.scenarios {
 		wantGrove = wantGrove || s.Server == serverGrove
+		wantGroveLog = wantGroveLog || s.Server == serverGroveLog
 		wantBaseline = wantBaseline || s.Server == serverBaseline
 	}
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove {
+	if wantGrove || wantGroveLog {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -204,7 +231,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// 3. Start the servers and check one answer from each.
 	targets := map[string]*endpoint{}
 	if wantGrove {
-		g, ep, err := startGrove(ctx, groveBin, bucket, filepath.Join(tmp, "cache"), filepath.Join(tmp, "grove.log"), o.groveArgs, o.startTimeout)
+		g, ep, err := startGrove(ctx, serverGrove, groveBin, bucket, filepath.Join(tmp, "cache"), filepath.Join(tmp, "grove.log"), o.groveArgs, o.startTimeout)
 		if g != nil {
 			children = append(children, g)
 		}
@@ -218,6 +245,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		targets[serverGrove] = ep
+	}
+	// predLogSent counts the inference requests sent to grove+log, each of
+	// which should become one prediction log event.
+	predLogSent := 0
+	if wantGroveLog {
+		kafkaAddr, err := freeAddr()
+		if err != nil {
+			logf("FAILED to find a port for grove+log's Kafka broker: %v", err)
+			return 1
+		}
+		plArgs := predLogArgs(kafkaAddr)
+		rep.PredLog = &predLogReport{Args: append(append([]string{}, o.predLogArgs...), plArgs...)}
+		extra := append(append(append([]string{}, o.groveArgs...), o.predLogArgs...), plArgs...)
+		g, ep, err := startGrove(ctx, serverGroveLog, groveBin, bucket, filepath.Join(tmp, "cache-log"), filepath.Join(tmp, "grove-log.log"), extra, o.startTimeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove+log (grove serve %s): %v", strings.Join(plArgs, " "), err)
+			return 1
+		}
+		logf("grove+log ready at %s (prediction log FULL to the embedded Kafka broker at %s)", ep.baseURL, kafkaAddr)
+		predLogSent++
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove+log answered the check request wrongly: %v", err)
+			return 1
+		}
+		if _, err := fetchPredLog(ctx, ep.baseURL); err != nil {
+			logf("FAILED: grove+log: %v", err)
+			return 1
+		}
+		targets[serverGroveLog] = ep
 	}
 	if wantBaseline {
 		b, ep, err := startBaseline(ctx, o.python, o.baselineDir, filepath.Join(bucket, modelPath, "model.pt"), filepath.Join(tmp, "baseline.log"), o.startTimeout)
@@ -267,6 +326,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		logf("  %.0f req/s, p50 %s, p99 %s, %d errors", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors)
 		rep.add(s, ep, res)
+		if s.Server == serverGroveLog {
+			predLogSent += res.Sent
+			st, waited, err := waitDrained(ctx, ep.baseURL, predLogSent)
+			if ctx.Err() != nil {
+				logf("interrupted")
+				return 1
+			}
+			pl := rep.PredLog
+			pl.Sent, pl.Drain = predLogSent, max(pl.Drain, waited)
+			if err != nil {
+				pl.Error = fmt.Sprintf("after %s batch %d conc %d: %v", s.Server, s.Batch, s.Conc, err)
+				logf("  prediction log: %v", err)
+			}
+			if st != nil {
+				pl.Stats = st
+				logf("  prediction log: delivered %d, dropped %d, failed %d, buffered %d for %d requests sent (waited %v)",
+					st.Delivered, st.Dropped, st.Failed, st.Buffered, predLogSent, fmtDur(waited))
+			}
+		}
 	}
 	for i := len(children) - 1; i >= 0; i-- {
 		if err := children[i].stop(); err != nil {

@@ -149,23 +149,30 @@ func buildGrove(ctx context.Context, goBin, root, bin string) error {
 	return nil
 }
 
-// startGrove starts grove serve on a local-disk bucket and a free port and
-// waits for GET /readyz to answer 200. The returned child, if not nil, must
-// be stopped by the caller even when err is not nil.
-func startGrove(ctx context.Context, bin, bucket, cacheDir, logPath string, extra []string, timeout time.Duration) (*child, *endpoint, error) {
+// startGrove starts grove serve, as the server named name (serverGrove or
+// serverGroveLog), on a local-disk bucket and a free port and waits for GET
+// /readyz to answer 200. The returned child, if not nil, must be stopped by
+// the caller even when err is not nil.
+func startGrove(ctx context.Context, name, bin, bucket, cacheDir, logPath string, extra []string, timeout time.Duration) (*child, *endpoint, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, nil, err
 	}
 	args := append([]string{"serve", "--bucket", "file://" + bucket, "--http", addr,
 		"--poll-interval", "1s", "--cache-dir", cacheDir}, extra...)
-	c, err := startChild("grove", exec.Command(bin, args...), logPath)
+	c, err := startChild(name, exec.Command(bin, args...), logPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	ep := groveEndpoint("http://" + addr)
+	ep := groveEndpointFor(name, "http://"+addr)
 	err = waitReady(ctx, c, ep.baseURL+"/readyz", timeout, func(code int) bool { return code == http.StatusOK })
 	return c, ep, err
+}
+
+// predLogArgs are the grove serve arguments of the grove+log instance:
+// the in-process Kafka broker on kafkaAddr and every direct call logged.
+func predLogArgs(kafkaAddr string) []string {
+	return []string{"--kafka-embedded", "--kafka-embedded-addr", kafkaAddr, "--prediction-log-level", "FULL"}
 }
 
 // errNoBaseline reports that the baseline cannot run on this machine.

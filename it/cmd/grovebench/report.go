@@ -19,7 +19,9 @@ type report struct {
 	Results  []result       `json:"results"`
 	Forward  forwardResult  `json:"forward"`
 	Overhead []overheadLine `json:"overhead,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	// PredLog is the grove+log instance's prediction log (nil when it did not run).
+	PredLog *predLogReport `json:"prediction_log,omitempty"`
+	Notes   []string       `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
@@ -77,12 +79,29 @@ func (r *report) add(s scenario, ep *endpoint, res loadResult) {
 	}
 }
 
-// finish computes the ratios to the baseline and the overhead lines.
+// finish computes the ratios to the baseline, the prediction log ratios
+// and the overhead lines.
 func (r *report) finish() {
-	base := map[[2]int]float64{}
+	base, plain := map[[2]int]float64{}, map[[2]int]float64{}
 	for _, x := range r.Results {
-		if x.Server == serverBaseline {
+		switch x.Server {
+		case serverBaseline:
 			base[[2]int{x.Batch, x.Conc}] = x.ReqPerSec
+		case serverGrove:
+			plain[[2]int{x.Batch, x.Conc}] = x.ReqPerSec
+		}
+	}
+	if r.PredLog != nil {
+		r.PredLog.Ratios = nil
+		for _, x := range r.Results {
+			if x.Server != serverGroveLog {
+				continue
+			}
+			q := predLogRatio{Batch: x.Batch, Conc: x.Conc, Full: x.ReqPerSec, None: plain[[2]int{x.Batch, x.Conc}]}
+			if q.None > 0 {
+				q.Ratio = q.Full / q.None
+			}
+			r.PredLog.Ratios = append(r.PredLog.Ratios, q)
 		}
 	}
 	for i := range r.Results {
@@ -104,11 +123,12 @@ func (r *report) finish() {
 	}
 }
 
-// groveErrors is the number of failed grove requests over all scenarios.
+// groveErrors is the number of failed grove requests over all scenarios,
+// grove+log's included.
 func (r *report) groveErrors() int {
 	n := 0
 	for _, x := range r.Results {
-		if x.Server == serverGrove {
+		if x.Server == serverGrove || x.Server == serverGroveLog {
 			n += x.Errors
 		}
 	}
@@ -138,7 +158,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 			p50, p99 = fmtDur(x.P50), fmtDur(x.P99)
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %d | %s |\n",
-			x.Server, x.API, x.Batch, x.Conc, fmtRate(x.ReqPerSec), fmtRate(x.RowsPerSec),
+			serverLabel(x.Server), x.API, x.Batch, x.Conc, fmtRate(x.ReqPerSec), fmtRate(x.RowsPerSec),
 			p50, p99, x.Errors, vs)
 	}
 	fmt.Fprintln(w)
@@ -163,6 +183,54 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "- Note: %s\n", n)
+	}
+	r.PredLog.writeMarkdown(w)
+}
+
+// writeMarkdown prints the prediction log's counts and, last, the FULL vs
+// NONE ratios; nothing when grove+log did not run.
+func (p *predLogReport) writeMarkdown(w io.Writer) {
+	if p == nil {
+		return
+	}
+	args := strings.Join(p.Args, " ")
+	switch {
+	case p.Stats != nil:
+		st := p.Stats
+		drained := "; buffer empty " + fmtDur(p.Drain) + " after the last request"
+		if p.Error != "" {
+			drained = ""
+		}
+		fmt.Fprintf(w, "- Prediction log of %s (%s; %s encoding, topic %s): delivered %d, dropped %d, failed %d, buffered %d, "+
+			"for %d inference requests sent to it (check request, warm-ups and measured windows)%s; "+
+			"an embedded broker runs inside grove+log's process, so its work counts against grove+log's figures\n",
+			serverLabel(serverGroveLog), args, st.Encoding, st.Topic, st.Delivered, st.Dropped, st.Failed, st.Buffered,
+			p.Sent, drained)
+		if st.Dropped > 0 || st.Failed > 0 || st.Delivered < uint64(p.Sent) {
+			fmt.Fprintf(w, "- Prediction log WARNING: not every request's event was delivered (%d of %d; dropped %d, failed %d)",
+				st.Delivered, p.Sent, st.Dropped, st.Failed)
+			if st.LastError != "" {
+				fmt.Fprintf(w, "; last error: %s", st.LastError)
+			}
+			fmt.Fprintln(w)
+		}
+		if p.Error != "" {
+			fmt.Fprintf(w, "- Prediction log: %s\n", p.Error)
+		}
+	default:
+		fmt.Fprintf(w, "- Prediction log of %s (%s): counts not read: %s\n", serverLabel(serverGroveLog), args, p.Error)
+	}
+	for _, q := range p.Ratios {
+		target := ""
+		if q.Batch == 1 && q.Conc == 32 {
+			target = fmt.Sprintf(" (target ≥ %.2fx)", predLogTarget)
+		}
+		if q.None > 0 {
+			fmt.Fprintf(w, "- Prediction log FULL vs NONE at batch %d, c %d: %.2fx req/s%s\n", q.Batch, q.Conc, q.Ratio, target)
+		} else {
+			fmt.Fprintf(w, "- Prediction log FULL vs NONE at batch %d, c %d: n/a (needs the grove/b%dc%d row)%s\n",
+				q.Batch, q.Conc, q.Batch, q.Conc, target)
+		}
 	}
 }
 

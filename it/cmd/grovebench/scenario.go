@@ -15,14 +15,41 @@ import (
 	"time"
 )
 
-// The two servers under test.
+// The servers under test. serverGroveLog is a second grove instance that
+// logs every prediction (level FULL) to an embedded Kafka broker.
 const (
 	serverGrove    = "grove"
+	serverGroveLog = "grove+log"
 	serverBaseline = "baseline"
 )
 
-// defaultShapes are the scenarios run for each server unless --scenarios says otherwise.
-var defaultShapes = []string{"b1c1", "b1c8", "b1c32", "b64c8"}
+// serverOrder is the order of the rows of one shape: the prediction-log
+// row right after the plain grove row it is compared with.
+var serverOrder = []string{serverGrove, serverGroveLog, serverBaseline}
+
+// serverLabel is a server's name in the table.
+func serverLabel(server string) string {
+	if server == serverGroveLog {
+		return "grove+log FULL"
+	}
+	return server
+}
+
+// defaultShapes are the scenarios run for grove and the baseline unless
+// --scenarios says otherwise; predLogShapes those of grove+log.
+var (
+	defaultShapes = []string{"b1c1", "b1c8", "b1c32", "b64c8"}
+	predLogShapes = []string{"b1c32"}
+)
+
+// defaultSpec is the default of --scenarios.
+func defaultSpec() string {
+	spec := strings.Join(defaultShapes, ",")
+	for _, s := range predLogShapes {
+		spec += "," + serverGroveLog + "/" + s
+	}
+	return spec
+}
 
 // scenario is one measured configuration: a server, the rows per request
 // and the number of concurrent closed-loop clients.
@@ -35,10 +62,12 @@ type scenario struct {
 var shapeRE = regexp.MustCompile(`^b([0-9]+)c([0-9]+)$`)
 
 // parseScenarios parses the --scenarios flag: comma-separated entries, each
-// "bNcM" (both servers), "grove/bNcM" or "baseline/bNcM" (one server), or
-// "grove" / "baseline" (that server's default scenarios). The result is
-// ordered by shape in order of first appearance, grove before baseline, so
-// the two rows of one shape run and print next to each other.
+// "bNcM" (grove and the baseline), "grove/bNcM", "baseline/bNcM" or
+// "grove+log/bNcM" (one server), or "grove" / "baseline" / "grove+log"
+// alone (that server's default scenarios; "all" is grove's and the
+// baseline's). The result is ordered by shape in order of first appearance,
+// then grove, grove+log, baseline, so the rows of one shape run and print
+// next to each other.
 func parseScenarios(spec string) ([]scenario, error) {
 	type shape struct{ batch, conc int }
 	var shapes []shape
@@ -73,18 +102,22 @@ func parseScenarios(spec string) ([]scenario, error) {
 		server, s, found := strings.Cut(e, "/")
 		if !found {
 			server, s = "", e
-			if e == serverGrove || e == serverBaseline || e == "all" {
+			if e == serverGrove || e == serverBaseline || e == serverGroveLog || e == "all" {
 				server, s = e, ""
 			}
 		}
 		if server == "all" {
 			server = ""
 		}
-		if server != "" && server != serverGrove && server != serverBaseline {
-			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove or baseline)", e, server)
+		if server != "" && server != serverGrove && server != serverBaseline && server != serverGroveLog {
+			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove, grove+log or baseline)", e, server)
 		}
 		if s == "" {
-			for _, d := range defaultShapes {
+			defaults := defaultShapes
+			if server == serverGroveLog {
+				defaults = predLogShapes
+			}
+			for _, d := range defaults {
 				if err := add(server, d); err != nil {
 					return nil, err
 				}
@@ -97,7 +130,7 @@ func parseScenarios(spec string) ([]scenario, error) {
 	}
 	var out []scenario
 	for _, k := range shapes {
-		for _, server := range []string{serverGrove, serverBaseline} {
+		for _, server := range serverOrder {
 			if want[k][server] {
 				out = append(out, scenario{Server: server, Batch: k.batch, Conc: k.conc})
 			}
@@ -107,6 +140,17 @@ func parseScenarios(spec string) ([]scenario, error) {
 		return nil, fmt.Errorf("no scenarios in %q", spec)
 	}
 	return out, nil
+}
+
+// withoutServer returns scenarios less those of server.
+func withoutServer(scenarios []scenario, server string) []scenario {
+	var out []scenario
+	for _, s := range scenarios {
+		if s.Server != server {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // endpoint is how to talk to one running server.
@@ -126,8 +170,14 @@ type endpoint struct {
 }
 
 func groveEndpoint(baseURL string) *endpoint {
+	return groveEndpointFor(serverGrove, baseURL)
+}
+
+// groveEndpointFor is grove's endpoint for a grove instance named server
+// (serverGrove or serverGroveLog).
+func groveEndpointFor(server, baseURL string) *endpoint {
 	return &endpoint{
-		server: serverGrove, api: "POST /v1/inference", baseURL: baseURL, url: baseURL + "/v1/inference",
+		server: server, api: "POST /v1/inference", baseURL: baseURL, url: baseURL + "/v1/inference",
 		body:      func(row []float64, batch int) []byte { return groveBody(repeat(row, batch)) },
 		rowsBody:  groveBody,
 		outputs:   groveOutputs,
