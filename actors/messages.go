@@ -34,6 +34,9 @@ type Request struct {
 	Inputs    []servables.Tensor
 	// RequestID identifies the API call the request is part of.
 	RequestID string
+	// Shadows are model paths that get a copy of this request at low
+	// priority; their answers are only logged.
+	Shadows []string
 	// Configs are the caller's key/value settings (B&A "configs", Grove-Config-* headers);
 	// the prediction log keys events by some of them.
 	Configs map[string]string

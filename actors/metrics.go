@@ -11,13 +11,14 @@ import (
 
 // Metrics are the Prometheus metrics the actors update.
 type Metrics struct {
-	requests     *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
-	configPolls  *prometheus.CounterVec
-	loads        *prometheus.CounterVec
-	crashes      *prometheus.CounterVec
-	reconciles   prometheus.Counter
-	configErrors prometheus.Counter
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	configPolls   *prometheus.CounterVec
+	loads         *prometheus.CounterVec
+	crashes       *prometheus.CounterVec
+	shadowDropped *prometheus.CounterVec
+	reconciles    prometheus.Counter
+	configErrors  prometheus.Counter
 }
 
 // NewMetrics creates the actors' metrics and registers them with reg.
@@ -44,6 +45,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_model_crashes_total",
 			Help: "Model actor crashes (panics) that restarted the model, by model path.",
 		}, []string{"model"}),
+		shadowDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_shadow_dropped_total",
+			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; not_found).",
+		}, []string{"model", "reason"}),
 		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_reconciles_total",
 			Help: "Reconciliations of the served models against the model config.",
@@ -53,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -29,9 +29,10 @@ type content struct {
 	queued, inflight atomic.Int64
 	// retired is set once the content gets no new traffic; it is released
 	// when inflight drops to zero.
-	retired atomic.Bool
-	crashes atomic.Int64
-	served  atomic.Int64
+	retired  atomic.Bool
+	crashes  atomic.Int64
+	served   atomic.Int64
+	shadowed atomic.Int64
 }
 
 // acquire reserves a place for one request, or reports why there is none.

@@ -39,6 +39,10 @@ type routerActor struct {
 	routes     *atomic.Pointer[table]
 	queueLimit int
 	metrics    *Metrics
+	// microBatchRows cuts shadow copies into micro-batches; 0 never cuts.
+	microBatchRows int
+	// sink receives shadow answers; user answers are logged by System.Infer.
+	sink PredictionSink
 }
 
 // Receive dispatches each batch.
@@ -80,6 +84,9 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				b.finish()
 			},
 		})
+		for _, path := range req.Shadows {
+			r.shadow(ctx, req, path)
+		}
 	}
 }
 

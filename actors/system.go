@@ -30,6 +30,9 @@ type Options struct {
 	MaxModelBytes int64
 	// QueueSize bounds the requests waiting for one model; more fail with ErrOverloaded.
 	QueueSize int
+	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
+	// this many rows, so a user request waits for at most one; 0 never cuts.
+	ShadowMicroBatchRows int
 	// IntraOpThreads is the per-model forward thread count passed to the runtime.
 	IntraOpThreads int
 	// Runtimes are the model runtimes this build has.
@@ -92,7 +95,8 @@ func Start(opts Options) (*System, error) {
 		return nil, fmt.Errorf("spawning supervisor: %w", err)
 	}
 	s.router, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics}
+		return &routerActor{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics,
+			microBatchRows: opts.ShadowMicroBatchRows, sink: opts.Predictions}
 	}, actor.WithMailbox(actor.UnboundedPriority())), "router")
 	if err != nil {
 		return nil, fmt.Errorf("spawning router: %w", err)

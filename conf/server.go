@@ -41,6 +41,9 @@ type Server struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// ModelQueueSize is the most requests queued for one model.
 	ModelQueueSize int `yaml:"model_queue_size"`
+	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
+	// this many rows, so a user request waits for at most one; 0 never cuts.
+	ShadowMicroBatchRows int `yaml:"shadow_micro_batch_rows"`
 	// IntraOpThreads is the number of threads a model uses for one forward pass.
 	IntraOpThreads int `yaml:"intra_op_threads"`
 	// LogLevel is a slog level: debug, info, warn or error (optionally with an offset, e.g. "debug-4").
@@ -148,17 +151,18 @@ func DefaultServer() Server {
 		cacheDir = filepath.Join(d, "grove")
 	}
 	return Server{
-		ModelConfig:    "model_config.json",
-		HTTP:           "127.0.0.1:8080",
-		PollInterval:   30 * time.Second,
-		CacheDir:       cacheDir,
-		MaxModelBytes:  2 << 30,
-		MaxBodyBytes:   64 << 20,
-		DrainTimeout:   30 * time.Second,
-		ModelQueueSize: 1024,
-		IntraOpThreads: 1,
-		LogLevel:       "info",
-		LogFormat:      "text",
+		ModelConfig:          "model_config.json",
+		HTTP:                 "127.0.0.1:8080",
+		PollInterval:         30 * time.Second,
+		CacheDir:             cacheDir,
+		MaxModelBytes:        2 << 30,
+		MaxBodyBytes:         64 << 20,
+		DrainTimeout:         30 * time.Second,
+		ModelQueueSize:       1024,
+		ShadowMicroBatchRows: 64,
+		IntraOpThreads:       1,
+		LogLevel:             "info",
+		LogFormat:            "text",
 		Kafka: Kafka{
 			Topic:         "grove.predictions",
 			Encoding:      "proto",
@@ -251,6 +255,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes")
 	dur(&s.DrainTimeout, "drain-timeout", "how long shutdown waits for requests in flight")
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
+	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
 	str(&s.LogFormat, "log-format", "log `format`: text or json")
@@ -446,6 +451,9 @@ func (s Server) Validate() error {
 	}
 	if s.DrainTimeout < 0 {
 		bad("drain_timeout", "%v must not be negative", s.DrainTimeout)
+	}
+	if s.ShadowMicroBatchRows < 0 {
+		bad("shadow_micro_batch_rows", "%d must not be negative", s.ShadowMicroBatchRows)
 	}
 	if s.ModelQueueSize <= 0 {
 		bad("model_queue_size", "%d must be positive", s.ModelQueueSize)

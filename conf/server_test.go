@@ -131,7 +131,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
 		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
-		"--drain-timeout", "0s", "--model-queue-size", "8", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
+		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
@@ -143,7 +143,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	}
 	want := Server{
 		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", PollInterval: time.Second,
-		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8,
+		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
@@ -170,6 +170,7 @@ max_model_bytes: 5
 max_body_bytes: 6
 drain_timeout: 1.5s
 model_queue_size: 8
+shadow_micro_batch_rows: 32
 intra_op_threads: 4
 log_level: error
 log_format: json
@@ -200,7 +201,7 @@ prediction_log:
 	want := Server{
 		Bucket: "file://./models", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
-		ModelQueueSize: 8, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
+		ModelQueueSize: 8, ShadowMicroBatchRows: 32, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,
@@ -310,6 +311,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"max body bytes", func(s *Server) { s.MaxBodyBytes = -1 }, "max_body_bytes (--max-body-bytes): -1 must be positive"},
 		{"drain timeout", func(s *Server) { s.DrainTimeout = -time.Second }, "drain_timeout (--drain-timeout): -1s must not be negative"},
 		{"queue size", func(s *Server) { s.ModelQueueSize = 0 }, "model_queue_size (--model-queue-size): 0 must be positive"},
+		{"micro-batch rows", func(s *Server) { s.ShadowMicroBatchRows = -1 }, "shadow_micro_batch_rows (--shadow-micro-batch-rows): -1 must not be negative"},
 		{"threads", func(s *Server) { s.IntraOpThreads = 0 }, "intra_op_threads (--intra-op-threads): 0 must be positive"},
 		{"log level", func(s *Server) { s.LogLevel = "loud" }, `log_level (--log-level): "loud" is not debug, info, warn or error`},
 		{"log format", func(s *Server) { s.LogFormat = "xml" }, `log_format (--log-format): "xml" is not text or json`},
@@ -431,7 +433,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 	var buf bytes.Buffer
 	PrintServerUsage(&buf)
 	for _, f := range []string{"-config", "-bucket", "-model-config", "-http", "-poll-interval", "-cache-dir", "-max-model-bytes",
-		"-max-body-bytes", "-drain-timeout", "-model-queue-size", "-intra-op-threads", "-log-level", "-log-format",
+		"-max-body-bytes", "-drain-timeout", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator"} {

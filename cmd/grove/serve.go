@@ -83,18 +83,19 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			"embedded", st.Embedded, "direct_call_level", policy.Level.String())
 	}
 	sys, err := actors.Start(actors.Options{
-		Predictions:     &logging.Sink{Producer: producer, Direct: policy},
-		Bucket:          b,
-		ModelConfigPath: cfg.ModelConfig,
-		PollInterval:    cfg.PollInterval,
-		CacheDir:        cacheDir,
-		MaxModelBytes:   cfg.MaxModelBytes,
-		QueueSize:       cfg.ModelQueueSize,
-		IntraOpThreads:  cfg.IntraOpThreads,
-		Runtimes:        runtimes(),
-		ParseWarmUp:     ba.ParseWarmUp,
-		Logger:          log,
-		Registerer:      reg,
+		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
+		Bucket:               b,
+		ModelConfigPath:      cfg.ModelConfig,
+		PollInterval:         cfg.PollInterval,
+		CacheDir:             cacheDir,
+		MaxModelBytes:        cfg.MaxModelBytes,
+		QueueSize:            cfg.ModelQueueSize,
+		ShadowMicroBatchRows: cfg.ShadowMicroBatchRows,
+		IntraOpThreads:       cfg.IntraOpThreads,
+		Runtimes:             runtimes(),
+		ParseWarmUp:          ba.ParseWarmUp,
+		Logger:               log,
+		Registerer:           reg,
 	})
 	if err != nil {
 		_ = producer.Close(context.Background())

@@ -1,0 +1,176 @@
+package actors
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/servables"
+)
+
+// Shadow executions: a copy of a user request runs on another model at the
+// lowest mailbox priority; its answer is never returned, only handed to the
+// prediction sink (served=false). A copy with more rows than the
+// micro-batch size is cut into micro-batches along the first dimension, so a
+// user request arriving meanwhile waits for at most one micro-batch (each
+// micro-batch is its own mailbox message, and user messages overtake queued
+// ones). Shadow work is dropped, and counted, rather than queued when the
+// model already has shadowQueueShare of its queue limit waiting.
+
+// shadowQueueShare is the share of a model's queue limit that shadow
+// micro-batches may occupy; beyond it new shadow copies are dropped.
+const shadowQueueShare = 4
+
+// shadowCopy gathers the micro-batches of one shadow execution.
+type shadowCopy struct {
+	req     Request
+	c       *content
+	mu      sync.Mutex
+	outs    [][]servables.Tensor
+	err     error
+	queued  time.Duration
+	compute time.Duration
+	pending int
+	sink    PredictionSink
+	metrics *Metrics
+	start   time.Time
+}
+
+// shadow sends a copy of req to the content serving path, if it has room.
+func (r *routerActor) shadow(ctx actor.Context, req *Request, path string) {
+	c := (*r.routes.Load())[path]
+	if c == nil {
+		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
+		return
+	}
+	chunks := splitRows(req.Inputs, r.microBatchRows)
+	limit := int64(max(r.queueLimit/shadowQueueShare, 1))
+	if r.queueLimit <= 0 {
+		limit = 1 << 30
+	}
+	// Reserve every micro-batch up front, or none.
+	n := int64(len(chunks))
+	c.inflight.Add(n)
+	if c.retired.Load() {
+		c.inflight.Add(-n)
+		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
+		return
+	}
+	if c.queued.Add(n) > limit {
+		c.queued.Add(-n)
+		c.inflight.Add(-n)
+		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
+		return
+	}
+	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs},
+		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+	for i, in := range chunks {
+		ctx.Send(c.pid, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,
+			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
+				c.inflight.Add(-1)
+				sc.finish(i, out, err, queued, compute)
+			}})
+	}
+}
+
+// finish records one micro-batch; the last one joins the outputs and logs the execution.
+func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, compute time.Duration) {
+	sc.mu.Lock()
+	sc.outs[i] = out
+	if err != nil && sc.err == nil {
+		sc.err = err
+	}
+	sc.queued = max(sc.queued, queued)
+	sc.compute += compute
+	sc.pending--
+	last := sc.pending == 0
+	sc.mu.Unlock()
+	if !last {
+		return
+	}
+	sc.c.shadowed.Add(1)
+	res := Result{ModelPath: sc.c.path, Checksum: sc.c.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
+	if res.Err == nil {
+		res.Outputs, res.Err = concatRows(sc.outs)
+	}
+	sc.metrics.observe(sc.req.API+"-shadow", sc.c.path, res.Err, time.Since(sc.start))
+	if sc.sink != nil {
+		sc.sink.LogPrediction(&sc.req, &res, false)
+	}
+}
+
+// splitRows cuts inputs into micro-batches of at most rows rows along the
+// first dimension. Inputs that do not share a first dimension, or a rows of
+// 0, give one piece. The pieces share memory with inputs.
+func splitRows(inputs []servables.Tensor, rows int) [][]servables.Tensor {
+	n := batchRows(inputs)
+	if rows <= 0 || n <= rows {
+		return [][]servables.Tensor{inputs}
+	}
+	var pieces [][]servables.Tensor
+	for lo := 0; lo < n; lo += rows {
+		hi := min(lo+rows, n)
+		piece := make([]servables.Tensor, len(inputs))
+		for j, t := range inputs {
+			rowBytes := len(t.Data) / n
+			shape := append([]int64{int64(hi - lo)}, t.Shape[1:]...)
+			piece[j] = servables.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: t.Data[lo*rowBytes : hi*rowBytes]}
+		}
+		pieces = append(pieces, piece)
+	}
+	return pieces
+}
+
+// batchRows is the first dimension all inputs share, or 0 when they do not.
+func batchRows(inputs []servables.Tensor) int {
+	if len(inputs) == 0 {
+		return 0
+	}
+	n := -1
+	for _, t := range inputs {
+		if len(t.Shape) == 0 {
+			return 0
+		}
+		if n >= 0 && int(t.Shape[0]) != n {
+			return 0
+		}
+		n = int(t.Shape[0])
+	}
+	return n
+}
+
+// concatRows joins the outputs of micro-batches along the first dimension.
+func concatRows(pieces [][]servables.Tensor) ([]servables.Tensor, error) {
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	first := pieces[0]
+	out := make([]servables.Tensor, len(first))
+	for j, t := range first {
+		if len(t.Shape) == 0 {
+			return nil, fmt.Errorf("output %d is a scalar; micro-batch outputs cannot be joined", j)
+		}
+		rows := int64(0)
+		for _, p := range pieces {
+			if len(p) != len(first) || p[j].DType != t.DType || len(p[j].Shape) != len(t.Shape) {
+				return nil, fmt.Errorf("output %d differs between micro-batches", j)
+			}
+			rows += p[j].Shape[0]
+		}
+		joined, err := servables.NewTensor(t.Name, t.DType, append([]int64{rows}, t.Shape[1:]...))
+		if err != nil {
+			return nil, err
+		}
+		off := 0
+		for _, p := range pieces {
+			off += copy(joined.Data[off:], p[j].Data)
+		}
+		if off != len(joined.Data) {
+			return nil, fmt.Errorf("output %d: micro-batch outputs do not fill %v", j, joined.Shape)
+		}
+		out[j] = joined
+	}
+	return out, nil
+}

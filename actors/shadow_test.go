@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/groveml/grove/servables"
+)
+
+// recordingSink keeps what the router logs.
+type recordingSink struct {
+	mu     sync.Mutex
+	logged []Result
+	served []bool
+	done   chan struct{}
+}
+
+func (s *recordingSink) LogPrediction(_ *Request, res *Result, served bool) {
+	s.mu.Lock()
+	s.logged = append(s.logged, *res)
+	s.served = append(s.served, served)
+	s.mu.Unlock()
+	s.done <- struct{}{}
+}
+
+func column(t *testing.T, vals ...float32) []servables.Tensor {
+	t.Helper()
+	x, err := servables.NewTensor("x", servables.Float32, []int64{int64(len(vals)), 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(x.Float32s(), vals)
+	return []servables.Tensor{x}
+}
+
+func startRouter(t *testing.T, as *actor.ActorSystem, routes *atomic.Pointer[table], queueLimit, microBatch int, sink PredictionSink, m *Metrics) *actor.PID {
+	return as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &routerActor{routes: routes, queueLimit: queueLimit, metrics: m, microBatchRows: microBatch, sink: sink}
+	}, actor.WithMailbox(actor.UnboundedPriority())))
+}
+
+func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
+	as := testSystem(t)
+	champion := &gated{gate: make(chan struct{})}
+	close(champion.gate)
+	challenger := &gated{gate: make(chan struct{})}
+	cc, cs := spawnModel(t, as, champion, nil), spawnModel(t, as, challenger, nil)
+	cc.path, cs.path = "champion/", "challenger/"
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"champion/": cc, "challenger/": cs})
+	sink := &recordingSink{done: make(chan struct{}, 4)}
+	router := startRouter(t, as, &routes, 0, 2, sink, NewMetrics(prometheus.NewRegistry()))
+
+	// A 10-row request for the champion, shadowed on the challenger in micro-batches of 2 rows.
+	b := &batch{reqs: []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []string{"challenger/"}}}, reply: make(chan []Result, 1)}
+	as.Root.Send(router, b)
+	if res := <-b.reply; res[0].Err != nil || res[0].Outputs[0].Float32s()[9] != 10 {
+		t.Fatalf("champion answer %+v", res[0])
+	}
+	time.Sleep(50 * time.Millisecond) // the challenger holds micro-batch 1 at its gate
+	user := &batch{reqs: []Request{{ModelPath: "challenger/", Inputs: column(t, 100)}}, reply: make(chan []Result, 1)}
+	as.Root.Send(router, user)
+	time.Sleep(50 * time.Millisecond)
+	close(challenger.gate)
+	if res := <-user.reply; res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	<-sink.done // the shadow execution's log; user answers are logged by System.Infer, not the router
+	want := []float64{1, 100, 3, 5, 7, 9} // first value of each call: micro-batch 1, the user, micro-batches 2..5
+	if got := challenger.seen(); !slices.Equal(got, want) {
+		t.Fatalf("challenger calls %v, want %v (a user request overtakes queued shadow micro-batches)", got, want)
+	}
+}
+
+func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
+	as := testSystem(t)
+	g := &gated{gate: make(chan struct{})}
+	close(g.gate)
+	c := spawnModel(t, as, g, nil)
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"m/": c, "s/": c})
+	sink := &recordingSink{done: make(chan struct{}, 4)}
+	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
+	b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []string{"s/"}}}, reply: make(chan []Result, 1)}
+	as.Root.Send(router, b)
+	<-b.reply
+	<-sink.done
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.logged) != 1 || sink.served[0] || sink.logged[0].Err != nil {
+		t.Fatalf("logged %+v served %v", sink.logged, sink.served)
+	}
+	out := sink.logged[0].Outputs[0]
+	if !slices.Equal(out.Shape, []int64{7, 1}) || !slices.Equal(out.Float32s(), []float32{1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("joined shadow output %v %v, want the 7 rows in order", out.Shape, out.Float32s())
+	}
+	if c.shadowed.Load() != 1 {
+		t.Errorf("shadow executions = %d, want 1", c.shadowed.Load())
+	}
+}
+
+func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
+	as := testSystem(t)
+	g := &gated{gate: make(chan struct{})}
+	c := spawnModel(t, as, g, nil)
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"m/": c})
+	m := NewMetrics(prometheus.NewRegistry())
+	router := startRouter(t, as, &routes, 8, 0, nil, m) // shadow work may fill 8/4 = 2 queue places
+	var replies []chan []Result
+	for i := range 5 {
+		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []string{"m/"}}}, reply: make(chan []Result, 1)}
+		as.Root.Send(router, b)
+		replies = append(replies, b.reply)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := testutil.ToFloat64(m.shadowDropped.WithLabelValues("m/", "overloaded")); got < 3 {
+		t.Errorf("dropped shadow copies = %v, want at least 3 of 5 with the queue full of user work", got)
+	}
+	close(g.gate)
+	for _, r := range replies {
+		if res := <-r; res[0].Err != nil {
+			t.Fatalf("user request failed: %v", res[0].Err)
+		}
+	}
+}
+
+func TestSplitRowsKeepsNonBatchInputsWhole(t *testing.T) {
+	a, _ := servables.NewTensor("a", servables.Float32, []int64{4, 2})
+	b, _ := servables.NewTensor("b", servables.Int64, []int64{3})
+	if got := splitRows([]servables.Tensor{a, b}, 2); len(got) != 1 {
+		t.Errorf("inputs with different first dimensions were cut into %d pieces", len(got))
+	}
+	if got := splitRows([]servables.Tensor{a}, 3); len(got) != 2 || got[1][0].Shape[0] != 1 || len(got[1][0].Data) != 8 {
+		t.Errorf("4 rows by 3: %+v", got)
+	}
+}
