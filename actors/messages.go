@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 )
 
@@ -34,12 +35,22 @@ type Request struct {
 	Inputs    []servables.Tensor
 	// RequestID identifies the API call the request is part of.
 	RequestID string
-	// Shadows are model paths that get a copy of this request at low
-	// priority; their answers are only logged.
-	Shadows []string
+	// Shadows get a copy of this request at low priority; their answers are only logged.
+	Shadows []ShadowTarget
+	// Contract ("org/project/n") and Release name the contract servable that
+	// answers, empty for direct model calls; Logging is that servable's
+	// prediction log settings (nil: the server's default for direct calls).
+	Contract, Release string
+	Logging           *conf.ServableLogging
 	// Configs are the caller's key/value settings (B&A "configs", Grove-Config-* headers);
 	// the prediction log keys events by some of them.
 	Configs map[string]string
+}
+
+// ShadowTarget is a contract servable that gets a copy of a request.
+type ShadowTarget struct {
+	ModelPath, Release string
+	Logging            *conf.ServableLogging
 }
 
 // PredictionSink receives the requests and answers that reached a model, for

@@ -84,8 +84,8 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				b.finish()
 			},
 		})
-		for _, path := range req.Shadows {
-			r.shadow(ctx, req, path)
+		for _, sh := range req.Shadows {
+			r.shadow(ctx, req, sh)
 		}
 	}
 }

@@ -39,7 +39,8 @@ type shadowCopy struct {
 }
 
 // shadow sends a copy of req to the content serving path, if it has room.
-func (r *routerActor) shadow(ctx actor.Context, req *Request, path string) {
+func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarget) {
+	path := target.ModelPath
 	c := (*r.routes.Load())[path]
 	if c == nil {
 		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
@@ -64,7 +65,8 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, path string) {
 		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
 		return
 	}
-	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs},
+	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
+		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
 	for i, in := range chunks {
 		ctx.Send(c.pid, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,

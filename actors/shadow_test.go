@@ -59,7 +59,7 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	router := startRouter(t, as, &routes, 0, 2, sink, NewMetrics(prometheus.NewRegistry()))
 
 	// A 10-row request for the champion, shadowed on the challenger in micro-batches of 2 rows.
-	b := &batch{reqs: []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []string{"challenger/"}}}, reply: make(chan []Result, 1)}
+	b := &batch{reqs: []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []ShadowTarget{{ModelPath: "challenger/"}}}}, reply: make(chan []Result, 1)}
 	as.Root.Send(router, b)
 	if res := <-b.reply; res[0].Err != nil || res[0].Outputs[0].Float32s()[9] != 10 {
 		t.Fatalf("champion answer %+v", res[0])
@@ -72,7 +72,7 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	if res := <-user.reply; res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	<-sink.done // the shadow execution's log; user answers are logged by System.Infer, not the router
+	<-sink.done                           // the shadow execution's log; user answers are logged by System.Infer, not the router
 	want := []float64{1, 100, 3, 5, 7, 9} // first value of each call: micro-batch 1, the user, micro-batches 2..5
 	if got := challenger.seen(); !slices.Equal(got, want) {
 		t.Fatalf("challenger calls %v, want %v (a user request overtakes queued shadow micro-batches)", got, want)
@@ -88,7 +88,7 @@ func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
 	routes.Store(&table{"m/": c, "s/": c})
 	sink := &recordingSink{done: make(chan struct{}, 4)}
 	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
-	b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []string{"s/"}}}, reply: make(chan []Result, 1)}
+	b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []ShadowTarget{{ModelPath: "s/"}}}}, reply: make(chan []Result, 1)}
 	as.Root.Send(router, b)
 	<-b.reply
 	<-sink.done
@@ -116,7 +116,7 @@ func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
 	router := startRouter(t, as, &routes, 8, 0, nil, m) // shadow work may fill 8/4 = 2 queue places
 	var replies []chan []Result
 	for i := range 5 {
-		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []string{"m/"}}}, reply: make(chan []Result, 1)}
+		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []ShadowTarget{{ModelPath: "m/"}}}}, reply: make(chan []Result, 1)}
 		as.Root.Send(router, b)
 		replies = append(replies, b.reply)
 	}

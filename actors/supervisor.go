@@ -163,9 +163,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.cfgStat.LastSuccess = timePtr(r.at)
 	s.cfgStat.LastError, s.cfgStat.LastErrorAt = "", nil
 	s.cfgStat.Models = len(r.cfg.Models)
-	if n := len(r.cfg.Contracts); n > 0 {
-		s.log.Warn("the model config has contracts; they are validated, but this build does not route contract traffic yet", "contracts", n)
-	}
+	s.sys.setContracts(r.cfg.Contracts)
 	s.reconcile(ctx, r.cfg, r.at)
 	s.applied = true
 }

@@ -58,6 +58,7 @@ type System struct {
 	supervisor     *actor.PID
 	router         *actor.PID
 	routes         atomic.Pointer[table]
+	contracts      atomic.Pointer[contracts]
 	status         atomic.Pointer[Status]
 	firstReconcile atomic.Bool
 	stopping       atomic.Bool
@@ -83,6 +84,8 @@ func Start(opts Options) (*System, error) {
 	reg.MustRegister(newStateCollector(s))
 	empty := table{}
 	s.routes.Store(&empty)
+	noContracts := contracts{}
+	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return opts.Logger.With("component", "protoactor")

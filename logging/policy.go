@@ -79,6 +79,13 @@ func PolicyFromConfig(c conf.PredictionLog) (Policy, error) {
 	}, nil
 }
 
+// PolicyFromServable returns a contract servable's policy; the config was
+// validated when it was parsed, so an unknown level logs nothing.
+func PolicyFromServable(c conf.ServableLogging) Policy {
+	l, _ := ParseLevel(c.Level)
+	return Policy{Level: l, SampleRate: c.SampleRate, KeyFeatures: c.KeyFeatures, Separator: c.KeyFeaturesSeparator}
+}
+
 // Decide reports whether one execution is logged: never at LevelNone,
 // always at LevelFull, and at LevelSample when rnd() < SampleRate, so a
 // rate of 1 logs everything and 0 nothing. rnd returns numbers in [0, 1);

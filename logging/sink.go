@@ -17,7 +17,8 @@ import (
 type Sink struct {
 	// Producer receives the events; a nil Producer discards them.
 	Producer *Producer
-	// Direct is the policy for calls addressed to a model path (B&A, OIP).
+	// Direct is the policy for calls addressed to a model path (B&A, OIP);
+	// contract calls use their servable's own logging settings.
 	Direct Policy
 }
 
@@ -25,10 +26,17 @@ var _ actors.PredictionSink = (*Sink)(nil)
 
 // LogPrediction logs one answered request if the policy selects it. It never blocks.
 func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served bool) {
-	if s == nil || s.Producer == nil || !s.Direct.Decide(nil) {
+	if s == nil || s.Producer == nil {
 		return
 	}
-	s.Producer.Log(Event(req, res, served), s.Direct.Key(req.Configs))
+	policy := s.Direct
+	if req.Logging != nil {
+		policy = PolicyFromServable(*req.Logging)
+	}
+	if !policy.Decide(nil) {
+		return
+	}
+	s.Producer.Log(Event(req, res, served), policy.Key(req.Configs))
 }
 
 // Event builds the prediction event of one answered request. The event
@@ -38,6 +46,8 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 		RequestId:      validUTF8(req.RequestID),
 		Api:            req.API,
 		ModelPath:      req.ModelPath,
+		Contract:       req.Contract,
+		ReleaseVersion: req.Release,
 		ModelChecksum:  res.Checksum,
 		Served:         served,
 		Inputs:         TensorsToProto(req.Inputs),

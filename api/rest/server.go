@@ -84,6 +84,10 @@ func New(b Backend, opts Options) *Server {
 	mux.HandleFunc("POST /v1/inference", s.instrument("inference", s.inference))
 	mux.HandleFunc("GET /v1/models", s.instrument("models", s.models))
 	mux.HandleFunc("GET /v1/status", s.instrument("status", s.status))
+	if sc, ok := b.(Scorer); ok {
+		mux.HandleFunc("POST /{org}/{project}/{n}/score", s.instrument("forestflow", s.score(sc)))
+		mux.HandleFunc("POST /{org}/{project}/{n}/{rv}/score", s.instrument("forestflow", s.score(sc)))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if opts.Gatherer != nil {

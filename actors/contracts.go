@@ -1,0 +1,142 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/routing"
+)
+
+// Contract errors, for the API layer to map to its error bodies.
+var (
+	// ErrUnknownContract means no contract with that id is configured.
+	ErrUnknownContract = errors.New("unknown contract")
+	// ErrUnknownRelease means the contract has no servable with that release version.
+	ErrUnknownRelease = errors.New("unknown release")
+	// ErrNoActiveServable means no servable of the contract is valid and ready.
+	ErrNoActiveServable = errors.New("no active servables for contract")
+)
+
+// contractState is a configured contract and what Grove has observed of it:
+// when each servable became valid, and the contract's pick sequence.
+type contractState struct {
+	cfg        conf.Contract
+	mu         sync.Mutex
+	validSince map[string]time.Time
+	seq        routing.Sequence
+}
+
+// contracts maps contract ids ("org/project/n") to their state.
+type contracts map[string]*contractState
+
+// setContracts publishes the configured contracts, keeping the observed
+// state of contracts that stay.
+func (s *System) setContracts(cfg []conf.Contract) {
+	old := *s.contracts.Load()
+	next := make(contracts, len(cfg))
+	for _, c := range cfg {
+		st := &contractState{cfg: c, validSince: map[string]time.Time{}}
+		if prev := old[c.ID()]; prev != nil {
+			prev.mu.Lock()
+			for k, v := range prev.validSince {
+				st.validSince[k] = v
+			}
+			st.seq = prev.seq
+			prev.mu.Unlock()
+		}
+		next[c.ID()] = st
+	}
+	s.contracts.Store(&next)
+}
+
+// plan evaluates the contract's routing policy now, from the served models' state.
+func (s *System) plan(st *contractState, now time.Time) routing.Plan {
+	routes := *s.routes.Load()
+	state := make(map[string]routing.ServableState, len(st.cfg.Servables))
+	for _, sv := range st.cfg.Servables {
+		ss := routing.ServableState{ValidSince: st.validSince[sv.ReleaseVersion]}
+		if c := routes[sv.ModelPath]; c != nil {
+			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
+		}
+		state[sv.ReleaseVersion] = ss
+	}
+	p := routing.Evaluate(st.cfg, state, now)
+	for rv, t := range p.ValidSince {
+		if t.IsZero() {
+			delete(st.validSince, rv)
+		} else {
+			st.validSince[rv] = t
+		}
+	}
+	return p
+}
+
+// ContractPlan returns the current routing plan of a contract, for stats.
+func (s *System) ContractPlan(id string) (routing.Plan, error) {
+	st := (*s.contracts.Load())[id]
+	if st == nil {
+		return routing.Plan{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.plan(st, time.Now()), nil
+}
+
+// Score runs req through contract id: release picks a servable directly
+// (no shadows); empty release lets the contract's router pick one, and the
+// contract's shadow servables get copies. The Result's ModelPath is the
+// picked servable's; the returned release names it.
+func (s *System) Score(ctx context.Context, id, release string, req Request) (Result, string, error) {
+	st := (*s.contracts.Load())[id]
+	if st == nil {
+		return Result{}, "", fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	req.Contract = id
+	if release != "" {
+		sv, ok := st.servable(release)
+		if !ok {
+			return Result{}, "", fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, release, id)
+		}
+		req.ModelPath, req.Release, req.Logging = sv.ModelPath, release, &sv.Logging
+	} else {
+		st.mu.Lock()
+		p := s.plan(st, time.Now())
+		u := st.seq.Next()
+		if key := st.cfg.StickyKey; key != "" {
+			if v, ok := req.Configs[key]; ok {
+				u = routing.StickyU(v)
+			}
+		}
+		share, ok := p.Pick(u)
+		st.mu.Unlock()
+		if !ok {
+			return Result{}, "", fmt.Errorf("%w %s", ErrNoActiveServable, id)
+		}
+		sv, _ := st.servable(share.Release)
+		req.ModelPath, req.Release, req.Logging = sv.ModelPath, share.Release, &sv.Logging
+		for _, sh := range p.ShadowTargets(share.Release, rand.Float64) {
+			shv, _ := st.servable(sh.Release)
+			req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
+		}
+	}
+	res, err := s.Infer(ctx, []Request{req})
+	if err != nil {
+		return Result{}, "", err
+	}
+	return res[0], req.Release, nil
+}
+
+// servable finds a servable of the contract by release version.
+func (st *contractState) servable(release string) (*conf.ContractServable, bool) {
+	for i := range st.cfg.Servables {
+		if st.cfg.Servables[i].ReleaseVersion == release {
+			return &st.cfg.Servables[i], true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,111 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/forestflow"
+)
+
+// Scorer is what the ForestFlow score API needs: contract routing.
+type Scorer interface {
+	Score(ctx context.Context, contract, release string, req actors.Request) (actors.Result, string, error)
+}
+
+// score serves POST /{org}/{project}/{n}/score and
+// /{org}/{project}/{n}/{rv}/score: a ForestFlow InferenceRequest in, a
+// Prediction naming the release that answered out. Each schema entry is one
+// input tensor [rows, len(fields)], in schema order; output i becomes schema
+// entry i of the Prediction, and datum r holds row r of every output.
+func (s *Server) score(sc Scorer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("n"), 10, 32)
+		if err != nil || n < 1 {
+			http.Error(w, "contract number must be a positive integer", http.StatusNotFound)
+			return
+		}
+		ct := forestflow.Contract{Organization: r.PathValue("org"), Project: r.PathValue("project"), ContractNumber: int32(n)}
+		id := ct.Organization + "/" + ct.Project + "/" + strconv.FormatInt(n, 10)
+		release := r.PathValue("rv")
+		fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: release}
+
+		bp := s.bufs.Get().(*[]byte)
+		defer s.bufs.Put(bp)
+		body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
+		*bp = body[:0]
+		if err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, errTooLarge) {
+				code = http.StatusRequestEntityTooLarge
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		req, err := forestflow.ParseInferenceRequest(body)
+		if err != nil {
+			code := http.StatusBadRequest
+			var re *forestflow.RequestError
+			if errors.As(err, &re) {
+				code = re.Status()
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		configs := withHeaderConfigs(req.Configs, r.Header)
+		res, picked, err := sc.Score(r.Context(), id, release, actors.Request{API: "forestflow", Inputs: req.Inputs, RequestID: requestID(w, r), Configs: configs})
+		switch {
+		case errors.Is(err, actors.ErrUnknownContract):
+			s.forestflowError(w, forestflow.ErrorResponse{Case: forestflow.UnknownContract, Contract: ct})
+			return
+		case errors.Is(err, actors.ErrUnknownRelease):
+			s.forestflowError(w, forestflow.ErrorResponse{Case: forestflow.UnknownServable, FQRV: fqrv})
+			return
+		case errors.Is(err, actors.ErrNoActiveServable):
+			s.forestflowError(w, forestflow.ErrorResponse{Case: forestflow.NoActiveServablesForContract, Contract: ct})
+			return
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fqrv.ReleaseVersion = picked
+		if res.Err == nil {
+			res.Err = forestflow.CheckOutputs(req.Rows, res.Outputs)
+		}
+		if res.Err != nil {
+			code := 0
+			if errors.Is(res.Err, actors.ErrOverloaded) {
+				code = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", "1")
+			}
+			s.forestflowErrorCode(w, code, forestflow.ErrorResponse{Case: forestflow.UnknownServableError, FQRV: fqrv, Message: res.Err.Error()})
+			return
+		}
+		rp := s.bufs.Get().(*[]byte)
+		defer s.bufs.Put(rp)
+		out, err := forestflow.AppendPrediction((*rp)[:0], fqrv, res.Outputs)
+		if err != nil {
+			s.forestflowError(w, forestflow.ErrorResponse{Case: forestflow.UnknownServableError, FQRV: fqrv, Message: err.Error()})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+		*rp = out[:0]
+	}
+}
+
+func (s *Server) forestflowError(w http.ResponseWriter, e forestflow.ErrorResponse) {
+	s.forestflowErrorCode(w, 0, e)
+}
+
+// forestflowErrorCode writes e with code, or with its case's status when code is 0.
+func (s *Server) forestflowErrorCode(w http.ResponseWriter, code int, e forestflow.ErrorResponse) {
+	if code == 0 {
+		code = e.Case.Status()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(forestflow.AppendErrorResponse(nil, e))
+}
