@@ -42,7 +42,10 @@ type Object struct {
 // Attrs are the attributes of an object that tell one version from another.
 type Attrs struct {
 	// Generation is the GCS object generation; for local files it is
-	// derived from the modification time and the size.
+	// derived from the modification time (to the nanosecond) and the size,
+	// and Writer.WriteObject makes each write's modification time later
+	// than the previous version's, so every write changes it. It is never 0
+	// for an existing object.
 	Generation int64
 	// ModTime is when the object was last written.
 	ModTime time.Time

@@ -186,5 +186,6 @@ func fileGeneration(fi fs.FileInfo) int64 {
 	binary.LittleEndian.PutUint64(buf[:8], uint64(fi.ModTime().UnixNano()))
 	binary.LittleEndian.PutUint64(buf[8:], uint64(fi.Size()))
 	h.Write(buf[:])
-	return int64(h.Sum64() >> 1) // non-negative, like GCS generations
+	// Positive, like GCS generations: 0 means "does not exist" to WriteObject.
+	return max(int64(h.Sum64()>>1), 1)
 }

@@ -1,0 +1,143 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// Writer is a Bucket that can also replace objects conditionally, which is
+// what optimistic concurrency between replicas needs. Both kinds of bucket
+// returned by Open implement it; code that only reads keeps taking a Bucket.
+type Writer interface {
+	Bucket
+	// WriteObject replaces the named object's content with data, creating
+	// the object if needed, but only if the object is still at generation
+	// ifGeneration: 0 means "only if the object does not exist", a positive
+	// value "only if its current generation is exactly this one" (as
+	// returned by ReadObject or a previous WriteObject). If the condition
+	// does not hold, nothing is written and the error wraps ErrConflict.
+	// On success it returns the attributes of the new version.
+	WriteObject(ctx context.Context, name string, data []byte, ifGeneration int64) (Attrs, error)
+}
+
+// ErrConflict is wrapped by the errors of conditional writes whose
+// generation precondition failed: someone else wrote the object (or
+// created it) since the caller read it.
+var ErrConflict = errors.New("object changed concurrently (generation precondition failed)")
+
+// UpdateTries is how many read-modify-write attempts Update makes before
+// giving up on a contended object.
+const UpdateTries = 10
+
+// Update sets the named object to change(current content) with optimistic
+// concurrency: it reads the object and its generation, calls change, and
+// writes the result on condition that the generation is unchanged. On a
+// conflict it waits a short jittered, growing delay and starts again from a
+// fresh read, up to UpdateTries attempts; after the last it returns an
+// error wrapping ErrConflict. So concurrent Updates of one object, in this
+// process, other processes or other replicas, never lose each other's
+// changes.
+//
+// change gets the current content and whether the object exists (current
+// is nil if not) and returns the new content. It may be called several
+// times, once per attempt, so it must not have side effects; the content
+// it gets must not be modified or retained. If change returns an error,
+// Update returns it (wrapped) without writing.
+//
+// Updates of one object through the same Writer value take turns within
+// the process, so a replica's own concurrent updates do not make each other
+// retry; conflicts, and retries, only come from other processes.
+func Update(ctx context.Context, b Writer, name string, change func(current []byte, exists bool) ([]byte, error)) error {
+	if reflect.TypeOf(b).Comparable() { // usable as a map key
+		release, err := localTurns.acquire(ctx, turnKey{b, name})
+		if err != nil {
+			return fmt.Errorf("updating %s in %s: %w", name, b, err)
+		}
+		defer release()
+	}
+	delay := 2 * time.Millisecond
+	for try := 1; ; try++ {
+		current, attrs, err := b.ReadObject(ctx, name)
+		exists := true
+		switch {
+		case errors.Is(err, ErrNotExist):
+			current, attrs, exists = nil, Attrs{}, false
+		case err != nil:
+			return fmt.Errorf("updating %s in %s: %w", name, b, err)
+		}
+		next, err := change(current, exists)
+		if err != nil {
+			return fmt.Errorf("updating %s in %s: %w", name, b, err)
+		}
+		_, err = b.WriteObject(ctx, name, next, attrs.Generation)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("updating %s in %s: %w", name, b, err)
+		}
+		if try == UpdateTries {
+			return fmt.Errorf("updating %s in %s: gave up after %d attempts, the object kept changing: %w", name, b, try, err)
+		}
+		// Full jitter in [delay/2, 3*delay/2) spreads out contending writers.
+		wait := delay/2 + rand.N(delay)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("updating %s in %s: %w (after %d conflicting attempts)", name, b, ctx.Err(), try)
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+	}
+}
+
+// turnKey names an object as updated through one Writer.
+type turnKey struct {
+	w    Writer
+	name string
+}
+
+// turns serialises the Updates of each object within the process.
+type turns struct {
+	mu    sync.Mutex
+	slots map[turnKey]*turnSlot
+}
+
+// turnSlot is an object's turn (a one-token semaphore) and the number of
+// Updates holding or waiting for it, to forget it when there are none.
+type turnSlot struct {
+	token chan struct{}
+	users int
+}
+
+var localTurns = turns{slots: map[turnKey]*turnSlot{}}
+
+// acquire waits for k's turn, or for ctx to be done.
+func (t *turns) acquire(ctx context.Context, k turnKey) (release func(), err error) {
+	t.mu.Lock()
+	s := t.slots[k]
+	if s == nil {
+		s = &turnSlot{token: make(chan struct{}, 1)}
+		t.slots[k] = s
+	}
+	s.users++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(t.slots, k)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case s.token <- struct{}{}:
+		return func() { <-s.token; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
