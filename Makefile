@@ -42,10 +42,12 @@ FUZZTIME ?= 30s
 fuzz: deps
 	$(GO) test ./conf -run '^$$' -fuzz FuzzParseModelConfig -fuzztime $(FUZZTIME)
 	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./api/forestflow -run '^$$' -fuzz FuzzParseInferenceRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/...
 	$(GO) run ./it/cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch).
