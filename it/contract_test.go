@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	graphpipe "github.com/oracle/graphpipe-go"
 )
 
 // scoreBody is a ForestFlow InferenceRequest with expected.json's pctr input (2 rows of 64 Float32).
@@ -91,5 +93,42 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("%s: HTTP %d, want %d", path, resp.StatusCode, want)
 		}
+	}
+}
+
+func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
+	b.Put(t, "pctr_v2/model.pt", exampleModel(t, "pctr_v2"))
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [
+     {"release_version": "v1", "model_path": "pctr_v1/"},
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`))
+	g := startGrove(t, b.URL(), nil)
+
+	in := exp["pctr_v1"].Inputs[0]
+	rows := make([][]float32, 2)
+	for r := range rows {
+		for _, v := range in.Data[r*64 : (r+1)*64] {
+			rows[r] = append(rows[r], float32(v))
+		}
+	}
+	outs, err := graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pctr/1/gp", []interface{}{rows}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := outs[0].([][]float32)
+	if len(outs) != 1 || !ok || len(got) != 2 {
+		t.Fatalf("GraphPipe outputs %#v", outs)
+	}
+	checkClose(t, "GraphPipe output", []float64{float64(got[0][0]), float64(got[1][0])}, exp["pctr_v1"].Outputs[0].Data, 1e-5)
+	g.waitFor("the shadow execution of the GraphPipe request", 10*time.Second, func() bool {
+		_, m := g.get("/metrics")
+		return strings.Contains(string(m), `grove_model_requests_total{api="graphpipe-shadow",model="pctr_v2/",outcome="ok"} 1`)
+	})
+	if _, err := graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pctr/7/gp", []interface{}{rows}, nil, nil); err == nil {
+		t.Error("an unknown contract answered without an error")
 	}
 }

@@ -87,6 +87,7 @@ func New(b Backend, opts Options) *Server {
 	if sc, ok := b.(Scorer); ok {
 		mux.HandleFunc("POST /{org}/{project}/{n}/score", s.instrument("forestflow", s.score(sc)))
 		mux.HandleFunc("POST /{org}/{project}/{n}/{rv}/score", s.instrument("forestflow", s.score(sc)))
+		mux.HandleFunc("POST /{org}/{project}/{n}/gp", s.instrument("graphpipe", s.graphPipe(sc)))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.ready)
