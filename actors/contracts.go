@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,4 +140,53 @@ func (st *contractState) servable(release string) (*conf.ContractServable, bool)
 		}
 	}
 	return nil, false
+}
+
+// ServableStats describes one servable of a contract, for the stats API.
+type ServableStats struct {
+	Release    string     `json:"release_version"`
+	ModelPath  string     `json:"model_path"`
+	Ready      bool       `json:"ready"`
+	Valid      bool       `json:"valid"`
+	Expired    bool       `json:"expired"`
+	Reason     string     `json:"reason,omitempty"`
+	LoadedAt   *time.Time `json:"loaded_at,omitempty"`
+	ValidSince *time.Time `json:"valid_since,omitempty"`
+	PhaseInPct float64    `json:"phase_in_pct"`
+	// TrafficShare is the fraction of user requests the router sends it now.
+	TrafficShare float64 `json:"traffic_share"`
+	// Served counts user requests answered by its model content;
+	// ShadowExecutions the shadow copies it ran.
+	Served           int64 `json:"served"`
+	ShadowExecutions int64 `json:"shadow_executions"`
+}
+
+// ContractStats evaluates contract id now and describes each servable.
+func (s *System) ContractStats(id string) ([]ServableStats, error) {
+	p, err := s.ContractPlan(id)
+	if err != nil {
+		return nil, err
+	}
+	routes := *s.routes.Load()
+	out := make([]ServableStats, 0, len(p.Servables))
+	for _, sv := range p.Servables {
+		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
+			Reason: sv.Reason, ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct, TrafficShare: sv.Fraction}
+		if c := routes[sv.ModelPath]; c != nil {
+			st.LoadedAt, st.Served, st.ShadowExecutions = timePtr(c.loadedAt), c.served.Load(), c.shadowed.Load()
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// ContractIDs lists the configured contracts, sorted.
+func (s *System) ContractIDs() []string {
+	cs := *s.contracts.Load()
+	ids := make([]string, 0, len(cs))
+	for id := range cs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }

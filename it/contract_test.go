@@ -84,6 +84,28 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"releaseVersion":"v2"`) {
 		t.Fatalf("direct release score: HTTP %d %s", resp.StatusCode, raw)
 	}
+	// Stats: the champion has all the traffic share, the challenger none but 20 shadow executions.
+	_, raw = g.get("/ads/pctr/1/stats")
+	var stats struct {
+		Servables []struct {
+			Release          string  `json:"release_version"`
+			Valid            bool    `json:"valid"`
+			PhaseInPct       float64 `json:"phase_in_pct"`
+			TrafficShare     float64 `json:"traffic_share"`
+			Served           int64   `json:"served"`
+			ShadowExecutions int64   `json:"shadow_executions"`
+		} `json:"servables"`
+	}
+	if err := json.Unmarshal(raw, &stats); err != nil || len(stats.Servables) != 2 {
+		t.Fatalf("stats %s: %v", raw, err)
+	}
+	if v1, v2 := stats.Servables[0], stats.Servables[1]; !v1.Valid || v1.TrafficShare != 1 || v1.PhaseInPct != 100 || v1.Served < 20 ||
+		v2.Valid || v2.TrafficShare != 0 || v2.ShadowExecutions != 20 {
+		t.Errorf("stats %s", raw)
+	}
+	if _, list := g.get("/contracts/list"); !strings.Contains(string(list), `"ads/pctr/1"`) {
+		t.Errorf("/contracts/list = %s", list)
+	}
 	for path, want := range map[string]int{"/ads/pctr/9/score": 404, "/ads/pctr/1/v9/score": 404} {
 		resp, err := client.Post(g.url+path, "application/json", strings.NewReader(body))
 		if err != nil {

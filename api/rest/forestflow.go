@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -108,4 +109,39 @@ func (s *Server) forestflowErrorCode(w http.ResponseWriter, code int, e forestfl
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(forestflow.AppendErrorResponse(nil, e))
+}
+
+// ContractInspector is what the contract read APIs need.
+type ContractInspector interface {
+	ContractIDs() []string
+	ContractStats(id string) ([]actors.ServableStats, error)
+}
+
+// contractList serves GET /contracts/list: the configured contract ids.
+func (s *Server) contractList(ci ContractInspector) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"contracts": ci.ContractIDs()})
+	}
+}
+
+// contractStats serves GET /{org}/{project}/{n}/stats: per servable its
+// readiness, validity, phase-in %, current traffic share, and counts.
+func (s *Server) contractStats(ci ContractInspector) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("org") + "/" + r.PathValue("project") + "/" + r.PathValue("n")
+		st, err := ci.ContractStats(id)
+		if err != nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"contract": id, "servables": st})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -89,6 +89,10 @@ func New(b Backend, opts Options) *Server {
 		mux.HandleFunc("POST /{org}/{project}/{n}/{rv}/score", s.instrument("forestflow", s.score(sc)))
 		mux.HandleFunc("POST /{org}/{project}/{n}/gp", s.instrument("graphpipe", s.graphPipe(sc)))
 	}
+	if ci, ok := b.(ContractInspector); ok {
+		mux.HandleFunc("GET /contracts/list", s.instrument("contracts", s.contractList(ci)))
+		mux.HandleFunc("GET /{org}/{project}/{n}/stats", s.instrument("contracts", s.contractStats(ci)))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.ready)
 	if opts.Gatherer != nil {
