@@ -1,7 +1,6 @@
 package logging
 
 import (
-	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/grovepb"
-	"github.com/groveml/grove/servables"
 )
 
 // Sink turns the answers the router hands over into prediction events and
@@ -62,24 +60,9 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 		}
 	}
 	if res.Err != nil {
-		ev.Error = &grovepb.Error{Type: ErrorType(res.Err), Message: validUTF8(res.Err.Error())}
+		ev.Error = &grovepb.Error{Type: actors.ErrorType(res.Err), Message: validUTF8(res.Err.Error())}
 	}
 	return ev
-}
-
-// ErrorType classifies an actor error with the B&A error types.
-func ErrorType(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, actors.ErrModelNotFound):
-		return "MODEL_NOT_FOUND"
-	case errors.Is(err, servables.ErrInvalidInput):
-		return "INPUT_PARSING"
-	case errors.Is(err, servables.ErrOutput):
-		return "OUTPUT_PARSING"
-	}
-	return "MODEL_EXECUTION"
 }
 
 // validUTF8 replaces invalid UTF-8 (from HTTP headers, say), which protobuf

@@ -35,7 +35,7 @@ func TestEventCarriesRequestAnswerAndCleanedConfigs(t *testing.T) {
 	}
 }
 
-func TestEventClassifiesErrors(t *testing.T) {
+func TestEventClassifiesErrorsWithTheB_ATypes(t *testing.T) {
 	for err, want := range map[error]string{
 		fmt.Errorf("%w: x", actors.ErrModelNotFound):   "MODEL_NOT_FOUND",
 		fmt.Errorf("%w: x", servables.ErrInvalidInput): "INPUT_PARSING",

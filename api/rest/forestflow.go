@@ -23,25 +23,17 @@ type Scorer interface {
 // entry i of the Prediction, and datum r holds row r of every output.
 func (s *Server) score(sc Scorer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.ParseInt(r.PathValue("n"), 10, 32)
-		if err != nil || n < 1 {
-			http.Error(w, "contract number must be a positive integer", http.StatusNotFound)
+		ct, id, ok := contractOf(w, r)
+		if !ok {
 			return
 		}
-		ct := forestflow.Contract{Organization: r.PathValue("org"), Project: r.PathValue("project"), ContractNumber: int32(n)}
-		id := ct.Organization + "/" + ct.Project + "/" + strconv.FormatInt(n, 10)
 		release := r.PathValue("rv")
 		fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: release}
 
 		bp := s.bufs.Get().(*[]byte)
 		defer s.bufs.Put(bp)
-		body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
-		*bp = body[:0]
+		body, code, err := s.body(r, bp)
 		if err != nil {
-			code := http.StatusBadRequest
-			if errors.Is(err, errTooLarge) {
-				code = http.StatusRequestEntityTooLarge
-			}
 			http.Error(w, err.Error(), code)
 			return
 		}
@@ -95,6 +87,19 @@ func (s *Server) score(sc Scorer) http.HandlerFunc {
 		_, _ = w.Write(out)
 		*rp = out[:0]
 	}
+}
+
+// contractOf reads the contract of a /{org}/{project}/{n}/... path and its
+// id "org/project/n"; it answers 404 and reports false when n is not a
+// positive 32-bit integer.
+func contractOf(w http.ResponseWriter, r *http.Request) (forestflow.Contract, string, bool) {
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 32)
+	if err != nil || n < 1 {
+		http.Error(w, "contract number must be a positive integer", http.StatusNotFound)
+		return forestflow.Contract{}, "", false
+	}
+	ct := forestflow.Contract{Organization: r.PathValue("org"), Project: r.PathValue("project"), ContractNumber: int32(n)}
+	return ct, ct.Organization + "/" + ct.Project + "/" + strconv.FormatInt(n, 10), true
 }
 
 func (s *Server) forestflowError(w http.ResponseWriter, e forestflow.ErrorResponse) {

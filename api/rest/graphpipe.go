@@ -3,7 +3,6 @@ package rest
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/graphpipe"
@@ -17,21 +16,14 @@ import (
 // InferResponse).
 func (s *Server) graphPipe(sc Scorer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.ParseInt(r.PathValue("n"), 10, 32)
-		if err != nil || n < 1 {
-			http.Error(w, "contract number must be a positive integer", http.StatusNotFound)
+		_, id, ok := contractOf(w, r)
+		if !ok {
 			return
 		}
-		id := r.PathValue("org") + "/" + r.PathValue("project") + "/" + strconv.FormatInt(n, 10)
 		bp := s.bufs.Get().(*[]byte)
 		defer s.bufs.Put(bp)
-		body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
-		*bp = body[:0]
+		body, code, err := s.body(r, bp)
 		if err != nil {
-			code := http.StatusBadRequest
-			if errors.Is(err, errTooLarge) {
-				code = http.StatusRequestEntityTooLarge
-			}
 			http.Error(w, err.Error(), code)
 			return
 		}

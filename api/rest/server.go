@@ -22,7 +22,6 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/servables"
 )
 
 // Backend is what the HTTP API needs from the actors.
@@ -159,13 +158,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 	bp := s.bufs.Get().(*[]byte)
 	defer s.bufs.Put(bp)
-	body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
-	*bp = body[:0]
+	body, code, err := s.body(r, bp)
 	if err != nil {
-		code := http.StatusBadRequest
-		if errors.Is(err, errTooLarge) {
-			code = http.StatusRequestEntityTooLarge
-		}
 		s.batchError(w, code, &ba.Error{Type: ba.InputParsing, Description: err.Error()})
 		return
 	}
@@ -192,7 +186,7 @@ func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 		s.batchError(w, http.StatusServiceUnavailable, &ba.Error{Type: ba.Unknown, Description: err.Error()})
 		return
 	}
-	code := http.StatusOK
+	code = http.StatusOK
 	for j, res := range out {
 		results[idx[j]] = toBA(res)
 		if errors.Is(res.Err, actors.ErrOverloaded) {
@@ -220,18 +214,15 @@ func (s *Server) batchError(w http.ResponseWriter, code int, e *ba.Error) {
 // toBA maps an actor result to its B&A item, classifying the error.
 func toBA(r actors.Result) ba.Result {
 	out := ba.Result{ModelPath: r.ModelPath, Outputs: r.Outputs}
-	switch err := r.Err; {
-	case err == nil:
-	case errors.Is(err, actors.ErrModelNotFound):
-		out.Err = &ba.Error{Type: ba.ModelNotFound, Description: fmt.Sprintf("Requested model '%s' has not been registered", r.ModelPath)}
-	case errors.Is(err, actors.ErrOverloaded):
-		out.Err = &ba.Error{Type: ba.ModelExecution, Description: err.Error()}
-	case errors.Is(err, servables.ErrInvalidInput):
-		out.Err = &ba.Error{Type: ba.InputParsing, Description: err.Error()}
-	case errors.Is(err, servables.ErrOutput):
-		out.Err = &ba.Error{Type: ba.OutputParsing, Description: err.Error()}
-	default:
-		out.Err = &ba.Error{Type: ba.ModelExecution, Description: fmt.Sprintf("Model Execution Error. Message: Model %s encounters an exception during evaluation: %v", r.ModelPath, err)}
+	if r.Err == nil {
+		return out
+	}
+	out.Err = &ba.Error{Type: ba.ErrorType(actors.ErrorType(r.Err)), Description: r.Err.Error()}
+	switch {
+	case out.Err.Type == ba.ModelNotFound:
+		out.Err.Description = fmt.Sprintf("Requested model '%s' has not been registered", r.ModelPath)
+	case out.Err.Type == ba.ModelExecution && !errors.Is(r.Err, actors.ErrOverloaded):
+		out.Err.Description = fmt.Sprintf("Model Execution Error. Message: Model %s encounters an exception during evaluation: %v", r.ModelPath, r.Err)
 	}
 	return out
 }
@@ -270,6 +261,20 @@ func requestID(w http.ResponseWriter, r *http.Request) string {
 }
 
 var errTooLarge = errors.New("request body too large")
+
+// body reads r's body into the pooled buffer *bp. On failure it also returns
+// the HTTP status that fits: 413 over max_body_bytes, else 400.
+func (s *Server) body(r *http.Request, bp *[]byte) ([]byte, int, error) {
+	body, err := readBody(r.Body, (*bp)[:0], s.opts.MaxBodyBytes)
+	*bp = body[:0]
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, http.StatusRequestEntityTooLarge, err
+	case err != nil:
+		return nil, http.StatusBadRequest, err
+	}
+	return body, http.StatusOK, nil
+}
 
 // readBody reads all of body into buf, failing once more than limit bytes arrive.
 func readBody(body io.Reader, buf []byte, limit int64) ([]byte, error) {
