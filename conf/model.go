@@ -1238,90 +1238,122 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 		WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
 		GraceMs  int64  `json:"eviction_grace_period_in_ms,omitempty"`
 	}
-	type logging struct {
+	doc := struct {
+		Models    []model        `json:"model_metadata"`
+		Contracts []contractJSON `json:"contracts,omitempty"`
+	}{Models: []model{}}
+	for _, m := range c.Models {
+		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds()})
+	}
+	for _, k := range c.Contracts {
+		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,
+			settingsJSON: k.Settings().canonical(), Servables: []servableJSON{}}
+		for _, s := range k.Servables {
+			out.Servables = append(out.Servables, canonicalServable(s))
+		}
+		doc.Contracts = append(doc.Contracts, out)
+	}
+	return json.Marshal(doc)
+}
+
+// The canonical JSON shapes of the contracts section, shared by
+// MarshalJSON and the management API's settings documents.
+type (
+	contractJSON struct {
+		Organization string `json:"organization"`
+		Project      string `json:"project"`
+		Number       int    `json:"contract_number"`
+		settingsJSON
+		Servables []servableJSON `json:"servables"`
+	}
+	settingsJSON struct {
+		Router     Router         `json:"router"`
+		Expiration map[string]any `json:"expiration,omitempty"`
+		StickyKey  string         `json:"sticky_key,omitempty"`
+	}
+	servableJSON struct {
+		Release string `json:"release_version"`
+		Path    string `json:"model_path"`
+		policyJSON
+		Logging loggingJSON `json:"logging"`
+	}
+	policyJSON struct {
+		Validity []map[string]any `json:"validity"`
+		PhaseIn  map[string]any   `json:"phase_in"`
+		Shadow   *shadowJSON      `json:"shadow,omitempty"`
+	}
+	shadowJSON struct {
+		SampleRate float64 `json:"sample_rate"`
+	}
+	loggingJSON struct {
 		Level       string   `json:"log_level"`
 		SampleRate  float64  `json:"sample_rate"`
 		KeyFeatures []string `json:"key_features"`
 		Separator   string   `json:"key_features_separator"`
 	}
-	type shadow struct {
-		SampleRate float64 `json:"sample_rate"`
+)
+
+// canonical returns the settings' canonical JSON shape.
+func (cs ContractSettings) canonical() settingsJSON {
+	out := settingsJSON{Router: cs.Router, StickyKey: cs.StickyKey}
+	if out.Router == "" {
+		out.Router = RouterFair
 	}
-	type servable struct {
-		Release  string           `json:"release_version"`
-		Path     string           `json:"model_path"`
-		Validity []map[string]any `json:"validity"`
-		PhaseIn  map[string]any   `json:"phase_in"`
-		Shadow   *shadow          `json:"shadow,omitempty"`
-		Logging  logging          `json:"logging"`
+	switch e := cs.Expiration; e.Kind {
+	case ExpireNone:
+	case ExpireKeepLatest:
+		out.Expiration = map[string]any{string(e.Kind): e.Keep}
+	case ExpireKeepTopRanked:
+		out.Expiration = map[string]any{string(e.Kind): map[string]any{"n": e.Keep, "metric": e.Metric}}
+	default:
+		out.Expiration = map[string]any{string(e.Kind): struct{}{}}
 	}
-	type contract struct {
-		Organization string         `json:"organization"`
-		Project      string         `json:"project"`
-		Number       int            `json:"contract_number"`
-		Router       Router         `json:"router"`
-		Expiration   map[string]any `json:"expiration,omitempty"`
-		StickyKey    string         `json:"sticky_key,omitempty"`
-		Servables    []servable     `json:"servables"`
-	}
-	doc := struct {
-		Models    []model    `json:"model_metadata"`
-		Contracts []contract `json:"contracts,omitempty"`
-	}{Models: []model{}}
-	for _, m := range c.Models {
-		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds()})
-	}
+	return out
+}
+
+// canonicalServable returns s's canonical JSON shape.
+func canonicalServable(s ContractServable) servableJSON {
+	return servableJSON{Release: s.ReleaseVersion, Path: s.ModelPath, policyJSON: s.Policy().canonical(), Logging: s.Logging.canonical()}
+}
+
+// canonical returns the policy's canonical JSON shape.
+func (p Policy) canonical() policyJSON {
 	empty := struct{}{}
-	for _, k := range c.Contracts {
-		out := contract{Organization: k.Organization, Project: k.Project, Number: k.Number, Router: k.Router,
-			StickyKey: k.StickyKey, Servables: []servable{}}
-		if out.Router == "" {
-			out.Router = RouterFair
+	out := policyJSON{Validity: []map[string]any{}}
+	for _, r := range p.Validity {
+		var arg any = empty
+		switch r.Kind {
+		case RuleValidAfterMs:
+			arg = map[string]any{"ms": r.After.Milliseconds()}
+		case RuleMinServedEvents:
+			arg = map[string]any{"count": r.Count}
+		case RuleMinMetric:
+			arg = map[string]any{"metric": r.Metric, "threshold": r.Threshold}
 		}
-		switch e := k.Expiration; e.Kind {
-		case ExpireNone:
-		case ExpireKeepLatest:
-			out.Expiration = map[string]any{string(e.Kind): e.Keep}
-		case ExpireKeepTopRanked:
-			out.Expiration = map[string]any{string(e.Kind): map[string]any{"n": e.Keep, "metric": e.Metric}}
-		default:
-			out.Expiration = map[string]any{string(e.Kind): empty}
-		}
-		for _, s := range k.Servables {
-			v := servable{Release: s.ReleaseVersion, Path: s.ModelPath, Validity: []map[string]any{},
-				Logging: logging{s.Logging.Level, s.Logging.SampleRate, s.Logging.KeyFeatures, s.Logging.KeyFeaturesSeparator}}
-			if v.Logging.Level == "" {
-				v.Logging.Level = LogLevelNone
-			}
-			if v.Logging.KeyFeatures == nil {
-				v.Logging.KeyFeatures = []string{}
-			}
-			for _, r := range s.Validity {
-				var arg any = empty
-				switch r.Kind {
-				case RuleValidAfterMs:
-					arg = map[string]any{"ms": r.After.Milliseconds()}
-				case RuleMinServedEvents:
-					arg = map[string]any{"count": r.Count}
-				case RuleMinMetric:
-					arg = map[string]any{"metric": r.Metric, "threshold": r.Threshold}
-				}
-				v.Validity = append(v.Validity, map[string]any{string(r.Kind): arg})
-			}
-			switch s.PhaseIn.Kind {
-			case PhaseInLinear:
-				v.PhaseIn = map[string]any{string(PhaseInLinear): map[string]any{"secs": int64(s.PhaseIn.Over / time.Second)}}
-			case "":
-				v.PhaseIn = map[string]any{string(PhaseInImmediate): empty}
-			default:
-				v.PhaseIn = map[string]any{string(s.PhaseIn.Kind): empty}
-			}
-			if s.Shadow != nil {
-				v.Shadow = &shadow{s.Shadow.SampleRate}
-			}
-			out.Servables = append(out.Servables, v)
-		}
-		doc.Contracts = append(doc.Contracts, out)
+		out.Validity = append(out.Validity, map[string]any{string(r.Kind): arg})
 	}
-	return json.Marshal(doc)
+	switch p.PhaseIn.Kind {
+	case PhaseInLinear:
+		out.PhaseIn = map[string]any{string(PhaseInLinear): map[string]any{"secs": int64(p.PhaseIn.Over / time.Second)}}
+	case "":
+		out.PhaseIn = map[string]any{string(PhaseInImmediate): empty}
+	default:
+		out.PhaseIn = map[string]any{string(p.PhaseIn.Kind): empty}
+	}
+	if p.Shadow != nil {
+		out.Shadow = &shadowJSON{p.Shadow.SampleRate}
+	}
+	return out
+}
+
+// canonical returns the logging settings' canonical JSON shape.
+func (l ServableLogging) canonical() loggingJSON {
+	out := loggingJSON{l.Level, l.SampleRate, l.KeyFeatures, l.KeyFeaturesSeparator}
+	if out.Level == "" {
+		out.Level = LogLevelNone
+	}
+	if out.KeyFeatures == nil {
+		out.KeyFeatures = []string{}
+	}
+	return out
 }

@@ -1,0 +1,283 @@
+package conf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ContractState is what replicas observe of contracts and must agree on,
+// kept in the bucket next to the model config (see StatePath): when each
+// servable was first configured and first became valid, and the
+// performance metrics fed to it through the metrics API. Sharing the
+// valid-since stamps gives every replica the same phase-in and expiration,
+// and keeps them across restarts. In JSON:
+//
+//	{"contracts": {"ads/pctr/1": {"v2": {"created": "2026-11-22T10:00:00Z",
+//	  "valid_since": "2026-11-22T10:01:00Z", "metrics": {"auc": 0.71}}}}}
+//
+// Unknown fields are ignored, so that replicas of an older version keep
+// reading the state a newer one writes during a rolling upgrade.
+type ContractState struct {
+	// Contracts maps contract ids ("org/project/n") to their releases' records.
+	Contracts map[string]map[string]ServableRecord
+}
+
+// ServableRecord is the shared state of one release of a contract.
+type ServableRecord struct {
+	// Created is when a replica first saw the release in the config.
+	Created time.Time
+	// ValidSince is when it first became valid (zero: not valid).
+	ValidSince time.Time
+	// Metrics are its performance metrics, for min_metric and keep_top_ranked.
+	Metrics map[string]float64
+}
+
+// Limits of the contract state and the metrics API.
+const (
+	// MaxMetrics is the most metrics one servable may have.
+	MaxMetrics = 64
+	// maxMetricName is the longest metric name, in bytes.
+	maxMetricName = 128
+)
+
+// StatePath returns the name of the contract state object of the model
+// config named configPath: "model_config.json" gives
+// "model_config.state.json", next to it.
+func StatePath(configPath string) string {
+	return strings.TrimSuffix(configPath, ".json") + ".state.json"
+}
+
+// stateJSON is ContractState's JSON shape.
+type stateJSON struct {
+	Contracts map[string]map[string]recordJSON `json:"contracts"`
+}
+
+type recordJSON struct {
+	Created    string             `json:"created,omitempty"`
+	ValidSince string             `json:"valid_since,omitempty"`
+	Metrics    map[string]float64 `json:"metrics,omitempty"`
+}
+
+// ParseContractState reads a contract state object. An empty object (or
+// empty data) is an empty state.
+func ParseContractState(data []byte) (*ContractState, error) {
+	st := &ContractState{Contracts: map[string]map[string]ServableRecord{}}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return st, nil
+	}
+	if !utf8.Valid(data) {
+		return nil, &ConfigError{Msg: "contract state is not valid UTF-8"}
+	}
+	var doc stateJSON
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, &ConfigError{Msg: fmt.Sprintf("contract state is not valid: %v", err), Err: err}
+	}
+	for id, releases := range doc.Contracts {
+		if strings.Count(id, "/") != 2 {
+			return nil, &ConfigError{Field: "contracts", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
+		}
+		recs := make(map[string]ServableRecord, len(releases))
+		for rv, r := range releases {
+			at := fmt.Sprintf("contracts[%q][%q]", id, rv)
+			if rv == "" {
+				return nil, &ConfigError{Field: fmt.Sprintf("contracts[%q]", id), Msg: "empty release version"}
+			}
+			var rec ServableRecord
+			var err error
+			if rec.Created, err = parseStamp(r.Created); err != nil {
+				return nil, &ConfigError{Field: at + ".created", Msg: err.Error(), Err: err}
+			}
+			if rec.ValidSince, err = parseStamp(r.ValidSince); err != nil {
+				return nil, &ConfigError{Field: at + ".valid_since", Msg: err.Error(), Err: err}
+			}
+			if err := checkMetrics(r.Metrics); err != nil {
+				return nil, &ConfigError{Field: at + ".metrics", Msg: err.Error()}
+			}
+			rec.Metrics = r.Metrics
+			recs[rv] = rec
+		}
+		st.Contracts[id] = recs
+	}
+	return st, nil
+}
+
+func parseStamp(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// MarshalJSON writes the state; ParseContractState reads it back.
+func (s *ContractState) MarshalJSON() ([]byte, error) {
+	doc := stateJSON{Contracts: make(map[string]map[string]recordJSON, len(s.Contracts))}
+	for id, recs := range s.Contracts {
+		out := make(map[string]recordJSON, len(recs))
+		for rv, r := range recs {
+			out[rv] = recordJSON{Created: stamp(r.Created), ValidSince: stamp(r.ValidSince), Metrics: r.Metrics}
+		}
+		doc.Contracts[id] = out
+	}
+	return json.Marshal(doc)
+}
+
+// Record returns the record of release rv of contract id (zero if none).
+func (s *ContractState) Record(id, rv string) ServableRecord {
+	if s == nil {
+		return ServableRecord{}
+	}
+	return s.Contracts[id][rv]
+}
+
+// Clone returns a deep copy of s, to modify.
+func (s *ContractState) Clone() *ContractState {
+	c := &ContractState{Contracts: make(map[string]map[string]ServableRecord, len(s.Contracts))}
+	for id, recs := range s.Contracts {
+		out := make(map[string]ServableRecord, len(recs))
+		for rv, r := range recs {
+			if r.Metrics != nil {
+				m := make(map[string]float64, len(r.Metrics))
+				for k, v := range r.Metrics {
+					m[k] = v
+				}
+				r.Metrics = m
+			}
+			out[rv] = r
+		}
+		c.Contracts[id] = out
+	}
+	return c
+}
+
+// Edit applies change to the record of release rv of contract id,
+// creating it if needed and removing it if it ends up empty.
+func (s *ContractState) Edit(id, rv string, change func(r *ServableRecord)) {
+	recs := s.Contracts[id]
+	if recs == nil {
+		recs = map[string]ServableRecord{}
+		s.Contracts[id] = recs
+	}
+	r := recs[rv]
+	change(&r)
+	if r.Created.IsZero() && r.ValidSince.IsZero() && len(r.Metrics) == 0 {
+		delete(recs, rv)
+	} else {
+		recs[rv] = r
+	}
+	if len(recs) == 0 {
+		delete(s.Contracts, id)
+	}
+}
+
+// MetricsUpdate is the body of POST /{org}/{project}/{n}/{rv}/metrics:
+// metrics to set, and metrics to delete (given as null).
+type MetricsUpdate struct {
+	// Set maps metric names to their new values.
+	Set map[string]float64
+	// Delete lists the metrics to remove, sorted.
+	Delete []string
+}
+
+// ParseMetrics reads a metrics update: a JSON object of metric names to
+// finite numbers, or to null to delete the metric, such as {"auc": 0.71,
+// "logloss": null}. Names are 1 to 128 bytes; at most 64 are given.
+func ParseMetrics(data []byte) (MetricsUpdate, error) {
+	var raw map[string]*float64
+	if !utf8.Valid(data) {
+		return MetricsUpdate{}, &ConfigError{Msg: "metrics are not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&raw); err != nil {
+		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf(`metrics must be a JSON object of names to numbers, like {"auc": 0.71}: %v`, err), Err: err}
+	}
+	if dec.More() {
+		return MetricsUpdate{}, &ConfigError{Msg: "unexpected data after the metrics object"}
+	}
+	if raw == nil {
+		return MetricsUpdate{}, &ConfigError{Msg: `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`}
+	}
+	if len(raw) == 0 {
+		return MetricsUpdate{}, &ConfigError{Msg: "no metrics given"}
+	}
+	u := MetricsUpdate{Set: map[string]float64{}}
+	for name, v := range raw {
+		if v == nil {
+			u.Delete = append(u.Delete, name)
+		} else {
+			u.Set[name] = *v
+		}
+	}
+	sort.Strings(u.Delete)
+	if err := checkMetrics(u.Set); err != nil {
+		return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
+	}
+	for _, name := range u.Delete {
+		if err := checkMetricName(name); err != nil {
+			return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
+		}
+	}
+	if len(raw) > MaxMetrics {
+		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf("%d metrics given; at most %d", len(raw), MaxMetrics)}
+	}
+	return u, nil
+}
+
+// Apply sets and deletes metrics in m (which may be nil) and returns the
+// result, or an error if the servable would have over MaxMetrics.
+func (u MetricsUpdate) Apply(m map[string]float64) (map[string]float64, error) {
+	out := make(map[string]float64, len(m)+len(u.Set))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range u.Set {
+		out[k] = v
+	}
+	for _, k := range u.Delete {
+		delete(out, k)
+	}
+	if len(out) > MaxMetrics {
+		return nil, fmt.Errorf("a servable has at most %d metrics; this update would give it %d", MaxMetrics, len(out))
+	}
+	return out, nil
+}
+
+// checkMetrics validates metric names and values.
+func checkMetrics(m map[string]float64) error {
+	if len(m) > MaxMetrics {
+		return fmt.Errorf("%d metrics; at most %d", len(m), MaxMetrics)
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := checkMetricName(name); err != nil {
+			return err
+		}
+		if v := m[name]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("metric %q is %v; metrics are finite numbers", name, v)
+		}
+	}
+	return nil
+}
+
+func checkMetricName(name string) error {
+	if name == "" || len(name) > maxMetricName {
+		return fmt.Errorf("metric name %q must be 1 to %d bytes", name, maxMetricName)
+	}
+	return nil
+}
