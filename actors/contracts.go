@@ -30,19 +30,37 @@ type contractState struct {
 	mu         sync.Mutex
 	validSince map[string]time.Time
 	seq        routing.Sequence
+	// latency holds each release's recent user-request latencies; the
+	// map is fixed when the state is made.
+	latency map[string]*latencyWindow
 }
 
 // contracts maps contract ids ("org/project/n") to their state.
 type contracts map[string]*contractState
 
 // setContracts publishes the configured contracts, keeping the observed
-// state of contracts that stay.
-func (s *System) setContracts(cfg []conf.Contract) {
+// state of contracts that stay, and records in the shared state when
+// releases seen for the first time were created.
+func (s *System) setContracts(cfg []conf.Contract, now time.Time) {
 	old := *s.contracts.Load()
 	next := make(contracts, len(cfg))
+	shared := s.state.load()
 	for _, c := range cfg {
-		st := &contractState{cfg: c, validSince: map[string]time.Time{}}
+		for _, sv := range c.Servables {
+			if shared.Record(c.ID(), sv.ReleaseVersion).Created.IsZero() {
+				s.state.setCreated(c.ID(), sv.ReleaseVersion, now)
+			}
+		}
+		st := &contractState{cfg: c, validSince: map[string]time.Time{}, latency: make(map[string]*latencyWindow, len(c.Servables))}
+		for _, sv := range c.Servables {
+			st.latency[sv.ReleaseVersion] = &latencyWindow{start: now}
+		}
 		if prev := old[c.ID()]; prev != nil {
+			for rv, w := range prev.latency {
+				if st.latency[rv] != nil {
+					st.latency[rv] = w
+				}
+			}
 			prev.mu.Lock()
 			for k, v := range prev.validSince {
 				st.validSince[k] = v
@@ -58,9 +76,17 @@ func (s *System) setContracts(cfg []conf.Contract) {
 // plan evaluates the contract's routing policy now, from the served models' state.
 func (s *System) plan(st *contractState, now time.Time) routing.Plan {
 	routes := *s.routes.Load()
+	shared := s.state.load()
+	id := st.cfg.ID()
 	state := make(map[string]routing.ServableState, len(st.cfg.Servables))
 	for _, sv := range st.cfg.Servables {
-		ss := routing.ServableState{ValidSince: st.validSince[sv.ReleaseVersion]}
+		// The shared stamp wins: every replica then phases in and expires
+		// alike, and a restart keeps a release's age.
+		rec := shared.Record(id, sv.ReleaseVersion)
+		ss := routing.ServableState{ValidSince: rec.ValidSince, Metrics: rec.Metrics}
+		if ss.ValidSince.IsZero() {
+			ss.ValidSince = st.validSince[sv.ReleaseVersion]
+		}
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
 		}
@@ -72,6 +98,9 @@ func (s *System) plan(st *contractState, now time.Time) routing.Plan {
 			delete(st.validSince, rv)
 		} else {
 			st.validSince[rv] = t
+		}
+		if was := shared.Record(id, rv).ValidSince; t.IsZero() != was.IsZero() {
+			s.state.setValidSince(id, rv, t, was)
 		}
 	}
 	return p
@@ -125,9 +154,14 @@ func (s *System) Score(ctx context.Context, id, release string, req Request) (Re
 			req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
 		}
 	}
+	start := time.Now()
 	res, err := s.Infer(ctx, []Request{req})
 	if err != nil {
 		return Result{}, "", err
+	}
+	if res[0].Err == nil {
+		now := time.Now()
+		st.latency[req.Release].observe(now.Sub(start), now)
 	}
 	return res[0], req.Release, nil
 }
@@ -144,12 +178,14 @@ func (st *contractState) servable(release string) (*conf.ContractServable, bool)
 
 // ServableStats describes one servable of a contract, for the stats API.
 type ServableStats struct {
-	Release    string     `json:"release_version"`
-	ModelPath  string     `json:"model_path"`
-	Ready      bool       `json:"ready"`
-	Valid      bool       `json:"valid"`
-	Expired    bool       `json:"expired"`
-	Reason     string     `json:"reason,omitempty"`
+	Release   string `json:"release_version"`
+	ModelPath string `json:"model_path"`
+	Ready     bool   `json:"ready"`
+	Valid     bool   `json:"valid"`
+	Expired   bool   `json:"expired"`
+	Reason    string `json:"reason,omitempty"`
+	// Created is when the release was first configured.
+	Created    *time.Time `json:"created,omitempty"`
 	LoadedAt   *time.Time `json:"loaded_at,omitempty"`
 	ValidSince *time.Time `json:"valid_since,omitempty"`
 	PhaseInPct float64    `json:"phase_in_pct"`
@@ -159,6 +195,20 @@ type ServableStats struct {
 	// ShadowExecutions the shadow copies it ran.
 	Served           int64 `json:"served"`
 	ShadowExecutions int64 `json:"shadow_executions"`
+	// Latency is the user-request latency through the contract over the
+	// last one to two minutes, in milliseconds (to within 5 %).
+	Latency LatencyStats `json:"latency"`
+	// Metrics are its performance metrics, from the metrics API.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+}
+
+// LatencyStats are latency quantiles over a recent window.
+type LatencyStats struct {
+	// Count is how many requests the window holds.
+	Count uint64 `json:"count"`
+	// P50Ms and P99Ms are the median and 99th percentile, in milliseconds.
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
 }
 
 // ContractStats evaluates contract id now and describes each servable.
@@ -167,11 +217,20 @@ func (s *System) ContractStats(id string) ([]ServableStats, error) {
 	if err != nil {
 		return nil, err
 	}
+	cs := (*s.contracts.Load())[id]
 	routes := *s.routes.Load()
+	shared := s.state.load()
+	now := time.Now()
 	out := make([]ServableStats, 0, len(p.Servables))
 	for _, sv := range p.Servables {
+		rec := shared.Record(id, sv.Release)
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
-			Reason: sv.Reason, ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct, TrafficShare: sv.Fraction}
+			Reason: sv.Reason, Created: timePtr(rec.Created), ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct,
+			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
+		if w := cs.latencyOf(sv.Release); w != nil {
+			q, n := w.quantiles(now, 0.5, 0.99)
+			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}
+		}
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.Served, st.ShadowExecutions = timePtr(c.loadedAt), c.served.Load(), c.shadowed.Load()
 		}
@@ -189,4 +248,37 @@ func (s *System) ContractIDs() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// ms converts d to milliseconds, rounded to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// latencyOf returns the latency window of release rv, nil if none (or st is nil).
+func (st *contractState) latencyOf(rv string) *latencyWindow {
+	if st == nil {
+		return nil
+	}
+	return st.latency[rv]
+}
+
+// expiredPaths returns the model paths that contracts have expired at now
+// and that no unexpired servable uses: the models to unload.
+func (s *System) expiredPaths(now time.Time) map[string]bool {
+	expired, needed := map[string]bool{}, map[string]bool{}
+	for _, st := range *s.contracts.Load() {
+		st.mu.Lock()
+		p := s.plan(st, now)
+		st.mu.Unlock()
+		for _, v := range p.Servables {
+			if v.Expired {
+				expired[v.ModelPath] = true
+			} else {
+				needed[v.ModelPath] = true
+			}
+		}
+	}
+	for path := range needed {
+		delete(expired, path)
+	}
+	return expired
 }

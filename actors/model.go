@@ -20,6 +20,7 @@ type content struct {
 	path     string
 	checksum string
 	runtime  string
+	meta     servables.Metadata // the model's signature, as its runtime reports it
 	local    *bucket.LocalModel
 	loadedAt time.Time
 	pid      *actor.PID

@@ -15,6 +15,12 @@ const (
 	StateFailed State = "failed"
 	// StateEvicting: removed from the config; still served until its grace period ends.
 	StateEvicting State = "evicting"
+	// StateExpiring: every contract servable using it is expired; still
+	// loaded (a contract can fall back to it) until its grace period ends.
+	StateExpiring State = "expiring"
+	// StateExpired: unloaded because every contract servable using it is
+	// expired; loaded again if one stops being expired.
+	StateExpired State = "expired"
 )
 
 // Status is a snapshot of the config source and every configured model.
@@ -52,7 +58,7 @@ type ModelStatus struct {
 	// LastError is the last load, checksum or warm-up failure for this path.
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	// GraceRemainingMs is the time left before an evicting model stops being served.
+	// GraceRemainingMs is the time left before an evicting or expiring model is unloaded.
 	GraceRemainingMs *int64 `json:"grace_remaining_ms,omitempty"`
 	Served           int64  `json:"served"`
 	Crashes          int64  `json:"crashes"`
@@ -69,7 +75,7 @@ func (m *ModelStatus) finish(now time.Time) {
 		m.Served = m.active.served.Load()
 		m.Crashes = m.active.crashes.Load()
 	}
-	if m.State == StateEvicting {
+	if m.State == StateEvicting || m.State == StateExpiring {
 		left := max(m.evictAt.Sub(now).Milliseconds(), 0)
 		m.GraceRemainingMs = &left
 	}

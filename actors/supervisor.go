@@ -17,12 +17,19 @@ import (
 
 // Messages the supervisor sends itself.
 type (
-	pollTick     struct{}
-	houseTick    struct{}
-	configResult struct {
+	pollTick struct{}
+	// reloadRequest asks for a config poll that starts after it; done is
+	// closed once that poll's result is applied.
+	reloadRequest struct{ done chan struct{} }
+	houseTick     struct{}
+	configResult  struct {
 		cfg *conf.ModelConfig
 		err error
 		at  time.Time
+		// state is the contract state read with the config, nil if it
+		// could not be read (stateErr says why).
+		state    *conf.ContractState
+		stateErr error
 	}
 	loadResult struct {
 		path  string
@@ -53,8 +60,12 @@ type entry struct {
 	job     int
 	removed bool
 	evictAt time.Time
-	lastErr string
-	errAt   time.Time
+	// expired is set while every contract servable using the path is
+	// expired; its content is unloaded at expireAt.
+	expired  bool
+	expireAt time.Time
+	lastErr  string
+	errAt    time.Time
 }
 
 // retiree is a content that gets no new traffic and is released once its
@@ -74,10 +85,13 @@ type supervisorActor struct {
 	retiring []retiree
 	jobs     int
 	fetching bool
-	applied  bool // a config has been applied at least once
-	cfgStat  ConfigStatus
-	stop     context.CancelFunc
-	ctx      context.Context
+	// waitNext are reloads waiting for a poll to start; waitCur those
+	// waiting for the running poll's result.
+	waitNext, waitCur []chan struct{}
+	applied           bool // a config has been applied at least once
+	cfgStat           ConfigStatus
+	stop              context.CancelFunc
+	ctx               context.Context
 }
 
 func (s *supervisorActor) Receive(ctx actor.Context) {
@@ -88,9 +102,19 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.stop()
 	case pollTick:
 		s.poll(ctx)
+	case reloadRequest:
+		s.waitNext = append(s.waitNext, m.done)
+		s.poll(ctx)
 	case configResult:
 		s.fetching = false
 		s.applyConfig(ctx, m)
+		for _, done := range s.waitCur {
+			close(done)
+		}
+		s.waitCur = nil
+		if len(s.waitNext) > 0 {
+			s.poll(ctx)
+		}
 	case loadResult:
 		s.loaded(ctx, m)
 	case warmResult:
@@ -129,6 +153,7 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		return
 	}
 	s.fetching = true
+	s.waitCur, s.waitNext = s.waitNext, nil
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	o := s.sys.opts
 	go func() {
@@ -141,7 +166,11 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		} else if cfg, err = conf.ParseModelConfig(data); err != nil {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
-		root.Send(self, configResult{cfg: cfg, err: err, at: time.Now()})
+		r := configResult{cfg: cfg, err: err, at: time.Now()}
+		if err == nil && len(cfg.Contracts) > 0 {
+			r.state, r.stateErr = s.sys.state.read(rctx)
+		}
+		root.Send(self, r)
 	}()
 }
 
@@ -163,7 +192,12 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.cfgStat.LastSuccess = timePtr(r.at)
 	s.cfgStat.LastError, s.cfgStat.LastErrorAt = "", nil
 	s.cfgStat.Models = len(r.cfg.Models)
-	s.sys.setContracts(r.cfg.Contracts)
+	if r.stateErr != nil {
+		s.log.Warn("contract state not read; the last one read stays in use", "err", r.stateErr)
+	} else if r.state != nil {
+		s.sys.state.cur.Store(r.state)
+	}
+	s.sys.setContracts(r.cfg.Contracts, r.at)
 	s.reconcile(ctx, r.cfg, r.at)
 	s.applied = true
 }
@@ -198,6 +232,8 @@ func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, no
 			// A load is running; its result is checked against e.meta when it arrives.
 		case e.active != nil && (m.Checksum == "" || m.Checksum == e.active.checksum):
 			// Serving what the config asks for.
+		case e.expired && e.active == nil:
+			// Unloaded because its contracts expired it.
 		default:
 			s.startLoad(ctx, m.Path, e)
 		}
@@ -247,7 +283,7 @@ func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
 		closeQuietly(r.s, r.local, s.log)
 		return
 	}
-	c := &content{path: r.path, checksum: r.local.Checksum, runtime: r.rt, local: r.local}
+	c := &content{path: r.path, checksum: r.local.Checksum, runtime: r.rt, local: r.local, meta: r.s.Metadata()}
 	rt, local := r.rt, r.local
 	reload := func(ctx context.Context) (servables.Servable, error) {
 		return s.sys.loadLocal(ctx, rt, local)
@@ -342,6 +378,9 @@ func (s *supervisorActor) housekeep(ctx actor.Context) {
 			s.log.Info("model evicted", "model", path)
 		}
 	}
+	if s.expire(ctx, now) {
+		changed = true
+	}
 	if changed {
 		s.publishRoutes()
 		for i := range s.retiring {
@@ -358,6 +397,42 @@ func (s *supervisorActor) housekeep(ctx actor.Context) {
 	}
 	clear(s.retiring[len(kept):])
 	s.retiring = kept
+}
+
+// expire unloads the models every contract using them has expired, once
+// their grace period is over, and loads them again when a contract stops
+// expiring them (a rollback). It reports whether it took content out of
+// service; the caller publishes the routes and marks the content retired.
+func (s *supervisorActor) expire(ctx actor.Context, now time.Time) bool {
+	expired := s.sys.expiredPaths(now)
+	changed := false
+	for path, e := range s.entries {
+		if e.removed {
+			continue
+		}
+		switch {
+		case expired[path] && !e.expired:
+			grace := e.meta.EvictionGracePeriod
+			if e.active != nil {
+				grace = e.activeMeta.EvictionGracePeriod
+			}
+			e.expired, e.expireAt = true, now.Add(grace)
+			s.log.Info("model expired by its contracts; unloading after grace period", "model", path, "grace", grace)
+		case !expired[path] && e.expired:
+			e.expired = false
+			s.log.Info("model no longer expired", "model", path, "loaded", e.active != nil)
+			if e.active == nil && e.job == 0 {
+				s.startLoad(ctx, path, e)
+			}
+		}
+		if e.expired && e.active != nil && !now.Before(e.expireAt) {
+			s.retiring = append(s.retiring, retiree{c: e.active, releaseAt: now})
+			e.active = nil
+			changed = true
+			s.log.Info("expired model unloaded", "model", path)
+		}
+	}
+	return changed
 }
 
 // release stops c's model actor (which closes the servable) and deletes its cached files.
@@ -409,6 +484,10 @@ func (s *supervisorActor) publishStatus() {
 		switch {
 		case e.removed:
 			m.State, m.evictAt = StateEvicting, e.evictAt
+		case e.expired && e.active != nil:
+			m.State, m.evictAt = StateExpiring, e.expireAt
+		case e.expired:
+			m.State = StateExpired
 		case e.active != nil:
 			m.State = StateReady
 		case e.job != 0 && e.lastErr == "":

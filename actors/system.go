@@ -60,6 +60,8 @@ type System struct {
 	routes         atomic.Pointer[table]
 	contracts      atomic.Pointer[contracts]
 	status         atomic.Pointer[Status]
+	state          *sharedState
+	stopState      context.CancelFunc
 	firstReconcile atomic.Bool
 	stopping       atomic.Bool
 }
@@ -87,6 +89,10 @@ func Start(opts Options) (*System, error) {
 	noContracts := contracts{}
 	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
+	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
+	var stateCtx context.Context
+	stateCtx, s.stopState = context.WithCancel(context.Background())
+	go s.state.run(stateCtx)
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return opts.Logger.With("component", "protoactor")
 	}))
@@ -163,6 +169,7 @@ func (s *System) Drain() { s.stopping.Store(true) }
 // actor system. Requests still running get ErrStopped.
 func (s *System) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	s.stopState()
 	done := make(chan struct{})
 	go func() {
 		_ = s.as.Root.StopFuture(s.router).Wait()

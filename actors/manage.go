@@ -1,0 +1,167 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// ErrReadOnly means the bucket cannot be written, so the management API
+// cannot change the model config or the contract state.
+var ErrReadOnly = errors.New("the bucket is read-only")
+
+// EditConfig changes the model config object in the bucket: it reads it,
+// applies edit, validates the result and writes it back in canonical form
+// on condition that nobody wrote it in between, retrying from a fresh read
+// on a conflict (see bucket.Update), so concurrent edits by any number of
+// replicas all land. It then makes this replica apply the new config
+// before returning (other replicas pick it up at their next poll), and
+// returns the config written.
+//
+// Errors from edit (such as conf.ErrServableExists) and validation errors
+// (*conf.ConfigError) are returned wrapped; the bucket is then unchanged.
+func (s *System) EditConfig(ctx context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error) {
+	w, ok := s.opts.Bucket.(bucket.Writer)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
+	}
+	var written *conf.ModelConfig
+	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
+		cfg := &conf.ModelConfig{}
+		if exists {
+			var err error
+			if cfg, err = conf.ParseModelConfig(current); err != nil {
+				return nil, fmt.Errorf("the model config in the bucket is invalid, fix it first: %w", err)
+			}
+		}
+		if err := edit(cfg); err != nil {
+			return nil, err
+		}
+		data, err := cfg.Validate()
+		if err != nil {
+			return nil, err
+		}
+		written = cfg
+		return data, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Reload(ctx); err != nil {
+		return written, fmt.Errorf("config written, not yet applied here: %w", err)
+	}
+	return written, nil
+}
+
+// Reload reads the model config now, and returns once it is applied (its
+// models may still be loading).
+func (s *System) Reload(ctx context.Context) error {
+	done := make(chan struct{})
+	s.as.Root.Send(s.supervisor, reloadRequest{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// DeleteServable removes release rv from contract id (see
+// conf.ModelConfig.RemoveServable) and forgets its shared state: its
+// stamps and metrics.
+func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
+	if _, err := s.EditConfig(ctx, func(c *conf.ModelConfig) error { return c.RemoveServable(id, rv) }); err != nil {
+		return err
+	}
+	w, ok := s.opts.Bucket.(bucket.Writer)
+	if !ok {
+		return nil
+	}
+	err := s.state.update(ctx, w, func(st *conf.ContractState) error {
+		st.Edit(id, rv, func(r *conf.ServableRecord) { *r = conf.ServableRecord{} })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("servable deleted; its recorded state remains: %w", err)
+	}
+	return nil
+}
+
+// SetMetrics records performance metrics of release rv of contract id in
+// the shared contract state, for min_metric and keep_top_ranked, and
+// returns all of its metrics. Every replica sees them at its next poll;
+// this one at once.
+func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
+	st := (*s.contracts.Load())[id]
+	if st == nil {
+		return nil, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	if _, ok := st.servable(rv); !ok {
+		return nil, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
+	}
+	w, ok := s.opts.Bucket.(bucket.Writer)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
+	}
+	var out map[string]float64
+	err := s.state.update(ctx, w, func(cs *conf.ContractState) error {
+		var err error
+		cs.Edit(id, rv, func(r *conf.ServableRecord) {
+			var m map[string]float64
+			if m, err = u.Apply(r.Metrics); err == nil {
+				r.Metrics, out = m, m
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Contract returns the configured contract id, as in the config in force.
+func (s *System) Contract(id string) (conf.Contract, error) {
+	st := (*s.contracts.Load())[id]
+	if st == nil {
+		return conf.Contract{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	return st.cfg, nil
+}
+
+// ServableInfo describes the model a release of a contract serves, for the
+// metadata API.
+type ServableInfo struct {
+	// Ready reports whether the model is loaded.
+	Ready bool
+	// Checksum and Metadata describe the loaded content (empty if not ready).
+	Checksum string
+	Metadata servables.Metadata
+	// Created is when the release was first configured (zero if unknown).
+	Created time.Time
+	// Metrics are its performance metrics.
+	Metrics map[string]float64
+}
+
+// Servable describes release rv of contract id.
+func (s *System) Servable(id, rv string) (ServableInfo, error) {
+	st := (*s.contracts.Load())[id]
+	if st == nil {
+		return ServableInfo{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	sv, ok := st.servable(rv)
+	if !ok {
+		return ServableInfo{}, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
+	}
+	rec := s.state.load().Record(id, rv)
+	info := ServableInfo{Created: rec.Created, Metrics: rec.Metrics}
+	if c := (*s.routes.Load())[sv.ModelPath]; c != nil {
+		info.Ready, info.Checksum, info.Metadata = true, c.checksum, c.meta
+	}
+	return info, nil
+}

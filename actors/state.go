@@ -1,0 +1,181 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+)
+
+// sharedState is the contract state object (conf.ContractState) as this
+// replica knows it: the version last read or written, and the writes of
+// this replica's observations (creation and valid-since stamps) waiting to
+// be made. The supervisor refreshes it at every config poll; writes go
+// through bucket.Update, so replicas writing at once lose nothing.
+type sharedState struct {
+	b    bucket.Bucket
+	name string
+	log  *slog.Logger
+	cur  atomic.Pointer[conf.ContractState]
+
+	mu      sync.Mutex
+	pending map[string]stateOp // by key; kept until written, so a change is asked for once
+	queued  []string           // keys of pending ops not yet taken by the writer
+	wake    chan struct{}
+}
+
+// stateOp changes the state; it must be idempotent and may run several
+// times (once per write attempt).
+type stateOp func(*conf.ContractState)
+
+// errStateUnchanged tells Update that the ops changed nothing.
+var errStateUnchanged = errors.New("contract state unchanged")
+
+func newSharedState(b bucket.Bucket, configPath string, log *slog.Logger) *sharedState {
+	s := &sharedState{b: b, name: conf.StatePath(configPath), log: log, pending: map[string]stateOp{}, wake: make(chan struct{}, 1)}
+	s.cur.Store(&conf.ContractState{Contracts: map[string]map[string]conf.ServableRecord{}})
+	return s
+}
+
+// load returns the current state; it is never nil and must not be modified.
+func (s *sharedState) load() *conf.ContractState { return s.cur.Load() }
+
+// read reads the state object; a missing object is an empty state.
+func (s *sharedState) read(ctx context.Context) (*conf.ContractState, error) {
+	data, _, err := s.b.ReadObject(ctx, s.name)
+	if errors.Is(err, bucket.ErrNotExist) {
+		return conf.ParseContractState(nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading contract state %s: %w", s.name, err)
+	}
+	st, err := conf.ParseContractState(data)
+	if err != nil {
+		return nil, fmt.Errorf("contract state %s: %w", s.name, err)
+	}
+	return st, nil
+}
+
+// ask queues op under key unless an op with that key is pending.
+func (s *sharedState) ask(key string, op stateOp) {
+	s.mu.Lock()
+	if _, dup := s.pending[key]; !dup {
+		s.pending[key] = op
+		s.queued = append(s.queued, key)
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+}
+
+// run writes the queued ops until ctx is done, at most one write per
+// second, so that observations made at many requests become one write.
+func (s *sharedState) run(ctx context.Context) {
+	w, ok := s.b.(bucket.Writer)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		keys := s.queued
+		s.queued = nil
+		ops := make([]stateOp, len(keys))
+		for i, k := range keys {
+			ops[i] = s.pending[k]
+		}
+		s.mu.Unlock()
+		var err error
+		if !ok {
+			err = fmt.Errorf("bucket %s is read-only", s.b)
+		} else {
+			err = s.update(ctx, w, func(st *conf.ContractState) error {
+				for _, op := range ops {
+					op(st)
+				}
+				return nil
+			})
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("could not record contract state; replicas may disagree on phase-in until it is written", "object", s.name, "err", err)
+		}
+		s.mu.Lock()
+		for _, k := range keys {
+			delete(s.pending, k)
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// update changes the state object with change, with optimistic
+// concurrency, and publishes the result.
+func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*conf.ContractState) error) error {
+	var written *conf.ContractState
+	err := bucket.Update(ctx, w, s.name, func(current []byte, _ bool) ([]byte, error) {
+		st, err := conf.ParseContractState(current)
+		if err != nil {
+			return nil, fmt.Errorf("contract state %s: %w", s.name, err)
+		}
+		before, err := st.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if err := change(st); err != nil {
+			return nil, err
+		}
+		after, err := st.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		written = st
+		if string(before) == string(after) {
+			return nil, errStateUnchanged
+		}
+		return after, nil
+	})
+	if err != nil && !errors.Is(err, errStateUnchanged) {
+		return err
+	}
+	s.cur.Store(written)
+	return nil
+}
+
+// setCreated asks for release rv of contract id to get a creation stamp, if it has none.
+func (s *sharedState) setCreated(id, rv string, t time.Time) {
+	s.ask("created "+id+" "+rv, func(st *conf.ContractState) {
+		st.Edit(id, rv, func(r *conf.ServableRecord) {
+			if r.Created.IsZero() {
+				r.Created = t
+			}
+		})
+	})
+}
+
+// setValidSince asks for the valid-since stamp of release rv of contract
+// id to be t if it has none, or to be cleared (t zero) if it is was.
+func (s *sharedState) setValidSince(id, rv string, t, was time.Time) {
+	s.ask("valid "+id+" "+rv, func(st *conf.ContractState) {
+		st.Edit(id, rv, func(r *conf.ServableRecord) {
+			switch {
+			case !t.IsZero() && r.ValidSince.IsZero():
+				r.ValidSince = t
+			case t.IsZero() && r.ValidSince.Equal(was):
+				r.ValidSince = time.Time{}
+			}
+		})
+	})
+}
