@@ -269,6 +269,11 @@ const (
 	// ContractValidationError (422): contract settings are invalid; body
 	// {contract, msg}.
 	ContractValidationError ErrorCase = "ContractValidationError"
+	// ServableAlreadyExistsError (409): the release exists; body {fqrv}.
+	ServableAlreadyExistsError ErrorCase = "ServableAlreadyExistsError"
+	// CreateServableRequestInvalidError (422): a serve request is invalid;
+	// body {fqrv, msg}.
+	CreateServableRequestInvalidError ErrorCase = "CreateServableRequestInvalidError"
 )
 
 // Status is the HTTP status ForestFlow answers the case with (its
@@ -277,16 +282,18 @@ func (c ErrorCase) Status() int {
 	switch c {
 	case UnknownServable, UnknownContract:
 		return http.StatusNotFound
-	case NoActiveServablesForContract, ContractValidationError:
+	case NoActiveServablesForContract, ContractValidationError, CreateServableRequestInvalidError:
 		return http.StatusUnprocessableEntity
+	case ServableAlreadyExistsError:
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }
 
 // ErrorResponse is one ForestFlow error reply. Which fields are written
 // depends on Case: FQRV for the servable cases, Contract for the contract
-// cases, Message for UnknownServableError (errorMessage, omitted when empty)
-// and ContractValidationError (msg).
+// cases, Message for UnknownServableError (errorMessage, omitted when empty),
+// ContractValidationError and CreateServableRequestInvalidError (msg).
 type ErrorResponse struct {
 	Case     ErrorCase
 	FQRV     FQRV
@@ -305,7 +312,8 @@ type ErrorResponse struct {
 func AppendErrorResponse(dst []byte, e ErrorResponse) []byte {
 	c := e.Case
 	switch c {
-	case UnknownServable, NoActiveServablesForContract, UnknownContract, ContractValidationError:
+	case UnknownServable, NoActiveServablesForContract, UnknownContract, ContractValidationError,
+		ServableAlreadyExistsError, CreateServableRequestInvalidError:
 	default:
 		c = UnknownServableError
 	}
@@ -320,9 +328,14 @@ func AppendErrorResponse(dst []byte, e ErrorResponse) []byte {
 			dst = append(dst, `,"errorMessage":`...)
 			dst = appendString(dst, e.Message)
 		}
-	case UnknownServable:
+	case UnknownServable, ServableAlreadyExistsError:
 		dst = append(dst, `"fqrv":`...)
 		dst = appendFQRV(dst, e.FQRV)
+	case CreateServableRequestInvalidError:
+		dst = append(dst, `"fqrv":`...)
+		dst = appendFQRV(dst, e.FQRV)
+		dst = append(dst, `,"msg":`...)
+		dst = appendString(dst, e.Message)
 	case NoActiveServablesForContract, UnknownContract:
 		dst = append(dst, `"contract":`...)
 		dst = appendContract(dst, e.Contract)

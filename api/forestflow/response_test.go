@@ -228,6 +228,10 @@ func TestErrorResponses(t *testing.T) {
 			`{"UnknownServableError":{"fqrv":{"contract":{"organization":"ads","project":"pctr","contractNumber":1},"releaseVersion":"v\n2"}}}`},
 		{"contract validation", ErrorResponse{Case: ContractValidationError, Contract: c, Message: "duplicate release \"v1\""}, http.StatusUnprocessableEntity,
 			`{"ContractValidationError":{"contract":{"organization":"ads","project":"pctr","contractNumber":1},"msg":"duplicate release \"v1\""}}`},
+		{"servable exists", ErrorResponse{Case: ServableAlreadyExistsError, FQRV: f}, http.StatusConflict,
+			`{"ServableAlreadyExistsError":{"fqrv":{"contract":{"organization":"ads","project":"pctr","contractNumber":1},"releaseVersion":"v\n2"}}}`},
+		{"invalid serve request", ErrorResponse{Case: CreateServableRequestInvalidError, FQRV: f, Message: "path: needed"}, http.StatusUnprocessableEntity,
+			`{"CreateServableRequestInvalidError":{"fqrv":{"contract":{"organization":"ads","project":"pctr","contractNumber":1},"releaseVersion":"v\n2"},"msg":"path: needed"}}`},
 		{"unknown case is a servable error", ErrorResponse{Case: "Bogus", FQRV: f}, http.StatusInternalServerError,
 			`{"UnknownServableError":{"fqrv":{"contract":{"organization":"ads","project":"pctr","contractNumber":1},"releaseVersion":"v\n2"}}}`},
 	}

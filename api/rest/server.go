@@ -83,10 +83,17 @@ func New(b Backend, opts Options) *Server {
 	mux.HandleFunc("POST /v1/inference", s.instrument("inference", s.inference))
 	mux.HandleFunc("GET /v1/models", s.instrument("models", s.models))
 	mux.HandleFunc("GET /v1/status", s.instrument("status", s.status))
+	var score, gp, create http.HandlerFunc
 	if sc, ok := b.(Scorer); ok {
-		mux.HandleFunc("POST /{org}/{project}/{n}/score", s.instrument("forestflow", s.score(sc)))
+		score, gp = s.instrument("forestflow", s.score(sc)), s.instrument("graphpipe", s.graphPipe(sc))
 		mux.HandleFunc("POST /{org}/{project}/{n}/{rv}/score", s.instrument("forestflow", s.score(sc)))
-		mux.HandleFunc("POST /{org}/{project}/{n}/gp", s.instrument("graphpipe", s.graphPipe(sc)))
+	}
+	if m, ok := b.(Manager); ok {
+		create = s.instrument("manage", s.createContract(m))
+		s.manageRoutes(mux, m)
+	}
+	if score != nil || create != nil {
+		mux.HandleFunc("POST /{a}/{b}/{c}/{d}", dispatchPost(score, gp, create))
 	}
 	if ci, ok := b.(ContractInspector); ok {
 		mux.HandleFunc("GET /contracts/list", s.instrument("contracts", s.contractList(ci)))

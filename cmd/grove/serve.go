@@ -101,6 +101,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		_ = producer.Close(context.Background())
 		return err
 	}
+	var _ rest.Manager = sys // the management API is served
 	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
 		Status: func() map[string]any {
 			if producer == nil {
