@@ -24,9 +24,12 @@ deps-bench:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/grove
 
-## run: serve the example bucket on 127.0.0.1:8080.
+## run: serve a copy of the example bucket (.run/bucket, made once) on
+## 127.0.0.1:8080; the tour and the management API change the copy, and
+## `rm -rf .run` starts over.
 run: build
-	$(BIN) serve --config examples/grove.yaml
+	@[ -d .run/bucket ] || { mkdir -p .run && cp -r examples/bucket .run/bucket; }
+	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
 ## test: vet, unit tests, fuzz seeds and the integration tests against the real binary.
 test: deps vet

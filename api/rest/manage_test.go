@@ -1,0 +1,148 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+)
+
+// memManager is a Manager over an in-memory config; writes fail with err when set.
+type memManager struct {
+	echo
+	cfg     conf.ModelConfig
+	metrics map[string]map[string]float64
+	err     error
+}
+
+func (m *memManager) EditConfig(_ context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	// A deep copy, as the real one reads the config afresh.
+	data, err := m.cfg.Validate()
+	if err != nil {
+		return nil, err
+	}
+	next, err := conf.ParseModelConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := edit(next); err != nil {
+		return nil, err
+	}
+	if _, err := next.Validate(); err != nil {
+		return nil, err
+	}
+	m.cfg = *next
+	return next, nil
+}
+
+func (m *memManager) DeleteServable(ctx context.Context, id, rv string) error {
+	_, err := m.EditConfig(ctx, func(c *conf.ModelConfig) error { return c.RemoveServable(id, rv) })
+	return err
+}
+
+func (m *memManager) SetMetrics(_ context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
+	if _, err := m.Servable(id, rv); err != nil {
+		return nil, err
+	}
+	out, err := u.Apply(m.metrics[id+"/"+rv])
+	m.metrics[id+"/"+rv] = out
+	return out, err
+}
+
+func (m *memManager) Contract(id string) (conf.Contract, error) {
+	for _, k := range m.cfg.Contracts {
+		if k.ID() == id {
+			return k, nil
+		}
+	}
+	return conf.Contract{}, fmt.Errorf("%w %s", actors.ErrUnknownContract, id)
+}
+
+func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
+	k, err := m.Contract(id)
+	if err != nil {
+		return actors.ServableInfo{}, err
+	}
+	for _, s := range k.Servables {
+		if s.ReleaseVersion == rv {
+			return actors.ServableInfo{}, nil
+		}
+	}
+	return actors.ServableInfo{}, fmt.Errorf("%w %s", actors.ErrUnknownRelease, rv)
+}
+
+func call(t *testing.T, h http.Handler, method, path, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b)
+}
+
+func TestManagementAPIAnswersWithForestFlowEnvelopesAndStatuses(t *testing.T) {
+	m := &memManager{echo: echo{ready: true}, metrics: map[string]map[string]float64{}}
+	s := New(m, Options{Registerer: prometheus.NewRegistry()})
+	serve := func(rv string) string {
+		return `{"path": "m_` + rv + `/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "` + rv + `"},
+			"servableSettings": {"policySettings": {"validityPolicy": [{"NeverValid": {}}]}}}`
+	}
+	steps := []struct {
+		method, path, body string
+		code               int
+		has                string
+	}{
+		{"POST", "/contract/ads/p/1", `{"router": {"LatestPhaseInPctBasedRouter": {}}}`, 200, `"ContractCreatedSuccessfully"`},
+		{"POST", "/contract/ads/p/1", `{}`, 422, `"ContractValidationError"`},
+		{"POST", "/contract/ads/p/x", `{}`, 404, "contract number"},
+		{"POST", "/servable", serve("v1"), 200, `"ServableCreatedSuccessfully"`},
+		{"POST", "/servable", serve("v1"), 409, `"ServableAlreadyExistsError"`},
+		{"POST", "/servable", `{"path": "x/"}`, 422, `"CreateServableRequestInvalidError"`},
+		{"POST", "/servable", `{"path": "m_v1/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "v2"}, "contractSettings": {}}`, 422, "cannot override contract settings"},
+		{"POST", "/servable", `{"path": "m_v1/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "v2"}}`, 422, "already release v1"},
+		{"PUT", "/ads/p/1/v1/policy", `{"validity": []}`, 200, `"ServableUpdatedSuccessfully"`},
+		{"PUT", "/ads/p/1/v9/policy", `{}`, 404, `"UnknownServable"`},
+		{"PUT", "/ads/p/2/v1/logging", `{}`, 404, `"UnknownContract"`},
+		{"PUT", "/ads/p/1/v1/logging-settings", `{"logLevel": "LOUD"}`, 422, "log_level"},
+		{"PUT", "/ads/p/1", `{"expiration": {"keep_latest": 1}}`, 200, `"ContractUpdatedSuccessfully"`},
+		{"GET", "/ads/p/1/c-settings", "", 200, `"keep_latest": 1`},
+		{"GET", "/ads/p/1/list", "", 200, `"releaseVersion": "v1"`},
+		{"GET", "/ads/p/1/v1/settings", "", 200, `"validity": []`},
+		{"GET", "/ads/p/1/v9/settings", "", 404, `"UnknownServable"`},
+		{"POST", "/ads/p/1/v1/metrics", `{"auc": 0.7}`, 200, `"auc": 0.7`},
+		{"POST", "/ads/p/1/v1/metrics", `[1]`, 422, "metrics must be a JSON object"},
+		{"DELETE", "/ads/p/1/v1", "", 200, `"ServablesDeletedSuccessfully"`},
+		{"DELETE", "/ads/p/1/v1", "", 404, `"UnknownServable"`},
+		{"POST", "/ads/p/1/other", `{}`, 404, "404 page not found"},
+	}
+	for _, st := range steps {
+		code, body := call(t, s, st.method, st.path, st.body)
+		if code != st.code || !strings.Contains(body, st.has) {
+			t.Errorf("%s %s %s\n got HTTP %d %s\nwant HTTP %d with %q", st.method, st.path, st.body, code, body, st.code, st.has)
+		}
+	}
+	if len(m.cfg.Models) != 0 {
+		t.Errorf("deleting the only release left its model listed: %+v", m.cfg.Models)
+	}
+}
+
+func TestManagementWriteConflictsAnswer503WithRetryAfter(t *testing.T) {
+	m := &memManager{echo: echo{ready: true}, err: fmt.Errorf("updating model_config.json: %w", bucket.ErrConflict)}
+	s := New(m, Options{Registerer: prometheus.NewRegistry()})
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("POST", "/contract/ads/p/1", strings.NewReader(`{}`)))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("conflict: HTTP %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}
