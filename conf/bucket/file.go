@@ -19,9 +19,12 @@ import (
 
 // fileBucket is a bucket backed by a local directory.
 type fileBucket struct {
-	root *os.Root // confines every access to the directory, symlinks included
-	loc  conf.BucketURL
+	root  *os.Root // confines every access to the directory, symlinks included
+	loc   conf.BucketURL
+	turns turns
 }
+
+func (b *fileBucket) updateTurns() *turns { return &b.turns }
 
 func openFile(dir string) (*fileBucket, error) {
 	abs, err := filepath.Abs(dir)

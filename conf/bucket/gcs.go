@@ -21,7 +21,10 @@ type gcsBucket struct {
 	ownClient bool // Close closes client
 	bkt       *storage.BucketHandle
 	loc       conf.BucketURL
+	turns     turns
 }
+
+func (b *gcsBucket) updateTurns() *turns { return &b.turns }
 
 func openGCS(ctx context.Context, loc conf.BucketURL, o options) (*gcsBucket, error) {
 	client, own := o.client, false

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"time"
 )
@@ -53,8 +52,8 @@ const UpdateTries = 10
 // the process, so a replica's own concurrent updates do not make each other
 // retry; conflicts, and retries, only come from other processes.
 func Update(ctx context.Context, b Writer, name string, change func(current []byte, exists bool) ([]byte, error)) error {
-	if reflect.TypeOf(b).Comparable() { // usable as a map key
-		release, err := localTurns.acquire(ctx, turnKey{b, name})
+	if tt, ok := b.(turnTaker); ok && tt.updateTurns() != nil {
+		release, err := tt.updateTurns().acquire(ctx, name)
 		if err != nil {
 			return fmt.Errorf("updating %s in %s: %w", name, b, err)
 		}
@@ -95,16 +94,17 @@ func Update(ctx context.Context, b Writer, name string, change func(current []by
 	}
 }
 
-// turnKey names an object as updated through one Writer.
-type turnKey struct {
-	w    Writer
-	name string
+// turnTaker is a Writer whose Updates of one object take turns within
+// the process; the buckets Open returns are.
+type turnTaker interface {
+	updateTurns() *turns
 }
 
-// turns serialises the Updates of each object within the process.
+// turns serialises the Updates of each object (by name) through one Writer.
+// The zero value is ready to use.
 type turns struct {
 	mu    sync.Mutex
-	slots map[turnKey]*turnSlot
+	slots map[string]*turnSlot
 }
 
 // turnSlot is an object's turn (a one-token semaphore) and the number of
@@ -114,11 +114,12 @@ type turnSlot struct {
 	users int
 }
 
-var localTurns = turns{slots: map[turnKey]*turnSlot{}}
-
 // acquire waits for k's turn, or for ctx to be done.
-func (t *turns) acquire(ctx context.Context, k turnKey) (release func(), err error) {
+func (t *turns) acquire(ctx context.Context, k string) (release func(), err error) {
 	t.mu.Lock()
+	if t.slots == nil {
+		t.slots = map[string]*turnSlot{}
+	}
 	s := t.slots[k]
 	if s == nil {
 		s = &turnSlot{token: make(chan struct{}, 1)}

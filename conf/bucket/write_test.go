@@ -39,6 +39,14 @@ type conflictCounter struct {
 	conflicts atomic.Int64
 }
 
+// updateTurns lets Updates through the counter take the wrapped bucket's turns.
+func (c *conflictCounter) updateTurns() *turns {
+	if tt, ok := c.Writer.(turnTaker); ok {
+		return tt.updateTurns()
+	}
+	return nil
+}
+
 func (c *conflictCounter) WriteObject(ctx context.Context, name string, data []byte, ifGeneration int64) (Attrs, error) {
 	a, err := c.Writer.WriteObject(ctx, name, data, ifGeneration)
 	if errors.Is(err, ErrConflict) {
@@ -367,10 +375,11 @@ func TestUpdateTakesTurnsWithinAWriter(t *testing.T) {
 		if n := cw.conflicts.Load(); n != 0 {
 			t.Errorf("%d conflicts within one Writer", n)
 		}
-		localTurns.mu.Lock()
-		defer localTurns.mu.Unlock()
-		if len(localTurns.slots) != 0 {
-			t.Errorf("%d turn slots left", len(localTurns.slots))
+		turns := w.(turnTaker).updateTurns()
+		turns.mu.Lock()
+		defer turns.mu.Unlock()
+		if len(turns.slots) != 0 {
+			t.Errorf("%d turn slots left", len(turns.slots))
 		}
 	})
 }
