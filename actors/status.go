@@ -51,6 +51,9 @@ type ModelStatus struct {
 	Runtime   string     `json:"runtime,omitempty"`
 	LoadedAt  *time.Time `json:"loaded_at,omitempty"`
 	SizeBytes int64      `json:"size_bytes,omitempty"`
+	// Registered is set for a model loaded through the registration API
+	// (B&A RegisterModel) rather than listed in the config.
+	Registered bool `json:"registered,omitempty"`
 	// ConfiguredChecksum is the checksum the config asks for, if any.
 	ConfiguredChecksum string `json:"configured_checksum,omitempty"`
 	// Updating is set while new content for this path loads beside the serving one.

@@ -64,6 +64,11 @@ type entry struct {
 	// expired; its content is unloaded at expireAt.
 	expired  bool
 	expireAt time.Time
+	// source, if not nil, holds the files of a model registered through
+	// the API (RegisterModel) rather than listed in the config; waiters
+	// get the outcome of its load.
+	source  bucket.Bucket
+	waiters []chan error
 	lastErr  string
 	errAt    time.Time
 }
@@ -105,6 +110,10 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case reloadRequest:
 		s.waitNext = append(s.waitNext, m.done)
 		s.poll(ctx)
+	case registerRequest:
+		s.register(ctx, m)
+	case unregisterRequest:
+		m.reply <- s.unregister(ctx, m.path)
 	case configResult:
 		s.fetching = false
 		s.applyConfig(ctx, m)
@@ -222,6 +231,15 @@ func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, no
 			e = &entry{}
 			s.entries[m.Path] = e
 		}
+		if e.source != nil {
+			// The config wins over a registration: load the bucket's content.
+			s.log.Info("registered model is now in the config; the config's content replaces it", "model", m.Path)
+			e.source = nil
+			e.notify(fmt.Errorf("model %s: %w", m.Path, ErrManagedByConfig))
+			e.meta = m
+			s.startLoad(ctx, m.Path, e)
+			continue
+		}
 		if e.removed {
 			s.log.Info("model listed again; eviction cancelled", "model", m.Path)
 			e.removed, e.evictAt = false, time.Time{}
@@ -239,7 +257,7 @@ func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, no
 		}
 	}
 	for path, e := range s.entries {
-		if listed[path] || e.removed {
+		if listed[path] || e.removed || e.source != nil {
 			continue
 		}
 		if e.active == nil {
@@ -258,12 +276,15 @@ func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, no
 func (s *supervisorActor) startLoad(ctx actor.Context, path string, e *entry) {
 	s.jobs++
 	e.job = s.jobs
-	job, meta := s.jobs, e.meta
+	job, meta, src := s.jobs, e.meta, e.source
+	if src == nil {
+		src = s.sys.opts.Bucket
+	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.log.Info("loading model", "model", path, "checksum", meta.Checksum)
+	s.log.Info("loading model", "model", path, "checksum", meta.Checksum, "from", src.String())
 	go func() {
 		r := loadResult{path: path, job: job, meta: meta}
-		r.local, r.rt, r.s, r.err = s.sys.fetchAndLoad(s.ctx, meta)
+		r.local, r.rt, r.s, r.err = s.sys.fetchAndLoad(s.ctx, src, meta)
 		if r.err != nil {
 			r.err = fmt.Errorf("loading model %s: %w", path, r.err)
 		}
@@ -319,6 +340,7 @@ func (s *supervisorActor) warmed(ctx actor.Context, r warmResult) {
 		return
 	}
 	e.job = 0
+	defer e.notify(nil)
 	if e.meta.Checksum != "" && e.meta.Checksum != r.c.checksum {
 		// The config changed to another checksum while this content loaded.
 		s.retire(r.c, now)
@@ -349,6 +371,14 @@ func (s *supervisorActor) failed(path string, job int, err error) {
 	}
 	e.job = 0
 	e.lastErr, e.errAt = err.Error(), time.Now()
+	if e.source != nil {
+		// A registration is not retried: its files are not kept.
+		e.notify(err)
+		if e.active == nil {
+			delete(s.entries, path)
+		}
+		return
+	}
 	if e.active != nil {
 		s.log.Error("model update failed; the previous content keeps serving", "model", path, "serving_checksum", e.active.checksum, "err", err)
 	} else {
@@ -480,7 +510,7 @@ func (s *supervisorActor) publishStatus() {
 	st.Config.PollInterval = s.sys.opts.PollInterval.String()
 	seen := make(map[string]bool, len(s.entries))
 	add := func(path string, e *entry) {
-		m := ModelStatus{Path: path, ConfiguredChecksum: e.meta.Checksum, LastError: e.lastErr, LastErrorAt: timePtr(e.errAt), Updating: e.job != 0 && e.active != nil}
+		m := ModelStatus{Path: path, Registered: e.source != nil, ConfiguredChecksum: e.meta.Checksum, LastError: e.lastErr, LastErrorAt: timePtr(e.errAt), Updating: e.job != 0 && e.active != nil}
 		switch {
 		case e.removed:
 			m.State, m.evictAt = StateEvicting, e.evictAt

@@ -185,9 +185,9 @@ func (s *System) Stop(ctx context.Context) error {
 	return nil
 }
 
-// fetchAndLoad copies a model into the cache, verifies its checksum and loads it.
-func (s *System) fetchAndLoad(ctx context.Context, meta conf.ModelMetadata) (*bucket.LocalModel, string, servables.Servable, error) {
-	local, err := bucket.Fetch(ctx, s.opts.Bucket, meta.Path, s.opts.CacheDir, s.opts.MaxModelBytes)
+// fetchAndLoad copies a model from src into the cache, verifies its checksum and loads it.
+func (s *System) fetchAndLoad(ctx context.Context, src bucket.Bucket, meta conf.ModelMetadata) (*bucket.LocalModel, string, servables.Servable, error) {
+	local, err := bucket.Fetch(ctx, src, meta.Path, s.opts.CacheDir, s.opts.MaxModelBytes)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -200,6 +200,10 @@ func (c *ModelConfig) validate() error {
 
 // validateObjectPath checks that p is a usable object name in a bucket:
 // non-empty, relative (no leading "/"), with no ".." segments, backslashes or NUL bytes.
+// ValidateModelPath checks a model path by the rules of model_path in the
+// model config: relative, clean, slash-separated.
+func ValidateModelPath(p string) error { return validateObjectPath(p) }
+
 func validateObjectPath(p string) error {
 	switch {
 	case p == "":

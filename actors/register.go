@@ -1,0 +1,134 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+)
+
+// Registration errors, for the APIs to map to their status codes.
+var (
+	// ErrManagedByConfig: the model path is listed in the bucket config,
+	// which wins over registrations.
+	ErrManagedByConfig = errors.New("the model path is managed by the model config")
+	// ErrAlreadyRegistered: a model with that path is already served.
+	ErrAlreadyRegistered = errors.New("model path already exists")
+	// ErrNotRegistered: no registered model has that path.
+	ErrNotRegistered = errors.New("model path is not registered")
+	// ErrBadRegistration: the registration request itself is invalid.
+	ErrBadRegistration = errors.New("invalid model registration")
+)
+
+// Messages to the supervisor for the registration API.
+type (
+	registerRequest struct {
+		path    string
+		files   map[string][]byte
+		warmUp  string
+		waiting chan error
+	}
+	unregisterRequest struct {
+		path  string
+		reply chan error
+	}
+)
+
+// RegisterModel loads a model from files sent by the caller rather than
+// from the bucket, as the B&A inference sidecar's RegisterModel does: the
+// keys of files are full bucket paths under modelPath (every file under
+// the prefix for a directory path ending in "/", exactly modelPath
+// otherwise). It returns once the model is ready (warm-up included) or
+// failed.
+//
+// Registered models are kept apart from the config: reconciliation never
+// evicts them. If the config lists the same path, the config wins: its
+// content replaces the registered one (and a registration of a path the
+// config lists is refused with ErrManagedByConfig). A failed registration
+// is not retried.
+func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[string][]byte, warmUpJSON string) error {
+	if err := conf.ValidateModelPath(modelPath); err != nil {
+		return fmt.Errorf("%w: model path %q: %v", ErrBadRegistration, modelPath, err)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("%w: model %s has no model files", ErrBadRegistration, modelPath)
+	}
+	for name := range files {
+		if under := strings.HasSuffix(modelPath, "/") && strings.HasPrefix(name, modelPath) && name != modelPath; !under && name != modelPath {
+			return fmt.Errorf("%w: model file %q is not under model path %q (keys are full bucket paths)", ErrBadRegistration, name, modelPath)
+		}
+	}
+	waiting := make(chan error, 1)
+	s.as.Root.Send(s.supervisor, registerRequest{path: modelPath, files: files, warmUp: warmUpJSON, waiting: waiting})
+	select {
+	case err := <-waiting:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("registering model %s: %w (it may still load)", modelPath, ctx.Err())
+	}
+}
+
+// DeleteModel unloads a registered model at once (requests already queued
+// are answered); paths listed in the config are refused with
+// ErrManagedByConfig.
+func (s *System) DeleteModel(ctx context.Context, modelPath string) error {
+	reply := make(chan error, 1)
+	s.as.Root.Send(s.supervisor, unregisterRequest{path: modelPath, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// register starts the load of a registered model.
+func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
+	e := s.entries[r.path]
+	switch {
+	case e != nil && e.source == nil:
+		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrManagedByConfig)
+		return
+	case e != nil:
+		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrAlreadyRegistered)
+		return
+	}
+	e = &entry{meta: conf.ModelMetadata{Path: r.path, WarmUpJSON: r.warmUp},
+		source: bucket.NewMemory("registered:"+r.path, r.files), waiters: []chan error{r.waiting}}
+	s.entries[r.path] = e
+	s.startLoad(ctx, r.path, e)
+}
+
+// unregister unloads a registered model now.
+func (s *supervisorActor) unregister(ctx actor.Context, path string) error {
+	e := s.entries[path]
+	switch {
+	case e == nil:
+		return fmt.Errorf("model %s: %w", path, ErrNotRegistered)
+	case e.source == nil:
+		return fmt.Errorf("model %s: %w", path, ErrManagedByConfig)
+	}
+	delete(s.entries, path)
+	e.notify(fmt.Errorf("model %s: deleted while loading", path))
+	if e.active != nil {
+		s.publishRoutes() // without it, before it is marked retired
+		s.retire(e.active, time.Now())
+		s.housekeep(ctx)
+	}
+	s.log.Info("registered model deleted", "model", path)
+	return nil
+}
+
+// notify tells the waiters of a registration its outcome.
+func (e *entry) notify(err error) {
+	for _, w := range e.waiters {
+		w <- err
+	}
+	e.waiters = nil
+}

@@ -1,0 +1,57 @@
+package bucket
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Memory is a read-only bucket of objects held in memory, such as the model
+// files a B&A RegisterModel call carries (keyed by their full bucket
+// paths): Fetch copies them into the cache and checksums them exactly as
+// it does a real bucket's.
+type Memory struct {
+	name    string
+	objects map[string][]byte
+}
+
+// NewMemory returns a bucket holding objects; name is its String.
+func NewMemory(name string, objects map[string][]byte) *Memory {
+	return &Memory{name: name, objects: objects}
+}
+
+// ReadObject returns the named object.
+func (m *Memory) ReadObject(_ context.Context, name string) ([]byte, Attrs, error) {
+	data, ok := m.objects[name]
+	if !ok {
+		return nil, Attrs{}, fmt.Errorf("%s/%s: %w", m.name, name, ErrNotExist)
+	}
+	return data, Attrs{Generation: 1, Size: int64(len(data))}, nil
+}
+
+// List returns the objects whose names start with prefix, sorted by name.
+func (m *Memory) List(_ context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	for name, data := range m.objects {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, Object{Name: name, Size: int64(len(data))})
+		}
+	}
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Open returns a reader of the named object.
+func (m *Memory) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	data, _, err := m.ReadObject(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// String returns the bucket's name.
+func (m *Memory) String() string { return m.name }

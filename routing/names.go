@@ -1,0 +1,89 @@
+package routing
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// ModelVersion is a served model path as the Open Inference Protocol names
+// it: a model name and a version.
+type ModelVersion struct {
+	// Path is the model path in the config, e.g. "pcvr/3/".
+	Path string
+	// Name is the OIP model name, e.g. "pcvr".
+	Name string
+	// Version is the OIP model version, e.g. "3".
+	Version string
+}
+
+// NameModel names a model path for the Open Inference Protocol: a path
+// whose last segment is all digits is that version of the model named by
+// the rest ("pcvr/3/" is model "pcvr", version "3"); any other path is a
+// model named by the path without its trailing slash, version "1"
+// ("pctr_v1/" is model "pctr_v1", version "1").
+func NameModel(path string) ModelVersion {
+	trimmed := strings.TrimSuffix(path, "/")
+	if i := strings.LastIndexByte(trimmed, '/'); i > 0 && allDigits(trimmed[i+1:]) {
+		return ModelVersion{Path: path, Name: trimmed[:i], Version: trimmed[i+1:]}
+	}
+	return ModelVersion{Path: path, Name: trimmed, Version: "1"}
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Versions returns the versions of model name among paths, highest first
+// (numerically; ties, such as "3" and "03", by path).
+func Versions(paths []string, name string) []ModelVersion {
+	var out []ModelVersion
+	for _, p := range paths {
+		if mv := NameModel(p); mv.Name == name {
+			out = append(out, mv)
+		}
+	}
+	slices.SortFunc(out, func(a, b ModelVersion) int {
+		if c := compareVersions(b.Version, a.Version); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Path, b.Path)
+	})
+	return out
+}
+
+// compareVersions orders all-digit versions numerically, whatever their length.
+func compareVersions(a, b string) int {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if c := cmp.Compare(len(a), len(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+// Resolve picks the model path that serves OIP model name at version among
+// the ready paths: the given version, or the highest one when version is
+// empty. It reports false when there is none.
+func Resolve(ready []string, name, version string) (ModelVersion, bool) {
+	vs := Versions(ready, name)
+	if len(vs) == 0 {
+		return ModelVersion{}, false
+	}
+	if version == "" {
+		return vs[0], true
+	}
+	for _, v := range vs {
+		if v.Version == version || allDigits(version) && compareVersions(v.Version, version) == 0 {
+			return v, true
+		}
+	}
+	return ModelVersion{}, false
+}

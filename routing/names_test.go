@@ -1,0 +1,45 @@
+package routing
+
+import "testing"
+
+func TestNameModelSplitsADigitLastSegmentIntoAVersion(t *testing.T) {
+	for _, c := range []struct{ path, name, version string }{
+		{"pcvr/3/", "pcvr", "3"},
+		{"ads/pcvr/12", "ads/pcvr", "12"},
+		{"pctr_v1/", "pctr_v1", "1"},
+		{"model.pt", "model.pt", "1"},
+		{"3/", "3", "1"}, // no name left: the whole path is the name
+		{"pcvr/v3/", "pcvr/v3", "1"},
+		{"pcvr/3a/", "pcvr/3a", "1"},
+	} {
+		if got := NameModel(c.path); got.Name != c.name || got.Version != c.version || got.Path != c.path {
+			t.Errorf("NameModel(%q) = %+v, want name %q version %q", c.path, got, c.name, c.version)
+		}
+	}
+}
+
+func TestResolvePicksTheHighestReadyVersionOrTheOneAskedFor(t *testing.T) {
+	ready := []string{"pcvr/2/", "pcvr/10/", "pcvr/9/", "pctr_v1/", "other/pcvr/1/"}
+	for _, c := range []struct {
+		name, version, want string
+		ok                  bool
+	}{
+		{"pcvr", "", "pcvr/10/", true}, // numeric, not lexical
+		{"pcvr", "2", "pcvr/2/", true},
+		{"pcvr", "02", "pcvr/2/", true},
+		{"pcvr", "3", "", false},
+		{"pctr_v1", "", "pctr_v1/", true},
+		{"pctr_v1", "1", "pctr_v1/", true},
+		{"pctr_v1", "2", "", false},
+		{"other/pcvr", "", "other/pcvr/1/", true},
+		{"nope", "", "", false},
+	} {
+		got, ok := Resolve(ready, c.name, c.version)
+		if ok != c.ok || got.Path != c.want {
+			t.Errorf("Resolve(%q, %q) = %q, %v; want %q, %v", c.name, c.version, got.Path, ok, c.want, c.ok)
+		}
+	}
+	if vs := Versions(ready, "pcvr"); len(vs) != 3 || vs[0].Version != "10" || vs[2].Version != "2" {
+		t.Errorf("Versions(pcvr) = %+v", vs)
+	}
+}
