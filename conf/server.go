@@ -29,6 +29,9 @@ type Server struct {
 	ModelConfig string `yaml:"model_config"`
 	// HTTP is the host:port the HTTP API listens on.
 	HTTP string `yaml:"http"`
+	// GRPC is the host:port the gRPC services (Open Inference Protocol,
+	// B&A inference sidecar, health, reflection) listen on; "off" serves none.
+	GRPC string `yaml:"grpc"`
 	// PollInterval is how often the model config is read; at least MinPollInterval.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// CacheDir is where models are copied before loading.
@@ -153,6 +156,7 @@ func DefaultServer() Server {
 	return Server{
 		ModelConfig:          "model_config.json",
 		HTTP:                 "127.0.0.1:8080",
+		GRPC:                 "127.0.0.1:9090",
 		PollInterval:         30 * time.Second,
 		CacheDir:             cacheDir,
 		MaxModelBytes:        2 << 30,
@@ -249,6 +253,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.Bucket, "bucket", "bucket `URL` with the model config and models: file:///abs/dir, file://./rel/dir or gs://bucket[/prefix] (required)")
 	str(&s.ModelConfig, "model-config", "object `name` of the model config in the bucket")
 	str(&s.HTTP, "http", "`host:port` of the HTTP API")
+	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
@@ -436,6 +441,13 @@ func (s Server) Validate() error {
 	}
 	if err := validateHostPort(s.HTTP); err != nil {
 		bad("http", "%v", err)
+	}
+	if s.GRPC != "off" {
+		if err := validateHostPort(s.GRPC); err != nil {
+			bad("grpc", "%v (or off)", err)
+		} else if s.GRPC == s.HTTP {
+			bad("grpc", "%s is also the HTTP address", s.GRPC)
+		}
 	}
 	if s.PollInterval < MinPollInterval {
 		bad("poll_interval", "%v is below the minimum of %v", s.PollInterval, MinPollInterval)

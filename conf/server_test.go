@@ -129,7 +129,7 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 
 func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
-		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1",
+		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
@@ -142,7 +142,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", PollInterval: time.Second,
+		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		Kafka: Kafka{
@@ -168,6 +168,7 @@ poll_interval: 1m
 cache_dir: /var/cache/g
 max_model_bytes: 5
 max_body_bytes: 6
+grpc: "[::1]:9091"
 drain_timeout: 1.5s
 model_queue_size: 8
 shadow_micro_batch_rows: 32
@@ -199,7 +200,7 @@ prediction_log:
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file://./models", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", PollInterval: time.Minute,
+		Bucket: "file://./models", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
 		Kafka: Kafka{
@@ -309,6 +310,8 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"cache dir", func(s *Server) { s.CacheDir = "" }, "cache_dir (--cache-dir): must not be empty"},
 		{"max model bytes", func(s *Server) { s.MaxModelBytes = 0 }, "max_model_bytes (--max-model-bytes): 0 must be positive"},
 		{"max body bytes", func(s *Server) { s.MaxBodyBytes = -1 }, "max_body_bytes (--max-body-bytes): -1 must be positive"},
+		{"grpc address", func(s *Server) { s.GRPC = "9090" }, "grpc (--grpc): "},
+		{"grpc on the http address", func(s *Server) { s.GRPC = s.HTTP }, "is also the HTTP address"},
 		{"drain timeout", func(s *Server) { s.DrainTimeout = -time.Second }, "drain_timeout (--drain-timeout): -1s must not be negative"},
 		{"queue size", func(s *Server) { s.ModelQueueSize = 0 }, "model_queue_size (--model-queue-size): 0 must be positive"},
 		{"micro-batch rows", func(s *Server) { s.ShadowMicroBatchRows = -1 }, "shadow_micro_batch_rows (--shadow-micro-batch-rows): -1 must not be negative"},
