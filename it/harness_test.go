@@ -73,6 +73,7 @@ type grove struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	url  string
+	grpc string // host:port of the gRPC services
 	logs *syncBuffer
 	done chan error
 }
@@ -92,8 +93,8 @@ func freeAddr(t *testing.T) string {
 // until it is ready. The process is stopped when the test ends.
 func startGrove(t *testing.T, bucketURL string, env []string, args ...string) *grove {
 	t.Helper()
-	addr := freeAddr(t)
-	all := append([]string{"serve", "--bucket", bucketURL, "--http", addr, "--poll-interval", "1s",
+	addr, grpcAddr := freeAddr(t), freeAddr(t)
+	all := append([]string{"serve", "--bucket", bucketURL, "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
 		"--cache-dir", t.TempDir(), "--log-level", "debug"}, args...)
 	cmd := exec.Command(groveBin, all...)
 	logs := &syncBuffer{}
@@ -102,7 +103,7 @@ func startGrove(t *testing.T, bucketURL string, env []string, args ...string) *g
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &grove{t: t, cmd: cmd, url: "http://" + addr, logs: logs, done: make(chan error, 1)}
+	g := &grove{t: t, cmd: cmd, url: "http://" + addr, grpc: grpcAddr, logs: logs, done: make(chan error, 1)}
 	go func() { g.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		g.stop()
