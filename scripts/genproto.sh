@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of Grove's protobuf schemas (api/proto -> api/grovepb).
+# Regenerates the Go code of Grove's protobuf schemas:
+#   api/proto/grove/v1/*.proto            -> api/grovepb  (messages)
+#   api/proto/inference/*.proto           -> api/oippb    (messages + gRPC, OIP v2)
+#   api/proto/inference_sidecar/*.proto   -> api/sidecarpb (messages + gRPC, B&A sidecar)
+# (each file's go_package says where its code goes; see api/proto/README.md).
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
-# well-known types from libprotobuf-dev) and protoc-gen-go at the version of
+# well-known types from libprotobuf-dev), protoc-gen-go at the version of
 # google.golang.org/protobuf that go.mod requires, so the generated code and
-# the runtime always match. Run from anywhere; the output is committed.
+# the runtime always match, and protoc-gen-go-grpc at a pinned version (its
+# module is versioned apart from google.golang.org/grpc; the pinned one needs
+# grpc >= v1.81, go.mod has a newer one). Run from anywhere; the output is
+# committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh protobuf-compiler libprotobuf-dev
 
+bindir="$(go env GOPATH)/bin"
+
 # protoc-gen-go, pinned to the runtime version in go.mod.
 version=$(go list -m -f '{{.Version}}' google.golang.org/protobuf)
-bindir="$(go env GOPATH)/bin"
 gen="$bindir/protoc-gen-go"
 if ! [ -x "$gen" ] || [ "$("$gen" --version 2>/dev/null | awk '{print $2}')" != "$version" ]; then
   echo "installing protoc-gen-go $version"
   GOFLAGS=-mod=mod go install "google.golang.org/protobuf/cmd/protoc-gen-go@$version"
 fi
 
+# protoc-gen-go-grpc, pinned (an exact version: the module proxy may refuse
+# @latest). `protoc-gen-go-grpc --version` prints "protoc-gen-go-grpc 1.6.2".
+grpc_gen_version=v1.6.2
+gen_grpc="$bindir/protoc-gen-go-grpc"
+if ! [ -x "$gen_grpc" ] || [ "v$("$gen_grpc" --version 2>/dev/null | awk '{print $2}')" != "$grpc_gen_version" ]; then
+  echo "installing protoc-gen-go-grpc $grpc_gen_version"
+  GOFLAGS=-mod=mod go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$grpc_gen_version"
+fi
+
+# One run over every schema: protoc-gen-go writes the messages of each file,
+# protoc-gen-go-grpc the client and server stubs of each file that declares a
+# service (it writes nothing for the others, e.g. grove/v1).
 protoc \
   --plugin=protoc-gen-go="$gen" \
+  --plugin=protoc-gen-go-grpc="$gen_grpc" \
   --proto_path=api/proto \
   --proto_path=/usr/include \
   --go_out=. \
   --go_opt=module=github.com/groveml/grove \
+  --go-grpc_out=. \
+  --go-grpc_opt=module=github.com/groveml/grove \
   $(cd api/proto && find . -name '*.proto' | sort | sed 's|^\./||')
-echo "generated: $(cd api && find grovepb -name '*.pb.go' | sort | tr '\n' ' ')"
+echo "generated: $(cd api && find grovepb oippb sidecarpb -name '*.pb.go' | sort | tr '\n' ' ')"
