@@ -22,6 +22,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/batch"
 )
 
 // Backend is what the HTTP API needs from the actors.
@@ -170,68 +171,23 @@ func (s *Server) inference(w http.ResponseWriter, r *http.Request) {
 		s.batchError(w, code, &ba.Error{Type: ba.InputParsing, Description: err.Error()})
 		return
 	}
-	req, perr := ba.ParseRequest(body)
-	if perr != nil {
-		s.batchError(w, http.StatusBadRequest, perr)
-		return
-	}
-	configs := withHeaderConfigs(req.Configs, r.Header)
-	reqID := requestID(w, r)
-	results := make([]ba.Result, len(req.Items))
-	reqs := make([]actors.Request, 0, len(req.Items))
-	idx := make([]int, 0, len(req.Items))
-	for i, it := range req.Items {
-		if it.Err != nil {
-			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
-			continue
-		}
-		reqs = append(reqs, actors.Request{API: "ba", ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: reqID, Configs: configs})
-		idx = append(idx, i)
-	}
-	out, err := s.b.Infer(r.Context(), reqs)
-	if err != nil {
-		s.batchError(w, http.StatusServiceUnavailable, &ba.Error{Type: ba.Unknown, Description: err.Error()})
-		return
-	}
-	code = http.StatusOK
-	for j, res := range out {
-		results[idx[j]] = toBA(res)
-		if errors.Is(res.Err, actors.ErrOverloaded) {
-			code = http.StatusTooManyRequests
-		}
-	}
+	rp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(rp)
+	out, code := batch.Run(r.Context(), s.b, (*rp)[:0], body, batch.Call{API: "ba", RequestID: requestID(w, r),
+		Configs: func(c map[string]string) map[string]string { return withHeaderConfigs(c, r.Header) }})
 	if code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	rp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(rp)
-	*rp = ba.AppendResponse((*rp)[:0], results)
-	_, _ = w.Write(*rp)
-	*rp = (*rp)[:0]
+	_, _ = w.Write(out)
+	*rp = out[:0]
 }
 
 func (s *Server) batchError(w http.ResponseWriter, code int, e *ba.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(ba.AppendBatchError(nil, e, ""))
-}
-
-// toBA maps an actor result to its B&A item, classifying the error.
-func toBA(r actors.Result) ba.Result {
-	out := ba.Result{ModelPath: r.ModelPath, Outputs: r.Outputs}
-	if r.Err == nil {
-		return out
-	}
-	out.Err = &ba.Error{Type: ba.ErrorType(actors.ErrorType(r.Err)), Description: r.Err.Error()}
-	switch {
-	case out.Err.Type == ba.ModelNotFound:
-		out.Err.Description = fmt.Sprintf("Requested model '%s' has not been registered", r.ModelPath)
-	case out.Err.Type == ba.ModelExecution && !errors.Is(r.Err, actors.ErrOverloaded):
-		out.Err.Description = fmt.Sprintf("Model Execution Error. Message: Model %s encounters an exception during evaluation: %v", r.ModelPath, r.Err)
-	}
-	return out
 }
 
 // ConfigHeaderPrefix starts the HTTP headers that carry request configs:
