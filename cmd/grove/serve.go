@@ -21,6 +21,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/rest"
+	"github.com/groveml/grove/api/rpc"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/logging"
@@ -115,24 +116,57 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		_ = producer.Close(context.Background())
 		return fmt.Errorf("listening for HTTP: %w", err)
 	}
+	var grpcSrv *rpc.Server
+	var grpcLn net.Listener
+	if cfg.GRPC != "off" {
+		if grpcLn, err = net.Listen("tcp", cfg.GRPC); err != nil {
+			_ = ln.Close()
+			_ = sys.Stop(context.Background())
+			_ = producer.Close(context.Background())
+			return fmt.Errorf("listening for gRPC: %w", err)
+		}
+		grpcSrv = rpc.New(sys, rpc.Options{Logger: log})
+	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("grove serving", "http", ln.Addr().String(), "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- fmt.Errorf("serving HTTP: %w", srv.Serve(ln)) }()
+	grpcAddr := "off"
+	if grpcSrv != nil {
+		grpcAddr = grpcLn.Addr().String()
+		go func() { serveErr <- fmt.Errorf("serving gRPC: %w", grpcSrv.Serve(grpcLn)) }()
+	}
+	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
 
 	select {
 	case err := <-serveErr:
+		if grpcSrv != nil {
+			grpcSrv.Stop()
+		}
+		_ = srv.Close()
 		_ = sys.Stop(context.Background())
 		_ = producer.Close(context.Background())
-		return fmt.Errorf("serving HTTP: %w", err)
+		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
 	sys.Drain()
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
+	grpcStopped := make(chan struct{})
+	if grpcSrv != nil {
+		grpcSrv.Drain()
+		go func() { grpcSrv.GracefulStop(); close(grpcStopped) }()
+	} else {
+		close(grpcStopped)
+	}
 	if err := srv.Shutdown(dctx); err != nil {
 		log.Warn("drain timeout passed with requests in flight", "err", err)
+	}
+	select {
+	case <-grpcStopped:
+	case <-dctx.Done():
+		log.Warn("drain timeout passed with gRPC calls in flight")
+		grpcSrv.Stop()
 	}
 	if err := sys.Stop(dctx); err != nil {
 		log.Warn("stopping actors", "err", err)
