@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -41,8 +42,9 @@ type Options struct {
 // Server is the gRPC server with Grove's services registered.
 type Server struct {
 	*grpc.Server
-	health *health.Server
-	b      Backend
+	health  *health.Server
+	b       Backend
+	drained atomic.Bool
 	stop   context.CancelFunc
 }
 
@@ -55,7 +57,7 @@ func New(b Backend, opts Options) *Server {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes))
 	s := &Server{Server: gs, health: health.NewServer(), b: b}
 	sidecarpb.RegisterInferenceServiceServer(gs, &sidecar{inf: b, reg: b})
-	healthpb.RegisterHealthServer(gs, s.health)
+	healthpb.RegisterHealthServer(gs, liveHealth{s.health, s})
 	reflection.Register(gs)
 	var ctx context.Context
 	ctx, s.stop = context.WithCancel(context.Background())
@@ -89,8 +91,27 @@ func (s *Server) watchReady(ctx context.Context) {
 	}
 }
 
+// liveHealth answers Check from Backend.Ready at the time of the call
+// (NOT_FOUND for unknown services, NOT_SERVING once drained); Watch
+// streams the status watchReady keeps.
+type liveHealth struct {
+	*health.Server
+	s *Server
+}
+
+func (h liveHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if _, err := h.Server.Check(ctx, req); err != nil {
+		return nil, err
+	}
+	if h.s.drained.Load() || !h.s.b.Ready() {
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
 // Drain marks every service NOT_SERVING (before a graceful stop).
 func (s *Server) Drain() {
+	s.drained.Store(true)
 	s.stop()
 	s.health.Shutdown()
 }
