@@ -45,7 +45,7 @@ type Server struct {
 	health  *health.Server
 	b       Backend
 	drained atomic.Bool
-	stop   context.CancelFunc
+	stop    context.CancelFunc
 }
 
 // New returns a gRPC server over b; Serve it on a listener, and Stop it

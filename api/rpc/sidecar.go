@@ -230,4 +230,3 @@ func tensorsToProto(in []servables.Tensor) ([]*sidecarpb.TensorProto, error) {
 	}
 	return out, nil
 }
-
