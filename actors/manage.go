@@ -165,3 +165,13 @@ func (s *System) Servable(id, rv string) (ServableInfo, error) {
 	}
 	return info, nil
 }
+
+// ModelMetadata describes the content serving path: its runtime's signature
+// and checksum; ok is false when no content serves it.
+func (s *System) ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool) {
+	c := (*s.routes.Load())[path]
+	if c == nil {
+		return servables.Metadata{}, "", false
+	}
+	return c.meta, c.checksum, true
+}

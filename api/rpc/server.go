@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/groveml/grove/api/batch"
+	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/api/sidecarpb"
 )
 
@@ -26,6 +27,7 @@ import (
 type Backend interface {
 	batch.Inferer
 	Registry
+	Models
 	// Ready reports whether the server takes traffic (health SERVING).
 	Ready() bool
 }
@@ -37,6 +39,8 @@ type Options struct {
 	MaxMessageBytes int
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Version is the server version OIP ServerMetadata reports.
+	Version string
 }
 
 // Server is the gRPC server with Grove's services registered.
@@ -57,6 +61,7 @@ func New(b Backend, opts Options) *Server {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes))
 	s := &Server{Server: gs, health: health.NewServer(), b: b}
 	sidecarpb.RegisterInferenceServiceServer(gs, &sidecar{inf: b, reg: b})
+	oippb.RegisterGRPCInferenceServiceServer(gs, &oipServer{b: b, version: opts.Version})
 	healthpb.RegisterHealthServer(gs, liveHealth{s.health, s})
 	reflection.Register(gs)
 	var ctx context.Context

@@ -125,7 +125,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			_ = producer.Close(context.Background())
 			return fmt.Errorf("listening for gRPC: %w", err)
 		}
-		grpcSrv = rpc.New(sys, rpc.Options{Logger: log})
+		grpcSrv = rpc.New(sys, rpc.Options{Logger: log, Version: version})
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 2)

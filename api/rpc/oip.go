@@ -1,0 +1,258 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/servables"
+)
+
+// Models is what the Open Inference Protocol needs to name and describe models.
+type Models interface {
+	ModelPaths() []string
+	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
+}
+
+// ServerName and ServerVersion are what ServerMetadata reports.
+const ServerName = "grove"
+
+// oipServer serves inference.GRPCInferenceService, the Open Inference
+// Protocol v2 over gRPC (KServe's grpc_predict_v2.proto). Model names and
+// versions come from model paths (routing.NameModel).
+type oipServer struct {
+	oippb.UnimplementedGRPCInferenceServiceServer
+	b       Backend
+	version string
+}
+
+func (o *oipServer) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
+	return &oippb.ServerLiveResponse{Live: true}, nil
+}
+
+func (o *oipServer) ServerReady(context.Context, *oippb.ServerReadyRequest) (*oippb.ServerReadyResponse, error) {
+	return &oippb.ServerReadyResponse{Ready: o.b.Ready()}, nil
+}
+
+func (o *oipServer) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
+	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: []string{"model_repository", "statistics"}}, nil
+}
+
+// resolve finds the model path serving name at version ("" for the highest ready one).
+func (o *oipServer) resolve(name, version string) (routing.ModelVersion, error) {
+	mv, ok := routing.Resolve(o.b.ModelPaths(), name, version)
+	if !ok {
+		if version != "" {
+			return mv, status.Errorf(codes.NotFound, "Request for unknown model: '%s' version %s is not found", name, version)
+		}
+		return mv, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+	}
+	return mv, nil
+}
+
+func (o *oipServer) ModelReady(_ context.Context, req *oippb.ModelReadyRequest) (*oippb.ModelReadyResponse, error) {
+	_, err := o.resolve(req.GetName(), req.GetVersion())
+	if status.Code(err) == codes.NotFound {
+		return &oippb.ModelReadyResponse{Ready: false}, nil
+	}
+	return &oippb.ModelReadyResponse{Ready: err == nil}, err
+}
+
+func (o *oipServer) ModelMetadata(_ context.Context, req *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
+	mv, err := o.resolve(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, err
+	}
+	meta, _, ok := o.b.ModelMetadata(mv.Path)
+	if !ok {
+		return nil, status.Errorf(codes.Unavailable, "model '%s' version %s was unloaded", mv.Name, mv.Version)
+	}
+	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: Platform(meta.Runtime)}
+	for _, v := range routing.Versions(o.b.ModelPaths(), mv.Name) {
+		out.Versions = append(out.Versions, v.Version)
+	}
+	for _, t := range meta.Inputs {
+		out.Inputs = append(out.Inputs, tensorMetadata(t))
+	}
+	for _, t := range meta.Outputs {
+		out.Outputs = append(out.Outputs, tensorMetadata(t))
+	}
+	return out, nil
+}
+
+// Platform is the OIP platform name of a Grove runtime (Triton's names).
+func Platform(runtime string) string {
+	switch runtime {
+	case "torchscript":
+		return "pytorch_libtorch"
+	case "onnx":
+		return "onnxruntime_onnx"
+	}
+	return runtime
+}
+
+func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorMetadata {
+	shape := t.Shape
+	if shape == nil {
+		shape = []int64{-1} // unknown rank: TorchScript records none
+	}
+	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: oipDatatype(t.DType), Shape: shape}
+}
+
+// ModelInfer runs one inference request. Inputs come from
+// raw_input_contents (little-endian, one entry per input) or from the typed
+// contents; outputs go back in raw_output_contents, filtered and ordered by
+// the requested outputs if any.
+func (o *oipServer) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+	mv, err := o.resolve(req.GetModelName(), req.GetModelVersion())
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := inferInputs(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	res, err := o.b.Infer(ctx, []actors.Request{{API: "oip-grpc", ModelPath: mv.Path, Inputs: inputs, RequestID: requestIDOr(ctx, req.GetId())}})
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if err := res[0].Err; err != nil {
+		return nil, inferStatus(err)
+	}
+	outputs, err := selectOutputs(res[0].Outputs, req.GetOutputs())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: mv.Version, Id: req.GetId()}
+	for _, t := range outputs {
+		out.Outputs = append(out.Outputs, &oippb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: oipDatatype(t.DType), Shape: t.Shape})
+		out.RawOutputContents = append(out.RawOutputContents, t.Data)
+	}
+	return out, nil
+}
+
+// requestIDOr is the request's id if it has one, else the call's request id.
+func requestIDOr(ctx context.Context, id string) string {
+	if id != "" && len(id) <= 128 {
+		return id
+	}
+	return requestID(ctx)
+}
+
+// inferStatus maps a failed inference to its gRPC status.
+func inferStatus(err error) error {
+	switch actors.ErrorType(err) {
+	case "INPUT_PARSING":
+		return status.Error(codes.InvalidArgument, err.Error())
+	case "MODEL_NOT_FOUND":
+		return status.Error(codes.NotFound, err.Error())
+	}
+	if errors.Is(err, actors.ErrOverloaded) {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// selectOutputs keeps the requested outputs, in request order; none requested keeps all.
+func selectOutputs(all []servables.Tensor, want []*oippb.ModelInferRequest_InferRequestedOutputTensor) ([]servables.Tensor, error) {
+	if len(want) == 0 {
+		return all, nil
+	}
+	out := make([]servables.Tensor, 0, len(want))
+	for _, w := range want {
+		i := slices.IndexFunc(all, func(t servables.Tensor) bool { return t.Name == w.GetName() })
+		if i < 0 {
+			names := make([]string, len(all))
+			for j, t := range all {
+				names[j] = t.Name
+			}
+			return nil, fmt.Errorf("unexpected inference output '%s', the model's outputs are %v", w.GetName(), names)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// inferInputs converts the request's inputs to tensors.
+func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
+	raw := req.GetRawInputContents()
+	if len(raw) > 0 && len(raw) != len(req.GetInputs()) {
+		return nil, fmt.Errorf("expected %d raw_input_contents, one per input, got %d", len(req.GetInputs()), len(raw))
+	}
+	out := make([]servables.Tensor, len(req.GetInputs()))
+	for i, in := range req.GetInputs() {
+		dt, err := parseOIPDatatype(in.GetDatatype())
+		if err != nil {
+			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
+		}
+		t, err := servables.NewTensor(in.GetName(), dt, in.GetShape())
+		if err != nil {
+			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
+		}
+		if len(raw) > 0 {
+			if in.GetContents() != nil {
+				return nil, fmt.Errorf("input '%s': contents given along with raw_input_contents", in.GetName())
+			}
+			if len(raw[i]) != len(t.Data) {
+				return nil, fmt.Errorf("input '%s': %d bytes of raw_input_contents, expected %d for shape %v of %s", in.GetName(), len(raw[i]), len(t.Data), in.GetShape(), in.GetDatatype())
+			}
+			copy(t.Data, raw[i]) // little-endian on every platform Grove builds for
+		} else if err := fillContents(t, in.GetContents()); err != nil {
+			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// fillContents copies typed contents into t, checking count and range.
+func fillContents(t servables.Tensor, c *oippb.InferTensorContents) error {
+	n := t.Len()
+	check := func(got int, field string) error {
+		if got != n {
+			return fmt.Errorf("%d values in %s, expected %d for shape %v", got, field, n, t.Shape)
+		}
+		return nil
+	}
+	switch t.DType {
+	case servables.Float32:
+		copy(t.Float32s(), c.GetFp32Contents())
+		return check(len(c.GetFp32Contents()), "fp32_contents")
+	case servables.Float64:
+		copy(t.Float64s(), c.GetFp64Contents())
+		return check(len(c.GetFp64Contents()), "fp64_contents")
+	case servables.Int64:
+		copy(t.Int64s(), c.GetInt64Contents())
+		return check(len(c.GetInt64Contents()), "int64_contents")
+	case servables.Int32:
+		copy(t.Int32s(), c.GetIntContents())
+		return check(len(c.GetIntContents()), "int_contents")
+	case servables.Int8, servables.Int16:
+		vals := c.GetIntContents()
+		if err := check(len(vals), "int_contents"); err != nil {
+			return err
+		}
+		for j, v := range vals {
+			if t.DType == servables.Int8 {
+				if v < -128 || v > 127 {
+					return fmt.Errorf("value %d at %d is out of range for INT8", v, j)
+				}
+				t.Int8s()[j] = int8(v)
+			} else {
+				if v < -32768 || v > 32767 {
+					return fmt.Errorf("value %d at %d is out of range for INT16", v, j)
+				}
+				t.Int16s()[j] = int16(v)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("no contents field for %v", t.DType)
+}
