@@ -160,6 +160,15 @@ func ParseServeRequest(data []byte) (*ServeRequest, error) {
 	return r, nil
 }
 
+// aliasOf maps the management documents' second spellings of a setting
+// (ForestFlow's) to the first, so that giving both is a duplicate field.
+var aliasOf = map[string]string{
+	"validity_policy":   "validity",
+	"phase_in_policy":   "phase_in",
+	"expiration_policy": "expiration",
+	"model_path":        "path",
+}
+
 // parseDocument reads one JSON object of a management request into dst.
 func parseDocument[T any](data []byte, what string, fields []field[T], dst *T) error {
 	if !utf8.Valid(data) {

@@ -368,14 +368,18 @@ func decodeObjectBody[T any](d *decoder, path string, fields []field[T], dst *T)
 		if !ok {
 			return &ConfigError{Field: path, Msg: fmt.Sprintf("unknown field %q", key)}
 		}
-		if prev, dup := given[f.name]; dup {
+		same := f.name
+		if a, ok := aliasOf[f.name]; ok {
+			same = a
+		}
+		if prev, dup := given[same]; dup {
 			msg := fmt.Sprintf("duplicate field %q", key)
 			if prev != key {
 				msg += fmt.Sprintf(" (already given as %q)", prev)
 			}
 			return &ConfigError{Field: path, Msg: msg}
 		}
-		given[f.name] = key
+		given[same] = key
 		fieldPath := f.name
 		if path != "" {
 			fieldPath = path + "." + f.name

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -111,7 +112,15 @@ func parseStamp(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// stamp writes it in UTC, where RFC 3339 has only the years 0000 to 9999.
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return time.Time{}, fmt.Errorf("%q is outside the years 0000 to 9999 in UTC", s)
+	}
+	return t, nil
 }
 
 func stamp(t time.Time) string {
@@ -165,6 +174,9 @@ func (s *ContractState) Clone() *ContractState {
 // Edit applies change to the record of release rv of contract id,
 // creating it if needed and removing it if it ends up empty.
 func (s *ContractState) Edit(id, rv string, change func(r *ServableRecord)) {
+	if s.Contracts == nil {
+		s.Contracts = map[string]map[string]ServableRecord{}
+	}
 	recs := s.Contracts[id]
 	if recs == nil {
 		recs = map[string]ServableRecord{}
@@ -203,7 +215,7 @@ func ParseMetrics(data []byte) (MetricsUpdate, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf(`metrics must be a JSON object of names to numbers, like {"auc": 0.71}: %v`, err), Err: err}
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return MetricsUpdate{}, &ConfigError{Msg: "unexpected data after the metrics object"}
 	}
 	if raw == nil {

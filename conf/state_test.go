@@ -1,0 +1,562 @@
+package conf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sameState reports whether a and b hold the same records: the same
+// contracts and releases, equal instants, and equal metrics (no metrics
+// and an empty map are the same).
+func sameState(a, b *ContractState) bool {
+	if len(a.Contracts) != len(b.Contracts) {
+		return false
+	}
+	for id, ra := range a.Contracts {
+		rb, ok := b.Contracts[id]
+		if !ok || len(ra) != len(rb) {
+			return false
+		}
+		for rv, x := range ra {
+			y, ok := rb[rv]
+			if !ok || !x.Created.Equal(y.Created) || !x.ValidSince.Equal(y.ValidSince) || !maps.Equal(x.Metrics, y.Metrics) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestContractStateRoundTripsThroughJSON(t *testing.T) {
+	created := time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.UTC)
+	valid := time.Date(2026, 11, 22, 10, 1, 0, 0, time.UTC)
+	st := &ContractState{Contracts: map[string]map[string]ServableRecord{
+		"ads/pctr/1": {
+			"v1": {Created: created, ValidSince: valid, Metrics: map[string]float64{"auc": 0.71, "logloss": -1e-9}},
+			"v2": {Created: created},
+		},
+		"ads/pcvr/2": {"v1": {Metrics: map[string]float64{"auc": 0.5}}},
+	}}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"contracts":{"ads/pctr/1":{"v1":{"created":"2026-11-22T10:00:00.123456789Z","valid_since":"2026-11-22T10:01:00Z","metrics":{"auc":0.71,"logloss":-1e-9}},` +
+		`"v2":{"created":"2026-11-22T10:00:00.123456789Z"}},"ads/pcvr/2":{"v1":{"metrics":{"auc":0.5}}}}}`
+	if string(data) != want {
+		t.Errorf("got  %s\nwant %s", data, want)
+	}
+	got, err := ParseContractState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Errorf("got  %+v\nwant %+v", got, st)
+	}
+}
+
+func TestContractStateWritesTimesInUTC(t *testing.T) {
+	st, err := ParseContractState([]byte(`{"contracts": {"o/p/1": {"v1": {"created": "2026-11-22T11:00:00.5+01:00", "valid_since": "2026-11-21T23:00:00-11:00"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.Record("o/p/1", "v1")
+	if want := time.Date(2026, 11, 22, 10, 0, 0, 5e8, time.UTC); !r.Created.Equal(want) {
+		t.Errorf("created %v, want %v", r.Created, want)
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"contracts":{"o/p/1":{"v1":{"created":"2026-11-22T10:00:00.5Z","valid_since":"2026-11-22T10:00:00Z"}}}}`; string(data) != want {
+		t.Errorf("got  %s\nwant %s", data, want)
+	}
+}
+
+func TestContractStateRoundTripsTheFirstAndLastYears(t *testing.T) {
+	for _, stamp := range []string{"0000-01-01T00:00:00Z", "0000-01-01T00:30:00-01:00", "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:30:00+01:00"} {
+		data := `{"contracts": {"o/p/1": {"v1": {"created": "` + stamp + `"}}}}`
+		st, err := ParseContractState([]byte(data))
+		if err != nil {
+			t.Errorf("%s: %v", stamp, err)
+			continue
+		}
+		out, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseContractState(out)
+		if err != nil {
+			t.Errorf("%s: re-parsing %s: %v", stamp, out, err)
+			continue
+		}
+		if !sameState(st, back) {
+			t.Errorf("%s: %s reads back as %+v", stamp, out, back)
+		}
+	}
+}
+
+func TestParseContractStateReadsEmptyInputAsAnEmptyState(t *testing.T) {
+	for _, data := range []string{``, " \n\t", `{}`, `null`, `{"contracts": null}`, `{"contracts": {}}`} {
+		st, err := ParseContractState([]byte(data))
+		if err != nil {
+			t.Errorf("%q: %v", data, err)
+			continue
+		}
+		if st.Contracts == nil || len(st.Contracts) != 0 {
+			t.Errorf("%q: got %+v, want an empty non-nil map", data, st.Contracts)
+		}
+		if out, err := json.Marshal(st); err != nil || string(out) != `{"contracts":{}}` {
+			t.Errorf("%q: written as %s, %v", data, out, err)
+		}
+	}
+}
+
+func TestParseContractStateKeepsEmptyContractsAndRecords(t *testing.T) {
+	st, err := ParseContractState([]byte(`{"contracts": {"o/p/1": {}, "o/p/2": null, "o/p/3": {"v1": {}, "v2": {"metrics": null}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]ServableRecord{"o/p/1": {}, "o/p/2": {}, "o/p/3": {"v1": {}, "v2": {}}}
+	if !reflect.DeepEqual(st.Contracts, want) {
+		t.Errorf("got  %+v\nwant %+v", st.Contracts, want)
+	}
+}
+
+func TestParseContractStateIgnoresUnknownFields(t *testing.T) {
+	data := `{"version": 2, "written_by": {"replica": "r1"},
+		"contracts": {"ads/pctr/1": {"v1": {"created": "2026-11-22T10:00:00Z", "served": 5, "phase": {"pct": 50}, "metrics": {"auc": 0.7}}}}}`
+	st, err := ParseContractState([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ServableRecord{Created: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Metrics: map[string]float64{"auc": 0.7}}
+	if got := st.Record("ads/pctr/1", "v1"); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestParseContractStateErrors(t *testing.T) {
+	record := func(members string) string {
+		return `{"contracts": {"ads/pctr/1": {"v1": {` + members + `}}}}`
+	}
+	metrics := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"m%d": %d`, i, i)
+		}
+		return record(`"metrics": {` + b.String() + `}`)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"contract id with two segments", `{"contracts": {"ads/pctr": {}}}`, `contracts: "ads/pctr" is not a contract id (organization/project/contract_number)`},
+		{"contract id with four segments", `{"contracts": {"ads/pctr/1/v1": {}}}`, `"ads/pctr/1/v1" is not a contract id`},
+		{"empty contract id", `{"contracts": {"": {}}}`, `"" is not a contract id`},
+		{"empty release", `{"contracts": {"ads/pctr/1": {"": {}}}}`, `contracts["ads/pctr/1"]: empty release version`},
+		{"bad created", record(`"created": "yesterday"`), `contracts["ads/pctr/1"]["v1"].created: parsing time "yesterday"`},
+		{"created without a zone", record(`"created": "2026-11-22T10:00:00"`), `contracts["ads/pctr/1"]["v1"].created: parsing time "2026-11-22T10:00:00"`},
+		{"created with a space", record(`"created": "2026-11-22 10:00:00Z"`), `.created: parsing time`},
+		{"bad valid_since", record(`"valid_since": "2026-13-01T00:00:00Z"`), `contracts["ads/pctr/1"]["v1"].valid_since: parsing time "2026-13-01T00:00:00Z": month out of range`},
+		{"created a number", record(`"created": 1764000000`), `contract state is not valid: json: cannot unmarshal number`},
+		// Written in UTC, these would be years 10000 and -1, which RFC 3339 cannot write.
+		{"created after 9999 in UTC", record(`"created": "9999-12-31T23:30:00-01:00"`),
+			`contracts["ads/pctr/1"]["v1"].created: "9999-12-31T23:30:00-01:00" is outside the years 0000 to 9999 in UTC`},
+		{"valid_since before 0000 in UTC", record(`"valid_since": "0000-01-01T00:30:00+01:00"`),
+			`contracts["ads/pctr/1"]["v1"].valid_since: "0000-01-01T00:30:00+01:00" is outside the years 0000 to 9999 in UTC`},
+		{"metric name too long", record(`"metrics": {"` + strings.Repeat("m", 129) + `": 1}`), `contracts["ads/pctr/1"]["v1"].metrics: metric name "mmm`},
+		{"empty metric name", record(`"metrics": {"": 1}`), `contracts["ads/pctr/1"]["v1"].metrics: metric name "" must be 1 to 128 bytes`},
+		{"too many metrics", metrics(MaxMetrics + 1), `contracts["ads/pctr/1"]["v1"].metrics: 65 metrics; at most 64`},
+		{"metric not a number", record(`"metrics": {"auc": "0.7"}`), `contract state is not valid: json: cannot unmarshal string`},
+		{"metric overflow", record(`"metrics": {"auc": 1e400}`), `contract state is not valid`},
+		{"contracts an array", `{"contracts": []}`, `contract state is not valid: json: cannot unmarshal array`},
+		{"not an object", `[]`, `contract state is not valid`},
+		{"a string", `"state"`, `contract state is not valid`},
+		{"syntax error", `{"contracts": {`, `contract state is not valid: unexpected end of JSON input`},
+		{"trailing data", `{} {}`, `contract state is not valid: invalid character '{' after top-level value`},
+		{"invalid UTF-8", "{\"contracts\": {\"o/p/1\": {\"v\xff\": {}}}}", `contract state is not valid UTF-8`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := ParseContractState([]byte(tc.data))
+			checkConfigError(t, err, tc.want)
+			if st != nil {
+				t.Errorf("got a state %+v with the error", st)
+			}
+		})
+	}
+	// The most metrics and the longest name are accepted.
+	if _, err := ParseContractState([]byte(metrics(MaxMetrics))); err != nil {
+		t.Errorf("%d metrics: %v", MaxMetrics, err)
+	}
+	if _, err := ParseContractState([]byte(record(`"metrics": {"` + strings.Repeat("m", 128) + `": 1}`))); err != nil {
+		t.Errorf("128-byte metric name: %v", err)
+	}
+}
+
+func TestContractStateRecordOfAMissingReleaseIsZero(t *testing.T) {
+	var nilState *ContractState
+	if r := nilState.Record("o/p/1", "v1"); !reflect.DeepEqual(r, ServableRecord{}) {
+		t.Errorf("nil state: got %+v", r)
+	}
+	st := &ContractState{Contracts: map[string]map[string]ServableRecord{"o/p/1": {"v1": {Metrics: map[string]float64{"auc": 1}}}}}
+	for _, k := range [][2]string{{"o/p/2", "v1"}, {"o/p/1", "v2"}} {
+		if r := st.Record(k[0], k[1]); !reflect.DeepEqual(r, ServableRecord{}) {
+			t.Errorf("%s %s: got %+v", k[0], k[1], r)
+		}
+	}
+	if r := st.Record("o/p/1", "v1"); r.Metrics["auc"] != 1 {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestContractStateEditCreatesAndRemovesRecords(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	st, err := ParseContractState(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Edit("o/p/1", "v1", func(r *ServableRecord) { r.Created = now })
+	st.Edit("o/p/1", "v2", func(r *ServableRecord) { r.Metrics = map[string]float64{"auc": 0.5} })
+	want := map[string]map[string]ServableRecord{"o/p/1": {"v1": {Created: now}, "v2": {Metrics: map[string]float64{"auc": 0.5}}}}
+	if !reflect.DeepEqual(st.Contracts, want) {
+		t.Fatalf("got %+v, want %+v", st.Contracts, want)
+	}
+	// A record left empty is removed; the contract stays while it has others.
+	st.Edit("o/p/1", "v2", func(r *ServableRecord) { r.Metrics = map[string]float64{} })
+	want = map[string]map[string]ServableRecord{"o/p/1": {"v1": {Created: now}}}
+	if !reflect.DeepEqual(st.Contracts, want) {
+		t.Fatalf("after emptying v2: got %+v, want %+v", st.Contracts, want)
+	}
+	// The contract goes with its last record.
+	st.Edit("o/p/1", "v1", func(r *ServableRecord) { *r = ServableRecord{} })
+	if len(st.Contracts) != 0 {
+		t.Fatalf("after emptying v1: got %+v, want no contracts", st.Contracts)
+	}
+	// An edit that leaves a missing record empty adds nothing.
+	st.Edit("o/p/2", "v1", func(r *ServableRecord) {})
+	if len(st.Contracts) != 0 {
+		t.Errorf("a no-op edit added %+v", st.Contracts)
+	}
+	// An edit sees the current record.
+	st.Edit("o/p/1", "v1", func(r *ServableRecord) { r.ValidSince = now })
+	st.Edit("o/p/1", "v1", func(r *ServableRecord) {
+		if !r.ValidSince.Equal(now) {
+			t.Errorf("edit sees %+v", r)
+		}
+		r.Created = now.Add(-time.Minute)
+	})
+	if r := st.Record("o/p/1", "v1"); !r.ValidSince.Equal(now) || !r.Created.Equal(now.Add(-time.Minute)) {
+		t.Errorf("got %+v", r)
+	}
+}
+
+func TestContractStateEditRemovesEmptyContractsReadFromJSON(t *testing.T) {
+	st, err := ParseContractState([]byte(`{"contracts": {"o/p/1": {"v1": {}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Edit("o/p/1", "v1", func(r *ServableRecord) {})
+	if len(st.Contracts) != 0 {
+		t.Errorf("got %+v, want the empty record and contract removed", st.Contracts)
+	}
+}
+
+func TestContractStateCloneIsDeep(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	st := &ContractState{Contracts: map[string]map[string]ServableRecord{
+		"o/p/1": {"v1": {Created: now, Metrics: map[string]float64{"auc": 0.7}}, "v2": {ValidSince: now}},
+	}}
+	c := st.Clone()
+	if !reflect.DeepEqual(c, st) {
+		t.Fatalf("clone %+v differs from %+v", c, st)
+	}
+	c.Contracts["o/p/1"]["v1"].Metrics["auc"] = 0.1
+	c.Contracts["o/p/1"]["v1"].Metrics["new"] = 1
+	c.Edit("o/p/1", "v2", func(r *ServableRecord) { *r = ServableRecord{} })
+	c.Edit("o/p/2", "v1", func(r *ServableRecord) { r.Created = now })
+	want := &ContractState{Contracts: map[string]map[string]ServableRecord{
+		"o/p/1": {"v1": {Created: now, Metrics: map[string]float64{"auc": 0.7}}, "v2": {ValidSince: now}},
+	}}
+	if !reflect.DeepEqual(st, want) {
+		t.Errorf("modifying the clone changed the original to %+v", st)
+	}
+	if empty := (&ContractState{}).Clone(); empty.Contracts == nil || len(empty.Contracts) != 0 {
+		t.Errorf("clone of an empty state: %+v", empty)
+	}
+}
+
+func TestStatePathIsNextToTheConfig(t *testing.T) {
+	for in, want := range map[string]string{
+		"model_config.json":      "model_config.state.json",
+		"configs/prod.json":      "configs/prod.state.json",
+		"model_config":           "model_config.state.json",
+		"model_config.json.json": "model_config.json.state.json",
+	} {
+		if got := StatePath(in); got != want {
+			t.Errorf("StatePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseMetricsSetsAndDeletes(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       MetricsUpdate
+	}{
+		{"set", `{"auc": 0.71, "logloss": 0.3}`, MetricsUpdate{Set: map[string]float64{"auc": 0.71, "logloss": 0.3}}},
+		{"set and delete, deletes sorted", `{"zeta": null, "auc": -1e-3, "beta": null, "alpha": null}`,
+			MetricsUpdate{Set: map[string]float64{"auc": -0.001}, Delete: []string{"alpha", "beta", "zeta"}}},
+		{"delete only", `{"auc": null}`, MetricsUpdate{Set: map[string]float64{}, Delete: []string{"auc"}}},
+		{"last of a repeated name wins", `{"auc": 1, "auc": null}`, MetricsUpdate{Set: map[string]float64{}, Delete: []string{"auc"}}},
+		{"any name of 1 to 128 bytes", `{"a": 0, "` + strings.Repeat("é", 64) + `": 1e300, "with space/and\"quote": 2}`,
+			MetricsUpdate{Set: map[string]float64{"a": 0, strings.Repeat("é", 64): 1e300, `with space/and"quote`: 2}}},
+		{"surrounding space", " \n{\"auc\": 1}\n ", MetricsUpdate{Set: map[string]float64{"auc": 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseMetrics([]byte(tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range MaxMetrics {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"m%d": null`, i)
+	}
+	b.WriteString("}")
+	if u, err := ParseMetrics([]byte(b.String())); err != nil || len(u.Delete) != MaxMetrics {
+		t.Errorf("%d deletes: got %d, %v", MaxMetrics, len(u.Delete), err)
+	}
+}
+
+func TestParseMetricsErrors(t *testing.T) {
+	many := func(n int, value string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"m%d": %s`, i, value)
+		}
+		return b.String() + "}"
+	}
+	long := strings.Repeat("x", 129)
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"array", `[{"auc": 1}]`, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}: json: cannot unmarshal array`},
+		{"number", `0.71`, `metrics must be a JSON object of names to numbers`},
+		{"null", `null`, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`},
+		{"empty input", ``, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}: EOF`},
+		{"empty object", `{}`, `no metrics given`},
+		{"empty name", `{"": 1}`, `metric name "" must be 1 to 128 bytes`},
+		{"empty name deleted", `{"": null}`, `metric name "" must be 1 to 128 bytes`},
+		{"name over 128 bytes", `{"` + long + `": 1}`, `metric name "` + long + `" must be 1 to 128 bytes`},
+		{"name over 128 bytes deleted", `{"` + long + `": null}`, `must be 1 to 128 bytes`},
+		{"65 metrics set", many(MaxMetrics+1, "1"), `65 metrics; at most 64`},
+		{"65 metrics deleted", many(MaxMetrics+1, "null"), `65 metrics given; at most 64`},
+		{"65 metrics mixed", many(MaxMetrics, "1")[:len(many(MaxMetrics, "1"))-1] + `, "gone": null}`, `65 metrics given; at most 64`},
+		{"string value", `{"auc": "0.7"}`, `cannot unmarshal string`},
+		{"boolean value", `{"auc": true}`, `cannot unmarshal bool`},
+		{"object value", `{"auc": {"value": 0.7}}`, `cannot unmarshal object`},
+		{"overflow", `{"auc": 1e400}`, `cannot unmarshal number 1e400`},
+		{"NaN", `{"auc": NaN}`, `invalid character 'N'`},
+		{"trailing object", `{"auc": 1} {"x": 2}`, `unexpected data after the metrics object`},
+		{"trailing word", `{"auc": 1} x`, `unexpected data after the metrics object`},
+		{"trailing brace", `{"auc": 1}}`, `unexpected data after the metrics object`},
+		{"trailing bracket", `{"auc": 1}]`, `unexpected data after the metrics object`},
+		{"truncated", `{"auc": 1`, `unexpected EOF`},
+		{"invalid UTF-8", "{\"a\xffuc\": 1}", `metrics are not valid UTF-8`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := ParseMetrics([]byte(tc.data))
+			checkConfigError(t, err, tc.want)
+			if u.Set != nil || u.Delete != nil {
+				t.Errorf("got an update %+v with the error", u)
+			}
+		})
+	}
+}
+
+func TestMetricsUpdateApply(t *testing.T) {
+	full := map[string]float64{}
+	for i := range MaxMetrics {
+		full[fmt.Sprintf("m%d", i)] = float64(i)
+	}
+	with := func(m map[string]float64, k string, v float64) map[string]float64 {
+		out := maps.Clone(m)
+		out[k] = v
+		return out
+	}
+	without := func(m map[string]float64, k string) map[string]float64 {
+		out := maps.Clone(m)
+		delete(out, k)
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		u       MetricsUpdate
+		m, want map[string]float64
+		err     string
+	}{
+		{"set into nil", MetricsUpdate{Set: map[string]float64{"auc": 0.7}}, nil, map[string]float64{"auc": 0.7}, ""},
+		{"set replaces and adds", MetricsUpdate{Set: map[string]float64{"auc": 0.8, "f1": 0.5}}, map[string]float64{"auc": 0.7, "loss": 1},
+			map[string]float64{"auc": 0.8, "f1": 0.5, "loss": 1}, ""},
+		{"delete", MetricsUpdate{Set: map[string]float64{}, Delete: []string{"auc", "missing"}}, map[string]float64{"auc": 0.7, "loss": 1},
+			map[string]float64{"loss": 1}, ""},
+		{"delete everything", MetricsUpdate{Delete: []string{"auc"}}, map[string]float64{"auc": 0.7}, map[string]float64{}, ""},
+		{"replace in a full servable", MetricsUpdate{Set: map[string]float64{"m0": -1}}, full, with(full, "m0", -1), ""},
+		{"delete makes room", MetricsUpdate{Set: map[string]float64{"new": 1}, Delete: []string{"m1"}}, full, with(without(full, "m1"), "new", 1), ""},
+		{"one over MaxMetrics", MetricsUpdate{Set: map[string]float64{"new": 1}}, full, nil, "a servable has at most 64 metrics; this update would give it 65"},
+		{"deleting a missing one makes no room", MetricsUpdate{Set: map[string]float64{"new": 1}, Delete: []string{"missing"}}, full, nil, "would give it 65"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.m)
+			got, err := tc.u.Apply(tc.m)
+			if !maps.Equal(tc.m, before) || (tc.m == nil) != (before == nil) {
+				t.Errorf("Apply modified its input to %v", tc.m)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, %v; want error %q", got, err, tc.err)
+				}
+				if got != nil {
+					t.Errorf("got %v with the error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || !maps.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The result is a new map: modifying it leaves the input alone.
+	m := map[string]float64{"auc": 0.7}
+	out, err := MetricsUpdate{Set: map[string]float64{"f1": 1}}.Apply(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["auc"] = 0
+	if m["auc"] != 0.7 || len(m) != 1 {
+		t.Errorf("the result shares the input map: %v", m)
+	}
+}
+
+// FuzzParseContractState checks that parsing the contract state never
+// panics, fails only with *ConfigError, and that the state written back
+// (MarshalJSON) reads back to the same records.
+func FuzzParseContractState(f *testing.F) {
+	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v1":{"created":"2026-11-22T10:00:00.123456789Z","valid_since":"2026-11-22T10:01:00Z","metrics":{"auc":0.71}},"v2":{}}}}`))
+	f.Add([]byte(`{"contracts":{"o/p/1":{"v1":{"created":"2026-11-22T11:00:00+01:00","metrics":{}}},"o/p/2":null},"version":2}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"contracts":{"o/p":{"":{"created":"x"}}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := ParseContractState(data)
+		checkOnlyConfigErrors(t, err)
+		if err != nil {
+			if st != nil {
+				t.Fatalf("a state with the error %v", err)
+			}
+			return
+		}
+		if len(bytes.TrimSpace(data)) > 0 && !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		again, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st2, err := ParseContractState(again)
+		if err != nil {
+			t.Fatalf("re-parsing %s: %v", again, err)
+		}
+		if !sameState(st, st2) {
+			t.Fatalf("round trip through %s changed the state:\n%+v\n%+v", again, st, st2)
+		}
+		// Written in canonical form, it reads back exactly and writes the same.
+		third, err := json.Marshal(st2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(third) != string(again) {
+			t.Fatalf("canonical form not stable:\n%s\n%s", again, third)
+		}
+		if c := st2.Clone(); !reflect.DeepEqual(c, st2) {
+			t.Fatalf("clone %+v differs from %+v", c, st2)
+		}
+	})
+}
+
+// FuzzParseMetrics checks that parsing a metrics update never panics,
+// fails only with *ConfigError, accepts only what it documents, and reads
+// its canonical JSON back.
+func FuzzParseMetrics(f *testing.F) {
+	f.Add([]byte(`{"auc": 0.71, "logloss": null}`))
+	f.Add([]byte(`{"b": null, "a": null}`))
+	f.Add([]byte(`{"auc": 1}}`))
+	f.Add([]byte(`{"": 1e400}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := ParseMetrics(data)
+		checkOnlyConfigErrors(t, err)
+		if err != nil {
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		if n := len(u.Set) + len(u.Delete); n == 0 || n > MaxMetrics {
+			t.Fatalf("accepted %d metrics", n)
+		}
+		if err := checkMetrics(u.Set); err != nil {
+			t.Fatalf("accepted invalid metrics: %v", err)
+		}
+		doc := map[string]*float64{}
+		for k, v := range u.Set {
+			doc[k] = &v
+		}
+		for i, k := range u.Delete {
+			if i > 0 && u.Delete[i-1] >= k {
+				t.Fatalf("deletes not sorted and distinct: %q", u.Delete)
+			}
+			if _, set := u.Set[k]; set {
+				t.Fatalf("%q is both set and deleted", k)
+			}
+			doc[k] = nil
+		}
+		again, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u2, err := ParseMetrics(again)
+		if err != nil {
+			t.Fatalf("re-parsing %s: %v", again, err)
+		}
+		if !reflect.DeepEqual(u, u2) {
+			t.Fatalf("round trip through %s changed the update:\n%+v\n%+v", again, u, u2)
+		}
+		if _, err := u.Apply(nil); err != nil {
+			t.Fatalf("applying to no metrics: %v", err)
+		}
+	})
+}
