@@ -49,6 +49,9 @@ type Server struct {
 	ShadowMicroBatchRows int `yaml:"shadow_micro_batch_rows"`
 	// IntraOpThreads is the number of threads a model uses for one forward pass.
 	IntraOpThreads int `yaml:"intra_op_threads"`
+	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP
+	// address; off by default (they reveal internals and cost CPU when used).
+	Pprof bool `yaml:"pprof"`
 	// LogLevel is a slog level: debug, info, warn or error (optionally with an offset, e.g. "debug-4").
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is "text" or "json".
@@ -268,6 +271,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 		v := fs.Bool(name, *p, usage)
 		apply[name] = func() { *p = *v }
 	}
+	boolean(&s.Pprof, "pprof", "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	f64 := func(p *float64, name, usage string) {
 		v := fs.Float64(name, *p, usage)
 		apply[name] = func() { *p = *v }

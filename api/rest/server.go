@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +43,8 @@ type Options struct {
 	// Registerer receives the HTTP metrics and Gatherer serves /metrics; nil means none.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
 	// Status adds top-level sections (such as "prediction_log") to /v1/status; nil adds none.
 	Status func() map[string]any
 }
@@ -104,6 +107,13 @@ func New(b Backend, opts Options) *Server {
 	mux.HandleFunc("GET /readyz", s.ready)
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if opts.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	s.mux = mux
 	return s

@@ -150,3 +150,14 @@ func (r recorder) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Re
 func (recorder) ModelPaths() []string  { return nil }
 func (recorder) Status() actors.Status { return actors.Status{} }
 func (recorder) Ready() bool           { return true }
+
+func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		s := New(echo{ready: true}, Options{Registerer: prometheus.NewRegistry(), Pprof: on})
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+		if got := rec.Code == http.StatusOK; got != on {
+			t.Errorf("pprof %v: GET /debug/pprof/ answered %d", on, rec.Code)
+		}
+	}
+}
