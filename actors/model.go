@@ -34,6 +34,7 @@ type content struct {
 	crashes  atomic.Int64
 	served   atomic.Int64
 	shadowed atomic.Int64
+	stats    modelStats // user requests, for the OIP statistics
 }
 
 // acquire reserves a place for one request, or reports why there is none.

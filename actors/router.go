@@ -80,7 +80,9 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				res.Outputs, res.Err, res.Queued, res.Compute = out, err, queued, compute
 				c.inflight.Add(-1)
 				c.served.Add(1)
-				r.metrics.observe(req.API, c.path, err, time.Since(enqueued))
+				now := time.Now()
+				c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+				r.metrics.observe(req.API, c.path, err, now.Sub(enqueued))
 				b.finish()
 			},
 		})
