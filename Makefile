@@ -13,9 +13,13 @@ APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn
 
 all: build
 
-## deps: install the Debian packages Grove builds and tests with, if missing.
+## deps: install the Debian packages Grove builds and tests with, if missing,
+## fetch the ONNX Runtime library into .cache/onnxruntime (npm pack, pinned)
+## and install the pinned Go tools the tests use (grpcurl).
 deps:
 	@scripts/deps.sh $(APT_PKGS)
+	@scripts/onnxruntime.sh >/dev/null
+	@scripts/tools.sh
 
 deps-bench:
 	@scripts/deps.sh $(APT_BENCH_PKGS)
@@ -47,6 +51,8 @@ fuzz: deps
 	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/forestflow -run '^$$' -fuzz FuzzParseInferenceRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
+	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics; do \
+	  $(GO) test ./conf -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench

@@ -47,6 +47,9 @@ type Server struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int `yaml:"shadow_micro_batch_rows"`
+	// ONNXRuntimeLib is the ONNX Runtime shared library; empty means
+	// $GROVE_ONNXRUNTIME_LIB, else the copy `make deps` puts in .cache.
+	ONNXRuntimeLib string `yaml:"onnxruntime_lib"`
 	// IntraOpThreads is the number of threads a model uses for one forward pass.
 	IntraOpThreads int `yaml:"intra_op_threads"`
 	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP
@@ -265,6 +268,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
+	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else the .cache copy of make deps)")
 	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
 	str(&s.LogFormat, "log-format", "log `format`: text or json")
 	boolean := func(p *bool, name, usage string) {

@@ -129,7 +129,7 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 
 func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
-		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof",
+		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--onnxruntime-lib", "/opt/ort.so",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
@@ -142,7 +142,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, PollInterval: time.Second,
+		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, ONNXRuntimeLib: "/opt/ort.so", PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		Kafka: Kafka{

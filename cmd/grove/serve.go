@@ -93,7 +93,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		QueueSize:            cfg.ModelQueueSize,
 		ShadowMicroBatchRows: cfg.ShadowMicroBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
-		Runtimes:             runtimes(),
+		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
 		ParseWarmUp:          ba.ParseWarmUp,
 		Logger:               log,
 		Registerer:           reg,

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 examples/models/make_models.py [bucket_dir]   # default: examples/bucket
 
-Models (TorchScript, torch.jit.script):
+Models (TorchScript, torch.jit.script; and pctr_onnx/model.onnx, see export_onnx):
   pctr_v1/model.pt  the benchmark pCTR MLP of shared/bench/make_models.py (seed 7):
                     float32 x[batch, 64] -> sigmoid probability float32 [batch, 1]
   pctr_v2/model.pt  the same architecture with seed 8 (a second version of pctr)
@@ -74,6 +74,27 @@ def build(out, name, seed, cls):
     return m
 
 
+# Everything above the model classes keeps its line count: TorchScript records
+# the classes' source lines in the .pt files, whose checksums configs and tests
+# use, so shifting them would change the files.
+
+
+def export_onnx(m, x, path):
+    """Exports module m to ONNX at path (deterministic: reruns give identical bytes).
+
+    pctr_onnx/model.onnx is pctr_v1's module, the same weights, exported with
+    opset 14 for servables/onnx: input "x" float32 [batch, 64] with a dynamic
+    batch dimension, output "output_0" float32 [batch, 1], so that it answers as
+    pctr_v1 does under the same tensor names. Its expected outputs are pctr_v1's
+    entry in expected.json (same input, same weights). It is not listed in
+    model_config.json.
+    """
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["output_0"],
+                      dynamic_axes={"x": {0: "batch"}, "output_0": {0: "batch"}},
+                      opset_version=14, do_constant_folding=True)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "bucket")
@@ -86,6 +107,8 @@ def main():
         with torch.inference_mode():
             y = m(x)
         expected[name] = {"inputs": [spec("x", x)], "outputs": [spec("output_0", y)]}
+        if name == "pctr_v1":
+            export_onnx(m, x, os.path.join(out, "pctr_onnx", "model.onnx"))
 
     m = build(out, "pcvr", 11, PCVR)
     features = torch.linspace(-2, 2, 3 * 8).reshape(3, 8)
@@ -98,7 +121,7 @@ def main():
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
-    print("wrote", sorted(expected), "to", os.path.normpath(out))
+    print("wrote", sorted(expected) + ["pctr_onnx"], "to", os.path.normpath(out))
 
 
 if __name__ == "__main__":

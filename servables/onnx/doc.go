@@ -1,0 +1,88 @@
+// Package onnx is Grove's ONNX Runtime runtime: ONNX models on the CPU
+// through github.com/yalue/onnxruntime_go, implementing servables.Runtime and
+// servables.Servable.
+//
+// # Library
+//
+// onnxruntime_go binds the ONNX Runtime C API at run time: it dlopen()s the
+// shared library, so building Grove needs no ONNX Runtime, and a missing
+// library only fails the loading of .onnx models (TorchScript models are
+// unaffected). v1.27.0 is built against the C API of ONNX Runtime 1.24.1
+// (LibraryVersion); scripts/onnxruntime.sh, run by `make deps`, fetches that
+// release's libonnxruntime.so.1 from the npm package onnxruntime-node@1.24.1
+// into .cache/onnxruntime/1.24.1/. Runtime.LibraryPath names the file;
+// empty, DefaultLibraryPath applies: $GROVE_ONNXRUNTIME_LIB, else that cache
+// path found from the working directory or the executable upwards. A missing
+// or unloadable library is an error wrapping ErrLibrary that names the path
+// and says to run `make deps`; the next Load tries again.
+//
+// The library and its environment (OrtEnv) are process-wide in
+// onnxruntime_go: the first Load of an ONNX model initialises them, under a
+// mutex, and later Loads from any Runtime value reuse them. A process loads
+// one library file: a Runtime naming another fails to load models. The
+// environment logs at ERROR level to stderr and lives as long as the process.
+//
+// # Models
+//
+// A model directory holds exactly one .onnx file; other files are ignored
+// (external weight files next to it are found by ONNX Runtime, which loads
+// the model from its path). Load reads the input and output names from a
+// throw-away one-thread session (onnxruntime_go needs them before it creates
+// a session), then creates the model's DynamicAdvancedSession (any batch
+// size; graph optimisations at ORT_ENABLE_ALL, ONNX Runtime's default), so a
+// model is parsed twice. A file that is not ONNX fails with "not a valid ONNX
+// model".
+//
+// Metadata lists the model's inputs and outputs with their names, dtypes
+// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64; any other ONNX element type,
+// such as BOOL, UINT8 or FLOAT16, is UNKNOWN) and shapes, -1 for a dynamic
+// dimension.
+//
+// # Predict
+//
+// Inputs are matched to the model's inputs by name. As a convenience for
+// clients that send no names (the B&A API does not require them), when every
+// request tensor is unnamed and there are exactly as many as the model has
+// inputs, they are matched by position, in the model's input order (the order
+// of Metadata().Inputs). A missing input, an unknown or repeated name, a mix
+// of named and unnamed tensors, a dtype other than the model's, a different
+// rank or a fixed dimension of another size is an error wrapping
+// servables.ErrInvalidInput whose message lists the inputs the model expects
+// (name, dtype, shape). So are ONNX Runtime's own input checks (for inputs
+// whose rank the model does not record). Other failures while the model runs
+// are "Model execution error: " and ONNX Runtime's message.
+//
+// Input data is handed to ONNX Runtime without a copy (pinned for the call;
+// copied only when it is not aligned for its dtype). ONNX Runtime allocates
+// the outputs; onnxruntime_go copies them into Go memory, and Predict copies
+// them into tensors from servables.NewTensor named as the model names its
+// outputs, in the model's output order. Every ONNX Runtime value is destroyed
+// before Predict returns. An output that is not a tensor, or whose element type
+// Grove has no counterpart of, is an error wrapping servables.ErrOutput that
+// names it. Rank-0 (scalar) outputs are not supported: onnxruntime_go v1.27.0
+// cannot convert them, and the call fails.
+//
+// Predict is safe for concurrent use: ONNX Runtime's Session::Run is, and
+// Predict shares the session under a read lock. Close destroys the session
+// explicitly (no finalizer is involved), after running calls return; later
+// calls return an error.
+//
+// # Threads
+//
+// LoadOptions.IntraOpThreads (0 means 1) is the session's intra-op thread
+// count: how many threads one Predict call may use inside an operator. A
+// session with n > 1 owns a pool of n-1 threads (the calling thread is the
+// n-th); concurrent calls of that model share it, and Close ends its threads
+// (TestIntraOpThreadsMakeAPoolPerSession). Idle pool threads do not spin
+// (session.intra_op.allow_spinning=0), so that models on a busy machine do not
+// burn cores waiting for work. The inter-op count is 1 and execution
+// sequential: Grove runs calls and models concurrently itself. As with
+// TorchScript, keep n x (concurrent calls) within the cores.
+//
+// Measured on this project's 2-core machine (BenchmarkIntraOpThreads), pCTR
+// at batch 1024 took 1.07 ms with 1 thread and 0.77 ms with 2 while the
+// machine was otherwise idle, and 0.9 to 1.3 ms with either while other
+// processes kept the cores busy; with spinning allowed, 2 threads took 0.63 ms
+// idle but 2.3 ms busy. At batch 64, 2 threads were slower than 1 (0.10 ms
+// against 0.077 ms): waking a pool thread costs more than it saves.
+package onnx

@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Writes the small ONNX models of servables/onnx's tests (Debian's /usr/bin/python3, torch 1.13).
+
+    /usr/bin/python3 servables/onnx/testdata/make_testdata.py
+
+mixed.onnx            two inputs of different dtypes, two outputs, names that are
+                      not in positional order anywhere:
+                      ids int64 [batch, 2], w float32 [batch, 1]
+                      -> weighted float32 [batch, 2] = ids * w,
+                         total float64 [batch] = sum of weighted over dim 1
+scalar.onnx           a rank-0 input: x float32 [n], s float32 [] -> y float32 [n] = x * s
+unsupported_out.onnx  outputs Grove cannot return:
+                      x float32 [batch, 4] -> positive bool [batch, 4], half float16 [batch, 4]
+unsupported_in.onnx   an input Grove cannot send:
+                      mask bool [batch, 4], x float32 [batch, 4] -> masked float32 [batch, 4]
+
+The example pCTR model is examples/bucket/pctr_onnx/model.onnx, made by
+examples/models/make_models.py. Reruns give byte-identical files.
+"""
+import os
+
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+class Mixed(torch.nn.Module):
+    def forward(self, ids, w):
+        weighted = ids.to(torch.float32) * w
+        return weighted, weighted.sum(dim=1).to(torch.float64)
+
+
+class Scalar(torch.nn.Module):
+    def forward(self, x, s):
+        return x * s
+
+
+class UnsupportedOut(torch.nn.Module):
+    def forward(self, x):
+        return x > 0, x.to(torch.float16)
+
+
+class UnsupportedIn(torch.nn.Module):
+    def forward(self, mask, x):
+        return x * mask.to(torch.float32)
+
+
+def export(m, args, name, inputs, outputs, dynamic):
+    torch.onnx.export(m, args, os.path.join(here, name), input_names=inputs, output_names=outputs,
+                      dynamic_axes=dynamic, opset_version=14)
+
+
+def main():
+    export(Mixed(), (torch.tensor([[1, 2]]), torch.tensor([[0.5]])), "mixed.onnx",
+           ["ids", "w"], ["weighted", "total"], {"ids": {0: "batch"}, "w": {0: "batch"},
+                                                 "weighted": {0: "batch"}, "total": {0: "batch"}})
+    export(Scalar(), (torch.tensor([1.0, 2.0]), torch.tensor(3.0)), "scalar.onnx",
+           ["x", "s"], ["y"], {"x": {0: "n"}, "y": {0: "n"}})
+    export(UnsupportedOut(), (torch.zeros(1, 4),), "unsupported_out.onnx",
+           ["x"], ["positive", "half"], {"x": {0: "batch"}, "positive": {0: "batch"}, "half": {0: "batch"}})
+    export(UnsupportedIn(), (torch.ones(1, 4, dtype=torch.bool), torch.zeros(1, 4)), "unsupported_in.onnx",
+           ["mask", "x"], ["masked"], {"mask": {0: "batch"}, "x": {0: "batch"}, "masked": {0: "batch"}})
+    print("wrote testdata to", here)
+
+
+if __name__ == "__main__":
+    main()
