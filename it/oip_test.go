@@ -3,7 +3,9 @@ package it
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +164,55 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-d", `{"name": "pcvr"}`, g.grpc, "inference.GRPCInferenceService/ModelMetadata").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"pytorch_libtorch"`) {
 		t.Errorf("grpcurl ModelMetadata: %v\n%s", err, out)
+	}
+}
+
+// TestONNXModelAnswersLikeTorchScriptOnEveryProtocol serves the same pCTR
+// weights as TorchScript (pctr_v1/) and ONNX (pctr_onnx/): over B&A REST
+// (inputs by tensor_name for ONNX), the sidecar's Predict and OIP gRPC, both
+// answer Python's expected outputs to 1e-5.
+func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
+	onnxModel, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_onnx", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Put(t, "pctr_onnx/model.onnx", onnxModel)
+	putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "pctr_onnx/"})
+	g := startGrove(t, b.URL(), nil)
+	ctx := withTimeout(t, time.Minute)
+	x := exp["pctr_v1"].Inputs[0]
+	named := strings.Replace(tensorJSON(x.DataType, x.Shape, x.Data), `{`, `{"tensor_name":"x",`, 1)
+
+	// B&A REST, one batch for both runtimes; ONNX also positionally.
+	_, resp, err := g.infer(batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"), itemJSON("pctr_onnx/", named), requestFor(exp, "pctr_v1", "pctr_onnx/"),
+		itemJSON("pctr_onnx/", strings.Replace(named, `"x"`, `"y"`, 1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		checkOutputs(t, exp, "pctr_v1", resp, i)
+	}
+	if e := resp.Response[3].Error; e == nil || e.ErrorType != "INPUT_PARSING" || !strings.Contains(e.Description, "x FLOAT [-1 64]") {
+		t.Errorf("unknown input name: %+v", e)
+	}
+
+	// OIP gRPC.
+	c := oippb.NewGRPCInferenceServiceClient(g.dial())
+	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pctr_onnx"})
+	if err != nil || md.Platform != "onnxruntime_onnx" || len(md.Inputs) != 1 || md.Inputs[0].Name != "x" ||
+		md.Inputs[0].Datatype != "FP32" || !slices.Equal(md.Inputs[0].Shape, []int64{-1, 64}) {
+		t.Errorf("ModelMetadata(pctr_onnx) = %v, %v", md, err)
+	}
+	for _, name := range []string{"pctr_v1", "pctr_onnx"} {
+		r, err := c.ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: name,
+			Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: x.Shape}},
+			RawInputContents: [][]byte{rawLE("FP32", x.Data)}})
+		if err != nil {
+			t.Fatalf("ModelInfer(%s): %v", name, err)
+		}
+		checkClose(t, name+" over OIP gRPC", fromRawLE(t, "FP32", r.RawOutputContents[0]), exp["pctr_v1"].Outputs[0].Data, 1e-5)
 	}
 }
