@@ -84,7 +84,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md.Name != "pcvr" || !slices.Equal(md.Versions, []string{"3", "2"}) || md.Platform != "pytorch_libtorch" || len(md.Inputs) != 2 {
+	if md.Name != "pcvr" || !slices.Equal(md.Versions, []string{"3", "2"}) || md.Platform != "pytorch_torchscript" || len(md.Inputs) != 2 {
 		t.Errorf("ModelMetadata(pcvr) = %v", md)
 	}
 	for _, c2 := range []struct {
@@ -162,7 +162,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 
 	// grpcurl, schema from reflection.
 	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-d", `{"name": "pcvr"}`, g.grpc, "inference.GRPCInferenceService/ModelMetadata").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"pytorch_libtorch"`) {
+	if err != nil || !strings.Contains(string(out), `"pytorch_torchscript"`) {
 		t.Errorf("grpcurl ModelMetadata: %v\n%s", err, out)
 	}
 }
@@ -202,7 +202,7 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 	// OIP gRPC.
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pctr_onnx"})
-	if err != nil || md.Platform != "onnxruntime_onnx" || len(md.Inputs) != 1 || md.Inputs[0].Name != "x" ||
+	if err != nil || md.Platform != "onnx_onnxv1" || len(md.Inputs) != 1 || md.Inputs[0].Name != "x" ||
 		md.Inputs[0].Datatype != "FP32" || !slices.Equal(md.Inputs[0].Shape, []int64{-1, 64}) {
 		t.Errorf("ModelMetadata(pctr_onnx) = %v, %v", md, err)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/oip"
 	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
@@ -74,7 +74,7 @@ func (o *oipServer) ModelMetadata(_ context.Context, req *oippb.ModelMetadataReq
 	if !ok {
 		return nil, status.Errorf(codes.Unavailable, "model '%s' version %s was unloaded", mv.Name, mv.Version)
 	}
-	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: Platform(meta.Runtime)}
+	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: oip.Platform(meta.Runtime)}
 	for _, v := range routing.Versions(o.b.ModelPaths(), mv.Name) {
 		out.Versions = append(out.Versions, v.Version)
 	}
@@ -87,23 +87,13 @@ func (o *oipServer) ModelMetadata(_ context.Context, req *oippb.ModelMetadataReq
 	return out, nil
 }
 
-// Platform is the OIP platform name of a Grove runtime (Triton's names).
-func Platform(runtime string) string {
-	switch runtime {
-	case "torchscript":
-		return "pytorch_libtorch"
-	case "onnx":
-		return "onnxruntime_onnx"
-	}
-	return runtime
-}
-
 func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorMetadata {
 	shape := t.Shape
 	if shape == nil {
 		shape = []int64{-1} // unknown rank: TorchScript records none
 	}
-	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: oipDatatype(t.DType), Shape: shape}
+	dt, _ := oip.Datatype(t.DType) // "" when the runtime does not say
+	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: dt, Shape: shape}
 }
 
 // ModelInfer runs one inference request. Inputs come from
@@ -126,13 +116,21 @@ func (o *oipServer) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest
 	if err := res[0].Err; err != nil {
 		return nil, inferStatus(err)
 	}
-	outputs, err := selectOutputs(res[0].Outputs, req.GetOutputs())
+	var requested []oip.RequestedOutput
+	for _, r := range req.GetOutputs() {
+		requested = append(requested, oip.RequestedOutput{Name: r.GetName()})
+	}
+	outputs, err := oip.SelectOutputs(mv.Name, res[0].Outputs, requested)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: mv.Version, Id: req.GetId()}
 	for _, t := range outputs {
-		out.Outputs = append(out.Outputs, &oippb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: oipDatatype(t.DType), Shape: t.Shape})
+		dt, ok := oip.Datatype(t.DType)
+		if !ok {
+			return nil, status.Errorf(codes.Internal, "output '%s' has type %v, which OIP cannot carry", t.Name, t.DType)
+		}
+		out.Outputs = append(out.Outputs, &oippb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: dt, Shape: t.Shape})
 		out.RawOutputContents = append(out.RawOutputContents, t.Data)
 	}
 	return out, nil
@@ -160,26 +158,6 @@ func inferStatus(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// selectOutputs keeps the requested outputs, in request order; none requested keeps all.
-func selectOutputs(all []servables.Tensor, want []*oippb.ModelInferRequest_InferRequestedOutputTensor) ([]servables.Tensor, error) {
-	if len(want) == 0 {
-		return all, nil
-	}
-	out := make([]servables.Tensor, 0, len(want))
-	for _, w := range want {
-		i := slices.IndexFunc(all, func(t servables.Tensor) bool { return t.Name == w.GetName() })
-		if i < 0 {
-			names := make([]string, len(all))
-			for j, t := range all {
-				names[j] = t.Name
-			}
-			return nil, fmt.Errorf("unexpected inference output '%s', the model's outputs are %v", w.GetName(), names)
-		}
-		out = append(out, all[i])
-	}
-	return out, nil
-}
-
 // inferInputs converts the request's inputs to tensors.
 func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 	raw := req.GetRawInputContents()
@@ -188,7 +166,7 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 	}
 	out := make([]servables.Tensor, len(req.GetInputs()))
 	for i, in := range req.GetInputs() {
-		dt, err := parseOIPDatatype(in.GetDatatype())
+		dt, err := oip.DTypeOf(in.GetDatatype())
 		if err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
 		}

@@ -1,0 +1,386 @@
+package oip
+
+import (
+	"math"
+	"strconv"
+	"unsafe"
+)
+
+// alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned.
+func alignedBytes(n int) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+}
+
+// store writes the low size bytes of v, in host byte order, as element k
+// of out (nil: validate only).
+func store(out []byte, k, size int, v uint64) {
+	if out == nil {
+		return
+	}
+	switch size {
+	case 1:
+		out[k] = byte(v)
+	case 2:
+		b := out[2*k : 2*k+2]
+		*(*uint16)(unsafe.Pointer(&b[0])) = uint16(v)
+	case 4:
+		b := out[4*k : 4*k+4]
+		*(*uint32)(unsafe.Pointer(&b[0])) = uint32(v)
+	case 8:
+		b := out[8*k : 8*k+8]
+		*(*uint64)(unsafe.Pointer(&b[0])) = v
+	}
+}
+
+// fmtShape formats dims as [2,3].
+func fmtShape(dims []int64) string {
+	b := make([]byte, 0, 2+4*len(dims))
+	b = append(b, '[')
+	for i, d := range dims {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, d, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// count returns "1 element", "2 elements", ...
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
+}
+
+// literalText returns the source text of the number n, shortened.
+func (p *parser) literalText(n *number) string {
+	t := p.buf[n.start:n.end]
+	if len(t) > 40 {
+		return string(t[:40]) + "…"
+	}
+	return string(t)
+}
+
+// rangeText describes the range of an integer datatype, e.g. "-128 to 127".
+func rangeText(d *datatype) string {
+	bits := 8 * d.size()
+	if d.kind == kindUnsigned {
+		return "0 to " + strconv.FormatUint(math.MaxUint64>>(64-bits), 10)
+	}
+	lim := int64(1) << (bits - 1)
+	if bits == 64 {
+		return "-9223372036854775808 to 9223372036854775807"
+	}
+	return strconv.FormatInt(-lim, 10) + " to " + strconv.FormatInt(lim-1, 10)
+}
+
+// scalar decodes the data element at p.pos as element k of an input of
+// datatype d, into out (nil: validate only). A problem is the end of a
+// sentence whose subject is the element ("is a string; ..."); ok is false
+// on a syntax error.
+func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool) {
+	c := p.peek()
+	size := d.size()
+	switch d.kind {
+	case kindFloat:
+		if c == 'N' || c == 'I' || (c == '-' && (at(p.buf, p.pos+1) == 'N' || at(p.buf, p.pos+1) == 'I')) {
+			f, ok := p.nonFinite()
+			if !ok {
+				return "", p.syntax(p.pos, "a JSON value")
+			}
+			if size == 4 {
+				store(out, k, 4, uint64(math.Float32bits(float32(f))))
+			} else {
+				store(out, k, 8, math.Float64bits(f))
+			}
+			return "", true
+		}
+		if c != '-' && !isDigit(c) {
+			break
+		}
+		var n number
+		if !p.lexNumber(&n) {
+			return "", false
+		}
+		f, inRange := n.float(p.buf, 8*size)
+		if !inRange {
+			return "= " + p.literalText(&n) + " is out of range for " + d.name, true
+		}
+		if size == 4 {
+			store(out, k, 4, uint64(math.Float32bits(float32(f))))
+		} else {
+			store(out, k, 8, math.Float64bits(f))
+		}
+		return "", true
+	case kindSigned, kindUnsigned:
+		if c != '-' && !isDigit(c) {
+			break
+		}
+		var n number
+		if !p.lexNumber(&n) {
+			return "", false
+		}
+		if !n.isInt {
+			return "= " + p.literalText(&n) + " is not an integer; " + d.name + " data must be integer literals (no fraction, no exponent)", true
+		}
+		mag, fits := n.integer(p.buf)
+		bits := uint(8 * size)
+		var v uint64
+		if d.kind == kindSigned {
+			lim := uint64(1) << (bits - 1)
+			switch {
+			case !fits:
+			case n.neg && mag <= lim:
+				v, fits = -mag, true
+			case !n.neg && mag < lim:
+				v, fits = mag, true
+			default:
+				fits = false
+			}
+		} else {
+			fits = fits && (!n.neg || mag == 0) && (bits == 64 || mag < 1<<bits)
+			v = mag
+		}
+		if !fits {
+			return "= " + p.literalText(&n) + " is out of range for " + d.name + " (" + rangeText(d) + ")", true
+		}
+		store(out, k, size, v)
+		return "", true
+	case kindBool:
+		switch c {
+		case 't':
+			if !p.literal("true") {
+				return "", false
+			}
+			store(out, k, 1, 1)
+			return "", true
+		case 'f':
+			if !p.literal("false") {
+				return "", false
+			}
+			store(out, k, 1, 0)
+			return "", true
+		}
+	}
+	// A value of the wrong JSON type. Its syntax is checked when the caller
+	// skips the whole array.
+	switch c {
+	case '"', 't', 'f', 'n', '{', '[', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+	default:
+		return "", p.syntax(p.pos, "a JSON value")
+	}
+	switch d.kind {
+	case kindFloat:
+		return "is " + jsonType(c) + "; " + d.name + " data must be JSON numbers", true
+	case kindBool:
+		return "is " + jsonType(c) + "; " + d.name + " data must be true or false", true
+	}
+	return "is " + jsonType(c) + "; " + d.name + " data must be integer numbers", true
+}
+
+// decodeData decodes the "data" array at p.pos for an input of datatype d
+// and shape, with n = product(shape) elements. It returns the tensor bytes;
+// or a problem, a sentence about the data (without the input's name); or
+// ok false on a syntax error. p.pos ends after the array unless ok is
+// false.
+//
+// Memory follows the data actually present, never the shape alone: when
+// the tensor is no larger than the rest of the JSON, the common case, it is
+// allocated at once and decoded into; otherwise (a shape the body cannot
+// fill, or short literals such as 0 for an 8-byte type) the values go to
+// the parser's pooled arena, which grows with the elements read, and are
+// copied to the tensor once their count is right.
+func (p *parser) decodeData(d *datatype, shape []int64, n int) (data []byte, problem string, ok bool) {
+	start := p.pos
+	size := d.size()
+	p.outDirect = n*size <= len(p.buf)-start
+	if p.outDirect {
+		p.out = alignedBytes(n * size)
+	} else {
+		p.out = p.arenaBytes()
+	}
+	p.outMax = n
+	p.pos++
+	p.skipWS()
+	if p.peek() == '[' && len(shape) >= 2 {
+		problem, ok = p.decodeNested(d, shape)
+	} else {
+		problem, ok = p.decodeFlat(d, shape, n)
+	}
+	out := p.out
+	p.out = nil
+	if !ok {
+		return nil, "", false
+	}
+	if problem != "" {
+		// Move past the array from its start, validating the rest of it.
+		p.pos = start
+		if !p.skipValue() {
+			return nil, "", false
+		}
+		return nil, problem, true
+	}
+	if !p.outDirect {
+		data := alignedBytes(n * size)
+		copy(data, out)
+		return data, "", true
+	}
+	return out, "", true
+}
+
+// slot returns the buffer that element k, of size bytes, is stored in, or
+// nil past the shape's element count (the elements are then only counted).
+func (p *parser) slot(k, size int) []byte {
+	if (k+1)*size <= len(p.out) {
+		return p.out
+	}
+	if p.outDirect || k >= p.outMax {
+		return nil
+	}
+	// Grow the arena, doubling, up to the tensor's size.
+	words := max(2*len(p.arena), 512, ((k+1)*size+7)/8)
+	words = min(words, (p.outMax*size+7)/8)
+	grown := make([]uint64, words)
+	copy(grown, p.arena)
+	p.arena = grown
+	p.out = p.arenaBytes()
+	return p.out
+}
+
+// arenaBytes views the arena as bytes.
+func (p *parser) arenaBytes() []byte {
+	if len(p.arena) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&p.arena[0])), 8*len(p.arena))
+}
+
+// decodeFlat decodes a flat data array; p.pos is just inside it.
+func (p *parser) decodeFlat(d *datatype, shape []int64, n int) (string, bool) {
+	k, size := 0, d.size()
+	if p.peek() == ']' {
+		p.pos++
+	} else {
+		for {
+			if p.peek() == '[' {
+				if k == 0 {
+					return "data[0] is an array, but shape " + fmtShape(shape) + " has fewer than 2 dimensions: data is nested too deep", true
+				}
+				return "data[" + strconv.Itoa(k) + "] is an array but data[0] is not: give data flat, or nested with one array level per dimension of shape " + fmtShape(shape), true
+			}
+			problem, ok := p.scalar(d, p.slot(k, size), k)
+			if !ok {
+				return "", false
+			}
+			if problem != "" {
+				return "data[" + strconv.Itoa(k) + "] " + problem, true
+			}
+			k++
+			p.skipWS()
+			c := p.peek()
+			if c == ',' {
+				p.pos++
+				p.skipWS()
+				continue
+			}
+			if c == ']' {
+				p.pos++
+				break
+			}
+			return "", p.syntax(p.pos, "',' or ']' after an array element")
+		}
+	}
+	if k != n {
+		return "data has " + count(int64(k), "element") + ", but shape " + fmtShape(shape) + " needs " + strconv.Itoa(n), true
+	}
+	return "", true
+}
+
+// decodeNested decodes data nested as its shape, one array level per
+// dimension; p.pos is at the '[' of data[0].
+func (p *parser) decodeNested(d *datatype, shape []int64) (string, bool) {
+	rank, size := len(shape), d.size()
+	idx := p.idx[:0]
+	for range rank {
+		idx = append(idx, 0)
+	}
+	p.idx = idx
+	// path names the array at depth (data, data[1], data[1][0], ...); with
+	// elem, the element at idx[depth] in it.
+	path := func(depth int, elem bool) string {
+		b := []byte("data")
+		last := depth
+		if elem {
+			last++
+		}
+		for i := 0; i < last; i++ {
+			b = append(b, '[')
+			b = strconv.AppendInt(b, idx[i], 10)
+			b = append(b, ']')
+		}
+		return string(b)
+	}
+	depth, k := 0, 0
+	for {
+		// An element of the array at depth starts at p.pos.
+		if idx[depth] >= shape[depth] {
+			return path(depth, false) + " has more than " + count(shape[depth], "element") + ", the size of dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape), true
+		}
+		c := p.peek()
+		if depth < rank-1 {
+			if c != '[' {
+				if c == ']' || c == ',' || c == 0 {
+					return "", p.syntax(p.pos, "a JSON value")
+				}
+				return path(depth, true) + " is " + jsonType(c) + ", not an array: nested data needs one array level per dimension of shape " + fmtShape(shape), true
+			}
+			p.pos++
+			p.skipWS()
+			depth++
+			idx[depth] = 0
+			if p.peek() == ']' {
+				return path(depth, false) + " is empty, but dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape) + " is " + strconv.FormatInt(shape[depth], 10), true
+			}
+			continue
+		}
+		if c == '[' {
+			return path(depth, true) + " is an array: data is nested deeper than shape " + fmtShape(shape), true
+		}
+		problem, ok := p.scalar(d, p.slot(k, size), k)
+		if !ok {
+			return "", false
+		}
+		if problem != "" {
+			return path(depth, true) + " " + problem, true
+		}
+		k++
+		// Close the arrays that end here.
+	closing:
+		for {
+			p.skipWS()
+			switch p.peek() {
+			case ',':
+				p.pos++
+				p.skipWS()
+				idx[depth]++
+				break closing
+			case ']':
+				if got := idx[depth] + 1; got != shape[depth] {
+					return path(depth, false) + " has " + count(got, "element") + ", but dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape) + " is " + strconv.FormatInt(shape[depth], 10), true
+				}
+				p.pos++
+				if depth == 0 {
+					return "", true
+				}
+				depth--
+			default:
+				return "", p.syntax(p.pos, "',' or ']' after an array element")
+			}
+		}
+	}
+}

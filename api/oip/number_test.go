@@ -1,0 +1,110 @@
+package oip
+
+import (
+	"math"
+	"math/rand"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// checkLiteral converts s, which must be a whole JSON number, at both bit
+// sizes and compares with strconv, which rounds correctly.
+func checkLiteral(t *testing.T, s string) {
+	t.Helper()
+	sc := scanner{buf: []byte(s)}
+	var n number
+	if !sc.lexNumber(&n) || sc.pos != len(s) {
+		t.Fatalf("%q: not a JSON number (%v)", s, sc.err)
+	}
+	for _, bits := range []int{32, 64} {
+		got, ok := n.float(sc.buf, bits)
+		want, err := strconv.ParseFloat(s, bits)
+		if ok != (err == nil) {
+			t.Fatalf("%q at %d bits: in range %v, strconv error %v", s, bits, ok, err)
+		}
+		if ok && math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("%q at %d bits: got %v (%#x), want %v (%#x)", s, bits, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	}
+	if mag, ok := n.integer(sc.buf); n.isInt {
+		want, err := strconv.ParseUint(strings.TrimPrefix(s, "-"), 10, 64)
+		if ok != (err == nil) || ok && mag != want {
+			t.Fatalf("%q: integer %d %v, strconv %d %v", s, mag, ok, want, err)
+		}
+	} else if ok {
+		t.Fatalf("%q: integer() accepted a non-integer", s)
+	}
+}
+
+func TestNumberConversion(t *testing.T) {
+	for _, s := range []string{
+		"0", "-0", "0.0", "-0.0e-5", "1", "-1", "0.1", "0.5", "1e0", "1E+0", "1e-0",
+		"16777216", "16777217", "16777219", "9007199254740993", "9007199254740992",
+		"3.4028234663852886e38", "3.4028235e38", "3.4028235677973366e38", "3.4028235677973367e38", "3.40282357e38",
+		"1.17549435e-38", "1.4e-45", "7e-46", "7.1e-46", "1e-50", "2.2250738585072014e-308", "4.9e-324", "2e-324", "2.5e-324",
+		"1.7976931348623157e308", "1.7976931348623159e308", "1e309", "-1e309", "1e-400",
+		"123456789012345678901234567890", "0.000000000000000000000000000000123456789012345678901234567890",
+		"18446744073709551615", "18446744073709551616", "9223372036854775807", "-9223372036854775808", "-9223372036854775809",
+		"1e22", "1e23", "1.5e-22", "9999999999999999999", "99999999999999999999", "0.30000000000000004", "100000000000000000000000e-30",
+		"1e1000000000", "1e-1000000000", "0e1000000000",
+	} {
+		checkLiteral(t, s)
+	}
+	r := rand.New(rand.NewSource(3))
+	for i := 0; i < 200000; i++ {
+		var s string
+		switch i % 6 {
+		case 0: // shortest float32
+			s = strconv.FormatFloat(float64(math.Float32frombits(r.Uint32())), 'g', -1, 32)
+		case 1: // a float32 printed as a double, as Python clients send it
+			s = strconv.FormatFloat(float64(math.Float32frombits(r.Uint32())), 'g', -1, 64)
+		case 2: // shortest float64
+			s = strconv.FormatFloat(math.Float64frombits(r.Uint64()), 'g', -1, 64)
+		case 3: // near a float32 rounding midpoint
+			v := math.Float32frombits(r.Uint32() &^ (1 << 31))
+			next := math.Nextafter32(v, float32(math.Inf(1)))
+			mid := (float64(v) + float64(next)) / 2
+			s = strconv.FormatFloat(mid, 'e', r.Intn(25), 64)
+		case 4: // random digits and exponent
+			var b strings.Builder
+			if r.Intn(2) == 0 {
+				b.WriteByte('-')
+			}
+			b.WriteByte(byte('1' + r.Intn(9)))
+			for k := r.Intn(24); k > 0; k-- {
+				b.WriteByte(byte('0' + r.Intn(10)))
+			}
+			if r.Intn(2) == 0 {
+				b.WriteByte('.')
+				for k := 1 + r.Intn(20); k > 0; k-- {
+					b.WriteByte(byte('0' + r.Intn(10)))
+				}
+			}
+			if r.Intn(2) == 0 {
+				b.WriteString("e" + strconv.Itoa(r.Intn(90)-45))
+			}
+			s = b.String()
+		case 5: // normally distributed float32 values printed with 6 to 9 digits
+			s = strconv.FormatFloat(float64(float32(r.NormFloat64()*math.Pow(10, float64(r.Intn(20)-10)))), 'g', 6+r.Intn(4), 32)
+		}
+		if strings.ContainsAny(s, "NI") { // NaN, Inf
+			continue
+		}
+		checkLiteral(t, s)
+	}
+}
+
+func FuzzNumber(f *testing.F) {
+	for _, s := range []string{"0", "-1.5e-3", "3.4028235677973366e38", "123456789012345678901234567890", "0.1", "1e-45", "16777217"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc := scanner{buf: []byte(s)}
+		var n number
+		if !sc.lexNumber(&n) || sc.pos != len(s) {
+			return
+		}
+		checkLiteral(t, s)
+	})
+}

@@ -1,0 +1,936 @@
+package oip
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/groveml/grove/servables"
+)
+
+// span locates a decoded string in parser.strs.
+type span struct{ a, b int }
+
+// paramRec is one scanned parameter.
+type paramRec struct {
+	key  span
+	kind ParamKind
+	str  span
+	b    bool
+	i    int64
+	u    uint64
+	f    float64
+}
+
+// Members of an input or output object, one bit each, to find duplicates.
+const (
+	memName uint8 = 1 << iota
+	memDatatype
+	memShape
+	memData
+	memParameters
+)
+
+// inputRec is what the scan learnt about one element of "inputs".
+type inputRec struct {
+	typ      byte   // first byte of the element ('{' for an object)
+	seen     uint8  // members seen
+	problem  string // first problem found while scanning its members
+	nameTyp  byte   // first byte of the name's value; 0 if absent or null
+	name     strRef
+	dtTyp    byte
+	dtype    strRef
+	shapeTyp byte
+	d0, d1   int    // its dimensions, parser.dims[d0:d1]
+	shapeBad string // the first bad dimension
+	prod     int64  // product of the dimensions (valid when shapeBad is empty)
+	dataTyp  byte
+	dataPos  int    // offset of the data array
+	decoded  bool   // data was decoded during the scan
+	data     []byte // the tensor bytes
+	dataBad  string // the problem found while decoding data during the scan
+	p0, p1   int    // its parameters, parser.params[p0:p1]
+	nameSpan span
+	dt       *datatype
+}
+
+// outputRec is what the scan learnt about one element of "outputs".
+type outputRec struct {
+	typ      byte
+	seen     uint8
+	problem  string
+	nameTyp  byte
+	name     strRef
+	p0, p1   int
+	nameSpan span
+	binary   int8 // -1 unset, 0 false, 1 true (binary_data)
+}
+
+// parser holds the state of one parse; it is pooled, so its slices are
+// reused across requests.
+type parser struct {
+	scanner
+	tail      []byte // the binary data after the JSON
+	tailPos   int
+	inputs    []inputRec
+	outputs   []outputRec
+	params    []paramRec
+	dims      []int64
+	idx       []int64             // nested data indices
+	strs      []byte              // every decoded string of the result
+	scratch   []byte              // unescaped member names and datatypes
+	arena     []uint64            // data decoded before its tensor is allocated
+	out       []byte              // where data is being decoded: a tensor or the arena
+	outDirect bool                // out is the tensor itself
+	outMax    int                 // the tensor's element count
+	names     map[string]int      // input names, for many inputs
+	onames    map[string]int      // requested output names, for many outputs
+	keys      map[string]struct{} // parameter names, for long parameter objects
+	seenRoot  uint8
+	id        span
+	hasID     bool
+	rp0, rp1  int // request parameters
+	binOut    bool
+}
+
+var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+// Root members, one bit each.
+const (
+	rootID uint8 = 1 << iota
+	rootParameters
+	rootInputs
+	rootOutputs
+)
+
+// ParseInferRequest parses an $inference_request. headerLen is the value of
+// the Inference-Header-Content-Length header, or 0 without one: when it is
+// positive, body[:headerLen] is the JSON and body[headerLen:] the binary
+// data of the inputs that have a binary_data_size parameter. Errors are
+// *Error values with Status 400. body is not retained: the tensors own
+// their memory.
+func ParseInferRequest(body []byte, headerLen int) (*InferRequest, error) {
+	if headerLen < 0 || headerLen > len(body) {
+		return nil, badRequest(HeaderContentLength + " is " + strconv.Itoa(headerLen) + ", but it must be between 0 (no binary data) and the body length (" + strconv.Itoa(len(body)) + " bytes)")
+	}
+	p := parserPool.Get().(*parser)
+	p.reset(body, headerLen)
+	req := p.parse()
+	err := p.err
+	p.release()
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (p *parser) reset(body []byte, headerLen int) {
+	if headerLen > 0 {
+		p.scanner = scanner{buf: body[:headerLen], stack: p.stack[:0]}
+		p.tail = body[headerLen:]
+	} else {
+		p.scanner = scanner{buf: body, stack: p.stack[:0]}
+		p.tail = nil
+	}
+	p.tailPos = 0
+	p.inputs, p.outputs, p.params, p.dims = p.inputs[:0], p.outputs[:0], p.params[:0], p.dims[:0]
+	p.strs, p.scratch = p.strs[:0], p.scratch[:0]
+	p.seenRoot, p.hasID, p.id, p.rp0, p.rp1, p.binOut = 0, false, span{}, 0, 0, false
+}
+
+// maxPooled bounds the slices a pooled parser keeps.
+const maxPooled = 1 << 12
+
+func (p *parser) release() {
+	clear(p.inputs) // drop the tensor buffers
+	p.buf, p.tail, p.err, p.out = nil, nil, nil, nil
+	if len(p.arena) > 1<<17 {
+		p.arena = nil // keep at most 1 MiB
+	}
+	if len(p.names) > maxPooled || len(p.onames) > maxPooled || len(p.keys) > maxPooled {
+		return // let an oversized parser go
+	}
+	clear(p.names)
+	clear(p.onames)
+	clear(p.keys)
+	if cap(p.inputs) > maxPooled || cap(p.outputs) > maxPooled || cap(p.params) > maxPooled ||
+		cap(p.dims) > maxPooled || cap(p.idx) > maxPooled || cap(p.strs) > 1<<16 ||
+		cap(p.scratch) > 1<<16 || cap(p.stack) > 1<<10 {
+		return
+	}
+	parserPool.Put(p)
+}
+
+// intern appends the decoded string to p.strs.
+func (p *parser) intern(r strRef) span {
+	a := len(p.strs)
+	if r.esc {
+		p.strs = unescape(p.strs, p.buf[r.start:r.end])
+	} else {
+		p.strs = append(p.strs, p.buf[r.start:r.end]...)
+	}
+	return span{a, len(p.strs)}
+}
+
+func (p *parser) spanBytes(s span) []byte { return p.strs[s.a:s.b] }
+
+// key returns the decoded string r, valid until the next call.
+func (p *parser) key(r strRef) []byte {
+	if !r.esc {
+		return p.buf[r.start:r.end]
+	}
+	p.scratch = unescape(p.scratch[:0], p.buf[r.start:r.end])
+	return p.scratch
+}
+
+// object scans the object at p.pos, handing each member to f, which must
+// consume the member's value.
+func (p *parser) object(f func(k []byte) bool) bool {
+	p.pos++
+	p.skipWS()
+	if p.peek() == '}' {
+		p.pos++
+		return true
+	}
+	for {
+		k, ok := p.memberName()
+		if !ok || !f(p.key(k)) {
+			return false
+		}
+		p.skipWS()
+		switch p.peek() {
+		case ',':
+			p.pos++
+			p.skipWS()
+		case '}':
+			p.pos++
+			return true
+		default:
+			return p.syntax(p.pos, "',' or '}' after an object member")
+		}
+	}
+}
+
+// array scans the array at p.pos, handing each element to f, which must
+// consume it.
+func (p *parser) array(f func(i int) bool) bool {
+	p.pos++
+	p.skipWS()
+	if p.peek() == ']' {
+		p.pos++
+		return true
+	}
+	for i := 0; ; i++ {
+		if !f(i) {
+			return false
+		}
+		p.skipWS()
+		switch p.peek() {
+		case ',':
+			p.pos++
+			p.skipWS()
+		case ']':
+			p.pos++
+			return true
+		default:
+			return p.syntax(p.pos, "',' or ']' after an array element")
+		}
+	}
+}
+
+// typeAt returns the first byte of the value at p.pos, 'n' for null.
+func (p *parser) typeAt() byte { return p.peek() }
+
+func (p *parser) parse() *InferRequest {
+	p.skipWS()
+	if p.pos >= len(p.buf) {
+		p.fail("the request body is empty")
+		return nil
+	}
+	if c := p.peek(); c != '{' {
+		if !p.skipValue() {
+			return nil
+		}
+		p.fail("the request is " + jsonType(c) + ", not a JSON object")
+		return nil
+	}
+	if !p.object(p.rootMember) {
+		return nil
+	}
+	p.skipWS()
+	if p.pos < len(p.buf) {
+		p.syntax(p.pos, "the end of the JSON after the request object")
+		return nil
+	}
+	if p.seenRoot&rootInputs == 0 {
+		p.fail("the request has no inputs")
+		return nil
+	}
+	if len(p.inputs) == 0 {
+		p.fail("the request's inputs array is empty")
+		return nil
+	}
+	if rest := len(p.tail) - p.tailPos; rest > 0 {
+		p.fail("the request has " + count(int64(rest), "byte") + " of binary data after the JSON that no input claims (the inputs' binary_data_size parameters add up to " + strconv.Itoa(p.tailPos) + ")")
+		return nil
+	}
+	if i := p.findParam(p.rp0, p.rp1, ParamBinaryDataOutput); i >= 0 {
+		r := &p.params[i]
+		if r.kind != ParamBool {
+			p.fail("request parameter " + ParamBinaryDataOutput + " is " + r.kind.phrase() + ", not a boolean")
+			return nil
+		}
+		p.binOut = r.b
+	}
+	return p.build()
+}
+
+func (p *parser) rootMember(k []byte) bool {
+	typ := p.typeAt()
+	var bit uint8
+	switch string(k) {
+	case "id":
+		bit = rootID
+	case "parameters":
+		bit = rootParameters
+	case "inputs":
+		bit = rootInputs
+	case "outputs":
+		bit = rootOutputs
+	default:
+		return p.skipValue()
+	}
+	if p.seenRoot&bit != 0 {
+		return p.fail("the request has member " + strconv.Quote(string(k)) + " twice")
+	}
+	if typ == 'n' {
+		if bit == rootInputs {
+			return p.fail("the request's inputs is null, not an array")
+		}
+		return p.literal("null") // absent
+	}
+	p.seenRoot |= bit
+	switch bit {
+	case rootID:
+		if typ != '"' {
+			return p.fail("the request's id is " + jsonType(typ) + ", not a string")
+		}
+		r, ok := p.scanString()
+		if !ok {
+			return false
+		}
+		p.id, p.hasID = p.intern(r), true
+		return true
+	case rootParameters:
+		if typ != '{' {
+			return p.fail("the request's parameters is " + jsonType(typ) + ", not an object")
+		}
+		var problem string
+		var ok bool
+		p.rp0, p.rp1, problem, ok = p.paramObject()
+		if !ok {
+			return false
+		}
+		if problem != "" {
+			return p.fail("request parameters: " + problem)
+		}
+		return true
+	case rootInputs:
+		if typ != '[' {
+			return p.fail("the request's inputs is " + jsonType(typ) + ", not an array")
+		}
+		return p.array(p.input)
+	default: // rootOutputs
+		if typ != '[' {
+			return p.fail("the request's outputs is " + jsonType(typ) + ", not an array")
+		}
+		return p.array(p.output)
+	}
+}
+
+// paramObject scans a $parameters object at p.pos. A problem (duplicate
+// name, value of the wrong type) does not stop the scan.
+func (p *parser) paramObject() (p0, p1 int, problem string, ok bool) {
+	p0 = len(p.params)
+	ok = p.object(func(k []byte) bool {
+		ks := len(p.strs)
+		p.strs = append(p.strs, k...)
+		key := span{ks, len(p.strs)}
+		dup := p.dupParam(p0, key)
+		if dup && problem == "" {
+			problem = "parameter " + quote(k) + " appears twice"
+		}
+		r := paramRec{key: key}
+		switch c := p.peek(); {
+		case c == '"':
+			s, ok := p.scanString()
+			if !ok {
+				return false
+			}
+			r.kind, r.str = ParamString, p.intern(s)
+		case c == 't' || c == 'f':
+			lit := "false"
+			if c == 't' {
+				lit = "true"
+			}
+			if !p.literal(lit) {
+				return false
+			}
+			r.kind, r.b = ParamBool, c == 't'
+		case c == '-' || isDigit(c):
+			var n number
+			if !p.lexNumber(&n) {
+				return false
+			}
+			mag, isInt := n.integer(p.buf)
+			switch {
+			case isInt && !n.neg && mag <= 1<<63-1:
+				r.kind, r.i = ParamInt, int64(mag)
+			case isInt && n.neg && mag <= 1<<63:
+				r.kind, r.i = ParamInt, int64(-mag)
+			case isInt && !n.neg:
+				r.kind, r.u = ParamUint, mag
+			default:
+				f, inRange := n.float(p.buf, 64)
+				if !inRange && problem == "" {
+					problem = "parameter " + quote(k) + " = " + p.literalText(&n) + " is out of the range of a float64"
+				}
+				r.kind, r.f = ParamFloat, f
+			}
+		case c == 'n' || c == '{' || c == '[':
+			if problem == "" {
+				problem = "parameter " + quote(k) + " is " + jsonType(c) + "; parameter values must be strings, numbers or booleans"
+			}
+			return p.skipValue()
+		default:
+			return p.syntax(p.pos, "a JSON value")
+		}
+		if !dup {
+			p.params = append(p.params, r)
+		}
+		return true
+	})
+	return p0, len(p.params), problem, ok
+}
+
+// dupParam reports whether the parameter name key (the last string in
+// p.strs) is already among p.params[p0:]. Long objects are indexed with a
+// map.
+func (p *parser) dupParam(p0 int, key span) bool {
+	const linear = 32
+	n := len(p.params) - p0
+	k := p.spanBytes(key)
+	if n < linear {
+		return p.findParam(p0, len(p.params), bstr(k)) >= 0
+	}
+	if n == linear {
+		if p.keys == nil {
+			p.keys = make(map[string]struct{})
+		}
+		clear(p.keys)
+		for i := p0; i < len(p.params); i++ {
+			p.keys[string(p.spanBytes(p.params[i].key))] = struct{}{}
+		}
+	}
+	_, dup := p.keys[string(k)]
+	if !dup {
+		p.keys[string(k)] = struct{}{}
+	}
+	return dup
+}
+
+// findParam returns the index of the parameter named name in
+// p.params[p0:p1], or -1.
+func (p *parser) findParam(p0, p1 int, name string) int {
+	for i := p0; i < p1; i++ {
+		if bstr(p.spanBytes(p.params[i].key)) == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// inputName returns how messages name input i.
+func (p *parser) inputName(i int) string {
+	r := &p.inputs[i]
+	if r.nameSpan.b > r.nameSpan.a {
+		return "input " + quote(p.spanBytes(r.nameSpan))
+	}
+	return "inputs[" + strconv.Itoa(i) + "]"
+}
+
+// input scans element i of "inputs".
+func (p *parser) input(i int) bool {
+	p.inputs = append(p.inputs, inputRec{typ: p.typeAt(), dataPos: -1})
+	if p.peek() != '{' {
+		if !p.skipValue() {
+			return false
+		}
+		return p.fail("inputs[" + strconv.Itoa(i) + "] is " + jsonType(p.inputs[i].typ) + ", not an object")
+	}
+	p.inputs[i].p0, p.inputs[i].p1 = len(p.params), len(p.params)
+	if !p.object(func(k []byte) bool { return p.inputMember(i, k) }) {
+		return false
+	}
+	return p.finishInput(i)
+}
+
+func (p *parser) inputMember(i int, k []byte) bool {
+	r := &p.inputs[i]
+	var bit uint8
+	switch string(k) {
+	case "name":
+		bit = memName
+	case "datatype":
+		bit = memDatatype
+	case "shape":
+		bit = memShape
+	case "data":
+		bit = memData
+	case "parameters":
+		bit = memParameters
+	default:
+		return p.skipValue()
+	}
+	if r.seen&bit != 0 {
+		if r.problem == "" {
+			r.problem = "has member " + strconv.Quote(string(k)) + " twice"
+		}
+		return p.skipValue()
+	}
+	r.seen |= bit
+	typ := p.typeAt()
+	if typ == 'n' {
+		return p.literal("null") // absent
+	}
+	switch bit {
+	case memName:
+		r.nameTyp = typ
+		if typ == '"' {
+			var ok bool
+			r.name, ok = p.scanString()
+			return ok
+		}
+	case memDatatype:
+		r.dtTyp = typ
+		if typ == '"' {
+			var ok bool
+			r.dtype, ok = p.scanString()
+			return ok
+		}
+	case memShape:
+		r.shapeTyp = typ
+		if typ == '[' {
+			return p.shape(i)
+		}
+	case memData:
+		r.dataTyp = typ
+		if typ == '[' {
+			r.dataPos = p.pos
+			if d := p.earlyType(r); d != nil {
+				// datatype and shape came first: decode now.
+				data, problem, ok := p.decodeData(d, p.dims[r.d0:r.d1], int(r.prod))
+				if !ok {
+					return false
+				}
+				r = &p.inputs[i]
+				r.decoded, r.data, r.dataBad = true, data, problem
+				return true
+			}
+		}
+	case memParameters:
+		if typ != '{' {
+			if r.problem == "" {
+				r.problem = "has parameters that are " + jsonType(typ) + ", not an object"
+			}
+			break
+		}
+		p0, p1, problem, ok := p.paramObject()
+		if !ok {
+			return false
+		}
+		r = &p.inputs[i]
+		r.p0, r.p1 = p0, p1
+		if problem != "" && r.problem == "" {
+			r.problem = "parameters: " + problem
+		}
+		return true
+	}
+	return p.skipValue()
+}
+
+// shape scans the shape array of input i.
+func (p *parser) shape(i int) bool {
+	r := &p.inputs[i]
+	r.d0, r.prod = len(p.dims), 1
+	ok := p.array(func(j int) bool {
+		r := &p.inputs[i]
+		c := p.peek()
+		if c != '-' && !isDigit(c) {
+			if r.shapeBad == "" {
+				r.shapeBad = "shape[" + strconv.Itoa(j) + "] is " + jsonType(c) + ", not an integer"
+			}
+			return p.skipValue()
+		}
+		var n number
+		if !p.lexNumber(&n) {
+			return false
+		}
+		if r.shapeBad != "" {
+			return true
+		}
+		mag, isInt := n.integer(p.buf)
+		switch {
+		case !n.isInt:
+			r.shapeBad = "shape[" + strconv.Itoa(j) + "] = " + p.literalText(&n) + " is not an integer"
+		case n.neg && mag != 0:
+			r.shapeBad = "shape[" + strconv.Itoa(j) + "] = " + p.literalText(&n) + " is negative; dimensions must be at least 1"
+		case mag == 0:
+			r.shapeBad = "shape[" + strconv.Itoa(j) + "] is 0; dimensions must be at least 1 (Grove has no empty tensors)"
+		case !isInt || mag > servables.MaxElements || uint64(r.prod)*mag > servables.MaxElements:
+			r.shapeBad = "shape has more than " + strconv.Itoa(servables.MaxElements) + " elements"
+		default:
+			p.dims = append(p.dims, int64(mag))
+			r.prod *= int64(mag)
+		}
+		return true
+	})
+	p.inputs[i].d1 = len(p.dims)
+	return ok
+}
+
+// earlyType returns the datatype of r when its datatype and shape are
+// already known to be valid, so that its data can be decoded during the
+// scan.
+func (p *parser) earlyType(r *inputRec) *datatype {
+	if r.dtTyp != '"' || r.shapeTyp != '[' || r.shapeBad != "" {
+		return nil
+	}
+	return lookupDatatype(p.key(r.dtype))
+}
+
+// finishInput checks input i once its object is scanned, decodes its data
+// if that is still to do, and takes its binary data.
+func (p *parser) finishInput(i int) bool {
+	r := &p.inputs[i]
+	fail := func(rest string) bool { return p.fail(p.inputName(i) + rest) }
+	switch r.nameTyp {
+	case 0:
+		return fail(" has no name")
+	case '"':
+	default:
+		return fail(" has a name that is " + jsonType(r.nameTyp) + ", not a string")
+	}
+	if r.name.end == r.name.start {
+		return fail(" has an empty name")
+	}
+	r.nameSpan = p.intern(r.name)
+	name := p.spanBytes(r.nameSpan)
+	if j := p.findName(i, name); j >= 0 {
+		return p.fail("input " + quote(name) + " appears twice in the request (inputs[" + strconv.Itoa(j) + "] and inputs[" + strconv.Itoa(i) + "])")
+	}
+	if r.problem != "" {
+		return fail(" " + r.problem)
+	}
+	switch r.dtTyp {
+	case 0:
+		return fail(" has no datatype")
+	case '"':
+	default:
+		return fail(" has a datatype that is " + jsonType(r.dtTyp) + ", not a string")
+	}
+	dtName := p.key(r.dtype)
+	r.dt = lookupDatatype(dtName)
+	if r.dt == nil {
+		return fail(": " + datatypeProblem(dtName))
+	}
+	switch r.shapeTyp {
+	case 0:
+		return fail(" has no shape")
+	case '[':
+	default:
+		return fail(" has a shape that is " + jsonType(r.shapeTyp) + ", not an array")
+	}
+	if r.shapeBad != "" {
+		return fail(": " + r.shapeBad)
+	}
+	for _, name := range [...]string{"shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"} {
+		if p.findParam(r.p0, r.p1, name) >= 0 {
+			return fail(": parameter " + name + " is not supported (Grove has no shared memory extension)")
+		}
+	}
+	bin := p.findParam(r.p0, r.p1, ParamBinaryDataSize)
+	shape := p.dims[r.d0:r.d1]
+	n := int(r.prod)
+	if bin >= 0 {
+		if r.dataTyp != 0 {
+			return fail(" has both data and a " + ParamBinaryDataSize + " parameter; give one of them")
+		}
+		return p.binaryInput(i, &p.params[bin], n, shape)
+	}
+	switch r.dataTyp {
+	case 0:
+		return fail(" has no data (and no " + ParamBinaryDataSize + " parameter)")
+	case '[':
+	default:
+		return fail(" has data that is " + jsonType(r.dataTyp) + ", not an array")
+	}
+	if !r.decoded {
+		// data came before datatype or shape: decode it now.
+		end := p.pos
+		p.pos = r.dataPos
+		data, problem, ok := p.decodeData(r.dt, shape, n)
+		if !ok {
+			return false
+		}
+		p.pos = end
+		r = &p.inputs[i]
+		r.decoded, r.data, r.dataBad = true, data, problem
+	}
+	if r.dataBad != "" {
+		return fail(": " + r.dataBad)
+	}
+	return true
+}
+
+// binaryInput takes the binary data of input i from the body's tail.
+func (p *parser) binaryInput(i int, bin *paramRec, n int, shape []int64) bool {
+	r := &p.inputs[i]
+	fail := func(rest string) bool { return p.fail(p.inputName(i) + rest) }
+	var size uint64
+	switch bin.kind {
+	case ParamInt:
+		if bin.i < 0 {
+			return fail(": parameter " + ParamBinaryDataSize + " is " + strconv.FormatInt(bin.i, 10) + "; it must be a byte count")
+		}
+		size = uint64(bin.i)
+	case ParamUint:
+		size = bin.u
+	default:
+		return fail(": parameter " + ParamBinaryDataSize + " is " + bin.kind.phrase() + ", not an integer byte count")
+	}
+	if p.tail == nil {
+		return fail(" has a " + ParamBinaryDataSize + " parameter, but the request has no binary data: send the length of the JSON in the " + HeaderContentLength + " header")
+	}
+	want := uint64(n) * uint64(r.dt.size()) // at most 2^31 × 8
+	if size != want {
+		return fail(": " + ParamBinaryDataSize + " is " + strconv.FormatUint(size, 10) + " bytes, but shape " + fmtShape(shape) + " of " + r.dt.name + " needs " + strconv.FormatUint(want, 10))
+	}
+	if rest := uint64(len(p.tail) - p.tailPos); size > rest {
+		left := " of binary data are left after the JSON"
+		if rest == 1 {
+			left = " of binary data is left after the JSON"
+		}
+		if p.tailPos > 0 {
+			left += " and the previous binary inputs"
+		}
+		return fail(": " + ParamBinaryDataSize + " is " + strconv.FormatUint(size, 10) + " bytes, but only " + count(int64(rest), "byte") + left)
+	}
+	data := alignedBytes(int(size))
+	copy(data, p.tail[p.tailPos:])
+	p.tailPos += int(size)
+	r.decoded, r.data = true, data
+	return true
+}
+
+// findName returns the index of an earlier input named name, or -1.
+func (p *parser) findName(i int, name []byte) int {
+	return p.findDup(i, name, func(j int) span { return p.inputs[j].nameSpan }, &p.names)
+}
+
+// findDup returns the index j < i whose name, nameAt(j), is name, or -1.
+// Past a few names they are indexed in *set, which must serve one list
+// only per parse.
+func (p *parser) findDup(i int, name []byte, nameAt func(j int) span, set *map[string]int) int {
+	const linear = 32
+	if i < linear {
+		for j := 0; j < i; j++ {
+			if string(p.spanBytes(nameAt(j))) == string(name) {
+				return j
+			}
+		}
+		return -1
+	}
+	if *set == nil {
+		*set = make(map[string]int)
+	}
+	m := *set
+	if len(m) == 0 {
+		for j := 0; j < i; j++ {
+			m[string(p.spanBytes(nameAt(j)))] = j
+		}
+	}
+	if j, dup := m[string(name)]; dup {
+		return j
+	}
+	m[string(name)] = i
+	return -1
+}
+
+// outputName returns how messages name requested output i.
+func (p *parser) outputName(i int) string {
+	r := &p.outputs[i]
+	if r.nameSpan.b > r.nameSpan.a {
+		return "requested output " + quote(p.spanBytes(r.nameSpan))
+	}
+	return "outputs[" + strconv.Itoa(i) + "]"
+}
+
+// output scans element i of "outputs".
+func (p *parser) output(i int) bool {
+	p.outputs = append(p.outputs, outputRec{typ: p.typeAt(), binary: -1})
+	if p.peek() != '{' {
+		if !p.skipValue() {
+			return false
+		}
+		return p.fail("outputs[" + strconv.Itoa(i) + "] is " + jsonType(p.outputs[i].typ) + ", not an object")
+	}
+	p.outputs[i].p0, p.outputs[i].p1 = len(p.params), len(p.params)
+	ok := p.object(func(k []byte) bool {
+		r := &p.outputs[i]
+		var bit uint8
+		switch string(k) {
+		case "name":
+			bit = memName
+		case "parameters":
+			bit = memParameters
+		default:
+			return p.skipValue()
+		}
+		if r.seen&bit != 0 {
+			if r.problem == "" {
+				r.problem = "has member " + strconv.Quote(string(k)) + " twice"
+			}
+			return p.skipValue()
+		}
+		r.seen |= bit
+		typ := p.typeAt()
+		if typ == 'n' {
+			return p.literal("null")
+		}
+		if bit == memName {
+			r.nameTyp = typ
+			if typ == '"' {
+				var ok bool
+				r.name, ok = p.scanString()
+				return ok
+			}
+			return p.skipValue()
+		}
+		if typ != '{' {
+			if r.problem == "" {
+				r.problem = "has parameters that are " + jsonType(typ) + ", not an object"
+			}
+			return p.skipValue()
+		}
+		p0, p1, problem, ok := p.paramObject()
+		if !ok {
+			return false
+		}
+		r = &p.outputs[i]
+		r.p0, r.p1 = p0, p1
+		if problem != "" && r.problem == "" {
+			r.problem = "parameters: " + problem
+		}
+		return true
+	})
+	if !ok {
+		return false
+	}
+	return p.finishOutput(i)
+}
+
+func (p *parser) finishOutput(i int) bool {
+	r := &p.outputs[i]
+	fail := func(rest string) bool { return p.fail(p.outputName(i) + rest) }
+	switch r.nameTyp {
+	case 0:
+		return fail(" has no name")
+	case '"':
+	default:
+		return fail(" has a name that is " + jsonType(r.nameTyp) + ", not a string")
+	}
+	if r.name.end == r.name.start {
+		return fail(" has an empty name")
+	}
+	r.nameSpan = p.intern(r.name)
+	name := p.spanBytes(r.nameSpan)
+	if j := p.findDup(i, name, func(j int) span { return p.outputs[j].nameSpan }, &p.onames); j >= 0 {
+		return p.fail("output " + quote(name) + " is requested twice (outputs[" + strconv.Itoa(j) + "] and outputs[" + strconv.Itoa(i) + "])")
+	}
+	if r.problem != "" {
+		return fail(" " + r.problem)
+	}
+	if p.findParam(r.p0, r.p1, "classification") >= 0 {
+		return fail(": parameter classification is not supported (Grove has no classification extension)")
+	}
+	for _, name := range [...]string{"shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"} {
+		if p.findParam(r.p0, r.p1, name) >= 0 {
+			return fail(": parameter " + name + " is not supported (Grove has no shared memory extension)")
+		}
+	}
+	if j := p.findParam(r.p0, r.p1, ParamBinaryData); j >= 0 {
+		if p.params[j].kind != ParamBool {
+			return fail(": parameter " + ParamBinaryData + " is " + p.params[j].kind.phrase() + ", not a boolean")
+		}
+		r.binary = 0
+		if p.params[j].b {
+			r.binary = 1
+		}
+	}
+	return true
+}
+
+// build makes the request from the records. Every string of it is a slice
+// of one string, every shape a slice of one []int64, and every parameter
+// an element of one []Parameter.
+func (p *parser) build() *InferRequest {
+	strs := string(p.strs)
+	str := func(s span) string { return strs[s.a:s.b] }
+	req := &InferRequest{BinaryDataOutput: p.binOut}
+	if p.hasID {
+		req.ID = str(p.id)
+	}
+	var params []Parameter
+	if len(p.params) > 0 {
+		params = make([]Parameter, len(p.params))
+		for i := range p.params {
+			r := &p.params[i]
+			params[i] = Parameter{Name: str(r.key), Kind: r.kind, Bool: r.b, Int: r.i, Uint: r.u, Float: r.f}
+			if r.kind == ParamString {
+				params[i].Str = str(r.str)
+			}
+		}
+	}
+	sub := func(p0, p1 int) Parameters {
+		if p0 == p1 {
+			return nil
+		}
+		return params[p0:p1:p1]
+	}
+	req.Parameters = sub(p.rp0, p.rp1)
+	req.Inputs = make([]servables.Tensor, len(p.inputs))
+	dims := make([]int64, len(p.dims))
+	copy(dims, p.dims)
+	for i := range p.inputs {
+		r := &p.inputs[i]
+		req.Inputs[i] = servables.Tensor{Name: str(r.nameSpan), DType: r.dt.dt, Shape: dims[r.d0:r.d1:r.d1], Data: r.data}
+		if r.p1 > r.p0 {
+			if req.InputParameters == nil {
+				req.InputParameters = make([]Parameters, len(p.inputs))
+			}
+			req.InputParameters[i] = sub(r.p0, r.p1)
+		}
+	}
+	if len(p.outputs) > 0 {
+		req.Outputs = make([]RequestedOutput, len(p.outputs))
+		for i := range p.outputs {
+			r := &p.outputs[i]
+			binary := p.binOut
+			if r.binary >= 0 {
+				binary = r.binary == 1
+			}
+			req.Outputs[i] = RequestedOutput{Name: str(r.nameSpan), Parameters: sub(r.p0, r.p1), Binary: binary}
+		}
+	}
+	return req
+}
