@@ -1,7 +1,13 @@
 package it
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"math"
 	"os"
 	"os/exec"
@@ -214,5 +220,167 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 			t.Fatalf("ModelInfer(%s): %v", name, err)
 		}
 		checkClose(t, name+" over OIP gRPC", fromRawLE(t, "FP32", r.RawOutputContents[0]), exp["pctr_v1"].Outputs[0].Data, 1e-5)
+	}
+}
+
+// oipPost posts an OIP request and returns the status, headers and body.
+func oipPost(t *testing.T, g *grove, path string, body []byte, headerLen int) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("POST", g.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if headerLen > 0 {
+		req.Header.Set("Inference-Header-Content-Length", strconv.Itoa(headerLen))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, raw
+}
+
+// TestOIPRESTAnswersLikeEveryOtherProtocol sends pcvr's expected input over
+// OIP REST as nested JSON, flat JSON and Triton's binary tensor extension,
+// over OIP gRPC and over B&A REST: every answer matches Python, and the
+// binary REST and gRPC raw outputs are byte for byte the same.
+func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
+	exp := loadExpected(t)
+	g := startGrove(t, oipBucket(t).URL(), nil)
+	ctx := withTimeout(t, time.Minute)
+	in, want := exp["pcvr"].Inputs, exp["pcvr"].Outputs
+
+	if _, meta := g.get("/v2"); !strings.Contains(string(meta), `"binary_tensor_data"`) {
+		t.Errorf("server metadata %s", meta)
+	}
+	type oipResponse struct {
+		ModelName    string `json:"model_name"`
+		ModelVersion string `json:"model_version"`
+		ID           string `json:"id"`
+		Outputs      []struct {
+			Name       string             `json:"name"`
+			Datatype   string             `json:"datatype"`
+			Shape      []int64            `json:"shape"`
+			Data       []float64          `json:"data"`
+			Parameters map[string]float64 `json:"parameters"`
+		} `json:"outputs"`
+	}
+	nested := func(vals []float64, cols int) string {
+		var rows []string
+		for r := 0; r*cols < len(vals); r++ {
+			b, _ := json.Marshal(vals[r*cols : (r+1)*cols])
+			rows = append(rows, string(b))
+		}
+		return "[" + strings.Join(rows, ",") + "]"
+	}
+	flat := func(vals []float64) string { b, _ := json.Marshal(vals); return string(b) }
+	for _, form := range []string{"nested", "flat"} {
+		f0, f1 := nested(in[0].Data, 8), nested(in[1].Data, 1)
+		if form == "flat" {
+			f0, f1 = flat(in[0].Data), flat(in[1].Data)
+		}
+		body := fmt.Sprintf(`{"id": "r-%s", "inputs": [{"name": "features", "shape": [3, 8], "datatype": "FP32", "data": %s},
+			{"name": "category", "shape": [3, 1], "datatype": "INT64", "data": %s}]}`, form, f0, f1)
+		code, _, raw := oipPost(t, g, "/v2/models/pcvr/versions/2/infer", []byte(body), 0)
+		var r oipResponse
+		if code != 200 || json.Unmarshal(raw, &r) != nil {
+			t.Fatalf("%s JSON infer: HTTP %d %s", form, code, raw)
+		}
+		if r.ModelName != "pcvr" || r.ModelVersion != "2" || r.ID != "r-"+form || len(r.Outputs) != 2 {
+			t.Fatalf("%s JSON infer: %s", form, raw)
+		}
+		for i, o := range r.Outputs {
+			checkClose(t, form+" "+o.Name, o.Data, want[i].Data, 1e-5)
+		}
+	}
+
+	// Binary extension: inputs and outputs as raw little-endian bytes.
+	f, c := rawLE("FP32", in[0].Data), rawLE("INT64", in[1].Data)
+	header := fmt.Sprintf(`{"inputs": [{"name": "features", "shape": [3, 8], "datatype": "FP32", "parameters": {"binary_data_size": %d}},
+		{"name": "category", "shape": [3, 1], "datatype": "INT64", "parameters": {"binary_data_size": %d}}],
+		"parameters": {"binary_data_output": true}}`, len(f), len(c))
+	body := append(append([]byte(header), f...), c...)
+	code, h, raw := oipPost(t, g, "/v2/models/pcvr/infer", body, len(header))
+	if code != 200 {
+		t.Fatalf("binary infer: HTTP %d %s", code, raw)
+	}
+	hlen, err := strconv.Atoi(h.Get("Inference-Header-Content-Length"))
+	if err != nil || hlen > len(raw) {
+		t.Fatalf("binary infer: header length %q for %d bytes", h.Get("Inference-Header-Content-Length"), len(raw))
+	}
+	var r oipResponse
+	if err := json.Unmarshal(raw[:hlen], &r); err != nil || len(r.Outputs) != 2 || r.ModelVersion != "3" {
+		t.Fatalf("binary infer header %s: %v", raw[:hlen], err)
+	}
+	tail := raw[hlen:]
+	var binOut [][]byte
+	for i, o := range r.Outputs {
+		n := int(o.Parameters["binary_data_size"])
+		if n == 0 || n > len(tail) {
+			t.Fatalf("output %s: binary_data_size %d with %d bytes left", o.Name, n, len(tail))
+		}
+		binOut = append(binOut, tail[:n])
+		checkClose(t, "binary "+o.Name, fromRawLE(t, o.Datatype, tail[:n]), want[i].Data, 1e-5)
+		tail = tail[n:]
+	}
+
+	// The same request over OIP gRPC gives the same bytes.
+	gr, err := oippb.NewGRPCInferenceServiceClient(g.dial()).ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: "pcvr",
+		Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			{Name: "features", Datatype: "FP32", Shape: in[0].Shape}, {Name: "category", Datatype: "INT64", Shape: in[1].Shape}},
+		RawInputContents: [][]byte{f, c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range binOut {
+		if !bytes.Equal(gr.RawOutputContents[i], binOut[i]) {
+			t.Errorf("output %d: gRPC and REST binary differ", i)
+		}
+	}
+	// And over B&A REST.
+	_, ba, err := g.infer(batchJSON(requestFor(exp, "pcvr", "pcvr/3/")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, exp, "pcvr", ba, 0)
+
+	// Errors, statistics and the repository index.
+	for _, c := range []struct {
+		path, body string
+		code       int
+		has        string
+	}{
+		{"/v2/models/nope/infer", `{"inputs": []}`, 404, "unknown model: 'nope'"},
+		{"/v2/models/pcvr/versions/7/infer", `{"inputs": []}`, 404, "version 7"},
+		{"/v2/models/pcvr/infer", `{"inputs": [{"name": "features", "shape": [1], "datatype": "FP16", "data": [1]}]}`, 400, "FP16"},
+		{"/v2/models/pcvr/infer", `{"inputs": [{"name": "features", "shape": [2], "datatype": "FP32", "data": [1]}]}`, 400, "features"},
+		{"/v2/models/pcvr/infer", `not json`, 400, ""},
+	} {
+		code, _, raw := oipPost(t, g, c.path, []byte(c.body), 0)
+		if code != c.code || !strings.Contains(string(raw), c.has) || !strings.HasPrefix(string(raw), `{"error":`) {
+			t.Errorf("POST %s %s: HTTP %d %s; want %d with %q", c.path, c.body, code, raw, c.code, c.has)
+		}
+	}
+	var stats struct {
+		ModelStats []struct {
+			Name           string `json:"name"`
+			Version        string `json:"version"`
+			InferenceCount int64  `json:"inference_count"`
+			ExecutionCount int64  `json:"execution_count"`
+		} `json:"model_stats"`
+	}
+	_, raw = g.get("/v2/models/pcvr/versions/3/stats")
+	if err := json.Unmarshal(raw, &stats); err != nil || len(stats.ModelStats) != 1 || stats.ModelStats[0].Version != "3" ||
+		stats.ModelStats[0].ExecutionCount != 3 || stats.ModelStats[0].InferenceCount != 9 {
+		t.Errorf("pcvr/3 stats: %s", raw)
+	}
+	code, _, raw = oipPost(t, g, "/v2/repository/index", []byte(`{"ready": true}`), 0)
+	if code != 200 || strings.Count(string(raw), `"READY"`) != 3 {
+		t.Errorf("repository index: HTTP %d %s", code, raw)
+	}
+	if code, _ := g.get("/v2/models/nope/ready"); code != 503 {
+		t.Errorf("ready of an unknown model: HTTP %d", code)
 	}
 }

@@ -45,6 +45,8 @@ type Options struct {
 	Gatherer   prometheus.Gatherer
 	// Pprof serves net/http/pprof under /debug/pprof/.
 	Pprof bool
+	// Version is the server version OIP server metadata reports.
+	Version string
 	// Status adds top-level sections (such as "prediction_log") to /v1/status; nil adds none.
 	Status func() map[string]any
 }
@@ -58,6 +60,7 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	bufs     sync.Pool
 	mux      *http.ServeMux
+	oip      *http.ServeMux // the OIP v2 API, nil if the backend has none
 }
 
 // New returns the HTTP API over b.
@@ -92,6 +95,10 @@ func New(b Backend, opts Options) *Server {
 		score, gp = s.instrument("forestflow", s.score(sc)), s.instrument("graphpipe", s.graphPipe(sc))
 		mux.HandleFunc("POST /{org}/{project}/{n}/{rv}/score", s.instrument("forestflow", s.score(sc)))
 	}
+	if ob, ok := b.(OIPBackend); ok {
+		s.oip = http.NewServeMux()
+		s.oipRoutes(s.oip, ob, opts.Version)
+	}
 	if m, ok := b.(Manager); ok {
 		create = s.instrument("manage", s.createContract(m))
 		s.manageRoutes(mux, m)
@@ -119,8 +126,17 @@ func New(b Backend, opts Options) *Server {
 	return s
 }
 
-// ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the API. The OIP paths (/v2 and below) have their own
+// mux: their model names may span segments, which net/http's patterns
+// cannot tell apart from the contract paths (so "v2" cannot be a contract
+// organization).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.oip != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+		s.oip.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type statusRecorder struct {
 	http.ResponseWriter

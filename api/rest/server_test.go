@@ -161,3 +161,18 @@ func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
 		}
 	}
 }
+
+func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
+	for _, c := range []struct{ rest, name, version, action string }{
+		{"pcvr", "pcvr", "", ""},
+		{"pcvr/infer", "pcvr", "", "infer"},
+		{"pcvr/versions/3", "pcvr", "3", ""},
+		{"pcvr/versions/3/ready", "pcvr", "3", "ready"},
+		{"ads/pcvr/versions/12/stats", "ads/pcvr", "12", "stats"},
+		{"ads/pcvr/infer", "ads/pcvr", "", "infer"},
+	} {
+		if n, v, a := parseModelPath(c.rest); n != c.name || v != c.version || a != c.action {
+			t.Errorf("parseModelPath(%q) = %q, %q, %q; want %q, %q, %q", c.rest, n, v, a, c.name, c.version, c.action)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		return err
 	}
 	var _ rest.Manager = sys // the management API is served
-	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg, Pprof: cfg.Pprof,
+	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg, Pprof: cfg.Pprof, Version: version,
 		Status: func() map[string]any {
 			if producer == nil {
 				return nil
