@@ -317,4 +317,3 @@ func (s *Server) oipIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
