@@ -17,6 +17,7 @@ type Metrics struct {
 	loads         *prometheus.CounterVec
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
+	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
 }
@@ -49,6 +50,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_shadow_dropped_total",
 			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; not_found).",
 		}, []string{"model", "reason"}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_model_batched_requests_total",
+			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
+		}),
 		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_reconciles_total",
 			Help: "Reconciliations of the served models against the model config.",
@@ -58,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -64,15 +64,20 @@ type modelActor struct {
 	m    *Metrics
 	// loadErr is set when a restart could not reload the model.
 	loadErr error
+	// maxBatchRows bounds a dynamic batch (batching.go); 1 or less: off.
+	maxBatchRows int
+	// pending are user requests waiting for the flush the actor sent itself.
+	pending     []*predict
+	flushQueued bool
 }
 
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
 // local cache with load.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics) *actor.Props {
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, maxBatchRows int) *actor.Props {
 	first := true
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: maxBatchRows}
 		if first {
 			a.s, first = s, false
 		}
@@ -84,7 +89,19 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 func (a *modelActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *predict:
-		a.predict(m)
+		a.c.queued.Add(-1)
+		if m.priority != priorityUser || a.maxBatchRows <= 1 {
+			a.predict(m)
+			return
+		}
+		a.pending = append(a.pending, m)
+		if !a.flushQueued {
+			a.flushQueued = true
+			ctx.Send(ctx.Self(), flush{})
+		}
+	case flush:
+		a.flushQueued = false
+		a.runPending()
 	case *actor.Started:
 		if a.s == nil {
 			start := time.Now()
@@ -97,7 +114,11 @@ func (a *modelActor) Receive(ctx actor.Context) {
 			a.s = s
 			a.log.Info("model reloaded after crash", "model", a.c.path, "took", time.Since(start))
 		}
-	case *actor.Restarting, *actor.Stopped:
+	case *actor.Restarting:
+		a.failPending(fmt.Errorf("%w: model %s restarted before the request ran", ErrModelCrashed, a.c.path))
+		a.close()
+	case *actor.Stopped:
+		a.failPending(fmt.Errorf("%w: model %s stopped", ErrStopped, a.c.path))
 		a.close()
 	}
 }
@@ -114,7 +135,6 @@ func (a *modelActor) close() {
 // predict runs one forward call. A panic inside the servable fails this
 // request and is re-raised so that the supervisor restarts the actor.
 func (a *modelActor) predict(m *predict) {
-	a.c.queued.Add(-1)
 	start := time.Now()
 	queued := start.Sub(m.enqueued)
 	if a.s == nil {

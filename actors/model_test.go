@@ -67,6 +67,11 @@ func testSystem(t *testing.T) *actor.ActorSystem {
 // spawnModel starts a model actor over s with the given reload function, as a
 // child of a supervisor that always restarts it.
 func spawnModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reload func(context.Context) (servables.Servable, error)) *content {
+	return spawnBatchingModel(t, as, s, reload, 0)
+}
+
+// spawnBatchingModel is spawnModel with dynamic batches of maxBatchRows.
+func spawnBatchingModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reload func(context.Context) (servables.Servable, error), maxBatchRows int) *content {
 	t.Helper()
 	c := &content{path: "m/", checksum: "c", local: &bucket.LocalModel{}}
 	m := NewMetrics(prometheus.NewRegistry())
@@ -74,7 +79,7 @@ func spawnModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reloa
 	ready := make(chan struct{})
 	parent := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
-			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m))
+			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m, maxBatchRows))
 			close(ready)
 		}
 	}, actor.WithSupervisor(restartAlways()))

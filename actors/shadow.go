@@ -111,18 +111,44 @@ func splitRows(inputs []servables.Tensor, rows int) [][]servables.Tensor {
 	if rows <= 0 || n <= rows {
 		return [][]servables.Tensor{inputs}
 	}
-	var pieces [][]servables.Tensor
+	var counts []int
 	for lo := 0; lo < n; lo += rows {
-		hi := min(lo+rows, n)
-		piece := make([]servables.Tensor, len(inputs))
-		for j, t := range inputs {
-			rowBytes := len(t.Data) / n
-			shape := append([]int64{int64(hi - lo)}, t.Shape[1:]...)
-			piece[j] = servables.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: t.Data[lo*rowBytes : hi*rowBytes]}
-		}
-		pieces = append(pieces, piece)
+		counts = append(counts, min(rows, n-lo))
 	}
+	pieces, _ := cutRows(inputs, counts) // the counts add up to n
 	return pieces
+}
+
+// cutRows cuts tensors that share a first dimension into pieces of counts
+// rows each, in order; the counts must add up to that dimension. The
+// pieces share memory with the tensors.
+func cutRows(ts []servables.Tensor, counts []int) ([][]servables.Tensor, error) {
+	n := batchRows(ts)
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	if n == 0 || total != n {
+		return nil, fmt.Errorf("cannot cut %d rows into %v", n, counts)
+	}
+	pieces := make([][]servables.Tensor, len(counts))
+	for i := range pieces {
+		pieces[i] = make([]servables.Tensor, len(ts))
+	}
+	for j, t := range ts {
+		if len(t.Data)%n != 0 {
+			return nil, fmt.Errorf("tensor %d: %d bytes do not divide into %d rows", j, len(t.Data), n)
+		}
+		rowBytes := len(t.Data) / n
+		lo := 0
+		for i, c := range counts {
+			hi := lo + c
+			shape := append([]int64{int64(c)}, t.Shape[1:]...)
+			pieces[i][j] = servables.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: t.Data[lo*rowBytes : hi*rowBytes : hi*rowBytes]}
+			lo = hi
+		}
+	}
+	return pieces, nil
 }
 
 // batchRows is the first dimension all inputs share, or 0 when they do not.

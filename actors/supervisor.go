@@ -69,8 +69,8 @@ type entry struct {
 	// get the outcome of its load.
 	source  bucket.Bucket
 	waiters []chan error
-	lastErr  string
-	errAt    time.Time
+	lastErr string
+	errAt   time.Time
 }
 
 // retiree is a content that gets no new traffic and is released once its
@@ -309,7 +309,7 @@ func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
 	reload := func(ctx context.Context) (servables.Servable, error) {
 		return s.sys.loadLocal(ctx, rt, local)
 	}
-	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics), fmt.Sprintf("model-%d", r.job))
+	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics, s.sys.opts.MaxBatchRows), fmt.Sprintf("model-%d", r.job))
 	if err != nil {
 		closeQuietly(r.s, r.local, s.log)
 		s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))

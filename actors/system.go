@@ -33,6 +33,10 @@ type Options struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int
+	// MaxBatchRows bounds a dynamic batch: user requests queued for a model
+	// together run as one forward call of at most this many rows; 1 or
+	// less turns batching off.
+	MaxBatchRows int
 	// IntraOpThreads is the per-model forward thread count passed to the runtime.
 	IntraOpThreads int
 	// Runtimes are the model runtimes this build has.

@@ -47,6 +47,10 @@ type Server struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int `yaml:"shadow_micro_batch_rows"`
+	// MaxBatchRows bounds dynamic batching: user requests queued for one
+	// model together run as one forward call of at most this many rows; 1
+	// turns batching off. Requests are never held back to wait for others.
+	MaxBatchRows int `yaml:"max_batch_rows"`
 	// ONNXRuntimeLib is the ONNX Runtime shared library; empty means
 	// $GROVE_ONNXRUNTIME_LIB, else the copy `make deps` puts in .cache.
 	ONNXRuntimeLib string `yaml:"onnxruntime_lib"`
@@ -170,6 +174,7 @@ func DefaultServer() Server {
 		DrainTimeout:         30 * time.Second,
 		ModelQueueSize:       1024,
 		ShadowMicroBatchRows: 64,
+		MaxBatchRows:         64,
 		IntraOpThreads:       1,
 		LogLevel:             "info",
 		LogFormat:            "text",
@@ -268,6 +273,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
+	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
 	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else the .cache copy of make deps)")
 	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
 	str(&s.LogFormat, "log-format", "log `format`: text or json")
@@ -465,6 +471,9 @@ func (s Server) Validate() error {
 	}
 	if s.MaxModelBytes <= 0 {
 		bad("max_model_bytes", "%d must be positive", s.MaxModelBytes)
+	}
+	if s.MaxBatchRows < 1 {
+		bad("max_batch_rows", "%d must be at least 1 (1 turns batching off)", s.MaxBatchRows)
 	}
 	if s.MaxBodyBytes <= 0 {
 		bad("max_body_bytes", "%d must be positive", s.MaxBodyBytes)

@@ -129,7 +129,7 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 
 func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
-		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--onnxruntime-lib", "/opt/ort.so",
+		"--bucket", "file:///srv/models", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
@@ -142,7 +142,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, ONNXRuntimeLib: "/opt/ort.so", PollInterval: time.Second,
+		Bucket: "file:///srv/models", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		Kafka: Kafka{
@@ -202,7 +202,7 @@ prediction_log:
 	want := Server{
 		Bucket: "file://./models", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
-		ModelQueueSize: 8, ShadowMicroBatchRows: 32, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
+		ModelQueueSize: 8, ShadowMicroBatchRows: 32, MaxBatchRows: 64, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,
@@ -311,6 +311,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"max model bytes", func(s *Server) { s.MaxModelBytes = 0 }, "max_model_bytes (--max-model-bytes): 0 must be positive"},
 		{"max body bytes", func(s *Server) { s.MaxBodyBytes = -1 }, "max_body_bytes (--max-body-bytes): -1 must be positive"},
 		{"grpc address", func(s *Server) { s.GRPC = "9090" }, "grpc (--grpc): "},
+		{"batch rows", func(s *Server) { s.MaxBatchRows = 0 }, "max_batch_rows (--max-batch-rows): 0 must be at least 1"},
 		{"grpc on the http address", func(s *Server) { s.GRPC = s.HTTP }, "is also the HTTP address"},
 		{"drain timeout", func(s *Server) { s.DrainTimeout = -time.Second }, "drain_timeout (--drain-timeout): -1s must not be negative"},
 		{"queue size", func(s *Server) { s.ModelQueueSize = 0 }, "model_queue_size (--model-queue-size): 0 must be positive"},

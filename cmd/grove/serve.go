@@ -92,6 +92,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		MaxModelBytes:        cfg.MaxModelBytes,
 		QueueSize:            cfg.ModelQueueSize,
 		ShadowMicroBatchRows: cfg.ShadowMicroBatchRows,
+		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
 		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
 		ParseWarmUp:          ba.ParseWarmUp,

@@ -1,0 +1,153 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// doubler is a servable that answers 2x its input, blocks its first call on
+// a gate, records each call's row count, and fails calls holding a -1.
+type doubler struct {
+	gate  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	calls []int
+}
+
+func (d *doubler) Metadata() servables.Metadata { return servables.Metadata{Runtime: "doubler"} }
+func (d *doubler) Close() error                 { return nil }
+
+func (d *doubler) Predict(_ context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	d.once.Do(func() { <-d.gate })
+	d.mu.Lock()
+	d.calls = append(d.calls, int(in[0].Shape[0]))
+	d.mu.Unlock()
+	out, _ := servables.NewTensor("y", servables.Float32, in[0].Shape)
+	for i, v := range in[0].Float32s() {
+		if v == -1 {
+			return nil, errors.New("bad row")
+		}
+		out.Float32s()[i] = 2 * v
+	}
+	return []servables.Tensor{out}, nil
+}
+
+func (d *doubler) rows() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]int(nil), d.calls...)
+}
+
+type answer struct {
+	out []servables.Tensor
+	err error
+}
+
+func sendUser(t *testing.T, c *content, rows int, v float32, send func(*predict)) chan answer {
+	t.Helper()
+	x, err := servables.NewTensor("x", servables.Float32, []int64{int64(rows), 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Float32s() {
+		x.Float32s()[i] = v
+	}
+	ch := make(chan answer, 1)
+	c.queued.Add(1)
+	c.inflight.Add(1)
+	send(&predict{inputs: []servables.Tensor{x}, priority: priorityUser, enqueued: time.Now(),
+		done: func(out []servables.Tensor, err error, _, _ time.Duration) {
+			c.inflight.Add(-1)
+			ch <- answer{out, err}
+		}})
+	return ch
+}
+
+func TestQueuedUserRequestsRunAsOneBatchAndGetTheirOwnRows(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	c := spawnBatchingModel(t, as, d, nil, 8)
+	send := func(p *predict) { as.Root.Send(c.pid, p) }
+
+	first := sendUser(t, c, 1, 1, send) // taken at once, blocks on the gate
+	time.Sleep(50 * time.Millisecond)
+	var waiting []chan answer
+	for i, rows := range []int{1, 2, 3, 2, 4} { // 1+2+3+2 = 8 rows fit; the 4-row one starts a second batch
+		waiting = append(waiting, sendUser(t, c, rows, float32(10+i), send))
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(d.gate)
+	if a := <-first; a.err != nil {
+		t.Fatal(a.err)
+	}
+	for i, ch := range waiting {
+		a := <-ch
+		if a.err != nil {
+			t.Fatalf("request %d: %v", i, a.err)
+		}
+		rows := []int{1, 2, 3, 2, 4}[i]
+		y := a.out[0]
+		if y.Shape[0] != int64(rows) || len(y.Float32s()) != rows*2 {
+			t.Fatalf("request %d: output shape %v", i, y.Shape)
+		}
+		for _, v := range y.Float32s() {
+			if v != 2*float32(10+i) {
+				t.Fatalf("request %d got %v, want its own rows doubled (%v)", i, y.Float32s(), 2*float32(10+i))
+			}
+		}
+	}
+	if got := d.rows(); len(got) != 3 || got[0] != 1 || got[1] != 8 || got[2] != 4 {
+		t.Errorf("forward calls had rows %v, want [1 8 4]", got)
+	}
+}
+
+func TestABadRequestInABatchFailsAlone(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	c := spawnBatchingModel(t, as, d, nil, 64)
+	send := func(p *predict) { as.Root.Send(c.pid, p) }
+	first := sendUser(t, c, 1, 1, send)
+	time.Sleep(50 * time.Millisecond)
+	good1 := sendUser(t, c, 1, 3, send)
+	bad := sendUser(t, c, 1, -1, send)
+	good2 := sendUser(t, c, 2, 5, send)
+	time.Sleep(50 * time.Millisecond)
+	close(d.gate)
+	<-first
+	for name, ch := range map[string]chan answer{"good1": good1, "good2": good2} {
+		if a := <-ch; a.err != nil {
+			t.Errorf("%s failed with the bad request: %v", name, a.err)
+		}
+	}
+	if a := <-bad; a.err == nil {
+		t.Error("the bad request succeeded")
+	}
+	// The batch of 4 rows failed, then each request ran alone.
+	if got := d.rows(); len(got) != 5 || got[1] != 4 {
+		t.Errorf("forward calls had rows %v, want [1 4 1 1 2]", got)
+	}
+}
+
+func TestBatchingOffRunsEachRequestAlone(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	c := spawnBatchingModel(t, as, d, nil, 1)
+	send := func(p *predict) { as.Root.Send(c.pid, p) }
+	var all []chan answer
+	for i := range 4 {
+		all = append(all, sendUser(t, c, 1, float32(i), send))
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(d.gate)
+	for _, ch := range all {
+		<-ch
+	}
+	if got := d.rows(); len(got) != 4 {
+		t.Errorf("forward calls had rows %v, want four calls of 1", got)
+	}
+}
