@@ -21,6 +21,12 @@ type loadSpec struct {
 	conc                int
 	warmup, duration    time.Duration
 	timeout             time.Duration // per request
+	// rate, when positive, paces the clients to rate requests per second in
+	// all (each client one every conc/rate, staggered) instead of back to
+	// back; a latency then counts from the request's scheduled start, so a
+	// client that falls behind its schedule reports the delay (no
+	// coordinated omission). conc stays the cap on requests in flight.
+	rate float64
 }
 
 // loadResult is what one load run measured.
@@ -78,6 +84,10 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 	winStart := start.Add(spec.warmup)
 	winEnd := winStart.Add(spec.duration)
 	workers := make([]*worker, spec.conc)
+	var interval time.Duration
+	if spec.rate > 0 {
+		interval = max(time.Duration(float64(spec.conc)/spec.rate*1e9), 1)
+	}
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &worker{lats: make([]time.Duration, 0, 4096)}
@@ -85,8 +95,15 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			next := start.Add(interval * time.Duration(i) / time.Duration(spec.conc))
 			for ctx.Err() == nil {
 				t0 := time.Now()
+				if interval > 0 {
+					if !next.Before(winEnd) || !sleepUntil(ctx, next) {
+						return
+					}
+					t0, next = next, next.Add(interval)
+				}
 				if !t0.Before(winEnd) {
 					return
 				}

@@ -4,11 +4,19 @@
 // comparison table. It also measures what the prediction log costs: a
 // second grove ("grove+log FULL") logs every prediction to an embedded
 // Kafka broker, and its rows are compared with plain grove's (which has no
-// prediction log, i.e. level NONE).
+// prediction log, i.e. level NONE). Last, the shadow scenario (see
+// shadow.go) measures the requirement "under a saturating shadow load,
+// user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
+// whose contracts put a user stream and shadow copies on the same model
+// actor.
 //
 // Run it from anywhere inside the repository (make bench does):
 //
-//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove+log/b1c32] [--prediction-log=false] [--json out.json]
+//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove+log/b1c32,shadow] [--prediction-log=false] [--json out.json]
+//
+// and the shadow scenario alone with
+//
+//	go run ./it/cmd/grovebench --scenarios shadow [--forward=false] [--shadow-load b256c6] [--shadow-rounds 2] [--shadow-user-rate 0]
 //
 // What it does, in order:
 //
@@ -29,19 +37,31 @@
 //     grove+log row of a shape right after plain grove's); after each
 //     grove+log scenario it waits for the prediction log's buffer to empty,
 //     so delivery does not spill into the next scenario;
-//  5. prints the table (stdout; progress goes to stderr), grove+log's
+//  5. stops those servers and, when --scenarios has shadow entries (by
+//     default "shadow", the user stream at batch 1, c 8), runs the shadow
+//     scenario alone on the machine: a third grove serve on a bucket with
+//     pctr_v1/, pctr_v2/, their copies pctr_v1_twin/ and pctr_v2_b/ and
+//     three contracts; the user stream alone, with a saturating shadow load
+//     on its model, and with the same load shadowing the twin (the control
+//     for CPU contention), for --shadow-rounds rounds;
+//  6. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
-//     failed, buffered, against the requests sent to it) and, last, its
-//     req/s over plain grove's ("Prediction log FULL vs NONE ..."), and
-//     optionally writes the raw results as JSON.
+//     failed, buffered, against the requests sent to it), its req/s over
+//     plain grove's ("Prediction log FULL vs NONE ..."), then the shadow
+//     scenario's section (its table, the shadow vs no-shadow p99 ratio
+//     against the 1.5x target, the control's ratio, the shadow load's
+//     executions and drops, and where the time went), and optionally
+//     writes the raw results as JSON ("shadow" holds the scenario).
 //
 // Every child process runs in its own process group and is stopped on exit,
 // on errors and on Ctrl-C; on Linux the kernel also kills them should
 // grovebench itself die. Temp dirs are removed unless --keep is given.
 //
-// Exit status: 0 on success; 1 if grove (either instance) could not be
+// Exit status: 0 on success; 1 if grove (any instance) could not be
 // built or started, answered a check request wrongly, or failed any
-// benchmark request, or if the run was interrupted; 2 for bad flags.
+// benchmark request (the shadow scenario's load included), or if the run
+// was interrupted; 2 for bad flags. A ratio above a target is reported,
+// not an error.
 package main
 
 import (
@@ -54,6 +74,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +102,12 @@ type options struct {
 	predLog          bool
 	predLogArgs      []string
 	keep             bool
+	// The shadow scenario: the user stream's shapes (none: not run), the
+	// shadow load's shape and the rounds of the two phases.
+	shadowUsers    []shape
+	shadowUserRate float64
+	shadowLoad     shape
+	shadowRounds   int
 }
 
 func main() {
@@ -100,10 +127,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec(),
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
-			"or grove / baseline / grove+log alone for that server's default scenarios")
+			"or grove / baseline / grove+log alone for that server's default scenarios; "+
+			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
+			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
 	fs.BoolVar(&o.forward, "forward", true, "run BenchmarkForwardPCTR for the in-process forward time")
 	fs.StringVar(&o.forwardBenchtime, "forward-benchtime", "2000x", "-benchtime for BenchmarkForwardPCTR")
@@ -114,6 +143,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	predLogArgs := fs.String("prediction-log-args", "",
 		"extra arguments for grove+log's grove serve only, space-separated, after --grove-args (e.g. --kafka-encoding json); "+
 			"the embedded broker and level FULL are always set")
+	shadowOn := fs.Bool("shadow", true, "run the shadow scenarios of --scenarios (a third grove, started after the others stop); false drops them")
+	shadowLoad := fs.String("shadow-load", defaultShadowLoad, "the shadow scenario's shadow load: bNcM, GraphPipe requests of N rows from M closed-loop clients")
+	fs.IntVar(&o.shadowRounds, "shadow-rounds", defaultShadowRounds,
+		"rounds of the shadow scenario's phases (the user stream alone, with the load, with the control load)")
+	fs.Float64Var(&o.shadowUserRate, "shadow-user-rate", 0,
+		"pace the shadow scenario's user stream to this many requests per second in all (latency from the scheduled start); 0: closed loop")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -124,14 +159,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	var err error
-	if o.scenarios, err = parseScenarios(*spec); err != nil {
+	rest, users, err := splitShadowSpec(*spec)
+	if err != nil {
 		return o, err
 	}
+	if *shadowOn {
+		o.shadowUsers = users
+	}
+	if o.shadowLoad, err = parseShape(*shadowLoad); err != nil {
+		return o, fmt.Errorf("--shadow-load: %v", err)
+	}
+	if o.shadowRounds < 1 || o.shadowUserRate < 0 {
+		return o, errors.New("--shadow-rounds must be at least 1 and --shadow-user-rate not negative")
+	}
+	// Only shadow entries: no other scenario to parse.
+	if strings.Trim(rest, ", \t") != "" || len(users) == 0 {
+		if o.scenarios, err = parseScenarios(rest); err != nil {
+			return o, err
+		}
+	}
 	if !o.predLog {
-		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 {
+		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 {
 			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
 		}
+	}
+	if len(o.scenarios) == 0 && len(o.shadowUsers) == 0 {
+		return o, fmt.Errorf("no scenarios in %q with --shadow=false", *spec)
 	}
 	o.groveArgs = strings.Fields(*groveArgs)
 	o.predLogArgs = strings.Fields(*predLogArgs)
@@ -167,10 +220,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.baselineDir == "" {
 		o.baselineDir = filepath.Join(o.root, "..", "shared", "bench")
 	}
-	rows, want, err := loadExpected(filepath.Join(o.root, "examples", "bucket", "expected.json"))
+	expected := filepath.Join(o.root, "examples", "bucket", "expected.json")
+	rows, want, err := loadExpected(expected)
 	if err != nil {
 		logf("%v", err)
 		return 1
+	}
+	var want2 []float64
+	if len(o.shadowUsers) > 0 {
+		rows2, w2, err := loadExpectedModel(expected, strings.TrimSuffix(championPath, "/"))
+		if err != nil || !slices.EqualFunc(rows, rows2, slices.Equal[[]float64]) {
+			logf("%s: no %s entry with the inputs of %s (%v)", expected, championPath, modelPath, err)
+			return 1
+		}
+		want2 = w2
 	}
 
 	tmp, err := os.MkdirTemp("", "grovebench-")
@@ -205,7 +268,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog {
+	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -353,7 +416,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	children = nil
 
-	// 5. Report.
+	// 5. The shadow scenario, alone on the machine.
+	if len(o.shadowUsers) > 0 {
+		logf("shadow scenario: user stream %v, shadow load %s, %d round(s)", o.shadowUsers, o.shadowLoad, o.shadowRounds)
+		rep.Shadow = runShadow(ctx, shadowEnv{bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp,
+			groveArgs: o.groveArgs, rows: rows, want1: want, want2: want2, users: o.shadowUsers, userRate: o.shadowUserRate, load: o.shadowLoad,
+			rounds: o.shadowRounds, warmup: o.warmup, duration: o.duration, timeout: o.timeout, startTimeout: o.startTimeout, logf: logf})
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Shadow.Error != "" {
+			logf("FAILED: shadow scenario: %s", rep.Shadow.Error)
+		}
+	}
+
+	// 6. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
 	if o.jsonPath != "" {
@@ -362,8 +440,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if n := rep.groveErrors(); n > 0 {
+	if n := rep.groveErrors() + rep.Shadow.errors(); n > 0 {
 		logf("FAILED: %d grove requests failed", n)
+		return 1
+	}
+	if rep.Shadow != nil && rep.Shadow.Error != "" {
 		return 1
 	}
 	return 0

@@ -21,7 +21,9 @@ type report struct {
 	Overhead []overheadLine `json:"overhead,omitempty"`
 	// PredLog is the grove+log instance's prediction log (nil when it did not run).
 	PredLog *predLogReport `json:"prediction_log,omitempty"`
-	Notes   []string       `json:"notes,omitempty"`
+	// Shadow is the shadow scenario (nil when it did not run).
+	Shadow *shadowReport `json:"shadow,omitempty"`
+	Notes  []string      `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
@@ -185,6 +187,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "- Note: %s\n", n)
 	}
 	r.PredLog.writeMarkdown(w)
+	r.Shadow.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs

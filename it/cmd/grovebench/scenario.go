@@ -303,6 +303,12 @@ func baselineOutputs(body []byte) ([]float64, error) {
 
 // loadExpected reads pctr_v1's input rows and expected outputs from expected.json.
 func loadExpected(path string) (rows [][]float64, want []float64, err error) {
+	return loadExpectedModel(path, strings.TrimSuffix(modelPath, "/"))
+}
+
+// loadExpectedModel reads the input rows ([N,64]) and expected outputs of
+// the model name (e.g. "pctr_v2") from expected.json.
+func loadExpectedModel(path, name string) (rows [][]float64, want []float64, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -318,13 +324,13 @@ func loadExpected(path string) (rows [][]float64, want []float64, err error) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", path, err)
 	}
-	m, ok := doc[strings.TrimSuffix(modelPath, "/")]
+	m, ok := doc[name]
 	if !ok || len(m.Inputs) != 1 || len(m.Outputs) < 1 {
-		return nil, nil, fmt.Errorf("%s: no pctr_v1 entry with one input and an output", path)
+		return nil, nil, fmt.Errorf("%s: no %s entry with one input and an output", path, name)
 	}
 	in := m.Inputs[0]
 	if len(in.Shape) != 2 || in.Shape[0] < 1 || in.Shape[1] != 64 || len(in.Data) != in.Shape[0]*in.Shape[1] {
-		return nil, nil, fmt.Errorf("%s: pctr_v1 input shape %v with %d values, want [N,64]", path, in.Shape, len(in.Data))
+		return nil, nil, fmt.Errorf("%s: %s input shape %v with %d values, want [N,64]", path, name, in.Shape, len(in.Data))
 	}
 	for i := 0; i < in.Shape[0]; i++ {
 		rows = append(rows, in.Data[i*64:(i+1)*64])
