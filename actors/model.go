@@ -2,9 +2,11 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,15 +71,19 @@ type modelActor struct {
 	// pending are user requests waiting for the flush the actor sent itself.
 	pending     []*predict
 	flushQueued bool
+	// low, if not nil, runs shadow forwards off the actor at low CPU
+	// priority; shadowJobs counts those still using the servable.
+	low        *lowPriority
+	shadowJobs sync.WaitGroup
 }
 
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
 // local cache with load.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, maxBatchRows int) *actor.Props {
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, maxBatchRows int, low *lowPriority) *actor.Props {
 	first := true
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: maxBatchRows}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: maxBatchRows, low: low}
 		if first {
 			a.s, first = s, false
 		}
@@ -90,6 +96,10 @@ func (a *modelActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *predict:
 		a.c.queued.Add(-1)
+		if m.priority == priorityShadow && a.low != nil && a.s != nil {
+			a.handOff(m)
+			return
+		}
 		if m.priority != priorityUser || a.maxBatchRows <= 1 {
 			a.predict(m)
 			return
@@ -124,11 +134,38 @@ func (a *modelActor) Receive(ctx actor.Context) {
 }
 
 func (a *modelActor) close() {
+	a.shadowJobs.Wait() // shadow forwards still running on the servable
 	if a.s != nil {
 		if err := a.s.Close(); err != nil {
 			a.log.Warn("closing model", "model", a.c.path, "err", err)
 		}
 		a.s = nil
+	}
+}
+
+// errShadowShed answers shadow work that found the low-priority workers busy.
+var errShadowShed = errors.New("shadow work shed: the low-priority workers are busy")
+
+// handOff runs a shadow request on the low-priority workers, or sheds it.
+func (a *modelActor) handOff(m *predict) {
+	s := a.s
+	a.shadowJobs.Add(1)
+	ok := a.low.trySubmit(func() {
+		defer a.shadowJobs.Done()
+		start := time.Now()
+		queued := start.Sub(m.enqueued)
+		defer func() {
+			if r := recover(); r != nil {
+				a.log.Error("model panicked on shadow work", "model", a.c.path, "panic", r, "stack", string(debug.Stack()))
+				m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
+			}
+		}()
+		out, err := s.Predict(context.Background(), m.inputs)
+		m.done(out, err, queued, time.Since(start))
+	})
+	if !ok {
+		a.shadowJobs.Done()
+		m.done(nil, errShadowShed, time.Since(m.enqueued), 0)
 	}
 }
 

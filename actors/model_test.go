@@ -79,7 +79,7 @@ func spawnBatchingModel(t *testing.T, as *actor.ActorSystem, s servables.Servabl
 	ready := make(chan struct{})
 	parent := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
-			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m, maxBatchRows))
+			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m, maxBatchRows, nil))
 			close(ready)
 		}
 	}, actor.WithSupervisor(restartAlways()))

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -92,10 +93,18 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 	if !last {
 		return
 	}
-	sc.c.shadowed.Add(1)
+	if errors.Is(sc.err, errShadowShed) {
+		sc.metrics.shadowDropped.WithLabelValues(sc.c.path, "busy").Inc()
+		return
+	}
 	res := Result{ModelPath: sc.c.path, Checksum: sc.c.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
 	if res.Err == nil {
 		res.Outputs, res.Err = concatRows(sc.outs)
+	}
+	if res.Err == nil {
+		// Only answered executions count (min_served_events, stats): a
+		// challenger that fails every time must not become valid.
+		sc.c.shadowed.Add(1)
 	}
 	sc.metrics.observe(sc.req.API+"-shadow", sc.c.path, res.Err, time.Since(sc.start))
 	if sc.sink != nil {

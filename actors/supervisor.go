@@ -309,7 +309,7 @@ func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
 	reload := func(ctx context.Context) (servables.Servable, error) {
 		return s.sys.loadLocal(ctx, rt, local)
 	}
-	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics, s.sys.opts.MaxBatchRows), fmt.Sprintf("model-%d", r.job))
+	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics, s.sys.opts.MaxBatchRows, s.sys.low), fmt.Sprintf("model-%d", r.job))
 	if err != nil {
 		closeQuietly(r.s, r.local, s.log)
 		s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))

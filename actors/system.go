@@ -65,6 +65,7 @@ type System struct {
 	contracts      atomic.Pointer[contracts]
 	status         atomic.Pointer[Status]
 	state          *sharedState
+	low            *lowPriority // shadow forwards
 	stopState      context.CancelFunc
 	firstReconcile atomic.Bool
 	stopping       atomic.Bool
@@ -93,6 +94,7 @@ func Start(opts Options) (*System, error) {
 	noContracts := contracts{}
 	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
+	s.low = newLowPriority(1, 4, opts.Logger)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
 	var stateCtx context.Context
 	stateCtx, s.stopState = context.WithCancel(context.Background())
@@ -186,6 +188,7 @@ func (s *System) Stop(ctx context.Context) error {
 		return fmt.Errorf("stopping actors: %w", ctx.Err())
 	}
 	s.as.Shutdown()
+	s.low.stop()
 	return nil
 }
 
