@@ -40,9 +40,18 @@ package main
 // what CPU contention alone does, and the difference to the shadow phase
 // is what sharing the actor does.
 //
-// The user stream runs in phases, without the load, with it (shadow on
-// pctr_v1/) and with the control load (shadow on the twin), for some
-// rounds; the p99s of each kind of phase are pooled over the rounds.
+// A fourth contract, ads/pctr/4, is ads/pctr/2 without any shadow: the
+// same load through it is the "no-shadow" reference the requirement is
+// judged against. The load is real user traffic of another contract and
+// costs CPU whether or not it is copied; what shadow mode adds is the
+// copies, so the verdict is the user p99 with the shadow copies over the
+// user p99 under the same load without them. The p99 with no load at all
+// is reported next to it.
+//
+// The user stream runs in phases, without the load, with the load and no
+// shadow, with it (shadow on pctr_v1/) and with the control load (shadow on
+// the twin), for some rounds; the p99s of each kind of phase are pooled
+// over the rounds.
 // During each measured window grovebench samples GET /metrics every 100 ms
 // (the shadow model's queue depth; shadow executions, drops, the load's
 // requests; the user requests' model-actor and HTTP histograms) and reads
@@ -78,6 +87,7 @@ const (
 	userContract = "ads/pctr/1"
 	loadContract = "ads/pctr/2"
 	twinContract = "ads/pctr/3"
+	plainContract = "ads/pctr/4"
 	// shadowTarget is the issue's bound on shadow p99 over no-shadow p99.
 	shadowTarget = 1.5
 	// defaultMicroBatchRows is grove's default shadow_micro_batch_rows.
@@ -168,7 +178,7 @@ func microBatchRows(args []string) int {
 }
 
 // shadowConfig is the bucket's model config: the pctr models, the second
-// champion, the twin and the three contracts.
+// champion, the twin and the four contracts.
 const shadowConfig = `{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}, {"model_path": "pctr_v2_b/"}, {"model_path": "pctr_v1_twin/"}],
  "contracts": [
   {"organization": "ads", "project": "pctr", "contract_number": 1,
@@ -180,7 +190,10 @@ const shadowConfig = `{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_pa
   {"organization": "ads", "project": "pctr", "contract_number": 3,
    "servables": [{"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}]},
                  {"release_version": "v2b", "model_path": "pctr_v2_b/", "validity": [{"immediately_valid": {}}]},
-                 {"release_version": "v1", "model_path": "pctr_v1_twin/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]}]}
+                 {"release_version": "v1", "model_path": "pctr_v1_twin/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]},
+  {"organization": "ads", "project": "pctr", "contract_number": 4,
+   "servables": [{"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}]},
+                 {"release_version": "v2b", "model_path": "pctr_v2_b/", "validity": [{"immediately_valid": {}}]}]}]}
 `
 
 // writeShadowBucket writes a bucket dir holding pctr_v1/ and pctr_v2/ of the
@@ -225,7 +238,7 @@ func runShadow(ctx context.Context, e shadowEnv) *shadowReport {
 	e.client = &http.Client{Timeout: 5 * time.Second}
 	rep := &shadowReport{Model: modelPath, Champions: []string{championPath, champion2Path}, UserContract: userContract, LoadContract: loadContract,
 		UserAPI: "POST /" + userContract + "/score (ForestFlow BASIC JSON)", LoadAPI: "POST /" + loadContract + "/gp (GraphPipe)",
-		TwinModel: twinPath, TwinContract: twinContract, UserRate: e.userRate,
+		TwinModel: twinPath, TwinContract: twinContract, PlainContract: plainContract, UserRate: e.userRate,
 		Load: e.load, SampleRate: 1, MicroBatchRows: microBatchRows(e.groveArgs), Rounds: e.rounds,
 		Warmup: e.warmup.String(), Duration: e.duration.String(), Target: shadowTarget, CPUs: hostInfo().CPUs}
 	bucket := filepath.Join(e.dir, "bucket-shadow")
@@ -255,7 +268,7 @@ func runShadow(ctx context.Context, e shadowEnv) *shadowReport {
 		return rep
 	}
 	urls := map[phaseKind]string{}
-	for _, k := range []phaseKind{phaseShadow, phaseTwin} {
+	for _, k := range []phaseKind{phaseLoad, phaseShadow, phaseTwin} {
 		ep := &endpoint{server: shadowServerName, api: rep.LoadAPI, baseURL: base, url: base + "/" + k.contract() + "/gp",
 			rowsBody: graphpipeBody, outputs: graphpipeOutputs}
 		if err := checkAnswer(ctx, ep, e.rows, e.want2, e.timeout); err != nil {
@@ -264,6 +277,10 @@ func runShadow(ctx context.Context, e shadowEnv) *shadowReport {
 		}
 		// The check request must have become a shadow execution on the
 		// phase's shadow model: that is the point of the set-up.
+		if k == phaseLoad {
+			urls[k] = ep.url
+			continue
+		}
 		if err := e.waitShadowExecuted(ctx, base, k); err != nil {
 			rep.Error = err.Error()
 			return rep
@@ -296,11 +313,12 @@ type phaseKind string
 // The kinds of phase, in the order a round runs them.
 const (
 	phaseNone   phaseKind = "no_shadow" // the user stream alone
+	phaseLoad   phaseKind = "load"      // with the load, no shadow copies anywhere
 	phaseShadow phaseKind = "shadow"    // with the load, shadow on the user's model
 	phaseTwin   phaseKind = "twin"      // with the load, shadow on the twin (the control)
 )
 
-var phaseKinds = []phaseKind{phaseNone, phaseShadow, phaseTwin}
+var phaseKinds = []phaseKind{phaseNone, phaseLoad, phaseShadow, phaseTwin}
 
 // label is the kind's name in the table.
 func (k phaseKind) label() string {
@@ -309,8 +327,10 @@ func (k phaseKind) label() string {
 		return "shadow"
 	case phaseTwin:
 		return "control: shadow on twin"
+	case phaseLoad:
+		return "load, no shadow"
 	}
-	return "no shadow"
+	return "no load"
 }
 
 // contract is the contract the phase's load goes to ("" for none).
@@ -320,6 +340,8 @@ func (k phaseKind) contract() string {
 		return loadContract
 	case phaseTwin:
 		return twinContract
+	case phaseLoad:
+		return plainContract
 	}
 	return ""
 }

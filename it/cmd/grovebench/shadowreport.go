@@ -19,6 +19,8 @@ type shadowReport struct {
 	UserContract string   `json:"user_contract"`
 	LoadContract string   `json:"load_contract"`
 	TwinContract string   `json:"twin_contract"`
+	// PlainContract takes the same load with no shadow: the reference.
+	PlainContract string `json:"plain_contract"`
 	UserAPI      string   `json:"user_api"`
 	// UserRate paces the user stream (requests per second); 0 is closed loop.
 	UserRate       float64 `json:"user_rate,omitempty"`
@@ -47,15 +49,19 @@ func (r *shadowReport) note(format string, a ...any) {
 type shadowRun struct {
 	User   shape         `json:"user"`
 	Phases []shadowPhase `json:"phases"`
-	// NoShadow, Shadow and Twin pool the phases of each kind.
+	// NoShadow, LoadOnly, Shadow and Twin pool the phases of each kind.
 	NoShadow shadowPooled `json:"no_shadow"`
+	LoadOnly shadowPooled `json:"load_no_shadow"`
 	Shadow   shadowPooled `json:"shadow"`
 	Twin     shadowPooled `json:"twin"`
-	// Ratio is Shadow.P99 over NoShadow.P99 (0 when either is missing);
-	// Met says it is at most the target. TwinRatio is Twin.P99 over
-	// NoShadow.P99: the same load's cost when its shadow runs elsewhere.
+	// Ratio is Shadow.P99 over LoadOnly.P99, what the shadow copies add
+	// under the same load (0 when either is missing); Met says it is at
+	// most the target. IdleRatio is Shadow.P99 over NoShadow.P99, the load
+	// and its copies together; TwinRatio is Twin.P99 over LoadOnly.P99:
+	// the copies' cost when they run on another actor.
 	Ratio     float64  `json:"p99_ratio"`
 	Met       bool     `json:"met_target"`
+	IdleRatio float64  `json:"idle_p99_ratio"`
 	TwinRatio float64  `json:"twin_p99_ratio"`
 	Notes     []string `json:"notes,omitempty"`
 }
@@ -244,9 +250,11 @@ func pool(phases []shadowPhase, k phaseKind) shadowPooled {
 
 // finish pools the phases and computes the ratios.
 func (r *shadowRun) finish() {
-	r.NoShadow, r.Shadow, r.Twin = pool(r.Phases, phaseNone), pool(r.Phases, phaseShadow), pool(r.Phases, phaseTwin)
-	r.Ratio, r.Met = p99Ratio(r.NoShadow.P99, r.Shadow.P99)
-	r.TwinRatio, _ = p99Ratio(r.NoShadow.P99, r.Twin.P99)
+	r.NoShadow, r.LoadOnly = pool(r.Phases, phaseNone), pool(r.Phases, phaseLoad)
+	r.Shadow, r.Twin = pool(r.Phases, phaseShadow), pool(r.Phases, phaseTwin)
+	r.Ratio, r.Met = p99Ratio(r.LoadOnly.P99, r.Shadow.P99)
+	r.IdleRatio, _ = p99Ratio(r.NoShadow.P99, r.Shadow.P99)
+	r.TwinRatio, _ = p99Ratio(r.LoadOnly.P99, r.Twin.P99)
 }
 
 // p99Ratio is shadow over noShadow and whether it is within shadowTarget;
@@ -302,10 +310,11 @@ func (r *shadowReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nShadow load on the user's model (%s), one grove process. User stream: %s on contract %s (champion %s, no shadows), %s. "+
 		"Load: %s on contract %s, batch %d, c %d, closed loop: its fair router splits it between %s, and every request is copied to %s as a shadow "+
 		"(sample rate %g, micro-batches of %d rows, mailbox priority 1 against the user's 6). "+
+		"Reference: the same load on contract %s, the same champions without a shadow. "+
 		"Control: the same load on contract %s, whose shadow is %s (the same model file under another path, so another actor). "+
-		"Each round runs the user stream alone, with the load, with the control load; %s warm-up + %s measured each; %d round(s); p50/p99 pooled per phase.\n\n",
+		"Each round runs the user stream alone, with the load and no shadow, with the load and its shadow copies, with the control load; %s warm-up + %s measured each; %d round(s); p50/p99 pooled per phase.\n\n",
 		r.Model, r.UserAPI, r.UserContract, r.Model, stream, r.LoadAPI, r.LoadContract, r.Load.Batch, r.Load.Conc, strings.Join(r.Champions, " and "), r.Model,
-		r.SampleRate, r.MicroBatchRows, r.TwinContract, r.TwinModel, r.Warmup, r.Duration, r.Rounds)
+		r.SampleRate, r.MicroBatchRows, r.PlainContract, r.TwinContract, r.TwinModel, r.Warmup, r.Duration, r.Rounds)
 	if len(r.Runs) > 0 {
 		fmt.Fprintln(w, "| user batch | conc | phase | round | user req/s | p50 | p99 | max | errors | actor p99 | HTTP p99 | load req/s | shadow exec/s | dropped | shadow queue busy | grove CPU | grovebench CPU | other CPU | machine CPU |")
 		fmt.Fprintln(w, "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -365,26 +374,32 @@ func (r shadowRun) pooled(k phaseKind) shadowPooled {
 		return r.Shadow
 	case phaseTwin:
 		return r.Twin
+	case phaseLoad:
+		return r.LoadOnly
 	}
 	return r.NoShadow
 }
 
 // writeVerdict prints one user shape's ratio, shadow load and breakdown.
 func (r *shadowReport) writeVerdict(w io.Writer, run shadowRun) {
-	u, a, b, c := run.User, run.NoShadow, run.Shadow, run.Twin
+	u, a, l, b, c := run.User, run.NoShadow, run.LoadOnly, run.Shadow, run.Twin
 	at := fmt.Sprintf("batch %d, c %d", u.Batch, u.Conc)
 	if run.Ratio > 0 {
 		verdict := "met"
 		if !run.Met {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(w, "- Shadow vs no-shadow user p99 at %s: %s / %s = %.2fx (target ≤ %.2fx): %s\n",
-			at, fmtDur(b.P99), fmtDur(a.P99), run.Ratio, r.Target, verdict)
+		fmt.Fprintf(w, "- Shadow vs no-shadow user p99 at %s, under the same load: %s / %s = %.2fx (target ≤ %.2fx): %s\n",
+			at, fmtDur(b.P99), fmtDur(l.P99), run.Ratio, r.Target, verdict)
 	} else {
 		fmt.Fprintf(w, "- Shadow vs no-shadow user p99 at %s: n/a (a phase has no measured request)\n", at)
 	}
+	if run.IdleRatio > 0 {
+		fmt.Fprintf(w, "- With the load and its shadow copies vs no load at all, at %s: %s / %s = %.2fx (the load's own CPU cost included)\n",
+			at, fmtDur(b.P99), fmtDur(a.P99), run.IdleRatio)
+	}
 	if run.TwinRatio > 0 && run.Ratio > 0 {
-		fmt.Fprintf(w, "- Control at %s, the same load with its shadow on %s: p99 %s = %.2fx the no-shadow p99 (CPU contention alone); "+
+		fmt.Fprintf(w, "- Control at %s, the same load with its shadow on %s: p99 %s = %.2fx the load-only p99; "+
 			"sharing %s's actor with the shadow work: %.2fx on top (shadow p99 over control p99)\n",
 			at, r.TwinModel, fmtDur(c.P99), run.TwinRatio, r.Model, run.Ratio/run.TwinRatio)
 	}
@@ -405,16 +420,24 @@ func (r *shadowReport) writeVerdict(w io.Writer, run shadowRun) {
 			100*s.QueueBusy, s.QueueMean, s.QueueMax, s.saturation())
 	}
 	if b.Phases > 0 {
-		s, t := b.Server, c.Server
-		fmt.Fprintf(w, "- Where the time went at %s (no shadow → shadow → control): user p50 %s → %s → %s; user time in %s's actor (queue + forward) "+
-			"p50 %s → %s → %s, p99 %s → %s → %s; grove HTTP p99 %s → %s → %s; "+
-			"CPU grove %.2f → %.2f → %.2f cores, grovebench %.2f → %.2f → %.2f, other %.2f → %.2f → %.2f, machine %.0f%% → %.0f%% → %.0f%% busy of %d CPUs\n",
-			at, fmtDur(a.P50), fmtDur(b.P50), fmtDur(c.P50), r.Model,
-			fmtBound(a.Server.ActorP50), fmtBound(s.ActorP50), fmtBound(t.ActorP50),
-			fmtBound(a.Server.ActorP99), fmtBound(s.ActorP99), fmtBound(t.ActorP99),
-			fmtBound(a.Server.HTTPP99), fmtBound(s.HTTPP99), fmtBound(t.HTTPP99),
-			a.Server.CPU.Grove, s.CPU.Grove, t.CPU.Grove, a.Server.CPU.Bench, s.CPU.Bench, t.CPU.Bench, a.Server.CPU.Other, s.CPU.Other, t.CPU.Other,
-			100*a.Server.CPU.Machine, 100*s.CPU.Machine, 100*t.CPU.Machine, r.CPUs)
+		ps := []shadowPooled{a, l, b, c}
+		seq := func(f func(p shadowPooled) string) string {
+			parts := make([]string, len(ps))
+			for i, p := range ps {
+				parts[i] = f(p)
+			}
+			return strings.Join(parts, " → ")
+		}
+		fmt.Fprintf(w, "- Where the time went at %s (no load → load, no shadow → shadow → control): user p50 %s; user time in %s's actor (queue + forward) "+
+			"p50 %s, p99 %s; grove HTTP p99 %s; CPU grove %s cores, grovebench %s, other %s, machine %s busy of %d CPUs\n",
+			at, seq(func(p shadowPooled) string { return fmtDur(p.P50) }), r.Model,
+			seq(func(p shadowPooled) string { return fmtBound(p.Server.ActorP50) }),
+			seq(func(p shadowPooled) string { return fmtBound(p.Server.ActorP99) }),
+			seq(func(p shadowPooled) string { return fmtBound(p.Server.HTTPP99) }),
+			seq(func(p shadowPooled) string { return fmt.Sprintf("%.2f", p.Server.CPU.Grove) }),
+			seq(func(p shadowPooled) string { return fmt.Sprintf("%.2f", p.Server.CPU.Bench) }),
+			seq(func(p shadowPooled) string { return fmt.Sprintf("%.2f", p.Server.CPU.Other) }),
+			seq(func(p shadowPooled) string { return fmt.Sprintf("%.0f%%", 100*p.Server.CPU.Machine) }), r.CPUs)
 	}
 	for _, n := range run.Notes {
 		fmt.Fprintf(w, "- Shadow note at %s: %s\n", at, n)
