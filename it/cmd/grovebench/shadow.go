@@ -84,9 +84,9 @@ const (
 	// shadow target, with an actor of its own.
 	twinPath = "pctr_v1_twin/"
 	// userContract, loadContract and twinContract are the contracts' paths.
-	userContract = "ads/pctr/1"
-	loadContract = "ads/pctr/2"
-	twinContract = "ads/pctr/3"
+	userContract  = "ads/pctr/1"
+	loadContract  = "ads/pctr/2"
+	twinContract  = "ads/pctr/3"
 	plainContract = "ads/pctr/4"
 	// shadowTarget is the bound on shadow p99 over no-shadow p99.
 	shadowTarget = 1.5

@@ -129,8 +129,8 @@ func TestShadowBucket(t *testing.T) {
 		}
 	}
 	want := map[string][]servable{
-		userContract: {{modelPath, false}},
-		loadContract: {{championPath, false}, {champion2Path, false}, {modelPath, true}},
+		userContract:  {{modelPath, false}},
+		loadContract:  {{championPath, false}, {champion2Path, false}, {modelPath, true}},
 		twinContract:  {{championPath, false}, {champion2Path, false}, {twinPath, true}},
 		plainContract: {{championPath, false}, {champion2Path, false}},
 	}

@@ -21,7 +21,7 @@ type shadowReport struct {
 	TwinContract string   `json:"twin_contract"`
 	// PlainContract takes the same load with no shadow: the reference.
 	PlainContract string `json:"plain_contract"`
-	UserAPI      string   `json:"user_api"`
+	UserAPI       string `json:"user_api"`
 	// UserRate paces the user stream (requests per second); 0 is closed loop.
 	UserRate       float64 `json:"user_rate,omitempty"`
 	LoadAPI        string  `json:"load_api"`
