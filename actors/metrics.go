@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model"}),
 		shadowDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_shadow_dropped_total",
-			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; not_found).",
+			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; busy: the low-priority shadow worker and its queue were full; not_found).",
 		}, []string{"model", "reason"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
