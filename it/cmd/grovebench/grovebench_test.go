@@ -39,13 +39,13 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || len(got) != 2*len(defaultShapes) {
 		t.Errorf("defaults: %v, %v", got, err)
 	}
-	// The default: the grove+log row right after plain grove's at b1c32.
+	// The default: the gRPC and grove+log rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{
-		{serverGrove, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
-		{serverGrove, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
-		{serverGrove, 64, 8}, {serverBaseline, 64, 8},
+		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
+		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverBaseline, 64, 8},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("default spec %q: got %v, %v; want %v", defaultSpec(), got, err, want)
@@ -53,6 +53,10 @@ func TestParseScenarios(t *testing.T) {
 	got, err = parseScenarios("Grove+Log")
 	if want := []scenario{{serverGroveLog, 1, 32}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("grove+log alone: got %v, %v; want %v", got, err, want)
+	}
+	got, err = parseScenarios("grove-grpc")
+	if err != nil || len(got) != len(grpcShapes) || got[0] != (scenario{serverGroveGRPC, 1, 1}) {
+		t.Errorf("grove-grpc alone: %v, %v", got, err)
 	}
 	got, err = parseScenarios("grove+log/b4c2,b4c2,all")
 	if err != nil || len(got) != 3+2*len(defaultShapes) ||
@@ -72,7 +76,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)

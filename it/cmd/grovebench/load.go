@@ -27,6 +27,10 @@ type loadSpec struct {
 	// client that falls behind its schedule reports the delay (no
 	// coordinated omission). conc stays the cap on requests in flight.
 	rate float64
+	// newCall, if set, replaces the HTTP request: each client calls it once
+	// for its own call function (and its own connection, closed by the
+	// returned func), which sends one request and checks the answer.
+	newCall func() (call func(context.Context) error, closeConn func(), err error)
 }
 
 // loadResult is what one load run measured.
@@ -62,6 +66,7 @@ type worker struct {
 	errors   int
 	firstErr string
 	buf      bytes.Buffer
+	call     func(context.Context) error // from spec.newCall, if set
 }
 
 // runLoad drives spec.url with spec.conc goroutines, each sending requests
@@ -95,6 +100,20 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if spec.newCall != nil {
+				call, closeConn, err := spec.newCall()
+				if err != nil {
+					w.errors++
+					w.firstErr = err.Error()
+					return
+				}
+				defer closeConn()
+				w.call = func(ctx context.Context) error {
+					ctx, cancel := context.WithTimeout(ctx, spec.timeout)
+					defer cancel()
+					return call(ctx)
+				}
+			}
 			next := start.Add(interval * time.Duration(i) / time.Duration(spec.conc))
 			for ctx.Err() == nil {
 				t0 := time.Now()
@@ -150,6 +169,9 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 
 // do sends one request and checks the answer.
 func (w *worker) do(ctx context.Context, client *http.Client, spec loadSpec) error {
+	if w.call != nil {
+		return w.call(ctx)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, spec.url, bytes.NewReader(spec.body))
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@
 // comparison table. It also measures what the prediction log costs: a
 // second grove ("grove+log FULL") logs every prediction to an embedded
 // Kafka broker, and its rows are compared with plain grove's (which has no
-// prediction log, i.e. level NONE). Last, the shadow scenario (see
+// prediction log, i.e. level NONE). The "grove-grpc" rows drive plain
+// grove's OIP gRPC service (ModelInfer, input in raw_input_contents), each
+// client on its own connection. Last, the shadow scenario (see
 // shadow.go) measures the requirement "under a saturating shadow load,
 // user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
 // whose contracts put a user stream and shadow copies on the same model
@@ -12,7 +14,7 @@
 //
 // Run it from anywhere inside the repository (make bench does):
 //
-//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove+log/b1c32,shadow] [--prediction-log=false] [--json out.json]
+//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove-grpc/b1c1,grove-grpc/b1c32,grove-grpc/b64c8,grove+log/b1c32,shadow] [--prediction-log=false] [--json out.json]
 //
 // and the shadow scenario alone with
 //
@@ -41,9 +43,9 @@
 //     default "shadow", the user stream at batch 1, c 8), runs the shadow
 //     scenario alone on the machine: a third grove serve on a bucket with
 //     pctr_v1/, pctr_v2/, their copies pctr_v1_twin/ and pctr_v2_b/ and
-//     three contracts; the user stream alone, with a saturating shadow load
-//     on its model, and with the same load shadowing the twin (the control
-//     for CPU contention), for --shadow-rounds rounds;
+//     four contracts; the user stream alone, with the load and no shadow,
+//     with a saturating shadow load on its model, and with the same load
+//     shadowing the twin (the control), for --shadow-rounds rounds;
 //  6. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
@@ -130,7 +132,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	spec := fs.String("scenarios", defaultSpec()+","+serverShadow,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
-			"or grove / baseline / grove+log alone for that server's default scenarios; "+
+			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), "+
+			"or grove / grove-grpc / baseline / grove+log alone for that server's default scenarios; "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
@@ -261,7 +264,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	wantGrove, wantGroveLog, wantBaseline := false, false, false
 	for _, s := range o.scenarios {
-		wantGrove = wantGrove || s.Server == serverGrove
+		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC
 		wantGroveLog = wantGroveLog || s.Server == serverGroveLog
 		wantBaseline = wantBaseline || s.Server == serverBaseline
 	}
@@ -308,6 +311,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		targets[serverGrove] = ep
+		if slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveGRPC }) {
+			gt, err := newGRPCTarget(ctx, ep.grpcAddr, rows, want, o.timeout)
+			if err != nil {
+				logf("FAILED: grove's gRPC service at %s: %v", ep.grpcAddr, err)
+				return 1
+			}
+			targets[serverGroveGRPC] = &endpoint{server: serverGroveGRPC, api: "gRPC ModelInfer (OIP, raw_input_contents)",
+				baseURL: ep.baseURL, url: "grpc://" + ep.grpcAddr, grpc: gt}
+		}
 	}
 	// predLogSent counts the inference requests sent to grove+log, each of
 	// which should become one prediction log event.
@@ -372,9 +384,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
-		res := runLoad(ctx, loadSpec{
+		spec := loadSpec{
 			url:       ep.url,
-			body:      ep.body(rows[0], s.Batch),
 			okMarker:  ep.okMarker,
 			errMarker: ep.errMarker,
 			batch:     s.Batch,
@@ -382,7 +393,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			warmup:    o.warmup,
 			duration:  o.duration,
 			timeout:   o.timeout,
-		})
+		}
+		if ep.grpc != nil {
+			spec.newCall = ep.grpc.caller(rows[0], s.Batch)
+		} else {
+			spec.body = ep.body(rows[0], s.Batch)
+		}
+		res := runLoad(ctx, spec)
 		if ctx.Err() != nil {
 			logf("interrupted")
 			return 1

@@ -158,13 +158,18 @@ func startGrove(ctx context.Context, name, bin, bucket, cacheDir, logPath string
 	if err != nil {
 		return nil, nil, err
 	}
-	args := append([]string{"serve", "--bucket", "file://" + bucket, "--http", addr,
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	args := append([]string{"serve", "--bucket", "file://" + bucket, "--http", addr, "--grpc", grpcAddr,
 		"--poll-interval", "1s", "--cache-dir", cacheDir}, extra...)
 	c, err := startChild(name, exec.Command(bin, args...), logPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	ep := groveEndpointFor(name, "http://"+addr)
+	ep.grpcAddr = grpcAddr
 	err = waitReady(ctx, c, ep.baseURL+"/readyz", timeout, func(code int) bool { return code == http.StatusOK })
 	return c, ep, err
 }

@@ -16,16 +16,23 @@ import (
 )
 
 // The servers under test. serverGroveLog is a second grove instance that
-// logs every prediction (level FULL) to an embedded Kafka broker.
+// logs every prediction (level FULL) to an embedded Kafka broker;
+// serverGroveGRPC is the plain grove instance over OIP gRPC.
 const (
-	serverGrove    = "grove"
-	serverGroveLog = "grove+log"
-	serverBaseline = "baseline"
+	serverGrove     = "grove"
+	serverGroveGRPC = "grove-grpc"
+	serverGroveLog  = "grove+log"
+	serverBaseline  = "baseline"
 )
 
-// serverOrder is the order of the rows of one shape: the prediction-log
-// row right after the plain grove row it is compared with.
-var serverOrder = []string{serverGrove, serverGroveLog, serverBaseline}
+// serverOrder is the order of the rows of one shape: gRPC and the
+// prediction-log row right after the plain grove row they are compared with.
+var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveLog, serverBaseline}
+
+// knownServer says whether s names a server of --scenarios.
+func knownServer(s string) bool {
+	return s == serverGrove || s == serverGroveGRPC || s == serverGroveLog || s == serverBaseline
+}
 
 // serverLabel is a server's name in the table.
 func serverLabel(server string) string {
@@ -36,15 +43,31 @@ func serverLabel(server string) string {
 }
 
 // defaultShapes are the scenarios run for grove and the baseline unless
-// --scenarios says otherwise; predLogShapes those of grove+log.
+// --scenarios says otherwise; predLogShapes those of grove+log and
+// grpcShapes those of grove-grpc.
 var (
 	defaultShapes = []string{"b1c1", "b1c8", "b1c32", "b64c8"}
 	predLogShapes = []string{"b1c32"}
+	grpcShapes    = []string{"b1c1", "b1c32", "b64c8"}
 )
+
+// defaultShapesOf is server's default scenarios ("" for grove and the baseline).
+func defaultShapesOf(server string) []string {
+	switch server {
+	case serverGroveLog:
+		return predLogShapes
+	case serverGroveGRPC:
+		return grpcShapes
+	}
+	return defaultShapes
+}
 
 // defaultSpec is the default of --scenarios.
 func defaultSpec() string {
 	spec := strings.Join(defaultShapes, ",")
+	for _, s := range grpcShapes {
+		spec += "," + serverGroveGRPC + "/" + s
+	}
 	for _, s := range predLogShapes {
 		spec += "," + serverGroveLog + "/" + s
 	}
@@ -102,22 +125,18 @@ func parseScenarios(spec string) ([]scenario, error) {
 		server, s, found := strings.Cut(e, "/")
 		if !found {
 			server, s = "", e
-			if e == serverGrove || e == serverBaseline || e == serverGroveLog || e == "all" {
+			if knownServer(e) || e == "all" {
 				server, s = e, ""
 			}
 		}
 		if server == "all" {
 			server = ""
 		}
-		if server != "" && server != serverGrove && server != serverBaseline && server != serverGroveLog {
-			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove, grove+log or baseline)", e, server)
+		if server != "" && !knownServer(server) {
+			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove, grove-grpc, grove+log or baseline)", e, server)
 		}
 		if s == "" {
-			defaults := defaultShapes
-			if server == serverGroveLog {
-				defaults = predLogShapes
-			}
-			for _, d := range defaults {
+			for _, d := range defaultShapesOf(server) {
 				if err := add(server, d); err != nil {
 					return nil, err
 				}
@@ -167,6 +186,10 @@ type endpoint struct {
 	outputs func(body []byte) ([]float64, error)
 	// okMarker must appear in a successful response body; errMarker must not.
 	okMarker, errMarker []byte
+	// grpc, if set, is the gRPC target the load goes to instead of url;
+	// grpcAddr is a grove instance's gRPC listen address.
+	grpc     *grpcTarget
+	grpcAddr string
 }
 
 func groveEndpoint(baseURL string) *endpoint {
