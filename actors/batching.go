@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/groveml/grove/servables"
 )
 
@@ -19,6 +21,10 @@ import (
 // when they pay. Shadow and warm-up requests are not batched (shadow work
 // is already cut into micro-batches, which bound a user request's wait).
 //
+// A per-model max_queue_delay_us lets a lone request wait that long for
+// company: the flush is then sent by a timer, and a batch that reaches
+// max_batch_rows runs at once without waiting for it.
+//
 // Requests batch together when their inputs agree in count, types and
 // every dimension but the first, which they share across their inputs (the
 // rows). A batch holds at most maxBatchRows rows. Its outputs are split back
@@ -29,7 +35,13 @@ import (
 const priorityFlush int8 = priorityUser - 1
 
 // flush asks the model actor to run the user requests it has collected.
-type flush struct{}
+// owner and gen identify the collection it was sent for: a flush that
+// arrives after its requests ran (a timer's, or one sent before a restart)
+// is ignored.
+type flush struct {
+	owner *modelActor
+	gen   uint64
+}
 
 // GetPriority places the message in the priority mailbox.
 func (flush) GetPriority() int8 { return priorityFlush }
@@ -47,10 +59,36 @@ func compatible(a, b []servables.Tensor) bool {
 	return true
 }
 
+// collect keeps a user request for the next flush and makes sure a flush
+// comes: at once (after the queued user requests) without a delay, after
+// the delay with one, and right now when the rows fill a batch.
+func (a *modelActor) collect(ctx actor.Context, m *predict) {
+	a.pending = append(a.pending, m)
+	a.pendingRows += batchRows(m.inputs)
+	if a.batchDelay > 0 && a.pendingRows >= a.maxBatchRows {
+		a.runPending()
+		return
+	}
+	if a.flushQueued {
+		return
+	}
+	a.flushQueued = true
+	f := flush{owner: a, gen: a.flushGen}
+	if a.batchDelay <= 0 {
+		ctx.Send(ctx.Self(), f)
+		return
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(a.batchDelay, func() { root.Send(self, f) })
+}
+
 // runPending runs the collected user requests in batches, in arrival order
 // as far as batching allows. The requests not yet run stay in a.pending, so
 // that a panic (which restarts the actor) can fail them.
 func (a *modelActor) runPending() {
+	a.flushQueued = false
+	a.flushGen++
+	a.pendingRows = 0
 	for len(a.pending) > 0 {
 		first := a.pending[0]
 		rows := batchRows(first.inputs)

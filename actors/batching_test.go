@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/groveml/grove/servables"
 )
@@ -72,7 +75,7 @@ func TestQueuedUserRequestsRunAsOneBatchAndGetTheirOwnRows(t *testing.T) {
 	as := testSystem(t)
 	d := &doubler{gate: make(chan struct{})}
 	c := spawnBatchingModel(t, as, d, nil, 8)
-	send := func(p *predict) { as.Root.Send(c.pid, p) }
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 
 	first := sendUser(t, c, 1, 1, send) // taken at once, blocks on the gate
 	time.Sleep(50 * time.Millisecond)
@@ -110,7 +113,7 @@ func TestABadRequestInABatchFailsAlone(t *testing.T) {
 	as := testSystem(t)
 	d := &doubler{gate: make(chan struct{})}
 	c := spawnBatchingModel(t, as, d, nil, 64)
-	send := func(p *predict) { as.Root.Send(c.pid, p) }
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 	first := sendUser(t, c, 1, 1, send)
 	time.Sleep(50 * time.Millisecond)
 	good1 := sendUser(t, c, 1, 3, send)
@@ -137,7 +140,7 @@ func TestBatchingOffRunsEachRequestAlone(t *testing.T) {
 	as := testSystem(t)
 	d := &doubler{gate: make(chan struct{})}
 	c := spawnBatchingModel(t, as, d, nil, 1)
-	send := func(p *predict) { as.Root.Send(c.pid, p) }
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 	var all []chan answer
 	for i := range 4 {
 		all = append(all, sendUser(t, c, 1, float32(i), send))
@@ -150,4 +153,115 @@ func TestBatchingOffRunsEachRequestAlone(t *testing.T) {
 	if got := d.rows(); len(got) != 4 {
 		t.Errorf("forward calls had rows %v, want four calls of 1", got)
 	}
+}
+
+func TestMaxQueueDelayLetsALoneRequestWaitForCompany(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, delay: 200 * time.Millisecond}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	start := time.Now()
+	a := sendUser(t, c, 1, 1, send)
+	time.Sleep(20 * time.Millisecond)
+	b := sendUser(t, c, 2, 2, send)
+	for _, ch := range []chan answer{a, b} {
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Errorf("answered after %v, before the 200ms delay", el)
+	}
+	if got := d.rows(); len(got) != 1 || got[0] != 3 {
+		t.Errorf("forward calls had rows %v, want one call of 3", got)
+	}
+}
+
+func TestMaxQueueDelayRunsAFullBatchWithoutWaiting(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 4, delay: time.Hour}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	a := sendUser(t, c, 1, 1, send)
+	b := sendUser(t, c, 3, 2, send)
+	for _, ch := range []chan answer{a, b} {
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a full batch waited for the delay")
+		}
+	}
+	if got := d.rows(); len(got) != 1 || got[0] != 4 {
+		t.Errorf("forward calls had rows %v, want one call of 4", got)
+	}
+}
+
+// concurrentServable counts concurrent forward calls, each held until release closes,
+// and its closes.
+type concurrentServable struct {
+	release       chan struct{}
+	mu            sync.Mutex
+	running, most int
+	closes        atomic.Int32
+	started       chan struct{}
+}
+
+func (g *concurrentServable) Metadata() servables.Metadata {
+	return servables.Metadata{Runtime: "concurrentServable"}
+}
+func (g *concurrentServable) Close() error { g.closes.Add(1); return nil }
+
+func (g *concurrentServable) Predict(_ context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	g.mu.Lock()
+	g.running++
+	g.most = max(g.most, g.running)
+	g.mu.Unlock()
+	g.started <- struct{}{}
+	<-g.release
+	g.mu.Lock()
+	g.running--
+	g.mu.Unlock()
+	return in, nil
+}
+
+func TestReplicasRunConcurrentlyOnOneServableAndCloseItOnce(t *testing.T) {
+	as := actor.NewActorSystem()
+	g := &concurrentServable{release: make(chan struct{}), started: make(chan struct{}, 8)}
+	c := spawnReplicas(t, as, g, nil, batchOptions{maxRows: 1}, 3)
+	var answers []chan answer
+	for i := range 3 {
+		answers = append(answers, sendUser(t, c, 1, float32(i), func(p *predict) { c.send(as.Root.Send, p) }))
+	}
+	for range 3 {
+		select {
+		case <-g.started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d forward calls running at once, want 3 (one per replica)", g.most)
+		}
+	}
+	for i := range c.busy {
+		if n := c.busy[i].Load(); n != 1 {
+			t.Errorf("replica %d has %d requests, want 1 each (least busy first)", i, n)
+		}
+	}
+	close(g.release)
+	for _, ch := range answers {
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	for _, p := range c.pids {
+		if err := as.Root.StopFuture(p).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.closes.Load(); n != 1 {
+		t.Errorf("servable closed %d times, want once after the last replica stopped", n)
+	}
+	as.Shutdown()
 }

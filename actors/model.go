@@ -25,7 +25,10 @@ type content struct {
 	meta     servables.Metadata // the model's signature, as its runtime reports it
 	local    *bucket.LocalModel
 	loadedAt time.Time
-	pid      *actor.PID
+	// pids are the model actors (replicas) sharing the loaded weights;
+	// busy[i] counts the requests sent to pids[i] and not yet answered.
+	pids []*actor.PID
+	busy []atomic.Int64
 
 	// queued counts predict messages sent and not yet taken from the mailbox;
 	// inflight counts those sent and not yet answered.
@@ -57,6 +60,61 @@ func (c *content) acquire(queueLimit int) error {
 
 var errRetired = fmt.Errorf("content retired")
 
+// send hands p to the least busy replica, by send (a context's Send).
+func (c *content) send(send func(*actor.PID, any), p *predict) {
+	if len(c.pids) == 1 {
+		send(c.pids[0], p)
+		return
+	}
+	best := 0
+	for i := 1; i < len(c.busy); i++ {
+		if c.busy[i].Load() < c.busy[best].Load() {
+			best = i
+		}
+	}
+	busy := &c.busy[best]
+	busy.Add(1)
+	done := p.done
+	p.done = func(out []servables.Tensor, err error, queued, compute time.Duration) {
+		busy.Add(-1)
+		done(out, err, queued, compute)
+	}
+	send(c.pids[best], p)
+}
+
+// sharedServable lets the replicas of a model run on one loaded servable:
+// the last replica to close it closes the servable.
+type sharedServable struct {
+	servables.Servable
+	refs atomic.Int32
+}
+
+// share wraps s for n replicas (n > 1); one replica gets s itself.
+func share(s servables.Servable, n int) servables.Servable {
+	if n <= 1 {
+		return s
+	}
+	sh := &sharedServable{Servable: s}
+	sh.refs.Store(int32(n))
+	return sh
+}
+
+// Close closes the servable when the last replica lets go of it.
+func (s *sharedServable) Close() error {
+	if s.refs.Add(-1) == 0 {
+		return s.Servable.Close()
+	}
+	return nil
+}
+
+// batchOptions are a model actor's dynamic batching settings.
+type batchOptions struct {
+	// maxRows bounds a batch; 1 or less: off.
+	maxRows int
+	// delay is how long a lone user request waits for others; 0: none.
+	delay time.Duration
+}
+
 // modelActor owns one servable and runs predict messages one at a time.
 type modelActor struct {
 	c    *content
@@ -67,10 +125,15 @@ type modelActor struct {
 	// loadErr is set when a restart could not reload the model.
 	loadErr error
 	// maxBatchRows bounds a dynamic batch (batching.go); 1 or less: off.
+	// batchDelay is max_queue_delay: how long a flush may wait for more.
 	maxBatchRows int
-	// pending are user requests waiting for the flush the actor sent itself.
+	batchDelay   time.Duration
+	// pending are user requests, pendingRows rows in all, waiting for the
+	// flush the actor sent itself; flushGen tells that flush from stale ones.
 	pending     []*predict
+	pendingRows int
 	flushQueued bool
+	flushGen    uint64
 	// low, if not nil, runs shadow forwards off the actor at low CPU
 	// priority; shadowJobs counts those still using the servable.
 	low        *lowPriority
@@ -80,10 +143,10 @@ type modelActor struct {
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
 // local cache with load.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, maxBatchRows int, low *lowPriority) *actor.Props {
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority) *actor.Props {
 	first := true
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: maxBatchRows, low: low}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low}
 		if first {
 			a.s, first = s, false
 		}
@@ -104,13 +167,11 @@ func (a *modelActor) Receive(ctx actor.Context) {
 			a.predict(m)
 			return
 		}
-		a.pending = append(a.pending, m)
-		if !a.flushQueued {
-			a.flushQueued = true
-			ctx.Send(ctx.Self(), flush{})
-		}
+		a.collect(ctx, m)
 	case flush:
-		a.flushQueued = false
+		if m.owner != a || m.gen != a.flushGen {
+			return // stale: its requests already ran
+		}
 		a.runPending()
 	case *actor.Started:
 		if a.s == nil {

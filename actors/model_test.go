@@ -72,20 +72,26 @@ func spawnModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reloa
 
 // spawnBatchingModel is spawnModel with dynamic batches of maxBatchRows.
 func spawnBatchingModel(t *testing.T, as *actor.ActorSystem, s servables.Servable, reload func(context.Context) (servables.Servable, error), maxBatchRows int) *content {
+	return spawnReplicas(t, as, s, reload, batchOptions{maxRows: maxBatchRows}, 1)
+}
+
+// spawnReplicas starts n model actors sharing s, as the supervisor does.
+func spawnReplicas(t *testing.T, as *actor.ActorSystem, s servables.Servable, reload func(context.Context) (servables.Servable, error), bo batchOptions, n int) *content {
 	t.Helper()
-	c := &content{path: "m/", checksum: "c", local: &bucket.LocalModel{}}
+	c := &content{path: "m/", checksum: "c", local: &bucket.LocalModel{}, busy: make([]atomic.Int64, n)}
 	m := NewMetrics(prometheus.NewRegistry())
-	var child *actor.PID
+	shared := share(s, n)
 	ready := make(chan struct{})
 	parent := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
-			child = ctx.Spawn(modelProps(c, s, reload, slog.New(slog.DiscardHandler), m, maxBatchRows, nil))
+			for range n {
+				c.pids = append(c.pids, ctx.Spawn(modelProps(c, shared, reload, slog.New(slog.DiscardHandler), m, bo, nil)))
+			}
 			close(ready)
 		}
 	}, actor.WithSupervisor(restartAlways()))
 	as.Root.Spawn(parent)
 	<-ready
-	c.pid = child
 	return c
 }
 
@@ -93,7 +99,7 @@ func send(as *actor.ActorSystem, c *content, inputs []servables.Tensor, prio int
 	errc := make(chan error, 1)
 	c.queued.Add(1)
 	c.inflight.Add(1)
-	as.Root.Send(c.pid, &predict{inputs: inputs, priority: prio, enqueued: time.Now(),
+	as.Root.Send(c.pids[0], &predict{inputs: inputs, priority: prio, enqueued: time.Now(),
 		done: func(_ []servables.Tensor, err error, _, _ time.Duration) {
 			c.inflight.Add(-1)
 			errc <- err

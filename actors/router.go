@@ -72,7 +72,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		}
 		res.Checksum = c.checksum
 		enqueued := time.Now()
-		ctx.Send(c.pid, &predict{
+		c.send(ctx.Send, &predict{
 			inputs:   req.Inputs,
 			priority: priorityUser,
 			enqueued: enqueued,

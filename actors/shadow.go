@@ -70,7 +70,7 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
 	for i, in := range chunks {
-		ctx.Send(c.pid, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,
+		c.send(ctx.Send, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.inflight.Add(-1)
 				sc.finish(i, out, err, queued, compute)

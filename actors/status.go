@@ -63,8 +63,10 @@ type ModelStatus struct {
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 	// GraceRemainingMs is the time left before an evicting or expiring model is unloaded.
 	GraceRemainingMs *int64 `json:"grace_remaining_ms,omitempty"`
-	Served           int64  `json:"served"`
-	Crashes          int64  `json:"crashes"`
+	// Replicas is the number of model actors serving the content.
+	Replicas int   `json:"replicas,omitempty"`
+	Served   int64 `json:"served"`
+	Crashes  int64 `json:"crashes"`
 	// Retiring counts replaced contents still held for their grace period or in-flight requests.
 	Retiring int `json:"retiring,omitempty"`
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -248,8 +249,9 @@ func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, no
 		switch {
 		case e.job != 0:
 			// A load is running; its result is checked against e.meta when it arrives.
-		case e.active != nil && (m.Checksum == "" || m.Checksum == e.active.checksum):
-			// Serving what the config asks for.
+		case e.active != nil && (m.Checksum == "" || m.Checksum == e.active.checksum) && m.Serving == e.activeMeta.Serving:
+			// Serving what the config asks for, as it asks. (New serving
+			// options load the model again: load, warm up, swap.)
 		case e.expired && e.active == nil:
 			// Unloaded because its contracts expired it.
 		default:
@@ -306,16 +308,33 @@ func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
 	}
 	c := &content{path: r.path, checksum: r.local.Checksum, runtime: r.rt, local: r.local, meta: r.s.Metadata()}
 	rt, local := r.rt, r.local
+	threads := s.sys.threads(r.meta)
 	reload := func(ctx context.Context) (servables.Servable, error) {
-		return s.sys.loadLocal(ctx, rt, local)
+		return s.sys.loadLocal(ctx, rt, local, threads)
 	}
-	pid, err := ctx.SpawnNamed(modelProps(c, r.s, reload, s.log, s.sys.metrics, s.sys.opts.MaxBatchRows, s.sys.low), fmt.Sprintf("model-%d", r.job))
-	if err != nil {
-		closeQuietly(r.s, r.local, s.log)
-		s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))
-		return
+	opts := r.meta.Serving
+	bo := batchOptions{maxRows: s.sys.opts.MaxBatchRows, delay: opts.MaxQueueDelay}
+	if opts.MaxBatchRows > 0 {
+		bo.maxRows = opts.MaxBatchRows
 	}
-	c.pid = pid
+	replicas := max(opts.Replicas, 1)
+	shared := share(r.s, replicas)
+	c.busy = make([]atomic.Int64, replicas)
+	for i := range replicas {
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low), fmt.Sprintf("model-%d-%d", r.job, i))
+		if err != nil {
+			for _, p := range c.pids {
+				ctx.Stop(p) // each closes its share of the servable
+			}
+			for range replicas - i {
+				_ = shared.Close()
+			}
+			closeQuietly(nil, r.local, s.log)
+			s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))
+			return
+		}
+		c.pids = append(c.pids, pid)
+	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		err := s.sys.warmUp(root, c, r.meta)
@@ -341,8 +360,9 @@ func (s *supervisorActor) warmed(ctx actor.Context, r warmResult) {
 	}
 	e.job = 0
 	defer e.notify(nil)
-	if e.meta.Checksum != "" && e.meta.Checksum != r.c.checksum {
-		// The config changed to another checksum while this content loaded.
+	if (e.meta.Checksum != "" && e.meta.Checksum != r.c.checksum) || e.meta.Serving != r.meta.Serving {
+		// The config changed to another checksum or other serving options
+		// while this content loaded.
 		s.retire(r.c, now)
 		s.startLoad(ctx, r.path, e)
 		return
@@ -468,13 +488,18 @@ func (s *supervisorActor) expire(ctx actor.Context, now time.Time) bool {
 // release stops c's model actor (which closes the servable) and deletes its cached files.
 func (s *supervisorActor) release(ctx actor.Context, c *content) {
 	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
-	if c.pid == nil {
+	if len(c.pids) == 0 {
 		closeQuietly(nil, c.local, s.log)
 		return
 	}
-	future := ctx.StopFuture(c.pid)
+	futures := make([]*actor.Future, len(c.pids))
+	for i, p := range c.pids {
+		futures[i] = ctx.StopFuture(p)
+	}
 	go func() {
-		_ = future.Wait()
+		for _, f := range futures {
+			_ = f.Wait()
+		}
 		closeQuietly(nil, c.local, s.log)
 	}()
 }
@@ -527,6 +552,7 @@ func (s *supervisorActor) publishStatus() {
 		}
 		if c := e.active; c != nil {
 			m.active, m.Checksum, m.Runtime, m.LoadedAt, m.SizeBytes = c, c.checksum, c.runtime, timePtr(c.loadedAt), c.local.Size
+			m.Replicas = len(c.pids)
 		}
 		for _, r := range s.retiring {
 			if r.c.path == path {

@@ -207,7 +207,7 @@ func (s *System) fetchAndLoad(ctx context.Context, src bucket.Bucket, meta conf.
 		_ = local.Remove()
 		return nil, "", nil, err
 	}
-	sv, err := s.loadLocal(ctx, rt.Name(), local)
+	sv, err := s.loadLocal(ctx, rt.Name(), local, s.threads(meta))
 	if err != nil {
 		_ = local.Remove()
 		return nil, "", nil, err
@@ -215,11 +215,20 @@ func (s *System) fetchAndLoad(ctx context.Context, src bucket.Bucket, meta conf.
 	return local, rt.Name(), sv, nil
 }
 
-// loadLocal loads cached model files with the named runtime.
-func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.LocalModel) (servables.Servable, error) {
+// threads is the intra-op thread count of a model: its own setting, or the server's.
+func (s *System) threads(meta conf.ModelMetadata) int {
+	if n := meta.Serving.IntraOpThreads; n > 0 {
+		return n
+	}
+	return s.opts.IntraOpThreads
+}
+
+// loadLocal loads cached model files with the named runtime and threads
+// intra-op threads.
+func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.LocalModel, threads int) (servables.Servable, error) {
 	for _, rt := range s.opts.Runtimes {
 		if rt.Name() == runtime {
-			return rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: s.opts.IntraOpThreads})
+			return rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
 		}
 	}
 	return nil, fmt.Errorf("runtime %q is not in this build", runtime)
@@ -246,7 +255,7 @@ func (s *System) warmUp(root *actor.RootContext, c *content, meta conf.ModelMeta
 			return err
 		}
 		errc := make(chan error, 1)
-		root.Send(c.pid, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
+		c.send(root.Send, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
 			done: func(_ []servables.Tensor, err error, _, _ time.Duration) {
 				c.inflight.Add(-1)
 				errc <- err

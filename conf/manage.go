@@ -385,6 +385,10 @@ func serveRequestFields() []field[ServeRequest] {
 		via("checksum"),
 		via("warm_up_batch_request_json"),
 		via("eviction_grace_period_in_ms"),
+		via("replicas"),
+		via("max_batch_rows"),
+		via("max_queue_delay_us"),
+		via("intra_op_threads"),
 		{"fqrv", func(d *decoder, path string, r *ServeRequest) error {
 			return decodeObject(d, path, []field[ServeRequest]{
 				{"contract", func(d *decoder, path string, r *ServeRequest) error {

@@ -36,7 +36,37 @@ type ModelMetadata struct {
 	// EvictionGracePeriod is eviction_grace_period_in_ms: how long a model
 	// keeps serving after it is removed from the config or replaced.
 	EvictionGracePeriod time.Duration
+	// Serving are the model's Grove-specific execution settings.
+	Serving ServingOptions
 }
+
+// ServingOptions are a model's execution settings (Grove extensions of the
+// B&A model_metadata entry). A zero field means the server's default;
+// changing any of them reloads the model (load, warm up, then swap).
+type ServingOptions struct {
+	// Replicas is replicas: how many model actors run on the loaded
+	// weights, each taking the next request when it is the least busy
+	// (0: 1). The runtimes allow concurrent forward calls on one model.
+	Replicas int
+	// MaxBatchRows is max_batch_rows: the most rows dynamic batching puts
+	// in one forward call (0: the server's max_batch_rows; 1: no batching).
+	MaxBatchRows int
+	// MaxQueueDelay is max_queue_delay_us: how long a lone user request may
+	// wait for others to batch with (0: not at all, batch only what is
+	// already queued).
+	MaxQueueDelay time.Duration
+	// IntraOpThreads is intra_op_threads: threads one forward call may use
+	// (0: the server's intra_op_threads).
+	IntraOpThreads int
+}
+
+// Limits of the serving options.
+const (
+	MaxReplicas       = 64
+	maxBatchRowsLimit = 1 << 20
+	maxQueueDelayUs   = 1_000_000
+	maxIntraOpThreads = 256
+)
 
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
 func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
@@ -169,6 +199,26 @@ func modelMetadataFields() []field[ModelMetadata] {
 			}
 			m.EvictionGracePeriod = time.Duration(ms) * time.Millisecond
 			return nil
+		}},
+		{"replicas", func(d *decoder, path string, m *ModelMetadata) error {
+			n, err := d.integer(path, 0, MaxReplicas)
+			m.Serving.Replicas = int(n)
+			return err
+		}},
+		{"max_batch_rows", func(d *decoder, path string, m *ModelMetadata) error {
+			n, err := d.integer(path, 0, maxBatchRowsLimit)
+			m.Serving.MaxBatchRows = int(n)
+			return err
+		}},
+		{"max_queue_delay_us", func(d *decoder, path string, m *ModelMetadata) error {
+			us, err := d.integer(path, 0, maxQueueDelayUs)
+			m.Serving.MaxQueueDelay = time.Duration(us) * time.Microsecond
+			return err
+		}},
+		{"intra_op_threads", func(d *decoder, path string, m *ModelMetadata) error {
+			n, err := d.integer(path, 0, maxIntraOpThreads)
+			m.Serving.IntraOpThreads = int(n)
+			return err
 		}},
 	}
 }
@@ -1245,13 +1295,19 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 		Checksum string `json:"checksum,omitempty"`
 		WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
 		GraceMs  int64  `json:"eviction_grace_period_in_ms,omitempty"`
+		Replicas int    `json:"replicas,omitempty"`
+		MaxRows  int    `json:"max_batch_rows,omitempty"`
+		DelayUs  int64  `json:"max_queue_delay_us,omitempty"`
+		Threads  int    `json:"intra_op_threads,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
 		Contracts []contractJSON `json:"contracts,omitempty"`
 	}{Models: []model{}}
 	for _, m := range c.Models {
-		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds()})
+		o := m.Serving
+		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
+			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,

@@ -454,7 +454,8 @@ func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
 }
 
 func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
-	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`} {
+	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`,
+		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2}]}`} {
 		c, err := ParseModelConfig([]byte(data))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -482,5 +483,31 @@ func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 		`{"release_version":"v2","model_path":"pctr_v2/","validity":[{"never_valid":{}}],"phase_in":{"immediate":{}},"shadow":{"sample_rate":1},"logging":{"log_level":"FULL","sample_rate":1,"key_features":["user_id"],"key_features_separator":"."}}]}]}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestParseModelConfigServingOptions(t *testing.T) {
+	got, err := ParseModelConfig([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "replicas": 3, "maxBatchRows": "16", "max_queue_delay_us": 250, "intra_op_threads": 2},
+	  {"model_path": "b/", "replicas": null}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ServingOptions{Replicas: 3, MaxBatchRows: 16, MaxQueueDelay: 250 * time.Microsecond, IntraOpThreads: 2}
+	if got.Models[0].Serving != want || got.Models[1].Serving != (ServingOptions{}) {
+		t.Errorf("got %+v and %+v, want %+v and defaults", got.Models[0].Serving, got.Models[1].Serving, want)
+	}
+	for _, tc := range []struct{ field, value, want string }{
+		{"replicas", "65", "model_metadata[0].replicas: 65 is out of range 0..64"},
+		{"replicas", "-1", "model_metadata[0].replicas: -1 is out of range 0..64"},
+		{"replicas", "1.5", "replicas"},
+		{"max_batch_rows", "2000000", "model_metadata[0].max_batch_rows: 2000000 is out of range 0..1048576"},
+		{"max_queue_delay_us", "1000001", "model_metadata[0].max_queue_delay_us: 1000001 is out of range 0..1000000"},
+		{"intra_op_threads", "\"x\"", `model_metadata[0].intra_op_threads: "x" is not a number`},
+	} {
+		_, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: got %v, want an error containing %q", tc.field, tc.value, err, tc.want)
+		}
 	}
 }

@@ -225,6 +225,7 @@ type statusDoc struct {
 		LastError string `json:"last_error"`
 		Crashes   int64  `json:"crashes"`
 		GraceMs   *int64 `json:"grace_remaining_ms"`
+		Replicas  int    `json:"replicas"`
 	} `json:"models"`
 }
 

@@ -67,6 +67,11 @@ type modelEntry struct {
 	Checksum string `json:"checksum,omitempty"`
 	WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
 	GraceMs  int    `json:"eviction_grace_period_in_ms,omitempty"`
+	// Serving options.
+	Replicas int `json:"replicas,omitempty"`
+	MaxRows  int `json:"max_batch_rows,omitempty"`
+	DelayUs  int `json:"max_queue_delay_us,omitempty"`
+	Threads  int `json:"intra_op_threads,omitempty"`
 }
 
 func putConfig(t *testing.T, b testBucket, entries ...modelEntry) {
@@ -462,5 +467,51 @@ func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("grove did not exit after draining")
+	}
+}
+
+// TestServingOptionsChangeUnderLoadFailsNoRequest serves pctr_v1 with two
+// replicas, a batching delay and two intra-op threads, then changes them in
+// the config under load: the model reloads with the new options and no
+// request fails.
+func TestServingOptionsChangeUnderLoadFailsNoRequest(t *testing.T) {
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	v1 := exampleModel(t, "pctr_v1")
+	b.Put(t, "pctr_v1/model.pt", v1)
+	entry := modelEntry{Path: "pctr_v1/", GraceMs: 500, Replicas: 2, MaxRows: 16, DelayUs: 300, Threads: 2,
+		WarmUp: batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))}
+	putConfig(t, b, entry)
+	g := startGrove(t, b.URL(), b.Env())
+	replicas := func() int {
+		for _, m := range g.status().Models {
+			if m.Path == "pctr_v1/" && m.State == "ready" {
+				return m.Replicas
+			}
+		}
+		return 0
+	}
+	if n := replicas(); n != 2 {
+		t.Fatalf("status says %d replicas, want 2", n)
+	}
+	l := startLoad(g, exp, 8)
+	time.Sleep(500 * time.Millisecond)
+	entry.Replicas, entry.DelayUs, entry.Threads = 3, 0, 1
+	putConfig(t, b, entry)
+	g.waitFor("3 replicas", 20*time.Second, func() bool { return replicas() == 3 })
+	time.Sleep(time.Second) // past the old content's grace period, still under load
+	l.finish()
+	if n := l.failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed while the serving options changed; first: %+v", n, n+l.ok.Load(), l.firstFailure.Load())
+	}
+	t.Logf("%d requests while the serving options changed, none failed", l.ok.Load())
+
+	entry.Replicas = 65
+	putConfig(t, b, entry)
+	g.waitFor("the bad config to be rejected", 10*time.Second, func() bool {
+		return strings.Contains(g.status().Config.LastError, "model_metadata[0].replicas: 65 is out of range 0..64")
+	})
+	if n := replicas(); n != 3 {
+		t.Errorf("after a rejected config: %d replicas, want the previous 3", n)
 	}
 }
