@@ -473,7 +473,8 @@ func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
 // TestServingOptionsChangeUnderLoadFailsNoRequest serves pctr_v1 with two
 // replicas, a batching delay and two intra-op threads, then changes them in
 // the config under load: the model reloads with the new options and no
-// request fails.
+// request fails. (grove runs with --pprof, whose paths must not clash with
+// the contract routes.)
 func TestServingOptionsChangeUnderLoadFailsNoRequest(t *testing.T) {
 	exp := loadExpected(t)
 	b := newDirBucket(t)
@@ -482,7 +483,10 @@ func TestServingOptionsChangeUnderLoadFailsNoRequest(t *testing.T) {
 	entry := modelEntry{Path: "pctr_v1/", GraceMs: 500, Replicas: 2, MaxRows: 16, DelayUs: 300, Threads: 2,
 		WarmUp: batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))}
 	putConfig(t, b, entry)
-	g := startGrove(t, b.URL(), b.Env())
+	g := startGrove(t, b.URL(), b.Env(), "--pprof")
+	if code, body := g.get("/debug/pprof/cmdline"); code != http.StatusOK || !strings.Contains(string(body), "serve") {
+		t.Errorf("GET /debug/pprof/cmdline with --pprof: %d %q", code, body)
+	}
 	replicas := func() int {
 		for _, m := range g.status().Models {
 			if m.Path == "pctr_v1/" && m.State == "ready" {
