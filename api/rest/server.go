@@ -61,6 +61,7 @@ type Server struct {
 	bufs     sync.Pool
 	mux      *http.ServeMux
 	oip      *http.ServeMux // the OIP v2 API, nil if the backend has none
+	debug    *http.ServeMux // pprof, nil unless Options.Pprof
 }
 
 // New returns the HTTP API over b.
@@ -116,23 +117,28 @@ func New(b Backend, opts Options) *Server {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	if opts.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		s.debug = http.NewServeMux()
+		s.debug.HandleFunc("GET /debug/pprof/", pprof.Index)
+		s.debug.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		s.debug.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		s.debug.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		s.debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	s.mux = mux
 	return s
 }
 
-// ServeHTTP serves the API. The OIP paths (/v2 and below) have their own
-// mux: their model names may span segments, which net/http's patterns
-// cannot tell apart from the contract paths (so "v2" cannot be a contract
-// organization).
+// ServeHTTP serves the API. The OIP paths (/v2 and below) and the pprof
+// paths (/debug/pprof/) have their own muxes: their paths overlap the
+// contract paths in ways net/http's patterns cannot order (so "v2" cannot
+// be a contract organization, nor "debug" with project "pprof").
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.oip != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
 		s.oip.ServeHTTP(w, r)
+		return
+	}
+	if s.debug != nil && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		s.debug.ServeHTTP(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
