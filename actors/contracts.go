@@ -192,9 +192,12 @@ type ServableStats struct {
 	// TrafficShare is the fraction of user requests the router sends it now.
 	TrafficShare float64 `json:"traffic_share"`
 	// Served counts user requests answered by its model content;
-	// ShadowExecutions the shadow copies it ran.
+	// ShadowExecutions the shadow copies it ran and answered;
+	// ShadowDropped those dropped because its model was overloaded or the
+	// low-priority shadow worker was busy.
 	Served           int64 `json:"served"`
 	ShadowExecutions int64 `json:"shadow_executions"`
+	ShadowDropped    int64 `json:"shadow_dropped"`
 	// Latency is the user-request latency through the contract over the
 	// last one to two minutes, in milliseconds (to within 5 %).
 	Latency LatencyStats `json:"latency"`
@@ -233,6 +236,7 @@ func (s *System) ContractStats(id string) ([]ServableStats, error) {
 		}
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.Served, st.ShadowExecutions = timePtr(c.loadedAt), c.served.Load(), c.shadowed.Load()
+			st.ShadowDropped = c.shadowDropped.Load()
 		}
 		out = append(out, st)
 	}

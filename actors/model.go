@@ -39,7 +39,9 @@ type content struct {
 	crashes  atomic.Int64
 	served   atomic.Int64
 	shadowed atomic.Int64
-	stats    modelStats // user requests, for the OIP statistics
+	// shadowDropped counts shadow copies for this content not run (overloaded or busy).
+	shadowDropped atomic.Int64
+	stats         modelStats // user requests, for the OIP statistics
 }
 
 // acquire reserves a place for one request, or reports why there is none.

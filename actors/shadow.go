@@ -64,6 +64,7 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 		c.queued.Add(-n)
 		c.inflight.Add(-n)
 		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
+		c.shadowDropped.Add(1)
 		return
 	}
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
@@ -95,6 +96,7 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 	}
 	if errors.Is(sc.err, errShadowShed) {
 		sc.metrics.shadowDropped.WithLabelValues(sc.c.path, "busy").Inc()
+		sc.c.shadowDropped.Add(1)
 		return
 	}
 	res := Result{ModelPath: sc.c.path, Checksum: sc.c.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}

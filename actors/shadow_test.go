@@ -124,6 +124,9 @@ func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
 	if got := testutil.ToFloat64(m.shadowDropped.WithLabelValues("m/", "overloaded")); got < 3 {
 		t.Errorf("dropped shadow copies = %v, want at least 3 of 5 with the queue full of user work", got)
 	}
+	if got, want := c.shadowDropped.Load(), int64(testutil.ToFloat64(m.shadowDropped.WithLabelValues("m/", "overloaded"))); got != want {
+		t.Errorf("content counts %d dropped shadow copies, the metric %d", got, want)
+	}
 	close(g.gate)
 	for _, r := range replies {
 		if res := <-r; res[0].Err != nil {
