@@ -42,10 +42,11 @@ func TestParseScenarios(t *testing.T) {
 	// The default: the gRPC and grove+log rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{
-		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
-		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
-		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverBaseline, 64, 8},
+		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
+		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
+		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("default spec %q: got %v, %v; want %v", defaultSpec(), got, err, want)
@@ -76,7 +77,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+2 || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)
@@ -216,6 +217,23 @@ func TestLoadExpected(t *testing.T) {
 
 // TestRunLoad drives a fake server and checks the counting, the error
 // detection and that every client keeps one connection alive.
+func TestBatchingRatio(t *testing.T) {
+	r := &report{Results: []result{
+		{scenario: scenario{serverGrove, 1, 64}, loadResult: loadResult{ReqPerSec: 9000}},
+		{scenario: scenario{serverGroveNoBatch, 1, 64}, loadResult: loadResult{ReqPerSec: 3000}},
+		{scenario: scenario{serverGroveNoBatch, 1, 32}, loadResult: loadResult{ReqPerSec: 1}},
+	}}
+	r.finish()
+	if r.Batching != 3 {
+		t.Errorf("batching ratio %v, want 3", r.Batching)
+	}
+	var out strings.Builder
+	r.writeMarkdown(&out)
+	if !strings.Contains(out.String(), "- Dynamic batching at b1c64: grove 3.00x the req/s of grove-nobatch (--max-batch-rows 1) (target ≥ 3x): met") {
+		t.Errorf("markdown lacks the batching line:\n%s", out.String())
+	}
+}
+
 func TestRunLoad(t *testing.T) {
 	var conns, calls atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

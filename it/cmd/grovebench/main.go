@@ -6,7 +6,10 @@
 // Kafka broker, and its rows are compared with plain grove's (which has no
 // prediction log, i.e. level NONE). The "grove-grpc" rows drive plain
 // grove's OIP gRPC service (ModelInfer, input in raw_input_contents), each
-// client on its own connection. Last, the shadow scenario (see
+// client on its own connection; "grove-onnx" rows send the same requests to
+// the ONNX Runtime copy of the model (pctr_onnx/) on plain grove; and
+// "grove-nobatch" is another grove with --max-batch-rows 1, compared with
+// plain grove at b1c64 for what dynamic batching gains. Last, the shadow scenario (see
 // shadow.go) measures the requirement "under a saturating shadow load,
 // user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
 // whose contracts put a user stream and shadow copies on the same model
@@ -132,8 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	spec := fs.String("scenarios", defaultSpec()+","+serverShadow,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
-			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), "+
-			"or grove / grove-grpc / baseline / grove+log alone for that server's default scenarios; "+
+			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
+			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
+			"or one of those servers alone for its default scenarios; "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
@@ -262,9 +266,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("writing the bucket: %v", err)
 		return 1
 	}
-	wantGrove, wantGroveLog, wantBaseline := false, false, false
+	wantGrove, wantGroveLog, wantBaseline, wantNoBatch := false, false, false, false
+	wants := func(server string) bool {
+		return slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == server })
+	}
 	for _, s := range o.scenarios {
-		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC
+		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC || s.Server == serverGroveONNX
+		wantNoBatch = wantNoBatch || s.Server == serverGroveNoBatch
 		wantGroveLog = wantGroveLog || s.Server == serverGroveLog
 		wantBaseline = wantBaseline || s.Server == serverBaseline
 	}
@@ -311,7 +319,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		targets[serverGrove] = ep
-		if slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveGRPC }) {
+		if wants(serverGroveONNX) {
+			oep := groveEndpointFor(serverGroveONNX, ep.baseURL)
+			oep.api = "POST /v1/inference (ONNX Runtime)"
+			oep.body = func(row []float64, batch int) []byte { return groveBodyFor(onnxPath, repeat(row, batch)) }
+			oep.rowsBody = func(rows [][]float64) []byte { return groveBodyFor(onnxPath, rows) }
+			if err := checkAnswer(ctx, oep, rows, want, o.timeout); err != nil {
+				logf("FAILED: grove answered the check request on %s wrongly: %v", onnxPath, err)
+				return 1
+			}
+			targets[serverGroveONNX] = oep
+		}
+		if wants(serverGroveGRPC) {
 			gt, err := newGRPCTarget(ctx, ep.grpcAddr, rows, want, o.timeout)
 			if err != nil {
 				logf("FAILED: grove's gRPC service at %s: %v", ep.grpcAddr, err)
@@ -320,6 +339,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			targets[serverGroveGRPC] = &endpoint{server: serverGroveGRPC, api: "gRPC ModelInfer (OIP, raw_input_contents)",
 				baseURL: ep.baseURL, url: "grpc://" + ep.grpcAddr, grpc: gt}
 		}
+	}
+	if wantNoBatch {
+		extra := append(append([]string{}, o.groveArgs...), "--max-batch-rows", "1")
+		g, ep, err := startGrove(ctx, serverGroveNoBatch, groveBin, bucket, filepath.Join(tmp, "cache-nobatch"), filepath.Join(tmp, "grove-nobatch.log"), extra, o.startTimeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove-nobatch (grove serve --max-batch-rows 1): %v", err)
+			return 1
+		}
+		logf("grove-nobatch ready at %s (dynamic batching off)", ep.baseURL)
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove-nobatch answered the check request wrongly: %v", err)
+			return 1
+		}
+		ep.api = "POST /v1/inference (--max-batch-rows 1)"
+		targets[serverGroveNoBatch] = ep
 	}
 	// predLogSent counts the inference requests sent to grove+log, each of
 	// which should become one prediction log event.
@@ -484,19 +521,22 @@ func findRoot(ctx context.Context, goBin string) (string, error) {
 	return root, nil
 }
 
-// writeBucket writes a bucket dir that holds pctr_v1/model.pt copied from
-// the example bucket and a model config listing only that model.
+// writeBucket writes a bucket dir that holds pctr_v1/model.pt and
+// pctr_onnx/model.onnx (the same weights) copied from the example bucket and
+// a model config listing those two models.
 func writeBucket(examples, dir string) error {
-	if err := os.MkdirAll(filepath.Join(dir, modelPath), 0o755); err != nil {
-		return err
+	for _, f := range []string{modelPath + "model.pt", onnxPath + "model.onnx"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			return err
+		}
+		model, err := os.ReadFile(filepath.Join(examples, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), model, 0o644); err != nil {
+			return err
+		}
 	}
-	model, err := os.ReadFile(filepath.Join(examples, modelPath, "model.pt"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, modelPath, "model.pt"), model, 0o644); err != nil {
-		return err
-	}
-	config := `{"model_metadata":[{"model_path":"` + modelPath + `"}]}` + "\n"
+	config := `{"model_metadata":[{"model_path":"` + modelPath + `"},{"model_path":"` + onnxPath + `"}]}` + "\n"
 	return os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(config), 0o644)
 }

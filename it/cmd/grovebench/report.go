@@ -19,6 +19,9 @@ type report struct {
 	Results  []result       `json:"results"`
 	Forward  forwardResult  `json:"forward"`
 	Overhead []overheadLine `json:"overhead,omitempty"`
+	// Batching is grove's req/s over grove-nobatch's at batchingShape (0
+	// when either did not run).
+	Batching float64 `json:"batching_ratio,omitempty"`
 	// PredLog is the grove+log instance's prediction log (nil when it did not run).
 	PredLog *predLogReport `json:"prediction_log,omitempty"`
 	// Shadow is the shadow scenario (nil when it did not run).
@@ -106,6 +109,21 @@ func (r *report) finish() {
 			r.PredLog.Ratios = append(r.PredLog.Ratios, q)
 		}
 	}
+	on, off := 0.0, 0.0
+	for _, x := range r.Results {
+		if fmt.Sprintf("b%dc%d", x.Batch, x.Conc) != batchingShape {
+			continue
+		}
+		switch x.Server {
+		case serverGrove:
+			on = x.ReqPerSec
+		case serverGroveNoBatch:
+			off = x.ReqPerSec
+		}
+	}
+	if on > 0 && off > 0 {
+		r.Batching = on / off
+	}
 	for i := range r.Results {
 		x := &r.Results[i]
 		if b := base[[2]int{x.Batch, x.Conc}]; b > 0 {
@@ -117,7 +135,7 @@ func (r *report) finish() {
 		return
 	}
 	for _, x := range r.Results {
-		if x.Batch == 1 && x.Conc == 1 && x.P50 > 0 {
+		if x.Batch == 1 && x.Conc == 1 && x.P50 > 0 && x.Server != serverGroveONNX { // the forward time is TorchScript's
 			f := time.Duration(fwd)
 			r.Overhead = append(r.Overhead, overheadLine{Server: x.Server, P50: x.P50, Forward: f,
 				Overhead: x.P50 - f, Batch: 1, Conc: 1, ReqPerSec: x.ReqPerSec})
@@ -130,7 +148,7 @@ func (r *report) finish() {
 func (r *report) groveErrors() int {
 	n := 0
 	for _, x := range r.Results {
-		if x.Server == serverGrove || x.Server == serverGroveLog {
+		if x.Server != serverBaseline {
 			n += x.Errors
 		}
 	}
@@ -179,6 +197,13 @@ func (r *report) writeMarkdown(w io.Writer) {
 	for _, o := range r.Overhead {
 		fmt.Fprintf(w, "- Overhead at batch 1, conc 1 (%s p50 minus forward): %s - %s = %s\n",
 			o.Server, fmtDur(o.P50), fmtDur(o.Forward), fmtDur(o.Overhead))
+	}
+	if r.Batching > 0 {
+		verdict := "met"
+		if r.Batching < 3 {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(w, "- Dynamic batching at %s: grove %.2fx the req/s of grove-nobatch (--max-batch-rows 1) (target ≥ 3x): %s\n", batchingShape, r.Batching, verdict)
 	}
 	if len(r.Overhead) == 0 {
 		fmt.Fprintln(w, "- Overhead at batch 1, conc 1: n/a (needs the b1c1 scenario and the batch-1 forward time)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,22 +18,28 @@ import (
 
 // The servers under test. serverGroveLog is a second grove instance that
 // logs every prediction (level FULL) to an embedded Kafka broker;
-// serverGroveGRPC is the plain grove instance over OIP gRPC.
+// serverGroveNoBatch a third one with dynamic batching off
+// (--max-batch-rows 1); serverGroveGRPC is the plain grove instance over OIP
+// gRPC and serverGroveONNX the plain instance's ONNX copy of the model
+// (pctr_onnx/, the same weights), over POST /v1/inference.
 const (
-	serverGrove     = "grove"
-	serverGroveGRPC = "grove-grpc"
-	serverGroveLog  = "grove+log"
-	serverBaseline  = "baseline"
+	serverGrove        = "grove"
+	serverGroveGRPC    = "grove-grpc"
+	serverGroveONNX    = "grove-onnx"
+	serverGroveNoBatch = "grove-nobatch"
+	serverGroveLog     = "grove+log"
+	serverBaseline     = "baseline"
 )
 
-// serverOrder is the order of the rows of one shape: gRPC and the
-// prediction-log row right after the plain grove row they are compared with.
-var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveLog, serverBaseline}
+// serverOrder is the order of the rows of one shape: the variants right
+// after the plain grove row they are compared with.
+var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveLog, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
-func knownServer(s string) bool {
-	return s == serverGrove || s == serverGroveGRPC || s == serverGroveLog || s == serverBaseline
-}
+func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
+
+// onnxPath is the ONNX copy of the benchmark model in the bucket.
+const onnxPath = "pctr_onnx/"
 
 // serverLabel is a server's name in the table.
 func serverLabel(server string) string {
@@ -49,6 +56,9 @@ var (
 	defaultShapes = []string{"b1c1", "b1c8", "b1c32", "b64c8"}
 	predLogShapes = []string{"b1c32"}
 	grpcShapes    = []string{"b1c1", "b1c32", "b64c8"}
+	onnxShapes    = []string{"b1c1", "b1c32", "b64c8"}
+	// batchingShape is where batching on and off are compared (target: 3x).
+	batchingShape = "b1c64"
 )
 
 // defaultShapesOf is server's default scenarios ("" for grove and the baseline).
@@ -58,6 +68,10 @@ func defaultShapesOf(server string) []string {
 		return predLogShapes
 	case serverGroveGRPC:
 		return grpcShapes
+	case serverGroveONNX:
+		return onnxShapes
+	case serverGroveNoBatch:
+		return []string{batchingShape}
 	}
 	return defaultShapes
 }
@@ -68,6 +82,10 @@ func defaultSpec() string {
 	for _, s := range grpcShapes {
 		spec += "," + serverGroveGRPC + "/" + s
 	}
+	for _, s := range onnxShapes {
+		spec += "," + serverGroveONNX + "/" + s
+	}
+	spec += "," + serverGrove + "/" + batchingShape + "," + serverGroveNoBatch + "/" + batchingShape
 	for _, s := range predLogShapes {
 		spec += "," + serverGroveLog + "/" + s
 	}
@@ -232,14 +250,17 @@ func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // groveBody renders a B&A batch request: one pctr_v1 item with one FLOAT
 // tensor of shape [len(rows), 64], numbers as strings.
-func groveBody(rows [][]float64) []byte {
+func groveBody(rows [][]float64) []byte { return groveBodyFor(modelPath, rows) }
+
+// groveBodyFor is groveBody for the model at path.
+func groveBodyFor(path string, rows [][]float64) []byte {
 	var b bytes.Buffer
 	width := 0
 	if len(rows) > 0 {
 		width = len(rows[0])
 	}
 	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[{"data_type":"FLOAT","tensor_shape":[%d,%d],"tensor_content":[`,
-		modelPath, len(rows), width)
+		path, len(rows), width)
 	first := true
 	for _, r := range rows {
 		for _, v := range r {
