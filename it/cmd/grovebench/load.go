@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type loadSpec struct {
 	// for its own call function (and its own connection, closed by the
 	// returned func), which sends one request and checks the answer.
 	newCall func() (call func(context.Context) error, closeConn func(), err error)
+	// requests, when positive, ends the run once that many requests were
+	// started in all (warm-up included), even before the window ends.
+	requests int64
 }
 
 // loadResult is what one load run measured.
@@ -94,6 +98,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		interval = max(time.Duration(float64(spec.conc)/spec.rate*1e9), 1)
 	}
 	var wg sync.WaitGroup
+	var started atomic.Int64
 	for i := range workers {
 		w := &worker{lats: make([]time.Duration, 0, 4096)}
 		workers[i] = w
@@ -123,7 +128,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 					}
 					t0, next = next, next.Add(interval)
 				}
-				if !t0.Before(winEnd) {
+				if !t0.Before(winEnd) || (spec.requests > 0 && started.Add(1) > spec.requests) {
 					return
 				}
 				err := w.do(ctx, client, spec)

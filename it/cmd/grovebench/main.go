@@ -49,7 +49,11 @@
 //     four contracts; the user stream alone, with the load and no shadow,
 //     with a saturating shadow load on its model, and with the same load
 //     shadowing the twin (the control), for --shadow-rounds rounds;
-//  6. prints the table (stdout; progress goes to stderr), grove+log's
+//  6. when --scenarios has "swap" and "memory" (by default both), runs them
+//     each on a grove of its own (lifecycle.go): hot swaps of pctr_v1/
+//     under c 32 load, and grove's RSS over --memory-requests requests and
+//     per extra loaded model;
+//  7. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
 //     plain grove's ("Prediction log FULL vs NONE ..."), then the shadow
@@ -113,6 +117,10 @@ type options struct {
 	shadowUserRate float64
 	shadowLoad     shape
 	shadowRounds   int
+	// The lifecycle scenarios (lifecycle.go).
+	swap, memory           bool
+	memRequests, memWarmup int64
+	memCopies              int
 }
 
 func main() {
@@ -132,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
@@ -156,6 +164,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"rounds of the shadow scenario's phases (the user stream alone, with the load, with the control load)")
 	fs.Float64Var(&o.shadowUserRate, "shadow-user-rate", 0,
 		"pace the shadow scenario's user stream to this many requests per second in all (latency from the scheduled start); 0: closed loop")
+	fs.Int64Var(&o.memRequests, "memory-requests", 1_000_000, "requests of the memory scenario, after its warm-up")
+	fs.Int64Var(&o.memWarmup, "memory-warmup", 50_000, "warm-up requests of the memory scenario")
+	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -166,7 +177,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	rest, users, err := splitShadowSpec(*spec)
+	lrest, swap, memory := splitLifecycleSpec(*spec)
+	o.swap, o.memory = swap, memory
+	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
+		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
+	}
+	rest, users, err := splitShadowSpec(lrest)
 	if err != nil {
 		return o, err
 	}
@@ -179,18 +195,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.shadowRounds < 1 || o.shadowUserRate < 0 {
 		return o, errors.New("--shadow-rounds must be at least 1 and --shadow-user-rate not negative")
 	}
-	// Only shadow entries: no other scenario to parse.
-	if strings.Trim(rest, ", \t") != "" || len(users) == 0 {
+	// Only shadow or lifecycle entries: no other scenario to parse.
+	if strings.Trim(rest, ", \t") != "" || (len(users) == 0 && !swap && !memory) {
 		if o.scenarios, err = parseScenarios(rest); err != nil {
 			return o, err
 		}
 	}
 	if !o.predLog {
-		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 {
+		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !swap && !memory {
 			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
 		}
 	}
-	if len(o.scenarios) == 0 && len(o.shadowUsers) == 0 {
+	if len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !swap && !memory {
 		return o, fmt.Errorf("no scenarios in %q with --shadow=false", *spec)
 	}
 	o.groveArgs = strings.Fields(*groveArgs)
@@ -279,7 +295,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 {
+	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 || o.swap || o.memory {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -485,7 +501,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	// 6. Report.
+	// 6. The lifecycle scenarios, each alone on the machine.
+	lenv := lifecycleEnv{bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp, groveArgs: o.groveArgs,
+		rows: rows, want: want, warmup: o.warmup, duration: o.duration, timeout: o.timeout, startTimeout: o.startTimeout, logf: logf,
+		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies}
+	if o.swap {
+		rep.Swap = runSwap(ctx, lenv)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Swap.Error != "" {
+			logf("FAILED: swap scenario: %s", rep.Swap.Error)
+		}
+	}
+	if o.memory {
+		rep.Memory = runMemory(ctx, lenv)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Memory.Error != "" {
+			logf("FAILED: memory scenario: %s", rep.Memory.Error)
+		}
+	}
+
+	// 7. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
 	if o.jsonPath != "" {
@@ -498,7 +539,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("FAILED: %d grove requests failed", n)
 		return 1
 	}
-	if rep.Shadow != nil && rep.Shadow.Error != "" {
+	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") {
 		return 1
 	}
 	return 0

@@ -26,6 +26,9 @@ type report struct {
 	PredLog *predLogReport `json:"prediction_log,omitempty"`
 	// Shadow is the shadow scenario (nil when it did not run).
 	Shadow *shadowReport `json:"shadow,omitempty"`
+	// Swap and Memory are the lifecycle scenarios (nil when not run).
+	Swap   *swapReport   `json:"swap,omitempty"`
+	Memory *memoryReport `json:"memory,omitempty"`
 	Notes  []string      `json:"notes,omitempty"`
 }
 
@@ -213,6 +216,8 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	r.PredLog.writeMarkdown(w)
 	r.Shadow.writeMarkdown(w)
+	r.Swap.writeMarkdown(w)
+	r.Memory.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs
