@@ -89,6 +89,7 @@ func (a *modelActor) runPending() {
 	a.flushQueued = false
 	a.flushGen++
 	a.pendingRows = 0
+	buf := a.pending // reused for the next collection
 	for len(a.pending) > 0 {
 		first := a.pending[0]
 		rows := batchRows(first.inputs)
@@ -97,8 +98,9 @@ func (a *modelActor) runPending() {
 			a.predict(first)
 			continue
 		}
-		batch := []*predict{first}
-		var rest []*predict
+		batch := append(a.batchBuf[:0], first)
+		// Keep the rest in place: rest[k] is written only after pending[k+1] was read.
+		rest := a.pending[:0]
 		for _, it := range a.pending[1:] {
 			r := batchRows(it.inputs)
 			if r > 0 && rows+r <= a.maxBatchRows && compatible(first.inputs, it.inputs) {
@@ -108,10 +110,13 @@ func (a *modelActor) runPending() {
 				rest = append(rest, it)
 			}
 		}
+		a.batchBuf = batch
 		a.pending = rest
 		a.runBatch(batch, rows)
 	}
-	a.pending = nil
+	clear(buf)
+	clear(a.batchBuf[:cap(a.batchBuf)])
+	a.pending = buf[:0]
 }
 
 // failPending answers the requests still waiting for a flush with err.

@@ -133,6 +133,7 @@ type modelActor struct {
 	// pending are user requests, pendingRows rows in all, waiting for the
 	// flush the actor sent itself; flushGen tells that flush from stale ones.
 	pending     []*predict
+	batchBuf    []*predict // reused for each batch
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
@@ -145,15 +146,19 @@ type modelActor struct {
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
 // local cache with load.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority) *actor.Props {
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, d actor.Dispatcher) *actor.Props {
 	first := true
+	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedPriority())}
+	if d != nil {
+		opts = append(opts, actor.WithDispatcher(d))
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low}
 		if first {
 			a.s, first = s, false
 		}
 		return a
-	}, actor.WithMailbox(actor.UnboundedPriority()))
+	}, opts...)
 }
 
 // Receive handles lifecycle and predict messages.

@@ -321,7 +321,7 @@ func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
 	shared := share(r.s, replicas)
 	c.busy = make([]atomic.Int64, replicas)
 	for i := range replicas {
-		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low), fmt.Sprintf("model-%d-%d", r.job, i))
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", r.job, i))
 		if err != nil {
 			for _, p := range c.pids {
 				ctx.Stop(p) // each closes its share of the servable

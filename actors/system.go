@@ -65,7 +65,8 @@ type System struct {
 	contracts      atomic.Pointer[contracts]
 	status         atomic.Pointer[Status]
 	state          *sharedState
-	low            *lowPriority // shadow forwards
+	low            *lowPriority      // shadow forwards
+	dispatcher     *workerDispatcher // runs the router's and models' mailboxes
 	stopState      context.CancelFunc
 	firstReconcile atomic.Bool
 	stopping       atomic.Bool
@@ -95,6 +96,7 @@ func Start(opts Options) (*System, error) {
 	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
 	s.low = newLowPriority(1, 4, opts.Logger)
+	s.dispatcher = newWorkerDispatcher(300, 30*time.Second)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
 	var stateCtx context.Context
 	stateCtx, s.stopState = context.WithCancel(context.Background())
@@ -112,7 +114,7 @@ func Start(opts Options) (*System, error) {
 	s.router, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics,
 			microBatchRows: opts.ShadowMicroBatchRows, sink: opts.Predictions}
-	}, actor.WithMailbox(actor.UnboundedPriority())), "router")
+	}, actor.WithMailbox(actor.UnboundedPriority()), actor.WithDispatcher(s.dispatcher)), "router")
 	if err != nil {
 		return nil, fmt.Errorf("spawning router: %w", err)
 	}

@@ -195,41 +195,35 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if n < m.minInputs || n > m.maxInputs {
 		return nil, fmt.Errorf("%w: %s", servables.ErrInvalidInput, m.arity(n))
 	}
-	var (
-		pin    runtime.Pinner
-		dtypes = make([]C.int32_t, n)
-		ndims  = make([]C.int32_t, n)
-		nbytes = make([]C.int64_t, n)
-		ptrs   = make([]unsafe.Pointer, n)
-		shapes []C.int64_t
-	)
+	a := forwardArgsPool.Get().(*forwardArgs)
+	defer forwardArgsPool.Put(a)
+	a.reset(n)
+	var pin runtime.Pinner
 	defer pin.Unpin()
 	for i, t := range inputs {
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: input %d (%s): %w", servables.ErrInvalidInput, i, t.Name, err)
 		}
-		dtypes[i] = C.int32_t(t.DType)
-		ndims[i] = C.int32_t(len(t.Shape))
-		nbytes[i] = C.int64_t(len(t.Data))
+		a.dtypes[i] = C.int32_t(t.DType)
+		a.ndims[i] = C.int32_t(len(t.Shape))
+		a.nbytes[i] = C.int64_t(len(t.Data))
 		for _, d := range t.Shape {
-			shapes = append(shapes, C.int64_t(d))
+			a.shapes = append(a.shapes, C.int64_t(d))
 		}
 		p := unsafe.Pointer(unsafe.SliceData(t.Data))
 		pin.Pin(p)
-		ptrs[i] = p
+		a.ptrs[i] = p
 	}
+	defer clear(a.ptrs) // the pooled args must not keep the inputs alive
 
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.h == nil {
 		return nil, fmt.Errorf("torchscript: model %s is closed", m.file)
 	}
-	var (
-		res  *C.grove_result
-		cerr *C.char
-	)
-	status := C.grove_forward(m.h, C.int32_t(n), first(dtypes), first(ndims), first(shapes),
-		(*unsafe.Pointer)(first(ptrs)), first(nbytes), C.int32_t(m.threads), &res, &cerr)
+	status := C.grove_forward(m.h, C.int32_t(n), first(a.dtypes), first(a.ndims), first(a.shapes),
+		(*unsafe.Pointer)(first(a.ptrs)), first(a.nbytes), C.int32_t(m.threads), &a.res, &a.cerr)
+	res, cerr := a.res, a.cerr
 	switch status {
 	case C.GROVE_OK:
 	case C.GROVE_ERR_INPUT:
@@ -241,6 +235,31 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	}
 	defer C.grove_result_free(res)
 	return copyOutputs(res)
+}
+
+// forwardArgs are the arrays one forward call hands the shim, pooled so
+// that a call does not allocate them (they escape to the heap through cgo).
+type forwardArgs struct {
+	dtypes, ndims []C.int32_t
+	nbytes        []C.int64_t
+	ptrs          []unsafe.Pointer
+	shapes        []C.int64_t
+	res           *C.grove_result
+	cerr          *C.char
+}
+
+// forwardArgsPool holds *forwardArgs.
+var forwardArgsPool = sync.Pool{New: func() any { return new(forwardArgs) }}
+
+// reset sizes a for n inputs.
+func (a *forwardArgs) reset(n int) {
+	if cap(a.dtypes) < n {
+		a.dtypes, a.ndims = make([]C.int32_t, n), make([]C.int32_t, n)
+		a.nbytes, a.ptrs = make([]C.int64_t, n), make([]unsafe.Pointer, n)
+	}
+	a.dtypes, a.ndims, a.nbytes, a.ptrs = a.dtypes[:n], a.ndims[:n], a.nbytes[:n], a.ptrs[:n]
+	a.shapes = a.shapes[:0]
+	a.res, a.cerr = nil, nil
 }
 
 // copyOutputs copies the shim's output tensors into Go-allocated tensors.
