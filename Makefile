@@ -58,7 +58,7 @@ fuzz: deps
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/...
 	$(GO) run ./it/cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch).
