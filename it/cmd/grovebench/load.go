@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,8 @@ import (
 type loadSpec struct {
 	url  string
 	body []byte
+	// contentType is the body's Content-Type (default application/json).
+	contentType string
 	// okMarker must appear in a 200 response body, errMarker (if set) must
 	// not; otherwise the request counts as an error.
 	okMarker, errMarker []byte
@@ -69,26 +70,22 @@ type worker struct {
 	sent     int
 	errors   int
 	firstErr string
-	buf      bytes.Buffer
+	http     *rawClient                  // the client's connection, unless spec.newCall is set
 	call     func(context.Context) error // from spec.newCall, if set
 }
 
 // runLoad drives spec.url with spec.conc goroutines, each sending requests
-// back to back over its own keep-alive connection, for spec.warmup (not
+// back to back over its own keep-alive connection (a rawClient, or the
+// connection of spec.newCall), for spec.warmup (not
 // counted) plus spec.duration (measured). No request starts after the
 // window ends; requests in flight then are waited for, bounded by
 // spec.timeout, so the run always ends by warmup+duration+timeout. When ctx
 // ends, in-flight requests are cancelled and the partial result returned.
 func runLoad(ctx context.Context, spec loadSpec) loadResult {
-	tr := &http.Transport{
-		MaxIdleConns:        spec.conc,
-		MaxIdleConnsPerHost: spec.conc,
-		DisableCompression:  true,
-		IdleConnTimeout:     time.Minute,
+	contentType := spec.contentType
+	if contentType == "" {
+		contentType = "application/json"
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: spec.timeout}
-
 	start := time.Now()
 	winStart := start.Add(spec.warmup)
 	winEnd := winStart.Add(spec.duration)
@@ -118,6 +115,15 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 					defer cancel()
 					return call(ctx)
 				}
+			} else {
+				c, err := newRawClient(spec.url, spec.body, contentType, spec.timeout)
+				if err != nil {
+					w.errors++
+					w.firstErr = err.Error()
+					return
+				}
+				defer c.close()
+				w.http = c
 			}
 			next := start.Add(interval * time.Duration(i) / time.Duration(spec.conc))
 			for ctx.Err() == nil {
@@ -131,7 +137,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				if !t0.Before(winEnd) || (spec.requests > 0 && started.Add(1) > spec.requests) {
 					return
 				}
-				err := w.do(ctx, client, spec)
+				err := w.do(ctx, spec)
 				t1 := time.Now()
 				if err != nil {
 					if ctx.Err() != nil {
@@ -173,28 +179,16 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 }
 
 // do sends one request and checks the answer.
-func (w *worker) do(ctx context.Context, client *http.Client, spec loadSpec) error {
+func (w *worker) do(ctx context.Context, spec loadSpec) error {
 	if w.call != nil {
 		return w.call(ctx)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, spec.url, bytes.NewReader(spec.body))
+	status, body, err := w.http.do(ctx)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	w.buf.Reset()
-	_, err = w.buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return fmt.Errorf("reading the response: %w", err)
-	}
-	body := w.buf.Bytes()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, clip(body, 200))
+	if status != 200 {
+		return fmt.Errorf("HTTP %d: %s", status, clip(body, 200))
 	}
 	if !bytes.Contains(body, spec.okMarker) || (len(spec.errMarker) > 0 && bytes.Contains(body, spec.errMarker)) {
 		return fmt.Errorf("error in the response body: %s", clip(body, 200))

@@ -401,7 +401,7 @@ func (e *shadowEnv) runShape(ctx context.Context, pid int, base, userURL string,
 		batch: u.Batch, conc: u.Conc, warmup: e.warmup, duration: e.duration, timeout: e.timeout, rate: e.userRate}
 	loads := map[phaseKind]loadSpec{}
 	for k, url := range loadURLs {
-		loads[k] = loadSpec{url: url, body: graphpipeBody(repeat(e.rows[0], e.load.Batch)),
+		loads[k] = loadSpec{url: url, body: graphpipeBody(repeat(e.rows[0], e.load.Batch)), contentType: "application/octet-stream",
 			batch: e.load.Batch, conc: e.load.Conc, timeout: e.timeout}
 	}
 
