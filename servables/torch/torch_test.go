@@ -490,6 +490,20 @@ func BenchmarkForwardPCTR(b *testing.B) {
 	}
 }
 
+// BenchmarkForwardRankDeep times the dynamic-batching benchmark model of
+// examples/bench (a deep MLP whose forward is dominated by per-call work):
+// one batch-64 forward costs a few batch-1 forwards, not 64.
+func BenchmarkForwardRankDeep(b *testing.B) {
+	m := load(b, filepath.Join("..", "..", "examples", "bench", "rank_deep", "model.pt"), servables.LoadOptions{IntraOpThreads: 1})
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			x := tensor(b, servables.Float32, []int64{int64(batch), 64},
+				float32s(batch*64, func(i int) float64 { return math.Sin(float64(i)) })...)
+			benchmarkPredict(b, m, []servables.Tensor{x})
+		})
+	}
+}
+
 // BenchmarkIntraOpThreads shows what IntraOpThreads does to one large
 // elementwise forward call.
 func BenchmarkIntraOpThreads(b *testing.B) {

@@ -11,8 +11,12 @@ import (
 )
 
 // forwardBench is the Go benchmark that times the pctr model's forward pass
-// in process, with sub-benchmarks for batch 1 and batch 64.
-const forwardBench = "BenchmarkForwardPCTR"
+// in process, with sub-benchmarks for batch 1 and batch 64; deepForwardBench
+// the same for the deep ranking model (deepPath).
+const (
+	forwardBench     = "BenchmarkForwardPCTR"
+	deepForwardBench = "BenchmarkForwardRankDeep"
+)
 
 // forwardResult is the in-process forward time of the benchmark model.
 type forwardResult struct {
@@ -24,24 +28,31 @@ type forwardResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-// runForward runs BenchmarkForwardPCTR of ./servables/torch and parses it.
-func runForward(ctx context.Context, goBin, root, benchtime string, timeout time.Duration) forwardResult {
+// runForward runs BenchmarkForwardPCTR and BenchmarkForwardRankDeep of
+// ./servables/torch and parses them.
+func runForward(ctx context.Context, goBin, root, benchtime string, timeout time.Duration) (pctr, deep forwardResult) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := runGo(ctx, goBin, root, "test", "-run", "^$", "-bench", "^"+forwardBench+"$",
+	out, err := runGo(ctx, goBin, root, "test", "-run", "^$", "-bench", "^("+forwardBench+"|"+deepForwardBench+")$",
 		"-benchtime", benchtime, "-timeout", timeout.String(), "./servables/torch/")
-	res := parseForward(string(out))
+	return checkForward(ctx, forwardBench, string(out), err), checkForward(ctx, deepForwardBench, string(out), err)
+}
+
+// checkForward parses bench's results out of go test's output and notes
+// what is missing.
+func checkForward(ctx context.Context, bench, out string, err error) forwardResult {
+	res := parseForwardOf(out, bench)
 	var problems []string
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%v (%v)", err, ctx.Err())
 		}
-		problems = append(problems, fmt.Sprintf("go test failed: %v: %s", err, oneLine(tailLines(string(out), 6))))
+		problems = append(problems, fmt.Sprintf("go test failed: %v: %s", err, oneLine(tailLines(out, 6))))
 	}
 	for _, b := range []int{1, 64} {
 		if _, ok := res.NsPerOp[b]; !ok && err == nil {
 			problems = append(problems, fmt.Sprintf("no %s result for batch %d in the go test output: %s",
-				forwardBench, b, oneLine(tailLines(string(out), 6))))
+				bench, b, oneLine(tailLines(out, 6))))
 		}
 	}
 	res.Error = strings.Join(problems, "; ")
@@ -60,12 +71,15 @@ var (
 // the number 64 is batch 64, else one holding 1 is batch 1; other
 // sub-benchmarks are ignored. When a batch appears more than once (-count)
 // the median is kept.
-func parseForward(out string) forwardResult {
+func parseForward(out string) forwardResult { return parseForwardOf(out, forwardBench) }
+
+// parseForwardOf is parseForward for the benchmark named bench.
+func parseForwardOf(out, bench string) forwardResult {
 	var res forwardResult
 	seen := map[int][]float64{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], forwardBench+"/") {
+		if len(f) < 4 || !strings.HasPrefix(f[0], bench+"/") {
 			continue
 		}
 		ns := -1.0
@@ -81,7 +95,7 @@ func parseForward(out string) forwardResult {
 			continue
 		}
 		res.Lines = append(res.Lines, strings.Join(f, " "))
-		name := strings.TrimPrefix(f[0], forwardBench+"/")
+		name := strings.TrimPrefix(f[0], bench+"/")
 		// Strip the -GOMAXPROCS suffix, unless that leaves no number: with
 		// GOMAXPROCS=1 there is no suffix and "batch-64" must stay whole.
 		if s := procsSuffixRE.ReplaceAllString(name, ""); digitsRE.MatchString(s) {

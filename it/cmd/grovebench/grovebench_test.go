@@ -41,12 +41,13 @@ func TestParseScenarios(t *testing.T) {
 	}
 	// The default: the gRPC and grove+log rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
-	want = []scenario{
-		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverBaseline, 1, 1},
+	want = []scenario{ // the floor and deep rows come after grove's variants
+		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
-		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverBaseline, 1, 32},
+		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32},
+		{serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverBaseline, 1, 32},
 		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
-		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64},
+		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64}, {serverGroveDeep, 1, 64}, {serverGroveDeepNoBatch, 1, 64},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("default spec %q: got %v, %v; want %v", defaultSpec(), got, err, want)
@@ -77,7 +78,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+2 || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+4+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)
@@ -215,22 +216,48 @@ func TestLoadExpected(t *testing.T) {
 	}
 }
 
-// TestRunLoad drives a fake server and checks the counting, the error
-// detection and that every client keeps one connection alive.
-func TestBatchingRatio(t *testing.T) {
+func TestBatchingRatioPerModel(t *testing.T) {
 	r := &report{Results: []result{
 		{scenario: scenario{serverGrove, 1, 64}, loadResult: loadResult{ReqPerSec: 9000}},
 		{scenario: scenario{serverGroveNoBatch, 1, 64}, loadResult: loadResult{ReqPerSec: 3000}},
 		{scenario: scenario{serverGroveNoBatch, 1, 32}, loadResult: loadResult{ReqPerSec: 1}},
+		{scenario: scenario{serverGroveDeep, 1, 64}, loadResult: loadResult{ReqPerSec: 2000}},
+		{scenario: scenario{serverGroveDeepNoBatch, 1, 64}, loadResult: loadResult{ReqPerSec: 1000}},
 	}}
 	r.finish()
-	if r.Batching != 3 {
-		t.Errorf("batching ratio %v, want 3", r.Batching)
+	if r.Batching != 3 || r.BatchingDeep != 2 {
+		t.Errorf("batching ratios %v and %v, want 3 and 2", r.Batching, r.BatchingDeep)
 	}
 	var out strings.Builder
 	r.writeMarkdown(&out)
-	if !strings.Contains(out.String(), "- Dynamic batching at b1c64: grove 3.00x the req/s of grove-nobatch (--max-batch-rows 1) (target ≥ 3x): met") {
-		t.Errorf("markdown lacks the batching line:\n%s", out.String())
+	for _, want := range []string{
+		"- Dynamic batching at b1c64 on pctr_v1/: grove 3.00x the req/s of grove-nobatch (--max-batch-rows 1) (target ≥ 3x): met",
+		"- Dynamic batching at b1c64 on rank_deep/: grove 2.00x the req/s of grove-nobatch (--max-batch-rows 1) (target ≥ 3x): MISSED",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestOverheadLinesJudgeTargetsAndSubtractTheFloor(t *testing.T) {
+	us := time.Microsecond
+	r := &report{Forward: forwardResult{NsPerOp: map[int]float64{1: 20000}}, Results: []result{
+		{scenario: scenario{serverGrove, 1, 1}, loadResult: loadResult{P50: 160 * us}},
+		{scenario: scenario{serverGroveGRPC, 1, 1}, loadResult: loadResult{P50: 110 * us}},
+		{scenario: scenario{serverFloor, 1, 1}, loadResult: loadResult{P50: 100 * us}},
+	}}
+	r.finish()
+	var out strings.Builder
+	r.writeMarkdown(&out)
+	for _, want := range []string{
+		"(grove p50 minus forward): 160 µs - 20.0 µs = 140 µs (target ≤ 150 µs): met; above the transport floor (floor p50): 140 µs - 100 µs = 40.0 µs",
+		"(grove-grpc p50 minus forward): 110 µs - 20.0 µs = 90.0 µs (target ≤ 100 µs): met\n",
+		"- Transport floor at batch 1, conc 1 (floor: ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
@@ -359,5 +386,40 @@ func TestReport(t *testing.T) {
 	}
 	if rep.groveErrors() != 3 {
 		t.Errorf("groveErrors = %d", rep.groveErrors())
+	}
+}
+
+func TestFloorServerAnswersHTTPAndGRPCLikeGrove(t *testing.T) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go serveFloor(httpAddr + "," + grpcAddr)
+	h := groveEndpointFor(serverFloor, "http://"+httpAddr)
+	g := &grpcTarget{addr: grpcAddr, input: "input", width: 64}
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		spec := loadSpec{url: h.url, body: h.body(make([]float64, 64), 1), okMarker: h.okMarker, errMarker: h.errMarker,
+			batch: 1, conc: 2, duration: 200 * time.Millisecond, timeout: time.Second, requests: 20}
+		r := runLoad(ctx, spec)
+		if r.Errors == 0 && r.Sent == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("floor HTTP: %d errors of %d; first: %s", r.Errors, r.Sent, r.FirstError)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	spec := loadSpec{newCall: g.caller(make([]float64, 64), 8), batch: 8, conc: 2, duration: 200 * time.Millisecond, timeout: time.Second, requests: 20}
+	if r := runLoad(ctx, spec); r.Errors != 0 || r.Sent != 20 {
+		t.Fatalf("floor gRPC: %d errors of %d; first: %s", r.Errors, r.Sent, r.FirstError)
+	}
+	if err := serveFloor("no-comma"); err == nil || !strings.Contains(err.Error(), floorEnv) {
+		t.Errorf("serveFloor(no-comma) = %v, want an error naming %s", err, floorEnv)
 	}
 }

@@ -9,7 +9,14 @@
 // client on its own connection; "grove-onnx" rows send the same requests to
 // the ONNX Runtime copy of the model (pctr_onnx/) on plain grove; and
 // "grove-nobatch" is another grove with --max-batch-rows 1, compared with
-// plain grove at b1c64 for what dynamic batching gains. Last, the shadow scenario (see
+// plain grove at b1c64 for what dynamic batching gains, on pctr and
+// ("grove-deep", "grove-deep-nobatch") on examples/bench/rank_deep, a model
+// whose forward costs more than the request carrying it. "floor" and
+// "floor-grpc" are the transport floor (floor.go): grovebench's own child
+// answering with a fixed answer and no model over net/http and grpc-go, what
+// loopback, the stack and the load generator cost before grove does any
+// work. HTTP load comes from a raw keep-alive HTTP/1.1 client
+// (rawhttp.go), the same for every server. Last, the shadow scenario (see
 // shadow.go) measures the requirement "under a saturating shadow load,
 // user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
 // whose contracts put a user stream and shadow copies on the same model
@@ -124,6 +131,10 @@ type options struct {
 }
 
 func main() {
+	if spec := os.Getenv(floorEnv); spec != "" { // grovebench's own floor server child
+		fmt.Fprintln(os.Stderr, "grovebench floor server:", serveFloor(spec))
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -278,7 +289,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	rep := &report{Start: time.Now(), Duration: o.duration.String(), Warmup: o.warmup.String(), Host: hostInfo()}
 	bucket := filepath.Join(tmp, "bucket")
-	if err := writeBucket(filepath.Join(o.root, "examples", "bucket"), bucket); err != nil {
+	if err := writeBucket(filepath.Join(o.root, "examples"), bucket); err != nil {
 		logf("writing the bucket: %v", err)
 		return 1
 	}
@@ -287,8 +298,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == server })
 	}
 	for _, s := range o.scenarios {
-		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC || s.Server == serverGroveONNX
-		wantNoBatch = wantNoBatch || s.Server == serverGroveNoBatch
+		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC || s.Server == serverGroveONNX || s.Server == serverGroveDeep
+		wantNoBatch = wantNoBatch || s.Server == serverGroveNoBatch || s.Server == serverGroveDeepNoBatch
 		wantGroveLog = wantGroveLog || s.Server == serverGroveLog
 		wantBaseline = wantBaseline || s.Server == serverBaseline
 	}
@@ -306,12 +317,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// 2. In-process forward time, before any server runs.
 	if o.forward {
 		logf("running BenchmarkForwardPCTR (-benchtime %s) in ./servables/torch", o.forwardBenchtime)
-		rep.Forward = runForward(ctx, o.goBin, o.root, o.forwardBenchtime, o.forwardTimeout)
+		rep.Forward, rep.ForwardDeep = runForward(ctx, o.goBin, o.root, o.forwardBenchtime, o.forwardTimeout)
 		if rep.Forward.Error != "" {
 			logf("forward benchmark: %s", rep.Forward.Error)
 		}
 	} else {
 		rep.Forward.Error = "skipped (--forward=false)"
+		rep.ForwardDeep.Error = rep.Forward.Error
 	}
 	if ctx.Err() != nil {
 		logf("interrupted")
@@ -346,6 +358,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			targets[serverGroveONNX] = oep
 		}
+		if wants(serverGroveDeep) {
+			dep, err := deepEndpoint(ctx, serverGroveDeep, ep.baseURL, o.root, o.timeout)
+			if err != nil {
+				logf("FAILED: grove on %s: %v", deepPath, err)
+				return 1
+			}
+			targets[serverGroveDeep] = dep
+		}
 		if wants(serverGroveGRPC) {
 			gt, err := newGRPCTarget(ctx, ep.grpcAddr, rows, want, o.timeout)
 			if err != nil {
@@ -373,6 +393,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ep.api = "POST /v1/inference (--max-batch-rows 1)"
 		targets[serverGroveNoBatch] = ep
+		if wants(serverGroveDeepNoBatch) {
+			dep, err := deepEndpoint(ctx, serverGroveDeepNoBatch, ep.baseURL, o.root, o.timeout)
+			if err != nil {
+				logf("FAILED: grove-nobatch on %s: %v", deepPath, err)
+				return 1
+			}
+			dep.api += " (--max-batch-rows 1)"
+			targets[serverGroveDeepNoBatch] = dep
+		}
 	}
 	// predLogSent counts the inference requests sent to grove+log, each of
 	// which should become one prediction log event.
@@ -423,6 +452,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			} else {
 				targets[serverBaseline] = ep
 			}
+		}
+	}
+	if wants(serverFloor) || wants(serverFloorGRPC) {
+		f, hep, gep, err := startFloor(ctx, filepath.Join(tmp, "floor.log"), len(rows[0]), o.startTimeout)
+		if f != nil {
+			children = append(children, f)
+		}
+		if err != nil {
+			rep.note("transport floor skipped: %v", err)
+			logf("transport floor skipped: %v", err)
+		} else {
+			logf("transport floor ready at %s and %s", hep.baseURL, gep.url)
+			targets[serverFloor], targets[serverFloorGRPC] = hep, gep
 		}
 	}
 	if ctx.Err() != nil {
@@ -563,21 +605,23 @@ func findRoot(ctx context.Context, goBin string) (string, error) {
 }
 
 // writeBucket writes a bucket dir that holds pctr_v1/model.pt and
-// pctr_onnx/model.onnx (the same weights) copied from the example bucket and
-// a model config listing those two models.
+// pctr_onnx/model.onnx (the same weights) copied from the example bucket,
+// rank_deep/model.pt from examples/bench, and a model config listing
+// those three models.
 func writeBucket(examples, dir string) error {
-	for _, f := range []string{modelPath + "model.pt", onnxPath + "model.onnx"} {
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+	for _, f := range []string{"bucket/" + modelPath + "model.pt", "bucket/" + onnxPath + "model.onnx", "bench/" + deepPath + "model.pt"} {
+		_, name, _ := strings.Cut(f, "/")
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
 			return err
 		}
 		model, err := os.ReadFile(filepath.Join(examples, f))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, f), model, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), model, 0o644); err != nil {
 			return err
 		}
 	}
-	config := `{"model_metadata":[{"model_path":"` + modelPath + `"},{"model_path":"` + onnxPath + `"}]}` + "\n"
+	config := `{"model_metadata":[{"model_path":"` + modelPath + `"},{"model_path":"` + onnxPath + `"},{"model_path":"` + deepPath + `"}]}` + "\n"
 	return os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(config), 0o644)
 }

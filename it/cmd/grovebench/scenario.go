@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,25 +22,38 @@ import (
 // serverGroveNoBatch a third one with dynamic batching off
 // (--max-batch-rows 1); serverGroveGRPC is the plain grove instance over OIP
 // gRPC and serverGroveONNX the plain instance's ONNX copy of the model
-// (pctr_onnx/, the same weights), over POST /v1/inference.
+// (pctr_onnx/, the same weights), over POST /v1/inference. serverFloor and
+// serverFloorGRPC are the transport floor (floor.go): no model, a fixed
+// answer, over HTTP and gRPC. serverGroveDeep and serverGroveDeepNoBatch
+// are grove and grove-nobatch serving the deep ranking model (deepPath),
+// whose forward, unlike pctr's, costs more than the request carrying it.
 const (
-	serverGrove        = "grove"
-	serverGroveGRPC    = "grove-grpc"
-	serverGroveONNX    = "grove-onnx"
-	serverGroveNoBatch = "grove-nobatch"
-	serverGroveLog     = "grove+log"
-	serverBaseline     = "baseline"
+	serverGrove            = "grove"
+	serverGroveGRPC        = "grove-grpc"
+	serverGroveONNX        = "grove-onnx"
+	serverGroveNoBatch     = "grove-nobatch"
+	serverGroveLog         = "grove+log"
+	serverGroveDeep        = "grove-deep"
+	serverGroveDeepNoBatch = "grove-deep-nobatch"
+	serverFloor            = "floor"
+	serverFloorGRPC        = "floor-grpc"
+	serverBaseline         = "baseline"
 )
 
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
-var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveLog, serverBaseline}
+var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
+	serverGroveLog, serverFloor, serverFloorGRPC, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
 
 // onnxPath is the ONNX copy of the benchmark model in the bucket.
 const onnxPath = "pctr_onnx/"
+
+// deepPath is the dynamic-batching benchmark model (examples/bench) in the
+// bucket: ~0.35 ms per forward at batch 1, ~1.7 ms at batch 64.
+const deepPath = "rank_deep/"
 
 // serverLabel is a server's name in the table.
 func serverLabel(server string) string {
@@ -57,6 +71,7 @@ var (
 	predLogShapes = []string{"b1c32"}
 	grpcShapes    = []string{"b1c1", "b1c32", "b64c8"}
 	onnxShapes    = []string{"b1c1", "b1c32", "b64c8"}
+	floorShapes   = []string{"b1c1", "b1c32"}
 	// batchingShape is where batching on and off are compared (target: 3x).
 	batchingShape = "b1c64"
 )
@@ -70,8 +85,10 @@ func defaultShapesOf(server string) []string {
 		return grpcShapes
 	case serverGroveONNX:
 		return onnxShapes
-	case serverGroveNoBatch:
+	case serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch:
 		return []string{batchingShape}
+	case serverFloor, serverFloorGRPC:
+		return floorShapes
 	}
 	return defaultShapes
 }
@@ -86,8 +103,12 @@ func defaultSpec() string {
 		spec += "," + serverGroveONNX + "/" + s
 	}
 	spec += "," + serverGrove + "/" + batchingShape + "," + serverGroveNoBatch + "/" + batchingShape
+	spec += "," + serverGroveDeep + "/" + batchingShape + "," + serverGroveDeepNoBatch + "/" + batchingShape
 	for _, s := range predLogShapes {
 		spec += "," + serverGroveLog + "/" + s
+	}
+	for _, s := range floorShapes {
+		spec += "," + serverFloor + "/" + s + "," + serverFloorGRPC + "/" + s
 	}
 	return spec
 }
@@ -151,7 +172,7 @@ func parseScenarios(spec string) ([]scenario, error) {
 			server = ""
 		}
 		if server != "" && !knownServer(server) {
-			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want grove, grove-grpc, grove+log or baseline)", e, server)
+			return nil, fmt.Errorf("bad scenario %q: unknown server %q (want one of %s)", e, server, strings.Join(serverOrder, ", "))
 		}
 		if s == "" {
 			for _, d := range defaultShapesOf(server) {
@@ -383,6 +404,23 @@ func loadExpectedModel(path, name string) (rows [][]float64, want []float64, err
 		return nil, nil, fmt.Errorf("%s: %d outputs for %d rows", path, len(m.Outputs[0].Data), len(rows))
 	}
 	return rows, m.Outputs[0].Data, nil
+}
+
+// deepEndpoint is the endpoint of deepPath on the grove instance at
+// baseURL, named server, checked against examples/bench/expected.json.
+func deepEndpoint(ctx context.Context, server, baseURL, root string, timeout time.Duration) (*endpoint, error) {
+	rows, want, err := loadExpectedModel(filepath.Join(root, "examples", "bench", "expected.json"), strings.TrimSuffix(deepPath, "/"))
+	if err != nil {
+		return nil, err
+	}
+	ep := groveEndpointFor(server, baseURL)
+	ep.api = "POST /v1/inference (" + deepPath + ")"
+	ep.body = func(row []float64, batch int) []byte { return groveBodyFor(deepPath, repeat(row, batch)) }
+	ep.rowsBody = func(rows [][]float64) []byte { return groveBodyFor(deepPath, rows) }
+	if err := checkAnswer(ctx, ep, rows, want, timeout); err != nil {
+		return nil, fmt.Errorf("check request: %w", err)
+	}
+	return ep, nil
 }
 
 // checkAnswer sends all expected.json rows in one request and compares the
