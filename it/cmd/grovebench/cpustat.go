@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -33,6 +34,19 @@ func readCPU(pid int) cpuReading {
 	}
 	r.grove, r.self, r.busy, r.total, r.ok = g, s, b, t, true
 	return r
+}
+
+// measureCPU reads the CPU use of process pid and of grovebench over the
+// window of length d that starts at from (zero if pid is 0 or ctx ends).
+func measureCPU(ctx context.Context, pid int, from time.Time, d time.Duration) cpuUse {
+	if pid == 0 || !sleepUntil(ctx, from) {
+		return cpuUse{}
+	}
+	a := readCPU(pid)
+	if !sleepUntil(ctx, from.Add(d)) {
+		return cpuUse{}
+	}
+	return cpuBetween(a, readCPU(pid))
 }
 
 // cpuUse is what a cpuReading pair says about the time between them.

@@ -110,10 +110,11 @@ func startFloor(ctx context.Context, logPath string, width int, timeout time.Dur
 	}
 	h := groveEndpointFor(serverFloor, "http://"+httpAddr)
 	h.api = "POST (fixed answer, no model)"
+	h.pid = c.cmd.Process.Pid
 	if err := waitReady(ctx, c, h.url, timeout, func(code int) bool { return code == http.StatusOK }); err != nil {
 		return c, nil, nil, err
 	}
 	g := &endpoint{server: serverFloorGRPC, api: "gRPC ModelInfer (fixed answer, no model)", url: "grpc://" + grpcAddr,
-		grpc: &grpcTarget{addr: grpcAddr, input: "input", width: width}}
+		grpc: &grpcTarget{addr: grpcAddr, input: "input", width: width}, pid: h.pid}
 	return c, h, g, nil
 }

@@ -348,6 +348,7 @@ func TestReport(t *testing.T) {
 	g, b := groveEndpoint("http://g"), baselineEndpoint("http://b")
 	rep.add(scenario{serverGrove, 1, 1}, g, loadResult{ReqPerSec: 2000, RowsPerSec: 2000, P50: 400 * time.Microsecond, P99: time.Millisecond, Latencies: make([]time.Duration, 1)})
 	rep.add(scenario{serverBaseline, 1, 1}, b, loadResult{ReqPerSec: 500, RowsPerSec: 500, P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Latencies: make([]time.Duration, 1)})
+	rep.Results[len(rep.Results)-1].CPU = cpuUse{Grove: 1.25, Bench: 0.5}
 	rep.add(scenario{serverGrove, 64, 8}, g, loadResult{Errors: 2, FirstError: "HTTP 503"})
 	gl := groveEndpointFor(serverGroveLog, "http://gl")
 	rep.add(scenario{serverGroveLog, 4, 4}, gl, loadResult{ReqPerSec: 100, RowsPerSec: 400})
@@ -361,13 +362,13 @@ func TestReport(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"| grove | POST /v1/inference | 1 | 1 | 2000 | 2000 | 400 µs | 1.00 ms | 0 | 4.00x |",
-		"| baseline | POST /predict | 1 | 1 | 500 | 500 | 2.00 ms | 5.00 ms | 0 | 1.00x |",
+		"| baseline | POST /predict | 1 | 1 | 500 | 500 | 2.00 ms | 5.00 ms | 0 | 1.00x | 1.25 | 0.50 |",
 		"| grove | POST /v1/inference | 64 | 8 | 0.00 | 0.00 | n/a | n/a | 2 | n/a |",
 		"batch 1: 40.0 µs (25000 rows/s); batch 64: 125 µs (512000 rows/s)",
 		"(grove p50 minus forward): 400 µs - 40.0 µs = 360 µs",
 		"2 failed requests; first: HTTP 503",
-		"| grove | POST /v1/inference | 1 | 32 | 4000 | 4000 | 8.00 ms | 9.00 ms | 0 | n/a |\n" +
-			"| grove+log FULL | POST /v1/inference | 1 | 32 | 3600 | 3600 | 9.00 ms | 10.0 ms | 1 | n/a |\n",
+		"| grove | POST /v1/inference | 1 | 32 | 4000 | 4000 | 8.00 ms | 9.00 ms | 0 | n/a | n/a | n/a |\n" +
+			"| grove+log FULL | POST /v1/inference | 1 | 32 | 3600 | 3600 | 9.00 ms | 10.0 ms | 1 | n/a | n/a | n/a |\n",
 		"- Prediction log of grove+log FULL (--kafka-embedded --kafka-embedded-addr 127.0.0.1:9 --prediction-log-level FULL; " +
 			"proto encoding, topic grove.predictions): delivered 24001, dropped 0, failed 0, buffered 0, for 24001 inference requests sent",
 		"buffer empty 12.0 ms after the last request",

@@ -349,6 +349,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		targets[serverGrove] = ep
 		if wants(serverGroveONNX) {
 			oep := groveEndpointFor(serverGroveONNX, ep.baseURL)
+			oep.pid = ep.pid
 			oep.api = "POST /v1/inference (ONNX Runtime)"
 			oep.body = func(row []float64, batch int) []byte { return groveBodyFor(onnxPath, repeat(row, batch)) }
 			oep.rowsBody = func(rows [][]float64) []byte { return groveBodyFor(onnxPath, rows) }
@@ -364,6 +365,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				logf("FAILED: grove on %s: %v", deepPath, err)
 				return 1
 			}
+			dep.pid = ep.pid
 			targets[serverGroveDeep] = dep
 		}
 		if wants(serverGroveGRPC) {
@@ -373,7 +375,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			targets[serverGroveGRPC] = &endpoint{server: serverGroveGRPC, api: "gRPC ModelInfer (OIP, raw_input_contents)",
-				baseURL: ep.baseURL, url: "grpc://" + ep.grpcAddr, grpc: gt}
+				baseURL: ep.baseURL, url: "grpc://" + ep.grpcAddr, grpc: gt, pid: ep.pid}
 		}
 	}
 	if wantNoBatch {
@@ -400,6 +402,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			dep.api += " (--max-batch-rows 1)"
+			dep.pid = ep.pid
 			targets[serverGroveDeepNoBatch] = dep
 		}
 	}
@@ -494,13 +497,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		} else {
 			spec.body = ep.body(rows[0], s.Batch)
 		}
+		cpuc := make(chan cpuUse, 1)
+		go func() { cpuc <- measureCPU(ctx, ep.pid, time.Now().Add(o.warmup), o.duration) }()
 		res := runLoad(ctx, spec)
+		cpu := <-cpuc
 		if ctx.Err() != nil {
 			logf("interrupted")
 			return 1
 		}
-		logf("  %.0f req/s, p50 %s, p99 %s, %d errors", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors)
+		logf("  %.0f req/s, p50 %s, p99 %s, %d errors; CPU server %.2f, grovebench %.2f", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors, cpu.Grove, cpu.Bench)
 		rep.add(s, ep, res)
+		rep.Results[len(rep.Results)-1].CPU = cpu
 		if s.Server == serverGroveLog {
 			predLogSent += res.Sent
 			st, waited, err := waitDrained(ctx, ep.baseURL, predLogSent)

@@ -169,7 +169,7 @@ func startGrove(ctx context.Context, name, bin, bucket, cacheDir, logPath string
 		return nil, nil, err
 	}
 	ep := groveEndpointFor(name, "http://"+addr)
-	ep.grpcAddr = grpcAddr
+	ep.grpcAddr, ep.pid = grpcAddr, c.cmd.Process.Pid
 	err = waitReady(ctx, c, ep.baseURL+"/readyz", timeout, func(code int) bool { return code == http.StatusOK })
 	return c, ep, err
 }
@@ -209,6 +209,7 @@ func startBaseline(ctx context.Context, python, dir, model, logPath string, time
 		return nil, nil, err
 	}
 	ep := baselineEndpoint("http://" + addr)
+	ep.pid = c.cmd.Process.Pid
 	// Any HTTP answer (GET / is a 404) means uvicorn is up with the model loaded.
 	err = waitReady(ctx, c, ep.baseURL+"/", timeout, func(int) bool { return true })
 	return c, ep, err

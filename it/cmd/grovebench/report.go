@@ -69,6 +69,9 @@ type result struct {
 	// VsBaseline is this row's req/s over the baseline's at the same batch
 	// and concurrency (0 when there is no baseline row).
 	VsBaseline float64 `json:"vs_baseline_req_per_sec,omitempty"`
+	// CPU is what the server's process and grovebench (the load
+	// generator) used during the measured window; zero when unknown.
+	CPU cpuUse `json:"cpu"`
 }
 
 // overheadLine is a server's p50 at batch 1, concurrency 1 minus the in-process forward time.
@@ -205,8 +208,8 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "grovebench %s: closed loop, %s measured after %s warm-up per scenario; %d CPUs%s; load generator on the same machine (GOMAXPROCS %d)\n\n",
 		r.Start.Format("2006-01-02 15:04"), r.Duration, r.Warmup, r.Host.CPUs, load, r.Host.GOMAXPROCS)
-	fmt.Fprintln(w, "| server | API | batch | conc | req/s | rows/s | p50 | p99 | errors | vs baseline req/s |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | API | batch | conc | req/s | rows/s | p50 | p99 | errors | vs baseline req/s | server CPU | load gen CPU |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.Results {
 		vs := "n/a"
 		switch {
@@ -219,11 +222,16 @@ func (r *report) writeMarkdown(w io.Writer) {
 		if len(x.Latencies) > 0 {
 			p50, p99 = fmtDur(x.P50), fmtDur(x.P99)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %d | %s |\n",
+		srvCPU, genCPU := "n/a", "n/a"
+		if x.CPU.Grove > 0 || x.CPU.Bench > 0 {
+			srvCPU, genCPU = fmt.Sprintf("%.2f", x.CPU.Grove), fmt.Sprintf("%.2f", x.CPU.Bench)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %d | %s | %s | %s |\n",
 			serverLabel(x.Server), x.API, x.Batch, x.Conc, fmtRate(x.ReqPerSec), fmtRate(x.RowsPerSec),
-			p50, p99, x.Errors, vs)
+			p50, p99, x.Errors, vs, srvCPU, genCPU)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "- CPU columns: cores kept busy during the measured window by the server's process and by grovebench (the load generator), from /proc; the machine has 2")
 	for _, f := range []struct {
 		bench string
 		res   forwardResult

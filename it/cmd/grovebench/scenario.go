@@ -229,6 +229,8 @@ type endpoint struct {
 	// grpcAddr is a grove instance's gRPC listen address.
 	grpc     *grpcTarget
 	grpcAddr string
+	// pid is the server's process, for its CPU use (0: unknown).
+	pid int
 }
 
 func groveEndpoint(baseURL string) *endpoint {
