@@ -424,3 +424,29 @@ func TestFloorServerAnswersHTTPAndGRPCLikeGrove(t *testing.T) {
 		t.Errorf("serveFloor(no-comma) = %v, want an error naming %s", err, floorEnv)
 	}
 }
+
+func TestReportJudgesThroughputTargets(t *testing.T) {
+	rep := &report{Duration: "5s", Warmup: "1s", Host: hostInfo()}
+	rep.Forward = forwardResult{NsPerOp: map[int]float64{1: 40000, 64: 125000}}
+	g, b := groveEndpoint("http://g"), baselineEndpoint("http://b")
+	gr := groveEndpointFor(serverGroveGRPC, "127.0.0.1:9")
+	lat := make([]time.Duration, 1)
+	rep.add(scenario{serverGrove, 1, 32}, g, loadResult{ReqPerSec: 12000, RowsPerSec: 12000, P50: time.Millisecond, P99: 11 * time.Millisecond, Latencies: lat})
+	rep.add(scenario{serverBaseline, 1, 32}, b, loadResult{ReqPerSec: 1000, RowsPerSec: 1000, P50: time.Millisecond, P99: 2 * time.Millisecond, Latencies: lat})
+	rep.add(scenario{serverGrove, 64, 8}, g, loadResult{ReqPerSec: 1100, RowsPerSec: 70400, P50: time.Millisecond, P99: 2 * time.Millisecond, Latencies: lat})
+	rep.add(scenario{serverBaseline, 64, 8}, b, loadResult{ReqPerSec: 100, RowsPerSec: 6400, P50: time.Millisecond, P99: 2 * time.Millisecond, Latencies: lat})
+	rep.add(scenario{serverGroveGRPC, 64, 8}, gr, loadResult{ReqPerSec: 4000, RowsPerSec: 256000, P50: time.Millisecond, P99: 2 * time.Millisecond, Latencies: lat})
+	rep.finish()
+	var out bytes.Buffer
+	rep.writeMarkdown(&out)
+	s := out.String()
+	for _, want := range []string{
+		"- Target b1c32: grove 12.00x the baseline's req/s, p99 11.0 ms (target ≥ 10x, p99 ≤ 10 ms): MISSED\n",
+		"- Target b64c8: grove 11.00x the baseline's req/s (target ≥ 10x): met\n",
+		"- Target gRPC ModelInfer (raw_input_contents) at batch 64, conc 8: 256000 rows/s = 50% of the in-process forward's 512000 rows/s (target ≥ 40%): met\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in\n%s", want, s)
+		}
+	}
+}

@@ -249,6 +249,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- In-process forward (%s): not measured: %s\n", f.bench, f.res.Error)
 		}
 	}
+	r.writeThroughputTargets(w)
 	for _, x := range r.Results {
 		if x.Batch == 1 && x.Conc == 1 && (x.Server == serverFloor || x.Server == serverFloorGRPC) {
 			fmt.Fprintf(w, "- Transport floor at batch 1, conc 1 (%s: %s, same load generator): p50 %s, p99 %s\n",
@@ -384,5 +385,52 @@ func fmtRate(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// find is the result of server at batch rows and concurrency conc (nil if
+// it did not run).
+func (r *report) find(server string, batch, conc int) *result {
+	for i := range r.Results {
+		if x := &r.Results[i]; x.Server == server && x.Batch == batch && x.Conc == conc {
+			return x
+		}
+	}
+	return nil
+}
+
+// verdict is "met" or "MISSED".
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// writeThroughputTargets prints issue 6's throughput targets: REST at
+// b1c32 (10x the baseline, p99 ≤ 10 ms) and b64c8 (10x), and gRPC
+// ModelInfer with raw contents at batch 64 (40 % of the in-process forward
+// rows/s, both with one intra-op thread). A target whose rows did not run
+// is left out.
+func (r *report) writeThroughputTargets(w io.Writer) {
+	if g, b := r.find(serverGrove, 1, 32), r.find(serverBaseline, 1, 32); g != nil && b != nil && g.VsBaseline > 0 {
+		fmt.Fprintf(w, "- Target b1c32: grove %.2fx the baseline's req/s, p99 %s (target ≥ 10x, p99 ≤ 10 ms): %s\n",
+			g.VsBaseline, fmtDur(g.P99), verdict(g.VsBaseline >= 10 && g.P99 <= 10*time.Millisecond && g.Errors == 0))
+	}
+	if g, b := r.find(serverGrove, 64, 8), r.find(serverBaseline, 64, 8); g != nil && b != nil && g.VsBaseline > 0 {
+		fmt.Fprintf(w, "- Target b64c8: grove %.2fx the baseline's req/s (target ≥ 10x): %s\n",
+			g.VsBaseline, verdict(g.VsBaseline >= 10 && g.Errors == 0))
+	}
+	ns, ok := r.Forward.NsPerOp[64]
+	for _, c := range []int{8, 1} {
+		g := r.find(serverGroveGRPC, 64, c)
+		if g == nil || !ok || ns <= 0 {
+			continue
+		}
+		inProc := 64 * 1e9 / ns
+		share := g.RowsPerSec / inProc
+		fmt.Fprintf(w, "- Target gRPC ModelInfer (raw_input_contents) at batch 64, conc %d: %s rows/s = %.0f%% of the in-process forward's %s rows/s (target ≥ 40%%): %s\n",
+			c, fmtRate(g.RowsPerSec), 100*share, fmtRate(inProc), verdict(share >= 0.4 && g.Errors == 0))
+		break
 	}
 }
