@@ -53,6 +53,7 @@ fuzz: deps
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/rpc -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics; do \
 	  $(GO) test ./conf -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 

@@ -170,17 +170,30 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
 		}
+		n, err := servables.NumElements(in.GetShape())
+		if err != nil {
+			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
+		}
+		// The shape is checked against the contents sent before anything is
+		// allocated: a few bytes of request must not ask for gigabytes.
+		if len(raw) > 0 {
+			if in.GetContents() != nil {
+				return nil, fmt.Errorf("input '%s': contents given along with raw_input_contents", in.GetName())
+			}
+			if want := int64(n) * int64(dt.Size()); int64(len(raw[i])) != want {
+				return nil, fmt.Errorf("input '%s': %d bytes of raw_input_contents, expected %d for shape %v of %s", in.GetName(), len(raw[i]), want, in.GetShape(), in.GetDatatype())
+			}
+		} else if field, got := contentsLen(dt, in.GetContents()); got != n {
+			if field == "" {
+				return nil, fmt.Errorf("input '%s': no contents field for %v", in.GetName(), dt)
+			}
+			return nil, fmt.Errorf("input '%s': %d values in %s, expected %d for shape %v", in.GetName(), got, field, n, in.GetShape())
+		}
 		t, err := servables.NewTensor(in.GetName(), dt, in.GetShape())
 		if err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
 		}
 		if len(raw) > 0 {
-			if in.GetContents() != nil {
-				return nil, fmt.Errorf("input '%s': contents given along with raw_input_contents", in.GetName())
-			}
-			if len(raw[i]) != len(t.Data) {
-				return nil, fmt.Errorf("input '%s': %d bytes of raw_input_contents, expected %d for shape %v of %s", in.GetName(), len(raw[i]), len(t.Data), in.GetShape(), in.GetDatatype())
-			}
 			copy(t.Data, raw[i]) // little-endian on every platform Grove builds for
 		} else if err := fillContents(t, in.GetContents()); err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
@@ -188,6 +201,22 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 		out[i] = t
 	}
 	return out, nil
+}
+
+// contentsLen names the typed contents field that carries dt and counts
+// its values; the field is "" for a type no field carries.
+func contentsLen(dt servables.DType, c *oippb.InferTensorContents) (field string, n int) {
+	switch dt {
+	case servables.Float32:
+		return "fp32_contents", len(c.GetFp32Contents())
+	case servables.Float64:
+		return "fp64_contents", len(c.GetFp64Contents())
+	case servables.Int64:
+		return "int64_contents", len(c.GetInt64Contents())
+	case servables.Int32, servables.Int16, servables.Int8:
+		return "int_contents", len(c.GetIntContents())
+	}
+	return "", -1
 }
 
 // fillContents copies typed contents into t, checking count and range.

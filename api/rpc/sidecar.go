@@ -151,28 +151,42 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 		if !ok {
 			return nil, fmt.Errorf("tensor %d: unsupported data_type %v", i, tp.GetDataType())
 		}
-		t, err := servables.NewTensor(tp.GetTensorName(), dt, tp.GetTensorShape())
+		n, err := servables.NumElements(tp.GetTensorShape())
 		if err != nil {
 			return nil, fmt.Errorf("tensor %d (%s): %w", i, tp.GetTensorName(), err)
 		}
 		c := tp.GetTensorContent()
+		// The count is checked before anything is allocated: a few bytes of
+		// request must not ask for gigabytes.
 		var got int
 		switch dt {
 		case servables.Float32:
 			got = len(c.GetTensorContentFloat())
-			copy(t.Float32s(), c.GetTensorContentFloat())
 		case servables.Float64:
 			got = len(c.GetTensorContentDouble())
-			copy(t.Float64s(), c.GetTensorContentDouble())
 		case servables.Int64:
 			got = len(c.GetTensorContentInt64())
+		case servables.Int32, servables.Int8, servables.Int16:
+			got = len(c.GetTensorContentInt32())
+		}
+		if got != n {
+			return nil, fmt.Errorf("tensor %d (%s): %d values for shape %v (%d elements)", i, tp.GetTensorName(), got, tp.GetTensorShape(), n)
+		}
+		t, err := servables.NewTensor(tp.GetTensorName(), dt, tp.GetTensorShape())
+		if err != nil {
+			return nil, fmt.Errorf("tensor %d (%s): %w", i, tp.GetTensorName(), err)
+		}
+		switch dt {
+		case servables.Float32:
+			copy(t.Float32s(), c.GetTensorContentFloat())
+		case servables.Float64:
+			copy(t.Float64s(), c.GetTensorContentDouble())
+		case servables.Int64:
 			copy(t.Int64s(), c.GetTensorContentInt64())
 		case servables.Int32:
-			got = len(c.GetTensorContentInt32())
 			copy(t.Int32s(), c.GetTensorContentInt32())
 		case servables.Int8, servables.Int16:
 			vals := c.GetTensorContentInt32()
-			got = len(vals)
 			lo, hi := int32(-128), int32(127)
 			if dt == servables.Int16 {
 				lo, hi = -32768, 32767
@@ -189,9 +203,6 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 					}
 				}
 			}
-		}
-		if got != t.Len() {
-			return nil, fmt.Errorf("tensor %d (%s): %d values for shape %v (%d elements)", i, tp.GetTensorName(), got, tp.GetTensorShape(), t.Len())
 		}
 		out[i] = t
 	}
