@@ -53,6 +53,9 @@ if [ -f "$lib" ] && [ "$(sha "$lib")" = "$want" ]; then
   exit 0
 fi
 
+# A fresh Debian 12 has no npm: install Debian's (any npm on the PATH will do,
+# e.g. the one bundled with a nodejs package from elsewhere).
+command -v npm >/dev/null || "$repo/scripts/deps.sh" npm >&2
 command -v npm >/dev/null || die "npm is needed to fetch onnxruntime-node@$ORT_VERSION (Node.js's package manager)"
 mkdir -p "$dir"
 tmp="$(mktemp -d "$dir/.fetch.XXXXXX")"
