@@ -33,6 +33,11 @@ type Options struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int
+	// ShadowWorkers threads at nice 19 run shadow forward calls for all
+	// models (default 1); ShadowQueue micro-batches may wait for them
+	// (default 4 when ShadowWorkers is 0; give both or neither). Shadow work
+	// that finds the queue full is dropped and counted.
+	ShadowWorkers, ShadowQueue int
 	// MaxBatchRows bounds a dynamic batch: user requests queued for a model
 	// together run as one forward call of at most this many rows; 1 or
 	// less turns batching off.
@@ -95,7 +100,11 @@ func Start(opts Options) (*System, error) {
 	noContracts := contracts{}
 	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
-	s.low = newLowPriority(1, 4, opts.Logger)
+	workers, queue := opts.ShadowWorkers, opts.ShadowQueue
+	if workers <= 0 {
+		workers, queue = 1, 4
+	}
+	s.low = newLowPriority(workers, max(queue, 0), opts.Logger)
 	s.dispatcher = newWorkerDispatcher(300, 30*time.Second)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
 	var stateCtx context.Context

@@ -47,6 +47,13 @@ type Server struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int `yaml:"shadow_micro_batch_rows"`
+	// ShadowWorkers is how many niced (lowest CPU priority) threads run shadow
+	// forward calls, for all models; ShadowQueue is how many shadow
+	// micro-batches may wait for them. Shadow work that finds the queue full
+	// is dropped and counted: more workers and a longer queue run more shadow
+	// copies, at the cost of CPU the user requests may want.
+	ShadowWorkers int `yaml:"shadow_workers"`
+	ShadowQueue   int `yaml:"shadow_queue"`
 	// MaxBatchRows bounds dynamic batching: user requests queued for one
 	// model together run as one forward call of at most this many rows; 1
 	// turns batching off. Requests are never held back to wait for others.
@@ -174,6 +181,8 @@ func DefaultServer() Server {
 		DrainTimeout:         30 * time.Second,
 		ModelQueueSize:       1024,
 		ShadowMicroBatchRows: 64,
+		ShadowWorkers:        1,
+		ShadowQueue:          4,
 		MaxBatchRows:         64,
 		IntraOpThreads:       1,
 		LogLevel:             "info",
@@ -272,6 +281,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&s.DrainTimeout, "drain-timeout", "how long shutdown waits for requests in flight")
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
+	integer(&s.ShadowWorkers, "shadow-workers", "threads at the lowest CPU priority running shadow forward calls, for all models")
+	integer(&s.ShadowQueue, "shadow-queue", "shadow micro-batches that may wait for a shadow worker; more are dropped and counted")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
 	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else the .cache copy of make deps)")
@@ -483,6 +494,12 @@ func (s Server) Validate() error {
 	}
 	if s.ShadowMicroBatchRows < 0 {
 		bad("shadow_micro_batch_rows", "%d must not be negative", s.ShadowMicroBatchRows)
+	}
+	if s.ShadowWorkers < 1 || s.ShadowWorkers > 64 {
+		bad("shadow_workers", "%d must be between 1 and 64", s.ShadowWorkers)
+	}
+	if s.ShadowQueue < 0 {
+		bad("shadow_queue", "%d must not be negative", s.ShadowQueue)
 	}
 	if s.ModelQueueSize <= 0 {
 		bad("model_queue_size", "%d must be positive", s.ModelQueueSize)

@@ -92,6 +92,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		MaxModelBytes:        cfg.MaxModelBytes,
 		QueueSize:            cfg.ModelQueueSize,
 		ShadowMicroBatchRows: cfg.ShadowMicroBatchRows,
+		ShadowWorkers:        cfg.ShadowWorkers,
+		ShadowQueue:          cfg.ShadowQueue,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
 		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
