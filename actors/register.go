@@ -64,6 +64,13 @@ func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[
 			return fmt.Errorf("%w: model file %q is not under model path %q (keys are full bucket paths)", ErrBadRegistration, name, modelPath)
 		}
 	}
+	if warmUpJSON != "" && s.opts.ParseWarmUp != nil {
+		// A malformed warm-up request is the caller's error, found before
+		// any loading.
+		if _, err := s.opts.ParseWarmUp(warmUpJSON, modelPath); err != nil {
+			return fmt.Errorf("%w: model %s: warm_up_batch_request_json: %v", ErrBadRegistration, modelPath, err)
+		}
+	}
 	waiting := make(chan error, 1)
 	s.as.Root.Send(s.supervisor, registerRequest{path: modelPath, files: files, warmUp: warmUpJSON, waiting: waiting})
 	select {

@@ -134,6 +134,8 @@ func TestSidecarServiceServesABiddingServer(t *testing.T) {
 			ModelFiles: map[string][]byte{"y/model.pt": []byte("z")}}, codes.InvalidArgument},
 		{&sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "bad/"},
 			ModelFiles: map[string][]byte{"bad/model.pt": []byte("not a model")}}, codes.Internal},
+		{&sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "warm/"},
+			ModelFiles: map[string][]byte{"warm/model.pt": exampleModel(t, "pctr_v2")}, WarmUpBatchRequestJson: `{"request": [`}, codes.InvalidArgument},
 		{&sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "/abs"},
 			ModelFiles: map[string][]byte{"/abs": []byte("z")}}, codes.InvalidArgument},
 	} {
