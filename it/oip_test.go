@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/sidecarpb"
 )
 
 // oipBucket holds pctr_v1/ and two versions of pcvr (pcvr/2/, pcvr/3/).
@@ -175,7 +176,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 
 // TestONNXModelAnswersLikeTorchScriptOnEveryProtocol serves the same pCTR
 // weights as TorchScript (pctr_v1/) and ONNX (pctr_onnx/): over B&A REST
-// (inputs by tensor_name for ONNX), the sidecar's Predict and OIP gRPC, both
+// (inputs by tensor_name for ONNX), the sidecar's Predict, OIP REST and OIP gRPC, both
 // answer Python's expected outputs to 1e-5.
 func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 	exp := loadExpected(t)
@@ -205,6 +206,34 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 		t.Errorf("unknown input name: %+v", e)
 	}
 
+	// The sidecar's Predict, the same batch: the same JSON as REST.
+	body := batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"), itemJSON("pctr_onnx/", named))
+	pr, err := sidecarpb.NewInferenceServiceClient(g.dial()).Predict(ctx, &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_Input{Input: []byte(body)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaPredict baResponse
+	if err := json.Unmarshal(pr.GetOutput(), &viaPredict); err != nil || len(viaPredict.Response) != 2 {
+		t.Fatalf("Predict: %s %v", pr.GetOutput(), err)
+	}
+	for i := range 2 {
+		checkOutputs(t, exp, "pctr_v1", viaPredict, i)
+	}
+
+	// OIP REST, JSON by input name.
+	xs, _ := json.Marshal(x.Data)
+	code, _, raw := oipPost(t, g, "/v2/models/pctr_onnx/infer", []byte(fmt.Sprintf(
+		`{"inputs": [{"name": "x", "shape": %s, "datatype": "FP32", "data": %s}]}`, shapeJSON(x.Shape), xs)), 0)
+	var rr struct {
+		Outputs []struct {
+			Data []float64 `json:"data"`
+		} `json:"outputs"`
+	}
+	if code != 200 || json.Unmarshal(raw, &rr) != nil || len(rr.Outputs) != 1 {
+		t.Fatalf("OIP REST infer of pctr_onnx: HTTP %d %s", code, raw)
+	}
+	checkClose(t, "pctr_onnx over OIP REST", rr.Outputs[0].Data, exp["pctr_v1"].Outputs[0].Data, 1e-5)
+
 	// OIP gRPC.
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pctr_onnx"})
@@ -221,6 +250,12 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 		}
 		checkClose(t, name+" over OIP gRPC", fromRawLE(t, "FP32", r.RawOutputContents[0]), exp["pctr_v1"].Outputs[0].Data, 1e-5)
 	}
+}
+
+// shapeJSON renders a shape as a JSON array.
+func shapeJSON(shape []int64) string {
+	b, _ := json.Marshal(shape)
+	return string(b)
 }
 
 // oipPost posts an OIP request and returns the status, headers and body.
@@ -383,4 +418,34 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	if code, _ := g.get("/v2/models/nope/ready"); code != 503 {
 		t.Errorf("ready of an unknown model: HTTP %d", code)
 	}
+
+	// Health, model metadata and readiness, with and without a version.
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/v2/health/live", 200, `{"live":true}`},
+		{"/v2/health/ready", 200, `{"ready":true}`},
+		{"/v2/models/pcvr", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_torchscript","inputs":[{"name":"features"`},
+		{"/v2/models/pcvr/versions/2", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_torchscript","inputs":[{"name":"features"`},
+		{"/v2/models/pcvr/versions/9", 404, `{"error":"Request for unknown model: 'pcvr' version 9 is not found"}`},
+		{"/v2/models/pcvr/ready", 200, `{"name":"pcvr","ready":true}`},
+		{"/v2/models/pcvr/versions/2/ready", 200, `{"name":"pcvr","ready":true}`},
+		{"/v2/models/pcvr/versions/9/ready", 503, `{"name":"pcvr","ready":false}`},
+		{"/v2/nope", 404, `{"error":"no such endpoint: GET /v2/nope"}`},
+	} {
+		if code, raw := g.get(c.path); code != c.code || !strings.HasPrefix(string(raw), c.body) {
+			t.Errorf("GET %s: HTTP %d %s, want %d starting %s", c.path, code, raw, c.code, c.body)
+		}
+	}
+	// The outputs filter: only the named output comes back.
+	filtered := fmt.Sprintf(`{"inputs": [{"name": "features", "shape": [3, 8], "datatype": "FP32", "data": %s},
+		{"name": "category", "shape": [3, 1], "datatype": "INT64", "data": %s}], "outputs": [{"name": "output_1"}]}`, flat(in[0].Data), flat(in[1].Data))
+	code, _, raw = oipPost(t, g, "/v2/models/pcvr/infer", []byte(filtered), 0)
+	var fr oipResponse
+	if code != 200 || json.Unmarshal(raw, &fr) != nil || len(fr.Outputs) != 1 || fr.Outputs[0].Name != "output_1" {
+		t.Fatalf("outputs filter: HTTP %d %s", code, raw)
+	}
+	checkClose(t, "filtered output_1", fr.Outputs[0].Data, want[1].Data, 1e-5)
 }

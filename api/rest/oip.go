@@ -40,6 +40,10 @@ func (s *Server) oipRoutes(mux *http.ServeMux, ob OIPBackend, version string) {
 	mux.HandleFunc("POST /v2/repository/index", h(s.oipIndex))
 	mux.HandleFunc("GET /v2/models/{rest...}", h(s.oipModel(ob, false)))
 	mux.HandleFunc("POST /v2/models/{rest...}", h(s.oipModel(ob, true)))
+	// Anything else under /v2 answers in OIP's error shape, not net/http's text.
+	mux.HandleFunc("/v2/", h(func(w http.ResponseWriter, r *http.Request) {
+		oipError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	}))
 }
 
 func okOr(ok bool, code int) int {
