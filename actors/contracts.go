@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/groveml/grove/conf"
@@ -30,9 +31,15 @@ type contractState struct {
 	mu         sync.Mutex
 	validSince map[string]time.Time
 	seq        routing.Sequence
-	// latency holds each release's recent user-request latencies; the
-	// map is fixed when the state is made.
-	latency map[string]*latencyWindow
+	// releases holds each release's user-request counters; the map is
+	// fixed when the state is made.
+	releases map[string]*releaseCounters
+}
+
+// releaseCounters count one release's user requests through its contract.
+type releaseCounters struct {
+	latency latencyWindow // recent latencies of answered requests
+	served  atomic.Int64  // answered requests
 }
 
 // contracts maps contract ids ("org/project/n") to their state.
@@ -51,14 +58,14 @@ func (s *System) setContracts(cfg []conf.Contract, now time.Time) {
 				s.state.setCreated(c.ID(), sv.ReleaseVersion, now)
 			}
 		}
-		st := &contractState{cfg: c, validSince: map[string]time.Time{}, latency: make(map[string]*latencyWindow, len(c.Servables))}
+		st := &contractState{cfg: c, validSince: map[string]time.Time{}, releases: make(map[string]*releaseCounters, len(c.Servables))}
 		for _, sv := range c.Servables {
-			st.latency[sv.ReleaseVersion] = &latencyWindow{start: now}
+			st.releases[sv.ReleaseVersion] = &releaseCounters{latency: latencyWindow{start: now}}
 		}
 		if prev := old[c.ID()]; prev != nil {
-			for rv, w := range prev.latency {
-				if st.latency[rv] != nil {
-					st.latency[rv] = w
+			for rv, rc := range prev.releases {
+				if st.releases[rv] != nil {
+					st.releases[rv] = rc
 				}
 			}
 			prev.mu.Lock()
@@ -161,7 +168,9 @@ func (s *System) Score(ctx context.Context, id, release string, req Request) (Re
 	}
 	if res[0].Err == nil {
 		now := time.Now()
-		st.latency[req.Release].observe(now.Sub(start), now)
+		rc := st.releases[req.Release]
+		rc.latency.observe(now.Sub(start), now)
+		rc.served.Add(1)
 	}
 	return res[0], req.Release, nil
 }
@@ -191,8 +200,9 @@ type ServableStats struct {
 	PhaseInPct float64    `json:"phase_in_pct"`
 	// TrafficShare is the fraction of user requests the router sends it now.
 	TrafficShare float64 `json:"traffic_share"`
-	// Served counts user requests answered by its model content;
-	// ShadowExecutions the shadow copies it ran and answered;
+	// Served counts the user requests it answered through this contract
+	// (routed or scored directly); ShadowExecutions the shadow copies its
+	// model content ran and answered;
 	// ShadowDropped those dropped because its model was overloaded or the
 	// low-priority shadow worker was busy.
 	Served           int64 `json:"served"`
@@ -230,12 +240,13 @@ func (s *System) ContractStats(id string) ([]ServableStats, error) {
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
 			Reason: sv.Reason, Created: timePtr(rec.Created), ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct,
 			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
-		if w := cs.latencyOf(sv.Release); w != nil {
-			q, n := w.quantiles(now, 0.5, 0.99)
+		if rc := cs.release(sv.Release); rc != nil {
+			q, n := rc.latency.quantiles(now, 0.5, 0.99)
 			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}
+			st.Served = rc.served.Load()
 		}
 		if c := routes[sv.ModelPath]; c != nil {
-			st.LoadedAt, st.Served, st.ShadowExecutions = timePtr(c.loadedAt), c.served.Load(), c.shadowed.Load()
+			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
 		}
 		out = append(out, st)
@@ -257,12 +268,12 @@ func (s *System) ContractIDs() []string {
 // ms converts d to milliseconds, rounded to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// latencyOf returns the latency window of release rv, nil if none (or st is nil).
-func (st *contractState) latencyOf(rv string) *latencyWindow {
+// release returns the counters of release rv, nil if none (or st is nil).
+func (st *contractState) release(rv string) *releaseCounters {
 	if st == nil {
 		return nil
 	}
-	return st.latency[rv]
+	return st.releases[rv]
 }
 
 // expiredPaths returns the model paths that contracts have expired at now

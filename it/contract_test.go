@@ -1,15 +1,20 @@
 package it
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	flatbuffers "github.com/google/flatbuffers/go"
 	graphpipe "github.com/oracle/graphpipe-go"
+	gpfb "github.com/oracle/graphpipe-go/graphpipefb"
 )
 
 // scoreBody is a ForestFlow InferenceRequest with expected.json's pctr input (2 rows of 64 Float32).
@@ -91,27 +96,19 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"releaseVersion":"v2"`) {
 		t.Fatalf("direct release score: HTTP %d %s", resp.StatusCode, raw)
 	}
-	// Stats: the champion has all the traffic share, the challenger none but 20 shadow executions.
-	_, raw = g.get("/ads/pctr/1/stats")
-	var stats struct {
-		Servables []struct {
-			Release          string  `json:"release_version"`
-			Valid            bool    `json:"valid"`
-			PhaseInPct       float64 `json:"phase_in_pct"`
-			TrafficShare     float64 `json:"traffic_share"`
-			Served           int64   `json:"served"`
-			ShadowExecutions int64   `json:"shadow_executions"`
-		} `json:"servables"`
-	}
-	if err := json.Unmarshal(raw, &stats); err != nil || len(stats.Servables) != 2 {
-		t.Fatalf("stats %s: %v", raw, err)
-	}
-	if v1, v2 := stats.Servables[0], stats.Servables[1]; !v1.Valid || v1.TrafficShare != 1 || v1.PhaseInPct != 100 || v1.Served < 20 ||
+	// Stats: the champion has all the traffic share, the challenger none but
+	// 20 shadow executions; ForestFlow's ServableMetrics say the same.
+	st := g.stats("ads/pctr/1")
+	if v1, v2 := st["v1"], st["v2"]; !v1.Valid || v1.TrafficShare != 1 || v1.PhaseInPct != 100 || v1.Served != 20 ||
 		v2.Valid || v2.TrafficShare != 0 || v2.ShadowExecutions != 20 {
-		t.Errorf("stats %s", raw)
+		t.Errorf("stats %+v", st)
 	}
-	if _, list := g.get("/contracts/list"); !strings.Contains(string(list), `"ads/pctr/1"`) {
+	if _, list := g.get("/contracts/list"); !strings.Contains(string(list), `"Contracts": {`) ||
+		!strings.Contains(string(list), `"contractNumber": 1`) || !strings.Contains(string(list), `"organization": "ads"`) {
 		t.Errorf("/contracts/list = %s", list)
+	}
+	if code, raw := g.get("/ads/pctr/9/stats"); code != http.StatusNotFound || !strings.Contains(string(raw), `"UnknownContract"`) {
+		t.Errorf("stats of an unknown contract: HTTP %d %s", code, raw)
 	}
 	for path, want := range map[string]int{"/ads/pctr/9/score": 404, "/ads/pctr/1/v9/score": 404} {
 		resp, err := client.Post(g.url+path, "application/json", strings.NewReader(body))
@@ -130,11 +127,18 @@ func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 	b.Put(t, "pctr_v2/model.pt", exampleModel(t, "pctr_v2"))
-	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}],
+	onnxModel, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_onnx", "model.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Put(t, "pctr_onnx/model.onnx", onnxModel)
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}, {"model_path": "pctr_onnx/"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
    "servables": [
      {"release_version": "v1", "model_path": "pctr_v1/"},
-     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`))
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {}}]},
+  {"organization": "ads", "project": "pctr", "contract_number": 2,
+   "servables": [{"release_version": "onnx1", "model_path": "pctr_onnx/"}]}]}`))
 	g := startGrove(t, b.URL(), nil)
 
 	in := exp["pctr_v1"].Inputs[0]
@@ -159,5 +163,120 @@ func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
 	})
 	if _, err := graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pctr/7/gp", []interface{}{rows}, nil, nil); err == nil {
 		t.Error("an unknown contract answered without an error")
+	}
+
+	// graphpipe.Remote, the client's one-input one-output call, with and
+	// without naming the output; the ONNX contract by its input's name.
+	for _, c := range []struct{ contract, input, output string }{{"1", "", ""}, {"1", "", "output_0"}, {"2", "x", "output_0"}} {
+		out, err := graphpipe.Remote(http.DefaultClient, g.url+"/ads/pctr/"+c.contract+"/gp", rows, c.input, c.output)
+		if err != nil {
+			t.Fatalf("Remote %+v: %v", c, err)
+		}
+		got, ok := out.([][]float32)
+		if !ok || len(got) != 2 {
+			t.Fatalf("Remote %+v: %#v", c, out)
+		}
+		checkClose(t, "Remote output", []float64{float64(got[0][0]), float64(got[1][0])}, exp["pctr_v1"].Outputs[0].Data, 1e-5)
+	}
+	// An unknown output name is an error naming the model's outputs.
+	_, err = graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pctr/1/gp", []interface{}{rows}, nil, []string{"nope"})
+	if err == nil || !strings.Contains(err.Error(), "output_0") {
+		t.Errorf("unknown output name: %v", err)
+	}
+
+	// Metadata describes the serving release's model: TorchScript records
+	// input names but no types or shapes (GraphPipe's Null type, no dims),
+	// ONNX Runtime records all three, with -1 for the batch.
+	for _, c := range []struct{ contract, version, runtime, inputs, outputs string }{
+		{"1", "v1", "torchscript", "x Null []", "output_0 Null []"}, {"2", "onnx1", "onnx", "x Float32 [-1 64]", "output_0 Float32 [-1 1]"}} {
+		md := graphPipeMetadata(t, g.url+"/ads/pctr/"+c.contract+"/gp")
+		if string(md.Version()) != c.version || !strings.Contains(string(md.Description()), c.runtime) || string(md.Name()) != "ads/pctr/"+c.contract {
+			t.Errorf("metadata of contract %s: name %q version %q description %q", c.contract, md.Name(), md.Version(), md.Description())
+		}
+		if got := graphPipeIOs(md.InputsLength(), md.Inputs); got != c.inputs {
+			t.Errorf("metadata of contract %s: inputs %q, want %q", c.contract, got, c.inputs)
+		}
+		if got := graphPipeIOs(md.OutputsLength(), md.Outputs); got != c.outputs {
+			t.Errorf("metadata of contract %s: outputs %q, want %q", c.contract, got, c.outputs)
+		}
+	}
+}
+
+// graphPipeMetadata sends a GraphPipe MetadataRequest, built with the
+// client library's flatbuffer code, and decodes the MetadataResponse.
+func graphPipeMetadata(t *testing.T, url string) *gpfb.MetadataResponse {
+	t.Helper()
+	b := flatbuffers.NewBuilder(64)
+	gpfb.MetadataRequestStart(b)
+	mr := gpfb.MetadataRequestEnd(b)
+	gpfb.RequestStart(b)
+	gpfb.RequestAddReqType(b, gpfb.ReqMetadataRequest)
+	gpfb.RequestAddReq(b, mr)
+	resp, err := client.Post(url, "application/octet-stream", bytes.NewReader(graphpipe.Serialize(b, gpfb.RequestEnd(b))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("metadata: HTTP %d %s", resp.StatusCode, raw)
+	}
+	return gpfb.GetRootAsMetadataResponse(raw, 0)
+}
+
+// graphPipeIOs renders a MetadataResponse's inputs or outputs as
+// "name TYPE [shape]", joined by "; ".
+func graphPipeIOs(n int, at func(*gpfb.IOMetadata, int) bool) string {
+	var parts []string
+	for i := range n {
+		var io gpfb.IOMetadata
+		at(&io, i)
+		shape := make([]int64, io.ShapeLength())
+		for j := range shape {
+			shape[j] = io.Shape(j)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %v", io.Name(), gpfb.EnumNamesType[int(io.Type())], shape))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TestStickyKeyKeepsEachUserOnOneRelease splits a contract 50/50 between
+// two releases with sticky_key user_id: every request of one user goes to
+// the same release, by the JSON configs or by a Grove-Config-User_Id header,
+// and the users as a whole reach both releases.
+func TestStickyKeyKeepsEachUserOnOneRelease(t *testing.T) {
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
+	b.Put(t, "pctr_v2/model.pt", exampleModel(t, "pctr_v2"))
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "fair", "sticky_key": "user_id",
+   "servables": [{"release_version": "v1", "model_path": "pctr_v1/"}, {"release_version": "v2", "model_path": "pctr_v2/"}]}]}`))
+	g := startGrove(t, b.URL(), nil)
+	g.waitFor("both releases ready", 30*time.Second, func() bool {
+		st := g.stats("ads/pctr/1")
+		return st["v1"].Ready && st["v2"].Ready
+	})
+	body := scoreBody(t, exp)
+	score := func(user string, header bool) string {
+		if header {
+			return g.scoreOnce("ads/pctr/1", strings.Replace(body, `"configs":{"user_id":"u1"}`, `"configs":{}`, 1),
+				http.Header{"Grove-Config-User_id": {user}})
+		}
+		return g.scoreOnce("ads/pctr/1", strings.Replace(body, `"user_id":"u1"`, `"user_id":"`+user+`"`, 1), nil)
+	}
+	reached := map[string]int{}
+	for u := range 16 {
+		user := fmt.Sprintf("user-%d", u)
+		first := score(user, false)
+		for i := range 6 {
+			if got := score(user, i%2 == 1); got != first {
+				t.Fatalf("%s went to %s, then to %s (request %d)", user, first, got, i+2)
+			}
+		}
+		reached[first]++
+	}
+	if reached["v1"] == 0 || reached["v2"] == 0 {
+		t.Errorf("16 users at a 50/50 split all went to one release: %v", reached)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,19 +33,38 @@ type servableStats struct {
 	} `json:"latency"`
 }
 
+// forestflowMetrics is ForestFlow's ServableMetrics, as /stats gives it.
+type forestflowMetrics struct {
+	FQRV struct {
+		ReleaseVersion string `json:"releaseVersion"`
+	} `json:"fqrv"`
+	ScoreCount         int64              `json:"scoreCount"`
+	ShadeCount         int64              `json:"shadeCount"`
+	CreatedAtMS        *int64             `json:"createdAtMS"`
+	BecameValidAtMS    *int64             `json:"becameValidAtMS"`
+	CurrentPhaseInPct  int32              `json:"currentPhaseInPct"`
+	PerformanceMetrics map[string]float64 `json:"performanceMetrics"`
+}
+
 // stats reads a contract's stats, by release.
 func (g *grove) stats(contract string) map[string]servableStats {
 	g.t.Helper()
 	code, raw := g.get("/" + contract + "/stats")
-	var doc struct {
-		Servables []servableStats `json:"servables"`
+	var doc []struct {
+		ServableMetrics forestflowMetrics `json:"ServableMetrics"`
+		Grove           servableStats     `json:"Grove"`
 	}
 	if code != http.StatusOK || json.Unmarshal(raw, &doc) != nil {
 		g.t.Fatalf("stats of %s: HTTP %d %s", contract, code, raw)
 	}
 	out := map[string]servableStats{}
-	for _, s := range doc.Servables {
-		out[s.Release] = s
+	for _, s := range doc {
+		// ForestFlow's view and Grove's agree.
+		if m := s.ServableMetrics; m.FQRV.ReleaseVersion != s.Grove.Release || m.ShadeCount != s.Grove.ShadowExecutions ||
+			m.CurrentPhaseInPct != int32(s.Grove.PhaseInPct) || (s.Grove.ValidSince == nil) != (m.BecameValidAtMS == nil) {
+			g.t.Errorf("stats of %s: ServableMetrics %+v disagree with Grove's %+v", contract, m, s.Grove)
+		}
+		out[s.Grove.Release] = s.Grove
 	}
 	return out
 }
@@ -81,25 +101,37 @@ func (g *grove) scoreReleases(contract, body string, n int) map[string]int {
 	g.t.Helper()
 	counts := map[string]int{}
 	for range n {
-		resp, err := client.Post(g.url+"/"+contract+"/score", "application/json", strings.NewReader(body))
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var p struct {
-			Prediction struct {
-				FQRV struct {
-					ReleaseVersion string `json:"releaseVersion"`
-				} `json:"fqrv"`
-			} `json:"Prediction"`
-		}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &p) != nil {
-			g.t.Fatalf("score %s: HTTP %d %s", contract, resp.StatusCode, raw)
-		}
-		counts[p.Prediction.FQRV.ReleaseVersion]++
+		counts[g.scoreOnce(contract, body, nil)]++
 	}
 	return counts
+}
+
+// scoreOnce scores one request through contract, with extra headers, and
+// returns the release that answered.
+func (g *grove) scoreOnce(contract, body string, header http.Header) string {
+	g.t.Helper()
+	req, err := http.NewRequest("POST", g.url+"/"+contract+"/score", strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	maps.Copy(req.Header, header)
+	resp, err := client.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var p struct {
+		Prediction struct {
+			FQRV struct {
+				ReleaseVersion string `json:"releaseVersion"`
+			} `json:"fqrv"`
+		} `json:"Prediction"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &p) != nil {
+		g.t.Fatalf("score %s: HTTP %d %s", contract, resp.StatusCode, raw)
+	}
+	return p.Prediction.FQRV.ReleaseVersion
 }
 
 // scoreEachShadowed scores n requests through contract one at a time and,
@@ -341,7 +373,7 @@ func TestConcurrentManagementWritesFromTwoReplicasAllLand(t *testing.T) {
 		for i, g := range replicas {
 			g.waitFor(fmt.Sprintf("replica %d to list 8 contracts", i), 10*time.Second, func() bool {
 				_, raw := g.get("/contracts/list")
-				return strings.Count(string(raw), `"ads/pctr/`) == 8
+				return strings.Count(string(raw), `"contractNumber"`) == 8
 			})
 		}
 		if _, raw := replicas[0].get("/contracts/list"); t.Failed() {

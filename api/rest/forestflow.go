@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
@@ -122,25 +123,81 @@ type ContractInspector interface {
 	ContractStats(id string) ([]actors.ServableStats, error)
 }
 
-// contractList serves GET /contracts/list: the configured contract ids.
+// contractList serves GET /contracts/list in ForestFlow's shape:
+// {"Contracts":{"contracts":[{"organization":…,"project":…,"contractNumber":…}]}}.
 func (s *Server) contractList(ci ContractInspector) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"contracts": ci.ContractIDs()})
+		list := []any{}
+		for _, id := range ci.ContractIDs() {
+			if c, ok := parseContractID(id); ok {
+				list = append(list, contractJSON(c))
+			}
+		}
+		writeJSON(w, http.StatusOK, envelope("Contracts", map[string]any{"contracts": list}))
 	}
 }
 
-// contractStats serves GET /{org}/{project}/{n}/stats: per servable its
-// readiness, validity, phase-in %, current traffic share, and counts.
+// parseContractID splits a contract id "org/project/n".
+func parseContractID(id string) (forestflow.Contract, bool) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 {
+		return forestflow.Contract{}, false
+	}
+	n, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil {
+		return forestflow.Contract{}, false
+	}
+	return forestflow.Contract{Organization: parts[0], Project: parts[1], ContractNumber: int32(n)}, true
+}
+
+// contractStats serves GET /{org}/{project}/{n}/stats: ForestFlow's
+// [{"ServableMetrics": {...}}, ...], one per servable, each element also
+// carrying Grove's fuller view under "Grove" (readiness, validity and its
+// reason, traffic share, shadow drops, latency quantiles).
 func (s *Server) contractStats(ci ContractInspector) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("org") + "/" + r.PathValue("project") + "/" + r.PathValue("n")
-		st, err := ci.ContractStats(id)
-		if err != nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		ct, id, ok := contractOf(w, r)
+		if !ok {
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"contract": id, "servables": st})
+		st, err := ci.ContractStats(id)
+		if err != nil {
+			s.forestflowError(w, forestflow.ErrorResponse{Case: forestflow.UnknownContract, Contract: ct})
+			return
+		}
+		out := make([]any, 0, len(st))
+		for _, sv := range st {
+			out = append(out, map[string]any{
+				"ServableMetrics": servableMetricsJSON(forestflow.FQRV{Contract: ct, ReleaseVersion: sv.Release}, sv),
+				"Grove":           sv,
+			})
+		}
+		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// servableMetricsJSON is ForestFlow's ServableMetrics message in its JSON:
+// scoreCount (user requests), shadeCount (shadow executions), createdAtMS,
+// becameValidAtMS (absent while never valid), currentPhaseInPct (whole
+// percent) and performanceMetrics (from the metrics API).
+func servableMetricsJSON(fqrv forestflow.FQRV, sv actors.ServableStats) map[string]any {
+	m := map[string]any{
+		"fqrv":               fqrvJSON(fqrv),
+		"scoreCount":         sv.Served,
+		"shadeCount":         sv.ShadowExecutions,
+		"currentPhaseInPct":  int32(sv.PhaseInPct),
+		"performanceMetrics": map[string]float64{},
+	}
+	if sv.Metrics != nil {
+		m["performanceMetrics"] = sv.Metrics
+	}
+	if sv.Created != nil {
+		m["createdAtMS"] = sv.Created.UnixMilli()
+	}
+	if sv.ValidSince != nil {
+		m["becameValidAtMS"] = sv.ValidSince.UnixMilli()
+	}
+	return m
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
