@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +59,8 @@ func New(b Backend, opts Options) *Server {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 2<<30 - 1
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	s := &Server{Server: gs, health: health.NewServer(), b: b}
 	sidecarpb.RegisterInferenceServiceServer(gs, &sidecar{inf: b, reg: b})
 	oippb.RegisterGRPCInferenceServiceServer(gs, &oipServer{b: b, version: opts.Version})

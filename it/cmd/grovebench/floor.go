@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +49,7 @@ func serveFloor(spec string) error {
 	if err != nil {
 		return err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))) // as grove serves it
 	oippb.RegisterGRPCInferenceServiceServer(gs, floorGRPC{})
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(gl) }()
