@@ -19,11 +19,13 @@ const (
 	Int16
 	Int32
 	Int64
+	Bool  // one byte per element, 0 (false) or 1 (true)
+	Uint8 // unsigned 8-bit integers
 )
 
-var dtypeNames = [...]string{Unknown: "UNKNOWN", Float32: "FLOAT", Float64: "DOUBLE", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64"}
+var dtypeNames = [...]string{Unknown: "UNKNOWN", Float32: "FLOAT", Float64: "DOUBLE", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64", Bool: "BOOL", Uint8: "UINT8"}
 
-var dtypeSizes = [...]int{Unknown: 0, Float32: 4, Float64: 8, Int8: 1, Int16: 2, Int32: 4, Int64: 8}
+var dtypeSizes = [...]int{Unknown: 0, Float32: 4, Float64: 8, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Bool: 1, Uint8: 1}
 
 // String returns the B&A name of the type (FLOAT, DOUBLE, INT8, ...).
 func (d DType) String() string {
@@ -44,7 +46,9 @@ func (d DType) Size() int {
 	return 0
 }
 
-// ParseDType returns the type with the given B&A name; names are case-sensitive.
+// ParseDType returns the type with the given name (FLOAT, DOUBLE, INT8, ...,
+// BOOL, UINT8); names are case-sensitive. Callers whose protocol knows fewer
+// types (the B&A API) must check the result themselves.
 func ParseDType(s string) (DType, bool) {
 	for i, n := range dtypeNames {
 		if n == s && DType(i) != Unknown {
@@ -158,6 +162,14 @@ func (t Tensor) Int32s() []int32 { return view[int32](t.Data) }
 // Int64s views Data as int64 values; the tensor must be Int64.
 func (t Tensor) Int64s() []int64 { return view[int64](t.Data) }
 
+// Bools views Data as bool values; the tensor must be Bool. Every byte must
+// be 0 or 1 (the runtimes and the API decoders guarantee it).
+func (t Tensor) Bools() []bool { return view[bool](t.Data) }
+
+// Uint8s views Data as uint8 values; the tensor must be Uint8 (or Bool, to
+// see its raw bytes).
+func (t Tensor) Uint8s() []uint8 { return t.Data }
+
 // Float64At returns element i widened to float64, whatever the DType.
 func (t Tensor) Float64At(i int) float64 {
 	switch t.DType {
@@ -173,6 +185,13 @@ func (t Tensor) Float64At(i int) float64 {
 		return float64(t.Int32s()[i])
 	case Int64:
 		return float64(t.Int64s()[i])
+	case Bool:
+		if t.Data[i] != 0 {
+			return 1
+		}
+		return 0
+	case Uint8:
+		return float64(t.Data[i])
 	}
 	return math.NaN()
 }

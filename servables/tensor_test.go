@@ -31,7 +31,7 @@ func TestNumElementsRejectsBadShapes(t *testing.T) {
 }
 
 func TestNewTensorIsAlignedAndValid(t *testing.T) {
-	for _, dt := range []DType{Float32, Float64, Int8, Int16, Int32, Int64} {
+	for _, dt := range []DType{Float32, Float64, Int8, Int16, Int32, Int64, Bool, Uint8} {
 		x, err := NewTensor("x", dt, []int64{3, 5})
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +59,31 @@ func TestFloat64AtWidensEveryType(t *testing.T) {
 	x.Int16s()[1] = -7
 	if x.Float64At(1) != -7 {
 		t.Errorf("Float64At = %v", x.Float64At(1))
+	}
+	b, _ := NewTensor("b", Bool, []int64{2})
+	b.Bools()[1] = true
+	if b.Data[1] != 1 || b.Float64At(0) != 0 || b.Float64At(1) != 1 {
+		t.Errorf("Bool: data %v, Float64At %v %v", b.Data, b.Float64At(0), b.Float64At(1))
+	}
+	u, _ := NewTensor("u", Uint8, []int64{2})
+	u.Uint8s()[0] = 255
+	if u.Float64At(0) != 255 || u.Float64At(1) != 0 {
+		t.Errorf("Uint8: Float64At %v %v", u.Float64At(0), u.Float64At(1))
+	}
+}
+
+func TestBoolAndUint8AreOneByte(t *testing.T) {
+	for _, c := range []struct {
+		dt   DType
+		name string
+	}{{Bool, "BOOL"}, {Uint8, "UINT8"}} {
+		if c.dt.String() != c.name || c.dt.Size() != 1 {
+			t.Errorf("%v: name %q, size %d", c.dt, c.dt.String(), c.dt.Size())
+		}
+	}
+	// The numeric codes are shared with the torch shim (shim.h): never renumber.
+	if Int64 != 6 || Bool != 7 || Uint8 != 8 {
+		t.Errorf("codes Int64 %d, Bool %d, Uint8 %d; want 6, 7, 8", Int64, Bool, Uint8)
 	}
 }
 

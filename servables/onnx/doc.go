@@ -34,9 +34,9 @@
 // model".
 //
 // Metadata lists the model's inputs and outputs with their names, dtypes
-// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64; any other ONNX element type,
-// such as BOOL, UINT8 or FLOAT16, is UNKNOWN) and shapes, -1 for a dynamic
-// dimension.
+// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8; any other ONNX
+// element type, such as UINT16 or FLOAT16, is UNKNOWN) and shapes, -1 for a
+// dynamic dimension.
 //
 // # Predict
 //

@@ -220,6 +220,8 @@ var dtypes = map[ort.TensorElementDataType]servables.DType{
 	ort.TensorElementDataTypeInt16:  servables.Int16,
 	ort.TensorElementDataTypeInt32:  servables.Int32,
 	ort.TensorElementDataTypeInt64:  servables.Int64,
+	ort.TensorElementDataTypeBool:   servables.Bool,
+	ort.TensorElementDataTypeUint8:  servables.Uint8,
 }
 
 // ortTypes is dtypes inverted.
@@ -530,6 +532,10 @@ func newScalar(dt servables.DType, data []byte) (ort.Value, error) {
 		return ort.NewScalar(*(*int32)(p))
 	case servables.Int64:
 		return ort.NewScalar(*(*int64)(p))
+	case servables.Bool:
+		return ort.NewScalar(*(*byte)(p) != 0)
+	case servables.Uint8:
+		return ort.NewScalar(*(*uint8)(p))
 	}
 	return nil, fmt.Errorf("unsupported data type %v", dt)
 }
@@ -616,6 +622,10 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 		return copyTensor(name, servables.Int32, x.GetShape(), x.GetData())
 	case *ort.Tensor[int64]:
 		return copyTensor(name, servables.Int64, x.GetShape(), x.GetData())
+	case *ort.Tensor[bool]:
+		return copyTensor(name, servables.Bool, x.GetShape(), x.GetData())
+	case *ort.Tensor[uint8]:
+		return copyTensor(name, servables.Uint8, x.GetShape(), x.GetData())
 	}
 	if v.GetONNXType() != ort.ONNXTypeTensor {
 		return servables.Tensor{}, fmt.Errorf("%w: output %q is a %v, not a tensor", servables.ErrOutput, name, v.GetONNXType())
@@ -624,7 +634,7 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 }
 
 func unsupportedOutput(name string, t ort.TensorElementDataType) error {
-	return fmt.Errorf("%w: output %q is a tensor of %s; Grove returns FLOAT, DOUBLE, INT8, INT16, INT32 and INT64 tensors",
+	return fmt.Errorf("%w: output %q is a tensor of %s; Grove returns FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL and UINT8 tensors",
 		servables.ErrOutput, name, ortTypeName(t))
 }
 

@@ -65,6 +65,10 @@ func tensor(t testing.TB, name string, dt servables.DType, shape []int64, values
 			x.Int16s()[i] = int16(v)
 		case servables.Int32:
 			x.Int32s()[i] = int32(v)
+		case servables.Bool:
+			x.Bools()[i] = v != 0
+		case servables.Uint8:
+			x.Uint8s()[i] = uint8(v)
 		case servables.Int64:
 			x.Int64s()[i] = int64(v)
 		}
@@ -234,9 +238,11 @@ func TestMetadata(t *testing.T) {
 		testdata("scalar"): `{"runtime":"onnx","inputs":[{"name":"x","datatype":"FLOAT","shape":[-1]},{"name":"s","datatype":"FLOAT","shape":[]}],` +
 			`"outputs":[{"name":"y","datatype":"FLOAT","shape":[-1]}]}`,
 		testdata("unsupported_out"): `{"runtime":"onnx","inputs":[{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
-			`"outputs":[{"name":"positive","datatype":"UNKNOWN","shape":[-1,4]},{"name":"half","datatype":"UNKNOWN","shape":[-1,4]}]}`,
-		testdata("unsupported_in"): `{"runtime":"onnx","inputs":[{"name":"mask","datatype":"UNKNOWN","shape":[-1,4]},{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
-			`"outputs":[{"name":"masked","datatype":"FLOAT","shape":[-1,4]}]}`,
+			`"outputs":[{"name":"positive","datatype":"BOOL","shape":[-1,4]},{"name":"half","datatype":"UNKNOWN","shape":[-1,4]}]}`,
+		testdata("unsupported_in"): `{"runtime":"onnx","inputs":[{"name":"h","datatype":"UNKNOWN","shape":[-1,4]},{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
+			`"outputs":[{"name":"scaled","datatype":"FLOAT","shape":[-1,4]}]}`,
+		testdata("mask"): `{"runtime":"onnx","inputs":[{"name":"mask","datatype":"BOOL","shape":[-1,4]},{"name":"x","datatype":"UINT8","shape":[-1,4]}],` +
+			`"outputs":[{"name":"masked","datatype":"BOOL","shape":[-1,4]},{"name":"next","datatype":"UINT8","shape":[-1,4]}]}`,
 	} {
 		b, err := json.Marshal(load(t, name, servables.LoadOptions{}).Metadata())
 		if err != nil {
@@ -274,6 +280,7 @@ func TestInvalidInputsNameTheExpectedInputs(t *testing.T) {
 	mixed := load(t, testdata("mixed"), servables.LoadOptions{})
 	scalar := load(t, testdata("scalar"), servables.LoadOptions{})
 	unsupported := load(t, testdata("unsupported_in"), servables.LoadOptions{})
+	mask := load(t, testdata("mask"), servables.LoadOptions{})
 	mixedSpecs := []string{"ids INT64 [-1 2]", "w FLOAT [-1 1]"}
 	ids := tensor(t, "ids", servables.Int64, []int64{1, 2}, 1, 2)
 	w := tensor(t, "w", servables.Float32, []int64{1, 1}, 1)
@@ -303,7 +310,8 @@ func TestInvalidInputsNameTheExpectedInputs(t *testing.T) {
 		{"rank 3", pctr, []servables.Tensor{f32("x", 1, 1, 64)}, []string{"(rank 3), the model takes rank 2", xSpec}},
 		{"data does not fill the shape", pctr, []servables.Tensor{short}, []string{`input 0 ("x")`, "do not fill shape [2 64]", xSpec}},
 		{"too few unnamed", scalar, []servables.Tensor{f32("", 3)}, []string{"got 1 unnamed input tensors, the model takes 2", "x FLOAT [-1], s FLOAT []"}},
-		{"input of a type Grove cannot send", unsupported, []servables.Tensor{f32("mask", 1, 4), f32("x", 1, 4)}, []string{`input "mask" is mask BOOL [-1 4] in the model, a type Grove cannot send`, "x FLOAT [-1 4]"}},
+		{"input of a type Grove cannot send", unsupported, []servables.Tensor{f32("h", 1, 4), f32("x", 1, 4)}, []string{`input "h" is h FLOAT16 [-1 4] in the model, a type Grove cannot send`, "x FLOAT [-1 4]"}},
+		{"wrong dtype, bool", mask, []servables.Tensor{tensor(t, "mask", servables.Uint8, []int64{1, 4}, 1, 0, 1, 0), tensor(t, "x", servables.Uint8, []int64{1, 4}, 1, 2, 3, 4)}, []string{`input "mask" is UINT8, the model takes BOOL`, "mask BOOL [-1 4], x UINT8 [-1 4]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.m.Predict(context.Background(), c.inputs)
@@ -344,6 +352,23 @@ func TestONNXRuntimeInputErrorsAreInvalidInput(t *testing.T) {
 	}
 }
 
+func TestBoolAndUint8BothWays(t *testing.T) {
+	// mask.onnx: (mask bool [batch, 4], x uint8 [batch, 4]) -> (masked = mask AND (x > 3), next = x + 1).
+	m := load(t, testdata("mask"), servables.LoadOptions{})
+	out := predict(t, m,
+		tensor(t, "x", servables.Uint8, []int64{2, 4}, 0, 4, 9, 254, 7, 3, 200, 5),
+		tensor(t, "mask", servables.Bool, []int64{2, 4}, 1, 1, 0, 1, 0, 1, 1, 1))
+	if len(out) != 2 || out[0].Name != "masked" || out[1].Name != "next" {
+		t.Fatalf("outputs %+v", out)
+	}
+	if out[0].DType != servables.Bool || fmt.Sprint(out[0].Shape) != "[2 4]" || fmt.Sprint(out[0].Bools()) != "[false true false true false false true true]" {
+		t.Errorf("masked = %v %v %v", out[0].DType, out[0].Shape, out[0].Bools())
+	}
+	if out[1].DType != servables.Uint8 || fmt.Sprint(out[1].Shape) != "[2 4]" || fmt.Sprint(out[1].Uint8s()) != "[1 5 10 255 8 4 201 6]" {
+		t.Errorf("next = %v %v %v", out[1].DType, out[1].Shape, out[1].Uint8s())
+	}
+}
+
 func TestScalarInput(t *testing.T) {
 	m := load(t, testdata("scalar"), servables.LoadOptions{})
 	out := predict(t, m, tensor(t, "s", servables.Float32, []int64{}, 2.5), tensor(t, "x", servables.Float32, []int64{3}, 1, -2, 4))
@@ -367,13 +392,18 @@ func TestOutputsGroveCannotReturnAreErrOutput(t *testing.T) {
 	_, err := m.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Float32, []int64{1, 4}, -1, 0, 1, 2)})
 	// Refused before the model runs, from the declared output types
 	// (onnxruntime_go cannot even convert some, such as "half", FLOAT16).
-	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "positive" is a tensor of BOOL`) {
-		t.Errorf("Predict: %v, want ErrOutput naming output positive and BOOL", err)
+	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "half" is a tensor of FLOAT16`) {
+		t.Errorf("Predict: %v, want ErrOutput naming output half and FLOAT16", err)
 	}
 	// An output whose type only shows when the model runs is checked then.
-	_, err = toTensor("positive", mustBoolTensor(t))
-	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "positive" is a tensor of BOOL`) {
-		t.Errorf("toTensor(bool): %v, want ErrOutput naming output positive and BOOL", err)
+	_, err = toTensor("wide", mustUint16Tensor(t))
+	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "wide" is a tensor of UINT16`) {
+		t.Errorf("toTensor(uint16): %v, want ErrOutput naming output wide and UINT16", err)
+	}
+	// Bool outputs convert.
+	b, err := toTensor("positive", mustBoolTensor(t))
+	if err != nil || b.DType != servables.Bool || fmt.Sprint(b.Shape, b.Data) != "[1 2] [1 0]" {
+		t.Errorf("toTensor(bool) = %+v, %v", b, err)
 	}
 }
 
@@ -693,6 +723,16 @@ func BenchmarkIntraOpThreads(b *testing.B) {
 			})
 		}
 	}
+}
+
+func mustUint16Tensor(t *testing.T) ort.Value {
+	t.Helper()
+	v, err := ort.NewTensor(ort.NewShape(2), []uint16{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Destroy() })
+	return v
 }
 
 func mustBoolTensor(t *testing.T) ort.Value {

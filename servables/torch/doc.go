@@ -25,9 +25,10 @@
 // Tensor, or a Tuple or List of Tensors; each becomes one Go tensor named
 // output_0, output_1, ..., made contiguous and copied into memory from
 // servables.NewTensor, after which the C++ output is freed. Supported dtypes
-// both ways: float32, float64, int8, int16, int32, int64. Any other output
-// type or dtype (bool, uint8, half, a dict, a string, nested tuples, an empty
-// tensor) is an error wrapping servables.ErrOutput that names it.
+// both ways: float32, float64, int8, int16, int32, int64, bool (Bool, one
+// byte 0 or 1) and uint8 (Byte). Any other output type or dtype (half, a
+// dict, a string, nested tuples, an empty tensor) is an error wrapping
+// servables.ErrOutput that names it.
 //
 // Inputs that do not fit forward's signature (too few or too many tensors,
 // checked against the schema before the model runs) are errors wrapping

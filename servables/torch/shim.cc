@@ -114,6 +114,8 @@ bool to_scalar_type(int32_t d, c10::ScalarType* st) {
     case GROVE_INT16: *st = c10::kShort; return true;
     case GROVE_INT32: *st = c10::kInt; return true;
     case GROVE_INT64: *st = c10::kLong; return true;
+    case GROVE_BOOL: *st = c10::kBool; return true;
+    case GROVE_UINT8: *st = c10::kByte; return true;
   }
   return false;
 }
@@ -126,6 +128,8 @@ int32_t from_scalar_type(c10::ScalarType st) {
     case c10::kShort: return GROVE_INT16;
     case c10::kInt: return GROVE_INT32;
     case c10::kLong: return GROVE_INT64;
+    case c10::kBool: return GROVE_BOOL;
+    case c10::kByte: return GROVE_UINT8;
     default: return 0;
   }
 }
@@ -308,7 +312,7 @@ int grove_forward(grove_module* m, int32_t n, const int32_t* dtypes,
       }
       if (from_scalar_type(t.scalar_type()) == 0) {
         *err = dup(where + " has dtype " + std::string(c10::toString(t.scalar_type())) +
-                   "; Grove returns Float, Double, Char (int8), Short, Int and Long tensors");
+                   "; Grove returns Float, Double, Char (int8), Short, Int, Long, Bool and Byte (uint8) tensors");
         return false;
       }
       h->tensors.push_back(t.contiguous());

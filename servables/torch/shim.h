@@ -19,6 +19,8 @@ enum {
   GROVE_INT16 = 4,
   GROVE_INT32 = 5,
   GROVE_INT64 = 6,
+  GROVE_BOOL = 7,
+  GROVE_UINT8 = 8,
 };
 
 // Status of grove_forward.

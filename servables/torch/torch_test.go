@@ -53,6 +53,10 @@ func tensor(t testing.TB, dt servables.DType, shape []int64, values ...float64) 
 			x.Int32s()[i] = int32(v)
 		case servables.Int64:
 			x.Int64s()[i] = int64(v)
+		case servables.Bool:
+			x.Bools()[i] = v != 0
+		case servables.Uint8:
+			x.Uint8s()[i] = uint8(v)
 		}
 	}
 	return x
@@ -214,6 +218,35 @@ func TestEveryDTypeRoundTrips(t *testing.T) {
 	}
 }
 
+func TestBoolAndUint8BothWays(t *testing.T) {
+	// mask.pt: (mask bool [N, 4], x uint8 [N, 4]) -> (mask & (x > 3), x + 1).
+	m := load(t, testdata("mask"), servables.LoadOptions{})
+	mask := tensor(t, servables.Bool, []int64{2, 4}, 1, 1, 0, 1, 0, 1, 1, 1)
+	x := tensor(t, servables.Uint8, []int64{2, 4}, 0, 4, 9, 255, 7, 3, 200, 5)
+	out, err := m.Predict(context.Background(), []servables.Tensor{mask, x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 {
+		t.Fatalf("%d outputs", len(out))
+	}
+	if out[0].DType != servables.Bool || fmt.Sprint(out[0].Shape) != "[2 4]" || fmt.Sprint(out[0].Bools()) != "[false true false true false false true true]" {
+		t.Errorf("output 0 = %v %v %v", out[0].DType, out[0].Shape, out[0].Bools())
+	}
+	if out[1].DType != servables.Uint8 || fmt.Sprint(out[1].Shape) != "[2 4]" || fmt.Sprint(out[1].Uint8s()) != "[1 5 10 0 8 4 201 6]" {
+		t.Errorf("output 1 = %v %v %v (255+1 wraps to 0)", out[1].DType, out[1].Shape, out[1].Uint8s())
+	}
+	// A comparison's bool output comes back as Bool.
+	b := load(t, testdata("bool"), servables.LoadOptions{})
+	out, err = b.Predict(context.Background(), []servables.Tensor{tensor(t, servables.Float32, []int64{3}, 1, -1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].DType != servables.Bool || fmt.Sprint(out[0].Data) != "[1 0 0]" {
+		t.Errorf("x > 0 = %v %v", out[0].DType, out[0].Data)
+	}
+}
+
 func TestScalarInputAndOutput(t *testing.T) {
 	m := load(t, testdata("double"), servables.LoadOptions{})
 	out, err := m.Predict(context.Background(), []servables.Tensor{tensor(t, servables.Float64, []int64{}, 1.25)})
@@ -261,7 +294,7 @@ func TestUnsupportedOutputsWrapErrOutput(t *testing.T) {
 		{"dict", "Dict[str, Tensor]"},
 		{"str", "str"},
 		{"nested", "element 1 of the output Tuple[Tensor, Tuple[Tensor, Tensor]] is Tuple[Tensor, Tensor]"},
-		{"bool", "dtype Bool"},
+		{"half", "dtype Half"},
 		{"empty", "dimension 0 is 0"},
 	} {
 		m := load(t, testdata(c.model), servables.LoadOptions{})

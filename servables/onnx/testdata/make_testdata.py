@@ -9,10 +9,13 @@ mixed.onnx            two inputs of different dtypes, two outputs, names that ar
                       -> weighted float32 [batch, 2] = ids * w,
                          total float64 [batch] = sum of weighted over dim 1
 scalar.onnx           a rank-0 input: x float32 [n], s float32 [] -> y float32 [n] = x * s
-unsupported_out.onnx  outputs Grove cannot return:
+unsupported_out.onnx  an output Grove cannot return (and a bool one it can):
                       x float32 [batch, 4] -> positive bool [batch, 4], half float16 [batch, 4]
 unsupported_in.onnx   an input Grove cannot send:
-                      mask bool [batch, 4], x float32 [batch, 4] -> masked float32 [batch, 4]
+                      h float16 [batch, 4], x float32 [batch, 4] -> scaled float32 [batch, 4]
+mask.onnx             bool and uint8 both ways:
+                      mask bool [batch, 4], x uint8 [batch, 4]
+                      -> masked bool [batch, 4] = mask AND (x > 3), next uint8 [batch, 4] = x + 1
 
 The example pCTR model is examples/bucket/pctr_onnx/model.onnx, made by
 examples/models/make_models.py. Reruns give byte-identical files.
@@ -41,8 +44,13 @@ class UnsupportedOut(torch.nn.Module):
 
 
 class UnsupportedIn(torch.nn.Module):
+    def forward(self, h, x):
+        return x * h.to(torch.float32)
+
+
+class Mask(torch.nn.Module):
     def forward(self, mask, x):
-        return x * mask.to(torch.float32)
+        return mask & (x > 3), x + 1
 
 
 def export(m, args, name, inputs, outputs, dynamic):
@@ -58,8 +66,11 @@ def main():
            ["x", "s"], ["y"], {"x": {0: "n"}, "y": {0: "n"}})
     export(UnsupportedOut(), (torch.zeros(1, 4),), "unsupported_out.onnx",
            ["x"], ["positive", "half"], {"x": {0: "batch"}, "positive": {0: "batch"}, "half": {0: "batch"}})
-    export(UnsupportedIn(), (torch.ones(1, 4, dtype=torch.bool), torch.zeros(1, 4)), "unsupported_in.onnx",
-           ["mask", "x"], ["masked"], {"mask": {0: "batch"}, "x": {0: "batch"}, "masked": {0: "batch"}})
+    export(UnsupportedIn(), (torch.ones(1, 4, dtype=torch.float16), torch.zeros(1, 4)), "unsupported_in.onnx",
+           ["h", "x"], ["scaled"], {"h": {0: "batch"}, "x": {0: "batch"}, "scaled": {0: "batch"}})
+    export(Mask(), (torch.ones(1, 4, dtype=torch.bool), torch.zeros(1, 4, dtype=torch.uint8)), "mask.onnx",
+           ["mask", "x"], ["masked", "next"], {"mask": {0: "batch"}, "x": {0: "batch"},
+                                               "masked": {0: "batch"}, "next": {0: "batch"}})
     print("wrote testdata to", here)
 
 

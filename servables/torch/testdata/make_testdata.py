@@ -93,9 +93,24 @@ class Heavy(torch.nn.Module):
         return x
 
 
+class HalfOut(torch.nn.Module):
+    """An output dtype Grove does not return."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.half()
+
+
+class Mask(torch.nn.Module):
+    """bool and uint8 both ways: mask bool [N, 4], x uint8 [N, 4]
+    -> (mask & (x > 3) bool [N, 4], x + 1 uint8 [N, 4])."""
+
+    def forward(self, mask: torch.Tensor, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return mask & (x > 3), x + 1
+
+
 MODELS = {"double": Double, "add": Add, "optional": Optional2, "pair": Pair, "list": ListOut,
           "dict": DictOut, "str": StrOut, "nested": NestedOut, "bool": BoolOut, "empty": EmptyOut,
-          "raise": Raise, "heavy": Heavy}
+          "raise": Raise, "heavy": Heavy, "half": HalfOut, "mask": Mask}
 
 
 def main():
