@@ -449,3 +449,97 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	}
 	checkClose(t, "filtered output_1", fr.Outputs[0].Data, want[1].Data, 1e-5)
 }
+
+// TestOIPServesBoolAndUint8 runs the servables' bool/uint8 test models
+// (f(mask bool [N,4], x uint8 [N,4]) = (mask AND x > 3, x + 1)) in both
+// runtimes over OIP REST (JSON and binary) and gRPC, and checks that the
+// B&A API refuses both types with a clear error.
+func TestOIPServesBoolAndUint8(t *testing.T) {
+	b := newDirBucket(t)
+	for path, file := range map[string]string{
+		"mask_onnx/model.onnx": filepath.Join("servables", "onnx", "testdata", "mask.onnx"),
+		"mask_pt/model.pt":     filepath.Join("servables", "torch", "testdata", "mask.pt"),
+		"bool_pt/model.pt":     filepath.Join("servables", "torch", "testdata", "bool.pt"),
+	} {
+		data, err := os.ReadFile(filepath.Join(repoRoot(), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Put(t, path, data)
+	}
+	putConfig(t, b, modelEntry{Path: "mask_onnx/"}, modelEntry{Path: "mask_pt/"}, modelEntry{Path: "bool_pt/"})
+	g := startGrove(t, b.URL(), nil)
+	ctx := withTimeout(t, time.Minute)
+
+	const want = `"outputs":[{"name":"%s","datatype":"BOOL","shape":[2,4],"data":[false,true,false,true,false,false,true,true]},` +
+		`{"name":"%s","datatype":"UINT8","shape":[2,4],"data":[1,5,10,255,8,4,201,6]}]}`
+	body := `{"inputs":[{"name":"mask","shape":[2,4],"datatype":"BOOL","data":[[true,true,false,true],[false,true,true,true]]},` +
+		`{"name":"x","shape":[2,4],"datatype":"UINT8","data":[0,4,9,254,7,3,200,5]}]}`
+	for model, names := range map[string][2]string{"mask_onnx": {"masked", "next"}, "mask_pt": {"output_0", "output_1"}} {
+		code, _, raw := oipPost(t, g, "/v2/models/"+model+"/infer", []byte(body), 0)
+		if w := fmt.Sprintf(want, names[0], names[1]); code != 200 || !strings.HasSuffix(string(raw), w) {
+			t.Errorf("%s: HTTP %d %s\nwant …%s", model, code, raw, w)
+		}
+		// Binary in and out.
+		header := `{"inputs":[{"name":"mask","shape":[1,4],"datatype":"BOOL","parameters":{"binary_data_size":4}},` +
+			`{"name":"x","shape":[1,4],"datatype":"UINT8","parameters":{"binary_data_size":4}}],"parameters":{"binary_data_output":true}}`
+		code, h, raw := oipPost(t, g, "/v2/models/"+model+"/infer", append([]byte(header), 1, 1, 0, 1, 0, 4, 9, 255), len(header))
+		n, _ := strconv.Atoi(h.Get("Inference-Header-Content-Length"))
+		if code != 200 || n <= 0 || n > len(raw) || !bytes.Equal(raw[n:], []byte{0, 1, 0, 1, 1, 5, 10, 0}) {
+			t.Errorf("%s binary: HTTP %d %q", model, code, raw)
+		}
+		// A BOOL byte other than 0 or 1 is refused.
+		code, _, raw = oipPost(t, g, "/v2/models/"+model+"/infer", append([]byte(header), 1, 2, 0, 1, 0, 4, 9, 255), len(header))
+		if code != 400 || !strings.Contains(string(raw), `binary data byte 1 is 2; BOOL data must be bytes 0 (false) or 1 (true)`) {
+			t.Errorf("%s bad bool byte: HTTP %d %s", model, code, raw)
+		}
+	}
+	for _, tc := range []struct{ body, says string }{
+		{`{"inputs":[{"name":"mask","shape":[1],"datatype":"BOOL","data":[1]}]}`, `input \"mask\": data[0] is a number; BOOL data must be true or false`},
+		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]}`, `input \"x\": data[0] = 256 is out of range for UINT8 (0 to 255)`},
+		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[1]}]}`, `datatype \"UINT16\" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8`},
+	} {
+		if code, _, raw := oipPost(t, g, "/v2/models/mask_onnx/infer", []byte(tc.body), 0); code != 400 || !strings.Contains(string(raw), tc.says) {
+			t.Errorf("%s: HTTP %d %s, want 400 saying %s", tc.body, code, raw, tc.says)
+		}
+	}
+
+	// OIP gRPC: metadata from the ONNX model, typed and raw contents.
+	c := oippb.NewGRPCInferenceServiceClient(g.dial())
+	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "mask_onnx"})
+	if err != nil || len(md.Inputs) != 2 || md.Inputs[0].Datatype != "BOOL" || md.Inputs[1].Datatype != "UINT8" ||
+		len(md.Outputs) != 2 || md.Outputs[0].Datatype != "BOOL" || md.Outputs[1].Datatype != "UINT8" {
+		t.Errorf("ModelMetadata(mask_onnx) = %v, %v", md, err)
+	}
+	typed := []*oippb.ModelInferRequest_InferInputTensor{
+		{Name: "mask", Datatype: "BOOL", Shape: []int64{1, 4}, Contents: &oippb.InferTensorContents{BoolContents: []bool{true, true, false, true}}},
+		{Name: "x", Datatype: "UINT8", Shape: []int64{1, 4}, Contents: &oippb.InferTensorContents{UintContents: []uint32{0, 4, 9, 255}}},
+	}
+	for _, model := range []string{"mask_onnx", "mask_pt"} {
+		r, err := c.ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: model, Inputs: typed})
+		if err != nil || len(r.Outputs) != 2 || r.Outputs[0].Datatype != "BOOL" || r.Outputs[1].Datatype != "UINT8" ||
+			!bytes.Equal(r.RawOutputContents[0], []byte{0, 1, 0, 1}) || !bytes.Equal(r.RawOutputContents[1], []byte{1, 5, 10, 0}) {
+			t.Errorf("ModelInfer(%s) = %v, %v", model, r, err)
+		}
+	}
+	_, err = c.ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: "mask_onnx", Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+		{Name: "x", Datatype: "UINT8", Shape: []int64{1}, Contents: &oippb.InferTensorContents{UintContents: []uint32{300}}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "value 300 at 0 is out of range for UINT8") {
+		t.Errorf("UINT8 300 over gRPC: %v", err)
+	}
+
+	// The B&A API has neither type: a BOOL input is an INPUT_PARSING error,
+	// a BOOL output an OUTPUT_PARSING one.
+	_, resp, err := g.infer(batchJSON(
+		itemJSON("mask_onnx/", tensorJSON("BOOL", []int64{1}, []float64{1})),
+		itemJSON("bool_pt/", tensorJSON("FLOAT", []int64{2}, []float64{1, -1}))))
+	if err != nil || len(resp.Response) != 2 {
+		t.Fatalf("B&A: %+v, %v", resp, err)
+	}
+	if e := resp.Response[0].Error; e == nil || e.ErrorType != "INPUT_PARSING" || !strings.Contains(e.Description, "Unsupported 'data_type' field BOOL") {
+		t.Errorf("B&A BOOL input: %+v", e)
+	}
+	if e := resp.Response[1].Error; e == nil || e.ErrorType != "OUTPUT_PARSING" || !strings.Contains(e.Description, "output type BOOL is not supported by the B&A API") {
+		t.Errorf("B&A BOOL output: %+v", e)
+	}
+}

@@ -13,9 +13,11 @@ import (
 // TensorsToProto converts Grove tensors to event tensors, putting the
 // values in the typed field of their data type (float_data for FLOAT,
 // double_data for DOUBLE, int32_data for INT8, INT16 and INT32, int64_data
-// for INT64; see the Tensor message). To keep the request path cheap, the
+// for INT64; see the Tensor message); BOOL and UINT8 tensors, which have no
+// typed field, carry their bytes (one per element, BOOL as 0 or 1) in
+// raw_data. To keep the request path cheap, the
 // result shares memory with ts (the shapes, and the values of FLOAT,
-// DOUBLE, INT32 and INT64 tensors): leave ts unchanged until the event has
+// DOUBLE, INT32, INT64, BOOL and UINT8 tensors): leave ts unchanged until the event has
 // been passed to Producer.Log, which encodes it before it returns. A tensor
 // of an unknown data type becomes a tensor with its datatype name and its
 // bytes in raw_data.
@@ -104,6 +106,13 @@ func tensorFromProto(p *grovepb.Tensor) (servables.Tensor, error) {
 			return servables.Tensor{}, fmt.Errorf("raw_data has %d bytes, shape %v of %v needs %d", len(p.GetRawData()), t.Shape, dt, len(t.Data))
 		}
 		copyLittleEndian(t, p.GetRawData())
+		if dt == servables.Bool {
+			for j, b := range t.Data {
+				if b > 1 {
+					return servables.Tensor{}, fmt.Errorf("raw_data byte %d is %d; BOOL values must be 0 or 1", j, b)
+				}
+			}
+		}
 		return t, nil
 	}
 	if typed != n {

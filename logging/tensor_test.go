@@ -94,7 +94,10 @@ func TestTensorsFromProtoErrors(t *testing.T) {
 		p    *grovepb.Tensor
 		want string
 	}{
-		{"datatype", &grovepb.Tensor{Name: "x", Datatype: "BOOL", Shape: []int64{1}}, `tensor 0 ("x"): unsupported datatype "BOOL"`},
+		{"datatype", &grovepb.Tensor{Name: "x", Datatype: "UINT16", Shape: []int64{1}}, `tensor 0 ("x"): unsupported datatype "UINT16"`},
+		{"bool byte", &grovepb.Tensor{Name: "m", Datatype: "BOOL", Shape: []int64{3}, RawData: []byte{1, 0, 2}}, `tensor 0 ("m"): raw_data byte 2 is 2; BOOL values must be 0 or 1`},
+		{"bool no data", &grovepb.Tensor{Datatype: "BOOL", Shape: []int64{2}}, "0 values for shape [2] (2 elements) of BOOL"},
+		{"uint8 raw length", &grovepb.Tensor{Datatype: "UINT8", Shape: []int64{2}, RawData: []byte{1}}, "raw_data has 1 bytes, shape [2] of UINT8 needs 2"},
 		{"shape", &grovepb.Tensor{Datatype: "FLOAT", Shape: []int64{0}, FloatData: []float32{}}, "dimension 0 is 0"},
 		{"too few values", &grovepb.Tensor{Datatype: "FLOAT", Shape: []int64{3}, FloatData: []float32{1, 2}}, "2 values for shape [3] (3 elements) of FLOAT"},
 		{"wrong field", &grovepb.Tensor{Datatype: "FLOAT", Shape: []int64{1}, DoubleData: []float64{1}}, "0 values for shape [1]"},
@@ -108,5 +111,26 @@ func TestTensorsFromProtoErrors(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestBoolAndUint8TravelInRawData(t *testing.T) {
+	in := []servables.Tensor{
+		mustTensor(t, "mask", servables.Bool, []int64{2, 2}, func(x servables.Tensor) { copy(x.Bools(), []bool{true, false, false, true}) }),
+		mustTensor(t, "u8", servables.Uint8, []int64{3}, func(x servables.Tensor) { copy(x.Uint8s(), []uint8{0, 7, 255}) }),
+	}
+	ps := TensorsToProto(in)
+	if ps[0].Datatype != "BOOL" || !reflect.DeepEqual(ps[0].RawData, []byte{1, 0, 0, 1}) ||
+		ps[1].Datatype != "UINT8" || !reflect.DeepEqual(ps[1].RawData, []byte{0, 7, 255}) {
+		t.Fatalf("TensorsToProto = %v", ps)
+	}
+	back, err := TensorsFromProto(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if back[i].DType != in[i].DType || !reflect.DeepEqual(back[i].Data, in[i].Data) || !reflect.DeepEqual(back[i].Shape, in[i].Shape) {
+			t.Errorf("tensor %d: got %+v, want %+v", i, back[i], in[i])
+		}
 	}
 }

@@ -98,3 +98,23 @@ type Result struct {
 	// Err, when non-nil, is written as the item's error instead of tensors.
 	Err *Error
 }
+
+// parseDType returns the DType of a B&A data_type name. The B&A API knows
+// FLOAT, DOUBLE, INT8, INT16, INT32 and INT64 only; the other Grove names
+// (BOOL, UINT8) are unsupported here, as in the sidecar.
+func parseDType(s string) (servables.DType, bool) {
+	dt, ok := servables.ParseDType(s)
+	if !ok || !baDType(dt) {
+		return servables.Unknown, false
+	}
+	return dt, true
+}
+
+// baDType reports whether the B&A API has a data_type for dt.
+func baDType(dt servables.DType) bool {
+	switch dt {
+	case servables.Float32, servables.Float64, servables.Int8, servables.Int16, servables.Int32, servables.Int64:
+		return true
+	}
+	return false
+}

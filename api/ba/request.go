@@ -532,7 +532,7 @@ func (p *parser) earlyType(t *tensorRec) (dt servables.DType, n int) {
 		t.prod > servables.MaxElements {
 		return 0, 0
 	}
-	dt, ok := servables.ParseDType(bstr(p.buf[t.dtype.start:t.dtype.end]))
+	dt, ok := parseDType(bstr(p.buf[t.dtype.start:t.dtype.end]))
 	if !ok {
 		return 0, 0
 	}
@@ -676,7 +676,7 @@ func (p *parser) checkTensor(t *tensorRec) *Error {
 	if len(name) == 0 {
 		return inputError(fmt.Sprintf(msgEmptyString, "data_type"))
 	}
-	dt, ok := servables.ParseDType(bstr(name))
+	dt, ok := parseDType(bstr(name))
 	if !ok {
 		return inputError(msgUnsupportedDT + string(name))
 	}

@@ -143,6 +143,8 @@ func TestParseRequestItemErrors(t *testing.T) {
 		{"empty data_type", `{"model_path":"m","tensors":[{"data_type":""}]}`, "m", "Value of member: data_type, is unexpectedly an empty string."},
 		{"lower-case data_type", `{"model_path":"m","tensors":[{"data_type":"float"}]}`, "m", "Invalid JSON format: Unsupported 'data_type' field float"},
 		{"unknown data_type", `{"model_path":"m","tensors":[{"data_type":"BOOL"}]}`, "m", "Invalid JSON format: Unsupported 'data_type' field BOOL"},
+		{"UINT8 is not a B&A data_type", `{"model_path":"m","tensors":[{"data_type":"UINT8","tensor_shape":[1],"tensor_content":["1"]}]}`, "m", "Invalid JSON format: Unsupported 'data_type' field UINT8"},
+		{"BOOL is not a B&A data_type", `{"model_path":"m","tensors":[{"data_type":"BOOL","tensor_shape":[1],"tensor_content":["1"]}]}`, "m", "Invalid JSON format: Unsupported 'data_type' field BOOL"},
 		{"missing tensor_shape", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_content":["1"]}]}`, "m", "Missing tensor_shape in the JSON document"},
 		{"tensor_shape not an array", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":1}]}`, "m", "Value of member: tensor_shape, has unexpected member type (expected: 4, observed: 6)"},
 		{"zero dimension", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":[1,0],"tensor_content":[]}]}`, "m", "Invalid tensor dimension: it has to be greater than 0"},

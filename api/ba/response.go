@@ -112,6 +112,9 @@ func appendTensor(dst []byte, t *servables.Tensor) ([]byte, string) {
 	if err := t.Validate(); err != nil {
 		return dst, ": " + err.Error()
 	}
+	if !baDType(t.DType) {
+		return dst, ": output type " + t.DType.String() + " is not supported by the B&A API"
+	}
 	dst = append(dst, '{')
 	if t.Name != "" {
 		dst = append(dst, `"tensor_name":`...)

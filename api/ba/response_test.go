@@ -174,6 +174,13 @@ func TestAppendResponse(t *testing.T) {
 		{"inconsistent tensor fails its item",
 			[]Result{{ModelPath: "bad", Outputs: []servables.Tensor{{DType: servables.Float32, Shape: []int64{2}, Data: make([]byte, 4)}}}},
 			`{"response":[{"model_path":"bad","error":{"error_type":"OUTPUT_PARSING","description":"Error during output parsing to json: output 0 of model bad: invalid tensor shape: 4 bytes of FLOAT do not fill shape [2] (2 elements)"}}]}`},
+		{"BOOL and UINT8 outputs fail their item",
+			[]Result{
+				{ModelPath: "b", Outputs: []servables.Tensor{i32, {DType: servables.Bool, Shape: []int64{2}, Data: []byte{0, 1}}}},
+				{ModelPath: "u", Outputs: []servables.Tensor{{DType: servables.Uint8, Shape: []int64{1}, Data: []byte{7}}}},
+			},
+			`{"response":[{"model_path":"b","error":{"error_type":"OUTPUT_PARSING","description":"Error during output parsing to json: output 1 of model b: output type BOOL is not supported by the B&A API"}},` +
+				`{"model_path":"u","error":{"error_type":"OUTPUT_PARSING","description":"Error during output parsing to json: output 0 of model u: output type UINT8 is not supported by the B&A API"}}]}`},
 		{"escaped strings",
 			[]Result{{ModelPath: "a\"b/é", Err: &Error{Type: GRPC, Description: "Code: 14, Message: <closed>\n"}}},
 			`{"response":[{"model_path":"a\"b/é","error":{"error_type":"GRPC","description":"Code: 14, Message: <closed>\n"}}]}`},

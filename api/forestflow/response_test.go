@@ -173,6 +173,8 @@ func TestPredictionErrors(t *testing.T) {
 		{"data does not fill shape", []servables.Tensor{ok, broken}, 1, []string{"output 1 (broken)", "do not fill shape"}},
 		{"scalar first", []servables.Tensor{scalar}, 0, []string{"output 0 (s)", "scalar"}},
 		{"unknown dtype", []servables.Tensor{ok, unknown}, 1, []string{"output 1 (u)", "no ForestFlow tensor type"}},
+		{"bool dtype", []servables.Tensor{ok, {Name: "m", DType: servables.Bool, Shape: []int64{2}, Data: []byte{0, 1}}}, 1, []string{"output 1 (m)", "dtype BOOL has no ForestFlow tensor type"}},
+		{"uint8 dtype", []servables.Tensor{{Name: "u", DType: servables.Uint8, Shape: []int64{2}, Data: []byte{0, 1}}}, 0, []string{"output 0 (u)", "dtype UINT8 has no ForestFlow tensor type"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -343,6 +343,8 @@ var toWireTypes = map[servables.DType]byte{
 	servables.Int16:   gpfb.TypeInt16,
 	servables.Int32:   gpfb.TypeInt32,
 	servables.Int64:   gpfb.TypeInt64,
+	servables.Uint8:   gpfb.TypeUint8,
+	servables.Bool:    gpfb.TypeUint8, // GraphPipe has no bool type: bytes 0 and 1
 }
 
 // OutputErrorCode is the Error.code AppendInferResponse writes when an

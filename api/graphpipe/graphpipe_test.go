@@ -405,6 +405,20 @@ func TestInferResponse(t *testing.T) {
 	if res.OutputTensorsLength() != 0 || res.ErrorsLength() != 0 {
 		t.Fatal("empty response")
 	}
+
+	// GraphPipe has Uint8; Bool goes as Uint8 bytes 0 and 1.
+	u := servables.Tensor{Name: "u", DType: servables.Uint8, Shape: []int64{3}, Data: []byte{0, 7, 255}}
+	m := servables.Tensor{Name: "m", DType: servables.Bool, Shape: []int64{2}, Data: []byte{1, 0}}
+	res = gpfb.GetRootAsInferResponse(AppendInferResponse(nil, []servables.Tensor{u, m}), 0)
+	if res.OutputTensorsLength() != 2 || res.ErrorsLength() != 0 {
+		t.Fatalf("uint8/bool: %d outputs, %d errors", res.OutputTensorsLength(), res.ErrorsLength())
+	}
+	for i, want := range []servables.Tensor{u, m} {
+		res.OutputTensors(&ft, i)
+		if ft.Type() != gpfb.TypeUint8 || ft.ShapeLength() != 1 || ft.Shape(0) != want.Shape[0] || !bytes.Equal(ft.DataBytes(), want.Data) {
+			t.Errorf("output %d (%v): type %d, data %v", i, want.DType, ft.Type(), ft.DataBytes())
+		}
+	}
 }
 
 // TestConcurrentResponses exercises the builder pool from many goroutines

@@ -24,7 +24,7 @@ type fuzzSeed struct {
 	binary       bool
 }
 
-func bin[T float32 | float64 | int8 | int16 | int32 | int64](vals ...T) string {
+func bin[T float32 | float64 | int8 | int16 | int32 | int64 | uint8 | bool](vals ...T) string {
 	var b bytes.Buffer
 	for _, v := range vals {
 		binary.Write(&b, binary.LittleEndian, v)
@@ -53,6 +53,11 @@ var fuzzSeeds = []fuzzSeed{
 	{`{"inputs":[{"name":"x","shape":[65536,65536],"datatype":"FP64","data":[1,2]}],"x":[{"y":[null,true,"s"]}]}`, "", false},
 	{"{\"inputs\":[{\"name\":\"\xff\"}]}", "", false},
 	{`{"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[1.0]}]`, "", false},
+	{`{"inputs":[{"name":"m","shape":[2,2],"datatype":"BOOL","data":[[true,false],[false,true]]},{"name":"u","shape":[3],"datatype":"UINT8","data":[0,7,255]}]}`, "", false},
+	{`{"inputs":[{"name":"m","shape":[3],"datatype":"BOOL","parameters":{"binary_data_size":3}},{"name":"u","shape":[2],"datatype":"UINT8","parameters":{"binary_data_size":2}}],"parameters":{"binary_data_output":true}}`,
+		bin(true, false, true) + bin[uint8](255, 16), true},
+	{`{"inputs":[{"name":"m","shape":[2],"datatype":"BOOL","parameters":{"binary_data_size":2}}]}`, "\x01\x02", true},
+	{`{"inputs":[{"name":"u","shape":[2],"datatype":"UINT8","data":[1,256]},{"name":"m","shape":[1],"datatype":"BOOL","data":[1]}]}`, "", false},
 }
 
 func FuzzParseInferRequest(f *testing.F) {

@@ -58,13 +58,16 @@
 // # Datatypes
 //
 // OIP datatypes map to Grove DTypes through one table (datatypes, in
-// oip.go): FP32
-// → Float32, FP64 → Float64, INT8 … INT64 → Int8 … Int64. The other OIP
-// datatypes (BOOL, UINT8 … UINT64, FP16, BF16, BYTES) have no Grove DType
-// and are rejected with an error naming the datatype and listing the
-// supported ones. The JSON decoder already handles booleans (true/false as
-// one byte 1/0) and unsigned integers, so adding one of those is one line
-// in the table once servables has the DType.
+// oip.go): FP32 → Float32, FP64 → Float64, INT8 … INT64 → Int8 … Int64,
+// BOOL → Bool and UINT8 → Uint8. BOOL data are JSON true and false (one
+// byte 1 or 0 in the tensor; numbers and strings are errors), UINT8 data
+// integer literals from 0 to 255. In binary data both take one byte per
+// element, and every BOOL byte must be 0 or 1. The other OIP datatypes
+// (UINT16, UINT32, UINT64, FP16, BF16, BYTES) have no Grove DType and are
+// rejected with an error naming the datatype and listing the supported
+// ones. The JSON decoder already handles the wider unsigned integers, so
+// adding one of those is one line in the table once servables has the
+// DType.
 //
 // # Binary tensor data
 //
@@ -248,9 +251,8 @@ func (d *datatype) size() int { return d.dt.Size() }
 
 // datatypes maps OIP datatypes to Grove DTypes. Supporting another OIP
 // datatype is one line here once servables has a DType for it, e.g.
-// {"BOOL", servables.Bool, kindBool} or {"UINT8", servables.Uint8,
-// kindUnsigned}: the JSON decoder, the binary extension, the encoder and
-// the error messages all follow this table.
+// {"UINT16", servables.Uint16, kindUnsigned}: the JSON decoder, the binary
+// extension, the encoder and the error messages all follow this table.
 var datatypes = [...]datatype{
 	{"FP32", servables.Float32, kindFloat},
 	{"FP64", servables.Float64, kindFloat},
@@ -258,6 +260,8 @@ var datatypes = [...]datatype{
 	{"INT16", servables.Int16, kindSigned},
 	{"INT32", servables.Int32, kindSigned},
 	{"INT64", servables.Int64, kindSigned},
+	{"BOOL", servables.Bool, kindBool},
+	{"UINT8", servables.Uint8, kindUnsigned},
 }
 
 // oipDatatypes are all the datatypes of the OIP spec (with BF16 from

@@ -34,7 +34,7 @@ func mustParse(t *testing.T, body string, headerLen int) *InferRequest {
 	return req
 }
 
-func tensorOf[T float32 | float64 | int8 | int16 | int32 | int64](name string, dt servables.DType, shape []int64, vals ...T) servables.Tensor {
+func tensorOf[T float32 | float64 | int8 | int16 | int32 | int64 | uint8 | bool](name string, dt servables.DType, shape []int64, vals ...T) servables.Tensor {
 	t, err := servables.NewTensor(name, dt, shape)
 	if err != nil {
 		panic(err)
@@ -483,7 +483,7 @@ func binaryBody(header string, blobs ...[]byte) ([]byte, int) {
 	return body, len(header)
 }
 
-func le[T float32 | float64 | int8 | int16 | int32 | int64](vals ...T) []byte {
+func le[T float32 | float64 | int8 | int16 | int32 | int64 | uint8](vals ...T) []byte {
 	var buf bytes.Buffer
 	for _, v := range vals {
 		binary.Write(&buf, binary.LittleEndian, v)
@@ -566,7 +566,8 @@ func TestDatatypeTable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		dt   servables.DType
-	}{{"FP32", servables.Float32}, {"FP64", servables.Float64}, {"INT8", servables.Int8}, {"INT16", servables.Int16}, {"INT32", servables.Int32}, {"INT64", servables.Int64}} {
+	}{{"FP32", servables.Float32}, {"FP64", servables.Float64}, {"INT8", servables.Int8}, {"INT16", servables.Int16}, {"INT32", servables.Int32}, {"INT64", servables.Int64},
+		{"BOOL", servables.Bool}, {"UINT8", servables.Uint8}} {
 		dt, err := DTypeOf(tc.name)
 		if err != nil || dt != tc.dt {
 			t.Errorf("DTypeOf(%s) = %v, %v", tc.name, dt, err)
@@ -575,26 +576,26 @@ func TestDatatypeTable(t *testing.T) {
 			t.Errorf("Datatype(%v) = %q, %v", tc.dt, n, ok)
 		}
 	}
-	for _, name := range []string{"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "FP16", "BF16", "BYTES"} {
+	for _, name := range []string{"UINT16", "UINT32", "UINT64", "FP16", "BF16", "BYTES"} {
 		_, err := DTypeOf(name)
-		checkErr(t, nil, err, 400, `datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64`)
+		checkErr(t, nil, err, 400, `datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8`)
 		_, err = ParseInferRequest([]byte(in(`{"name":"x","shape":[1],"datatype":"`+name+`","data":[1]}`)), 0)
-		checkErr(t, nil, err, 400, `input "x": datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64`)
+		checkErr(t, nil, err, 400, `input "x": datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8`)
 	}
 	if _, ok := Datatype(servables.Unknown); ok {
 		t.Errorf("Datatype(Unknown) ok")
 	}
-	if got := SupportedDatatypes(); !reflect.DeepEqual(got, []string{"FP32", "FP64", "INT8", "INT16", "INT32", "INT64"}) {
+	if got := SupportedDatatypes(); !reflect.DeepEqual(got, []string{"FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "BOOL", "UINT8"}) {
 		t.Errorf("SupportedDatatypes() = %v", got)
 	}
 }
 
-// TestFutureKinds exercises the decoder paths for element kinds no Grove
-// DType uses yet (BOOL, unsigned integers), with stand-in table entries of
-// the right sizes.
+// TestFutureKinds exercises the decoder paths for BOOL and UINT8 and for
+// the unsigned kinds no Grove DType uses yet (UINT16, UINT64), with
+// stand-in table entries of the right sizes.
 func TestFutureKinds(t *testing.T) {
-	boolType := datatype{"BOOL", servables.Int8, kindBool}
-	u8 := datatype{"UINT8", servables.Int8, kindUnsigned}
+	boolType := *lookupDatatype([]byte("BOOL"))
+	u8 := *lookupDatatype([]byte("UINT8"))
 	u16 := datatype{"UINT16", servables.Int16, kindUnsigned}
 	u64 := datatype{"UINT64", servables.Int64, kindUnsigned}
 	for _, tc := range []struct {
@@ -725,5 +726,49 @@ func TestAllocsPerRequest(t *testing.T) {
 				t.Errorf("%s rows=%d: %v allocations per request, want at most %v", tc.name, rows, allocs, tc.max)
 			}
 		}
+	}
+}
+
+func TestBoolAndUint8(t *testing.T) {
+	req := mustParse(t, `{"inputs":[{"name":"m","shape":[2,2],"datatype":"BOOL","data":[[true,false],[false,true]]},`+
+		`{"name":"u","shape":[3],"datatype":"UINT8","data":[0,7,255]},{"name":"f","shape":[2],"datatype":"BOOL","data":[false,true]}]}`, 0)
+	if m := req.Inputs[0]; m.DType != servables.Bool || !bytes.Equal(m.Data, []byte{1, 0, 0, 1}) || fmt.Sprint(m.Shape) != "[2 2]" {
+		t.Errorf("m = %+v", m)
+	}
+	if u := req.Inputs[1]; u.DType != servables.Uint8 || !bytes.Equal(u.Data, []byte{0, 7, 255}) {
+		t.Errorf("u = %+v", u)
+	}
+	if f := req.Inputs[2]; f.DType != servables.Bool || !bytes.Equal(f.Data, []byte{0, 1}) {
+		t.Errorf("f = %+v", f)
+	}
+	// Binary data: one byte per element.
+	header := `{"inputs":[{"name":"m","shape":[3],"datatype":"BOOL","parameters":{"binary_data_size":3}},{"name":"u","shape":[2],"datatype":"UINT8","parameters":{"binary_data_size":2}}]}`
+	req = mustParse(t, header+"\x01\x00\x01\xff\x10", len(header))
+	if !bytes.Equal(req.Inputs[0].Data, []byte{1, 0, 1}) || req.Inputs[0].DType != servables.Bool ||
+		!bytes.Equal(req.Inputs[1].Data, []byte{255, 16}) || req.Inputs[1].DType != servables.Uint8 {
+		t.Errorf("binary inputs %+v", req.Inputs)
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"bool number", in(`{"name":"m","shape":[2],"datatype":"BOOL","data":[true,1]}`), `input "m": data[1] is a number; BOOL data must be true or false`},
+		{"bool string", in(`{"name":"m","shape":[1,2],"datatype":"BOOL","data":[["true",false]]}`), `input "m": data[0][0] is a string; BOOL data must be true or false`},
+		{"bool null", in(`{"name":"m","shape":[1],"datatype":"BOOL","data":[null]}`), `input "m": data[0] is null; BOOL data must be true or false`},
+		{"uint8 too big", in(`{"name":"u","shape":[2],"datatype":"UINT8","data":[1,256]}`), `input "u": data[1] = 256 is out of range for UINT8 (0 to 255)`},
+		{"uint8 negative", in(`{"name":"u","shape":[2,1],"datatype":"UINT8","data":[[0],[-3]]}`), `input "u": data[1][0] = -3 is out of range for UINT8 (0 to 255)`},
+		{"uint8 fraction", in(`{"name":"u","shape":[1],"datatype":"UINT8","data":[1.5]}`), `input "u": data[0] = 1.5 is not an integer; UINT8 data must be integer literals`},
+		{"uint8 bool", in(`{"name":"u","shape":[1],"datatype":"UINT8","data":[true]}`), `input "u": data[0] is a boolean; UINT8 data must be integer numbers`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := ParseInferRequest([]byte(tc.body), 0)
+			checkErr(t, req, err, 400, tc.want)
+		})
+	}
+	bad := `{"inputs":[{"name":"m","shape":[3],"datatype":"BOOL","parameters":{"binary_data_size":3}}]}`
+	req, err := ParseInferRequest([]byte(bad+"\x01\x00\x02"), len(bad))
+	checkErr(t, req, err, 400, `input "m": binary data byte 2 is 2; BOOL data must be bytes 0 (false) or 1 (true)`)
+	if err := CheckBools([]byte{0, 1, 1}); err != nil {
+		t.Errorf("CheckBools: %v", err)
+	}
+	if err := CheckBools([]byte{0, 255}); err == nil || err.Error() != "byte 1 is 255; BOOL data must be bytes 0 (false) or 1 (true)" {
+		t.Errorf("CheckBools(255): %v", err)
 	}
 }

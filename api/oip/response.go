@@ -251,6 +251,24 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 			}
 			dst = strconv.AppendInt(dst, v, 10)
 		}
+	case servables.Uint8:
+		for i, v := range t.Data {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendUint(dst, uint64(v), 10)
+		}
+	case servables.Bool:
+		for i, v := range t.Data {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if v != 0 {
+				dst = append(dst, "true"...)
+			} else {
+				dst = append(dst, "false"...)
+			}
+		}
 	default: // unreachable: byDType found the DType
 		return dst, internalError("output " + strconv.Quote(t.Name) + " has data type " + t.DType.String() + ", which has no JSON encoder")
 	}

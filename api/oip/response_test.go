@@ -116,6 +116,23 @@ func TestAppendInferResponseGolden(t *testing.T) {
 	}
 }
 
+func TestAppendInferResponseBoolAndUint8(t *testing.T) {
+	m := tensorOf[bool]("m", servables.Bool, []int64{2, 2}, true, false, false, true)
+	u := tensorOf[uint8]("u", servables.Uint8, []int64{3}, 0, 7, 255)
+	got, h, err := AppendInferResponse(nil, InferResponse{ModelName: "m", Outputs: []servables.Tensor{m, u}})
+	want := `{"model_name":"m","outputs":[{"name":"m","datatype":"BOOL","shape":[2,2],"data":[true,false,false,true]},` +
+		`{"name":"u","datatype":"UINT8","shape":[3],"data":[0,7,255]}]}`
+	if err != nil || h != 0 || string(got) != want {
+		t.Errorf("JSON: %s, %d, %v\nwant %s", got, h, err, want)
+	}
+	got, h, err = AppendInferResponse(nil, InferResponse{ModelName: "m", Outputs: []servables.Tensor{m, u}, BinaryOutputs: true})
+	head := `{"model_name":"m","outputs":[{"name":"m","datatype":"BOOL","shape":[2,2],"parameters":{"binary_data_size":4}},` +
+		`{"name":"u","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}]}`
+	if err != nil || h != len(head) || string(got) != head+"\x01\x00\x00\x01\x00\x07\xff" {
+		t.Errorf("binary: %q, %d, %v", got, h, err)
+	}
+}
+
 func TestAppendInferResponseErrors(t *testing.T) {
 	a := tensorOf[float32]("a", servables.Float32, []int64{2}, 1, float32(math.NaN()))
 	b := tensorOf[float64]("b", servables.Float64, []int64{1}, math.Inf(-1))

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"math"
 	"runtime"
@@ -9,8 +11,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/servables"
 )
 
 func f32Bytes(vals ...float32) []byte {
@@ -109,6 +113,105 @@ func TestInferInputsNamesWhatIsWrong(t *testing.T) {
 	}
 }
 
+func TestInferInputsBoolAndUint8(t *testing.T) {
+	in := func(name, dt string, c *oippb.InferTensorContents) *oippb.ModelInferRequest_InferInputTensor {
+		return &oippb.ModelInferRequest_InferInputTensor{Name: name, Datatype: dt, Shape: []int64{1, 3}, Contents: c}
+	}
+	check := func(what string, ts []servables.Tensor, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ts[0].DType != servables.Bool || !bytes.Equal(ts[0].Data, []byte{1, 0, 1}) ||
+			ts[1].DType != servables.Uint8 || !bytes.Equal(ts[1].Data, []byte{0, 7, 255}) {
+			t.Errorf("%s: %+v", what, ts)
+		}
+	}
+	typed := &oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+		in("m", "BOOL", &oippb.InferTensorContents{BoolContents: []bool{true, false, true}}),
+		in("u", "UINT8", &oippb.InferTensorContents{UintContents: []uint32{0, 7, 255}}),
+	}}
+	ts, err := inferInputs(typed)
+	check("typed", ts, err)
+	raw := &oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("m", "BOOL", nil), in("u", "UINT8", nil)},
+		RawInputContents: [][]byte{{1, 0, 1}, {0, 7, 255}}}
+	ts, err = inferInputs(raw)
+	check("raw", ts, err)
+
+	for name, c := range map[string]struct {
+		req  *oippb.ModelInferRequest
+		want string
+	}{
+		"uint8 out of range": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			in("u", "UINT8", &oippb.InferTensorContents{UintContents: []uint32{0, 256, 1}})}},
+			"input 'u': value 256 at 1 is out of range for UINT8 (0 to 255)"},
+		"uint8 in int_contents": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			in("u", "UINT8", &oippb.InferTensorContents{IntContents: []int32{0, 1, 2}})}},
+			"input 'u': 0 values in uint_contents, expected 3"},
+		"bool in int_contents": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			in("m", "BOOL", &oippb.InferTensorContents{IntContents: []int32{0, 1, 1}})}},
+			"input 'm': 0 values in bool_contents, expected 3"},
+		"bool count": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			in("m", "BOOL", &oippb.InferTensorContents{BoolContents: []bool{true}})}},
+			"input 'm': 1 values in bool_contents, expected 3"},
+		"raw bool not 0 or 1": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("m", "BOOL", nil)},
+			RawInputContents: [][]byte{{1, 0, 2}}},
+			"input 'm': raw_input_contents: byte 2 is 2; BOOL data must be bytes 0 (false) or 1 (true)"},
+		"raw uint8 length": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("u", "UINT8", nil)},
+			RawInputContents: [][]byte{{1, 2}}},
+			"input 'u': 2 bytes of raw_input_contents, expected 3 for shape [1 3] of UINT8"},
+		"uint16": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("w", "UINT16", nil)}},
+			`input 'w': datatype "UINT16" is not supported by Grove`},
+	} {
+		if _, err := inferInputs(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to say %q", name, err, c.want)
+		}
+	}
+}
+
+// fakeBackend answers every inference with fixed outputs.
+type fakeBackend struct{ outputs []servables.Tensor }
+
+func (f fakeBackend) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	return []actors.Result{{ModelPath: reqs[0].ModelPath, Outputs: f.outputs}}, nil
+}
+func (fakeBackend) RegisterModel(context.Context, string, map[string][]byte, string) error {
+	return nil
+}
+func (fakeBackend) DeleteModel(context.Context, string) error { return nil }
+func (fakeBackend) ModelPaths() []string                      { return []string{"m"} }
+func (fakeBackend) ModelMetadata(string) (servables.Metadata, string, bool) {
+	return servables.Metadata{}, "", true
+}
+func (fakeBackend) Ready() bool { return true }
+
+func TestModelInferReturnsBoolAndUint8AsRawBytes(t *testing.T) {
+	m, _ := servables.NewTensor("m", servables.Bool, []int64{2})
+	copy(m.Data, []byte{0, 1})
+	u, _ := servables.NewTensor("u", servables.Uint8, []int64{3})
+	copy(u.Data, []byte{0, 7, 255})
+	o := &oipServer{b: fakeBackend{outputs: []servables.Tensor{m, u}}}
+	resp, err := o.ModelInfer(context.Background(), &oippb.ModelInferRequest{ModelName: "m",
+		Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "BOOL", Shape: []int64{1}, Contents: &oippb.InferTensorContents{BoolContents: []bool{true}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Outputs) != 2 || resp.Outputs[0].Datatype != "BOOL" || resp.Outputs[1].Datatype != "UINT8" ||
+		!bytes.Equal(resp.RawOutputContents[0], []byte{0, 1}) || !bytes.Equal(resp.RawOutputContents[1], []byte{0, 7, 255}) {
+		t.Errorf("response %v", resp)
+	}
+}
+
+func TestSidecarRefusesBoolAndUint8Outputs(t *testing.T) {
+	for _, dt := range []servables.DType{servables.Bool, servables.Uint8} {
+		x, _ := servables.NewTensor("y", dt, []int64{1})
+		_, err := tensorsToProto([]servables.Tensor{x})
+		if want := "output 0 (y) has type " + dt.String() + ", which is not supported by the B&A API"; err == nil || err.Error() != want {
+			t.Errorf("%v: %v, want %q", dt, err, want)
+		}
+	}
+}
+
 func TestSidecarTensorsRefuseHugeShapesBeforeAllocating(t *testing.T) {
 	tp := &sidecarpb.TensorProto{TensorName: "x", DataType: sidecarpb.DataTypeProto_DOUBLE, TensorShape: []int64{1 << 31},
 		TensorContent: &sidecarpb.TensorContent{TensorContentDouble: []float64{1}}}
@@ -151,6 +254,11 @@ func FuzzInferInputs(f *testing.F) {
 	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "INT16", Shape: []int64{2},
 		Contents: &oippb.InferTensorContents{IntContents: []int32{1, 40000}}}}})
 	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP64", Shape: []int64{1 << 31}}}})
+	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "m", Datatype: "BOOL", Shape: []int64{3}}, {Name: "u", Datatype: "UINT8", Shape: []int64{2}}},
+		RawInputContents: [][]byte{{1, 0, 2}, {255, 0}}})
+	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "m", Datatype: "BOOL", Shape: []int64{2},
+		Contents: &oippb.InferTensorContents{BoolContents: []bool{true, false}}}, {Name: "u", Datatype: "UINT8", Shape: []int64{2},
+		Contents: &oippb.InferTensorContents{UintContents: []uint32{7, 256}}}}})
 	seed(&sidecarpb.TensorProto{TensorName: "x", DataType: sidecarpb.DataTypeProto_INT64, TensorShape: []int64{2},
 		TensorContent: &sidecarpb.TensorContent{TensorContentInt64: []int64{1, 2}}})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -163,6 +271,9 @@ func FuzzInferInputs(f *testing.F) {
 					}
 					if len(x.Data) > 8*len(b)+8 {
 						t.Fatalf("%d bytes of tensor from %d bytes of request", len(x.Data), len(b))
+					}
+					if x.DType == servables.Bool && bytes.ContainsFunc(x.Data, func(r rune) bool { return r != 0 && r != 1 }) {
+						t.Fatalf("BOOL tensor with bytes other than 0 and 1: %v", x.Data)
 					}
 				}
 			}

@@ -195,6 +195,11 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 		}
 		if len(raw) > 0 {
 			copy(t.Data, raw[i]) // little-endian on every platform Grove builds for
+			if t.DType == servables.Bool {
+				if err := oip.CheckBools(t.Data); err != nil {
+					return nil, fmt.Errorf("input '%s': raw_input_contents: %w", in.GetName(), err)
+				}
+			}
 		} else if err := fillContents(t, in.GetContents()); err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
 		}
@@ -215,6 +220,10 @@ func contentsLen(dt servables.DType, c *oippb.InferTensorContents) (field string
 		return "int64_contents", len(c.GetInt64Contents())
 	case servables.Int32, servables.Int16, servables.Int8:
 		return "int_contents", len(c.GetIntContents())
+	case servables.Uint8:
+		return "uint_contents", len(c.GetUintContents())
+	case servables.Bool:
+		return "bool_contents", len(c.GetBoolContents())
 	}
 	return "", -1
 }
@@ -257,6 +266,31 @@ func fillContents(t servables.Tensor, c *oippb.InferTensorContents) error {
 					return fmt.Errorf("value %d at %d is out of range for INT16", v, j)
 				}
 				t.Int16s()[j] = int16(v)
+			}
+		}
+		return nil
+	case servables.Uint8:
+		vals := c.GetUintContents()
+		if err := check(len(vals), "uint_contents"); err != nil {
+			return err
+		}
+		for j, v := range vals {
+			if v > 255 {
+				return fmt.Errorf("value %d at %d is out of range for UINT8 (0 to 255)", v, j)
+			}
+			t.Data[j] = byte(v)
+		}
+		return nil
+	case servables.Bool:
+		vals := c.GetBoolContents()
+		if err := check(len(vals), "bool_contents"); err != nil {
+			return err
+		}
+		for j, v := range vals {
+			if v {
+				t.Data[j] = 1
+			} else {
+				t.Data[j] = 0
 			}
 		}
 		return nil

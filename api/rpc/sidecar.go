@@ -215,7 +215,7 @@ func tensorsToProto(in []servables.Tensor) ([]*sidecarpb.TensorProto, error) {
 	for i, t := range in {
 		v, ok := sidecarpb.DataTypeProto_value[t.DType.String()]
 		if !ok {
-			return nil, fmt.Errorf("output %d (%s) has unsupported type %v", i, t.Name, t.DType)
+			return nil, fmt.Errorf("output %d (%s) has type %v, which is not supported by the B&A API", i, t.Name, t.DType)
 		}
 		tp := &sidecarpb.TensorProto{DataType: sidecarpb.DataTypeProto(v), TensorShape: t.Shape, TensorName: t.Name, TensorContent: &sidecarpb.TensorContent{}}
 		c := tp.TensorContent
