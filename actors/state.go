@@ -24,6 +24,12 @@ type sharedState struct {
 	log  *slog.Logger
 	cur  atomic.Pointer[conf.ContractState]
 
+	// pub orders publishing: writes counts the states this replica wrote
+	// and published, so that a state read before one of them is not
+	// published over it (see publishRead).
+	pub    sync.Mutex
+	writes int64
+
 	mu      sync.Mutex
 	pending map[string]stateOp // by key; kept until written, so a change is asked for once
 	queued  []string           // keys of pending ops not yet taken by the writer
@@ -45,6 +51,27 @@ func newSharedState(b bucket.Bucket, configPath string, log *slog.Logger) *share
 
 // load returns the current state; it is never nil and must not be modified.
 func (s *sharedState) load() *conf.ContractState { return s.cur.Load() }
+
+// readMark notes this replica's writes so far, to be given to publishRead
+// with a state read after it.
+func (s *sharedState) readMark() int64 {
+	s.pub.Lock()
+	defer s.pub.Unlock()
+	return s.writes
+}
+
+// publishRead makes st, read after mark, the current state, unless this
+// replica wrote a state since mark: that one is newer, and the next read
+// brings whatever other replicas wrote after it.
+func (s *sharedState) publishRead(st *conf.ContractState, mark int64) bool {
+	s.pub.Lock()
+	defer s.pub.Unlock()
+	if s.writes != mark {
+		return false
+	}
+	s.cur.Store(st)
+	return true
+}
 
 // read reads the state object; a missing object is an empty state.
 func (s *sharedState) read(ctx context.Context) (*conf.ContractState, error) {
@@ -150,7 +177,10 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 	if err != nil && !errors.Is(err, errStateUnchanged) {
 		return err
 	}
+	s.pub.Lock()
 	s.cur.Store(written)
+	s.writes++
+	s.pub.Unlock()
 	return nil
 }
 

@@ -31,6 +31,8 @@ type (
 		// could not be read (stateErr says why).
 		state    *conf.ContractState
 		stateErr error
+		// stateMark is the shared state's write mark taken before the read.
+		stateMark int64
 	}
 	loadResult struct {
 		path  string
@@ -178,6 +180,7 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		}
 		r := configResult{cfg: cfg, err: err, at: time.Now()}
 		if err == nil && len(cfg.Contracts) > 0 {
+			r.stateMark = s.sys.state.readMark()
 			r.state, r.stateErr = s.sys.state.read(rctx)
 		}
 		root.Send(self, r)
@@ -204,8 +207,8 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.cfgStat.Models = len(r.cfg.Models)
 	if r.stateErr != nil {
 		s.log.Warn("contract state not read; the last one read stays in use", "err", r.stateErr)
-	} else if r.state != nil {
-		s.sys.state.cur.Store(r.state)
+	} else if r.state != nil && !s.sys.state.publishRead(r.state, r.stateMark) {
+		s.log.Debug("contract state read is older than one this replica wrote since; keeping the newer one")
 	}
 	s.sys.setContracts(r.cfg.Contracts, r.at)
 	s.reconcile(ctx, r.cfg, r.at)
