@@ -139,7 +139,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for path, ct := range *c.s.routes.Load() {
-		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(ct.queued.Load()), path)
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(ct.queued.Load()+ct.shadowQueued.Load()), path)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(ct.inflight.Load()), path)
 	}
 	if st.Config.LastSuccess != nil {

@@ -41,7 +41,11 @@ type content struct {
 	shadowed atomic.Int64
 	// shadowDropped counts shadow copies for this content not run (overloaded or busy).
 	shadowDropped atomic.Int64
-	stats         modelStats // user requests, for the OIP statistics
+	// shadowQueued counts shadow micro-batches in the mailboxes, apart from
+	// queued (user and warm-up requests), so that shadow work never takes
+	// a user request's place under the queue limit.
+	shadowQueued atomic.Int64
+	stats        modelStats // user requests, for the OIP statistics
 }
 
 // acquire reserves a place for one request, or reports why there is none.
@@ -165,7 +169,11 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 func (a *modelActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *predict:
-		a.c.queued.Add(-1)
+		if m.priority == priorityShadow {
+			a.c.shadowQueued.Add(-1)
+		} else {
+			a.c.queued.Add(-1)
+		}
 		if m.priority == priorityShadow && a.low != nil && a.s != nil {
 			a.handOff(m)
 			return

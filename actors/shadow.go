@@ -18,7 +18,9 @@ import (
 // user request arriving meanwhile waits for at most one micro-batch (each
 // micro-batch is its own mailbox message, and user messages overtake queued
 // ones). Shadow work is dropped, and counted, rather than queued when the
-// model already has shadowQueueShare of its queue limit waiting.
+// model already has 1/shadowQueueShare of its queue limit waiting (user and
+// shadow work together). Queued shadow work never counts against the user
+// requests' own limit: it cannot turn a user request into a 429.
 
 // shadowQueueShare is the share of a model's queue limit that shadow
 // micro-batches may occupy; beyond it new shadow copies are dropped.
@@ -60,8 +62,8 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
 		return
 	}
-	if c.queued.Add(n) > limit {
-		c.queued.Add(-n)
+	if c.shadowQueued.Add(n)+c.queued.Load() > limit {
+		c.shadowQueued.Add(-n)
 		c.inflight.Add(-n)
 		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
 		c.shadowDropped.Add(1)

@@ -145,3 +145,38 @@ func TestSplitRowsKeepsNonBatchInputsWhole(t *testing.T) {
 		t.Errorf("4 rows by 3: %+v", got)
 	}
 }
+
+// Shadow micro-batches waiting in a model's mailbox take their own share of
+// the queue, never a user request's place: with the shadow share full, user
+// requests still fill the whole queue limit before any gets ErrOverloaded.
+func TestQueuedShadowWorkNeverOverloadsUserRequests(t *testing.T) {
+	as := testSystem(t)
+	g := &gated{gate: make(chan struct{})}
+	c := spawnModel(t, as, g, nil)
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"m/": c, "s/": c})
+	router := startRouter(t, as, &routes, 8, 1, nil, NewMetrics(prometheus.NewRegistry())) // shadow share: 8/4 = 2
+
+	// One user request holds the model at its gate, with its shadow copy
+	// queued behind it.
+	first := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 0), Shadows: []ShadowTarget{{ModelPath: "s/"}}}}, reply: make(chan []Result, 1)}
+	as.Root.Send(router, first)
+	time.Sleep(50 * time.Millisecond)
+	if q := c.shadowQueued.Load(); q != 1 {
+		t.Fatalf("%d shadow micro-batches queued, want 1", q)
+	}
+	// Eight more user requests: the whole user limit, beside the shadow copy.
+	var replies []chan []Result
+	for i := range 8 {
+		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i+1))}}, reply: make(chan []Result, 1)}
+		as.Root.Send(router, b)
+		replies = append(replies, b.reply)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(g.gate)
+	for i, r := range append([]chan []Result{first.reply}, replies...) {
+		if res := <-r; res[0].Err != nil {
+			t.Errorf("user request %d failed: %v", i, res[0].Err)
+		}
+	}
+}
