@@ -161,9 +161,12 @@ func TestQueuedShadowWorkNeverOverloadsUserRequests(t *testing.T) {
 	// queued behind it.
 	first := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 0), Shadows: []ShadowTarget{{ModelPath: "s/"}}}}, reply: make(chan []Result, 1)}
 	as.Root.Send(router, first)
-	time.Sleep(50 * time.Millisecond)
-	if q := c.shadowQueued.Load(); q != 1 {
-		t.Fatalf("%d shadow micro-batches queued, want 1", q)
+	// Wait until the model holds the user request (none queued) and its
+	// shadow copy waits in the mailbox.
+	for deadline := time.Now().Add(5 * time.Second); c.shadowQueued.Load() != 1 || c.queued.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: %d shadow micro-batches and %d user requests queued, want 1 and 0", c.shadowQueued.Load(), c.queued.Load())
+		}
 	}
 	// Eight more user requests: the whole user limit, beside the shadow copy.
 	var replies []chan []Result
