@@ -84,7 +84,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 	if r, err := c.ServerReady(ctx, &oippb.ServerReadyRequest{}); err != nil || !r.Ready {
 		t.Fatalf("ServerReady: %v %v", r, err)
 	}
-	if r, err := c.ServerMetadata(ctx, &oippb.ServerMetadataRequest{}); err != nil || r.Name != "grove" {
+	if r, err := c.ServerMetadata(ctx, &oippb.ServerMetadataRequest{}); err != nil || r.Name != "grove" || len(r.Extensions) != 0 {
 		t.Fatalf("ServerMetadata: %v %v", r, err)
 	}
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pcvr"})
@@ -287,7 +287,7 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	ctx := withTimeout(t, time.Minute)
 	in, want := exp["pcvr"].Inputs, exp["pcvr"].Outputs
 
-	if _, meta := g.get("/v2"); !strings.Contains(string(meta), `"binary_tensor_data"`) {
+	if _, meta := g.get("/v2"); !strings.Contains(string(meta), `"extensions":["binary_tensor_data","statistics"]`) {
 		t.Errorf("server metadata %s", meta)
 	}
 	type oipResponse struct {

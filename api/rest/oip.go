@@ -19,8 +19,11 @@ type OIPBackend interface {
 	ModelStats(path string) (actors.ModelStats, bool)
 }
 
-// oipExtensions are the OIP/Triton extensions Grove serves.
-var oipExtensions = []string{oip.ExtensionBinaryTensorData, "statistics", "model_repository"}
+// oipExtensions are the OIP/Triton extensions Grove serves in full over
+// REST. Triton's model_repository extension also loads and unloads models,
+// which in Grove only the bucket config does, so it is not advertised
+// (POST /v2/repository/index is served all the same).
+var oipExtensions = []string{oip.ExtensionBinaryTensorData, "statistics"}
 
 // oipRoutes registers the OIP v2 REST API. Model names may hold "/" (a
 // model path's segments), so /v2/models/... is parsed by hand.

@@ -42,7 +42,9 @@ func (o *oipServer) ServerReady(context.Context, *oippb.ServerReadyRequest) (*oi
 }
 
 func (o *oipServer) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
-	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: []string{"model_repository", "statistics"}}, nil
+	// The KServe service has no statistics or repository RPCs (Triton's
+	// own proto adds them): no extension is served over gRPC.
+	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: []string{}}, nil
 }
 
 // resolve finds the model path serving name at version ("" for the highest ready one).
