@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,15 +255,15 @@ func (s *System) ContractStats(id string) ([]ServableStats, error) {
 	return out, nil
 }
 
-// ContractIDs lists the configured contracts, sorted.
-func (s *System) ContractIDs() []string {
+// Contracts lists the configured contracts, sorted by id.
+func (s *System) Contracts() []conf.Contract {
 	cs := *s.contracts.Load()
-	ids := make([]string, 0, len(cs))
-	for id := range cs {
-		ids = append(ids, id)
+	out := make([]conf.Contract, 0, len(cs))
+	for _, st := range cs {
+		out = append(out, st.cfg)
 	}
-	slices.Sort(ids)
-	return ids
+	slices.SortFunc(out, func(a, b conf.Contract) int { return strings.Compare(a.ID(), b.ID()) })
+	return out
 }
 
 // ms converts d to milliseconds, rounded to the microsecond.

@@ -247,8 +247,7 @@ func graphPipeIOs(n int, at func(*gpfb.IOMetadata, int) bool) string {
 func TestStickyKeyKeepsEachUserOnOneRelease(t *testing.T) {
 	exp := loadExpected(t)
 	b := newDirBucket(t)
-	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
-	b.Put(t, "pctr_v2/model.pt", exampleModel(t, "pctr_v2"))
+	putModels(t, b)
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "fair", "sticky_key": "user_id",
    "servables": [{"release_version": "v1", "model_path": "pctr_v1/"}, {"release_version": "v2", "model_path": "pctr_v2/"}]}]}`))

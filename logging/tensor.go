@@ -107,10 +107,8 @@ func tensorFromProto(p *grovepb.Tensor) (servables.Tensor, error) {
 		}
 		copyLittleEndian(t, p.GetRawData())
 		if dt == servables.Bool {
-			for j, b := range t.Data {
-				if b > 1 {
-					return servables.Tensor{}, fmt.Errorf("raw_data byte %d is %d; BOOL values must be 0 or 1", j, b)
-				}
+			if err := servables.CheckBools(t.Data); err != nil {
+				return servables.Tensor{}, fmt.Errorf("raw_data %w", err)
 			}
 		}
 		return t, nil

@@ -95,7 +95,7 @@ func TestTensorsFromProtoErrors(t *testing.T) {
 		want string
 	}{
 		{"datatype", &grovepb.Tensor{Name: "x", Datatype: "UINT16", Shape: []int64{1}}, `tensor 0 ("x"): unsupported datatype "UINT16"`},
-		{"bool byte", &grovepb.Tensor{Name: "m", Datatype: "BOOL", Shape: []int64{3}, RawData: []byte{1, 0, 2}}, `tensor 0 ("m"): raw_data byte 2 is 2; BOOL values must be 0 or 1`},
+		{"bool byte", &grovepb.Tensor{Name: "m", Datatype: "BOOL", Shape: []int64{3}, RawData: []byte{1, 0, 2}}, `tensor 0 ("m"): raw_data byte 2 is 2; BOOL data must be bytes 0 (false) or 1 (true)`},
 		{"bool no data", &grovepb.Tensor{Datatype: "BOOL", Shape: []int64{2}}, "0 values for shape [2] (2 elements) of BOOL"},
 		{"uint8 raw length", &grovepb.Tensor{Datatype: "UINT8", Shape: []int64{2}, RawData: []byte{1}}, "raw_data has 1 bytes, shape [2] of UINT8 needs 2"},
 		{"shape", &grovepb.Tensor{Datatype: "FLOAT", Shape: []int64{0}, FloatData: []float32{}}, "dimension 0 is 0"},

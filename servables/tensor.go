@@ -170,6 +170,17 @@ func (t Tensor) Bools() []bool { return view[bool](t.Data) }
 // see its raw bytes).
 func (t Tensor) Uint8s() []uint8 { return t.Data }
 
+// CheckBools checks the bytes of a Bool tensor: each must be 0 (false) or
+// 1 (true). The error names the first other byte.
+func CheckBools(b []byte) error {
+	for i, c := range b {
+		if c > 1 {
+			return fmt.Errorf("byte %d is %d; BOOL data must be bytes 0 (false) or 1 (true)", i, c)
+		}
+	}
+	return nil
+}
+
 // Float64At returns element i widened to float64, whatever the DType.
 func (t Tensor) Float64At(i int) float64 {
 	switch t.DType {

@@ -96,3 +96,12 @@ func TestRegistryNamesTheReasonNoRuntimeFits(t *testing.T) {
 		t.Errorf("text file: %v", err)
 	}
 }
+
+func TestCheckBoolsNamesTheFirstByteOtherThanZeroOrOne(t *testing.T) {
+	if err := CheckBools([]byte{0, 1, 1}); err != nil {
+		t.Errorf("CheckBools: %v", err)
+	}
+	if err := CheckBools([]byte{0, 255}); err == nil || err.Error() != "byte 1 is 255; BOOL data must be bytes 0 (false) or 1 (true)" {
+		t.Errorf("CheckBools(255): %v", err)
+	}
+}

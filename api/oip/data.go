@@ -1,7 +1,6 @@
 package oip
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"unsafe"
@@ -384,24 +383,4 @@ func (p *parser) decodeNested(d *datatype, shape []int64) (string, bool) {
 			}
 		}
 	}
-}
-
-// badBool returns the index of the first byte of b that is neither 0 nor
-// 1, or -1.
-func badBool(b []byte) int {
-	for i, c := range b {
-		if c > 1 {
-			return i
-		}
-	}
-	return -1
-}
-
-// CheckBools checks raw BOOL tensor data: every byte must be 0 (false) or
-// 1 (true). The error names the first other byte.
-func CheckBools(b []byte) error {
-	if k := badBool(b); k >= 0 {
-		return errors.New("byte " + strconv.Itoa(k) + " is " + strconv.Itoa(int(b[k])) + "; BOOL data must be bytes 0 (false) or 1 (true)")
-	}
-	return nil
 }

@@ -728,8 +728,8 @@ func (p *parser) binaryInput(i int, bin *paramRec, n int, shape []int64) bool {
 	data := alignedBytes(int(size))
 	copy(data, p.tail[p.tailPos:])
 	if r.dt.kind == kindBool {
-		if k := badBool(data); k >= 0 {
-			return fail(": binary data byte " + strconv.Itoa(k) + " is " + strconv.Itoa(int(data[k])) + "; BOOL data must be bytes 0 (false) or 1 (true)")
+		if err := servables.CheckBools(data); err != nil {
+			return fail(": binary data " + err.Error())
 		}
 	}
 	p.tailPos += int(size)

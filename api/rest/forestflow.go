@@ -6,10 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/conf"
 )
 
 // Scorer is what the ForestFlow score API needs: contract routing.
@@ -119,7 +119,7 @@ func (s *Server) forestflowErrorCode(w http.ResponseWriter, code int, e forestfl
 
 // ContractInspector is what the contract read APIs need.
 type ContractInspector interface {
-	ContractIDs() []string
+	Contracts() []conf.Contract
 	ContractStats(id string) ([]actors.ServableStats, error)
 }
 
@@ -128,26 +128,16 @@ type ContractInspector interface {
 func (s *Server) contractList(ci ContractInspector) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		list := []any{}
-		for _, id := range ci.ContractIDs() {
-			if c, ok := parseContractID(id); ok {
-				list = append(list, contractJSON(c))
-			}
+		for _, k := range ci.Contracts() {
+			list = append(list, contractJSON(forestflowContract(k)))
 		}
 		writeJSON(w, http.StatusOK, envelope("Contracts", map[string]any{"contracts": list}))
 	}
 }
 
-// parseContractID splits a contract id "org/project/n".
-func parseContractID(id string) (forestflow.Contract, bool) {
-	parts := strings.Split(id, "/")
-	if len(parts) != 3 {
-		return forestflow.Contract{}, false
-	}
-	n, err := strconv.ParseInt(parts[2], 10, 32)
-	if err != nil {
-		return forestflow.Contract{}, false
-	}
-	return forestflow.Contract{Organization: parts[0], Project: parts[1], ContractNumber: int32(n)}, true
+// forestflowContract is a configured contract as ForestFlow names it.
+func forestflowContract(k conf.Contract) forestflow.Contract {
+	return forestflow.Contract{Organization: k.Organization, Project: k.Project, ContractNumber: int32(k.Number)}
 }
 
 // contractStats serves GET /{org}/{project}/{n}/stats: ForestFlow's

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/graphpipe"
+	"github.com/groveml/grove/api/oip"
 	"github.com/groveml/grove/servables"
 )
 
@@ -111,24 +111,17 @@ func graphPipeConfigs(config string) map[string]string {
 }
 
 // selectGraphPipeOutputs returns the outputs named in names, in that
-// order, or all of them when names is empty.
+// order, or all of them when names is empty; an unknown name is an error
+// listing the model's outputs (the OIP outputs filter's rule).
 func selectGraphPipeOutputs(outputs []servables.Tensor, names []string) ([]servables.Tensor, error) {
 	if len(names) == 0 {
 		return outputs, nil
 	}
-	sel := make([]servables.Tensor, 0, len(names))
-	for _, n := range names {
-		i := slices.IndexFunc(outputs, func(t servables.Tensor) bool { return t.Name == n })
-		if i < 0 {
-			have := make([]string, len(outputs))
-			for j, t := range outputs {
-				have[j] = t.Name
-			}
-			return nil, fmt.Errorf("unknown output name %q; the model's outputs are %s", n, strings.Join(have, ", "))
-		}
-		sel = append(sel, outputs[i])
+	requested := make([]oip.RequestedOutput, len(names))
+	for i, n := range names {
+		requested[i].Name = n
 	}
-	return sel, nil
+	return oip.SelectOutputs("", outputs, requested)
 }
 
 // graphPipeMetadata describes contract id's model for a GraphPipe Metadata

@@ -31,7 +31,7 @@ func TestGraphPipeOutputsSelectedByNameInRequestOrder(t *testing.T) {
 	if got, err := selectGraphPipeOutputs(outs, nil); err != nil || len(got) != 2 || got[0].Name != "a" {
 		t.Errorf("select none: %v %v", got, err)
 	}
-	if _, err := selectGraphPipeOutputs(outs, []string{"c"}); err == nil || !strings.Contains(err.Error(), `"c"`) || !strings.Contains(err.Error(), "a, b") {
+	if _, err := selectGraphPipeOutputs(outs, []string{"c"}); err == nil || !strings.Contains(err.Error(), `"c"`) || !strings.Contains(err.Error(), `"a", "b"`) {
 		t.Errorf("unknown output: %v", err)
 	}
 }

@@ -121,9 +121,7 @@ func (s *Server) createServable(m Manager) http.HandlerFunc {
 			s.manageError(w, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
 			return
 		}
-		k := req.Contract
-		fqrv := forestflow.FQRV{Contract: forestflow.Contract{Organization: k.Organization, Project: k.Project, ContractNumber: int32(k.Number)},
-			ReleaseVersion: req.Servable.ReleaseVersion}
+		fqrv := forestflow.FQRV{Contract: forestflowContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
 		if _, err := m.EditConfig(r.Context(), func(c *conf.ModelConfig) error { return c.AddServable(req) }); err != nil {
 			invalid := forestflow.CreateServableRequestInvalidError
 			if errors.Is(err, conf.ErrContractSettingsGiven) {

@@ -198,7 +198,7 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 		if len(raw) > 0 {
 			copy(t.Data, raw[i]) // little-endian on every platform Grove builds for
 			if t.DType == servables.Bool {
-				if err := oip.CheckBools(t.Data); err != nil {
+				if err := servables.CheckBools(t.Data); err != nil {
 					return nil, fmt.Errorf("input '%s': raw_input_contents: %w", in.GetName(), err)
 				}
 			}
@@ -230,34 +230,20 @@ func contentsLen(dt servables.DType, c *oippb.InferTensorContents) (field string
 	return "", -1
 }
 
-// fillContents copies typed contents into t, checking count and range.
+// fillContents copies typed contents into t, checking each value's range.
+// The caller has checked the count against t's shape (contentsLen).
 func fillContents(t servables.Tensor, c *oippb.InferTensorContents) error {
-	n := t.Len()
-	check := func(got int, field string) error {
-		if got != n {
-			return fmt.Errorf("%d values in %s, expected %d for shape %v", got, field, n, t.Shape)
-		}
-		return nil
-	}
 	switch t.DType {
 	case servables.Float32:
 		copy(t.Float32s(), c.GetFp32Contents())
-		return check(len(c.GetFp32Contents()), "fp32_contents")
 	case servables.Float64:
 		copy(t.Float64s(), c.GetFp64Contents())
-		return check(len(c.GetFp64Contents()), "fp64_contents")
 	case servables.Int64:
 		copy(t.Int64s(), c.GetInt64Contents())
-		return check(len(c.GetInt64Contents()), "int64_contents")
 	case servables.Int32:
 		copy(t.Int32s(), c.GetIntContents())
-		return check(len(c.GetIntContents()), "int_contents")
 	case servables.Int8, servables.Int16:
-		vals := c.GetIntContents()
-		if err := check(len(vals), "int_contents"); err != nil {
-			return err
-		}
-		for j, v := range vals {
+		for j, v := range c.GetIntContents() {
 			if t.DType == servables.Int8 {
 				if v < -128 || v > 127 {
 					return fmt.Errorf("value %d at %d is out of range for INT8", v, j)
@@ -270,32 +256,21 @@ func fillContents(t servables.Tensor, c *oippb.InferTensorContents) error {
 				t.Int16s()[j] = int16(v)
 			}
 		}
-		return nil
 	case servables.Uint8:
-		vals := c.GetUintContents()
-		if err := check(len(vals), "uint_contents"); err != nil {
-			return err
-		}
-		for j, v := range vals {
+		for j, v := range c.GetUintContents() {
 			if v > 255 {
 				return fmt.Errorf("value %d at %d is out of range for UINT8 (0 to 255)", v, j)
 			}
 			t.Data[j] = byte(v)
 		}
-		return nil
 	case servables.Bool:
-		vals := c.GetBoolContents()
-		if err := check(len(vals), "bool_contents"); err != nil {
-			return err
-		}
-		for j, v := range vals {
+		for j, v := range c.GetBoolContents() {
 			if v {
 				t.Data[j] = 1
-			} else {
-				t.Data[j] = 0
 			}
 		}
-		return nil
+	default:
+		return fmt.Errorf("no contents field for %v", t.DType)
 	}
-	return fmt.Errorf("no contents field for %v", t.DType)
+	return nil
 }

@@ -195,12 +195,10 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 				if v < lo || v > hi {
 					return nil, fmt.Errorf("tensor %d (%s): value %d at %d is out of range for %v", i, tp.GetTensorName(), v, j, dt)
 				}
-				if j < t.Len() {
-					if dt == servables.Int8 {
-						t.Int8s()[j] = int8(v)
-					} else {
-						t.Int16s()[j] = int16(v)
-					}
+				if dt == servables.Int8 {
+					t.Int8s()[j] = int8(v)
+				} else {
+					t.Int16s()[j] = int16(v)
 				}
 			}
 		}
