@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/api/oippb"
 )
@@ -23,6 +25,8 @@ type grpcTarget struct {
 	addr  string
 	input string // the model's input name, from ModelMetadata
 	width int    // features per row
+	// grpcGo drives the load with grpc-go's client instead of rawGRPCClient.
+	grpcGo bool
 }
 
 // newGRPCTarget asks grove at addr for grpcModel's input and checks one
@@ -96,12 +100,38 @@ func rawOutputs(resp *oippb.ModelInferResponse) ([]float64, error) {
 	return out, nil
 }
 
+// modelInferMethod is ModelInfer's HTTP/2 path.
+const modelInferMethod = "/inference.GRPCInferenceService/ModelInfer"
+
 // caller returns a newCall for loadSpec: each closed-loop client gets its
 // own connection (as each HTTP client has its own keep-alive connection)
 // and sends the same request of batch copies of row, checking that the
-// answer has one output per row.
-func (t *grpcTarget) caller(row []float64, batch int) func() (func(context.Context) error, func(), error) {
+// answer has one output per row. The connection is a rawGRPCClient, or
+// grpc-go's client when t.grpcGo is set.
+func (t *grpcTarget) caller(row []float64, batch int, timeout time.Duration) func() (func(context.Context) error, func(), error) {
 	req := t.request(repeat(row, batch))
+	if t.grpcGo {
+		return t.grpcGoCaller(req, batch, timeout)
+	}
+	msg, err := proto.Marshal(req)
+	return func() (func(context.Context) error, func(), error) {
+		if err != nil {
+			return nil, nil, err
+		}
+		c := newRawGRPCClient(t.addr, modelInferMethod, msg, timeout)
+		call := func(ctx context.Context) error {
+			resp, err := c.do(ctx)
+			if err != nil {
+				return err
+			}
+			return checkRawOutputs(resp, batch)
+		}
+		return call, c.close, nil
+	}
+}
+
+// grpcGoCaller is caller with grpc-go's client.
+func (t *grpcTarget) grpcGoCaller(req *oippb.ModelInferRequest, batch int, timeout time.Duration) func() (func(context.Context) error, func(), error) {
 	return func() (func(context.Context) error, func(), error) {
 		conn, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -109,6 +139,8 @@ func (t *grpcTarget) caller(row []float64, batch int) func() (func(context.Conte
 		}
 		c := oippb.NewGRPCInferenceServiceClient(conn)
 		call := func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
 			resp, err := c.ModelInfer(ctx, req)
 			if err != nil {
 				return err
@@ -120,4 +152,30 @@ func (t *grpcTarget) caller(row []float64, batch int) func() (func(context.Conte
 		}
 		return call, func() { conn.Close() }, nil
 	}
+}
+
+// checkRawOutputs checks that the serialized ModelInferResponse resp has
+// exactly one raw_output_contents (field 6) of 4*batch bytes, reading the
+// wire format in place rather than unmarshalling a message per call.
+func checkRawOutputs(resp []byte, batch int) error {
+	n, size := 0, -1
+	for len(resp) > 0 {
+		num, typ, tl := protowire.ConsumeTag(resp)
+		if tl < 0 {
+			return fmt.Errorf("ModelInfer: bad answer: %v", protowire.ParseError(tl))
+		}
+		vl := protowire.ConsumeFieldValue(num, typ, resp[tl:])
+		if vl < 0 {
+			return fmt.Errorf("ModelInfer: bad answer: %v", protowire.ParseError(vl))
+		}
+		if num == 6 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(resp[tl:])
+			n, size = n+1, len(v)
+		}
+		resp = resp[tl+vl:]
+	}
+	if n != 1 || size != 4*batch {
+		return fmt.Errorf("ModelInfer: %d raw outputs, want one of %d bytes", n, 4*batch)
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/oippb"
 )
@@ -19,13 +21,24 @@ import (
 type sumServer struct {
 	oippb.UnimplementedGRPCInferenceServiceServer
 	short bool
+	block chan struct{} // if set, ModelInfer waits for it to close
 }
 
 func (s *sumServer) ModelMetadata(_ context.Context, r *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
 	return &oippb.ModelMetadataResponse{Name: r.Name, Inputs: []*oippb.ModelMetadataResponse_TensorMetadata{{Name: "x", Datatype: "FP32", Shape: []int64{-1, 3}}}}, nil
 }
 
-func (s *sumServer) ModelInfer(_ context.Context, r *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+func (s *sumServer) ModelInfer(ctx context.Context, r *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+	if r.ModelName == "missing" {
+		return nil, status.Errorf(codes.NotFound, "no model %q", r.ModelName)
+	}
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	in := r.Inputs[0]
 	raw := r.RawInputContents[0]
 	rows, width := int(in.Shape[0]), int(in.Shape[1])
@@ -71,16 +84,18 @@ func TestGRPCLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := loadSpec{newCall: gt.caller(rows[0], 4), batch: 4, conc: 3,
-		warmup: 50 * time.Millisecond, duration: 200 * time.Millisecond, timeout: time.Second}
-	r := runLoad(ctx, spec)
-	if r.Errors != 0 || r.Requests == 0 || r.RowsPerSec != 4*r.ReqPerSec {
-		t.Errorf("ok run: %+v", r.summary())
-	}
-
 	bad := &grpcTarget{addr: startSumServer(t, &sumServer{short: true}), input: "x", width: 3}
-	spec.newCall = bad.caller(rows[0], 4)
-	if r := runLoad(ctx, spec); r.Errors == 0 || !strings.Contains(r.FirstError, "want one of 16 bytes") {
-		t.Errorf("short answers: %+v", r.summary())
+	for _, grpcGo := range []bool{false, true} {
+		gt.grpcGo, bad.grpcGo = grpcGo, grpcGo
+		spec := loadSpec{newCall: gt.caller(rows[0], 4, time.Second), batch: 4, conc: 3,
+			warmup: 50 * time.Millisecond, duration: 200 * time.Millisecond, timeout: time.Second}
+		r := runLoad(ctx, spec)
+		if r.Errors != 0 || r.Requests == 0 || r.RowsPerSec != 4*r.ReqPerSec {
+			t.Errorf("grpcGo=%v: ok run: %+v", grpcGo, r.summary())
+		}
+		spec.newCall = bad.caller(rows[0], 4, time.Second)
+		if r := runLoad(ctx, spec); r.Errors == 0 || !strings.Contains(r.FirstError, "want one of 16 bytes") {
+			t.Errorf("grpcGo=%v: short answers: %+v", grpcGo, r.summary())
+		}
 	}
 }

@@ -31,7 +31,8 @@ type loadSpec struct {
 	rate float64
 	// newCall, if set, replaces the HTTP request: each client calls it once
 	// for its own call function (and its own connection, closed by the
-	// returned func), which sends one request and checks the answer.
+	// returned func), which sends one request and checks the answer. The
+	// call gets the run's context and keeps to spec.timeout itself.
 	newCall func() (call func(context.Context) error, closeConn func(), err error)
 	// requests, when positive, ends the run once that many requests were
 	// started in all (warm-up included), even before the window ends.
@@ -110,11 +111,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 					return
 				}
 				defer closeConn()
-				w.call = func(ctx context.Context) error {
-					ctx, cancel := context.WithTimeout(ctx, spec.timeout)
-					defer cancel()
-					return call(ctx)
-				}
+				w.call = call
 			} else {
 				c, err := newRawClient(spec.url, spec.body, contentType, spec.timeout)
 				if err != nil {

@@ -16,7 +16,8 @@
 // answering with a fixed answer and no model over net/http and grpc-go, what
 // loopback, the stack and the load generator cost before grove does any
 // work. HTTP load comes from a raw keep-alive HTTP/1.1 client
-// (rawhttp.go), the same for every server. Last, the shadow scenario (see
+// (rawhttp.go), the same for every server, and gRPC load from a raw HTTP/2
+// client (rawgrpc.go; --grpc-client grpc-go uses grpc-go's client). Last, the shadow scenario (see
 // shadow.go) measures the requirement "under a saturating shadow load,
 // user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
 // whose contracts put a user stream and shadow copies on the same model
@@ -118,6 +119,9 @@ type options struct {
 	predLog          bool
 	predLogArgs      []string
 	keep             bool
+	// grpcGo drives the gRPC scenarios with grpc-go's client instead of
+	// rawGRPCClient.
+	grpcGo bool
 	// The shadow scenario: the user stream's shapes (none: not run), the
 	// shadow load's shape and the rounds of the two phases.
 	shadowUsers    []shape
@@ -178,12 +182,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.memRequests, "memory-requests", 1_000_000, "requests of the memory scenario, after its warm-up")
 	fs.Int64Var(&o.memWarmup, "memory-warmup", 50_000, "warm-up requests of the memory scenario")
 	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
+	grpcClient := fs.String("grpc-client", "raw",
+		"load generator of the gRPC scenarios: raw (one HTTP/2 connection per client, read and written in the client's goroutine, like h2load) or grpc-go (grpc-go's client)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch *grpcClient {
+	case "raw":
+	case "grpc-go":
+		o.grpcGo = true
+	default:
+		return o, fmt.Errorf("--grpc-client %q: want raw or grpc-go", *grpcClient)
 	}
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
@@ -493,7 +506,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			timeout:   o.timeout,
 		}
 		if ep.grpc != nil {
-			spec.newCall = ep.grpc.caller(rows[0], s.Batch)
+			ep.grpc.grpcGo = o.grpcGo
+			spec.newCall = ep.grpc.caller(rows[0], s.Batch, o.timeout)
 		} else {
 			spec.body = ep.body(rows[0], s.Batch)
 		}

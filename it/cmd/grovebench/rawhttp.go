@@ -26,10 +26,9 @@ type rawClient struct {
 	addr    string
 	req     []byte // the whole request, headers and body
 	timeout time.Duration
-	conn    net.Conn
-	br      *bufio.Reader
-	body    []byte // the last answer's body, reused
-	stop    func() bool
+	clientConn
+	br   *bufio.Reader
+	body []byte // the last answer's body, reused
 }
 
 // newRawClient returns a client that POSTs body to rawURL (http:// only)
@@ -49,8 +48,28 @@ func newRawClient(rawURL string, body []byte, contentType string, timeout time.D
 	return &rawClient{addr: u.Host, req: b.Bytes(), timeout: timeout}, nil
 }
 
+// clientConn is a load client's connection, with the AfterFunc that
+// unblocks it when the run's context ends.
+type clientConn struct {
+	conn net.Conn
+	stop func() bool
+}
+
+// dial connects to addr. One AfterFunc per connection, not per request:
+// cancelling ctx unblocks a read or write in flight.
+func (c *clientConn) dial(ctx context.Context, addr string, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	c.conn = conn
+	c.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	return nil
+}
+
 // close closes the connection, if one is open.
-func (c *rawClient) close() {
+func (c *clientConn) close() {
 	if c.stop != nil {
 		c.stop()
 		c.stop = nil
@@ -66,20 +85,14 @@ func (c *rawClient) close() {
 // a new one. When ctx ends, a request in flight fails at once.
 func (c *rawClient) do(ctx context.Context) (int, []byte, error) {
 	if c.conn == nil {
-		d := net.Dialer{Timeout: c.timeout}
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
-		if err != nil {
+		if err := c.dial(ctx, c.addr, c.timeout); err != nil {
 			return 0, nil, err
 		}
-		c.conn = conn
 		if c.br == nil {
-			c.br = bufio.NewReaderSize(conn, 64<<10)
+			c.br = bufio.NewReaderSize(c.conn, 64<<10)
 		} else {
-			c.br.Reset(conn)
+			c.br.Reset(c.conn)
 		}
-		// One AfterFunc per connection, not per request: cancelling ctx
-		// unblocks a read or write in flight.
-		c.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	}
 	status, keep, err := c.roundTrip()
 	if err != nil || !keep {
