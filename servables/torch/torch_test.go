@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -521,6 +522,39 @@ func BenchmarkForwardPCTR(b *testing.B) {
 			benchmarkPredict(b, m, []servables.Tensor{x})
 		})
 	}
+}
+
+// BenchmarkForwardPCTRAfterIdle times the batch-1 forward of
+// BenchmarkForwardPCTR when, as at concurrency 1 in a server, the calling
+// thread sleeps between calls (time.Sleep(100µs); idle-ns/sleep is how
+// long the sleeps took). Its p50-ns/forward, against BenchmarkForwardPCTR's
+// back-to-back ns/op, is what cold caches and a core woken from idle add to
+// the forward itself.
+func BenchmarkForwardPCTRAfterIdle(b *testing.B) {
+	m := load(b, filepath.Join(bucket, "pctr_v1", "model.pt"), servables.LoadOptions{IntraOpThreads: 1})
+	x := tensor(b, servables.Float32, []int64{1, 64}, float32s(64, func(i int) float64 { return math.Sin(float64(i)) })...)
+	ctx := context.Background()
+	inputs := []servables.Tensor{x}
+	for range 3 {
+		if _, err := m.Predict(ctx, inputs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	times := make([]time.Duration, 0, b.N)
+	var idle time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		time.Sleep(100 * time.Microsecond)
+		idle += time.Since(t0)
+		t0 = time.Now()
+		if _, err := m.Predict(ctx, inputs); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(t0))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns/forward")
+	b.ReportMetric(float64(idle.Nanoseconds())/float64(len(times)), "idle-ns/sleep")
 }
 
 // BenchmarkForwardRankDeep times the dynamic-batching benchmark model of

@@ -13,31 +13,62 @@ import (
 // forwardBench is the Go benchmark that times the pctr model's forward pass
 // in process, with sub-benchmarks for batch 1 and batch 64; deepForwardBench
 // the same for the deep ranking model (deepPath).
+// idleForwardBench times pctr's batch-1 forward after the thread slept.
 const (
 	forwardBench     = "BenchmarkForwardPCTR"
 	deepForwardBench = "BenchmarkForwardRankDeep"
+	idleForwardBench = "BenchmarkForwardPCTRAfterIdle"
 )
 
 // forwardResult is the in-process forward time of the benchmark model.
 type forwardResult struct {
 	// NsPerOp maps batch size (1, 64) to ns/op; missing batches were not found.
 	NsPerOp map[int]float64 `json:"ns_per_op,omitempty"`
+	// AfterIdleNs is the batch-1 forward's p50 after the thread slept
+	// (idleForwardBench, median of the runs); 0 if not measured.
+	AfterIdleNs float64 `json:"after_idle_ns,omitempty"`
 	// Lines are the benchmark result lines as go test printed them.
 	Lines []string `json:"lines,omitempty"`
 	// Error says why there is no figure (or not all of them).
 	Error string `json:"error,omitempty"`
 }
 
-// runForward runs BenchmarkForwardPCTR and BenchmarkForwardRankDeep of
-// ./servables/torch five times each and keeps the medians, so one slow run
-// (another process waking on the 2 CPUs) neither flatters nor hides the
-// overhead figures computed from them.
+// runForward runs BenchmarkForwardPCTR, BenchmarkForwardPCTRAfterIdle and
+// BenchmarkForwardRankDeep of ./servables/torch five times each and keeps
+// the medians, so one slow run (another process waking on the 2 CPUs)
+// neither flatters nor hides the overhead figures computed from them.
 func runForward(ctx context.Context, goBin, root, benchtime string, timeout time.Duration) (pctr, deep forwardResult) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := runGo(ctx, goBin, root, "test", "-run", "^$", "-bench", "^("+forwardBench+"|"+deepForwardBench+")$",
+	out, err := runGo(ctx, goBin, root, "test", "-run", "^$", "-bench", "^("+forwardBench+"|"+idleForwardBench+"|"+deepForwardBench+")$",
 		"-benchtime", benchtime, "-count", "5", "-timeout", timeout.String(), "./servables/torch/")
-	return checkForward(ctx, forwardBench, string(out), err), checkForward(ctx, deepForwardBench, string(out), err)
+	pctr = checkForward(ctx, forwardBench, string(out), err)
+	pctr.AfterIdleNs = parseMetric(string(out), idleForwardBench, "p50-ns/forward")
+	return pctr, checkForward(ctx, deepForwardBench, string(out), err)
+}
+
+// parseMetric is the median of the values go test -bench printed for unit
+// on the lines of bench (without sub-benchmarks); 0 if there are none.
+func parseMetric(out, bench, unit string) float64 {
+	var vs []float64
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || procsSuffixRE.ReplaceAllString(f[0], "") != bench {
+			continue
+		}
+		for i := 2; i < len(f); i++ {
+			if f[i] == unit {
+				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
+					vs = append(vs, v)
+				}
+			}
+		}
+	}
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }
 
 // checkForward parses bench's results out of go test's output and notes

@@ -153,6 +153,22 @@ FAIL	github.com/groveml/grove/servables/torch [build failed]`, nil},
 	}
 }
 
+// TestParseMetric checks that a custom metric is read from its own
+// benchmark's lines only, as the median over -count runs.
+func TestParseMetric(t *testing.T) {
+	out := `BenchmarkForwardPCTR/batch=1-2 2000 20000 ns/op
+BenchmarkForwardPCTRAfterIdle-2 2000 1200000 ns/op 1150000 idle-ns/sleep 60000 p50-ns/forward
+BenchmarkForwardPCTRAfterIdle-2 2000 1200000 ns/op 1150000 idle-ns/sleep 30000 p50-ns/forward
+BenchmarkForwardPCTRAfterIdle-2 2000 1200000 ns/op 1150000 idle-ns/sleep 40000 p50-ns/forward
+BenchmarkForwardPCTRAfterIdleX-2 2000 1 ns/op 1 p50-ns/forward`
+	if got := parseMetric(out, idleForwardBench, "p50-ns/forward"); got != 40000 {
+		t.Errorf("got %v, want the median 40000", got)
+	}
+	if got := parseMetric(out, forwardBench, "p50-ns/forward"); got != 0 {
+		t.Errorf("a benchmark without the metric gave %v", got)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var l []time.Duration
 	for i := 1; i <= 100; i++ {

@@ -245,6 +245,10 @@ func (r *report) writeMarkdown(w io.Writer) {
 		if len(parts) > 0 {
 			fmt.Fprintf(w, "- In-process forward (%s, mean ns/op, one op = one forward): %s\n", f.bench, strings.Join(parts, "; "))
 		}
+		if f.res.AfterIdleNs > 0 {
+			fmt.Fprintf(w, "- The same batch-1 forward after its thread slept, as between requests at conc 1 (%s, p50): %s\n",
+				idleForwardBench, fmtDur(time.Duration(f.res.AfterIdleNs)))
+		}
 		if f.res.Error != "" {
 			fmt.Fprintf(w, "- In-process forward (%s): not measured: %s\n", f.bench, f.res.Error)
 		}
