@@ -261,23 +261,25 @@ func (x *PredictionEvent) GetServerInstanceId() string {
 //	DOUBLE                  double_data
 //	INT8, INT16, INT32      int32_data (each value widened to int32)
 //	INT64                   int64_data
+//	BOOL, UINT8             raw_data (one byte per value; BOOL is 0 or 1)
 //
-// raw_data is reserved for data types without a typed field (there are
-// none yet); Grove does not write it for the types above, and readers
-// should accept either. The number of values is the product of shape (1
-// for an empty shape, a scalar).
+// Grove writes raw_data only for the types without a typed field; readers
+// should accept raw_data for any type. The number of values is the product
+// of shape (1 for an empty shape, a scalar).
 type Tensor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tensor's name as the request or the model gave it; may be empty
 	// (TorchScript tensors are positional).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The element type: "FLOAT" (32-bit float), "DOUBLE" (64-bit float),
-	// "INT8", "INT16", "INT32" or "INT64", the B&A API's names.
+	// "INT8", "INT16", "INT32" or "INT64", the B&A API's names; or "BOOL" or
+	// "UINT8", which models served over the Open Inference Protocol may take
+	// or give.
 	Datatype string `protobuf:"bytes,2,opt,name=datatype,proto3" json:"datatype,omitempty"`
 	// The dimensions, outermost first.
 	Shape []int64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
-	// The values as bytes, little-endian, row-major; only for data types
-	// without a typed field below.
+	// The values as bytes, little-endian, row-major: BOOL and UINT8 tensors,
+	// which have no typed field below.
 	RawData []byte `protobuf:"bytes,4,opt,name=raw_data,json=rawData,proto3" json:"raw_data,omitempty"`
 	// The values of a FLOAT tensor.
 	FloatData []float32 `protobuf:"fixed32,5,rep,packed,name=float_data,json=floatData,proto3" json:"float_data,omitempty"`
