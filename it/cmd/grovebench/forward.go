@@ -56,12 +56,8 @@ func parseMetric(out, bench, unit string) float64 {
 		if len(f) < 4 || procsSuffixRE.ReplaceAllString(f[0], "") != bench {
 			continue
 		}
-		for i := 2; i < len(f); i++ {
-			if f[i] == unit {
-				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
-					vs = append(vs, v)
-				}
-			}
+		if v, ok := unitValue(f, unit); ok {
+			vs = append(vs, v)
 		}
 	}
 	if len(vs) == 0 {
@@ -115,16 +111,8 @@ func parseForwardOf(out, bench string) forwardResult {
 		if len(f) < 4 || !strings.HasPrefix(f[0], bench+"/") {
 			continue
 		}
-		ns := -1.0
-		for i := 2; i < len(f); i++ {
-			if f[i] == "ns/op" {
-				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
-					ns = v
-				}
-				break
-			}
-		}
-		if ns < 0 {
+		ns, ok := unitValue(f, "ns/op")
+		if !ok {
 			continue
 		}
 		res.Lines = append(res.Lines, strings.Join(f, " "))
@@ -157,6 +145,18 @@ func parseForwardOf(out, bench string) forwardResult {
 		res.NsPerOp[b] = vs[len(vs)/2]
 	}
 	return res
+}
+
+// unitValue is the value go test -bench printed before unit on the result
+// line split into fields f ("2000 41234 ns/op 512 B/op" has 41234 for ns/op).
+func unitValue(f []string, unit string) (float64, bool) {
+	for i := 2; i < len(f); i++ {
+		if f[i] == unit {
+			v, err := strconv.ParseFloat(f[i-1], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // oneLine joins lines for a one-line note.

@@ -432,7 +432,7 @@ func TestFloorServerAnswersHTTPAndGRPCLikeGrove(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	spec := loadSpec{newCall: g.caller(make([]float64, 64), 8, time.Second), batch: 8, conc: 2, duration: 200 * time.Millisecond, timeout: time.Second, requests: 20}
+	spec := loadSpec{newCall: g.caller(make([]float64, 64), 8, time.Second, false), batch: 8, conc: 2, duration: 200 * time.Millisecond, timeout: time.Second, requests: 20}
 	if r := runLoad(ctx, spec); r.Errors != 0 || r.Sent != 20 {
 		t.Fatalf("floor gRPC: %d errors of %d; first: %s", r.Errors, r.Sent, r.FirstError)
 	}

@@ -25,8 +25,6 @@ type grpcTarget struct {
 	addr  string
 	input string // the model's input name, from ModelMetadata
 	width int    // features per row
-	// grpcGo drives the load with grpc-go's client instead of rawGRPCClient.
-	grpcGo bool
 }
 
 // newGRPCTarget asks grove at addr for grpcModel's input and checks one
@@ -107,10 +105,10 @@ const modelInferMethod = "/inference.GRPCInferenceService/ModelInfer"
 // own connection (as each HTTP client has its own keep-alive connection)
 // and sends the same request of batch copies of row, checking that the
 // answer has one output per row. The connection is a rawGRPCClient, or
-// grpc-go's client when t.grpcGo is set.
-func (t *grpcTarget) caller(row []float64, batch int, timeout time.Duration) func() (func(context.Context) error, func(), error) {
+// grpc-go's client when grpcGo is set.
+func (t *grpcTarget) caller(row []float64, batch int, timeout time.Duration, grpcGo bool) func() (func(context.Context) error, func(), error) {
 	req := t.request(repeat(row, batch))
-	if t.grpcGo {
+	if grpcGo {
 		return t.grpcGoCaller(req, batch, timeout)
 	}
 	msg, err := proto.Marshal(req)

@@ -86,14 +86,13 @@ func TestGRPCLoad(t *testing.T) {
 	}
 	bad := &grpcTarget{addr: startSumServer(t, &sumServer{short: true}), input: "x", width: 3}
 	for _, grpcGo := range []bool{false, true} {
-		gt.grpcGo, bad.grpcGo = grpcGo, grpcGo
-		spec := loadSpec{newCall: gt.caller(rows[0], 4, time.Second), batch: 4, conc: 3,
+		spec := loadSpec{newCall: gt.caller(rows[0], 4, time.Second, grpcGo), batch: 4, conc: 3,
 			warmup: 50 * time.Millisecond, duration: 200 * time.Millisecond, timeout: time.Second}
 		r := runLoad(ctx, spec)
 		if r.Errors != 0 || r.Requests == 0 || r.RowsPerSec != 4*r.ReqPerSec {
 			t.Errorf("grpcGo=%v: ok run: %+v", grpcGo, r.summary())
 		}
-		spec.newCall = bad.caller(rows[0], 4, time.Second)
+		spec.newCall = bad.caller(rows[0], 4, time.Second, grpcGo)
 		if r := runLoad(ctx, spec); r.Errors == 0 || !strings.Contains(r.FirstError, "want one of 16 bytes") {
 			t.Errorf("grpcGo=%v: short answers: %+v", grpcGo, r.summary())
 		}

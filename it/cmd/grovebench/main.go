@@ -506,8 +506,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			timeout:   o.timeout,
 		}
 		if ep.grpc != nil {
-			ep.grpc.grpcGo = o.grpcGo
-			spec.newCall = ep.grpc.caller(rows[0], s.Batch, o.timeout)
+			spec.newCall = ep.grpc.caller(rows[0], s.Batch, o.timeout, o.grpcGo)
 		} else {
 			spec.body = ep.body(rows[0], s.Batch)
 		}

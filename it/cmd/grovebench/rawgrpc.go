@@ -62,9 +62,14 @@ const rawRecvWindow = 1 << 24
 // at addr (host:port) with the serialized protobuf message msg; each call
 // must finish within timeout.
 func newRawGRPCClient(addr, method string, msg []byte, timeout time.Duration) *rawGRPCClient {
+	return &rawGRPCClient{addr: addr, path: method, msg: grpcFrame(msg), timeout: timeout}
+}
+
+// grpcFrame is msg with gRPC's 5-byte prefix (not compressed, length).
+func grpcFrame(msg []byte) []byte {
 	framed := make([]byte, 5, 5+len(msg))
 	binary.BigEndian.PutUint32(framed[1:], uint32(len(msg)))
-	return &rawGRPCClient{addr: addr, path: method, msg: append(framed, msg...), timeout: timeout}
+	return append(framed, msg...)
 }
 
 // do makes one call and returns the answer's message (without its 5-byte
@@ -142,9 +147,10 @@ func (c *rawGRPCClient) roundTrip() ([]byte, error) {
 	if c.stream >= 1<<31-2 {
 		return nil, errors.New("stream ids used up; reconnecting")
 	}
-	c.stream += 2
-	if c.stream == 2 {
-		c.stream = 1
+	if c.stream == 0 {
+		c.stream = 1 // client streams are odd
+	} else {
+		c.stream += 2
 	}
 	c.body, c.httpStatus, c.grpcStatus, c.grpcMsg = c.body[:0], "", "", ""
 	c.hbuf.Reset()

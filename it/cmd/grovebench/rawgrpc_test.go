@@ -12,15 +12,15 @@ import (
 	"github.com/groveml/grove/api/oippb"
 )
 
-// rawCall makes one ModelInfer call of rows (width 3) with c's message
-// replaced by req's and decodes the answer.
+// rawCall makes one ModelInfer call on c's connection with c's message
+// replaced by req, and decodes the answer.
 func rawCall(t *testing.T, ctx context.Context, c *rawGRPCClient, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
 	t.Helper()
 	msg, err := proto.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	*c = *newRawGRPCClientKeeping(c, msg)
+	c.msg = grpcFrame(msg)
 	raw, err := c.do(ctx)
 	if err != nil {
 		return nil, err
@@ -30,13 +30,6 @@ func rawCall(t *testing.T, ctx context.Context, c *rawGRPCClient, req *oippb.Mod
 		t.Fatalf("answer does not unmarshal: %v", err)
 	}
 	return &resp, nil
-}
-
-// newRawGRPCClientKeeping is c with a new message and c's open connection.
-func newRawGRPCClientKeeping(c *rawGRPCClient, msg []byte) *rawGRPCClient {
-	n := *c
-	n.msg = newRawGRPCClient(c.addr, c.path, msg, c.timeout).msg
-	return &n
 }
 
 // TestRawGRPCClientCallsAcrossFlowControlWindows sends requests and gets
