@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -13,16 +12,17 @@ import (
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/servables"
 )
 
 // Contract errors, for the API layer to map to its error bodies.
 var (
 	// ErrUnknownContract means no contract with that id is configured.
-	ErrUnknownContract = errors.New("unknown contract")
+	ErrUnknownContract = servables.NewError(servables.NotFound, "unknown contract")
 	// ErrUnknownRelease means the contract has no servable with that release version.
-	ErrUnknownRelease = errors.New("unknown release")
+	ErrUnknownRelease = servables.NewError(servables.NotFound, "unknown release")
 	// ErrNoActiveServable means no servable of the contract is valid and ready.
-	ErrNoActiveServable = errors.New("no active servables for contract")
+	ErrNoActiveServable = servables.NewError(servables.Unavailable, "no active servables for contract")
 )
 
 // contractState is a configured contract and what Grove has observed of it:

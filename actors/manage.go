@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 
 // ErrReadOnly means the bucket cannot be written, so the management API
 // cannot change the model config or the contract state.
-var ErrReadOnly = errors.New("the bucket is read-only")
+var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-only")
 
 // EditConfig changes the model config object in the bucket: it reads it,
 // applies edit, validates the result and writes it back in canonical form

@@ -15,16 +15,17 @@ const (
 	priorityShadow int8 = 1
 )
 
-// Errors a Result can carry besides the servable's own.
+// Errors a Result can carry besides the servable's own. Each has a
+// servables.Kind (see servables.KindOf), which is what the protocols map.
 var (
-	// ErrModelNotFound means no ready model is served at the requested path.
-	ErrModelNotFound = errors.New("model not found")
+	// ErrModelNotFound means no ready model is served at the requested path (NotFound).
+	ErrModelNotFound = servables.NewError(servables.NotFound, "model not found")
 	// ErrOverloaded means the model's queue was full; the caller should retry later.
-	ErrOverloaded = errors.New("overloaded")
+	ErrOverloaded = servables.ErrOverloaded
 	// ErrModelCrashed means the model panicked while holding the request.
-	ErrModelCrashed = errors.New("model crashed")
-	// ErrStopped means the server is shutting down.
-	ErrStopped = errors.New("server is shutting down")
+	ErrModelCrashed = servables.ErrCrashed
+	// ErrStopped means the server is shutting down (Unavailable).
+	ErrStopped = servables.NewError(servables.Unavailable, "server is shutting down")
 )
 
 // Request is one item of a batch: the inputs for one model.

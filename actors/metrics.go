@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_requests_total",
-			Help: "Predict requests by API, model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed). Requests for unknown paths have model=\"\".",
+			Help: "Predict requests by API, model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed, deadline_exceeded, canceled, unavailable). Requests for unknown paths have model=\"\".",
 		}, []string{"api", "model", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "grove_model_request_duration_seconds",
@@ -77,22 +76,20 @@ func (m *Metrics) observe(api, model string, err error, took time.Duration) {
 	m.requests.WithLabelValues(api, model, outcome).Inc()
 }
 
+// outcomeOf is the outcome label of a request that ended with err.
 func outcomeOf(err error) string {
-	switch {
-	case err == nil:
+	switch k := servables.KindOf(err); k {
+	case servables.OK:
 		return "ok"
-	case errors.Is(err, ErrModelNotFound):
-		return "not_found"
-	case errors.Is(err, ErrOverloaded):
-		return "overloaded"
-	case errors.Is(err, ErrModelCrashed):
-		return "crashed"
-	case errors.Is(err, servables.ErrInvalidInput):
+	case servables.InvalidInput:
 		return "input_error"
-	case errors.Is(err, servables.ErrOutput):
+	case servables.OutputUnsupported:
 		return "output_error"
+	case servables.Execution:
+		return "execution_error"
+	default:
+		return k.String()
 	}
-	return "execution_error"
 }
 
 // stateCollector exports per-model gauges read from the live status and

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,19 +10,20 @@ import (
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
 )
 
 // Registration errors, for the APIs to map to their status codes.
 var (
 	// ErrManagedByConfig: the model path is listed in the bucket config,
 	// which wins over registrations.
-	ErrManagedByConfig = errors.New("the model path is managed by the model config")
+	ErrManagedByConfig = servables.NewError(servables.Conflict, "the model path is managed by the model config")
 	// ErrAlreadyRegistered: a model with that path is already served.
-	ErrAlreadyRegistered = errors.New("model path already exists")
+	ErrAlreadyRegistered = servables.NewError(servables.Conflict, "model path already exists")
 	// ErrNotRegistered: no registered model has that path.
-	ErrNotRegistered = errors.New("model path is not registered")
+	ErrNotRegistered = servables.NewError(servables.NotFound, "model path is not registered")
 	// ErrBadRegistration: the registration request itself is invalid.
-	ErrBadRegistration = errors.New("invalid model registration")
+	ErrBadRegistration = servables.NewError(servables.InvalidInput, "invalid model registration")
 )
 
 // Messages to the supervisor for the registration API.

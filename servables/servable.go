@@ -5,7 +5,6 @@ package servables
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -17,10 +16,12 @@ import (
 type Servable interface {
 	// Metadata describes the model's inputs and outputs.
 	Metadata() Metadata
-	// Predict runs the model on inputs and returns its outputs. Errors that
-	// wrap ErrInvalidInput are the caller's fault; errors that wrap ErrOutput
-	// mean the model produced something Grove cannot return; anything else is
-	// an execution failure.
+	// Predict runs the model on inputs and returns its outputs. Errors
+	// wrap ErrInvalidInput when the inputs are the caller's fault, ErrOutput
+	// when the model produced something Grove cannot return, and
+	// ErrExecution when the model failed to run; an error that wraps
+	// nothing counts as ErrExecution (see KindOf). Predict does not start
+	// when ctx is already done.
 	Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
 	// Close releases the model's memory.
 	Close() error
@@ -58,15 +59,10 @@ type TensorSpec struct {
 	Shape []int64 `json:"shape"`
 }
 
-// Sentinel errors that classify a Predict or Load failure.
-var (
-	// ErrInvalidInput marks an error caused by the request's tensors.
-	ErrInvalidInput = errors.New("invalid input")
-	// ErrOutput marks a model output that cannot be returned (unsupported type).
-	ErrOutput = errors.New("unsupported output")
-	// ErrUnsupportedRuntime marks a model whose format no runtime in this build loads.
-	ErrUnsupportedRuntime = errors.New("unsupported runtime")
-)
+// ErrUnsupportedRuntime marks a model whose format no runtime in this
+// build loads; a caller who sends such a model made an InvalidInput
+// mistake. (The other sentinels, and Kind, are in errors.go.)
+var ErrUnsupportedRuntime = NewError(InvalidInput, "unsupported runtime")
 
 // Registry is the ordered list of runtimes a server can load models with.
 type Registry []Runtime
