@@ -3,13 +3,14 @@ package actors
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
@@ -25,11 +26,11 @@ var (
 	ErrNoActiveServable = servables.NewError(servables.Unavailable, "no active servables for contract")
 )
 
-// contractState is a configured contract and what Grove has observed of it:
-// when each servable became valid, and the contract's pick sequence.
+// contractState is a configured contract and what Grove has observed of
+// it: when each servable became valid, and the contract's pick sequence.
+// The router owns it; only the release counters are touched elsewhere.
 type contractState struct {
 	cfg        conf.Contract
-	mu         sync.Mutex
 	validSince map[string]time.Time
 	seq        routing.Sequence
 	// releases holds each release's user-request counters; the map is
@@ -38,6 +39,8 @@ type contractState struct {
 }
 
 // releaseCounters count one release's user requests through its contract.
+// They are written by the goroutine of the call that got the answer
+// (System.Score) and read by the router: latencyWindow has its own lock.
 type releaseCounters struct {
 	latency latencyWindow // recent latencies of answered requests
 	served  atomic.Int64  // answered requests
@@ -46,45 +49,40 @@ type releaseCounters struct {
 // contracts maps contract ids ("org/project/n") to their state.
 type contracts map[string]*contractState
 
-// setContracts publishes the configured contracts, keeping the observed
+// setContracts takes the configured contracts, keeping the observed
 // state of contracts that stay, and records in the shared state when
 // releases seen for the first time were created.
-func (s *System) setContracts(cfg []conf.Contract, now time.Time) {
-	old := *s.contracts.Load()
+func (r *routerActor) setContracts(cfg []conf.Contract, now time.Time) {
 	next := make(contracts, len(cfg))
-	shared := s.state.load()
+	shared := r.state.load()
 	for _, c := range cfg {
 		for _, sv := range c.Servables {
 			if shared.Record(c.ID(), sv.ReleaseVersion).Created.IsZero() {
-				s.state.setCreated(c.ID(), sv.ReleaseVersion, now)
+				r.state.setCreated(c.ID(), sv.ReleaseVersion, now)
 			}
 		}
 		st := &contractState{cfg: c, validSince: map[string]time.Time{}, releases: make(map[string]*releaseCounters, len(c.Servables))}
 		for _, sv := range c.Servables {
 			st.releases[sv.ReleaseVersion] = &releaseCounters{latency: latencyWindow{start: now}}
 		}
-		if prev := old[c.ID()]; prev != nil {
+		if prev := r.contracts[c.ID()]; prev != nil {
 			for rv, rc := range prev.releases {
 				if st.releases[rv] != nil {
 					st.releases[rv] = rc
 				}
 			}
-			prev.mu.Lock()
-			for k, v := range prev.validSince {
-				st.validSince[k] = v
-			}
+			maps.Copy(st.validSince, prev.validSince)
 			st.seq = prev.seq
-			prev.mu.Unlock()
 		}
 		next[c.ID()] = st
 	}
-	s.contracts.Store(&next)
+	r.contracts = next
 }
 
 // plan evaluates the contract's routing policy now, from the served models' state.
-func (s *System) plan(st *contractState, now time.Time) routing.Plan {
-	routes := *s.routes.Load()
-	shared := s.state.load()
+func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
+	routes := *r.routes.Load()
+	shared := r.state.load()
 	id := st.cfg.ID()
 	state := make(map[string]routing.ServableState, len(st.cfg.Servables))
 	for _, sv := range st.cfg.Servables {
@@ -108,7 +106,7 @@ func (s *System) plan(st *contractState, now time.Time) routing.Plan {
 			st.validSince[rv] = t
 		}
 		if was := shared.Record(id, rv).ValidSince; t.IsZero() != was.IsZero() {
-			s.state.setValidSince(id, rv, t, was)
+			r.state.setValidSince(id, rv, t, was)
 		}
 	}
 	return p
@@ -116,13 +114,19 @@ func (s *System) plan(st *contractState, now time.Time) routing.Plan {
 
 // ContractPlan returns the current routing plan of a contract, for stats.
 func (s *System) ContractPlan(id string) (routing.Plan, error) {
-	st := (*s.contracts.Load())[id]
-	if st == nil {
-		return routing.Plan{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	var p routing.Plan
+	var err error
+	if qerr := s.askRouter(context.Background(), func(r *routerActor) {
+		st := r.contracts[id]
+		if st == nil {
+			err = fmt.Errorf("%w %s", ErrUnknownContract, id)
+			return
+		}
+		p = r.plan(st, time.Now())
+	}); qerr != nil {
+		return routing.Plan{}, qerr
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return s.plan(st, time.Now()), nil
+	return p, err
 }
 
 // Score runs req through contract id: release picks a servable directly
@@ -130,50 +134,61 @@ func (s *System) ContractPlan(id string) (routing.Plan, error) {
 // contract's shadow servables get copies. The Result's ModelPath is the
 // picked servable's; the returned release names it.
 func (s *System) Score(ctx context.Context, id, release string, req Request) (Result, string, error) {
-	st := (*s.contracts.Load())[id]
-	if st == nil {
-		return Result{}, "", fmt.Errorf("%w %s", ErrUnknownContract, id)
-	}
 	req.Contract = id
-	if release != "" {
-		sv, ok := st.servable(release)
-		if !ok {
-			return Result{}, "", fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, release, id)
-		}
-		req.ModelPath, req.Release, req.Logging = sv.ModelPath, release, &sv.Logging
-	} else {
-		st.mu.Lock()
-		p := s.plan(st, time.Now())
-		u := st.seq.Next()
-		if key := st.cfg.StickyKey; key != "" {
-			if v, ok := req.Configs[key]; ok {
-				u = routing.StickyU(v)
-			}
-		}
-		share, ok := p.Pick(u)
-		st.mu.Unlock()
-		if !ok {
-			return Result{}, "", fmt.Errorf("%w %s", ErrNoActiveServable, id)
-		}
-		sv, _ := st.servable(share.Release)
-		req.ModelPath, req.Release, req.Logging = sv.ModelPath, share.Release, &sv.Logging
-		for _, sh := range p.ShadowTargets(share.Release, rand.Float64) {
-			shv, _ := st.servable(sh.Release)
-			req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
-		}
-	}
+	b := &batch{reqs: []Request{req}, reply: make(chan []Result, 1), score: &scoreCall{contract: id, release: release}}
 	start := time.Now()
-	res, err := s.Infer(ctx, []Request{req})
+	res, err := s.run(ctx, b)
 	if err != nil {
 		return Result{}, "", err
 	}
-	if res[0].Err == nil {
+	if rc := b.score.counters; res[0].Err == nil && rc != nil {
 		now := time.Now()
-		rc := st.releases[req.Release]
 		rc.latency.observe(now.Sub(start), now)
 		rc.served.Add(1)
 	}
-	return res[0], req.Release, nil
+	return res[0], b.reqs[0].Release, nil
+}
+
+// route picks the servable of b's contract that answers its request, and
+// the shadows that get copies; it answers b itself and reports false when
+// the contract cannot take the request.
+func (r *routerActor) route(ctx actor.Context, b *batch) bool {
+	sc, req := b.score, &b.reqs[0]
+	st := r.contracts[sc.contract]
+	if st == nil {
+		b.fail(fmt.Errorf("%w %s", ErrUnknownContract, sc.contract))
+		return false
+	}
+	if sc.release != "" {
+		sv, ok := st.servable(sc.release)
+		if !ok {
+			b.fail(fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, sc.release, sc.contract))
+			return false
+		}
+		req.ModelPath, req.Release, req.Logging = sv.ModelPath, sc.release, &sv.Logging
+		sc.counters = st.releases[sc.release]
+		return true
+	}
+	p := r.plan(st, time.Now())
+	u := st.seq.Next()
+	if key := st.cfg.StickyKey; key != "" {
+		if v, ok := req.Configs[key]; ok {
+			u = routing.StickyU(v)
+		}
+	}
+	share, ok := p.Pick(u)
+	if !ok {
+		b.fail(fmt.Errorf("%w %s", ErrNoActiveServable, sc.contract))
+		return false
+	}
+	sv, _ := st.servable(share.Release)
+	req.ModelPath, req.Release, req.Logging = sv.ModelPath, share.Release, &sv.Logging
+	for _, sh := range p.ShadowTargets(share.Release, rand.Float64) {
+		shv, _ := st.servable(sh.Release)
+		req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
+	}
+	sc.counters = st.releases[share.Release]
+	return true
 }
 
 // servable finds a servable of the contract by release version.
@@ -227,21 +242,30 @@ type LatencyStats struct {
 
 // ContractStats evaluates contract id now and describes each servable.
 func (s *System) ContractStats(id string) ([]ServableStats, error) {
-	p, err := s.ContractPlan(id)
-	if err != nil {
-		return nil, err
+	var out []ServableStats
+	var err error
+	if qerr := s.askRouter(context.Background(), func(r *routerActor) { out, err = r.stats(id, time.Now()) }); qerr != nil {
+		return nil, qerr
 	}
-	cs := (*s.contracts.Load())[id]
-	routes := *s.routes.Load()
-	shared := s.state.load()
-	now := time.Now()
+	return out, err
+}
+
+// stats describes each servable of contract id at now.
+func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
+	cs := r.contracts[id]
+	if cs == nil {
+		return nil, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	}
+	p := r.plan(cs, now)
+	routes := *r.routes.Load()
+	shared := r.state.load()
 	out := make([]ServableStats, 0, len(p.Servables))
 	for _, sv := range p.Servables {
 		rec := shared.Record(id, sv.Release)
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
 			Reason: sv.Reason, Created: timePtr(rec.Created), ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct,
 			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
-		if rc := cs.release(sv.Release); rc != nil {
+		if rc := cs.releases[sv.Release]; rc != nil {
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)
 			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}
 			st.Served = rc.served.Load()
@@ -257,11 +281,13 @@ func (s *System) ContractStats(id string) ([]ServableStats, error) {
 
 // Contracts lists the configured contracts, sorted by id.
 func (s *System) Contracts() []conf.Contract {
-	cs := *s.contracts.Load()
-	out := make([]conf.Contract, 0, len(cs))
-	for _, st := range cs {
-		out = append(out, st.cfg)
-	}
+	var out []conf.Contract
+	_ = s.askRouter(context.Background(), func(r *routerActor) {
+		out = make([]conf.Contract, 0, len(r.contracts))
+		for _, st := range r.contracts {
+			out = append(out, st.cfg)
+		}
+	})
 	slices.SortFunc(out, func(a, b conf.Contract) int { return strings.Compare(a.ID(), b.ID()) })
 	return out
 }
@@ -269,23 +295,12 @@ func (s *System) Contracts() []conf.Contract {
 // ms converts d to milliseconds, rounded to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// release returns the counters of release rv, nil if none (or st is nil).
-func (st *contractState) release(rv string) *releaseCounters {
-	if st == nil {
-		return nil
-	}
-	return st.releases[rv]
-}
-
 // expiredPaths returns the model paths that contracts have expired at now
 // and that no unexpired servable uses: the models to unload.
-func (s *System) expiredPaths(now time.Time) map[string]bool {
+func (r *routerActor) expiredPaths(now time.Time) map[string]bool {
 	expired, needed := map[string]bool{}, map[string]bool{}
-	for _, st := range *s.contracts.Load() {
-		st.mu.Lock()
-		p := s.plan(st, now)
-		st.mu.Unlock()
-		for _, v := range p.Servables {
+	for _, st := range r.contracts {
+		for _, v := range r.plan(st, now).Servables {
 			if v.Expired {
 				expired[v.ModelPath] = true
 			} else {

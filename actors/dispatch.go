@@ -19,6 +19,8 @@ import (
 // model actor may hold its goroutine for a long forward call).
 type workerDispatcher struct {
 	work       chan func()
+	quit       chan struct{}
+	stopped    atomic.Bool
 	throughput int
 	idle       time.Duration
 	wg         sync.WaitGroup
@@ -28,11 +30,17 @@ type workerDispatcher struct {
 // newWorkerDispatcher returns a dispatcher processing at most throughput
 // messages per mailbox run, whose workers exit after idle without work.
 func newWorkerDispatcher(throughput int, idle time.Duration) *workerDispatcher {
-	return &workerDispatcher{work: make(chan func()), throughput: throughput, idle: idle}
+	return &workerDispatcher{work: make(chan func()), quit: make(chan struct{}), throughput: throughput, idle: idle}
 }
 
-// Schedule runs fn on an idle worker, or on a new one.
+// Schedule runs fn on an idle worker, or on a new one. After stop it runs
+// fn on the caller's goroutine: the actors are gone, and no worker may be
+// left behind.
 func (d *workerDispatcher) Schedule(fn func()) {
+	if d.stopped.Load() {
+		fn()
+		return
+	}
 	select {
 	case d.work <- fn:
 	default:
@@ -57,6 +65,16 @@ func (d *workerDispatcher) worker(fn func()) {
 			t.Reset(d.idle)
 		case <-t.C:
 			return
+		case <-d.quit:
+			return
 		}
 	}
+}
+
+// stop ends the idle workers and waits for the busy ones to finish.
+func (d *workerDispatcher) stop() {
+	if d.stopped.CompareAndSwap(false, true) {
+		close(d.quit)
+	}
+	d.wg.Wait()
 }

@@ -67,6 +67,8 @@ func (s *System) Reload(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.stopped:
+		return ErrStopped
 	}
 }
 
@@ -96,12 +98,8 @@ func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
 // returns all of its metrics. Every replica sees them at its next poll;
 // this one at once.
 func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
-	st := (*s.contracts.Load())[id]
-	if st == nil {
-		return nil, fmt.Errorf("%w %s", ErrUnknownContract, id)
-	}
-	if _, ok := st.servable(rv); !ok {
-		return nil, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
+	if _, err := s.servable(ctx, id, rv); err != nil {
+		return nil, err
 	}
 	w, ok := s.opts.Bucket.(bucket.Writer)
 	if !ok {
@@ -126,11 +124,36 @@ func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUp
 
 // Contract returns the configured contract id, as in the config in force.
 func (s *System) Contract(id string) (conf.Contract, error) {
-	st := (*s.contracts.Load())[id]
-	if st == nil {
-		return conf.Contract{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
+	return s.contract(context.Background(), id)
+}
+
+func (s *System) contract(ctx context.Context, id string) (conf.Contract, error) {
+	var k conf.Contract
+	var err error
+	if qerr := s.askRouter(ctx, func(r *routerActor) {
+		if st := r.contracts[id]; st != nil {
+			k = st.cfg
+		} else {
+			err = fmt.Errorf("%w %s", ErrUnknownContract, id)
+		}
+	}); qerr != nil {
+		return conf.Contract{}, qerr
 	}
-	return st.cfg, nil
+	return k, err
+}
+
+// servable finds release rv of contract id in the config in force.
+func (s *System) servable(ctx context.Context, id, rv string) (conf.ContractServable, error) {
+	k, err := s.contract(ctx, id)
+	if err != nil {
+		return conf.ContractServable{}, err
+	}
+	for _, sv := range k.Servables {
+		if sv.ReleaseVersion == rv {
+			return sv, nil
+		}
+	}
+	return conf.ContractServable{}, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
 }
 
 // ServableInfo describes the model a release of a contract serves, for the
@@ -149,13 +172,9 @@ type ServableInfo struct {
 
 // Servable describes release rv of contract id.
 func (s *System) Servable(id, rv string) (ServableInfo, error) {
-	st := (*s.contracts.Load())[id]
-	if st == nil {
-		return ServableInfo{}, fmt.Errorf("%w %s", ErrUnknownContract, id)
-	}
-	sv, ok := st.servable(rv)
-	if !ok {
-		return ServableInfo{}, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
+	sv, err := s.servable(context.Background(), id, rv)
+	if err != nil {
+		return ServableInfo{}, err
 	}
 	rec := s.state.load().Record(id, rv)
 	info := ServableInfo{Created: rec.Created, Metrics: rec.Metrics}

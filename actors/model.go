@@ -19,6 +19,8 @@ import (
 // content is one loaded version of a model path: its files in the local
 // cache, its servable (owned by its model actor) and its counters.
 type content struct {
+	// id is the id of the load job that made it (lifecycle.Content.ID).
+	id       int64
 	path     string
 	checksum string
 	runtime  string
@@ -34,8 +36,9 @@ type content struct {
 	// inflight counts those sent and not yet answered.
 	queued, inflight atomic.Int64
 	// retired is set once the content gets no new traffic; it is released
-	// when inflight drops to zero.
+	// when inflight drops to zero, which drained reports (nil: nobody listens).
 	retired  atomic.Bool
+	drained  func(id int64)
 	crashes  atomic.Int64
 	served   atomic.Int64
 	shadowed atomic.Int64
@@ -53,18 +56,27 @@ type content struct {
 func (c *content) acquire(queueLimit int) error {
 	c.inflight.Add(1)
 	if c.retired.Load() {
-		c.inflight.Add(-1)
+		c.leave(1)
 		return errRetired
 	}
 	if n := c.queued.Add(1); queueLimit > 0 && n > int64(queueLimit) {
 		c.queued.Add(-1)
-		c.inflight.Add(-1)
+		c.leave(1)
 		return fmt.Errorf("%w: model %s has %d requests queued (limit %d); retry later", ErrOverloaded, c.path, n-1, queueLimit)
 	}
 	return nil
 }
 
 var errRetired = fmt.Errorf("content retired")
+
+// leave ends n requests' hold on c (taken with acquire or inflight.Add);
+// the last one out of a retired content tells the supervisor, which may
+// then release it.
+func (c *content) leave(n int64) {
+	if c.inflight.Add(-n) == 0 && c.retired.Load() && c.drained != nil {
+		c.drained(c.id)
+	}
+}
 
 // send hands p to the least busy replica, by send (a context's Send).
 func (c *content) send(send func(*actor.PID, any), p *predict) {
@@ -194,7 +206,10 @@ func (a *modelActor) Receive(ctx actor.Context) {
 			s, err := a.load(context.Background())
 			if err != nil {
 				a.loadErr = err
-				a.log.Error("model reload after crash failed", "model", a.c.path, "err", err)
+				a.log.Error("model reload after crash failed; loading it afresh", "model", a.c.path, "err", err)
+				if p := ctx.Parent(); p != nil {
+					ctx.Send(p, reloadFailed{path: a.c.path, content: a.c.id, err: err})
+				}
 				return
 			}
 			a.s = s

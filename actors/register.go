@@ -2,12 +2,13 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
@@ -78,6 +79,8 @@ func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("registering model %s: %w (it may still load)", modelPath, ctx.Err())
+	case <-s.stopped:
+		return fmt.Errorf("registering model %s: %w", modelPath, ErrStopped)
 	}
 }
 
@@ -92,50 +95,57 @@ func (s *System) DeleteModel(ctx context.Context, modelPath string) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.stopped:
+		return ErrStopped
 	}
 }
 
 // register starts the load of a registered model.
 func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
-	e := s.entries[r.path]
-	switch {
-	case e != nil && e.source == nil:
-		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrManagedByConfig)
-		return
-	case e != nil:
-		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrAlreadyRegistered)
+	if s.quiet {
+		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrStopped)
 		return
 	}
-	e = &entry{meta: conf.ModelMetadata{Path: r.path, WarmUpJSON: r.warmUp},
-		source: bucket.NewMemory("registered:"+r.path, r.files), waiters: []chan error{r.waiting}}
-	s.entries[r.path] = e
-	s.startLoad(ctx, r.path, e)
+	prev, had := s.sources[r.path]
+	s.sources[r.path] = bucket.NewMemory("registered:"+r.path, r.files)
+	if err := s.apply(ctx, lifecycle.Registered{Meta: conf.ModelMetadata{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
+		if had {
+			s.sources[r.path] = prev
+		} else {
+			delete(s.sources, r.path)
+		}
+		r.waiting <- registrationError(r.path, err)
+		return
+	}
+	s.waiters[r.path] = append(s.waiters[r.path], r.waiting)
 }
 
 // unregister unloads a registered model now.
 func (s *supervisorActor) unregister(ctx actor.Context, path string) error {
-	e := s.entries[path]
-	switch {
-	case e == nil:
-		return fmt.Errorf("model %s: %w", path, ErrNotRegistered)
-	case e.source == nil:
-		return fmt.Errorf("model %s: %w", path, ErrManagedByConfig)
-	}
-	delete(s.entries, path)
-	e.notify(fmt.Errorf("model %s: deleted while loading", path))
-	if e.active != nil {
-		s.publishRoutes() // without it, before it is marked retired
-		s.retire(e.active, time.Now())
-		s.housekeep(ctx)
+	if err := s.apply(ctx, lifecycle.Unregistered{Path: path}); err != nil {
+		return registrationError(path, err)
 	}
 	s.log.Info("registered model deleted", "model", path)
 	return nil
 }
 
-// notify tells the waiters of a registration its outcome.
-func (e *entry) notify(err error) {
-	for _, w := range e.waiters {
-		w <- err
+// registrationError is the error a registration's caller gets for the
+// planner's err: its own sentinels become the kinded ones of this package.
+func registrationError(path string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lifecycle.ErrManagedByConfig):
+		return fmt.Errorf("model %s: %w", path, ErrManagedByConfig)
+	case errors.Is(err, lifecycle.ErrAlreadyRegistered):
+		return fmt.Errorf("model %s: %w", path, ErrAlreadyRegistered)
+	case errors.Is(err, lifecycle.ErrNotRegistered):
+		return fmt.Errorf("model %s: %w", path, ErrNotRegistered)
+	case errors.Is(err, lifecycle.ErrDeletedWhileLoading):
+		return fmt.Errorf("model %s: %w", path, errDeletedWhileLoading)
 	}
-	e.waiters = nil
+	return err
 }
+
+// errDeletedWhileLoading answers a registration deleted before it was ready.
+var errDeletedWhileLoading = servables.NewError(servables.Conflict, "deleted while loading")

@@ -1,13 +1,16 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 )
 
@@ -15,12 +18,25 @@ import (
 // replaced, never changed, by the supervisor.
 type table map[string]*content
 
-// batch is one call of System.Infer on its way through the router.
+// batch is one call of System.Infer (or System.Score) on its way through
+// the router.
 type batch struct {
 	reqs    []Request
 	results []Result
 	pending atomic.Int64
 	reply   chan []Result
+	// score, if set, makes the router route the single request through a
+	// contract first (System.Score).
+	score *scoreCall
+	// err fails the whole call (an unknown contract, no active servable).
+	err error
+}
+
+// scoreCall is what System.Score asks of the router; the router fills
+// counters with the picked release's counters.
+type scoreCall struct {
+	contract, release string
+	counters          *releaseCounters
 }
 
 // GetPriority puts batches ahead of anything else the router may receive.
@@ -33,22 +49,86 @@ func (b *batch) finish() {
 	}
 }
 
+// fail answers the whole call with err.
+func (b *batch) fail(err error) {
+	b.err = err
+	b.reply <- nil
+}
+
+// Messages to the router besides batches.
+type (
+	// setContracts gives the router the contracts of a config just applied.
+	setContracts struct {
+		cfg []conf.Contract
+		at  time.Time
+	}
+	// routerQuery runs fn on the router's goroutine (reads of the
+	// contract state it owns); done is closed after.
+	routerQuery struct {
+		fn   func(r *routerActor)
+		done chan struct{}
+	}
+	// routerTick re-evaluates the contracts' expiration.
+	routerTick struct{}
+)
+
+// GetPriority puts queries after user requests.
+func (*routerQuery) GetPriority() int8 { return priorityWarmUp }
+
+// expiryInterval is how often the router re-evaluates contract
+// expiration while contracts are configured: validity rules depend on
+// time, traffic and metrics.
+const expiryInterval = 100 * time.Millisecond
+
 // routerActor fans batches out to model actors and gathers the answers in
-// request order. It never waits: model actors complete the batch.
+// request order; it never waits: model actors complete the batch. It owns
+// the contracts: their configuration as in force, what was observed of
+// them (valid-since stamps, pick sequences) and the routing decisions, and
+// tells the supervisor which model paths the contracts have expired.
 type routerActor struct {
 	routes     *atomic.Pointer[table]
 	queueLimit int
 	metrics    *Metrics
 	// microBatchRows cuts shadow copies into micro-batches; 0 never cuts.
 	microBatchRows int
-	// sink receives shadow answers; user answers are logged by System.Infer.
+	// sink receives shadow answers; user answers are logged by System.run.
 	sink PredictionSink
+	// state is the shared contract state; supervisor, if set, hears
+	// contractsExpired.
+	state      *sharedState
+	supervisor *actor.PID
+	contracts  contracts
+	expired    map[string]bool
+	tick       *time.Timer
 }
 
-// Receive dispatches each batch.
+func newRouter(s *System) *routerActor {
+	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
+		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state,
+		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}}
+}
+
+// Receive dispatches each batch, and keeps the contracts.
 func (r *routerActor) Receive(ctx actor.Context) {
-	if b, ok := ctx.Message().(*batch); ok {
-		r.dispatch(ctx, b)
+	switch m := ctx.Message().(type) {
+	case *batch:
+		if m.score != nil && !r.route(ctx, m) {
+			return
+		}
+		r.dispatch(ctx, m)
+	case setContracts:
+		r.setContracts(m.cfg, m.at)
+		r.evaluateExpiry(ctx, m.at)
+	case routerTick:
+		r.tick = nil
+		r.evaluateExpiry(ctx, time.Now())
+	case *routerQuery:
+		m.fn(r)
+		close(m.done)
+	case *actor.Stopping:
+		if r.tick != nil {
+			r.tick.Stop()
+		}
 	}
 }
 
@@ -78,7 +158,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			enqueued: enqueued,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				res.Outputs, res.Err, res.Queued, res.Compute = out, err, queued, compute
-				c.inflight.Add(-1)
+				c.leave(1)
 				c.served.Add(1)
 				now := time.Now()
 				c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
@@ -108,4 +188,36 @@ func (r *routerActor) acquire(path string) (*content, error) {
 		return c, err
 	}
 	return nil, fmt.Errorf("%w: Requested model '%s' has not been registered", ErrModelNotFound, path)
+}
+
+// evaluateExpiry works out which model paths the contracts have expired
+// at now, tells the supervisor when that changes, and comes back after
+// expiryInterval while there are contracts.
+func (r *routerActor) evaluateExpiry(ctx actor.Context, now time.Time) {
+	expired := r.expiredPaths(now)
+	if !maps.Equal(expired, r.expired) {
+		r.expired = expired
+		if r.supervisor != nil {
+			ctx.Send(r.supervisor, contractsExpired{paths: maps.Clone(expired)})
+		}
+	}
+	if len(r.contracts) > 0 && r.tick == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		r.tick = time.AfterFunc(expiryInterval, func() { root.Send(self, routerTick{}) })
+	}
+}
+
+// askRouter runs fn on the router's goroutine and waits for it; it fails
+// when ctx is done first or the system has stopped.
+func (s *System) askRouter(ctx context.Context, fn func(r *routerActor)) error {
+	q := &routerQuery{fn: fn, done: make(chan struct{})}
+	s.as.Root.Send(s.router, q)
+	select {
+	case <-q.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		return ErrStopped
+	}
 }

@@ -58,13 +58,13 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 	n := int64(len(chunks))
 	c.inflight.Add(n)
 	if c.retired.Load() {
-		c.inflight.Add(-n)
+		c.leave(n)
 		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
 		return
 	}
 	if c.shadowQueued.Add(n)+c.queued.Load() > limit {
 		c.shadowQueued.Add(-n)
-		c.inflight.Add(-n)
+		c.leave(n)
 		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
 		c.shadowDropped.Add(1)
 		return
@@ -75,7 +75,7 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 	for i, in := range chunks {
 		c.send(ctx.Send, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
-				c.inflight.Add(-1)
+				c.leave(1)
 				sc.finish(i, out, err, queued, compute)
 			}})
 	}

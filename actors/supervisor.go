@@ -11,18 +11,19 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 )
 
-// Messages the supervisor sends itself.
+// Messages to the supervisor. Each background job ends with exactly one
+// result message; the planner decides what follows.
 type (
 	pollTick struct{}
 	// reloadRequest asks for a config poll that starts after it; done is
 	// closed once that poll's result is applied.
 	reloadRequest struct{ done chan struct{} }
-	houseTick     struct{}
 	configResult  struct {
 		cfg *conf.ModelConfig
 		err error
@@ -34,89 +35,112 @@ type (
 		// stateMark is the shared state's write mark taken before the read.
 		stateMark int64
 	}
-	loadResult struct {
+	fetchResult struct {
 		path  string
-		job   int
-		meta  conf.ModelMetadata
+		job   int64
 		local *bucket.LocalModel
-		rt    string
-		s     servables.Servable
 		err   error
+	}
+	loadResult struct {
+		path    string
+		job     int64
+		runtime string
+		sv      servables.Servable
+		err     error
 	}
 	warmResult struct {
 		path string
-		job  int
-		meta conf.ModelMetadata
-		c    *content
+		job  int64
 		err  error
 	}
+	// wakeTick is the planner's wake-up time arriving; gen tells it from
+	// a timer that was replaced.
+	wakeTick struct{ gen uint64 }
+	// drainedContent: a retired content's last in-flight request is answered.
+	drainedContent struct{ id int64 }
+	// reloadFailed: a model actor restarted after a crash and could not
+	// reload its servable from the cache.
+	reloadFailed struct {
+		path    string
+		content int64
+		err     error
+	}
+	// contractsExpired is the router's verdict: the paths every contract using them has expired.
+	contractsExpired struct{ paths map[string]bool }
+	// quiesce makes the supervisor take no step from now on and discard
+	// what running jobs bring; done is closed once it has (System.Stop).
+	quiesce struct{ done chan struct{} }
 )
 
-// entry is the supervisor's record of one configured model path.
-type entry struct {
-	meta   conf.ModelMetadata // as in the config in force
-	active *content
-	// activeMeta is the metadata the active content was loaded with; its
-	// grace period applies when that content is replaced or evicted.
-	activeMeta conf.ModelMetadata
-	// job is the id of the running load, 0 when none runs.
-	job     int
-	removed bool
-	evictAt time.Time
-	// expired is set while every contract servable using the path is
-	// expired; its content is unloaded at expireAt.
-	expired  bool
-	expireAt time.Time
-	// source, if not nil, holds the files of a model registered through
-	// the API (RegisterModel) rather than listed in the config; waiters
-	// get the outcome of its load.
-	source  bucket.Bucket
-	waiters []chan error
-	lastErr string
-	errAt   time.Time
+// loadJob is what a running load has produced so far. The planner knows
+// a job by its id; the supervisor keeps its artifacts.
+type loadJob struct {
+	path string
+	meta conf.ModelMetadata
+	// running is set while a background stage (fetch, load, warm-up) runs.
+	running bool
+	// discarded: drop the artifacts when the running stage ends.
+	discarded bool
+	local     *bucket.LocalModel
+	runtime   string
+	sv        servables.Servable
+	// c is the content once its model actors are spawned (warm-up).
+	c *content
 }
 
-// retiree is a content that gets no new traffic and is released once its
-// grace period is over and its in-flight requests are answered.
-type retiree struct {
-	c         *content
-	releaseAt time.Time
-}
-
-// supervisorActor polls the model config, reconciles the served models with
-// it and supervises the model actors.
+// supervisorActor polls the model config, feeds what happens to the
+// lifecycle planner and executes the planner's steps: it fetches, loads
+// and warms up model content in the background, spawns and stops the
+// model actors (it is their parent, so a crashed model actor is restarted
+// by restartAlways) and publishes the routing table and the status.
 type supervisorActor struct {
-	sys      *System
-	log      *slog.Logger
-	entries  map[string]*entry
-	order    []string // config order, for status
-	retiring []retiree
-	jobs     int
-	fetching bool
-	// waitNext are reloads waiting for a poll to start; waitCur those
-	// waiting for the running poll's result.
+	sys  *System
+	log  *slog.Logger
+	plan lifecycle.State
+	// jobs are the running loads by job id; contents the loaded contents
+	// (serving or retiring) by id. A content's id is its job's.
+	jobs     map[int64]*loadJob
+	contents map[int64]*content
+	// sources are the files of registered models, by path; waiters the
+	// callers waiting for a registration's outcome.
+	sources map[string]bucket.Bucket
+	waiters map[string][]chan error
+	cfgStat ConfigStatus
+	// fetching is set while a config poll runs; waitNext are reloads
+	// waiting for a poll to start, waitCur those waiting for the running
+	// poll's result.
+	fetching          bool
 	waitNext, waitCur []chan struct{}
-	applied           bool // a config has been applied at least once
-	cfgStat           ConfigStatus
-	stop              context.CancelFunc
-	ctx               context.Context
+	wake              *time.Timer
+	wakeAt            time.Time
+	wakeGen           uint64
+	// quiet is set by quiesce and on stopping.
+	quiet bool
+	// leftovers are files of discarded contents whose model actors were
+	// still stopping; they are deleted when the supervisor stops.
+	leftovers []*bucket.LocalModel
 }
 
+func newSupervisor(s *System) *supervisorActor {
+	return &supervisorActor{sys: s, log: s.log.With("component", "supervisor"), jobs: map[int64]*loadJob{},
+		contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
+}
+
+// Receive handles one message; every state change ends with a new plan.
 func (s *supervisorActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
 	case *actor.Stopping:
-		s.stop()
+		s.quiet = true
+		s.stopWake()
+	case *actor.Stopped:
+		s.stopped()
 	case pollTick:
 		s.poll(ctx)
 	case reloadRequest:
 		s.waitNext = append(s.waitNext, m.done)
 		s.poll(ctx)
-	case registerRequest:
-		s.register(ctx, m)
-	case unregisterRequest:
-		m.reply <- s.unregister(ctx, m.path)
 	case configResult:
 		s.fetching = false
 		s.applyConfig(ctx, m)
@@ -127,49 +151,397 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		if len(s.waitNext) > 0 {
 			s.poll(ctx)
 		}
+	case registerRequest:
+		s.register(ctx, m)
+	case unregisterRequest:
+		m.reply <- s.unregister(ctx, m.path)
+	case fetchResult:
+		if j := s.result(m.job); j != nil {
+			j.local = m.local
+			s.settle(ctx, j, m.job)
+			if !j.discarded {
+				var sum string
+				if m.local != nil {
+					sum = m.local.Checksum
+				}
+				s.apply(ctx, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Err: m.err})
+			}
+		} else if m.local != nil {
+			closeQuietly(nil, m.local, s.log)
+		}
 	case loadResult:
-		s.loaded(ctx, m)
+		if j := s.result(m.job); j != nil {
+			j.runtime, j.sv = m.runtime, m.sv
+			s.settle(ctx, j, m.job)
+			if !j.discarded {
+				s.apply(ctx, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
+			}
+		} else if m.sv != nil {
+			closeQuietly(m.sv, nil, s.log)
+		}
 	case warmResult:
-		s.warmed(ctx, m)
-	case houseTick:
-		s.housekeep(ctx)
+		if j := s.result(m.job); j != nil {
+			s.settle(ctx, j, m.job)
+			if !j.discarded {
+				s.apply(ctx, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
+			}
+		}
+	case wakeTick:
+		if m.gen == s.wakeGen {
+			s.wakeAt = time.Time{}
+			s.apply(ctx, nil)
+		}
+	case drainedContent:
+		s.apply(ctx, nil)
+	case reloadFailed:
+		s.apply(ctx, lifecycle.ReloadFailed{Path: m.path, Content: m.content, Err: m.err})
+	case contractsExpired:
+		s.apply(ctx, lifecycle.ContractsExpired{Paths: m.paths})
+	case quiesce:
+		s.quiet = true
+		s.stopWake()
+		for id, j := range s.jobs {
+			j.discarded = true
+			if !j.running {
+				s.drop(ctx, id, j)
+			}
+		}
+		close(m.done)
+	}
+}
+
+// start begins polling: the first poll at once, then every poll interval.
+func (s *supervisorActor) start(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.sys.background(func(bctx context.Context) {
+		poll := time.NewTicker(s.sys.opts.PollInterval)
+		defer poll.Stop()
+		root.Send(self, pollTick{})
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-poll.C:
+				root.Send(self, pollTick{})
+			}
+		}
+	})
+}
+
+// result finds the job a background stage just ended for, and marks it
+// as no longer running; nil if the job is gone.
+func (s *supervisorActor) result(id int64) *loadJob {
+	j := s.jobs[id]
+	if j != nil {
+		j.running = false
+	}
+	return j
+}
+
+// settle drops a discarded job now that its running stage has ended.
+func (s *supervisorActor) settle(ctx actor.Context, j *loadJob, id int64) {
+	if j.discarded || s.quiet {
+		j.discarded = true
+		s.drop(ctx, id, j)
+	}
+}
+
+// apply records ev (nil: none, just plan again) and executes the plan.
+func (s *supervisorActor) apply(ctx actor.Context, ev lifecycle.Event) error {
+	now := time.Now()
+	var err error
+	if ev != nil {
+		err = s.plan.Apply(ev, now)
+	}
+	if !s.quiet {
+		s.execute(ctx, now)
+	}
+	return err
+}
+
+// execute takes the planner's steps until it has nothing more to do now,
+// publishes the routing table and status if they changed, and sets the
+// wake-up timer.
+func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
+	inflight := func(id int64) int64 {
+		if c := s.contents[id]; c != nil {
+			return c.inflight.Load()
+		}
+		return 0
+	}
+	for {
+		p := s.plan.Plan(now, inflight)
+		var retired []*content
+		routes := false
+		for _, st := range p.Steps {
+			switch st.Kind {
+			case lifecycle.Fetch:
+				s.fetch(ctx, st)
+			case lifecycle.Load:
+				s.load(ctx, st)
+			case lifecycle.WarmUp:
+				s.warmUp(ctx, st)
+			case lifecycle.Swap:
+				s.swap(st, now)
+				routes = true
+			case lifecycle.Retire:
+				if c := s.contents[st.Content]; c != nil {
+					retired = append(retired, c)
+				}
+				routes = true
+			case lifecycle.Release:
+				if c := s.contents[st.Content]; c != nil {
+					delete(s.contents, st.Content)
+					s.release(ctx, c)
+				}
+			case lifecycle.Discard:
+				s.discard(ctx, st)
+			case lifecycle.Forget:
+				delete(s.sources, st.Path)
+				s.log.Info("model forgotten", "model", st.Path)
+			case lifecycle.Notify:
+				for _, w := range s.waiters[st.Path] {
+					w <- registrationError(st.Path, st.Err)
+				}
+				delete(s.waiters, st.Path)
+			}
+		}
+		if routes {
+			// Published without the retired contents before they are
+			// marked retired, so that a request never finds a retired
+			// content in the table it reads.
+			s.publishRoutes()
+			for _, c := range retired {
+				c.retired.Store(true)
+				s.log.Debug("model content retired", "model", c.path, "checksum", c.checksum)
+			}
+		}
+		if !p.Retires() {
+			s.setWake(ctx, p.Wake, now)
+			break
+		}
 	}
 	s.publishStatus()
 }
 
-func (s *supervisorActor) start(ctx actor.Context) {
-	s.ctx, s.stop = context.WithCancel(context.Background())
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() {
-		poll := time.NewTicker(s.sys.opts.PollInterval)
-		house := time.NewTicker(100 * time.Millisecond)
-		defer poll.Stop()
-		defer house.Stop()
-		root.Send(self, pollTick{})
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-poll.C:
-				root.Send(self, pollTick{})
-			case <-house.C:
-				root.Send(self, houseTick{})
-			}
+// setWake makes a wakeTick arrive at t (zero: never).
+func (s *supervisorActor) setWake(ctx actor.Context, t, now time.Time) {
+	if t.Equal(s.wakeAt) {
+		return
+	}
+	s.stopWake()
+	if t.IsZero() {
+		return
+	}
+	s.wakeAt = t
+	gen, self, root := s.wakeGen, ctx.Self(), ctx.ActorSystem().Root
+	s.wake = time.AfterFunc(t.Sub(now), func() { root.Send(self, wakeTick{gen: gen}) })
+}
+
+func (s *supervisorActor) stopWake() {
+	if s.wake != nil {
+		s.wake.Stop()
+		s.wake = nil
+	}
+	s.wakeAt = time.Time{}
+	s.wakeGen++
+}
+
+// fetch copies a job's files into the cache and checksums them, in the background.
+func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
+	src := s.sys.opts.Bucket
+	if st.Registered {
+		src = s.sources[st.Path]
+	}
+	s.jobs[st.Job] = &loadJob{path: st.Path, meta: st.Meta, running: true}
+	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", src.String(), "job", st.Job)
+	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
+	s.sys.background(func(bctx context.Context) {
+		r := fetchResult{path: st.Path, job: st.Job}
+		r.local, r.err = bucket.Fetch(bctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes)
+		if r.err != nil {
+			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
 		}
-	}()
+		root.Send(self, r)
+	})
+}
+
+// load loads a fetched job's files with their runtime, in the background.
+func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
+	j := s.jobs[st.Job]
+	j.running = true
+	local, threads := j.local, s.sys.threads(st.Meta)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.sys.background(func(bctx context.Context) {
+		r := loadResult{path: st.Path, job: st.Job}
+		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads)
+		if r.err != nil {
+			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
+		}
+		root.Send(self, r)
+	})
+}
+
+// warmUp spawns a loaded job's model actors and runs its warm-up
+// requests through them, in the background.
+func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
+	j := s.jobs[st.Job]
+	j.running = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	c, err := s.spawn(ctx, st.Job, j)
+	if err != nil {
+		ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: fmt.Errorf("warming up model %s: %w", st.Path, err)})
+		return
+	}
+	j.c = c
+	s.sys.background(func(bctx context.Context) {
+		err := s.sys.warmUp(bctx, c, st.Meta)
+		if err != nil {
+			err = fmt.Errorf("warming up model %s: %w", st.Path, err)
+		}
+		root.Send(self, warmResult{path: st.Path, job: st.Job, err: err})
+	})
+}
+
+// spawn starts the model actors (replicas) of a loaded job; they share its servable.
+func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
+	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, meta: j.sv.Metadata()}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
+	rt, local, threads := j.runtime, j.local, s.sys.threads(j.meta)
+	reload := func(ctx context.Context) (servables.Servable, error) {
+		return s.sys.loadLocal(ctx, rt, local, threads)
+	}
+	opts := j.meta.Serving
+	bo := batchOptions{maxRows: s.sys.opts.MaxBatchRows, delay: opts.MaxQueueDelay}
+	if opts.MaxBatchRows > 0 {
+		bo.maxRows = opts.MaxBatchRows
+	}
+	replicas := max(opts.Replicas, 1)
+	shared := share(j.sv, replicas)
+	c.busy = make([]atomic.Int64, replicas)
+	for i := range replicas {
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", id, i))
+		if err != nil {
+			for _, p := range c.pids {
+				ctx.Stop(p) // each closes its share of the servable
+			}
+			for range replicas - i {
+				_ = shared.Close()
+			}
+			j.sv = nil
+			return nil, fmt.Errorf("spawning model actor: %w", err)
+		}
+		c.pids = append(c.pids, pid)
+	}
+	j.sv = nil // the model actors own it now
+	return c, nil
+}
+
+// swap puts a warmed-up job's content into service.
+func (s *supervisorActor) swap(st lifecycle.Step, now time.Time) {
+	j := s.jobs[st.Job]
+	delete(s.jobs, st.Job)
+	c := j.c
+	c.loadedAt = now
+	s.contents[st.Job] = c
+	s.sys.metrics.loads.WithLabelValues(st.Path, "ok").Inc()
+	if old := (*s.sys.routes.Load())[st.Path]; old != nil {
+		s.log.Info("model updated in place", "model", st.Path, "old_checksum", old.checksum, "checksum", c.checksum)
+		return
+	}
+	s.log.Info("model ready", "model", st.Path, "checksum", c.checksum, "runtime", c.runtime, "replicas", len(c.pids))
+}
+
+// discard drops a job that will not serve, now or when its running stage ends.
+func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
+	if st.Err != nil {
+		s.sys.metrics.loads.WithLabelValues(st.Path, "failed").Inc()
+		if p := s.plan.Path(st.Path); p != nil && p.Active != nil {
+			s.log.Error("model update failed; the previous content keeps serving", "model", st.Path, "serving_checksum", p.Active.Checksum, "err", st.Err)
+		} else {
+			s.log.Error("model load failed; retrying on the next poll", "model", st.Path, "err", st.Err)
+		}
+	}
+	j := s.jobs[st.Job]
+	switch {
+	case j == nil:
+	case j.running:
+		j.discarded = true // dropped when its stage ends
+	default:
+		s.drop(ctx, st.Job, j)
+	}
+}
+
+// drop frees what job id produced: its model actors (which close the
+// servable), or the servable, and its cached files.
+func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
+	delete(s.jobs, id)
+	switch {
+	case j.c != nil:
+		if s.quiet {
+			for _, p := range j.c.pids {
+				ctx.Stop(p)
+			}
+			s.leftovers = append(s.leftovers, j.local)
+			return
+		}
+		s.release(ctx, j.c)
+	default:
+		closeQuietly(j.sv, j.local, s.log)
+	}
+}
+
+// release stops c's model actors (which close the servable) and then
+// deletes its cached files, in the background.
+func (s *supervisorActor) release(ctx actor.Context, c *content) {
+	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
+	futures := make([]*actor.Future, len(c.pids))
+	for i, p := range c.pids {
+		futures[i] = ctx.StopFuture(p)
+	}
+	s.sys.background(func(context.Context) {
+		for _, f := range futures {
+			_ = f.Wait()
+		}
+		closeQuietly(nil, c.local, s.log)
+	})
+}
+
+// stopped runs once the supervisor and its model actors have stopped
+// (each closed its servable): it deletes every cached file still held.
+func (s *supervisorActor) stopped() {
+	for id, j := range s.jobs {
+		closeQuietly(j.sv, j.local, s.log)
+		delete(s.jobs, id)
+	}
+	for id, c := range s.contents {
+		closeQuietly(nil, c.local, s.log)
+		delete(s.contents, id)
+	}
+	for _, l := range s.leftovers {
+		closeQuietly(nil, l, s.log)
+	}
+	s.leftovers = nil
+	for path, ws := range s.waiters {
+		for _, w := range ws {
+			w <- fmt.Errorf("model %s: %w", path, ErrStopped)
+		}
+	}
+	clear(s.waiters)
 }
 
 // poll reads the model config in the background; the result comes back as a configResult.
 func (s *supervisorActor) poll(ctx actor.Context) {
-	if s.fetching {
+	if s.fetching || s.quiet {
 		return
 	}
 	s.fetching = true
 	s.waitCur, s.waitNext = s.waitNext, nil
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	o := s.sys.opts
-	go func() {
-		rctx, cancel := context.WithTimeout(s.ctx, max(o.PollInterval, 10*time.Second))
+	s.sys.background(func(bctx context.Context) {
+		rctx, cancel := context.WithTimeout(bctx, max(o.PollInterval, 10*time.Second))
 		defer cancel()
 		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath)
 		var cfg *conf.ModelConfig
@@ -184,9 +556,12 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 			r.state, r.stateErr = s.sys.state.read(rctx)
 		}
 		root.Send(self, r)
-	}()
+	})
 }
 
+// applyConfig applies a poll's result: a valid config becomes the
+// desired state and its contracts go to the router; an invalid one is
+// reported and the previous config stays in force.
 func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.cfgStat.LastPoll = timePtr(r.at)
 	if r.err != nil {
@@ -198,6 +573,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 		}
 		s.sys.metrics.configPolls.WithLabelValues(result).Inc()
 		s.log.Error("model config rejected; the previous config stays in force", "err", r.err)
+		s.apply(ctx, lifecycle.ConfigRejected{Err: r.err})
 		return
 	}
 	s.sys.metrics.configPolls.WithLabelValues("ok").Inc()
@@ -210,301 +586,28 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	} else if r.state != nil && !s.sys.state.publishRead(r.state, r.stateMark) {
 		s.log.Debug("contract state read is older than one this replica wrote since; keeping the newer one")
 	}
-	s.sys.setContracts(r.cfg.Contracts, r.at)
-	s.reconcile(ctx, r.cfg, r.at)
-	s.applied = true
+	for _, p := range s.plan.Paths() {
+		if p.Phase != lifecycle.Evicting && !p.Registered && !listed(r.cfg, p.Name) && p.Active != nil {
+			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
+		}
+	}
+	ctx.Send(s.sys.router, setContracts{cfg: r.cfg.Contracts, at: r.at})
+	s.apply(ctx, lifecycle.ConfigApplied{Models: r.cfg.Models})
+}
+
+func listed(cfg *conf.ModelConfig, path string) bool {
+	for _, m := range cfg.Models {
+		if m.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // isParseError tells a config that was read but rejected from one that could not be read.
 func isParseError(err error) bool {
 	var pe *conf.ConfigError
 	return errors.As(err, &pe)
-}
-
-// reconcile brings the entries in line with cfg: new paths and changed
-// checksums start a load, failed loads are retried, paths no longer listed
-// start their eviction grace period.
-func (s *supervisorActor) reconcile(ctx actor.Context, cfg *conf.ModelConfig, now time.Time) {
-	listed := make(map[string]bool, len(cfg.Models))
-	s.order = s.order[:0]
-	for _, m := range cfg.Models {
-		listed[m.Path] = true
-		s.order = append(s.order, m.Path)
-		e := s.entries[m.Path]
-		if e == nil {
-			e = &entry{}
-			s.entries[m.Path] = e
-		}
-		if e.source != nil {
-			// The config wins over a registration: load the bucket's content.
-			s.log.Info("registered model is now in the config; the config's content replaces it", "model", m.Path)
-			e.source = nil
-			e.notify(fmt.Errorf("model %s: %w", m.Path, ErrManagedByConfig))
-			e.meta = m
-			s.startLoad(ctx, m.Path, e)
-			continue
-		}
-		if e.removed {
-			s.log.Info("model listed again; eviction cancelled", "model", m.Path)
-			e.removed, e.evictAt = false, time.Time{}
-		}
-		e.meta = m
-		switch {
-		case e.job != 0:
-			// A load is running; its result is checked against e.meta when it arrives.
-		case e.active != nil && (m.Checksum == "" || m.Checksum == e.active.checksum) && m.Serving == e.activeMeta.Serving:
-			// Serving what the config asks for, as it asks. (New serving
-			// options load the model again: load, warm up, swap.)
-		case e.expired && e.active == nil:
-			// Unloaded because its contracts expired it.
-		default:
-			s.startLoad(ctx, m.Path, e)
-		}
-	}
-	for path, e := range s.entries {
-		if listed[path] || e.removed || e.source != nil {
-			continue
-		}
-		if e.active == nil {
-			// Nothing serves: forget it now (a running load's result is discarded).
-			delete(s.entries, path)
-			continue
-		}
-		e.removed = true
-		e.evictAt = now.Add(e.activeMeta.EvictionGracePeriod)
-		s.log.Info("model removed from config; evicting after grace period", "model", path, "grace", e.activeMeta.EvictionGracePeriod)
-	}
-	s.housekeep(ctx)
-}
-
-// startLoad fetches, verifies and loads the content e.meta asks for, in the background.
-func (s *supervisorActor) startLoad(ctx actor.Context, path string, e *entry) {
-	s.jobs++
-	e.job = s.jobs
-	job, meta, src := s.jobs, e.meta, e.source
-	if src == nil {
-		src = s.sys.opts.Bucket
-	}
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.log.Info("loading model", "model", path, "checksum", meta.Checksum, "from", src.String())
-	go func() {
-		r := loadResult{path: path, job: job, meta: meta}
-		r.local, r.rt, r.s, r.err = s.sys.fetchAndLoad(s.ctx, src, meta)
-		if r.err != nil {
-			r.err = fmt.Errorf("loading model %s: %w", path, r.err)
-		}
-		root.Send(self, r)
-	}()
-}
-
-// loaded spawns the model actor for freshly loaded content and warms it up.
-func (s *supervisorActor) loaded(ctx actor.Context, r loadResult) {
-	e := s.entries[r.path]
-	if r.err != nil {
-		s.failed(r.path, r.job, r.err)
-		return
-	}
-	if e == nil || e.job != r.job {
-		// The path was removed while it loaded.
-		closeQuietly(r.s, r.local, s.log)
-		return
-	}
-	c := &content{path: r.path, checksum: r.local.Checksum, runtime: r.rt, local: r.local, meta: r.s.Metadata()}
-	rt, local := r.rt, r.local
-	threads := s.sys.threads(r.meta)
-	reload := func(ctx context.Context) (servables.Servable, error) {
-		return s.sys.loadLocal(ctx, rt, local, threads)
-	}
-	opts := r.meta.Serving
-	bo := batchOptions{maxRows: s.sys.opts.MaxBatchRows, delay: opts.MaxQueueDelay}
-	if opts.MaxBatchRows > 0 {
-		bo.maxRows = opts.MaxBatchRows
-	}
-	replicas := max(opts.Replicas, 1)
-	shared := share(r.s, replicas)
-	c.busy = make([]atomic.Int64, replicas)
-	for i := range replicas {
-		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", r.job, i))
-		if err != nil {
-			for _, p := range c.pids {
-				ctx.Stop(p) // each closes its share of the servable
-			}
-			for range replicas - i {
-				_ = shared.Close()
-			}
-			closeQuietly(nil, r.local, s.log)
-			s.failed(r.path, r.job, fmt.Errorf("spawning model actor: %w", err))
-			return
-		}
-		c.pids = append(c.pids, pid)
-	}
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() {
-		err := s.sys.warmUp(root, c, r.meta)
-		if err != nil {
-			err = fmt.Errorf("warming up model %s: %w", r.path, err)
-		}
-		root.Send(self, warmResult{path: r.path, job: r.job, meta: r.meta, c: c, err: err})
-	}()
-}
-
-// warmed puts warmed-up content into service, replacing the old content of its path.
-func (s *supervisorActor) warmed(ctx actor.Context, r warmResult) {
-	e := s.entries[r.path]
-	now := time.Now()
-	if r.err != nil {
-		s.retire(r.c, now)
-		s.failed(r.path, r.job, r.err)
-		return
-	}
-	if e == nil || e.job != r.job {
-		s.retire(r.c, now)
-		return
-	}
-	e.job = 0
-	defer e.notify(nil)
-	if (e.meta.Checksum != "" && e.meta.Checksum != r.c.checksum) || e.meta.Serving != r.meta.Serving {
-		// The config changed to another checksum or other serving options
-		// while this content loaded.
-		s.retire(r.c, now)
-		s.startLoad(ctx, r.path, e)
-		return
-	}
-	r.c.loadedAt = now
-	old, oldGrace := e.active, e.activeMeta.EvictionGracePeriod
-	e.active, e.activeMeta = r.c, r.meta
-	e.lastErr, e.errAt = "", time.Time{}
-	s.publishRoutes()
-	s.sys.metrics.loads.WithLabelValues(r.path, "ok").Inc()
-	if old != nil {
-		s.log.Info("model updated in place", "model", r.path, "old_checksum", old.checksum, "checksum", r.c.checksum, "old_released_after", oldGrace)
-		s.retire(old, now.Add(oldGrace))
-	} else {
-		s.log.Info("model ready", "model", r.path, "checksum", r.c.checksum, "runtime", r.c.runtime)
-	}
-}
-
-// failed records a failed load; the previous content, if any, keeps serving.
-func (s *supervisorActor) failed(path string, job int, err error) {
-	s.sys.metrics.loads.WithLabelValues(path, "failed").Inc()
-	e := s.entries[path]
-	if e == nil || e.job != job {
-		s.log.Warn("discarded load of a removed model failed", "model", path, "err", err)
-		return
-	}
-	e.job = 0
-	e.lastErr, e.errAt = err.Error(), time.Now()
-	if e.source != nil {
-		// A registration is not retried: its files are not kept.
-		e.notify(err)
-		if e.active == nil {
-			delete(s.entries, path)
-		}
-		return
-	}
-	if e.active != nil {
-		s.log.Error("model update failed; the previous content keeps serving", "model", path, "serving_checksum", e.active.checksum, "err", err)
-	} else {
-		s.log.Error("model load failed; retrying on the next poll", "model", path, "err", err)
-	}
-}
-
-// retire takes c out of service: no new requests reach it, and it is released
-// at releaseAt or once its in-flight requests are answered, whichever is later.
-func (s *supervisorActor) retire(c *content, releaseAt time.Time) {
-	c.retired.Store(true)
-	s.retiring = append(s.retiring, retiree{c: c, releaseAt: releaseAt})
-}
-
-// housekeep ends grace periods and releases retired contents.
-func (s *supervisorActor) housekeep(ctx actor.Context) {
-	now := time.Now()
-	changed := false
-	for path, e := range s.entries {
-		if e.removed && !now.Before(e.evictAt) {
-			delete(s.entries, path)
-			if e.active != nil {
-				// Marked retired below, once the table without it is published.
-				s.retiring = append(s.retiring, retiree{c: e.active, releaseAt: now})
-				changed = true
-			}
-			s.log.Info("model evicted", "model", path)
-		}
-	}
-	if s.expire(ctx, now) {
-		changed = true
-	}
-	if changed {
-		s.publishRoutes()
-		for i := range s.retiring {
-			s.retiring[i].c.retired.Store(true)
-		}
-	}
-	kept := s.retiring[:0]
-	for _, r := range s.retiring {
-		if now.Before(r.releaseAt) || r.c.inflight.Load() > 0 {
-			kept = append(kept, r)
-			continue
-		}
-		s.release(ctx, r.c)
-	}
-	clear(s.retiring[len(kept):])
-	s.retiring = kept
-}
-
-// expire unloads the models every contract using them has expired, once
-// their grace period is over, and loads them again when a contract stops
-// expiring them (a rollback). It reports whether it took content out of
-// service; the caller publishes the routes and marks the content retired.
-func (s *supervisorActor) expire(ctx actor.Context, now time.Time) bool {
-	expired := s.sys.expiredPaths(now)
-	changed := false
-	for path, e := range s.entries {
-		if e.removed {
-			continue
-		}
-		switch {
-		case expired[path] && !e.expired:
-			grace := e.meta.EvictionGracePeriod
-			if e.active != nil {
-				grace = e.activeMeta.EvictionGracePeriod
-			}
-			e.expired, e.expireAt = true, now.Add(grace)
-			s.log.Info("model expired by its contracts; unloading after grace period", "model", path, "grace", grace)
-		case !expired[path] && e.expired:
-			e.expired = false
-			s.log.Info("model no longer expired", "model", path, "loaded", e.active != nil)
-			if e.active == nil && e.job == 0 {
-				s.startLoad(ctx, path, e)
-			}
-		}
-		if e.expired && e.active != nil && !now.Before(e.expireAt) {
-			s.retiring = append(s.retiring, retiree{c: e.active, releaseAt: now})
-			e.active = nil
-			changed = true
-			s.log.Info("expired model unloaded", "model", path)
-		}
-	}
-	return changed
-}
-
-// release stops c's model actor (which closes the servable) and deletes its cached files.
-func (s *supervisorActor) release(ctx actor.Context, c *content) {
-	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
-	if len(c.pids) == 0 {
-		closeQuietly(nil, c.local, s.log)
-		return
-	}
-	futures := make([]*actor.Future, len(c.pids))
-	for i, p := range c.pids {
-		futures[i] = ctx.StopFuture(p)
-	}
-	go func() {
-		for _, f := range futures {
-			_ = f.Wait()
-		}
-		closeQuietly(nil, c.local, s.log)
-	}()
 }
 
 func closeQuietly(sv servables.Servable, local *bucket.LocalModel, log *slog.Logger) {
@@ -520,67 +623,57 @@ func closeQuietly(sv servables.Servable, local *bucket.LocalModel, log *slog.Log
 	}
 }
 
-// publishRoutes publishes the routing table: every entry with active content.
+// publishRoutes publishes the routing table: every path's serving content.
 func (s *supervisorActor) publishRoutes() {
-	t := make(table, len(s.entries))
-	for path, e := range s.entries {
-		if e.active != nil {
-			t[path] = e.active
+	t := make(table, len(s.contents))
+	for _, p := range s.plan.Paths() {
+		if p.Active != nil {
+			if c := s.contents[p.Active.ID]; c != nil {
+				t[p.Name] = c
+			}
 		}
 	}
 	s.sys.routes.Store(&t)
 }
 
+// phaseStates maps each phase to the state the status API shows.
+var phaseStates = map[lifecycle.Phase]State{
+	lifecycle.Loading:  StateLoading,
+	lifecycle.Ready:    StateReady,
+	lifecycle.Swapping: StateReady,
+	lifecycle.Failed:   StateFailed,
+	lifecycle.Evicting: StateEvicting,
+	lifecycle.Expiring: StateExpiring,
+	lifecycle.Expired:  StateExpired,
+}
+
 // publishStatus publishes a status snapshot for the API.
 func (s *supervisorActor) publishStatus() {
-	st := &Status{Config: s.cfgStat}
+	st := &Status{Config: s.cfgStat, Models: []ModelStatus{}}
 	st.Config.Source = s.sys.opts.Bucket.String() + "/" + s.sys.opts.ModelConfigPath
 	st.Config.PollInterval = s.sys.opts.PollInterval.String()
-	seen := make(map[string]bool, len(s.entries))
-	add := func(path string, e *entry) {
-		m := ModelStatus{Path: path, Registered: e.source != nil, ConfiguredChecksum: e.meta.Checksum, LastError: e.lastErr, LastErrorAt: timePtr(e.errAt), Updating: e.job != 0 && e.active != nil}
-		switch {
-		case e.removed:
-			m.State, m.evictAt = StateEvicting, e.evictAt
-		case e.expired && e.active != nil:
-			m.State, m.evictAt = StateExpiring, e.expireAt
-		case e.expired:
-			m.State = StateExpired
-		case e.active != nil:
-			m.State = StateReady
-		case e.job != 0 && e.lastErr == "":
-			m.State = StateLoading
-		default:
-			m.State = StateFailed
+	retiring := s.plan.Retiring()
+	for _, p := range s.plan.Paths() {
+		m := ModelStatus{Path: p.Name, State: phaseStates[p.Phase], Registered: p.Registered, ConfiguredChecksum: p.Desired.Checksum,
+			LastError: p.LastErr, LastErrorAt: timePtr(p.ErrAt), Updating: p.Phase == lifecycle.Swapping}
+		if p.Phase == lifecycle.Evicting || p.Phase == lifecycle.Expiring {
+			m.evictAt = p.Until
 		}
-		if c := e.active; c != nil {
-			m.active, m.Checksum, m.Runtime, m.LoadedAt, m.SizeBytes = c, c.checksum, c.runtime, timePtr(c.loadedAt), c.local.Size
-			m.Replicas = len(c.pids)
+		if p.Active != nil {
+			if c := s.contents[p.Active.ID]; c != nil {
+				m.active, m.Checksum, m.Runtime, m.LoadedAt, m.SizeBytes = c, c.checksum, c.runtime, timePtr(c.loadedAt), c.local.Size
+				m.Replicas = len(c.pids)
+			}
 		}
-		for _, r := range s.retiring {
-			if r.c.path == path {
+		for _, r := range retiring {
+			if r.Path == p.Name {
 				m.Retiring++
 			}
 		}
 		st.Models = append(st.Models, m)
 	}
-	for _, path := range s.order {
-		if e := s.entries[path]; e != nil && !seen[path] {
-			seen[path] = true
-			add(path, e)
-		}
-	}
-	for path, e := range s.entries {
-		if !seen[path] {
-			add(path, e)
-		}
-	}
-	pending := false
-	for _, e := range s.entries {
-		pending = pending || e.job != 0
-	}
-	if s.applied && !pending {
-		s.sys.firstReconcile.Store(true)
+	if s.plan.Settled() {
+		s.sys.settled.Store(true)
 	}
 	s.sys.status.Store(st)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,23 +59,33 @@ type Options struct {
 }
 
 // System is a running set of actors: the supervisor with its model actors,
-// and the router.
+// and the router. actors/doc.go says who owns each piece of its state.
 type System struct {
-	opts           Options
-	log            *slog.Logger
-	metrics        *Metrics
-	as             *actor.ActorSystem
-	supervisor     *actor.PID
-	router         *actor.PID
-	routes         atomic.Pointer[table]
-	contracts      atomic.Pointer[contracts]
-	status         atomic.Pointer[Status]
-	state          *sharedState
-	low            *lowPriority      // shadow forwards
-	dispatcher     *workerDispatcher // runs the router's and models' mailboxes
-	stopState      context.CancelFunc
-	firstReconcile atomic.Bool
-	stopping       atomic.Bool
+	opts       Options
+	log        *slog.Logger
+	metrics    *Metrics
+	as         *actor.ActorSystem
+	supervisor *actor.PID
+	router     *actor.PID
+	// routes and status are published by the supervisor, read by anyone.
+	routes atomic.Pointer[table]
+	status atomic.Pointer[Status]
+	state  *sharedState
+	low    *lowPriority // shadow forwards
+	// dispatcher runs the router's and models' mailboxes.
+	dispatcher *workerDispatcher
+	// bg tracks every goroutine the system starts outside the actors
+	// (config polls, fetches, loads, warm-ups, releases, the state
+	// writer); ctx is canceled by Stop, which then waits for them.
+	bg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stopped is closed once the actors are stopped: calls to them fail
+	// instead of waiting for an answer that will not come.
+	stopped  chan struct{}
+	settled  atomic.Bool
+	draining atomic.Bool
+	closing  atomic.Bool
 }
 
 // Start starts the actors. The first config poll runs at once; Ready reports
@@ -93,12 +104,11 @@ func Start(opts Options) (*System, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg)}
+	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	reg.MustRegister(newStateCollector(s))
 	empty := table{}
 	s.routes.Store(&empty)
-	noContracts := contracts{}
-	s.contracts.Store(&noContracts)
 	s.status.Store(&Status{Models: []ModelStatus{}})
 	workers, queue := opts.ShadowWorkers, opts.ShadowQueue
 	if workers <= 0 {
@@ -107,27 +117,39 @@ func Start(opts Options) (*System, error) {
 	s.low = newLowPriority(workers, max(queue, 0), opts.Logger)
 	s.dispatcher = newWorkerDispatcher(300, 30*time.Second)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
-	var stateCtx context.Context
-	stateCtx, s.stopState = context.WithCancel(context.Background())
-	go s.state.run(stateCtx)
+	s.background(s.state.run)
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return opts.Logger.With("component", "protoactor")
 	}))
 	var err error
-	s.supervisor, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &supervisorActor{sys: s, log: opts.Logger.With("component", "supervisor"), entries: map[string]*entry{}}
-	}, actor.WithSupervisor(restartAlways())), "supervisor")
-	if err != nil {
-		return nil, fmt.Errorf("spawning supervisor: %w", err)
-	}
 	s.router, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics,
-			microBatchRows: opts.ShadowMicroBatchRows, sink: opts.Predictions}
+		return newRouter(s)
 	}, actor.WithMailbox(actor.UnboundedPriority()), actor.WithDispatcher(s.dispatcher)), "router")
 	if err != nil {
+		s.shutdown()
 		return nil, fmt.Errorf("spawning router: %w", err)
 	}
+	s.supervisor, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return newSupervisor(s)
+	}, actor.WithSupervisor(restartAlways())), supervisorName)
+	if err != nil {
+		s.shutdown()
+		return nil, fmt.Errorf("spawning supervisor: %w", err)
+	}
 	return s, nil
+}
+
+// supervisorName is the supervisor's actor name; the router finds it by it.
+const supervisorName = "supervisor"
+
+// background runs job on a goroutine that Stop waits for; job must
+// return soon after ctx is done.
+func (s *System) background(job func(ctx context.Context)) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		job(s.ctx)
+	}()
 }
 
 // Infer runs a batch of requests and returns one Result per Request, in
@@ -135,21 +157,32 @@ func Start(opts Options) (*System, error) {
 // handed to the prediction sink before Infer returns; a batch abandoned by
 // its caller (ctx done) was not served and is not logged.
 func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
-	if s.as.IsStopped() {
+	b := &batch{reqs: reqs, reply: make(chan []Result, 1)}
+	return s.run(ctx, b)
+}
+
+// run sends b to the router and waits for its answers (or for ctx), then
+// logs them.
+func (s *System) run(ctx context.Context, b *batch) ([]Result, error) {
+	if s.closing.Load() {
 		return nil, ErrStopped
 	}
-	b := &batch{reqs: reqs, reply: make(chan []Result, 1)}
 	s.as.Root.Send(s.router, b)
 	select {
 	case res := <-b.reply:
+		if b.err != nil {
+			return nil, b.err
+		}
 		if p := s.opts.Predictions; p != nil {
 			for i := range res {
-				p.LogPrediction(&reqs[i], &res[i], true)
+				p.LogPrediction(&b.reqs[i], &res[i], true)
 			}
 		}
 		return res, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-s.stopped:
+		return nil, ErrStopped
 	}
 }
 
@@ -176,54 +209,57 @@ func (s *System) Status() Status {
 	return st
 }
 
-// Ready reports whether the first reconcile has finished and the system is not stopping.
-func (s *System) Ready() bool { return s.firstReconcile.Load() && !s.stopping.Load() }
+// Ready reports whether the first reconcile has finished and the system is not draining.
+func (s *System) Ready() bool { return s.settled.Load() && !s.draining.Load() }
 
 // Drain marks the system as stopping: Ready turns false, requests are still served.
-func (s *System) Drain() { s.stopping.Store(true) }
+func (s *System) Drain() { s.draining.Store(true) }
 
-// Stop stops polling, stops every model actor (closing its servable) and the
-// actor system. Requests still running get ErrStopped.
+// Stop stops polling and every background job, stops every model actor
+// (closing its servable and deleting its cached files) and the actor
+// system, and returns once no goroutine of the system is left. A load
+// that ends during Stop is closed, not served. Requests still running get
+// ErrStopped.
 func (s *System) Stop(ctx context.Context) error {
-	s.stopping.Store(true)
-	s.stopState()
+	if !s.closing.CompareAndSwap(false, true) {
+		return errors.New("actors: already stopped")
+	}
+	s.draining.Store(true)
+	s.cancel()
 	done := make(chan struct{})
 	go func() {
-		_ = s.as.Root.StopFuture(s.router).Wait()
+		defer close(done)
+		// The supervisor takes no step from now on and discards what the
+		// running jobs bring; once they all have, it is stopped with its
+		// model actors.
+		q := quiesce{done: make(chan struct{})}
+		s.as.Root.Send(s.supervisor, q)
+		<-q.done
+		s.bg.Wait()
+		flushed := quiesce{done: make(chan struct{})}
+		s.as.Root.Send(s.supervisor, flushed)
+		<-flushed.done
 		_ = s.as.Root.StopFuture(s.supervisor).Wait()
-		close(done)
+		_ = s.as.Root.StopFuture(s.router).Wait()
+		s.bg.Wait()
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		return fmt.Errorf("stopping actors: %w", ctx.Err())
 	}
-	s.as.Shutdown()
-	s.low.stop()
+	s.shutdown()
 	return nil
 }
 
-// fetchAndLoad copies a model from src into the cache, verifies its checksum and loads it.
-func (s *System) fetchAndLoad(ctx context.Context, src bucket.Bucket, meta conf.ModelMetadata) (*bucket.LocalModel, string, servables.Servable, error) {
-	local, err := bucket.Fetch(ctx, src, meta.Path, s.opts.CacheDir, s.opts.MaxModelBytes)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if meta.Checksum != "" && meta.Checksum != local.Checksum {
-		_ = local.Remove()
-		return nil, "", nil, fmt.Errorf("model rejected due to incorrect checksum: expected %s, actual %s", meta.Checksum, local.Checksum)
-	}
-	rt, err := s.opts.Runtimes.Find(local.Files)
-	if err != nil {
-		_ = local.Remove()
-		return nil, "", nil, err
-	}
-	sv, err := s.loadLocal(ctx, rt.Name(), local, s.threads(meta))
-	if err != nil {
-		_ = local.Remove()
-		return nil, "", nil, err
-	}
-	return local, rt.Name(), sv, nil
+// shutdown stops the actor system and the goroutines outside it.
+func (s *System) shutdown() {
+	s.cancel()
+	close(s.stopped)
+	s.as.Shutdown()
+	s.low.stop()
+	s.dispatcher.stop()
+	s.bg.Wait()
 }
 
 // threads is the intra-op thread count of a model: its own setting, or the server's.
@@ -234,8 +270,19 @@ func (s *System) threads(meta conf.ModelMetadata) int {
 	return s.opts.IntraOpThreads
 }
 
+// load loads cached model files with the runtime that accepts them and
+// threads intra-op threads; it returns the runtime's name.
+func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int) (string, servables.Servable, error) {
+	rt, err := s.opts.Runtimes.Find(local.Files)
+	if err != nil {
+		return "", nil, err
+	}
+	sv, err := rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
+	return rt.Name(), sv, err
+}
+
 // loadLocal loads cached model files with the named runtime and threads
-// intra-op threads.
+// intra-op threads (a restarted model actor reloads its servable so).
 func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.LocalModel, threads int) (servables.Servable, error) {
 	for _, rt := range s.opts.Runtimes {
 		if rt.Name() == runtime {
@@ -246,8 +293,9 @@ func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.Lo
 }
 
 // warmUp runs the model's warm-up requests through its actor at warm-up
-// priority, twice; any failure rejects the content.
-func (s *System) warmUp(root *actor.RootContext, c *content, meta conf.ModelMetadata) error {
+// priority, twice; any failure rejects the content. It gives up when ctx
+// is done.
+func (s *System) warmUp(ctx context.Context, c *content, meta conf.ModelMetadata) error {
 	if meta.WarmUpJSON == "" {
 		return nil
 	}
@@ -266,13 +314,18 @@ func (s *System) warmUp(root *actor.RootContext, c *content, meta conf.ModelMeta
 			return err
 		}
 		errc := make(chan error, 1)
-		c.send(root.Send, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
+		c.send(s.as.Root.Send, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
 			done: func(_ []servables.Tensor, err error, _, _ time.Duration) {
-				c.inflight.Add(-1)
+				c.leave(1)
 				errc <- err
 			}})
-		if err := <-errc; err != nil {
-			return fmt.Errorf("warm-up request %d: %w", i, err)
+		select {
+		case err := <-errc:
+			if err != nil {
+				return fmt.Errorf("warm-up request %d: %w", i, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("warm-up request %d: %w", i, ctx.Err())
 		}
 	}
 	return nil
