@@ -66,6 +66,16 @@ func modelMetadataFields() []field[ModelMetadata] {
 			m.Serving.IntraOpThreads = int(n)
 			return err
 		}},
+		{"default_timeout_ms", func(d *decoder, path string, m *ModelMetadata) error {
+			ms, err := d.integer(path, 0, maxTimeoutMs)
+			m.DefaultTimeout = time.Duration(ms) * time.Millisecond
+			return err
+		}},
+		{"queue_timeout_ms", func(d *decoder, path string, m *ModelMetadata) error {
+			ms, err := d.integer(path, 0, maxTimeoutMs)
+			m.QueueTimeout = time.Duration(ms) * time.Millisecond
+			return err
+		}},
 	}
 }
 

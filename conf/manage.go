@@ -379,6 +379,8 @@ func serveRequestFields() []field[ServeRequest] {
 		via("max_batch_rows"),
 		via("max_queue_delay_us"),
 		via("intra_op_threads"),
+		via("default_timeout_ms"),
+		via("queue_timeout_ms"),
 		{"fqrv", func(d *decoder, path string, r *ServeRequest) error {
 			return decodeObject(d, path, []field[ServeRequest]{
 				{"contract", func(d *decoder, path string, r *ServeRequest) error {

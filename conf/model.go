@@ -38,6 +38,14 @@ type ModelMetadata struct {
 	// EvictionGracePeriod is eviction_grace_period_in_ms: how long a model
 	// keeps serving after it is removed from the config or replaced.
 	EvictionGracePeriod time.Duration
+	// DefaultTimeout is default_timeout_ms: the deadline of a request to
+	// the model that comes without one (0: none).
+	DefaultTimeout time.Duration
+	// QueueTimeout is queue_timeout_ms: a request that waited longer than
+	// this in the model's queue is not run (0: no limit). Not to be confused
+	// with Serving.MaxQueueDelay. Unlike Serving, the two timeouts apply in
+	// place: changing them does not reload the model.
+	QueueTimeout time.Duration
 	// Serving are the model's Grove-specific execution settings.
 	Serving ServingOptions
 }
@@ -69,6 +77,9 @@ const (
 	maxQueueDelayUs   = 1_000_000
 	maxIntraOpThreads = 256
 )
+
+// maxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
+const maxTimeoutMs = 3_600_000
 
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
 func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
@@ -168,6 +179,8 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *ModelConfig 
 			Checksum:            m.GetChecksum(),
 			WarmUpJSON:          m.GetWarmUpBatchRequestJson(),
 			EvictionGracePeriod: time.Duration(m.GetEvictionGracePeriodInMs()) * time.Millisecond,
+			DefaultTimeout:      time.Duration(m.GetDefaultTimeoutMs()) * time.Millisecond,
+			QueueTimeout:        time.Duration(m.GetQueueTimeoutMs()) * time.Millisecond,
 			Serving: ServingOptions{
 				Replicas:       int(m.GetReplicas()),
 				MaxBatchRows:   int(m.GetMaxBatchRows()),
@@ -729,6 +742,8 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 		MaxRows  int    `json:"max_batch_rows,omitempty"`
 		DelayUs  int64  `json:"max_queue_delay_us,omitempty"`
 		Threads  int    `json:"intra_op_threads,omitempty"`
+		Timeout  int64  `json:"default_timeout_ms,omitempty"`
+		QueueMs  int64  `json:"queue_timeout_ms,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -737,7 +752,8 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 	for _, m := range c.Models {
 		o := m.Serving
 		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
-			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads})
+			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
+			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds()})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,

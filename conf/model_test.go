@@ -710,3 +710,50 @@ func TestModelConfigSchemaKeepsBAFieldNumbers(t *testing.T) {
 		}
 	}
 }
+
+func TestParseModelConfigRequestTimeouts(t *testing.T) {
+	got, err := ParseModelConfig([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "default_timeout_ms": 250, "queue_timeout_ms": "50"},
+	  {"modelPath": "b/", "defaultTimeoutMs": 3.6e6, "queueTimeoutMs": null},
+	  {"model_path": "c/", "max_queue_delay_us": 500}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []ModelMetadata{
+		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: 50 * time.Millisecond},
+		{Path: "b/", DefaultTimeout: time.Hour},
+		{Path: "c/", Serving: ServingOptions{MaxQueueDelay: 500 * time.Microsecond}},
+	} {
+		if got.Models[i] != want {
+			t.Errorf("model %d: got %+v, want %+v", i, got.Models[i], want)
+		}
+	}
+	for _, tc := range []struct{ field, value, want string }{
+		{"default_timeout_ms", "3600001", "model_metadata[0].default_timeout_ms: 3600001 is out of range 0..3600000"},
+		{"queue_timeout_ms", "-1", "model_metadata[0].queue_timeout_ms: -1 is out of range 0..3600000"},
+		{"queueTimeoutMs", "0.5", "model_metadata[0].queue_timeout_ms: 0.5 is not an integer"},
+		{"defaultTimeoutMs", `"1s"`, `model_metadata[0].default_timeout_ms: "1s" is not a number`},
+	} {
+		_, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
+		checkConfigError(t, err, tc.want)
+	}
+}
+
+func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
+	c := ModelConfig{Models: []ModelMetadata{
+		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: time.Second},
+		{Path: "b/"},
+	}}
+	got, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","default_timeout_ms":250,"queue_timeout_ms":1000},{"model_path":"b/"}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	back, err := ParseModelConfig(got)
+	if err != nil || !reflect.DeepEqual(back, &c) {
+		t.Errorf("read back %+v, %v; want %+v", back, err, c)
+	}
+}

@@ -387,6 +387,8 @@ func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 		return 0, maxQueueDelayUs
 	case "grove.v1.ModelMetadata.intra_op_threads":
 		return 0, maxIntraOpThreads
+	case "grove.v1.ModelMetadata.default_timeout_ms", "grove.v1.ModelMetadata.queue_timeout_ms":
+		return 0, maxTimeoutMs
 	case "grove.v1.ValidAfterMs.ms":
 		return 0, maxValidAfterMs
 	case "grove.v1.MinServedEvents.count":
