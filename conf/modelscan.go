@@ -24,7 +24,7 @@ import (
 //   - it reports syntax errors with their line and column, before anything
 //     else, and refuses a document that is not one JSON object;
 //   - it checks numbers against Grove's ranges, keeping the text as written
-//     in the error ("6e4 is out of range 0..1000");
+//     in the error ("1e2 is out of range 0..64");
 //   - it checks the choice objects (a message that is one oneof, such as a
 //     validity rule): exactly one key, and not null; a single unknown key
 //     is taken out of the document (blanked) and remembered, so that
@@ -263,7 +263,7 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 }
 
 // blanked returns the data with the members recorded in blanks replaced by
-// spaces (offsets, lines and columns stay the same).
+// spaces, keeping newlines: byte offsets and lines stay the same.
 func (s *scan) blanked() []byte {
 	if len(s.blanks) == 0 {
 		return s.data
