@@ -520,14 +520,15 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 // decides for itself, case by case (see ParseModelConfig).
 
 func TestParseModelConfigDecodeErrorsNameTheFieldLineAndColumn(t *testing.T) {
-	doc := "{\"model_metadata\": [\n  {\"model_path\": \"é/\",\n   \"replicas\": \"x\"},\n  {\"model_path\": \"b\", \"modelPath\": \"c\"}\n]}"
+	doc := "{\"model_metadata\": [\n  {\"model_path\": \"é/\",\n   \"replicas\": \"x\"},\n  {\"model_path\": \"é\", \"modelPath\": \"c\"}\n]}"
 	for _, tc := range []struct {
 		name, data, want string
 	}{
-		// Columns count bytes, as in syntax errors ("é" is two).
+		// Columns count bytes, as in syntax errors ("é" is two; protojson
+		// counts characters).
 		{"unknown field", strings.Replace(doc, `"replicas": "x"`, `"replica": 1`, 1), `model_metadata[0]: unknown field "replica" (line 3, column 4)`},
 		{"scan problem", doc, `model_metadata[0].replicas: "x" is not a number (line 3, column 16)`},
-		{"duplicate in the other spelling", strings.Replace(doc, `"x"`, `1`, 1), `model_metadata[1]: duplicate field "modelPath" (already given as "model_path") (line 4, column 23)`},
+		{"duplicate in the other spelling", strings.Replace(doc, `"x"`, `1`, 1), `model_metadata[1]: duplicate field "modelPath" (already given as "model_path") (line 4, column 24)`},
 		{"wrong type", strings.Replace(doc, `"x"`, `[1]`, 1), `model_metadata[0].replicas: expected an integer, got an array (line 3, column 16)`},
 		{"wrong type of a message", `{"contracts": [{"servables": [{"logging": "FULL"}]}]}`, `contracts[0].servables[0].logging: expected an object, got string "FULL" (line 1, column 43)`},
 		{"wrong type of a list", `{"contracts": [{"servables": {}}]}`, `contracts[0].servables: expected an array, got an object (line 1, column 30)`},
