@@ -301,25 +301,15 @@ func policyFields() []field[Policy] {
 		return decodeOneOf(d, path, true, append(phaseInOptions(), forestFlowPhaseInOptions()...), &p.PhaseIn,
 			func(ph *PhaseIn, key string) { ph.Kind = PhaseInKind(key) })
 	}
-	shadow := servableField("shadow")
 	return []field[Policy]{
 		{"validity", rules},
 		{"validity_policy", rules},
 		{"phase_in", phaseIn},
 		{"phase_in_policy", phaseIn},
 		{"shadow", func(d *decoder, path string, p *Policy) error {
-			var s ContractServable
-			err := shadow.decode(d, path, &s)
-			p.Shadow = s.Shadow
-			return err
+			return decodeShadow(d, path, &p.Shadow)
 		}},
 	}
-}
-
-// servableField returns the config file's decoder of a servable field.
-func servableField(name string) field[ContractServable] {
-	f, _ := lookup(servableFields(), name)
-	return f
 }
 
 // forestFlowRuleOptions are ForestFlow's validity rules (ValidityRules.proto).
@@ -389,6 +379,8 @@ func serveRequestFields() []field[ServeRequest] {
 		via("max_batch_rows"),
 		via("max_queue_delay_us"),
 		via("intra_op_threads"),
+		via("default_timeout_ms"),
+		via("queue_timeout_ms"),
 		{"fqrv", func(d *decoder, path string, r *ServeRequest) error {
 			return decodeObject(d, path, []field[ServeRequest]{
 				{"contract", func(d *decoder, path string, r *ServeRequest) error {

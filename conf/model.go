@@ -1,17 +1,19 @@
 package conf
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/groveml/grove/api/grovepb"
 )
 
 // ModelConfig is the model config file kept in the bucket: the models to
@@ -36,6 +38,14 @@ type ModelMetadata struct {
 	// EvictionGracePeriod is eviction_grace_period_in_ms: how long a model
 	// keeps serving after it is removed from the config or replaced.
 	EvictionGracePeriod time.Duration
+	// DefaultTimeout is default_timeout_ms: the deadline of a request to
+	// the model that comes without one (0: none).
+	DefaultTimeout time.Duration
+	// QueueTimeout is queue_timeout_ms: a request that waited longer than
+	// this in the model's queue is not run (0: no limit). Not to be confused
+	// with Serving.MaxQueueDelay. Unlike Serving, the two timeouts apply in
+	// place: changing them does not reload the model.
+	QueueTimeout time.Duration
 	// Serving are the model's Grove-specific execution settings.
 	Serving ServingOptions
 }
@@ -68,6 +78,9 @@ const (
 	maxIntraOpThreads = 256
 )
 
+// maxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
+const maxTimeoutMs = 3_600_000
+
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
 func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
 
@@ -95,133 +108,177 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // ParseModelConfig parses and validates a model config file.
 //
-// The format is the protobuf JSON mapping of the B&A inference ModelConfig
-// message, and parsing follows protobuf's rules: each field may be spelled
-// in snake_case or lowerCamelCase; unknown fields are an error; null means
-// the field's default; eviction_grace_period_in_ms is an int32 given as a
-// number or a quoted number; trailing commas before "]" or "}" are
-// tolerated, as protobuf's parser (and the published example) allow.
-// A field given twice, under either spelling, is an error.
+// The format is grove.v1.ModelConfig (api/proto/grove/v1/model_config.proto)
+// in protobuf's JSON mapping, a superset of the B&A inference model config,
+// decoded with protojson after a scan that checks what the mapping does
+// not. The choices made where JSON allows several readings:
+//
+//   - Names: each field in snake_case or lowerCamelCase. A field given
+//     twice, under the same or the other spelling, is an error.
+//   - Unknown fields are an error naming the object and the key, except an
+//     unknown name in a choice object (a validity rule, phase_in,
+//     expiration): validation reports it with its contract and release.
+//   - Choice objects hold exactly one key: two keys, an empty object or a
+//     null value are errors.
+//   - null means the field's default, for scalars, objects and lists alike;
+//     a null list element is an error.
+//   - Integers may be numbers or quoted numbers ("60000"), and integral
+//     values may be written with a fraction or an exponent (6e4, 60000.0,
+//     "6e4"). Values outside Grove's range for the field, or outside int32
+//     or int64, are errors with the value as written ("6e9 is out of range
+//     0..2147483647"); so are fractions (1.5) and quoted text that is not
+//     a JSON number (" 1", "1s").
+//   - Doubles are numbers or quoted numbers and must be finite: protobuf's
+//     "NaN", "Infinity" and "-Infinity", and overflowing numbers (1e400),
+//     are errors.
+//   - Trailing commas before "]" or "}" are tolerated, as the B&A
+//     documentation's example has one.
+//   - The input must be UTF-8, and a \u escape of half a UTF-16 surrogate
+//     pair ("\ud800" alone) is a syntax error, as protobuf has it.
+//   - Syntax errors are reported first, with line and column (counted in
+//     bytes); the other decoding errors name the field path, line and
+//     column, the first in the document first.
 //
 // Validation rejects entries with an empty, absolute or otherwise unsafe
 // model_path, duplicate model paths, checksums that are not 64 lowercase
-// hex characters, warm-up requests that are not JSON, and negative grace
-// periods. The optional contracts section is described at Contract; its
-// errors name the contract (organization/project/contract_number) and the
-// servable (release_version) concerned. All errors are *ConfigError.
+// hex characters, and warm-up requests that are not JSON. The optional
+// contracts section is described at Contract; its errors name the contract
+// (organization/project/contract_number) and the servable
+// (release_version) concerned. All errors are *ConfigError.
 func ParseModelConfig(data []byte) (*ModelConfig, error) {
 	if !utf8.Valid(data) {
 		return nil, &ConfigError{Msg: "model config is not valid UTF-8"}
 	}
-	input := blankTrailingCommas(data)
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	d := &decoder{dec: dec, data: input}
-
-	var c ModelConfig
-	tok, err := d.token("")
+	s, err := scanModelConfig(blankTrailingCommas(data), -1)
 	if err != nil {
 		return nil, err
 	}
-	if tok != json.Delim('{') {
-		return nil, &ConfigError{Msg: fmt.Sprintf("model config must be a JSON object, got %s", describe(tok))}
+	input := s.blanked()
+	var pb grovepb.ModelConfig
+	if err := protojson.Unmarshal(input, &pb); err != nil {
+		return nil, s.decodeError(input, err)
 	}
-	if err := decodeObjectBody(d, "", modelConfigFields(), &c); err != nil {
-		return nil, err
+	if s.problem != nil {
+		return nil, s.problem
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &ConfigError{Msg: fmt.Sprintf("unexpected data after the model config object at offset %d", dec.InputOffset())}
-	}
+	c := fromProto(&pb, s.unknown)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &c, nil
+	return c, nil
+}
+
+// fromProto converts a decoded config to Grove's types. unknown maps the
+// path of each choice object that held an unknown key to that key, which
+// becomes the kind of the rule or policy for validation to report.
+func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *ModelConfig {
+	c := &ModelConfig{}
+	for _, m := range pb.GetModelMetadata() {
+		c.Models = append(c.Models, ModelMetadata{
+			Path:                m.GetModelPath(),
+			Checksum:            m.GetChecksum(),
+			WarmUpJSON:          m.GetWarmUpBatchRequestJson(),
+			EvictionGracePeriod: time.Duration(m.GetEvictionGracePeriodInMs()) * time.Millisecond,
+			DefaultTimeout:      time.Duration(m.GetDefaultTimeoutMs()) * time.Millisecond,
+			QueueTimeout:        time.Duration(m.GetQueueTimeoutMs()) * time.Millisecond,
+			Serving: ServingOptions{
+				Replicas:       int(m.GetReplicas()),
+				MaxBatchRows:   int(m.GetMaxBatchRows()),
+				MaxQueueDelay:  time.Duration(m.GetMaxQueueDelayUs()) * time.Microsecond,
+				IntraOpThreads: int(m.GetIntraOpThreads()),
+			},
+		})
+	}
+	for i, k := range pb.GetContracts() {
+		at := fmt.Sprintf("contracts[%d]", i)
+		out := Contract{Organization: k.GetOrganization(), Project: k.GetProject(), Number: int(k.GetContractNumber()),
+			Router: RouterFair, StickyKey: k.GetStickyKey()}
+		if k.Router != nil {
+			out.Router = Router(k.GetRouter())
+		}
+		if e := k.GetExpiration(); e != nil {
+			out.Expiration = expirationFromProto(e, unknown[at+".expiration"])
+		}
+		for j, s := range k.GetServables() {
+			out.Servables = append(out.Servables, servableFromProto(s, fmt.Sprintf("%s.servables[%d]", at, j), unknown))
+		}
+		c.Contracts = append(c.Contracts, out)
+	}
+	return c
+}
+
+// expirationFromProto converts an expiration policy; unknown is the key
+// it held if it held an unknown one.
+func expirationFromProto(e *grovepb.Expiration, unknown string) Expiration {
+	switch p := e.GetPolicy().(type) {
+	case *grovepb.Expiration_KeepLatest:
+		return Expiration{Kind: ExpireKeepLatest, Keep: int(p.KeepLatest)}
+	case *grovepb.Expiration_KeepTopRanked:
+		return Expiration{Kind: ExpireKeepTopRanked, Keep: int(p.KeepTopRanked.GetN()), Metric: p.KeepTopRanked.GetMetric()}
+	}
+	return Expiration{Kind: ExpirationKind(unknown)}
+}
+
+// ruleFromProto converts a validity rule; unknown is the key it held if
+// it held an unknown one.
+func ruleFromProto(r *grovepb.ValidityRule, unknown string) ValidityRule {
+	switch r := r.GetRule().(type) {
+	case *grovepb.ValidityRule_ImmediatelyValid:
+		return ValidityRule{Kind: RuleImmediatelyValid}
+	case *grovepb.ValidityRule_NeverValid:
+		return ValidityRule{Kind: RuleNeverValid}
+	case *grovepb.ValidityRule_ValidAfterMs:
+		return ValidityRule{Kind: RuleValidAfterMs, After: time.Duration(r.ValidAfterMs.GetMs()) * time.Millisecond}
+	case *grovepb.ValidityRule_MinServedEvents:
+		return ValidityRule{Kind: RuleMinServedEvents, Count: r.MinServedEvents.GetCount()}
+	case *grovepb.ValidityRule_MinMetric:
+		return ValidityRule{Kind: RuleMinMetric, Metric: r.MinMetric.GetMetric(), Threshold: r.MinMetric.GetThreshold()}
+	}
+	return ValidityRule{Kind: RuleKind(unknown)}
+}
+
+// servableFromProto converts the servable at path, filling in the
+// defaults of absent settings.
+func servableFromProto(s *grovepb.ContractServable, path string, unknown map[string]string) ContractServable {
+	out := ContractServable{ReleaseVersion: s.GetReleaseVersion(), ModelPath: s.GetModelPath(),
+		PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: defaultLogging()}
+	for r, v := range s.GetValidity() {
+		out.Validity = append(out.Validity, ruleFromProto(v, unknown[fmt.Sprintf("%s.validity[%d]", path, r)]))
+	}
+	if p := s.GetPhaseIn(); p != nil {
+		switch p := p.GetPolicy().(type) {
+		case *grovepb.PhaseIn_Immediate:
+		case *grovepb.PhaseIn_LinearOverSecs:
+			out.PhaseIn = PhaseIn{Kind: PhaseInLinear, Over: time.Duration(p.LinearOverSecs.GetSecs()) * time.Second}
+		default:
+			out.PhaseIn = PhaseIn{Kind: PhaseInKind(unknown[path+".phase_in"])}
+		}
+	}
+	if sh := s.GetShadow(); sh != nil {
+		out.Shadow = &Shadow{SampleRate: 1}
+		if sh.SampleRate != nil {
+			out.Shadow.SampleRate = sh.GetSampleRate()
+		}
+	}
+	if l := s.GetLogging(); l != nil {
+		if l.LogLevel != nil {
+			out.Logging.Level = l.GetLogLevel()
+		}
+		if l.SampleRate != nil {
+			out.Logging.SampleRate = l.GetSampleRate()
+		}
+		if len(l.GetKeyFeatures()) > 0 {
+			out.Logging.KeyFeatures = l.GetKeyFeatures()
+		}
+		if l.KeyFeaturesSeparator != nil {
+			out.Logging.KeyFeaturesSeparator = l.GetKeyFeaturesSeparator()
+		}
+	}
+	return out
 }
 
 // maxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
 const maxGracePeriodMs = math.MaxInt32
-
-// field describes one field of a JSON object decoded into a T. Adding a
-// field (or a top-level section) to the model config is one entry in a
-// table of these.
-type field[T any] struct {
-	// name is the protobuf field name (snake_case); its lowerCamelCase JSON
-	// name is accepted too.
-	name string
-	// decode reads the field's value from d into dst; path names the field
-	// in errors. A null value must leave dst alone, as protobuf reads it as
-	// the default.
-	decode func(d *decoder, path string, dst *T) error
-}
-
-// modelConfigFields are the fields of the top-level ModelConfig object.
-func modelConfigFields() []field[ModelConfig] {
-	return []field[ModelConfig]{
-		{"model_metadata", func(d *decoder, path string, c *ModelConfig) error {
-			return decodeArray(d, path, func(path string) error {
-				var m ModelMetadata
-				if err := decodeObject(d, path, modelMetadataFields(), &m); err != nil {
-					return err
-				}
-				c.Models = append(c.Models, m)
-				return nil
-			})
-		}},
-		{"contracts", func(d *decoder, path string, c *ModelConfig) error {
-			return decodeArray(d, path, func(path string) error {
-				k := Contract{Router: RouterFair}
-				if err := decodeObject(d, path, contractFields(), &k); err != nil {
-					return err
-				}
-				c.Contracts = append(c.Contracts, k)
-				return nil
-			})
-		}},
-	}
-}
-
-// modelMetadataFields are the fields of a model_metadata entry.
-func modelMetadataFields() []field[ModelMetadata] {
-	return []field[ModelMetadata]{
-		{"model_path", func(d *decoder, path string, m *ModelMetadata) error {
-			return d.string(path, &m.Path)
-		}},
-		{"checksum", func(d *decoder, path string, m *ModelMetadata) error {
-			return d.string(path, &m.Checksum)
-		}},
-		{"warm_up_batch_request_json", func(d *decoder, path string, m *ModelMetadata) error {
-			return d.string(path, &m.WarmUpJSON)
-		}},
-		{"eviction_grace_period_in_ms", func(d *decoder, path string, m *ModelMetadata) error {
-			ms, err := d.integer(path, 0, maxGracePeriodMs)
-			if err != nil {
-				return err
-			}
-			m.EvictionGracePeriod = time.Duration(ms) * time.Millisecond
-			return nil
-		}},
-		{"replicas", func(d *decoder, path string, m *ModelMetadata) error {
-			n, err := d.integer(path, 0, MaxReplicas)
-			m.Serving.Replicas = int(n)
-			return err
-		}},
-		{"max_batch_rows", func(d *decoder, path string, m *ModelMetadata) error {
-			n, err := d.integer(path, 0, maxBatchRowsLimit)
-			m.Serving.MaxBatchRows = int(n)
-			return err
-		}},
-		{"max_queue_delay_us", func(d *decoder, path string, m *ModelMetadata) error {
-			us, err := d.integer(path, 0, maxQueueDelayUs)
-			m.Serving.MaxQueueDelay = time.Duration(us) * time.Microsecond
-			return err
-		}},
-		{"intra_op_threads", func(d *decoder, path string, m *ModelMetadata) error {
-			n, err := d.integer(path, 0, maxIntraOpThreads)
-			m.Serving.IntraOpThreads = int(n)
-			return err
-		}},
-	}
-}
 
 // validate checks the parsed config; see ParseModelConfig.
 func (c *ModelConfig) validate() error {
@@ -295,290 +352,6 @@ func validateChecksum(s string) error {
 		return fmt.Errorf("%q has %d characters; a SHA-256 checksum has 64 lowercase hex characters", s, len(s))
 	}
 	return nil
-}
-
-// decoder reads JSON tokens and turns failures into *ConfigError.
-type decoder struct {
-	dec  *json.Decoder
-	data []byte // the whole input (same offsets and lines as the file), for error positions
-}
-
-// token reads the next token; path names where it is for errors.
-func (d *decoder) token(path string) (json.Token, error) {
-	tok, err := d.dec.Token()
-	if err == nil {
-		return tok, nil
-	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		// The decoder counts the offset of an error inside a scalar value
-		// from the start of that value; checking the whole input finds the
-		// same first error with its offset in the file, which counts the
-		// bytes read, the offending one included.
-		var whole *json.SyntaxError
-		if errors.As(json.Unmarshal(d.data, new(json.RawMessage)), &whole) {
-			se, err = whole, whole
-		}
-		line, col := position(d.data, se.Offset-1)
-		return nil, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se), Err: err}
-	}
-	return nil, &ConfigError{Field: path, Msg: fmt.Sprintf("invalid JSON: %v", err), Err: err}
-}
-
-// string reads a string field; null leaves dst unchanged.
-func (d *decoder) string(path string, dst *string) error {
-	tok, err := d.token(path)
-	if err != nil {
-		return err
-	}
-	switch v := tok.(type) {
-	case nil:
-		return nil
-	case string:
-		*dst = v
-		return nil
-	}
-	return d.typeError(path, "a string", tok)
-}
-
-// integer reads an integer field given as a number or a quoted number, as
-// protobuf JSON allows for int32 fields, and checks it is in lo..hi; null
-// reads as 0.
-func (d *decoder) integer(path string, lo, hi int64) (int64, error) {
-	tok, err := d.token(path)
-	if err != nil {
-		return 0, err
-	}
-	var s string
-	switch v := tok.(type) {
-	case nil:
-		return 0, nil
-	case json.Number:
-		s = string(v)
-	case string:
-		if !isNumber(v) {
-			return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%q is not a number", v)}
-		}
-		s = v
-	default:
-		return 0, d.typeError(path, "an integer", tok)
-	}
-	outOfRange := &ConfigError{Field: path, Msg: fmt.Sprintf("%s is out of range %d..%d", s, lo, hi)}
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if i < lo || i > hi {
-			return 0, outOfRange
-		}
-		return i, nil
-	}
-	// Protobuf also accepts integral values written with a fraction or an exponent, e.g. 6e4.
-	f, err := strconv.ParseFloat(s, 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange):
-		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s), Err: err}
-	case f != math.Trunc(f):
-		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s)}
-	case err != nil || f < float64(lo) || f > float64(hi) || f >= 0x1p63: // float64(MaxInt64) rounds up to 2^63
-		return 0, outOfRange
-	}
-	return int64(f), nil
-}
-
-// typeError reports a value of the wrong type. If the value is an array
-// or object it is not consumed: decoding stops at the first error.
-func (d *decoder) typeError(path, want string, got json.Token) error {
-	return &ConfigError{Field: path, Msg: fmt.Sprintf("expected %s, got %s", want, describe(got))}
-}
-
-// decodeObject reads a JSON object into dst using the field table. Null
-// is rejected: protobuf does not allow it as an element of a repeated field.
-func decodeObject[T any](d *decoder, path string, fields []field[T], dst *T) error {
-	tok, err := d.token(path)
-	if err != nil {
-		return err
-	}
-	if tok != json.Delim('{') {
-		return d.typeError(path, "an object", tok)
-	}
-	return decodeObjectBody(d, path, fields, dst)
-}
-
-// decodeObjectBody reads the members of an object whose "{" has been read.
-func decodeObjectBody[T any](d *decoder, path string, fields []field[T], dst *T) error {
-	given := make(map[string]string, len(fields)) // field name -> key as written
-	for d.dec.More() {
-		tok, err := d.token(path)
-		if err != nil {
-			return err
-		}
-		key := tok.(string) // the decoder guarantees object keys are strings
-		f, ok := lookup(fields, key)
-		if !ok {
-			return &ConfigError{Field: path, Msg: fmt.Sprintf("unknown field %q", key)}
-		}
-		same := f.name
-		if a, ok := aliasOf[f.name]; ok {
-			same = a
-		}
-		if prev, dup := given[same]; dup {
-			msg := fmt.Sprintf("duplicate field %q", key)
-			if prev != key {
-				msg += fmt.Sprintf(" (already given as %q)", prev)
-			}
-			return &ConfigError{Field: path, Msg: msg}
-		}
-		given[same] = key
-		fieldPath := f.name
-		if path != "" {
-			fieldPath = path + "." + f.name
-		}
-		if err := f.decode(d, fieldPath, dst); err != nil {
-			return err
-		}
-	}
-	_, err := d.token(path) // the closing "}"
-	return err
-}
-
-// decodeArray reads a JSON array (or null), calling elem for each element
-// with the element's path; elem must consume exactly one value.
-func decodeArray(d *decoder, path string, elem func(path string) error) error {
-	tok, err := d.token(path)
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case nil:
-		return nil
-	case json.Delim('['):
-	default:
-		return d.typeError(path, "an array", tok)
-	}
-	for i := 0; d.dec.More(); i++ {
-		if err := elem(fmt.Sprintf("%s[%d]", path, i)); err != nil {
-			return err
-		}
-	}
-	_, err = d.token(path) // the closing "]"
-	return err
-}
-
-// lookup finds the field named key in either spelling.
-func lookup[T any](fields []field[T], key string) (field[T], bool) {
-	for _, f := range fields {
-		if key == f.name || key == lowerCamel(f.name) {
-			return f, true
-		}
-	}
-	return field[T]{}, false
-}
-
-// lowerCamel converts a protobuf field name to its JSON name, as protoc
-// does: "warm_up_batch_request_json" becomes "warmUpBatchRequestJson".
-func lowerCamel(name string) string {
-	var b strings.Builder
-	upper := false
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_':
-			upper = true
-		case upper && 'a' <= c && c <= 'z':
-			b.WriteByte(c - 'a' + 'A')
-			upper = false
-		default:
-			b.WriteByte(c)
-			upper = false
-		}
-	}
-	return b.String()
-}
-
-// describe names the JSON type of a token for error messages.
-func describe(tok json.Token) string {
-	switch v := tok.(type) {
-	case nil:
-		return "null"
-	case json.Delim:
-		if v == '{' {
-			return "an object"
-		}
-		return "an array"
-	case string:
-		return fmt.Sprintf("string %q", v)
-	case json.Number:
-		return "number " + string(v)
-	case bool:
-		return fmt.Sprintf("boolean %v", v)
-	}
-	return fmt.Sprintf("%v", tok)
-}
-
-// isNumber reports whether s is a JSON number with no surrounding space.
-func isNumber(s string) bool {
-	if s == "" || !(s[0] == '-' || '0' <= s[0] && s[0] <= '9') || !('0' <= s[len(s)-1] && s[len(s)-1] <= '9') {
-		return false
-	}
-	var n json.Number
-	return json.Unmarshal([]byte(s), &n) == nil
-}
-
-// position converts a byte offset into a 1-based line and column.
-func position(data []byte, offset int64) (line, col int) {
-	offset = min(max(offset, 0), int64(len(data)))
-	before := data[:offset]
-	line = 1 + bytes.Count(before, []byte("\n"))
-	col = 1 + len(before) - (bytes.LastIndexByte(before, '\n') + 1)
-	return line, col
-}
-
-// blankTrailingCommas replaces with a space each comma (outside strings)
-// that is followed, after optional whitespace, by "]" or "}" and that
-// follows a value. Blanking rather than removing keeps syntax error offsets
-// right. Commas after "[", "{" or another comma are left for the JSON
-// decoder to reject. data is not modified; a copy is made if needed.
-func blankTrailingCommas(data []byte) []byte {
-	out, copied := data, false
-	inString, escaped := false, false
-	var last byte // last significant byte outside strings
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '"':
-			inString = true
-		case ',':
-			if last == '[' || last == '{' || last == ',' || last == 0 {
-				break
-			}
-			j := i + 1
-			for j < len(data) && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
-				j++
-			}
-			if j < len(data) && (data[j] == ']' || data[j] == '}') {
-				if !copied {
-					out, copied = bytes.Clone(data), true
-				}
-				out[i] = ' '
-			}
-		}
-		last = c
-	}
-	return out
 }
 
 // Contract is one entry of the optional contracts section of the model
@@ -809,338 +582,6 @@ const (
 	maxEventCount = 1 << 53
 )
 
-// contractFields are the fields of a contracts entry.
-func contractFields() []field[Contract] {
-	return []field[Contract]{
-		{"organization", func(d *decoder, path string, c *Contract) error {
-			return d.string(path, &c.Organization)
-		}},
-		{"project", func(d *decoder, path string, c *Contract) error {
-			return d.string(path, &c.Project)
-		}},
-		{"contract_number", func(d *decoder, path string, c *Contract) error {
-			n, err := d.integer(path, math.MinInt32, math.MaxInt32)
-			c.Number = int(n)
-			return err
-		}},
-		{"router", func(d *decoder, path string, c *Contract) error {
-			s := string(c.Router)
-			err := d.string(path, &s)
-			c.Router = Router(s)
-			return err
-		}},
-		{"expiration", func(d *decoder, path string, c *Contract) error {
-			return decodeOneOf(d, path, true, expirationOptions(), &c.Expiration,
-				func(e *Expiration, key string) { e.Kind = ExpirationKind(key) })
-		}},
-		{"sticky_key", func(d *decoder, path string, c *Contract) error {
-			return d.string(path, &c.StickyKey)
-		}},
-		{"servables", func(d *decoder, path string, c *Contract) error {
-			return decodeArray(d, path, func(path string) error {
-				s := ContractServable{
-					PhaseIn: PhaseIn{Kind: PhaseInImmediate},
-					Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeaturesSeparator: "."},
-				}
-				if err := decodeObject(d, path, servableFields(), &s); err != nil {
-					return err
-				}
-				c.Servables = append(c.Servables, s)
-				return nil
-			})
-		}},
-	}
-}
-
-// expirationOptions are the keys of an expiration object.
-func expirationOptions() []field[Expiration] {
-	return []field[Expiration]{
-		{string(ExpireKeepLatest), func(d *decoder, path string, e *Expiration) error {
-			n, err := d.integer(path, math.MinInt32, math.MaxInt32)
-			*e = Expiration{Kind: ExpireKeepLatest, Keep: int(n)}
-			return err
-		}},
-		{string(ExpireKeepTopRanked), func(d *decoder, path string, e *Expiration) error {
-			*e = Expiration{Kind: ExpireKeepTopRanked}
-			return decodeObject(d, path, []field[Expiration]{
-				{"n", func(d *decoder, path string, e *Expiration) error {
-					n, err := d.integer(path, math.MinInt32, math.MaxInt32)
-					e.Keep = int(n)
-					return err
-				}},
-				{"metric", func(d *decoder, path string, e *Expiration) error {
-					return d.string(path, &e.Metric)
-				}},
-			}, e)
-		}},
-	}
-}
-
-// servableFields are the fields of a contract's servables entry.
-func servableFields() []field[ContractServable] {
-	return []field[ContractServable]{
-		{"release_version", func(d *decoder, path string, s *ContractServable) error {
-			return d.string(path, &s.ReleaseVersion)
-		}},
-		{"model_path", func(d *decoder, path string, s *ContractServable) error {
-			return d.string(path, &s.ModelPath)
-		}},
-		{"validity", func(d *decoder, path string, s *ContractServable) error {
-			return decodeArray(d, path, func(path string) error {
-				var r ValidityRule
-				if err := decodeOneOf(d, path, false, ruleOptions(), &r,
-					func(r *ValidityRule, key string) { r.Kind = RuleKind(key) }); err != nil {
-					return err
-				}
-				s.Validity = append(s.Validity, r)
-				return nil
-			})
-		}},
-		{"phase_in", func(d *decoder, path string, s *ContractServable) error {
-			return decodeOneOf(d, path, true, phaseInOptions(), &s.PhaseIn,
-				func(p *PhaseIn, key string) { p.Kind = PhaseInKind(key) })
-		}},
-		{"shadow", func(d *decoder, path string, s *ContractServable) error {
-			tok, err := d.token(path)
-			switch {
-			case err != nil:
-				return err
-			case tok == nil:
-				return nil
-			case tok != json.Delim('{'):
-				return d.typeError(path, "an object", tok)
-			}
-			sh := &Shadow{SampleRate: 1}
-			s.Shadow = sh
-			return decodeObjectBody(d, path, []field[Shadow]{
-				{"sample_rate", func(d *decoder, path string, sh *Shadow) error {
-					return d.float(path, &sh.SampleRate)
-				}},
-			}, sh)
-		}},
-		{"logging", func(d *decoder, path string, s *ContractServable) error {
-			tok, err := d.token(path)
-			switch {
-			case err != nil:
-				return err
-			case tok == nil:
-				return nil
-			case tok != json.Delim('{'):
-				return d.typeError(path, "an object", tok)
-			}
-			return decodeObjectBody(d, path, loggingFields(), &s.Logging)
-		}},
-	}
-}
-
-// ruleOptions are the keys of a validity rule object.
-func ruleOptions() []field[ValidityRule] {
-	empty := func(kind RuleKind) field[ValidityRule] {
-		return field[ValidityRule]{string(kind), func(d *decoder, path string, r *ValidityRule) error {
-			*r = ValidityRule{Kind: kind}
-			return decodeObject(d, path, []field[ValidityRule]{}, r)
-		}}
-	}
-	return []field[ValidityRule]{
-		empty(RuleImmediatelyValid),
-		empty(RuleNeverValid),
-		{string(RuleValidAfterMs), func(d *decoder, path string, r *ValidityRule) error {
-			*r = ValidityRule{Kind: RuleValidAfterMs}
-			return decodeObject(d, path, []field[ValidityRule]{
-				{"ms", func(d *decoder, path string, r *ValidityRule) error {
-					ms, err := d.integer(path, 0, maxValidAfterMs)
-					r.After = time.Duration(ms) * time.Millisecond
-					return err
-				}},
-			}, r)
-		}},
-		{string(RuleMinServedEvents), func(d *decoder, path string, r *ValidityRule) error {
-			*r = ValidityRule{Kind: RuleMinServedEvents}
-			return decodeObject(d, path, []field[ValidityRule]{
-				{"count", func(d *decoder, path string, r *ValidityRule) error {
-					n, err := d.integer(path, 0, maxEventCount)
-					r.Count = n
-					return err
-				}},
-			}, r)
-		}},
-		{string(RuleMinMetric), func(d *decoder, path string, r *ValidityRule) error {
-			*r = ValidityRule{Kind: RuleMinMetric}
-			return decodeObject(d, path, []field[ValidityRule]{
-				{"metric", func(d *decoder, path string, r *ValidityRule) error {
-					return d.string(path, &r.Metric)
-				}},
-				{"threshold", func(d *decoder, path string, r *ValidityRule) error {
-					return d.float(path, &r.Threshold)
-				}},
-			}, r)
-		}},
-	}
-}
-
-// phaseInOptions are the keys of a phase_in object.
-func phaseInOptions() []field[PhaseIn] {
-	return []field[PhaseIn]{
-		{string(PhaseInImmediate), func(d *decoder, path string, p *PhaseIn) error {
-			*p = PhaseIn{Kind: PhaseInImmediate}
-			return decodeObject(d, path, []field[PhaseIn]{}, p)
-		}},
-		{string(PhaseInLinear), func(d *decoder, path string, p *PhaseIn) error {
-			*p = PhaseIn{Kind: PhaseInLinear}
-			return decodeObject(d, path, []field[PhaseIn]{
-				{"secs", func(d *decoder, path string, p *PhaseIn) error {
-					secs, err := d.integer(path, math.MinInt32, math.MaxInt32)
-					p.Over = time.Duration(secs) * time.Second
-					return err
-				}},
-			}, p)
-		}},
-	}
-}
-
-// loggingFields are the fields of a servable's logging object.
-func loggingFields() []field[ServableLogging] {
-	return []field[ServableLogging]{
-		{"log_level", func(d *decoder, path string, l *ServableLogging) error {
-			return d.string(path, &l.Level)
-		}},
-		{"sample_rate", func(d *decoder, path string, l *ServableLogging) error {
-			return d.float(path, &l.SampleRate)
-		}},
-		{"key_features", func(d *decoder, path string, l *ServableLogging) error {
-			return decodeArray(d, path, func(path string) error {
-				tok, err := d.token(path)
-				if err != nil {
-					return err
-				}
-				f, ok := tok.(string)
-				if !ok {
-					return d.typeError(path, "a string", tok)
-				}
-				l.KeyFeatures = append(l.KeyFeatures, f)
-				return nil
-			})
-		}},
-		{"key_features_separator", func(d *decoder, path string, l *ServableLogging) error {
-			return d.string(path, &l.KeyFeaturesSeparator)
-		}},
-	}
-}
-
-// decodeOneOf reads an object that must hold exactly one of the keys in
-// options (a protobuf oneof), such as {"keep_latest": 2}. An unknown key is
-// passed to unknown and its value skipped, so that validation can name the
-// contract and servable in the error; nullable says whether null (the
-// default, dst left alone) is accepted instead of an object.
-func decodeOneOf[T any](d *decoder, path string, nullable bool, options []field[T], dst *T, unknown func(dst *T, key string)) error {
-	tok, err := d.token(path)
-	if err != nil {
-		return err
-	}
-	if tok != json.Delim('{') && (tok != nil || !nullable) {
-		return d.typeError(path, "an object", tok)
-	}
-	if tok == nil {
-		return nil
-	}
-	first := ""
-	for d.dec.More() {
-		tok, err := d.token(path)
-		if err != nil {
-			return err
-		}
-		key := tok.(string)
-		if first != "" {
-			return &ConfigError{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", optionNames(options), first, key)}
-		}
-		first = key
-		f, ok := lookup(options, key)
-		if !ok {
-			unknown(dst, key)
-			if err := d.skip(path + "." + key); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := f.decode(d, path+"."+f.name, dst); err != nil {
-			return err
-		}
-	}
-	if first == "" {
-		return &ConfigError{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", optionNames(options))}
-	}
-	_, err = d.token(path) // the closing "}"
-	return err
-}
-
-// optionNames lists the names of options as "a, b or c".
-func optionNames[T any](options []field[T]) string {
-	names := make([]string, len(options))
-	for i, o := range options {
-		names[i] = o.name
-	}
-	return orList(names)
-}
-
-// orList joins names as "a, b or c".
-func orList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
-// float reads a finite number given as a number or a quoted number, as
-// protobuf JSON allows for double fields (its "NaN" and "Infinity" are
-// rejected); null leaves dst unchanged.
-func (d *decoder) float(path string, dst *float64) error {
-	tok, err := d.token(path)
-	if err != nil {
-		return err
-	}
-	var s string
-	switch v := tok.(type) {
-	case nil:
-		return nil
-	case json.Number:
-		s = string(v)
-	case string:
-		if !isNumber(v) {
-			return &ConfigError{Field: path, Msg: fmt.Sprintf("%q is not a number", v)}
-		}
-		s = v
-	default:
-		return d.typeError(path, "a number", tok)
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return &ConfigError{Field: path, Msg: fmt.Sprintf("%s is out of range of a finite double", s), Err: err}
-	}
-	*dst = f
-	return nil
-}
-
-// skip reads and discards one JSON value, token by token (so that syntax
-// errors report their position in the file).
-func (d *decoder) skip(path string) error {
-	depth := 0
-	for {
-		tok, err := d.token(path)
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
-	}
-}
-
 // Known values, for validation and error messages.
 var (
 	routerNames     = []string{string(RouterFair), string(RouterLatest)}
@@ -1288,7 +729,9 @@ func validateName(s string) error {
 // ParseModelConfig reads the result back to an equal ModelConfig for any
 // config it accepted, so this is the form to write a modified config back
 // to the bucket in. Durations are written in whole milliseconds (seconds
-// for linear_over_secs).
+// for linear_over_secs). It is encoding/json's output, not protojson's:
+// protojson varies its whitespace from build to build, quotes 64-bit
+// integers and leaves out the defaults this form writes.
 func (c ModelConfig) MarshalJSON() ([]byte, error) {
 	type model struct {
 		Path     string `json:"model_path"`
@@ -1299,6 +742,8 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 		MaxRows  int    `json:"max_batch_rows,omitempty"`
 		DelayUs  int64  `json:"max_queue_delay_us,omitempty"`
 		Threads  int    `json:"intra_op_threads,omitempty"`
+		Timeout  int64  `json:"default_timeout_ms,omitempty"`
+		QueueMs  int64  `json:"queue_timeout_ms,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -1307,7 +752,8 @@ func (c ModelConfig) MarshalJSON() ([]byte, error) {
 	for _, m := range c.Models {
 		o := m.Serving
 		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
-			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads})
+			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
+			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds()})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/groveml/grove/api/grovepb"
 )
 
 const sum1 = "59390c4fa97b2cbfe5bd300e254e6eddb7b4b45c2dbc0c1cfc6e93793a143d04"
@@ -509,5 +513,248 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: got %v, want an error containing %q", tc.field, tc.value, err, tc.want)
 		}
+	}
+}
+
+// The protojson decoding: what protobuf's JSON mapping allows that Grove
+// decides for itself, case by case (see ParseModelConfig).
+
+func TestParseModelConfigDecodeErrorsNameTheFieldLineAndColumn(t *testing.T) {
+	doc := "{\"model_metadata\": [\n  {\"model_path\": \"é/\",\n   \"replicas\": \"x\"},\n  {\"model_path\": \"é\", \"modelPath\": \"c\"}\n]}"
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		// Columns count bytes, as in syntax errors ("é" is two; protojson
+		// counts characters).
+		{"unknown field", strings.Replace(doc, `"replicas": "x"`, `"replica": 1`, 1), `model_metadata[0]: unknown field "replica" (line 3, column 4)`},
+		{"scan problem", doc, `model_metadata[0].replicas: "x" is not a number (line 3, column 16)`},
+		{"duplicate in the other spelling", strings.Replace(doc, `"x"`, `1`, 1), `model_metadata[1]: duplicate field "modelPath" (already given as "model_path") (line 4, column 24)`},
+		{"wrong type", strings.Replace(doc, `"x"`, `[1]`, 1), `model_metadata[0].replicas: expected an integer, got an array (line 3, column 16)`},
+		{"wrong type of a message", `{"contracts": [{"servables": [{"logging": "FULL"}]}]}`, `contracts[0].servables[0].logging: expected an object, got string "FULL" (line 1, column 43)`},
+		{"wrong type of a list", `{"contracts": [{"servables": {}}]}`, `contracts[0].servables: expected an array, got an object (line 1, column 30)`},
+		{"after blanked trailing commas", "{\"model_metadata\": [{\"model_path\": \"m\",},],\n \"contracts\": 5}", `contracts: expected an array, got number 5 (line 2, column 15)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseModelConfig([]byte(tc.data))
+			checkConfigError(t, err, tc.want)
+		})
+	}
+}
+
+func TestParseModelConfigReportsTheFirstErrorInTheDocument(t *testing.T) {
+	// The scan (numbers, one-key objects) and protojson (names, types)
+	// find different errors; the one earlier in the file is reported.
+	unknownFirst := `{"model_metadata": [{"model_path": "m", "replica": 1, "max_batch_rows": -1}]}`
+	rangeFirst := `{"model_metadata": [{"model_path": "m", "max_batch_rows": -1, "replica": 1}]}`
+	checkConfigError(t, mustFail(t, unknownFirst), `model_metadata[0]: unknown field "replica"`)
+	checkConfigError(t, mustFail(t, rangeFirst), `model_metadata[0].max_batch_rows: -1 is out of range 0..1048576`)
+	// A one-key object's problem counts from its "{": an unknown field in it
+	// is not reported before the object's own problem.
+	twoKeys := `{"contracts": [{"servables": [{"validity": [{"always": {}, "never_valid": {}}]}]}]}`
+	checkConfigError(t, mustFail(t, twoKeys), `contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric, got "always" and "never_valid"`)
+}
+
+// mustFail parses data, which must be refused, and returns the error.
+func mustFail(t *testing.T, data string) error {
+	t.Helper()
+	c, err := ParseModelConfig([]byte(data))
+	if err == nil {
+		t.Fatalf("%s: accepted as %+v", data, c)
+	}
+	return err
+}
+
+func TestParseModelConfigChoices(t *testing.T) {
+	contract := func(members string) string {
+		return `{"model_metadata": [{"model_path": "a/"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1` + members + `}]}`
+	}
+	servable := func(members string) string {
+		return contract(`, "servables": [{"release_version": "v1", "model_path": "a/"` + members + `}]`)
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"one key in two spellings", contract(`, "expiration": {"keep_latest": 1, "keepLatest": 2}`),
+			`contracts[0].expiration: give exactly one of keep_latest or keep_top_ranked, got "keep_latest" and "keepLatest" (line 1, column 151)`},
+		{"null value of a scalar choice", contract(`, "expiration": {"keep_latest": null}`),
+			`contracts[0].expiration.keep_latest: expected an integer, got null (line 1, column 148)`},
+		{"null value of an object choice", servable(`, "validity": [{"never_valid": null}]`),
+			`contracts[0].servables[0].validity[0].never_valid: expected an object, got null`},
+		{"unknown key before a known one", servable(`, "phase_in": {"step": {}, "immediate": {}}`),
+			`contracts[0].servables[0].phase_in: give exactly one of immediate or linear_over_secs, got "step" and "immediate"`},
+		{"empty phase_in", servable(`, "phase_in": {}`), `contracts[0].servables[0].phase_in: expected one of immediate or linear_over_secs, got an empty object`},
+		{"unknown key in an empty choice", servable(`, "validity": [{"never_valid": {"x": 1}}]`), `contracts[0].servables[0].validity[0].never_valid: unknown field "x"`},
+		{"unknown name, written in camelCase", servable(`, "validity": [{"alwaysValid": {}}]`),
+			`contracts[0].servables[0].validity[0]: contract o/p/1: release v1: unknown validity rule "alwaysValid"`},
+		{"unknown expiration after a bad contract", `{"contracts": [{"project": "p", "contract_number": 1, "expiration": {"keep_oldest": {"n": 1}}}]}`,
+			`contracts[0].organization: contract /p/1: organization must not be empty`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkConfigError(t, mustFail(t, tc.data), tc.want)
+		})
+	}
+	// An unknown name is taken out of the document for protojson; the rest
+	// of the document still decodes.
+	c, err := ParseModelConfig([]byte(servable(`, "validity": [{"never_valid": {}}, {"sometimes": {"a": [1, {"b": null}]}}], "shadow": {}`)))
+	if err == nil {
+		t.Fatalf("accepted %+v", c)
+	}
+	checkConfigError(t, err, `contracts[0].servables[0].validity[1]: contract o/p/1: release v1: unknown validity rule "sometimes"`)
+}
+
+func TestParseModelConfigNumbers(t *testing.T) {
+	model := func(field, value string) string {
+		return `{"model_metadata": [{"model_path": "a/", "` + field + `": ` + value + `}]}`
+	}
+	threshold := func(value string) string {
+		return `{"model_metadata": [{"model_path": "a/"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+			"servables": [{"release_version": "v1", "model_path": "a/", "validity": [{"min_metric": {"metric": "auc", "threshold": ` + value + `}}]}]}]}`
+	}
+	for _, tc := range []struct {
+		name, data string
+		want       int
+	}{
+		{"quoted", model("replicas", `"3"`), 3},
+		{"exponent", model("replicas", `3e0`), 3},
+		{"quoted exponent", model("replicas", `"0.3e1"`), 3},
+		{"fraction of zeros", model("replicas", `3.000`), 3},
+		{"negative exponent", model("replicas", `300e-2`), 3},
+		{"negative zero", model("replicas", `-0`), 0},
+	} {
+		c, err := ParseModelConfig([]byte(tc.data))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		} else if got := c.Models[0].Serving.Replicas; got != tc.want {
+			t.Errorf("%s: replicas %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"a fraction too small for a double", model("replicas", `1.000000000000000000001`), `model_metadata[0].replicas: 1.000000000000000000001 is not an integer`},
+		{"a tiny exponent", model("replicas", `1e-400`), `1e-400 is not an integer`},
+		{"out of int32", model("eviction_grace_period_in_ms", `"6e9"`), `model_metadata[0].eviction_grace_period_in_ms: 6e9 is out of range 0..2147483647`},
+		{"out of int32 with no Grove limit", `{"contracts": [{"organization": "o", "project": "p", "contract_number": 1, "expiration": {"keep_latest": -2147483649}}]}`,
+			`contracts[0].expiration.keep_latest: -2147483649 is out of range -2147483648..2147483647`},
+		{"out of int64", `{"contracts": [{"servables": [{"validity": [{"valid_after_ms": {"ms": "9223372036854775808"}}]}]}]}`,
+			`contracts[0].servables[0].validity[0].valid_after_ms.ms: 9223372036854775808 is out of range 0..9223372036854`},
+		{"NaN", threshold(`"NaN"`), `min_metric.threshold: "NaN" is not a number`},
+		{"Infinity", threshold(`"Infinity"`), `min_metric.threshold: "Infinity" is not a number`},
+		{"-Infinity", threshold(`"-Infinity"`), `min_metric.threshold: "-Infinity" is not a number`},
+		{"quoted with spaces", threshold(`" 0.5"`), `min_metric.threshold: " 0.5" is not a number`},
+		{"boolean", threshold(`true`), `min_metric.threshold: expected a number, got boolean true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkConfigError(t, mustFail(t, tc.data), tc.want)
+		})
+	}
+	c, err := ParseModelConfig([]byte(threshold(`"-0.25e1"`)))
+	if err != nil || c.Contracts[0].Servables[0].Validity[0].Threshold != -2.5 {
+		t.Errorf("quoted double: got %+v, %v", c, err)
+	}
+}
+
+func TestParseModelConfigNullElementsAndStrings(t *testing.T) {
+	checkConfigError(t, mustFail(t, `{"contracts": [{"servables": [{"logging": {"key_features": ["a", null]}}]}]}`),
+		`contracts[0].servables[0].logging.key_features[1]: expected a string, got null`)
+	checkConfigError(t, mustFail(t, `{"contracts": [{"servables": [null]}]}`), `contracts[0].servables[0]: expected an object, got null`)
+	// protojson refuses an unpaired UTF-16 surrogate escape, which
+	// encoding/json reads as U+FFFD; the error says where it is.
+	checkConfigError(t, mustFail(t, "{\"model_metadata\": [\n {\"model_path\": \"a\\ud800b\"}]}"),
+		`invalid JSON at line 2, column 19: \ud800 is half of a UTF-16 surrogate pair`)
+	checkConfigError(t, mustFail(t, `{"model_metadata": [{"model_path": "a\udc00\ud800"}]}`), `\udc00 is half of a UTF-16 surrogate pair`)
+	c, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m", "warm_up_batch_request_json": "\"a\ud83d\ude00\\ud800\""}]}`))
+	if err != nil || c.Models[0].WarmUpJSON != `"a😀\ud800"` {
+		t.Errorf("a surrogate pair and an escaped backslash: got %+v, %v", c, err)
+	}
+}
+
+func TestIntegral(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "-0": true, "12": true, "1.0": true, "1.5": false, "15e-1": false, "150e-2": false, "1500e-3": false,
+		"1.5e1": true, "0.05e2": true, "0.005e2": false, "1e400": true, "1e-400": false, "0e-400": true, "0.0e-999999999999999999999": true,
+		"5e999999999999999999999": true, "5e-999999999999999999999": false, "1.000000000000000000001": false, "2E+3": true,
+	} {
+		if got := integral(s); got != want {
+			t.Errorf("integral(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestModelConfigSchemaKeepsBAFieldNumbers(t *testing.T) {
+	// A B&A model config is a Grove model config: the fields of B&A's
+	// model_metadata.proto keep their names, numbers and types.
+	md := (&grovepb.ModelConfig{}).ProtoReflect().Descriptor()
+	if fd := md.Fields().ByName("model_metadata"); fd == nil || fd.Number() != 1 || !fd.IsList() || fd.Message().Name() != "ModelMetadata" {
+		t.Errorf("ModelConfig.model_metadata: %v", fd)
+	}
+	mm := md.Fields().ByName("model_metadata").Message()
+	for _, f := range []struct {
+		name string
+		num  protoreflect.FieldNumber
+		kind protoreflect.Kind
+	}{
+		{"model_path", 1, protoreflect.StringKind},
+		{"checksum", 2, protoreflect.StringKind},
+		{"warm_up_batch_request_json", 3, protoreflect.StringKind},
+		{"eviction_grace_period_in_ms", 4, protoreflect.Int32Kind},
+	} {
+		fd := mm.Fields().ByName(protoreflect.Name(f.name))
+		if fd == nil || fd.Number() != f.num || fd.Kind() != f.kind || fd.Cardinality() != protoreflect.Optional || fd.HasPresence() {
+			t.Errorf("ModelMetadata.%s: got %v, want %v = %d", f.name, fd, f.kind, f.num)
+		}
+	}
+	// Grove's own fields stay clear of the numbers B&A may use next.
+	for i := range mm.Fields().Len() {
+		if fd := mm.Fields().Get(i); fd.Number() > 4 && fd.Number() < 100 {
+			t.Errorf("ModelMetadata.%s has number %d, between B&A's and Grove's", fd.Name(), fd.Number())
+		}
+	}
+}
+
+func TestParseModelConfigRequestTimeouts(t *testing.T) {
+	got, err := ParseModelConfig([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "default_timeout_ms": 250, "queue_timeout_ms": "50"},
+	  {"modelPath": "b/", "defaultTimeoutMs": 3.6e6, "queueTimeoutMs": null},
+	  {"model_path": "c/", "max_queue_delay_us": 500}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []ModelMetadata{
+		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: 50 * time.Millisecond},
+		{Path: "b/", DefaultTimeout: time.Hour},
+		{Path: "c/", Serving: ServingOptions{MaxQueueDelay: 500 * time.Microsecond}},
+	} {
+		if got.Models[i] != want {
+			t.Errorf("model %d: got %+v, want %+v", i, got.Models[i], want)
+		}
+	}
+	for _, tc := range []struct{ field, value, want string }{
+		{"default_timeout_ms", "3600001", "model_metadata[0].default_timeout_ms: 3600001 is out of range 0..3600000"},
+		{"queue_timeout_ms", "-1", "model_metadata[0].queue_timeout_ms: -1 is out of range 0..3600000"},
+		{"queueTimeoutMs", "0.5", "model_metadata[0].queue_timeout_ms: 0.5 is not an integer"},
+		{"defaultTimeoutMs", `"1s"`, `model_metadata[0].default_timeout_ms: "1s" is not a number`},
+	} {
+		_, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
+		checkConfigError(t, err, tc.want)
+	}
+}
+
+func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
+	c := ModelConfig{Models: []ModelMetadata{
+		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: time.Second},
+		{Path: "b/"},
+	}}
+	got, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","default_timeout_ms":250,"queue_timeout_ms":1000},{"model_path":"b/"}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	back, err := ParseModelConfig(got)
+	if err != nil || !reflect.DeepEqual(back, &c) {
+		t.Errorf("read back %+v, %v; want %+v", back, err, c)
 	}
 }
