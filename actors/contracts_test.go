@@ -1,0 +1,210 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/servables"
+)
+
+// logSink records what the prediction log is handed.
+type logSink struct {
+	mu     sync.Mutex
+	events []string // "model_path served|shadow"
+}
+
+func (s *logSink) LogPrediction(req *Request, res *Result, served bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := "shadow"
+	if served {
+		kind = "served"
+	}
+	s.events = append(s.events, req.ModelPath+" "+req.Release+" "+kind)
+}
+
+func (s *logSink) seen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+// promotionConfig is a contract whose v1 (a/) is valid at once and whose
+// v2 (b/) shadows it and becomes valid 2 s after loading; keep_latest 1
+// then expires v1.
+const promotionConfig = `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}, {"model_path": "c/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "expiration": {"keep_latest": 1},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "b/", "validity": [{"valid_after_ms": {"ms": 2000}}], "shadow": {}}]},
+   {"organization": "ads", "project": "off", "contract_number": 2,
+   "servables": [{"release_version": "x", "model_path": "c/", "validity": [{"never_valid": {}}]}]}]}`
+
+func TestAContractRoutesToItsValidReleaseShadowsTheChallengerAndExpiresTheOldRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &logSink{}
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Predictions = sink })
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		score := func(release string) (Result, string, error) {
+			return w.sys.Score(ctx, "ads/pctr/1", release, Request{API: "test", Inputs: scalar(t, 3)})
+		}
+		res, rv, err := score("")
+		if err != nil || res.Err != nil || rv != "v1" || res.ModelPath != "a/" {
+			t.Fatalf("before v2 is valid: %v %v %s %+v", err, res.Err, rv, res)
+		}
+		synctest.Wait()
+		if got := sink.seen(); !slices.Contains(got, "a/ v1 served") || !slices.Contains(got, "b/ v2 shadow") {
+			t.Fatalf("logged %v, want the served answer and the shadow copy", got)
+		}
+		if res, rv, _ := score("v2"); res.Err != nil || rv != "v2" {
+			t.Fatalf("scoring v2 directly: %v %s", res.Err, rv)
+		}
+
+		time.Sleep(2500 * time.Millisecond) // v2 valid; v1 expired by keep_latest 1
+		synctest.Wait()
+		if res, rv, _ := score(""); res.Err != nil || rv != "v2" {
+			t.Fatalf("after v2 became valid the router picked %s (%v)", rv, res.Err)
+		}
+		if m := w.model("a/"); m.State != StateExpired {
+			t.Fatalf("a/ after its release expired: %+v", m)
+		}
+		if res, _, _ := score("v1"); !errors.Is(res.Err, ErrModelNotFound) {
+			t.Fatalf("scoring the expired, unloaded v1: %v", res.Err)
+		}
+		stats, err := w.sys.ContractStats("ads/pctr/1")
+		if err != nil || len(stats) != 2 || !stats[0].Expired || !stats[1].Valid || stats[1].Served != 2 || stats[1].TrafficShare != 1 ||
+			stats[1].ShadowExecutions != 1 || stats[1].Created == nil || stats[1].Latency.Count != 2 {
+			t.Fatalf("stats: %v %+v", err, stats)
+		}
+		plan, err := w.sys.ContractPlan("ads/pctr/1")
+		if err != nil || len(plan.Servables) != 2 {
+			t.Fatalf("plan: %v %+v", err, plan)
+		}
+	})
+}
+
+func TestContractCallsThatCannotBeRoutedFailWithTheirOwnErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		for _, tc := range []struct {
+			id, release string
+			want        error
+			kind        servables.Kind
+		}{
+			{"ads/none/1", "", ErrUnknownContract, servables.NotFound},
+			{"ads/pctr/1", "v9", ErrUnknownRelease, servables.NotFound},
+			{"ads/off/2", "", ErrNoActiveServable, servables.Unavailable},
+		} {
+			_, _, err := w.sys.Score(ctx, tc.id, tc.release, Request{Inputs: scalar(t, 1)})
+			if !errors.Is(err, tc.want) || servables.KindOf(err) != tc.kind {
+				t.Errorf("score %s %q: %v, want %v", tc.id, tc.release, err, tc.want)
+			}
+		}
+		if _, err := w.sys.ContractStats("ads/none/1"); !errors.Is(err, ErrUnknownContract) {
+			t.Errorf("stats of an unknown contract: %v", err)
+		}
+		if _, err := w.sys.ContractPlan("ads/none/1"); !errors.Is(err, ErrUnknownContract) {
+			t.Errorf("plan of an unknown contract: %v", err)
+		}
+		if _, err := w.sys.Servable("ads/pctr/1", "v9"); !errors.Is(err, ErrUnknownRelease) {
+			t.Errorf("unknown servable: %v", err)
+		}
+		ids := []string{}
+		for _, k := range w.sys.Contracts() {
+			ids = append(ids, k.ID())
+		}
+		if strings.Join(ids, " ") != "ads/off/2 ads/pctr/1" {
+			t.Errorf("Contracts = %v", ids)
+		}
+	})
+}
+
+func TestManagementEditsLandInTheBucketAndApplyBeforeReturning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3), "d/": version(4)})
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		cfg, err := w.sys.EditConfig(ctx, func(c *conf.ModelConfig) error {
+			c.Models = append(c.Models, conf.ModelMetadata{Path: "d/"})
+			return nil
+		})
+		if err != nil || len(cfg.Models) != 4 {
+			t.Fatalf("EditConfig: %v", err)
+		}
+		if _, err := conf.ParseModelConfig(w.b.get("model_config.json")); err != nil {
+			t.Fatalf("the config written back does not parse: %v", err)
+		}
+		if m := w.model("d/"); m.State != StateLoading && m.State != StateReady {
+			t.Fatalf("the edit was not applied before EditConfig returned: %+v", m)
+		}
+		if _, err := w.sys.EditConfig(ctx, func(c *conf.ModelConfig) error {
+			c.Models = append(c.Models, conf.ModelMetadata{Path: "/abs"})
+			return nil
+		}); err == nil {
+			t.Fatal("an edit making the config invalid was written")
+		}
+
+		u, err := conf.ParseMetrics([]byte(`{"auc": 0.8}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u)
+		if err != nil || got["auc"] != 0.8 {
+			t.Fatalf("SetMetrics: %v %v", got, err)
+		}
+		if _, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v9", u); !errors.Is(err, ErrUnknownRelease) {
+			t.Fatalf("metrics for an unknown release: %v", err)
+		}
+		info, err := w.sys.Servable("ads/pctr/1", "v2")
+		if err != nil || !info.Ready || info.Metrics["auc"] != 0.8 {
+			t.Fatalf("Servable: %+v %v", info, err)
+		}
+		if err := w.sys.DeleteServable(ctx, "ads/pctr/1", "v1"); err != nil {
+			t.Fatal(err)
+		}
+		k, err := w.sys.Contract("ads/pctr/1")
+		if err != nil || len(k.Servables) != 1 || k.Servables[0].ReleaseVersion != "v2" {
+			t.Fatalf("contract after the deletion: %+v %v", k, err)
+		}
+		w.b.set("model_config.json", []byte(`{`))
+		if _, err := w.sys.EditConfig(ctx, func(*conf.ModelConfig) error { return nil }); err == nil || !strings.Contains(err.Error(), "fix it first") {
+			t.Fatalf("editing a broken config: %v", err)
+		}
+	})
+}
+
+func TestManagementOfAReadOnlyBucketIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(w *world, o *Options) { o.Bucket = readOnly{w.b} })
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		if _, err := w.sys.EditConfig(ctx, func(*conf.ModelConfig) error { return nil }); !errors.Is(err, ErrReadOnly) || servables.KindOf(err) != servables.ReadOnly {
+			t.Fatalf("EditConfig: %v", err)
+		}
+		u, _ := conf.ParseMetrics([]byte(`{"auc": 0.8}`))
+		if _, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u); !errors.Is(err, ErrReadOnly) {
+			t.Fatalf("SetMetrics: %v", err)
+		}
+	})
+}
+
+// readOnly hides the writer of a bucket.
+type readOnly struct{ *memBucket }
+
+func (readOnly) WriteObject() {}
