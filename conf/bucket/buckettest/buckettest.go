@@ -511,3 +511,37 @@ func fetchEnforcesTheLimitWhileCopying(t *testing.T, newStore NewStore) {
 		t.Errorf("the partial copy was left: %v", entries)
 	}
 }
+
+// CheckURLError fails the test unless err is the error of a driver's URL
+// parser for the invalid bucket URL raw, naming it and saying want.
+func CheckURLError(t *testing.T, raw string, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("invalid bucket URL %q", raw)) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%q: got %v; want an invalid bucket URL error saying %q", raw, err, want)
+	}
+}
+
+// CheckNamedURL is the check of a fuzz test of a driver's parser of
+// scheme://name[/prefix] URLs (see bucket.ParseNamedURL) on raw: it does
+// not panic, its errors say that the URL is invalid, its prefix is empty
+// or a relative directory ending in "/", and what it accepts is the same
+// bucket once written back as a URL.
+func CheckNamedURL(t *testing.T, scheme, raw string, parse func(string) (name, prefix string, err error)) {
+	name, prefix, err := parse(raw)
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "invalid bucket URL ") {
+			t.Fatalf("%q: error %q does not say it is an invalid bucket URL", raw, err)
+		}
+		return
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") || strings.HasPrefix(prefix, "/") {
+		t.Fatalf("%q: accepted prefix %q", raw, prefix)
+	}
+	if strings.ContainsAny(prefix, "?#%") {
+		return // would need escaping to be written back
+	}
+	again := scheme + "://" + name + "/" + prefix
+	if n2, p2, err := parse(again); err != nil || n2 != name || p2 != prefix {
+		t.Fatalf("%q: accepted as %q, which parses to %q, %q, %v", raw, again, n2, p2, err)
+	}
+}
