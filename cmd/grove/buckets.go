@@ -7,6 +7,7 @@ import (
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/bucket/gcs"
+	"github.com/groveml/grove/conf/bucket/s3"
 )
 
 // bucketDrivers returns the bucket drivers this build has, one per URL
@@ -15,6 +16,7 @@ func bucketDrivers(cfg conf.Server) bucket.Drivers {
 	return bucket.Drivers{
 		file.Driver(),
 		gcs.Driver(),
+		s3.Driver(s3.WithEndpoint(cfg.S3Endpoint)),
 	}
 }
 
