@@ -545,3 +545,47 @@ func CheckNamedURL(t *testing.T, scheme, raw string, parse func(string) (name, p
 		t.Fatalf("%q: accepted as %q, which parses to %q, %q, %v", raw, again, n2, p2, err)
 	}
 }
+
+// CheckOwnWriteAfterALostAnswer checks a Writer whose store holds
+// "c.json" = "v1" and whose transport applies the first write but loses
+// its answer (dropped reports that it did), so that the client retries the
+// conditional write: WriteObject must see that the version the retry
+// conflicts with is its own, and succeed, while a write at the version it
+// replaced still conflicts.
+func CheckOwnWriteAfterALostAnswer(t *testing.T, w bucket.Writer, dropped func() bool) {
+	t.Helper()
+	ctx := t.Context()
+	_, a, err := w.ReadObject(ctx, "c.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, err := w.WriteObject(ctx, "c.json", []byte("v2"), a.Version)
+	if err != nil {
+		t.Fatalf("write whose first answer was lost: %v", err)
+	}
+	if !dropped() {
+		t.Fatal("the transport dropped no answer")
+	}
+	data, ra, err := w.ReadObject(ctx, "c.json")
+	if err != nil || string(data) != "v2" || ra.Version != na.Version {
+		t.Errorf("ReadObject = %q, %+v, %v; want v2 at version %q", data, ra, err, na.Version)
+	}
+	if _, err := w.WriteObject(ctx, "c.json", []byte("v3"), a.Version); !errors.Is(err, bucket.ErrConflict) {
+		t.Errorf("stale write: got %v, want ErrConflict", err)
+	}
+}
+
+// CheckFetchSkipsFolderPlaceholders checks, on a store whose object names
+// may end in "/", that Fetch leaves out the empty "folder" objects that
+// consoles create.
+func CheckFetchSkipsFolderPlaceholders(t *testing.T, newStore NewStore) {
+	t.Helper()
+	b := newStore(t, map[string]string{"m/": "", "m/variables/": "", "m/saved_model.pb": "pb", "m/variables/v": "v"})(t)
+	m, err := bucket.Fetch(t.Context(), b, "m/", t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"saved_model.pb", "variables/v"}; !reflect.DeepEqual(m.Files, want) {
+		t.Errorf("Files = %q, want %q", m.Files, want)
+	}
+}

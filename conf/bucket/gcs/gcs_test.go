@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,14 +162,7 @@ func TestOpenWithStorageClient(t *testing.T) {
 }
 
 func TestFetchSkipsDirectoryPlaceholders(t *testing.T) {
-	b := storeWithPrefix("")(t, map[string]string{"m/": "", "m/variables/": "", "m/saved_model.pb": "pb", "m/variables/v": "v"})(t)
-	m, err := bucket.Fetch(t.Context(), b, "m/", t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"saved_model.pb", "variables/v"}; !reflect.DeepEqual(m.Files, want) {
-		t.Errorf("Files = %q, want %q", m.Files, want)
-	}
+	buckettest.CheckFetchSkipsFolderPlaceholders(t, storeWithPrefix(""))
 }
 
 func TestFetchRejectsNamesUnsafeForLocalFiles(t *testing.T) {
@@ -216,24 +208,5 @@ func TestWriteRecognisesItsOwnWriteAfterALostAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	_, a, err := w.ReadObject(ctx, "c.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	na, err := w.WriteObject(ctx, "c.json", []byte("v2"), a.Version)
-	if err != nil {
-		t.Fatalf("write whose first answer was lost: %v", err)
-	}
-	if !transport.dropped.Load() {
-		t.Fatal("the transport dropped no answer")
-	}
-	data, ra, err := w.ReadObject(ctx, "c.json")
-	if err != nil || string(data) != "v2" || ra.Version != na.Version {
-		t.Errorf("ReadObject = %q, %+v, %v; want v2 at version %q", data, ra, err, na.Version)
-	}
-	// A real conflict is still one.
-	if _, err := w.WriteObject(ctx, "c.json", []byte("v3"), a.Version); !errors.Is(err, bucket.ErrConflict) {
-		t.Errorf("stale write: got %v, want ErrConflict", err)
-	}
+	buckettest.CheckOwnWriteAfterALostAnswer(t, w, transport.dropped.Load)
 }

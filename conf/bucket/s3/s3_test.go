@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -269,37 +268,11 @@ func TestWriteRecognisesItsOwnWriteAfterALostAnswer(t *testing.T) {
 	})
 	w := openOn(t, srv, "", config.WithHTTPClient(&http.Client{Transport: dropFirstPut}),
 		config.WithRetryer(func() aws.Retryer { return retry.AddWithMaxBackoffDelay(retry.NewStandard(), time.Millisecond) }))
-	ctx := t.Context()
-	_, a, err := w.ReadObject(ctx, "c.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	na, err := w.WriteObject(ctx, "c.json", []byte("v2"), a.Version)
-	if err != nil {
-		t.Fatalf("write whose first answer was lost: %v", err)
-	}
-	if !dropped.Load() {
-		t.Fatal("the transport dropped no answer")
-	}
-	data, ra, err := w.ReadObject(ctx, "c.json")
-	if err != nil || string(data) != "v2" || ra.Version != na.Version {
-		t.Errorf("ReadObject = %q, %+v, %v; want v2 at version %q", data, ra, err, na.Version)
-	}
-	// A real conflict is still one.
-	if _, err := w.WriteObject(ctx, "c.json", []byte("v3"), a.Version); !errors.Is(err, bucket.ErrConflict) {
-		t.Errorf("stale write: got %v, want ErrConflict", err)
-	}
+	buckettest.CheckOwnWriteAfterALostAnswer(t, w, dropped.Load)
 }
 
 // TestFetchSkipsFolderPlaceholders reads a model whose "folders" have the
 // empty placeholder objects that S3 consoles create.
 func TestFetchSkipsFolderPlaceholders(t *testing.T) {
-	b := storeWithPrefix("")(t, map[string]string{"m/": "", "m/variables/": "", "m/saved_model.pb": "pb", "m/variables/v": "v"})(t)
-	m, err := bucket.Fetch(t.Context(), b, "m/", t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"saved_model.pb", "variables/v"}; !slices.Equal(m.Files, want) {
-		t.Errorf("Files = %q, want %q", m.Files, want)
-	}
+	buckettest.CheckFetchSkipsFolderPlaceholders(t, storeWithPrefix(""))
 }
