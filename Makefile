@@ -54,8 +54,10 @@ fuzz: deps
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/rpc -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
-	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics; do \
+	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics FuzzParseBucketURL; do \
 	  $(GO) test ./conf -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for p in file gcs s3; do \
+	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/groveml/grove/conf"
-	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/bucket/file"
 )
 
 // A poll's read of the shared state that started before this replica wrote
@@ -15,11 +15,11 @@ import (
 // that started after every write is published.
 func TestSharedStateReadStartedBeforeALocalWriteIsNotPublished(t *testing.T) {
 	ctx := context.Background()
-	b, err := bucket.Open(ctx, "file://"+t.TempDir())
+	b, err := file.Open("file://" + t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := b.(bucket.Writer)
+	defer b.Close()
 	s := newSharedState(b, "model_config.json", slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 	mark := s.readMark()
@@ -27,7 +27,7 @@ func TestSharedStateReadStartedBeforeALocalWriteIsNotPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(ctx, w, func(st *conf.ContractState) error {
+	if err := s.update(ctx, b, func(st *conf.ContractState) error {
 		st.Edit("ads/pctr/1", "v2", func(r *conf.ServableRecord) { r.Metrics = map[string]float64{"auc": 0.74} })
 		return nil
 	}); err != nil {

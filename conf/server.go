@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,8 +24,13 @@ import (
 // name with dashes (poll_interval is --poll-interval).
 type Server struct {
 	// Bucket is the URL of the bucket holding the model config and the
-	// models: file:///abs/dir, file://./rel/dir or gs://bucket[/prefix].
+	// models: file:///abs/dir, file://./rel/dir, gs://bucket[/prefix] or
+	// s3://bucket[/prefix].
 	Bucket string `yaml:"bucket"`
+	// S3Endpoint is the http:// or https:// URL of an S3-compatible store
+	// (such as MinIO) for s3:// buckets, addressed path-style; empty leaves
+	// it to AWS_ENDPOINT_URL, the shared AWS config, else AWS.
+	S3Endpoint string `yaml:"s3_endpoint"`
 	// ModelConfig is the model config's object name in the bucket.
 	ModelConfig string `yaml:"model_config"`
 	// HTTP is the host:port the HTTP API listens on.
@@ -270,7 +276,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 		apply[name] = func() { *p = *v }
 	}
 	configFile = fs.String("config", "", "YAML config `file`; its keys are the flag names with underscores")
-	str(&s.Bucket, "bucket", "bucket `URL` with the model config and models: file:///abs/dir, file://./rel/dir or gs://bucket[/prefix] (required)")
+	str(&s.Bucket, "bucket", "bucket `URL` with the model config and models: file:///abs/dir, file://./rel/dir, gs://bucket[/prefix] or s3://bucket[/prefix] (required)")
+	str(&s.S3Endpoint, "s3-endpoint", "`URL` of an S3-compatible store for s3:// buckets, addressed path-style (default: $AWS_ENDPOINT_URL, else AWS)")
 	str(&s.ModelConfig, "model-config", "object `name` of the model config in the bucket")
 	str(&s.HTTP, "http", "`host:port` of the HTTP API")
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
@@ -459,6 +466,11 @@ func (s Server) Validate() error {
 	} else if _, err := ParseBucketURL(s.Bucket); err != nil {
 		bad("bucket", "%v", err)
 	}
+	if s.S3Endpoint != "" {
+		if err := validateEndpoint(s.S3Endpoint); err != nil {
+			bad("s3_endpoint", "%v", err)
+		}
+	}
 	if err := validateObjectPath(s.ModelConfig); err != nil {
 		bad("model_config", "%v", err)
 	} else if strings.HasSuffix(s.ModelConfig, "/") {
@@ -620,6 +632,22 @@ func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka
 		}
 		seen[f] = true
 	}
+}
+
+// validateEndpoint accepts an http:// or https:// URL with a host and
+// nothing after the path.
+func validateEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("%q is not an http:// or https:// URL with a host, such as http://127.0.0.1:9000", endpoint)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || strings.Contains(endpoint, "#"):
+		return fmt.Errorf("%q: an endpoint has no user information, query or fragment", endpoint)
+	}
+	if _, err := strconv.ParseUint(u.Port(), 10, 16); u.Port() != "" && err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", endpoint, u.Port())
+	}
+	return nil
 }
 
 // validateHostPort accepts host:port with a numeric port; the host may be empty.

@@ -1,7 +1,7 @@
 // Package it holds Grove's integration tests: they build the real grove
 // binary (with the fault-injection runtime compiled in), run it against
-// buckets on the local disk and on fake-gcs-server, and talk to it over HTTP
-// like a client would.
+// buckets on the local disk, on fake-gcs-server and on gofakes3, and talk
+// to it over HTTP like a client would.
 package it
 
 import (

@@ -145,7 +145,7 @@ func TestServesConfiguredModelsWithPythonOutputs(t *testing.T) {
 		putConfig(t, b,
 			modelEntry{Path: "pctr_v1/", Checksum: checksumOf(pctr), WarmUp: batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))},
 			modelEntry{Path: "pcvr/model.pt", Checksum: checksumOf(pcvr)})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		code, resp, err := g.infer(batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"), requestFor(exp, "pcvr", "pcvr/model.pt")))
 		if err != nil || code != http.StatusOK {
@@ -173,7 +173,7 @@ func TestAddsModelListedLater(t *testing.T) {
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		_, resp, err := g.infer(batchJSON(requestFor(exp, "pcvr", "pcvr/")))
 		if err != nil || errorType(resp, 0) != "MODEL_NOT_FOUND" {
@@ -196,7 +196,7 @@ func TestRemovedModelIsServedDuringGracePeriodThenNotFound(t *testing.T) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "pcvr/model.pt", exampleModel(t, "pcvr"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/", GraceMs: 4000}, modelEntry{Path: "pcvr/"})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		putConfig(t, b, modelEntry{Path: "pcvr/"})
 		g.waitFor("pctr_v1/ to start evicting", 10*time.Second, func() bool {
@@ -275,7 +275,7 @@ func TestInPlaceUpdateUnderLoadFailsNoRequest(t *testing.T) {
 		b.Put(t, "pctr_v1/model.pt", v1)
 		putConfig(t, b, modelEntry{Path: "pctr_v1/", Checksum: checksumOf(v1), GraceMs: 500,
 			WarmUp: batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		l := startLoad(g, exp, 8)
 		time.Sleep(500 * time.Millisecond)
@@ -301,7 +301,7 @@ func TestChecksumMismatchKeepsOldContentServing(t *testing.T) {
 		v1, v2 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")
 		b.Put(t, "pctr_v1/model.pt", v1)
 		putConfig(t, b, modelEntry{Path: "pctr_v1/", Checksum: checksumOf(v1)})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		// The config announces v2 but the bucket still has v1's bytes... then v2's bytes under a wrong checksum.
 		wrong := checksumOf(v2, v2)
@@ -331,7 +331,7 @@ func TestCorruptModelFileFailsOnlyThatModel(t *testing.T) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "broken/model.pt", []byte("PK\x03\x04 this is not a TorchScript archive"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "broken/"})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		state, _, lastErr := g.status().model("broken/")
 		if state != "failed" || lastErr == "" {
@@ -352,7 +352,7 @@ func TestFailingWarmUpRejectsContent(t *testing.T) {
 		b.Put(t, "pcvr/model.pt", exampleModel(t, "pcvr"))
 		badWarmUp := batchJSON(itemJSON("pcvr/", tensorJSON("FLOAT", []int64{1, 3}, []float64{1, 2, 3})))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "pcvr/", WarmUp: badWarmUp})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		state, _, lastErr := g.status().model("pcvr/")
 		if state != "failed" || !strings.Contains(lastErr, "warm") {
@@ -378,7 +378,7 @@ func TestBrokenConfigKeepsPreviousConfig(t *testing.T) {
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"`))
 		g.waitFor("the broken config to be reported", 15*time.Second, func() bool { return g.status().Config.LastError != "" })
@@ -406,7 +406,7 @@ func TestPanicInModelRestartsOnlyThatModel(t *testing.T) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "chaos/model.faulty", []byte(`{"panic_on": 13}`))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "chaos/"})
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 
 		l := startLoad(g, exp, 4)
 		crash := batchJSON(itemJSON("chaos/", tensorJSON("FLOAT", []int64{1, 2}, []float64{1, 13})))
@@ -483,7 +483,7 @@ func TestServingOptionsChangeUnderLoadFailsNoRequest(t *testing.T) {
 	entry := modelEntry{Path: "pctr_v1/", GraceMs: 500, Replicas: 2, MaxRows: 16, DelayUs: 300, Threads: 2,
 		WarmUp: batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))}
 	putConfig(t, b, entry)
-	g := startGrove(t, b.URL(), b.Env(), "--pprof")
+	g := startOn(t, b, "--pprof")
 	if code, body := g.get("/debug/pprof/cmdline"); code != http.StatusOK || !strings.Contains(string(body), "serve") {
 		t.Errorf("GET /debug/pprof/cmdline with --pprof: %d %q", code, body)
 	}

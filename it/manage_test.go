@@ -241,7 +241,7 @@ func TestPromotionByManagementAPIAndMetricsFeed(t *testing.T) {
 		exp := loadExpected(t)
 		putModels(t, b)
 		b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
-		g := startGrove(t, b.URL(), b.Env())
+		g := startOn(t, b)
 		body := scoreBody(t, exp)
 
 		g.must("POST", "/contract/ads/pctr/1", `{"expirationPolicy": {"KeepLatest": {"servablesToKeep": 2}}, "router": {"LatestPhaseInPctBasedRouter": {}}}`)
@@ -349,7 +349,7 @@ func TestConcurrentManagementWritesFromTwoReplicasAllLand(t *testing.T) {
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		putModels(t, b)
 		b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
-		replicas := []*grove{startGrove(t, b.URL(), b.Env()), startGrove(t, b.URL(), b.Env())}
+		replicas := []*grove{startOn(t, b), startOn(t, b)}
 		var wg sync.WaitGroup
 		errs := make(chan string, 8)
 		for n := 1; n <= 8; n++ {

@@ -19,7 +19,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/rest"
-	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/bucket/file"
 )
 
 // BenchmarkServeInference measures one whole POST /v1/inference through
@@ -41,7 +41,7 @@ func BenchmarkServeInference(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata":[{"model_path":"pctr_v1/"}]}`), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	bk, err := bucket.Open(context.Background(), "file://"+dir)
+	bk, err := file.Open("file://" + dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/groveml/grove/api/rest"
 	"github.com/groveml/grove/api/rpc"
 	"github.com/groveml/grove/conf"
-	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/logging"
 )
 
@@ -55,7 +54,7 @@ func serve(args []string, stderr io.Writer) int {
 }
 
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
-	b, err := bucket.Open(ctx, cfg.Bucket)
+	b, err := openBucket(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening bucket: %w", err)
 	}

@@ -1,6 +1,9 @@
-// Package bucket reads the object store that holds Grove's model config
-// and models (a local directory or a Google Cloud Storage bucket), copies
-// models into a local cache and computes model checksums.
+// Package bucket is Grove's view of the object store that holds the model
+// config and the models: the Bucket and Writer interfaces that every
+// driver implements, the driver registry (Drivers) that opens a bucket by
+// its URL's scheme, optimistic read-modify-write (Update), the copy of a
+// model into the local cache (Fetch), model checksums and an in-memory
+// bucket. The drivers live in the packages below this one (file, gcs, ...).
 package bucket
 
 import (
@@ -8,17 +11,10 @@ import (
 	"errors"
 	"io"
 	"time"
-
-	"cloud.google.com/go/storage"
-	"google.golang.org/api/option"
-
-	"github.com/groveml/grove/conf"
 )
 
 // Bucket is a store of objects named by slash-separated paths relative to
 // the root directory or prefix of the bucket's URL.
-//
-// A Bucket returned by Open also implements io.Closer.
 type Bucket interface {
 	// ReadObject returns the whole content of the named object and its attributes.
 	ReadObject(ctx context.Context, name string) ([]byte, Attrs, error)
@@ -39,14 +35,13 @@ type Object struct {
 	Size int64
 }
 
-// Attrs are the attributes of an object that tell one version from another.
+// Attrs are the attributes of one version of an object.
 type Attrs struct {
-	// Generation is the GCS object generation; for local files it is
-	// derived from the modification time (to the nanosecond) and the size,
-	// and Writer.WriteObject makes each write's modification time later
-	// than the previous version's, so every write changes it. It is never 0
-	// for an existing object.
-	Generation int64
+	// Version tells this version of the object from the others; it is what
+	// Writer.WriteObject's precondition compares. It is opaque: each driver
+	// documents what it is made of (a GCS generation, a hash of a file's
+	// content, ...). It is never empty for an existing object.
+	Version string
 	// ModTime is when the object was last written.
 	ModTime time.Time
 	// Size is in bytes.
@@ -55,52 +50,3 @@ type Attrs struct {
 
 // ErrNotExist is wrapped by the errors for objects that do not exist.
 var ErrNotExist = errors.New("object does not exist")
-
-// Option configures Open.
-type Option func(*options)
-
-type options struct {
-	client        *storage.Client
-	clientOptions []option.ClientOption
-}
-
-// WithStorageClient makes Open use client for gs:// URLs; the caller keeps
-// ownership of it (closing the bucket does not close the client).
-func WithStorageClient(client *storage.Client) Option {
-	return func(o *options) { o.client = client }
-}
-
-// WithClientOptions adds options to the storage client that Open creates
-// for gs:// URLs, e.g. option.WithEndpoint for an emulator.
-func WithClientOptions(opts ...option.ClientOption) Option {
-	return func(o *options) { o.clientOptions = append(o.clientOptions, opts...) }
-}
-
-// Open opens the bucket at a URL accepted by conf.ParseBucketURL.
-//
-// A file:// bucket's directory must exist; relative directories are
-// resolved against the working directory now. Symlinks inside it are
-// followed as long as they stay inside it; symlinks that point outside it,
-// and absolute symlinks, make reads fail.
-//
-// A gs:// bucket uses a storage client made with storage.WithJSONReads()
-// and the WithClientOptions options, unless WithStorageClient gives one.
-// Like any storage client, it talks to the emulator at
-// STORAGE_EMULATOR_HOST when that variable is set. Open does not contact
-// the bucket.
-func Open(ctx context.Context, rawURL string, opts ...Option) (Bucket, error) {
-	loc, err := conf.ParseBucketURL(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	switch loc.Scheme {
-	case "file":
-		return openFile(loc.Dir)
-	default:
-		return openGCS(ctx, loc, o)
-	}
-}

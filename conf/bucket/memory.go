@@ -29,7 +29,7 @@ func (m *Memory) ReadObject(_ context.Context, name string) ([]byte, Attrs, erro
 	if !ok {
 		return nil, Attrs{}, fmt.Errorf("%s/%s: %w", m.name, name, ErrNotExist)
 	}
-	return data, Attrs{Generation: 1, Size: int64(len(data))}, nil
+	return data, Attrs{Version: "1", Size: int64(len(data))}, nil // objects never change
 }
 
 // List returns the objects whose names start with prefix, sorted by name.

@@ -10,32 +10,32 @@ import (
 )
 
 // Writer is a Bucket that can also replace objects conditionally, which is
-// what optimistic concurrency between replicas needs. Both kinds of bucket
-// returned by Open implement it; code that only reads keeps taking a Bucket.
+// what optimistic concurrency between replicas needs. The buckets of every
+// driver implement it; code that only reads keeps taking a Bucket.
 type Writer interface {
 	Bucket
 	// WriteObject replaces the named object's content with data, creating
-	// the object if needed, but only if the object is still at generation
-	// ifGeneration: 0 means "only if the object does not exist", a positive
-	// value "only if its current generation is exactly this one" (as
-	// returned by ReadObject or a previous WriteObject). If the condition
-	// does not hold, nothing is written and the error wraps ErrConflict.
-	// On success it returns the attributes of the new version.
-	WriteObject(ctx context.Context, name string, data []byte, ifGeneration int64) (Attrs, error)
+	// the object if needed, but only if the object is still at version
+	// ifVersion: "" means "only if the object does not exist", any other
+	// value "only if its current version is exactly this one" (as returned
+	// by ReadObject or a previous WriteObject). If the condition does not
+	// hold, nothing is written and the error wraps ErrConflict. On success
+	// it returns the attributes of the new version.
+	WriteObject(ctx context.Context, name string, data []byte, ifVersion string) (Attrs, error)
 }
 
 // ErrConflict is wrapped by the errors of conditional writes whose
-// generation precondition failed: someone else wrote the object (or
-// created it) since the caller read it.
-var ErrConflict = errors.New("object changed concurrently (generation precondition failed)")
+// version precondition failed: someone else wrote the object (or created
+// it) since the caller read it.
+var ErrConflict = errors.New("object changed concurrently (version precondition failed)")
 
 // UpdateTries is how many read-modify-write attempts Update makes before
 // giving up on a contended object.
 const UpdateTries = 10
 
 // Update sets the named object to change(current content) with optimistic
-// concurrency: it reads the object and its generation, calls change, and
-// writes the result on condition that the generation is unchanged. On a
+// concurrency: it reads the object and its version, calls change, and
+// writes the result on condition that the version is unchanged. On a
 // conflict it waits a short jittered, growing delay and starts again from a
 // fresh read, up to UpdateTries attempts; after the last it returns an
 // error wrapping ErrConflict. So concurrent Updates of one object, in this
@@ -49,8 +49,9 @@ const UpdateTries = 10
 // Update returns it (wrapped) without writing.
 //
 // Updates of one object through the same Writer value take turns within
-// the process, so a replica's own concurrent updates do not make each other
-// retry; conflicts, and retries, only come from other processes.
+// the process if the Writer embeds Turns (every driver's does), so a
+// replica's own concurrent updates do not make each other retry; conflicts,
+// and retries, only come from other processes.
 func Update(ctx context.Context, b Writer, name string, change func(current []byte, exists bool) ([]byte, error)) error {
 	if tt, ok := b.(turnTaker); ok && tt.updateTurns() != nil {
 		release, err := tt.updateTurns().acquire(ctx, name)
@@ -73,7 +74,7 @@ func Update(ctx context.Context, b Writer, name string, change func(current []by
 		if err != nil {
 			return fmt.Errorf("updating %s in %s: %w", name, b, err)
 		}
-		_, err = b.WriteObject(ctx, name, next, attrs.Generation)
+		_, err = b.WriteObject(ctx, name, next, attrs.Version)
 		if err == nil {
 			return nil
 		}
@@ -95,17 +96,20 @@ func Update(ctx context.Context, b Writer, name string, change func(current []by
 }
 
 // turnTaker is a Writer whose Updates of one object take turns within
-// the process; the buckets Open returns are.
+// the process: one that embeds Turns.
 type turnTaker interface {
-	updateTurns() *turns
+	updateTurns() *Turns
 }
 
-// turns serialises the Updates of each object (by name) through one Writer.
-// The zero value is ready to use.
-type turns struct {
+// Turns makes the Updates of each object through one Writer take turns
+// within the process: a driver's bucket type embeds it (by value, in a
+// struct used through a pointer) to opt in. The zero value is ready to use.
+type Turns struct {
 	mu    sync.Mutex
 	slots map[string]*turnSlot
 }
+
+func (t *Turns) updateTurns() *Turns { return t }
 
 // turnSlot is an object's turn (a one-token semaphore) and the number of
 // Updates holding or waiting for it, to forget it when there are none.
@@ -115,7 +119,7 @@ type turnSlot struct {
 }
 
 // acquire waits for k's turn, or for ctx to be done.
-func (t *turns) acquire(ctx context.Context, k string) (release func(), err error) {
+func (t *Turns) acquire(ctx context.Context, k string) (release func(), err error) {
 	t.mu.Lock()
 	if t.slots == nil {
 		t.slots = map[string]*turnSlot{}
