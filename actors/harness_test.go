@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func (b *memBucket) ReadObject(_ context.Context, name string) ([]byte, bucket.A
 	if !ok {
 		return nil, bucket.Attrs{}, fmt.Errorf("%w: %s", bucket.ErrNotExist, name)
 	}
-	return bytes.Clone(data), bucket.Attrs{Generation: b.gens[name], Size: int64(len(data))}, nil
+	return bytes.Clone(data), bucket.Attrs{Version: strconv.FormatInt(b.gens[name], 10), Size: int64(len(data))}, nil
 }
 
 func (b *memBucket) List(_ context.Context, prefix string) ([]bucket.Object, error) {
@@ -91,15 +92,19 @@ func (b *memBucket) Open(ctx context.Context, name string) (io.ReadCloser, error
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
-func (b *memBucket) WriteObject(_ context.Context, name string, data []byte, ifGeneration int64) (bucket.Attrs, error) {
+func (b *memBucket) WriteObject(_ context.Context, name string, data []byte, ifVersion string) (bucket.Attrs, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur := b.gens[name]; cur != ifGeneration {
-		return bucket.Attrs{}, fmt.Errorf("%w: %s is at %d, not %d", bucket.ErrConflict, name, cur, ifGeneration)
+	cur := ""
+	if _, ok := b.objects[name]; ok {
+		cur = strconv.FormatInt(b.gens[name], 10)
+	}
+	if cur != ifVersion {
+		return bucket.Attrs{}, fmt.Errorf("%w: %s is at version %q, not %q", bucket.ErrConflict, name, cur, ifVersion)
 	}
 	b.gen++
 	b.objects[name], b.gens[name] = bytes.Clone(data), b.gen
-	return bucket.Attrs{Generation: b.gen, Size: int64(len(data))}, nil
+	return bucket.Attrs{Version: strconv.FormatInt(b.gen, 10), Size: int64(len(data))}, nil
 }
 
 // faultySpec is the content of a faulty model file (see servables/faulty).

@@ -116,7 +116,9 @@ func TestRegisteringWhileTheModelLoadsAndDeletingItTellsTheCaller(t *testing.T) 
 		synctest.Wait()
 		name, data := modelFile(t, "r/", version(1))
 		registered := make(chan error, 1)
-		go func() { registered <- w.sys.RegisterModel(context.Background(), "r/", map[string][]byte{name: data}, "") }()
+		go func() {
+			registered <- w.sys.RegisterModel(context.Background(), "r/", map[string][]byte{name: data}, "")
+		}()
 		synctest.Wait() // loading, held by the gate
 		if m := w.model("r/"); m.State != StateLoading {
 			t.Fatalf("status while loading: %+v", m)
