@@ -1,13 +1,62 @@
 // Package actors runs Grove's three kinds of actor on protoactor-go:
 //
-//   - a model actor per loaded model content, which owns a servable and
-//     answers predict messages from a priority mailbox (user requests before
-//     warm-up and shadow work);
-//   - the supervisor, which polls the bucket's model config, reconciles it
-//     (fetch, verify checksum, load, warm up, swap in place, evict after a
-//     grace period) and restarts a model actor that crashes;
+//   - a model actor per loaded model content (one per replica), which owns
+//     a servable and answers predict messages from a priority mailbox (user
+//     requests before warm-up and shadow work);
+//   - the supervisor, which polls the bucket's model config, feeds what
+//     happens to the lifecycle planner (package lifecycle: fetch, verify,
+//     load, warm up, swap, retire, release) and executes its steps, and
+//     restarts a model actor that crashes (it is their parent);
 //   - the router, which fans a batch of requests out to model actors and
-//     gathers the answers in request order.
+//     gathers the answers in request order, and owns the contracts:
+//     routing decisions, shadow copies, expiry.
 //
 // System ties them together and is what the API front ends call.
+//
+// # Who owns what
+//
+// Every piece of state has one owner that writes it. Others read it only
+// as the last column says; nothing is shared under a lock between actors
+// without a line here.
+//
+//	state                                  owner                       how others read it
+//	-------------------------------------  --------------------------  -----------------------------------------------
+//	lifecycle.State (phases, jobs, grace   supervisor                  not at all: status and routes are published
+//	  times, retiring contents), loadJob
+//	  artifacts, registration sources and
+//	  waiters, config status, wake timer
+//	routing table (path -> content)        supervisor                  System.routes, an atomic pointer to a table
+//	                                                                   replaced, never changed (router, System, metrics)
+//	status snapshot                        supervisor                  System.status, an atomic pointer (System.Status)
+//	System.settled                         supervisor                  atomic (System.Ready)
+//	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table
+//	  meta, local files, pids, loadedAt      content is published
+//	content.retired                        supervisor, set after a     atomic (router's acquire, content.leave)
+//	                                         table without it is out
+//	content counters (queued, inflight,    router (acquire) and model  atomics; content.leave tells the supervisor
+//	  busy, served, crashes, shadowed,       actors (dequeue, answer)    (drainedContent) when a retired one drains
+//	  shadowDropped, stats)
+//	servable, dynamic batch, flush gen,    its model actor             not at all (predict messages in, done callbacks
+//	  reload error                                                       out)
+//	contracts: config in force, valid-     router                      routerQuery messages run on the router
+//	  since stamps, pick sequences,                                      (System.ContractStats, Contracts, Contract,
+//	  expired paths                                                      ContractPlan, Servable); contractsExpired
+//	                                                                     messages to the supervisor
+//	release counters (served, latency)     the goroutine of System.    atomic and latencyWindow's own mutex (router's
+//	                                         Score, after the answer      stats)
+//	shared contract state (bucket object)  sharedState: its writer     current state: an atomic pointer (router);
+//	                                         goroutine and the          pending writes: sharedState.mu (router asks,
+//	                                         management calls           writer takes); publishing order:
+//	                                                                    sharedState.pub (supervisor's poll, writes)
+//	batch results                          the model actor answering   each index written once, then the reply
+//	                                         each item                   channel (System.run)
+//	shadow copy answers                    the goroutines answering    shadowCopy.mu
+//	                                         its micro-batches
+//	System.draining, closing               System's callers            atomics
+//
+// Background work (config polls, fetches, loads, warm-ups, releases, the
+// shared-state writer) runs on goroutines started by System.background,
+// which System.Stop cancels and waits for; each ends by sending its result
+// to the supervisor, which stops taking steps (quiesce) and frees what
+// late results bring before it stops.
 package actors
