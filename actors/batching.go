@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -90,6 +89,16 @@ func (a *modelActor) runPending() {
 	a.flushGen++
 	a.pendingRows = 0
 	buf := a.pending // reused for the next collection
+	// Requests that expired while they waited for company are left out.
+	now := time.Now()
+	live := a.pending[:0]
+	for _, m := range a.pending {
+		if !a.dropIfExpired(m, now) {
+			live = append(live, m)
+		}
+	}
+	clear(a.pending[len(live):])
+	a.pending = live
 	for len(a.pending) > 0 {
 		first := a.pending[0]
 		rows := batchRows(first.inputs)
@@ -166,9 +175,12 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		}
 		panic(r)
 	}()
-	out, err := a.s.Predict(context.Background(), inputs)
+	ctx, release := joinContexts(batch)
+	out, err := a.s.Predict(ctx, inputs)
+	release()
 	answered = true
 	compute := time.Since(start)
+	a.c.observeService(compute)
 	var parts [][]servables.Tensor
 	if err == nil && batchRows(out) != rows {
 		err = fmt.Errorf("outputs do not have the batch's %d rows first", rows)

@@ -135,11 +135,15 @@ func (s *System) ContractPlan(id string) (routing.Plan, error) {
 // picked servable's; the returned release names it.
 func (s *System) Score(ctx context.Context, id, release string, req Request) (Result, string, error) {
 	req.Contract = id
-	b := &batch{reqs: []Request{req}, reply: make(chan []Result, 1), score: &scoreCall{contract: id, release: release}}
+	b := newBatch(ctx, []Request{req})
+	b.score = &scoreCall{contract: id, release: release}
 	start := time.Now()
-	res, err := s.run(ctx, b)
+	res, err := s.run(b)
 	if err != nil {
 		return Result{}, "", err
+	}
+	if !b.score.routed.Load() {
+		return res[0], "", nil // the deadline passed before it was routed
 	}
 	if rc := b.score.counters; res[0].Err == nil && rc != nil {
 		now := time.Now()
@@ -167,6 +171,7 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 		}
 		req.ModelPath, req.Release, req.Logging = sv.ModelPath, sc.release, &sv.Logging
 		sc.counters = st.releases[sc.release]
+		sc.routed.Store(true)
 		return true
 	}
 	p := r.plan(st, time.Now())
@@ -188,6 +193,7 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 		req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
 	}
 	sc.counters = st.releases[share.Release]
+	sc.routed.Store(true)
 	return true
 }
 

@@ -126,6 +126,8 @@ func f64(v float64) *float64 { return &v }
 type countingRuntime struct {
 	faulty.Runtime
 	loaded, closed atomic.Int64
+	// calls counts forward calls.
+	calls atomic.Int64
 	// gate, if not nil, blocks Load until it is closed.
 	gate chan struct{}
 }
@@ -139,13 +141,18 @@ func (r *countingRuntime) Load(ctx context.Context, dir string, files []string, 
 		return nil, err
 	}
 	r.loaded.Add(1)
-	return &countedServable{Servable: sv, closed: &r.closed}, nil
+	return &countedServable{Servable: sv, closed: &r.closed, calls: &r.calls}, nil
 }
 
 type countedServable struct {
 	servables.Servable
-	closed *atomic.Int64
-	once   sync.Once
+	closed, calls *atomic.Int64
+	once          sync.Once
+}
+
+func (s *countedServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	s.calls.Add(1)
+	return s.Servable.Predict(ctx, in)
 }
 
 func (s *countedServable) Close() error {

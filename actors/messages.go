@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -77,6 +78,10 @@ type predict struct {
 	inputs   []servables.Tensor
 	priority int8
 	enqueued time.Time
+	// ctx is the caller's context (nil: none, as for warm-up); deadline,
+	// if not zero, is when the answer is no longer wanted (deadline.go).
+	ctx      context.Context
+	deadline time.Time
 	done     func(outputs []servables.Tensor, err error, queued, compute time.Duration)
 }
 

@@ -16,6 +16,7 @@ type Metrics struct {
 	loads         *prometheus.CounterVec
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
+	expired       *prometheus.CounterVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -49,6 +50,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_shadow_dropped_total",
 			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; busy: the low-priority shadow worker and its queue were full; not_found).",
 		}, []string{"model", "reason"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_requests_expired_total",
+			Help: "Requests dropped without running, by model path and reason (deadline: the deadline passed or would pass before the answer; canceled: the caller went away; queue_timeout: waited longer than queue_timeout_ms). Shadow copies past shadow_timeout count as deadline.",
+		}, []string{"model", "reason"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -62,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -49,6 +49,10 @@ type content struct {
 	// a user request's place under the queue limit.
 	shadowQueued atomic.Int64
 	stats        modelStats // user requests, for the OIP statistics
+	// timeouts are the model's deadline settings (nil: none), serviceNs
+	// its recent forward time per call (deadline.go).
+	timeouts  atomic.Pointer[timeouts]
+	serviceNs atomic.Int64
 }
 
 // acquire reserves a place for one request, or reports why there is none.
@@ -186,6 +190,9 @@ func (a *modelActor) Receive(ctx actor.Context) {
 		} else {
 			a.c.queued.Add(-1)
 		}
+		if a.dropIfExpired(m, time.Now()) {
+			return
+		}
 		if m.priority == priorityShadow && a.low != nil && a.s != nil {
 			a.handOff(m)
 			return
@@ -244,6 +251,9 @@ func (a *modelActor) handOff(m *predict) {
 	ok := a.low.trySubmit(func() {
 		defer a.shadowJobs.Done()
 		start := time.Now()
+		if a.dropIfExpired(m, start) {
+			return
+		}
 		queued := start.Sub(m.enqueued)
 		defer func() {
 			if r := recover(); r != nil {
@@ -251,7 +261,7 @@ func (a *modelActor) handOff(m *predict) {
 				m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
 			}
 		}()
-		out, err := s.Predict(context.Background(), m.inputs)
+		out, err := s.Predict(predictContext(m), m.inputs)
 		m.done(out, err, queued, time.Since(start))
 	})
 	if !ok {
@@ -270,7 +280,7 @@ func (a *modelActor) predict(m *predict) {
 		if err == nil {
 			err = fmt.Errorf("model is not loaded")
 		}
-		m.done(nil, fmt.Errorf("model %s is unavailable after a crash: %w", a.c.path, err), queued, 0)
+		m.done(nil, fmt.Errorf("%w: model %s could not be reloaded after a crash: %v", servables.ErrUnavailable, a.c.path, err), queued, 0)
 		return
 	}
 	answered := false
@@ -285,7 +295,11 @@ func (a *modelActor) predict(m *predict) {
 		m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
 		panic(r)
 	}()
-	out, err := a.s.Predict(context.Background(), m.inputs)
+	out, err := a.s.Predict(predictContext(m), m.inputs)
 	answered = true
-	m.done(out, err, queued, time.Since(start))
+	compute := time.Since(start)
+	if m.priority == priorityUser {
+		a.c.observeService(compute)
+	}
+	m.done(out, err, queued, compute)
 }

@@ -174,7 +174,7 @@ func TestRouterFailsFastWhenModelQueueIsFull(t *testing.T) {
 	}, actor.WithMailbox(actor.UnboundedPriority())))
 
 	infer := func(path string, v float32) chan []Result {
-		b := &batch{reqs: []Request{{ModelPath: path, Inputs: scalar(t, v)}}, reply: make(chan []Result, 1)}
+		b := newBatch(context.Background(), []Request{{ModelPath: path, Inputs: scalar(t, v)}})
 		as.Root.Send(router, b)
 		return b.reply
 	}
@@ -213,7 +213,7 @@ func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
 	router := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{routes: &routes, metrics: NewMetrics(prometheus.NewRegistry())}
 	}, actor.WithMailbox(actor.UnboundedPriority())))
-	b := &batch{reqs: []Request{{ModelPath: "slow/", Inputs: scalar(t, 1)}, {ModelPath: "fast/", Inputs: scalar(t, 2)}, {ModelPath: "x/"}}, reply: make(chan []Result, 1)}
+	b := newBatch(context.Background(), []Request{{ModelPath: "slow/", Inputs: scalar(t, 1)}, {ModelPath: "fast/", Inputs: scalar(t, 2)}, {ModelPath: "x/"}})
 	as.Root.Send(router, b)
 	time.Sleep(50 * time.Millisecond)
 	if len(fast.seen()) != 1 {

@@ -23,8 +23,13 @@ type table map[string]*content
 type batch struct {
 	reqs    []Request
 	results []Result
+	// claimed[i] is set by whoever answers item i: its model, its
+	// deadline, or a whole-call failure; the others leave it alone.
+	claimed []atomic.Bool
 	pending atomic.Int64
 	reply   chan []Result
+	// ctx is the caller's context; every item's predict carries it.
+	ctx context.Context
 	// score, if set, makes the router route the single request through a
 	// contract first (System.Score).
 	score *scoreCall
@@ -32,15 +37,33 @@ type batch struct {
 	err error
 }
 
-// scoreCall is what System.Score asks of the router; the router fills
-// counters with the picked release's counters.
+// scoreCall is what System.Score asks of the router. The router writes
+// the picked servable into the batch's request and counters, then sets
+// routed; nobody else reads them unless routed is set (the call may have
+// ended at its deadline before the router got to it).
 type scoreCall struct {
 	contract, release string
 	counters          *releaseCounters
+	routed            atomic.Bool
 }
 
 // GetPriority puts batches ahead of anything else the router may receive.
 func (*batch) GetPriority() int8 { return priorityUser }
+
+// newBatch makes the batch of a call: every item unanswered, each
+// result naming its model path.
+func newBatch(ctx context.Context, reqs []Request) *batch {
+	b := &batch{reqs: reqs, results: make([]Result, len(reqs)), claimed: make([]atomic.Bool, len(reqs)),
+		reply: make(chan []Result, 1), ctx: ctx}
+	for i := range reqs {
+		b.results[i].ModelPath = reqs[i].ModelPath
+	}
+	b.pending.Store(int64(len(reqs)))
+	return b
+}
+
+// claim reports whether the caller is the one to answer item i.
+func (b *batch) claim(i int) bool { return b.claimed[i].CompareAndSwap(false, true) }
 
 // finish records one answer and replies once every item has one.
 func (b *batch) finish() {
@@ -49,10 +72,25 @@ func (b *batch) finish() {
 	}
 }
 
-// fail answers the whole call with err.
+// fail answers a single-request call (System.Score) with err for the
+// whole call, unless its item was answered already.
 func (b *batch) fail(err error) {
-	b.err = err
-	b.reply <- nil
+	if b.claim(0) {
+		b.err = err
+		b.results[0].Err = err
+		b.finish()
+	}
+}
+
+// expireUnanswered answers every item not answered yet with err.
+func (b *batch) expireUnanswered(err error, m *Metrics) {
+	for i := range b.reqs {
+		if b.claim(i) {
+			b.results[i].Err = err
+			m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+			b.finish()
+		}
+	}
 }
 
 // Messages to the router besides batches.
@@ -93,6 +131,8 @@ type routerActor struct {
 	microBatchRows int
 	// sink receives shadow answers; user answers are logged by System.run.
 	sink PredictionSink
+	// shadowTimeout bounds how long a shadow copy may wait to run.
+	shadowTimeout time.Duration
 	// state is the shared contract state; supervisor, if set, hears
 	// contractsExpired.
 	state      *sharedState
@@ -104,7 +144,7 @@ type routerActor struct {
 
 func newRouter(s *System) *routerActor {
 	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
-		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state,
+		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}}
 }
 
@@ -133,39 +173,60 @@ func (r *routerActor) Receive(ctx actor.Context) {
 }
 
 func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
-	b.results = make([]Result, len(b.reqs))
 	if len(b.reqs) == 0 {
 		b.reply <- b.results
 		return
 	}
-	b.pending.Store(int64(len(b.reqs)))
+	callerDeadline, hasDeadline := b.ctx.Deadline()
 	for i := range b.reqs {
+		if b.claimed[i].Load() {
+			continue // answered already: its deadline passed before it got here
+		}
 		req := &b.reqs[i]
 		res := &b.results[i]
-		res.ModelPath = req.ModelPath
 		c, err := r.acquire(req.ModelPath)
 		if err != nil {
-			res.Err = err
-			r.metrics.observe(req.API, req.ModelPath, err, 0)
-			b.finish()
+			if b.claim(i) {
+				res.ModelPath, res.Err = req.ModelPath, err
+				r.metrics.observe(req.API, req.ModelPath, err, 0)
+				b.finish()
+			}
 			continue
 		}
-		res.Checksum = c.checksum
 		enqueued := time.Now()
-		c.send(ctx.Send, &predict{
-			inputs:   req.Inputs,
-			priority: priorityUser,
-			enqueued: enqueued,
-			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
-				res.Outputs, res.Err, res.Queued, res.Compute = out, err, queued, compute
-				c.leave(1)
-				c.served.Add(1)
-				now := time.Now()
-				c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+		p := &predict{inputs: req.Inputs, priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+		if hasDeadline {
+			p.deadline = callerDeadline
+		}
+		// A request that brings no deadline (or a later one) gets its
+		// model's default_timeout_ms, and its answer at that time.
+		var timer *time.Timer
+		if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
+			p.deadline = enqueued.Add(def)
+			path, api := c.path, req.API
+			timer = time.AfterFunc(def, func() {
+				if b.claim(i) {
+					res.Err = fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
+					r.metrics.observe(api, path, res.Err, def)
+					b.finish()
+				}
+			})
+		}
+		p.done = func(out []servables.Tensor, err error, queued, compute time.Duration) {
+			if timer != nil {
+				timer.Stop()
+			}
+			c.leave(1)
+			c.served.Add(1)
+			now := time.Now()
+			c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+			if b.claim(i) {
+				res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
 				r.metrics.observe(req.API, c.path, err, now.Sub(enqueued))
 				b.finish()
-			},
-		})
+			}
+		}
+		c.send(ctx.Send, p)
 		for _, sh := range req.Shadows {
 			r.shadow(ctx, req, sh)
 		}

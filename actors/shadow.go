@@ -72,8 +72,12 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+	var deadline time.Time // none without a shadow timeout
+	if r.shadowTimeout > 0 {
+		deadline = sc.start.Add(r.shadowTimeout)
+	}
 	for i, in := range chunks {
-		c.send(ctx.Send, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start,
+		c.send(ctx.Send, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start, deadline: deadline,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.leave(1)
 				sc.finish(i, out, err, queued, compute)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,13 +60,13 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	router := startRouter(t, as, &routes, 0, 2, sink, NewMetrics(prometheus.NewRegistry()))
 
 	// A 10-row request for the champion, shadowed on the challenger in micro-batches of 2 rows.
-	b := &batch{reqs: []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []ShadowTarget{{ModelPath: "challenger/"}}}}, reply: make(chan []Result, 1)}
+	b := newBatch(context.Background(), []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []ShadowTarget{{ModelPath: "challenger/"}}}})
 	as.Root.Send(router, b)
 	if res := <-b.reply; res[0].Err != nil || res[0].Outputs[0].Float32s()[9] != 10 {
 		t.Fatalf("champion answer %+v", res[0])
 	}
 	time.Sleep(50 * time.Millisecond) // the challenger holds micro-batch 1 at its gate
-	user := &batch{reqs: []Request{{ModelPath: "challenger/", Inputs: column(t, 100)}}, reply: make(chan []Result, 1)}
+	user := newBatch(context.Background(), []Request{{ModelPath: "challenger/", Inputs: column(t, 100)}})
 	as.Root.Send(router, user)
 	time.Sleep(50 * time.Millisecond)
 	close(challenger.gate)
@@ -88,7 +89,7 @@ func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
 	routes.Store(&table{"m/": c, "s/": c})
 	sink := &recordingSink{done: make(chan struct{}, 4)}
 	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
-	b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []ShadowTarget{{ModelPath: "s/"}}}}, reply: make(chan []Result, 1)}
+	b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []ShadowTarget{{ModelPath: "s/"}}}})
 	as.Root.Send(router, b)
 	<-b.reply
 	<-sink.done
@@ -116,7 +117,7 @@ func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
 	router := startRouter(t, as, &routes, 8, 0, nil, m) // shadow work may fill 8/4 = 2 queue places
 	var replies []chan []Result
 	for i := range 5 {
-		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []ShadowTarget{{ModelPath: "m/"}}}}, reply: make(chan []Result, 1)}
+		b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []ShadowTarget{{ModelPath: "m/"}}}})
 		as.Root.Send(router, b)
 		replies = append(replies, b.reply)
 	}
@@ -159,7 +160,7 @@ func TestQueuedShadowWorkNeverOverloadsUserRequests(t *testing.T) {
 
 	// One user request holds the model at its gate, with its shadow copy
 	// queued behind it.
-	first := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, 0), Shadows: []ShadowTarget{{ModelPath: "s/"}}}}, reply: make(chan []Result, 1)}
+	first := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, 0), Shadows: []ShadowTarget{{ModelPath: "s/"}}}})
 	as.Root.Send(router, first)
 	// Wait until the model holds the user request (none queued) and its
 	// shadow copy waits in the mailbox.
@@ -171,7 +172,7 @@ func TestQueuedShadowWorkNeverOverloadsUserRequests(t *testing.T) {
 	// Eight more user requests: the whole user limit, beside the shadow copy.
 	var replies []chan []Result
 	for i := range 8 {
-		b := &batch{reqs: []Request{{ModelPath: "m/", Inputs: column(t, float32(i+1))}}, reply: make(chan []Result, 1)}
+		b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, float32(i+1))}})
 		as.Root.Send(router, b)
 		replies = append(replies, b.reply)
 	}

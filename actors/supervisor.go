@@ -269,6 +269,9 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 		}
 		return 0
 	}
+	// Callers waiting on a registration hear its outcome after the status
+	// that shows it is published.
+	var notify []lifecycle.Step
 	for {
 		p := s.plan.Plan(now, inflight)
 		var retired []*content
@@ -300,10 +303,7 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				delete(s.sources, st.Path)
 				s.log.Info("model forgotten", "model", st.Path)
 			case lifecycle.Notify:
-				for _, w := range s.waiters[st.Path] {
-					w <- registrationError(st.Path, st.Err)
-				}
-				delete(s.waiters, st.Path)
+				notify = append(notify, st)
 			}
 		}
 		if routes {
@@ -321,7 +321,26 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 			break
 		}
 	}
+	s.applyTimeouts()
 	s.publishStatus()
+	for _, st := range notify {
+		for _, w := range s.waiters[st.Path] {
+			w <- registrationError(st.Path, st.Err)
+		}
+		delete(s.waiters, st.Path)
+	}
+}
+
+// applyTimeouts gives each serving content the deadline settings its
+// config entry asks for now: they change in place, without a reload.
+func (s *supervisorActor) applyTimeouts() {
+	for _, p := range s.plan.Paths() {
+		if p.Active != nil {
+			if c := s.contents[p.Active.ID]; c != nil {
+				c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
+			}
+		}
+	}
 }
 
 // setWake makes a wakeTick arrive at t (zero: never).

@@ -34,6 +34,9 @@ type Options struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int
+	// ShadowTimeout is how long a shadow copy may wait to run; it is
+	// dropped after (default 1s).
+	ShadowTimeout time.Duration
 	// ShadowWorkers threads at nice 19 run shadow forward calls for all
 	// models (default 1); ShadowQueue micro-batches may wait for them
 	// (default 4 when ShadowWorkers is 0; give both or neither). Shadow work
@@ -100,6 +103,9 @@ func Start(opts Options) (*System, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ShadowTimeout <= 0 {
+		opts.ShadowTimeout = time.Second
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -157,33 +163,40 @@ func (s *System) background(job func(ctx context.Context)) {
 // handed to the prediction sink before Infer returns; a batch abandoned by
 // its caller (ctx done) was not served and is not logged.
 func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
-	b := &batch{reqs: reqs, reply: make(chan []Result, 1)}
-	return s.run(ctx, b)
+	return s.run(newBatch(ctx, reqs))
 }
 
-// run sends b to the router and waits for its answers (or for ctx), then
-// logs them.
-func (s *System) run(ctx context.Context, b *batch) ([]Result, error) {
+// run sends b to the router and waits for its answers, then logs them.
+// When the caller's deadline passes first, the items not yet answered are
+// answered with ErrDeadlineExceeded (and their work is dropped when a
+// model actor reaches it); when the caller goes away, nothing is returned
+// or logged.
+func (s *System) run(b *batch) ([]Result, error) {
 	if s.closing.Load() {
 		return nil, ErrStopped
 	}
 	s.as.Root.Send(s.router, b)
+	var res []Result
 	select {
-	case res := <-b.reply:
-		if b.err != nil {
-			return nil, b.err
+	case res = <-b.reply:
+	case <-b.ctx.Done():
+		if !errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
+			return nil, b.ctx.Err()
 		}
-		if p := s.opts.Predictions; p != nil {
-			for i := range res {
-				p.LogPrediction(&b.reqs[i], &res[i], true)
-			}
-		}
-		return res, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
+		res = <-b.reply
 	case <-s.stopped:
 		return nil, ErrStopped
 	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
+		for i := range res {
+			p.LogPrediction(&b.reqs[i], &res[i], true)
+		}
+	}
+	return res, nil
 }
 
 // ModelPaths lists the paths that have a ready model, sorted.

@@ -60,6 +60,9 @@ type Server struct {
 	// copies, at the cost of CPU the user requests may want.
 	ShadowWorkers int `yaml:"shadow_workers"`
 	ShadowQueue   int `yaml:"shadow_queue"`
+	// ShadowTimeout is how long a shadow copy may wait to run: one that
+	// waited longer is dropped and counted, not run.
+	ShadowTimeout time.Duration `yaml:"shadow_timeout"`
 	// MaxBatchRows bounds dynamic batching: user requests queued for one
 	// model together run as one forward call of at most this many rows; 1
 	// turns batching off. Requests are never held back to wait for others.
@@ -185,6 +188,7 @@ func DefaultServer() Server {
 		MaxModelBytes:        2 << 30,
 		MaxBodyBytes:         64 << 20,
 		DrainTimeout:         30 * time.Second,
+		ShadowTimeout:        time.Second,
 		ModelQueueSize:       1024,
 		ShadowMicroBatchRows: 64,
 		ShadowWorkers:        1,
@@ -286,6 +290,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
 	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes")
 	dur(&s.DrainTimeout, "drain-timeout", "how long shutdown waits for requests in flight")
+	dur(&s.ShadowTimeout, "shadow-timeout", "how long a shadow copy may wait to run before it is dropped")
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
 	integer(&s.ShadowWorkers, "shadow-workers", "threads at the lowest CPU priority running shadow forward calls, for all models")
@@ -500,6 +505,9 @@ func (s Server) Validate() error {
 	}
 	if s.MaxBodyBytes <= 0 {
 		bad("max_body_bytes", "%d must be positive", s.MaxBodyBytes)
+	}
+	if s.ShadowTimeout <= 0 {
+		bad("shadow_timeout", "%v must be positive", s.ShadowTimeout)
 	}
 	if s.DrainTimeout < 0 {
 		bad("drain_timeout", "%v must not be negative", s.DrainTimeout)

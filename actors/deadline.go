@@ -1,0 +1,153 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// Request deadlines. A request carries its caller's context (an HTTP
+// request's, cancelled when the client goes; a gRPC call's, with its
+// deadline) and a deadline: the context's, or, when the caller brings
+// none, now plus the model's default_timeout_ms. Shadow copies get the
+// server's shadow_timeout.
+//
+// Work is never run for nobody: a model actor drops a request when it
+// takes it from its mailbox (or from the requests waiting for a dynamic
+// batch) if its caller went away, its deadline passed, it would not finish
+// before its deadline at the model's recent pace, or it waited in the
+// queue longer than the model's queue_timeout_ms. Each drop is counted in
+// grove_requests_expired_total{model,reason} and answered with an error
+// of kind DeadlineExceeded or Canceled. The caller, if still there, gets
+// its answer at its deadline, not when the queue reaches its request.
+
+// Expiry reasons, the reason label of grove_requests_expired_total.
+const (
+	expiredDeadline     = "deadline"
+	expiredCanceled     = "canceled"
+	expiredQueueTimeout = "queue_timeout"
+)
+
+// timeouts are a content's per-model deadline settings; the supervisor
+// replaces them in place when the config changes.
+type timeouts struct {
+	// def is default_timeout_ms: the deadline of a request that brings none.
+	def time.Duration
+	// queue is queue_timeout_ms: a request that waited longer is not started.
+	queue time.Duration
+}
+
+// setTimeouts applies new deadline settings to c.
+func (c *content) setTimeouts(def, queue time.Duration) {
+	if cur := c.timeouts.Load(); cur != nil && cur.def == def && cur.queue == queue {
+		return
+	}
+	if def == 0 && queue == 0 && c.timeouts.Load() == nil {
+		return
+	}
+	c.timeouts.Store(&timeouts{def: def, queue: queue})
+}
+
+// deadlineSettings returns c's timeouts (zero: none).
+func (c *content) deadlineSettings() timeouts {
+	if t := c.timeouts.Load(); t != nil {
+		return *t
+	}
+	return timeouts{}
+}
+
+// observeService folds one forward call's duration into c's estimate of
+// how long a request takes to run (an exponentially weighted average,
+// weight 1/8).
+func (c *content) observeService(d time.Duration) {
+	old := c.serviceNs.Load()
+	if old == 0 {
+		c.serviceNs.Store(int64(d))
+		return
+	}
+	c.serviceNs.Store(old + (int64(d)-old)/8)
+}
+
+// expiry says why m must not run at now ("" if it may), with the error
+// its caller gets.
+func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
+	if m.ctx != nil {
+		switch err := m.ctx.Err(); {
+		case errors.Is(err, context.Canceled):
+			return expiredCanceled, fmt.Errorf("%w: the caller of model %s went away before it ran", servables.ErrCanceled, a.c.path)
+		case err != nil:
+			return expiredDeadline, fmt.Errorf("%w: model %s did not start the request before its deadline", servables.ErrDeadlineExceeded, a.c.path)
+		}
+	}
+	if !m.deadline.IsZero() {
+		left := m.deadline.Sub(now)
+		if left <= 0 {
+			return expiredDeadline, fmt.Errorf("%w: model %s did not start the request before its deadline", servables.ErrDeadlineExceeded, a.c.path)
+		}
+		if est := time.Duration(a.c.serviceNs.Load()); m.priority == priorityUser && est > left {
+			return expiredDeadline, fmt.Errorf("%w: model %s would not finish the request before its deadline (%v left, it takes about %v)",
+				servables.ErrDeadlineExceeded, a.c.path, left.Round(time.Microsecond), est.Round(time.Microsecond))
+		}
+	}
+	if m.priority == priorityUser {
+		if q := a.c.deadlineSettings().queue; q > 0 {
+			if waited := now.Sub(m.enqueued); waited > q {
+				return expiredQueueTimeout, fmt.Errorf("%w: the request waited %v in the queue of model %s, over its queue_timeout_ms (%v)",
+					servables.ErrDeadlineExceeded, waited.Round(time.Microsecond), a.c.path, q)
+			}
+		}
+	}
+	return "", nil
+}
+
+// dropIfExpired answers m with its expiry error and counts it, if it must
+// not run at now; it reports whether it did.
+func (a *modelActor) dropIfExpired(m *predict, now time.Time) bool {
+	reason, err := a.expiry(m, now)
+	if err == nil {
+		return false
+	}
+	a.m.expired.WithLabelValues(a.c.path, reason).Inc()
+	m.done(nil, err, now.Sub(m.enqueued), 0)
+	return true
+}
+
+// predictContext is the context a forward call of m runs under.
+func predictContext(m *predict) context.Context {
+	if m.ctx == nil {
+		return context.Background()
+	}
+	return m.ctx
+}
+
+// joinContexts returns a context that is done once every member's caller
+// is done (a dynamic batch runs for as long as any of its requests is
+// wanted), and a function to call once the forward call returned.
+func joinContexts(batch []*predict) (context.Context, func()) {
+	for _, m := range batch {
+		if m.ctx == nil || m.ctx.Done() == nil {
+			return context.Background(), func() {} // this one is wanted whatever happens
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, m := range batch {
+		stops[i] = context.AfterFunc(m.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,236 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// Deadlines and cancellation, end to end through a System (deadline.go).
+
+// busy sends a request to path that holds its model for the model's delay.
+func (w *world) busy(path string) chan Result {
+	out := make(chan Result, 1)
+	go func() { out <- w.infer(path, 1) }()
+	synctest.Wait()
+	return out
+}
+
+func (w *world) inferCtx(ctx context.Context, path string) ([]Result, error) {
+	return w.sys.Infer(ctx, []Request{{API: "test", ModelPath: path, Inputs: scalar(w.t, 1)}})
+}
+
+func (w *world) expired(path, reason string) float64 {
+	return w.metric("grove_requests_expired_total", map[string]string{"model": path, "reason": reason})
+}
+
+func TestAQueuedRequestWhoseDeadlinePassesIsAnsweredThenAndNeverRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res, err := w.inferCtx(ctx, "a/")
+		if err != nil || servables.KindOf(res[0].Err) != servables.DeadlineExceeded {
+			t.Fatalf("got %v %+v, want a DeadlineExceeded result", err, res)
+		}
+		if took := time.Since(start); took != 20*time.Millisecond {
+			t.Fatalf("answered after %v, want at its deadline (20ms)", took)
+		}
+		<-first
+		synctest.Wait()
+		if n := w.rt.calls.Load(); n != 1 {
+			t.Fatalf("%d forward calls, want 1: the expired request ran", n)
+		}
+		if n := w.expired("a/", "deadline"); n != 1 {
+			t.Fatalf("expired{deadline} = %v", n)
+		}
+	})
+}
+
+func TestARequestWhoseCallerLeftIsNeverRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := w.inferCtx(ctx, "a/"); done <- err }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Infer returned %v, want context.Canceled", err)
+		}
+		<-first
+		synctest.Wait()
+		if n := w.rt.calls.Load(); n != 1 || w.expired("a/", "canceled") != 1 {
+			t.Fatalf("%d forward calls, expired{canceled} = %v", n, w.expired("a/", "canceled"))
+		}
+	})
+}
+
+func TestARequestThatWouldMissItsDeadlineAtTheModelsPaceIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		<-w.busy("a/") // the model's pace: 100 ms a call
+		first := w.busy("a/")
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		res, _ := w.inferCtx(ctx, "a/") // dequeued at 100 ms with 50 ms left
+		<-first
+		synctest.Wait()
+		if servables.KindOf(res[0].Err) != servables.DeadlineExceeded || w.rt.calls.Load() != 2 || w.expired("a/", "deadline") != 1 {
+			t.Fatalf("result %v, %d calls, expired %v", res[0].Err, w.rt.calls.Load(), w.expired("a/", "deadline"))
+		}
+	})
+}
+
+func TestTheModelsDefaultTimeoutBoundsRequestsThatBringNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"default_timeout_ms": 30`)), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		start := time.Now()
+		res := w.infer("a/", 1)
+		if servables.KindOf(res.Err) != servables.DeadlineExceeded || time.Since(start) != 30*time.Millisecond {
+			t.Fatalf("got %v after %v, want DeadlineExceeded after 30ms", res.Err, time.Since(start))
+		}
+		if r := <-first; servables.KindOf(r.Err) != servables.DeadlineExceeded {
+			t.Fatalf("the running request (100 ms, over its 30 ms default) got %v", r.Err)
+		}
+		time.Sleep(100 * time.Millisecond) // the running forward call ends; the queued request is reached
+		synctest.Wait()
+		if w.expired("a/", "deadline") != 1 || w.rt.calls.Load() != 1 {
+			t.Fatalf("expired %v, calls %d", w.expired("a/", "deadline"), w.rt.calls.Load())
+		}
+	})
+}
+
+func TestACallersEarlierDeadlineWinsOverTheModelsDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"default_timeout_ms": 1000`)), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if r, _ := w.inferCtx(ctx, "a/"); servables.KindOf(r[0].Err) != servables.DeadlineExceeded || time.Since(start) != 5*time.Millisecond {
+			t.Fatalf("caller's 5ms deadline: %v after %v", r[0].Err, time.Since(start))
+		}
+		if r := <-first; r.Err != nil {
+			t.Fatalf("a request within the 1 s default failed: %v", r.Err)
+		}
+	})
+}
+
+func TestWorkThatWaitedLongerThanTheQueueTimeoutIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"queue_timeout_ms": 10`)), map[string]faultySpec{"a/": {DelayMs: 50}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		res := w.infer("a/", 1) // waits 50 ms > 10 ms
+		if servables.KindOf(res.Err) != servables.DeadlineExceeded || w.expired("a/", "queue_timeout") != 1 {
+			t.Fatalf("got %v, expired{queue_timeout} = %v", res.Err, w.expired("a/", "queue_timeout"))
+		}
+		if r := <-first; r.Err != nil {
+			t.Fatalf("the request that did not wait failed: %v", r.Err)
+		}
+	})
+}
+
+func TestChangedTimeoutsApplyWithoutReloadingTheModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		w.setConfig(configJSON(entry("a/", "", `"default_timeout_ms": 30`)))
+		if n := w.rt.loaded.Load(); n != 1 {
+			t.Fatalf("a timeout change reloaded the model (%d loads)", n)
+		}
+		first := w.busy("a/")
+		if res := w.infer("a/", 1); servables.KindOf(res.Err) != servables.DeadlineExceeded {
+			t.Fatalf("the new default timeout is not in force: %v", res.Err)
+		}
+		<-first
+	})
+}
+
+func TestAnItemPastItsDeadlineFailsAloneInItsBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("slow/", "", ""), entry("fast/", "", "")),
+			map[string]faultySpec{"slow/": {DelayMs: 100}, "fast/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		res, err := w.sys.Infer(ctx, []Request{{ModelPath: "slow/", Inputs: scalar(t, 1)}, {ModelPath: "fast/", Inputs: scalar(t, 2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if servables.KindOf(res[0].Err) != servables.DeadlineExceeded || res[1].Err != nil || res[1].Outputs[0].Float32s()[0] != 2 {
+			t.Fatalf("results %+v", res)
+		}
+		synctest.Wait()
+	})
+}
+
+func TestRequestsThatExpireWhileWaitingForABatchAreLeftOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"max_batch_rows": 8, "max_queue_delay_us": 50000`)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		patient := make(chan Result, 1)
+		go func() { patient <- w.infer("a/", 1) }()
+		res, _ := w.inferCtx(ctx, "a/")
+		if servables.KindOf(res[0].Err) != servables.DeadlineExceeded {
+			t.Fatalf("impatient request: %v", res[0].Err)
+		}
+		if r := <-patient; r.Err != nil {
+			t.Fatalf("patient request: %v", r.Err)
+		}
+		synctest.Wait()
+		if w.rt.calls.Load() != 1 || w.expired("a/", "deadline") != 1 {
+			t.Fatalf("%d calls, expired %v: the expired request was batched", w.rt.calls.Load(), w.expired("a/", "deadline"))
+		}
+	})
+}
+
+func TestShadowCopiesThatWaitPastTheShadowTimeoutAreDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+   "servables": [{"release_version": "v1", "model_path": "a/"},
+                 {"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {DelayMs: 200}},
+			func(_ *world, o *Options) { o.ShadowTimeout = 50 * time.Millisecond })
+		defer w.stop()
+		synctest.Wait()
+		for range 2 {
+			if res, _, err := w.sys.Score(context.Background(), "o/p/1", "", Request{Inputs: scalar(t, 1)}); err != nil || res.Err != nil {
+				t.Fatal(err, res.Err)
+			}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// The first copy runs for 200 ms on the shadow worker; the second
+		// waits for it, past its 50 ms.
+		if n := w.expired("b/", "deadline"); n != 1 {
+			t.Fatalf("expired shadow copies = %v, want 1", n)
+		}
+	})
+}
