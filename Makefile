@@ -53,7 +53,9 @@ fuzz: deps
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/rpc -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics; do \
 	  $(GO) test ./conf -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 

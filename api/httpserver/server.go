@@ -234,6 +234,10 @@ func readBody(body io.Reader, buf []byte, limit int64) ([]byte, error) {
 	}
 }
 
+// StatusClientClosedRequest is the HTTP status of a request whose caller
+// went away before it was answered (nginx's 499): only the metrics see it.
+const StatusClientClosedRequest = 499
+
 // ConfigHeaderPrefix starts the HTTP headers that carry request configs:
 // "Grove-Config-User_id: 42" sets config "user_id" to "42". HTTP header names
 // are case-insensitive, so the config name is lowercased.

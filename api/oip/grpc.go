@@ -1,82 +1,71 @@
-package rpc
+package oip
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/oip"
+	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
-// Models is what the Open Inference Protocol needs to name and describe models.
-type Models interface {
-	ModelPaths() []string
-	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
-}
-
-// ServerName and ServerVersion are what ServerMetadata reports.
-const ServerName = "grove"
-
-// oipServer serves inference.GRPCInferenceService, the Open Inference
-// Protocol v2 over gRPC (KServe's grpc_predict_v2.proto). Model names and
-// versions come from model paths (routing.NameModel).
-type oipServer struct {
+// grpcService serves inference.GRPCInferenceService, the Open Inference
+// Protocol v2 over gRPC (KServe's grpc_predict_v2.proto).
+type grpcService struct {
 	oippb.UnimplementedGRPCInferenceServiceServer
 	b       Backend
 	version string
 }
 
-func (o *oipServer) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
+// grpcError is the gRPC status of a call that failed with err.
+func grpcError(err error) error {
+	return grpcstatus.Error(statusOf(servables.KindOf(err)).grpc, err.Error())
+}
+
+func (o *grpcService) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
 	return &oippb.ServerLiveResponse{Live: true}, nil
 }
 
-func (o *oipServer) ServerReady(context.Context, *oippb.ServerReadyRequest) (*oippb.ServerReadyResponse, error) {
+func (o *grpcService) ServerReady(context.Context, *oippb.ServerReadyRequest) (*oippb.ServerReadyResponse, error) {
 	return &oippb.ServerReadyResponse{Ready: o.b.Ready()}, nil
 }
 
-func (o *oipServer) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
+func (o *grpcService) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
 	// The KServe service has no statistics or repository RPCs (Triton's
 	// own proto adds them): no extension is served over gRPC.
 	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: []string{}}, nil
 }
 
-// resolve finds the model path serving name at version ("" for the highest ready one).
-func (o *oipServer) resolve(name, version string) (routing.ModelVersion, error) {
+// resolve finds the model path serving name at version ("" for the highest
+// ready one); it fails with unknownModel.
+func (o *grpcService) resolve(name, version string) (routing.ModelVersion, error) {
 	mv, ok := routing.Resolve(o.b.ModelPaths(), name, version)
 	if !ok {
-		if version != "" {
-			return mv, status.Errorf(codes.NotFound, "Request for unknown model: '%s' version %s is not found", name, version)
-		}
-		return mv, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+		return mv, unknownModel{name, version}
 	}
 	return mv, nil
 }
 
-func (o *oipServer) ModelReady(_ context.Context, req *oippb.ModelReadyRequest) (*oippb.ModelReadyResponse, error) {
+func (o *grpcService) ModelReady(_ context.Context, req *oippb.ModelReadyRequest) (*oippb.ModelReadyResponse, error) {
 	_, err := o.resolve(req.GetName(), req.GetVersion())
-	if status.Code(err) == codes.NotFound {
-		return &oippb.ModelReadyResponse{Ready: false}, nil
-	}
-	return &oippb.ModelReadyResponse{Ready: err == nil}, err
+	return &oippb.ModelReadyResponse{Ready: err == nil}, nil
 }
 
-func (o *oipServer) ModelMetadata(_ context.Context, req *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
+func (o *grpcService) ModelMetadata(_ context.Context, req *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
 	mv, err := o.resolve(req.GetName(), req.GetVersion())
 	if err != nil {
-		return nil, err
+		return nil, grpcError(err)
 	}
 	meta, _, ok := o.b.ModelMetadata(mv.Path)
 	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "model '%s' version %s was unloaded", mv.Name, mv.Version)
+		return nil, grpcError(fmt.Errorf("%w: model '%s' version %s was unloaded", servables.ErrUnavailable, mv.Name, mv.Version))
 	}
-	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: oip.Platform(meta.Runtime)}
+	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: Platform(meta.Runtime)}
 	for _, v := range routing.Versions(o.b.ModelPaths(), mv.Name) {
 		out.Versions = append(out.Versions, v.Version)
 	}
@@ -94,7 +83,7 @@ func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorM
 	if shape == nil {
 		shape = []int64{-1} // unknown rank: TorchScript records none
 	}
-	dt, _ := oip.Datatype(t.DType) // "" when the runtime does not say
+	dt, _ := Datatype(t.DType) // "" when the runtime does not say
 	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: dt, Shape: shape}
 }
 
@@ -102,35 +91,35 @@ func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorM
 // raw_input_contents (little-endian, one entry per input) or from the typed
 // contents; outputs go back in raw_output_contents, filtered and ordered by
 // the requested outputs if any.
-func (o *oipServer) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
 	mv, err := o.resolve(req.GetModelName(), req.GetModelVersion())
 	if err != nil {
-		return nil, err
+		return nil, grpcError(err)
 	}
 	inputs, err := inferInputs(req)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
 	res, err := o.b.Infer(ctx, []actors.Request{{API: "oip-grpc", ModelPath: mv.Path, Inputs: inputs, RequestID: requestIDOr(ctx, req.GetId())}})
+	if err == nil {
+		err = res[0].Err
+	}
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, grpcError(err)
 	}
-	if err := res[0].Err; err != nil {
-		return nil, inferStatus(err)
-	}
-	var requested []oip.RequestedOutput
+	var requested []RequestedOutput
 	for _, r := range req.GetOutputs() {
-		requested = append(requested, oip.RequestedOutput{Name: r.GetName()})
+		requested = append(requested, RequestedOutput{Name: r.GetName()})
 	}
-	outputs, err := oip.SelectOutputs(mv.Name, res[0].Outputs, requested)
+	outputs, err := SelectOutputs(mv.Name, res[0].Outputs, requested)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
 	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: mv.Version, Id: req.GetId()}
 	for _, t := range outputs {
-		dt, ok := oip.Datatype(t.DType)
+		dt, ok := Datatype(t.DType)
 		if !ok {
-			return nil, status.Errorf(codes.Internal, "output '%s' has type %v, which OIP cannot carry", t.Name, t.DType)
+			return nil, grpcstatus.Errorf(codes.Internal, "output '%s' has type %v, which OIP cannot carry", t.Name, t.DType)
 		}
 		out.Outputs = append(out.Outputs, &oippb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: dt, Shape: t.Shape})
 		out.RawOutputContents = append(out.RawOutputContents, t.Data)
@@ -143,21 +132,7 @@ func requestIDOr(ctx context.Context, id string) string {
 	if id != "" && len(id) <= 128 {
 		return id
 	}
-	return requestID(ctx)
-}
-
-// inferStatus maps a failed inference to its gRPC status.
-func inferStatus(err error) error {
-	switch actors.ErrorType(err) {
-	case "INPUT_PARSING":
-		return status.Error(codes.InvalidArgument, err.Error())
-	case "MODEL_NOT_FOUND":
-		return status.Error(codes.NotFound, err.Error())
-	}
-	if errors.Is(err, actors.ErrOverloaded) {
-		return status.Error(codes.ResourceExhausted, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
+	return grpcserver.RequestID(ctx)
 }
 
 // inferInputs converts the request's inputs to tensors.
@@ -168,7 +143,7 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 	}
 	out := make([]servables.Tensor, len(req.GetInputs()))
 	for i, in := range req.GetInputs() {
-		dt, err := oip.DTypeOf(in.GetDatatype())
+		dt, err := DTypeOf(in.GetDatatype())
 		if err != nil {
 			return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
 		}

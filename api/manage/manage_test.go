@@ -1,7 +1,8 @@
-package rest
+package manage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,13 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
 )
 
-// memManager is a Manager over an in-memory config; writes fail with err when set.
+// memManager is a Backend over an in-memory config; writes fail with err when set.
 type memManager struct {
-	echo
 	cfg     conf.ModelConfig
 	metrics map[string]map[string]float64
 	err     error
@@ -83,6 +86,17 @@ func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
 	return actors.ServableInfo{}, fmt.Errorf("%w %s", actors.ErrUnknownRelease, rv)
 }
 
+// serve returns the handler of the management API over m, beside the
+// routes whose shapes overlap its own: the score and GraphPipe endpoints.
+func serve(m Backend, opts httpserver.Options) http.Handler {
+	h := httpserver.New(opts)
+	Register(h, m)
+	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("score " + r.PathValue("org")))
+	})
+	return h.Handler()
+}
+
 func call(t *testing.T, h http.Handler, method, path, body string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -92,8 +106,8 @@ func call(t *testing.T, h http.Handler, method, path, body string) (int, string)
 }
 
 func TestManagementAPIAnswersWithForestFlowEnvelopesAndStatuses(t *testing.T) {
-	m := &memManager{echo: echo{ready: true}, metrics: map[string]map[string]float64{}}
-	s := New(m, Options{Registerer: prometheus.NewRegistry()})
+	m := &memManager{metrics: map[string]map[string]float64{}}
+	s := serve(m, httpserver.Options{Registerer: prometheus.NewRegistry()})
 	serve := func(rv string) string {
 		return `{"path": "m_` + rv + `/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "` + rv + `"},
 			"servableSettings": {"policySettings": {"validityPolicy": [{"NeverValid": {}}]}}}`
@@ -125,6 +139,7 @@ func TestManagementAPIAnswersWithForestFlowEnvelopesAndStatuses(t *testing.T) {
 		{"DELETE", "/ads/p/1/v1", "", 200, `"ServablesDeletedSuccessfully"`},
 		{"DELETE", "/ads/p/1/v1", "", 404, `"UnknownServable"`},
 		{"POST", "/ads/p/1/other", `{}`, 404, "404 page not found"},
+		{"POST", "/contract/ads/p/score", `{}`, 200, "score contract"},
 	}
 	for _, st := range steps {
 		code, body := call(t, s, st.method, st.path, st.body)
@@ -138,11 +153,53 @@ func TestManagementAPIAnswersWithForestFlowEnvelopesAndStatuses(t *testing.T) {
 }
 
 func TestManagementWriteConflictsAnswer503WithRetryAfter(t *testing.T) {
-	m := &memManager{echo: echo{ready: true}, err: fmt.Errorf("updating model_config.json: %w", bucket.ErrConflict)}
-	s := New(m, Options{Registerer: prometheus.NewRegistry()})
+	m := &memManager{err: fmt.Errorf("updating model_config.json: %w", bucket.ErrConflict)}
+	s := serve(m, httpserver.Options{Registerer: prometheus.NewRegistry()})
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("POST", "/contract/ads/p/1", strings.NewReader(`{}`)))
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Errorf("conflict: HTTP %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}
+
+func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
+	fqrv := forestflow.FQRV{Contract: forestflow.Contract{Organization: "ads", Project: "p", ContractNumber: 1}, ReleaseVersion: "v1"}
+	for _, c := range []struct {
+		err        error
+		code       int
+		has        string
+		retryAfter bool
+	}{
+		{fmt.Errorf("%w: v1", conf.ErrServableExists), 409, `{"ServableAlreadyExistsError":`, false},
+		{fmt.Errorf("%w ads/p/1", actors.ErrUnknownContract), 404, `{"UnknownContract":`, false},
+		{conf.ErrContractNotFound, 404, `{"UnknownContract":`, false},
+		{conf.ErrServableNotFound, 404, `{"UnknownServable":`, false},
+		{fmt.Errorf("%w v1", actors.ErrUnknownRelease), 404, `{"UnknownServable":`, false},
+		{fmt.Errorf("edit: %w", &conf.ConfigError{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
+		{conf.ErrContractExists, 422, `"ContractValidationError"`, false},
+		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "generation precondition failed", true},
+		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},
+		{context.DeadlineExceeded, 504, "deadline exceeded", false},
+		{context.Canceled, 499, "canceled", false},
+		{errors.New("disk on fire"), 500, "disk on fire", false},
+	} {
+		a := &api{h: httpserver.New(httpserver.Options{})}
+		rec := httptest.NewRecorder()
+		a.fail(rec, c.err, fqrv, forestflow.ContractValidationError)
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
+			t.Errorf("%v: HTTP %d %s Retry-After %q, want %d with %s", c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+	}
+}
+
+func TestStatusOfMapsEveryKind(t *testing.T) {
+	for k, want := range map[servables.Kind]int{
+		servables.OK: 200, servables.NotFound: 404, servables.InvalidInput: 422, servables.OutputUnsupported: 500,
+		servables.Overloaded: 429, servables.DeadlineExceeded: 504, servables.Canceled: 499, servables.Crashed: 500,
+		servables.Execution: 500, servables.Unavailable: 503, servables.Conflict: 503, servables.ReadOnly: 403,
+	} {
+		if got := statusOf(k); got != want {
+			t.Errorf("%v: %d, want %d", k, got, want)
+		}
 	}
 }

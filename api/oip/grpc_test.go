@@ -1,43 +1,31 @@
-package rpc
+package oip
 
 import (
 	"bytes"
-	"context"
-	"encoding/binary"
-	"math"
 	"runtime"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oippb"
-	"github.com/groveml/grove/api/sidecarpb"
 	"github.com/groveml/grove/servables"
 )
 
-func f32Bytes(vals ...float32) []byte {
-	b := make([]byte, 4*len(vals))
-	for i, v := range vals {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-// testingAllocs reads how many bytes the process has allocated in all.
-type testingAllocs struct{ total uint64 }
-
-func (a *testingAllocs) read() {
+// allocated returns how many bytes f allocated.
+func allocated(f func()) uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	a.total = m.TotalAlloc
+	before := m.TotalAlloc
+	f()
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc - before
 }
 
 func TestInferInputsDecodesRawAndTypedContents(t *testing.T) {
 	raw := &oippb.ModelInferRequest{
 		Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2}}},
-		RawInputContents: [][]byte{f32Bytes(0.5, -1)},
+		RawInputContents: [][]byte{le[float32](0.5, -1)},
 	}
 	typed := &oippb.ModelInferRequest{
 		Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2},
@@ -75,14 +63,12 @@ func TestInferInputsRefusesHugeShapesBeforeAllocating(t *testing.T) {
 		}, "0 values in int_contents"},
 	}
 	for name, c := range cases {
-		var before, after testingAllocs
-		before.read()
-		_, err := inferInputs(c.req)
-		after.read()
+		var err error
+		grew := allocated(func() { _, err = inferInputs(c.req) })
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "input 'x'") {
 			t.Errorf("%s: error %v, want one naming input 'x' and %q", name, err, c.want)
 		}
-		if grew := after.total - before.total; grew > 1<<20 {
+		if grew > 1<<20 {
 			t.Errorf("%s: %d bytes allocated for a refused request", name, grew)
 		}
 	}
@@ -97,9 +83,9 @@ func TestInferInputsNamesWhatIsWrong(t *testing.T) {
 		want string
 	}{
 		"raw count": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1), in("FP32", 1)},
-			RawInputContents: [][]byte{f32Bytes(1)}}, "expected 2 raw_input_contents"},
+			RawInputContents: [][]byte{le[float32](1)}}, "expected 2 raw_input_contents"},
 		"raw and typed": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1},
-			Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}, RawInputContents: [][]byte{f32Bytes(1)}}, "contents given along with raw_input_contents"},
+			Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}, RawInputContents: [][]byte{le[float32](1)}}, "contents given along with raw_input_contents"},
 		"datatype":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP16", 1)}}, `"FP16" is not supported`},
 		"zero dim":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1, 0)}}, "dimension 1 is 0"},
 		"too large": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1<<20, 1<<20)}}, "exceeds"},
@@ -169,29 +155,13 @@ func TestInferInputsBoolAndUint8(t *testing.T) {
 	}
 }
 
-// fakeBackend answers every inference with fixed outputs.
-type fakeBackend struct{ outputs []servables.Tensor }
-
-func (f fakeBackend) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
-	return []actors.Result{{ModelPath: reqs[0].ModelPath, Outputs: f.outputs}}, nil
-}
-func (fakeBackend) RegisterModel(context.Context, string, map[string][]byte, string) error {
-	return nil
-}
-func (fakeBackend) DeleteModel(context.Context, string) error { return nil }
-func (fakeBackend) ModelPaths() []string                      { return []string{"m"} }
-func (fakeBackend) ModelMetadata(string) (servables.Metadata, string, bool) {
-	return servables.Metadata{}, "", true
-}
-func (fakeBackend) Ready() bool { return true }
-
 func TestModelInferReturnsBoolAndUint8AsRawBytes(t *testing.T) {
 	m, _ := servables.NewTensor("m", servables.Bool, []int64{2})
 	copy(m.Data, []byte{0, 1})
 	u, _ := servables.NewTensor("u", servables.Uint8, []int64{3})
 	copy(u.Data, []byte{0, 7, 255})
-	o := &oipServer{b: fakeBackend{outputs: []servables.Tensor{m, u}}}
-	resp, err := o.ModelInfer(context.Background(), &oippb.ModelInferRequest{ModelName: "m",
+	o := &grpcService{b: &fake{outputs: []servables.Tensor{m, u}}}
+	resp, err := o.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m",
 		Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "BOOL", Shape: []int64{1}, Contents: &oippb.InferTensorContents{BoolContents: []bool{true}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -202,91 +172,29 @@ func TestModelInferReturnsBoolAndUint8AsRawBytes(t *testing.T) {
 	}
 }
 
-func TestSidecarRefusesBoolAndUint8Outputs(t *testing.T) {
-	for _, dt := range []servables.DType{servables.Bool, servables.Uint8} {
-		x, _ := servables.NewTensor("y", dt, []int64{1})
-		_, err := tensorsToProto([]servables.Tensor{x})
-		if want := "output 0 (y) has type " + dt.String() + ", which is not supported by the B&A API"; err == nil || err.Error() != want {
-			t.Errorf("%v: %v, want %q", dt, err, want)
-		}
-	}
-}
-
-func TestSidecarTensorsRefuseHugeShapesBeforeAllocating(t *testing.T) {
-	tp := &sidecarpb.TensorProto{TensorName: "x", DataType: sidecarpb.DataTypeProto_DOUBLE, TensorShape: []int64{1 << 31},
-		TensorContent: &sidecarpb.TensorContent{TensorContentDouble: []float64{1}}}
-	var before, after testingAllocs
-	before.read()
-	_, err := tensorsFromProto([]*sidecarpb.TensorProto{tp})
-	after.read()
-	if err == nil || !strings.Contains(err.Error(), "1 values for shape [2147483648]") {
-		t.Errorf("error %v, want the value count and shape named", err)
-	}
-	if grew := after.total - before.total; grew > 1<<20 {
-		t.Errorf("%d bytes allocated for a refused request", grew)
-	}
-	tp = &sidecarpb.TensorProto{TensorName: "x", DataType: sidecarpb.DataTypeProto_INT8, TensorShape: []int64{2},
-		TensorContent: &sidecarpb.TensorContent{TensorContentInt32: []int32{1, -129}}}
-	if _, err := tensorsFromProto([]*sidecarpb.TensorProto{tp}); err == nil || !strings.Contains(err.Error(), "value -129 at 1 is out of range") {
-		t.Errorf("INT8 out of range: %v", err)
-	}
-	tp.TensorContent.TensorContentInt32 = []int32{1, -128}
-	ts, err := tensorsFromProto([]*sidecarpb.TensorProto{tp})
-	if err != nil || ts[0].Int8s()[1] != -128 {
-		t.Errorf("INT8: %v %v", ts, err)
-	}
-}
-
-// FuzzInferInputs feeds arbitrary ModelInferRequest and sidecar
-// PredictRequest bytes through the gRPC tensor decoders: they either
-// return tensors whose data matches their shape or an error, never panic
-// and never allocate more than the request carries.
+// FuzzInferInputs feeds arbitrary ModelInferRequest bytes through the gRPC
+// tensor decoder: it returns tensors whose data matches their shape or an
+// error, never panics and never allocates more than the request carries.
+// The seed corpus is in testdata/fuzz/FuzzInferInputs.
 func FuzzInferInputs(f *testing.F) {
-	seed := func(m proto.Message) {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2}}},
-		RawInputContents: [][]byte{f32Bytes(1, 2)}})
-	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "INT16", Shape: []int64{2},
-		Contents: &oippb.InferTensorContents{IntContents: []int32{1, 40000}}}}})
-	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP64", Shape: []int64{1 << 31}}}})
-	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "m", Datatype: "BOOL", Shape: []int64{3}}, {Name: "u", Datatype: "UINT8", Shape: []int64{2}}},
-		RawInputContents: [][]byte{{1, 0, 2}, {255, 0}}})
-	seed(&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "m", Datatype: "BOOL", Shape: []int64{2},
-		Contents: &oippb.InferTensorContents{BoolContents: []bool{true, false}}}, {Name: "u", Datatype: "UINT8", Shape: []int64{2},
-		Contents: &oippb.InferTensorContents{UintContents: []uint32{7, 256}}}}})
-	seed(&sidecarpb.TensorProto{TensorName: "x", DataType: sidecarpb.DataTypeProto_INT64, TensorShape: []int64{2},
-		TensorContent: &sidecarpb.TensorContent{TensorContentInt64: []int64{1, 2}}})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var req oippb.ModelInferRequest
-		if proto.Unmarshal(b, &req) == nil {
-			if ts, err := inferInputs(&req); err == nil {
-				for _, x := range ts {
-					if err := x.Validate(); err != nil {
-						t.Fatalf("decoded tensor %v: %v", x.Shape, err)
-					}
-					if len(x.Data) > 8*len(b)+8 {
-						t.Fatalf("%d bytes of tensor from %d bytes of request", len(x.Data), len(b))
-					}
-					if x.DType == servables.Bool && bytes.ContainsFunc(x.Data, func(r rune) bool { return r != 0 && r != 1 }) {
-						t.Fatalf("BOOL tensor with bytes other than 0 and 1: %v", x.Data)
-					}
-				}
-			}
+		if proto.Unmarshal(b, &req) != nil {
+			return
 		}
-		var tp sidecarpb.TensorProto
-		if proto.Unmarshal(b, &tp) == nil {
-			if ts, err := tensorsFromProto([]*sidecarpb.TensorProto{&tp}); err == nil {
-				if err := ts[0].Validate(); err != nil {
-					t.Fatalf("decoded tensor %v: %v", ts[0].Shape, err)
-				}
-				if len(ts[0].Data) > 8*len(b)+8 {
-					t.Fatalf("%d bytes of tensor from %d bytes of request", len(ts[0].Data), len(b))
-				}
+		ts, err := inferInputs(&req)
+		if err != nil {
+			return
+		}
+		for _, x := range ts {
+			if err := x.Validate(); err != nil {
+				t.Fatalf("decoded tensor %v: %v", x.Shape, err)
+			}
+			if len(x.Data) > 8*len(b)+8 {
+				t.Fatalf("%d bytes of tensor from %d bytes of request", len(x.Data), len(b))
+			}
+			if x.DType == servables.Bool && bytes.ContainsFunc(x.Data, func(r rune) bool { return r != 0 && r != 1 }) {
+				t.Fatalf("BOOL tensor with bytes other than 0 and 1: %v", x.Data)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package rest
+package ba
 
 import (
 	"context"
@@ -13,14 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
 )
 
 // echo is a Backend whose models echo their inputs; paths starting with
-// "busy" are overloaded, "bad" fail with an input error, "boom" fail to run.
-type echo struct{ ready bool }
+// "busy" are overloaded, "bad" fail with an input error, "boom" fail to run,
+// "none" are not found.
+type echo struct{}
 
-func (e echo) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
+func (echo) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
 	out := make([]actors.Result, len(reqs))
 	for i, r := range reqs {
 		out[i].ModelPath = r.ModelPath
@@ -40,9 +42,14 @@ func (e echo) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, 
 	return out, nil
 }
 
-func (echo) ModelPaths() []string  { return []string{"a/", "b/"} }
-func (echo) Status() actors.Status { return actors.Status{} }
-func (e echo) Ready() bool         { return e.ready }
+func (echo) ModelPaths() []string { return []string{"a/", "b/"} }
+
+// serveBA returns the handler of an HTTP server serving the B&A API over b.
+func serveBA(b Backend, opts httpserver.Options) http.Handler {
+	h := httpserver.New(opts)
+	Register(h, b)
+	return h.Handler()
+}
 
 func post(t *testing.T, h http.Handler, body string) (int, string) {
 	t.Helper()
@@ -52,13 +59,13 @@ func post(t *testing.T, h http.Handler, body string) (int, string) {
 	return rec.Code, string(b)
 }
 
-func item(path string) string {
+func intItem(path string) string {
 	return `{"model_path":"` + path + `","tensors":[{"data_type":"INT32","tensor_shape":[2],"tensor_content":["1","2"]}]}`
 }
 
 func TestInferenceMapsEachOutcomeToItsB_AError(t *testing.T) {
-	s := New(echo{ready: true}, Options{Registerer: prometheus.NewRegistry()})
-	code, body := post(t, s, `{"request":[`+strings.Join([]string{item("ok/"), item("none/"), item("bad/"), item("boom/"), `{"tensors":[]}`}, ",")+`]}`)
+	h := serveBA(echo{}, httpserver.Options{Registerer: prometheus.NewRegistry()})
+	code, body := post(t, h, `{"request":[`+strings.Join([]string{intItem("ok/"), intItem("none/"), intItem("bad/"), intItem("boom/"), `{"tensors":[]}`}, ",")+`]}`)
 	if code != http.StatusOK {
 		t.Fatalf("HTTP %d, want 200", code)
 	}
@@ -74,9 +81,9 @@ func TestInferenceMapsEachOutcomeToItsB_AError(t *testing.T) {
 }
 
 func TestInferenceAnswers429WhenAnItemIsOverloaded(t *testing.T) {
-	s := New(echo{ready: true}, Options{})
+	h := serveBA(echo{}, httpserver.Options{})
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+item("ok/")+","+item("busy/")+`]}`)))
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+intItem("ok/")+","+intItem("busy/")+`]}`)))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("HTTP %d Retry-After %q, want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
@@ -86,7 +93,7 @@ func TestInferenceAnswers429WhenAnItemIsOverloaded(t *testing.T) {
 }
 
 func TestInferenceRejectsBadDocumentsAtBatchLevel(t *testing.T) {
-	s := New(echo{ready: true}, Options{MaxBodyBytes: 64})
+	h := serveBA(echo{}, httpserver.Options{MaxBodyBytes: 64})
 	for _, tc := range []struct {
 		body string
 		code int
@@ -96,47 +103,18 @@ func TestInferenceRejectsBadDocumentsAtBatchLevel(t *testing.T) {
 		{`{"request":{}}`, 400, `Value of member: request, has unexpected member type (expected: 4, observed: 3)`},
 		{`{"request":[` + strings.Repeat(" ", 100) + `]}`, 413, `exceeds the limit of 64 bytes`},
 	} {
-		code, body := post(t, s, tc.body)
+		code, body := post(t, h, tc.body)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("%q: HTTP %d %s; want %d containing %s", tc.body, code, body, tc.code, tc.want)
 		}
 	}
 }
 
-func TestReadinessAndModelList(t *testing.T) {
-	for _, ready := range []bool{false, true} {
-		s := New(echo{ready: ready}, Options{})
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		if want := map[bool]int{false: 503, true: 200}[ready]; rec.Code != want {
-			t.Errorf("ready=%v: /readyz %d, want %d", ready, rec.Code, want)
-		}
-	}
+func TestModelListIsTheReadyPaths(t *testing.T) {
 	rec := httptest.NewRecorder()
-	New(echo{}, Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+	serveBA(echo{}, httpserver.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
 	if rec.Body.String() != `["a/","b/"]` {
 		t.Errorf("/v1/models = %s", rec.Body.String())
-	}
-}
-
-func TestConfigsComeFromBodyAndHeadersAndRequestIDIsEchoed(t *testing.T) {
-	var got []actors.Request
-	s := New(recorder{&got}, Options{})
-	req := httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"configs":{"user_id":"body","site":"x"},"request":[`+item("ok/")+`]}`))
-	req.Header.Set("Grove-Config-User_id", "42")
-	req.Header.Set("X-Request-Id", "abc")
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, req)
-	if len(got) != 1 || got[0].Configs["user_id"] != "42" || got[0].Configs["site"] != "x" || got[0].RequestID != "abc" || got[0].API != "ba" {
-		t.Fatalf("request %+v", got)
-	}
-	if rec.Header().Get("X-Request-Id") != "abc" {
-		t.Errorf("X-Request-Id not echoed: %q", rec.Header().Get("X-Request-Id"))
-	}
-	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+item("ok/")+`]}`)))
-	if id := rec.Header().Get("X-Request-Id"); len(id) != 32 || got[1].RequestID != id || got[1].Configs != nil {
-		t.Errorf("generated request id %q, request %+v", id, got[1])
 	}
 }
 
@@ -147,32 +125,50 @@ func (r recorder) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Re
 	*r.seen = append(*r.seen, reqs...)
 	return echo{}.Infer(ctx, reqs)
 }
-func (recorder) ModelPaths() []string  { return nil }
-func (recorder) Status() actors.Status { return actors.Status{} }
-func (recorder) Ready() bool           { return true }
+func (recorder) ModelPaths() []string { return nil }
 
-func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		s := New(echo{ready: true}, Options{Registerer: prometheus.NewRegistry(), Pprof: on})
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
-		if got := rec.Code == http.StatusOK; got != on {
-			t.Errorf("pprof %v: GET /debug/pprof/ answered %d", on, rec.Code)
-		}
+func TestConfigsComeFromBodyAndHeadersAndRequestIDIsEchoed(t *testing.T) {
+	var got []actors.Request
+	h := serveBA(recorder{&got}, httpserver.Options{})
+	req := httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"configs":{"user_id":"body","site":"x"},"request":[`+intItem("ok/")+`]}`))
+	req.Header.Set("Grove-Config-User_id", "42")
+	req.Header.Set("X-Request-Id", "abc")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if len(got) != 1 || got[0].Configs["user_id"] != "42" || got[0].Configs["site"] != "x" || got[0].RequestID != "abc" || got[0].API != "ba" {
+		t.Fatalf("request %+v", got)
+	}
+	if rec.Header().Get("X-Request-Id") != "abc" {
+		t.Errorf("X-Request-Id not echoed: %q", rec.Header().Get("X-Request-Id"))
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+intItem("ok/")+`]}`)))
+	if id := rec.Header().Get("X-Request-Id"); len(id) != 32 || got[1].RequestID != id || got[1].Configs != nil {
+		t.Errorf("generated request id %q, request %+v", id, got[1])
 	}
 }
 
-func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
-	for _, c := range []struct{ rest, name, version, action string }{
-		{"pcvr", "pcvr", "", ""},
-		{"pcvr/infer", "pcvr", "", "infer"},
-		{"pcvr/versions/3", "pcvr", "3", ""},
-		{"pcvr/versions/3/ready", "pcvr", "3", "ready"},
-		{"ads/pcvr/versions/12/stats", "ads/pcvr", "12", "stats"},
-		{"ads/pcvr/infer", "ads/pcvr", "", "infer"},
+// failing is a backend whose Infer fails as a whole with err.
+type failing struct{ err error }
+
+func (f failing) Infer(context.Context, []actors.Request) ([]actors.Result, error) { return nil, f.err }
+func (failing) ModelPaths() []string                                               { return nil }
+
+func TestInferenceWhenTheWholeBatchFails(t *testing.T) {
+	two := `{"request":[` + intItem("a/") + "," + intItem("b/") + `]}`
+	for _, c := range []struct {
+		err  error
+		code int
+		body string
+	}{
+		{actors.ErrStopped, 503, `{"response":[{"error":{"error_type":"UNKNOWN","description":"server is shutting down"}}]}`},
+		{context.Canceled, 499, `{"response":[{"error":{"error_type":"UNKNOWN","description":"context canceled"}}]}`},
+		{context.DeadlineExceeded, 200, `{"response":[` +
+			`{"model_path":"a/","error":{"error_type":"GRPC","description":"DEADLINE_EXCEEDED: context deadline exceeded"}},` +
+			`{"model_path":"b/","error":{"error_type":"GRPC","description":"DEADLINE_EXCEEDED: context deadline exceeded"}}]}`},
 	} {
-		if n, v, a := parseModelPath(c.rest); n != c.name || v != c.version || a != c.action {
-			t.Errorf("parseModelPath(%q) = %q, %q, %q; want %q, %q, %q", c.rest, n, v, a, c.name, c.version, c.action)
+		if code, body := post(t, serveBA(failing{c.err}, httpserver.Options{}), two); code != c.code || body != c.body {
+			t.Errorf("%v: HTTP %d %s\nwant %d %s", c.err, code, body, c.code, c.body)
 		}
 	}
 }
