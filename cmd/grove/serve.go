@@ -135,7 +135,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}})
 
 	h := httpserver.New(httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
-		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return status(sys, producer) }})
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }})
 	gs := grpcserver.New(grpcserver.Options{Ready: sys.Ready})
 	ba.Register(h, sys)
 	sidecar.Register(gs, sys)
@@ -171,9 +171,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	return err
 }
 
-// status is the /v1/status document: the actors' status, and the
+// statusDocument is the /v1/status document: the actors' status, and the
 // prediction log's when there is one.
-func status(sys *actors.System, producer *logging.Producer) any {
+func statusDocument(sys *actors.System, producer *logging.Producer) any {
 	st := sys.Status()
 	if producer == nil {
 		return st
