@@ -107,9 +107,8 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 	fqrv := FQRV{Contract: ct, ReleaseVersion: release}
 	bp := a.h.Buffer()
 	defer a.h.Release(bp)
-	body, code, err := a.h.ReadBody(r, bp)
-	if err != nil {
-		http.Error(w, err.Error(), code)
+	body, ok := a.h.Body(w, r, bp)
+	if !ok {
 		return
 	}
 	req, err := ParseInferenceRequest(body)

@@ -70,9 +70,8 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := a.h.Buffer()
 	defer a.h.Release(bp)
-	body, code, err := a.h.ReadBody(r, bp)
-	if err != nil {
-		http.Error(w, err.Error(), code)
+	body, ok := a.h.Body(w, r, bp)
+	if !ok {
 		return
 	}
 	req, err := ParseRequest(body)

@@ -214,6 +214,17 @@ func (s *Server) ReadBody(r *http.Request, buf *[]byte) ([]byte, int, error) {
 	return body, http.StatusOK, nil
 }
 
+// Body reads r's body as ReadBody does; when it cannot, it answers with the
+// error as text and its status, and reports false.
+func (s *Server) Body(w http.ResponseWriter, r *http.Request, buf *[]byte) ([]byte, bool) {
+	body, code, err := s.ReadBody(r, buf)
+	if err != nil {
+		http.Error(w, err.Error(), code)
+		return nil, false
+	}
+	return body, true
+}
+
 // readBody reads all of body into buf, failing once more than limit bytes arrive.
 func readBody(body io.Reader, buf []byte, limit int64) ([]byte, error) {
 	for {

@@ -189,6 +189,18 @@ func TestReadBodyRefusesBodiesOverTheLimitWith413(t *testing.T) {
 	}
 }
 
+func TestBodyAnswersWhatReadBodyRefuses(t *testing.T) {
+	s := New(Options{MaxBodyBytes: 4})
+	rec := httptest.NewRecorder()
+	if body, ok := s.Body(rec, httptest.NewRequest("POST", "/", strings.NewReader("1234")), new([]byte)); !ok || string(body) != "1234" || rec.Body.Len() != 0 {
+		t.Errorf("4 bytes: %q %v, answered %q", body, ok, rec.Body)
+	}
+	if _, ok := s.Body(rec, httptest.NewRequest("POST", "/", strings.NewReader("12345")), new([]byte)); ok ||
+		rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "exceeds the limit of 4 bytes") {
+		t.Errorf("5 bytes: %v, answered %d %q", ok, rec.Code, rec.Body)
+	}
+}
+
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }

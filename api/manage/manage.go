@@ -39,8 +39,8 @@ func Register(h *httpserver.Server, b Backend) {
 	a := &api{h: h, b: b}
 	handle := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, "manage", f) }
 	handle("POST /servable", a.createServable)
-	handle("POST /contract/{org}/{project}/{n}", a.createContract)
-	handle("PUT /{org}/{project}/{n}", a.updateContract)
+	handle("POST /contract/{org}/{project}/{n}", a.putContract(true))
+	handle("PUT /{org}/{project}/{n}", a.putContract(false))
 	for _, p := range []string{"policy", "policy-settings"} {
 		handle("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("policy"))
 	}
@@ -147,21 +147,10 @@ func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, inval
 	}
 }
 
-// readDocument reads a management request body, answering 413/400 itself.
-func (a *api) readDocument(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	var buf []byte
-	body, code, err := a.h.ReadBody(r, &buf)
-	if err != nil {
-		http.Error(w, err.Error(), code)
-		return nil, false
-	}
-	return body, true
-}
-
 // createServable serves POST /servable: a conf.ServeRequest adds a release
 // (and its model, and its contract, as needed).
 func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.readDocument(w, r)
+	body, ok := a.h.Body(w, r, new([]byte))
 	if !ok {
 		return
 	}
@@ -182,51 +171,39 @@ func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableCreatedSuccessfully", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv)}))
 }
 
-// createContract serves POST /contract/{org}/{project}/{n} with contract
-// settings. It shares its path shape with the score and GraphPipe
+// putContract serves contract settings: POST /contract/{org}/{project}/{n}
+// (create) creates the contract, PUT /{org}/{project}/{n} replaces its
+// settings. The POST shares its path shape with the score and GraphPipe
 // endpoints, which win (see httpserver.Server.Handle).
-func (a *api) createContract(w http.ResponseWriter, r *http.Request) {
-	ct, _, ok := forestflow.ContractOf(w, r)
-	if !ok {
-		return
+func (a *api) putContract(create bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, id, ok := forestflow.ContractOf(w, r)
+		if !ok {
+			return
+		}
+		body, ok := a.h.Body(w, r, new([]byte))
+		if !ok {
+			return
+		}
+		cs, err := conf.ParseContractSettings(body)
+		if err == nil {
+			_, err = a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error {
+				if create {
+					return c.CreateContract(ct.Organization, ct.Project, int(ct.ContractNumber), cs)
+				}
+				return c.UpdateContract(id, cs)
+			})
+		}
+		if err != nil {
+			a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
+			return
+		}
+		answer := "ContractUpdatedSuccessfully"
+		if create {
+			answer = "ContractCreatedSuccessfully"
+		}
+		httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope(answer, map[string]any{"contract": forestflow.ContractJSON(ct)}))
 	}
-	body, ok := a.readDocument(w, r)
-	if !ok {
-		return
-	}
-	fqrv := forestflow.FQRV{Contract: ct}
-	cs, err := conf.ParseContractSettings(body)
-	if err == nil {
-		_, err = a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error {
-			return c.CreateContract(ct.Organization, ct.Project, int(ct.ContractNumber), cs)
-		})
-	}
-	if err != nil {
-		a.fail(w, err, fqrv, forestflow.ContractValidationError)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ContractCreatedSuccessfully", map[string]any{"contract": forestflow.ContractJSON(ct)}))
-}
-
-// updateContract serves PUT /{org}/{project}/{n}: new contract settings.
-func (a *api) updateContract(w http.ResponseWriter, r *http.Request) {
-	ct, id, ok := forestflow.ContractOf(w, r)
-	if !ok {
-		return
-	}
-	body, ok := a.readDocument(w, r)
-	if !ok {
-		return
-	}
-	cs, err := conf.ParseContractSettings(body)
-	if err == nil {
-		_, err = a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error { return c.UpdateContract(id, cs) })
-	}
-	if err != nil {
-		a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
-		return
-	}
-	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ContractUpdatedSuccessfully", map[string]any{"contract": forestflow.ContractJSON(ct)}))
 }
 
 // updateServable serves PUT /{org}/{project}/{n}/{rv}/policy and .../logging.
@@ -238,7 +215,7 @@ func (a *api) updateServable(what string) http.HandlerFunc {
 		}
 		rv := r.PathValue("rv")
 		fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: rv}
-		body, ok := a.readDocument(w, r)
+		body, ok := a.h.Body(w, r, new([]byte))
 		if !ok {
 			return
 		}
@@ -289,7 +266,7 @@ func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}
-	body, ok := a.readDocument(w, r)
+	body, ok := a.h.Body(w, r, new([]byte))
 	if !ok {
 		return
 	}
