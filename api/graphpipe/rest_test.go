@@ -137,3 +137,17 @@ func TestServeAnswersEachFailureWithItsStatus(t *testing.T) {
 		}
 	}
 }
+
+// FuzzConfigs reads arbitrary GraphPipe config strings: every key is
+// non-empty, lowercase and trimmed, every value trimmed, and both come
+// from the string. The seed corpus is in testdata/fuzz/FuzzConfigs.
+func FuzzConfigs(f *testing.F) {
+	f.Fuzz(func(t *testing.T, config string) {
+		for k, v := range configs(config) {
+			if k == "" || k != strings.ToLower(strings.TrimSpace(k)) || v != strings.TrimSpace(v) ||
+				!strings.Contains(strings.ToLower(config), k) || !strings.Contains(config, v) {
+				t.Fatalf("configs(%q) has %q: %q", config, k, v)
+			}
+		}
+	})
+}

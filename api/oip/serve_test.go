@@ -141,3 +141,20 @@ func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseModelPath splits arbitrary /v2/models/ paths: the action is the
+// path's last segment, and the name and the version (after the last
+// "/versions/") put back together give the rest. The seed corpus is in
+// testdata/fuzz/FuzzParseModelPath.
+func FuzzParseModelPath(f *testing.F) {
+	f.Fuzz(func(t *testing.T, rest string) {
+		name, version, action := parseModelPath(rest)
+		base, found := rest, action == ""
+		if action != "" {
+			base, found = strings.CutSuffix(rest, "/"+action)
+		}
+		if !found || (base != name && base != name+"/versions/"+version) || strings.Contains(version, "/versions/") {
+			t.Fatalf("parseModelPath(%q) = %q, %q, %q", rest, name, version, action)
+		}
+	})
+}
