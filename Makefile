@@ -53,7 +53,11 @@ fuzz: deps
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/rpc -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/graphpipe -run '^$$' -fuzz '^FuzzConfigs$$' -fuzztime $(FUZZTIME)
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics FuzzParseBucketURL; do \
 	  $(GO) test ./conf -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for p in file gcs s3; do \

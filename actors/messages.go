@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/groveml/grove/conf"
@@ -87,21 +86,3 @@ type predict struct {
 
 // GetPriority places the message in the priority mailbox.
 func (p *predict) GetPriority() int8 { return p.priority }
-
-// ErrorType classifies a Result's error with the B&A error types, the
-// vocabulary the APIs and the prediction log share: MODEL_NOT_FOUND,
-// INPUT_PARSING, OUTPUT_PARSING, or MODEL_EXECUTION (which includes crashes
-// and a full queue). It is "" for nil.
-func ErrorType(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrModelNotFound):
-		return "MODEL_NOT_FOUND"
-	case errors.Is(err, servables.ErrInvalidInput):
-		return "INPUT_PARSING"
-	case errors.Is(err, servables.ErrOutput):
-		return "OUTPUT_PARSING"
-	}
-	return "MODEL_EXECUTION"
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/servables"
 )
 
 // Sink turns the answers the router hands over into prediction events and
@@ -60,9 +61,27 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 		}
 	}
 	if res.Err != nil {
-		ev.Error = &grovepb.Error{Type: actors.ErrorType(res.Err), Message: validUTF8(res.Err.Error())}
+		ev.Error = &grovepb.Error{Type: errorType(res.Err), Message: validUTF8(res.Err.Error())}
 	}
 	return ev
+}
+
+// errorType is the prediction event's error type for err: the B&A error
+// type of its kind, from the vocabulary prediction_event.proto documents,
+// where a failure of any other kind (a crash, a full queue, a deadline) is
+// MODEL_EXECUTION. It is "" for nil.
+func errorType(err error) string {
+	switch servables.KindOf(err) {
+	case servables.OK:
+		return ""
+	case servables.NotFound:
+		return "MODEL_NOT_FOUND"
+	case servables.InvalidInput:
+		return "INPUT_PARSING"
+	case servables.OutputUnsupported:
+		return "OUTPUT_PARSING"
+	}
+	return "MODEL_EXECUTION"
 }
 
 // validUTF8 replaces invalid UTF-8 (from HTTP headers, say), which protobuf

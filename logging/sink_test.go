@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -41,6 +42,10 @@ func TestEventClassifiesErrorsWithTheB_ATypes(t *testing.T) {
 		fmt.Errorf("%w: x", servables.ErrInvalidInput): "INPUT_PARSING",
 		fmt.Errorf("%w: x", servables.ErrOutput):       "OUTPUT_PARSING",
 		fmt.Errorf("%w: x", actors.ErrModelCrashed):    "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", actors.ErrOverloaded):      "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", servables.ErrExecution):    "MODEL_EXECUTION",
+		fmt.Errorf("x: %w", context.DeadlineExceeded):  "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", actors.ErrStopped):         "MODEL_EXECUTION",
 	} {
 		ev := Event(&actors.Request{}, &actors.Result{Err: err}, true)
 		if ev.GetError().GetType() != want || ev.GetError().GetMessage() != err.Error() {

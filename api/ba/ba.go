@@ -1,7 +1,11 @@
-// Package ba is a pure codec for the batch inference JSON of the Privacy
-// Sandbox Bidding & Auction (B&A) inference sidecar: the string a bidding
-// script passes to runInference, the string it gets back, and the
-// getModelPaths list. It does no I/O.
+// Package ba is Grove's Privacy Sandbox Bidding & Auction (B&A) inference
+// API: the codec of the sidecar's batch inference JSON (the string a
+// bidding script passes to runInference, the string it gets back, and the
+// getModelPaths list), the batch runner over the actors (Run, Infer), which
+// the B&A sidecar's gRPC service shares, the HTTP endpoints POST
+// /v1/inference and GET /v1/models (Register), and the one table from a
+// kind of failure to its B&A error_type and HTTP status (ItemError). The
+// codec (ParseRequest, Append*) does no I/O.
 //
 // Parsing follows the sidecar (release 4.9.0, rapidjson 1.1.0 and Abseil)
 // closely: the same document-level and item-level checks in the same order,

@@ -1,9 +1,13 @@
-// Package forestflow is a pure codec (no HTTP, no I/O) for the JSON of
-// ForestFlow's BASIC score API: the InferenceRequest a client POSTs to
-// /{organization}/{project}/{contract_number}/score, the Prediction it gets
-// back, and ForestFlow's typed error bodies. ForestFlow serialises its
-// protobuf messages with ScalaPB's JSON format (scalapb-json4s); this package
-// reads and writes that form.
+// Package forestflow is ForestFlow's BASIC score API and contract read API
+// over Grove's contracts: POST /{org}/{project}/{n}[/{release}]/score,
+// GET /contracts/list and GET /{org}/{project}/{n}/stats (Register), with
+// the one table from a kind of failure to an HTTP status (StatusOf), the
+// helpers the management and GraphPipe APIs share (ContractOf, WriteError
+// and ForestFlow's JSON shapes), and the codec of the score API's JSON,
+// which does no I/O: the InferenceRequest a client POSTs, the Prediction it
+// gets back, and ForestFlow's typed error bodies. ForestFlow serialises its
+// protobuf messages with ScalaPB's JSON format (scalapb-json4s); this
+// package reads and writes that form.
 //
 // # Requests
 //

@@ -1,9 +1,11 @@
-// Package graphpipe is a pure codec (no HTTP, no I/O) between Oracle
-// GraphPipe flatbuffer messages and Grove tensors. It reads the Request a
-// GraphPipe client POSTs (an InferRequest or a MetadataRequest) and writes the
-// InferResponse and MetadataResponse it gets back, using the flatbuffer code
-// generated from graphpipe.fbs that ships with
-// github.com/oracle/graphpipe-go (package graphpipefb).
+// Package graphpipe is Oracle GraphPipe over Grove's contracts: POST
+// /{org}/{project}/{n}/gp (Register), with its HTTP status for a kind of
+// failure (statusOf: ForestFlow's table), and the codec between GraphPipe
+// flatbuffer messages and Grove tensors, which does no I/O. The codec
+// reads the Request a GraphPipe client POSTs (an InferRequest or a
+// MetadataRequest) and writes the InferResponse and MetadataResponse it
+// gets back, using the flatbuffer code generated from graphpipe.fbs that
+// ships with github.com/oracle/graphpipe-go (package graphpipefb).
 //
 // # Requests
 //

@@ -1,10 +1,13 @@
-// Package oip is a pure codec (no HTTP, no I/O) for the JSON of the Open
-// Inference Protocol v2 REST API (KServe v2, as served by Triton, MLServer
-// and Seldon): the $inference_request a client POSTs to
-// v2/models/{name}[/versions/{v}]/infer, the $inference_response it gets
-// back, the metadata and readiness documents, and the {"error": "..."} body
-// of every failure. It also implements Triton's binary tensor data
-// extension ("binary_tensor_data") in both directions.
+// Package oip is Grove's Open Inference Protocol v2 (KServe v2, as served
+// by Triton, MLServer and Seldon): the REST API under /v2 and the gRPC
+// service inference.GRPCInferenceService over the actors (Register), with
+// the one table from a kind of failure to an HTTP status and a gRPC code
+// (statusOf), and the codec of the REST API's JSON, which does no I/O: the
+// $inference_request a client POSTs to v2/models/{name}[/versions/{v}]/infer,
+// the $inference_response it gets back, the metadata and readiness
+// documents, and the {"error": "..."} body of every failure. The codec also
+// implements Triton's binary tensor data extension ("binary_tensor_data")
+// in both directions.
 //
 // # Requests
 //

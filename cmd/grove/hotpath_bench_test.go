@@ -18,7 +18,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/rest"
+	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket/file"
 )
 
@@ -60,7 +60,9 @@ func BenchmarkServeInference(b *testing.B) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	h := rest.New(sys, rest.Options{Logger: log, Registerer: reg})
+	api := httpserver.New(httpserver.Options{Logger: log, Registerer: reg})
+	ba.Register(api, sys)
+	h := api.Handler()
 	for _, rows := range []int{1, 64} {
 		vals := make([]string, rows*64)
 		for i := range vals {

@@ -20,8 +20,13 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/rest"
-	"github.com/groveml/grove/api/rpc"
+	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/api/graphpipe"
+	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/manage"
+	"github.com/groveml/grove/api/oip"
+	"github.com/groveml/grove/api/sidecar"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 )
@@ -53,6 +58,17 @@ func serve(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// serveUntil serves until ctx is done or a server fails. The server's
+// components form a run group (see group), started in this order and
+// stopped in the reverse one, all within drain_timeout:
+//
+//  1. signals: ctx done (SIGTERM or SIGINT) starts the shutdown;
+//  2. readiness off: /readyz and gRPC health answer NOT_SERVING;
+//  3. servers: HTTP and gRPC stop taking requests and drain those in
+//     flight, together (what is still running at the deadline is cut);
+//  4. actors: polling stops, every model is closed;
+//  5. prediction log: the producer flushes its buffer (and stops the
+//     embedded broker if it started one).
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	b, err := openBucket(ctx, cfg)
 	if err != nil {
@@ -72,6 +88,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	g := group{stopTimeout: cfg.DrainTimeout, log: log}
+
 	producer, err := logging.New(cfg.Kafka, logging.WithLogger(log.With("component", "prediction-log")),
 		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg))
 	if err != nil {
@@ -82,6 +100,12 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		log.Info("prediction log on Kafka", "brokers", st.Brokers, "topic", st.Topic, "encoding", st.Encoding,
 			"embedded", st.Embedded, "direct_call_level", policy.Level.String())
 	}
+	g.add("prediction log", component{name: "prediction log", interrupt: func(ctx context.Context) {
+		if err := producer.Close(ctx); err != nil {
+			log.Warn("prediction log not fully flushed within the drain timeout", "err", err, "stats", producer.Stats())
+		}
+	}})
+
 	sys, err := actors.Start(actors.Options{
 		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
 		Bucket:               b,
@@ -101,81 +125,119 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		Registerer:           reg,
 	})
 	if err != nil {
-		_ = producer.Close(context.Background())
-		return err
+		return g.abort(err)
 	}
-	var _ rest.Manager = sys // the management API is served
-	api := rest.New(sys, rest.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg, Pprof: cfg.Pprof, Version: version,
-		Status: func() map[string]any {
-			if producer == nil {
-				return nil
-			}
-			return map[string]any{"prediction_log": producer.Stats()}
-		}})
+	g.add("actors", component{name: "actors", interrupt: func(ctx context.Context) {
+		if err := sys.Stop(ctx); err != nil {
+			log.Warn("stopping actors", "err", err)
+		}
+	}})
+
+	h := httpserver.New(httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }})
+	gs := grpcserver.New(grpcserver.Options{Ready: sys.Ready})
+	ba.Register(h, sys)
+	sidecar.Register(gs, sys)
+	oip.Register(h, gs, sys, version)
+	forestflow.Register(h, sys)
+	graphpipe.Register(h, sys)
+	manage.Register(h, sys)
+
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
-		_ = sys.Stop(context.Background())
-		_ = producer.Close(context.Background())
-		return fmt.Errorf("listening for HTTP: %w", err)
+		return g.abort(fmt.Errorf("listening for HTTP: %w", err))
 	}
-	var grpcSrv *rpc.Server
-	var grpcLn net.Listener
-	if cfg.GRPC != "off" {
-		if grpcLn, err = net.Listen("tcp", cfg.GRPC); err != nil {
-			_ = ln.Close()
-			_ = sys.Stop(context.Background())
-			_ = producer.Close(context.Background())
-			return fmt.Errorf("listening for gRPC: %w", err)
-		}
-		grpcSrv = rpc.New(sys, rpc.Options{Logger: log, Version: version})
-	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- fmt.Errorf("serving HTTP: %w", srv.Serve(ln)) }()
+	g.add("servers", serveHTTP(h.Handler(), ln, log))
 	grpcAddr := "off"
-	if grpcSrv != nil {
-		grpcAddr = grpcLn.Addr().String()
-		go func() { serveErr <- fmt.Errorf("serving gRPC: %w", grpcSrv.Serve(grpcLn)) }()
-	}
-	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
-
-	select {
-	case err := <-serveErr:
-		if grpcSrv != nil {
-			grpcSrv.Stop()
+	if cfg.GRPC != "off" {
+		grpcLn, err := net.Listen("tcp", cfg.GRPC)
+		if err != nil {
+			return g.abort(fmt.Errorf("listening for gRPC: %w", err))
 		}
-		_ = srv.Close()
-		_ = sys.Stop(context.Background())
-		_ = producer.Close(context.Background())
-		return err
-	case <-ctx.Done():
+		g.add("servers", serveGRPC(gs, grpcLn, log))
+		grpcAddr = grpcLn.Addr().String()
 	}
-	log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
-	sys.Drain()
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	grpcStopped := make(chan struct{})
-	if grpcSrv != nil {
-		grpcSrv.Drain()
-		go func() { grpcSrv.GracefulStop(); close(grpcStopped) }()
-	} else {
-		close(grpcStopped)
-	}
-	if err := srv.Shutdown(dctx); err != nil {
-		log.Warn("drain timeout passed with requests in flight", "err", err)
-	}
-	select {
-	case <-grpcStopped:
-	case <-dctx.Done():
-		log.Warn("drain timeout passed with gRPC calls in flight")
-		grpcSrv.Stop()
-	}
-	if err := sys.Stop(dctx); err != nil {
-		log.Warn("stopping actors", "err", err)
-	}
-	if err := producer.Close(dctx); err != nil {
-		log.Warn("prediction log not fully flushed within the drain timeout", "err", err, "stats", producer.Stats())
-	}
+	g.add("readiness", component{name: "readiness", interrupt: func(context.Context) {
+		log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
+		sys.Drain()
+		gs.Drain()
+	}})
+	g.add("signals", untilDone(ctx))
+
+	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
+	err = g.run()
 	log.Info("grove stopped")
-	return nil
+	return err
+}
+
+// statusDocument is the /v1/status document: the actors' status, and the
+// prediction log's when there is one.
+func statusDocument(sys *actors.System, producer *logging.Producer) any {
+	st := sys.Status()
+	if producer == nil {
+		return st
+	}
+	return map[string]any{"ready": st.Ready, "config": st.Config, "models": st.Models, "prediction_log": producer.Stats()}
+}
+
+// untilDone is the component that returns once ctx is done.
+func untilDone(ctx context.Context) component {
+	quit := make(chan struct{})
+	return component{name: "signals",
+		execute: func() error {
+			select {
+			case <-ctx.Done():
+			case <-quit:
+			}
+			return nil
+		},
+		interrupt: func(context.Context) { close(quit) },
+	}
+}
+
+// serveHTTP is the component that serves h on ln. Interrupted, it stops
+// taking requests and waits for those in flight until the stop deadline,
+// then cuts them.
+func serveHTTP(h http.Handler, ln net.Listener, log *slog.Logger) component {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return component{name: "http",
+		execute: func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serving HTTP: %w", err)
+			}
+			return nil
+		},
+		interrupt: func(ctx context.Context) {
+			if err := srv.Shutdown(ctx); err != nil {
+				log.Warn("drain timeout passed with requests in flight", "err", err)
+				_ = srv.Close()
+			}
+			_ = ln.Close() // if Serve never ran
+		},
+	}
+}
+
+// serveGRPC is the component that serves gs on ln. Interrupted, it stops
+// taking calls and waits for those in flight until the stop deadline, then
+// cuts them.
+func serveGRPC(gs *grpcserver.Server, ln net.Listener, log *slog.Logger) component {
+	return component{name: "grpc",
+		execute: func() error {
+			if err := gs.Serve(ln); err != nil {
+				return fmt.Errorf("serving gRPC: %w", err)
+			}
+			return nil
+		},
+		interrupt: func(ctx context.Context) {
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				log.Warn("drain timeout passed with gRPC calls in flight")
+				gs.Stop()
+			}
+			_ = ln.Close() // if Serve never ran
+		},
+	}
 }

@@ -88,7 +88,7 @@ func (m *model) Predict(_ context.Context, inputs []servables.Tensor) ([]servabl
 			panic(fmt.Sprintf("faulty model: input contains %v", v))
 		}
 		if m.sp.ErrorOn != nil && v == *m.sp.ErrorOn {
-			return nil, fmt.Errorf("faulty model: input contains %v", v)
+			return nil, fmt.Errorf("%w: faulty model: input contains %v", servables.ErrExecution, v)
 		}
 	}
 	out, err := servables.NewTensor("", in.DType, in.Shape)

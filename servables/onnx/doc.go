@@ -50,7 +50,7 @@
 // servables.ErrInvalidInput whose message lists the inputs the model expects
 // (name, dtype, shape). So are ONNX Runtime's own input checks (for inputs
 // whose rank the model does not record). Other failures while the model runs
-// are "Model execution error: " and ONNX Runtime's message.
+// are errors wrapping servables.ErrExecution with ONNX Runtime's message.
 //
 // Input data is handed to ONNX Runtime without a copy (pinned for the call;
 // copied only when it is not aligned for its dtype). ONNX Runtime allocates

@@ -494,7 +494,7 @@ func (m *Model) runError(err error) error {
 			return m.invalid("%s", msg)
 		}
 	}
-	return fmt.Errorf("Model execution error: %s", msg)
+	return fmt.Errorf("%w: %s", servables.ErrExecution, msg)
 }
 
 // newValue wraps t's data, without copying it when it is aligned for its
@@ -545,9 +545,9 @@ func newScalar(dt servables.DType, data []byte) (ort.Value, error) {
 // has, by position. Errors wrap servables.ErrInvalidInput when the inputs do
 // not fit (missing, unknown or repeated name, dtype, rank, a fixed
 // dimension), naming the inputs the model expects; servables.ErrOutput when
-// an output is not a tensor of a dtype Grove returns; other failures are
-// execution errors ("Model execution error: ..."). Outputs are named as in the
-// model and come in the model's output order.
+// an output is not a tensor of a dtype Grove returns; servables.ErrExecution,
+// with ONNX Runtime's message, when the model fails to run. Outputs are named
+// as in the model and come in the model's output order.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

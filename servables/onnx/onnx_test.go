@@ -346,7 +346,7 @@ func TestONNXRuntimeInputErrorsAreInvalidInput(t *testing.T) {
 		if invalid && !strings.Contains(err.Error(), "x FLOAT [-1], s FLOAT []") {
 			t.Errorf("runError(%q) = %v does not list the inputs", msg, err)
 		}
-		if !invalid && !strings.HasPrefix(err.Error(), "Model execution error: ") {
+		if !invalid && (!errors.Is(err, servables.ErrExecution) || servables.KindOf(err) != servables.Execution) {
 			t.Errorf("runError(%q) = %v", msg, err)
 		}
 	}

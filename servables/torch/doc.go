@@ -33,8 +33,9 @@
 // Inputs that do not fit forward's signature (too few or too many tensors,
 // checked against the schema before the model runs) are errors wrapping
 // servables.ErrInvalidInput. A failure while the model runs, including a
-// shape mismatch found by an operator, is "Model execution error: " followed
-// by torch's message without its C++ backtrace or TorchScript traceback.
+// shape mismatch found by an operator, is an error wrapping
+// servables.ErrExecution with torch's message, without its C++ backtrace or
+// TorchScript traceback.
 // Every C++ exception is caught in the shim; none reaches Go.
 //
 // Predict is safe for concurrent use (libtorch's graph executor is

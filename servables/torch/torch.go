@@ -185,8 +185,8 @@ func (m *Model) Frozen() bool { return m.frozen }
 // returns one tensor per output tensor, named output_0, output_1, ... Errors
 // wrap servables.ErrInvalidInput when the inputs do not fit forward's
 // signature, servables.ErrOutput when forward returns something other than a
-// Tensor or a Tuple or List of Tensors of a supported dtype; other failures
-// are execution errors ("Model execution error: ...").
+// Tensor or a Tuple or List of Tensors of a supported dtype, and
+// servables.ErrExecution, with torch's message, when the model fails to run.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	case C.GROVE_ERR_OUTPUT:
 		return nil, fmt.Errorf("%w: %s", servables.ErrOutput, takeString(cerr))
 	default:
-		return nil, fmt.Errorf("Model execution error: %s", takeString(cerr))
+		return nil, fmt.Errorf("%w: %s", servables.ErrExecution, takeString(cerr))
 	}
 	defer C.grove_result_free(res)
 	return copyOutputs(res)

@@ -1,0 +1,55 @@
+package ba
+
+import (
+	"net/http"
+
+	"github.com/groveml/grove/api/httpserver"
+)
+
+// Backend is what the B&A API needs: batch inference and the ready model
+// paths; *actors.System is one.
+type Backend interface {
+	Inferer
+	ModelPaths() []string
+}
+
+// Register serves the B&A API on h: POST /v1/inference (a batch request
+// in, a batch response out) and GET /v1/models (the ready model paths, as
+// the sidecar's getModelPaths).
+func Register(h *httpserver.Server, b Backend) {
+	a := &api{h: h, b: b}
+	h.Handle("POST /v1/inference", "inference", a.inference)
+	h.Handle("GET /v1/models", "models", a.models)
+}
+
+type api struct {
+	h *httpserver.Server
+	b Backend
+}
+
+func (a *api) models(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(AppendModelPaths(nil, a.b.ModelPaths()))
+}
+
+func (a *api) inference(w http.ResponseWriter, r *http.Request) {
+	bp := a.h.Buffer()
+	defer a.h.Release(bp)
+	rp := a.h.Buffer()
+	defer a.h.Release(rp)
+	body, code, err := a.h.ReadBody(r, bp)
+	var out []byte
+	if err != nil {
+		out = AppendBatchError((*rp)[:0], inputError(err.Error()), "")
+	} else {
+		out, code, _ = Run(r.Context(), a.b, (*rp)[:0], body, Call{API: "ba", RequestID: httpserver.RequestID(w, r),
+			Configs: func(c map[string]string) map[string]string { return httpserver.HeaderConfigs(c, r.Header) }})
+	}
+	if code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(out)
+	*rp = out[:0]
+}

@@ -1,0 +1,249 @@
+package forestflow
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/servables"
+)
+
+// Backend is what the score and contract read APIs need: contract routing,
+// the configured contracts and their servables' statistics; *actors.System
+// is one.
+type Backend interface {
+	Score(ctx context.Context, contract, release string, req actors.Request) (actors.Result, string, error)
+	Contracts() []conf.Contract
+	ContractStats(id string) ([]actors.ServableStats, error)
+}
+
+// Register serves the ForestFlow APIs over b on h: the score endpoints
+// (routed through the contract, or to one release), the contract list and
+// each contract's statistics.
+func Register(h *httpserver.Server, b Backend) {
+	a := &api{h: h, b: b}
+	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", a.score)
+	h.Handle("POST /{org}/{project}/{n}/{rv}/score", "forestflow", a.score)
+	h.Handle("GET /contracts/list", "contracts", a.contractList)
+	h.Handle("GET /{org}/{project}/{n}/stats", "contracts", a.contractStats)
+}
+
+type api struct {
+	h *httpserver.Server
+	b Backend
+}
+
+// StatusOf is ForestFlow's one table from a kind of failure to an HTTP
+// status. A full model queue is 429 (with Retry-After), a caller gone 499
+// (for the metrics: nobody reads it). The failures ForestFlow has an error
+// case for answer with the case's own status (see fail).
+func StatusOf(k servables.Kind) int {
+	switch k {
+	case servables.OK:
+		return http.StatusOK
+	case servables.NotFound:
+		return http.StatusNotFound
+	case servables.InvalidInput:
+		return http.StatusBadRequest
+	case servables.Overloaded:
+		return http.StatusTooManyRequests
+	case servables.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case servables.Canceled:
+		return httpserver.StatusClientClosedRequest
+	case servables.Unavailable:
+		return http.StatusServiceUnavailable
+	case servables.Conflict:
+		return http.StatusConflict
+	case servables.ReadOnly:
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError // OutputUnsupported, Crashed, Execution
+}
+
+// fail answers a score of release fqrv that failed with err. A failure
+// ForestFlow has an error case for answers that case with its status: an
+// unknown contract or release (404), no active servable (422). A failure
+// of the model that answered is UnknownServableError; any other (the
+// server stopping) plain text. Their status is StatusOf's.
+func fail(w http.ResponseWriter, err error, fqrv FQRV, answered bool) {
+	switch {
+	case errors.Is(err, actors.ErrUnknownContract):
+		WriteError(w, 0, ErrorResponse{Case: UnknownContract, Contract: fqrv.Contract})
+		return
+	case errors.Is(err, actors.ErrUnknownRelease):
+		WriteError(w, 0, ErrorResponse{Case: UnknownServable, FQRV: fqrv})
+		return
+	case errors.Is(err, actors.ErrNoActiveServable):
+		WriteError(w, 0, ErrorResponse{Case: NoActiveServablesForContract, Contract: fqrv.Contract})
+		return
+	}
+	k := servables.KindOf(err)
+	if k == servables.Overloaded {
+		w.Header().Set("Retry-After", "1")
+	}
+	if !answered {
+		http.Error(w, err.Error(), StatusOf(k))
+		return
+	}
+	WriteError(w, StatusOf(k), ErrorResponse{Case: UnknownServableError, FQRV: fqrv, Message: err.Error()})
+}
+
+// score serves POST /{org}/{project}/{n}/score and
+// /{org}/{project}/{n}/{rv}/score: an InferenceRequest in, a Prediction
+// naming the release that answered out. Each schema entry is one input
+// tensor [rows, len(fields)], in schema order; output i becomes schema
+// entry i of the Prediction, and datum r holds row r of every output.
+func (a *api) score(w http.ResponseWriter, r *http.Request) {
+	ct, id, ok := ContractOf(w, r)
+	if !ok {
+		return
+	}
+	release := r.PathValue("rv")
+	fqrv := FQRV{Contract: ct, ReleaseVersion: release}
+	bp := a.h.Buffer()
+	defer a.h.Release(bp)
+	body, ok := a.h.Body(w, r, bp)
+	if !ok {
+		return
+	}
+	req, err := ParseInferenceRequest(body)
+	if err != nil {
+		code := http.StatusBadRequest
+		var re *RequestError
+		if errors.As(err, &re) {
+			code = re.Status()
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	configs := httpserver.HeaderConfigs(req.Configs, r.Header)
+	res, picked, err := a.b.Score(r.Context(), id, release, actors.Request{API: "forestflow", Inputs: req.Inputs,
+		RequestID: httpserver.RequestID(w, r), Configs: configs})
+	if err != nil {
+		fail(w, err, fqrv, false)
+		return
+	}
+	fqrv.ReleaseVersion = picked
+	if res.Err == nil {
+		res.Err = CheckOutputs(req.Rows, res.Outputs)
+	}
+	if res.Err != nil {
+		fail(w, res.Err, fqrv, true)
+		return
+	}
+	rp := a.h.Buffer()
+	defer a.h.Release(rp)
+	out, err := AppendPrediction((*rp)[:0], fqrv, res.Outputs)
+	if err != nil {
+		fail(w, err, fqrv, true)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+	*rp = out[:0]
+}
+
+// ContractOf reads the contract of a /{org}/{project}/{n}/... path and its
+// id "org/project/n"; it answers 404 and reports false when n is not a
+// positive 32-bit integer.
+func ContractOf(w http.ResponseWriter, r *http.Request) (Contract, string, bool) {
+	n, err := strconv.ParseInt(r.PathValue("n"), 10, 32)
+	if err != nil || n < 1 {
+		http.Error(w, "contract number must be a positive integer", http.StatusNotFound)
+		return Contract{}, "", false
+	}
+	ct := Contract{Organization: r.PathValue("org"), Project: r.PathValue("project"), ContractNumber: int32(n)}
+	return ct, ct.Organization + "/" + ct.Project + "/" + strconv.FormatInt(n, 10), true
+}
+
+// WriteError answers with e's body and code, or its case's status when
+// code is 0.
+func WriteError(w http.ResponseWriter, code int, e ErrorResponse) {
+	if code == 0 {
+		code = e.Case.Status()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(AppendErrorResponse(nil, e))
+}
+
+// ConfContract is a configured contract as ForestFlow names it.
+func ConfContract(k conf.Contract) Contract {
+	return Contract{Organization: k.Organization, Project: k.Project, ContractNumber: int32(k.Number)}
+}
+
+// ContractJSON is a contract in ForestFlow's JSON, for encoding/json.
+func ContractJSON(c Contract) map[string]any {
+	return map[string]any{"organization": c.Organization, "project": c.Project, "contractNumber": c.ContractNumber}
+}
+
+// FQRVJSON is an FQRV in ForestFlow's JSON, for encoding/json.
+func FQRVJSON(f FQRV) map[string]any {
+	return map[string]any{"contract": ContractJSON(f.Contract), "releaseVersion": f.ReleaseVersion}
+}
+
+// Envelope is ForestFlow's reply shape: {"<Case>": body}.
+func Envelope(name string, body any) map[string]any { return map[string]any{name: body} }
+
+// contractList serves GET /contracts/list in ForestFlow's shape:
+// {"Contracts":{"contracts":[{"organization":…,"project":…,"contractNumber":…}]}}.
+func (a *api) contractList(w http.ResponseWriter, _ *http.Request) {
+	list := []any{}
+	for _, k := range a.b.Contracts() {
+		list = append(list, ContractJSON(ConfContract(k)))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, Envelope("Contracts", map[string]any{"contracts": list}))
+}
+
+// contractStats serves GET /{org}/{project}/{n}/stats: ForestFlow's
+// [{"ServableMetrics": {...}}, ...], one per servable, each element also
+// carrying Grove's fuller view under "Grove" (readiness, validity and its
+// reason, traffic share, shadow drops, latency quantiles).
+func (a *api) contractStats(w http.ResponseWriter, r *http.Request) {
+	ct, id, ok := ContractOf(w, r)
+	if !ok {
+		return
+	}
+	st, err := a.b.ContractStats(id)
+	if err != nil {
+		WriteError(w, 0, ErrorResponse{Case: UnknownContract, Contract: ct})
+		return
+	}
+	out := make([]any, 0, len(st))
+	for _, sv := range st {
+		out = append(out, map[string]any{
+			"ServableMetrics": servableMetricsJSON(FQRV{Contract: ct, ReleaseVersion: sv.Release}, sv),
+			"Grove":           sv,
+		})
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+// servableMetricsJSON is ForestFlow's ServableMetrics message in its JSON:
+// scoreCount (user requests), shadeCount (shadow executions), createdAtMS,
+// becameValidAtMS (absent while never valid), currentPhaseInPct (whole
+// percent) and performanceMetrics (from the metrics API).
+func servableMetricsJSON(fqrv FQRV, sv actors.ServableStats) map[string]any {
+	m := map[string]any{
+		"fqrv":               FQRVJSON(fqrv),
+		"scoreCount":         sv.Served,
+		"shadeCount":         sv.ShadowExecutions,
+		"currentPhaseInPct":  int32(sv.PhaseInPct),
+		"performanceMetrics": map[string]float64{},
+	}
+	if sv.Metrics != nil {
+		m["performanceMetrics"] = sv.Metrics
+	}
+	if sv.Created != nil {
+		m["createdAtMS"] = sv.Created.UnixMilli()
+	}
+	if sv.ValidSince != nil {
+		m["becameValidAtMS"] = sv.ValidSince.UnixMilli()
+	}
+	return m
+}

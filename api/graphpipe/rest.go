@@ -1,0 +1,187 @@
+package graphpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/oip"
+	"github.com/groveml/grove/servables"
+)
+
+// Backend is what GraphPipe needs: contract routing, and for a Metadata
+// request the contract's servables and their models; *actors.System is
+// one.
+type Backend interface {
+	Score(ctx context.Context, contract, release string, req actors.Request) (actors.Result, string, error)
+	ContractStats(id string) ([]actors.ServableStats, error)
+	Servable(id, rv string) (actors.ServableInfo, error)
+}
+
+// Register serves GraphPipe over b on h: POST /{org}/{project}/{n}/gp.
+func Register(h *httpserver.Server, b Backend) {
+	a := &api{h: h, b: b}
+	h.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", a.serve)
+}
+
+type api struct {
+	h *httpserver.Server
+	b Backend
+}
+
+// statusOf is GraphPipe's HTTP status for a failure: ForestFlow's table
+// (forestflow.StatusOf), as GraphPipe is served through ForestFlow's
+// contracts, and 422 for a contract with no active servable, as ForestFlow
+// answers it.
+func statusOf(err error) int {
+	if errors.Is(err, actors.ErrNoActiveServable) {
+		return http.StatusUnprocessableEntity
+	}
+	return forestflow.StatusOf(servables.KindOf(err))
+}
+
+// fail answers err with its status and its text, which is what GraphPipe's
+// Go client reports as an error (it ignores errors inside a 200
+// InferResponse).
+func fail(w http.ResponseWriter, err error) {
+	if servables.KindOf(err) == servables.Overloaded {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, err.Error(), statusOf(err))
+}
+
+// serve serves POST /{org}/{project}/{n}/gp: GraphPipe Infer and Metadata
+// requests through a contract, shadowed like the BASIC API. Inputs are
+// positional model inputs. Outputs come back in model order, or those named
+// in the request's output_names in that order. The request's config is
+// read as ForestFlow reads it, "k:v,k2:v2" pairs, which become the call's
+// configs (the sticky key and the prediction log's key features);
+// Grove-Config-* headers win. A Metadata request describes the model of the
+// release that takes most of the contract's traffic now.
+func (a *api) serve(w http.ResponseWriter, r *http.Request) {
+	_, id, ok := forestflow.ContractOf(w, r)
+	if !ok {
+		return
+	}
+	bp := a.h.Buffer()
+	defer a.h.Release(bp)
+	body, ok := a.h.Body(w, r, bp)
+	if !ok {
+		return
+	}
+	req, err := ParseRequest(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.Kind == KindMetadata {
+		m, err := a.metadata(id)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(AppendMetadataResponse(nil, m))
+		return
+	}
+	res, _, err := a.b.Score(r.Context(), id, "", actors.Request{API: "graphpipe", Inputs: req.Inputs,
+		RequestID: httpserver.RequestID(w, r), Configs: httpserver.HeaderConfigs(configs(req.Config), r.Header)})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	outputs, err := selectOutputs(res.Outputs, req.OutputNames)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	rp := a.h.Buffer()
+	defer a.h.Release(rp)
+	*rp = AppendInferResponse((*rp)[:0], outputs)
+	_, _ = w.Write(*rp)
+	*rp = (*rp)[:0]
+}
+
+// configs reads a GraphPipe config string as ForestFlow does:
+// comma-separated "key:value" pairs; keys are lowercased like Grove-Config-*
+// header names, and pieces without a colon are ignored.
+func configs(config string) map[string]string {
+	if config == "" {
+		return nil
+	}
+	var out map[string]string
+	for _, kv := range strings.Split(config, ",") {
+		k, v, ok := strings.Cut(kv, ":")
+		k = strings.ToLower(strings.TrimSpace(k))
+		if !ok || k == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, 4)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out
+}
+
+// selectOutputs returns the outputs named in names, in that order, or all
+// of them when names is empty; an unknown name is an error listing the
+// model's outputs (the OIP outputs filter's rule).
+func selectOutputs(outputs []servables.Tensor, names []string) ([]servables.Tensor, error) {
+	if len(names) == 0 {
+		return outputs, nil
+	}
+	requested := make([]oip.RequestedOutput, len(names))
+	for i, n := range names {
+		requested[i].Name = n
+	}
+	return oip.SelectOutputs("", outputs, requested)
+}
+
+// metadata describes contract id's model for a GraphPipe Metadata request:
+// the release with the largest traffic share now (the first valid one on a
+// tie), its model's inputs and outputs as its runtime reports them (-1 for
+// a dimension of any size, no dimensions where the runtime records none,
+// as TorchScript does). It fails when the contract is unknown (NotFound) or
+// no release is serving (actors.ErrNoActiveServable).
+func (a *api) metadata(id string) (Metadata, error) {
+	st, err := a.b.ContractStats(id)
+	if err != nil {
+		return Metadata{}, err
+	}
+	best := -1
+	for i, sv := range st {
+		if sv.Ready && sv.TrafficShare > 0 && (best < 0 || sv.TrafficShare > st[best].TrafficShare) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Metadata{}, fmt.Errorf("%w in contract %s", actors.ErrNoActiveServable, id)
+	}
+	sv := st[best]
+	info, err := a.b.Servable(id, sv.Release)
+	if err != nil {
+		return Metadata{}, err
+	}
+	io := func(specs []servables.TensorSpec) []IO {
+		out := make([]IO, len(specs))
+		for i, t := range specs {
+			out[i] = IO{Name: t.Name, Type: t.DType, Shape: t.Shape}
+		}
+		return out
+	}
+	return Metadata{
+		Name: id, Version: sv.Release, Server: "grove",
+		Description: fmt.Sprintf("Grove contract %s: release %s, model %s (%s, checksum %s)", id, sv.Release, sv.ModelPath, info.Metadata.Runtime, info.Checksum),
+		Inputs:      io(info.Metadata.Inputs), Outputs: io(info.Metadata.Outputs),
+	}, nil
+}

@@ -1,0 +1,147 @@
+// Package grpcserver is the protocol-free part of Grove's gRPC API: the
+// server and its options, the standard health service (following the
+// server's readiness), server reflection (so grpcurl works without .proto
+// files) and the request id. Protocol packages register their services on
+// it (it is a grpc.ServiceRegistrar).
+package grpcserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+)
+
+// Options configure the gRPC server.
+type Options struct {
+	// MaxMessageBytes bounds received and sent messages (a B&A
+	// RegisterModel carries whole models); 0 means 2 GiB, the B&A
+	// sidecar's limit.
+	MaxMessageBytes int
+	// Ready reports whether the server takes traffic (health SERVING); nil
+	// means always.
+	Ready func() bool
+}
+
+// Server is a gRPC server with the health and reflection services.
+type Server struct {
+	*grpc.Server
+	health  *health.Server
+	ready   func() bool
+	drained atomic.Bool
+	ctx     context.Context
+	stop    context.CancelFunc
+	watch   sync.Once
+}
+
+// New returns a server with the health and reflection services; register
+// the protocols' services, then Serve it and stop it with Drain and
+// GracefulStop (or Stop).
+func New(opts Options) *Server {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 2<<30 - 1
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() bool { return true }
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready}
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	healthpb.RegisterHealthServer(gs, liveHealth{s.health, s})
+	reflection.Register(gs)
+	return s
+}
+
+// Serve serves ln until the server stops, keeping the health status of
+// every registered service in step with Options.Ready meanwhile.
+func (s *Server) Serve(ln net.Listener) error {
+	s.watch.Do(func() { go s.watchReady() })
+	return s.Server.Serve(ln)
+}
+
+// watchReady keeps the health status ("" and each service) in step with
+// Options.Ready until the server is drained or stopped, for Watch callers.
+func (s *Server) watchReady() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if s.ready() {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		if st != last {
+			for name := range s.GetServiceInfo() {
+				s.health.SetServingStatus(name, st)
+			}
+			s.health.SetServingStatus("", st)
+			last = st
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// liveHealth answers Check from Options.Ready at the time of the call
+// (NOT_FOUND for unknown services, NOT_SERVING once drained); Watch
+// streams the status watchReady keeps.
+type liveHealth struct {
+	*health.Server
+	s *Server
+}
+
+func (h liveHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if _, err := h.Server.Check(ctx, req); err != nil {
+		return nil, err
+	}
+	if h.s.drained.Load() || !h.s.ready() {
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// Drain marks every service NOT_SERVING, before a graceful stop.
+func (s *Server) Drain() {
+	s.drained.Store(true)
+	s.stop()
+	s.health.Shutdown()
+}
+
+// GracefulStop stops the server once the calls in flight have finished.
+func (s *Server) GracefulStop() {
+	s.stop()
+	s.Server.GracefulStop()
+}
+
+// Stop stops the server at once, failing the calls in flight.
+func (s *Server) Stop() {
+	s.stop()
+	s.Server.Stop()
+}
+
+// RequestID is the call's x-request-id metadata (up to 128 bytes), or a
+// new random id.
+func RequestID(ctx context.Context) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("x-request-id"); len(v) > 0 && v[0] != "" && len(v[0]) <= 128 {
+			return v[0]
+		}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,293 @@
+// Package httpserver is the protocol-free part of Grove's HTTP API: one
+// handler for the routes every protocol package adds, with request metrics,
+// pooled body reading under a size limit (413), X-Request-Id, the
+// Grove-Config-* headers, and the server's own endpoints (health,
+// readiness, status, metrics, pprof).
+//
+// Protocol packages add their routes with Handle, which resolves route
+// shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
+// API owns /v2). The server knows no protocol.
+package httpserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configure a Server.
+type Options struct {
+	// MaxBodyBytes rejects larger request bodies with 413; 0 means 64 MiB.
+	MaxBodyBytes int64
+	// Logger receives request errors; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the HTTP metrics and Gatherer serves /metrics; nil means none.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Pprof serves net/http/pprof under /debug/pprof/.
+	Pprof bool
+	// Ready answers /readyz (200 or 503); nil means always ready.
+	Ready func() bool
+	// Status is the document GET /v1/status serves as JSON; nil serves none.
+	Status func() any
+}
+
+// Server gathers the routes of the protocols it serves; Handler serves them.
+// Handle and Mount are for setting up, before Handler is called.
+type Server struct {
+	opts     Options
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	bufs     sync.Pool
+	routes   []route
+	mounts   []mount
+}
+
+// mount is a subtree served by one handler.
+type mount struct {
+	prefix string
+	h      http.Handler
+}
+
+// New returns a Server with no protocol routes yet.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 20
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() bool { return true }
+	}
+	s := &Server{opts: opts,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_http_requests_total",
+			Help: "HTTP requests by API and status code.",
+		}, []string{"api", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "grove_http_request_duration_seconds",
+			Help:    "HTTP request latency by API, from the first byte read to the last byte written.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"api"}),
+	}
+	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(s.requests, s.latency)
+	}
+	return s
+}
+
+// Logger is the logger the protocols report request errors to.
+func (s *Server) Logger() *slog.Logger { return s.opts.Logger }
+
+// Handle serves pattern (net/http's syntax, with a method:
+// "POST /{org}/{project}/{n}/score") with h, counted in the metrics under
+// api. Patterns whose shapes overlap without one being more specific,
+// which net/http refuses (POST /contract/{org}/{project}/{n} and
+// POST /{org}/{project}/{n}/score), are served together: the path is
+// compared with them from its last segment backwards, and at the first
+// segment where one route has a literal and the other a wildcard, the
+// literal wins (so /contract/a/b/score scores contract contract/a/b).
+func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
+	s.routes = append(s.routes, newRoute(pattern, s.Instrument(api, h)))
+}
+
+// Mount serves the path prefix and every path below it (prefix + "/...")
+// with h, before any route: a protocol that owns a subtree routes it
+// itself. h is not instrumented; wrap its handlers with Instrument.
+func (s *Server) Mount(prefix string, h http.Handler) {
+	s.mounts = append(s.mounts, mount{prefix: strings.TrimSuffix(prefix, "/"), h: h})
+}
+
+// Handler returns the handler of every route and mount added so far, and
+// of the server's own endpoints: GET /healthz, /readyz, /v1/status (with
+// Options.Status), /metrics (with Options.Gatherer) and /debug/pprof/
+// (with Options.Pprof). It panics, as net/http does, if two routes have
+// the same shape.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.opts.Ready() {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	if s.opts.Status != nil {
+		mux.HandleFunc("GET /v1/status", s.Instrument("status", func(w http.ResponseWriter, _ *http.Request) {
+			WriteJSON(w, http.StatusOK, s.opts.Status())
+		}))
+	}
+	if s.opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	registerRoutes(mux, s.routes)
+	mounts := s.mounts
+	if s.opts.Pprof {
+		debug := http.NewServeMux()
+		debug.HandleFunc("GET /debug/pprof/", pprof.Index)
+		debug.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		debug.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		debug.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: debug})
+	}
+	return &handler{mux: mux, mounts: mounts}
+}
+
+// handler serves the mounts first, then the routes.
+type handler struct {
+	mux    *http.ServeMux
+	mounts []mount
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for _, m := range h.mounts {
+		if p := r.URL.Path; strings.HasPrefix(p, m.prefix) && (len(p) == len(m.prefix) || p[len(m.prefix)] == '/') {
+			m.h.ServeHTTP(w, r)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// statusRecorder keeps the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Instrument counts h's requests by status code and observes their latency
+// under api.
+func (s *Server) Instrument(api string, h http.HandlerFunc) http.HandlerFunc {
+	lat := s.latency.WithLabelValues(api)
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r)
+		lat.Observe(time.Since(start).Seconds())
+		s.requests.WithLabelValues(api, strconv.Itoa(rec.code)).Inc()
+	}
+}
+
+// Buffer returns a pooled buffer for a request or response body; give it
+// back with Release once nothing refers to its bytes.
+func (s *Server) Buffer() *[]byte { return s.bufs.Get().(*[]byte) }
+
+// Release returns a buffer from Buffer to the pool.
+func (s *Server) Release(b *[]byte) { s.bufs.Put(b) }
+
+var errTooLarge = errors.New("request body too large")
+
+// ReadBody reads r's body into *buf, which it grows as needed and keeps
+// (so a pooled buffer keeps its capacity). On failure it also returns the
+// HTTP status that fits: 413 past Options.MaxBodyBytes, else 400.
+func (s *Server) ReadBody(r *http.Request, buf *[]byte) ([]byte, int, error) {
+	body, err := readBody(r.Body, (*buf)[:0], s.opts.MaxBodyBytes)
+	*buf = body[:0]
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, http.StatusRequestEntityTooLarge, err
+	case err != nil:
+		return nil, http.StatusBadRequest, err
+	}
+	return body, http.StatusOK, nil
+}
+
+// Body reads r's body as ReadBody does; when it cannot, it answers with the
+// error as text and its status, and reports false.
+func (s *Server) Body(w http.ResponseWriter, r *http.Request, buf *[]byte) ([]byte, bool) {
+	body, code, err := s.ReadBody(r, buf)
+	if err != nil {
+		http.Error(w, err.Error(), code)
+		return nil, false
+	}
+	return body, true
+}
+
+// readBody reads all of body into buf, failing once more than limit bytes arrive.
+func readBody(body io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, fmt.Errorf("%w: the body exceeds the limit of %d bytes", errTooLarge, limit)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, fmt.Errorf("reading request body: %w", err)
+		}
+	}
+}
+
+// StatusClientClosedRequest is the HTTP status of a request whose caller
+// went away before it was answered (nginx's 499): only the metrics see it.
+const StatusClientClosedRequest = 499
+
+// ConfigHeaderPrefix starts the HTTP headers that carry request configs:
+// "Grove-Config-User_id: 42" sets config "user_id" to "42". HTTP header names
+// are case-insensitive, so the config name is lowercased.
+const ConfigHeaderPrefix = "Grove-Config-"
+
+// HeaderConfigs adds the Grove-Config-* headers of h to configs (from the
+// body, possibly nil) and returns them; a header overrides a body config of
+// the same name.
+func HeaderConfigs(configs map[string]string, h http.Header) map[string]string {
+	for name, vals := range h {
+		if len(name) <= len(ConfigHeaderPrefix) || !strings.EqualFold(name[:len(ConfigHeaderPrefix)], ConfigHeaderPrefix) || len(vals) == 0 {
+			continue
+		}
+		if configs == nil {
+			configs = make(map[string]string, 4)
+		}
+		configs[strings.ToLower(name[len(ConfigHeaderPrefix):])] = vals[0]
+	}
+	return configs
+}
+
+// RequestID returns the caller's X-Request-Id (up to 128 bytes), or a new
+// random one, and echoes it in the response.
+func RequestID(w http.ResponseWriter, r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	w.Header().Set("X-Request-Id", id)
+	return id
+}
+
+// WriteJSON answers with v as indented JSON and status code.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,237 @@
+package httpserver
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func serve(t *testing.T, h http.Handler, method, path, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b)
+}
+
+func TestReadinessFollowsTheReadyFunction(t *testing.T) {
+	for _, ready := range []bool{false, true} {
+		h := New(Options{Ready: func() bool { return ready }}).Handler()
+		if code, _ := serve(t, h, "GET", "/readyz", ""); code != map[bool]int{false: 503, true: 200}[ready] {
+			t.Errorf("ready=%v: /readyz %d", ready, code)
+		}
+	}
+	if code, body := serve(t, New(Options{}).Handler(), "GET", "/healthz", ""); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+}
+
+func TestStatusServesTheDocumentAsIndentedJSON(t *testing.T) {
+	h := New(Options{Status: func() any { return map[string]int{"models": 2} }}).Handler()
+	if code, body := serve(t, h, "GET", "/v1/status", ""); code != 200 || body != "{\n  \"models\": 2\n}\n" {
+		t.Errorf("/v1/status: %d %q", code, body)
+	}
+	if code, _ := serve(t, New(Options{}).Handler(), "GET", "/v1/status", ""); code != 404 {
+		t.Errorf("/v1/status without a document: %d, want 404", code)
+	}
+}
+
+func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		s := New(Options{Pprof: on})
+		s.Handle("GET /{org}/{project}/{n}", "x", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+		code, _ := serve(t, s.Handler(), "GET", "/debug/pprof/", "")
+		if got := code == http.StatusOK; got != on {
+			t.Errorf("pprof %v: GET /debug/pprof/ answered %d", on, code)
+		}
+		// pprof's paths win over a route of the same shape only when served.
+		if code, _ := serve(t, s.Handler(), "GET", "/debug/pprof/cmdline", ""); (code == http.StatusTeapot) == on {
+			t.Errorf("pprof %v: GET /debug/pprof/cmdline answered %d", on, code)
+		}
+	}
+}
+
+func TestMountServesItsPrefixAndEverythingBelowBeforeRoutes(t *testing.T) {
+	s := New(Options{})
+	s.Mount("/v2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "oip "+r.URL.Path) }))
+	s.Handle("GET /{org}/{project}", "x", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "route "+r.PathValue("org"))
+	})
+	h := s.Handler()
+	for path, want := range map[string]string{
+		"/v2":          "oip /v2",
+		"/v2/models/m": "oip /v2/models/m",
+		"/v2/x":        "oip /v2/x",
+		"/v2x/y":       "route v2x",
+	} {
+		if _, body := serve(t, h, "GET", path, ""); body != want {
+			t.Errorf("GET %s: %q, want %q", path, body, want)
+		}
+	}
+}
+
+// routeBody names the route that answered and the wildcards it saw.
+func routeBody(name string, wildcards ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out := name
+		for _, n := range wildcards {
+			out += " " + n + "=" + r.PathValue(n)
+		}
+		_, _ = io.WriteString(w, out)
+	}
+}
+
+func TestOverlappingRoutesPreferTheLiteralNearestTheEnd(t *testing.T) {
+	s := New(Options{})
+	s.Handle("POST /contract/{org}/{project}/{n}", "manage", routeBody("create", "org", "project", "n"))
+	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", routeBody("score", "org", "project", "n"))
+	s.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", routeBody("gp", "org", "project", "n"))
+	s.Handle("POST /servable", "manage", routeBody("servable"))
+	s.Handle("GET /{org}/{project}/{n}/stats", "contracts", routeBody("stats", "n"))
+	h := s.Handler()
+	for _, c := range []struct {
+		method, path string
+		code         int
+		body         string
+	}{
+		{"POST", "/ads/pctr/1/score", 200, "score org=ads project=pctr n=1"},
+		{"POST", "/ads/pctr/1/gp", 200, "gp org=ads project=pctr n=1"},
+		{"POST", "/contract/ads/pctr/1", 200, "create org=ads project=pctr n=1"},
+		{"POST", "/contract/ads/pctr/score", 200, "score org=contract project=ads n=pctr"},
+		{"POST", "/contract/ads/pctr/gp", 200, "gp org=contract project=ads n=pctr"},
+		{"POST", "/servable", 200, "servable"},
+		{"POST", "/ads/pctr/1/other", 404, "404 page not found\n"},
+		{"GET", "/ads/pctr/1/stats", 200, "stats n=1"},
+		{"GET", "/ads/pctr/1/score", 405, "Method Not Allowed\n"},
+		{"POST", "/a%2Fb/p/1/score", 200, "score org=a/b project=p n=1"},
+	} {
+		if code, body := serve(t, h, c.method, c.path, ""); code != c.code || body != c.body {
+			t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, code, body, c.code, c.body)
+		}
+	}
+}
+
+func TestGroupedRoutesKeepTheLiteralsTheyShare(t *testing.T) {
+	s := New(Options{})
+	s.Handle("PUT /m/{a}/x", "t", routeBody("ax", "a"))
+	s.Handle("PUT /m/y/{b}", "t", routeBody("yb", "b"))
+	s.Handle("PUT /{c}/y/z", "t", routeBody("cz", "c"))
+	h := s.Handler()
+	for path, want := range map[string]string{
+		"/m/y/x": "ax a=y", // x, the last segment, is a literal only in /m/{a}/x
+		"/m/y/z": "cz c=m",
+		"/m/q/x": "ax a=q",
+		"/m/y/q": "yb b=q",
+		"/n/y/z": "cz c=n",
+	} {
+		if _, body := serve(t, h, "PUT", path, ""); body != want {
+			t.Errorf("PUT %s: %q, want %q", path, body, want)
+		}
+	}
+	if code, _ := serve(t, h, "PUT", "/n/q/x", ""); code != 404 {
+		t.Errorf("PUT /n/q/x: %d, want 404", code)
+	}
+}
+
+func TestRoutesOfTheSameShapePanic(t *testing.T) {
+	s := New(Options{})
+	s.Handle("POST /{a}/x", "t", routeBody("one"))
+	s.Handle("POST /{b}/x", "t", routeBody("two"))
+	s.Handle("POST /y/{c}", "t", routeBody("three")) // overlaps both, so they are grouped
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), `"POST /{a}/x" and "POST /{b}/x"`) {
+			t.Errorf("recovered %v, want a panic naming both routes", r)
+		}
+	}()
+	s.Handler()
+}
+
+func TestInstrumentCountsRequestsByAPIAndCode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(Options{Registerer: reg})
+	s.Handle("GET /a", "alpha", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })
+	s.Handle("GET /b", "beta", routeBody("b"))
+	h := s.Handler()
+	serve(t, h, "GET", "/a", "")
+	serve(t, h, "GET", "/a", "")
+	serve(t, h, "GET", "/b", "")
+	want := `
+# HELP grove_http_requests_total HTTP requests by API and status code.
+# TYPE grove_http_requests_total counter
+grove_http_requests_total{api="alpha",code="429"} 2
+grove_http_requests_total{api="beta",code="200"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "grove_http_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestReadBodyRefusesBodiesOverTheLimitWith413(t *testing.T) {
+	s := New(Options{MaxBodyBytes: 8})
+	buf := s.Buffer()
+	defer s.Release(buf)
+	body, code, err := s.ReadBody(httptest.NewRequest("POST", "/", strings.NewReader("12345678")), buf)
+	if err != nil || code != 200 || string(body) != "12345678" {
+		t.Errorf("8 bytes: %q %d %v", body, code, err)
+	}
+	_, code, err = s.ReadBody(httptest.NewRequest("POST", "/", strings.NewReader("123456789")), buf)
+	if code != http.StatusRequestEntityTooLarge || err == nil || !strings.Contains(err.Error(), "exceeds the limit of 8 bytes") {
+		t.Errorf("9 bytes: %d %v, want 413 naming the limit", code, err)
+	}
+	_, code, err = s.ReadBody(httptest.NewRequest("POST", "/", io.MultiReader(strings.NewReader("1"), failingReader{})), buf)
+	if code != http.StatusBadRequest || err == nil || !strings.Contains(err.Error(), "reading request body") {
+		t.Errorf("broken body: %d %v, want 400", code, err)
+	}
+}
+
+func TestBodyAnswersWhatReadBodyRefuses(t *testing.T) {
+	s := New(Options{MaxBodyBytes: 4})
+	rec := httptest.NewRecorder()
+	if body, ok := s.Body(rec, httptest.NewRequest("POST", "/", strings.NewReader("1234")), new([]byte)); !ok || string(body) != "1234" || rec.Body.Len() != 0 {
+		t.Errorf("4 bytes: %q %v, answered %q", body, ok, rec.Body)
+	}
+	if _, ok := s.Body(rec, httptest.NewRequest("POST", "/", strings.NewReader("12345")), new([]byte)); ok ||
+		rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "exceeds the limit of 4 bytes") {
+		t.Errorf("5 bytes: %v, answered %d %q", ok, rec.Code, rec.Body)
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+func TestHeaderConfigsOverrideBodyConfigsAndAreLowercased(t *testing.T) {
+	h := http.Header{}
+	h.Set("Grove-Config-User_id", "42")
+	h.Set("Grove-Config-", "ignored")
+	h.Set("X-Other", "ignored")
+	got := HeaderConfigs(map[string]string{"user_id": "body", "site": "x"}, h)
+	if len(got) != 2 || got["user_id"] != "42" || got["site"] != "x" {
+		t.Errorf("configs %v", got)
+	}
+	if got := HeaderConfigs(nil, http.Header{"X-Other": {"1"}}); got != nil {
+		t.Errorf("no config headers: %v, want nil", got)
+	}
+}
+
+func TestRequestIDIsTheCallersOrANewOneAndIsEchoed(t *testing.T) {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Request-Id", "abc")
+	if id := RequestID(rec, r); id != "abc" || rec.Header().Get("X-Request-Id") != "abc" {
+		t.Errorf("given id: %q, echoed %q", id, rec.Header().Get("X-Request-Id"))
+	}
+	for _, given := range []string{"", strings.Repeat("x", 129)} {
+		rec = httptest.NewRecorder()
+		r = httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Request-Id", given)
+		if id := RequestID(rec, r); len(id) != 32 || rec.Header().Get("X-Request-Id") != id {
+			t.Errorf("given %q: new id %q, echoed %q", given, id, rec.Header().Get("X-Request-Id"))
+		}
+	}
+}

@@ -1,0 +1,404 @@
+// Package manage is ForestFlow's contract management API over the model
+// config in the bucket: creating and updating contracts and servables,
+// their policies, logging settings and performance metrics, and reading
+// them back (Register), with the one table from a kind of failure to an
+// HTTP status (statusOf). Its documents are parsed and applied by conf.
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// Backend is what the management API needs: edits of the model config in
+// the bucket, the shared contract state, and the config in force;
+// *actors.System is one.
+type Backend interface {
+	EditConfig(ctx context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error)
+	DeleteServable(ctx context.Context, id, rv string) error
+	SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error)
+	Contract(id string) (conf.Contract, error)
+	Servable(id, rv string) (actors.ServableInfo, error)
+}
+
+// Register serves the management API over b on h. Every write edits the
+// model config object in the bucket (see actors.System.EditConfig), which
+// stays the single source of truth: replicas apply it at their next poll,
+// this one before answering. Answers use ForestFlow's envelopes
+// ({"ServableCreatedSuccessfully": {...}}, its error cases and statuses).
+func Register(h *httpserver.Server, b Backend) {
+	a := &api{h: h, b: b}
+	handle := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, "manage", f) }
+	handle("POST /servable", a.createServable)
+	handle("POST /contract/{org}/{project}/{n}", a.putContract(true))
+	handle("PUT /{org}/{project}/{n}", a.putContract(false))
+	for _, p := range []string{"policy", "policy-settings"} {
+		handle("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("policy"))
+	}
+	for _, p := range []string{"logging", "logging-settings"} {
+		handle("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("logging"))
+	}
+	handle("DELETE /{org}/{project}/{n}/{rv}", a.deleteServable)
+	handle("POST /{org}/{project}/{n}/{rv}/metrics", a.setMetrics)
+	for _, p := range []string{"releases", "list"} {
+		handle("GET /{org}/{project}/{n}/"+p, a.releases)
+	}
+	for _, p := range []string{"c-settings", "contract-settings"} {
+		handle("GET /{org}/{project}/{n}/"+p, a.contractSettings)
+	}
+	for _, p := range []string{"s-settings", "servable-settings"} {
+		handle("GET /{org}/{project}/{n}/"+p, a.servableSettings(false))
+	}
+	handle("GET /{org}/{project}/{n}/{rv}/settings", a.servableSettings(true))
+	handle("GET /{org}/{project}/{n}/metadata", a.metadata(false))
+	handle("GET /{org}/{project}/{n}/{rv}/metadata", a.metadata(true))
+}
+
+type api struct {
+	h *httpserver.Server
+	b Backend
+}
+
+// kindOf classifies a management error. The sentinels of the model
+// config's documents and edits (conf) and of the bucket's conditional
+// writes carry no servables.Kind yet, so they are classified here; any
+// other error by servables.KindOf.
+func kindOf(err error) servables.Kind {
+	var ce *conf.ConfigError
+	switch {
+	case errors.Is(err, conf.ErrContractNotFound), errors.Is(err, conf.ErrServableNotFound):
+		return servables.NotFound
+	case errors.Is(err, conf.ErrContractExists), errors.Is(err, conf.ErrContractSettingsGiven), errors.As(err, &ce):
+		return servables.InvalidInput
+	case errors.Is(err, conf.ErrServableExists), errors.Is(err, bucket.ErrConflict):
+		return servables.Conflict
+	}
+	return servables.KindOf(err)
+}
+
+// statusOf is the management API's one table from a kind of failure to an
+// HTTP status, for the failures ForestFlow has no error case for (see
+// fail). A write that lost its race with another replica's is 503 (with
+// Retry-After): it is retried from a fresh read, and only fails when it
+// kept losing. A read-only bucket is 403, a caller gone 499 (for the
+// metrics: nobody reads it).
+func statusOf(k servables.Kind) int {
+	switch k {
+	case servables.OK:
+		return http.StatusOK
+	case servables.NotFound:
+		return http.StatusNotFound
+	case servables.InvalidInput:
+		return http.StatusUnprocessableEntity
+	case servables.Overloaded:
+		return http.StatusTooManyRequests
+	case servables.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case servables.Canceled:
+		return httpserver.StatusClientClosedRequest
+	case servables.Unavailable, servables.Conflict:
+		return http.StatusServiceUnavailable
+	case servables.ReadOnly:
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError // OutputUnsupported, Crashed, Execution
+}
+
+// fail answers a management call that failed with err. The failures
+// ForestFlow has an error case for answer that case with its status: an
+// unknown contract or release (404), a servable that exists (409), and a
+// document or an edit that is not valid (422), whose case is invalid
+// (ContractValidationError or CreateServableRequestInvalidError). Any
+// other answers its text with statusOf's status; a server fault is logged.
+func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
+	k := kindOf(err)
+	var ce *conf.ConfigError
+	switch {
+	case errors.Is(err, conf.ErrServableExists):
+		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.ServableAlreadyExistsError, FQRV: fqrv})
+	case k == servables.NotFound && (errors.Is(err, conf.ErrServableNotFound) || errors.Is(err, actors.ErrUnknownRelease)):
+		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.UnknownServable, FQRV: fqrv})
+	case k == servables.NotFound:
+		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.UnknownContract, Contract: fqrv.Contract})
+	case k == servables.InvalidInput:
+		msg := err.Error()
+		if errors.As(err, &ce) {
+			msg = ce.Error()
+		}
+		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: invalid, Contract: fqrv.Contract, FQRV: fqrv, Message: msg})
+	default:
+		code := statusOf(k)
+		if k == servables.Conflict {
+			w.Header().Set("Retry-After", "1")
+		}
+		if code == http.StatusInternalServerError {
+			a.h.Logger().Error("management call failed", "err", err)
+		}
+		http.Error(w, err.Error(), code)
+	}
+}
+
+// createServable serves POST /servable: a conf.ServeRequest adds a release
+// (and its model, and its contract, as needed).
+func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.h.Body(w, r, new([]byte))
+	if !ok {
+		return
+	}
+	req, err := conf.ParseServeRequest(body)
+	if err != nil {
+		a.fail(w, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
+		return
+	}
+	fqrv := forestflow.FQRV{Contract: forestflow.ConfContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
+	if _, err := a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error { return c.AddServable(req) }); err != nil {
+		invalid := forestflow.CreateServableRequestInvalidError
+		if errors.Is(err, conf.ErrContractSettingsGiven) {
+			invalid = forestflow.ContractValidationError
+		}
+		a.fail(w, err, fqrv, invalid)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableCreatedSuccessfully", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv)}))
+}
+
+// putContract serves contract settings: POST /contract/{org}/{project}/{n}
+// (create) creates the contract, PUT /{org}/{project}/{n} replaces its
+// settings. The POST shares its path shape with the score and GraphPipe
+// endpoints, which win (see httpserver.Server.Handle).
+func (a *api) putContract(create bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, id, ok := forestflow.ContractOf(w, r)
+		if !ok {
+			return
+		}
+		body, ok := a.h.Body(w, r, new([]byte))
+		if !ok {
+			return
+		}
+		cs, err := conf.ParseContractSettings(body)
+		if err == nil {
+			_, err = a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error {
+				if create {
+					return c.CreateContract(ct.Organization, ct.Project, int(ct.ContractNumber), cs)
+				}
+				return c.UpdateContract(id, cs)
+			})
+		}
+		if err != nil {
+			a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
+			return
+		}
+		answer := "ContractUpdatedSuccessfully"
+		if create {
+			answer = "ContractCreatedSuccessfully"
+		}
+		httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope(answer, map[string]any{"contract": forestflow.ContractJSON(ct)}))
+	}
+}
+
+// updateServable serves PUT /{org}/{project}/{n}/{rv}/policy and .../logging.
+func (a *api) updateServable(what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, id, ok := forestflow.ContractOf(w, r)
+		if !ok {
+			return
+		}
+		rv := r.PathValue("rv")
+		fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: rv}
+		body, ok := a.h.Body(w, r, new([]byte))
+		if !ok {
+			return
+		}
+		var edit func(*conf.ModelConfig) error
+		var err error
+		if what == "policy" {
+			var p conf.Policy
+			if p, err = conf.ParsePolicy(body); err == nil {
+				edit = func(c *conf.ModelConfig) error { return c.SetPolicy(id, rv, p) }
+			}
+		} else {
+			var l conf.ServableLogging
+			if l, err = conf.ParseLogging(body); err == nil {
+				edit = func(c *conf.ModelConfig) error { return c.SetLogging(id, rv, l) }
+			}
+		}
+		if err == nil {
+			_, err = a.b.EditConfig(r.Context(), edit)
+		}
+		if err != nil {
+			a.fail(w, err, fqrv, forestflow.ContractValidationError)
+			return
+		}
+		httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableUpdatedSuccessfully", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv)}))
+	}
+}
+
+// deleteServable serves DELETE /{org}/{project}/{n}/{rv}.
+func (a *api) deleteServable(w http.ResponseWriter, r *http.Request) {
+	ct, id, ok := forestflow.ContractOf(w, r)
+	if !ok {
+		return
+	}
+	fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}
+	if err := a.b.DeleteServable(r.Context(), id, fqrv.ReleaseVersion); err != nil {
+		a.fail(w, err, fqrv, forestflow.ContractValidationError)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServablesDeletedSuccessfully", map[string]any{"fqrv": []any{forestflow.FQRVJSON(fqrv)}}))
+}
+
+// setMetrics serves POST /{org}/{project}/{n}/{rv}/metrics: performance
+// metrics such as {"auc": 0.71} (null deletes one) for min_metric and
+// keep_top_ranked, kept in the bucket beside the config.
+func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
+	ct, id, ok := forestflow.ContractOf(w, r)
+	if !ok {
+		return
+	}
+	fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}
+	body, ok := a.h.Body(w, r, new([]byte))
+	if !ok {
+		return
+	}
+	u, err := conf.ParseMetrics(body)
+	var all map[string]float64
+	if err == nil {
+		all, err = a.b.SetMetrics(r.Context(), id, fqrv.ReleaseVersion, u)
+	}
+	if err != nil {
+		a.fail(w, err, fqrv, forestflow.ContractValidationError)
+		return
+	}
+	if all == nil {
+		all = map[string]float64{}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableMetricsUpdated", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv), "metrics": all}))
+}
+
+// contractIn reads the path's contract and looks it up, answering errors itself.
+func (a *api) contractIn(w http.ResponseWriter, r *http.Request) (forestflow.Contract, conf.Contract, bool) {
+	ct, id, ok := forestflow.ContractOf(w, r)
+	if !ok {
+		return ct, conf.Contract{}, false
+	}
+	k, err := a.b.Contract(id)
+	if err != nil {
+		a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
+		return ct, k, false
+	}
+	return ct, k, true
+}
+
+// releases serves GET /{org}/{project}/{n}/releases: [{"FQRV": {...}}, ...].
+func (a *api) releases(w http.ResponseWriter, r *http.Request) {
+	ct, k, ok := a.contractIn(w, r)
+	if !ok {
+		return
+	}
+	out := []any{}
+	for _, sv := range k.Servables {
+		out = append(out, forestflow.Envelope("FQRV", forestflow.FQRVJSON(forestflow.FQRV{Contract: ct, ReleaseVersion: sv.ReleaseVersion})))
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+// contractSettings serves GET /{org}/{project}/{n}/c-settings, in the
+// shape PUT /{org}/{project}/{n} takes.
+func (a *api) contractSettings(w http.ResponseWriter, r *http.Request) {
+	if _, k, ok := a.contractIn(w, r); ok {
+		httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ContractSettings", k.Settings()))
+	}
+}
+
+// servableSettings serves GET /{org}/{project}/{n}/s-settings (every
+// release) and /{org}/{project}/{n}/{rv}/settings (one): each release's
+// model path, policy and logging, in the shapes the PUTs take.
+func (a *api) servableSettings(one bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, k, ok := a.contractIn(w, r)
+		if !ok {
+			return
+		}
+		out := []any{}
+		for _, sv := range k.Servables {
+			if one && sv.ReleaseVersion != r.PathValue("rv") {
+				continue
+			}
+			out = append(out, forestflow.Envelope("ServableSettings", map[string]any{
+				"fqrv": forestflow.FQRVJSON(forestflow.FQRV{Contract: ct, ReleaseVersion: sv.ReleaseVersion}), "modelPath": sv.ModelPath,
+				"policySettings": sv.Policy(), "loggingSettings": sv.Logging,
+			}))
+		}
+		if !one {
+			httpserver.WriteJSON(w, http.StatusOK, out)
+			return
+		}
+		if len(out) == 0 {
+			a.fail(w, conf.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+			return
+		}
+		httpserver.WriteJSON(w, http.StatusOK, out[0])
+	}
+}
+
+// metadata serves GET /{org}/{project}/{n}/metadata (every release) and
+// /{org}/{project}/{n}/{rv}/metadata (one): ForestFlow's BasicMetaData,
+// with the inputs and outputs the model's runtime reports.
+func (a *api) metadata(one bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, k, ok := a.contractIn(w, r)
+		if !ok {
+			return
+		}
+		id := k.ID()
+		out := []any{}
+		for _, sv := range k.Servables {
+			if one && sv.ReleaseVersion != r.PathValue("rv") {
+				continue
+			}
+			info, err := a.b.Servable(id, sv.ReleaseVersion)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			desc := "model " + sv.ModelPath + ": not loaded"
+			if info.Ready {
+				desc = fmt.Sprintf("model %s: %s, checksum %s", sv.ModelPath, info.Metadata.Runtime, info.Checksum)
+			}
+			io := func(specs []servables.TensorSpec) []any {
+				l := []any{}
+				for _, t := range specs {
+					shape := t.Shape
+					if shape == nil {
+						shape = []int64{} // unknown
+					}
+					l = append(l, map[string]any{"name": t.Name, "type": t.DType.String(), "shape": shape})
+				}
+				return l
+			}
+			out = append(out, forestflow.Envelope("BasicMetaData", map[string]any{
+				"fqrv": forestflow.FQRVJSON(forestflow.FQRV{Contract: ct, ReleaseVersion: sv.ReleaseVersion}),
+				"name": sv.ModelPath, "server": "Grove", "description": desc,
+				"inputs": io(info.Metadata.Inputs), "outputs": io(info.Metadata.Outputs),
+			}))
+		}
+		if !one {
+			httpserver.WriteJSON(w, http.StatusOK, out)
+			return
+		}
+		if len(out) == 0 {
+			a.fail(w, conf.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+			return
+		}
+		httpserver.WriteJSON(w, http.StatusOK, out[0])
+	}
+}

@@ -1,0 +1,205 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/servables"
+)
+
+// memManager is a Backend over an in-memory config; writes fail with err when set.
+type memManager struct {
+	cfg     conf.ModelConfig
+	metrics map[string]map[string]float64
+	err     error
+}
+
+func (m *memManager) EditConfig(_ context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	// A deep copy, as the real one reads the config afresh.
+	data, err := m.cfg.Validate()
+	if err != nil {
+		return nil, err
+	}
+	next, err := conf.ParseModelConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := edit(next); err != nil {
+		return nil, err
+	}
+	if _, err := next.Validate(); err != nil {
+		return nil, err
+	}
+	m.cfg = *next
+	return next, nil
+}
+
+func (m *memManager) DeleteServable(ctx context.Context, id, rv string) error {
+	_, err := m.EditConfig(ctx, func(c *conf.ModelConfig) error { return c.RemoveServable(id, rv) })
+	return err
+}
+
+func (m *memManager) SetMetrics(_ context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
+	if _, err := m.Servable(id, rv); err != nil {
+		return nil, err
+	}
+	out, err := u.Apply(m.metrics[id+"/"+rv])
+	m.metrics[id+"/"+rv] = out
+	return out, err
+}
+
+func (m *memManager) Contract(id string) (conf.Contract, error) {
+	for _, k := range m.cfg.Contracts {
+		if k.ID() == id {
+			return k, nil
+		}
+	}
+	return conf.Contract{}, fmt.Errorf("%w %s", actors.ErrUnknownContract, id)
+}
+
+func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
+	k, err := m.Contract(id)
+	if err != nil {
+		return actors.ServableInfo{}, err
+	}
+	for _, s := range k.Servables {
+		if s.ReleaseVersion == rv {
+			return actors.ServableInfo{}, nil
+		}
+	}
+	return actors.ServableInfo{}, fmt.Errorf("%w %s", actors.ErrUnknownRelease, rv)
+}
+
+// serve returns the handler of the management API over m, beside the
+// routes whose shapes overlap its own: the score and GraphPipe endpoints.
+func serve(m Backend, opts httpserver.Options) http.Handler {
+	h := httpserver.New(opts)
+	Register(h, m)
+	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("score " + r.PathValue("org")))
+	})
+	return h.Handler()
+}
+
+func call(t *testing.T, h http.Handler, method, path, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b)
+}
+
+func TestManagementAPIAnswersWithForestFlowEnvelopesAndStatuses(t *testing.T) {
+	m := &memManager{metrics: map[string]map[string]float64{}}
+	s := serve(m, httpserver.Options{Registerer: prometheus.NewRegistry()})
+	serve := func(rv string) string {
+		return `{"path": "m_` + rv + `/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "` + rv + `"},
+			"servableSettings": {"policySettings": {"validityPolicy": [{"NeverValid": {}}]}}}`
+	}
+	steps := []struct {
+		method, path, body string
+		code               int
+		has                string
+	}{
+		{"POST", "/contract/ads/p/1", `{"router": {"LatestPhaseInPctBasedRouter": {}}}`, 200, `"ContractCreatedSuccessfully"`},
+		{"POST", "/contract/ads/p/1", `{}`, 422, `"ContractValidationError"`},
+		{"POST", "/contract/ads/p/x", `{}`, 404, "contract number"},
+		{"POST", "/servable", serve("v1"), 200, `"ServableCreatedSuccessfully"`},
+		{"POST", "/servable", serve("v1"), 409, `"ServableAlreadyExistsError"`},
+		{"POST", "/servable", `{"path": "x/"}`, 422, `"CreateServableRequestInvalidError"`},
+		{"POST", "/servable", `{"path": "m_v1/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "v2"}, "contractSettings": {}}`, 422, "cannot override contract settings"},
+		{"POST", "/servable", `{"path": "m_v1/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "v2"}}`, 422, "already release v1"},
+		{"PUT", "/ads/p/1/v1/policy", `{"validity": []}`, 200, `"ServableUpdatedSuccessfully"`},
+		{"PUT", "/ads/p/1/v9/policy", `{}`, 404, `"UnknownServable"`},
+		{"PUT", "/ads/p/2/v1/logging", `{}`, 404, `"UnknownContract"`},
+		{"PUT", "/ads/p/1/v1/logging-settings", `{"logLevel": "LOUD"}`, 422, "log_level"},
+		{"PUT", "/ads/p/1", `{"expiration": {"keep_latest": 1}}`, 200, `"ContractUpdatedSuccessfully"`},
+		{"GET", "/ads/p/1/c-settings", "", 200, `"keep_latest": 1`},
+		{"GET", "/ads/p/1/list", "", 200, `"releaseVersion": "v1"`},
+		{"GET", "/ads/p/1/v1/settings", "", 200, `"validity": []`},
+		{"GET", "/ads/p/1/v9/settings", "", 404, `"UnknownServable"`},
+		{"POST", "/ads/p/1/v1/metrics", `{"auc": 0.7}`, 200, `"auc": 0.7`},
+		{"POST", "/ads/p/1/v1/metrics", `[1]`, 422, "metrics must be a JSON object"},
+		{"DELETE", "/ads/p/1/v1", "", 200, `"ServablesDeletedSuccessfully"`},
+		{"DELETE", "/ads/p/1/v1", "", 404, `"UnknownServable"`},
+		{"POST", "/ads/p/1/other", `{}`, 404, "404 page not found"},
+		{"POST", "/contract/ads/p/score", `{}`, 200, "score contract"},
+	}
+	for _, st := range steps {
+		code, body := call(t, s, st.method, st.path, st.body)
+		if code != st.code || !strings.Contains(body, st.has) {
+			t.Errorf("%s %s %s\n got HTTP %d %s\nwant HTTP %d with %q", st.method, st.path, st.body, code, body, st.code, st.has)
+		}
+	}
+	if len(m.cfg.Models) != 0 {
+		t.Errorf("deleting the only release left its model listed: %+v", m.cfg.Models)
+	}
+}
+
+func TestManagementWriteConflictsAnswer503WithRetryAfter(t *testing.T) {
+	m := &memManager{err: fmt.Errorf("updating model_config.json: %w", bucket.ErrConflict)}
+	s := serve(m, httpserver.Options{Registerer: prometheus.NewRegistry()})
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("POST", "/contract/ads/p/1", strings.NewReader(`{}`)))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("conflict: HTTP %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}
+
+func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
+	fqrv := forestflow.FQRV{Contract: forestflow.Contract{Organization: "ads", Project: "p", ContractNumber: 1}, ReleaseVersion: "v1"}
+	for _, c := range []struct {
+		err        error
+		code       int
+		has        string
+		retryAfter bool
+	}{
+		{fmt.Errorf("%w: v1", conf.ErrServableExists), 409, `{"ServableAlreadyExistsError":`, false},
+		{fmt.Errorf("%w ads/p/1", actors.ErrUnknownContract), 404, `{"UnknownContract":`, false},
+		{conf.ErrContractNotFound, 404, `{"UnknownContract":`, false},
+		{conf.ErrServableNotFound, 404, `{"UnknownServable":`, false},
+		{fmt.Errorf("%w v1", actors.ErrUnknownRelease), 404, `{"UnknownServable":`, false},
+		{fmt.Errorf("edit: %w", &conf.ConfigError{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
+		{conf.ErrContractExists, 422, `"ContractValidationError"`, false},
+		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "generation precondition failed", true},
+		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},
+		{context.DeadlineExceeded, 504, "deadline exceeded", false},
+		{context.Canceled, 499, "canceled", false},
+		{errors.New("disk on fire"), 500, "disk on fire", false},
+	} {
+		a := &api{h: httpserver.New(httpserver.Options{})}
+		rec := httptest.NewRecorder()
+		a.fail(rec, c.err, fqrv, forestflow.ContractValidationError)
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
+			t.Errorf("%v: HTTP %d %s Retry-After %q, want %d with %s", c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+	}
+}
+
+func TestStatusOfMapsEveryKind(t *testing.T) {
+	for k, want := range map[servables.Kind]int{
+		servables.OK: 200, servables.NotFound: 404, servables.InvalidInput: 422, servables.OutputUnsupported: 500,
+		servables.Overloaded: 429, servables.DeadlineExceeded: 504, servables.Canceled: 499, servables.Crashed: 500,
+		servables.Execution: 500, servables.Unavailable: 503, servables.Conflict: 503, servables.ReadOnly: 403,
+	} {
+		if got := statusOf(k); got != want {
+			t.Errorf("%v: %d, want %d", k, got, want)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package oip
+
+import (
+	"context"
+	"net/http"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/servables"
+)
+
+// Backend is what the Open Inference Protocol needs: inference, the ready
+// models and their metadata and statistics, the configured models' status
+// and the server's readiness; *actors.System is one.
+type Backend interface {
+	Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error)
+	ModelPaths() []string
+	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
+	ModelStats(path string) (actors.ModelStats, bool)
+	Status() actors.Status
+	Ready() bool
+}
+
+// ServerName is the server name metadata reports.
+const ServerName = "grove"
+
+// Register serves the Open Inference Protocol v2 over b: its REST API under
+// /v2 on h and its gRPC service, inference.GRPCInferenceService, on g.
+// version is the server version metadata reports. Model names and versions
+// come from model paths (routing.NameModel).
+func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend, version string) {
+	h.Mount("/v2", restRoutes(h, b, version))
+	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{b: b, version: version})
+}
+
+// status is how OIP answers a failure of one kind, over REST and gRPC.
+type status struct {
+	http int
+	grpc codes.Code
+}
+
+// statusOf is OIP's one table from a kind of failure to its answer, with
+// Triton's statuses over REST: a full model queue is 503 (with
+// Retry-After) and RESOURCE_EXHAUSTED, a caller gone 499 (for the metrics:
+// nobody reads it).
+func statusOf(k servables.Kind) status {
+	switch k {
+	case servables.OK:
+		return status{http.StatusOK, codes.OK}
+	case servables.NotFound:
+		return status{http.StatusNotFound, codes.NotFound}
+	case servables.InvalidInput:
+		return status{http.StatusBadRequest, codes.InvalidArgument}
+	case servables.Overloaded:
+		return status{http.StatusServiceUnavailable, codes.ResourceExhausted}
+	case servables.DeadlineExceeded:
+		return status{http.StatusGatewayTimeout, codes.DeadlineExceeded}
+	case servables.Canceled:
+		return status{httpserver.StatusClientClosedRequest, codes.Canceled}
+	case servables.Unavailable:
+		return status{http.StatusServiceUnavailable, codes.Unavailable}
+	case servables.Conflict:
+		return status{http.StatusConflict, codes.FailedPrecondition}
+	case servables.ReadOnly:
+		return status{http.StatusForbidden, codes.FailedPrecondition}
+	}
+	return status{http.StatusInternalServerError, codes.Internal} // OutputUnsupported, Crashed, Execution
+}
+
+// unknownModel is Triton's error for a model that is not ready (NotFound).
+type unknownModel struct{ name, version string }
+
+func (e unknownModel) Error() string {
+	if e.version != "" {
+		return "Request for unknown model: '" + e.name + "' version " + e.version + " is not found"
+	}
+	return "Request for unknown model: '" + e.name + "' is not found"
+}
+
+func (unknownModel) Unwrap() error { return servables.ErrNotFound }

@@ -1,0 +1,160 @@
+package oip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/servables"
+)
+
+// fake is a Backend serving model path "m/" (model m, version 1): it
+// answers outputs, or fails every request with err, or the whole call with
+// callErr.
+type fake struct {
+	outputs      []servables.Tensor
+	err, callErr error
+}
+
+func (f *fake) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	if f.callErr != nil {
+		return nil, f.callErr
+	}
+	return []actors.Result{{ModelPath: reqs[0].ModelPath, Outputs: f.outputs, Err: f.err}}, nil
+}
+func (*fake) ModelPaths() []string { return []string{"m/"} }
+func (*fake) ModelMetadata(string) (servables.Metadata, string, bool) {
+	return servables.Metadata{Runtime: "torchscript"}, "", true
+}
+func (*fake) ModelStats(string) (actors.ModelStats, bool) { return actors.ModelStats{}, true }
+func (*fake) Status() actors.Status                       { return actors.Status{} }
+func (*fake) Ready() bool                                 { return true }
+
+// noGRPC registers no service.
+type noGRPC struct{}
+
+func (noGRPC) RegisterService(*grpc.ServiceDesc, any) {}
+
+func TestStatusOfMapsEveryKind(t *testing.T) {
+	for k, want := range map[servables.Kind]status{
+		servables.OK:                {200, codes.OK},
+		servables.NotFound:          {404, codes.NotFound},
+		servables.InvalidInput:      {400, codes.InvalidArgument},
+		servables.OutputUnsupported: {500, codes.Internal},
+		servables.Overloaded:        {503, codes.ResourceExhausted},
+		servables.DeadlineExceeded:  {504, codes.DeadlineExceeded},
+		servables.Canceled:          {499, codes.Canceled},
+		servables.Crashed:           {500, codes.Internal},
+		servables.Execution:         {500, codes.Internal},
+		servables.Unavailable:       {503, codes.Unavailable},
+		servables.Conflict:          {409, codes.FailedPrecondition},
+		servables.ReadOnly:          {403, codes.FailedPrecondition},
+	} {
+		if got := statusOf(k); got != want {
+			t.Errorf("%v: %v, want %v", k, got, want)
+		}
+	}
+}
+
+const inferBody = `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`
+
+func TestInferFailuresAnswerTheirKindsStatusOverRESTAndGRPC(t *testing.T) {
+	for _, c := range []struct {
+		f     *fake
+		code  int
+		grpc  codes.Code
+		has   string
+		retry bool
+	}{
+		{f: &fake{err: fmt.Errorf("%w: the model takes 2 inputs", servables.ErrInvalidInput)}, code: 400, grpc: codes.InvalidArgument, has: "the model takes 2 inputs"},
+		{f: &fake{err: fmt.Errorf("%w: queue full", servables.ErrOverloaded)}, code: 503, grpc: codes.ResourceExhausted, has: "queue full", retry: true},
+		{f: &fake{err: fmt.Errorf("%w: 10ms", servables.ErrDeadlineExceeded)}, code: 504, grpc: codes.DeadlineExceeded, has: "10ms"},
+		{f: &fake{err: errors.New("RuntimeError: shapes cannot be multiplied")}, code: 500, grpc: codes.Internal, has: "cannot be multiplied"},
+		{f: &fake{err: fmt.Errorf("%w: model m/", actors.ErrModelNotFound)}, code: 404, grpc: codes.NotFound, has: "model m/"},
+		{f: &fake{callErr: actors.ErrStopped}, code: 503, grpc: codes.Unavailable, has: "shutting down"},
+		{f: &fake{callErr: context.Canceled}, code: 499, grpc: codes.Canceled, has: "canceled"},
+	} {
+		h := httpserver.New(httpserver.Options{})
+		Register(h, noGRPC{}, c.f, "1.0")
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v2/models/m/infer", strings.NewReader(inferBody)))
+		body, _ := io.ReadAll(rec.Body)
+		if rec.Code != c.code || !strings.HasPrefix(string(body), `{"error":`) || !strings.Contains(string(body), c.has) || (rec.Header().Get("Retry-After") != "") != c.retry {
+			t.Errorf("REST: HTTP %d %s Retry-After %q, want %d with %q", rec.Code, body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+		g := &grpcService{b: c.f}
+		_, err := g.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m", Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			{Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}})
+		if st := grpcstatus.Convert(err); st.Code() != c.grpc || !strings.Contains(st.Message(), c.has) {
+			t.Errorf("gRPC: %v, want %v with %q", err, c.grpc, c.has)
+		}
+	}
+}
+
+func TestUnknownModelsAnswerTritonsMessage(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, noGRPC{}, &fake{}, "1.0")
+	for path, want := range map[string]string{
+		"/v2/models/nope/infer":            `{"error":"Request for unknown model: 'nope' is not found"}`,
+		"/v2/models/m/versions/7/infer":    `{"error":"Request for unknown model: 'm' version 7 is not found"}`,
+		"/v2/models/m/versions/7/whatever": `{"error":"no such endpoint: POST /v2/models/m/versions/7/whatever"}`,
+	} {
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(inferBody)))
+		if rec.Code != http.StatusNotFound || rec.Body.String() != want {
+			t.Errorf("POST %s: %d %s, want 404 %s", path, rec.Code, rec.Body, want)
+		}
+	}
+	g := &grpcService{b: &fake{}}
+	if _, err := g.ModelMetadata(t.Context(), &oippb.ModelMetadataRequest{Name: "m", Version: "2"}); grpcstatus.Code(err) != codes.NotFound ||
+		grpcstatus.Convert(err).Message() != "Request for unknown model: 'm' version 2 is not found" {
+		t.Errorf("gRPC ModelMetadata: %v", err)
+	}
+	if r, err := g.ModelReady(t.Context(), &oippb.ModelReadyRequest{Name: "nope"}); err != nil || r.GetReady() {
+		t.Errorf("gRPC ModelReady of an unknown model: %v %v, want false", r, err)
+	}
+}
+
+func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
+	for _, c := range []struct{ rest, name, version, action string }{
+		{"pcvr", "pcvr", "", ""},
+		{"pcvr/infer", "pcvr", "", "infer"},
+		{"pcvr/versions/3", "pcvr", "3", ""},
+		{"pcvr/versions/3/ready", "pcvr", "3", "ready"},
+		{"ads/pcvr/versions/12/stats", "ads/pcvr", "12", "stats"},
+		{"ads/pcvr/infer", "ads/pcvr", "", "infer"},
+	} {
+		if n, v, a := parseModelPath(c.rest); n != c.name || v != c.version || a != c.action {
+			t.Errorf("parseModelPath(%q) = %q, %q, %q; want %q, %q, %q", c.rest, n, v, a, c.name, c.version, c.action)
+		}
+	}
+}
+
+// FuzzParseModelPath splits arbitrary /v2/models/ paths: the action is the
+// path's last segment, and the name and the version (after the last
+// "/versions/") put back together give the rest. The seed corpus is in
+// testdata/fuzz/FuzzParseModelPath.
+func FuzzParseModelPath(f *testing.F) {
+	f.Fuzz(func(t *testing.T, rest string) {
+		name, version, action := parseModelPath(rest)
+		base, found := rest, action == ""
+		if action != "" {
+			base, found = strings.CutSuffix(rest, "/"+action)
+		}
+		if !found || (base != name && base != name+"/versions/"+version) || strings.Contains(version, "/versions/") {
+			t.Fatalf("parseModelPath(%q) = %q, %q, %q", rest, name, version, action)
+		}
+	})
+}

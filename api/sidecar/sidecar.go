@@ -1,0 +1,127 @@
+// Package sidecar serves the B&A inference sidecar's gRPC service,
+// privacy_sandbox.bidding_auction_servers.inference.InferenceService, so
+// that a B&A bidding server can use Grove as its sidecar: batch inference
+// (through api/ba, in the batch JSON or as protos), model registration and
+// the list of ready models. Its one table from a kind of failure to a gRPC
+// code is code; item errors inside a Predict answer take api/ba's.
+package sidecar
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/api/sidecarpb"
+)
+
+// Backend is what the sidecar's service needs: batch inference and model
+// registration; *actors.System is one.
+type Backend interface {
+	ba.Inferer
+	RegisterModel(ctx context.Context, modelPath string, files map[string][]byte, warmUpJSON string) error
+	DeleteModel(ctx context.Context, modelPath string) error
+	ModelPaths() []string
+}
+
+// Register serves the sidecar's InferenceService over b on g.
+func Register(g grpc.ServiceRegistrar, b Backend) {
+	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b})
+}
+
+type service struct {
+	sidecarpb.UnimplementedInferenceServiceServer
+	b Backend
+}
+
+// Predict runs a batch request: the JSON of POST /v1/inference in input
+// (with the same answer in output), or the proto form in proto_input
+// (answered in proto_output). As in the sidecar, failures are encoded in
+// the answer and the call itself succeeds; only a batch that cannot run at
+// all (the server is stopping: UNAVAILABLE) fails it.
+func (s *service) Predict(ctx context.Context, req *sidecarpb.PredictRequest) (*sidecarpb.PredictResponse, error) {
+	call := ba.Call{API: "ba-grpc", RequestID: grpcserver.RequestID(ctx)}
+	switch in := req.GetInputData().(type) {
+	case *sidecarpb.PredictRequest_ProtoInput:
+		out, err := s.predictProto(ctx, in.ProtoInput, call)
+		if err != nil {
+			return nil, err
+		}
+		return &sidecarpb.PredictResponse{OutputData: &sidecarpb.PredictResponse_ProtoOutput{ProtoOutput: out}}, nil
+	default:
+		out, _, err := ba.Run(ctx, s.b, nil, req.GetInput(), call)
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		return &sidecarpb.PredictResponse{OutputData: &sidecarpb.PredictResponse_Output{Output: out}}, nil
+	}
+}
+
+// predictProto runs a BatchInferenceRequest; each item's failure is in its own error.
+func (s *service) predictProto(ctx context.Context, in *sidecarpb.BatchInferenceRequest, call ba.Call) (*sidecarpb.BatchInferenceResponse, error) {
+	items := make([]ba.Item, len(in.GetRequest()))
+	for i, item := range in.GetRequest() {
+		items[i].ModelPath = item.GetModelPath()
+		inputs, err := tensorsFromProto(item.GetTensors())
+		if err != nil {
+			items[i].Err = &ba.Error{Type: ba.InputParsing, Description: err.Error()}
+			continue
+		}
+		items[i].Inputs = inputs
+	}
+	results, _, err := ba.Infer(ctx, s.b, items, nil, call)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	out := &sidecarpb.BatchInferenceResponse{Response: make([]*sidecarpb.InferenceResponseProto, len(results))}
+	for i, r := range results {
+		resp := &sidecarpb.InferenceResponseProto{ModelPath: r.ModelPath}
+		if r.Err == nil {
+			if resp.Tensors, err = tensorsToProto(r.Outputs); err != nil {
+				r.Err = &ba.Error{Type: ba.OutputParsing, Description: err.Error()}
+			}
+		}
+		if r.Err != nil {
+			resp.Tensors = nil
+			resp.Error = &sidecarpb.ErrorProto{ErrorType: sidecarpb.ErrorProto_ErrorType(sidecarpb.ErrorProto_ErrorType_value[string(r.Err.Type)]),
+				Description: r.Err.Description, ModelPath: r.ModelPath}
+		}
+		out.Response[i] = resp
+	}
+	return out, nil
+}
+
+// RegisterModel loads the model whose files the request carries (keys are
+// full bucket paths under model_spec.model_path), warms it up and answers
+// once it is ready. The registration is kept apart from the bucket config,
+// which wins for a path it lists (FAILED_PRECONDITION).
+func (s *service) RegisterModel(ctx context.Context, req *sidecarpb.RegisterModelRequest) (*sidecarpb.RegisterModelResponse, error) {
+	err := s.b.RegisterModel(ctx, req.GetModelSpec().GetModelPath(), req.GetModelFiles(), req.GetWarmUpBatchRequestJson())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return &sidecarpb.RegisterModelResponse{}, nil
+}
+
+// DeleteModel unloads a registered model.
+func (s *service) DeleteModel(ctx context.Context, req *sidecarpb.DeleteModelRequest) (*sidecarpb.DeleteModelResponse, error) {
+	if err := s.b.DeleteModel(ctx, req.GetModelSpec().GetModelPath()); err != nil {
+		return nil, statusOf(err)
+	}
+	return &sidecarpb.DeleteModelResponse{}, nil
+}
+
+// GetModelPaths lists the models ready to serve, registered or configured.
+func (s *service) GetModelPaths(context.Context, *sidecarpb.GetModelPathsRequest) (*sidecarpb.GetModelPathsResponse, error) {
+	paths := s.b.ModelPaths()
+	out := &sidecarpb.GetModelPathsResponse{ModelSpecs: make([]*sidecarpb.ModelSpec, len(paths))}
+	for i, p := range paths {
+		out.ModelSpecs[i] = &sidecarpb.ModelSpec{ModelPath: p}
+	}
+	return out, nil
+}
+
+// statusOf is the gRPC status of a call that failed with err (see code).
+func statusOf(err error) error { return status.Error(code(err), err.Error()) }
