@@ -177,7 +177,7 @@ func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
 		{fmt.Errorf("%w v1", actors.ErrUnknownRelease), 404, `{"UnknownServable":`, false},
 		{fmt.Errorf("edit: %w", &conf.ConfigError{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
 		{conf.ErrContractExists, 422, `"ContractValidationError"`, false},
-		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "generation precondition failed", true},
+		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "version precondition failed", true},
 		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},
 		{context.DeadlineExceeded, 504, "deadline exceeded", false},
 		{context.Canceled, 499, "canceled", false},
