@@ -75,13 +75,11 @@ func (c *content) observeService(d time.Duration) {
 // expiry says why m must not run at now ("" if it may), with the error
 // its caller gets.
 func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
-	if m.ctx != nil {
-		switch err := m.ctx.Err(); {
-		case errors.Is(err, context.Canceled):
-			return expiredCanceled, fmt.Errorf("%w: the caller of model %s went away before it ran", servables.ErrCanceled, a.c.path)
-		case err != nil:
+	if m.ctx != nil && m.ctx.Err() != nil {
+		if pastDeadline(m.ctx, now) {
 			return expiredDeadline, fmt.Errorf("%w: model %s did not start the request before its deadline", servables.ErrDeadlineExceeded, a.c.path)
 		}
+		return expiredCanceled, fmt.Errorf("%w: the caller of model %s went away before it ran", servables.ErrCanceled, a.c.path)
 	}
 	if !m.deadline.IsZero() {
 		left := m.deadline.Sub(now)
@@ -102,6 +100,18 @@ func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// pastDeadline reports whether ctx, which is done, ended by its deadline:
+// its error says so, or it was cancelled at or after its deadline (a gRPC
+// client whose deadline passes cancels its call, which the server may see
+// before its own deadline timer fires).
+func pastDeadline(ctx context.Context, now time.Time) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !now.Before(dl)
 }
 
 // dropIfExpired answers m with its expiry error and counts it, if it must

@@ -234,3 +234,37 @@ func TestShadowCopiesThatWaitPastTheShadowTimeoutAreDropped(t *testing.T) {
 		}
 	})
 }
+
+// doneCtx is a context that is already done with err, with a deadline.
+type doneCtx struct {
+	context.Context
+	err      error
+	deadline time.Time
+}
+
+func (c doneCtx) Err() error                       { return c.err }
+func (c doneCtx) Deadline() (time.Time, bool)      { return c.deadline, !c.deadline.IsZero() }
+func (c doneCtx) Done() <-chan struct{}            { ch := make(chan struct{}); close(ch); return ch }
+func (c doneCtx) Value(any) any                    { return nil }
+func (c doneCtx) String() string                   { return "doneCtx" }
+func (c doneCtx) withDeadline(t time.Time) doneCtx { c.deadline = t; return c }
+
+func TestACancellationAtItsDeadlineCountsAsTheDeadline(t *testing.T) {
+	now := time.Now()
+	canceled := doneCtx{err: context.Canceled}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"deadline exceeded", doneCtx{err: context.DeadlineExceeded}, true},
+		{"canceled without a deadline", canceled, false},
+		{"canceled before its deadline", canceled.withDeadline(now.Add(time.Second)), false},
+		{"canceled at its deadline (a gRPC client's deadline)", canceled.withDeadline(now), true},
+		{"canceled after its deadline", canceled.withDeadline(now.Add(-time.Millisecond)), true},
+	} {
+		if got := pastDeadline(tc.ctx, now); got != tc.want {
+			t.Errorf("%s: pastDeadline = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

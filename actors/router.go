@@ -217,7 +217,9 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				timer.Stop()
 			}
 			c.leave(1)
-			c.served.Add(1)
+			if k := servables.KindOf(err); k != servables.DeadlineExceeded && k != servables.Canceled {
+				c.served.Add(1) // dropped unrun, it was not served
+			}
 			now := time.Now()
 			c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
 			if b.claim(i) {

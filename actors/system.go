@@ -180,7 +180,7 @@ func (s *System) run(b *batch) ([]Result, error) {
 	select {
 	case res = <-b.reply:
 	case <-b.ctx.Done():
-		if !errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
+		if !pastDeadline(b.ctx, time.Now()) {
 			return nil, b.ctx.Err()
 		}
 		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)

@@ -224,6 +224,7 @@ type statusDoc struct {
 		Runtime   string `json:"runtime"`
 		LastError string `json:"last_error"`
 		Crashes   int64  `json:"crashes"`
+		Served    int64  `json:"served"`
 		GraceMs   *int64 `json:"grace_remaining_ms"`
 		Replicas  int    `json:"replicas"`
 	} `json:"models"`

@@ -79,7 +79,7 @@ func Infer(ctx context.Context, inf Inferer, items []Item, configs map[string]st
 		r := Result{ModelPath: res.ModelPath, Outputs: res.Outputs}
 		if res.Err != nil {
 			var st int
-			if r.Err, st = ItemError(res.ModelPath, res.Err); code == http.StatusOK {
+			if r.Err, st = ItemError(res.ModelPath, res.Err); code == http.StatusOK && st == http.StatusTooManyRequests {
 				code = st
 			}
 		}

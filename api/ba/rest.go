@@ -38,11 +38,16 @@ func (a *api) inference(w http.ResponseWriter, r *http.Request) {
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)
 	body, code, err := a.h.ReadBody(r, bp)
+	ctx, cancel, terr := httpserver.WithTimeout(r)
+	if err == nil && terr != nil {
+		err, code = terr, http.StatusBadRequest
+	}
 	var out []byte
 	if err != nil {
 		out = AppendBatchError((*rp)[:0], inputError(err.Error()), "")
 	} else {
-		out, code, _ = Run(r.Context(), a.b, (*rp)[:0], body, Call{API: "ba", RequestID: httpserver.RequestID(w, r),
+		defer cancel()
+		out, code, _ = Run(ctx, a.b, (*rp)[:0], body, Call{API: "ba", RequestID: httpserver.RequestID(w, r),
 			Configs: func(c map[string]string) map[string]string { return httpserver.HeaderConfigs(c, r.Header) }})
 	}
 	if code == http.StatusTooManyRequests {

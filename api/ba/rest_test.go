@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -172,3 +173,72 @@ func TestInferenceWhenTheWholeBatchFails(t *testing.T) {
 		}
 	}
 }
+
+// deadlineSeer answers like echo and records the deadline of each call.
+type deadlineSeer struct {
+	echo
+	deadline chan time.Duration
+}
+
+func (d deadlineSeer) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		d.deadline <- 0
+	} else {
+		d.deadline <- time.Until(dl)
+	}
+	return d.echo.Infer(ctx, reqs)
+}
+
+func TestGroveTimeoutHeaderBoundsTheBatchAndABadOneIsRefused(t *testing.T) {
+	b := deadlineSeer{deadline: make(chan time.Duration, 1)}
+	h := serveBA(b, httpserver.Options{})
+	send := func(timeout string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/v1/inference", strings.NewReader(`{"request":[`+intItem("ok/")+`]}`))
+		if timeout != "" {
+			req.Header.Set("Grove-Timeout", timeout)
+		}
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send("1.5s"); rec.Code != 200 {
+		t.Fatalf("HTTP %d", rec.Code)
+	}
+	if d := <-b.deadline; d <= time.Second || d > 1500*time.Millisecond {
+		t.Errorf("the backend saw a deadline %v away, want about 1.5s", d)
+	}
+	if send(""); <-b.deadline != 0 {
+		t.Error("a request without the header got a deadline")
+	}
+	for _, bad := range []string{"50", "-1s", "0s", "soon"} {
+		rec := send(bad)
+		if rec.Code != 400 || !strings.Contains(rec.Body.String(), `invalid Grove-Timeout header \"`+bad+`\"`) {
+			t.Errorf("Grove-Timeout %q: HTTP %d %s", bad, rec.Code, rec.Body.String())
+		}
+	}
+}
+
+func TestAnItemWhoseModelIsUnavailableFailsAloneInA200(t *testing.T) {
+	gone := failingItem{fmt.Errorf("%w: model gone/ could not be reloaded after a crash", servables.ErrUnavailable)}
+	code, body := post(t, serveBA(gone, httpserver.Options{}), `{"request":[`+intItem("ok/")+","+intItem("gone/")+`]}`)
+	if code != 200 || !strings.Contains(body, `"tensor_content":[1,2]`) ||
+		!strings.Contains(body, `{"model_path":"gone/","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model gone/ encounters an exception during evaluation: unavailable: model gone/ could not be reloaded after a crash"}}`) {
+		t.Fatalf("HTTP %d %s", code, body)
+	}
+}
+
+// failingItem answers like echo, except that paths starting with "gone" fail with err.
+type failingItem struct{ err error }
+
+func (f failingItem) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	out, _ := echo{}.Infer(ctx, reqs)
+	for i := range out {
+		if strings.HasPrefix(out[i].ModelPath, "gone") {
+			out[i].Outputs, out[i].Err = nil, f.err
+		}
+	}
+	return out, nil
+}
+
+func (failingItem) ModelPaths() []string { return nil }

@@ -23,10 +23,13 @@ const modelExecution = "Model Execution Error. Message: Model %[1]s encounters a
 
 // statusOf is the B&A API's one table from a kind of failure to its
 // answer. Item errors travel inside a 200 response, as in the sidecar,
-// except that a full model queue makes it 429 (retry later), a stopped
-// model 503 and a caller gone 499 (for the metrics: nobody reads it). A
-// deadline that passed is a GRPC error, as the bidding server reports a
-// sidecar call that timed out.
+// except that a full model queue makes it 429 (retry later). The batch
+// status of Unavailable and Canceled is that of a whole batch that could
+// not run (503: the server is stopping; 499 for the metrics when the
+// caller went away: nobody reads it); an item whose model is unavailable
+// answers inside a 200 like any item error (see Infer). A deadline that
+// passed is a GRPC error, as the bidding server reports a sidecar call
+// that timed out.
 func statusOf(k servables.Kind) status {
 	switch k {
 	case servables.OK:

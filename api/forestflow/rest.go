@@ -121,8 +121,14 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
+	ctx, cancel, err := httpserver.WithTimeout(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	defer cancel()
 	configs := httpserver.HeaderConfigs(req.Configs, r.Header)
-	res, picked, err := a.b.Score(r.Context(), id, release, actors.Request{API: "forestflow", Inputs: req.Inputs,
+	res, picked, err := a.b.Score(ctx, id, release, actors.Request{API: "forestflow", Inputs: req.Inputs,
 		RequestID: httpserver.RequestID(w, r), Configs: configs})
 	if err != nil {
 		fail(w, err, fqrv, false)

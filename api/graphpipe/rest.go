@@ -89,7 +89,13 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(AppendMetadataResponse(nil, m))
 		return
 	}
-	res, _, err := a.b.Score(r.Context(), id, "", actors.Request{API: "graphpipe", Inputs: req.Inputs,
+	ctx, cancel, err := httpserver.WithTimeout(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	defer cancel()
+	res, _, err := a.b.Score(ctx, id, "", actors.Request{API: "graphpipe", Inputs: req.Inputs,
 		RequestID: httpserver.RequestID(w, r), Configs: httpserver.HeaderConfigs(configs(req.Config), r.Header)})
 	if err == nil {
 		err = res.Err

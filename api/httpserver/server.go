@@ -10,6 +10,7 @@
 package httpserver
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -290,4 +291,26 @@ func WriteJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// TimeoutHeader carries a request's deadline for the B&A, ForestFlow and
+// GraphPipe APIs, as a Go duration: "Grove-Timeout: 50ms", "1.5s". Work
+// still queued at the deadline is dropped and the caller answered then.
+const TimeoutHeader = "Grove-Timeout"
+
+// WithTimeout returns r's context, bounded by its Grove-Timeout header if
+// it has one; call cancel when the request is answered. A header that is
+// not a positive duration is the caller's mistake, returned as an error
+// that names it.
+func WithTimeout(r *http.Request) (ctx context.Context, cancel context.CancelFunc, err error) {
+	v := r.Header.Get(TimeoutHeader)
+	if v == "" {
+		return r.Context(), func() {}, nil
+	}
+	d, perr := time.ParseDuration(v)
+	if perr != nil || d <= 0 {
+		return nil, nil, fmt.Errorf("invalid %s header %q: want a positive duration such as 50ms or 1.5s", TimeoutHeader, v)
+	}
+	ctx, cancel = context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
 }

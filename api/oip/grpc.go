@@ -100,6 +100,12 @@ func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferReque
 	if err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
+	timeout, err := grpcTimeout(req.GetParameters())
+	if err != nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	}
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
 	res, err := o.b.Infer(ctx, []actors.Request{{API: "oip-grpc", ModelPath: mv.Path, Inputs: inputs, RequestID: requestIDOr(ctx, req.GetId())}})
 	if err == nil {
 		err = res[0].Err

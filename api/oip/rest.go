@@ -172,11 +172,18 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, name, version strin
 		failCodec(w, err, http.StatusBadRequest)
 		return
 	}
+	timeout, err := restTimeout(req.Parameters)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx, cancel := withTimeout(r.Context(), timeout)
+	defer cancel()
 	id := req.ID
 	if id == "" || len(id) > 128 {
 		id = httpserver.RequestID(w, r)
 	}
-	res, err := a.b.Infer(r.Context(), []actors.Request{{API: "oip", ModelPath: mv.Path, Inputs: req.Inputs, RequestID: id,
+	res, err := a.b.Infer(ctx, []actors.Request{{API: "oip", ModelPath: mv.Path, Inputs: req.Inputs, RequestID: id,
 		Configs: httpserver.HeaderConfigs(nil, r.Header)}})
 	if err == nil {
 		err = res[0].Err

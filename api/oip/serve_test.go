@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,9 +27,15 @@ import (
 type fake struct {
 	outputs      []servables.Tensor
 	err, callErr error
+	// left is how far the last call's deadline was (0: it had none).
+	left time.Duration
 }
 
-func (f *fake) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
+func (f *fake) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error) {
+	f.left = 0
+	if dl, ok := ctx.Deadline(); ok {
+		f.left = time.Until(dl)
+	}
 	if f.callErr != nil {
 		return nil, f.callErr
 	}
@@ -157,4 +164,40 @@ func FuzzParseModelPath(f *testing.F) {
 			t.Fatalf("parseModelPath(%q) = %q, %q, %q", rest, name, version, action)
 		}
 	})
+}
+
+func TestTheTimeoutParameterBoundsTheRequestInMicroseconds(t *testing.T) {
+	f := &fake{}
+	h := httpserver.New(httpserver.Options{})
+	Register(h, noGRPC{}, f, "1.0")
+	rest := func(params string) (int, string) {
+		rec := httptest.NewRecorder()
+		body := `{"parameters": ` + params + `, "inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}`
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v2/models/m/infer", strings.NewReader(body)))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := rest(`{"timeout": 50000}`); code != 200 || f.left <= 40*time.Millisecond || f.left > 50*time.Millisecond {
+		t.Fatalf("REST timeout 50000 us: HTTP %d %s, the backend saw a deadline %v away", code, body, f.left)
+	}
+	if rest(`{"timeout": 0}`); f.left != 0 {
+		t.Fatalf("timeout 0 set a deadline %v away", f.left)
+	}
+	for _, bad := range []string{`{"timeout": -1}`, `{"timeout": "50ms"}`, `{"timeout": 1.5}`, `{"timeout": 18446744073709551615}`} {
+		if code, body := rest(bad); code != 400 || !strings.Contains(body, `parameter \"timeout\"`) {
+			t.Errorf("%s: HTTP %d %s, want 400 naming the parameter", bad, code, body)
+		}
+	}
+	g := &grpcService{b: f}
+	call := func(p *oippb.InferParameter) error {
+		_, err := g.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m", Parameters: map[string]*oippb.InferParameter{"timeout": p},
+			Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}})
+		return err
+	}
+	if err := call(&oippb.InferParameter{ParameterChoice: &oippb.InferParameter_Int64Param{Int64Param: 20000}}); err != nil || f.left <= 10*time.Millisecond || f.left > 20*time.Millisecond {
+		t.Fatalf("gRPC timeout 20000 us: %v, deadline %v away", err, f.left)
+	}
+	err := call(&oippb.InferParameter{ParameterChoice: &oippb.InferParameter_StringParam{StringParam: "20ms"}})
+	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "int64_param") {
+		t.Fatalf("gRPC string timeout: %v", err)
+	}
 }
