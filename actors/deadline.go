@@ -18,8 +18,9 @@ import (
 //
 // Work is never run for nobody: a model actor drops a request when it
 // takes it from its mailbox (or from the requests waiting for a dynamic
-// batch) if its caller went away, its deadline passed, it would not finish
-// before its deadline at the model's recent pace, or it waited in the
+// batch) if its caller went away, its deadline passed, its answer would not
+// reach the caller before its deadline at the model's recent pace (see
+// timeNeeded), or it waited in the
 // queue longer than the model's queue_timeout_ms. Each drop is counted in
 // grove_requests_expired_total{model,reason} and answered with an error
 // of kind DeadlineExceeded or Canceled. The caller, if still there, gets
@@ -72,6 +73,22 @@ func (c *content) observeService(d time.Duration) {
 	c.serviceNs.Store(old + (int64(d)-old)/8)
 }
 
+// answerMargin is the time an answer needs after its forward call, to
+// reach its caller (encoding, writing, the network), on top of an eighth
+// of the forward's recent duration for its variation.
+const answerMargin = time.Millisecond
+
+// timeNeeded is how long a request needs from the moment it is taken from
+// the queue to reach its caller, at c's recent pace; 0 before c has run
+// any request.
+func (c *content) timeNeeded() time.Duration {
+	est := time.Duration(c.serviceNs.Load())
+	if est == 0 {
+		return 0
+	}
+	return est + est/8 + answerMargin
+}
+
 // expiry says why m must not run at now ("" if it may), with the error
 // its caller gets.
 func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
@@ -86,9 +103,9 @@ func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
 		if left <= 0 {
 			return expiredDeadline, fmt.Errorf("%w: model %s did not start the request before its deadline", servables.ErrDeadlineExceeded, a.c.path)
 		}
-		if est := time.Duration(a.c.serviceNs.Load()); m.priority == priorityUser && est > left {
-			return expiredDeadline, fmt.Errorf("%w: model %s would not finish the request before its deadline (%v left, it takes about %v)",
-				servables.ErrDeadlineExceeded, a.c.path, left.Round(time.Microsecond), est.Round(time.Microsecond))
+		if need := a.c.timeNeeded(); m.priority == priorityUser && need > left {
+			return expiredDeadline, fmt.Errorf("%w: model %s would not answer the request before its deadline (%v left, it needs about %v)",
+				servables.ErrDeadlineExceeded, a.c.path, left.Round(time.Microsecond), need.Round(time.Microsecond))
 		}
 	}
 	if m.priority == priorityUser {
