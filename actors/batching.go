@@ -11,24 +11,41 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// Dynamic batching. User requests that are waiting in a model's mailbox
-// together are run as one forward call: when a user request arrives, the
-// actor keeps it and sends itself a flush at a priority just below user
-// requests, so every user request already queued is received before the
-// flush runs them. Nothing waits for more requests to come: an idle model
-// runs a lone request at once, and batches form only under load, exactly
-// when they pay. Shadow and warm-up requests are not batched (shadow work
-// is already cut into micro-batches, which bound a user request's wait).
+// Scheduling of user requests: dynamic batching and newest-first under
+// backlog.
 //
-// A per-model max_queue_delay_us lets a lone request wait that long for
-// company: the flush is then sent by a timer, and a batch that reaches
-// max_batch_rows runs at once without waiting for it.
+// A user request that arrives at an idle model (nothing else queued or
+// waiting) runs at once. Otherwise the actor keeps it in its pending list
+// and sends itself a flush at a priority just below user requests, so
+// every user request already queued is received before the flush runs.
+// Each flush runs one forward call, then sends the next flush if requests
+// are left: between two forward calls the actor takes in what arrived, and
+// picks again.
 //
-// Requests batch together when their inputs agree in count, types and
-// every dimension but the first, which they share across their inputs (the
-// rows). A batch holds at most maxBatchRows rows. Its outputs are split back
-// by rows; if the batch fails, or its outputs do not have the batch's rows
-// first, each request runs again on its own, so a bad request fails alone.
+// Which request runs next: the oldest, unless the queue is backed up (the
+// oldest waiting request that has a deadline has waited longer than a
+// quarter of its time budget); then the newest request that has a
+// deadline runs first. Under sustained overload a queue in arrival order
+// serves every request just before its deadline, too late once it has
+// travelled back; newest first serves fresh requests in time while the
+// oldest ones expire unrun (deadline.go) instead of being served late. This
+// is Facebook's "adaptive LIFO". Requests without a deadline keep arrival
+// order: nothing would bound how long newest-first could starve them.
+//
+// Dynamic batching: the request picked runs together with other pending
+// user requests whose inputs agree in count, types, names and every
+// dimension but the first (the rows), picked in the same order, up to
+// maxBatchRows rows. Shadow and warm-up requests are not batched (shadow
+// work is already cut into micro-batches, which bound a user request's
+// wait). Nothing waits for more requests to come unless the model's
+// max_queue_delay_us lets a lone request wait that long for company: the
+// flush is then sent by a timer, and a batch that reaches max_batch_rows
+// runs at once. A batch's outputs are split back by rows; if the batch
+// fails, or its outputs do not have the batch's rows first, each request
+// runs again on its own, so a bad request fails alone.
+//
+// Pending requests count in the model's queue (content.queued) until they
+// run or expire, so model_queue_size bounds them.
 
 // priorityFlush places a flush after every queued user request.
 const priorityFlush int8 = priorityUser - 1
@@ -58,14 +75,18 @@ func compatible(a, b []servables.Tensor) bool {
 	return true
 }
 
-// collect keeps a user request for the next flush and makes sure a flush
-// comes: at once (after the queued user requests) without a delay, after
-// the delay with one, and right now when the rows fill a batch.
-func (a *modelActor) collect(ctx actor.Context, m *predict) {
+// receiveUser takes a user request from the mailbox: it runs at once when
+// the model is idle, else it waits for a flush.
+func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
+	if len(a.pending) == 0 && a.batchDelay <= 0 && a.c.queued.Load() == 1 {
+		a.c.queued.Add(-1)
+		a.predict(m)
+		return
+	}
 	a.pending = append(a.pending, m)
 	a.pendingRows += batchRows(m.inputs)
-	if a.batchDelay > 0 && a.pendingRows >= a.maxBatchRows {
-		a.runPending()
+	if a.batchDelay > 0 && a.pendingRows >= a.maxBatchRows && a.maxBatchRows > 1 {
+		a.runPending(ctx)
 		return
 	}
 	if a.flushQueued {
@@ -81,63 +102,132 @@ func (a *modelActor) collect(ctx actor.Context, m *predict) {
 	time.AfterFunc(a.batchDelay, func() { root.Send(self, f) })
 }
 
-// runPending runs the collected user requests in batches, in arrival order
-// as far as batching allows. The requests not yet run stay in a.pending, so
-// that a panic (which restarts the actor) can fail them.
-func (a *modelActor) runPending() {
+// runPending runs one forward call of pending requests (see the top of
+// this file for which), and sends the next flush if requests are left.
+// Expired requests are dropped as they are met: from the front of the
+// list (the oldest), and any request picked to run; the others are
+// answered at their deadline by their caller's timer, and dropped when
+// they reach the front or are picked. So a flush costs the same however
+// many requests wait.
+func (a *modelActor) runPending(ctx actor.Context) {
 	a.flushQueued = false
 	a.flushGen++
-	a.pendingRows = 0
-	buf := a.pending // reused for the next collection
-	// Requests that expired while they waited for company are left out.
 	now := time.Now()
-	live := a.pending[:0]
-	for _, m := range a.pending {
-		if !a.dropIfExpired(m, now) {
-			live = append(live, m)
-		}
+	for len(a.pending) > 0 && a.dropIfExpired(a.pending[0], now) {
+		a.remove(0)
 	}
-	clear(a.pending[len(live):])
-	a.pending = live
 	for len(a.pending) > 0 {
-		first := a.pending[0]
-		rows := batchRows(first.inputs)
-		if rows == 0 || a.maxBatchRows <= 1 || rows >= a.maxBatchRows {
-			a.pending = a.pending[1:]
-			a.predict(first)
+		i := a.pick(now)
+		if a.dropIfExpired(a.pending[i], now) {
+			a.remove(i)
 			continue
 		}
-		batch := append(a.batchBuf[:0], first)
-		// Keep the rest in place: rest[k] is written only after pending[k+1] was read.
-		rest := a.pending[:0]
-		for _, it := range a.pending[1:] {
-			r := batchRows(it.inputs)
-			if r > 0 && rows+r <= a.maxBatchRows && compatible(first.inputs, it.inputs) {
-				batch = append(batch, it)
-				rows += r
-			} else {
-				rest = append(rest, it)
+		batch, rows := a.takeBatch(i, now)
+		a.runBatch(batch, rows)
+		break
+	}
+	if len(a.pending) > 0 && !a.flushQueued {
+		a.flushQueued = true
+		ctx.Send(ctx.Self(), flush{owner: a, gen: a.flushGen})
+	}
+}
+
+// remove takes a.pending[i] out of the list and of the model's queue.
+func (a *modelActor) remove(i int) {
+	a.pendingRows -= batchRows(a.pending[i].inputs)
+	a.c.queued.Add(-1)
+	a.pending = slices.Delete(a.pending, i, i+1)
+}
+
+// backlogged reports whether the queue is backed up: its oldest request
+// that has a deadline has waited longer than a quarter of its time budget.
+func (a *modelActor) backlogged(now time.Time) bool {
+	for _, m := range a.pending {
+		if !m.deadline.IsZero() {
+			return now.Sub(m.enqueued) > m.deadline.Sub(m.enqueued)/4
+		}
+	}
+	return false
+}
+
+// pick returns the index of the request to run next: the oldest, or under
+// backlog the newest that has a deadline.
+func (a *modelActor) pick(now time.Time) int {
+	if a.backlogged(now) {
+		for i := len(a.pending) - 1; i >= 0; i-- {
+			if !a.pending[i].deadline.IsZero() {
+				return i
 			}
 		}
-		a.batchBuf = batch
-		a.pending = rest
-		a.runBatch(batch, rows)
 	}
-	clear(buf)
-	clear(a.batchBuf[:cap(a.batchBuf)])
-	a.pending = buf[:0]
+	return 0
+}
+
+// takeBatch takes the requests of the next forward call out of a.pending:
+// a.pending[first], and with batching on, compatible others in the order
+// requests are picked, up to maxBatchRows rows.
+func (a *modelActor) takeBatch(first int, now time.Time) ([]*predict, int) {
+	lead := a.pending[first]
+	rows := batchRows(lead.inputs)
+	batch := append(a.batchBuf[:0], lead)
+	if rows > 0 && a.maxBatchRows > 1 && rows < a.maxBatchRows {
+		taken := slices.Grow(a.takenBuf[:0], len(a.pending))[:len(a.pending)]
+		clear(taken)
+		taken[first] = true
+		add := func(i int) {
+			it := a.pending[i]
+			r := batchRows(it.inputs)
+			if taken[i] || r == 0 || rows+r > a.maxBatchRows || !compatible(lead.inputs, it.inputs) {
+				return
+			}
+			if reason, _ := a.expiry(it, now); reason != "" {
+				return // dropped when it reaches the front or is picked
+			}
+			batch = append(batch, it)
+			rows += r
+			taken[i] = true
+		}
+		if a.backlogged(now) {
+			for i := len(a.pending) - 1; i >= 0; i-- {
+				if !a.pending[i].deadline.IsZero() {
+					add(i)
+				}
+			}
+		}
+		for i := range a.pending {
+			add(i)
+		}
+		kept := a.pending[:0]
+		for i, m := range a.pending {
+			if !taken[i] {
+				kept = append(kept, m)
+			}
+		}
+		clear(a.pending[len(kept):])
+		a.pending = kept
+		a.takenBuf = taken
+	} else {
+		a.pending = slices.Delete(a.pending, first, first+1)
+	}
+	a.c.queued.Add(-int64(len(batch)))
+	a.pendingRows -= rows
+	a.batchBuf = batch
+	return batch, rows
 }
 
 // failPending answers the requests still waiting for a flush with err.
 func (a *modelActor) failPending(err error) {
 	for _, m := range a.pending {
+		a.c.queued.Add(-1)
 		m.done(nil, err, time.Since(m.enqueued), 0)
 	}
 	a.pending = nil
+	a.pendingRows = 0
 }
 
 // runBatch runs requests holding rows rows in all as one forward call.
 func (a *modelActor) runBatch(batch []*predict, rows int) {
+	defer clear(batch)
 	if len(batch) == 1 {
 		a.predict(batch[0])
 		return

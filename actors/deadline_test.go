@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,8 +21,8 @@ func (w *world) busy(path string) chan Result {
 	return out
 }
 
-func (w *world) inferCtx(ctx context.Context, path string) ([]Result, error) {
-	return w.sys.Infer(ctx, []Request{{API: "test", ModelPath: path, Inputs: scalar(w.t, 1)}})
+func (w *world) inferCtx(ctx context.Context, path string, v float32) ([]Result, error) {
+	return w.sys.Infer(ctx, []Request{{API: "test", ModelPath: path, Inputs: scalar(w.t, v)}})
 }
 
 func (w *world) expired(path, reason string) float64 {
@@ -37,7 +38,7 @@ func TestAQueuedRequestWhoseDeadlinePassesIsAnsweredThenAndNeverRun(t *testing.T
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		res, err := w.inferCtx(ctx, "a/")
+		res, err := w.inferCtx(ctx, "a/", 1)
 		if err != nil || servables.KindOf(res[0].Err) != servables.DeadlineExceeded {
 			t.Fatalf("got %v %+v, want a DeadlineExceeded result", err, res)
 		}
@@ -63,7 +64,7 @@ func TestARequestWhoseCallerLeftIsNeverRun(t *testing.T) {
 		first := w.busy("a/")
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { _, err := w.inferCtx(ctx, "a/"); done <- err }()
+		go func() { _, err := w.inferCtx(ctx, "a/", 1); done <- err }()
 		synctest.Wait()
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -86,7 +87,7 @@ func TestARequestThatWouldMissItsDeadlineAtTheModelsPaceIsNotStarted(t *testing.
 		first := w.busy("a/")
 		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		defer cancel()
-		res, _ := w.inferCtx(ctx, "a/") // dequeued at 100 ms with 50 ms left
+		res, _ := w.inferCtx(ctx, "a/", 1) // dequeued at 100 ms with 50 ms left
 		<-first
 		synctest.Wait()
 		if servables.KindOf(res[0].Err) != servables.DeadlineExceeded || w.rt.calls.Load() != 2 || w.expired("a/", "deadline") != 1 {
@@ -126,7 +127,7 @@ func TestACallersEarlierDeadlineWinsOverTheModelsDefault(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if r, _ := w.inferCtx(ctx, "a/"); servables.KindOf(r[0].Err) != servables.DeadlineExceeded || time.Since(start) != 5*time.Millisecond {
+		if r, _ := w.inferCtx(ctx, "a/", 1); servables.KindOf(r[0].Err) != servables.DeadlineExceeded || time.Since(start) != 5*time.Millisecond {
 			t.Fatalf("caller's 5ms deadline: %v after %v", r[0].Err, time.Since(start))
 		}
 		if r := <-first; r.Err != nil {
@@ -196,7 +197,7 @@ func TestRequestsThatExpireWhileWaitingForABatchAreLeftOut(t *testing.T) {
 		defer cancel()
 		patient := make(chan Result, 1)
 		go func() { patient <- w.infer("a/", 1) }()
-		res, _ := w.inferCtx(ctx, "a/")
+		res, _ := w.inferCtx(ctx, "a/", 1)
 		if servables.KindOf(res[0].Err) != servables.DeadlineExceeded {
 			t.Fatalf("impatient request: %v", res[0].Err)
 		}
@@ -267,4 +268,60 @@ func TestACancellationAtItsDeadlineCountsAsTheDeadline(t *testing.T) {
 			t.Errorf("%s: pastDeadline = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+func TestUnderBacklogTheNewestRequestWithADeadlineRunsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 20}})
+		defer w.stop()
+		synctest.Wait()
+		first := make(chan Result, 1)
+		go func() { first <- w.infer("a/", 0) }() // no deadline: holds the model 0..20 ms
+		synctest.Wait()
+		results := make([]chan Result, 5)
+		for i := 1; i <= 4; i++ { // deadlines 100 ms away, a quarter is 25 ms
+			results[i] = make(chan Result, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				res, _ := w.inferCtx(ctx, "a/", float32(i))
+				results[i] <- res[0]
+			}()
+			synctest.Wait()
+		}
+		<-first
+		for i := 1; i <= 4; i++ {
+			<-results[i]
+		}
+		// At 20 ms the oldest has waited less than 25 ms: arrival order, 1.
+		// At 40 and 60 ms the queue is backed up: newest first, 4 then 3.
+		// At 80 ms request 2 has 20 ms left, less than a call needs: dropped.
+		if got, want := w.rt.order(), []float64{0, 1, 4, 3}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want %v", got, want)
+		}
+		if w.expired("a/", "deadline") != 1 {
+			t.Fatalf("expired = %v, want 1", w.expired("a/", "deadline"))
+		}
+	})
+}
+
+func TestRequestsWithoutADeadlineKeepArrivalOrderUnderBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 20}})
+		defer w.stop()
+		synctest.Wait()
+		var done []chan Result
+		for i := range 5 {
+			ch := make(chan Result, 1)
+			done = append(done, ch)
+			go func() { ch <- w.infer("a/", float32(i)) }()
+			synctest.Wait()
+		}
+		for _, ch := range done {
+			<-ch
+		}
+		if got, want := w.rt.order(), []float64{0, 1, 2, 3, 4}; !slices.Equal(got, want) {
+			t.Fatalf("ran %v, want arrival order %v", got, want)
+		}
+	})
 }

@@ -126,8 +126,10 @@ func f64(v float64) *float64 { return &v }
 type countingRuntime struct {
 	faulty.Runtime
 	loaded, closed atomic.Int64
-	// calls counts forward calls.
+	// calls counts forward calls; ran records the first input value of each.
 	calls atomic.Int64
+	mu    sync.Mutex
+	ran   []float64
 	// gate, if not nil, blocks Load until it is closed.
 	gate chan struct{}
 }
@@ -141,22 +143,34 @@ func (r *countingRuntime) Load(ctx context.Context, dir string, files []string, 
 		return nil, err
 	}
 	r.loaded.Add(1)
-	return &countedServable{Servable: sv, closed: &r.closed, calls: &r.calls}, nil
+	return &countedServable{Servable: sv, rt: r}, nil
+}
+
+// order returns the first input value of each forward call so far.
+func (r *countingRuntime) order() []float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ran)
 }
 
 type countedServable struct {
 	servables.Servable
-	closed, calls *atomic.Int64
-	once          sync.Once
+	rt   *countingRuntime
+	once sync.Once
 }
 
 func (s *countedServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
-	s.calls.Add(1)
+	s.rt.calls.Add(1)
+	if len(in) > 0 && in[0].Len() > 0 {
+		s.rt.mu.Lock()
+		s.rt.ran = append(s.rt.ran, in[0].Float64At(0))
+		s.rt.mu.Unlock()
+	}
 	return s.Servable.Predict(ctx, in)
 }
 
 func (s *countedServable) Close() error {
-	s.once.Do(func() { s.closed.Add(1) })
+	s.once.Do(func() { s.rt.closed.Add(1) })
 	return s.Servable.Close()
 }
 

@@ -154,9 +154,13 @@ type modelActor struct {
 	// flush the actor sent itself; flushGen tells that flush from stale ones.
 	pending     []*predict
 	batchBuf    []*predict // reused for each batch
+	takenBuf    []bool     // reused for each batch
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
+	// carry holds the pending requests from a crash to the restarted
+	// incarnation (shared by the incarnations of one replica).
+	carry *[]*predict
 	// low, if not nil, runs shadow forwards off the actor at low CPU
 	// priority; shadowJobs counts those still using the servable.
 	low        *lowPriority
@@ -168,12 +172,13 @@ type modelActor struct {
 // local cache with load.
 func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, d actor.Dispatcher) *actor.Props {
 	first := true
+	carry := &[]*predict{} // the pending requests a crashed incarnation hands to the next
 	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedPriority())}
 	if d != nil {
 		opts = append(opts, actor.WithDispatcher(d))
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low, carry: carry}
 		if first {
 			a.s, first = s, false
 		}
@@ -185,6 +190,15 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 func (a *modelActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *predict:
+		if m.priority == priorityUser {
+			// Counted in the queue until it runs or expires (batching.go).
+			if a.dropIfExpired(m, time.Now()) {
+				a.c.queued.Add(-1)
+				return
+			}
+			a.receiveUser(ctx, m)
+			return
+		}
 		if m.priority == priorityShadow {
 			a.c.shadowQueued.Add(-1)
 		} else {
@@ -197,17 +211,23 @@ func (a *modelActor) Receive(ctx actor.Context) {
 			a.handOff(m)
 			return
 		}
-		if m.priority != priorityUser || a.maxBatchRows <= 1 {
-			a.predict(m)
-			return
-		}
-		a.collect(ctx, m)
+		a.predict(m)
 	case flush:
 		if m.owner != a || m.gen != a.flushGen {
 			return // stale: its requests already ran
 		}
-		a.runPending()
+		a.runPending(ctx)
 	case *actor.Started:
+		if pending := *a.carry; len(pending) > 0 {
+			// Requests that waited behind a crash run on this incarnation.
+			*a.carry = nil
+			a.pending = pending
+			for _, m := range pending {
+				a.pendingRows += batchRows(m.inputs)
+			}
+			a.flushQueued = true
+			ctx.Send(ctx.Self(), flush{owner: a, gen: a.flushGen})
+		}
 		if a.s == nil {
 			start := time.Now()
 			s, err := a.load(context.Background())
@@ -223,7 +243,7 @@ func (a *modelActor) Receive(ctx actor.Context) {
 			a.log.Info("model reloaded after crash", "model", a.c.path, "took", time.Since(start))
 		}
 	case *actor.Restarting:
-		a.failPending(fmt.Errorf("%w: model %s restarted before the request ran", ErrModelCrashed, a.c.path))
+		*a.carry, a.pending = a.pending, nil
 		a.close()
 	case *actor.Stopped:
 		a.failPending(fmt.Errorf("%w: model %s stopped", ErrStopped, a.c.path))

@@ -47,8 +47,9 @@ const (
 	perModelSlackByte = 5 << 20
 )
 
-// splitLifecycleSpec takes "swap" and "memory" out of a --scenarios value.
-func splitLifecycleSpec(spec string) (rest string, swap, memory bool) {
+// splitLifecycleSpec takes "swap", "memory" and "overload" out of a
+// --scenarios value.
+func splitLifecycleSpec(spec string) (rest string, swap, memory, overload bool) {
 	var others []string
 	for _, e := range strings.Split(spec, ",") {
 		switch strings.ToLower(strings.TrimSpace(e)) {
@@ -56,16 +57,19 @@ func splitLifecycleSpec(spec string) (rest string, swap, memory bool) {
 			swap = true
 		case scenarioMemory:
 			memory = true
+		case scenarioOverload:
+			overload = true
 		default:
 			others = append(others, e)
 		}
 	}
-	return strings.Join(others, ","), swap, memory
+	return strings.Join(others, ","), swap, memory, overload
 }
 
 // lifecycleEnv is what the lifecycle scenarios need from the rest of grovebench.
 type lifecycleEnv struct {
-	bin, examples, dir string
+	// root is the repository; examples its example bucket.
+	root, bin, examples, dir string
 	groveArgs          []string
 	rows               [][]float64
 	want               []float64

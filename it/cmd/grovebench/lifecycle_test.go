@@ -32,11 +32,11 @@ func TestParseRSS(t *testing.T) {
 }
 
 func TestSplitLifecycleSpec(t *testing.T) {
-	rest, swap, memory := splitLifecycleSpec("b1c1, Swap,shadow,memory")
-	if rest != "b1c1,shadow" || !swap || !memory {
-		t.Errorf("got %q %v %v", rest, swap, memory)
+	rest, swap, memory, overload := splitLifecycleSpec("b1c1, Swap,shadow,memory,overload")
+	if rest != "b1c1,shadow" || !swap || !memory || !overload {
+		t.Errorf("got %q %v %v %v", rest, swap, memory, overload)
 	}
-	if _, swap, memory := splitLifecycleSpec("b1c1"); swap || memory {
+	if _, swap, memory, overload := splitLifecycleSpec("b1c1"); swap || memory || overload {
 		t.Error("b1c1 asked for a lifecycle scenario")
 	}
 }

@@ -14,8 +14,10 @@ import (
 type loadSpec struct {
 	url  string
 	body []byte
-	// contentType is the body's Content-Type (default application/json).
+	// contentType is the body's Content-Type (default application/json);
+	// headers are extra header lines ("Grove-Timeout: 50ms").
 	contentType string
+	headers     []string
 	// okMarker must appear in a 200 response body, errMarker (if set) must
 	// not; otherwise the request counts as an error.
 	okMarker, errMarker []byte
@@ -113,7 +115,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				defer closeConn()
 				w.call = call
 			} else {
-				c, err := newRawClient(spec.url, spec.body, contentType, spec.timeout)
+				c, err := newRawClient(spec.url, spec.body, contentType, spec.timeout, spec.headers...)
 				if err != nil {
 					w.errors++
 					w.firstErr = err.Error()

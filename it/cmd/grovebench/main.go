@@ -129,7 +129,7 @@ type options struct {
 	shadowLoad     shape
 	shadowRounds   int
 	// The lifecycle scenarios (lifecycle.go).
-	swap, memory           bool
+	swap, memory, overload bool
 	memRequests, memWarmup int64
 	memCopies              int
 }
@@ -155,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
@@ -201,8 +201,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	lrest, swap, memory := splitLifecycleSpec(*spec)
-	o.swap, o.memory = swap, memory
+	lrest, swap, memory, overload := splitLifecycleSpec(*spec)
+	o.swap, o.memory, o.overload = swap, memory, overload
+	lifecycle := swap || memory || overload
 	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
 		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
 	}
@@ -220,17 +221,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--shadow-rounds must be at least 1 and --shadow-user-rate not negative")
 	}
 	// Only shadow or lifecycle entries: no other scenario to parse.
-	if strings.Trim(rest, ", \t") != "" || (len(users) == 0 && !swap && !memory) {
+	if strings.Trim(rest, ", \t") != "" || (len(users) == 0 && !lifecycle) {
 		if o.scenarios, err = parseScenarios(rest); err != nil {
 			return o, err
 		}
 	}
 	if !o.predLog {
-		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !swap && !memory {
+		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
 			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
 		}
 	}
-	if len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !swap && !memory {
+	if len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
 		return o, fmt.Errorf("no scenarios in %q with --shadow=false", *spec)
 	}
 	o.groveArgs = strings.Fields(*groveArgs)
@@ -319,7 +320,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 || o.swap || o.memory {
+	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -564,7 +565,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	// 6. The lifecycle scenarios, each alone on the machine.
-	lenv := lifecycleEnv{bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp, groveArgs: o.groveArgs,
+	lenv := lifecycleEnv{root: o.root, bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp, groveArgs: o.groveArgs,
 		rows: rows, want: want, warmup: o.warmup, duration: o.duration, timeout: o.timeout, startTimeout: o.startTimeout, logf: logf,
 		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies}
 	if o.swap {
@@ -588,6 +589,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.overload {
+		rep.Overload = runOverload(ctx, lenv)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Overload.Error != "" {
+			logf("FAILED: overload scenario: %s", rep.Overload.Error)
+		}
+	}
+
 	// 7. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
@@ -601,7 +613,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("FAILED: %d grove requests failed", n)
 		return 1
 	}
-	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") {
+	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") ||
+		(rep.Overload != nil && rep.Overload.Error != "") {
 		return 1
 	}
 	return 0

@@ -32,8 +32,9 @@ type rawClient struct {
 }
 
 // newRawClient returns a client that POSTs body to rawURL (http:// only)
-// with the given content type; each request must finish within timeout.
-func newRawClient(rawURL string, body []byte, contentType string, timeout time.Duration) (*rawClient, error) {
+// with the given content type and extra header lines ("Name: value");
+// each request must finish within timeout.
+func newRawClient(rawURL string, body []byte, contentType string, timeout time.Duration, headers ...string) (*rawClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("load URL %q: %w", rawURL, err)
@@ -42,8 +43,12 @@ func newRawClient(rawURL string, body []byte, contentType string, timeout time.D
 		return nil, fmt.Errorf("load URL %q: want http://host:port/path", rawURL)
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n",
 		u.RequestURI(), u.Host, contentType, len(body))
+	for _, h := range headers {
+		fmt.Fprintf(&b, "%s\r\n", h)
+	}
+	b.WriteString("\r\n")
 	b.Write(body)
 	return &rawClient{addr: u.Host, req: b.Bytes(), timeout: timeout}, nil
 }

@@ -34,6 +34,8 @@ type report struct {
 	// Swap and Memory are the lifecycle scenarios (nil when not run).
 	Swap   *swapReport   `json:"swap,omitempty"`
 	Memory *memoryReport `json:"memory,omitempty"`
+	// Overload is the overload scenario (nil when not run).
+	Overload *overloadReport `json:"overload,omitempty"`
 	Notes  []string      `json:"notes,omitempty"`
 }
 
@@ -297,6 +299,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 	r.Shadow.writeMarkdown(w)
 	r.Swap.writeMarkdown(w)
 	r.Memory.writeMarkdown(w)
+	r.Overload.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs
