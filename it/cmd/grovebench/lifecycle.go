@@ -70,13 +70,13 @@ func splitLifecycleSpec(spec string) (rest string, swap, memory, overload bool) 
 type lifecycleEnv struct {
 	// root is the repository; examples its example bucket.
 	root, bin, examples, dir string
-	groveArgs          []string
-	rows               [][]float64
-	want               []float64
-	warmup, duration   time.Duration
-	timeout            time.Duration
-	startTimeout       time.Duration
-	logf               func(format string, a ...any)
+	groveArgs                []string
+	rows                     [][]float64
+	want                     []float64
+	warmup, duration         time.Duration
+	timeout                  time.Duration
+	startTimeout             time.Duration
+	logf                     func(format string, a ...any)
 	// memory scenario
 	memRequests, memWarmup int64
 	memCopies              int

@@ -36,7 +36,7 @@ type report struct {
 	Memory *memoryReport `json:"memory,omitempty"`
 	// Overload is the overload scenario (nil when not run).
 	Overload *overloadReport `json:"overload,omitempty"`
-	Notes  []string      `json:"notes,omitempty"`
+	Notes    []string        `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
