@@ -139,6 +139,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "grovebench floor server:", serveFloor(spec))
 		os.Exit(1)
 	}
+	if spec := os.Getenv(directEnv); spec != "" { // grovebench's own direct server child
+		fmt.Fprintln(os.Stderr, "grovebench direct server:", serveDirect(spec))
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -470,6 +474,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 				targets[serverBaseline] = ep
 			}
 		}
+	}
+	if wants(serverDirect) {
+		d, ep, err := startDirect(ctx, filepath.Join(tmp, "direct.log"), filepath.Join(bucket, modelPath, "model.pt"), o.startTimeout)
+		if d != nil {
+			children = append(children, d)
+		}
+		if err != nil {
+			logf("FAILED to start the direct server: %v", err)
+			return 1
+		}
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: the direct server answered the check request wrongly: %v", err)
+			return 1
+		}
+		targets[serverDirect] = ep
 	}
 	if wants(serverFloor) || wants(serverFloorGRPC) {
 		f, hep, gep, err := startFloor(ctx, filepath.Join(tmp, "floor.log"), len(rows[0]), o.startTimeout)

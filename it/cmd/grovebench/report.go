@@ -21,6 +21,9 @@ type report struct {
 	// ForwardDeep is the deep ranking model's in-process forward time.
 	ForwardDeep forwardResult  `json:"forward_deep"`
 	Overhead    []overheadLine `json:"overhead,omitempty"`
+	// ActorLayer compares grove with the direct server (codec and
+	// servable with no actors) at each shape both ran.
+	ActorLayer []actorLayerLine `json:"actor_layer,omitempty"`
 	// Batching is grove's req/s over grove-nobatch's at batchingShape (0
 	// when either did not run).
 	Batching float64 `json:"batching_ratio,omitempty"`
@@ -93,6 +96,15 @@ type overheadLine struct {
 
 func (r *report) note(format string, a ...any) { r.Notes = append(r.Notes, fmt.Sprintf(format, a...)) }
 
+// actorLayerLine is grove against the direct server at one shape.
+type actorLayerLine struct {
+	Batch, Conc int
+	// Ratio is grove's req/s over the direct server's; the p50s are each's.
+	Ratio                 float64
+	GroveP50, DirectP50   time.Duration
+	GroveRate, DirectRate float64
+}
+
 // add records one scenario's result.
 func (r *report) add(s scenario, ep *endpoint, res loadResult) {
 	r.Results = append(r.Results, result{scenario: s, API: ep.api, URL: ep.url, loadResult: res})
@@ -127,6 +139,16 @@ func (r *report) finish() {
 		}
 	}
 	r.Batching, r.BatchingDeep = r.ratio(serverGrove, serverGroveNoBatch), r.ratio(serverGroveDeep, serverGroveDeepNoBatch)
+	r.ActorLayer = nil
+	for _, d := range r.Results {
+		if d.Server != serverDirect {
+			continue
+		}
+		if g := r.find(serverGrove, d.Batch, d.Conc); g != nil && d.ReqPerSec > 0 {
+			r.ActorLayer = append(r.ActorLayer, actorLayerLine{Batch: d.Batch, Conc: d.Conc, Ratio: g.ReqPerSec / d.ReqPerSec,
+				GroveP50: g.P50, DirectP50: d.P50, GroveRate: g.ReqPerSec, DirectRate: d.ReqPerSec})
+		}
+	}
 	for i := range r.Results {
 		x := &r.Results[i]
 		if b := base[[2]int{x.Batch, x.Conc}]; b > 0 {
@@ -195,7 +217,7 @@ func floorOf(server string) string {
 func (r *report) groveErrors() int {
 	n := 0
 	for _, x := range r.Results {
-		if x.Server != serverBaseline && x.Server != serverFloor && x.Server != serverFloorGRPC {
+		if x.Server != serverBaseline && x.Server != serverFloor && x.Server != serverFloorGRPC && x.Server != serverDirect {
 			n += x.Errors
 		}
 	}
@@ -275,6 +297,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "; above the transport floor (%s p50): %s - %s = %s", floorOf(o.Server), fmtDur(o.Overhead), fmtDur(o.Floor), fmtDur(o.AboveFloor))
 		}
 		fmt.Fprintln(w)
+	}
+	for _, a := range r.ActorLayer {
+		fmt.Fprintf(w, "- The actor layer at batch %d, conc %d: grove ÷ direct (the same B&A codec and servable called from the HTTP handler, no actors) = %.2fx the req/s (%s vs %s), p50 %s vs %s (%+.1f µs)\n",
+			a.Batch, a.Conc, a.Ratio, fmtRate(a.GroveRate), fmtRate(a.DirectRate), fmtDur(a.GroveP50), fmtDur(a.DirectP50),
+			float64(a.GroveP50-a.DirectP50)/float64(time.Microsecond))
 	}
 	for _, b := range []struct {
 		model string

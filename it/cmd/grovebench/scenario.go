@@ -35,6 +35,7 @@ const (
 	serverGroveLog         = "grove+log"
 	serverGroveDeep        = "grove-deep"
 	serverGroveDeepNoBatch = "grove-deep-nobatch"
+	serverDirect           = "direct"
 	serverFloor            = "floor"
 	serverFloorGRPC        = "floor-grpc"
 	serverBaseline         = "baseline"
@@ -43,7 +44,7 @@ const (
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
 var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
-	serverGroveLog, serverFloor, serverFloorGRPC, serverBaseline}
+	serverGroveLog, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
@@ -72,6 +73,9 @@ var (
 	grpcShapes    = []string{"b1c1", "b1c32", "b64c8"}
 	onnxShapes    = []string{"b1c1", "b1c32", "b64c8"}
 	floorShapes   = []string{"b1c1", "b1c32"}
+	// directShapes are where grove is compared with the direct server
+	// (direct.go): what the actor layer costs.
+	directShapes = []string{"b1c1", "b1c32"}
 	// batchingShape is where batching on and off are compared (target: 3x).
 	batchingShape = "b1c64"
 )
@@ -89,6 +93,8 @@ func defaultShapesOf(server string) []string {
 		return []string{batchingShape}
 	case serverFloor, serverFloorGRPC:
 		return floorShapes
+	case serverDirect:
+		return directShapes
 	}
 	return defaultShapes
 }
@@ -106,6 +112,9 @@ func defaultSpec() string {
 	spec += "," + serverGroveDeep + "/" + batchingShape + "," + serverGroveDeepNoBatch + "/" + batchingShape
 	for _, s := range predLogShapes {
 		spec += "," + serverGroveLog + "/" + s
+	}
+	for _, s := range directShapes {
+		spec += "," + serverDirect + "/" + s
 	}
 	for _, s := range floorShapes {
 		spec += "," + serverFloor + "/" + s + "," + serverFloorGRPC + "/" + s
