@@ -35,12 +35,14 @@ run: build
 	@[ -d .run/bucket ] || { mkdir -p .run && cp -r examples/bucket .run/bucket; }
 	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
-## test: vet, unit tests, fuzz seeds and the integration tests against the real binary.
+## test: vet, gofmt, go mod tidy (unchanged), unit tests, fuzz seeds and the
+## integration tests against the real binary.
 test: deps vet
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
+	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod or go.sum:"; $(GO) mod tidy -diff; exit 1; }
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
