@@ -140,9 +140,19 @@ func (b *s3Bucket) Delete(t *testing.T, name string) {
 	b.srv.Delete(t, b.bucket, b.prefix+name)
 }
 
-// eachBucket runs f as a subtest against a file://, a gs:// and an s3:// bucket.
+// eachBucket runs f as a subtest against a file://, a gs:// and an s3://
+// bucket. The tests that run on every kind are those that exercise what a
+// bucket does: reading the config and fetching models (serving the
+// configured models), fetching new content in place (the update under
+// load), and conditional writes from replicas (the management API). The
+// other lifecycle rules do not depend on the bucket: they are table tests
+// of the planner and in-process System tests (actors), and run here once,
+// on a directory, with onDir.
 func eachBucket(t *testing.T, f func(t *testing.T, b testBucket)) {
 	t.Run("file", func(t *testing.T) { f(t, newDirBucket(t)) })
 	t.Run("gcs", func(t *testing.T) { f(t, newGCSBucket(t)) })
 	t.Run("s3", func(t *testing.T) { f(t, newS3Bucket(t)) })
 }
+
+// onDir runs f against a file:// bucket (see eachBucket).
+func onDir(t *testing.T, f func(t *testing.T, b testBucket)) { f(t, newDirBucket(t)) }

@@ -170,7 +170,7 @@ func TestServesConfiguredModelsWithPythonOutputs(t *testing.T) {
 
 func TestAddsModelListedLater(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"})
 		g := startOn(t, b)
@@ -192,7 +192,7 @@ func TestAddsModelListedLater(t *testing.T) {
 
 func TestRemovedModelIsServedDuringGracePeriodThenNotFound(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "pcvr/model.pt", exampleModel(t, "pcvr"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/", GraceMs: 4000}, modelEntry{Path: "pcvr/"})
@@ -297,7 +297,7 @@ func TestInPlaceUpdateUnderLoadFailsNoRequest(t *testing.T) {
 
 func TestChecksumMismatchKeepsOldContentServing(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		v1, v2 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")
 		b.Put(t, "pctr_v1/model.pt", v1)
 		putConfig(t, b, modelEntry{Path: "pctr_v1/", Checksum: checksumOf(v1)})
@@ -327,7 +327,7 @@ func TestChecksumMismatchKeepsOldContentServing(t *testing.T) {
 
 func TestCorruptModelFileFailsOnlyThatModel(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "broken/model.pt", []byte("PK\x03\x04 this is not a TorchScript archive"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "broken/"})
@@ -347,7 +347,7 @@ func TestCorruptModelFileFailsOnlyThatModel(t *testing.T) {
 
 func TestFailingWarmUpRejectsContent(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "pcvr/model.pt", exampleModel(t, "pcvr"))
 		badWarmUp := batchJSON(itemJSON("pcvr/", tensorJSON("FLOAT", []int64{1, 3}, []float64{1, 2, 3})))
@@ -375,7 +375,7 @@ func TestFailingWarmUpRejectsContent(t *testing.T) {
 
 func TestBrokenConfigKeepsPreviousConfig(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"})
 		g := startOn(t, b)
@@ -402,7 +402,7 @@ func TestBrokenConfigKeepsPreviousConfig(t *testing.T) {
 
 func TestPanicInModelRestartsOnlyThatModel(t *testing.T) {
 	exp := loadExpected(t)
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 		b.Put(t, "chaos/model.faulty", []byte(`{"panic_on": 13}`))
 		putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "chaos/"})

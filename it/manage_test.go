@@ -237,7 +237,7 @@ func TestPromotionByConfigEditPhasesInLinearlyThenExpiresTheOldRelease(t *testin
 // ForestFlow management API, promotes a shadow challenger with a policy
 // PUT gated on a metric, feeds the metric, and checks the settings reads.
 func TestPromotionByManagementAPIAndMetricsFeed(t *testing.T) {
-	eachBucket(t, func(t *testing.T, b testBucket) {
+	onDir(t, func(t *testing.T, b testBucket) {
 		exp := loadExpected(t)
 		putModels(t, b)
 		b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
