@@ -70,30 +70,37 @@ func serve(args []string, stderr io.Writer) int {
 //  5. prediction log: the producer flushes its buffer (and stops the
 //     embedded broker if it started one).
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
+	g := group{stopTimeout: cfg.DrainTimeout, log: log}
 	b, err := openBucket(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening bucket: %w", err)
 	}
+	g.add("bucket", component{name: "bucket", interrupt: func(context.Context) {
+		if c, ok := b.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing the bucket", "err", err)
+			}
+		}
+	}})
 	cacheDir := filepath.Join(cfg.CacheDir, "models")
 	// Grove owns cacheDir/models: copies left by an earlier run are stale.
 	if err := os.RemoveAll(cacheDir); err != nil {
-		return fmt.Errorf("clearing model cache: %w", err)
+		return g.abort(fmt.Errorf("clearing model cache: %w", err))
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return fmt.Errorf("creating model cache: %w", err)
+		return g.abort(fmt.Errorf("creating model cache: %w", err))
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	policy, err := logging.PolicyFromConfig(cfg.PredictionLog)
 	if err != nil {
-		return err
+		return g.abort(err)
 	}
-	g := group{stopTimeout: cfg.DrainTimeout, log: log}
 
 	producer, err := logging.New(cfg.Kafka, logging.WithLogger(log.With("component", "prediction-log")),
 		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg))
 	if err != nil {
-		return fmt.Errorf("starting the prediction log: %w", err)
+		return g.abort(fmt.Errorf("starting the prediction log: %w", err))
 	}
 	if producer != nil {
 		st := producer.Stats()
@@ -117,6 +124,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ShadowMicroBatchRows: cfg.ShadowMicroBatchRows,
 		ShadowWorkers:        cfg.ShadowWorkers,
 		ShadowQueue:          cfg.ShadowQueue,
+		ShadowTimeout:        cfg.ShadowTimeout,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
 		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
