@@ -1,16 +1,15 @@
 package conf
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/groveml/grove/internal/jsondoc"
 )
 
 // This file holds the management API's side of the model config: the
@@ -79,7 +78,7 @@ func (s ContractServable) MarshalJSON() ([]byte, error) { return json.Marshal(ca
 // checked when the edited config is validated.
 func ParseContractSettings(data []byte) (ContractSettings, error) {
 	cs := ContractSettings{Router: RouterFair}
-	err := parseDocument(data, "contract settings", contractSettingsFields(), &cs)
+	err := jsondoc.Decode(data, "contract settings", contractSettingsFields(), &cs)
 	return cs, err
 }
 
@@ -91,7 +90,7 @@ func ParseContractSettings(data []byte) (ContractSettings, error) {
 // defaults: no rules, immediate phase-in, no shadow.
 func ParsePolicy(data []byte) (Policy, error) {
 	p := Policy{PhaseIn: PhaseIn{Kind: PhaseInImmediate}}
-	err := parseDocument(data, "policy", policyFields(), &p)
+	err := jsondoc.Decode(data, "policy", policyFields(), &p)
 	return p, err
 }
 
@@ -100,7 +99,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 // is the same document in lowerCamelCase.
 func ParseLogging(data []byte) (ServableLogging, error) {
 	l := defaultLogging()
-	err := parseDocument(data, "logging settings", loggingFields(), &l)
+	err := jsondoc.Decode(data, "logging settings", loggingFields(), &l)
 	return l, err
 }
 
@@ -141,78 +140,45 @@ type ServeRequest struct {
 // ParseServeRequest reads a serve request; see ServeRequest.
 func ParseServeRequest(data []byte) (*ServeRequest, error) {
 	r := &ServeRequest{Servable: ContractServable{PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: defaultLogging()}}
-	if err := parseDocument(data, "serve request", serveRequestFields(), r); err != nil {
+	if err := jsondoc.Decode(data, "serve request", serveRequestFields(), r); err != nil {
 		return nil, err
 	}
 	if r.Model.Path == "" {
-		return nil, &ConfigError{Field: "path", Msg: "serve request needs the model's path in the bucket"}
+		return nil, &jsondoc.Error{Field: "path", Msg: "serve request needs the model's path in the bucket"}
 	}
 	if strings.Contains(r.Model.Path, "://") {
-		return nil, &ConfigError{Field: "path", Msg: fmt.Sprintf("path %q is a URL; give the model's path in the serving bucket (like \"pctr_v2/\"), after copying the model there", r.Model.Path)}
+		return nil, &jsondoc.Error{Field: "path", Msg: fmt.Sprintf("path %q is a URL; give the model's path in the serving bucket (like \"pctr_v2/\"), after copying the model there", r.Model.Path)}
 	}
 	switch k := r.Contract; {
 	case k.Organization == "" && k.Project == "" && k.Number == 0:
-		return nil, &ConfigError{Field: "fqrv", Msg: `serve request needs the release's fqrv: {"contract": {"organization": …, "project": …, "contract_number": …}, "release_version": …}`}
+		return nil, &jsondoc.Error{Field: "fqrv", Msg: `serve request needs the release's fqrv: {"contract": {"organization": …, "project": …, "contract_number": …}, "release_version": …}`}
 	case r.Servable.ReleaseVersion == "":
-		return nil, &ConfigError{Field: "fqrv.release_version", Msg: "serve request needs the release_version"}
+		return nil, &jsondoc.Error{Field: "fqrv.release_version", Msg: "serve request needs the release_version"}
 	}
 	r.Servable.ModelPath = r.Model.Path
 	return r, nil
 }
 
-// aliasOf maps the management documents' second spellings of a setting
-// (ForestFlow's) to the first, so that giving both is a duplicate field.
-var aliasOf = map[string]string{
-	"validity_policy":   "validity",
-	"phase_in_policy":   "phase_in",
-	"expiration_policy": "expiration",
-	"model_path":        "path",
-}
-
-// parseDocument reads one JSON object of a management request into dst.
-func parseDocument[T any](data []byte, what string, fields []field[T], dst *T) error {
-	if !utf8.Valid(data) {
-		return &ConfigError{Msg: what + " is not valid UTF-8"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	d := &decoder{dec: dec, data: data}
-	tok, err := d.token("")
-	if err != nil {
-		return err
-	}
-	if tok != json.Delim('{') {
-		return &ConfigError{Msg: fmt.Sprintf("%s must be a JSON object, got %s", what, describe(tok))}
-	}
-	if err := decodeObjectBody(d, "", fields, dst); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &ConfigError{Msg: fmt.Sprintf("unexpected data after the %s object at offset %d", what, dec.InputOffset())}
-	}
-	return nil
-}
-
 // contractSettingsFields are the fields of a contract settings document.
-func contractSettingsFields() []field[ContractSettings] {
-	var ck []field[Contract]
+func contractSettingsFields() []jsondoc.Field[ContractSettings] {
+	var ck []jsondoc.Field[Contract]
 	for _, f := range contractFields() {
-		if f.name == "expiration" || f.name == "sticky_key" {
+		if f.Name == "expiration" || f.Name == "sticky_key" {
 			ck = append(ck, f)
 		}
 	}
 	// Reuse the contract's decoders through a Contract holding the settings.
-	via := func(f field[Contract]) field[ContractSettings] {
-		return field[ContractSettings]{f.name, func(d *decoder, path string, cs *ContractSettings) error {
+	via := func(f jsondoc.Field[Contract]) jsondoc.Field[ContractSettings] {
+		return jsondoc.Field[ContractSettings]{Name: f.Name, Decode: func(d *jsondoc.Decoder, path string, cs *ContractSettings) error {
 			c := Contract{Router: cs.Router, Expiration: cs.Expiration, StickyKey: cs.StickyKey}
-			err := f.decode(d, path, &c)
+			err := f.Decode(d, path, &c)
 			*cs = c.Settings()
 			return err
 		}}
 	}
-	fields := []field[ContractSettings]{
-		{"router", func(d *decoder, path string, cs *ContractSettings) error {
-			raw, err := d.raw(path)
+	fields := []jsondoc.Field[ContractSettings]{
+		{Name: "router", Decode: func(d *jsondoc.Decoder, path string, cs *ContractSettings) error {
+			raw, err := d.Raw(path)
 			if err != nil || raw == nil {
 				return err
 			}
@@ -221,37 +187,37 @@ func contractSettingsFields() []field[ContractSettings] {
 				cs.Router = Router(name)
 				return nil
 			}
-			sub := subDecoder(raw)
+			sub := jsondoc.NewDecoder(raw)
 			var r Router
-			err = decodeOneOf(sub, path, false, []field[Router]{
+			err = jsondoc.DecodeOneOf(sub, path, false, []jsondoc.Field[Router]{
 				emptyOption("FairPhaseInPctBasedRouter", func(r *Router) { *r = RouterFair }),
 				emptyOption("LatestPhaseInPctBasedRouter", func(r *Router) { *r = RouterLatest }),
 			}, &r, func(r *Router, key string) { *r = Router(key) })
 			cs.Router = r
 			return err
 		}},
-		{"expiration_policy", func(d *decoder, path string, cs *ContractSettings) error {
-			return decodeOneOf(d, path, true, []field[Expiration]{
-				{"KeepLatest", func(d *decoder, path string, e *Expiration) error {
+		{Name: "expiration_policy", SameAs: "expiration", Decode: func(d *jsondoc.Decoder, path string, cs *ContractSettings) error {
+			return jsondoc.DecodeOneOf(d, path, true, []jsondoc.Field[Expiration]{
+				{Name: "KeepLatest", Decode: func(d *jsondoc.Decoder, path string, e *Expiration) error {
 					*e = Expiration{Kind: ExpireKeepLatest}
-					return decodeObject(d, path, []field[Expiration]{
-						{"servablesToKeep", keepField},
+					return jsondoc.DecodeObject(d, path, []jsondoc.Field[Expiration]{
+						{Name: "servablesToKeep", Decode: keepField},
 					}, e)
 				}},
-				{"KeepTopRanked", func(d *decoder, path string, e *Expiration) error {
+				{Name: "KeepTopRanked", Decode: func(d *jsondoc.Decoder, path string, e *Expiration) error {
 					*e = Expiration{Kind: ExpireKeepTopRanked}
-					return decodeObject(d, path, []field[Expiration]{
-						{"servablesToKeep", keepField},
-						{"metricToEvaluate", func(d *decoder, path string, e *Expiration) error {
-							return d.string(path, &e.Metric)
+					return jsondoc.DecodeObject(d, path, []jsondoc.Field[Expiration]{
+						{Name: "servablesToKeep", Decode: keepField},
+						{Name: "metricToEvaluate", Decode: func(d *jsondoc.Decoder, path string, e *Expiration) error {
+							return d.String(path, &e.Metric)
 						}},
-						{"ordering", func(d *decoder, path string, e *Expiration) error {
+						{Name: "ordering", Decode: func(d *jsondoc.Decoder, path string, e *Expiration) error {
 							var o string
-							if err := d.string(path, &o); err != nil {
+							if err := d.String(path, &o); err != nil {
 								return err
 							}
 							if o != "" && o != "DESC" {
-								return &ConfigError{Field: path, Msg: fmt.Sprintf("ordering %q is not supported: keep_top_ranked keeps the highest values (DESC); rank by a metric where higher is better", o)}
+								return &jsondoc.Error{Field: path, Msg: fmt.Sprintf("ordering %q is not supported: keep_top_ranked keeps the highest values (DESC); rank by a metric where higher is better", o)}
 							}
 							return nil
 						}},
@@ -267,29 +233,29 @@ func contractSettingsFields() []field[ContractSettings] {
 }
 
 // keepField reads ForestFlow's servablesToKeep.
-func keepField(d *decoder, path string, e *Expiration) error {
-	n, err := d.integer(path, math.MinInt32, math.MaxInt32)
+func keepField(d *jsondoc.Decoder, path string, e *Expiration) error {
+	n, err := d.Integer(path, math.MinInt32, math.MaxInt32)
 	e.Keep = int(n)
 	return err
 }
 
 // emptyOption is a oneof option whose value is the empty object {}.
-func emptyOption[T any](name string, set func(*T)) field[T] {
-	return field[T]{name, func(d *decoder, path string, dst *T) error {
+func emptyOption[T any](name string, set func(*T)) jsondoc.Field[T] {
+	return jsondoc.Field[T]{Name: name, Decode: func(d *jsondoc.Decoder, path string, dst *T) error {
 		set(dst)
 		var none struct{}
-		return decodeObject(d, path, []field[struct{}]{}, &none)
+		return jsondoc.DecodeObject(d, path, []jsondoc.Field[struct{}]{}, &none)
 	}}
 }
 
 // policyFields are the fields of a policy document.
-func policyFields() []field[Policy] {
-	rules := func(d *decoder, path string, p *Policy) error {
+func policyFields() []jsondoc.Field[Policy] {
+	rules := func(d *jsondoc.Decoder, path string, p *Policy) error {
 		p.Validity = nil
 		opts := append(ruleOptions(), forestFlowRuleOptions()...)
-		return decodeArray(d, path, func(path string) error {
+		return jsondoc.DecodeArray(d, path, func(path string) error {
 			var r ValidityRule
-			if err := decodeOneOf(d, path, false, opts, &r,
+			if err := jsondoc.DecodeOneOf(d, path, false, opts, &r,
 				func(r *ValidityRule, key string) { r.Kind = RuleKind(key) }); err != nil {
 				return err
 			}
@@ -297,61 +263,61 @@ func policyFields() []field[Policy] {
 			return nil
 		})
 	}
-	phaseIn := func(d *decoder, path string, p *Policy) error {
-		return decodeOneOf(d, path, true, append(phaseInOptions(), forestFlowPhaseInOptions()...), &p.PhaseIn,
+	phaseIn := func(d *jsondoc.Decoder, path string, p *Policy) error {
+		return jsondoc.DecodeOneOf(d, path, true, append(phaseInOptions(), forestFlowPhaseInOptions()...), &p.PhaseIn,
 			func(ph *PhaseIn, key string) { ph.Kind = PhaseInKind(key) })
 	}
-	return []field[Policy]{
-		{"validity", rules},
-		{"validity_policy", rules},
-		{"phase_in", phaseIn},
-		{"phase_in_policy", phaseIn},
-		{"shadow", func(d *decoder, path string, p *Policy) error {
+	return []jsondoc.Field[Policy]{
+		{Name: "validity", Decode: rules},
+		{Name: "validity_policy", SameAs: "validity", Decode: rules},
+		{Name: "phase_in", Decode: phaseIn},
+		{Name: "phase_in_policy", SameAs: "phase_in", Decode: phaseIn},
+		{Name: "shadow", Decode: func(d *jsondoc.Decoder, path string, p *Policy) error {
 			return decodeShadow(d, path, &p.Shadow)
 		}},
 	}
 }
 
 // forestFlowRuleOptions are ForestFlow's validity rules (ValidityRules.proto).
-func forestFlowRuleOptions() []field[ValidityRule] {
-	return []field[ValidityRule]{
+func forestFlowRuleOptions() []jsondoc.Field[ValidityRule] {
+	return []jsondoc.Field[ValidityRule]{
 		emptyOption("ImmediatelyValid", func(r *ValidityRule) { *r = ValidityRule{Kind: RuleImmediatelyValid} }),
 		emptyOption("NeverValid", func(r *ValidityRule) { *r = ValidityRule{Kind: RuleNeverValid} }),
-		{"TimeBasedValidity", func(d *decoder, path string, r *ValidityRule) error {
+		{Name: "TimeBasedValidity", Decode: func(d *jsondoc.Decoder, path string, r *ValidityRule) error {
 			*r = ValidityRule{Kind: RuleValidAfterMs}
-			return decodeObject(d, path, []field[ValidityRule]{
-				{"validAfterMS", func(d *decoder, path string, r *ValidityRule) error {
-					ms, err := d.integer(path, 0, maxValidAfterMs)
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[ValidityRule]{
+				{Name: "validAfterMS", Decode: func(d *jsondoc.Decoder, path string, r *ValidityRule) error {
+					ms, err := d.Integer(path, 0, maxValidAfterMs)
 					r.After = time.Duration(ms) * time.Millisecond
 					return err
 				}},
 			}, r)
 		}},
-		{"MinServedEventsBasedValidity", func(d *decoder, path string, r *ValidityRule) error {
+		{Name: "MinServedEventsBasedValidity", Decode: func(d *jsondoc.Decoder, path string, r *ValidityRule) error {
 			*r = ValidityRule{Kind: RuleMinServedEvents}
-			return decodeObject(d, path, []field[ValidityRule]{
-				{"validAfterMinServedEvents", func(d *decoder, path string, r *ValidityRule) error {
-					n, err := d.integer(path, 0, maxEventCount)
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[ValidityRule]{
+				{Name: "validAfterMinServedEvents", Decode: func(d *jsondoc.Decoder, path string, r *ValidityRule) error {
+					n, err := d.Integer(path, 0, maxEventCount)
 					r.Count = n
 					return err
 				}},
 			}, r)
 		}},
-		{"PerformanceBasedValidity", func(d *decoder, path string, r *ValidityRule) error {
-			return &ConfigError{Field: path, Msg: `ForestFlow's PerformanceBasedValidity names no metric; use {"min_metric": {"metric": "auc", "threshold": 0.7}}`}
+		{Name: "PerformanceBasedValidity", Decode: func(d *jsondoc.Decoder, path string, r *ValidityRule) error {
+			return &jsondoc.Error{Field: path, Msg: `ForestFlow's PerformanceBasedValidity names no metric; use {"min_metric": {"metric": "auc", "threshold": 0.7}}`}
 		}},
 	}
 }
 
 // forestFlowPhaseInOptions are ForestFlow's phase-in policies (PhaseInPolicies.proto).
-func forestFlowPhaseInOptions() []field[PhaseIn] {
-	return []field[PhaseIn]{
+func forestFlowPhaseInOptions() []jsondoc.Field[PhaseIn] {
+	return []jsondoc.Field[PhaseIn]{
 		emptyOption("ImmediatePhaseIn", func(p *PhaseIn) { *p = PhaseIn{Kind: PhaseInImmediate} }),
-		{"LinearTimeBasedPhaseIn", func(d *decoder, path string, p *PhaseIn) error {
+		{Name: "LinearTimeBasedPhaseIn", Decode: func(d *jsondoc.Decoder, path string, p *PhaseIn) error {
 			*p = PhaseIn{Kind: PhaseInLinear}
-			return decodeObject(d, path, []field[PhaseIn]{
-				{"phase_in_over_secs", func(d *decoder, path string, p *PhaseIn) error {
-					secs, err := d.integer(path, math.MinInt32, math.MaxInt32)
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[PhaseIn]{
+				{Name: "phase_in_over_secs", Decode: func(d *jsondoc.Decoder, path string, p *PhaseIn) error {
+					secs, err := d.Integer(path, math.MinInt32, math.MaxInt32)
 					p.Over = time.Duration(secs) * time.Second
 					return err
 				}},
@@ -361,17 +327,17 @@ func forestFlowPhaseInOptions() []field[PhaseIn] {
 }
 
 // serveRequestFields are the fields of a serve request.
-func serveRequestFields() []field[ServeRequest] {
-	modelPath := func(d *decoder, path string, r *ServeRequest) error { return d.string(path, &r.Model.Path) }
-	via := func(name string) field[ServeRequest] {
-		f, _ := lookup(modelMetadataFields(), name)
-		return field[ServeRequest]{name, func(d *decoder, path string, r *ServeRequest) error {
-			return f.decode(d, path, &r.Model)
+func serveRequestFields() []jsondoc.Field[ServeRequest] {
+	modelPath := func(d *jsondoc.Decoder, path string, r *ServeRequest) error { return d.String(path, &r.Model.Path) }
+	via := func(name string) jsondoc.Field[ServeRequest] {
+		f, _ := jsondoc.Lookup(modelMetadataFields(), name)
+		return jsondoc.Field[ServeRequest]{Name: name, Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+			return f.Decode(d, path, &r.Model)
 		}}
 	}
-	return []field[ServeRequest]{
-		{"path", modelPath},
-		{"model_path", modelPath},
+	return []jsondoc.Field[ServeRequest]{
+		{Name: "path", Decode: modelPath},
+		{Name: "model_path", SameAs: "path", Decode: modelPath},
 		via("checksum"),
 		via("warm_up_batch_request_json"),
 		via("eviction_grace_period_in_ms"),
@@ -381,69 +347,50 @@ func serveRequestFields() []field[ServeRequest] {
 		via("intra_op_threads"),
 		via("default_timeout_ms"),
 		via("queue_timeout_ms"),
-		{"fqrv", func(d *decoder, path string, r *ServeRequest) error {
-			return decodeObject(d, path, []field[ServeRequest]{
-				{"contract", func(d *decoder, path string, r *ServeRequest) error {
-					var names []field[Contract]
+		{Name: "fqrv", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[ServeRequest]{
+				{Name: "contract", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+					var names []jsondoc.Field[Contract]
 					for _, f := range contractFields() {
-						if f.name == "organization" || f.name == "project" || f.name == "contract_number" {
+						if f.Name == "organization" || f.Name == "project" || f.Name == "contract_number" {
 							names = append(names, f)
 						}
 					}
-					return decodeObject(d, path, names, &r.Contract)
+					return jsondoc.DecodeObject(d, path, names, &r.Contract)
 				}},
-				{"release_version", func(d *decoder, path string, r *ServeRequest) error {
-					return d.string(path, &r.Servable.ReleaseVersion)
+				{Name: "release_version", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+					return d.String(path, &r.Servable.ReleaseVersion)
 				}},
 			}, r)
 		}},
-		{"servable_settings", func(d *decoder, path string, r *ServeRequest) error {
-			return decodeObject(d, path, []field[ServeRequest]{
-				{"policy_settings", func(d *decoder, path string, r *ServeRequest) error {
+		{Name: "servable_settings", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[ServeRequest]{
+				{Name: "policy_settings", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
 					p := r.Servable.Policy()
-					if err := decodeObject(d, path, policyFields(), &p); err != nil {
+					if err := jsondoc.DecodeObject(d, path, policyFields(), &p); err != nil {
 						return err
 					}
 					r.Servable.Validity, r.Servable.PhaseIn, r.Servable.Shadow = p.Validity, p.PhaseIn, p.Shadow
 					return nil
 				}},
-				{"logging_settings", func(d *decoder, path string, r *ServeRequest) error {
-					return decodeObject(d, path, loggingFields(), &r.Servable.Logging)
+				{Name: "logging_settings", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
+					return jsondoc.DecodeObject(d, path, loggingFields(), &r.Servable.Logging)
 				}},
 			}, r)
 		}},
-		{"contract_settings", func(d *decoder, path string, r *ServeRequest) error {
+		{Name: "contract_settings", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
 			cs := ContractSettings{Router: RouterFair}
-			if err := decodeObject(d, path, contractSettingsFields(), &cs); err != nil {
+			if err := jsondoc.DecodeObject(d, path, contractSettingsFields(), &cs); err != nil {
 				return err
 			}
 			r.ContractSettings = &cs
 			return nil
 		}},
-		{"tags", func(d *decoder, path string, _ *ServeRequest) error { return d.skip(path) }},
-		{"flavor", func(d *decoder, path string, _ *ServeRequest) error {
-			return &ConfigError{Field: path, Msg: "flavor is not used: Grove picks the runtime from the model's files (TorchScript .pt, ONNX .onnx)"}
+		{Name: "tags", Decode: func(d *jsondoc.Decoder, path string, _ *ServeRequest) error { return d.Skip(path) }},
+		{Name: "flavor", Decode: func(d *jsondoc.Decoder, path string, _ *ServeRequest) error {
+			return &jsondoc.Error{Field: path, Msg: "flavor is not used: Grove picks the runtime from the model's files (TorchScript .pt, ONNX .onnx)"}
 		}},
 	}
-}
-
-// raw reads the next value whole, or returns nil for null.
-func (d *decoder) raw(path string) (json.RawMessage, error) {
-	var v json.RawMessage
-	if err := d.dec.Decode(&v); err != nil {
-		return nil, &ConfigError{Field: path, Msg: fmt.Sprintf("invalid JSON: %v", err), Err: err}
-	}
-	if string(v) == "null" {
-		return nil, nil
-	}
-	return v, nil
-}
-
-// subDecoder decodes a value read whole by raw.
-func subDecoder(raw json.RawMessage) *decoder {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return &decoder{dec: dec, data: raw}
 }
 
 // Errors of the management edits, for the API to map to its answers.

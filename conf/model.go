@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/internal/jsondoc"
 )
 
 // ModelConfig is the model config file kept in the bucket: the models to
@@ -84,27 +85,10 @@ const maxTimeoutMs = 3_600_000
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
 func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
 
-// ConfigError reports a model config that was read but could not be accepted.
-type ConfigError struct {
-	// Field locates the problem, e.g. "model_metadata[1].checksum"; it is
-	// empty when the problem concerns the whole document.
-	Field string
-	// Msg describes the problem.
-	Msg string
-	// Err is the underlying error, if any, such as a *json.SyntaxError.
-	Err error
-}
-
-// Error returns "field: message", or the message alone for document-level problems.
-func (e *ConfigError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError reports a model config, a contract state or a management
+// document that was read but could not be accepted: the field it concerns
+// and what is wrong.
+type ConfigError = jsondoc.Error
 
 // ParseModelConfig parses and validates a model config file.
 //
@@ -149,7 +133,7 @@ func ParseModelConfig(data []byte) (*ModelConfig, error) {
 	if !utf8.Valid(data) {
 		return nil, &ConfigError{Msg: "model config is not valid UTF-8"}
 	}
-	s, err := scanModelConfig(blankTrailingCommas(data), -1)
+	s, err := scanModelConfig(jsondoc.BlankTrailingCommas(data), -1)
 	if err != nil {
 		return nil, err
 	}
@@ -618,7 +602,7 @@ func (c *ModelConfig) validateContracts() error {
 		}
 		seen[k.ID()] = i
 		if !slices.Contains(routerNames, string(k.Router)) {
-			return bad(".router", "router %q is not %s", k.Router, orList(routerNames))
+			return bad(".router", "router %q is not %s", k.Router, jsondoc.OrList(routerNames))
 		}
 		switch e := k.Expiration; e.Kind {
 		case ExpireNone:
@@ -634,7 +618,7 @@ func (c *ModelConfig) validateContracts() error {
 				return bad(".expiration.keep_top_ranked.metric", "keep_top_ranked needs the metric to rank by")
 			}
 		default:
-			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, orList(expirationNames))
+			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, jsondoc.OrList(expirationNames))
 		}
 		releases := make(map[string]int, len(k.Servables))
 		paths := make(map[string]string, len(k.Servables))
@@ -668,7 +652,7 @@ func (c *ModelConfig) validateContracts() error {
 						return sbad(rat+".min_metric.metric", "min_metric needs the name of the metric")
 					}
 				default:
-					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, orList(ruleNames))
+					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, jsondoc.OrList(ruleNames))
 				}
 			}
 			switch p := s.PhaseIn; p.Kind {
@@ -678,14 +662,14 @@ func (c *ModelConfig) validateContracts() error {
 					return sbad(".phase_in.linear_over_secs.secs", "linear_over_secs needs secs ≥ 1, got %d (use immediate for no ramp)", int64(p.Over/time.Second))
 				}
 			default:
-				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, orList(phaseInNames))
+				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, jsondoc.OrList(phaseInNames))
 			}
 			if s.Shadow != nil && !(s.Shadow.SampleRate >= 0 && s.Shadow.SampleRate <= 1) {
 				return sbad(".shadow.sample_rate", "shadow sample_rate %v is not between 0 and 1", s.Shadow.SampleRate)
 			}
 			l := s.Logging
 			if !slices.Contains(logLevelNames, l.Level) {
-				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, orList(logLevelNames))
+				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, jsondoc.OrList(logLevelNames))
 			}
 			if !(l.SampleRate >= 0 && l.SampleRate <= 1) {
 				return sbad(".logging.sample_rate", "logging sample_rate %v is not between 0 and 1", l.SampleRate)

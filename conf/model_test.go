@@ -186,27 +186,6 @@ func TestParseModelConfigSeparatesSingleFileFromDirectoryPaths(t *testing.T) {
 	}
 }
 
-func TestBlankTrailingCommasLeavesStringsAlone(t *testing.T) {
-	in := `{"a": ",]", "b": "\",}", "c": [1,],}`
-	want := `{"a": ",]", "b": "\",}", "c": [1 ] }`
-	if got := string(blankTrailingCommas([]byte(in))); got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
-	}
-}
-
-func TestLowerCamel(t *testing.T) {
-	for in, want := range map[string]string{
-		"model_metadata":              "modelMetadata",
-		"warm_up_batch_request_json":  "warmUpBatchRequestJson",
-		"eviction_grace_period_in_ms": "evictionGracePeriodInMs",
-		"checksum":                    "checksum",
-	} {
-		if got := lowerCamel(in); got != want {
-			t.Errorf("lowerCamel(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // FuzzParseModelConfig checks that parsing never panics, that accepted
 // configs are valid, and that they survive a round trip through their
 // canonical JSON (MarshalJSON).
@@ -666,18 +645,6 @@ func TestParseModelConfigNullElementsAndStrings(t *testing.T) {
 	c, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m", "warm_up_batch_request_json": "\"a\ud83d\ude00\\ud800\""}]}`))
 	if err != nil || c.Models[0].WarmUpJSON != `"a😀\ud800"` {
 		t.Errorf("a surrogate pair and an escaped backslash: got %+v, %v", c, err)
-	}
-}
-
-func TestIntegral(t *testing.T) {
-	for s, want := range map[string]bool{
-		"0": true, "-0": true, "12": true, "1.0": true, "1.5": false, "15e-1": false, "150e-2": false, "1500e-3": false,
-		"1.5e1": true, "0.05e2": true, "0.005e2": false, "1e400": true, "1e-400": false, "0e-400": true, "0.0e-999999999999999999999": true,
-		"5e999999999999999999999": true, "5e-999999999999999999999": false, "1.000000000000000000001": false, "2E+3": true,
-	} {
-		if got := integral(s); got != want {
-			t.Errorf("integral(%q) = %v, want %v", s, got, want)
-		}
 	}
 }
 

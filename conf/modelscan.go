@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/internal/jsondoc"
 )
 
 // A scan is one pass over the tokens of a model config, led by its schema
@@ -32,7 +32,7 @@ import (
 //   - asked for a token's offset, it says where the token is (its field
 //     path, its field), which turns protojson's errors into Grove's.
 type scan struct {
-	d    *decoder
+	d    *jsondoc.Decoder
 	data []byte
 	// target is the offset of the token to locate, or -1; found is that
 	// token once read.
@@ -72,15 +72,13 @@ var errFound = errors.New("target token found")
 // scanModelConfig scans data, a model config with its trailing commas
 // blanked. With a target offset, it stops at the token there and sets found.
 func scanModelConfig(data []byte, target int64) (*scan, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	s := &scan{d: &decoder{dec: dec, data: data}, data: data, target: target, unknown: map[string]string{}}
+	s := &scan{d: jsondoc.NewDecoder(data), data: data, target: target, unknown: map[string]string{}}
 	tok, start, err := s.next("")
 	if err != nil {
 		return nil, err
 	}
 	if tok != json.Delim('{') {
-		return nil, &ConfigError{Msg: fmt.Sprintf("model config must be a JSON object, got %s", describe(tok))}
+		return nil, &ConfigError{Msg: fmt.Sprintf("model config must be a JSON object, got %s", jsondoc.Describe(tok))}
 	}
 	err = s.message("", (&grovepb.ModelConfig{}).ProtoReflect().Descriptor(), start)
 	if errors.Is(err, errFound) {
@@ -89,24 +87,24 @@ func scanModelConfig(data []byte, target int64) (*scan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &ConfigError{Msg: fmt.Sprintf("unexpected data after the model config object at offset %d", dec.InputOffset())}
+	if err := s.d.End("model config"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // next reads the next token and the offset where it starts.
 func (s *scan) next(path string) (json.Token, int64, error) {
-	start := s.d.dec.InputOffset() // the end of the previous token
+	start := s.d.InputOffset() // the end of the previous token
 	for start < int64(len(s.data)) && strings.IndexByte(" \t\r\n,:", s.data[start]) >= 0 {
 		start++
 	}
-	tok, err := s.d.token(path)
+	tok, err := s.d.Token(path)
 	if str, ok := tok.(string); ok && strings.ContainsRune(str, utf8.RuneError) {
 		// encoding/json reads an unpaired surrogate escape as U+FFFD;
 		// protojson refuses it with a message that gives no position.
-		if i := unpairedSurrogate(s.data[start:s.d.dec.InputOffset()]); i >= 0 {
-			line, col := position(s.data, start+int64(i))
+		if i := unpairedSurrogate(s.data[start:s.d.InputOffset()]); i >= 0 {
+			line, col := jsondoc.Position(s.data, start+int64(i))
 			return nil, start, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %s is half of a UTF-16 surrogate pair", line, col, s.data[start+int64(i):start+int64(i)+6])}
 		}
 	}
@@ -152,7 +150,7 @@ func (s *scan) report(order, at int64, err error) {
 	}
 	var ce *ConfigError
 	if errors.As(err, &ce) {
-		line, col := position(s.data, at)
+		line, col := jsondoc.Position(s.data, at)
 		ce.Msg += fmt.Sprintf(" (line %d, column %d)", line, col)
 	}
 	s.problem, s.problemAt = err, order
@@ -165,7 +163,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 	given := map[protoreflect.FieldNumber]string{} // field -> key as first written
 	var keys []string
 	var unknownMember [2]int64
-	for s.d.dec.More() {
+	for s.d.More() {
 		tok, start, err := s.next(path)
 		if err != nil {
 			return err
@@ -184,10 +182,10 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 			s.report(open, start, &ConfigError{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", choiceNames(md), keys[0], key)})
 		}
 		if fd == nil {
-			if err := s.d.skip(join(path, key)); err != nil {
+			if err := s.d.Skip(join(path, key)); err != nil {
 				return err
 			}
-			unknownMember = [2]int64{start, s.d.dec.InputOffset()}
+			unknownMember = [2]int64{start, s.d.InputOffset()}
 			continue
 		}
 		if _, ok := given[fd.Number()]; !ok {
@@ -205,7 +203,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 			return err
 		}
 	}
-	if _, err := s.d.token(path); err != nil { // the closing "}"
+	if _, err := s.d.Token(path); err != nil { // the closing "}"
 		return err
 	}
 	switch {
@@ -231,7 +229,7 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 		if tok != json.Delim('[') {
 			break // protojson rejects it
 		}
-		for i := 0; s.d.dec.More(); i++ {
+		for i := 0; s.d.More(); i++ {
 			at := fmt.Sprintf("%s[%d]", path, i)
 			tok, start, err := s.next(at)
 			if err != nil {
@@ -241,7 +239,7 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 				return err
 			}
 		}
-		_, err := s.d.token(path) // the closing "]"
+		_, err := s.d.Token(path) // the closing "]"
 		return err
 	case tok == nil:
 		// null: the default for a field, rejected by protojson in a list.
@@ -251,15 +249,15 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 		}
 	case isInteger(fd.Kind()):
 		lo, hi := intRange(fd)
-		if _, err := intValue(path, tok, lo, hi); err != nil {
+		if _, err := jsondoc.IntValue(path, tok, lo, hi); err != nil {
 			s.report(start, start, err)
 		}
 	case fd.Kind() == protoreflect.DoubleKind || fd.Kind() == protoreflect.FloatKind:
-		if _, err := floatValue(path, tok); err != nil {
+		if _, err := jsondoc.FloatValue(path, tok); err != nil {
 			s.report(start, start, err)
 		}
 	}
-	return s.d.skipRest(path, tok)
+	return s.d.SkipRest(path, tok)
 }
 
 // blanked returns the data with the members recorded in blanks replaced by
@@ -306,7 +304,7 @@ func (s *scan) decodeError(input []byte, err error) error {
 	if at, _ := scanModelConfig(input, off); at != nil && at.found != nil {
 		e.Field, e.Msg = at.found.explain(msg)
 	}
-	line, col := position(input, off)
+	line, col := jsondoc.Position(input, off)
 	e.Msg += fmt.Sprintf(" (line %d, column %d)", line, col)
 	return e
 }
@@ -324,7 +322,7 @@ func (l *location) explain(fallback string) (field, msg string) {
 	case l.isKey, fits(l.field, l.elem, l.tok):
 		return l.path, fallback
 	}
-	return l.path, fmt.Sprintf("expected %s, got %s", wanted(l.field, l.elem), describe(l.tok))
+	return l.path, fmt.Sprintf("expected %s, got %s", wanted(l.field, l.elem), jsondoc.Describe(l.tok))
 }
 
 // wanted names the JSON value field fd takes (an element of it if elem).
@@ -413,7 +411,7 @@ func choiceNames(md protoreflect.MessageDescriptor) string {
 	for i := range names {
 		names[i] = string(md.Fields().Get(i).Name())
 	}
-	return orList(names)
+	return jsondoc.OrList(names)
 }
 
 // fieldByKey finds the field of md that key names, by its JSON name or its
