@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 // The management documents' field tables: the fields of the model
 // config's objects in its shapes (snake_case or lowerCamelCase names,

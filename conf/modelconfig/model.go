@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 import (
 	"encoding/json"
@@ -537,6 +537,14 @@ type Shadow struct {
 	// SampleRate is the probability that a request is copied, from 0 to 1.
 	SampleRate float64
 }
+
+// Prediction log levels: the values of ServableLogging.Level, and of the
+// server's default for direct model calls (conf.PredictionLog.DefaultLevel).
+const (
+	LogLevelNone   = "NONE"
+	LogLevelFull   = "FULL"
+	LogLevelSample = "SAMPLE"
+)
 
 // ServableLogging is a servable's prediction log policy, like the server's
 // prediction_log defaults. In JSON:
