@@ -23,18 +23,18 @@ var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-onl
 // returns the config written.
 //
 // Errors from edit (such as modelconfig.ErrServableExists) and validation errors
-// (*modelconfig.ConfigError) are returned wrapped; the bucket is then unchanged.
-func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.ModelConfig) error) (*modelconfig.ModelConfig, error) {
+// (*modelconfig.Error) are returned wrapped; the bucket is then unchanged.
+func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {
 	w, ok := s.opts.Bucket.(bucket.Writer)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
-	var written *modelconfig.ModelConfig
+	var written *modelconfig.Config
 	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
-		cfg := &modelconfig.ModelConfig{}
+		cfg := &modelconfig.Config{}
 		if exists {
 			var err error
-			if cfg, err = modelconfig.ParseModelConfig(current); err != nil {
+			if cfg, err = modelconfig.Parse(current); err != nil {
 				return nil, fmt.Errorf("the model config in the bucket is invalid, fix it first: %w", err)
 			}
 		}
@@ -73,10 +73,10 @@ func (s *System) Reload(ctx context.Context) error {
 }
 
 // DeleteServable removes release rv from contract id (see
-// modelconfig.ModelConfig.RemoveServable) and forgets its shared state: its
+// modelconfig.Config.RemoveServable) and forgets its shared state: its
 // stamps and metrics.
 func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
-	if _, err := s.EditConfig(ctx, func(c *modelconfig.ModelConfig) error { return c.RemoveServable(id, rv) }); err != nil {
+	if _, err := s.EditConfig(ctx, func(c *modelconfig.Config) error { return c.RemoveServable(id, rv) }); err != nil {
 		return err
 	}
 	w, ok := s.opts.Bucket.(bucket.Writer)

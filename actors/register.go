@@ -108,7 +108,7 @@ func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
 	}
 	prev, had := s.sources[r.path]
 	s.sources[r.path] = bucket.NewMemory("registered:"+r.path, r.files)
-	if err := s.apply(ctx, lifecycle.Registered{Meta: modelconfig.ModelMetadata{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
+	if err := s.apply(ctx, lifecycle.Registered{Meta: modelconfig.Model{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
 		if had {
 			s.sources[r.path] = prev
 		} else {

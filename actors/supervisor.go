@@ -25,7 +25,7 @@ type (
 	// closed once that poll's result is applied.
 	reloadRequest struct{ done chan struct{} }
 	configResult  struct {
-		cfg *modelconfig.ModelConfig
+		cfg *modelconfig.Config
 		err error
 		at  time.Time
 		// state is the contract state read with the config, nil if it
@@ -76,7 +76,7 @@ type (
 // a job by its id; the supervisor keeps its artifacts.
 type loadJob struct {
 	path string
-	meta modelconfig.ModelMetadata
+	meta modelconfig.Model
 	// running is set while a background stage (fetch, load, warm-up) runs.
 	running bool
 	// discarded: drop the artifacts when the running stage ends.
@@ -563,10 +563,10 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		rctx, cancel := context.WithTimeout(bctx, max(o.PollInterval, 10*time.Second))
 		defer cancel()
 		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath)
-		var cfg *modelconfig.ModelConfig
+		var cfg *modelconfig.Config
 		if err != nil {
 			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
-		} else if cfg, err = modelconfig.ParseModelConfig(data); err != nil {
+		} else if cfg, err = modelconfig.Parse(data); err != nil {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
 		r := configResult{cfg: cfg, err: err, at: time.Now()}
@@ -614,7 +614,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.apply(ctx, lifecycle.ConfigApplied{Models: r.cfg.Models})
 }
 
-func listed(cfg *modelconfig.ModelConfig, path string) bool {
+func listed(cfg *modelconfig.Config, path string) bool {
 	for _, m := range cfg.Models {
 		if m.Path == path {
 			return true
@@ -625,7 +625,7 @@ func listed(cfg *modelconfig.ModelConfig, path string) bool {
 
 // isParseError tells a config that was read but rejected from one that could not be read.
 func isParseError(err error) bool {
-	var pe *modelconfig.ConfigError
+	var pe *modelconfig.Error
 	return errors.As(err, &pe)
 }
 

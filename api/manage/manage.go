@@ -23,7 +23,7 @@ import (
 // the bucket, the shared contract state, and the config in force;
 // *actors.System is one.
 type Backend interface {
-	EditConfig(ctx context.Context, edit func(*modelconfig.ModelConfig) error) (*modelconfig.ModelConfig, error)
+	EditConfig(ctx context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error)
 	DeleteServable(ctx context.Context, id, rv string) error
 	SetMetrics(ctx context.Context, id, rv string, u modelconfig.MetricsUpdate) (map[string]float64, error)
 	Contract(id string) (modelconfig.Contract, error)
@@ -73,7 +73,7 @@ type api struct {
 // writes carry no servables.Kind yet, so they are classified here; any
 // other error by servables.KindOf.
 func kindOf(err error) servables.Kind {
-	var ce *modelconfig.ConfigError
+	var ce *modelconfig.Error
 	switch {
 	case errors.Is(err, modelconfig.ErrContractNotFound), errors.Is(err, modelconfig.ErrServableNotFound):
 		return servables.NotFound
@@ -121,7 +121,7 @@ func statusOf(k servables.Kind) int {
 // other answers its text with statusOf's status; a server fault is logged.
 func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
 	k := kindOf(err)
-	var ce *modelconfig.ConfigError
+	var ce *modelconfig.Error
 	switch {
 	case errors.Is(err, modelconfig.ErrServableExists):
 		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.ServableAlreadyExistsError, FQRV: fqrv})
@@ -160,7 +160,7 @@ func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fqrv := forestflow.FQRV{Contract: forestflow.ConfContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
-	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.ModelConfig) error { return c.AddServable(req) }); err != nil {
+	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error { return c.AddServable(req) }); err != nil {
 		invalid := forestflow.CreateServableRequestInvalidError
 		if errors.Is(err, modelconfig.ErrContractSettingsGiven) {
 			invalid = forestflow.ContractValidationError
@@ -187,7 +187,7 @@ func (a *api) putContract(create bool) http.HandlerFunc {
 		}
 		cs, err := modelconfig.ParseContractSettings(body)
 		if err == nil {
-			_, err = a.b.EditConfig(r.Context(), func(c *modelconfig.ModelConfig) error {
+			_, err = a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
 				if create {
 					return c.CreateContract(ct.Organization, ct.Project, int(ct.ContractNumber), cs)
 				}
@@ -219,17 +219,17 @@ func (a *api) updateServable(what string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		var edit func(*modelconfig.ModelConfig) error
+		var edit func(*modelconfig.Config) error
 		var err error
 		if what == "policy" {
 			var p modelconfig.Policy
 			if p, err = modelconfig.ParsePolicy(body); err == nil {
-				edit = func(c *modelconfig.ModelConfig) error { return c.SetPolicy(id, rv, p) }
+				edit = func(c *modelconfig.Config) error { return c.SetPolicy(id, rv, p) }
 			}
 		} else {
 			var l modelconfig.ServableLogging
 			if l, err = modelconfig.ParseLogging(body); err == nil {
-				edit = func(c *modelconfig.ModelConfig) error { return c.SetLogging(id, rv, l) }
+				edit = func(c *modelconfig.Config) error { return c.SetLogging(id, rv, l) }
 			}
 		}
 		if err == nil {

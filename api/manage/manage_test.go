@@ -22,12 +22,12 @@ import (
 
 // memManager is a Backend over an in-memory config; writes fail with err when set.
 type memManager struct {
-	cfg     modelconfig.ModelConfig
+	cfg     modelconfig.Config
 	metrics map[string]map[string]float64
 	err     error
 }
 
-func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.ModelConfig) error) (*modelconfig.ModelConfig, error) {
+func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -36,7 +36,7 @@ func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.ModelC
 	if err != nil {
 		return nil, err
 	}
-	next, err := modelconfig.ParseModelConfig(data)
+	next, err := modelconfig.Parse(data)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.ModelC
 }
 
 func (m *memManager) DeleteServable(ctx context.Context, id, rv string) error {
-	_, err := m.EditConfig(ctx, func(c *modelconfig.ModelConfig) error { return c.RemoveServable(id, rv) })
+	_, err := m.EditConfig(ctx, func(c *modelconfig.Config) error { return c.RemoveServable(id, rv) })
 	return err
 }
 
@@ -175,7 +175,7 @@ func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
 		{modelconfig.ErrContractNotFound, 404, `{"UnknownContract":`, false},
 		{modelconfig.ErrServableNotFound, 404, `{"UnknownServable":`, false},
 		{fmt.Errorf("%w v1", actors.ErrUnknownRelease), 404, `{"UnknownServable":`, false},
-		{fmt.Errorf("edit: %w", &modelconfig.ConfigError{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
+		{fmt.Errorf("edit: %w", &modelconfig.Error{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
 		{modelconfig.ErrContractExists, 422, `"ContractValidationError"`, false},
 		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "version precondition failed", true},
 		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},

@@ -1,12 +1,11 @@
 // Package modelconfig is the model config kept in the bucket, the models
 // to serve and the contracts that route traffic among them, and what is
-// kept beside it: the types (ModelConfig, ModelMetadata, Contract,
-// ContractServable and their settings), ParseModelConfig, which decodes
-// the file (grove.v1.ModelConfig in protobuf's JSON mapping) and
-// validates it, the canonical JSON a config is written back in
-// (ModelConfig.MarshalJSON), the edits the management API makes
-// (CreateContract, UpdateContract, AddServable, SetPolicy, SetLogging,
-// RemoveServable, then Validate), the management API's documents, and the
-// contract state the replicas share (ContractState, StatePath). It does no
-// I/O; every error of a document read is a *ConfigError.
+// kept beside it: the types (Config, Model, Contract, ContractServable and
+// their settings), Parse, which decodes the file (grove.v1.ModelConfig in
+// protobuf's JSON mapping) and validates it, the canonical JSON a config
+// is written back in (Config.MarshalJSON), the edits the management API
+// makes (CreateContract, UpdateContract, AddServable, SetPolicy,
+// SetLogging, RemoveServable, then Validate), the management API's
+// documents, and the contract state the replicas share (ContractState,
+// StatePath). It does no I/O; every error of a document read is an *Error.
 package modelconfig

@@ -16,18 +16,18 @@ import (
 
 // modelMetadataFields are the fields of a model_metadata entry, as a serve
 // request gives them.
-func modelMetadataFields() []jsondoc.Field[ModelMetadata] {
-	return []jsondoc.Field[ModelMetadata]{
-		{Name: "model_path", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+func modelMetadataFields() []jsondoc.Field[Model] {
+	return []jsondoc.Field[Model]{
+		{Name: "model_path", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			return d.String(path, &m.Path)
 		}},
-		{Name: "checksum", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "checksum", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			return d.String(path, &m.Checksum)
 		}},
-		{Name: "warm_up_batch_request_json", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "warm_up_batch_request_json", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			return d.String(path, &m.WarmUpJSON)
 		}},
-		{Name: "eviction_grace_period_in_ms", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "eviction_grace_period_in_ms", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			ms, err := d.Integer(path, 0, maxGracePeriodMs)
 			if err != nil {
 				return err
@@ -35,32 +35,32 @@ func modelMetadataFields() []jsondoc.Field[ModelMetadata] {
 			m.EvictionGracePeriod = time.Duration(ms) * time.Millisecond
 			return nil
 		}},
-		{Name: "replicas", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "replicas", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			n, err := d.Integer(path, 0, MaxReplicas)
 			m.Serving.Replicas = int(n)
 			return err
 		}},
-		{Name: "max_batch_rows", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "max_batch_rows", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			n, err := d.Integer(path, 0, maxBatchRowsLimit)
 			m.Serving.MaxBatchRows = int(n)
 			return err
 		}},
-		{Name: "max_queue_delay_us", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "max_queue_delay_us", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			us, err := d.Integer(path, 0, maxQueueDelayUs)
 			m.Serving.MaxQueueDelay = time.Duration(us) * time.Microsecond
 			return err
 		}},
-		{Name: "intra_op_threads", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "intra_op_threads", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			n, err := d.Integer(path, 0, maxIntraOpThreads)
 			m.Serving.IntraOpThreads = int(n)
 			return err
 		}},
-		{Name: "default_timeout_ms", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "default_timeout_ms", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			ms, err := d.Integer(path, 0, maxTimeoutMs)
 			m.DefaultTimeout = time.Duration(ms) * time.Millisecond
 			return err
 		}},
-		{Name: "queue_timeout_ms", Decode: func(d *jsondoc.Decoder, path string, m *ModelMetadata) error {
+		{Name: "queue_timeout_ms", Decode: func(d *jsondoc.Decoder, path string, m *Model) error {
 			ms, err := d.Integer(path, 0, maxTimeoutMs)
 			m.QueueTimeout = time.Duration(ms) * time.Millisecond
 			return err

@@ -14,7 +14,7 @@ import (
 
 // This file holds the management API's side of the model config: the
 // documents it accepts (contract settings, servable policy, logging, serve
-// requests), their canonical JSON, and the edits it makes to a ModelConfig.
+// requests), their canonical JSON, and the edits it makes to a Config.
 //
 // The documents are read like the config file (snake_case or
 // lowerCamelCase, unknown fields are errors), and also in ForestFlow's
@@ -126,7 +126,7 @@ func defaultLogging() ServableLogging {
 // Grove picks the runtime from the model's files.
 type ServeRequest struct {
 	// Model is the model_metadata entry to add if the path is not listed.
-	Model ModelMetadata
+	Model Model
 	// Contract names the contract (organization, project, number); only
 	// those fields are set.
 	Contract Contract
@@ -409,7 +409,7 @@ var (
 )
 
 // contract returns the configured contract with id "org/project/n".
-func (c *ModelConfig) contract(id string) (*Contract, error) {
+func (c *Config) contract(id string) (*Contract, error) {
 	for i := range c.Contracts {
 		if c.Contracts[i].ID() == id {
 			return &c.Contracts[i], nil
@@ -419,7 +419,7 @@ func (c *ModelConfig) contract(id string) (*Contract, error) {
 }
 
 // servable returns the release rv of contract id.
-func (c *ModelConfig) servable(id, rv string) (*ContractServable, error) {
+func (c *Config) servable(id, rv string) (*ContractServable, error) {
 	k, err := c.contract(id)
 	if err != nil {
 		return nil, err
@@ -433,7 +433,7 @@ func (c *ModelConfig) servable(id, rv string) (*ContractServable, error) {
 }
 
 // CreateContract adds a contract with no servables.
-func (c *ModelConfig) CreateContract(org, project string, n int, cs ContractSettings) error {
+func (c *Config) CreateContract(org, project string, n int, cs ContractSettings) error {
 	k := Contract{Organization: org, Project: project, Number: n}
 	if _, err := c.contract(k.ID()); err == nil {
 		return fmt.Errorf("%w: %s; use PUT /%s to update it", ErrContractExists, k.ID(), k.ID())
@@ -444,7 +444,7 @@ func (c *ModelConfig) CreateContract(org, project string, n int, cs ContractSett
 }
 
 // UpdateContract replaces the settings of contract id.
-func (c *ModelConfig) UpdateContract(id string, cs ContractSettings) error {
+func (c *Config) UpdateContract(id string, cs ContractSettings) error {
 	k, err := c.contract(id)
 	if err != nil {
 		return err
@@ -457,7 +457,7 @@ func (c *ModelConfig) UpdateContract(id string, cs ContractSettings) error {
 // model_metadata if its path is not there yet, and creates the contract
 // (with r's contract settings, or the defaults: fair router, no
 // expiration) if it does not exist.
-func (c *ModelConfig) AddServable(r *ServeRequest) error {
+func (c *Config) AddServable(r *ServeRequest) error {
 	id := r.Contract.ID()
 	k, err := c.contract(id)
 	switch {
@@ -476,7 +476,7 @@ func (c *ModelConfig) AddServable(r *ServeRequest) error {
 	if _, err := c.servable(id, r.Servable.ReleaseVersion); err == nil {
 		return fmt.Errorf("%w: release %s of contract %s", ErrServableExists, r.Servable.ReleaseVersion, id)
 	}
-	if !slices.ContainsFunc(c.Models, func(m ModelMetadata) bool { return m.Path == r.Model.Path }) {
+	if !slices.ContainsFunc(c.Models, func(m Model) bool { return m.Path == r.Model.Path }) {
 		c.Models = append(c.Models, r.Model)
 	}
 	s := r.Servable
@@ -486,7 +486,7 @@ func (c *ModelConfig) AddServable(r *ServeRequest) error {
 }
 
 // SetPolicy replaces the policy of release rv of contract id.
-func (c *ModelConfig) SetPolicy(id, rv string, p Policy) error {
+func (c *Config) SetPolicy(id, rv string, p Policy) error {
 	s, err := c.servable(id, rv)
 	if err != nil {
 		return err
@@ -496,7 +496,7 @@ func (c *ModelConfig) SetPolicy(id, rv string, p Policy) error {
 }
 
 // SetLogging replaces the logging settings of release rv of contract id.
-func (c *ModelConfig) SetLogging(id, rv string, l ServableLogging) error {
+func (c *Config) SetLogging(id, rv string, l ServableLogging) error {
 	s, err := c.servable(id, rv)
 	if err != nil {
 		return err
@@ -508,7 +508,7 @@ func (c *ModelConfig) SetLogging(id, rv string, l ServableLogging) error {
 // RemoveServable removes release rv from contract id. Its model leaves
 // model_metadata too (and is evicted after its grace period) unless another
 // contract's servable uses it; a model that no contract used before stays.
-func (c *ModelConfig) RemoveServable(id, rv string) error {
+func (c *Config) RemoveServable(id, rv string) error {
 	s, err := c.servable(id, rv)
 	if err != nil {
 		return err
@@ -523,18 +523,18 @@ func (c *ModelConfig) RemoveServable(id, rv string) error {
 			}
 		}
 	}
-	c.Models = slices.DeleteFunc(c.Models, func(m ModelMetadata) bool { return m.Path == path })
+	c.Models = slices.DeleteFunc(c.Models, func(m Model) bool { return m.Path == path })
 	return nil
 }
 
-// Validate checks an edited config by the rules of ParseModelConfig and
+// Validate checks an edited config by the rules of Parse and
 // returns it in canonical JSON, the form to write to the bucket.
-func (c *ModelConfig) Validate() ([]byte, error) {
+func (c *Config) Validate() ([]byte, error) {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encoding model config: %w", err)
 	}
-	if _, err := ParseModelConfig(data); err != nil {
+	if _, err := Parse(data); err != nil {
 		return nil, err
 	}
 	return data, nil

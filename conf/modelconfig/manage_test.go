@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-// checkConfigError fails t unless err is a *ConfigError whose message contains want.
+// checkConfigError fails t unless err is a *Error whose message contains want.
 func checkConfigError(t *testing.T, err error, want string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %q", want)
 	}
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Errorf("error %T is not a *ConfigError: %v", err, err)
+		t.Errorf("error %T is not a *Error: %v", err, err)
 	}
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
@@ -263,7 +263,7 @@ func TestParseServeRequestReadsABasicServeRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &ServeRequest{
-		Model:    ModelMetadata{Path: "pctr_v2/", Checksum: sum1, WarmUpJSON: `{"request": []}`, EvictionGracePeriod: time.Minute},
+		Model:    Model{Path: "pctr_v2/", Checksum: sum1, WarmUpJSON: `{"request": []}`, EvictionGracePeriod: time.Minute},
 		Contract: Contract{Organization: "ads", Project: "pctr", Number: 3},
 		Servable: ContractServable{ReleaseVersion: "2.0", ModelPath: "pctr_v2/",
 			Validity: []ValidityRule{{Kind: RuleImmediatelyValid}, {Kind: RuleValidAfterMs, After: 5 * time.Second}},
@@ -286,33 +286,33 @@ func TestParseServeRequestDefaultsAndSpellings(t *testing.T) {
 	}{
 		{"only path and fqrv",
 			`{"path": "m/", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m/"}, Contract: Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
+			&ServeRequest{Model: Model{Path: "m/"}, Contract: Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
 		{"snake_case and model_path",
 			`{"model_path": "m.pt", "eviction_grace_period_in_ms": "250", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": "2"}, "release_version": "v1"},
 			  "servable_settings": {"policy_settings": {"shadow": {"sample_rate": 0.5}}, "logging_settings": {"log_level": "SAMPLE", "sample_rate": 0.1}},
 			  "contract_settings": {}, "tags": null}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m.pt", EvictionGracePeriod: 250 * time.Millisecond}, Contract: Contract{Organization: "o", Project: "p", Number: 2},
+			&ServeRequest{Model: Model{Path: "m.pt", EvictionGracePeriod: 250 * time.Millisecond}, Contract: Contract{Organization: "o", Project: "p", Number: 2},
 				Servable: ContractServable{ReleaseVersion: "v1", ModelPath: "m.pt", PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Shadow: &Shadow{SampleRate: 0.5},
 					Logging: ServableLogging{Level: LogLevelSample, SampleRate: 0.1, KeyFeaturesSeparator: "."}},
 				ContractSettings: &ContractSettings{Router: RouterFair}}},
 		{"lowerCamelCase",
 			`{"modelPath": "m/", "warmUpBatchRequestJson": "[]", "evictionGracePeriodInMs": 5, "fqrv": {"contract": {"organization": "o", "project": "p", "contractNumber": 1}, "releaseVersion": "v1"},
 			  "servableSettings": {"policySettings": {}, "loggingSettings": {}}, "tags": {"k": "v", "nested": {"x": [1, 2]}}}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m/", WarmUpJSON: "[]", EvictionGracePeriod: 5 * time.Millisecond}, Contract: Contract{Organization: "o", Project: "p", Number: 1},
+			&ServeRequest{Model: Model{Path: "m/", WarmUpJSON: "[]", EvictionGracePeriod: 5 * time.Millisecond}, Contract: Contract{Organization: "o", Project: "p", Number: 1},
 				Servable: servable("v1", "m/")}},
 		{"policy settings absent keep the other's defaults",
 			`{"path": "m/", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"},
 			  "servableSettings": {"loggingSettings": {"keyFeatures": ["u"]}}}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m/"}, Contract: Contract{Organization: "o", Project: "p", Number: 1},
+			&ServeRequest{Model: Model{Path: "m/"}, Contract: Contract{Organization: "o", Project: "p", Number: 1},
 				Servable: ContractServable{ReleaseVersion: "v1", ModelPath: "m/", PhaseIn: PhaseIn{Kind: PhaseInImmediate},
 					Logging: ServableLogging{Level: LogLevelNone, SampleRate: 1, KeyFeatures: []string{"u"}, KeyFeaturesSeparator: "."}}}},
 		{"request timeouts",
 			`{"path": "m/", "default_timeout_ms": 100, "queueTimeoutMs": "20", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m/", DefaultTimeout: 100 * time.Millisecond, QueueTimeout: 20 * time.Millisecond},
+			&ServeRequest{Model: Model{Path: "m/", DefaultTimeout: 100 * time.Millisecond, QueueTimeout: 20 * time.Millisecond},
 				Contract: Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
 		{"fqrv with only a project",
 			`{"path": "m/", "fqrv": {"contract": {"project": "p"}, "release_version": "v1"}}`,
-			&ServeRequest{Model: ModelMetadata{Path: "m/"}, Contract: Contract{Project: "p"}, Servable: servable("v1", "m/")}},
+			&ServeRequest{Model: Model{Path: "m/"}, Contract: Contract{Project: "p"}, Servable: servable("v1", "m/")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseServeRequest([]byte(tc.data))
@@ -388,9 +388,9 @@ const twoContracts = `{"model_metadata": [{"model_path": "a/", "checksum": "` + 
    "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
 
 // parseConfig parses a model config or fails t.
-func parseConfig(t *testing.T, data string) *ModelConfig {
+func parseConfig(t *testing.T, data string) *Config {
 	t.Helper()
-	c, err := ParseModelConfig([]byte(data))
+	c, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,20 +400,20 @@ func parseConfig(t *testing.T, data string) *ModelConfig {
 // serveRequest returns a serve request for release rv of contract o/p/n on model path.
 func serveRequest(org, project string, n int, rv, path string) *ServeRequest {
 	return &ServeRequest{
-		Model:    ModelMetadata{Path: path},
+		Model:    Model{Path: path},
 		Contract: Contract{Organization: org, Project: project, Number: n},
 		Servable: ContractServable{ReleaseVersion: rv, ModelPath: path, PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: defaultServableLogging},
 	}
 }
 
 // checkValid fails t unless c validates and its canonical JSON reads back to c.
-func checkValid(t *testing.T, c *ModelConfig) {
+func checkValid(t *testing.T, c *Config) {
 	t.Helper()
 	data, err := c.Validate()
 	if err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	back, err := ParseModelConfig(data)
+	back, err := Parse(data)
 	if err != nil {
 		t.Fatalf("re-parsing %s: %v", data, err)
 	}
@@ -470,11 +470,11 @@ func canonicalRequest(r *ServeRequest) *ServeRequest {
 	return &out
 }
 
-// normalized returns a deep copy of c as ParseModelConfig reads it: empty
+// normalized returns a deep copy of c as Parse reads it: empty
 // lists are nil (an edit that removes the last servable leaves an empty
 // slice, written as [] and read back as nil).
-func normalized(c *ModelConfig) *ModelConfig {
-	out := &ModelConfig{Models: slices.Clone(c.Models)}
+func normalized(c *Config) *Config {
+	out := &Config{Models: slices.Clone(c.Models)}
 	for _, k := range c.Contracts {
 		cs := canonicalSettings(k.Settings())
 		k.Router, k.Expiration = cs.Router, cs.Expiration
@@ -552,14 +552,14 @@ func TestUpdateContractReplacesTheSettingsOnly(t *testing.T) {
 }
 
 func TestAddServableCreatesTheContractWithDefaultSettings(t *testing.T) {
-	var c ModelConfig
+	var c Config
 	r := serveRequest("ads", "pctr", 1, "v1", "a/")
 	r.Model.EvictionGracePeriod = time.Minute
 	if err := c.AddServable(r); err != nil {
 		t.Fatal(err)
 	}
-	want := ModelConfig{
-		Models: []ModelMetadata{{Path: "a/", EvictionGracePeriod: time.Minute}},
+	want := Config{
+		Models: []Model{{Path: "a/", EvictionGracePeriod: time.Minute}},
 		Contracts: []Contract{{Organization: "ads", Project: "pctr", Number: 1, Router: RouterFair,
 			Servables: []ContractServable{r.Servable}}},
 	}
@@ -577,7 +577,7 @@ func TestAddServableCreatesTheContractWithTheGivenSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c ModelConfig
+	var c Config
 	if err := c.AddServable(r); err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestAddServableCreatesTheContractWithTheGivenSettings(t *testing.T) {
 	if k.ID() != "ads/pctr/3" || !reflect.DeepEqual(k.Settings(), *r.ContractSettings) || !reflect.DeepEqual(k.Servables, []ContractServable{r.Servable}) {
 		t.Errorf("contract %+v, want settings %+v and servable %+v", k, *r.ContractSettings, r.Servable)
 	}
-	if !reflect.DeepEqual(c.Models, []ModelMetadata{r.Model}) {
+	if !reflect.DeepEqual(c.Models, []Model{r.Model}) {
 		t.Errorf("models %+v, want %+v", c.Models, r.Model)
 	}
 	checkValid(t, &c)
@@ -599,7 +599,7 @@ func TestAddServableListsTheModelOnlyIfMissing(t *testing.T) {
 	if err := c.AddServable(r); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Models) != 3 || c.Models[0] != (ModelMetadata{Path: "a/", Checksum: sum1}) {
+	if len(c.Models) != 3 || c.Models[0] != (Model{Path: "a/", Checksum: sum1}) {
 		t.Errorf("models %+v, want a/ unchanged and nothing added", c.Models)
 	}
 	// d/ is new: it is appended with the request's fields.
@@ -618,7 +618,7 @@ func TestAddServableListsTheModelOnlyIfMissing(t *testing.T) {
 }
 
 func TestAddServableUsesTheModelPathOfTheRequest(t *testing.T) {
-	var c ModelConfig
+	var c Config
 	r := serveRequest("o", "p", 1, "v1", "m/")
 	r.Servable.ModelPath = "elsewhere/"
 	if err := c.AddServable(r); err != nil {
@@ -667,17 +667,17 @@ func TestAddServableRefusesADuplicateRelease(t *testing.T) {
 func TestEditsOfUnknownContractsAndReleasesFail(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(c *ModelConfig) error
+		edit func(c *Config) error
 		want error
 	}{
-		{"SetPolicy unknown contract", func(c *ModelConfig) error { return c.SetPolicy("ads/pctr/2", "v1", Policy{}) }, ErrContractNotFound},
-		{"SetPolicy unknown release", func(c *ModelConfig) error { return c.SetPolicy("ads/pctr/1", "v3", Policy{}) }, ErrServableNotFound},
-		{"SetPolicy release of another contract", func(c *ModelConfig) error { return c.SetPolicy("ads/pcvr/1", "v2", Policy{}) }, ErrServableNotFound},
-		{"SetLogging unknown contract", func(c *ModelConfig) error { return c.SetLogging("ads/x/1", "v1", ServableLogging{}) }, ErrContractNotFound},
-		{"SetLogging unknown release", func(c *ModelConfig) error { return c.SetLogging("ads/pctr/1", "V1", ServableLogging{}) }, ErrServableNotFound},
-		{"RemoveServable unknown contract", func(c *ModelConfig) error { return c.RemoveServable("ads/pctr/01", "v1") }, ErrContractNotFound},
-		{"RemoveServable unknown release", func(c *ModelConfig) error { return c.RemoveServable("ads/pcvr/1", "v2") }, ErrServableNotFound},
-		{"UpdateContract unknown contract", func(c *ModelConfig) error { return c.UpdateContract("", ContractSettings{}) }, ErrContractNotFound},
+		{"SetPolicy unknown contract", func(c *Config) error { return c.SetPolicy("ads/pctr/2", "v1", Policy{}) }, ErrContractNotFound},
+		{"SetPolicy unknown release", func(c *Config) error { return c.SetPolicy("ads/pctr/1", "v3", Policy{}) }, ErrServableNotFound},
+		{"SetPolicy release of another contract", func(c *Config) error { return c.SetPolicy("ads/pcvr/1", "v2", Policy{}) }, ErrServableNotFound},
+		{"SetLogging unknown contract", func(c *Config) error { return c.SetLogging("ads/x/1", "v1", ServableLogging{}) }, ErrContractNotFound},
+		{"SetLogging unknown release", func(c *Config) error { return c.SetLogging("ads/pctr/1", "V1", ServableLogging{}) }, ErrServableNotFound},
+		{"RemoveServable unknown contract", func(c *Config) error { return c.RemoveServable("ads/pctr/01", "v1") }, ErrContractNotFound},
+		{"RemoveServable unknown release", func(c *Config) error { return c.RemoveServable("ads/pcvr/1", "v2") }, ErrServableNotFound},
+		{"UpdateContract unknown contract", func(c *Config) error { return c.UpdateContract("", ContractSettings{}) }, ErrContractNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := parseConfig(t, twoContracts)
@@ -763,7 +763,7 @@ func TestRemoveServableRemovesTheModelOnlyWhenUnused(t *testing.T) {
 	if got := paths(c.Models); !reflect.DeepEqual(got, []string{"c/"}) {
 		t.Errorf("models %v, want c/", got)
 	}
-	if c.Models[0] != (ModelMetadata{Path: "c/"}) {
+	if c.Models[0] != (Model{Path: "c/"}) {
 		t.Errorf("model c/ changed: %+v", c.Models[0])
 	}
 	checkValid(t, c)
@@ -780,7 +780,7 @@ func TestRemoveServableKeepsTheContractsOtherReleases(t *testing.T) {
 	}
 }
 
-func paths(models []ModelMetadata) []string {
+func paths(models []Model) []string {
 	var out []string
 	for _, m := range models {
 		out = append(out, m.Path)
@@ -791,69 +791,69 @@ func paths(models []ModelMetadata) []string {
 func TestValidateRejectsInvalidEdits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(c *ModelConfig) error
+		edit func(c *Config) error
 		want string
 	}{
-		{"two releases on one model_path", func(c *ModelConfig) error {
+		{"two releases on one model_path", func(c *Config) error {
 			return c.AddServable(serveRequest("ads", "pctr", 1, "v3", "a/"))
 		}, `contracts[0].servables[2].model_path: contract ads/pctr/1: release v3: model_path "a/" is already release v1 of this contract`},
-		{"keep_latest 0", func(c *ModelConfig) error {
+		{"keep_latest 0", func(c *Config) error {
 			return c.UpdateContract("ads/pcvr/1", ContractSettings{Router: RouterFair, Expiration: Expiration{Kind: ExpireKeepLatest}})
 		}, `contracts[1].expiration.keep_latest: contract ads/pcvr/1: keep_latest must keep at least 1 servable, got 0`},
-		{"ForestFlow's KeepLatest without servablesToKeep", func(c *ModelConfig) error {
+		{"ForestFlow's KeepLatest without servablesToKeep", func(c *Config) error {
 			cs, err := ParseContractSettings([]byte(`{"expirationPolicy": {"KeepLatest": {}}}`))
 			if err != nil {
 				return err
 			}
 			return c.CreateContract("ads", "new", 1, cs)
 		}, `keep_latest must keep at least 1 servable, got 0`},
-		{"unknown router", func(c *ModelConfig) error {
+		{"unknown router", func(c *Config) error {
 			cs, err := ParseContractSettings([]byte(`{"router": {"RandomRouter": {}}}`))
 			if err != nil {
 				return err
 			}
 			return c.UpdateContract("ads/pctr/1", cs)
 		}, `contracts[0].router: contract ads/pctr/1: router "RandomRouter" is not fair or latest`},
-		{"unknown expiration policy", func(c *ModelConfig) error {
+		{"unknown expiration policy", func(c *Config) error {
 			return c.CreateContract("ads", "new", 1, ContractSettings{Router: RouterFair, Expiration: Expiration{Kind: "KeepOldest"}})
 		}, `contracts[2].expiration: contract ads/new/1: unknown expiration policy "KeepOldest"`},
-		{"bad contract names", func(c *ModelConfig) error {
+		{"bad contract names", func(c *Config) error {
 			return c.AddServable(serveRequest("a/b", "p", 1, "v1", "d/"))
 		}, `contracts[2].organization: contract a/b/p/1: organization "a/b" has the character '/'`},
-		{"contract number 0", func(c *ModelConfig) error {
+		{"contract number 0", func(c *Config) error {
 			return c.AddServable(serveRequest("o", "p", 0, "v1", "d/"))
 		}, `contract_number 0 must be at least 1`},
-		{"release name with a space", func(c *ModelConfig) error {
+		{"release name with a space", func(c *Config) error {
 			return c.AddServable(serveRequest("ads", "pctr", 1, "v 3", "d/"))
 		}, `release_version "v 3" has the character ' '`},
-		{"unsafe model path", func(c *ModelConfig) error {
+		{"unsafe model path", func(c *Config) error {
 			return c.AddServable(serveRequest("ads", "pctr", 1, "v3", "../d/"))
 		}, `model_metadata[3].model_path: "../d/" must not contain ".." segments`},
-		{"bad checksum", func(c *ModelConfig) error {
+		{"bad checksum", func(c *Config) error {
 			r := serveRequest("ads", "pctr", 1, "v3", "d/")
 			r.Model.Checksum = "abc"
 			return c.AddServable(r)
 		}, `model_metadata[3].checksum: "abc" has 3 characters`},
-		{"zero-second linear phase-in", func(c *ModelConfig) error {
+		{"zero-second linear phase-in", func(c *Config) error {
 			return c.SetPolicy("ads/pctr/1", "v1", Policy{PhaseIn: PhaseIn{Kind: PhaseInLinear}})
 		}, `contracts[0].servables[0].phase_in.linear_over_secs.secs: contract ads/pctr/1: release v1: linear_over_secs needs secs ≥ 1, got 0`},
-		{"unknown ForestFlow-named rule", func(c *ModelConfig) error {
+		{"unknown ForestFlow-named rule", func(c *Config) error {
 			p, err := ParsePolicy([]byte(`{"validityPolicy": [{"AlwaysValid": {}}]}`))
 			if err != nil {
 				return err
 			}
 			return c.SetPolicy("ads/pctr/1", "v2", p)
 		}, `contracts[0].servables[1].validity[0]: contract ads/pctr/1: release v2: unknown validity rule "AlwaysValid"`},
-		{"min_metric without a metric", func(c *ModelConfig) error {
+		{"min_metric without a metric", func(c *Config) error {
 			return c.SetPolicy("ads/pctr/1", "v2", Policy{Validity: []ValidityRule{{Kind: RuleMinMetric}}})
 		}, `min_metric needs the name of the metric`},
-		{"shadow rate above 1", func(c *ModelConfig) error {
+		{"shadow rate above 1", func(c *Config) error {
 			return c.SetPolicy("ads/pctr/1", "v2", Policy{Shadow: &Shadow{SampleRate: 2}})
 		}, `shadow sample_rate 2 is not between 0 and 1`},
-		{"lowercase log level", func(c *ModelConfig) error {
+		{"lowercase log level", func(c *Config) error {
 			return c.SetLogging("ads/pcvr/1", "v1", ServableLogging{Level: "full", SampleRate: 1})
 		}, `contracts[1].servables[0].logging.log_level: contract ads/pcvr/1: release v1: log_level "full" is not NONE, FULL or SAMPLE`},
-		{"duplicate key feature", func(c *ModelConfig) error {
+		{"duplicate key feature", func(c *Config) error {
 			return c.SetLogging("ads/pcvr/1", "v1", ServableLogging{Level: LogLevelFull, SampleRate: 1, KeyFeatures: []string{"u", "u"}})
 		}, `key feature "u" is listed twice`},
 	} {
@@ -897,7 +897,7 @@ func TestValidateReturnsCanonicalJSONThatReadsBack(t *testing.T) {
 	checkValid(t, c)
 
 	// An empty config is valid too.
-	data, err = (&ModelConfig{}).Validate()
+	data, err = (&Config{}).Validate()
 	if err != nil || string(data) != `{"model_metadata":[]}` {
 		t.Errorf("empty config: got %s, %v", data, err)
 	}
@@ -1002,7 +1002,7 @@ func TestContractServableMarshalJSONIsTheConfigsServable(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1, "servables": [` + string(data) + `]}]}`
-		back, err := ParseModelConfig([]byte(doc))
+		back, err := Parse([]byte(doc))
 		if err != nil {
 			t.Fatalf("parsing %s: %v", doc, err)
 		}
@@ -1056,17 +1056,17 @@ func TestParseServeRequestReadsItsCanonicalJSONBack(t *testing.T) {
 	}
 }
 
-// checkOnlyConfigErrors fails t unless err is nil or a *ConfigError.
+// checkOnlyConfigErrors fails t unless err is nil or a *Error.
 func checkOnlyConfigErrors(t *testing.T, err error) {
 	t.Helper()
-	var ce *ConfigError
+	var ce *Error
 	if err != nil && !errors.As(err, &ce) {
-		t.Fatalf("error %T is not a *ConfigError: %v", err, err)
+		t.Fatalf("error %T is not a *Error: %v", err, err)
 	}
 }
 
 // FuzzParseServeRequest checks that parsing a serve request never panics,
-// fails only with *ConfigError, reads its canonical JSON back, and that
+// fails only with *Error, reads its canonical JSON back, and that
 // adding the servable to an empty config and validating it never panics.
 func FuzzParseServeRequest(f *testing.F) {
 	f.Add([]byte(basicServeRequest))
@@ -1099,7 +1099,7 @@ func FuzzParseServeRequest(f *testing.F) {
 		if !reflect.DeepEqual(canonicalRequest(r), r2) {
 			t.Fatalf("round trip through %s changed the request:\n%+v\n%+v", again, r, r2)
 		}
-		var c ModelConfig
+		var c Config
 		if err := c.AddServable(r); err != nil {
 			t.Fatalf("adding to an empty config: %v", err)
 		}
@@ -1108,7 +1108,7 @@ func FuzzParseServeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		back, err := ParseModelConfig(out)
+		back, err := Parse(out)
 		if err != nil {
 			t.Fatalf("re-parsing the validated %s: %v", out, err)
 		}
@@ -1119,7 +1119,7 @@ func FuzzParseServeRequest(f *testing.F) {
 }
 
 // FuzzParsePolicy checks that parsing a policy never panics, fails only
-// with *ConfigError, and reads its canonical JSON back.
+// with *Error, and reads its canonical JSON back.
 func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte(`{"validityPolicy":[{"ImmediatelyValid":{}},{"TimeBasedValidity":{"validAfterMS":5000}},{"MinServedEventsBasedValidity":{"validAfterMinServedEvents":10}}],"phaseInPolicy":{"LinearTimeBasedPhaseIn":{"phaseInOverSecs":600}}}`))
 	f.Add([]byte(`{"validity": [{"valid_after_ms": {"ms": 60000}}, {"min_metric": {"metric": "auc", "threshold": 0.7}}, {"never_valid": {}}], "phase_in": {"linear_over_secs": {"secs": 600}}, "shadow": {"sample_rate": 0.25}}`))
@@ -1149,7 +1149,7 @@ func FuzzParsePolicy(f *testing.F) {
 }
 
 // FuzzParseContractSettings checks that parsing contract settings never
-// panics, fails only with *ConfigError, and reads its canonical JSON back.
+// panics, fails only with *Error, and reads its canonical JSON back.
 func FuzzParseContractSettings(f *testing.F) {
 	f.Add([]byte(`{"expirationPolicy":{"KeepLatest":{"servablesToKeep":2}},"router":{"LatestPhaseInPctBasedRouter":{}}}`))
 	f.Add([]byte(`{"expiration_policy":{"KeepTopRanked":{"servablesToKeep":"3","metricToEvaluate":"auc","ordering":"DESC"}},"router":{"FairPhaseInPctBasedRouter":{}}}`))
@@ -1190,7 +1190,7 @@ func TestManagementDocumentsRefuseBothSpellingsOfASetting(t *testing.T) {
 		{"serve request path", func(b []byte) error { _, err := ParseServeRequest(b); return err }, `{"path": "a/", "model_path": "b/"}`},
 	} {
 		err := c.parse([]byte(c.doc))
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "duplicate field") {
 			t.Errorf("%s: %v, want a duplicate field error", c.name, err)
 		}

@@ -17,17 +17,17 @@ import (
 	"github.com/groveml/grove/internal/jsondoc"
 )
 
-// ModelConfig is the model config file kept in the bucket: the models to
+// Config is the model config file kept in the bucket: the models to
 // serve and the contracts that route traffic among them.
-type ModelConfig struct {
+type Config struct {
 	// Models are the model_metadata entries, in file order.
-	Models []ModelMetadata
+	Models []Model
 	// Contracts are the contracts entries, in file order; see Contract.
 	Contracts []Contract
 }
 
-// ModelMetadata is one model_metadata entry of the model config.
-type ModelMetadata struct {
+// Model is one model_metadata entry of the model config.
+type Model struct {
 	// Path is model_path, the model's object name in the bucket; a trailing
 	// "/" makes it a directory (every object under the prefix).
 	Path string
@@ -83,14 +83,14 @@ const (
 const maxTimeoutMs = 3_600_000
 
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
-func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
+func (m Model) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
 
-// ConfigError reports a model config, a contract state or a management
+// Error reports a model config, a contract state or a management
 // document that was read but could not be accepted: the field it concerns
 // and what is wrong.
-type ConfigError = jsondoc.Error
+type Error = jsondoc.Error
 
-// ParseModelConfig parses and validates a model config file.
+// Parse parses and validates a model config file.
 //
 // The format is grove.v1.ModelConfig (api/proto/grove/v1/model_config.proto)
 // in protobuf's JSON mapping, a superset of the B&A inference model config,
@@ -128,10 +128,10 @@ type ConfigError = jsondoc.Error
 // hex characters, and warm-up requests that are not JSON. The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
-// (release_version) concerned. All errors are *ConfigError.
-func ParseModelConfig(data []byte) (*ModelConfig, error) {
+// (release_version) concerned. All errors are *Error.
+func Parse(data []byte) (*Config, error) {
 	if !utf8.Valid(data) {
-		return nil, &ConfigError{Msg: "model config is not valid UTF-8"}
+		return nil, &Error{Msg: "model config is not valid UTF-8"}
 	}
 	s, err := scanModelConfig(jsondoc.BlankTrailingCommas(data), -1)
 	if err != nil {
@@ -155,10 +155,10 @@ func ParseModelConfig(data []byte) (*ModelConfig, error) {
 // fromProto converts a decoded config to Grove's types. unknown maps the
 // path of each choice object that held an unknown key to that key, which
 // becomes the kind of the rule or policy for validation to report.
-func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *ModelConfig {
-	c := &ModelConfig{}
+func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
+	c := &Config{}
 	for _, m := range pb.GetModelMetadata() {
-		c.Models = append(c.Models, ModelMetadata{
+		c.Models = append(c.Models, Model{
 			Path:                m.GetModelPath(),
 			Checksum:            m.GetChecksum(),
 			WarmUpJSON:          m.GetWarmUpBatchRequestJson(),
@@ -264,25 +264,25 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 // maxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
 const maxGracePeriodMs = math.MaxInt32
 
-// validate checks the parsed config; see ParseModelConfig.
-func (c *ModelConfig) validate() error {
+// validate checks the parsed config; see Parse.
+func (c *Config) validate() error {
 	seen := make(map[string]int, len(c.Models))
 	for i, m := range c.Models {
 		entry := fmt.Sprintf("model_metadata[%d]", i)
 		if err := validateObjectPath(m.Path); err != nil {
-			return &ConfigError{Field: entry + ".model_path", Msg: err.Error()}
+			return &Error{Field: entry + ".model_path", Msg: err.Error()}
 		}
 		if j, dup := seen[m.Path]; dup {
-			return &ConfigError{Field: entry + ".model_path", Msg: fmt.Sprintf("duplicate model path %q (also in model_metadata[%d])", m.Path, j)}
+			return &Error{Field: entry + ".model_path", Msg: fmt.Sprintf("duplicate model path %q (also in model_metadata[%d])", m.Path, j)}
 		}
 		seen[m.Path] = i
 		if err := validateChecksum(m.Checksum); err != nil {
-			return &ConfigError{Field: entry + ".checksum", Msg: err.Error()}
+			return &Error{Field: entry + ".checksum", Msg: err.Error()}
 		}
 		if m.WarmUpJSON != "" {
 			var raw json.RawMessage
 			if err := json.Unmarshal([]byte(m.WarmUpJSON), &raw); err != nil {
-				return &ConfigError{Field: entry + ".warm_up_batch_request_json", Msg: fmt.Sprintf("not valid JSON: %v", err), Err: err}
+				return &Error{Field: entry + ".warm_up_batch_request_json", Msg: fmt.Sprintf("not valid JSON: %v", err), Err: err}
 			}
 		}
 	}
@@ -585,7 +585,7 @@ var (
 
 // validateContracts checks the contracts section; see Contract and
 // ContractServable for the rules.
-func (c *ModelConfig) validateContracts() error {
+func (c *Config) validateContracts() error {
 	models := make(map[string]bool, len(c.Models))
 	for _, m := range c.Models {
 		models[m.Path] = true
@@ -594,7 +594,7 @@ func (c *ModelConfig) validateContracts() error {
 	for i, k := range c.Contracts {
 		at := fmt.Sprintf("contracts[%d]", i)
 		bad := func(field, format string, args ...any) error {
-			return &ConfigError{Field: at + field, Msg: "contract " + k.ID() + ": " + fmt.Sprintf(format, args...)}
+			return &Error{Field: at + field, Msg: "contract " + k.ID() + ": " + fmt.Sprintf(format, args...)}
 		}
 		if err := validateName(k.Organization); err != nil {
 			return bad(".organization", "organization %v", err)
@@ -717,14 +717,13 @@ func validateName(s string) error {
 
 // MarshalJSON encodes the config in its canonical form: snake_case field
 // names, every contract and servable setting written out (defaults
-// included), one JSON shape per choice as ParseModelConfig documents it.
-// ParseModelConfig reads the result back to an equal ModelConfig for any
-// config it accepted, so this is the form to write a modified config back
-// to the bucket in. Durations are written in whole milliseconds (seconds
+// included), one JSON shape per choice as Parse documents it. Parse reads
+// the result back to an equal Config for any config it accepted, so this
+// is the form to write a modified config back to the bucket in. Durations are written in whole milliseconds (seconds
 // for linear_over_secs). It is encoding/json's output, not protojson's:
 // protojson varies its whitespace from build to build, quotes 64-bit
 // integers and leaves out the defaults this form writes.
-func (c ModelConfig) MarshalJSON() ([]byte, error) {
+func (c Config) MarshalJSON() ([]byte, error) {
 	type model struct {
 		Path     string `json:"model_path"`
 		Checksum string `json:"checksum,omitempty"`

@@ -78,7 +78,7 @@ func scanModelConfig(data []byte, target int64) (*scan, error) {
 		return nil, err
 	}
 	if tok != json.Delim('{') {
-		return nil, &ConfigError{Msg: fmt.Sprintf("model config must be a JSON object, got %s", jsondoc.Describe(tok))}
+		return nil, &Error{Msg: fmt.Sprintf("model config must be a JSON object, got %s", jsondoc.Describe(tok))}
 	}
 	err = s.message("", (&grovepb.ModelConfig{}).ProtoReflect().Descriptor(), start)
 	if errors.Is(err, errFound) {
@@ -105,7 +105,7 @@ func (s *scan) next(path string) (json.Token, int64, error) {
 		// protojson refuses it with a message that gives no position.
 		if i := unpairedSurrogate(s.data[start:s.d.InputOffset()]); i >= 0 {
 			line, col := jsondoc.Position(s.data, start+int64(i))
-			return nil, start, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %s is half of a UTF-16 surrogate pair", line, col, s.data[start+int64(i):start+int64(i)+6])}
+			return nil, start, &Error{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %s is half of a UTF-16 surrogate pair", line, col, s.data[start+int64(i):start+int64(i)+6])}
 		}
 	}
 	return tok, start, err
@@ -148,7 +148,7 @@ func (s *scan) report(order, at int64, err error) {
 	if s.problem != nil && s.problemAt <= order {
 		return
 	}
-	var ce *ConfigError
+	var ce *Error
 	if errors.As(err, &ce) {
 		line, col := jsondoc.Position(s.data, at)
 		ce.Msg += fmt.Sprintf(" (line %d, column %d)", line, col)
@@ -179,7 +179,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 		}
 		keys = append(keys, key)
 		if choice && len(keys) == 2 {
-			s.report(open, start, &ConfigError{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", choiceNames(md), keys[0], key)})
+			s.report(open, start, &Error{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", choiceNames(md), keys[0], key)})
 		}
 		if fd == nil {
 			if err := s.d.Skip(join(path, key)); err != nil {
@@ -197,7 +197,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 			return err
 		}
 		if choice && tok == nil {
-			s.report(open, vstart, &ConfigError{Field: fieldPath, Msg: fmt.Sprintf("expected %s, got null", wanted(fd, false))})
+			s.report(open, vstart, &Error{Field: fieldPath, Msg: fmt.Sprintf("expected %s, got null", wanted(fd, false))})
 		}
 		if err := s.value(fieldPath, fd, false, tok, vstart); err != nil {
 			return err
@@ -209,7 +209,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 	switch {
 	case !choice:
 	case len(keys) == 0:
-		s.report(open, open, &ConfigError{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", choiceNames(md))})
+		s.report(open, open, &Error{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", choiceNames(md))})
 	case len(keys) == 1 && fieldByKey(md, keys[0]) == nil:
 		s.unknown[path] = keys[0]
 		s.blanks = append(s.blanks, unknownMember)
@@ -278,7 +278,7 @@ func (s *scan) blanked() []byte {
 }
 
 // decodeError turns protojson's error on decoding input (the blanked data)
-// into a *ConfigError naming the field and the line and column, or returns
+// into a *Error naming the field and the line and column, or returns
 // the scan's problem if it comes first in the document. protojson's
 // messages start with "(line L:C)", C counting characters; the scan
 // locates the token there and says what is wrong with it in Grove's words.
@@ -298,9 +298,9 @@ func (s *scan) decodeError(input []byte, err error) error {
 	}
 	if off < 0 {
 		msg = strings.TrimLeft(strings.TrimPrefix(msg, "proto:"), " \u00a0")
-		return &ConfigError{Msg: "invalid model config: " + msg, Err: err}
+		return &Error{Msg: "invalid model config: " + msg, Err: err}
 	}
-	e := &ConfigError{Msg: msg, Err: err}
+	e := &Error{Msg: msg, Err: err}
 	if at, _ := scanModelConfig(input, off); at != nil && at.found != nil {
 		e.Field, e.Msg = at.found.explain(msg)
 	}

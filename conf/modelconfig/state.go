@@ -73,32 +73,32 @@ func ParseContractState(data []byte) (*ContractState, error) {
 		return st, nil
 	}
 	if !utf8.Valid(data) {
-		return nil, &ConfigError{Msg: "contract state is not valid UTF-8"}
+		return nil, &Error{Msg: "contract state is not valid UTF-8"}
 	}
 	var doc stateJSON
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, &ConfigError{Msg: fmt.Sprintf("contract state is not valid: %v", err), Err: err}
+		return nil, &Error{Msg: fmt.Sprintf("contract state is not valid: %v", err), Err: err}
 	}
 	for id, releases := range doc.Contracts {
 		if strings.Count(id, "/") != 2 {
-			return nil, &ConfigError{Field: "contracts", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
+			return nil, &Error{Field: "contracts", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
 		}
 		recs := make(map[string]ServableRecord, len(releases))
 		for rv, r := range releases {
 			at := fmt.Sprintf("contracts[%q][%q]", id, rv)
 			if rv == "" {
-				return nil, &ConfigError{Field: fmt.Sprintf("contracts[%q]", id), Msg: "empty release version"}
+				return nil, &Error{Field: fmt.Sprintf("contracts[%q]", id), Msg: "empty release version"}
 			}
 			var rec ServableRecord
 			var err error
 			if rec.Created, err = parseStamp(r.Created); err != nil {
-				return nil, &ConfigError{Field: at + ".created", Msg: err.Error(), Err: err}
+				return nil, &Error{Field: at + ".created", Msg: err.Error(), Err: err}
 			}
 			if rec.ValidSince, err = parseStamp(r.ValidSince); err != nil {
-				return nil, &ConfigError{Field: at + ".valid_since", Msg: err.Error(), Err: err}
+				return nil, &Error{Field: at + ".valid_since", Msg: err.Error(), Err: err}
 			}
 			if err := checkMetrics(r.Metrics); err != nil {
-				return nil, &ConfigError{Field: at + ".metrics", Msg: err.Error()}
+				return nil, &Error{Field: at + ".metrics", Msg: err.Error()}
 			}
 			rec.Metrics = r.Metrics
 			recs[rv] = rec
@@ -209,20 +209,20 @@ type MetricsUpdate struct {
 func ParseMetrics(data []byte) (MetricsUpdate, error) {
 	var raw map[string]*float64
 	if !utf8.Valid(data) {
-		return MetricsUpdate{}, &ConfigError{Msg: "metrics are not valid UTF-8"}
+		return MetricsUpdate{}, &Error{Msg: "metrics are not valid UTF-8"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
-		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf(`metrics must be a JSON object of names to numbers, like {"auc": 0.71}: %v`, err), Err: err}
+		return MetricsUpdate{}, &Error{Msg: fmt.Sprintf(`metrics must be a JSON object of names to numbers, like {"auc": 0.71}: %v`, err), Err: err}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return MetricsUpdate{}, &ConfigError{Msg: "unexpected data after the metrics object"}
+		return MetricsUpdate{}, &Error{Msg: "unexpected data after the metrics object"}
 	}
 	if raw == nil {
-		return MetricsUpdate{}, &ConfigError{Msg: `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`}
+		return MetricsUpdate{}, &Error{Msg: `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`}
 	}
 	if len(raw) == 0 {
-		return MetricsUpdate{}, &ConfigError{Msg: "no metrics given"}
+		return MetricsUpdate{}, &Error{Msg: "no metrics given"}
 	}
 	u := MetricsUpdate{Set: map[string]float64{}}
 	for name, v := range raw {
@@ -234,15 +234,15 @@ func ParseMetrics(data []byte) (MetricsUpdate, error) {
 	}
 	sort.Strings(u.Delete)
 	if err := checkMetrics(u.Set); err != nil {
-		return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
+		return MetricsUpdate{}, &Error{Msg: err.Error()}
 	}
 	for _, name := range u.Delete {
 		if err := checkMetricName(name); err != nil {
-			return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
+			return MetricsUpdate{}, &Error{Msg: err.Error()}
 		}
 	}
 	if len(raw) > MaxMetrics {
-		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf("%d metrics given; at most %d", len(raw), MaxMetrics)}
+		return MetricsUpdate{}, &Error{Msg: fmt.Sprintf("%d metrics given; at most %d", len(raw), MaxMetrics)}
 	}
 	return u, nil
 }

@@ -463,7 +463,7 @@ func TestMetricsUpdateApply(t *testing.T) {
 }
 
 // FuzzParseContractState checks that parsing the contract state never
-// panics, fails only with *ConfigError, and that the state written back
+// panics, fails only with *Error, and that the state written back
 // (MarshalJSON) reads back to the same records.
 func FuzzParseContractState(f *testing.F) {
 	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v1":{"created":"2026-11-22T10:00:00.123456789Z","valid_since":"2026-11-22T10:01:00Z","metrics":{"auc":0.71}},"v2":{}}}}`))
@@ -509,7 +509,7 @@ func FuzzParseContractState(f *testing.F) {
 }
 
 // FuzzParseMetrics checks that parsing a metrics update never panics,
-// fails only with *ConfigError, accepts only what it documents, and reads
+// fails only with *Error, accepts only what it documents, and reads
 // its canonical JSON back.
 func FuzzParseMetrics(f *testing.F) {
 	f.Add([]byte(`{"auc": 0.71, "logloss": null}`))

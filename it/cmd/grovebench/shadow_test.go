@@ -114,7 +114,7 @@ func TestShadowBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := modelconfig.ParseModelConfig(data)
+	cfg, err := modelconfig.Parse(data)
 	if err != nil {
 		t.Fatalf("grove rejects the shadow bucket's config: %v", err)
 	}
