@@ -58,8 +58,9 @@ fuzz: deps
 	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz '^FuzzConfigs$$' -fuzztime $(FUZZTIME)
-	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseContractState FuzzParseMetrics; do \
-	  $(GO) test ./conf/modelconfig -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./conf/modelconfig -run '^$$' -fuzz '^FuzzParseContractState$$' -fuzztime $(FUZZTIME)
+	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseMetrics; do \
+	  $(GO) test ./api/forestflow -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./conf -run '^$$' -fuzz '^FuzzParseBucketURL$$' -fuzztime $(FUZZTIME)
 	for p in file gcs s3; do \
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done

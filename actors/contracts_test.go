@@ -158,10 +158,7 @@ func TestManagementEditsLandInTheBucketAndApplyBeforeReturning(t *testing.T) {
 			t.Fatal("an edit making the config invalid was written")
 		}
 
-		u, err := modelconfig.ParseMetrics([]byte(`{"auc": 0.8}`))
-		if err != nil {
-			t.Fatal(err)
-		}
+		u := modelconfig.MetricsUpdate{Set: map[string]float64{"auc": 0.8}}
 		got, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u)
 		if err != nil || got["auc"] != 0.8 {
 			t.Fatalf("SetMetrics: %v %v", got, err)
@@ -197,7 +194,7 @@ func TestManagementOfAReadOnlyBucketIsRefused(t *testing.T) {
 		if _, err := w.sys.EditConfig(ctx, func(*modelconfig.Config) error { return nil }); !errors.Is(err, ErrReadOnly) || servables.KindOf(err) != servables.ReadOnly {
 			t.Fatalf("EditConfig: %v", err)
 		}
-		u, _ := modelconfig.ParseMetrics([]byte(`{"auc": 0.8}`))
+		u := modelconfig.MetricsUpdate{Set: map[string]float64{"auc": 0.8}}
 		if _, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u); !errors.Is(err, ErrReadOnly) {
 			t.Fatalf("SetMetrics: %v", err)
 		}

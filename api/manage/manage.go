@@ -2,7 +2,8 @@
 // config in the bucket: creating and updating contracts and servables,
 // their policies, logging settings and performance metrics, and reading
 // them back (Register), with the one table from a kind of failure to an
-// HTTP status (statusOf). Its documents are parsed and applied by modelconfig.
+// HTTP status (statusOf). Its documents are read by package forestflow and
+// applied by modelconfig's edits.
 package manage
 
 import (
@@ -69,9 +70,10 @@ type api struct {
 }
 
 // kindOf classifies a management error. The sentinels of the model
-// config's documents and edits (modelconfig) and of the bucket's conditional
-// writes carry no servables.Kind yet, so they are classified here; any
-// other error by servables.KindOf.
+// config's edits, its *modelconfig.Error (which the documents forestflow
+// reads return too) and the bucket's conditional writes carry no
+// servables.Kind yet, so they are classified here; any other error by
+// servables.KindOf.
 func kindOf(err error) servables.Kind {
 	var ce *modelconfig.Error
 	switch {
@@ -147,20 +149,22 @@ func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, inval
 	}
 }
 
-// createServable serves POST /servable: a modelconfig.ServeRequest adds a release
+// createServable serves POST /servable: a forestflow.ServeRequest adds a release
 // (and its model, and its contract, as needed).
 func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 	body, ok := a.h.Body(w, r, new([]byte))
 	if !ok {
 		return
 	}
-	req, err := modelconfig.ParseServeRequest(body)
+	req, err := forestflow.ParseServeRequest(body)
 	if err != nil {
 		a.fail(w, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
 		return
 	}
 	fqrv := forestflow.FQRV{Contract: forestflow.ConfContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
-	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error { return c.AddServable(req) }); err != nil {
+	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
+		return c.AddServable(req.Contract, req.Servable, req.Model, req.ContractSettings)
+	}); err != nil {
 		invalid := forestflow.CreateServableRequestInvalidError
 		if errors.Is(err, modelconfig.ErrContractSettingsGiven) {
 			invalid = forestflow.ContractValidationError
@@ -185,7 +189,7 @@ func (a *api) putContract(create bool) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		cs, err := modelconfig.ParseContractSettings(body)
+		cs, err := forestflow.ParseContractSettings(body)
 		if err == nil {
 			_, err = a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
 				if create {
@@ -223,12 +227,12 @@ func (a *api) updateServable(what string) http.HandlerFunc {
 		var err error
 		if what == "policy" {
 			var p modelconfig.Policy
-			if p, err = modelconfig.ParsePolicy(body); err == nil {
+			if p, err = forestflow.ParsePolicy(body); err == nil {
 				edit = func(c *modelconfig.Config) error { return c.SetPolicy(id, rv, p) }
 			}
 		} else {
 			var l modelconfig.ServableLogging
-			if l, err = modelconfig.ParseLogging(body); err == nil {
+			if l, err = forestflow.ParseLogging(body); err == nil {
 				edit = func(c *modelconfig.Config) error { return c.SetLogging(id, rv, l) }
 			}
 		}
@@ -270,7 +274,7 @@ func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, err := modelconfig.ParseMetrics(body)
+	u, err := forestflow.ParseMetrics(body)
 	var all map[string]float64
 	if err == nil {
 		all, err = a.b.SetMetrics(r.Context(), id, fqrv.ReleaseVersion, u)

@@ -5,7 +5,10 @@
 // protobuf's JSON mapping) and validates it, the canonical JSON a config
 // is written back in (Config.MarshalJSON), the edits the management API
 // makes (CreateContract, UpdateContract, AddServable, SetPolicy,
-// SetLogging, RemoveServable, then Validate), the management API's
-// documents, and the contract state the replicas share (ContractState,
-// StatePath). It does no I/O; every error of a document read is an *Error.
+// SetLogging, RemoveServable, then Validate), and the contract state the
+// replicas share (ContractState, StatePath, MetricsUpdate). The management
+// API's documents are read by package forestflow, with the limits and
+// defaults exported here (MaxReplicas and the other Max constants,
+// DefaultLogging, ValidateMetrics). It does no I/O; every error of a
+// document read is an *Error.
 package modelconfig

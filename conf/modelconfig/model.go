@@ -71,16 +71,20 @@ type ServingOptions struct {
 	IntraOpThreads int
 }
 
-// Limits of the serving options.
+// Limits of the serving options, the largest values Parse accepts.
 const (
-	MaxReplicas       = 64
-	maxBatchRowsLimit = 1 << 20
-	maxQueueDelayUs   = 1_000_000
-	maxIntraOpThreads = 256
+	// MaxReplicas is the largest replicas.
+	MaxReplicas = 64
+	// MaxBatchRowsLimit is the largest max_batch_rows.
+	MaxBatchRowsLimit = 1 << 20
+	// MaxQueueDelayUs is the largest max_queue_delay_us: a second.
+	MaxQueueDelayUs = 1_000_000
+	// MaxIntraOpThreads is the largest intra_op_threads.
+	MaxIntraOpThreads = 256
 )
 
-// maxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
-const maxTimeoutMs = 3_600_000
+// MaxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
+const MaxTimeoutMs = 3_600_000
 
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
 func (m Model) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
@@ -225,7 +229,7 @@ func ruleFromProto(r *grovepb.ValidityRule, unknown string) ValidityRule {
 // defaults of absent settings.
 func servableFromProto(s *grovepb.ContractServable, path string, unknown map[string]string) ContractServable {
 	out := ContractServable{ReleaseVersion: s.GetReleaseVersion(), ModelPath: s.GetModelPath(),
-		PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: defaultLogging()}
+		PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: DefaultLogging()}
 	for r, v := range s.GetValidity() {
 		out.Validity = append(out.Validity, ruleFromProto(v, unknown[fmt.Sprintf("%s.validity[%d]", path, r)]))
 	}
@@ -261,8 +265,8 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 	return out
 }
 
-// maxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
-const maxGracePeriodMs = math.MaxInt32
+// MaxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
+const MaxGracePeriodMs = math.MaxInt32
 
 // validate checks the parsed config; see Parse.
 func (c *Config) validate() error {
@@ -568,10 +572,10 @@ type ServableLogging struct {
 
 // Limits of the contracts section.
 const (
-	// maxValidAfterMs is the largest valid_after_ms: the longest time.Duration in ms.
-	maxValidAfterMs = math.MaxInt64 / int64(time.Millisecond)
-	// maxEventCount is the largest min_served_events count, 2^53.
-	maxEventCount = 1 << 53
+	// MaxValidAfterMs is the largest valid_after_ms: the longest time.Duration in ms.
+	MaxValidAfterMs = math.MaxInt64 / int64(time.Millisecond)
+	// MaxEventCount is the largest min_served_events count, 2^53.
+	MaxEventCount = 1 << 53
 )
 
 // Known values, for validation and error messages.

@@ -376,21 +376,21 @@ func isInteger(k protoreflect.Kind) bool {
 func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 	switch fd.FullName() {
 	case "grove.v1.ModelMetadata.eviction_grace_period_in_ms":
-		return 0, maxGracePeriodMs
+		return 0, MaxGracePeriodMs
 	case "grove.v1.ModelMetadata.replicas":
 		return 0, MaxReplicas
 	case "grove.v1.ModelMetadata.max_batch_rows":
-		return 0, maxBatchRowsLimit
+		return 0, MaxBatchRowsLimit
 	case "grove.v1.ModelMetadata.max_queue_delay_us":
-		return 0, maxQueueDelayUs
+		return 0, MaxQueueDelayUs
 	case "grove.v1.ModelMetadata.intra_op_threads":
-		return 0, maxIntraOpThreads
+		return 0, MaxIntraOpThreads
 	case "grove.v1.ModelMetadata.default_timeout_ms", "grove.v1.ModelMetadata.queue_timeout_ms":
-		return 0, maxTimeoutMs
+		return 0, MaxTimeoutMs
 	case "grove.v1.ValidAfterMs.ms":
-		return 0, maxValidAfterMs
+		return 0, MaxValidAfterMs
 	case "grove.v1.MinServedEvents.count":
-		return 0, maxEventCount
+		return 0, MaxEventCount
 	}
 	switch fd.Kind() {
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
