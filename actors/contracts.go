@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
@@ -30,7 +30,7 @@ var (
 // it: when each servable became valid, and the contract's pick sequence.
 // The router owns it; only the release counters are touched elsewhere.
 type contractState struct {
-	cfg        conf.Contract
+	cfg        modelconfig.Contract
 	validSince map[string]time.Time
 	seq        routing.Sequence
 	// releases holds each release's user-request counters; the map is
@@ -52,7 +52,7 @@ type contracts map[string]*contractState
 // setContracts takes the configured contracts, keeping the observed
 // state of contracts that stay, and records in the shared state when
 // releases seen for the first time were created.
-func (r *routerActor) setContracts(cfg []conf.Contract, now time.Time) {
+func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 	next := make(contracts, len(cfg))
 	shared := r.state.load()
 	for _, c := range cfg {
@@ -198,7 +198,7 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 }
 
 // servable finds a servable of the contract by release version.
-func (st *contractState) servable(release string) (*conf.ContractServable, bool) {
+func (st *contractState) servable(release string) (*modelconfig.ContractServable, bool) {
 	for i := range st.cfg.Servables {
 		if st.cfg.Servables[i].ReleaseVersion == release {
 			return &st.cfg.Servables[i], true
@@ -286,15 +286,15 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
 }
 
 // Contracts lists the configured contracts, sorted by id.
-func (s *System) Contracts() []conf.Contract {
-	var out []conf.Contract
+func (s *System) Contracts() []modelconfig.Contract {
+	var out []modelconfig.Contract
 	_ = s.askRouter(context.Background(), func(r *routerActor) {
-		out = make([]conf.Contract, 0, len(r.contracts))
+		out = make([]modelconfig.Contract, 0, len(r.contracts))
 		for _, st := range r.contracts {
 			out = append(out, st.cfg)
 		}
 	})
-	slices.SortFunc(out, func(a, b conf.Contract) int { return strings.Compare(a.ID(), b.ID()) })
+	slices.SortFunc(out, func(a, b modelconfig.Contract) int { return strings.Compare(a.ID(), b.ID()) })
 	return out
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -138,30 +138,27 @@ func TestManagementEditsLandInTheBucketAndApplyBeforeReturning(t *testing.T) {
 		defer w.stop()
 		synctest.Wait()
 		ctx := context.Background()
-		cfg, err := w.sys.EditConfig(ctx, func(c *conf.ModelConfig) error {
-			c.Models = append(c.Models, conf.ModelMetadata{Path: "d/"})
+		cfg, err := w.sys.EditConfig(ctx, func(c *modelconfig.Config) error {
+			c.Models = append(c.Models, modelconfig.Model{Path: "d/"})
 			return nil
 		})
 		if err != nil || len(cfg.Models) != 4 {
 			t.Fatalf("EditConfig: %v", err)
 		}
-		if _, err := conf.ParseModelConfig(w.b.get("model_config.json")); err != nil {
+		if _, err := modelconfig.Parse(w.b.get("model_config.json")); err != nil {
 			t.Fatalf("the config written back does not parse: %v", err)
 		}
 		if m := w.model("d/"); m.State != StateLoading && m.State != StateReady {
 			t.Fatalf("the edit was not applied before EditConfig returned: %+v", m)
 		}
-		if _, err := w.sys.EditConfig(ctx, func(c *conf.ModelConfig) error {
-			c.Models = append(c.Models, conf.ModelMetadata{Path: "/abs"})
+		if _, err := w.sys.EditConfig(ctx, func(c *modelconfig.Config) error {
+			c.Models = append(c.Models, modelconfig.Model{Path: "/abs"})
 			return nil
 		}); err == nil {
 			t.Fatal("an edit making the config invalid was written")
 		}
 
-		u, err := conf.ParseMetrics([]byte(`{"auc": 0.8}`))
-		if err != nil {
-			t.Fatal(err)
-		}
+		u := modelconfig.MetricsUpdate{Set: map[string]float64{"auc": 0.8}}
 		got, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u)
 		if err != nil || got["auc"] != 0.8 {
 			t.Fatalf("SetMetrics: %v %v", got, err)
@@ -181,7 +178,7 @@ func TestManagementEditsLandInTheBucketAndApplyBeforeReturning(t *testing.T) {
 			t.Fatalf("contract after the deletion: %+v %v", k, err)
 		}
 		w.b.set("model_config.json", []byte(`{`))
-		if _, err := w.sys.EditConfig(ctx, func(*conf.ModelConfig) error { return nil }); err == nil || !strings.Contains(err.Error(), "fix it first") {
+		if _, err := w.sys.EditConfig(ctx, func(*modelconfig.Config) error { return nil }); err == nil || !strings.Contains(err.Error(), "fix it first") {
 			t.Fatalf("editing a broken config: %v", err)
 		}
 	})
@@ -194,10 +191,10 @@ func TestManagementOfAReadOnlyBucketIsRefused(t *testing.T) {
 		defer w.stop()
 		synctest.Wait()
 		ctx := context.Background()
-		if _, err := w.sys.EditConfig(ctx, func(*conf.ModelConfig) error { return nil }); !errors.Is(err, ErrReadOnly) || servables.KindOf(err) != servables.ReadOnly {
+		if _, err := w.sys.EditConfig(ctx, func(*modelconfig.Config) error { return nil }); !errors.Is(err, ErrReadOnly) || servables.KindOf(err) != servables.ReadOnly {
 			t.Fatalf("EditConfig: %v", err)
 		}
-		u, _ := conf.ParseMetrics([]byte(`{"auc": 0.8}`))
+		u := modelconfig.MetricsUpdate{Set: map[string]float64{"auc": 0.8}}
 		if _, err := w.sys.SetMetrics(ctx, "ads/pctr/1", "v2", u); !errors.Is(err, ErrReadOnly) {
 			t.Fatalf("SetMetrics: %v", err)
 		}

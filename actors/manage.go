@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -22,19 +22,19 @@ var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-onl
 // before returning (other replicas pick it up at their next poll), and
 // returns the config written.
 //
-// Errors from edit (such as conf.ErrServableExists) and validation errors
-// (*conf.ConfigError) are returned wrapped; the bucket is then unchanged.
-func (s *System) EditConfig(ctx context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error) {
+// Errors from edit (such as modelconfig.ErrServableExists) and validation errors
+// (*modelconfig.Error) are returned wrapped; the bucket is then unchanged.
+func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {
 	w, ok := s.opts.Bucket.(bucket.Writer)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
-	var written *conf.ModelConfig
+	var written *modelconfig.Config
 	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
-		cfg := &conf.ModelConfig{}
+		cfg := &modelconfig.Config{}
 		if exists {
 			var err error
-			if cfg, err = conf.ParseModelConfig(current); err != nil {
+			if cfg, err = modelconfig.Parse(current); err != nil {
 				return nil, fmt.Errorf("the model config in the bucket is invalid, fix it first: %w", err)
 			}
 		}
@@ -73,18 +73,18 @@ func (s *System) Reload(ctx context.Context) error {
 }
 
 // DeleteServable removes release rv from contract id (see
-// conf.ModelConfig.RemoveServable) and forgets its shared state: its
+// modelconfig.Config.RemoveServable) and forgets its shared state: its
 // stamps and metrics.
 func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
-	if _, err := s.EditConfig(ctx, func(c *conf.ModelConfig) error { return c.RemoveServable(id, rv) }); err != nil {
+	if _, err := s.EditConfig(ctx, func(c *modelconfig.Config) error { return c.RemoveServable(id, rv) }); err != nil {
 		return err
 	}
 	w, ok := s.opts.Bucket.(bucket.Writer)
 	if !ok {
 		return nil
 	}
-	err := s.state.update(ctx, w, func(st *conf.ContractState) error {
-		st.Edit(id, rv, func(r *conf.ServableRecord) { *r = conf.ServableRecord{} })
+	err := s.state.update(ctx, w, func(st *modelconfig.ContractState) error {
+		st.Edit(id, rv, func(r *modelconfig.ServableRecord) { *r = modelconfig.ServableRecord{} })
 		return nil
 	})
 	if err != nil {
@@ -97,7 +97,7 @@ func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
 // the shared contract state, for min_metric and keep_top_ranked, and
 // returns all of its metrics. Every replica sees them at its next poll;
 // this one at once.
-func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
+func (s *System) SetMetrics(ctx context.Context, id, rv string, u modelconfig.MetricsUpdate) (map[string]float64, error) {
 	if _, err := s.servable(ctx, id, rv); err != nil {
 		return nil, err
 	}
@@ -106,9 +106,9 @@ func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUp
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
 	var out map[string]float64
-	err := s.state.update(ctx, w, func(cs *conf.ContractState) error {
+	err := s.state.update(ctx, w, func(cs *modelconfig.ContractState) error {
 		var err error
-		cs.Edit(id, rv, func(r *conf.ServableRecord) {
+		cs.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			var m map[string]float64
 			if m, err = u.Apply(r.Metrics); err == nil {
 				r.Metrics, out = m, m
@@ -123,12 +123,12 @@ func (s *System) SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUp
 }
 
 // Contract returns the configured contract id, as in the config in force.
-func (s *System) Contract(id string) (conf.Contract, error) {
+func (s *System) Contract(id string) (modelconfig.Contract, error) {
 	return s.contract(context.Background(), id)
 }
 
-func (s *System) contract(ctx context.Context, id string) (conf.Contract, error) {
-	var k conf.Contract
+func (s *System) contract(ctx context.Context, id string) (modelconfig.Contract, error) {
+	var k modelconfig.Contract
 	var err error
 	if qerr := s.askRouter(ctx, func(r *routerActor) {
 		if st := r.contracts[id]; st != nil {
@@ -137,23 +137,23 @@ func (s *System) contract(ctx context.Context, id string) (conf.Contract, error)
 			err = fmt.Errorf("%w %s", ErrUnknownContract, id)
 		}
 	}); qerr != nil {
-		return conf.Contract{}, qerr
+		return modelconfig.Contract{}, qerr
 	}
 	return k, err
 }
 
 // servable finds release rv of contract id in the config in force.
-func (s *System) servable(ctx context.Context, id, rv string) (conf.ContractServable, error) {
+func (s *System) servable(ctx context.Context, id, rv string) (modelconfig.ContractServable, error) {
 	k, err := s.contract(ctx, id)
 	if err != nil {
-		return conf.ContractServable{}, err
+		return modelconfig.ContractServable{}, err
 	}
 	for _, sv := range k.Servables {
 		if sv.ReleaseVersion == rv {
 			return sv, nil
 		}
 	}
-	return conf.ContractServable{}, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
+	return modelconfig.ContractServable{}, fmt.Errorf("%w %s in contract %s", ErrUnknownRelease, rv, id)
 }
 
 // ServableInfo describes the model a release of a contract serves, for the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -42,7 +42,7 @@ type Request struct {
 	// answers, empty for direct model calls; Logging is that servable's
 	// prediction log settings (nil: the server's default for direct calls).
 	Contract, Release string
-	Logging           *conf.ServableLogging
+	Logging           *modelconfig.ServableLogging
 	// Configs are the caller's key/value settings (B&A "configs", Grove-Config-* headers);
 	// the prediction log keys events by some of them.
 	Configs map[string]string
@@ -51,7 +51,7 @@ type Request struct {
 // ShadowTarget is a contract servable that gets a copy of a request.
 type ShadowTarget struct {
 	ModelPath, Release string
-	Logging            *conf.ServableLogging
+	Logging            *modelconfig.ServableLogging
 }
 
 // PredictionSink receives the requests and answers that reached a model, for

@@ -9,8 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/groveml/grove/actors/lifecycle"
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -54,7 +54,7 @@ type (
 // config lists is refused with ErrManagedByConfig). A failed registration
 // is not retried.
 func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[string][]byte, warmUpJSON string) error {
-	if err := conf.ValidateModelPath(modelPath); err != nil {
+	if err := modelconfig.ValidateModelPath(modelPath); err != nil {
 		return fmt.Errorf("%w: model path %q: %v", ErrBadRegistration, modelPath, err)
 	}
 	if len(files) == 0 {
@@ -108,7 +108,7 @@ func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
 	}
 	prev, had := s.sources[r.path]
 	s.sources[r.path] = bucket.NewMemory("registered:"+r.path, r.files)
-	if err := s.apply(ctx, lifecycle.Registered{Meta: conf.ModelMetadata{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
+	if err := s.apply(ctx, lifecycle.Registered{Meta: modelconfig.Model{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
 		if had {
 			s.sources[r.path] = prev
 		} else {

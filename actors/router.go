@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -97,7 +97,7 @@ func (b *batch) expireUnanswered(err error, m *Metrics) {
 type (
 	// setContracts gives the router the contracts of a config just applied.
 	setContracts struct {
-		cfg []conf.Contract
+		cfg []modelconfig.Contract
 		at  time.Time
 	}
 	// routerQuery runs fn on the router's goroutine (reads of the

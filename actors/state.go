@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
-// sharedState is the contract state object (conf.ContractState) as this
+// sharedState is the contract state object (modelconfig.ContractState) as this
 // replica knows it: the version last read or written, and the writes of
 // this replica's observations (creation and valid-since stamps) waiting to
 // be made. The supervisor refreshes it at every config poll; writes go
@@ -22,7 +22,7 @@ type sharedState struct {
 	b    bucket.Bucket
 	name string
 	log  *slog.Logger
-	cur  atomic.Pointer[conf.ContractState]
+	cur  atomic.Pointer[modelconfig.ContractState]
 
 	// pub orders publishing: writes counts the states this replica wrote
 	// and published, so that a state read before one of them is not
@@ -38,19 +38,19 @@ type sharedState struct {
 
 // stateOp changes the state; it must be idempotent and may run several
 // times (once per write attempt).
-type stateOp func(*conf.ContractState)
+type stateOp func(*modelconfig.ContractState)
 
 // errStateUnchanged tells Update that the ops changed nothing.
 var errStateUnchanged = errors.New("contract state unchanged")
 
 func newSharedState(b bucket.Bucket, configPath string, log *slog.Logger) *sharedState {
-	s := &sharedState{b: b, name: conf.StatePath(configPath), log: log, pending: map[string]stateOp{}, wake: make(chan struct{}, 1)}
-	s.cur.Store(&conf.ContractState{Contracts: map[string]map[string]conf.ServableRecord{}})
+	s := &sharedState{b: b, name: modelconfig.StatePath(configPath), log: log, pending: map[string]stateOp{}, wake: make(chan struct{}, 1)}
+	s.cur.Store(&modelconfig.ContractState{Contracts: map[string]map[string]modelconfig.ServableRecord{}})
 	return s
 }
 
 // load returns the current state; it is never nil and must not be modified.
-func (s *sharedState) load() *conf.ContractState { return s.cur.Load() }
+func (s *sharedState) load() *modelconfig.ContractState { return s.cur.Load() }
 
 // readMark notes this replica's writes so far, to be given to publishRead
 // with a state read after it.
@@ -63,7 +63,7 @@ func (s *sharedState) readMark() int64 {
 // publishRead makes st, read after mark, the current state, unless this
 // replica wrote a state since mark: that one is newer, and the next read
 // brings whatever other replicas wrote after it.
-func (s *sharedState) publishRead(st *conf.ContractState, mark int64) bool {
+func (s *sharedState) publishRead(st *modelconfig.ContractState, mark int64) bool {
 	s.pub.Lock()
 	defer s.pub.Unlock()
 	if s.writes != mark {
@@ -74,15 +74,15 @@ func (s *sharedState) publishRead(st *conf.ContractState, mark int64) bool {
 }
 
 // read reads the state object; a missing object is an empty state.
-func (s *sharedState) read(ctx context.Context) (*conf.ContractState, error) {
+func (s *sharedState) read(ctx context.Context) (*modelconfig.ContractState, error) {
 	data, _, err := s.b.ReadObject(ctx, s.name)
 	if errors.Is(err, bucket.ErrNotExist) {
-		return conf.ParseContractState(nil)
+		return modelconfig.ParseContractState(nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading contract state %s: %w", s.name, err)
 	}
-	st, err := conf.ParseContractState(data)
+	st, err := modelconfig.ParseContractState(data)
 	if err != nil {
 		return nil, fmt.Errorf("contract state %s: %w", s.name, err)
 	}
@@ -125,7 +125,7 @@ func (s *sharedState) run(ctx context.Context) {
 		if !ok {
 			err = fmt.Errorf("bucket %s is read-only", s.b)
 		} else {
-			err = s.update(ctx, w, func(st *conf.ContractState) error {
+			err = s.update(ctx, w, func(st *modelconfig.ContractState) error {
 				for _, op := range ops {
 					op(st)
 				}
@@ -150,10 +150,10 @@ func (s *sharedState) run(ctx context.Context) {
 
 // update changes the state object with change, with optimistic
 // concurrency, and publishes the result.
-func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*conf.ContractState) error) error {
-	var written *conf.ContractState
+func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*modelconfig.ContractState) error) error {
+	var written *modelconfig.ContractState
 	err := bucket.Update(ctx, w, s.name, func(current []byte, _ bool) ([]byte, error) {
-		st, err := conf.ParseContractState(current)
+		st, err := modelconfig.ParseContractState(current)
 		if err != nil {
 			return nil, fmt.Errorf("contract state %s: %w", s.name, err)
 		}
@@ -186,8 +186,8 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 
 // setCreated asks for release rv of contract id to get a creation stamp, if it has none.
 func (s *sharedState) setCreated(id, rv string, t time.Time) {
-	s.ask("created "+id+" "+rv, func(st *conf.ContractState) {
-		st.Edit(id, rv, func(r *conf.ServableRecord) {
+	s.ask("created "+id+" "+rv, func(st *modelconfig.ContractState) {
+		st.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			if r.Created.IsZero() {
 				r.Created = t
 			}
@@ -198,8 +198,8 @@ func (s *sharedState) setCreated(id, rv string, t time.Time) {
 // setValidSince asks for the valid-since stamp of release rv of contract
 // id to be t if it has none, or to be cleared (t zero) if it is was.
 func (s *sharedState) setValidSince(id, rv string, t, was time.Time) {
-	s.ask("valid "+id+" "+rv, func(st *conf.ContractState) {
-		st.Edit(id, rv, func(r *conf.ServableRecord) {
+	s.ask("valid "+id+" "+rv, func(st *modelconfig.ContractState) {
+		st.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			switch {
 			case !t.IsZero() && r.ValidSince.IsZero():
 				r.ValidSince = t

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket/file"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // A poll's read of the shared state that started before this replica wrote
@@ -27,8 +27,8 @@ func TestSharedStateReadStartedBeforeALocalWriteIsNotPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(ctx, b, func(st *conf.ContractState) error {
-		st.Edit("ads/pctr/1", "v2", func(r *conf.ServableRecord) { r.Metrics = map[string]float64{"auc": 0.74} })
+	if err := s.update(ctx, b, func(st *modelconfig.ContractState) error {
+		st.Edit("ads/pctr/1", "v2", func(r *modelconfig.ServableRecord) { r.Metrics = map[string]float64{"auc": 0.74} })
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/groveml/grove/actors/lifecycle"
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -25,12 +25,12 @@ type (
 	// closed once that poll's result is applied.
 	reloadRequest struct{ done chan struct{} }
 	configResult  struct {
-		cfg *conf.ModelConfig
+		cfg *modelconfig.Config
 		err error
 		at  time.Time
 		// state is the contract state read with the config, nil if it
 		// could not be read (stateErr says why).
-		state    *conf.ContractState
+		state    *modelconfig.ContractState
 		stateErr error
 		// stateMark is the shared state's write mark taken before the read.
 		stateMark int64
@@ -76,7 +76,7 @@ type (
 // a job by its id; the supervisor keeps its artifacts.
 type loadJob struct {
 	path string
-	meta conf.ModelMetadata
+	meta modelconfig.Model
 	// running is set while a background stage (fetch, load, warm-up) runs.
 	running bool
 	// discarded: drop the artifacts when the running stage ends.
@@ -563,10 +563,10 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		rctx, cancel := context.WithTimeout(bctx, max(o.PollInterval, 10*time.Second))
 		defer cancel()
 		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath)
-		var cfg *conf.ModelConfig
+		var cfg *modelconfig.Config
 		if err != nil {
 			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
-		} else if cfg, err = conf.ParseModelConfig(data); err != nil {
+		} else if cfg, err = modelconfig.Parse(data); err != nil {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
 		r := configResult{cfg: cfg, err: err, at: time.Now()}
@@ -614,7 +614,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.apply(ctx, lifecycle.ConfigApplied{Models: r.cfg.Models})
 }
 
-func listed(cfg *conf.ModelConfig, path string) bool {
+func listed(cfg *modelconfig.Config, path string) bool {
 	for _, m := range cfg.Models {
 		if m.Path == path {
 			return true
@@ -625,7 +625,7 @@ func listed(cfg *conf.ModelConfig, path string) bool {
 
 // isParseError tells a config that was read but rejected from one that could not be read.
 func isParseError(err error) bool {
-	var pe *conf.ConfigError
+	var pe *modelconfig.Error
 	return errors.As(err, &pe)
 }
 

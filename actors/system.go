@@ -13,8 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -276,7 +276,7 @@ func (s *System) shutdown() {
 }
 
 // threads is the intra-op thread count of a model: its own setting, or the server's.
-func (s *System) threads(meta conf.ModelMetadata) int {
+func (s *System) threads(meta modelconfig.Model) int {
 	if n := meta.Serving.IntraOpThreads; n > 0 {
 		return n
 	}
@@ -308,7 +308,7 @@ func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.Lo
 // warmUp runs the model's warm-up requests through its actor at warm-up
 // priority, twice; any failure rejects the content. It gives up when ctx
 // is done.
-func (s *System) warmUp(ctx context.Context, c *content, meta conf.ModelMetadata) error {
+func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) error {
 	if meta.WarmUpJSON == "" {
 		return nil
 	}

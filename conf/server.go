@@ -1,3 +1,7 @@
+// Package conf is the configuration of "grove serve": the server config,
+// read from a YAML file and flags and validated (Server, ParseServerArgs),
+// and the syntax every bucket URL shares (ParseBucketURL). The model
+// config kept in the bucket is package modelconfig's.
 package conf
 
 import (
@@ -16,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groveml/grove/conf/modelconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -149,10 +154,12 @@ type KafkaSASL struct {
 func (k Kafka) Enabled() bool { return k.Embedded || len(k.Brokers) > 0 }
 
 // PredictionLog is the prediction log policy for direct model calls (yaml
-// key "prediction_log"); contracts will carry their own per servable.
+// key "prediction_log"); a contract's servables have their own, in the
+// model config (modelconfig.ServableLogging).
 type PredictionLog struct {
 	// DefaultLevel is NONE, FULL (every prediction) or SAMPLE (a
-	// DefaultSampleRate share of them).
+	// DefaultSampleRate share of them): modelconfig.LogLevelNone,
+	// LogLevelFull or LogLevelSample.
 	DefaultLevel string `yaml:"default_level"`
 	// DefaultSampleRate is the share of predictions logged at SAMPLE, from 0 to 1.
 	DefaultSampleRate float64 `yaml:"default_sample_rate"`
@@ -162,13 +169,6 @@ type PredictionLog struct {
 	// DefaultKeyFeaturesSeparator joins the key features' values.
 	DefaultKeyFeaturesSeparator string `yaml:"default_key_features_separator"`
 }
-
-// Prediction log levels, the values of PredictionLog.DefaultLevel.
-const (
-	LogLevelNone   = "NONE"
-	LogLevelFull   = "FULL"
-	LogLevelSample = "SAMPLE"
-)
 
 // MinPollInterval is the shortest accepted poll interval.
 const MinPollInterval = time.Second
@@ -209,7 +209,7 @@ func DefaultServer() Server {
 			Linger:        5 * time.Millisecond,
 		},
 		PredictionLog: PredictionLog{
-			DefaultLevel:                LogLevelNone,
+			DefaultLevel:                modelconfig.LogLevelNone,
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
 		},
@@ -476,7 +476,7 @@ func (s Server) Validate() error {
 			bad("s3_endpoint", "%v", err)
 		}
 	}
-	if err := validateObjectPath(s.ModelConfig); err != nil {
+	if err := modelconfig.ValidateModelPath(s.ModelConfig); err != nil {
 		bad("model_config", "%v", err)
 	} else if strings.HasSuffix(s.ModelConfig, "/") {
 		bad("model_config", "%q names a directory; it must name the config object", s.ModelConfig)
@@ -619,8 +619,8 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 // bad; kafka tells whether a broker is configured.
 func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka bool) {
 	switch p.DefaultLevel {
-	case LogLevelNone:
-	case LogLevelFull, LogLevelSample:
+	case modelconfig.LogLevelNone:
+	case modelconfig.LogLevelFull, modelconfig.LogLevelSample:
 		if !kafka {
 			bad("prediction_log.default_level", "%s needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE", p.DefaultLevel)
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // Level is how much of a servable's traffic is logged.
@@ -24,11 +25,11 @@ const (
 func (l Level) String() string {
 	switch l {
 	case LevelNone:
-		return conf.LogLevelNone
+		return modelconfig.LogLevelNone
 	case LevelFull:
-		return conf.LogLevelFull
+		return modelconfig.LogLevelFull
 	case LevelSample:
-		return conf.LogLevelSample
+		return modelconfig.LogLevelSample
 	}
 	return fmt.Sprintf("Level(%d)", uint8(l))
 }
@@ -36,11 +37,11 @@ func (l Level) String() string {
 // ParseLevel returns the level named NONE, FULL or SAMPLE (case-sensitive).
 func ParseLevel(s string) (Level, error) {
 	switch s {
-	case conf.LogLevelNone:
+	case modelconfig.LogLevelNone:
 		return LevelNone, nil
-	case conf.LogLevelFull:
+	case modelconfig.LogLevelFull:
 		return LevelFull, nil
-	case conf.LogLevelSample:
+	case modelconfig.LogLevelSample:
 		return LevelSample, nil
 	}
 	return LevelNone, fmt.Errorf("prediction log level %q is not NONE, FULL or SAMPLE", s)
@@ -81,7 +82,7 @@ func PolicyFromConfig(c conf.PredictionLog) (Policy, error) {
 
 // PolicyFromServable returns a contract servable's policy; the config was
 // validated when it was parsed, so an unknown level logs nothing.
-func PolicyFromServable(c conf.ServableLogging) Policy {
+func PolicyFromServable(c modelconfig.ServableLogging) Policy {
 	l, _ := ParseLevel(c.Level)
 	return Policy{Level: l, SampleRate: c.SampleRate, KeyFeatures: c.KeyFeatures, Separator: c.KeyFeaturesSeparator}
 }

@@ -1,4 +1,4 @@
-// Package routing is the routing policy of contracts (see conf.Contract):
+// Package routing is the routing policy of contracts (see modelconfig.Contract):
 // given a contract and what is known about each of its servables, it
 // decides which servables are valid, what share of the user traffic each
 // gets, which get shadow copies, and which have expired.
@@ -120,7 +120,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // ServableState is what the caller observes of one servable of a
@@ -223,7 +223,7 @@ type Plan struct {
 // state of its servables (keyed by release version; a missing entry is a
 // servable that is not loaded). See the package documentation for the
 // rules.
-func Evaluate(c conf.Contract, state map[string]ServableState, now time.Time) Plan {
+func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.Time) Plan {
 	n := len(c.Servables)
 	p := Plan{
 		Contract:   c.ID(),
@@ -271,11 +271,11 @@ func Evaluate(c conf.Contract, state map[string]ServableState, now time.Time) Pl
 		return cmp.Compare(b, a)
 	}
 	e := c.Expiration
-	if e.Kind == conf.ExpireKeepLatest || e.Kind == conf.ExpireKeepTopRanked {
+	if e.Kind == modelconfig.ExpireKeepLatest || e.Kind == modelconfig.ExpireKeepTopRanked {
 		switch e.Kind {
-		case conf.ExpireKeepLatest:
+		case modelconfig.ExpireKeepLatest:
 			slices.SortFunc(stamped, newerFirst)
-		case conf.ExpireKeepTopRanked:
+		case modelconfig.ExpireKeepTopRanked:
 			metric := func(i int) (float64, bool) {
 				v, ok := state[c.Servables[i].ReleaseVersion].Metrics[e.Metric]
 				return v, ok && !math.IsNaN(v)
@@ -296,7 +296,7 @@ func Evaluate(c conf.Contract, state map[string]ServableState, now time.Time) Pl
 			})
 		}
 		reason := fmt.Sprintf("expired by %s %d", e.Kind, e.Keep)
-		if e.Kind == conf.ExpireKeepTopRanked {
+		if e.Kind == modelconfig.ExpireKeepTopRanked {
 			reason += " on " + e.Metric
 		}
 		// A servable expires once N servables ranked above it are
@@ -335,7 +335,7 @@ func Evaluate(c conf.Contract, state map[string]ServableState, now time.Time) Pl
 	}
 	ramping := func(i int) bool { return p.Servables[i].PhaseInPct < 100 }
 	switch c.Router {
-	case conf.RouterLatest:
+	case modelconfig.RouterLatest:
 		slices.SortFunc(live, newerFirst)
 		switch len(live) {
 		case 0:
@@ -358,7 +358,7 @@ func Evaluate(c conf.Contract, state map[string]ServableState, now time.Time) Pl
 				p.RecheckAt = now
 			}
 		}
-	default: // conf.RouterFair
+	default: // modelconfig.RouterFair
 		total := 0.0
 		for _, i := range live {
 			total += p.Servables[i].PhaseInPct
@@ -408,7 +408,7 @@ type ruleOutcome struct {
 // validity applies the validity rules to st at now; stamped says whether
 // the servable has a ValidSince stamp, which makes the progress rules
 // (valid_after_ms, min_served_events) hold.
-func validity(rules []conf.ValidityRule, st ServableState, now time.Time, stamped bool) ruleOutcome {
+func validity(rules []modelconfig.ValidityRule, st ServableState, now time.Time, stamped bool) ruleOutcome {
 	out := ruleOutcome{holds: true}
 	var reasons []string
 	fail := func(recheck bool, format string, args ...any) {
@@ -418,10 +418,10 @@ func validity(rules []conf.ValidityRule, st ServableState, now time.Time, stampe
 	}
 	for _, r := range rules {
 		switch r.Kind {
-		case conf.RuleImmediatelyValid:
-		case conf.RuleNeverValid:
+		case modelconfig.RuleImmediatelyValid:
+		case modelconfig.RuleNeverValid:
 			fail(true, "never_valid")
-		case conf.RuleValidAfterMs:
+		case modelconfig.RuleValidAfterMs:
 			switch {
 			case stamped:
 			case !st.Ready || st.LoadedAt.IsZero():
@@ -430,11 +430,11 @@ func validity(rules []conf.ValidityRule, st ServableState, now time.Time, stampe
 				fail(false, "valid_after_ms: loaded %v ago, needs %v", now.Sub(st.LoadedAt), r.After)
 				out.wakeAt = earliest(out.wakeAt, st.LoadedAt.Add(r.After))
 			}
-		case conf.RuleMinServedEvents:
+		case modelconfig.RuleMinServedEvents:
 			if !stamped && st.ShadowExecutions < r.Count {
 				fail(false, "min_served_events: %d of %d shadow executions", st.ShadowExecutions, r.Count)
 			}
-		case conf.RuleMinMetric:
+		case modelconfig.RuleMinMetric:
 			v, ok := st.Metrics[r.Metric]
 			switch {
 			case !ok || math.IsNaN(v):
@@ -452,8 +452,8 @@ func validity(rules []conf.ValidityRule, st ServableState, now time.Time, stampe
 
 // phaseInPct returns the phase-in percentage, at now, of a servable valid
 // since the given time.
-func phaseInPct(p conf.PhaseIn, since, now time.Time) float64 {
-	if p.Kind != conf.PhaseInLinear || p.Over <= 0 {
+func phaseInPct(p modelconfig.PhaseIn, since, now time.Time) float64 {
+	if p.Kind != modelconfig.PhaseInLinear || p.Over <= 0 {
 		return 100
 	}
 	pct := 100 * float64(now.Sub(since)) / float64(p.Over)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // t0 is the time every test starts at.
@@ -20,36 +20,38 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 // Rule and policy helpers.
 var (
-	immediately = conf.ValidityRule{Kind: conf.RuleImmediatelyValid}
-	never       = conf.ValidityRule{Kind: conf.RuleNeverValid}
-	immediate   = conf.PhaseIn{Kind: conf.PhaseInImmediate}
+	immediately = modelconfig.ValidityRule{Kind: modelconfig.RuleImmediatelyValid}
+	never       = modelconfig.ValidityRule{Kind: modelconfig.RuleNeverValid}
+	immediate   = modelconfig.PhaseIn{Kind: modelconfig.PhaseInImmediate}
 )
 
-func after(d time.Duration) conf.ValidityRule {
-	return conf.ValidityRule{Kind: conf.RuleValidAfterMs, After: d}
+func after(d time.Duration) modelconfig.ValidityRule {
+	return modelconfig.ValidityRule{Kind: modelconfig.RuleValidAfterMs, After: d}
 }
-func minEvents(n int64) conf.ValidityRule {
-	return conf.ValidityRule{Kind: conf.RuleMinServedEvents, Count: n}
+func minEvents(n int64) modelconfig.ValidityRule {
+	return modelconfig.ValidityRule{Kind: modelconfig.RuleMinServedEvents, Count: n}
 }
-func minMetric(m string, th float64) conf.ValidityRule {
-	return conf.ValidityRule{Kind: conf.RuleMinMetric, Metric: m, Threshold: th}
+func minMetric(m string, th float64) modelconfig.ValidityRule {
+	return modelconfig.ValidityRule{Kind: modelconfig.RuleMinMetric, Metric: m, Threshold: th}
 }
-func linear(d time.Duration) conf.PhaseIn { return conf.PhaseIn{Kind: conf.PhaseInLinear, Over: d} }
+func linear(d time.Duration) modelconfig.PhaseIn {
+	return modelconfig.PhaseIn{Kind: modelconfig.PhaseInLinear, Over: d}
+}
 
 // sv returns a servable release rv on model rv+"/".
-func sv(rv string, phase conf.PhaseIn, rules ...conf.ValidityRule) conf.ContractServable {
-	return conf.ContractServable{ReleaseVersion: rv, ModelPath: rv + "/", Validity: rules, PhaseIn: phase}
+func sv(rv string, phase modelconfig.PhaseIn, rules ...modelconfig.ValidityRule) modelconfig.ContractServable {
+	return modelconfig.ContractServable{ReleaseVersion: rv, ModelPath: rv + "/", Validity: rules, PhaseIn: phase}
 }
 
 // shadowed returns s with a shadow setting.
-func shadowed(s conf.ContractServable, rate float64) conf.ContractServable {
-	s.Shadow = &conf.Shadow{SampleRate: rate}
+func shadowed(s modelconfig.ContractServable, rate float64) modelconfig.ContractServable {
+	s.Shadow = &modelconfig.Shadow{SampleRate: rate}
 	return s
 }
 
 // contract returns a contract ads/pctr/1 with the router and servables given.
-func contract(router conf.Router, servables ...conf.ContractServable) conf.Contract {
-	return conf.Contract{Organization: "ads", Project: "pctr", Number: 1, Router: router, Servables: servables}
+func contract(router modelconfig.Router, servables ...modelconfig.ContractServable) modelconfig.Contract {
+	return modelconfig.Contract{Organization: "ads", Project: "pctr", Number: 1, Router: router, Servables: servables}
 }
 
 // ready is a servable loaded at t0.
@@ -89,7 +91,7 @@ func TestValidityRules(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		rules     []conf.ValidityRule
+		rules     []modelconfig.ValidityRule
 		state     ServableState
 		now       time.Time
 		valid     bool
@@ -98,47 +100,47 @@ func TestValidityRules(t *testing.T) {
 		recheckAt time.Time
 	}{
 		{name: "no rules", state: ready, now: at(time.Second), valid: true, since: at(time.Second)},
-		{name: "immediately_valid", rules: []conf.ValidityRule{immediately}, state: ready, now: at(0), valid: true, since: at(0)},
-		{name: "not loaded", rules: []conf.ValidityRule{immediately}, state: ServableState{}, now: at(0), reason: "not loaded"},
-		{name: "never_valid", rules: []conf.ValidityRule{never}, state: ready, now: at(time.Hour), reason: "never_valid"},
-		{name: "never_valid wins over immediately_valid", rules: []conf.ValidityRule{immediately, never}, state: ready, now: at(0), reason: "never_valid"},
-		{name: "valid_after_ms pending", rules: []conf.ValidityRule{after(time.Minute)}, state: ready, now: at(59 * time.Second),
+		{name: "immediately_valid", rules: []modelconfig.ValidityRule{immediately}, state: ready, now: at(0), valid: true, since: at(0)},
+		{name: "not loaded", rules: []modelconfig.ValidityRule{immediately}, state: ServableState{}, now: at(0), reason: "not loaded"},
+		{name: "never_valid", rules: []modelconfig.ValidityRule{never}, state: ready, now: at(time.Hour), reason: "never_valid"},
+		{name: "never_valid wins over immediately_valid", rules: []modelconfig.ValidityRule{immediately, never}, state: ready, now: at(0), reason: "never_valid"},
+		{name: "valid_after_ms pending", rules: []modelconfig.ValidityRule{after(time.Minute)}, state: ready, now: at(59 * time.Second),
 			reason: "valid_after_ms: loaded 59s ago, needs 1m0s", recheckAt: at(time.Minute)},
-		{name: "valid_after_ms reached", rules: []conf.ValidityRule{after(time.Minute)}, state: ready, now: at(time.Minute), valid: true, since: at(time.Minute)},
-		{name: "valid_after_ms zero", rules: []conf.ValidityRule{after(0)}, state: ready, now: at(0), valid: true, since: at(0)},
-		{name: "valid_after_ms not loaded", rules: []conf.ValidityRule{after(time.Minute)}, state: ServableState{}, now: at(time.Hour), reason: "not loaded"},
-		{name: "min_served_events pending", rules: []conf.ValidityRule{minEvents(100)},
+		{name: "valid_after_ms reached", rules: []modelconfig.ValidityRule{after(time.Minute)}, state: ready, now: at(time.Minute), valid: true, since: at(time.Minute)},
+		{name: "valid_after_ms zero", rules: []modelconfig.ValidityRule{after(0)}, state: ready, now: at(0), valid: true, since: at(0)},
+		{name: "valid_after_ms not loaded", rules: []modelconfig.ValidityRule{after(time.Minute)}, state: ServableState{}, now: at(time.Hour), reason: "not loaded"},
+		{name: "min_served_events pending", rules: []modelconfig.ValidityRule{minEvents(100)},
 			state: ServableState{Ready: true, LoadedAt: t0, ShadowExecutions: 99}, now: at(0), reason: "min_served_events: 99 of 100 shadow executions"},
-		{name: "min_served_events reached", rules: []conf.ValidityRule{minEvents(100)},
+		{name: "min_served_events reached", rules: []modelconfig.ValidityRule{minEvents(100)},
 			state: ServableState{Ready: true, LoadedAt: t0, ShadowExecutions: 100}, now: at(0), valid: true, since: at(0)},
-		{name: "min_metric missing", rules: []conf.ValidityRule{minMetric("auc", 0.7)}, state: ready, now: at(0), reason: "min_metric: no auc metric"},
-		{name: "min_metric NaN", rules: []conf.ValidityRule{minMetric("auc", 0.7)}, state: metrics(math.NaN()), now: at(0), reason: "min_metric: no auc metric"},
-		{name: "min_metric below", rules: []conf.ValidityRule{minMetric("auc", 0.7)}, state: metrics(0.69), now: at(0), reason: "min_metric: auc 0.69 is below 0.7"},
-		{name: "min_metric at threshold", rules: []conf.ValidityRule{minMetric("auc", 0.7)}, state: metrics(0.7), now: at(0), valid: true, since: at(0)},
-		{name: "AND: one rule pending", rules: []conf.ValidityRule{after(time.Minute), minEvents(10)},
+		{name: "min_metric missing", rules: []modelconfig.ValidityRule{minMetric("auc", 0.7)}, state: ready, now: at(0), reason: "min_metric: no auc metric"},
+		{name: "min_metric NaN", rules: []modelconfig.ValidityRule{minMetric("auc", 0.7)}, state: metrics(math.NaN()), now: at(0), reason: "min_metric: no auc metric"},
+		{name: "min_metric below", rules: []modelconfig.ValidityRule{minMetric("auc", 0.7)}, state: metrics(0.69), now: at(0), reason: "min_metric: auc 0.69 is below 0.7"},
+		{name: "min_metric at threshold", rules: []modelconfig.ValidityRule{minMetric("auc", 0.7)}, state: metrics(0.7), now: at(0), valid: true, since: at(0)},
+		{name: "AND: one rule pending", rules: []modelconfig.ValidityRule{after(time.Minute), minEvents(10)},
 			state: ServableState{Ready: true, LoadedAt: t0, ShadowExecutions: 10}, now: at(30 * time.Second), reason: "valid_after_ms", recheckAt: at(time.Minute)},
-		{name: "AND: both pending", rules: []conf.ValidityRule{after(time.Minute), minEvents(10)}, state: ready, now: at(30 * time.Second),
+		{name: "AND: both pending", rules: []modelconfig.ValidityRule{after(time.Minute), minEvents(10)}, state: ready, now: at(30 * time.Second),
 			reason: "valid_after_ms: loaded 30s ago, needs 1m0s; min_served_events: 0 of 10", recheckAt: at(time.Minute)},
-		{name: "AND: all hold", rules: []conf.ValidityRule{immediately, after(time.Minute), minEvents(10), minMetric("auc", 0.5)},
+		{name: "AND: all hold", rules: []modelconfig.ValidityRule{immediately, after(time.Minute), minEvents(10), minMetric("auc", 0.5)},
 			state: ServableState{Ready: true, LoadedAt: t0, ShadowExecutions: 10, Metrics: map[string]float64{"auc": 0.6}}, now: at(time.Minute), valid: true, since: at(time.Minute)},
-		{name: "unknown rule never holds", rules: []conf.ValidityRule{{Kind: "always_valid"}}, state: ready, now: at(0), reason: `unknown validity rule "always_valid"`},
+		{name: "unknown rule never holds", rules: []modelconfig.ValidityRule{{Kind: "always_valid"}}, state: ready, now: at(0), reason: `unknown validity rule "always_valid"`},
 
 		// Stickiness: a stamp keeps progress rules held, not verdicts.
-		{name: "stamped: reload resets LoadedAt, valid_after_ms still holds", rules: []conf.ValidityRule{after(time.Hour)},
+		{name: "stamped: reload resets LoadedAt, valid_after_ms still holds", rules: []modelconfig.ValidityRule{after(time.Hour)},
 			state: ServableState{Ready: true, LoadedAt: at(time.Hour), ValidSince: at(0)}, now: at(time.Hour + time.Second), valid: true, since: at(0)},
-		{name: "stamped: counters reset, min_served_events still holds", rules: []conf.ValidityRule{minEvents(1000)},
+		{name: "stamped: counters reset, min_served_events still holds", rules: []modelconfig.ValidityRule{minEvents(1000)},
 			state: ServableState{Ready: true, LoadedAt: t0, ValidSince: at(0)}, now: at(time.Hour), valid: true, since: at(0)},
-		{name: "stamped: metric fell below, stamp cleared", rules: []conf.ValidityRule{minMetric("auc", 0.7)},
+		{name: "stamped: metric fell below, stamp cleared", rules: []modelconfig.ValidityRule{minMetric("auc", 0.7)},
 			state: ServableState{Ready: true, LoadedAt: t0, ValidSince: at(0), Metrics: map[string]float64{"auc": 0.6}}, now: at(time.Hour), reason: "auc 0.6 is below 0.7"},
-		{name: "stamped: flipped to never_valid, stamp cleared", rules: []conf.ValidityRule{never},
+		{name: "stamped: flipped to never_valid, stamp cleared", rules: []modelconfig.ValidityRule{never},
 			state: ServableState{Ready: true, LoadedAt: t0, ValidSince: at(0)}, now: at(time.Hour), reason: "never_valid"},
-		{name: "stamped: not ready keeps its stamp", rules: []conf.ValidityRule{immediately},
+		{name: "stamped: not ready keeps its stamp", rules: []modelconfig.ValidityRule{immediately},
 			state: ServableState{ValidSince: at(0)}, now: at(time.Hour), since: at(0), reason: "not loaded"},
-		{name: "stamped: keeps its first stamp", rules: []conf.ValidityRule{immediately},
+		{name: "stamped: keeps its first stamp", rules: []modelconfig.ValidityRule{immediately},
 			state: ServableState{Ready: true, LoadedAt: t0, ValidSince: at(5 * time.Second)}, now: at(time.Hour), valid: true, since: at(5 * time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := contract(conf.RouterFair, sv("v1", immediate, tc.rules...))
+			c := contract(modelconfig.RouterFair, sv("v1", immediate, tc.rules...))
 			p := Evaluate(c, map[string]ServableState{"v1": tc.state}, tc.now)
 			s := p.Servables[0]
 			if s.Valid != tc.valid {
@@ -166,12 +168,12 @@ func TestValidityRules(t *testing.T) {
 func TestPhaseIn(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		phase conf.PhaseIn
+		phase modelconfig.PhaseIn
 		since time.Duration // ValidSince relative to now
 		want  float64
 	}{
 		{"immediate", immediate, 0, 100},
-		{"zero value is immediate", conf.PhaseIn{}, 0, 100},
+		{"zero value is immediate", modelconfig.PhaseIn{}, 0, 100},
 		{"linear at start", linear(10 * time.Minute), 0, 0},
 		{"linear at a quarter", linear(10 * time.Minute), 150 * time.Second, 25},
 		{"linear to the nanosecond", linear(10 * time.Minute), 300*time.Second + 6*time.Millisecond, 50.001},
@@ -187,7 +189,7 @@ func TestPhaseIn(t *testing.T) {
 				t.Errorf("pct = %v, want %v", got, tc.want)
 			}
 			// And through Evaluate, with a stamp already there.
-			p := Evaluate(contract(conf.RouterFair, s), map[string]ServableState{"v1": validSince(now.Add(-tc.since))}, now)
+			p := Evaluate(contract(modelconfig.RouterFair, s), map[string]ServableState{"v1": validSince(now.Add(-tc.since))}, now)
 			if math.Abs(p.Servables[0].PhaseInPct-tc.want) > 1e-9 {
 				t.Errorf("Evaluate pct = %v, want %v", p.Servables[0].PhaseInPct, tc.want)
 			}
@@ -199,41 +201,41 @@ func TestFairRouter(t *testing.T) {
 	now := at(time.Hour)
 	for _, tc := range []struct {
 		name      string
-		servables []conf.ContractServable
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 		want      map[string]float64
 	}{
 		{"100/100/50 is normalised exactly",
-			[]conf.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", linear(100*time.Second))},
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", linear(100*time.Second))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0), "c": validSince(now.Add(-50 * time.Second))},
 			map[string]float64{"a": 0.4, "b": 0.4, "c": 0.2}},
 		{"0 % gets exactly 0",
-			[]conf.ContractServable{sv("a", immediate), sv("b", linear(time.Minute))},
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", linear(time.Minute))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(now)},
 			map[string]float64{"a": 1, "b": 0}},
 		{"ramping 25 % against 100 %",
-			[]conf.ContractServable{sv("a", immediate), sv("b", linear(100*time.Second))},
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", linear(100*time.Second))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(now.Add(-25 * time.Second))},
 			map[string]float64{"a": 0.8, "b": 0.2}},
 		{"a lone ramping servable takes everything",
-			[]conf.ContractServable{sv("a", linear(time.Hour))},
+			[]modelconfig.ContractServable{sv("a", linear(time.Hour))},
 			map[string]ServableState{"a": validSince(now.Add(-time.Minute))},
 			map[string]float64{"a": 1}},
 		{"all at exactly 0 % share equally",
-			[]conf.ContractServable{sv("a", linear(time.Hour)), sv("b", linear(time.Minute))},
+			[]modelconfig.ContractServable{sv("a", linear(time.Hour)), sv("b", linear(time.Minute))},
 			map[string]ServableState{"a": ready, "b": ready},
 			map[string]float64{"a": 0.5, "b": 0.5}},
 		{"invalid, unready and shadow-only servables get none",
-			[]conf.ContractServable{sv("a", immediate), shadowed(sv("b", immediate, never), 1), sv("c", immediate), sv("d", immediate, minEvents(5))},
+			[]modelconfig.ContractServable{sv("a", immediate), shadowed(sv("b", immediate, never), 1), sv("c", immediate), sv("d", immediate, minEvents(5))},
 			map[string]ServableState{"a": validSince(t0), "b": ready, "d": ready},
 			map[string]float64{"a": 1, "b": 0, "c": 0, "d": 0}},
 		{"zero-value router is fair",
-			[]conf.ContractServable{sv("a", immediate), sv("b", immediate)},
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", immediate)},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(now)},
 			map[string]float64{"a": 0.5, "b": 0.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			router := conf.RouterFair
+			router := modelconfig.RouterFair
 			if strings.HasPrefix(tc.name, "zero-value") {
 				router = ""
 			}
@@ -275,7 +277,7 @@ func TestLatestRouterGivesTheNewestExactlyItsPhaseIn(t *testing.T) {
 	for _, p := range []float64{0, 1, 10, 25, 50, 75, 99, 100} {
 		t.Run(fmt.Sprint(p), func(t *testing.T) {
 			ramp := 100 * time.Second
-			c := contract(conf.RouterLatest, sv("v0", immediate), sv("v1", immediate), sv("v2", linear(ramp)))
+			c := contract(modelconfig.RouterLatest, sv("v0", immediate), sv("v1", immediate), sv("v2", linear(ramp)))
 			state := map[string]ServableState{
 				"v0": validSince(t0),
 				"v1": validSince(t0.Add(time.Minute)),
@@ -294,47 +296,47 @@ func TestLatestRouter(t *testing.T) {
 	now := at(time.Hour)
 	for _, tc := range []struct {
 		name      string
-		servables []conf.ContractServable
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 		want      map[string]float64
 	}{
 		{"a lone valid servable takes everything, even while ramping",
-			[]conf.ContractServable{sv("v1", linear(time.Hour)), sv("v2", immediate, never)},
+			[]modelconfig.ContractServable{sv("v1", linear(time.Hour)), sv("v2", immediate, never)},
 			map[string]ServableState{"v1": validSince(now.Add(-time.Minute)), "v2": ready},
 			map[string]float64{"v1": 1, "v2": 0}},
 		{"newest at 100 % takes everything",
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Second))},
 			map[string]float64{"v1": 0, "v2": 1}},
 		{"newest is by ValidSince, not position",
-			[]conf.ContractServable{sv("v2", linear(100*time.Second)), sv("v1", immediate)},
+			[]modelconfig.ContractServable{sv("v2", linear(100*time.Second)), sv("v1", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(now.Add(-30 * time.Second))},
 			map[string]float64{"v1": 0.7, "v2": 0.3}},
 		{"the previous one's own phase-in does not matter",
-			[]conf.ContractServable{sv("v1", linear(100*time.Second)), sv("v2", linear(100*time.Second))},
+			[]modelconfig.ContractServable{sv("v1", linear(100*time.Second)), sv("v2", linear(100*time.Second))},
 			map[string]ServableState{"v1": validSince(now.Add(-10 * time.Second)), "v2": validSince(now.Add(-5 * time.Second))},
 			map[string]float64{"v1": 0.95, "v2": 0.05}},
 		{"stamped together (start-up): the later entry is newer",
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", linear(100*time.Second)), sv("v3", linear(100*time.Second))},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", linear(100*time.Second)), sv("v3", linear(100*time.Second))},
 			map[string]ServableState{"v1": validSince(now.Add(-20 * time.Second)), "v2": validSince(now.Add(-20 * time.Second)), "v3": validSince(now.Add(-20 * time.Second))},
 			map[string]float64{"v1": 0, "v2": 0.8, "v3": 0.2}},
 		{"an unready newest falls back to the others",
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Second)), "v3": {ValidSince: t0.Add(2 * time.Second)}},
 			map[string]float64{"v1": 0, "v2": 1, "v3": 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := Evaluate(contract(conf.RouterLatest, tc.servables...), tc.state, now)
+			p := Evaluate(contract(modelconfig.RouterLatest, tc.servables...), tc.state, now)
 			checkFractions(t, p, tc.want)
 		})
 	}
 }
 
 func TestNoValidServable(t *testing.T) {
-	for name, c := range map[string]conf.Contract{
-		"no servables":     contract(conf.RouterFair),
-		"only shadow-only": contract(conf.RouterLatest, shadowed(sv("v1", immediate, never), 1)),
-		"not loaded":       contract(conf.RouterFair, sv("v1", immediate)),
+	for name, c := range map[string]modelconfig.Contract{
+		"no servables":     contract(modelconfig.RouterFair),
+		"only shadow-only": contract(modelconfig.RouterLatest, shadowed(sv("v1", immediate, never), 1)),
+		"not loaded":       contract(modelconfig.RouterFair, sv("v1", immediate)),
 	} {
 		p := Evaluate(c, map[string]ServableState{"v1": {LoadedAt: t0}}, at(time.Hour))
 		if s, ok := p.Pick(0.3); ok || len(p.Shares) != 0 {
@@ -361,22 +363,22 @@ func TestSequenceSplitsExactly(t *testing.T) {
 	now := at(time.Hour)
 	for _, tc := range []struct {
 		name      string
-		servables []conf.ContractServable
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 	}{
-		{"40/40/20/0", []conf.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", linear(100*time.Second)), sv("d", linear(time.Minute))},
+		{"40/40/20/0", []modelconfig.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", linear(100*time.Second)), sv("d", linear(time.Minute))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0), "c": validSince(now.Add(-50 * time.Second)), "d": validSince(now)}},
-		{"thirds", []conf.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", immediate)},
+		{"thirds", []modelconfig.ContractServable{sv("a", immediate), sv("b", immediate), sv("c", immediate)},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0), "c": validSince(t0)}},
-		{"1 % canary", []conf.ContractServable{sv("a", immediate), sv("b", linear(100*time.Second))},
+		{"1 % canary", []modelconfig.ContractServable{sv("a", immediate), sv("b", linear(100*time.Second))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(now.Add(-time.Second))}},
-		{"seven ways", []conf.ContractServable{sv("a", immediate), sv("b", linear(time.Second*70)), sv("c", linear(time.Second*70)), sv("d", linear(time.Second*70)),
+		{"seven ways", []modelconfig.ContractServable{sv("a", immediate), sv("b", linear(time.Second*70)), sv("c", linear(time.Second*70)), sv("d", linear(time.Second*70)),
 			sv("e", linear(time.Second*70)), sv("f", linear(time.Second*70)), sv("g", linear(time.Second*70))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(now.Add(-10 * time.Second)), "c": validSince(now.Add(-20 * time.Second)), "d": validSince(now.Add(-30 * time.Second)),
 				"e": validSince(now.Add(-40 * time.Second)), "f": validSince(now.Add(-50 * time.Second)), "g": validSince(now.Add(-60 * time.Second))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := Evaluate(contract(conf.RouterFair, tc.servables...), tc.state, now)
+			p := Evaluate(contract(modelconfig.RouterFair, tc.servables...), tc.state, now)
 			const n = 10000
 			var seq Sequence
 			counts := map[string]int{}
@@ -404,7 +406,7 @@ func TestSequenceFollowsAContinuousRamp(t *testing.T) {
 	// 10,000 requests over a 100 s linear ramp against a champion, the plan
 	// re-evaluated at each request: each servable's count is within 2
 	// percentage points of the integral of its target share.
-	c := contract(conf.RouterLatest, sv("v1", immediate), sv("v2", linear(100*time.Second)))
+	c := contract(modelconfig.RouterLatest, sv("v1", immediate), sv("v2", linear(100*time.Second)))
 	state := map[string]ServableState{"v1": validSince(t0.Add(-time.Hour)), "v2": {Ready: true, LoadedAt: t0}}
 	var seq Sequence
 	counts := map[string]float64{}
@@ -513,7 +515,7 @@ func TestStickyUIsPinned(t *testing.T) {
 }
 
 func TestStickyRouting(t *testing.T) {
-	c := contract(conf.RouterFair, sv("a", immediate), sv("b", linear(100*time.Second)))
+	c := contract(modelconfig.RouterFair, sv("a", immediate), sv("b", linear(100*time.Second)))
 	state := map[string]ServableState{"a": validSince(t0), "b": validSince(at(0))}
 	// Weights unchanged: the same user always goes to the same servable,
 	// across evaluations, and users split by the shares.
@@ -548,7 +550,7 @@ func TestStickyRouting(t *testing.T) {
 }
 
 func TestShadows(t *testing.T) {
-	c := contract(conf.RouterFair,
+	c := contract(modelconfig.RouterFair,
 		shadowed(sv("champion", immediate), 1), // valid and shadowing: copies of what others answer
 		shadowed(sv("challenger", immediate, never), 1),
 		shadowed(sv("sampled", immediate, minEvents(1000)), 0.25),
@@ -611,58 +613,60 @@ func TestShadows(t *testing.T) {
 
 func TestKeepLatest(t *testing.T) {
 	now := at(time.Hour)
-	keep := func(n int) conf.Expiration { return conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: n} }
+	keep := func(n int) modelconfig.Expiration {
+		return modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: n}
+	}
 	for _, tc := range []struct {
 		name      string
-		exp       conf.Expiration
-		servables []conf.ContractServable
+		exp       modelconfig.Expiration
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 		expired   string
 	}{
 		{"keeps the two most recently valid", keep(2),
-			[]conf.ContractServable{sv("v3", immediate), sv("v1", immediate), sv("v2", immediate)},
+			[]modelconfig.ContractServable{sv("v3", immediate), sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute)), "v3": validSince(t0.Add(2 * time.Minute))},
 			"v1"},
 		{"keep_latest 1", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute)), "v3": validSince(t0.Add(2 * time.Minute))},
 			"v1 v2"},
 		{"fewer than N: nothing expires", keep(3),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0)},
 			""},
 		{"shadow-only and pending servables are not counted", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), shadowed(sv("v2", immediate, never), 1), sv("v3", immediate, minEvents(100))},
+			[]modelconfig.ContractServable{sv("v1", immediate), shadowed(sv("v2", immediate, never), 1), sv("v3", immediate, minEvents(100))},
 			map[string]ServableState{"v1": validSince(t0), "v2": ready, "v3": ready},
 			""},
 		{"a newer servable that is not ready does not replace yet", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": {ValidSince: t0.Add(time.Minute)}},
 			""},
 		{"a ramping replacement does not replace yet", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", linear(2*time.Hour))},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", linear(2*time.Hour))},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0)},
 			""},
 		{"a fully ramped replacement does", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", linear(time.Hour))},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", linear(time.Hour))},
 			map[string]ServableState{"v1": validSince(t0.Add(-time.Minute)), "v2": validSince(t0)},
 			"v1"},
 		{"unready and ramping servables above do not fill the slots", keep(2),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate), sv("v4", linear(2*time.Hour)), sv("v5", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate), sv("v4", linear(2*time.Hour)), sv("v5", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute)), "v3": validSince(t0.Add(2 * time.Minute)),
 				"v4": validSince(t0.Add(3 * time.Minute)), "v5": {ValidSince: t0.Add(4 * time.Minute)}},
 			"v1"},
 		{"stamped together: the later entry is newer", keep(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": ready, "v2": ready},
 			"v1"},
-		{"no policy: nothing expires", conf.Expiration{},
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate)},
+		{"no policy: nothing expires", modelconfig.Expiration{},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0)},
 			""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := contract(conf.RouterFair, tc.servables...)
+			c := contract(modelconfig.RouterFair, tc.servables...)
 			c.Expiration = tc.exp
 			checkExpired(t, Evaluate(c, tc.state, now), tc.expired)
 		})
@@ -696,8 +700,8 @@ func checkExpired(t *testing.T, p Plan, want string) {
 
 func TestKeepTopRanked(t *testing.T) {
 	now := at(time.Hour)
-	top := func(n int) conf.Expiration {
-		return conf.Expiration{Kind: conf.ExpireKeepTopRanked, Keep: n, Metric: "auc"}
+	top := func(n int) modelconfig.Expiration {
+		return modelconfig.Expiration{Kind: modelconfig.ExpireKeepTopRanked, Keep: n, Metric: "auc"}
 	}
 	auc := func(since time.Time, v float64) ServableState {
 		s := validSince(since)
@@ -706,38 +710,38 @@ func TestKeepTopRanked(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		exp       conf.Expiration
-		servables []conf.ContractServable
+		exp       modelconfig.Expiration
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 		expired   string
 	}{
 		{"keeps the best two", top(2),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate), sv("v4", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate), sv("v4", immediate)},
 			map[string]ServableState{"v1": auc(t0, 0.71), "v2": auc(t0, 0.69), "v3": auc(t0, 0.75), "v4": auc(t0, 0.70)},
 			"v2 v4"},
 		{"missing and NaN metrics rank last", top(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": validSince(t0.Add(time.Minute)), "v2": auc(t0, 0.1), "v3": auc(t0.Add(2*time.Minute), math.NaN())},
 			"v1 v3"},
 		{"ties go to the newer", top(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": auc(t0.Add(time.Minute), 0.7), "v2": auc(t0, 0.7), "v3": auc(t0.Add(time.Minute), 0.7)},
 			"v1 v2"},
 		{"no metric at all: keeps the newest, no crash", top(1),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute)), "v3": validSince(t0)},
 			"v1 v3"},
 		{"more servables than n, ForestFlow's division by zero", top(2),
-			[]conf.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
+			[]modelconfig.ContractServable{sv("v1", immediate), sv("v2", immediate), sv("v3", immediate)},
 			map[string]ServableState{"v1": auc(t0, 0.9), "v2": auc(t0, 0.8), "v3": auc(t0, 0.7)},
 			"v3"},
 		{"never-valid challengers are not ranked", top(1),
-			[]conf.ContractServable{sv("v1", immediate), shadowed(sv("v2", immediate, never), 1), sv("v3", immediate, minMetric("auc", 0.8))},
+			[]modelconfig.ContractServable{sv("v1", immediate), shadowed(sv("v2", immediate, never), 1), sv("v3", immediate, minMetric("auc", 0.8))},
 			map[string]ServableState{"v1": auc(t0, 0.5), "v2": auc(t0, 0.99), "v3": auc(t0, 0.7)},
 			""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := contract(conf.RouterFair, tc.servables...)
+			c := contract(modelconfig.RouterFair, tc.servables...)
 			c.Expiration = tc.exp
 			checkExpired(t, Evaluate(c, tc.state, now), tc.expired)
 		})
@@ -745,8 +749,8 @@ func TestKeepTopRanked(t *testing.T) {
 }
 
 func TestExpirationIsStableWhenTheExpiredModelIsUnloaded(t *testing.T) {
-	c := contract(conf.RouterLatest, sv("v1", immediate), sv("v2", immediate))
-	c.Expiration = conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: 1}
+	c := contract(modelconfig.RouterLatest, sv("v1", immediate), sv("v2", immediate))
+	c.Expiration = modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: 1}
 	state := map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute))}
 	p := Evaluate(c, state, at(time.Hour))
 	checkExpired(t, p, "v1")
@@ -760,11 +764,11 @@ func TestExpirationIsStableWhenTheExpiredModelIsUnloaded(t *testing.T) {
 func TestPullingTheNewestReleaseBringsBackTheExpiredOne(t *testing.T) {
 	// keep_latest 1: v2 replaced v1. The operator flips v2 to never_valid:
 	// v1 is no longer expired (the caller reloads it) and takes the traffic.
-	c := contract(conf.RouterLatest, sv("v1", immediate), sv("v2", immediate))
-	c.Expiration = conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: 1}
+	c := contract(modelconfig.RouterLatest, sv("v1", immediate), sv("v2", immediate))
+	c.Expiration = modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: 1}
 	state := map[string]ServableState{"v1": {ValidSince: t0}, "v2": validSince(t0.Add(time.Minute))}
 	checkExpired(t, Evaluate(c, state, at(time.Hour)), "v1")
-	c.Servables[1].Validity = []conf.ValidityRule{never}
+	c.Servables[1].Validity = []modelconfig.ValidityRule{never}
 	p := Evaluate(c, state, at(time.Hour))
 	checkExpired(t, p, "")
 	if !p.ValidSince["v2"].IsZero() {
@@ -781,36 +785,36 @@ func TestRecheckAt(t *testing.T) {
 	now := at(time.Minute)
 	for _, tc := range []struct {
 		name      string
-		router    conf.Router
-		servables []conf.ContractServable
+		router    modelconfig.Router
+		servables []modelconfig.ContractServable
 		state     map[string]ServableState
 		want      time.Time
 	}{
-		{"nothing changes with time", conf.RouterFair,
-			[]conf.ContractServable{sv("a", immediate), sv("b", immediate, never)},
+		{"nothing changes with time", modelconfig.RouterFair,
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", immediate, never)},
 			map[string]ServableState{"a": validSince(t0), "b": ready}, time.Time{}},
-		{"earliest pending delay", conf.RouterFair,
-			[]conf.ContractServable{sv("a", immediate, after(5*time.Minute)), sv("b", immediate, after(3*time.Minute)), sv("c", immediate, after(time.Hour))},
+		{"earliest pending delay", modelconfig.RouterFair,
+			[]modelconfig.ContractServable{sv("a", immediate, after(5*time.Minute)), sv("b", immediate, after(3*time.Minute)), sv("c", immediate, after(time.Hour))},
 			map[string]ServableState{"a": ready, "b": ready, "c": {LoadedAt: t0}}, at(3 * time.Minute)},
-		{"fair: a ramp moves the shares", conf.RouterFair,
-			[]conf.ContractServable{sv("a", immediate), sv("b", linear(time.Hour))},
+		{"fair: a ramp moves the shares", modelconfig.RouterFair,
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", linear(time.Hour))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0)}, now},
-		{"a lone ramping servable does not move the shares", conf.RouterFair,
-			[]conf.ContractServable{sv("a", linear(time.Hour))},
+		{"a lone ramping servable does not move the shares", modelconfig.RouterFair,
+			[]modelconfig.ContractServable{sv("a", linear(time.Hour))},
 			map[string]ServableState{"a": validSince(t0)}, time.Time{}},
-		{"latest: the previous one's ramp does not matter", conf.RouterLatest,
-			[]conf.ContractServable{sv("a", linear(time.Hour)), sv("b", immediate)},
+		{"latest: the previous one's ramp does not matter", modelconfig.RouterLatest,
+			[]modelconfig.ContractServable{sv("a", linear(time.Hour)), sv("b", immediate)},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0.Add(time.Second))}, time.Time{}},
-		{"expiration waits for the end of a ramp", conf.RouterLatest,
-			[]conf.ContractServable{{ReleaseVersion: "a", Shadow: &conf.Shadow{SampleRate: 1}}, sv("b", linear(time.Hour))},
+		{"expiration waits for the end of a ramp", modelconfig.RouterLatest,
+			[]modelconfig.ContractServable{{ReleaseVersion: "a", Shadow: &modelconfig.Shadow{SampleRate: 1}}, sv("b", linear(time.Hour))},
 			map[string]ServableState{"a": {ValidSince: t0}, "b": validSince(t0.Add(time.Second))}, at(time.Hour + time.Second)},
-		{"latest: the newest one's ramp does", conf.RouterLatest,
-			[]conf.ContractServable{sv("a", immediate), sv("b", linear(time.Hour))},
+		{"latest: the newest one's ramp does", modelconfig.RouterLatest,
+			[]modelconfig.ContractServable{sv("a", immediate), sv("b", linear(time.Hour))},
 			map[string]ServableState{"a": validSince(t0), "b": validSince(t0.Add(time.Second))}, now},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := contract(tc.router, tc.servables...)
-			c.Expiration = conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: 1}
+			c.Expiration = modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: 1}
 			p := Evaluate(c, tc.state, now)
 			if !p.RecheckAt.Equal(tc.want) {
 				t.Errorf("RecheckAt = %v, want %v", p.RecheckAt, tc.want)
@@ -820,7 +824,7 @@ func TestRecheckAt(t *testing.T) {
 }
 
 func TestEvaluateDoesNotModifyTheState(t *testing.T) {
-	c := contract(conf.RouterFair, sv("v1", immediate))
+	c := contract(modelconfig.RouterFair, sv("v1", immediate))
 	state := map[string]ServableState{"v1": ready}
 	p := Evaluate(c, state, at(time.Second))
 	if !state["v1"].ValidSince.IsZero() {
@@ -835,10 +839,10 @@ func TestEvaluateDoesNotModifyTheState(t *testing.T) {
 // challenger earns validity by shadow executions and a metric, phases in
 // linearly under the latest router, and retires the champion.
 func TestChampionAndChallenger(t *testing.T) {
-	c := contract(conf.RouterLatest,
+	c := contract(modelconfig.RouterLatest,
 		sv("v1", immediate),
 		shadowed(sv("v2", linear(10*time.Minute), minEvents(1000), minMetric("auc", 0.7)), 1))
-	c.Expiration = conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: 1}
+	c.Expiration = modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: 1}
 	state := map[string]ServableState{"v1": {Ready: true, LoadedAt: t0}, "v2": {Ready: true, LoadedAt: t0}}
 	var seq Sequence
 	eval := func(now time.Time) Plan {
@@ -900,8 +904,8 @@ func TestChampionAndChallenger(t *testing.T) {
 }
 
 func BenchmarkEvaluate(b *testing.B) {
-	c := contract(conf.RouterLatest, sv("v1", immediate), sv("v2", linear(time.Hour)), shadowed(sv("v3", immediate, never, minEvents(10)), 0.5))
-	c.Expiration = conf.Expiration{Kind: conf.ExpireKeepLatest, Keep: 2}
+	c := contract(modelconfig.RouterLatest, sv("v1", immediate), sv("v2", linear(time.Hour)), shadowed(sv("v3", immediate, never, minEvents(10)), 0.5))
+	c.Expiration = modelconfig.Expiration{Kind: modelconfig.ExpireKeepLatest, Keep: 2}
 	state := map[string]ServableState{"v1": validSince(t0), "v2": validSince(t0.Add(time.Minute)), "v3": ready}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -910,7 +914,7 @@ func BenchmarkEvaluate(b *testing.B) {
 }
 
 func BenchmarkPick(b *testing.B) {
-	p := Evaluate(contract(conf.RouterFair, sv("a", immediate), sv("b", immediate), sv("c", immediate)),
+	p := Evaluate(contract(modelconfig.RouterFair, sv("a", immediate), sv("b", immediate), sv("c", immediate)),
 		map[string]ServableState{"a": validSince(t0), "b": validSince(t0), "c": validSince(t0)}, at(time.Hour))
 	var seq Sequence
 	b.ReportAllocs()

@@ -22,7 +22,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // Phase is where a model path is in its lifecycle.
@@ -80,7 +80,7 @@ const (
 type Content struct {
 	ID       int64
 	Checksum string
-	Meta     conf.ModelMetadata
+	Meta     modelconfig.Model
 	// Registered is set for a content loaded from a registration's files.
 	Registered bool
 	// Broken is set when its model actor crashed and could not reload it.
@@ -90,7 +90,7 @@ type Content struct {
 // Job is the one load running for a path.
 type Job struct {
 	ID    int64
-	Meta  conf.ModelMetadata
+	Meta  modelconfig.Model
 	Stage Stage
 	// Checksum is what the fetch computed (set once fetched).
 	Checksum string
@@ -103,7 +103,7 @@ type Path struct {
 	Name  string
 	Phase Phase
 	// Desired is the config entry (or registration) in force for the path.
-	Desired conf.ModelMetadata
+	Desired modelconfig.Model
 	// Registered is set for a model loaded from files sent through the
 	// registration API rather than listed in the config.
 	Registered bool
@@ -182,7 +182,7 @@ type Step struct {
 	// Content is the content of Retire and Release.
 	Content int64
 	// Meta is what Fetch, Load and WarmUp load.
-	Meta conf.ModelMetadata
+	Meta modelconfig.Model
 	// Registered makes Fetch read the registration's files.
 	Registered bool
 	// Err is Notify's outcome (nil: the model is ready), and why Discard
@@ -244,12 +244,12 @@ type Event interface{ isEvent() }
 type (
 	// ConfigApplied: a model config was read and validated; Models is the
 	// desired state from now on.
-	ConfigApplied struct{ Models []conf.ModelMetadata }
+	ConfigApplied struct{ Models []modelconfig.Model }
 	// ConfigRejected: a model config could not be read, parsed or
 	// validated; the desired state stays what it was.
 	ConfigRejected struct{ Err error }
 	// Registered: a model was sent through the registration API.
-	Registered struct{ Meta conf.ModelMetadata }
+	Registered struct{ Meta modelconfig.Model }
 	// Unregistered: a registered model is deleted through the API.
 	Unregistered struct{ Path string }
 	// Fetched: a job's files are in the cache with checksum Checksum, or Err.
@@ -452,12 +452,12 @@ func (s *State) jobAt(path string, job int64, stage Stage) (*Path, bool) {
 }
 
 // stale reports whether a job loading job no longer gives what desired asks for.
-func stale(desired, job conf.ModelMetadata) bool {
+func stale(desired, job modelconfig.Model) bool {
 	return (desired.Checksum != "" && desired.Checksum != job.Checksum) || desired.Serving != job.Serving
 }
 
 // satisfies reports whether content c is what desired asks for.
-func satisfies(desired conf.ModelMetadata, c *Content) bool {
+func satisfies(desired modelconfig.Model, c *Content) bool {
 	return (desired.Checksum == "" || desired.Checksum == c.Checksum) && desired.Serving == c.Meta.Serving
 }
 
@@ -525,7 +525,7 @@ func (s *State) retireAt(path string, content int64, at time.Time) {
 
 // applyConfig makes models the desired state: new paths load, changed
 // ones reload, failed ones are retried, missing ones are evicted.
-func (s *State) applyConfig(models []conf.ModelMetadata, now time.Time) {
+func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 	s.applied = true
 	listed := make(map[string]bool, len(models))
 	s.order = s.order[:0]

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // The planner's rules as tables. Each case is a script of ticks: at a
@@ -38,11 +38,11 @@ type tick struct {
 	inflight map[int64]int64
 }
 
-func model(path, sum string, graceMs int) conf.ModelMetadata {
-	return conf.ModelMetadata{Path: path, Checksum: sum, EvictionGracePeriod: time.Duration(graceMs) * time.Millisecond}
+func model(path, sum string, graceMs int) modelconfig.Model {
+	return modelconfig.Model{Path: path, Checksum: sum, EvictionGracePeriod: time.Duration(graceMs) * time.Millisecond}
 }
 
-func cfg(ms ...conf.ModelMetadata) ConfigApplied { return ConfigApplied{Models: ms} }
+func cfg(ms ...modelconfig.Model) ConfigApplied { return ConfigApplied{Models: ms} }
 
 // loadOK is the ticks that take job of path from fetch to swap, starting after the fetch step.
 func loadOK(at time.Duration, path string, job int64, sum, swapSteps string) []tick {
@@ -185,7 +185,7 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		{"metadata changed with an unchanged checksum is ignored, and the loaded grace period applies", script(
 			tick{ev: cfg(model("m/", sumA, 10_000)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
-			tick{at: sec, ev: cfg(conf.ModelMetadata{Path: "m/", Checksum: sumA, WarmUpJSON: `{"request":[]}`, EvictionGracePeriod: time.Hour}), steps: "", phases: "m/=ready"},
+			tick{at: sec, ev: cfg(modelconfig.Model{Path: "m/", Checksum: sumA, WarmUpJSON: `{"request":[]}`, EvictionGracePeriod: time.Hour}), steps: "", phases: "m/=ready"},
 			tick{at: 2 * sec, ev: cfg(), steps: "", wake: 12 * sec},
 		)},
 		{"an entry without checksum is not reloaded when the bucket changes", script(
@@ -196,7 +196,7 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		{"changed serving options reload the model like an update", script(
 			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
-			tick{at: sec, ev: cfg(conf.ModelMetadata{Path: "m/", Checksum: sumA, Serving: conf.ServingOptions{Replicas: 2}}), steps: "fetch m/ #2", phases: "m/=swapping"},
+			tick{at: sec, ev: cfg(modelconfig.Model{Path: "m/", Checksum: sumA, Serving: modelconfig.ServingOptions{Replicas: 2}}), steps: "fetch m/ #2", phases: "m/=swapping"},
 			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1; release m/ @1"),
 		)},
 		{"an entry listed again during its grace period stays, and is not evicted", script(

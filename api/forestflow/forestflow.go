@@ -3,11 +3,11 @@
 // GET /contracts/list and GET /{org}/{project}/{n}/stats (Register), with
 // the one table from a kind of failure to an HTTP status (StatusOf), the
 // helpers the management and GraphPipe APIs share (ContractOf, WriteError
-// and ForestFlow's JSON shapes), and the codec of the score API's JSON,
-// which does no I/O: the InferenceRequest a client POSTs, the Prediction it
-// gets back, and ForestFlow's typed error bodies. ForestFlow serialises its
-// protobuf messages with ScalaPB's JSON format (scalapb-json4s); this
-// package reads and writes that form.
+// and ForestFlow's JSON shapes), the management API's documents, and the
+// codec of the score API's JSON, which does no I/O: the InferenceRequest a
+// client POSTs, the Prediction it gets back, and ForestFlow's typed error
+// bodies. ForestFlow serialises its protobuf messages with ScalaPB's JSON
+// format (scalapb-json4s); this package reads and writes that form.
 //
 // # Requests
 //
@@ -71,6 +71,15 @@
 // Errors while encoding outputs are *OutputError values (errors.Is(err,
 // ErrOutput)); they are server faults, answered with ForestFlow's
 // UnknownServableError body and status 500 (AppendErrorResponse).
+//
+// # Management documents
+//
+// The bodies the management API (package manage) takes are read here too,
+// in Grove's shapes (those of the model config file) and in ForestFlow's:
+// ParseServeRequest (POST /servable), ParseContractSettings, ParsePolicy,
+// ParseLogging and ParseMetrics. They give the model config's own values
+// (package modelconfig), which the config's edits apply; every error is a
+// *modelconfig.Error naming the field.
 package forestflow
 
 import (

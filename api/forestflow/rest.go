@@ -8,7 +8,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -17,7 +17,7 @@ import (
 // is one.
 type Backend interface {
 	Score(ctx context.Context, contract, release string, req actors.Request) (actors.Result, string, error)
-	Contracts() []conf.Contract
+	Contracts() []modelconfig.Contract
 	ContractStats(id string) ([]actors.ServableStats, error)
 }
 
@@ -179,7 +179,7 @@ func WriteError(w http.ResponseWriter, code int, e ErrorResponse) {
 }
 
 // ConfContract is a configured contract as ForestFlow names it.
-func ConfContract(k conf.Contract) Contract {
+func ConfContract(k modelconfig.Contract) Contract {
 	return Contract{Organization: k.Organization, Project: k.Project, ContractNumber: int32(k.Number)}
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -46,8 +46,8 @@ func (s scorer) Score(_ context.Context, id, release string, req actors.Request)
 	return actors.Result{Outputs: []servables.Tensor{out}, Err: s.modelErr}, release, nil
 }
 
-func (scorer) Contracts() []conf.Contract {
-	return []conf.Contract{{Organization: "ads", Project: "p", Number: 1}}
+func (scorer) Contracts() []modelconfig.Contract {
+	return []modelconfig.Contract{{Organization: "ads", Project: "p", Number: 1}}
 }
 
 func (scorer) ContractStats(id string) ([]actors.ServableStats, error) {

@@ -5,7 +5,7 @@
 // The file is this schema's ModelConfig in protobuf's JSON mapping, read
 // with protojson: each field may be written with the name used here
 // (snake_case) or its lowerCamelCase JSON name, and integers and doubles
-// may be JSON numbers or strings holding one. conf.ParseModelConfig reads
+// may be JSON numbers or strings holding one. modelconfig.Parse reads
 // it and adds Grove's own rules, which the schema cannot express (value
 // ranges, exactly one key in a oneof's object, required fields, names that
 // must resolve); README.md ("Model config") lists them.

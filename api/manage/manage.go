@@ -2,7 +2,8 @@
 // config in the bucket: creating and updating contracts and servables,
 // their policies, logging settings and performance metrics, and reading
 // them back (Register), with the one table from a kind of failure to an
-// HTTP status (statusOf). Its documents are parsed and applied by conf.
+// HTTP status (statusOf). Its documents are read by package forestflow and
+// applied by modelconfig's edits.
 package manage
 
 import (
@@ -14,8 +15,8 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -23,10 +24,10 @@ import (
 // the bucket, the shared contract state, and the config in force;
 // *actors.System is one.
 type Backend interface {
-	EditConfig(ctx context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error)
+	EditConfig(ctx context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error)
 	DeleteServable(ctx context.Context, id, rv string) error
-	SetMetrics(ctx context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error)
-	Contract(id string) (conf.Contract, error)
+	SetMetrics(ctx context.Context, id, rv string, u modelconfig.MetricsUpdate) (map[string]float64, error)
+	Contract(id string) (modelconfig.Contract, error)
 	Servable(id, rv string) (actors.ServableInfo, error)
 }
 
@@ -69,17 +70,18 @@ type api struct {
 }
 
 // kindOf classifies a management error. The sentinels of the model
-// config's documents and edits (conf) and of the bucket's conditional
-// writes carry no servables.Kind yet, so they are classified here; any
-// other error by servables.KindOf.
+// config's edits, its *modelconfig.Error (which the documents forestflow
+// reads return too) and the bucket's conditional writes carry no
+// servables.Kind yet, so they are classified here; any other error by
+// servables.KindOf.
 func kindOf(err error) servables.Kind {
-	var ce *conf.ConfigError
+	var ce *modelconfig.Error
 	switch {
-	case errors.Is(err, conf.ErrContractNotFound), errors.Is(err, conf.ErrServableNotFound):
+	case errors.Is(err, modelconfig.ErrContractNotFound), errors.Is(err, modelconfig.ErrServableNotFound):
 		return servables.NotFound
-	case errors.Is(err, conf.ErrContractExists), errors.Is(err, conf.ErrContractSettingsGiven), errors.As(err, &ce):
+	case errors.Is(err, modelconfig.ErrContractExists), errors.Is(err, modelconfig.ErrContractSettingsGiven), errors.As(err, &ce):
 		return servables.InvalidInput
-	case errors.Is(err, conf.ErrServableExists), errors.Is(err, bucket.ErrConflict):
+	case errors.Is(err, modelconfig.ErrServableExists), errors.Is(err, bucket.ErrConflict):
 		return servables.Conflict
 	}
 	return servables.KindOf(err)
@@ -121,11 +123,11 @@ func statusOf(k servables.Kind) int {
 // other answers its text with statusOf's status; a server fault is logged.
 func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
 	k := kindOf(err)
-	var ce *conf.ConfigError
+	var ce *modelconfig.Error
 	switch {
-	case errors.Is(err, conf.ErrServableExists):
+	case errors.Is(err, modelconfig.ErrServableExists):
 		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.ServableAlreadyExistsError, FQRV: fqrv})
-	case k == servables.NotFound && (errors.Is(err, conf.ErrServableNotFound) || errors.Is(err, actors.ErrUnknownRelease)):
+	case k == servables.NotFound && (errors.Is(err, modelconfig.ErrServableNotFound) || errors.Is(err, actors.ErrUnknownRelease)):
 		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.UnknownServable, FQRV: fqrv})
 	case k == servables.NotFound:
 		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: forestflow.UnknownContract, Contract: fqrv.Contract})
@@ -147,22 +149,24 @@ func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, inval
 	}
 }
 
-// createServable serves POST /servable: a conf.ServeRequest adds a release
+// createServable serves POST /servable: a forestflow.ServeRequest adds a release
 // (and its model, and its contract, as needed).
 func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 	body, ok := a.h.Body(w, r, new([]byte))
 	if !ok {
 		return
 	}
-	req, err := conf.ParseServeRequest(body)
+	req, err := forestflow.ParseServeRequest(body)
 	if err != nil {
 		a.fail(w, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
 		return
 	}
 	fqrv := forestflow.FQRV{Contract: forestflow.ConfContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
-	if _, err := a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error { return c.AddServable(req) }); err != nil {
+	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
+		return c.AddServable(req.Contract, req.Servable, req.Model, req.ContractSettings)
+	}); err != nil {
 		invalid := forestflow.CreateServableRequestInvalidError
-		if errors.Is(err, conf.ErrContractSettingsGiven) {
+		if errors.Is(err, modelconfig.ErrContractSettingsGiven) {
 			invalid = forestflow.ContractValidationError
 		}
 		a.fail(w, err, fqrv, invalid)
@@ -185,9 +189,9 @@ func (a *api) putContract(create bool) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		cs, err := conf.ParseContractSettings(body)
+		cs, err := forestflow.ParseContractSettings(body)
 		if err == nil {
-			_, err = a.b.EditConfig(r.Context(), func(c *conf.ModelConfig) error {
+			_, err = a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
 				if create {
 					return c.CreateContract(ct.Organization, ct.Project, int(ct.ContractNumber), cs)
 				}
@@ -219,17 +223,17 @@ func (a *api) updateServable(what string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		var edit func(*conf.ModelConfig) error
+		var edit func(*modelconfig.Config) error
 		var err error
 		if what == "policy" {
-			var p conf.Policy
-			if p, err = conf.ParsePolicy(body); err == nil {
-				edit = func(c *conf.ModelConfig) error { return c.SetPolicy(id, rv, p) }
+			var p modelconfig.Policy
+			if p, err = forestflow.ParsePolicy(body); err == nil {
+				edit = func(c *modelconfig.Config) error { return c.SetPolicy(id, rv, p) }
 			}
 		} else {
-			var l conf.ServableLogging
-			if l, err = conf.ParseLogging(body); err == nil {
-				edit = func(c *conf.ModelConfig) error { return c.SetLogging(id, rv, l) }
+			var l modelconfig.ServableLogging
+			if l, err = forestflow.ParseLogging(body); err == nil {
+				edit = func(c *modelconfig.Config) error { return c.SetLogging(id, rv, l) }
 			}
 		}
 		if err == nil {
@@ -270,7 +274,7 @@ func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, err := conf.ParseMetrics(body)
+	u, err := forestflow.ParseMetrics(body)
 	var all map[string]float64
 	if err == nil {
 		all, err = a.b.SetMetrics(r.Context(), id, fqrv.ReleaseVersion, u)
@@ -286,10 +290,10 @@ func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // contractIn reads the path's contract and looks it up, answering errors itself.
-func (a *api) contractIn(w http.ResponseWriter, r *http.Request) (forestflow.Contract, conf.Contract, bool) {
+func (a *api) contractIn(w http.ResponseWriter, r *http.Request) (forestflow.Contract, modelconfig.Contract, bool) {
 	ct, id, ok := forestflow.ContractOf(w, r)
 	if !ok {
-		return ct, conf.Contract{}, false
+		return ct, modelconfig.Contract{}, false
 	}
 	k, err := a.b.Contract(id)
 	if err != nil {
@@ -344,7 +348,7 @@ func (a *api) servableSettings(one bool) http.HandlerFunc {
 			return
 		}
 		if len(out) == 0 {
-			a.fail(w, conf.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+			a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
 			return
 		}
 		httpserver.WriteJSON(w, http.StatusOK, out[0])
@@ -396,7 +400,7 @@ func (a *api) metadata(one bool) http.HandlerFunc {
 			return
 		}
 		if len(out) == 0 {
-			a.fail(w, conf.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+			a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
 			return
 		}
 		httpserver.WriteJSON(w, http.StatusOK, out[0])

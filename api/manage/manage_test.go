@@ -15,19 +15,19 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
 // memManager is a Backend over an in-memory config; writes fail with err when set.
 type memManager struct {
-	cfg     conf.ModelConfig
+	cfg     modelconfig.Config
 	metrics map[string]map[string]float64
 	err     error
 }
 
-func (m *memManager) EditConfig(_ context.Context, edit func(*conf.ModelConfig) error) (*conf.ModelConfig, error) {
+func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
@@ -36,7 +36,7 @@ func (m *memManager) EditConfig(_ context.Context, edit func(*conf.ModelConfig) 
 	if err != nil {
 		return nil, err
 	}
-	next, err := conf.ParseModelConfig(data)
+	next, err := modelconfig.Parse(data)
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +51,11 @@ func (m *memManager) EditConfig(_ context.Context, edit func(*conf.ModelConfig) 
 }
 
 func (m *memManager) DeleteServable(ctx context.Context, id, rv string) error {
-	_, err := m.EditConfig(ctx, func(c *conf.ModelConfig) error { return c.RemoveServable(id, rv) })
+	_, err := m.EditConfig(ctx, func(c *modelconfig.Config) error { return c.RemoveServable(id, rv) })
 	return err
 }
 
-func (m *memManager) SetMetrics(_ context.Context, id, rv string, u conf.MetricsUpdate) (map[string]float64, error) {
+func (m *memManager) SetMetrics(_ context.Context, id, rv string, u modelconfig.MetricsUpdate) (map[string]float64, error) {
 	if _, err := m.Servable(id, rv); err != nil {
 		return nil, err
 	}
@@ -64,13 +64,13 @@ func (m *memManager) SetMetrics(_ context.Context, id, rv string, u conf.Metrics
 	return out, err
 }
 
-func (m *memManager) Contract(id string) (conf.Contract, error) {
+func (m *memManager) Contract(id string) (modelconfig.Contract, error) {
 	for _, k := range m.cfg.Contracts {
 		if k.ID() == id {
 			return k, nil
 		}
 	}
-	return conf.Contract{}, fmt.Errorf("%w %s", actors.ErrUnknownContract, id)
+	return modelconfig.Contract{}, fmt.Errorf("%w %s", actors.ErrUnknownContract, id)
 }
 
 func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
@@ -170,13 +170,13 @@ func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
 		has        string
 		retryAfter bool
 	}{
-		{fmt.Errorf("%w: v1", conf.ErrServableExists), 409, `{"ServableAlreadyExistsError":`, false},
+		{fmt.Errorf("%w: v1", modelconfig.ErrServableExists), 409, `{"ServableAlreadyExistsError":`, false},
 		{fmt.Errorf("%w ads/p/1", actors.ErrUnknownContract), 404, `{"UnknownContract":`, false},
-		{conf.ErrContractNotFound, 404, `{"UnknownContract":`, false},
-		{conf.ErrServableNotFound, 404, `{"UnknownServable":`, false},
+		{modelconfig.ErrContractNotFound, 404, `{"UnknownContract":`, false},
+		{modelconfig.ErrServableNotFound, 404, `{"UnknownServable":`, false},
 		{fmt.Errorf("%w v1", actors.ErrUnknownRelease), 404, `{"UnknownServable":`, false},
-		{fmt.Errorf("edit: %w", &conf.ConfigError{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
-		{conf.ErrContractExists, 422, `"ContractValidationError"`, false},
+		{fmt.Errorf("edit: %w", &modelconfig.Error{Field: "router", Msg: "unknown router"}), 422, `"ContractValidationError"`, false},
+		{modelconfig.ErrContractExists, 422, `"ContractValidationError"`, false},
 		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "version precondition failed", true},
 		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},
 		{context.DeadlineExceeded, 504, "deadline exceeded", false},

@@ -18,7 +18,7 @@ import (
 
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/graphpipe"
-	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -114,7 +114,7 @@ func TestShadowBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := conf.ParseModelConfig(data)
+	cfg, err := modelconfig.Parse(data)
 	if err != nil {
 		t.Fatalf("grove rejects the shadow bucket's config: %v", err)
 	}

@@ -1,9 +1,22 @@
-package conf
-
-// JSON token helpers shared by the model config reader (model.go,
-// modelscan.go) and the management documents' decoder (document.go): a
-// token reader whose errors are *ConfigError with line and column, and the
-// checks of numbers given as JSON numbers or quoted numbers.
+// Package jsondoc reads JSON documents token by token for Grove's readers
+// of untrusted JSON: the model config (conf/modelconfig) and the
+// ForestFlow management documents (api/forestflow). It gives them one way
+// to report bad input, *Error, which names the field path of the problem
+// ("contracts[0].servables[1].phase_in") or the line and column of a
+// syntax error, and what the two share:
+//
+//   - Decoder, a token reader whose errors are *Error, with Skip and the
+//     readers of a string, an integer or a double field;
+//   - the number checks of protobuf's JSON mapping (IntValue, FloatValue):
+//     numbers or quoted numbers, integral values in any notation, ranges
+//     checked with the value as written in the error;
+//   - BlankTrailingCommas, which makes "[1,]" and "{"a": 1,}" acceptable
+//     without moving any byte;
+//   - a decoder of objects led by a table of fields (Field, Decode,
+//     DecodeObject, DecodeArray, DecodeOneOf): snake_case or
+//     lowerCamelCase names, unknown and duplicate fields refused, null as
+//     the default, choice objects with exactly one key.
+package jsondoc
 
 import (
 	"bytes"
@@ -16,14 +29,50 @@ import (
 	"strings"
 )
 
-// decoder reads JSON tokens and turns failures into *ConfigError.
-type decoder struct {
+// Error reports a document that was read but could not be accepted.
+type Error struct {
+	// Field locates the problem, e.g. "model_metadata[1].checksum"; it is
+	// empty when the problem concerns the whole document.
+	Field string
+	// Msg describes the problem.
+	Msg string
+	// Err is the underlying error, if any, such as a *json.SyntaxError.
+	Err error
+}
+
+// Error returns "field: message", or the message alone for document-level problems.
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Decoder reads the JSON tokens of one document and turns failures into
+// *Error. Numbers are read as json.Number.
+type Decoder struct {
 	dec  *json.Decoder
 	data []byte // the whole input (same offsets and lines as the file), for error positions
 }
 
-// token reads the next token; path names where it is for errors.
-func (d *decoder) token(path string) (json.Token, error) {
+// NewDecoder returns a decoder of data.
+func NewDecoder(data []byte) *Decoder {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return &Decoder{dec: dec, data: data}
+}
+
+// More reports whether the current array or object has another element.
+func (d *Decoder) More() bool { return d.dec.More() }
+
+// InputOffset returns the offset in the data of the end of the last token read.
+func (d *Decoder) InputOffset() int64 { return d.dec.InputOffset() }
+
+// Token reads the next token; path names where it is for errors.
+func (d *Decoder) Token(path string) (json.Token, error) {
 	tok, err := d.dec.Token()
 	if err == nil {
 		return tok, nil
@@ -41,20 +90,31 @@ func (d *decoder) token(path string) (json.Token, error) {
 		if errors.As(json.Unmarshal(d.data, new(json.RawMessage)), &whole) {
 			se, err = whole, whole
 		}
-		line, col := position(d.data, se.Offset-1)
-		return nil, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se), Err: err}
+		line, col := Position(d.data, se.Offset-1)
+		return nil, &Error{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se), Err: err}
 	}
-	return nil, &ConfigError{Field: path, Msg: fmt.Sprintf("invalid JSON: %v", err), Err: err}
+	return nil, &Error{Field: path, Msg: fmt.Sprintf("invalid JSON: %v", err), Err: err}
 }
 
-// typeError reports a value of the wrong type. If the value is an array
-// or object it is not consumed: decoding stops at the first error.
-func typeError(path, want string, got json.Token) error {
-	return &ConfigError{Field: path, Msg: fmt.Sprintf("expected %s, got %s", want, describe(got))}
+// End checks that nothing but white space follows the document's
+// top-level object, which what names in the error.
+func (d *Decoder) End(what string) error {
+	if _, err := d.dec.Token(); err != io.EOF {
+		return &Error{Msg: fmt.Sprintf("unexpected data after the %s object at offset %d", what, d.dec.InputOffset())}
+	}
+	return nil
 }
 
-// describe names the JSON type of a token for error messages.
-func describe(tok json.Token) string {
+// TypeError reports a value of the wrong type at path: want names the
+// expected value ("an object"), got is the token read. If the value is an
+// array or object it is not consumed: decoding stops at the first error.
+func TypeError(path, want string, got json.Token) error {
+	return &Error{Field: path, Msg: fmt.Sprintf("expected %s, got %s", want, Describe(got))}
+}
+
+// Describe names the JSON type of a token for error messages: "null",
+// "an object", "an array", `string "x"`, "number 1.5", "boolean true".
+func Describe(tok json.Token) string {
 	switch v := tok.(type) {
 	case nil:
 		return "null"
@@ -82,8 +142,9 @@ func isNumber(s string) bool {
 	return json.Unmarshal([]byte(s), &n) == nil
 }
 
-// position converts a byte offset into a 1-based line and column.
-func position(data []byte, offset int64) (line, col int) {
+// Position converts a byte offset of data into a 1-based line and column
+// (counted in bytes).
+func Position(data []byte, offset int64) (line, col int) {
 	offset = min(max(offset, 0), int64(len(data)))
 	before := data[:offset]
 	line = 1 + bytes.Count(before, []byte("\n"))
@@ -91,12 +152,12 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// blankTrailingCommas replaces with a space each comma (outside strings)
+// BlankTrailingCommas replaces with a space each comma (outside strings)
 // that is followed, after optional whitespace, by "]" or "}" and that
 // follows a value. Blanking rather than removing keeps syntax error offsets
 // right. Commas after "[", "{" or another comma are left for the JSON
 // decoder to reject. data is not modified; a copy is made if needed.
-func blankTrailingCommas(data []byte) []byte {
+func BlankTrailingCommas(data []byte) []byte {
 	out, copied := data, false
 	inString, escaped := false, false
 	var last byte // last significant byte outside strings
@@ -138,24 +199,24 @@ func blankTrailingCommas(data []byte) []byte {
 	return out
 }
 
-// orList joins names as "a, b or c".
-func orList(names []string) string {
+// OrList joins names as "a, b or c".
+func OrList(names []string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// intValue checks that tok, a JSON number or a quoted number as protobuf's
+// IntValue checks that tok, a JSON number or a quoted number as protobuf's
 // JSON mapping allows for integer fields, is an integer in lo..hi.
 // Integral values written with a fraction or an exponent (6e4, 60000.0)
 // are integers, as protobuf reads them too.
-func intValue(path string, tok json.Token, lo, hi int64) (int64, error) {
+func IntValue(path string, tok json.Token, lo, hi int64) (int64, error) {
 	s, err := numberText(path, tok, "an integer")
 	if err != nil {
 		return 0, err
 	}
-	outOfRange := &ConfigError{Field: path, Msg: fmt.Sprintf("%s is out of range %d..%d", s, lo, hi)}
+	outOfRange := &Error{Field: path, Msg: fmt.Sprintf("%s is out of range %d..%d", s, lo, hi)}
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if i < lo || i > hi {
 			return 0, outOfRange
@@ -165,9 +226,9 @@ func intValue(path string, tok json.Token, lo, hi int64) (int64, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	switch {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
-		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s), Err: err}
+		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is not an integer", s), Err: err}
 	case !integral(s):
-		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is not an integer", s)}
+		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is not an integer", s)}
 	case err != nil || f < float64(lo) || f > float64(hi) || f >= 0x1p63: // float64(MaxInt64) rounds up to 2^63
 		return 0, outOfRange
 	}
@@ -192,17 +253,17 @@ func integral(s string) bool {
 	return strings.Trim(digits[min(point, len(digits)):], "0") == ""
 }
 
-// floatValue checks that tok, a JSON number or a quoted number as
+// FloatValue checks that tok, a JSON number or a quoted number as
 // protobuf's JSON mapping allows for double fields, is a finite double
 // (protobuf's "NaN", "Infinity" and "-Infinity" are not numbers here).
-func floatValue(path string, tok json.Token) (float64, error) {
+func FloatValue(path string, tok json.Token) (float64, error) {
 	s, err := numberText(path, tok, "a number")
 	if err != nil {
 		return 0, err
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, &ConfigError{Field: path, Msg: fmt.Sprintf("%s is out of range of a finite double", s), Err: err}
+		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is out of range of a finite double", s), Err: err}
 	}
 	return f, nil
 }
@@ -215,29 +276,29 @@ func numberText(path string, tok json.Token, want string) (string, error) {
 		return string(v), nil
 	case string:
 		if !isNumber(v) {
-			return "", &ConfigError{Field: path, Msg: fmt.Sprintf("%q is not a number", v)}
+			return "", &Error{Field: path, Msg: fmt.Sprintf("%q is not a number", v)}
 		}
 		return v, nil
 	}
-	return "", typeError(path, want, tok)
+	return "", TypeError(path, want, tok)
 }
 
-// skip reads and discards one JSON value, token by token (so that syntax
-// errors report their position in the file).
-func (d *decoder) skip(path string) error {
-	tok, err := d.token(path)
+// Skip reads and discards one JSON value, token by token (so that syntax
+// errors report their position in the document).
+func (d *Decoder) Skip(path string) error {
+	tok, err := d.Token(path)
 	if err != nil {
 		return err
 	}
-	return d.skipRest(path, tok)
+	return d.SkipRest(path, tok)
 }
 
-// skipRest reads and discards the rest of a value whose first token, tok,
+// SkipRest reads and discards the rest of a value whose first token, tok,
 // has been read: nothing for a scalar, up to the matching "}" or "]" for
 // an object or array.
-func (d *decoder) skipRest(path string, tok json.Token) error {
+func (d *Decoder) SkipRest(path string, tok json.Token) error {
 	for depth := nesting(tok); depth > 0; {
-		tok, err := d.token(path)
+		tok, err := d.Token(path)
 		if err != nil {
 			return err
 		}

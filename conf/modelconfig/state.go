@@ -1,10 +1,9 @@
-package conf
+package modelconfig
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strings"
@@ -73,32 +72,32 @@ func ParseContractState(data []byte) (*ContractState, error) {
 		return st, nil
 	}
 	if !utf8.Valid(data) {
-		return nil, &ConfigError{Msg: "contract state is not valid UTF-8"}
+		return nil, &Error{Msg: "contract state is not valid UTF-8"}
 	}
 	var doc stateJSON
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, &ConfigError{Msg: fmt.Sprintf("contract state is not valid: %v", err), Err: err}
+		return nil, &Error{Msg: fmt.Sprintf("contract state is not valid: %v", err), Err: err}
 	}
 	for id, releases := range doc.Contracts {
 		if strings.Count(id, "/") != 2 {
-			return nil, &ConfigError{Field: "contracts", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
+			return nil, &Error{Field: "contracts", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
 		}
 		recs := make(map[string]ServableRecord, len(releases))
 		for rv, r := range releases {
 			at := fmt.Sprintf("contracts[%q][%q]", id, rv)
 			if rv == "" {
-				return nil, &ConfigError{Field: fmt.Sprintf("contracts[%q]", id), Msg: "empty release version"}
+				return nil, &Error{Field: fmt.Sprintf("contracts[%q]", id), Msg: "empty release version"}
 			}
 			var rec ServableRecord
 			var err error
 			if rec.Created, err = parseStamp(r.Created); err != nil {
-				return nil, &ConfigError{Field: at + ".created", Msg: err.Error(), Err: err}
+				return nil, &Error{Field: at + ".created", Msg: err.Error(), Err: err}
 			}
 			if rec.ValidSince, err = parseStamp(r.ValidSince); err != nil {
-				return nil, &ConfigError{Field: at + ".valid_since", Msg: err.Error(), Err: err}
+				return nil, &Error{Field: at + ".valid_since", Msg: err.Error(), Err: err}
 			}
-			if err := checkMetrics(r.Metrics); err != nil {
-				return nil, &ConfigError{Field: at + ".metrics", Msg: err.Error()}
+			if err := ValidateMetrics(r.Metrics); err != nil {
+				return nil, &Error{Field: at + ".metrics", Msg: err.Error()}
 			}
 			rec.Metrics = r.Metrics
 			recs[rv] = rec
@@ -203,50 +202,6 @@ type MetricsUpdate struct {
 	Delete []string
 }
 
-// ParseMetrics reads a metrics update: a JSON object of metric names to
-// finite numbers, or to null to delete the metric, such as {"auc": 0.71,
-// "logloss": null}. Names are 1 to 128 bytes; at most 64 are given.
-func ParseMetrics(data []byte) (MetricsUpdate, error) {
-	var raw map[string]*float64
-	if !utf8.Valid(data) {
-		return MetricsUpdate{}, &ConfigError{Msg: "metrics are not valid UTF-8"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil {
-		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf(`metrics must be a JSON object of names to numbers, like {"auc": 0.71}: %v`, err), Err: err}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return MetricsUpdate{}, &ConfigError{Msg: "unexpected data after the metrics object"}
-	}
-	if raw == nil {
-		return MetricsUpdate{}, &ConfigError{Msg: `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`}
-	}
-	if len(raw) == 0 {
-		return MetricsUpdate{}, &ConfigError{Msg: "no metrics given"}
-	}
-	u := MetricsUpdate{Set: map[string]float64{}}
-	for name, v := range raw {
-		if v == nil {
-			u.Delete = append(u.Delete, name)
-		} else {
-			u.Set[name] = *v
-		}
-	}
-	sort.Strings(u.Delete)
-	if err := checkMetrics(u.Set); err != nil {
-		return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
-	}
-	for _, name := range u.Delete {
-		if err := checkMetricName(name); err != nil {
-			return MetricsUpdate{}, &ConfigError{Msg: err.Error()}
-		}
-	}
-	if len(raw) > MaxMetrics {
-		return MetricsUpdate{}, &ConfigError{Msg: fmt.Sprintf("%d metrics given; at most %d", len(raw), MaxMetrics)}
-	}
-	return u, nil
-}
-
 // Apply sets and deletes metrics in m (which may be nil) and returns the
 // result, or an error if the servable would have over MaxMetrics.
 func (u MetricsUpdate) Apply(m map[string]float64) (map[string]float64, error) {
@@ -266,8 +221,9 @@ func (u MetricsUpdate) Apply(m map[string]float64) (map[string]float64, error) {
 	return out, nil
 }
 
-// checkMetrics validates metric names and values.
-func checkMetrics(m map[string]float64) error {
+// ValidateMetrics checks a servable's metrics: at most MaxMetrics, each
+// with a valid name (see ValidateMetricName) and a finite value.
+func ValidateMetrics(m map[string]float64) error {
 	if len(m) > MaxMetrics {
 		return fmt.Errorf("%d metrics; at most %d", len(m), MaxMetrics)
 	}
@@ -277,7 +233,7 @@ func checkMetrics(m map[string]float64) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := checkMetricName(name); err != nil {
+		if err := ValidateMetricName(name); err != nil {
 			return err
 		}
 		if v := m[name]; math.IsNaN(v) || math.IsInf(v, 0) {
@@ -287,7 +243,8 @@ func checkMetrics(m map[string]float64) error {
 	return nil
 }
 
-func checkMetricName(name string) error {
+// ValidateMetricName checks a metric name: 1 to 128 bytes.
+func ValidateMetricName(name string) error {
 	if name == "" || len(name) > maxMetricName {
 		return fmt.Errorf("metric name %q must be 1 to %d bytes", name, maxMetricName)
 	}

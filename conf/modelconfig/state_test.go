@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 import (
 	"bytes"
@@ -307,94 +307,6 @@ func TestStatePathIsNextToTheConfig(t *testing.T) {
 	}
 }
 
-func TestParseMetricsSetsAndDeletes(t *testing.T) {
-	for _, tc := range []struct {
-		name, data string
-		want       MetricsUpdate
-	}{
-		{"set", `{"auc": 0.71, "logloss": 0.3}`, MetricsUpdate{Set: map[string]float64{"auc": 0.71, "logloss": 0.3}}},
-		{"set and delete, deletes sorted", `{"zeta": null, "auc": -1e-3, "beta": null, "alpha": null}`,
-			MetricsUpdate{Set: map[string]float64{"auc": -0.001}, Delete: []string{"alpha", "beta", "zeta"}}},
-		{"delete only", `{"auc": null}`, MetricsUpdate{Set: map[string]float64{}, Delete: []string{"auc"}}},
-		{"last of a repeated name wins", `{"auc": 1, "auc": null}`, MetricsUpdate{Set: map[string]float64{}, Delete: []string{"auc"}}},
-		{"any name of 1 to 128 bytes", `{"a": 0, "` + strings.Repeat("é", 64) + `": 1e300, "with space/and\"quote": 2}`,
-			MetricsUpdate{Set: map[string]float64{"a": 0, strings.Repeat("é", 64): 1e300, `with space/and"quote`: 2}}},
-		{"surrounding space", " \n{\"auc\": 1}\n ", MetricsUpdate{Set: map[string]float64{"auc": 1}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseMetrics([]byte(tc.data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tc.want)
-			}
-		})
-	}
-	var b strings.Builder
-	b.WriteString("{")
-	for i := range MaxMetrics {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"m%d": null`, i)
-	}
-	b.WriteString("}")
-	if u, err := ParseMetrics([]byte(b.String())); err != nil || len(u.Delete) != MaxMetrics {
-		t.Errorf("%d deletes: got %d, %v", MaxMetrics, len(u.Delete), err)
-	}
-}
-
-func TestParseMetricsErrors(t *testing.T) {
-	many := func(n int, value string) string {
-		var b strings.Builder
-		b.WriteString("{")
-		for i := range n {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, `"m%d": %s`, i, value)
-		}
-		return b.String() + "}"
-	}
-	long := strings.Repeat("x", 129)
-	for _, tc := range []struct {
-		name, data, want string
-	}{
-		{"array", `[{"auc": 1}]`, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}: json: cannot unmarshal array`},
-		{"number", `0.71`, `metrics must be a JSON object of names to numbers`},
-		{"null", `null`, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}, got null`},
-		{"empty input", ``, `metrics must be a JSON object of names to numbers, like {"auc": 0.71}: EOF`},
-		{"empty object", `{}`, `no metrics given`},
-		{"empty name", `{"": 1}`, `metric name "" must be 1 to 128 bytes`},
-		{"empty name deleted", `{"": null}`, `metric name "" must be 1 to 128 bytes`},
-		{"name over 128 bytes", `{"` + long + `": 1}`, `metric name "` + long + `" must be 1 to 128 bytes`},
-		{"name over 128 bytes deleted", `{"` + long + `": null}`, `must be 1 to 128 bytes`},
-		{"65 metrics set", many(MaxMetrics+1, "1"), `65 metrics; at most 64`},
-		{"65 metrics deleted", many(MaxMetrics+1, "null"), `65 metrics given; at most 64`},
-		{"65 metrics mixed", many(MaxMetrics, "1")[:len(many(MaxMetrics, "1"))-1] + `, "gone": null}`, `65 metrics given; at most 64`},
-		{"string value", `{"auc": "0.7"}`, `cannot unmarshal string`},
-		{"boolean value", `{"auc": true}`, `cannot unmarshal bool`},
-		{"object value", `{"auc": {"value": 0.7}}`, `cannot unmarshal object`},
-		{"overflow", `{"auc": 1e400}`, `cannot unmarshal number 1e400`},
-		{"NaN", `{"auc": NaN}`, `invalid character 'N'`},
-		{"trailing object", `{"auc": 1} {"x": 2}`, `unexpected data after the metrics object`},
-		{"trailing word", `{"auc": 1} x`, `unexpected data after the metrics object`},
-		{"trailing brace", `{"auc": 1}}`, `unexpected data after the metrics object`},
-		{"trailing bracket", `{"auc": 1}]`, `unexpected data after the metrics object`},
-		{"truncated", `{"auc": 1`, `unexpected EOF`},
-		{"invalid UTF-8", "{\"a\xffuc\": 1}", `metrics are not valid UTF-8`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			u, err := ParseMetrics([]byte(tc.data))
-			checkConfigError(t, err, tc.want)
-			if u.Set != nil || u.Delete != nil {
-				t.Errorf("got an update %+v with the error", u)
-			}
-		})
-	}
-}
-
 func TestMetricsUpdateApply(t *testing.T) {
 	full := map[string]float64{}
 	for i := range MaxMetrics {
@@ -463,7 +375,7 @@ func TestMetricsUpdateApply(t *testing.T) {
 }
 
 // FuzzParseContractState checks that parsing the contract state never
-// panics, fails only with *ConfigError, and that the state written back
+// panics, fails only with *Error, and that the state written back
 // (MarshalJSON) reads back to the same records.
 func FuzzParseContractState(f *testing.F) {
 	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v1":{"created":"2026-11-22T10:00:00.123456789Z","valid_since":"2026-11-22T10:01:00Z","metrics":{"auc":0.71}},"v2":{}}}}`))
@@ -504,59 +416,6 @@ func FuzzParseContractState(f *testing.F) {
 		}
 		if c := st2.Clone(); !reflect.DeepEqual(c, st2) {
 			t.Fatalf("clone %+v differs from %+v", c, st2)
-		}
-	})
-}
-
-// FuzzParseMetrics checks that parsing a metrics update never panics,
-// fails only with *ConfigError, accepts only what it documents, and reads
-// its canonical JSON back.
-func FuzzParseMetrics(f *testing.F) {
-	f.Add([]byte(`{"auc": 0.71, "logloss": null}`))
-	f.Add([]byte(`{"b": null, "a": null}`))
-	f.Add([]byte(`{"auc": 1}}`))
-	f.Add([]byte(`{"": 1e400}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		u, err := ParseMetrics(data)
-		checkOnlyConfigErrors(t, err)
-		if err != nil {
-			return
-		}
-		if !json.Valid(data) {
-			t.Fatalf("accepted invalid JSON %q", data)
-		}
-		if n := len(u.Set) + len(u.Delete); n == 0 || n > MaxMetrics {
-			t.Fatalf("accepted %d metrics", n)
-		}
-		if err := checkMetrics(u.Set); err != nil {
-			t.Fatalf("accepted invalid metrics: %v", err)
-		}
-		doc := map[string]*float64{}
-		for k, v := range u.Set {
-			doc[k] = &v
-		}
-		for i, k := range u.Delete {
-			if i > 0 && u.Delete[i-1] >= k {
-				t.Fatalf("deletes not sorted and distinct: %q", u.Delete)
-			}
-			if _, set := u.Set[k]; set {
-				t.Fatalf("%q is both set and deleted", k)
-			}
-			doc[k] = nil
-		}
-		again, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u2, err := ParseMetrics(again)
-		if err != nil {
-			t.Fatalf("re-parsing %s: %v", again, err)
-		}
-		if !reflect.DeepEqual(u, u2) {
-			t.Fatalf("round trip through %s changed the update:\n%+v\n%+v", again, u, u2)
-		}
-		if _, err := u.Apply(nil); err != nil {
-			t.Fatalf("applying to no metrics: %v", err)
 		}
 	})
 }

@@ -1,11 +1,10 @@
-package conf
+package modelconfig
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/internal/jsondoc"
 )
 
 // A scan is one pass over the tokens of a model config, led by its schema
@@ -32,7 +32,7 @@ import (
 //   - asked for a token's offset, it says where the token is (its field
 //     path, its field), which turns protojson's errors into Grove's.
 type scan struct {
-	d    *decoder
+	d    *jsondoc.Decoder
 	data []byte
 	// target is the offset of the token to locate, or -1; found is that
 	// token once read.
@@ -72,15 +72,13 @@ var errFound = errors.New("target token found")
 // scanModelConfig scans data, a model config with its trailing commas
 // blanked. With a target offset, it stops at the token there and sets found.
 func scanModelConfig(data []byte, target int64) (*scan, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	s := &scan{d: &decoder{dec: dec, data: data}, data: data, target: target, unknown: map[string]string{}}
+	s := &scan{d: jsondoc.NewDecoder(data), data: data, target: target, unknown: map[string]string{}}
 	tok, start, err := s.next("")
 	if err != nil {
 		return nil, err
 	}
 	if tok != json.Delim('{') {
-		return nil, &ConfigError{Msg: fmt.Sprintf("model config must be a JSON object, got %s", describe(tok))}
+		return nil, &Error{Msg: fmt.Sprintf("model config must be a JSON object, got %s", jsondoc.Describe(tok))}
 	}
 	err = s.message("", (&grovepb.ModelConfig{}).ProtoReflect().Descriptor(), start)
 	if errors.Is(err, errFound) {
@@ -89,25 +87,25 @@ func scanModelConfig(data []byte, target int64) (*scan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &ConfigError{Msg: fmt.Sprintf("unexpected data after the model config object at offset %d", dec.InputOffset())}
+	if err := s.d.End("model config"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // next reads the next token and the offset where it starts.
 func (s *scan) next(path string) (json.Token, int64, error) {
-	start := s.d.dec.InputOffset() // the end of the previous token
+	start := s.d.InputOffset() // the end of the previous token
 	for start < int64(len(s.data)) && strings.IndexByte(" \t\r\n,:", s.data[start]) >= 0 {
 		start++
 	}
-	tok, err := s.d.token(path)
+	tok, err := s.d.Token(path)
 	if str, ok := tok.(string); ok && strings.ContainsRune(str, utf8.RuneError) {
 		// encoding/json reads an unpaired surrogate escape as U+FFFD;
 		// protojson refuses it with a message that gives no position.
-		if i := unpairedSurrogate(s.data[start:s.d.dec.InputOffset()]); i >= 0 {
-			line, col := position(s.data, start+int64(i))
-			return nil, start, &ConfigError{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %s is half of a UTF-16 surrogate pair", line, col, s.data[start+int64(i):start+int64(i)+6])}
+		if i := unpairedSurrogate(s.data[start:s.d.InputOffset()]); i >= 0 {
+			line, col := jsondoc.Position(s.data, start+int64(i))
+			return nil, start, &Error{Msg: fmt.Sprintf("invalid JSON at line %d, column %d: %s is half of a UTF-16 surrogate pair", line, col, s.data[start+int64(i):start+int64(i)+6])}
 		}
 	}
 	return tok, start, err
@@ -150,9 +148,9 @@ func (s *scan) report(order, at int64, err error) {
 	if s.problem != nil && s.problemAt <= order {
 		return
 	}
-	var ce *ConfigError
+	var ce *Error
 	if errors.As(err, &ce) {
-		line, col := position(s.data, at)
+		line, col := jsondoc.Position(s.data, at)
 		ce.Msg += fmt.Sprintf(" (line %d, column %d)", line, col)
 	}
 	s.problem, s.problemAt = err, order
@@ -165,7 +163,7 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 	given := map[protoreflect.FieldNumber]string{} // field -> key as first written
 	var keys []string
 	var unknownMember [2]int64
-	for s.d.dec.More() {
+	for s.d.More() {
 		tok, start, err := s.next(path)
 		if err != nil {
 			return err
@@ -181,13 +179,13 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 		}
 		keys = append(keys, key)
 		if choice && len(keys) == 2 {
-			s.report(open, start, &ConfigError{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", choiceNames(md), keys[0], key)})
+			s.report(open, start, &Error{Field: path, Msg: fmt.Sprintf("give exactly one of %s, got %q and %q", choiceNames(md), keys[0], key)})
 		}
 		if fd == nil {
-			if err := s.d.skip(join(path, key)); err != nil {
+			if err := s.d.Skip(join(path, key)); err != nil {
 				return err
 			}
-			unknownMember = [2]int64{start, s.d.dec.InputOffset()}
+			unknownMember = [2]int64{start, s.d.InputOffset()}
 			continue
 		}
 		if _, ok := given[fd.Number()]; !ok {
@@ -199,19 +197,19 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 			return err
 		}
 		if choice && tok == nil {
-			s.report(open, vstart, &ConfigError{Field: fieldPath, Msg: fmt.Sprintf("expected %s, got null", wanted(fd, false))})
+			s.report(open, vstart, &Error{Field: fieldPath, Msg: fmt.Sprintf("expected %s, got null", wanted(fd, false))})
 		}
 		if err := s.value(fieldPath, fd, false, tok, vstart); err != nil {
 			return err
 		}
 	}
-	if _, err := s.d.token(path); err != nil { // the closing "}"
+	if _, err := s.d.Token(path); err != nil { // the closing "}"
 		return err
 	}
 	switch {
 	case !choice:
 	case len(keys) == 0:
-		s.report(open, open, &ConfigError{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", choiceNames(md))})
+		s.report(open, open, &Error{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", choiceNames(md))})
 	case len(keys) == 1 && fieldByKey(md, keys[0]) == nil:
 		s.unknown[path] = keys[0]
 		s.blanks = append(s.blanks, unknownMember)
@@ -231,7 +229,7 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 		if tok != json.Delim('[') {
 			break // protojson rejects it
 		}
-		for i := 0; s.d.dec.More(); i++ {
+		for i := 0; s.d.More(); i++ {
 			at := fmt.Sprintf("%s[%d]", path, i)
 			tok, start, err := s.next(at)
 			if err != nil {
@@ -241,7 +239,7 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 				return err
 			}
 		}
-		_, err := s.d.token(path) // the closing "]"
+		_, err := s.d.Token(path) // the closing "]"
 		return err
 	case tok == nil:
 		// null: the default for a field, rejected by protojson in a list.
@@ -251,15 +249,15 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 		}
 	case isInteger(fd.Kind()):
 		lo, hi := intRange(fd)
-		if _, err := intValue(path, tok, lo, hi); err != nil {
+		if _, err := jsondoc.IntValue(path, tok, lo, hi); err != nil {
 			s.report(start, start, err)
 		}
 	case fd.Kind() == protoreflect.DoubleKind || fd.Kind() == protoreflect.FloatKind:
-		if _, err := floatValue(path, tok); err != nil {
+		if _, err := jsondoc.FloatValue(path, tok); err != nil {
 			s.report(start, start, err)
 		}
 	}
-	return s.d.skipRest(path, tok)
+	return s.d.SkipRest(path, tok)
 }
 
 // blanked returns the data with the members recorded in blanks replaced by
@@ -280,7 +278,7 @@ func (s *scan) blanked() []byte {
 }
 
 // decodeError turns protojson's error on decoding input (the blanked data)
-// into a *ConfigError naming the field and the line and column, or returns
+// into a *Error naming the field and the line and column, or returns
 // the scan's problem if it comes first in the document. protojson's
 // messages start with "(line L:C)", C counting characters; the scan
 // locates the token there and says what is wrong with it in Grove's words.
@@ -300,13 +298,13 @@ func (s *scan) decodeError(input []byte, err error) error {
 	}
 	if off < 0 {
 		msg = strings.TrimLeft(strings.TrimPrefix(msg, "proto:"), " \u00a0")
-		return &ConfigError{Msg: "invalid model config: " + msg, Err: err}
+		return &Error{Msg: "invalid model config: " + msg, Err: err}
 	}
-	e := &ConfigError{Msg: msg, Err: err}
+	e := &Error{Msg: msg, Err: err}
 	if at, _ := scanModelConfig(input, off); at != nil && at.found != nil {
 		e.Field, e.Msg = at.found.explain(msg)
 	}
-	line, col := position(input, off)
+	line, col := jsondoc.Position(input, off)
 	e.Msg += fmt.Sprintf(" (line %d, column %d)", line, col)
 	return e
 }
@@ -324,7 +322,7 @@ func (l *location) explain(fallback string) (field, msg string) {
 	case l.isKey, fits(l.field, l.elem, l.tok):
 		return l.path, fallback
 	}
-	return l.path, fmt.Sprintf("expected %s, got %s", wanted(l.field, l.elem), describe(l.tok))
+	return l.path, fmt.Sprintf("expected %s, got %s", wanted(l.field, l.elem), jsondoc.Describe(l.tok))
 }
 
 // wanted names the JSON value field fd takes (an element of it if elem).
@@ -378,21 +376,21 @@ func isInteger(k protoreflect.Kind) bool {
 func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 	switch fd.FullName() {
 	case "grove.v1.ModelMetadata.eviction_grace_period_in_ms":
-		return 0, maxGracePeriodMs
+		return 0, MaxGracePeriodMs
 	case "grove.v1.ModelMetadata.replicas":
 		return 0, MaxReplicas
 	case "grove.v1.ModelMetadata.max_batch_rows":
-		return 0, maxBatchRowsLimit
+		return 0, MaxBatchRowsLimit
 	case "grove.v1.ModelMetadata.max_queue_delay_us":
-		return 0, maxQueueDelayUs
+		return 0, MaxQueueDelayUs
 	case "grove.v1.ModelMetadata.intra_op_threads":
-		return 0, maxIntraOpThreads
+		return 0, MaxIntraOpThreads
 	case "grove.v1.ModelMetadata.default_timeout_ms", "grove.v1.ModelMetadata.queue_timeout_ms":
-		return 0, maxTimeoutMs
+		return 0, MaxTimeoutMs
 	case "grove.v1.ValidAfterMs.ms":
-		return 0, maxValidAfterMs
+		return 0, MaxValidAfterMs
 	case "grove.v1.MinServedEvents.count":
-		return 0, maxEventCount
+		return 0, MaxEventCount
 	}
 	switch fd.Kind() {
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
@@ -413,7 +411,7 @@ func choiceNames(md protoreflect.MessageDescriptor) string {
 	for i := range names {
 		names[i] = string(md.Fields().Get(i).Name())
 	}
-	return orList(names)
+	return jsondoc.OrList(names)
 }
 
 // fieldByKey finds the field of md that key names, by its JSON name or its

@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 import (
 	"encoding/json"
@@ -21,11 +21,11 @@ func TestParseModelConfigReadsAllFields(t *testing.T) {
 		 "warm_up_batch_request_json": "{\"request\": []}", "eviction_grace_period_in_ms": 60000},
 		{"model_path": "pcvr/model.pt"}
 	]}`
-	got, err := ParseModelConfig([]byte(data))
+	got, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &ModelConfig{Models: []ModelMetadata{
+	want := &Config{Models: []Model{
 		{Path: "pcvr_v1/", Checksum: sum1, WarmUpJSON: `{"request": []}`, EvictionGracePeriod: time.Minute},
 		{Path: "pcvr/model.pt"},
 	}}
@@ -39,11 +39,11 @@ func TestParseModelConfigReadsAllFields(t *testing.T) {
 
 func TestParseModelConfigAcceptsLowerCamelCaseNames(t *testing.T) {
 	data := `{"modelMetadata": [{"modelPath": "m/", "checksum": "", "warmUpBatchRequestJson": "[]", "evictionGracePeriodInMs": 5}]}`
-	got, err := ParseModelConfig([]byte(data))
+	got, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ModelMetadata{Path: "m/", WarmUpJSON: "[]", EvictionGracePeriod: 5 * time.Millisecond}
+	want := Model{Path: "m/", WarmUpJSON: "[]", EvictionGracePeriod: 5 * time.Millisecond}
 	if len(got.Models) != 1 || got.Models[0] != want {
 		t.Errorf("got %+v, want [%+v]", got.Models, want)
 	}
@@ -60,7 +60,7 @@ func TestParseModelConfigAcceptsTheDocumentedExampleWithTrailingCommas(t *testin
     },
   ]
 }`
-	got, err := ParseModelConfig([]byte(data))
+	got, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestParseModelConfigGracePeriodForms(t *testing.T) {
 		{`2147483647`, 2147483647 * time.Millisecond},
 		{`null`, 0},
 	} {
-		got, err := ParseModelConfig([]byte(`{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":` + tc.value + `}]}`))
+		got, err := Parse([]byte(`{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":` + tc.value + `}]}`))
 		if err != nil {
 			t.Errorf("%s: %v", tc.value, err)
 			continue
@@ -96,14 +96,14 @@ func TestParseModelConfigGracePeriodForms(t *testing.T) {
 
 func TestParseModelConfigNullsAndEmptyMeanDefaults(t *testing.T) {
 	for _, data := range []string{`{}`, `{"model_metadata": null}`, `{"model_metadata": []}`} {
-		got, err := ParseModelConfig([]byte(data))
+		got, err := Parse([]byte(data))
 		if err != nil {
 			t.Errorf("%s: %v", data, err)
 		} else if len(got.Models) != 0 {
 			t.Errorf("%s: got %+v, want no models", data, got.Models)
 		}
 	}
-	got, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m", "checksum": null}]}`))
+	got, err := Parse([]byte(`{"model_metadata": [{"model_path": "m", "checksum": null}]}`))
 	if err != nil || got.Models[0].Checksum != "" {
 		t.Errorf("null checksum: got %+v, %v", got, err)
 	}
@@ -161,49 +161,28 @@ func TestParseModelConfigErrors(t *testing.T) {
 		{"grace boolean", `{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":true}]}`, `expected an integer, got boolean true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseModelConfig([]byte(tc.data))
+			_, err := Parse([]byte(tc.data))
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *ConfigError", err)
+				t.Errorf("error %T is not a *Error", err)
 			}
 		})
 	}
 }
 
 func TestParseModelConfigSeparatesSingleFileFromDirectoryPaths(t *testing.T) {
-	got, err := ParseModelConfig([]byte(`{"model_metadata":[{"model_path":"model1"},{"model_path":"model1/"}]}`))
+	got, err := Parse([]byte(`{"model_metadata":[{"model_path":"model1"},{"model_path":"model1/"}]}`))
 	if err != nil {
 		t.Fatalf("model1 and model1/ are different models: %v", err)
 	}
 	if got.Models[0].IsDir() || !got.Models[1].IsDir() {
 		t.Errorf("IsDir: got %v, %v", got.Models[0].IsDir(), got.Models[1].IsDir())
-	}
-}
-
-func TestBlankTrailingCommasLeavesStringsAlone(t *testing.T) {
-	in := `{"a": ",]", "b": "\",}", "c": [1,],}`
-	want := `{"a": ",]", "b": "\",}", "c": [1 ] }`
-	if got := string(blankTrailingCommas([]byte(in))); got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
-	}
-}
-
-func TestLowerCamel(t *testing.T) {
-	for in, want := range map[string]string{
-		"model_metadata":              "modelMetadata",
-		"warm_up_batch_request_json":  "warmUpBatchRequestJson",
-		"eviction_grace_period_in_ms": "evictionGracePeriodInMs",
-		"checksum":                    "checksum",
-	} {
-		if got := lowerCamel(in); got != want {
-			t.Errorf("lowerCamel(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 
@@ -216,11 +195,11 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add([]byte(issueExample))
 	f.Add([]byte(allShapesExample))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseModelConfig(data)
+		c, err := Parse(data)
 		if err != nil {
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %T is not a *ConfigError: %v", err, err)
+				t.Fatalf("error %T is not a *Error: %v", err, err)
 			}
 			return
 		}
@@ -231,7 +210,7 @@ func FuzzParseModelConfig(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c2, err := ParseModelConfig(again)
+		c2, err := Parse(again)
 		if err != nil {
 			t.Fatalf("re-parsing %s: %v", again, err)
 		}
@@ -268,7 +247,7 @@ const allShapesExample = `{"modelMetadata": [{"modelPath": "a/"}, {"modelPath": 
   {"organization": "ads", "project": "pcvr", "contract_number": 7, "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
 
 func TestParseModelConfigReadsTheIssueContract(t *testing.T) {
-	got, err := ParseModelConfig([]byte(issueExample))
+	got, err := Parse([]byte(issueExample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +272,7 @@ func TestParseModelConfigReadsTheIssueContract(t *testing.T) {
 }
 
 func TestParseModelConfigReadsEveryContractShapeInLowerCamelCase(t *testing.T) {
-	got, err := ParseModelConfig([]byte(allShapesExample))
+	got, err := Parse([]byte(allShapesExample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +305,7 @@ func TestParseModelConfigContractNullsMeanDefaults(t *testing.T) {
 	data := `{"model_metadata": [{"model_path": "m"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
 		"router": null, "expiration": null, "sticky_key": null, "servables": [{"release_version": "r", "model_path": "m",
 		"validity": null, "phase_in": null, "shadow": null, "logging": {"log_level": null, "sample_rate": null, "key_features": null, "key_features_separator": null}}]}]}`
-	got, err := ParseModelConfig([]byte(data))
+	got, err := Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +315,7 @@ func TestParseModelConfigContractNullsMeanDefaults(t *testing.T) {
 	if len(got.Contracts) != 1 || !reflect.DeepEqual(got.Contracts[0], want) {
 		t.Errorf("got  %+v\nwant %+v", got.Contracts, want)
 	}
-	got, err = ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
+	got, err = Parse([]byte(`{"model_metadata": [{"model_path": "m"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
 		"servables": [{"release_version": "r", "model_path": "m", "shadow": {"sample_rate": 0}, "logging": {"key_features_separator": ""}}]}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -423,16 +402,16 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"duplicate key feature", servable(`, "logging": {"key_features": ["u", "a", "u"]}`), `logging.key_features[2]: contract ads/pctr/1: release v1: key feature "u" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseModelConfig([]byte(tc.data))
+			_, err := Parse([]byte(tc.data))
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *ConfigError", err)
+				t.Errorf("error %T is not a *Error", err)
 			}
 		})
 	}
@@ -443,7 +422,7 @@ func TestParseModelConfigAcceptsShadowOnlyServables(t *testing.T) {
 	// immediately_valid with never_valid is simply never valid.
 	data := `{"model_metadata": [{"model_path": "a/"}], "contracts": [{"organization": "o", "project": "p", "contract_number": 1,
 		"servables": [{"release_version": "v1", "model_path": "a/", "validity": [{"immediately_valid": {}}, {"never_valid": {}}], "shadow": {"sample_rate": 0.5}}]}]}`
-	if _, err := ParseModelConfig([]byte(data)); err != nil {
+	if _, err := Parse([]byte(data)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -452,7 +431,7 @@ func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
 	data := `{"model_metadata": [{"model_path": "a/"}], "contracts": [
 		{"organization": "o", "project": "p", "contract_number": 1, "servables": [{"release_version": "v1", "model_path": "a/"}]},
 		{"organization": "o", "project": "p", "contract_number": 2, "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
-	if _, err := ParseModelConfig([]byte(data)); err != nil {
+	if _, err := Parse([]byte(data)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -460,7 +439,7 @@ func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
 func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`,
 		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2}]}`} {
-		c, err := ParseModelConfig([]byte(data))
+		c, err := Parse([]byte(data))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -468,7 +447,7 @@ func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		c2, err := ParseModelConfig(out)
+		c2, err := Parse(out)
 		if err != nil {
 			t.Fatalf("%s: re-parsing %s: %v", name, out, err)
 		}
@@ -477,8 +456,8 @@ func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 		}
 	}
 	// The canonical form of the issue's contract, defaults written out.
-	c, _ := ParseModelConfig([]byte(issueExample))
-	got, err := json.Marshal(ModelConfig{Contracts: c.Contracts})
+	c, _ := Parse([]byte(issueExample))
+	got, err := json.Marshal(Config{Contracts: c.Contracts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +470,7 @@ func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 }
 
 func TestParseModelConfigServingOptions(t *testing.T) {
-	got, err := ParseModelConfig([]byte(`{"model_metadata": [
+	got, err := Parse([]byte(`{"model_metadata": [
 	  {"model_path": "a/", "replicas": 3, "maxBatchRows": "16", "max_queue_delay_us": 250, "intra_op_threads": 2},
 	  {"model_path": "b/", "replicas": null}]}`))
 	if err != nil {
@@ -509,7 +488,7 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 		{"max_queue_delay_us", "1000001", "model_metadata[0].max_queue_delay_us: 1000001 is out of range 0..1000000"},
 		{"intra_op_threads", "\"x\"", `model_metadata[0].intra_op_threads: "x" is not a number`},
 	} {
-		_, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: got %v, want an error containing %q", tc.field, tc.value, err, tc.want)
 		}
@@ -517,7 +496,7 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 }
 
 // The protojson decoding: what protobuf's JSON mapping allows that Grove
-// decides for itself, case by case (see ParseModelConfig).
+// decides for itself, case by case (see Parse).
 
 func TestParseModelConfigDecodeErrorsNameTheFieldLineAndColumn(t *testing.T) {
 	doc := "{\"model_metadata\": [\n  {\"model_path\": \"é/\",\n   \"replicas\": \"x\"},\n  {\"model_path\": \"é\", \"modelPath\": \"c\"}\n]}"
@@ -535,7 +514,7 @@ func TestParseModelConfigDecodeErrorsNameTheFieldLineAndColumn(t *testing.T) {
 		{"after blanked trailing commas", "{\"model_metadata\": [{\"model_path\": \"m\",},],\n \"contracts\": 5}", `contracts: expected an array, got number 5 (line 2, column 15)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseModelConfig([]byte(tc.data))
+			_, err := Parse([]byte(tc.data))
 			checkConfigError(t, err, tc.want)
 		})
 	}
@@ -557,7 +536,7 @@ func TestParseModelConfigReportsTheFirstErrorInTheDocument(t *testing.T) {
 // mustFail parses data, which must be refused, and returns the error.
 func mustFail(t *testing.T, data string) error {
 	t.Helper()
-	c, err := ParseModelConfig([]byte(data))
+	c, err := Parse([]byte(data))
 	if err == nil {
 		t.Fatalf("%s: accepted as %+v", data, c)
 	}
@@ -595,7 +574,7 @@ func TestParseModelConfigChoices(t *testing.T) {
 	}
 	// An unknown name is taken out of the document for protojson; the rest
 	// of the document still decodes.
-	c, err := ParseModelConfig([]byte(servable(`, "validity": [{"never_valid": {}}, {"sometimes": {"a": [1, {"b": null}]}}], "shadow": {}`)))
+	c, err := Parse([]byte(servable(`, "validity": [{"never_valid": {}}, {"sometimes": {"a": [1, {"b": null}]}}], "shadow": {}`)))
 	if err == nil {
 		t.Fatalf("accepted %+v", c)
 	}
@@ -621,7 +600,7 @@ func TestParseModelConfigNumbers(t *testing.T) {
 		{"negative exponent", model("replicas", `300e-2`), 3},
 		{"negative zero", model("replicas", `-0`), 0},
 	} {
-		c, err := ParseModelConfig([]byte(tc.data))
+		c, err := Parse([]byte(tc.data))
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		} else if got := c.Models[0].Serving.Replicas; got != tc.want {
@@ -648,7 +627,7 @@ func TestParseModelConfigNumbers(t *testing.T) {
 			checkConfigError(t, mustFail(t, tc.data), tc.want)
 		})
 	}
-	c, err := ParseModelConfig([]byte(threshold(`"-0.25e1"`)))
+	c, err := Parse([]byte(threshold(`"-0.25e1"`)))
 	if err != nil || c.Contracts[0].Servables[0].Validity[0].Threshold != -2.5 {
 		t.Errorf("quoted double: got %+v, %v", c, err)
 	}
@@ -663,21 +642,9 @@ func TestParseModelConfigNullElementsAndStrings(t *testing.T) {
 	checkConfigError(t, mustFail(t, "{\"model_metadata\": [\n {\"model_path\": \"a\\ud800b\"}]}"),
 		`invalid JSON at line 2, column 19: \ud800 is half of a UTF-16 surrogate pair`)
 	checkConfigError(t, mustFail(t, `{"model_metadata": [{"model_path": "a\udc00\ud800"}]}`), `\udc00 is half of a UTF-16 surrogate pair`)
-	c, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m", "warm_up_batch_request_json": "\"a\ud83d\ude00\\ud800\""}]}`))
+	c, err := Parse([]byte(`{"model_metadata": [{"model_path": "m", "warm_up_batch_request_json": "\"a\ud83d\ude00\\ud800\""}]}`))
 	if err != nil || c.Models[0].WarmUpJSON != `"a😀\ud800"` {
 		t.Errorf("a surrogate pair and an escaped backslash: got %+v, %v", c, err)
-	}
-}
-
-func TestIntegral(t *testing.T) {
-	for s, want := range map[string]bool{
-		"0": true, "-0": true, "12": true, "1.0": true, "1.5": false, "15e-1": false, "150e-2": false, "1500e-3": false,
-		"1.5e1": true, "0.05e2": true, "0.005e2": false, "1e400": true, "1e-400": false, "0e-400": true, "0.0e-999999999999999999999": true,
-		"5e999999999999999999999": true, "5e-999999999999999999999": false, "1.000000000000000000001": false, "2E+3": true,
-	} {
-		if got := integral(s); got != want {
-			t.Errorf("integral(%q) = %v, want %v", s, got, want)
-		}
 	}
 }
 
@@ -713,14 +680,14 @@ func TestModelConfigSchemaKeepsBAFieldNumbers(t *testing.T) {
 }
 
 func TestParseModelConfigRequestTimeouts(t *testing.T) {
-	got, err := ParseModelConfig([]byte(`{"model_metadata": [
+	got, err := Parse([]byte(`{"model_metadata": [
 	  {"model_path": "a/", "default_timeout_ms": 250, "queue_timeout_ms": "50"},
 	  {"modelPath": "b/", "defaultTimeoutMs": 3.6e6, "queueTimeoutMs": null},
 	  {"model_path": "c/", "max_queue_delay_us": 500}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []ModelMetadata{
+	for i, want := range []Model{
 		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: 50 * time.Millisecond},
 		{Path: "b/", DefaultTimeout: time.Hour},
 		{Path: "c/", Serving: ServingOptions{MaxQueueDelay: 500 * time.Microsecond}},
@@ -735,13 +702,13 @@ func TestParseModelConfigRequestTimeouts(t *testing.T) {
 		{"queueTimeoutMs", "0.5", "model_metadata[0].queue_timeout_ms: 0.5 is not an integer"},
 		{"defaultTimeoutMs", `"1s"`, `model_metadata[0].default_timeout_ms: "1s" is not a number`},
 	} {
-		_, err := ParseModelConfig([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
 		checkConfigError(t, err, tc.want)
 	}
 }
 
 func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
-	c := ModelConfig{Models: []ModelMetadata{
+	c := Config{Models: []Model{
 		{Path: "a/", DefaultTimeout: 250 * time.Millisecond, QueueTimeout: time.Second},
 		{Path: "b/"},
 	}}
@@ -753,7 +720,7 @@ func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	back, err := ParseModelConfig(got)
+	back, err := Parse(got)
 	if err != nil || !reflect.DeepEqual(back, &c) {
 		t.Errorf("read back %+v, %v; want %+v", back, err, c)
 	}

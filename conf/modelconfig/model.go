@@ -1,4 +1,4 @@
-package conf
+package modelconfig
 
 import (
 	"encoding/json"
@@ -14,19 +14,20 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/internal/jsondoc"
 )
 
-// ModelConfig is the model config file kept in the bucket: the models to
+// Config is the model config file kept in the bucket: the models to
 // serve and the contracts that route traffic among them.
-type ModelConfig struct {
+type Config struct {
 	// Models are the model_metadata entries, in file order.
-	Models []ModelMetadata
+	Models []Model
 	// Contracts are the contracts entries, in file order; see Contract.
 	Contracts []Contract
 }
 
-// ModelMetadata is one model_metadata entry of the model config.
-type ModelMetadata struct {
+// Model is one model_metadata entry of the model config.
+type Model struct {
 	// Path is model_path, the model's object name in the bucket; a trailing
 	// "/" makes it a directory (every object under the prefix).
 	Path string
@@ -70,43 +71,30 @@ type ServingOptions struct {
 	IntraOpThreads int
 }
 
-// Limits of the serving options.
+// Limits of the serving options, the largest values Parse accepts.
 const (
-	MaxReplicas       = 64
-	maxBatchRowsLimit = 1 << 20
-	maxQueueDelayUs   = 1_000_000
-	maxIntraOpThreads = 256
+	// MaxReplicas is the largest replicas.
+	MaxReplicas = 64
+	// MaxBatchRowsLimit is the largest max_batch_rows.
+	MaxBatchRowsLimit = 1 << 20
+	// MaxQueueDelayUs is the largest max_queue_delay_us: a second.
+	MaxQueueDelayUs = 1_000_000
+	// MaxIntraOpThreads is the largest intra_op_threads.
+	MaxIntraOpThreads = 256
 )
 
-// maxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
-const maxTimeoutMs = 3_600_000
+// MaxTimeoutMs is the largest default_timeout_ms and queue_timeout_ms: an hour.
+const MaxTimeoutMs = 3_600_000
 
 // IsDir reports whether the model path names a directory, that is whether it ends in "/".
-func (m ModelMetadata) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
+func (m Model) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
 
-// ConfigError reports a model config that was read but could not be accepted.
-type ConfigError struct {
-	// Field locates the problem, e.g. "model_metadata[1].checksum"; it is
-	// empty when the problem concerns the whole document.
-	Field string
-	// Msg describes the problem.
-	Msg string
-	// Err is the underlying error, if any, such as a *json.SyntaxError.
-	Err error
-}
+// Error reports a model config, a contract state or a management
+// document that was read but could not be accepted: the field it concerns
+// and what is wrong.
+type Error = jsondoc.Error
 
-// Error returns "field: message", or the message alone for document-level problems.
-func (e *ConfigError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// ParseModelConfig parses and validates a model config file.
+// Parse parses and validates a model config file.
 //
 // The format is grove.v1.ModelConfig (api/proto/grove/v1/model_config.proto)
 // in protobuf's JSON mapping, a superset of the B&A inference model config,
@@ -144,12 +132,12 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // hex characters, and warm-up requests that are not JSON. The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
-// (release_version) concerned. All errors are *ConfigError.
-func ParseModelConfig(data []byte) (*ModelConfig, error) {
+// (release_version) concerned. All errors are *Error.
+func Parse(data []byte) (*Config, error) {
 	if !utf8.Valid(data) {
-		return nil, &ConfigError{Msg: "model config is not valid UTF-8"}
+		return nil, &Error{Msg: "model config is not valid UTF-8"}
 	}
-	s, err := scanModelConfig(blankTrailingCommas(data), -1)
+	s, err := scanModelConfig(jsondoc.BlankTrailingCommas(data), -1)
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +159,10 @@ func ParseModelConfig(data []byte) (*ModelConfig, error) {
 // fromProto converts a decoded config to Grove's types. unknown maps the
 // path of each choice object that held an unknown key to that key, which
 // becomes the kind of the rule or policy for validation to report.
-func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *ModelConfig {
-	c := &ModelConfig{}
+func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
+	c := &Config{}
 	for _, m := range pb.GetModelMetadata() {
-		c.Models = append(c.Models, ModelMetadata{
+		c.Models = append(c.Models, Model{
 			Path:                m.GetModelPath(),
 			Checksum:            m.GetChecksum(),
 			WarmUpJSON:          m.GetWarmUpBatchRequestJson(),
@@ -241,7 +229,7 @@ func ruleFromProto(r *grovepb.ValidityRule, unknown string) ValidityRule {
 // defaults of absent settings.
 func servableFromProto(s *grovepb.ContractServable, path string, unknown map[string]string) ContractServable {
 	out := ContractServable{ReleaseVersion: s.GetReleaseVersion(), ModelPath: s.GetModelPath(),
-		PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: defaultLogging()}
+		PhaseIn: PhaseIn{Kind: PhaseInImmediate}, Logging: DefaultLogging()}
 	for r, v := range s.GetValidity() {
 		out.Validity = append(out.Validity, ruleFromProto(v, unknown[fmt.Sprintf("%s.validity[%d]", path, r)]))
 	}
@@ -277,28 +265,28 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 	return out
 }
 
-// maxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
-const maxGracePeriodMs = math.MaxInt32
+// MaxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
+const MaxGracePeriodMs = math.MaxInt32
 
-// validate checks the parsed config; see ParseModelConfig.
-func (c *ModelConfig) validate() error {
+// validate checks the parsed config; see Parse.
+func (c *Config) validate() error {
 	seen := make(map[string]int, len(c.Models))
 	for i, m := range c.Models {
 		entry := fmt.Sprintf("model_metadata[%d]", i)
 		if err := validateObjectPath(m.Path); err != nil {
-			return &ConfigError{Field: entry + ".model_path", Msg: err.Error()}
+			return &Error{Field: entry + ".model_path", Msg: err.Error()}
 		}
 		if j, dup := seen[m.Path]; dup {
-			return &ConfigError{Field: entry + ".model_path", Msg: fmt.Sprintf("duplicate model path %q (also in model_metadata[%d])", m.Path, j)}
+			return &Error{Field: entry + ".model_path", Msg: fmt.Sprintf("duplicate model path %q (also in model_metadata[%d])", m.Path, j)}
 		}
 		seen[m.Path] = i
 		if err := validateChecksum(m.Checksum); err != nil {
-			return &ConfigError{Field: entry + ".checksum", Msg: err.Error()}
+			return &Error{Field: entry + ".checksum", Msg: err.Error()}
 		}
 		if m.WarmUpJSON != "" {
 			var raw json.RawMessage
 			if err := json.Unmarshal([]byte(m.WarmUpJSON), &raw); err != nil {
-				return &ConfigError{Field: entry + ".warm_up_batch_request_json", Msg: fmt.Sprintf("not valid JSON: %v", err), Err: err}
+				return &Error{Field: entry + ".warm_up_batch_request_json", Msg: fmt.Sprintf("not valid JSON: %v", err), Err: err}
 			}
 		}
 	}
@@ -554,6 +542,14 @@ type Shadow struct {
 	SampleRate float64
 }
 
+// Prediction log levels: the values of ServableLogging.Level, and of the
+// server's default for direct model calls (conf.PredictionLog.DefaultLevel).
+const (
+	LogLevelNone   = "NONE"
+	LogLevelFull   = "FULL"
+	LogLevelSample = "SAMPLE"
+)
+
 // ServableLogging is a servable's prediction log policy, like the server's
 // prediction_log defaults. In JSON:
 //
@@ -576,10 +572,10 @@ type ServableLogging struct {
 
 // Limits of the contracts section.
 const (
-	// maxValidAfterMs is the largest valid_after_ms: the longest time.Duration in ms.
-	maxValidAfterMs = math.MaxInt64 / int64(time.Millisecond)
-	// maxEventCount is the largest min_served_events count, 2^53.
-	maxEventCount = 1 << 53
+	// MaxValidAfterMs is the largest valid_after_ms: the longest time.Duration in ms.
+	MaxValidAfterMs = math.MaxInt64 / int64(time.Millisecond)
+	// MaxEventCount is the largest min_served_events count, 2^53.
+	MaxEventCount = 1 << 53
 )
 
 // Known values, for validation and error messages.
@@ -593,7 +589,7 @@ var (
 
 // validateContracts checks the contracts section; see Contract and
 // ContractServable for the rules.
-func (c *ModelConfig) validateContracts() error {
+func (c *Config) validateContracts() error {
 	models := make(map[string]bool, len(c.Models))
 	for _, m := range c.Models {
 		models[m.Path] = true
@@ -602,7 +598,7 @@ func (c *ModelConfig) validateContracts() error {
 	for i, k := range c.Contracts {
 		at := fmt.Sprintf("contracts[%d]", i)
 		bad := func(field, format string, args ...any) error {
-			return &ConfigError{Field: at + field, Msg: "contract " + k.ID() + ": " + fmt.Sprintf(format, args...)}
+			return &Error{Field: at + field, Msg: "contract " + k.ID() + ": " + fmt.Sprintf(format, args...)}
 		}
 		if err := validateName(k.Organization); err != nil {
 			return bad(".organization", "organization %v", err)
@@ -618,7 +614,7 @@ func (c *ModelConfig) validateContracts() error {
 		}
 		seen[k.ID()] = i
 		if !slices.Contains(routerNames, string(k.Router)) {
-			return bad(".router", "router %q is not %s", k.Router, orList(routerNames))
+			return bad(".router", "router %q is not %s", k.Router, jsondoc.OrList(routerNames))
 		}
 		switch e := k.Expiration; e.Kind {
 		case ExpireNone:
@@ -634,7 +630,7 @@ func (c *ModelConfig) validateContracts() error {
 				return bad(".expiration.keep_top_ranked.metric", "keep_top_ranked needs the metric to rank by")
 			}
 		default:
-			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, orList(expirationNames))
+			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, jsondoc.OrList(expirationNames))
 		}
 		releases := make(map[string]int, len(k.Servables))
 		paths := make(map[string]string, len(k.Servables))
@@ -668,7 +664,7 @@ func (c *ModelConfig) validateContracts() error {
 						return sbad(rat+".min_metric.metric", "min_metric needs the name of the metric")
 					}
 				default:
-					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, orList(ruleNames))
+					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, jsondoc.OrList(ruleNames))
 				}
 			}
 			switch p := s.PhaseIn; p.Kind {
@@ -678,14 +674,14 @@ func (c *ModelConfig) validateContracts() error {
 					return sbad(".phase_in.linear_over_secs.secs", "linear_over_secs needs secs ≥ 1, got %d (use immediate for no ramp)", int64(p.Over/time.Second))
 				}
 			default:
-				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, orList(phaseInNames))
+				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, jsondoc.OrList(phaseInNames))
 			}
 			if s.Shadow != nil && !(s.Shadow.SampleRate >= 0 && s.Shadow.SampleRate <= 1) {
 				return sbad(".shadow.sample_rate", "shadow sample_rate %v is not between 0 and 1", s.Shadow.SampleRate)
 			}
 			l := s.Logging
 			if !slices.Contains(logLevelNames, l.Level) {
-				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, orList(logLevelNames))
+				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, jsondoc.OrList(logLevelNames))
 			}
 			if !(l.SampleRate >= 0 && l.SampleRate <= 1) {
 				return sbad(".logging.sample_rate", "logging sample_rate %v is not between 0 and 1", l.SampleRate)
@@ -725,14 +721,13 @@ func validateName(s string) error {
 
 // MarshalJSON encodes the config in its canonical form: snake_case field
 // names, every contract and servable setting written out (defaults
-// included), one JSON shape per choice as ParseModelConfig documents it.
-// ParseModelConfig reads the result back to an equal ModelConfig for any
-// config it accepted, so this is the form to write a modified config back
-// to the bucket in. Durations are written in whole milliseconds (seconds
+// included), one JSON shape per choice as Parse documents it. Parse reads
+// the result back to an equal Config for any config it accepted, so this
+// is the form to write a modified config back to the bucket in. Durations are written in whole milliseconds (seconds
 // for linear_over_secs). It is encoding/json's output, not protojson's:
 // protojson varies its whitespace from build to build, quotes 64-bit
 // integers and leaves out the defaults this form writes.
-func (c ModelConfig) MarshalJSON() ([]byte, error) {
+func (c Config) MarshalJSON() ([]byte, error) {
 	type model struct {
 		Path     string `json:"model_path"`
 		Checksum string `json:"checksum,omitempty"`
