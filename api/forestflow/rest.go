@@ -121,9 +121,8 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	ctx, cancel, err := httpserver.WithTimeout(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	ctx, cancel, ok := httpserver.TimeoutContext(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

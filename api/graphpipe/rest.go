@@ -89,9 +89,8 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(AppendMetadataResponse(nil, m))
 		return
 	}
-	ctx, cancel, err := httpserver.WithTimeout(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	ctx, cancel, ok := httpserver.TimeoutContext(w, r)
+	if !ok {
 		return
 	}
 	defer cancel()

@@ -314,3 +314,14 @@ func WithTimeout(r *http.Request) (ctx context.Context, cancel context.CancelFun
 	ctx, cancel = context.WithTimeout(r.Context(), d)
 	return ctx, cancel, nil
 }
+
+// TimeoutContext is WithTimeout for an API that answers a malformed
+// header with a plain-text 400 itself; ok is false when it did.
+func TimeoutContext(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, ok bool) {
+	ctx, cancel, err := WithTimeout(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, nil, false
+	}
+	return ctx, cancel, true
+}
