@@ -113,6 +113,9 @@ func (a *modelActor) runPending(ctx actor.Context) {
 	a.flushQueued = false
 	a.flushGen++
 	now := time.Now()
+	if a.flushGen%sweepEvery == 0 {
+		a.sweep(now)
+	}
 	for len(a.pending) > 0 && a.dropIfExpired(a.pending[0], now) {
 		a.remove(0)
 	}
@@ -129,6 +132,23 @@ func (a *modelActor) runPending(ctx actor.Context) {
 	if len(a.pending) > 0 && !a.flushQueued {
 		a.flushQueued = true
 		ctx.Send(ctx.Self(), flush{owner: a, gen: a.flushGen})
+	}
+}
+
+// sweepEvery is how often (in flushes) runPending drops every expired
+// request, not only those at the front: a request that stays (a long
+// budget, none at all) must not keep the dead ones behind it counted in
+// the model's queue.
+const sweepEvery = 64
+
+// sweep drops every expired pending request.
+func (a *modelActor) sweep(now time.Time) {
+	for i := 0; i < len(a.pending); {
+		if a.dropIfExpired(a.pending[i], now) {
+			a.remove(i)
+			continue
+		}
+		i++
 	}
 }
 
@@ -151,16 +171,30 @@ func (a *modelActor) backlogged(now time.Time) bool {
 }
 
 // pick returns the index of the request to run next: the oldest, or under
-// backlog the newest that has a deadline.
+// backlog the newest that has a deadline. Under backlog, requests without
+// a deadline still get every other turn (the oldest of them), so they are
+// not starved while deadline traffic keeps coming.
 func (a *modelActor) pick(now time.Time) int {
-	if a.backlogged(now) {
-		for i := len(a.pending) - 1; i >= 0; i-- {
-			if !a.pending[i].deadline.IsZero() {
-				return i
-			}
+	if !a.backlogged(now) {
+		return 0
+	}
+	newest, oldestOpen := -1, -1
+	for i := len(a.pending) - 1; i >= 0; i-- {
+		if a.pending[i].deadline.IsZero() {
+			oldestOpen = i
+		} else if newest < 0 {
+			newest = i
 		}
 	}
-	return 0
+	switch {
+	case newest < 0:
+		return 0
+	case oldestOpen >= 0 && a.openTurn:
+		a.openTurn = false
+		return oldestOpen
+	}
+	a.openTurn = oldestOpen >= 0
+	return newest
 }
 
 // takeBatch takes the requests of the next forward call out of a.pending:
@@ -225,6 +259,24 @@ func (a *modelActor) failPending(err error) {
 	a.pendingRows = 0
 }
 
+// runAlone runs each request of batch in a forward call of its own. The
+// requests not yet run wait at the front of a.pending meanwhile, so that a
+// panic on one of them (which restarts the actor) hands the others to the
+// next incarnation instead of losing them.
+func (a *modelActor) runAlone(batch []*predict) {
+	n := len(batch)
+	a.pending = append(slices.Clone(batch), a.pending...)
+	a.c.queued.Add(int64(n))
+	for _, m := range batch {
+		a.pendingRows += batchRows(m.inputs)
+	}
+	for range n {
+		m := a.pending[0]
+		a.remove(0)
+		a.predict(m)
+	}
+}
+
 // runBatch runs requests holding rows rows in all as one forward call.
 func (a *modelActor) runBatch(batch []*predict, rows int) {
 	defer clear(batch)
@@ -233,9 +285,7 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		return
 	}
 	if a.s == nil {
-		for _, m := range batch {
-			a.predict(m) // answers the reload error
-		}
+		a.runAlone(batch) // answers the reload error
 		return
 	}
 	pieces := make([][]servables.Tensor, len(batch))
@@ -245,9 +295,7 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 	}
 	inputs, err := concatRows(pieces)
 	if err != nil {
-		for _, m := range batch {
-			a.predict(m)
-		}
+		a.runAlone(batch)
 		return
 	}
 	start := time.Now()
@@ -266,8 +314,8 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		panic(r)
 	}()
 	ctx, release := joinContexts(batch)
+	defer release()
 	out, err := a.s.Predict(ctx, inputs)
-	release()
 	answered = true
 	compute := time.Since(start)
 	a.c.observeService(compute)
@@ -279,10 +327,7 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		parts, err = cutRows(out, counts)
 	}
 	if err != nil {
-		// Isolate the failure: each request on its own.
-		for _, m := range batch {
-			a.predict(m)
-		}
+		a.runAlone(batch) // isolates the failure
 		return
 	}
 	a.m.batched.Add(float64(len(batch)))

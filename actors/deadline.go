@@ -62,15 +62,22 @@ func (c *content) deadlineSettings() timeouts {
 }
 
 // observeService folds one forward call's duration into c's estimate of
-// how long a request takes to run (an exponentially weighted average,
-// weight 1/8).
+// how long a request takes to run: an average that rises slowly and falls
+// fast. A call counts for at most twice the estimate and moves it up by an
+// eighth of the gap, so one stall (a pause, a cold cache) cannot make the
+// model look too slow to serve anyone; a faster call moves it down by half
+// the gap. An estimate too high sheds requests that would have made it; one
+// too low lets a few answers arrive late.
 func (c *content) observeService(d time.Duration) {
-	old := c.serviceNs.Load()
-	if old == 0 {
-		c.serviceNs.Store(int64(d))
-		return
+	old, ns := c.serviceNs.Load(), int64(d)
+	switch {
+	case old == 0:
+		c.serviceNs.Store(ns)
+	case ns > old:
+		c.serviceNs.Store(old + (min(ns, 2*old)-old)/8)
+	default:
+		c.serviceNs.Store(old - (old-ns)/2)
 	}
-	c.serviceNs.Store(old + (int64(d)-old)/8)
 }
 
 // answerMargin is the time an answer needs after its forward call, to
@@ -80,7 +87,8 @@ const answerMargin = time.Millisecond
 
 // timeNeeded is how long a request needs from the moment it is taken from
 // the queue to reach its caller, at c's recent pace; 0 before c has run
-// any request.
+// any request. It is only applied to requests that wait beside others
+// (see expiry), which keeps it honest: an idle model runs what comes.
 func (c *content) timeNeeded() time.Duration {
 	est := time.Duration(c.serviceNs.Load())
 	if est == 0 {
@@ -103,7 +111,11 @@ func (a *modelActor) expiry(m *predict, now time.Time) (string, error) {
 		if left <= 0 {
 			return expiredDeadline, fmt.Errorf("%w: model %s did not start the request before its deadline", servables.ErrDeadlineExceeded, a.c.path)
 		}
-		if need := a.c.timeNeeded(); m.priority == priorityUser && need > left {
+		// Only a request that competes with others for the model is held
+		// to its recent pace: one that finds the model otherwise idle runs
+		// (and measures the pace again), so a stale estimate cannot keep
+		// every request out.
+		if need := a.c.timeNeeded(); m.priority == priorityUser && need > left && a.c.queued.Load() > 1 {
 			return expiredDeadline, fmt.Errorf("%w: model %s would not answer the request before its deadline (%v left, it needs about %v)",
 				servables.ErrDeadlineExceeded, a.c.path, left.Round(time.Microsecond), need.Round(time.Microsecond))
 		}

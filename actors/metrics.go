@@ -111,7 +111,7 @@ type stateCollector struct {
 func newStateCollector(s *System) *stateCollector {
 	return &stateCollector{
 		s:          s,
-		state:      prometheus.NewDesc("grove_model_state", "1 for the state each configured model is in (loading, ready, failed, evicting).", []string{"model", "state"}, nil),
+		state:      prometheus.NewDesc("grove_model_state", "1 for the state each configured model is in (loading, ready, failed, evicting, expiring, expired).", []string{"model", "state"}, nil),
 		queue:      prometheus.NewDesc("grove_model_queue_depth", "Requests waiting in the model actor's mailbox.", []string{"model"}, nil),
 		inflight:   prometheus.NewDesc("grove_model_inflight", "Requests dispatched to the model and not yet answered.", []string{"model"}, nil),
 		configTime: prometheus.NewDesc("grove_config_last_success_timestamp_seconds", "When the model config was last read and applied.", nil, nil),
@@ -132,7 +132,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Status()
 	for _, m := range st.Models {
-		for _, s := range []State{StateLoading, StateReady, StateFailed, StateEvicting} {
+		for _, s := range []State{StateLoading, StateReady, StateFailed, StateEvicting, StateExpiring, StateExpired} {
 			v := 0.0
 			if m.State == s {
 				v = 1

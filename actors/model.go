@@ -155,6 +155,8 @@ type modelActor struct {
 	pending     []*predict
 	batchBuf    []*predict // reused for each batch
 	takenBuf    []bool     // reused for each batch
+	// openTurn gives the next pick under backlog to a request without a deadline.
+	openTurn bool
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
@@ -176,6 +178,9 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedPriority())}
 	if d != nil {
 		opts = append(opts, actor.WithDispatcher(d))
+	}
+	if bo.maxRows <= 1 {
+		bo.delay = 0 // batching off: nothing to wait for
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low, carry: carry}

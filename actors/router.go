@@ -82,12 +82,14 @@ func (b *batch) fail(err error) {
 	}
 }
 
-// expireUnanswered answers every item not answered yet with err.
+// expireUnanswered answers every item not answered yet with err. It
+// reads no field the router may be writing (a Score call's routing):
+// the result is the caller's once claimed, and API is never changed.
 func (b *batch) expireUnanswered(err error, m *Metrics) {
 	for i := range b.reqs {
 		if b.claim(i) {
 			b.results[i].Err = err
-			m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+			m.observe(b.reqs[i].API, b.results[i].ModelPath, err, 0)
 			b.finish()
 		}
 	}
@@ -273,6 +275,9 @@ func (r *routerActor) evaluateExpiry(ctx actor.Context, now time.Time) {
 // askRouter runs fn on the router's goroutine and waits for it; it fails
 // when ctx is done first or the system has stopped.
 func (s *System) askRouter(ctx context.Context, fn func(r *routerActor)) error {
+	if s.closing.Load() {
+		return ErrStopped
+	}
 	q := &routerQuery{fn: fn, done: make(chan struct{})}
 	s.as.Root.Send(s.router, q)
 	select {

@@ -307,9 +307,11 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 			}
 		}
 		if routes {
-			// Published without the retired contents before they are
-			// marked retired, so that a request never finds a retired
-			// content in the table it reads.
+			// A new content gets its deadline settings before requests can
+			// reach it; the table is published without the retired
+			// contents before they are marked retired, so that a request
+			// never finds a retired content in the table it reads.
+			s.applyTimeouts()
 			s.publishRoutes()
 			for _, c := range retired {
 				c.retired.Store(true)

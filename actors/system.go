@@ -86,6 +86,7 @@ type System struct {
 	// stopped is closed once the actors are stopped: calls to them fail
 	// instead of waiting for an answer that will not come.
 	stopped  chan struct{}
+	stopOnce sync.Once
 	settled  atomic.Bool
 	draining atomic.Bool
 	closing  atomic.Bool
@@ -184,7 +185,11 @@ func (s *System) run(b *batch) ([]Result, error) {
 			return nil, b.ctx.Err()
 		}
 		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
-		res = <-b.reply
+		select {
+		case res = <-b.reply:
+		case <-s.stopped:
+			return nil, ErrStopped
+		}
 	case <-s.stopped:
 		return nil, ErrStopped
 	}
@@ -232,7 +237,10 @@ func (s *System) Drain() { s.draining.Store(true) }
 // (closing its servable and deleting its cached files) and the actor
 // system, and returns once no goroutine of the system is left. A load
 // that ends during Stop is closed, not served. Requests still running get
-// ErrStopped.
+// ErrStopped. If ctx ends first, Stop returns its error at once and lets
+// every caller waiting on the actors go; the shutdown then completes on
+// its own when what still runs (a forward call, a load that cannot be
+// interrupted) ends.
 func (s *System) Stop(ctx context.Context) error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return errors.New("actors: already stopped")
@@ -255,20 +263,21 @@ func (s *System) Stop(ctx context.Context) error {
 		_ = s.as.Root.StopFuture(s.supervisor).Wait()
 		_ = s.as.Root.StopFuture(s.router).Wait()
 		s.bg.Wait()
+		s.shutdown()
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("stopping actors: %w", ctx.Err())
+		s.stopOnce.Do(func() { close(s.stopped) })
+		return fmt.Errorf("stopping actors: %w (the shutdown completes when the work still running ends)", ctx.Err())
 	}
-	s.shutdown()
-	return nil
 }
 
 // shutdown stops the actor system and the goroutines outside it.
 func (s *System) shutdown() {
 	s.cancel()
-	close(s.stopped)
+	s.stopOnce.Do(func() { close(s.stopped) })
 	s.as.Shutdown()
 	s.low.stop()
 	s.dispatcher.stop()

@@ -359,3 +359,28 @@ func TestSystemStopWaitsForARunningLoadAndClosesWhatItBrings(t *testing.T) {
 		}
 	})
 }
+
+func TestAStopThatRunsOutOfTimeLetsCallersGoAndFinishesLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)},
+			func(w *world, _ *Options) { w.rt.gate = gate })
+		synctest.Wait() // the load is stuck in the runtime
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := w.sys.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop = %v, want its context's deadline", err)
+		}
+		if _, err := w.sys.Infer(context.Background(), []Request{{ModelPath: "a/", Inputs: scalar(t, 1)}}); !errors.Is(err, ErrStopped) {
+			t.Fatalf("Infer after a Stop out of time: %v", err)
+		}
+		if _, err := w.sys.ContractStats("x/y/1"); !errors.Is(err, ErrStopped) {
+			t.Fatalf("a router query after a Stop out of time: %v", err)
+		}
+		close(gate)     // the stuck load ends...
+		synctest.Wait() // ...and the shutdown completes: the bubble checks no goroutine is left
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("loaded %d, closed %d", l, c)
+		}
+	})
+}

@@ -609,6 +609,11 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 		if p.Phase == Expiring || p.Phase == Expired {
 			continue
 		}
+		if p.Phase == Swapping && p.Job == nil {
+			// The update it was loading is gone (the config went back to
+			// what serves); a new one, if needed, starts below.
+			p.Phase = Ready
+		}
 		if p.Job == nil && !p.blocked && s.needsLoad(p) {
 			s.lastJob++
 			p.Job = &Job{ID: s.lastJob, Meta: p.Desired, Stage: Fetching, Registered: p.Registered}
@@ -649,7 +654,8 @@ func (s *State) needsLoad(p *Path) bool {
 // planExpiry applies the contracts' verdict to p: an expired path is
 // unloaded after its grace period, and loaded again once it is not.
 func (s *State) planExpiry(p *Path, now time.Time, steps []Step, later func(time.Time)) []Step {
-	expired := s.expired[p.Name]
+	// Contracts name configured models only; a registration is never theirs.
+	expired := s.expired[p.Name] && !p.Registered
 	switch {
 	case expired && (p.Phase == Ready || p.Phase == Swapping) && p.Active != nil:
 		s.dropJob(p)
@@ -660,7 +666,9 @@ func (s *State) planExpiry(p *Path, now time.Time, steps []Step, later func(time
 	case !expired && p.Phase == Expiring:
 		p.Phase, p.Until = Ready, time.Time{}
 	case !expired && p.Phase == Expired:
-		p.Phase = Loading
+		// A contract needs it again: load it now, even if its last load
+		// failed before it expired.
+		p.Phase, p.blocked = Loading, false
 	}
 	if p.Phase == Expiring {
 		if now.Before(p.Until) {

@@ -26,7 +26,8 @@ type tick struct {
 	at    time.Duration
 	ev    Event
 	steps string // the plan's steps, joined by "; "
-	// phases, if set, is "path=phase ..." for every known path, in Paths order.
+	// phases, if set, is "path=phase ..." for every known path, in Paths
+	// order, or "none" for no path at all.
 	phases string
 	// wake, if set, is when the plan asks to run again (since t0); -1: never.
 	wake time.Duration
@@ -98,7 +99,11 @@ func run(t *testing.T, ticks []tick) *State {
 			for _, p := range s.Paths() {
 				ph = append(ph, p.Name+"="+p.Phase.String())
 			}
-			if g := strings.Join(ph, " "); g != tk.phases {
+			g := strings.Join(ph, " ")
+			if g == "" {
+				g = "none"
+			}
+			if g != tk.phases {
 				t.Fatalf("tick %d: phases %q, want %q", i, g, tk.phases)
 			}
 		}
@@ -138,14 +143,14 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		{"a removed entry without grace period is unloaded at once", script(
 			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
-			tick{at: sec, ev: cfg(), steps: "retire m/ @1; forget m/; release m/ @1", phases: ""},
+			tick{at: sec, ev: cfg(), steps: "retire m/ @1; forget m/; release m/ @1", phases: "none"},
 		)},
 		{"a removed entry serves for its grace period, then is released once its requests are answered", script(
 			tick{ev: cfg(model("m/", sumA, 60_000)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
 			tick{at: sec, ev: cfg(), steps: "", phases: "m/=evicting", wake: 61 * sec},
 			tick{at: 30 * sec, steps: "", phases: "m/=evicting", wake: 61 * sec},
-			tick{at: 61 * sec, inflight: map[int64]int64{1: 2}, steps: "retire m/ @1; forget m/", phases: "", wake: -1},
+			tick{at: 61 * sec, inflight: map[int64]int64{1: 2}, steps: "retire m/ @1; forget m/", phases: "none", wake: -1},
 			tick{at: 62 * sec, steps: ""},
 			tick{at: 63 * sec, inflight: map[int64]int64{1: 0}, steps: "release m/ @1"},
 		)},
@@ -240,7 +245,7 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		)},
 		{"an entry removed while it loads is forgotten and its load discarded", script(
 			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
-			tick{ev: cfg(), steps: "discard m/ #1; forget m/", phases: ""},
+			tick{ev: cfg(), steps: "discard m/ #1; forget m/", phases: "none"},
 			tick{ev: Fetched{Path: "m/", Job: 1, Checksum: sumA}, steps: "discard m/ #1"},
 		)},
 		{"an update removed from the config stops loading and the old content is evicted", script(
@@ -274,6 +279,24 @@ func TestPlannerLifecycleRules(t *testing.T) {
 			tick{at: sec, ev: ContractsExpired{Paths: map[string]bool{"m/": true}}, steps: "", phases: "m/=expiring"},
 			tick{at: 2 * sec, ev: ContractsExpired{}, steps: "", phases: "m/=ready", wake: -1},
 		)},
+		{"an update the config takes back before it loads leaves the path ready", script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2", phases: "m/=swapping"},
+			tick{at: sec, ev: cfg(model("m/", sumA, 0)), steps: "discard m/ #2", phases: "m/=ready"},
+			tick{at: sec, ev: Fetched{Path: "m/", Job: 2, Checksum: sumB}, steps: "discard m/ #2", phases: "m/=ready"},
+		)},
+		{"a failed model that contracts expire and then need again loads at once", script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			tick{ev: Fetched{Path: "m/", Job: 1, Err: errors.New("bucket unreachable")}, steps: "discard m/ #1", phases: "m/=failed"},
+			tick{at: sec, ev: ContractsExpired{Paths: map[string]bool{"m/": true}}, steps: "", phases: "m/=expired"},
+			tick{at: 2 * sec, ev: ContractsExpired{}, steps: "fetch m/ #2", phases: "m/=loading"},
+		)},
+		{"contracts never expire a registration", script(
+			tick{ev: Registered{Meta: model("r/", "", 0)}, steps: "fetch r/ #1"},
+			loadOK(0, "r/", 1, sumA, "swap r/ #1; notify r/: ok"),
+			tick{at: sec, ev: ContractsExpired{Paths: map[string]bool{"r/": true}}, steps: "", phases: "r/=ready", wake: -1},
+		)},
 		{"a registration loads from its files, notifies its caller, and is never evicted by the config", script(
 			tick{ev: cfg(), steps: ""},
 			tick{ev: Registered{Meta: model("r/", "", 0)}, steps: "fetch r/ #1", phases: "r/=loading"},
@@ -283,7 +306,7 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		{"a failed registration is reported and forgotten, not retried", script(
 			tick{ev: Registered{Meta: model("r/", "", 0)}, steps: "fetch r/ #1"},
 			tick{ev: Fetched{Path: "r/", Job: 1, Checksum: sumA}, steps: "load r/ #1"},
-			tick{ev: Loaded{Path: "r/", Job: 1, Err: errors.New("no runtime")}, steps: "discard r/ #1; notify r/: no runtime; forget r/", phases: ""},
+			tick{ev: Loaded{Path: "r/", Job: 1, Err: errors.New("no runtime")}, steps: "discard r/ #1; notify r/: no runtime; forget r/", phases: "none"},
 		)},
 		{"registering a configured or registered path is refused", script(
 			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
@@ -302,7 +325,7 @@ func TestPlannerLifecycleRules(t *testing.T) {
 		{"deleting a registration retires it at once", script(
 			tick{ev: Registered{Meta: model("r/", "", 0)}, steps: "fetch r/ #1"},
 			loadOK(0, "r/", 1, sumA, "swap r/ #1; notify r/: ok"),
-			tick{ev: Unregistered{Path: "r/"}, inflight: map[int64]int64{1: 1}, steps: "retire r/ @1; notify r/: deleted while loading; forget r/", phases: ""},
+			tick{ev: Unregistered{Path: "r/"}, inflight: map[int64]int64{1: 1}, steps: "retire r/ @1; notify r/: deleted while loading; forget r/", phases: "none"},
 			tick{inflight: map[int64]int64{1: 0}, steps: "release r/ @1"},
 		)},
 		{"deleting a registration that is still loading tells its caller", script(
