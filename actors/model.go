@@ -152,11 +152,11 @@ type modelActor struct {
 	batchDelay   time.Duration
 	// pending are user requests, pendingRows rows in all, waiting for the
 	// flush the actor sent itself; flushGen tells that flush from stale ones.
-	pending     []*predict
-	batchBuf    []*predict // reused for each batch
-	takenBuf    []bool     // reused for each batch
+	pending  []*predict
+	batchBuf []*predict // reused for each batch
+	takenBuf []bool     // reused for each batch
 	// openTurn gives the next pick under backlog to a request without a deadline.
-	openTurn bool
+	openTurn    bool
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
