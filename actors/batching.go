@@ -30,7 +30,8 @@ import (
 // travelled back; newest first serves fresh requests in time while the
 // oldest ones expire unrun (deadline.go) instead of being served late. This
 // is Facebook's "adaptive LIFO". Requests without a deadline keep arrival
-// order: nothing would bound how long newest-first could starve them.
+// order among themselves, and under backlog get every other turn: nothing
+// would bound how long newest-first could starve them.
 //
 // Dynamic batching: the request picked runs together with other pending
 // user requests whose inputs agree in count, types, names and every
@@ -85,7 +86,7 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 	}
 	a.pending = append(a.pending, m)
 	a.pendingRows += batchRows(m.inputs)
-	if a.batchDelay > 0 && a.pendingRows >= a.maxBatchRows && a.maxBatchRows > 1 {
+	if a.batchDelay > 0 && a.pendingRows >= a.maxBatchRows { // a delay implies batching (modelProps)
 		a.runPending(ctx)
 		return
 	}

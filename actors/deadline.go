@@ -19,9 +19,9 @@ import (
 // Work is never run for nobody: a model actor drops a request when it
 // takes it from its mailbox (or from the requests waiting for a dynamic
 // batch) if its caller went away, its deadline passed, its answer would not
-// reach the caller before its deadline at the model's recent pace (see
-// timeNeeded), or it waited in the
-// queue longer than the model's queue_timeout_ms. Each drop is counted in
+// reach the caller before its deadline at the model's recent pace while
+// other requests wait (see timeNeeded), or it waited in the queue longer
+// than the model's queue_timeout_ms. Each drop is counted in
 // grove_requests_expired_total{model,reason} and answered with an error
 // of kind DeadlineExceeded or Canceled. The caller, if still there, gets
 // its answer at its deadline, not when the queue reaches its request.
@@ -44,13 +44,9 @@ type timeouts struct {
 
 // setTimeouts applies new deadline settings to c.
 func (c *content) setTimeouts(def, queue time.Duration) {
-	if cur := c.timeouts.Load(); cur != nil && cur.def == def && cur.queue == queue {
-		return
+	if c.deadlineSettings() != (timeouts{def: def, queue: queue}) {
+		c.timeouts.Store(&timeouts{def: def, queue: queue})
 	}
-	if def == 0 && queue == 0 && c.timeouts.Load() == nil {
-		return
-	}
-	c.timeouts.Store(&timeouts{def: def, queue: queue})
 }
 
 // deadlineSettings returns c's timeouts (zero: none).

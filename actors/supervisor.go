@@ -156,36 +156,15 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case unregisterRequest:
 		m.reply <- s.unregister(ctx, m.path)
 	case fetchResult:
-		if j := s.result(m.job); j != nil {
-			j.local = m.local
-			s.settle(ctx, j, m.job)
-			if !j.discarded {
-				var sum string
-				if m.local != nil {
-					sum = m.local.Checksum
-				}
-				s.apply(ctx, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Err: m.err})
-			}
-		} else if m.local != nil {
-			closeQuietly(nil, m.local, s.log)
+		var sum string
+		if m.local != nil {
+			sum = m.local.Checksum
 		}
+		s.stageEnded(ctx, m.job, loadJob{local: m.local}, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Err: m.err})
 	case loadResult:
-		if j := s.result(m.job); j != nil {
-			j.runtime, j.sv = m.runtime, m.sv
-			s.settle(ctx, j, m.job)
-			if !j.discarded {
-				s.apply(ctx, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
-			}
-		} else if m.sv != nil {
-			closeQuietly(m.sv, nil, s.log)
-		}
+		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv}, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
 	case warmResult:
-		if j := s.result(m.job); j != nil {
-			s.settle(ctx, j, m.job)
-			if !j.discarded {
-				s.apply(ctx, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
-			}
-		}
+		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
 	case wakeTick:
 		if m.gen == s.wakeGen {
 			s.wakeAt = time.Time{}
@@ -228,22 +207,27 @@ func (s *supervisorActor) start(ctx actor.Context) {
 	})
 }
 
-// result finds the job a background stage just ended for, and marks it
-// as no longer running; nil if the job is gone.
-func (s *supervisorActor) result(id int64) *loadJob {
+// stageEnded takes what a background stage of job id produced (its cached
+// files, or its runtime and servable, in got) and tells the planner ev; a
+// job that is gone or discarded frees it instead.
+func (s *supervisorActor) stageEnded(ctx actor.Context, id int64, got loadJob, ev lifecycle.Event) {
 	j := s.jobs[id]
-	if j != nil {
-		j.running = false
+	if j == nil {
+		closeQuietly(got.sv, got.local, s.log)
+		return
 	}
-	return j
-}
-
-// settle drops a discarded job now that its running stage has ended.
-func (s *supervisorActor) settle(ctx actor.Context, j *loadJob, id int64) {
+	j.running = false
+	if got.local != nil {
+		j.local = got.local
+	}
+	if got.sv != nil {
+		j.runtime, j.sv = got.runtime, got.sv
+	}
 	if j.discarded || s.quiet {
-		j.discarded = true
 		s.drop(ctx, id, j)
+		return
 	}
+	s.apply(ctx, ev)
 }
 
 // apply records ev (nil: none, just plan again) and executes the plan.
@@ -307,11 +291,9 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 			}
 		}
 		if routes {
-			// A new content gets its deadline settings before requests can
-			// reach it; the table is published without the retired
-			// contents before they are marked retired, so that a request
-			// never finds a retired content in the table it reads.
-			s.applyTimeouts()
+			// Published without the retired contents before they are
+			// marked retired, so that a request never finds a retired
+			// content in the table it reads.
 			s.publishRoutes()
 			for _, c := range retired {
 				c.retired.Store(true)
@@ -429,9 +411,10 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, meta: j.sv.Metadata()}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
-	rt, local, threads := j.runtime, j.local, s.sys.threads(j.meta)
+	local, threads := j.local, s.sys.threads(j.meta)
 	reload := func(ctx context.Context) (servables.Servable, error) {
-		return s.sys.loadLocal(ctx, rt, local, threads)
+		_, sv, err := s.sys.load(ctx, local, threads)
+		return sv, err
 	}
 	opts := j.meta.Serving
 	bo := batchOptions{maxRows: s.sys.opts.MaxBatchRows, delay: opts.MaxQueueDelay}
@@ -465,6 +448,10 @@ func (s *supervisorActor) swap(st lifecycle.Step, now time.Time) {
 	delete(s.jobs, st.Job)
 	c := j.c
 	c.loadedAt = now
+	if p := s.plan.Path(st.Path); p != nil {
+		// Before the table that routes to it is published.
+		c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
+	}
 	s.contents[st.Job] = c
 	s.sys.metrics.loads.WithLabelValues(st.Path, "ok").Inc()
 	if old := (*s.sys.routes.Load())[st.Path]; old != nil {

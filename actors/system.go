@@ -262,8 +262,7 @@ func (s *System) Stop(ctx context.Context) error {
 		<-flushed.done
 		_ = s.as.Root.StopFuture(s.supervisor).Wait()
 		_ = s.as.Root.StopFuture(s.router).Wait()
-		s.bg.Wait()
-		s.shutdown()
+		s.shutdown() // waits for the releases the stop started, too
 	}()
 	select {
 	case <-done:
@@ -293,7 +292,8 @@ func (s *System) threads(meta modelconfig.Model) int {
 }
 
 // load loads cached model files with the runtime that accepts them and
-// threads intra-op threads; it returns the runtime's name.
+// threads intra-op threads, as the supervisor does first and a restarted
+// model actor again; it returns the runtime's name.
 func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int) (string, servables.Servable, error) {
 	rt, err := s.opts.Runtimes.Find(local.Files)
 	if err != nil {
@@ -301,17 +301,6 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int
 	}
 	sv, err := rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
 	return rt.Name(), sv, err
-}
-
-// loadLocal loads cached model files with the named runtime and threads
-// intra-op threads (a restarted model actor reloads its servable so).
-func (s *System) loadLocal(ctx context.Context, runtime string, local *bucket.LocalModel, threads int) (servables.Servable, error) {
-	for _, rt := range s.opts.Runtimes {
-		if rt.Name() == runtime {
-			return rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
-		}
-	}
-	return nil, fmt.Errorf("runtime %q is not in this build", runtime)
 }
 
 // warmUp runs the model's warm-up requests through its actor at warm-up

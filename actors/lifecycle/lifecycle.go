@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/groveml/grove/conf/modelconfig"
@@ -116,8 +117,6 @@ type Path struct {
 	// LastErr and ErrAt describe the last failed load, checksum or warm-up.
 	LastErr string
 	ErrAt   time.Time
-	// Failures counts the failed loads since the last success.
-	Failures int
 	// blocked holds back a new job after a failure until the next config poll.
 	blocked bool
 }
@@ -307,7 +306,8 @@ type State struct {
 	lastJob int64
 	// plans counts the Plan calls made; the one running is plans+1.
 	plans int64
-	// pending are steps decided by Apply (discards, notifies), emitted by the next Plan.
+	// pending are the steps decided so far (by Apply, then by Plan), in
+	// order; Plan hands them over.
 	pending []Step
 }
 
@@ -315,7 +315,7 @@ type State struct {
 func (s *State) Path(path string) *Path { return s.paths[path] }
 
 // Paths returns every known path: the listed ones in config order, then
-// the registered ones by name.
+// the others (registrations, paths evicting after their removal) by name.
 func (s *State) Paths() []*Path {
 	out := make([]*Path, 0, len(s.paths))
 	for _, name := range s.order {
@@ -329,7 +329,7 @@ func (s *State) Paths() []*Path {
 			reg = append(reg, p)
 		}
 	}
-	slices.SortFunc(reg, func(a, b *Path) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(reg, func(a, b *Path) int { return strings.Compare(a.Name, b.Name) })
 	return append(out, reg...)
 }
 
@@ -474,7 +474,6 @@ func (s *State) fail(p *Path, err error, now time.Time) {
 	s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID, Err: err})
 	p.Job = nil
 	p.LastErr, p.ErrAt = err.Error(), now
-	p.Failures++
 	p.blocked = true
 	if p.Registered {
 		// A registration is not retried: its files are not kept.
@@ -499,7 +498,7 @@ func (s *State) swap(p *Path, now time.Time) {
 	p.Job = nil
 	old := p.Active
 	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered}
-	p.LastErr, p.ErrAt, p.Failures = "", time.Time{}, 0
+	p.LastErr, p.ErrAt = "", time.Time{}
 	s.pending = append(s.pending, Step{Kind: Swap, Path: p.Name, Job: j.ID})
 	if old != nil {
 		s.retireAt(p.Name, old.ID, now.Add(old.Meta.EvictionGracePeriod))
@@ -581,8 +580,8 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 	cur := s.plans + 1
 	defer func() { s.plans = cur }()
-	steps := s.pending
-	s.pending = nil
+	// Everything decided, by Apply before and by this plan now, is in
+	// s.pending, in the order it was decided.
 	var wake time.Time
 	later := func(t time.Time) {
 		if t.After(now) && (wake.IsZero() || t.Before(wake)) {
@@ -599,13 +598,11 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			}
 			s.retire(p, now)
 			s.dropJob(p)
-			steps = append(steps, s.pending...)
-			s.pending = nil
-			steps = append(steps, Step{Kind: Forget, Path: name})
+			s.pending = append(s.pending, Step{Kind: Forget, Path: name})
 			delete(s.paths, name)
 			continue
 		}
-		steps = s.planExpiry(p, now, steps, later)
+		s.planExpiry(p, now, later)
 		if p.Phase == Expiring || p.Phase == Expired {
 			continue
 		}
@@ -617,7 +614,7 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 		if p.Job == nil && !p.blocked && s.needsLoad(p) {
 			s.lastJob++
 			p.Job = &Job{ID: s.lastJob, Meta: p.Desired, Stage: Fetching, Registered: p.Registered}
-			steps = append(steps, Step{Kind: Fetch, Path: name, Job: p.Job.ID, Meta: p.Desired, Registered: p.Registered})
+			s.pending = append(s.pending, Step{Kind: Fetch, Path: name, Job: p.Job.ID, Meta: p.Desired, Registered: p.Registered})
 			if p.Active != nil {
 				p.Phase = Swapping
 			}
@@ -638,10 +635,12 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			kept = append(kept, r) // the supervisor hears when it drains
 			continue
 		}
-		steps = append(steps, Step{Kind: Release, Path: r.Path, Content: r.Content})
+		s.pending = append(s.pending, Step{Kind: Release, Path: r.Path, Content: r.Content})
 	}
 	clear(s.retiring[len(kept):])
 	s.retiring = kept
+	steps := s.pending
+	s.pending = nil
 	return Plan{Steps: steps, Wake: wake}
 }
 
@@ -653,7 +652,7 @@ func (s *State) needsLoad(p *Path) bool {
 
 // planExpiry applies the contracts' verdict to p: an expired path is
 // unloaded after its grace period, and loaded again once it is not.
-func (s *State) planExpiry(p *Path, now time.Time, steps []Step, later func(time.Time)) []Step {
+func (s *State) planExpiry(p *Path, now time.Time, later func(time.Time)) {
 	// Contracts name configured models only; a registration is never theirs.
 	expired := s.expired[p.Name] && !p.Registered
 	switch {
@@ -678,9 +677,6 @@ func (s *State) planExpiry(p *Path, now time.Time, steps []Step, later func(time
 			p.Phase, p.Until = Expired, time.Time{}
 		}
 	}
-	steps = append(steps, s.pending...)
-	s.pending = nil
-	return steps
 }
 
 // sortedPaths lists the path names in a fixed order, so that plans are deterministic.
@@ -691,14 +687,4 @@ func (s *State) sortedPaths() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
