@@ -343,15 +343,7 @@ func (a *api) servableSettings(one bool) http.HandlerFunc {
 				"policySettings": sv.Policy(), "loggingSettings": sv.Logging,
 			}))
 		}
-		if !one {
-			httpserver.WriteJSON(w, http.StatusOK, out)
-			return
-		}
-		if len(out) == 0 {
-			a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
-			return
-		}
-		httpserver.WriteJSON(w, http.StatusOK, out[0])
+		a.writeReleases(w, r, ct, out, one)
 	}
 }
 
@@ -395,14 +387,20 @@ func (a *api) metadata(one bool) http.HandlerFunc {
 				"inputs": io(info.Metadata.Inputs), "outputs": io(info.Metadata.Outputs),
 			}))
 		}
-		if !one {
-			httpserver.WriteJSON(w, http.StatusOK, out)
-			return
-		}
-		if len(out) == 0 {
-			a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
-			return
-		}
+		a.writeReleases(w, r, ct, out, one)
+	}
+}
+
+// writeReleases answers with every release's document in out, or with
+// the one release the path names (one), or with UnknownServable when the
+// contract has no such release.
+func (a *api) writeReleases(w http.ResponseWriter, r *http.Request, ct forestflow.Contract, out []any, one bool) {
+	switch {
+	case !one:
+		httpserver.WriteJSON(w, http.StatusOK, out)
+	case len(out) == 0:
+		a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+	default:
 		httpserver.WriteJSON(w, http.StatusOK, out[0])
 	}
 }

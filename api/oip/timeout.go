@@ -23,9 +23,14 @@ const maxTimeoutMicros = math.MaxInt64 / int64(time.Microsecond)
 // timeoutMicros checks a timeout parameter's value, in microseconds.
 func timeoutMicros(us int64) (time.Duration, error) {
 	if us < 0 || us > maxTimeoutMicros {
-		return 0, fmt.Errorf("parameter %q: %d is not a timeout in microseconds (0 to %d)", TimeoutParameter, us, maxTimeoutMicros)
+		return 0, timeoutRangeError(us)
 	}
 	return time.Duration(us) * time.Microsecond, nil
+}
+
+// timeoutRangeError names a timeout parameter's value out of range.
+func timeoutRangeError[T int64 | uint64](v T) error {
+	return fmt.Errorf("parameter %q: %d is not a timeout in microseconds (0 to %d)", TimeoutParameter, v, maxTimeoutMicros)
 }
 
 // restTimeout reads the timeout parameter of a REST request, 0 if none.
@@ -37,8 +42,8 @@ func restTimeout(ps Parameters) (time.Duration, error) {
 	switch p.Kind {
 	case ParamInt:
 		return timeoutMicros(p.Int)
-	case ParamUint:
-		return timeoutMicros(math.MaxInt64) // past any clock: out of range
+	case ParamUint: // above 2^63: past any clock
+		return 0, timeoutRangeError(p.Uint)
 	}
 	return 0, fmt.Errorf("parameter %q must be an integer number of microseconds, got %s", TimeoutParameter, p.Kind.phrase())
 }

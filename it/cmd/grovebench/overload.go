@@ -139,16 +139,14 @@ func runOverload(ctx context.Context, e lifecycleEnv) *overloadReport {
 	rep.Offered = overloadFactor * rep.Capacity.ReqPerSec
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, deadline := range []bool{true, false} {
-		run := &rep.WithDeadline
-		spec := base
+		run, spec, what := &rep.NoDeadline, base, "none"
 		spec.conc, spec.rate = overloadConns, rep.Offered
 		if deadline {
-			spec.headers = []string{"Grove-Timeout: " + overloadDeadline.String()}
-		} else {
-			run = &rep.NoDeadline
+			run, what = &rep.WithDeadline, overloadDeadline.String()
+			spec.headers = []string{"Grove-Timeout: " + what}
 		}
 		run.Deadline = deadline
-		e.logf("overload: %.0f req/s open loop (%.0fx capacity), deadline %v", rep.Offered, overloadFactor, map[bool]any{true: overloadDeadline, false: "none"}[deadline])
+		e.logf("overload: %.0f req/s open loop (%.0fx capacity), deadline %s", rep.Offered, overloadFactor, what)
 		before, err := fetchProm(ctx, client, gep.baseURL)
 		if err != nil {
 			return fail("reading /metrics: %v", err)
