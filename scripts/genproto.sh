@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the Go code of Grove's protobuf schemas:
 #   api/proto/grove/v1/*.proto            -> api/grovepb  (messages)
-#   api/proto/inference/*.proto           -> api/oippb    (messages + gRPC, OIP v2)
+#   api/proto/inference/*.proto           -> api/oippb    (messages + gRPC, OIP v2 with
+#                                            Triton's additions)
 #   api/proto/inference_sidecar/*.proto   -> api/sidecarpb (messages + gRPC, B&A sidecar)
 # (each file's go_package says where its code goes; see api/proto/README.md).
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
