@@ -193,3 +193,27 @@ func (s *System) ModelMetadata(path string) (meta servables.Metadata, checksum s
 	}
 	return c.meta, c.checksum, true
 }
+
+// ModelServing is how the content serving a model path runs: its model
+// actors and its dynamic batching.
+type ModelServing struct {
+	// Replicas is the number of model actors.
+	Replicas int
+	// MaxBatchRows is the most rows one forward call takes from queued
+	// requests (the entry's max_batch_rows, else the server's); 1 when the
+	// model is not batched.
+	MaxBatchRows int
+	// MaxQueueDelay is how long a lone request waits for others to batch
+	// with (max_queue_delay_us; 0 when not batched).
+	MaxQueueDelay time.Duration
+}
+
+// ModelServing describes how the content serving path runs; ok is false
+// when no content serves it.
+func (s *System) ModelServing(path string) (serving ModelServing, ok bool) {
+	c := (*s.routes.Load())[path]
+	if c == nil {
+		return ModelServing{}, false
+	}
+	return c.serving, true
+}

@@ -25,6 +25,7 @@ type content struct {
 	checksum string
 	runtime  string
 	meta     servables.Metadata // the model's signature, as its runtime reports it
+	serving  ModelServing       // how its model actors run
 	local    *bucket.LocalModel
 	loadedAt time.Time
 	// pids are the model actors (replicas) sharing the loaded weights;

@@ -422,6 +422,10 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 		bo.maxRows = opts.MaxBatchRows
 	}
 	replicas := max(opts.Replicas, 1)
+	c.serving = ModelServing{Replicas: replicas, MaxBatchRows: max(bo.maxRows, 1)}
+	if bo.maxRows > 1 {
+		c.serving.MaxQueueDelay = bo.delay
+	}
 	shared := share(j.sv, replicas)
 	c.busy = make([]atomic.Int64, replicas)
 	for i := range replicas {

@@ -15,7 +15,10 @@ import (
 )
 
 // grpcService serves inference.GRPCInferenceService, the Open Inference
-// Protocol v2 over gRPC (KServe's grpc_predict_v2.proto).
+// Protocol v2 over gRPC with Triton's additions
+// (api/proto/inference/grpc_service.proto): the KServe methods, streaming
+// inference, model configuration, statistics and the repository index.
+// The methods Grove does not serve answer why (unserved.go).
 type grpcService struct {
 	oippb.UnimplementedGRPCInferenceServiceServer
 	b       Backend
@@ -35,10 +38,9 @@ func (o *grpcService) ServerReady(context.Context, *oippb.ServerReadyRequest) (*
 	return &oippb.ServerReadyResponse{Ready: o.b.Ready()}, nil
 }
 
+// ServerMetadata lists the same extensions as REST's GET /v2.
 func (o *grpcService) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
-	// The KServe service has no statistics or repository RPCs (Triton's
-	// own proto adds them): no extension is served over gRPC.
-	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: []string{}}, nil
+	return &oippb.ServerMetadataResponse{Name: ServerName, Version: o.version, Extensions: extensions}, nil
 }
 
 // resolve finds the model path serving name at version ("" for the highest
@@ -87,14 +89,24 @@ func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorM
 	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: dt, Shape: shape}
 }
 
-// ModelInfer runs one inference request. Inputs come from
-// raw_input_contents (little-endian, one entry per input) or from the typed
-// contents; outputs go back in raw_output_contents, filtered and ordered by
-// the requested outputs if any.
+// ModelInfer runs one inference request (infer).
 func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+	return o.infer(ctx, req)
+}
+
+// infer runs one inference request of ModelInfer or ModelStreamInfer.
+// Inputs come from raw_input_contents (little-endian, one entry per input)
+// or from the typed contents; outputs go back in raw_output_contents,
+// filtered and ordered by the requested outputs if any. Triton's
+// shared-memory and classification parameters are refused as REST refuses
+// them. The error is a gRPC status.
+func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
 	mv, err := o.resolve(req.GetModelName(), req.GetModelVersion())
 	if err != nil {
 		return nil, grpcError(err)
+	}
+	if err := refuseExtensionParameters(req); err != nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
 	inputs, err := inferInputs(req)
 	if err != nil {

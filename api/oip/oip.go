@@ -339,15 +339,16 @@ func SupportedDatatypes() []string {
 	return names
 }
 
-// Platform returns the OIP platform name of a Grove runtime, as the OIP spec lists them
-// ("pytorch_torchscript" for "torchscript", "onnx_onnxv1" for "onnx"); any
-// other runtime name is returned as it is.
+// Platform returns Triton's platform name of a Grove runtime, which
+// Triton's clients read in model metadata and configuration
+// ("pytorch_libtorch" for "torchscript", "onnxruntime_onnx" for "onnx");
+// any other runtime name is returned as it is.
 func Platform(runtime string) string {
 	switch runtime {
 	case "torchscript":
-		return "pytorch_torchscript"
+		return "pytorch_libtorch"
 	case "onnx":
-		return "onnx_onnxv1"
+		return "onnxruntime_onnx"
 	}
 	return runtime
 }

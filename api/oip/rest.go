@@ -13,12 +13,6 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// restExtensions are the OIP/Triton extensions Grove serves in full over
-// REST. Triton's model_repository extension also loads and unloads models,
-// which in Grove only the bucket config does, so it is not advertised
-// (POST /v2/repository/index is served all the same).
-var restExtensions = []string{ExtensionBinaryTensorData, "statistics"}
-
 // rest serves the OIP v2 REST API.
 type rest struct {
 	h       *httpserver.Server
@@ -33,7 +27,7 @@ func restRoutes(h *httpserver.Server, b Backend, version string) http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, f http.HandlerFunc) { mux.HandleFunc(pattern, h.Instrument("oip", f)) }
 	handle("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
-		write(w, http.StatusOK, AppendServerMetadata(nil, ServerMetadata{Name: ServerName, Version: a.version, Extensions: restExtensions}))
+		write(w, http.StatusOK, AppendServerMetadata(nil, ServerMetadata{Name: ServerName, Version: a.version, Extensions: extensions}))
 	})
 	handle("GET /v2/health/live", func(w http.ResponseWriter, _ *http.Request) {
 		write(w, http.StatusOK, AppendServerLive(nil, true))
@@ -91,11 +85,11 @@ func failCodec(w http.ResponseWriter, err error, code int) {
 
 // parseModelPath splits the part of a /v2/models/ path after "models/" into
 // the model name, the version ("" for none) and the action (the last
-// segment if it is "ready", "infer" or "stats", else "").
+// segment if it is "ready", "infer", "stats" or "config", else "").
 func parseModelPath(rest string) (name, version, action string) {
 	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
 		switch last := rest[i+1:]; last {
-		case "ready", "infer", "stats":
+		case "ready", "infer", "stats", "config":
 			action, rest = last, rest[:i]
 		}
 	}
@@ -105,7 +99,7 @@ func parseModelPath(rest string) (name, version, action string) {
 	return rest, "", action
 }
 
-// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats] and
+// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats|/config] and
 // POST .../infer.
 func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +114,8 @@ func (a *rest) model(post bool) http.HandlerFunc {
 			write(w, okOr(ok, http.StatusServiceUnavailable), AppendModelReady(nil, name, ok))
 		case action == "stats":
 			a.stats(name, version)(w, r)
+		case action == "config":
+			a.config(w, name, version)
 		case action == "":
 			a.metadata(w, name, version)
 		default:
@@ -242,38 +238,20 @@ func durDoc(d actors.Duration) durationDoc { return durationDoc{Count: d.Count, 
 // part of compute_infer.
 func (a *rest) stats(name, version string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		var mvs []routing.ModelVersion
-		switch {
-		case name == "":
-			for _, p := range a.b.ModelPaths() {
-				mvs = append(mvs, routing.NameModel(p))
-			}
-		case version == "":
-			mvs = routing.Versions(a.b.ModelPaths(), name)
-		default:
-			if mv, ok := routing.Resolve(a.b.ModelPaths(), name, version); ok {
-				mvs = []routing.ModelVersion{mv}
-			}
-		}
-		if name != "" && len(mvs) == 0 {
-			fail(w, unknownModel{name, version})
+		vs, err := statsOf(a.b, name, version)
+		if err != nil {
+			fail(w, err)
 			return
 		}
 		doc := struct {
 			ModelStats []modelStatsDoc `json:"model_stats"`
 		}{ModelStats: []modelStatsDoc{}}
-		for _, mv := range mvs {
-			st, ok := a.b.ModelStats(mv.Path)
-			if !ok {
-				continue
-			}
-			d := modelStatsDoc{Name: mv.Name, Version: mv.Version, InferenceCount: st.Inferences, ExecutionCount: st.Executions,
+		for _, v := range vs {
+			st := v.st
+			doc.ModelStats = append(doc.ModelStats, modelStatsDoc{Name: v.mv.Name, Version: v.mv.Version,
+				LastInference: v.lastInferenceMs(), InferenceCount: st.Inferences, ExecutionCount: st.Executions,
 				InferenceStats: inferStatsDoc{Success: durDoc(st.Success), Fail: durDoc(st.Fail), Queue: durDoc(st.Queue),
-					ComputeInfer: durDoc(st.Compute)}, BatchStats: []any{}}
-			if !st.LastInference.IsZero() {
-				d.LastInference = st.LastInference.UnixMilli()
-			}
-			doc.ModelStats = append(doc.ModelStats, d)
+					ComputeInfer: durDoc(st.Compute)}, BatchStats: []any{}})
 		}
 		httpserver.WriteJSON(w, http.StatusOK, doc)
 	}
@@ -300,28 +278,5 @@ func (a *rest) index(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	type entry struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-		State   string `json:"state"`
-		Reason  string `json:"reason,omitempty"`
-	}
-	out := []entry{}
-	for _, m := range a.b.Status().Models {
-		mv := routing.NameModel(m.Path)
-		e := entry{Name: mv.Name, Version: mv.Version, State: "UNAVAILABLE", Reason: m.LastError}
-		switch m.State {
-		case actors.StateReady, actors.StateEvicting, actors.StateExpiring:
-			e.State, e.Reason = "READY", ""
-		case actors.StateLoading:
-			e.State = "LOADING"
-		case actors.StateExpired:
-			e.Reason = "expired by its contracts"
-		}
-		if q.Ready && e.State != "READY" {
-			continue
-		}
-		out = append(out, e)
-	}
-	httpserver.WriteJSON(w, http.StatusOK, out)
+	httpserver.WriteJSON(w, http.StatusOK, repositoryIndex(a.b, q.Ready))
 }

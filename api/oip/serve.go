@@ -14,12 +14,14 @@ import (
 )
 
 // Backend is what the Open Inference Protocol needs: inference, the ready
-// models and their metadata and statistics, the configured models' status
-// and the server's readiness; *actors.System is one.
+// models with their metadata, serving settings and statistics, the
+// configured models' status and the server's readiness; *actors.System is
+// one.
 type Backend interface {
 	Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error)
 	ModelPaths() []string
 	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
+	ModelServing(path string) (serving actors.ModelServing, ok bool)
 	ModelStats(path string) (actors.ModelStats, bool)
 	Status() actors.Status
 	Ready() bool

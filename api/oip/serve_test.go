@@ -45,6 +45,9 @@ func (*fake) ModelPaths() []string { return []string{"m/"} }
 func (*fake) ModelMetadata(string) (servables.Metadata, string, bool) {
 	return servables.Metadata{Runtime: "torchscript"}, "", true
 }
+func (*fake) ModelServing(string) (actors.ModelServing, bool) {
+	return actors.ModelServing{Replicas: 1, MaxBatchRows: 1}, true
+}
 func (*fake) ModelStats(string) (actors.ModelStats, bool) { return actors.ModelStats{}, true }
 func (*fake) Status() actors.Status                       { return actors.Status{} }
 func (*fake) Ready() bool                                 { return true }

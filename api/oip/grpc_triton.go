@@ -1,0 +1,188 @@
+package oip
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/api/oippb"
+)
+
+// Triton's methods of inference.GRPCInferenceService beyond KServe's:
+// model configuration, statistics and the repository index are served;
+// the others answer why not.
+
+// ModelConfig answers the model's configuration, as REST's GET
+// /v2/models/{name}[/versions/{v}]/config (modelConfig).
+func (o *grpcService) ModelConfig(_ context.Context, req *oippb.ModelConfigRequest) (*oippb.ModelConfigResponse, error) {
+	cfg, err := modelConfigOf(o.b, req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &oippb.ModelConfigResponse{Config: cfg}, nil
+}
+
+// ModelStatistics answers the statistics REST's GET
+// /v2/models[/{name}[/versions/{v}]]/stats answers, with the same numbers.
+func (o *grpcService) ModelStatistics(_ context.Context, req *oippb.ModelStatisticsRequest) (*oippb.ModelStatisticsResponse, error) {
+	vs, err := statsOf(o.b, req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	out := &oippb.ModelStatisticsResponse{ModelStats: make([]*oippb.ModelStatistics, 0, len(vs))}
+	for _, v := range vs {
+		st := v.st
+		out.ModelStats = append(out.ModelStats, &oippb.ModelStatistics{
+			Name: v.mv.Name, Version: v.mv.Version,
+			LastInference:  uint64(v.lastInferenceMs()),
+			InferenceCount: uint64(st.Inferences), ExecutionCount: uint64(st.Executions),
+			InferenceStats: &oippb.InferStatistics{
+				Success: statDuration(st.Success.Count, int64(st.Success.Total)),
+				Fail:    statDuration(st.Fail.Count, int64(st.Fail.Total)),
+				Queue:   statDuration(st.Queue.Count, int64(st.Queue.Total)),
+				// compute_input and compute_output are part of compute_infer.
+				ComputeInput:  &oippb.StatisticDuration{},
+				ComputeInfer:  statDuration(st.Compute.Count, int64(st.Compute.Total)),
+				ComputeOutput: &oippb.StatisticDuration{},
+				CacheHit:      &oippb.StatisticDuration{},
+				CacheMiss:     &oippb.StatisticDuration{},
+			},
+		})
+	}
+	return out, nil
+}
+
+// statDuration is a count and a total in nanoseconds.
+func statDuration(count, ns int64) *oippb.StatisticDuration {
+	return &oippb.StatisticDuration{Count: uint64(max(count, 0)), Ns: uint64(max(ns, 0))}
+}
+
+// RepositoryIndex lists the configured models as REST's POST
+// /v2/repository/index does. Grove has one repository (the model config's
+// bucket): a repository_name is refused, as Triton refuses it.
+func (o *grpcService) RepositoryIndex(_ context.Context, req *oippb.RepositoryIndexRequest) (*oippb.RepositoryIndexResponse, error) {
+	if req.GetRepositoryName() != "" {
+		return nil, grpcstatus.Errorf(codes.Unimplemented, "'repository_name' specification is not supported: Grove has one repository, the models its model config lists (got %q)", req.GetRepositoryName())
+	}
+	out := &oippb.RepositoryIndexResponse{Models: []*oippb.RepositoryIndexResponse_ModelIndex{}}
+	for _, e := range repositoryIndex(o.b, req.GetReady()) {
+		out.Models = append(out.Models, &oippb.RepositoryIndexResponse_ModelIndex{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
+	}
+	return out, nil
+}
+
+// Why Grove does not serve the other methods.
+const (
+	whyNoLoad = "the model config in the bucket decides which models are loaded; " +
+		"change it (the management API writes it) and Grove loads and unloads models to match"
+	whyNoSharedMemory = "Grove has no shared memory extension: send tensors in the request " +
+		"(raw_input_contents or contents) and read them from the response"
+	whyNoCudaSharedMemory = "Grove runs models on the CPU and has no CUDA shared memory extension: " +
+		"send tensors in the request and read them from the response"
+	whyNoTrace       = "Grove has no trace extension"
+	whyNoLogSettings = "Grove has no logging extension: its log level is a server setting (log_level)"
+)
+
+// unserved is the status of a method Grove does not serve: what was asked
+// and why.
+func unserved(code codes.Code, method, why string) error {
+	return grpcstatus.Error(code, method+" is not supported: "+why)
+}
+
+// RepositoryModelLoad is refused: the model config decides what is loaded.
+func (*grpcService) RepositoryModelLoad(context.Context, *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
+	return nil, unserved(codes.FailedPrecondition, "RepositoryModelLoad", whyNoLoad)
+}
+
+// RepositoryModelUnload is refused: the model config decides what is loaded.
+func (*grpcService) RepositoryModelUnload(context.Context, *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
+	return nil, unserved(codes.FailedPrecondition, "RepositoryModelUnload", whyNoLoad)
+}
+
+// SystemSharedMemoryStatus is refused: Grove has no shared memory.
+func (*grpcService) SystemSharedMemoryStatus(context.Context, *oippb.SystemSharedMemoryStatusRequest) (*oippb.SystemSharedMemoryStatusResponse, error) {
+	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryStatus", whyNoSharedMemory)
+}
+
+// SystemSharedMemoryRegister is refused: Grove has no shared memory.
+func (*grpcService) SystemSharedMemoryRegister(context.Context, *oippb.SystemSharedMemoryRegisterRequest) (*oippb.SystemSharedMemoryRegisterResponse, error) {
+	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryRegister", whyNoSharedMemory)
+}
+
+// SystemSharedMemoryUnregister is refused: Grove has no shared memory.
+func (*grpcService) SystemSharedMemoryUnregister(context.Context, *oippb.SystemSharedMemoryUnregisterRequest) (*oippb.SystemSharedMemoryUnregisterResponse, error) {
+	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryUnregister", whyNoSharedMemory)
+}
+
+// CudaSharedMemoryStatus is refused: Grove has no GPU or shared memory.
+func (*grpcService) CudaSharedMemoryStatus(context.Context, *oippb.CudaSharedMemoryStatusRequest) (*oippb.CudaSharedMemoryStatusResponse, error) {
+	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryStatus", whyNoCudaSharedMemory)
+}
+
+// CudaSharedMemoryRegister is refused: Grove has no GPU or shared memory.
+func (*grpcService) CudaSharedMemoryRegister(context.Context, *oippb.CudaSharedMemoryRegisterRequest) (*oippb.CudaSharedMemoryRegisterResponse, error) {
+	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryRegister", whyNoCudaSharedMemory)
+}
+
+// CudaSharedMemoryUnregister is refused: Grove has no GPU or shared memory.
+func (*grpcService) CudaSharedMemoryUnregister(context.Context, *oippb.CudaSharedMemoryUnregisterRequest) (*oippb.CudaSharedMemoryUnregisterResponse, error) {
+	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryUnregister", whyNoCudaSharedMemory)
+}
+
+// TraceSetting is refused: Grove has no trace extension.
+func (*grpcService) TraceSetting(context.Context, *oippb.TraceSettingRequest) (*oippb.TraceSettingResponse, error) {
+	return nil, unserved(codes.Unimplemented, "TraceSetting", whyNoTrace)
+}
+
+// LogSettings is refused: Grove has no logging extension.
+func (*grpcService) LogSettings(context.Context, *oippb.LogSettingsRequest) (*oippb.LogSettingsResponse, error) {
+	return nil, unserved(codes.Unimplemented, "LogSettings", whyNoLogSettings)
+}
+
+// The parameters of Triton's extensions Grove does not have, on an input
+// (shared memory) and on a requested output (shared memory,
+// classification). REST's parser refuses them with the same messages.
+var (
+	sharedMemoryParams = [...]string{"shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"}
+	outputParams       = [...]struct{ name, extension string }{
+		{"classification", "classification"},
+		{"shared_memory_region", "shared memory"},
+		{"shared_memory_offset", "shared memory"},
+		{"shared_memory_byte_size", "shared memory"},
+	}
+)
+
+// refuseExtensionParameters refuses a request that asks for Triton's
+// shared memory (on an input or an output) or classification (class_count
+// on an output), naming the tensor and the parameter as REST does.
+func refuseExtensionParameters(req *oippb.ModelInferRequest) error {
+	for i, in := range req.GetInputs() {
+		for _, name := range sharedMemoryParams {
+			if _, ok := in.GetParameters()[name]; ok {
+				return fmt.Errorf("%s: parameter %s is not supported (Grove has no shared memory extension)",
+					tensorName("input", "inputs", in.GetName(), i), name)
+			}
+		}
+	}
+	for i, out := range req.GetOutputs() {
+		for _, p := range outputParams {
+			if _, ok := out.GetParameters()[p.name]; ok {
+				return fmt.Errorf("%s: parameter %s is not supported (Grove has no %s extension)",
+					tensorName("requested output", "outputs", out.GetName(), i), p.name, p.extension)
+			}
+		}
+	}
+	return nil
+}
+
+// tensorName names a request's tensor as REST's messages do: `input "x"`,
+// or `inputs[2]` when it has no name.
+func tensorName(what, list, name string, i int) string {
+	if name == "" {
+		return list + "[" + strconv.Itoa(i) + "]"
+	}
+	return what + " " + quote([]byte(name))
+}
