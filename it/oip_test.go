@@ -84,14 +84,14 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 	if r, err := c.ServerReady(ctx, &oippb.ServerReadyRequest{}); err != nil || !r.Ready {
 		t.Fatalf("ServerReady: %v %v", r, err)
 	}
-	if r, err := c.ServerMetadata(ctx, &oippb.ServerMetadataRequest{}); err != nil || r.Name != "grove" || len(r.Extensions) != 0 {
+	if r, err := c.ServerMetadata(ctx, &oippb.ServerMetadataRequest{}); err != nil || r.Name != "grove" || strings.Join(r.Extensions, ",") != "binary_tensor_data,model_configuration,statistics" {
 		t.Fatalf("ServerMetadata: %v %v", r, err)
 	}
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pcvr"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md.Name != "pcvr" || !slices.Equal(md.Versions, []string{"3", "2"}) || md.Platform != "pytorch_torchscript" || len(md.Inputs) != 2 {
+	if md.Name != "pcvr" || !slices.Equal(md.Versions, []string{"3", "2"}) || md.Platform != "pytorch_libtorch" || len(md.Inputs) != 2 {
 		t.Errorf("ModelMetadata(pcvr) = %v", md)
 	}
 	for _, c2 := range []struct {
@@ -169,7 +169,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 
 	// grpcurl, schema from reflection.
 	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-d", `{"name": "pcvr"}`, g.grpc, "inference.GRPCInferenceService/ModelMetadata").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"pytorch_torchscript"`) {
+	if err != nil || !strings.Contains(string(out), `"pytorch_libtorch"`) {
 		t.Errorf("grpcurl ModelMetadata: %v\n%s", err, out)
 	}
 }
@@ -237,7 +237,7 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 	// OIP gRPC.
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pctr_onnx"})
-	if err != nil || md.Platform != "onnx_onnxv1" || len(md.Inputs) != 1 || md.Inputs[0].Name != "x" ||
+	if err != nil || md.Platform != "onnxruntime_onnx" || len(md.Inputs) != 1 || md.Inputs[0].Name != "x" ||
 		md.Inputs[0].Datatype != "FP32" || !slices.Equal(md.Inputs[0].Shape, []int64{-1, 64}) {
 		t.Errorf("ModelMetadata(pctr_onnx) = %v, %v", md, err)
 	}
@@ -287,7 +287,7 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	ctx := withTimeout(t, time.Minute)
 	in, want := exp["pcvr"].Inputs, exp["pcvr"].Outputs
 
-	if _, meta := g.get("/v2"); !strings.Contains(string(meta), `"extensions":["binary_tensor_data","statistics"]`) {
+	if _, meta := g.get("/v2"); !strings.Contains(string(meta), `"extensions":["binary_tensor_data","model_configuration","statistics"]`) {
 		t.Errorf("server metadata %s", meta)
 	}
 	type oipResponse struct {
@@ -427,8 +427,8 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	}{
 		{"/v2/health/live", 200, `{"live":true}`},
 		{"/v2/health/ready", 200, `{"ready":true}`},
-		{"/v2/models/pcvr", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_torchscript","inputs":[{"name":"features"`},
-		{"/v2/models/pcvr/versions/2", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_torchscript","inputs":[{"name":"features"`},
+		{"/v2/models/pcvr", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_libtorch","inputs":[{"name":"features"`},
+		{"/v2/models/pcvr/versions/2", 200, `{"name":"pcvr","versions":["3","2"],"platform":"pytorch_libtorch","inputs":[{"name":"features"`},
 		{"/v2/models/pcvr/versions/9", 404, `{"error":"Request for unknown model: 'pcvr' version 9 is not found"}`},
 		{"/v2/models/pcvr/ready", 200, `{"name":"pcvr","ready":true}`},
 		{"/v2/models/pcvr/versions/2/ready", 200, `{"name":"pcvr","ready":true}`},
