@@ -236,6 +236,12 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 			t.Errorf("%v, want %v saying why", u.err, u.code)
 		}
 	}
+	// Their REST endpoints give the same reasons.
+	shm := status.Convert(errOf(c.SystemSharedMemoryStatus(ctx, &oippb.SystemSharedMemoryStatusRequest{}))).Message()
+	code, _, body := oipPost(t, g, "/v2/systemsharedmemory/region/r/register", []byte(`{"key": "/k", "offset": 0, "byte_size": 64}`), 0)
+	if _, why, _ := strings.Cut(shm, "is not supported: "); code != 501 || !strings.Contains(string(body), why) {
+		t.Errorf("REST shared memory register: %d %s, want 501 saying %q", code, body, why)
+	}
 }
 
 // errOf is the error of a call.

@@ -12,8 +12,8 @@ import (
 )
 
 // Triton's methods of inference.GRPCInferenceService beyond KServe's:
-// model configuration, statistics and the repository index are served;
-// the others answer why not.
+// model configuration, statistics and the repository index (streaming is
+// in grpc_stream.go; the methods Grove does not serve in unserved.go).
 
 // ModelConfig answers the model's configuration, as REST's GET
 // /v2/models/{name}[/versions/{v}]/config (modelConfig).
@@ -72,74 +72,6 @@ func (o *grpcService) RepositoryIndex(_ context.Context, req *oippb.RepositoryIn
 		out.Models = append(out.Models, &oippb.RepositoryIndexResponse_ModelIndex{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
 	}
 	return out, nil
-}
-
-// Why Grove does not serve the other methods.
-const (
-	whyNoLoad = "the model config in the bucket decides which models are loaded; " +
-		"change it (the management API writes it) and Grove loads and unloads models to match"
-	whyNoSharedMemory = "Grove has no shared memory extension: send tensors in the request " +
-		"(raw_input_contents or contents) and read them from the response"
-	whyNoCudaSharedMemory = "Grove runs models on the CPU and has no CUDA shared memory extension: " +
-		"send tensors in the request and read them from the response"
-	whyNoTrace       = "Grove has no trace extension"
-	whyNoLogSettings = "Grove has no logging extension: its log level is a server setting (log_level)"
-)
-
-// unserved is the status of a method Grove does not serve: what was asked
-// and why.
-func unserved(code codes.Code, method, why string) error {
-	return grpcstatus.Error(code, method+" is not supported: "+why)
-}
-
-// RepositoryModelLoad is refused: the model config decides what is loaded.
-func (*grpcService) RepositoryModelLoad(context.Context, *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
-	return nil, unserved(codes.FailedPrecondition, "RepositoryModelLoad", whyNoLoad)
-}
-
-// RepositoryModelUnload is refused: the model config decides what is loaded.
-func (*grpcService) RepositoryModelUnload(context.Context, *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
-	return nil, unserved(codes.FailedPrecondition, "RepositoryModelUnload", whyNoLoad)
-}
-
-// SystemSharedMemoryStatus is refused: Grove has no shared memory.
-func (*grpcService) SystemSharedMemoryStatus(context.Context, *oippb.SystemSharedMemoryStatusRequest) (*oippb.SystemSharedMemoryStatusResponse, error) {
-	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryStatus", whyNoSharedMemory)
-}
-
-// SystemSharedMemoryRegister is refused: Grove has no shared memory.
-func (*grpcService) SystemSharedMemoryRegister(context.Context, *oippb.SystemSharedMemoryRegisterRequest) (*oippb.SystemSharedMemoryRegisterResponse, error) {
-	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryRegister", whyNoSharedMemory)
-}
-
-// SystemSharedMemoryUnregister is refused: Grove has no shared memory.
-func (*grpcService) SystemSharedMemoryUnregister(context.Context, *oippb.SystemSharedMemoryUnregisterRequest) (*oippb.SystemSharedMemoryUnregisterResponse, error) {
-	return nil, unserved(codes.Unimplemented, "SystemSharedMemoryUnregister", whyNoSharedMemory)
-}
-
-// CudaSharedMemoryStatus is refused: Grove has no GPU or shared memory.
-func (*grpcService) CudaSharedMemoryStatus(context.Context, *oippb.CudaSharedMemoryStatusRequest) (*oippb.CudaSharedMemoryStatusResponse, error) {
-	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryStatus", whyNoCudaSharedMemory)
-}
-
-// CudaSharedMemoryRegister is refused: Grove has no GPU or shared memory.
-func (*grpcService) CudaSharedMemoryRegister(context.Context, *oippb.CudaSharedMemoryRegisterRequest) (*oippb.CudaSharedMemoryRegisterResponse, error) {
-	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryRegister", whyNoCudaSharedMemory)
-}
-
-// CudaSharedMemoryUnregister is refused: Grove has no GPU or shared memory.
-func (*grpcService) CudaSharedMemoryUnregister(context.Context, *oippb.CudaSharedMemoryUnregisterRequest) (*oippb.CudaSharedMemoryUnregisterResponse, error) {
-	return nil, unserved(codes.Unimplemented, "CudaSharedMemoryUnregister", whyNoCudaSharedMemory)
-}
-
-// TraceSetting is refused: Grove has no trace extension.
-func (*grpcService) TraceSetting(context.Context, *oippb.TraceSettingRequest) (*oippb.TraceSettingResponse, error) {
-	return nil, unserved(codes.Unimplemented, "TraceSetting", whyNoTrace)
-}
-
-// LogSettings is refused: Grove has no logging extension.
-func (*grpcService) LogSettings(context.Context, *oippb.LogSettingsRequest) (*oippb.LogSettingsResponse, error) {
-	return nil, unserved(codes.Unimplemented, "LogSettings", whyNoLogSettings)
 }
 
 // The parameters of Triton's extensions Grove does not have, on an input

@@ -38,6 +38,7 @@ func restRoutes(h *httpserver.Server, b Backend, version string) http.Handler {
 	})
 	handle("GET /v2/models/stats", a.stats("", ""))
 	handle("POST /v2/repository/index", a.index)
+	refuseUnserved(handle)
 	handle("GET /v2/models/{rest...}", a.model(false))
 	handle("POST /v2/models/{rest...}", a.model(true))
 	// Anything else under /v2 answers in OIP's error shape, not net/http's text.

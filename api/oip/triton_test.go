@@ -323,6 +323,22 @@ func TestUnservedMethodsSayWhy(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
+func TestUnservedRESTEndpointsGiveTheGRPCReasons(t *testing.T) {
+	for _, c := range []struct{ method, path, why string }{
+		{"GET", "/v2/systemsharedmemory/status", whyNoSharedMemory},
+		{"POST", "/v2/systemsharedmemory/region/r0/register", whyNoSharedMemory},
+		{"POST", "/v2/cudasharedmemory/region/r0/unregister", whyNoCudaSharedMemory},
+		{"GET", "/v2/trace/setting", whyNoTrace},
+		{"POST", "/v2/logging", whyNoLogSettings},
+	} {
+		code, body := restGet(t, &triton{}, c.method, c.path, "{}")
+		want, _ := json.Marshal(map[string]string{"error": c.method + " " + c.path + " is not supported: " + c.why})
+		if code != 501 || body != string(want) {
+			t.Errorf("%s %s: %d %s, want 501 %s", c.method, c.path, code, body, want)
+		}
+	}
+}
+
 // streamClient serves b's gRPC service in process and returns a client.
 func streamClient(t *testing.T, b Backend) oippb.GRPCInferenceServiceClient {
 	t.Helper()
