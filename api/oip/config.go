@@ -79,8 +79,10 @@ func configDims(shape []int64, batched bool) []int64 {
 //     (pytorch_libtorch and pytorch, onnxruntime_onnx and onnxruntime);
 //   - max_batch_size: the rows dynamic batching puts in one call (the
 //     entry's max_batch_rows, else the server's), 0 when the model is not
-//     batched (max_batch_rows 1); inputs and outputs then have dims without
-//     their first dimension;
+//     batched: max_batch_rows 1, or a signature whose tensors do not all
+//     have a variable first dimension (a model that takes [1, 64] runs
+//     batches of one row); with max_batch_size > 0, inputs and outputs
+//     have dims without their first dimension;
 //   - input and output: name, TYPE_* data type and dims from the signature;
 //   - dynamic_batching when batched, with max_queue_delay_microseconds
 //     from max_queue_delay_us;
@@ -97,7 +99,7 @@ func modelConfig(mv routing.ModelVersion, meta servables.Metadata, sv actors.Mod
 		InstanceGroup: []*oippb.ModelInstanceGroup{{Name: mv.Name + "_0", Kind: oippb.ModelInstanceGroup_KIND_CPU,
 			Count: int32(max(sv.Replicas, 1))}},
 	}
-	batched := sv.MaxBatchRows > 1
+	batched := sv.MaxBatchRows > 1 && batchable(meta)
 	if batched {
 		cfg.MaxBatchSize = int32(sv.MaxBatchRows)
 		cfg.SchedulingChoice = &oippb.ModelConfig_DynamicBatching{DynamicBatching: &oippb.ModelDynamicBatching{
@@ -110,6 +112,19 @@ func modelConfig(mv routing.ModelVersion, meta servables.Metadata, sv actors.Mod
 		cfg.Output = append(cfg.Output, &oippb.ModelOutput{Name: t.Name, DataType: configDataType(t.DType), Dims: configDims(t.Shape, batched)})
 	}
 	return cfg
+}
+
+// batchable reports whether every tensor of the signature whose shape is
+// known has a variable first dimension, which batches of rows can fill.
+func batchable(meta servables.Metadata) bool {
+	for _, ts := range [...][]servables.TensorSpec{meta.Inputs, meta.Outputs} {
+		for _, t := range ts {
+			if t.Shape != nil && (len(t.Shape) == 0 || t.Shape[0] != -1) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // modelConfigOf is the configuration of model name at version ("" for the

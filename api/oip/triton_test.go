@@ -134,6 +134,13 @@ func TestModelConfigOfAnUnbatchedModelKeepsEveryDimension(t *testing.T) {
 	if cfg.MaxBatchSize != 0 || cfg.GetDynamicBatching() != nil || len(cfg.Input[0].Dims) != 2 || cfg.Input[0].Dims[0] != -1 || cfg.Input[0].Dims[1] != 4 {
 		t.Errorf("unbatched config %v: want max_batch_size 0, no dynamic_batching, dims [-1 4]", cfg)
 	}
+	// A model whose first dimension is fixed takes no batches of rows.
+	fixed := servables.Metadata{Runtime: "onnx", Inputs: []servables.TensorSpec{{Name: "x", DType: servables.Float32, Shape: []int64{1, 4}}},
+		Outputs: tritonSignature.Outputs}
+	cfg = modelConfig(routing.ModelVersion{Path: "m/", Name: "m", Version: "1"}, fixed, actors.ModelServing{Replicas: 1, MaxBatchRows: 64})
+	if cfg.MaxBatchSize != 0 || cfg.GetDynamicBatching() != nil || len(cfg.Input[0].Dims) != 2 || len(cfg.Output[0].Dims) != 1 {
+		t.Errorf("config of a model that takes [1 4]: %v, want max_batch_size 0 and every dimension", cfg)
+	}
 	// TorchScript without a known signature: what is not known is said so.
 	code, body := restGet(t, &triton{}, "GET", "/v2/models/ts/versions/1/config", "")
 	if code != 200 || !strings.Contains(body, `"platform":"pytorch_libtorch"`) || !strings.Contains(body, `"backend":"pytorch"`) ||
