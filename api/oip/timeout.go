@@ -12,9 +12,10 @@ import (
 // TimeoutParameter is the request parameter that bounds an inference
 // request, in microseconds, as Triton's clients send it (tritonclient's
 // infer(timeout=...)): {"parameters": {"timeout": 50000}} over REST, an
-// int64_param over gRPC. 0 means none. Work still queued when it passes is
-// dropped and the caller answered 504 / DEADLINE_EXCEEDED then. A gRPC
-// call's own deadline applies as well; the earlier one wins.
+// int64_param (or uint64_param) over gRPC. 0 means none. Work still queued
+// when it passes is dropped and the caller answered 504 /
+// DEADLINE_EXCEEDED then. A gRPC call's own deadline applies as well; the
+// earlier one wins.
 const TimeoutParameter = "timeout"
 
 // maxTimeoutMicros keeps a timeout within time.Duration.
@@ -54,10 +55,16 @@ func grpcTimeout(ps map[string]*oippb.InferParameter) (time.Duration, error) {
 	if !ok {
 		return 0, nil
 	}
-	if v, ok := p.GetParameterChoice().(*oippb.InferParameter_Int64Param); ok {
+	switch v := p.GetParameterChoice().(type) {
+	case *oippb.InferParameter_Int64Param:
 		return timeoutMicros(v.Int64Param)
+	case *oippb.InferParameter_Uint64Param: // Triton's proto has both
+		if v.Uint64Param > uint64(maxTimeoutMicros) {
+			return 0, timeoutRangeError(v.Uint64Param)
+		}
+		return timeoutMicros(int64(v.Uint64Param))
 	}
-	return 0, fmt.Errorf("parameter %q must be an int64_param (microseconds)", TimeoutParameter)
+	return 0, fmt.Errorf("parameter %q must be an int64_param or uint64_param (microseconds)", TimeoutParameter)
 }
 
 // withTimeout bounds ctx by d (0: not at all); call cancel when done.

@@ -429,3 +429,20 @@ func (r *releasing) Infer(ctx context.Context, reqs []actors.Request) ([]actors.
 	}
 	return r.triton.Infer(ctx, reqs)
 }
+
+func TestTheTimeoutParameterMayBeAUint64ParamAsTritonsProtoAllows(t *testing.T) {
+	f := &fake{}
+	g := &grpcService{b: f}
+	call := func(p *oippb.InferParameter) error {
+		_, err := g.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m", Parameters: map[string]*oippb.InferParameter{"timeout": p},
+			Inputs: fp32Input()})
+		return err
+	}
+	if err := call(&oippb.InferParameter{ParameterChoice: &oippb.InferParameter_Uint64Param{Uint64Param: 20000}}); err != nil || f.left <= 10*time.Millisecond || f.left > 20*time.Millisecond {
+		t.Fatalf("uint64_param timeout 20000 us: %v, deadline %v away", err, f.left)
+	}
+	err := call(&oippb.InferParameter{ParameterChoice: &oippb.InferParameter_Uint64Param{Uint64Param: 1 << 63}})
+	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "is not a timeout in microseconds") {
+		t.Fatalf("uint64_param above the range: %v", err)
+	}
+}
