@@ -1,6 +1,8 @@
 // Package oip is Grove's Open Inference Protocol v2 (KServe v2, as served
 // by Triton, MLServer and Seldon): the REST API under /v2 and the gRPC
-// service inference.GRPCInferenceService over the actors (Register), with
+// service inference.GRPCInferenceService over the actors (Register), both
+// with Triton's model configuration, statistics and repository index, and
+// Triton's streaming inference over gRPC (docs/oip.md), with
 // the one table from a kind of failure to an HTTP status and a gRPC code
 // (statusOf), and the codec of the REST API's JSON, which does no I/O: the
 // $inference_request a client POSTs to v2/models/{name}[/versions/{v}]/infer,
