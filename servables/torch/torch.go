@@ -318,39 +318,38 @@ func (m *Model) bind(inputs []servables.Tensor) ([]servables.Tensor, error) {
 // the inputs do not fit the model's operators (shapes, ranks, dtypes or
 // index values), which is the caller's mistake, not the model's.
 var callerErrors = []string{
-	"mat1 and mat2 shapes cannot be multiplied",
-	"mat1 and mat2 must have the same dtype",
+	"mat1 and mat2 shapes cannot be multiplied", // linear layers, matmul
 	"size mismatch",
-	"shapes cannot be multiplied",
-	"must match the size of tensor",
-	"Sizes of tensors must match",
-	"is invalid for input of size",
+	"must match the size of tensor", // broadcasting
+	"Sizes of tensors must match",   // cat, stack
+	"is invalid for input of size",  // view, reshape
 	"Dimension out of range",
 	"dimension out of range",
-	"Expected all tensors to be",
-	"expected scalar type",
-	"Expected object of scalar type",
-	"expected both vectors to have same dtype",
-	"should be the same",
-	"to have the same dtype",
-	"to have same dtype",
-	"dtype",
-	"Expected 1D",
+	"expected input[",             // convolutions: channels
+	"must be equal to input_size", // recurrent layers
+	"should contain",              // batch norm: features
+	"must be a 1D tensor",
+	"must be a 2D tensor",
+	"must be a 3D tensor",
 	"Expected 2D",
 	"Expected 3D",
 	"Expected 4D",
 	"expected 2D",
 	"expected 3D",
 	"expected 4D",
-	"to have 1 dimension",
-	"dimensions, but got",
-	"index out of range in self",
 	"too many indices for tensor",
-	"cannot broadcast",
+	"index out of range in self", // embedding ids
 	"The expanded size of the tensor",
-	"input.size(-1) must be equal to input_size",
-	"expected input",
-	"Expected input",
+	"expected scalar type",
+	"Expected object of scalar type",
+	"must have the same dtype",
+	"to have the same dtype",
+	"to have same dtype",
+	"Found dtype",
+	"with dtype",
+	"to have one of the following scalar types",
+	"tensors used as indices must be",
+	"Input type (",
 }
 
 // runError classifies a failure of forward: a libtorch message that says

@@ -688,3 +688,37 @@ func TestIntraOpThreadsIsPerCallNotProcessWide(t *testing.T) {
 		t.Errorf("IntraOpThreads 0 gave a team of %d, want 1", got)
 	}
 }
+
+func TestLibtorchRefusalsOfTheInputsAreTheCallersAndOtherFailuresTheModels(t *testing.T) {
+	m := load(t, testdata("sub"), servables.LoadOptions{})
+	sent := []servables.Tensor{named("a", tensor(t, servables.Float32, []int64{1, 2}, 1, 2)), named("b", tensor(t, servables.Float64, []int64{1}, 1))}
+	// Messages of libtorch 1.13 for inputs that do not fit common layers.
+	for _, msg := range []string{
+		"mat1 and mat2 shapes cannot be multiplied (1x3 and 64x256)",
+		"mat1 and mat2 must have the same dtype",
+		"expected scalar type Double but found Float",
+		"Given groups=1, weight of size [2, 3, 3, 3], expected input[1, 2, 5, 5] to have 3 channels, but got 2 channels instead",
+		"Input type (double) and bias type (float) should be the same",
+		"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.FloatTensor instead",
+		"index out of range in self",
+		"Sizes of tensors must match except in dimension 1. Expected size 1 but got size 2 for tensor number 1 in the list.",
+		"shape '[-1, 8]' is invalid for input of size 9",
+		"input.size(-1) must be equal to input_size. Expected 8, got 4",
+		"Found dtype Double but expected Float",
+		"where expected condition to be a boolean tensor, but got a tensor with dtype Float",
+		"tensors used as indices must be long, byte or bool tensors",
+		"batch1 must be a 3D tensor",
+		"running_mean should contain 3 elements not 4",
+		"The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
+	} {
+		err := m.runError("RuntimeError: "+msg, sent)
+		if servables.KindOf(err) != servables.InvalidInput || !strings.Contains(err.Error(), "inputs sent (a FLOAT [1 2], b DOUBLE [1]): RuntimeError: "+msg) {
+			t.Errorf("%q: %v, want the caller's error naming the inputs sent", msg, err)
+		}
+	}
+	for _, msg := range []string{"builtins.ValueError: grove test: negative sum", "RuntimeError: out of memory", "The following operation failed in the TorchScript interpreter"} {
+		if err := m.runError(msg, sent); servables.KindOf(err) != servables.Execution {
+			t.Errorf("%q: %v, want an execution error", msg, err)
+		}
+	}
+}
