@@ -108,3 +108,23 @@ func TestPositionalRequestsBindByPositionOnlyForPositionalRuntimes(t *testing.T)
 		}
 	})
 }
+
+func TestAModelReloadedAfterACrashKeepsTheLearnedSignature(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"warm_up_batch_request_json": "[[1]]"`)), map[string]faultySpec{"a/": {PanicOn: f64(13)}})
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("a/", 13); servables.KindOf(res.Err) != servables.Crashed {
+			t.Fatalf("panicking request got %v", res.Err)
+		}
+		synctest.Wait()
+		x, _ := servables.NewTensor("x", servables.Int32, []int64{1})
+		res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: []servables.Tensor{x}}})
+		if err != nil || servables.KindOf(res[0].Err) != servables.InvalidInput || !strings.Contains(res[0].Err.Error(), `input "x" is INT32, the model takes FLOAT`) {
+			t.Errorf("an INT32 input after the restart: %v %v, want the learned signature's check", res, err)
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Errorf("a FLOAT input after the restart: %v", res.Err)
+		}
+	})
+}
