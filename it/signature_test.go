@@ -3,6 +3,7 @@ package it
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	graphpipe "github.com/oracle/graphpipe-go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -251,5 +253,39 @@ func TestCallerShapeAndDtypeMistakesOnTorchScriptAreInvalidArgument(t *testing.T
 	// The server keeps serving.
 	if code, out, msg := oipInfer(t, g, "sub_warm", oipTensor{Name: "a", Datatype: "FP32", Shape: []int64{1, 2}, Data: []float64{5, 5}}, b); code != 200 || !slices.Equal(out[0].Data, []float64{4, 3}) {
 		t.Errorf("sub_warm after the mistakes: HTTP %d %+v %s", code, out, msg)
+	}
+}
+
+func TestGraphPipeBindsTorchScriptInputsByTheirInputNames(t *testing.T) {
+	b := newDirBucket(t)
+	b.Put(t, "sub/model.pt", subModel(t))
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "sub/"}],
+	 "contracts": [{"organization": "ads", "project": "sub", "contract_number": 1, "servables": [{"release_version": "v1", "model_path": "sub/"}]}]}`))
+	g := startGrove(t, b.URL(), nil)
+	url := g.url + "/ads/sub/1/gp"
+	a, bb := [][]float32{{10, 20}}, [][]float32{{1, 2}}
+	for _, c := range []struct {
+		inputs []any
+		names  []string
+	}{
+		{[]any{a, bb}, nil},                // by position
+		{[]any{a, bb}, []string{"a", "b"}}, // by name, in forward's order
+		{[]any{bb, a}, []string{"b", "a"}}, // by name, in the other order
+	} {
+		outs, err := graphpipe.MultiRemote(http.DefaultClient, url, c.inputs, c.names, nil)
+		got, _ := func() ([][]float32, bool) {
+			if len(outs) != 1 {
+				return nil, false
+			}
+			v, ok := outs[0].([][]float32)
+			return v, ok
+		}()
+		if err != nil || len(got) != 1 || !slices.Equal(got[0], []float32{9, 18}) {
+			t.Errorf("input names %v: %#v %v, want a - b = [9 18]", c.names, outs, err)
+		}
+	}
+	_, err := graphpipe.MultiRemote(http.DefaultClient, url, []any{a, bb}, []string{"a", "bogus"}, nil)
+	if err == nil || !strings.Contains(err.Error(), `unknown input "bogus"; the model's inputs are: a, b`) {
+		t.Errorf("input names a, bogus: %v, want an error naming bogus and listing a, b", err)
 	}
 }
