@@ -30,7 +30,10 @@
 //	status snapshot                        supervisor                  System.status, an atomic pointer (System.Status)
 //	System.settled                         supervisor                  atomic (System.Ready)
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table
-//	  meta, local files, pids, loadedAt      content is published
+//	  local files, signed, pids, loadedAt    content is published
+//	content.meta (its signature)           supervisor at spawn; its    atomic pointer, replaced before the content is
+//	                                         warm-up goroutine when     published, then never (System.ModelMetadata,
+//	                                         it learns (signature.go)   Servable, a reload after a crash, bind)
 //	content.retired                        supervisor, set after a     atomic (router's acquire, content.leave)
 //	                                         table without it is out
 //	content counters (queued, inflight,    router (acquire) and model  atomics; content.leave tells the supervisor

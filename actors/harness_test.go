@@ -113,6 +113,7 @@ type faultySpec struct {
 	ErrorOn  *float64 `json:"error_on,omitempty"`
 	DelayMs  int      `json:"delay_ms,omitempty"`
 	FailLoad bool     `json:"fail_load,omitempty"`
+	ByPos    bool     `json:"by_position,omitempty"`
 }
 
 // version returns an echoing spec whose bytes (and so checksum) differ

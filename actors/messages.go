@@ -46,6 +46,12 @@ type Request struct {
 	// Configs are the caller's key/value settings (B&A "configs", Grove-Config-* headers);
 	// the prediction log keys events by some of them.
 	Configs map[string]string
+	// Positional says the protocol gives inputs in the model's order, as
+	// the B&A inference sidecar does for PyTorch: a model whose runtime
+	// takes inputs by position (servables.Metadata.ByPosition) gets them
+	// unnamed, whatever their names (which stay for the prediction log).
+	// Other models, and requests without it, bind named inputs by name.
+	Positional bool
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.

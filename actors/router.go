@@ -196,7 +196,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			continue
 		}
 		enqueued := time.Now()
-		p := &predict{inputs: req.Inputs, priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+		p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
 		if hasDeadline {
 			p.deadline = callerDeadline
 		}

@@ -77,7 +77,7 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 		deadline = sc.start.Add(r.shadowTimeout)
 	}
 	for i, in := range chunks {
-		c.send(ctx.Send, &predict{inputs: in, priority: priorityShadow, enqueued: sc.start, deadline: deadline,
+		c.send(ctx.Send, &predict{inputs: c.bind(in, req.Positional), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.leave(1)
 				sc.finish(i, out, err, queued, compute)

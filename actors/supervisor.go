@@ -45,7 +45,7 @@ type (
 		path    string
 		job     int64
 		runtime string
-		sv      servables.Servable
+		sv      *servables.Signed
 		err     error
 	}
 	warmResult struct {
@@ -83,7 +83,7 @@ type loadJob struct {
 	discarded bool
 	local     *bucket.LocalModel
 	runtime   string
-	sv        servables.Servable
+	sv        *servables.Signed
 	// c is the content once its model actors are spawned (warm-up).
 	c *content
 }
@@ -377,7 +377,7 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	s.sys.background(func(bctx context.Context) {
 		r := loadResult{path: st.Path, job: st.Job}
-		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads)
+		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads, st.Meta.Signature)
 		if r.err != nil {
 			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
 		}
@@ -408,13 +408,18 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 
 // spawn starts the model actors (replicas) of a loaded job; they share its servable.
 func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
-	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, meta: j.sv.Metadata()}
+	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv}
+	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
-	local, threads := j.local, s.sys.threads(j.meta)
+	local, threads, declared := j.local, s.sys.threads(j.meta), j.meta.Signature
 	reload := func(ctx context.Context) (servables.Servable, error) {
-		_, sv, err := s.sys.load(ctx, local, threads)
-		return sv, err
+		_, sv, err := s.sys.load(ctx, local, threads, declared)
+		if err != nil {
+			return nil, err
+		}
+		sv.SetMetadata(*c.meta.Load()) // what the warm-up taught
+		return sv, nil
 	}
 	opts := j.meta.Serving
 	bo := batchOptions{maxRows: s.sys.opts.MaxBatchRows, delay: opts.MaxQueueDelay}
@@ -622,7 +627,7 @@ func isParseError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-func closeQuietly(sv servables.Servable, local *bucket.LocalModel, log *slog.Logger) {
+func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logger) {
 	if sv != nil {
 		if err := sv.Close(); err != nil {
 			log.Warn("closing model", "err", err)

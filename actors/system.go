@@ -293,14 +293,24 @@ func (s *System) threads(meta modelconfig.Model) int {
 
 // load loads cached model files with the runtime that accepts them and
 // threads intra-op threads, as the supervisor does first and a restarted
-// model actor again; it returns the runtime's name.
-func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int) (string, servables.Servable, error) {
+// model actor again, and gives it its signature: the runtime's, with the
+// declared one applied (a declaration that does not fit the model fails
+// the load). It returns the runtime's name.
+func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int, declared modelconfig.Signature) (string, *servables.Signed, error) {
 	rt, err := s.opts.Runtimes.Find(local.Files)
 	if err != nil {
 		return "", nil, err
 	}
 	sv, err := rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
-	return rt.Name(), sv, err
+	if err != nil {
+		return "", nil, err
+	}
+	meta, err := declare(sv.Metadata(), declared)
+	if err != nil {
+		_ = sv.Close()
+		return "", nil, err
+	}
+	return rt.Name(), servables.WithSignature(sv, meta), nil
 }
 
 // warmUp runs the model's warm-up requests through its actor at warm-up
@@ -319,25 +329,37 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 	}
 	// Each request runs twice: TorchScript's profiling executor optimises a
 	// graph only on its second run, and that run should not be a user's.
-	for i, inputs := range append(sets, sets...) {
-		i %= len(sets)
+	// Warm-up requests are B&A requests: bound by position where the
+	// runtime's convention is (Request.Positional).
+	sent := make([][]servables.Tensor, len(sets))
+	outs := make([][]servables.Tensor, len(sets))
+	for i := range sets {
+		sent[i] = c.bind(sets[i], true)
+	}
+	for n, inputs := range append(sent, sent...) {
+		i := n % len(sets)
 		if err := c.acquire(0); err != nil {
 			return err
 		}
-		errc := make(chan error, 1)
+		type answer struct {
+			out []servables.Tensor
+			err error
+		}
+		done := make(chan answer, 1)
 		c.send(s.as.Root.Send, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
-			done: func(_ []servables.Tensor, err error, _, _ time.Duration) {
+			done: func(out []servables.Tensor, err error, _, _ time.Duration) {
 				c.leave(1)
-				errc <- err
+				done <- answer{out, err}
 			}})
 		select {
-		case err := <-errc:
-			if err != nil {
-				return fmt.Errorf("warm-up request %d: %w", i, err)
+		case a := <-done:
+			if a.err != nil {
+				return fmt.Errorf("warm-up request %d: %w", i, a.err)
 			}
+			outs[i] = a.out
 		case <-ctx.Done():
 			return fmt.Errorf("warm-up request %d: %w", i, ctx.Err())
 		}
 	}
-	return nil
+	return c.learn(sent, outs)
 }

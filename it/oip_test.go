@@ -157,7 +157,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 64}}},
 			RawInputContents: [][]byte{make([]byte, 12)}}, codes.InvalidArgument, "12 bytes"},
 		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 3}}},
-			RawInputContents: [][]byte{make([]byte, 12)}}, codes.Internal, "cannot be multiplied"}, // TorchScript records no input shapes
+			RawInputContents: [][]byte{make([]byte, 12)}}, codes.InvalidArgument, "cannot be multiplied"}, // the caller's mistake, found by libtorch (no signature known)
 		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 64}}},
 			RawInputContents: [][]byte{make([]byte, 256)}, Outputs: []*oippb.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}}}, codes.InvalidArgument, "output_0"},
 	} {

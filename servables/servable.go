@@ -49,14 +49,27 @@ type Metadata struct {
 	Runtime string       `json:"runtime"`
 	Inputs  []TensorSpec `json:"inputs"`
 	Outputs []TensorSpec `json:"outputs"`
+	// Signature says where the datatypes and shapes come from:
+	// SignatureRuntime, SignatureDeclared or SignatureWarmUp (signature.go).
+	Signature string `json:"signature,omitempty"`
+	// ByPosition reports that the runtime's own calling convention passes
+	// inputs and outputs by position (TorchScript's forward): protocols
+	// that follow it (the B&A API, as the inference sidecar does for
+	// PyTorch) bind such a model's inputs by position whatever their
+	// names, and a declared signature may name its outputs.
+	ByPosition bool `json:"-"`
 }
 
 // TensorSpec describes one input or output of a model. DType is Unknown and
-// Shape nil where the runtime cannot tell (TorchScript does not record them).
+// Shape nil where nothing tells them (TorchScript does not record them; a
+// declared or learned signature does).
 type TensorSpec struct {
 	Name  string  `json:"name"`
 	DType DType   `json:"datatype"`
 	Shape []int64 `json:"shape"`
+	// Optional marks an input the model can run without (a forward
+	// argument with a default value).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // ErrUnsupportedRuntime marks a model whose format no runtime in this

@@ -36,7 +36,7 @@ const (
 	// Ready: a content serves requests.
 	Ready
 	// Swapping: a content serves while a new one (new checksum or serving
-	// options, or a reload after a crash) loads beside it.
+	// options or declared signature, or a reload after a crash) loads beside it.
 	Swapping
 	// Failed: no content serves and the last load failed; it is retried at
 	// the next config poll (a retry may be running).
@@ -453,12 +453,14 @@ func (s *State) jobAt(path string, job int64, stage Stage) (*Path, bool) {
 
 // stale reports whether a job loading job no longer gives what desired asks for.
 func stale(desired, job modelconfig.Model) bool {
-	return (desired.Checksum != "" && desired.Checksum != job.Checksum) || desired.Serving != job.Serving
+	return (desired.Checksum != "" && desired.Checksum != job.Checksum) || desired.Serving != job.Serving ||
+		!desired.Signature.Equal(job.Signature)
 }
 
 // satisfies reports whether content c is what desired asks for.
 func satisfies(desired modelconfig.Model, c *Content) bool {
-	return (desired.Checksum == "" || desired.Checksum == c.Checksum) && desired.Serving == c.Meta.Serving
+	return (desired.Checksum == "" || desired.Checksum == c.Checksum) && desired.Serving == c.Meta.Serving &&
+		desired.Signature.Equal(c.Meta.Signature)
 }
 
 // dropJob discards p's running job, if any.

@@ -204,6 +204,13 @@ func TestPlannerLifecycleRules(t *testing.T) {
 			tick{at: sec, ev: cfg(modelconfig.Model{Path: "m/", Checksum: sumA, Serving: modelconfig.ServingOptions{Replicas: 2}}), steps: "fetch m/ #2", phases: "m/=swapping"},
 			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1; release m/ @1"),
 		)},
+		{"a changed declared signature reloads the model like an update", script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(modelconfig.Model{Path: "m/", Checksum: sumA, Signature: modelconfig.Signature{
+				Inputs: []modelconfig.TensorSignature{{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}}}}}), steps: "fetch m/ #2", phases: "m/=swapping"},
+			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1; release m/ @1"),
+		)},
 		{"an entry listed again during its grace period stays, and is not evicted", script(
 			tick{ev: cfg(model("m/", sumA, 60_000)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),

@@ -61,7 +61,8 @@ func Infer(ctx context.Context, inf Inferer, items []Item, configs map[string]st
 			results[i] = Result{ModelPath: it.ModelPath, Err: it.Err}
 			continue
 		}
-		reqs = append(reqs, actors.Request{API: c.API, ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: c.RequestID, Configs: configs})
+		// B&A binds PyTorch inputs by position, as the inference sidecar does.
+		reqs = append(reqs, actors.Request{API: c.API, ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: c.RequestID, Configs: configs, Positional: true})
 		idx = append(idx, i)
 	}
 	out, err := inf.Infer(ctx, reqs)

@@ -57,7 +57,8 @@ func fail(w http.ResponseWriter, err error) {
 
 // serve serves POST /{org}/{project}/{n}/gp: GraphPipe Infer and Metadata
 // requests through a contract, shadowed like the BASIC API. Inputs are
-// positional model inputs. Outputs come back in model order, or those named
+// bound to the model's inputs by the request's input_names when it gives
+// them, else by position. Outputs come back in model order, or those named
 // in the request's output_names in that order. The request's config is
 // read as ForestFlow reads it, "k:v,k2:v2" pairs, which become the call's
 // configs (the sticky key and the prediction log's key features);

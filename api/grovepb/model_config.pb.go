@@ -136,8 +136,17 @@ type ModelMetadata struct {
 	// not run. Not to be confused with max_queue_delay_us, which is how long
 	// batching holds a request back on purpose.
 	QueueTimeoutMs int32 `protobuf:"varint,105,opt,name=queue_timeout_ms,json=queueTimeoutMs,proto3" json:"queue_timeout_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Grove: the model's inputs, in the model's order (for TorchScript,
+	// forward's arguments; trailing optional ones may be left out). Checked
+	// against the model when it loads; every request is checked against
+	// them. Empty: learned from warm_up_batch_request_json, or what the
+	// runtime reads from the model.
+	Inputs []*TensorSignature `protobuf:"bytes,106,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// Grove: the model's outputs, in the model's order. A TorchScript
+	// model's outputs take these names (else output_0, output_1, ...).
+	Outputs       []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -240,6 +249,88 @@ func (x *ModelMetadata) GetQueueTimeoutMs() int32 {
 	return 0
 }
 
+func (x *ModelMetadata) GetInputs() []*TensorSignature {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *ModelMetadata) GetOutputs() []*TensorSignature {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// TensorSignature is one input or output of a model, in the Open
+// Inference Protocol's terms, as in
+// {"name": "x", "datatype": "FP32", "shape": [-1, 64]}.
+type TensorSignature struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tensor's name, unique among the inputs (or the outputs). Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The element type: BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32,
+	// FP64, BF16 or BYTES. Required.
+	Datatype string `protobuf:"bytes,2,opt,name=datatype,proto3" json:"datatype,omitempty"`
+	// The dimensions, each 1 or more, or -1 for a dimension of any size.
+	// Empty: a scalar.
+	Shape         []int64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorSignature) Reset() {
+	*x = TensorSignature{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorSignature) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorSignature) ProtoMessage() {}
+
+func (x *TensorSignature) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorSignature.ProtoReflect.Descriptor instead.
+func (*TensorSignature) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TensorSignature) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TensorSignature) GetDatatype() string {
+	if x != nil {
+		return x.Datatype
+	}
+	return ""
+}
+
+func (x *TensorSignature) GetShape() []int64 {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
 // Contract is a ForestFlow-style contract, addressed by the URL path
 // /{organization}/{project}/{contract_number}. The names are URL-path-safe:
 // ASCII letters, digits, "-", "_", "." and "~", other than "." and "..".
@@ -267,7 +358,7 @@ type Contract struct {
 
 func (x *Contract) Reset() {
 	*x = Contract{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +370,7 @@ func (x *Contract) String() string {
 func (*Contract) ProtoMessage() {}
 
 func (x *Contract) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +383,7 @@ func (x *Contract) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contract.ProtoReflect.Descriptor instead.
 func (*Contract) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Contract) GetOrganization() string {
@@ -359,7 +450,7 @@ type Expiration struct {
 
 func (x *Expiration) Reset() {
 	*x = Expiration{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +462,7 @@ func (x *Expiration) String() string {
 func (*Expiration) ProtoMessage() {}
 
 func (x *Expiration) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +475,7 @@ func (x *Expiration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expiration.ProtoReflect.Descriptor instead.
 func (*Expiration) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Expiration) GetPolicy() isExpiration_Policy {
@@ -443,7 +534,7 @@ type KeepTopRanked struct {
 
 func (x *KeepTopRanked) Reset() {
 	*x = KeepTopRanked{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +546,7 @@ func (x *KeepTopRanked) String() string {
 func (*KeepTopRanked) ProtoMessage() {}
 
 func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +559,7 @@ func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepTopRanked.ProtoReflect.Descriptor instead.
 func (*KeepTopRanked) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeepTopRanked) GetN() int32 {
@@ -510,7 +601,7 @@ type ContractServable struct {
 
 func (x *ContractServable) Reset() {
 	*x = ContractServable{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +613,7 @@ func (x *ContractServable) String() string {
 func (*ContractServable) ProtoMessage() {}
 
 func (x *ContractServable) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +626,7 @@ func (x *ContractServable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContractServable.ProtoReflect.Descriptor instead.
 func (*ContractServable) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ContractServable) GetReleaseVersion() string {
@@ -598,7 +689,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +701,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +714,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -729,7 +820,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +832,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +845,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -775,7 +866,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +878,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +891,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -824,7 +915,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +927,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +940,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -881,7 +972,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +984,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +997,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -963,7 +1054,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1066,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1079,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1010,7 +1101,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1113,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1126,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1063,7 +1154,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1166,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1179,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1126,7 +1217,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xb5\x03\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x9d\x04\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1138,7 +1229,13 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x12max_queue_delay_us\x18f \x01(\x05R\x0fmaxQueueDelayUs\x12(\n" +
 	"\x10intra_op_threads\x18g \x01(\x05R\x0eintraOpThreads\x12,\n" +
 	"\x12default_timeout_ms\x18h \x01(\x05R\x10defaultTimeoutMs\x12(\n" +
-	"\x10queue_timeout_ms\x18i \x01(\x05R\x0equeueTimeoutMs\"\xa8\x02\n" +
+	"\x10queue_timeout_ms\x18i \x01(\x05R\x0equeueTimeoutMs\x121\n" +
+	"\x06inputs\x18j \x03(\v2\x19.grove.v1.TensorSignatureR\x06inputs\x123\n" +
+	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\"W\n" +
+	"\x0fTensorSignature\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
+	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xa8\x02\n" +
 	"\bContract\x12\"\n" +
 	"\forganization\x18\x01 \x01(\tR\forganization\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12'\n" +
@@ -1217,46 +1314,49 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),      // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),    // 1: grove.v1.ModelMetadata
-	(*Contract)(nil),         // 2: grove.v1.Contract
-	(*Expiration)(nil),       // 3: grove.v1.Expiration
-	(*KeepTopRanked)(nil),    // 4: grove.v1.KeepTopRanked
-	(*ContractServable)(nil), // 5: grove.v1.ContractServable
-	(*ValidityRule)(nil),     // 6: grove.v1.ValidityRule
-	(*ValidAfterMs)(nil),     // 7: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),  // 8: grove.v1.MinServedEvents
-	(*MinMetric)(nil),        // 9: grove.v1.MinMetric
-	(*PhaseIn)(nil),          // 10: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),   // 11: grove.v1.LinearOverSecs
-	(*Shadow)(nil),           // 12: grove.v1.Shadow
-	(*ServableLogging)(nil),  // 13: grove.v1.ServableLogging
-	(*emptypb.Empty)(nil),    // 14: google.protobuf.Empty
+	(*TensorSignature)(nil),  // 2: grove.v1.TensorSignature
+	(*Contract)(nil),         // 3: grove.v1.Contract
+	(*Expiration)(nil),       // 4: grove.v1.Expiration
+	(*KeepTopRanked)(nil),    // 5: grove.v1.KeepTopRanked
+	(*ContractServable)(nil), // 6: grove.v1.ContractServable
+	(*ValidityRule)(nil),     // 7: grove.v1.ValidityRule
+	(*ValidAfterMs)(nil),     // 8: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),  // 9: grove.v1.MinServedEvents
+	(*MinMetric)(nil),        // 10: grove.v1.MinMetric
+	(*PhaseIn)(nil),          // 11: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),   // 12: grove.v1.LinearOverSecs
+	(*Shadow)(nil),           // 13: grove.v1.Shadow
+	(*ServableLogging)(nil),  // 14: grove.v1.ServableLogging
+	(*emptypb.Empty)(nil),    // 15: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
-	2,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
-	3,  // 2: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
-	5,  // 3: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
-	4,  // 4: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	6,  // 5: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	10, // 6: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	12, // 7: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	13, // 8: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	14, // 9: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	14, // 10: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	7,  // 11: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	8,  // 12: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	9,  // 13: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	14, // 14: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	11, // 15: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
+	2,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
+	2,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
+	4,  // 4: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
+	6,  // 5: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
+	5,  // 6: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
+	7,  // 7: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	11, // 8: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	13, // 9: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	14, // 10: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	15, // 11: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	15, // 12: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	8,  // 13: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	9,  // 14: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	10, // 15: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	15, // 16: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	12, // 17: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -1264,31 +1364,31 @@ func file_grove_v1_model_config_proto_init() {
 	if File_grove_v1_model_config_proto != nil {
 		return
 	}
-	file_grove_v1_model_config_proto_msgTypes[2].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[3].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[3].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[4].OneofWrappers = []any{
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[6].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[7].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
 		(*ValidityRule_MinServedEvents)(nil),
 		(*ValidityRule_MinMetric)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[12].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[13].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -27,7 +27,7 @@ type grpcService struct {
 
 // grpcError is the gRPC status of a call that failed with err.
 func grpcError(err error) error {
-	return grpcstatus.Error(statusOf(servables.KindOf(err)).grpc, err.Error())
+	return grpcstatus.Error(statusOf(servables.KindOf(err)).grpc, errorText(err))
 }
 
 func (o *grpcService) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {

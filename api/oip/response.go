@@ -325,10 +325,15 @@ type ModelMetadata struct {
 	// (TorchScript) has nothing true to put there; -1 dimensions are
 	// written as they are (variable size).
 	Inputs, Outputs []servables.TensorSpec
+	// Signature, when not empty, is written as the parameter "signature":
+	// where the datatypes and shapes come from (servables.SignatureDeclared,
+	// SignatureWarmUp or SignatureRuntime).
+	Signature string
 }
 
 // AppendModelMetadata appends
-// {"name":…,"versions":[…],"platform":…,"inputs":[…],"outputs":[…]}.
+// {"name":…,"versions":[…],"platform":…,"inputs":[…],"outputs":[…]}, and
+// "parameters":{"signature":…} when m.Signature is set.
 func AppendModelMetadata(dst []byte, m ModelMetadata) []byte {
 	dst = append(dst, `{"name":`...)
 	dst = appendString(dst, m.Name)
@@ -342,6 +347,11 @@ func AppendModelMetadata(dst []byte, m ModelMetadata) []byte {
 	dst = appendTensorSpecs(dst, m.Inputs)
 	dst = append(dst, `,"outputs":`...)
 	dst = appendTensorSpecs(dst, m.Outputs)
+	if m.Signature != "" {
+		dst = append(dst, `,"parameters":{"signature":`...)
+		dst = appendString(dst, m.Signature)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

@@ -446,6 +446,11 @@ func TestSmallDocuments(t *testing.T) {
 			Inputs:  []servables.TensorSpec{{Name: "input"}},
 			Outputs: []servables.TensorSpec{{Name: "output_0"}},
 		}), `{"name":"ts","platform":"pytorch_libtorch","inputs":[{"name":"input"}],"outputs":[{"name":"output_0"}]}`},
+		{"model metadata, learned signature", AppendModelMetadata(nil, ModelMetadata{
+			Name: "sub", Platform: Platform("torchscript"), Signature: servables.SignatureWarmUp,
+			Inputs:  []servables.TensorSpec{{Name: "a", DType: servables.Float32, Shape: []int64{-1, 2}}},
+			Outputs: []servables.TensorSpec{{Name: "output_0", DType: servables.Float32, Shape: []int64{-1, 2}}},
+		}), `{"name":"sub","platform":"pytorch_libtorch","inputs":[{"name":"a","datatype":"FP32","shape":[-1,2]}],"outputs":[{"name":"output_0","datatype":"FP32","shape":[-1,2]}],"parameters":{"signature":"warm_up"}}`},
 		{"model metadata, empty", AppendModelMetadata(nil, ModelMetadata{Name: "e", Platform: Platform("faulty")}),
 			`{"name":"e","platform":"faulty","inputs":[],"outputs":[]}`},
 		{"server live", AppendServerLive(nil, true), `{"live":true}`},

@@ -71,7 +71,7 @@ func fail(w http.ResponseWriter, err error) {
 	if k == servables.Overloaded {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, statusOf(k).http, err.Error())
+	writeError(w, statusOf(k).http, errorText(err))
 }
 
 // failCodec answers a request that cannot be parsed, or a response that
@@ -137,7 +137,7 @@ func (a *rest) metadata(w http.ResponseWriter, name, version string) {
 		versions = append(versions, v.Version)
 	}
 	write(w, http.StatusOK, AppendModelMetadata(nil, ModelMetadata{Name: mv.Name, Versions: versions,
-		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs}))
+		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs, Signature: meta.Signature}))
 }
 
 // infer serves POST /v2/models/{name}[/versions/{v}]/infer, JSON or with

@@ -214,7 +214,21 @@ func loadLocal(ctx context.Context, path string, threads int) (*local, error) {
 func (l *local) name() string { return fmt.Sprintf("%s (in-process, %s)", l.path, l.rt) }
 func (l *local) close()       { _ = l.s.Close() }
 
-func (l *local) score(ctx context.Context, _ *grovepb.PredictionEvent, inputs []servables.Tensor) ([]values, error) {
+// positionalAPIs are the protocols whose requests reach a model whose
+// runtime takes inputs by position unnamed (actors.Request.Positional: the
+// B&A API, as the sidecar does for PyTorch, and ForestFlow's schema
+// entries): their logged names are not the model's input names.
+var positionalAPIs = map[string]bool{"ba": true, "ba-grpc": true, "forestflow": true}
+
+func (l *local) score(ctx context.Context, ev *grovepb.PredictionEvent, inputs []servables.Tensor) ([]values, error) {
+	if positionalAPIs[ev.GetApi()] && l.s.Metadata().ByPosition {
+		unnamed := make([]servables.Tensor, len(inputs))
+		for i, t := range inputs {
+			t.Name = ""
+			unnamed[i] = t
+		}
+		inputs = unnamed
+	}
 	out, err := l.s.Predict(ctx, inputs)
 	if err != nil {
 		if ctx.Err() != nil {

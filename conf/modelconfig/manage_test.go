@@ -223,7 +223,7 @@ func TestAddServableListsTheModelOnlyIfMissing(t *testing.T) {
 	if err := r.addTo(c); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Models) != 3 || c.Models[0] != (Model{Path: "a/", Checksum: sum1}) {
+	if len(c.Models) != 3 || !reflect.DeepEqual(c.Models[0], Model{Path: "a/", Checksum: sum1}) {
 		t.Errorf("models %+v, want a/ unchanged and nothing added", c.Models)
 	}
 	// d/ is new: it is appended with the request's fields.
@@ -232,7 +232,7 @@ func TestAddServableListsTheModelOnlyIfMissing(t *testing.T) {
 	if err := r.addTo(c); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Models) != 4 || c.Models[3] != r.Model {
+	if len(c.Models) != 4 || !reflect.DeepEqual(c.Models[3], r.Model) {
 		t.Errorf("models %+v, want d/ appended as %+v", c.Models, r.Model)
 	}
 	if s := c.Contracts[0].Servables; len(s) != 3 || s[2].ReleaseVersion != "v3" || s[2].ModelPath != "d/" {
@@ -381,7 +381,7 @@ func TestRemoveServableRemovesTheModelOnlyWhenUnused(t *testing.T) {
 	if got := paths(c.Models); !reflect.DeepEqual(got, []string{"c/"}) {
 		t.Errorf("models %v, want c/", got)
 	}
-	if c.Models[0] != (Model{Path: "c/"}) {
+	if !reflect.DeepEqual(c.Models[0], Model{Path: "c/"}) {
 		t.Errorf("model c/ changed: %+v", c.Models[0])
 	}
 	checkValid(t, c)

@@ -49,7 +49,43 @@ type Model struct {
 	QueueTimeout time.Duration
 	// Serving are the model's Grove-specific execution settings.
 	Serving ServingOptions
+	// Signature is the declared signature (inputs and outputs); changing
+	// it reloads the model.
+	Signature Signature
 }
+
+// Signature is a model's declared inputs and outputs (the Grove fields
+// inputs and outputs of a model_metadata entry); either may be empty: not
+// declared.
+type Signature struct {
+	Inputs, Outputs []TensorSignature
+}
+
+// TensorSignature is one declared input or output, in the Open Inference
+// Protocol's terms: {"name": "x", "datatype": "FP32", "shape": [-1, 64]}.
+type TensorSignature struct {
+	// Name is the tensor's name, unique among the inputs (or outputs).
+	Name string
+	// Datatype is one of Datatypes.
+	Datatype string
+	// Shape holds dimensions of 1 or more, or -1 for any size; empty is a scalar.
+	Shape []int64
+}
+
+// Datatypes are the datatypes a declared signature may name: the Open
+// Inference Protocol's (a model whose runtime cannot take one fails to load).
+var Datatypes = []string{"BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES"}
+
+// Equal reports whether two signatures declare the same tensors.
+func (s Signature) Equal(o Signature) bool {
+	eq := func(a, b TensorSignature) bool {
+		return a.Name == b.Name && a.Datatype == b.Datatype && slices.Equal(a.Shape, b.Shape)
+	}
+	return slices.EqualFunc(s.Inputs, o.Inputs, eq) && slices.EqualFunc(s.Outputs, o.Outputs, eq)
+}
+
+// IsZero reports whether nothing is declared.
+func (s Signature) IsZero() bool { return len(s.Inputs) == 0 && len(s.Outputs) == 0 }
 
 // ServingOptions are a model's execution settings (Grove extensions of the
 // B&A model_metadata entry). A zero field means the server's default;
@@ -129,7 +165,10 @@ type Error = jsondoc.Error
 //
 // Validation rejects entries with an empty, absolute or otherwise unsafe
 // model_path, duplicate model paths, checksums that are not 64 lowercase
-// hex characters, and warm-up requests that are not JSON. The optional
+// hex characters, warm-up requests that are not JSON, and declared inputs
+// and outputs (see Signature) without a name, with a name given twice, a
+// datatype other than Datatypes or a dimension other than -1 or 1 or
+// more. The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
 // (release_version) concerned. All errors are *Error.
@@ -175,6 +214,7 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
 				MaxQueueDelay:  time.Duration(m.GetMaxQueueDelayUs()) * time.Microsecond,
 				IntraOpThreads: int(m.GetIntraOpThreads()),
 			},
+			Signature: Signature{Inputs: tensorsFromProto(m.GetInputs()), Outputs: tensorsFromProto(m.GetOutputs())},
 		})
 	}
 	for i, k := range pb.GetContracts() {
@@ -193,6 +233,15 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
 		c.Contracts = append(c.Contracts, out)
 	}
 	return c
+}
+
+// tensorsFromProto converts declared inputs or outputs.
+func tensorsFromProto(ts []*grovepb.TensorSignature) []TensorSignature {
+	var out []TensorSignature
+	for _, t := range ts {
+		out = append(out, TensorSignature{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()})
+	}
+	return out
 }
 
 // expirationFromProto converts an expiration policy; unknown is the key
@@ -289,8 +338,44 @@ func (c *Config) validate() error {
 				return &Error{Field: entry + ".warm_up_batch_request_json", Msg: fmt.Sprintf("not valid JSON: %v", err), Err: err}
 			}
 		}
+		if err := validateTensors(entry+".inputs", m.Signature.Inputs); err != nil {
+			return err
+		}
+		if err := validateTensors(entry+".outputs", m.Signature.Outputs); err != nil {
+			return err
+		}
 	}
 	return c.validateContracts()
+}
+
+// validateTensors checks declared inputs or outputs at field: each has a
+// name, unique among them, a datatype of Datatypes and dimensions of 1 or
+// more or -1.
+func validateTensors(field string, ts []TensorSignature) error {
+	seen := make(map[string]int, len(ts))
+	for i, t := range ts {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if t.Name == "" {
+			return &Error{Field: at + ".name", Msg: "a tensor needs a name"}
+		}
+		if j, dup := seen[t.Name]; dup {
+			return &Error{Field: at + ".name", Msg: fmt.Sprintf("tensor %q is declared twice (also %s[%d])", t.Name, field, j)}
+		}
+		seen[t.Name] = i
+		if !slices.Contains(Datatypes, t.Datatype) {
+			msg := fmt.Sprintf("tensor %q: datatype %q is not %s", t.Name, t.Datatype, jsondoc.OrList(Datatypes))
+			if t.Datatype == "" {
+				msg = fmt.Sprintf("tensor %q needs a datatype: %s", t.Name, jsondoc.OrList(Datatypes))
+			}
+			return &Error{Field: at + ".datatype", Msg: msg}
+		}
+		for k, d := range t.Shape {
+			if d < 1 && d != -1 {
+				return &Error{Field: fmt.Sprintf("%s.shape[%d]", at, k), Msg: fmt.Sprintf("tensor %q: dimension %d is %d; dimensions are 1 or more, or -1 for any size", t.Name, k, d)}
+			}
+		}
+	}
+	return nil
 }
 
 // validateObjectPath checks that p is a usable object name in a bucket:
@@ -729,16 +814,18 @@ func validateName(s string) error {
 // integers and leaves out the defaults this form writes.
 func (c Config) MarshalJSON() ([]byte, error) {
 	type model struct {
-		Path     string `json:"model_path"`
-		Checksum string `json:"checksum,omitempty"`
-		WarmUp   string `json:"warm_up_batch_request_json,omitempty"`
-		GraceMs  int64  `json:"eviction_grace_period_in_ms,omitempty"`
-		Replicas int    `json:"replicas,omitempty"`
-		MaxRows  int    `json:"max_batch_rows,omitempty"`
-		DelayUs  int64  `json:"max_queue_delay_us,omitempty"`
-		Threads  int    `json:"intra_op_threads,omitempty"`
-		Timeout  int64  `json:"default_timeout_ms,omitempty"`
-		QueueMs  int64  `json:"queue_timeout_ms,omitempty"`
+		Path     string       `json:"model_path"`
+		Checksum string       `json:"checksum,omitempty"`
+		WarmUp   string       `json:"warm_up_batch_request_json,omitempty"`
+		GraceMs  int64        `json:"eviction_grace_period_in_ms,omitempty"`
+		Replicas int          `json:"replicas,omitempty"`
+		MaxRows  int          `json:"max_batch_rows,omitempty"`
+		DelayUs  int64        `json:"max_queue_delay_us,omitempty"`
+		Threads  int          `json:"intra_op_threads,omitempty"`
+		Timeout  int64        `json:"default_timeout_ms,omitempty"`
+		QueueMs  int64        `json:"queue_timeout_ms,omitempty"`
+		Inputs   []tensorJSON `json:"inputs,omitempty"`
+		Outputs  []tensorJSON `json:"outputs,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -748,7 +835,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		o := m.Serving
 		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
-			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds()})
+			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
+			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs)})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,
@@ -759,6 +847,26 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		doc.Contracts = append(doc.Contracts, out)
 	}
 	return json.Marshal(doc)
+}
+
+// tensorJSON is a declared input or output's canonical JSON shape.
+type tensorJSON struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+// tensorsJSON returns declared tensors' canonical JSON shapes.
+func tensorsJSON(ts []TensorSignature) []tensorJSON {
+	var out []tensorJSON
+	for _, t := range ts {
+		shape := t.Shape
+		if shape == nil {
+			shape = []int64{}
+		}
+		out = append(out, tensorJSON{t.Name, t.Datatype, shape})
+	}
+	return out
 }
 
 // The canonical JSON shapes of the contracts section, shared by

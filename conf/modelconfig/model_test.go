@@ -44,7 +44,7 @@ func TestParseModelConfigAcceptsLowerCamelCaseNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Model{Path: "m/", WarmUpJSON: "[]", EvictionGracePeriod: 5 * time.Millisecond}
-	if len(got.Models) != 1 || got.Models[0] != want {
+	if len(got.Models) != 1 || !reflect.DeepEqual(got.Models[0], want) {
 		t.Errorf("got %+v, want [%+v]", got.Models, want)
 	}
 }
@@ -194,6 +194,7 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add([]byte(`{"modelMetadata":[{"modelPath":"m","evictionGracePeriodInMs":"5",},]}`))
 	f.Add([]byte(issueExample))
 	f.Add([]byte(allShapesExample))
+	f.Add([]byte(`{"model_metadata":[{"model_path":"m/","inputs":[{"name":"x","datatype":"FP32","shape":[-1,64]}],"outputs":[{"name":"y","datatype":"FP64","shape":[]}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
@@ -692,7 +693,7 @@ func TestParseModelConfigRequestTimeouts(t *testing.T) {
 		{Path: "b/", DefaultTimeout: time.Hour},
 		{Path: "c/", Serving: ServingOptions{MaxQueueDelay: 500 * time.Microsecond}},
 	} {
-		if got.Models[i] != want {
+		if !reflect.DeepEqual(got.Models[i], want) {
 			t.Errorf("model %d: got %+v, want %+v", i, got.Models[i], want)
 		}
 	}
@@ -723,5 +724,55 @@ func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
 	back, err := Parse(got)
 	if err != nil || !reflect.DeepEqual(back, &c) {
 		t.Errorf("read back %+v, %v; want %+v", back, err, c)
+	}
+}
+
+func TestParseModelConfigSignature(t *testing.T) {
+	got, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "sub/", "inputs": [{"name": "a", "datatype": "FP32", "shape": [-1, 4]}, {"name": "b", "datatype": "FP32", "shape": ["-1", 4]}],
+	   "outputs": [{"name": "diff", "datatype": "FP32", "shape": [-1, 4]}]},
+	  {"model_path": "s/", "inputs": [{"name": "s", "datatype": "INT64"}]},
+	  {"model_path": "none/", "inputs": null}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Signature{
+		Inputs:  []TensorSignature{{"a", "FP32", []int64{-1, 4}}, {"b", "FP32", []int64{-1, 4}}},
+		Outputs: []TensorSignature{{"diff", "FP32", []int64{-1, 4}}},
+	}
+	if !reflect.DeepEqual(got.Models[0].Signature, want) || !got.Models[0].Signature.Equal(want) {
+		t.Errorf("got %+v, want %+v", got.Models[0].Signature, want)
+	}
+	if s := got.Models[1].Signature; len(s.Inputs) != 1 || s.Inputs[0].Shape != nil || s.IsZero() {
+		t.Errorf("a scalar input: %+v", s)
+	}
+	if !got.Models[2].Signature.IsZero() || got.Models[0].Signature.Equal(got.Models[1].Signature) {
+		t.Error("IsZero or Equal is wrong")
+	}
+	out, _ := json.Marshal(Config{Models: got.Models[:2]})
+	wantJSON := `{"model_metadata":[{"model_path":"sub/","inputs":[{"name":"a","datatype":"FP32","shape":[-1,4]},{"name":"b","datatype":"FP32","shape":[-1,4]}],` +
+		`"outputs":[{"name":"diff","datatype":"FP32","shape":[-1,4]}]},{"model_path":"s/","inputs":[{"name":"s","datatype":"INT64","shape":[]}]}]}`
+	if string(out) != wantJSON {
+		t.Errorf("canonical JSON\n got %s\nwant %s", out, wantJSON)
+	}
+	for _, tc := range []struct{ inputs, want string }{
+		{`[{"datatype": "FP32"}]`, "model_metadata[0].inputs[0].name: a tensor needs a name"},
+		{`[{"name": "x", "datatype": "FP32"}, {"name": "x", "datatype": "FP64"}]`, `model_metadata[0].inputs[1].name: tensor "x" is declared twice (also model_metadata[0].inputs[0])`},
+		{`[{"name": "x"}]`, `model_metadata[0].inputs[0].datatype: tensor "x" needs a datatype: BOOL, UINT8,`},
+		{`[{"name": "x", "datatype": "FLOAT"}]`, `model_metadata[0].inputs[0].datatype: tensor "x": datatype "FLOAT" is not BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BF16 or BYTES`},
+		{`[{"name": "x", "datatype": "FP32", "shape": [-1, 0]}]`, `model_metadata[0].inputs[0].shape[1]: tensor "x": dimension 1 is 0; dimensions are 1 or more, or -1 for any size`},
+		{`[{"name": "x", "datatype": "FP32", "shape": [-2]}]`, `inputs[0].shape[0]`},
+		{`[{"name": "x", "datatype": "FP32", "shape": [1.5]}]`, `model_metadata[0].inputs[0].shape[0]`},
+		{`[{"name": "x", "datatype": "FP32", "dims": [1]}]`, `model_metadata[0].inputs[0]: unknown field "dims"`},
+		{`{"name": "x"}`, `model_metadata[0].inputs: expected an array`},
+	} {
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "inputs": ` + tc.inputs + `}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("inputs %s: got %v, want an error containing %q", tc.inputs, err, tc.want)
+		}
+	}
+	if _, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "outputs": [{"name": "y", "datatype": "fp32"}]}]}`)); err == nil ||
+		!strings.Contains(err.Error(), `model_metadata[0].outputs[0].datatype: tensor "y": datatype "fp32" is not`) {
+		t.Errorf("a lowercase output datatype: %v", err)
 	}
 }

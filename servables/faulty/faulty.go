@@ -4,11 +4,14 @@
 //
 // A faulty model is one file ending in ".faulty" holding JSON:
 //
-//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false}
+//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false, "by_position": false}
 //
 // Predict returns a copy of its first input; it panics when any element of
 // that input equals panic_on, returns an execution error when one equals
-// error_on, and sleeps delay_ms first.
+// error_on, and sleeps delay_ms first. Its metadata names one input and one
+// output "x" and says nothing of their datatypes and shapes; by_position
+// makes it take inputs by position as TorchScript does
+// (servables.Metadata.ByPosition).
 package faulty
 
 import (
@@ -42,6 +45,7 @@ type spec struct {
 	ErrorOn  *float64 `json:"error_on"`
 	DelayMs  int      `json:"delay_ms"`
 	FailLoad bool     `json:"fail_load"`
+	ByPos    bool     `json:"by_position"`
 }
 
 // Load reads the model's behaviour from its file.
@@ -68,7 +72,8 @@ type model struct {
 }
 
 func (m *model) Metadata() servables.Metadata {
-	return servables.Metadata{Runtime: "faulty", Inputs: []servables.TensorSpec{{Name: "x"}}, Outputs: []servables.TensorSpec{{Name: "x"}}}
+	return servables.Metadata{Runtime: "faulty", Inputs: []servables.TensorSpec{{Name: "x"}}, Outputs: []servables.TensorSpec{{Name: "x"}},
+		Signature: servables.SignatureRuntime, ByPosition: m.sp.ByPos}
 }
 
 func (m *model) Predict(_ context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {

@@ -347,7 +347,7 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	if err != nil {
 		return nil, loadError(file, err)
 	}
-	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}}
+	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}, Signature: servables.SignatureRuntime}
 	for _, s := range m.inputs {
 		m.meta.Inputs = append(m.meta.Inputs, s.TensorSpec())
 	}

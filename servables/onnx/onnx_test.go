@@ -248,6 +248,7 @@ func TestMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		want = strings.TrimSuffix(want, "}") + `,"signature":"runtime"}` // read from the model
 		if string(b) != want {
 			t.Errorf("%s: Metadata = %s\nwant %s", name, b, want)
 		}
@@ -743,4 +744,28 @@ func mustBoolTensor(t *testing.T) ort.Value {
 	}
 	t.Cleanup(func() { v.Destroy() })
 	return v
+}
+
+func TestDeclaredSignatureMustAgreeWithWhatONNXRuntimeReports(t *testing.T) {
+	meta := load(t, pctrONNX, servables.LoadOptions{}).Metadata() // x FLOAT [-1 64] -> output_0 FLOAT [-1 1]
+	f32 := func(name string, shape ...int64) []servables.TensorSpec {
+		return []servables.TensorSpec{{Name: name, DType: servables.Float32, Shape: shape}}
+	}
+	if got, err := servables.Declare(meta, f32("x", -1, 64), f32("output_0", -1, 1)); err != nil || got.Signature != servables.SignatureDeclared {
+		t.Errorf("the model's own signature, declared: %+v %v", got, err)
+	}
+	for _, c := range []struct {
+		name            string
+		inputs, outputs []servables.TensorSpec
+		want            string
+	}{
+		{"another input name", f32("features", -1, 64), nil, `declared input 0 is "features", the model's is "x"`},
+		{"another width", f32("x", -1, 32), nil, `declared input "x" has shape [-1 32], the model's is [-1 64] (dimension 1)`},
+		{"another dtype", []servables.TensorSpec{{Name: "x", DType: servables.Float64, Shape: []int64{-1, 64}}}, nil, `declared input "x" is DOUBLE, the model's is FLOAT`},
+		{"another output name", nil, f32("score", -1, 1), `declared output 0 is "score", the model's is "output_0"`},
+	} {
+		if _, err := servables.Declare(meta, c.inputs, c.outputs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
 }

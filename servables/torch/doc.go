@@ -19,8 +19,13 @@
 //
 // # Predict
 //
-// Inputs are positional (their names are ignored) and copied into
-// libtorch-owned contiguous tensors before the call; no pointer to Go memory
+// Inputs are bound to forward's arguments (read from its schema at load,
+// those with a default Optional in Metadata) by name when every input is
+// named, by position when none is (servables.Bind); an unknown, repeated or
+// missing name is an error wrapping servables.ErrInvalidInput that lists the
+// arguments. Protocols whose convention is positional (B&A) send them
+// unnamed (Metadata.ByPosition). They are copied into libtorch-owned
+// contiguous tensors before the call; no pointer to Go memory
 // outlives a call. forward runs under c10::InferenceMode. The output must be a
 // Tensor, or a Tuple or List of Tensors; each becomes one Go tensor named
 // output_0, output_1, ..., made contiguous and copied into memory from
@@ -30,12 +35,16 @@
 // dict, a string, nested tuples, an empty tensor) is an error wrapping
 // servables.ErrOutput that names it.
 //
-// Inputs that do not fit forward's signature (too few or too many tensors,
-// checked against the schema before the model runs) are errors wrapping
-// servables.ErrInvalidInput. A failure while the model runs, including a
-// shape mismatch found by an operator, is an error wrapping
+// Inputs that do not fit forward's signature (names, too few or too many
+// tensors, checked before the model runs) are errors wrapping
+// servables.ErrInvalidInput. So are libtorch's refusals of the inputs'
+// shapes, ranks or dtypes while the model runs ("mat1 and mat2 shapes cannot
+// be multiplied", "must match the size of tensor", "expected scalar type",
+// ...: callerErrors), as *servables.InputError naming the inputs sent. Any
+// other failure while the model runs is an error wrapping
 // servables.ErrExecution with torch's message, without its C++ backtrace or
-// TorchScript traceback.
+// TorchScript traceback. TorchScript records no dtypes or shapes: a
+// declared or learned signature (docs/signatures.md) adds them.
 // Every C++ exception is caught in the shim; none reaches Go.
 //
 // Predict is safe for concurrent use (libtorch's graph executor is

@@ -143,9 +143,7 @@ type Model struct {
 	threads int
 	frozen  bool
 
-	meta      servables.Metadata
-	minInputs int // forward's arguments without a default value
-	maxInputs int // all of forward's arguments
+	meta servables.Metadata
 }
 
 var _ servables.Servable = (*Model)(nil)
@@ -157,11 +155,13 @@ func (m *Model) readSignature() error {
 	if names == nil {
 		return errors.New(takeString(cerr))
 	}
-	m.minInputs, m.maxInputs = int(nRequired), int(nArgs)
-	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}}
-	if s := takeString(names); m.maxInputs > 0 {
-		for _, n := range strings.Split(s, "\n") {
-			m.meta.Inputs = append(m.meta.Inputs, servables.TensorSpec{Name: n})
+	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{},
+		Signature: servables.SignatureRuntime, ByPosition: true}
+	if s := takeString(names); nArgs > 0 {
+		for i, n := range strings.Split(s, "\n") {
+			// Arguments with a default come last (TorchScript, like
+			// Python, has no required argument after an optional one).
+			m.meta.Inputs = append(m.meta.Inputs, servables.TensorSpec{Name: n, Optional: i >= int(nRequired)})
 		}
 	}
 	for i := 0; i < int(nOutputs); i++ {
@@ -173,28 +173,34 @@ func (m *Model) readSignature() error {
 // outputName is the name of the i-th output tensor: output_0, output_1, ...
 func outputName(i int) string { return "output_" + strconv.Itoa(i) }
 
-// Metadata returns the runtime name, forward's argument names as inputs, and
-// output_0... as outputs when forward declares a Tensor or a Tuple of Tensors.
-// TorchScript records no dtypes or shapes: they are Unknown and nil.
+// Metadata returns the runtime name, forward's argument names as inputs
+// (those with a default value Optional), and output_0... as outputs when
+// forward declares a Tensor or a Tuple of Tensors. TorchScript records no
+// dtypes or shapes: they are Unknown and nil. ByPosition is set.
 func (m *Model) Metadata() servables.Metadata { return m.meta }
 
 // Frozen reports whether the model runs as a frozen module (see the package doc).
 func (m *Model) Frozen() bool { return m.frozen }
 
-// Predict runs forward on inputs, given positionally (names are ignored), and
-// returns one tensor per output tensor, named output_0, output_1, ... Errors
-// wrap servables.ErrInvalidInput when the inputs do not fit forward's
-// signature, servables.ErrOutput when forward returns something other than a
-// Tensor or a Tuple or List of Tensors of a supported dtype, and
-// servables.ErrExecution, with torch's message, when the model fails to run.
+// Predict runs forward on inputs and returns one tensor per output tensor,
+// named output_0, output_1, ... Inputs are bound to forward's arguments by
+// name when every input has a name, by position when none has (see
+// servables.Bind); optional arguments left out take their defaults, which
+// TorchScript allows only at the end. Errors wrap servables.ErrInvalidInput
+// when the inputs do not fit forward's signature, or when libtorch refuses
+// their shapes or dtypes while the model runs (runError); servables.ErrOutput
+// when forward returns something other than a Tensor or a Tuple or List of
+// Tensors of a supported dtype; and servables.ErrExecution, with torch's
+// message, when the model fails to run.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	n := len(inputs)
-	if n < m.minInputs || n > m.maxInputs {
-		return nil, fmt.Errorf("%w: %s", servables.ErrInvalidInput, m.arity(n))
+	inputs, err := m.bind(inputs)
+	if err != nil {
+		return nil, err
 	}
+	n := len(inputs)
 	a := forwardArgsPool.Get().(*forwardArgs)
 	defer forwardArgsPool.Put(a)
 	a.reset(n)
@@ -231,7 +237,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	case C.GROVE_ERR_OUTPUT:
 		return nil, fmt.Errorf("%w: %s", servables.ErrOutput, takeString(cerr))
 	default:
-		return nil, fmt.Errorf("%w: %s", servables.ErrExecution, takeString(cerr))
+		return nil, m.runError(takeString(cerr), inputs)
 	}
 	defer C.grove_result_free(res)
 	return copyOutputs(res)
@@ -282,17 +288,81 @@ func copyOutputs(res *C.grove_result) ([]servables.Tensor, error) {
 	return outs, nil
 }
 
-// arity explains a wrong number of inputs.
-func (m *Model) arity(n int) string {
-	names := make([]string, len(m.meta.Inputs))
-	for i, s := range m.meta.Inputs {
-		names[i] = s.Name
+// bind puts inputs in the order of forward's arguments (servables.Bind):
+// those given, up to the last one given; an optional argument left out
+// before one that is given is an error, as forward takes them by position.
+func (m *Model) bind(inputs []servables.Tensor) ([]servables.Tensor, error) {
+	idx, err := servables.Bind(m.meta.Inputs, inputs)
+	if err != nil {
+		return nil, err
 	}
-	want := strconv.Itoa(m.maxInputs)
-	if m.minInputs != m.maxInputs {
-		want = fmt.Sprintf("%d to %d", m.minInputs, m.maxInputs)
+	last := -1
+	for j, i := range idx {
+		if i >= 0 {
+			last = j
+		}
 	}
-	return fmt.Sprintf("model takes %s input tensors (%s), got %d", want, strings.Join(names, ", "), n)
+	ordered := make([]servables.Tensor, last+1)
+	for j := range ordered {
+		if idx[j] < 0 {
+			return nil, servables.InvalidInputf("input %q is left out but %q, after it in forward, is given: TorchScript takes optional inputs in order; the model's inputs are: %s",
+				m.meta.Inputs[j].Name, m.meta.Inputs[last].Name, m.meta.Inputs)
+		}
+		ordered[j] = inputs[idx[j]]
+		ordered[j].Name = m.meta.Inputs[j].Name
+	}
+	return ordered, nil
+}
+
+// callerErrors are the beginnings or parts of libtorch's messages that say
+// the inputs do not fit the model's operators (shapes, ranks, dtypes or
+// index values), which is the caller's mistake, not the model's.
+var callerErrors = []string{
+	"mat1 and mat2 shapes cannot be multiplied", // linear layers, matmul
+	"size mismatch",
+	"must match the size of tensor", // broadcasting
+	"Sizes of tensors must match",   // cat, stack
+	"is invalid for input of size",  // view, reshape
+	"Dimension out of range",
+	"dimension out of range",
+	"expected input[",             // convolutions: channels
+	"must be equal to input_size", // recurrent layers
+	"should contain",              // batch norm: features
+	"must be a 1D tensor",
+	"must be a 2D tensor",
+	"must be a 3D tensor",
+	"Expected 2D",
+	"Expected 3D",
+	"Expected 4D",
+	"expected 2D",
+	"expected 3D",
+	"expected 4D",
+	"too many indices for tensor",
+	"index out of range in self", // embedding ids
+	"The expanded size of the tensor",
+	"expected scalar type",
+	"Expected object of scalar type",
+	"must have the same dtype",
+	"to have the same dtype",
+	"to have same dtype",
+	"Found dtype",
+	"with dtype",
+	"to have one of the following scalar types",
+	"tensors used as indices must be",
+	"Input type (",
+}
+
+// runError classifies a failure of forward: a libtorch message that says
+// the inputs do not fit the operators is an InvalidInput error naming the
+// inputs sent; anything else is ErrExecution.
+func (m *Model) runError(msg string, inputs []servables.Tensor) error {
+	for _, s := range callerErrors {
+		if strings.Contains(msg, s) {
+			return servables.InvalidInputf("the model cannot run on the inputs sent (%s): %s; the model's inputs are: %s",
+				servables.Sent(inputs), msg, m.meta.Inputs)
+		}
+	}
+	return fmt.Errorf("%w: %s", servables.ErrExecution, msg)
 }
 
 // ompTeamSize applies IntraOpThreads n to the calling OS thread, as Predict

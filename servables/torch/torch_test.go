@@ -190,13 +190,75 @@ func TestMetadataListsForwardArgumentsAndTupleOutputs(t *testing.T) {
 	m := load(t, filepath.Join(bucket, "pcvr", "model.pt"), servables.LoadOptions{})
 	b, _ := json.Marshal(m.Metadata())
 	want := `{"runtime":"torchscript","inputs":[{"name":"features","datatype":"UNKNOWN","shape":null},{"name":"category","datatype":"UNKNOWN","shape":null}],` +
-		`"outputs":[{"name":"output_0","datatype":"UNKNOWN","shape":null},{"name":"output_1","datatype":"UNKNOWN","shape":null}]}`
+		`"outputs":[{"name":"output_0","datatype":"UNKNOWN","shape":null},{"name":"output_1","datatype":"UNKNOWN","shape":null}],"signature":"runtime"}`
 	if string(b) != want {
 		t.Errorf("Metadata = %s\nwant       %s", b, want)
 	}
 	list := load(t, testdata("list"), servables.LoadOptions{})
 	if md := list.Metadata(); len(md.Inputs) != 1 || md.Inputs[0].Name != "x" || len(md.Outputs) != 0 {
 		t.Errorf("list model Metadata = %+v, want input x and no known outputs", md)
+	}
+	opt := load(t, testdata("optional"), servables.LoadOptions{})
+	if md := opt.Metadata(); len(md.Inputs) != 2 || md.Inputs[0].Optional || !md.Inputs[1].Optional || !md.ByPosition {
+		t.Errorf("optional model Metadata = %+v, want x required, y optional, ByPosition", md)
+	}
+}
+
+// named returns x with name n.
+func named(n string, x servables.Tensor) servables.Tensor {
+	x.Name = n
+	return x
+}
+
+func TestNamedInputsBindToForwardArgumentsByName(t *testing.T) {
+	sub := load(t, testdata("sub"), servables.LoadOptions{}) // forward(a, b) = a - b
+	a := tensor(t, servables.Float32, []int64{2}, 10, 20)
+	b := tensor(t, servables.Float32, []int64{2}, 1, 2)
+	for _, c := range []struct {
+		name   string
+		inputs []servables.Tensor
+	}{
+		{"in forward's order", []servables.Tensor{named("a", a), named("b", b)}},
+		{"in the other order", []servables.Tensor{named("b", b), named("a", a)}},
+		{"unnamed, by position", []servables.Tensor{a, b}},
+	} {
+		out, err := sub.Predict(context.Background(), c.inputs)
+		if err != nil || fmt.Sprint(values(out[0])) != "[9 18]" {
+			t.Errorf("%s: %v %v, want a - b = [9 18]", c.name, out, err)
+		}
+	}
+}
+
+func TestBadInputNamesAreInvalidInputListingTheModelsInputs(t *testing.T) {
+	sub := load(t, testdata("sub"), servables.LoadOptions{})
+	x := tensor(t, servables.Float32, []int64{2}, 1, 2)
+	for _, c := range []struct {
+		inputs []servables.Tensor
+		want   string
+	}{
+		{[]servables.Tensor{named("a", x), named("bogus", x)}, `unknown input "bogus"`},
+		{[]servables.Tensor{named("a", x), named("a", x)}, `input "a" is given twice`},
+		{[]servables.Tensor{named("a", x)}, `missing input "b"`},
+		{[]servables.Tensor{named("a", x), x}, "input 1 has no name while others have one"},
+		{[]servables.Tensor{x, x, x}, "got 3 unnamed input tensors, the model takes 2"},
+	} {
+		_, err := sub.Predict(context.Background(), c.inputs)
+		if !errors.Is(err, servables.ErrInvalidInput) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), "the model's inputs are: a, b") {
+			t.Errorf("%v: %v, want ErrInvalidInput with %q and the model's inputs", servables.Sent(c.inputs), err, c.want)
+		}
+	}
+	opt := load(t, testdata("optional"), servables.LoadOptions{}) // forward(x, y=None)
+	out, err := opt.Predict(context.Background(), []servables.Tensor{named("x", x)})
+	if err != nil || fmt.Sprint(values(out[0])) != "[101 102]" {
+		t.Errorf("optional with x alone by name: %v %v, want y's default", out, err)
+	}
+	out, err = opt.Predict(context.Background(), []servables.Tensor{named("y", x), named("x", x)})
+	if err != nil || fmt.Sprint(values(out[0])) != "[2 4]" {
+		t.Errorf("optional with y, x by name: %v %v", out, err)
+	}
+	if _, err := opt.Predict(context.Background(), []servables.Tensor{named("y", x)}); !errors.Is(err, servables.ErrInvalidInput) || !strings.Contains(err.Error(), `missing input "x"`) {
+		t.Errorf("optional with y alone: %v, want x missing", err)
 	}
 }
 
@@ -328,7 +390,7 @@ func TestWrongNumberOfInputsIsInvalidInput(t *testing.T) {
 	x := tensor(t, servables.Float32, []int64{2}, 1, 2)
 	for _, inputs := range [][]servables.Tensor{nil, {x}, {x, x, x}} {
 		_, err := add.Predict(context.Background(), inputs)
-		if !errors.Is(err, servables.ErrInvalidInput) || !strings.Contains(err.Error(), "takes 2 input tensors (x, y)") {
+		if !errors.Is(err, servables.ErrInvalidInput) || !strings.Contains(err.Error(), "the model takes 2") || !strings.Contains(err.Error(), "inputs are: x, y") {
 			t.Errorf("add with %d inputs: %v, want ErrInvalidInput", len(inputs), err)
 		}
 	}
@@ -352,20 +414,38 @@ func TestMalformedTensorIsInvalidInput(t *testing.T) {
 	}
 }
 
-func TestShapeMismatchIsAnExecutionError(t *testing.T) {
-	m := load(t, testdata("add"), servables.LoadOptions{})
-	_, err := m.Predict(context.Background(), []servables.Tensor{
-		tensor(t, servables.Float32, []int64{2}, 1, 2),
-		tensor(t, servables.Float32, []int64{3}, 1, 2, 3),
-	})
-	if err == nil || errors.Is(err, servables.ErrInvalidInput) || errors.Is(err, servables.ErrOutput) ||
-		!errors.Is(err, servables.ErrExecution) || !strings.Contains(err.Error(), "must match the size") {
-		t.Errorf("add [2]+[3]: %v, want a plain execution error with torch's reason", err)
-	}
+func TestShapeAndDTypeMismatchesFoundByLibtorchAreInvalidInput(t *testing.T) {
+	add := load(t, testdata("add"), servables.LoadOptions{})
+	linear := load(t, testdata("linear"), servables.LoadOptions{}) // torch.mm(x, w[4, 2])
 	pctr := load(t, filepath.Join(bucket, "pctr_v1", "model.pt"), servables.LoadOptions{})
-	_, err = pctr.Predict(context.Background(), []servables.Tensor{tensor(t, servables.Float32, []int64{1, 3}, 1, 2, 3)})
-	if !errors.Is(err, servables.ErrExecution) {
-		t.Errorf("pctr on [1,3]: %v, want an execution error", err)
+	for _, c := range []struct {
+		name   string
+		m      *Model
+		inputs []servables.Tensor
+		want   []string
+	}{
+		{"add [2]+[3]", add, []servables.Tensor{tensor(t, servables.Float32, []int64{2}, 1, 2), tensor(t, servables.Float32, []int64{3}, 1, 2, 3)},
+			[]string{"must match the size", "inputs sent (x FLOAT [2], y FLOAT [3])"}},
+		{"linear on [1 3]", linear, []servables.Tensor{named("x", tensor(t, servables.Float32, []int64{1, 3}, 1, 2, 3))},
+			[]string{"mat1 and mat2 shapes cannot be multiplied", "x FLOAT [1 3]"}},
+		{"linear on doubles", linear, []servables.Tensor{tensor(t, servables.Float64, []int64{1, 4}, 1, 2, 3, 4)},
+			[]string{"x DOUBLE [1 4]"}},
+		{"pctr on [1 3]", pctr, []servables.Tensor{tensor(t, servables.Float32, []int64{1, 3}, 1, 2, 3)}, []string{"x FLOAT [1 3]"}},
+	} {
+		_, err := c.m.Predict(context.Background(), c.inputs)
+		var ie *servables.InputError
+		if !errors.As(err, &ie) || servables.KindOf(err) != servables.InvalidInput {
+			t.Errorf("%s: %v, want an InputError", c.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
+		if oip := ie.Text(servables.OIPName); strings.Contains(oip, "FLOAT") || strings.Contains(oip, "DOUBLE") {
+			t.Errorf("%s: in OIP's vocabulary the message still says FLOAT or DOUBLE: %s", c.name, oip)
+		}
 	}
 }
 
@@ -606,5 +686,39 @@ func TestIntraOpThreadsIsPerCallNotProcessWide(t *testing.T) {
 	}
 	if got := ompTeamSize(0); got != 1 {
 		t.Errorf("IntraOpThreads 0 gave a team of %d, want 1", got)
+	}
+}
+
+func TestLibtorchRefusalsOfTheInputsAreTheCallersAndOtherFailuresTheModels(t *testing.T) {
+	m := load(t, testdata("sub"), servables.LoadOptions{})
+	sent := []servables.Tensor{named("a", tensor(t, servables.Float32, []int64{1, 2}, 1, 2)), named("b", tensor(t, servables.Float64, []int64{1}, 1))}
+	// Messages of libtorch 1.13 for inputs that do not fit common layers.
+	for _, msg := range []string{
+		"mat1 and mat2 shapes cannot be multiplied (1x3 and 64x256)",
+		"mat1 and mat2 must have the same dtype",
+		"expected scalar type Double but found Float",
+		"Given groups=1, weight of size [2, 3, 3, 3], expected input[1, 2, 5, 5] to have 3 channels, but got 2 channels instead",
+		"Input type (double) and bias type (float) should be the same",
+		"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.FloatTensor instead",
+		"index out of range in self",
+		"Sizes of tensors must match except in dimension 1. Expected size 1 but got size 2 for tensor number 1 in the list.",
+		"shape '[-1, 8]' is invalid for input of size 9",
+		"input.size(-1) must be equal to input_size. Expected 8, got 4",
+		"Found dtype Double but expected Float",
+		"where expected condition to be a boolean tensor, but got a tensor with dtype Float",
+		"tensors used as indices must be long, byte or bool tensors",
+		"batch1 must be a 3D tensor",
+		"running_mean should contain 3 elements not 4",
+		"The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
+	} {
+		err := m.runError("RuntimeError: "+msg, sent)
+		if servables.KindOf(err) != servables.InvalidInput || !strings.Contains(err.Error(), "inputs sent (a FLOAT [1 2], b DOUBLE [1]): RuntimeError: "+msg) {
+			t.Errorf("%q: %v, want the caller's error naming the inputs sent", msg, err)
+		}
+	}
+	for _, msg := range []string{"builtins.ValueError: grove test: negative sum", "RuntimeError: out of memory", "The following operation failed in the TorchScript interpreter"} {
+		if err := m.runError(msg, sent); servables.KindOf(err) != servables.Execution {
+			t.Errorf("%q: %v, want an execution error", msg, err)
+		}
 	}
 }

@@ -108,9 +108,29 @@ class Mask(torch.nn.Module):
         return mask & (x > 3), x + 1
 
 
+class Sub(torch.nn.Module):
+    """a - b: the order of the inputs matters, so binding them by name shows."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a - b
+
+
+class Linear(torch.nn.Module):
+    """x float32 [N, 4] @ a fixed [4, 2] matrix: a caller sending another width gets
+    libtorch's "mat1 and mat2 shapes cannot be multiplied"."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(8, dtype=torch.float32).reshape(4, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.mm(x, self.w)
+
+
 MODELS = {"double": Double, "add": Add, "optional": Optional2, "pair": Pair, "list": ListOut,
           "dict": DictOut, "str": StrOut, "nested": NestedOut, "bool": BoolOut, "empty": EmptyOut,
-          "raise": Raise, "heavy": Heavy, "half": HalfOut, "mask": Mask}
+          "raise": Raise, "heavy": Heavy, "half": HalfOut, "mask": Mask,
+          "sub": Sub, "linear": Linear}
 
 
 def main():

@@ -1,0 +1,92 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/servables"
+)
+
+// Model signatures: what the metadata APIs describe and what every
+// request is checked against (servables.Signed) before its forward call.
+//
+//   - At load (System.load) the runtime's metadata is combined with the
+//     model config's declared inputs and outputs (servables.Declare); a
+//     declaration that does not fit the model fails the load.
+//   - What is still unknown (TorchScript records no datatypes or shapes) is
+//     learned from the warm-up: its requests and the outputs they produced
+//     (content.learn, servables.Learn), before the content is published.
+//     A model with neither keeps the runtime's metadata (names only, for
+//     TorchScript).
+//   - Requests of protocols whose convention is positional (the B&A API,
+//     Request.Positional) reach a runtime whose own convention is too
+//     (servables.Metadata.ByPosition) unnamed: bound by position.
+
+// declare applies the declared signature to rt, the runtime's metadata.
+func declare(rt servables.Metadata, declared modelconfig.Signature) (servables.Metadata, error) {
+	if declared.IsZero() {
+		return rt, nil
+	}
+	inputs, err := specs("inputs", declared.Inputs)
+	if err != nil {
+		return servables.Metadata{}, err
+	}
+	outputs, err := specs("outputs", declared.Outputs)
+	if err != nil {
+		return servables.Metadata{}, err
+	}
+	meta, err := servables.Declare(rt, inputs, outputs)
+	if err != nil {
+		return servables.Metadata{}, fmt.Errorf("the declared signature (model config inputs and outputs) does not fit the model: %w", err)
+	}
+	return meta, nil
+}
+
+// specs converts declared tensors of the model config field.
+func specs(field string, ts []modelconfig.TensorSignature) ([]servables.TensorSpec, error) {
+	out := make([]servables.TensorSpec, len(ts))
+	for i, t := range ts {
+		dt, ok := servables.ParseOIPName(t.Datatype)
+		if !ok {
+			return nil, fmt.Errorf("model config %s: tensor %q has datatype %s, which this server's runtimes do not take", field, t.Name, t.Datatype)
+		}
+		shape := t.Shape
+		if shape == nil {
+			shape = []int64{}
+		}
+		out[i] = servables.TensorSpec{Name: t.Name, DType: dt, Shape: shape}
+	}
+	return out, nil
+}
+
+// bind returns inputs as the model gets them: unnamed, so bound by
+// position, when the request's protocol and the model's runtime both take
+// inputs by position (positional and Metadata.ByPosition); else as they are.
+func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.Tensor {
+	if !positional || !c.meta.Load().ByPosition {
+		return inputs
+	}
+	out := make([]servables.Tensor, len(inputs))
+	for i, t := range inputs {
+		t.Name = ""
+		out[i] = t
+	}
+	return out
+}
+
+// learn completes c's signature from its warm-up (inputs as sent, and the
+// outputs they produced) when it does not know everything; it runs on the
+// warm-up's goroutine, before c is published.
+func (c *content) learn(inputs, outputs [][]servables.Tensor) error {
+	meta := c.meta.Load()
+	if meta.Known() || len(inputs) == 0 {
+		return nil
+	}
+	learned, err := servables.Learn(*meta, inputs, outputs)
+	if err != nil {
+		return fmt.Errorf("learning the model's signature from its warm-up: %w", err)
+	}
+	c.meta.Store(&learned)
+	c.signed.SetMetadata(learned)
+	return nil
+}

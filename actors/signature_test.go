@@ -1,0 +1,130 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/groveml/grove/servables"
+)
+
+// describeMeta writes meta's tensors as "x FLOAT [-1] -> x FLOAT [-1] (warm_up)".
+func describeMeta(meta servables.Metadata) string {
+	side := func(specs []servables.TensorSpec) string {
+		parts := make([]string, len(specs))
+		for i, s := range specs {
+			parts[i] = fmt.Sprintf("%s %v %v", s.Name, s.DType, s.Shape)
+		}
+		return strings.Join(parts, ", ")
+	}
+	return side(meta.Inputs) + " -> " + side(meta.Outputs) + " (" + meta.Signature + ")"
+}
+
+func TestSignatureIsLearnedFromTheWarmUpAndRequestsAreCheckedAgainstIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"warm_up_batch_request_json": "[[1, 2], [3, 4, 5]]"`), entry("b/", "", "")),
+			map[string]faultySpec{"a/": {}, "b/": {}})
+		defer w.stop()
+		synctest.Wait()
+		meta, _, ok := w.sys.ModelMetadata("a/")
+		if got := describeMeta(meta); !ok || got != "x FLOAT [-1] -> x FLOAT [-1] (warm_up)" {
+			t.Errorf("a/ metadata: %s", got)
+		}
+		meta, _, _ = w.sys.ModelMetadata("b/")
+		if got := describeMeta(meta); got != "x UNKNOWN [] -> x UNKNOWN [] (runtime)" {
+			t.Errorf("b/ (no warm-up) metadata: %s", got)
+		}
+		x, _ := servables.NewTensor("x", servables.Float64, []int64{1})
+		res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: []servables.Tensor{x}}, {API: "test", ModelPath: "b/", Inputs: []servables.Tensor{x}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if servables.KindOf(res[0].Err) != servables.InvalidInput || !strings.Contains(res[0].Err.Error(), `input "x" is DOUBLE, the model takes FLOAT`) {
+			t.Errorf("a DOUBLE input for a/: %v", res[0].Err)
+		}
+		if res[1].Err != nil {
+			t.Errorf("b/ knows no datatype, so takes a DOUBLE: %v", res[1].Err)
+		}
+		if res := w.infer("a/", 7); res.Err != nil {
+			t.Errorf("a FLOAT input for a/: %v", res.Err)
+		}
+	})
+}
+
+func TestDeclaredSignatureIsCheckedAgainstTheModelAtLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := `"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}], "outputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}]`
+		w := newWorld(t, configJSON(entry("a/", "", ok), entry("b/", "", `"inputs": [{"name": "y", "datatype": "FP32", "shape": [-1]}]`),
+			entry("c/", "", `"inputs": [{"name": "x", "datatype": "BF16", "shape": [-1]}]`)),
+			map[string]faultySpec{"a/": {}, "b/": {}, "c/": {}})
+		defer w.stop()
+		synctest.Wait()
+		meta, _, _ := w.sys.ModelMetadata("a/")
+		if got := describeMeta(meta); got != "x FLOAT [-1 2] -> x FLOAT [-1 2] (declared)" {
+			t.Errorf("a/ metadata: %s", got)
+		}
+		if m := w.model("b/"); m.State != StateFailed || !strings.Contains(m.LastError, `does not fit the model: declared input 0 is "y", the model's is "x"`) {
+			t.Errorf("b/ declares an input the model does not have: %s %s", m.State, m.LastError)
+		}
+		if m := w.model("c/"); m.State != StateFailed || !strings.Contains(m.LastError, `tensor "x" has datatype BF16, which this server's runtimes do not take`) {
+			t.Errorf("c/ declares a datatype no runtime takes: %s %s", m.State, m.LastError)
+		}
+		x, _ := servables.NewTensor("x", servables.Float32, []int64{1, 3})
+		res, _ := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: []servables.Tensor{x}}})
+		if servables.KindOf(res[0].Err) != servables.InvalidInput || !strings.Contains(res[0].Err.Error(), `input "x" has shape [1 3], the model takes [-1 2] (dimension 1 must be 2)`) {
+			t.Errorf("a [1 3] input for a/: %v", res[0].Err)
+		}
+	})
+}
+
+func TestPositionalRequestsBindByPositionOnlyForPositionalRuntimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("pos/", "", ""), entry("named/", "", "")),
+			map[string]faultySpec{"pos/": {ByPos: true}, "named/": {}})
+		defer w.stop()
+		synctest.Wait()
+		bogus, _ := servables.NewTensor("bogus", servables.Float32, []int64{1})
+		for _, c := range []struct {
+			path       string
+			positional bool
+			want       string
+		}{
+			{"pos/", true, ""},
+			{"pos/", false, `unknown input "bogus"; the model's inputs are: x`},
+			{"named/", true, `unknown input "bogus"`},
+		} {
+			res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: c.path, Inputs: []servables.Tensor{bogus}, Positional: c.positional}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch got := res[0].Err; {
+			case c.want == "" && got != nil:
+				t.Errorf("%s positional=%v: %v", c.path, c.positional, got)
+			case c.want != "" && (servables.KindOf(got) != servables.InvalidInput || !strings.Contains(got.Error(), c.want)):
+				t.Errorf("%s positional=%v: %v, want %q", c.path, c.positional, got, c.want)
+			}
+		}
+	})
+}
+
+func TestAModelReloadedAfterACrashKeepsTheLearnedSignature(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"warm_up_batch_request_json": "[[1]]"`)), map[string]faultySpec{"a/": {PanicOn: f64(13)}})
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("a/", 13); servables.KindOf(res.Err) != servables.Crashed {
+			t.Fatalf("panicking request got %v", res.Err)
+		}
+		synctest.Wait()
+		x, _ := servables.NewTensor("x", servables.Int32, []int64{1})
+		res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: []servables.Tensor{x}}})
+		if err != nil || servables.KindOf(res[0].Err) != servables.InvalidInput || !strings.Contains(res[0].Err.Error(), `input "x" is INT32, the model takes FLOAT`) {
+			t.Errorf("an INT32 input after the restart: %v %v, want the learned signature's check", res, err)
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Errorf("a FLOAT input after the restart: %v", res.Err)
+		}
+	})
+}
