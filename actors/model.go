@@ -27,9 +27,9 @@ type content struct {
 	// meta is the model's signature (declared, or the runtime's, completed
 	// by what its warm-up taught: signature.go); signed is the servable its
 	// replicas share, which checks requests against it.
-	meta    atomic.Pointer[servables.Metadata]
-	signed  *servables.Signed
-	serving ModelServing // how its model actors run
+	meta     atomic.Pointer[servables.Metadata]
+	signed   *servables.Signed
+	serving  ModelServing // how its model actors run
 	local    *bucket.LocalModel
 	loadedAt time.Time
 	// pids are the model actors (replicas) sharing the loaded weights;
