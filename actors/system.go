@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -295,7 +296,7 @@ func (s *System) threads(meta modelconfig.Model) int {
 // threads intra-op threads, as the supervisor does first and a restarted
 // model actor again; it returns the runtime's name.
 func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int) (string, servables.Servable, error) {
-	rt, err := s.opts.Runtimes.Find(local.Files)
+	rt, err := s.opts.Runtimes.Find(os.DirFS(local.Dir), local.Files)
 	if err != nil {
 		return "", nil, err
 	}

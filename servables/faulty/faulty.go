@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ type Runtime struct{}
 func (Runtime) Name() string { return "faulty" }
 
 // Accepts a model made of exactly one ".faulty" file.
-func (Runtime) Accepts(files []string) bool {
+func (Runtime) Accepts(_ fs.FS, files []string) bool {
 	return len(files) == 1 && strings.HasSuffix(files[0], ".faulty")
 }
 
