@@ -52,6 +52,13 @@ type Metadata struct {
 	Runtime string       `json:"runtime"`
 	Inputs  []TensorSpec `json:"inputs"`
 	Outputs []TensorSpec `json:"outputs"`
+	// UnnamedOutputs is set when the model's outputs have no names of
+	// their own: a TorchScript forward returns a Tensor or a tuple, whose
+	// elements the runtime names output_0, output_1, ... for the protocols
+	// that need a name (OIP). The B&A sidecar's PyTorch answers carry no
+	// tensor_name, so Grove's B&A answers leave these names out. A declared
+	// signature that names the outputs clears it.
+	UnnamedOutputs bool `json:"-"`
 }
 
 // TensorSpec describes one input or output of a model. DType is Unknown and

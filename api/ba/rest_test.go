@@ -48,7 +48,7 @@ func (echo) ModelPaths() []string { return []string{"a/", "b/"} }
 // serveBA returns the handler of an HTTP server serving the B&A API over b.
 func serveBA(b Backend, opts httpserver.Options) http.Handler {
 	h := httpserver.New(opts)
-	Register(h, b)
+	Register(h, b, ParseOptions{})
 	return h.Handler()
 }
 

@@ -145,7 +145,7 @@ func (m *Model) readSignature() error {
 		return errors.New(takeString(cerr))
 	}
 	m.minInputs, m.maxInputs = int(nRequired), int(nArgs)
-	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}}
+	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{}, UnnamedOutputs: true}
 	if s := takeString(names); m.maxInputs > 0 {
 		for _, n := range strings.Split(s, "\n") {
 			m.meta.Inputs = append(m.meta.Inputs, servables.TensorSpec{Name: n})
