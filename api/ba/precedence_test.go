@@ -77,7 +77,7 @@ func TestErrorPrecedenceFollowsTheSidecar(t *testing.T) {
 		{"conversion error before the model's own checks", item("m", tensor("INT8", `"300"`)), false,
 			`{"model_path":"m","error":{"error_type":"INPUT_PARSING","description":"Input Tensor Conversion Error. Message: Model m encounters tensor parsing error: The number is outside of bounds of int8_t."}}`},
 		{"the model's input check", item("m", tensor("INT8", `"3"`)), false,
-			`{"model_path":"m","error":{"error_type":"INPUT_PARSING","description":"invalid input: input 0 is INT8, the model takes FLOAT"}}`},
+			`{"model_path":"m","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model m encounters an exception during evaluation: invalid input: input 0 is INT8, the model takes FLOAT"}}`},
 		{"the model's run", item("m", tensor("FLOAT", `"13"`)), false,
 			`{"model_path":"m","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model m encounters an exception during evaluation: model execution failed: thirteen"}}`},
 		{"numbers let through to a served model", item("m", tensor("FLOAT", `1.5`)), true,

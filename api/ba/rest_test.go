@@ -73,7 +73,7 @@ func TestInferenceMapsEachOutcomeToItsB_AError(t *testing.T) {
 	want := `{"response":[` +
 		`{"model_path":"ok/","tensors":[{"tensor_shape":[2],"data_type":"INT32","tensor_content":[1,2]}]},` +
 		`{"model_path":"none/","error":{"error_type":"MODEL_NOT_FOUND","description":"Requested model 'none/' has not been registered"}},` +
-		`{"model_path":"bad/","error":{"error_type":"INPUT_PARSING","description":"invalid input: the model takes 2 inputs, got 1"}},` +
+		`{"model_path":"bad/","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model bad/ encounters an exception during evaluation: invalid input: the model takes 2 inputs, got 1"}},` +
 		`{"model_path":"boom/","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model boom/ encounters an exception during evaluation: RuntimeError: shapes cannot be multiplied"}},` +
 		`{"model_path":"","error":{"error_type":"INPUT_PARSING","description":"Missing model_path in the JSON document"}}]}`
 	if body != want {
