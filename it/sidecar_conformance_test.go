@@ -139,7 +139,7 @@ func TestSidecarConformanceAcceptsUnquotedNumbersWhenSet(t *testing.T) {
 		t.Fatalf("RegisterModel with an unquoted warm-up: %v", err)
 	}
 	for body, want := range map[string]string{
-		batchJSON(simpleItem("simple_model", `3.14`)): `{"response":[{"model_path":"simple_model","tensors":[{"tensor_shape":[1],"data_type":"DOUBLE","tensor_content":[3.14]}]}]}`,
+		batchJSON(simpleItem("simple_model", `3.14`)):   `{"response":[{"model_path":"simple_model","tensors":[{"tensor_shape":[1],"data_type":"DOUBLE","tensor_content":[3.14]}]}]}`,
 		batchJSON(simpleItem("not_registered", `3.14`)): `{"response":[{"model_path":"not_registered","error":{"error_type":"MODEL_NOT_FOUND","description":"Requested model 'not_registered' has not been registered"}}]}`,
 	} {
 		resp, err := c.Predict(ctx, &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_Input{Input: []byte(body)}})

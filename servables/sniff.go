@@ -94,9 +94,9 @@ func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
 
 // ModelFiles returns the files among files that hold a model of format f:
 // those whose name ends in one of exts (any case), or, when none does, the
-// files whose content Sniff recognises as f. A model directory that names
-// its model file keeps being read as before; an extension-less one is
-// recognised by content.
+// files whose content Sniff recognises as f (none when fsys is nil). A
+// model directory that names its model file keeps being read as before; an
+// extension-less one is recognised by content.
 func ModelFiles(fsys fs.FS, files []string, f Format, exts ...string) []string {
 	var found []string
 	for _, name := range files {
