@@ -242,3 +242,17 @@ func (f failingItem) Infer(ctx context.Context, reqs []actors.Request) ([]actors
 }
 
 func (failingItem) ModelPaths() []string { return nil }
+
+func TestInferenceParsesNumbersAsTheServerSays(t *testing.T) {
+	body := `{"request":[{"model_path":"a/","tensors":[{"data_type":"INT32","tensor_shape":[2],"tensor_content":["1",2]}]}]}`
+	for opts, want := range map[ParseOptions]string{
+		{}:                            `{"response":[{"model_path":"a/","error":{"error_type":"INPUT_PARSING","description":"All numbers within the tensor_content must be enclosed in quotes"}}]}`,
+		{AcceptUnquotedNumbers: true}: `{"response":[{"model_path":"a/","tensors":[{"tensor_shape":[2],"data_type":"INT32","tensor_content":[1,2]}]}]}`,
+	} {
+		h := httpserver.New(httpserver.Options{Registerer: prometheus.NewRegistry()})
+		Register(h, echo{}, opts)
+		if code, got := post(t, h.Handler(), body); code != http.StatusOK || got != want {
+			t.Errorf("%+v: HTTP %d %s\nwant %s", opts, code, got, want)
+		}
+	}
+}
