@@ -5,7 +5,7 @@
 // the B&A sidecar's gRPC service shares, the HTTP endpoints POST
 // /v1/inference and GET /v1/models (Register), and the one table from a
 // kind of failure to its B&A error_type and HTTP status (ItemError). The
-// codec (ParseRequest, Append*) does no I/O.
+// codec (ParseOptions.ParseRequest, Append*) does no I/O.
 //
 // Parsing follows the sidecar (release 4.9.0, rapidjson 1.1.0 and Abseil)
 // closely: the same document-level and item-level checks in the same order,
@@ -19,7 +19,11 @@
 // numbers in tensor_content are refused as the sidecar refuses them, unless
 // the server sets ba_accept_unquoted_numbers (ParseOptions). Encoding
 // reproduces the rapidjson Writer byte for byte, including its Grisu2
-// number formatting.
+// number formatting. An output tensor's tensor_name is written only when it
+// has a name of its own: the outputs of a model whose metadata says
+// UnnamedOutputs (TorchScript) have none, as in the sidecar's PyTorch
+// answers. Inputs a model refuses (their count, types or shapes) are a
+// MODEL_EXECUTION error, as the sidecar reports forward's exception.
 //
 // Where the sidecar's behaviour is undefined or unsafe, Grove decides:
 //
