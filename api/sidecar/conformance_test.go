@@ -190,6 +190,12 @@ func TestSidecarConformanceRegisterModel(t *testing.T) {
 	if _, err := c.RegisterModel(t.Context(), &sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "e2e_model1"}}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("no model files: %v, want INVALID_ARGUMENT", err)
 	}
+	// An extension-less file that is no model says why.
+	_, err := c.RegisterModel(t.Context(), &sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "junk"},
+		ModelFiles: map[string][]byte{"junk": []byte("not a model")}})
+	if want := "unsupported runtime: no runtime accepts files junk, by extension or by content (runtimes in this build: torchscript)"; status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), want) {
+		t.Errorf("junk: %v, want INVALID_ARGUMENT %q", err, want)
+	}
 	// RegisterModelOk, on an extension-less file recognised by its content.
 	register(t, c, "simple_model")
 	// RegisterModelWithExistingKeyReturnsAlreadyExists
