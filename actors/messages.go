@@ -72,7 +72,12 @@ type Result struct {
 	// Checksum identifies the model content that answered.
 	Checksum string
 	Outputs  []servables.Tensor
-	Err      error
+	// UnnamedOutputs is the answering model's
+	// servables.Metadata.UnnamedOutputs: the Outputs' names are
+	// placeholders (output_0, ...), which protocols whose answers carry no
+	// name for such outputs (B&A) leave out.
+	UnnamedOutputs bool
+	Err            error
 	// Queued is the time spent in the model's mailbox, Compute the forward time.
 	Queued, Compute time.Duration
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -297,7 +298,7 @@ func (s *System) threads(meta modelconfig.Model) int {
 // declared one applied (a declaration that does not fit the model fails
 // the load). It returns the runtime's name.
 func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int, declared modelconfig.Signature) (string, *servables.Signed, error) {
-	rt, err := s.opts.Runtimes.Find(local.Files)
+	rt, err := s.opts.Runtimes.Find(os.DirFS(local.Dir), local.Files)
 	if err != nil {
 		return "", nil, err
 	}

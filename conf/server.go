@@ -80,6 +80,12 @@ type Server struct {
 	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP
 	// address; off by default (they reveal internals and cost CPU when used).
 	Pprof bool `yaml:"pprof"`
+	// BAAcceptUnquotedNumbers lets JSON numbers through in the
+	// tensor_content of B&A requests (/v1/inference, the sidecar's
+	// Predict, warm_up_batch_request_json); off by default, as in the B&A
+	// sidecar, which answers INPUT_PARSING "All numbers within the
+	// tensor_content must be enclosed in quotes".
+	BAAcceptUnquotedNumbers bool `yaml:"ba_accept_unquoted_numbers"`
 	// LogLevel is a slog level: debug, info, warn or error (optionally with an offset, e.g. "debug-4").
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is "text" or "json".
@@ -305,6 +311,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 		apply[name] = func() { *p = *v }
 	}
 	boolean(&s.Pprof, "pprof", "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
+	boolean(&s.BAAcceptUnquotedNumbers, "ba-accept-unquoted-numbers", "accept unquoted JSON numbers in the tensor_content of B&A requests and warm-ups (the B&A sidecar refuses them)")
 	f64 := func(p *float64, name, usage string) {
 		v := fs.Float64(name, *p, usage)
 		apply[name] = func() { *p = *v }

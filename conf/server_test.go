@@ -129,7 +129,7 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 
 func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
-		"--bucket", "file:///srv/models", "--s3-endpoint", "http://127.0.0.1:9000", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
+		"--bucket", "file:///srv/models", "--s3-endpoint", "http://127.0.0.1:9000", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--ba-accept-unquoted-numbers", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
@@ -142,7 +142,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
+		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		Kafka: Kafka{
@@ -177,6 +177,7 @@ shadow_workers: 3
 shadow_queue: 16
 shadow_timeout: 2s
 intra_op_threads: 4
+ba_accept_unquoted_numbers: true
 log_level: error
 log_format: json
 kafka:
@@ -206,7 +207,7 @@ prediction_log:
 	want := Server{
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
-		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, MaxBatchRows: 64, IntraOpThreads: 4, LogLevel: "error", LogFormat: "json",
+		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: "error", LogFormat: "json",
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,

@@ -202,7 +202,7 @@ func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
 	for i := range 3 {
 		checkOutputs(t, exp, "pctr_v1", resp, i)
 	}
-	if e := resp.Response[3].Error; e == nil || e.ErrorType != "INPUT_PARSING" || !strings.Contains(e.Description, "x FLOAT [-1 64]") {
+	if e := resp.Response[3].Error; e == nil || e.ErrorType != "MODEL_EXECUTION" || !strings.Contains(e.Description, "x FLOAT [-1 64]") {
 		t.Errorf("unknown input name: %+v", e)
 	}
 

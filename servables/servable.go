@@ -6,6 +6,7 @@ package servables
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 )
@@ -32,8 +33,10 @@ type Runtime interface {
 	// Name is the runtime's name as shown in status and metrics, e.g. "torchscript".
 	Name() string
 	// Accepts reports whether this runtime loads a model made of files
-	// (slash-separated paths relative to the model's root directory).
-	Accepts(files []string) bool
+	// (slash-separated paths relative to the model's root directory, which
+	// fsys holds): by a model file's extension, or, for files without one
+	// the runtime knows, by their content (see ModelFiles and Sniff).
+	Accepts(fsys fs.FS, files []string) bool
 	// Load loads the model stored under dir. files lists its files relative to dir.
 	Load(ctx context.Context, dir string, files []string, opts LoadOptions) (Servable, error)
 }
@@ -58,6 +61,13 @@ type Metadata struct {
 	// PyTorch) bind such a model's inputs by position whatever their
 	// names, and a declared signature may name its outputs.
 	ByPosition bool `json:"-"`
+	// UnnamedOutputs is set when the model's outputs have no names of
+	// their own: a TorchScript forward returns a Tensor or a tuple, whose
+	// elements the runtime names output_0, output_1, ... for the protocols
+	// that need a name (OIP). The B&A sidecar's PyTorch answers carry no
+	// tensor_name, so Grove's B&A answers leave these names out. A declared
+	// signature that names the outputs clears it.
+	UnnamedOutputs bool `json:"-"`
 }
 
 // TensorSpec describes one input or output of a model. DType is Unknown and
@@ -80,11 +90,12 @@ var ErrUnsupportedRuntime = NewError(InvalidInput, "unsupported runtime")
 // Registry is the ordered list of runtimes a server can load models with.
 type Registry []Runtime
 
-// Find returns the first runtime that accepts files, or an error wrapping
-// ErrUnsupportedRuntime that says why none does.
-func (r Registry) Find(files []string) (Runtime, error) {
+// Find returns the first runtime that accepts files (held by fsys, as for
+// Runtime.Accepts), or an error wrapping ErrUnsupportedRuntime that says
+// why none does.
+func (r Registry) Find(fsys fs.FS, files []string) (Runtime, error) {
 	for _, rt := range r {
-		if rt.Accepts(files) {
+		if rt.Accepts(fsys, files) {
 			return rt, nil
 		}
 	}
@@ -97,6 +108,6 @@ func (r Registry) Find(files []string) (Runtime, error) {
 	for i, rt := range r {
 		names[i] = rt.Name()
 	}
-	return nil, fmt.Errorf("%w: no runtime accepts files %s (runtimes in this build: %s)",
+	return nil, fmt.Errorf("%w: no runtime accepts files %s, by extension or by content (runtimes in this build: %s)",
 		ErrUnsupportedRuntime, strings.Join(files, ", "), strings.Join(names, ", "))
 }

@@ -264,7 +264,8 @@ func checkTensor(what string, s TensorSpec, t Tensor) error {
 // knows them, and have their names unless rt.ByPosition (TorchScript's
 // outputs are Grove's output_0, output_1, ...: a declaration names them).
 // The result takes the declared specs, with any dimension fixed on either
-// side fixed, and Signature SignatureDeclared.
+// side fixed, and Signature SignatureDeclared; declared outputs clear
+// UnnamedOutputs.
 func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 	out := rt
 	out.Inputs, out.Outputs = slices.Clone(rt.Inputs), slices.Clone(rt.Outputs)
@@ -303,6 +304,7 @@ func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 			merged[j] = m
 		}
 		out.Outputs = merged
+		out.UnnamedOutputs = false // the declaration names them
 	}
 	return out, nil
 }

@@ -239,3 +239,17 @@ func TestSignedChecksInputsAndNamesDeclaredOutputs(t *testing.T) {
 		t.Errorf("Metadata after SetMetadata names the output %q", got)
 	}
 }
+
+func TestDeclaredOutputsGiveTorchScriptOutputsTheirNames(t *testing.T) {
+	torch := servables.Metadata{Runtime: "torchscript", ByPosition: true, UnnamedOutputs: true,
+		Inputs: []servables.TensorSpec{{Name: "a"}}, Outputs: []servables.TensorSpec{{Name: "output_0"}}}
+	in := []servables.TensorSpec{{Name: "a", DType: servables.Float32, Shape: []int64{-1, 4}}}
+	got, err := servables.Declare(torch, in, nil)
+	if err != nil || !got.UnnamedOutputs {
+		t.Errorf("inputs only: UnnamedOutputs %v, %v; want the outputs still unnamed", got.UnnamedOutputs, err)
+	}
+	got, err = servables.Declare(torch, in, []servables.TensorSpec{{Name: "score", DType: servables.Float32, Shape: []int64{-1, 1}}})
+	if err != nil || got.UnnamedOutputs || got.Outputs[0].Name != "score" {
+		t.Errorf("declared outputs: %+v, %v; want named outputs", got, err)
+	}
+}

@@ -3,6 +3,7 @@ package servables
 import (
 	"errors"
 	"testing"
+	"testing/fstest"
 	"unsafe"
 )
 
@@ -89,10 +90,10 @@ func TestBoolAndUint8AreOneByte(t *testing.T) {
 
 func TestRegistryNamesTheReasonNoRuntimeFits(t *testing.T) {
 	var r Registry
-	if _, err := r.Find([]string{"saved_model.pb", "variables/variables.index"}); !errors.Is(err, ErrUnsupportedRuntime) || err.Error() == "" {
+	if _, err := r.Find(fstest.MapFS{}, []string{"saved_model.pb", "variables/variables.index"}); !errors.Is(err, ErrUnsupportedRuntime) || err.Error() == "" {
 		t.Errorf("SavedModel: %v", err)
 	}
-	if _, err := r.Find([]string{"notes.txt"}); !errors.Is(err, ErrUnsupportedRuntime) {
+	if _, err := r.Find(fstest.MapFS{"notes.txt": {Data: []byte("hello")}}, []string{"notes.txt"}); !errors.Is(err, ErrUnsupportedRuntime) {
 		t.Errorf("text file: %v", err)
 	}
 }

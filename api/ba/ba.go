@@ -5,15 +5,25 @@
 // the B&A sidecar's gRPC service shares, the HTTP endpoints POST
 // /v1/inference and GET /v1/models (Register), and the one table from a
 // kind of failure to its B&A error_type and HTTP status (ItemError). The
-// codec (ParseRequest, Append*) does no I/O.
+// codec (ParseOptions.ParseRequest, Append*) does no I/O.
 //
 // Parsing follows the sidecar (release 4.9.0, rapidjson 1.1.0 and Abseil)
 // closely: the same document-level and item-level checks in the same order,
-// with the same messages. Unlike the sidecar, Grove converts tensor_content
-// to typed buffers while parsing (the messages are those the sidecar reports
-// when it converts later), and it also accepts unquoted JSON numbers in
-// tensor_content. Encoding reproduces the rapidjson Writer byte for byte,
-// including its Grisu2 number formatting.
+// with the same messages, and the same precedence between an item's
+// failures (see Infer): the document, then the item's structure (an
+// unquoted number in tensor_content included), then the model lookup, then
+// the conversion of tensor_content to its data_type, then the model run.
+// Unlike the sidecar, Grove converts tensor_content to typed buffers while
+// parsing (the messages are those the sidecar reports when it converts
+// later, and Item.InputErr keeps them for after the lookup). Unquoted JSON
+// numbers in tensor_content are refused as the sidecar refuses them, unless
+// the server sets ba_accept_unquoted_numbers (ParseOptions). Encoding
+// reproduces the rapidjson Writer byte for byte, including its Grisu2
+// number formatting. An output tensor's tensor_name is written only when it
+// has a name of its own: the outputs of a model whose metadata says
+// UnnamedOutputs (TorchScript) have none, as in the sidecar's PyTorch
+// answers. Inputs a model refuses (their count, types or shapes) are a
+// MODEL_EXECUTION error, as the sidecar reports forward's exception.
 //
 // Where the sidecar's behaviour is undefined or unsafe, Grove decides:
 //
@@ -23,8 +33,10 @@
 //     "Invalid encoding in string." and "The surrogate pair in string is
 //     invalid.");
 //   - an item or tensor that is not an object, a tensor_shape element that
-//     is not an integer literal, a shape of more than servables.MaxElements
-//     elements and an empty tensors array are item errors;
+//     is not an integer literal and a shape of more than
+//     servables.MaxElements elements are item errors, found with the
+//     item's structure; an empty tensors array (which the sidecar passes
+//     to the model) is an item error found after the model lookup;
 //   - a NaN or infinite output fails only its item, not the whole batch.
 //
 // The parser is a hand-written scanner that validates the whole document
@@ -82,6 +94,13 @@ type Item struct {
 	// Err is non-nil when this item could not be parsed (an INPUT_PARSING
 	// error); Inputs is then nil. Other items of the batch are unaffected.
 	Err *Error
+	// InputErr is non-nil when the item parsed but its inputs cannot be
+	// given to a model: a tensor_content value that does not convert to
+	// its data_type, or an empty tensors array. The sidecar finds these
+	// only once it has looked the model up, so they are the item's answer
+	// for a model that is served, and an item for a model that is not is
+	// MODEL_NOT_FOUND (see Infer). Inputs is then nil.
+	InputErr *Error
 }
 
 // Request is a parsed batch request.

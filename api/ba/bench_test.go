@@ -50,7 +50,7 @@ func BenchmarkParseRequest(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				req, err := ParseRequest(body)
+				req, err := ParseOptions{}.ParseRequest(body)
 				if err != nil || req.Items[0].Err != nil {
 					b.Fatal(err, req.Items[0].Err)
 				}

@@ -1,7 +1,9 @@
 package ba
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -73,41 +75,65 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := ParseRequest(body)
-		if err != nil {
-			if err.Type != InputParsing || err.Description == "" || req != nil {
-				t.Fatalf("bad batch error %+v (request %v)", err, req)
-			}
-			if out := AppendBatchError(nil, err, ""); !json.Valid(out) {
-				t.Fatalf("invalid JSON: %s", out)
-			}
-			return
+		for _, opts := range []ParseOptions{{}, {AcceptUnquotedNumbers: true}} {
+			checkParse(t, opts, body)
 		}
-		results := make([]Result, len(req.Items))
-		for i, it := range req.Items {
-			if it.Err != nil {
-				if it.Inputs != nil || it.Err.Type != InputParsing || it.Err.Description == "" {
-					t.Fatalf("item %d: bad error item %+v", i, it)
-				}
-			} else {
-				if it.ModelPath == "" || len(it.Inputs) == 0 {
-					t.Fatalf("item %d: accepted without a path or inputs: %+v", i, it)
-				}
-				for j, tensor := range it.Inputs {
-					if verr := tensor.Validate(); verr != nil {
-						t.Fatalf("item %d input %d: %v", i, j, verr)
-					}
+		// Letting numbers through only turns the quote error into an answer.
+		strict, _ := ParseOptions{}.ParseRequest(body)
+		loose, _ := ParseOptions{AcceptUnquotedNumbers: true}.ParseRequest(body)
+		if (strict == nil) != (loose == nil) || strict != nil && len(strict.Items) != len(loose.Items) {
+			t.Fatalf("the setting changes the batch: %+v, %+v", strict, loose)
+		}
+		for i := 0; loose != nil && i < len(loose.Items); i++ {
+			if e := strict.Items[i].Err; e == nil || e.Description != msgNotQuoted {
+				if a, b := fmt.Sprintf("%+v", strict.Items[i]), fmt.Sprintf("%+v", loose.Items[i]); a != b {
+					t.Fatalf("item %d differs with the setting:\n%s\n%s", i, a, b)
 				}
 			}
-			results[i] = Result{ModelPath: it.ModelPath, Outputs: it.Inputs, Err: it.Err}
-		}
-		out := AppendResponse(nil, results)
-		if !json.Valid(out) {
-			t.Fatalf("invalid JSON response: %s", out)
-		}
-		// The pooled parser must not leak state between calls.
-		if a, b := requestSummary(body), requestSummary(body); a != b {
-			t.Fatalf("parsing twice differs:\n%s\n%s", a, b)
 		}
 	})
+}
+
+// checkParse checks the invariants of one parse of body with opts.
+func checkParse(t *testing.T, opts ParseOptions, body []byte) {
+	t.Helper()
+	req, err := opts.ParseRequest(body)
+	if err != nil {
+		if err.Type != InputParsing || err.Description == "" || req != nil {
+			t.Fatalf("bad batch error %+v (request %v)", err, req)
+		}
+		if out := AppendBatchError(nil, err, ""); !json.Valid(out) {
+			t.Fatalf("invalid JSON: %s", out)
+		}
+		return
+	}
+	results := make([]Result, len(req.Items))
+	for i, it := range req.Items {
+		if e := cmp.Or(it.Err, it.InputErr); e != nil {
+			if it.Inputs != nil || e.Type != InputParsing || e.Description == "" || it.Err != nil && it.InputErr != nil {
+				t.Fatalf("item %d: bad error item %+v", i, it)
+			}
+			if it.InputErr != nil && it.ModelPath == "" {
+				t.Fatalf("item %d: an error found after the model lookup without a model: %+v", i, it)
+			}
+		} else {
+			if it.ModelPath == "" || len(it.Inputs) == 0 {
+				t.Fatalf("item %d: accepted without a path or inputs: %+v", i, it)
+			}
+			for j, tensor := range it.Inputs {
+				if verr := tensor.Validate(); verr != nil {
+					t.Fatalf("item %d input %d: %v", i, j, verr)
+				}
+			}
+		}
+		results[i] = Result{ModelPath: it.ModelPath, Outputs: it.Inputs, Err: cmp.Or(it.Err, it.InputErr)}
+	}
+	out := AppendResponse(nil, results)
+	if !json.Valid(out) {
+		t.Fatalf("invalid JSON response: %s", out)
+	}
+	// The pooled parser must not leak state between calls.
+	if a, b := requestSummary(body), requestSummary(body); a != b {
+		t.Fatalf("parsing twice differs:\n%s\n%s", a, b)
+	}
 }

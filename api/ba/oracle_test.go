@@ -3,6 +3,7 @@ package ba
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -290,14 +291,14 @@ func float64Repr(f float64) string {
 func convertSummary(dt, s string) string {
 	body := `{"request":[{"model_path":"m","tensors":[{"data_type":"` + dt +
 		`","tensor_shape":[1],"tensor_content":[` + string(appendString(nil, s)) + `]}]}]}`
-	req, err := ParseRequest([]byte(body))
+	req, err := ParseOptions{}.ParseRequest([]byte(body))
 	if err != nil {
 		return "BATCH " + err.Description
 	}
 	it := req.Items[0]
-	if it.Err != nil {
+	if e := cmp.Or(it.Err, it.InputErr); e != nil {
 		const prefix = "Input Tensor Conversion Error. Message: Model m encounters tensor parsing error: "
-		return "ERR " + strings.TrimPrefix(it.Err.Description, prefix)
+		return "ERR " + strings.TrimPrefix(e.Description, prefix)
 	}
 	return "OK " + valueReprs(it.Inputs[0])
 }
@@ -329,7 +330,7 @@ func valueReprs(t servables.Tensor) string {
 
 // requestSummary mirrors summarize in oracle.cc.
 func requestSummary(body []byte) string {
-	req, err := ParseRequest(body)
+	req, err := ParseOptions{}.ParseRequest(body)
 	if err != nil {
 		return "B " + oracleEsc(err.Description)
 	}
@@ -337,8 +338,8 @@ func requestSummary(body []byte) string {
 	b.WriteString("R")
 	for _, it := range req.Items {
 		b.WriteString(" | ")
-		if it.Err != nil {
-			b.WriteString("E " + oracleEsc(it.ModelPath) + "\t" + oracleEsc(it.Err.Description))
+		if e := cmp.Or(it.Err, it.InputErr); e != nil {
+			b.WriteString("E " + oracleEsc(it.ModelPath) + "\t" + oracleEsc(e.Description))
 			continue
 		}
 		b.WriteString("T " + oracleEsc(it.ModelPath))

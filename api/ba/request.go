@@ -93,6 +93,7 @@ type configRec struct {
 // parser holds the scan state; it is pooled, so its slices are reused.
 type parser struct {
 	scanner
+	opts       ParseOptions
 	requestTyp int8
 	configsTyp int8
 	items      []itemRec
@@ -119,20 +120,32 @@ const (
 // maxPooled bounds the record slices a pooled parser keeps.
 const maxPooled = 1 << 12
 
+// ParseOptions are a server's settings for parsing B&A requests.
+type ParseOptions struct {
+	// AcceptUnquotedNumbers lets JSON numbers through in tensor_content
+	// (the server setting ba_accept_unquoted_numbers). Without it, as in
+	// the sidecar, a number that is not a string fails its item with
+	// INPUT_PARSING "All numbers within the tensor_content must be
+	// enclosed in quotes".
+	AcceptUnquotedNumbers bool
+}
+
 // ParseRequest parses a runInference batch request. A non-nil *Error is a
 // batch-level INPUT_PARSING failure (malformed JSON, missing or mistyped
 // "request", invalid "configs"); otherwise each Item carries either its
-// tensors or its own INPUT_PARSING error. body is not retained.
-func ParseRequest(body []byte) (*Request, *Error) {
+// tensors or its own INPUT_PARSING error (Err, or InputErr for the
+// failures the sidecar finds after its model lookup). body is not retained.
+func (o ParseOptions) ParseRequest(body []byte) (*Request, *Error) {
 	p := parserPool.Get().(*parser)
-	p.reset(body)
+	p.reset(body, o)
 	req, err := p.parse()
 	p.release()
 	return req, err
 }
 
-func (p *parser) reset(body []byte) {
+func (p *parser) reset(body []byte, opts ParseOptions) {
 	p.scanner = scanner{buf: body, stack: p.stack[:0]}
+	p.opts = opts
 	p.requestTyp, p.configsTyp = typeAbsent, typeAbsent
 	p.items, p.tensors, p.dims, p.configs = p.items[:0], p.tensors[:0], p.dims[:0], p.configs[:0]
 	p.lastPath, p.lastNames = "", p.lastNames[:0]
@@ -476,6 +489,10 @@ func (p *parser) content(idx int) bool {
 				return false
 			}
 			tok = buf[start:p.pos]
+			if !p.opts.AcceptUnquotedNumbers {
+				t.contentBad = true
+				convert = false
+			}
 		default:
 			t.contentBad = true
 			convert = false
@@ -611,7 +628,7 @@ func (p *parser) buildItem(out *Item, it *itemRec, inputs []servables.Tensor) {
 		return
 	}
 	if it.t0 == it.t1 {
-		out.Err = inputError(msgTensorsEmpty)
+		out.InputErr = inputError(msgTensorsEmpty)
 		return
 	}
 	recs := p.tensors[it.t0:it.t1]
@@ -651,7 +668,7 @@ func (p *parser) buildItem(out *Item, it *itemRec, inputs []servables.Tensor) {
 			msg = p.fill(&tensor, t)
 		}
 		if msg != "" {
-			out.Err = inputError(fmt.Sprintf(msgConversion, path, msg))
+			out.InputErr = inputError(fmt.Sprintf(msgConversion, path, msg))
 			return
 		}
 		ts[i] = tensor

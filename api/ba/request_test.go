@@ -17,7 +17,7 @@ func item(tensor string) string {
 }
 
 func TestParseRequestSeedExample(t *testing.T) {
-	req, err := ParseRequest([]byte(seedRequest))
+	req, err := ParseOptions{}.ParseRequest([]byte(seedRequest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestParseRequestBatchErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := ParseRequest([]byte(tt.body))
+			req, err := ParseOptions{}.ParseRequest([]byte(tt.body))
 			if err == nil {
 				t.Fatalf("accepted: %+v", req)
 			}
@@ -136,7 +136,7 @@ func TestParseRequestItemErrors(t *testing.T) {
 		{"model_path checked before tensors", `{"tensors":1}`, "", "Missing model_path in the JSON document"},
 		{"missing tensors", `{"model_path":"m"}`, "m", "Missing tensors in the JSON document"},
 		{"tensors not an array", `{"model_path":"m","tensors":{}}`, "m", "Value of member: tensors, has unexpected member type (expected: 4, observed: 3)"},
-		{"empty tensors (Grove)", `{"model_path":"m","tensors":[]}`, "m", "tensors must not be empty"},
+		{"empty tensors (Grove; after the model lookup)", `{"model_path":"m","tensors":[]}`, "m", "late: tensors must not be empty"},
 		{"tensor not an object", `{"model_path":"m","tensors":[[]]}`, "m", "Value of member: tensors, has unexpected element type (expected: 3, observed: 4)"},
 		{"missing data_type", `{"model_path":"m","tensors":[{"tensor_shape":[1],"tensor_content":["1"]}]}`, "m", "Missing data_type in the JSON document"},
 		{"data_type not a string", `{"model_path":"m","tensors":[{"data_type":null}]}`, "m", "Value of member: data_type, has unexpected member type (expected: 5, observed: 0)"},
@@ -164,18 +164,26 @@ func TestParseRequestItemErrors(t *testing.T) {
 		{"huge shape (Grove)", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":[65536,65536],"tensor_content":["1"]}]}`, "m", "Invalid tensor shape: the product of tensor dimensions exceeds 2147483648"},
 		{"shape beyond int64 (Grove)", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":[18446744073709551616],"tensor_content":["1"]}]}`, "m", "Invalid tensor shape: the product of tensor dimensions exceeds 2147483648"},
 		{"structure of every tensor before conversion", `{"model_path":"m","tensors":[{"data_type":"INT8","tensor_shape":[1],"tensor_content":["999"]},{"data_type":"BOOL"}]}`, "m", "Invalid JSON format: Unsupported 'data_type' field BOOL"},
-		{"first conversion error wins", `{"model_path":"m","tensors":[{"data_type":"INT8","tensor_shape":[2],"tensor_content":["1","x"]},{"data_type":"FLOAT","tensor_shape":[1],"tensor_content":["y"]}]}`, "m", "Input Tensor Conversion Error. Message: Model m encounters tensor parsing error: Error in int8 conversion"},
+		{"first conversion error wins", `{"model_path":"m","tensors":[{"data_type":"INT8","tensor_shape":[2],"tensor_content":["1","x"]},{"data_type":"FLOAT","tensor_shape":[1],"tensor_content":["y"]}]}`, "m", "late: Input Tensor Conversion Error. Message: Model m encounters tensor parsing error: Error in int8 conversion"},
+		{"unquoted number", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":[2],"tensor_content":["1",2]}]}`, "m", "All numbers within the tensor_content must be enclosed in quotes"},
+		{"unquoted number before a count mismatch", `{"model_path":"m","tensors":[{"data_type":"FLOAT","tensor_shape":[3],"tensor_content":[1]}]}`, "m", "All numbers within the tensor_content must be enclosed in quotes"},
+		{"unquoted number before a conversion error", `{"model_path":"m","tensors":[{"data_type":"INT8","tensor_shape":[1],"tensor_content":["x"]},{"data_type":"FLOAT","tensor_shape":[1],"tensor_content":[1]}]}`, "m", "All numbers within the tensor_content must be enclosed in quotes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"request":[` + tt.item + `,{"model_path":"ok","tensors":[` + ok + `]}]}`
-			req, err := ParseRequest([]byte(body))
+			req, err := ParseOptions{}.ParseRequest([]byte(body))
 			if err != nil {
 				t.Fatalf("batch error %v", err)
 			}
 			got := req.Items[0]
-			if got.Err == nil || got.Err.Type != InputParsing || got.Err.Description != tt.want || got.ModelPath != tt.path || got.Inputs != nil {
-				t.Errorf("got %+v (%v)\nwant path %q, %s", got, got.Err, tt.path, tt.want)
+			e, other := got.Err, got.InputErr
+			want, late := strings.CutPrefix(tt.want, "late: ")
+			if late {
+				e, other = got.InputErr, got.Err
+			}
+			if e == nil || other != nil || e.Type != InputParsing || e.Description != want || got.ModelPath != tt.path || got.Inputs != nil {
+				t.Errorf("got %+v\nwant path %q, %s (found after the model lookup: %v)", got, tt.path, want, late)
 			}
 			if other := req.Items[1]; other.Err != nil || len(other.Inputs) != 1 {
 				t.Errorf("the other item is affected: %+v", other)
@@ -190,67 +198,76 @@ func TestParseRequestConversions(t *testing.T) {
 		name, dtype, content string
 		want                 any    // []float32, []float64, []int8, ... when accepted
 		err                  string // conversion message when rejected
+		unquoted             bool   // parse with AcceptUnquotedNumbers
 	}{
-		{"int8 max", "INT8", `"127"`, []int8{127}, ""},
-		{"int8 min", "INT8", `"-128"`, []int8{-128}, ""},
-		{"int8 above max", "INT8", `"128"`, nil, "The number is outside of bounds of int8_t."},
-		{"int8 below min", "INT8", `"-129"`, nil, "The number is outside of bounds of int8_t."},
-		{"int8 beyond int", "INT8", `"2147483648"`, nil, "Error in int8 conversion"},
-		{"int16 bounds", "INT16", `"32767","-32768"`, []int16{32767, -32768}, ""},
-		{"int16 above max", "INT16", `"32768"`, nil, "The number is outside of bounds of int16_t."},
-		{"int16 not a number", "INT16", `"a"`, nil, "Error in int16 conversion"},
-		{"int32 bounds", "INT32", `"2147483647","-2147483648"`, []int32{math.MaxInt32, math.MinInt32}, ""},
-		{"int32 overflow", "INT32", `"2147483648"`, nil, "Error in int32 conversion"},
-		{"int32 underflow", "INT32", `"-2147483649"`, nil, "Error in int32 conversion"},
-		{"int64 bounds", "INT64", `"9223372036854775807","-9223372036854775808"`, []int64{math.MaxInt64, math.MinInt64}, ""},
-		{"int64 overflow", "INT64", `"9223372036854775808"`, nil, "Error in int64 conversion"},
-		{"int with a fraction", "INT32", `"1.0"`, nil, "Error in int32 conversion"},
-		{"int with an exponent", "INT64", `"1e2"`, nil, "Error in int64 conversion"},
-		{"int in hexadecimal", "INT32", `"0x10"`, nil, "Error in int32 conversion"},
-		{"int surrounded by ASCII whitespace", "INT32", `" \t\n\u000b\f\r7 \r"`, []int32{7}, ""},
-		{"int with a plus", "INT32", `"+7"`, []int32{7}, ""},
-		{"int with two signs", "INT32", `"+-7"`, nil, "Error in int32 conversion"},
-		{"int with inner space", "INT32", `"1 2"`, nil, "Error in int32 conversion"},
-		{"int non-ASCII space", "INT32", `"\u00a01"`, nil, "Error in int32 conversion"},
-		{"empty int", "INT16", `""`, nil, "Error in int16 conversion"},
-		{"float exponent", "FLOAT", `"1.5e3","-2E-2"`, []float32{1500, -0.02}, ""},
-		{"float whitespace and plus", "FLOAT", `" +0.25 "`, []float32{0.25}, ""},
-		{"float plus minus", "FLOAT", `"+-1"`, nil, "Error in float conversion"},
-		{"float bare dot forms", "FLOAT", `".5","5."`, []float32{0.5, 5}, ""},
-		{"float lone dot", "FLOAT", `"."`, nil, "Error in float conversion"},
-		{"float overflow is inf", "FLOAT", `"3.5e38","-1e39"`, []float32{float32(math.Inf(1)), float32(math.Inf(-1))}, ""},
-		{"float underflow is zero", "FLOAT", `"1e-50"`, []float32{0}, ""},
-		{"float inf words", "FLOAT", `"inf","-Infinity","INF"`, []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Inf(1))}, ""},
-		{"float hexadecimal", "FLOAT", `"0x1p-2","0X10"`, []float32{0.25, 16}, ""},
-		{"float trailing garbage", "FLOAT", `"1.5f"`, nil, "Error in float conversion"},
-		{"float incomplete exponent", "FLOAT", `"1e"`, nil, "Error in float conversion"},
-		{"double overflow is inf", "DOUBLE", `"1e309"`, []float64{math.Inf(1)}, ""},
-		{"double precision", "DOUBLE", `"0.1","1.7976931348623157e308"`, []float64{0.1, math.MaxFloat64}, ""},
-		{"double garbage", "DOUBLE", `"one"`, nil, "Error in double conversion"},
-		{"unquoted float numbers", "FLOAT", `0.5,-1e3,7`, []float32{0.5, -1000, 7}, ""},
-		{"unquoted double numbers", "DOUBLE", `-0.0,1E-7`, []float64{math.Copysign(0, -1), 1e-7}, ""},
-		{"unquoted ints", "INT64", `-9223372036854775808,12`, []int64{math.MinInt64, 12}, ""},
-		{"unquoted int out of range", "INT8", `300`, nil, "The number is outside of bounds of int8_t."},
-		{"unquoted fraction for an int", "INT32", `1.0`, nil, "Error in int32 conversion"},
-		{"unquoted exponent for an int", "INT32", `1e2`, nil, "Error in int32 conversion"},
-		{"unquoted number overflowing a float", "FLOAT", `1e300`, []float32{float32(math.Inf(1))}, ""},
-		{"quoted and unquoted mixed", "INT16", `"1",2,"3"`, []int16{1, 2, 3}, ""},
-		{"escaped digits", "INT32", `"\u0034\u0032"`, []int32{42}, ""},
+		{"int8 max", "INT8", `"127"`, []int8{127}, "", false},
+		{"int8 min", "INT8", `"-128"`, []int8{-128}, "", false},
+		{"int8 above max", "INT8", `"128"`, nil, "The number is outside of bounds of int8_t.", false},
+		{"int8 below min", "INT8", `"-129"`, nil, "The number is outside of bounds of int8_t.", false},
+		{"int8 beyond int", "INT8", `"2147483648"`, nil, "Error in int8 conversion", false},
+		{"int16 bounds", "INT16", `"32767","-32768"`, []int16{32767, -32768}, "", false},
+		{"int16 above max", "INT16", `"32768"`, nil, "The number is outside of bounds of int16_t.", false},
+		{"int16 not a number", "INT16", `"a"`, nil, "Error in int16 conversion", false},
+		{"int32 bounds", "INT32", `"2147483647","-2147483648"`, []int32{math.MaxInt32, math.MinInt32}, "", false},
+		{"int32 overflow", "INT32", `"2147483648"`, nil, "Error in int32 conversion", false},
+		{"int32 underflow", "INT32", `"-2147483649"`, nil, "Error in int32 conversion", false},
+		{"int64 bounds", "INT64", `"9223372036854775807","-9223372036854775808"`, []int64{math.MaxInt64, math.MinInt64}, "", false},
+		{"int64 overflow", "INT64", `"9223372036854775808"`, nil, "Error in int64 conversion", false},
+		{"int with a fraction", "INT32", `"1.0"`, nil, "Error in int32 conversion", false},
+		{"int with an exponent", "INT64", `"1e2"`, nil, "Error in int64 conversion", false},
+		{"int in hexadecimal", "INT32", `"0x10"`, nil, "Error in int32 conversion", false},
+		{"int surrounded by ASCII whitespace", "INT32", `" \t\n\u000b\f\r7 \r"`, []int32{7}, "", false},
+		{"int with a plus", "INT32", `"+7"`, []int32{7}, "", false},
+		{"int with two signs", "INT32", `"+-7"`, nil, "Error in int32 conversion", false},
+		{"int with inner space", "INT32", `"1 2"`, nil, "Error in int32 conversion", false},
+		{"int non-ASCII space", "INT32", `"\u00a01"`, nil, "Error in int32 conversion", false},
+		{"empty int", "INT16", `""`, nil, "Error in int16 conversion", false},
+		{"float exponent", "FLOAT", `"1.5e3","-2E-2"`, []float32{1500, -0.02}, "", false},
+		{"float whitespace and plus", "FLOAT", `" +0.25 "`, []float32{0.25}, "", false},
+		{"float plus minus", "FLOAT", `"+-1"`, nil, "Error in float conversion", false},
+		{"float bare dot forms", "FLOAT", `".5","5."`, []float32{0.5, 5}, "", false},
+		{"float lone dot", "FLOAT", `"."`, nil, "Error in float conversion", false},
+		{"float overflow is inf", "FLOAT", `"3.5e38","-1e39"`, []float32{float32(math.Inf(1)), float32(math.Inf(-1))}, "", false},
+		{"float underflow is zero", "FLOAT", `"1e-50"`, []float32{0}, "", false},
+		{"float inf words", "FLOAT", `"inf","-Infinity","INF"`, []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Inf(1))}, "", false},
+		{"float hexadecimal", "FLOAT", `"0x1p-2","0X10"`, []float32{0.25, 16}, "", false},
+		{"float trailing garbage", "FLOAT", `"1.5f"`, nil, "Error in float conversion", false},
+		{"float incomplete exponent", "FLOAT", `"1e"`, nil, "Error in float conversion", false},
+		{"double overflow is inf", "DOUBLE", `"1e309"`, []float64{math.Inf(1)}, "", false},
+		{"double precision", "DOUBLE", `"0.1","1.7976931348623157e308"`, []float64{0.1, math.MaxFloat64}, "", false},
+		{"double garbage", "DOUBLE", `"one"`, nil, "Error in double conversion", false},
+		{"unquoted float numbers", "FLOAT", `0.5,-1e3,7`, []float32{0.5, -1000, 7}, "", true},
+		{"unquoted double numbers", "DOUBLE", `-0.0,1E-7`, []float64{math.Copysign(0, -1), 1e-7}, "", true},
+		{"unquoted ints", "INT64", `-9223372036854775808,12`, []int64{math.MinInt64, 12}, "", true},
+		{"unquoted int out of range", "INT8", `300`, nil, "The number is outside of bounds of int8_t.", true},
+		{"unquoted fraction for an int", "INT32", `1.0`, nil, "Error in int32 conversion", true},
+		{"unquoted exponent for an int", "INT32", `1e2`, nil, "Error in int32 conversion", true},
+		{"unquoted number overflowing a float", "FLOAT", `1e300`, []float32{float32(math.Inf(1))}, "", true},
+		{"quoted and unquoted mixed", "INT16", `"1",2,"3"`, []int16{1, 2, 3}, "", true},
+		{"escaped digits", "INT32", `"\u0034\u0032"`, []int32{42}, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := strings.Count(tt.content, ",") + 1
 			shape := "[" + strconv.Itoa(n) + "]"
-			req, err := ParseRequest([]byte(item(`{"data_type":"` + tt.dtype + `","tensor_shape":` + shape + `,"tensor_content":[` + tt.content + `]}`)))
+			body := []byte(item(`{"data_type":"` + tt.dtype + `","tensor_shape":` + shape + `,"tensor_content":[` + tt.content + `]}`))
+			req, err := ParseOptions{AcceptUnquotedNumbers: tt.unquoted}.ParseRequest(body)
 			if err != nil {
 				t.Fatal(err)
 			}
 			it := req.Items[0]
 			if tt.err != "" {
-				if it.Err == nil || it.Err.Description != conv+tt.err {
-					t.Fatalf("got %+v, want error %q", it, tt.err)
+				if it.Err != nil || it.InputErr == nil || it.InputErr.Description != conv+tt.err {
+					t.Fatalf("got %+v, want error %q found after the model lookup", it, tt.err)
 				}
 				return
+			}
+			if tt.unquoted {
+				// The sidecar's default: numbers must be strings.
+				def, _ := ParseOptions{}.ParseRequest(body)
+				if e := def.Items[0].Err; e == nil || e.Description != msgNotQuoted {
+					t.Errorf("without the setting: %+v, want %q", def.Items[0], msgNotQuoted)
+				}
 			}
 			if it.Err != nil {
 				t.Fatalf("error %v", it.Err)
@@ -294,7 +311,7 @@ func sameSigns(a, b any) bool {
 }
 
 func TestParseRequestNaNInput(t *testing.T) {
-	req, err := ParseRequest([]byte(item(`{"data_type":"FLOAT","tensor_shape":[3],"tensor_content":["nan","-NaN","nan(0x_1)"]}`)))
+	req, err := ParseOptions{}.ParseRequest([]byte(item(`{"data_type":"FLOAT","tensor_shape":[3],"tensor_content":["nan","-NaN","nan(0x_1)"]}`)))
 	if err != nil || req.Items[0].Err != nil {
 		t.Fatal(err, req.Items[0].Err)
 	}
@@ -310,7 +327,7 @@ func TestParseRequestDuplicateKeysFirstWins(t *testing.T) {
 		`{"tensor_name":"a","tensor_name":"b","data_type":"INT32","data_type":"BOOL",` +
 		`"tensor_shape":[2],"tensor_shape":[3],"tensor_content":["1","2"],"tensor_content":["x"]}],` +
 		`"tensors":"ignored"}],"request":"ignored","configs":{"k":"v1","k":"v2"}}`
-	req, err := ParseRequest([]byte(body))
+	req, err := ParseOptions{}.ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +348,7 @@ func TestParseRequestOptionalAndUnknownMembers(t *testing.T) {
 	body := `{"x":{"request":1},"request":[{"extra":[1,{"a":null}],"model_path":"m","tensors":[` +
 		`{"tensor_name":5,"data_type":"INT16","tensor_shape":[],"tensor_content":["-3"],"more":true},` +
 		`{"data_type":"INT16","tensor_shape":[1],"tensor_content":["4"]}]}],"z":"\u00e9"}`
-	req, err := ParseRequest([]byte(body))
+	req, err := ParseOptions{}.ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +362,7 @@ func TestParseRequestOptionalAndUnknownMembers(t *testing.T) {
 func TestParseRequestEscapedNames(t *testing.T) {
 	body := `{"requ\u0065st":[{"model_p\u0061th":"a\/b\u00e9\ud83d\ude00","tensors":[{"tensor_name":"x\ty\"","data_type":"\u0046LOAT","tensor_shape":[1],"tensor_content":["1"]}]}],` +
 		`"configs":{"k\u0065y":"v\nw"}}`
-	req, err := ParseRequest([]byte(body))
+	req, err := ParseOptions{}.ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +373,7 @@ func TestParseRequestEscapedNames(t *testing.T) {
 }
 
 func TestParseRequestEmptyBatch(t *testing.T) {
-	req, err := ParseRequest([]byte(` {"request" : [ ] } `))
+	req, err := ParseOptions{}.ParseRequest([]byte(` {"request" : [ ] } `))
 	if err != nil || len(req.Items) != 0 {
 		t.Fatalf("got %+v, %v", req, err)
 	}
@@ -371,7 +388,7 @@ func TestParseRequestHugeShapeDoesNotAllocate(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := 0; i < 10; i++ {
-		req, err := ParseRequest(body)
+		req, err := ParseOptions{}.ParseRequest(body)
 		if err != nil || req.Items[0].Err == nil {
 			t.Fatal("accepted")
 		}
@@ -392,7 +409,7 @@ func TestParseRequestManyOversizedShapesDoNotAllocate(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	req, err := ParseRequest(body)
+	req, err := ParseOptions{}.ParseRequest(body)
 	runtime.ReadMemStats(&after)
 	if err != nil || req.Items[0].Err == nil || !strings.HasPrefix(req.Items[0].Err.Description, "Mismatch") {
 		t.Fatalf("got %v %+v", err, req)
@@ -405,18 +422,18 @@ func TestParseRequestManyOversizedShapesDoNotAllocate(t *testing.T) {
 func TestParseRequestDeepNesting(t *testing.T) {
 	const depth = 1 << 20
 	deep := `{"request":[],"x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
-	if req, err := ParseRequest([]byte(deep)); err != nil || len(req.Items) != 0 {
+	if req, err := (ParseOptions{}).ParseRequest([]byte(deep)); err != nil || len(req.Items) != 0 {
 		t.Errorf("balanced nesting: %v", err)
 	}
 	open := `{"request":[],"x":` + strings.Repeat(`{"a":[`, depth)
-	if _, err := ParseRequest([]byte(open)); err == nil || err.Description != "JSON Parse Error: Invalid value." {
+	if _, err := (ParseOptions{}).ParseRequest([]byte(open)); err == nil || err.Description != "JSON Parse Error: Invalid value." {
 		t.Errorf("unclosed nesting: %v", err)
 	}
 }
 
 func TestParseRequestInternsRepeatedStrings(t *testing.T) {
 	one := `{"model_path":"model/","tensors":[{"tensor_name":"in","data_type":"FLOAT","tensor_shape":[1],"tensor_content":["1"]}]}`
-	req, err := ParseRequest([]byte(`{"request":[` + one + `,` + one + `]}`))
+	req, err := ParseOptions{}.ParseRequest([]byte(`{"request":[` + one + `,` + one + `]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

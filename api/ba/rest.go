@@ -14,17 +14,18 @@ type Backend interface {
 }
 
 // Register serves the B&A API on h: POST /v1/inference (a batch request
-// in, a batch response out) and GET /v1/models (the ready model paths, as
-// the sidecar's getModelPaths).
-func Register(h *httpserver.Server, b Backend) {
-	a := &api{h: h, b: b}
+// in, parsed with opts, a batch response out) and GET /v1/models (the ready
+// model paths, as the sidecar's getModelPaths).
+func Register(h *httpserver.Server, b Backend, opts ParseOptions) {
+	a := &api{h: h, b: b, opts: opts}
 	h.Handle("POST /v1/inference", "inference", a.inference)
 	h.Handle("GET /v1/models", "models", a.models)
 }
 
 type api struct {
-	h *httpserver.Server
-	b Backend
+	h    *httpserver.Server
+	b    Backend
+	opts ParseOptions
 }
 
 func (a *api) models(w http.ResponseWriter, _ *http.Request) {
@@ -47,7 +48,7 @@ func (a *api) inference(w http.ResponseWriter, r *http.Request) {
 		out = AppendBatchError((*rp)[:0], inputError(err.Error()), "")
 	} else {
 		defer cancel()
-		out, code, _ = Run(ctx, a.b, (*rp)[:0], body, Call{API: "ba", RequestID: httpserver.RequestID(w, r),
+		out, code, _ = Run(ctx, a.b, (*rp)[:0], body, Call{API: "ba", Parse: a.opts, RequestID: httpserver.RequestID(w, r),
 			Configs: func(c map[string]string) map[string]string { return httpserver.HeaderConfigs(c, r.Header) }})
 	}
 	if code == http.StatusTooManyRequests {

@@ -48,7 +48,7 @@ func (echo) ModelPaths() []string { return []string{"a/", "b/"} }
 // serveBA returns the handler of an HTTP server serving the B&A API over b.
 func serveBA(b Backend, opts httpserver.Options) http.Handler {
 	h := httpserver.New(opts)
-	Register(h, b)
+	Register(h, b, ParseOptions{})
 	return h.Handler()
 }
 
@@ -73,7 +73,7 @@ func TestInferenceMapsEachOutcomeToItsB_AError(t *testing.T) {
 	want := `{"response":[` +
 		`{"model_path":"ok/","tensors":[{"tensor_shape":[2],"data_type":"INT32","tensor_content":[1,2]}]},` +
 		`{"model_path":"none/","error":{"error_type":"MODEL_NOT_FOUND","description":"Requested model 'none/' has not been registered"}},` +
-		`{"model_path":"bad/","error":{"error_type":"INPUT_PARSING","description":"invalid input: the model takes 2 inputs, got 1"}},` +
+		`{"model_path":"bad/","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model bad/ encounters an exception during evaluation: invalid input: the model takes 2 inputs, got 1"}},` +
 		`{"model_path":"boom/","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model boom/ encounters an exception during evaluation: RuntimeError: shapes cannot be multiplied"}},` +
 		`{"model_path":"","error":{"error_type":"INPUT_PARSING","description":"Missing model_path in the JSON document"}}]}`
 	if body != want {
@@ -242,3 +242,17 @@ func (f failingItem) Infer(ctx context.Context, reqs []actors.Request) ([]actors
 }
 
 func (failingItem) ModelPaths() []string { return nil }
+
+func TestInferenceParsesNumbersAsTheServerSays(t *testing.T) {
+	body := `{"request":[{"model_path":"a/","tensors":[{"data_type":"INT32","tensor_shape":[2],"tensor_content":["1",2]}]}]}`
+	for opts, want := range map[ParseOptions]string{
+		{}:                            `{"response":[{"model_path":"a/","error":{"error_type":"INPUT_PARSING","description":"All numbers within the tensor_content must be enclosed in quotes"}}]}`,
+		{AcceptUnquotedNumbers: true}: `{"response":[{"model_path":"a/","tensors":[{"tensor_shape":[2],"data_type":"INT32","tensor_content":[1,2]}]}]}`,
+	} {
+		h := httpserver.New(httpserver.Options{Registerer: prometheus.NewRegistry()})
+		Register(h, echo{}, opts)
+		if code, got := post(t, h.Handler(), body); code != http.StatusOK || got != want {
+			t.Errorf("%+v: HTTP %d %s\nwant %s", opts, code, got, want)
+		}
+	}
+}

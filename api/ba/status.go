@@ -37,7 +37,11 @@ func statusOf(k servables.Kind) status {
 	case servables.NotFound:
 		return status{ModelNotFound, "Requested model '%[1]s' has not been registered", http.StatusOK}
 	case servables.InvalidInput:
-		return status{InputParsing, "%[2]v", http.StatusOK}
+		// Inputs the model refuses (count, type, shape): the sidecar has
+		// no such check and reports forward's exception, so this is a
+		// MODEL_EXECUTION error too; a request's own malformations are
+		// INPUT_PARSING errors of the parser (Item.Err, Item.InputErr).
+		return status{ModelExecution, modelExecution, http.StatusOK}
 	case servables.OutputUnsupported:
 		return status{OutputParsing, "%[2]v", http.StatusOK}
 	case servables.Overloaded:

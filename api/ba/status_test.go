@@ -17,7 +17,7 @@ func TestItemErrorMapsEveryKind(t *testing.T) {
 		batch int
 	}{
 		{fmt.Errorf("%w: Requested model 'm/' has not been registered", actors.ErrModelNotFound), ModelNotFound, "Requested model 'm/' has not been registered", 200},
-		{fmt.Errorf("%w: the model takes 2 inputs", servables.ErrInvalidInput), InputParsing, "invalid input: the model takes 2 inputs", 200},
+		{fmt.Errorf("%w: the model takes 2 inputs", servables.ErrInvalidInput), ModelExecution, "Model Execution Error. Message: Model m/ encounters an exception during evaluation: invalid input: the model takes 2 inputs", 200},
 		{fmt.Errorf("%w: output 0 is a string", servables.ErrOutput), OutputParsing, "unsupported output: output 0 is a string", 200},
 		{fmt.Errorf("%w: queue full", servables.ErrOverloaded), ModelExecution, "overloaded: queue full", http.StatusTooManyRequests},
 		{fmt.Errorf("%w: 100ms passed", servables.ErrDeadlineExceeded), GRPC, "DEADLINE_EXCEEDED: deadline exceeded: 100ms passed", 200},

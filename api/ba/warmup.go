@@ -1,6 +1,7 @@
 package ba
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/groveml/grove/servables"
@@ -11,8 +12,9 @@ import (
 // Unlike the B&A sidecar, which skips items that fail to parse as long as
 // one parses, Grove rejects the warm-up if any item is malformed, so a typo
 // in the config shows up instead of silently warming up less.
-func ParseWarmUp(json, modelPath string) ([][]servables.Tensor, error) {
-	req, berr := ParseRequest([]byte(json))
+// Numbers follow o, as in requests.
+func (o ParseOptions) ParseWarmUp(json, modelPath string) ([][]servables.Tensor, error) {
+	req, berr := o.ParseRequest([]byte(json))
 	if berr != nil {
 		return nil, fmt.Errorf("Encounters warm up batch inference request parsing error: %s", berr.Description)
 	}
@@ -21,8 +23,8 @@ func ParseWarmUp(json, modelPath string) ([][]servables.Tensor, error) {
 	}
 	sets := make([][]servables.Tensor, len(req.Items))
 	for i, it := range req.Items {
-		if it.Err != nil {
-			return nil, fmt.Errorf("Encounters warm up batch inference request parsing error: item %d: %s", i, it.Err.Description)
+		if e := cmp.Or(it.Err, it.InputErr); e != nil {
+			return nil, fmt.Errorf("Encounters warm up batch inference request parsing error: item %d: %s", i, e.Description)
 		}
 		if it.ModelPath != modelPath {
 			return nil, fmt.Errorf("Warm up request using different model path: item %d targets %q, the model is %q", i, it.ModelPath, modelPath)

@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseWarmUpReturnsEachItemsInputs(t *testing.T) {
-	sets, err := ParseWarmUp(`{"request":[
+	sets, err := ParseOptions{}.ParseWarmUp(`{"request":[
 		{"model_path":"m/","tensors":[{"data_type":"FLOAT","tensor_shape":[1,2],"tensor_content":["1","2"]}]},
 		{"model_path":"m/","tensors":[{"data_type":"INT64","tensor_shape":[1],"tensor_content":["3"]},{"data_type":"DOUBLE","tensor_shape":[1],"tensor_content":["4"]}]}]}`, "m/")
 	if err != nil {
@@ -26,7 +26,7 @@ func TestParseWarmUpRejectsBadRequests(t *testing.T) {
 		"one item broken": {`{"request":[` + item + `,{"model_path":"m/"}]}`, "item 1"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := ParseWarmUp(tc.json, "m/"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := (ParseOptions{}).ParseWarmUp(tc.json, "m/"); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})

@@ -8,6 +8,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -26,14 +27,16 @@ type Backend interface {
 	ModelPaths() []string
 }
 
-// Register serves the sidecar's InferenceService over b on g.
-func Register(g grpc.ServiceRegistrar, b Backend) {
-	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b})
+// Register serves the sidecar's InferenceService over b on g; Predict's
+// JSON input is parsed with opts.
+func Register(g grpc.ServiceRegistrar, b Backend, opts ba.ParseOptions) {
+	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b, opts: opts})
 }
 
 type service struct {
 	sidecarpb.UnimplementedInferenceServiceServer
-	b Backend
+	b    Backend
+	opts ba.ParseOptions
 }
 
 // Predict runs a batch request: the JSON of POST /v1/inference in input
@@ -42,7 +45,7 @@ type service struct {
 // the answer and the call itself succeeds; only a batch that cannot run at
 // all (the server is stopping: UNAVAILABLE) fails it.
 func (s *service) Predict(ctx context.Context, req *sidecarpb.PredictRequest) (*sidecarpb.PredictResponse, error) {
-	call := ba.Call{API: "ba-grpc", RequestID: grpcserver.RequestID(ctx)}
+	call := ba.Call{API: "ba-grpc", Parse: s.opts, RequestID: grpcserver.RequestID(ctx)}
 	switch in := req.GetInputData().(type) {
 	case *sidecarpb.PredictRequest_ProtoInput:
 		out, err := s.predictProto(ctx, in.ProtoInput, call)
@@ -64,9 +67,20 @@ func (s *service) predictProto(ctx context.Context, in *sidecarpb.BatchInference
 	items := make([]ba.Item, len(in.GetRequest()))
 	for i, item := range in.GetRequest() {
 		items[i].ModelPath = item.GetModelPath()
+		if len(item.GetTensors()) == 0 {
+			// Found after the model lookup, as in the JSON form.
+			items[i].InputErr = &ba.Error{Type: ba.InputParsing, Description: "tensors must not be empty"}
+			continue
+		}
 		inputs, err := tensorsFromProto(item.GetTensors())
 		if err != nil {
-			items[i].Err = &ba.Error{Type: ba.InputParsing, Description: err.Error()}
+			e := &ba.Error{Type: ba.InputParsing, Description: err.Error()}
+			var late *rangeError
+			if errors.As(err, &late) {
+				items[i].InputErr = e
+			} else {
+				items[i].Err = e
+			}
 			continue
 		}
 		items[i].Inputs = inputs

@@ -78,7 +78,8 @@ func TestPredictAnswersEveryItemInJSONAndInProtos(t *testing.T) {
 func TestPredictFailsOnlyWhenTheBatchCannotRun(t *testing.T) {
 	json := &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_Input{Input: []byte(`{"request":[{"model_path":"a/","tensors":[{"data_type":"INT64","tensor_shape":[1],"tensor_content":["7"]}]}]}`)}}
 	protos := &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_ProtoInput{ProtoInput: &sidecarpb.BatchInferenceRequest{
-		Request: []*sidecarpb.InferenceRequestProto{{ModelPath: "a/"}}}}}
+		Request: []*sidecarpb.InferenceRequestProto{{ModelPath: "a/", Tensors: []*sidecarpb.TensorProto{{DataType: sidecarpb.DataTypeProto_INT64,
+			TensorShape: []int64{1}, TensorContent: &sidecarpb.TensorContent{TensorContentInt64: []int64{7}}}}}}}}}
 	for _, req := range []*sidecarpb.PredictRequest{json, protos} {
 		s := &service{b: fake{inferErr: actors.ErrStopped}}
 		if _, err := s.Predict(t.Context(), req); status.Code(err) != codes.Unavailable {
@@ -195,4 +196,47 @@ func FuzzTensorsFromProto(f *testing.F) {
 			t.Fatalf("%d bytes of tensor from %d bytes of request", len(ts[0].Data), len(b))
 		}
 	})
+}
+
+func TestPredictFollowsTheSidecarsOrderOfChecks(t *testing.T) {
+	s := &service{b: fake{}} // serves a/ only (ModelPaths)
+	json := func(body string) string {
+		resp, err := s.Predict(t.Context(), &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_Input{Input: []byte(body)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(resp.GetOutput())
+	}
+	if got, want := json(`{"request":[{"model_path":"x/","tensors":[{"data_type":"INT64","tensor_shape":[1],"tensor_content":[7]}]}]}`),
+		`{"response":[{"model_path":"x/","error":{"error_type":"INPUT_PARSING","description":"All numbers within the tensor_content must be enclosed in quotes"}}]}`; got != want {
+		t.Errorf("unquoted number for an unregistered model: %s\nwant %s", got, want)
+	}
+	if got, want := json(`{"request":[{"model_path":"x/","tensors":[{"data_type":"INT64","tensor_shape":[1],"tensor_content":["seven"]}]}]}`),
+		`{"response":[{"model_path":"x/","error":{"error_type":"MODEL_NOT_FOUND","description":"Requested model 'x/' has not been registered"}}]}`; got != want {
+		t.Errorf("conversion error for an unregistered model: %s\nwant %s", got, want)
+	}
+	s.opts.AcceptUnquotedNumbers = true
+	if got, want := json(`{"request":[{"model_path":"a/","tensors":[{"data_type":"INT64","tensor_shape":[1],"tensor_content":[7]}]}]}`),
+		`{"response":[{"model_path":"a/","tensors":[{"tensor_shape":[1],"data_type":"INT64","tensor_content":[7]}]}]}`; got != want {
+		t.Errorf("unquoted number with ba_accept_unquoted_numbers: %s\nwant %s", got, want)
+	}
+
+	// The proto form: a value out of its type's range is found after the
+	// model lookup, like a conversion error; a count mismatch before it.
+	i8 := func(path string, shape []int64, v ...int32) *sidecarpb.InferenceRequestProto {
+		return &sidecarpb.InferenceRequestProto{ModelPath: path, Tensors: []*sidecarpb.TensorProto{{DataType: sidecarpb.DataTypeProto_INT8,
+			TensorShape: shape, TensorContent: &sidecarpb.TensorContent{TensorContentInt32: v}}}}
+	}
+	resp, err := s.Predict(t.Context(), &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_ProtoInput{ProtoInput: &sidecarpb.BatchInferenceRequest{
+		Request: []*sidecarpb.InferenceRequestProto{i8("x/", []int64{1}, 300), i8("a/", []int64{1}, 300), i8("x/", []int64{2}, 1), {ModelPath: "x/"}, {ModelPath: "a/"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range resp.GetProtoOutput().GetResponse() {
+		got = append(got, r.GetError().GetErrorType().String())
+	}
+	if want := []string{"MODEL_NOT_FOUND", "INPUT_PARSING", "INPUT_PARSING", "MODEL_NOT_FOUND", "INPUT_PARSING"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("proto answers %v, want %v", got, want)
+	}
 }

@@ -7,8 +7,16 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
+// rangeError is a value of an INT8 or INT16 tensor that does not fit its
+// type: the counterpart of the JSON form's conversion errors, which the
+// sidecar finds after its model lookup (ba.Item.InputErr).
+type rangeError struct{ msg string }
+
+func (e *rangeError) Error() string { return e.msg }
+
 // tensorsFromProto converts the sidecar's TensorProtos; INT8 and INT16
-// values travel in tensor_content_int32 and must fit their type.
+// values travel in tensor_content_int32 and must fit their type (a
+// *rangeError otherwise).
 func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 	out := make([]servables.Tensor, len(in))
 	for i, tp := range in {
@@ -58,7 +66,7 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 			}
 			for j, v := range vals {
 				if v < lo || v > hi {
-					return nil, fmt.Errorf("tensor %d (%s): value %d at %d is out of range for %v", i, tp.GetTensorName(), v, j, dt)
+					return nil, &rangeError{fmt.Sprintf("tensor %d (%s): value %d at %d is out of range for %v", i, tp.GetTensorName(), v, j, dt)}
 				}
 				if dt == servables.Int8 {
 					t.Int8s()[j] = int8(v)

@@ -48,7 +48,7 @@ func BenchmarkServeInference(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	sys, err := actors.Start(actors.Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: b.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimes(""), ParseWarmUp: ba.ParseWarmUp,
+		CacheDir: b.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimes(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
 		Logger: log, Registerer: reg})
 	if err != nil {
 		b.Fatal(err)
@@ -61,7 +61,7 @@ func BenchmarkServeInference(b *testing.B) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	api := httpserver.New(httpserver.Options{Logger: log, Registerer: reg})
-	ba.Register(api, sys)
+	ba.Register(api, sys, ba.ParseOptions{})
 	h := api.Handler()
 	for _, rows := range []int{1, 64} {
 		vals := make([]string, rows*64)

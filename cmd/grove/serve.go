@@ -113,6 +113,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 
+	baOpts := ba.ParseOptions{AcceptUnquotedNumbers: cfg.BAAcceptUnquotedNumbers}
 	sys, err := actors.Start(actors.Options{
 		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
 		Bucket:               b,
@@ -128,7 +129,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
 		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
-		ParseWarmUp:          ba.ParseWarmUp,
+		ParseWarmUp:          baOpts.ParseWarmUp,
 		Logger:               log,
 		Registerer:           reg,
 	})
@@ -144,8 +145,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	h := httpserver.New(httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
 		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }})
 	gs := grpcserver.New(grpcserver.Options{Ready: sys.Ready})
-	ba.Register(h, sys)
-	sidecar.Register(gs, sys)
+	ba.Register(h, sys, baOpts)
+	sidecar.Register(gs, sys, baOpts)
 	oip.Register(h, gs, sys, version)
 	forestflow.Register(h, sys)
 	graphpipe.Register(h, sys)

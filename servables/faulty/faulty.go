@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ type Runtime struct{}
 func (Runtime) Name() string { return "faulty" }
 
 // Accepts a model made of exactly one ".faulty" file.
-func (Runtime) Accepts(files []string) bool {
+func (Runtime) Accepts(_ fs.FS, files []string) bool {
 	return len(files) == 1 && strings.HasSuffix(files[0], ".faulty")
 }
 

@@ -24,7 +24,8 @@
 //
 // # Models
 //
-// A model directory holds exactly one .onnx file; other files are ignored
+// A model directory holds exactly one .onnx file (with none, one file whose
+// content is an ONNX ModelProto, see servables.Sniff); other files are ignored
 // (external weight files next to it are found by ONNX Runtime, which loads
 // the model from its path). Load reads the input and output names from a
 // throw-away one-thread session (onnxruntime_go needs them before it creates

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -53,26 +53,23 @@ var _ servables.Runtime = Runtime{}
 // Name returns "onnx".
 func (Runtime) Name() string { return RuntimeName }
 
-// Accepts reports whether exactly one of files is an ONNX model file (ending
-// in .onnx, any case); other files (external weights, READMEs) are ignored.
-func (Runtime) Accepts(files []string) bool {
-	_, err := modelFile(files)
+// Accepts reports whether exactly one of files is an ONNX model file: one
+// ending in .onnx (any case), or, when none does, one whose content is an
+// ONNX ModelProto (servables.ModelFiles); other files (external weights,
+// READMEs) are ignored.
+func (Runtime) Accepts(fsys fs.FS, files []string) bool {
+	_, err := modelFile(fsys, files)
 	return err == nil
 }
 
-// modelFile returns the one .onnx file among files.
-func modelFile(files []string) (string, error) {
-	var found []string
-	for _, f := range files {
-		if strings.EqualFold(path.Ext(f), ".onnx") {
-			found = append(found, f)
-		}
-	}
+// modelFile returns the one ONNX file among files.
+func modelFile(fsys fs.FS, files []string) (string, error) {
+	found := servables.ModelFiles(fsys, files, servables.ONNX, ".onnx")
 	switch len(found) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", fmt.Errorf("%w: no ONNX file (.onnx) among %s", servables.ErrUnsupportedRuntime, strings.Join(files, ", "))
+		return "", fmt.Errorf("%w: no ONNX file (.onnx, or an ONNX ModelProto by content) among %s", servables.ErrUnsupportedRuntime, strings.Join(files, ", "))
 	}
 	return "", fmt.Errorf("%w: %d ONNX files (%s), a model has exactly one",
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
@@ -286,7 +283,7 @@ func loadError(file string, err error) error {
 	return fmt.Errorf("onnx: loading %s: %v", file, err)
 }
 
-// Load creates an ONNX Runtime session for the .onnx file among files, on
+// Load creates an ONNX Runtime session for the ONNX file among files (see Accepts), on
 // the CPU, with opts.IntraOpThreads intra-op threads (0 means 1) and one
 // inter-op thread. The first Load of the process loads the library (see
 // Runtime.LibraryPath); when it is missing the error wraps ErrLibrary and
@@ -295,7 +292,7 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rel, err := modelFile(files)
+	rel, err := modelFile(os.DirFS(dir), files)
 	if err != nil {
 		return nil, err
 	}

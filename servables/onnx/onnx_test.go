@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -170,7 +171,7 @@ func TestAcceptsExactlyOneONNXFile(t *testing.T) {
 		{[]string{"saved_model.pb"}, false},
 		{nil, false},
 	} {
-		if got := (Runtime{}).Accepts(c.files); got != c.want {
+		if got := (Runtime{}).Accepts(fstest.MapFS{}, c.files); got != c.want {
 			t.Errorf("Accepts(%q) = %v, want %v", c.files, got, c.want)
 		}
 	}
@@ -184,7 +185,7 @@ func TestAcceptsExactlyOneONNXFile(t *testing.T) {
 func TestRegistryRoutesONNXModelsHere(t *testing.T) {
 	reg := servables.Registry{torch.Runtime{}, Runtime{}}
 	for files, want := range map[string]string{"model.onnx": "onnx", "model.pt": "torchscript"} {
-		rt, err := reg.Find([]string{files})
+		rt, err := reg.Find(fstest.MapFS{}, []string{files})
 		if err != nil || rt.Name() != want {
 			t.Errorf("Find(%s) = %v, %v; want %s", files, rt, err, want)
 		}
@@ -653,7 +654,7 @@ func TestFreshProcessChild(t *testing.T) {
 	reg := servables.Registry{torch.Runtime{}, Runtime{}}
 	loadWith := func(file string) (servables.Servable, error) {
 		files := []string{filepath.Base(file)}
-		rt, err := reg.Find(files)
+		rt, err := reg.Find(os.DirFS(filepath.Dir(file)), files)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -767,5 +768,23 @@ func TestDeclaredSignatureMustAgreeWithWhatONNXRuntimeReports(t *testing.T) {
 		if _, err := servables.Declare(meta, c.inputs, c.outputs); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+func TestLoadsAnExtensionlessONNXFileByContent(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(pctrONNX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pctr"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !(Runtime{}).Accepts(os.DirFS(dir), []string{"pctr"}) {
+		t.Fatal("Accepts refused an extension-less ONNX file")
+	}
+	m := load(t, filepath.Join(dir, "pctr"), servables.LoadOptions{})
+	if got := len(m.Metadata().Inputs); got == 0 {
+		t.Errorf("metadata %+v", m.Metadata())
 	}
 }

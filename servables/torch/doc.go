@@ -5,8 +5,9 @@
 // # Models
 //
 // A model directory holds exactly one TorchScript file (.pt, .pth or
-// .torchscript, written by torch.jit.save or ScriptModule.save); other files
-// are ignored. Load runs torch::jit::load on the CPU, eval(), and then
+// .torchscript, written by torch.jit.save or ScriptModule.save; with no
+// file of those names, one file whose content is a TorchScript archive, see
+// servables.Sniff); other files are ignored. Load runs torch::jit::load on the CPU, eval(), and then
 // torch::jit::freeze, as the B&A inference sidecar does, followed by the
 // FrozenLinearTranspose pass (linear layers become a matmul with a
 // pre-transposed constant weight; torch.jit.optimize_for_inference does the
@@ -28,7 +29,8 @@
 // contiguous tensors before the call; no pointer to Go memory
 // outlives a call. forward runs under c10::InferenceMode. The output must be a
 // Tensor, or a Tuple or List of Tensors; each becomes one Go tensor named
-// output_0, output_1, ..., made contiguous and copied into memory from
+// output_0, output_1, ... (placeholders: Metadata.UnnamedOutputs is set),
+// made contiguous and copied into memory from
 // servables.NewTensor, after which the C++ output is freed. Supported dtypes
 // both ways: float32, float64, int8, int16, int32, int64, bool (Bool, one
 // byte 0 or 1) and uint8 (Byte). Any other output type or dtype (half, a

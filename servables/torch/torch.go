@@ -10,8 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -36,40 +36,27 @@ var _ servables.Runtime = Runtime{}
 // Name returns "torchscript".
 func (Runtime) Name() string { return RuntimeName }
 
-// Accepts reports whether exactly one of files is a TorchScript model file
-// (ending in .pt, .pth or .torchscript); other files are ignored.
-func (Runtime) Accepts(files []string) bool {
-	_, err := modelFile(files)
+// Accepts reports whether exactly one of files is a TorchScript model file:
+// one ending in .pt, .pth or .torchscript, or, when none does, one whose
+// content is a TorchScript archive (servables.ModelFiles); other files are
+// ignored.
+func (Runtime) Accepts(fsys fs.FS, files []string) bool {
+	_, err := modelFile(fsys, files)
 	return err == nil
 }
 
 // modelFile returns the one TorchScript file among files.
-func modelFile(files []string) (string, error) {
-	var found []string
-	for _, f := range files {
-		if isModelFile(f) {
-			found = append(found, f)
-		}
-	}
+func modelFile(fsys fs.FS, files []string) (string, error) {
+	found := servables.ModelFiles(fsys, files, servables.TorchScript, modelExtensions...)
 	switch len(found) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", fmt.Errorf("%w: no TorchScript file (%s) among %s", servables.ErrUnsupportedRuntime,
+		return "", fmt.Errorf("%w: no TorchScript file (%s, or a TorchScript archive by content) among %s", servables.ErrUnsupportedRuntime,
 			strings.Join(modelExtensions, ", "), strings.Join(files, ", "))
 	}
 	return "", fmt.Errorf("%w: %d TorchScript files (%s), a model has exactly one",
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
-}
-
-func isModelFile(f string) bool {
-	ext := strings.ToLower(path.Ext(f))
-	for _, e := range modelExtensions {
-		if ext == e {
-			return true
-		}
-	}
-	return false
 }
 
 var initOnce sync.Once
@@ -86,14 +73,14 @@ func initTorch() {
 	})
 }
 
-// Load loads the TorchScript file among files, puts it in eval mode and
+// Load loads the TorchScript file among files (see Accepts), puts it in eval mode and
 // freezes it (falling back to the unfrozen module if freezing fails).
 // opts.IntraOpThreads is applied to each forward call; see the package doc.
 func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rel, err := modelFile(files)
+	rel, err := modelFile(os.DirFS(dir), files)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +143,7 @@ func (m *Model) readSignature() error {
 		return errors.New(takeString(cerr))
 	}
 	m.meta = servables.Metadata{Runtime: RuntimeName, Inputs: []servables.TensorSpec{}, Outputs: []servables.TensorSpec{},
-		Signature: servables.SignatureRuntime, ByPosition: true}
+		Signature: servables.SignatureRuntime, ByPosition: true, UnnamedOutputs: true}
 	if s := takeString(names); nArgs > 0 {
 		for i, n := range strings.Split(s, "\n") {
 			// Arguments with a default come last (TorchScript, like

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/groveml/grove/servables"
@@ -100,7 +101,7 @@ func TestAcceptsExactlyOneTorchScriptFile(t *testing.T) {
 		{[]string{"README.md"}, false},
 		{nil, false},
 	} {
-		if got := (Runtime{}).Accepts(c.files); got != c.want {
+		if got := (Runtime{}).Accepts(fstest.MapFS{}, c.files); got != c.want {
 			t.Errorf("Accepts(%q) = %v, want %v", c.files, got, c.want)
 		}
 	}
@@ -720,5 +721,34 @@ func TestLibtorchRefusalsOfTheInputsAreTheCallersAndOtherFailuresTheModels(t *te
 		if err := m.runError(msg, sent); servables.KindOf(err) != servables.Execution {
 			t.Errorf("%q: %v, want an execution error", msg, err)
 		}
+	}
+}
+
+func TestLoadsAnExtensionlessTorchScriptFileByContent(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(testdata("add"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "simple_model"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes"), []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"notes", "simple_model"}
+	if !(Runtime{}).Accepts(os.DirFS(dir), files) {
+		t.Fatal("Accepts refused an extension-less TorchScript file")
+	}
+	m, err := Runtime{}.Load(context.Background(), dir, files, servables.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	x, _ := servables.NewTensor("x", servables.Float32, []int64{1})
+	x.Float32s()[0] = 2
+	out, err := m.Predict(context.Background(), []servables.Tensor{x, x})
+	if err != nil || out[0].Float32s()[0] != 4 {
+		t.Errorf("Predict: %v %v", out, err)
 	}
 }

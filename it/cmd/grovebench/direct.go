@@ -57,7 +57,7 @@ func serveDirect(spec string) error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		req, perr := ba.ParseRequest(body)
+		req, perr := ba.ParseOptions{}.ParseRequest(body)
 		w.Header().Set("Content-Type", "application/json")
 		if perr != nil {
 			w.WriteHeader(http.StatusBadRequest)

@@ -179,17 +179,12 @@ std::string item(const Value& v) {
     }
     const Value* content = getArray(tv, "tensor_content", &msg);
     if (!content) return "E " + esc(path) + "\t" + esc(msg);
-    bool number = false;
     for (const Value& c : content->GetArray()) {
-      if (c.IsNumber()) {
-        number = true;
-      } else if (!c.IsString()) {
+      if (!c.IsString()) {
         return "E " + esc(path) + "\tAll numbers within the tensor_content must be enclosed in quotes";
-      } else {
-        t.content.push_back(std::string(c.GetString(), c.GetStringLength()));
       }
+      t.content.push_back(std::string(c.GetString(), c.GetStringLength()));
     }
-    if (number) return "S unquoted number (a Grove extension)";
     if (t.content.size() != product) {
       return "E " + esc(path) + "\t" +
              esc(absl::StrFormat("Mismatch between the size of tensor_content (%d) and a product of tensor dimensions (%d)",
