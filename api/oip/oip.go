@@ -240,6 +240,7 @@ const (
 	kindSigned                       // integer literals, two's complement
 	kindUnsigned                     // non-negative integer literals
 	kindBool                         // true and false, one byte 1 or 0
+	kindBytes                        // JSON strings; binary: 4-byte LE length + bytes each
 )
 
 // datatype is one OIP datatype Grove supports.
@@ -249,7 +250,7 @@ type datatype struct {
 	kind elemKind
 }
 
-// size is the element size in bytes.
+// size is the element size in bytes (0 for BYTES, whose elements vary).
 func (d *datatype) size() int { return d.dt.Size() }
 
 // datatypes maps OIP datatypes to Grove DTypes. Supporting another OIP
@@ -265,6 +266,7 @@ var datatypes = [...]datatype{
 	{"INT64", servables.Int64, kindSigned},
 	{"BOOL", servables.Bool, kindBool},
 	{"UINT8", servables.Uint8, kindUnsigned},
+	{"BYTES", servables.Bytes, kindBytes},
 }
 
 // oipDatatypes are all the datatypes of the OIP spec (with BF16 from
