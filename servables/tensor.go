@@ -145,7 +145,10 @@ func (t Tensor) Validate() error {
 		return err
 	}
 	if t.DType == Bytes {
-		return CheckBytes(t.Data, n)
+		if err := CheckBytes(t.Data, n); err != nil {
+			return fmt.Errorf("%w: %w", ErrShape, err)
+		}
+		return nil
 	}
 	if t.DType.Size() == 0 {
 		return fmt.Errorf("unsupported data type %v", t.DType)
@@ -308,26 +311,27 @@ func NextBytesElement(data []byte) (elem, rest []byte, ok bool) {
 
 // CheckBytes checks that data is exactly n elements in the binary form of
 // Bytes Data. The error says where it goes wrong: a length that runs past
-// the end, a partial length, too few elements or bytes left over.
+// the end, a partial length, too few elements or bytes left over. (Validate
+// wraps it in ErrShape.)
 func CheckBytes(data []byte, n int) error {
 	off := 0
 	for k := 0; k < n; k++ {
 		rest := data[off:]
 		if len(rest) == 0 {
-			return fmt.Errorf("%w: BYTES data holds %d elements, the shape needs %d", ErrShape, k, n)
+			return fmt.Errorf("BYTES data holds %d elements, the shape needs %d", k, n)
 		}
 		if len(rest) < BytesLenSize {
-			return fmt.Errorf("%w: BYTES element %d at byte %d: %d bytes left, too few for its 4-byte length", ErrShape, k, off, len(rest))
+			return fmt.Errorf("BYTES element %d at byte %d: %d bytes left, too few for its 4-byte length", k, off, len(rest))
 		}
 		e, _, ok := NextBytesElement(rest)
 		if !ok {
-			return fmt.Errorf("%w: BYTES element %d at byte %d has length %d, but only %d bytes follow it", ErrShape, k, off,
+			return fmt.Errorf("BYTES element %d at byte %d has length %d, but only %d bytes follow it", k, off,
 				binary.LittleEndian.Uint32(rest), len(rest)-BytesLenSize)
 		}
 		off += BytesLenSize + len(e)
 	}
 	if off != len(data) {
-		return fmt.Errorf("%w: BYTES data has %d bytes after its %d elements", ErrShape, len(data)-off, n)
+		return fmt.Errorf("BYTES data has %d bytes after its %d elements", len(data)-off, n)
 	}
 	return nil
 }
