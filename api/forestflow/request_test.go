@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,28 +13,17 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// researchRequest is the gaming example of ForestFlow's docs/inference.md.
-const researchRequest = `{
-"schema": [
-{ "type": "String", "fields": ["name", "category"] },
-{ "type": "Float64", "fields": ["hp", "attack", "defence"] }
-],
-"datum": [
-{
-"tensors": [
-{ "String": { "data": ["human1", "human"] } },
-{ "Float64": { "data": [67.37, 25.2, 80.6] } }
-]
-},
-{
-"tensors": [
-{ "String": { "data": ["monster16", "monster"] } },
-{ "Float64": { "data": [76.5, 62, 33.9] } }
-]
+// researchRequest is the gaming example of ForestFlow's docs/inference.md,
+// text and whitespace unchanged (testdata/gaming_request.json; the it/
+// tests send it to the real binary).
+func researchRequest(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "gaming_request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
-],
-"configs" : {"gameid": "some-uuid", "playerid": "player-uuid"}
-}`
 
 // numericRequest is researchRequest without its String entry and tensors.
 const numericRequest = `{
@@ -59,7 +50,7 @@ func mustParse(t *testing.T, body string) *Request {
 }
 
 func TestResearchExampleRequestBecomesAStringAndAFloat64Tensor(t *testing.T) {
-	req := mustParse(t, researchRequest)
+	req := mustParse(t, researchRequest(t))
 	if req.Rows != 2 || len(req.Inputs) != 2 {
 		t.Fatalf("rows %d, %d inputs; want 2 rows, 2 inputs", req.Rows, len(req.Inputs))
 	}

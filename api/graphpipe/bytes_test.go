@@ -41,22 +41,7 @@ func TestStringTensorsAreBytesBothWays(t *testing.T) {
 }
 
 func TestStringTensorErrors(t *testing.T) {
-	withData := func(b *fb.Builder) fb.UOffsetT { // a String tensor with data as well
-		data := b.CreateByteVector([]byte{1})
-		val := b.CreateByteVector([]byte("a"))
-		gpfb.TensorStartStringValVector(b, 1)
-		b.PrependUOffsetT(val)
-		vals := b.EndVector(1)
-		gpfb.TensorStartShapeVector(b, 1)
-		b.PrependInt64(1)
-		shape := b.EndVector(1)
-		gpfb.TensorStart(b)
-		gpfb.TensorAddType(b, gpfb.TypeString)
-		gpfb.TensorAddShape(b, shape)
-		gpfb.TensorAddData(b, data)
-		gpfb.TensorAddStringVal(b, vals)
-		return gpfb.TensorEnd(b)
-	}
+	withData := func(b *fb.Builder) fb.UOffsetT { return dataAndStrings(b, gpfb.TypeString, 1) }
 	for _, tc := range []struct {
 		name string
 		body []byte

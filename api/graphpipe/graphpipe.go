@@ -252,11 +252,7 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 	if !ok {
 		return servables.Tensor{}, fmt.Errorf("%w: %s has no Grove dtype (supported: Float32, Float64, Int8, Int16, Int32, Int64, String, and Uint8, Uint16, Uint32 widened to Int16, Int32, Int64)", ErrUnsupportedType, typeName(t.Type()))
 	}
-	shape, err := parseShape(t, bodyLen)
-	if err != nil {
-		return servables.Tensor{}, err
-	}
-	n, err := servables.NumElements(shape)
+	shape, n, err := parseShape(t, bodyLen)
 	if err != nil {
 		return servables.Tensor{}, err
 	}
@@ -277,11 +273,7 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 
 // parseStrings reads a String tensor: one string_val entry per element.
 func parseStrings(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, error) {
-	shape, err := parseShape(t, bodyLen)
-	if err != nil {
-		return servables.Tensor{}, err
-	}
-	n, err := servables.NumElements(shape)
+	shape, n, err := parseShape(t, bodyLen)
 	if err != nil {
 		return servables.Tensor{}, err
 	}
@@ -306,17 +298,19 @@ func parseStrings(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, e
 	return servables.Tensor{Name: name, DType: servables.Bytes, Shape: shape, Data: data}, nil
 }
 
-// parseShape reads a tensor's shape, its length checked against the body.
-func parseShape(t *gpfb.Tensor, bodyLen int) ([]int64, error) {
+// parseShape reads a tensor's shape, its length checked against the body,
+// and its element count (servables.NumElements).
+func parseShape(t *gpfb.Tensor, bodyLen int) ([]int64, int, error) {
 	rank := t.ShapeLength()
 	if err := checkLen("dimensions", rank, 8, MaxRank, bodyLen); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	shape := make([]int64, rank)
 	for i := range shape {
 		shape[i] = t.Shape(i)
 	}
-	return shape, nil
+	n, err := servables.NumElements(shape)
+	return shape, n, err
 }
 
 // hostLittle is true on little-endian hosts, where GraphPipe's wire order
