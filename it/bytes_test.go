@@ -289,6 +289,13 @@ func TestBytesAndStringsEndToEnd(t *testing.T) {
 		if got := []string{sides[0][0], sides[1][0]}; !slices.Equal(got, wantSides) {
 			t.Errorf("GraphPipe side %q, want %q", got, wantSides)
 		}
+		md := graphPipeMetadata(t, g.url+"/games/arena/1/gp")
+		if got := graphPipeIOs(md.InputsLength(), md.Inputs); got != "String String [-1 2]; Float64 Float64 [-1 3]" {
+			t.Errorf("GraphPipe metadata inputs %q", got)
+		}
+		if got := graphPipeIOs(md.OutputsLength(), md.Outputs); got != "score Float64 [-1 1]; side String [-1 1]" {
+			t.Errorf("GraphPipe metadata outputs %q", got)
+		}
 	})
 
 	t.Run("concurrent string requests batch together and each gets its own answer", func(t *testing.T) {
