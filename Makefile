@@ -6,8 +6,8 @@ GO ?= go
 BIN := bin/grove
 PKGS := ./...
 APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey
-# The FastAPI baseline of `make bench` (../shared/bench) and the example model script.
-APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn
+# The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
+APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
 .PHONY: all deps deps-bench build run test test-unit test-it fuzz bench vet fmt clean models
 
@@ -56,6 +56,7 @@ fuzz: deps
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzBytesBinary$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
@@ -73,9 +74,11 @@ bench: deps deps-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/...
 	$(GO) run ./it/cmd/grovebench
 
-## models: regenerate the example models (needs /usr/bin/python3 with torch).
+## models: regenerate the example models (needs /usr/bin/python3 with torch
+## and onnx).
 models: deps-bench
 	/usr/bin/python3 examples/models/make_models.py
+	/usr/bin/python3 examples/models/make_game_model.py
 
 clean:
 	rm -rf bin

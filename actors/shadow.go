@@ -153,15 +153,23 @@ func cutRows(ts []servables.Tensor, counts []int) ([][]servables.Tensor, error) 
 		pieces[i] = make([]servables.Tensor, len(ts))
 	}
 	for j, t := range ts {
-		if len(t.Data)%n != 0 {
+		if len(t.Data)%n != 0 && t.DType != servables.Bytes {
 			return nil, fmt.Errorf("tensor %d: %d bytes do not divide into %d rows", j, len(t.Data), n)
 		}
 		rowBytes := len(t.Data) / n
+		at := func(row int) int { return row * rowBytes }
+		if t.DType == servables.Bytes { // rows of BYTES differ in length
+			offs, err := t.RowOffsets(n)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %d: %w", j, err)
+			}
+			at = func(row int) int { return offs[row] }
+		}
 		lo := 0
 		for i, c := range counts {
 			hi := lo + c
 			shape := append([]int64{int64(c)}, t.Shape[1:]...)
-			pieces[i][j] = servables.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: t.Data[lo*rowBytes : hi*rowBytes : hi*rowBytes]}
+			pieces[i][j] = servables.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: t.Data[at(lo):at(hi):at(hi)]}
 			lo = hi
 		}
 	}
@@ -207,6 +215,17 @@ func concatRows(pieces [][]servables.Tensor) ([]servables.Tensor, error) {
 		joined, err := servables.NewTensor(t.Name, t.DType, append([]int64{rows}, t.Shape[1:]...))
 		if err != nil {
 			return nil, err
+		}
+		if t.DType == servables.Bytes { // elements of any length: concatenated as they are
+			joined.Data = joined.Data[:0]
+			for _, p := range pieces {
+				joined.Data = append(joined.Data, p[j].Data...)
+			}
+			if err := joined.Validate(); err != nil {
+				return nil, fmt.Errorf("output %d: micro-batch outputs do not fill %v: %w", j, joined.Shape, err)
+			}
+			out[j] = joined
+			continue
 		}
 		off := 0
 		for _, p := range pieces {

@@ -153,7 +153,7 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 	}{
 		{&oippb.ModelInferRequest{ModelName: "nope"}, codes.NotFound, "unknown model: 'nope'"},
 		{&oippb.ModelInferRequest{ModelName: "pcvr", ModelVersion: "9"}, codes.NotFound, "version 9"},
-		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "BYTES", Shape: []int64{1}}}}, codes.InvalidArgument, "BYTES"},
+		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "BYTES", Shape: []int64{1}}}}, codes.InvalidArgument, "0 values in bytes_contents, expected 1"},
 		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 64}}},
 			RawInputContents: [][]byte{make([]byte, 12)}}, codes.InvalidArgument, "12 bytes"},
 		{&oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 3}}},
@@ -497,7 +497,7 @@ func TestOIPServesBoolAndUint8(t *testing.T) {
 	for _, tc := range []struct{ body, says string }{
 		{`{"inputs":[{"name":"mask","shape":[1],"datatype":"BOOL","data":[1]}]}`, `input \"mask\": data[0] is a number; BOOL data must be true or false`},
 		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]}`, `input \"x\": data[0] = 256 is out of range for UINT8 (0 to 255)`},
-		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[1]}]}`, `datatype \"UINT16\" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8`},
+		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[1]}]}`, `datatype \"UINT16\" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, BYTES`},
 	} {
 		if code, _, raw := oipPost(t, g, "/v2/models/mask_onnx/infer", []byte(tc.body), 0); code != 400 || !strings.Contains(string(raw), tc.says) {
 			t.Errorf("%s: HTTP %d %s, want 400 saying %s", tc.body, code, raw, tc.says)

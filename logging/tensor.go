@@ -13,11 +13,13 @@ import (
 // TensorsToProto converts Grove tensors to event tensors, putting the
 // values in the typed field of their data type (float_data for FLOAT,
 // double_data for DOUBLE, int32_data for INT8, INT16 and INT32, int64_data
-// for INT64; see the Tensor message); BOOL and UINT8 tensors, which have no
-// typed field, carry their bytes (one per element, BOOL as 0 or 1) in
-// raw_data. To keep the request path cheap, the
+// for INT64, bytes_data for BYTES, one entry per element; see the Tensor
+// message); BOOL and UINT8 tensors, which have no typed field, carry their
+// bytes (one per element, BOOL as 0 or 1) in raw_data. To keep the request
+// path cheap, the
 // result shares memory with ts (the shapes, and the values of FLOAT,
-// DOUBLE, INT32, INT64, BOOL and UINT8 tensors): leave ts unchanged until the event has
+// DOUBLE, INT32, INT64, BOOL and UINT8 tensors, and the elements of BYTES
+// ones): leave ts unchanged until the event has
 // been passed to Producer.Log, which encodes it before it returns. A tensor
 // of an unknown data type becomes a tensor with its datatype name and its
 // bytes in raw_data.
@@ -50,6 +52,12 @@ func TensorsToProto(ts []servables.Tensor) []*grovepb.Tensor {
 			p.Int32Data = make([]int32, len(v))
 			for j, x := range v {
 				p.Int32Data[j] = int32(x)
+			}
+		case servables.Bytes:
+			if elems, err := t.BytesElements(); err == nil {
+				p.BytesData = elems
+			} else {
+				p.RawData = t.Data // not valid BYTES: as it is, for the record
 			}
 		default:
 			p.RawData = t.Data
@@ -84,6 +92,9 @@ func tensorFromProto(p *grovepb.Tensor) (servables.Tensor, error) {
 	dt, ok := servables.ParseDType(p.GetDatatype())
 	if !ok {
 		return servables.Tensor{}, fmt.Errorf("unsupported datatype %q", p.GetDatatype())
+	}
+	if dt == servables.Bytes {
+		return bytesFromProto(p)
 	}
 	t, err := servables.NewTensor(p.GetName(), dt, p.GetShape())
 	if err != nil {
@@ -143,6 +154,30 @@ func tensorFromProto(p *grovepb.Tensor) (servables.Tensor, error) {
 		}
 	}
 	return t, nil
+}
+
+// bytesFromProto reads a BYTES tensor from bytes_data or, failing that,
+// from raw_data in OIP's framing (4-byte little-endian length + bytes each).
+func bytesFromProto(p *grovepb.Tensor) (servables.Tensor, error) {
+	n, err := servables.NumElements(p.GetShape())
+	if err != nil {
+		return servables.Tensor{}, err
+	}
+	shape := append([]int64(nil), p.GetShape()...)
+	if len(p.GetBytesData()) == 0 && len(p.GetRawData()) > 0 {
+		if err := servables.CheckBytes(p.GetRawData(), n); err != nil {
+			return servables.Tensor{}, fmt.Errorf("raw_data: %w", err)
+		}
+		return servables.Tensor{Name: p.GetName(), DType: servables.Bytes, Shape: shape, Data: append([]byte(nil), p.GetRawData()...)}, nil
+	}
+	if len(p.GetBytesData()) != n {
+		return servables.Tensor{}, fmt.Errorf("%d values for shape %v (%d elements) of BYTES", len(p.GetBytesData()), shape, n)
+	}
+	var data []byte
+	for _, e := range p.GetBytesData() {
+		data = servables.AppendBytesElement(data, e)
+	}
+	return servables.Tensor{Name: p.GetName(), DType: servables.Bytes, Shape: shape, Data: data}, nil
 }
 
 // hostLittleEndian is true on little-endian hosts, where Grove's host-order

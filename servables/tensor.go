@@ -1,6 +1,7 @@
 package servables
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -29,6 +30,9 @@ var dtypeSizes = [...]int{Unknown: 0, Float32: 4, Float64: 8, Int8: 1, Int16: 2,
 
 // String returns the B&A name of the type (FLOAT, DOUBLE, INT8, ...).
 func (d DType) String() string {
+	if d == Bytes {
+		return bytesName
+	}
 	if int(d) < len(dtypeNames) {
 		return dtypeNames[d]
 	}
@@ -38,7 +42,8 @@ func (d DType) String() string {
 // MarshalText encodes the type by its B&A name.
 func (d DType) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// Size is the size of one element in bytes (0 for Unknown).
+// Size is the size of one element in bytes (0 for Unknown, and for Bytes,
+// whose elements have no fixed size).
 func (d DType) Size() int {
 	if int(d) < len(dtypeSizes) {
 		return dtypeSizes[d]
@@ -47,9 +52,12 @@ func (d DType) Size() int {
 }
 
 // ParseDType returns the type with the given name (FLOAT, DOUBLE, INT8, ...,
-// BOOL, UINT8); names are case-sensitive. Callers whose protocol knows fewer
-// types (the B&A API) must check the result themselves.
+// BOOL, UINT8, BYTES); names are case-sensitive. Callers whose protocol
+// knows fewer types (the B&A API) must check the result themselves.
 func ParseDType(s string) (DType, bool) {
+	if s == bytesName {
+		return Bytes, true
+	}
 	for i, n := range dtypeNames {
 		if n == s && DType(i) != Unknown {
 			return DType(i), true
@@ -84,6 +92,8 @@ func NumElements(shape []int64) (int, error) {
 
 // Tensor is a dense row-major tensor. Data holds NumElements(Shape) elements
 // of DType in host byte order; it is 8-byte aligned when made by NewTensor.
+// A Bytes tensor's Data holds its elements in their binary form instead
+// (see Bytes).
 type Tensor struct {
 	Name  string
 	DType DType
@@ -91,11 +101,15 @@ type Tensor struct {
 	Data  []byte
 }
 
-// NewTensor allocates a zeroed tensor of the given type and shape.
+// NewTensor allocates a zeroed tensor of the given type and shape; a Bytes
+// tensor's elements are empty.
 func NewTensor(name string, dt DType, shape []int64) (Tensor, error) {
 	n, err := NumElements(shape)
 	if err != nil {
 		return Tensor{}, err
+	}
+	if dt == Bytes {
+		return Tensor{Name: name, DType: Bytes, Shape: append([]int64(nil), shape...), Data: make([]byte, n*BytesLenSize)}, nil
 	}
 	if dt.Size() == 0 {
 		return Tensor{}, fmt.Errorf("unsupported data type %v", dt)
@@ -112,10 +126,14 @@ func alignedBytes(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
 }
 
-// Len is the number of elements, computed from Data.
+// Len is the number of elements, computed from Data (for Bytes, by walking
+// it: the count of whole elements).
 func (t Tensor) Len() int {
 	if s := t.DType.Size(); s > 0 {
 		return len(t.Data) / s
+	}
+	if t.DType == Bytes {
+		return countBytesElements(t.Data)
 	}
 	return 0
 }
@@ -125,6 +143,12 @@ func (t Tensor) Validate() error {
 	n, err := NumElements(t.Shape)
 	if err != nil {
 		return err
+	}
+	if t.DType == Bytes {
+		if err := CheckBytes(t.Data, n); err != nil {
+			return fmt.Errorf("%w: %w", ErrShape, err)
+		}
+		return nil
 	}
 	if t.DType.Size() == 0 {
 		return fmt.Errorf("unsupported data type %v", t.DType)
@@ -205,4 +229,197 @@ func (t Tensor) Float64At(i int) float64 {
 		return float64(t.Data[i])
 	}
 	return math.NaN()
+}
+
+// ---- Bytes tensors ----------------------------------------------------
+//
+// Everything about variable-length elements is here, so that the numeric
+// types' code above stays as it was: their Data is fixed-size elements,
+// sliced and viewed without a look at the bytes.
+
+// Bytes is the type of byte-string elements of any length: OIP BYTES, ONNX
+// STRING, ForestFlow String and Bytes, GraphPipe strings. Data holds the
+// elements in row-major order in the Open Inference Protocol's binary form:
+// each is a 4-byte little-endian length followed by that many bytes, with
+// nothing between or after them. That is the very form of OIP's binary
+// extension and gRPC raw_input_contents (which Grove then hands on without
+// a copy), and it concatenates: the Data of tensors joined along the first
+// dimension is their Data one after another. Elements are not required to
+// be UTF-8; the encoders that need text say so. Size is 0, so code that
+// sizes Data from a shape must handle Bytes first.
+const Bytes DType = 32
+
+const bytesName = "BYTES"
+
+// BytesLenSize is the size of the length before each element of Bytes Data.
+const BytesLenSize = 4
+
+// MaxBytesElement is the longest element Bytes Data can frame (2^32-1 bytes).
+const MaxBytesElement = math.MaxUint32
+
+// AppendBytesElement appends e in the binary form of Bytes Data. e must be
+// at most MaxBytesElement bytes long.
+func AppendBytesElement(dst, e []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e)))
+	return append(dst, e...)
+}
+
+// AppendStringElement is AppendBytesElement for a string.
+func AppendStringElement(dst []byte, e string) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e)))
+	return append(dst, e...)
+}
+
+// NewStringTensor makes a Bytes tensor of shape holding elems in row-major
+// order; their count must match the shape.
+func NewStringTensor(name string, shape []int64, elems []string) (Tensor, error) {
+	n, err := NumElements(shape)
+	if err != nil {
+		return Tensor{}, err
+	}
+	if len(elems) != n {
+		return Tensor{}, fmt.Errorf("%w: %d elements do not fill shape %v (%d elements)", ErrShape, len(elems), shape, n)
+	}
+	size := n * BytesLenSize
+	for _, e := range elems {
+		if len(e) > MaxBytesElement {
+			return Tensor{}, fmt.Errorf("an element of %d bytes is longer than BYTES elements can be (%d)", len(e), int64(MaxBytesElement))
+		}
+		size += len(e)
+	}
+	data := make([]byte, 0, size)
+	for _, e := range elems {
+		data = AppendStringElement(data, e)
+	}
+	return Tensor{Name: name, DType: Bytes, Shape: append([]int64(nil), shape...), Data: data}, nil
+}
+
+// NextBytesElement splits the first element off Bytes data: it returns the
+// element (a view of data) and the rest. ok is false when data does not
+// start with a whole element (fewer than 4 bytes, or a length past its end).
+func NextBytesElement(data []byte) (elem, rest []byte, ok bool) {
+	if len(data) < BytesLenSize {
+		return nil, data, false
+	}
+	n := uint64(binary.LittleEndian.Uint32(data))
+	if n > uint64(len(data)-BytesLenSize) {
+		return nil, data, false
+	}
+	end := BytesLenSize + int(n)
+	return data[BytesLenSize:end:end], data[end:], true
+}
+
+// CheckBytes checks that data is exactly n elements in the binary form of
+// Bytes Data. The error says where it goes wrong: a length that runs past
+// the end, a partial length, too few elements or bytes left over. (Validate
+// wraps it in ErrShape.)
+func CheckBytes(data []byte, n int) error {
+	off := 0
+	for k := 0; k < n; k++ {
+		rest := data[off:]
+		if len(rest) == 0 {
+			return fmt.Errorf("BYTES data holds %d elements, the shape needs %d", k, n)
+		}
+		if len(rest) < BytesLenSize {
+			return fmt.Errorf("BYTES element %d at byte %d: %d bytes left, too few for its 4-byte length", k, off, len(rest))
+		}
+		e, _, ok := NextBytesElement(rest)
+		if !ok {
+			return fmt.Errorf("BYTES element %d at byte %d has length %d, but only %d bytes follow it", k, off,
+				binary.LittleEndian.Uint32(rest), len(rest)-BytesLenSize)
+		}
+		off += BytesLenSize + len(e)
+	}
+	if off != len(data) {
+		return fmt.Errorf("BYTES data has %d bytes after its %d elements", len(data)-off, n)
+	}
+	return nil
+}
+
+// countBytesElements counts the whole elements at the start of data.
+func countBytesElements(data []byte) int {
+	n := 0
+	for {
+		_, rest, ok := NextBytesElement(data)
+		if !ok {
+			return n
+		}
+		data = rest
+		n++
+	}
+}
+
+// BytesElements returns the elements of a valid Bytes tensor, as views of
+// its Data, in row-major order.
+func (t Tensor) BytesElements() ([][]byte, error) {
+	if t.DType != Bytes {
+		return nil, fmt.Errorf("a %v tensor has no BYTES elements", t.DType)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	n, _ := NumElements(t.Shape)
+	out := make([][]byte, n)
+	data := t.Data
+	for k := range out {
+		out[k], data, _ = NextBytesElement(data)
+	}
+	return out, nil
+}
+
+// Strings is BytesElements as strings (copies).
+func (t Tensor) Strings() ([]string, error) {
+	elems, err := t.BytesElements()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(elems))
+	for k, e := range elems {
+		out[k] = string(e)
+	}
+	return out, nil
+}
+
+// RowOffsets returns where each of rows equal rows of t (its first
+// dimension, usually) starts in Data, and len(Data) last: rows+1 offsets.
+// For fixed-size types that is arithmetic; Bytes Data is walked. It fails
+// when Data does not divide into rows rows.
+func (t Tensor) RowOffsets(rows int) ([]int, error) {
+	if rows <= 0 {
+		return nil, fmt.Errorf("%w: %d rows", ErrShape, rows)
+	}
+	offs := make([]int, rows+1)
+	if t.DType != Bytes {
+		if len(t.Data)%rows != 0 {
+			return nil, fmt.Errorf("%w: %d bytes do not divide into %d rows", ErrShape, len(t.Data), rows)
+		}
+		for i := range offs {
+			offs[i] = i * (len(t.Data) / rows)
+		}
+		return offs, nil
+	}
+	n, err := NumElements(t.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if n%rows != 0 {
+		return nil, fmt.Errorf("%w: %d elements do not divide into %d rows", ErrShape, n, rows)
+	}
+	per := n / rows
+	data, off := t.Data, 0
+	for i := 1; i <= rows; i++ {
+		for range per {
+			e, rest, ok := NextBytesElement(data)
+			if !ok {
+				return nil, fmt.Errorf("%w: BYTES data ends inside row %d", ErrShape, i-1)
+			}
+			off += BytesLenSize + len(e)
+			data = rest
+		}
+		offs[i] = off
+	}
+	if off != len(t.Data) {
+		return nil, fmt.Errorf("%w: BYTES data has %d bytes after its %d elements", ErrShape, len(t.Data)-off, n)
+	}
+	return offs, nil
 }

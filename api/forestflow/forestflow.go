@@ -26,11 +26,17 @@
 //
 // Type mapping (ForestFlow TensorType → Grove DType): Float32 → Float32,
 // Float64 → Float64, Int8 → Int8, Int16 → Int16, Int32 → Int32,
-// Int64 → Int64. Float16, String, Bool and Bytes have no Grove dtype; a
-// schema entry of those types is an unsupported-type error.
+// Int64 → Int64, String → Bytes, Bytes → Bytes. Float16 and Bool have no
+// Grove dtype; a schema entry of those types is an unsupported-type error.
+// A request may have both a String and a Bytes entry: two BYTES tensors,
+// named "String" and "Bytes".
 //
 // Values follow the protobuf JSON mapping: a number, or a string holding a
-// number; for Float32 and Float64 also "NaN", "Infinity" and "-Infinity"
+// number; String values are JSON strings (their UTF-8 bytes are the
+// elements), Bytes values are base64 strings (standard or URL-safe
+// alphabet, padding optional; the decoded bytes are the elements), and
+// anything else for those types is malformed; for Float32 and Float64 also
+// "NaN", "Infinity" and "-Infinity"
 // (accepted, since protobuf JSON allows them). Integers must be integer
 // literals within the range of their type ("1.0" is not an Int32). Float64
 // and Float32 values beyond the type's range are errors. A "tensorType"
@@ -129,10 +135,13 @@ func (t TensorType) caseName() string {
 	return t.String()
 }
 
-// DType returns the Grove element type of t; ok is false for Float16,
-// String, Bool and Bytes, which Grove does not support.
+// DType returns the Grove element type of t; ok is false for Float16 and
+// Bool, which Grove does not support. String and Bytes are both
+// servables.Bytes.
 func (t TensorType) DType() (dt servables.DType, ok bool) {
 	switch t {
+	case String, Bytes:
+		return servables.Bytes, true
 	case Float32:
 		return servables.Float32, true
 	case Float64:
@@ -150,9 +159,13 @@ func (t TensorType) DType() (dt servables.DType, ok bool) {
 }
 
 // TypeOf returns the ForestFlow type of a Grove dtype; ok is false for a
-// dtype ForestFlow has no type for.
+// dtype ForestFlow has no type for. servables.Bytes is String here;
+// AppendPrediction writes an output whose elements are not all UTF-8 text
+// as Bytes instead.
 func TypeOf(dt servables.DType) (t TensorType, ok bool) {
 	switch dt {
+	case servables.Bytes:
+		return String, true
 	case servables.Float32:
 		return Float32, true
 	case servables.Float64:

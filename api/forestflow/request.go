@@ -2,11 +2,13 @@ package forestflow
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/groveml/grove/servables"
 )
@@ -210,7 +212,7 @@ func parse(body []byte) (*Request, *RequestError) {
 	for i, e := range req.Schema {
 		if _, ok := e.Type.DType(); !ok {
 			return nil, &RequestError{Kind: UnsupportedType, Datum: -1, Entry: i, Type: e.Type,
-				Msg: fmt.Sprintf("schema entry %d has type %v, which Grove does not support (supported: Float32, Float64, Int8, Int16, Int32, Int64)", i, e.Type)}
+				Msg: fmt.Sprintf("schema entry %d has type %v, which Grove does not support (supported: Float32, Float64, Int8, Int16, Int32, Int64, String, Bytes)", i, e.Type)}
 		}
 		if j, dup := entryOf[e.Type]; dup {
 			return nil, unprocessable(-1, i, e.Type, "schema entries %d and %d both have type %v; a schema names each type once", j, i, e.Type)
@@ -220,7 +222,7 @@ func parse(body []byte) (*Request, *RequestError) {
 			return nil, unprocessable(-1, i, e.Type, "schema entry %d (%v) has no fields", i, e.Type)
 		}
 	}
-	nEntries := len(req.Schema) // at most 6: types are distinct and supported
+	nEntries := len(req.Schema) // at most 8: types are distinct and supported
 
 	// datum: repeated Datum. First pass: structure and counts; cells[d*n+e]
 	// is the raw data array of datum d for schema entry e.
@@ -245,6 +247,16 @@ func parse(body []byte) (*Request, *RequestError) {
 	for e, se := range req.Schema {
 		dt, _ := se.Type.DType()
 		k := len(se.Fields)
+		if dt == servables.Bytes {
+			var data []byte
+			for d := 0; d < rows; d++ {
+				if data, rerr = appendStrings(data, cells[d*nEntries+e], d, e, se.Type); rerr != nil {
+					return nil, rerr
+				}
+			}
+			req.Inputs[e] = servables.Tensor{Name: se.Type.String(), DType: dt, Shape: []int64{int64(rows), int64(k)}, Data: data}
+			continue
+		}
 		t, err := servables.NewTensor(se.Type.String(), dt, []int64{int64(rows), int64(k)})
 		if err != nil {
 			return nil, unprocessable(-1, e, se.Type, "schema entry %d (%v): %d datums × %d fields: %v", e, se.Type, rows, k, err)
@@ -331,7 +343,7 @@ func parseDatum(raw json.RawMessage, d int, schema []SchemaEntry, entryOf map[Te
 		if data[0] != '[' {
 			return malformed(d, e, "%s data is %s, want an array", twhat, jsonKind(data))
 		}
-		n, rerr := countElems(data, d, e, twhat)
+		n, rerr := countElems(data, d, e, twhat, t)
 		if rerr != nil {
 			return rerr
 		}
@@ -386,21 +398,68 @@ func nextElem(arr []byte, i int) (elem []byte, next int, ok bool) {
 }
 
 // countElems counts the elements of the data array arr, rejecting any that
-// is not a scalar.
-func countElems(arr []byte, d, e int, what string) (int, *RequestError) {
+// is not a scalar, or for String and Bytes not a string.
+func countElems(arr []byte, d, e int, what string, tt TensorType) (int, *RequestError) {
 	n := 0
 	for i := 1; ; {
 		elem, next, ok := nextElem(arr, i)
 		if !ok {
 			return n, nil
 		}
-		switch elem[0] {
-		case '[', '{', 'n', 't', 'f':
-			return 0, malformed(d, e, "%s data[%d] is %s, want a number", what, n, jsonKind(elem))
+		if tt == String || tt == Bytes {
+			if elem[0] != '"' {
+				return 0, malformed(d, e, "%s data[%d] is %s, want a string", what, n, jsonKind(elem))
+			}
+		} else {
+			switch elem[0] {
+			case '[', '{', 'n', 't', 'f':
+				return 0, malformed(d, e, "%s data[%d] is %s, want a number", what, n, jsonKind(elem))
+			}
 		}
 		n++
 		i = next
 	}
+}
+
+// appendStrings appends the elements of the String or Bytes data array arr
+// (already counted: every element is a JSON string) to data, in the binary
+// form of servables.Bytes: String values as their text, Bytes values
+// base64-decoded, as protobuf JSON writes bytes.
+func appendStrings(data, arr []byte, d, e int, tt TensorType) ([]byte, *RequestError) {
+	k := 0
+	for i := 1; ; k++ {
+		elem, next, ok := nextElem(arr, i)
+		if !ok {
+			return data, nil
+		}
+		i = next
+		var s string
+		if err := json.Unmarshal(elem, &s); err != nil {
+			return nil, malformed(d, e, "datum %d: schema entry %d (%v) value %d: %v", d, e, tt, k, err)
+		}
+		if tt == String {
+			data = servables.AppendStringElement(data, s)
+			continue
+		}
+		b, err := decodeBase64(s)
+		if err != nil {
+			return nil, malformed(d, e, "datum %d: schema entry %d (%v) value %d %s is not base64 (Bytes values are base64 strings, as protobuf JSON writes bytes): %v", d, e, tt, k, elem, err)
+		}
+		data = servables.AppendBytesElement(data, b)
+	}
+}
+
+// decodeBase64 decodes s as protobuf JSON parsers accept bytes: the
+// standard or the URL-safe alphabet, with or without padding.
+func decodeBase64(s string) ([]byte, error) {
+	enc := base64.StdEncoding
+	if strings.ContainsAny(s, "-_") {
+		enc = base64.URLEncoding
+	}
+	if len(s)%4 != 0 {
+		enc = enc.WithPadding(base64.NoPadding)
+	}
+	return enc.DecodeString(s)
 }
 
 // fill converts the data array arr (already counted) into t starting at

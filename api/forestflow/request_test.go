@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,28 +13,17 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// researchRequest is the gaming example of ForestFlow's docs/inference.md.
-const researchRequest = `{
-"schema": [
-{ "type": "String", "fields": ["name", "category"] },
-{ "type": "Float64", "fields": ["hp", "attack", "defence"] }
-],
-"datum": [
-{
-"tensors": [
-{ "String": { "data": ["human1", "human"] } },
-{ "Float64": { "data": [67.37, 25.2, 80.6] } }
-]
-},
-{
-"tensors": [
-{ "String": { "data": ["monster16", "monster"] } },
-{ "Float64": { "data": [76.5, 62, 33.9] } }
-]
+// researchRequest is the gaming example of ForestFlow's docs/inference.md,
+// text and whitespace unchanged (testdata/gaming_request.json; the it/
+// tests send it to the real binary).
+func researchRequest(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "gaming_request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
-],
-"configs" : {"gameid": "some-uuid", "playerid": "player-uuid"}
-}`
 
 // numericRequest is researchRequest without its String entry and tensors.
 const numericRequest = `{
@@ -58,17 +49,29 @@ func mustParse(t *testing.T, body string) *Request {
 	return req
 }
 
-func TestResearchExampleRequestIsRejectedForItsStringEntry(t *testing.T) {
-	_, err := ParseInferenceRequest([]byte(researchRequest))
-	var re *RequestError
-	if !errors.As(err, &re) {
-		t.Fatalf("err = %v, want a *RequestError", err)
+func TestResearchExampleRequestBecomesAStringAndAFloat64Tensor(t *testing.T) {
+	req := mustParse(t, researchRequest(t))
+	if req.Rows != 2 || len(req.Inputs) != 2 {
+		t.Fatalf("rows %d, %d inputs; want 2 rows, 2 inputs", req.Rows, len(req.Inputs))
 	}
-	if re.Kind != UnsupportedType || re.Entry != 0 || re.Type != String || re.Status() != http.StatusUnprocessableEntity {
-		t.Errorf("got %+v (status %d), want UnsupportedType String at entry 0, 422", re, re.Status())
+	s := req.Inputs[0]
+	got, err := s.Strings()
+	if err != nil || s.Name != "String" || s.DType != servables.Bytes || !reflect.DeepEqual(s.Shape, []int64{2, 2}) ||
+		!reflect.DeepEqual(got, []string{"human1", "human", "monster16", "monster"}) {
+		t.Fatalf("String input %q %v %v %q, %v", s.Name, s.DType, s.Shape, got, err)
 	}
-	if !strings.Contains(re.Error(), "String") || !errors.Is(err, ErrUnsupportedType) || !errors.Is(err, ErrUnprocessable) {
-		t.Errorf("error %q does not name String or match the sentinels", re)
+	if f := req.Inputs[1]; f.Name != "Float64" || !reflect.DeepEqual(f.Float64s(), []float64{67.37, 25.2, 80.6, 76.5, 62, 33.9}) {
+		t.Fatalf("Float64 input %q %v", f.Name, f.Float64s())
+	}
+}
+
+func TestBytesValuesAreBase64AndStringValuesText(t *testing.T) {
+	req := mustParse(t, `{"schema":[{"type":"Bytes","fields":["raw","url"]},{"type":"String","fields":["s"]}],
+ "datum":[{"tensors":[{"String":{"data":["caf\u00e9 \"x\""]}},{"Byte":{"data":["AP8=","-_8"]}}]}]}`)
+	b, _ := req.Inputs[0].Strings()
+	s, _ := req.Inputs[1].Strings()
+	if req.Inputs[0].Name != "Bytes" || !reflect.DeepEqual(b, []string{"\x00\xff", "\xfb\xff"}) || !reflect.DeepEqual(s, []string{"café \"x\""}) {
+		t.Fatalf("Bytes %q, String %q", b, s)
 	}
 }
 
@@ -161,10 +164,10 @@ func TestRequestErrors(t *testing.T) {
 		{"field is not a string", `{"schema":[{"type":"Int32","fields":[1]}]}`, Malformed, -1, 0, []string{"field 0 is a number"}},
 		{"unknown schema member", `{"schema":[{"type":"Int32","fields":["a"],"shape":[1]}]}`, Malformed, -1, 0, []string{`unknown member "shape"`}},
 		{"no schema", `{"datum":[{"tensors":[]}]}`, Unprocessable, -1, -1, []string{"no schema"}},
-		{"String type", `{"schema":[{"type":"Float64","fields":["a"]},{"type":"String","fields":["s"]}]}`, UnsupportedType, -1, 1, []string{"schema entry 1 has type String", "does not support"}},
 		{"Float16 type", `{"schema":[{"type":"Float16","fields":["a"]}]}`, UnsupportedType, -1, 0, []string{"Float16"}},
 		{"Bool type", `{"schema":[{"type":9,"fields":["a"]}]}`, UnsupportedType, -1, 0, []string{"Bool"}},
-		{"Bytes type", `{"schema":[{"type":"Bytes","fields":["a"]}]}`, UnsupportedType, -1, 0, []string{"Bytes"}},
+		{"String value is a number", `{"schema":[{"type":"String","fields":["s"]}],"datum":[{"tensors":[{"String":{"data":[1]}}]}]}`, Malformed, 0, 0, []string{"datum 0 tensor 0 data[0] is a number, want a string"}},
+		{"Bytes value is not base64", `{"schema":[{"type":"Bytes","fields":["b"]}],"datum":[{"tensors":[{"Byte":{"data":["no!"]}}]}]}`, Malformed, 0, 0, []string{`schema entry 0 (Bytes) value 0 "no!" is not base64`}},
 		{"type named twice", `{"schema":[{"type":"Int32","fields":["a"]},{"type":"Int32","fields":["b"]}]}`, Unprocessable, -1, 1, []string{"entries 0 and 1 both have type Int32"}},
 		{"entry without fields", `{"schema":[{"type":"Int32"}]}`, Unprocessable, -1, 0, []string{"schema entry 0 (Int32) has no fields"}},
 		{"no datum", `{` + f2 + `}`, Unprocessable, -1, -1, []string{"no datum"}},

@@ -1,6 +1,7 @@
 package forestflow
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math"
 	"net/http"
@@ -81,6 +82,9 @@ func CheckOutputs(rows int, outputs []servables.Tensor) error {
 // same dtype give two schema entries of the same type (unlike a request's
 // schema, which names each type once).
 //
+// BYTES outputs are String entries, their elements JSON strings, when every
+// element is UTF-8 text; otherwise Bytes entries, their elements base64.
+//
 // Numbers: Float64 and Float32 values are JSON numbers in their shortest
 // round-tripping form (Float32 as a float32, so 0.1 stays 0.1); Int8, Int16
 // and Int32 are JSON numbers; Int64 values are JSON strings, as protobuf
@@ -99,9 +103,19 @@ func AppendPrediction(dst []byte, fqrv FQRV, outputs []servables.Tensor) ([]byte
 	}
 	widths := make([]int, len(outputs))
 	types := make([]TensorType, len(outputs))
+	elems := make([][][]byte, len(outputs)) // of BYTES outputs
 	for i, t := range outputs {
 		widths[i] = t.Len() / rows
 		types[i], _ = TypeOf(t.DType)
+		if t.DType == servables.Bytes {
+			elems[i], _ = t.BytesElements() // valid: CheckOutputs
+			for _, e := range elems[i] {
+				if !utf8.Valid(e) {
+					types[i] = Bytes
+					break
+				}
+			}
+		}
 	}
 
 	dst = append(dst, `{"Prediction":{"fqrv":`...)
@@ -145,13 +159,28 @@ func AppendPrediction(dst []byte, fqrv FQRV, outputs []servables.Tensor) ([]byte
 				if j > r*k {
 					dst = append(dst, ',')
 				}
-				dst = appendElem(dst, t, j)
+				if elems[i] != nil {
+					dst = appendBytesElem(dst, elems[i][j], types[i])
+				} else {
+					dst = appendElem(dst, t, j)
+				}
 			}
 			dst = append(dst, "]}}"...)
 		}
 		dst = append(dst, "]}"...)
 	}
 	return append(dst, "]}}"...), nil
+}
+
+// appendBytesElem appends a BYTES element as a String value (text) or a
+// Bytes value (standard base64, as protobuf JSON writes bytes).
+func appendBytesElem(dst, e []byte, tt TensorType) []byte {
+	if tt == String {
+		return appendString(dst, string(e))
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, e)
+	return append(dst, '"')
 }
 
 // appendElem appends element j of t as protobuf JSON.

@@ -55,6 +55,10 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatalf("input %d named %q, names %q", i, in.Name, req.InputNames)
 			}
 			ins[i] = &gp.NativeTensor{Type: toWireTypes[in.DType], Shape: in.Shape, Data: in.Data}
+			if in.DType == servables.Bytes {
+				strs, _ := in.Strings()
+				ins[i] = &gp.NativeTensor{Type: gpfb.TypeString, Shape: in.Shape, StringVals: strs}
+			}
 		}
 		for i, name := range req.OutputNames {
 			if name == "" {
@@ -73,7 +77,14 @@ func FuzzParseRequest(f *testing.F) {
 			for j := range shape {
 				shape[j] = ft.Shape(j)
 			}
-			if ft.Type() != toWireTypes[in.DType] || !slices.Equal(shape, in.Shape) || (hostLittle && !bytes.Equal(ft.DataBytes(), in.Data)) {
+			data := ft.DataBytes()
+			if in.DType == servables.Bytes {
+				data = nil
+				for j := range ft.StringValLength() {
+					data = servables.AppendBytesElement(data, ft.StringVal(j))
+				}
+			}
+			if ft.Type() != toWireTypes[in.DType] || !slices.Equal(shape, in.Shape) || (hostLittle && !bytes.Equal(data, in.Data)) {
 				t.Fatalf("output %d: type %d shape %v, want %v %v", i, ft.Type(), shape, in.DType, in.Shape)
 			}
 		}

@@ -23,7 +23,9 @@
 // Type mapping (GraphPipe → Grove): Float32 → Float32, Float64 → Float64,
 // Int8 → Int8, Int16 → Int16, Int32 → Int32, Int64 → Int64. The unsigned
 // types Grove lacks are widened losslessly: Uint8 → Int16, Uint16 → Int32,
-// Uint32 → Int64. Uint64, Float16, String and Null have no lossless Grove
+// Uint32 → Int64, and String → Bytes: a String tensor's elements are its
+// string_val entries (any bytes), one per element of the shape, and its
+// data must be empty. Uint64, Float16 and Null have no lossless Grove
 // dtype and are errors wrapping ErrUnsupportedType.
 //
 // GraphPipe sends tensor data little-endian; Grove tensors hold host byte
@@ -34,7 +36,8 @@
 // GraphPipe tensors carry no name: the outputs of an InferResponse are
 // matched to the request's output_names by position, so AppendInferResponse
 // writes outputs in the order given and ignores Tensor.Name. Output dtypes
-// map back one to one (Grove Float32 → GraphPipe Float32, ...). A scalar
+// map back one to one (Grove Float32 → GraphPipe Float32, ..., Bytes →
+// String, its elements in string_val). A scalar
 // (empty shape) is written as such; graphpipe-go's client cannot decode one
 // (it counts an empty shape as zero elements), so give it shape [1] instead.
 //
@@ -242,19 +245,14 @@ func typeName(t byte) string {
 }
 
 func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, error) {
+	if t.Type() == gpfb.TypeString {
+		return parseStrings(t, name, bodyLen)
+	}
 	w, ok := wireTypes[t.Type()]
 	if !ok {
-		return servables.Tensor{}, fmt.Errorf("%w: %s has no Grove dtype (supported: Float32, Float64, Int8, Int16, Int32, Int64, and Uint8, Uint16, Uint32 widened to Int16, Int32, Int64)", ErrUnsupportedType, typeName(t.Type()))
+		return servables.Tensor{}, fmt.Errorf("%w: %s has no Grove dtype (supported: Float32, Float64, Int8, Int16, Int32, Int64, String, and Uint8, Uint16, Uint32 widened to Int16, Int32, Int64)", ErrUnsupportedType, typeName(t.Type()))
 	}
-	rank := t.ShapeLength()
-	if err := checkLen("dimensions", rank, 8, MaxRank, bodyLen); err != nil {
-		return servables.Tensor{}, err
-	}
-	shape := make([]int64, rank)
-	for i := range shape {
-		shape[i] = t.Shape(i)
-	}
-	n, err := servables.NumElements(shape)
+	shape, n, err := parseShape(t, bodyLen)
 	if err != nil {
 		return servables.Tensor{}, err
 	}
@@ -271,6 +269,48 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 	}
 	fromWire(out.Data, data, w.size, w.dt.Size(), t.Type())
 	return out, nil
+}
+
+// parseStrings reads a String tensor: one string_val entry per element.
+func parseStrings(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, error) {
+	shape, n, err := parseShape(t, bodyLen)
+	if err != nil {
+		return servables.Tensor{}, err
+	}
+	if t.DataLength() != 0 {
+		return servables.Tensor{}, fmt.Errorf("%w: a String tensor carries %d bytes of data; its elements belong in string_val", ErrMalformed, t.DataLength())
+	}
+	ns := t.StringValLength()
+	if err := checkLen("string_val entries", ns, 4, servables.MaxElements, bodyLen); err != nil {
+		return servables.Tensor{}, err
+	}
+	if ns != n {
+		return servables.Tensor{}, fmt.Errorf("%w: %d string_val entries do not fill shape %v (%d elements)", servables.ErrShape, ns, shape, n)
+	}
+	size := 0
+	for i := range ns {
+		size += servables.BytesLenSize + len(t.StringVal(i))
+	}
+	data := make([]byte, 0, size)
+	for i := range ns {
+		data = servables.AppendBytesElement(data, t.StringVal(i))
+	}
+	return servables.Tensor{Name: name, DType: servables.Bytes, Shape: shape, Data: data}, nil
+}
+
+// parseShape reads a tensor's shape, its length checked against the body,
+// and its element count (servables.NumElements).
+func parseShape(t *gpfb.Tensor, bodyLen int) ([]int64, int, error) {
+	rank := t.ShapeLength()
+	if err := checkLen("dimensions", rank, 8, MaxRank, bodyLen); err != nil {
+		return nil, 0, err
+	}
+	shape := make([]int64, rank)
+	for i := range shape {
+		shape[i] = t.Shape(i)
+	}
+	n, err := servables.NumElements(shape)
+	return shape, n, err
 }
 
 // hostLittle is true on little-endian hosts, where GraphPipe's wire order
@@ -347,6 +387,7 @@ var toWireTypes = map[servables.DType]byte{
 	servables.Int64:   gpfb.TypeInt64,
 	servables.Uint8:   gpfb.TypeUint8,
 	servables.Bool:    gpfb.TypeUint8, // GraphPipe has no bool type: bytes 0 and 1
+	servables.Bytes:   gpfb.TypeString,
 }
 
 // OutputErrorCode is the Error.code AppendInferResponse writes when an
@@ -368,6 +409,10 @@ func AppendInferResponse(dst []byte, outputs []servables.Tensor) []byte {
 	offs := make([]fb.UOffsetT, len(outputs))
 	var swapped []byte
 	for i, t := range outputs {
+		if t.DType == servables.Bytes {
+			offs[i] = stringTensor(b, t)
+			continue
+		}
 		data := t.Data
 		if !hostLittle && t.DType.Size() > 1 {
 			swapped = append(swapped[:0], data...)
@@ -394,6 +439,32 @@ func AppendInferResponse(dst []byte, outputs []servables.Tensor) []byte {
 	gpfb.InferResponseStart(b)
 	gpfb.InferResponseAddOutputTensors(b, vec)
 	return finish(dst, b, gpfb.InferResponseEnd(b))
+}
+
+// stringTensor writes a valid Bytes tensor as a GraphPipe String tensor,
+// its elements in string_val (byte vectors, as graphpipe-go writes them).
+func stringTensor(b *fb.Builder, t servables.Tensor) fb.UOffsetT {
+	var strs []fb.UOffsetT
+	for data := t.Data; len(data) > 0; {
+		e, rest, _ := servables.NextBytesElement(data)
+		strs = append(strs, b.CreateByteVector(e))
+		data = rest
+	}
+	gpfb.TensorStartStringValVector(b, len(strs))
+	for i := len(strs) - 1; i >= 0; i-- {
+		b.PrependUOffsetT(strs[i])
+	}
+	vals := b.EndVector(len(strs))
+	gpfb.TensorStartShapeVector(b, len(t.Shape))
+	for j := len(t.Shape) - 1; j >= 0; j-- {
+		b.PrependInt64(t.Shape[j])
+	}
+	shapeOff := b.EndVector(len(t.Shape))
+	gpfb.TensorStart(b)
+	gpfb.TensorAddType(b, gpfb.TypeString)
+	gpfb.TensorAddShape(b, shapeOff)
+	gpfb.TensorAddStringVal(b, vals)
+	return gpfb.TensorEnd(b)
 }
 
 // AppendErrorResponse appends to dst a GraphPipe InferResponse flatbuffer with

@@ -232,7 +232,6 @@ func TestParseRequestErrors(t *testing.T) {
 		{"empty", nil, ErrMalformed, "too short"},
 		{"short", []byte{1, 2, 3, 4, 5}, ErrMalformed, "too short"},
 		{"uint64", buildInfer(t, "", nil, nil, []uint64{1}), ErrUnsupportedType, "Uint64"},
-		{"string", buildInfer(t, "", nil, nil, []string{"a"}), ErrUnsupportedType, "String"},
 		{"float16", buildInfer(t, "", nil, nil, raw(gpfb.TypeFloat16, []int64{1}, []byte{0, 0})), ErrUnsupportedType, "Float16"},
 		{"null", buildInfer(t, "", nil, nil, raw(gpfb.TypeNull, []int64{1}, nil)), ErrUnsupportedType, "Null"},
 		{"type 99", buildInfer(t, "", nil, nil, raw(99, []int64{1}, nil)), ErrUnsupportedType, "type 99"},
@@ -269,17 +268,21 @@ func TestParseRequestErrors(t *testing.T) {
 
 // floatWithStrings builds a Float32 tensor of one element that also carries
 // a string_val vector.
-func floatWithStrings(b *fb.Builder) fb.UOffsetT {
+func floatWithStrings(b *fb.Builder) fb.UOffsetT { return dataAndStrings(b, gpfb.TypeFloat32, 4) }
+
+// dataAndStrings builds a tensor of type typ and shape [1] with both
+// size bytes of data and a string_val vector of one string.
+func dataAndStrings(b *fb.Builder, typ byte, size int) fb.UOffsetT {
 	str := b.CreateByteVector([]byte("x"))
 	gpfb.TensorStartStringValVector(b, 1)
 	b.PrependUOffsetT(str)
 	vals := b.EndVector(1)
-	data := b.CreateByteVector(make([]byte, 4))
+	data := b.CreateByteVector(make([]byte, size))
 	gpfb.TensorStartShapeVector(b, 1)
 	b.PrependInt64(1)
 	shape := b.EndVector(1)
 	gpfb.TensorStart(b)
-	gpfb.TensorAddType(b, gpfb.TypeFloat32)
+	gpfb.TensorAddType(b, typ)
 	gpfb.TensorAddShape(b, shape)
 	gpfb.TensorAddData(b, data)
 	gpfb.TensorAddStringVal(b, vals)

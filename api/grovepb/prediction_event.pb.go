@@ -262,9 +262,13 @@ func (x *PredictionEvent) GetServerInstanceId() string {
 //	INT8, INT16, INT32      int32_data (each value widened to int32)
 //	INT64                   int64_data
 //	BOOL, UINT8             raw_data (one byte per value; BOOL is 0 or 1)
+//	BYTES                   bytes_data (one entry per element, any bytes)
 //
 // Grove writes raw_data only for the types without a typed field; readers
-// should accept raw_data for any type. The number of values is the product
+// should accept raw_data for any fixed-size type. (A BYTES tensor in
+// raw_data would be its elements each as a 4-byte little-endian length and
+// its bytes, as the Open Inference Protocol frames BYTES; Grove writes
+// bytes_data.) The number of values is the product
 // of shape (1 for an empty shape, a scalar).
 type Tensor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -274,7 +278,8 @@ type Tensor struct {
 	// The element type: "FLOAT" (32-bit float), "DOUBLE" (64-bit float),
 	// "INT8", "INT16", "INT32" or "INT64", the B&A API's names; or "BOOL" or
 	// "UINT8", which models served over the Open Inference Protocol may take
-	// or give.
+	// or give; or "BYTES", byte strings of any length (OIP BYTES, ONNX
+	// STRING, ForestFlow String and Bytes, GraphPipe String).
 	Datatype string `protobuf:"bytes,2,opt,name=datatype,proto3" json:"datatype,omitempty"`
 	// The dimensions, outermost first.
 	Shape []int64 `protobuf:"varint,3,rep,packed,name=shape,proto3" json:"shape,omitempty"`
@@ -288,7 +293,10 @@ type Tensor struct {
 	// The values of an INT8, INT16 or INT32 tensor.
 	Int32Data []int32 `protobuf:"varint,7,rep,packed,name=int32_data,json=int32Data,proto3" json:"int32_data,omitempty"`
 	// The values of an INT64 tensor.
-	Int64Data     []int64 `protobuf:"varint,8,rep,packed,name=int64_data,json=int64Data,proto3" json:"int64_data,omitempty"`
+	Int64Data []int64 `protobuf:"varint,8,rep,packed,name=int64_data,json=int64Data,proto3" json:"int64_data,omitempty"`
+	// The elements of a BYTES tensor, in row-major order (in JSON, base64
+	// strings, as protojson writes bytes).
+	BytesData     [][]byte `protobuf:"bytes,9,rep,name=bytes_data,json=bytesData,proto3" json:"bytes_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +387,13 @@ func (x *Tensor) GetInt64Data() []int64 {
 	return nil
 }
 
+func (x *Tensor) GetBytesData() [][]byte {
+	if x != nil {
+		return x.BytesData
+	}
+	return nil
+}
+
 // Error is why a model execution gave no answer.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -462,7 +477,7 @@ const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\x12server_instance_id\x18\x10 \x01(\tR\x10serverInstanceId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x02\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
@@ -475,7 +490,9 @@ const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\n" +
 	"int32_data\x18\a \x03(\x05R\tint32Data\x12\x1d\n" +
 	"\n" +
-	"int64_data\x18\b \x03(\x03R\tint64Data\"5\n" +
+	"int64_data\x18\b \x03(\x03R\tint64Data\x12\x1d\n" +
+	"\n" +
+	"bytes_data\x18\t \x03(\fR\tbytesData\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessageB.Z,github.com/groveml/grove/api/grovepb;grovepbb\x06proto3"

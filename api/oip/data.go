@@ -1,9 +1,12 @@
 package oip
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 	"unsafe"
+
+	"github.com/groveml/grove/servables"
 )
 
 // alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned.
@@ -151,6 +154,25 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 		}
 		store(out, k, size, v)
 		return "", true
+	case kindBytes:
+		if c != '"' {
+			break
+		}
+		r, ok := p.scanString()
+		if !ok {
+			return "", false
+		}
+		if k < p.outMax { // BYTES elements go straight into p.out (see decodeData)
+			at := len(p.out)
+			p.out = append(p.out, 0, 0, 0, 0)
+			if r.esc {
+				p.out = unescape(p.out, p.buf[r.start:r.end])
+			} else {
+				p.out = append(p.out, p.buf[r.start:r.end]...)
+			}
+			binary.LittleEndian.PutUint32(p.out[at:], uint32(len(p.out)-at-servables.BytesLenSize))
+		}
+		return "", true
 	case kindBool:
 		switch c {
 		case 't':
@@ -179,6 +201,8 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 		return "is " + jsonType(c) + "; " + d.name + " data must be JSON numbers", true
 	case kindBool:
 		return "is " + jsonType(c) + "; " + d.name + " data must be true or false", true
+	case kindBytes:
+		return "is " + jsonType(c) + "; " + d.name + " data must be JSON strings", true
 	}
 	return "is " + jsonType(c) + "; " + d.name + " data must be integer numbers", true
 }
@@ -195,11 +219,17 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 // fill, or short literals such as 0 for an 8-byte type) the values go to
 // the parser's pooled arena, which grows with the elements read, and are
 // copied to the tensor once their count is right.
+//
+// BYTES elements have no fixed size: scalar appends each, in the binary
+// form of servables.Bytes, to p.out, which grows with the strings read (the
+// first n only), so memory follows the data present as well.
 func (p *parser) decodeData(d *datatype, shape []int64, n int) (data []byte, problem string, ok bool) {
 	start := p.pos
 	size := d.size()
 	p.outDirect = n*size <= len(p.buf)-start
-	if p.outDirect {
+	if d.kind == kindBytes {
+		p.out = make([]byte, 0, min(len(p.buf)-start, n*(servables.BytesLenSize+8)))
+	} else if p.outDirect {
 		p.out = alignedBytes(n * size)
 	} else {
 		p.out = p.arenaBytes()

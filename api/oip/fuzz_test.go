@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/groveml/grove/servables"
@@ -58,6 +59,8 @@ var fuzzSeeds = []fuzzSeed{
 		bin(true, false, true) + bin[uint8](255, 16), true},
 	{`{"inputs":[{"name":"m","shape":[2],"datatype":"BOOL","parameters":{"binary_data_size":2}}]}`, "\x01\x02", true},
 	{`{"inputs":[{"name":"u","shape":[2],"datatype":"UINT8","data":[1,256]},{"name":"m","shape":[1],"datatype":"BOOL","data":[1]}]}`, "", false},
+	{`{"inputs":[{"name":"s","shape":[2,2],"datatype":"BYTES","data":[["human1","human"],["\u00e9\n",""]]}]}`, "", false},
+	{`{"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":12}}],"parameters":{"binary_data_output":true}}`, "\x03\x00\x00\x00a\x00b\x01\x00\x00\x00\xff", true},
 }
 
 func FuzzParseInferRequest(f *testing.F) {
@@ -158,6 +161,9 @@ func roundTrip(t *testing.T, inputs []servables.Tensor) {
 		resp := InferResponse{ModelName: "m", Outputs: inputs, BinaryOutputs: binaryOut, NonFiniteLiterals: true}
 		body, h, err := AppendInferResponse(nil, resp)
 		if err != nil {
+			if e, ok := err.(*Error); ok && !binaryOut && e.Status == 500 && strings.Contains(e.Msg, "is not valid UTF-8") {
+				continue // BYTES that JSON strings cannot carry: binary only
+			}
 			t.Fatalf("encoding accepted inputs: %v", err)
 		}
 		// Strict JSON unless a value is not finite.

@@ -3,6 +3,7 @@ package oip
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -175,6 +176,13 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 			if in.GetContents() != nil {
 				return nil, fmt.Errorf("input '%s': contents given along with raw_input_contents", in.GetName())
 			}
+			if dt == servables.Bytes {
+				if err := servables.CheckBytes(raw[i], n); err != nil {
+					return nil, fmt.Errorf("input '%s': raw_input_contents of BYTES must be %d elements (shape %v), each a 4-byte little-endian length and that many bytes: %w", in.GetName(), n, in.GetShape(), err)
+				}
+				out[i] = servables.Tensor{Name: in.GetName(), DType: dt, Shape: slices.Clone(in.GetShape()), Data: slices.Clone(raw[i])}
+				continue
+			}
 			if want := int64(n) * int64(dt.Size()); int64(len(raw[i])) != want {
 				return nil, fmt.Errorf("input '%s': %d bytes of raw_input_contents, expected %d for shape %v of %s", in.GetName(), len(raw[i]), want, in.GetShape(), in.GetDatatype())
 			}
@@ -183,6 +191,13 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 				return nil, fmt.Errorf("input '%s': no contents field for %v", in.GetName(), dt)
 			}
 			return nil, fmt.Errorf("input '%s': %d values in %s, expected %d for shape %v", in.GetName(), got, field, n, in.GetShape())
+		}
+		if dt == servables.Bytes {
+			out[i], err = bytesContents(in.GetName(), in.GetShape(), in.GetContents().GetBytesContents())
+			if err != nil {
+				return nil, fmt.Errorf("input '%s': %w", in.GetName(), err)
+			}
+			continue
 		}
 		t, err := servables.NewTensor(in.GetName(), dt, in.GetShape())
 		if err != nil {
@@ -219,8 +234,26 @@ func contentsLen(dt servables.DType, c *oippb.InferTensorContents) (field string
 		return "uint_contents", len(c.GetUintContents())
 	case servables.Bool:
 		return "bool_contents", len(c.GetBoolContents())
+	case servables.Bytes:
+		return "bytes_contents", len(c.GetBytesContents())
 	}
 	return "", -1
+}
+
+// bytesContents makes a BYTES tensor of bytes_contents, counted already.
+func bytesContents(name string, shape []int64, elems [][]byte) (servables.Tensor, error) {
+	size := 0
+	for j, e := range elems {
+		if len(e) > servables.MaxBytesElement {
+			return servables.Tensor{}, fmt.Errorf("bytes_contents[%d] has %d bytes, more than a BYTES element can hold", j, len(e))
+		}
+		size += servables.BytesLenSize + len(e)
+	}
+	data := make([]byte, 0, size)
+	for _, e := range elems {
+		data = servables.AppendBytesElement(data, e)
+	}
+	return servables.Tensor{Name: name, DType: servables.Bytes, Shape: slices.Clone(shape), Data: data}, nil
 }
 
 // fillContents copies typed contents into t, checking each value's range.

@@ -67,8 +67,14 @@
 // BOOL → Bool and UINT8 → Uint8. BOOL data are JSON true and false (one
 // byte 1 or 0 in the tensor; numbers and strings are errors), UINT8 data
 // integer literals from 0 to 255. In binary data both take one byte per
-// element, and every BOOL byte must be 0 or 1. The other OIP datatypes
-// (UINT16, UINT32, UINT64, FP16, BF16, BYTES) have no Grove DType and are
+// element, and every BOOL byte must be 0 or 1. BYTES → Bytes: data are JSON
+// strings (their UTF-8 bytes, escapes decoded, are the elements), and in
+// binary data (as in gRPC raw contents) each element is a 4-byte
+// little-endian length followed by that many bytes, the framing
+// servables.Bytes tensors hold; binary_data_size is the framed size, and a
+// framing that does not give exactly product(shape) elements is an error
+// saying where it breaks. The other OIP datatypes
+// (UINT16, UINT32, UINT64, FP16, BF16) have no Grove DType and are
 // rejected with an error naming the datatype and listing the supported
 // ones. The JSON decoder already handles the wider unsigned integers, so
 // adding one of those is one line in the table once servables has the
@@ -79,7 +85,8 @@
 // With a headerLen > 0 (the Inference-Header-Content-Length request
 // header), body[:headerLen] is the JSON and body[headerLen:] holds the raw
 // data of every input that has a "binary_data_size" parameter, in input
-// order. Each size must be exactly product(shape) × element size, and the
+// order. Each size must be exactly product(shape) × element size (for
+// BYTES, the framed elements), and the
 // sizes must add up to exactly the bytes after the JSON. The bytes are
 // copied as they are: the extension defines them as little-endian, and
 // Grove keeps tensors in host byte order, so this package assumes a
@@ -242,6 +249,7 @@ const (
 	kindSigned                       // integer literals, two's complement
 	kindUnsigned                     // non-negative integer literals
 	kindBool                         // true and false, one byte 1 or 0
+	kindBytes                        // JSON strings; binary: 4-byte LE length + bytes each
 )
 
 // datatype is one OIP datatype Grove supports.
@@ -251,7 +259,7 @@ type datatype struct {
 	kind elemKind
 }
 
-// size is the element size in bytes.
+// size is the element size in bytes (0 for BYTES, whose elements vary).
 func (d *datatype) size() int { return d.dt.Size() }
 
 // datatypes maps OIP datatypes to Grove DTypes. Supporting another OIP
@@ -267,6 +275,7 @@ var datatypes = [...]datatype{
 	{"INT64", servables.Int64, kindSigned},
 	{"BOOL", servables.Bool, kindBool},
 	{"UINT8", servables.Uint8, kindUnsigned},
+	{"BYTES", servables.Bytes, kindBytes},
 }
 
 // oipDatatypes are all the datatypes of the OIP spec (with BF16 from

@@ -712,7 +712,7 @@ func (p *parser) binaryInput(i int, bin *paramRec, n int, shape []int64) bool {
 		return fail(" has a " + ParamBinaryDataSize + " parameter, but the request has no binary data: send the length of the JSON in the " + HeaderContentLength + " header")
 	}
 	want := uint64(n) * uint64(r.dt.size()) // at most 2^31 × 8
-	if size != want {
+	if size != want && r.dt.kind != kindBytes {
 		return fail(": " + ParamBinaryDataSize + " is " + strconv.FormatUint(size, 10) + " bytes, but shape " + fmtShape(shape) + " of " + r.dt.name + " needs " + strconv.FormatUint(want, 10))
 	}
 	if rest := uint64(len(p.tail) - p.tailPos); size > rest {
@@ -730,6 +730,11 @@ func (p *parser) binaryInput(i int, bin *paramRec, n int, shape []int64) bool {
 	if r.dt.kind == kindBool {
 		if err := servables.CheckBools(data); err != nil {
 			return fail(": binary data " + err.Error())
+		}
+	}
+	if r.dt.kind == kindBytes {
+		if err := servables.CheckBytes(data, n); err != nil {
+			return fail(": its " + strconv.FormatUint(size, 10) + " bytes of binary data are not " + strconv.Itoa(n) + " elements of shape " + fmtShape(shape) + ", each a 4-byte little-endian length and that many bytes: " + err.Error())
 		}
 	}
 	p.tailPos += int(size)

@@ -26,7 +26,9 @@ import (
 // an *Error: status 400 when a requested output is not one the model
 // produced (the message lists those it did), 500 when an output cannot be
 // encoded (an invalid tensor, a DType OIP cannot carry here, or NaN/±Inf in
-// JSON data without NonFiniteLiterals).
+// JSON data without NonFiniteLiterals, a BYTES element that is not UTF-8 in
+// JSON data). BYTES outputs are JSON strings in data, and in binary the
+// elements each as a 4-byte little-endian length and its bytes.
 func AppendInferResponse(dst []byte, resp InferResponse) (out []byte, headerLen int, err error) {
 	start := len(dst)
 	dst, binary, e := appendResponseJSON(dst, &resp)
@@ -268,6 +270,24 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 			} else {
 				dst = append(dst, "false"...)
 			}
+		}
+	case servables.Bytes:
+		data := t.Data
+		for i := 0; ; i++ {
+			e, rest, ok := servables.NextBytesElement(data)
+			if !ok {
+				break // Validate checked the elements
+			}
+			if !utf8.Valid(e) {
+				return dst, internalError("output " + strconv.Quote(t.Name) + " element " + strconv.Itoa(i) +
+					" is not valid UTF-8, which a JSON string cannot carry; request the output with the " +
+					ParamBinaryData + " parameter to receive its raw BYTES")
+			}
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, bstr(e))
+			data = rest
 		}
 	default: // unreachable: byDType found the DType
 		return dst, internalError("output " + strconv.Quote(t.Name) + " has data type " + t.DType.String() + ", which has no JSON encoder")

@@ -138,15 +138,23 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// values is one output tensor widened to float64, for comparison.
+// values is one output tensor widened to float64, for comparison; a BYTES
+// tensor's elements are in strs instead (v is then zeros of the same count),
+// and compare equal or not at all.
 type values struct {
 	shape []int64
 	v     []float64
+	strs  []string
 }
 
 func fromTensors(ts []servables.Tensor) []values {
 	out := make([]values, len(ts))
 	for i, t := range ts {
+		if t.DType == servables.Bytes {
+			strs, _ := t.Strings() // TensorsFromProto and Predict give valid tensors
+			out[i] = values{shape: t.Shape, v: make([]float64, len(strs)), strs: strs}
+			continue
+		}
 		out[i] = values{shape: t.Shape, v: make([]float64, t.Len())}
 		for j := range out[i].v {
 			out[i].v[j] = t.Float64At(j)
@@ -278,6 +286,11 @@ func (r *remote) score(ctx context.Context, ev *grovepb.PredictionEvent, inputs 
 	path := r.target
 	if path == "" {
 		path = ev.GetModelPath()
+	}
+	for _, t := range inputs {
+		if t.DType == servables.Bytes {
+			return nil, &scoreError{"input " + strconv.Quote(t.Name) + " is BYTES, which the B&A API (--url) cannot send; replay it with --model"}
+		}
 	}
 	body := appendBARequest(nil, path, inputs, ev.GetConfigs())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/v1/inference", bytes.NewReader(body))
@@ -484,7 +497,7 @@ func (s *summary) replay(ctx context.Context, sc scorer, ev *grovepb.PredictionE
 		return nil
 	}
 	for i := range got {
-		if !slices.Equal(got[i].shape, logged[i].shape) || len(got[i].v) != len(logged[i].v) {
+		if !slices.Equal(got[i].shape, logged[i].shape) || len(got[i].v) != len(logged[i].v) || (got[i].strs == nil) != (logged[i].strs == nil) {
 			s.skip(skipShapeMismatch)
 			return nil
 		}
@@ -496,6 +509,8 @@ func (s *summary) replay(ctx context.Context, sc scorer, ev *grovepb.PredictionE
 			b := logged[i].v[j]
 			d := math.Abs(a - b)
 			switch {
+			case got[i].strs != nil && got[i].strs[j] != logged[i].strs[j]:
+				d = math.Inf(1) // BYTES elements are equal or not
 			case math.IsNaN(a) && math.IsNaN(b):
 				d = 0
 			case math.IsNaN(d):

@@ -35,9 +35,22 @@
 // model".
 //
 // Metadata lists the model's inputs and outputs with their names, dtypes
-// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8; any other ONNX
-// element type, such as UINT16 or FLOAT16, is UNKNOWN) and shapes, -1 for a
-// dynamic dimension.
+// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8, and BYTES for ONNX
+// STRING; any other ONNX element type, such as UINT16 or FLOAT16, is
+// UNKNOWN) and shapes, -1 for a dynamic dimension.
+//
+// # Strings
+//
+// ONNX STRING tensors are Grove's Bytes tensors. onnxruntime_go v1.27.0
+// has string tensors (NewStringTensor, GetContents) and Predict uses them:
+// an input's elements are copied into a new STRING tensor (SetContents, one
+// C string per element), and a STRING output's contents are read back whole.
+// Because SetContents passes NUL-terminated C strings, an input element
+// holding a NUL byte is refused (ErrInvalidInput naming the input and the
+// element) rather than cut short; and as onnxruntime_go makes no rank-0
+// string tensors, a scalar STRING input is refused too. Outputs carry any
+// bytes. examples/models/make_game_model.py makes a model with STRING inputs
+// and outputs (ONNX-ML LabelEncoder lookups), examples/bucket/game_score.
 //
 // # Predict
 //
@@ -53,7 +66,7 @@
 // whose rank the model does not record). Other failures while the model runs
 // are errors wrapping servables.ErrExecution with ONNX Runtime's message.
 //
-// Input data is handed to ONNX Runtime without a copy (pinned for the call;
+// Numeric input data is handed to ONNX Runtime without a copy (pinned for the call;
 // copied only when it is not aligned for its dtype). ONNX Runtime allocates
 // the outputs; onnxruntime_go copies them into Go memory, and Predict copies
 // them into tensors from servables.NewTensor named as the model names its

@@ -219,6 +219,7 @@ var dtypes = map[ort.TensorElementDataType]servables.DType{
 	ort.TensorElementDataTypeInt64:  servables.Int64,
 	ort.TensorElementDataTypeBool:   servables.Bool,
 	ort.TensorElementDataTypeUint8:  servables.Uint8,
+	ort.TensorElementDataTypeString: servables.Bytes,
 }
 
 // ortTypes is dtypes inverted.
@@ -497,6 +498,9 @@ func (m *Model) runError(err error) error {
 // newValue wraps t's data, without copying it when it is aligned for its
 // dtype, in an ONNX Runtime tensor.
 func newValue(t servables.Tensor, pin *runtime.Pinner) (ort.Value, error) {
+	if t.DType == servables.Bytes {
+		return newStrings(t)
+	}
 	data := t.Data
 	if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(t.DType.Size()) != 0 {
 		c, err := servables.NewTensor(t.Name, t.DType, t.Shape)
@@ -512,6 +516,41 @@ func newValue(t servables.Tensor, pin *runtime.Pinner) (ort.Value, error) {
 	pin.Pin(unsafe.SliceData(data))
 	return ort.NewCustomDataTensor(ort.Shape(t.Shape), data, ortTypes[t.DType])
 }
+
+// newStrings copies a Bytes tensor into an ONNX Runtime STRING tensor.
+// onnxruntime_go v1.27.0 fills string tensors from NUL-terminated C
+// strings (FillStringTensor) and makes tensors of rank 1 or more only, so an
+// element holding a NUL byte, or a rank-0 input, is refused as the caller's
+// error (a badInput, which Predict reports with the model's inputs).
+func newStrings(t servables.Tensor) (ort.Value, error) {
+	if len(t.Shape) == 0 {
+		return nil, badInput{"a rank-0 (scalar) STRING input cannot be passed to ONNX Runtime through onnxruntime_go; give it shape [1]"}
+	}
+	elems, err := t.Strings()
+	if err != nil {
+		return nil, badInput{err.Error()}
+	}
+	for k, e := range elems {
+		if i := strings.IndexByte(e, 0); i >= 0 {
+			return nil, badInput{fmt.Sprintf("element %d has a NUL byte at %d; ONNX STRING inputs are passed as C strings and cannot hold NUL", k, i)}
+		}
+	}
+	v, err := ort.NewStringTensor(ort.Shape(t.Shape))
+	if err != nil {
+		return nil, err
+	}
+	if err := v.SetContents(elems); err != nil {
+		v.Destroy()
+		return nil, err
+	}
+	return v, nil
+}
+
+// badInput is an input newValue cannot pass for a reason that is the
+// caller's.
+type badInput struct{ msg string }
+
+func (e badInput) Error() string { return e.msg }
 
 // newScalar makes a rank-0 value (onnxruntime_go's tensors need a dimension).
 func newScalar(dt servables.DType, data []byte) (ort.Value, error) {
@@ -569,6 +608,10 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	for i, t := range ordered {
 		v, err := newValue(t, &pin)
 		if err != nil {
+			var bad badInput
+			if errors.As(err, &bad) {
+				return nil, m.invalid("input %q: %s", m.inputs[i].name, bad.msg)
+			}
 			return nil, fmt.Errorf("onnx: input %q: %w", m.inputs[i].name, err)
 		}
 		values[i] = v
@@ -623,6 +666,16 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 		return copyTensor(name, servables.Bool, x.GetShape(), x.GetData())
 	case *ort.Tensor[uint8]:
 		return copyTensor(name, servables.Uint8, x.GetShape(), x.GetData())
+	case *ort.StringTensor:
+		elems, err := x.GetContents()
+		if err != nil {
+			return servables.Tensor{}, fmt.Errorf("%w: output %q: reading its strings: %w", servables.ErrOutput, name, err)
+		}
+		t, err := servables.NewStringTensor(name, x.GetShape(), elems)
+		if err != nil {
+			return servables.Tensor{}, fmt.Errorf("%w: output %q: %w", servables.ErrOutput, name, err)
+		}
+		return t, nil
 	}
 	if v.GetONNXType() != ort.ONNXTypeTensor {
 		return servables.Tensor{}, fmt.Errorf("%w: output %q is a %v, not a tensor", servables.ErrOutput, name, v.GetONNXType())
@@ -631,7 +684,7 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 }
 
 func unsupportedOutput(name string, t ort.TensorElementDataType) error {
-	return fmt.Errorf("%w: output %q is a tensor of %s; Grove returns FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL and UINT8 tensors",
+	return fmt.Errorf("%w: output %q is a tensor of %s; Grove returns FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8 and STRING tensors",
 		servables.ErrOutput, name, ortTypeName(t))
 }
 

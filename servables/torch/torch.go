@@ -197,6 +197,9 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: input %d (%s): %w", servables.ErrInvalidInput, i, t.Name, err)
 		}
+		if t.DType == servables.Bytes {
+			return nil, fmt.Errorf("%w: input %d (%s) is BYTES; TorchScript models take numeric tensors only", servables.ErrInvalidInput, i, t.Name)
+		}
 		a.dtypes[i] = C.int32_t(t.DType)
 		a.ndims[i] = C.int32_t(len(t.Shape))
 		a.nbytes[i] = C.int64_t(len(t.Data))
