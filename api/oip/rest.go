@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -89,68 +90,122 @@ func failCodec(w http.ResponseWriter, err error, code int) {
 	writeError(w, code, err.Error())
 }
 
-// parseModelPath splits the part of a /v2/models/ path after "models/" into
-// the model name, the version ("" for none) and the action (the last
-// segment if it is "ready", "infer" or "stats", else "").
+// actionWords are the words that end a /v2/models/ path to name its
+// endpoint: readiness, inference, statistics and the model configuration.
+var actionWords = [...]string{"ready", "infer", "stats", "config"}
+
+// modelRoute is one reading of the part of a /v2/models/ path after
+// "models/": a model name, a version ("" for none) and an action (one of
+// actionWords, or "" for the model's metadata).
+type modelRoute struct{ name, version, action string }
+
+// parseModelPath is the OIP reading of the part of a /v2/models/ path
+// after "models/": the last segment is the action if it is one of
+// actionWords, "versions/{v}" before it gives the version, and the rest is
+// the model name, which may hold "/".
 func parseModelPath(rest string) (name, version, action string) {
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
-		switch last := rest[i+1:]; last {
-		case "ready", "infer", "stats":
-			action, rest = last, rest[:i]
-		}
-	}
-	if i := strings.LastIndex(rest, "/versions/"); i >= 0 {
-		return rest[:i], rest[i+len("/versions/"):], action
-	}
-	return rest, "", action
+	var buf [4]modelRoute
+	r := modelRoutes(rest, buf[:0])[0]
+	return r.name, r.version, r.action
 }
 
-// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats] and
-// POST .../infer.
+// modelRoutes appends every reading of rest to dst, the OIP reading first,
+// then those that take fewer of the trailing segments as endpoint words
+// and more as the model name: without the version, without the action,
+// without both. Model names may hold "/", so a model can be named
+// "a/ready" or "m/versions/2/infer".
+func modelRoutes(rest string, dst []modelRoute) []modelRoute {
+	base, action := rest, ""
+	if i := strings.LastIndexByte(rest, '/'); i >= 0 && slices.Contains(actionWords[:], rest[i+1:]) {
+		base, action = rest[:i], rest[i+1:]
+	}
+	for _, act := range [...]string{action, ""} {
+		b := base
+		if act == "" && action != "" {
+			b = rest
+		}
+		if i := strings.LastIndexByte(b, '/'); i >= 0 && strings.HasSuffix(b[:i], "/versions") && i+1 < len(b) {
+			dst = append(dst, modelRoute{b[:i-len("/versions")], b[i+1:], act})
+		}
+		dst = append(dst, modelRoute{b, "", act})
+		if action == "" {
+			break
+		}
+	}
+	return dst
+}
+
+// route picks the reading of rest that a request with method post (or
+// GET) means: among the readings that name an endpoint of that method
+// (POST: infer; GET: the others), the first whose model is served at that
+// version, else the first (a model that is not served: its error names
+// it). So a model named "a/ready" answers GET /v2/models/a/ready with its
+// metadata unless a model "a" is served, in which case the OIP reading
+// wins: every endpoint of "a" stays reachable, and "a/ready" still has
+// GET /v2/models/a/ready/versions/{v}. ok is false when no reading fits
+// the method.
+func (a *rest) route(rest string, post bool) (r modelRoute, mv routing.ModelVersion, served, ok bool) {
+	var buf [4]modelRoute
+	paths := a.b.ModelPaths()
+	for _, c := range modelRoutes(rest, buf[:0]) {
+		if (c.action == "infer") != post {
+			continue
+		}
+		if !ok {
+			r, ok = c, true
+		}
+		if m, found := routing.Resolve(paths, c.name, c.version); found {
+			return c, m, true, true
+		}
+	}
+	return r, routing.ModelVersion{}, false, ok
+}
+
+// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats|/config]
+// and POST .../infer, with the reading of the path that route picks.
 func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, version, action := parseModelPath(r.PathValue("rest"))
+		rt, mv, served, ok := a.route(r.PathValue("rest"), post)
 		switch {
-		case post && action == "infer":
-			a.infer(w, r, name, version)
-		case post:
-			writeError(w, http.StatusNotFound, "no such endpoint: POST "+r.URL.Path)
-		case action == "ready":
-			_, ok := routing.Resolve(a.b.ModelPaths(), name, version)
-			write(w, okOr(ok, http.StatusServiceUnavailable), AppendModelReady(nil, name, ok))
-		case action == "stats":
-			a.stats(name, version)(w, r)
-		case action == "":
-			a.metadata(w, name, version)
-		default:
+		case !ok:
+			writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+		case !served && rt.action != "ready" && rt.action != "stats":
+			fail(w, unknownModel{rt.name, rt.version})
+		case rt.action == "infer":
+			a.infer(w, r, mv)
+		case rt.action == "ready":
+			write(w, okOr(served, http.StatusServiceUnavailable), AppendModelReady(nil, rt.name, served))
+		case rt.action == "stats":
+			a.stats(rt.name, rt.version)(w, r)
+		case rt.action == "config":
+			// The model configuration extension is not served (yet): the
+			// word is routed so that a model named ".../config" is not
+			// mistaken for it, and the endpoint plugs in here.
 			writeError(w, http.StatusNotFound, "no such endpoint: GET "+r.URL.Path)
+		default:
+			a.metadata(w, mv)
 		}
 	}
 }
 
-func (a *rest) metadata(w http.ResponseWriter, name, version string) {
-	mv, ok := routing.Resolve(a.b.ModelPaths(), name, version)
+// metadata answers the metadata of model version mv.
+func (a *rest) metadata(w http.ResponseWriter, mv routing.ModelVersion) {
 	meta, _, loaded := a.b.ModelMetadata(mv.Path)
-	if !ok || !loaded {
-		fail(w, unknownModel{name, version})
+	if !loaded {
+		fail(w, unknownModel{mv.Name, mv.Version})
 		return
 	}
 	var versions []string
-	for _, v := range routing.Versions(a.b.ModelPaths(), name) {
+	for _, v := range routing.Versions(a.b.ModelPaths(), mv.Name) {
 		versions = append(versions, v.Version)
 	}
 	write(w, http.StatusOK, AppendModelMetadata(nil, ModelMetadata{Name: mv.Name, Versions: versions,
 		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs}))
 }
 
-// infer serves POST /v2/models/{name}[/versions/{v}]/infer, JSON or with
-// Triton's binary tensor extension.
-func (a *rest) infer(w http.ResponseWriter, r *http.Request, name, version string) {
-	mv, ok := routing.Resolve(a.b.ModelPaths(), name, version)
-	if !ok {
-		fail(w, unknownModel{name, version})
-		return
-	}
+// infer serves POST /v2/models/{name}[/versions/{v}]/infer for model
+// version mv, JSON or with Triton's binary tensor extension.
+func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVersion) {
 	headerLen := 0
 	if v := r.Header.Get(HeaderContentLength); v != "" {
 		n, err := strconv.Atoi(v)

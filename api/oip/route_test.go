@@ -1,0 +1,123 @@
+package oip
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/servables"
+)
+
+// served is a fake Backend serving the model paths it holds; each model's
+// only output is named after its path, so an answer tells which model gave
+// it.
+type served struct {
+	fake
+	paths []string
+}
+
+func (s *served) ModelPaths() []string { return s.paths }
+
+func (s *served) ModelMetadata(path string) (servables.Metadata, string, bool) {
+	return servables.Metadata{Runtime: "onnx", Outputs: []servables.TensorSpec{{Name: path, DType: servables.Float32}}}, "", true
+}
+
+func TestModelNamesEndingInPathWordsAreRoutedToTheirModel(t *testing.T) {
+	b := &served{paths: []string{"a/ready/", "x/versions/2/1/", "config/", "m/infer/", "m/infer/3/", "pcvr/2/", "both/", "both/stats/"}}
+	h := httpserver.New(httpserver.Options{})
+	Register(h, noGRPC{}, b, "1.0")
+	for _, c := range []struct {
+		method, path string
+		code         int
+		has          string
+	}{
+		// A model named after an endpoint word gets its metadata.
+		{"GET", "/v2/models/a/ready", 200, `"name":"a/ready/"`},
+		{"GET", "/v2/models/a/ready/ready", 200, `{"name":"a/ready","ready":true}`},
+		{"GET", "/v2/models/a/ready/versions/1", 200, `"name":"a/ready/"`},
+		{"GET", "/v2/models/a/ready/versions/1/ready", 200, `{"name":"a/ready","ready":true}`},
+		{"GET", "/v2/models/a/ready/stats", 200, "\"name\": \"a/ready\",\n      \"version\": \"1\""},
+		{"POST", "/v2/models/a/ready/infer", 200, `"model_name":"a/ready"`},
+		{"GET", "/v2/models/x/versions/2", 200, `"name":"x/versions/2/1/"`},
+		{"GET", "/v2/models/x/versions/2/versions/1", 200, `"name":"x/versions/2/1/"`},
+		{"GET", "/v2/models/x/versions/2/ready", 200, `{"name":"x/versions/2","ready":true}`},
+		{"POST", "/v2/models/x/versions/2/versions/1/infer", 200, `"model_name":"x/versions/2","model_version":"1"`},
+		{"GET", "/v2/models/config", 200, `"name":"config/"`},
+		{"GET", "/v2/models/config/ready", 200, `{"name":"config","ready":true}`},
+		{"GET", "/v2/models/m/infer", 200, `"name":"m/infer/3/"`},
+		{"GET", "/v2/models/m/infer/versions/1", 200, `"name":"m/infer/"`},
+		{"POST", "/v2/models/m/infer/infer", 200, `"model_name":"m/infer","model_version":"3"`},
+		{"POST", "/v2/models/m/infer/versions/1/infer", 200, `"model_name":"m/infer","model_version":"1"`},
+		// POST .../infer of a model that is not served names the model
+		// the OIP reading gives, GET .../infer a model named so.
+		{"POST", "/v2/models/m/infer", 404, `unknown model: 'm'`},
+		{"GET", "/v2/models/nope/infer", 404, `unknown model: 'nope/infer'`},
+		// The endpoints of a served model win over a model named like one.
+		{"GET", "/v2/models/both/stats", 200, "\"name\": \"both\",\n      \"version\": \"1\""},
+		{"GET", "/v2/models/both/stats/versions/1", 200, `"name":"both/stats/"`},
+		{"GET", "/v2/models/pcvr/versions/2", 200, `"name":"pcvr/2/"`},
+		{"GET", "/v2/models/pcvr/versions/3", 404, `unknown model: 'pcvr' version 3`},
+		{"GET", "/v2/models/pcvr/versions/3/ready", 503, `{"name":"pcvr","ready":false}`},
+		// config is an endpoint word: it is not read as part of a name.
+		{"GET", "/v2/models/pcvr/config", 404, `no such endpoint`},
+		{"POST", "/v2/models/pcvr", 404, `no such endpoint: POST /v2/models/pcvr`},
+	} {
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest(c.method, c.path, strings.NewReader(inferBody)))
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) {
+			t.Errorf("%s %s: %d %s, want %d with %s", c.method, c.path, rec.Code, rec.Body, c.code, c.has)
+		}
+	}
+}
+
+func TestModelRoutesListEveryReadingOIPsFirst(t *testing.T) {
+	for rest, want := range map[string][]modelRoute{
+		"m":                   {{"m", "", ""}},
+		"m/infer":             {{"m", "", "infer"}, {"m/infer", "", ""}},
+		"m/versions/2":        {{"m", "2", ""}, {"m/versions/2", "", ""}},
+		"m/versions/2/config": {{"m", "2", "config"}, {"m/versions/2", "", "config"}, {"m/versions/2/config", "", ""}},
+		"m/versions/2/ready/versions/3/stats": {{"m/versions/2/ready", "3", "stats"}, {"m/versions/2/ready/versions/3", "", "stats"},
+			{"m/versions/2/ready/versions/3/stats", "", ""}},
+		"versions/2":  {{"versions/2", "", ""}},
+		"/versions/2": {{"", "2", ""}, {"/versions/2", "", ""}},
+		"m/versions/": {{"m/versions/", "", ""}},
+	} {
+		got := modelRoutes(rest, nil)
+		if len(got) != len(want) {
+			t.Errorf("%q: %v, want %v", rest, got, want)
+			continue
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%q: %v, want %v", rest, got, want)
+				break
+			}
+		}
+	}
+}
+
+// FuzzModelRoutes reads arbitrary /v2/models/ paths: every reading puts
+// back together to the path, the first is parseModelPath's, an action is
+// always an endpoint word, and a version never holds "/". The seed corpus
+// is in testdata/fuzz/FuzzModelRoutes.
+func FuzzModelRoutes(f *testing.F) {
+	f.Fuzz(func(t *testing.T, rest string) {
+		rs := modelRoutes(rest, nil)
+		if n, v, a := parseModelPath(rest); len(rs) == 0 || rs[0] != (modelRoute{n, v, a}) {
+			t.Fatalf("%q: readings %v, parseModelPath %q %q %q", rest, rs, n, v, a)
+		}
+		for _, r := range rs {
+			back := r.name
+			if r.version != "" {
+				back += "/versions/" + r.version
+			}
+			if r.action != "" {
+				back += "/" + r.action
+			}
+			if back != rest || strings.Contains(r.version, "/") || (r.action != "" && !strings.Contains("ready infer stats config", r.action)) {
+				t.Fatalf("%q: reading %+v", rest, r)
+			}
+		}
+	})
+}
