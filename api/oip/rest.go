@@ -3,6 +3,7 @@ package oip
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,7 +18,8 @@ import (
 // restExtensions are the OIP/Triton extensions Grove serves in full over
 // REST. Triton's model_repository extension also loads and unloads models,
 // which in Grove only the bucket config does, so it is not advertised
-// (POST /v2/repository/index is served all the same).
+// (POST /v2/repository/index is served all the same, and load and unload
+// answer RepositoryControlRefusal).
 var restExtensions = []string{ExtensionBinaryTensorData, "statistics"}
 
 // rest serves the OIP v2 REST API.
@@ -45,6 +47,7 @@ func restRoutes(h *httpserver.Server, b Backend, version string) http.Handler {
 	})
 	handle("GET /v2/models/stats", a.stats("", ""))
 	handle("POST /v2/repository/index", a.index)
+	handle("POST /v2/repository/models/{rest...}", a.repositoryControl)
 	handle("GET /v2/models/{rest...}", a.model(false))
 	handle("POST /v2/models/{rest...}", a.model(true))
 	// Anything else under /v2 answers in OIP's error shape, not net/http's text.
@@ -332,6 +335,31 @@ func (a *rest) stats(name, version string) http.HandlerFunc {
 		}
 		httpserver.WriteJSON(w, http.StatusOK, doc)
 	}
+}
+
+// repositoryControl answers Triton's model repository load and unload,
+// POST /v2/repository/models/{name}/load and .../unload, with the refusal
+// RepositoryControlRefusal says (409); any other path there is not an
+// endpoint.
+func (a *rest) repositoryControl(w http.ResponseWriter, r *http.Request) {
+	rest := r.PathValue("rest")
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || (rest[i+1:] != "load" && rest[i+1:] != "unload") {
+		writeError(w, http.StatusNotFound, "no such endpoint: POST "+r.URL.Path)
+		return
+	}
+	fail(w, RepositoryControlRefusal(rest[i+1:], rest[:i]))
+}
+
+// RepositoryControlRefusal is the answer to a model repository load or
+// unload (action) of model name, over REST and gRPC alike: Grove loads
+// what the model config in the bucket lists, so the request is refused
+// (servables.ErrConflict: 409, FAILED_PRECONDITION) with where to make
+// the change instead.
+func RepositoryControlRefusal(action, name string) error {
+	return fmt.Errorf("%w: model repository %s of model '%s' is refused: the model config in the bucket (model_config.json, its model_metadata entries) decides which models Grove loads, on every replica; "+
+		"edit it there, or through the management API: POST /servable adds a servable with its model, DELETE /{org}/{project}/{n}/{rv} removes one and its model",
+		servables.ErrConflict, action, name)
 }
 
 // index serves POST /v2/repository/index: every configured model with its

@@ -121,3 +121,26 @@ func FuzzModelRoutes(f *testing.F) {
 		}
 	})
 }
+
+func TestRepositoryLoadAndUnloadAreRefusedNamingTheConfigAndTheManagementAPI(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, noGRPC{}, &fake{}, "1.0")
+	for path, want := range map[string]struct {
+		code int
+		has  string
+	}{
+		"/v2/repository/models/m/load":          {409, `model repository load of model 'm' is refused: the model config in the bucket`},
+		"/v2/repository/models/ads/pcvr/unload": {409, `model repository unload of model 'ads/pcvr' is refused`},
+		"/v2/repository/models/m/reload":        {404, `no such endpoint: POST /v2/repository/models/m/reload`},
+		"/v2/repository/models/load":            {404, `no such endpoint`},
+	} {
+		rec := httptest.NewRecorder()
+		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(`{}`)))
+		if rec.Code != want.code || !strings.HasPrefix(rec.Body.String(), `{"error":`) || !strings.Contains(rec.Body.String(), want.has) {
+			t.Errorf("POST %s: %d %s, want %d with %s", path, rec.Code, rec.Body, want.code, want.has)
+		}
+		if want.code == 409 && !strings.Contains(rec.Body.String(), "POST /servable") {
+			t.Errorf("POST %s does not name the management API: %s", path, rec.Body)
+		}
+	}
+}
