@@ -61,6 +61,7 @@ fuzz: deps
 	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzModelRoutes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./servables/onnx -run '^$$' -fuzz '^FuzzGraphDims$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz '^FuzzConfigs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./conf/modelconfig -run '^$$' -fuzz '^FuzzParseContractState$$' -fuzztime $(FUZZTIME)
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseMetrics; do \
