@@ -62,13 +62,21 @@
 //
 // OIP datatypes map to Grove DTypes through one table (datatypes, in
 // oip.go): FP32 → Float32, FP64 → Float64, INT8 … INT64 → Int8 … Int64,
-// BOOL → Bool and UINT8 → Uint8. BOOL data are JSON true and false (one
-// byte 1 or 0 in the tensor; numbers and strings are errors), UINT8 data
-// integer literals from 0 to 255. In binary data both take one byte per
-// element, and every BOOL byte must be 0 or 1. The other OIP datatypes
-// (UINT16, UINT32, UINT64, FP16, BF16, BYTES) have no Grove DType and are
-// rejected with an error naming the datatype and listing the supported
-// ones. The JSON decoder already handles the wider unsigned integers, so
+// BOOL → Bool, UINT8 → Uint8, FP16 → Float16 and BF16 → BFloat16. BOOL
+// data are JSON true and false (one byte 1 or 0 in the tensor; numbers and
+// strings are errors), UINT8 data integer literals from 0 to 255. In
+// binary data both take one byte per element, and every BOOL byte must be
+// 0 or 1. FP16 and BF16 data are JSON numbers (and the NaN and Infinity
+// literals), as KServe and Triton take them, rounded to the nearest, ties
+// to even, from the literal itself (a literal that the float64 reading
+// moves onto a tie is decided exactly); a finite number that rounds beyond
+// the type's range is an error. In binary data (and gRPC's
+// raw_input_contents, their only place there) they take two bytes an
+// element. Outputs are the shortest numbers that read back to the same
+// bits. The other OIP datatypes (UINT16, UINT32, UINT64, BYTES) have no
+// Grove DType and are rejected with an error naming the datatype and
+// listing the supported ones. Errors of the runtimes name datatypes as OIP
+// does (FP32, not FLOAT: servables.DTypeError). The JSON decoder already handles the wider unsigned integers, so
 // adding one of those is one line in the table once servables has the
 // DType.
 //
@@ -265,6 +273,8 @@ var datatypes = [...]datatype{
 	{"INT64", servables.Int64, kindSigned},
 	{"BOOL", servables.Bool, kindBool},
 	{"UINT8", servables.Uint8, kindUnsigned},
+	{"FP16", servables.Float16, kindFloat},
+	{"BF16", servables.BFloat16, kindFloat},
 }
 
 // oipDatatypes are all the datatypes of the OIP spec (with BF16 from
@@ -308,6 +318,19 @@ func Datatype(dt servables.DType) (name string, ok bool) {
 	}
 	return "", false
 }
+
+// datatypeName is the OIP name of dt, or Grove's name of a DType OIP
+// cannot carry: what OIP's messages call data types (FP32, not FLOAT).
+func datatypeName(dt servables.DType) string {
+	if d := byDType(dt); d != nil {
+		return d.name
+	}
+	return dt.String()
+}
+
+// errorText is err's message with its data types named as OIP names them
+// (see servables.DTypeError).
+func errorText(err error) string { return servables.RenderDTypes(err, datatypeName) }
 
 // DTypeOf returns the Grove DType of an OIP datatype name. The error (an
 // *Error, status 400) says whether the name is an OIP datatype Grove does

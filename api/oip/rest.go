@@ -80,7 +80,7 @@ func fail(w http.ResponseWriter, err error) {
 	if k == servables.Overloaded {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, statusOf(k).http, err.Error())
+	writeError(w, statusOf(k).http, errorText(err))
 }
 
 // failCodec answers a request that cannot be parsed, or a response that
@@ -237,6 +237,11 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	}
 	ctx, cancel := withTimeout(r.Context(), timeout)
 	defer cancel()
+	meta, _, _ := a.b.ModelMetadata(mv.Path)
+	if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, req.Outputs); err != nil {
+		failCodec(w, err, http.StatusBadRequest)
+		return
+	}
 	id := req.ID
 	if id == "" || len(id) > 128 {
 		id = httpserver.RequestID(w, r)
