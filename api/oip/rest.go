@@ -83,6 +83,15 @@ func fail(w http.ResponseWriter, err error) {
 	writeError(w, statusOf(k).http, errorText(err))
 }
 
+// failBody answers a body that could not be read with its status, and a
+// 415 (an unknown Content-Encoding) with the codings Grove decodes.
+func failBody(w http.ResponseWriter, code int, err error) {
+	if code == http.StatusUnsupportedMediaType {
+		w.Header().Set("Accept-Encoding", httpserver.AcceptedEncodings)
+	}
+	writeError(w, code, err.Error())
+}
+
 // failCodec answers a request that cannot be parsed, or a response that
 // cannot be written, with the codec's status (400 or 500).
 func failCodec(w http.ResponseWriter, err error, code int) {
@@ -222,7 +231,7 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	defer a.h.Release(bp)
 	body, code, err := a.h.ReadBody(r, bp)
 	if err != nil {
-		writeError(w, code, err.Error())
+		failBody(w, code, err)
 		return
 	}
 	req, err := ParseInferRequest(body, headerLen)
@@ -378,7 +387,7 @@ func (a *rest) index(w http.ResponseWriter, r *http.Request) {
 		var buf []byte
 		body, code, err := a.h.ReadBody(r, &buf)
 		if err != nil {
-			writeError(w, code, err.Error())
+			failBody(w, code, err)
 			return
 		}
 		if len(strings.TrimSpace(string(body))) > 0 {

@@ -1,6 +1,8 @@
 package oip
 
 import (
+	"bytes"
+	"compress/gzip"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -141,6 +143,31 @@ func TestRepositoryLoadAndUnloadAreRefusedNamingTheConfigAndTheManagementAPI(t *
 		}
 		if want.code == 409 && !strings.Contains(rec.Body.String(), "POST /servable") {
 			t.Errorf("POST %s does not name the management API: %s", path, rec.Body)
+		}
+	}
+}
+
+func TestCompressedInferBodiesAreDecodedAndUnknownCodingsNamed(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, noGRPC{}, &fake{outputs: []servables.Tensor{{Name: "y", DType: servables.Float32, Shape: []int64{1}, Data: make([]byte, 4)}}}, "1.0")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(inferBody))
+	_ = zw.Close()
+	for enc, body := range map[string][]byte{"gzip": gz.Bytes(), "zstd": []byte(inferBody)} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/v2/models/m/infer", bytes.NewReader(body))
+		r.Header.Set("Content-Encoding", enc)
+		h.Handler().ServeHTTP(rec, r)
+		switch enc {
+		case "gzip":
+			if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"name":"y"`) {
+				t.Errorf("gzip: %d %s", rec.Code, rec.Body)
+			}
+		default:
+			if rec.Code != 415 || rec.Header().Get("Accept-Encoding") != "gzip, deflate" || !strings.Contains(rec.Body.String(), `\"zstd\"`) {
+				t.Errorf("zstd: %d %v %s", rec.Code, rec.Header(), rec.Body)
+			}
 		}
 	}
 }
