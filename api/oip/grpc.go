@@ -110,9 +110,11 @@ func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferReque
 	for _, r := range req.GetOutputs() {
 		requested = append(requested, RequestedOutput{Name: r.GetName()})
 	}
-	meta, _, _ := o.b.ModelMetadata(mv.Path)
-	if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, requested); err != nil {
-		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+	if requested != nil {
+		meta, _, _ := o.b.ModelMetadata(mv.Path)
+		if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, requested); err != nil {
+			return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+		}
 	}
 	res, err := o.b.Infer(ctx, []actors.Request{{API: "oip-grpc", ModelPath: mv.Path, Inputs: inputs, RequestID: requestIDOr(ctx, req.GetId())}})
 	if err == nil {

@@ -246,10 +246,12 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	}
 	ctx, cancel := withTimeout(r.Context(), timeout)
 	defer cancel()
-	meta, _, _ := a.b.ModelMetadata(mv.Path)
-	if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, req.Outputs); err != nil {
-		failCodec(w, err, http.StatusBadRequest)
-		return
+	if req.Outputs != nil {
+		meta, _, _ := a.b.ModelMetadata(mv.Path)
+		if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, req.Outputs); err != nil {
+			failCodec(w, err, http.StatusBadRequest)
+			return
+		}
 	}
 	id := req.ID
 	if id == "" || len(id) > 128 {
