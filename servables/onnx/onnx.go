@@ -743,8 +743,8 @@ type returned struct{}
 // FormatDTypes lists them, named by name.
 func (returned) FormatDTypes(name func(servables.DType) string) string {
 	var names []string
-	for _, o := range slices.Sorted(maps.Keys(dtypes)) {
-		names = append(names, name(dtypes[o]))
+	for _, d := range slices.Sorted(maps.Values(dtypes)) {
+		names = append(names, name(d))
 	}
 	return strings.Join(names, ", ")
 }

@@ -396,7 +396,7 @@ func TestOutputsGroveCannotReturnAreErrOutput(t *testing.T) {
 	x := tensor(t, "x", servables.Float32, []int64{1, 4}, -1, 0, 1, 2)
 	_, err := m.Predict(context.Background(), []servables.Tensor{x})
 	// Refused before the model runs, from the declared output types.
-	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "w" is a tensor of UINT16; Grove returns tensors of FLOAT, UINT8, INT8, INT16, INT32, INT64, BOOL, FLOAT16, DOUBLE, BFLOAT16`) {
+	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "w" is a tensor of UINT16; Grove returns tensors of FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8, FLOAT16, BFLOAT16`) {
 		t.Errorf("Predict: %v, want ErrOutput naming output w and UINT16", err)
 	}
 	// An output whose type only shows when the model runs is checked then.
