@@ -2,6 +2,8 @@ package onnx
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"runtime"
@@ -67,4 +69,20 @@ func FuzzGraphDims(f *testing.F) {
 			t.Fatalf("with an unknown field: %v %v %v, without %v %v", ins2, outs2, err, ins, outs)
 		}
 	})
+}
+
+// torch.onnx.export names an output's dynamic axis as dynamic_axes says
+// ("batch", as the input's): its FLOAT16 output is sized from the input.
+func TestTorchExportedFloat16ModelsRun(t *testing.T) {
+	out := predict(t, load(t, testdata("torch_half_out"), servables.LoadOptions{}), tensor(t, "x", servables.Float32, []int64{2, 4}, -1, 0, 0.1, 2, 3, 4, 5, 65520))
+	if len(out) != 2 || out[1].Name != "half" || out[1].DType != servables.Float16 || fmt.Sprint(out[1].Shape) != "[2 4]" {
+		t.Fatalf("outputs %+v", out)
+	}
+	closeTo(t, "half", values(out[1]), []float64{-1, 0, 0.0999755859375, 2, 3, 4, 5, math.Inf(1)}, 0)
+	in := load(t, testdata("torch_half_in"), servables.LoadOptions{})
+	h, _ := servables.NewTensor("h", servables.Float16, []int64{1, 4})
+	for i, v := range []float64{1, 2, -0.5, 0.25} {
+		h.Uint16s()[i], _ = servables.Float16Bits(v)
+	}
+	closeTo(t, "scaled", values(predict(t, in, h, tensor(t, "x", servables.Float32, []int64{1, 4}, 2, 2, 2, 2))[0]), []float64{2, 4, -1, 0.5}, 0)
 }
