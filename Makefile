@@ -59,8 +59,11 @@ fuzz: deps
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzBytesBinary$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./servables -run '^$$' -fuzz '^FuzzSniff$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzModelRoutes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./servables/onnx -run '^$$' -fuzz '^FuzzGraphDims$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz '^FuzzConfigs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./conf/modelconfig -run '^$$' -fuzz '^FuzzParseContractState$$' -fuzztime $(FUZZTIME)
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseMetrics; do \

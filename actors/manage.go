@@ -179,7 +179,7 @@ func (s *System) Servable(id, rv string) (ServableInfo, error) {
 	rec := s.state.load().Record(id, rv)
 	info := ServableInfo{Created: rec.Created, Metrics: rec.Metrics}
 	if c := (*s.routes.Load())[sv.ModelPath]; c != nil {
-		info.Ready, info.Checksum, info.Metadata = true, c.checksum, *c.meta.Load()
+		info.Ready, info.Checksum, info.Metadata = true, c.checksum, c.metadata()
 	}
 	return info, nil
 }
@@ -191,7 +191,7 @@ func (s *System) ModelMetadata(path string) (meta servables.Metadata, checksum s
 	if c == nil {
 		return servables.Metadata{}, "", false
 	}
-	return *c.meta.Load(), c.checksum, true
+	return c.metadata(), c.checksum, true
 }
 
 // ModelServing is how the content serving a model path runs: its model

@@ -59,11 +59,20 @@ func specs(field string, ts []modelconfig.TensorSignature) ([]servables.TensorSp
 	return out, nil
 }
 
+// metadata returns c's signature in force (the zero Metadata before the
+// supervisor has set one).
+func (c *content) metadata() servables.Metadata {
+	if m := c.meta.Load(); m != nil {
+		return *m
+	}
+	return servables.Metadata{}
+}
+
 // bind returns inputs as the model gets them: unnamed, so bound by
 // position, when the request's protocol and the model's runtime both take
 // inputs by position (positional and Metadata.ByPosition); else as they are.
 func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.Tensor {
-	if !positional || !c.meta.Load().ByPosition {
+	if !positional || !c.metadata().ByPosition {
 		return inputs
 	}
 	out := make([]servables.Tensor, len(inputs))
@@ -78,11 +87,11 @@ func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.T
 // outputs they produced) when it does not know everything; it runs on the
 // warm-up's goroutine, before c is published.
 func (c *content) learn(inputs, outputs [][]servables.Tensor) error {
-	meta := c.meta.Load()
+	meta := c.metadata()
 	if meta.Known() || len(inputs) == 0 {
 		return nil
 	}
-	learned, err := servables.Learn(*meta, inputs, outputs)
+	learned, err := servables.Learn(meta, inputs, outputs)
 	if err != nil {
 		return fmt.Errorf("learning the model's signature from its warm-up: %w", err)
 	}

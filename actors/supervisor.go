@@ -418,7 +418,7 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 		if err != nil {
 			return nil, err
 		}
-		sv.SetMetadata(*c.meta.Load()) // what the warm-up taught
+		sv.SetMetadata(c.metadata()) // what the warm-up taught
 		return sv, nil
 	}
 	opts := j.meta.Serving

@@ -49,7 +49,8 @@ type Server struct {
 	CacheDir string `yaml:"cache_dir"`
 	// MaxModelBytes is the largest model, in bytes, that is fetched.
 	MaxModelBytes int64 `yaml:"max_model_bytes"`
-	// MaxBodyBytes is the largest request body, in bytes, that is accepted.
+	// MaxBodyBytes is the largest request body, in bytes, that is accepted;
+	// a gzip or deflate body is held to it both compressed and decoded.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// DrainTimeout bounds how long shutdown waits for requests in flight.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
@@ -294,7 +295,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
-	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes")
+	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes (compressed and decoded)")
 	dur(&s.DrainTimeout, "drain-timeout", "how long shutdown waits for requests in flight")
 	dur(&s.ShadowTimeout, "shadow-timeout", "how long a shadow copy may wait to run before it is dropped")
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")

@@ -389,7 +389,7 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 	}{
 		{"/v2/models/nope/infer", `{"inputs": []}`, 404, "unknown model: 'nope'"},
 		{"/v2/models/pcvr/versions/7/infer", `{"inputs": []}`, 404, "version 7"},
-		{"/v2/models/pcvr/infer", `{"inputs": [{"name": "features", "shape": [1], "datatype": "FP16", "data": [1]}]}`, 400, "FP16"},
+		{"/v2/models/pcvr/infer", `{"inputs": [{"name": "features", "shape": [1], "datatype": "UINT16", "data": [1]}]}`, 400, "UINT16"},
 		{"/v2/models/pcvr/infer", `{"inputs": [{"name": "features", "shape": [2], "datatype": "FP32", "data": [1]}]}`, 400, "features"},
 		{"/v2/models/pcvr/infer", `not json`, 400, ""},
 	} {
@@ -497,7 +497,7 @@ func TestOIPServesBoolAndUint8(t *testing.T) {
 	for _, tc := range []struct{ body, says string }{
 		{`{"inputs":[{"name":"mask","shape":[1],"datatype":"BOOL","data":[1]}]}`, `input \"mask\": data[0] is a number; BOOL data must be true or false`},
 		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]}`, `input \"x\": data[0] = 256 is out of range for UINT8 (0 to 255)`},
-		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[1]}]}`, `datatype \"UINT16\" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, BYTES`},
+		{`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT16","data":[1]}]}`, `datatype \"UINT16\" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, FP16, BF16, BYTES`},
 	} {
 		if code, _, raw := oipPost(t, g, "/v2/models/mask_onnx/infer", []byte(tc.body), 0); code != 400 || !strings.Contains(string(raw), tc.says) {
 			t.Errorf("%s: HTTP %d %s, want 400 saying %s", tc.body, code, raw, tc.says)

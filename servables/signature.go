@@ -2,7 +2,6 @@ package servables
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,7 +23,8 @@ const (
 )
 
 // oipNames are the Open Inference Protocol names of the DTypes.
-var oipNames = [...]string{Float32: "FP32", Float64: "FP64", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64", Bool: "BOOL", Uint8: "UINT8"}
+var oipNames = [...]string{Float32: "FP32", Float64: "FP64", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64", Bool: "BOOL", Uint8: "UINT8",
+	Float16: "FP16", BFloat16: "BF16", Bytes: "BYTES"}
 
 // OIPName returns the Open Inference Protocol name of d (FP32, FP64, INT8,
 // ...), or its B&A name when OIP has none.
@@ -46,60 +46,29 @@ func ParseOIPName(s string) (DType, bool) {
 	return Unknown, false
 }
 
-// InputError is a request whose tensors do not fit the model: it wraps
-// ErrInvalidInput. Its message names datatypes with DType.String (B&A's
-// names); Text names them in another vocabulary, such as OIPName, so that
-// each protocol speaks its own (see Describe).
-type InputError struct {
-	format string
-	// args are formatted with format; DType, TensorSpec and []TensorSpec
-	// values are written in the vocabulary asked for.
-	args []any
-}
-
-// InvalidInputf returns an *InputError. Arguments of type DType, TensorSpec
-// (written "x FP32 [-1 64]") and []TensorSpec (comma-separated) are written
-// in the vocabulary of whoever reads the message; the others as fmt does.
-func InvalidInputf(format string, args ...any) *InputError {
-	return &InputError{format: format, args: args}
-}
-
-// Error returns "invalid input: " and the message with B&A's datatype names.
-func (e *InputError) Error() string {
-	return ErrInvalidInput.Error() + ": " + e.Text(DType.String)
-}
-
-// Unwrap returns ErrInvalidInput.
-func (e *InputError) Unwrap() error { return ErrInvalidInput }
-
-// Text returns the message with datatypes named by name.
-func (e *InputError) Text(name func(DType) string) string {
-	args := make([]any, len(e.args))
-	for i, a := range e.args {
-		switch v := a.(type) {
-		case DType:
-			args[i] = name(v)
-		case TensorSpec:
-			args[i] = v.describe(name)
-		case []TensorSpec:
-			args[i] = describeSpecs(v, name)
-		default:
-			args[i] = a
+// InvalidInputf returns an error wrapping ErrInvalidInput whose message
+// names datatypes in the vocabulary of whoever reads it (a DTypeError: see
+// RenderDTypes). Arguments of type DType, TensorSpec (written
+// "x FP32 [-1 64]") and []TensorSpec (comma-separated) are written that
+// way; the others as fmt does.
+func InvalidInputf(format string, args ...any) error {
+	for i, a := range args {
+		if specs, ok := a.([]TensorSpec); ok {
+			args[i] = specList(specs)
 		}
 	}
-	return fmt.Sprintf(e.format, args...)
+	return Errorf(ErrInvalidInput, format, args...)
 }
 
-// Describe returns err's message with the datatypes of an InputError it
-// wraps named by name (the rest of the message as it is).
-func Describe(err error, name func(DType) string) string {
-	msg := err.Error()
-	var ie *InputError
-	if errors.As(err, &ie) {
-		return strings.Replace(msg, ie.Error(), ErrInvalidInput.Error()+": "+ie.Text(name), 1)
-	}
-	return msg
-}
+// specList is a []TensorSpec argument of a DTypeError.
+type specList []TensorSpec
+
+// FormatDTypes writes the specs comma-separated.
+func (l specList) FormatDTypes(name func(DType) string) string { return describeSpecs(l, name) }
+
+// FormatDTypes writes s as describe does, so that a TensorSpec argument of
+// a DTypeError names its datatype in the reader's vocabulary.
+func (s TensorSpec) FormatDTypes(name func(DType) string) string { return s.describe(name) }
 
 // describe writes s as "x FP32 [-1 64]", leaving out what is unknown.
 func (s TensorSpec) describe(name func(DType) string) string {
@@ -487,9 +456,7 @@ func (s *Signed) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
 	}
 	for k := range out {
 		if err := checkTensor("output", m.Outputs[k], out[k]); err != nil {
-			var ie *InputError
-			errors.As(err, &ie)
-			return nil, fmt.Errorf("%w: %s, as declared", ErrOutput, ie.Text(DType.String))
+			return nil, fmt.Errorf("%w: %s, as declared", ErrOutput, strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "))
 		}
 		out[k].Name = m.Outputs[k].Name
 	}

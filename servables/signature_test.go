@@ -90,7 +90,7 @@ func TestCheckInputsNamesTheTensorWhatWasSentAndWhatTheModelTakes(t *testing.T) 
 			t.Errorf("%s: %v, want InvalidInput saying %s", c.name, err, c.want)
 		}
 		wrapped := fmt.Errorf("model m: %w", err)
-		oip := servables.Describe(wrapped, servables.OIPName)
+		oip := servables.RenderDTypes(wrapped, servables.OIPName)
 		if !strings.HasPrefix(oip, "model m: invalid input: ") || (c.wantOIP != "" && !strings.Contains(oip, c.wantOIP)) {
 			t.Errorf("%s: in OIP's words %q, want %q", c.name, oip, c.wantOIP)
 		}

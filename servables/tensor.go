@@ -22,11 +22,18 @@ const (
 	Int64
 	Bool  // one byte per element, 0 (false) or 1 (true)
 	Uint8 // unsigned 8-bit integers
+	// Float16 is IEEE 754 half precision and BFloat16 the top half of a
+	// Float32 (8 exponent bits, 7 of mantissa); each element is its 2-byte
+	// bit pattern (see Float16Bits, BFloat16Bits, Float16At).
+	Float16
+	BFloat16
 )
 
-var dtypeNames = [...]string{Unknown: "UNKNOWN", Float32: "FLOAT", Float64: "DOUBLE", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64", Bool: "BOOL", Uint8: "UINT8"}
+var dtypeNames = [...]string{Unknown: "UNKNOWN", Float32: "FLOAT", Float64: "DOUBLE", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64", Bool: "BOOL", Uint8: "UINT8",
+	Float16: "FLOAT16", BFloat16: "BFLOAT16"}
 
-var dtypeSizes = [...]int{Unknown: 0, Float32: 4, Float64: 8, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Bool: 1, Uint8: 1}
+var dtypeSizes = [...]int{Unknown: 0, Float32: 4, Float64: 8, Int8: 1, Int16: 2, Int32: 4, Int64: 8, Bool: 1, Uint8: 1,
+	Float16: 2, BFloat16: 2}
 
 // String returns the B&A name of the type (FLOAT, DOUBLE, INT8, ...).
 func (d DType) String() string {
@@ -52,8 +59,9 @@ func (d DType) Size() int {
 }
 
 // ParseDType returns the type with the given name (FLOAT, DOUBLE, INT8, ...,
-// BOOL, UINT8, BYTES); names are case-sensitive. Callers whose protocol
-// knows fewer types (the B&A API) must check the result themselves.
+// BOOL, UINT8, FLOAT16, BFLOAT16, BYTES); names are case-sensitive.
+// Callers whose protocol knows fewer types (the B&A API) must check the
+// result themselves.
 func ParseDType(s string) (DType, bool) {
 	if s == bytesName {
 		return Bytes, true
@@ -227,6 +235,8 @@ func (t Tensor) Float64At(i int) float64 {
 		return 0
 	case Uint8:
 		return float64(t.Data[i])
+	case Float16, BFloat16:
+		return t.HalfAt(i)
 	}
 	return math.NaN()
 }

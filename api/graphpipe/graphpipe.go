@@ -23,10 +23,10 @@
 // Type mapping (GraphPipe → Grove): Float32 → Float32, Float64 → Float64,
 // Int8 → Int8, Int16 → Int16, Int32 → Int32, Int64 → Int64. The unsigned
 // types Grove lacks are widened losslessly: Uint8 → Int16, Uint16 → Int32,
-// Uint32 → Int64, and String → Bytes: a String tensor's elements are its
-// string_val entries (any bytes), one per element of the shape, and its
-// data must be empty. Uint64, Float16 and Null have no lossless Grove
-// dtype and are errors wrapping ErrUnsupportedType.
+// Uint32 → Int64, Float16 → Float16, and String → Bytes: a String
+// tensor's elements are its string_val entries (any bytes), one per element
+// of the shape, and its data must be empty. Uint64 and Null have no
+// lossless Grove dtype and are errors wrapping ErrUnsupportedType.
 //
 // GraphPipe sends tensor data little-endian; Grove tensors hold host byte
 // order. The codec converts (a plain copy on little-endian hosts).
@@ -234,6 +234,7 @@ var wireTypes = map[byte]wire{
 	gpfb.TypeUint8:   {servables.Int16, 1},
 	gpfb.TypeUint16:  {servables.Int32, 2},
 	gpfb.TypeUint32:  {servables.Int64, 4},
+	gpfb.TypeFloat16: {servables.Float16, 2},
 }
 
 // typeName names a GraphPipe type for error messages.
@@ -388,6 +389,7 @@ var toWireTypes = map[servables.DType]byte{
 	servables.Uint8:   gpfb.TypeUint8,
 	servables.Bool:    gpfb.TypeUint8, // GraphPipe has no bool type: bytes 0 and 1
 	servables.Bytes:   gpfb.TypeString,
+	servables.Float16: gpfb.TypeFloat16,
 }
 
 // OutputErrorCode is the Error.code AppendInferResponse writes when an
@@ -403,6 +405,9 @@ func AppendInferResponse(dst []byte, outputs []servables.Tensor) []byte {
 	for i, t := range outputs {
 		if err := t.Validate(); err != nil {
 			return AppendErrorResponse(dst, OutputErrorCode, fmt.Sprintf("output %d (%q): %v", i, t.Name, err))
+		}
+		if _, ok := toWireTypes[t.DType]; !ok {
+			return AppendErrorResponse(dst, OutputErrorCode, fmt.Sprintf("output %d (%q) is %v, which GraphPipe has no type for", i, t.Name, t.DType))
 		}
 	}
 	b := getBuilder()

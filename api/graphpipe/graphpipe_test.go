@@ -232,7 +232,6 @@ func TestParseRequestErrors(t *testing.T) {
 		{"empty", nil, ErrMalformed, "too short"},
 		{"short", []byte{1, 2, 3, 4, 5}, ErrMalformed, "too short"},
 		{"uint64", buildInfer(t, "", nil, nil, []uint64{1}), ErrUnsupportedType, "Uint64"},
-		{"float16", buildInfer(t, "", nil, nil, raw(gpfb.TypeFloat16, []int64{1}, []byte{0, 0})), ErrUnsupportedType, "Float16"},
 		{"null", buildInfer(t, "", nil, nil, raw(gpfb.TypeNull, []int64{1}, nil)), ErrUnsupportedType, "Null"},
 		{"type 99", buildInfer(t, "", nil, nil, raw(99, []int64{1}, nil)), ErrUnsupportedType, "type 99"},
 		{"short data", buildInfer(t, "", nil, nil, raw(gpfb.TypeFloat32, []int64{2, 2}, make([]byte, 12))), servables.ErrShape, "12 bytes"},

@@ -1,6 +1,7 @@
 // Package httpserver is the protocol-free part of Grove's HTTP API: one
 // handler for the routes every protocol package adds, with request metrics,
-// pooled body reading under a size limit (413), X-Request-Id, the
+// pooled body reading under a size limit (413), with gzip and deflate
+// request bodies decoded (Content-Encoding), X-Request-Id, the
 // Grove-Config-* headers, and the server's own endpoints (health,
 // readiness, status, metrics, pprof).
 //
@@ -53,6 +54,7 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	bufs     sync.Pool
+	dec      decoders
 	routes   []route
 	mounts   []mount
 }
@@ -201,10 +203,24 @@ func (s *Server) Release(b *[]byte) { s.bufs.Put(b) }
 var errTooLarge = errors.New("request body too large")
 
 // ReadBody reads r's body into *buf, which it grows as needed and keeps
-// (so a pooled buffer keeps its capacity). On failure it also returns the
-// HTTP status that fits: 413 past Options.MaxBodyBytes, else 400.
+// (so a pooled buffer keeps its capacity), decoding it first when its
+// Content-Encoding is gzip or deflate (zlib, or raw deflate), or several of
+// them. On failure it also returns the HTTP status that fits: 413 past
+// Options.MaxBodyBytes (which bounds the decoded body, and the compressed
+// one: a compression bomb is not inflated past the limit), 415 for another
+// coding, else 400 (a corrupt stream among them).
 func (s *Server) ReadBody(r *http.Request, buf *[]byte) ([]byte, int, error) {
-	body, err := readBody(r.Body, (*buf)[:0], s.opts.MaxBodyBytes)
+	var body []byte
+	var err error
+	if ce := r.Header["Content-Encoding"]; len(ce) == 0 {
+		body, err = readBody(r.Body, (*buf)[:0], s.opts.MaxBodyBytes)
+	} else if cs, cerr := codings(ce); cerr != nil {
+		return nil, http.StatusUnsupportedMediaType, cerr
+	} else if len(cs) == 0 {
+		body, err = readBody(r.Body, (*buf)[:0], s.opts.MaxBodyBytes)
+	} else {
+		body, err = s.decodedBody(r.Body, cs, (*buf)[:0], s.opts.MaxBodyBytes)
+	}
 	*buf = body[:0]
 	switch {
 	case errors.Is(err, errTooLarge):
@@ -220,6 +236,9 @@ func (s *Server) ReadBody(r *http.Request, buf *[]byte) ([]byte, int, error) {
 func (s *Server) Body(w http.ResponseWriter, r *http.Request, buf *[]byte) ([]byte, bool) {
 	body, code, err := s.ReadBody(r, buf)
 	if err != nil {
+		if code == http.StatusUnsupportedMediaType {
+			w.Header().Set("Accept-Encoding", AcceptedEncodings)
+		}
 		http.Error(w, err.Error(), code)
 		return nil, false
 	}

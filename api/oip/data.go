@@ -3,6 +3,7 @@ package oip
 import (
 	"encoding/binary"
 	"math"
+	"math/big"
 	"strconv"
 	"unsafe"
 
@@ -37,6 +38,79 @@ func store(out []byte, k, size int, v uint64) {
 		b := out[8*k : 8*k+8]
 		*(*uint64)(unsafe.Pointer(&b[0])) = v
 	}
+}
+
+// storeFloat stores f as element k of out (nil: validate only), of float
+// datatype d. A 2-byte float is rounded to the nearest, ties to even, from
+// the decimal literal (nil for NaN and ±Inf) when f, the float64 nearest
+// to it, is exactly halfway between two of them: the float64 rounding may
+// have moved the literal onto the tie. It reports false when a finite f is
+// beyond d's range.
+func storeFloat(out []byte, k int, d *datatype, f float64, literal []byte) bool {
+	switch d.dt {
+	case servables.Float32:
+		store(out, k, 4, uint64(math.Float32bits(float32(f))))
+		return true
+	case servables.Float64:
+		store(out, k, 8, math.Float64bits(f))
+		return true
+	}
+	round := servables.Float16Bits
+	if d.dt == servables.BFloat16 {
+		round = servables.BFloat16Bits
+	}
+	b, inRange := round(f)
+	if literal != nil && inRange {
+		b = halfTie(f, b, literal, d.dt)
+	}
+	store(out, k, 2, uint64(b))
+	return inRange
+}
+
+// halfTie corrects b, f rounded to a 2-byte float of type dt, when f lies
+// exactly halfway between b and its neighbour: the decimal literal f was
+// read from decides, exactly, which side it is on.
+func halfTie(f float64, b uint16, literal []byte, dt servables.DType) uint16 {
+	value := servables.Float16Value
+	if dt == servables.BFloat16 {
+		value = func(b uint16) float64 { return float64(math.Float32frombits(uint32(b) << 16)) }
+	}
+	v := value(b)
+	if v == f || math.IsInf(v, 0) {
+		return b
+	}
+	other := b + 1 // the neighbour away from zero
+	if math.Abs(v) > math.Abs(f) {
+		other = b - 1
+	}
+	mid := (v + value(other)) / 2
+	if mid != f {
+		return b
+	}
+	exact, ok := new(big.Rat).SetString(string(literal))
+	if !ok {
+		return b
+	}
+	switch exact.Cmp(new(big.Rat).SetFloat64(f)) * sign(f) {
+	case 0:
+		return b // a true tie: b is the even one
+	case 1: // farther from zero than the tie
+		if math.Abs(value(other)) > math.Abs(v) {
+			return other
+		}
+	case -1:
+		if math.Abs(value(other)) < math.Abs(v) {
+			return other
+		}
+	}
+	return b
+}
+
+func sign(f float64) int {
+	if f < 0 {
+		return -1
+	}
+	return 1
 }
 
 // fmtShape formats dims as [2,3].
@@ -96,11 +170,7 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 			if !ok {
 				return "", p.syntax(p.pos, "a JSON value")
 			}
-			if size == 4 {
-				store(out, k, 4, uint64(math.Float32bits(float32(f))))
-			} else {
-				store(out, k, 8, math.Float64bits(f))
-			}
+			storeFloat(out, k, d, f, nil)
 			return "", true
 		}
 		if c != '-' && !isDigit(c) {
@@ -110,14 +180,16 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 		if !p.lexNumber(&n) {
 			return "", false
 		}
-		f, inRange := n.float(p.buf, 8*size)
+		bits := 8 * size
+		if size == 2 {
+			bits = 64 // 2-byte floats are rounded from the float64
+		}
+		f, inRange := n.float(p.buf, bits)
+		if inRange {
+			inRange = storeFloat(out, k, d, f, p.buf[n.start:n.end])
+		}
 		if !inRange {
 			return "= " + p.literalText(&n) + " is out of range for " + d.name, true
-		}
-		if size == 4 {
-			store(out, k, 4, uint64(math.Float32bits(float32(f))))
-		} else {
-			store(out, k, 8, math.Float64bits(f))
 		}
 		return "", true
 	case kindSigned, kindUnsigned:

@@ -119,16 +119,22 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	}
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
+	var requested []RequestedOutput
+	for _, r := range req.GetOutputs() {
+		requested = append(requested, RequestedOutput{Name: r.GetName()})
+	}
+	if requested != nil {
+		meta, _, _ := o.b.ModelMetadata(mv.Path)
+		if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, requested); err != nil {
+			return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	res, err := o.b.Infer(ctx, []actors.Request{{API: "oip-grpc", ModelPath: mv.Path, Inputs: inputs, RequestID: requestIDOr(ctx, req.GetId())}})
 	if err == nil {
 		err = res[0].Err
 	}
 	if err != nil {
 		return nil, grpcError(err)
-	}
-	var requested []RequestedOutput
-	for _, r := range req.GetOutputs() {
-		requested = append(requested, RequestedOutput{Name: r.GetName()})
 	}
 	outputs, err := SelectOutputs(mv.Name, res[0].Outputs, requested)
 	if err != nil {
@@ -138,7 +144,7 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	for _, t := range outputs {
 		dt, ok := Datatype(t.DType)
 		if !ok {
-			return nil, grpcstatus.Errorf(codes.Internal, "output '%s' has type %v, which OIP cannot carry", t.Name, t.DType)
+			return nil, grpcstatus.Errorf(codes.Internal, "output '%s' has data type %s, which OIP cannot carry; supported datatypes: %s", t.Name, servables.OIPName(t.DType), supportedList)
 		}
 		out.Outputs = append(out.Outputs, &oippb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: dt, Shape: t.Shape})
 		out.RawOutputContents = append(out.RawOutputContents, t.Data)
@@ -188,7 +194,7 @@ func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
 			}
 		} else if field, got := contentsLen(dt, in.GetContents()); got != n {
 			if field == "" {
-				return nil, fmt.Errorf("input '%s': no contents field for %v", in.GetName(), dt)
+				return nil, fmt.Errorf("input '%s': %s data travel only in raw_input_contents (InferTensorContents has no field for them)", in.GetName(), in.GetDatatype())
 			}
 			return nil, fmt.Errorf("input '%s': %d values in %s, expected %d for shape %v", in.GetName(), got, field, n, in.GetShape())
 		}
@@ -296,7 +302,7 @@ func fillContents(t servables.Tensor, c *oippb.InferTensorContents) error {
 			}
 		}
 	default:
-		return fmt.Errorf("no contents field for %v", t.DType)
+		return fmt.Errorf("no contents field for %s", servables.OIPName(t.DType))
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func TestInferInputsNamesWhatIsWrong(t *testing.T) {
 			RawInputContents: [][]byte{le[float32](1)}}, "expected 2 raw_input_contents"},
 		"raw and typed": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1},
 			Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}, RawInputContents: [][]byte{le[float32](1)}}, "contents given along with raw_input_contents"},
-		"datatype":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP16", 1)}}, `"FP16" is not supported`},
+		"datatype":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("UINT16", 1)}}, `"UINT16" is not supported`},
 		"zero dim":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1, 0)}}, "dimension 1 is 0"},
 		"too large": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1<<20, 1<<20)}}, "exceeds"},
 		"int8 range": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "INT8", Shape: []int64{1},

@@ -64,21 +64,29 @@
 //
 // OIP datatypes map to Grove DTypes through one table (datatypes, in
 // oip.go): FP32 → Float32, FP64 → Float64, INT8 … INT64 → Int8 … Int64,
-// BOOL → Bool and UINT8 → Uint8. BOOL data are JSON true and false (one
-// byte 1 or 0 in the tensor; numbers and strings are errors), UINT8 data
-// integer literals from 0 to 255. In binary data both take one byte per
-// element, and every BOOL byte must be 0 or 1. BYTES → Bytes: data are JSON
-// strings (their UTF-8 bytes, escapes decoded, are the elements), and in
-// binary data (as in gRPC raw contents) each element is a 4-byte
-// little-endian length followed by that many bytes, the framing
-// servables.Bytes tensors hold; binary_data_size is the framed size, and a
-// framing that does not give exactly product(shape) elements is an error
-// saying where it breaks. The other OIP datatypes
-// (UINT16, UINT32, UINT64, FP16, BF16) have no Grove DType and are
-// rejected with an error naming the datatype and listing the supported
-// ones. The JSON decoder already handles the wider unsigned integers, so
-// adding one of those is one line in the table once servables has the
-// DType.
+// BOOL → Bool, UINT8 → Uint8, FP16 → Float16, BF16 → BFloat16 and BYTES →
+// Bytes. BOOL data are JSON true and false (one byte 1 or 0 in the tensor;
+// numbers and strings are errors), UINT8 data integer literals from 0 to
+// 255. In binary data both take one byte per element, and every BOOL byte
+// must be 0 or 1. FP16 and BF16 data are JSON numbers (and the NaN and
+// Infinity literals), as KServe and Triton take them, rounded to the
+// nearest, ties to even, from the literal itself (a literal that the
+// float64 reading moves onto a tie is decided exactly); a finite number
+// that rounds beyond the type's range is an error. In binary data (and
+// gRPC's raw_input_contents, their only place there) they take two bytes
+// an element. Outputs are the shortest numbers that read back to the same
+// bits. BYTES data are JSON strings (their UTF-8 bytes, escapes decoded,
+// are the elements), and in binary data (as in gRPC raw contents) each
+// element is a 4-byte little-endian length followed by that many bytes,
+// the framing servables.Bytes tensors hold; binary_data_size is the framed
+// size, and a framing that does not give exactly product(shape) elements
+// is an error saying where it breaks. The other OIP datatypes (UINT16,
+// UINT32, UINT64) have no Grove DType and are rejected with an error
+// naming the datatype and listing the supported ones. Errors of the
+// runtimes name datatypes as OIP does (FP32, not FLOAT:
+// servables.DTypeError). The JSON decoder already handles the wider
+// unsigned integers, so adding one of those is one line in the table once
+// servables has the DType.
 //
 // # Binary tensor data
 //
@@ -275,6 +283,8 @@ var datatypes = [...]datatype{
 	{"INT64", servables.Int64, kindSigned},
 	{"BOOL", servables.Bool, kindBool},
 	{"UINT8", servables.Uint8, kindUnsigned},
+	{"FP16", servables.Float16, kindFloat},
+	{"BF16", servables.BFloat16, kindFloat},
 	{"BYTES", servables.Bytes, kindBytes},
 }
 
@@ -319,6 +329,10 @@ func Datatype(dt servables.DType) (name string, ok bool) {
 	}
 	return "", false
 }
+
+// errorText is err's message with its data types named as OIP names them
+// (see servables.DTypeError).
+func errorText(err error) string { return servables.RenderDTypes(err, servables.OIPName) }
 
 // DTypeOf returns the Grove DType of an OIP datatype name. The error (an
 // *Error, status 400) says whether the name is an OIP datatype Grove does

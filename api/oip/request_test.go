@@ -567,7 +567,7 @@ func TestDatatypeTable(t *testing.T) {
 		name string
 		dt   servables.DType
 	}{{"FP32", servables.Float32}, {"FP64", servables.Float64}, {"INT8", servables.Int8}, {"INT16", servables.Int16}, {"INT32", servables.Int32}, {"INT64", servables.Int64},
-		{"BOOL", servables.Bool}, {"UINT8", servables.Uint8}, {"BYTES", servables.Bytes}} {
+		{"BOOL", servables.Bool}, {"UINT8", servables.Uint8}, {"FP16", servables.Float16}, {"BF16", servables.BFloat16}, {"BYTES", servables.Bytes}} {
 		dt, err := DTypeOf(tc.name)
 		if err != nil || dt != tc.dt {
 			t.Errorf("DTypeOf(%s) = %v, %v", tc.name, dt, err)
@@ -576,16 +576,16 @@ func TestDatatypeTable(t *testing.T) {
 			t.Errorf("Datatype(%v) = %q, %v", tc.dt, n, ok)
 		}
 	}
-	for _, name := range []string{"UINT16", "UINT32", "UINT64", "FP16", "BF16"} {
+	for _, name := range []string{"UINT16", "UINT32", "UINT64"} {
 		_, err := DTypeOf(name)
-		checkErr(t, nil, err, 400, `datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, BYTES`)
+		checkErr(t, nil, err, 400, `datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, FP16, BF16, BYTES`)
 		_, err = ParseInferRequest([]byte(in(`{"name":"x","shape":[1],"datatype":"`+name+`","data":[1]}`)), 0)
-		checkErr(t, nil, err, 400, `input "x": datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, BYTES`)
+		checkErr(t, nil, err, 400, `input "x": datatype "`+name+`" is not supported by Grove; supported datatypes: FP32, FP64, INT8, INT16, INT32, INT64, BOOL, UINT8, FP16, BF16, BYTES`)
 	}
 	if _, ok := Datatype(servables.Unknown); ok {
 		t.Errorf("Datatype(Unknown) ok")
 	}
-	if got := SupportedDatatypes(); !reflect.DeepEqual(got, []string{"FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "BOOL", "UINT8", "BYTES"}) {
+	if got := SupportedDatatypes(); !reflect.DeepEqual(got, []string{"FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "BOOL", "UINT8", "FP16", "BF16", "BYTES"}) {
 		t.Errorf("SupportedDatatypes() = %v", got)
 	}
 }

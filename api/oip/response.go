@@ -1,6 +1,7 @@
 package oip
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -113,6 +114,32 @@ func SelectOutputs(modelName string, outputs []servables.Tensor, requested []Req
 	return sel, nil
 }
 
+// WithRequestedOutputs returns ctx for the inference of model modelName
+// (whose declared outputs are declared; none when its runtime does not
+// say) asking for requested: ctx itself when requested is nil (every
+// output), else ctx naming them (servables.WithOutputs), so that the
+// runtime converts only those. A name the model does not declare is an
+// *Error (status 400) listing the declared outputs, before the model runs.
+func WithRequestedOutputs(ctx context.Context, modelName string, declared []servables.TensorSpec, requested []RequestedOutput) (context.Context, error) {
+	if requested == nil {
+		return ctx, nil
+	}
+	names := make([]string, len(requested))
+	for i, r := range requested {
+		names[i] = r.Name
+	}
+	if len(declared) > 0 {
+		outs := make([]servables.Tensor, len(declared))
+		for i, d := range declared {
+			outs[i].Name = d.Name
+		}
+		if _, err := SelectOutputs(modelName, outs, requested); err != nil {
+			return nil, err
+		}
+	}
+	return servables.WithOutputs(ctx, names), nil
+}
+
 // appendResponseJSON writes the JSON part of the response, reporting
 // whether any output is binary.
 func appendResponseJSON(dst []byte, r *InferResponse) ([]byte, bool, *Error) {
@@ -160,7 +187,7 @@ func appendOutput(dst []byte, t *servables.Tensor, binary, nonFinite bool) ([]by
 	}
 	d := byDType(t.DType)
 	if d == nil {
-		return dst, internalError("output " + name + " has data type " + t.DType.String() + ", which Grove cannot send over OIP; supported datatypes: " + supportedList)
+		return dst, internalError("output " + name + " has data type " + servables.OIPName(t.DType) + ", which Grove cannot send over OIP; supported datatypes: " + supportedList)
 	}
 	dst = append(dst, `{"name":`...)
 	dst = appendString(dst, t.Name)
@@ -253,6 +280,21 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 			}
 			dst = strconv.AppendInt(dst, v, 10)
 		}
+	case servables.Float16, servables.BFloat16:
+		for i := range t.Len() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			f := t.HalfAt(i)
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				if !nonFinite {
+					return dst, nonFiniteError(t, d, i, f)
+				}
+				dst = appendNonFinite(dst, f)
+				continue
+			}
+			dst = appendHalf(dst, f, t.Uint16s()[i], t.DType)
+		}
 	case servables.Uint8:
 		for i, v := range t.Data {
 			if i > 0 {
@@ -293,6 +335,27 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 		return dst, internalError("output " + strconv.Quote(t.Name) + " has data type " + t.DType.String() + ", which has no JSON encoder")
 	}
 	return append(dst, ']'), nil
+}
+
+// appendHalf writes f, the value of the 2-byte float bits of type dt, as
+// the shortest decimal that reads back to the same bits (at most 5
+// significant digits for FP16, 4 for BF16): an FP16 0.1 is written 0.1,
+// not 0.0999755859375.
+func appendHalf(dst []byte, f float64, bits uint16, dt servables.DType) []byte {
+	round, digits := servables.Float16Bits, 5
+	if dt == servables.BFloat16 {
+		round, digits = servables.BFloat16Bits, 4
+	}
+	start := len(dst)
+	for prec := 1; prec < digits; prec++ {
+		dst = strconv.AppendFloat(dst[:start], f, 'g', prec, 64)
+		if g, err := strconv.ParseFloat(string(dst[start:]), 64); err == nil {
+			if b, _ := round(g); b == bits {
+				return dst
+			}
+		}
+	}
+	return strconv.AppendFloat(dst[:start], f, 'g', digits, 64)
 }
 
 func nonFiniteError(t *servables.Tensor, d *datatype, i int, f float64) *Error {

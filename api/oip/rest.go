@@ -3,7 +3,9 @@ package oip
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,6 +41,7 @@ func restRoutes(h *httpserver.Server, b Backend, version string) http.Handler {
 	handle("GET /v2/models/stats", a.stats("", ""))
 	handle("POST /v2/repository/index", a.index)
 	refuseUnserved(handle)
+	handle("POST /v2/repository/models/{rest...}", a.repositoryControl)
 	handle("GET /v2/models/{rest...}", a.model(false))
 	handle("POST /v2/models/{rest...}", a.model(true))
 	// Anything else under /v2 answers in OIP's error shape, not net/http's text.
@@ -74,6 +77,15 @@ func fail(w http.ResponseWriter, err error) {
 	writeError(w, statusOf(k).http, errorText(err))
 }
 
+// failBody answers a body that could not be read with its status, and a
+// 415 (an unknown Content-Encoding) with the codings Grove decodes.
+func failBody(w http.ResponseWriter, code int, err error) {
+	if code == http.StatusUnsupportedMediaType {
+		w.Header().Set("Accept-Encoding", httpserver.AcceptedEncodings)
+	}
+	writeError(w, code, err.Error())
+}
+
 // failCodec answers a request that cannot be parsed, or a response that
 // cannot be written, with the codec's status (400 or 500).
 func failCodec(w http.ResponseWriter, err error, code int) {
@@ -84,70 +96,119 @@ func failCodec(w http.ResponseWriter, err error, code int) {
 	writeError(w, code, err.Error())
 }
 
-// parseModelPath splits the part of a /v2/models/ path after "models/" into
-// the model name, the version ("" for none) and the action (the last
-// segment if it is "ready", "infer", "stats" or "config", else "").
+// actionWords are the words that end a /v2/models/ path to name its
+// endpoint: readiness, inference, statistics and the model configuration.
+var actionWords = [...]string{"ready", "infer", "stats", "config"}
+
+// modelRoute is one reading of the part of a /v2/models/ path after
+// "models/": a model name, a version ("" for none) and an action (one of
+// actionWords, or "" for the model's metadata).
+type modelRoute struct{ name, version, action string }
+
+// parseModelPath is the OIP reading of the part of a /v2/models/ path
+// after "models/": the last segment is the action if it is one of
+// actionWords, "versions/{v}" before it gives the version, and the rest is
+// the model name, which may hold "/".
 func parseModelPath(rest string) (name, version, action string) {
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
-		switch last := rest[i+1:]; last {
-		case "ready", "infer", "stats", "config":
-			action, rest = last, rest[:i]
-		}
-	}
-	if i := strings.LastIndex(rest, "/versions/"); i >= 0 {
-		return rest[:i], rest[i+len("/versions/"):], action
-	}
-	return rest, "", action
+	var buf [4]modelRoute
+	r := modelRoutes(rest, buf[:0])[0]
+	return r.name, r.version, r.action
 }
 
-// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats|/config] and
-// POST .../infer.
+// modelRoutes appends every reading of rest to dst, the OIP reading first,
+// then those that take fewer of the trailing segments as endpoint words
+// and more as the model name: without the version, without the action,
+// without both. Model names may hold "/", so a model can be named
+// "a/ready" or "m/versions/2/infer".
+func modelRoutes(rest string, dst []modelRoute) []modelRoute {
+	base, action := rest, ""
+	if i := strings.LastIndexByte(rest, '/'); i >= 0 && slices.Contains(actionWords[:], rest[i+1:]) {
+		base, action = rest[:i], rest[i+1:]
+	}
+	for _, act := range [...]string{action, ""} {
+		b := base
+		if act == "" && action != "" {
+			b = rest
+		}
+		if i := strings.LastIndexByte(b, '/'); i >= 0 && strings.HasSuffix(b[:i], "/versions") && i+1 < len(b) {
+			dst = append(dst, modelRoute{b[:i-len("/versions")], b[i+1:], act})
+		}
+		dst = append(dst, modelRoute{b, "", act})
+		if action == "" {
+			break
+		}
+	}
+	return dst
+}
+
+// route picks the reading of rest that a request with method post (or
+// GET) means: among the readings that name an endpoint of that method
+// (POST: infer; GET: the others), the first whose model is served at that
+// version, else the first (a model that is not served: its error names
+// it). So a model named "a/ready" answers GET /v2/models/a/ready with its
+// metadata unless a model "a" is served, in which case the OIP reading
+// wins: every endpoint of "a" stays reachable, and "a/ready" still has
+// GET /v2/models/a/ready/versions/{v}. ok is false when no reading fits
+// the method.
+func (a *rest) route(rest string, post bool) (r modelRoute, mv routing.ModelVersion, served, ok bool) {
+	var buf [4]modelRoute
+	paths := a.b.ModelPaths()
+	for _, c := range modelRoutes(rest, buf[:0]) {
+		if (c.action == "infer") != post {
+			continue
+		}
+		if !ok {
+			r, ok = c, true
+		}
+		if m, found := routing.Resolve(paths, c.name, c.version); found {
+			return c, m, true, true
+		}
+	}
+	return r, routing.ModelVersion{}, false, ok
+}
+
+// model serves GET /v2/models/{name}[/versions/{v}][/ready|/stats|/config]
+// and POST .../infer, with the reading of the path that route picks.
 func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name, version, action := parseModelPath(r.PathValue("rest"))
+		rt, mv, served, ok := a.route(r.PathValue("rest"), post)
 		switch {
-		case post && action == "infer":
-			a.infer(w, r, name, version)
-		case post:
-			writeError(w, http.StatusNotFound, "no such endpoint: POST "+r.URL.Path)
-		case action == "ready":
-			_, ok := routing.Resolve(a.b.ModelPaths(), name, version)
-			write(w, okOr(ok, http.StatusServiceUnavailable), AppendModelReady(nil, name, ok))
-		case action == "stats":
-			a.stats(name, version)(w, r)
-		case action == "config":
-			a.config(w, name, version)
-		case action == "":
-			a.metadata(w, name, version)
+		case !ok:
+			writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+		case !served && rt.action != "ready" && rt.action != "stats":
+			fail(w, unknownModel{rt.name, rt.version})
+		case rt.action == "infer":
+			a.infer(w, r, mv)
+		case rt.action == "ready":
+			write(w, okOr(served, http.StatusServiceUnavailable), AppendModelReady(nil, rt.name, served))
+		case rt.action == "stats":
+			a.stats(rt.name, rt.version)(w, r)
+		case rt.action == "config":
+			a.config(w, rt.name, rt.version)
 		default:
-			writeError(w, http.StatusNotFound, "no such endpoint: GET "+r.URL.Path)
+			a.metadata(w, mv)
 		}
 	}
 }
 
-func (a *rest) metadata(w http.ResponseWriter, name, version string) {
-	mv, ok := routing.Resolve(a.b.ModelPaths(), name, version)
+// metadata answers the metadata of model version mv.
+func (a *rest) metadata(w http.ResponseWriter, mv routing.ModelVersion) {
 	meta, _, loaded := a.b.ModelMetadata(mv.Path)
-	if !ok || !loaded {
-		fail(w, unknownModel{name, version})
+	if !loaded {
+		fail(w, unknownModel{mv.Name, mv.Version})
 		return
 	}
 	var versions []string
-	for _, v := range routing.Versions(a.b.ModelPaths(), name) {
+	for _, v := range routing.Versions(a.b.ModelPaths(), mv.Name) {
 		versions = append(versions, v.Version)
 	}
 	write(w, http.StatusOK, AppendModelMetadata(nil, ModelMetadata{Name: mv.Name, Versions: versions,
 		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs, Signature: meta.Signature}))
 }
 
-// infer serves POST /v2/models/{name}[/versions/{v}]/infer, JSON or with
-// Triton's binary tensor extension.
-func (a *rest) infer(w http.ResponseWriter, r *http.Request, name, version string) {
-	mv, ok := routing.Resolve(a.b.ModelPaths(), name, version)
-	if !ok {
-		fail(w, unknownModel{name, version})
-		return
-	}
+// infer serves POST /v2/models/{name}[/versions/{v}]/infer for model
+// version mv, JSON or with Triton's binary tensor extension.
+func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVersion) {
 	headerLen := 0
 	if v := r.Header.Get(HeaderContentLength); v != "" {
 		n, err := strconv.Atoi(v)
@@ -161,7 +222,7 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, name, version strin
 	defer a.h.Release(bp)
 	body, code, err := a.h.ReadBody(r, bp)
 	if err != nil {
-		writeError(w, code, err.Error())
+		failBody(w, code, err)
 		return
 	}
 	req, err := ParseInferRequest(body, headerLen)
@@ -176,6 +237,13 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, name, version strin
 	}
 	ctx, cancel := withTimeout(r.Context(), timeout)
 	defer cancel()
+	if req.Outputs != nil {
+		meta, _, _ := a.b.ModelMetadata(mv.Path)
+		if ctx, err = WithRequestedOutputs(ctx, mv.Name, meta.Outputs, req.Outputs); err != nil {
+			failCodec(w, err, http.StatusBadRequest)
+			return
+		}
+	}
 	id := req.ID
 	if id == "" || len(id) > 128 {
 		id = httpserver.RequestID(w, r)
@@ -258,6 +326,31 @@ func (a *rest) stats(name, version string) http.HandlerFunc {
 	}
 }
 
+// repositoryControl answers Triton's model repository load and unload,
+// POST /v2/repository/models/{name}/load and .../unload, with the refusal
+// RepositoryControlRefusal says (409); any other path there is not an
+// endpoint.
+func (a *rest) repositoryControl(w http.ResponseWriter, r *http.Request) {
+	rest := r.PathValue("rest")
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || (rest[i+1:] != "load" && rest[i+1:] != "unload") {
+		writeError(w, http.StatusNotFound, "no such endpoint: POST "+r.URL.Path)
+		return
+	}
+	fail(w, RepositoryControlRefusal(rest[i+1:], rest[:i]))
+}
+
+// RepositoryControlRefusal is the answer to a model repository load or
+// unload (action) of model name, over REST and gRPC alike: Grove loads
+// what the model config in the bucket lists, so the request is refused
+// (servables.ErrConflict: 409, FAILED_PRECONDITION) with where to make
+// the change instead.
+func RepositoryControlRefusal(action, name string) error {
+	return fmt.Errorf("%w: model repository %s of model '%s' is refused: the model config in the bucket (model_config.json, its model_metadata entries) decides which models Grove loads, on every replica; "+
+		"edit it there, or through the management API: POST /servable adds a servable with its model, DELETE /{org}/{project}/{n}/{rv} removes one and its model",
+		servables.ErrConflict, action, name)
+}
+
 // index serves POST /v2/repository/index: every configured model with its
 // state (READY, LOADING, UNAVAILABLE) and the reason; {"ready": true} lists
 // only the ready ones.
@@ -269,7 +362,7 @@ func (a *rest) index(w http.ResponseWriter, r *http.Request) {
 		var buf []byte
 		body, code, err := a.h.ReadBody(r, &buf)
 		if err != nil {
-			writeError(w, code, err.Error())
+			failBody(w, code, err)
 			return
 		}
 		if len(strings.TrimSpace(string(body))) > 0 {

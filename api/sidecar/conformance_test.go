@@ -441,7 +441,7 @@ func TestSidecarConformancePredictVariedInputs(t *testing.T) {
 			`{"response":[{"model_path":"mixed_inputs_mixed_outputs_model","tensors":[{"tensor_shape":[1,4],"data_type":"FLOAT","tensor_content":[` + expected(t, "mixed_float") +
 				`]},{"tensor_shape":[1,1],"data_type":"INT64","tensor_content":[0]}]}]}`},
 		{"PredictReturnsModelExecutionJsonError", mismatchedInput,
-			`{"response":[{"model_path":"e2e_model1","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model e2e_model1 encounters an exception during evaluation: invalid input: model takes 7 input tensors (a, b, c, d, e, f, g), got 1"}}]}`},
+			`{"response":[{"model_path":"e2e_model1","error":{"error_type":"MODEL_EXECUTION","description":"Model Execution Error. Message: Model e2e_model1 encounters an exception during evaluation: invalid input: got 1 unnamed input tensors, the model takes 7 (unnamed inputs are taken in the model's order, named ones by name); the model's inputs are: a, b, c, d, e, f, g"}}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := predictJSON(t, c, tc.body); !sameJSON(got, tc.want) {

@@ -35,9 +35,9 @@
 // model".
 //
 // Metadata lists the model's inputs and outputs with their names, dtypes
-// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8, and BYTES for ONNX
-// STRING; any other ONNX element type, such as UINT16 or FLOAT16, is
-// UNKNOWN) and shapes, -1 for a dynamic dimension.
+// (FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8, FLOAT16,
+// BFLOAT16, and BYTES for ONNX STRING; any other ONNX element type, such
+// as UINT16, is UNKNOWN) and shapes, -1 for a dynamic dimension.
 //
 // # Strings
 //
@@ -73,7 +73,18 @@
 // outputs, in the model's output order. Every ONNX Runtime value is destroyed
 // before Predict returns. An output that is not a tensor, or whose element type
 // Grove has no counterpart of, is an error wrapping servables.ErrOutput that
-// names it. Rank-0 (scalar) outputs are not supported: onnxruntime_go v1.27.0
+// names it, but only for a call that wants it: a context from
+// servables.WithOutputs names the outputs a call wants, and Predict then
+// converts and returns only those.
+//
+// FLOAT16 and BFLOAT16 tensors travel as their 2-byte bit patterns.
+// onnxruntime_go cannot return such an output when ONNX Runtime allocates
+// it, so Predict allocates it before the run: its shape is the model's
+// declared one, where a symbolic dimension ("batch") takes the size of the
+// same-named dimension of an input (Load reads the declared shapes from
+// the model file when an output is a 2-byte float). An output with a
+// dimension no input names is an ErrOutput; ONNX Runtime checks the shape
+// it writes. Rank-0 (scalar) outputs are not supported: onnxruntime_go v1.27.0
 // cannot convert them, and the call fails.
 //
 // Predict is safe for concurrent use: ONNX Runtime's Session::Run is, and

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -198,15 +200,34 @@ func (s spec) TensorSpec() servables.TensorSpec {
 }
 
 // String describes the spec for error messages: `x FLOAT [-1 64]`.
-func (s spec) String() string {
+func (s spec) String() string { return s.FormatDTypes(servables.DType.String) }
+
+// FormatDTypes describes the spec with its data type named by name (ONNX's
+// name for a type Grove does not have).
+func (s spec) FormatDTypes(name func(servables.DType) string) string {
 	if !s.tensor {
 		return s.name + " (not a tensor)"
 	}
-	t := s.dtype.String()
-	if s.dtype == servables.Unknown {
-		t = ortTypeName(s.ortType)
+	t := ortTypeName(s.ortType)
+	if s.dtype != servables.Unknown {
+		t = name(s.dtype)
 	}
 	return fmt.Sprintf("%s %s %v", s.name, t, s.shape)
+}
+
+// specs lists a model's inputs for error messages.
+type specs []spec
+
+// FormatDTypes lists the specs, comma-separated ("none" for none).
+func (l specs) FormatDTypes(name func(servables.DType) string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(l))
+	for i, s := range l {
+		parts[i] = s.FormatDTypes(name)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // dtypes maps ONNX element types to Grove's.
@@ -220,6 +241,10 @@ var dtypes = map[ort.TensorElementDataType]servables.DType{
 	ort.TensorElementDataTypeBool:   servables.Bool,
 	ort.TensorElementDataTypeUint8:  servables.Uint8,
 	ort.TensorElementDataTypeString: servables.Bytes,
+	// onnxruntime_go has no Go type for these: inputs go in as their bytes,
+	// outputs come back in buffers Predict allocates (see halfOutput).
+	ort.TensorElementDataTypeFloat16:  servables.Float16,
+	ort.TensorElementDataTypeBFloat16: servables.BFloat16,
 }
 
 // ortTypes is dtypes inverted.
@@ -329,7 +354,7 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 		return nil, fmt.Errorf("onnx: session options: %w", err)
 	}
 	defer so.Destroy()
-	m := &Model{file: file, threads: threads, inputs: specsOf(ins), outputs: specsOf(outs)}
+	m := &Model{file: file, threads: threads, inputs: specs(specsOf(ins)), outputs: specsOf(outs)}
 	inNames := make([]string, len(m.inputs))
 	for i, s := range m.inputs {
 		inNames[i] = s.name
@@ -353,20 +378,17 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 		m.meta.Outputs = append(m.meta.Outputs, s.TensorSpec())
 	}
 	for _, s := range m.outputs {
-		if s.tensor && s.dtype == servables.Unknown && s.ortType != ort.TensorElementDataTypeUndefined {
-			// Fail such calls before they run: onnxruntime_go cannot even
-			// convert some of these types (FLOAT16, BFLOAT16, ...).
-			m.badOutput = unsupportedOutput(s.name, s.ortType)
+		if s.dtype == servables.Float16 || s.dtype == servables.BFloat16 {
+			data, err := os.ReadFile(file)
+			if err == nil {
+				m.inDims, m.outDims, err = graphDims(data)
+			}
+			if err != nil {
+				_ = m.session.Destroy()
+				return nil, fmt.Errorf("onnx: loading %s: reading the shapes of its 2-byte float outputs: %w", file, err)
+			}
 			break
 		}
-	}
-	var want []string
-	for _, s := range m.inputs {
-		want = append(want, s.String())
-	}
-	m.want = strings.Join(want, ", ")
-	if m.want == "" {
-		m.want = "none"
 	}
 	return m, nil
 }
@@ -379,10 +401,10 @@ type Model struct {
 	file    string
 	threads int
 
-	inputs, outputs []spec
+	inputs          specs
+	outputs         []spec
 	meta            servables.Metadata
-	want            string // the inputs, for error messages
-	badOutput       error  // an output tensor whose declared type Grove cannot return
+	inDims, outDims map[string][]dim // declared shapes, read when an output is a 2-byte float
 }
 
 var _ servables.Servable = (*Model)(nil)
@@ -396,9 +418,10 @@ func (m *Model) Metadata() servables.Metadata { return m.meta }
 func (m *Model) Threads() int { return m.threads }
 
 // invalid returns an error wrapping servables.ErrInvalidInput that ends with
-// the inputs the model expects.
+// the inputs the model expects; its data types are named as the protocol
+// that renders it names them (servables.DTypeError).
 func (m *Model) invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s; the model's inputs are: %s", servables.ErrInvalidInput, fmt.Sprintf(format, args...), m.want)
+	return servables.Errorf(servables.ErrInvalidInput, format+"; the model's inputs are: %s", append(args, m.inputs)...)
 }
 
 // match puts inputs in the model's input order: by name, or by position
@@ -453,6 +476,8 @@ func (m *Model) match(inputs []servables.Tensor) ([]servables.Tensor, error) {
 		switch {
 		case !s.tensor || s.dtype == servables.Unknown:
 			return nil, m.invalid("input %q is %s in the model, a type Grove cannot send", s.name, s)
+		case len(t.Shape) == 0 && isHalf(t.DType):
+			return nil, m.invalid("input %q is a rank-0 %v: onnxruntime_go cannot pass scalars of 2-byte floats", s.name, t.DType)
 		case t.DType != s.dtype:
 			return nil, m.invalid("input %q is %v, the model takes %v", s.name, t.DType, s.dtype)
 		case len(s.shape) == 0:
@@ -581,9 +606,11 @@ func newScalar(dt servables.DType, data []byte) (ort.Value, error) {
 // has, by position. Errors wrap servables.ErrInvalidInput when the inputs do
 // not fit (missing, unknown or repeated name, dtype, rank, a fixed
 // dimension), naming the inputs the model expects; servables.ErrOutput when
-// an output is not a tensor of a dtype Grove returns; servables.ErrExecution,
-// with ONNX Runtime's message, when the model fails to run. Outputs are named
-// as in the model and come in the model's output order.
+// a wanted output is not a tensor of a dtype Grove returns;
+// servables.ErrExecution, with ONNX Runtime's message, when the model fails
+// to run. Outputs are named as in the model and come in the model's output
+// order: every output, or only those ctx names (servables.WithOutputs), so
+// an output Grove cannot convert fails only the calls that want it.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -592,8 +619,15 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, err
 	}
-	if m.badOutput != nil {
-		return nil, m.badOutput
+	wanted := make([]bool, len(m.outputs))
+	names, filtered := servables.OutputsFrom(ctx)
+	for i, s := range m.outputs {
+		wanted[i] = !filtered || slices.Contains(names, s.name)
+		if wanted[i] && s.tensor && s.dtype == servables.Unknown && s.ortType != ort.TensorElementDataTypeUndefined {
+			// Fail before running: onnxruntime_go cannot even convert
+			// some such outputs.
+			return nil, unsupportedOutput(s.name, s.ortType)
+		}
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -617,20 +651,86 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		values[i] = v
 	}
 	outs := make([]ort.Value, len(m.outputs))
+	halves := make([]servables.Tensor, len(m.outputs))
+	for i, s := range m.outputs {
+		if !isHalf(s.dtype) {
+			continue
+		}
+		if halves[i], outs[i], err = m.halfOutput(i, ordered, &pin); err != nil {
+			destroyAll(outs)
+			return nil, err
+		}
+	}
 	err = m.session.Run(values, outs)
 	defer destroyAll(outs) // Run fills outs even when a later conversion fails
 	if err != nil {
 		return nil, m.runError(err)
 	}
-	result := make([]servables.Tensor, len(outs))
+	result := make([]servables.Tensor, 0, len(outs))
 	for i, v := range outs {
-		t, err := toTensor(m.outputs[i].name, v)
-		if err != nil {
-			return nil, err
+		switch {
+		case !wanted[i]:
+		case isHalf(m.outputs[i].dtype):
+			result = append(result, halves[i])
+		default:
+			t, err := toTensor(m.outputs[i].name, v)
+			if err != nil {
+				return nil, err
+			}
+			result = append(result, t)
 		}
-		result[i] = t
 	}
 	return result, nil
+}
+
+func isHalf(dt servables.DType) bool { return dt == servables.Float16 || dt == servables.BFloat16 }
+
+// halfOutput allocates output i, a 2-byte float tensor, for Run to write:
+// onnxruntime_go cannot hand back such a tensor when ONNX Runtime
+// allocates it. Its shape comes from the model's declaration: fixed
+// dimensions, and symbolic ones ("batch") that an input declares too take
+// that input's size; any other makes it an error wrapping
+// servables.ErrOutput. ONNX Runtime checks the shape when it writes the
+// output.
+func (m *Model) halfOutput(i int, inputs []servables.Tensor, pin *runtime.Pinner) (servables.Tensor, ort.Value, error) {
+	s := m.outputs[i]
+	declared := m.outDims[s.name]
+	if len(declared) == 0 {
+		return servables.Tensor{}, nil, fmt.Errorf("%w: output %q is a %v tensor of unknown or zero rank, which Grove cannot allocate before the run (onnxruntime_go cannot return 2-byte float tensors it did not get)",
+			servables.ErrOutput, s.name, s.dtype)
+	}
+	sizes := map[string]int64{}
+	for j, in := range m.inputs {
+		for k, d := range m.inDims[in.name] {
+			if d.param != "" && k < len(inputs[j].Shape) {
+				if _, ok := sizes[d.param]; !ok {
+					sizes[d.param] = inputs[j].Shape[k]
+				}
+			}
+		}
+	}
+	shape := make([]int64, len(declared))
+	for k, d := range declared {
+		switch size, ok := sizes[d.param]; {
+		case d.value > 0:
+			shape[k] = d.value
+		case d.param != "" && ok:
+			shape[k] = size
+		default:
+			return servables.Tensor{}, nil, fmt.Errorf("%w: output %q is a %v tensor whose dimension %d (%q) no input declares, so Grove cannot size it before the run (onnxruntime_go cannot return 2-byte float tensors it did not get)",
+				servables.ErrOutput, s.name, s.dtype, k, d.param)
+		}
+	}
+	t, err := servables.NewTensor(s.name, s.dtype, shape)
+	if err != nil {
+		return servables.Tensor{}, nil, fmt.Errorf("%w: output %q: %w", servables.ErrOutput, s.name, err)
+	}
+	pin.Pin(unsafe.SliceData(t.Data))
+	v, err := ort.NewCustomDataTensor(ort.Shape(shape), t.Data, s.ortType)
+	if err != nil {
+		return servables.Tensor{}, nil, fmt.Errorf("%w: output %q: %w", servables.ErrOutput, s.name, err)
+	}
+	return t, v, nil
 }
 
 // destroyAll destroys values, skipping nil ones and typed nil pointers (which
@@ -684,8 +784,19 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 }
 
 func unsupportedOutput(name string, t ort.TensorElementDataType) error {
-	return fmt.Errorf("%w: output %q is a tensor of %s; Grove returns FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8 and STRING tensors",
-		servables.ErrOutput, name, ortTypeName(t))
+	return servables.Errorf(servables.ErrOutput, "output %q is a tensor of %s; Grove returns tensors of %s", name, ortTypeName(t), returned{})
+}
+
+// returned lists the data types Grove returns from ONNX models.
+type returned struct{}
+
+// FormatDTypes lists them, named by name.
+func (returned) FormatDTypes(name func(servables.DType) string) string {
+	var names []string
+	for _, d := range slices.Sorted(maps.Values(dtypes)) {
+		names = append(names, name(d))
+	}
+	return strings.Join(names, ", ")
 }
 
 func copyTensor[T any](name string, dt servables.DType, shape ort.Shape, data []T) (servables.Tensor, error) {

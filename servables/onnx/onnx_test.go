@@ -238,10 +238,14 @@ func TestMetadata(t *testing.T) {
 			`"outputs":[{"name":"weighted","datatype":"FLOAT","shape":[-1,2]},{"name":"total","datatype":"DOUBLE","shape":[-1]}]}`,
 		testdata("scalar"): `{"runtime":"onnx","inputs":[{"name":"x","datatype":"FLOAT","shape":[-1]},{"name":"s","datatype":"FLOAT","shape":[]}],` +
 			`"outputs":[{"name":"y","datatype":"FLOAT","shape":[-1]}]}`,
-		testdata("unsupported_out"): `{"runtime":"onnx","inputs":[{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
-			`"outputs":[{"name":"positive","datatype":"BOOL","shape":[-1,4]},{"name":"half","datatype":"UNKNOWN","shape":[-1,4]}]}`,
-		testdata("unsupported_in"): `{"runtime":"onnx","inputs":[{"name":"h","datatype":"UNKNOWN","shape":[-1,4]},{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
+		testdata("torch_half_out"): `{"runtime":"onnx","inputs":[{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
+			`"outputs":[{"name":"positive","datatype":"BOOL","shape":[-1,4]},{"name":"half","datatype":"FLOAT16","shape":[-1,4]}]}`,
+		testdata("torch_half_in"): `{"runtime":"onnx","inputs":[{"name":"h","datatype":"FLOAT16","shape":[-1,4]},{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
 			`"outputs":[{"name":"scaled","datatype":"FLOAT","shape":[-1,4]}]}`,
+		testdata("bfloat"): `{"runtime":"onnx","inputs":[{"name":"b","datatype":"BFLOAT16","shape":[-1,2]},{"name":"x","datatype":"FLOAT","shape":[-1,2]}],` +
+			`"outputs":[{"name":"same","datatype":"BFLOAT16","shape":[-1,2]},{"name":"wide","datatype":"FLOAT","shape":[-1,2]},{"name":"narrow","datatype":"BFLOAT16","shape":[-1,2]}]}`,
+		testdata("uint16_in"): `{"runtime":"onnx","inputs":[{"name":"u","datatype":"UNKNOWN","shape":[-1,4]},{"name":"x","datatype":"FLOAT","shape":[-1,4]}],` +
+			`"outputs":[{"name":"y","datatype":"FLOAT","shape":[-1,4]}]}`,
 		testdata("mask"): `{"runtime":"onnx","inputs":[{"name":"mask","datatype":"BOOL","shape":[-1,4]},{"name":"x","datatype":"UINT8","shape":[-1,4]}],` +
 			`"outputs":[{"name":"masked","datatype":"BOOL","shape":[-1,4]},{"name":"next","datatype":"UINT8","shape":[-1,4]}]}`,
 	} {
@@ -281,7 +285,7 @@ func TestInvalidInputsNameTheExpectedInputs(t *testing.T) {
 	pctr := load(t, pctrONNX, servables.LoadOptions{})
 	mixed := load(t, testdata("mixed"), servables.LoadOptions{})
 	scalar := load(t, testdata("scalar"), servables.LoadOptions{})
-	unsupported := load(t, testdata("unsupported_in"), servables.LoadOptions{})
+	unsupported := load(t, testdata("uint16_in"), servables.LoadOptions{})
 	mask := load(t, testdata("mask"), servables.LoadOptions{})
 	mixedSpecs := []string{"ids INT64 [-1 2]", "w FLOAT [-1 1]"}
 	ids := tensor(t, "ids", servables.Int64, []int64{1, 2}, 1, 2)
@@ -312,7 +316,7 @@ func TestInvalidInputsNameTheExpectedInputs(t *testing.T) {
 		{"rank 3", pctr, []servables.Tensor{f32("x", 1, 1, 64)}, []string{"(rank 3), the model takes rank 2", xSpec}},
 		{"data does not fill the shape", pctr, []servables.Tensor{short}, []string{`input 0 ("x")`, "do not fill shape [2 64]", xSpec}},
 		{"too few unnamed", scalar, []servables.Tensor{f32("", 3)}, []string{"got 1 unnamed input tensors, the model takes 2", "x FLOAT [-1], s FLOAT []"}},
-		{"input of a type Grove cannot send", unsupported, []servables.Tensor{f32("h", 1, 4), f32("x", 1, 4)}, []string{`input "h" is h FLOAT16 [-1 4] in the model, a type Grove cannot send`, "x FLOAT [-1 4]"}},
+		{"input of a type Grove cannot send", unsupported, []servables.Tensor{f32("u", 1, 4), f32("x", 1, 4)}, []string{`input "u" is u UINT16 [-1 4] in the model, a type Grove cannot send`, "x FLOAT [-1 4]"}},
 		{"wrong dtype, bool", mask, []servables.Tensor{tensor(t, "mask", servables.Uint8, []int64{1, 4}, 1, 0, 1, 0), tensor(t, "x", servables.Uint8, []int64{1, 4}, 1, 2, 3, 4)}, []string{`input "mask" is UINT8, the model takes BOOL`, "mask BOOL [-1 4], x UINT8 [-1 4]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -390,12 +394,12 @@ func TestUnalignedInputIsCopied(t *testing.T) {
 }
 
 func TestOutputsGroveCannotReturnAreErrOutput(t *testing.T) {
-	m := load(t, testdata("unsupported_out"), servables.LoadOptions{})
-	_, err := m.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Float32, []int64{1, 4}, -1, 0, 1, 2)})
-	// Refused before the model runs, from the declared output types
-	// (onnxruntime_go cannot even convert some, such as "half", FLOAT16).
-	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "half" is a tensor of FLOAT16`) {
-		t.Errorf("Predict: %v, want ErrOutput naming output half and FLOAT16", err)
+	m := load(t, testdata("uint16_out"), servables.LoadOptions{})
+	x := tensor(t, "x", servables.Float32, []int64{1, 4}, -1, 0, 1, 2)
+	_, err := m.Predict(context.Background(), []servables.Tensor{x})
+	// Refused before the model runs, from the declared output types.
+	if !errors.Is(err, servables.ErrOutput) || !strings.Contains(err.Error(), `output "w" is a tensor of UINT16; Grove returns tensors of FLOAT, DOUBLE, INT8, INT16, INT32, INT64, BOOL, UINT8, FLOAT16, BFLOAT16`) {
+		t.Errorf("Predict: %v, want ErrOutput naming output w and UINT16", err)
 	}
 	// An output whose type only shows when the model runs is checked then.
 	_, err = toTensor("wide", mustUint16Tensor(t))
@@ -406,6 +410,80 @@ func TestOutputsGroveCannotReturnAreErrOutput(t *testing.T) {
 	b, err := toTensor("positive", mustBoolTensor(t))
 	if err != nil || b.DType != servables.Bool || fmt.Sprint(b.Shape, b.Data) != "[1 2] [1 0]" {
 		t.Errorf("toTensor(bool) = %+v, %v", b, err)
+	}
+}
+
+func TestOnlyTheRequestedOutputsAreConverted(t *testing.T) {
+	m := load(t, testdata("uint16_out"), servables.LoadOptions{})
+	x := tensor(t, "x", servables.Float32, []int64{1, 4}, -1, 0, 1, 2)
+	out, err := m.Predict(servables.WithOutputs(context.Background(), []string{"y"}), []servables.Tensor{x})
+	if err != nil || len(out) != 1 || out[0].Name != "y" {
+		t.Fatalf("asking for y only: %v %+v", err, out)
+	}
+	closeTo(t, "y", values(out[0]), []float64{-1, 0, 1, 2}, 0)
+	if _, err := m.Predict(servables.WithOutputs(context.Background(), []string{"w", "y"}), []servables.Tensor{x}); !errors.Is(err, servables.ErrOutput) {
+		t.Errorf("asking for w: %v, want ErrOutput", err)
+	}
+	mixed := load(t, testdata("mixed"), servables.LoadOptions{})
+	out, err = mixed.Predict(servables.WithOutputs(context.Background(), []string{"total"}), []servables.Tensor{
+		tensor(t, "ids", servables.Int64, []int64{1, 2}, 1, 2), tensor(t, "w", servables.Float32, []int64{1, 1}, 2)})
+	if err != nil || len(out) != 1 || out[0].Name != "total" || values(out[0])[0] != 6 {
+		t.Errorf("mixed, total only: %v %+v", err, out)
+	}
+}
+
+// halves makes a Float16 or BFloat16 tensor of values (exact in the type).
+func halves(t testing.TB, name string, dt servables.DType, shape []int64, vals ...float64) servables.Tensor {
+	t.Helper()
+	x, err := servables.NewTensor(name, dt, shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := servables.Float16Bits
+	if dt == servables.BFloat16 {
+		round = servables.BFloat16Bits
+	}
+	for i, v := range vals {
+		x.Uint16s()[i], _ = round(v)
+	}
+	return x
+}
+
+func TestFloat16AndBFloat16BothWays(t *testing.T) {
+	for _, c := range []struct {
+		model, in string
+		dt        servables.DType
+		width     int64
+		vals      []float64
+		// narrow is x = vals + a bit, rounded by ONNX Runtime's Cast.
+		x, narrow []float64
+	}{
+		{"half", "h", servables.Float16, 4, []float64{1, -2.5, 65504, 0.0999755859375, 0, 1e-7, 3, 5.960464477539063e-08},
+			[]float64{1.0004, 70000, 1e-8, 0.1, 2049, -3, 0.33333334, 1.5}, []float64{1, math.Inf(1), 0, 0.0999755859375, 2048, -3, 0.333251953125, 1.5}},
+		{"bfloat", "b", servables.BFloat16, 2, []float64{1, -2.5, 3.3895313892515355e38, 0.10009765625},
+			[]float64{1.00390625, 257, 0.1, -1e39}, []float64{1, 256, 0.10009765625, math.Inf(-1)}},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			m := load(t, testdata(c.model), servables.LoadOptions{})
+			rows := int64(len(c.vals)) / c.width
+			out := predict(t, m, halves(t, c.in, c.dt, []int64{rows, c.width}, c.vals...),
+				tensor(t, "x", servables.Float32, []int64{rows, c.width}, c.x...))
+			if len(out) != 3 || out[0].Name != "same" || out[1].Name != "wide" || out[2].Name != "narrow" {
+				t.Fatalf("outputs %+v", out)
+			}
+			for _, o := range []servables.Tensor{out[0], out[2]} {
+				if o.DType != c.dt || fmt.Sprint(o.Shape) != fmt.Sprint([]int64{rows, c.width}) {
+					t.Errorf("%s: %v %v", o.Name, o.DType, o.Shape)
+				}
+			}
+			want := make([]float64, len(c.vals))
+			for i, v := range c.vals {
+				want[i] = halves(t, "", c.dt, []int64{1}, v).HalfAt(0)
+			}
+			closeTo(t, "same", values(out[0]), want, 0)
+			closeTo(t, "wide", values(out[1]), want, 0)
+			closeTo(t, "narrow", values(out[2]), c.narrow, 0)
+		})
 	}
 }
 

@@ -42,7 +42,7 @@
 // servables.ErrInvalidInput. So are libtorch's refusals of the inputs'
 // shapes, ranks or dtypes while the model runs ("mat1 and mat2 shapes cannot
 // be multiplied", "must match the size of tensor", "expected scalar type",
-// ...: callerErrors), as *servables.InputError naming the inputs sent. Any
+// ...: callerErrors), as servables.InvalidInputf errors naming the inputs sent. Any
 // other failure while the model runs is an error wrapping
 // servables.ErrExecution with torch's message, without its C++ backtrace or
 // TorchScript traceback. TorchScript records no dtypes or shapes: a

@@ -434,9 +434,9 @@ func TestShapeAndDTypeMismatchesFoundByLibtorchAreInvalidInput(t *testing.T) {
 		{"pctr on [1 3]", pctr, []servables.Tensor{tensor(t, servables.Float32, []int64{1, 3}, 1, 2, 3)}, []string{"x FLOAT [1 3]"}},
 	} {
 		_, err := c.m.Predict(context.Background(), c.inputs)
-		var ie *servables.InputError
+		var ie *servables.DTypeError
 		if !errors.As(err, &ie) || servables.KindOf(err) != servables.InvalidInput {
-			t.Errorf("%s: %v, want an InputError", c.name, err)
+			t.Errorf("%s: %v, want a DTypeError wrapping ErrInvalidInput", c.name, err)
 			continue
 		}
 		for _, w := range c.want {
@@ -444,7 +444,7 @@ func TestShapeAndDTypeMismatchesFoundByLibtorchAreInvalidInput(t *testing.T) {
 				t.Errorf("%s: %q does not say %q", c.name, err, w)
 			}
 		}
-		if oip := ie.Text(servables.OIPName); strings.Contains(oip, "FLOAT") || strings.Contains(oip, "DOUBLE") {
+		if oip := ie.Render(servables.OIPName); strings.Contains(oip, "FLOAT") || strings.Contains(oip, "DOUBLE") {
 			t.Errorf("%s: in OIP's vocabulary the message still says FLOAT or DOUBLE: %s", c.name, oip)
 		}
 	}
@@ -747,7 +747,9 @@ func TestLoadsAnExtensionlessTorchScriptFileByContent(t *testing.T) {
 	defer m.Close()
 	x, _ := servables.NewTensor("x", servables.Float32, []int64{1})
 	x.Float32s()[0] = 2
-	out, err := m.Predict(context.Background(), []servables.Tensor{x, x})
+	y := x
+	y.Name = "y"
+	out, err := m.Predict(context.Background(), []servables.Tensor{x, y})
 	if err != nil || out[0].Float32s()[0] != 4 {
 		t.Errorf("Predict: %v %v", out, err)
 	}

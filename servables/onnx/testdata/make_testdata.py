@@ -9,14 +9,15 @@ mixed.onnx            two inputs of different dtypes, two outputs, names that ar
                       -> weighted float32 [batch, 2] = ids * w,
                          total float64 [batch] = sum of weighted over dim 1
 scalar.onnx           a rank-0 input: x float32 [n], s float32 [] -> y float32 [n] = x * s
-unsupported_out.onnx  an output Grove cannot return (and a bool one it can):
+torch_half_out.onnx   a float16 output as torch exports it (and a bool one):
                       x float32 [batch, 4] -> positive bool [batch, 4], half float16 [batch, 4]
-unsupported_in.onnx   an input Grove cannot send:
+torch_half_in.onnx    a float16 input as torch exports it:
                       h float16 [batch, 4], x float32 [batch, 4] -> scaled float32 [batch, 4]
 mask.onnx             bool and uint8 both ways:
                       mask bool [batch, 4], x uint8 [batch, 4]
                       -> masked bool [batch, 4] = mask AND (x > 3), next uint8 [batch, 4] = x + 1
 
+The models torch cannot export (BFLOAT16, UINT16) are made by make_half.py.
 The example pCTR model is examples/bucket/pctr_onnx/model.onnx, made by
 examples/models/make_models.py. Reruns give byte-identical files.
 """
@@ -38,12 +39,12 @@ class Scalar(torch.nn.Module):
         return x * s
 
 
-class UnsupportedOut(torch.nn.Module):
+class HalfOut(torch.nn.Module):
     def forward(self, x):
         return x > 0, x.to(torch.float16)
 
 
-class UnsupportedIn(torch.nn.Module):
+class HalfIn(torch.nn.Module):
     def forward(self, h, x):
         return x * h.to(torch.float32)
 
@@ -64,9 +65,9 @@ def main():
                                                  "weighted": {0: "batch"}, "total": {0: "batch"}})
     export(Scalar(), (torch.tensor([1.0, 2.0]), torch.tensor(3.0)), "scalar.onnx",
            ["x", "s"], ["y"], {"x": {0: "n"}, "y": {0: "n"}})
-    export(UnsupportedOut(), (torch.zeros(1, 4),), "unsupported_out.onnx",
+    export(HalfOut(), (torch.zeros(1, 4),), "torch_half_out.onnx",
            ["x"], ["positive", "half"], {"x": {0: "batch"}, "positive": {0: "batch"}, "half": {0: "batch"}})
-    export(UnsupportedIn(), (torch.ones(1, 4, dtype=torch.float16), torch.zeros(1, 4)), "unsupported_in.onnx",
+    export(HalfIn(), (torch.ones(1, 4, dtype=torch.float16), torch.zeros(1, 4)), "torch_half_in.onnx",
            ["h", "x"], ["scaled"], {"h": {0: "batch"}, "x": {0: "batch"}, "scaled": {0: "batch"}})
     export(Mask(), (torch.ones(1, 4, dtype=torch.bool), torch.zeros(1, 4, dtype=torch.uint8)), "mask.onnx",
            ["mask", "x"], ["masked", "next"], {"mask": {0: "batch"}, "x": {0: "batch"},
