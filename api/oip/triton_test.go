@@ -311,8 +311,6 @@ func TestUnservedMethodsSayWhy(t *testing.T) {
 		code codes.Code
 		want string
 	}{
-		{second(g.RepositoryModelLoad(ctx, &oippb.RepositoryModelLoadRequest{ModelName: "pctr"})), codes.FailedPrecondition, "model config in the bucket decides"},
-		{second(g.RepositoryModelUnload(ctx, &oippb.RepositoryModelUnloadRequest{ModelName: "pctr"})), codes.FailedPrecondition, "model config in the bucket decides"},
 		{second(g.SystemSharedMemoryStatus(ctx, &oippb.SystemSharedMemoryStatusRequest{})), codes.Unimplemented, "no shared memory extension"},
 		{second(g.SystemSharedMemoryRegister(ctx, &oippb.SystemSharedMemoryRegisterRequest{})), codes.Unimplemented, "no shared memory extension"},
 		{second(g.SystemSharedMemoryUnregister(ctx, &oippb.SystemSharedMemoryUnregisterRequest{})), codes.Unimplemented, "no shared memory extension"},
@@ -444,5 +442,18 @@ func TestTheTimeoutParameterMayBeAUint64ParamAsTritonsProtoAllows(t *testing.T) 
 	err := call(&oippb.InferParameter{ParameterChoice: &oippb.InferParameter_Uint64Param{Uint64Param: 1 << 63}})
 	if st := grpcstatus.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "is not a timeout in microseconds") {
 		t.Fatalf("uint64_param above the range: %v", err)
+	}
+}
+
+func TestRepositoryLoadAndUnloadOverGRPCAreRefusedAsRESTRefusesThem(t *testing.T) {
+	g := &grpcService{b: &triton{}}
+	for action, err := range map[string]error{
+		"load":   second(g.RepositoryModelLoad(t.Context(), &oippb.RepositoryModelLoadRequest{ModelName: "ads/pctr"})),
+		"unload": second(g.RepositoryModelUnload(t.Context(), &oippb.RepositoryModelUnloadRequest{ModelName: "ads/pctr"})),
+	} {
+		want := errorText(RepositoryControlRefusal(action, "ads/pctr"))
+		if st := grpcstatus.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != want {
+			t.Errorf("%s: %v, want FAILED_PRECONDITION %q", action, err, want)
+		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 
 // Why Grove does not serve the other methods.
 const (
-	whyNoLoad = "the model config in the bucket decides which models are loaded; " +
-		"change it (the management API writes it) and Grove loads and unloads models to match"
 	whyNoSharedMemory = "Grove has no shared memory extension: send tensors in the request " +
 		"(raw_input_contents or contents) and read them from the response"
 	whyNoCudaSharedMemory = "Grove runs models on the CPU and has no CUDA shared memory extension: " +
@@ -32,14 +30,15 @@ func unserved(code codes.Code, method, why string) error {
 	return grpcstatus.Error(code, method+" is not supported: "+why)
 }
 
-// RepositoryModelLoad is refused: the model config decides what is loaded.
-func (*grpcService) RepositoryModelLoad(context.Context, *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
-	return nil, unserved(codes.FailedPrecondition, "RepositoryModelLoad", whyNoLoad)
+// RepositoryModelLoad is refused as REST's load is: the model config
+// decides what is loaded (RepositoryControlRefusal).
+func (*grpcService) RepositoryModelLoad(_ context.Context, req *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
+	return nil, grpcError(RepositoryControlRefusal("load", req.GetModelName()))
 }
 
-// RepositoryModelUnload is refused: the model config decides what is loaded.
-func (*grpcService) RepositoryModelUnload(context.Context, *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
-	return nil, unserved(codes.FailedPrecondition, "RepositoryModelUnload", whyNoLoad)
+// RepositoryModelUnload is refused as REST's unload is.
+func (*grpcService) RepositoryModelUnload(_ context.Context, req *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
+	return nil, grpcError(RepositoryControlRefusal("unload", req.GetModelName()))
 }
 
 // SystemSharedMemoryStatus is refused: Grove has no shared memory.
