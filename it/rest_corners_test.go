@@ -125,7 +125,7 @@ func TestModelNamesEndingInEndpointWordsReachTheirModel(t *testing.T) {
 		code         int
 		has          string
 	}{
-		{"GET", "/v2/models/a/ready", "", 200, `"name":"a/ready","versions":["1"],"platform":"onnx_onnxv1"`},
+		{"GET", "/v2/models/a/ready", "", 200, `"name":"a/ready","versions":["1"],"platform":"onnxruntime_onnx"`},
 		{"GET", "/v2/models/a/ready/ready", "", 200, `{"name":"a/ready","ready":true}`},
 		{"POST", "/v2/models/a/ready/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}],"outputs":[{"name":"y"}]}`, 200, `"model_name":"a/ready"`},
 		{"GET", "/v2/models/x/versions/2", "", 200, `"name":"x/versions/2"`},
@@ -218,7 +218,7 @@ func TestHalfFloatsOutputFiltersDatatypeNamesAndRepositoryCalls(t *testing.T) {
 
 	// OIP datatype names in the runtime's errors.
 	if code, body := g.send(t, "POST", "/v2/models/wide/infer", []byte(`{"inputs":[{"name":"x","datatype":"FP64","shape":[1,4],"data":[1,2,3,4]}]}`)); code != 400 ||
-		!strings.Contains(body, `input \"x\" is FP64, the model takes FP32; the model's inputs are: x FP32 [-1 4]`) {
+		!strings.Contains(body, `input \"x\" is FP64, the model takes FP32 (x FP32 [-1 4])`) {
 		t.Errorf("FP64 for FP32: %d %s", code, body)
 	}
 	if _, err := c.ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: "wide", Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "INT64", Shape: []int64{1, 4},

@@ -244,9 +244,10 @@ func TestCallerShapeAndDtypeMistakesOnTorchScriptAreInvalidArgument(t *testing.T
 	if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), "x FP64 [1 64]") {
 		t.Errorf("gRPC pctr_v1 with FP64: %v, want INVALID_ARGUMENT naming x FP64 [1 64]", err)
 	}
-	// B&A says the same in its own words.
+	// B&A says the same in its own words, as the sidecar's error type for
+	// inputs its model refuses (MODEL_EXECUTION).
 	_, ba, err := g.infer(batchJSON(itemJSON("sub_warm/", tensorJSON("DOUBLE", []int64{1, 2}, []float64{1, 2}), tensorJSON("FLOAT", []int64{1, 2}, []float64{1, 2}))))
-	if err != nil || len(ba.Response) != 1 || ba.Response[0].Error == nil || ba.Response[0].Error.ErrorType != "INPUT_PARSING" ||
+	if err != nil || len(ba.Response) != 1 || ba.Response[0].Error == nil || ba.Response[0].Error.ErrorType != "MODEL_EXECUTION" ||
 		!strings.Contains(ba.Response[0].Error.Description, `input "a" is DOUBLE, the model takes FLOAT`) {
 		t.Errorf("B&A sub_warm/ with a DOUBLE: %+v %v", ba, err)
 	}

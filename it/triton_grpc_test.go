@@ -221,8 +221,6 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 		err  error
 		code codes.Code
 	}{
-		{errOf(c.RepositoryModelLoad(ctx, &oippb.RepositoryModelLoadRequest{ModelName: "pcvr"})), codes.FailedPrecondition},
-		{errOf(c.RepositoryModelUnload(ctx, &oippb.RepositoryModelUnloadRequest{ModelName: "pcvr"})), codes.FailedPrecondition},
 		{errOf(c.SystemSharedMemoryRegister(ctx, &oippb.SystemSharedMemoryRegisterRequest{Name: "r", Key: "/k", ByteSize: 64})), codes.Unimplemented},
 		{errOf(c.SystemSharedMemoryStatus(ctx, &oippb.SystemSharedMemoryStatusRequest{})), codes.Unimplemented},
 		{errOf(c.SystemSharedMemoryUnregister(ctx, &oippb.SystemSharedMemoryUnregisterRequest{})), codes.Unimplemented},
@@ -234,6 +232,19 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 	} {
 		if st := status.Convert(u.err); st.Code() != u.code || !strings.Contains(st.Message(), "is not supported: ") {
 			t.Errorf("%v, want %v saying why", u.err, u.code)
+		}
+	}
+	// Load and unload answer what REST's load and unload answer.
+	for action, err := range map[string]error{
+		"load":   errOf(c.RepositoryModelLoad(ctx, &oippb.RepositoryModelLoadRequest{ModelName: "pcvr"})),
+		"unload": errOf(c.RepositoryModelUnload(ctx, &oippb.RepositoryModelUnloadRequest{ModelName: "pcvr"})),
+	} {
+		code, body := g.send(t, "POST", "/v2/repository/models/pcvr/"+action, nil)
+		var rest struct{ Error string }
+		_ = json.Unmarshal([]byte(body), &rest)
+		st := status.Convert(err)
+		if st.Code() != codes.FailedPrecondition || code != 409 || rest.Error != st.Message() || !strings.Contains(st.Message(), "model repository "+action+" of model 'pcvr' is refused") {
+			t.Errorf("%s: gRPC %v, REST %d %s: want FAILED_PRECONDITION and 409 with one text", action, err, code, body)
 		}
 	}
 	// Their REST endpoints give the same reasons.
