@@ -234,7 +234,7 @@ func checkTensor(what string, s TensorSpec, t Tensor) error {
 // outputs are Grove's output_0, output_1, ...: a declaration names them).
 // The result takes the declared specs, with any dimension fixed on either
 // side fixed, and Signature SignatureDeclared; declared outputs clear
-// UnnamedOutputs.
+// UnnamedOutputs and set OutputsDeclared.
 func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 	out := rt
 	out.Inputs, out.Outputs = slices.Clone(rt.Inputs), slices.Clone(rt.Outputs)
@@ -274,6 +274,7 @@ func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 		}
 		out.Outputs = merged
 		out.UnnamedOutputs = false // the declaration names them
+		out.OutputsDeclared = true
 	}
 	return out, nil
 }
@@ -438,9 +439,10 @@ func (s *Signed) Metadata() Metadata { return *s.meta.Load() }
 // SetMetadata replaces the signature (a learned one).
 func (s *Signed) SetMetadata(m Metadata) { s.meta.Store(&m) }
 
-// Predict checks inputs against the signature, runs the model, and, for a
-// declared signature, checks the outputs' count, datatypes and shapes
-// (a mismatch wraps ErrOutput: the model does not do what its
+// Predict checks inputs against the signature, runs the model, and, when
+// the outputs are declared (Metadata.OutputsDeclared; not when they were
+// learned from the warm-up), checks the outputs' count, datatypes and
+// shapes (a mismatch wraps ErrOutput: the model does not do what its
 // declaration says) and gives them the declared names.
 func (s *Signed) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error) {
 	m := s.meta.Load()
@@ -448,7 +450,7 @@ func (s *Signed) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
 		return nil, err
 	}
 	out, err := s.Servable.Predict(ctx, inputs)
-	if err != nil || m.Signature != SignatureDeclared || len(m.Outputs) == 0 {
+	if err != nil || !m.OutputsDeclared {
 		return out, err
 	}
 	if len(out) != len(m.Outputs) {

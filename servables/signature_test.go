@@ -229,7 +229,7 @@ func TestSignedChecksInputsAndNamesDeclaredOutputs(t *testing.T) {
 		t.Errorf("a wrong width: %v", err)
 	}
 	// The echo answers with an INT32 tensor where FP32 was declared: the model's fault.
-	s.SetMetadata(servables.Metadata{Signature: servables.SignatureDeclared, Inputs: []servables.TensorSpec{{Name: "x"}},
+	s.SetMetadata(servables.Metadata{Signature: servables.SignatureDeclared, OutputsDeclared: true, Inputs: []servables.TensorSpec{{Name: "x"}},
 		Outputs: []servables.TensorSpec{{Name: "score", DType: servables.Float32, Shape: []int64{-1}}}})
 	_, err = s.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Int32, 2)})
 	if servables.KindOf(err) != servables.OutputUnsupported || !strings.Contains(err.Error(), `output "score" is INT32, the model takes FLOAT`) {
@@ -251,5 +251,34 @@ func TestDeclaredOutputsGiveTorchScriptOutputsTheirNames(t *testing.T) {
 	got, err = servables.Declare(torch, in, []servables.TensorSpec{{Name: "score", DType: servables.Float32, Shape: []int64{-1, 1}}})
 	if err != nil || got.UnnamedOutputs || got.Outputs[0].Name != "score" {
 		t.Errorf("declared outputs: %+v, %v; want named outputs", got, err)
+	}
+}
+
+// Declaring only the inputs leaves the outputs to the warm-up, for the
+// metadata: a learned output shape is not a declaration, so an answer whose
+// shape differs from the warm-up's (here a second dimension the declared
+// input leaves open) is not the model's fault.
+func TestOutputsLearnedBesideDeclaredInputsAreNotEnforced(t *testing.T) {
+	rt := echo(t).Metadata()
+	meta, err := servables.Declare(rt, []servables.TensorSpec{{Name: "x", DType: servables.Float32, Shape: []int64{-1, -1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servables.WithSignature(echo(t), meta)
+	warm := []servables.Tensor{tensor(t, "x", servables.Float32, 1, 3)}
+	out, err := s.Predict(context.Background(), warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learned, err := servables.Learn(s.Metadata(), [][]servables.Tensor{warm}, [][]servables.Tensor{out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := describe(learned); d != "x FLOAT [-1 -1] -> x FLOAT [-1 3]" {
+		t.Fatalf("learned %s", d)
+	}
+	s.SetMetadata(learned)
+	if _, err := s.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Float32, 2, 5)}); err != nil {
+		t.Errorf("an input the declaration takes, answered with another width than the warm-up's: %v", err)
 	}
 }
