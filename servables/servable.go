@@ -69,7 +69,7 @@ type Metadata struct {
 	// signature that names the outputs clears it.
 	UnnamedOutputs bool `json:"-"`
 	// OutputsDeclared is set when the outputs are declared (Declare):
-	// servables.Signed holds the model's answers to them. Outputs learned
+	// Signed holds the model's answers to them. Outputs learned
 	// from the warm-up only describe the model.
 	OutputsDeclared bool `json:"-"`
 }
