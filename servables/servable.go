@@ -68,6 +68,10 @@ type Metadata struct {
 	// tensor_name, so Grove's B&A answers leave these names out. A declared
 	// signature that names the outputs clears it.
 	UnnamedOutputs bool `json:"-"`
+	// OutputsDeclared is set when the outputs are declared (Declare):
+	// Signed holds the model's answers to them. Outputs learned
+	// from the warm-up only describe the model.
+	OutputsDeclared bool `json:"-"`
 }
 
 // TensorSpec describes one input or output of a model. DType is Unknown and

@@ -234,7 +234,7 @@ func checkTensor(what string, s TensorSpec, t Tensor) error {
 // outputs are Grove's output_0, output_1, ...: a declaration names them).
 // The result takes the declared specs, with any dimension fixed on either
 // side fixed, and Signature SignatureDeclared; declared outputs clear
-// UnnamedOutputs.
+// UnnamedOutputs and set OutputsDeclared.
 func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 	out := rt
 	out.Inputs, out.Outputs = slices.Clone(rt.Inputs), slices.Clone(rt.Outputs)
@@ -274,6 +274,7 @@ func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 		}
 		out.Outputs = merged
 		out.UnnamedOutputs = false // the declaration names them
+		out.OutputsDeclared = true
 	}
 	return out, nil
 }
@@ -438,27 +439,43 @@ func (s *Signed) Metadata() Metadata { return *s.meta.Load() }
 // SetMetadata replaces the signature (a learned one).
 func (s *Signed) SetMetadata(m Metadata) { s.meta.Store(&m) }
 
-// Predict checks inputs against the signature, runs the model, and, for a
-// declared signature, checks the outputs' count, datatypes and shapes
-// (a mismatch wraps ErrOutput: the model does not do what its
-// declaration says) and gives them the declared names.
+// Predict checks inputs against the signature, runs the model, and, when
+// the outputs are declared (Metadata.OutputsDeclared; not when they were
+// learned from the warm-up), checks the outputs' count, datatypes and
+// shapes (a mismatch wraps ErrOutput: the model does not do what its
+// declaration says) and gives them the declared names. A call that names
+// the outputs it wants (WithOutputs) may get only those from a runtime
+// that names its outputs (not Metadata.ByPosition): they are checked by
+// name.
 func (s *Signed) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error) {
 	m := s.meta.Load()
 	if err := CheckInputs(*m, inputs); err != nil {
 		return nil, err
 	}
 	out, err := s.Servable.Predict(ctx, inputs)
-	if err != nil || m.Signature != SignatureDeclared || len(m.Outputs) == 0 {
+	if err != nil || !m.OutputsDeclared {
 		return out, err
 	}
-	if len(out) != len(m.Outputs) {
+	specs := m.Outputs
+	if _, filtered := OutputsFrom(ctx); filtered && !m.ByPosition {
+		// A runtime that returns only the outputs asked for (ONNX) names
+		// them as the declaration does (Declare): match them by name.
+		specs = make([]TensorSpec, len(out))
+		for k, t := range out {
+			j := slices.IndexFunc(m.Outputs, func(s TensorSpec) bool { return s.Name == t.Name })
+			if j < 0 {
+				return nil, fmt.Errorf("%w: the model returned an output %q, its declared signature has %s", ErrOutput, t.Name, describeSpecs(m.Outputs, DType.String))
+			}
+			specs[k] = m.Outputs[j]
+		}
+	} else if len(out) != len(m.Outputs) {
 		return nil, fmt.Errorf("%w: the model returned %d outputs, its declared signature has %d (%s)", ErrOutput, len(out), len(m.Outputs), describeSpecs(m.Outputs, DType.String))
 	}
 	for k := range out {
-		if err := checkTensor("output", m.Outputs[k], out[k]); err != nil {
+		if err := checkTensor("output", specs[k], out[k]); err != nil {
 			return nil, fmt.Errorf("%w: %s, as declared", ErrOutput, strings.TrimPrefix(err.Error(), ErrInvalidInput.Error()+": "))
 		}
-		out[k].Name = m.Outputs[k].Name
+		out[k].Name = specs[k].Name
 	}
 	return out, nil
 }

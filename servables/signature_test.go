@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,7 +230,7 @@ func TestSignedChecksInputsAndNamesDeclaredOutputs(t *testing.T) {
 		t.Errorf("a wrong width: %v", err)
 	}
 	// The echo answers with an INT32 tensor where FP32 was declared: the model's fault.
-	s.SetMetadata(servables.Metadata{Signature: servables.SignatureDeclared, Inputs: []servables.TensorSpec{{Name: "x"}},
+	s.SetMetadata(servables.Metadata{Signature: servables.SignatureDeclared, OutputsDeclared: true, Inputs: []servables.TensorSpec{{Name: "x"}},
 		Outputs: []servables.TensorSpec{{Name: "score", DType: servables.Float32, Shape: []int64{-1}}}})
 	_, err = s.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Int32, 2)})
 	if servables.KindOf(err) != servables.OutputUnsupported || !strings.Contains(err.Error(), `output "score" is INT32, the model takes FLOAT`) {
@@ -251,5 +252,84 @@ func TestDeclaredOutputsGiveTorchScriptOutputsTheirNames(t *testing.T) {
 	got, err = servables.Declare(torch, in, []servables.TensorSpec{{Name: "score", DType: servables.Float32, Shape: []int64{-1, 1}}})
 	if err != nil || got.UnnamedOutputs || got.Outputs[0].Name != "score" {
 		t.Errorf("declared outputs: %+v, %v; want named outputs", got, err)
+	}
+}
+
+// Declaring only the inputs leaves the outputs to the warm-up, for the
+// metadata: a learned output shape is not a declaration, so an answer whose
+// shape differs from the warm-up's (here a second dimension the declared
+// input leaves open) is not the model's fault.
+func TestOutputsLearnedBesideDeclaredInputsAreNotEnforced(t *testing.T) {
+	rt := echo(t).Metadata()
+	meta, err := servables.Declare(rt, []servables.TensorSpec{{Name: "x", DType: servables.Float32, Shape: []int64{-1, -1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servables.WithSignature(echo(t), meta)
+	warm := []servables.Tensor{tensor(t, "x", servables.Float32, 1, 3)}
+	out, err := s.Predict(context.Background(), warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learned, err := servables.Learn(s.Metadata(), [][]servables.Tensor{warm}, [][]servables.Tensor{out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := describe(learned); d != "x FLOAT [-1 -1] -> x FLOAT [-1 3]" {
+		t.Fatalf("learned %s", d)
+	}
+	s.SetMetadata(learned)
+	if _, err := s.Predict(context.Background(), []servables.Tensor{tensor(t, "x", servables.Float32, 2, 5)}); err != nil {
+		t.Errorf("an input the declaration takes, answered with another width than the warm-up's: %v", err)
+	}
+}
+
+// twoOutputs answers with outputs a and b (its input's shape, FP32), or,
+// as ONNX models do, only those a context from WithOutputs names.
+type twoOutputs struct{}
+
+func (twoOutputs) Metadata() servables.Metadata {
+	return servables.Metadata{Runtime: "two", Inputs: []servables.TensorSpec{{Name: "x"}}, Outputs: []servables.TensorSpec{{Name: "a"}, {Name: "b"}}}
+}
+func (twoOutputs) Close() error { return nil }
+func (twoOutputs) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	names, filtered := servables.OutputsFrom(ctx)
+	var out []servables.Tensor
+	for _, n := range []string{"a", "b"} {
+		if !filtered || slices.Contains(names, n) {
+			t, err := servables.NewTensor(n, servables.Float32, in[0].Shape)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// A model that returns only the outputs a call asks for (ONNX) answers a
+// filtered call with fewer outputs than declared, and not necessarily the
+// first ones: that is not the model's fault.
+func TestDeclaredOutputsOfAModelThatReturnsOnlyTheRequestedOnes(t *testing.T) {
+	spec := func(name string) servables.TensorSpec {
+		return servables.TensorSpec{Name: name, DType: servables.Float32, Shape: []int64{-1, 2}}
+	}
+	meta, err := servables.Declare(twoOutputs{}.Metadata(), []servables.TensorSpec{spec("x")}, []servables.TensorSpec{spec("a"), spec("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servables.WithSignature(twoOutputs{}, meta)
+	x := []servables.Tensor{tensor(t, "x", servables.Float32, 1, 2)}
+	out, err := s.Predict(servables.WithOutputs(context.Background(), []string{"b"}), x)
+	if err != nil || len(out) != 1 || out[0].Name != "b" {
+		t.Fatalf("only b asked for: %+v, %v; want b alone", out, err)
+	}
+	if out, err := s.Predict(context.Background(), x); err != nil || len(out) != 2 || out[0].Name != "a" || out[1].Name != "b" {
+		t.Errorf("every output: %+v, %v", out, err)
+	}
+	meta.Outputs[1].Shape = []int64{-1, 3}
+	s.SetMetadata(meta)
+	if _, err := s.Predict(servables.WithOutputs(context.Background(), []string{"b"}), x); servables.KindOf(err) != servables.OutputUnsupported {
+		t.Errorf("b not as declared: %v, want the model's fault", err)
 	}
 }
