@@ -66,10 +66,12 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 	return ev
 }
 
-// errorType is the prediction event's error type for err: the B&A error
-// type of its kind, from the vocabulary prediction_event.proto documents,
-// where a failure of any other kind (a crash, a full queue, a deadline) is
-// MODEL_EXECUTION. It is "" for nil.
+// errorType is the prediction event's error type for err, by its kind, in
+// the vocabulary prediction_event.proto documents: INPUT_PARSING for inputs
+// the model refused (whatever the protocol: a B&A answer reports those as
+// MODEL_EXECUTION, as the sidecar does, an OIP one as a 400), and a failure
+// of any other kind (a crash, a full queue, a deadline) is MODEL_EXECUTION.
+// It is "" for nil.
 func errorType(err error) string {
 	switch servables.KindOf(err) {
 	case servables.OK:

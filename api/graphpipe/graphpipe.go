@@ -20,13 +20,13 @@
 // data must hold exactly that many elements. An empty shape is a scalar of
 // one element, as in Grove.
 //
-// Type mapping (GraphPipe → Grove): Float32 → Float32, Float64 → Float64,
-// Int8 → Int8, Int16 → Int16, Int32 → Int32, Int64 → Int64. The unsigned
-// types Grove lacks are widened losslessly: Uint8 → Int16, Uint16 → Int32,
-// Uint32 → Int64, Float16 → Float16, and String → Bytes: a String
-// tensor's elements are its string_val entries (any bytes), one per element
-// of the shape, and its data must be empty. Uint64 and Null have no
-// lossless Grove dtype and are errors wrapping ErrUnsupportedType.
+// Type mapping (GraphPipe → Grove): Float16 → Float16, Float32 → Float32,
+// Float64 → Float64, Int8 → Int8, Int16 → Int16, Int32 → Int32, Int64 →
+// Int64, and String → Bytes: a String tensor's elements are its string_val
+// entries (any bytes), one per element of the shape, and its data must be
+// empty. The unsigned types are widened losslessly: Uint8 → Int16, Uint16
+// → Int32, Uint32 → Int64. Uint64 and Null have no lossless Grove dtype
+// and are errors wrapping ErrUnsupportedType.
 //
 // GraphPipe sends tensor data little-endian; Grove tensors hold host byte
 // order. The codec converts (a plain copy on little-endian hosts).
@@ -251,7 +251,7 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 	}
 	w, ok := wireTypes[t.Type()]
 	if !ok {
-		return servables.Tensor{}, fmt.Errorf("%w: %s has no Grove dtype (supported: Float32, Float64, Int8, Int16, Int32, Int64, String, and Uint8, Uint16, Uint32 widened to Int16, Int32, Int64)", ErrUnsupportedType, typeName(t.Type()))
+		return servables.Tensor{}, fmt.Errorf("%w: %s has no Grove dtype (supported: Float16, Float32, Float64, Int8, Int16, Int32, Int64, String, and Uint8, Uint16, Uint32 widened to Int16, Int32, Int64)", ErrUnsupportedType, typeName(t.Type()))
 	}
 	shape, n, err := parseShape(t, bodyLen)
 	if err != nil {

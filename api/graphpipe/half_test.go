@@ -30,3 +30,23 @@ func TestFloat16TravelsBothWaysAndTypesGraphPipeLacksAreOutputErrors(t *testing.
 		t.Fatalf("BFloat16 output: %d outputs, %d errors, %q", res.OutputTensorsLength(), res.ErrorsLength(), e.Message())
 	}
 }
+
+func TestUnsupportedTypeErrorListsEveryTypeThatParses(t *testing.T) {
+	_, err := ParseRequest(buildInfer(t, "", nil, nil, &gp.NativeTensor{Type: gpfb.TypeUint64, Shape: []int64{1}, Data: make([]byte, 8)}))
+	if err == nil {
+		t.Fatal("Uint64 accepted")
+	}
+	msg := err.Error()
+	for typ, name := range gpfb.EnumNamesType {
+		// One element of 1, 2, 4 or 8 bytes, or one string.
+		tensors := []*gp.NativeTensor{{Type: uint8(typ), Shape: []int64{1}, StringVals: []string{"s"}}}
+		for _, size := range []int{1, 2, 4, 8} {
+			tensors = append(tensors, &gp.NativeTensor{Type: uint8(typ), Shape: []int64{1}, Data: make([]byte, size)})
+		}
+		for _, nt := range tensors {
+			if _, perr := ParseRequest(buildInfer(t, "", nil, nil, nt)); perr == nil && !strings.Contains(msg, name) {
+				t.Errorf("%s parses, but the unsupported-type error does not list it: %s", name, msg)
+			}
+		}
+	}
+}

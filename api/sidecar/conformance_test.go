@@ -159,6 +159,162 @@ const (
     }`
 )
 
+// More of the sidecar tests' requests, byte for byte; their layouts differ
+// from one another, as in the sidecar's test file.
+const (
+	// multipleInvalidInputs: two items: one for a model that is not registered, one with a value that does not convert.
+	multipleInvalidInputs = `{
+  "request" : [{
+    "model_path" : "non_existent_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+    "tensor_content": ["3.14"]
+    }
+  ]
+},
+{
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1, 2
+      ],
+      "tensor_content": ["seven", "2.718"]
+    }
+  ]
+}]
+    }`
+	// validAndInvalidInputs: two items of the simple model, the second with a value that does not convert.
+	validAndInvalidInputs = `{
+  "request" : [{
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": ["3.14"]
+    }
+  ]
+},
+{
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+    "tensor_content": ["seven"]
+    }
+  ]
+}]
+    }`
+	// validAndInvalidParsingInputs: an item without model_path, a good item and one with a value that does not convert.
+	validAndInvalidParsingInputs = `{
+  "request" : [
+  {
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": ["3.14"]
+    }
+  ]
+  },
+  {
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": ["3.14"]
+    }
+  ]
+},
+{
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+    "tensor_content": ["seven"]
+    }
+  ]
+}]
+    }`
+	// twoInvalidParsingInputs: an item without model_path and one with an unquoted number.
+	twoInvalidParsingInputs = `{
+  "request" : [
+  {
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": ["3.14"]
+    }
+  ]
+  },
+{
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+    "tensor_content": [1.5]
+    }
+  ]
+}]
+    }`
+	// invalidInputNoModelPath: an item without model_path.
+	invalidInputNoModelPath = `{
+  "request" : [
+  {
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": ["3.14"]
+    }
+  ]
+  }]
+}`
+	// invalidInputModelPath: an item with an unquoted number.
+	invalidInputModelPath = `{
+  "request" : [
+  {
+    "model_path" : "simple_model",
+    "tensors" : [
+    {
+      "data_type": "DOUBLE",
+      "tensor_shape": [
+        1
+      ],
+      "tensor_content": [3.14]
+    }
+  ]
+  }]
+}`
+)
+
 // simpleTensor is one DOUBLE tensor of the simple model's requests, laid
 // out as the sidecar's tests lay it out.
 func simpleTensor(shape, content string) string {
@@ -214,7 +370,9 @@ func TestSidecarConformanceRegisterWithWarmUp(t *testing.T) {
 	c := sidecarClient(t)
 	// RegisterModelWithInavlidWarmupDataFail: a warm-up for another path.
 	req := modelRequest(t, "e2e_model1")
-	req.WarmUpBatchRequestJson = strings.Replace(variedInputsBatch2("e2e_model1", g1, g2), `"e2e_model1"`, `"e2e_model1_non_exist_path"`, 1)
+	// As the sidecar's test sends it: another path, and no second FLOAT tensor.
+	req.WarmUpBatchRequestJson = strings.Replace(variedInputsBatch2("e2e_model1_non_exist_path", g1, g2),
+		","+variedInput("serving_default_double2:0", "FLOAT", "2, 10", g2), "", 1)
 	if _, err := c.RegisterModel(t.Context(), req); status.Code(err) != codes.InvalidArgument ||
 		!strings.Contains(err.Error(), "Warm up request using different model path") {
 		t.Errorf("warm-up for another path: %v, want INVALID_ARGUMENT", err)
@@ -256,24 +414,24 @@ func TestSidecarConformancePredictSimpleModel(t *testing.T) {
 			`{"response":[{"model_path":"simple_model","tensors":[{"tensor_shape":[2,1],"data_type":"DOUBLE","tensor_content":[3.14,1.0]}]},` +
 				`{"model_path":"simple_model","tensors":[{"tensor_shape":[3,1],"data_type":"DOUBLE","tensor_content":[2.718,1.0,1.0]}]}]}`},
 		{"PredictMutilpleInvalidInputsReturnsJsonBatchErrors",
-			simpleBatch(strings.Replace(simpleTensor("1", `"3.14"`), "simple_model", "non_existent_model", 1), simpleTensor("1, 2", `"seven", "2.718"`)),
+			multipleInvalidInputs,
 			`{"response":[{"model_path":"non_existent_model","error":{"error_type":"MODEL_NOT_FOUND","description":"Requested model 'non_existent_model' has not been registered"}},` +
 				`{"model_path":"simple_model","error":{"error_type":"INPUT_PARSING","description":"Input Tensor Conversion Error. Message: Model simple_model encounters tensor parsing error: Error in double conversion"}}]}`},
-		{"PredictBothValidAndInvalidInputsReturnsPartialResultsJsonResponse", simpleBatch(simpleTensor("1", `"3.14"`), simpleTensor("1", `"seven"`)),
+		{"PredictBothValidAndInvalidInputsReturnsPartialResultsJsonResponse", validAndInvalidInputs,
 			`{"response":[{"model_path":"simple_model","tensors":[{"tensor_shape":[1],"data_type":"DOUBLE","tensor_content":[3.14]}]},` +
 				`{"model_path":"simple_model","error":{"error_type":"INPUT_PARSING","description":"Input Tensor Conversion Error. Message: Model simple_model encounters tensor parsing error: Error in double conversion"}}]}`},
 		{"PredictBothValidAndInvalidParsingInputsReturnsPartialResultsJsonResponse",
-			simpleBatch(strings.Replace(simpleTensor("1", `"3.14"`), `"model_path" : "simple_model",`, "", 1), simpleTensor("1", `"3.14"`), simpleTensor("1", `"seven"`)),
+			validAndInvalidParsingInputs,
 			`{"response":[{"model_path":"","error":{"error_type":"INPUT_PARSING","description":"Missing model_path in the JSON document"}},` +
 				`{"model_path":"simple_model","tensors":[{"tensor_shape":[1],"data_type":"DOUBLE","tensor_content":[3.14]}]},` +
 				`{"model_path":"simple_model","error":{"error_type":"INPUT_PARSING","description":"Input Tensor Conversion Error. Message: Model simple_model encounters tensor parsing error: Error in double conversion"}}]}`},
 		{"PredictTwoInvalidParsingInputs",
-			simpleBatch(strings.Replace(simpleTensor("1", `"3.14"`), `"model_path" : "simple_model",`, "", 1), simpleTensor("1", `1.5`)),
+			twoInvalidParsingInputs,
 			`{"response":[{"model_path":"","error":{"error_type":"INPUT_PARSING","description":"Missing model_path in the JSON document"}},` +
 				`{"model_path":"simple_model","error":{"error_type":"INPUT_PARSING","description":"All numbers within the tensor_content must be enclosed in quotes"}}]}`},
-		{"PredictInvalidInputNoModelPath", simpleBatch(strings.Replace(simpleTensor("1", `"3.14"`), `"model_path" : "simple_model",`, "", 1)),
+		{"PredictInvalidInputNoModelPath", invalidInputNoModelPath,
 			`{"response":[{"model_path":"","error":{"error_type":"INPUT_PARSING","description":"Missing model_path in the JSON document"}}]}`},
-		{"PredictInvalidInputModelPath", simpleBatch(simpleTensor("1", `3.14`)),
+		{"PredictInvalidInputModelPath", invalidInputModelPath,
 			`{"response":[{"model_path":"simple_model","error":{"error_type":"INPUT_PARSING","description":"All numbers within the tensor_content must be enclosed in quotes"}}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

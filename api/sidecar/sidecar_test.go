@@ -240,3 +240,33 @@ func TestPredictFollowsTheSidecarsOrderOfChecks(t *testing.T) {
 		t.Errorf("proto answers %v, want %v", got, want)
 	}
 }
+
+func TestPredictProtoChecksEveryTensorsStructureBeforeARange(t *testing.T) {
+	s := &service{b: fake{}} // serves a/ only (ModelPaths)
+	// Tensor 0 has a value out of INT8's range (found after the model
+	// lookup), tensor 1 too few values (found before it): the item's answer
+	// is tensor 1's INPUT_PARSING, whether or not the model is served, as
+	// for the JSON form.
+	item := func(path string) *sidecarpb.InferenceRequestProto {
+		return &sidecarpb.InferenceRequestProto{ModelPath: path, Tensors: []*sidecarpb.TensorProto{
+			{DataType: sidecarpb.DataTypeProto_INT8, TensorShape: []int64{1}, TensorContent: &sidecarpb.TensorContent{TensorContentInt32: []int32{300}}},
+			{DataType: sidecarpb.DataTypeProto_INT8, TensorShape: []int64{2}, TensorContent: &sidecarpb.TensorContent{TensorContentInt32: []int32{1}}}}}
+	}
+	resp, err := s.Predict(t.Context(), &sidecarpb.PredictRequest{InputData: &sidecarpb.PredictRequest_ProtoInput{ProtoInput: &sidecarpb.BatchInferenceRequest{
+		Request: []*sidecarpb.InferenceRequestProto{item("x/"), item("a/")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "INPUT_PARSING tensor 1 (): 1 values for shape [2] (2 elements)"
+	for i, r := range resp.GetProtoOutput().GetResponse() {
+		if got := r.GetError().GetErrorType().String() + " " + r.GetError().GetDescription(); got != want {
+			t.Errorf("item %d (%s): %s, want %s", i, r.GetModelPath(), got, want)
+		}
+	}
+	// Alone, the range error is still found after the lookup.
+	ts, err := tensorsFromProto(item("a/").Tensors[:1])
+	var late *rangeError
+	if ts != nil || !errors.As(err, &late) {
+		t.Errorf("range error alone: %v %v", ts, err)
+	}
+}

@@ -16,9 +16,12 @@ func (e *rangeError) Error() string { return e.msg }
 
 // tensorsFromProto converts the sidecar's TensorProtos; INT8 and INT16
 // values travel in tensor_content_int32 and must fit their type (a
-// *rangeError otherwise).
+// *rangeError otherwise). As in the sidecar's order of checks, every
+// tensor's structure is checked before a value's range: a structural error
+// of any tensor wins over a range error of an earlier one.
 func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 	out := make([]servables.Tensor, len(in))
+	var late *rangeError // the first value out of range
 	for i, tp := range in {
 		dt, ok := servables.ParseDType(tp.GetDataType().String())
 		if !ok {
@@ -66,7 +69,10 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 			}
 			for j, v := range vals {
 				if v < lo || v > hi {
-					return nil, &rangeError{fmt.Sprintf("tensor %d (%s): value %d at %d is out of range for %v", i, tp.GetTensorName(), v, j, dt)}
+					if late == nil {
+						late = &rangeError{fmt.Sprintf("tensor %d (%s): value %d at %d is out of range for %v", i, tp.GetTensorName(), v, j, dt)}
+					}
+					break
 				}
 				if dt == servables.Int8 {
 					t.Int8s()[j] = int8(v)
@@ -76,6 +82,9 @@ func tensorsFromProto(in []*sidecarpb.TensorProto) ([]servables.Tensor, error) {
 			}
 		}
 		out[i] = t
+	}
+	if late != nil {
+		return nil, late
 	}
 	return out, nil
 }

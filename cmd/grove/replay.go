@@ -382,6 +382,8 @@ func appendBARequest(dst []byte, path string, inputs []servables.Tensor, configs
 				dst = strconv.AppendFloat(dst, float64(t.Float32s()[j]), 'g', -1, 32)
 			case servables.Float64:
 				dst = strconv.AppendFloat(dst, t.Float64s()[j], 'g', -1, 64)
+			case servables.Int64: // every digit: a float64 holds 53 bits
+				dst = strconv.AppendInt(dst, t.Int64s()[j], 10)
 			default:
 				dst = strconv.AppendInt(dst, int64(t.Float64At(j)), 10)
 			}

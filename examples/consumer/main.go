@@ -21,6 +21,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -94,6 +95,8 @@ func firstValue(t *grovepb.Tensor) string {
 		return fmt.Sprint(t.GetInt32Data()[0])
 	case len(t.GetInt64Data()) > 0:
 		return fmt.Sprint(t.GetInt64Data()[0])
+	case len(t.GetBytesData()) > 0: // BYTES: a string of any bytes
+		return strconv.Quote(string(t.GetBytesData()[0]))
 	}
 	return "-"
 }
