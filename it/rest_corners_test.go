@@ -131,7 +131,7 @@ func TestModelNamesEndingInEndpointWordsReachTheirModel(t *testing.T) {
 		{"GET", "/v2/models/x/versions/2", "", 200, `"name":"x/versions/2"`},
 		{"GET", "/v2/models/x/versions/2/versions/1/ready", "", 200, `{"name":"x/versions/2","ready":true}`},
 		{"GET", "/v2/models/config", "", 200, `"name":"config","versions":["1"]`},
-		{"GET", "/v2/models/config/stats", "", 200, `"name": "config"`},
+		{"GET", "/v2/models/config/stats", "", 200, `"name":"config"`},
 		{"GET", "/v2/models/m/infer", "", 200, `"name":"m/infer","versions":["3","1"]`},
 		{"GET", "/v2/models/m/infer/versions/1/ready", "", 200, `"ready":true`},
 		{"POST", "/v2/models/m/infer/versions/1/infer", `{"inputs":[{"name":"ids","datatype":"INT64","shape":[1,2],"data":[1,2]},{"name":"w","datatype":"FP32","shape":[1,1],"data":[2]}]}`,

@@ -274,37 +274,10 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	*rp = out[:0]
 }
 
-// Triton's statistics documents.
-type (
-	modelStatsDoc struct {
-		Name           string        `json:"name"`
-		Version        string        `json:"version"`
-		LastInference  int64         `json:"last_inference"`
-		InferenceCount int64         `json:"inference_count"`
-		ExecutionCount int64         `json:"execution_count"`
-		InferenceStats inferStatsDoc `json:"inference_stats"`
-		BatchStats     []any         `json:"batch_stats"`
-	}
-	inferStatsDoc struct {
-		Success       durationDoc `json:"success"`
-		Fail          durationDoc `json:"fail"`
-		Queue         durationDoc `json:"queue"`
-		ComputeInput  durationDoc `json:"compute_input"`
-		ComputeInfer  durationDoc `json:"compute_infer"`
-		ComputeOutput durationDoc `json:"compute_output"`
-	}
-	durationDoc struct {
-		Count int64 `json:"count"`
-		Ns    int64 `json:"ns"`
-	}
-)
-
-func durDoc(d actors.Duration) durationDoc { return durationDoc{Count: d.Count, Ns: int64(d.Total)} }
-
 // stats serves Triton's statistics extension: GET /v2/models/stats (every
-// ready model) and GET /v2/models/{name}[/versions/{v}]/stats. Counts are
-// since the serving content loaded; compute_input and compute_output are
-// part of compute_infer.
+// ready model) and GET /v2/models/{name}[/versions/{v}]/stats, the
+// ModelStatisticsResponse gRPC's ModelStatistics answers, in Triton's JSON
+// (every member of the extension's schema, counts as JSON numbers).
 func (a *rest) stats(name, version string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		vs, err := statsOf(a.b, name, version)
@@ -312,17 +285,12 @@ func (a *rest) stats(name, version string) http.HandlerFunc {
 			fail(w, err)
 			return
 		}
-		doc := struct {
-			ModelStats []modelStatsDoc `json:"model_stats"`
-		}{ModelStats: []modelStatsDoc{}}
-		for _, v := range vs {
-			st := v.st
-			doc.ModelStats = append(doc.ModelStats, modelStatsDoc{Name: v.mv.Name, Version: v.mv.Version,
-				LastInference: v.lastInferenceMs(), InferenceCount: st.Inferences, ExecutionCount: st.Executions,
-				InferenceStats: inferStatsDoc{Success: durDoc(st.Success), Fail: durDoc(st.Fail), Queue: durDoc(st.Queue),
-					ComputeInfer: durDoc(st.Compute)}, BatchStats: []any{}})
+		body, err := appendTritonJSON(nil, statisticsResponse(vs))
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
 		}
-		httpserver.WriteJSON(w, http.StatusOK, doc)
+		write(w, http.StatusOK, body)
 	}
 }
 

@@ -457,3 +457,45 @@ func TestRepositoryLoadAndUnloadOverGRPCAreRefusedAsRESTRefusesThem(t *testing.T
 		}
 	}
 }
+
+// Triton's statistics extension lists every member of $model_stat and
+// $inference_stats (none is #optional but version); perf_analyzer reads
+// inference_stats.cache_hit and cache_miss of the REST answer without
+// checking they are there.
+func TestRESTStatisticsHaveEveryMemberOfTritonsSchema(t *testing.T) {
+	code, body := restGet(t, &triton{}, "GET", "/v2/models/pctr/versions/2/stats", "")
+	if code != 200 {
+		t.Fatalf("HTTP %d %s", code, body)
+	}
+	var doc struct {
+		ModelStats []map[string]json.RawMessage `json:"model_stats"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.ModelStats) != 1 {
+		t.Fatalf("%v: %s", err, body)
+	}
+	st := doc.ModelStats[0]
+	for _, k := range []string{"name", "version", "last_inference", "inference_count", "execution_count",
+		"inference_stats", "response_stats", "batch_stats", "memory_usage"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("model_stat has no %q: %s", k, body)
+		}
+	}
+	if string(st["last_inference"]) != "1700000000123" || string(st["inference_count"]) != "12" {
+		t.Errorf("counts are not JSON numbers: %s", body)
+	}
+	var is map[string]struct {
+		Count *json.Number `json:"count"`
+		Ns    *json.Number `json:"ns"`
+	}
+	if err := json.Unmarshal(st["inference_stats"], &is); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"} {
+		if d, ok := is[k]; !ok || d.Count == nil || d.Ns == nil {
+			t.Errorf("inference_stats.%s has no count and ns: %s", k, st["inference_stats"])
+		}
+	}
+	if is["success"].Ns == nil || *is["success"].Ns != "6000" {
+		t.Errorf("inference_stats.success: %s", st["inference_stats"])
+	}
+}
