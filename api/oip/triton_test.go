@@ -499,3 +499,15 @@ func TestRESTStatisticsHaveEveryMemberOfTritonsSchema(t *testing.T) {
 		t.Errorf("inference_stats.success: %s", st["inference_stats"])
 	}
 }
+
+// tritonclient.grpc sends compressed messages when asked
+// (compression_algorithm "gzip" or "deflate"); Triton decodes both.
+func TestModelInferTakesGzipAndDeflateCompressedMessages(t *testing.T) {
+	c := streamClient(t, &triton{})
+	for _, name := range []string{"gzip", "deflate"} {
+		resp, err := c.ModelInfer(t.Context(), &oippb.ModelInferRequest{Id: name, ModelName: "pctr", Inputs: fp32Input()}, grpc.UseCompressor(name))
+		if err != nil || resp.GetId() != name || len(resp.GetRawOutputContents()) != 1 {
+			t.Errorf("grpc-encoding %s: %v %v", name, resp, err)
+		}
+	}
+}
