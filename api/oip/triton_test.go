@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -509,5 +510,52 @@ func TestModelInferTakesGzipAndDeflateCompressedMessages(t *testing.T) {
 		if err != nil || resp.GetId() != name || len(resp.GetRawOutputContents()) != 1 {
 			t.Errorf("grpc-encoding %s: %v %v", name, resp, err)
 		}
+	}
+}
+
+// hanging runs every request until its context ends, counting those
+// running.
+type hanging struct {
+	*triton
+	running atomic.Int32
+	entered chan struct{}
+}
+
+func (h *hanging) Infer(ctx context.Context, _ []actors.Request) ([]actors.Result, error) {
+	h.running.Add(1)
+	defer h.running.Add(-1)
+	h.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A client that goes away mid-stream cancels the requests it left
+// running: none keeps a model, or a goroutine, busy.
+func TestModelStreamInferCancelsItsRequestsWhenTheClientGoesAway(t *testing.T) {
+	h := &hanging{triton: &triton{}, entered: make(chan struct{}, 3)}
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := streamClient(t, h).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := stream.Send(&oippb.ModelInferRequest{Id: id, ModelName: "pctr", Inputs: fp32Input()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		select {
+		case <-h.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d requests reached the backend, want 3", h.running.Load())
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.running.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still running 5s after the client went away", h.running.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
