@@ -105,16 +105,6 @@ var actionWords = [...]string{"ready", "infer", "stats", "config"}
 // actionWords, or "" for the model's metadata).
 type modelRoute struct{ name, version, action string }
 
-// parseModelPath is the OIP reading of the part of a /v2/models/ path
-// after "models/": the last segment is the action if it is one of
-// actionWords, "versions/{v}" before it gives the version, and the rest is
-// the model name, which may hold "/".
-func parseModelPath(rest string) (name, version, action string) {
-	var buf [4]modelRoute
-	r := modelRoutes(rest, buf[:0])[0]
-	return r.name, r.version, r.action
-}
-
 // modelRoutes appends every reading of rest to dst, the OIP reading first,
 // then those that take fewer of the trailing segments as endpoint words
 // and more as the model name: without the version, without the action,

@@ -100,14 +100,14 @@ func TestModelRoutesListEveryReadingOIPsFirst(t *testing.T) {
 }
 
 // FuzzModelRoutes reads arbitrary /v2/models/ paths: every reading puts
-// back together to the path, the first is parseModelPath's, an action is
-// always an endpoint word, and a version never holds "/". The seed corpus
+// back together to the path, there is at least one, an action is always
+// an endpoint word, and a version never holds "/". The seed corpus
 // is in testdata/fuzz/FuzzModelRoutes.
 func FuzzModelRoutes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rest string) {
 		rs := modelRoutes(rest, nil)
-		if n, v, a := parseModelPath(rest); len(rs) == 0 || rs[0] != (modelRoute{n, v, a}) {
-			t.Fatalf("%q: readings %v, parseModelPath %q %q %q", rest, rs, n, v, a)
+		if len(rs) == 0 {
+			t.Fatalf("%q: no reading", rest)
 		}
 		for _, r := range rs {
 			back := r.name
