@@ -173,7 +173,7 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 		{"s1", ""},
 		{"s2", "Request for unknown model: 'nope' is not found"},
 		{"s3", `requested output "output_0": parameter classification is not supported (Grove has no classification extension)`},
-		{"s4", "x"},
+		{"s4", `"x" has shape [4 32], the model takes`},
 		{"s5", ""},
 	} {
 		resp, err := stream.Recv()
