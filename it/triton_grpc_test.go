@@ -184,6 +184,9 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 			t.Errorf("answer %v, want id %s and error %q", resp, want.id, want.err)
 			continue
 		}
+		if !resp.GetInferResponse().GetParameters()["triton_final_response"].GetBoolParam() {
+			t.Errorf("answer to %s has no triton_final_response true: %v", want.id, resp.GetInferResponse().GetParameters())
+		}
 		if want.err == "" {
 			checkClose(t, "stream "+want.id, fromRawLE(t, "FP32", resp.GetInferResponse().GetRawOutputContents()[0]), exp["pctr_v1"].Outputs[0].Data, 1e-5)
 		}

@@ -405,6 +405,9 @@ func TestModelStreamInferAnswersInOrderAndSurvivesBadRequests(t *testing.T) {
 		if ir.GetId() != w.id || ir.GetModelVersion() != w.version || !strings.Contains(resp.GetErrorMessage(), w.errPart) || (w.errPart == "") != (resp.GetErrorMessage() == "") {
 			t.Errorf("answer %v, want id %s version %s error %q", resp, w.id, w.version, w.errPart)
 		}
+		if !ir.GetParameters()[ParamFinalResponse].GetBoolParam() {
+			t.Errorf("answer to %s: parameters %v, want %s true (Triton's clients wait for it)", w.id, ir.GetParameters(), ParamFinalResponse)
+		}
 		if w.errPart == "" && (len(ir.GetOutputs()) != 1 || ir.GetOutputs()[0].GetName() != "y" || len(ir.GetRawOutputContents()[0]) != 16) {
 			t.Errorf("answer to %s: outputs %v", w.id, ir)
 		}
