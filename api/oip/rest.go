@@ -161,8 +161,13 @@ func (a *rest) route(rest string, post bool) (r modelRoute, mv routing.ModelVers
 // and POST .../infer, with the reading of the path that route picks.
 func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rt, mv, served, ok := a.route(r.PathValue("rest"), post)
+		rest := r.PathValue("rest")
+		rt, mv, served, ok := a.route(rest, post)
 		switch {
+		case !served && strings.HasSuffix(rest, "/trace/setting"):
+			// Triton's per-model trace settings (tritonclient's
+			// get_trace_settings(model_name=...)), unless a model is so named.
+			writeError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+" is not supported: "+whyNoTrace)
 		case !ok:
 			writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 		case !served && rt.action != "ready" && rt.action != "stats":

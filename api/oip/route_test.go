@@ -26,7 +26,7 @@ func (s *served) ModelMetadata(path string) (servables.Metadata, string, bool) {
 }
 
 func TestModelNamesEndingInPathWordsAreRoutedToTheirModel(t *testing.T) {
-	b := &served{paths: []string{"a/ready/", "x/versions/2/1/", "config/", "m/infer/", "m/infer/3/", "pcvr/2/", "both/", "both/stats/"}}
+	b := &served{paths: []string{"a/ready/", "x/versions/2/1/", "config/", "m/infer/", "m/infer/3/", "pcvr/2/", "both/", "both/stats/", "t/trace/setting/"}}
 	h := httpserver.New(httpserver.Options{})
 	Register(h, noGRPC{}, b, "1.0")
 	for _, c := range []struct {
@@ -59,6 +59,10 @@ func TestModelNamesEndingInPathWordsAreRoutedToTheirModel(t *testing.T) {
 		{"GET", "/v2/models/both/stats", 200, `"name":"both","response_stats":{},"version":"1"`},
 		{"GET", "/v2/models/both/stats/versions/1", 200, `"name":"both/stats/"`},
 		{"GET", "/v2/models/pcvr/versions/2", 200, `"name":"pcvr/2/"`},
+		// Triton's per-model trace settings are refused, unless a model
+		// has that name.
+		{"GET", "/v2/models/pcvr/trace/setting", 501, `is not supported: Grove has no trace extension`},
+		{"GET", "/v2/models/t/trace/setting", 200, `"name":"t/trace/setting/"`},
 		{"GET", "/v2/models/pcvr/versions/3", 404, `unknown model: 'pcvr' version 3`},
 		{"GET", "/v2/models/pcvr/versions/3/ready", 503, `{"name":"pcvr","ready":false}`},
 		// config is an endpoint word: it is not read as part of a name.

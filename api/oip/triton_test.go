@@ -335,6 +335,8 @@ func TestUnservedRESTEndpointsGiveTheGRPCReasons(t *testing.T) {
 		{"POST", "/v2/systemsharedmemory/region/r0/register", whyNoSharedMemory},
 		{"POST", "/v2/cudasharedmemory/region/r0/unregister", whyNoCudaSharedMemory},
 		{"GET", "/v2/trace/setting", whyNoTrace},
+		{"GET", "/v2/models/pctr/trace/setting", whyNoTrace},
+		{"POST", "/v2/models/pctr/trace/setting", whyNoTrace},
 		{"POST", "/v2/logging", whyNoLogSettings},
 	} {
 		code, body := restGet(t, &triton{}, c.method, c.path, "{}")
