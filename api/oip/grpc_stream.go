@@ -26,7 +26,9 @@ const maxStreamInFlight = 64
 func (o *grpcService) ModelStreamInfer(stream oippb.GRPCInferenceService_ModelStreamInferServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	answers := make(chan chan *oippb.ModelStreamInferResponse, maxStreamInFlight)
+	// sendInOrder holds one answer while it waits for it, so the channel
+	// holds the other maxStreamInFlight-1.
+	answers := make(chan chan *oippb.ModelStreamInferResponse, maxStreamInFlight-1)
 	sent := make(chan error, 1)
 	go func() { sent <- sendInOrder(stream, answers, cancel) }()
 

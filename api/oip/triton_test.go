@@ -602,3 +602,35 @@ func TestGRPCDeflateIsZlib(t *testing.T) {
 		}
 	}
 }
+
+// A stream runs at most maxStreamInFlight requests at once; past that it
+// stops reading, so a client that sends faster than the model answers (or
+// than it reads the answers) holds no more than that in the server.
+func TestModelStreamInferRunsAtMostMaxStreamInFlightRequests(t *testing.T) {
+	h := &hanging{triton: &triton{}, entered: make(chan struct{}, 2*maxStreamInFlight)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream, err := streamClient(t, h).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for i := range 2 * maxStreamInFlight {
+			if stream.Send(&oippb.ModelInferRequest{Id: fmt.Sprint(i), ModelName: "pctr", Inputs: fp32Input()}) != nil {
+				return
+			}
+		}
+	}()
+	for range maxStreamInFlight {
+		select {
+		case <-h.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d requests running, want %d", h.running.Load(), maxStreamInFlight)
+		}
+	}
+	select {
+	case <-h.entered:
+		t.Errorf("request %d ran while %d were running", maxStreamInFlight+1, maxStreamInFlight)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
