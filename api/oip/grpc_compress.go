@@ -14,9 +14,9 @@ import (
 // Triton's server decodes. grpc-go decodes neither unless a compressor is
 // registered under the message's grpc-encoding: gzip is grpc-go's own,
 // imported above rather than left to a dependency that happens to import
-// it (today only an exporter does), deflate is deflateCodec, gRPC's deflate being the zlib
-// format (RFC 1950). The decoded size of a message is bounded by the
-// server's maximum message size, as for an uncompressed one.
+// it; deflate is deflateCodec, gRPC's deflate being the zlib format
+// (RFC 1950). The decoded size of a message is bounded by the server's
+// maximum message size, as for an uncompressed one.
 func init() { encoding.RegisterCompressor(&deflateCodec{}) }
 
 // deflateCodec is gRPC's "deflate" message encoding, with pooled writers
