@@ -78,10 +78,12 @@ func compress(t *testing.T, coding string, data []byte) []byte {
 }
 
 // Compressed request bodies against the real binary: gzip and deflate
-// bodies are decoded for OIP and B&A, a compression bomb is refused with
-// 413 at max_body_bytes of decoded size, an unknown coding gets 415 naming
-// it and a corrupt stream 400.
-func TestCompressedRequestBodiesAreDecodedOnEveryRESTEndpoint(t *testing.T) {
+// bodies are decoded for OIP (inference and the repository index) and B&A,
+// a compression bomb is refused with 413 at max_body_bytes of decoded
+// size, an unknown coding gets 415 naming it and a corrupt stream 400.
+// Every REST handler reads its body with httpserver.ReadBody, whose own
+// tests cover the codings in full.
+func TestCompressedRequestBodiesAreDecodedForOIPAndBA(t *testing.T) {
 	g := startGrove(t, cornersBucket(t, map[string]string{"mixed/": "mixed"}).URL(), nil, "--max-body-bytes", "65536")
 	oip := []byte(`{"inputs":[{"name":"ids","datatype":"INT64","shape":[1,2],"data":[1,2]},{"name":"w","datatype":"FP32","shape":[1,1],"data":[0.5]}],"outputs":[{"name":"total"}]}`)
 	for _, coding := range []string{"gzip", "deflate"} {
@@ -89,6 +91,9 @@ func TestCompressedRequestBodiesAreDecodedOnEveryRESTEndpoint(t *testing.T) {
 		if code != 200 || !strings.Contains(body, `"name":"total","datatype":"FP64","shape":[1],"data":[1.5]`) {
 			t.Errorf("OIP %s: %d %s", coding, code, body)
 		}
+	}
+	if code, body := g.send(t, "POST", "/v2/repository/index", compress(t, "deflate", []byte(`{"ready": true}`)), "Content-Encoding", "deflate"); code != 200 || !strings.Contains(body, `"state": "READY"`) {
+		t.Errorf("repository index, deflate: %d %s", code, body)
 	}
 	ba := []byte(`{"request":[{"model_path":"mixed/","tensors":[{"tensor_name":"ids","data_type":"INT64","tensor_shape":[1,2],"tensor_content":["1","2"]},` +
 		`{"tensor_name":"w","data_type":"FLOAT","tensor_shape":[1,1],"tensor_content":["0.5"]}]}]}`)
@@ -131,7 +136,7 @@ func TestModelNamesEndingInEndpointWordsReachTheirModel(t *testing.T) {
 		{"GET", "/v2/models/x/versions/2", "", 200, `"name":"x/versions/2"`},
 		{"GET", "/v2/models/x/versions/2/versions/1/ready", "", 200, `{"name":"x/versions/2","ready":true}`},
 		{"GET", "/v2/models/config", "", 200, `"name":"config","versions":["1"]`},
-		{"GET", "/v2/models/config/stats", "", 200, `"name": "config"`},
+		{"GET", "/v2/models/config/stats", "", 200, `"name":"config"`},
 		{"GET", "/v2/models/m/infer", "", 200, `"name":"m/infer","versions":["3","1"]`},
 		{"GET", "/v2/models/m/infer/versions/1/ready", "", 200, `"ready":true`},
 		{"POST", "/v2/models/m/infer/versions/1/infer", `{"inputs":[{"name":"ids","datatype":"INT64","shape":[1,2],"data":[1,2]},{"name":"w","datatype":"FP32","shape":[1,1],"data":[2]}]}`,

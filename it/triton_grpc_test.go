@@ -173,7 +173,7 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 		{"s1", ""},
 		{"s2", "Request for unknown model: 'nope' is not found"},
 		{"s3", `requested output "output_0": parameter classification is not supported (Grove has no classification extension)`},
-		{"s4", "x"},
+		{"s4", `"x" has shape [4 32], the model takes`},
 		{"s5", ""},
 	} {
 		resp, err := stream.Recv()
@@ -183,6 +183,9 @@ func TestTritonGRPCServesTheWholeService(t *testing.T) {
 		if resp.GetInferResponse().GetId() != want.id || (want.err == "") != (resp.GetErrorMessage() == "") || !strings.Contains(resp.GetErrorMessage(), want.err) {
 			t.Errorf("answer %v, want id %s and error %q", resp, want.id, want.err)
 			continue
+		}
+		if !resp.GetInferResponse().GetParameters()["triton_final_response"].GetBoolParam() {
+			t.Errorf("answer to %s has no triton_final_response true: %v", want.id, resp.GetInferResponse().GetParameters())
 		}
 		if want.err == "" {
 			checkClose(t, "stream "+want.id, fromRawLE(t, "FP32", resp.GetInferResponse().GetRawOutputContents()[0]), exp["pctr_v1"].Outputs[0].Data, 1e-5)

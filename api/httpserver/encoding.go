@@ -56,27 +56,31 @@ func codings(values []string) ([]string, error) {
 	return out, nil
 }
 
-// limitedReader reads r, failing once more than limit bytes came from it.
+// limitedReader reads r, failing once more than limit bytes came from it;
+// what names those bytes in the error.
 type limitedReader struct {
 	r        io.Reader
 	n, limit int64
+	what     string
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n += int64(n)
 	if l.n > l.limit {
-		return n, fmt.Errorf("%w: the compressed body exceeds the limit of %d bytes", errTooLarge, l.limit)
+		return n, fmt.Errorf("%w: the %s exceeds the limit of %d bytes", errTooLarge, l.what, l.limit)
 	}
 	return n, err
 }
 
 // decodedBody reads body, compressed with codings cs (in the order they
-// were applied), into buf. Both the compressed and the decompressed bytes
-// are limited to limit: a compression bomb stops after limit+1 bytes of
-// output. Any other failure is a corrupt stream.
+// were applied), into buf. The compressed bytes, each layer that stacked
+// codings decode on the way, and the decompressed bytes are all limited
+// to limit: a compression bomb stops after limit+1 bytes of output, and a
+// layer that decodes to next to nothing cannot make Grove inflate an
+// inner one of any size. Any other failure is a corrupt stream.
 func (s *Server) decodedBody(body io.Reader, cs []string, buf []byte, limit int64) ([]byte, error) {
-	var r io.Reader = &limitedReader{r: body, limit: limit}
+	var r io.Reader = &limitedReader{r: body, limit: limit, what: "compressed body"}
 	var releases []func()
 	defer func() {
 		for _, f := range releases {
@@ -92,6 +96,9 @@ func (s *Server) decodedBody(body io.Reader, cs []string, buf []byte, limit int6
 			return buf, corrupt(cs[i], err)
 		}
 		r = dr
+		if i > 0 { // decoded by cs[i], still coded with cs[:i]
+			r = &limitedReader{r: dr, limit: limit, what: "body decoded of " + cs[i]}
+		}
 	}
 	out, err := readBody(io.LimitReader(r, limit+1), buf, limit)
 	if err != nil {

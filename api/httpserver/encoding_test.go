@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -154,5 +155,29 @@ func TestBodyAnswers415WithAcceptEncoding(t *testing.T) {
 	if _, ok := s.Body(rec, r, new([]byte)); ok || rec.Code != 415 || rec.Header().Get("Accept-Encoding") != AcceptedEncodings ||
 		!strings.Contains(rec.Body.String(), `"zstd"`) {
 		t.Errorf("zstd: %d %q %q", rec.Code, rec.Header(), rec.Body.String())
+	}
+}
+
+// With stacked codings, every decoded layer is bounded, not only the last:
+// an outer layer that decodes to next to nothing (here empty gzip members)
+// must not make Grove inflate an inner layer of any size.
+func TestStackedCodingsBoundEveryDecodedLayer(t *testing.T) {
+	const limit = 1 << 10
+	var empties []byte
+	for len(empties) <= 64*limit {
+		empties = append(empties, gzipped(nil)...)
+	}
+	body := gzipped(empties) // "gzip, gzip": a few hundred bytes
+	if len(body) > limit {
+		t.Fatalf("the test body is %d bytes, over the limit itself", len(body))
+	}
+	s := New(Options{MaxBodyBytes: limit})
+	got, code, err := readWith(s, []string{"gzip, gzip"}, body)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(fmt.Sprint(err), "exceeds the limit of 1024 bytes") {
+		t.Errorf("an inner layer of %d bytes: %d %v %q", len(empties), code, err, got)
+	}
+	// Stacked codings of a body within the limit still decode.
+	if got, code, err := readWith(s, []string{"gzip", "deflate"}, zlibbed(gzipped([]byte("hello")))); code != 200 || string(got) != "hello" {
+		t.Errorf("gzip then deflate: %d %v %q", code, err, got)
 	}
 }

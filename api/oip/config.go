@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/groveml/grove/actors"
@@ -143,25 +144,33 @@ func modelConfigOf(b Backend, name, version string) (*oippb.ModelConfig, error) 
 }
 
 // AppendModelConfigJSON appends cfg as Triton's REST API writes a model
-// configuration: protobuf's JSON mapping with the proto field names, every
-// scalar, list and map field written even when empty (enums by name, e.g.
-// "data_type":"TYPE_FP32"), unset messages left out, and 64-bit integers as
-// JSON numbers rather than the mapping's strings ("dims":[-1,64]).
+// configuration (appendTritonJSON), e.g. "data_type":"TYPE_FP32",
+// "dims":[-1,64].
 func AppendModelConfigJSON(dst []byte, cfg *oippb.ModelConfig) ([]byte, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(cfg)
+	return appendTritonJSON(dst, cfg)
+}
+
+// appendTritonJSON appends m as Triton's REST API writes its protobuf
+// documents (model configuration, statistics): protobuf's JSON mapping
+// with the proto field names, every scalar, list and map field written
+// even when empty (enums by name), unset messages left out, and 64-bit
+// integers as JSON numbers rather than the mapping's strings.
+func appendTritonJSON(dst []byte, m proto.Message) ([]byte, error) {
+	what := string(m.ProtoReflect().Descriptor().Name())
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
 	if err != nil {
-		return dst, fmt.Errorf("encoding model config: %w", err)
+		return dst, fmt.Errorf("encoding %s: %w", what, err)
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var doc map[string]any
 	if err := d.Decode(&doc); err != nil {
-		return dst, fmt.Errorf("re-reading model config JSON: %w", err)
+		return dst, fmt.Errorf("re-reading %s JSON: %w", what, err)
 	}
-	int64sAsNumbers(doc, cfg.ProtoReflect().Descriptor())
+	int64sAsNumbers(doc, m.ProtoReflect().Descriptor())
 	out, err := json.Marshal(doc)
 	if err != nil {
-		return dst, fmt.Errorf("writing model config JSON: %w", err)
+		return dst, fmt.Errorf("writing %s JSON: %w", what, err)
 	}
 	return append(dst, out...), nil
 }

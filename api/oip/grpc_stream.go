@@ -26,7 +26,9 @@ const maxStreamInFlight = 64
 func (o *grpcService) ModelStreamInfer(stream oippb.GRPCInferenceService_ModelStreamInferServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	answers := make(chan chan *oippb.ModelStreamInferResponse, maxStreamInFlight)
+	// sendInOrder holds one answer while it waits for it, so the channel
+	// holds the other maxStreamInFlight-1.
+	answers := make(chan chan *oippb.ModelStreamInferResponse, maxStreamInFlight-1)
 	sent := make(chan error, 1)
 	go func() { sent <- sendInOrder(stream, answers, cancel) }()
 
@@ -68,12 +70,25 @@ func sendInOrder(stream oippb.GRPCInferenceService_ModelStreamInferServer, answe
 	return nil
 }
 
+// ParamFinalResponse is the response parameter of Triton's stream that
+// says whether an answer is the last for its request (a decoupled model may
+// give several); Triton's clients read it to know a request is done.
+const ParamFinalResponse = "triton_final_response"
+
 // streamAnswer runs one request of a stream and answers it, in the stream.
+// Every answer is the request's only one, so each carries
+// triton_final_response true, as Triton's answers for a model that is not
+// decoupled do.
 func (o *grpcService) streamAnswer(ctx context.Context, req *oippb.ModelInferRequest) *oippb.ModelStreamInferResponse {
 	resp, err := o.infer(ctx, req)
+	out := &oippb.ModelStreamInferResponse{InferResponse: resp}
 	if err != nil {
-		return &oippb.ModelStreamInferResponse{ErrorMessage: grpcstatus.Convert(err).Message(),
-			InferResponse: &oippb.ModelInferResponse{Id: req.GetId(), ModelName: req.GetModelName(), ModelVersion: req.GetModelVersion()}}
+		out.ErrorMessage = grpcstatus.Convert(err).Message()
+		out.InferResponse = &oippb.ModelInferResponse{Id: req.GetId(), ModelName: req.GetModelName(), ModelVersion: req.GetModelVersion()}
 	}
-	return &oippb.ModelStreamInferResponse{InferResponse: resp}
+	if out.InferResponse.Parameters == nil {
+		out.InferResponse.Parameters = make(map[string]*oippb.InferParameter, 1)
+	}
+	out.InferResponse.Parameters[ParamFinalResponse] = &oippb.InferParameter{ParameterChoice: &oippb.InferParameter_BoolParam{BoolParam: true}}
+	return out
 }

@@ -32,32 +32,7 @@ func (o *grpcService) ModelStatistics(_ context.Context, req *oippb.ModelStatist
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	out := &oippb.ModelStatisticsResponse{ModelStats: make([]*oippb.ModelStatistics, 0, len(vs))}
-	for _, v := range vs {
-		st := v.st
-		out.ModelStats = append(out.ModelStats, &oippb.ModelStatistics{
-			Name: v.mv.Name, Version: v.mv.Version,
-			LastInference:  uint64(v.lastInferenceMs()),
-			InferenceCount: uint64(st.Inferences), ExecutionCount: uint64(st.Executions),
-			InferenceStats: &oippb.InferStatistics{
-				Success: statDuration(st.Success.Count, int64(st.Success.Total)),
-				Fail:    statDuration(st.Fail.Count, int64(st.Fail.Total)),
-				Queue:   statDuration(st.Queue.Count, int64(st.Queue.Total)),
-				// compute_input and compute_output are part of compute_infer.
-				ComputeInput:  &oippb.StatisticDuration{},
-				ComputeInfer:  statDuration(st.Compute.Count, int64(st.Compute.Total)),
-				ComputeOutput: &oippb.StatisticDuration{},
-				CacheHit:      &oippb.StatisticDuration{},
-				CacheMiss:     &oippb.StatisticDuration{},
-			},
-		})
-	}
-	return out, nil
-}
-
-// statDuration is a count and a total in nanoseconds.
-func statDuration(count, ns int64) *oippb.StatisticDuration {
-	return &oippb.StatisticDuration{Count: uint64(max(count, 0)), Ns: uint64(max(ns, 0))}
+	return statisticsResponse(vs), nil
 }
 
 // RepositoryIndex lists the configured models as REST's POST

@@ -105,16 +105,6 @@ var actionWords = [...]string{"ready", "infer", "stats", "config"}
 // actionWords, or "" for the model's metadata).
 type modelRoute struct{ name, version, action string }
 
-// parseModelPath is the OIP reading of the part of a /v2/models/ path
-// after "models/": the last segment is the action if it is one of
-// actionWords, "versions/{v}" before it gives the version, and the rest is
-// the model name, which may hold "/".
-func parseModelPath(rest string) (name, version, action string) {
-	var buf [4]modelRoute
-	r := modelRoutes(rest, buf[:0])[0]
-	return r.name, r.version, r.action
-}
-
 // modelRoutes appends every reading of rest to dst, the OIP reading first,
 // then those that take fewer of the trailing segments as endpoint words
 // and more as the model name: without the version, without the action,
@@ -171,8 +161,13 @@ func (a *rest) route(rest string, post bool) (r modelRoute, mv routing.ModelVers
 // and POST .../infer, with the reading of the path that route picks.
 func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rt, mv, served, ok := a.route(r.PathValue("rest"), post)
+		rest := r.PathValue("rest")
+		rt, mv, served, ok := a.route(rest, post)
 		switch {
+		case !served && strings.HasSuffix(rest, "/trace/setting"):
+			// Triton's per-model trace settings (tritonclient's
+			// get_trace_settings(model_name=...)), unless a model is so named.
+			writeError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+" is not supported: "+whyNoTrace)
 		case !ok:
 			writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 		case !served && rt.action != "ready" && rt.action != "stats":
@@ -274,37 +269,10 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	*rp = out[:0]
 }
 
-// Triton's statistics documents.
-type (
-	modelStatsDoc struct {
-		Name           string        `json:"name"`
-		Version        string        `json:"version"`
-		LastInference  int64         `json:"last_inference"`
-		InferenceCount int64         `json:"inference_count"`
-		ExecutionCount int64         `json:"execution_count"`
-		InferenceStats inferStatsDoc `json:"inference_stats"`
-		BatchStats     []any         `json:"batch_stats"`
-	}
-	inferStatsDoc struct {
-		Success       durationDoc `json:"success"`
-		Fail          durationDoc `json:"fail"`
-		Queue         durationDoc `json:"queue"`
-		ComputeInput  durationDoc `json:"compute_input"`
-		ComputeInfer  durationDoc `json:"compute_infer"`
-		ComputeOutput durationDoc `json:"compute_output"`
-	}
-	durationDoc struct {
-		Count int64 `json:"count"`
-		Ns    int64 `json:"ns"`
-	}
-)
-
-func durDoc(d actors.Duration) durationDoc { return durationDoc{Count: d.Count, Ns: int64(d.Total)} }
-
 // stats serves Triton's statistics extension: GET /v2/models/stats (every
-// ready model) and GET /v2/models/{name}[/versions/{v}]/stats. Counts are
-// since the serving content loaded; compute_input and compute_output are
-// part of compute_infer.
+// ready model) and GET /v2/models/{name}[/versions/{v}]/stats, the
+// ModelStatisticsResponse gRPC's ModelStatistics answers, in Triton's JSON
+// (every member of the extension's schema, counts as JSON numbers).
 func (a *rest) stats(name, version string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		vs, err := statsOf(a.b, name, version)
@@ -312,17 +280,12 @@ func (a *rest) stats(name, version string) http.HandlerFunc {
 			fail(w, err)
 			return
 		}
-		doc := struct {
-			ModelStats []modelStatsDoc `json:"model_stats"`
-		}{ModelStats: []modelStatsDoc{}}
-		for _, v := range vs {
-			st := v.st
-			doc.ModelStats = append(doc.ModelStats, modelStatsDoc{Name: v.mv.Name, Version: v.mv.Version,
-				LastInference: v.lastInferenceMs(), InferenceCount: st.Inferences, ExecutionCount: st.Executions,
-				InferenceStats: inferStatsDoc{Success: durDoc(st.Success), Fail: durDoc(st.Fail), Queue: durDoc(st.Queue),
-					ComputeInfer: durDoc(st.Compute)}, BatchStats: []any{}})
+		body, err := appendTritonJSON(nil, statisticsResponse(vs))
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
 		}
-		httpserver.WriteJSON(w, http.StatusOK, doc)
+		write(w, http.StatusOK, body)
 	}
 }
 

@@ -137,7 +137,10 @@ func TestUnknownModelsAnswerTritonsMessage(t *testing.T) {
 	}
 }
 
-func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
+// The first reading of a /v2/models/ path is OIP's: the last segment is
+// the action if it is an endpoint word, "versions/{v}" before it the
+// version, the rest the model name.
+func TestTheFirstReadingOfAModelPathIsOIPs(t *testing.T) {
 	for _, c := range []struct{ rest, name, version, action string }{
 		{"pcvr", "pcvr", "", ""},
 		{"pcvr/infer", "pcvr", "", "infer"},
@@ -146,25 +149,26 @@ func TestParseModelPathSplitsNameVersionAndAction(t *testing.T) {
 		{"ads/pcvr/versions/12/stats", "ads/pcvr", "12", "stats"},
 		{"ads/pcvr/infer", "ads/pcvr", "", "infer"},
 	} {
-		if n, v, a := parseModelPath(c.rest); n != c.name || v != c.version || a != c.action {
-			t.Errorf("parseModelPath(%q) = %q, %q, %q; want %q, %q, %q", c.rest, n, v, a, c.name, c.version, c.action)
+		if r := modelRoutes(c.rest, nil)[0]; r != (modelRoute{c.name, c.version, c.action}) {
+			t.Errorf("modelRoutes(%q)[0] = %+v; want %q, %q, %q", c.rest, r, c.name, c.version, c.action)
 		}
 	}
 }
 
-// FuzzParseModelPath splits arbitrary /v2/models/ paths: the action is the
-// path's last segment, and the name and the version (after the last
-// "/versions/") put back together give the rest. The seed corpus is in
-// testdata/fuzz/FuzzParseModelPath.
+// FuzzParseModelPath splits arbitrary /v2/models/ paths: the first
+// reading's action is the path's last segment, and its name and version
+// (after the last "/versions/") put back together give the rest. The seed
+// corpus is in testdata/fuzz/FuzzParseModelPath.
 func FuzzParseModelPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rest string) {
-		name, version, action := parseModelPath(rest)
+		r := modelRoutes(rest, nil)[0]
+		name, version, action := r.name, r.version, r.action
 		base, found := rest, action == ""
 		if action != "" {
 			base, found = strings.CutSuffix(rest, "/"+action)
 		}
 		if !found || (base != name && base != name+"/versions/"+version) || strings.Contains(version, "/versions/") {
-			t.Fatalf("parseModelPath(%q) = %q, %q, %q", rest, name, version, action)
+			t.Fatalf("modelRoutes(%q)[0] = %q, %q, %q", rest, name, version, action)
 		}
 	})
 }

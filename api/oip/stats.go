@@ -2,6 +2,7 @@ package oip
 
 import (
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/routing"
 )
 
@@ -40,6 +41,37 @@ func statsOf(b Backend, name, version string) ([]versionStats, error) {
 		}
 	}
 	return out, nil
+}
+
+// statisticsResponse is Triton's statistics of vs, for REST and gRPC
+// alike. compute_input and compute_output are part of compute_infer;
+// Grove has no response cache, so cache_hit and cache_miss stay zero.
+func statisticsResponse(vs []versionStats) *oippb.ModelStatisticsResponse {
+	out := &oippb.ModelStatisticsResponse{ModelStats: make([]*oippb.ModelStatistics, 0, len(vs))}
+	for _, v := range vs {
+		st := v.st
+		out.ModelStats = append(out.ModelStats, &oippb.ModelStatistics{
+			Name: v.mv.Name, Version: v.mv.Version,
+			LastInference:  uint64(v.lastInferenceMs()),
+			InferenceCount: uint64(max(st.Inferences, 0)), ExecutionCount: uint64(max(st.Executions, 0)),
+			InferenceStats: &oippb.InferStatistics{
+				Success:       statDuration(st.Success),
+				Fail:          statDuration(st.Fail),
+				Queue:         statDuration(st.Queue),
+				ComputeInput:  &oippb.StatisticDuration{},
+				ComputeInfer:  statDuration(st.Compute),
+				ComputeOutput: &oippb.StatisticDuration{},
+				CacheHit:      &oippb.StatisticDuration{},
+				CacheMiss:     &oippb.StatisticDuration{},
+			},
+		})
+	}
+	return out
+}
+
+// statDuration is a count and a total in nanoseconds.
+func statDuration(d actors.Duration) *oippb.StatisticDuration {
+	return &oippb.StatisticDuration{Count: uint64(max(d.Count, 0)), Ns: uint64(max(int64(d.Total), 0))}
 }
 
 // lastInferenceMs is when the model last answered, in Unix milliseconds (0:

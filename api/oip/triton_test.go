@@ -1,6 +1,8 @@
 package oip
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +11,14 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -334,6 +338,8 @@ func TestUnservedRESTEndpointsGiveTheGRPCReasons(t *testing.T) {
 		{"POST", "/v2/systemsharedmemory/region/r0/register", whyNoSharedMemory},
 		{"POST", "/v2/cudasharedmemory/region/r0/unregister", whyNoCudaSharedMemory},
 		{"GET", "/v2/trace/setting", whyNoTrace},
+		{"GET", "/v2/models/pctr/trace/setting", whyNoTrace},
+		{"POST", "/v2/models/pctr/trace/setting", whyNoTrace},
 		{"POST", "/v2/logging", whyNoLogSettings},
 	} {
 		code, body := restGet(t, &triton{}, c.method, c.path, "{}")
@@ -404,6 +410,9 @@ func TestModelStreamInferAnswersInOrderAndSurvivesBadRequests(t *testing.T) {
 		if ir.GetId() != w.id || ir.GetModelVersion() != w.version || !strings.Contains(resp.GetErrorMessage(), w.errPart) || (w.errPart == "") != (resp.GetErrorMessage() == "") {
 			t.Errorf("answer %v, want id %s version %s error %q", resp, w.id, w.version, w.errPart)
 		}
+		if !ir.GetParameters()[ParamFinalResponse].GetBoolParam() {
+			t.Errorf("answer to %s: parameters %v, want %s true (Triton's clients wait for it)", w.id, ir.GetParameters(), ParamFinalResponse)
+		}
 		if w.errPart == "" && (len(ir.GetOutputs()) != 1 || ir.GetOutputs()[0].GetName() != "y" || len(ir.GetRawOutputContents()[0]) != 16) {
 			t.Errorf("answer to %s: outputs %v", w.id, ir)
 		}
@@ -455,5 +464,173 @@ func TestRepositoryLoadAndUnloadOverGRPCAreRefusedAsRESTRefusesThem(t *testing.T
 		if st := grpcstatus.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != want {
 			t.Errorf("%s: %v, want FAILED_PRECONDITION %q", action, err, want)
 		}
+	}
+}
+
+// Triton's statistics extension lists every member of $model_stat and
+// $inference_stats (none is #optional but version); perf_analyzer reads
+// inference_stats.cache_hit and cache_miss of the REST answer without
+// checking they are there.
+func TestRESTStatisticsHaveEveryMemberOfTritonsSchema(t *testing.T) {
+	code, body := restGet(t, &triton{}, "GET", "/v2/models/pctr/versions/2/stats", "")
+	if code != 200 {
+		t.Fatalf("HTTP %d %s", code, body)
+	}
+	var doc struct {
+		ModelStats []map[string]json.RawMessage `json:"model_stats"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.ModelStats) != 1 {
+		t.Fatalf("%v: %s", err, body)
+	}
+	st := doc.ModelStats[0]
+	for _, k := range []string{"name", "version", "last_inference", "inference_count", "execution_count",
+		"inference_stats", "response_stats", "batch_stats", "memory_usage"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("model_stat has no %q: %s", k, body)
+		}
+	}
+	if string(st["last_inference"]) != "1700000000123" || string(st["inference_count"]) != "12" {
+		t.Errorf("counts are not JSON numbers: %s", body)
+	}
+	var is map[string]struct {
+		Count *json.Number `json:"count"`
+		Ns    *json.Number `json:"ns"`
+	}
+	if err := json.Unmarshal(st["inference_stats"], &is); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"} {
+		if d, ok := is[k]; !ok || d.Count == nil || d.Ns == nil {
+			t.Errorf("inference_stats.%s has no count and ns: %s", k, st["inference_stats"])
+		}
+	}
+	if is["success"].Ns == nil || *is["success"].Ns != "6000" {
+		t.Errorf("inference_stats.success: %s", st["inference_stats"])
+	}
+}
+
+// tritonclient.grpc sends compressed messages when asked
+// (compression_algorithm "gzip" or "deflate"); Triton decodes both.
+func TestModelInferTakesGzipAndDeflateCompressedMessages(t *testing.T) {
+	c := streamClient(t, &triton{})
+	for _, name := range []string{"gzip", "deflate"} {
+		resp, err := c.ModelInfer(t.Context(), &oippb.ModelInferRequest{Id: name, ModelName: "pctr", Inputs: fp32Input()}, grpc.UseCompressor(name))
+		if err != nil || resp.GetId() != name || len(resp.GetRawOutputContents()) != 1 {
+			t.Errorf("grpc-encoding %s: %v %v", name, resp, err)
+		}
+	}
+}
+
+// hanging runs every request until its context ends, counting those
+// running.
+type hanging struct {
+	*triton
+	running atomic.Int32
+	entered chan struct{}
+}
+
+func (h *hanging) Infer(ctx context.Context, _ []actors.Request) ([]actors.Result, error) {
+	h.running.Add(1)
+	defer h.running.Add(-1)
+	h.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A client that goes away mid-stream cancels the requests it left
+// running: none keeps a model, or a goroutine, busy.
+func TestModelStreamInferCancelsItsRequestsWhenTheClientGoesAway(t *testing.T) {
+	h := &hanging{triton: &triton{}, entered: make(chan struct{}, 3)}
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := streamClient(t, h).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := stream.Send(&oippb.ModelInferRequest{Id: id, ModelName: "pctr", Inputs: fp32Input()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		select {
+		case <-h.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d requests reached the backend, want 3", h.running.Load())
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.running.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still running 5s after the client went away", h.running.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gRPC's deflate message encoding is the zlib format (gRPC core
+// compresses with zlib's header and checksum), both ways.
+func TestGRPCDeflateIsZlib(t *testing.T) {
+	c := encoding.GetCompressor("deflate")
+	var buf bytes.Buffer
+	w, err := c.Compress(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("message"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zlib.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(zr); err != nil || string(got) != "message" {
+		t.Fatalf("zlib reads %q, %v", got, err)
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	_, _ = zw.Write([]byte("from gRPC core"))
+	_ = zw.Close()
+	for range 2 { // the second time from the pool
+		r, err := c.Decompress(bytes.NewReader(z.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := io.ReadAll(r); err != nil || string(got) != "from gRPC core" {
+			t.Fatalf("Decompress reads %q, %v", got, err)
+		}
+	}
+}
+
+// A stream runs at most maxStreamInFlight requests at once; past that it
+// stops reading, so a client that sends faster than the model answers (or
+// than it reads the answers) holds no more than that in the server.
+func TestModelStreamInferRunsAtMostMaxStreamInFlightRequests(t *testing.T) {
+	h := &hanging{triton: &triton{}, entered: make(chan struct{}, 2*maxStreamInFlight)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream, err := streamClient(t, h).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for i := range 2 * maxStreamInFlight {
+			if stream.Send(&oippb.ModelInferRequest{Id: fmt.Sprint(i), ModelName: "pctr", Inputs: fp32Input()}) != nil {
+				return
+			}
+		}
+	}()
+	for range maxStreamInFlight {
+		select {
+		case <-h.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d requests running, want %d", h.running.Load(), maxStreamInFlight)
+		}
+	}
+	select {
+	case <-h.entered:
+		t.Errorf("request %d ran while %d were running", maxStreamInFlight+1, maxStreamInFlight)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -83,7 +83,8 @@ func (*grpcService) LogSettings(context.Context, *oippb.LogSettingsRequest) (*oi
 
 // refuseUnserved adds the REST endpoints of the extensions Grove does not
 // have, each answering 501 with the reason its gRPC methods give
-// (load and unload are not among them: the bucket config decides).
+// (load and unload are not among them: the bucket config decides; a
+// model's /trace/setting is refused by the model routes).
 func refuseUnserved(handle func(pattern string, f http.HandlerFunc)) {
 	for _, e := range [...]struct{ prefix, why string }{
 		{"/v2/systemsharedmemory", whyNoSharedMemory},
