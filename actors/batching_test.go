@@ -107,6 +107,9 @@ func TestQueuedUserRequestsRunAsOneBatchAndGetTheirOwnRows(t *testing.T) {
 	if got := d.rows(); len(got) != 3 || got[0] != 1 || got[1] != 8 || got[2] != 4 {
 		t.Errorf("forward calls had rows %v, want [1 8 4]", got)
 	}
+	if n := c.stats.executions.Load(); n != 3 {
+		t.Errorf("statistics count %d executions, want 3: one per forward call, a batch of four requests being one", n)
+	}
 }
 
 func TestABadRequestInABatchFailsAlone(t *testing.T) {

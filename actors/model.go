@@ -330,6 +330,9 @@ func (a *modelActor) predict(m *predict) {
 	compute := time.Since(start)
 	if m.priority == priorityUser {
 		a.c.observeService(compute)
+		if err == nil {
+			a.c.stats.executions.Add(1)
+		}
 	}
 	m.done(out, err, queued, compute)
 }

@@ -12,7 +12,9 @@ import (
 type modelStats struct {
 	success, fail, queue, compute counterNs
 	// inferences counts rows (first dimension of the first input);
-	// executions counts forward calls.
+	// executions counts successful forward calls of user requests (one for
+	// a dynamic batch of many requests, as Triton counts them): the model
+	// actors add to it, record does not.
 	inferences, executions atomic.Int64
 	lastMs                 atomic.Int64 // last inference, Unix ms
 }
@@ -35,7 +37,6 @@ func (s *modelStats) record(inputs []servables.Tensor, err error, queued, comput
 	s.success.add(total)
 	s.queue.add(queued)
 	s.compute.add(compute)
-	s.executions.Add(1)
 	rows := int64(1)
 	if len(inputs) > 0 && len(inputs[0].Shape) > 0 {
 		rows = inputs[0].Shape[0]
@@ -47,7 +48,8 @@ func (s *modelStats) record(inputs []servables.Tensor, err error, queued, comput
 type ModelStats struct {
 	// LastInference is when the last request was answered (zero: never).
 	LastInference time.Time
-	// Inferences counts rows served; Executions forward calls.
+	// Inferences counts rows served; Executions forward calls (a dynamic
+	// batch of several requests is one).
 	Inferences, Executions int64
 	// Success, Fail: answered requests and their total time from enqueue
 	// to answer; Queue: time waiting in the mailbox; Compute: forward time.

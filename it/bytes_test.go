@@ -263,7 +263,7 @@ func TestBytesAndStringsEndToEnd(t *testing.T) {
 			checkClose(t, name+" score", fromRawLE(t, "FP64", resp.RawOutputContents[0]), wantScores, 1e-9)
 		}
 		raw.RawInputContents[0] = framed("human1", "human", "monster16")
-		if _, err := c.ModelInfer(ctx, raw); err == nil || !strings.Contains(err.Error(), "BYTES data holds 3 elements, the shape needs 4") {
+		if _, err := c.ModelInfer(ctx, raw); err == nil || !strings.Contains(err.Error(), "BYTES data holds 3 element(s), the shape needs 4") {
 			t.Errorf("3 elements for 4: %v", err)
 		}
 		md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "game_score"})

@@ -60,7 +60,7 @@ func TestBytesTensorsFromProtoCheckTheirElements(t *testing.T) {
 		want string
 	}{
 		{&grovepb.Tensor{Datatype: "BYTES", Shape: []int64{3}, BytesData: [][]byte{[]byte("a")}}, "1 values for shape [3] (3 elements) of BYTES"},
-		{&grovepb.Tensor{Datatype: "BYTES", Shape: []int64{3}, RawData: framed}, "raw_data: BYTES data holds 2 elements, the shape needs 3"},
+		{&grovepb.Tensor{Datatype: "BYTES", Shape: []int64{3}, RawData: framed}, "raw_data: BYTES data holds 2 element(s), the shape needs 3"},
 	} {
 		if _, err := TensorsFromProto([]*grovepb.Tensor{tc.p}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("TensorsFromProto(%v) = %v, want %q", tc.p, err, tc.want)

@@ -54,12 +54,12 @@ func TestCheckBytesNamesWhatIsWrong(t *testing.T) {
 		want string // "" for valid
 	}{
 		{"two elements", []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0}, 2, ""},
-		{"too few elements", []byte{1, 0, 0, 0, 'a'}, 2, "holds 1 elements, the shape needs 2"},
+		{"too few elements", []byte{1, 0, 0, 0, 'a'}, 2, "holds 1 element(s), the shape needs 2"},
 		{"partial length", []byte{1, 0, 0, 0, 'a', 0, 0}, 2, "too few for its 4-byte length"},
 		{"length past the end", []byte{9, 0, 0, 0, 'a'}, 1, "has length 9, but only 1 bytes follow it"},
 		{"huge length", []byte{0xff, 0xff, 0xff, 0xff}, 1, "has length 4294967295"},
 		{"bytes left over", []byte{0, 0, 0, 0, 7}, 1, "1 bytes after its 1 elements"},
-		{"empty", nil, 1, "holds 0 elements"},
+		{"empty", nil, 1, "holds 0 element(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckBytes(tc.data, tc.n)

@@ -328,7 +328,7 @@ func CheckBytes(data []byte, n int) error {
 	for k := 0; k < n; k++ {
 		rest := data[off:]
 		if len(rest) == 0 {
-			return fmt.Errorf("BYTES data holds %d elements, the shape needs %d", k, n)
+			return fmt.Errorf("BYTES data holds %d element(s), the shape needs %d", k, n)
 		}
 		if len(rest) < BytesLenSize {
 			return fmt.Errorf("BYTES element %d at byte %d: %d bytes left, too few for its 4-byte length", k, off, len(rest))

@@ -397,8 +397,11 @@ func (x *Tensor) GetBytesData() [][]byte {
 // Error is why a model execution gave no answer.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The error type, as in the B&A API: "INPUT_PARSING", "MODEL_NOT_FOUND",
-	// "MODEL_EXECUTION", "OUTPUT_PARSING".
+	// The error type, in the B&A API's words but by the failure's kind,
+	// whatever the protocol: "INPUT_PARSING" (inputs the caller got wrong,
+	// including those the model refused, which a B&A answer itself reports as
+	// MODEL_EXECUTION, as the sidecar does), "MODEL_NOT_FOUND",
+	// "MODEL_EXECUTION" (any other failure to run), "OUTPUT_PARSING".
 	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	// The error's description, for people.
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`

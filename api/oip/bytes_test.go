@@ -63,7 +63,7 @@ func TestBYTESInputErrorsNameTheInputAndElement(t *testing.T) {
 		{"too few", in(`{"name":"s","shape":[3],"datatype":"BYTES","data":["a","b"]}`), 0, `input "s": data has 2 elements, but shape [3] needs 3`},
 		{"too many nested", in(`{"name":"s","shape":[1,1],"datatype":"BYTES","data":[["a","b"]]}`), 0, `input "s": data[0] has more than 1 element, the size of dimension 1 of shape [1,1]`},
 		{"binary length past the end", header(9) + "\x09\x00\x00\x00abcde", len(header(9)), `input "s": its 9 bytes of binary data are not 2 elements of shape [2], each a 4-byte little-endian length and that many bytes: BYTES element 0 at byte 0 has length 9, but only 5 bytes follow it`},
-		{"binary one element short", header(5) + frame("a"), len(header(5)), `BYTES data holds 1 elements, the shape needs 2`},
+		{"binary one element short", header(5) + frame("a"), len(header(5)), `BYTES data holds 1 element(s), the shape needs 2`},
 		{"binary partial length", header(7) + frame("a") + "\x01\x00", len(header(7)), `BYTES element 1 at byte 5: 2 bytes left, too few for its 4-byte length`},
 		{"binary bytes left over", header(11) + frame("a", "b") + "x", len(header(11)), `BYTES data has 1 bytes after its 2 elements`},
 		{"binary size past the body", header(20) + frame("a", "b"), len(header(20)), `binary_data_size is 20 bytes, but only 10 bytes of binary data are left after the JSON`},

@@ -193,6 +193,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	a.reset(n)
 	var pin runtime.Pinner
 	defer pin.Unpin()
+	defer clear(a.ptrs) // the pooled args must not keep the inputs alive, on any return
 	for i, t := range inputs {
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: input %d (%s): %w", servables.ErrInvalidInput, i, t.Name, err)
@@ -210,7 +211,6 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		pin.Pin(p)
 		a.ptrs[i] = p
 	}
-	defer clear(a.ptrs) // the pooled args must not keep the inputs alive
 
 	m.mu.RLock()
 	defer m.mu.RUnlock()
