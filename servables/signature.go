@@ -114,7 +114,7 @@ func Sent(inputs []Tensor) []TensorSpec {
 // each spec, the index of the input bound to it, or -1 for an optional
 // input not given. An unknown, repeated or missing name, a mix of named
 // and unnamed inputs, or too many or too few unnamed ones is an
-// *InputError that lists the model's inputs.
+// InvalidInputf error that lists the model's inputs.
 func Bind(specs []TensorSpec, inputs []Tensor) ([]int, error) {
 	bad := func(format string, args ...any) error {
 		return InvalidInputf(format+"; the model's inputs are: %s", append(args, specs)...)
@@ -186,9 +186,17 @@ func Bind(specs []TensorSpec, inputs []Tensor) ([]int, error) {
 // against its spec: the datatype, when the spec has one, and the rank and
 // fixed (non -1) dimensions, when it has a shape of rank 1 or more (rank 0
 // is not checked: ONNX Runtime reports an unknown rank the same way). An
-// error is an *InputError naming the tensor, what was sent and what the
-// model takes.
+// error is an InvalidInputf error naming the tensor, what was sent and
+// what the model takes.
 func CheckInputs(meta Metadata, inputs []Tensor) error {
+	if InOrder(meta.Inputs, inputs) { // the common case, without allocating
+		for j, t := range inputs {
+			if err := checkTensor("input", meta.Inputs[j], t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	idx, err := Bind(meta.Inputs, inputs)
 	if err != nil {
 		return err
@@ -203,6 +211,22 @@ func CheckInputs(meta Metadata, inputs []Tensor) error {
 		}
 	}
 	return nil
+}
+
+// InOrder reports whether inputs are already bound to specs one for one,
+// as Bind would bind them: as many, and either all unnamed or all named
+// as the specs they stand for, in order.
+func InOrder(specs []TensorSpec, inputs []Tensor) bool {
+	if len(inputs) != len(specs) {
+		return false
+	}
+	named := len(inputs) > 0 && inputs[0].Name != ""
+	for j, t := range inputs {
+		if (named && t.Name != specs[j].Name) || (!named && t.Name != "") {
+			return false
+		}
+	}
+	return true
 }
 
 // checkTensor checks t against spec s; what is "input" or "output".

@@ -333,3 +333,22 @@ func TestDeclaredOutputsOfAModelThatReturnsOnlyTheRequestedOnes(t *testing.T) {
 		t.Errorf("b not as declared: %v, want the model's fault", err)
 	}
 }
+
+func TestCheckInputsInTheModelsOrderDoesNotAllocate(t *testing.T) {
+	meta := servables.Metadata{Inputs: []servables.TensorSpec{
+		{Name: "a", DType: servables.Float32, Shape: []int64{-1, 2}}, {Name: "b", DType: servables.Int64, Shape: []int64{-1}}}}
+	a, _ := servables.NewTensor("a", servables.Float32, []int64{3, 2})
+	b, _ := servables.NewTensor("b", servables.Int64, []int64{3})
+	unnamedA, unnamedB := a, b
+	unnamedA.Name, unnamedB.Name = "", ""
+	for name, inputs := range map[string][]servables.Tensor{"named": {a, b}, "unnamed": {unnamedA, unnamedB}} {
+		var err error
+		if n := testing.AllocsPerRun(100, func() { err = servables.CheckInputs(meta, inputs) }); n != 0 || err != nil {
+			t.Errorf("%s: %v allocations, %v; want none", name, n, err)
+		}
+	}
+	if err := servables.CheckInputs(meta, []servables.Tensor{unnamedA, {DType: servables.Float32, Shape: []int64{3}, Data: make([]byte, 12)}}); err == nil ||
+		!strings.Contains(err.Error(), `input "b" is FLOAT, the model takes INT64`) {
+		t.Errorf("a FLOAT b in order: %v, want the datatype named", err)
+	}
+}

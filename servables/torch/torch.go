@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,6 +283,9 @@ func copyOutputs(res *C.grove_result) ([]servables.Tensor, error) {
 // those given, up to the last one given; an optional argument left out
 // before one that is given is an error, as forward takes them by position.
 func (m *Model) bind(inputs []servables.Tensor) ([]servables.Tensor, error) {
+	if servables.InOrder(m.meta.Inputs, inputs) {
+		return inputs, nil // the common case, without allocating
+	}
 	idx, err := servables.Bind(m.meta.Inputs, inputs)
 	if err != nil {
 		return nil, err
@@ -348,8 +352,14 @@ var callerErrors = []string{
 func (m *Model) runError(msg string, inputs []servables.Tensor) error {
 	for _, s := range callerErrors {
 		if strings.Contains(msg, s) {
+			sent := slices.Clone(inputs)
+			for i := range sent {
+				if sent[i].Name == "" && i < len(m.meta.Inputs) {
+					sent[i].Name = m.meta.Inputs[i].Name // bound by position
+				}
+			}
 			return servables.InvalidInputf("the model cannot run on the inputs sent (%s): %s; the model's inputs are: %s",
-				servables.Sent(inputs), msg, m.meta.Inputs)
+				servables.Sent(sent), msg, m.meta.Inputs)
 		}
 	}
 	return fmt.Errorf("%w: %s", servables.ErrExecution, msg)

@@ -230,6 +230,24 @@ func TestNamedInputsBindToForwardArgumentsByName(t *testing.T) {
 	}
 }
 
+func TestInputsAlreadyInForwardsOrderAreBoundWithoutAllocating(t *testing.T) {
+	sub := load(t, testdata("sub"), servables.LoadOptions{})
+	a := tensor(t, servables.Float32, []int64{2}, 10, 20)
+	b := tensor(t, servables.Float32, []int64{2}, 1, 2)
+	for name, inputs := range map[string][]servables.Tensor{
+		"named in order": {named("a", a), named("b", b)},
+		"unnamed":        {a, b},
+	} {
+		var err error
+		if n := testing.AllocsPerRun(100, func() { _, err = sub.bind(inputs) }); n != 0 || err != nil {
+			t.Errorf("%s: %v allocations, %v; want none", name, n, err)
+		}
+	}
+	if got, err := sub.bind([]servables.Tensor{named("b", b), named("a", a)}); err != nil || got[0].Name != "a" || got[1].Name != "b" {
+		t.Errorf("named out of order: %v %v, want a, b", got, err)
+	}
+}
+
 func TestBadInputNamesAreInvalidInputListingTheModelsInputs(t *testing.T) {
 	sub := load(t, testdata("sub"), servables.LoadOptions{})
 	x := tensor(t, servables.Float32, []int64{2}, 1, 2)
