@@ -1,8 +1,9 @@
 // Package grpcserver is the protocol-free part of Grove's gRPC API: the
 // server and its options, the standard health service (following the
 // server's readiness), server reflection (so grpcurl works without .proto
-// files) and the request id. Protocol packages register their services on
-// it (it is a grpc.ServiceRegistrar).
+// files), the request id, and the gzip and deflate message encodings every
+// service accepts (compress.go). Protocol packages register their services
+// on it (it is a grpc.ServiceRegistrar).
 package grpcserver
 
 import (

@@ -1,8 +1,6 @@
 package oip
 
 import (
-	"bytes"
-	"compress/zlib"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -565,41 +562,6 @@ func TestModelStreamInferCancelsItsRequestsWhenTheClientGoesAway(t *testing.T) {
 			t.Fatalf("%d requests still running 5s after the client went away", h.running.Load())
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// gRPC's deflate message encoding is the zlib format (gRPC core
-// compresses with zlib's header and checksum), both ways.
-func TestGRPCDeflateIsZlib(t *testing.T) {
-	c := encoding.GetCompressor("deflate")
-	var buf bytes.Buffer
-	w, err := c.Compress(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = w.Write([]byte("message"))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	zr, err := zlib.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := io.ReadAll(zr); err != nil || string(got) != "message" {
-		t.Fatalf("zlib reads %q, %v", got, err)
-	}
-	var z bytes.Buffer
-	zw := zlib.NewWriter(&z)
-	_, _ = zw.Write([]byte("from gRPC core"))
-	_ = zw.Close()
-	for range 2 { // the second time from the pool
-		r, err := c.Decompress(bytes.NewReader(z.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, err := io.ReadAll(r); err != nil || string(got) != "from gRPC core" {
-			t.Fatalf("Decompress reads %q, %v", got, err)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package oip
+package grpcserver
 
 import (
 	"compress/zlib"
