@@ -36,6 +36,9 @@ func TestSignatureIsLearnedFromTheWarmUpAndRequestsAreCheckedAgainstIt(t *testin
 		if got := describeMeta(meta); got != "x UNKNOWN [] -> x UNKNOWN [] (runtime)" {
 			t.Errorf("b/ (no warm-up) metadata: %s", got)
 		}
+		if logs := w.log.String(); !strings.Contains(logs, `msg="model signature incomplete`) || !strings.Contains(logs, "model=b/") || strings.Contains(logs, "incomplete: its metadata has no datatypes or shapes; declare inputs and outputs in the model config, or give it a warm_up_batch_request_json (docs/signatures.md)\" model=a/") {
+			t.Errorf("want the incomplete signature of b/, and only b/'s, logged:\n%s", logs)
+		}
 		x, _ := servables.NewTensor("x", servables.Float64, []int64{1})
 		res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: []servables.Tensor{x}}, {API: "test", ModelPath: "b/", Inputs: []servables.Tensor{x}}})
 		if err != nil {

@@ -316,8 +316,16 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int
 
 // warmUp runs the model's warm-up requests through its actor at warm-up
 // priority, twice; any failure rejects the content. It gives up when ctx
-// is done.
-func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) error {
+// is done. A model whose signature is still incomplete afterwards (a
+// TorchScript model with neither a declaration nor a warm-up) is logged:
+// its metadata names its tensors without datatypes or shapes.
+func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) (err error) {
+	defer func() {
+		if m := c.metadata(); err == nil && !m.Known() {
+			s.opts.Logger.Warn("model signature incomplete: its metadata has no datatypes or shapes; declare inputs and outputs in the model config, or give it a warm_up_batch_request_json (docs/signatures.md)",
+				"model", meta.Path, "runtime", m.Runtime)
+		}
+	}()
 	if meta.WarmUpJSON == "" {
 		return nil
 	}
