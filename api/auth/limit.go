@@ -1,0 +1,102 @@
+package auth
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Limit is a token bucket for the identity named Name, or for every
+// identity holding Role (each with its own bucket): RPS requests a second
+// on average, Burst at once.
+type Limit struct {
+	Name  string
+	Role  Role
+	RPS   float64
+	Burst int
+}
+
+// limiter keeps a bucket per identity name.
+type limiter struct {
+	byName map[string]Limit
+	byRole []Limit
+	now    func() time.Time
+	mu     sync.Mutex
+	bucket map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+	limit  Limit
+}
+
+func newLimiter(limits []Limit, now func() time.Time) (*limiter, error) {
+	l := &limiter{byName: make(map[string]Limit), now: now, bucket: make(map[string]*bucket)}
+	for i, lim := range limits {
+		switch {
+		case (lim.Name == "") == (lim.Role == ""):
+			return nil, fmt.Errorf("limit %d: set name or role, not both", i+1)
+		case !(lim.RPS > 0) || math.IsInf(lim.RPS, 0):
+			return nil, fmt.Errorf("limit %d: rps must be a positive number", i+1)
+		case lim.Burst < 1:
+			return nil, fmt.Errorf("limit %d: burst must be at least 1", i+1)
+		}
+		if lim.Name != "" {
+			if _, dup := l.byName[lim.Name]; dup {
+				return nil, fmt.Errorf("limit %d: name %q has two limits", i+1, lim.Name)
+			}
+			l.byName[lim.Name] = lim
+			continue
+		}
+		if _, err := ParseRole(string(lim.Role)); err != nil {
+			return nil, fmt.Errorf("limit %d: %v", i+1, err)
+		}
+		l.byRole = append(l.byRole, lim)
+	}
+	return l, nil
+}
+
+// limitOf is id's limit: the one naming it, else the first listed for a
+// role it holds.
+func (l *limiter) limitOf(id Identity) (Limit, bool) {
+	if lim, ok := l.byName[id.Name]; ok {
+		return lim, true
+	}
+	for _, lim := range l.byRole {
+		if id.Has(lim.Role) {
+			return lim, true
+		}
+	}
+	return Limit{}, false
+}
+
+func (l *limiter) allow(id Identity) (bool, time.Duration) {
+	if len(l.byName) == 0 && len(l.byRole) == 0 {
+		return true, 0
+	}
+	lim, ok := l.limitOf(id)
+	if !ok {
+		return true, 0
+	}
+	now := l.now()
+	key := id.Method + "\x00" + id.Name
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket[key]
+	if b == nil || b.limit != lim {
+		b = &bucket{tokens: float64(lim.Burst), last: now, limit: lim}
+		l.bucket[key] = b
+	}
+	if dt := now.Sub(b.last).Seconds(); dt > 0 {
+		b.tokens = math.Min(float64(lim.Burst), b.tokens+dt*lim.RPS)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	wait := time.Duration((1 - b.tokens) / lim.RPS * float64(time.Second))
+	return false, wait
+}
