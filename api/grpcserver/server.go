@@ -32,6 +32,11 @@ type Options struct {
 	// Ready reports whether the server takes traffic (health SERVING); nil
 	// means always.
 	Ready func() bool
+	// Auth authenticates the callers of every method auth.GRPCRoles does
+	// not mark open, before their first message is read (a tap handle),
+	// and applies their limits; nil serves every method without
+	// authentication.
+	Auth Authenticator
 }
 
 // Server is a gRPC server with the health and reflection services.
@@ -43,6 +48,7 @@ type Server struct {
 	ctx     context.Context
 	stop    context.CancelFunc
 	watch   sync.Once
+	auth    bool
 }
 
 // New returns a server with the health and reflection services; register
@@ -55,9 +61,13 @@ func New(opts Options) *Server {
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
-	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready}
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
+	if opts.Auth != nil {
+		sopts = append(sopts, grpc.InTapHandle(tapAuth(opts.Auth)))
+	}
+	gs := grpc.NewServer(sopts...)
+	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	healthpb.RegisterHealthServer(gs, liveHealth{s.health, s})
 	reflection.Register(gs)
@@ -66,7 +76,14 @@ func New(opts Options) *Server {
 
 // Serve serves ln until the server stops, keeping the health status of
 // every registered service in step with Options.Ready meanwhile.
+// With Options.Auth, a registered method missing from auth.GRPCRoles is
+// an error, so that no method goes unprotected.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.auth {
+		if err := s.CheckRoles(); err != nil {
+			return err
+		}
+	}
 	s.watch.Do(func() { go s.watchReady() })
 	return s.Server.Serve(ln)
 }

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/groveml/grove/api/auth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -45,6 +46,21 @@ type Options struct {
 	Ready func() bool
 	// Status is the document GET /v1/status serves as JSON; nil serves none.
 	Status func() any
+	// Auth authenticates the callers of every route that auth.HTTPRoles
+	// (or auth.MountRoles for a mount) does not mark open, and applies
+	// their limits; nil serves every route without authentication.
+	Auth Authenticator
+}
+
+// Authenticator is what the server asks about a request's caller
+// (*auth.Authenticator is one).
+type Authenticator interface {
+	// HTTP returns the caller of r, or an error wrapping
+	// auth.ErrUnauthenticated that says why there is none.
+	HTTP(r *http.Request) (auth.Identity, error)
+	// Allow takes one request from id's limit, or returns false and when
+	// to retry.
+	Allow(id auth.Identity) (ok bool, retryAfter time.Duration)
 }
 
 // Server gathers the routes of the protocols it serves; Handler serves them.
@@ -105,15 +121,22 @@ func (s *Server) Logger() *slog.Logger { return s.opts.Logger }
 // compared with them from its last segment backwards, and at the first
 // segment where one route has a literal and the other a wildcard, the
 // literal wins (so /contract/a/b/score scores contract contract/a/b).
+//
+// With Options.Auth, the route needs the role auth.HTTPRoles gives its
+// pattern; Handle panics for a pattern missing there, so that no route
+// goes unprotected.
 func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
-	s.routes = append(s.routes, newRoute(pattern, s.Instrument(api, h)))
+	s.routes = append(s.routes, newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), h))))
 }
 
 // Mount serves the path prefix and every path below it (prefix + "/...")
 // with h, before any route: a protocol that owns a subtree routes it
 // itself. h is not instrumented; wrap its handlers with Instrument.
+// With Options.Auth, its requests need the role auth.MountRoles' function
+// for prefix gives them; Mount panics for a prefix missing there.
 func (s *Server) Mount(prefix string, h http.Handler) {
-	s.mounts = append(s.mounts, mount{prefix: strings.TrimSuffix(prefix, "/"), h: h})
+	prefix = strings.TrimSuffix(prefix, "/")
+	s.mounts = append(s.mounts, mount{prefix: prefix, h: s.guardMount(prefix, h)})
 }
 
 // Handler returns the handler of every route and mount added so far, and
@@ -132,12 +155,12 @@ func (s *Server) Handler() http.Handler {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	if s.opts.Status != nil {
-		mux.HandleFunc("GET /v1/status", s.Instrument("status", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, http.StatusOK, s.opts.Status())
-		}))
+		})))
 	}
 	if s.opts.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	registerRoutes(mux, s.routes)
 	mounts := s.mounts
@@ -148,7 +171,7 @@ func (s *Server) Handler() http.Handler {
 		debug.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		debug.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: debug})
+		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: s.guardMount("/debug/pprof", debug)})
 	}
 	return &handler{mux: mux, mounts: mounts}
 }

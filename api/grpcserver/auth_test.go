@@ -1,0 +1,122 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/groveml/grove/api/auth"
+)
+
+// oipLike registers three methods of the OIP service's name (ServerLive
+// open, ModelInfer infer, RepositoryModelLoad manage) that answer the
+// caller's name in the "who" trailer, counting the messages they decoded.
+func oipLike(s *Server, decoded *int) {
+	handler := func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		*decoded++
+		if err := dec(new(emptypb.Empty)); err != nil {
+			return nil, err
+		}
+		id, _ := auth.FromContext(ctx)
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("who", id.Name))
+		return new(emptypb.Empty), nil
+	}
+	desc := grpc.ServiceDesc{ServiceName: "inference.GRPCInferenceService", HandlerType: (*any)(nil)}
+	for _, m := range []string{"ServerLive", "ModelInfer", "RepositoryModelLoad"} {
+		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m, Handler: handler})
+	}
+	s.RegisterService(&desc, struct{}{})
+}
+
+func TestAuthChecksCredentialsBeforeTheMessage(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tokens:\n")
+	for tok, spec := range map[string]string{"t-infer": "bidder: [infer]", "t-read": "console: [read]", "t-tiny": "tiny: [infer, manage]"} {
+		h := sha256.Sum256([]byte(tok))
+		name, roles, _ := strings.Cut(spec, ": ")
+		fmt.Fprintf(&b, "  - {name: %s, sha256: %s, roles: %s}\n", name, hex.EncodeToString(h[:]), roles)
+	}
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	a, err := auth.New(auth.Config{TokensFile: path, Limits: []auth.Limit{{Name: "tiny", RPS: 1, Burst: 1}},
+		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Auth: a})
+	var decoded int
+	oipLike(s, &decoded)
+	conn := dial(t, s)
+	for _, c := range []struct {
+		method, token string
+		code          codes.Code
+		msg           string
+		decodes       bool
+	}{
+		{"/grpc.health.v1.Health/Check", "", codes.OK, "", false},
+		{"/inference.GRPCInferenceService/ServerLive", "", codes.OK, "", true},
+		{"/inference.GRPCInferenceService/ModelInfer", "", codes.Unauthenticated, "no credentials", false},
+		{"/inference.GRPCInferenceService/ModelInfer", "nope", codes.Unauthenticated, "unknown bearer token", false},
+		{"/inference.GRPCInferenceService/ModelInfer", "t-read", codes.PermissionDenied, `token "console" lacks role infer`, false},
+		{"/inference.GRPCInferenceService/ModelInfer", "t-infer", codes.OK, "bidder", true},
+		{"/inference.GRPCInferenceService/RepositoryModelLoad", "t-infer", codes.PermissionDenied, "lacks role manage", false},
+		{"/inference.GRPCInferenceService/RepositoryModelLoad", "t-tiny", codes.OK, "tiny", true},
+		{"/inference.GRPCInferenceService/ModelInfer", "t-tiny", codes.ResourceExhausted, "over its request limit; retry after 1 s", false},
+		{"/no.Such/Method", "", codes.Unauthenticated, "", false},
+		{"/no.Such/Method", "t-read", codes.Unimplemented, "", false},
+	} {
+		ctx := t.Context()
+		if c.token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+		}
+		before := decoded
+		var err error
+		var trailer metadata.MD
+		if strings.HasPrefix(c.method, "/grpc.health") {
+			_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		} else {
+			err = conn.Invoke(ctx, c.method, &emptypb.Empty{}, &emptypb.Empty{}, grpc.Trailer(&trailer))
+		}
+		st := status.Convert(err)
+		msg := st.Message()
+		if w := trailer.Get("who"); len(w) > 0 {
+			msg = w[0]
+		}
+		if st.Code() != c.code || !strings.Contains(msg, c.msg) {
+			t.Errorf("%s (%s): %v %q, want %v %q", c.method, c.token, st.Code(), msg, c.code, c.msg)
+		}
+		if (decoded > before) != c.decodes {
+			t.Errorf("%s (%s): message decoded: %v, want %v", c.method, c.token, decoded > before, c.decodes)
+		}
+		if c.token != "" && strings.Contains(st.Message(), c.token) {
+			t.Errorf("%s: the error quotes the token", c.method)
+		}
+	}
+}
+
+func TestCheckRolesNamesMethodsWithoutARole(t *testing.T) {
+	s := New(Options{})
+	s.RegisterService(&grpc.ServiceDesc{ServiceName: "new.Service", HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Do", Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) { return nil, nil }}}}, struct{}{})
+	err := s.CheckRoles()
+	if err == nil || !strings.Contains(err.Error(), "/new.Service/Do has no role") || strings.Contains(err.Error(), "Health") {
+		t.Errorf("CheckRoles() = %v", err)
+	}
+}

@@ -1,0 +1,130 @@
+package httpserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/api/auth"
+)
+
+// newAuth returns an authenticator of tokens (token → "name:role,role"),
+// with limits, on clock now.
+func newAuth(t testing.TB, tokens map[string]string, limits []auth.Limit, now func() time.Time) *auth.Authenticator {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("tokens:\n")
+	for tok, spec := range tokens {
+		name, roles, _ := strings.Cut(spec, ":")
+		h := sha256.Sum256([]byte(tok))
+		fmt.Fprintf(&b, "  - {name: %s, sha256: %s, roles: [%s]}\n", name, hex.EncodeToString(h[:]), roles)
+	}
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{TokensFile: path, Limits: limits, Now: now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestAuthRefusesAndAdmitsByRole(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := newAuth(t, map[string]string{"tok-infer": "bidder:infer", "tok-read": "console:read", "tok-limited": "tiny:infer"},
+		[]auth.Limit{{Name: "tiny", RPS: 1, Burst: 1}}, func() time.Time { return now })
+	reg := prometheus.NewRegistry()
+	s := New(Options{Auth: a, Status: func() any { return "ok" }, Gatherer: reg, Pprof: true})
+	var seen []string
+	who := func(w http.ResponseWriter, r *http.Request) {
+		id, ok := auth.FromContext(r.Context())
+		seen = append(seen, fmt.Sprintf("%s/%v", id.Name, ok))
+		_, _ = io.WriteString(w, "served\n")
+	}
+	s.Handle("POST /v1/inference", "inference", who)
+	s.Handle("GET /v1/models", "models", who)
+	s.Mount("/v2", http.HandlerFunc(who))
+	h := s.Handler()
+	for _, c := range []struct {
+		method, path, authz string
+		code                int
+		body                string
+	}{
+		{"GET", "/healthz", "", 200, "ok"},
+		{"GET", "/readyz", "", 200, "ready"},
+		{"GET", "/v2/health/live", "", 200, "served"},
+		{"GET", "/v2/models/m/ready", "", 200, "served"},
+		{"POST", "/v1/inference", "", 401, "no credentials"},
+		{"POST", "/v1/inference", "Bearer nope", 401, "unknown bearer token"},
+		{"POST", "/v1/inference", "Basic abc", 401, "Bearer <token>"},
+		{"POST", "/v1/inference", "Bearer tok-read", 403, `token "console" lacks role infer`},
+		{"POST", "/v1/inference", "Bearer tok-infer", 200, "served"},
+		{"GET", "/v1/models", "Bearer tok-read", 200, "served"},
+		{"GET", "/v1/status", "", 401, ""},
+		{"GET", "/v1/status", "Bearer tok-read", 200, "ok"},
+		{"GET", "/metrics", "Bearer tok-infer", 403, "lacks role read"},
+		{"GET", "/metrics", "Bearer tok-read", 200, ""},
+		{"GET", "/debug/pprof/", "Bearer tok-read", 403, "lacks role admin"},
+		{"POST", "/v2/models/m/infer", "", 401, `{"error":"no credentials`},
+		{"POST", "/v2/models/m/infer", "Bearer tok-read", 403, `{"error":"token \"console\" lacks role infer"}`},
+		{"POST", "/v2/models/m/infer", "Bearer tok-infer", 200, "served"},
+		{"POST", "/v2/repository/models/m/load", "Bearer tok-infer", 403, "lacks role manage"},
+		{"POST", "/v1/inference", "Bearer tok-limited", 200, "served"},
+		{"POST", "/v1/inference", "Bearer tok-limited", 429, `"tiny" is over its request limit`},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.authz != "" {
+			r.Header.Set("Authorization", c.authz)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.String()
+		if rec.Code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s %s (%s): %d %q, want %d %q", c.method, c.path, c.authz, rec.Code, body, c.code, c.body)
+		}
+		if got := rec.Header().Get("WWW-Authenticate"); (c.code == 401) != (got != "") || got != "" && !strings.HasPrefix(got, "Bearer") {
+			t.Errorf("%s %s: WWW-Authenticate %q", c.method, c.path, got)
+		}
+		if c.code == 429 && rec.Header().Get("Retry-After") != "1" {
+			t.Errorf("429 without Retry-After: 1: %q", rec.Header().Get("Retry-After"))
+		}
+		if strings.Contains(body, "tok-") {
+			t.Errorf("%s %s: the answer quotes a token: %q", c.method, c.path, body)
+		}
+	}
+	if want := "[/false /false bidder/true console/true bidder/true tiny/true]"; fmt.Sprint(seen) != want {
+		t.Errorf("identities seen by handlers: %v, want %s", seen, want)
+	}
+}
+
+func TestAuthRefusesARouteWithoutARole(t *testing.T) {
+	a := newAuth(t, nil, nil, time.Now)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `"POST /new" has no role`) {
+			t.Errorf("recover() = %v", r)
+		}
+	}()
+	New(Options{Auth: a}).Handle("POST /new", "new", func(http.ResponseWriter, *http.Request) {})
+}
+
+func TestRoutesListsEveryRouteWithItsRole(t *testing.T) {
+	s := New(Options{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }, Pprof: true})
+	s.Handle("POST /v1/inference", "inference", func(http.ResponseWriter, *http.Request) {})
+	s.Mount("/v2/", http.NotFoundHandler())
+	want := "[{GET /healthz open} {GET /readyz open} {GET /v1/status read} {GET /metrics read} {POST /v1/inference infer} {/v2/... read} {/debug/pprof/... admin}]"
+	if got := fmt.Sprint(s.Routes()); got != want {
+		t.Errorf("Routes() = %s\nwant %s", got, want)
+	}
+}
