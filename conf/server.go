@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"gopkg.in/yaml.v3"
 )
@@ -95,6 +97,56 @@ type Server struct {
 	Kafka Kafka `yaml:"kafka"`
 	// PredictionLog says which predictions are logged.
 	PredictionLog PredictionLog `yaml:"prediction_log"`
+	// Auth configures who may call the APIs (yaml key "auth").
+	Auth Auth `yaml:"auth"`
+}
+
+// Auth configures authentication (yaml key "auth"): bearer tokens, JWTs,
+// client certificates' roles and per-identity limits. With none of
+// tokens_file, jwt.jwks_file and client_roles set, the APIs are open.
+type Auth struct {
+	// TokensFile is the bearer tokens file (name, sha256 of the token,
+	// roles), reloaded when it changes.
+	TokensFile string `yaml:"tokens_file"`
+	// ClientRoles maps a verified client certificate's name (its first DNS
+	// or URI SAN, else its subject CN) to its roles.
+	ClientRoles map[string][]string `yaml:"client_roles"`
+	// JWT configures JWT bearer tokens.
+	JWT AuthJWT `yaml:"jwt"`
+	// Limits are per-identity token buckets.
+	Limits []AuthLimit `yaml:"limits"`
+}
+
+// AuthJWT configures JWT bearer tokens (yaml key "auth.jwt"); off when
+// JWKSFile is empty.
+type AuthJWT struct {
+	// JWKSFile is the local JSON Web Key Set file, reloaded when it changes.
+	JWKSFile string `yaml:"jwks_file"`
+	// Issuer is the iss claim a token must carry.
+	Issuer string `yaml:"issuer"`
+	// Audience is an aud a token must carry.
+	Audience string `yaml:"audience"`
+	// RolesClaim names the claim listing the caller's roles.
+	RolesClaim string `yaml:"roles_claim"`
+}
+
+// AuthLimit is one per-identity token bucket (an element of "auth.limits"):
+// for the identity called Name, or for each identity holding Role.
+type AuthLimit struct {
+	// Name is an identity's name (a token's, a certificate's or a JWT subject).
+	Name string `yaml:"name"`
+	// Role applies the limit to each identity holding it, each on its own.
+	Role string `yaml:"role"`
+	// RPS is the requests a second allowed on average.
+	RPS float64 `yaml:"rps"`
+	// Burst is the requests allowed at once.
+	Burst int `yaml:"burst"`
+}
+
+// Enabled reports whether authentication is configured: a tokens file, a
+// JWKS file or client certificate roles.
+func (a Auth) Enabled() bool {
+	return a.TokensFile != "" || a.JWT.JWKSFile != "" || len(a.ClientRoles) > 0
 }
 
 // Kafka configures the prediction log's producer (yaml key "kafka"). It is
@@ -220,6 +272,7 @@ func DefaultServer() Server {
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
 		},
+		Auth: Auth{JWT: AuthJWT{RolesClaim: "roles"}},
 	}
 }
 
@@ -338,6 +391,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	f64(&pl.DefaultSampleRate, "prediction-log-sample-rate", "share of direct model calls logged at level SAMPLE, from 0 to 1")
 	list(&pl.DefaultKeyFeatures, "prediction-log-key-features", "comma-separated config `names` whose values key direct-call events")
 	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
+	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
 	return fs, configFile, apply
 }
 
@@ -372,6 +426,8 @@ var nestedKeyFlags = map[string]string{
 	"prediction_log.default_sample_rate":            "prediction-log-sample-rate",
 	"prediction_log.default_key_features":           "prediction-log-key-features",
 	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
+
+	"auth.tokens_file": "auth-tokens-file",
 }
 
 // keyWithFlag returns a config key followed by its flag, "poll_interval
@@ -544,6 +600,7 @@ func (s Server) Validate() error {
 	}
 	s.Kafka.validate(bad)
 	s.PredictionLog.validate(bad, s.Kafka.Enabled())
+	s.Auth.validate(bad)
 	return errors.Join(errs...)
 }
 
@@ -648,6 +705,80 @@ func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka
 		}
 		seen[f] = true
 	}
+}
+
+// validate reports the problems of the auth section through bad. The
+// files' contents are checked when the server reads them.
+func (a Auth) validate(bad func(key, format string, args ...any)) {
+	roles := func(key string, names []string) {
+		if len(names) == 0 {
+			bad(key, "lists no role (roles: infer, read, manage, admin)")
+		}
+		for _, n := range names {
+			if _, err := auth.ParseRole(n); err != nil {
+				bad(key, "%v", err)
+			}
+		}
+	}
+	for name, rs := range a.ClientRoles {
+		if name == "" {
+			bad("auth.client_roles", "a certificate name is empty")
+		}
+		roles(fmt.Sprintf("auth.client_roles.%s", name), rs)
+	}
+	j := a.JWT
+	if j.JWKSFile != "" {
+		if j.Issuer == "" {
+			bad("auth.jwt.issuer", "required with auth.jwt.jwks_file")
+		}
+		if j.Audience == "" {
+			bad("auth.jwt.audience", "required with auth.jwt.jwks_file")
+		}
+	} else if j.Issuer != "" || j.Audience != "" {
+		bad("auth.jwt.jwks_file", "required with auth.jwt.issuer and auth.jwt.audience")
+	}
+	if j.RolesClaim == "" {
+		bad("auth.jwt.roles_claim", "must not be empty")
+	}
+	for i, l := range a.Limits {
+		key := fmt.Sprintf("auth.limits[%d]", i)
+		switch {
+		case (l.Name == "") == (l.Role == ""):
+			bad(key, "set name or role, not both")
+		case l.Role != "":
+			if _, err := auth.ParseRole(l.Role); err != nil {
+				bad(key+".role", "%v", err)
+			}
+		}
+		if !(l.RPS > 0) || math.IsInf(l.RPS, 0) {
+			bad(key+".rps", "%v must be a positive number", l.RPS)
+		}
+		if l.Burst < 1 {
+			bad(key+".burst", "%d must be at least 1", l.Burst)
+		}
+	}
+	if len(a.Limits) > 0 && !a.Enabled() {
+		bad("auth.limits", "limit identities, which need authentication: set auth.tokens_file (--auth-tokens-file), auth.jwt or auth.client_roles")
+	}
+}
+
+// AuthConfig is the auth section as the authenticator takes it (roles
+// parsed; call it on a validated Server).
+func (a Auth) AuthConfig() auth.Config {
+	c := auth.Config{TokensFile: a.TokensFile,
+		JWT: auth.JWTConfig{JWKSFile: a.JWT.JWKSFile, Issuer: a.JWT.Issuer, Audience: a.JWT.Audience, RolesClaim: a.JWT.RolesClaim}}
+	if len(a.ClientRoles) > 0 {
+		c.ClientRoles = make(map[string][]auth.Role, len(a.ClientRoles))
+		for name, rs := range a.ClientRoles {
+			for _, r := range rs {
+				c.ClientRoles[name] = append(c.ClientRoles[name], auth.Role(r))
+			}
+		}
+	}
+	for _, l := range a.Limits {
+		c.Limits = append(c.Limits, auth.Limit{Name: l.Name, Role: auth.Role(l.Role), RPS: l.RPS, Burst: l.Burst})
+	}
+	return c
 }
 
 // validateEndpoint accepts an http:// or https:// URL with a host and

@@ -136,7 +136,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
-		"--prediction-log-key-features-separator", "|",
+		"--prediction-log-key-features-separator", "|", "--auth-tokens-file", "/etc/grove/tokens.yaml",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +153,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 			DefaultLevel: "SAMPLE", DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
 			DefaultKeyFeaturesSeparator: "|",
 		},
+		Auth: Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -199,6 +200,13 @@ prediction_log:
   default_sample_rate: 0.5
   default_key_features: [user]
   default_key_features_separator: "-"
+auth:
+  tokens_file: /etc/grove/tokens.yaml
+  client_roles: {bidder.example: [infer], release-bot: [read, manage]}
+  jwt: {jwks_file: /etc/grove/jwks.json, issuer: "https://idp.example", audience: grove, roles_claim: groups}
+  limits:
+    - {name: bidder.example, rps: 100, burst: 200}
+    - {role: read, rps: 5, burst: 10}
 `)
 	got, err := ParseServerArgs([]string{"--config", file})
 	if err != nil {
@@ -216,6 +224,12 @@ prediction_log:
 		},
 		PredictionLog: PredictionLog{
 			DefaultLevel: "FULL", DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
+		},
+		Auth: Auth{
+			TokensFile:  "/etc/grove/tokens.yaml",
+			ClientRoles: map[string][]string{"bidder.example": {"infer"}, "release-bot": {"read", "manage"}},
+			JWT:         AuthJWT{JWKSFile: "/etc/grove/jwks.json", Issuer: "https://idp.example", Audience: "grove", RolesClaim: "groups"},
+			Limits:      []AuthLimit{{Name: "bidder.example", RPS: 100, Burst: 200}, {Role: "read", RPS: 5, Burst: 10}},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -318,6 +332,23 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"http bad port", func(s *Server) { s.HTTP = "localhost:http" }, "http (--http): \"localhost:http\": port \"http\" is not a number"},
 		{"poll interval", func(s *Server) { s.PollInterval = 500 * time.Millisecond }, "poll_interval (--poll-interval): 500ms is below the minimum of 1s"},
 		{"cache dir", func(s *Server) { s.CacheDir = "" }, "cache_dir (--cache-dir): must not be empty"},
+		{"client role unknown", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": {"root"}} }, `auth.client_roles.bot: unknown role "root" (roles: infer, read, manage, admin)`},
+		{"client role none", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": nil} }, `auth.client_roles.bot: lists no role`},
+		{"jwt without issuer", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Audience = "g" }, "auth.jwt.issuer: required with auth.jwt.jwks_file"},
+		{"jwt without audience", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Issuer = "i" }, "auth.jwt.audience: required with auth.jwt.jwks_file"},
+		{"jwt without jwks", func(s *Server) { s.Auth.JWT.Issuer = "i" }, "auth.jwt.jwks_file: required"},
+		{"jwt roles claim", func(s *Server) { s.Auth.JWT.RolesClaim = "" }, "auth.jwt.roles_claim: must not be empty"},
+		{"limit name and role", func(s *Server) {
+			s.Auth.TokensFile = "/t"
+			s.Auth.Limits = []AuthLimit{{Name: "a", Role: "read", RPS: 1, Burst: 1}}
+		}, "auth.limits[0]: set name or role, not both"},
+		{"limit role", func(s *Server) {
+			s.Auth.TokensFile = "/t"
+			s.Auth.Limits = []AuthLimit{{Role: "boss", RPS: 1, Burst: 1}}
+		}, `auth.limits[0].role: unknown role "boss"`},
+		{"limit rps", func(s *Server) { s.Auth.TokensFile = "/t"; s.Auth.Limits = []AuthLimit{{Name: "a", Burst: 1}} }, "auth.limits[0].rps: 0 must be a positive number"},
+		{"limit burst", func(s *Server) { s.Auth.TokensFile = "/t"; s.Auth.Limits = []AuthLimit{{Name: "a", RPS: 1}} }, "auth.limits[0].burst: 0 must be at least 1"},
+		{"limits without auth", func(s *Server) { s.Auth.Limits = []AuthLimit{{Name: "a", RPS: 1, Burst: 1}} }, "auth.limits: limit identities, which need authentication: set auth.tokens_file (--auth-tokens-file)"},
 		{"max model bytes", func(s *Server) { s.MaxModelBytes = 0 }, "max_model_bytes (--max-model-bytes): 0 must be positive"},
 		{"max body bytes", func(s *Server) { s.MaxBodyBytes = -1 }, "max_body_bytes (--max-body-bytes): -1 must be positive"},
 		{"grpc address", func(s *Server) { s.GRPC = "9090" }, "grpc (--grpc): "},

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/graphpipe"
@@ -142,9 +143,21 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 
-	h := httpserver.New(httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
-		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }})
-	gs := grpcserver.New(grpcserver.Options{Ready: sys.Ready})
+	hopts := httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }}
+	gopts := grpcserver.Options{Ready: sys.Ready}
+	if cfg.Auth.Enabled() {
+		ac := cfg.Auth.AuthConfig()
+		ac.Logger = log.With("component", "auth")
+		authn, err := auth.New(ac)
+		if err != nil {
+			return g.abort(fmt.Errorf("authentication: %w", err))
+		}
+		hopts.Auth, gopts.Auth = authn, authn
+		g.add("auth", watchAuth(authn))
+	}
+	h := httpserver.New(hopts)
+	gs := grpcserver.New(gopts)
 	ba.Register(h, sys, baOpts)
 	sidecar.Register(gs, sys, baOpts)
 	oip.Register(h, gs, sys, version)
@@ -152,6 +165,19 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	graphpipe.Register(h, sys)
 	manage.Register(h, sys)
 
+	if cfg.Auth.Enabled() {
+		if err := gs.CheckRoles(); err != nil {
+			return g.abort(err)
+		}
+		for _, r := range h.Routes() {
+			log.Debug("http route", "pattern", r.Pattern, "role", r.Role)
+		}
+		for _, m := range grpcserver.Methods(gs) {
+			log.Debug("grpc method", "method", m, "role", auth.GRPCRoles[m])
+		}
+		log.Info("authentication on", "tokens_file", cfg.Auth.TokensFile, "jwks_file", cfg.Auth.JWT.JWKSFile,
+			"client_roles", len(cfg.Auth.ClientRoles), "limits", len(cfg.Auth.Limits))
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return g.abort(fmt.Errorf("listening for HTTP: %w", err))
@@ -187,6 +213,16 @@ func statusDocument(sys *actors.System, producer *logging.Producer) any {
 		return st
 	}
 	return map[string]any{"ready": st.Ready, "config": st.Config, "models": st.Models, "prediction_log": producer.Stats()}
+}
+
+// watchAuth is the component that reloads the authentication files
+// (tokens, JWKS) when they change, until interrupted.
+func watchAuth(a *auth.Authenticator) component {
+	ctx, cancel := context.WithCancel(context.Background())
+	return component{name: "auth",
+		execute:   func() error { a.Run(ctx); return nil },
+		interrupt: func(context.Context) { cancel() },
+	}
 }
 
 // untilDone is the component that returns once ctx is done.
