@@ -90,10 +90,12 @@ func (c *clock) now() time.Time { return c.t }
 
 func write(t *testing.T, path, data string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+	if err := writeFile(path, data); err != nil {
 		t.Fatal(err)
 	}
 }
+
+func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o600) }
 
 func TestTokensAndReload(t *testing.T) {
 	dir := t.TempDir()
