@@ -1,0 +1,268 @@
+package it
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// authTokens are the test's bearer tokens: one per role holding only it,
+// and one with every role under a tight limit.
+var authTokens = map[string]struct{ name, roles string }{
+	"tok-infer-0001":  {"only-infer", "infer"},
+	"tok-read-0002":   {"only-read", "read"},
+	"tok-manage-0003": {"only-manage", "manage"},
+	"tok-admin-0004":  {"only-admin", "admin"},
+	"tok-limited-005": {"limited", "infer, read, manage, admin"},
+}
+
+// tokenOf is the token holding role alone; wrongFor one that lacks it.
+var (
+	tokenOf  = map[string]string{"infer": "tok-infer-0001", "read": "tok-read-0002", "manage": "tok-manage-0003", "admin": "tok-admin-0004"}
+	wrongFor = map[string]string{"infer": "tok-read-0002", "read": "tok-infer-0001", "manage": "tok-read-0002", "admin": "tok-read-0002"}
+)
+
+func writeTokens(t *testing.T, path string, without ...string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("tokens:\n")
+	toks := make([]string, 0, len(authTokens))
+	for tok := range authTokens {
+		toks = append(toks, tok)
+	}
+	sort.Strings(toks)
+	for _, tok := range toks {
+		e := authTokens[tok]
+		if strings.Contains(strings.Join(without, ","), e.name) {
+			continue
+		}
+		h := sha256.Sum256([]byte(tok))
+		fmt.Fprintf(&b, "  - name: %s\n    sha256: %s\n    roles: [%s]\n", e.name, hex.EncodeToString(h[:]), e.roles)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mountSamples are requests into each mounted subtree, with the role each
+// needs ("open" for none): a mount the binary serves that is missing here
+// fails the test, so a new one cannot be missed.
+var mountSamples = map[string][]struct{ method, path, role string }{
+	"/v2/...": {
+		{"GET", "/v2", "read"},
+		{"GET", "/v2/health/live", "open"},
+		{"GET", "/v2/health/ready", "open"},
+		{"GET", "/v2/models/m/ready", "open"},
+		{"GET", "/v2/models/m", "read"},
+		{"GET", "/v2/models/m/config", "read"},
+		{"GET", "/v2/models/stats", "read"},
+		{"POST", "/v2/models/m/infer", "infer"},
+		{"POST", "/v2/repository/index", "read"},
+		{"POST", "/v2/repository/models/m/load", "manage"},
+		{"POST", "/v2/repository/models/m/unload", "manage"},
+	},
+	"/debug/pprof/...": {{"GET", "/debug/pprof/", "admin"}, {"GET", "/debug/pprof/cmdline", "admin"}},
+}
+
+var (
+	httpRouteLog  = regexp.MustCompile(`msg="http route" pattern="?([^"]+?)"? role=(\w+)`)
+	grpcMethodLog = regexp.MustCompile(`msg="grpc method" method=(\S+) role=(\w+)`)
+	wildcard      = regexp.MustCompile(`\{[^}]+\}`)
+)
+
+type authCall struct{ method, path, role string }
+
+// call sends method path with token (none if "") and returns the status,
+// the body and the headers.
+func (g *grove) authCall(method, path, token string) (int, string, http.Header) {
+	g.t.Helper()
+	req, err := http.NewRequest(method, g.url+path, strings.NewReader("{}"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, tokens)
+	cfg := filepath.Join(t.TempDir(), "grove.yaml")
+	if err := os.WriteFile(cfg, []byte("auth:\n  limits:\n    - {name: limited, rps: 0.001, burst: 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGrove(t, "file://"+dir, nil, "--config", cfg, "--auth-tokens-file", tokens, "--pprof")
+
+	// The routes and methods, as the binary registered them.
+	var calls []authCall
+	for _, m := range httpRouteLog.FindAllStringSubmatch(g.logs.String(), -1) {
+		pattern, role := m[1], m[2]
+		if strings.HasSuffix(pattern, "/...") {
+			samples, ok := mountSamples[pattern]
+			if !ok {
+				t.Errorf("mount %s has no samples in mountSamples: add requests for it", pattern)
+			}
+			for _, s := range samples {
+				calls = append(calls, authCall(s))
+			}
+			continue
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		calls = append(calls, authCall{method, wildcard.ReplaceAllString(path, "x1"), role})
+	}
+	methods := grpcMethodLog.FindAllStringSubmatch(g.logs.String(), -1)
+	if len(calls) < 30 || len(methods) < 25 {
+		t.Fatalf("found %d HTTP calls and %d gRPC methods in the logs; want the whole table", len(calls), len(methods))
+	}
+	t.Logf("checking %d HTTP requests and %d gRPC methods", len(calls), len(methods))
+	// The roles issue 15 gives by name.
+	logged := make(map[string]string)
+	for _, m := range append(httpRouteLog.FindAllStringSubmatch(g.logs.String(), -1), methods...) {
+		logged[m[1]] = m[2]
+	}
+	for route, role := range map[string]string{
+		"POST /v1/inference": "infer", "POST /{org}/{project}/{n}/score": "infer", "POST /{org}/{project}/{n}/gp": "infer",
+		"GET /v1/status": "read", "GET /metrics": "read", "GET /v1/models": "read", "GET /healthz": "open", "GET /readyz": "open",
+		"POST /servable": "manage", "POST /{org}/{project}/{n}/{rv}/metrics": "manage", "/debug/pprof/...": "admin",
+		"/inference.GRPCInferenceService/ModelInfer":                                        "infer",
+		"/inference.GRPCInferenceService/RepositoryModelLoad":                               "manage",
+		"/inference.GRPCInferenceService/ModelReady":                                        "open",
+		"/grpc.health.v1.Health/Check":                                                      "open",
+		"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/Predict":       "infer",
+		"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/RegisterModel": "manage",
+		"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/DeleteModel":   "manage",
+	} {
+		if logged[route] != role {
+			t.Errorf("%s has role %q, want %s", route, logged[route], role)
+		}
+	}
+
+	for _, c := range calls {
+		what := c.method + " " + c.path
+		code, body, hdr := g.authCall(c.method, c.path, "")
+		if c.role == "open" {
+			if code == http.StatusUnauthorized || code == http.StatusForbidden {
+				t.Errorf("%s is open but answered %d without credentials", what, code)
+			}
+			continue
+		}
+		if code != http.StatusUnauthorized || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s (role %s) without credentials: %d %q, WWW-Authenticate %q; want 401 with Bearer", what, c.role, code, body, hdr.Get("WWW-Authenticate"))
+		}
+		if code, body, _ := g.authCall(c.method, c.path, "not-a-token"); code != http.StatusUnauthorized || strings.Contains(body, "not-a-token") {
+			t.Errorf("%s with an unknown token: %d %q", what, code, body)
+		}
+		if code, body, _ := g.authCall(c.method, c.path, wrongFor[c.role]); code != http.StatusForbidden || !strings.Contains(body, "lacks role "+c.role) {
+			t.Errorf("%s (role %s) with the wrong role: %d %q; want 403 naming the role", what, c.role, code, body)
+		}
+		if code, body, _ := g.authCall(c.method, c.path, tokenOf[c.role]); code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests {
+			t.Errorf("%s (role %s) with the right role: %d %q", what, c.role, code, body)
+		}
+	}
+	for _, p := range []string{"/v1/status", "/v1/models", "/metrics", "/v2"} {
+		if code, body, _ := g.authCall("GET", p, tokenOf["read"]); code != http.StatusOK {
+			t.Errorf("GET %s with role read: %d %q", p, code, body)
+		}
+	}
+
+	conn, err := grpc.NewClient(g.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	invoke := func(method, token string) codes.Code {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		return status.Code(conn.Invoke(ctx, method, &emptypb.Empty{}, &emptypb.Empty{}))
+	}
+	for _, m := range methods {
+		method, role := m[1], m[2]
+		if role == "open" {
+			if c := invoke(method, ""); c == codes.Unauthenticated || c == codes.PermissionDenied {
+				t.Errorf("%s is open but answered %v without credentials", method, c)
+			}
+			continue
+		}
+		if c := invoke(method, ""); c != codes.Unauthenticated {
+			t.Errorf("%s (role %s) without credentials: %v, want UNAUTHENTICATED", method, role, c)
+		}
+		if c := invoke(method, wrongFor[role]); c != codes.PermissionDenied {
+			t.Errorf("%s (role %s) with the wrong role: %v, want PERMISSION_DENIED", method, role, c)
+		}
+		if c := invoke(method, tokenOf[role]); c == codes.Unauthenticated || c == codes.PermissionDenied || c == codes.ResourceExhausted {
+			t.Errorf("%s (role %s) with the right role: %v", method, role, c)
+		}
+	}
+
+	// The per-identity limit: a burst of 3, then 429 (HTTP) and
+	// RESOURCE_EXHAUSTED (gRPC), from one bucket.
+	for i := range 3 {
+		if code, body, _ := g.authCall("GET", "/v1/models", "tok-limited-005"); code != http.StatusOK {
+			t.Fatalf("limited call %d: %d %q", i+1, code, body)
+		}
+	}
+	if code, body, hdr := g.authCall("GET", "/v1/models", "tok-limited-005"); code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+		t.Errorf("past the limit: %d %q, Retry-After %q; want 429 with Retry-After", code, body, hdr.Get("Retry-After"))
+	}
+	if c := invoke("/inference.GRPCInferenceService/ServerMetadata", "tok-limited-005"); c != codes.ResourceExhausted {
+		t.Errorf("gRPC past the limit: %v, want RESOURCE_EXHAUSTED", c)
+	}
+
+	// A token removed from the file stops working without a restart.
+	writeTokens(t, tokens, "only-read")
+	start := time.Now()
+	g.waitFor("the removed token to be refused", 3*time.Second, func() bool {
+		code, _, _ := g.authCall("GET", "/v1/models", tokenOf["read"])
+		return code == http.StatusUnauthorized
+	})
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the removed token worked for %v after the file changed; want at most 2s", d)
+	}
+	if c := invoke("/inference.GRPCInferenceService/ServerMetadata", tokenOf["read"]); c != codes.Unauthenticated {
+		t.Errorf("gRPC with the removed token: %v, want UNAUTHENTICATED", c)
+	}
+	if code, _, _ := g.authCall("POST", "/v1/inference", tokenOf["infer"]); code == http.StatusUnauthorized {
+		t.Error("a token still in the file was refused after the reload")
+	}
+	for tok := range authTokens {
+		if strings.Contains(g.logs.String(), tok) {
+			t.Errorf("the logs hold token %s", tok)
+		}
+	}
+}
