@@ -2,7 +2,11 @@ package it
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -15,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -264,5 +269,66 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		if strings.Contains(g.logs.String(), tok) {
 			t.Errorf("the logs hold token %s", tok)
 		}
+	}
+}
+
+// TestAuthJWTFromALocalJWKS configures auth.jwt and checks a JWT signed by
+// the JWKS's key is admitted by its roles claim, over HTTP and gRPC, and
+// that one of another issuer, or signed by another key, is refused.
+func TestAuthJWTFromALocalJWKS(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	b64 := base64.RawURLEncoding.EncodeToString
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, []byte(fmt.Sprintf(`{"keys":[{"kty":"EC","crv":"P-256","kid":"k1","use":"sig","x":%q,"y":%q}]}`,
+		b64(key.X.FillBytes(make([]byte, 32))), b64(key.Y.FillBytes(make([]byte, 32))))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "grove.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("auth:\n  jwt: {jwks_file: %s, issuer: https://idp.test, audience: grove, roles_claim: grove_roles}\n", jwks)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGrove(t, "file://"+dir, nil, "--config", cfg)
+	sign := func(k *ecdsa.PrivateKey, iss string, roles ...string) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "aud": "grove", "sub": "alice@idp",
+			"exp": time.Now().Add(time.Hour).Unix(), "grove_roles": roles})
+		tok.Header["kid"] = "k1"
+		s, err := tok.SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	reader := sign(key, "https://idp.test", "read")
+	for _, c := range []struct {
+		name, token string
+		code        int
+		body        string
+	}{
+		{"reader", reader, http.StatusOK, ""},
+		{"reader again (cached)", reader, http.StatusOK, ""},
+		{"inferer", sign(key, "https://idp.test", "infer"), http.StatusForbidden, `jwt "alice@idp" lacks role read`},
+		{"other issuer", sign(key, "https://evil.test", "read"), http.StatusUnauthorized, "wrong issuer"},
+		{"other key", sign(other, "https://idp.test", "read"), http.StatusUnauthorized, "bad signature"},
+	} {
+		if code, body, _ := g.authCall("GET", "/v1/models", c.token); code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s: %d %q, want %d %q", c.name, code, body, c.code, c.body)
+		}
+	}
+	conn, err := grpc.NewClient(g.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+reader)
+	if err := conn.Invoke(ctx, "/inference.GRPCInferenceService/ServerMetadata", &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
+		t.Errorf("gRPC ServerMetadata with the reader's JWT: %v", err)
+	}
+	if c := status.Code(conn.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", &emptypb.Empty{}, &emptypb.Empty{})); c != codes.PermissionDenied {
+		t.Errorf("gRPC ModelInfer with the reader's JWT: %v, want PERMISSION_DENIED", c)
 	}
 }
