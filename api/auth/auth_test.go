@@ -354,3 +354,21 @@ func TestOIPRole(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPRefusesTwoAuthorizationHeaders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	write(t, path, tokensYAML("a", "s1", "infer"))
+	a, err := New(Config{TokensFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", "Bearer s1")
+	if id, err := a.HTTP(r); err != nil || id.Name != "a" {
+		t.Fatalf("one header: %+v, %v", id, err)
+	}
+	r.Header.Add("Authorization", "Bearer s1")
+	if _, err := a.HTTP(r); err == nil || !strings.Contains(err.Error(), "more than one authorization header") {
+		t.Fatalf("two headers: %v", err)
+	}
+}

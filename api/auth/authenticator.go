@@ -210,18 +210,24 @@ func (a *Authenticator) Certificate(c *x509.Certificate) (Identity, error) {
 	return Identity{Name: name, Roles: a.cfg.ClientRoles[name], Method: "certificate"}, nil
 }
 
+// authorization returns the identity of the values of an authorization
+// header or metadata entry: exactly one, a bearer token.
+func (a *Authenticator) authorization(values []string) (Identity, error) {
+	if len(values) > 1 {
+		return Identity{}, fmt.Errorf("%w: more than one authorization header", ErrUnauthenticated)
+	}
+	tok, err := ParseBearer(values[0])
+	if err != nil {
+		return Identity{}, err
+	}
+	return a.Bearer(tok)
+}
+
 // HTTP returns the identity of an HTTP request: its Authorization header's
 // bearer token if it has one, else its verified client certificate.
 func (a *Authenticator) HTTP(r *http.Request) (Identity, error) {
 	if h := r.Header.Values("Authorization"); len(h) > 0 {
-		if len(h) > 1 {
-			return Identity{}, fmt.Errorf("%w: more than one Authorization header", ErrUnauthenticated)
-		}
-		tok, err := ParseBearer(h[0])
-		if err != nil {
-			return Identity{}, err
-		}
-		return a.Bearer(tok)
+		return a.authorization(h)
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
 		return a.Certificate(r.TLS.PeerCertificates[0])
@@ -234,14 +240,7 @@ func (a *Authenticator) HTTP(r *http.Request) (Identity, error) {
 // certificate its peer's TLS verified.
 func (a *Authenticator) GRPC(ctx context.Context, md metadata.MD) (Identity, error) {
 	if h := md.Get("authorization"); len(h) > 0 {
-		if len(h) > 1 {
-			return Identity{}, fmt.Errorf("%w: more than one authorization entry", ErrUnauthenticated)
-		}
-		tok, err := ParseBearer(h[0])
-		if err != nil {
-			return Identity{}, err
-		}
-		return a.Bearer(tok)
+		return a.authorization(h)
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
