@@ -372,3 +372,30 @@ func TestHTTPRefusesTwoAuthorizationHeaders(t *testing.T) {
 		t.Fatalf("two headers: %v", err)
 	}
 }
+
+func TestLimiterForgetsOnlyFullBuckets(t *testing.T) {
+	clk := &clock{t: time.Unix(0, 0)}
+	l, err := newLimiter([]Limit{{Role: RoleInfer, RPS: 1, Burst: 2}}, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(n int) Identity { return Identity{Name: fmt.Sprint(n), Roles: []Role{RoleInfer}, Method: "jwt"} }
+	l.allow(id(0))
+	l.allow(id(0)) // empty
+	clk.t = clk.t.Add(500 * time.Millisecond)
+	l.allow(id(1)) // one left, refilled by 1.5 s
+	clk.t = clk.t.Add(time.Second)
+	l.forgetFull(clk.t)
+	if _, ok := l.bucket["jwt\x000"]; !ok {
+		t.Error("a bucket that has not refilled was forgotten")
+	}
+	if _, ok := l.bucket["jwt\x001"]; ok {
+		t.Error("a full bucket was kept")
+	}
+	if ok, _ := l.allow(id(0)); !ok {
+		t.Error("identity 0 should have refilled one request after 1.5 s")
+	}
+	if ok, _ := l.allow(id(0)); ok {
+		t.Error("identity 0's bucket was reset by forgetting others")
+	}
+}

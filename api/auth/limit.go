@@ -32,6 +32,21 @@ type bucket struct {
 	limit  Limit
 }
 
+// maxBuckets is how many buckets are kept before the full ones (which a
+// new bucket would equal) are forgotten.
+const maxBuckets = 1 << 16
+
+// forgetFull drops the buckets that have refilled by now: forgetting them
+// changes nothing, and keeps the map from growing with every identity
+// ever seen (JWT subjects, say).
+func (l *limiter) forgetFull(now time.Time) {
+	for k, b := range l.bucket {
+		if b.tokens+now.Sub(b.last).Seconds()*b.limit.RPS >= float64(b.limit.Burst) {
+			delete(l.bucket, k)
+		}
+	}
+}
+
 func newLimiter(limits []Limit, now func() time.Time) (*limiter, error) {
 	l := &limiter{byName: make(map[string]Limit), now: now, bucket: make(map[string]*bucket)}
 	for i, lim := range limits {
@@ -86,6 +101,9 @@ func (l *limiter) allow(id Identity) (bool, time.Duration) {
 	defer l.mu.Unlock()
 	b := l.bucket[key]
 	if b == nil || b.limit != lim {
+		if len(l.bucket) >= maxBuckets {
+			l.forgetFull(now)
+		}
 		b = &bucket{tokens: float64(lim.Burst), last: now, limit: lim}
 		l.bucket[key] = b
 	}
