@@ -212,10 +212,26 @@ func (t *Trail) enqueue(j *job) bool {
 // whatever the level the handler is enabled at.
 func (t *Trail) logEntry(ctx context.Context, e Entry) {
 	r := slog.NewRecord(e.Time, slog.LevelInfo, "audit", 0)
-	r.AddAttrs(slog.String("id", e.ID), slog.String("replica", e.Replica), slog.String("who", e.Who), slog.String("auth", e.Auth),
-		slog.String("remote", e.Remote), slog.String("api", e.API), slog.String("route", e.Route), slog.String("path", e.Path),
-		slog.String("target", e.Target), slog.Any("before", e.Before), slog.Any("after", e.After),
-		slog.String("result", e.Result), slog.String("status", e.Status), slog.String("error", e.Error))
+	r.AddAttrs(slog.String("id", e.ID), slog.String("replica", e.Replica), slog.String("who", e.Who), slog.String("auth", e.Auth))
+	for _, a := range []struct{ k, v string }{{"remote", e.Remote}, {"api", e.API}, {"route", e.Route}, {"path", e.Path}, {"target", e.Target}} {
+		if a.v != "" {
+			r.AddAttrs(slog.String(a.k, a.v))
+		}
+	}
+	// As JSON: raw in a JSON log, one quoted string in a text log.
+	for _, s := range []struct {
+		k string
+		m map[string]json.RawMessage
+	}{{"before", e.Before}, {"after", e.After}} {
+		if len(s.m) > 0 {
+			data, _ := json.Marshal(s.m) // raw JSON values: cannot fail
+			r.AddAttrs(slog.Any(s.k, json.RawMessage(data)))
+		}
+	}
+	r.AddAttrs(slog.String("result", e.Result), slog.String("status", e.Status))
+	if e.Error != "" {
+		r.AddAttrs(slog.String("error", e.Error))
+	}
 	_ = t.log.Handler().Handle(context.WithoutCancel(ctx), r)
 }
 
