@@ -30,6 +30,7 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
+	rec := audit.FromContext(ctx)
 	var before, written *modelconfig.Config
 	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
 		cfg := &modelconfig.Config{}
@@ -39,7 +40,9 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 			if cfg, err = modelconfig.Parse(current); err != nil {
 				return nil, fmt.Errorf("the model config in the bucket is invalid, fix it first: %w", err)
 			}
-			before, _ = modelconfig.Parse(current) // for the audit trail; parsed once already
+			if rec != nil { // a copy to compare the edit with (it parsed above)
+				before, _ = modelconfig.Parse(current)
+			}
 		}
 		if err := edit(cfg); err != nil {
 			return nil, err
@@ -54,7 +57,7 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	if err != nil {
 		return nil, err
 	}
-	audit.FromContext(ctx).ConfigChange(before, written)
+	rec.ConfigChange(before, written)
 	if err := s.Reload(ctx); err != nil {
 		return written, fmt.Errorf("config written, not yet applied here: %w", err)
 	}
