@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -168,9 +169,26 @@ func Begin(ctx context.Context, rec Recorder, op Op) (context.Context, *Write) {
 			method = id.Method
 		}
 	}
-	w := &Write{rec: rec, e: Entry{Who: who, Auth: method, API: op.API, Route: op.Route, Path: op.Path,
-		Target: op.Target, Remote: op.Remote}}
+	w := &Write{rec: rec, e: Entry{Who: clip(who), Auth: method, API: op.API, Route: clip(op.Route), Path: clip(op.Path),
+		Target: clip(op.Target), Remote: op.Remote}}
 	return context.WithValue(ctx, ctxKey{}, w), w
+}
+
+// maxField is the longest a caller-given field of an entry is kept (a
+// path, a model name, an error), in bytes, so that a caller cannot make
+// entries of any size.
+const maxField = 2048
+
+// clip returns s cut to maxField bytes (on a UTF-8 boundary), marked "…".
+func clip(s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	cut := maxField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // FromContext returns the Write ctx carries, or nil.
@@ -185,7 +203,7 @@ func (w *Write) Target(target string) {
 		return
 	}
 	w.mu.Lock()
-	w.e.Target = target
+	w.e.Target = clip(target)
 	w.mu.Unlock()
 }
 
@@ -250,7 +268,7 @@ func (w *Write) Finish(ctx context.Context, status string, err error) {
 	w.mu.Unlock()
 	e.Status, e.Result = status, ResultOK
 	if err != nil {
-		e.Result, e.Error = ResultError, err.Error()
+		e.Result, e.Error = ResultError, clip(err.Error())
 	}
 	if len(e.Before) == 0 {
 		e.Before = nil

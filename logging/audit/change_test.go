@@ -3,9 +3,11 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/groveml/grove/conf/modelconfig"
 )
@@ -105,4 +107,16 @@ func TestAWriteWithoutARecorderRecordsNothing(t *testing.T) {
 	}
 	FromContext(ctx).ConfigChange(nil, nil) // no panic
 	w.Finish(ctx, "200", nil)
+}
+
+func TestCallerGivenFieldsAreClipped(t *testing.T) {
+	var got Entry
+	long := strings.Repeat("é", maxField)
+	ctx, w := Begin(context.Background(), recorderFunc(func(e Entry) { got = e }), Op{API: "oip", Route: "POST /x", Path: "/" + long, Target: long})
+	w.Finish(ctx, "409", errors.New(long))
+	for name, v := range map[string]string{"path": got.Path, "target": got.Target, "error": got.Error} {
+		if len(v) > maxField+len("…") || !strings.HasSuffix(v, "…") || !utf8.ValidString(v) {
+			t.Errorf("%s: %d bytes, valid UTF-8 %v", name, len(v), utf8.ValidString(v))
+		}
+	}
 }
