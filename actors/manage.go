@@ -7,6 +7,7 @@ import (
 
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/servables"
 )
 
@@ -29,13 +30,18 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
-	var written *modelconfig.Config
+	rec := audit.FromContext(ctx)
+	var before, written *modelconfig.Config
 	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
 		cfg := &modelconfig.Config{}
+		before = nil
 		if exists {
 			var err error
 			if cfg, err = modelconfig.Parse(current); err != nil {
 				return nil, fmt.Errorf("the model config in the bucket is invalid, fix it first: %w", err)
+			}
+			if rec != nil { // a copy to compare the edit with (it parsed above)
+				before, _ = modelconfig.Parse(current)
 			}
 		}
 		if err := edit(cfg); err != nil {
@@ -51,6 +57,7 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	if err != nil {
 		return nil, err
 	}
+	rec.ConfigChange(before, written)
 	if err := s.Reload(ctx); err != nil {
 		return written, fmt.Errorf("config written, not yet applied here: %w", err)
 	}
@@ -83,13 +90,15 @@ func (s *System) DeleteServable(ctx context.Context, id, rv string) error {
 	if !ok {
 		return nil
 	}
+	var before modelconfig.ServableRecord
 	err := s.state.update(ctx, w, func(st *modelconfig.ContractState) error {
-		st.Edit(id, rv, func(r *modelconfig.ServableRecord) { *r = modelconfig.ServableRecord{} })
+		st.Edit(id, rv, func(r *modelconfig.ServableRecord) { before, *r = *r, modelconfig.ServableRecord{} })
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("servable deleted; its recorded state remains: %w", err)
 	}
+	audit.FromContext(ctx).StateChange(id, rv, &before, nil)
 	return nil
 }
 
@@ -106,19 +115,23 @@ func (s *System) SetMetrics(ctx context.Context, id, rv string, u modelconfig.Me
 		return nil, fmt.Errorf("%w: %s", ErrReadOnly, s.opts.Bucket)
 	}
 	var out map[string]float64
+	var before, after modelconfig.ServableRecord
 	err := s.state.update(ctx, w, func(cs *modelconfig.ContractState) error {
 		var err error
 		cs.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			var m map[string]float64
+			before = *r
 			if m, err = u.Apply(r.Metrics); err == nil {
 				r.Metrics, out = m, m
 			}
+			after = *r
 		})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	audit.FromContext(ctx).StateChange(id, rv, &before, &after)
 	return out, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/servables"
 )
 
@@ -76,6 +77,16 @@ func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[
 	s.as.Root.Send(s.supervisor, registerRequest{path: modelPath, files: files, warmUp: warmUpJSON, waiting: waiting})
 	select {
 	case err := <-waiting:
+		if err == nil {
+			after := audit.Model{Path: modelPath, Files: map[string]int{}, WarmUp: warmUpJSON != ""}
+			for name, data := range files {
+				after.Files[name] = len(data)
+			}
+			if meta, sum, ok := s.ModelMetadata(modelPath); ok {
+				after.Checksum, after.Runtime = sum, meta.Runtime
+			}
+			audit.FromContext(ctx).Change(audit.SectionRegisteredModel, nil, after)
+		}
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("registering model %s: %w (it may still load)", modelPath, ctx.Err())
@@ -88,10 +99,17 @@ func (s *System) RegisterModel(ctx context.Context, modelPath string, files map[
 // are answered); paths listed in the config are refused with
 // ErrManagedByConfig.
 func (s *System) DeleteModel(ctx context.Context, modelPath string) error {
+	before := audit.Model{Path: modelPath}
+	if meta, sum, ok := s.ModelMetadata(modelPath); ok {
+		before.Checksum, before.Runtime = sum, meta.Runtime
+	}
 	reply := make(chan error, 1)
 	s.as.Root.Send(s.supervisor, unregisterRequest{path: modelPath, reply: reply})
 	select {
 	case err := <-reply:
+		if err == nil {
+			audit.FromContext(ctx).Change(audit.SectionRegisteredModel, before, nil)
+		}
 		return err
 	case <-ctx.Done():
 		return ctx.Err()

@@ -11,12 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/servables"
 )
 
@@ -36,20 +39,23 @@ type Backend interface {
 // stays the single source of truth: replicas apply it at their next poll,
 // this one before answering. Answers use ForestFlow's envelopes
 // ({"ServableCreatedSuccessfully": {...}}, its error cases and statuses).
-func Register(h *httpserver.Server, b Backend) {
+// Every write, refused or not, is recorded with rec (see audit.Begin):
+// its caller, route, change and answer; nil records nothing.
+func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	a := &api{h: h, b: b}
 	handle := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, "manage", f) }
-	handle("POST /servable", a.createServable)
-	handle("POST /contract/{org}/{project}/{n}", a.putContract(true))
-	handle("PUT /{org}/{project}/{n}", a.putContract(false))
+	write := func(pattern string, f http.HandlerFunc) { handle(pattern, recorded(rec, pattern, f)) }
+	write("POST /servable", a.createServable)
+	write("POST /contract/{org}/{project}/{n}", a.putContract(true))
+	write("PUT /{org}/{project}/{n}", a.putContract(false))
 	for _, p := range []string{"policy", "policy-settings"} {
-		handle("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("policy"))
+		write("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("policy"))
 	}
 	for _, p := range []string{"logging", "logging-settings"} {
-		handle("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("logging"))
+		write("PUT /{org}/{project}/{n}/{rv}/"+p, a.updateServable("logging"))
 	}
-	handle("DELETE /{org}/{project}/{n}/{rv}", a.deleteServable)
-	handle("POST /{org}/{project}/{n}/{rv}/metrics", a.setMetrics)
+	write("DELETE /{org}/{project}/{n}/{rv}", a.deleteServable)
+	write("POST /{org}/{project}/{n}/{rv}/metrics", a.setMetrics)
 	for _, p := range []string{"releases", "list"} {
 		handle("GET /{org}/{project}/{n}/"+p, a.releases)
 	}
@@ -67,6 +73,42 @@ func Register(h *httpserver.Server, b Backend) {
 type api struct {
 	h *httpserver.Server
 	b Backend
+}
+
+// recorded is f, a write served on route, with its audit record: the
+// caller, the contract or release its path names, the change the backend
+// notes, and the answer's status with the error fail noted (or the
+// status's text when the request was refused before, as a body too large).
+func recorded(rec audit.Recorder, route string, f http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		op := audit.HTTPOp(r, "manage", route)
+		var parts []string
+		for _, k := range []string{"org", "project", "n", "rv"} {
+			if v := r.PathValue(k); v != "" {
+				parts = append(parts, v)
+			}
+		}
+		op.Target = strings.Join(parts, "/")
+		ctx, rw := audit.Begin(r.Context(), rec, op)
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		f(sw, r.WithContext(ctx))
+		var err error
+		if sw.code >= http.StatusBadRequest {
+			err = errors.New(http.StatusText(sw.code))
+		}
+		rw.Finish(ctx, strconv.Itoa(sw.code), err)
+	}
+}
+
+// statusWriter keeps the status code a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 // kindOf classifies a management error. The sentinels of the model
@@ -121,7 +163,8 @@ func statusOf(k servables.Kind) int {
 // document or an edit that is not valid (422), whose case is invalid
 // (ContractValidationError or CreateServableRequestInvalidError). Any
 // other answers its text with statusOf's status; a server fault is logged.
-func (a *api) fail(w http.ResponseWriter, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
+	audit.FromContext(r.Context()).Fail(err)
 	k := kindOf(err)
 	var ce *modelconfig.Error
 	switch {
@@ -158,10 +201,11 @@ func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := forestflow.ParseServeRequest(body)
 	if err != nil {
-		a.fail(w, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
+		a.fail(w, r, fmt.Errorf("serve request: %w", err), forestflow.FQRV{}, forestflow.CreateServableRequestInvalidError)
 		return
 	}
 	fqrv := forestflow.FQRV{Contract: forestflow.ConfContract(req.Contract), ReleaseVersion: req.Servable.ReleaseVersion}
+	audit.FromContext(r.Context()).Target(req.Contract.ID() + "/" + req.Servable.ReleaseVersion)
 	if _, err := a.b.EditConfig(r.Context(), func(c *modelconfig.Config) error {
 		return c.AddServable(req.Contract, req.Servable, req.Model, req.ContractSettings)
 	}); err != nil {
@@ -169,7 +213,7 @@ func (a *api) createServable(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, modelconfig.ErrContractSettingsGiven) {
 			invalid = forestflow.ContractValidationError
 		}
-		a.fail(w, err, fqrv, invalid)
+		a.fail(w, r, err, fqrv, invalid)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableCreatedSuccessfully", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv)}))
@@ -199,7 +243,7 @@ func (a *api) putContract(create bool) http.HandlerFunc {
 			})
 		}
 		if err != nil {
-			a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
+			a.fail(w, r, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
 			return
 		}
 		answer := "ContractUpdatedSuccessfully"
@@ -240,7 +284,7 @@ func (a *api) updateServable(what string) http.HandlerFunc {
 			_, err = a.b.EditConfig(r.Context(), edit)
 		}
 		if err != nil {
-			a.fail(w, err, fqrv, forestflow.ContractValidationError)
+			a.fail(w, r, err, fqrv, forestflow.ContractValidationError)
 			return
 		}
 		httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServableUpdatedSuccessfully", map[string]any{"fqrv": forestflow.FQRVJSON(fqrv)}))
@@ -255,7 +299,7 @@ func (a *api) deleteServable(w http.ResponseWriter, r *http.Request) {
 	}
 	fqrv := forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}
 	if err := a.b.DeleteServable(r.Context(), id, fqrv.ReleaseVersion); err != nil {
-		a.fail(w, err, fqrv, forestflow.ContractValidationError)
+		a.fail(w, r, err, fqrv, forestflow.ContractValidationError)
 		return
 	}
 	httpserver.WriteJSON(w, http.StatusOK, forestflow.Envelope("ServablesDeletedSuccessfully", map[string]any{"fqrv": []any{forestflow.FQRVJSON(fqrv)}}))
@@ -280,7 +324,7 @@ func (a *api) setMetrics(w http.ResponseWriter, r *http.Request) {
 		all, err = a.b.SetMetrics(r.Context(), id, fqrv.ReleaseVersion, u)
 	}
 	if err != nil {
-		a.fail(w, err, fqrv, forestflow.ContractValidationError)
+		a.fail(w, r, err, fqrv, forestflow.ContractValidationError)
 		return
 	}
 	if all == nil {
@@ -297,7 +341,7 @@ func (a *api) contractIn(w http.ResponseWriter, r *http.Request) (forestflow.Con
 	}
 	k, err := a.b.Contract(id)
 	if err != nil {
-		a.fail(w, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
+		a.fail(w, r, err, forestflow.FQRV{Contract: ct}, forestflow.ContractValidationError)
 		return ct, k, false
 	}
 	return ct, k, true
@@ -399,7 +443,7 @@ func (a *api) writeReleases(w http.ResponseWriter, r *http.Request, ct forestflo
 	case !one:
 		httpserver.WriteJSON(w, http.StatusOK, out)
 	case len(out) == 0:
-		a.fail(w, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
+		a.fail(w, r, modelconfig.ErrServableNotFound, forestflow.FQRV{Contract: ct, ReleaseVersion: r.PathValue("rv")}, "")
 	default:
 		httpserver.WriteJSON(w, http.StatusOK, out[0])
 	}

@@ -90,7 +90,7 @@ func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
 // routes whose shapes overlap its own: the score and GraphPipe endpoints.
 func serve(m Backend, opts httpserver.Options) http.Handler {
 	h := httpserver.New(opts)
-	Register(h, m)
+	Register(h, m, nil)
 	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("score " + r.PathValue("org")))
 	})
@@ -185,7 +185,7 @@ func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
 	} {
 		a := &api{h: httpserver.New(httpserver.Options{})}
 		rec := httptest.NewRecorder()
-		a.fail(rec, c.err, fqrv, forestflow.ContractValidationError)
+		a.fail(rec, httptest.NewRequest("PUT", "/ads/pctr/1", nil), c.err, fqrv, forestflow.ContractValidationError)
 		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
 			t.Errorf("%v: HTTP %d %s Retry-After %q, want %d with %s", c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"), c.code, c.has)
 		}

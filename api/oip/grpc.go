@@ -11,6 +11,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
@@ -24,6 +25,7 @@ type grpcService struct {
 	oippb.UnimplementedGRPCInferenceServiceServer
 	b       Backend
 	version string
+	rec     audit.Recorder
 }
 
 // grpcError is the gRPC status of a call that failed with err.

@@ -137,7 +137,7 @@ func TestTheRuntimeIsAskedOnlyForTheRequestedOutputs(t *testing.T) {
 	y := half("y", servables.Float16, 0x3c00)
 	d := &declaring{fake: fake{outputs: []servables.Tensor{y}}, declared: []servables.TensorSpec{{Name: "y"}, {Name: "w"}}}
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, d, "1.0")
+	Register(h, noGRPC{}, d, "1.0", nil)
 	post := func(body string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v2/models/m/infer", strings.NewReader(body)))
@@ -166,7 +166,7 @@ func TestTheRuntimeIsAskedOnlyForTheRequestedOutputs(t *testing.T) {
 func TestOIPErrorsNameOIPDatatypes(t *testing.T) {
 	err := servables.Errorf(servables.ErrInvalidInput, "input %q is %v, the model takes %v", "x", servables.Float64, servables.Float32)
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, &fake{err: fmt.Errorf("model m/: %w", err)}, "1.0")
+	Register(h, noGRPC{}, &fake{err: fmt.Errorf("model m/: %w", err)}, "1.0", nil)
 	rec := httptest.NewRecorder()
 	h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v2/models/m/infer", strings.NewReader(inferBody)))
 	if want := `{"error":"model m/: invalid input: input \"x\" is FP64, the model takes FP32"}`; rec.Code != 400 || rec.Body.String() != want {

@@ -1,6 +1,7 @@
 package oip
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
@@ -20,12 +22,13 @@ type rest struct {
 	h       *httpserver.Server
 	b       Backend
 	version string
+	rec     audit.Recorder
 }
 
 // restRoutes returns the handler of /v2 and below. Model names may hold "/"
 // (a model path's segments), so /v2/models/... is parsed by hand.
-func restRoutes(h *httpserver.Server, b Backend, version string) http.Handler {
-	a := &rest{h: h, b: b, version: version}
+func restRoutes(h *httpserver.Server, b Backend, version string, rec audit.Recorder) http.Handler {
+	a := &rest{h: h, b: b, version: version, rec: rec}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f http.HandlerFunc) { mux.HandleFunc(pattern, h.Instrument("oip", f)) }
 	handle("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
@@ -291,8 +294,8 @@ func (a *rest) stats(name, version string) http.HandlerFunc {
 
 // repositoryControl answers Triton's model repository load and unload,
 // POST /v2/repository/models/{name}/load and .../unload, with the refusal
-// RepositoryControlRefusal says (409); any other path there is not an
-// endpoint.
+// RepositoryControlRefusal says (409), recorded in the audit trail; any
+// other path there is not an endpoint.
 func (a *rest) repositoryControl(w http.ResponseWriter, r *http.Request) {
 	rest := r.PathValue("rest")
 	i := strings.LastIndexByte(rest, '/')
@@ -300,7 +303,22 @@ func (a *rest) repositoryControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: POST "+r.URL.Path)
 		return
 	}
-	fail(w, RepositoryControlRefusal(rest[i+1:], rest[:i]))
+	action, name := rest[i+1:], rest[:i]
+	op := audit.HTTPOp(r, "oip", "POST /v2/repository/models/{name}/"+action)
+	op.Target = name
+	ctx, rec := audit.Begin(r.Context(), a.rec, op)
+	err := RepositoryControlRefusal(action, name)
+	rec.Finish(ctx, strconv.Itoa(statusOf(servables.KindOf(err)).http), err)
+	fail(w, err)
+}
+
+// refuseRepositoryControl is the gRPC answer to a model repository load or
+// unload (action) of model name, recorded in the audit trail.
+func (o *grpcService) refuseRepositoryControl(ctx context.Context, action, name string) error {
+	ctx, rec := audit.Begin(ctx, o.rec, audit.GRPCOp(ctx, "oip", name))
+	err := RepositoryControlRefusal(action, name)
+	rec.Finish(ctx, statusOf(servables.KindOf(err)).grpc.String(), err)
+	return grpcError(err)
 }
 
 // RepositoryControlRefusal is the answer to a model repository load or

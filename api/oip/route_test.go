@@ -28,7 +28,7 @@ func (s *served) ModelMetadata(path string) (servables.Metadata, string, bool) {
 func TestModelNamesEndingInPathWordsAreRoutedToTheirModel(t *testing.T) {
 	b := &served{paths: []string{"a/ready/", "x/versions/2/1/", "config/", "m/infer/", "m/infer/3/", "pcvr/2/", "both/", "both/stats/", "t/trace/setting/"}}
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, b, "1.0")
+	Register(h, noGRPC{}, b, "1.0", nil)
 	for _, c := range []struct {
 		method, path string
 		code         int
@@ -130,7 +130,7 @@ func FuzzModelRoutes(f *testing.F) {
 
 func TestRepositoryLoadAndUnloadAreRefusedNamingTheConfigAndTheManagementAPI(t *testing.T) {
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, &fake{}, "1.0")
+	Register(h, noGRPC{}, &fake{}, "1.0", nil)
 	for path, want := range map[string]struct {
 		code int
 		has  string
@@ -153,7 +153,7 @@ func TestRepositoryLoadAndUnloadAreRefusedNamingTheConfigAndTheManagementAPI(t *
 
 func TestCompressedInferBodiesAreDecodedAndUnknownCodingsNamed(t *testing.T) {
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, &fake{outputs: []servables.Tensor{{Name: "y", DType: servables.Float32, Shape: []int64{1}, Data: make([]byte, 4)}}}, "1.0")
+	Register(h, noGRPC{}, &fake{outputs: []servables.Tensor{{Name: "y", DType: servables.Float32, Shape: []int64{1}, Data: make([]byte, 4)}}}, "1.0", nil)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write([]byte(inferBody))

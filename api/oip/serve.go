@@ -10,6 +10,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/servables"
 )
 
@@ -33,10 +34,12 @@ const ServerName = "grove"
 // Register serves the Open Inference Protocol v2 over b: its REST API under
 // /v2 on h and its gRPC service, inference.GRPCInferenceService, on g.
 // version is the server version metadata reports. Model names and versions
-// come from model paths (routing.NameModel).
-func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend, version string) {
-	h.Mount("/v2", restRoutes(h, b, version))
-	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{b: b, version: version})
+// come from model paths (routing.NameModel). Model repository load and
+// unload calls, which are refused, are recorded with rec (see
+// audit.Begin); nil records nothing.
+func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend, version string, rec audit.Recorder) {
+	h.Mount("/v2", restRoutes(h, b, version, rec))
+	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{b: b, version: version, rec: rec})
 }
 
 // status is how OIP answers a failure of one kind, over REST and gRPC.

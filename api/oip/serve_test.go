@@ -97,7 +97,7 @@ func TestInferFailuresAnswerTheirKindsStatusOverRESTAndGRPC(t *testing.T) {
 		{f: &fake{callErr: context.Canceled}, code: 499, grpc: codes.Canceled, has: "canceled"},
 	} {
 		h := httpserver.New(httpserver.Options{})
-		Register(h, noGRPC{}, c.f, "1.0")
+		Register(h, noGRPC{}, c.f, "1.0", nil)
 		rec := httptest.NewRecorder()
 		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v2/models/m/infer", strings.NewReader(inferBody)))
 		body, _ := io.ReadAll(rec.Body)
@@ -115,7 +115,7 @@ func TestInferFailuresAnswerTheirKindsStatusOverRESTAndGRPC(t *testing.T) {
 
 func TestUnknownModelsAnswerTritonsMessage(t *testing.T) {
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, &fake{}, "1.0")
+	Register(h, noGRPC{}, &fake{}, "1.0", nil)
 	for path, want := range map[string]string{
 		"/v2/models/nope/infer":            `{"error":"Request for unknown model: 'nope' is not found"}`,
 		"/v2/models/m/versions/7/infer":    `{"error":"Request for unknown model: 'm' version 7 is not found"}`,
@@ -176,7 +176,7 @@ func FuzzParseModelPath(f *testing.F) {
 func TestTheTimeoutParameterBoundsTheRequestInMicroseconds(t *testing.T) {
 	f := &fake{}
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, f, "1.0")
+	Register(h, noGRPC{}, f, "1.0", nil)
 	rest := func(params string) (int, string) {
 		rec := httptest.NewRecorder()
 		body := `{"parameters": ` + params + `, "inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}`

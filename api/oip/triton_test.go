@@ -89,7 +89,7 @@ func (*triton) Ready() bool { return true }
 func restGet(t *testing.T, b Backend, method, path, body string) (int, string) {
 	t.Helper()
 	h := httpserver.New(httpserver.Options{})
-	Register(h, noGRPC{}, b, "1.0")
+	Register(h, noGRPC{}, b, "1.0", nil)
 	rec := httptest.NewRecorder()
 	h.Handler().ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
 	return rec.Code, rec.Body.String()

@@ -32,13 +32,13 @@ func unserved(code codes.Code, method, why string) error {
 
 // RepositoryModelLoad is refused as REST's load is: the model config
 // decides what is loaded (RepositoryControlRefusal).
-func (*grpcService) RepositoryModelLoad(_ context.Context, req *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
-	return nil, grpcError(RepositoryControlRefusal("load", req.GetModelName()))
+func (o *grpcService) RepositoryModelLoad(ctx context.Context, req *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
+	return nil, o.refuseRepositoryControl(ctx, "load", req.GetModelName())
 }
 
 // RepositoryModelUnload is refused as REST's unload is.
-func (*grpcService) RepositoryModelUnload(_ context.Context, req *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
-	return nil, grpcError(RepositoryControlRefusal("unload", req.GetModelName()))
+func (o *grpcService) RepositoryModelUnload(ctx context.Context, req *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
+	return nil, o.refuseRepositoryControl(ctx, "unload", req.GetModelName())
 }
 
 // SystemSharedMemoryStatus is refused: Grove has no shared memory.

@@ -62,7 +62,7 @@ func sidecarClient(t *testing.T) sidecarpb.InferenceServiceClient {
 		}
 	}
 	g := grpc.NewServer()
-	Register(g, sys, ba.ParseOptions{})
+	Register(g, sys, ba.ParseOptions{}, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

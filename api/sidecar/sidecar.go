@@ -11,11 +11,13 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/logging/audit"
 )
 
 // Backend is what the sidecar's service needs: batch inference and model
@@ -28,15 +30,18 @@ type Backend interface {
 }
 
 // Register serves the sidecar's InferenceService over b on g; Predict's
-// JSON input is parsed with opts.
-func Register(g grpc.ServiceRegistrar, b Backend, opts ba.ParseOptions) {
-	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b, opts: opts})
+// JSON input is parsed with opts. RegisterModel and DeleteModel calls,
+// refused or not, are recorded with rec (see audit.Begin); nil records
+// nothing.
+func Register(g grpc.ServiceRegistrar, b Backend, opts ba.ParseOptions, rec audit.Recorder) {
+	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b, opts: opts, rec: rec})
 }
 
 type service struct {
 	sidecarpb.UnimplementedInferenceServiceServer
 	b    Backend
 	opts ba.ParseOptions
+	rec  audit.Recorder
 }
 
 // Predict runs a batch request: the JSON of POST /v1/inference in input
@@ -112,19 +117,36 @@ func (s *service) predictProto(ctx context.Context, in *sidecarpb.BatchInference
 // once it is ready. The registration is kept apart from the bucket config,
 // which wins for a path it lists (FAILED_PRECONDITION).
 func (s *service) RegisterModel(ctx context.Context, req *sidecarpb.RegisterModelRequest) (*sidecarpb.RegisterModelResponse, error) {
-	err := s.b.RegisterModel(ctx, req.GetModelSpec().GetModelPath(), req.GetModelFiles(), req.GetWarmUpBatchRequestJson())
+	path := req.GetModelSpec().GetModelPath()
+	err := s.recorded(ctx, path, func(ctx context.Context) error {
+		return s.b.RegisterModel(ctx, path, req.GetModelFiles(), req.GetWarmUpBatchRequestJson())
+	})
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, err
 	}
 	return &sidecarpb.RegisterModelResponse{}, nil
 }
 
 // DeleteModel unloads a registered model.
 func (s *service) DeleteModel(ctx context.Context, req *sidecarpb.DeleteModelRequest) (*sidecarpb.DeleteModelResponse, error) {
-	if err := s.b.DeleteModel(ctx, req.GetModelSpec().GetModelPath()); err != nil {
-		return nil, statusOf(err)
+	path := req.GetModelSpec().GetModelPath()
+	if err := s.recorded(ctx, path, func(ctx context.Context) error { return s.b.DeleteModel(ctx, path) }); err != nil {
+		return nil, err
 	}
 	return &sidecarpb.DeleteModelResponse{}, nil
+}
+
+// recorded runs write, a call on model path, with its audit record, and
+// returns its gRPC status (nil on success).
+func (s *service) recorded(ctx context.Context, path string, write func(context.Context) error) error {
+	ctx, rec := audit.Begin(ctx, s.rec, audit.GRPCOp(ctx, "sidecar", path))
+	err := write(ctx)
+	if err == nil {
+		rec.Finish(ctx, codes.OK.String(), nil)
+		return nil
+	}
+	rec.Finish(ctx, code(err).String(), err)
+	return statusOf(err)
 }
 
 // GetModelPaths lists the models ready to serve, registered or configured.

@@ -30,6 +30,7 @@ import (
 	"github.com/groveml/grove/api/sidecar"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/audit"
 )
 
 // instanceID names this process in prediction events: host name and pid.
@@ -83,6 +84,17 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			}
 		}
 	}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The audit trail stops after the servers and the actors, so the
+	// writes they finish while draining are recorded.
+	trail := audit.New(audit.Options{Bucket: b, Dir: audit.DirOf(cfg.ModelConfig), Logger: log.With("component", "audit"),
+		Registerer: reg, Replica: instanceID()})
+	g.add("audit", component{name: "audit", interrupt: func(ctx context.Context) {
+		if err := trail.Close(ctx); err != nil {
+			log.Warn("closing the audit trail", "err", err)
+		}
+	}})
 	cacheDir := filepath.Join(cfg.CacheDir, "models")
 	// Grove owns cacheDir/models: copies left by an earlier run are stale.
 	if err := os.RemoveAll(cacheDir); err != nil {
@@ -91,8 +103,6 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return g.abort(fmt.Errorf("creating model cache: %w", err))
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	policy, err := logging.PolicyFromConfig(cfg.PredictionLog)
 	if err != nil {
 		return g.abort(err)
@@ -159,11 +169,12 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	h := httpserver.New(hopts)
 	gs := grpcserver.New(gopts)
 	ba.Register(h, sys, baOpts)
-	sidecar.Register(gs, sys, baOpts)
-	oip.Register(h, gs, sys, version)
+	sidecar.Register(gs, sys, baOpts, trail)
+	oip.Register(h, gs, sys, version, trail)
 	forestflow.Register(h, sys)
 	graphpipe.Register(h, sys)
-	manage.Register(h, sys)
+	manage.Register(h, sys, trail)
+	audit.Register(h, trail)
 
 	if cfg.Auth.Enabled() {
 		if err := gs.CheckRoles(); err != nil {
