@@ -32,9 +32,9 @@ import (
 
 // Options configure the gRPC server.
 type Options struct {
-	// MaxMessageBytes bounds sent messages and the received messages of
-	// methods without their own limit in MethodMaxMessageBytes; 0 means
-	// 2 GiB, the B&A sidecar's limit.
+	// MaxMessageBytes bounds the received messages of methods without
+	// their own limit in MethodMaxMessageBytes; 0 means 2 GiB, the B&A
+	// sidecar's limit. Sent messages are bounded by 2 GiB.
 	MaxMessageBytes int
 	// MethodMaxMessageBytes bounds the received messages of the methods it
 	// names ("/package.Service/Method"), above or below MaxMessageBytes
@@ -83,7 +83,7 @@ func New(opts Options) *Server {
 		opts.Ready = func() bool { return true }
 	}
 	lim := newLimits(opts.MaxMessageBytes, opts.MethodMaxMessageBytes)
-	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(lim.recvMax), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(lim.recvMax), grpc.MaxSendMsgSize(2<<30 - 1),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.ChainUnaryInterceptor(lim.unary), grpc.ChainStreamInterceptor(lim.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true})}
