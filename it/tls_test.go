@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,7 @@ func newTLSSetup(t *testing.T) *tlsSetup {
 	t.Helper()
 	s := &tlsSetup{dir: t.TempDir(), ca: certtest.NewCA(t, "grove test CA")}
 	s.cert, s.key = s.ca.Server(t, "grove-1").Write(t, s.dir, "server")
-	s.caFile = filepath.Join(s.dir, "ca.pem")
-	certtest.WriteFile(t, s.caFile, s.ca.PEM)
+	s.caFile = s.ca.WriteCA(t, s.dir)
 	return s
 }
 

@@ -3,7 +3,6 @@ package grpcserver
 import (
 	"crypto/tls"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,13 +18,13 @@ import (
 
 func TestIsProbe(t *testing.T) {
 	for m, want := range map[string]bool{
-		"/grpc.health.v1.Health/Check":                  true,
-		"/grpc.health.v1.Health/Watch":                  true,
-		"/inference.GRPCInferenceService/ServerLive":    true,
-		"/inference.GRPCInferenceService/ServerReady":   true,
-		"/inference.GRPCInferenceService/ModelReady":    true,
-		"/inference.GRPCInferenceService/ModelInfer":    false,
-		"/inference.GRPCInferenceService/ModelMetadata": false,
+		"/grpc.health.v1.Health/Check":                                                      true,
+		"/grpc.health.v1.Health/Watch":                                                      true,
+		"/inference.GRPCInferenceService/ServerLive":                                        true,
+		"/inference.GRPCInferenceService/ServerReady":                                       true,
+		"/inference.GRPCInferenceService/ModelReady":                                        true,
+		"/inference.GRPCInferenceService/ModelInfer":                                        false,
+		"/inference.GRPCInferenceService/ModelMetadata":                                     false,
 		"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/RegisterModel": false,
 	} {
 		if got := IsProbe(m); got != want {
@@ -53,8 +52,7 @@ func TestRequireClientCertBeforeTheMessage(t *testing.T) {
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "ca")
 	certFile, keyFile := ca.Server(t, "grove").Write(t, dir, "server")
-	caFile := filepath.Join(dir, "ca.pem")
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.WriteCA(t, dir)
 	r, err := tlsconf.New(tlsconf.Files{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientAuth: tlsconf.ClientAuthRequire})
 	if err != nil {
 		t.Fatal(err)

@@ -86,8 +86,7 @@ func TestClientCertificates(t *testing.T) {
 	dir := t.TempDir()
 	ca, otherCA := certtest.NewCA(t, "ca"), certtest.NewCA(t, "other")
 	cert, key := ca.Server(t, "grove").Write(t, dir, "server")
-	caFile := filepath.Join(dir, "ca.pem")
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.WriteCA(t, dir)
 	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: caFile, ClientAuth: tlsconf.ClientAuthRequire})
 	if err != nil {
 		t.Fatal(err)

@@ -26,8 +26,7 @@ func TestServerClientTLSAndToken(t *testing.T) {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "grove").TLS(t)}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
 	srv.StartTLS()
 	defer srv.Close()
-	caFile := filepath.Join(dir, "ca.pem")
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.WriteCA(t, dir)
 	now := time.Now()
 	cert, key := ca.Client(t, "replay", now.Add(-time.Hour), now.Add(time.Hour)).Write(t, dir, "client")
 

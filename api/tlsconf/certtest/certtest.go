@@ -140,6 +140,14 @@ func WriteFile(t testing.TB, path string, data []byte) {
 	}
 }
 
+// WriteCA writes the CA certificate to dir/ca.pem and returns its path.
+func (ca *CA) WriteCA(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "ca.pem")
+	WriteFile(t, path, ca.PEM)
+	return path
+}
+
 // Pool returns a pool holding the CA.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
