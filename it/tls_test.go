@@ -286,7 +286,7 @@ func TestAdminHTTPServesManagementMetricsAndPprof(t *testing.T) {
 	b := newDirBucket(t)
 	putConfig(t, b)
 	admin := freeAddr(t)
-	g := startGrove(t, b.URL(), nil, "--admin-http", admin, "--pprof")
+	g := startGrove(t, b.URL(), nil, "--admin-http", admin, "--pprof", "--http-write-timeout", "1s")
 	adminURL := "http://" + admin
 	// routed reports whether a route serves method url: net/http's mux
 	// answers 405, or 404 with its own body, to what no route serves (a
@@ -318,5 +318,15 @@ func TestAdminHTTPServesManagementMetricsAndPprof(t *testing.T) {
 	}
 	if code := send("GET", adminURL+"/readyz"); code != 200 {
 		t.Errorf("admin port /readyz = %d", code)
+	}
+	// A CPU profile streams longer than --http-write-timeout: its write
+	// deadline is its seconds on top, so it arrives whole.
+	start := time.Now()
+	code, body, err := getWith(client, adminURL+"/debug/pprof/profile?seconds=2")
+	if err != nil || code != 200 || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+		t.Errorf("a 2 s profile with a 1 s write timeout: %d, %d bytes, %v; want a whole gzip profile", code, len(body), err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("the profile took %v, want its 2 s", d)
 	}
 }

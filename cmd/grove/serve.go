@@ -67,8 +67,10 @@ func serve(args []string, stderr io.Writer) int {
 //
 //  1. signals: ctx done (SIGTERM or SIGINT) starts the shutdown;
 //  2. readiness off: /readyz and gRPC health answer NOT_SERVING;
-//  3. servers: HTTP and gRPC stop taking requests and drain those in
-//     flight, together (what is still running at the deadline is cut);
+//  3. servers: HTTP (and admin HTTP) and gRPC stop taking requests and
+//     drain those in flight, together (what is still running at the
+//     deadline is cut); then the TLS file reload and the hourly
+//     --insecure-no-auth warning, when they run;
 //  4. actors: polling stops, every model is closed;
 //  5. prediction log: the producer flushes its buffer (and stops the
 //     embedded broker if it started one).
