@@ -262,8 +262,13 @@ func TestGRPCOversizedMessageRefused(t *testing.T) {
 func TestNonLoopbackWithoutAuthRefusesToStart(t *testing.T) {
 	b := newDirBucket(t)
 	putConfig(t, b)
-	// The check runs on the parsed config, before anything binds.
-	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+	// The check runs on the parsed config, before anything binds: on every
+	// interface, and on this machine's own non-loopback address if it has one.
+	addrs := []string{"0.0.0.0:0", ":0"}
+	if ip := localNonLoopback(); ip != nil {
+		addrs = append(addrs, net.JoinHostPort(ip.String(), "0"))
+	}
+	for _, addr := range addrs {
 		out, err := exec.Command(groveBin, "serve", "--bucket", b.URL(), "--http", addr, "--grpc", "off", "--cache-dir", t.TempDir()).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
@@ -280,6 +285,21 @@ func TestNonLoopbackWithoutAuthRefusesToStart(t *testing.T) {
 	if !strings.Contains(g.logs.String(), "WITHOUT AUTHENTICATION") {
 		t.Errorf("no warning with --insecure-no-auth:\n%s", g.logs.String())
 	}
+}
+
+// localNonLoopback returns an address of this machine that is not
+// loopback, or nil.
+func localNonLoopback() net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	return nil
 }
 
 func TestAdminHTTPServesManagementMetricsAndPprof(t *testing.T) {
