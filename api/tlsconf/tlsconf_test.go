@@ -220,3 +220,32 @@ func TestReloadRotatesWithoutDroppingConnections(t *testing.T) {
 		t.Fatalf("the connection opened before the rotation broke: %v", err)
 	}
 }
+
+func TestReloadRotatesTheClientCA(t *testing.T) {
+	dir := t.TempDir()
+	oldCA, newCA := certtest.NewCA(t, "old"), certtest.NewCA(t, "new")
+	cert, key := oldCA.Server(t, "grove").Write(t, dir, "server")
+	caFile := oldCA.WriteCA(t, dir)
+	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: caFile, ClientAuth: tlsconf.ClientAuthRequest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	fromNew := newCA.Client(t, "bidder", now.Add(-time.Hour), now.Add(time.Hour)).TLS(t)
+	fromOld := oldCA.Client(t, "bidder", now.Add(-time.Hour), now.Add(time.Hour)).TLS(t)
+	try := func(c tls.Certificate) error {
+		err, _ := handshake(t, r.ServerConfig(), &tls.Config{RootCAs: oldCA.Pool(), ServerName: "localhost",
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c, nil }})
+		return err
+	}
+	if try(fromOld) != nil || try(fromNew) == nil {
+		t.Fatal("before the rotation: want the old CA's client accepted and the new one's refused")
+	}
+	newCA.WriteCA(t, dir)
+	if changed, err := r.Reload(); !changed || err != nil {
+		t.Fatalf("Reload of a rotated client CA = %v, %v", changed, err)
+	}
+	if try(fromNew) != nil || try(fromOld) == nil {
+		t.Fatal("after the rotation: want the new CA's client accepted and the old one's refused")
+	}
+}
