@@ -113,6 +113,12 @@ func TestTLSOnlyPlaintextRefused(t *testing.T) {
 	if code, _, err := getWith(s.client(), g.url+"/v1/models"); err != nil || code != 200 {
 		t.Fatalf("HTTPS /v1/models: %d %v", code, err)
 	}
+	h2 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig(), ForceAttemptHTTP2: true}}
+	if resp, err := h2.Get(g.url + "/v1/models"); err != nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Errorf("HTTP/2 over TLS: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	plain := "http://" + strings.TrimPrefix(g.url, "https://")
 	if code, body, err := getWith(client, plain+"/v1/models"); err == nil && code == 200 {
 		t.Fatalf("plaintext HTTP was served: %d %q", code, body)
