@@ -82,15 +82,21 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func TestClientCertificates(t *testing.T) {
-	dir := t.TempDir()
-	ca, otherCA := certtest.NewCA(t, "ca"), certtest.NewCA(t, "other")
+// withClientCA returns a Reloader of a server certificate from ca, with
+// ca as the client CA file in dir, in mode.
+func withClientCA(t *testing.T, dir string, ca *certtest.CA, mode tlsconf.ClientAuth) *tlsconf.Reloader {
+	t.Helper()
 	cert, key := ca.Server(t, "grove").Write(t, dir, "server")
-	caFile := ca.WriteCA(t, dir)
-	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: caFile, ClientAuth: tlsconf.ClientAuthRequire})
+	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: ca.WriteCA(t, dir), ClientAuth: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+func TestClientCertificates(t *testing.T) {
+	ca, otherCA := certtest.NewCA(t, "ca"), certtest.NewCA(t, "other")
+	r := withClientCA(t, t.TempDir(), ca, tlsconf.ClientAuthRequire)
 	if !r.RequireClientCert() {
 		t.Fatal("RequireClientCert is false for require")
 	}
@@ -224,12 +230,7 @@ func TestReloadRotatesWithoutDroppingConnections(t *testing.T) {
 func TestReloadRotatesTheClientCA(t *testing.T) {
 	dir := t.TempDir()
 	oldCA, newCA := certtest.NewCA(t, "old"), certtest.NewCA(t, "new")
-	cert, key := oldCA.Server(t, "grove").Write(t, dir, "server")
-	caFile := oldCA.WriteCA(t, dir)
-	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: caFile, ClientAuth: tlsconf.ClientAuthRequest})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := withClientCA(t, dir, oldCA, tlsconf.ClientAuthRequest)
 	now := time.Now()
 	fromNew := newCA.Client(t, "bidder", now.Add(-time.Hour), now.Add(time.Hour)).TLS(t)
 	fromOld := oldCA.Client(t, "bidder", now.Add(-time.Hour), now.Add(time.Hour)).TLS(t)

@@ -260,13 +260,18 @@ func watchTLS(r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) com
 // warnInsecure is the component that warns, now and every period, that
 // the server runs without authentication (--insecure-no-auth).
 func warnInsecure(log *slog.Logger, period time.Duration) component {
-	quit := make(chan struct{})
-	warn := func() {
+	return every("insecure warning", period, func() {
 		log.Warn("serving WITHOUT AUTHENTICATION (insecure_no_auth): anyone who reaches the listeners can score, read and change the models; configure auth.tokens_file, auth.jwt or tls.client_auth require")
-	}
-	return component{name: "insecure warning",
+	})
+}
+
+// every is the component that calls f at once and then every period
+// until it is interrupted.
+func every(name string, period time.Duration, f func()) component {
+	quit := make(chan struct{})
+	return component{name: name,
 		execute: func() error {
-			warn()
+			f()
 			t := time.NewTicker(period)
 			defer t.Stop()
 			for {
@@ -274,7 +279,7 @@ func warnInsecure(log *slog.Logger, period time.Duration) component {
 				case <-quit:
 					return nil
 				case <-t.C:
-					warn()
+					f()
 				}
 			}
 		},
