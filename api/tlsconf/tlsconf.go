@@ -168,10 +168,12 @@ func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
 }
 
 // Watch calls Reload every interval until ctx is done, logging each
-// rotation and each failure (the configuration in use stays).
+// rotation, and each failure once until it changes or clears (the
+// configuration in use stays).
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	lastErr := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -181,10 +183,15 @@ func (r *Reloader) Watch(ctx context.Context, interval time.Duration, log *slog.
 		changed, err := r.Reload()
 		switch {
 		case err != nil:
-			log.Warn("TLS files not reloaded; serving the previous ones", "err", err)
+			if err.Error() != lastErr {
+				log.Warn("TLS files not reloaded; serving the previous ones", "err", err)
+				lastErr = err.Error()
+			}
+			continue
 		case changed:
 			log.Info("TLS files reloaded", "cert_file", r.files.CertFile, "client_ca_file", r.files.ClientCAFile)
 		}
+		lastErr = ""
 	}
 }
 

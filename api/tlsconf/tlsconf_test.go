@@ -1,10 +1,13 @@
 package tlsconf_test
 
 import (
+	"context"
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,27 +142,30 @@ func TestClientCertificates(t *testing.T) {
 }
 
 func TestMinVersion(t *testing.T) {
-	dir := t.TempDir()
 	ca := certtest.NewCA(t, "ca")
-	cert, key := ca.Server(t, "grove").Write(t, dir, "server")
-	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err, _ = handshake(t, r.ServerConfig(), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS11, MaxVersion: tls.VersionTLS11})
+	r, _ := serverOnly(t, t.TempDir(), ca, "grove")
+	err, _ := handshake(t, r.ServerConfig(), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS11, MaxVersion: tls.VersionTLS11})
 	if err == nil {
 		t.Fatal("a TLS 1.1 handshake succeeded")
 	}
 }
 
-func TestReloadRotatesWithoutDroppingConnections(t *testing.T) {
-	dir := t.TempDir()
-	ca := certtest.NewCA(t, "ca")
-	cert, key := ca.Server(t, "first").Write(t, dir, "server")
+// serverOnly returns a Reloader of a server certificate named cn from ca,
+// written to dir, and the certificate's path.
+func serverOnly(t *testing.T, dir string, ca *certtest.CA, cn string) (*tlsconf.Reloader, string) {
+	t.Helper()
+	cert, key := ca.Server(t, cn).Write(t, dir, "server")
 	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, cert
+}
+
+func TestReloadRotatesWithoutDroppingConnections(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "ca")
+	r, cert := serverOnly(t, dir, ca, "first")
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", r.ServerConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +255,57 @@ func TestReloadRotatesTheClientCA(t *testing.T) {
 	if try(fromNew) != nil || try(fromOld) == nil {
 		t.Fatal("after the rotation: want the new CA's client accepted and the old one's refused")
 	}
+}
+
+func TestWatchReloadsAndLogsEachFailureOnce(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "ca")
+	r, cert := serverOnly(t, dir, ca, "first")
+	logs := &counts{n: map[string]int{}}
+	const failed, reloaded = "TLS files not reloaded; serving the previous ones", "TLS files reloaded"
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { r.Watch(ctx, time.Millisecond, slog.New(logs)); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; logs: %v", what, logs.n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	certtest.WriteFile(t, cert, []byte("broken"))
+	waitFor("the failure to be logged", func() bool { return logs.of(failed) > 0 })
+	time.Sleep(20 * time.Millisecond) // about 20 more failed reloads
+	if n := logs.of(failed); n != 1 {
+		t.Errorf("the same failure was logged %d times, want once", n)
+	}
+	ca.Server(t, "second").Write(t, dir, "server")
+	waitFor("the rotation", func() bool { return r.Current().Leaf != nil && r.Current().Leaf.Subject.CommonName == "second" })
+	waitFor("the rotation to be logged", func() bool { return logs.of(reloaded) == 1 })
+}
+
+// counts is a slog handler counting the records by message.
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counts) Enabled(context.Context, slog.Level) bool { return true }
+func (c *counts) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *counts) WithGroup(string) slog.Handler            { return c }
+
+func (c *counts) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[r.Message]++
+	return nil
+}
+
+func (c *counts) of(msg string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[msg]
 }
