@@ -45,14 +45,44 @@ type Server struct {
 	// GRPC is the host:port the gRPC services (Open Inference Protocol,
 	// B&A inference sidecar, health, reflection) listen on; "off" serves none.
 	GRPC string `yaml:"grpc"`
+	// AdminHTTP, when set, is the host:port of a second HTTP listener that
+	// serves the management API, /metrics and pprof, which the HTTP
+	// address then does not: the scoring port can be exposed alone.
+	AdminHTTP string `yaml:"admin_http"`
+	// InsecureNoAuth lets Grove listen on a non-loopback address with no
+	// authentication configured (see AuthConfigured), logging a warning at
+	// start and every hour; without it such a config is refused.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// HTTPReadHeaderTimeout bounds reading a request's headers (slow
+	// clients holding connections open are cut).
+	HTTPReadHeaderTimeout time.Duration `yaml:"http_read_header_timeout"`
+	// HTTPIdleTimeout closes keep-alive connections idle this long.
+	HTTPIdleTimeout time.Duration `yaml:"http_idle_timeout"`
+	// HTTPMaxHeaderBytes is the largest request header block, in bytes.
+	HTTPMaxHeaderBytes int `yaml:"http_max_header_bytes"`
+	// HTTPReadTimeout bounds reading a request's body, and HTTPWriteTimeout
+	// writing its answer, from when the handler starts; set per handler, so
+	// the long streams of pprof get the time they ask for on top.
+	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
+	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
+	// GRPCMaxConcurrentStreams bounds the concurrent calls of one gRPC connection.
+	GRPCMaxConcurrentStreams int `yaml:"grpc_max_concurrent_streams"`
+	// GRPCKeepaliveMinTime is the shortest interval between client
+	// keepalive pings the gRPC server tolerates; a client pinging more
+	// often is disconnected (GOAWAY too_many_pings).
+	GRPCKeepaliveMinTime time.Duration `yaml:"grpc_keepalive_min_time"`
+	// TLS serves the HTTP, admin and gRPC listeners over TLS.
+	TLS TLS `yaml:"tls"`
 	// PollInterval is how often the model config is read; at least MinPollInterval.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`
-	// MaxModelBytes is the largest model, in bytes, that is fetched.
+	// MaxModelBytes is the largest model, in bytes, that is fetched, and
+	// the largest gRPC RegisterModel message (which carries model files).
 	MaxModelBytes int64 `yaml:"max_model_bytes"`
 	// MaxBodyBytes is the largest request body, in bytes, that is accepted;
-	// a gzip or deflate body is held to it both compressed and decoded.
+	// a gzip or deflate body is held to it both compressed and decoded. It
+	// is also the largest gRPC message but RegisterModel's.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// DrainTimeout bounds how long shutdown waits for requests in flight.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
@@ -198,6 +228,30 @@ type KafkaTLS struct {
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
+// TLS configures TLS on Grove's listeners (yaml key "tls"); it is off
+// when CertFile is empty.
+type TLS struct {
+	// CertFile is the PEM server certificate chain, KeyFile its key.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile holds the PEM CAs client certificates must chain to.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// ClientAuth is none, request (a given certificate is verified) or
+	// require (also refuse every route but the probes without one).
+	ClientAuth string `yaml:"client_auth"`
+	// ReloadInterval is how often the files are checked for a change.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+}
+
+// Enabled reports whether the listeners serve TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" }
+
+// AuthConfigured reports whether callers must authenticate: a token file,
+// JWTs, client roles or required client certificates are configured.
+func (s Server) AuthConfigured() bool {
+	return s.Auth.Enabled() || (s.TLS.Enabled() && s.TLS.ClientAuth == "require")
+}
+
 // KafkaSASL configures SASL authentication (yaml key "kafka.sasl").
 type KafkaSASL struct {
 	// Mechanism is "" (no SASL), "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512".
@@ -239,23 +293,31 @@ func DefaultServer() Server {
 		cacheDir = filepath.Join(d, "grove")
 	}
 	return Server{
-		ModelConfig:          "model_config.json",
-		HTTP:                 "127.0.0.1:8080",
-		GRPC:                 "127.0.0.1:9090",
-		PollInterval:         30 * time.Second,
-		CacheDir:             cacheDir,
-		MaxModelBytes:        2 << 30,
-		MaxBodyBytes:         64 << 20,
-		DrainTimeout:         30 * time.Second,
-		ShadowTimeout:        time.Second,
-		ModelQueueSize:       1024,
-		ShadowMicroBatchRows: 64,
-		ShadowWorkers:        1,
-		ShadowQueue:          4,
-		MaxBatchRows:         64,
-		IntraOpThreads:       1,
-		LogLevel:             "info",
-		LogFormat:            "text",
+		ModelConfig:              "model_config.json",
+		HTTP:                     "127.0.0.1:8080",
+		GRPC:                     "127.0.0.1:9090",
+		HTTPReadHeaderTimeout:    10 * time.Second,
+		HTTPIdleTimeout:          2 * time.Minute,
+		HTTPMaxHeaderBytes:       64 << 10,
+		HTTPReadTimeout:          time.Minute,
+		HTTPWriteTimeout:         time.Minute,
+		GRPCMaxConcurrentStreams: 1024,
+		GRPCKeepaliveMinTime:     10 * time.Second,
+		TLS:                      TLS{ClientAuth: "none", ReloadInterval: time.Second},
+		PollInterval:             30 * time.Second,
+		CacheDir:                 cacheDir,
+		MaxModelBytes:            2 << 30,
+		MaxBodyBytes:             64 << 20,
+		DrainTimeout:             30 * time.Second,
+		ShadowTimeout:            time.Second,
+		ModelQueueSize:           1024,
+		ShadowMicroBatchRows:     64,
+		ShadowWorkers:            1,
+		ShadowQueue:              4,
+		MaxBatchRows:             64,
+		IntraOpThreads:           1,
+		LogLevel:                 "info",
+		LogFormat:                "text",
 		Kafka: Kafka{
 			Topic:         "grove.predictions",
 			Encoding:      "proto",
@@ -345,6 +407,19 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.ModelConfig, "model-config", "object `name` of the model config in the bucket")
 	str(&s.HTTP, "http", "`host:port` of the HTTP API")
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
+	str(&s.AdminHTTP, "admin-http", "`host:port` of a second HTTP listener serving the management API, /metrics and pprof instead of --http (default: none, all on --http)")
+	dur(&s.HTTPReadHeaderTimeout, "http-read-header-timeout", "how long a client may take to send a request's headers")
+	dur(&s.HTTPIdleTimeout, "http-idle-timeout", "how long an idle keep-alive HTTP connection is kept")
+	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")
+	dur(&s.HTTPReadTimeout, "http-read-timeout", "how long a handler waits for a request body")
+	dur(&s.HTTPWriteTimeout, "http-write-timeout", "how long a handler may take to write its answer (pprof streams get their duration on top)")
+	integer(&s.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", "most concurrent gRPC calls per connection")
+	dur(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", "shortest interval between client keepalive pings; faster clients are disconnected")
+	str(&s.TLS.CertFile, "tls-cert", "PEM server certificate `file`: serve TLS on every listener (reloaded when it changes)")
+	str(&s.TLS.KeyFile, "tls-key", "PEM key `file` of --tls-cert")
+	str(&s.TLS.ClientCAFile, "tls-client-ca", "PEM `file` of the CAs client certificates must chain to")
+	str(&s.TLS.ClientAuth, "tls-client-auth", "client certificates: none, request (verified if given) or require (every route but the probes)")
+	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
@@ -364,6 +439,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 		v := fs.Bool(name, *p, usage)
 		apply[name] = func() { *p = *v }
 	}
+	boolean(&s.InsecureNoAuth, "insecure-no-auth", "allow a non-loopback listen address with no authentication configured (a warning is logged every hour)")
 	boolean(&s.Pprof, "pprof", "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	boolean(&s.BAAcceptUnquotedNumbers, "ba-accept-unquoted-numbers", "accept unquoted JSON numbers in the tensor_content of B&A requests and warm-ups (the B&A sidecar refuses them)")
 	f64 := func(p *float64, name, usage string) {
@@ -421,6 +497,12 @@ var nestedKeyFlags = map[string]string{
 	"kafka.acks":           "kafka-acks",
 	"kafka.compression":    "kafka-compression",
 	"kafka.linger":         "kafka-linger",
+
+	"tls.cert_file":       "tls-cert",
+	"tls.key_file":        "tls-key",
+	"tls.client_ca_file":  "tls-client-ca",
+	"tls.client_auth":     "tls-client-auth",
+	"tls.reload_interval": "tls-reload-interval",
 
 	"prediction_log.default_level":                  "prediction-log-level",
 	"prediction_log.default_sample_rate":            "prediction-log-sample-rate",
@@ -555,6 +637,41 @@ func (s Server) Validate() error {
 			bad("grpc", "%s is also the HTTP address", s.GRPC)
 		}
 	}
+	if s.AdminHTTP != "" {
+		if err := validateHostPort(s.AdminHTTP); err != nil {
+			bad("admin_http", "%v", err)
+		} else if s.AdminHTTP == s.HTTP || s.AdminHTTP == s.GRPC {
+			bad("admin_http", "%s is also the HTTP or gRPC address", s.AdminHTTP)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"http_read_header_timeout", s.HTTPReadHeaderTimeout}, {"http_idle_timeout", s.HTTPIdleTimeout},
+		{"http_read_timeout", s.HTTPReadTimeout}, {"http_write_timeout", s.HTTPWriteTimeout},
+		{"grpc_keepalive_min_time", s.GRPCKeepaliveMinTime}} {
+		if d.v <= 0 {
+			bad(d.key, "%v must be positive", d.v)
+		}
+	}
+	if s.HTTPMaxHeaderBytes < 1024 {
+		bad("http_max_header_bytes", "%d is below the minimum of 1024", s.HTTPMaxHeaderBytes)
+	}
+	if s.GRPCMaxConcurrentStreams < 1 {
+		bad("grpc_max_concurrent_streams", "%d must be positive", s.GRPCMaxConcurrentStreams)
+	}
+	s.TLS.validate(bad)
+	if !s.InsecureNoAuth && !s.AuthConfigured() {
+		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}} {
+			if l.addr == "" || l.addr == "off" || validateHostPort(l.addr) != nil || IsLoopback(l.addr) {
+				continue
+			}
+			bad(l.key, "%q is not a loopback address and no authentication is configured: configure "+
+				"auth.tokens_file (--auth-tokens-file), auth.jwt, or client certificates (tls.client_auth (--tls-client-auth) "+
+				"require with tls.client_ca_file (--tls-client-ca), roles in auth.client_roles); "+
+				"or listen on 127.0.0.1; or give insecure_no_auth (--insecure-no-auth) to serve anyone who reaches the port", l.addr)
+		}
+	}
 	if s.PollInterval < MinPollInterval {
 		bad("poll_interval", "%v is below the minimum of %v", s.PollInterval, MinPollInterval)
 	}
@@ -602,6 +719,41 @@ func (s Server) Validate() error {
 	s.PredictionLog.validate(bad, s.Kafka.Enabled())
 	s.Auth.validate(bad)
 	return errors.Join(errs...)
+}
+
+// IsLoopback reports whether the host of host:port addr is a loopback
+// address or localhost; an empty host (every interface) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// validate reports the problems of the tls section through bad.
+func (t TLS) validate(bad func(key, format string, args ...any)) {
+	switch t.ClientAuth {
+	case "none", "request", "require":
+	default:
+		bad("tls.client_auth", "%q is not none, request or require", t.ClientAuth)
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls.cert_file", "cert_file and key_file go together: set both or neither")
+	}
+	if !t.Enabled() && (t.ClientCAFile != "" || t.ClientAuth == "request" || t.ClientAuth == "require") {
+		bad("tls.client_ca_file", "client certificates need TLS: set tls.cert_file (--tls-cert) and tls.key_file (--tls-key)")
+	}
+	if (t.ClientAuth == "request" || t.ClientAuth == "require") && t.ClientCAFile == "" {
+		bad("tls.client_auth", "%s needs tls.client_ca_file (--tls-client-ca)", t.ClientAuth)
+	}
+	if t.ReloadInterval <= 0 {
+		bad("tls.reload_interval", "%v must be positive", t.ReloadInterval)
+	}
 }
 
 // kafkaTopicChars are the characters Kafka allows in a topic name.

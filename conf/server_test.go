@@ -100,13 +100,14 @@ poll_interval: 10s
 max_model_bytes: 1000
 log_format: json
 `)
-	got, err := ParseServerArgs([]string{"--config", file, "--http", ":7000", "--poll-interval=2s", "--model-queue-size", "7"})
+	got, err := ParseServerArgs([]string{"--config", file, "--http", ":7000", "--insecure-no-auth", "--poll-interval=2s", "--model-queue-size", "7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := DefaultServer()
 	want.Bucket = "gs://from-file/prefix" // file
 	want.HTTP = ":7000"                   // flag over file
+	want.InsecureNoAuth = true            // flag
 	want.PollInterval = 2 * time.Second   // flag over file
 	want.MaxModelBytes = 1000             // file
 	want.LogFormat = "json"               // file
@@ -137,6 +138,10 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
 		"--prediction-log-key-features-separator", "|", "--auth-tokens-file", "/etc/grove/tokens.yaml",
+		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
+		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--grpc-max-concurrent-streams", "9",
+		"--grpc-keepalive-min-time", "7s", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
+		"--tls-client-auth", "require", "--tls-reload-interval", "2s",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +150,10 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
+		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
+		GRPCKeepaliveMinTime: 7 * time.Second,
+		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: "require", ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: "leader", Compression: "zstd", Linger: 0,
@@ -195,6 +204,16 @@ kafka:
   linger: 20ms
   tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, insecure_skip_verify: true}
   sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
+admin_http: "[::1]:8082"
+insecure_no_auth: true
+http_read_header_timeout: 3s
+http_idle_timeout: 4s
+http_max_header_bytes: 4096
+http_read_timeout: 5s
+http_write_timeout: 6s
+grpc_max_concurrent_streams: 9
+grpc_keepalive_min_time: 7s
+tls: {cert_file: /c.pem, key_file: /k.pem, client_ca_file: /ca.pem, client_auth: request, reload_interval: 2s}
 prediction_log:
   default_level: FULL
   default_sample_rate: 0.5
@@ -216,6 +235,10 @@ auth:
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: "error", LogFormat: "json",
+		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
+		GRPCKeepaliveMinTime: 7 * time.Second,
+		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: "request", ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,
@@ -396,6 +419,26 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"sample rate high", func(s *Server) { s.PredictionLog.DefaultSampleRate = 1.5 }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): 1.5 is not between 0 and 1"},
 		{"sample rate NaN", func(s *Server) { s.PredictionLog.DefaultSampleRate = math.NaN() }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): NaN is not between 0 and 1"},
 		{"key feature empty", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", ""} }, "prediction_log.default_key_features (--prediction-log-key-features): a feature name is empty"},
+		{"admin http", func(s *Server) { s.AdminHTTP = "8081" }, `admin_http (--admin-http): "8081" is not host:port`},
+		{"admin http on http", func(s *Server) { s.AdminHTTP = s.HTTP }, "admin_http (--admin-http): 127.0.0.1:8080 is also the HTTP or gRPC address"},
+		{"read header timeout", func(s *Server) { s.HTTPReadHeaderTimeout = 0 }, "http_read_header_timeout (--http-read-header-timeout): 0s must be positive"},
+		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
+		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},
+		{"max streams", func(s *Server) { s.GRPCMaxConcurrentStreams = 0 }, "grpc_max_concurrent_streams (--grpc-max-concurrent-streams): 0 must be positive"},
+		{"client auth", func(s *Server) { s.TLS.ClientAuth = "yes" }, `tls.client_auth (--tls-client-auth): "yes" is not none, request or require`},
+		{"tls cert without key", func(s *Server) { s.TLS.CertFile = "/c.pem" }, "tls.cert_file (--tls-cert): cert_file and key_file go together"},
+		{"client ca without tls", func(s *Server) { s.TLS.ClientCAFile = "/ca.pem" }, "tls.client_ca_file (--tls-client-ca): client certificates need TLS"},
+		{"require without ca", func(s *Server) {
+			s.TLS = TLS{CertFile: "/c", KeyFile: "/k", ClientAuth: "require", ReloadInterval: time.Second}
+		},
+			"tls.client_auth (--tls-client-auth): require needs tls.client_ca_file (--tls-client-ca)"},
+		{"reload interval", func(s *Server) { s.TLS.ReloadInterval = 0 }, "tls.reload_interval (--tls-reload-interval): 0s must be positive"},
+		{"every interface without auth", func(s *Server) { s.HTTP = ":8080" }, `http (--http): ":8080" is not a loopback address and no authentication is configured: configure auth.tokens_file`},
+		{"grpc on 0.0.0.0 without auth", func(s *Server) { s.GRPC = "0.0.0.0:9090" }, `grpc (--grpc): "0.0.0.0:9090" is not a loopback address`},
+		{"admin on a host name without auth", func(s *Server) { s.AdminHTTP = "grove.internal:8081" }, `admin_http (--admin-http): "grove.internal:8081" is not a loopback address`},
+		{"request is not authentication", func(s *Server) {
+			s.HTTP, s.TLS = "0.0.0.0:8443", TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: "request", ReloadInterval: time.Second}
+		}, "--insecure-no-auth"},
 		{"key feature twice", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", "a"} }, `prediction_log.default_key_features (--prediction-log-key-features): "a" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,6 +534,45 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator"} {
 		if !strings.Contains(buf.String(), "  "+f+" ") && !strings.Contains(buf.String(), "  "+f+"\n") {
 			t.Errorf("usage does not list %s:\n%s", f, buf.String())
+		}
+	}
+}
+
+func TestServerSecureByDefault(t *testing.T) {
+	base := DefaultServer()
+	base.Bucket = "gs://b"
+	tlsRequire := TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: "require", ReloadInterval: time.Second}
+	for _, tc := range []struct {
+		name   string
+		modify func(*Server)
+	}{
+		{"loopback", func(s *Server) { s.HTTP, s.GRPC, s.AdminHTTP = "localhost:1", "[::1]:2", "127.0.0.2:3" }},
+		{"insecure no auth", func(s *Server) { s.HTTP, s.InsecureNoAuth = "0.0.0.0:8080", true }},
+		{"tokens", func(s *Server) { s.HTTP, s.Auth.TokensFile = ":8080", "/t.yaml" }},
+		{"jwt", func(s *Server) {
+			s.HTTP, s.Auth.JWT = ":8080", AuthJWT{JWKSFile: "/jwks.json", Issuer: "https://idp.example", Audience: "grove", RolesClaim: "roles"}
+		}},
+		{"client roles", func(s *Server) { s.HTTP, s.Auth.ClientRoles = ":8080", map[string][]string{"a": {"infer"}} }},
+		{"client certificates required", func(s *Server) { s.HTTP, s.TLS = ":8080", tlsRequire }},
+		{"grpc off", func(s *Server) { s.GRPC = "off" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.modify(&s)
+			if err := s.Validate(); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:1": true, "127.1.2.3:1": true, "[::1]:1": true, "localhost:1": true,
+		":1": false, "0.0.0.0:1": false, "[::]:1": false, "10.0.0.1:1": false, "grove:1": false, "junk": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 // Package grpcserver is the protocol-free part of Grove's gRPC API: the
 // server and its options, the standard health service (following the
 // server's readiness), server reflection (so grpcurl works without .proto
-// files), the request id, and the gzip and deflate message encodings every
+// files), the request id, the hardening every call gets (limits.go: TLS,
+// required client certificates checked before a message is read, a
+// keepalive enforcement policy, concurrent streams and per-method message
+// limits), and the gzip and deflate message encodings every
 // service accepts (compress.go). Protocol packages register their services
 // on it (it is a grpc.ServiceRegistrar).
 package grpcserver
@@ -9,6 +12,7 @@ package grpcserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"net"
 	"runtime"
@@ -17,18 +21,41 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/tap"
 )
 
 // Options configure the gRPC server.
 type Options struct {
-	// MaxMessageBytes bounds received and sent messages (a B&A
-	// RegisterModel carries whole models); 0 means 2 GiB, the B&A
-	// sidecar's limit.
+	// MaxMessageBytes bounds the received messages of methods without
+	// their own limit in MethodMaxMessageBytes; 0 means 2 GiB, the B&A
+	// sidecar's limit. Sent messages are bounded by 2 GiB.
 	MaxMessageBytes int
+	// MethodMaxMessageBytes bounds the received messages of the methods it
+	// names ("/package.Service/Method"), above or below MaxMessageBytes
+	// (a B&A RegisterModel carries whole models).
+	MethodMaxMessageBytes map[string]int
+	// TLS serves TLS with this config (see tlsconf); nil serves plaintext.
+	TLS *tls.Config
+	// RequireClientCert refuses every method but the probes (IsProbe) with
+	// UNAUTHENTICATED to a caller without a client certificate verified by
+	// TLS, before the request message is read.
+	RequireClientCert bool
+	// InTapHandle, if set, runs on every call before its message is read,
+	// after the client certificate check.
+	InTapHandle tap.ServerInHandle
+	// MaxConcurrentStreams bounds the concurrent calls of one connection;
+	// 0 means gRPC's default (no limit).
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is the shortest interval between client pings the
+	// server tolerates (a faster client is sent GOAWAY); 0 means gRPC's
+	// default, 5 minutes.
+	KeepaliveMinTime time.Duration
 	// Ready reports whether the server takes traffic (health SERVING); nil
 	// means always.
 	Ready func() bool
@@ -61,10 +88,23 @@ func New(opts Options) *Server {
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
-	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(opts.MaxMessageBytes), grpc.MaxSendMsgSize(opts.MaxMessageBytes),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
+	lim := newLimits(opts.MaxMessageBytes, opts.MethodMaxMessageBytes)
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(lim.recvMax), grpc.MaxSendMsgSize(2<<30 - 1),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.ChainUnaryInterceptor(lim.unary), grpc.ChainStreamInterceptor(lim.stream),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true})}
+	if opts.MaxConcurrentStreams > 0 {
+		sopts = append(sopts, grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams))
+	}
+	if opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	next := opts.InTapHandle
 	if opts.Auth != nil {
-		sopts = append(sopts, grpc.InTapHandle(tapAuth(opts.Auth)))
+		next = chainTaps(tapAuth(opts.Auth), opts.InTapHandle)
+	}
+	if th := inTap(opts.RequireClientCert, next); th != nil {
+		sopts = append(sopts, grpc.InTapHandle(th))
 	}
 	gs := grpc.NewServer(sopts...)
 	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil}

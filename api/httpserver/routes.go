@@ -15,6 +15,7 @@ import (
 // overlap. Any other pattern goes to net/http as it is.
 type route struct {
 	pattern string
+	api     string // the metrics label, which also says whether the route is an admin one
 	method  string
 	segs    []segment
 	h       http.HandlerFunc

@@ -3,7 +3,10 @@
 // pooled body reading under a size limit (413), with gzip and deflate
 // request bodies decoded (Content-Encoding), X-Request-Id, the
 // Grove-Config-* headers, and the server's own endpoints (health,
-// readiness, status, metrics, pprof).
+// readiness, status, metrics, pprof), and the hardening every route gets:
+// per-handler read and write deadlines, required client certificates, and
+// the http.Server limits (NewHTTPServer). With AdminAPIs, the management
+// routes, /metrics and pprof move to a second handler (AdminHandler).
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
@@ -13,6 +16,7 @@ package httpserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,12 +25,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/api/tlsconf"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -50,6 +57,21 @@ type Options struct {
 	// (or auth.MountRoles for a mount) does not mark open, and applies
 	// their limits; nil serves every route without authentication.
 	Auth Authenticator
+	// AdminAPIs, when set, names the APIs (Handle's api argument) that
+	// AdminHandler serves instead of Handler, with /metrics and pprof: the
+	// scoring port can be exposed without them.
+	AdminAPIs []string
+	// ReadTimeout bounds reading a request's body and WriteTimeout writing
+	// its answer, from when the handler starts (http.ResponseController);
+	// pprof's profile and trace get their seconds on top. 0 means none.
+	ReadTimeout, WriteTimeout time.Duration
+	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes configure the
+	// http.Server of NewHTTPServer; 0 means net/http's default.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes                 int
+	// RequireClientCert refuses every route but the probes (IsProbe) with
+	// 401 to a caller without a client certificate verified by TLS.
+	RequireClientCert bool
 }
 
 // Authenticator is what the server asks about a request's caller
@@ -126,7 +148,9 @@ func (s *Server) Logger() *slog.Logger { return s.opts.Logger }
 // pattern; Handle panics for a pattern missing there, so that no route
 // goes unprotected.
 func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
-	s.routes = append(s.routes, newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), h))))
+	r := newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), h)))
+	r.api = api
+	s.routes = append(s.routes, r)
 }
 
 // Mount serves the path prefix and every path below it (prefix + "/...")
@@ -142,9 +166,39 @@ func (s *Server) Mount(prefix string, h http.Handler) {
 // Handler returns the handler of every route and mount added so far, and
 // of the server's own endpoints: GET /healthz, /readyz, /v1/status (with
 // Options.Status), /metrics (with Options.Gatherer) and /debug/pprof/
-// (with Options.Pprof). It panics, as net/http does, if two routes have
-// the same shape.
+// (with Options.Pprof); with Options.AdminAPIs, all but those APIs,
+// /metrics and pprof. It panics, as net/http does, if two routes have the
+// same shape.
 func (s *Server) Handler() http.Handler {
+	if len(s.opts.AdminAPIs) == 0 {
+		return s.handler(s.routes, s.mounts, true, true)
+	}
+	return s.handler(s.selectRoutes(false), s.mounts, true, false)
+}
+
+// AdminHandler returns the handler of the routes of Options.AdminAPIs,
+// /metrics, pprof and the probes; nil without Options.AdminAPIs.
+func (s *Server) AdminHandler() http.Handler {
+	if len(s.opts.AdminAPIs) == 0 {
+		return nil
+	}
+	return s.handler(s.selectRoutes(true), nil, false, true)
+}
+
+// selectRoutes returns the routes of Options.AdminAPIs, or all others.
+func (s *Server) selectRoutes(admin bool) []route {
+	var out []route
+	for _, r := range s.routes {
+		if slices.Contains(s.opts.AdminAPIs, r.api) == admin {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// handler serves routes and mounts, the probes, /v1/status if status, and
+// /metrics and pprof if admin.
+func (s *Server) handler(routes []route, mounts []mount, status, admin bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -154,17 +208,16 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	if s.opts.Status != nil {
+	if status && s.opts.Status != nil {
 		mux.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, http.StatusOK, s.opts.Status())
 		})))
 	}
-	if s.opts.Gatherer != nil {
+	if admin && s.opts.Gatherer != nil {
 		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
-	registerRoutes(mux, s.routes)
-	mounts := s.mounts
-	if s.opts.Pprof {
+	registerRoutes(mux, routes)
+	if admin && s.opts.Pprof {
 		debug := http.NewServeMux()
 		debug.HandleFunc("GET /debug/pprof/", pprof.Index)
 		debug.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -173,16 +226,25 @@ func (s *Server) Handler() http.Handler {
 		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: s.guardMount("/debug/pprof", debug)})
 	}
-	return &handler{mux: mux, mounts: mounts}
+	return &handler{mux: mux, mounts: mounts, opts: &s.opts}
 }
 
-// handler serves the mounts first, then the routes.
+// handler serves the mounts first, then the routes, within the deadlines
+// and refusing callers without a required client certificate.
 type handler struct {
 	mux    *http.ServeMux
 	mounts []mount
+	opts   *Options
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.opts.ReadTimeout > 0 || h.opts.WriteTimeout > 0 {
+		setDeadlines(w, r, h.opts.ReadTimeout, h.opts.WriteTimeout)
+	}
+	if h.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) && !IsProbe(r.Method, r.URL.Path) {
+		http.Error(w, "a client certificate signed by the client CA is required (tls.client_auth is require)", http.StatusUnauthorized)
+		return
+	}
 	for _, m := range h.mounts {
 		if p := r.URL.Path; strings.HasPrefix(p, m.prefix) && (len(p) == len(m.prefix) || p[len(m.prefix)] == '/') {
 			m.h.ServeHTTP(w, r)
@@ -190,6 +252,70 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// setDeadlines bounds reading r's body by read and writing its answer by
+// write from now (a zero duration sets no deadline); a pprof profile or
+// trace gets the seconds it asks for on top of write.
+func setDeadlines(w http.ResponseWriter, r *http.Request, read, write time.Duration) {
+	rc := http.NewResponseController(w)
+	now := time.Now()
+	if read > 0 {
+		_ = rc.SetReadDeadline(now.Add(read))
+	}
+	if write > 0 {
+		_ = rc.SetWriteDeadline(now.Add(write + streamDuration(r)))
+	}
+}
+
+// streamDuration is how long pprof's profile or trace at r streams: its
+// seconds parameter, else net/http/pprof's default (30 s, 1 s); 0 for any
+// other request.
+func streamDuration(r *http.Request) time.Duration {
+	var def time.Duration
+	switch r.URL.Path {
+	case "/debug/pprof/profile":
+		def = 30 * time.Second
+	case "/debug/pprof/trace":
+		def = time.Second
+	default:
+		if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			return 0
+		}
+	}
+	if n, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64); err == nil && n > 0 && n < 1e6 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return def
+}
+
+// IsProbe reports whether a request is a health or readiness probe, which
+// needs no credentials: GET /healthz, /readyz, /v2/health/live,
+// /v2/health/ready and /v2/models/.../ready.
+func IsProbe(method, path string) bool {
+	if method != http.MethodGet && method != http.MethodHead {
+		return false
+	}
+	switch path {
+	case "/healthz", "/readyz", "/v2/health/live", "/v2/health/ready":
+		return true
+	}
+	return strings.HasPrefix(path, "/v2/models/") && strings.HasSuffix(path, "/ready") && len(path) > len("/v2/models//ready")
+}
+
+// NewHTTPServer returns an http.Server serving h with Options'
+// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes, over TLS with
+// tlsConfig unless it is nil (serve it with ServeTLS(ln, "", "")). It has
+// no global WriteTimeout: deadlines are set per handler.
+func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // statusRecorder keeps the status code a handler wrote.

@@ -41,6 +41,9 @@ The challenger is either
                 X-Request-Id "replay-<logged request id>") for the model
                 --target-model, by default the event's own model path.
                 A Grove that logs predictions logs these requests too.
+                Over https://, --ca names the CAs of its certificate and
+                --cert/--key a client certificate; --token (or
+                $GROVE_TOKEN) is sent as a bearer token.
 
 Only served events are replayed unless --include-shadow; --logged-model
 keeps the events of one logged model path. An event is skipped, and counted
@@ -64,6 +67,8 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	src.flags(fs)
 	model := fs.String("model", "", "score in-process with the model file or directory at `path`")
 	url := fs.String("url", "", "score with the running Grove at `URL` (http://127.0.0.1:8080)")
+	var sc0 serverClient
+	sc0.flags(fs)
 	target := fs.String("target-model", "", "with --url: the model `path` to send the requests to (default: each event's model path)")
 	loggedModel := fs.String("logged-model", "", "replay only events logged for this model `path`")
 	shadow := fs.Bool("include-shadow", false, "also replay shadow executions (served=false)")
@@ -103,7 +108,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	if *model != "" {
 		sc, err = loadLocal(ctx, *model, *threads)
 	} else {
-		sc, err = newRemote(ctx, *url, *target, src.timeout)
+		sc, err = newRemote(ctx, *url, *target, src.timeout, &sc0)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "grove replay: %v\n", err)
@@ -251,17 +256,23 @@ func (l *local) score(ctx context.Context, ev *grovepb.PredictionEvent, inputs [
 type remote struct {
 	url, target string
 	hc          *http.Client
+	client      *serverClient
 }
 
 // newRemote checks that a Grove answers at url and returns it as a scorer.
-func newRemote(ctx context.Context, url, target string, timeout time.Duration) (*remote, error) {
-	r := &remote{url: strings.TrimSuffix(url, "/"), target: target, hc: &http.Client{Timeout: 60 * time.Second}}
+func newRemote(ctx context.Context, url, target string, timeout time.Duration, client *serverClient) (*remote, error) {
+	hc, err := client.httpClient(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r := &remote{url: strings.TrimSuffix(url, "/"), target: target, hc: hc, client: client}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/v1/models", nil)
 	if err != nil {
 		return nil, fmt.Errorf("--url: %w", err)
 	}
+	client.authorize(req)
 	resp, err := r.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("--url: no Grove answers at %s: %w", r.url, err)
@@ -298,6 +309,7 @@ func (r *remote) score(ctx context.Context, ev *grovepb.PredictionEvent, inputs 
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	r.client.authorize(req)
 	if id := ev.GetRequestId(); id != "" && len(id) <= 120 {
 		req.Header.Set("X-Request-Id", "replay-"+id)
 	}

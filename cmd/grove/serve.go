@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,8 @@ import (
 	"github.com/groveml/grove/api/manage"
 	"github.com/groveml/grove/api/oip"
 	"github.com/groveml/grove/api/sidecar"
+	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/tlsconf"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
@@ -66,8 +69,10 @@ func serve(args []string, stderr io.Writer) int {
 //
 //  1. signals: ctx done (SIGTERM or SIGINT) starts the shutdown;
 //  2. readiness off: /readyz and gRPC health answer NOT_SERVING;
-//  3. servers: HTTP and gRPC stop taking requests and drain those in
-//     flight, together (what is still running at the deadline is cut);
+//  3. servers: HTTP (and admin HTTP) and gRPC stop taking requests and
+//     drain those in flight, together (what is still running at the
+//     deadline is cut); then the TLS file reload and the hourly
+//     --insecure-no-auth warning, when they run;
 //  4. actors: polling stops, every model is closed;
 //  5. prediction log: the producer flushes its buffer (and stops the
 //     embedded broker if it started one).
@@ -153,9 +158,29 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 
+	var tlsFiles *tlsconf.Reloader
+	if cfg.TLS.Enabled() {
+		tlsFiles, err = tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsconf.ClientAuth(cfg.TLS.ClientAuth)})
+		if err != nil {
+			return g.abort(fmt.Errorf("tls: %w", err))
+		}
+		g.add("tls reload", watchTLS(tlsFiles, cfg.TLS.ReloadInterval, log))
+	}
+	if cfg.InsecureNoAuth && !cfg.AuthConfigured() {
+		g.add("insecure warning", warnInsecure(log, time.Hour))
+	}
+	requireCert := tlsFiles != nil && tlsFiles.RequireClientCert()
 	hopts := httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
-		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) }}
-	gopts := grpcserver.Options{Ready: sys.Ready}
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) },
+		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert}
+	if cfg.AdminHTTP != "" {
+		hopts.AdminAPIs = []string{"manage"}
+	}
+	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
+		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
+		RequireClientCert:     requireCert, MaxConcurrentStreams: uint32(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -167,6 +192,10 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		g.add("auth", watchAuth(authn))
 	}
 	h := httpserver.New(hopts)
+	var httpTLS *tls.Config
+	if tlsFiles != nil {
+		httpTLS, gopts.TLS = tlsFiles.ServerConfig("h2", "http/1.1"), tlsFiles.ServerConfig("h2")
+	}
 	gs := grpcserver.New(gopts)
 	ba.Register(h, sys, baOpts)
 	sidecar.Register(gs, sys, baOpts, trail)
@@ -193,7 +222,16 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if err != nil {
 		return g.abort(fmt.Errorf("listening for HTTP: %w", err))
 	}
-	g.add("servers", serveHTTP(h.Handler(), ln, log))
+	g.add("servers", serveHTTP(h.NewHTTPServer(h.Handler(), httpTLS), ln, log))
+	adminAddr := "off"
+	if cfg.AdminHTTP != "" {
+		adminLn, err := net.Listen("tcp", cfg.AdminHTTP)
+		if err != nil {
+			return g.abort(fmt.Errorf("listening for admin HTTP: %w", err))
+		}
+		g.add("servers", serveHTTP(h.NewHTTPServer(h.AdminHandler(), httpTLS), adminLn, log))
+		adminAddr = adminLn.Addr().String()
+	}
 	grpcAddr := "off"
 	if cfg.GRPC != "off" {
 		grpcLn, err := net.Listen("tcp", cfg.GRPC)
@@ -210,7 +248,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}})
 	g.add("signals", untilDone(ctx))
 
-	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
+	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "admin_http", adminAddr, "tls", tlsFiles != nil,
+		"client_auth", cfg.TLS.ClientAuth, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
 	err = g.run()
 	log.Info("grove stopped")
 	return err
@@ -251,14 +290,61 @@ func untilDone(ctx context.Context) component {
 	}
 }
 
-// serveHTTP is the component that serves h on ln. Interrupted, it stops
-// taking requests and waits for those in flight until the stop deadline,
-// then cuts them.
-func serveHTTP(h http.Handler, ln net.Listener, log *slog.Logger) component {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+// grpcLimit is a byte limit as a gRPC message size, which is at most 2 GiB.
+func grpcLimit(n int64) int { return int(min(n, 2<<30-1)) }
+
+// watchTLS is the component that reloads the TLS files every interval.
+func watchTLS(r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) component {
+	ctx, cancel := context.WithCancel(context.Background())
+	return component{name: "tls reload",
+		execute:   func() error { r.Watch(ctx, interval, log.With("component", "tls")); return nil },
+		interrupt: func(context.Context) { cancel() },
+	}
+}
+
+// warnInsecure is the component that warns, now and every period, that
+// the server runs without authentication (--insecure-no-auth).
+func warnInsecure(log *slog.Logger, period time.Duration) component {
+	return every("insecure warning", period, func() {
+		log.Warn("serving WITHOUT AUTHENTICATION (insecure_no_auth): anyone who reaches the listeners can score, read and change the models; configure auth.tokens_file, auth.jwt or tls.client_auth require")
+	})
+}
+
+// every is the component that calls f at once and then every period
+// until it is interrupted.
+func every(name string, period time.Duration, f func()) component {
+	quit := make(chan struct{})
+	return component{name: name,
+		execute: func() error {
+			f()
+			t := time.NewTicker(period)
+			defer t.Stop()
+			for {
+				select {
+				case <-quit:
+					return nil
+				case <-t.C:
+					f()
+				}
+			}
+		},
+		interrupt: func(context.Context) { close(quit) },
+	}
+}
+
+// serveHTTP is the component that serves srv on ln, over TLS if srv has a
+// TLS config. Interrupted, it stops taking requests and waits for those in
+// flight until the stop deadline, then cuts them.
+func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	return component{name: "http",
 		execute: func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("serving HTTP: %w", err)
 			}
 			return nil

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestEveryCallsAtOnceAndEveryPeriodUntilInterrupted(t *testing.T) {
+	var calls atomic.Int32
+	reached := make(chan struct{})
+	c := every("test", time.Millisecond, func() {
+		if calls.Add(1) == 3 {
+			close(reached)
+		}
+	})
+	done := make(chan error, 1)
+	go func() { done <- c.execute() }()
+	select {
+	case <-reached:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d calls after 5s, want 3", calls.Load())
+	}
+	c.interrupt(t.Context())
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := calls.Load()
+	time.Sleep(10 * time.Millisecond) // no call after the interrupt
+	if calls.Load() != n {
+		t.Errorf("called after the interrupt: %d, then %d", n, calls.Load())
+	}
+}
