@@ -332,3 +332,45 @@ func TestAuthJWTFromALocalJWKS(t *testing.T) {
 		t.Errorf("gRPC ModelInfer with the reader's JWT: %v, want PERMISSION_DENIED", c)
 	}
 }
+
+// TestAuthModelReadyProbeAnswersOnlyReadiness: GET /v2/models/x/ready is
+// an open probe, so with a model named "x/ready" served (and no "x") it
+// must not answer that model's metadata without credentials; the role
+// read still gets it, and x/ready's own probe stays open.
+func TestAuthModelReadyProbeAnswersOnlyReadiness(t *testing.T) {
+	dir := t.TempDir()
+	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "x", "ready"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x", "ready", "model.pt"), model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": [{"model_path": "x/ready/"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, tokens)
+	g := startGrove(t, "file://"+dir, nil, "--auth-tokens-file", tokens)
+	g.waitFor("x/ready to be served", 60*time.Second, func() bool {
+		code, _, _ := g.authCall("GET", "/v2/models/x/ready/ready", "")
+		return code == http.StatusOK
+	})
+	for _, c := range []struct {
+		token string
+		code  int
+		has   string
+	}{
+		{"", http.StatusUnauthorized, `{"error":"no credentials`},
+		{tokenOf["infer"], http.StatusForbidden, "lacks role read"},
+		{tokenOf["read"], http.StatusOK, `"name":"x/ready`},
+	} {
+		code, body, _ := g.authCall("GET", "/v2/models/x/ready", c.token)
+		if code != c.code || !strings.Contains(body, c.has) || c.code != http.StatusOK && strings.Contains(body, `"inputs"`) {
+			t.Errorf("GET /v2/models/x/ready with token %q: %d %s, want %d with %s", c.token, code, body, c.code, c.has)
+		}
+	}
+}

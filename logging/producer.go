@@ -245,6 +245,18 @@ func clientOptions(cfg conf.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("kafka.compression %q is not none, gzip, snappy, lz4 or zstd", cfg.Compression)
 	}
 	opts = append(opts, kgo.ProducerBatchCompression(c))
+	sec, err := SecurityOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, sec...), nil
+}
+
+// SecurityOptions translates cfg's tls and sasl sections into franz-go
+// options: the producer's, and those of every Grove client of the same
+// brokers (grove logs tail, grove replay).
+func SecurityOptions(cfg conf.Kafka) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
 	if cfg.TLS.Enabled {
 		tc, err := tlsConfig(cfg.TLS)
 		if err != nil {

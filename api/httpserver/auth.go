@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/api/tlsconf"
 )
 
 // routeRole is the role auth.HTTPRoles gives pattern; with Options.Auth, a
@@ -60,6 +61,32 @@ func (s *Server) guardMount(prefix string, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 		}
 	})
+}
+
+// errNoClientCert refuses a request without the client certificate that
+// tls.client_auth require asks for.
+const errNoClientCert = "a client certificate signed by the client CA is required (tls.client_auth is require)"
+
+// AuthorizeProbePath authorizes, for role, a request that was let in
+// without credentials because its path is an open probe's (IsProbe,
+// auth.MountRoles) but that the mounted handler reads as another endpoint
+// (GET /v2/models/a/ready as the metadata of a model named "a/ready"): a
+// probe path may only ever answer readiness. It enforces what the request
+// would have needed: the client certificate when one is required, then
+// the credentials, the role and the limit (a caller the guard already
+// admitted with role passes). Refused, it answers and returns false.
+func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role) (*http.Request, bool) {
+	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
+		authError(w, r, http.StatusUnauthorized, errNoClientCert)
+		return nil, false
+	}
+	if s.opts.Auth == nil {
+		return r, true
+	}
+	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
+		return r, true
+	}
+	return s.authorize(w, r, role)
 }
 
 // authorize authenticates r's caller, checks it holds role and is within

@@ -242,7 +242,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		setDeadlines(w, r, h.opts.ReadTimeout, h.opts.WriteTimeout)
 	}
 	if h.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) && !IsProbe(r.Method, r.URL.Path) {
-		http.Error(w, "a client certificate signed by the client CA is required (tls.client_auth is require)", http.StatusUnauthorized)
+		http.Error(w, errNoClientCert, http.StatusUnauthorized)
 		return
 	}
 	for _, m := range h.mounts {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
@@ -166,6 +167,14 @@ func (a *rest) model(post bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rest := r.PathValue("rest")
 		rt, mv, served, ok := a.route(rest, post)
+		if ok && rt.action != "ready" && httpserver.IsProbe(r.Method, r.URL.Path) {
+			// Let in as a model-ready probe, without credentials: any
+			// other reading (a model named "x/ready") needs the role of
+			// a read.
+			if r, ok = a.h.AuthorizeProbePath(w, r, auth.RoleRead); !ok {
+				return
+			}
+		}
 		switch {
 		case !served && strings.HasSuffix(rest, "/trace/setting"):
 			// Triton's per-model trace settings (tritonclient's

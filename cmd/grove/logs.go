@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 )
 
@@ -37,8 +39,21 @@ without --from-beginning it starts at that end, so only --follow shows
 anything then. With --follow it runs until interrupted (SIGINT, SIGTERM).
 
 Example: grove logs tail --brokers 127.0.0.1:9092 --from-beginning --model pctr_v1/ | jq .outputs
-
+` + kafkaUsage + `
 Flags:
+`
+
+// kafkaUsage is the part of the usage of the commands that read the
+// prediction log that says how they reach Kafka.
+const kafkaUsage = `
+Kafka is reached as grove serve reaches it: --config FILE takes the
+server's YAML config (kafka.brokers, kafka.topic, kafka.tls, kafka.sasl),
+and each kafka.tls and kafka.sasl key has a flag of its name that
+overrides the file: --kafka-tls-enabled, --kafka-tls-ca-file,
+--kafka-tls-cert-file, --kafka-tls-key-file,
+--kafka-tls-insecure-skip-verify, --kafka-sasl-mechanism,
+--kafka-sasl-username and --kafka-sasl-password (better
+$GROVE_KAFKA_SASL_PASSWORD, which a process list does not show).
 `
 
 // logs runs "grove logs SUBCOMMAND".
@@ -117,17 +132,63 @@ func modelMatches(want, got string) bool {
 }
 
 // logSource is the prediction log topic a command reads: the flags
-// --brokers, --topic and --timeout.
+// --brokers, --topic and --timeout, and the server's Kafka TLS and SASL
+// settings (conf.KafkaClientFlags: --config and the kafka-tls-*,
+// kafka-sasl-* flags).
 type logSource struct {
 	brokers string
 	topic   string
 	timeout time.Duration
+	fs      *flag.FlagSet
+	kafka   func() (conf.Kafka, error)
 }
 
 func (s *logSource) flags(fs *flag.FlagSet) {
-	fs.StringVar(&s.brokers, "brokers", "127.0.0.1:9092", "Kafka seed `brokers`, comma-separated host:port")
-	fs.StringVar(&s.topic, "topic", "grove.predictions", "the prediction log `topic`")
+	fs.StringVar(&s.brokers, "brokers", "127.0.0.1:9092", "Kafka seed `brokers`, comma-separated host:port; unset, --config's kafka.brokers if it has them")
+	fs.StringVar(&s.topic, "topic", "grove.predictions", "the prediction log `topic`; unset, --config's kafka.topic if --config is given")
 	fs.DurationVar(&s.timeout, "timeout", 10*time.Second, "how long to wait for a broker to answer before giving up")
+	s.fs, s.kafka = fs, conf.KafkaClientFlags(fs)
+}
+
+// clientOptions resolves the brokers, the topic and the Kafka TLS and
+// SASL settings (a --config file's, under the flags given) and returns
+// the seed brokers and the franz-go options every client of the topic
+// takes.
+func (s *logSource) clientOptions() ([]string, []kgo.Opt, error) {
+	k, err := s.kafka()
+	if err != nil {
+		return nil, nil, err
+	}
+	set := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["brokers"] {
+		switch {
+		case len(k.Brokers) > 0:
+			s.brokers = strings.Join(k.Brokers, ",")
+		case k.Embedded:
+			s.brokers = k.EmbeddedAddr
+		}
+	}
+	if !set["topic"] && set["config"] {
+		s.topic = k.Topic
+	}
+	var seeds []string
+	for _, b := range strings.Split(s.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			seeds = append(seeds, b)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, nil, errors.New("--brokers is empty")
+	}
+	if s.topic == "" {
+		return nil, nil, errors.New("--topic is empty")
+	}
+	sec, err := logging.SecurityOptions(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	return seeds, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTimeout(s.timeout)}, sec...), nil
 }
 
 // read calls fn with every event of the topic, in offset order within each
@@ -139,21 +200,13 @@ func (s *logSource) flags(fs *flag.FlagSet) {
 // Grove's producer writes none.)
 func (s *logSource) read(ctx context.Context, fromBeginning, follow bool, stderr io.Writer,
 	fn func(*grovepb.PredictionEvent) (bool, error)) error {
-	var seeds []string
-	for _, b := range strings.Split(s.brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			seeds = append(seeds, b)
-		}
-	}
-	if len(seeds) == 0 {
-		return errors.New("--brokers is empty")
-	}
-	if s.topic == "" {
-		return errors.New("--topic is empty")
+	seeds, base, err := s.clientOptions()
+	if err != nil {
+		return err
 	}
 	// The overhead bounds the connection handshake too, which Ping's
 	// context does not.
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(s.timeout), kgo.RequestTimeoutOverhead(s.timeout))
+	admin, err := kgo.NewClient(append(slices.Clip(base), kgo.RequestTimeoutOverhead(s.timeout))...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -166,7 +219,7 @@ func (s *logSource) read(ctx context.Context, fromBeginning, follow bool, stderr
 	if fromBeginning {
 		start = kgo.NewOffset().AtStart()
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTimeout(s.timeout)}
+	opts := slices.Clip(base)
 	// next[p] is the first offset not read yet of each partition still to be read when not following.
 	next := make(map[int32]int64)
 	if follow {

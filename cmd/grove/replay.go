@@ -55,7 +55,7 @@ The summary gives the events compared, those skipped by reason, the mean
 and max absolute difference over all output values compared, and the share
 of compared events whose every output value is within --tolerance. With
 --json it is one JSON object instead.
-
+` + kafkaUsage + `
 Flags:
 `
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,6 +19,8 @@ type loadSpec struct {
 	// headers are extra header lines ("Grove-Timeout: 50ms").
 	contentType string
 	headers     []string
+	// tlsConf is the client TLS configuration of an https url.
+	tlsConf *tls.Config
 	// okMarker must appear in a 200 response body, errMarker (if set) must
 	// not; otherwise the request counts as an error.
 	okMarker, errMarker []byte
@@ -116,6 +119,9 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 				w.call = call
 			} else {
 				c, err := newRawClient(spec.url, spec.body, contentType, spec.timeout, spec.headers...)
+				if err == nil && c.tls && spec.tlsConf != nil {
+					c.tlsConf = spec.tlsConf
+				}
 				if err != nil {
 					w.errors++
 					w.firstErr = err.Error()

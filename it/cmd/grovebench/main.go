@@ -21,11 +21,16 @@
 // shadow.go) measures the requirement "under a saturating shadow load,
 // user-request p99 stays within 1.5x of the no-shadow p99" on a third grove
 // whose contracts put a user stream and shadow copies on the same model
-// actor.
+// actor. "grove-tls" (row "grove TLS+token", by default at b1c32) is a
+// grove serving TLS on both listeners with a tokens file
+// (--tls-cert, --tls-key, --auth-tokens-file; the certificate and a
+// random token made in process), loaded over TLS with the token on every
+// request; it is compared with plain grove (plaintext, no authentication)
+// at the same shape ("TLS + token vs plaintext ...").
 //
 // Run it from anywhere inside the repository (make bench does):
 //
-//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove-grpc/b1c1,grove-grpc/b1c32,grove-grpc/b64c8,grove+log/b1c32,shadow] [--prediction-log=false] [--json out.json]
+//	go run ./it/cmd/grovebench [--duration 5s] [--scenarios b1c1,b1c8,b1c32,b64c8,grove-grpc/b1c1,grove-grpc/b1c32,grove-grpc/b64c8,grove+log/b1c32,grove-tls/b1c32,shadow] [--prediction-log=false] [--json out.json]
 //
 // and the shadow scenario alone with
 //
@@ -164,6 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
 			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
+			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
 			"or one of those servers alone for its default scenarios; "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
@@ -324,7 +330,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
+	if wantGrove || wantGroveLog || wants(serverGroveTLS) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -456,6 +462,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		targets[serverGroveLog] = ep
 	}
+	if wants(serverGroveTLS) {
+		sec, err := writeTLSAuth(tmp)
+		if err != nil {
+			logf("FAILED to make grove-tls's certificate and tokens file: %v", err)
+			return 1
+		}
+		g, ep, err := startGroveWith(ctx, serverGroveTLS, groveBin, bucket, filepath.Join(tmp, "cache-tls"), filepath.Join(tmp, "grove-tls.log"), o.groveArgs, o.startTimeout, sec)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove-tls (grove serve %s): %v", strings.Join(sec.args(), " "), err)
+			return 1
+		}
+		logf("grove-tls ready at %s (TLS, bearer token required)", ep.baseURL)
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove-tls answered the check request wrongly: %v", err)
+			return 1
+		}
+		ep.api = "POST /v1/inference (TLS + bearer token)"
+		targets[serverGroveTLS] = ep
+	}
 	if wantBaseline {
 		b, ep, err := startBaseline(ctx, o.python, o.baselineDir, filepath.Join(bucket, modelPath, "model.pt"), filepath.Join(tmp, "baseline.log"), o.startTimeout)
 		if b != nil {
@@ -517,6 +545,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
 		spec := loadSpec{
 			url:       ep.url,
+			tlsConf:   ep.tlsConf,
+			headers:   ep.headers,
 			okMarker:  ep.okMarker,
 			errMarker: ep.errMarker,
 			batch:     s.Batch,

@@ -101,7 +101,11 @@ func freeAddr() (string, error) {
 // waitReady polls url until ready accepts the status code, the child
 // exits, ctx ends or timeout passes.
 func waitReady(ctx context.Context, c *child, url string, timeout time.Duration, ready func(code int) bool) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+	return waitReadyWith(ctx, c, &http.Client{Timeout: 2 * time.Second}, url, timeout, ready)
+}
+
+// waitReadyWith is waitReady with the given client (an https one for a TLS server).
+func waitReadyWith(ctx context.Context, c *child, client *http.Client, url string, timeout time.Duration, ready func(code int) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if c.exited() {
@@ -154,6 +158,13 @@ func buildGrove(ctx context.Context, goBin, root, bin string) error {
 // /readyz to answer 200. The returned child, if not nil, must be stopped by
 // the caller even when err is not nil.
 func startGrove(ctx context.Context, name, bin, bucket, cacheDir, logPath string, extra []string, timeout time.Duration) (*child, *endpoint, error) {
+	return startGroveWith(ctx, name, bin, bucket, cacheDir, logPath, extra, timeout, nil)
+}
+
+// startGroveWith is startGrove, and when sec is set, grove serves TLS and
+// needs sec's token: the endpoint is https with sec's client TLS and the
+// token's header.
+func startGroveWith(ctx context.Context, name, bin, bucket, cacheDir, logPath string, extra []string, timeout time.Duration, sec *tlsAuth) (*child, *endpoint, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, nil, err
@@ -164,13 +175,21 @@ func startGrove(ctx context.Context, name, bin, bucket, cacheDir, logPath string
 	}
 	args := append([]string{"serve", "--bucket", "file://" + bucket, "--http", addr, "--grpc", grpcAddr,
 		"--poll-interval", "1s", "--cache-dir", cacheDir}, extra...)
+	scheme, client := "http://", &http.Client{Timeout: 2 * time.Second}
+	if sec != nil {
+		args = append(args, sec.args()...)
+		scheme, client = "https://", sec.httpClient()
+	}
 	c, err := startChild(name, exec.Command(bin, args...), logPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	ep := groveEndpointFor(name, "http://"+addr)
+	ep := groveEndpointFor(name, scheme+addr)
 	ep.grpcAddr, ep.pid = grpcAddr, c.cmd.Process.Pid
-	err = waitReady(ctx, c, ep.baseURL+"/readyz", timeout, func(code int) bool { return code == http.StatusOK })
+	if sec != nil {
+		ep.tlsConf, ep.headers = sec.clientTLS, []string{sec.header()}
+	}
+	err = waitReadyWith(ctx, c, client, ep.baseURL+"/readyz", timeout, func(code int) bool { return code == http.StatusOK })
 	return c, ep, err
 }
 

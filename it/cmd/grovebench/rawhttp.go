@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 // client drives grove and the baseline.
 type rawClient struct {
 	addr    string
+	tls     bool   // an https URL: the connection speaks TLS (clientConn.tlsConf)
 	req     []byte // the whole request, headers and body
 	timeout time.Duration
 	clientConn
@@ -31,16 +33,16 @@ type rawClient struct {
 	body []byte // the last answer's body, reused
 }
 
-// newRawClient returns a client that POSTs body to rawURL (http:// only)
-// with the given content type and extra header lines ("Name: value");
+// newRawClient returns a client that POSTs body to rawURL (http:// or
+// https://; for https the caller sets tlsConf, else the system roots verify) with the given content type and extra header lines ("Name: value");
 // each request must finish within timeout.
 func newRawClient(rawURL string, body []byte, contentType string, timeout time.Duration, headers ...string) (*rawClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("load URL %q: %w", rawURL, err)
 	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("load URL %q: want http://host:port/path", rawURL)
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("load URL %q: want http://host:port/path or https://host:port/path", rawURL)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n",
@@ -50,7 +52,11 @@ func newRawClient(rawURL string, body []byte, contentType string, timeout time.D
 	}
 	b.WriteString("\r\n")
 	b.Write(body)
-	return &rawClient{addr: u.Host, req: b.Bytes(), timeout: timeout}, nil
+	c := &rawClient{addr: u.Host, req: b.Bytes(), timeout: timeout, tls: u.Scheme == "https"}
+	if c.tls {
+		c.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	}
+	return c, nil
 }
 
 // clientConn is a load client's connection, with the AfterFunc that
@@ -58,6 +64,8 @@ func newRawClient(rawURL string, body []byte, contentType string, timeout time.D
 type clientConn struct {
 	conn net.Conn
 	stop func() bool
+	// tlsConf, if set, makes dial do a TLS handshake on the connection.
+	tlsConf *tls.Config
 }
 
 // dial connects to addr. One AfterFunc per connection, not per request:
@@ -67,6 +75,22 @@ func (c *clientConn) dial(ctx context.Context, addr string, timeout time.Duratio
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
+	}
+	if c.tlsConf != nil {
+		conf := c.tlsConf
+		if conf.ServerName == "" {
+			conf = conf.Clone()
+			conf.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		tc := tls.Client(conn, conf)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		conn = tc
 	}
 	c.conn = conn
 	c.stop = context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,7 +45,7 @@ const (
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
 var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
-	serverGroveLog, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
+	serverGroveLog, serverGroveTLS, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
@@ -58,8 +59,11 @@ const deepPath = "rank_deep/"
 
 // serverLabel is a server's name in the table.
 func serverLabel(server string) string {
-	if server == serverGroveLog {
+	switch server {
+	case serverGroveLog:
 		return "grove+log FULL"
+	case serverGroveTLS:
+		return "grove TLS+token"
 	}
 	return server
 }
@@ -85,6 +89,8 @@ func defaultShapesOf(server string) []string {
 	switch server {
 	case serverGroveLog:
 		return predLogShapes
+	case serverGroveTLS:
+		return tlsShapes
 	case serverGroveGRPC:
 		return grpcShapes
 	case serverGroveONNX:
@@ -112,6 +118,9 @@ func defaultSpec() string {
 	spec += "," + serverGroveDeep + "/" + batchingShape + "," + serverGroveDeepNoBatch + "/" + batchingShape
 	for _, s := range predLogShapes {
 		spec += "," + serverGroveLog + "/" + s
+	}
+	for _, s := range tlsShapes {
+		spec += "," + serverGroveTLS + "/" + s
 	}
 	for _, s := range directShapes {
 		spec += "," + serverDirect + "/" + s
@@ -240,6 +249,10 @@ type endpoint struct {
 	grpcAddr string
 	// pid is the server's process, for its CPU use (0: unknown).
 	pid int
+	// tlsConf, if set, is the client TLS configuration of an https URL;
+	// headers are extra request header lines (the bearer token).
+	tlsConf *tls.Config
+	headers []string
 }
 
 func groveEndpoint(baseURL string) *endpoint {
@@ -445,7 +458,16 @@ func checkAnswer(ctx context.Context, ep *endpoint, rows [][]float64, want []flo
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	for _, h := range ep.headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Set(name, strings.TrimSpace(value))
+	}
+	client := http.DefaultClient
+	if ep.tlsConf != nil {
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: ep.tlsConf.Clone()}}
+		defer client.CloseIdleConnections()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
