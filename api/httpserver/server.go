@@ -10,7 +10,8 @@
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
-// API owns /v2). The server knows no protocol.
+// API owns /v2), and the ErrorWriter that answers their refusals in their
+// own error format with SetErrorWriter. The server knows no protocol.
 package httpserver
 
 import (
