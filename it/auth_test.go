@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -96,11 +97,19 @@ var (
 	wildcard      = regexp.MustCompile(`\{[^}]+\}`)
 )
 
-type authCall struct{ method, path, role string }
+// authCall is a request to one route: pattern is the route's (a mount's
+// prefix + "/..."), path one it serves.
+type authCall struct{ method, path, role, pattern string }
 
 // call sends method path with token (none if "") and returns the status,
 // the body and the headers.
 func (g *grove) authCall(method, path, token string) (int, string, http.Header) {
+	g.t.Helper()
+	return g.authCallWith(client, method, path, token)
+}
+
+// authCallWith is authCall through c.
+func (g *grove) authCallWith(c *http.Client, method, path, token string) (int, string, http.Header) {
 	g.t.Helper()
 	req, err := http.NewRequest(method, g.url+path, strings.NewReader("{}"))
 	if err != nil {
@@ -109,13 +118,148 @@ func (g *grove) authCall(method, path, token string) (int, string, http.Header) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header
+}
+
+// routeCalls are requests to every HTTP route and mount the binary logged
+// (mounts through mountSamples), with the role each needs.
+func routeCalls(t *testing.T, logs string) []authCall {
+	t.Helper()
+	var calls []authCall
+	for _, m := range httpRouteLog.FindAllStringSubmatch(logs, -1) {
+		pattern, role := m[1], m[2]
+		if _, ok := refusalFormats[pattern]; !ok {
+			t.Errorf("route %s has no error format in refusalFormats: add the one its protocol answers in", pattern)
+		}
+		if strings.HasSuffix(pattern, "/...") {
+			samples, ok := mountSamples[pattern]
+			if !ok {
+				t.Errorf("mount %s has no samples in mountSamples: add requests for it", pattern)
+			}
+			for _, s := range samples {
+				calls = append(calls, authCall{s.method, s.path, s.role, pattern})
+			}
+			continue
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		calls = append(calls, authCall{method, wildcard.ReplaceAllString(path, "x1"), role, pattern})
+	}
+	return calls
+}
+
+// The error formats of refusals (issue 15: "the error body follows each
+// protocol's error format").
+const (
+	fmtBA         = "B&A batch error"          // {"response":[{"error":{"error_type":"UNKNOWN","description":…}}]}
+	fmtForestFlow = "ForestFlow ErrorResponse" // {"UnknownServableError":{"fqrv":…,"errorMessage":…}}
+	fmtJSON       = `{"error": …}`             // OIP's error object, Grove's own JSON routes
+	fmtText       = "plain text"               // GraphPipe, /metrics, pprof
+)
+
+// refusalFormats is the error format each HTTP route (by its logged
+// pattern) answers its refusals in; a route missing here fails the test.
+var refusalFormats = map[string]string{
+	"GET /healthz": fmtText, "GET /readyz": fmtText,
+	"GET /v1/status": fmtJSON, "GET /v1/audit": fmtJSON, "/v2/...": fmtJSON,
+	"GET /metrics": fmtText, "/debug/pprof/...": fmtText,
+	"POST /v1/inference": fmtBA, "GET /v1/models": fmtBA,
+	"POST /{org}/{project}/{n}/gp": fmtText,
+
+	"POST /{org}/{project}/{n}/score": fmtForestFlow, "POST /{org}/{project}/{n}/{rv}/score": fmtForestFlow,
+	"GET /contracts/list": fmtForestFlow, "GET /{org}/{project}/{n}/stats": fmtForestFlow,
+	"POST /servable": fmtForestFlow, "POST /contract/{org}/{project}/{n}": fmtForestFlow, "PUT /{org}/{project}/{n}": fmtForestFlow,
+	"PUT /{org}/{project}/{n}/{rv}/policy": fmtForestFlow, "PUT /{org}/{project}/{n}/{rv}/policy-settings": fmtForestFlow,
+	"PUT /{org}/{project}/{n}/{rv}/logging": fmtForestFlow, "PUT /{org}/{project}/{n}/{rv}/logging-settings": fmtForestFlow,
+	"DELETE /{org}/{project}/{n}/{rv}": fmtForestFlow, "POST /{org}/{project}/{n}/{rv}/metrics": fmtForestFlow,
+	"GET /{org}/{project}/{n}/releases": fmtForestFlow, "GET /{org}/{project}/{n}/list": fmtForestFlow,
+	"GET /{org}/{project}/{n}/c-settings": fmtForestFlow, "GET /{org}/{project}/{n}/contract-settings": fmtForestFlow,
+	"GET /{org}/{project}/{n}/s-settings": fmtForestFlow, "GET /{org}/{project}/{n}/servable-settings": fmtForestFlow,
+	"GET /{org}/{project}/{n}/{rv}/settings": fmtForestFlow, "GET /{org}/{project}/{n}/metadata": fmtForestFlow,
+	"GET /{org}/{project}/{n}/{rv}/metadata": fmtForestFlow,
+}
+
+// checkRefusal fails t unless body (with its headers) is a refusal in
+// format carrying want in its message.
+func checkRefusal(t *testing.T, what, format string, hdr http.Header, body, want string) {
+	t.Helper()
+	ctype := hdr.Get("Content-Type")
+	var msg string
+	var err error
+	switch format {
+	case fmtBA:
+		var doc struct {
+			Response []struct {
+				Error struct {
+					ErrorType   string `json:"error_type"`
+					Description string `json:"description"`
+				} `json:"error"`
+			} `json:"response"`
+		}
+		if err = strictJSON(body, &doc); err == nil && (len(doc.Response) != 1 || doc.Response[0].Error.ErrorType != "UNKNOWN") {
+			err = fmt.Errorf("not one UNKNOWN error")
+		}
+		if err == nil {
+			msg = doc.Response[0].Error.Description
+		}
+	case fmtForestFlow:
+		var doc struct {
+			UnknownServableError *struct {
+				FQRV struct {
+					Contract struct {
+						Organization, Project string
+						ContractNumber        int32
+					} `json:"contract"`
+					ReleaseVersion string `json:"releaseVersion"`
+				} `json:"fqrv"`
+				ErrorMessage string `json:"errorMessage"`
+			}
+		}
+		if err = strictJSON(body, &doc); err == nil && doc.UnknownServableError == nil {
+			err = fmt.Errorf("no UnknownServableError")
+		}
+		if err == nil {
+			msg = doc.UnknownServableError.ErrorMessage
+		}
+	case fmtJSON:
+		var doc struct{ Error *string }
+		if err = strictJSON(body, &doc); err == nil && doc.Error == nil {
+			err = fmt.Errorf("no error member")
+		}
+		if err == nil {
+			msg = *doc.Error
+		}
+	case fmtText:
+		if !strings.HasPrefix(ctype, "text/plain") {
+			err = fmt.Errorf("not plain text")
+		}
+		msg = body
+	}
+	if format != fmtText && ctype != "application/json" {
+		err = fmt.Errorf("Content-Type %q", ctype)
+	}
+	if err != nil || !strings.Contains(msg, want) {
+		t.Errorf("%s: %q (%s) is not a %s saying %q: %v", what, body, ctype, format, want, err)
+	}
+}
+
+// strictJSON decodes body into v, refusing members v lacks and trailing
+// data.
+func strictJSON(body string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the document")
+	}
+	return nil
 }
 
 func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
@@ -132,22 +276,7 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 	g := startGrove(t, "file://"+dir, nil, "--config", cfg, "--auth-tokens-file", tokens, "--pprof")
 
 	// The routes and methods, as the binary registered them.
-	var calls []authCall
-	for _, m := range httpRouteLog.FindAllStringSubmatch(g.logs.String(), -1) {
-		pattern, role := m[1], m[2]
-		if strings.HasSuffix(pattern, "/...") {
-			samples, ok := mountSamples[pattern]
-			if !ok {
-				t.Errorf("mount %s has no samples in mountSamples: add requests for it", pattern)
-			}
-			for _, s := range samples {
-				calls = append(calls, authCall(s))
-			}
-			continue
-		}
-		method, path, _ := strings.Cut(pattern, " ")
-		calls = append(calls, authCall{method, wildcard.ReplaceAllString(path, "x1"), role})
-	}
+	calls := routeCalls(t, g.logs.String())
 	methods := grpcMethodLog.FindAllStringSubmatch(g.logs.String(), -1)
 	if len(calls) < 30 || len(methods) < 25 {
 		t.Fatalf("found %d HTTP calls and %d gRPC methods in the logs; want the whole table", len(calls), len(methods))
@@ -187,12 +316,17 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		if code != http.StatusUnauthorized || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
 			t.Errorf("%s (role %s) without credentials: %d %q, WWW-Authenticate %q; want 401 with Bearer", what, c.role, code, body, hdr.Get("WWW-Authenticate"))
 		}
-		if code, body, _ := g.authCall(c.method, c.path, "not-a-token"); code != http.StatusUnauthorized || strings.Contains(body, "not-a-token") {
+		checkRefusal(t, what+" without credentials", refusalFormats[c.pattern], hdr, body, "no credentials")
+		code, body, hdr = g.authCall(c.method, c.path, "not-a-token")
+		if code != http.StatusUnauthorized || strings.Contains(body, "not-a-token") {
 			t.Errorf("%s with an unknown token: %d %q", what, code, body)
 		}
-		if code, body, _ := g.authCall(c.method, c.path, wrongFor[c.role]); code != http.StatusForbidden || !strings.Contains(body, "lacks role "+c.role) {
+		checkRefusal(t, what+" with an unknown token", refusalFormats[c.pattern], hdr, body, "unknown bearer token")
+		code, body, hdr = g.authCall(c.method, c.path, wrongFor[c.role])
+		if code != http.StatusForbidden {
 			t.Errorf("%s (role %s) with the wrong role: %d %q; want 403 naming the role", what, c.role, code, body)
 		}
+		checkRefusal(t, what+" with the wrong role", refusalFormats[c.pattern], hdr, body, "lacks role "+c.role)
 		if code, body, _ := g.authCall(c.method, c.path, tokenOf[c.role]); code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests {
 			t.Errorf("%s (role %s) with the right role: %d %q", what, c.role, code, body)
 		}
@@ -242,8 +376,13 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 			t.Fatalf("limited call %d: %d %q", i+1, code, body)
 		}
 	}
-	if code, body, hdr := g.authCall("GET", "/v1/models", "tok-limited-005"); code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
-		t.Errorf("past the limit: %d %q, Retry-After %q; want 429 with Retry-After", code, body, hdr.Get("Retry-After"))
+	for _, c := range []authCall{{"GET", "/v1/models", "read", "GET /v1/models"}, {"GET", "/contracts/list", "read", "GET /contracts/list"},
+		{"GET", "/v2", "read", "/v2/..."}, {"GET", "/v1/status", "read", "GET /v1/status"}} {
+		code, body, hdr := g.authCall(c.method, c.path, "tok-limited-005")
+		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+			t.Errorf("%s past the limit: %d %q, Retry-After %q; want 429 with Retry-After", c.path, code, body, hdr.Get("Retry-After"))
+		}
+		checkRefusal(t, c.path+" past the limit", refusalFormats[c.pattern], hdr, body, `"limited" is over its request limit`)
 	}
 	if c := invoke("/inference.GRPCInferenceService/ServerMetadata", "tok-limited-005"); c != codes.ResourceExhausted {
 		t.Errorf("gRPC past the limit: %v, want RESOURCE_EXHAUSTED", c)
@@ -269,6 +408,34 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		if strings.Contains(g.logs.String(), tok) {
 			t.Errorf("the logs hold token %s", tok)
 		}
+	}
+}
+
+// TestAuthClientCertificateRefusalsInEachFormat requires client
+// certificates (with tokens too, so that the binary logs its routes) and
+// checks that every route but the probes refuses a caller without one,
+// before its token is looked at, with 401 in its protocol's error format.
+func TestAuthClientCertificateRefusalsInEachFormat(t *testing.T) {
+	s := newTLSSetup(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, tokens)
+	g := startTLSGrove(t, s, "--tls-client-ca", s.caFile, "--tls-client-auth", "require", "--auth-tokens-file", tokens,
+		"--pprof", "--log-level", "debug")
+	calls := routeCalls(t, g.logs.String())
+	if len(calls) < 30 {
+		t.Fatalf("found %d HTTP calls in the logs; want the whole table", len(calls))
+	}
+	anon := s.client()
+	for _, c := range calls {
+		if c.role == "open" {
+			continue
+		}
+		what := c.method + " " + c.path + " without a client certificate"
+		code, body, hdr := g.authCallWith(anon, c.method, c.path, tokenOf[c.role])
+		if code != http.StatusUnauthorized {
+			t.Errorf("%s: %d %q, want 401", what, code, body)
+		}
+		checkRefusal(t, what, refusalFormats[c.pattern], hdr, body, "a client certificate signed by the client CA is required")
 	}
 }
 
@@ -315,8 +482,12 @@ func TestAuthJWTFromALocalJWKS(t *testing.T) {
 		{"other issuer", sign(key, "https://evil.test", "read"), http.StatusUnauthorized, "wrong issuer"},
 		{"other key", sign(other, "https://idp.test", "read"), http.StatusUnauthorized, "bad signature"},
 	} {
-		if code, body, _ := g.authCall("GET", "/v1/models", c.token); code != c.code || !strings.Contains(body, c.body) {
+		code, body, hdr := g.authCall("GET", "/v1/models", c.token)
+		if code != c.code {
 			t.Errorf("%s: %d %q, want %d %q", c.name, code, body, c.code, c.body)
+		}
+		if code != http.StatusOK {
+			checkRefusal(t, c.name, refusalFormats["GET /v1/models"], hdr, body, c.body)
 		}
 	}
 	conn, err := grpc.NewClient(g.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -15,11 +15,26 @@ type Backend interface {
 
 // Register serves the B&A API on h: POST /v1/inference (a batch request
 // in, parsed with opts, a batch response out) and GET /v1/models (the ready
-// model paths, as the sidecar's getModelPaths).
+// model paths, as the sidecar's getModelPaths). Both answer refusals
+// with WriteRefusal.
 func Register(h *httpserver.Server, b Backend, opts ParseOptions) {
 	a := &api{h: h, b: b, opts: opts}
 	h.Handle("POST /v1/inference", "inference", a.inference)
 	h.Handle("GET /v1/models", "models", a.models)
+	h.SetErrorWriter("inference", WriteRefusal)
+	h.SetErrorWriter("models", WriteRefusal)
+}
+
+// WriteRefusal is the B&A API's httpserver.ErrorWriter: a refused call
+// (no or bad credentials, a missing role, over its limit) answers code
+// with a batch that failed as a whole,
+// {"response":[{"error":{"error_type":"UNKNOWN","description":msg}}]}
+// (AppendBatchError): the sidecar's error types have none for a refusal,
+// and UNKNOWN is its error of no known kind.
+func WriteRefusal(w http.ResponseWriter, _ *http.Request, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(AppendBatchError(nil, &Error{Type: Unknown, Description: msg}, ""))
 }
 
 type api struct {

@@ -23,13 +23,30 @@ type Backend interface {
 
 // Register serves the ForestFlow APIs over b on h: the score endpoints
 // (routed through the contract, or to one release), the contract list and
-// each contract's statistics.
+// each contract's statistics. They answer refusals with WriteRefusal.
 func Register(h *httpserver.Server, b Backend) {
 	a := &api{h: h, b: b}
 	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", a.score)
 	h.Handle("POST /{org}/{project}/{n}/{rv}/score", "forestflow", a.score)
 	h.Handle("GET /contracts/list", "contracts", a.contractList)
 	h.Handle("GET /{org}/{project}/{n}/stats", "contracts", a.contractStats)
+	h.SetErrorWriter("forestflow", WriteRefusal)
+	h.SetErrorWriter("contracts", WriteRefusal)
+}
+
+// WriteRefusal is the httpserver.ErrorWriter of ForestFlow's routes (the
+// score, contract read and management APIs): a refused call (no or bad
+// credentials, a missing role, over its limit) answers code with
+// ForestFlow's ErrorResponse body. ForestFlow has no case for a refusal;
+// it is UnknownServableError, its one case that carries a message, which
+// every ForestFlow client reads: {"UnknownServableError":{"fqrv":…,
+// "errorMessage":msg}}, with the contract and release the path names
+// (empty, contract number 0, where it names none).
+func WriteRefusal(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	n, _ := strconv.ParseInt(r.PathValue("n"), 10, 32)
+	fqrv := FQRV{Contract: Contract{Organization: r.PathValue("org"), Project: r.PathValue("project"), ContractNumber: int32(max(n, 0))},
+		ReleaseVersion: r.PathValue("rv")}
+	WriteError(w, code, ErrorResponse{Case: UnknownServableError, FQRV: fqrv, Message: msg})
 }
 
 type api struct {

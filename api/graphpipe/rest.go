@@ -24,9 +24,16 @@ type Backend interface {
 }
 
 // Register serves GraphPipe over b on h: POST /{org}/{project}/{n}/gp.
+// Its refusals (no or bad credentials, a missing role, over its limit)
+// are plain text with their status (httpserver.TextError), GraphPipe's
+// error format over HTTP: its reference server (graphpipe-go) answers a
+// failed request with http.Error, and its clients report the body of a
+// non-200 answer as the error's text (the errors of an InferResponse ride
+// in a 200, and graphpipe-go ignores them), as fail answers too.
 func Register(h *httpserver.Server, b Backend) {
 	a := &api{h: h, b: b}
 	h.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", a.serve)
+	h.SetErrorWriter("graphpipe", httpserver.TextError)
 }
 
 type api struct {

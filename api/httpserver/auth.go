@@ -27,45 +27,102 @@ func (s *Server) routeRole(pattern string) auth.Role {
 	return r
 }
 
-// guard serves h to callers holding role, answering 401, 403 or 429
-// otherwise; the caller's identity is in the request's context
-// (auth.FromContext). An open route (or no Options.Auth) is h itself.
-func (s *Server) guard(role auth.Role, h http.HandlerFunc) http.HandlerFunc {
-	if s.opts.Auth == nil || role == auth.Open {
+// ErrorWriter answers a request the server refused before its handler
+// ran (401 without valid credentials or without a required client
+// certificate, 403 for a missing role, 429 past a limit) with code and
+// msg, in the error format of the protocol that owns the route. Headers
+// the refusal needs (WWW-Authenticate, Retry-After) are set before it is
+// called; it sets Content-Type, writes code and the body.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, code int, msg string)
+
+// TextError is the ErrorWriter of plain text (http.Error): the server's
+// /metrics and pprof, and any route whose protocol registers none.
+func TextError(w http.ResponseWriter, _ *http.Request, code int, msg string) {
+	http.Error(w, msg, code)
+}
+
+// JSONError is the ErrorWriter of {"error": msg}, the Open Inference
+// Protocol's error object, which Grove's own JSON routes (/v1/status,
+// /v1/audit) answer too.
+func JSONError(w http.ResponseWriter, _ *http.Request, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(msg)
+	_, _ = w.Write(slices.Concat([]byte(`{"error":`), b, []byte("}\n")))
+}
+
+// SetErrorWriter makes ew answer the refusals of the routes Handle adds
+// under api (its metrics label, "inference"), or of the mount whose prefix
+// is api ("/v2"), so that each protocol answers them in its own error
+// format; call it while setting up, before Handler. Without one, refusals
+// are plain text (TextError); GET /v1/status answers JSONError.
+func (s *Server) SetErrorWriter(api string, ew ErrorWriter) {
+	s.errs[strings.TrimSuffix(api, "/")] = ew
+}
+
+// errorWriter is the ErrorWriter of api (a label or a mount's prefix).
+func (s *Server) errorWriter(api string) ErrorWriter {
+	if ew, ok := s.errs[api]; ok {
+		return ew
+	}
+	return TextError
+}
+
+// guard serves h to callers holding role, answering 401, 403 or 429 with
+// api's ErrorWriter otherwise, and 401 to a caller without a required
+// client certificate (Options.RequireClientCert); the caller's identity
+// is in the request's context (auth.FromContext). An open route without
+// required certificates (or with neither Options.Auth nor them) is h
+// itself.
+func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.HandlerFunc {
+	cert := s.opts.RequireClientCert
+	if !cert && (s.opts.Auth == nil || role == auth.Open) {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r, ok := s.authorize(w, r, role); ok {
+		if cert && s.refuseCert(w, r, api) {
+			return
+		}
+		if s.opts.Auth == nil || role == auth.Open {
+			h(w, r)
+			return
+		}
+		if r, ok := s.authorize(w, r, role, api); ok {
 			h(w, r)
 		}
 	}
 }
 
 // guardMount guards the subtree at prefix with the role auth.MountRoles'
-// function gives each request.
+// function gives each request, answering refusals with prefix's
+// ErrorWriter.
 func (s *Server) guardMount(prefix string, h http.Handler) http.Handler {
-	if s.opts.Auth == nil {
+	cert := s.opts.RequireClientCert
+	if s.opts.Auth == nil && !cert {
 		return h
 	}
-	roleOf, ok := auth.MountRoles[prefix]
-	if !ok {
-		panic(fmt.Sprintf("httpserver: mount %q has no entry in auth.MountRoles", prefix))
+	roleOf := func(string, string) auth.Role { return auth.Open }
+	if s.opts.Auth != nil {
+		f, ok := auth.MountRoles[prefix]
+		if !ok {
+			panic(fmt.Sprintf("httpserver: mount %q has no entry in auth.MountRoles", prefix))
+		}
+		roleOf = f
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cert && s.refuseCert(w, r, prefix) {
+			return
+		}
 		role := roleOf(r.Method, r.URL.Path)
 		if role == auth.Open {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if r, ok := s.authorize(w, r, role); ok {
+		if r, ok := s.authorize(w, r, role, prefix); ok {
 			h.ServeHTTP(w, r)
 		}
 	})
 }
-
-// errNoClientCert refuses a request without the client certificate that
-// tls.client_auth require asks for.
-const errNoClientCert = "a client certificate signed by the client CA is required (tls.client_auth is require)"
 
 // AuthorizeProbePath authorizes, for role, a request that was let in
 // without credentials because its path is an open probe's (IsProbe,
@@ -74,10 +131,11 @@ const errNoClientCert = "a client certificate signed by the client CA is require
 // probe path may only ever answer readiness. It enforces what the request
 // would have needed: the client certificate when one is required, then
 // the credentials, the role and the limit (a caller the guard already
-// admitted with role passes). Refused, it answers and returns false.
-func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role) (*http.Request, bool) {
+// admitted with role passes). Refused, it answers with the ErrorWriter
+// registered for api (a Handle label or a Mount prefix) and returns false.
+func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
 	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
-		authError(w, r, http.StatusUnauthorized, errNoClientCert)
+		s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
 		return nil, false
 	}
 	if s.opts.Auth == nil {
@@ -86,43 +144,43 @@ func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role
 	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
 		return r, true
 	}
-	return s.authorize(w, r, role)
+	return s.authorize(w, r, role, api)
+}
+
+// certRequired is the answer to a caller without a required client
+// certificate.
+const certRequired = "a client certificate signed by the client CA is required (tls.client_auth is require)"
+
+// refuseCert answers 401 with api's ErrorWriter and returns true when r
+// has no verified client certificate and is not a probe.
+func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) bool {
+	if tlsconf.HasVerifiedClientCert(r.TLS) || IsProbe(r.Method, r.URL.Path) {
+		return false
+	}
+	s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
+	return true
 }
 
 // authorize authenticates r's caller, checks it holds role and is within
 // its limit, and returns r carrying the identity; when it is not, it
-// answers and returns false.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) (*http.Request, bool) {
+// answers with api's ErrorWriter and returns false.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
 	id, err := s.opts.Auth.HTTP(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="grove"`)
-		authError(w, r, http.StatusUnauthorized, auth.Reason(err))
+		s.errorWriter(api)(w, r, http.StatusUnauthorized, auth.Reason(err))
 		return nil, false
 	}
 	if !id.Has(role) {
-		authError(w, r, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
+		s.errorWriter(api)(w, r, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
 		return nil, false
 	}
 	if ok, wait := s.opts.Auth.Allow(id); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
-		authError(w, r, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
+		s.errorWriter(api)(w, r, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
 		return nil, false
 	}
 	return r.WithContext(auth.NewContext(r.Context(), id)), true
-}
-
-// authError answers a refused request in its protocol's error format: the
-// Open Inference Protocol's {"error": ...} under /v2, else plain text, as
-// the other protocols answer errors.
-func authError(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	if p := r.URL.Path; p == "/v2" || strings.HasPrefix(p, "/v2/") {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		b, _ := json.Marshal(msg)
-		_, _ = w.Write(slices.Concat([]byte(`{"error":`), b, []byte("}\n")))
-		return
-	}
-	http.Error(w, msg, code)
 }
 
 // Route is a route or mount of the server and the role it needs.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func TestAuthRefusesAndAdmitsByRole(t *testing.T) {
 	s.Handle("POST /v1/inference", "inference", who)
 	s.Handle("GET /v1/models", "models", who)
 	s.Mount("/v2", http.HandlerFunc(who))
+	s.SetErrorWriter("/v2", JSONError)
 	h := s.Handler()
 	for _, c := range []struct {
 		method, path, authz string
@@ -106,6 +108,100 @@ func TestAuthRefusesAndAdmitsByRole(t *testing.T) {
 	}
 	if want := "[/false /false bidder/true console/true bidder/true tiny/true]"; fmt.Sprint(seen) != want {
 		t.Errorf("identities seen by handlers: %v, want %s", seen, want)
+	}
+}
+
+// TestRefusalsUseTheRoutesErrorWriter checks that each refusal (401, 403,
+// 429 and a missing client certificate) is answered by the ErrorWriter of
+// the route's api label or mount, with the status and headers unchanged,
+// and that routes without one, /metrics and pprof answer plain text and
+// /v1/status JSON.
+func TestRefusalsUseTheRoutesErrorWriter(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := newAuth(t, map[string]string{"tok-read": "console:read", "tok-limited": "tiny:read,infer"},
+		[]auth.Limit{{Name: "tiny", RPS: 1, Burst: 1}}, func() time.Time { return now })
+	tagged := func(tag string) ErrorWriter {
+		return func(w http.ResponseWriter, r *http.Request, code int, msg string) {
+			w.Header().Set("Content-Type", "text/x-"+tag)
+			w.WriteHeader(code)
+			_, _ = fmt.Fprintf(w, "%s %d %s: %s", tag, code, r.URL.Path, msg)
+		}
+	}
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") }
+	for _, cert := range []bool{false, true} {
+		s := New(Options{Auth: a, Status: func() any { return "ok" }, Gatherer: prometheus.NewRegistry(), Pprof: true, RequireClientCert: cert})
+		s.Handle("POST /v1/inference", "inference", ok)
+		s.Handle("GET /v1/models", "models", ok)
+		s.Handle("POST /{org}/{project}/{n}/score", "forestflow", ok)
+		s.Handle("POST /contract/{org}/{project}/{n}", "manage", ok)
+		s.Handle("GET /v1/audit", "audit", ok)
+		s.Mount("/v2", http.HandlerFunc(ok))
+		s.SetErrorWriter("inference", tagged("ba"))
+		s.SetErrorWriter("forestflow", tagged("ff"))
+		s.SetErrorWriter("manage", tagged("mg"))
+		s.SetErrorWriter("/v2/", tagged("oip"))
+		h := s.Handler()
+		for _, c := range []struct {
+			method, path, authz string
+			code                int
+			ctype, body         string
+		}{
+			{"POST", "/v1/inference", "", 401, "text/x-ba", "ba 401 /v1/inference: no credentials"},
+			{"POST", "/v1/inference", "Bearer tok-read", 403, "text/x-ba", `ba 403 /v1/inference: token "console" lacks role infer`},
+			{"GET", "/v1/models", "", 401, "text/plain; charset=utf-8", "no credentials"},
+			{"POST", "/a/b/1/score", "Bearer tok-read", 403, "text/x-ff", "ff 403 /a/b/1/score: "},
+			{"POST", "/contract/a/b/1", "Bearer tok-read", 403, "text/x-mg", "mg 403 /contract/a/b/1: "},
+			{"GET", "/v1/audit", "", 401, "text/plain; charset=utf-8", "no credentials"},
+			{"POST", "/v2/models/m/infer", "Bearer tok-read", 403, "text/x-oip", "oip 403 /v2/models/m/infer: "},
+			{"GET", "/v1/status", "", 401, "application/json", `{"error":"no credentials`},
+			{"GET", "/metrics", "", 401, "text/plain; charset=utf-8", "no credentials"},
+			{"GET", "/debug/pprof/", "Bearer tok-read", 403, "text/plain; charset=utf-8", "lacks role admin"},
+			{"POST", "/v1/inference", "Bearer tok-limited", 200, "text/plain; charset=utf-8", "served"},
+			{"POST", "/v1/inference", "Bearer tok-limited", 429, "text/x-ba", `ba 429 /v1/inference: "tiny" is over its request limit`},
+		} {
+			r := httptest.NewRequest(c.method, c.path, nil)
+			if c.authz != "" {
+				r.Header.Set("Authorization", c.authz)
+			}
+			code, ctype, body := c.code, c.ctype, c.body
+			if cert {
+				// Without a client certificate, every route is refused
+				// first, by its writer, with no WWW-Authenticate.
+				code, body = 401, "client certificate"
+				if tag, _, ok := strings.Cut(c.body, " "+strconv.Itoa(c.code)+" "); ok {
+					body = tag + " 401 " + c.path + ": a client certificate"
+				}
+				if c.code == 200 {
+					ctype, body = "text/x-ba", "ba 401 /v1/inference: a client certificate"
+				}
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			got := rec.Body.String()
+			what := fmt.Sprintf("cert=%v %s %s (%s)", cert, c.method, c.path, c.authz)
+			if rec.Code != code || rec.Header().Get("Content-Type") != ctype || !strings.Contains(got, body) {
+				t.Errorf("%s: %d %q %q, want %d %q %q", what, rec.Code, rec.Header().Get("Content-Type"), got, code, ctype, body)
+			}
+			if cert && !strings.Contains(got, "client certificate") {
+				t.Errorf("%s: %q does not name the client certificate", what, got)
+			}
+			if wa := rec.Header().Get("WWW-Authenticate"); (code == 401 && !cert) != (wa == `Bearer realm="grove"`) {
+				t.Errorf("%s: WWW-Authenticate %q", what, wa)
+			}
+			if ra := rec.Header().Get("Retry-After"); (code == 429) != (ra == "1") {
+				t.Errorf("%s: Retry-After %q", what, ra)
+			}
+		}
+		if cert {
+			// A path no route serves is refused as plain text, as before.
+			for _, p := range []string{"/nowhere", "/a/b/1/nowhere"} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("POST", p, nil))
+				if rec.Code != 401 || !strings.Contains(rec.Body.String(), "client certificate") {
+					t.Errorf("POST %s without a certificate: %d %q", p, rec.Code, rec.Body.String())
+				}
+			}
+		}
 	}
 }
 

@@ -87,8 +87,9 @@ func precedence(a, b route) int {
 // registerRoutes adds routes to mux: each on its own, except routes whose
 // shapes overlap, directly or through others, which net/http cannot order:
 // those are served by one pattern that matches all of them and tries them
-// in precedence order.
-func registerRoutes(mux *http.ServeMux, routes []route) {
+// in precedence order, answering a path none of them matches with
+// notFound.
+func registerRoutes(mux *http.ServeMux, routes []route, notFound http.HandlerFunc) {
 	group := make([]int, len(routes)) // the first route of each route's group
 	for i := range routes {
 		group[i] = i
@@ -121,7 +122,7 @@ func registerRoutes(mux *http.ServeMux, routes []route) {
 			}
 		}
 		pattern, names := groupPattern(members)
-		mux.HandleFunc(pattern, dispatch(members, names))
+		mux.HandleFunc(pattern, dispatch(members, names, notFound))
 	}
 }
 
@@ -165,9 +166,9 @@ func groupPattern(members []route) (string, []string) {
 }
 
 // dispatch serves a request with the first of members (in precedence order)
-// that matches its path, setting that route's wildcards; none matching is a
-// 404.
-func dispatch(members []route, names []string) http.HandlerFunc {
+// that matches its path, setting that route's wildcards; none matching is
+// served by notFound.
+func dispatch(members []route, names []string, notFound http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 	next:
 		for _, m := range members {
@@ -195,6 +196,6 @@ func dispatch(members []route, names []string) http.HandlerFunc {
 			m.h(w, r)
 			return
 		}
-		http.NotFound(w, r)
+		notFound(w, r)
 	}
 }

@@ -10,7 +10,8 @@
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
-// API owns /v2). The server knows no protocol.
+// API owns /v2), and the ErrorWriter that answers their refusals in their
+// own error format with SetErrorWriter. The server knows no protocol.
 package httpserver
 
 import (
@@ -95,6 +96,7 @@ type Server struct {
 	dec      decoders
 	routes   []route
 	mounts   []mount
+	errs     map[string]ErrorWriter // by api label or mount prefix (SetErrorWriter)
 }
 
 // mount is a subtree served by one handler.
@@ -114,7 +116,7 @@ func New(opts Options) *Server {
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
-	s := &Server{opts: opts,
+	s := &Server{opts: opts, errs: map[string]ErrorWriter{"status": JSONError},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_http_requests_total",
 			Help: "HTTP requests by API and status code.",
@@ -146,9 +148,10 @@ func (s *Server) Logger() *slog.Logger { return s.opts.Logger }
 //
 // With Options.Auth, the route needs the role auth.HTTPRoles gives its
 // pattern; Handle panics for a pattern missing there, so that no route
-// goes unprotected.
+// goes unprotected. Refusals are answered by api's ErrorWriter
+// (SetErrorWriter).
 func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
-	r := newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), h)))
+	r := newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), api, h)))
 	r.api = api
 	s.routes = append(s.routes, r)
 }
@@ -158,6 +161,7 @@ func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
 // itself. h is not instrumented; wrap its handlers with Instrument.
 // With Options.Auth, its requests need the role auth.MountRoles' function
 // for prefix gives them; Mount panics for a prefix missing there.
+// Refusals are answered by prefix's ErrorWriter (SetErrorWriter).
 func (s *Server) Mount(prefix string, h http.Handler) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	s.mounts = append(s.mounts, mount{prefix: prefix, h: s.guardMount(prefix, h)})
@@ -209,14 +213,19 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	if status && s.opts.Status != nil {
-		mux.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), "status", func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, http.StatusOK, s.opts.Status())
 		})))
 	}
 	if admin && s.opts.Gatherer != nil {
-		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), "metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
-	registerRoutes(mux, routes)
+	registerRoutes(mux, routes, func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.RequireClientCert && s.refuseCert(w, r, "") {
+			return
+		}
+		http.NotFound(w, r)
+	})
 	if admin && s.opts.Pprof {
 		debug := http.NewServeMux()
 		debug.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -226,28 +235,32 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: s.guardMount("/debug/pprof", debug)})
 	}
-	return &handler{mux: mux, mounts: mounts, opts: &s.opts}
+	return &handler{mux: mux, mounts: mounts, s: s}
 }
 
-// handler serves the mounts first, then the routes, within the deadlines
-// and refusing callers without a required client certificate.
+// handler serves the mounts first, then the routes, within the deadlines.
+// Each route and mount refuses callers without a required client
+// certificate in its protocol's error format (guard); a request no route
+// serves is refused here, as plain text.
 type handler struct {
 	mux    *http.ServeMux
 	mounts []mount
-	opts   *Options
+	s      *Server
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.opts.ReadTimeout > 0 || h.opts.WriteTimeout > 0 {
-		setDeadlines(w, r, h.opts.ReadTimeout, h.opts.WriteTimeout)
-	}
-	if h.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) && !IsProbe(r.Method, r.URL.Path) {
-		http.Error(w, errNoClientCert, http.StatusUnauthorized)
-		return
+	opts := &h.s.opts
+	if opts.ReadTimeout > 0 || opts.WriteTimeout > 0 {
+		setDeadlines(w, r, opts.ReadTimeout, opts.WriteTimeout)
 	}
 	for _, m := range h.mounts {
 		if p := r.URL.Path; strings.HasPrefix(p, m.prefix) && (len(p) == len(m.prefix) || p[len(m.prefix)] == '/') {
 			m.h.ServeHTTP(w, r)
+			return
+		}
+	}
+	if opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
+		if _, pattern := h.mux.Handler(r); pattern == "" && h.s.refuseCert(w, r, "") {
 			return
 		}
 	}

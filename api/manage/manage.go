@@ -40,9 +40,12 @@ type Backend interface {
 // this one before answering. Answers use ForestFlow's envelopes
 // ({"ServableCreatedSuccessfully": {...}}, its error cases and statuses).
 // Every write, refused or not, is recorded with rec (see audit.Begin):
-// its caller, route, change and answer; nil records nothing.
+// its caller, route, change and answer; nil records nothing. Refusals
+// (no or bad credentials, a missing role, over its limit) answer
+// ForestFlow's error body (forestflow.WriteRefusal).
 func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	a := &api{h: h, b: b}
+	h.SetErrorWriter("manage", forestflow.WriteRefusal)
 	handle := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, "manage", f) }
 	write := func(pattern string, f http.HandlerFunc) { handle(pattern, recorded(rec, pattern, f)) }
 	write("POST /servable", a.createServable)

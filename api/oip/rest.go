@@ -171,7 +171,7 @@ func (a *rest) model(post bool) http.HandlerFunc {
 			// Let in as a model-ready probe, without credentials: any
 			// other reading (a model named "x/ready") needs the role of
 			// a read.
-			if r, ok = a.h.AuthorizeProbePath(w, r, auth.RoleRead); !ok {
+			if r, ok = a.h.AuthorizeProbePath(w, r, auth.RoleRead, "/v2"); !ok {
 				return
 			}
 		}

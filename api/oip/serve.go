@@ -36,9 +36,11 @@ const ServerName = "grove"
 // version is the server version metadata reports. Model names and versions
 // come from model paths (routing.NameModel). Model repository load and
 // unload calls, which are refused, are recorded with rec (see
-// audit.Begin); nil records nothing.
+// audit.Begin); nil records nothing. REST refusals (no or bad
+// credentials, a missing role, over its limit) answer OIP's {"error": ...}.
 func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend, version string, rec audit.Recorder) {
 	h.Mount("/v2", restRoutes(h, b, version, rec))
+	h.SetErrorWriter("/v2", func(w http.ResponseWriter, _ *http.Request, code int, msg string) { writeError(w, code, msg) })
 	oippb.RegisterGRPCInferenceServiceServer(g, &grpcService{b: b, version: version, rec: rec})
 }
 

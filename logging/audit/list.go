@@ -181,8 +181,10 @@ type Lister interface {
 
 // Register serves GET /v1/audit?since=<RFC 3339 time> on h from l: the
 // Listing as JSON; a bad since is 400, a bucket that cannot be listed
-// 503, both with {"error": "..."}. Its role is read.
+// 503, both with {"error": "..."}, as its refusals (401, 403, 429) are
+// (httpserver.JSONError). Its role is read.
 func Register(h *httpserver.Server, l Lister) {
+	h.SetErrorWriter("audit", httpserver.JSONError)
 	h.Handle("GET /v1/audit", "audit", func(w http.ResponseWriter, r *http.Request) {
 		var since time.Time
 		q, err := url.ParseQuery(r.URL.RawQuery)
