@@ -331,14 +331,17 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 	}
 }
 
-// statusRecorder keeps the status code a handler wrote.
-type statusRecorder struct {
+// StatusRecorder is an http.ResponseWriter that keeps the status code the
+// handler wrote (Code; start it at http.StatusOK), for middleware that
+// reports it.
+type StatusRecorder struct {
 	http.ResponseWriter
-	code int
+	Code int
 }
 
-func (r *statusRecorder) WriteHeader(code int) {
-	r.code = code
+// WriteHeader records code and writes it.
+func (r *StatusRecorder) WriteHeader(code int) {
+	r.Code = code
 	r.ResponseWriter.WriteHeader(code)
 }
 
@@ -348,10 +351,10 @@ func (s *Server) Instrument(api string, h http.HandlerFunc) http.HandlerFunc {
 	lat := s.latency.WithLabelValues(api)
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		rec := &StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
 		h(rec, r)
 		lat.Observe(time.Since(start).Seconds())
-		s.requests.WithLabelValues(api, strconv.Itoa(rec.code)).Inc()
+		s.requests.WithLabelValues(api, strconv.Itoa(rec.Code)).Inc()
 	}
 }
 

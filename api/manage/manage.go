@@ -93,25 +93,14 @@ func recorded(rec audit.Recorder, route string, f http.HandlerFunc) http.Handler
 		}
 		op.Target = strings.Join(parts, "/")
 		ctx, rw := audit.Begin(r.Context(), rec, op)
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		sw := &httpserver.StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
 		f(sw, r.WithContext(ctx))
 		var err error
-		if sw.code >= http.StatusBadRequest {
-			err = errors.New(http.StatusText(sw.code))
+		if sw.Code >= http.StatusBadRequest {
+			err = errors.New(http.StatusText(sw.Code))
 		}
-		rw.Finish(ctx, strconv.Itoa(sw.code), err)
+		rw.Finish(ctx, strconv.Itoa(sw.Code), err)
 	}
-}
-
-// statusWriter keeps the status code a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
 }
 
 // kindOf classifies a management error. The sentinels of the model
