@@ -338,6 +338,9 @@ func TestOIPRole(t *testing.T) {
 		{"GET", "/v2/health/ready", Open},
 		{"GET", "/v2/models/a/b/ready", Open},
 		{"GET", "/v2/models/a/versions/1/ready", Open},
+		{"HEAD", "/v2/models/a/ready", Open},
+		{"GET", "/v2/models/ready", RoleRead}, // the metadata of a model named "ready"
+		{"HEAD", "/v2/models/ready", RoleRead},
 		{"GET", "/v2/models/a", RoleRead},
 		{"GET", "/v2/models/a/config", RoleRead},
 		{"GET", "/v2/models/stats", RoleRead},
