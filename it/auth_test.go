@@ -514,21 +514,26 @@ func TestAuthModelReadyProbeAnswersOnlyReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "x", "ready"), 0o755); err != nil {
-		t.Fatal(err)
+	// "ready" too: GET /v2/models/ready ends in /ready but probes no
+	// model; it is the metadata of "ready".
+	for _, m := range []string{filepath.Join("x", "ready"), "ready"} {
+		if err := os.MkdirAll(filepath.Join(dir, m), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, m, "model.pt"), model, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "x", "ready", "model.pt"), model, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": [{"model_path": "x/ready/"}]}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": [{"model_path": "x/ready/"}, {"model_path": "ready/"}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	writeTokens(t, tokens)
 	g := startGrove(t, "file://"+dir, nil, "--auth-tokens-file", tokens)
-	g.waitFor("x/ready to be served", 60*time.Second, func() bool {
+	g.waitFor("x/ready and ready to be served", 60*time.Second, func() bool {
 		code, _, _ := g.authCall("GET", "/v2/models/x/ready/ready", "")
-		return code == http.StatusOK
+		code2, _, _ := g.authCall("GET", "/v2/models/ready/ready", "")
+		return code == http.StatusOK && code2 == http.StatusOK
 	})
 	for _, c := range []struct {
 		token string
@@ -539,9 +544,12 @@ func TestAuthModelReadyProbeAnswersOnlyReadiness(t *testing.T) {
 		{tokenOf["infer"], http.StatusForbidden, "lacks role read"},
 		{tokenOf["read"], http.StatusOK, `"name":"x/ready`},
 	} {
-		code, body, _ := g.authCall("GET", "/v2/models/x/ready", c.token)
-		if code != c.code || !strings.Contains(body, c.has) || c.code != http.StatusOK && strings.Contains(body, `"inputs"`) {
-			t.Errorf("GET /v2/models/x/ready with token %q: %d %s, want %d with %s", c.token, code, body, c.code, c.has)
+		for _, p := range []string{"/v2/models/x/ready", "/v2/models/ready"} {
+			code, body, _ := g.authCall("GET", p, c.token)
+			has := strings.Replace(c.has, "x/ready", strings.TrimPrefix(p, "/v2/models/"), 1)
+			if code != c.code || !strings.Contains(body, has) || c.code != http.StatusOK && strings.Contains(body, `"inputs"`) {
+				t.Errorf("GET %s with token %q: %d %s, want %d with %s", p, c.token, code, body, c.code, has)
+			}
 		}
 	}
 }

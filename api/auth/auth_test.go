@@ -338,6 +338,9 @@ func TestOIPRole(t *testing.T) {
 		{"GET", "/v2/health/ready", Open},
 		{"GET", "/v2/models/a/b/ready", Open},
 		{"GET", "/v2/models/a/versions/1/ready", Open},
+		{"HEAD", "/v2/models/a/ready", Open},
+		{"GET", "/v2/models/ready", RoleRead}, // the metadata of a model named "ready"
+		{"HEAD", "/v2/models/ready", RoleRead},
 		{"GET", "/v2/models/a", RoleRead},
 		{"GET", "/v2/models/a/config", RoleRead},
 		{"GET", "/v2/models/stats", RoleRead},
@@ -397,5 +400,34 @@ func TestLimiterForgetsOnlyFullBuckets(t *testing.T) {
 	}
 	if ok, _ := l.allow(id(0)); ok {
 		t.Error("identity 0's bucket was reset by forgetting others")
+	}
+}
+
+// TestJWTVerifiedDuringKeyChangeNotCached checks that a token verified
+// with the keys of before a JWKS change, which lands in between, is not
+// cached: the key that signed it may be the one the change removed, and a
+// cached token would work until its exp.
+func TestJWTVerifiedDuringKeyChangeNotCached(t *testing.T) {
+	env := newJWTEnv(t, "k1")
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	a, err := New(Config{JWT: JWTConfig{JWKSFile: env.path, Issuer: "https://idp", Audience: "grove"}, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := env.sign(t, "k1", jwt.MapClaims{"iss": "https://idp", "aud": "grove", "sub": "alice", "exp": clk.t.Add(time.Hour).Unix()})
+	v := a.jwt
+	// verify, with the JWKS reloaded (k1 removed) between reading the keys
+	// and caching what they verified.
+	v.mu.RLock()
+	keys, gen := v.keys, v.gen
+	v.mu.RUnlock()
+	id, exp, err := v.parse(tok, keys, clk.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.setKeys(JWKS{})
+	v.store(sha256.Sum256([]byte(tok)), gen, cachedJWT{id: id, exp: exp}, clk.now())
+	if id, err := a.Bearer(tok); err == nil {
+		t.Fatalf("a token of a removed key, verified while the JWKS changed, still works: %+v", id)
 	}
 }

@@ -44,6 +44,7 @@ type jwtVerifier struct {
 	now   func() time.Time
 	mu    sync.RWMutex
 	keys  JWKS
+	gen   uint64 // counts setKeys: a token verified with older keys is not cached
 	cache map[[sha256.Size]byte]cachedJWT
 }
 
@@ -52,6 +53,7 @@ type jwtVerifier struct {
 func (v *jwtVerifier) setKeys(keys JWKS) {
 	v.mu.Lock()
 	v.keys = keys
+	v.gen++
 	v.cache = make(map[[sha256.Size]byte]cachedJWT)
 	v.mu.Unlock()
 }
@@ -65,7 +67,7 @@ func (v *jwtVerifier) verify(token string) (Identity, error) {
 	now := v.now()
 	v.mu.RLock()
 	c, ok := v.cache[h]
-	keys := v.keys
+	keys, gen := v.keys, v.gen
 	v.mu.RUnlock()
 	if ok && now.Before(c.exp) {
 		return c.id, nil
@@ -74,10 +76,23 @@ func (v *jwtVerifier) verify(token string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
+	v.store(h, gen, cachedJWT{id: id, exp: exp}, now)
+	return id, nil
+}
+
+// store caches c, the identity of the token of hash h verified with the
+// keys of generation gen, unless setKeys replaced those keys meanwhile: a
+// token signed by a key the JWKS just dropped, verified while it changed,
+// must not outlive the change in the cache.
+func (v *jwtVerifier) store(h [sha256.Size]byte, gen uint64, c cachedJWT, now time.Time) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if gen != v.gen {
+		return
+	}
 	if len(v.cache) >= maxJWTCache {
-		for k, c := range v.cache {
-			if !now.Before(c.exp) {
+		for k, e := range v.cache {
+			if !now.Before(e.exp) {
 				delete(v.cache, k)
 			}
 		}
@@ -85,9 +100,7 @@ func (v *jwtVerifier) verify(token string) (Identity, error) {
 			clear(v.cache)
 		}
 	}
-	v.cache[h] = cachedJWT{id: id, exp: exp}
-	v.mu.Unlock()
-	return id, nil
+	v.cache[h] = c
 }
 
 // parse verifies token's signature, issuer, audience and expiry (required)

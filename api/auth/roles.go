@@ -61,7 +61,8 @@ var MountRoles = map[string]func(method, path string) Role{
 }
 
 // OIPRole is the role an Open Inference Protocol REST request (under /v2)
-// needs: the probes (server live and ready, model ready) are open,
+// needs: the probes (server live and ready, model ready: GET or HEAD of
+// /v2/models/{name}[/versions/{v}]/ready) are open,
 // inference needs RoleInfer, repository load and unload RoleManage, the
 // other reads RoleRead, and any other request RoleManage.
 func OIPRole(method, path string) Role {
@@ -74,11 +75,15 @@ func OIPRole(method, path string) Role {
 		return RoleRead
 	case strings.HasPrefix(path, "/v2/models/"):
 		switch {
-		case method == "GET" && strings.HasSuffix(path, "/ready"):
+		case (method == "GET" || method == "HEAD") && strings.HasSuffix(path, "/ready") && len(path) > len("/v2/models//ready"):
+			// A model-ready probe: a model name, then /ready (what
+			// httpserver.IsProbe lets in without a client certificate).
+			// "/v2/models/ready" names no model to probe: it is the
+			// metadata of a model named "ready".
 			return Open
 		case method == "POST" && strings.HasSuffix(path, "/infer"):
 			return RoleInfer
-		case method == "GET":
+		case method == "GET" || method == "HEAD":
 			return RoleRead
 		}
 	case method == "GET" || method == "HEAD":

@@ -58,6 +58,55 @@ func tapAuth(a Authenticator) tap.ServerInHandle {
 	}
 }
 
+// streamAuth checks, for each message after the first of a client stream
+// (ModelStreamInfer), what tapAuth checked before the first: that the
+// caller's credentials still hold the role (a token removed from its file
+// stops working on a stream already open too) and that the message is
+// within the caller's limit, which a stream would otherwise bypass: one
+// stream, one request taken from the limit, any number of inferences. A
+// refused message ends the stream with UNAUTHENTICATED, PERMISSION_DENIED
+// or RESOURCE_EXHAUSTED.
+func streamAuth(a Authenticator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		role, known := auth.GRPCRoles[info.FullMethod]
+		if !known || role == auth.Open || !info.IsClientStream {
+			return h(srv, ss)
+		}
+		return h(srv, &authStream{ServerStream: ss, a: a, role: role})
+	}
+}
+
+// authStream authorizes each message after the first of its stream.
+type authStream struct {
+	grpc.ServerStream
+	a    Authenticator
+	role auth.Role
+	n    int
+}
+
+func (s *authStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if s.n++; s.n == 1 { // authorized by tapAuth
+		return nil
+	}
+	ctx := s.Context()
+	md, _ := metadata.FromIncomingContext(ctx)
+	id, err := s.a.GRPC(ctx, md)
+	if err != nil {
+		return status.Error(codes.Unauthenticated, auth.Reason(err))
+	}
+	if !id.Has(s.role) {
+		return status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, s.role)
+	}
+	if ok, wait := s.a.Allow(id); !ok {
+		secs := int(math.Ceil(max(wait, time.Second).Seconds()))
+		return status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Name, strconv.Itoa(secs))
+	}
+	return nil
+}
+
 // Methods lists the full names of every method of every registered
 // service ("/package.Service/Method"), sorted.
 func Methods(r interface {

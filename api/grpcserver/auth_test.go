@@ -120,3 +120,88 @@ func TestCheckRolesNamesMethodsWithoutARole(t *testing.T) {
 		t.Errorf("CheckRoles() = %v", err)
 	}
 }
+
+// TestStreamMessagesAreAuthorizedEach checks that every message of a
+// client stream is taken from the caller's limit (one stream must not
+// carry any number of inferences past it) and needs credentials that
+// still work (a token removed from its file stops an open stream).
+func TestStreamMessagesAreAuthorizedEach(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tokens:\n")
+	for tok, spec := range map[string]string{"t-infer": "bidder: [infer]", "t-tiny": "tiny: [infer]"} {
+		h := sha256.Sum256([]byte(tok))
+		name, roles, _ := strings.Cut(spec, ": ")
+		fmt.Fprintf(&b, "  - {name: %s, sha256: %s, roles: %s}\n", name, hex.EncodeToString(h[:]), roles)
+	}
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	a, err := auth.New(auth.Config{TokensFile: path, Limits: []auth.Limit{{Name: "tiny", RPS: 1, Burst: 2}},
+		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Auth: a})
+	received := make(chan int, 1)
+	s.RegisterService(&grpc.ServiceDesc{ServiceName: "inference.GRPCInferenceService", HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "ModelStreamInfer", ClientStreams: true, ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				n := 0
+				defer func() { received <- n }()
+				for {
+					if err := ss.RecvMsg(new(emptypb.Empty)); err != nil {
+						return err
+					}
+					n++
+					if err := ss.SendMsg(new(emptypb.Empty)); err != nil {
+						return err
+					}
+				}
+			}}}}, struct{}{})
+	conn := dial(t, s)
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	run := func(token string, between func(i int)) (int, error) {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
+		st, err := conn.NewStream(ctx, desc, "/inference.GRPCInferenceService/ModelStreamInfer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rerr error
+		for i := range 5 {
+			if between != nil {
+				between(i)
+			}
+			if err := st.SendMsg(new(emptypb.Empty)); err != nil {
+				break
+			}
+			if rerr = st.RecvMsg(new(emptypb.Empty)); rerr != nil {
+				break
+			}
+		}
+		if rerr == nil {
+			_ = st.CloseSend()
+			rerr = st.RecvMsg(new(emptypb.Empty))
+		}
+		return <-received, rerr
+	}
+	// tiny's limit is a burst of 2: the stream's first request and one
+	// more message, then RESOURCE_EXHAUSTED.
+	n, err := run("t-tiny", nil)
+	if st := status.Convert(err); n != 2 || st.Code() != codes.ResourceExhausted {
+		t.Errorf("a stream past its limit: %d messages served, %v; want 2, RESOURCE_EXHAUSTED", n, err)
+	}
+	// bidder's token removed from the file after its second message.
+	n, err = run("t-infer", func(i int) {
+		if i == 2 {
+			if err := os.WriteFile(path, []byte("tokens: []\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a.Refresh()
+		}
+	})
+	if st := status.Convert(err); n != 2 || st.Code() != codes.Unauthenticated {
+		t.Errorf("a stream whose token was removed: %d messages served, %v; want 2, UNAUTHENTICATED", n, err)
+	}
+}

@@ -102,6 +102,7 @@ func New(opts Options) *Server {
 	next := opts.InTapHandle
 	if opts.Auth != nil {
 		next = chainTaps(tapAuth(opts.Auth), opts.InTapHandle)
+		sopts = append(sopts, grpc.ChainStreamInterceptor(streamAuth(opts.Auth)))
 	}
 	if th := inTap(opts.RequireClientCert, next); th != nil {
 		sopts = append(sopts, grpc.InTapHandle(th))

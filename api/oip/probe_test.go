@@ -36,7 +36,7 @@ func TestOpenModelReadyPathOnlyAnswersReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &served{paths: []string{"x/ready/", "y/"}}
+	b := &served{paths: []string{"x/ready/", "y/", "ready/"}}
 	for _, c := range []struct {
 		name        string
 		opts        httpserver.Options
@@ -51,6 +51,10 @@ func TestOpenModelReadyPathOnlyAnswersReadiness(t *testing.T) {
 		{"metadata through a probe path, no read role", httpserver.Options{Auth: a}, "/v2/models/x/ready", "Bearer tok-infer", 403, `lacks role read`, `"x/ready/"`},
 		{"metadata through a probe path, role read", httpserver.Options{Auth: a}, "/v2/models/x/ready", "Bearer tok-read", 200, `"name":"x/ready/"`, ""},
 		{"metadata through a probe path, no auth configured", httpserver.Options{}, "/v2/models/x/ready", "", 200, `"name":"x/ready/"`, ""},
+		// "/v2/models/ready" ends in "/ready" but is no probe's path (no
+		// model name before it): it reads the metadata of model "ready".
+		{"metadata of a model named ready, no credentials", httpserver.Options{Auth: a}, "/v2/models/ready", "", 401, `{"error":"no credentials`, `"ready/"`},
+		{"metadata of a model named ready, role read", httpserver.Options{Auth: a}, "/v2/models/ready", "Bearer tok-read", 200, `"name":"ready/"`, ""},
 		{"client certificate required: probe", httpserver.Options{RequireClientCert: true}, "/v2/models/y/ready", "", 200, `"ready":true`, ""},
 		{"client certificate required: metadata", httpserver.Options{RequireClientCert: true}, "/v2/models/x/ready", "", 401, `client certificate`, `"x/ready/"`},
 	} {
