@@ -176,7 +176,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert}
 	if cfg.AdminHTTP != "" {
-		hopts.AdminAPIs = []string{"manage"}
+		// The audit trail lists who changed what from where: it is read
+		// beside the management API, not on the scoring port.
+		hopts.AdminAPIs = []string{"manage", "audit"}
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
