@@ -60,7 +60,8 @@ type Entry struct {
 	Time time.Time `json:"time"`
 	// Replica names the process that served the call (host/pid).
 	Replica string `json:"replica,omitempty"`
-	// Who is the caller's identity name, or Anonymous.
+	// Who is the caller's identity name; without one, the name of its
+	// verified client certificate (Op.Cert); else Anonymous.
 	Who string `json:"who"`
 	// Auth is how the caller proved who it is (auth.Identity.Method):
 	// "token", "jwt", "certificate", or "none".
