@@ -272,3 +272,35 @@ func checkAuditTrail(t *testing.T, b *dirBucket, g1, g2 *grove, c auditCaller) {
 		t.Errorf("%d audit log records, want %d", n, len(wants))
 	}
 }
+
+// TestAuditTrailRecordsTheClientCertificatesName checks that with
+// tls.client_auth require and no auth section, a management write is
+// recorded under the name of the caller's verified client certificate,
+// with auth "certificate", not as anonymous.
+func TestAuditTrailRecordsTheClientCertificatesName(t *testing.T) {
+	s := newTLSSetup(t)
+	g := startTLSGrove(t, s, "--tls-client-ca", s.caFile, "--tls-client-auth", "require")
+	now := time.Now()
+	c := s.client(s.ca.Client(t, "release-bot", now.Add(-time.Hour), now.Add(time.Hour)).TLS(t))
+	resp, err := c.Post(g.url+"/contract/ads/pctr/1", "application/json", strings.NewReader(`{"router": {"LatestPhaseInPctBasedRouter": {}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /contract/ads/pctr/1 with a client certificate: HTTP %d", resp.StatusCode)
+	}
+	code, raw, err := getWith(c, g.url+"/v1/audit")
+	var l struct {
+		Entries []struct {
+			Who  string `json:"who"`
+			Auth string `json:"auth"`
+		} `json:"entries"`
+	}
+	if err != nil || code != http.StatusOK || json.Unmarshal([]byte(raw), &l) != nil || len(l.Entries) != 1 {
+		t.Fatalf("GET /v1/audit: %d %s %v, want one entry", code, raw, err)
+	}
+	if e := l.Entries[0]; e.Who != "release-bot" || e.Auth != "certificate" {
+		t.Errorf("entry by %q (auth %q), want release-bot (certificate)", e.Who, e.Auth)
+	}
+}

@@ -57,7 +57,24 @@ func (c *serverClient) httpClient(timeout time.Duration) (*http.Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
-	return &http.Client{Timeout: timeout, Transport: tr}, nil
+	return &http.Client{Timeout: timeout, Transport: tr, CheckRedirect: sameOrigin}, nil
+}
+
+// sameOrigin follows a redirect only to the scheme and host:port of the
+// first request: net/http keeps the Authorization header on a redirect
+// to the same host name whatever its scheme and port, so an answer that
+// sent the client from https to http (or another port) would carry the
+// bearer token in the clear.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) >= 10:
+		return errors.New("stopped after 10 redirects")
+	case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+		return fmt.Errorf("redirected from %s://%s to %s://%s: not followed, the credentials are only sent to the --url given",
+			first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 // authorize adds the bearer token, if any, to req.

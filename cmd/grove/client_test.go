@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,5 +68,53 @@ func TestServerClientTLSAndToken(t *testing.T) {
 		if _, err := tc.c.httpClient(time.Second); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error containing %q", tc.c, err, tc.want)
 		}
+	}
+}
+
+func TestServerClientDoesNotFollowARedirectToAnotherSchemeOrPort(t *testing.T) {
+	var leaked atomic.Value
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("Authorization"))
+	}))
+	defer plain.Close()
+	ca := certtest.NewCA(t, "ca")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/here":
+			http.Redirect(w, r, "/there", http.StatusFound)
+		case "/there":
+			_, _ = io.WriteString(w, r.Header.Get("Authorization"))
+		default:
+			http.Redirect(w, r, plain.URL+"/v1/models", http.StatusFound)
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "grove").TLS(t)}}
+	srv.StartTLS()
+	defer srv.Close()
+	c := serverClient{token: "s3cret", ca: ca.WriteCA(t, t.TempDir())}
+	hc, err := c.httpClient(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/models", nil)
+	c.authorize(req)
+	if resp, err := hc.Do(req); err == nil || !strings.Contains(err.Error(), "not followed") {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Errorf("redirect from https to http: %v, want it not followed", err)
+	}
+	if v, _ := leaked.Load().(string); v != "" {
+		t.Errorf("the plain-HTTP server got Authorization %q", v)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/here", nil)
+	c.authorize(req)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("redirect on the same origin: %v", err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); string(b) != "Bearer s3cret" {
+		t.Errorf("redirect on the same origin: answer %q, want the token kept", b)
 	}
 }

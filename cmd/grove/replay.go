@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -255,17 +256,22 @@ func (l *local) score(ctx context.Context, ev *grovepb.PredictionEvent, inputs [
 // remote is a running Grove, asked over its B&A API.
 type remote struct {
 	url, target string
+	shown       string // url with any password masked, for messages
 	hc          *http.Client
 	client      *serverClient
 }
 
 // newRemote checks that a Grove answers at url and returns it as a scorer.
-func newRemote(ctx context.Context, url, target string, timeout time.Duration, client *serverClient) (*remote, error) {
+func newRemote(ctx context.Context, rawURL, target string, timeout time.Duration, client *serverClient) (*remote, error) {
+	u, err := url.Parse(strings.TrimSuffix(rawURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("--url: give an http:// or https:// URL with a host, such as http://127.0.0.1:8080")
+	}
 	hc, err := client.httpClient(60 * time.Second)
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{url: strings.TrimSuffix(url, "/"), target: target, hc: hc, client: client}
+	r := &remote{url: u.String(), shown: u.Redacted(), target: target, hc: hc, client: client}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+"/v1/models", nil)
@@ -275,20 +281,20 @@ func newRemote(ctx context.Context, url, target string, timeout time.Duration, c
 	client.authorize(req)
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("--url: no Grove answers at %s: %w", r.url, err)
+		return nil, fmt.Errorf("--url: no Grove answers at %s: %w", r.shown, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("--url: %s/v1/models answered %s", r.url, resp.Status)
+		return nil, fmt.Errorf("--url: %s/v1/models answered %s", r.shown, resp.Status)
 	}
 	return r, nil
 }
 
 func (r *remote) name() string {
 	if r.target != "" {
-		return r.target + " at " + r.url
+		return r.target + " at " + r.shown
 	}
-	return "each event's model at " + r.url
+	return "each event's model at " + r.shown
 }
 
 func (r *remote) close() { r.hc.CloseIdleConnections() }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -176,11 +177,13 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert}
 	if cfg.AdminHTTP != "" {
-		hopts.AdminAPIs = []string{"manage"}
+		// The audit trail lists who changed what from where: it is read
+		// beside the management API, not on the scoring port.
+		hopts.AdminAPIs = []string{"manage", "audit"}
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
-		RequireClientCert:     requireCert, MaxConcurrentStreams: uint32(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime}
+		RequireClientCert:     requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -289,6 +292,11 @@ func untilDone(ctx context.Context) component {
 		interrupt: func(context.Context) { close(quit) },
 	}
 }
+
+// grpcStreams is grpc_max_concurrent_streams as gRPC takes it: a uint32,
+// so a larger value is cut to the largest rather than wrapped (2^32 would
+// be 0, which gRPC reads as no limit at all).
+func grpcStreams(n int) uint32 { return uint32(min(max(n, 1), math.MaxUint32)) }
 
 // grpcLimit is a byte limit as a gRPC message size, which is at most 2 GiB.
 func grpcLimit(n int64) int { return int(min(n, 2<<30-1)) }

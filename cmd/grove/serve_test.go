@@ -31,3 +31,14 @@ func TestEveryCallsAtOnceAndEveryPeriodUntilInterrupted(t *testing.T) {
 		t.Errorf("called after the interrupt: %d, then %d", n, calls.Load())
 	}
 }
+
+func TestGRPCStreamsNeverWrapsToNoLimit(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want uint32
+	}{{1024, 1024}, {1, 1}, {1 << 32, 1<<32 - 1}, {1<<32 + 5, 1<<32 - 1}} {
+		if got := grpcStreams(c.n); got != c.want {
+			t.Errorf("grpcStreams(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ package audit
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
 	"github.com/groveml/grove/api/auth"
@@ -58,7 +60,8 @@ type Entry struct {
 	Time time.Time `json:"time"`
 	// Replica names the process that served the call (host/pid).
 	Replica string `json:"replica,omitempty"`
-	// Who is the caller's identity name, or Anonymous.
+	// Who is the caller's identity name; without one, the name of its
+	// verified client certificate (Op.Cert); else Anonymous.
 	Who string `json:"who"`
 	// Auth is how the caller proved who it is (auth.Identity.Method):
 	// "token", "jwt", "certificate", or "none".
@@ -124,19 +127,37 @@ type Model struct {
 type Op struct {
 	// API, Route, Path, Target and Remote are copied into the Entry.
 	API, Route, Path, Target, Remote string
+	// Cert is the name (auth.CertificateName) of the client certificate
+	// the TLS layer verified, if any: the caller's name when the call
+	// carries no identity (tls.client_auth require without auth).
+	Cert string
 }
 
 // HTTPOp is the Op of HTTP request r to route (its pattern) of api.
 func HTTPOp(r *http.Request, api, route string) Op {
-	return Op{API: api, Route: route, Path: r.URL.Path, Remote: r.RemoteAddr}
+	return Op{API: api, Route: route, Path: r.URL.Path, Remote: r.RemoteAddr, Cert: certName(r.TLS)}
+}
+
+// certName is the name of the verified client certificate of a
+// connection, or "".
+func certName(st *tls.ConnectionState) string {
+	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return auth.CertificateName(st.VerifiedChains[0][0])
 }
 
 // GRPCOp is the Op of the gRPC call ctx serves, of api, on target.
 func GRPCOp(ctx context.Context, api, target string) Op {
 	op := Op{API: api, Target: target}
 	op.Route, _ = grpc.Method(ctx)
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		op.Remote = p.Addr.String()
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			op.Remote = p.Addr.String()
+		}
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			op.Cert = certName(&ti.State)
+		}
 	}
 	return op
 }
@@ -153,7 +174,8 @@ type Write struct {
 type ctxKey struct{}
 
 // Begin starts the record of a call described by op, made by ctx's caller
-// (auth.FromContext; Anonymous without one). The context it returns
+// (auth.FromContext; without one, the verified client certificate's name
+// op.Cert with the method "certificate", else Anonymous). The context it returns
 // carries the Write for the backend's Change calls. With a nil rec nothing
 // is recorded and the Write is nil.
 func Begin(ctx context.Context, rec Recorder, op Op) (context.Context, *Write) {
@@ -161,6 +183,9 @@ func Begin(ctx context.Context, rec Recorder, op Op) (context.Context, *Write) {
 		return ctx, nil
 	}
 	who, method := Anonymous, "none"
+	if op.Cert != "" {
+		who, method = op.Cert, "certificate"
+	}
 	if id, ok := auth.FromContext(ctx); ok {
 		if id.Name != "" {
 			who = id.Name

@@ -166,11 +166,17 @@ func (t *Trail) Record(ctx context.Context, e Entry) {
 	e.Time, e.Replica = now, t.opts.Replica
 	t.mu.Unlock()
 
+	data, err := json.Marshal(e)
+	if err == nil && len(data) >= MaxObjectBytes {
+		// An object List would refuse to read: the entry keeps who, what
+		// and how it ended, and its sections say they were too large.
+		e = withoutSections(e, len(data))
+		data, err = json.Marshal(e)
+	}
 	t.logEntry(ctx, e)
 	if t.w == nil {
 		return
 	}
-	data, err := json.Marshal(e)
 	if err != nil { // an Entry is made of plain values
 		t.fail("encoding an audit entry", e, err)
 		return
@@ -191,6 +197,25 @@ func (t *Trail) Record(ctx context.Context, e Entry) {
 	case <-ctx.Done():
 		t.late.Inc()
 	}
+}
+
+// withoutSections returns e with each section of Before and After
+// replaced by a note that the entry, size bytes in JSON, was too large
+// for its sections to be recorded.
+func withoutSections(e Entry, size int) Entry {
+	note, _ := json.Marshal(fmt.Sprintf("not recorded: the entry was %d bytes, more than the %d an audit object may have", size, MaxObjectBytes))
+	cut := func(m map[string]json.RawMessage) map[string]json.RawMessage {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]json.RawMessage, len(m))
+		for k := range m {
+			out[k] = note
+		}
+		return out
+	}
+	e.Before, e.After = cut(e.Before), cut(e.After)
+	return e
 }
 
 // enqueue queues j unless the queue is full or the trail closed.

@@ -427,3 +427,25 @@ func TestDirOf(t *testing.T) {
 		}
 	}
 }
+
+func TestAnEntryTooLargeToListKeepsWhoAndDropsItsSections(t *testing.T) {
+	b1, _ := stores(t)["file"](t)
+	logs := &syncBuffer{}
+	tr, _ := newTrail(t, b1, &clock{t: t0}, logs, Options{})
+	ctx := auth.NewContext(context.Background(), auth.Identity{Name: "mallory", Method: "token"})
+	ctx, w := Begin(ctx, tr, Op{API: "manage", Route: "POST /servable", Target: "ads/pctr/1/v1"})
+	huge := strings.Repeat("x", MaxObjectBytes)
+	w.Change("model_config", nil, map[string]string{"settings": huge})
+	w.Finish(ctx, "200", nil)
+	l, err := tr.List(t.Context(), time.Time{})
+	if err != nil || len(l.Unreadable) != 0 || len(l.Entries) != 1 {
+		t.Fatalf("listing %d entries, unreadable %+v, %v; want the entry listed", len(l.Entries), l.Unreadable, err)
+	}
+	e := l.Entries[0]
+	if e.Who != "mallory" || e.Target != "ads/pctr/1/v1" || !strings.Contains(string(e.After["model_config"]), "not recorded") {
+		t.Errorf("entry by %q on %q, after %.80s; want mallory's, with its section noted as not recorded", e.Who, e.Target, e.After["model_config"])
+	}
+	if strings.Contains(logs.String(), huge[:4096]) {
+		t.Error("the log record holds the oversized section")
+	}
+}
