@@ -2,22 +2,14 @@ package logging
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/conf"
 )
 
@@ -54,34 +46,16 @@ func TestProducerAuthenticatesWithSASL(t *testing.T) {
 	}
 }
 
-// selfSigned writes a CA-less self-signed certificate for 127.0.0.1 to dir
-// and returns its file and the server's TLS config.
-func selfSigned(t *testing.T, dir string) (certFile string, server *tls.Config) {
+// brokerTLS writes a test CA to dir and returns its file and the TLS
+// config of a broker whose certificate it signed for 127.0.0.1.
+func brokerTLS(t *testing.T, dir string) (caFile string, server *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+	ca := certtest.NewCA(t, "kafka test CA")
+	return ca.WriteCA(t, dir), &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "kfake").TLS(t)}, MinVersion: tls.VersionTLS12}
 }
 
 func TestProducerUsesTLS(t *testing.T) {
-	caFile, serverTLS := selfSigned(t, t.TempDir())
+	caFile, serverTLS := brokerTLS(t, t.TempDir())
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(serverTLS), kfake.SeedTopics(1, "grove.predictions"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,11 @@ package auth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,54 +17,28 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/groveml/grove/api/tlsconf/certtest"
 )
 
-// testCA is a certificate authority made for a test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newCA(t *testing.T) testCA {
+// client signs a client certificate for dnsName (no SAN if "") and cn.
+func client(t *testing.T, ca *certtest.CA, dnsName, cn string) tls.Certificate {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return testCA{cert, key}
-}
-
-// issue returns a leaf certificate for dnsName (none if "") and cn.
-func (ca testCA) issue(t *testing.T, dnsName, cn string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	if dnsName != "" {
 		tmpl.DNSNames = []string{dnsName}
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return ca.Sign(t, tmpl).TLS(t)
 }
 
 // TestClientCertificatesOverTLS checks that the certificate the TLS layer
 // verified names the caller, over HTTP (r.TLS) and gRPC (the peer's
 // AuthInfo), with a real handshake on 127.0.0.1.
 func TestClientCertificatesOverTLS(t *testing.T) {
-	ca := newCA(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "", "server", x509.ExtKeyUsageServerAuth)},
+	ca := certtest.NewCA(t, "test CA")
+	pool := ca.Pool()
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "server").TLS(t)},
 		ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
 	a, err := New(Config{ClientRoles: map[string][]Role{"bidder.example": {RoleInfer}, "ops": {RoleRead, RoleManage}}})
 	if err != nil {
@@ -109,9 +79,9 @@ func TestClientCertificatesOverTLS(t *testing.T) {
 		certs []tls.Certificate
 		want  string
 	}{
-		{"dns SAN", []tls.Certificate{ca.issue(t, "bidder.example", "ignored", x509.ExtKeyUsageClientAuth)}, "certificate bidder.example [infer]"},
-		{"subject CN", []tls.Certificate{ca.issue(t, "", "ops", x509.ExtKeyUsageClientAuth)}, "certificate ops [read manage]"},
-		{"unmapped", []tls.Certificate{ca.issue(t, "", "stranger", x509.ExtKeyUsageClientAuth)}, "certificate stranger []"},
+		{"dns SAN", []tls.Certificate{client(t, ca, "bidder.example", "ignored")}, "certificate bidder.example [infer]"},
+		{"subject CN", []tls.Certificate{client(t, ca, "", "ops")}, "certificate ops [read manage]"},
+		{"unmapped", []tls.Certificate{client(t, ca, "", "stranger")}, "certificate stranger []"},
 		{"none", nil, "no credentials: send Authorization: Bearer <token> or a client certificate"},
 	} {
 		clientTLS := &tls.Config{RootCAs: pool, Certificates: c.certs, MinVersion: tls.VersionTLS12}

@@ -63,7 +63,7 @@ func NewCA(t testing.TB, cn string) *CA {
 // named cn, valid from an hour ago for a day.
 func (ca *CA) Server(t testing.TB, cn string) Leaf {
 	t.Helper()
-	return ca.sign(t, &x509.Certificate{
+	return ca.Sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: cn},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
@@ -77,7 +77,7 @@ func (ca *CA) Server(t testing.TB, cn string) Leaf {
 // valid from notBefore to notAfter.
 func (ca *CA) Client(t testing.TB, name string, notBefore, notAfter time.Time) Leaf {
 	t.Helper()
-	return ca.sign(t, &x509.Certificate{
+	return ca.Sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name},
 		DNSNames:    []string{name},
 		NotBefore:   notBefore,
@@ -86,7 +86,10 @@ func (ca *CA) Client(t testing.TB, name string, notBefore, notAfter time.Time) L
 	})
 }
 
-func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) Leaf {
+// Sign signs a leaf certificate made from tmpl (its serial number and key
+// usage are set here), for tests that need names or dates Server and
+// Client do not give.
+func (ca *CA) Sign(t testing.TB, tmpl *x509.Certificate) Leaf {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
