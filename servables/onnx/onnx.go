@@ -619,11 +619,10 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, err
 	}
-	wanted := make([]bool, len(m.outputs))
 	names, filtered := servables.OutputsFrom(ctx)
+	wanted := func(i int) bool { return !filtered || slices.Contains(names, m.outputs[i].name) }
 	for i, s := range m.outputs {
-		wanted[i] = !filtered || slices.Contains(names, s.name)
-		if wanted[i] && s.tensor && s.dtype == servables.Unknown && s.ortType != ort.TensorElementDataTypeUndefined {
+		if wanted(i) && s.tensor && s.dtype == servables.Unknown && s.ortType != ort.TensorElementDataTypeUndefined {
 			// Fail before running: onnxruntime_go cannot even convert
 			// some such outputs.
 			return nil, unsupportedOutput(s.name, s.ortType)
@@ -651,10 +650,13 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		values[i] = v
 	}
 	outs := make([]ort.Value, len(m.outputs))
-	halves := make([]servables.Tensor, len(m.outputs))
+	var halves []servables.Tensor // made for the first 2-byte float output
 	for i, s := range m.outputs {
 		if !isHalf(s.dtype) {
 			continue
+		}
+		if halves == nil {
+			halves = make([]servables.Tensor, len(m.outputs))
 		}
 		if halves[i], outs[i], err = m.halfOutput(i, ordered, &pin); err != nil {
 			destroyAll(outs)
@@ -669,7 +671,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	result := make([]servables.Tensor, 0, len(outs))
 	for i, v := range outs {
 		switch {
-		case !wanted[i]:
+		case !wanted(i):
 		case isHalf(m.outputs[i].dtype):
 			result = append(result, halves[i])
 		default:
