@@ -141,6 +141,11 @@ type ServableState struct {
 	// ValidSince is when the servable became valid, or zero if it is not.
 	// The caller stores the Plan.ValidSince value after each evaluation.
 	ValidSince time.Time
+	// Comparison is how its shadow answers compare with the champion's
+	// (promote_when).
+	Comparison Comparison
+	// Live is its own user traffic since it became valid (rollback_when).
+	Live Live
 }
 
 // Share is a servable's share of the user traffic.
