@@ -1,6 +1,7 @@
 package modelconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,6 +52,9 @@ func (p VersionPolicy) Select(found []int64) []int64 {
 	}
 	return nil
 }
+
+// MarshalJSON writes the policy in its config form, {"latest": {"num_versions": 2}}.
+func (p VersionPolicy) MarshalJSON() ([]byte, error) { return json.Marshal(p.canonical()) }
 
 // IsVersioned reports whether the entry is a versioned entry: a parent
 // directory of numbered versions (it has a version policy).
