@@ -131,7 +131,7 @@ func batchable(meta servables.Metadata) bool {
 // modelConfigOf is the configuration of model name at version ("" for the
 // highest ready one), or an unknownModel error.
 func modelConfigOf(b Backend, name, version string) (*oippb.ModelConfig, error) {
-	mv, ok := routing.Resolve(b.ModelPaths(), name, version)
+	mv, ok := routing.Resolve(b.ModelPaths(), b.NewestVersion, name, version)
 	if !ok {
 		return nil, unknownModel{name, version}
 	}
