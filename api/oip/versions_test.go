@@ -47,7 +47,9 @@ func (*versioned) ModelMetadata(string) (servables.Metadata, string, bool) {
 func (*versioned) ModelServing(string) (actors.ModelServing, bool) {
 	return actors.ModelServing{Replicas: 1, MaxBatchRows: 1}, true
 }
-func (*versioned) ModelStats(string) (actors.ModelStats, bool) { return actors.ModelStats{Inferences: 1}, true }
+func (*versioned) ModelStats(string) (actors.ModelStats, bool) {
+	return actors.ModelStats{Inferences: 1}, true
+}
 func (*versioned) Status() actors.Status {
 	return actors.Status{Models: []actors.ModelStatus{
 		{Path: "pcvr/1/", State: actors.StateFailed, LastError: "bad CHECKSUM", VersionOf: "pcvr/", Version: 1},
