@@ -161,17 +161,7 @@ func TestParseModelConfigErrors(t *testing.T) {
 		{"grace boolean", `{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":true}]}`, `expected an integer, got boolean true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
+			checkParseError(t, tc.data, tc.want)
 		})
 	}
 }
@@ -411,17 +401,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"duplicate key feature", servable(`, "logging": {"key_features": ["u", "a", "u"]}`), `logging.key_features[2]: contract ads/pctr/1: release v1: key feature "u" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
+			checkParseError(t, tc.data, tc.want)
 		})
 	}
 }

@@ -169,17 +169,7 @@ func TestParseModelConfigVersionErrors(t *testing.T) {
 			`"a/1/" is inside the directory of versioned model "a/"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(`{"model_metadata": [` + tc.models + `]}`))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
+			checkParseError(t, `{"model_metadata": [`+tc.models+`]}`, tc.want)
 		})
 	}
 }
@@ -226,5 +216,21 @@ func TestModelConfigMarshalJSONWritesVersionPolicies(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, &c) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", back, &c)
+	}
+}
+
+// checkParseError fails unless Parse refuses data with a *Error containing want.
+func checkParseError(t *testing.T, data, want string) {
+	t.Helper()
+	_, err := Parse([]byte(data))
+	if err == nil {
+		t.Fatalf("no error, want %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Errorf("error %T is not a *Error", err)
 	}
 }
