@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/groveml/grove/actors/lifecycle"
@@ -33,12 +34,32 @@ func listVersions(ctx context.Context, b bucket.Bucket, cfg *modelconfig.Config)
 			out[m.Path] = versionListing{err: fmt.Errorf("listing the versions of %s in %s: %w", m.Path, b, err)}
 			continue
 		}
-		names := make([]string, len(objs))
-		for i, o := range objs {
-			names[i] = o.Name
-		}
-		out[m.Path] = versionListing{found: modelconfig.VersionDirs(m.Path, names)}
+		out[m.Path] = versionListing{found: versionDirs(m.Path, objs)}
 	}
+	return out
+}
+
+// versionDirs returns the versions found in a listing of a versioned
+// entry's directory parent: the immediate sub-directories whose name is a
+// version number (modelconfig.ParseVersion) holding at least one file
+// other than a directory placeholder or their root's
+// bucket.ChecksumFile. They are in ascending order.
+func versionDirs(parent string, objs []bucket.Object) []int64 {
+	var out []int64
+	for _, o := range objs {
+		rest, ok := strings.CutPrefix(o.Name, parent)
+		if !ok || strings.HasSuffix(rest, "/") {
+			continue
+		}
+		dir, file, ok := strings.Cut(rest, "/")
+		if !ok || file == bucket.ChecksumFile {
+			continue
+		}
+		if v, ok := modelconfig.ParseVersion(dir); ok && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

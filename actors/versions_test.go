@@ -60,6 +60,32 @@ func TestServingVersionsPicksTheNewestReadyVersion(t *testing.T) {
 	}
 }
 
+func TestVersionDirsFindsNumberedDirectoriesHoldingAFile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  []int64
+	}{
+		{"numbered directories", []string{"pcvr/1/model.pt", "pcvr/10/model.pt", "pcvr/2/a/b.bin", "pcvr/2/model.pt"}, []int64{1, 2, 10}},
+		{"files beside the versions are not versions", []string{"pcvr/README", "pcvr/3", "pcvr/1/model.pt"}, []int64{1}},
+		{"a placeholder alone is not a version", []string{"pcvr/4/", "pcvr/5/sub/", "pcvr/1/m.pt"}, []int64{1}},
+		{"a CHECKSUM alone is not a version yet", []string{"pcvr/6/CHECKSUM", "pcvr/7/CHECKSUM", "pcvr/7/m.pt", "pcvr/8/sub/CHECKSUM"}, []int64{7, 8}},
+		{"names that are not version numbers", []string{"pcvr/0/m", "pcvr/-1/m", "pcvr/+2/m", "pcvr/03/m", "pcvr/v4/m", "pcvr/1e3/m", "pcvr/99999999999999999999/m", "pcvr/7/m"}, []int64{7}},
+		{"other prefixes ignored", []string{"pcvr2/1/m", "pcvr/1/m"}, []int64{1}},
+		{"nothing", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []bucket.Object
+			for _, n := range tc.names {
+				objs = append(objs, bucket.Object{Name: n, Size: 1})
+			}
+			if got := versionDirs("pcvr/", objs); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("versionDirs = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // versioned is a model config with the versioned entry v/, grace 5s.
 func versioned(policy string, extra ...string) string {
 	e := `{"model_path": "v/", "version_policy": ` + policy + `, "eviction_grace_period_in_ms": 5000, "warm_up_batch_request_json": "[[1]]"`

@@ -70,7 +70,7 @@ func (m Model) EntryPath() string {
 }
 
 // Expand turns a versioned entry and the version numbers found under its
-// directory (see VersionDirs) into the models to serve: one per version
+// directory into the models to serve: one per version
 // the policy selects, in ascending order, at path Path+"N/", with the
 // entry's settings, the checksum version_checksums gives it (if any),
 // VersionOf set to the entry's path and Version to N. A model that is not
@@ -91,33 +91,10 @@ func (m Model) Expand(found []int64) []Model {
 	return out
 }
 
-// VersionDirs returns the versions found in a listing of a versioned
-// entry's directory parent (object names, as Bucket.List returns them):
-// the immediate sub-directories whose name is a positive decimal integer
-// written without leading zeros or sign, holding at least one object that
-// is not a directory placeholder. They are in ascending order.
-func VersionDirs(parent string, names []string) []int64 {
-	var out []int64
-	for _, name := range names {
-		rest, ok := strings.CutPrefix(name, parent)
-		if !ok || strings.HasSuffix(rest, "/") {
-			continue
-		}
-		dir, file, ok := strings.Cut(rest, "/")
-		if !ok || file == "" {
-			continue
-		}
-		if v, ok := versionNumber(dir); ok && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// versionNumber reads a version directory's or a version_checksums key's
-// name: a positive decimal integer in its canonical form.
-func versionNumber(s string) (int64, bool) {
+// ParseVersion reads a version number as a version directory's name or a
+// version_checksums key writes it: a positive decimal integer, without
+// sign or leading zeros ("3", not "03" or "+3").
+func ParseVersion(s string) (int64, bool) {
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 1 || strconv.FormatInt(v, 10) != s {
 		return 0, false
@@ -147,7 +124,7 @@ func versionChecksumsFromProto(sums map[string]string, entry string) (map[int64]
 	}
 	out := make(map[int64]string, len(sums))
 	for _, k := range slices.Sorted(maps.Keys(sums)) {
-		v, ok := versionNumber(k)
+		v, ok := ParseVersion(k)
 		if !ok {
 			return nil, &Error{Field: entry + ".version_checksums", Msg: fmt.Sprintf("key %q is not a version number; keys are versions 1 or more written in decimal as strings, as in {\"3\": \"<checksum>\"}", k)}
 		}

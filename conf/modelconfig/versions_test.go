@@ -73,24 +73,12 @@ func TestModelExpand(t *testing.T) {
 	}
 }
 
-func TestVersionDirs(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		names []string
-		want  []int64
-	}{
-		{"numbered directories", []string{"pcvr/1/model.pt", "pcvr/10/model.pt", "pcvr/2/a/b.bin", "pcvr/2/model.pt"}, []int64{1, 2, 10}},
-		{"files beside the versions are not versions", []string{"pcvr/README", "pcvr/3", "pcvr/1/model.pt"}, []int64{1}},
-		{"a placeholder alone is not a version", []string{"pcvr/4/", "pcvr/5/sub/", "pcvr/1/m.pt"}, []int64{1}},
-		{"names that are not positive decimal numbers", []string{"pcvr/0/m", "pcvr/-1/m", "pcvr/+2/m", "pcvr/03/m", "pcvr/v4/m", "pcvr/1e3/m", "pcvr/99999999999999999999/m", "pcvr/7/m"}, []int64{7}},
-		{"other prefixes ignored", []string{"pcvr2/1/m", "pcvr/1/m"}, []int64{1}},
-		{"nothing", nil, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := VersionDirs("pcvr/", tc.names); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("VersionDirs = %v, want %v", got, tc.want)
-			}
-		})
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]int64{"1": 1, "10": 10, "9223372036854775807": 1<<63 - 1,
+		"0": 0, "-1": 0, "+2": 0, "03": 0, "v4": 0, "1e3": 0, "": 0, " 1": 0, "99999999999999999999": 0} {
+		if got, ok := ParseVersion(in); got != want || ok != (want > 0) {
+			t.Errorf("ParseVersion(%q) = %d, %v; want %d", in, got, ok, want)
+		}
 	}
 }
 
