@@ -205,7 +205,8 @@ func (s *System) run(b *batch) ([]Result, error) {
 	return res, nil
 }
 
-// ModelPaths lists the paths that have a ready model, sorted.
+// ModelPaths lists the paths that have a ready model, sorted: a versioned
+// entry's path among them once one of its versions serves (NewestVersion).
 func (s *System) ModelPaths() []string {
 	routes := *s.routes.Load()
 	paths := make([]string, 0, len(routes))
