@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -55,7 +57,9 @@ func (*versioned) Status() actors.Status {
 		{Path: "pcvr/1/", State: actors.StateFailed, LastError: "bad CHECKSUM", VersionOf: "pcvr/", Version: 1},
 		{Path: "pcvr/2/", State: actors.StateReady, VersionOf: "pcvr/", Version: 2},
 		{Path: "pcvr/3/", State: actors.StateReady, VersionOf: "pcvr/", Version: 3},
-		{Path: "pctr/", State: actors.StateReady}}}
+		{Path: "pctr/", State: actors.StateReady}},
+		Versioned: []actors.VersionedStatus{{Path: "pcvr/", Policy: modelconfig.VersionPolicy{Kind: modelconfig.VersionsLatest, Latest: 2},
+			Found: []int64{1, 2, 3}, ServingVersion: 3, ServingPath: "pcvr/3/"}}}
 }
 func (*versioned) Ready() bool { return true }
 
@@ -148,5 +152,24 @@ func TestOIPListsTheVersionsOfAVersionedEntry(t *testing.T) {
 	}
 	if code != 200 || compact.String() != want {
 		t.Errorf("repository index: HTTP %d\n got %s\nwant %s", code, compact.String(), want)
+	}
+}
+
+func TestOIPModelConfigOfAVersionedEntryHasItsVersionPolicy(t *testing.T) {
+	for url, want := range map[string]string{
+		"/v2/models/pcvr/config":            `"version_policy":{"latest":{"num_versions":2}}`,
+		"/v2/models/pcvr/versions/2/config": `"version_policy":{"latest":{"num_versions":2}}`,
+		"/v2/models/pctr/config":            `"version_policy":{"all":{}}`,
+	} {
+		code, got := restGet(t, &versioned{}, "GET", url, "")
+		if code != 200 || !strings.Contains(got, want) {
+			t.Errorf("%s: HTTP %d, want %s in %s", url, code, want, got)
+		}
+	}
+	if got := versionPolicy(modelconfig.VersionPolicy{Kind: modelconfig.VersionsSpecific, Versions: []int64{1, 3}}); fmt.Sprint(got.GetSpecific().GetVersions()) != "[1 3]" {
+		t.Errorf("specific: %v", got)
+	}
+	if got := versionPolicy(modelconfig.VersionPolicy{Kind: modelconfig.VersionsAll}); got.GetAll() == nil {
+		t.Errorf("all: %v", got)
 	}
 }
