@@ -111,8 +111,7 @@ func startVersionsLoad(t *testing.T, g *grove, exp map[string]expectedModel, wor
 				// Version 2 answers with pctr_v1's outputs, and the entry's
 				// name with version 2's or version 3's (OIP names it).
 				switch {
-				case err == nil && pinned && model == "pctr_v1" && (version == "" || version == "2"):
-				case err == nil && !pinned && model == "pctr_v1" && (version == "" || version == "2"):
+				case err == nil && model == "pctr_v1" && (version == "" || version == "2"):
 				case err == nil && !pinned && model == "pctr_v2" && (version == "" || version == "3"):
 				default:
 					if err == nil {

@@ -70,11 +70,11 @@ func (m Model) EntryPath() string {
 }
 
 // Expand turns a versioned entry and the version numbers found under its
-// directory into the models to serve: one per version
-// the policy selects, in ascending order, at path Path+"N/", with the
-// entry's settings, the checksum version_checksums gives it (if any),
-// VersionOf set to the entry's path and Version to N. A model that is not
-// versioned is returned as it is.
+// directory into the models to serve: one per version the policy
+// selects, in ascending order, at path Path+"N/", with the entry's
+// settings, the checksum version_checksums gives it (if any), VersionOf
+// set to the entry's path and Version to N. A model that is not versioned
+// is returned as it is.
 func (m Model) Expand(found []int64) []Model {
 	if !m.IsVersioned() {
 		return []Model{m}
