@@ -24,9 +24,12 @@
 //	lifecycle.State (phases, jobs, grace   supervisor                  not at all: status and routes are published
 //	  times, retiring contents), loadJob
 //	  artifacts, registration sources and
-//	  waiters, config status, wake timer
-//	routing table (path -> content)        supervisor                  System.routes, an atomic pointer to a table
-//	                                                                   replaced, never changed (router, System, metrics)
+//	  waiters, config status, wake timer,
+//	  versioned entries (versions found,
+//	  listing errors)
+//	routing table (path -> content; a      supervisor                  System.routes, an atomic pointer to a table
+//	  versioned entry's path -> its                                    replaced, never changed (router, System, metrics)
+//	  newest ready version's content)
 //	status snapshot                        supervisor                  System.status, an atomic pointer (System.Status)
 //	System.settled                         supervisor                  atomic (System.Ready)
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table

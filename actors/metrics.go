@@ -141,6 +141,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for path, ct := range *c.s.routes.Load() {
+		if ct.path != path {
+			continue // a versioned entry's path: its version's content is counted under its own
+		}
 		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(ct.queued.Load()+ct.shadowQueued.Load()), path)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(ct.inflight.Load()), path)
 	}

@@ -15,7 +15,9 @@ import (
 )
 
 // table maps each served model path to the content answering it. It is
-// replaced, never changed, by the supervisor.
+// replaced, never changed, by the supervisor. A versioned entry's path
+// ("pcvr/") maps to the content of the version it serves ("pcvr/3/"): the
+// one entry whose content's path is not its key.
 type table map[string]*content
 
 // batch is one call of System.Infer (or System.Score) on its way through

@@ -1,6 +1,10 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"github.com/groveml/grove/conf/modelconfig"
+)
 
 // State is where a configured model is in its lifecycle.
 type State string
@@ -28,6 +32,26 @@ type Status struct {
 	Ready  bool          `json:"ready"`
 	Config ConfigStatus  `json:"config"`
 	Models []ModelStatus `json:"models"`
+	// Versioned are the versioned entries of the config in force; their
+	// versions are in Models.
+	Versioned []VersionedStatus `json:"versioned,omitempty"`
+}
+
+// VersionedStatus describes a versioned model entry (one with a
+// version_policy): the versions found under its directory and the one
+// its own path serves.
+type VersionedStatus struct {
+	Path   string                    `json:"model_path"`
+	Policy modelconfig.VersionPolicy `json:"version_policy"`
+	// Found are the version directories of the last listing that worked.
+	Found []int64 `json:"versions_found"`
+	// ServingVersion is the version the entry's path serves, and
+	// ServingPath its path: the newest ready version (0 and empty: none).
+	ServingVersion int64  `json:"serving_version,omitempty"`
+	ServingPath    string `json:"serving_path,omitempty"`
+	// ListError is why the last listing of the directory failed, if it did.
+	ListError   string     `json:"list_error,omitempty"`
+	ListErrorAt *time.Time `json:"list_error_at,omitempty"`
 }
 
 // ConfigStatus describes the model config file and its polling.
@@ -54,6 +78,10 @@ type ModelStatus struct {
 	// Registered is set for a model loaded through the registration API
 	// (B&A RegisterModel) rather than listed in the config.
 	Registered bool `json:"registered,omitempty"`
+	// VersionOf is, for a version of a versioned entry, the entry's path;
+	// Version is its version number.
+	VersionOf string `json:"version_of,omitempty"`
+	Version   int64  `json:"version,omitempty"`
 	// ConfiguredChecksum is the checksum the config asks for, if any.
 	ConfiguredChecksum string `json:"configured_checksum,omitempty"`
 	// Updating is set while new content for this path loads beside the serving one.
@@ -91,4 +119,22 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// versionedStatus describes the versioned entries of the config in force.
+func (s *supervisorActor) versionedStatus() []VersionedStatus {
+	if len(s.versioned) == 0 {
+		return nil
+	}
+	serving := servingVersions(s.plan.Paths())
+	out := make([]VersionedStatus, 0, len(s.versioned))
+	for _, v := range s.versioned {
+		vs := VersionedStatus{Path: v.entry.Path, Policy: *v.entry.VersionPolicy, Found: append([]int64{}, v.found...),
+			ListError: v.listErr, ListErrorAt: timePtr(v.listErrAt)}
+		if p := serving[v.entry.Path]; p != nil {
+			vs.ServingVersion, vs.ServingPath = p.Desired.Version, p.Name
+		}
+		out = append(out, vs)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,8 @@ type (
 		stateErr error
 		// stateMark is the shared state's write mark taken before the read.
 		stateMark int64
+		// listings are the versioned entries' directories, by entry path.
+		listings map[string]versionListing
 	}
 	fetchResult struct {
 		path  string
@@ -119,6 +122,9 @@ type supervisorActor struct {
 	// leftovers are files of discarded contents whose model actors were
 	// still stopping; they are deleted when the supervisor stops.
 	leftovers []*bucket.LocalModel
+	// versioned are the versioned entries of the config in force, in
+	// config order, with the versions last found under each.
+	versioned []versionsKnown
 }
 
 func newSupervisor(s *System) *supervisorActor {
@@ -259,7 +265,6 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 	for {
 		p := s.plan.Plan(now, inflight)
 		var retired []*content
-		routes := false
 		for _, st := range p.Steps {
 			switch st.Kind {
 			case lifecycle.Fetch:
@@ -270,12 +275,10 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				s.warmUp(ctx, st)
 			case lifecycle.Swap:
 				s.swap(st, now)
-				routes = true
 			case lifecycle.Retire:
 				if c := s.contents[st.Content]; c != nil {
 					retired = append(retired, c)
 				}
-				routes = true
 			case lifecycle.Release:
 				if c := s.contents[st.Content]; c != nil {
 					delete(s.contents, st.Content)
@@ -290,15 +293,15 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				notify = append(notify, st)
 			}
 		}
-		if routes {
-			// Published without the retired contents before they are
-			// marked retired, so that a request never finds a retired
-			// content in the table it reads.
-			s.publishRoutes()
-			for _, c := range retired {
-				c.retired.Store(true)
-				s.log.Debug("model content retired", "model", c.path, "checksum", c.checksum)
-			}
+		// Published without the retired contents before they are marked
+		// retired, so that a request never finds a retired content in the
+		// table it reads. Swaps and retirements change the table, and so
+		// do phase changes alone: a version leaving its policy no longer
+		// serves its entry's path.
+		s.publishRoutes()
+		for _, c := range retired {
+			c.retired.Store(true)
+			s.log.Debug("model content retired", "model", c.path, "checksum", c.checksum)
 		}
 		if !p.Retires() {
 			s.setWake(ctx, p.Wake, now)
@@ -568,6 +571,9 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
 		r := configResult{cfg: cfg, err: err, at: time.Now()}
+		if err == nil {
+			r.listings = listVersions(rctx, o.Bucket, cfg)
+		}
 		if err == nil && len(cfg.Contracts) > 0 {
 			r.stateMark = s.sys.state.readMark()
 			r.state, r.stateErr = s.sys.state.read(rctx)
@@ -603,17 +609,18 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	} else if r.state != nil && !s.sys.state.publishRead(r.state, r.stateMark) {
 		s.log.Debug("contract state read is older than one this replica wrote since; keeping the newer one")
 	}
+	models := s.expandVersions(r.cfg, r.listings, r.at)
 	for _, p := range s.plan.Paths() {
-		if p.Phase != lifecycle.Evicting && !p.Registered && !listed(r.cfg, p.Name) && p.Active != nil {
+		if p.Phase != lifecycle.Evicting && !p.Registered && !listed(models, p.Name) && p.Active != nil {
 			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
 		}
 	}
 	ctx.Send(s.sys.router, setContracts{cfg: r.cfg.Contracts, at: r.at})
-	s.apply(ctx, lifecycle.ConfigApplied{Models: r.cfg.Models})
+	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
 }
 
-func listed(cfg *modelconfig.Config, path string) bool {
-	for _, m := range cfg.Models {
+func listed(models []modelconfig.Model, path string) bool {
+	for _, m := range models {
 		if m.Path == path {
 			return true
 		}
@@ -640,17 +647,27 @@ func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logg
 	}
 }
 
-// publishRoutes publishes the routing table: every path's serving content.
+// publishRoutes publishes the routing table, if it changed: every path's
+// serving content, and each versioned entry's path its chosen version's
+// (servingVersions), unless a path of its own is so named.
 func (s *supervisorActor) publishRoutes() {
 	t := make(table, len(s.contents))
-	for _, p := range s.plan.Paths() {
+	paths := s.plan.Paths()
+	for _, p := range paths {
 		if p.Active != nil {
 			if c := s.contents[p.Active.ID]; c != nil {
 				t[p.Name] = c
 			}
 		}
 	}
-	s.sys.routes.Store(&t)
+	for parent, p := range servingVersions(paths) {
+		if c := t[p.Name]; c != nil && t[parent] == nil {
+			t[parent] = c
+		}
+	}
+	if !maps.Equal(t, *s.sys.routes.Load()) {
+		s.sys.routes.Store(&t)
+	}
 }
 
 // phaseStates maps each phase to the state the status API shows.
@@ -672,7 +689,8 @@ func (s *supervisorActor) publishStatus() {
 	retiring := s.plan.Retiring()
 	for _, p := range s.plan.Paths() {
 		m := ModelStatus{Path: p.Name, State: phaseStates[p.Phase], Registered: p.Registered, ConfiguredChecksum: p.Desired.Checksum,
-			LastError: p.LastErr, LastErrorAt: timePtr(p.ErrAt), Updating: p.Phase == lifecycle.Swapping}
+			LastError: p.LastErr, LastErrorAt: timePtr(p.ErrAt), Updating: p.Phase == lifecycle.Swapping,
+			VersionOf: p.Desired.VersionOf, Version: p.Desired.Version}
 		if p.Phase == lifecycle.Evicting || p.Phase == lifecycle.Expiring {
 			m.evictAt = p.Until
 		}
@@ -689,6 +707,7 @@ func (s *supervisorActor) publishStatus() {
 		}
 		st.Models = append(st.Models, m)
 	}
+	st.Versioned = s.versionedStatus()
 	if s.plan.Settled() {
 		s.sys.settled.Store(true)
 	}

@@ -205,7 +205,8 @@ func (s *System) run(b *batch) ([]Result, error) {
 	return res, nil
 }
 
-// ModelPaths lists the paths that have a ready model, sorted.
+// ModelPaths lists the paths that have a ready model, sorted: a versioned
+// entry's path among them once one of its versions serves (NewestVersion).
 func (s *System) ModelPaths() []string {
 	routes := *s.routes.Load()
 	paths := make([]string, 0, len(routes))
@@ -214,6 +215,17 @@ func (s *System) ModelPaths() []string {
 	}
 	slices.Sort(paths)
 	return paths
+}
+
+// NewestVersion reports, for the path of a versioned entry ("pcvr/"),
+// the path of the version it serves now ("pcvr/3/", see VersionedStatus);
+// ok is false for any other path.
+func (s *System) NewestVersion(parent string) (path string, ok bool) {
+	c := (*s.routes.Load())[parent]
+	if c == nil || c.path == parent {
+		return "", false
+	}
+	return c.path, true
 }
 
 // Status returns a snapshot of the config source and every configured model.
@@ -332,7 +344,8 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 	if s.opts.ParseWarmUp == nil {
 		return errors.New("this server cannot parse warm-up requests")
 	}
-	sets, err := s.opts.ParseWarmUp(meta.WarmUpJSON, meta.Path)
+	// A version's warm-up requests name its entry's path, as written in the config.
+	sets, err := s.opts.ParseWarmUp(meta.WarmUpJSON, meta.EntryPath())
 	if err != nil {
 		return err
 	}

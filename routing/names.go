@@ -42,12 +42,28 @@ func allDigits(s string) bool {
 	return true
 }
 
+// Newest reports, for the path of a versioned model entry ("pcvr/", one
+// with a version policy), the path of the version that serves it now
+// ("pcvr/3/": its newest ready version); ok is false for any other path.
+// A nil Newest knows no versioned entry.
+type Newest func(parent string) (path string, ok bool)
+
+// parent reports whether path is a versioned entry's.
+func (n Newest) parent(path string) bool {
+	if n == nil {
+		return false
+	}
+	_, ok := n(path)
+	return ok
+}
+
 // Versions returns the versions of model name among paths, highest first
-// (numerically; ties, such as "3" and "03", by path).
-func Versions(paths []string, name string) []ModelVersion {
+// (numerically; ties, such as "3" and "03", by path). The path of a
+// versioned entry (see Newest) is not a version: its versions are.
+func Versions(paths []string, newest Newest, name string) []ModelVersion {
 	var out []ModelVersion
 	for _, p := range paths {
-		if mv := NameModel(p); mv.Name == name {
+		if mv := NameModel(p); mv.Name == name && !newest.parent(p) {
 			out = append(out, mv)
 		}
 	}
@@ -70,10 +86,17 @@ func compareVersions(a, b string) int {
 }
 
 // Resolve picks the model path that serves OIP model name at version among
-// the ready paths: the given version, or the highest one when version is
-// empty. It reports false when there is none.
-func Resolve(ready []string, name, version string) (ModelVersion, bool) {
-	vs := Versions(ready, name)
+// the ready paths: the given version; or, when version is empty, the path
+// of the versioned entry so named (name + "/"), which serves its newest
+// ready version (the ModelVersion has that version's number), else the
+// highest version. It reports false when there is none.
+func Resolve(ready []string, newest Newest, name, version string) (ModelVersion, bool) {
+	if version == "" && newest != nil {
+		if p, ok := newest(name + "/"); ok {
+			return ModelVersion{Path: name + "/", Name: name, Version: NameModel(p).Version}, true
+		}
+	}
+	vs := Versions(ready, newest, name)
 	if len(vs) == 0 {
 		return ModelVersion{}, false
 	}

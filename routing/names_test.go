@@ -1,6 +1,9 @@
 package routing
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNameModelSplitsADigitLastSegmentIntoAVersion(t *testing.T) {
 	for _, c := range []struct{ path, name, version string }{
@@ -34,12 +37,49 @@ func TestResolvePicksTheHighestReadyVersionOrTheOneAskedFor(t *testing.T) {
 		{"other/pcvr", "", "other/pcvr/1/", true},
 		{"nope", "", "", false},
 	} {
-		got, ok := Resolve(ready, c.name, c.version)
+		got, ok := Resolve(ready, nil, c.name, c.version)
 		if ok != c.ok || got.Path != c.want {
 			t.Errorf("Resolve(%q, %q) = %q, %v; want %q, %v", c.name, c.version, got.Path, ok, c.want, c.ok)
 		}
 	}
-	if vs := Versions(ready, "pcvr"); len(vs) != 3 || vs[0].Version != "10" || vs[2].Version != "2" {
+	if vs := Versions(ready, nil, "pcvr"); len(vs) != 3 || vs[0].Version != "10" || vs[2].Version != "2" {
 		t.Errorf("Versions(pcvr) = %+v", vs)
+	}
+}
+
+func TestResolveNamesAVersionedEntryByItsNewestReadyVersion(t *testing.T) {
+	// pcvr/ is a versioned entry serving version 3, while version 4 (not
+	// ready for it: leaving its policy) still answers by its own path.
+	ready := []string{"pcvr/", "pcvr/1/", "pcvr/3/", "pcvr/4/", "plain/", "plain/7/"}
+	newest := func(parent string) (string, bool) {
+		if parent == "pcvr/" {
+			return "pcvr/3/", true
+		}
+		return "", false
+	}
+	for _, c := range []struct {
+		name, version, path, got string
+		ok                       bool
+	}{
+		{"pcvr", "", "pcvr/", "3", true},
+		{"pcvr", "1", "pcvr/1/", "1", true}, // not the entry's own path, named version 1 by its shape
+		{"pcvr", "4", "pcvr/4/", "4", true},
+		{"pcvr", "2", "", "", false},
+		// Without a versioned entry, the paths keep their meaning: the
+		// highest version, and "plain/" is version 1 of "plain".
+		{"plain", "", "plain/7/", "7", true},
+		{"plain", "1", "plain/", "1", true},
+	} {
+		got, ok := Resolve(ready, newest, c.name, c.version)
+		if ok != c.ok || got.Path != c.path || got.Version != c.got || ok && got.Name != c.name {
+			t.Errorf("Resolve(%q, %q) = %+v, %v; want path %q version %q, %v", c.name, c.version, got, ok, c.path, c.got, c.ok)
+		}
+	}
+	var listed []string
+	for _, v := range Versions(ready, newest, "pcvr") {
+		listed = append(listed, v.Path)
+	}
+	if got := strings.Join(listed, ","); got != "pcvr/4/,pcvr/3/,pcvr/1/" {
+		t.Errorf("Versions(pcvr) = %s: the entry's own path is not a version", got)
 	}
 }

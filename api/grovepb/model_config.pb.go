@@ -144,9 +144,19 @@ type ModelMetadata struct {
 	Inputs []*TensorSignature `protobuf:"bytes,106,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Grove: the model's outputs, in the model's order. A TorchScript
 	// model's outputs take these names (else output_0, output_1, ...).
-	Outputs       []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outputs []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Grove: makes model_path (a directory, ending in "/") the parent of
+	// numbered version directories (model_path + "1/", "2/", ...), TF
+	// Serving's layout; the policy picks the versions to serve, each loaded
+	// as a model of its own with this entry's settings. Absent: model_path
+	// is one model. Not together with checksum (see version_checksums).
+	VersionPolicy *VersionPolicy `protobuf:"bytes,108,opt,name=version_policy,json=versionPolicy,proto3" json:"version_policy,omitempty"`
+	// Grove: the expected checksum of a version, by version number written
+	// as a string ({"3": "<64 hex>"}), checked like checksum. Only with
+	// version_policy.
+	VersionChecksums map[string]string `protobuf:"bytes,109,rep,name=version_checksums,json=versionChecksums,proto3" json:"version_checksums,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -263,6 +273,123 @@ func (x *ModelMetadata) GetOutputs() []*TensorSignature {
 	return nil
 }
 
+func (x *ModelMetadata) GetVersionPolicy() *VersionPolicy {
+	if x != nil {
+		return x.VersionPolicy
+	}
+	return nil
+}
+
+func (x *ModelMetadata) GetVersionChecksums() map[string]string {
+	if x != nil {
+		return x.VersionChecksums
+	}
+	return nil
+}
+
+// VersionPolicy picks the versions of a versioned entry to serve: exactly
+// one of its fields, as in {"latest": {"num_versions": 2}}.
+type VersionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Policy:
+	//
+	//	*VersionPolicy_Latest_
+	//	*VersionPolicy_Specific_
+	//	*VersionPolicy_All_
+	Policy        isVersionPolicy_Policy `protobuf_oneof:"policy"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionPolicy) Reset() {
+	*x = VersionPolicy{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionPolicy) ProtoMessage() {}
+
+func (x *VersionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionPolicy.ProtoReflect.Descriptor instead.
+func (*VersionPolicy) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *VersionPolicy) GetPolicy() isVersionPolicy_Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *VersionPolicy) GetLatest() *VersionPolicy_Latest {
+	if x != nil {
+		if x, ok := x.Policy.(*VersionPolicy_Latest_); ok {
+			return x.Latest
+		}
+	}
+	return nil
+}
+
+func (x *VersionPolicy) GetSpecific() *VersionPolicy_Specific {
+	if x != nil {
+		if x, ok := x.Policy.(*VersionPolicy_Specific_); ok {
+			return x.Specific
+		}
+	}
+	return nil
+}
+
+func (x *VersionPolicy) GetAll() *VersionPolicy_All {
+	if x != nil {
+		if x, ok := x.Policy.(*VersionPolicy_All_); ok {
+			return x.All
+		}
+	}
+	return nil
+}
+
+type isVersionPolicy_Policy interface {
+	isVersionPolicy_Policy()
+}
+
+type VersionPolicy_Latest_ struct {
+	// The num_versions highest versions found.
+	Latest *VersionPolicy_Latest `protobuf:"bytes,1,opt,name=latest,proto3,oneof"`
+}
+
+type VersionPolicy_Specific_ struct {
+	// The listed versions that are found.
+	Specific *VersionPolicy_Specific `protobuf:"bytes,2,opt,name=specific,proto3,oneof"`
+}
+
+type VersionPolicy_All_ struct {
+	// Every version found.
+	All *VersionPolicy_All `protobuf:"bytes,3,opt,name=all,proto3,oneof"`
+}
+
+func (*VersionPolicy_Latest_) isVersionPolicy_Policy() {}
+
+func (*VersionPolicy_Specific_) isVersionPolicy_Policy() {}
+
+func (*VersionPolicy_All_) isVersionPolicy_Policy() {}
+
 // TensorSignature is one input or output of a model, in the Open
 // Inference Protocol's terms, as in
 // {"name": "x", "datatype": "FP32", "shape": [-1, 64]}.
@@ -282,7 +409,7 @@ type TensorSignature struct {
 
 func (x *TensorSignature) Reset() {
 	*x = TensorSignature{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +421,7 @@ func (x *TensorSignature) String() string {
 func (*TensorSignature) ProtoMessage() {}
 
 func (x *TensorSignature) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +434,7 @@ func (x *TensorSignature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSignature.ProtoReflect.Descriptor instead.
 func (*TensorSignature) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TensorSignature) GetName() string {
@@ -358,7 +485,7 @@ type Contract struct {
 
 func (x *Contract) Reset() {
 	*x = Contract{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +497,7 @@ func (x *Contract) String() string {
 func (*Contract) ProtoMessage() {}
 
 func (x *Contract) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +510,7 @@ func (x *Contract) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contract.ProtoReflect.Descriptor instead.
 func (*Contract) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Contract) GetOrganization() string {
@@ -450,7 +577,7 @@ type Expiration struct {
 
 func (x *Expiration) Reset() {
 	*x = Expiration{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +589,7 @@ func (x *Expiration) String() string {
 func (*Expiration) ProtoMessage() {}
 
 func (x *Expiration) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +602,7 @@ func (x *Expiration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expiration.ProtoReflect.Descriptor instead.
 func (*Expiration) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Expiration) GetPolicy() isExpiration_Policy {
@@ -534,7 +661,7 @@ type KeepTopRanked struct {
 
 func (x *KeepTopRanked) Reset() {
 	*x = KeepTopRanked{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +673,7 @@ func (x *KeepTopRanked) String() string {
 func (*KeepTopRanked) ProtoMessage() {}
 
 func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +686,7 @@ func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepTopRanked.ProtoReflect.Descriptor instead.
 func (*KeepTopRanked) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeepTopRanked) GetN() int32 {
@@ -601,7 +728,7 @@ type ContractServable struct {
 
 func (x *ContractServable) Reset() {
 	*x = ContractServable{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +740,7 @@ func (x *ContractServable) String() string {
 func (*ContractServable) ProtoMessage() {}
 
 func (x *ContractServable) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +753,7 @@ func (x *ContractServable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContractServable.ProtoReflect.Descriptor instead.
 func (*ContractServable) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContractServable) GetReleaseVersion() string {
@@ -689,7 +816,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +828,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +841,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -820,7 +947,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +959,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +972,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -866,7 +993,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1005,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1018,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -915,7 +1042,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1054,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1067,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -972,7 +1099,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1111,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1124,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -1054,7 +1181,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1193,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1206,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1101,7 +1228,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1240,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1253,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1154,7 +1281,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1293,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1306,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1210,6 +1337,135 @@ func (x *ServableLogging) GetKeyFeaturesSeparator() string {
 	return ""
 }
 
+// Latest serves the highest versions.
+type VersionPolicy_Latest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many, 1 or more.
+	NumVersions   int32 `protobuf:"varint,1,opt,name=num_versions,json=numVersions,proto3" json:"num_versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionPolicy_Latest) Reset() {
+	*x = VersionPolicy_Latest{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionPolicy_Latest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionPolicy_Latest) ProtoMessage() {}
+
+func (x *VersionPolicy_Latest) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionPolicy_Latest.ProtoReflect.Descriptor instead.
+func (*VersionPolicy_Latest) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 0}
+}
+
+func (x *VersionPolicy_Latest) GetNumVersions() int32 {
+	if x != nil {
+		return x.NumVersions
+	}
+	return 0
+}
+
+// Specific serves the listed versions.
+type VersionPolicy_Specific struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Distinct version numbers, 1 or more each; not empty.
+	Versions      []int64 `protobuf:"varint,1,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionPolicy_Specific) Reset() {
+	*x = VersionPolicy_Specific{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionPolicy_Specific) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionPolicy_Specific) ProtoMessage() {}
+
+func (x *VersionPolicy_Specific) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionPolicy_Specific.ProtoReflect.Descriptor instead.
+func (*VersionPolicy_Specific) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 1}
+}
+
+func (x *VersionPolicy_Specific) GetVersions() []int64 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+// All serves every version.
+type VersionPolicy_All struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionPolicy_All) Reset() {
+	*x = VersionPolicy_All{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionPolicy_All) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionPolicy_All) ProtoMessage() {}
+
+func (x *VersionPolicy_All) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionPolicy_All.ProtoReflect.Descriptor instead.
+func (*VersionPolicy_All) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 2}
+}
+
 var File_grove_v1_model_config_proto protoreflect.FileDescriptor
 
 const file_grove_v1_model_config_proto_rawDesc = "" +
@@ -1217,7 +1473,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x9d\x04\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xfe\x05\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1231,7 +1487,22 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x12default_timeout_ms\x18h \x01(\x05R\x10defaultTimeoutMs\x12(\n" +
 	"\x10queue_timeout_ms\x18i \x01(\x05R\x0equeueTimeoutMs\x121\n" +
 	"\x06inputs\x18j \x03(\v2\x19.grove.v1.TensorSignatureR\x06inputs\x123\n" +
-	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\"W\n" +
+	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\x12>\n" +
+	"\x0eversion_policy\x18l \x01(\v2\x17.grove.v1.VersionPolicyR\rversionPolicy\x12Z\n" +
+	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x1aC\n" +
+	"\x15VersionChecksumsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x02\n" +
+	"\rVersionPolicy\x128\n" +
+	"\x06latest\x18\x01 \x01(\v2\x1e.grove.v1.VersionPolicy.LatestH\x00R\x06latest\x12>\n" +
+	"\bspecific\x18\x02 \x01(\v2 .grove.v1.VersionPolicy.SpecificH\x00R\bspecific\x12/\n" +
+	"\x03all\x18\x03 \x01(\v2\x1b.grove.v1.VersionPolicy.AllH\x00R\x03all\x1a+\n" +
+	"\x06Latest\x12!\n" +
+	"\fnum_versions\x18\x01 \x01(\x05R\vnumVersions\x1a&\n" +
+	"\bSpecific\x12\x1a\n" +
+	"\bversions\x18\x01 \x03(\x03R\bversions\x1a\x05\n" +
+	"\x03AllB\b\n" +
+	"\x06policy\"W\n" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
@@ -1314,49 +1585,59 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_grove_v1_model_config_proto_goTypes = []any{
-	(*ModelConfig)(nil),      // 0: grove.v1.ModelConfig
-	(*ModelMetadata)(nil),    // 1: grove.v1.ModelMetadata
-	(*TensorSignature)(nil),  // 2: grove.v1.TensorSignature
-	(*Contract)(nil),         // 3: grove.v1.Contract
-	(*Expiration)(nil),       // 4: grove.v1.Expiration
-	(*KeepTopRanked)(nil),    // 5: grove.v1.KeepTopRanked
-	(*ContractServable)(nil), // 6: grove.v1.ContractServable
-	(*ValidityRule)(nil),     // 7: grove.v1.ValidityRule
-	(*ValidAfterMs)(nil),     // 8: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),  // 9: grove.v1.MinServedEvents
-	(*MinMetric)(nil),        // 10: grove.v1.MinMetric
-	(*PhaseIn)(nil),          // 11: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),   // 12: grove.v1.LinearOverSecs
-	(*Shadow)(nil),           // 13: grove.v1.Shadow
-	(*ServableLogging)(nil),  // 14: grove.v1.ServableLogging
-	(*emptypb.Empty)(nil),    // 15: google.protobuf.Empty
+	(*ModelConfig)(nil),            // 0: grove.v1.ModelConfig
+	(*ModelMetadata)(nil),          // 1: grove.v1.ModelMetadata
+	(*VersionPolicy)(nil),          // 2: grove.v1.VersionPolicy
+	(*TensorSignature)(nil),        // 3: grove.v1.TensorSignature
+	(*Contract)(nil),               // 4: grove.v1.Contract
+	(*Expiration)(nil),             // 5: grove.v1.Expiration
+	(*KeepTopRanked)(nil),          // 6: grove.v1.KeepTopRanked
+	(*ContractServable)(nil),       // 7: grove.v1.ContractServable
+	(*ValidityRule)(nil),           // 8: grove.v1.ValidityRule
+	(*ValidAfterMs)(nil),           // 9: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),        // 10: grove.v1.MinServedEvents
+	(*MinMetric)(nil),              // 11: grove.v1.MinMetric
+	(*PhaseIn)(nil),                // 12: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),         // 13: grove.v1.LinearOverSecs
+	(*Shadow)(nil),                 // 14: grove.v1.Shadow
+	(*ServableLogging)(nil),        // 15: grove.v1.ServableLogging
+	nil,                            // 16: grove.v1.ModelMetadata.VersionChecksumsEntry
+	(*VersionPolicy_Latest)(nil),   // 17: grove.v1.VersionPolicy.Latest
+	(*VersionPolicy_Specific)(nil), // 18: grove.v1.VersionPolicy.Specific
+	(*VersionPolicy_All)(nil),      // 19: grove.v1.VersionPolicy.All
+	(*emptypb.Empty)(nil),          // 20: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
-	3,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
-	2,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
-	2,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
-	4,  // 4: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
-	6,  // 5: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
-	5,  // 6: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	7,  // 7: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	11, // 8: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	13, // 9: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	14, // 10: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	15, // 11: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	15, // 12: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	8,  // 13: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	9,  // 14: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	10, // 15: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	15, // 16: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	12, // 17: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
+	3,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
+	3,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
+	2,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
+	16, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
+	17, // 6: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
+	18, // 7: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
+	19, // 8: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
+	5,  // 9: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
+	7,  // 10: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
+	6,  // 11: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
+	8,  // 12: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	12, // 13: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	14, // 14: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	15, // 15: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	20, // 16: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	20, // 17: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	9,  // 18: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	10, // 19: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	11, // 20: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	20, // 21: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	13, // 22: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -1364,31 +1645,36 @@ func file_grove_v1_model_config_proto_init() {
 	if File_grove_v1_model_config_proto != nil {
 		return
 	}
-	file_grove_v1_model_config_proto_msgTypes[3].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[4].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[2].OneofWrappers = []any{
+		(*VersionPolicy_Latest_)(nil),
+		(*VersionPolicy_Specific_)(nil),
+		(*VersionPolicy_All_)(nil),
+	}
+	file_grove_v1_model_config_proto_msgTypes[4].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[5].OneofWrappers = []any{
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[7].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[8].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
 		(*ValidityRule_MinServedEvents)(nil),
 		(*ValidityRule_MinMetric)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[12].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[13].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
@@ -89,7 +90,8 @@ func configDims(shape []int64, batched bool) []int64 {
 //     from max_queue_delay_us;
 //   - instance_group: one group of the model's replicas, KIND_CPU;
 //   - version_policy: all, since Grove serves every version the model
-//     config lists.
+//     config lists (modelConfigOf gives a versioned entry's versions its
+//     version_policy).
 func modelConfig(mv routing.ModelVersion, meta servables.Metadata, sv actors.ModelServing) *oippb.ModelConfig {
 	cfg := &oippb.ModelConfig{
 		Name:     mv.Name,
@@ -131,7 +133,7 @@ func batchable(meta servables.Metadata) bool {
 // modelConfigOf is the configuration of model name at version ("" for the
 // highest ready one), or an unknownModel error.
 func modelConfigOf(b Backend, name, version string) (*oippb.ModelConfig, error) {
-	mv, ok := routing.Resolve(b.ModelPaths(), name, version)
+	mv, ok := routing.Resolve(b.ModelPaths(), b.NewestVersion, name, version)
 	if !ok {
 		return nil, unknownModel{name, version}
 	}
@@ -140,7 +142,26 @@ func modelConfigOf(b Backend, name, version string) (*oippb.ModelConfig, error) 
 	if !loaded || !serving {
 		return nil, unknownModel{name, version}
 	}
-	return modelConfig(mv, meta, sv), nil
+	cfg := modelConfig(mv, meta, sv)
+	for _, v := range b.Status().Versioned {
+		if routing.NameModel(v.Path).Name == mv.Name {
+			cfg.VersionPolicy = versionPolicy(v.Policy)
+		}
+	}
+	return cfg, nil
+}
+
+// versionPolicy is Triton's version policy of a versioned entry's policy.
+func versionPolicy(p modelconfig.VersionPolicy) *oippb.ModelVersionPolicy {
+	switch p.Kind {
+	case modelconfig.VersionsLatest:
+		return &oippb.ModelVersionPolicy{PolicyChoice: &oippb.ModelVersionPolicy_Latest_{
+			Latest: &oippb.ModelVersionPolicy_Latest{NumVersions: uint32(p.Latest)}}}
+	case modelconfig.VersionsSpecific:
+		return &oippb.ModelVersionPolicy{PolicyChoice: &oippb.ModelVersionPolicy_Specific_{
+			Specific: &oippb.ModelVersionPolicy_Specific{Versions: p.Versions}}}
+	}
+	return &oippb.ModelVersionPolicy{PolicyChoice: &oippb.ModelVersionPolicy_All_{All: &oippb.ModelVersionPolicy_All{}}}
 }
 
 // AppendModelConfigJSON appends cfg as Triton's REST API writes a model

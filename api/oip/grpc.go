@@ -49,7 +49,7 @@ func (o *grpcService) ServerMetadata(context.Context, *oippb.ServerMetadataReque
 // resolve finds the model path serving name at version ("" for the highest
 // ready one); it fails with unknownModel.
 func (o *grpcService) resolve(name, version string) (routing.ModelVersion, error) {
-	mv, ok := routing.Resolve(o.b.ModelPaths(), name, version)
+	mv, ok := routing.Resolve(o.b.ModelPaths(), o.b.NewestVersion, name, version)
 	if !ok {
 		return mv, unknownModel{name, version}
 	}
@@ -71,7 +71,7 @@ func (o *grpcService) ModelMetadata(_ context.Context, req *oippb.ModelMetadataR
 		return nil, grpcError(fmt.Errorf("%w: model '%s' version %s was unloaded", servables.ErrUnavailable, mv.Name, mv.Version))
 	}
 	out := &oippb.ModelMetadataResponse{Name: mv.Name, Platform: Platform(meta.Runtime)}
-	for _, v := range routing.Versions(o.b.ModelPaths(), mv.Name) {
+	for _, v := range routing.Versions(o.b.ModelPaths(), o.b.NewestVersion, mv.Name) {
 		out.Versions = append(out.Versions, v.Version)
 	}
 	for _, t := range meta.Inputs {

@@ -154,7 +154,7 @@ func (a *rest) route(rest string, post bool) (r modelRoute, mv routing.ModelVers
 		if !ok {
 			r, ok = c, true
 		}
-		if m, found := routing.Resolve(paths, c.name, c.version); found {
+		if m, found := routing.Resolve(paths, a.b.NewestVersion, c.name, c.version); found {
 			return c, m, true, true
 		}
 	}
@@ -206,7 +206,7 @@ func (a *rest) metadata(w http.ResponseWriter, mv routing.ModelVersion) {
 		return
 	}
 	var versions []string
-	for _, v := range routing.Versions(a.b.ModelPaths(), mv.Name) {
+	for _, v := range routing.Versions(a.b.ModelPaths(), a.b.NewestVersion, mv.Name) {
 		versions = append(versions, v.Version)
 	}
 	write(w, http.StatusOK, AppendModelMetadata(nil, ModelMetadata{Name: mv.Name, Versions: versions,

@@ -21,6 +21,8 @@ type served struct {
 
 func (s *served) ModelPaths() []string { return s.paths }
 
+func (*served) NewestVersion(string) (string, bool) { return "", false }
+
 func (s *served) ModelMetadata(path string) (servables.Metadata, string, bool) {
 	return servables.Metadata{Runtime: "onnx", Outputs: []servables.TensorSpec{{Name: path, DType: servables.Float32}}}, "", true
 }

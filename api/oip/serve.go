@@ -21,6 +21,9 @@ import (
 type Backend interface {
 	Infer(ctx context.Context, reqs []actors.Request) ([]actors.Result, error)
 	ModelPaths() []string
+	// NewestVersion reports, for a versioned entry's path ("pcvr/"), the
+	// path of the version it serves ("pcvr/3/"), see routing.Newest.
+	NewestVersion(parent string) (path string, ok bool)
 	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
 	ModelServing(path string) (serving actors.ModelServing, ok bool)
 	ModelStats(path string) (actors.ModelStats, bool)

@@ -41,7 +41,8 @@ func (f *fake) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Resul
 	}
 	return []actors.Result{{ModelPath: reqs[0].ModelPath, Outputs: f.outputs, Err: f.err}}, nil
 }
-func (*fake) ModelPaths() []string { return []string{"m/"} }
+func (*fake) ModelPaths() []string                { return []string{"m/"} }
+func (*fake) NewestVersion(string) (string, bool) { return "", false }
 func (*fake) ModelMetadata(string) (servables.Metadata, string, bool) {
 	return servables.Metadata{Runtime: "torchscript"}, "", true
 }

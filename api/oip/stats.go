@@ -22,12 +22,14 @@ func statsOf(b Backend, name, version string) ([]versionStats, error) {
 	switch {
 	case name == "":
 		for _, p := range b.ModelPaths() {
-			mvs = append(mvs, routing.NameModel(p))
+			if _, parent := b.NewestVersion(p); !parent {
+				mvs = append(mvs, routing.NameModel(p))
+			}
 		}
 	case version == "":
-		mvs = routing.Versions(b.ModelPaths(), name)
+		mvs = routing.Versions(b.ModelPaths(), b.NewestVersion, name)
 	default:
-		if mv, ok := routing.Resolve(b.ModelPaths(), name, version); ok {
+		if mv, ok := routing.Resolve(b.ModelPaths(), b.NewestVersion, name, version); ok {
 			mvs = []routing.ModelVersion{mv}
 		}
 	}

@@ -58,7 +58,8 @@ func (f *triton) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Res
 	out.Name = "y"
 	return []actors.Result{{ModelPath: r.ModelPath, Outputs: []servables.Tensor{out}, Err: f.errs[r.RequestID]}}, nil
 }
-func (*triton) ModelPaths() []string { return []string{"pctr/1/", "pctr/2/", "ts/"} }
+func (*triton) ModelPaths() []string                { return []string{"pctr/1/", "pctr/2/", "ts/"} }
+func (*triton) NewestVersion(string) (string, bool) { return "", false }
 func (*triton) ModelMetadata(path string) (servables.Metadata, string, bool) {
 	if path == "ts/" {
 		return servables.Metadata{Runtime: "torchscript", Inputs: []servables.TensorSpec{{Name: "input"}}, Outputs: []servables.TensorSpec{{Name: "output_0"}}}, "", true

@@ -8,7 +8,9 @@ import (
 )
 
 // checksum prints the model checksum of each path: the SHA-256 of the
-// per-file SHA-256 hex digests ordered by path, as in the model config.
+// per-file SHA-256 hex digests ordered by path, as in the model config. A
+// directory's root CHECKSUM file (bucket.ChecksumFile) is left out, so the
+// output is what to write into it.
 func checksum(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: grove checksum PATH [PATH...]")

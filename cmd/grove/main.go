@@ -53,6 +53,7 @@ func usage(w io.Writer) {
 commands:
   serve      serve the models listed in a bucket's model config (grove serve -h for flags)
   checksum   print the checksum of a model directory or file, as the model config expects it
+             (a directory's root CHECKSUM file is left out)
   logs tail  print the prediction log's events from Kafka as JSON lines (grove logs tail -h)
   replay     score logged requests again with another model and compare the answers (grove replay -h)
   version    print the version

@@ -51,9 +51,11 @@ func Checksum(files map[string][]byte) (string, error) {
 //
 //	find <path> -type f -exec sha256sum {} \; | sort -k 2 | awk '{print $1}' | tr -d '\n' | sha256sum
 //
-// run with LC_ALL=C. As with find, symlinks inside a directory are not
-// followed, but path itself may be a symlink. A directory with no regular
-// files is an error: the spec defines no checksum for an empty model.
+// run with LC_ALL=C, except that a ChecksumFile at the directory's root
+// is left out, as Fetch leaves it out. As with find, symlinks inside a
+// directory are not followed, but path itself may be a symlink. A
+// directory with no regular files is an error: the spec defines no
+// checksum for an empty model.
 func ChecksumPath(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -72,7 +74,7 @@ func ChecksumPath(path string) (string, error) {
 	}
 	var sums []fileSum
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
+		if err != nil || !d.Type().IsRegular() || p == filepath.Join(dir, ChecksumFile) {
 			return err
 		}
 		sum, err := fileSHA256(p)

@@ -101,3 +101,21 @@ func mustWrite(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestChecksumPathLeavesOutTheRootChecksumFile(t *testing.T) {
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "model.pt"), "weights")
+	mustWrite(t, filepath.Join(dir, "sub", ChecksumFile), "part of the model")
+	want, err := ChecksumPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, ChecksumFile), want+"\n")
+	if got, err := ChecksumPath(dir); err != nil || got != want {
+		t.Errorf("with CHECKSUM: %s (%v), want %s as without it", got, err, want)
+	}
+	// A file given by name is checksummed whatever it is called.
+	if got, _ := ChecksumPath(filepath.Join(dir, ChecksumFile)); got == want {
+		t.Error("CHECKSUM given by name was left out")
+	}
+}

@@ -35,8 +35,10 @@ func (m *LocalModel) Remove() error { return os.RemoveAll(m.Dir) }
 // cacheDir and computes its checksum.
 //
 // A modelPath ending in "/" names every object under that prefix, except
-// directory placeholders (names ending in "/"); any other modelPath names
-// exactly one object. A model whose listed size is over maxBytes is
+// directory placeholders (names ending in "/") and a ChecksumFile at its
+// root; any other modelPath names exactly one object. When a directory
+// holds a ChecksumFile, the model's checksum must equal the one it holds:
+// a malformed file or a mismatch is an error naming it. A model whose listed size is over maxBytes is
 // rejected before anything is copied, and the limit is enforced again
 // while copying; maxBytes <= 0 means no limit. Files are written to
 // temporary names and renamed, and on error the new directory is removed.
@@ -51,10 +53,14 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 	}
 	var files []file
 	var total int64
-	nested := false // objects under modelPath+"/" exist
+	nested := false   // objects under modelPath+"/" exist
+	declared := false // a ChecksumFile is at the directory's root
 	for _, o := range objs {
 		var rel string
 		switch {
+		case isDir && o.Name == modelPath+ChecksumFile:
+			declared = true
+			continue
 		case isDir && !strings.HasSuffix(o.Name, "/"):
 			rel = strings.TrimPrefix(o.Name, modelPath)
 		case !isDir && o.Name == modelPath:
@@ -78,6 +84,12 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 	}
 	if maxBytes > 0 && total > maxBytes {
 		return nil, fmt.Errorf("model %s is %d bytes, over the limit of %d bytes", modelPath, total, maxBytes)
+	}
+	var want string
+	if declared {
+		if want, err = readChecksumFile(ctx, b, modelPath+ChecksumFile); err != nil {
+			return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
+		}
 	}
 
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -112,7 +124,47 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	if declared && m.Checksum != want {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("model %s rejected: its files' checksum is %s, but %s holds %s", modelPath, m.Checksum, modelPath+ChecksumFile, want)
+	}
 	return m, nil
+}
+
+// ChecksumFile is the name of the file at a model directory's root that
+// may hold the model's checksum (64 lowercase hex characters; surrounding
+// whitespace is ignored). It is not part of the model: not fetched, not
+// in the checksum.
+const ChecksumFile = "CHECKSUM"
+
+// maxChecksumFile bounds what is read of a ChecksumFile.
+const maxChecksumFile = 4 << 10
+
+// readChecksumFile reads the checksum a ChecksumFile holds.
+func readChecksumFile(ctx context.Context, b Bucket, name string) (string, error) {
+	r, err := b.Open(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(ctxReader{ctx, r}, maxChecksumFile+1))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", name, err)
+	}
+	return parseChecksumFile(name, data)
+}
+
+// parseChecksumFile reads the content of the ChecksumFile name.
+func parseChecksumFile(name string, data []byte) (string, error) {
+	sum := strings.TrimSpace(string(data))
+	if len(data) > maxChecksumFile || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+		shown := sum
+		if len(shown) > 80 {
+			shown = shown[:80] + "..."
+		}
+		return "", fmt.Errorf("%s does not hold a checksum (64 lowercase hex characters): %q", name, shown)
+	}
+	return sum, nil
 }
 
 // errTooLarge reports a copy that went over its byte budget.

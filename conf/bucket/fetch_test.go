@@ -3,7 +3,9 @@ package bucket
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,5 +49,56 @@ func TestCacheName(t *testing.T) {
 		if got := cacheName(in); got != want {
 			t.Errorf("cacheName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestFetchChecksIncludedChecksumFile(t *testing.T) {
+	files := map[string][]byte{"v/3/model.onnx": []byte("weights"), "v/3/sub/CHECKSUM": []byte("a file of the model")}
+	plain, err := Fetch(t.Context(), NewMemory("mem", files), "v/3/", t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(content string) map[string][]byte {
+		out := map[string][]byte{"v/3/CHECKSUM": []byte(content)}
+		for k, v := range files {
+			out[k] = v
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, content, err string
+	}{
+		{"matching", plain.Checksum, ""},
+		{"matching, with whitespace", "  " + plain.Checksum + "\n\n", ""},
+		{"mismatch", strings.Repeat("0", 64) + "\n", `model v/3/ rejected: its files' checksum is ` + plain.Checksum + `, but v/3/CHECKSUM holds ` + strings.Repeat("0", 64)},
+		{"uppercase", strings.ToUpper(plain.Checksum), `v/3/CHECKSUM does not hold a checksum (64 lowercase hex characters)`},
+		{"short", "abc", `v/3/CHECKSUM does not hold a checksum (64 lowercase hex characters): "abc"`},
+		{"empty", "", `v/3/CHECKSUM does not hold a checksum`},
+		{"sha256sum's format", plain.Checksum + "  model.onnx\n", `v/3/CHECKSUM does not hold a checksum`},
+		{"huge", strings.Repeat(" ", 5000) + plain.Checksum, `v/3/CHECKSUM does not hold a checksum`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := t.TempDir()
+			m, err := Fetch(t.Context(), NewMemory("mem", with(tc.content)), "v/3/", cache, 0)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.err)
+				}
+				if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+					t.Errorf("the rejected copy was left in the cache: %v", entries)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The root CHECKSUM is not part of the model; one deeper is.
+			if want := []string{"model.onnx", "sub/CHECKSUM"}; !slices.Equal(m.Files, want) || m.Checksum != plain.Checksum {
+				t.Errorf("Files %q, checksum %s; want %q, %s", m.Files, m.Checksum, want, plain.Checksum)
+			}
+			if _, err := os.Stat(filepath.Join(m.Dir, ChecksumFile)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("CHECKSUM copied into the cache: %v", err)
+			}
+		})
 	}
 }

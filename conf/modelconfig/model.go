@@ -52,6 +52,18 @@ type Model struct {
 	// Signature is the declared signature (inputs and outputs); changing
 	// it reloads the model.
 	Signature Signature
+	// VersionPolicy is version_policy: when set, Path is the directory of
+	// numbered versions (Path+"1/", Path+"2/", ...) and the policy picks
+	// those served, each a model of its own (Expand).
+	VersionPolicy *VersionPolicy
+	// VersionChecksums is version_checksums: a version's expected
+	// checksum by its number.
+	VersionChecksums map[int64]string
+	// VersionOf is set on a version of a versioned entry (Expand): the
+	// entry's path, e.g. "pcvr/" for Path "pcvr/3/". Empty otherwise.
+	VersionOf string
+	// Version is that version's number, e.g. 3; 0 for a model that is not a version.
+	Version int64
 }
 
 // Signature is a model's declared inputs and outputs (the Grove fields
@@ -168,7 +180,9 @@ type Error = jsondoc.Error
 // hex characters, warm-up requests that are not JSON, and declared inputs
 // and outputs (see Signature) without a name, with a name given twice, a
 // datatype other than Datatypes or a dimension other than -1 or 1 or
-// more. The optional
+// more, and versioned entries (version_policy, version_checksums) whose
+// model_path is not a directory, that also give checksum, or that overlap
+// another entry (see VersionPolicy). The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
 // (release_version) concerned. All errors are *Error.
@@ -188,7 +202,10 @@ func Parse(data []byte) (*Config, error) {
 	if s.problem != nil {
 		return nil, s.problem
 	}
-	c := fromProto(&pb, s.unknown)
+	c, err := fromProto(&pb, s.unknown)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -198,9 +215,18 @@ func Parse(data []byte) (*Config, error) {
 // fromProto converts a decoded config to Grove's types. unknown maps the
 // path of each choice object that held an unknown key to that key, which
 // becomes the kind of the rule or policy for validation to report.
-func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
+func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, error) {
 	c := &Config{}
-	for _, m := range pb.GetModelMetadata() {
+	for i, m := range pb.GetModelMetadata() {
+		at := fmt.Sprintf("model_metadata[%d]", i)
+		sums, err := versionChecksumsFromProto(m.GetVersionChecksums(), at)
+		if err != nil {
+			return nil, err
+		}
+		var policy *VersionPolicy
+		if p := m.GetVersionPolicy(); p != nil {
+			policy = versionPolicyFromProto(p, unknown[at+".version_policy"])
+		}
 		c.Models = append(c.Models, Model{
 			Path:                m.GetModelPath(),
 			Checksum:            m.GetChecksum(),
@@ -214,7 +240,9 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
 				MaxQueueDelay:  time.Duration(m.GetMaxQueueDelayUs()) * time.Microsecond,
 				IntraOpThreads: int(m.GetIntraOpThreads()),
 			},
-			Signature: Signature{Inputs: tensorsFromProto(m.GetInputs()), Outputs: tensorsFromProto(m.GetOutputs())},
+			Signature:        Signature{Inputs: tensorsFromProto(m.GetInputs()), Outputs: tensorsFromProto(m.GetOutputs())},
+			VersionPolicy:    policy,
+			VersionChecksums: sums,
 		})
 	}
 	for i, k := range pb.GetContracts() {
@@ -232,7 +260,7 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
 		}
 		c.Contracts = append(c.Contracts, out)
 	}
-	return c
+	return c, nil
 }
 
 // tensorsFromProto converts declared inputs or outputs.
@@ -344,6 +372,12 @@ func (c *Config) validate() error {
 		if err := validateTensors(entry+".outputs", m.Signature.Outputs); err != nil {
 			return err
 		}
+		if err := validateVersioning(entry, m); err != nil {
+			return err
+		}
+	}
+	if err := validateOverlaps(c.Models); err != nil {
+		return err
 	}
 	return c.validateContracts()
 }
@@ -535,7 +569,9 @@ type Expiration struct {
 // The fields:
 //   - release_version: required, URL-path-safe, unique within the contract.
 //   - model_path: required; must be the model_path of a model_metadata
-//     entry, and is used by one servable of the contract at most.
+//     entry, and is used by one servable of the contract at most. A
+//     versioned entry's path (one with a version_policy) names its newest
+//     ready version, whichever that is when a request comes.
 //   - validity: the rules that must all hold before the servable takes
 //     user traffic; see ValidityRule. Empty or absent: valid once loaded.
 //   - phase_in: {"immediate": {}} (the default) or
@@ -814,18 +850,20 @@ func validateName(s string) error {
 // integers and leaves out the defaults this form writes.
 func (c Config) MarshalJSON() ([]byte, error) {
 	type model struct {
-		Path     string       `json:"model_path"`
-		Checksum string       `json:"checksum,omitempty"`
-		WarmUp   string       `json:"warm_up_batch_request_json,omitempty"`
-		GraceMs  int64        `json:"eviction_grace_period_in_ms,omitempty"`
-		Replicas int          `json:"replicas,omitempty"`
-		MaxRows  int          `json:"max_batch_rows,omitempty"`
-		DelayUs  int64        `json:"max_queue_delay_us,omitempty"`
-		Threads  int          `json:"intra_op_threads,omitempty"`
-		Timeout  int64        `json:"default_timeout_ms,omitempty"`
-		QueueMs  int64        `json:"queue_timeout_ms,omitempty"`
-		Inputs   []tensorJSON `json:"inputs,omitempty"`
-		Outputs  []tensorJSON `json:"outputs,omitempty"`
+		Path     string            `json:"model_path"`
+		Checksum string            `json:"checksum,omitempty"`
+		WarmUp   string            `json:"warm_up_batch_request_json,omitempty"`
+		GraceMs  int64             `json:"eviction_grace_period_in_ms,omitempty"`
+		Replicas int               `json:"replicas,omitempty"`
+		MaxRows  int               `json:"max_batch_rows,omitempty"`
+		DelayUs  int64             `json:"max_queue_delay_us,omitempty"`
+		Threads  int               `json:"intra_op_threads,omitempty"`
+		Timeout  int64             `json:"default_timeout_ms,omitempty"`
+		QueueMs  int64             `json:"queue_timeout_ms,omitempty"`
+		Inputs   []tensorJSON      `json:"inputs,omitempty"`
+		Outputs  []tensorJSON      `json:"outputs,omitempty"`
+		Policy   map[string]any    `json:"version_policy,omitempty"`
+		Sums     map[string]string `json:"version_checksums,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -836,7 +874,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
-			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs)})
+			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums)})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,

@@ -161,17 +161,7 @@ func TestParseModelConfigErrors(t *testing.T) {
 		{"grace boolean", `{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":true}]}`, `expected an integer, got boolean true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
+			checkParseError(t, tc.data, tc.want)
 		})
 	}
 }
@@ -194,6 +184,7 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add([]byte(`{"modelMetadata":[{"modelPath":"m","evictionGracePeriodInMs":"5",},]}`))
 	f.Add([]byte(issueExample))
 	f.Add([]byte(allShapesExample))
+	f.Add([]byte(versionsExample))
 	f.Add([]byte(`{"model_metadata":[{"model_path":"m/","inputs":[{"name":"x","datatype":"FP32","shape":[-1,64]}],"outputs":[{"name":"y","datatype":"FP64","shape":[]}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
@@ -230,6 +221,13 @@ const issueExample = `{"model_metadata": [{"model_path": "pctr_v1/"}, {"model_pa
       "logging": {"log_level": "FULL", "key_features": ["user_id"], "key_features_separator": "."}},
      {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0},
       "logging": {"log_level": "FULL", "key_features": ["user_id"]}}]}]}`
+
+// versionsExample has an entry of each version policy, one of them named by a contract.
+const versionsExample = `{"model_metadata": [
+  {"model_path": "pcvr/", "version_policy": {"latest": {"num_versions": 2}}, "version_checksums": {"3": "` + sum1 + `"}, "eviction_grace_period_in_ms": 1000},
+  {"modelPath": "pctr/", "versionPolicy": {"specific": {"versions": [1, "3"]}}},
+  {"model_path": "all/", "version_policy": {"all": {}}}],
+ "contracts": [{"organization": "ads", "project": "pcvr", "contract_number": 1, "servables": [{"release_version": "v", "model_path": "pcvr/"}]}]}`
 
 // allShapesExample uses every rule, policy and option of the contracts
 // section, in lowerCamelCase.
@@ -403,17 +401,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"duplicate key feature", servable(`, "logging": {"key_features": ["u", "a", "u"]}`), `logging.key_features[2]: contract ads/pctr/1: release v1: key feature "u" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
+			checkParseError(t, tc.data, tc.want)
 		})
 	}
 }
@@ -439,7 +427,8 @@ func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
 
 func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`,
-		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2}]}`} {
+		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2}]}`,
+		"versions":        versionsExample} {
 		c, err := Parse([]byte(data))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -210,6 +210,9 @@ func (s *scan) message(path string, md protoreflect.MessageDescriptor, open int6
 	case !choice:
 	case len(keys) == 0:
 		s.report(open, open, &Error{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty object", choiceNames(md))})
+	case keys[0] == "":
+		// An empty name would read as the choice's zero value (none, immediate).
+		s.report(open, open, &Error{Field: path, Msg: fmt.Sprintf("expected one of %s, got an empty key", choiceNames(md))})
 	case len(keys) == 1 && fieldByKey(md, keys[0]) == nil:
 		s.unknown[path] = keys[0]
 		s.blanks = append(s.blanks, unknownMember)
@@ -241,6 +244,9 @@ func (s *scan) value(path string, fd protoreflect.FieldDescriptor, elem bool, to
 		}
 		_, err := s.d.Token(path) // the closing "]"
 		return err
+	case fd.IsMap():
+		// version_checksums, a map of strings that protojson checks;
+		// validation checks its keys and values.
 	case tok == nil:
 		// null: the default for a field, rejected by protojson in a list.
 	case fd.Message() != nil:
@@ -391,6 +397,10 @@ func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 		return 0, MaxValidAfterMs
 	case "grove.v1.MinServedEvents.count":
 		return 0, MaxEventCount
+	case "grove.v1.VersionPolicy.Latest.num_versions":
+		return 1, math.MaxInt32
+	case "grove.v1.VersionPolicy.Specific.versions":
+		return 1, math.MaxInt64
 	}
 	switch fd.Kind() {
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:

@@ -1,0 +1,135 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/groveml/grove/actors/lifecycle"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
+)
+
+// versionListing is what a config poll found under a versioned entry's
+// directory: its version numbers, or the error listing it.
+type versionListing struct {
+	found []int64
+	err   error
+}
+
+// listVersions lists the directory of each versioned entry of cfg.
+func listVersions(ctx context.Context, b bucket.Bucket, cfg *modelconfig.Config) map[string]versionListing {
+	var out map[string]versionListing
+	for _, m := range cfg.Models {
+		if !m.IsVersioned() {
+			continue
+		}
+		if out == nil {
+			out = map[string]versionListing{}
+		}
+		objs, err := b.List(ctx, m.Path)
+		if err != nil {
+			out[m.Path] = versionListing{err: fmt.Errorf("listing the versions of %s in %s: %w", m.Path, b, err)}
+			continue
+		}
+		out[m.Path] = versionListing{found: versionDirs(m.Path, objs)}
+	}
+	return out
+}
+
+// versionDirs returns the versions found in a listing of a versioned
+// entry's directory parent: the immediate sub-directories whose name is a
+// version number (modelconfig.ParseVersion) holding at least one file
+// other than a directory placeholder or their root's
+// bucket.ChecksumFile. They are in ascending order.
+func versionDirs(parent string, objs []bucket.Object) []int64 {
+	var out []int64
+	for _, o := range objs {
+		rest, ok := strings.CutPrefix(o.Name, parent)
+		if !ok || strings.HasSuffix(rest, "/") {
+			continue
+		}
+		dir, file, ok := strings.Cut(rest, "/")
+		if !ok || file == bucket.ChecksumFile {
+			continue
+		}
+		if v, ok := modelconfig.ParseVersion(dir); ok && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// versionsKnown is what the supervisor knows of a versioned entry of the
+// config in force.
+type versionsKnown struct {
+	entry modelconfig.Model
+	// found are the versions of the last listing that worked.
+	found []int64
+	// listErr and listErrAt describe the last listing, if it failed.
+	listErr   string
+	listErrAt time.Time
+}
+
+// expandVersions returns the models cfg asks for, each versioned entry
+// replaced by its versions (modelconfig.Model.Expand) as listings found
+// them; an entry whose listing failed keeps the versions found before.
+// It records what it found in s.versioned.
+func (s *supervisorActor) expandVersions(cfg *modelconfig.Config, listings map[string]versionListing, at time.Time) []modelconfig.Model {
+	prev := make(map[string]versionsKnown, len(s.versioned))
+	for _, v := range s.versioned {
+		prev[v.entry.Path] = v
+	}
+	s.versioned = s.versioned[:0]
+	out := make([]modelconfig.Model, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		if !m.IsVersioned() {
+			out = append(out, m)
+			continue
+		}
+		k := versionsKnown{entry: m, found: prev[m.Path].found}
+		switch l := listings[m.Path]; {
+		case l.err != nil:
+			k.listErr, k.listErrAt = l.err.Error(), at
+			s.log.Error("versioned model not listed; the versions found before stay in force", "model", m.Path, "versions", k.found, "err", l.err)
+		case !slices.Equal(l.found, k.found):
+			s.log.Info("versions found", "model", m.Path, "versions", l.found, "serving", m.VersionPolicy.Select(l.found))
+			k.found = l.found
+		}
+		s.versioned = append(s.versioned, k)
+		out = append(out, m.Expand(k.found)...)
+	}
+	return out
+}
+
+// servingVersions picks, for each versioned entry with a version loaded,
+// the version its own path serves: the highest one that is ready (in the
+// policy, and not broken by a crash), else, while every loaded version is
+// leaving (evicting) or broken, the highest of them. It maps the entry's
+// path to the chosen version's path record.
+func servingVersions(paths []*lifecycle.Path) map[string]*lifecycle.Path {
+	var out map[string]*lifecycle.Path
+	rank := func(p *lifecycle.Path) int {
+		if (p.Phase == lifecycle.Ready || p.Phase == lifecycle.Swapping) && !p.Active.Broken {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range paths {
+		parent := p.Desired.VersionOf
+		if parent == "" || p.Active == nil || p.Registered {
+			continue
+		}
+		if out == nil {
+			out = map[string]*lifecycle.Path{}
+		}
+		best := out[parent]
+		if best == nil || rank(p) > rank(best) || rank(p) == rank(best) && p.Desired.Version > best.Desired.Version {
+			out[parent] = p
+		}
+	}
+	return out
+}
