@@ -144,9 +144,16 @@ type ModelMetadata struct {
 	Inputs []*TensorSignature `protobuf:"bytes,106,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Grove: the model's outputs, in the model's order. A TorchScript
 	// model's outputs take these names (else output_0, output_1, ...).
-	Outputs       []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outputs []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Grove: how long the previous content stays loaded and warm, out of
+	// service, after an in-place update replaced it (and how long a removed
+	// model stays loaded at least), so that going back to it needs no
+	// reload; in milliseconds, 0 to 2147483647. Absent: the server's
+	// keep_previous_for; 0: off for this model. Changing it does not reload
+	// the model.
+	KeepPreviousForMs *int32 `protobuf:"varint,110,opt,name=keep_previous_for_ms,json=keepPreviousForMs,proto3,oneof" json:"keep_previous_for_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -261,6 +268,13 @@ func (x *ModelMetadata) GetOutputs() []*TensorSignature {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *ModelMetadata) GetKeepPreviousForMs() int32 {
+	if x != nil && x.KeepPreviousForMs != nil {
+		return *x.KeepPreviousForMs
+	}
+	return 0
 }
 
 // TensorSignature is one input or output of a model, in the Open
@@ -1217,7 +1231,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x9d\x04\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xec\x04\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1231,7 +1245,9 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x12default_timeout_ms\x18h \x01(\x05R\x10defaultTimeoutMs\x12(\n" +
 	"\x10queue_timeout_ms\x18i \x01(\x05R\x0equeueTimeoutMs\x121\n" +
 	"\x06inputs\x18j \x03(\v2\x19.grove.v1.TensorSignatureR\x06inputs\x123\n" +
-	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\"W\n" +
+	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\x124\n" +
+	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01B\x17\n" +
+	"\x15_keep_previous_for_ms\"W\n" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
@@ -1364,6 +1380,7 @@ func file_grove_v1_model_config_proto_init() {
 	if File_grove_v1_model_config_proto != nil {
 		return
 	}
+	file_grove_v1_model_config_proto_msgTypes[1].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[3].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[4].OneofWrappers = []any{
 		(*Expiration_KeepLatest)(nil),
