@@ -548,8 +548,8 @@ func (s *State) swap(p *Path, now time.Time) {
 	}
 }
 
-// keepFor is the keep time in force for p: its entry's, else the server's.
-func (s *State) keepFor(p *Path) time.Duration {
+// KeepFor is the keep time in force for p: its entry's, else the server's.
+func (s *State) KeepFor(p *Path) time.Duration {
 	if k := p.Desired.KeepPreviousFor; k != nil {
 		return *k
 	}
@@ -559,12 +559,12 @@ func (s *State) keepFor(p *Path) time.Duration {
 // keeps reports whether content c, taken out of p's service, may be kept:
 // a keep time is in force, and c is a config entry's working content.
 func (s *State) keeps(p *Path, c *Content) bool {
-	return s.keepFor(p) > 0 && !c.Broken && !c.Registered && !p.Registered
+	return s.KeepFor(p) > 0 && !c.Broken && !c.Registered && !p.Registered
 }
 
 // keptUntil is when p's kept content k is released.
 func (s *State) keptUntil(p *Path, k *Kept) time.Time {
-	return k.Since.Add(max(s.keepFor(p), k.Meta.EvictionGracePeriod))
+	return k.Since.Add(max(s.KeepFor(p), k.Meta.EvictionGracePeriod))
 }
 
 // putAside takes old, p's content until now, out of service: with a keep
@@ -640,7 +640,7 @@ func (s *State) planEviction(p *Path, now time.Time, later func(time.Time)) {
 	s.dropJob(p)
 	if a := p.Active; a != nil {
 		p.Active = nil
-		if s.keeps(p, a) && now.Before(p.left.Add(s.keepFor(p))) {
+		if s.keeps(p, a) && now.Before(p.left.Add(s.KeepFor(p))) {
 			s.putAside(p, a, p.left)
 			return
 		}

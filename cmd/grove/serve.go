@@ -136,6 +136,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,
+		KeepPreviousFor:      cfg.KeepPreviousFor,
 		CacheDir:             cacheDir,
 		MaxModelBytes:        cfg.MaxModelBytes,
 		QueueSize:            cfg.ModelQueueSize,
