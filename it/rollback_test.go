@@ -11,83 +11,41 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// rollbackLoad sends requests for pctr_v1/ from workers goroutines until
-// stop is closed, telling the answers of pctr_v1 and pctr_v2 apart by their
-// outputs, and notes when the first answer of the watched version came
-// after a mark.
-type rollbackLoad struct {
-	v1, v2, failed atomic.Int64
-	firstFailure   atomic.Value
+// switchWatch notes, from the answers of a load (startObservedLoad),
+// when the first answer of a version came after a mark.
+type switchWatch struct {
 	// mark (unix ns) and want (1 or 2): first is when the first answer of
 	// version want arrived after mark (0: none yet).
 	mark, want, first atomic.Int64
-	wg                sync.WaitGroup
-	stop              chan struct{}
-	once              sync.Once
 }
 
-func startRollbackLoad(g *grove, exp map[string]expectedModel, workers int) *rollbackLoad {
-	l := &rollbackLoad{stop: make(chan struct{})}
-	body := batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				code, resp, err := g.infer(body)
-				now := time.Now().UnixNano()
-				version := int64(0)
-				switch {
-				case err == nil && code == http.StatusOK && matches(exp, "pctr_v1", resp, 0):
-					version = 1
-					l.v1.Add(1)
-				case err == nil && code == http.StatusOK && matches(exp, "pctr_v2", resp, 0):
-					version = 2
-					l.v2.Add(1)
-				default:
-					l.failed.Add(1)
-					l.firstFailure.CompareAndSwap(nil, fmt.Sprintf("HTTP %d %+v %v", code, resp, err))
-					continue
-				}
-				if m := l.mark.Load(); m != 0 && now > m && version == l.want.Load() {
-					l.first.CompareAndSwap(0, now)
-				}
-			}
-		}()
+// observe is the load's observer.
+func (s *switchWatch) observe(version int) {
+	now := time.Now().UnixNano()
+	if m := s.mark.Load(); m != 0 && now > m && int64(version) == s.want.Load() {
+		s.first.CompareAndSwap(0, now)
 	}
-	return l
 }
 
-// watch makes the load note the first answer of version after now.
-func (l *rollbackLoad) watch(version int64) time.Time {
-	l.first.Store(0)
-	l.want.Store(version)
+// watch starts watching for the first answer of version after now.
+func (s *switchWatch) watch(version int64) time.Time {
+	s.first.Store(0)
+	s.want.Store(version)
 	at := time.Now()
-	l.mark.Store(at.UnixNano())
+	s.mark.Store(at.UnixNano())
 	return at
 }
 
 // switched waits for the first answer of the watched version and returns
 // how long after mark it came.
-func (l *rollbackLoad) switched(g *grove, mark time.Time) time.Duration {
-	g.waitFor("an answer of the version rolled back to", 10*time.Second, func() bool { return l.first.Load() != 0 })
-	return time.Unix(0, l.first.Load()).Sub(mark)
-}
-
-func (l *rollbackLoad) finish() {
-	l.once.Do(func() { close(l.stop) })
-	l.wg.Wait()
+func (s *switchWatch) switched(g *grove, mark time.Time) time.Duration {
+	g.waitFor("an answer of the version switched to", 10*time.Second, func() bool { return s.first.Load() != 0 })
+	return time.Unix(0, s.first.Load()).Sub(mark)
 }
 
 // metricValue reads one sample of /metrics, 0 if absent.
@@ -152,7 +110,8 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 	b.Put(t, "pctr_v1/model.pt", v1)
 	putConfig(t, b, entry(sum1))
 	g := startOn(t, b, "--keep-previous-for", "5m")
-	l := startRollbackLoad(g, exp, 8)
+	sw := &switchWatch{}
+	l := startObservedLoad(g, exp, 8, sw.observe)
 	defer l.finish()
 	serving := func(sum string) func() bool {
 		return func() bool { _, s, _ := g.status().model("pctr_v1/"); return s == sum }
@@ -180,19 +139,19 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 		// (a) The old checksum written into the config, at a random
 		// point of the poll interval (the switch waits for the next poll).
 		time.Sleep(rand.N(time.Second))
-		mark := l.watch(1)
+		mark := sw.watch(1)
 		putConfig(t, b, entry(sum1))
-		byConfig = append(byConfig, l.switched(g, mark))
+		byConfig = append(byConfig, sw.switched(g, mark))
 		g.waitFor("status to show v1 serving", 10*time.Second, serving(sum1))
 
 		// Forward again (the v2 content is kept now, so this too is instant).
-		mark = l.watch(2)
+		mark = sw.watch(2)
 		putConfig(t, b, entry(sum2))
-		l.switched(g, mark)
+		sw.switched(g, mark)
 		g.waitFor("status to show v2 serving", 10*time.Second, serving(sum2))
 
 		// (b) POST /v1/rollback.
-		mark = l.watch(1)
+		mark = sw.watch(1)
 		resp, err := client.Post(g.url+"/v1/rollback", "application/json", strings.NewReader(`{"model_path": "pctr_v1/"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -208,16 +167,16 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK || got.Path != "pctr_v1/" || got.Checksum != sum1 || got.From != sum2 {
 			t.Fatalf("POST /v1/rollback: %d %+v %v", resp.StatusCode, got, err)
 		}
-		byAPI = append(byAPI, l.switched(g, mark))
+		byAPI = append(byAPI, sw.switched(g, mark))
 		apiSwitch = append(apiSwitch, time.Duration(got.SwitchMs*float64(time.Millisecond)))
 		cfg, err := os.ReadFile(filepath.Join(b.dir, "model_config.json"))
 		if err != nil || !strings.Contains(string(cfg), sum1) || strings.Contains(string(cfg), sum2) {
 			t.Fatalf("the config after POST /v1/rollback: %s %v", cfg, err)
 		}
 		// Forward again for the next round.
-		mark = l.watch(2)
+		mark = sw.watch(2)
 		putConfig(t, b, entry(sum2))
-		l.switched(g, mark)
+		sw.switched(g, mark)
 		g.waitFor("status to show v2 serving", 10*time.Second, serving(sum2))
 	}
 	if n := g.metricValue("grove_model_loads_total", `{model="pctr_v1/",result="ok"}`); n != loads {
@@ -228,9 +187,9 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 	}
 	l.finish()
 	if n := l.failed.Load(); n != 0 {
-		t.Fatalf("%d of %d requests failed; first: %v", n, n+l.v1.Load()+l.v2.Load(), l.firstFailure.Load())
+		t.Fatalf("%d of %d requests failed; first: %+v", n, n+l.ok.Load(), l.firstFailure.Load())
 	}
-	t.Logf("%d requests (%d by v1, %d by v2), none failed, no reload; poll interval 1s", l.v1.Load()+l.v2.Load(), l.v1.Load(), l.v2.Load())
+	t.Logf("%d requests (%d by v2), none failed, no reload; poll interval 1s", l.ok.Load(), l.v2.Load())
 	t.Logf("config write -> first v1 answer: %s", spread(byConfig))
 	t.Logf("POST /v1/rollback -> first v1 answer: %s", spread(byAPI))
 	t.Logf("POST /v1/rollback switch_ms (call to the kept content serving): %s", spread(apiSwitch))
