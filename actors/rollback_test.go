@@ -181,3 +181,39 @@ func TestSystemKeepsARemovedModelLoadedAndBringsItBackWithNoLoad(t *testing.T) {
 		}
 	})
 }
+
+func TestSystemRestoresAKeptContentWhileItsLastRequestRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := faultySpec{DelayMs: 3000, ErrorOn: f64(-1)}
+		sumA := checksumOf(t, "a/", slow)
+		w := newWorld(t, configJSON(entry("a/", sumA, "")), map[string]faultySpec{"a/": slow}, keep(time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		answered := make(chan Result, 1)
+		go func() { answered <- w.infer("a/", 1) }() // runs on A for 3 s
+		sumB := w.putModel("a/", version(2))
+		w.setConfig(configJSON(entry("a/", sumB, ""))) // B swaps in; A is kept, its request still running
+		if res := w.infer("a/", 2); res.Checksum != sumB {
+			t.Fatalf("after the update: %+v", res)
+		}
+		w.setConfig(configJSON(entry("a/", sumA, ""))) // back to A before its request ends
+		if res := <-answered; res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("the request running on A across the update and the rollback: %+v", res)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after going back: %+v", res)
+		}
+		if w.rt.closed.Load() != 0 || w.rt.loaded.Load() != 2 {
+			t.Fatalf("%d loaded, %d closed", w.rt.loaded.Load(), w.rt.closed.Load())
+		}
+		// B's keep time ends: released; A keeps serving.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if w.rt.closed.Load() != 1 || w.model("a/").Kept != nil {
+			t.Fatalf("after B's keep time: %d closed, kept %+v", w.rt.closed.Load(), w.model("a/").Kept)
+		}
+		if res := w.infer("a/", 4); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after B was released: %+v", res)
+		}
+	})
+}

@@ -437,6 +437,14 @@ func TestPlannerKeepsThePreviousContentAndRestoresIt(t *testing.T) {
 			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1"),
 			tick{at: 2 * sec, ev: cfg(model("m/", "", 0)), steps: "restore m/ @1; retire m/ @2"},
 		), "m/=@2 " + (2*sec + 10*min).String()},
+		{"a kept content whose time ends is released only once its requests are answered", min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(0, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: min, inflight: map[int64]int64{1: 1}, steps: "", wake: -1},
+			tick{at: min + sec, inflight: map[int64]int64{1: 0}, steps: "release m/ @1"},
+		), "m/=none"},
 		{"a second update releases the content kept before and keeps the one it replaces", 10 * min, script(
 			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
