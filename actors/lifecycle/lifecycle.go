@@ -49,7 +49,9 @@ const (
 	// Failed: no content serves and the last load failed; it is retried at
 	// the next config poll (a retry may be running).
 	Failed
-	// Evicting: removed from the config; served until its grace period ends.
+	// Evicting: removed from the config; served until its grace period
+	// ends, then, with a keep time, held loaded out of service (Kept)
+	// until the longer of the two has passed since its removal.
 	Evicting
 	// Expiring: every contract servable using it is expired; still served
 	// (a contract can fall back to it) until its grace period ends.
