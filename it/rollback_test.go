@@ -34,6 +34,7 @@ func (s *switchWatch) observe(version int) {
 
 // watch starts watching for the first answer of version after now.
 func (s *switchWatch) watch(version int64) time.Time {
+	s.mark.Store(0) // no answer counts until the new mark is set
 	s.first.Store(0)
 	s.want.Store(version)
 	at := time.Now()
