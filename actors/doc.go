@@ -22,11 +22,11 @@
 //	state                                  owner                       how others read it
 //	-------------------------------------  --------------------------  -----------------------------------------------
 //	lifecycle.State (phases, jobs, grace   supervisor                  not at all: status and routes are published
-//	  times, retiring contents), loadJob
-//	  artifacts, registration sources and
-//	  waiters, config status, wake timer,
-//	  versioned entries (versions found,
-//	  listing errors)
+//	  times, retiring and kept contents),
+//	  loadJob artifacts, registration
+//	  sources and waiters, config status,
+//	  wake timer, versioned entries
+//	  (versions found, listing errors)
 //	routing table (path -> content; a      supervisor                  System.routes, an atomic pointer to a table
 //	  versioned entry's path -> its                                    replaced, never changed (router, System, metrics)
 //	  newest ready version's content)
@@ -38,7 +38,10 @@
 //	                                         warm-up goroutine when     published, then never (System.ModelMetadata,
 //	                                         it learns (signature.go)   Servable, a reload after a crash, bind)
 //	content.retired                        supervisor, set after a     atomic (router's acquire, content.leave)
-//	                                         table without it is out
+//	                                         table without it is out,
+//	                                         cleared before a table
+//	                                         with it again (a kept
+//	                                         content restored)
 //	content counters (queued, inflight,    router (acquire) and model  atomics; content.leave tells the supervisor
 //	  busy, served, crashes, shadowed,       actors (dequeue, answer)    (drainedContent) when a retired one drains
 //	  shadowDropped, stats)

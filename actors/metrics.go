@@ -17,6 +17,7 @@ type Metrics struct {
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
 	expired       *prometheus.CounterVec
+	restores      *prometheus.CounterVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -54,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_requests_expired_total",
 			Help: "Requests dropped without running, by model path and reason (deadline: the deadline passed or would pass before the answer; canceled: the caller went away; queue_timeout: waited longer than queue_timeout_ms). Shadow copies past shadow_timeout count as deadline.",
 		}, []string{"model", "reason"}),
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_model_restores_total",
+			Help: "Kept previous contents put back into service with no reload (a rollback to them), by model path.",
+		}, []string{"model"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -67,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.restores, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 
@@ -106,6 +111,7 @@ type stateCollector struct {
 	inflight   *prometheus.Desc
 	configTime *prometheus.Desc
 	ready      *prometheus.Desc
+	keptBytes  *prometheus.Desc
 }
 
 func newStateCollector(s *System) *stateCollector {
@@ -116,6 +122,8 @@ func newStateCollector(s *System) *stateCollector {
 		inflight:   prometheus.NewDesc("grove_model_inflight", "Requests dispatched to the model and not yet answered.", []string{"model"}, nil),
 		configTime: prometheus.NewDesc("grove_config_last_success_timestamp_seconds", "When the model config was last read and applied.", nil, nil),
 		ready:      prometheus.NewDesc("grove_ready", "1 once the first reconcile has finished and the server is not draining.", nil, nil),
+		keptBytes: prometheus.NewDesc("grove_model_kept_bytes", "Size in bytes of the files of each model's previous content kept loaded out of service for an instant rollback "+
+			"(keep_previous_for); 0 when none is kept. The memory it holds is about as much, plus the runtime's overhead.", []string{"model"}, nil),
 	}
 }
 
@@ -126,6 +134,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.inflight
 	ch <- c.configTime
 	ch <- c.ready
+	ch <- c.keptBytes
 }
 
 // Collect reads the current status and routing table.
@@ -139,6 +148,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, m.Path, string(s))
 		}
+		var kept float64
+		if m.Kept != nil {
+			kept = float64(m.Kept.SizeBytes)
+		}
+		ch <- prometheus.MustNewConstMetric(c.keptBytes, prometheus.GaugeValue, kept, m.Path)
 	}
 	for path, ct := range *c.s.routes.Load() {
 		if ct.path != path {

@@ -97,9 +97,35 @@ type ModelStatus struct {
 	Crashes  int64 `json:"crashes"`
 	// Retiring counts replaced contents still held for their grace period or in-flight requests.
 	Retiring int `json:"retiring,omitempty"`
+	// KeepPreviousForMs is the keep time in force for the model (its
+	// entry's keep_previous_for_ms, else the server's keep_previous_for);
+	// 0: off.
+	KeepPreviousForMs int64 `json:"keep_previous_for_ms"`
+	// Kept is the previous content held loaded and warm out of service
+	// for an instant rollback, nil if none.
+	Kept *KeptStatus `json:"kept,omitempty"`
 
 	evictAt time.Time
 	active  *content
+	// keptID and keptMeta are the kept content's id and the entry it was
+	// loaded with; keptReleased when the last kept one's time ended.
+	keptID       int64
+	keptMeta     modelconfig.Model
+	keptReleased time.Time
+}
+
+// KeptStatus describes a model's kept previous content and what it costs.
+type KeptStatus struct {
+	Checksum string `json:"checksum"`
+	Runtime  string `json:"runtime"`
+	// SizeBytes is the size of its files (in the local cache), the memory
+	// its weights hold give or take the runtime's own overhead.
+	SizeBytes int64 `json:"size_bytes"`
+	// Replicas is the number of model actors kept with it.
+	Replicas int `json:"replicas"`
+	// Since is when it left service, Until when it is released.
+	Since time.Time `json:"kept_since"`
+	Until time.Time `json:"kept_until"`
 }
 
 // finish fills the fields that change without the supervisor's involvement.

@@ -128,8 +128,8 @@ type supervisorActor struct {
 }
 
 func newSupervisor(s *System) *supervisorActor {
-	return &supervisorActor{sys: s, log: s.log.With("component", "supervisor"), jobs: map[int64]*loadJob{},
-		contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
+	return &supervisorActor{sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
+		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
 }
 
 // Receive handles one message; every state change ends with a new plan.
@@ -275,6 +275,8 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				s.warmUp(ctx, st)
 			case lifecycle.Swap:
 				s.swap(st, now)
+			case lifecycle.Restore:
+				s.restore(st)
 			case lifecycle.Retire:
 				if c := s.contents[st.Content]; c != nil {
 					retired = append(retired, c)
@@ -471,6 +473,25 @@ func (s *supervisorActor) swap(st lifecycle.Step, now time.Time) {
 		return
 	}
 	s.log.Info("model ready", "model", st.Path, "checksum", c.checksum, "runtime", c.runtime, "replicas", len(c.pids))
+}
+
+// restore puts a kept content back into service: it takes requests again
+// before the table that routes to it is published.
+func (s *supervisorActor) restore(st lifecycle.Step) {
+	c := s.contents[st.Content]
+	if c == nil {
+		return
+	}
+	if p := s.plan.Path(st.Path); p != nil {
+		c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
+	}
+	c.retired.Store(false)
+	s.sys.metrics.restores.WithLabelValues(st.Path).Inc()
+	from := ""
+	if old := (*s.sys.routes.Load())[st.Path]; old != nil {
+		from = old.checksum
+	}
+	s.log.Info("model rolled back to its kept content, with no reload", "model", st.Path, "checksum", c.checksum, "from_checksum", from)
 }
 
 // discard drops a job that will not serve, now or when its running stage ends.
@@ -703,6 +724,15 @@ func (s *supervisorActor) publishStatus() {
 		for _, r := range retiring {
 			if r.Path == p.Name {
 				m.Retiring++
+			}
+		}
+		m.KeepPreviousForMs = s.plan.KeepFor(p).Milliseconds()
+		m.keptReleased = p.KeptReleased
+		if k := p.Kept; k != nil {
+			if c := s.contents[k.ID]; c != nil {
+				m.Kept = &KeptStatus{Checksum: c.checksum, Runtime: c.runtime, SizeBytes: c.local.Size, Replicas: len(c.pids),
+					Since: k.Since, Until: k.Until}
+				m.keptID, m.keptMeta = k.ID, k.Meta
 			}
 		}
 		st.Models = append(st.Models, m)

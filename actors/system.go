@@ -26,6 +26,10 @@ type Options struct {
 	ModelConfigPath string
 	// PollInterval is how often the model config is read.
 	PollInterval time.Duration
+	// KeepPreviousFor is how long a model's previous content stays loaded
+	// and warm after an in-place update (and a removed model at least),
+	// for the entries without keep_previous_for_ms; 0: off.
+	KeepPreviousFor time.Duration
 	// CacheDir is where model files are copied before they are loaded; Grove owns it.
 	CacheDir string
 	// MaxModelBytes rejects larger models.

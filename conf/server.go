@@ -75,6 +75,13 @@ type Server struct {
 	TLS TLS `yaml:"tls"`
 	// PollInterval is how often the model config is read; at least MinPollInterval.
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// KeepPreviousFor is how long the content an in-place update replaced
+	// stays loaded and warm, out of service, so that going back to it (the
+	// old checksum in the config, or POST /v1/rollback) needs no reload; a
+	// removed model stays loaded at least this long too. A model entry's
+	// keep_previous_for_ms overrides it. 0 (the default) is off: it holds
+	// two copies of a model in memory.
+	KeepPreviousFor time.Duration `yaml:"keep_previous_for"`
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`
 	// MaxModelBytes is the largest model, in bytes, that is fetched, and
@@ -421,6 +428,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.TLS.ClientAuth, "tls-client-auth", "client certificates: none, request (verified if given) or require (every route but the probes)")
 	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
+	dur(&s.KeepPreviousFor, "keep-previous-for", "how long a model's previous content stays loaded after an in-place update, for an instant rollback (0: off; keep_previous_for_ms per model overrides it)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
 	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes (compressed and decoded)")
@@ -692,6 +700,9 @@ func (s Server) Validate() error {
 	}
 	if s.DrainTimeout < 0 {
 		bad("drain_timeout", "%v must not be negative", s.DrainTimeout)
+	}
+	if s.KeepPreviousFor < 0 {
+		bad("keep_previous_for", "%v must not be negative (0 turns keeping off)", s.KeepPreviousFor)
 	}
 	if s.ShadowMicroBatchRows < 0 {
 		bad("shadow_micro_batch_rows", "%d must not be negative", s.ShadowMicroBatchRows)

@@ -227,9 +227,16 @@ type load struct {
 	firstFailure   atomic.Value
 	wg             sync.WaitGroup
 	stop           chan struct{}
+	once           sync.Once
 }
 
 func startLoad(g *grove, exp map[string]expectedModel, workers int) *load {
+	return startObservedLoad(g, exp, workers, nil)
+}
+
+// startObservedLoad is startLoad calling observe, if not nil, with the
+// version (1 or 2) of each answer as it arrives.
+func startObservedLoad(g *grove, exp map[string]expectedModel, workers int, observe func(version int)) *load {
 	l := &load{stop: make(chan struct{})}
 	body := batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))
 	for range workers {
@@ -243,12 +250,15 @@ func startLoad(g *grove, exp map[string]expectedModel, workers int) *load {
 				default:
 				}
 				code, resp, err := g.infer(body)
+				version := 0
 				switch {
 				case err == nil && code == http.StatusOK && matches(exp, "pctr_v1", resp, 0):
 					l.ok.Add(1)
+					version = 1
 				case err == nil && code == http.StatusOK && matches(exp, "pctr_v2", resp, 0):
 					l.ok.Add(1)
 					l.v2.Add(1)
+					version = 2
 				default:
 					l.failed.Add(1)
 					l.firstFailure.CompareAndSwap(nil, struct {
@@ -257,14 +267,18 @@ func startLoad(g *grove, exp map[string]expectedModel, workers int) *load {
 						err  error
 					}{code, resp, err})
 				}
+				if observe != nil && version != 0 {
+					observe(version)
+				}
 			}
 		}()
 	}
 	return l
 }
 
+// finish stops the load and waits for its requests; it may be called again.
 func (l *load) finish() {
-	close(l.stop)
+	l.once.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }
 

@@ -331,7 +331,7 @@ func TestAdminHTTPServesManagementMetricsAndPprof(t *testing.T) {
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/metrics"}, {"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"},
 		{"PUT", "/org/project/1"}, {"POST", "/servable"}, {"DELETE", "/org/project/1/2"},
-		{"GET", "/v1/audit"},
+		{"GET", "/v1/audit"}, {"POST", "/v1/rollback"},
 	} {
 		if ok, code := routed(r.method, g.url+r.path); ok {
 			t.Errorf("scoring port: %s %s = %d, want it not served", r.method, r.path, code)

@@ -14,6 +14,14 @@
 // into the cache, checksum), verify (the planner compares checksums), load
 // (the runtime) and warm up (the model actors run the warm-up requests),
 // one at a time, each stage started by a step and ended by an event.
+//
+// With a keep time (State.KeepPreviousFor, or the entry's
+// keep_previous_for_ms), the content an update replaced is not released:
+// it stays loaded and warm, out of service, as the path's Kept content,
+// until the keep time ends, the path is forgotten or a newer update
+// replaces it. A desired entry that the kept content satisfies (the old
+// checksum, serving options or signature put back) brings it back into
+// service at once (Restore), with no fetch, load or warm-up.
 package lifecycle
 
 import (
@@ -41,7 +49,9 @@ const (
 	// Failed: no content serves and the last load failed; it is retried at
 	// the next config poll (a retry may be running).
 	Failed
-	// Evicting: removed from the config; served until its grace period ends.
+	// Evicting: removed from the config; served until its grace period
+	// ends, then, with a keep time, held loaded out of service (Kept)
+	// until the longer of the two has passed since its removal.
 	Evicting
 	// Expiring: every contract servable using it is expired; still served
 	// (a contract can fall back to it) until its grace period ends.
@@ -88,6 +98,17 @@ type Content struct {
 	Broken bool
 }
 
+// Kept is a path's previous content, loaded and warm but out of service,
+// held so that going back to it needs no reload.
+type Kept struct {
+	Content
+	// Since is when it left service (or its path left the config).
+	Since time.Time
+	// Until is when it is released: Since plus the longer of the keep
+	// time in force for its path and its own grace period.
+	Until time.Time
+}
+
 // Job is the one load running for a path.
 type Job struct {
 	ID    int64
@@ -112,6 +133,11 @@ type Path struct {
 	Active *Content
 	// Job is the running load, nil if none.
 	Job *Job
+	// Kept is the previous content held loaded out of service, nil if none.
+	Kept *Kept
+	// KeptReleased is when the last kept content was released because its
+	// keep time ended (zero if none was).
+	KeptReleased time.Time
 	// Until is when an Evicting or Expiring path's grace period ends.
 	Until time.Time
 	// LastErr and ErrAt describe the last failed load, checksum or warm-up.
@@ -119,6 +145,8 @@ type Path struct {
 	ErrAt   time.Time
 	// blocked holds back a new job after a failure until the next config poll.
 	blocked bool
+	// left is when an Evicting path left the config.
+	left time.Time
 }
 
 // Retiree is a content out of service, released once its grace period is
@@ -159,10 +187,13 @@ const (
 	Forget
 	// Notify tells the callers waiting on a registration its outcome (Err).
 	Notify
+	// Restore puts the path's kept Content back into service: it was
+	// retired (out of service) but not released, so it serves at once.
+	Restore
 )
 
 var stepNames = [...]string{Fetch: "fetch", Load: "load", WarmUp: "warm-up", Swap: "swap", Retire: "retire",
-	Release: "release", Discard: "discard", Forget: "forget", Notify: "notify"}
+	Release: "release", Discard: "discard", Forget: "forget", Notify: "notify", Restore: "restore"}
 
 // String returns the step kind's name.
 func (k StepKind) String() string {
@@ -178,7 +209,7 @@ type Step struct {
 	Path string
 	// Job is the job of Fetch, Load, WarmUp, Swap and Discard.
 	Job int64
-	// Content is the content of Retire and Release.
+	// Content is the content of Retire, Release and Restore.
 	Content int64
 	// Meta is what Fetch, Load and WarmUp load.
 	Meta modelconfig.Model
@@ -204,7 +235,7 @@ func (p Plan) Retires() bool {
 // "retire m/ @1", "notify m/: <err>".
 func (s Step) String() string {
 	switch s.Kind {
-	case Retire, Release:
+	case Retire, Release, Restore:
 		return fmt.Sprintf("%v %s @%d", s.Kind, s.Path, s.Content)
 	case Forget:
 		return fmt.Sprintf("%v %s", s.Kind, s.Path)
@@ -294,6 +325,10 @@ func (ReloadFailed) isEvent()     {}
 
 // State is the planner's whole view. The zero value is ready to use.
 type State struct {
+	// KeepPreviousFor is the server's keep time (keep_previous_for), for
+	// the entries that do not set their own; 0: keep nothing.
+	KeepPreviousFor time.Duration
+
 	paths map[string]*Path
 	// order is the config order of the listed paths, for status.
 	order []string
@@ -383,6 +418,7 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		if p.Active != nil {
 			s.retire(p, now)
 		}
+		s.dropKept(p)
 		s.pending = append(s.pending, Step{Kind: Notify, Path: p.Name, Err: ErrDeletedWhileLoading}, Step{Kind: Forget, Path: p.Name})
 		delete(s.paths, p.Name)
 	case Fetched:
@@ -494,7 +530,8 @@ func (s *State) fail(p *Path, err error, now time.Time) {
 	}
 }
 
-// swap puts p's warmed-up job into service; the old content retires after its grace period.
+// swap puts p's warmed-up job into service; the old content is kept (see
+// putAside) or retires after its grace period.
 func (s *State) swap(p *Path, now time.Time) {
 	j := p.Job
 	p.Job = nil
@@ -503,7 +540,7 @@ func (s *State) swap(p *Path, now time.Time) {
 	p.LastErr, p.ErrAt = "", time.Time{}
 	s.pending = append(s.pending, Step{Kind: Swap, Path: p.Name, Job: j.ID})
 	if old != nil {
-		s.retireAt(p.Name, old.ID, now.Add(old.Meta.EvictionGracePeriod))
+		s.putAside(p, old, now)
 	}
 	if p.Registered {
 		s.pending = append(s.pending, Step{Kind: Notify, Path: p.Name})
@@ -511,6 +548,113 @@ func (s *State) swap(p *Path, now time.Time) {
 	if p.Phase == Loading || p.Phase == Swapping || p.Phase == Failed {
 		p.Phase = Ready
 	}
+}
+
+// KeepFor is the keep time in force for p: its entry's, else the server's.
+func (s *State) KeepFor(p *Path) time.Duration {
+	if k := p.Desired.KeepPreviousFor; k != nil {
+		return *k
+	}
+	return s.KeepPreviousFor
+}
+
+// keeps reports whether content c, taken out of p's service, may be kept:
+// a keep time is in force, and c is a config entry's working content.
+func (s *State) keeps(p *Path, c *Content) bool {
+	return s.KeepFor(p) > 0 && !c.Broken && !c.Registered && !p.Registered
+}
+
+// keptUntil is when p's kept content k is released.
+func (s *State) keptUntil(p *Path, k *Kept) time.Time {
+	return k.Since.Add(max(s.KeepFor(p), k.Meta.EvictionGracePeriod))
+}
+
+// putAside takes old, p's content until now, out of service: with a keep
+// time it becomes p's kept content (since since), releasing the one kept
+// before; without, it retires after its grace period, as ever.
+func (s *State) putAside(p *Path, old *Content, since time.Time) {
+	if !s.keeps(p, old) {
+		s.retireAt(p.Name, old.ID, since.Add(old.Meta.EvictionGracePeriod))
+		return
+	}
+	s.pending = append(s.pending, Step{Kind: Retire, Path: p.Name, Content: old.ID})
+	s.dropKept(p)
+	p.Kept = &Kept{Content: *old, Since: since}
+	p.Kept.Until = s.keptUntil(p, p.Kept)
+}
+
+// dropKept releases p's kept content, if any, once the grace period it
+// was loaded with is over and its requests are answered; it is already
+// out of service.
+func (s *State) dropKept(p *Path) {
+	if k := p.Kept; k != nil {
+		s.retiring = append(s.retiring, Retiree{Path: p.Name, Content: k.ID, At: k.Since.Add(k.Meta.EvictionGracePeriod)})
+		p.Kept = nil
+	}
+}
+
+// restorable reports whether p's kept content is what p asks for while
+// its active one (if any) is not: going back needs no load.
+func (s *State) restorable(p *Path) bool {
+	k := p.Kept
+	return k != nil && (p.Active == nil || !satisfies(p.Desired, p.Active)) && !k.Broken &&
+		k.Registered == p.Registered && satisfies(p.Desired, &k.Content)
+}
+
+// restore puts p's kept content back into service at once, discarding a
+// load in progress; the content it replaces is put aside in turn.
+func (s *State) restore(p *Path, now time.Time) {
+	s.dropJob(p)
+	k := p.Kept
+	p.Kept = nil
+	old := p.Active
+	p.Active = &k.Content
+	p.LastErr, p.ErrAt = "", time.Time{}
+	s.pending = append(s.pending, Step{Kind: Restore, Path: p.Name, Content: k.ID})
+	if old != nil {
+		s.putAside(p, old, now)
+	}
+	p.Phase = Ready
+}
+
+// planKept releases p's kept content once its keep time is over (Plan
+// wakes up then).
+func (s *State) planKept(p *Path, now time.Time) {
+	k := p.Kept
+	if k == nil {
+		return
+	}
+	k.Until = s.keptUntil(p, k) // the keep time in force may have changed
+	if !now.Before(k.Until) {
+		p.KeptReleased = now
+		s.dropKept(p)
+	}
+}
+
+// planEviction plans p, an Evicting path: it is served until its grace
+// period ends, then stays loaded out of service (kept) until the longer of
+// its grace period and keep time ends, then is forgotten.
+func (s *State) planEviction(p *Path, now time.Time, later func(time.Time)) {
+	if now.Before(p.Until) {
+		later(p.Until)
+		return
+	}
+	s.dropJob(p)
+	if a := p.Active; a != nil {
+		p.Active = nil
+		if s.keeps(p, a) && now.Before(p.left.Add(s.KeepFor(p))) {
+			s.putAside(p, a, p.left)
+			return
+		}
+		s.retireAt(p.Name, a.ID, now)
+		s.dropKept(p)
+	} else if p.Kept != nil {
+		// Its content, kept since its grace period ended (planKept
+		// releases it when its time is over).
+		return
+	}
+	s.pending = append(s.pending, Step{Kind: Forget, Path: p.Name})
+	delete(s.paths, p.Name)
 }
 
 // retire takes p's active content out of service now.
@@ -548,8 +692,12 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 				p.Phase = Loading
 			}
 		case p.Phase == Evicting:
-			// Listed again during its grace period: it stays.
-			p.Phase, p.Until = Ready, time.Time{}
+			// Listed again during its grace period: it stays. Listed again
+			// after it, while its content is kept: Plan restores it.
+			p.Phase, p.Until, p.left = Ready, time.Time{}, time.Time{}
+			if p.Active == nil {
+				p.Phase = Loading
+			}
 		}
 		p.Desired = m
 		p.blocked = false
@@ -563,11 +711,12 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 		}
 		s.dropJob(p)
 		if p.Active == nil {
+			s.dropKept(p)
 			s.pending = append(s.pending, Step{Kind: Forget, Path: name})
 			delete(s.paths, name)
 			continue
 		}
-		p.Phase, p.Until = Evicting, now.Add(p.Active.Meta.EvictionGracePeriod)
+		p.Phase, p.Until, p.left = Evicting, now.Add(p.Active.Meta.EvictionGracePeriod), now
 	}
 }
 
@@ -592,16 +741,9 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 	}
 	for _, name := range s.sortedPaths() {
 		p := s.paths[name]
-		switch p.Phase {
-		case Evicting:
-			if now.Before(p.Until) {
-				later(p.Until)
-				continue
-			}
-			s.retire(p, now)
-			s.dropJob(p)
-			s.pending = append(s.pending, Step{Kind: Forget, Path: name})
-			delete(s.paths, name)
+		s.planKept(p, now)
+		if p.Phase == Evicting {
+			s.planEviction(p, now, later)
 			continue
 		}
 		s.planExpiry(p, now, later)
@@ -613,6 +755,10 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			// what serves); a new one, if needed, starts below.
 			p.Phase = Ready
 		}
+		if s.restorable(p) {
+			s.restore(p, now)
+			continue
+		}
 		if p.Job == nil && !p.blocked && s.needsLoad(p) {
 			s.lastJob++
 			p.Job = &Job{ID: s.lastJob, Meta: p.Desired, Stage: Fetching, Registered: p.Registered}
@@ -622,25 +768,30 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			}
 		}
 	}
-	kept := s.retiring[:0]
+	for _, p := range s.paths {
+		if p.Kept != nil {
+			later(p.Kept.Until)
+		}
+	}
+	waiting := s.retiring[:0]
 	for _, r := range s.retiring {
 		if r.plan >= cur {
-			kept = append(kept, r) // retired by this very plan
+			waiting = append(waiting, r) // retired by this very plan
 			continue
 		}
 		if now.Before(r.At) {
 			later(r.At)
-			kept = append(kept, r)
+			waiting = append(waiting, r)
 			continue
 		}
 		if inflight(r.Content) > 0 {
-			kept = append(kept, r) // the supervisor hears when it drains
+			waiting = append(waiting, r) // the supervisor hears when it drains
 			continue
 		}
 		s.pending = append(s.pending, Step{Kind: Release, Path: r.Path, Content: r.Content})
 	}
-	clear(s.retiring[len(kept):])
-	s.retiring = kept
+	clear(s.retiring[len(waiting):])
+	s.retiring = waiting
 	steps := s.pending
 	s.pending = nil
 	return Plan{Steps: steps, Wake: wake}

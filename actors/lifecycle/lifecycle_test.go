@@ -45,6 +45,13 @@ func model(path, sum string, graceMs int) modelconfig.Model {
 
 func cfg(ms ...modelconfig.Model) ConfigApplied { return ConfigApplied{Models: ms} }
 
+// kept is model with keep_previous_for_ms set to keepMs.
+func kept(path, sum string, graceMs, keepMs int) modelconfig.Model {
+	m := model(path, sum, graceMs)
+	m.KeepPreviousFor = new(time.Duration(keepMs) * time.Millisecond)
+	return m
+}
+
 // loadOK is the ticks that take job of path from fetch to swap, starting after the fetch step.
 func loadOK(at time.Duration, path string, job int64, sum, swapSteps string) []tick {
 	return []tick{
@@ -69,7 +76,13 @@ func script(parts ...any) []tick {
 
 func run(t *testing.T, ticks []tick) *State {
 	t.Helper()
-	var s State
+	return runWith(t, 0, ticks)
+}
+
+// runWith runs ticks with the server's keep time set to keep.
+func runWith(t *testing.T, keep time.Duration, ticks []tick) *State {
+	t.Helper()
+	s := State{KeepPreviousFor: keep}
 	inflight := map[int64]int64{}
 	for i, tk := range ticks {
 		now := t0.Add(tk.at)
@@ -380,9 +393,177 @@ func TestPhaseAndStepNames(t *testing.T) {
 	if Phase(0).String() != "phase(0)" || StepKind(0).String() != "step(0)" {
 		t.Error("zero values are named")
 	}
-	for k := Fetch; k <= Notify; k++ {
+	for k := Fetch; k <= Restore; k++ {
 		if strings.HasPrefix(k.String(), "step(") {
 			t.Errorf("step %d has no name", k)
 		}
+	}
+}
+
+// The keep rules: with a keep time, the content an update replaced stays
+// loaded out of service (retired, not released) and going back to it is a
+// Restore step, with no fetch. tick.kept, checked through keptOf, names
+// the kept content and its release time.
+func TestPlannerKeepsThePreviousContentAndRestoresIt(t *testing.T) {
+	sec, min := time.Second, time.Minute
+	for _, tc := range []struct {
+		name  string
+		keep  time.Duration // the server's keep_previous_for
+		ticks []tick
+		// kept is checked after the last tick: "path=@id until" or "path=none".
+		kept string
+	}{
+		{"an update keeps the previous content loaded until its keep time ends, then releases it", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 5_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2", phases: "m/=swapping"},
+			loadOK(2*sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, phases: "m/=ready", wake: 2*sec + 10*min},
+			tick{at: 7 * sec, steps: "", wake: 2*sec + 10*min},
+			tick{at: 2*sec + 10*min, steps: "release m/ @1", wake: -1},
+		), "m/=none"},
+		{"going back to the old checksum restores the kept content with no fetch, and keeps the one it replaces", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: min, ev: cfg(model("m/", sumA, 0)), steps: "restore m/ @1; retire m/ @2", phases: "m/=ready", wake: 11 * min},
+			tick{at: 2 * min, ev: cfg(model("m/", sumB, 0)), steps: "restore m/ @2; retire m/ @1", phases: "m/=ready", wake: 12 * min},
+		), "m/=@1 " + (12 * min).String()},
+		{"going back to the old serving options restores the kept content", 10 * min, script(
+			tick{ev: cfg(model("m/", "", 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(modelconfig.Model{Path: "m/", Serving: modelconfig.ServingOptions{Replicas: 2}}), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, ev: cfg(model("m/", "", 0)), steps: "restore m/ @1; retire m/ @2"},
+		), "m/=@2 " + (2*sec + 10*min).String()},
+		{"a kept content whose time ends is released only once its requests are answered", min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(0, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: min, inflight: map[int64]int64{1: 1}, steps: "", wake: -1},
+			tick{at: min + sec, inflight: map[int64]int64{1: 0}, steps: "release m/ @1"},
+		), "m/=none"},
+		{"a second update releases the content kept before and keeps the one it replaces", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, ev: cfg(model("m/", sumX, 0)), steps: "fetch m/ #3"},
+			loadOK(2*sec, "m/", 3, sumX, "swap m/ #3; retire m/ @2; release m/ @1"),
+		), "m/=@2 " + (2*sec + 10*min).String()},
+		{"a content kept from before waits for its grace period to be released when replaced", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 60_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, ev: cfg(model("m/", sumX, 0)), steps: "fetch m/ #3"},
+			loadOK(2*sec, "m/", 3, sumX, "swap m/ #3; retire m/ @2"),
+			tick{at: 2 * sec, steps: "", wake: 61 * sec},
+			tick{at: 61 * sec, steps: "release m/ @1"},
+		), "m/=@2 " + (2*sec + 10*min).String()},
+		{"a rollback while a newer update loads discards that load and restores at once", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, ev: cfg(model("m/", sumX, 0)), steps: "fetch m/ #3", phases: "m/=swapping"},
+			tick{at: 3 * sec, ev: Fetched{Path: "m/", Job: 3, Checksum: sumX}, steps: "load m/ #3"},
+			tick{at: 4 * sec, ev: cfg(model("m/", sumA, 0)), steps: "discard m/ #3; restore m/ @1; retire m/ @2", phases: "m/=ready"},
+			tick{at: 5 * sec, ev: Loaded{Path: "m/", Job: 3}, steps: "discard m/ #3", phases: "m/=ready"},
+		), "m/=@2 " + (4*sec + 10*min).String()},
+		{"the entry's keep_previous_for_ms overrides the server's, and 0 turns keeping off", 10 * min, script(
+			tick{ev: cfg(kept("m/", sumA, 0, 0), kept("n/", sumA, 0, 30_000)), steps: "fetch m/ #1; fetch n/ #2"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			loadOK(0, "n/", 2, sumA, "swap n/ #2"),
+			tick{at: sec, ev: cfg(kept("m/", sumB, 0, 0), kept("n/", sumB, 0, 30_000)), steps: "fetch m/ #3; fetch n/ #4"},
+			loadOK(sec, "m/", 3, sumB, "swap m/ #3; retire m/ @1; release m/ @1"),
+			loadOK(sec, "n/", 4, sumB, "swap n/ #4; retire n/ @2"),
+			tick{at: 2 * sec, ev: cfg(kept("m/", sumA, 0, 0), kept("n/", sumA, 0, 30_000)), steps: "fetch m/ #5; restore n/ @2; retire n/ @4"},
+		), "n/=@4 " + (32 * sec).String()},
+		{"changing the keep time applies to the content kept, without a reload", 0, script(
+			tick{ev: cfg(kept("m/", sumA, 0, 60_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{ev: cfg(kept("m/", sumB, 0, 60_000)), steps: "fetch m/ #2"},
+			loadOK(0, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: sec, ev: cfg(kept("m/", sumB, 0, 120_000)), steps: "", wake: 2 * min},
+			tick{at: 2 * sec, ev: cfg(model("m/", sumB, 0)), steps: "release m/ @1", wake: -1},
+		), "m/=none"},
+		{"a crash reload does not keep the broken content", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: ReloadFailed{Path: "m/", Content: 1, Err: errors.New("cache file gone")}, steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1; release m/ @1"),
+		), "m/=none"},
+		{"a removed model is served for its grace period and stays loaded for the longer of it and the keep time", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 60_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(), steps: "", phases: "m/=evicting", wake: 61 * sec},
+			tick{at: 61 * sec, steps: "retire m/ @1", phases: "m/=evicting", wake: sec + 10*min},
+			tick{at: 2 * min, ev: cfg(model("m/", sumA, 60_000)), steps: "restore m/ @1", phases: "m/=ready", wake: -1},
+		), "m/=none"},
+		{"a removed model kept after its grace period is forgotten when the keep time ends", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(), steps: "retire m/ @1", phases: "m/=evicting", wake: sec + 10*min},
+			tick{at: sec + 10*min, steps: "forget m/; release m/ @1", phases: "none", wake: -1},
+		), ""},
+		{"a removed model whose grace period is longer than the keep time is forgotten at its end", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 20*60_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(), steps: "", phases: "m/=evicting", wake: sec + 20*min},
+			tick{at: sec + 20*min, steps: "retire m/ @1; forget m/; release m/ @1", phases: "none", wake: -1},
+		), ""},
+		{"a removed model listed again with a new checksum after its grace period loads it, keeping the old one", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(), steps: "retire m/ @1"},
+			tick{at: 2 * sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2", phases: "m/=loading"},
+			loadOK(2*sec, "m/", 2, sumB, "swap m/ #2"),
+			tick{at: 3 * sec, ev: cfg(model("m/", sumA, 0)), steps: "restore m/ @1; retire m/ @2"},
+		), "m/=@2 " + (3*sec + 10*min).String()},
+		{"a path removed with content kept from an update releases it when forgotten", 10 * min, script(
+			tick{ev: cfg(kept("m/", sumA, 0, 60_000)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{ev: cfg(kept("m/", sumB, 0, 60_000)), steps: "fetch m/ #2"},
+			loadOK(0, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 30 * sec, ev: cfg(), steps: "retire m/ @2; release m/ @1", wake: 90 * sec},
+			tick{at: 90 * sec, steps: "forget m/; release m/ @2", phases: "none"},
+		), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runWith(t, tc.keep, tc.ticks)
+			if tc.kept == "" {
+				return
+			}
+			path, want, _ := strings.Cut(tc.kept, "=")
+			if got := keptOf(s, path); got != want {
+				t.Fatalf("kept %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// keptOf describes path's kept content: "@id until" (since t0), or "none".
+func keptOf(s *State, path string) string {
+	p := s.Path(path)
+	if p == nil || p.Kept == nil {
+		return "none"
+	}
+	return fmt.Sprintf("@%d %v", p.Kept.ID, p.Kept.Until.Sub(t0))
+}
+
+func TestPlannerWithoutKeepTimeKeepsNothing(t *testing.T) {
+	// The server's keep time off: an update and going back load afresh.
+	s := run(t, script(
+		tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+		loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+		tick{ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+		loadOK(0, "m/", 2, sumB, "swap m/ #2; retire m/ @1; release m/ @1"),
+		tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #3"},
+	))
+	if k := keptOf(s, "m/"); k != "none" {
+		t.Fatalf("kept %s", k)
 	}
 }

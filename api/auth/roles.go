@@ -50,6 +50,7 @@ var HTTPRoles = map[string]Role{
 	"GET /{org}/{project}/{n}/metadata":              RoleRead,
 	"GET /{org}/{project}/{n}/{rv}/metadata":         RoleRead,
 	"GET /v1/audit":                                  RoleRead,
+	"POST /v1/rollback":                              RoleManage,
 }
 
 // MountRoles classifies the requests of each subtree mounted on the HTTP

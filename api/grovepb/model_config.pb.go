@@ -155,8 +155,15 @@ type ModelMetadata struct {
 	// as a string ({"3": "<64 hex>"}), checked like checksum. Only with
 	// version_policy.
 	VersionChecksums map[string]string `protobuf:"bytes,109,rep,name=version_checksums,json=versionChecksums,proto3" json:"version_checksums,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Grove: how long the previous content stays loaded and warm, out of
+	// service, after an in-place update replaced it (and how long a removed
+	// model stays loaded at least), so that going back to it needs no
+	// reload; in milliseconds, 0 to 2147483647. Absent: the server's
+	// keep_previous_for; 0: off for this model. Changing it does not reload
+	// the model.
+	KeepPreviousForMs *int32 `protobuf:"varint,110,opt,name=keep_previous_for_ms,json=keepPreviousForMs,proto3,oneof" json:"keep_previous_for_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -285,6 +292,13 @@ func (x *ModelMetadata) GetVersionChecksums() map[string]string {
 		return x.VersionChecksums
 	}
 	return nil
+}
+
+func (x *ModelMetadata) GetKeepPreviousForMs() int32 {
+	if x != nil && x.KeepPreviousForMs != nil {
+		return *x.KeepPreviousForMs
+	}
+	return 0
 }
 
 // VersionPolicy picks the versions of a versioned entry to serve: exactly
@@ -1473,7 +1487,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xfe\x05\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xcd\x06\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1489,10 +1503,12 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x06inputs\x18j \x03(\v2\x19.grove.v1.TensorSignatureR\x06inputs\x123\n" +
 	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\x12>\n" +
 	"\x0eversion_policy\x18l \x01(\v2\x17.grove.v1.VersionPolicyR\rversionPolicy\x12Z\n" +
-	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x1aC\n" +
+	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x124\n" +
+	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +
+	"\x15_keep_previous_for_ms\"\xa0\x02\n" +
 	"\rVersionPolicy\x128\n" +
 	"\x06latest\x18\x01 \x01(\v2\x1e.grove.v1.VersionPolicy.LatestH\x00R\x06latest\x12>\n" +
 	"\bspecific\x18\x02 \x01(\v2 .grove.v1.VersionPolicy.SpecificH\x00R\bspecific\x12/\n" +
@@ -1645,6 +1661,7 @@ func file_grove_v1_model_config_proto_init() {
 	if File_grove_v1_model_config_proto != nil {
 		return
 	}
+	file_grove_v1_model_config_proto_msgTypes[1].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[2].OneofWrappers = []any{
 		(*VersionPolicy_Latest_)(nil),
 		(*VersionPolicy_Specific_)(nil),

@@ -47,6 +47,8 @@ func TestEveryWriteIsRecordedWithItsCallerRouteAndAnswer(t *testing.T) {
 		{"POST", "/contract/ads/p/1", `{}`, "release-bot", "POST /contract/{org}/{project}/{n}", "ads/p/1", "200", ""},
 		{"POST", "/servable", serveReq, "", "POST /servable", "ads/p/1/v1", "200", ""},
 		{"POST", "/servable", serveReq, "release-bot", "POST /servable", "ads/p/1/v1", "409", "servable"},
+		{"POST", "/v1/rollback", `{"model_path": "m/"}`, "release-bot", "POST /v1/rollback", "m/", "409", "nothing kept"},
+		{"POST", "/v1/rollback", `{"model_path": 1}`, "", "POST /v1/rollback", "", "400", "model_path"},
 		{"PUT", "/ads/p/1/v1/policy-settings", `{"validity": [{"sometimes": {}}]}`, "", "PUT /{org}/{project}/{n}/{rv}/policy-settings", "ads/p/1/v1", "422", "sometimes"},
 		{"PUT", "/ads/p/1/v1/logging", `{"logLevel": "FULL"}`, "", "PUT /{org}/{project}/{n}/{rv}/logging", "ads/p/1/v1", "200", ""},
 		{"PUT", "/ads/p/1", `{"router": "latest"}`, "", "PUT /{org}/{project}/{n}", "ads/p/1", "200", ""},

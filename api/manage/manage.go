@@ -3,7 +3,8 @@
 // their policies, logging settings and performance metrics, and reading
 // them back (Register), with the one table from a kind of failure to an
 // HTTP status (statusOf). Its documents are read by package forestflow and
-// applied by modelconfig's edits.
+// applied by modelconfig's edits. Beside it, POST /v1/rollback puts a
+// model's kept previous content back into service (rollback.go).
 package manage
 
 import (
@@ -32,6 +33,7 @@ type Backend interface {
 	SetMetrics(ctx context.Context, id, rv string, u modelconfig.MetricsUpdate) (map[string]float64, error)
 	Contract(id string) (modelconfig.Contract, error)
 	Servable(id, rv string) (actors.ServableInfo, error)
+	Rollback(ctx context.Context, path string) (actors.Rolled, error)
 }
 
 // Register serves the management API over b on h. Every write edits the
@@ -42,7 +44,9 @@ type Backend interface {
 // Every write, refused or not, is recorded with rec (see audit.Begin):
 // its caller, route, change and answer; nil records nothing. Refusals
 // (no or bad credentials, a missing role, over its limit) answer
-// ForestFlow's error body (forestflow.WriteRefusal).
+// ForestFlow's error body (forestflow.WriteRefusal), but POST
+// /v1/rollback's, which are {"error": …} like its other answers; its
+// routes' API (Handle's api argument) is RollbackAPI, the others' "manage".
 func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	a := &api{h: h, b: b}
 	h.SetErrorWriter("manage", forestflow.WriteRefusal)
@@ -59,6 +63,10 @@ func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	}
 	write("DELETE /{org}/{project}/{n}/{rv}", a.deleteServable)
 	write("POST /{org}/{project}/{n}/{rv}/metrics", a.setMetrics)
+	// Grove's own JSON route, under an API of its own for its error
+	// format (and the admin listener's list), recorded as a management write.
+	h.SetErrorWriter(RollbackAPI, httpserver.JSONError)
+	h.Handle("POST /v1/rollback", RollbackAPI, recorded(rec, "POST /v1/rollback", a.rollback))
 	for _, p := range []string{"releases", "list"} {
 		handle("GET /{org}/{project}/{n}/"+p, a.releases)
 	}

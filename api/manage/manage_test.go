@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,11 +22,33 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// memManager is a Backend over an in-memory config; writes fail with err when set.
+// memManager is a Backend over an in-memory config; writes fail with err
+// when set. kept maps a model path to the checksum of its kept content.
 type memManager struct {
 	cfg     modelconfig.Config
 	metrics map[string]map[string]float64
+	kept    map[string]string
 	err     error
+}
+
+// Rollback writes path's kept checksum into its entry, as the real one.
+func (m *memManager) Rollback(ctx context.Context, path string) (actors.Rolled, error) {
+	i := slices.IndexFunc(m.cfg.Models, func(e modelconfig.Model) bool { return e.Path == path })
+	switch {
+	case i < 0:
+		return actors.Rolled{}, fmt.Errorf("%w: %s", actors.ErrModelNotFound, path)
+	case m.kept[path] == "":
+		return actors.Rolled{}, fmt.Errorf("%w for %s: keeping is off for it", actors.ErrNothingKept, path)
+	}
+	from, to := m.cfg.Models[i].Checksum, m.kept[path]
+	if _, err := m.EditConfig(ctx, func(c *modelconfig.Config) error {
+		c.Models[i].Checksum = to
+		return nil
+	}); err != nil {
+		return actors.Rolled{}, err
+	}
+	m.kept[path] = from
+	return actors.Rolled{ModelPath: path, Checksum: to, From: from, Took: 1500 * time.Microsecond}, nil
 }
 
 func (m *memManager) EditConfig(_ context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {

@@ -136,6 +136,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,
+		KeepPreviousFor:      cfg.KeepPreviousFor,
 		CacheDir:             cacheDir,
 		MaxModelBytes:        cfg.MaxModelBytes,
 		QueueSize:            cfg.ModelQueueSize,
@@ -179,7 +180,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if cfg.AdminHTTP != "" {
 		// The audit trail lists who changed what from where: it is read
 		// beside the management API, not on the scoring port.
-		hopts.AdminAPIs = []string{"manage", "audit"}
+		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit"}
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},

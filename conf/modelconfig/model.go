@@ -64,6 +64,12 @@ type Model struct {
 	VersionOf string
 	// Version is that version's number, e.g. 3; 0 for a model that is not a version.
 	Version int64
+	// KeepPreviousFor is keep_previous_for_ms: how long the content an
+	// in-place update replaced stays loaded and warm, out of service, so
+	// that going back to it needs no reload (and how long a removed model
+	// stays loaded at least). nil: the server's keep_previous_for; 0: off
+	// for this model. Like the timeouts, it applies without a reload.
+	KeepPreviousFor *time.Duration
 }
 
 // Signature is a model's declared inputs and outputs (the Grove fields
@@ -244,6 +250,9 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 			VersionPolicy:    policy,
 			VersionChecksums: sums,
 		})
+		if m.KeepPreviousForMs != nil {
+			c.Models[len(c.Models)-1].KeepPreviousFor = new(time.Duration(m.GetKeepPreviousForMs()) * time.Millisecond)
+		}
 	}
 	for i, k := range pb.GetContracts() {
 		at := fmt.Sprintf("contracts[%d]", i)
@@ -342,7 +351,8 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 	return out
 }
 
-// MaxGracePeriodMs is the largest eviction_grace_period_in_ms, the int32 maximum.
+// MaxGracePeriodMs is the largest eviction_grace_period_in_ms and
+// keep_previous_for_ms, the int32 maximum.
 const MaxGracePeriodMs = math.MaxInt32
 
 // validate checks the parsed config; see Parse.
@@ -864,6 +874,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Outputs  []tensorJSON      `json:"outputs,omitempty"`
 		Policy   map[string]any    `json:"version_policy,omitempty"`
 		Sums     map[string]string `json:"version_checksums,omitempty"`
+		KeepMs   *int64            `json:"keep_previous_for_ms,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -875,7 +886,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
 			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
-			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums)})
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil})
+		if k := m.KeepPreviousFor; k != nil {
+			doc.Models[len(doc.Models)-1].KeepMs = new(k.Milliseconds())
+		}
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,

@@ -716,6 +716,45 @@ func TestModelConfigMarshalJSONWritesTheTimeoutsWhenSet(t *testing.T) {
 	}
 }
 
+// keep_previous_for_ms has presence: absent (or null) is the server's
+// default, an explicit 0 turns keeping off for the model.
+func TestParseModelConfigKeepPreviousFor(t *testing.T) {
+	got, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "keep_previous_for_ms": 600000},
+	  {"modelPath": "b/", "keepPreviousForMs": "0"},
+	  {"model_path": "c/", "keep_previous_for_ms": null},
+	  {"model_path": "d/"},
+	  {"model_path": "e/", "keep_previous_for_ms": 2147483647}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*time.Duration{new(10 * time.Minute), new(time.Duration(0)), nil, nil, new(MaxGracePeriodMs * time.Millisecond)} {
+		if g := got.Models[i].KeepPreviousFor; !reflect.DeepEqual(g, want) {
+			t.Errorf("model %d: keep %v, want %v", i, g, want)
+		}
+	}
+	out, err := json.Marshal(Config{Models: got.Models[:4]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","keep_previous_for_ms":600000},{"model_path":"b/","keep_previous_for_ms":0},{"model_path":"c/"},{"model_path":"d/"}]}`
+	if string(out) != want {
+		t.Errorf("canonical JSON\n got %s\nwant %s", out, want)
+	}
+	if back, err := Parse(out); err != nil || !reflect.DeepEqual(back.Models, got.Models[:4]) {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"-1", "model_metadata[0].keep_previous_for_ms: -1 is out of range 0..2147483647"},
+		{"2147483648", "model_metadata[0].keep_previous_for_ms: 2147483648 is out of range 0..2147483647"},
+		{"1.5", "model_metadata[0].keep_previous_for_ms: 1.5 is not an integer"},
+		{`"10m"`, `model_metadata[0].keep_previous_for_ms: "10m" is not a number`},
+	} {
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "keep_previous_for_ms": ` + tc.value + `}]}`))
+		checkConfigError(t, err, tc.want)
+	}
+}
+
 func TestParseModelConfigSignature(t *testing.T) {
 	got, err := Parse([]byte(`{"model_metadata": [
 	  {"model_path": "sub/", "inputs": [{"name": "a", "datatype": "FP32", "shape": [-1, 4]}, {"name": "b", "datatype": "FP32", "shape": ["-1", 4]}],

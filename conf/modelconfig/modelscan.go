@@ -381,7 +381,7 @@ func isInteger(k protoreflect.Kind) bool {
 // limit if it has one, else the range of its type.
 func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 	switch fd.FullName() {
-	case "grove.v1.ModelMetadata.eviction_grace_period_in_ms":
+	case "grove.v1.ModelMetadata.eviction_grace_period_in_ms", "grove.v1.ModelMetadata.keep_previous_for_ms":
 		return 0, MaxGracePeriodMs
 	case "grove.v1.ModelMetadata.replicas":
 		return 0, MaxReplicas

@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/conf/modelconfig"
+)
+
+// Instant rollback in process: with keep_previous_for, the content an
+// update replaced stays loaded, and going back to it (by the config or by
+// Rollback) serves it at once with no load.
+
+func keep(d time.Duration) func(*world, *Options) {
+	return func(_ *world, o *Options) { o.KeepPreviousFor = d }
+}
+
+// kept returns path's kept content, failing the test if it has none.
+func (w *world) kept(path string) *KeptStatus {
+	w.t.Helper()
+	k := w.model(path).Kept
+	if k == nil {
+		w.t.Fatalf("%s keeps nothing: %+v", path, w.model(path))
+	}
+	return k
+}
+
+func TestSystemKeepsThePreviousContentAndGoesBackToItWithNoLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sumA := checksumOf(t, "a/", version(1))
+		w := newWorld(t, configJSON(entry("a/", sumA, "")), map[string]faultySpec{"a/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		// The update: the bucket now holds version 2 only, so a load of
+		// version 1 would fail its checksum.
+		sumB := w.putModel("a/", version(2))
+		w.setConfig(configJSON(entry("a/", sumB, "")))
+		updatedAt := time.Now()
+		if res := w.infer("a/", 1); res.Err != nil || res.Checksum != sumB {
+			t.Fatalf("after the update: %+v", res)
+		}
+		k := w.kept("a/")
+		if k.Checksum != sumA || k.SizeBytes <= 0 || k.Replicas != 1 || !k.Until.Equal(k.Since.Add(10*time.Minute)) {
+			t.Fatalf("kept %+v", k)
+		}
+		if m := w.model("a/"); m.KeepPreviousForMs != 600_000 || m.Retiring != 0 {
+			t.Fatalf("status %+v", m)
+		}
+		if n := w.metric("grove_model_kept_bytes", map[string]string{"model": "a/"}); n != float64(k.SizeBytes) {
+			t.Errorf("grove_model_kept_bytes = %v, want %d", n, k.SizeBytes)
+		}
+		if c := w.rt.closed.Load(); c != 0 {
+			t.Fatalf("%d servables closed: the previous content was released", c)
+		}
+		loads := w.rt.loaded.Load()
+
+		// Back by the config: the old checksum put back.
+		w.setConfig(configJSON(entry("a/", sumA, "")))
+		if res := w.infer("a/", 2); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after going back: %+v (status %+v)", res, w.model("a/"))
+		}
+		if n := w.rt.loaded.Load(); n != loads {
+			t.Fatalf("going back loaded %d servables", n-loads)
+		}
+		if k := w.kept("a/"); k.Checksum != sumB {
+			t.Fatalf("after going back, kept %+v, want the update's content", k)
+		}
+		if m := w.model("a/"); m.Checksum != sumA || m.LastError != "" || m.State != StateReady {
+			t.Fatalf("status after going back: %+v", m)
+		}
+		if n := w.metric("grove_model_restores_total", map[string]string{"model": "a/"}); n != 1 {
+			t.Errorf("grove_model_restores_total = %v", n)
+		}
+
+		// The keep time ends: the kept content is released.
+		time.Sleep(time.Until(updatedAt.Add(poll + 10*time.Minute)))
+		synctest.Wait()
+		if m := w.model("a/"); m.Kept != nil || w.rt.closed.Load() != 1 {
+			t.Fatalf("after the keep time: kept %+v, %d closed", m.Kept, w.rt.closed.Load())
+		}
+		if n := w.metric("grove_model_kept_bytes", map[string]string{"model": "a/"}); n != 0 {
+			t.Errorf("grove_model_kept_bytes = %v after release", n)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after the kept content was released: %+v", res)
+		}
+	})
+}
+
+func TestSystemRollbackWritesTheConfigBackAndServesTheKeptContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sumA := checksumOf(t, "a/", version(1))
+		w := newWorld(t, configJSON(entry("a/", sumA, `"replicas": 2`), entry("b/", "", `"keep_previous_for_ms": 0`)),
+			map[string]faultySpec{"a/": version(1), "b/": version(3)}, keep(time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		if _, err := w.sys.Rollback(ctx, "a/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "not been updated in place") {
+			t.Fatalf("rollback before any update: %v", err)
+		}
+		if _, err := w.sys.Rollback(ctx, "b/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "keeping is off") {
+			t.Fatalf("rollback of a model that keeps nothing: %v", err)
+		}
+		if _, err := w.sys.Rollback(ctx, "nope/"); !errors.Is(err, ErrModelNotFound) {
+			t.Fatalf("rollback of an unknown path: %v", err)
+		}
+		// An update of the checksum and of the serving options.
+		sumB := w.putModel("a/", version(2))
+		w.setConfig(configJSON(entry("a/", sumB, `"replicas": 1`), entry("b/", "", `"keep_previous_for_ms": 0`)))
+		loads := w.rt.loaded.Load()
+
+		got, err := w.sys.Rollback(ctx, "a/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ModelPath != "a/" || got.Checksum != sumA || got.From != sumB {
+			t.Fatalf("Rollback = %+v", got)
+		}
+		// Answered with no poll interval passing: the kept content serves.
+		if res := w.infer("a/", 1); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after Rollback: %+v", res)
+		}
+		if n := w.rt.loaded.Load(); n != loads {
+			t.Fatalf("Rollback loaded %d servables", n-loads)
+		}
+		if m := w.model("a/"); m.Replicas != 2 || m.Kept == nil || m.Kept.Checksum != sumB {
+			t.Fatalf("status after Rollback: %+v", m)
+		}
+		cfg, err := modelconfig.Parse(w.b.get("model_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := cfg.Models[0]; e.Checksum != sumA || e.Serving.Replicas != 2 || cfg.Models[1].KeepPreviousFor == nil {
+			t.Fatalf("config written: %+v", cfg.Models)
+		}
+		// Later polls keep it there.
+		w.settle()
+		if res := w.infer("a/", 2); res.Checksum != sumA || w.rt.loaded.Load() != loads {
+			t.Fatalf("after a poll: %+v, %d loads", res, w.rt.loaded.Load()-loads)
+		}
+		// Once the keep time is over, there is nothing to go back to.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if _, err := w.sys.Rollback(ctx, "a/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "was released at") {
+			t.Fatalf("rollback after the keep time: %v", err)
+		}
+	})
+}
+
+func TestSystemKeepsARemovedModelLoadedAndBringsItBackWithNoLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sumA := checksumOf(t, "a/", version(1))
+		w := newWorld(t, configJSON(entry("a/", sumA, `"eviction_grace_period_in_ms": 2000`)), map[string]faultySpec{"a/": version(1)}, keep(time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		w.setConfig(configJSON())
+		time.Sleep(3 * time.Second) // past the grace period
+		synctest.Wait()
+		if res := w.infer("a/", 1); !errors.Is(res.Err, ErrModelNotFound) {
+			t.Fatalf("a removed model after its grace period: %+v", res)
+		}
+		if k := w.kept("a/"); k.Checksum != sumA || w.rt.closed.Load() != 0 {
+			t.Fatalf("kept %+v, %d closed", k, w.rt.closed.Load())
+		}
+		if _, err := w.sys.Rollback(context.Background(), "a/"); !errors.Is(err, ErrNotAnEntry) {
+			t.Fatalf("Rollback of a removed model: %v", err)
+		}
+		w.setConfig(configJSON(entry("a/", sumA, `"eviction_grace_period_in_ms": 2000`)))
+		if res := w.infer("a/", 1); res.Err != nil || res.Checksum != sumA || w.rt.loaded.Load() != 1 {
+			t.Fatalf("listed again: %+v, %d loads", res, w.rt.loaded.Load())
+		}
+		w.setConfig(configJSON())
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		if len(w.sys.Status().Models) != 0 || w.rt.closed.Load() != 1 {
+			t.Fatalf("after the keep time: %+v, %d closed", w.sys.Status().Models, w.rt.closed.Load())
+		}
+	})
+}
+
+func TestSystemRestoresAKeptContentWhileItsLastRequestRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := faultySpec{DelayMs: 3000, ErrorOn: f64(-1)}
+		sumA := checksumOf(t, "a/", slow)
+		w := newWorld(t, configJSON(entry("a/", sumA, "")), map[string]faultySpec{"a/": slow}, keep(time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		answered := make(chan Result, 1)
+		go func() { answered <- w.infer("a/", 1) }() // runs on A for 3 s
+		sumB := w.putModel("a/", version(2))
+		w.setConfig(configJSON(entry("a/", sumB, ""))) // B swaps in; A is kept, its request still running
+		if res := w.infer("a/", 2); res.Checksum != sumB {
+			t.Fatalf("after the update: %+v", res)
+		}
+		w.setConfig(configJSON(entry("a/", sumA, ""))) // back to A before its request ends
+		if res := <-answered; res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("the request running on A across the update and the rollback: %+v", res)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after going back: %+v", res)
+		}
+		if w.rt.closed.Load() != 0 || w.rt.loaded.Load() != 2 {
+			t.Fatalf("%d loaded, %d closed", w.rt.loaded.Load(), w.rt.closed.Load())
+		}
+		// B's keep time ends: released; A keeps serving.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if w.rt.closed.Load() != 1 || w.model("a/").Kept != nil {
+			t.Fatalf("after B's keep time: %d closed, kept %+v", w.rt.closed.Load(), w.model("a/").Kept)
+		}
+		if res := w.infer("a/", 4); res.Err != nil || res.Checksum != sumA {
+			t.Fatalf("after B was released: %+v", res)
+		}
+	})
+}
