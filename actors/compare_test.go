@@ -36,25 +36,32 @@ func TestDiffOutputs(t *testing.T) {
 	scores := []float32{0.1, 0.45, 0.55, 0.9}
 	shifted := []float32{0.3, 0.65, 0.75, 1.1} // +0.2: rows 2 (0.45 → 0.65) crosses 0.5
 	for _, tc := range []struct {
-		name              string
-		champion, shadow  func(t *testing.T) []servables.Tensor
-		want              []OutputDiff
-		mean              []float64
-		meanTol, maxTolTo float64
+		name             string
+		champion, shadow func(t *testing.T) []servables.Tensor
+		want             []OutputDiff
+		mean             []float64
 	}{
 		{
-			name:     "identical",
-			champion: func(t *testing.T) []servables.Tensor { return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)} },
-			shadow:   func(t *testing.T) []servables.Tensor { return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)} },
-			want:     []OutputDiff{{Name: "p", Rows: 4, Elements: 4, Within: 4, Score: true, Agree: 4}},
-			mean:     []float64{0},
+			name: "identical",
+			champion: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)}
+			},
+			shadow: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)}
+			},
+			want: []OutputDiff{{Name: "p", Rows: 4, Elements: 4, Within: 4, Score: true, Agree: 4}},
+			mean: []float64{0},
 		},
 		{
-			name:     "shifted by 0.2",
-			champion: func(t *testing.T) []servables.Tensor { return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)} },
-			shadow:   func(t *testing.T) []servables.Tensor { return []servables.Tensor{f32(t, "p", []int64{4, 1}, shifted...)} },
-			want:     []OutputDiff{{Name: "p", Rows: 4, Elements: 4, Within: 0, Score: true, Agree: 3, MaxAbsDiff: 0.2}},
-			mean:     []float64{0.2},
+			name: "shifted by 0.2",
+			champion: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{f32(t, "p", []int64{4, 1}, scores...)}
+			},
+			shadow: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{f32(t, "p", []int64{4, 1}, shifted...)}
+			},
+			want: []OutputDiff{{Name: "p", Rows: 4, Elements: 4, Within: 0, Score: true, Agree: 3, MaxAbsDiff: 0.2}},
+			mean: []float64{0.2},
 		},
 		{
 			name: "one row of two values off: not within, no agreement figure",
@@ -128,11 +135,15 @@ func TestDiffOutputs(t *testing.T) {
 			mean: []float64{0.25},
 		},
 		{
-			name:     "BYTES: equality only",
-			champion: func(t *testing.T) []servables.Tensor { return []servables.Tensor{strs(t, "s", []int64{3}, "a", "b", "c")} },
-			shadow:   func(t *testing.T) []servables.Tensor { return []servables.Tensor{strs(t, "s", []int64{3}, "a", "x", "c")} },
-			want:     []OutputDiff{{Name: "s", Bytes: true, Rows: 3, Elements: 3, Equal: 2}},
-			mean:     []float64{0},
+			name: "BYTES: equality only",
+			champion: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{strs(t, "s", []int64{3}, "a", "b", "c")}
+			},
+			shadow: func(t *testing.T) []servables.Tensor {
+				return []servables.Tensor{strs(t, "s", []int64{3}, "a", "x", "c")}
+			},
+			want: []OutputDiff{{Name: "s", Bytes: true, Rows: 3, Elements: 3, Equal: 2}},
+			mean: []float64{0},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
