@@ -192,9 +192,10 @@ type compareWindows struct {
 	limit int
 	next  int
 	slots [compareSlots]compareSlot
-	// gate caches the routing policy's Comparison, worked out at gateAt.
-	gate   routing.Comparison
-	gateAt time.Time
+	// p99Ratio caches the 5-minute p99 ratio of the routing policy's
+	// Comparison, worked out at p99At.
+	p99Ratio float64
+	p99At    time.Time
 }
 
 // newCompareWindows keeps the last n executions in its last-N window.
@@ -231,7 +232,7 @@ func (w *compareWindows) record(id int64, loadedAt time.Time, e compared, now ti
 func (w *compareWindows) reset(id int64, loadedAt time.Time) {
 	clear(w.ring)
 	w.content, w.since, w.total, w.ring, w.next = id, loadedAt, totals{}, w.ring[:0], 0
-	w.slots, w.gate, w.gateAt = [compareSlots]compareSlot{}, routing.Comparison{}, time.Time{}
+	w.slots, w.p99Ratio, w.p99At = [compareSlots]compareSlot{}, 0, time.Time{}
 }
 
 // windows returns the three windows' totals at now, all empty when they
@@ -266,21 +267,20 @@ func (w *compareWindows) recent(now time.Time) *totals {
 
 // comparison is what the routing policy's promote_when rule reads: the
 // executions, errors and mean absolute difference since content id was
-// loaded, the p99 ratio over the last 5 minutes. It is worked out at most
-// once per gateRefresh; zero when content id has not been compared.
+// loaded, the p99 ratio over the last 5 minutes (worked out at most once
+// per gateRefresh: the router asks on every request). It is zero when
+// content id has not been compared.
 func (w *compareWindows) comparison(id int64, now time.Time) routing.Comparison {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if id != w.content {
 		return routing.Comparison{}
 	}
-	if !w.gateAt.IsZero() && now.Sub(w.gateAt) < gateRefresh && now.Sub(w.gateAt) >= 0 {
-		return w.gate
+	if age := now.Sub(w.p99At); w.p99At.IsZero() || age >= gateRefresh || age < 0 {
+		_, w.p99Ratio = w.recent(now).latencyRatios()
+		w.p99At = now
 	}
-	_, p99 := w.recent(now).latencyRatios()
-	w.gate = routing.Comparison{Executions: w.total.executions, Errors: w.total.errors, MeanAbsDiff: gateDiff(&w.total), P99Ratio: p99}
-	w.gateAt = now
-	return w.gate
+	return routing.Comparison{Executions: w.total.executions, Errors: w.total.errors, MeanAbsDiff: gateDiff(&w.total), P99Ratio: w.p99Ratio}
 }
 
 // gateDiff is the largest mean absolute difference over t's outputs; an
