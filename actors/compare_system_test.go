@@ -130,6 +130,27 @@ func TestShadowAnswersAreComparedWithTheAnswerTheCallerGot(t *testing.T) {
 			t.Errorf("v3 since start: %+v", c)
 		}
 
+		// /metrics says the same.
+		for _, m := range []struct {
+			name   string
+			labels map[string]string
+			want   float64
+		}{
+			{"grove_shadow_compare_executions", map[string]string{"contract": "ads/pctr/1", "release": "v2", "window": "since_start"}, 10},
+			{"grove_shadow_compare_executions", map[string]string{"release": "v2", "window": "last_n"}, 4},
+			{"grove_shadow_compare_champion_failed", map[string]string{"release": "v2", "window": "last_5m"}, 1},
+			{"grove_shadow_compare_errors", map[string]string{"release": "v3", "window": "since_start"}, 1},
+			{"grove_shadow_compare_mean_abs_diff", map[string]string{"release": "v2", "output": "", "window": "since_start"}, 0.2},
+			{"grove_shadow_compare_max_abs_diff", map[string]string{"release": "v3", "window": "last_5m"}, 0},
+			{"grove_shadow_compare_within_tolerance_ratio", map[string]string{"release": "v3", "window": "since_start"}, 1},
+			{"grove_shadow_compare_agreement_ratio", map[string]string{"release": "v2", "window": "since_start"}, *s.Agreement},
+			{"grove_shadow_compare_latency_ratio", map[string]string{"release": "v2", "window": "since_start", "quantile": "0.99"}, s.P99Ratio},
+		} {
+			if got := w.metric(m.name, m.labels); math.Abs(got-m.want) > 1e-4 {
+				t.Errorf("%s%v = %v, want %v", m.name, m.labels, got, m.want)
+			}
+		}
+
 		// The routing policy's Comparison, for promote_when.
 		var gate map[string]float64
 		if err := w.sys.askRouter(context.Background(), func(r *routerActor) {

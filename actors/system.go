@@ -126,7 +126,7 @@ func Start(opts Options) (*System, error) {
 	}
 	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	reg.MustRegister(newStateCollector(s))
+	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
 	empty := table{}
 	s.routes.Store(&empty)
 	s.status.Store(&Status{Models: []ModelStatus{}})
