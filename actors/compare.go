@@ -115,10 +115,16 @@ func diffTensor(c, s servables.Tensor, tol float64) OutputDiff {
 	if len(c.Shape) > 0 {
 		d.Rows = int(c.Shape[0])
 	}
-	if c.DType == servables.Bytes {
-		return diffBytes(d, c, s, n)
-	}
-	if c.Validate() != nil || s.Validate() != nil {
+	var ce, se [][]byte // the elements of BYTES outputs
+	if d.Bytes = c.DType == servables.Bytes; d.Bytes {
+		var cerr, serr error
+		ce, cerr = c.BytesElements()
+		se, serr = s.BytesElements()
+		if cerr != nil || serr != nil || len(ce) != n || len(se) != n {
+			d.Mismatch = "data does not fill its shape"
+			return d
+		}
+	} else if c.Validate() != nil || s.Validate() != nil {
 		d.Mismatch = "data does not fill its shape"
 		return d
 	}
@@ -127,61 +133,45 @@ func diffTensor(c, s servables.Tensor, tol float64) OutputDiff {
 		return d
 	}
 	per := n / d.Rows
-	d.Score = per == 1
+	d.Score = per == 1 && !d.Bytes
 	for r := range d.Rows {
-		within := true
-		for k := r * per; k < (r+1)*per; k++ {
-			a, b := c.Float64At(k), s.Float64At(k)
-			diff := math.Abs(a - b)
-			switch {
-			case a == b || (math.IsNaN(a) && math.IsNaN(b)):
-				diff = 0
-			case math.IsNaN(diff) || math.IsInf(diff, 0):
-				d.NonFinite++
-				within = false
-				continue
+		lo, hi := r*per, (r+1)*per
+		if d.Bytes {
+			if slices.EqualFunc(ce[lo:hi], se[lo:hi], bytes.Equal) {
+				d.Equal++
 			}
-			d.SumAbsDiff += diff
-			d.MaxAbsDiff = max(d.MaxAbsDiff, diff)
-			if diff > tol {
-				within = false
-			}
+			continue
 		}
-		if within {
+		if d.addRow(c, s, lo, hi, tol) {
 			d.Within++
 		}
-		if d.Score {
-			a, b := c.Float64At(r), s.Float64At(r)
-			if (a >= 0.5) == (b >= 0.5) {
-				d.Agree++
-			}
+		if d.Score && (c.Float64At(r) >= 0.5) == (s.Float64At(r) >= 0.5) {
+			d.Agree++
 		}
 	}
 	return d
 }
 
-// diffBytes counts the rows of two BYTES tensors whose elements are all equal.
-func diffBytes(d OutputDiff, c, s servables.Tensor, n int) OutputDiff {
-	d.Bytes = true
-	ce, cerr := c.BytesElements()
-	se, serr := s.BytesElements()
-	if cerr != nil || serr != nil || len(ce) != n || len(se) != n {
-		d.Mismatch = "data does not fill its shape"
-		return d
-	}
-	d.Elements = n
-	if d.Rows == 0 {
-		return d
-	}
-	per := n / d.Rows
-	for r := range d.Rows {
-		equal := true
-		for k := r * per; k < (r+1)*per && equal; k++ {
-			equal = bytes.Equal(ce[k], se[k])
+// addRow adds the differences of values lo to hi (one row) to d and
+// reports whether every one is within tol.
+func (d *OutputDiff) addRow(c, s servables.Tensor, lo, hi int, tol float64) bool {
+	within := true
+	for k := lo; k < hi; k++ {
+		a, b := c.Float64At(k), s.Float64At(k)
+		diff := math.Abs(a - b)
+		switch {
+		case a == b || (math.IsNaN(a) && math.IsNaN(b)):
+			diff = 0
+		case math.IsNaN(diff) || math.IsInf(diff, 0):
+			d.NonFinite++
+			within = false
+			continue
 		}
-		if equal {
-			d.Equal++
+		d.SumAbsDiff += diff
+		d.MaxAbsDiff = max(d.MaxAbsDiff, diff)
+		if diff > tol {
+			within = false
 		}
 	}
-	return d
+	return within
 }
