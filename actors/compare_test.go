@@ -182,7 +182,7 @@ func TestCompareWindowsLastNEvictsTheOldest(t *testing.T) {
 	w := newCompareWindows(3)
 	now := time.Unix(10000, 0)
 	for i, diff := range []float64{1, 0.5, 0.2, 0.2, 0.2} {
-		w.record(7, now, exec(2, diff, time.Millisecond, time.Millisecond), now.Add(time.Duration(i)*time.Second))
+		w.record(7, now, true, exec(2, diff, time.Millisecond, time.Millisecond), now.Add(time.Duration(i)*time.Second))
 	}
 	st := w.stats(7, now, DefaultCompareTolerance, now.Add(5*time.Second))
 	if st.N != 3 || st.LastN.Executions != 3 || st.SinceStart.Executions != 5 {
@@ -205,8 +205,8 @@ func TestCompareWindowsLastNEvictsTheOldest(t *testing.T) {
 func TestCompareWindowsRecentForgetsAfterFiveMinutes(t *testing.T) {
 	w := newCompareWindows(100)
 	t0 := time.Unix(30000, 0) // a slot boundary
-	w.record(1, t0, exec(1, 0.3, 2*time.Millisecond, time.Millisecond), t0)
-	w.record(1, t0, exec(1, 0.1, 2*time.Millisecond, time.Millisecond), t0.Add(4*time.Minute))
+	w.record(1, t0, true, exec(1, 0.3, 2*time.Millisecond, time.Millisecond), t0)
+	w.record(1, t0, true, exec(1, 0.1, 2*time.Millisecond, time.Millisecond), t0.Add(4*time.Minute))
 	at := func(d time.Duration) CompareWindow { return w.stats(1, t0, 0.01, t0.Add(d)).Last5m }
 	if r := at(4 * time.Minute); r.Executions != 2 || math.Abs(r.MaxAbsDiff-0.3) > 1e-9 {
 		t.Fatalf("at 4 min: %+v, want both executions", r)
@@ -223,7 +223,7 @@ func TestCompareWindowsRecentForgetsAfterFiveMinutes(t *testing.T) {
 	}
 	// A slot reused a cycle later starts empty: the first execution's slot
 	// now holds the new one, beside the 4-minute one.
-	w.record(1, t0, exec(1, 0.05, time.Millisecond, time.Millisecond), t0.Add(compareSlots*compareSlotSpan))
+	w.record(1, t0, true, exec(1, 0.05, time.Millisecond, time.Millisecond), t0.Add(compareSlots*compareSlotSpan))
 	if r := at(compareSlots * compareSlotSpan); r.Executions != 2 || math.Abs(r.MaxAbsDiff-0.1) > 1e-9 {
 		t.Fatalf("after a slot cycle: %+v", r)
 	}
@@ -232,7 +232,7 @@ func TestCompareWindowsRecentForgetsAfterFiveMinutes(t *testing.T) {
 func TestCompareWindowsResetOnANewContent(t *testing.T) {
 	w := newCompareWindows(10)
 	t0 := time.Unix(50000, 0)
-	w.record(1, t0, exec(1, 0.4, time.Millisecond, time.Millisecond), t0)
+	w.record(1, t0, true, exec(1, 0.4, time.Millisecond, time.Millisecond), t0)
 	if got := w.comparison(1, t0); got.Executions != 1 || math.Abs(got.MeanAbsDiff-0.4) > 1e-9 {
 		t.Fatalf("content 1: %+v", got)
 	}
@@ -240,7 +240,9 @@ func TestCompareWindowsResetOnANewContent(t *testing.T) {
 		t.Fatalf("content 2 before its first comparison: %+v, want zero", got)
 	}
 	t1 := t0.Add(time.Minute)
-	w.record(2, t1, exec(1, 0, time.Millisecond, time.Millisecond), t1)
+	w.record(2, t1, true, exec(1, 0, time.Millisecond, time.Millisecond), t1)
+	// A straggler of the replaced content does not start them afresh again.
+	w.record(1, t0, false, exec(1, 0.4, time.Millisecond, time.Millisecond), t1)
 	st := w.stats(2, t1, 0.01, t1)
 	if st.SinceStart.Executions != 1 || st.LastN.Executions != 1 || st.Last5m.Executions != 1 || st.SinceStart.MaxAbsDiff != 0 {
 		t.Fatalf("after a new content: %+v", st)
@@ -261,7 +263,7 @@ func TestCompareWindowsErrorsLatencyAndGate(t *testing.T) {
 		case i%25 == 1:
 			e = compared{championFailed: true}
 		}
-		w.record(3, t0, e, t0.Add(time.Duration(i)*time.Second))
+		w.record(3, t0, true, e, t0.Add(time.Duration(i)*time.Second))
 	}
 	now := t0.Add(100 * time.Second)
 	st := w.stats(3, t0, 0.01, now)
@@ -281,7 +283,7 @@ func TestCompareWindowsErrorsLatencyAndGate(t *testing.T) {
 	}
 	// The p99 ratio is cached for a second, then worked out again: 6
 	// minutes later the recent window is empty and the ratio unknown.
-	w.record(3, t0, exec(1, 0.002, 30*time.Millisecond, time.Millisecond), now.Add(100*time.Millisecond))
+	w.record(3, t0, true, exec(1, 0.002, 30*time.Millisecond, time.Millisecond), now.Add(100*time.Millisecond))
 	if got := w.comparison(3, now.Add(500*time.Millisecond)); got.P99Ratio != g.P99Ratio || got.Executions != 97 {
 		t.Errorf("within a second: %+v, want the cached p99 ratio %v and the fresh count 97", got, g.P99Ratio)
 	}
@@ -289,7 +291,7 @@ func TestCompareWindowsErrorsLatencyAndGate(t *testing.T) {
 		t.Errorf("6 minutes later: %+v, want since-start figures and no p99 ratio", got)
 	}
 	// An output that could not be compared fails any bound.
-	w.record(3, t0, compared{outputs: []OutputDiff{{Name: "p", Mismatch: "shape"}}}, now.Add(7*time.Minute))
+	w.record(3, t0, true, compared{outputs: []OutputDiff{{Name: "p", Mismatch: "shape"}}}, now.Add(7*time.Minute))
 	if got := w.comparison(3, now.Add(8*time.Minute)); got.MeanAbsDiff != math.MaxFloat64 {
 		t.Errorf("after a mismatch the gate's mean diff is %v, want the largest float64", got.MeanAbsDiff)
 	}

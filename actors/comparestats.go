@@ -39,7 +39,8 @@ type CompareWindow struct {
 	P50Ratio float64 `json:"p50_ratio"`
 	P99Ratio float64 `json:"p99_ratio"`
 	// MeanAbsDiff and MaxAbsDiff are the largest over the numeric outputs;
-	// WithinTolerance the smallest share of rows within the tolerance,
+	// WithinTolerance the smallest share of rows within the tolerance (0
+	// without a numeric output),
 	// Agreement the smallest share of rows agreeing at 0.5 over the
 	// single-score outputs (absent without one); Mismatches the outputs
 	// that could not be compared, over all executions.

@@ -207,10 +207,16 @@ func newCompareWindows(n int) *compareWindows {
 }
 
 // record adds e, an execution of content id loaded at loadedAt, at now.
-func (w *compareWindows) record(id int64, loadedAt time.Time, e compared, now time.Time) {
+// An execution of another content than the windows' starts them afresh
+// if that content is still served (current), and is left out if not (a
+// straggler of a content already replaced).
+func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e compared, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if id != w.content {
+		if !current {
+			return
+		}
 		w.reset(id, loadedAt)
 	}
 	w.total.add(&e)

@@ -206,7 +206,7 @@ func (sc *shadowCopy) compare() {
 		e.shadow, e.champion = sc.res.Compute, a.compute
 		cmp.ChampionCompute, cmp.Outputs = a.compute, e.outputs
 	}
-	sc.windows.record(sc.c.id, sc.c.loadedAt, e, time.Now())
+	sc.windows.record(sc.c.id, sc.c.loadedAt, !sc.c.retired.Load(), e, time.Now())
 	sc.res.Comparison = cmp
 }
 
