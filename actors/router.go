@@ -207,13 +207,13 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		if hasDeadline {
 			p.deadline = callerDeadline
 		}
-		// A request that brings no deadline (or a later one) gets its
-		// model's default_timeout_ms, and its answer at that time.
 		// The answer the caller gets, for the shadow copies to compare with.
 		var ans *championAnswer
 		if len(req.Shadows) > 0 {
 			ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
 		}
+		// A request that brings no deadline (or a later one) gets its
+		// model's default_timeout_ms, and its answer at that time.
 		var timer *time.Timer
 		if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
 			p.deadline = enqueued.Add(def)

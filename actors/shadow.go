@@ -71,7 +71,9 @@ type championAnswer struct {
 
 // answer hands over what the caller got: out, or failed, and the forward
 // time; the shadow copies waiting for it are compared on the
-// low-priority workers. It is safe on a nil championAnswer.
+// low-priority workers, or, when their queue is full, logged uncompared
+// (and counted) on a goroutine of their own: the champion's goroutine
+// never builds a log event. It is safe on a nil championAnswer.
 func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute time.Duration) {
 	if a == nil {
 		return
@@ -86,7 +88,7 @@ func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute tim
 			go sc.compareAndLog()
 		} else if !a.low.trySubmit(sc.compareAndLog) {
 			sc.metrics.compareShed.WithLabelValues(sc.c.path).Inc()
-			sc.log()
+			go sc.log()
 		}
 	}
 }
