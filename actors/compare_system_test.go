@@ -2,11 +2,15 @@ package actors
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/groveml/grove/servables"
 )
@@ -227,4 +231,48 @@ func TestAShadowOfARequestAnsweredByItsDeadlineIsNotCompared(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A shadow copy that finished before the champion answered is compared by
+// a job on the low-priority workers; when their queue is full, it is
+// logged without a comparison and counted, never compared on the
+// champion's goroutine.
+func TestAShadowWaitingForTheChampionIsComparedOnTheLowPriorityWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		workers  int
+		compared bool
+	}{{"a worker free", 1, true}, {"the queue full", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			low := newLowPriority(tc.workers, tc.workers, slog.New(slog.DiscardHandler)) // no worker: no queue either
+			defer low.stop()
+			m := NewMetrics(prometheus.NewRegistry())
+			sink := &recordingSink{done: make(chan struct{}, 1)}
+			w := newCompareWindows(10)
+			c := &content{id: 1, path: "b/"}
+			ans := &championAnswer{requestID: "r1", release: "v1", low: low}
+			sc := &shadowCopy{req: Request{RequestID: "r1"}, c: c, outs: make([][]servables.Tensor, 1), pending: 1, sink: sink, metrics: m,
+				ans: ans, windows: w, tol: 0.01, start: time.Now()}
+			sc.finish(0, column(t, 0.5, 0.7), nil, 0, time.Millisecond)
+			select {
+			case <-sink.done:
+				t.Fatal("logged before the champion answered")
+			default:
+			}
+			ans.answer(column(t, 0.5, 0.2), false, time.Millisecond)
+			<-sink.done
+			sink.mu.Lock()
+			logged := sink.logged[0]
+			sink.mu.Unlock()
+			if got := w.comparison(1, time.Now()).Executions; (got == 1) != tc.compared || (logged.Comparison != nil) != tc.compared {
+				t.Fatalf("compared %d times, logged comparison %+v; want compared %v", got, logged.Comparison, tc.compared)
+			}
+			if tc.compared && math.Abs(logged.Comparison.Outputs[0].MaxAbsDiff-0.5) > 1e-6 {
+				t.Errorf("comparison %+v, want a largest difference of 0.5", logged.Comparison.Outputs[0])
+			}
+			if shed := testutil.ToFloat64(m.compareShed.WithLabelValues("b/")); (shed == 1) == tc.compared {
+				t.Errorf("shed count %v", shed)
+			}
+		})
+	}
 }
