@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/groveml/grove/conf/modelconfig"
@@ -24,6 +25,9 @@ type Rolled struct {
 	ModelPath string
 	// Checksum is the checksum serving now, From the one serving before.
 	Checksum, From string
+	// Version and FromVersion are, for a versioned entry, the version
+	// serving now and the one rolled back from (0 otherwise).
+	Version, FromVersion int64
 	// Took is the time from the call to the kept content serving.
 	Took time.Duration
 }
@@ -34,7 +38,8 @@ type Rolled struct {
 // into the path's entry of the model config in the bucket (EditConfig), so
 // every replica goes back at its next poll and later polls keep it there,
 // and returns once this replica serves the kept content, which takes no
-// load. Errors: ErrModelNotFound for a path no model has, ErrNothingKept
+// load. For a versioned entry (path is its path or one of its versions'),
+// it goes back to an older version instead: see rollbackVersion. Errors: ErrModelNotFound for a path no model has, ErrNothingKept
 // (saying why) when nothing is kept, ErrNotAnEntry for a path the config
 // has no entry of, and those of EditConfig (ErrReadOnly, a lost race).
 func (s *System) Rollback(ctx context.Context, path string) (Rolled, error) {
@@ -45,6 +50,9 @@ func (s *System) Rollback(ctx context.Context, path string) (Rolled, error) {
 		if st.Models[i].Path == path {
 			m = &st.Models[i]
 		}
+	}
+	if v := versionedEntry(st, path, m); v != nil {
+		return s.rollbackVersion(ctx, start, st, v, m)
 	}
 	switch {
 	case m == nil:
@@ -80,9 +88,8 @@ func rollbackEntry(c *modelconfig.Config, path string, kept modelconfig.Model) e
 		}
 	}
 	// A path that is no entry of its own: removed from the config (listing
-	// it again brings its kept content back), or, once entries have
-	// versions (version_policy), a version such as pcvr/3/, whose rollback
-	// pins the entry's policy to the kept version here.
+	// it again brings its kept content back). (A version such as pcvr/3/
+	// is rolled back by rollbackVersion.)
 	return fmt.Errorf("%w: %s is not listed in the model config; list it again to bring its kept content back", ErrNotAnEntry, path)
 }
 
@@ -96,4 +103,88 @@ func nothingKept(m *ModelStatus) error {
 			m.keptReleased.UTC().Format(time.RFC3339), time.Duration(m.KeepPreviousForMs)*time.Millisecond)
 	}
 	return fmt.Errorf("%w for %s: it has not been updated in place since keeping was on", ErrNothingKept, m.Path)
+}
+
+// versionedEntry returns the versioned entry a rollback of path concerns:
+// the entry whose path it is, or the entry of the version m it names; nil
+// for a path that is neither.
+func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
+	entry := path
+	if m != nil {
+		if m.VersionOf == "" {
+			return nil
+		}
+		entry = m.VersionOf
+	}
+	for i := range st.Versioned {
+		if st.Versioned[i].Path == entry {
+			return &st.Versioned[i]
+		}
+	}
+	return nil
+}
+
+// rollbackVersion rolls versioned entry v back from the version it serves
+// (or from version m, when the call named a version path) to the newest
+// older version still loaded: serving under the policy, within its grace
+// period, or kept after leaving the policy (keep_previous_for). It pins
+// the entry's version_policy to {"specific": [the versions the policy
+// serves below the one rolled back from, and the one rolled back to]}, so
+// that every replica agrees and newer versions are not picked up again
+// until the operator changes the policy, and returns once the entry's
+// path serves that version, which takes no load.
+func (s *System) rollbackVersion(ctx context.Context, start time.Time, st *Status, v *VersionedStatus, m *ModelStatus) (Rolled, error) {
+	from := v.ServingVersion
+	if m != nil {
+		from = m.Version
+	}
+	if from == 0 {
+		return Rolled{}, fmt.Errorf("%w for %s: no version of it serves", ErrNothingKept, v.Path)
+	}
+	var to *ModelStatus
+	var fromSum string
+	for i := range st.Models {
+		ms := &st.Models[i]
+		if ms.VersionOf != v.Path {
+			continue
+		}
+		if ms.Version == from {
+			fromSum = ms.Checksum
+		}
+		loaded := (ms.Checksum != "" && (ms.State == StateReady || ms.State == StateEvicting)) || ms.Kept != nil
+		if ms.Version < from && loaded && (to == nil || ms.Version > to.Version) {
+			to = ms
+		}
+	}
+	if to == nil {
+		return Rolled{}, fmt.Errorf("%w for %s: no version older than %d is loaded (a version that left the policy stays loaded for the longer of its grace period and keep_previous_for); pin version_policy to an older version in the config to load it afresh",
+			ErrNothingKept, v.Path, from)
+	}
+	found := slices.Clone(v.Found)
+	_, err := s.EditConfig(ctx, func(c *modelconfig.Config) error {
+		for i := range c.Models {
+			if e := &c.Models[i]; e.Path == v.Path && e.IsVersioned() {
+				keep := slices.DeleteFunc(e.VersionPolicy.Select(found), func(n int64) bool { return n >= from })
+				if !slices.Contains(keep, to.Version) {
+					keep = append(keep, to.Version)
+				}
+				slices.Sort(keep)
+				e.VersionPolicy = &modelconfig.VersionPolicy{Kind: modelconfig.VersionsSpecific, Versions: keep}
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: %s is no longer a versioned entry of the model config", ErrNotAnEntry, v.Path)
+	})
+	if err != nil {
+		return Rolled{}, err
+	}
+	// EditConfig applied the config here before returning: the entry's
+	// path serves the version rolled back to, unless it was released in
+	// between.
+	c := (*s.routes.Load())[v.Path]
+	if c == nil || c.path != to.Path {
+		return Rolled{}, fmt.Errorf("%w for %s: the policy is now pinned to version %d, but its loaded copy was released meanwhile, so it is loaded afresh",
+			ErrNothingKept, v.Path, to.Version)
+	}
+	return Rolled{ModelPath: v.Path, Checksum: c.checksum, From: fromSum, Version: to.Version, FromVersion: from, Took: time.Since(start)}, nil
 }

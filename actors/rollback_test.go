@@ -217,3 +217,69 @@ func TestSystemRestoresAKeptContentWhileItsLastRequestRuns(t *testing.T) {
 		}
 	})
 }
+
+func TestRollbackOfAVersionedEntryPinsItsPolicyToTheNewestOlderLoadedVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`), map[string]faultySpec{"v/1/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		sum1 := checksumOf(t, "v/1/", version(1))
+		if _, err := w.sys.Rollback(ctx, "v/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "no version older than 1") {
+			t.Fatalf("rollback with one version: %v", err)
+		}
+		// Version 2 appears and takes over; version 1 leaves the policy
+		// (latest 1), serves its grace period (5 s), then stays kept.
+		sum2 := w.putModel("v/2/", version(2))
+		time.Sleep(poll)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s, want version 2", got)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if res := w.infer("v/1/", 1); !errors.Is(res.Err, ErrModelNotFound) {
+			t.Fatalf("v/1/ after its grace period: %v", res.Err)
+		}
+		if k := w.kept("v/1/"); k.Checksum != sum1 {
+			t.Fatalf("v/1/ kept %+v", k)
+		}
+		loads := w.rt.loaded.Load()
+
+		// Named by the version rolled back from.
+		got, err := w.sys.Rollback(ctx, "v/2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ModelPath != "v/" || got.Version != 1 || got.FromVersion != 2 || got.Checksum != sum1 || got.From != sum2 {
+			t.Fatalf("Rollback = %+v", got)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s after the rollback, want version 1", got)
+		}
+		if n := w.rt.loaded.Load(); n != loads {
+			t.Fatalf("the rollback loaded %d servables", n-loads)
+		}
+		data, _, err := w.b.ReadObject(ctx, "model_config.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := modelconfig.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := cfg.Models[0].VersionPolicy; p == nil || p.Kind != modelconfig.VersionsSpecific || len(p.Versions) != 1 || p.Versions[0] != 1 {
+			t.Fatalf("policy written back: %+v", p)
+		}
+		// Later polls keep it there, and a newer version is not picked up.
+		w.putModel("v/3/", version(3))
+		time.Sleep(2 * poll)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s after later polls, want version 1", got)
+		}
+		if v := w.versionedStatus("v/"); v.ServingVersion != 1 {
+			t.Fatalf("versioned status %+v", v)
+		}
+	})
+}

@@ -45,7 +45,11 @@ func parseRollback(body []byte) (string, error) {
 // previous content, kept loaded since an in-place update
 // (keep_previous_for), back into service, by writing it back into the
 // model config (actors.System.Rollback), and answers once it serves:
-// {"model_path", "checksum" (serving now), "rolled_back_from", "switch_ms"}.
+// {"model_path", "checksum" (serving now), "rolled_back_from", "switch_ms"},
+// plus "version" and "rolled_back_from_version" for a versioned entry
+// (named by its path or by the path of the version rolled back from),
+// whose version_policy is pinned to the versions below the one rolled
+// back from (actors.System.Rollback).
 // A malformed body is 400, an unknown path 404, nothing kept (or a path
 // the config has no entry of) 409; the other failures answer as the other
 // management writes (statusOf: a read-only bucket 403).
@@ -77,6 +81,10 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 		httpserver.JSONError(w, r, code, fmt.Sprintf("rollback of %s: %v", path, err))
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"model_path": got.ModelPath, "checksum": got.Checksum,
-		"rolled_back_from": got.From, "switch_ms": float64(got.Took.Microseconds()) / 1000})
+	out := map[string]any{"model_path": got.ModelPath, "checksum": got.Checksum,
+		"rolled_back_from": got.From, "switch_ms": float64(got.Took.Microseconds()) / 1000}
+	if got.Version != 0 {
+		out["version"], out["rolled_back_from_version"] = got.Version, got.FromVersion
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
 }
