@@ -594,7 +594,11 @@ type ContractServable struct {
 	// other releases serve.
 	Shadow *Shadow `protobuf:"bytes,5,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// The release's prediction log settings; nothing is logged when absent.
-	Logging       *ServableLogging `protobuf:"bytes,6,opt,name=logging,proto3" json:"logging,omitempty"`
+	Logging *ServableLogging `protobuf:"bytes,6,opt,name=logging,proto3" json:"logging,omitempty"`
+	// Present: while the release phases in, its own user traffic is watched
+	// and the release is rolled back (no more traffic, marked failed in the
+	// contract state) when it breaks a bound.
+	RollbackWhen  *RollbackWhen `protobuf:"bytes,7,opt,name=rollback_when,json=rollbackWhen,proto3" json:"rollback_when,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -671,6 +675,83 @@ func (x *ContractServable) GetLogging() *ServableLogging {
 	return nil
 }
 
+func (x *ContractServable) GetRollbackWhen() *RollbackWhen {
+	if x != nil {
+		return x.RollbackWhen
+	}
+	return nil
+}
+
+// RollbackWhen is the rollback_when gate of a release, as in
+// {"max_error_rate": 0.01, "max_p99_ms": 20, "min_requests": 500}; at
+// least one of the max bounds is required.
+type RollbackWhen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User requests the release must have received since it became valid
+	// before the bounds are judged, 1 to 2^53. Required.
+	MinRequests int64 `protobuf:"varint,1,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
+	// The highest share of those requests that may fail (the servable's
+	// fault), 0 to 1; no bound when absent.
+	MaxErrorRate *float64 `protobuf:"fixed64,2,opt,name=max_error_rate,json=maxErrorRate,proto3,oneof" json:"max_error_rate,omitempty"`
+	// The highest 99th-percentile latency of its answered requests over the
+	// last one to two minutes, in milliseconds, 0 or more; no bound when
+	// absent.
+	MaxP99Ms      *float64 `protobuf:"fixed64,3,opt,name=max_p99_ms,json=maxP99Ms,proto3,oneof" json:"max_p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackWhen) Reset() {
+	*x = RollbackWhen{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackWhen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackWhen) ProtoMessage() {}
+
+func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackWhen.ProtoReflect.Descriptor instead.
+func (*RollbackWhen) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RollbackWhen) GetMinRequests() int64 {
+	if x != nil {
+		return x.MinRequests
+	}
+	return 0
+}
+
+func (x *RollbackWhen) GetMaxErrorRate() float64 {
+	if x != nil && x.MaxErrorRate != nil {
+		return *x.MaxErrorRate
+	}
+	return 0
+}
+
+func (x *RollbackWhen) GetMaxP99Ms() float64 {
+	if x != nil && x.MaxP99Ms != nil {
+		return *x.MaxP99Ms
+	}
+	return 0
+}
+
 // ValidityRule is one validity rule: exactly one of its fields, as in
 // {"valid_after_ms": {"ms": 60000}}.
 type ValidityRule struct {
@@ -682,6 +763,7 @@ type ValidityRule struct {
 	//	*ValidityRule_ValidAfterMs
 	//	*ValidityRule_MinServedEvents
 	//	*ValidityRule_MinMetric
+	//	*ValidityRule_PromoteWhen
 	Rule          isValidityRule_Rule `protobuf_oneof:"rule"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -689,7 +771,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +783,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +796,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -769,6 +851,15 @@ func (x *ValidityRule) GetMinMetric() *MinMetric {
 	return nil
 }
 
+func (x *ValidityRule) GetPromoteWhen() *PromoteWhen {
+	if x != nil {
+		if x, ok := x.Rule.(*ValidityRule_PromoteWhen); ok {
+			return x.PromoteWhen
+		}
+	}
+	return nil
+}
+
 type isValidityRule_Rule interface {
 	isValidityRule_Rule()
 }
@@ -799,6 +890,12 @@ type ValidityRule_MinMetric struct {
 	MinMetric *MinMetric `protobuf:"bytes,5,opt,name=min_metric,json=minMetric,proto3,oneof"`
 }
 
+type ValidityRule_PromoteWhen struct {
+	// Holds once the release's shadow answers, compared with the answers
+	// callers got, meet every bound.
+	PromoteWhen *PromoteWhen `protobuf:"bytes,6,opt,name=promote_when,json=promoteWhen,proto3,oneof"`
+}
+
 func (*ValidityRule_ImmediatelyValid) isValidityRule_Rule() {}
 
 func (*ValidityRule_NeverValid) isValidityRule_Rule() {}
@@ -808,6 +905,86 @@ func (*ValidityRule_ValidAfterMs) isValidityRule_Rule() {}
 func (*ValidityRule_MinServedEvents) isValidityRule_Rule() {}
 
 func (*ValidityRule_MinMetric) isValidityRule_Rule() {}
+
+func (*ValidityRule_PromoteWhen) isValidityRule_Rule() {}
+
+// PromoteWhen is the promote_when rule, as in {"min_shadow_executions":
+// 10000, "max_mean_abs_diff": 0.01}; each max bound is optional (absent:
+// no bound).
+type PromoteWhen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shadow executions compared with the champion's answers, 1 to 2^53.
+	// Required.
+	MinShadowExecutions int64 `protobuf:"varint,1,opt,name=min_shadow_executions,json=minShadowExecutions,proto3" json:"min_shadow_executions,omitempty"`
+	// The largest mean absolute difference from the champion's outputs, 0 or
+	// more.
+	MaxMeanAbsDiff *float64 `protobuf:"fixed64,2,opt,name=max_mean_abs_diff,json=maxMeanAbsDiff,proto3,oneof" json:"max_mean_abs_diff,omitempty"`
+	// The highest share of failed shadow executions, 0 to 1.
+	MaxErrorRate *float64 `protobuf:"fixed64,3,opt,name=max_error_rate,json=maxErrorRate,proto3,oneof" json:"max_error_rate,omitempty"`
+	// The highest ratio of the shadow's p99 latency to the champion's, 0 or
+	// more.
+	MaxP99Ratio   *float64 `protobuf:"fixed64,4,opt,name=max_p99_ratio,json=maxP99Ratio,proto3,oneof" json:"max_p99_ratio,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteWhen) Reset() {
+	*x = PromoteWhen{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteWhen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteWhen) ProtoMessage() {}
+
+func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteWhen.ProtoReflect.Descriptor instead.
+func (*PromoteWhen) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PromoteWhen) GetMinShadowExecutions() int64 {
+	if x != nil {
+		return x.MinShadowExecutions
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxMeanAbsDiff() float64 {
+	if x != nil && x.MaxMeanAbsDiff != nil {
+		return *x.MaxMeanAbsDiff
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxErrorRate() float64 {
+	if x != nil && x.MaxErrorRate != nil {
+		return *x.MaxErrorRate
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxP99Ratio() float64 {
+	if x != nil && x.MaxP99Ratio != nil {
+		return *x.MaxP99Ratio
+	}
+	return 0
+}
 
 // ValidAfterMs is the valid_after_ms rule.
 type ValidAfterMs struct {
@@ -820,7 +997,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1009,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1022,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -866,7 +1043,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1055,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1068,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -915,7 +1092,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1104,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1117,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -972,7 +1149,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1161,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1174,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -1054,7 +1231,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1243,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1256,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1101,7 +1278,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1290,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1303,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1154,7 +1331,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1343,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1356,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1256,7 +1433,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x06policy\"5\n" +
 	"\rKeepTopRanked\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\x12\x16\n" +
-	"\x06metric\x18\x02 \x01(\tR\x06metric\"\x9b\x02\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\"\xd8\x02\n" +
 	"\x10ContractServable\x12'\n" +
 	"\x0frelease_version\x18\x01 \x01(\tR\x0ereleaseVersion\x12\x1d\n" +
 	"\n" +
@@ -1264,7 +1441,15 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\bvalidity\x18\x03 \x03(\v2\x16.grove.v1.ValidityRuleR\bvalidity\x12,\n" +
 	"\bphase_in\x18\x04 \x01(\v2\x11.grove.v1.PhaseInR\aphaseIn\x12(\n" +
 	"\x06shadow\x18\x05 \x01(\v2\x10.grove.v1.ShadowR\x06shadow\x123\n" +
-	"\alogging\x18\x06 \x01(\v2\x19.grove.v1.ServableLoggingR\alogging\"\xd7\x02\n" +
+	"\alogging\x18\x06 \x01(\v2\x19.grove.v1.ServableLoggingR\alogging\x12;\n" +
+	"\rrollback_when\x18\a \x01(\v2\x16.grove.v1.RollbackWhenR\frollbackWhen\"\xa1\x01\n" +
+	"\fRollbackWhen\x12!\n" +
+	"\fmin_requests\x18\x01 \x01(\x03R\vminRequests\x12)\n" +
+	"\x0emax_error_rate\x18\x02 \x01(\x01H\x00R\fmaxErrorRate\x88\x01\x01\x12!\n" +
+	"\n" +
+	"max_p99_ms\x18\x03 \x01(\x01H\x01R\bmaxP99Ms\x88\x01\x01B\x11\n" +
+	"\x0f_max_error_rateB\r\n" +
+	"\v_max_p99_ms\"\x93\x03\n" +
 	"\fValidityRule\x12E\n" +
 	"\x11immediately_valid\x18\x01 \x01(\v2\x16.google.protobuf.EmptyH\x00R\x10immediatelyValid\x129\n" +
 	"\vnever_valid\x18\x02 \x01(\v2\x16.google.protobuf.EmptyH\x00R\n" +
@@ -1272,8 +1457,17 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x0evalid_after_ms\x18\x03 \x01(\v2\x16.grove.v1.ValidAfterMsH\x00R\fvalidAfterMs\x12G\n" +
 	"\x11min_served_events\x18\x04 \x01(\v2\x19.grove.v1.MinServedEventsH\x00R\x0fminServedEvents\x124\n" +
 	"\n" +
-	"min_metric\x18\x05 \x01(\v2\x13.grove.v1.MinMetricH\x00R\tminMetricB\x06\n" +
-	"\x04rule\"\x1e\n" +
+	"min_metric\x18\x05 \x01(\v2\x13.grove.v1.MinMetricH\x00R\tminMetric\x12:\n" +
+	"\fpromote_when\x18\x06 \x01(\v2\x15.grove.v1.PromoteWhenH\x00R\vpromoteWhenB\x06\n" +
+	"\x04rule\"\x80\x02\n" +
+	"\vPromoteWhen\x122\n" +
+	"\x15min_shadow_executions\x18\x01 \x01(\x03R\x13minShadowExecutions\x12.\n" +
+	"\x11max_mean_abs_diff\x18\x02 \x01(\x01H\x00R\x0emaxMeanAbsDiff\x88\x01\x01\x12)\n" +
+	"\x0emax_error_rate\x18\x03 \x01(\x01H\x01R\fmaxErrorRate\x88\x01\x01\x12'\n" +
+	"\rmax_p99_ratio\x18\x04 \x01(\x01H\x02R\vmaxP99Ratio\x88\x01\x01B\x14\n" +
+	"\x12_max_mean_abs_diffB\x11\n" +
+	"\x0f_max_error_rateB\x10\n" +
+	"\x0e_max_p99_ratio\"\x1e\n" +
 	"\fValidAfterMs\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\"'\n" +
 	"\x0fMinServedEvents\x12\x14\n" +
@@ -1314,7 +1508,7 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),      // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),    // 1: grove.v1.ModelMetadata
@@ -1323,15 +1517,17 @@ var file_grove_v1_model_config_proto_goTypes = []any{
 	(*Expiration)(nil),       // 4: grove.v1.Expiration
 	(*KeepTopRanked)(nil),    // 5: grove.v1.KeepTopRanked
 	(*ContractServable)(nil), // 6: grove.v1.ContractServable
-	(*ValidityRule)(nil),     // 7: grove.v1.ValidityRule
-	(*ValidAfterMs)(nil),     // 8: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),  // 9: grove.v1.MinServedEvents
-	(*MinMetric)(nil),        // 10: grove.v1.MinMetric
-	(*PhaseIn)(nil),          // 11: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),   // 12: grove.v1.LinearOverSecs
-	(*Shadow)(nil),           // 13: grove.v1.Shadow
-	(*ServableLogging)(nil),  // 14: grove.v1.ServableLogging
-	(*emptypb.Empty)(nil),    // 15: google.protobuf.Empty
+	(*RollbackWhen)(nil),     // 7: grove.v1.RollbackWhen
+	(*ValidityRule)(nil),     // 8: grove.v1.ValidityRule
+	(*PromoteWhen)(nil),      // 9: grove.v1.PromoteWhen
+	(*ValidAfterMs)(nil),     // 10: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),  // 11: grove.v1.MinServedEvents
+	(*MinMetric)(nil),        // 12: grove.v1.MinMetric
+	(*PhaseIn)(nil),          // 13: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),   // 14: grove.v1.LinearOverSecs
+	(*Shadow)(nil),           // 15: grove.v1.Shadow
+	(*ServableLogging)(nil),  // 16: grove.v1.ServableLogging
+	(*emptypb.Empty)(nil),    // 17: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
@@ -1341,22 +1537,24 @@ var file_grove_v1_model_config_proto_depIdxs = []int32{
 	4,  // 4: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
 	6,  // 5: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
 	5,  // 6: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	7,  // 7: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	11, // 8: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	13, // 9: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	14, // 10: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	15, // 11: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	15, // 12: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	8,  // 13: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	9,  // 14: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	10, // 15: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	15, // 16: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	12, // 17: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	8,  // 7: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	13, // 8: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	15, // 9: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	16, // 10: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	7,  // 11: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
+	17, // 12: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	17, // 13: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	10, // 14: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	11, // 15: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	12, // 16: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	9,  // 17: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
+	17, // 18: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	14, // 19: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -1369,26 +1567,29 @@ func file_grove_v1_model_config_proto_init() {
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[7].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[7].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[8].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
 		(*ValidityRule_MinServedEvents)(nil),
 		(*ValidityRule_MinMetric)(nil),
+		(*ValidityRule_PromoteWhen)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[9].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[13].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[13].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[15].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
