@@ -98,18 +98,18 @@ func TestParseModelConfigGateErrors(t *testing.T) {
 			`promote_when.max_p99_ratio: "Infinity" is not a number`},
 		{"unknown promote_when field", servable(`, "validity": [{"promote_when": {"min_shadow_executions": 1, "max_auc_drop": 0.1}}]`),
 			`validity[0].promote_when: unknown field "max_auc_drop"`},
-		{"rollback_when without min_requests", servable(ramp+`, "rollback_when": {"max_error_rate": 0.01}`),
+		{"rollback_when without min_requests", servable(ramp + `, "rollback_when": {"max_error_rate": 0.01}`),
 			`contracts[0].servables[0].rollback_when.min_requests: contract ads/pctr/1: release v2: rollback_when needs min_requests from 1 to 9007199254740992, got 0`},
-		{"rollback_when without bound", servable(ramp+`, "rollback_when": {"min_requests": 10}`),
+		{"rollback_when without bound", servable(ramp + `, "rollback_when": {"min_requests": 10}`),
 			`contracts[0].servables[0].rollback_when: contract ads/pctr/1: release v2: rollback_when needs at least one bound: max_error_rate or max_p99_ms`},
-		{"rollback error rate above 1", servable(ramp+`, "rollback_when": {"min_requests": 10, "max_error_rate": 2}`),
+		{"rollback error rate above 1", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_error_rate": 2}`),
 			`rollback_when.max_error_rate: contract ads/pctr/1: release v2: rollback_when max_error_rate 2 is not between 0 and 1`},
-		{"negative p99", servable(ramp+`, "rollback_when": {"min_requests": 10, "max_p99_ms": -1}`),
+		{"negative p99", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_p99_ms": -1}`),
 			`rollback_when.max_p99_ms: contract ads/pctr/1: release v2: rollback_when max_p99_ms -1 is negative`},
 		{"rollback_when without a ramp", servable(`, "rollback_when": {"min_requests": 10, "max_error_rate": 0.01}`),
 			`contracts[0].servables[0].rollback_when: contract ads/pctr/1: release v2: rollback_when watches a release while it phases in, and phase_in is immediate`},
 		{"rollback_when not an object", servable(`, "rollback_when": 5`), `rollback_when: expected an object, got number 5`},
-		{"unknown rollback_when field", servable(ramp+`, "rollback_when": {"min_requests": 10, "max_errors": 3}`), `rollback_when: unknown field "max_errors"`},
+		{"unknown rollback_when field", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_errors": 3}`), `rollback_when: unknown field "max_errors"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.data))
