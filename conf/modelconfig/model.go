@@ -597,7 +597,8 @@ const (
 	// RulePromoteWhen, {"promote_when": {"min_shadow_executions": 10000,
 	// "max_mean_abs_diff": 0.01, "max_error_rate": 0.001, "max_p99_ratio":
 	// 1.2}}, holds once the servable's shadow answers, compared with the
-	// answers callers got, meet every bound; see PromoteWhen.
+	// answers callers got, meet every bound; see PromoteWhen. The servable
+	// needs a shadow setting.
 	RulePromoteWhen RuleKind = "promote_when"
 )
 
@@ -806,6 +807,9 @@ func (c *Config) validateContracts() error {
 				case RulePromoteWhen:
 					if err := rule.Promote.validate(); err != nil {
 						return sbad(rat+".promote_when"+err.Field, "promote_when %s", err.Msg)
+					}
+					if s.Shadow == nil {
+						return sbad(rat+".promote_when", "promote_when judges the release's shadow answers, and it has no shadow setting; give it \"shadow\": {}")
 					}
 				default:
 					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, jsondoc.OrList(ruleNames))
