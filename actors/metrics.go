@@ -17,6 +17,7 @@ type Metrics struct {
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
 	expired       *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -54,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_requests_expired_total",
 			Help: "Requests dropped without running, by model path and reason (deadline: the deadline passed or would pass before the answer; canceled: the caller went away; queue_timeout: waited longer than queue_timeout_ms). Shadow copies past shadow_timeout count as deadline.",
 		}, []string{"model", "reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_release_decisions_total",
+			Help: "Decisions of the release gates taken by this replica, by contract, release and decision (promoted: promote_when held; rolled_back: rollback_when failed the release while it phased in).",
+		}, []string{"contract", "release", "decision"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -67,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.decisions, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

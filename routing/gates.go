@@ -40,6 +40,9 @@ type Decision struct {
 	Kind DecisionKind
 	// Reason gives the figures the decision was taken on.
 	Reason string
+	// At is when it was taken: the evaluation's time, which is the
+	// promoted servable's new ValidSince.
+	At time.Time
 }
 
 // GateState is the state of a servable's release gates, for stats.

@@ -36,7 +36,7 @@ func TestPromoteWhenPromotesWhenEveryBoundIsMet(t *testing.T) {
 	if !v2.Valid || !v2.ValidSince.Equal(at(time.Hour)) {
 		t.Fatalf("v2 = %+v, want valid since %v", v2, at(time.Hour))
 	}
-	if len(p.Decisions) != 1 || p.Decisions[0].Kind != DecisionPromoted || p.Decisions[0].Release != "v2" {
+	if len(p.Decisions) != 1 || p.Decisions[0].Kind != DecisionPromoted || p.Decisions[0].Release != "v2" || !p.Decisions[0].At.Equal(at(time.Hour)) {
 		t.Fatalf("decisions = %+v, want v2 promoted", p.Decisions)
 	}
 	for _, want := range []string{"10000 shadow executions", "mean_abs_diff 0.002 ≤ 0.01", "error rate 0.0005 ≤ 0.001", "p99 ratio 1.1 ≤ 1.2"} {
@@ -150,7 +150,7 @@ func TestRollbackWhen(t *testing.T) {
 			if v2.Valid || v2.RolledBack != want || !v2.ValidSince.IsZero() || !p.ValidSince["v2"].IsZero() {
 				t.Fatalf("v2 = %+v; want rolled back %+v with its stamp cleared", v2, want)
 			}
-			if len(p.Decisions) != 1 || p.Decisions[0] != (Decision{Release: "v2", Kind: DecisionRolledBack, Reason: tc.reason}) {
+			if len(p.Decisions) != 1 || p.Decisions[0] != (Decision{Release: "v2", Kind: DecisionRolledBack, Reason: tc.reason, At: now}) {
 				t.Errorf("decisions = %+v", p.Decisions)
 			}
 			if v2.Gate != GateRolledBack || v2.GateDetail != tc.reason || !strings.HasPrefix(v2.Reason, "rolled back at 2025-01-01T12:01:00Z: rollback_when") {

@@ -298,7 +298,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		if rb.IsZero() && valid && !since.IsZero() && s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100 {
 			if why := rollbackBroken(*s.RollbackWhen, st.Live); why != "" {
 				rb = Rollback{At: now, Reason: why}
-				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionRolledBack, Reason: why})
+				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionRolledBack, Reason: why, At: now})
 			}
 		}
 		if !rb.IsZero() {
@@ -307,7 +307,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		if valid && since.IsZero() {
 			since = now
 			if pw, ok := promoteRule(s); ok {
-				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionPromoted, Reason: promoteMet(pw, st.Comparison)})
+				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionPromoted, Reason: promoteMet(pw, st.Comparison), At: now})
 			}
 		}
 		p.Servables[i] = Status{Release: s.ReleaseVersion, ModelPath: s.ModelPath, Ready: st.Ready, Valid: valid, ValidSince: since, RolledBack: rb}
