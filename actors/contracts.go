@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -49,6 +51,10 @@ type releaseCounters struct {
 	latency latencyWindow // recent latencies of answered requests
 	served  atomic.Int64  // answered requests
 	live    atomic.Pointer[liveCounters]
+	// compare keeps a shadow release's comparisons with the answers
+	// callers got; the router makes it when it first sends the release a
+	// shadow copy, the shadow copies write it (it has its own lock).
+	compare *compareWindows
 }
 
 // contracts maps contract ids ("org/project/n") to their state.
@@ -103,6 +109,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		}
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
+			ss.Comparison = st.comparison(sv.ReleaseVersion, c, now)
 		}
 		r.gates(st, &sv, rec, routes[sv.ModelPath], &ss, now)
 		state[sv.ReleaseVersion] = ss
@@ -198,11 +205,37 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 	req.ModelPath, req.Release, req.Logging = sv.ModelPath, share.Release, &sv.Logging
 	for _, sh := range p.ShadowTargets(share.Release, rand.Float64) {
 		shv, _ := st.servable(sh.Release)
-		req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging})
+		rc := st.releases[sh.Release]
+		if rc.compare == nil {
+			rc.compare = newCompareWindows(r.compareWindow)
+		}
+		req.Shadows = append(req.Shadows, ShadowTarget{ModelPath: sh.ModelPath, Release: sh.Release, Logging: &shv.Logging, windows: rc.compare})
+	}
+	if len(req.Shadows) > 0 && req.RequestID == "" {
+		// The shadows' log events name the answer they were compared with.
+		req.RequestID = newRequestID()
 	}
 	sc.counters = st.releases[share.Release]
 	sc.routed.Store(true)
 	return true
+}
+
+// comparison is what shadow release has measured against the answers
+// callers got, served by content c, for the promote_when rule; zero when
+// it has not been compared.
+func (st *contractState) comparison(release string, c *content, now time.Time) routing.Comparison {
+	if rc := st.releases[release]; rc != nil && rc.compare != nil {
+		return rc.compare.comparison(c.id, now)
+	}
+	return routing.Comparison{}
+}
+
+// newRequestID makes a random request id, as the APIs do for a caller
+// that sends none.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // servable finds a servable of the contract by release version.
@@ -247,6 +280,9 @@ type ServableStats struct {
 	Live LiveStats `json:"live"`
 	// Gate is the state of its release gates, if it has any.
 	Gate *GateStats `json:"gate,omitempty"`
+	// Comparison, for a shadow servable, is how its answers compare with
+	// those callers got for the same requests.
+	Comparison *ComparisonStats `json:"comparison,omitempty"`
 }
 
 // LatencyStats are latency quantiles over a recent window.
@@ -293,10 +329,26 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
+			st.Comparison = r.comparisonStats(cs, sv.Release, c, now)
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// comparisonStats describes how shadow release (served by content c)
+// compares with the answers callers got; nil for a servable that is not a
+// shadow and was never compared.
+func (r *routerActor) comparisonStats(cs *contractState, release string, c *content, now time.Time) *ComparisonStats {
+	rc := cs.releases[release]
+	sv, _ := cs.servable(release)
+	if rc == nil || (rc.compare == nil && (sv == nil || sv.Shadow == nil)) {
+		return nil
+	}
+	if rc.compare == nil {
+		rc.compare = newCompareWindows(r.compareWindow)
+	}
+	return rc.compare.stats(c.id, c.loadedAt, r.tolerance, now)
 }
 
 // Contracts lists the configured contracts, sorted by id.

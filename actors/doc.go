@@ -57,6 +57,11 @@
 //	                                         each item                   channel (System.run)
 //	shadow copy answers                    the goroutines answering    shadowCopy.mu
 //	                                         its micro-batches
+//	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
+//	  (championAnswer)                       callback (stores only)      compare with it; comparewin.go)
+//	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (router's stats and plan,
+//	                                         shadow copies' compare      the metrics collector)
+//	                                         (low-priority workers)
 //	System.draining, closing               System's callers            atomics
 //
 // Background work (config polls, fetches, loads, warm-ups, releases, the

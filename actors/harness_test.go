@@ -114,6 +114,7 @@ type faultySpec struct {
 	DelayMs  int      `json:"delay_ms,omitempty"`
 	FailLoad bool     `json:"fail_load,omitempty"`
 	ByPos    bool     `json:"by_position,omitempty"`
+	Add      float64  `json:"add,omitempty"`
 }
 
 // version returns an echoing spec whose bytes (and so checksum) differ

@@ -68,9 +68,16 @@ func (w *latencyWindow) quantiles(now time.Time, qs ...float64) ([]time.Duration
 		n += counts[i]
 	}
 	w.mu.Unlock()
+	return bucketQuantiles(&counts, n, qs...), n
+}
+
+// bucketQuantiles returns the q-quantiles (0 < q ≤ 1, ascending) of n
+// latencies counted in latency buckets; each is the geometric middle of
+// its bucket, and all are 0 when n is 0.
+func bucketQuantiles(counts *[latencyBuckets]uint64, n uint64, qs ...float64) []time.Duration {
 	out := make([]time.Duration, len(qs))
 	if n == 0 {
-		return out, 0
+		return out
 	}
 	var seen uint64
 	j := 0
@@ -82,5 +89,5 @@ func (w *latencyWindow) quantiles(now time.Time, qs ...float64) ([]time.Duration
 			j++
 		}
 	}
-	return out, n
+	return out
 }

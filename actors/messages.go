@@ -58,6 +58,9 @@ type Request struct {
 type ShadowTarget struct {
 	ModelPath, Release string
 	Logging            *modelconfig.ServableLogging
+	// windows, if not nil, keep the servable's comparisons with the
+	// answers callers got (the router sets it for contract shadows).
+	windows *compareWindows
 }
 
 // PredictionSink receives the requests and answers that reached a model, for
@@ -80,6 +83,28 @@ type Result struct {
 	Err            error
 	// Queued is the time spent in the model's mailbox, Compute the forward time.
 	Queued, Compute time.Duration
+	// Comparison, for a shadow execution, is how it compared with the
+	// answer the caller got for the same request; nil when it was not
+	// compared.
+	Comparison *ShadowComparison
+}
+
+// ShadowComparison is how one shadow execution compared with the answer
+// the caller got for the same request (the champion's), for the
+// prediction log.
+type ShadowComparison struct {
+	// RequestID is the request id of the answer compared with; Release
+	// the contract release that gave it.
+	RequestID, Release string
+	// ChampionFailed: the caller got an error or no answer in time, so
+	// nothing was compared.
+	ChampionFailed bool
+	// ChampionCompute is the champion's forward time for the request.
+	ChampionCompute time.Duration
+	// Tolerance is the largest difference of a value within tolerance.
+	Tolerance float64
+	// Outputs compare each output; empty when either side failed.
+	Outputs []OutputDiff
 }
 
 // predict asks a model actor to run one forward call. done is called exactly

@@ -16,6 +16,7 @@ type Metrics struct {
 	loads         *prometheus.CounterVec
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
+	compareShed   *prometheus.CounterVec
 	expired       *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
 	batched       prometheus.Counter
@@ -51,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_shadow_dropped_total",
 			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; busy: the low-priority shadow worker and its queue were full; not_found).",
 		}, []string{"model", "reason"}),
+		compareShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_shadow_comparisons_shed_total",
+			Help: "Shadow executions logged without being compared with the caller's answer, by model path: the champion answered after the shadow copy and the low-priority workers' queue was full.",
+		}, []string{"model"}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_requests_expired_total",
 			Help: "Requests dropped without running, by model path and reason (deadline: the deadline passed or would pass before the answer; canceled: the caller went away; queue_timeout: waited longer than queue_timeout_ms). Shadow copies past shadow_timeout count as deadline.",
@@ -72,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.expired, m.decisions, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.decisions, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

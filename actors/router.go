@@ -136,6 +136,12 @@ type routerActor struct {
 	sink PredictionSink
 	// shadowTimeout bounds how long a shadow copy may wait to run.
 	shadowTimeout time.Duration
+	// low runs comparisons of shadow copies that finished before the
+	// champion answered; tolerance and compareWindow are the comparison
+	// settings (Options.CompareTolerance, CompareWindow).
+	low           *lowPriority
+	tolerance     float64
+	compareWindow int
 	// state is the shared contract state; supervisor, if set, hears
 	// contractsExpired.
 	state      *sharedState
@@ -149,6 +155,7 @@ type routerActor struct {
 func newRouter(s *System) *routerActor {
 	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
+		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
 		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log}
 }
 
@@ -204,6 +211,11 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		}
 		// A request that brings no deadline (or a later one) gets its
 		// model's default_timeout_ms, and its answer at that time.
+		// The answer the caller gets, for the shadow copies to compare with.
+		var ans *championAnswer
+		if len(req.Shadows) > 0 {
+			ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
+		}
 		var timer *time.Timer
 		if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
 			p.deadline = enqueued.Add(def)
@@ -230,12 +242,15 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 				res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
 				res.UnnamedOutputs = c.metadata().UnnamedOutputs
 				r.metrics.observe(req.API, c.path, err, now.Sub(enqueued))
+				ans.answer(out, err != nil, compute)
 				b.finish()
+			} else {
+				ans.answer(nil, true, 0) // the caller got its deadline, not these outputs
 			}
 		}
 		c.send(ctx.Send, p)
 		for _, sh := range req.Shadows {
-			r.shadow(ctx, req, sh)
+			r.shadow(ctx, req, sh, ans)
 		}
 	}
 }

@@ -39,10 +39,71 @@ type shadowCopy struct {
 	sink    PredictionSink
 	metrics *Metrics
 	start   time.Time
+	// ans, if not nil, is the answer the caller got, to compare with;
+	// windows keep the comparisons, tol is their tolerance. res is the
+	// joined answer, owned by whoever compares and logs it.
+	ans     *championAnswer
+	windows *compareWindows
+	tol     float64
+	res     Result
 }
 
-// shadow sends a copy of req to the content serving path, if it has room.
-func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarget) {
+// championAnswer is the answer the caller got for a request that has
+// shadow copies, which they compare theirs with. The champion's done
+// callback only stores it (no copy, no computation); a shadow copy that
+// finished first waits in waiting and is compared by a job on the
+// low-priority workers, never on the champion's goroutine. The outputs are
+// the very tensors the caller got: the runtimes allocate them afresh for
+// every call and nothing writes them afterwards (nor pools them), so
+// reading them here is safe for as long as this holds them.
+type championAnswer struct {
+	requestID, release string
+	low                *lowPriority
+	mu                 sync.Mutex
+	done               bool
+	// failed: the caller got an error, or no answer in time; there is
+	// then nothing to compare.
+	failed  bool
+	out     []servables.Tensor
+	compute time.Duration
+	waiting []*shadowCopy
+}
+
+// answer hands over what the caller got: out, or failed, and the forward
+// time; the shadow copies waiting for it are compared on the
+// low-priority workers. It is safe on a nil championAnswer.
+func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute time.Duration) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.done, a.out, a.failed, a.compute = true, out, failed, compute
+	waiting := a.waiting
+	a.waiting = nil
+	a.mu.Unlock()
+	for _, sc := range waiting {
+		if a.low == nil {
+			go sc.compareAndLog()
+		} else if !a.low.trySubmit(sc.compareAndLog) {
+			sc.metrics.compareShed.WithLabelValues(sc.c.path).Inc()
+			sc.log()
+		}
+	}
+}
+
+// await reports whether the champion has answered; if not, sc waits for it.
+func (a *championAnswer) await(sc *shadowCopy) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
+		a.waiting = append(a.waiting, sc)
+	}
+	return a.done
+}
+
+// shadow sends a copy of req to the content serving path, if it has room;
+// its answer is compared with ans (nil: with nothing).
+func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarget, ans *championAnswer) {
 	path := target.ModelPath
 	c := (*r.routes.Load())[path]
 	if c == nil {
@@ -72,6 +133,9 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+	if target.windows != nil && ans != nil {
+		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
+	}
 	var deadline time.Time // none without a shadow timeout
 	if r.shadowTimeout > 0 {
 		deadline = sc.start.Add(r.shadowTimeout)
@@ -85,7 +149,9 @@ func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarge
 	}
 }
 
-// finish records one micro-batch; the last one joins the outputs and logs the execution.
+// finish records one micro-batch; the last one joins the outputs, compares
+// them with the caller's answer (or leaves that to the champion's answer
+// if it has not come yet) and logs the execution.
 func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, compute time.Duration) {
 	sc.mu.Lock()
 	sc.outs[i] = out
@@ -109,14 +175,51 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 	if res.Err == nil {
 		res.Outputs, res.Err = concatRows(sc.outs)
 	}
+	sc.res = res
+	// A copy dropped unrun (past shadow_timeout) says nothing of the challenger.
+	ready := true
+	if k := servables.KindOf(res.Err); sc.ans != nil && k != servables.DeadlineExceeded && k != servables.Canceled {
+		// From here on sc.res belongs to whoever compares it.
+		if ready = sc.ans.await(sc); ready {
+			sc.compare()
+		}
+	}
 	if res.Err == nil {
 		// Only answered executions count (min_served_events, stats): a
 		// challenger that fails every time must not become valid.
 		sc.c.shadowed.Add(1)
 	}
 	sc.metrics.observe(sc.req.API+"-shadow", sc.c.path, res.Err, time.Since(sc.start))
+	if ready {
+		sc.log()
+	}
+}
+
+// compare compares the execution with the champion's answer, which has
+// come, records it in the windows and attaches it to the log event.
+func (sc *shadowCopy) compare() {
+	a := sc.ans
+	e := compared{championFailed: a.failed, shadowFailed: sc.res.Err != nil}
+	cmp := &ShadowComparison{RequestID: a.requestID, Release: a.release, Tolerance: sc.tol, ChampionFailed: a.failed}
+	if !a.failed && sc.res.Err == nil {
+		e.outputs = diffOutputs(a.out, sc.res.Outputs, sc.tol)
+		e.shadow, e.champion = sc.res.Compute, a.compute
+		cmp.ChampionCompute, cmp.Outputs = a.compute, e.outputs
+	}
+	sc.windows.record(sc.c.id, sc.c.loadedAt, e, time.Now())
+	sc.res.Comparison = cmp
+}
+
+// compareAndLog compares and logs an execution that waited for the champion.
+func (sc *shadowCopy) compareAndLog() {
+	sc.compare()
+	sc.log()
+}
+
+// log hands the execution to the prediction sink.
+func (sc *shadowCopy) log() {
 	if sc.sink != nil {
-		sc.sink.LogPrediction(&sc.req, &res, false)
+		sc.sink.LogPrediction(&sc.req, &sc.res, false)
 	}
 }
 

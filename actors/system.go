@@ -38,6 +38,12 @@ type Options struct {
 	// ShadowTimeout is how long a shadow copy may wait to run; it is
 	// dropped after (default 1s).
 	ShadowTimeout time.Duration
+	// CompareTolerance is the largest difference between a shadow's value
+	// and the caller's answer's that counts as within tolerance (default
+	// DefaultCompareTolerance); CompareWindow is how many executions the
+	// last-N comparison window holds (default DefaultCompareWindow).
+	CompareTolerance float64
+	CompareWindow    int
 	// ShadowWorkers threads at nice 19 run shadow forward calls for all
 	// models (default 1); ShadowQueue micro-batches may wait for them
 	// (default 4 when ShadowWorkers is 0; give both or neither). Shadow work
@@ -108,13 +114,19 @@ func Start(opts Options) (*System, error) {
 	if opts.ShadowTimeout <= 0 {
 		opts.ShadowTimeout = time.Second
 	}
+	if opts.CompareTolerance <= 0 {
+		opts.CompareTolerance = DefaultCompareTolerance
+	}
+	if opts.CompareWindow <= 0 {
+		opts.CompareWindow = DefaultCompareWindow
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	reg.MustRegister(newStateCollector(s))
+	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
 	empty := table{}
 	s.routes.Store(&empty)
 	s.status.Store(&Status{Models: []ModelStatus{}})

@@ -101,6 +101,13 @@ type Server struct {
 	// ShadowTimeout is how long a shadow copy may wait to run: one that
 	// waited longer is dropped and counted, not run.
 	ShadowTimeout time.Duration `yaml:"shadow_timeout"`
+	// ShadowCompareTolerance is the largest difference between a shadow
+	// servable's value and the answer the caller got for the same request
+	// that counts as within tolerance (the comparison's rows-within share).
+	ShadowCompareTolerance float64 `yaml:"shadow_compare_tolerance"`
+	// ShadowCompareWindow is how many of a shadow servable's latest
+	// executions the comparison's last-N window holds.
+	ShadowCompareWindow int `yaml:"shadow_compare_window"`
 	// MaxBatchRows bounds dynamic batching: user requests queued for one
 	// model together run as one forward call of at most this many rows; 1
 	// turns batching off. Requests are never held back to wait for others.
@@ -310,6 +317,8 @@ func DefaultServer() Server {
 		MaxBodyBytes:             64 << 20,
 		DrainTimeout:             30 * time.Second,
 		ShadowTimeout:            time.Second,
+		ShadowCompareTolerance:   0.01,
+		ShadowCompareWindow:      1000,
 		ModelQueueSize:           1024,
 		ShadowMicroBatchRows:     64,
 		ShadowWorkers:            1,
@@ -430,6 +439,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
 	integer(&s.ShadowWorkers, "shadow-workers", "threads at the lowest CPU priority running shadow forward calls, for all models")
 	integer(&s.ShadowQueue, "shadow-queue", "shadow micro-batches that may wait for a shadow worker; more are dropped and counted")
+	integer(&s.ShadowCompareWindow, "shadow-compare-window", "how many of a shadow servable's latest executions the comparison's last-N window holds")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
 	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else the .cache copy of make deps)")
@@ -450,6 +460,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 		v := fs.String(name, strings.Join(*p, ","), usage)
 		apply[name] = func() { *p = splitList(*v) }
 	}
+	f64(&s.ShadowCompareTolerance, "shadow-compare-tolerance", "largest difference between a shadow's value and the caller's answer that counts as within tolerance")
 	k := &s.Kafka
 	list(&k.Brokers, "kafka-brokers", "comma-separated Kafka seed brokers `host:port,...` for the prediction log (none and no --kafka-embedded: no prediction log)")
 	str(&k.Topic, "kafka-topic", "Kafka `topic` of the prediction log")
@@ -701,6 +712,12 @@ func (s Server) Validate() error {
 	}
 	if s.ShadowQueue < 0 {
 		bad("shadow_queue", "%d must not be negative", s.ShadowQueue)
+	}
+	if t := s.ShadowCompareTolerance; !(t > 0) || math.IsInf(t, 0) {
+		bad("shadow_compare_tolerance", "%v must be a positive number", t)
+	}
+	if s.ShadowCompareWindow < 1 || s.ShadowCompareWindow > 1000000 {
+		bad("shadow_compare_window", "%d must be between 1 and 1000000", s.ShadowCompareWindow)
 	}
 	if s.ModelQueueSize <= 0 {
 		bad("model_queue_size", "%d must be positive", s.ModelQueueSize)

@@ -132,7 +132,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
 		"--bucket", "file:///srv/models", "--s3-endpoint", "http://127.0.0.1:9000", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--ba-accept-unquoted-numbers", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
-		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
+		"--drain-timeout", "0s", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--shadow-compare-tolerance", "0.05", "--shadow-compare-window", "500", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
@@ -149,7 +149,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	want := Server{
 		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
-		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
+		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
@@ -186,6 +186,8 @@ shadow_micro_batch_rows: 32
 shadow_workers: 3
 shadow_queue: 16
 shadow_timeout: 2s
+shadow_compare_tolerance: 0.001
+shadow_compare_window: 2000
 intra_op_threads: 4
 ba_accept_unquoted_numbers: true
 log_level: error
@@ -234,7 +236,7 @@ auth:
 	want := Server{
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond,
-		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: "error", LogFormat: "json",
+		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: "error", LogFormat: "json",
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
@@ -382,6 +384,10 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"micro-batch rows", func(s *Server) { s.ShadowMicroBatchRows = -1 }, "shadow_micro_batch_rows (--shadow-micro-batch-rows): -1 must not be negative"},
 		{"shadow workers", func(s *Server) { s.ShadowWorkers = 0 }, "shadow_workers (--shadow-workers): 0 must be between 1 and 64"},
 		{"shadow queue", func(s *Server) { s.ShadowQueue = -1 }, "shadow_queue (--shadow-queue): -1 must not be negative"},
+		{"compare tolerance zero", func(s *Server) { s.ShadowCompareTolerance = 0 }, "shadow_compare_tolerance (--shadow-compare-tolerance): 0 must be a positive number"},
+		{"compare tolerance NaN", func(s *Server) { s.ShadowCompareTolerance = math.NaN() }, "shadow_compare_tolerance (--shadow-compare-tolerance): NaN must be a positive number"},
+		{"compare tolerance infinite", func(s *Server) { s.ShadowCompareTolerance = math.Inf(1) }, "shadow_compare_tolerance (--shadow-compare-tolerance): +Inf must be a positive number"},
+		{"compare window", func(s *Server) { s.ShadowCompareWindow = 0 }, "shadow_compare_window (--shadow-compare-window): 0 must be between 1 and 1000000"},
 		{"shadow timeout", func(s *Server) { s.ShadowTimeout = 0 }, "shadow_timeout (--shadow-timeout): 0s must be positive"},
 		{"threads", func(s *Server) { s.IntraOpThreads = 0 }, "intra_op_threads (--intra-op-threads): 0 must be positive"},
 		{"log level", func(s *Server) { s.LogLevel = "loud" }, `log_level (--log-level): "loud" is not debug, info, warn or error`},

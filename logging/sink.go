@@ -63,7 +63,27 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 	if res.Err != nil {
 		ev.Error = &grovepb.Error{Type: errorType(res.Err), Message: validUTF8(res.Err.Error())}
 	}
+	if c := res.Comparison; c != nil {
+		ev.ComparedRequestId, ev.ComparedReleaseVersion, ev.Comparison = validUTF8(c.RequestID), c.Release, comparisonToProto(c)
+	}
 	return ev
+}
+
+// comparisonToProto is a shadow execution's comparison in the event.
+func comparisonToProto(c *actors.ShadowComparison) *grovepb.ShadowComparison {
+	out := &grovepb.ShadowComparison{ChampionFailed: c.ChampionFailed, Tolerance: c.Tolerance}
+	if !c.ChampionFailed {
+		out.ChampionComputeLatency = durationpb.New(c.ChampionCompute)
+	}
+	if len(c.Outputs) > 0 {
+		out.Outputs = make([]*grovepb.OutputComparison, len(c.Outputs))
+	}
+	for i, d := range c.Outputs {
+		out.Outputs[i] = &grovepb.OutputComparison{Name: validUTF8(d.Name), Mismatch: validUTF8(d.Mismatch), Rows: int64(d.Rows),
+			MeanAbsDiff: d.MeanAbsDiff(), MaxAbsDiff: d.MaxAbsDiff, NonFinite: int64(d.NonFinite), RowsWithinTolerance: int64(d.Within),
+			Score: d.Score, RowsAgreeing: int64(d.Agree), Bytes: d.Bytes, RowsEqual: int64(d.Equal)}
+	}
+	return out
 }
 
 // errorType is the prediction event's error type for err, by its kind, in

@@ -59,3 +59,43 @@ func TestNilSinkAndNoneLevelLogNothing(t *testing.T) {
 	s.LogPrediction(&actors.Request{}, &actors.Result{}, true) // must not panic
 	(&Sink{Direct: Policy{Level: LevelFull}}).LogPrediction(&actors.Request{}, &actors.Result{}, true)
 }
+
+// A compared shadow execution's event names the answer it was compared
+// with and carries the comparison's figures, through both encodings.
+func TestShadowEventCarriesItsComparison(t *testing.T) {
+	y, _ := servables.NewTensor("p", servables.Float32, []int64{2, 1})
+	req := &actors.Request{API: "forestflow", ModelPath: "b/", RequestID: "r7", Contract: "ads/p/1", Release: "v2"}
+	res := &actors.Result{ModelPath: "b/", Outputs: []servables.Tensor{y}, Comparison: &actors.ShadowComparison{
+		RequestID: "r7", Release: "v1", ChampionCompute: 3 * time.Millisecond, Tolerance: 0.01,
+		Outputs: []actors.OutputDiff{{Name: "p", Rows: 2, Elements: 2, SumAbsDiff: 0.4, MaxAbsDiff: 0.2, Score: true, Agree: 1},
+			{Name: "extra", Mismatch: "the champion has no such output"}}}}
+	ev := Event(req, res, false)
+	for _, enc := range []string{EncodingProto, EncodingJSON} {
+		v, err := Encode(ev, enc)
+		if err != nil {
+			t.Fatal(enc, err)
+		}
+		got, err := Decode(v, nil)
+		if err != nil {
+			t.Fatal(enc, err)
+		}
+		c := got.GetComparison()
+		if got.GetServed() || got.GetComparedRequestId() != "r7" || got.GetComparedReleaseVersion() != "v1" || c.GetChampionFailed() ||
+			c.GetChampionComputeLatency().AsDuration() != 3*time.Millisecond || c.GetTolerance() != 0.01 || len(c.GetOutputs()) != 2 {
+			t.Fatalf("%s: decoded %v", enc, got)
+		}
+		p, extra := c.GetOutputs()[0], c.GetOutputs()[1]
+		if p.GetName() != "p" || p.GetRows() != 2 || p.GetMeanAbsDiff() != 0.2 || p.GetMaxAbsDiff() != 0.2 || !p.GetScore() ||
+			p.GetRowsAgreeing() != 1 || p.GetRowsWithinTolerance() != 0 || p.GetMismatch() != "" {
+			t.Errorf("%s: output p %v", enc, p)
+		}
+		if extra.GetName() != "extra" || extra.GetMismatch() != "the champion has no such output" {
+			t.Errorf("%s: output extra %v", enc, extra)
+		}
+	}
+	// A served event, and a shadow event not compared, carry none of it.
+	res.Comparison = nil
+	if ev := Event(req, res, false); ev.GetComparedRequestId() != "" || ev.GetComparison() != nil {
+		t.Errorf("uncompared event %v", ev)
+	}
+}

@@ -106,8 +106,20 @@ type PredictionEvent struct {
 	ComputeLatency *durationpb.Duration `protobuf:"bytes,15,opt,name=compute_latency,json=computeLatency,proto3" json:"compute_latency,omitempty"`
 	// Which Grove process produced the event (by default "<hostname>/<pid>").
 	ServerInstanceId string `protobuf:"bytes,16,opt,name=server_instance_id,json=serverInstanceId,proto3" json:"server_instance_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For a shadow execution of a contract: the request id of the answer the
+	// caller got for the same request (the champion's), which this
+	// execution's outputs were compared with (comparison below). Set on
+	// every compared shadow event; empty for served events and for shadow
+	// executions not compared (dropped past shadow_timeout, or whose
+	// comparison was shed).
+	ComparedRequestId string `protobuf:"bytes,17,opt,name=compared_request_id,json=comparedRequestId,proto3" json:"compared_request_id,omitempty"`
+	// The contract release that gave the answer compared with.
+	ComparedReleaseVersion string `protobuf:"bytes,18,opt,name=compared_release_version,json=comparedReleaseVersion,proto3" json:"compared_release_version,omitempty"`
+	// How this shadow execution compared with that answer; unset when it was
+	// not compared.
+	Comparison    *ShadowComparison `protobuf:"bytes,19,opt,name=comparison,proto3" json:"comparison,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PredictionEvent) Reset() {
@@ -252,6 +264,245 @@ func (x *PredictionEvent) GetServerInstanceId() string {
 	return ""
 }
 
+func (x *PredictionEvent) GetComparedRequestId() string {
+	if x != nil {
+		return x.ComparedRequestId
+	}
+	return ""
+}
+
+func (x *PredictionEvent) GetComparedReleaseVersion() string {
+	if x != nil {
+		return x.ComparedReleaseVersion
+	}
+	return ""
+}
+
+func (x *PredictionEvent) GetComparison() *ShadowComparison {
+	if x != nil {
+		return x.Comparison
+	}
+	return nil
+}
+
+// ShadowComparison is how one shadow execution's answer compared with the
+// answer the caller got for the same request (the champion's).
+type ShadowComparison struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the caller got an error, or no answer in time, from the
+	// champion: there was nothing to compare, and outputs is empty.
+	ChampionFailed bool `protobuf:"varint,1,opt,name=champion_failed,json=championFailed,proto3" json:"champion_failed,omitempty"`
+	// The champion's forward (compute) time for the request; this event's
+	// compute_latency is the shadow's.
+	ChampionComputeLatency *durationpb.Duration `protobuf:"bytes,2,opt,name=champion_compute_latency,json=championComputeLatency,proto3" json:"champion_compute_latency,omitempty"`
+	// The largest difference of a value within tolerance (the server's
+	// shadow_compare_tolerance).
+	Tolerance float64 `protobuf:"fixed64,3,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	// One entry per output: the champion's outputs matched with the
+	// shadow's by name, else by position, then the shadow's outputs the
+	// champion does not have. Empty when either side failed.
+	Outputs       []*OutputComparison `protobuf:"bytes,4,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShadowComparison) Reset() {
+	*x = ShadowComparison{}
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShadowComparison) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShadowComparison) ProtoMessage() {}
+
+func (x *ShadowComparison) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShadowComparison.ProtoReflect.Descriptor instead.
+func (*ShadowComparison) Descriptor() ([]byte, []int) {
+	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ShadowComparison) GetChampionFailed() bool {
+	if x != nil {
+		return x.ChampionFailed
+	}
+	return false
+}
+
+func (x *ShadowComparison) GetChampionComputeLatency() *durationpb.Duration {
+	if x != nil {
+		return x.ChampionComputeLatency
+	}
+	return nil
+}
+
+func (x *ShadowComparison) GetTolerance() float64 {
+	if x != nil {
+		return x.Tolerance
+	}
+	return 0
+}
+
+func (x *ShadowComparison) GetOutputs() []*OutputComparison {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// OutputComparison compares one output of a shadow execution with the
+// champion's.
+type OutputComparison struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output's name (the champion's; the shadow's when only it has it).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why the two could not be compared (an output missing on one side, a
+	// different datatype or shape); empty when they were. The figures below
+	// are then zero.
+	Mismatch string `protobuf:"bytes,2,opt,name=mismatch,proto3" json:"mismatch,omitempty"`
+	// The rows compared (the first dimension; 1 for a scalar).
+	Rows int64 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// Mean and largest absolute difference over the values, numeric outputs
+	// only; values NaN or infinite on one side only are left out and counted
+	// in non_finite.
+	MeanAbsDiff float64 `protobuf:"fixed64,4,opt,name=mean_abs_diff,json=meanAbsDiff,proto3" json:"mean_abs_diff,omitempty"`
+	MaxAbsDiff  float64 `protobuf:"fixed64,5,opt,name=max_abs_diff,json=maxAbsDiff,proto3" json:"max_abs_diff,omitempty"`
+	NonFinite   int64   `protobuf:"varint,6,opt,name=non_finite,json=nonFinite,proto3" json:"non_finite,omitempty"`
+	// Rows whose every value differs by at most the tolerance.
+	RowsWithinTolerance int64 `protobuf:"varint,7,opt,name=rows_within_tolerance,json=rowsWithinTolerance,proto3" json:"rows_within_tolerance,omitempty"`
+	// True for a single-score output (one value per row); rows_agreeing then
+	// counts the rows where both values are ≥ 0.5 or both < 0.5.
+	Score        bool  `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"`
+	RowsAgreeing int64 `protobuf:"varint,9,opt,name=rows_agreeing,json=rowsAgreeing,proto3" json:"rows_agreeing,omitempty"`
+	// True for a BYTES output, which is compared for equality only:
+	// rows_equal counts the rows whose elements are all equal.
+	Bytes         bool  `protobuf:"varint,10,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	RowsEqual     int64 `protobuf:"varint,11,opt,name=rows_equal,json=rowsEqual,proto3" json:"rows_equal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputComparison) Reset() {
+	*x = OutputComparison{}
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputComparison) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputComparison) ProtoMessage() {}
+
+func (x *OutputComparison) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputComparison.ProtoReflect.Descriptor instead.
+func (*OutputComparison) Descriptor() ([]byte, []int) {
+	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OutputComparison) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OutputComparison) GetMismatch() string {
+	if x != nil {
+		return x.Mismatch
+	}
+	return ""
+}
+
+func (x *OutputComparison) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetMeanAbsDiff() float64 {
+	if x != nil {
+		return x.MeanAbsDiff
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetMaxAbsDiff() float64 {
+	if x != nil {
+		return x.MaxAbsDiff
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetNonFinite() int64 {
+	if x != nil {
+		return x.NonFinite
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetRowsWithinTolerance() int64 {
+	if x != nil {
+		return x.RowsWithinTolerance
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetScore() bool {
+	if x != nil {
+		return x.Score
+	}
+	return false
+}
+
+func (x *OutputComparison) GetRowsAgreeing() int64 {
+	if x != nil {
+		return x.RowsAgreeing
+	}
+	return 0
+}
+
+func (x *OutputComparison) GetBytes() bool {
+	if x != nil {
+		return x.Bytes
+	}
+	return false
+}
+
+func (x *OutputComparison) GetRowsEqual() int64 {
+	if x != nil {
+		return x.RowsEqual
+	}
+	return 0
+}
+
 // Tensor is a dense tensor in row-major order.
 //
 // Its values are in exactly one of the typed fields, chosen by datatype:
@@ -303,7 +554,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_grove_v1_prediction_event_proto_msgTypes[1]
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +566,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_prediction_event_proto_msgTypes[1]
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +579,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{1}
+	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Tensor) GetName() string {
@@ -411,7 +662,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_grove_v1_prediction_event_proto_msgTypes[2]
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +674,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_prediction_event_proto_msgTypes[2]
+	mi := &file_grove_v1_prediction_event_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +687,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{2}
+	return file_grove_v1_prediction_event_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Error) GetType() string {
@@ -457,7 +708,7 @@ var File_grove_v1_prediction_event_proto protoreflect.FileDescriptor
 
 const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe7\x05\n" +
+	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\a\n" +
 	"\x0fPredictionEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
@@ -477,10 +728,36 @@ const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\x05error\x18\r \x01(\v2\x0f.grove.v1.ErrorR\x05error\x12>\n" +
 	"\rqueue_latency\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\fqueueLatency\x12B\n" +
 	"\x0fcompute_latency\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\x0ecomputeLatency\x12,\n" +
-	"\x12server_instance_id\x18\x10 \x01(\tR\x10serverInstanceId\x1a:\n" +
+	"\x12server_instance_id\x18\x10 \x01(\tR\x10serverInstanceId\x12.\n" +
+	"\x13compared_request_id\x18\x11 \x01(\tR\x11comparedRequestId\x128\n" +
+	"\x18compared_release_version\x18\x12 \x01(\tR\x16comparedReleaseVersion\x12:\n" +
+	"\n" +
+	"comparison\x18\x13 \x01(\v2\x1a.grove.v1.ShadowComparisonR\n" +
+	"comparison\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
+	"\x10ShadowComparison\x12'\n" +
+	"\x0fchampion_failed\x18\x01 \x01(\bR\x0echampionFailed\x12S\n" +
+	"\x18champion_compute_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x16championComputeLatency\x12\x1c\n" +
+	"\ttolerance\x18\x03 \x01(\x01R\ttolerance\x124\n" +
+	"\aoutputs\x18\x04 \x03(\v2\x1a.grove.v1.OutputComparisonR\aoutputs\"\xdf\x02\n" +
+	"\x10OutputComparison\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bmismatch\x18\x02 \x01(\tR\bmismatch\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\"\n" +
+	"\rmean_abs_diff\x18\x04 \x01(\x01R\vmeanAbsDiff\x12 \n" +
+	"\fmax_abs_diff\x18\x05 \x01(\x01R\n" +
+	"maxAbsDiff\x12\x1d\n" +
+	"\n" +
+	"non_finite\x18\x06 \x01(\x03R\tnonFinite\x122\n" +
+	"\x15rows_within_tolerance\x18\a \x01(\x03R\x13rowsWithinTolerance\x12\x14\n" +
+	"\x05score\x18\b \x01(\bR\x05score\x12#\n" +
+	"\rrows_agreeing\x18\t \x01(\x03R\frowsAgreeing\x12\x14\n" +
+	"\x05bytes\x18\n" +
+	" \x01(\bR\x05bytes\x12\x1d\n" +
+	"\n" +
+	"rows_equal\x18\v \x01(\x03R\trowsEqual\"\x86\x02\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
@@ -512,28 +789,33 @@ func file_grove_v1_prediction_event_proto_rawDescGZIP() []byte {
 	return file_grove_v1_prediction_event_proto_rawDescData
 }
 
-var file_grove_v1_prediction_event_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_grove_v1_prediction_event_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_grove_v1_prediction_event_proto_goTypes = []any{
 	(*PredictionEvent)(nil),       // 0: grove.v1.PredictionEvent
-	(*Tensor)(nil),                // 1: grove.v1.Tensor
-	(*Error)(nil),                 // 2: grove.v1.Error
-	nil,                           // 3: grove.v1.PredictionEvent.ConfigsEntry
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
+	(*ShadowComparison)(nil),      // 1: grove.v1.ShadowComparison
+	(*OutputComparison)(nil),      // 2: grove.v1.OutputComparison
+	(*Tensor)(nil),                // 3: grove.v1.Tensor
+	(*Error)(nil),                 // 4: grove.v1.Error
+	nil,                           // 5: grove.v1.PredictionEvent.ConfigsEntry
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
 }
 var file_grove_v1_prediction_event_proto_depIdxs = []int32{
-	4, // 0: grove.v1.PredictionEvent.timestamp:type_name -> google.protobuf.Timestamp
-	1, // 1: grove.v1.PredictionEvent.inputs:type_name -> grove.v1.Tensor
-	3, // 2: grove.v1.PredictionEvent.configs:type_name -> grove.v1.PredictionEvent.ConfigsEntry
-	1, // 3: grove.v1.PredictionEvent.outputs:type_name -> grove.v1.Tensor
-	2, // 4: grove.v1.PredictionEvent.error:type_name -> grove.v1.Error
-	5, // 5: grove.v1.PredictionEvent.queue_latency:type_name -> google.protobuf.Duration
-	5, // 6: grove.v1.PredictionEvent.compute_latency:type_name -> google.protobuf.Duration
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6,  // 0: grove.v1.PredictionEvent.timestamp:type_name -> google.protobuf.Timestamp
+	3,  // 1: grove.v1.PredictionEvent.inputs:type_name -> grove.v1.Tensor
+	5,  // 2: grove.v1.PredictionEvent.configs:type_name -> grove.v1.PredictionEvent.ConfigsEntry
+	3,  // 3: grove.v1.PredictionEvent.outputs:type_name -> grove.v1.Tensor
+	4,  // 4: grove.v1.PredictionEvent.error:type_name -> grove.v1.Error
+	7,  // 5: grove.v1.PredictionEvent.queue_latency:type_name -> google.protobuf.Duration
+	7,  // 6: grove.v1.PredictionEvent.compute_latency:type_name -> google.protobuf.Duration
+	1,  // 7: grove.v1.PredictionEvent.comparison:type_name -> grove.v1.ShadowComparison
+	7,  // 8: grove.v1.ShadowComparison.champion_compute_latency:type_name -> google.protobuf.Duration
+	2,  // 9: grove.v1.ShadowComparison.outputs:type_name -> grove.v1.OutputComparison
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_prediction_event_proto_init() }
@@ -547,7 +829,7 @@ func file_grove_v1_prediction_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_prediction_event_proto_rawDesc), len(file_grove_v1_prediction_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

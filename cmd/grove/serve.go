@@ -143,6 +143,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ShadowWorkers:        cfg.ShadowWorkers,
 		ShadowQueue:          cfg.ShadowQueue,
 		ShadowTimeout:        cfg.ShadowTimeout,
+		CompareTolerance:     cfg.ShadowCompareTolerance,
+		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
 		Runtimes:             runtimes(cfg.ONNXRuntimeLib),

@@ -4,9 +4,10 @@
 //
 // A faulty model is one file ending in ".faulty" holding JSON:
 //
-//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false, "by_position": false}
+//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false, "by_position": false, "add": 0.2}
 //
-// Predict returns a copy of its first input; it panics when any element of
+// Predict returns a copy of its first input, with add added to each
+// element of a float input (FP32, FP64); it panics when any element of
 // that input equals panic_on, returns an execution error when one equals
 // error_on, and sleeps delay_ms first. Its metadata names one input and one
 // output "x" and says nothing of their datatypes and shapes; by_position
@@ -47,6 +48,7 @@ type spec struct {
 	DelayMs  int      `json:"delay_ms"`
 	FailLoad bool     `json:"fail_load"`
 	ByPos    bool     `json:"by_position"`
+	Add      float64  `json:"add"`
 }
 
 // Load reads the model's behaviour from its file.
@@ -102,6 +104,20 @@ func (m *model) Predict(_ context.Context, inputs []servables.Tensor) ([]servabl
 		return nil, err
 	}
 	copy(out.Data, in.Data)
+	if m.sp.Add != 0 {
+		switch out.DType {
+		case servables.Float32:
+			xs := out.Float32s()
+			for i := range xs {
+				xs[i] += float32(m.sp.Add)
+			}
+		case servables.Float64:
+			xs := out.Float64s()
+			for i := range xs {
+				xs[i] += m.sp.Add
+			}
+		}
+	}
 	return []servables.Tensor{out}, nil
 }
 

@@ -1,0 +1,187 @@
+package actors
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/groveml/grove/servables"
+)
+
+// The comparison of one shadow execution with the answer the caller got
+// for the same request (the champion's): pure functions of the two
+// answers, no state. compareWindows (comparewin.go) adds them up.
+
+// DefaultCompareTolerance is the tolerance of the rows-within share when
+// the server config sets none.
+const DefaultCompareTolerance = 0.01
+
+// OutputDiff compares one output of one shadow execution with the
+// champion's output of the same name (else position).
+type OutputDiff struct {
+	// Name is the champion's output name (the shadow's when the champion
+	// has no such output).
+	Name string
+	// Mismatch, when not empty, says why the two could not be compared
+	// (missing output, datatype, shape); the figures below are then zero.
+	Mismatch string
+	// Bytes is set for BYTES outputs: only Rows and Equal are measured.
+	Bytes bool
+	// Rows is the first dimension (1 for a scalar); Elements the values compared.
+	Rows, Elements int
+	// SumAbsDiff and MaxAbsDiff are over the elements whose values are both
+	// finite or equal; NonFinite counts the others (NaN or an infinity on
+	// one side only), which are never within the tolerance.
+	SumAbsDiff, MaxAbsDiff float64
+	NonFinite              int
+	// Within counts the rows whose every element differs by at most the tolerance.
+	Within int
+	// Score is set for single-score outputs (one value per row); Agree then
+	// counts the rows on the same side of 0.5 (both ≥ 0.5 or both < 0.5).
+	Score bool
+	Agree int
+	// Equal counts the rows of a BYTES output whose elements are all equal.
+	Equal int
+}
+
+// MeanAbsDiff is SumAbsDiff over the finite elements compared, 0 when none.
+func (d OutputDiff) MeanAbsDiff() float64 {
+	if n := d.Elements - d.NonFinite; n > 0 {
+		return d.SumAbsDiff / float64(n)
+	}
+	return 0
+}
+
+// diffOutputs compares a shadow execution's outputs with the champion's:
+// one OutputDiff per champion output, matched by name, else by position
+// (when the shadow's output there has a name no champion output has),
+// then one (a mismatch) per shadow output left unmatched. tol is the
+// rows-within tolerance.
+func diffOutputs(champion, shadow []servables.Tensor, tol float64) []OutputDiff {
+	out := make([]OutputDiff, 0, max(len(champion), len(shadow)))
+	used := make([]bool, len(shadow))
+	match := make([]int, len(champion))
+	for i, c := range champion {
+		match[i] = -1
+		if c.Name == "" {
+			continue
+		}
+		if j := slices.IndexFunc(shadow, func(s servables.Tensor) bool { return s.Name == c.Name }); j >= 0 && !used[j] {
+			match[i], used[j] = j, true
+		}
+	}
+	for i := range champion {
+		if match[i] < 0 && i < len(shadow) && !used[i] &&
+			!slices.ContainsFunc(champion, func(c servables.Tensor) bool { return c.Name != "" && c.Name == shadow[i].Name }) {
+			match[i], used[i] = i, true
+		}
+	}
+	for i, c := range champion {
+		if match[i] < 0 {
+			out = append(out, OutputDiff{Name: c.Name, Mismatch: "the challenger has no such output"})
+			continue
+		}
+		out = append(out, diffTensor(c, shadow[match[i]], tol))
+	}
+	for j, s := range shadow {
+		if !used[j] {
+			out = append(out, OutputDiff{Name: s.Name, Mismatch: "the champion has no such output"})
+		}
+	}
+	return out
+}
+
+// diffTensor compares two tensors of the same datatype and shape.
+func diffTensor(c, s servables.Tensor, tol float64) OutputDiff {
+	d := OutputDiff{Name: c.Name}
+	if d.Name == "" {
+		d.Name = s.Name
+	}
+	switch {
+	case c.DType != s.DType:
+		d.Mismatch = fmt.Sprintf("datatype %v, the champion's %v", s.DType, c.DType)
+		return d
+	case !slices.Equal(c.Shape, s.Shape):
+		d.Mismatch = fmt.Sprintf("shape %v, the champion's %v", s.Shape, c.Shape)
+		return d
+	}
+	n, err := servables.NumElements(c.Shape)
+	if err != nil {
+		d.Mismatch = err.Error()
+		return d
+	}
+	d.Rows = 1
+	if len(c.Shape) > 0 {
+		d.Rows = int(c.Shape[0])
+	}
+	if c.DType == servables.Bytes {
+		return diffBytes(d, c, s, n)
+	}
+	if c.Validate() != nil || s.Validate() != nil {
+		d.Mismatch = "data does not fill its shape"
+		return d
+	}
+	d.Elements = n
+	if d.Rows == 0 {
+		return d
+	}
+	per := n / d.Rows
+	d.Score = per == 1
+	for r := range d.Rows {
+		within := true
+		for k := r * per; k < (r+1)*per; k++ {
+			a, b := c.Float64At(k), s.Float64At(k)
+			diff := math.Abs(a - b)
+			switch {
+			case a == b || (math.IsNaN(a) && math.IsNaN(b)):
+				diff = 0
+			case math.IsNaN(diff) || math.IsInf(diff, 0):
+				d.NonFinite++
+				within = false
+				continue
+			}
+			d.SumAbsDiff += diff
+			d.MaxAbsDiff = max(d.MaxAbsDiff, diff)
+			if diff > tol {
+				within = false
+			}
+		}
+		if within {
+			d.Within++
+		}
+		if d.Score {
+			a, b := c.Float64At(r), s.Float64At(r)
+			if (a >= 0.5) == (b >= 0.5) {
+				d.Agree++
+			}
+		}
+	}
+	return d
+}
+
+// diffBytes counts the rows of two BYTES tensors whose elements are all equal.
+func diffBytes(d OutputDiff, c, s servables.Tensor, n int) OutputDiff {
+	d.Bytes = true
+	ce, cerr := c.BytesElements()
+	se, serr := s.BytesElements()
+	if cerr != nil || serr != nil || len(ce) != n || len(se) != n {
+		d.Mismatch = "data does not fill its shape"
+		return d
+	}
+	d.Elements = n
+	if d.Rows == 0 {
+		return d
+	}
+	per := n / d.Rows
+	for r := range d.Rows {
+		equal := true
+		for k := r * per; k < (r+1)*per && equal; k++ {
+			equal = bytes.Equal(ce[k], se[k])
+		}
+		if equal {
+			d.Equal++
+		}
+	}
+	return d
+}
