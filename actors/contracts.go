@@ -318,7 +318,10 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
 		rec := shared.Record(id, sv.Release)
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
 			Reason: sv.Reason, Created: timePtr(rec.Created), ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct,
-			TrafficShare: sv.Fraction, Metrics: rec.Metrics, Gate: gateStats(sv, rec)}
+			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
+		if cfg, ok := cs.servable(sv.Release); ok {
+			st.Gate = gateStats(cfg, sv, rec)
+		}
 		if rc := cs.releases[sv.Release]; rc != nil {
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)
 			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}

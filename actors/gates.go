@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -196,13 +197,16 @@ type LiveStats struct {
 	Errors   int64 `json:"errors"`
 }
 
-// gateStats describes the gates of the servable whose evaluation is v and
+// gateStats describes the gates of servable sv, whose evaluation is v and
 // whose shared record is rec; nil if it has none.
-func gateStats(v routing.Status, rec modelconfig.ServableRecord) *GateStats {
+func gateStats(sv *modelconfig.ContractServable, v routing.Status, rec modelconfig.ServableRecord) *GateStats {
 	if v.Gate == routing.GateNone {
 		return nil
 	}
 	g := &GateStats{State: string(v.Gate), Detail: v.GateDetail, PromotedAt: timePtr(rec.Promoted)}
+	if g.PromotedAt == nil && !v.ValidSince.IsZero() && slices.ContainsFunc(sv.Validity, func(r modelconfig.ValidityRule) bool { return r.Kind == modelconfig.RulePromoteWhen }) {
+		g.PromotedAt = timePtr(v.ValidSince) // promoted here; the shared state has it within a second
+	}
 	if !v.RolledBack.IsZero() {
 		g.RolledBackAt, g.RollbackReason = timePtr(v.RolledBack.At), v.RolledBack.Reason
 	}

@@ -179,3 +179,66 @@ func TestLiveCountsOnlyTheServablesFaults(t *testing.T) {
 		})
 	}
 }
+
+// promoteConfig is a contract whose v1 (a/) serves and whose v2 (b/), a
+// shadow, is promoted by promote_when after 10 agreeing shadow executions
+// and then phases in over a minute.
+const promoteConfig = `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "b/", "shadow": {},
+      "validity": [{"promote_when": {"min_shadow_executions": 10, "max_mean_abs_diff": 0.01, "max_error_rate": 0}}],
+      "phase_in": {"linear_over_secs": {"secs": 60}}}]}]}`
+
+func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		b        faultySpec
+		promoted bool
+	}{
+		{"agreeing", version(2), true},
+		{"shifted by 0.2", faultySpec{ErrorOn: f64(-1002), Add: 0.2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": tc.b})
+				defer w.stop()
+				synctest.Wait()
+				for i := range 12 {
+					res, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, float32(i))})
+					if err != nil || res.Err != nil || rv != "v1" {
+						t.Fatalf("request %d: %v %v, answered by %q", i, err, res.Err, rv)
+					}
+					time.Sleep(20 * time.Millisecond) // the shadow copy runs and is compared
+					synctest.Wait()
+				}
+				st := v2Stats(t, w.sys)
+				n := testutil.ToFloat64(w.sys.metrics.decisions.WithLabelValues("ads/pctr/1", "v2", "promoted"))
+				if !tc.promoted {
+					if st.Valid || st.Gate == nil || st.Gate.State != "waiting" || st.Gate.Detail != "promote_when: mean_abs_diff 0.2 above 0.01" || n != 0 {
+						t.Fatalf("the shifted challenger: %+v %+v, %v promotions", st, st.Gate, n)
+					}
+					return
+				}
+				if !st.Valid || st.Gate == nil || st.Gate.State != "promoted" || st.Gate.PromotedAt == nil || !st.Gate.PromotedAt.Equal(*st.ValidSince) || n != 1 {
+					t.Fatalf("the agreeing challenger: %+v %+v, %v promotions", st, st.Gate, n)
+				}
+				if !strings.Contains(w.log.String(), `msg="release promoted" contract=ads/pctr/1 release=v2 model=b/ reason="promote_when: 10 shadow executions (min 10), mean_abs_diff 0 ≤ 0.01, error rate 0 ≤ 0"`) {
+					t.Errorf("no promotion in the log:\n%s", w.log.String())
+				}
+				time.Sleep(2 * time.Second) // the shared-state writer
+				synctest.Wait()
+				if rec := sharedRecord(t, w.b, "v2"); !rec.Promoted.Equal(*st.Gate.PromotedAt) || !rec.ValidSince.Equal(*st.ValidSince) {
+					t.Errorf("shared record: %+v", rec)
+				}
+				// Its phase-in has started: half a minute on, it takes half the traffic.
+				time.Sleep(28 * time.Second)
+				synctest.Wait()
+				if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 40 || got["v2"] > 60 {
+					t.Errorf("half-way through the ramp: %v", got)
+				}
+			})
+		})
+	}
+}

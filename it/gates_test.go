@@ -115,7 +115,7 @@ func faultyBody(v float64) string {
 
 func TestRollbackWhenStopsAPhasedInReleaseWhoseErrorRateJumps(t *testing.T) {
 	b := newDirBucket(t)
-	b.Put(t, "stable/model.faulty", []byte(`{"by_position": true}`)) // ForestFlow names its tensor by type
+	b.Put(t, "stable/model.faulty", []byte(`{"by_position": true}`))                // ForestFlow names its tensor by type
 	b.Put(t, "canary/model.faulty", []byte(`{"error_on": 7, "by_position": true}`)) // fails every request holding 7
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "stable/"}, {"model_path": "canary/"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
