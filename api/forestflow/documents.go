@@ -242,14 +242,8 @@ func policyFields() []jsondoc.Field[modelconfig.Policy] {
 // null leaves it alone. Its values are checked when the edited config is
 // validated.
 func decodeRollbackWhen(d *jsondoc.Decoder, path string, dst **modelconfig.RollbackWhen) error {
-	tok, err := d.Token(path)
-	switch {
-	case err != nil:
+	if open, err := openObject(d, path); !open {
 		return err
-	case tok == nil:
-		return nil
-	case tok != json.Delim('{'):
-		return jsondoc.TypeError(path, "an object", tok)
 	}
 	rw := &modelconfig.RollbackWhen{}
 	*dst = rw
@@ -266,6 +260,22 @@ func decodeRollbackWhen(d *jsondoc.Decoder, path string, dst **modelconfig.Rollb
 			return decodeBound(d, path, &rw.MaxP99Ms)
 		}},
 	}, rw)
+}
+
+// openObject reads the "{" of an optional object at path: it reports
+// false with no error for null, and false with an error for anything but
+// an object.
+func openObject(d *jsondoc.Decoder, path string) (bool, error) {
+	tok, err := d.Token(path)
+	switch {
+	case err != nil:
+		return false, err
+	case tok == nil:
+		return false, nil
+	case tok != json.Delim('{'):
+		return false, jsondoc.TypeError(path, "an object", tok)
+	}
+	return true, nil
 }
 
 // decodeBound reads an optional bound of a release gate: null leaves dst
@@ -549,14 +559,8 @@ func expirationOptions() []jsondoc.Field[modelconfig.Expiration] {
 // decodeShadow reads a servable's shadow object into dst; null leaves it
 // alone, {} shadows every request.
 func decodeShadow(d *jsondoc.Decoder, path string, dst **modelconfig.Shadow) error {
-	tok, err := d.Token(path)
-	switch {
-	case err != nil:
+	if open, err := openObject(d, path); !open {
 		return err
-	case tok == nil:
-		return nil
-	case tok != json.Delim('{'):
-		return jsondoc.TypeError(path, "an object", tok)
 	}
 	sh := &modelconfig.Shadow{SampleRate: 1}
 	*dst = sh

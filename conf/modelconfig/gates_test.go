@@ -2,9 +2,7 @@ package modelconfig
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -113,19 +111,7 @@ func TestParseModelConfigGateErrors(t *testing.T) {
 		{"rollback_when not an object", servable(`, "rollback_when": 5`), `rollback_when: expected an object, got number 5`},
 		{"unknown rollback_when field", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_errors": 3}`), `rollback_when: unknown field "max_errors"`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParseError(t, tc.data, tc.want) })
 	}
 }
 

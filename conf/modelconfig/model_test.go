@@ -160,19 +160,24 @@ func TestParseModelConfigErrors(t *testing.T) {
 		{"grace with spaces", `{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":" 1"}]}`, `" 1" is not a number`},
 		{"grace boolean", `{"model_metadata":[{"model_path":"m","eviction_grace_period_in_ms":true}]}`, `expected an integer, got boolean true`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParseError(t, tc.data, tc.want) })
+	}
+}
+
+// checkParseError checks that Parse refuses data with a *Error whose
+// message contains want.
+func checkParseError(t *testing.T, data, want string) {
+	t.Helper()
+	_, err := Parse([]byte(data))
+	if err == nil {
+		t.Fatalf("no error, want %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Errorf("error %T is not a *Error", err)
 	}
 }
 
@@ -402,19 +407,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"empty key feature", servable(`, "logging": {"key_features": [""]}`), `logging.key_features[0]: contract ads/pctr/1: release v1: a key feature name is empty`},
 		{"duplicate key feature", servable(`, "logging": {"key_features": ["u", "a", "u"]}`), `logging.key_features[2]: contract ads/pctr/1: release v1: key feature "u" is listed twice`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.data))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not contain %q", err, tc.want)
-			}
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Errorf("error %T is not a *Error", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParseError(t, tc.data, tc.want) })
 	}
 }
 
