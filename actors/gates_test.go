@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -55,6 +57,27 @@ func sharedRecord(t *testing.T, b *memBucket, rv string) modelconfig.ServableRec
 	return st.Record("ads/pctr/1", rv)
 }
 
+// logCapture is a System's log, which the test reads while it runs.
+type logCapture struct {
+	lockedWriter
+	buf bytes.Buffer
+}
+
+// option makes the System log to c.
+func (c *logCapture) option() func(*world, *Options) {
+	c.w = &c.buf
+	return func(_ *world, o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&c.lockedWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+}
+
+// String returns what was logged so far.
+func (c *logCapture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
 // v2Stats returns the stats of v2.
 func v2Stats(t *testing.T, sys *System) ServableStats {
 	t.Helper()
@@ -67,7 +90,8 @@ func v2Stats(t *testing.T, sys *System) ServableStats {
 
 func TestAPhasedInReleaseWhoseErrorsCrossTheBoundIsRolledBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, rollbackConfig, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
+		logs := &logCapture{}
+		w := newWorld(t, rollbackConfig, map[string]faultySpec{"a/": version(1), "b/": failingOn7}, logs.option())
 		defer w.stop()
 		time.Sleep(30 * time.Second) // v2 valid and halfway through its ramp
 		synctest.Wait()
@@ -90,7 +114,7 @@ func TestAPhasedInReleaseWhoseErrorsCrossTheBoundIsRolledBack(t *testing.T) {
 		if n := testutil.ToFloat64(w.sys.metrics.decisions.WithLabelValues("ads/pctr/1", "v2", "rolled_back")); n != 1 {
 			t.Errorf("grove_release_decisions_total{rolled_back} = %v, want 1", n)
 		}
-		if log := w.log.String(); !strings.Contains(log, `msg="release rolled back" contract=ads/pctr/1 release=v2 model=b/`) || !strings.Contains(log, reason) {
+		if log := logs.String(); !strings.Contains(log, `msg="release rolled back" contract=ads/pctr/1 release=v2 model=b/`) || !strings.Contains(log, reason) {
 			t.Errorf("no rollback in the log:\n%s", log)
 		}
 
@@ -135,7 +159,7 @@ func TestAPhasedInReleaseWhoseErrorsCrossTheBoundIsRolledBack(t *testing.T) {
 		if rec := sharedRecord(t, w.b, "v2"); !rec.RolledBack.IsZero() || rec.ValidSince.IsZero() {
 			t.Errorf("shared record of v2 with new content: %+v", rec)
 		}
-		if !strings.Contains(w.log.String(), "release rollback cleared") {
+		if !strings.Contains(logs.String(), "release rollback cleared") {
 			t.Error("the clearing is not logged")
 		}
 	})
@@ -202,7 +226,8 @@ func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": tc.b})
+				logs := &logCapture{}
+				w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": tc.b}, logs.option())
 				defer w.stop()
 				synctest.Wait()
 				for i := range 12 {
@@ -224,8 +249,8 @@ func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
 				if !st.Valid || st.Gate == nil || st.Gate.State != "promoted" || st.Gate.PromotedAt == nil || !st.Gate.PromotedAt.Equal(*st.ValidSince) || n != 1 {
 					t.Fatalf("the agreeing challenger: %+v %+v, %v promotions", st, st.Gate, n)
 				}
-				if !strings.Contains(w.log.String(), `msg="release promoted" contract=ads/pctr/1 release=v2 model=b/ reason="promote_when: 10 shadow executions (min 10), mean_abs_diff 0 ≤ 0.01, error rate 0 ≤ 0"`) {
-					t.Errorf("no promotion in the log:\n%s", w.log.String())
+				if !strings.Contains(logs.String(), `msg="release promoted" contract=ads/pctr/1 release=v2 model=b/ reason="promote_when: 10 shadow executions (min 10), mean_abs_diff 0 ≤ 0.01, error rate 0 ≤ 0"`) {
+					t.Errorf("no promotion in the log:\n%s", logs.String())
 				}
 				time.Sleep(2 * time.Second) // the shared-state writer
 				synctest.Wait()
