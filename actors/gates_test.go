@@ -267,3 +267,22 @@ func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
 		})
 	}
 }
+
+func TestAPhasedInReleaseTooSlowIsRolledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		defer w.stop()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		got := scoreN(t, w.sys, 100, 1, false)
+		if got["v2"] != 5 {
+			t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
+		}
+		// The window's p99 is the geometric middle of the 5 % bucket holding 30 ms.
+		if st := v2Stats(t, w.sys); st.Valid || st.Gate == nil || st.Gate.State != "rolled_back" ||
+			!strings.HasPrefix(st.Gate.RollbackReason, "rollback_when: p99 3") || !strings.HasSuffix(st.Gate.RollbackReason, "ms above max_p99_ms 20") {
+			t.Fatalf("v2: %+v %+v", st, st.Gate)
+		}
+	})
+}

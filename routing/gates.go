@@ -153,13 +153,13 @@ func promoteRule(s modelconfig.ContractServable) (modelconfig.PromoteWhen, bool)
 // evaluation at now that found the rule outcome v, the stamp since and the
 // rollback rb, and the detail to show with it.
 func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since time.Time, rb Rollback, now time.Time) (GateState, string) {
-	pw, promotes := promoteRule(s)
+	_, promotes := promoteRule(s)
 	switch {
 	case !rb.IsZero():
 		return GateRolledBack, rb.Reason
 	case promotes && since.IsZero():
-		if why := promoteMissing(pw, st.Comparison); why != "" {
-			return GateWaiting, why
+		if v.promote != "" {
+			return GateWaiting, v.promote
 		}
 		if !st.Ready {
 			return GateWaiting, "promote_when holds; the model is not loaded"

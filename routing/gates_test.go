@@ -218,3 +218,13 @@ func TestRollbackOfTheLatestFallsBackToThePrevious(t *testing.T) {
 		t.Errorf("Pick = %+v %v, want v1", u, ok)
 	}
 }
+
+// BenchmarkEvaluateGates evaluates the gated contract (the routing of every
+// request through it) while rollback_when watches v2's ramp.
+func BenchmarkEvaluateGates(b *testing.B) {
+	c, state := gated(), ramping(Live{Requests: 300, Errors: 1, P99: 4 * time.Millisecond})
+	b.ReportAllocs()
+	for b.Loop() {
+		Evaluate(c, state, at(time.Minute))
+	}
+}

@@ -474,6 +474,8 @@ type ruleOutcome struct {
 	reason string
 	// wakeAt is when a pending valid_after_ms rule will hold, or zero.
 	wakeAt time.Time
+	// promote is what keeps a promote_when rule from holding, if one does.
+	promote string
 }
 
 // validity applies the validity rules to st at now; stamped says whether
@@ -509,6 +511,7 @@ func validity(rules []modelconfig.ValidityRule, st ServableState, now time.Time,
 			if !stamped {
 				if why := promoteMissing(r.Promote, st.Comparison); why != "" {
 					fail(false, "%s", why)
+					out.promote = why
 				}
 			}
 		case modelconfig.RuleMinMetric:
