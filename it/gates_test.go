@@ -152,17 +152,20 @@ func TestRollbackWhenStopsAPhasedInReleaseWhoseErrorRateJumps(t *testing.T) {
 		}
 		return rv
 	}
-	// Healthy traffic first.
-	for range 300 {
+	// Healthy traffic first, past min_requests: v2 is judged, and kept.
+	for i := 0; v2Requests < 150; i++ {
+		if i == 5000 {
+			t.Fatalf("v2 got %d of 5000 requests while phasing in", v2Requests)
+		}
 		send(1)
 	}
-	if v2Requests == 0 {
-		t.Fatal("v2 got none of 300 requests while phasing in")
+	if gs := g.gates(contract)["v2"]; !gs.Valid || gs.Gate == nil || gs.Gate.State != "watching" || gs.Live.Requests != v2Requests || gs.Live.Errors != 0 {
+		t.Fatalf("v2 after %d healthy requests: %+v %+v", v2Requests, gs, gs.Gate)
 	}
 	// Then the error rate jumps: one request in ten holds 7, so v2 fails
-	// 10 % of its requests. rollback_when holds v2 to 1 % once it has had
-	// 100: the evaluation right after the request that breaks the bound must
-	// route nothing more to v2.
+	// about 10 % of its requests. rollback_when holds v2 to 1 %: the
+	// evaluation right after the request that breaks the bound must route
+	// nothing more to v2.
 	brokenAt := -1
 	for i := 0; i < 5000 && (brokenAt < 0 || i < brokenAt+300); i++ {
 		v := 1.0
@@ -335,7 +338,7 @@ func TestPromoteWhenPromotesAChallengerThatAgreesWithTheChampion(t *testing.T) {
 	}
 }
 
-func TestPromoteWhenNeverPromotesAChallengerShiftedByATenth(t *testing.T) {
+func TestPromoteWhenNeverPromotesAChallengerWhoseOutputsAreShifted(t *testing.T) {
 	g, b := startChallenge(t, "shifted")
 	const contract = "ads/pctr/1"
 	// Well past min_shadow_executions, the challenger is still waiting, and
