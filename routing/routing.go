@@ -27,11 +27,12 @@
 // partly sticky:
 //
 //   - valid_after_ms, min_served_events and promote_when count as held
-//     while ValidSince is stamped. They measure progress that should not be undone: a reload
-//     after a crash or an in-place update resets LoadedAt and may reset the
-//     counters, and that must not take a proven release out of traffic or
-//     restart its phase-in (ForestFlow resets its metrics on every settings
-//     update, which restarts phase-in and makes an old release look newest).
+//     while ValidSince is stamped. They measure progress that should not
+//     be undone: a reload after a crash or an in-place update resets
+//     LoadedAt and may reset the counters (and the comparison), and that
+//     must not take a proven release out of traffic or restart its phase-in
+//     (ForestFlow resets its metrics on every settings update, which
+//     restarts phase-in and makes an old release look newest).
 //   - never_valid and min_metric are checked at every evaluation. They are
 //     the operator's and the data's verdicts: flipping a servable to
 //     never_valid in the config is how a release is pulled, and a release
@@ -102,8 +103,8 @@
 // # Shadows
 //
 // Every servable with a shadow setting that is ready, not expired and not
-// rolled back, valid or not, gets a copy of each request routed to another servable with
-// probability sample_rate (Plan.ShadowTargets).
+// rolled back, valid or not, gets a copy of each request routed to another
+// servable with probability sample_rate (Plan.ShadowTargets).
 //
 // # Expiration
 //
