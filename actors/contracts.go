@@ -29,11 +29,15 @@ var (
 )
 
 // contractState is a configured contract and what Grove has observed of
-// it: when each servable became valid, and the contract's pick sequence.
-// The router owns it; only the release counters are touched elsewhere.
+// it: when each servable became valid, the rollbacks this replica decided
+// or cleared (until the shared state has them), and the contract's pick
+// sequence. The router owns it; only the release counters are touched
+// elsewhere.
 type contractState struct {
 	cfg        modelconfig.Contract
 	validSince map[string]time.Time
+	failures   map[string]modelconfig.Failure
+	cleared    map[string]time.Time // when the rollbacks cleared were decided
 	seq        routing.Sequence
 	// releases holds each release's user-request counters; the map is
 	// fixed when the state is made.
@@ -46,6 +50,7 @@ type contractState struct {
 type releaseCounters struct {
 	latency latencyWindow // recent latencies of answered requests
 	served  atomic.Int64  // answered requests
+	live    atomic.Pointer[liveCounters]
 	// compare keeps a shadow release's comparisons with the answers
 	// callers got; the router makes it when it first sends the release a
 	// shadow copy, the shadow copies write it (it has its own lock).
@@ -67,9 +72,10 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 				r.state.setCreated(c.ID(), sv.ReleaseVersion, now)
 			}
 		}
-		st := &contractState{cfg: c, validSince: map[string]time.Time{}, releases: make(map[string]*releaseCounters, len(c.Servables))}
+		st := &contractState{cfg: c, validSince: map[string]time.Time{}, failures: map[string]modelconfig.Failure{}, cleared: map[string]time.Time{},
+			releases: make(map[string]*releaseCounters, len(c.Servables))}
 		for _, sv := range c.Servables {
-			st.releases[sv.ReleaseVersion] = &releaseCounters{latency: latencyWindow{start: now}}
+			st.releases[sv.ReleaseVersion] = newReleaseCounters(now)
 		}
 		if prev := r.contracts[c.ID()]; prev != nil {
 			for rv, rc := range prev.releases {
@@ -78,6 +84,8 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 				}
 			}
 			maps.Copy(st.validSince, prev.validSince)
+			maps.Copy(st.failures, prev.failures)
+			maps.Copy(st.cleared, prev.cleared)
 			st.seq = prev.seq
 		}
 		next[c.ID()] = st
@@ -103,9 +111,11 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
 			ss.Comparison = st.comparison(sv.ReleaseVersion, c, now)
 		}
+		r.gates(st, &sv, rec, routes[sv.ModelPath], &ss, now)
 		state[sv.ReleaseVersion] = ss
 	}
 	p := routing.Evaluate(st.cfg, state, now)
+	r.decide(st, p, routes)
 	for rv, t := range p.ValidSince {
 		if t.IsZero() {
 			delete(st.validSince, rv)
@@ -152,10 +162,8 @@ func (s *System) Score(ctx context.Context, id, release string, req Request) (Re
 	if !b.score.routed.Load() {
 		return res[0], "", nil // the deadline passed before it was routed
 	}
-	if rc := b.score.counters; res[0].Err == nil && rc != nil {
-		now := time.Now()
-		rc.latency.observe(now.Sub(start), now)
-		rc.served.Add(1)
+	if rc := b.score.counters; rc != nil {
+		rc.record(ctx, res[0].Err, start, time.Now())
 	}
 	return res[0], b.reqs[0].Release, nil
 }
@@ -268,6 +276,10 @@ type ServableStats struct {
 	Latency LatencyStats `json:"latency"`
 	// Metrics are its performance metrics, from the metrics API.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Live counts its user requests since it became valid.
+	Live LiveStats `json:"live"`
+	// Gate is the state of its release gates, if it has any.
+	Gate *GateStats `json:"gate,omitempty"`
 	// Comparison, for a shadow servable, is how its answers compare with
 	// those callers got for the same requests.
 	Comparison *ComparisonStats `json:"comparison,omitempty"`
@@ -307,10 +319,15 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
 			Reason: sv.Reason, Created: timePtr(rec.Created), ValidSince: timePtr(sv.ValidSince), PhaseInPct: sv.PhaseInPct,
 			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
+		if cfg, ok := cs.servable(sv.Release); ok {
+			st.Gate = gateStats(cfg, sv, rec)
+		}
 		if rc := cs.releases[sv.Release]; rc != nil {
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)
 			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}
 			st.Served = rc.served.Load()
+			l := rc.live.Load()
+			st.Live = LiveStats{Requests: l.requests.Load(), Errors: l.errors.Load()}
 		}
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()

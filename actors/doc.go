@@ -48,11 +48,13 @@
 //	servable, dynamic batch, flush gen,    its model actor             not at all (predict messages in, done callbacks
 //	  reload error                                                       out)
 //	contracts: config in force, valid-     router                      routerQuery messages run on the router
-//	  since stamps, pick sequences,                                      (System.ContractStats, Contracts, Contract,
-//	  expired paths                                                      ContractPlan, Servable); contractsExpired
-//	                                                                     messages to the supervisor
-//	release counters (served, latency)     the goroutine of System.    atomic and latencyWindow's own mutex (router's
-//	                                         Score, after the answer      stats)
+//	  since stamps, rollbacks decided or                                 (System.ContractStats, Contracts, Contract,
+//	  cleared, pick sequences, expired                                   ContractPlan, Servable); contractsExpired
+//	  paths                                                              messages to the supervisor
+//	release counters (served, latency,     the goroutine of System.    atomic and latencyWindow's own mutex (router's
+//	  live requests and errors)              Score, after the answer;     plan and stats); the live counters' set is an
+//	                                         the router replaces the      atomic pointer
+//	                                         live set on a new stamp
 //	shared contract state (bucket object)  sharedState: its writer     current state: an atomic pointer (router);
 //	                                         goroutine and the          pending writes: sharedState.mu (router asks,
 //	                                         management calls           writer takes); publishing order:

@@ -19,6 +19,7 @@ type Metrics struct {
 	compareShed   *prometheus.CounterVec
 	expired       *prometheus.CounterVec
 	restores      *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -64,6 +65,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_model_restores_total",
 			Help: "Kept previous contents put back into service with no reload (a rollback to them), by model path.",
 		}, []string{"model"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_release_decisions_total",
+			Help: "Decisions of the release gates taken by this replica, by contract, release and decision (promoted: promote_when held; rolled_back: rollback_when failed the release while it phased in).",
+		}, []string{"contract", "release", "decision"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -77,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync/atomic"
 	"time"
@@ -150,13 +151,14 @@ type routerActor struct {
 	contracts  contracts
 	expired    map[string]bool
 	tick       *time.Timer
+	log        *slog.Logger
 }
 
 func newRouter(s *System) *routerActor {
 	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
-		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}}
+		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log}
 }
 
 // Receive dispatches each batch, and keeps the contracts.

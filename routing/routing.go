@@ -17,18 +17,22 @@
 //   - valid_after_ms holds once that long has passed since LoadedAt;
 //   - min_served_events holds once ShadowExecutions reaches the count;
 //   - min_metric holds while Metrics[metric] ≥ threshold (a missing or NaN
-//     metric does not hold).
+//     metric does not hold);
+//   - promote_when holds once Comparison.Executions reaches
+//     min_shadow_executions and Comparison meets every bound given (see
+//     Release gates below).
 //
 // The first evaluation at which a servable is valid stamps its ValidSince
 // (Plan.ValidSince, for the caller to keep in the state). Validity is then
 // partly sticky:
 //
-//   - valid_after_ms and min_served_events count as held while ValidSince is
-//     stamped. They measure progress that should not be undone: a reload
-//     after a crash or an in-place update resets LoadedAt and may reset the
-//     counters, and that must not take a proven release out of traffic or
-//     restart its phase-in (ForestFlow resets its metrics on every settings
-//     update, which restarts phase-in and makes an old release look newest).
+//   - valid_after_ms, min_served_events and promote_when count as held
+//     while ValidSince is stamped. They measure progress that should not
+//     be undone: a reload after a crash or an in-place update resets
+//     LoadedAt and may reset the counters (and the comparison), and that
+//     must not take a proven release out of traffic or restart its phase-in
+//     (ForestFlow resets its metrics on every settings update, which
+//     restarts phase-in and makes an old release look newest).
 //   - never_valid and min_metric are checked at every evaluation. They are
 //     the operator's and the data's verdicts: flipping a servable to
 //     never_valid in the config is how a release is pulled, and a release
@@ -42,6 +46,35 @@
 //     servable does not bring it back.
 //
 // An empty validity list holds (the servable is valid once loaded).
+//
+// # Release gates
+//
+// promote_when is a validity rule (above): a shadow challenger whose
+// answers agree with the champion's becomes valid, which stamps it, and
+// its phase-in starts. The evaluation at which it is stamped reports a
+// DecisionPromoted in Plan.Decisions. Being a progress rule, it counts as
+// held while the stamp lasts: a reload, which resets the comparison, does
+// not un-promote a release. A p99 ratio bound does not hold while the
+// ratio is unknown (0).
+//
+// rollback_when watches a servable from the evaluation after it is
+// stamped valid until its phase-in reaches 100 %: the phase-in is the trial,
+// and once a release takes its full share it is the champion, which the
+// gate does not pull (it would leave the contract with nothing to fall
+// back to). While it watches, once Live.Requests reaches min_requests, a
+// Live.ErrorRate above max_error_rate or a Live.P99 above max_p99_ms
+// rolls the servable back at that evaluation: it is no longer valid, its
+// stamp is cleared, it gets no traffic and no shadow copies, and the
+// evaluation reports a DecisionRolledBack with the figures. The caller
+// keeps the decision and passes it back as ServableState.RolledBack; while
+// it is set the servable stays out of traffic whatever its rules and
+// counters say. The caller decides when a rollback no longer applies
+// (actors: when the release's model content changes); the servable then
+// counts as new: valid again by its rules, ramping up from 0 %.
+//
+// Status.Gate and Status.GateDetail give each servable's gate state:
+// waiting (with what promote_when misses), watching (with the live
+// figures), promoted, passed, or rolled back (with the reason).
 //
 // # Phase-in and routers
 //
@@ -69,9 +102,9 @@
 //
 // # Shadows
 //
-// Every servable with a shadow setting that is ready and not expired, valid
-// or not, gets a copy of each request routed to another servable with
-// probability sample_rate (Plan.ShadowTargets).
+// Every servable with a shadow setting that is ready, not expired and not
+// rolled back, valid or not, gets a copy of each request routed to another
+// servable with probability sample_rate (Plan.ShadowTargets).
 //
 // # Expiration
 //
@@ -146,6 +179,10 @@ type ServableState struct {
 	Comparison Comparison
 	// Live is its own user traffic since it became valid (rollback_when).
 	Live Live
+	// RolledBack is the rollback_when decision in force for the servable
+	// (kept by the caller, in the shared contract state), zero if none: a
+	// rolled-back servable gets no traffic.
+	RolledBack Rollback
 }
 
 // Share is a servable's share of the user traffic.
@@ -192,6 +229,14 @@ type Status struct {
 	Fraction float64
 	// Reason says why it gets no user traffic, or is empty if it gets some.
 	Reason string
+	// Gate is the state of its release gates (promote_when,
+	// rollback_when); GateDetail says what is missing, what is measured,
+	// or why it was rolled back.
+	Gate       GateState
+	GateDetail string
+	// RolledBack is the rollback decision in force (taken at this
+	// evaluation or before), zero if none.
+	RolledBack Rollback
 }
 
 // Plan is the routing decision for a contract at one instant.
@@ -214,6 +259,12 @@ type Plan struct {
 	ValidSince map[string]time.Time
 	// Servables hold the outcome for every servable, in contract order.
 	Servables []Status
+	// Decisions are the gates' decisions taken at this evaluation, in
+	// contract order: promotions and rollbacks, for the caller to record
+	// (ValidSince and ServableState.RolledBack), log and count. They are
+	// taken once: the next evaluation, given the recorded state, does not
+	// take them again.
+	Decisions []Decision
 	// RecheckAt is when the plan may change through the passing of time
 	// alone: a valid_after_ms delay ends, or (RecheckAt equal to the
 	// evaluation time) a phase-in ramp is moving the shares, in which case
@@ -244,12 +295,28 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 			since = time.Time{}
 		}
 		valid := st.Ready && v.holds
+		rb := st.RolledBack
+		if rb.IsZero() && valid && !since.IsZero() && s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100 {
+			if why := rollbackBroken(*s.RollbackWhen, st.Live); why != "" {
+				rb = Rollback{At: now, Reason: why}
+				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionRolledBack, Reason: why, At: now})
+			}
+		}
+		if !rb.IsZero() {
+			valid, since = false, time.Time{}
+		}
 		if valid && since.IsZero() {
 			since = now
+			if pw, ok := promoteRule(s); ok {
+				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionPromoted, Reason: promoteMet(pw, st.Comparison), At: now})
+			}
 		}
-		p.Servables[i] = Status{Release: s.ReleaseVersion, ModelPath: s.ModelPath, Ready: st.Ready, Valid: valid, ValidSince: since}
+		p.Servables[i] = Status{Release: s.ReleaseVersion, ModelPath: s.ModelPath, Ready: st.Ready, Valid: valid, ValidSince: since, RolledBack: rb}
+		p.Servables[i].Gate, p.Servables[i].GateDetail = gate(s, st, v, since, rb, now)
 		p.ValidSince[s.ReleaseVersion] = since
 		switch {
+		case !rb.IsZero():
+			p.Servables[i].Reason = "rolled back at " + rb.At.UTC().Format(time.RFC3339) + ": " + rb.Reason
 		case !st.Ready:
 			p.Servables[i].Reason = "not loaded"
 		case !v.holds:
@@ -389,7 +456,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		if v.Fraction > 0 {
 			p.Shares = append(p.Shares, Share{Release: v.Release, ModelPath: v.ModelPath, PhaseInPct: v.PhaseInPct, Fraction: v.Fraction})
 		}
-		if s.Shadow != nil && s.Shadow.SampleRate > 0 && v.Ready && !v.Expired {
+		if s.Shadow != nil && s.Shadow.SampleRate > 0 && v.Ready && !v.Expired && v.RolledBack.IsZero() {
 			p.Shadows = append(p.Shadows, Shadow{Release: v.Release, ModelPath: v.ModelPath, SampleRate: s.Shadow.SampleRate})
 		}
 	}
@@ -408,11 +475,13 @@ type ruleOutcome struct {
 	reason string
 	// wakeAt is when a pending valid_after_ms rule will hold, or zero.
 	wakeAt time.Time
+	// promote is what keeps a promote_when rule from holding, if one does.
+	promote string
 }
 
 // validity applies the validity rules to st at now; stamped says whether
 // the servable has a ValidSince stamp, which makes the progress rules
-// (valid_after_ms, min_served_events) hold.
+// (valid_after_ms, min_served_events, promote_when) hold.
 func validity(rules []modelconfig.ValidityRule, st ServableState, now time.Time, stamped bool) ruleOutcome {
 	out := ruleOutcome{holds: true}
 	var reasons []string
@@ -438,6 +507,13 @@ func validity(rules []modelconfig.ValidityRule, st ServableState, now time.Time,
 		case modelconfig.RuleMinServedEvents:
 			if !stamped && st.ShadowExecutions < r.Count {
 				fail(false, "min_served_events: %d of %d shadow executions", st.ShadowExecutions, r.Count)
+			}
+		case modelconfig.RulePromoteWhen:
+			if !stamped {
+				if why := promoteMissing(r.Promote, st.Comparison); why != "" {
+					fail(false, "%s", why)
+					out.promote = why
+				}
 			}
 		case modelconfig.RuleMinMetric:
 			v, ok := st.Metrics[r.Metric]

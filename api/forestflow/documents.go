@@ -43,11 +43,11 @@ func ParseContractSettings(data []byte) (modelconfig.ContractSettings, error) {
 }
 
 // ParsePolicy reads a servable policy: {"validity": [...], "phase_in":
-// {...}, "shadow": {...}} as in the config file, or ForestFlow's
-// PolicySettings {"validityPolicy": [{"ImmediatelyValid": {}}],
-// "phaseInPolicy": {"ImmediatePhaseIn": {}}}. ForestFlow's rule and
+// {...}, "shadow": {...}, "rollback_when": {...}} as in the config file,
+// or ForestFlow's PolicySettings {"validityPolicy": [{"ImmediatelyValid":
+// {}}], "phaseInPolicy": {"ImmediatePhaseIn": {}}}. ForestFlow's rule and
 // phase-in names are accepted in either field. Absent fields take their
-// defaults: no rules, immediate phase-in, no shadow.
+// defaults: no rules, immediate phase-in, no shadow, no rollback gate.
 func ParsePolicy(data []byte) (modelconfig.Policy, error) {
 	p := modelconfig.Policy{PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInImmediate}}
 	err := jsondoc.Decode(data, "policy", policyFields(), &p)
@@ -232,7 +232,63 @@ func policyFields() []jsondoc.Field[modelconfig.Policy] {
 		{Name: "shadow", Decode: func(d *jsondoc.Decoder, path string, p *modelconfig.Policy) error {
 			return decodeShadow(d, path, &p.Shadow)
 		}},
+		{Name: "rollback_when", Decode: func(d *jsondoc.Decoder, path string, p *modelconfig.Policy) error {
+			return decodeRollbackWhen(d, path, &p.RollbackWhen)
+		}},
 	}
+}
+
+// decodeRollbackWhen reads a servable's rollback_when object into dst;
+// null leaves it alone. Its values are checked when the edited config is
+// validated.
+func decodeRollbackWhen(d *jsondoc.Decoder, path string, dst **modelconfig.RollbackWhen) error {
+	if open, err := openObject(d, path); !open {
+		return err
+	}
+	rw := &modelconfig.RollbackWhen{}
+	*dst = rw
+	return jsondoc.DecodeObjectBody(d, path, []jsondoc.Field[modelconfig.RollbackWhen]{
+		{Name: "min_requests", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
+			n, err := d.Integer(path, 0, modelconfig.MaxEventCount)
+			rw.MinRequests = n
+			return err
+		}},
+		{Name: "max_error_rate", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
+			return decodeBound(d, path, &rw.MaxErrorRate)
+		}},
+		{Name: "max_p99_ms", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
+			return decodeBound(d, path, &rw.MaxP99Ms)
+		}},
+	}, rw)
+}
+
+// openObject reads the "{" of an optional object at path: it reports
+// false with no error for null, and false with an error for anything but
+// an object.
+func openObject(d *jsondoc.Decoder, path string) (bool, error) {
+	tok, err := d.Token(path)
+	switch {
+	case err != nil:
+		return false, err
+	case tok == nil:
+		return false, nil
+	case tok != json.Delim('{'):
+		return false, jsondoc.TypeError(path, "an object", tok)
+	}
+	return true, nil
+}
+
+// decodeBound reads an optional bound of a release gate: null leaves dst
+// alone (no bound).
+func decodeBound(d *jsondoc.Decoder, path string, dst **float64) error {
+	v := math.NaN() // Float refuses NaN, so NaN after it means null
+	if err := d.Float(path, &v); err != nil {
+		return err
+	}
+	if !math.IsNaN(v) {
+		*dst = &v
+	}
+	return nil
 }
 
 // forestFlowRuleOptions are ForestFlow's validity rules (ValidityRules.proto).
@@ -329,7 +385,7 @@ func serveRequestFields() []jsondoc.Field[ServeRequest] {
 					if err := jsondoc.DecodeObject(d, path, policyFields(), &p); err != nil {
 						return err
 					}
-					r.Servable.Validity, r.Servable.PhaseIn, r.Servable.Shadow = p.Validity, p.PhaseIn, p.Shadow
+					r.Servable.Validity, r.Servable.PhaseIn, r.Servable.Shadow, r.Servable.RollbackWhen = p.Validity, p.PhaseIn, p.Shadow, p.RollbackWhen
 					return nil
 				}},
 				{Name: "logging_settings", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
@@ -503,14 +559,8 @@ func expirationOptions() []jsondoc.Field[modelconfig.Expiration] {
 // decodeShadow reads a servable's shadow object into dst; null leaves it
 // alone, {} shadows every request.
 func decodeShadow(d *jsondoc.Decoder, path string, dst **modelconfig.Shadow) error {
-	tok, err := d.Token(path)
-	switch {
-	case err != nil:
+	if open, err := openObject(d, path); !open {
 		return err
-	case tok == nil:
-		return nil
-	case tok != json.Delim('{'):
-		return jsondoc.TypeError(path, "an object", tok)
 	}
 	sh := &modelconfig.Shadow{SampleRate: 1}
 	*dst = sh
@@ -560,6 +610,25 @@ func ruleOptions() []jsondoc.Field[modelconfig.ValidityRule] {
 				}},
 				{Name: "threshold", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
 					return d.Float(path, &r.Threshold)
+				}},
+			}, r)
+		}},
+		{Name: string(modelconfig.RulePromoteWhen), Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+			*r = modelconfig.ValidityRule{Kind: modelconfig.RulePromoteWhen}
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[modelconfig.ValidityRule]{
+				{Name: "min_shadow_executions", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					n, err := d.Integer(path, 0, modelconfig.MaxEventCount)
+					r.Promote.MinShadowExecutions = n
+					return err
+				}},
+				{Name: "max_mean_abs_diff", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.MaxMeanAbsDiff)
+				}},
+				{Name: "max_error_rate", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.MaxErrorRate)
+				}},
+				{Name: "max_p99_ratio", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.MaxP99Ratio)
 				}},
 			}, r)
 		}},

@@ -139,6 +139,11 @@ func TestParsePolicyReadsGroveAndForestFlowShapes(t *testing.T) {
 		{"unknown rule is left to validation", `{"validity": [{"always_valid": {"x": 1}}]}`,
 			modelconfig.Policy{Validity: []modelconfig.ValidityRule{{Kind: "always_valid"}}, PhaseIn: immediate}},
 		{"unknown phase-in is left to validation", `{"phaseInPolicy": {"StepPhaseIn": {}}}`, modelconfig.Policy{PhaseIn: modelconfig.PhaseIn{Kind: "StepPhaseIn"}}},
+		{"release gates",
+			`{"validity": [{"promote_when": {"min_shadow_executions": 10000, "max_mean_abs_diff": 0.01, "max_error_rate": null}}], "phase_in": {"linear_over_secs": {"secs": 60}},
+			  "rollbackWhen": {"maxErrorRate": 0.01, "max_p99_ms": "20", "minRequests": 500}}`,
+			modelconfig.Policy{Validity: []modelconfig.ValidityRule{{Kind: modelconfig.RulePromoteWhen, Promote: modelconfig.PromoteWhen{MinShadowExecutions: 10000, MaxMeanAbsDiff: ptr(0.01)}}},
+				PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInLinear, Over: time.Minute}, RollbackWhen: &modelconfig.RollbackWhen{MinRequests: 500, MaxErrorRate: ptr(0.01), MaxP99Ms: ptr(20.0)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParsePolicy([]byte(tc.data))
@@ -169,7 +174,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"validity not an array", `{"validity": {"ImmediatelyValid": {}}}`, `validity: expected an array, got an object`},
 		{"rule not an object", `{"validityPolicy": ["ImmediatelyValid"]}`, `validity_policy[0]: expected an object, got string "ImmediatelyValid"`},
 		{"null rule", `{"validity": [null]}`, `validity[0]: expected an object, got null`},
-		{"empty rule", `{"validity": [{}]}`, `validity[0]: expected one of immediately_valid, never_valid, valid_after_ms, min_served_events, min_metric, ImmediatelyValid, NeverValid, TimeBasedValidity, MinServedEventsBasedValidity or PerformanceBasedValidity, got an empty object`},
+		{"empty rule", `{"validity": [{}]}`, `validity[0]: expected one of immediately_valid, never_valid, valid_after_ms, min_served_events, min_metric, promote_when, ImmediatelyValid, NeverValid, TimeBasedValidity, MinServedEventsBasedValidity or PerformanceBasedValidity, got an empty object`},
 		{"two rules in one element", `{"validity": [{"ImmediatelyValid": {}, "NeverValid": {}}]}`, `give exactly one of`},
 		{"two phase-ins", `{"phaseInPolicy": {"ImmediatePhaseIn": {}, "LinearTimeBasedPhaseIn": {}}}`,
 			`phase_in_policy: give exactly one of immediate, linear_over_secs, ImmediatePhaseIn or LinearTimeBasedPhaseIn, got "ImmediatePhaseIn" and "LinearTimeBasedPhaseIn"`},
@@ -182,6 +187,10 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"shadow rate not a number", `{"shadow": {"sample_rate": "high"}}`, `shadow.sample_rate: "high" is not a number`},
 		{"min_metric threshold overflow", `{"validity": [{"min_metric": {"metric": "auc", "threshold": 1e400}}]}`, `1e400 is out of range of a finite double`},
 		{"duplicate field", `{"validity": [], "validity": []}`, `duplicate field "validity"`},
+		{"promote_when bound not a number", `{"validity": [{"promote_when": {"min_shadow_executions": 1, "max_p99_ratio": "fast"}}]}`, `validity[0].promote_when.max_p99_ratio: "fast" is not a number`},
+		{"promote_when count over 2^53", `{"validity": [{"promote_when": {"min_shadow_executions": 1e16}}]}`, `promote_when.min_shadow_executions: 1e16 is out of range 0..9007199254740992`},
+		{"rollback_when not an object", `{"rollback_when": []}`, `rollback_when: expected an object, got an array`},
+		{"unknown rollback_when field", `{"rollback_when": {"max_errors": 1}}`, `rollback_when: unknown field "max_errors"`},
 		{"not an object", `[{"ImmediatelyValid": {}}]`, `policy must be a JSON object, got an array`},
 		{"null", `null`, `policy must be a JSON object, got null`},
 		{"empty", ``, `unexpected EOF`},
@@ -416,6 +425,8 @@ func TestParsePolicyReadsMarshalJSONBack(t *testing.T) {
 			PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInLinear, Over: 10 * time.Minute}, Shadow: &modelconfig.Shadow{SampleRate: 0.1}},
 		{Validity: []modelconfig.ValidityRule{{Kind: "always_valid"}}, PhaseIn: modelconfig.PhaseIn{Kind: "step"}, Shadow: &modelconfig.Shadow{}},
 		{PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInLinear, Over: -3 * time.Second}},
+		{Validity: []modelconfig.ValidityRule{{Kind: modelconfig.RulePromoteWhen, Promote: modelconfig.PromoteWhen{MinShadowExecutions: 7, MaxErrorRate: ptr(0), MaxP99Ratio: ptr(1.5)}}},
+			PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInLinear, Over: time.Minute}, RollbackWhen: &modelconfig.RollbackWhen{MinRequests: 1, MaxP99Ms: ptr(0.5)}},
 	} {
 		data, err := json.Marshal(p)
 		if err != nil {
@@ -896,3 +907,6 @@ func TestValidationRejectsWhatTheDocumentsLeaveToIt(t *testing.T) {
 		})
 	}
 }
+
+// ptr returns a pointer to v, for the optional bounds of the release gates.
+func ptr(v float64) *float64 { return &v }

@@ -735,7 +735,11 @@ type ContractServable struct {
 	// other releases serve.
 	Shadow *Shadow `protobuf:"bytes,5,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// The release's prediction log settings; nothing is logged when absent.
-	Logging       *ServableLogging `protobuf:"bytes,6,opt,name=logging,proto3" json:"logging,omitempty"`
+	Logging *ServableLogging `protobuf:"bytes,6,opt,name=logging,proto3" json:"logging,omitempty"`
+	// Present: while the release phases in, its own user traffic is watched
+	// and the release is rolled back (no more traffic, marked failed in the
+	// contract state) when it breaks a bound.
+	RollbackWhen  *RollbackWhen `protobuf:"bytes,7,opt,name=rollback_when,json=rollbackWhen,proto3" json:"rollback_when,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +816,83 @@ func (x *ContractServable) GetLogging() *ServableLogging {
 	return nil
 }
 
+func (x *ContractServable) GetRollbackWhen() *RollbackWhen {
+	if x != nil {
+		return x.RollbackWhen
+	}
+	return nil
+}
+
+// RollbackWhen is the rollback_when gate of a release, as in
+// {"max_error_rate": 0.01, "max_p99_ms": 20, "min_requests": 500}; at
+// least one of the max bounds is required.
+type RollbackWhen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User requests the release must have received since it became valid
+	// before the bounds are judged, 1 to 2^53. Required.
+	MinRequests int64 `protobuf:"varint,1,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
+	// The highest share of those requests that may fail (the servable's
+	// fault), 0 to 1; no bound when absent.
+	MaxErrorRate *float64 `protobuf:"fixed64,2,opt,name=max_error_rate,json=maxErrorRate,proto3,oneof" json:"max_error_rate,omitempty"`
+	// The highest 99th-percentile latency of its answered requests over the
+	// last one to two minutes, in milliseconds, 0 or more; no bound when
+	// absent.
+	MaxP99Ms      *float64 `protobuf:"fixed64,3,opt,name=max_p99_ms,json=maxP99Ms,proto3,oneof" json:"max_p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackWhen) Reset() {
+	*x = RollbackWhen{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackWhen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackWhen) ProtoMessage() {}
+
+func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackWhen.ProtoReflect.Descriptor instead.
+func (*RollbackWhen) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RollbackWhen) GetMinRequests() int64 {
+	if x != nil {
+		return x.MinRequests
+	}
+	return 0
+}
+
+func (x *RollbackWhen) GetMaxErrorRate() float64 {
+	if x != nil && x.MaxErrorRate != nil {
+		return *x.MaxErrorRate
+	}
+	return 0
+}
+
+func (x *RollbackWhen) GetMaxP99Ms() float64 {
+	if x != nil && x.MaxP99Ms != nil {
+		return *x.MaxP99Ms
+	}
+	return 0
+}
+
 // ValidityRule is one validity rule: exactly one of its fields, as in
 // {"valid_after_ms": {"ms": 60000}}.
 type ValidityRule struct {
@@ -823,6 +904,7 @@ type ValidityRule struct {
 	//	*ValidityRule_ValidAfterMs
 	//	*ValidityRule_MinServedEvents
 	//	*ValidityRule_MinMetric
+	//	*ValidityRule_PromoteWhen
 	Rule          isValidityRule_Rule `protobuf_oneof:"rule"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -830,7 +912,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +924,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +937,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -910,6 +992,15 @@ func (x *ValidityRule) GetMinMetric() *MinMetric {
 	return nil
 }
 
+func (x *ValidityRule) GetPromoteWhen() *PromoteWhen {
+	if x != nil {
+		if x, ok := x.Rule.(*ValidityRule_PromoteWhen); ok {
+			return x.PromoteWhen
+		}
+	}
+	return nil
+}
+
 type isValidityRule_Rule interface {
 	isValidityRule_Rule()
 }
@@ -940,6 +1031,12 @@ type ValidityRule_MinMetric struct {
 	MinMetric *MinMetric `protobuf:"bytes,5,opt,name=min_metric,json=minMetric,proto3,oneof"`
 }
 
+type ValidityRule_PromoteWhen struct {
+	// Holds once the release's shadow answers, compared with the answers
+	// callers got, meet every bound.
+	PromoteWhen *PromoteWhen `protobuf:"bytes,6,opt,name=promote_when,json=promoteWhen,proto3,oneof"`
+}
+
 func (*ValidityRule_ImmediatelyValid) isValidityRule_Rule() {}
 
 func (*ValidityRule_NeverValid) isValidityRule_Rule() {}
@@ -949,6 +1046,86 @@ func (*ValidityRule_ValidAfterMs) isValidityRule_Rule() {}
 func (*ValidityRule_MinServedEvents) isValidityRule_Rule() {}
 
 func (*ValidityRule_MinMetric) isValidityRule_Rule() {}
+
+func (*ValidityRule_PromoteWhen) isValidityRule_Rule() {}
+
+// PromoteWhen is the promote_when rule, as in {"min_shadow_executions":
+// 10000, "max_mean_abs_diff": 0.01}; each max bound is optional (absent:
+// no bound).
+type PromoteWhen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Shadow executions compared with the champion's answers, 1 to 2^53.
+	// Required.
+	MinShadowExecutions int64 `protobuf:"varint,1,opt,name=min_shadow_executions,json=minShadowExecutions,proto3" json:"min_shadow_executions,omitempty"`
+	// The largest mean absolute difference from the champion's outputs, 0 or
+	// more.
+	MaxMeanAbsDiff *float64 `protobuf:"fixed64,2,opt,name=max_mean_abs_diff,json=maxMeanAbsDiff,proto3,oneof" json:"max_mean_abs_diff,omitempty"`
+	// The highest share of failed shadow executions, 0 to 1.
+	MaxErrorRate *float64 `protobuf:"fixed64,3,opt,name=max_error_rate,json=maxErrorRate,proto3,oneof" json:"max_error_rate,omitempty"`
+	// The highest ratio of the shadow's p99 latency to the champion's, 0 or
+	// more.
+	MaxP99Ratio   *float64 `protobuf:"fixed64,4,opt,name=max_p99_ratio,json=maxP99Ratio,proto3,oneof" json:"max_p99_ratio,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteWhen) Reset() {
+	*x = PromoteWhen{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteWhen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteWhen) ProtoMessage() {}
+
+func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteWhen.ProtoReflect.Descriptor instead.
+func (*PromoteWhen) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PromoteWhen) GetMinShadowExecutions() int64 {
+	if x != nil {
+		return x.MinShadowExecutions
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxMeanAbsDiff() float64 {
+	if x != nil && x.MaxMeanAbsDiff != nil {
+		return *x.MaxMeanAbsDiff
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxErrorRate() float64 {
+	if x != nil && x.MaxErrorRate != nil {
+		return *x.MaxErrorRate
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxP99Ratio() float64 {
+	if x != nil && x.MaxP99Ratio != nil {
+		return *x.MaxP99Ratio
+	}
+	return 0
+}
 
 // ValidAfterMs is the valid_after_ms rule.
 type ValidAfterMs struct {
@@ -961,7 +1138,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1150,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1163,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -1007,7 +1184,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1196,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1209,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -1056,7 +1233,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1245,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1258,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -1113,7 +1290,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1302,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1315,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -1195,7 +1372,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1384,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1397,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1242,7 +1419,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1431,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1444,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1295,7 +1472,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1484,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1497,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1362,7 +1539,7 @@ type VersionPolicy_Latest struct {
 
 func (x *VersionPolicy_Latest) Reset() {
 	*x = VersionPolicy_Latest{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1551,7 @@ func (x *VersionPolicy_Latest) String() string {
 func (*VersionPolicy_Latest) ProtoMessage() {}
 
 func (x *VersionPolicy_Latest) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1585,7 @@ type VersionPolicy_Specific struct {
 
 func (x *VersionPolicy_Specific) Reset() {
 	*x = VersionPolicy_Specific{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	mi := &file_grove_v1_model_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1597,7 @@ func (x *VersionPolicy_Specific) String() string {
 func (*VersionPolicy_Specific) ProtoMessage() {}
 
 func (x *VersionPolicy_Specific) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	mi := &file_grove_v1_model_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1629,7 @@ type VersionPolicy_All struct {
 
 func (x *VersionPolicy_All) Reset() {
 	*x = VersionPolicy_All{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1641,7 @@ func (x *VersionPolicy_All) String() string {
 func (*VersionPolicy_All) ProtoMessage() {}
 
 func (x *VersionPolicy_All) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1720,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x06policy\"5\n" +
 	"\rKeepTopRanked\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\x12\x16\n" +
-	"\x06metric\x18\x02 \x01(\tR\x06metric\"\x9b\x02\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\"\xd8\x02\n" +
 	"\x10ContractServable\x12'\n" +
 	"\x0frelease_version\x18\x01 \x01(\tR\x0ereleaseVersion\x12\x1d\n" +
 	"\n" +
@@ -1551,7 +1728,15 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\bvalidity\x18\x03 \x03(\v2\x16.grove.v1.ValidityRuleR\bvalidity\x12,\n" +
 	"\bphase_in\x18\x04 \x01(\v2\x11.grove.v1.PhaseInR\aphaseIn\x12(\n" +
 	"\x06shadow\x18\x05 \x01(\v2\x10.grove.v1.ShadowR\x06shadow\x123\n" +
-	"\alogging\x18\x06 \x01(\v2\x19.grove.v1.ServableLoggingR\alogging\"\xd7\x02\n" +
+	"\alogging\x18\x06 \x01(\v2\x19.grove.v1.ServableLoggingR\alogging\x12;\n" +
+	"\rrollback_when\x18\a \x01(\v2\x16.grove.v1.RollbackWhenR\frollbackWhen\"\xa1\x01\n" +
+	"\fRollbackWhen\x12!\n" +
+	"\fmin_requests\x18\x01 \x01(\x03R\vminRequests\x12)\n" +
+	"\x0emax_error_rate\x18\x02 \x01(\x01H\x00R\fmaxErrorRate\x88\x01\x01\x12!\n" +
+	"\n" +
+	"max_p99_ms\x18\x03 \x01(\x01H\x01R\bmaxP99Ms\x88\x01\x01B\x11\n" +
+	"\x0f_max_error_rateB\r\n" +
+	"\v_max_p99_ms\"\x93\x03\n" +
 	"\fValidityRule\x12E\n" +
 	"\x11immediately_valid\x18\x01 \x01(\v2\x16.google.protobuf.EmptyH\x00R\x10immediatelyValid\x129\n" +
 	"\vnever_valid\x18\x02 \x01(\v2\x16.google.protobuf.EmptyH\x00R\n" +
@@ -1559,8 +1744,17 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x0evalid_after_ms\x18\x03 \x01(\v2\x16.grove.v1.ValidAfterMsH\x00R\fvalidAfterMs\x12G\n" +
 	"\x11min_served_events\x18\x04 \x01(\v2\x19.grove.v1.MinServedEventsH\x00R\x0fminServedEvents\x124\n" +
 	"\n" +
-	"min_metric\x18\x05 \x01(\v2\x13.grove.v1.MinMetricH\x00R\tminMetricB\x06\n" +
-	"\x04rule\"\x1e\n" +
+	"min_metric\x18\x05 \x01(\v2\x13.grove.v1.MinMetricH\x00R\tminMetric\x12:\n" +
+	"\fpromote_when\x18\x06 \x01(\v2\x15.grove.v1.PromoteWhenH\x00R\vpromoteWhenB\x06\n" +
+	"\x04rule\"\x80\x02\n" +
+	"\vPromoteWhen\x122\n" +
+	"\x15min_shadow_executions\x18\x01 \x01(\x03R\x13minShadowExecutions\x12.\n" +
+	"\x11max_mean_abs_diff\x18\x02 \x01(\x01H\x00R\x0emaxMeanAbsDiff\x88\x01\x01\x12)\n" +
+	"\x0emax_error_rate\x18\x03 \x01(\x01H\x01R\fmaxErrorRate\x88\x01\x01\x12'\n" +
+	"\rmax_p99_ratio\x18\x04 \x01(\x01H\x02R\vmaxP99Ratio\x88\x01\x01B\x14\n" +
+	"\x12_max_mean_abs_diffB\x11\n" +
+	"\x0f_max_error_rateB\x10\n" +
+	"\x0e_max_p99_ratio\"\x1e\n" +
 	"\fValidAfterMs\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\"'\n" +
 	"\x0fMinServedEvents\x12\x14\n" +
@@ -1601,7 +1795,7 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),            // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),          // 1: grove.v1.ModelMetadata
@@ -1611,19 +1805,21 @@ var file_grove_v1_model_config_proto_goTypes = []any{
 	(*Expiration)(nil),             // 5: grove.v1.Expiration
 	(*KeepTopRanked)(nil),          // 6: grove.v1.KeepTopRanked
 	(*ContractServable)(nil),       // 7: grove.v1.ContractServable
-	(*ValidityRule)(nil),           // 8: grove.v1.ValidityRule
-	(*ValidAfterMs)(nil),           // 9: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),        // 10: grove.v1.MinServedEvents
-	(*MinMetric)(nil),              // 11: grove.v1.MinMetric
-	(*PhaseIn)(nil),                // 12: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),         // 13: grove.v1.LinearOverSecs
-	(*Shadow)(nil),                 // 14: grove.v1.Shadow
-	(*ServableLogging)(nil),        // 15: grove.v1.ServableLogging
-	nil,                            // 16: grove.v1.ModelMetadata.VersionChecksumsEntry
-	(*VersionPolicy_Latest)(nil),   // 17: grove.v1.VersionPolicy.Latest
-	(*VersionPolicy_Specific)(nil), // 18: grove.v1.VersionPolicy.Specific
-	(*VersionPolicy_All)(nil),      // 19: grove.v1.VersionPolicy.All
-	(*emptypb.Empty)(nil),          // 20: google.protobuf.Empty
+	(*RollbackWhen)(nil),           // 8: grove.v1.RollbackWhen
+	(*ValidityRule)(nil),           // 9: grove.v1.ValidityRule
+	(*PromoteWhen)(nil),            // 10: grove.v1.PromoteWhen
+	(*ValidAfterMs)(nil),           // 11: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),        // 12: grove.v1.MinServedEvents
+	(*MinMetric)(nil),              // 13: grove.v1.MinMetric
+	(*PhaseIn)(nil),                // 14: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),         // 15: grove.v1.LinearOverSecs
+	(*Shadow)(nil),                 // 16: grove.v1.Shadow
+	(*ServableLogging)(nil),        // 17: grove.v1.ServableLogging
+	nil,                            // 18: grove.v1.ModelMetadata.VersionChecksumsEntry
+	(*VersionPolicy_Latest)(nil),   // 19: grove.v1.VersionPolicy.Latest
+	(*VersionPolicy_Specific)(nil), // 20: grove.v1.VersionPolicy.Specific
+	(*VersionPolicy_All)(nil),      // 21: grove.v1.VersionPolicy.All
+	(*emptypb.Empty)(nil),          // 22: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
@@ -1631,29 +1827,31 @@ var file_grove_v1_model_config_proto_depIdxs = []int32{
 	3,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
 	3,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
 	2,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
-	16, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
-	17, // 6: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
-	18, // 7: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
-	19, // 8: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
+	18, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
+	19, // 6: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
+	20, // 7: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
+	21, // 8: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
 	5,  // 9: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
 	7,  // 10: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
 	6,  // 11: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	8,  // 12: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	12, // 13: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	14, // 14: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	15, // 15: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	20, // 16: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	20, // 17: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	9,  // 18: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	10, // 19: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	11, // 20: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	20, // 21: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	13, // 22: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	9,  // 12: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	14, // 13: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	16, // 14: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	17, // 15: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	8,  // 16: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
+	22, // 17: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	22, // 18: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	11, // 19: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	12, // 20: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	13, // 21: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	10, // 22: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
+	22, // 23: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	15, // 24: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -1672,26 +1870,29 @@ func file_grove_v1_model_config_proto_init() {
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[8].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[8].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[9].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
 		(*ValidityRule_MinServedEvents)(nil),
 		(*ValidityRule_MinMetric)(nil),
+		(*ValidityRule_PromoteWhen)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[12].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[15].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[16].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

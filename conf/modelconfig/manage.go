@@ -32,7 +32,8 @@ func (c Contract) Settings() ContractSettings {
 // MarshalJSON writes the settings in the config file's shape.
 func (cs ContractSettings) MarshalJSON() ([]byte, error) { return json.Marshal(cs.canonical()) }
 
-// Policy is a servable's routing policy: validity, phase-in and shadowing.
+// Policy is a servable's routing policy: validity, phase-in, shadowing and
+// the rollback gate.
 // The management API's PUT /{org}/{project}/{n}/{rv}/policy gives it
 // (api/forestflow reads the body).
 type Policy struct {
@@ -42,11 +43,13 @@ type Policy struct {
 	PhaseIn PhaseIn
 	// Shadow, if not nil, makes it receive shadow copies.
 	Shadow *Shadow
+	// RollbackWhen, if not nil, rolls it back when it fails while phasing in.
+	RollbackWhen *RollbackWhen
 }
 
 // Policy returns the servable's policy.
 func (s ContractServable) Policy() Policy {
-	return Policy{Validity: s.Validity, PhaseIn: s.PhaseIn, Shadow: s.Shadow}
+	return Policy{Validity: s.Validity, PhaseIn: s.PhaseIn, Shadow: s.Shadow, RollbackWhen: s.RollbackWhen}
 }
 
 // MarshalJSON writes the policy in the config file's shape.
@@ -163,7 +166,7 @@ func (c *Config) SetPolicy(id, rv string, p Policy) error {
 	if err != nil {
 		return err
 	}
-	s.Validity, s.PhaseIn, s.Shadow = p.Validity, p.PhaseIn, p.Shadow
+	s.Validity, s.PhaseIn, s.Shadow, s.RollbackWhen = p.Validity, p.PhaseIn, p.Shadow, p.RollbackWhen
 	return nil
 }
 

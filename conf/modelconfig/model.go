@@ -307,6 +307,10 @@ func ruleFromProto(r *grovepb.ValidityRule, unknown string) ValidityRule {
 		return ValidityRule{Kind: RuleMinServedEvents, Count: r.MinServedEvents.GetCount()}
 	case *grovepb.ValidityRule_MinMetric:
 		return ValidityRule{Kind: RuleMinMetric, Metric: r.MinMetric.GetMetric(), Threshold: r.MinMetric.GetThreshold()}
+	case *grovepb.ValidityRule_PromoteWhen:
+		p := r.PromoteWhen
+		return ValidityRule{Kind: RulePromoteWhen, Promote: PromoteWhen{MinShadowExecutions: p.GetMinShadowExecutions(),
+			MaxMeanAbsDiff: p.MaxMeanAbsDiff, MaxErrorRate: p.MaxErrorRate, MaxP99Ratio: p.MaxP99Ratio}}
 	}
 	return ValidityRule{Kind: RuleKind(unknown)}
 }
@@ -327,6 +331,9 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 		default:
 			out.PhaseIn = PhaseIn{Kind: PhaseInKind(unknown[path+".phase_in"])}
 		}
+	}
+	if rw := s.GetRollbackWhen(); rw != nil {
+		out.RollbackWhen = &RollbackWhen{MinRequests: rw.GetMinRequests(), MaxErrorRate: rw.MaxErrorRate, MaxP99Ms: rw.MaxP99Ms}
 	}
 	if sh := s.GetShadow(); sh != nil {
 		out.Shadow = &Shadow{SampleRate: 1}
@@ -588,6 +595,11 @@ type Expiration struct {
 //     {"linear_over_secs": {"secs": N}}, N ≥ 1; see PhaseIn.
 //   - shadow: optional; see Shadow. {"shadow": {}} shadows every request.
 //   - logging: optional; see ServableLogging.
+//   - rollback_when: optional, {"max_error_rate": 0.01, "max_p99_ms": 20,
+//     "min_requests": 500}: min_requests 1 to 2^53 is required, and at least
+//     one of max_error_rate (0 to 1) and max_p99_ms (0 or more); the
+//     servable needs a linear_over_secs phase-in, since the gate watches
+//     it while it phases in. See RollbackWhen.
 type ContractServable struct {
 	// ReleaseVersion names the release within its contract.
 	ReleaseVersion string
@@ -602,6 +614,9 @@ type ContractServable struct {
 	Shadow *Shadow
 	// Logging is its prediction log policy.
 	Logging ServableLogging
+	// RollbackWhen, if not nil, rolls the servable back when its own
+	// traffic breaks a bound while it phases in.
+	RollbackWhen *RollbackWhen
 }
 
 // RuleKind names a validity rule: its JSON key.
@@ -625,6 +640,12 @@ const (
 	// holds while the servable's metric (fed by the metrics API) is at
 	// least the threshold; a missing metric does not hold.
 	RuleMinMetric RuleKind = "min_metric"
+	// RulePromoteWhen, {"promote_when": {"min_shadow_executions": 10000,
+	// "max_mean_abs_diff": 0.01, "max_error_rate": 0.001, "max_p99_ratio":
+	// 1.2}}, holds once the servable's shadow answers, compared with the
+	// answers callers got, meet every bound; see PromoteWhen. The servable
+	// needs a shadow setting.
+	RulePromoteWhen RuleKind = "promote_when"
 )
 
 // ValidityRule is one validity rule of a servable; which fields matter
@@ -640,6 +661,41 @@ type ValidityRule struct {
 	Metric string
 	// Threshold is min_metric's "threshold", the lowest value that holds.
 	Threshold float64
+	// Promote is promote_when's bounds.
+	Promote PromoteWhen
+}
+
+// PromoteWhen is the promote_when validity rule: a shadow servable is
+// promoted (becomes valid, and its phase-in starts) once at least
+// MinShadowExecutions of its shadow executions were compared with the
+// answers callers got and every bound given is met. A nil bound is none.
+type PromoteWhen struct {
+	// MinShadowExecutions is min_shadow_executions, 1 to MaxEventCount.
+	MinShadowExecutions int64
+	// MaxMeanAbsDiff is max_mean_abs_diff: the largest mean absolute
+	// difference, over each output, from the champion's values.
+	MaxMeanAbsDiff *float64
+	// MaxErrorRate is max_error_rate: the highest share of failed shadow
+	// executions, 0 to 1.
+	MaxErrorRate *float64
+	// MaxP99Ratio is max_p99_ratio: the highest ratio of the shadow's p99
+	// latency to the champion's on the same requests.
+	MaxP99Ratio *float64
+}
+
+// RollbackWhen is a servable's rollback_when gate: while it phases in,
+// once it has received MinRequests user requests since it became valid,
+// an error rate above MaxErrorRate or a p99 latency above MaxP99 rolls it
+// back. At least one bound is set; a nil bound is none.
+type RollbackWhen struct {
+	// MinRequests is min_requests, 1 to MaxEventCount.
+	MinRequests int64
+	// MaxErrorRate is max_error_rate, 0 to 1: the highest share of its
+	// user requests that may fail through its own fault.
+	MaxErrorRate *float64
+	// MaxP99Ms is max_p99_ms, 0 or more: the highest 99th-percentile
+	// latency of its answered requests, in milliseconds.
+	MaxP99Ms *float64
 }
 
 // PhaseInKind names a phase-in policy: its JSON key.
@@ -712,7 +768,7 @@ const (
 // Known values, for validation and error messages.
 var (
 	routerNames     = []string{string(RouterFair), string(RouterLatest)}
-	ruleNames       = []string{string(RuleImmediatelyValid), string(RuleNeverValid), string(RuleValidAfterMs), string(RuleMinServedEvents), string(RuleMinMetric)}
+	ruleNames       = []string{string(RuleImmediatelyValid), string(RuleNeverValid), string(RuleValidAfterMs), string(RuleMinServedEvents), string(RuleMinMetric), string(RulePromoteWhen)}
 	phaseInNames    = []string{string(PhaseInImmediate), string(PhaseInLinear)}
 	expirationNames = []string{string(ExpireKeepLatest), string(ExpireKeepTopRanked)}
 	logLevelNames   = []string{LogLevelNone, LogLevelFull, LogLevelSample}
@@ -794,6 +850,13 @@ func (c *Config) validateContracts() error {
 					if rule.Metric == "" {
 						return sbad(rat+".min_metric.metric", "min_metric needs the name of the metric")
 					}
+				case RulePromoteWhen:
+					if err := rule.Promote.validate(); err != nil {
+						return sbad(rat+".promote_when"+err.Field, "promote_when %s", err.Msg)
+					}
+					if s.Shadow == nil {
+						return sbad(rat+".promote_when", "promote_when judges the release's shadow answers, and it has no shadow setting; give it \"shadow\": {}")
+					}
 				default:
 					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, jsondoc.OrList(ruleNames))
 				}
@@ -806,6 +869,14 @@ func (c *Config) validateContracts() error {
 				}
 			default:
 				return sbad(".phase_in", "unknown phase_in policy %q; the policies are %s", p.Kind, jsondoc.OrList(phaseInNames))
+			}
+			if rw := s.RollbackWhen; rw != nil {
+				if err := rw.validate(); err != nil {
+					return sbad(".rollback_when"+err.Field, "rollback_when %s", err.Msg)
+				}
+				if s.PhaseIn.Kind != PhaseInLinear {
+					return sbad(".rollback_when", "rollback_when watches a release while it phases in, and phase_in is immediate; give phase_in {\"linear_over_secs\": {\"secs\": N}}")
+				}
 			}
 			if s.Shadow != nil && !(s.Shadow.SampleRate >= 0 && s.Shadow.SampleRate <= 1) {
 				return sbad(".shadow.sample_rate", "shadow sample_rate %v is not between 0 and 1", s.Shadow.SampleRate)
@@ -944,9 +1015,10 @@ type (
 		Logging loggingJSON `json:"logging"`
 	}
 	policyJSON struct {
-		Validity []map[string]any `json:"validity"`
-		PhaseIn  map[string]any   `json:"phase_in"`
-		Shadow   *shadowJSON      `json:"shadow,omitempty"`
+		Validity []map[string]any  `json:"validity"`
+		PhaseIn  map[string]any    `json:"phase_in"`
+		Shadow   *shadowJSON       `json:"shadow,omitempty"`
+		Rollback *rollbackWhenJSON `json:"rollback_when,omitempty"`
 	}
 	shadowJSON struct {
 		SampleRate float64 `json:"sample_rate"`
@@ -995,6 +1067,8 @@ func (p Policy) canonical() policyJSON {
 			arg = map[string]any{"count": r.Count}
 		case RuleMinMetric:
 			arg = map[string]any{"metric": r.Metric, "threshold": r.Threshold}
+		case RulePromoteWhen:
+			arg = r.Promote.canonical()
 		}
 		out.Validity = append(out.Validity, map[string]any{string(r.Kind): arg})
 	}
@@ -1009,6 +1083,7 @@ func (p Policy) canonical() policyJSON {
 	if p.Shadow != nil {
 		out.Shadow = &shadowJSON{p.Shadow.SampleRate}
 	}
+	out.Rollback = p.RollbackWhen.canonical()
 	return out
 }
 

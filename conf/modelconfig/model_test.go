@@ -348,7 +348,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"unknown logging field", servable(`, "logging": {"level": "FULL"}`), `contracts[0].servables[0].logging: unknown field "level"`},
 		{"unknown field in keep_top_ranked", contract(`, "expiration": {"keep_top_ranked": {"n": 1, "metric": "auc", "ordering": "ASC"}}`), `contracts[0].expiration.keep_top_ranked: unknown field "ordering"`},
 		{"two rules in one element", servable(`, "validity": [{"immediately_valid": {}, "never_valid": {}}]`),
-			`contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric, got "immediately_valid" and "never_valid"`},
+			`contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events, min_metric or promote_when, got "immediately_valid" and "never_valid"`},
 		{"empty rule element", servable(`, "validity": [{}]`), `contracts[0].servables[0].validity[0]: expected one of immediately_valid`},
 		{"null rule element", servable(`, "validity": [null]`), `validity[0]: expected an object, got null`},
 		{"bare number rule", servable(`, "validity": [{"valid_after_ms": 5}]`), `validity[0].valid_after_ms: expected an object, got number 5`},
@@ -388,7 +388,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		{"model path used twice", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v2", "model_path": "a/"}]`),
 			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "a/" is already release v1 of this contract`},
 		{"unknown rule", servable(`, "validity": [{"immediately_valid": {}}, {"always_valid": {"x": [1, {}]}}]`),
-			`contracts[0].servables[0].validity[1]: contract ads/pctr/1: release v1: unknown validity rule "always_valid"; the rules are immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric`},
+			`contracts[0].servables[0].validity[1]: contract ads/pctr/1: release v1: unknown validity rule "always_valid"; the rules are immediately_valid, never_valid, valid_after_ms, min_served_events, min_metric or promote_when`},
 		{"min_metric without metric", servable(`, "validity": [{"min_metric": {"threshold": 0.5}}]`), `validity[0].min_metric.metric: contract ads/pctr/1: release v1: min_metric needs the name of the metric`},
 		{"unknown phase-in", servable(`, "phase_in": {"step": {}}`), `contracts[0].servables[0].phase_in: contract ads/pctr/1: release v1: unknown phase_in policy "step"; the policies are immediate or linear_over_secs`},
 		{"zero-second ramp", servable(`, "phase_in": {"linear_over_secs": {}}`), `phase_in.linear_over_secs.secs: contract ads/pctr/1: release v1: linear_over_secs needs secs ≥ 1, got 0`},
@@ -520,7 +520,7 @@ func TestParseModelConfigReportsTheFirstErrorInTheDocument(t *testing.T) {
 	// A one-key object's problem counts from its "{": an unknown field in it
 	// is not reported before the object's own problem.
 	twoKeys := `{"contracts": [{"servables": [{"validity": [{"always": {}, "never_valid": {}}]}]}]}`
-	checkConfigError(t, mustFail(t, twoKeys), `contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events or min_metric, got "always" and "never_valid"`)
+	checkConfigError(t, mustFail(t, twoKeys), `contracts[0].servables[0].validity[0]: give exactly one of immediately_valid, never_valid, valid_after_ms, min_served_events, min_metric or promote_when, got "always" and "never_valid"`)
 }
 
 // mustFail parses data, which must be refused, and returns the error.

@@ -3,6 +3,7 @@ package modelconfig
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -19,7 +20,14 @@ import (
 // and keeps them across restarts. In JSON:
 //
 //	{"contracts": {"ads/pctr/1": {"v2": {"created": "2026-11-22T10:00:00Z",
-//	  "valid_since": "2026-11-22T10:01:00Z", "metrics": {"auc": 0.71}}}}}
+//	  "valid_since": "2026-11-22T10:01:00Z", "metrics": {"auc": 0.71},
+//	  "promoted": "2026-11-22T10:01:00Z",
+//	  "rolled_back": {"at": "2026-11-22T10:03:00Z", "reason": "rollback_when: ...", "checksum": "9f2c..."}}}}}
+//
+// promoted and rolled_back are the release gates' decisions (package
+// routing): when promote_when promoted the release, and when and why
+// rollback_when rolled it back, with the checksum of the model content
+// it judged.
 //
 // Unknown fields are ignored, so that replicas of an older version keep
 // reading the state a newer one writes during a rolling upgrade.
@@ -36,7 +44,26 @@ type ServableRecord struct {
 	ValidSince time.Time
 	// Metrics are its performance metrics, for min_metric and keep_top_ranked.
 	Metrics map[string]float64
+	// Promoted is when its promote_when rule promoted it (zero: never).
+	Promoted time.Time
+	// RolledBack is its rollback_when failure, if it has one.
+	RolledBack Failure
 }
+
+// Failure is a release rolled back by its rollback_when gate. It holds
+// while the release serves the content it judged (Checksum); the release
+// then gets no traffic on any replica.
+type Failure struct {
+	// At is when the release was rolled back (zero: not failed).
+	At time.Time
+	// Reason names the bound broken and the figures measured.
+	Reason string
+	// Checksum is the checksum of the model content that failed.
+	Checksum string
+}
+
+// IsZero reports whether there is no failure.
+func (f Failure) IsZero() bool { return f.At.IsZero() }
 
 // Limits of the contract state and the metrics API.
 const (
@@ -62,6 +89,14 @@ type recordJSON struct {
 	Created    string             `json:"created,omitempty"`
 	ValidSince string             `json:"valid_since,omitempty"`
 	Metrics    map[string]float64 `json:"metrics,omitempty"`
+	Promoted   string             `json:"promoted,omitempty"`
+	RolledBack *failureJSON       `json:"rolled_back,omitempty"`
+}
+
+type failureJSON struct {
+	At       string `json:"at"`
+	Reason   string `json:"reason,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // ParseContractState reads a contract state object. An empty object (or
@@ -100,6 +135,18 @@ func ParseContractState(data []byte) (*ContractState, error) {
 				return nil, &Error{Field: at + ".metrics", Msg: err.Error()}
 			}
 			rec.Metrics = r.Metrics
+			if rec.Promoted, err = parseStamp(r.Promoted); err != nil {
+				return nil, &Error{Field: at + ".promoted", Msg: err.Error(), Err: err}
+			}
+			if f := r.RolledBack; f != nil {
+				if rec.RolledBack.At, err = parseStamp(f.At); err != nil || rec.RolledBack.At.IsZero() {
+					if err == nil {
+						err = errors.New("a rollback needs its time")
+					}
+					return nil, &Error{Field: at + ".rolled_back.at", Msg: err.Error(), Err: err}
+				}
+				rec.RolledBack.Reason, rec.RolledBack.Checksum = f.Reason, f.Checksum
+			}
 			recs[rv] = rec
 		}
 		st.Contracts[id] = recs
@@ -135,7 +182,11 @@ func (s *ContractState) MarshalJSON() ([]byte, error) {
 	for id, recs := range s.Contracts {
 		out := make(map[string]recordJSON, len(recs))
 		for rv, r := range recs {
-			out[rv] = recordJSON{Created: stamp(r.Created), ValidSince: stamp(r.ValidSince), Metrics: r.Metrics}
+			rec := recordJSON{Created: stamp(r.Created), ValidSince: stamp(r.ValidSince), Metrics: r.Metrics, Promoted: stamp(r.Promoted)}
+			if f := r.RolledBack; !f.IsZero() {
+				rec.RolledBack = &failureJSON{At: stamp(f.At), Reason: f.Reason, Checksum: f.Checksum}
+			}
+			out[rv] = rec
 		}
 		doc.Contracts[id] = out
 	}
@@ -183,7 +234,7 @@ func (s *ContractState) Edit(id, rv string, change func(r *ServableRecord)) {
 	}
 	r := recs[rv]
 	change(&r)
-	if r.Created.IsZero() && r.ValidSince.IsZero() && len(r.Metrics) == 0 {
+	if r.Created.IsZero() && r.ValidSince.IsZero() && len(r.Metrics) == 0 && r.Promoted.IsZero() && r.RolledBack.IsZero() {
 		delete(recs, rv)
 	} else {
 		recs[rv] = r

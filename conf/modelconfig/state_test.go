@@ -25,7 +25,9 @@ func sameState(a, b *ContractState) bool {
 		}
 		for rv, x := range ra {
 			y, ok := rb[rv]
-			if !ok || !x.Created.Equal(y.Created) || !x.ValidSince.Equal(y.ValidSince) || !maps.Equal(x.Metrics, y.Metrics) {
+			if !ok || !x.Created.Equal(y.Created) || !x.ValidSince.Equal(y.ValidSince) || !maps.Equal(x.Metrics, y.Metrics) ||
+				!x.Promoted.Equal(y.Promoted) || !x.RolledBack.At.Equal(y.RolledBack.At) ||
+				x.RolledBack.Reason != y.RolledBack.Reason || x.RolledBack.Checksum != y.RolledBack.Checksum {
 				return false
 			}
 		}
@@ -163,6 +165,10 @@ func TestParseContractStateErrors(t *testing.T) {
 		{"contract id with four segments", `{"contracts": {"ads/pctr/1/v1": {}}}`, `"ads/pctr/1/v1" is not a contract id`},
 		{"empty contract id", `{"contracts": {"": {}}}`, `"" is not a contract id`},
 		{"empty release", `{"contracts": {"ads/pctr/1": {"": {}}}}`, `contracts["ads/pctr/1"]: empty release version`},
+		{"promoted not a time", record(`"promoted": "today"`), `contracts["ads/pctr/1"]["v1"].promoted: parsing time "today"`},
+		{"rollback without its time", record(`"rolled_back": {"reason": "x"}`), `contracts["ads/pctr/1"]["v1"].rolled_back.at: a rollback needs its time`},
+		{"rollback time not a time", record(`"rolled_back": {"at": "1"}`), `contracts["ads/pctr/1"]["v1"].rolled_back.at: parsing time "1"`},
+		{"rollback not an object", record(`"rolled_back": true`), `contract state is not valid`},
 		{"bad created", record(`"created": "yesterday"`), `contracts["ads/pctr/1"]["v1"].created: parsing time "yesterday"`},
 		{"created without a zone", record(`"created": "2026-11-22T10:00:00"`), `contracts["ads/pctr/1"]["v1"].created: parsing time "2026-11-22T10:00:00"`},
 		{"created with a space", record(`"created": "2026-11-22 10:00:00Z"`), `.created: parsing time`},
@@ -381,6 +387,7 @@ func FuzzParseContractState(f *testing.F) {
 	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v1":{"created":"2026-11-22T10:00:00.123456789Z","valid_since":"2026-11-22T10:01:00Z","metrics":{"auc":0.71}},"v2":{}}}}`))
 	f.Add([]byte(`{"contracts":{"o/p/1":{"v1":{"created":"2026-11-22T11:00:00+01:00","metrics":{}}},"o/p/2":null},"version":2}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v2":{"valid_since":"2026-11-22T10:01:00Z","promoted":"2026-11-22T10:01:00Z","rolled_back":{"at":"2026-11-22T10:03:00+01:00","reason":"rollback_when: error rate 0.1","checksum":"9f"}}}}}`))
 	f.Add([]byte(``))
 	f.Add([]byte(`{"contracts":{"o/p":{"":{"created":"x"}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -418,4 +425,38 @@ func FuzzParseContractState(f *testing.F) {
 			t.Fatalf("clone %+v differs from %+v", c, st2)
 		}
 	})
+}
+
+func TestContractStateRoundTripsTheGatesDecisions(t *testing.T) {
+	promoted := time.Date(2026, 11, 22, 10, 1, 0, 0, time.UTC)
+	failed := time.Date(2026, 11, 22, 10, 3, 0, 500, time.UTC)
+	st := &ContractState{Contracts: map[string]map[string]ServableRecord{"ads/pctr/1": {
+		"v2": {Promoted: promoted, RolledBack: Failure{At: failed, Reason: "rollback_when: error rate 0.1 (50 of 500 requests) above max_error_rate 0.01", Checksum: "9f2c"}},
+		"v3": {Promoted: promoted},
+	}}}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"contracts":{"ads/pctr/1":{"v2":{"promoted":"2026-11-22T10:01:00Z","rolled_back":{"at":"2026-11-22T10:03:00.0000005Z","reason":"rollback_when: error rate 0.1 (50 of 500 requests) above max_error_rate 0.01","checksum":"9f2c"}},` +
+		`"v3":{"promoted":"2026-11-22T10:01:00Z"}}}}`
+	if string(data) != want {
+		t.Errorf("got  %s\nwant %s", data, want)
+	}
+	got, err := ParseContractState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Errorf("got  %+v\nwant %+v", got, st)
+	}
+	// A record holding only a decision is kept by Edit; clearing it removes the record.
+	got.Edit("ads/pctr/1", "v2", func(r *ServableRecord) { r.Promoted = time.Time{} })
+	if _, ok := got.Contracts["ads/pctr/1"]["v2"]; !ok {
+		t.Fatal("Edit removed a record that still holds a rollback")
+	}
+	got.Edit("ads/pctr/1", "v2", func(r *ServableRecord) { r.RolledBack = Failure{} })
+	if _, ok := got.Contracts["ads/pctr/1"]["v2"]; ok {
+		t.Error("Edit kept an empty record")
+	}
 }
