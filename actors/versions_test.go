@@ -359,3 +359,30 @@ func TestVersionListingErrorKeepsTheVersionsFoundBefore(t *testing.T) {
 		}
 	})
 }
+
+func TestContractRoutesBetweenVersionsOfAVersionedEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "v/", "version_policy": {"all": {}}}],
+		 "contracts": [{"organization": "ads", "project": "pcvr", "contract_number": 1, "servables": [
+		   {"release_version": "r1", "model_path": "v/1/"},
+		   {"release_version": "r2", "model_path": "v/2/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"v/1/": version(1), "v/2/": version(2)})
+		defer w.stop()
+		synctest.Wait()
+		sum1 := checksumOf(t, "v/1/", version(1))
+		for range 5 {
+			res, rv, err := w.sys.Score(context.Background(), "ads/pcvr/1", "", Request{API: "test", Inputs: scalar(t, 1)})
+			if err != nil || res.Err != nil || rv != "r1" || res.Checksum != sum1 || res.ModelPath != "v/1/" {
+				t.Fatalf("score: %+v %q %v", res, rv, err)
+			}
+		}
+		synctest.Wait()
+		stats, err := w.sys.ContractStats("ads/pcvr/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := stats[1]; s.Release != "r2" || !s.Ready || s.ShadowExecutions != 5 {
+			t.Fatalf("the version shadowing: %+v", s)
+		}
+	})
+}

@@ -588,7 +588,10 @@ type Expiration struct {
 //   - model_path: required; must be the model_path of a model_metadata
 //     entry, and is used by one servable of the contract at most. A
 //     versioned entry's path (one with a version_policy) names its newest
-//     ready version, whichever that is when a request comes.
+//     ready version, whichever that is when a request comes; a version's
+//     path under it ("pcvr/3/") names that version, which serves while
+//     the entry's policy selects it (use "specific" or "all" for the
+//     versions a contract routes between).
 //   - validity: the rules that must all hold before the servable takes
 //     user traffic; see ValidityRule. Empty or absent: valid once loaded.
 //   - phase_in: {"immediate": {}} (the default) or
@@ -778,8 +781,12 @@ var (
 // ContractServable for the rules.
 func (c *Config) validateContracts() error {
 	models := make(map[string]bool, len(c.Models))
+	versioned := make(map[string]bool)
 	for _, m := range c.Models {
 		models[m.Path] = true
+		if m.IsVersioned() {
+			versioned[m.Path] = true
+		}
 	}
 	seen := make(map[string]int, len(c.Contracts))
 	for i, k := range c.Contracts {
@@ -836,8 +843,8 @@ func (c *Config) validateContracts() error {
 			switch prev, dup := paths[s.ModelPath]; {
 			case s.ModelPath == "":
 				return sbad(".model_path", "model_path must not be empty")
-			case !models[s.ModelPath]:
-				return sbad(".model_path", "model_path %q is not listed in model_metadata", s.ModelPath)
+			case !models[s.ModelPath] && !versioned[versionParent(s.ModelPath)]:
+				return sbad(".model_path", "model_path %q is not listed in model_metadata, nor a version (entry/N/) of a versioned entry", s.ModelPath)
 			case dup:
 				return sbad(".model_path", "model_path %q is already release %s of this contract", s.ModelPath, prev)
 			}

@@ -384,7 +384,7 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 			`contracts[0].servables[1].release_version: contract ads/pctr/1: release v1: release_version listed twice (also servables[0])`},
 		{"empty model path", contract(`, "servables": [{"release_version": "v1"}]`), `contracts[0].servables[0].model_path: contract ads/pctr/1: release v1: model_path must not be empty`},
 		{"model path not in model_metadata", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v2", "model_path": "c/"}]`),
-			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "c/" is not listed in model_metadata`},
+			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "c/" is not listed in model_metadata, nor a version (entry/N/) of a versioned entry`},
 		{"model path used twice", contract(`, "servables": [{"release_version": "v1", "model_path": "a/"}, {"release_version": "v2", "model_path": "a/"}]`),
 			`contracts[0].servables[1].model_path: contract ads/pctr/1: release v2: model_path "a/" is already release v1 of this contract`},
 		{"unknown rule", servable(`, "validity": [{"immediately_valid": {}}, {"always_valid": {"x": [1, {}]}}]`),

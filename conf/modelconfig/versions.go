@@ -102,6 +102,20 @@ func ParseVersion(s string) (int64, bool) {
 	return v, true
 }
 
+// versionParent returns the parent directory of path when path names a
+// version directory ("pcvr/3/" gives "pcvr/"), else "".
+func versionParent(path string) string {
+	dir, ok := strings.CutSuffix(path, "/")
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(dir, '/')
+	if _, ok := ParseVersion(dir[i+1:]); !ok || i < 0 {
+		return ""
+	}
+	return dir[:i+1]
+}
+
 // versionPolicyFromProto converts a version policy; unknown is the key it
 // held if it held an unknown one.
 func versionPolicyFromProto(p *grovepb.VersionPolicy, unknown string) *VersionPolicy {

@@ -3,6 +3,7 @@ package modelconfig
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,6 +181,27 @@ func TestParseModelConfigLetsAContractNameAVersionedEntry(t *testing.T) {
 	}
 	if c.Contracts[0].Servables[0].ModelPath != "pcvr/" {
 		t.Errorf("servable %+v", c.Contracts[0].Servables[0])
+	}
+}
+
+func TestParseModelConfigLetsAContractNameAVersionOfAVersionedEntry(t *testing.T) {
+	doc := func(paths ...string) string {
+		var svs []string
+		for i, p := range paths {
+			svs = append(svs, fmt.Sprintf(`{"release_version": "r%d", "model_path": %q}`, i, p))
+		}
+		return `{"model_metadata": [{"model_path": "pcvr/", "version_policy": {"all": {}}}, {"model_path": "plain/"}],
+		  "contracts": [{"organization": "ads", "project": "pcvr", "contract_number": 1, "servables": [` + strings.Join(svs, ",") + `]}]}`
+	}
+	c, err := Parse([]byte(doc("pcvr/2/", "pcvr/3/")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Contracts[0].Servables[1].ModelPath; got != "pcvr/3/" {
+		t.Errorf("servable 1 serves %q", got)
+	}
+	for _, bad := range []string{"pcvr/03/", "pcvr/x/", "pcvr/3", "pcvr/0/", "plain/3/", "other/3/", "pcvr/3/4/"} {
+		checkParseError(t, doc(bad), fmt.Sprintf("model_path %q is not listed in model_metadata, nor a version", bad))
 	}
 }
 
