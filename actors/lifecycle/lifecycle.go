@@ -453,6 +453,14 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		s.expired = ev.Paths
 	case ReloadFailed:
 		p := s.paths[ev.Path]
+		if p != nil && p.Kept != nil && p.Kept.ID == ev.Content {
+			// A kept content that crashed (answering the requests it held
+			// when it left service) and could not reload would answer
+			// Unavailable if restored: release it, so that going back
+			// loads afresh.
+			s.dropKept(p)
+			break
+		}
 		if p == nil || p.Active == nil || p.Active.ID != ev.Content {
 			break
 		}
