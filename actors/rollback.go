@@ -126,8 +126,9 @@ func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 
 // rollbackVersion rolls versioned entry v back from the version it serves
 // (or from version m, when the call named a version path) to the newest
-// older version still loaded: serving under the policy, within its grace
-// period, or kept after leaving the policy (keep_previous_for). It pins
+// older version still loaded (serving under the policy, within its grace
+// period, or kept after leaving the policy: keep_previous_for) and still
+// in the bucket, since a pinned version must be listed to serve. It pins
 // the entry's version_policy to {"specific": [the versions the policy
 // serves below the one rolled back from, and the one rolled back to]}, so
 // that every replica agrees and newer versions are not picked up again
@@ -152,12 +153,15 @@ func (s *System) rollbackVersion(ctx context.Context, start time.Time, st *Statu
 			fromSum = ms.Checksum
 		}
 		loaded := (ms.Checksum != "" && (ms.State == StateReady || ms.State == StateEvicting)) || ms.Kept != nil
-		if ms.Version < from && loaded && (to == nil || ms.Version > to.Version) {
+		// A version gone from the bucket cannot be listed again: pinned
+		// to it, the entry would serve none of its versions.
+		listed := slices.Contains(v.Found, ms.Version)
+		if ms.Version < from && loaded && listed && (to == nil || ms.Version > to.Version) {
 			to = ms
 		}
 	}
 	if to == nil {
-		return Rolled{}, fmt.Errorf("%w for %s: no version older than %d is loaded (a version that left the policy stays loaded for the longer of its grace period and keep_previous_for); pin version_policy to an older version in the config to load it afresh",
+		return Rolled{}, fmt.Errorf("%w for %s: no version older than %d is loaded and still in the bucket (a version that left the policy stays loaded for the longer of its grace period and keep_previous_for); pin version_policy to an older version in the config to load it afresh",
 			ErrNothingKept, v.Path, from)
 	}
 	found := slices.Clone(v.Found)

@@ -283,3 +283,40 @@ func TestRollbackOfAVersionedEntryPinsItsPolicyToTheNewestOlderLoadedVersion(t *
 		}
 	})
 }
+
+func TestRollbackOfAVersionedEntryIgnoresAKeptVersionGoneFromTheBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`), map[string]faultySpec{"v/1/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		sum2 := w.putModel("v/2/", version(2))
+		time.Sleep(6 * time.Second) // v/1/ leaves the policy, serves its grace period, then is kept
+		synctest.Wait()
+		w.kept("v/1/")
+		// Version 1's files are deleted from the bucket: pinning the policy
+		// to it would list a version that is not there, and the entry
+		// would serve nothing once version 2's grace period ended.
+		w.b.remove("v/1/model.faulty")
+		w.settle()
+		if _, err := w.sys.Rollback(ctx, "v/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "no version older than 2") {
+			t.Fatalf("rollback to a version gone from the bucket: %v", err)
+		}
+		data, _, err := w.b.ReadObject(ctx, "model_config.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := modelconfig.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := cfg.Models[0].VersionPolicy; p.Kind != modelconfig.VersionsLatest {
+			t.Fatalf("policy written although nothing could be rolled back to: %+v", p)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s, want version 2", got)
+		}
+	})
+}
