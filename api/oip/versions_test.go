@@ -97,7 +97,7 @@ func TestOIPAddressesTheVersionsOfAVersionedEntry(t *testing.T) {
 		}
 	}
 	// Versions that are not served: not found, naming the model and version.
-	for _, v := range []string{"1", "4"} {
+	for _, v := range []string{"1", "4", "abc", "-1", "99999999999999999999"} {
 		code, got := restGet(t, &versioned{}, "POST", "/v2/models/pcvr/versions/"+v+"/infer", body)
 		if want := `{"error":"Request for unknown model: 'pcvr' version ` + v + ` is not found"}`; code != 404 || got != want {
 			t.Errorf("version %s: HTTP %d %s, want 404 %s", v, code, got, want)
