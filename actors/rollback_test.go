@@ -19,6 +19,16 @@ func keep(d time.Duration) func(*world, *Options) {
 	return func(_ *world, o *Options) { o.KeepPreviousFor = d }
 }
 
+// bucketConfig parses the model config in the bucket.
+func (w *world) bucketConfig() *modelconfig.Config {
+	w.t.Helper()
+	cfg, err := modelconfig.Parse(w.b.get("model_config.json"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return cfg
+}
+
 // kept returns path's kept content, failing the test if it has none.
 func (w *world) kept(path string) *KeptStatus {
 	w.t.Helper()
@@ -260,14 +270,7 @@ func TestRollbackOfAVersionedEntryPinsItsPolicyToTheNewestOlderLoadedVersion(t *
 		if n := w.rt.loaded.Load(); n != loads {
 			t.Fatalf("the rollback loaded %d servables", n-loads)
 		}
-		data, _, err := w.b.ReadObject(ctx, "model_config.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := modelconfig.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := w.bucketConfig()
 		if p := cfg.Models[0].VersionPolicy; p == nil || p.Kind != modelconfig.VersionsSpecific || len(p.Versions) != 1 || p.Versions[0] != 1 {
 			t.Fatalf("policy written back: %+v", p)
 		}
@@ -302,14 +305,7 @@ func TestRollbackOfAVersionedEntryIgnoresAKeptVersionGoneFromTheBucket(t *testin
 		if _, err := w.sys.Rollback(ctx, "v/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "no version older than 2") {
 			t.Fatalf("rollback to a version gone from the bucket: %v", err)
 		}
-		data, _, err := w.b.ReadObject(ctx, "model_config.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := modelconfig.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := w.bucketConfig()
 		if p := cfg.Models[0].VersionPolicy; p.Kind != modelconfig.VersionsLatest {
 			t.Fatalf("policy written although nothing could be rolled back to: %+v", p)
 		}
