@@ -400,10 +400,15 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		// config that reads.
 	case Registered:
 		if p := s.paths[ev.Meta.Path]; p != nil {
-			if p.Registered {
+			switch {
+			case p.Registered:
 				return ErrAlreadyRegistered
+			case p.Phase != Evicting || p.Active != nil:
+				return ErrManagedByConfig
 			}
-			return ErrManagedByConfig
+			// Removed from the config, past its grace period, its content
+			// only kept (out of service): the path is free.
+			s.dropKept(p)
 		}
 		s.paths[ev.Meta.Path] = &Path{Name: ev.Meta.Path, Phase: Loading, Desired: ev.Meta, Registered: true}
 	case Unregistered:
