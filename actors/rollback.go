@@ -57,10 +57,11 @@ func (s *System) Rollback(ctx context.Context, path string) (Rolled, error) {
 	switch {
 	case m == nil:
 		return Rolled{}, fmt.Errorf("%w: no model has the path %q", ErrModelNotFound, path)
+	case m.Registered:
+		// Checked first: a registration keeps nothing.
+		return Rolled{}, fmt.Errorf("%w: %s is a registered model", ErrNotAnEntry, path)
 	case m.Kept == nil:
 		return Rolled{}, nothingKept(m)
-	case m.Registered:
-		return Rolled{}, fmt.Errorf("%w: %s is a registered model", ErrNotAnEntry, path)
 	}
 	kept, id := m.keptMeta, m.keptID
 	kept.Checksum = m.Kept.Checksum

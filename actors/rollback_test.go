@@ -316,3 +316,19 @@ func TestRollbackOfAVersionedEntryIgnoresAKeptVersionGoneFromTheBucket(t *testin
 		}
 	})
 }
+
+func TestRollbackOfARegisteredModelSaysItIsNotAConfigEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "r/", version(9))
+		if err := w.sys.RegisterModel(ctx, "r/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.sys.Rollback(ctx, "r/"); !errors.Is(err, ErrNotAnEntry) || !strings.Contains(err.Error(), "registered model") {
+			t.Fatalf("rollback of a registered model: %v", err)
+		}
+	})
+}
