@@ -330,5 +330,12 @@ func TestRollbackOfARegisteredModelSaysItIsNotAConfigEntry(t *testing.T) {
 		if _, err := w.sys.Rollback(ctx, "r/"); !errors.Is(err, ErrNotAnEntry) || !strings.Contains(err.Error(), "registered model") {
 			t.Fatalf("rollback of a registered model: %v", err)
 		}
+		// and its status does not claim a keep time it never has.
+		if m := w.model("r/"); m.KeepPreviousForMs != 0 {
+			t.Fatalf("status of r/: keep_previous_for_ms %d", m.KeepPreviousForMs)
+		}
+		if m := w.model("a/"); m.KeepPreviousForMs != (10 * time.Minute).Milliseconds() {
+			t.Fatalf("status of a/: keep_previous_for_ms %d", m.KeepPreviousForMs)
+		}
 	})
 }

@@ -563,8 +563,12 @@ func (s *State) swap(p *Path, now time.Time) {
 	}
 }
 
-// KeepFor is the keep time in force for p: its entry's, else the server's.
+// KeepFor is the keep time in force for p: its entry's, else the
+// server's; 0 for a registration, which keeps nothing.
 func (s *State) KeepFor(p *Path) time.Duration {
+	if p.Registered {
+		return 0
+	}
 	if k := p.Desired.KeepPreviousFor; k != nil {
 		return *k
 	}
