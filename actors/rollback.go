@@ -107,14 +107,12 @@ func nothingKept(m *ModelStatus) error {
 }
 
 // versionedEntry returns the versioned entry a rollback of path concerns:
-// the entry whose path it is, or the entry of the version m it names; nil
-// for a path that is neither.
+// the entry whose path it is (even while a model of that path, from
+// before the entry had a policy, is still loaded), or the entry of the
+// version m it names; nil for a path that is neither.
 func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 	entry := path
-	if m != nil {
-		if m.VersionOf == "" {
-			return nil
-		}
+	if m != nil && m.VersionOf != "" {
 		entry = m.VersionOf
 	}
 	for i := range st.Versioned {
@@ -137,7 +135,7 @@ func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 // path serves that version, which takes no load.
 func (s *System) rollbackVersion(ctx context.Context, start time.Time, st *Status, v *VersionedStatus, m *ModelStatus) (Rolled, error) {
 	from := v.ServingVersion
-	if m != nil {
+	if m != nil && m.VersionOf != "" {
 		from = m.Version
 	}
 	if from == 0 {

@@ -339,3 +339,32 @@ func TestRollbackOfARegisteredModelSaysItIsNotAConfigEntry(t *testing.T) {
 		}
 	})
 }
+
+func TestRollbackOfAnEntryMadeVersionedRollsItsVersionsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// v/ is one model, then becomes a versioned entry: its old content
+		// is kept under v/, but a rollback of v/ is the versioned entry's.
+		w := newWorld(t, configJSON(entry("v/", "", "")), map[string]faultySpec{"v/1/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		sum2 := w.putModel("v/2/", version(2))
+		w.setConfig(versioned(`{"latest": {"num_versions": 2}}`))
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s, want version 2", got)
+		}
+		w.kept("v/")
+		got, err := w.sys.Rollback(ctx, "v/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != 1 || got.FromVersion != 2 {
+			t.Fatalf("Rollback = %+v", got)
+		}
+		if p := w.bucketConfig().Models[0].VersionPolicy; p.Kind != modelconfig.VersionsSpecific {
+			t.Fatalf("policy written back: %+v", p)
+		}
+	})
+}
