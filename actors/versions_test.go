@@ -135,6 +135,9 @@ func TestVersionedEntryServesItsPolicysVersionsAndFollowsANewOne(t *testing.T) {
 		if p, ok := w.sys.NewestVersion("v/"); !ok || p != "v/2/" {
 			t.Fatalf("NewestVersion = %q, %v", p, ok)
 		}
+		if res := w.infer("v/", 1); res.ModelPath != "v/" || res.ContentPath != "v/2/" {
+			t.Fatalf("an answer of v/ names %q, answered by %q; want v/, v/2/", res.ModelPath, res.ContentPath)
+		}
 		if _, ok := w.sys.NewestVersion("v/2/"); ok {
 			t.Fatal("a version's own path is not a versioned entry's")
 		}
