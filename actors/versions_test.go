@@ -362,3 +362,39 @@ func TestVersionListingErrorKeepsTheVersionsFoundBefore(t *testing.T) {
 		}
 	})
 }
+
+// A versioned entry's path is the config's: a registration may not take
+// it, and the entry takes it from a registration made before.
+func TestVersionedEntryPathIsNotARegistrations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "v/1/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "v/", version(9))
+		if err := w.sys.RegisterModel(ctx, "v/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		sum9 := checksumOf(t, "v/", version(9))
+		if got := w.answeredBy("v/"); got != sum9 {
+			t.Fatalf("v/ answered from %s, want the registration", got)
+		}
+		sum1 := checksumOf(t, "v/1/", version(1))
+		w.setConfig(configJSON(entry("a/", "", ""), `{"model_path": "v/", "version_policy": {"all": {}}}`))
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s once the config lists it as a versioned entry, want version 1 (%s)", got, sum1)
+		}
+		for _, m := range w.sys.Status().Models {
+			if m.Path == "v/" {
+				t.Fatalf("the registration of v/ is still there: %+v", m)
+			}
+		}
+		if err := w.sys.RegisterModel(ctx, "v/", map[string][]byte{name: data}, ""); !errors.Is(err, ErrManagedByConfig) {
+			t.Fatalf("registering a versioned entry's path: %v", err)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s after the refused registration", got)
+		}
+	})
+}
