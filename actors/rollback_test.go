@@ -294,7 +294,7 @@ func TestRollbackOfAVersionedEntryIgnoresAKeptVersionGoneFromTheBucket(t *testin
 		synctest.Wait()
 		ctx := context.Background()
 		sum2 := w.putModel("v/2/", version(2))
-		time.Sleep(6 * time.Second) // v/1/ leaves the policy, serves its grace period, then is kept
+		time.Sleep(poll + 6*time.Second) // v/1/ leaves the policy once version 2 is ready, serves its grace period, then is kept
 		synctest.Wait()
 		w.kept("v/1/")
 		// Version 1's files are deleted from the bucket: pinning the policy

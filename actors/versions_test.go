@@ -398,3 +398,38 @@ func TestVersionedEntryPathIsNotARegistrations(t *testing.T) {
 		}
 	})
 }
+
+// With latest 1, a new version that fails does not take the entry's
+// service away: the version it would replace serves on past its grace
+// period until a version of the policy is ready (as TF Serving's
+// availability-preserving policy), and leaves once one is.
+func TestFailingNewestVersionDoesNotUnloadTheOneServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`), map[string]faultySpec{"v/1/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		sum1 := checksumOf(t, "v/1/", version(1))
+		w.putModel("v/2/", faultySpec{FailLoad: true})
+		w.settle()
+		time.Sleep(10 * time.Second) // twice the grace period
+		synctest.Wait()
+		if m := w.model("v/2/"); m.State != StateFailed {
+			t.Fatalf("v/2/: %+v", m)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s with version 2 failed, want version 1", got)
+		}
+		if m := w.model("v/1/"); m.State != StateReady {
+			t.Fatalf("v/1/ while version 2 fails: %+v", m)
+		}
+		sum2 := w.putModel("v/2/", version(2))
+		w.settle()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s once version 2 is fixed, want %s", got, sum2)
+		}
+		w.settle()
+		if m := w.model("v/1/"); m.State != StateEvicting {
+			t.Fatalf("v/1/ once version 2 serves: %+v", m)
+		}
+	})
+}

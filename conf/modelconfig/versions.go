@@ -81,14 +81,19 @@ func (m Model) Expand(found []int64) []Model {
 	}
 	var out []Model
 	for _, v := range m.VersionPolicy.Select(found) {
-		c := m
-		c.Path = m.Path + strconv.FormatInt(v, 10) + "/"
-		c.Checksum = m.VersionChecksums[v]
-		c.VersionPolicy, c.VersionChecksums = nil, nil
-		c.VersionOf, c.Version = m.Path, v
-		out = append(out, c)
+		out = append(out, m.AtVersion(v))
 	}
 	return out
+}
+
+// AtVersion is version v of versioned entry m, as Expand makes it.
+func (m Model) AtVersion(v int64) Model {
+	c := m
+	c.Path = m.Path + strconv.FormatInt(v, 10) + "/"
+	c.Checksum = m.VersionChecksums[v]
+	c.VersionPolicy, c.VersionChecksums = nil, nil
+	c.VersionOf, c.Version = m.Path, v
+	return c
 }
 
 // ParseVersion reads a version number as a version directory's name or a
