@@ -52,6 +52,14 @@ func (b *memBucket) set(name string, data []byte) {
 	b.objects[name], b.gens[name] = bytes.Clone(data), b.gen
 }
 
+// remove deletes object name.
+func (b *memBucket) remove(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.objects, name)
+	delete(b.gens, name)
+}
+
 func (b *memBucket) get(name string) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -72,6 +72,10 @@ type PredictionSink interface {
 // Result is the answer to one Request.
 type Result struct {
 	ModelPath string
+	// ContentPath is the path of the content that answered: ModelPath,
+	// or for a versioned entry's path the version that ran the request
+	// ("pcvr/3/").
+	ContentPath string
 	// Checksum identifies the model content that answered.
 	Checksum string
 	Outputs  []servables.Tensor

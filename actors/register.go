@@ -124,6 +124,10 @@ func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
 		r.waiting <- fmt.Errorf("model %s: %w", r.path, ErrStopped)
 		return
 	}
+	if s.versionedPath(r.path) {
+		r.waiting <- registrationError(r.path, lifecycle.ErrManagedByConfig)
+		return
+	}
 	prev, had := s.sources[r.path]
 	s.sources[r.path] = bucket.NewMemory("registered:"+r.path, r.files)
 	if err := s.apply(ctx, lifecycle.Registered{Meta: modelconfig.Model{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {

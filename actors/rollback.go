@@ -57,10 +57,11 @@ func (s *System) Rollback(ctx context.Context, path string) (Rolled, error) {
 	switch {
 	case m == nil:
 		return Rolled{}, fmt.Errorf("%w: no model has the path %q", ErrModelNotFound, path)
+	case m.Registered:
+		// Checked first: a registration keeps nothing.
+		return Rolled{}, fmt.Errorf("%w: %s is a registered model", ErrNotAnEntry, path)
 	case m.Kept == nil:
 		return Rolled{}, nothingKept(m)
-	case m.Registered:
-		return Rolled{}, fmt.Errorf("%w: %s is a registered model", ErrNotAnEntry, path)
 	}
 	kept, id := m.keptMeta, m.keptID
 	kept.Checksum = m.Kept.Checksum
@@ -106,14 +107,12 @@ func nothingKept(m *ModelStatus) error {
 }
 
 // versionedEntry returns the versioned entry a rollback of path concerns:
-// the entry whose path it is, or the entry of the version m it names; nil
-// for a path that is neither.
+// the entry whose path it is (even while a model of that path, from
+// before the entry had a policy, is still loaded), or the entry of the
+// version m it names; nil for a path that is neither.
 func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 	entry := path
-	if m != nil {
-		if m.VersionOf == "" {
-			return nil
-		}
+	if m != nil && m.VersionOf != "" {
 		entry = m.VersionOf
 	}
 	for i := range st.Versioned {
@@ -126,8 +125,9 @@ func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 
 // rollbackVersion rolls versioned entry v back from the version it serves
 // (or from version m, when the call named a version path) to the newest
-// older version still loaded: serving under the policy, within its grace
-// period, or kept after leaving the policy (keep_previous_for). It pins
+// older version still loaded (serving under the policy, within its grace
+// period, or kept after leaving the policy: keep_previous_for) and still
+// in the bucket, since a pinned version must be listed to serve. It pins
 // the entry's version_policy to {"specific": [the versions the policy
 // serves below the one rolled back from, and the one rolled back to]}, so
 // that every replica agrees and newer versions are not picked up again
@@ -135,7 +135,7 @@ func versionedEntry(st *Status, path string, m *ModelStatus) *VersionedStatus {
 // path serves that version, which takes no load.
 func (s *System) rollbackVersion(ctx context.Context, start time.Time, st *Status, v *VersionedStatus, m *ModelStatus) (Rolled, error) {
 	from := v.ServingVersion
-	if m != nil {
+	if m != nil && m.VersionOf != "" {
 		from = m.Version
 	}
 	if from == 0 {
@@ -152,12 +152,15 @@ func (s *System) rollbackVersion(ctx context.Context, start time.Time, st *Statu
 			fromSum = ms.Checksum
 		}
 		loaded := (ms.Checksum != "" && (ms.State == StateReady || ms.State == StateEvicting)) || ms.Kept != nil
-		if ms.Version < from && loaded && (to == nil || ms.Version > to.Version) {
+		// A version gone from the bucket cannot be listed again: pinned
+		// to it, the entry would serve none of its versions.
+		listed := slices.Contains(v.Found, ms.Version)
+		if ms.Version < from && loaded && listed && (to == nil || ms.Version > to.Version) {
 			to = ms
 		}
 	}
 	if to == nil {
-		return Rolled{}, fmt.Errorf("%w for %s: no version older than %d is loaded (a version that left the policy stays loaded for the longer of its grace period and keep_previous_for); pin version_policy to an older version in the config to load it afresh",
+		return Rolled{}, fmt.Errorf("%w for %s: no version older than %d is loaded and still in the bucket (a version that left the policy stays loaded for the longer of its grace period and keep_previous_for); pin version_policy to an older version in the config to load it afresh",
 			ErrNothingKept, v.Path, from)
 	}
 	found := slices.Clone(v.Found)

@@ -19,6 +19,16 @@ func keep(d time.Duration) func(*world, *Options) {
 	return func(_ *world, o *Options) { o.KeepPreviousFor = d }
 }
 
+// bucketConfig parses the model config in the bucket.
+func (w *world) bucketConfig() *modelconfig.Config {
+	w.t.Helper()
+	cfg, err := modelconfig.Parse(w.b.get("model_config.json"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return cfg
+}
+
 // kept returns path's kept content, failing the test if it has none.
 func (w *world) kept(path string) *KeptStatus {
 	w.t.Helper()
@@ -260,14 +270,7 @@ func TestRollbackOfAVersionedEntryPinsItsPolicyToTheNewestOlderLoadedVersion(t *
 		if n := w.rt.loaded.Load(); n != loads {
 			t.Fatalf("the rollback loaded %d servables", n-loads)
 		}
-		data, _, err := w.b.ReadObject(ctx, "model_config.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := modelconfig.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := w.bucketConfig()
 		if p := cfg.Models[0].VersionPolicy; p == nil || p.Kind != modelconfig.VersionsSpecific || len(p.Versions) != 1 || p.Versions[0] != 1 {
 			t.Fatalf("policy written back: %+v", p)
 		}
@@ -280,6 +283,88 @@ func TestRollbackOfAVersionedEntryPinsItsPolicyToTheNewestOlderLoadedVersion(t *
 		}
 		if v := w.versionedStatus("v/"); v.ServingVersion != 1 {
 			t.Fatalf("versioned status %+v", v)
+		}
+	})
+}
+
+func TestRollbackOfAVersionedEntryIgnoresAKeptVersionGoneFromTheBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`), map[string]faultySpec{"v/1/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		sum2 := w.putModel("v/2/", version(2))
+		time.Sleep(poll + 6*time.Second) // v/1/ leaves the policy once version 2 is ready, serves its grace period, then is kept
+		synctest.Wait()
+		w.kept("v/1/")
+		// Version 1's files are deleted from the bucket: pinning the policy
+		// to it would list a version that is not there, and the entry
+		// would serve nothing once version 2's grace period ended.
+		w.b.remove("v/1/model.faulty")
+		w.settle()
+		if _, err := w.sys.Rollback(ctx, "v/"); !errors.Is(err, ErrNothingKept) || !strings.Contains(err.Error(), "no version older than 2") {
+			t.Fatalf("rollback to a version gone from the bucket: %v", err)
+		}
+		cfg := w.bucketConfig()
+		if p := cfg.Models[0].VersionPolicy; p.Kind != modelconfig.VersionsLatest {
+			t.Fatalf("policy written although nothing could be rolled back to: %+v", p)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s, want version 2", got)
+		}
+	})
+}
+
+func TestRollbackOfARegisteredModelSaysItIsNotAConfigEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "r/", version(9))
+		if err := w.sys.RegisterModel(ctx, "r/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.sys.Rollback(ctx, "r/"); !errors.Is(err, ErrNotAnEntry) || !strings.Contains(err.Error(), "registered model") {
+			t.Fatalf("rollback of a registered model: %v", err)
+		}
+		// and its status does not claim a keep time it never has.
+		if m := w.model("r/"); m.KeepPreviousForMs != 0 {
+			t.Fatalf("status of r/: keep_previous_for_ms %d", m.KeepPreviousForMs)
+		}
+		if m := w.model("a/"); m.KeepPreviousForMs != (10 * time.Minute).Milliseconds() {
+			t.Fatalf("status of a/: keep_previous_for_ms %d", m.KeepPreviousForMs)
+		}
+	})
+}
+
+func TestRollbackOfAnEntryMadeVersionedRollsItsVersionsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// v/ is one model, then becomes a versioned entry: its old content
+		// is kept under v/, but a rollback of v/ is the versioned entry's.
+		w := newWorld(t, configJSON(entry("v/", "", "")), map[string]faultySpec{"v/1/": version(1)}, keep(10*time.Minute))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		sum2 := w.putModel("v/2/", version(2))
+		w.setConfig(versioned(`{"latest": {"num_versions": 2}}`))
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s, want version 2", got)
+		}
+		w.kept("v/")
+		got, err := w.sys.Rollback(ctx, "v/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != 1 || got.FromVersion != 2 {
+			t.Fatalf("Rollback = %+v", got)
+		}
+		if p := w.bucketConfig().Models[0].VersionPolicy; p.Kind != modelconfig.VersionsSpecific {
+			t.Fatalf("policy written back: %+v", p)
 		}
 	})
 }

@@ -242,6 +242,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
 			if b.claim(i) {
 				res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
+				res.ContentPath = c.path
 				res.UnnamedOutputs = c.metadata().UnnamedOutputs
 				r.metrics.observe(req.API, c.path, err, now.Sub(enqueued))
 				ans.answer(out, err != nil, compute)

@@ -636,8 +636,27 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
 		}
 	}
+	for _, v := range s.versioned {
+		// The config wins over a registration of a versioned entry's
+		// path, as over one of a path it lists: the entry's path serves
+		// its versions.
+		if p := s.plan.Path(v.entry.Path); p != nil && p.Registered {
+			s.log.Info("registered model replaced by the config's versioned entry", "model", p.Name)
+			_ = s.plan.Apply(lifecycle.Unregistered{Path: p.Name}, r.at)
+		}
+	}
 	ctx.Send(s.sys.router, setContracts{cfg: r.cfg.Contracts, at: r.at})
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
+}
+
+// versionedPath reports whether path is a versioned entry's of the config in force.
+func (s *supervisorActor) versionedPath(path string) bool {
+	for _, v := range s.versioned {
+		if v.entry.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 func listed(models []modelconfig.Model, path string) bool {

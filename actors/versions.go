@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -100,9 +101,51 @@ func (s *supervisorActor) expandVersions(cfg *modelconfig.Config, listings map[s
 			k.found = l.found
 		}
 		s.versioned = append(s.versioned, k)
-		out = append(out, m.Expand(k.found)...)
+		vs := m.Expand(k.found)
+		if held := s.heldVersion(m, vs); held != nil {
+			s.log.Warn("no version in the policy is ready; the version serving stays until one is", "model", m.Path,
+				"serving", held.Desired.Version, "policy", m.VersionPolicy.Select(k.found))
+			vs = append(vs, m.AtVersion(held.Desired.Version))
+			slices.SortFunc(vs, func(a, b modelconfig.Model) int { return cmp.Compare(a.Version, b.Version) })
+		}
+		out = append(out, vs...)
 	}
 	return out
+}
+
+// heldVersion returns, when none of the versions sel that the policy of
+// versioned entry m selects is ready (or loaded, so that listing it
+// makes it ready at once), the highest version of m that
+// serves (ready, or within its grace period after leaving the policy):
+// it is held in service until one of sel is, so that a new version that
+// fails to load does not take the entry's service away (TF Serving's
+// availability-preserving policy). Nil when one of sel is ready, or none
+// other serves.
+func (s *supervisorActor) heldVersion(m modelconfig.Model, sel []modelconfig.Model) *lifecycle.Path {
+	for _, v := range sel {
+		// Serving, or about to at once: within its grace period (listed
+		// again, it stays) or kept (listed again, it is restored).
+		if p := s.plan.Path(v.Path); p != nil && !p.Registered && (p.Active != nil && !p.Active.Broken || p.Kept != nil) {
+			return nil
+		}
+	}
+	var best *lifecycle.Path
+	for _, p := range s.plan.Paths() {
+		if p.Desired.VersionOf != m.Path || p.Registered || p.Active == nil || p.Active.Broken ||
+			!(readyVersion(p) || p.Phase == lifecycle.Evicting) {
+			continue
+		}
+		if best == nil || p.Desired.Version > best.Desired.Version {
+			best = p
+		}
+	}
+	return best
+}
+
+// readyVersion reports whether version path p is ready to serve its
+// entry: in the policy, loaded and not broken by a crash.
+func readyVersion(p *lifecycle.Path) bool {
+	return (p.Phase == lifecycle.Ready || p.Phase == lifecycle.Swapping) && p.Active != nil && !p.Active.Broken
 }
 
 // servingVersions picks, for each versioned entry with a version loaded,
@@ -113,7 +156,7 @@ func (s *supervisorActor) expandVersions(cfg *modelconfig.Config, listings map[s
 func servingVersions(paths []*lifecycle.Path) map[string]*lifecycle.Path {
 	var out map[string]*lifecycle.Path
 	rank := func(p *lifecycle.Path) int {
-		if (p.Phase == lifecycle.Ready || p.Phase == lifecycle.Swapping) && !p.Active.Broken {
+		if readyVersion(p) {
 			return 1
 		}
 		return 0

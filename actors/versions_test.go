@@ -135,6 +135,9 @@ func TestVersionedEntryServesItsPolicysVersionsAndFollowsANewOne(t *testing.T) {
 		if p, ok := w.sys.NewestVersion("v/"); !ok || p != "v/2/" {
 			t.Fatalf("NewestVersion = %q, %v", p, ok)
 		}
+		if res := w.infer("v/", 1); res.ModelPath != "v/" || res.ContentPath != "v/2/" {
+			t.Fatalf("an answer of v/ names %q, answered by %q; want v/, v/2/", res.ModelPath, res.ContentPath)
+		}
 		if _, ok := w.sys.NewestVersion("v/2/"); ok {
 			t.Fatal("a version's own path is not a versioned entry's")
 		}
@@ -356,6 +359,77 @@ func TestVersionListingErrorKeepsTheVersionsFoundBefore(t *testing.T) {
 		w.settle()
 		if v := w.versionedStatus("v/"); fmt.Sprint(v.Found) != "[1 2 3]" || v.ListError != "" || v.ServingVersion != 3 {
 			t.Fatalf("versioned status once listed again %+v", v)
+		}
+	})
+}
+
+// A versioned entry's path is the config's: a registration may not take
+// it, and the entry takes it from a registration made before.
+func TestVersionedEntryPathIsNotARegistrations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "v/1/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "v/", version(9))
+		if err := w.sys.RegisterModel(ctx, "v/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		sum9 := checksumOf(t, "v/", version(9))
+		if got := w.answeredBy("v/"); got != sum9 {
+			t.Fatalf("v/ answered from %s, want the registration", got)
+		}
+		sum1 := checksumOf(t, "v/1/", version(1))
+		w.setConfig(configJSON(entry("a/", "", ""), `{"model_path": "v/", "version_policy": {"all": {}}}`))
+		synctest.Wait()
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s once the config lists it as a versioned entry, want version 1 (%s)", got, sum1)
+		}
+		for _, m := range w.sys.Status().Models {
+			if m.Path == "v/" {
+				t.Fatalf("the registration of v/ is still there: %+v", m)
+			}
+		}
+		if err := w.sys.RegisterModel(ctx, "v/", map[string][]byte{name: data}, ""); !errors.Is(err, ErrManagedByConfig) {
+			t.Fatalf("registering a versioned entry's path: %v", err)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s after the refused registration", got)
+		}
+	})
+}
+
+// With latest 1, a new version that fails does not take the entry's
+// service away: the version it would replace serves on past its grace
+// period until a version of the policy is ready (as TF Serving's
+// availability-preserving policy), and leaves once one is.
+func TestFailingNewestVersionDoesNotUnloadTheOneServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`), map[string]faultySpec{"v/1/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		sum1 := checksumOf(t, "v/1/", version(1))
+		w.putModel("v/2/", faultySpec{FailLoad: true})
+		w.settle()
+		time.Sleep(10 * time.Second) // twice the grace period
+		synctest.Wait()
+		if m := w.model("v/2/"); m.State != StateFailed {
+			t.Fatalf("v/2/: %+v", m)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s with version 2 failed, want version 1", got)
+		}
+		if m := w.model("v/1/"); m.State != StateReady {
+			t.Fatalf("v/1/ while version 2 fails: %+v", m)
+		}
+		sum2 := w.putModel("v/2/", version(2))
+		w.settle()
+		if got := w.answeredBy("v/"); got != sum2 {
+			t.Fatalf("v/ answered from %s once version 2 is fixed, want %s", got, sum2)
+		}
+		w.settle()
+		if m := w.model("v/1/"); m.State != StateEvicting {
+			t.Fatalf("v/1/ once version 2 serves: %+v", m)
 		}
 	})
 }

@@ -400,10 +400,15 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		// config that reads.
 	case Registered:
 		if p := s.paths[ev.Meta.Path]; p != nil {
-			if p.Registered {
+			switch {
+			case p.Registered:
 				return ErrAlreadyRegistered
+			case p.Phase != Evicting || p.Active != nil:
+				return ErrManagedByConfig
 			}
-			return ErrManagedByConfig
+			// Removed from the config, past its grace period, its content
+			// only kept (out of service): the path is free.
+			s.dropKept(p)
 		}
 		s.paths[ev.Meta.Path] = &Path{Name: ev.Meta.Path, Phase: Loading, Desired: ev.Meta, Registered: true}
 	case Unregistered:
@@ -453,6 +458,14 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		s.expired = ev.Paths
 	case ReloadFailed:
 		p := s.paths[ev.Path]
+		if p != nil && p.Kept != nil && p.Kept.ID == ev.Content {
+			// A kept content that crashed (answering the requests it held
+			// when it left service) and could not reload would answer
+			// Unavailable if restored: release it, so that going back
+			// loads afresh.
+			s.dropKept(p)
+			break
+		}
 		if p == nil || p.Active == nil || p.Active.ID != ev.Content {
 			break
 		}
@@ -550,8 +563,12 @@ func (s *State) swap(p *Path, now time.Time) {
 	}
 }
 
-// KeepFor is the keep time in force for p: its entry's, else the server's.
+// KeepFor is the keep time in force for p: its entry's, else the
+// server's; 0 for a registration, which keeps nothing.
 func (s *State) KeepFor(p *Path) time.Duration {
+	if p.Registered {
+		return 0
+	}
 	if k := p.Desired.KeepPreviousFor; k != nil {
 		return *k
 	}

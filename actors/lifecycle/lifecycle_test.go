@@ -496,6 +496,21 @@ func TestPlannerKeepsThePreviousContentAndRestoresIt(t *testing.T) {
 			tick{at: sec, ev: ReloadFailed{Path: "m/", Content: 1, Err: errors.New("cache file gone")}, steps: "fetch m/ #2"},
 			loadOK(sec, "m/", 2, sumA, "swap m/ #2; retire m/ @1; release m/ @1"),
 		), "m/=none"},
+		{"a kept content that crashed and could not reload is released, not restored: going back loads afresh", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(model("m/", sumB, 0)), steps: "fetch m/ #2"},
+			loadOK(sec, "m/", 2, sumB, "swap m/ #2; retire m/ @1"),
+			tick{at: 2 * sec, inflight: map[int64]int64{1: 1}, ev: ReloadFailed{Path: "m/", Content: 1, Err: errors.New("cache file gone")}, steps: "", wake: -1},
+			tick{at: 3 * sec, ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #3", phases: "m/=swapping"},
+			tick{at: 4 * sec, inflight: map[int64]int64{1: 0}, steps: "release m/ @1"},
+		), "m/=none"},
+		{"a removed model kept out of service gives its path up to a registration", 10 * min, script(
+			tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+			loadOK(0, "m/", 1, sumA, "swap m/ #1"),
+			tick{at: sec, ev: cfg(), steps: "retire m/ @1", phases: "m/=evicting"},
+			tick{at: 2 * sec, ev: Registered{Meta: model("m/", "", 0)}, steps: "fetch m/ #2; release m/ @1", phases: "m/=loading"},
+		), "m/=none"},
 		{"a removed model is served for its grace period and stays loaded for the longer of it and the keep time", 10 * min, script(
 			tick{ev: cfg(model("m/", sumA, 60_000)), steps: "fetch m/ #1"},
 			loadOK(0, "m/", 1, sumA, "swap m/ #1"),

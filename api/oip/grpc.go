@@ -142,7 +142,7 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	if err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
-	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: mv.Version, Id: req.GetId()}
+	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: answeredVersion(mv, res[0]), Id: req.GetId()}
 	for _, t := range outputs {
 		dt, ok := Datatype(t.DType)
 		if !ok {

@@ -266,7 +266,7 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	}
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)
-	out, hlen, err := AppendInferResponse((*rp)[:0], req.Response(mv.Name, mv.Version, res[0].Outputs))
+	out, hlen, err := AppendInferResponse((*rp)[:0], req.Response(mv.Name, answeredVersion(mv, res[0]), res[0].Outputs))
 	if err != nil {
 		failCodec(w, err, http.StatusInternalServerError)
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/api/oippb"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -92,3 +93,14 @@ func (e unknownModel) Error() string {
 }
 
 func (unknownModel) Unwrap() error { return servables.ErrNotFound }
+
+// answeredVersion is the model version an answer of mv names: mv's, or,
+// when mv is a versioned entry's unversioned name, that of the version
+// that ran the request (the entry may have moved to a newer one since mv
+// was resolved).
+func answeredVersion(mv routing.ModelVersion, res actors.Result) string {
+	if res.ContentPath == "" || res.ContentPath == mv.Path {
+		return mv.Version
+	}
+	return routing.NameModel(res.ContentPath).Version
+}

@@ -25,6 +25,10 @@ import (
 type versioned struct {
 	mu    sync.Mutex
 	asked []string
+	// answeredBy, if set, is the version path that answers for the
+	// entry's path (the router's choice, which may have changed since
+	// NewestVersion was asked).
+	answeredBy string
 }
 
 func (f *versioned) Infer(_ context.Context, reqs []actors.Request) ([]actors.Result, error) {
@@ -33,7 +37,11 @@ func (f *versioned) Infer(_ context.Context, reqs []actors.Request) ([]actors.Re
 	f.mu.Unlock()
 	out := reqs[0].Inputs[0]
 	out.Name = "y"
-	return []actors.Result{{ModelPath: reqs[0].ModelPath, Outputs: []servables.Tensor{out}}}, nil
+	res := actors.Result{ModelPath: reqs[0].ModelPath, ContentPath: reqs[0].ModelPath, Outputs: []servables.Tensor{out}}
+	if f.answeredBy != "" && reqs[0].ModelPath == "pcvr/" {
+		res.ContentPath = f.answeredBy
+	}
+	return []actors.Result{res}, nil
 }
 func (*versioned) ModelPaths() []string { return []string{"pcvr/", "pcvr/2/", "pcvr/3/", "pctr/"} }
 func (*versioned) NewestVersion(parent string) (string, bool) {
@@ -97,7 +105,7 @@ func TestOIPAddressesTheVersionsOfAVersionedEntry(t *testing.T) {
 		}
 	}
 	// Versions that are not served: not found, naming the model and version.
-	for _, v := range []string{"1", "4"} {
+	for _, v := range []string{"1", "4", "abc", "-1", "99999999999999999999"} {
 		code, got := restGet(t, &versioned{}, "POST", "/v2/models/pcvr/versions/"+v+"/infer", body)
 		if want := `{"error":"Request for unknown model: 'pcvr' version ` + v + ` is not found"}`; code != 404 || got != want {
 			t.Errorf("version %s: HTTP %d %s, want 404 %s", v, code, got, want)
@@ -171,5 +179,23 @@ func TestOIPModelConfigOfAVersionedEntryHasItsVersionPolicy(t *testing.T) {
 	}
 	if got := versionPolicy(modelconfig.VersionPolicy{Kind: modelconfig.VersionsAll}); got.GetAll() == nil {
 		t.Errorf("all: %v", got)
+	}
+}
+
+// The version an answer names is the one that ran the request: between
+// resolving the entry's name (version 3 newest) and routing the request,
+// the entry may have moved to another version.
+func TestOIPNamesTheVersionThatAnswered(t *testing.T) {
+	body := `{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0.5]}]}`
+	code, got := restGet(t, &versioned{answeredBy: "pcvr/2/"}, "POST", "/v2/models/pcvr/infer", body)
+	if code != 200 || !strings.Contains(got, `"model_version":"2"`) {
+		t.Errorf("REST: HTTP %d %s, want model_version 2", code, got)
+	}
+	g := &grpcService{b: &versioned{answeredBy: "pcvr/2/"}}
+	in := []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 1},
+		Contents: &oippb.InferTensorContents{Fp32Contents: []float32{0.5}}}}
+	resp, err := g.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "pcvr", Inputs: in})
+	if err != nil || resp.GetModelVersion() != "2" {
+		t.Errorf("gRPC: version %q, %v; want 2", resp.GetModelVersion(), err)
 	}
 }

@@ -81,14 +81,19 @@ func (m Model) Expand(found []int64) []Model {
 	}
 	var out []Model
 	for _, v := range m.VersionPolicy.Select(found) {
-		c := m
-		c.Path = m.Path + strconv.FormatInt(v, 10) + "/"
-		c.Checksum = m.VersionChecksums[v]
-		c.VersionPolicy, c.VersionChecksums = nil, nil
-		c.VersionOf, c.Version = m.Path, v
-		out = append(out, c)
+		out = append(out, m.AtVersion(v))
 	}
 	return out
+}
+
+// AtVersion is version v of versioned entry m, as Expand makes it.
+func (m Model) AtVersion(v int64) Model {
+	c := m
+	c.Path = m.Path + strconv.FormatInt(v, 10) + "/"
+	c.Checksum = m.VersionChecksums[v]
+	c.VersionPolicy, c.VersionChecksums = nil, nil
+	c.VersionOf, c.Version = m.Path, v
+	return c
 }
 
 // ParseVersion reads a version number as a version directory's name or a
@@ -203,7 +208,8 @@ func validateVersioning(entry string, m Model) error {
 
 // validateOverlaps rejects a versioned entry that shares files with
 // another entry: any entry under its directory (its versions are its own),
-// or a directory entry that holds it.
+// or a directory entry that holds it; and one whose path without its
+// trailing slash is another entry's (the same OIP model name).
 func validateOverlaps(models []Model) error {
 	for i, m := range models {
 		if !m.IsVersioned() {
@@ -217,6 +223,10 @@ func validateOverlaps(models []Model) error {
 			switch {
 			case strings.HasPrefix(o.Path, m.Path):
 				msg = fmt.Sprintf("%q is inside the directory of versioned model %q (model_metadata[%d]), whose versions are listed by its version_policy; remove one of the two entries", o.Path, m.Path, i)
+			case o.Path == strings.TrimSuffix(m.Path, "/"):
+				// No file is shared, but the name is: OIP would route
+				// versions/{v} of the entry to either.
+				msg = fmt.Sprintf("%q and versioned model %q (model_metadata[%d]) are both OIP model %q: its versions/{v} would address either; rename one of the two entries", o.Path, m.Path, i, o.Path)
 			case o.IsDir() && strings.HasPrefix(m.Path, o.Path):
 				msg = fmt.Sprintf("versioned model %q (model_metadata[%d]) is inside the directory of model %q; a versioned directory must not be part of another model; remove one of the two entries", m.Path, i, o.Path)
 			default:

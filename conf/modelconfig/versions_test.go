@@ -154,6 +154,8 @@ func TestParseModelConfigVersionErrors(t *testing.T) {
 			`"pcvr/extra.pt" is inside the directory of versioned model "pcvr/"`},
 		{"versioned inside a directory entry", `{"model_path": "ads/"}, {"model_path": "ads/pcvr/", "version_policy": {"all": {}}}`,
 			`model_metadata[1].model_path: versioned model "ads/pcvr/" (model_metadata[1]) is inside the directory of model "ads/"`},
+		{"a file named as the directory", `{"model_path": "pcvr", "checksum": "` + sum1 + `"}, {"model_path": "pcvr/", "version_policy": {"all": {}}}`,
+			`model_metadata[1].model_path: "pcvr" and versioned model "pcvr/" (model_metadata[1]) are both OIP model "pcvr": its versions/{v} would address either; rename one of the two entries (model_metadata[0] and model_metadata[1] overlap)`},
 		{"two versioned nested", `{"model_path": "a/", "version_policy": {"all": {}}}, {"model_path": "a/1/", "version_policy": {"all": {}}}`,
 			`"a/1/" is inside the directory of versioned model "a/"`},
 	} {
