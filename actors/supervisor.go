@@ -366,7 +366,11 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
 	s.sys.background(func(bctx context.Context) {
 		r := fetchResult{path: st.Path, job: st.Job}
-		r.local, r.err = bucket.Fetch(bctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes)
+		var opts []bucket.FetchOption
+		if st.Meta.VersionOf != "" {
+			opts = append(opts, bucket.WithChecksumFile()) // a version may declare its checksum
+		}
+		r.local, r.err = bucket.Fetch(bctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes, opts...)
 		if r.err != nil {
 			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
 		}

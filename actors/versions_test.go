@@ -455,7 +455,9 @@ func TestContractRoutesBetweenVersionsOfAVersionedEntry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := stats[1]; s.Release != "r2" || !s.Ready || s.ShadowExecutions != 5 {
+		// Every request was copied to r2 (a copy finding the shadow worker
+		// busy is dropped and counted).
+		if s := stats[1]; s.Release != "r2" || !s.Ready || s.ShadowExecutions < 1 || s.ShadowExecutions+s.ShadowDropped != 5 {
 			t.Fatalf("the version shadowing: %+v", s)
 		}
 	})

@@ -31,18 +31,38 @@ type LocalModel struct {
 // Remove deletes the model's directory.
 func (m *LocalModel) Remove() error { return os.RemoveAll(m.Dir) }
 
+// FetchOption changes what Fetch does.
+type FetchOption func(*fetchOptions)
+
+type fetchOptions struct {
+	checksumFile bool
+}
+
+// WithChecksumFile makes Fetch treat a ChecksumFile at a directory
+// model's root as the model's declared checksum rather than as one of its
+// files: it is left out of the model and its checksum, and the checksum
+// must equal the one it holds. Grove uses it for the versions of a
+// versioned entry; without it a model directory is fetched as B&A does,
+// every file included.
+func WithChecksumFile() FetchOption { return func(o *fetchOptions) { o.checksumFile = true } }
+
 // Fetch copies the model at modelPath from b into a new directory under
 // cacheDir and computes its checksum.
 //
 // A modelPath ending in "/" names every object under that prefix, except
-// directory placeholders (names ending in "/") and a ChecksumFile at its
-// root; any other modelPath names exactly one object. When a directory
-// holds a ChecksumFile, the model's checksum must equal the one it holds:
-// a malformed file or a mismatch is an error naming it. A model whose listed size is over maxBytes is
-// rejected before anything is copied, and the limit is enforced again
-// while copying; maxBytes <= 0 means no limit. Files are written to
-// temporary names and renamed, and on error the new directory is removed.
-func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes int64) (*LocalModel, error) {
+// directory placeholders (names ending in "/") and, WithChecksumFile, a
+// ChecksumFile at its root, which the model's checksum must then equal (a
+// malformed file or a mismatch is an error naming it); any other
+// modelPath names exactly one object. A model whose listed size is over
+// maxBytes is rejected before anything is copied, and the limit is
+// enforced again while copying; maxBytes <= 0 means no limit. Files are
+// written to temporary names and renamed, and on error the new directory
+// is removed.
+func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes int64, opts ...FetchOption) (*LocalModel, error) {
+	var fo fetchOptions
+	for _, opt := range opts {
+		opt(&fo)
+	}
 	objs, err := b.List(ctx, modelPath)
 	if err != nil {
 		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
@@ -58,7 +78,7 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 	for _, o := range objs {
 		var rel string
 		switch {
-		case isDir && o.Name == modelPath+ChecksumFile:
+		case fo.checksumFile && isDir && o.Name == modelPath+ChecksumFile:
 			declared = true
 			continue
 		case isDir && !strings.HasSuffix(o.Name, "/"):

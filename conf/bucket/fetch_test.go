@@ -54,7 +54,7 @@ func TestCacheName(t *testing.T) {
 
 func TestFetchChecksIncludedChecksumFile(t *testing.T) {
 	files := map[string][]byte{"v/3/model.onnx": []byte("weights"), "v/3/sub/CHECKSUM": []byte("a file of the model")}
-	plain, err := Fetch(t.Context(), NewMemory("mem", files), "v/3/", t.TempDir(), 0)
+	plain, err := Fetch(t.Context(), NewMemory("mem", files), "v/3/", t.TempDir(), 0, WithChecksumFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestFetchChecksIncludedChecksumFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := t.TempDir()
-			m, err := Fetch(t.Context(), NewMemory("mem", with(tc.content)), "v/3/", cache, 0)
+			m, err := Fetch(t.Context(), NewMemory("mem", with(tc.content)), "v/3/", cache, 0, WithChecksumFile())
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.err)
@@ -100,5 +100,24 @@ func TestFetchChecksIncludedChecksumFile(t *testing.T) {
 				t.Errorf("CHECKSUM copied into the cache: %v", err)
 			}
 		})
+	}
+}
+
+func TestFetchWithoutChecksumFileOptionKeepsAChecksumFileAsAModelFile(t *testing.T) {
+	// B&A semantics: a directory model's files are all of its objects.
+	files := map[string][]byte{"m/model.onnx": []byte("weights"), "m/CHECKSUM": []byte("not a checksum at all")}
+	m, err := Fetch(t.Context(), NewMemory("mem", files), "m/", t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"CHECKSUM", "model.onnx"}; !slices.Equal(m.Files, want) {
+		t.Errorf("Files %q, want %q", m.Files, want)
+	}
+	want, err := Checksum(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Checksum != want {
+		t.Errorf("checksum %s, want the checksum of every file, %s", m.Checksum, want)
 	}
 }
