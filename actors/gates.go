@@ -87,8 +87,17 @@ func newReleaseCounters(now time.Time) *releaseCounters {
 func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable, rec modelconfig.ServableRecord, c *content, ss *routing.ServableState, now time.Time) {
 	rv := sv.ReleaseVersion
 	f := rec.RolledBack
-	if f.IsZero() || f.At.Equal(st.cleared[rv]) {
-		f = st.failures[rv]
+	if !f.IsZero() && f.At.Equal(st.cleared[rv]) {
+		f = modelconfig.Failure{} // cleared here; the shared state does not know yet
+	}
+	if own, ok := st.failures[rv]; ok {
+		if !f.IsZero() && f.Checksum == own.Checksum {
+			// The shared state has it: from now on it rules, so that a
+			// rollback deleted from it is cleared here as on every replica.
+			delete(st.failures, rv)
+		} else {
+			f = own
+		}
 	}
 	if !f.IsZero() && c != nil && c.checksum != f.Checksum {
 		r.log.Info("release rollback cleared: the release serves new model content", "contract", st.cfg.ID(), "release", rv,

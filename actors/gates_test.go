@@ -286,3 +286,41 @@ func TestAPhasedInReleaseTooSlowIsRolledBack(t *testing.T) {
 		}
 	})
 }
+
+// Deleting a rollback from the shared state by hand clears it on every
+// replica, the one that decided it too (docs/rollout-gates.md): the
+// deciding replica's own memory of it lasts only until the shared state
+// has it.
+func TestARollbackDeletedFromTheSharedStateIsClearedOnTheReplicaThatDecidedIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, rollbackConfig, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
+		defer w.stop()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 7, true); got["v2"] != 20 {
+			t.Fatalf("answers by release: %v", got)
+		}
+		time.Sleep(2 * time.Second) // the shared-state writer
+		synctest.Wait()
+		name := modelconfig.StatePath("model_config.json")
+		st, err := modelconfig.ParseContractState(w.b.get(name))
+		if err != nil || st.Record("ads/pctr/1", "v2").RolledBack.IsZero() {
+			t.Fatalf("shared state before the edit: %v %+v", err, st)
+		}
+		st.Edit("ads/pctr/1", "v2", func(r *modelconfig.ServableRecord) { r.RolledBack = modelconfig.Failure{} })
+		data, err := st.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.b.set(name, data)
+		w.settle()
+		time.Sleep(30 * time.Second) // valid again, half-way up its new ramp
+		synctest.Wait()
+		if st := v2Stats(t, w.sys); !st.Valid || st.Gate == nil || st.Gate.State != "watching" {
+			t.Fatalf("v2 after its rollback was deleted from the shared state: %+v %+v", st, st.Gate)
+		}
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 30 {
+			t.Errorf("v2 got %v", got)
+		}
+	})
+}
