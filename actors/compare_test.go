@@ -307,3 +307,22 @@ func TestDiffOutputsMissingOutput(t *testing.T) {
 		t.Fatalf("got %+v, want a missing and b compared", got)
 	}
 }
+
+// A BYTES output has no absolute difference: the gate counts its share of
+// unequal rows, so a challenger whose labels differ is not promoted on its
+// numeric outputs alone.
+func TestCompareWindowsGateCountsUnequalBytesRows(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(70000, 0)
+	champion := []servables.Tensor{f32(t, "score", []int64{4, 1}, 0.1, 0.2, 0.3, 0.4), strs(t, "side", []int64{4, 1}, "friend", "foe", "foe", "friend")}
+	shadow := []servables.Tensor{f32(t, "score", []int64{4, 1}, 0.1, 0.2, 0.3, 0.4), strs(t, "side", []int64{4, 1}, "foe", "friend", "foe", "friend")}
+	w.record(1, t0, true, compared{shadow: time.Millisecond, champion: time.Millisecond, outputs: diffOutputs(champion, shadow, 0.01)}, t0)
+	if got := w.comparison(1, t0); math.Abs(got.MeanAbsDiff-0.5) > 1e-9 {
+		t.Errorf("gate mean diff %v, want 0.5: half the BYTES rows differ", got.MeanAbsDiff)
+	}
+	// Equal labels and equal numbers: no difference.
+	w.record(2, t0, true, compared{shadow: time.Millisecond, champion: time.Millisecond, outputs: diffOutputs(champion, champion, 0.01)}, t0)
+	if got := w.comparison(2, t0); got.MeanAbsDiff != 0 {
+		t.Errorf("gate mean diff %v of equal answers, want 0", got.MeanAbsDiff)
+	}
+}

@@ -289,7 +289,10 @@ func (w *compareWindows) comparison(id int64, now time.Time) routing.Comparison 
 	return routing.Comparison{Executions: w.total.executions, Errors: w.total.errors, MeanAbsDiff: gateDiff(&w.total), P99Ratio: w.p99Ratio}
 }
 
-// gateDiff is the largest mean absolute difference over t's outputs; an
+// gateDiff is the largest mean absolute difference over t's outputs; a
+// BYTES output, which has no absolute difference, counts each row that is
+// not equal as a difference of 1 (its share of unequal rows), so that a
+// challenger whose labels differ is not promoted on its numbers alone. An
 // output that could not be compared (a mismatch, a value not finite on
 // one side only) makes it the largest float64, which no bound admits.
 func gateDiff(t *totals) float64 {
@@ -300,6 +303,9 @@ func gateDiff(t *totals) float64 {
 			return math.MaxFloat64
 		}
 		worst = max(worst, finite(meanOf(o.sumAbsDiff, o.elements-o.nonFinite)))
+		if o.bytesRows > 0 {
+			worst = max(worst, 1-shareOf(o.equal, o.bytesRows))
+		}
 	}
 	return worst
 }
