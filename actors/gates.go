@@ -22,6 +22,11 @@ type liveCounters struct {
 	since    time.Time // the stamp they count from (zero: not valid)
 	requests atomic.Int64
 	errors   atomic.Int64
+	// latency holds the answered requests' latencies since the stamp (of
+	// the last one to two minutes), for max_p99_ms: the stats' window
+	// (releaseCounters.latency) may still hold those of content rolled
+	// back.
+	latency latencyWindow
 }
 
 // record counts a user request routed to the release that ended with
@@ -33,6 +38,7 @@ func (rc *releaseCounters) record(ctx context.Context, err error, start, now tim
 	switch {
 	case err == nil:
 		rc.latency.observe(now.Sub(start), now)
+		l.latency.observe(now.Sub(start), now)
 		rc.served.Add(1)
 	case servableFault(ctx, err):
 		l.errors.Add(1)
@@ -65,7 +71,7 @@ func servableFault(ctx context.Context, err error) bool {
 func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 	l := rc.live.Load()
 	if !l.since.Equal(since) {
-		l = &liveCounters{since: since}
+		l = &liveCounters{since: since, latency: latencyWindow{start: since}}
 		rc.live.Store(l)
 	}
 	return l
@@ -118,7 +124,7 @@ func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable,
 	ss.Live = routing.Live{Requests: l.requests.Load(), Errors: l.errors.Load()}
 	if rw := sv.RollbackWhen; rw != nil && rw.MaxP99Ms != nil && !ss.ValidSince.IsZero() && now.Before(ss.ValidSince.Add(sv.PhaseIn.Over)) {
 		// Only while the gate watches: the quantile costs a scan of the window.
-		q, _ := rc.latency.quantiles(now, 0.99)
+		q, _ := l.latency.quantiles(now, 0.99)
 		ss.Live.P99 = q[0]
 	}
 }

@@ -324,3 +324,34 @@ func TestARollbackDeletedFromTheSharedStateIsClearedOnTheReplicaThatDecidedIt(t 
 		}
 	})
 }
+
+// max_p99_ms judges the release's answers since it became valid: new
+// content that clears a p99 rollback is not judged on the slow answers of
+// the content rolled back, still in the stats' 1-2 minute window.
+func TestANewContentIsNotJudgedOnTheLatencyOfTheContentRolledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		defer w.stop()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] != 5 {
+			t.Fatalf("answers by release: %v; want v2 rolled back after its 5 judged requests", got)
+		}
+		// Fast content for b/, 10 seconds later: valid again, it ramps up.
+		time.Sleep(10 * time.Second)
+		sum := w.putModel("b/", version(3))
+		w.setConfig(strings.Replace(cfg, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
+		for w.model("b/").Checksum != sum {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 30 {
+			t.Errorf("v2 with fast content got %v", got)
+		}
+		if st := v2Stats(t, w.sys); !st.Valid || st.Gate == nil || st.Gate.State != "watching" {
+			t.Fatalf("v2 with fast content: %+v %+v", st, st.Gate)
+		}
+	})
+}
