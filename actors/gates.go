@@ -167,12 +167,13 @@ func (s *sharedState) setPromoted(id, rv string, t time.Time) {
 
 // setRolledBack asks for release rv of contract id to be recorded as
 // rolled back, unless another replica recorded it first for the same
-// content.
+// content. A promotion recorded before is undone with it: promoted, if
+// ever again, is when promote_when promotes the release anew.
 func (s *sharedState) setRolledBack(id, rv string, f modelconfig.Failure) {
 	s.ask("rolled back "+id+" "+rv, func(st *modelconfig.ContractState) {
 		st.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			if r.RolledBack.IsZero() || r.RolledBack.Checksum != f.Checksum {
-				r.RolledBack = f
+				r.RolledBack, r.Promoted = f, time.Time{}
 			}
 		})
 	})

@@ -355,3 +355,20 @@ func TestANewContentIsNotJudgedOnTheLatencyOfTheContentRolledBack(t *testing.T) 
 		}
 	})
 }
+
+// A rollback undoes the promotion recorded before it: the stats'
+// promoted_at of a release promoted again (new content) is then the new
+// promotion's, not the one rolled back.
+func TestARollbackUndoesTheRecordedPromotion(t *testing.T) {
+	s := newSharedState(newMemBucket(), "model_config.json", slog.New(slog.DiscardHandler))
+	st := &modelconfig.ContractState{Contracts: map[string]map[string]modelconfig.ServableRecord{}}
+	t0 := time.Unix(1000, 0).UTC()
+	s.setPromoted("ads/pctr/1", "v2", t0)
+	s.pending["promoted ads/pctr/1 v2"](st)
+	f := modelconfig.Failure{At: t0.Add(time.Minute), Reason: "rollback_when: error rate", Checksum: "9f2c"}
+	s.setRolledBack("ads/pctr/1", "v2", f)
+	s.pending["rolled back ads/pctr/1 v2"](st)
+	if r := st.Record("ads/pctr/1", "v2"); !r.Promoted.IsZero() || r.RolledBack != f {
+		t.Fatalf("record after the rollback: %+v", r)
+	}
+}
