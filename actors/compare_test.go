@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -325,4 +326,28 @@ func TestCompareWindowsGateCountsUnequalBytesRows(t *testing.T) {
 	if got := w.comparison(2, t0); got.MeanAbsDiff != 0 {
 		t.Errorf("gate mean diff %v of equal answers, want 0", got.MeanAbsDiff)
 	}
+}
+
+// The router reads the gate's comparison on every user request: it must
+// not wait while a reader of the windows (the stats, a scrape) holds them
+// to scan the last-N ring, which takes 70 ms at the largest
+// shadow_compare_window.
+func TestCompareWindowsGateDoesNotWaitForAScan(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(80000, 0)
+	w.record(1, t0, true, exec(1, 0.25, 2*time.Millisecond, time.Millisecond), t0)
+	first := w.comparison(1, t0)
+	w.record(1, t0, true, exec(1, 0.25, 2*time.Millisecond, time.Millisecond), t0)
+	w.mu.Lock() // a scan under way
+	got := make(chan routing.Comparison, 1)
+	go func() { got <- w.comparison(1, t0.Add(2*gateRefresh)) }()
+	select {
+	case c := <-got:
+		if c.Executions != 2 || math.Abs(c.MeanAbsDiff-0.25) > 1e-9 || c.P99Ratio != first.P99Ratio || c.P99Ratio == 0 {
+			t.Errorf("during a scan: %+v, want the fresh counts and the p99 ratio worked out before (%v)", c, first.P99Ratio)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate's comparison waited for the windows' scan")
+	}
+	w.mu.Unlock()
 }
