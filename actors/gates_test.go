@@ -372,3 +372,40 @@ func TestARollbackUndoesTheRecordedPromotion(t *testing.T) {
 		t.Fatalf("record after the rollback: %+v", r)
 	}
 }
+
+// The contract stats read the comparison windows off the router: a scan
+// of the last-N window (70 ms at the largest shadow_compare_window) must
+// not hold up the router, which every user request goes through.
+func TestContractStatsReadTheComparisonOffTheRouter(t *testing.T) {
+	w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": version(2)})
+	defer w.stop()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, err := w.sys.ContractStats("ads/pctr/1"); err == nil && st[1].Ready && st[1].Comparison != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("v2 not ready")
+		}
+	}
+	var cw *compareWindows
+	if err := w.sys.askRouter(context.Background(), func(r *routerActor) { cw = r.contracts["ads/pctr/1"].releases["v2"].compare }); err != nil || cw == nil {
+		t.Fatalf("no windows: %v", err)
+	}
+	cw.mu.Lock() // a scan under way (a scrape, another stats call)
+	stats := make(chan error, 1)
+	go func() {
+		_, err := w.sys.ContractStats("ads/pctr/1")
+		stats <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the stats query reaches the router first
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := w.sys.askRouter(ctx, func(*routerActor) {})
+	cw.mu.Unlock()
+	if err != nil {
+		t.Fatalf("the router waited for the comparison windows: %v", err)
+	}
+	if err := <-stats; err != nil {
+		t.Fatal(err)
+	}
+}
