@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -350,4 +351,23 @@ func TestCompareWindowsGateDoesNotWaitForAScan(t *testing.T) {
 		t.Fatal("the gate's comparison waited for the windows' scan")
 	}
 	w.mu.Unlock()
+}
+
+// The last-N ring keeps at most maxCompareOutputs outputs of an
+// execution, as the windows' totals do: a model with very many outputs
+// does not make it N times that big.
+func TestCompareWindowsRingKeepsBoundedOutputs(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(60000, 0)
+	e := compared{shadow: time.Millisecond, champion: time.Millisecond}
+	for i := range 1000 {
+		e.outputs = append(e.outputs, OutputDiff{Name: "o" + strconv.Itoa(i), Rows: 1, Elements: 1, Within: 1})
+	}
+	w.record(1, t0, true, e, t0)
+	if n := cap(w.ring[0].outputs); n > maxCompareOutputs {
+		t.Errorf("the ring holds %d outputs of one execution, want at most %d", n, maxCompareOutputs)
+	}
+	if st := w.stats(1, t0, 0.01, t0); len(st.SinceStart.Outputs) != maxCompareOutputs || len(st.LastN.Outputs) != maxCompareOutputs {
+		t.Errorf("outputs in the windows: %d since start, %d last N; want %d", len(st.SinceStart.Outputs), len(st.LastN.Outputs), maxCompareOutputs)
+	}
 }

@@ -226,6 +226,13 @@ func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e co
 		w.reset(id, loadedAt)
 	}
 	w.total.add(&e)
+	if len(e.outputs) > maxCompareOutputs {
+		// The windows keep at most that many outputs' figures; the ring
+		// keeps no more of an execution (a copy: the log event has them all).
+		kept := make([]OutputDiff, maxCompareOutputs)
+		copy(kept, e.outputs)
+		e.outputs = kept
+	}
 	if len(w.ring) < w.limit {
 		w.ring = append(w.ring, e)
 	} else {
