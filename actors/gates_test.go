@@ -268,17 +268,27 @@ func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
 	}
 }
 
+// slowConfig is rollbackConfig judging v2 on its p99 over 5 requests.
+var slowConfig = strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
+
+// rollBackASlowRelease starts slowConfig with a v2 answering in 30 ms,
+// halfway up its ramp, and sends 100 requests: v2 must get exactly its 5
+// judged ones and be rolled back. The caller stops the world.
+func rollBackASlowRelease(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t, slowConfig, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+	time.Sleep(30 * time.Second)
+	synctest.Wait()
+	if got := scoreN(t, w.sys, 100, 1, false); got["v2"] != 5 {
+		t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
+	}
+	return w
+}
+
 func TestAPhasedInReleaseTooSlowIsRolledBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
-		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		w := rollBackASlowRelease(t)
 		defer w.stop()
-		time.Sleep(30 * time.Second)
-		synctest.Wait()
-		got := scoreN(t, w.sys, 100, 1, false)
-		if got["v2"] != 5 {
-			t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
-		}
 		// The window's p99 is the geometric middle of the 5 % bucket holding 30 ms.
 		if st := v2Stats(t, w.sys); st.Valid || st.Gate == nil || st.Gate.State != "rolled_back" ||
 			!strings.HasPrefix(st.Gate.RollbackReason, "rollback_when: p99 3") || !strings.HasSuffix(st.Gate.RollbackReason, "ms above max_p99_ms 20") {
@@ -330,18 +340,12 @@ func TestARollbackDeletedFromTheSharedStateIsClearedOnTheReplicaThatDecidedIt(t 
 // the content rolled back, still in the stats' 1-2 minute window.
 func TestANewContentIsNotJudgedOnTheLatencyOfTheContentRolledBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
-		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		w := rollBackASlowRelease(t)
 		defer w.stop()
-		time.Sleep(30 * time.Second)
-		synctest.Wait()
-		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] != 5 {
-			t.Fatalf("answers by release: %v; want v2 rolled back after its 5 judged requests", got)
-		}
 		// Fast content for b/, 10 seconds later: valid again, it ramps up.
 		time.Sleep(10 * time.Second)
 		sum := w.putModel("b/", version(3))
-		w.setConfig(strings.Replace(cfg, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
+		w.setConfig(strings.Replace(slowConfig, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
 		for w.model("b/").Checksum != sum {
 			time.Sleep(10 * time.Millisecond)
 		}
