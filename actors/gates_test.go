@@ -78,6 +78,17 @@ func (c *logCapture) String() string {
 	return c.buf.String()
 }
 
+// updateB puts spec at b/, names its checksum in cfg (an in-place
+// update) and waits until b/ serves it.
+func (w *world) updateB(cfg string, spec faultySpec) {
+	w.t.Helper()
+	sum := w.putModel("b/", spec)
+	w.setConfig(strings.Replace(cfg, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
+	for w.model("b/").Checksum != sum {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // v2Stats returns the stats of v2.
 func v2Stats(t *testing.T, sys *System) ServableStats {
 	t.Helper()
@@ -142,11 +153,7 @@ func TestAPhasedInReleaseWhoseErrorsCrossTheBoundIsRolledBack(t *testing.T) {
 		// New content for b/ (an in-place update: the config names its
 		// checksum) clears the rollback: v2 is valid again a second after it
 		// loads and ramps up from 0 %.
-		sum := w.putModel("b/", version(3))
-		w.setConfig(strings.Replace(rollbackConfig, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
-		for w.model("b/").Checksum != sum {
-			time.Sleep(10 * time.Millisecond)
-		}
+		w.updateB(rollbackConfig, version(3))
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		st = v2Stats(t, w.sys)
@@ -344,11 +351,7 @@ func TestANewContentIsNotJudgedOnTheLatencyOfTheContentRolledBack(t *testing.T) 
 		defer w.stop()
 		// Fast content for b/, 10 seconds later: valid again, it ramps up.
 		time.Sleep(10 * time.Second)
-		sum := w.putModel("b/", version(3))
-		w.setConfig(strings.Replace(slowConfig, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
-		for w.model("b/").Checksum != sum {
-			time.Sleep(10 * time.Millisecond)
-		}
+		w.updateB(slowConfig, version(3))
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 30 {
