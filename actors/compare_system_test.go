@@ -276,3 +276,36 @@ func TestAShadowWaitingForTheChampionIsComparedOnTheLowPriorityWorkers(t *testin
 		})
 	}
 }
+
+// A shadow copy cut into micro-batches whose outputs Grove cannot join (a
+// scalar output) is not compared: that is Grove's limit, not an error of
+// the challenger, and must not count against it in promote_when's error
+// rate.
+func TestAShadowWhoseMicroBatchesCannotBeJoinedIsNotCompared(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	sink := &recordingSink{done: make(chan struct{}, 1)}
+	w := newCompareWindows(10)
+	ans := &championAnswer{requestID: "r1", release: "v1"}
+	ans.answer(column(t, 0.5, 0.7), false, time.Millisecond)
+	sc := &shadowCopy{req: Request{RequestID: "r1"}, c: &content{id: 1, path: "b/"}, outs: make([][]servables.Tensor, 2), pending: 2, sink: sink, metrics: m,
+		ans: ans, windows: w, tol: 0.01, start: time.Now()}
+	scalar := func(v float32) []servables.Tensor {
+		x, err := servables.NewTensor("x", servables.Float32, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Float32s()[0] = v
+		return []servables.Tensor{x}
+	}
+	sc.finish(0, scalar(0.5), nil, 0, time.Millisecond)
+	sc.finish(1, scalar(0.7), nil, 0, time.Millisecond)
+	<-sink.done
+	if c := w.comparison(1, time.Now()); c.Executions != 0 || c.Errors != 0 {
+		t.Errorf("comparison %+v, want the unjoinable copy left out", c)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if res := sink.logged[0]; res.Err == nil || res.Comparison != nil {
+		t.Errorf("logged %+v, want the join error and no comparison", res)
+	}
+}

@@ -2,10 +2,12 @@ package actors
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -305,5 +307,67 @@ func TestDiffOutputsMissingOutput(t *testing.T) {
 	got := diffOutputs(champion, []servables.Tensor{f32(t, "b", []int64{1}, 1)}, 0.01)
 	if len(got) != 2 || got[0].Name != "a" || got[0].Mismatch != "the challenger has no such output" || got[1].Mismatch != "" {
 		t.Fatalf("got %+v, want a missing and b compared", got)
+	}
+}
+
+// A BYTES output has no absolute difference: the gate counts its share of
+// unequal rows, so a challenger whose labels differ is not promoted on its
+// numeric outputs alone.
+func TestCompareWindowsGateCountsUnequalBytesRows(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(70000, 0)
+	champion := []servables.Tensor{f32(t, "score", []int64{4, 1}, 0.1, 0.2, 0.3, 0.4), strs(t, "side", []int64{4, 1}, "friend", "foe", "foe", "friend")}
+	shadow := []servables.Tensor{f32(t, "score", []int64{4, 1}, 0.1, 0.2, 0.3, 0.4), strs(t, "side", []int64{4, 1}, "foe", "friend", "foe", "friend")}
+	w.record(1, t0, true, compared{shadow: time.Millisecond, champion: time.Millisecond, outputs: diffOutputs(champion, shadow, 0.01)}, t0)
+	if got := w.comparison(1, t0); math.Abs(got.MeanAbsDiff-0.5) > 1e-9 {
+		t.Errorf("gate mean diff %v, want 0.5: half the BYTES rows differ", got.MeanAbsDiff)
+	}
+	// Equal labels and equal numbers: no difference.
+	w.record(2, t0, true, compared{shadow: time.Millisecond, champion: time.Millisecond, outputs: diffOutputs(champion, champion, 0.01)}, t0)
+	if got := w.comparison(2, t0); got.MeanAbsDiff != 0 {
+		t.Errorf("gate mean diff %v of equal answers, want 0", got.MeanAbsDiff)
+	}
+}
+
+// The router reads the gate's comparison on every user request: it must
+// not wait while a reader of the windows (the stats, a scrape) holds them
+// to scan the last-N ring, which takes 70 ms at the largest
+// shadow_compare_window.
+func TestCompareWindowsGateDoesNotWaitForAScan(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(80000, 0)
+	w.record(1, t0, true, exec(1, 0.25, 2*time.Millisecond, time.Millisecond), t0)
+	first := w.comparison(1, t0)
+	w.record(1, t0, true, exec(1, 0.25, 2*time.Millisecond, time.Millisecond), t0)
+	w.mu.Lock() // a scan under way
+	got := make(chan routing.Comparison, 1)
+	go func() { got <- w.comparison(1, t0.Add(2*gateRefresh)) }()
+	select {
+	case c := <-got:
+		if c.Executions != 2 || math.Abs(c.MeanAbsDiff-0.25) > 1e-9 || c.P99Ratio != first.P99Ratio || c.P99Ratio == 0 {
+			t.Errorf("during a scan: %+v, want the fresh counts and the p99 ratio worked out before (%v)", c, first.P99Ratio)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate's comparison waited for the windows' scan")
+	}
+	w.mu.Unlock()
+}
+
+// The last-N ring keeps at most maxCompareOutputs outputs of an
+// execution, as the windows' totals do: a model with very many outputs
+// does not make it N times that big.
+func TestCompareWindowsRingKeepsBoundedOutputs(t *testing.T) {
+	w := newCompareWindows(10)
+	t0 := time.Unix(60000, 0)
+	e := compared{shadow: time.Millisecond, champion: time.Millisecond}
+	for i := range 1000 {
+		e.outputs = append(e.outputs, OutputDiff{Name: "o" + strconv.Itoa(i), Rows: 1, Elements: 1, Within: 1})
+	}
+	w.record(1, t0, true, e, t0)
+	if n := cap(w.ring[0].outputs); n > maxCompareOutputs {
+		t.Errorf("the ring holds %d outputs of one execution, want at most %d", n, maxCompareOutputs)
+	}
+	if st := w.stats(1, t0, 0.01, t0); len(st.SinceStart.Outputs) != maxCompareOutputs || len(st.LastN.Outputs) != maxCompareOutputs {
+		t.Errorf("outputs in the windows: %d since start, %d last N; want %d", len(st.SinceStart.Outputs), len(st.LastN.Outputs), maxCompareOutputs)
 	}
 }

@@ -108,15 +108,24 @@ func (c *compareCollector) collectWindow(ch chan<- prometheus.Metric, contract, 
 		gauge(c.latencyRatio, w.P50Ratio, contract, release, window, "0.5")
 		gauge(c.latencyRatio, w.P99Ratio, contract, release, window, "0.99")
 	}
+	// An output's name is the model's: a label value must be UTF-8 (else
+	// the whole scrape fails), and two names made alike by the repair
+	// would be one series twice (which fails it too).
+	seen := make(map[string]bool, maxMetricOutputs)
 	for _, o := range w.Outputs[:min(len(w.Outputs), maxMetricOutputs)] {
-		gauge(c.mismatches, float64(o.Mismatches), contract, release, o.Name, window)
+		name := strings.ToValidUTF8(o.Name, "\uFFFD")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		gauge(c.mismatches, float64(o.Mismatches), contract, release, name, window)
 		if o.WithinTolerance != nil {
-			gauge(c.meanDiff, o.MeanAbsDiff, contract, release, o.Name, window)
-			gauge(c.maxDiff, o.MaxAbsDiff, contract, release, o.Name, window)
-			gauge(c.within, *o.WithinTolerance, contract, release, o.Name, window)
+			gauge(c.meanDiff, o.MeanAbsDiff, contract, release, name, window)
+			gauge(c.maxDiff, o.MaxAbsDiff, contract, release, name, window)
+			gauge(c.within, *o.WithinTolerance, contract, release, name, window)
 		}
 		if o.Agreement != nil {
-			gauge(c.agree, *o.Agreement, contract, release, o.Name, window)
+			gauge(c.agree, *o.Agreement, contract, release, name, window)
 		}
 	}
 }

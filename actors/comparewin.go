@@ -176,9 +176,12 @@ type compareSlot struct {
 }
 
 // compareWindows keep a shadow servable's compared executions. The
-// goroutines finishing shadow copies write them; the router reads them
-// (stats, the routing policy's Comparison) and the metrics collector; mu
-// guards everything.
+// goroutines finishing shadow copies write them; the stats and the
+// metrics collector read them; mu guards them. The router reads only the
+// routing policy's Comparison, published apart under gmu: the windows'
+// readers hold mu while they scan the last-N ring (up to
+// shadow_compare_window executions), which the router, on every user
+// request's path, must never wait for.
 type compareWindows struct {
 	mu sync.Mutex
 	// content is the id of the model content the figures are of; an
@@ -192,10 +195,13 @@ type compareWindows struct {
 	limit int
 	next  int
 	slots [compareSlots]compareSlot
-	// p99Ratio caches the 5-minute p99 ratio of the routing policy's
-	// Comparison, worked out at p99At.
-	p99Ratio float64
-	p99At    time.Time
+	// gmu guards the routing policy's Comparison of content gateContent
+	// (taken after mu, never before it): record publishes its counts and
+	// mean difference, comparison works its 5-minute p99 ratio out at p99At.
+	gmu         sync.Mutex
+	gate        routing.Comparison
+	gateContent int64
+	p99At       time.Time
 }
 
 // newCompareWindows keeps the last n executions in its last-N window.
@@ -220,6 +226,13 @@ func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e co
 		w.reset(id, loadedAt)
 	}
 	w.total.add(&e)
+	if len(e.outputs) > maxCompareOutputs {
+		// The windows keep at most that many outputs' figures; the ring
+		// keeps no more of an execution (a copy: the log event has them all).
+		kept := make([]OutputDiff, maxCompareOutputs)
+		copy(kept, e.outputs)
+		e.outputs = kept
+	}
 	if len(w.ring) < w.limit {
 		w.ring = append(w.ring, e)
 	} else {
@@ -232,13 +245,19 @@ func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e co
 		*s = compareSlot{start: start}
 	}
 	s.add(&e)
+	w.gmu.Lock()
+	w.gate.Executions, w.gate.Errors, w.gate.MeanAbsDiff = w.total.executions, w.total.errors, gateDiff(&w.total)
+	w.gmu.Unlock()
 }
 
 // reset forgets everything: the windows are of content id from now on.
 func (w *compareWindows) reset(id int64, loadedAt time.Time) {
 	clear(w.ring)
 	w.content, w.since, w.total, w.ring, w.next = id, loadedAt, totals{}, w.ring[:0], 0
-	w.slots, w.p99Ratio, w.p99At = [compareSlots]compareSlot{}, 0, time.Time{}
+	w.slots = [compareSlots]compareSlot{}
+	w.gmu.Lock()
+	w.gate, w.gateContent, w.p99At = routing.Comparison{}, id, time.Time{}
+	w.gmu.Unlock()
 }
 
 // windows returns the three windows' totals at now, all empty when they
@@ -276,20 +295,29 @@ func (w *compareWindows) recent(now time.Time) *totals {
 // loaded, the p99 ratio over the last 5 minutes (worked out at most once
 // per gateRefresh: the router asks on every request). It is zero when
 // content id has not been compared.
+//
+// It never waits for mu: when a reader of the windows holds it, the p99
+// ratio worked out before is kept until the next call finds mu free.
 func (w *compareWindows) comparison(id int64, now time.Time) routing.Comparison {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if id != w.content {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	if id != w.gateContent {
 		return routing.Comparison{}
 	}
-	if age := now.Sub(w.p99At); w.p99At.IsZero() || age >= gateRefresh || age < 0 {
-		_, w.p99Ratio = w.recent(now).latencyRatios()
-		w.p99At = now
+	if age := now.Sub(w.p99At); (w.p99At.IsZero() || age >= gateRefresh || age < 0) && w.mu.TryLock() {
+		if id == w.content {
+			_, w.gate.P99Ratio = w.recent(now).latencyRatios()
+			w.p99At = now
+		}
+		w.mu.Unlock()
 	}
-	return routing.Comparison{Executions: w.total.executions, Errors: w.total.errors, MeanAbsDiff: gateDiff(&w.total), P99Ratio: w.p99Ratio}
+	return w.gate
 }
 
-// gateDiff is the largest mean absolute difference over t's outputs; an
+// gateDiff is the largest mean absolute difference over t's outputs; a
+// BYTES output, which has no absolute difference, counts each row that is
+// not equal as a difference of 1 (its share of unequal rows), so that a
+// challenger whose labels differ is not promoted on its numbers alone. An
 // output that could not be compared (a mismatch, a value not finite on
 // one side only) makes it the largest float64, which no bound admits.
 func gateDiff(t *totals) float64 {
@@ -300,6 +328,9 @@ func gateDiff(t *totals) float64 {
 			return math.MaxFloat64
 		}
 		worst = max(worst, finite(meanOf(o.sumAbsDiff, o.elements-o.nonFinite)))
+		if o.bytesRows > 0 {
+			worst = max(worst, 1-shareOf(o.equal, o.bytesRows))
+		}
 	}
 	return worst
 }

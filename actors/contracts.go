@@ -297,19 +297,38 @@ type LatencyStats struct {
 // ContractStats evaluates contract id now and describes each servable.
 func (s *System) ContractStats(id string) ([]ServableStats, error) {
 	var out []ServableStats
+	var compared []comparedStats
 	var err error
-	if qerr := s.askRouter(context.Background(), func(r *routerActor) { out, err = r.stats(id, time.Now()) }); qerr != nil {
+	now := time.Now()
+	if qerr := s.askRouter(context.Background(), func(r *routerActor) { out, compared, err = r.stats(id, now) }); qerr != nil {
 		return nil, qerr
+	}
+	// The comparison windows are read here, not on the router: their
+	// last-N window is a scan of up to shadow_compare_window executions.
+	for _, c := range compared {
+		out[c.i].Comparison = c.w.stats(c.content, c.loadedAt, c.tol, now)
 	}
 	return out, err
 }
 
-// stats describes each servable of contract id at now.
-func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
+// comparedStats is a shadow servable's comparison windows, for
+// ContractStats to describe in the i-th servable's stats.
+type comparedStats struct {
+	i        int
+	w        *compareWindows
+	content  int64
+	loadedAt time.Time
+	tol      float64
+}
+
+// stats describes each servable of contract id at now, but for the
+// comparison of its shadow servables: it returns their windows.
+func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []comparedStats, error) {
 	cs := r.contracts[id]
 	if cs == nil {
-		return nil, fmt.Errorf("%w %s", ErrUnknownContract, id)
+		return nil, nil, fmt.Errorf("%w %s", ErrUnknownContract, id)
 	}
+	var compared []comparedStats
 	p := r.plan(cs, now)
 	routes := *r.routes.Load()
 	shared := r.state.load()
@@ -332,17 +351,19 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, error) {
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
-			st.Comparison = r.comparisonStats(cs, sv.Release, c, now)
+			if w := r.comparisonWindows(cs, sv.Release); w != nil {
+				compared = append(compared, comparedStats{i: len(out), w: w, content: c.id, loadedAt: c.loadedAt, tol: r.tolerance})
+			}
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	return out, compared, nil
 }
 
-// comparisonStats describes how shadow release (served by content c)
-// compares with the answers callers got; nil for a servable that is not a
-// shadow and was never compared.
-func (r *routerActor) comparisonStats(cs *contractState, release string, c *content, now time.Time) *ComparisonStats {
+// comparisonWindows returns the windows of how shadow release compares
+// with the answers callers got; nil for a servable that is not a shadow
+// and was never compared.
+func (r *routerActor) comparisonWindows(cs *contractState, release string) *compareWindows {
 	rc := cs.releases[release]
 	sv, _ := cs.servable(release)
 	if rc == nil || (rc.compare == nil && (sv == nil || sv.Shadow == nil)) {
@@ -351,7 +372,7 @@ func (r *routerActor) comparisonStats(cs *contractState, release string, c *cont
 	if rc.compare == nil {
 		rc.compare = newCompareWindows(r.compareWindow)
 	}
-	return rc.compare.stats(c.id, c.loadedAt, r.tolerance, now)
+	return rc.compare
 }
 
 // Contracts lists the configured contracts, sorted by id.

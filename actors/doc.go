@@ -65,9 +65,10 @@
 //	                                         its micro-batches
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
 //	  (championAnswer)                       callback (stores only)      compare with it; comparewin.go)
-//	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (router's stats and plan,
-//	                                         shadow copies' compare      the metrics collector)
-//	                                         (low-priority workers)
+//	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (ContractStats and the
+//	                                         shadow copies' compare      metrics collector, off the router); the gate's
+//	                                         (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
+//	                                                                     which never waits for mu)
 //	System.draining, closing               System's callers            atomics
 //
 // Background work (config polls, fetches, loads, warm-ups, releases, the

@@ -22,6 +22,11 @@ type liveCounters struct {
 	since    time.Time // the stamp they count from (zero: not valid)
 	requests atomic.Int64
 	errors   atomic.Int64
+	// latency holds the answered requests' latencies since the stamp (of
+	// the last one to two minutes), for max_p99_ms: the stats' window
+	// (releaseCounters.latency) may still hold those of content rolled
+	// back.
+	latency latencyWindow
 }
 
 // record counts a user request routed to the release that ended with
@@ -33,6 +38,7 @@ func (rc *releaseCounters) record(ctx context.Context, err error, start, now tim
 	switch {
 	case err == nil:
 		rc.latency.observe(now.Sub(start), now)
+		l.latency.observe(now.Sub(start), now)
 		rc.served.Add(1)
 	case servableFault(ctx, err):
 		l.errors.Add(1)
@@ -65,7 +71,7 @@ func servableFault(ctx context.Context, err error) bool {
 func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 	l := rc.live.Load()
 	if !l.since.Equal(since) {
-		l = &liveCounters{since: since}
+		l = &liveCounters{since: since, latency: latencyWindow{start: since}}
 		rc.live.Store(l)
 	}
 	return l
@@ -87,8 +93,17 @@ func newReleaseCounters(now time.Time) *releaseCounters {
 func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable, rec modelconfig.ServableRecord, c *content, ss *routing.ServableState, now time.Time) {
 	rv := sv.ReleaseVersion
 	f := rec.RolledBack
-	if f.IsZero() || f.At.Equal(st.cleared[rv]) {
-		f = st.failures[rv]
+	if !f.IsZero() && f.At.Equal(st.cleared[rv]) {
+		f = modelconfig.Failure{} // cleared here; the shared state does not know yet
+	}
+	if own, ok := st.failures[rv]; ok {
+		if !f.IsZero() && f.Checksum == own.Checksum {
+			// The shared state has it: from now on it rules, so that a
+			// rollback deleted from it is cleared here as on every replica.
+			delete(st.failures, rv)
+		} else {
+			f = own
+		}
 	}
 	if !f.IsZero() && c != nil && c.checksum != f.Checksum {
 		r.log.Info("release rollback cleared: the release serves new model content", "contract", st.cfg.ID(), "release", rv,
@@ -109,7 +124,7 @@ func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable,
 	ss.Live = routing.Live{Requests: l.requests.Load(), Errors: l.errors.Load()}
 	if rw := sv.RollbackWhen; rw != nil && rw.MaxP99Ms != nil && !ss.ValidSince.IsZero() && now.Before(ss.ValidSince.Add(sv.PhaseIn.Over)) {
 		// Only while the gate watches: the quantile costs a scan of the window.
-		q, _ := rc.latency.quantiles(now, 0.99)
+		q, _ := l.latency.quantiles(now, 0.99)
 		ss.Live.P99 = q[0]
 	}
 }
@@ -152,12 +167,13 @@ func (s *sharedState) setPromoted(id, rv string, t time.Time) {
 
 // setRolledBack asks for release rv of contract id to be recorded as
 // rolled back, unless another replica recorded it first for the same
-// content.
+// content. A promotion recorded before is undone with it: promoted, if
+// ever again, is when promote_when promotes the release anew.
 func (s *sharedState) setRolledBack(id, rv string, f modelconfig.Failure) {
 	s.ask("rolled back "+id+" "+rv, func(st *modelconfig.ContractState) {
 		st.Edit(id, rv, func(r *modelconfig.ServableRecord) {
 			if r.RolledBack.IsZero() || r.RolledBack.Checksum != f.Checksum {
-				r.RolledBack = f
+				r.RolledBack, r.Promoted = f, time.Time{}
 			}
 		})
 	})

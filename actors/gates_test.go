@@ -78,6 +78,17 @@ func (c *logCapture) String() string {
 	return c.buf.String()
 }
 
+// updateB puts spec at b/, names its checksum in cfg (an in-place
+// update) and waits until b/ serves it.
+func (w *world) updateB(cfg string, spec faultySpec) {
+	w.t.Helper()
+	sum := w.putModel("b/", spec)
+	w.setConfig(strings.Replace(cfg, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
+	for w.model("b/").Checksum != sum {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // v2Stats returns the stats of v2.
 func v2Stats(t *testing.T, sys *System) ServableStats {
 	t.Helper()
@@ -142,11 +153,7 @@ func TestAPhasedInReleaseWhoseErrorsCrossTheBoundIsRolledBack(t *testing.T) {
 		// New content for b/ (an in-place update: the config names its
 		// checksum) clears the rollback: v2 is valid again a second after it
 		// loads and ramps up from 0 %.
-		sum := w.putModel("b/", version(3))
-		w.setConfig(strings.Replace(rollbackConfig, `{"model_path": "b/"}`, `{"model_path": "b/", "checksum": "`+sum+`"}`, 1))
-		for w.model("b/").Checksum != sum {
-			time.Sleep(10 * time.Millisecond)
-		}
+		w.updateB(rollbackConfig, version(3))
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		st = v2Stats(t, w.sys)
@@ -268,21 +275,144 @@ func TestPromoteWhenPromotesOnlyAnAgreeingShadow(t *testing.T) {
 	}
 }
 
+// slowConfig is rollbackConfig judging v2 on its p99 over 5 requests.
+var slowConfig = strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
+
+// rollBackASlowRelease starts slowConfig with a v2 answering in 30 ms,
+// halfway up its ramp, and sends 100 requests: v2 must get exactly its 5
+// judged ones and be rolled back. The caller stops the world.
+func rollBackASlowRelease(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t, slowConfig, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+	time.Sleep(30 * time.Second)
+	synctest.Wait()
+	if got := scoreN(t, w.sys, 100, 1, false); got["v2"] != 5 {
+		t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
+	}
+	return w
+}
+
 func TestAPhasedInReleaseTooSlowIsRolledBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := strings.Replace(rollbackConfig, `"rollback_when": {"min_requests": 20, "max_error_rate": 0.01}`, `"rollback_when": {"min_requests": 5, "max_p99_ms": 20}`, 1)
-		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		w := rollBackASlowRelease(t)
 		defer w.stop()
-		time.Sleep(30 * time.Second)
-		synctest.Wait()
-		got := scoreN(t, w.sys, 100, 1, false)
-		if got["v2"] != 5 {
-			t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
-		}
 		// The window's p99 is the geometric middle of the 5 % bucket holding 30 ms.
 		if st := v2Stats(t, w.sys); st.Valid || st.Gate == nil || st.Gate.State != "rolled_back" ||
 			!strings.HasPrefix(st.Gate.RollbackReason, "rollback_when: p99 3") || !strings.HasSuffix(st.Gate.RollbackReason, "ms above max_p99_ms 20") {
 			t.Fatalf("v2: %+v %+v", st, st.Gate)
 		}
 	})
+}
+
+// Deleting a rollback from the shared state by hand clears it on every
+// replica, the one that decided it too (docs/rollout-gates.md): the
+// deciding replica's own memory of it lasts only until the shared state
+// has it.
+func TestARollbackDeletedFromTheSharedStateIsClearedOnTheReplicaThatDecidedIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, rollbackConfig, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
+		defer w.stop()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 7, true); got["v2"] != 20 {
+			t.Fatalf("answers by release: %v", got)
+		}
+		time.Sleep(2 * time.Second) // the shared-state writer
+		synctest.Wait()
+		name := modelconfig.StatePath("model_config.json")
+		st, err := modelconfig.ParseContractState(w.b.get(name))
+		if err != nil || st.Record("ads/pctr/1", "v2").RolledBack.IsZero() {
+			t.Fatalf("shared state before the edit: %v %+v", err, st)
+		}
+		st.Edit("ads/pctr/1", "v2", func(r *modelconfig.ServableRecord) { r.RolledBack = modelconfig.Failure{} })
+		data, err := st.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.b.set(name, data)
+		w.settle()
+		time.Sleep(30 * time.Second) // valid again, half-way up its new ramp
+		synctest.Wait()
+		if st := v2Stats(t, w.sys); !st.Valid || st.Gate == nil || st.Gate.State != "watching" {
+			t.Fatalf("v2 after its rollback was deleted from the shared state: %+v %+v", st, st.Gate)
+		}
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 30 {
+			t.Errorf("v2 got %v", got)
+		}
+	})
+}
+
+// max_p99_ms judges the release's answers since it became valid: new
+// content that clears a p99 rollback is not judged on the slow answers of
+// the content rolled back, still in the stats' 1-2 minute window.
+func TestANewContentIsNotJudgedOnTheLatencyOfTheContentRolledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := rollBackASlowRelease(t)
+		defer w.stop()
+		// Fast content for b/, 10 seconds later: valid again, it ramps up.
+		time.Sleep(10 * time.Second)
+		w.updateB(slowConfig, version(3))
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] < 30 {
+			t.Errorf("v2 with fast content got %v", got)
+		}
+		if st := v2Stats(t, w.sys); !st.Valid || st.Gate == nil || st.Gate.State != "watching" {
+			t.Fatalf("v2 with fast content: %+v %+v", st, st.Gate)
+		}
+	})
+}
+
+// A rollback undoes the promotion recorded before it: the stats'
+// promoted_at of a release promoted again (new content) is then the new
+// promotion's, not the one rolled back.
+func TestARollbackUndoesTheRecordedPromotion(t *testing.T) {
+	s := newSharedState(newMemBucket(), "model_config.json", slog.New(slog.DiscardHandler))
+	st := &modelconfig.ContractState{Contracts: map[string]map[string]modelconfig.ServableRecord{}}
+	t0 := time.Unix(1000, 0).UTC()
+	s.setPromoted("ads/pctr/1", "v2", t0)
+	s.pending["promoted ads/pctr/1 v2"](st)
+	f := modelconfig.Failure{At: t0.Add(time.Minute), Reason: "rollback_when: error rate", Checksum: "9f2c"}
+	s.setRolledBack("ads/pctr/1", "v2", f)
+	s.pending["rolled back ads/pctr/1 v2"](st)
+	if r := st.Record("ads/pctr/1", "v2"); !r.Promoted.IsZero() || r.RolledBack != f {
+		t.Fatalf("record after the rollback: %+v", r)
+	}
+}
+
+// The contract stats read the comparison windows off the router: a scan
+// of the last-N window (70 ms at the largest shadow_compare_window) must
+// not hold up the router, which every user request goes through.
+func TestContractStatsReadTheComparisonOffTheRouter(t *testing.T) {
+	w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": version(2)})
+	defer w.stop()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, err := w.sys.ContractStats("ads/pctr/1"); err == nil && st[1].Ready && st[1].Comparison != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("v2 not ready")
+		}
+	}
+	var cw *compareWindows
+	if err := w.sys.askRouter(context.Background(), func(r *routerActor) { cw = r.contracts["ads/pctr/1"].releases["v2"].compare }); err != nil || cw == nil {
+		t.Fatalf("no windows: %v", err)
+	}
+	cw.mu.Lock() // a scan under way (a scrape, another stats call)
+	stats := make(chan error, 1)
+	go func() {
+		_, err := w.sys.ContractStats("ads/pctr/1")
+		stats <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the stats query reaches the router first
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := w.sys.askRouter(ctx, func(*routerActor) {})
+	cw.mu.Unlock()
+	if err != nil {
+		t.Fatalf("the router waited for the comparison windows: %v", err)
+	}
+	if err := <-stats; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -174,13 +174,16 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 		return
 	}
 	res := Result{ModelPath: sc.c.path, Checksum: sc.c.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
+	joined := true
 	if res.Err == nil {
 		res.Outputs, res.Err = concatRows(sc.outs)
+		joined = res.Err == nil
 	}
 	sc.res = res
-	// A copy dropped unrun (past shadow_timeout) says nothing of the challenger.
+	// A copy dropped unrun (past shadow_timeout) says nothing of the
+	// challenger, nor does one whose micro-batches Grove could not join.
 	ready := true
-	if k := servables.KindOf(res.Err); sc.ans != nil && k != servables.DeadlineExceeded && k != servables.Canceled {
+	if k := servables.KindOf(res.Err); sc.ans != nil && joined && k != servables.DeadlineExceeded && k != servables.Canceled {
 		// From here on sc.res belongs to whoever compares it.
 		if ready = sc.ans.await(sc); ready {
 			sc.compare()

@@ -45,18 +45,6 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
      {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]}]}`))
 	g := startGrove(t, b.URL(), nil)
 
-	type prediction struct {
-		Prediction struct {
-			FQRV struct {
-				ReleaseVersion string `json:"releaseVersion"`
-			} `json:"fqrv"`
-			Datum []struct {
-				Tensors []map[string]struct {
-					Data []float64 `json:"data"`
-				} `json:"tensors"`
-			} `json:"datum"`
-		} `json:"Prediction"`
-	}
 	body := scoreBody(t, exp)
 	for i := range 20 {
 		resp, err := client.Post(g.url+"/ads/pctr/1/score", "application/json", strings.NewReader(body))
@@ -65,7 +53,7 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var p prediction
+		var p ffPrediction
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &p) != nil {
 			t.Fatalf("score: HTTP %d %s", resp.StatusCode, raw)
 		}
@@ -278,4 +266,19 @@ func TestStickyKeyKeepsEachUserOnOneRelease(t *testing.T) {
 	if reached["v1"] == 0 || reached["v2"] == 0 {
 		t.Errorf("16 users at a 50/50 split all went to one release: %v", reached)
 	}
+}
+
+// ffPrediction is the part of a ForestFlow score answer the tests read:
+// the release that answered and each datum's output values by type.
+type ffPrediction struct {
+	Prediction struct {
+		FQRV struct {
+			ReleaseVersion string `json:"releaseVersion"`
+		} `json:"fqrv"`
+		Datum []struct {
+			Tensors []map[string]struct {
+				Data []float64 `json:"data"`
+			} `json:"tensors"`
+		} `json:"datum"`
+	} `json:"Prediction"`
 }

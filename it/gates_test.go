@@ -83,18 +83,7 @@ func (g *grove) scoreAnswer(contract, body string) (int, string, float64, string
 	if resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, "", 0, string(raw)
 	}
-	var p struct {
-		Prediction struct {
-			FQRV struct {
-				ReleaseVersion string `json:"releaseVersion"`
-			} `json:"fqrv"`
-			Datum []struct {
-				Tensors []map[string]struct {
-					Data []float64 `json:"data"`
-				} `json:"tensors"`
-			} `json:"datum"`
-		} `json:"Prediction"`
-	}
+	var p ffPrediction
 	if err := json.Unmarshal(raw, &p); err != nil || len(p.Prediction.Datum) == 0 || len(p.Prediction.Datum[0].Tensors) == 0 {
 		g.t.Fatalf("score %s: %v %s", contract, err, raw)
 	}

@@ -676,7 +676,8 @@ type PromoteWhen struct {
 	// MinShadowExecutions is min_shadow_executions, 1 to MaxEventCount.
 	MinShadowExecutions int64
 	// MaxMeanAbsDiff is max_mean_abs_diff: the largest mean absolute
-	// difference, over each output, from the champion's values.
+	// difference, over each output, from the champion's values (a BYTES
+	// output: the share of its rows that are not equal).
 	MaxMeanAbsDiff *float64
 	// MaxErrorRate is max_error_rate: the highest share of failed shadow
 	// executions, 0 to 1.
