@@ -72,6 +72,8 @@ fuzz: deps
 	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseMetrics; do \
 	  $(GO) test ./api/forestflow -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./conf -run '^$$' -fuzz '^FuzzParseBucketURL$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./conf/bucket -run '^$$' -fuzz '^FuzzParseChecksumFile$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api/manage -run '^$$' -fuzz '^FuzzParseRollback$$' -fuzztime $(FUZZTIME)
 	for p in file gcs s3; do \
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzParseSince FuzzDecode; do \

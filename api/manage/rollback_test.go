@@ -92,3 +92,21 @@ func TestRollbackRefusalsAreJSONErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRollback: a rollback body is a model path or an error naming
+// what is wrong with the body, never a panic.
+func FuzzParseRollback(f *testing.F) {
+	for _, s := range []string{`{"model_path": "m/"}`, `{"modelPath": "pcvr/3/"}`, `{}`, `{"model_path": ""}`, `{"model_path": 1}`,
+		`{"model_path": "a", "model_path": "b"}`, `{"extra": 1}`, `[]`, `nul`, ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		path, err := parseRollback(body)
+		switch {
+		case err != nil && !strings.HasPrefix(err.Error(), "rollback request"):
+			t.Fatalf("error %q does not say it concerns the rollback request", err)
+		case err == nil && path == "":
+			t.Fatalf("accepted %q with no model path", body)
+		}
+	})
+}

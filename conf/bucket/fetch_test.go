@@ -121,3 +121,25 @@ func TestFetchWithoutChecksumFileOptionKeepsAChecksumFileAsAModelFile(t *testing
 		t.Errorf("checksum %s, want the checksum of every file, %s", m.Checksum, want)
 	}
 }
+
+// FuzzParseChecksumFile: a CHECKSUM file's content is accepted only as 64
+// lowercase hex characters (whitespace around them ignored), and a refusal
+// names the file and shows a bounded part of what it holds.
+func FuzzParseChecksumFile(f *testing.F) {
+	for _, s := range []string{"", strings.Repeat("a", 64), " " + strings.Repeat("0", 64) + "\n", strings.Repeat("A", 64),
+		strings.Repeat("f", 63), strings.Repeat("x", 5000), "\xff\xfe"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sum, err := parseChecksumFile("v/3/CHECKSUM", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "v/3/CHECKSUM does not hold a checksum") || len(err.Error()) > 500 { // 80 bytes shown, each at most 4 characters quoted
+				t.Fatalf("refusal %q", err)
+			}
+			return
+		}
+		if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" || sum != strings.TrimSpace(string(data)) {
+			t.Fatalf("accepted %q as %q", data, sum)
+		}
+	})
+}
