@@ -144,7 +144,16 @@ type ModelMetadata struct {
 	Inputs []*TensorSignature `protobuf:"bytes,106,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Grove: the model's outputs, in the model's order. A TorchScript
 	// model's outputs take these names (else output_0, output_1, ...).
-	Outputs       []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []*TensorSignature `protobuf:"bytes,107,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Grove, in a cluster (the server's cluster.etcd_endpoints): on how many
+	// nodes the model is loaded, 0 to 64 (0: 1). replicas stays the number
+	// of model actors on each of those nodes. A single server ignores it.
+	Nodes int32 `protobuf:"varint,111,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// Grove, in a cluster: the fewest nodes the model may be loaded on when
+	// fewer than nodes have the memory for it, 0 to nodes (0: 1). When not
+	// even that many have, it is loaded on no new node and reported as
+	// unplaceable. A single server ignores it.
+	MinNodes      int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +270,20 @@ func (x *ModelMetadata) GetOutputs() []*TensorSignature {
 		return x.Outputs
 	}
 	return nil
+}
+
+func (x *ModelMetadata) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *ModelMetadata) GetMinNodes() int32 {
+	if x != nil {
+		return x.MinNodes
+	}
+	return 0
 }
 
 // TensorSignature is one input or output of a model, in the Open
@@ -1217,7 +1240,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x9d\x04\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xd0\x04\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1231,7 +1254,9 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x12default_timeout_ms\x18h \x01(\x05R\x10defaultTimeoutMs\x12(\n" +
 	"\x10queue_timeout_ms\x18i \x01(\x05R\x0equeueTimeoutMs\x121\n" +
 	"\x06inputs\x18j \x03(\v2\x19.grove.v1.TensorSignatureR\x06inputs\x123\n" +
-	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\"W\n" +
+	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\x12\x14\n" +
+	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
+	"\tmin_nodes\x18p \x01(\x05R\bminNodes\"W\n" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +

@@ -52,6 +52,22 @@ type Model struct {
 	// Signature is the declared signature (inputs and outputs); changing
 	// it reloads the model.
 	Signature Signature
+	// Nodes is nodes: in a cluster, on how many nodes the model is loaded
+	// (0: 1; see Placement). Changing it or MinNodes reloads nothing: the
+	// cluster controller places the model again.
+	Nodes int
+	// MinNodes is min_nodes: in a cluster, the fewest nodes the model may
+	// be loaded on when fewer than Nodes have the memory (0: 1).
+	MinNodes int
+}
+
+// MaxNodes is the largest nodes and min_nodes.
+const MaxNodes = 64
+
+// Placement returns the model's nodes and min_nodes with their defaults
+// applied: 1 ≤ minNodes ≤ nodes ≤ MaxNodes for a config Parse accepted.
+func (m Model) Placement() (nodes, minNodes int) {
+	return max(m.Nodes, 1), max(m.MinNodes, 1)
 }
 
 // Signature is a model's declared inputs and outputs (the Grove fields
@@ -168,7 +184,7 @@ type Error = jsondoc.Error
 // hex characters, warm-up requests that are not JSON, and declared inputs
 // and outputs (see Signature) without a name, with a name given twice, a
 // datatype other than Datatypes or a dimension other than -1 or 1 or
-// more. The optional
+// more, and a min_nodes above nodes (each 0 to MaxNodes). The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
 // (release_version) concerned. All errors are *Error.
@@ -215,6 +231,8 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) *Config {
 				IntraOpThreads: int(m.GetIntraOpThreads()),
 			},
 			Signature: Signature{Inputs: tensorsFromProto(m.GetInputs()), Outputs: tensorsFromProto(m.GetOutputs())},
+			Nodes:     int(m.GetNodes()),
+			MinNodes:  int(m.GetMinNodes()),
 		})
 	}
 	for i, k := range pb.GetContracts() {
@@ -343,6 +361,9 @@ func (c *Config) validate() error {
 		}
 		if err := validateTensors(entry+".outputs", m.Signature.Outputs); err != nil {
 			return err
+		}
+		if nodes, minNodes := m.Placement(); minNodes > nodes {
+			return &Error{Field: entry + ".min_nodes", Msg: fmt.Sprintf("%d is more than nodes (%d)", minNodes, nodes)}
 		}
 	}
 	return c.validateContracts()
@@ -826,6 +847,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		QueueMs  int64        `json:"queue_timeout_ms,omitempty"`
 		Inputs   []tensorJSON `json:"inputs,omitempty"`
 		Outputs  []tensorJSON `json:"outputs,omitempty"`
+		Nodes    int          `json:"nodes,omitempty"`
+		MinNodes int          `json:"min_nodes,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -836,7 +859,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		doc.Models = append(doc.Models, model{m.Path, m.Checksum, m.WarmUpJSON, m.EvictionGracePeriod.Milliseconds(),
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
-			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs)})
+			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs), m.Nodes, m.MinNodes})
 	}
 	for _, k := range c.Contracts {
 		out := contractJSON{Organization: k.Organization, Project: k.Project, Number: k.Number,
