@@ -21,10 +21,12 @@ package coord
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -289,4 +291,33 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// TLSConfig returns the TLS configuration of an etcd client: the CAs of
+// caFile (the system's when empty) and, when certFile and keyFile are
+// given, the client certificate for etcd's --client-cert-auth. The error
+// names the file at fault.
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("coord: reading the etcd CA file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("coord: the etcd CA file %s holds no PEM certificate", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("coord: an etcd client certificate needs both its file and its key file")
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("coord: the etcd client certificate %s and key %s: %w", certFile, keyFile, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
 }

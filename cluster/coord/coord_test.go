@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -352,12 +353,16 @@ func TestDialTLS(t *testing.T) {
 	ca := certtest.NewCA(t, "etcd CA")
 	certFile, keyFile := ca.Server(t, "etcd").Write(t, dir, "server")
 	srv := etcdtest.Start(t, etcdtest.WithTLS(etcdtest.TLSFiles{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.WriteCA(t, dir)}))
-	client := ca.Client(t, "grove-node", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).TLS(t)
+	clientCert, clientKey := ca.Client(t, "grove-node", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).Write(t, dir, "client")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
 
-	c, err := Dial(ctx, Config{Endpoints: []string{srv.Addr}, TLS: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS12}, Logger: log})
+	tc, err := TLSConfig(filepath.Join(dir, "ca.pem"), clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, Config{Endpoints: []string{srv.Addr}, TLS: tc, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +379,29 @@ func TestDialTLS(t *testing.T) {
 	if c, err := Dial(ctx, Config{Endpoints: []string{srv.Addr}, TLS: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, DialTimeout: time.Second, Logger: log}); err == nil {
 		c.Close()
 		t.Error("connected without a client certificate")
+	}
+}
+
+func TestTLSConfigNamesTheFileAtFault(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "etcd CA")
+	caFile := ca.WriteCA(t, dir)
+	cert, key := ca.Client(t, "n", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).Write(t, dir, "client")
+	notPEM := filepath.Join(dir, "junk.pem")
+	certtest.WriteFile(t, notPEM, []byte("junk"))
+	for _, tc := range []struct{ ca, cert, key, want string }{
+		{filepath.Join(dir, "missing.pem"), "", "", "reading the etcd CA file"},
+		{notPEM, "", "", "the etcd CA file " + notPEM + " holds no PEM certificate"},
+		{caFile, cert, "", "needs both its file and its key file"},
+		{caFile, cert, notPEM, "the etcd client certificate " + cert},
+	} {
+		if _, err := TLSConfig(tc.ca, tc.cert, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("TLSConfig(%q, %q, %q): %v, want %q", tc.ca, tc.cert, tc.key, err, tc.want)
+		}
+	}
+	c, err := TLSConfig("", cert, key)
+	if err != nil || c.RootCAs != nil || len(c.Certificates) != 1 {
+		t.Errorf("system roots with a client certificate: %+v, %v", c, err)
 	}
 }
 
