@@ -159,7 +159,9 @@ type Placement struct {
 	Revision int64 `json:"-"`
 }
 
-// Members reads the membership.
+// Members reads the membership. A record that does not decode, names
+// another node than its key, or fails placement.Member.Validate is left
+// out and logged.
 func (c *Client) Members(ctx context.Context) (Members, error) {
 	resp, err := c.cli.Get(ctx, c.prefix+membersDir, clientv3.WithPrefix())
 	if err != nil {
@@ -168,8 +170,16 @@ func (c *Client) Members(ctx context.Context) (Members, error) {
 	out := Members{Revision: resp.Header.Revision}
 	for _, kv := range resp.Kvs {
 		var m Member
-		if err := json.Unmarshal(kv.Value, &m); err != nil {
-			c.log.Warn("cluster member record ignored: not a member", "key", string(kv.Key), "err", err)
+		err := json.Unmarshal(kv.Value, &m)
+		switch {
+		case err != nil:
+		case m.Name != strings.TrimPrefix(string(kv.Key), c.prefix+membersDir):
+			err = fmt.Errorf("the record names %q", m.Name)
+		default:
+			err = m.Validate()
+		}
+		if err != nil { // one bad record must not stop placement for all
+			c.log.Warn("cluster member record ignored", "key", string(kv.Key), "err", err)
 			continue
 		}
 		out.List = append(out.List, m)

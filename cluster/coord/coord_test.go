@@ -122,6 +122,26 @@ func TestMembership(t *testing.T) {
 	}
 }
 
+func TestMembersSkipsBadRecords(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	c := dial(t, srv, "/b/")
+	join(t, c, "good", 1)
+	for key, val := range map[string]string{
+		"/b/members/junk":     "{",
+		"/b/members/renamed":  `{"name": "other"}`,
+		"/b/members/negative": `{"name": "negative", "budget_bytes": -1}`,
+	} {
+		if _, err := c.cli.Put(ctx, key, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := c.Members(ctx)
+	if err != nil || !slices.Equal(m.Names(), []string{"good"}) {
+		t.Errorf("members %v, %v; want only the good record", m.Names(), err)
+	}
+}
+
 func TestJoinWaitsOutAPreviousProcess(t *testing.T) {
 	srv := etcdtest.Start(t)
 	old := dial(t, srv, "/j/")

@@ -455,6 +455,30 @@ func FormatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", f, "KMGTPE"[i-1])
 }
 
+// Validate checks one member record: a name, no negative size, known
+// states. The error names the member and what is wrong.
+func (m Member) Validate() error {
+	var errs []error
+	at := fmt.Sprintf("member %q", m.Name)
+	if m.Name == "" {
+		errs = append(errs, errors.New("a member has no name"))
+	}
+	if m.BudgetBytes < 0 || m.FreeBytes < 0 || m.ReservedBytes < 0 {
+		errs = append(errs, fmt.Errorf("%s: budget %d, free %d and reserved %d bytes must not be negative", at, m.BudgetBytes, m.FreeBytes, m.ReservedBytes))
+	}
+	for j, h := range m.Held {
+		switch {
+		case h.Path == "":
+			errs = append(errs, fmt.Errorf("%s: held content %d has no path", at, j))
+		case h.Bytes < 0:
+			errs = append(errs, fmt.Errorf("%s: held content %d (%s) has negative size %d", at, j, h.Path, h.Bytes))
+		case h.State != Loading && h.State != Ready && h.State != Failed:
+			errs = append(errs, fmt.Errorf("%s: held content %d (%s) has state %q, not loading, ready or failed", at, j, h.Path, h.State))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // validate checks the input; see Compute.
 func (in Input) validate() error {
 	var errs []error
@@ -464,26 +488,14 @@ func (in Input) validate() error {
 	}
 	names := map[string]bool{}
 	for i, m := range in.Members {
-		at := fmt.Sprintf("member %d (%q)", i, m.Name)
-		switch {
-		case m.Name == "":
-			bad("member %d has no name", i)
-		case names[m.Name]:
-			bad("%s: the name is used twice", at)
+		if m.Name != "" && names[m.Name] {
+			bad("member %d (%q): the name is used twice", i, m.Name)
 		}
 		names[m.Name] = true
-		if m.BudgetBytes < 0 || m.FreeBytes < 0 || m.ReservedBytes < 0 {
-			bad("%s: budget %d, free %d and reserved %d bytes must not be negative", at, m.BudgetBytes, m.FreeBytes, m.ReservedBytes)
-		}
-		for j, h := range m.Held {
-			switch {
-			case h.Path == "":
-				bad("%s: held content %d has no path", at, j)
-			case h.Bytes < 0:
-				bad("%s: held content %d (%s) has negative size %d", at, j, h.Path, h.Bytes)
-			case h.State != Loading && h.State != Ready && h.State != Failed:
-				bad("%s: held content %d (%s) has state %q, not loading, ready or failed", at, j, h.Path, h.State)
-			}
+		if m.Name == "" {
+			bad("member %d has no name", i)
+		} else if err := m.Validate(); err != nil {
+			bad("%w", err)
 		}
 	}
 	paths := map[string]bool{}
