@@ -474,6 +474,27 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 	}
 }
 
+func TestClusterKeysHaveTheFlagOfTheSameName(t *testing.T) {
+	s := DefaultServer()
+	fs, _, _ := serverFlags(&s)
+	n := 0
+	for key, name := range nestedKeyFlags {
+		if !strings.HasPrefix(key, "cluster.") {
+			continue
+		}
+		n++
+		if want := strings.NewReplacer(".", "-", "_", "-").Replace(key); name != want {
+			t.Errorf("%s has the flag --%s, want --%s", key, name, want)
+		}
+		if fs.Lookup(name) == nil {
+			t.Errorf("%s: no flag --%s", key, name)
+		}
+	}
+	if want := reflect.TypeFor[Cluster]().NumField(); n != want {
+		t.Errorf("%d cluster keys have a flag, want all %d", n, want)
+	}
+}
+
 func TestServerValidateCluster(t *testing.T) {
 	single := DefaultServer()
 	single.Bucket = "gs://b"
@@ -613,7 +634,9 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-max-body-bytes", "-drain-timeout", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
-		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator"} {
+		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
+		"-memory-budget-bytes", "-cluster-etcd-endpoints", "-cluster-etcd-prefix", "-cluster-etcd-tls", "-cluster-etcd-ca-file",
+		"-cluster-etcd-cert-file", "-cluster-etcd-key-file", "-cluster-node-name", "-cluster-advertise", "-cluster-lease-ttl", "-cluster-memory-factor"} {
 		if !strings.Contains(buf.String(), "  "+f+" ") && !strings.Contains(buf.String(), "  "+f+"\n") {
 			t.Errorf("usage does not list %s:\n%s", f, buf.String())
 		}
