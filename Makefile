@@ -50,6 +50,7 @@ vet:
 FUZZTIME ?= 30s
 fuzz: deps
 	$(GO) test ./conf/modelconfig -run '^$$' -fuzz FuzzParseModelConfig -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster/placement -run '^$$' -fuzz FuzzCompute -fuzztime $(FUZZTIME)
 	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/forestflow -run '^$$' -fuzz FuzzParseInferenceRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)

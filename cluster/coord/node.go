@@ -25,9 +25,10 @@ type Node struct {
 	last []byte     // the record last written
 }
 
-// Join makes self a member with a lease of ttl (whole seconds, at least
-// 1 s): the record lives as long as the lease, which the node keeps alive
-// until Leave or until it cannot reach etcd for ttl. A record of the same
+// Join makes self a member with a lease of ttl (rounded up to whole
+// seconds; etcd may grant more than it is asked for below its minimum):
+// the record lives as long as the lease, which the node keeps alive until
+// Leave or until it cannot reach etcd for ttl. A record of the same
 // name held by another live lease (the previous process of a node that
 // was killed and restarted) is waited out, up to ctx.
 func (c *Client) Join(ctx context.Context, self Member, ttl time.Duration) (*Node, error) {
