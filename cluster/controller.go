@@ -22,6 +22,7 @@ import (
 
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/placement"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // ControllerConfig configures a Controller.
@@ -222,6 +223,20 @@ func Measured(models []placement.Model, members []placement.Member) []placement.
 			m.MeasuredBytes = rss[m.Path]
 		}
 		out[i] = m
+	}
+	return out
+}
+
+// Desired returns the models of a model config as placement takes them:
+// nodes and min_nodes with their defaults, and each model's file size
+// from sizes (by model path; the bucket's listing). A model missing from
+// sizes counts as needing no memory until a node measures it, so the
+// caller should list every model first.
+func Desired(cfg *modelconfig.Config, sizes map[string]int64) []placement.Model {
+	out := make([]placement.Model, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		nodes, minNodes := m.Placement()
+		out = append(out, placement.Model{Path: m.Path, Nodes: nodes, MinNodes: minNodes, FileBytes: sizes[m.Path]})
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/placement"
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 const (
@@ -340,5 +341,17 @@ func TestMeasured(t *testing.T) {
 		})
 	if got[0].MeasuredBytes != 40 || got[1].MeasuredBytes != 7 || got[2].MeasuredBytes != 0 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+func TestDesired(t *testing.T) {
+	cfg, err := modelconfig.Parse([]byte(`{"model_metadata": [{"model_path": "a/", "nodes": 3, "min_nodes": 2}, {"model_path": "b"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Desired(cfg, map[string]int64{"a/": 100, "b": 7})
+	want := []placement.Model{{Path: "a/", Nodes: 3, MinNodes: 2, FileBytes: 100}, {Path: "b", Nodes: 1, MinNodes: 1, FileBytes: 7}}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
