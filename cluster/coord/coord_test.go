@@ -103,7 +103,7 @@ func TestMembership(t *testing.T) {
 	c2.Close()
 	start := time.Now()
 	await(t, members, ttl+2*time.Second, "n2 gone after its lease expired", names("n1"))
-	t.Logf("a dead member's record disappeared %v after its last keep-alive could have been sent (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
+	t.Logf("a dead member's record disappeared %v after its process died, without revoking (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 
 	// n1 leaves: gone at once.
 	start = time.Now()
