@@ -138,7 +138,11 @@ type supervisorActor struct {
 }
 
 func newSupervisor(s *System) *supervisorActor {
-	return &supervisorActor{sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
+	var share map[string]bool
+	if s.opts.ClusterNode {
+		share = map[string]bool{}
+	}
+	return &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
 		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
 }
 

@@ -66,6 +66,10 @@ type Options struct {
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
 	// Predictions receives every answer returned to a caller; nil logs none.
 	Predictions PredictionSink
+	// ClusterNode starts the system with an empty share: it loads no
+	// model of the config until SetShare gives it its share of the
+	// cluster's placement table.
+	ClusterNode bool
 	// Remote, on a cluster node, forwards a request for a model not
 	// ready here to a node that has it (cluster.go); nil: a single server.
 	Remote Remote
