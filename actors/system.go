@@ -66,6 +66,13 @@ type Options struct {
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
 	// Predictions receives every answer returned to a caller; nil logs none.
 	Predictions PredictionSink
+	// ClusterNode starts the system with an empty share: it loads no
+	// model of the config until SetShare gives it its share of the
+	// cluster's placement table.
+	ClusterNode bool
+	// Remote, on a cluster node, forwards a request for a model not
+	// ready here to a node that has it (cluster.go); nil: a single server.
+	Remote Remote
 	// Logger receives the actors' logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the actors' metrics; nil means none are registered.
@@ -84,8 +91,10 @@ type System struct {
 	// routes and status are published by the supervisor, read by anyone.
 	routes atomic.Pointer[table]
 	status atomic.Pointer[Status]
-	state  *sharedState
-	low    *lowPriority // shadow forwards
+	// applied is the config in force, published by the supervisor.
+	applied atomic.Pointer[appliedConfig]
+	state   *sharedState
+	low     *lowPriority // shadow forwards
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// bg tracks every goroutine the system starts outside the actors
@@ -134,6 +143,7 @@ func Start(opts Options) (*System, error) {
 	empty := table{}
 	s.routes.Store(&empty)
 	s.status.Store(&Status{Models: []ModelStatus{}})
+	s.applied.Store(&appliedConfig{changed: make(chan struct{})})
 	workers, queue := opts.ShadowWorkers, opts.ShadowQueue
 	if workers <= 0 {
 		workers, queue = 1, 4
@@ -190,6 +200,20 @@ func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
 // model actor reaches it); when the caller goes away, nothing is returned
 // or logged.
 func (s *System) run(b *batch) ([]Result, error) {
+	res, err := s.runUnlogged(b)
+	if err != nil {
+		return nil, err
+	}
+	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
+		for i := range res {
+			p.LogPrediction(&b.reqs[i], &res[i], true)
+		}
+	}
+	return res, nil
+}
+
+// runUnlogged is run without the prediction log.
+func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if s.closing.Load() {
 		return nil, ErrStopped
 	}
@@ -212,11 +236,6 @@ func (s *System) run(b *batch) ([]Result, error) {
 	}
 	if b.err != nil {
 		return nil, b.err
-	}
-	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
-		for i := range res {
-			p.LogPrediction(&b.reqs[i], &res[i], true)
-		}
 	}
 	return res, nil
 }

@@ -906,6 +906,11 @@ func (s Server) validateCluster(bad func(key, format string, args ...any)) {
 	if s.MemoryBudgetBytes <= 0 {
 		bad("memory_budget_bytes", "required in a cluster: the bytes of memory this node gives models")
 	}
+	if !(s.TLS.Enabled() && s.TLS.ClientCAFile != "") && !s.InsecureNoAuth {
+		bad("cluster.advertise", "peers cannot be authenticated: configure tls.cert_file, tls.key_file and tls.client_ca_file "+
+			"(mTLS between nodes; peers present the server certificate, which needs the clientAuth usage too), "+
+			"or give insecure_no_auth (--insecure-no-auth) to serve plaintext peers")
+	}
 }
 
 // validate reports the problems of the tls section through bad.

@@ -517,6 +517,7 @@ func TestServerValidateCluster(t *testing.T) {
 	node.Cluster.EtcdEndpoints = []string{"127.0.0.1:2379"}
 	node.Cluster.NodeName = "n1"
 	node.Cluster.Advertise = "127.0.0.1:7946"
+	node.InsecureNoAuth = true // plaintext peers
 	for name, s := range map[string]Server{"single": single, "node": node} {
 		if err := s.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -551,6 +552,8 @@ func TestServerValidateCluster(t *testing.T) {
 		{"memory factor", func(s *Server) { s.Cluster.MemoryFactor = 0 }, "cluster.memory_factor (--cluster-memory-factor): 0 is not a number above 0"},
 		{"memory factor NaN", func(s *Server) { s.Cluster.MemoryFactor = math.NaN() }, "NaN is not a number above 0"},
 		{"no budget", func(s *Server) { s.MemoryBudgetBytes = 0 }, "memory_budget_bytes (--memory-budget-bytes): required in a cluster"},
+		{"unauthenticated peers", func(s *Server) { s.InsecureNoAuth = false },
+			"cluster.advertise (--cluster-advertise): peers cannot be authenticated: configure tls.cert_file, tls.key_file and tls.client_ca_file"},
 		{"negative budget", func(s *Server) { s.MemoryBudgetBytes = -1 }, "memory_budget_bytes (--memory-budget-bytes): -1 must not be negative"},
 	} {
 		s := node
