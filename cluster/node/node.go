@@ -84,6 +84,8 @@ type Agent struct {
 	ready    atomic.Pointer[map[string][]forward.Peer] // path -> other nodes with it ready
 	leader   atomic.Pointer[string]
 	draining atomic.Bool
+	// left is set by Leave: Run joins no more.
+	left atomic.Bool
 	// wake makes Run write the record at once (Drain).
 	wake chan struct{}
 
@@ -165,10 +167,10 @@ func (a *Agent) IsMember(name string) bool {
 // lost. It returns nil when ctx is done (without leaving: Leave does).
 func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	a.sys.Store(sys)
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !a.left.Load() {
 		err := a.session(ctx, sys)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || a.left.Load():
 		case errors.Is(err, coord.ErrSessionLost):
 			a.log.Warn("cluster session lost; joining again", "err", err)
 		default:
@@ -460,8 +462,9 @@ func (a *Agent) handoverLeft() []string {
 }
 
 // Leave ends the membership at once (the lease revoked): the record
-// vanishes for every peer.
+// vanishes for every peer, and Run returns without joining again.
 func (a *Agent) Leave(ctx context.Context) error {
+	a.left.Store(true)
 	n := a.node.Load()
 	if n == nil {
 		return nil

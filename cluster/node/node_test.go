@@ -1,0 +1,318 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/cluster/coord"
+	"github.com/groveml/grove/cluster/etcdtest"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/cluster/node"
+	"github.com/groveml/grove/conf/bucket/file"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/faulty"
+)
+
+// The cluster in one process: three actors.Systems, each with its node
+// agent on a real etcd and its forward server on loopback, over one file
+// bucket of faulty models (each adds its own number to its input, so an
+// answer says which model gave it).
+
+// models are the test's models and what each adds.
+var models = map[string]float64{"a/": 1, "b/": 2, "c/": 3}
+
+// testNode is one node: its actors, agent and forward server.
+type testNode struct {
+	name   string
+	sys    *actors.System
+	agent  *node.Agent
+	fs     *forward.Server
+	fc     *forward.Client
+	cli    *coord.Client
+	cancel context.CancelFunc
+	done   chan error
+	logged atomic.Int64 // predictions its sink received (served)
+	// seen records the requests its forward server received.
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+type seenRequest struct {
+	req         forward.ForwardedRequest
+	deadline    time.Time
+	hasDeadline bool
+}
+
+func (n *testNode) LogPrediction(_ *actors.Request, _ *actors.Result, served bool) {
+	if served {
+		n.logged.Add(1)
+	}
+}
+
+// newBucket writes the models and the config into a file bucket.
+func newBucket(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var entries []string
+	for path, add := range models {
+		if err := os.MkdirAll(filepath.Join(dir, path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v}`, add), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, fmt.Sprintf(`{"model_path": %q, "eviction_grace_period_in_ms": 500}`, path))
+	}
+	cfg := `{"model_metadata": [` + strings.Join(entries, ",") + `]}`
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + dir
+}
+
+// startNode starts node name of the cluster on etcd at etcdAddr.
+func startNode(t *testing.T, etcdAddr, bucketURL, name string) *testNode {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", name)
+	b, err := file.Open(bucketURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{etcdAddr}, Prefix: "/t/", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{name: name, cli: cli, done: make(chan error, 1)}
+	n.fc = forward.NewClient(forward.ClientOptions{Logger: log})
+	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
+		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
+		Retry: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.sys, err = actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: 200 * time.Millisecond,
+		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 64, Runtimes: servables.Registry{faulty.Runtime{}},
+		Predictions: n, Logger: log, ClusterNode: true, Remote: n.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.fs, err = forward.NewServer(forward.LocalFunc(func(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
+		d, ok := ctx.Deadline()
+		n.mu.Lock()
+		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok})
+		n.mu.Unlock()
+		return n.sys.Predict(ctx, req)
+	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, AllowUnauthenticatedPeers: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = n.fs.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() { n.done <- n.agent.Run(ctx, n.sys) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop stops the agent (leaving), the forward server and the actors.
+func (n *testNode) stop() {
+	if n.cancel == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = n.agent.Leave(ctx)
+	n.cancel()
+	<-n.done
+	n.cancel = nil
+	n.fs.Stop()
+	n.fc.Close()
+	_ = n.sys.Stop(ctx)
+	_ = n.cli.Close()
+}
+
+// infer asks n for path with input v.
+func (n *testNode) infer(ctx context.Context, path string, v float32) actors.Result {
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1})
+	if err != nil {
+		panic(err)
+	}
+	x.Float32s()[0] = v
+	res, err := n.sys.Infer(ctx, []actors.Request{{API: "test", ModelPath: path, Inputs: []servables.Tensor{x}, RequestID: "req-" + path}})
+	if err != nil {
+		return actors.Result{Err: err}
+	}
+	return res[0]
+}
+
+// check reports whether res is path's answer to input v.
+func check(res actors.Result, path string, v float32) error {
+	if res.Err != nil {
+		return res.Err
+	}
+	if len(res.Outputs) != 1 || res.Outputs[0].Float32s()[0] != v+float32(models[path]) {
+		return fmt.Errorf("%s answered %v, want %v", path, res.Outputs, v+float32(models[path]))
+	}
+	return nil
+}
+
+// held lists the configured models n has loaded (any state).
+func held(n *testNode) []string {
+	var out []string
+	for _, m := range n.sys.Status().Models {
+		out = append(out, m.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// eventually retries f every 50 ms until it returns nil or 30 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// everyModelEverywhere checks that every live node answers every model.
+func everyModelEverywhere(nodes []*testNode) error {
+	for _, n := range nodes {
+		for path := range models {
+			if err := check(n.infer(context.Background(), path, 10), path, 10); err != nil {
+				return fmt.Errorf("node %s, model %s: %w", n.name, path, err)
+			}
+		}
+	}
+	return nil
+}
+
+func TestClusterInProcess(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL := newBucket(t)
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1"), startNode(t, srv.Addr, bucketURL, "n2"), startNode(t, srv.Addr, bucketURL, "n3")}
+
+	// Every node answers every model, each loading only its share.
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	table := nodes[0].agent.Status().Placement
+	total := 0
+	for _, n := range nodes {
+		share := table.ModelsOn(n.name)
+		if got := held(n); !slices.Equal(got, share) {
+			t.Errorf("node %s holds %v, its share is %v (table %v)", n.name, got, share, table)
+		}
+		total += len(share)
+	}
+	if total != len(models) {
+		t.Errorf("the table places %d copies of %d models (nodes: 1 each): %v", total, len(models), table)
+	}
+	if st := nodes[1].agent.Status(); len(st.Members) != 3 || st.Controller == "" || st.Term == 0 {
+		t.Errorf("cluster status: %+v", st)
+	}
+
+	// A forwarded request: logged once, by the node called; it carries
+	// the deadline and request id and arrives at user priority.
+	var caller, server *testNode
+	var path string
+	for _, n := range nodes {
+		for p := range models {
+			if !slices.Contains(held(n), p) {
+				caller, path = n, p
+			}
+		}
+	}
+	for _, n := range nodes {
+		if slices.Contains(held(n), path) {
+			server = n
+		}
+	}
+	loggedC, loggedS := caller.logged.Load(), server.logged.Load()
+	server.mu.Lock()
+	server.seen = nil
+	server.mu.Unlock()
+	ctx, cancel := context.WithTimeout(auth.NewContext(context.Background(), auth.Identity{Method: "none"}), 5*time.Second)
+	want, _ := ctx.Deadline()
+	if err := check(caller.infer(ctx, path, 5), path, 5); err != nil {
+		t.Fatalf("forwarded from %s to %s: %v", caller.name, server.name, err)
+	}
+	cancel()
+	if d := caller.logged.Load() - loggedC; d != 1 {
+		t.Errorf("the node called logged %d predictions, want 1", d)
+	}
+	if d := server.logged.Load() - loggedS; d != 0 {
+		t.Errorf("the serving node logged %d forwarded predictions, want 0", d)
+	}
+	server.mu.Lock()
+	seen := slices.Clone(server.seen)
+	server.mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("the serving node received %d forwarded requests, want 1", len(seen))
+	}
+	s := seen[0]
+	if s.req.RequestID != "req-"+path || s.req.Priority != forward.User || s.req.ModelPath != path || s.req.Peer != "" {
+		t.Errorf("forwarded request: %+v", s.req)
+	}
+	// gRPC carries the time left, which the serving side turns back into
+	// a deadline: equal give or take the encoding's rounding.
+	if d := s.deadline.Sub(want); !s.hasDeadline || d > 10*time.Millisecond || d < -time.Second {
+		t.Errorf("forwarded deadline %v (set %v), caller's %v", s.deadline, s.hasDeadline, want)
+	}
+
+	// Never forwarded again: the serving side answers a model it does not
+	// hold Unavailable rather than forwarding it, though a peer has it.
+	_, err := caller.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{ModelPath: path, Inputs: []servables.Tensor{mustScalar(1)},
+		Priority: forward.User, Caller: auth.Identity{Method: "none"}}})
+	if servables.KindOf(err) != servables.Unavailable {
+		t.Errorf("a forwarded request for a model not held here: %v, want Unavailable (never a second hop)", err)
+	}
+
+	// A node's agent stops: its models are placed on the others and
+	// answered again by every node left.
+	gone := server
+	gone.stop()
+	var left []*testNode
+	for _, n := range nodes {
+		if n != gone {
+			left = append(left, n)
+		}
+	}
+	eventually(t, "every model answered after "+gone.name+" left", func() error {
+		if tab := left[0].agent.Status().Placement; slices.Contains(tab[path], gone.name) {
+			return fmt.Errorf("%s still placed on %s: %v", path, gone.name, tab)
+		}
+		return everyModelEverywhere(left)
+	})
+}
+
+func mustScalar(v float32) servables.Tensor {
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1})
+	if err != nil {
+		panic(err)
+	}
+	x.Float32s()[0] = v
+	return x
+}
+
