@@ -315,4 +315,3 @@ func mustScalar(v float32) servables.Tensor {
 	x.Float32s()[0] = v
 	return x
 }
-
