@@ -32,6 +32,9 @@ import (
 type Remote interface {
 	// Serves reports whether another node has path ready.
 	Serves(path string) bool
+	// Paths lists the paths other nodes have ready (ModelPaths adds
+	// them: the front ends take a request for any of them).
+	Paths() []string
 	// Forward runs req on another node that has its model ready and
 	// returns the answer; it returns when ctx is done.
 	Forward(ctx context.Context, req forward.Request) (forward.Answer, error)

@@ -138,6 +138,16 @@ func (a *Agent) Serves(path string) bool {
 	return len((*a.ready.Load())[path]) > 0
 }
 
+// Paths lists the paths other nodes have ready (actors.Remote).
+func (a *Agent) Paths() []string {
+	ready := *a.ready.Load()
+	out := make([]string, 0, len(ready))
+	for p := range ready {
+		out = append(out, p)
+	}
+	return out
+}
+
 // Forward runs req on another node that has its model ready
 // (actors.Remote): the power of two choices among them, one retry on
 // Unavailable.
