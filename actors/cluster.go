@@ -117,12 +117,10 @@ func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
 // Predict serves a request another node forwarded here, on this node's
 // own ready model only (forward.Local): never forwarded again, not
 // logged (the node the caller called logs it), at shadow priority when it
-// is a shadow copy. A model not ready here fails Unavailable, so that the
-// forwarding node tries another replica.
+// is a shadow copy, with the caller's identity the forward server put in
+// ctx. A model not ready here fails Unavailable, so that the forwarding
+// node tries another replica.
 func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
-	if req.Caller.Method != "" {
-		ctx = auth.NewContext(ctx, req.Caller)
-	}
 	b := newBatch(ctx, []Request{{API: req.API, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
 		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
