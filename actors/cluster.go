@@ -187,6 +187,7 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 // the node that serves the challenger.
 func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget) {
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
+	fr.Release = target.Release
 	logged := Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging}
 	start := time.Now()

@@ -2,6 +2,10 @@ package node_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +20,8 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/api/tlsconf"
+	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
@@ -44,6 +50,7 @@ type testNode struct {
 	cancel context.CancelFunc
 	done   chan error
 	logged atomic.Int64 // predictions its sink received (served)
+	shadow atomic.Int64 // shadow executions its sink received
 	// seen records the requests its forward server received.
 	mu   sync.Mutex
 	seen []seenRequest
@@ -58,11 +65,15 @@ type seenRequest struct {
 func (n *testNode) LogPrediction(_ *actors.Request, _ *actors.Result, served bool) {
 	if served {
 		n.logged.Add(1)
+	} else {
+		n.shadow.Add(1)
 	}
 }
 
-// newBucket writes the models and the config into a file bucket.
-func newBucket(t *testing.T) string {
+// newBucket writes the models into a file bucket with an empty config,
+// and returns its URL and the function that writes the test's config
+// (contracts: the config's contracts section, "" for none).
+func newBucket(t *testing.T, contracts string) (string, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	var entries []string
@@ -75,15 +86,34 @@ func newBucket(t *testing.T) string {
 		}
 		entries = append(entries, fmt.Sprintf(`{"model_path": %q, "eviction_grace_period_in_ms": 500}`, path))
 	}
-	cfg := `{"model_metadata": [` + strings.Join(entries, ",") + `]}`
-	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
+	slices.Sort(entries)
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return "file://" + dir
+	write(`{"model_metadata": []}`)
+	return "file://" + dir, func() { write(`{"model_metadata": [` + strings.Join(entries, ",") + `]` + contracts + `}`) }
 }
 
-// startNode starts node name of the cluster on etcd at etcdAddr.
-func startNode(t *testing.T, etcdAddr, bucketURL, name string) *testNode {
+// configureWhenJoined writes the config once every node sees them all
+// as members, so that the first placement spreads the models.
+func configureWhenJoined(t *testing.T, nodes []*testNode, configure func()) {
+	t.Helper()
+	eventually(t, "every node a member", func() error {
+		for _, n := range nodes {
+			if got := len(n.agent.Status().Members); got != len(nodes) {
+				return fmt.Errorf("%s sees %d members", n.name, got)
+			}
+		}
+		return nil
+	})
+	configure()
+}
+
+// startNode starts node name of the cluster on etcd at etcdAddr, its
+// peers in plaintext, or with mTLS when p is not nil.
+func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", name)
 	b, err := file.Open(bucketURL)
@@ -99,7 +129,11 @@ func startNode(t *testing.T, etcdAddr, bucketURL, name string) *testNode {
 		t.Fatal(err)
 	}
 	n := &testNode{name: name, cli: cli, done: make(chan error, 1)}
-	n.fc = forward.NewClient(forward.ClientOptions{Logger: log})
+	var clientTLS, serverTLS *tls.Config
+	if p != nil {
+		clientTLS, serverTLS = p.tls(t, name)
+	}
+	n.fc = forward.NewClient(forward.ClientOptions{Logger: log, TLS: clientTLS})
 	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
 		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
 		Retry: 100 * time.Millisecond, Logger: log})
@@ -118,7 +152,7 @@ func startNode(t *testing.T, etcdAddr, bucketURL, name string) *testNode {
 		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok})
 		n.mu.Unlock()
 		return n.sys.Predict(ctx, req)
-	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, AllowUnauthenticatedPeers: true, Logger: log})
+	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, TLS: serverTLS, AllowUnauthenticatedPeers: p == nil, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +246,11 @@ func everyModelEverywhere(nodes []*testNode) error {
 
 func TestClusterInProcess(t *testing.T) {
 	srv := etcdtest.Start(t)
-	bucketURL := newBucket(t)
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1"), startNode(t, srv.Addr, bucketURL, "n2"), startNode(t, srv.Addr, bucketURL, "n3")}
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil), startNode(t, srv.Addr, bucketURL, "n3", nil)}
 
 	// Every node answers every model, each loading only its share.
+	configureWhenJoined(t, nodes, configure)
 	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
 	table := nodes[0].agent.Status().Placement
 	total := 0
@@ -314,4 +349,110 @@ func mustScalar(v float32) servables.Tensor {
 	}
 	x.Float32s()[0] = v
 	return x
+}
+
+// pki is a cluster CA with node certificates, as Grove reads them from files.
+type pki struct {
+	ca     *certtest.CA
+	dir    string
+	caFile string
+}
+
+func newPKI(t *testing.T) *pki {
+	p := &pki{ca: certtest.NewCA(t, "grove cluster CA"), dir: t.TempDir()}
+	p.caFile = p.ca.WriteCA(t, p.dir)
+	return p
+}
+
+// tls returns node name's dialing and listening configurations: a
+// certificate for 127.0.0.1 named name, for server and client auth.
+func (p *pki) tls(t *testing.T, name string) (client, server *tls.Config) {
+	t.Helper()
+	leaf := p.ca.Sign(t, &x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
+	cert, key := leaf.Write(t, p.dir, name)
+	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: p.caFile, ClientAuth: tlsconf.ClientAuthRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = forward.ClientTLS(p.caFile, r.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, r.ServerConfig("h2")
+}
+
+// TestClusterForwardingMTLS: between nodes with mTLS, a forwarded request
+// carries the caller's identity and arrives from the calling node, and a
+// contract's shadow copy to a challenger placed on another node goes at
+// shadow priority and is logged by the node the caller called.
+func TestClusterForwardingMTLS(t *testing.T) {
+	srv := etcdtest.Start(t)
+	p := newPKI(t)
+	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
+		{"release_version": "v1", "model_path": "a/"},
+		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+
+	var caller, server *testNode
+	for _, n := range nodes {
+		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
+			caller = n
+		}
+		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
+			server = n
+		}
+	}
+	if caller == nil || server == nil {
+		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
+	}
+	reset := func() {
+		server.mu.Lock()
+		server.seen = nil
+		server.mu.Unlock()
+	}
+	seen := func() []seenRequest {
+		server.mu.Lock()
+		defer server.mu.Unlock()
+		return slices.Clone(server.seen)
+	}
+	alice := auth.Identity{Name: "alice", Roles: []auth.Role{auth.RoleInfer}, Method: "token"}
+	ctx := auth.NewContext(context.Background(), alice)
+
+	reset()
+	if err := check(caller.infer(ctx, "b/", 7), "b/", 7); err != nil {
+		t.Fatal(err)
+	}
+	got := seen()
+	if len(got) != 1 || got[0].req.Priority != forward.User || got[0].req.Peer != caller.name ||
+		got[0].req.Caller.Name != "alice" || got[0].req.Caller.Method != "token" || !slices.Equal(got[0].req.Caller.Roles, alice.Roles) {
+		t.Fatalf("forwarded user request: %+v", got)
+	}
+
+	reset()
+	shadows := caller.shadow.Load()
+	res, rv, err := caller.sys.Score(ctx, "ads/pctr/1", "", actors.Request{API: "test", RequestID: "s1", Inputs: []servables.Tensor{mustScalar(4)}})
+	if err != nil || rv != "v1" {
+		t.Fatalf("score: %v, release %q", err, rv)
+	}
+	if err := check(res, "a/", 4); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the shadow copy forwarded and logged", func() error {
+		if caller.shadow.Load() == shadows {
+			return errors.New("no shadow execution logged by the calling node")
+		}
+		return nil
+	})
+	got = seen()
+	if len(got) != 1 || got[0].req.Priority != forward.Shadow || got[0].req.ModelPath != "b/" || got[0].req.RequestID != "s1" ||
+		got[0].req.Release != "v2" || got[0].req.Caller.Name != "alice" {
+		t.Fatalf("forwarded shadow copy: %+v", got)
+	}
+	if server.shadow.Load() != 0 {
+		t.Errorf("the serving node logged %d shadow executions, want 0 (the calling node logs them)", server.shadow.Load())
+	}
 }
