@@ -456,3 +456,44 @@ func TestClusterForwardingMTLS(t *testing.T) {
 		t.Errorf("the serving node logged %d shadow executions, want 0 (the calling node logs them)", server.shadow.Load())
 	}
 }
+
+// TestClusterDrain: a draining node's models are placed on the other node
+// and Drain returns once they are ready there; the node kept serving
+// meanwhile, and after it left the other node answers every model alone.
+func TestClusterDrain(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	drained, other := nodes[0], nodes[1]
+	if len(held(drained)) == 0 {
+		t.Fatalf("%s holds nothing to drain: %v", drained.name, other.agent.Status().Placement)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := drained.agent.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	for path := range models {
+		if !slices.Contains(held(other), path) {
+			t.Errorf("after the drain %s does not hold %s: %v", other.name, path, held(other))
+		}
+	}
+	st := other.agent.Status()
+	for _, m := range st.Members {
+		if m.Name == drained.name && !m.Draining {
+			t.Errorf("%s's record does not say draining: %+v", drained.name, m)
+		}
+	}
+	if sec := drained.agent.StatusSection(); !sec.Draining {
+		t.Errorf("status section of the draining node: %+v", sec)
+	}
+	if err := everyModelEverywhere(nodes); err != nil {
+		t.Errorf("while draining: %v", err)
+	}
+	drained.stop()
+	if err := everyModelEverywhere([]*testNode{other}); err != nil {
+		t.Errorf("after %s left: %v", drained.name, err)
+	}
+}
