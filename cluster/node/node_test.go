@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
@@ -49,6 +53,7 @@ type testNode struct {
 	cli    *coord.Client
 	cancel context.CancelFunc
 	done   chan error
+	reg    *prometheus.Registry
 	logged atomic.Int64 // predictions its sink received (served)
 	shadow atomic.Int64 // shadow executions its sink received
 	// seen records the requests its forward server received.
@@ -128,7 +133,7 @@ func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &testNode{name: name, cli: cli, done: make(chan error, 1)}
+	n := &testNode{name: name, cli: cli, done: make(chan error, 1), reg: prometheus.NewRegistry()}
 	var clientTLS, serverTLS *tls.Config
 	if p != nil {
 		clientTLS, serverTLS = p.tls(t, name)
@@ -136,13 +141,13 @@ func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode
 	n.fc = forward.NewClient(forward.ClientOptions{Logger: log, TLS: clientTLS})
 	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
 		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
-		Retry: 100 * time.Millisecond, Logger: log})
+		Retry: 100 * time.Millisecond, Logger: log, Registerer: n.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.sys, err = actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: 200 * time.Millisecond,
 		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 64, Runtimes: servables.Registry{faulty.Runtime{}},
-		Predictions: n, Logger: log, ClusterNode: true, Remote: n.agent})
+		Predictions: n, Logger: log, ClusterNode: true, Remote: n.agent, Registerer: n.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +319,24 @@ func TestClusterInProcess(t *testing.T) {
 	// a deadline: equal give or take the encoding's rounding.
 	if d := s.deadline.Sub(want); !s.hasDeadline || d > 10*time.Millisecond || d < -time.Second {
 		t.Errorf("forwarded deadline %v (set %v), caller's %v", s.deadline, s.hasDeadline, want)
+	}
+
+	// The metrics.
+	controllers := 0.0
+	for _, n := range nodes {
+		if got := metric(t, n.reg, "grove_cluster_members", nil); got != 3 {
+			t.Errorf("%s: grove_cluster_members %v, want 3", n.name, got)
+		}
+		controllers += metric(t, n.reg, "grove_cluster_is_controller", nil)
+		if got := metric(t, n.reg, "grove_cluster_memory_free_bytes", nil); !(got > 0 && got <= 1<<30) {
+			t.Errorf("%s: grove_cluster_memory_free_bytes %v", n.name, got)
+		}
+	}
+	if controllers != 1 {
+		t.Errorf("%v nodes say they are the controller, want 1", controllers)
+	}
+	if got := metric(t, caller.reg, "grove_cluster_forwarded_total", map[string]string{"model": path, "result": "ok"}); got < 1 {
+		t.Errorf("%s: grove_cluster_forwarded_total{model=%q,result=ok} %v", caller.name, path, got)
 	}
 
 	// Never forwarded again: the serving side answers a model it does not
@@ -495,5 +518,43 @@ func TestClusterDrain(t *testing.T) {
 	drained.stop()
 	if err := everyModelEverywhere([]*testNode{other}); err != nil {
 		t.Errorf("after %s left: %v", drained.name, err)
+	}
+}
+
+// metric returns the value of the gauge or counter name with labels in
+// reg, or 0.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestClusterStatusOff: a single server answers GET /v1/cluster 404,
+// saying the cluster is off.
+func TestClusterStatusOff(t *testing.T) {
+	w := httptest.NewRecorder()
+	node.Handler(nil)(w, httptest.NewRequest("GET", "/v1/cluster", nil))
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "cluster mode is off") {
+		t.Errorf("GET /v1/cluster on a single server: %d %s", w.Code, w.Body)
 	}
 }
