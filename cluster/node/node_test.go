@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
@@ -557,4 +558,57 @@ func TestClusterStatusOff(t *testing.T) {
 	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "cluster mode is off") {
 		t.Errorf("GET /v1/cluster on a single server: %d %s", w.Code, w.Body)
 	}
+}
+
+// TestClusterRejoin: nodes whose leases ended (revoked behind their
+// backs, as when etcd lost them) join again and answer every model.
+func TestClusterRejoin(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leases, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[clientv3.LeaseID]bool{}
+	for _, l := range leases.Leases {
+		before[l.ID] = true
+		if _, err := cli.Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(before) < 2 {
+		t.Fatalf("%d leases, want one per node at least", len(before))
+	}
+	eventually(t, "both nodes members again on new leases", func() error {
+		now, err := cli.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, l := range now.Leases {
+			if !before[l.ID] {
+				fresh++
+			}
+		}
+		if fresh < 2 {
+			return fmt.Errorf("%d new leases", fresh)
+		}
+		for _, n := range nodes {
+			if got := len(n.agent.Status().Members); got != 2 {
+				return fmt.Errorf("%s sees %d members", n.name, got)
+			}
+		}
+		return everyModelEverywhere(nodes)
+	})
 }
