@@ -442,6 +442,10 @@ func (a *Agent) Drain(ctx context.Context) error {
 			a.log.Info("drained: every model of this node is ready elsewhere")
 			return nil
 		}
+		if !a.othersServing() {
+			a.log.Warn("draining: no other live node to hand over to; leaving", "models", left)
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			a.log.Warn("drain timeout: models ready on no other node", "models", left)
@@ -449,6 +453,16 @@ func (a *Agent) Drain(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// othersServing reports whether another member is live and not draining.
+func (a *Agent) othersServing() bool {
+	for _, m := range a.members.Load().List {
+		if m.Name != a.cfg.Name && !m.Draining {
+			return true
+		}
+	}
+	return false
 }
 
 // handoverLeft lists the models this node holds ready that no other node

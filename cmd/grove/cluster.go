@@ -122,8 +122,8 @@ func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, 
 			cancel()
 			select { // a join waiting for an unreachable etcd ends with runCtx
 			case <-done:
-			case <-ctx.Done():
-				log.Warn("the cluster agent did not stop within the drain timeout")
+			case <-time.After(2 * time.Second):
+				log.Warn("the cluster agent did not stop within 2s of leaving")
 			}
 		},
 	})
