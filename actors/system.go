@@ -93,6 +93,9 @@ type System struct {
 	status atomic.Pointer[Status]
 	// applied is the config in force, published by the supervisor.
 	applied atomic.Pointer[appliedConfig]
+	// share is the last share SetShare gave, which a restarted
+	// supervisor starts from (nil: none given).
+	share atomic.Pointer[map[string]bool]
 	state   *sharedState
 	low     *lowPriority // shadow forwards
 	// dispatcher runs the router's and models' mailboxes.
