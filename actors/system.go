@@ -96,8 +96,8 @@ type System struct {
 	// share is the last share SetShare gave, which a restarted
 	// supervisor starts from (nil: none given).
 	share atomic.Pointer[map[string]bool]
-	state   *sharedState
-	low     *lowPriority // shadow forwards
+	state *sharedState
+	low   *lowPriority // shadow forwards
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// bg tracks every goroutine the system starts outside the actors
