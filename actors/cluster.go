@@ -32,6 +32,9 @@ import (
 type Remote interface {
 	// Serves reports whether another node has path ready.
 	Serves(path string) bool
+	// Paths lists the paths other nodes have ready (ModelPaths adds
+	// them: the front ends take a request for any of them).
+	Paths() []string
 	// Forward runs req on another node that has its model ready and
 	// returns the answer; it returns when ctx is done.
 	Forward(ctx context.Context, req forward.Request) (forward.Answer, error)
@@ -53,6 +56,7 @@ func (s *System) SetShare(paths []string) {
 			m[p] = true
 		}
 	}
+	s.share.Store(&m)
 	s.as.Root.Send(s.supervisor, setShare{paths: m})
 }
 
@@ -114,12 +118,10 @@ func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
 // Predict serves a request another node forwarded here, on this node's
 // own ready model only (forward.Local): never forwarded again, not
 // logged (the node the caller called logs it), at shadow priority when it
-// is a shadow copy. A model not ready here fails Unavailable, so that the
-// forwarding node tries another replica.
+// is a shadow copy, with the caller's identity the forward server put in
+// ctx. A model not ready here fails Unavailable, so that the forwarding
+// node tries another replica.
 func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
-	if req.Caller.Method != "" {
-		ctx = auth.NewContext(ctx, req.Caller)
-	}
 	b := newBatch(ctx, []Request{{API: req.API, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
 		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
@@ -186,6 +188,7 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 // the node that serves the challenger.
 func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget) {
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
+	fr.Release = target.Release
 	logged := Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging}
 	start := time.Now()

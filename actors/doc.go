@@ -75,7 +75,9 @@
 //	                                                                     which never waits for mu)
 //	System.draining, closing               System's callers            atomics
 //	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force
-//	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go)
+//	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go); the
+//	                                                                     last share given is also System.share, an
+//	                                                                     atomic a restarted supervisor starts from
 //	config in force (System.applied)       supervisor, on a config     atomic pointer to a value replaced, never
 //	                                         that differs                changed, whose channel closes on the next
 //	                                                                     (System.AppliedConfig; the node agent)

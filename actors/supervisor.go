@@ -139,7 +139,9 @@ type supervisorActor struct {
 
 func newSupervisor(s *System) *supervisorActor {
 	var share map[string]bool
-	if s.opts.ClusterNode {
+	if last := s.share.Load(); last != nil {
+		share = *last // a restarted supervisor keeps the node's share
+	} else if s.opts.ClusterNode {
 		share = map[string]bool{}
 	}
 	return &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},

@@ -93,8 +93,11 @@ type System struct {
 	status atomic.Pointer[Status]
 	// applied is the config in force, published by the supervisor.
 	applied atomic.Pointer[appliedConfig]
-	state   *sharedState
-	low     *lowPriority // shadow forwards
+	// share is the last share SetShare gave, which a restarted
+	// supervisor starts from (nil: none given).
+	share atomic.Pointer[map[string]bool]
+	state *sharedState
+	low   *lowPriority // shadow forwards
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// bg tracks every goroutine the system starts outside the actors
@@ -241,15 +244,23 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned
-// entry's path among them once one of its versions serves (NewestVersion).
+// entry's path among them once one of its versions serves (NewestVersion);
+// on a cluster node, those ready on other nodes too (Options.Remote).
 func (s *System) ModelPaths() []string {
 	routes := *s.routes.Load()
 	paths := make([]string, 0, len(routes))
 	for path := range routes {
 		paths = append(paths, path)
 	}
+	if s.opts.Remote != nil {
+		for _, p := range s.opts.Remote.Paths() {
+			if routes[p] == nil {
+				paths = append(paths, p)
+			}
+		}
+	}
 	slices.Sort(paths)
-	return paths
+	return slices.Compact(paths)
 }
 
 // NewestVersion reports, for the path of a versioned entry ("pcvr/"),

@@ -441,3 +441,26 @@ func TestDialFailsClearly(t *testing.T) {
 		t.Errorf("failing took %v with a 500ms dial timeout", d)
 	}
 }
+
+// TestJoinHonoursItsContext: with etcd gone, Join returns when its
+// context ends instead of waiting for the lease grant for ever (a
+// stopping node's agent would never stop).
+func TestJoinHonoursItsContext(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c, err := Dial(context.Background(), Config{Endpoints: []string{srv.Addr}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Join(ctx, Member{Member: placement.Member{Name: "n1", BudgetBytes: 1, FreeBytes: 1}, Advertise: "127.0.0.1:1"}, 2*time.Second)
+	if err == nil {
+		t.Fatal("Join succeeded with etcd stopped")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Join returned after %v, its context ended after 500ms", d)
+	}
+}

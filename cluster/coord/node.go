@@ -39,7 +39,13 @@ func (c *Client) Join(ctx context.Context, self Member, ttl time.Duration) (*Nod
 	if secs < 1 {
 		return nil, fmt.Errorf("coord: lease TTL %v is under 1s", ttl)
 	}
-	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(secs))
+	// The lease is granted under ctx (NewSession's own grant would wait
+	// for an unreachable etcd whatever ctx says); the session keeps it alive.
+	lease, err := c.cli.Grant(ctx, int64(secs))
+	if err != nil {
+		return nil, fmt.Errorf("coord: granting the lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(secs), concurrency.WithLease(lease.ID))
 	if err != nil {
 		return nil, fmt.Errorf("coord: starting a session: %w", err)
 	}

@@ -84,6 +84,8 @@ type Agent struct {
 	ready    atomic.Pointer[map[string][]forward.Peer] // path -> other nodes with it ready
 	leader   atomic.Pointer[string]
 	draining atomic.Bool
+	// left is set by Leave: Run joins no more.
+	left atomic.Bool
 	// wake makes Run write the record at once (Drain).
 	wake chan struct{}
 
@@ -136,6 +138,16 @@ func (a *Agent) Serves(path string) bool {
 	return len((*a.ready.Load())[path]) > 0
 }
 
+// Paths lists the paths other nodes have ready (actors.Remote).
+func (a *Agent) Paths() []string {
+	ready := *a.ready.Load()
+	out := make([]string, 0, len(ready))
+	for p := range ready {
+		out = append(out, p)
+	}
+	return out
+}
+
 // Forward runs req on another node that has its model ready
 // (actors.Remote): the power of two choices among them, one retry on
 // Unavailable.
@@ -165,10 +177,10 @@ func (a *Agent) IsMember(name string) bool {
 // lost. It returns nil when ctx is done (without leaving: Leave does).
 func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	a.sys.Store(sys)
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !a.left.Load() {
 		err := a.session(ctx, sys)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || a.left.Load():
 		case errors.Is(err, coord.ErrSessionLost):
 			a.log.Warn("cluster session lost; joining again", "err", err)
 		default:
@@ -430,6 +442,10 @@ func (a *Agent) Drain(ctx context.Context) error {
 			a.log.Info("drained: every model of this node is ready elsewhere")
 			return nil
 		}
+		if !a.othersServing() {
+			a.log.Warn("draining: no other live node to hand over to; leaving", "models", left)
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			a.log.Warn("drain timeout: models ready on no other node", "models", left)
@@ -437,6 +453,16 @@ func (a *Agent) Drain(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// othersServing reports whether another member is live and not draining.
+func (a *Agent) othersServing() bool {
+	for _, m := range a.members.Load().List {
+		if m.Name != a.cfg.Name && !m.Draining {
+			return true
+		}
+	}
+	return false
 }
 
 // handoverLeft lists the models this node holds ready that no other node
@@ -460,8 +486,9 @@ func (a *Agent) handoverLeft() []string {
 }
 
 // Leave ends the membership at once (the lease revoked): the record
-// vanishes for every peer.
+// vanishes for every peer, and Run returns without joining again.
 func (a *Agent) Leave(ctx context.Context) error {
+	a.left.Store(true)
 	n := a.node.Load()
 	if n == nil {
 		return nil

@@ -120,7 +120,11 @@ func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, 
 			}
 			lcancel()
 			cancel()
-			<-done
+			select { // a join waiting for an unreachable etcd ends with runCtx
+			case <-done:
+			case <-time.After(2 * time.Second):
+				log.Warn("the cluster agent did not stop within 2s of leaving")
+			}
 		},
 	})
 	log.Info("cluster node", "name", node.Name(), "advertise", cfg.Cluster.Advertise, "etcd", cfg.Cluster.EtcdEndpoints,
