@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
@@ -50,6 +50,7 @@ vet:
 FUZZTIME ?= 30s
 fuzz: deps
 	$(GO) test ./conf/modelconfig -run '^$$' -fuzz FuzzParseModelConfig -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster/placement -run '^$$' -fuzz FuzzCompute -fuzztime $(FUZZTIME)
 	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/forestflow -run '^$$' -fuzz FuzzParseInferenceRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)

@@ -110,6 +110,8 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
 			ss.Comparison = st.comparison(sv.ReleaseVersion, c, now)
+		} else if r.remote != nil && r.remote.Serves(sv.ModelPath) {
+			ss.Ready = true // on another cluster node, which the router forwards to
 		}
 		r.gates(st, &sv, rec, routes[sv.ModelPath], &ss, now)
 		state[sv.ReleaseVersion] = ss

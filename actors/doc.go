@@ -11,7 +11,11 @@
 //     gathers the answers in request order, and owns the contracts:
 //     routing decisions, shadow copies, expiry.
 //
-// System ties them together and is what the API front ends call.
+// System ties them together and is what the API front ends call. On a
+// cluster node (docs/cluster.md) the supervisor loads only the node's
+// share of the config (System.SetShare), the router forwards a request for
+// a model ready only on other nodes (Options.Remote), and System.Predict
+// serves the requests other nodes forward here.
 //
 // # Who owns what
 //
@@ -70,6 +74,16 @@
 //	                                         (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
 //	                                                                     which never waits for mu)
 //	System.draining, closing               System's callers            atomics
+//	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force
+//	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go); the
+//	                                                                     last share given is also System.share, an
+//	                                                                     atomic a restarted supervisor starts from
+//	config in force (System.applied)       supervisor, on a config     atomic pointer to a value replaced, never
+//	                                         that differs                changed, whose channel closes on the next
+//	                                                                     (System.AppliedConfig; the node agent)
+//	forwarded batch items                  the goroutine of the        claimed like a model actor's answer (the
+//	                                         forward call (router.       batch's claimed[i])
+//	                                         forward, System.background)
 //
 // Background work (config polls, fetches, loads, warm-ups, releases, the
 // shared-state writer) runs on goroutines started by System.background,

@@ -20,6 +20,7 @@ type Metrics struct {
 	expired       *prometheus.CounterVec
 	restores      *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
+	forwarded     *prometheus.CounterVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -69,6 +70,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_release_decisions_total",
 			Help: "Decisions of the release gates taken by this replica, by contract, release and decision (promoted: promote_when held; rolled_back: rollback_when failed the release while it phased in).",
 		}, []string{"contract", "release", "decision"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_cluster_forwarded_total",
+			Help: "Requests (user and shadow) this cluster node forwarded to another node that has the model ready, by model path and result (the outcomes of grove_model_requests_total).",
+		}, []string{"model", "result"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -82,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.forwarded, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

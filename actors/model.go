@@ -32,6 +32,8 @@ type content struct {
 	serving  ModelServing // how its model actors run
 	local    *bucket.LocalModel
 	loadedAt time.Time
+	// rss is the memory its load took (residentBytes' growth), 0 if unknown.
+	rss int64
 	// pids are the model actors (replicas) sharing the loaded weights;
 	// busy[i] counts the requests sent to pids[i] and not yet answered.
 	pids []*actor.PID

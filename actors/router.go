@@ -38,6 +38,10 @@ type batch struct {
 	score *scoreCall
 	// err fails the whole call (an unknown contract, no active servable).
 	err error
+	// local: serve on this node's models only, never forward (a request
+	// another node forwarded, System.Predict); shadow: at shadow priority
+	// (a forwarded shadow copy).
+	local, shadow bool
 }
 
 // scoreCall is what System.Score asks of the router. The router writes
@@ -150,6 +154,10 @@ type routerActor struct {
 	supervisor *actor.PID
 	contracts  contracts
 	expired    map[string]bool
+	// remote forwards to other cluster nodes (nil: a single server);
+	// background runs the forward calls (System.background).
+	remote     Remote
+	background func(job func(ctx context.Context))
 	tick       *time.Timer
 	log        *slog.Logger
 }
@@ -158,7 +166,8 @@ func newRouter(s *System) *routerActor {
 	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
-		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log}
+		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log,
+		remote: s.opts.Remote, background: s.background}
 }
 
 // Receive dispatches each batch, and keeps the contracts.
@@ -198,6 +207,17 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		req := &b.reqs[i]
 		res := &b.results[i]
 		c, err := r.acquire(req.ModelPath)
+		if c == nil && errors.Is(err, ErrModelNotFound) && r.remoteFor(b, req.ModelPath) {
+			var ans *championAnswer
+			if len(req.Shadows) > 0 {
+				ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
+			}
+			r.forward(b, i, ans)
+			for _, sh := range req.Shadows {
+				r.shadow(ctx, b, req, sh, ans)
+			}
+			continue
+		}
 		if err != nil {
 			if b.claim(i) {
 				res.ModelPath, res.Err = req.ModelPath, err
@@ -208,6 +228,9 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		}
 		enqueued := time.Now()
 		p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+		if b.shadow {
+			p.priority = priorityShadow
+		}
 		if hasDeadline {
 			p.deadline = callerDeadline
 		}
@@ -253,7 +276,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		}
 		c.send(ctx.Send, p)
 		for _, sh := range req.Shadows {
-			r.shadow(ctx, req, sh, ans)
+			r.shadow(ctx, b, req, sh, ans)
 		}
 	}
 }

@@ -105,9 +105,13 @@ func (a *championAnswer) await(sc *shadowCopy) bool {
 
 // shadow sends a copy of req to the content serving path, if it has room;
 // its answer is compared with ans (nil: with nothing).
-func (r *routerActor) shadow(ctx actor.Context, req *Request, target ShadowTarget, ans *championAnswer) {
+func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	path := target.ModelPath
 	c := (*r.routes.Load())[path]
+	if c == nil && r.remoteFor(b, path) {
+		r.shadowRemote(b, req, target)
+		return
+	}
 	if c == nil {
 		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
 		return

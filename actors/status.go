@@ -75,6 +75,10 @@ type ModelStatus struct {
 	Runtime   string     `json:"runtime,omitempty"`
 	LoadedAt  *time.Time `json:"loaded_at,omitempty"`
 	SizeBytes int64      `json:"size_bytes,omitempty"`
+	// MemoryBytes is the growth of the process's resident memory over the
+	// serving content's load (Linux), what a cluster places it by; 0 when
+	// not measured.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Registered is set for a model loaded through the registration API
 	// (B&A RegisterModel) rather than listed in the config.
 	Registered bool `json:"registered,omitempty"`
@@ -121,6 +125,8 @@ type KeptStatus struct {
 	// SizeBytes is the size of its files (in the local cache), the memory
 	// its weights hold give or take the runtime's own overhead.
 	SizeBytes int64 `json:"size_bytes"`
+	// MemoryBytes is the memory its load took (ModelStatus.MemoryBytes).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Replicas is the number of model actors kept with it.
 	Replicas int `json:"replicas"`
 	// Since is when it left service, Until when it is released.

@@ -50,6 +50,9 @@ type (
 		runtime string
 		sv      *servables.Signed
 		err     error
+		// rss is the growth of the process's resident memory over the
+		// load (cluster.go), 0 when not measured.
+		rss int64
 	}
 	warmResult struct {
 		path string
@@ -87,6 +90,8 @@ type loadJob struct {
 	local     *bucket.LocalModel
 	runtime   string
 	sv        *servables.Signed
+	// rss is the memory the load took (loadResult.rss).
+	rss int64
 	// c is the content once its model actors are spawned (warm-up).
 	c *content
 }
@@ -125,10 +130,21 @@ type supervisorActor struct {
 	// versioned are the versioned entries of the config in force, in
 	// config order, with the versions last found under each.
 	versioned []versionsKnown
+	// configured are the models of the config in force, versions
+	// expanded, before the share filter; share is this node's share of a
+	// cluster's models by entry path (nil: every model, a single server).
+	configured []modelconfig.Model
+	share      map[string]bool
 }
 
 func newSupervisor(s *System) *supervisorActor {
-	return &supervisorActor{sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
+	var share map[string]bool
+	if last := s.share.Load(); last != nil {
+		share = *last // a restarted supervisor keeps the node's share
+	} else if s.opts.ClusterNode {
+		share = map[string]bool{}
+	}
+	return &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
 		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
 }
 
@@ -168,7 +184,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		}
 		s.stageEnded(ctx, m.job, loadJob{local: m.local}, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Err: m.err})
 	case loadResult:
-		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv}, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
+		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
 	case warmResult:
 		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
 	case wakeTick:
@@ -182,6 +198,8 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.apply(ctx, lifecycle.ReloadFailed{Path: m.path, Content: m.content, Err: m.err})
 	case contractsExpired:
 		s.apply(ctx, lifecycle.ContractsExpired{Paths: m.paths})
+	case setShare:
+		s.setShare(ctx, m)
 	case quiesce:
 		s.quiet = true
 		s.stopWake()
@@ -227,7 +245,7 @@ func (s *supervisorActor) stageEnded(ctx actor.Context, id int64, got loadJob, e
 		j.local = got.local
 	}
 	if got.sv != nil {
-		j.runtime, j.sv = got.runtime, got.sv
+		j.runtime, j.sv, j.rss = got.runtime, got.sv, got.rss
 	}
 	if j.discarded || s.quiet {
 		s.drop(ctx, id, j)
@@ -386,7 +404,11 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	s.sys.background(func(bctx context.Context) {
 		r := loadResult{path: st.Path, job: st.Job}
+		before := residentBytes()
 		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads, st.Meta.Signature)
+		if before > 0 && r.err == nil {
+			r.rss = max(residentBytes()-before, 0)
+		}
 		if r.err != nil {
 			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
 		}
@@ -417,7 +439,7 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 
 // spawn starts the model actors (replicas) of a loaded job; they share its servable.
 func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
-	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv}
+	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss}
 	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
@@ -634,7 +656,9 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	} else if r.state != nil && !s.sys.state.publishRead(r.state, r.stateMark) {
 		s.log.Debug("contract state read is older than one this replica wrote since; keeping the newer one")
 	}
-	models := s.expandVersions(r.cfg, r.listings, r.at)
+	s.configured = s.expandVersions(r.cfg, r.listings, r.at)
+	s.sys.publishConfig(r.cfg)
+	models := s.shared(s.configured)
 	for _, p := range s.plan.Paths() {
 		if p.Phase != lifecycle.Evicting && !p.Registered && !listed(models, p.Name) && p.Active != nil {
 			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
@@ -741,6 +765,7 @@ func (s *supervisorActor) publishStatus() {
 		if p.Active != nil {
 			if c := s.contents[p.Active.ID]; c != nil {
 				m.active, m.Checksum, m.Runtime, m.LoadedAt, m.SizeBytes = c, c.checksum, c.runtime, timePtr(c.loadedAt), c.local.Size
+				m.MemoryBytes = c.rss
 				m.Replicas = len(c.pids)
 			}
 		}
@@ -753,7 +778,7 @@ func (s *supervisorActor) publishStatus() {
 		m.keptReleased = p.KeptReleased
 		if k := p.Kept; k != nil {
 			if c := s.contents[k.ID]; c != nil {
-				m.Kept = &KeptStatus{Checksum: c.checksum, Runtime: c.runtime, SizeBytes: c.local.Size, Replicas: len(c.pids),
+				m.Kept = &KeptStatus{Checksum: c.checksum, Runtime: c.runtime, SizeBytes: c.local.Size, MemoryBytes: c.rss, Replicas: len(c.pids),
 					Since: k.Since, Until: k.Until}
 				m.keptID, m.keptMeta = k.ID, k.Meta
 			}

@@ -66,6 +66,13 @@ type Options struct {
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
 	// Predictions receives every answer returned to a caller; nil logs none.
 	Predictions PredictionSink
+	// ClusterNode starts the system with an empty share: it loads no
+	// model of the config until SetShare gives it its share of the
+	// cluster's placement table.
+	ClusterNode bool
+	// Remote, on a cluster node, forwards a request for a model not
+	// ready here to a node that has it (cluster.go); nil: a single server.
+	Remote Remote
 	// Logger receives the actors' logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the actors' metrics; nil means none are registered.
@@ -84,8 +91,13 @@ type System struct {
 	// routes and status are published by the supervisor, read by anyone.
 	routes atomic.Pointer[table]
 	status atomic.Pointer[Status]
-	state  *sharedState
-	low    *lowPriority // shadow forwards
+	// applied is the config in force, published by the supervisor.
+	applied atomic.Pointer[appliedConfig]
+	// share is the last share SetShare gave, which a restarted
+	// supervisor starts from (nil: none given).
+	share atomic.Pointer[map[string]bool]
+	state *sharedState
+	low   *lowPriority // shadow forwards
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// bg tracks every goroutine the system starts outside the actors
@@ -134,6 +146,7 @@ func Start(opts Options) (*System, error) {
 	empty := table{}
 	s.routes.Store(&empty)
 	s.status.Store(&Status{Models: []ModelStatus{}})
+	s.applied.Store(&appliedConfig{changed: make(chan struct{})})
 	workers, queue := opts.ShadowWorkers, opts.ShadowQueue
 	if workers <= 0 {
 		workers, queue = 1, 4
@@ -190,6 +203,20 @@ func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
 // model actor reaches it); when the caller goes away, nothing is returned
 // or logged.
 func (s *System) run(b *batch) ([]Result, error) {
+	res, err := s.runUnlogged(b)
+	if err != nil {
+		return nil, err
+	}
+	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
+		for i := range res {
+			p.LogPrediction(&b.reqs[i], &res[i], true)
+		}
+	}
+	return res, nil
+}
+
+// runUnlogged is run without the prediction log.
+func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if s.closing.Load() {
 		return nil, ErrStopped
 	}
@@ -213,24 +240,27 @@ func (s *System) run(b *batch) ([]Result, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
-		for i := range res {
-			p.LogPrediction(&b.reqs[i], &res[i], true)
-		}
-	}
 	return res, nil
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned
-// entry's path among them once one of its versions serves (NewestVersion).
+// entry's path among them once one of its versions serves (NewestVersion);
+// on a cluster node, those ready on other nodes too (Options.Remote).
 func (s *System) ModelPaths() []string {
 	routes := *s.routes.Load()
 	paths := make([]string, 0, len(routes))
 	for path := range routes {
 		paths = append(paths, path)
 	}
+	if s.opts.Remote != nil {
+		for _, p := range s.opts.Remote.Paths() {
+			if routes[p] == nil {
+				paths = append(paths, p)
+			}
+		}
+	}
 	slices.Sort(paths)
-	return paths
+	return slices.Compact(paths)
 }
 
 // NewestVersion reports, for the path of a versioned entry ("pcvr/"),

@@ -143,7 +143,49 @@ type Server struct {
 	PredictionLog PredictionLog `yaml:"prediction_log"`
 	// Auth configures who may call the APIs (yaml key "auth").
 	Auth Auth `yaml:"auth"`
+	// MemoryBudgetBytes is the memory, in bytes, this node gives models; a
+	// cluster places models by it (required there, unused by a single server).
+	MemoryBudgetBytes int64 `yaml:"memory_budget_bytes"`
+	// Cluster makes this server a node of a cluster (yaml key "cluster").
+	Cluster Cluster `yaml:"cluster"`
 }
+
+// Cluster configures membership in a cluster of Grove nodes that share
+// out the models by memory (yaml key "cluster"). It is off when
+// EtcdEndpoints is empty: Grove is then a single server, with no etcd.
+type Cluster struct {
+	// EtcdEndpoints are the host:port client addresses of the etcd cluster
+	// holding the membership, the controller election and the placement table.
+	EtcdEndpoints []string `yaml:"etcd_endpoints"`
+	// EtcdPrefix is the key prefix of this cluster's state in etcd;
+	// clusters sharing an etcd need their own.
+	EtcdPrefix string `yaml:"etcd_prefix"`
+	// EtcdTLS connects to etcd over TLS; the files below need it.
+	EtcdTLS bool `yaml:"etcd_tls"`
+	// EtcdCAFile is a PEM file of the CAs of etcd's certificates, instead
+	// of the system's.
+	EtcdCAFile string `yaml:"etcd_ca_file"`
+	// EtcdCertFile and EtcdKeyFile are a PEM client certificate and its
+	// key, for etcd's --client-cert-auth; both or neither.
+	EtcdCertFile string `yaml:"etcd_cert_file"`
+	// EtcdKeyFile is the client certificate's PEM key.
+	EtcdKeyFile string `yaml:"etcd_key_file"`
+	// NodeName is this node's name in the cluster, unique among the live
+	// nodes: ASCII letters, digits, '.', '_' and '-'.
+	NodeName string `yaml:"node_name"`
+	// Advertise is the host:port this node listens on for its peers and
+	// publishes to them: a port of its own, beside the HTTP and gRPC ones.
+	Advertise string `yaml:"advertise"`
+	// LeaseTTL is how long a node that stopped answering stays a member
+	// (and the controller): whole seconds, 2s to 60s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// MemoryFactor estimates a model's memory as its file size times this
+	// until its RSS was measured after its first load.
+	MemoryFactor float64 `yaml:"memory_factor"`
+}
+
+// Enabled reports whether this server is a cluster node.
+func (c Cluster) Enabled() bool { return len(c.EtcdEndpoints) > 0 }
 
 // Auth configures authentication (yaml key "auth"): bearer tokens, JWTs,
 // client certificates' roles and per-identity limits. With none of
@@ -350,8 +392,18 @@ func DefaultServer() Server {
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
 		},
-		Auth: Auth{JWT: AuthJWT{RolesClaim: "roles"}},
+		Auth:    Auth{JWT: AuthJWT{RolesClaim: "roles"}},
+		Cluster: Cluster{EtcdPrefix: "/grove/", NodeName: hostname(), LeaseTTL: 5 * time.Second, MemoryFactor: 2},
 	}
+}
+
+// hostname is the default node name: the host's name, "" if unknown.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
 }
 
 // ParseServerArgs parses the arguments of "grove serve" (without the
@@ -487,6 +539,18 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	list(&pl.DefaultKeyFeatures, "prediction-log-key-features", "comma-separated config `names` whose values key direct-call events")
 	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
 	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
+	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints)")
+	c := &s.Cluster
+	list(&c.EtcdEndpoints, "cluster-etcd-endpoints", "comma-separated etcd client addresses `host:port,...`: join a cluster of Grove nodes (none: a single server)")
+	str(&c.EtcdPrefix, "cluster-etcd-prefix", "etcd key `prefix` of this cluster's state")
+	boolean(&c.EtcdTLS, "cluster-etcd-tls", "connect to etcd over TLS")
+	str(&c.EtcdCAFile, "cluster-etcd-ca-file", "PEM `file` of the CAs of etcd's certificates, instead of the system's")
+	str(&c.EtcdCertFile, "cluster-etcd-cert-file", "PEM client certificate `file` for etcd, with --cluster-etcd-key-file")
+	str(&c.EtcdKeyFile, "cluster-etcd-key-file", "PEM `file` of the key of --cluster-etcd-cert-file")
+	str(&c.NodeName, "cluster-node-name", "this node's `name` in the cluster (default: the host name)")
+	str(&c.Advertise, "cluster-advertise", "`host:port` this node listens on for its peers and publishes to them, a port of its own")
+	dur(&c.LeaseTTL, "cluster-lease-ttl", "how long a node that stopped answering stays a member: whole seconds, 2s to 60s")
+	f64(&c.MemoryFactor, "cluster-memory-factor", "a model's memory is taken as its file size times this `factor` until measured after its first load")
 	return fs, configFile, apply
 }
 
@@ -529,6 +593,17 @@ var nestedKeyFlags = map[string]string{
 	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
 
 	"auth.tokens_file": "auth-tokens-file",
+
+	"cluster.etcd_endpoints": "cluster-etcd-endpoints",
+	"cluster.etcd_prefix":    "cluster-etcd-prefix",
+	"cluster.etcd_tls":       "cluster-etcd-tls",
+	"cluster.etcd_ca_file":   "cluster-etcd-ca-file",
+	"cluster.etcd_cert_file": "cluster-etcd-cert-file",
+	"cluster.etcd_key_file":  "cluster-etcd-key-file",
+	"cluster.node_name":      "cluster-node-name",
+	"cluster.advertise":      "cluster-advertise",
+	"cluster.lease_ttl":      "cluster-lease-ttl",
+	"cluster.memory_factor":  "cluster-memory-factor",
 }
 
 // keyWithFlag returns a config key followed by its flag, "poll_interval
@@ -746,6 +821,10 @@ func (s Server) Validate() error {
 	s.Kafka.validate(bad)
 	s.PredictionLog.validate(bad, s.Kafka.Enabled())
 	s.Auth.validate(bad)
+	if s.MemoryBudgetBytes < 0 {
+		bad("memory_budget_bytes", "%d must not be negative", s.MemoryBudgetBytes)
+	}
+	s.validateCluster(bad)
 	return errors.Join(errs...)
 }
 
@@ -761,6 +840,77 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validateCluster reports the problems of the cluster section (and of
+// the listeners it must not share a port with) through bad.
+func (s Server) validateCluster(bad func(key, format string, args ...any)) {
+	c := s.Cluster
+	if !c.Enabled() {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"cluster.advertise", c.Advertise != ""}, {"cluster.etcd_tls", c.EtcdTLS}, {"cluster.etcd_ca_file", c.EtcdCAFile != ""},
+			{"cluster.etcd_cert_file", c.EtcdCertFile != ""}, {"cluster.etcd_key_file", c.EtcdKeyFile != ""}} {
+			if k.set {
+				bad(k.key, "is set but the cluster is off: set cluster.etcd_endpoints (--cluster-etcd-endpoints), or remove it")
+			}
+		}
+		return
+	}
+	for _, e := range c.EtcdEndpoints {
+		if host, _, err := net.SplitHostPort(e); err != nil || host == "" {
+			bad("cluster.etcd_endpoints", "%q is not host:port", e)
+		} else if err := validateHostPort(e); err != nil {
+			bad("cluster.etcd_endpoints", "%v", err)
+		}
+	}
+	if !strings.HasPrefix(c.EtcdPrefix, "/") {
+		bad("cluster.etcd_prefix", "%q must start with \"/\"", c.EtcdPrefix)
+	}
+	if !c.EtcdTLS && (c.EtcdCAFile != "" || c.EtcdCertFile != "" || c.EtcdKeyFile != "") {
+		bad("cluster.etcd_tls", "is false but TLS files are set; set it to true")
+	}
+	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
+		bad("cluster.etcd_cert_file", "etcd_cert_file and etcd_key_file go together: set both or neither")
+	}
+	switch {
+	case c.NodeName == "":
+		bad("cluster.node_name", "required in a cluster (the host name was not found)")
+	case len(c.NodeName) > 253 || strings.IndexFunc(c.NodeName, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) >= 0:
+		bad("cluster.node_name", "%q is not 1 to 253 of ASCII letters, digits, '.', '_' and '-'", c.NodeName)
+	}
+	if host, port, err := net.SplitHostPort(c.Advertise); c.Advertise == "" {
+		bad("cluster.advertise", "required in a cluster: the host:port peers reach this node at")
+	} else if err != nil || host == "" {
+		bad("cluster.advertise", "%q is not host:port with a host peers can reach", c.Advertise)
+	} else if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		bad("cluster.advertise", "%q: port %q is not a number from 1 to 65535", c.Advertise, port)
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		bad("cluster.advertise", "%q: %s is every interface, not an address peers can reach", c.Advertise, host)
+	} else {
+		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}} {
+			if _, lp, err := net.SplitHostPort(l.addr); err == nil && lp == port {
+				bad("cluster.advertise", "%q has the port of %s; the peers' port is a port of its own", c.Advertise, keyWithFlag(l.key))
+			}
+		}
+	}
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL > time.Minute || c.LeaseTTL%time.Second != 0 {
+		bad("cluster.lease_ttl", "%v is not whole seconds from 2s to 1m (etcd leases count seconds)", c.LeaseTTL)
+	}
+	if !(c.MemoryFactor > 0 && c.MemoryFactor <= 100) {
+		bad("cluster.memory_factor", "%v is not a number above 0 and at most 100", c.MemoryFactor)
+	}
+	if s.MemoryBudgetBytes <= 0 {
+		bad("memory_budget_bytes", "required in a cluster: the bytes of memory this node gives models")
+	}
+	if !(s.TLS.Enabled() && s.TLS.ClientCAFile != "") && !s.InsecureNoAuth {
+		bad("cluster.advertise", "peers cannot be authenticated: configure tls.cert_file, tls.key_file and tls.client_ca_file "+
+			"(mTLS between nodes; peers present the server certificate, which needs the clientAuth usage too), "+
+			"or give insecure_no_auth (--insecure-no-auth) to serve plaintext peers")
+	}
 }
 
 // validate reports the problems of the tls section through bad.

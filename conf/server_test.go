@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,9 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--grpc-max-concurrent-streams", "9",
 		"--grpc-keepalive-min-time", "7s", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
 		"--tls-client-auth", "require", "--tls-reload-interval", "2s",
+		"--memory-budget-bytes", "8589934592", "--cluster-etcd-endpoints", "e1:2379,e2:2379", "--cluster-etcd-prefix", "/g2/",
+		"--cluster-etcd-tls", "--cluster-etcd-ca-file", "/eca.pem", "--cluster-etcd-cert-file", "/ec.pem", "--cluster-etcd-key-file", "/ek.pem",
+		"--cluster-node-name", "node-1", "--cluster-advertise", "10.0.0.1:7946", "--cluster-lease-ttl", "3s", "--cluster-memory-factor", "1.5",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +166,10 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 			DefaultLevel: "SAMPLE", DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
 			DefaultKeyFeaturesSeparator: "|",
 		},
-		Auth: Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}},
+		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}},
+		MemoryBudgetBytes: 8 << 30,
+		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379", "e2:2379"}, EtcdPrefix: "/g2/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
+			EtcdCertFile: "/ec.pem", EtcdKeyFile: "/ek.pem", NodeName: "node-1", Advertise: "10.0.0.1:7946", LeaseTTL: 3 * time.Second, MemoryFactor: 1.5},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -229,6 +236,18 @@ auth:
   limits:
     - {name: bidder.example, rps: 100, burst: 200}
     - {role: read, rps: 5, burst: 10}
+memory_budget_bytes: 4294967296
+cluster:
+  etcd_endpoints: ["e1:2379"]
+  etcd_prefix: /g3/
+  etcd_tls: true
+  etcd_ca_file: /eca.pem
+  etcd_cert_file: /ec.pem
+  etcd_key_file: /ek.pem
+  node_name: n.2
+  advertise: "[::1]:7946"
+  lease_ttl: 10s
+  memory_factor: 3
 `)
 	got, err := ParseServerArgs([]string{"--config", file})
 	if err != nil {
@@ -257,6 +276,9 @@ auth:
 			JWT:         AuthJWT{JWKSFile: "/etc/grove/jwks.json", Issuer: "https://idp.example", Audience: "grove", RolesClaim: "groups"},
 			Limits:      []AuthLimit{{Name: "bidder.example", RPS: 100, Burst: 200}, {Role: "read", RPS: 5, Burst: 10}},
 		},
+		MemoryBudgetBytes: 4 << 30,
+		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379"}, EtcdPrefix: "/g3/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
+			EtcdCertFile: "/ec.pem", EtcdKeyFile: "/ek.pem", NodeName: "n.2", Advertise: "[::1]:7946", LeaseTTL: 10 * time.Second, MemoryFactor: 3},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -460,6 +482,90 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 	}
 }
 
+func TestClusterKeysHaveTheFlagOfTheSameName(t *testing.T) {
+	s := DefaultServer()
+	fs, _, _ := serverFlags(&s)
+	n := 0
+	for key, name := range nestedKeyFlags {
+		if !strings.HasPrefix(key, "cluster.") {
+			continue
+		}
+		n++
+		if want := strings.NewReplacer(".", "-", "_", "-").Replace(key); name != want {
+			t.Errorf("%s has the flag --%s, want --%s", key, name, want)
+		}
+		if fs.Lookup(name) == nil {
+			t.Errorf("%s: no flag --%s", key, name)
+		}
+	}
+	if want := reflect.TypeFor[Cluster]().NumField(); n != want {
+		t.Errorf("%d cluster keys have a flag, want all %d", n, want)
+	}
+}
+
+func TestServerValidateCluster(t *testing.T) {
+	single := DefaultServer()
+	single.Bucket = "gs://b"
+	if single.Cluster.Enabled() {
+		t.Fatal("the cluster is on by default")
+	}
+	if single.Cluster.NodeName == "" {
+		t.Error("the node name does not default to the host name")
+	}
+	node := single
+	node.MemoryBudgetBytes = 1 << 30
+	node.Cluster.EtcdEndpoints = []string{"127.0.0.1:2379"}
+	node.Cluster.NodeName = "n1"
+	node.Cluster.Advertise = "127.0.0.1:7946"
+	node.InsecureNoAuth = true // plaintext peers
+	for name, s := range map[string]Server{"single": single, "node": node} {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		modify func(*Server)
+		want   string
+	}{
+		{"advertise without a cluster", func(s *Server) { s.Cluster.EtcdEndpoints = nil },
+			"cluster.advertise (--cluster-advertise): is set but the cluster is off: set cluster.etcd_endpoints (--cluster-etcd-endpoints), or remove it"},
+		{"etcd tls without a cluster", func(s *Server) { s.Cluster.EtcdEndpoints, s.Cluster.Advertise, s.Cluster.EtcdTLS = nil, "", true },
+			"cluster.etcd_tls (--cluster-etcd-tls): is set but the cluster is off"},
+		{"endpoint", func(s *Server) { s.Cluster.EtcdEndpoints = []string{"etcd"} }, `cluster.etcd_endpoints (--cluster-etcd-endpoints): "etcd" is not host:port`},
+		{"endpoint port", func(s *Server) { s.Cluster.EtcdEndpoints = []string{"etcd:x"} }, `cluster.etcd_endpoints (--cluster-etcd-endpoints): "etcd:x": port "x" is not a number`},
+		{"prefix", func(s *Server) { s.Cluster.EtcdPrefix = "grove" }, `cluster.etcd_prefix (--cluster-etcd-prefix): "grove" must start with "/"`},
+		{"tls files without tls", func(s *Server) { s.Cluster.EtcdCAFile = "/ca.pem" }, "cluster.etcd_tls (--cluster-etcd-tls): is false but TLS files are set"},
+		{"cert without key", func(s *Server) { s.Cluster.EtcdTLS, s.Cluster.EtcdCertFile = true, "/c.pem" },
+			"cluster.etcd_cert_file (--cluster-etcd-cert-file): etcd_cert_file and etcd_key_file go together"},
+		{"no node name", func(s *Server) { s.Cluster.NodeName = "" }, "cluster.node_name (--cluster-node-name): required in a cluster"},
+		{"node name", func(s *Server) { s.Cluster.NodeName = "a/b" }, `cluster.node_name (--cluster-node-name): "a/b" is not 1 to 253 of ASCII letters`},
+		{"no advertise", func(s *Server) { s.Cluster.Advertise = "" }, "cluster.advertise (--cluster-advertise): required in a cluster"},
+		{"advertise without host", func(s *Server) { s.Cluster.Advertise = ":7946" }, `cluster.advertise (--cluster-advertise): ":7946" is not host:port with a host peers can reach`},
+		{"advertise port 0", func(s *Server) { s.Cluster.Advertise = "10.0.0.1:0" }, `port "0" is not a number from 1 to 65535`},
+		{"advertise every interface", func(s *Server) { s.Cluster.Advertise = "0.0.0.0:7946" }, `"0.0.0.0:7946": 0.0.0.0 is every interface`},
+		{"advertise on the http port", func(s *Server) { s.Cluster.Advertise = "10.0.0.1:8080" },
+			`cluster.advertise (--cluster-advertise): "10.0.0.1:8080" has the port of http (--http); the peers' port is a port of its own`},
+		{"advertise on the grpc port", func(s *Server) { s.Cluster.Advertise = "127.0.0.1:9090" }, "has the port of grpc (--grpc)"},
+		{"lease ttl short", func(s *Server) { s.Cluster.LeaseTTL = time.Second }, "cluster.lease_ttl (--cluster-lease-ttl): 1s is not whole seconds from 2s to 1m"},
+		{"lease ttl fraction", func(s *Server) { s.Cluster.LeaseTTL = 2500 * time.Millisecond }, "2.5s is not whole seconds"},
+		{"memory factor", func(s *Server) { s.Cluster.MemoryFactor = 0 }, "cluster.memory_factor (--cluster-memory-factor): 0 is not a number above 0"},
+		{"memory factor NaN", func(s *Server) { s.Cluster.MemoryFactor = math.NaN() }, "NaN is not a number above 0"},
+		{"no budget", func(s *Server) { s.MemoryBudgetBytes = 0 }, "memory_budget_bytes (--memory-budget-bytes): required in a cluster"},
+		{"unauthenticated peers", func(s *Server) { s.InsecureNoAuth = false },
+			"cluster.advertise (--cluster-advertise): peers cannot be authenticated: configure tls.cert_file, tls.key_file and tls.client_ca_file"},
+		{"negative budget", func(s *Server) { s.MemoryBudgetBytes = -1 }, "memory_budget_bytes (--memory-budget-bytes): -1 must not be negative"},
+	} {
+		s := node
+		s.Cluster.EtcdEndpoints = slices.Clone(node.Cluster.EtcdEndpoints)
+		tc.modify(&s)
+		err := s.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -539,7 +645,9 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-max-body-bytes", "-drain-timeout", "-keep-previous-for", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
-		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator"} {
+		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
+		"-memory-budget-bytes", "-cluster-etcd-endpoints", "-cluster-etcd-prefix", "-cluster-etcd-tls", "-cluster-etcd-ca-file",
+		"-cluster-etcd-cert-file", "-cluster-etcd-key-file", "-cluster-node-name", "-cluster-advertise", "-cluster-lease-ttl", "-cluster-memory-factor"} {
 		if !strings.Contains(buf.String(), "  "+f+" ") && !strings.Contains(buf.String(), "  "+f+"\n") {
 			t.Errorf("usage does not list %s:\n%s", f, buf.String())
 		}

@@ -227,6 +227,8 @@ type statusDoc struct {
 		Served    int64  `json:"served"`
 		GraceMs   *int64 `json:"grace_remaining_ms"`
 		Replicas  int    `json:"replicas"`
+		// MemoryBytes is the RSS growth its load measured.
+		MemoryBytes int64 `json:"memory_bytes"`
 	} `json:"models"`
 }
 

@@ -4,6 +4,8 @@
 #   api/proto/inference/*.proto           -> api/oippb    (messages + gRPC, OIP v2 with
 #                                            Triton's additions)
 #   api/proto/inference_sidecar/*.proto   -> api/sidecarpb (messages + gRPC, B&A sidecar)
+#   api/proto/grove/cluster/v1/*.proto    -> cluster/forward/forwardpb (messages + gRPC,
+#                                            node-to-node forwarding)
 # (each file's go_package says where its code goes; see api/proto/README.md).
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
 # well-known types from libprotobuf-dev), protoc-gen-go at the version of
@@ -48,4 +50,4 @@ protoc \
   --go-grpc_out=. \
   --go-grpc_opt=module=github.com/groveml/grove \
   $(cd api/proto && find . -name '*.proto' | sort | sed 's|^\./||')
-echo "generated: $(cd api && find grovepb oippb sidecarpb -name '*.pb.go' | sort | tr '\n' ' ')"
+echo "generated: $(find api/grovepb api/oippb api/sidecarpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"

@@ -51,6 +51,7 @@ var HTTPRoles = map[string]Role{
 	"GET /{org}/{project}/{n}/{rv}/metadata":         RoleRead,
 	"GET /v1/audit":                                  RoleRead,
 	"POST /v1/rollback":                              RoleManage,
+	"GET /v1/cluster":                                RoleManage,
 }
 
 // MountRoles classifies the requests of each subtree mounted on the HTTP

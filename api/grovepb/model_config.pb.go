@@ -162,8 +162,17 @@ type ModelMetadata struct {
 	// keep_previous_for; 0: off for this model. Changing it does not reload
 	// the model.
 	KeepPreviousForMs *int32 `protobuf:"varint,110,opt,name=keep_previous_for_ms,json=keepPreviousForMs,proto3,oneof" json:"keep_previous_for_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Grove, in a cluster (the server's cluster.etcd_endpoints): on how many
+	// nodes the model is loaded, 0 to 64 (0: 1). replicas stays the number
+	// of model actors on each of those nodes. A single server ignores it.
+	Nodes int32 `protobuf:"varint,111,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// Grove, in a cluster: the fewest nodes the model may be loaded on when
+	// fewer than nodes have the memory for it, 0 to nodes (0: 1). When not
+	// even that many have, it is loaded on no new node and reported as
+	// unplaceable. A single server ignores it.
+	MinNodes      int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -297,6 +306,20 @@ func (x *ModelMetadata) GetVersionChecksums() map[string]string {
 func (x *ModelMetadata) GetKeepPreviousForMs() int32 {
 	if x != nil && x.KeepPreviousForMs != nil {
 		return *x.KeepPreviousForMs
+	}
+	return 0
+}
+
+func (x *ModelMetadata) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *ModelMetadata) GetMinNodes() int32 {
+	if x != nil {
+		return x.MinNodes
 	}
 	return 0
 }
@@ -1664,7 +1687,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xcd\x06\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x80\a\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1681,7 +1704,9 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\aoutputs\x18k \x03(\v2\x19.grove.v1.TensorSignatureR\aoutputs\x12>\n" +
 	"\x0eversion_policy\x18l \x01(\v2\x17.grove.v1.VersionPolicyR\rversionPolicy\x12Z\n" +
 	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x124\n" +
-	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x1aC\n" +
+	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x12\x14\n" +
+	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
+	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 	"github.com/groveml/grove/api/sidecar"
 	"github.com/groveml/grove/api/sidecarpb"
 	"github.com/groveml/grove/api/tlsconf"
+	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
@@ -130,8 +132,31 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 
+	// The TLS files are read before the actors start: a cluster node's
+	// forward client presents the server's certificate to its peers.
+	var tlsFiles *tlsconf.Reloader
+	if cfg.TLS.Enabled() {
+		tlsFiles, err = tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsconf.ClientAuth(cfg.TLS.ClientAuth)})
+		if err != nil {
+			return g.abort(fmt.Errorf("tls: %w", err))
+		}
+		g.add("tls reload", watchTLS(tlsFiles, cfg.TLS.ReloadInterval, log))
+	}
+	var node *clusternode.Agent
+	var remote actors.Remote
+	if cfg.Cluster.Enabled() {
+		node, err = startClusterNode(ctx, cfg, b, tlsFiles, &g, reg, log)
+		if err != nil {
+			return g.abort(err)
+		}
+		remote = node
+	}
+
 	baOpts := ba.ParseOptions{AcceptUnquotedNumbers: cfg.BAAcceptUnquotedNumbers}
 	sys, err := actors.Start(actors.Options{
+		ClusterNode:          node != nil,
+		Remote:               remote,
 		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
@@ -162,21 +187,12 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 
-	var tlsFiles *tlsconf.Reloader
-	if cfg.TLS.Enabled() {
-		tlsFiles, err = tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
-			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsconf.ClientAuth(cfg.TLS.ClientAuth)})
-		if err != nil {
-			return g.abort(fmt.Errorf("tls: %w", err))
-		}
-		g.add("tls reload", watchTLS(tlsFiles, cfg.TLS.ReloadInterval, log))
-	}
 	if cfg.InsecureNoAuth && !cfg.AuthConfigured() {
 		g.add("insecure warning", warnInsecure(log, time.Hour))
 	}
 	requireCert := tlsFiles != nil && tlsFiles.RequireClientCert()
 	hopts := httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
-		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer) },
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer, node) },
 		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert}
 	if cfg.AdminHTTP != "" {
@@ -210,6 +226,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	graphpipe.Register(h, sys)
 	manage.Register(h, sys, trail)
 	audit.Register(h, trail)
+	h.Handle("GET /v1/cluster", "manage", clusternode.Handler(node))
 
 	if cfg.Auth.Enabled() {
 		if err := gs.CheckRoles(); err != nil {
@@ -247,6 +264,11 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		g.add("servers", serveGRPC(gs, grpcLn, log))
 		grpcAddr = grpcLn.Addr().String()
 	}
+	if node != nil {
+		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log); err != nil {
+			return g.abort(err)
+		}
+	}
 	g.add("readiness", component{name: "readiness", interrupt: func(context.Context) {
 		log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
 		sys.Drain()
@@ -263,12 +285,27 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 
 // statusDocument is the /v1/status document: the actors' status, and the
 // prediction log's when there is one.
-func statusDocument(sys *actors.System, producer *logging.Producer) any {
+func statusDocument(sys *actors.System, producer *logging.Producer, node *clusternode.Agent) any {
 	st := sys.Status()
-	if producer == nil {
+	if producer == nil && node == nil {
 		return st
 	}
-	return map[string]any{"ready": st.Ready, "config": st.Config, "models": st.Models, "prediction_log": producer.Stats()}
+	doc, err := toMap(st)
+	if err != nil {
+		return st
+	}
+	add := func(key string, v any) {
+		if data, err := json.Marshal(v); err == nil {
+			doc[key] = data
+		}
+	}
+	if producer != nil {
+		add("prediction_log", producer.Stats())
+	}
+	if node != nil {
+		add("cluster", node.StatusSection())
+	}
+	return doc
 }
 
 // watchAuth is the component that reloads the authentication files

@@ -70,6 +70,22 @@ type Model struct {
 	// stays loaded at least). nil: the server's keep_previous_for; 0: off
 	// for this model. Like the timeouts, it applies without a reload.
 	KeepPreviousFor *time.Duration
+	// Nodes is nodes: in a cluster, on how many nodes the model is loaded
+	// (0: 1; see Placement). Changing it or MinNodes reloads nothing: the
+	// cluster controller places the model again.
+	Nodes int
+	// MinNodes is min_nodes: in a cluster, the fewest nodes the model may
+	// be loaded on when fewer than Nodes have the memory (0: 1).
+	MinNodes int
+}
+
+// MaxNodes is the largest nodes and min_nodes.
+const MaxNodes = 64
+
+// Placement returns the model's nodes and min_nodes with their defaults
+// applied: 1 ≤ minNodes ≤ nodes ≤ MaxNodes for a config Parse accepted.
+func (m Model) Placement() (nodes, minNodes int) {
+	return max(m.Nodes, 1), max(m.MinNodes, 1)
 }
 
 // Signature is a model's declared inputs and outputs (the Grove fields
@@ -188,7 +204,8 @@ type Error = jsondoc.Error
 // datatype other than Datatypes or a dimension other than -1 or 1 or
 // more, and versioned entries (version_policy, version_checksums) whose
 // model_path is not a directory, that also give checksum, or that overlap
-// another entry (see VersionPolicy). The optional
+// another entry (see VersionPolicy), and a min_nodes above nodes (each 0
+// to MaxNodes). The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
 // (release_version) concerned. All errors are *Error.
@@ -249,6 +266,8 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 			Signature:        Signature{Inputs: tensorsFromProto(m.GetInputs()), Outputs: tensorsFromProto(m.GetOutputs())},
 			VersionPolicy:    policy,
 			VersionChecksums: sums,
+			Nodes:            int(m.GetNodes()),
+			MinNodes:         int(m.GetMinNodes()),
 		})
 		if m.KeepPreviousForMs != nil {
 			c.Models[len(c.Models)-1].KeepPreviousFor = new(time.Duration(m.GetKeepPreviousForMs()) * time.Millisecond)
@@ -388,6 +407,9 @@ func (c *Config) validate() error {
 		}
 		if err := validateTensors(entry+".outputs", m.Signature.Outputs); err != nil {
 			return err
+		}
+		if nodes, minNodes := m.Placement(); minNodes > nodes {
+			return &Error{Field: entry + ".min_nodes", Msg: fmt.Sprintf("%d is more than nodes (%d)", minNodes, nodes)}
 		}
 		if err := validateVersioning(entry, m); err != nil {
 			return err
@@ -954,6 +976,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Policy   map[string]any    `json:"version_policy,omitempty"`
 		Sums     map[string]string `json:"version_checksums,omitempty"`
 		KeepMs   *int64            `json:"keep_previous_for_ms,omitempty"`
+		Nodes    int               `json:"nodes,omitempty"`
+		MinNodes int               `json:"min_nodes,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -965,7 +989,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
 			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
-			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil})
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes})
 		if k := m.KeepPreviousFor; k != nil {
 			doc.Models[len(doc.Models)-1].KeepMs = new(k.Milliseconds())
 		}

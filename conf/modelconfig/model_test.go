@@ -186,6 +186,7 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add([]byte(allShapesExample))
 	f.Add([]byte(versionsExample))
 	f.Add([]byte(`{"model_metadata":[{"model_path":"m/","inputs":[{"name":"x","datatype":"FP32","shape":[-1,64]}],"outputs":[{"name":"y","datatype":"FP64","shape":[]}]}]}`))
+	f.Add([]byte(`{"model_metadata":[{"model_path":"a/","nodes":3,"min_nodes":2},{"model_path":"b/","minNodes":"1"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
@@ -481,6 +482,44 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: got %v, want an error containing %q", tc.field, tc.value, err, tc.want)
+		}
+	}
+}
+
+func TestParseModelConfigNodes(t *testing.T) {
+	c, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "nodes": 3, "min_nodes": 2},
+	  {"model_path": "b/", "minNodes": "1", "nodes": "2"},
+	  {"model_path": "c/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][4]int{{3, 2, 3, 2}, {2, 1, 2, 1}, {0, 0, 1, 1}} {
+		m := c.Models[i]
+		nodes, minNodes := m.Placement()
+		if got := [4]int{m.Nodes, m.MinNodes, nodes, minNodes}; got != want {
+			t.Errorf("%s: nodes, min_nodes, and with defaults: %v, want %v", m.Path, got, want)
+		}
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","nodes":3,"min_nodes":2},{"model_path":"b/","nodes":2,"min_nodes":1},{"model_path":"c/"}]}`
+	if string(out) != want {
+		t.Errorf("canonical form\n got %s\nwant %s", out, want)
+	}
+	for _, tc := range []struct{ entry, want string }{
+		{`"nodes": 65`, "model_metadata[0].nodes: 65 is out of range 0..64"},
+		{`"nodes": -1`, "model_metadata[0].nodes: -1 is out of range 0..64"},
+		{`"min_nodes": 65`, "model_metadata[0].min_nodes: 65 is out of range 0..64"},
+		{`"nodes": 2, "min_nodes": 3`, "model_metadata[0].min_nodes: 3 is more than nodes (2)"},
+		{`"min_nodes": 2`, "model_metadata[0].min_nodes: 2 is more than nodes (1)"},
+		{`"nodes": 1.5`, "nodes"},
+	} {
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", ` + tc.entry + `}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.entry, err, tc.want)
 		}
 	}
 }

@@ -385,6 +385,8 @@ func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 		return 0, MaxGracePeriodMs
 	case "grove.v1.ModelMetadata.replicas":
 		return 0, MaxReplicas
+	case "grove.v1.ModelMetadata.nodes", "grove.v1.ModelMetadata.min_nodes":
+		return 0, MaxNodes
 	case "grove.v1.ModelMetadata.max_batch_rows":
 		return 0, MaxBatchRowsLimit
 	case "grove.v1.ModelMetadata.max_queue_delay_us":

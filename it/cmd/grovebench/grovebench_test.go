@@ -42,10 +42,10 @@ func TestParseScenarios(t *testing.T) {
 	// The default: the gRPC and grove+log rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{ // the floor and deep rows come after grove's variants
-		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
 		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveTLS, 1, 32},
-		{serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverBaseline, 1, 32},
+		{serverGroveLocal, 1, 32}, {serverGroveFwd, 1, 32}, {serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverBaseline, 1, 32},
 		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
 		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64}, {serverGroveDeep, 1, 64}, {serverGroveDeepNoBatch, 1, 64},
 	}
@@ -78,7 +78,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+2*len(clusterShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)

@@ -27,6 +27,11 @@
 // random token made in process), loaded over TLS with the token on every
 // request; it is compared with plain grove (plaintext, no authentication)
 // at the same shape ("TLS + token vs plaintext ...").
+// "grove-local" and "grove-fwd" (cluster.go, by default at b1c1 and b1c32)
+// are the two nodes of a loopback cluster on Debian's etcd: grove-local
+// holds the models, grove-fwd holds none and forwards every request to it;
+// the report gives the p50 forwarding adds at b1c1 against the grpc-go
+// floor's p50 + 50 µs, and grove-fwd's b1c32 req/s against grove-local's.
 //
 // Run it from anywhere inside the repository (make bench does):
 //
@@ -330,7 +335,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveTLS) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
+	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -483,6 +488,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ep.api = "POST /v1/inference (TLS + bearer token)"
 		targets[serverGroveTLS] = ep
+	}
+	if wants(serverGroveLocal) || wants(serverGroveFwd) {
+		cs, local, fwd, err := startCluster(ctx, groveBin, bucket, filepath.Join(tmp, "cluster"), o.groveArgs, rows, want, o.startTimeout, o.timeout, logf)
+		children = append(children, cs...)
+		if err != nil {
+			logf("FAILED to start the 2-node cluster: %v", err)
+			return 1
+		}
+		logf("cluster ready: grove-local at %s holds the model, grove-fwd at %s forwards to it", local.baseURL, fwd.baseURL)
+		targets[serverGroveLocal], targets[serverGroveFwd] = local, fwd
 	}
 	if wantBaseline {
 		b, ep, err := startBaseline(ctx, o.python, o.baselineDir, filepath.Join(bucket, modelPath, "model.pt"), filepath.Join(tmp, "baseline.log"), o.startTimeout)

@@ -32,6 +32,8 @@ type report struct {
 	BatchingDeep float64 `json:"batching_ratio_deep,omitempty"`
 	// TLS compares each grove-tls row with plain grove's at its shape.
 	TLS []tlsRatio `json:"tls,omitempty"`
+	// Forwarding compares grove-fwd with grove-local (nil when they did not run).
+	Forwarding *forwardCost `json:"forwarding,omitempty"`
 	// PredLog is the grove+log instance's prediction log (nil when it did not run).
 	PredLog *predLogReport `json:"prediction_log,omitempty"`
 	// Shadow is the shadow scenario (nil when it did not run).
@@ -141,6 +143,7 @@ func (r *report) finish() {
 		}
 	}
 	r.TLS = r.tlsRatios()
+	r.Forwarding = r.forwardCost()
 	r.Batching, r.BatchingDeep = r.ratio(serverGrove, serverGroveNoBatch), r.ratio(serverGroveDeep, serverGroveDeepNoBatch)
 	r.ActorLayer = nil
 	for _, d := range r.Results {
@@ -323,6 +326,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "- TLS + token vs plaintext at batch %d, conc %d: grove TLS+token %.2fx the req/s of plain grove (%s vs %s), p50 %s vs %s (%+.1f µs), p99 %s vs %s\n",
 			q.Batch, q.Conc, q.Ratio, fmtRate(q.TLSRate), fmtRate(q.PlainRate), fmtDur(q.TLSP50), fmtDur(q.PlainP50),
 			float64(q.TLSP50-q.PlainP50)/float64(time.Microsecond), fmtDur(q.TLSP99), fmtDur(q.PlainP99))
+	}
+	if r.Forwarding != nil {
+		for _, l := range r.Forwarding.lines() {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
 	}
 	if len(r.Overhead) == 0 {
 		fmt.Fprintln(w, "- Overhead at batch 1, conc 1: n/a (needs the b1c1 scenario and the batch-1 forward time)")

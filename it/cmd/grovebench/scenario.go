@@ -45,7 +45,7 @@ const (
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
 var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
-	serverGroveLog, serverGroveTLS, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
+	serverGroveLog, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
@@ -91,6 +91,8 @@ func defaultShapesOf(server string) []string {
 		return predLogShapes
 	case serverGroveTLS:
 		return tlsShapes
+	case serverGroveLocal, serverGroveFwd:
+		return clusterShapes
 	case serverGroveGRPC:
 		return grpcShapes
 	case serverGroveONNX:
@@ -121,6 +123,9 @@ func defaultSpec() string {
 	}
 	for _, s := range tlsShapes {
 		spec += "," + serverGroveTLS + "/" + s
+	}
+	for _, s := range clusterShapes {
+		spec += "," + serverGroveLocal + "/" + s + "," + serverGroveFwd + "/" + s
 	}
 	for _, s := range directShapes {
 		spec += "," + serverDirect + "/" + s

@@ -1,0 +1,229 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/actors/lifecycle"
+	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/servables"
+)
+
+// A System in a cluster (docs/cluster.md): the node agent (cluster/node)
+// tells it its share of the models (SetShare), which the supervisor
+// applies as a filter on the config in force; the router forwards a
+// request for a model not ready here to a node that has it (Options.Remote);
+// and Predict serves the requests other nodes forward here, locally only.
+
+// Remote is the rest of a cluster as the router sees it: which models
+// other nodes have ready, and the forwarding of a request to one of them.
+// Its methods run off the router's goroutine, except Serves, which must be
+// cheap and never block.
+type Remote interface {
+	// Serves reports whether another node has path ready.
+	Serves(path string) bool
+	// Paths lists the paths other nodes have ready (ModelPaths adds
+	// them: the front ends take a request for any of them).
+	Paths() []string
+	// Forward runs req on another node that has its model ready and
+	// returns the answer; it returns when ctx is done.
+	Forward(ctx context.Context, req forward.Request) (forward.Answer, error)
+}
+
+// setShare gives the supervisor this node's share of a cluster's models.
+type setShare struct{ paths map[string]bool }
+
+// SetShare makes the system load only the models of the config whose
+// entry path is in paths (a version's entry counts for each of its
+// versions) and unload, after their grace period, the others: this
+// node's share of a cluster's placement table. nil, the default, is
+// every model (a single server). Registered models are not filtered.
+func (s *System) SetShare(paths []string) {
+	var m map[string]bool
+	if paths != nil {
+		m = make(map[string]bool, len(paths))
+		for _, p := range paths {
+			m[p] = true
+		}
+	}
+	s.share.Store(&m)
+	s.as.Root.Send(s.supervisor, setShare{paths: m})
+}
+
+// shared returns the models of the share (all of them without one).
+func (s *supervisorActor) shared(models []modelconfig.Model) []modelconfig.Model {
+	if s.share == nil {
+		return models
+	}
+	out := make([]modelconfig.Model, 0, len(models))
+	for _, m := range models {
+		if s.share[m.EntryPath()] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// setShare applies a new share to the config in force (the first config
+// applied takes it when none is yet).
+func (s *supervisorActor) setShare(ctx actor.Context, m setShare) {
+	s.share = m.paths
+	if s.configured == nil {
+		return
+	}
+	models := s.shared(s.configured)
+	for _, p := range s.plan.Paths() {
+		if p.Phase != lifecycle.Evicting && !p.Registered && p.Active != nil && !listed(models, p.Name) && listed(s.configured, p.Name) {
+			s.log.Info("model placed on other cluster nodes; unloading after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
+		}
+	}
+	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
+}
+
+// appliedConfig is the model config in force and a channel closed when
+// another replaces it.
+type appliedConfig struct {
+	cfg     *modelconfig.Config
+	changed chan struct{}
+}
+
+// publishConfig publishes cfg as the config in force (supervisor only).
+// A config equal to the one in force changes nothing.
+func (s *System) publishConfig(cfg *modelconfig.Config) {
+	old := s.applied.Load()
+	if old.cfg != nil && reflect.DeepEqual(old.cfg, cfg) {
+		return
+	}
+	s.applied.Store(&appliedConfig{cfg: cfg, changed: make(chan struct{})})
+	close(old.changed)
+}
+
+// AppliedConfig returns the model config last applied (nil before the
+// first) and a channel closed when another config is applied.
+func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
+	a := s.applied.Load()
+	return a.cfg, a.changed
+}
+
+// Predict serves a request another node forwarded here, on this node's
+// own ready model only (forward.Local): never forwarded again, not
+// logged (the node the caller called logs it), at shadow priority when it
+// is a shadow copy, with the caller's identity the forward server put in
+// ctx. A model not ready here fails Unavailable, so that the forwarding
+// node tries another replica.
+func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
+	b := newBatch(ctx, []Request{{API: req.API, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
+		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
+	b.local, b.shadow = true, req.Priority == forward.Shadow
+	res, err := s.runUnlogged(b)
+	if err != nil {
+		return forward.Answer{}, err
+	}
+	r := res[0]
+	if r.Err != nil {
+		if errors.Is(r.Err, ErrModelNotFound) {
+			return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is not ready on this node", req.ModelPath))
+		}
+		return forward.Answer{}, r.Err
+	}
+	return forward.Answer{Checksum: r.Checksum, Outputs: r.Outputs, UnnamedOutputs: r.UnnamedOutputs, Queued: r.Queued, Compute: r.Compute}, nil
+}
+
+// forwardRequest is req as handed to another node, at priority p.
+func forwardRequest(ctx context.Context, req *Request, path string, p forward.Priority) forward.Request {
+	id, ok := auth.FromContext(ctx)
+	if !ok {
+		id = auth.Identity{Method: "none"}
+	}
+	return forward.Request{ModelPath: path, Inputs: req.Inputs, Positional: req.Positional, RequestID: req.RequestID,
+		Priority: p, Caller: id, API: req.API, Configs: req.Configs, Contract: req.Contract, Release: req.Release}
+}
+
+// remoteFor reports whether a request for path that is not ready here
+// goes to another node: a cluster node that has it ready, unless the
+// batch was forwarded here (one hop) or must be served here.
+func (r *routerActor) remoteFor(b *batch, path string) bool {
+	return r.remote != nil && !b.local && !forward.Forwarded(b.ctx) && r.remote.Serves(path)
+}
+
+// forward answers item i of b from another node, on a goroutine of its
+// own (the router never waits); ans, if not nil, gets the answer for the
+// shadow copies to compare with.
+func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
+	req := &b.reqs[i]
+	res := &b.results[i]
+	fr := forwardRequest(b.ctx, req, req.ModelPath, forward.User)
+	start := time.Now()
+	r.background(func(sctx context.Context) {
+		ctx, cancel := context.WithCancel(b.ctx)
+		defer cancel()
+		defer context.AfterFunc(sctx, cancel)()
+		a, err := r.remote.Forward(ctx, fr)
+		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
+		if b.claim(i) {
+			res.ModelPath, res.ContentPath, res.Checksum, res.Outputs, res.Err = req.ModelPath, req.ModelPath, a.Checksum, a.Outputs, err
+			res.UnnamedOutputs, res.Queued, res.Compute = a.UnnamedOutputs, a.Queued, a.Compute
+			r.metrics.observe(req.API, req.ModelPath, err, time.Since(start))
+			ans.answer(a.Outputs, err != nil, a.Compute)
+			b.finish()
+		} else {
+			ans.answer(nil, true, 0)
+		}
+	})
+}
+
+// shadowRemote sends a shadow copy of req to another node that has
+// target ready, at shadow priority, and logs its answer (served=false).
+// It is not compared with the caller's answer: comparisons are kept by
+// the node that serves the challenger.
+func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget) {
+	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
+	fr.Release = target.Release
+	logged := Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
+		Contract: req.Contract, Release: target.Release, Logging: target.Logging}
+	start := time.Now()
+	r.background(func(sctx context.Context) {
+		ctx, cancel := context.WithTimeout(sctx, r.shadowTimeout)
+		defer cancel()
+		a, err := r.remote.Forward(ctx, fr)
+		r.metrics.forwarded.WithLabelValues(target.ModelPath, forwardResult(err)).Inc()
+		r.metrics.observe(req.API+"-shadow", target.ModelPath, err, time.Since(start))
+		if r.sink != nil {
+			res := Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: a.Checksum, Outputs: a.Outputs,
+				UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}
+			r.sink.LogPrediction(&logged, &res, false)
+		}
+	})
+}
+
+// forwardResult is the result label of grove_cluster_forwarded_total:
+// the outcome of grove_model_requests_total.
+func forwardResult(err error) string { return outcomeOf(err) }
+
+// residentBytes is the process's resident memory (Linux's
+// /proc/self/statm), 0 where it cannot be read.
+func residentBytes() int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(data)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
+}

@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// TestSetShare: a cluster node loads only its share of the config, loads
+// a model when the share gains it, unloads one the share lost after its
+// grace period, and a nil share is every model again.
+func TestSetShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := configJSON(entry("a/", "", `"eviction_grace_period_in_ms": 3000`), entry("b/", "", `"eviction_grace_period_in_ms": 3000`))
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": {}, "b/": {}})
+		defer w.stop()
+		w.sys.SetShare([]string{"a/"}) // before the first poll: the first config is filtered
+		w.settle()
+		if got, _ := w.sys.AppliedConfig(); got == nil || len(got.Models) != 2 {
+			t.Fatalf("applied config: %+v, want both models (the share filters the loads, not the config)", got)
+		}
+		if st := w.model("a/").State; st != StateReady {
+			t.Fatalf("a/ is %s, want ready", st)
+		}
+		for _, m := range w.sys.Status().Models {
+			if m.Path == "b/" {
+				t.Fatalf("b/ is outside the share but has a status: %+v", m)
+			}
+		}
+		if res := w.infer("b/", 1); !errors.Is(res.Err, ErrModelNotFound) {
+			t.Fatalf("b/ outside the share answered %v, want not found (no remote)", res.Err)
+		}
+
+		_, changed := w.sys.AppliedConfig()
+		w.sys.SetShare([]string{"a/", "b/"})
+		synctest.Wait()
+		if st := w.model("b/").State; st != StateReady {
+			t.Fatalf("b/ joined the share but is %s", st)
+		}
+		if res := w.infer("b/", 1); res.Err != nil {
+			t.Fatalf("b/ after joining the share: %v", res.Err)
+		}
+
+		w.sys.SetShare([]string{"b/"})
+		synctest.Wait()
+		if st := w.model("a/").State; st != StateEvicting {
+			t.Fatalf("a/ left the share but is %s, want evicting for its grace period", st)
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatalf("a/ in its grace period: %v", res.Err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for _, m := range w.sys.Status().Models {
+			if m.Path == "a/" {
+				t.Fatalf("a/ still held after its grace period: %+v", m)
+			}
+		}
+
+		w.sys.SetShare(nil)
+		synctest.Wait()
+		if st := w.model("a/").State; st != StateReady {
+			t.Fatalf("nil share: a/ is %s, want ready", st)
+		}
+		select {
+		case <-changed:
+			t.Fatal("the applied config's channel closed though the config did not change")
+		default:
+		}
+		w.setConfig(configJSON(entry("a/", "", "")))
+		select {
+		case <-changed:
+		default:
+			t.Fatal("a new config did not close the applied config's channel")
+		}
+	})
+}
+
+// TestSetShareVersions: a versioned entry's share is its path, for
+// each of its versions.
+func TestSetShareVersions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := configJSON(entry("v/", "", `"version_policy": {"all": {}}`), entry("b/", "", ""))
+		w := newWorld(t, cfg, map[string]faultySpec{"v/1/": {}, "v/2/": {}, "b/": {}})
+		defer w.stop()
+		w.sys.SetShare([]string{"v/"})
+		w.settle()
+		for _, p := range []string{"v/1/", "v/2/"} {
+			if st := w.model(p).State; st != StateReady {
+				t.Fatalf("%s is %s, want ready", p, st)
+			}
+		}
+		if res := w.infer("b/", 1); servables.KindOf(res.Err) != servables.NotFound {
+			t.Fatalf("b/ outside the share: %v", res.Err)
+		}
+	})
+}

@@ -1,0 +1,338 @@
+package forward
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/cluster/forward/forwardpb"
+	"github.com/groveml/grove/servables"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// TLS dials peers with this configuration (see ClientTLS); nil dials
+	// plaintext.
+	TLS *tls.Config
+	// ConnsPerPeer is how many connections a peer gets, used in turn; 0
+	// means 1.
+	ConnsPerPeer int
+	// Timeout bounds a request whose context has no deadline; 0 means 30 s.
+	Timeout time.Duration
+	// ConnectTimeout bounds one attempt to connect to a peer (a peer that
+	// does not answer makes the requests waiting for it fail Unavailable
+	// after it, and try another); 0 means 2 s.
+	ConnectTimeout time.Duration
+	// ReconnectMaxDelay bounds the wait between attempts to reconnect to
+	// a peer that went away; 0 means 1 s.
+	ReconnectMaxDelay time.Duration
+	// Rand returns a random number in [0, n) for Pick; nil means
+	// math/rand/v2's IntN.
+	Rand func(n int) int
+	// MaxMessageBytes bounds the requests sent and answers received; 0
+	// means 2 GiB.
+	MaxMessageBytes int
+	// Logger receives connections opened and closed; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Client forwards requests to peers over a pool of connections per peer
+// address: made on the first request to the peer, reused by every later
+// one, closed by Retain when the peer leaves, or by Close. It is safe for
+// concurrent use.
+type Client struct {
+	opts  ClientOptions
+	dial  []grpc.DialOption
+	rnd   func(int) int
+	log   *slog.Logger
+	mu    sync.RWMutex
+	pools map[string]*pool
+	done  bool
+}
+
+// pool is the connections to one peer address.
+type pool struct {
+	addr     string
+	conns    []*grpc.ClientConn
+	stubs    []forwardpb.ForwardClient
+	next     atomic.Uint32
+	inflight atomic.Int64
+	closed   atomic.Bool
+}
+
+// NewClient returns a Client; it connects to nothing until a request is
+// forwarded.
+func NewClient(opts ClientOptions) *Client {
+	if opts.ConnsPerPeer <= 0 {
+		opts.ConnsPerPeer = 1
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 2 * time.Second
+	}
+	if opts.ReconnectMaxDelay <= 0 {
+		opts.ReconnectMaxDelay = time.Second
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 2<<30 - 1
+	}
+	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, pools: map[string]*pool{}}
+	if c.rnd == nil {
+		c.rnd = rand.IntN
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = min(bo.BaseDelay, opts.ReconnectMaxDelay)
+	bo.MaxDelay = opts.ReconnectMaxDelay
+	c.dial = []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: opts.ConnectTimeout}),
+	}
+	return c
+}
+
+// ClientTLS returns the TLS configuration a node dials its peers with:
+// peers' server certificates are verified against the CAs in caFile (the
+// cluster CA, which also verifies client certificates: tls.client_ca_file)
+// and, when cert is not nil, the node presents cert() as its client
+// certificate at each handshake (tlsconf.Reloader.Current, so a rotated
+// certificate is used by new connections; it needs the clientAuth extended
+// key usage besides serverAuth).
+func ClientTLS(caFile string, cert func() *tls.Certificate) (*tls.Config, error) {
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA file: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("cluster CA file %s holds no PEM certificate", caFile)
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	if cert != nil {
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert(), nil }
+	}
+	return c, nil
+}
+
+// Forward runs req on one of peers, the nodes that have its model ready,
+// and returns the answer. It picks a peer by Pick on the requests this
+// Client has in flight to each; when that peer's answer is Unavailable
+// (down, unreachable, shutting down, its model not ready) and ctx is not
+// done, it tries one other peer (another address), and no more. ctx's
+// deadline travels with the request (a context without one gets
+// ClientOptions.Timeout); a Forwarded ctx is refused with ErrSecondHop.
+//
+// A failure is a *RemoteError carrying the kind the peer's model failed
+// with (servables.KindOf), or an error of kind Unavailable (ErrNoPeer,
+// ErrSecondHop, a closed Client), or of kind Execution for a request that
+// cannot be sent (no model path, no priority).
+func (c *Client) Forward(ctx context.Context, peers []Peer, req Request) (Answer, error) {
+	if Forwarded(ctx) {
+		return Answer{}, fmt.Errorf("%w (model %s)", ErrSecondHop, req.ModelPath)
+	}
+	if err := checkRequest(&req); err != nil {
+		return Answer{}, fmt.Errorf("forward: %w", err)
+	}
+	if len(peers) == 0 {
+		return Answer{}, fmt.Errorf("%w: no node has model %s ready", ErrNoPeer, req.ModelPath)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	m := encodeRequest(&req)
+	first := Pick(len(peers), func(i int) int64 { return c.load(peers[i].Addr) }, c.rnd)
+	ans, err := c.call(ctx, peers[first], m)
+	if err == nil || servables.KindOf(err) != servables.Unavailable || ctx.Err() != nil {
+		return ans, err
+	}
+	others := make([]int, 0, len(peers)-1)
+	for i, p := range peers {
+		if p.Addr != peers[first].Addr {
+			others = append(others, i)
+		}
+	}
+	k := Pick(len(others), func(i int) int64 { return c.load(peers[others[i]].Addr) }, c.rnd)
+	if k < 0 {
+		return Answer{}, err
+	}
+	ans, err2 := c.call(ctx, peers[others[k]], m)
+	if err2 != nil {
+		return Answer{}, fmt.Errorf("%w; before it, %v", err2, err)
+	}
+	return ans, nil
+}
+
+// load is the number of requests in flight to addr.
+func (c *Client) load(addr string) int64 {
+	c.mu.RLock()
+	p := c.pools[addr]
+	c.mu.RUnlock()
+	if p == nil {
+		return 0
+	}
+	return p.inflight.Load()
+}
+
+// call runs m on peer p.
+func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) (Answer, error) {
+	pl, err := c.pool(p)
+	if err != nil {
+		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Unavailable, Code: codes.Unavailable, Message: err.Error()}
+	}
+	pl.inflight.Add(1)
+	defer pl.inflight.Add(-1)
+	var trailer metadata.MD
+	resp, err := pl.stubs[int(pl.next.Add(1))%len(pl.stubs)].Predict(ctx, m, grpc.Trailer(&trailer))
+	if err != nil {
+		return Answer{}, remoteError(ctx, p, pl, err, trailer)
+	}
+	ans, err := decodeAnswer(resp)
+	if err != nil {
+		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed answer: " + err.Error()}
+	}
+	return ans, nil
+}
+
+// remoteError classifies a failed call: by the kind the peer's trailer
+// names, else by the gRPC code. A call cut because Retain or Close closed
+// its connection (gRPC says Canceled) is Unavailable when the caller is
+// still waiting, so that it goes to another replica.
+func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metadata.MD) error {
+	st := status.Convert(err)
+	e := &RemoteError{Node: p.Name, Addr: p.Addr, Code: st.Code(), Message: st.Message(), Kind: KindOfCode(st.Code())}
+	if v := trailer.Get(trailerKind); len(v) == 1 {
+		if k, ok := parseKind(v[0]); ok {
+			e.Kind = k
+		}
+	}
+	if v := trailer.Get(trailerNode); len(v) == 1 && v[0] != "" {
+		e.Node = v[0]
+	}
+	if e.Kind == servables.Canceled && pl.closed.Load() && ctx.Err() == nil {
+		e.Kind = servables.Unavailable
+	}
+	return e
+}
+
+// pool returns the pool of p's address, made (without connecting) if it
+// has none.
+func (c *Client) pool(p Peer) (*pool, error) {
+	c.mu.RLock()
+	pl, done := c.pools[p.Addr], c.done
+	c.mu.RUnlock()
+	if done {
+		return nil, errors.New("the forwarding client is closed")
+	}
+	if pl != nil {
+		return pl, nil
+	}
+	if _, _, err := net.SplitHostPort(p.Addr); err != nil {
+		return nil, fmt.Errorf("peer address %q: %w", p.Addr, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return nil, errors.New("the forwarding client is closed")
+	}
+	if pl := c.pools[p.Addr]; pl != nil {
+		return pl, nil
+	}
+	pl = &pool{addr: p.Addr}
+	for range c.opts.ConnsPerPeer {
+		cc, err := grpc.NewClient(p.Addr, c.dial...)
+		if err != nil {
+			pl.close()
+			return nil, fmt.Errorf("peer %s: %w", p.Addr, err)
+		}
+		pl.conns = append(pl.conns, cc)
+		pl.stubs = append(pl.stubs, forwardpb.NewForwardClient(cc))
+	}
+	c.pools[p.Addr] = pl
+	c.log.Debug("forward: connections to a peer opened", "peer", p.Name, "addr", p.Addr, "conns", len(pl.conns))
+	return pl, nil
+}
+
+// close closes the pool's connections; calls in flight on them end.
+func (pl *pool) close() {
+	pl.closed.Store(true)
+	for _, cc := range pl.conns {
+		_ = cc.Close()
+	}
+}
+
+// Retain closes the connections to every address not in addrs (the
+// advertised addresses of the current members): call it when members
+// leave. Requests in flight to a closed address fail Unavailable and try
+// another replica.
+func (c *Client) Retain(addrs []string) {
+	c.mu.Lock()
+	var gone []*pool
+	for a, pl := range c.pools {
+		if !slices.Contains(addrs, a) {
+			gone = append(gone, pl)
+			delete(c.pools, a)
+		}
+	}
+	c.mu.Unlock()
+	for _, pl := range gone {
+		pl.close()
+		c.log.Debug("forward: connections to a peer closed", "addr", pl.addr)
+	}
+}
+
+// Peers returns the addresses the Client has connections to, sorted.
+func (c *Client) Peers() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.pools))
+	for a := range c.pools {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// InFlight is the number of requests in flight to addr.
+func (c *Client) InFlight(addr string) int64 { return c.load(addr) }
+
+// Close closes every connection; later requests fail Unavailable.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.done = true
+	pools := c.pools
+	c.pools = map[string]*pool{}
+	c.mu.Unlock()
+	for _, pl := range pools {
+		pl.close()
+	}
+}

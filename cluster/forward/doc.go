@@ -1,0 +1,32 @@
+// Package forward hands one model request from the Grove node that took it
+// to a node of the same cluster that has the model ready, and brings the
+// answer back: the transport of the cluster's routing (docs/cluster.md).
+// It is Grove's own gRPC service grove.cluster.v1.Forward (package
+// forwardpb), served on the port each node advertises to its peers.
+//
+// The caller's side is a Client: Forward picks one of the peers it is
+// given by the power of two choices on the requests it has in flight to
+// each (Pick), calls it over a pooled connection with the request's
+// deadline, request id, priority and caller identity, and on Unavailable
+// tries one other peer, never more. The serving side is a Server, which
+// authenticates its peers by their client certificates (mTLS against the
+// cluster CA; a member check names who belongs) and runs each request on
+// a Local, which the node implements with its model actors. A request
+// travels one hop: the Server marks its context (Forwarded) and a Client
+// refuses to forward from such a context.
+//
+// Which peers have a model ready is not this package's business: the
+// router gives Forward the list, from the cluster's placement and member
+// records.
+//
+// # Who owns what
+//
+//	state                          owner                           how others read it
+//	-----------------------------  ------------------------------  -------------------------------------
+//	connection pool (address ->    Client, under Client.mu          Forward takes a pool entry under mu,
+//	  connections, in-flight          (added by Forward, removed       then uses it without the lock; a
+//	  counts)                         by Retain and Close)             removed entry's calls end Unavailable
+//	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load
+//	Local's models                 the node (the lead's actors)    Local.Predict only
+//	membership (Members)           the node's cluster records      a func the Server calls per call
+package forward

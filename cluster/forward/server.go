@@ -1,0 +1,196 @@
+package forward
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/cluster/forward/forwardpb"
+	"github.com/groveml/grove/servables"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Node is this node's name, which every answer carries; required.
+	Node string
+	// TLS serves TLS with this configuration, which must verify client
+	// certificates against the cluster CA unless AllowUnauthenticatedPeers
+	// (tlsconf.Reloader.ServerConfig("h2") of a Reloader with a client CA
+	// file); nil serves plaintext, which needs AllowUnauthenticatedPeers.
+	TLS *tls.Config
+	// Members reports whether the name of a verified client certificate
+	// (auth.CertificateName: its first DNS or URI SAN, else its subject
+	// CN) is a member of the cluster now; it runs on every call and must
+	// be cheap. Nil counts every certificate the client CA verified.
+	Members func(certName string) bool
+	// AllowUnauthenticatedPeers serves callers that present no client
+	// certificate (a cluster without mTLS). Nothing proves who they are,
+	// so their requests must carry no authenticated caller: one whose
+	// identity is not Method "none" is refused.
+	AllowUnauthenticatedPeers bool
+	// MaxMessageBytes bounds a received request; 0 means 2 GiB.
+	MaxMessageBytes int
+	// Logger receives refused peers; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the Forward service for a node's peers, running their
+// requests on its Local. It also serves gRPC health (open, for probes)
+// and reflection (members only).
+type Server struct {
+	forwardpb.UnimplementedForwardServer
+	gs          *grpcserver.Server
+	local       Local
+	node        string
+	members     func(string) bool
+	allowUnauth bool
+	log         *slog.Logger
+}
+
+// NewServer returns a Server running requests on local; the error says
+// which option is missing or inconsistent. Serve it on the node's
+// advertised address.
+func NewServer(local Local, opts ServerOptions) (*Server, error) {
+	if local == nil {
+		return nil, errors.New("forward server: no Local to run requests on")
+	}
+	if opts.Node == "" {
+		return nil, errors.New("forward server: the node's name is empty")
+	}
+	if !opts.AllowUnauthenticatedPeers {
+		if opts.TLS == nil {
+			return nil, errors.New("forward server: without TLS peers cannot be authenticated: give a TLS configuration with a client CA (tls.client_ca_file) or allow unauthenticated peers")
+		}
+		if !verifiesClients(opts.TLS) {
+			return nil, errors.New("forward server: the TLS configuration verifies no client certificate (no client CA): peers cannot be authenticated: set a client CA (tls.client_ca_file) or allow unauthenticated peers")
+		}
+	}
+	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.gs = grpcserver.New(grpcserver.Options{
+		MaxMessageBytes:   opts.MaxMessageBytes,
+		TLS:               opts.TLS,
+		RequireClientCert: !opts.AllowUnauthenticatedPeers,
+		InTapHandle:       s.tap,
+	})
+	forwardpb.RegisterForwardServer(s.gs, s)
+	return s, nil
+}
+
+// verifiesClients reports whether c (or the configuration it gives each
+// handshake, as tlsconf's does) verifies client certificates.
+func verifiesClients(c *tls.Config) bool {
+	if c.GetConfigForClient != nil {
+		cc, err := c.GetConfigForClient(&tls.ClientHelloInfo{})
+		if err != nil || cc == nil {
+			return false
+		}
+		c = cc
+	}
+	return c.ClientCAs != nil && c.ClientAuth >= tls.VerifyClientCertIfGiven
+}
+
+// Serve serves ln until Stop or GracefulStop.
+func (s *Server) Serve(ln net.Listener) error { return s.gs.Serve(ln) }
+
+// GracefulStop stops taking calls and returns when those in flight are
+// answered.
+func (s *Server) GracefulStop() {
+	s.gs.Drain()
+	s.gs.GracefulStop()
+}
+
+// Stop stops at once: calls in flight fail Unavailable, and their callers
+// try another replica.
+func (s *Server) Stop() { s.gs.Stop() }
+
+// peerKey carries the verified member name of a call's peer.
+type peerKey struct{}
+
+// tap admits a call before its message is read: a peer with a verified
+// client certificate whose name is a member, or one without a certificate
+// when unauthenticated peers are allowed. Probes pass.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if grpcserver.IsProbe(info.FullMethodName) {
+		return ctx, nil
+	}
+	cert := verifiedCert(ctx)
+	if cert == nil {
+		if s.allowUnauth {
+			return ctx, nil
+		}
+		return nil, status.Error(codes.Unauthenticated, "a client certificate signed by the cluster CA is required")
+	}
+	name := auth.CertificateName(cert)
+	if name == "" {
+		return nil, status.Error(codes.Unauthenticated, "the client certificate has no SAN and no subject CN to name it")
+	}
+	if s.members != nil && !s.members(name) {
+		s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", info.FullMethodName)
+		return nil, status.Errorf(codes.PermissionDenied, "certificate %q names no member of the cluster", name)
+	}
+	return context.WithValue(ctx, peerKey{}, name), nil
+}
+
+// verifiedCert is the client certificate the call's TLS verified, or nil.
+func verifiedCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+		return nil
+	}
+	return ti.State.PeerCertificates[0]
+}
+
+// Predict runs one forwarded request on the Local.
+func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*forwardpb.PredictResponse, error) {
+	if h := m.GetHops(); h != hopsForwarded {
+		return nil, s.fail(ctx, codes.Unavailable, servables.Unavailable,
+			fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h))
+	}
+	req, err := decodeRequest(m)
+	if err != nil {
+		return nil, s.fail(ctx, codes.InvalidArgument, servables.InvalidInput, err.Error())
+	}
+	from, _ := ctx.Value(peerKey{}).(string)
+	if from == "" && req.Caller.Method != "" && req.Caller.Method != "none" {
+		return nil, s.fail(ctx, codes.PermissionDenied, servables.Execution,
+			fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method))
+	}
+	ctx = context.WithValue(ctx, forwardedKey{}, true)
+	if m.GetCaller() != nil {
+		ctx = auth.NewContext(ctx, req.Caller)
+	}
+	ans, err := s.local.Predict(ctx, ForwardedRequest{Request: req, Peer: from})
+	if err != nil {
+		k := servables.KindOf(err)
+		return nil, s.fail(ctx, Code(k), k, err.Error())
+	}
+	return encodeAnswer(&ans, s.node), nil
+}
+
+// fail returns the status of a failure of kind k and sets the trailers
+// that tell the caller's node its kind and this node's name.
+func (s *Server) fail(ctx context.Context, c codes.Code, k servables.Kind, msg string) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(trailerKind, k.String(), trailerNode, s.node))
+	return status.Error(c, msg)
+}

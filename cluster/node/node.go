@@ -1,0 +1,501 @@
+// Package node is a Grove server's cluster agent (docs/cluster.md): it
+// makes the server a member of the cluster, keeps its member record in
+// step with what its actors hold, runs its share of the placement
+// controller, gives the actors their share of the placement table, and
+// forwards the requests for models ready only on other nodes (it is the
+// actors' Remote).
+//
+// # Who owns what
+//
+//	state                              owner                       how others read it
+//	---------------------------------  --------------------------  -------------------------------------
+//	membership session (coord.Node)    Run (joins, rejoins after    atomic pointer (Drain, Leave, Status)
+//	                                     ErrSessionLost)
+//	member snapshot, table in force,   the watch goroutines of Run atomic pointers to values replaced,
+//	  who serves what elsewhere,                                     never changed (Serves, Forward,
+//	  controller name                                                Status, the metrics)
+//	draining                           Drain                       atomic (the record Run writes)
+//	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
+//	                                     calls
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/cluster"
+	"github.com/groveml/grove/cluster/coord"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/cluster/placement"
+	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/servables"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// Client is the connection to the cluster's etcd.
+	Client *coord.Client
+	// Name is this node's name (cluster.node_name); Advertise the
+	// host:port its forward server listens on (cluster.advertise).
+	Name, Advertise string
+	// BudgetBytes is the memory this node gives models (memory_budget_bytes).
+	BudgetBytes int64
+	// LeaseTTL is the membership lease (cluster.lease_ttl).
+	LeaseTTL time.Duration
+	// MemoryFactor estimates a model's memory from its file size until
+	// its load was measured (cluster.memory_factor).
+	MemoryFactor float64
+	// Bucket holds the models, whose file sizes placement needs.
+	Bucket bucket.Bucket
+	// Forward forwards requests to the other nodes.
+	Forward *forward.Client
+	// UpdateEvery bounds how often the member record is rewritten (at
+	// most once per UpdateEvery, when it changed; 500 ms when zero).
+	UpdateEvery time.Duration
+	// Retry is the pause before joining again after a failure (1 s when zero).
+	Retry time.Duration
+	// Logger receives the agent's logs (slog.Default when nil).
+	Logger *slog.Logger
+	// Registerer receives the cluster metrics (none when nil).
+	Registerer prometheus.Registerer
+}
+
+// Agent is a node's cluster agent. Create it with New, give it to the
+// actors as their Remote, and Run it with the actors.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	sys      atomic.Pointer[actors.System]
+	node     atomic.Pointer[coord.Node]
+	members  atomic.Pointer[coord.Members]
+	table    atomic.Pointer[coord.Placement]
+	ready    atomic.Pointer[map[string][]forward.Peer] // path -> other nodes with it ready
+	leader   atomic.Pointer[string]
+	draining atomic.Bool
+	// left is set by Leave: Run joins no more.
+	left atomic.Bool
+	// wake makes Run write the record at once (Drain).
+	wake chan struct{}
+
+	sizes struct {
+		mu  sync.Mutex
+		cfg *modelconfig.Config
+		by  map[string]int64
+	}
+}
+
+// New checks cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("cluster node: no etcd client")
+	case cfg.Name == "":
+		return nil, errors.New("cluster node: no node name (cluster.node_name)")
+	case cfg.Advertise == "":
+		return nil, errors.New("cluster node: no address to advertise to peers (cluster.advertise)")
+	case cfg.BudgetBytes <= 0:
+		return nil, errors.New("cluster node: memory_budget_bytes must be positive")
+	case cfg.Bucket == nil || cfg.Forward == nil:
+		return nil, errors.New("cluster node: needs the bucket and a forward client")
+	}
+	if cfg.UpdateEvery <= 0 {
+		cfg.UpdateEvery = 500 * time.Millisecond
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
+	a.members.Store(&coord.Members{})
+	a.table.Store(&coord.Placement{})
+	a.ready.Store(&map[string][]forward.Peer{})
+	a.leader.Store(new(""))
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(&collector{a: a})
+	}
+	return a, nil
+}
+
+// Name returns the node's name.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// Serves reports whether another node has path ready (actors.Remote).
+func (a *Agent) Serves(path string) bool {
+	return len((*a.ready.Load())[path]) > 0
+}
+
+// Paths lists the paths other nodes have ready (actors.Remote).
+func (a *Agent) Paths() []string {
+	ready := *a.ready.Load()
+	out := make([]string, 0, len(ready))
+	for p := range ready {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Forward runs req on another node that has its model ready
+// (actors.Remote): the power of two choices among them, one retry on
+// Unavailable.
+func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	peers := (*a.ready.Load())[req.ModelPath]
+	if len(peers) == 0 {
+		return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is ready on no other cluster node", req.ModelPath))
+	}
+	return a.cfg.Forward.Forward(ctx, peers, req)
+}
+
+// IsMember reports whether name is a live member (the forward server's
+// member check).
+func (a *Agent) IsMember(name string) bool {
+	for _, m := range a.members.Load().List {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Run makes the node a member and keeps it one until ctx is done: it
+// joins with the node's record, keeps the record in step with sys's
+// status, runs the placement controller with the config sys applied,
+// gives sys its share of the table, and joins again when the session is
+// lost. It returns nil when ctx is done (without leaving: Leave does).
+func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
+	a.sys.Store(sys)
+	for ctx.Err() == nil && !a.left.Load() {
+		err := a.session(ctx, sys)
+		switch {
+		case ctx.Err() != nil || a.left.Load():
+		case errors.Is(err, coord.ErrSessionLost):
+			a.log.Warn("cluster session lost; joining again", "err", err)
+		default:
+			a.log.Error("cluster membership failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(a.cfg.Retry):
+			}
+		}
+	}
+	return nil
+}
+
+// session is one membership: join, run, until the lease ends or ctx is done.
+func (a *Agent) session(ctx context.Context, sys *actors.System) error {
+	n, err := a.cfg.Client.Join(ctx, a.record(sys), a.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	a.node.Store(n)
+	a.log.Info("joined the cluster", "advertise", a.cfg.Advertise, "budget_bytes", a.cfg.BudgetBytes)
+	ctrl, err := cluster.NewController(cluster.ControllerConfig{Client: a.cfg.Client, Node: n, Desired: a.desired,
+		MemoryFactor: a.cfg.MemoryFactor, Retry: a.cfg.Retry, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	run := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(sctx); err != nil {
+				errs <- err
+			}
+			cancel()
+		}()
+	}
+	run(ctrl.Run)
+	run(func(ctx context.Context) error { a.watchTable(ctx, sys); return nil })
+	run(func(ctx context.Context) error { a.watchMembers(ctx); return nil })
+	run(func(ctx context.Context) error { a.watchLeader(ctx); return nil })
+	run(func(ctx context.Context) error { a.watchConfig(ctx, sys, ctrl); return nil })
+	run(func(ctx context.Context) error { return a.keepRecord(ctx, sys, n) })
+	select {
+	case <-sctx.Done():
+	case <-n.Done():
+	}
+	cancel()
+	wg.Wait()
+	select {
+	case <-n.Done():
+		if ctx.Err() == nil {
+			return coord.ErrSessionLost
+		}
+	default:
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// watchTable gives sys its share of each table written.
+func (a *Agent) watchTable(ctx context.Context, sys *actors.System) {
+	for p := range a.cfg.Client.WatchTable(ctx) {
+		a.table.Store(&p)
+		share := p.Table.ModelsOn(a.cfg.Name)
+		if share == nil {
+			share = []string{}
+		}
+		sys.SetShare(share)
+	}
+}
+
+// watchMembers keeps the membership, who serves what elsewhere, and the
+// forward client's pool to the members.
+func (a *Agent) watchMembers(ctx context.Context) {
+	for m := range a.cfg.Client.WatchMembers(ctx) {
+		a.members.Store(&m)
+		ready := map[string][]forward.Peer{}
+		addrs := make([]string, 0, len(m.List))
+		for _, x := range m.List {
+			if x.Name == a.cfg.Name {
+				continue
+			}
+			addrs = append(addrs, x.Advertise)
+			peer := forward.Peer{Name: x.Name, Addr: x.Advertise}
+			for _, h := range x.Held {
+				if h.State != placement.Ready {
+					continue
+				}
+				for _, path := range []string{h.Path, versionPath(h)} {
+					if path != "" && !slices.Contains(ready[path], peer) {
+						ready[path] = append(ready[path], peer)
+					}
+				}
+			}
+		}
+		a.ready.Store(&ready)
+		a.cfg.Forward.Retain(addrs)
+	}
+}
+
+// watchLeader keeps the controller's name.
+func (a *Agent) watchLeader(ctx context.Context) {
+	for l := range a.cfg.Client.WatchLeader(ctx) {
+		a.leader.Store(&l)
+	}
+}
+
+// watchConfig tells the controller each config sys applies.
+func (a *Agent) watchConfig(ctx context.Context, sys *actors.System, ctrl *cluster.Controller) {
+	for {
+		_, changed := sys.AppliedConfig()
+		ctrl.ConfigChanged()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// keepRecord rewrites the node's record when it changed, at most once per
+// UpdateEvery, and at once when Drain asks.
+func (a *Agent) keepRecord(ctx context.Context, sys *actors.System, n *coord.Node) error {
+	t := time.NewTicker(a.cfg.UpdateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-a.wake:
+		}
+		err := n.Update(ctx, a.record(sys))
+		switch {
+		case errors.Is(err, coord.ErrSessionLost):
+			return err
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("updating the member record failed; retrying", "err", err)
+		}
+	}
+}
+
+// versionPath is the path of the version a held content is ("v/3/"),
+// which its Content names; empty for a model that is not a version.
+func versionPath(h placement.Held) string {
+	if strings.HasSuffix(h.Content, "/") {
+		return h.Content
+	}
+	return ""
+}
+
+// record is the node's member record from sys's status: every content it
+// holds (each version, a kept previous content) with its memory (the
+// load's measured growth, else the file size times the memory factor)
+// and state.
+func (a *Agent) record(sys *actors.System) coord.Member {
+	m := coord.Member{Member: placement.Member{Name: a.cfg.Name, BudgetBytes: a.cfg.BudgetBytes, Draining: a.draining.Load()},
+		Advertise: a.cfg.Advertise}
+	var used, reserved int64
+	hold := func(path, content string, measured, size int64, st placement.State) {
+		b := measured
+		if b <= 0 {
+			b = placement.Need(placement.Model{FileBytes: size}, a.cfg.MemoryFactor)
+		}
+		m.Held = append(m.Held, placement.Held{Path: path, Content: content, Bytes: b, State: st})
+		switch st {
+		case placement.Ready:
+			used += b
+		case placement.Loading:
+			reserved += b
+		}
+	}
+	for _, s := range sys.Status().Models {
+		if s.Registered {
+			continue // not the config's: not placed
+		}
+		path, content := s.Path, s.Checksum
+		if s.VersionOf != "" {
+			path, content = s.VersionOf, s.Path
+		}
+		switch s.State {
+		case actors.StateReady, actors.StateEvicting, actors.StateExpiring:
+			hold(path, content, s.MemoryBytes, s.SizeBytes, placement.Ready)
+		case actors.StateLoading:
+			hold(path, content, 0, a.sizeOf(path), placement.Loading)
+		case actors.StateFailed:
+			m.Held = append(m.Held, placement.Held{Path: path, Content: content, State: placement.Failed})
+		}
+		if k := s.Kept; k != nil {
+			hold(path, k.Checksum, k.MemoryBytes, k.SizeBytes, placement.Ready)
+		}
+	}
+	m.ReservedBytes = reserved
+	m.FreeBytes = max(a.cfg.BudgetBytes-used, 0)
+	return m
+}
+
+// sizeOf is the file size of the model at path from the last listing, 0
+// when unknown.
+func (a *Agent) sizeOf(path string) int64 {
+	a.sizes.mu.Lock()
+	defer a.sizes.mu.Unlock()
+	return a.sizes.by[path]
+}
+
+// desired is the controller's Desired: the models of the config sys
+// applied, with their file sizes from the bucket's listing (listed once
+// per config).
+func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
+	sys := a.sys.Load()
+	cfg, _ := sys.AppliedConfig()
+	if cfg == nil {
+		return nil, errors.New("no model config applied yet")
+	}
+	a.sizes.mu.Lock()
+	defer a.sizes.mu.Unlock()
+	if a.sizes.cfg != cfg {
+		by := make(map[string]int64, len(cfg.Models))
+		for _, m := range cfg.Models {
+			objs, err := a.cfg.Bucket.List(ctx, m.Path)
+			if err != nil {
+				return nil, fmt.Errorf("listing model %s: %w", m.Path, err)
+			}
+			for _, o := range objs {
+				if o.Name == m.Path || strings.HasSuffix(m.Path, "/") {
+					by[m.Path] += o.Size
+				}
+			}
+		}
+		a.sizes.cfg, a.sizes.by = cfg, by
+	}
+	return cluster.Desired(cfg, a.sizes.by), nil
+}
+
+// Drain marks the node draining, so that the controller places its
+// models elsewhere, and returns once every model it holds ready is ready
+// on another node too, or when ctx is done (drain_timeout). The node
+// keeps serving meanwhile.
+func (a *Agent) Drain(ctx context.Context) error {
+	a.draining.Store(true)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	a.log.Info("draining: waiting for this node's models to be ready on other nodes")
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		left := a.handoverLeft()
+		if len(left) == 0 {
+			a.log.Info("drained: every model of this node is ready elsewhere")
+			return nil
+		}
+		if !a.othersServing() {
+			a.log.Warn("draining: no other live node to hand over to; leaving", "models", left)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			a.log.Warn("drain timeout: models ready on no other node", "models", left)
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// othersServing reports whether another member is live and not draining.
+func (a *Agent) othersServing() bool {
+	for _, m := range a.members.Load().List {
+		if m.Name != a.cfg.Name && !m.Draining {
+			return true
+		}
+	}
+	return false
+}
+
+// handoverLeft lists the models this node holds ready that no other node
+// has ready yet.
+func (a *Agent) handoverLeft() []string {
+	sys := a.sys.Load()
+	if sys == nil {
+		return nil
+	}
+	ready := *a.ready.Load()
+	var left []string
+	for _, s := range sys.Status().Models {
+		if s.Registered || s.State != actors.StateReady {
+			continue
+		}
+		if len(ready[s.Path]) == 0 {
+			left = append(left, s.Path)
+		}
+	}
+	return left
+}
+
+// Leave ends the membership at once (the lease revoked): the record
+// vanishes for every peer, and Run returns without joining again.
+func (a *Agent) Leave(ctx context.Context) error {
+	a.left.Store(true)
+	n := a.node.Load()
+	if n == nil {
+		return nil
+	}
+	if err := n.Leave(ctx); err != nil {
+		return err
+	}
+	a.log.Info("left the cluster")
+	return nil
+}

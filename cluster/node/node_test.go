@@ -1,0 +1,614 @@
+package node_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/api/tlsconf"
+	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/cluster/coord"
+	"github.com/groveml/grove/cluster/etcdtest"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/cluster/node"
+	"github.com/groveml/grove/conf/bucket/file"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/faulty"
+)
+
+// The cluster in one process: three actors.Systems, each with its node
+// agent on a real etcd and its forward server on loopback, over one file
+// bucket of faulty models (each adds its own number to its input, so an
+// answer says which model gave it).
+
+// models are the test's models and what each adds.
+var models = map[string]float64{"a/": 1, "b/": 2, "c/": 3}
+
+// testNode is one node: its actors, agent and forward server.
+type testNode struct {
+	name   string
+	sys    *actors.System
+	agent  *node.Agent
+	fs     *forward.Server
+	fc     *forward.Client
+	cli    *coord.Client
+	cancel context.CancelFunc
+	done   chan error
+	reg    *prometheus.Registry
+	logged atomic.Int64 // predictions its sink received (served)
+	shadow atomic.Int64 // shadow executions its sink received
+	// seen records the requests its forward server received.
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+type seenRequest struct {
+	req         forward.ForwardedRequest
+	deadline    time.Time
+	hasDeadline bool
+}
+
+func (n *testNode) LogPrediction(_ *actors.Request, _ *actors.Result, served bool) {
+	if served {
+		n.logged.Add(1)
+	} else {
+		n.shadow.Add(1)
+	}
+}
+
+// newBucket writes the models into a file bucket with an empty config,
+// and returns its URL and the function that writes the test's config
+// (contracts: the config's contracts section, "" for none).
+func newBucket(t *testing.T, contracts string) (string, func()) {
+	t.Helper()
+	dir := t.TempDir()
+	var entries []string
+	for path, add := range models {
+		if err := os.MkdirAll(filepath.Join(dir, path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v}`, add), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, fmt.Sprintf(`{"model_path": %q, "eviction_grace_period_in_ms": 500}`, path))
+	}
+	slices.Sort(entries)
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"model_metadata": []}`)
+	return "file://" + dir, func() { write(`{"model_metadata": [` + strings.Join(entries, ",") + `]` + contracts + `}`) }
+}
+
+// configureWhenJoined writes the config once every node sees them all
+// as members, so that the first placement spreads the models.
+func configureWhenJoined(t *testing.T, nodes []*testNode, configure func()) {
+	t.Helper()
+	eventually(t, "every node a member", func() error {
+		for _, n := range nodes {
+			if got := len(n.agent.Status().Members); got != len(nodes) {
+				return fmt.Errorf("%s sees %d members", n.name, got)
+			}
+		}
+		return nil
+	})
+	configure()
+}
+
+// startNode starts node name of the cluster on etcd at etcdAddr, its
+// peers in plaintext, or with mTLS when p is not nil.
+func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", name)
+	b, err := file.Open(bucketURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{etcdAddr}, Prefix: "/t/", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{name: name, cli: cli, done: make(chan error, 1), reg: prometheus.NewRegistry()}
+	var clientTLS, serverTLS *tls.Config
+	if p != nil {
+		clientTLS, serverTLS = p.tls(t, name)
+	}
+	n.fc = forward.NewClient(forward.ClientOptions{Logger: log, TLS: clientTLS})
+	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
+		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
+		Retry: 100 * time.Millisecond, Logger: log, Registerer: n.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.sys, err = actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: 200 * time.Millisecond,
+		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 64, Runtimes: servables.Registry{faulty.Runtime{}},
+		Predictions: n, Logger: log, ClusterNode: true, Remote: n.agent, Registerer: n.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.fs, err = forward.NewServer(forward.LocalFunc(func(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
+		d, ok := ctx.Deadline()
+		n.mu.Lock()
+		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok})
+		n.mu.Unlock()
+		return n.sys.Predict(ctx, req)
+	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, TLS: serverTLS, AllowUnauthenticatedPeers: p == nil, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = n.fs.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() { n.done <- n.agent.Run(ctx, n.sys) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop stops the agent (leaving), the forward server and the actors.
+func (n *testNode) stop() {
+	if n.cancel == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = n.agent.Leave(ctx)
+	n.cancel()
+	<-n.done
+	n.cancel = nil
+	n.fs.Stop()
+	n.fc.Close()
+	_ = n.sys.Stop(ctx)
+	_ = n.cli.Close()
+}
+
+// infer asks n for path with input v.
+func (n *testNode) infer(ctx context.Context, path string, v float32) actors.Result {
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1})
+	if err != nil {
+		panic(err)
+	}
+	x.Float32s()[0] = v
+	res, err := n.sys.Infer(ctx, []actors.Request{{API: "test", ModelPath: path, Inputs: []servables.Tensor{x}, RequestID: "req-" + path}})
+	if err != nil {
+		return actors.Result{Err: err}
+	}
+	return res[0]
+}
+
+// check reports whether res is path's answer to input v.
+func check(res actors.Result, path string, v float32) error {
+	if res.Err != nil {
+		return res.Err
+	}
+	if len(res.Outputs) != 1 || res.Outputs[0].Float32s()[0] != v+float32(models[path]) {
+		return fmt.Errorf("%s answered %v, want %v", path, res.Outputs, v+float32(models[path]))
+	}
+	return nil
+}
+
+// held lists the configured models n has loaded (any state).
+func held(n *testNode) []string {
+	var out []string
+	for _, m := range n.sys.Status().Models {
+		out = append(out, m.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// eventually retries f every 50 ms until it returns nil or 30 s pass.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// everyModelEverywhere checks that every live node answers every model.
+func everyModelEverywhere(nodes []*testNode) error {
+	for _, n := range nodes {
+		for path := range models {
+			if err := check(n.infer(context.Background(), path, 10), path, 10); err != nil {
+				return fmt.Errorf("node %s, model %s: %w", n.name, path, err)
+			}
+		}
+	}
+	return nil
+}
+
+func TestClusterInProcess(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil), startNode(t, srv.Addr, bucketURL, "n3", nil)}
+
+	// Every node answers every model, each loading only its share.
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	table := nodes[0].agent.Status().Placement
+	total := 0
+	for _, n := range nodes {
+		share := table.ModelsOn(n.name)
+		if got := held(n); !slices.Equal(got, share) {
+			t.Errorf("node %s holds %v, its share is %v (table %v)", n.name, got, share, table)
+		}
+		total += len(share)
+	}
+	if total != len(models) {
+		t.Errorf("the table places %d copies of %d models (nodes: 1 each): %v", total, len(models), table)
+	}
+	if st := nodes[1].agent.Status(); len(st.Members) != 3 || st.Controller == "" || st.Term == 0 {
+		t.Errorf("cluster status: %+v", st)
+	}
+
+	// A forwarded request: logged once, by the node called; it carries
+	// the deadline and request id and arrives at user priority.
+	var caller, server *testNode
+	var path string
+	for _, n := range nodes {
+		for p := range models {
+			if !slices.Contains(held(n), p) {
+				caller, path = n, p
+			}
+		}
+	}
+	for _, n := range nodes {
+		if slices.Contains(held(n), path) {
+			server = n
+		}
+	}
+	loggedC, loggedS := caller.logged.Load(), server.logged.Load()
+	server.mu.Lock()
+	server.seen = nil
+	server.mu.Unlock()
+	ctx, cancel := context.WithTimeout(auth.NewContext(context.Background(), auth.Identity{Method: "none"}), 5*time.Second)
+	want, _ := ctx.Deadline()
+	if err := check(caller.infer(ctx, path, 5), path, 5); err != nil {
+		t.Fatalf("forwarded from %s to %s: %v", caller.name, server.name, err)
+	}
+	cancel()
+	if d := caller.logged.Load() - loggedC; d != 1 {
+		t.Errorf("the node called logged %d predictions, want 1", d)
+	}
+	if d := server.logged.Load() - loggedS; d != 0 {
+		t.Errorf("the serving node logged %d forwarded predictions, want 0", d)
+	}
+	server.mu.Lock()
+	seen := slices.Clone(server.seen)
+	server.mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("the serving node received %d forwarded requests, want 1", len(seen))
+	}
+	s := seen[0]
+	if s.req.RequestID != "req-"+path || s.req.Priority != forward.User || s.req.ModelPath != path || s.req.Peer != "" {
+		t.Errorf("forwarded request: %+v", s.req)
+	}
+	// gRPC carries the time left, which the serving side turns back into
+	// a deadline: equal give or take the encoding's rounding.
+	if d := s.deadline.Sub(want); !s.hasDeadline || d > 10*time.Millisecond || d < -time.Second {
+		t.Errorf("forwarded deadline %v (set %v), caller's %v", s.deadline, s.hasDeadline, want)
+	}
+
+	// The metrics.
+	controllers := 0.0
+	for _, n := range nodes {
+		if got := metric(t, n.reg, "grove_cluster_members", nil); got != 3 {
+			t.Errorf("%s: grove_cluster_members %v, want 3", n.name, got)
+		}
+		controllers += metric(t, n.reg, "grove_cluster_is_controller", nil)
+		if got := metric(t, n.reg, "grove_cluster_memory_free_bytes", nil); !(got > 0 && got <= 1<<30) {
+			t.Errorf("%s: grove_cluster_memory_free_bytes %v", n.name, got)
+		}
+	}
+	if controllers != 1 {
+		t.Errorf("%v nodes say they are the controller, want 1", controllers)
+	}
+	if got := metric(t, caller.reg, "grove_cluster_forwarded_total", map[string]string{"model": path, "result": "ok"}); got < 1 {
+		t.Errorf("%s: grove_cluster_forwarded_total{model=%q,result=ok} %v", caller.name, path, got)
+	}
+
+	// Never forwarded again: the serving side answers a model it does not
+	// hold Unavailable rather than forwarding it, though a peer has it.
+	_, err := caller.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{ModelPath: path, Inputs: []servables.Tensor{mustScalar(1)},
+		Priority: forward.User, Caller: auth.Identity{Method: "none"}}})
+	if servables.KindOf(err) != servables.Unavailable {
+		t.Errorf("a forwarded request for a model not held here: %v, want Unavailable (never a second hop)", err)
+	}
+
+	// A node's agent stops: its models are placed on the others and
+	// answered again by every node left.
+	gone := server
+	gone.stop()
+	var left []*testNode
+	for _, n := range nodes {
+		if n != gone {
+			left = append(left, n)
+		}
+	}
+	eventually(t, "every model answered after "+gone.name+" left", func() error {
+		if tab := left[0].agent.Status().Placement; slices.Contains(tab[path], gone.name) {
+			return fmt.Errorf("%s still placed on %s: %v", path, gone.name, tab)
+		}
+		return everyModelEverywhere(left)
+	})
+}
+
+func mustScalar(v float32) servables.Tensor {
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1})
+	if err != nil {
+		panic(err)
+	}
+	x.Float32s()[0] = v
+	return x
+}
+
+// pki is a cluster CA with node certificates, as Grove reads them from files.
+type pki struct {
+	ca     *certtest.CA
+	dir    string
+	caFile string
+}
+
+func newPKI(t *testing.T) *pki {
+	p := &pki{ca: certtest.NewCA(t, "grove cluster CA"), dir: t.TempDir()}
+	p.caFile = p.ca.WriteCA(t, p.dir)
+	return p
+}
+
+// tls returns node name's dialing and listening configurations: a
+// certificate for 127.0.0.1 named name, for server and client auth.
+func (p *pki) tls(t *testing.T, name string) (client, server *tls.Config) {
+	t.Helper()
+	leaf := p.ca.Sign(t, &x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
+	cert, key := leaf.Write(t, p.dir, name)
+	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key, ClientCAFile: p.caFile, ClientAuth: tlsconf.ClientAuthRequire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = forward.ClientTLS(p.caFile, r.Current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, r.ServerConfig("h2")
+}
+
+// TestClusterForwardingMTLS: between nodes with mTLS, a forwarded request
+// carries the caller's identity and arrives from the calling node, and a
+// contract's shadow copy to a challenger placed on another node goes at
+// shadow priority and is logged by the node the caller called.
+func TestClusterForwardingMTLS(t *testing.T) {
+	srv := etcdtest.Start(t)
+	p := newPKI(t)
+	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
+		{"release_version": "v1", "model_path": "a/"},
+		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+
+	var caller, server *testNode
+	for _, n := range nodes {
+		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
+			caller = n
+		}
+		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
+			server = n
+		}
+	}
+	if caller == nil || server == nil {
+		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
+	}
+	reset := func() {
+		server.mu.Lock()
+		server.seen = nil
+		server.mu.Unlock()
+	}
+	seen := func() []seenRequest {
+		server.mu.Lock()
+		defer server.mu.Unlock()
+		return slices.Clone(server.seen)
+	}
+	alice := auth.Identity{Name: "alice", Roles: []auth.Role{auth.RoleInfer}, Method: "token"}
+	ctx := auth.NewContext(context.Background(), alice)
+
+	reset()
+	if err := check(caller.infer(ctx, "b/", 7), "b/", 7); err != nil {
+		t.Fatal(err)
+	}
+	got := seen()
+	if len(got) != 1 || got[0].req.Priority != forward.User || got[0].req.Peer != caller.name ||
+		got[0].req.Caller.Name != "alice" || got[0].req.Caller.Method != "token" || !slices.Equal(got[0].req.Caller.Roles, alice.Roles) {
+		t.Fatalf("forwarded user request: %+v", got)
+	}
+
+	reset()
+	shadows := caller.shadow.Load()
+	res, rv, err := caller.sys.Score(ctx, "ads/pctr/1", "", actors.Request{API: "test", RequestID: "s1", Inputs: []servables.Tensor{mustScalar(4)}})
+	if err != nil || rv != "v1" {
+		t.Fatalf("score: %v, release %q", err, rv)
+	}
+	if err := check(res, "a/", 4); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the shadow copy forwarded and logged", func() error {
+		if caller.shadow.Load() == shadows {
+			return errors.New("no shadow execution logged by the calling node")
+		}
+		return nil
+	})
+	got = seen()
+	if len(got) != 1 || got[0].req.Priority != forward.Shadow || got[0].req.ModelPath != "b/" || got[0].req.RequestID != "s1" ||
+		got[0].req.Release != "v2" || got[0].req.Caller.Name != "alice" {
+		t.Fatalf("forwarded shadow copy: %+v", got)
+	}
+	if server.shadow.Load() != 0 {
+		t.Errorf("the serving node logged %d shadow executions, want 0 (the calling node logs them)", server.shadow.Load())
+	}
+}
+
+// TestClusterDrain: a draining node's models are placed on the other node
+// and Drain returns once they are ready there; the node kept serving
+// meanwhile, and after it left the other node answers every model alone.
+func TestClusterDrain(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	drained, other := nodes[0], nodes[1]
+	if len(held(drained)) == 0 {
+		t.Fatalf("%s holds nothing to drain: %v", drained.name, other.agent.Status().Placement)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := drained.agent.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	for path := range models {
+		if !slices.Contains(held(other), path) {
+			t.Errorf("after the drain %s does not hold %s: %v", other.name, path, held(other))
+		}
+	}
+	st := other.agent.Status()
+	for _, m := range st.Members {
+		if m.Name == drained.name && !m.Draining {
+			t.Errorf("%s's record does not say draining: %+v", drained.name, m)
+		}
+	}
+	if sec := drained.agent.StatusSection(); !sec.Draining {
+		t.Errorf("status section of the draining node: %+v", sec)
+	}
+	if err := everyModelEverywhere(nodes); err != nil {
+		t.Errorf("while draining: %v", err)
+	}
+	drained.stop()
+	if err := everyModelEverywhere([]*testNode{other}); err != nil {
+		t.Errorf("after %s left: %v", drained.name, err)
+	}
+}
+
+// metric returns the value of the gauge or counter name with labels in
+// reg, or 0.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestClusterStatusOff: a single server answers GET /v1/cluster 404,
+// saying the cluster is off.
+func TestClusterStatusOff(t *testing.T) {
+	w := httptest.NewRecorder()
+	node.Handler(nil)(w, httptest.NewRequest("GET", "/v1/cluster", nil))
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "cluster mode is off") {
+		t.Errorf("GET /v1/cluster on a single server: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestClusterRejoin: nodes whose leases ended (revoked behind their
+// backs, as when etcd lost them) join again and answer every model.
+func TestClusterRejoin(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leases, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[clientv3.LeaseID]bool{}
+	for _, l := range leases.Leases {
+		before[l.ID] = true
+		if _, err := cli.Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(before) < 2 {
+		t.Fatalf("%d leases, want one per node at least", len(before))
+	}
+	eventually(t, "both nodes members again on new leases", func() error {
+		now, err := cli.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, l := range now.Leases {
+			if !before[l.ID] {
+				fresh++
+			}
+		}
+		if fresh < 2 {
+			return fmt.Errorf("%d new leases", fresh)
+		}
+		for _, n := range nodes {
+			if got := len(n.agent.Status().Members); got != 2 {
+				return fmt.Errorf("%s sees %d members", n.name, got)
+			}
+		}
+		return everyModelEverywhere(nodes)
+	})
+}

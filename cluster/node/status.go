@@ -1,0 +1,165 @@
+package node
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/cluster/placement"
+)
+
+// Status is the document of GET /v1/cluster: this node, the controller
+// and its term, the members with their records, the placement table and
+// the models short of nodes.
+type Status struct {
+	Node            string                `json:"node"`
+	Controller      string                `json:"controller"`
+	Term            int64                 `json:"term"`
+	Members         []MemberStatus        `json:"members"`
+	Placement       placement.Table       `json:"placement"`
+	Unplaceable     []placement.Shortfall `json:"unplaceable"`
+	UnderReplicated []placement.Shortfall `json:"under_replicated"`
+}
+
+// MemberStatus is one member's record.
+type MemberStatus struct {
+	Name          string       `json:"name"`
+	Advertise     string       `json:"advertise"`
+	BudgetBytes   int64        `json:"budget_bytes"`
+	FreeBytes     int64        `json:"free_bytes"`
+	ReservedBytes int64        `json:"reserved_bytes"`
+	Draining      bool         `json:"draining"`
+	Models        []HeldStatus `json:"models"`
+}
+
+// HeldStatus is one content a member holds.
+type HeldStatus struct {
+	Path    string          `json:"model_path"`
+	Content string          `json:"content,omitempty"`
+	State   placement.State `json:"state"`
+	Bytes   int64           `json:"bytes"`
+}
+
+// Status returns the cluster as this node sees it.
+func (a *Agent) Status() Status {
+	p := a.table.Load()
+	st := Status{Node: a.cfg.Name, Controller: *a.leader.Load(), Term: p.Term, Members: []MemberStatus{},
+		Placement: p.Table, Unplaceable: p.Unplaceable, UnderReplicated: p.UnderReplicated}
+	if st.Placement == nil {
+		st.Placement = placement.Table{}
+	}
+	if st.Unplaceable == nil {
+		st.Unplaceable = []placement.Shortfall{}
+	}
+	if st.UnderReplicated == nil {
+		st.UnderReplicated = []placement.Shortfall{}
+	}
+	for _, m := range a.members.Load().List {
+		ms := MemberStatus{Name: m.Name, Advertise: m.Advertise, BudgetBytes: m.BudgetBytes, FreeBytes: m.FreeBytes,
+			ReservedBytes: m.ReservedBytes, Draining: m.Draining, Models: []HeldStatus{}}
+		for _, h := range m.Held {
+			ms.Models = append(ms.Models, HeldStatus{Path: h.Path, Content: h.Content, State: h.State, Bytes: h.Bytes})
+		}
+		st.Members = append(st.Members, ms)
+	}
+	return st
+}
+
+// ModelPlacement is where one model is placed and where it is ready, for
+// the "cluster" section of /v1/status.
+type ModelPlacement struct {
+	Path     string   `json:"model_path"`
+	PlacedOn []string `json:"placed_on"`
+	ReadyOn  []string `json:"ready_on"`
+}
+
+// Section is the "cluster" section of /v1/status: this node, the
+// controller, and each model's placement and readiness.
+type Section struct {
+	Node       string           `json:"node"`
+	Controller string           `json:"controller"`
+	Draining   bool             `json:"draining"`
+	Models     []ModelPlacement `json:"models"`
+}
+
+// StatusSection returns the "cluster" section of /v1/status.
+func (a *Agent) StatusSection() Section {
+	p := a.table.Load()
+	ready := map[string][]string{}
+	for _, m := range a.members.Load().List {
+		for _, h := range m.Held {
+			if h.State == placement.Ready && !slices.Contains(ready[h.Path], m.Name) {
+				ready[h.Path] = append(ready[h.Path], m.Name)
+			}
+		}
+	}
+	paths := map[string]bool{}
+	for path := range p.Table {
+		paths[path] = true
+	}
+	for path := range ready {
+		paths[path] = true
+	}
+	sec := Section{Node: a.cfg.Name, Controller: *a.leader.Load(), Draining: a.draining.Load(), Models: []ModelPlacement{}}
+	for _, path := range slices.Sorted(maps.Keys(paths)) {
+		mp := ModelPlacement{Path: path, PlacedOn: append([]string{}, p.Table[path]...), ReadyOn: ready[path]}
+		if mp.ReadyOn == nil {
+			mp.ReadyOn = []string{}
+		}
+		slices.Sort(mp.ReadyOn)
+		sec.Models = append(sec.Models, mp)
+	}
+	return sec
+}
+
+// Handler serves GET /v1/cluster for a (nil: no cluster, 404 saying so).
+func Handler(a *Agent) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if a == nil {
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "this server is not a cluster node: cluster mode is off (set cluster.etcd_endpoints)"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(a.Status())
+	}
+}
+
+// collector exports the cluster metrics.
+type collector struct{ a *Agent }
+
+var (
+	membersDesc     = prometheus.NewDesc("grove_cluster_members", "Live members of the cluster, as this node sees them.", nil, nil)
+	controllerDesc  = prometheus.NewDesc("grove_cluster_is_controller", "1 when this node is the cluster's placement controller, else 0.", nil, nil)
+	unplaceableDesc = prometheus.NewDesc("grove_cluster_unplaceable_models", "Models of the placement table in force placed on fewer nodes than their min_nodes (no node has the memory).", nil, nil)
+	memoryFreeDesc  = prometheus.NewDesc("grove_cluster_memory_free_bytes", "Memory of this node's budget (memory_budget_bytes) not taken by the models it holds ready, as its member record says.", nil, nil)
+	collectorDescs  = []*prometheus.Desc{membersDesc, controllerDesc, unplaceableDesc, memoryFreeDesc}
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range collectorDescs {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	members := a.members.Load().List
+	ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(len(members)))
+	is := 0.0
+	if *a.leader.Load() == a.cfg.Name {
+		is = 1
+	}
+	ch <- prometheus.MustNewConstMetric(controllerDesc, prometheus.GaugeValue, is)
+	ch <- prometheus.MustNewConstMetric(unplaceableDesc, prometheus.GaugeValue, float64(len(a.table.Load().Unplaceable)))
+	free := float64(a.cfg.BudgetBytes)
+	for _, m := range members {
+		if m.Name == a.cfg.Name {
+			free = float64(m.FreeBytes)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(memoryFreeDesc, prometheus.GaugeValue, free)
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The cluster scenarios: a 2-node Grove cluster on loopback, on Debian's
+// etcd (the etcd binary on PATH; make deps installs etcd-server). Node
+// "local" has the memory for every model of the bucket and holds them all;
+// node "fwd" has a 1-byte budget, holds nothing, and forwards every
+// request to "local" over the Forward service (plaintext peers: both
+// nodes run with --insecure-no-auth on loopback). serverGroveLocal's rows
+// load "local" directly, serverGroveFwd's load "fwd": the same request
+// through one more hop. Their difference at b1c1 is the p50 a forwarded
+// request adds, judged against the grpc-go fixed-answer floor's p50
+// (floor-grpc at b1c1) of the same run plus 50 µs (issue 17).
+const (
+	serverGroveLocal = "grove-local"
+	serverGroveFwd   = "grove-fwd"
+)
+
+// clusterShapes are grove-local's and grove-fwd's default scenarios.
+var clusterShapes = []string{"b1c1", "b1c32"}
+
+// forwardTargetSlack is what a forwarded request may add over the gRPC
+// floor's p50 at b1c1.
+const forwardTargetSlack = 50 * time.Microsecond
+
+// clusterLeaseTTL is the nodes' --cluster-lease-ttl.
+const clusterLeaseTTL = "2s"
+
+// startEtcd starts a single-member etcd on free loopback ports with its
+// data in dir and waits until it serves clients; it returns the child and
+// its client address. The child, if not nil, must be stopped by the caller.
+func startEtcd(ctx context.Context, dir string, timeout time.Duration) (*child, string, error) {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		return nil, "", fmt.Errorf("the etcd binary is not on PATH (%v): make deps installs Debian's etcd-server", err)
+	}
+	client, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	peer, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	args := []string{"--name", "grovebench", "--data-dir", filepath.Join(dir, "etcd-data"),
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
+		"--initial-cluster", "grovebench=http://" + peer, "--initial-cluster-state", "new",
+		"--heartbeat-interval", "20", "--election-timeout", "200", "--logger", "zap", "--log-outputs", "stderr"}
+	logPath := filepath.Join(dir, "etcd.log")
+	c, err := startChild("etcd", exec.Command(bin, args...), logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		// etcd logs "serving client traffic ..." once it serves clients.
+		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "serving client traffic") {
+			return c, client, nil
+		}
+		switch {
+		case c.exited():
+			return c, "", fmt.Errorf("etcd exited (%v) before serving; log tail:\n%s", c.err, c.logTail(20))
+		case ctx.Err() != nil:
+			return c, "", ctx.Err()
+		case time.Now().After(deadline):
+			return c, "", fmt.Errorf("etcd not serving after %v; log tail:\n%s", timeout, c.logTail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clusterNodeArgs are the grove serve arguments of a cluster node.
+func clusterNodeArgs(etcd, name string, budget int64) ([]string, error) {
+	advertise, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--cluster-etcd-endpoints", etcd, "--cluster-node-name", name, "--cluster-advertise", advertise,
+		"--cluster-lease-ttl", clusterLeaseTTL, "--memory-budget-bytes", fmt.Sprint(budget), "--insecure-no-auth",
+		// A draining node waits, up to the drain timeout, for its models to
+		// be ready on another node; "local"'s never will be ("fwd" has no
+		// room, and stops first), so the wait is kept under stopGrace.
+		"--drain-timeout", "5s"}, nil
+}
+
+// startCluster starts etcd and the nodes "local" (every model) and "fwd"
+// (none) on bucket, and waits until "fwd" answers the check request, by
+// forwarding it. It returns the children to stop (even on error) and the
+// two nodes' endpoints.
+func startCluster(ctx context.Context, bin, bucket, dir string, groveArgs []string, rows [][]float64, want []float64,
+	timeout, reqTimeout time.Duration, logf func(string, ...any)) (children []*child, local, fwd *endpoint, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
+	e, etcdAddr, err := startEtcd(ctx, dir, timeout)
+	if e != nil {
+		children = append(children, e)
+	}
+	if err != nil {
+		return children, nil, nil, err
+	}
+	logf("etcd ready at %s", etcdAddr)
+	for _, n := range []struct {
+		name, server string
+		budget       int64
+		ep           **endpoint
+	}{
+		{"local", serverGroveLocal, 1 << 30, &local},
+		{"fwd", serverGroveFwd, 1, &fwd},
+	} {
+		args, err := clusterNodeArgs(etcdAddr, n.name, n.budget)
+		if err != nil {
+			return children, nil, nil, err
+		}
+		g, ep, err := startGrove(ctx, n.server, bin, bucket, filepath.Join(dir, "cache-"+n.name), filepath.Join(dir, n.server+".log"),
+			append(append([]string{}, groveArgs...), args...), timeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			return children, nil, nil, fmt.Errorf("node %s: %w", n.name, err)
+		}
+		*n.ep = ep
+	}
+	local.api = "POST /v1/inference (cluster node holding the model)"
+	fwd.api = "POST /v1/inference (cluster node forwarding to grove-local)"
+	// "fwd" is ready at once (it has nothing to load); it answers once the
+	// placement table lists the model ready on "local".
+	deadline := time.Now().Add(timeout)
+	for _, ep := range []*endpoint{local, fwd} {
+		for {
+			err := checkAnswer(ctx, ep, rows, want, reqTimeout)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return children, nil, nil, fmt.Errorf("%s did not answer the check request within %v: %w", ep.server, timeout, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return children, local, fwd, nil
+}
+
+// forwardCost compares grove-fwd with grove-local.
+type forwardCost struct {
+	// AddedP50 is grove-fwd's p50 less grove-local's at b1c1: what the hop
+	// adds; Target is floor-grpc's p50 at b1c1 plus forwardTargetSlack (0:
+	// no floor row).
+	AddedP50           time.Duration `json:"added_p50_ns"`
+	LocalP50, FwdP50   time.Duration
+	FloorGRPCP50       time.Duration `json:"floor_grpc_p50_ns,omitempty"`
+	Target             time.Duration `json:"target_ns,omitempty"`
+	C32Ratio           float64       `json:"b1c32_ratio,omitempty"`
+	LocalRate, FwdRate float64
+}
+
+// forwardCost is nil unless grove-fwd and grove-local both ran at b1c1.
+func (r *report) forwardCost() *forwardCost {
+	l, f := r.find(serverGroveLocal, 1, 1), r.find(serverGroveFwd, 1, 1)
+	if l == nil || f == nil {
+		return nil
+	}
+	c := &forwardCost{AddedP50: f.P50 - l.P50, LocalP50: l.P50, FwdP50: f.P50}
+	if g := r.find(serverFloorGRPC, 1, 1); g != nil {
+		c.FloorGRPCP50, c.Target = g.P50, g.P50+forwardTargetSlack
+	}
+	if l, f := r.find(serverGroveLocal, 1, 32), r.find(serverGroveFwd, 1, 32); l != nil && f != nil && l.ReqPerSec > 0 {
+		c.C32Ratio, c.LocalRate, c.FwdRate = f.ReqPerSec/l.ReqPerSec, l.ReqPerSec, f.ReqPerSec
+	}
+	return c
+}
+
+// lines are the forwarding lines of the report.
+func (c *forwardCost) lines() []string {
+	s := fmt.Sprintf("Forwarding at batch 1, conc 1: p50 %s through a node that forwards vs %s on the node holding the model: %+.1f µs",
+		fmtDur(c.FwdP50), fmtDur(c.LocalP50), float64(c.AddedP50)/float64(time.Microsecond))
+	if c.Target > 0 {
+		verdict := "within"
+		if c.AddedP50 > c.Target {
+			verdict = "ABOVE"
+		}
+		s += fmt.Sprintf(" (target: at most the grpc-go floor's p50 %s + 50 µs = %s: %s)", fmtDur(c.FloorGRPCP50), fmtDur(c.Target), verdict)
+	}
+	out := []string{s}
+	if c.C32Ratio > 0 {
+		out = append(out, fmt.Sprintf("Forwarding at batch 1, conc 32: %s req/s through the forwarding node vs %s on the node holding the model (%.2fx)",
+			fmtRate(c.FwdRate), fmtRate(c.LocalRate), c.C32Ratio))
+	}
+	return out
+}
