@@ -166,7 +166,7 @@ const (
 // pattern) answers its refusals in; a route missing here fails the test.
 var refusalFormats = map[string]string{
 	"GET /healthz": fmtText, "GET /readyz": fmtText,
-	"GET /v1/status": fmtJSON, "GET /v1/audit": fmtJSON, "POST /v1/rollback": fmtJSON, "/v2/...": fmtJSON,
+	"GET /v1/status": fmtJSON, "GET /v1/audit": fmtJSON, "POST /v1/rollback": fmtJSON, "GET /v1/cluster": fmtJSON, "/v2/...": fmtJSON,
 	"GET /metrics": fmtText, "/debug/pprof/...": fmtText,
 	"POST /v1/inference": fmtBA, "GET /v1/models": fmtBA,
 	"POST /{org}/{project}/{n}/gp": fmtText,

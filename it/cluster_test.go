@@ -399,11 +399,15 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	bucket, total := clusterBucket(t, clusterModels)
 	ref, most := referenceAnswers(t, bucket, exp, clusterModels)
 
-	budget, estimate := most*9/2, total*clusterMemoryFactor
+	// 4.5 times the largest load, but never more than two thirds of the
+	// whole bucket's estimate: a first ONNX load also maps ONNX Runtime
+	// itself (some 30 MB), which would otherwise let one node hold it all.
+	estimate := total * clusterMemoryFactor
+	budget := min(most*9/2, estimate*2/3)
 	t.Logf("models' files × nodes: %d bytes, × memory factor %d: %d bytes; largest load on a single server: %d bytes; budget per node: %d bytes",
 		total, clusterMemoryFactor, estimate, most, budget)
 	if budget >= estimate {
-		t.Fatalf("a load took %d bytes: a budget of 4.5 times that holds the whole bucket (%d bytes estimated) on one node", most, estimate)
+		t.Fatalf("a budget of %d bytes holds the whole bucket (%d bytes estimated) on one node", budget, estimate)
 	}
 	c := &testCluster{t: t, etcd: etcdtest.Start(t), bucket: bucket, budget: budget, nodes: map[string]*grove{}}
 	// The nodes start on an empty config, so that the models are placed

@@ -198,7 +198,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if cfg.AdminHTTP != "" {
 		// The audit trail lists who changed what from where: it is read
 		// beside the management API, not on the scoring port.
-		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit"}
+		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit", "cluster"}
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
@@ -226,7 +226,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	graphpipe.Register(h, sys)
 	manage.Register(h, sys, trail)
 	audit.Register(h, trail)
-	h.Handle("GET /v1/cluster", "manage", clusternode.Handler(node))
+	// Grove's own JSON route: its refusals are {"error": ...} as its answers.
+	h.SetErrorWriter("cluster", httpserver.JSONError)
+	h.Handle("GET /v1/cluster", "cluster", clusternode.Handler(node))
 
 	if cfg.Auth.Enabled() {
 		if err := gs.CheckRoles(); err != nil {
