@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -226,4 +227,30 @@ func residentBytes() int64 {
 		return 0
 	}
 	return pages * int64(os.Getpagesize())
+}
+
+// loadMeter tells a model load whether another one ran beside it, which
+// makes the growth of the process's resident memory over it not its own.
+// The supervisor's load goroutines call it; its state is atomic.
+type loadMeter struct {
+	running, started atomic.Int64
+}
+
+// loadTicket is what start gives a load, for done.
+type loadTicket struct {
+	alone bool
+	seq   int64
+}
+
+// start records a load starting.
+func (m *loadMeter) start() loadTicket {
+	return loadTicket{alone: m.running.Add(1) == 1, seq: m.started.Add(1)}
+}
+
+// done records the load of t ending and reports whether it ran alone: no
+// other load was running when it started and none started since.
+func (m *loadMeter) done(t loadTicket) bool {
+	alone := t.alone && m.started.Load() == t.seq
+	m.running.Add(-1)
+	return alone
 }

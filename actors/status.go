@@ -77,7 +77,7 @@ type ModelStatus struct {
 	SizeBytes int64      `json:"size_bytes,omitempty"`
 	// MemoryBytes is the growth of the process's resident memory over the
 	// serving content's load (Linux), what a cluster places it by; 0 when
-	// not measured.
+	// not measured (another load ran at the same time, or not Linux).
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// Registered is set for a model loaded through the registration API
 	// (B&A RegisterModel) rather than listed in the config.

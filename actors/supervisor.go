@@ -404,10 +404,15 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	s.sys.background(func(bctx context.Context) {
 		r := loadResult{path: st.Path, job: st.Job}
+		lt := s.sys.loads.start()
 		before := residentBytes()
 		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads, st.Meta.Signature)
-		if before > 0 && r.err == nil {
-			r.rss = max(residentBytes()-before, 0)
+		after := residentBytes()
+		// Only a load that ran alone measures its own memory; one that
+		// overlapped another is left unmeasured (placement then takes the
+		// file size times the memory factor) rather than counted twice.
+		if alone := s.sys.loads.done(lt); before > 0 && r.err == nil && alone {
+			r.rss = max(after-before, 0)
 		}
 		if r.err != nil {
 			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)

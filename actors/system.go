@@ -82,7 +82,9 @@ type Options struct {
 // System is a running set of actors: the supervisor with its model actors,
 // and the router. actors/doc.go says who owns each piece of its state.
 type System struct {
-	opts       Options
+	opts Options
+	// loads tells a model load whether it ran alone (loadMeter).
+	loads loadMeter
 	log        *slog.Logger
 	metrics    *Metrics
 	as         *actor.ActorSystem
