@@ -84,7 +84,7 @@ type Options struct {
 type System struct {
 	opts Options
 	// loads tells a model load whether it ran alone (loadMeter).
-	loads loadMeter
+	loads      loadMeter
 	log        *slog.Logger
 	metrics    *Metrics
 	as         *actor.ActorSystem
