@@ -347,44 +347,26 @@ type clusterLoad struct {
 	ok, failed atomic.Int64
 	mu         sync.Mutex
 	failures   []string
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	workers
 }
 
 func startClusterLoad(nodes []*grove, exp map[string]expectedModel, models []clusterModel, ref map[string][]float64, workersPerNode int) *clusterLoad {
-	l := &clusterLoad{stop: make(chan struct{})}
-	for _, g := range nodes {
-		for w := range workersPerNode {
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				for i := w; ; i++ {
-					select {
-					case <-l.stop:
-						return
-					default:
-					}
-					m := models[i%len(models)]
-					if err := answers(g, exp, m, ref[m.path]); err != nil {
-						l.failed.Add(1)
-						l.mu.Lock()
-						if len(l.failures) < 5 {
-							l.failures = append(l.failures, fmt.Sprintf("%s via %s at %s: %v", m.path, g.url, time.Now().Format("15:04:05.000"), err))
-						}
-						l.mu.Unlock()
-						continue
-					}
-					l.ok.Add(1)
-				}
-			}()
+	l := &clusterLoad{}
+	l.start(len(nodes)*workersPerNode, func(w, i int) {
+		g := nodes[w/workersPerNode]
+		m := models[i%len(models)]
+		if err := answers(g, exp, m, ref[m.path]); err != nil {
+			l.failed.Add(1)
+			l.mu.Lock()
+			if len(l.failures) < 5 {
+				l.failures = append(l.failures, fmt.Sprintf("%s via %s at %s: %v", m.path, g.url, time.Now().Format("15:04:05.000"), err))
+			}
+			l.mu.Unlock()
+			return
 		}
-	}
+		l.ok.Add(1)
+	})
 	return l
-}
-
-func (l *clusterLoad) finish() {
-	close(l.stop)
-	l.wg.Wait()
 }
 
 // TestClusterSharesPlacesFailsOverAndRejoins is the cluster's proof

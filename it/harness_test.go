@@ -290,3 +290,37 @@ func withTimeout(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// workers runs a load generator's request loop on its goroutines until
+// finish: the skeleton the load generators of these tests share.
+type workers struct {
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+// start runs step(w, i) on n goroutines, w = 0..n-1, with i = w, w+1, ...
+// counting the requests each has sent, until finish.
+func (ws *workers) start(n int, step func(w, i int)) {
+	ws.stop = make(chan struct{})
+	for w := range n {
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			for i := w; ; i++ {
+				select {
+				case <-ws.stop:
+					return
+				default:
+				}
+				step(w, i)
+			}
+		}()
+	}
+}
+
+// finish stops the loops and waits for their requests; it may be called again.
+func (ws *workers) finish() {
+	ws.once.Do(func() { close(ws.stop) })
+	ws.wg.Wait()
+}

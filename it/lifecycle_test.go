@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,66 +219,47 @@ func TestRemovedModelIsServedDuringGracePeriodThenNotFound(t *testing.T) {
 	})
 }
 
-// load sends requests for pctr_v1/ from workers goroutines until stop is
-// closed, counting the answers matching v1 or v2 and the failures.
+// load sends requests for pctr_v1/ from its workers until finish,
+// counting the answers matching v1 or v2 and the failures.
 type load struct {
 	ok, v2, failed atomic.Int64
 	firstFailure   atomic.Value
-	wg             sync.WaitGroup
-	stop           chan struct{}
-	once           sync.Once
+	workers
 }
 
-func startLoad(g *grove, exp map[string]expectedModel, workers int) *load {
-	return startObservedLoad(g, exp, workers, nil)
+func startLoad(g *grove, exp map[string]expectedModel, n int) *load {
+	return startObservedLoad(g, exp, n, nil)
 }
 
 // startObservedLoad is startLoad calling observe, if not nil, with the
 // version (1 or 2) of each answer as it arrives.
-func startObservedLoad(g *grove, exp map[string]expectedModel, workers int, observe func(version int)) *load {
-	l := &load{stop: make(chan struct{})}
+func startObservedLoad(g *grove, exp map[string]expectedModel, n int, observe func(version int)) *load {
+	l := &load{}
 	body := batchJSON(requestFor(exp, "pctr_v1", "pctr_v1/"))
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				code, resp, err := g.infer(body)
-				version := 0
-				switch {
-				case err == nil && code == http.StatusOK && matches(exp, "pctr_v1", resp, 0):
-					l.ok.Add(1)
-					version = 1
-				case err == nil && code == http.StatusOK && matches(exp, "pctr_v2", resp, 0):
-					l.ok.Add(1)
-					l.v2.Add(1)
-					version = 2
-				default:
-					l.failed.Add(1)
-					l.firstFailure.CompareAndSwap(nil, struct {
-						code int
-						resp baResponse
-						err  error
-					}{code, resp, err})
-				}
-				if observe != nil && version != 0 {
-					observe(version)
-				}
-			}
-		}()
-	}
+	l.start(n, func(int, int) {
+		code, resp, err := g.infer(body)
+		version := 0
+		switch {
+		case err == nil && code == http.StatusOK && matches(exp, "pctr_v1", resp, 0):
+			l.ok.Add(1)
+			version = 1
+		case err == nil && code == http.StatusOK && matches(exp, "pctr_v2", resp, 0):
+			l.ok.Add(1)
+			l.v2.Add(1)
+			version = 2
+		default:
+			l.failed.Add(1)
+			l.firstFailure.CompareAndSwap(nil, struct {
+				code int
+				resp baResponse
+				err  error
+			}{code, resp, err})
+		}
+		if observe != nil && version != 0 {
+			observe(version)
+		}
+	})
 	return l
-}
-
-// finish stops the load and waits for its requests; it may be called again.
-func (l *load) finish() {
-	l.once.Do(func() { close(l.stop) })
-	l.wg.Wait()
 }
 
 func TestInPlaceUpdateUnderLoadFailsNoRequest(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 // versionsLoad sends, from each worker in turn, the request kinds of a
 // versioned entry pcvr_v/ (B&A and OIP REST and gRPC, by the entry's name
-// and by version 2) until stop is closed. It counts the answers by kind
+// and by version 2) until finish. It counts the answers by kind
 // and the failures, and records when the entry's name first answered
 // with pctr_v2's outputs (version 3) over B&A and over OIP.
 type versionsLoad struct {
@@ -26,15 +26,14 @@ type versionsLoad struct {
 	failures []string
 	firstV3  map[string]time.Time
 	failed   atomic.Int64
-	wg       sync.WaitGroup
-	stop     chan struct{}
+	workers
 }
 
 // versionKinds are the requests the load sends: the protocol and the name.
 var versionKinds = []string{"ba pcvr_v/", "ba pcvr_v/2/", "oip pcvr_v", "oip pcvr_v/versions/2", "grpc pcvr_v", "grpc pcvr_v version 2"}
 
-func startVersionsLoad(t *testing.T, g *grove, exp map[string]expectedModel, workers int) *versionsLoad {
-	l := &versionsLoad{answered: map[string]int{}, firstV3: map[string]time.Time{}, stop: make(chan struct{})}
+func startVersionsLoad(t *testing.T, g *grove, exp map[string]expectedModel, n int) *versionsLoad {
+	l := &versionsLoad{answered: map[string]int{}, firstV3: map[string]time.Time{}}
 	x := exp["pctr_v1"].Inputs[0]
 	oipBody, err := json.Marshal(map[string]any{"inputs": []any{map[string]any{"name": "x", "datatype": "FP32", "shape": x.Shape, "data": x.Data}}})
 	if err != nil {
@@ -95,47 +94,36 @@ func startVersionsLoad(t *testing.T, g *grove, exp map[string]expectedModel, wor
 			return which(fromRawLE(t, "FP32", resp.GetRawOutputContents()[0])), resp.GetModelVersion(), nil
 		}
 	}
-	for w := range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := w; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				kind := versionKinds[i%len(versionKinds)]
-				model, version, err := send(kind)
-				pinned := strings.HasSuffix(kind, "2") || strings.HasSuffix(kind, "2/")
-				// Version 2 answers with pctr_v1's outputs, and the entry's
-				// name with version 2's or version 3's (OIP names it).
-				switch {
-				case err == nil && model == "pctr_v1" && (version == "" || version == "2"):
-				case err == nil && !pinned && model == "pctr_v2" && (version == "" || version == "3"):
-				default:
-					if err == nil {
-						err = fmt.Errorf("answered by %q, version %q", model, version)
-					}
-					l.failed.Add(1)
-					l.mu.Lock()
-					l.failures = append(l.failures, kind+": "+err.Error())
-					l.mu.Unlock()
-					continue
-				}
-				l.mu.Lock()
-				l.answered[kind]++
-				if model == "pctr_v2" {
-					l.answered[kind+"@v3"]++
-					proto := strings.Fields(kind)[0]
-					if _, seen := l.firstV3[proto]; !seen {
-						l.firstV3[proto] = time.Now()
-					}
-				}
-				l.mu.Unlock()
+	l.start(n, func(_, i int) {
+		kind := versionKinds[i%len(versionKinds)]
+		model, version, err := send(kind)
+		pinned := strings.HasSuffix(kind, "2") || strings.HasSuffix(kind, "2/")
+		// Version 2 answers with pctr_v1's outputs, and the entry's
+		// name with version 2's or version 3's (OIP names it).
+		switch {
+		case err == nil && model == "pctr_v1" && (version == "" || version == "2"):
+		case err == nil && !pinned && model == "pctr_v2" && (version == "" || version == "3"):
+		default:
+			if err == nil {
+				err = fmt.Errorf("answered by %q, version %q", model, version)
 			}
-		}()
-	}
+			l.failed.Add(1)
+			l.mu.Lock()
+			l.failures = append(l.failures, kind+": "+err.Error())
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Lock()
+		l.answered[kind]++
+		if model == "pctr_v2" {
+			l.answered[kind+"@v3"]++
+			proto := strings.Fields(kind)[0]
+			if _, seen := l.firstV3[proto]; !seen {
+				l.firstV3[proto] = time.Now()
+			}
+		}
+		l.mu.Unlock()
+	})
 	return l
 }
 
@@ -143,11 +131,6 @@ func (l *versionsLoad) v3Answers(kind string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.answered[kind+"@v3"]
-}
-
-func (l *versionsLoad) finish() {
-	close(l.stop)
-	l.wg.Wait()
 }
 
 // TestVersionedDirectoryGainsAVersionUnderLoad is issue 16's proof of
