@@ -65,6 +65,10 @@ type Config struct {
 	UpdateEvery time.Duration
 	// Retry is the pause before joining again after a failure (1 s when zero).
 	Retry time.Duration
+	// Available reads the memory the machine or container has left, in
+	// bytes, -1 when unknown; the free memory in the record never exceeds
+	// it (SystemAvailable when nil).
+	Available func() int64
 	// Logger receives the agent's logs (slog.Default when nil).
 	Logger *slog.Logger
 	// Registerer receives the cluster metrics (none when nil).
@@ -118,6 +122,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Available == nil {
+		cfg.Available = SystemAvailable
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
 	a.members.Store(&coord.Members{})
@@ -343,7 +350,8 @@ func versionPath(h placement.Held) string {
 // record is the node's member record from sys's status: every content it
 // holds (each version, a kept previous content) with its memory (the
 // load's measured growth, else the file size times the memory factor)
-// and state.
+// and state, and its free memory (FreeBytes: the budget less the memory
+// of the contents held ready, at most what the machine has available).
 func (a *Agent) record(sys *actors.System) coord.Member {
 	m := coord.Member{Member: placement.Member{Name: a.cfg.Name, BudgetBytes: a.cfg.BudgetBytes, Draining: a.draining.Load()},
 		Advertise: a.cfg.Advertise}
@@ -382,7 +390,7 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 		}
 	}
 	m.ReservedBytes = reserved
-	m.FreeBytes = max(a.cfg.BudgetBytes-used, 0)
+	m.FreeBytes = FreeBytes(a.cfg.BudgetBytes, used, a.cfg.Available())
 	return m
 }
 
@@ -425,8 +433,12 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 
 // Drain marks the node draining, so that the controller places its
 // models elsewhere, and returns once every model it holds ready is ready
-// on another node too, or when ctx is done (drain_timeout). The node
-// keeps serving meanwhile.
+// on another node too, or when ctx is done (drain_timeout). It returns
+// early, logging which models go unserved, when no other live member can
+// take them: no member but this one is live and not draining, or the
+// placement table written since the node said it drains places each
+// model left on no node but this one (it fits nowhere else), since
+// waiting would only delay the exit. The node keeps serving meanwhile.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.draining.Store(true)
 	select {
@@ -446,6 +458,10 @@ func (a *Agent) Drain(ctx context.Context) error {
 			a.log.Warn("draining: no other live node to hand over to; leaving", "models", left)
 			return nil
 		}
+		if NowhereElse(*a.table.Load(), a.cfg.Name, left) {
+			a.log.Warn("draining: no other node has room for this node's remaining models; leaving without waiting for drain_timeout", "models", left)
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			a.log.Warn("drain timeout: models ready on no other node", "models", left)
@@ -453,6 +469,26 @@ func (a *Agent) Drain(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// NowhereElse reports whether the table p places each of paths (model
+// entry paths) on no node but name, and reports it unplaceable with no
+// copy on a node that is not draining: the controller placed it after it
+// saw name draining (before, name counted as a copy), and found no other
+// node with room for it.
+func NowhereElse(p coord.Placement, name string, paths []string) bool {
+	for _, path := range paths {
+		for _, n := range p.Table[path] {
+			if n != name {
+				return false
+			}
+		}
+		i := slices.IndexFunc(p.Unplaceable, func(s placement.Shortfall) bool { return s.Path == path })
+		if i < 0 || p.Unplaceable[i].Placed > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // othersServing reports whether another member is live and not draining.
@@ -465,8 +501,8 @@ func (a *Agent) othersServing() bool {
 	return false
 }
 
-// handoverLeft lists the models this node holds ready that no other node
-// has ready yet.
+// handoverLeft lists the models (their entry paths in the config) this
+// node holds ready that no other node has ready yet.
 func (a *Agent) handoverLeft() []string {
 	sys := a.sys.Load()
 	if sys == nil {
@@ -479,7 +515,13 @@ func (a *Agent) handoverLeft() []string {
 			continue
 		}
 		if len(ready[s.Path]) == 0 {
-			left = append(left, s.Path)
+			entry := s.Path
+			if s.VersionOf != "" {
+				entry = s.VersionOf
+			}
+			if !slices.Contains(left, entry) {
+				left = append(left, entry)
+			}
 		}
 	}
 	return left

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -121,6 +122,12 @@ func configureWhenJoined(t *testing.T, nodes []*testNode, configure func()) {
 // peers in plaintext, or with mTLS when p is not nil.
 func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode {
 	t.Helper()
+	return startNodeBudget(t, etcdAddr, bucketURL, name, p, 1<<30)
+}
+
+// startNodeBudget is startNode with a memory budget of budget bytes.
+func startNodeBudget(t *testing.T, etcdAddr, bucketURL, name string, p *pki, budget int64) *testNode {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", name)
 	b, err := file.Open(bucketURL)
 	if err != nil {
@@ -140,7 +147,7 @@ func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode
 		clientTLS, serverTLS = p.tls(t, name)
 	}
 	n.fc = forward.NewClient(forward.ClientOptions{Logger: log, TLS: clientTLS})
-	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
+	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: budget,
 		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
 		Retry: 100 * time.Millisecond, Logger: log, Registerer: n.reg})
 	if err != nil {
@@ -519,6 +526,68 @@ func TestClusterDrain(t *testing.T) {
 	drained.stop()
 	if err := everyModelEverywhere([]*testNode{other}); err != nil {
 		t.Errorf("after %s left: %v", drained.name, err)
+	}
+}
+
+// TestClusterDrainNowhereElse: a draining node whose models fit on no
+// other node does not wait for its drain timeout: Drain returns once the
+// controller has placed them again and found no room, and /v1/cluster
+// reports them unplaceable.
+func TestClusterDrainNowhereElse(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	// n2's budget holds no model (each needs its file size × 2 bytes).
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNodeBudget(t, srv.Addr, bucketURL, "n2", nil, 1)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	drained := nodes[0]
+	if got := held(drained); len(got) != len(models) {
+		t.Fatalf("n1 holds %v, want every model", got)
+	}
+	const timeout = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	if err := drained.agent.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v (after %v)", err, time.Since(start))
+	}
+	took := time.Since(start)
+	t.Logf("drain with nowhere to hand over to returned after %v (timeout %v)", took.Round(time.Millisecond), timeout)
+	if took > timeout/3 {
+		t.Errorf("drain took %v: it waited for most of its timeout", took)
+	}
+	st := drained.agent.Status()
+	var unplaceable []string
+	for _, s := range st.Unplaceable {
+		unplaceable = append(unplaceable, s.Path)
+		if !strings.Contains(s.Reason, "1 draining") || !strings.Contains(s.Reason, "1 lack memory") {
+			t.Errorf("%s's reason %q does not say a member drains and one lacks memory", s.Path, s.Reason)
+		}
+	}
+	slices.Sort(unplaceable)
+	if want := []string{"a/", "b/", "c/"}; !slices.Equal(unplaceable, want) {
+		t.Errorf("unplaceable %v, want %v", unplaceable, want)
+	}
+	if err := everyModelEverywhere(nodes); err != nil {
+		t.Errorf("after the drain, before leaving: %v", err)
+	}
+	// GET /v1/cluster names the unplaceable models by model_path, as every
+	// Grove document does.
+	rec := httptest.NewRecorder()
+	node.Handler(drained.agent)(rec, httptest.NewRequest(http.MethodGet, "/v1/cluster", nil))
+	var doc struct {
+		Unplaceable []map[string]any `json:"unplaceable"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range doc.Unplaceable {
+		if _, ok := u["path"]; ok || u["model_path"] == nil {
+			t.Errorf("/v1/cluster unplaceable entry %v: want model_path, not path", u)
+		}
+	}
+	if len(doc.Unplaceable) != len(models) {
+		t.Errorf("/v1/cluster lists %d unplaceable models, want %d: %s", len(doc.Unplaceable), len(models), rec.Body)
 	}
 }
 

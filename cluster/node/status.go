@@ -20,8 +20,28 @@ type Status struct {
 	Term            int64                 `json:"term"`
 	Members         []MemberStatus        `json:"members"`
 	Placement       placement.Table       `json:"placement"`
-	Unplaceable     []placement.Shortfall `json:"unplaceable"`
-	UnderReplicated []placement.Shortfall `json:"under_replicated"`
+	Unplaceable     []ShortfallStatus     `json:"unplaceable"`
+	UnderReplicated []ShortfallStatus     `json:"under_replicated"`
+}
+
+// ShortfallStatus is a model placed on fewer nodes than it wants
+// (placement.Shortfall, named by model_path like every Grove document).
+type ShortfallStatus struct {
+	Path      string `json:"model_path"`
+	Want      int    `json:"want"`
+	Min       int    `json:"min"`
+	Placed    int    `json:"placed"`
+	NeedBytes int64  `json:"need_bytes"`
+	Reason    string `json:"reason"`
+}
+
+// shortfalls converts the table's shortfalls for the status document.
+func shortfalls(in []placement.Shortfall) []ShortfallStatus {
+	out := make([]ShortfallStatus, 0, len(in))
+	for _, s := range in {
+		out = append(out, ShortfallStatus{Path: s.Path, Want: s.Want, Min: s.Min, Placed: s.Placed, NeedBytes: s.NeedBytes, Reason: s.Reason})
+	}
+	return out
 }
 
 // MemberStatus is one member's record.
@@ -47,15 +67,9 @@ type HeldStatus struct {
 func (a *Agent) Status() Status {
 	p := a.table.Load()
 	st := Status{Node: a.cfg.Name, Controller: *a.leader.Load(), Term: p.Term, Members: []MemberStatus{},
-		Placement: p.Table, Unplaceable: p.Unplaceable, UnderReplicated: p.UnderReplicated}
+		Placement: p.Table, Unplaceable: shortfalls(p.Unplaceable), UnderReplicated: shortfalls(p.UnderReplicated)}
 	if st.Placement == nil {
 		st.Placement = placement.Table{}
-	}
-	if st.Unplaceable == nil {
-		st.Unplaceable = []placement.Shortfall{}
-	}
-	if st.UnderReplicated == nil {
-		st.UnderReplicated = []placement.Shortfall{}
 	}
 	for _, m := range a.members.Load().List {
 		ms := MemberStatus{Name: m.Name, Advertise: m.Advertise, BudgetBytes: m.BudgetBytes, FreeBytes: m.FreeBytes,
