@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,13 +25,17 @@ import (
 // as the RSS growth that load measured (the largest over the nodes; the
 // first load of a runtime in a process carries the runtime's own start).
 // Each node's budget is 4.5 × the largest load a single server measured
-// for these models: below the estimate of the whole bucket (it does not
-// fit on one node), and room for 4 models per node by their measured
-// memory, so two nodes hold all 8 copies when the third dies.
+// for these models (at most two thirds of the whole bucket's estimate):
+// below that estimate (the bucket does not fit on one node), and room
+// for 4 models per node by their memory, measured or estimated, so two
+// nodes hold all 8 copies when the third dies.
 
 const (
 	clusterLeaseTTL     = 2 * time.Second
 	clusterMemoryFactor = 100
+	// clusterDrainTimeout bounds a SIGTERMed node's handover (and the
+	// test's cleanup).
+	clusterDrainTimeout = 20 * time.Second
 )
 
 // clusterModel is one model of the cluster bucket: the example file it
@@ -114,11 +119,11 @@ type clusterDoc struct {
 	} `json:"members"`
 	Placement   map[string][]string `json:"placement"`
 	Unplaceable []struct {
-		Path   string `json:"path"`
+		Path   string `json:"model_path"`
 		Reason string `json:"reason"`
 	} `json:"unplaceable"`
 	UnderReplicated []struct {
-		Path   string `json:"path"`
+		Path   string `json:"model_path"`
 		Reason string `json:"reason"`
 	} `json:"under_replicated"`
 }
@@ -211,10 +216,29 @@ type testCluster struct {
 	bucket *dirBucket
 	budget int64
 	nodes  map[string]*grove
+	// gone are the nodes that exited after SIGTERM, for their logs.
+	gone map[string]*grove
+	mu   sync.Mutex // nodes and gone, for terminate from goroutines
+}
+
+// logsOf returns the output of node name, running or gone.
+func (c *testCluster) logsOf(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.nodes[name]; g != nil {
+		return g.logs.String()
+	}
+	return c.gone[name].logs.String()
 }
 
 // startNode starts grove node name in the cluster and waits until it is ready.
 func (c *testCluster) startNode(name string) *grove {
+	c.t.Helper()
+	return c.startNodeBudget(name, c.budget)
+}
+
+// startNodeBudget is startNode with a memory budget of budget bytes.
+func (c *testCluster) startNodeBudget(name string, budget int64) *grove {
 	c.t.Helper()
 	g := startOn(c.t, c.bucket,
 		"--cluster-etcd-endpoints", c.etcd.Addr,
@@ -222,7 +246,8 @@ func (c *testCluster) startNode(name string) *grove {
 		"--cluster-advertise", freeAddr(c.t),
 		"--cluster-lease-ttl", clusterLeaseTTL.String(),
 		"--cluster-memory-factor", strconv.Itoa(clusterMemoryFactor),
-		"--memory-budget-bytes", strconv.FormatInt(c.budget, 10),
+		"--memory-budget-bytes", strconv.FormatInt(budget, 10),
+		"--drain-timeout", clusterDrainTimeout.String(),
 		"--insecure-no-auth") // plaintext peers on loopback
 	c.nodes[name] = g
 	return g
@@ -375,7 +400,10 @@ func startClusterLoad(nodes []*grove, exp map[string]expectedModel, models []clu
 // SIGKILLed under load costs the models with two copies no request and
 // the others come back within a bound; the node restarted rejoins and
 // takes new work; a fourth node joining moves nothing; the controller
-// SIGKILLed is replaced within about one lease TTL.
+// SIGKILLed is replaced within about one lease TTL; a node SIGTERMed
+// under load hands its models over before it exits, failing no request;
+// nodes SIGTERMed with nowhere to hand over exit without waiting out
+// drain_timeout.
 func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	exp := loadExpected(t)
 	bucket, total := clusterBucket(t, clusterModels)
@@ -391,7 +419,7 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	if budget >= estimate {
 		t.Fatalf("a budget of %d bytes holds the whole bucket (%d bytes estimated) on one node", budget, estimate)
 	}
-	c := &testCluster{t: t, etcd: etcdtest.Start(t), bucket: bucket, budget: budget, nodes: map[string]*grove{}}
+	c := &testCluster{t: t, etcd: etcdtest.Start(t), bucket: bucket, budget: budget, nodes: map[string]*grove{}, gone: map[string]*grove{}}
 	// The nodes start on an empty config, so that the models are placed
 	// on three members (a first node alone would take all it can hold).
 	// node-c starts first and campaigns first: it is the controller, and
@@ -402,15 +430,13 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 		c.startNode(n)
 	}
 	c.waitSettled(nil, 30*time.Second)
-	// The models come one at a time, each load alone on its node, so that
-	// each measures its own memory (see referenceAnswers).
+	// The models come all at once, as a user's config would: the loads
+	// that overlap on a node stay unmeasured (their memory counts as file
+	// size × the factor), which placement takes as it comes.
 	start := time.Now()
-	var doc clusterDoc
-	for i := range clusterModels {
-		putClusterModels(t, bucket, clusterModels[:i+1])
-		doc = c.waitSettled(clusterModels[:i+1], 60*time.Second)
-	}
-	t.Logf("3 nodes: the models, added one at a time, placed and ready %v after the first was: controller %s, placement %v; %s",
+	putClusterModels(t, bucket, clusterModels)
+	doc := c.waitSettled(clusterModels, 60*time.Second)
+	t.Logf("3 nodes: the models, added all at once, placed and ready %v after the config was written: controller %s, placement %v; %s",
 		time.Since(start).Round(time.Millisecond), doc.Controller, doc.Placement, doc.memory())
 
 	t.Run("each node loads only its share", func(t *testing.T) {
@@ -604,5 +630,150 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 		}
 		settled := c.waitSettled(all, 30*time.Second)
 		t.Logf("table settled on %q %v after the kill", settled.memberNames(), time.Since(killed).Round(time.Millisecond))
+		doc = settled
 	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("SIGTERM under load hands the models over", func(t *testing.T) {
+		// The drained node: not the controller, the one holding the most.
+		var drained string
+		for _, name := range c.live() {
+			if name != doc.Controller && (drained == "" || len(doc.modelsOn(name)) > len(doc.modelsOn(drained))) {
+				drained = name
+			}
+		}
+		held := doc.modelsOn(drained)
+		if len(held) == 0 {
+			t.Fatalf("no node but the controller holds a model: %v", doc.Placement)
+		}
+		var others []*grove
+		var otherNames []string
+		for _, name := range c.live() {
+			if name != drained {
+				others, otherNames = append(others, c.nodes[name]), append(otherNames, name)
+			}
+		}
+		load := startClusterLoad(others, exp, all, ref, 4)
+		time.Sleep(500 * time.Millisecond) // the load runs before the signal
+		before := load.ok.Load()
+		took, err := c.terminate(drained)
+		during := load.ok.Load() - before
+		// Each model the drained node held was ready on another node when
+		// it exited: the survivors' records say so now.
+		var after clusterDoc
+		if err == nil {
+			after, err = others[0].cluster()
+		}
+		time.Sleep(500 * time.Millisecond) // the load goes on without it
+		load.finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SIGTERM to %s (held %q): exited %v later, having handed its models over; load on %q for every model: %d answered while it drained, %d in all, %d failed",
+			drained, held, took.Round(time.Millisecond), otherNames, during, load.ok.Load(), load.failed.Load())
+		if n := load.failed.Load(); n > 0 {
+			t.Errorf("%d requests failed, first: %q", n, load.failures)
+		}
+		if took >= clusterDrainTimeout {
+			t.Errorf("the drain took %v: it waited out drain_timeout %v instead of handing over", took, clusterDrainTimeout)
+		}
+		readyOn := map[string][]string{}
+		for _, m := range after.Members {
+			for _, h := range m.Models {
+				if h.State == "ready" {
+					readyOn[h.Path] = append(readyOn[h.Path], m.Name)
+				}
+			}
+		}
+		for _, p := range held {
+			if len(readyOn[p]) == 0 {
+				t.Errorf("%s, held by %s, was ready on no other node when it exited: %s", p, drained, after.memory())
+			}
+		}
+		doc = c.waitSettled(all, 30*time.Second)
+		t.Logf("table on %q: %v; %s", doc.memberNames(), doc.Placement, doc.memory())
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("SIGTERM with nowhere to hand over stops early", func(t *testing.T) {
+		// A node with a budget of one byte joins: it can take no model.
+		// The two others, SIGTERMed together, have nobody to hand their
+		// models to, and stop without waiting out drain_timeout.
+		leaving := c.live()
+		c.startNodeBudget("node-tiny", 1)
+		c.nodes["node-tiny"].waitFor("node-tiny a member", 30*time.Second, func() bool {
+			d, err := c.nodes["node-tiny"].cluster()
+			return err == nil && len(d.Members) == len(leaving)+1
+		})
+		took := map[string]time.Duration{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, name := range leaving {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d, err := c.terminate(name)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				took[name] = d
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		d, err := c.nodes["node-tiny"].cluster()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var unplaceable []string
+		for _, u := range d.Unplaceable {
+			unplaceable = append(unplaceable, u.Path)
+		}
+		t.Logf("SIGTERM to %q together, with only node-tiny (no room) left: exited after %v (drain_timeout %v); unplaceable: %q",
+			leaving, took, clusterDrainTimeout, unplaceable)
+		if len(unplaceable) != len(all) {
+			t.Errorf("unplaceable %q, want every model", unplaceable)
+		}
+		for name, d := range took {
+			if d > clusterDrainTimeout/2 {
+				t.Errorf("%s took %v to exit with models that fit nowhere else, want well within drain_timeout %v", name, d, clusterDrainTimeout)
+			}
+			if l := c.logsOf(name); !strings.Contains(l, "no other node has room") {
+				t.Errorf("%s's log does not say it left early for lack of room:\n%s", name, l)
+			}
+		}
+	})
+}
+
+// terminate sends node name SIGTERM and returns how long it took to
+// exit; the exit must be a clean one.
+func (c *testCluster) terminate(name string) (time.Duration, error) {
+	c.t.Helper()
+	c.mu.Lock()
+	g := c.nodes[name]
+	c.mu.Unlock()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, err
+	}
+	at := time.Now()
+	select {
+	case err := <-g.done:
+		took := time.Since(at)
+		g.done <- err
+		c.mu.Lock()
+		delete(c.nodes, name)
+		c.gone[name] = g
+		c.mu.Unlock()
+		if err != nil {
+			return took, fmt.Errorf("%s exited with %v after SIGTERM", name, err)
+		}
+		return took, nil
+	case <-time.After(clusterDrainTimeout + 10*time.Second):
+		return time.Since(at), fmt.Errorf("%s did not exit within %v of SIGTERM", name, clusterDrainTimeout+10*time.Second)
+	}
 }

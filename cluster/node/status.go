@@ -149,7 +149,7 @@ var (
 	membersDesc     = prometheus.NewDesc("grove_cluster_members", "Live members of the cluster, as this node sees them.", nil, nil)
 	controllerDesc  = prometheus.NewDesc("grove_cluster_is_controller", "1 when this node is the cluster's placement controller, else 0.", nil, nil)
 	unplaceableDesc = prometheus.NewDesc("grove_cluster_unplaceable_models", "Models of the placement table in force placed on fewer nodes than their min_nodes (no node has the memory).", nil, nil)
-	memoryFreeDesc  = prometheus.NewDesc("grove_cluster_memory_free_bytes", "Memory of this node's budget (memory_budget_bytes) not taken by the models it holds ready, as its member record says.", nil, nil)
+	memoryFreeDesc  = prometheus.NewDesc("grove_cluster_memory_free_bytes", "Memory of this node's budget (memory_budget_bytes) not taken by the models it holds ready, at most what the machine or container has available, as its member record says.", nil, nil)
 	collectorDescs  = []*prometheus.Desc{membersDesc, controllerDesc, unplaceableDesc, memoryFreeDesc}
 )
 
