@@ -15,13 +15,13 @@ import (
 // and its term, the members with their records, the placement table and
 // the models short of nodes.
 type Status struct {
-	Node            string                `json:"node"`
-	Controller      string                `json:"controller"`
-	Term            int64                 `json:"term"`
-	Members         []MemberStatus        `json:"members"`
-	Placement       placement.Table       `json:"placement"`
-	Unplaceable     []ShortfallStatus     `json:"unplaceable"`
-	UnderReplicated []ShortfallStatus     `json:"under_replicated"`
+	Node            string            `json:"node"`
+	Controller      string            `json:"controller"`
+	Term            int64             `json:"term"`
+	Members         []MemberStatus    `json:"members"`
+	Placement       placement.Table   `json:"placement"`
+	Unplaceable     []ShortfallStatus `json:"unplaceable"`
+	UnderReplicated []ShortfallStatus `json:"under_replicated"`
 }
 
 // ShortfallStatus is a model placed on fewer nodes than it wants
