@@ -122,11 +122,17 @@ func configureWhenJoined(t *testing.T, nodes []*testNode, configure func()) {
 // peers in plaintext, or with mTLS when p is not nil.
 func startNode(t *testing.T, etcdAddr, bucketURL, name string, p *pki) *testNode {
 	t.Helper()
-	return startNodeBudget(t, etcdAddr, bucketURL, name, p, 1<<30)
+	return startNodeWith(t, etcdAddr, bucketURL, name, p, nil)
 }
 
 // startNodeBudget is startNode with a memory budget of budget bytes.
 func startNodeBudget(t *testing.T, etcdAddr, bucketURL, name string, p *pki, budget int64) *testNode {
+	t.Helper()
+	return startNodeWith(t, etcdAddr, bucketURL, name, p, func(c *node.Config) { c.BudgetBytes = budget })
+}
+
+// startNodeWith is startNode with its agent's Config changed by set.
+func startNodeWith(t *testing.T, etcdAddr, bucketURL, name string, p *pki, set func(*node.Config)) *testNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", name)
 	b, err := file.Open(bucketURL)
@@ -147,9 +153,13 @@ func startNodeBudget(t *testing.T, etcdAddr, bucketURL, name string, p *pki, bud
 		clientTLS, serverTLS = p.tls(t, name)
 	}
 	n.fc = forward.NewClient(forward.ClientOptions{Logger: log, TLS: clientTLS})
-	n.agent, err = node.New(node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: budget,
+	cfg := node.Config{Client: cli, Name: name, Advertise: ln.Addr().String(), BudgetBytes: 1 << 30,
 		LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: n.fc, UpdateEvery: 50 * time.Millisecond,
-		Retry: 100 * time.Millisecond, Logger: log, Registerer: n.reg})
+		Retry: 100 * time.Millisecond, Logger: log, Registerer: n.reg}
+	if set != nil {
+		set(&cfg)
+	}
+	n.agent, err = node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,6 +598,37 @@ func TestClusterDrainNowhereElse(t *testing.T) {
 	}
 	if len(doc.Unplaceable) != len(models) {
 		t.Errorf("/v1/cluster lists %d unplaceable models, want %d: %s", len(doc.Unplaceable), len(models), rec.Body)
+	}
+}
+
+// TestClusterFreeBytesMachine: a node whose machine has less memory
+// available than its budget reports the smaller figure as free, and the
+// controller places nothing on a node whose machine has none left.
+func TestClusterFreeBytesMachine(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	full := startNodeWith(t, srv.Addr, bucketURL, "full", nil, func(c *node.Config) { c.Available = func() int64 { return 0 } })
+	roomy := startNodeWith(t, srv.Addr, bucketURL, "roomy", nil, func(c *node.Config) { c.Available = func() int64 { return 64 << 20 } })
+	nodes := []*testNode{full, roomy}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	if got := held(full); len(got) > 0 {
+		t.Errorf("the node whose machine has no memory left holds %v", got)
+	}
+	for _, m := range roomy.agent.Status().Members {
+		want := int64(0)
+		if m.Name == "roomy" {
+			want = 64 << 20 // below its budget of 1 GiB
+		}
+		if m.FreeBytes != want {
+			t.Errorf("%s's record says %d bytes free, want %d", m.Name, m.FreeBytes, want)
+		}
+	}
+	if got := metric(t, full.reg, "grove_cluster_memory_free_bytes", nil); got != 0 {
+		t.Errorf("grove_cluster_memory_free_bytes on the full node = %v, want 0", got)
+	}
+	if got := metric(t, roomy.reg, "grove_cluster_memory_free_bytes", nil); got != 64<<20 {
+		t.Errorf("grove_cluster_memory_free_bytes on the roomy node = %v, want %d", got, 64<<20)
 	}
 }
 
