@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,24 +39,11 @@ func startMTLSNode(t *testing.T, b *dirBucket, etcdAddr string, ca *certtest.CA,
 	dir := t.TempDir()
 	cert, key := nodeLeaf(t, ca, name).Write(t, dir, name)
 	addr, grpcAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(groveBin, "serve", "--bucket", b.URL(), "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
+	g := runTLSGrove(t, name, addr, grpcAddr, []string{"serve", "--bucket", b.URL(), "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
 		"--cache-dir", t.TempDir(), "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile, "--tls-client-auth", "request",
 		"--cluster-etcd-endpoints", etcdAddr, "--cluster-node-name", name, "--cluster-advertise", freeAddr(t),
-		"--cluster-lease-ttl", clusterLeaseTTL.String(), "--memory-budget-bytes", strconv.Itoa(1<<30),
-		"--drain-timeout", clusterDrainTimeout.String())
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g := &grove{t: t, cmd: cmd, url: "https://" + addr, grpc: grpcAddr, logs: logs, done: make(chan error, 1)}
-	go func() { g.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		g.stop()
-		if t.Failed() {
-			t.Logf("%s logs:\n%s", name, logs.String())
-		}
-	})
+		"--cluster-lease-ttl", clusterLeaseTTL.String(), "--memory-budget-bytes", strconv.Itoa(1 << 30),
+		"--drain-timeout", clusterDrainTimeout.String()})
 	g.waitFor(name+" ready over TLS", 60*time.Second, func() bool {
 		code, _, _ := getWith(hc, g.url+"/readyz")
 		return code == http.StatusOK

@@ -62,9 +62,22 @@ func startTLSGrove(t *testing.T, s *tlsSetup, args ...string) *grove {
 	b := newDirBucket(t)
 	putConfig(t, b)
 	addr, grpcAddr := freeAddr(t), freeAddr(t)
-	all := append([]string{"serve", "--bucket", b.URL(), "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
-		"--cache-dir", t.TempDir(), "--tls-cert", s.cert, "--tls-key", s.key}, args...)
-	cmd := exec.Command(groveBin, all...)
+	g := runTLSGrove(t, "grove", addr, grpcAddr, append([]string{"serve", "--bucket", b.URL(), "--http", addr, "--grpc", grpcAddr,
+		"--poll-interval", "1s", "--cache-dir", t.TempDir(), "--tls-cert", s.cert, "--tls-key", s.key}, args...))
+	c := s.client()
+	g.waitFor("grove to be ready over TLS", 60*time.Second, func() bool {
+		code, _, _ := getWith(c, g.url+"/readyz")
+		return code == http.StatusOK
+	})
+	return g
+}
+
+// runTLSGrove starts grove with args, serving HTTPS on addr and gRPC on
+// grpcAddr; it is stopped, and its logs (named name) shown on failure,
+// when the test ends.
+func runTLSGrove(t *testing.T, name, addr, grpcAddr string, args []string) *grove {
+	t.Helper()
+	cmd := exec.Command(groveBin, args...)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -75,13 +88,8 @@ func startTLSGrove(t *testing.T, s *tlsSetup, args ...string) *grove {
 	t.Cleanup(func() {
 		g.stop()
 		if t.Failed() {
-			t.Logf("grove logs:\n%s", logs.String())
+			t.Logf("%s logs:\n%s", name, logs.String())
 		}
-	})
-	c := s.client()
-	g.waitFor("grove to be ready over TLS", 60*time.Second, func() bool {
-		code, _, _ := getWith(c, g.url+"/readyz")
-		return code == http.StatusOK
 	})
 	return g
 }
