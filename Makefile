@@ -16,7 +16,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-unit test-it fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy fuzz bench vet fmt clean models
 
 all: build
 
@@ -64,10 +64,19 @@ run: build
 	@[ -d .run/bucket ] || { mkdir -p .run && cp -r examples/bucket .run/bucket; }
 	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
-## test: vet, gofmt, go mod tidy (unchanged), unit tests, fuzz seeds and the
-## integration tests against the real binary.
-test: deps vet
+## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
+## checks, unit tests, fuzz seeds and the integration tests against the
+## real binary (the release of make dist among them).
+test: deps vet test-deploy
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## test-deploy: the container build file and the Kubernetes manifests
+## (deploy/check, a module of its own so that the Kubernetes, Prometheus
+## Operator, Prometheus and BuildKit modules stay out of Grove's go.mod).
+test-deploy: deps
+	cd deploy/check && $(GO) vet ./... && \
+	  { $(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change deploy/check/go.mod or go.sum:"; $(GO) mod tidy -diff; exit 1; }; } && \
+	  $(GO) test -count=1 -timeout 10m ./...
 
 vet:
 	$(GO) vet $(PKGS)
