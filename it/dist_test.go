@@ -235,10 +235,9 @@ func checkRuntimePackages(t *testing.T, root, bin string) {
 			t.Errorf("the README does not list %s, which the container installs", p)
 		}
 		provided[p] = true
-		deps, err := exec.Command("dpkg-query", "-W", "-f", "${Depends}", p).Output()
-		if err != nil {
-			t.Fatalf("dpkg-query %s: %v (is it installed?)", p, err)
-		}
+		// A package not installed here adds no dependencies: a library the
+		// binary needs from one would then fail the check below.
+		deps, _ := exec.Command("dpkg-query", "-W", "-f", "${Depends}", p).Output()
 		for _, alt := range strings.Split(string(deps), ",") {
 			for _, d := range strings.Split(alt, "|") {
 				name, _, _ := strings.Cut(strings.TrimSpace(d), " ")

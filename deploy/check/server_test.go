@@ -2,18 +2,12 @@ package check
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +22,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/groveml/grove/api/tlsconf/certtest"
 )
 
 // repoRoot is the repository holding this module.
@@ -72,7 +67,10 @@ func TestProbesAndAlertMetricsAgainstTheServer(t *testing.T) {
 	h := sha256.Sum256([]byte(inferToken))
 	tokens.Tokens = append(tokens.Tokens, map[string]any{"name": "test", "sha256": hex.EncodeToString(h[:]), "roles": []string{"infer"}})
 	tokensFile := writeYAML(t, filepath.Join(tmp, "tokens.yaml"), tokens)
-	certFile, keyFile, pool := selfSigned(t, tmp)
+	ca := certtest.NewCA(t, "grove-test-ca")
+	certFile, keyFile := ca.Server(t, "grove").Write(t, tmp, "tls")
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
 
 	bucket := filepath.Join(tmp, "bucket")
 	model, err := os.ReadFile(filepath.Join(repoRoot, "examples", "bucket", "pctr_v1", "model.pt"))
@@ -93,8 +91,12 @@ func TestProbesAndAlertMetricsAgainstTheServer(t *testing.T) {
 	args = append(args, "--http", httpAddr, "--grpc", grpcAddr, "--bucket", "file://"+bucket, "--cache-dir", filepath.Join(tmp, "cache"),
 		"--auth-tokens-file", tokensFile, "--tls-cert", certFile, "--tls-key", keyFile)
 	cmd := exec.Command(bin, args...)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs, err := os.Create(filepath.Join(tmp, "grove.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,8 @@ func TestProbesAndAlertMetricsAgainstTheServer(t *testing.T) {
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("grove's log:\n%s", logs.String())
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("grove's log:\n%s", b)
 		}
 	})
 
@@ -260,43 +263,6 @@ func writeYAML(t *testing.T, path string, v any) string {
 	return path
 }
 
-// selfSigned writes a certificate for 127.0.0.1 and its key into dir.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "grove"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"grove"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
-
 // freeAddr returns a loopback address nobody listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -306,22 +272,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// syncBuffer collects a process's output for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
