@@ -456,7 +456,7 @@ func TestObjectsSelectTheDeployment(t *testing.T) {
 	if svc == nil {
 		t.Fatal("no Service grove")
 	}
-	if !selects(svc.Spec.Selector, podLabels) {
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(podLabels)) {
 		t.Errorf("Service %s selects %v, not the pods %v", svc.Name, svc.Spec.Selector, podLabels)
 	}
 	for _, p := range svc.Spec.Ports {
@@ -553,16 +553,4 @@ func (e example) scrapeToken(t *testing.T, sm *monitoringv1.ServiceMonitor) stri
 		t.Errorf("token %s has roles %v: /metrics needs read", entry.Name, entry.Roles)
 	}
 	return tok
-}
-
-func selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
