@@ -9,7 +9,14 @@ APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
-.PHONY: all deps deps-bench build run test test-unit test-it fuzz bench vet fmt clean models
+# The version `grove version` prints, stamped into every build from git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# make dist: the release tarball goes to DISTDIR.
+DISTDIR ?= dist
+DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
+
+.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy fuzz bench vet fmt clean models
 
 all: build
 
@@ -24,9 +31,31 @@ deps:
 deps-bench:
 	@scripts/deps.sh $(APT_BENCH_PKGS)
 
-## build: the grove binary in bin/.
+## build: the grove binary in bin/, its version stamped from git.
 build: deps
-	$(GO) build -o $(BIN) ./cmd/grove
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/grove
+
+## dist: the relocatable release $(DISTDIR)/grove-<version>-<os>-<arch>.tar.gz:
+## bin/grove (stamped like build), lib/libonnxruntime.so.1 (found by the
+## binary at ../lib/ from its own path), and, when this Makefile has the
+## processor target, lib/libgrove_processor.so with include/processor.h.
+## The host needs the Debian packages the README lists (docs/deploy.md).
+dist: deps
+	@set -euo pipefail; \
+	  stage="$(DISTDIR)/$(DIST_NAME)"; rm -rf "$$stage" "$$stage.tar.gz"; \
+	  mkdir -p "$$stage/bin" "$$stage/lib"; \
+	  $(GO) build -ldflags '$(LDFLAGS)' -o "$$stage/bin/grove" ./cmd/grove; \
+	  install -m 0644 "$$(scripts/onnxruntime.sh)" "$$stage/lib/libonnxruntime.so.1"; \
+	  if grep -q '^processor:' $(firstword $(MAKEFILE_LIST)); then \
+	    $(MAKE) --no-print-directory processor; \
+	    mkdir -p "$$stage/include"; \
+	    install -m 0755 bin/libgrove_processor.so "$$stage/lib/libgrove_processor.so"; \
+	    install -m 0644 bin/processor.h "$$stage/include/processor.h"; \
+	  fi; \
+	  tar -C "$(DISTDIR)" --sort=name --owner=0 --group=0 --numeric-owner \
+	    --mtime="@$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+	    -czf "$$stage.tar.gz" "$(DIST_NAME)"; \
+	  rm -rf "$$stage"; echo "$$stage.tar.gz"
 
 ## run: serve a copy of the example bucket (.run/bucket, made once) on
 ## 127.0.0.1:8080; the tour and the management API change the copy, and
@@ -35,10 +64,19 @@ run: build
 	@[ -d .run/bucket ] || { mkdir -p .run && cp -r examples/bucket .run/bucket; }
 	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
-## test: vet, gofmt, go mod tidy (unchanged), unit tests, fuzz seeds and the
-## integration tests against the real binary.
-test: deps vet
+## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
+## checks, unit tests, fuzz seeds and the integration tests against the
+## real binary (the release of make dist among them).
+test: deps vet test-deploy
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## test-deploy: the container build file and the Kubernetes manifests
+## (deploy/check, a module of its own so that the Kubernetes, Prometheus
+## Operator, Prometheus and BuildKit modules stay out of Grove's go.mod).
+test-deploy: deps
+	cd deploy/check && $(GO) vet ./... && \
+	  { $(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change deploy/check/go.mod or go.sum:"; $(GO) mod tidy -diff; exit 1; }; } && \
+	  $(GO) test -count=1 -timeout 10m ./...
 
 vet:
 	$(GO) vet $(PKGS)
@@ -92,4 +130,4 @@ models: deps-bench
 	/usr/bin/python3 examples/models/make_game_model.py
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -120,7 +120,8 @@ type Server struct {
 	// turns batching off. Requests are never held back to wait for others.
 	MaxBatchRows int `yaml:"max_batch_rows"`
 	// ONNXRuntimeLib is the ONNX Runtime shared library; empty means
-	// $GROVE_ONNXRUNTIME_LIB, else the copy `make deps` puts in .cache.
+	// $GROVE_ONNXRUNTIME_LIB, else ../lib/ from the executable's directory
+	// (a release), else the copy `make deps` puts in .cache.
 	ONNXRuntimeLib string `yaml:"onnxruntime_lib"`
 	// IntraOpThreads is the number of threads a model uses for one forward pass.
 	IntraOpThreads int `yaml:"intra_op_threads"`
@@ -502,7 +503,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.ShadowCompareWindow, "shadow-compare-window", "how many of a shadow servable's latest executions the comparison's last-N window holds")
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
-	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else the .cache copy of make deps)")
+	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else ../lib/ beside the binary's directory, else the .cache copy of make deps)")
 	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
 	str(&s.LogFormat, "log-format", "log `format`: text or json")
 	boolean := func(p *bool, name, usage string) {

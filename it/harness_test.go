@@ -93,13 +93,20 @@ func freeAddr(t *testing.T) string {
 // until it is ready. The process is stopped when the test ends.
 func startGrove(t *testing.T, bucketURL string, env []string, args ...string) *grove {
 	t.Helper()
+	return startBinary(t, groveBin, "", append(os.Environ(), env...), bucketURL, args...)
+}
+
+// startBinary is startGrove for the grove binary bin, run in the working
+// directory dir ("": this one) with exactly the environment env.
+func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, args ...string) *grove {
+	t.Helper()
 	addr, grpcAddr := freeAddr(t), freeAddr(t)
 	all := append([]string{"serve", "--bucket", bucketURL, "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
 		"--cache-dir", t.TempDir(), "--log-level", "debug"}, args...)
-	cmd := exec.Command(groveBin, all...)
+	cmd := exec.Command(bin, all...)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir, cmd.Env = dir, env
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,10 @@
 // (LibraryVersion); scripts/onnxruntime.sh, run by `make deps`, fetches that
 // release's libonnxruntime.so.1 from the npm package onnxruntime-node@1.24.1
 // into .cache/onnxruntime/1.24.1/. Runtime.LibraryPath names the file;
-// empty, DefaultLibraryPath applies: $GROVE_ONNXRUNTIME_LIB, else that cache
-// path found from the working directory or the executable upwards. A missing
+// empty, DefaultLibraryPath applies: $GROVE_ONNXRUNTIME_LIB, else
+// ../lib/libonnxruntime.so.1 from the executable's directory (the release
+// layout of `make dist`), else that cache path found from the working
+// directory or the executable upwards. A missing
 // or unloadable library is an error wrapping ErrLibrary that names the path
 // and says to run `make deps`; the next Load tries again.
 //

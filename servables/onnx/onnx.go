@@ -77,28 +77,63 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
 }
 
-// DefaultLibraryPath returns $GROVE_ONNXRUNTIME_LIB when it is set.
-// Otherwise it looks for DefaultLibraryRel in the working directory and each
-// of its parents, then in the executable's directory and each of its parents
-// (so bin/grove, `go test` in any package and `make run` all find the
-// repository's .cache), and returns the first that exists; failing that, the
-// relative path DefaultLibraryRel itself, which the load error then names.
+// ReleaseLibraryRel is where a release keeps the library, relative to the
+// directory of the file that loads it: bin/grove finds lib/ beside bin/ (and
+// a library in lib/, such as the processor, finds its own directory).
+const ReleaseLibraryRel = "../lib/libonnxruntime.so.1"
+
+// DefaultLibraryPath is FindLibrary for the running executable.
 func DefaultLibraryPath() string {
-	if p := os.Getenv(LibraryEnv); p != "" {
-		return p
+	exe, err := os.Executable()
+	if err != nil {
+		exe = ""
 	}
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+	return FindLibrary(exe)
+}
+
+// FindLibrary returns the ONNX Runtime library a program at self (the path
+// of the executable or shared library that loads it; empty when unknown)
+// should load, the first of: $GROVE_ONNXRUNTIME_LIB when it is set;
+// ReleaseLibraryRel from self's directory (the release layout, so an
+// unpacked release runs from any directory); DefaultLibraryRel in the
+// working directory and each of its parents, then in self's directory and
+// each of its parents (so bin/grove, `go test` in any package and `make run`
+// find the repository's .cache). Failing all of them it returns the relative
+// path DefaultLibraryRel itself, which the load error then names. Symlinks
+// in self are resolved first, so a link to bin/grove finds the release's lib/.
+func FindLibrary(self string) string {
+	wd, _ := os.Getwd()
+	return findLibrary(os.Getenv(LibraryEnv), wd, self, isRegularFile)
+}
+
+func isRegularFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// findLibrary is FindLibrary with its inputs passed in: the environment
+// variable's value, the working directory and a test for a file.
+func findLibrary(env, wd, self string, exists func(string) bool) string {
+	if env != "" {
+		return env
 	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
+	var selfDir string
+	if self != "" {
+		if real, err := filepath.EvalSymlinks(self); err == nil {
+			self = real
+		}
+		selfDir = filepath.Dir(self)
+		if p := filepath.Join(selfDir, filepath.FromSlash(ReleaseLibraryRel)); exists(p) {
+			return p
+		}
 	}
 	rel := filepath.FromSlash(DefaultLibraryRel)
-	for _, dir := range starts {
+	for _, dir := range []string{wd, selfDir} {
+		if dir == "" {
+			continue
+		}
 		for {
-			p := filepath.Join(dir, rel)
-			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			if p := filepath.Join(dir, rel); exists(p) {
 				return p
 			}
 			parent := filepath.Dir(dir)
@@ -134,7 +169,7 @@ func Library() (path, version string) {
 
 // howToGet ends every library error.
 func howToGet() string {
-	return fmt.Sprintf("Grove needs ONNX Runtime %s: run `make deps` (scripts/onnxruntime.sh fetches it into %s) or set %s to a libonnxruntime.so.1 of that release",
+	return fmt.Sprintf("Grove needs ONNX Runtime %s: run `make deps` (scripts/onnxruntime.sh fetches it into %s), set %s to a libonnxruntime.so.1 of that release, or keep it in lib/ beside bin/ as a release does",
 		LibraryVersion, DefaultLibraryRel, LibraryEnv)
 }
 
