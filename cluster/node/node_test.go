@@ -60,6 +60,9 @@ type testNode struct {
 	// seen records the requests its forward server received.
 	mu   sync.Mutex
 	seen []seenRequest
+	// compared holds the comparisons of the shadow executions its sink
+	// received.
+	compared []*actors.ShadowComparison
 }
 
 type seenRequest struct {
@@ -68,12 +71,17 @@ type seenRequest struct {
 	hasDeadline bool
 }
 
-func (n *testNode) LogPrediction(_ *actors.Request, _ *actors.Result, served bool) {
+func (n *testNode) LogPrediction(_ *actors.Request, res *actors.Result, served bool) {
 	if served {
 		n.logged.Add(1)
-	} else {
-		n.shadow.Add(1)
+		return
 	}
+	if res.Comparison != nil {
+		n.mu.Lock()
+		n.compared = append(n.compared, res.Comparison)
+		n.mu.Unlock()
+	}
+	n.shadow.Add(1)
 }
 
 // newBucket writes the models into a file bucket with an empty config,
@@ -523,7 +531,7 @@ func TestClusterDrain(t *testing.T) {
 }
 
 // metric returns the value of the gauge or counter name with labels in
-// reg, or 0.
+// reg (a histogram's sample count), or 0.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
@@ -543,6 +551,9 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 			}
 			if c := m.GetCounter(); c != nil {
 				return c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
 			}
 			return m.GetGauge().GetValue()
 		}
