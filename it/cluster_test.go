@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/cluster/etcdtest"
+	"github.com/groveml/grove/routing"
 )
 
 // The cluster tests run Debian's etcd and several grove processes on
@@ -437,6 +438,25 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 			for _, m := range clusterModels {
 				if err := answers(c.nodes[name], exp, m, ref[m.path]); err != nil {
 					t.Errorf("%s, %s (placed on %q): %v", name, m.path, doc.Placement[m.path], err)
+				}
+			}
+		}
+	})
+
+	t.Run("every node answers every model's OIP metadata as its holder", func(t *testing.T) {
+		for _, m := range clusterModels {
+			name := routing.NameModel(m.path).Name
+			holder := doc.Placement[m.path][0]
+			for _, path := range []string{"/v2/models/" + name, "/v2/models/" + name + "/ready", "/v2/models/" + name + "/config"} {
+				code, want := c.nodes[holder].get(path)
+				if code != http.StatusOK || (path == "/v2/models/"+name && !strings.Contains(string(want), `"inputs":[{"name"`)) {
+					t.Errorf("GET %s on %s, which holds it: %d %s", path, holder, code, want)
+					continue
+				}
+				for _, name := range c.live() {
+					if code, got := c.nodes[name].get(path); code != http.StatusOK || string(got) != string(want) {
+						t.Errorf("GET %s on %s (%s placed on %q): %d %s, want %s's %s", path, name, m.path, doc.Placement[m.path], code, got, holder, want)
+					}
 				}
 			}
 		}
