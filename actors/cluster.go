@@ -243,17 +243,26 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 		r.metrics.forwarded.WithLabelValues(target.ModelPath, forwardResult(err)).Inc()
 		r.metrics.forwardTime.WithLabelValues(req.API + "-shadow").Observe(time.Since(sc.start).Seconds())
 		sc.on = remoteContent(remote, target.ModelPath, a.Checksum)
-		sc.ended(Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: a.Checksum, Outputs: a.Outputs,
-			UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, true)
+		// A copy no node took (Unavailable: gone, not ready) or the
+		// serving node shed (Overloaded) says nothing of the challenger,
+		// as a local copy dropped unrun: logged, not compared.
+		k := servables.KindOf(err)
+		sc.ended(Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: sc.on.checksum, Outputs: a.Outputs,
+			UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, k != servables.Unavailable && k != servables.Overloaded)
 	})
 }
 
 // remoteContent is the content of another node that answered for path
-// with checksum: its load time is the one the node's record gives, when
-// the record names that content.
+// with checksum (for a failed copy, which carries none, the content the
+// record describes): its load time is the one the node's record gives,
+// when the record names that content.
 func remoteContent(remote Remote, path, checksum string) shadowContent {
+	info, ok := remote.Model(path)
+	if checksum == "" && ok {
+		checksum = info.Checksum // a failure carries none: the content the record names
+	}
 	on := shadowContent{path: path, checksum: checksum, id: remoteContentID(checksum)}
-	if info, ok := remote.Model(path); ok && info.Checksum == checksum {
+	if ok && info.Checksum == checksum {
 		on.loadedAt = info.LoadedAt
 	}
 	return on

@@ -226,7 +226,9 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 
 // ended compares the execution's result with the caller's answer (or
 // leaves that to the champion's answer if it has not come yet) and logs
-// it. joined is false when its micro-batches could not be joined.
+// it. joined is false when the result says nothing of the model (its
+// micro-batches could not be joined, a remote copy was not run): it is
+// then logged only.
 func (sc *shadowCopy) ended(res Result, joined bool) {
 	sc.res = res
 	// A copy dropped unrun (past shadow_timeout) says nothing of the

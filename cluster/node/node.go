@@ -12,8 +12,8 @@
 //	membership session (coord.Node)    Run (joins, rejoins after    atomic pointer (Drain, Leave, Status)
 //	                                     ErrSessionLost)
 //	member snapshot, table in force,   the watch goroutines of Run atomic pointers to values replaced,
-//	  who serves what elsewhere,                                     never changed (Serves, Forward,
-//	  controller name                                                Status, the metrics)
+//	  who serves what elsewhere and                                  never changed (Serves, Model,
+//	  its description, controller name                               Forward, Status, the metrics)
 //	draining                           Drain                       atomic (the record Run writes)
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
 //	                                     calls

@@ -39,7 +39,7 @@ import (
 // The cluster in one process: three actors.Systems, each with its node
 // agent on a real etcd and its forward server on loopback, over one file
 // bucket of faulty models (each adds its own number to its input, so an
-// answer says which model gave it).
+// answer says which model gave it, and fails on 100 + that number).
 
 // models are the test's models and what each adds.
 var models = map[string]float64{"a/": 1, "b/": 2, "c/": 3}
@@ -95,7 +95,7 @@ func newBucket(t *testing.T, contracts string) (string, func()) {
 		if err := os.MkdirAll(filepath.Join(dir, path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v}`, add), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v, "error_on": %v}`, add, 100+add), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		entries = append(entries, fmt.Sprintf(`{"model_path": %q, "eviction_grace_period_in_ms": 500}`, path))

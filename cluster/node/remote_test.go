@@ -317,6 +317,49 @@ func TestClusterRemoteShadowCompared(t *testing.T) {
 		}
 		n.mu.Unlock()
 	}
+
+	// A copy the challenger fails (b/ fails on 102; a/ answers it) counts
+	// as its error, in the same windows.
+	if _, _, err := champ.sys.Score(context.Background(), "ads/pctr/1", "", actors.Request{API: "test", RequestID: "fails", Inputs: []servables.Tensor{mustScalar(102)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the failed shadow execution compared", func() error {
+		champ.mu.Lock()
+		defer champ.mu.Unlock()
+		if len(champ.compared) != 2 {
+			return fmt.Errorf("%d compared", len(champ.compared))
+		}
+		if c := champ.compared[1]; c.RequestID != "fails" || c.ChampionFailed || len(c.Outputs) != 0 {
+			return fmt.Errorf("comparison of a failed copy: %+v", c)
+		}
+		return nil
+	})
+	// A copy that reaches no node (the challenger's node stops serving its
+	// peers; its record still says ready) says nothing of the challenger:
+	// logged, not compared.
+	chall.fs.Stop()
+	shadows := champ.shadow.Load()
+	if _, _, err := champ.sys.Score(context.Background(), "ads/pctr/1", "", actors.Request{API: "test", RequestID: "gone", Inputs: []servables.Tensor{mustScalar(4)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the unanswered shadow copy logged", func() error {
+		if champ.shadow.Load() == shadows {
+			return errors.New("not logged")
+		}
+		return nil
+	})
+	champ.mu.Lock()
+	n := len(champ.compared)
+	champ.mu.Unlock()
+	stats, err := champ.sys.ContractStats("ads/pctr/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats {
+		if st.Release == "v2" && (n != 2 || st.Comparison == nil || st.Comparison.SinceStart.Executions != 2 || st.Comparison.SinceStart.Errors != 1) {
+			t.Errorf("after a copy no node answered: %d compared, stats %+v", n, st.Comparison)
+		}
+	}
 }
 
 // TestClusterForwardedCountedOnce: a request forwarded to another node
