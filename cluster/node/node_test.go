@@ -415,32 +415,42 @@ func (p *pki) tls(t *testing.T, name string) (client, server *tls.Config) {
 	return client, r.ServerConfig("h2")
 }
 
+// shadowContract is the config's contracts section of a contract whose
+// champion is a/ and whose shadow challenger is b/.
+const shadowContract = `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
+		{"release_version": "v1", "model_path": "a/"},
+		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`
+
+// startShadowPair starts two nodes (peers with mTLS when p is not nil)
+// with shadowContract, once every model answers on both, and returns the
+// one that holds a/ and not b/, and the one that holds b/ and not a/.
+func startShadowPair(t *testing.T, p *pki) (champ, chall *testNode) {
+	t.Helper()
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, shadowContract)
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	for _, n := range nodes {
+		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
+			champ = n
+		}
+		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
+			chall = n
+		}
+	}
+	if champ == nil || chall == nil {
+		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
+	}
+	return champ, chall
+}
+
 // TestClusterForwardingMTLS: between nodes with mTLS, a forwarded request
 // carries the caller's identity and arrives from the calling node, and a
 // contract's shadow copy to a challenger placed on another node goes at
 // shadow priority and is logged by the node the caller called.
 func TestClusterForwardingMTLS(t *testing.T) {
-	srv := etcdtest.Start(t)
-	p := newPKI(t)
-	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
-		{"release_version": "v1", "model_path": "a/"},
-		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
-	configureWhenJoined(t, nodes, configure)
-	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-
-	var caller, server *testNode
-	for _, n := range nodes {
-		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
-			caller = n
-		}
-		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
-			server = n
-		}
-	}
-	if caller == nil || server == nil {
-		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
-	}
+	caller, server := startShadowPair(t, newPKI(t))
 	reset := func() {
 		server.mu.Lock()
 		server.seen = nil

@@ -247,25 +247,8 @@ func TestClusterRemoteModelMetadata(t *testing.T) {
 // caller called, as a local one is (log event, windows, stats), and a
 // challenger local to a node whose champion is remote too.
 func TestClusterRemoteShadowCompared(t *testing.T) {
-	srv := etcdtest.Start(t)
-	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
-		{"release_version": "v1", "model_path": "a/"},
-		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
-	configureWhenJoined(t, nodes, configure)
-	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-	var champ, chall *testNode // the nodes holding a/ (not b/) and b/ (not a/)
-	for _, n := range nodes {
-		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
-			champ = n
-		}
-		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
-			chall = n
-		}
-	}
-	if champ == nil || chall == nil {
-		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
-	}
+	champ, chall := startShadowPair(t, nil)
+	nodes := []*testNode{champ, chall}
 	for _, caller := range []*testNode{champ, chall} {
 		t.Run("called "+map[bool]string{true: "champion's node", false: "challenger's node"}[caller == champ], func(t *testing.T) {
 			compared := func() []*actors.ShadowComparison {
@@ -369,25 +352,7 @@ func TestClusterRemoteShadowCompared(t *testing.T) {
 // grove_cluster_forward_duration_seconds, and in the prediction log of
 // the node called only.
 func TestClusterForwardedCountedOnce(t *testing.T) {
-	srv := etcdtest.Start(t)
-	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
-		{"release_version": "v1", "model_path": "a/"},
-		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
-	configureWhenJoined(t, nodes, configure)
-	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-	var caller, server *testNode
-	for _, n := range nodes {
-		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
-			caller = n
-		}
-		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
-			server = n
-		}
-	}
-	if caller == nil || server == nil {
-		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
-	}
+	caller, server := startShadowPair(t, nil)
 	type figures struct{ requests, latency, requestsHere, latencyHere, shadows, forwarded, forwardTime, forwardShadow, logged, logShadow, served float64 }
 	read := func() figures {
 		return figures{
