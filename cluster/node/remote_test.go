@@ -91,7 +91,7 @@ func newVersionedBucket(t *testing.T) (string, func()) {
 	write(`{"model_metadata": []}`)
 	return "file://" + dir, func() {
 		write(`{"model_metadata": [{"model_path": "a/", "replicas": 2}, {"model_path": "b/", "max_batch_rows": 8, "max_queue_delay_us": 300},
-			{"model_path": "v/", "version_policy": {"all": {}}}]}`)
+			{"model_path": "v/", "version_policy": {"specific": {"versions": [1, 2]}}}]}`)
 	}
 }
 
@@ -186,11 +186,15 @@ func TestClusterRemoteModelMetadata(t *testing.T) {
 		}
 	}
 	// What the answers say is the holder's own model: a/'s replicas, b/'s
-	// serving, the versions of v.
+	// serving, v's version policy and versions.
 	for _, f := range fronts {
 		cfg, err := f.grpc.ModelConfig(ctx, &oippb.ModelConfigRequest{Name: "a"})
 		if err != nil || len(cfg.GetConfig().GetInstanceGroup()) != 1 || cfg.GetConfig().GetInstanceGroup()[0].GetCount() != 2 || cfg.GetConfig().GetPlatform() == "" {
 			t.Errorf("config of a/ on %s: %v %v", f.n.name, cfg, err)
+		}
+		vcfg, err := f.grpc.ModelConfig(ctx, &oippb.ModelConfigRequest{Name: "v", Version: "1"})
+		if err != nil || !slices.Equal(vcfg.GetConfig().GetVersionPolicy().GetSpecific().GetVersions(), []int64{1, 2}) {
+			t.Errorf("config of v on %s: version policy %v %v", f.n.name, vcfg.GetConfig().GetVersionPolicy(), err)
 		}
 		meta, err := f.grpc.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "v"})
 		if err != nil || !slices.Equal(meta.GetVersions(), []string{"2", "1"}) || len(meta.GetInputs()) != 1 || meta.GetInputs()[0].GetName() != "x" {
