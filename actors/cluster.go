@@ -39,6 +39,38 @@ type Remote interface {
 	// Forward runs req on another node that has its model ready and
 	// returns the answer; it returns when ctx is done.
 	Forward(ctx context.Context, req forward.Request) (forward.Answer, error)
+	// Model describes path as a node that has it ready published it
+	// (metadata, serving, the version a versioned entry serves); false
+	// when no other node has it ready. It must be cheap and never block.
+	Model(path string) (forward.ModelInfo, bool)
+}
+
+// ModelInfo describes the model this node serves at path (a version's
+// path, or a versioned entry's, whose Newest it names), for the node's
+// member record; false when it serves none there. Other nodes' models
+// are not described.
+func (s *System) ModelInfo(path string) (forward.ModelInfo, bool) {
+	c := (*s.routes.Load())[path]
+	if c == nil {
+		return forward.ModelInfo{}, false
+	}
+	meta := c.metadata()
+	info := forward.ModelInfo{Checksum: c.checksum, LoadedAt: c.loadedAt.UTC(), Runtime: meta.Runtime, Inputs: meta.Inputs, Outputs: meta.Outputs,
+		Signature: meta.Signature, ByPosition: meta.ByPosition, UnnamedOutputs: meta.UnnamedOutputs, OutputsDeclared: meta.OutputsDeclared,
+		Replicas: c.serving.Replicas, MaxBatchRows: c.serving.MaxBatchRows, MaxQueueDelay: c.serving.MaxQueueDelay}
+	if c.path != path {
+		info.Newest = c.path
+	}
+	return info, true
+}
+
+// remoteModel describes path as another node serves it, for a path not
+// served here.
+func (s *System) remoteModel(path string) (forward.ModelInfo, bool) {
+	if s.opts.Remote == nil {
+		return forward.ModelInfo{}, false
+	}
+	return s.opts.Remote.Model(path)
 }
 
 // setShare gives the supervisor this node's share of a cluster's models.
@@ -123,7 +155,11 @@ func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
 // ctx. A model not ready here fails Unavailable, so that the forwarding
 // node tries another replica.
 func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
-	b := newBatch(ctx, []Request{{API: req.API, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
+	api := req.API
+	if req.Priority == forward.Shadow {
+		api += "-shadow" // as this node counts its own shadow copies
+	}
+	b := newBatch(ctx, []Request{{API: api, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
 		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
 	res, err := s.runUnlogged(b)
@@ -159,7 +195,9 @@ func (r *routerActor) remoteFor(b *batch, path string) bool {
 
 // forward answers item i of b from another node, on a goroutine of its
 // own (the router never waits); ans, if not nil, gets the answer for the
-// shadow copies to compare with.
+// shadow copies to compare with. The request counts in this node's
+// grove_cluster_forwarded_total and grove_cluster_forward_duration_seconds,
+// not in its per-model metrics: the serving node counts it there.
 func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 	req := &b.reqs[i]
 	res := &b.results[i]
@@ -171,10 +209,10 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 		defer context.AfterFunc(sctx, cancel)()
 		a, err := r.remote.Forward(ctx, fr)
 		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
+		r.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
 		if b.claim(i) {
 			res.ModelPath, res.ContentPath, res.Checksum, res.Outputs, res.Err = req.ModelPath, req.ModelPath, a.Checksum, a.Outputs, err
 			res.UnnamedOutputs, res.Queued, res.Compute = a.UnnamedOutputs, a.Queued, a.Compute
-			r.metrics.observe(req.API, req.ModelPath, err, time.Since(start))
 			ans.answer(a.Outputs, err != nil, a.Compute)
 			b.finish()
 		} else {
@@ -184,27 +222,50 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 }
 
 // shadowRemote sends a shadow copy of req to another node that has
-// target ready, at shadow priority, and logs its answer (served=false).
-// It is not compared with the caller's answer: comparisons are kept by
-// the node that serves the challenger.
-func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget) {
+// target ready, at shadow priority; its answer is compared with the
+// caller's (ans, when the contract compares the target) here, as a local
+// copy's is, and logged (served=false). The serving node counts it in its
+// per-model metrics (api suffixed -shadow) and this node in
+// grove_cluster_forwarded_total and grove_cluster_forward_duration_seconds.
+func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
-	logged := Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
-		Contract: req.Contract, Release: target.Release, Logging: target.Logging}
-	start := time.Now()
+	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
+		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, start: time.Now()}
+	if target.windows != nil && ans != nil {
+		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
+	}
+	remote := r.remote
 	r.background(func(sctx context.Context) {
 		ctx, cancel := context.WithTimeout(sctx, r.shadowTimeout)
 		defer cancel()
-		a, err := r.remote.Forward(ctx, fr)
+		a, err := remote.Forward(ctx, fr)
 		r.metrics.forwarded.WithLabelValues(target.ModelPath, forwardResult(err)).Inc()
-		r.metrics.observe(req.API+"-shadow", target.ModelPath, err, time.Since(start))
-		if r.sink != nil {
-			res := Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: a.Checksum, Outputs: a.Outputs,
-				UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}
-			r.sink.LogPrediction(&logged, &res, false)
-		}
+		r.metrics.forwardTime.WithLabelValues(req.API + "-shadow").Observe(time.Since(sc.start).Seconds())
+		sc.on = remoteContent(remote, target.ModelPath, a.Checksum)
+		// A copy no node took (Unavailable: gone, not ready) or the
+		// serving node shed (Overloaded) says nothing of the challenger,
+		// as a local copy dropped unrun: logged, not compared.
+		k := servables.KindOf(err)
+		sc.ended(Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: sc.on.checksum, Outputs: a.Outputs,
+			UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, k != servables.Unavailable && k != servables.Overloaded)
 	})
+}
+
+// remoteContent is the content of another node that answered for path
+// with checksum (for a failed copy, which carries none, the content the
+// record describes): its load time is the one the node's record gives,
+// when the record names that content.
+func remoteContent(remote Remote, path, checksum string) shadowContent {
+	info, ok := remote.Model(path)
+	if checksum == "" && ok {
+		checksum = info.Checksum // a failure carries none: the content the record names
+	}
+	on := shadowContent{path: path, checksum: checksum, id: remoteContentID(checksum)}
+	if ok && info.Checksum == checksum {
+		on.loadedAt = info.LoadedAt
+	}
+	return on
 }
 
 // forwardResult is the result label of grove_cluster_forwarded_total:

@@ -159,9 +159,9 @@ func TestShadowAnswersAreComparedWithTheAnswerTheCallerGot(t *testing.T) {
 		var gate map[string]float64
 		if err := w.sys.askRouter(context.Background(), func(r *routerActor) {
 			cs, routes, now := r.contracts["ads/pctr/1"], *r.routes.Load(), time.Now()
-			g2, g3 := cs.comparison("v2", routes["b/"], now), cs.comparison("v3", routes["c/"], now)
+			g2, g3 := cs.comparison("v2", localContent(routes["b/"]), now), cs.comparison("v3", localContent(routes["c/"]), now)
 			gate = map[string]float64{"v2 executions": float64(g2.Executions), "v2 diff": g2.MeanAbsDiff, "v2 p99": g2.P99Ratio,
-				"v3 errors": float64(g3.Errors), "v3 diff": g3.MeanAbsDiff, "v1": cs.comparison("v1", routes["a/"], now).MeanAbsDiff}
+				"v3 errors": float64(g3.Errors), "v3 diff": g3.MeanAbsDiff, "v1": cs.comparison("v1", localContent(routes["a/"]), now).MeanAbsDiff}
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func TestAShadowWaitingForTheChampionIsComparedOnTheLowPriorityWorkers(t *testin
 			w := newCompareWindows(10)
 			c := &content{id: 1, path: "b/"}
 			ans := &championAnswer{requestID: "r1", release: "v1", low: low}
-			sc := &shadowCopy{req: Request{RequestID: "r1"}, c: c, outs: make([][]servables.Tensor, 1), pending: 1, sink: sink, metrics: m,
+			sc := &shadowCopy{req: Request{RequestID: "r1"}, on: localContent(c), outs: make([][]servables.Tensor, 1), pending: 1, sink: sink, metrics: m,
 				ans: ans, windows: w, tol: 0.01, start: time.Now()}
 			sc.finish(0, column(t, 0.5, 0.7), nil, 0, time.Millisecond)
 			select {
@@ -287,7 +287,7 @@ func TestAShadowWhoseMicroBatchesCannotBeJoinedIsNotCompared(t *testing.T) {
 	w := newCompareWindows(10)
 	ans := &championAnswer{requestID: "r1", release: "v1"}
 	ans.answer(column(t, 0.5, 0.7), false, time.Millisecond)
-	sc := &shadowCopy{req: Request{RequestID: "r1"}, c: &content{id: 1, path: "b/"}, outs: make([][]servables.Tensor, 2), pending: 2, sink: sink, metrics: m,
+	sc := &shadowCopy{req: Request{RequestID: "r1"}, on: localContent(&content{id: 1, path: "b/"}), outs: make([][]servables.Tensor, 2), pending: 2, sink: sink, metrics: m,
 		ans: ans, windows: w, tol: 0.01, start: time.Now()}
 	scalar := func(v float32) []servables.Tensor {
 		x, err := servables.NewTensor("x", servables.Float32, nil)

@@ -73,8 +73,8 @@ func (c *compareCollector) Collect(ch chan<- prometheus.Metric) {
 		for id, st := range r.contracts {
 			for rv, rc := range st.releases {
 				sv, _ := st.servable(rv)
-				if ct := routes[sv.ModelPath]; rc.compare != nil && ct != nil {
-					list = append(list, comparedServable{contract: id, release: rv, w: rc.compare, content: ct.id, loadedAt: ct.loadedAt})
+				if on, ok := r.servedBy(routes, sv.ModelPath); rc.compare != nil && ok {
+					list = append(list, comparedServable{contract: id, release: rv, w: rc.compare, content: on.id, loadedAt: on.loadedAt})
 				}
 			}
 		}

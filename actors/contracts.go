@@ -109,9 +109,14 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		}
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
-			ss.Comparison = st.comparison(sv.ReleaseVersion, c, now)
+			ss.Comparison = st.comparison(sv.ReleaseVersion, localContent(c), now)
 		} else if r.remote != nil && r.remote.Serves(sv.ModelPath) {
 			ss.Ready = true // on another cluster node, which the router forwards to
+			if on, ok := r.servedBy(routes, sv.ModelPath); ok {
+				// Its shadow executions answered are those compared here.
+				ss.LoadedAt, ss.Comparison = on.loadedAt, st.comparison(sv.ReleaseVersion, on, now)
+				ss.ShadowExecutions = ss.Comparison.Executions - ss.Comparison.Errors
+			}
 		}
 		r.gates(st, &sv, rec, routes[sv.ModelPath], &ss, now)
 		state[sv.ReleaseVersion] = ss
@@ -225,11 +230,28 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 // comparison is what shadow release has measured against the answers
 // callers got, served by content c, for the promote_when rule; zero when
 // it has not been compared.
-func (st *contractState) comparison(release string, c *content, now time.Time) routing.Comparison {
+func (st *contractState) comparison(release string, c shadowContent, now time.Time) routing.Comparison {
 	if rc := st.releases[release]; rc != nil && rc.compare != nil {
 		return rc.compare.comparison(c.id, now)
 	}
 	return routing.Comparison{}
+}
+
+// servedBy is the content that answers for path: this node's, else, on a
+// cluster node, the one another node's record describes (whose shadow
+// copies this node compares, keyed by remoteContentID).
+func (r *routerActor) servedBy(routes map[string]*content, path string) (shadowContent, bool) {
+	if c := routes[path]; c != nil {
+		return localContent(c), true
+	}
+	if r.remote == nil {
+		return shadowContent{}, false
+	}
+	info, ok := r.remote.Model(path)
+	if !ok {
+		return shadowContent{}, false
+	}
+	return shadowContent{path: path, checksum: info.Checksum, id: remoteContentID(info.Checksum), loadedAt: info.LoadedAt}, true
 }
 
 // newRequestID makes a random request id, as the APIs do for a caller
@@ -353,8 +375,13 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
+		}
+		if on, ok := r.servedBy(routes, sv.ModelPath); ok {
+			if on.local == nil {
+				st.LoadedAt = timePtr(on.loadedAt)
+			}
 			if w := r.comparisonWindows(cs, sv.Release); w != nil {
-				compared = append(compared, comparedStats{i: len(out), w: w, content: c.id, loadedAt: c.loadedAt, tol: r.tolerance})
+				compared = append(compared, comparedStats{i: len(out), w: w, content: on.id, loadedAt: on.loadedAt, tol: r.tolerance})
 			}
 		}
 		out = append(out, st)

@@ -14,8 +14,11 @@
 // System ties them together and is what the API front ends call. On a
 // cluster node (docs/cluster.md) the supervisor loads only the node's
 // share of the config (System.SetShare), the router forwards a request for
-// a model ready only on other nodes (Options.Remote), and System.Predict
-// serves the requests other nodes forward here.
+// a model ready only on other nodes (Options.Remote) and compares the
+// shadow copies it forwards there with the caller's answer here, such a
+// model's metadata and serving are answered from Remote.Model (the other
+// node's member record), and System.Predict serves the requests other
+// nodes forward here, counted in this node's per-model metrics only.
 //
 // # Who owns what
 //
@@ -66,7 +69,9 @@
 //	batch results                          the model actor answering   each index written once, then the reply
 //	                                         each item                   channel (System.run)
 //	shadow copy answers                    the goroutines answering    shadowCopy.mu
-//	                                         its micro-batches
+//	                                         its micro-batches (a
+//	                                         forwarded copy: its
+//	                                         forward goroutine)
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
 //	  (championAnswer)                       callback (stores only)      compare with it; comparewin.go)
 //	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (ContractStats and the

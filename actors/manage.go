@@ -198,10 +198,15 @@ func (s *System) Servable(id, rv string) (ServableInfo, error) {
 }
 
 // ModelMetadata describes the content serving path: its runtime's signature
-// and checksum; ok is false when no content serves it.
+// and checksum; on a cluster node, a path ready only on other nodes is
+// described as they published it (Remote.Model). ok is false when no
+// content serves it.
 func (s *System) ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool) {
 	c := (*s.routes.Load())[path]
 	if c == nil {
+		if info, ok := s.remoteModel(path); ok {
+			return info.Metadata(), info.Checksum, true
+		}
 		return servables.Metadata{}, "", false
 	}
 	return c.metadata(), c.checksum, true
@@ -221,11 +226,15 @@ type ModelServing struct {
 	MaxQueueDelay time.Duration
 }
 
-// ModelServing describes how the content serving path runs; ok is false
+// ModelServing describes how the content serving path runs (on a cluster
+// node, on the node that has it ready when it is not here); ok is false
 // when no content serves it.
 func (s *System) ModelServing(path string) (serving ModelServing, ok bool) {
 	c := (*s.routes.Load())[path]
 	if c == nil {
+		if info, ok := s.remoteModel(path); ok {
+			return ModelServing{Replicas: info.Replicas, MaxBatchRows: info.MaxBatchRows, MaxQueueDelay: info.MaxQueueDelay}, true
+		}
 		return ModelServing{}, false
 	}
 	return c.serving, true

@@ -21,6 +21,7 @@ type Metrics struct {
 	restores      *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
 	forwarded     *prometheus.CounterVec
+	forwardTime   *prometheus.HistogramVec
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
@@ -31,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_requests_total",
-			Help: "Predict requests by API, model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed, deadline_exceeded, canceled, unavailable). Requests for unknown paths have model=\"\".",
+			Help: "Predict requests by API, model path and outcome (ok, not_found, overloaded, input_error, execution_error, output_error, crashed, deadline_exceeded, canceled, unavailable). Requests for unknown paths have model=\"\". In a cluster a request counts on the node whose model ran it (a forwarded one on the serving node, under the caller's API).",
 		}, []string{"api", "model", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "grove_model_request_duration_seconds",
@@ -72,8 +73,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"contract", "release", "decision"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_cluster_forwarded_total",
-			Help: "Requests (user and shadow) this cluster node forwarded to another node that has the model ready, by model path and result (the outcomes of grove_model_requests_total).",
+			Help: "Requests (user and shadow) this cluster node forwarded to another node that has the model ready, by model path and result (the outcomes of grove_model_requests_total). A forwarded request counts in the per-model metrics (grove_model_*) of the node that ran it only.",
 		}, []string{"model", "result"}),
+		forwardTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "grove_cluster_forward_duration_seconds",
+			Help:    "Time from handing a request (user or shadow: api suffixed -shadow) to another cluster node to its answer, by API, on the node that forwarded it; the serving node counts the request in grove_model_requests_total and grove_model_request_duration_seconds.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"api"}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_batched_requests_total",
 			Help: "User requests answered by a forward call shared with other requests (dynamic batching).",
@@ -87,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.forwarded, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

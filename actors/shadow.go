@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -28,8 +29,9 @@ const shadowQueueShare = 4
 
 // shadowCopy gathers the micro-batches of one shadow execution.
 type shadowCopy struct {
-	req     Request
-	c       *content
+	req Request
+	// on is the content that ran it.
+	on      shadowContent
 	mu      sync.Mutex
 	outs    [][]servables.Tensor
 	err     error
@@ -46,6 +48,36 @@ type shadowCopy struct {
 	windows *compareWindows
 	tol     float64
 	res     Result
+}
+
+// shadowContent is the content a shadow copy ran on: a content of this
+// node (local), or one of another cluster node, known by the checksum it
+// answered with and, from the node's record, its load time.
+type shadowContent struct {
+	path, checksum string
+	// id keys the comparison windows: the content id of a local
+	// content, remoteContentID of a remote one's checksum.
+	id       int64
+	loadedAt time.Time
+	local    *content
+}
+
+// current reports whether the content still serves its path (a remote
+// one is taken to: its node answered).
+func (sc *shadowContent) current() bool { return sc.local == nil || !sc.local.retired.Load() }
+
+// localContent is the shadowContent of c.
+func localContent(c *content) shadowContent {
+	return shadowContent{path: c.path, checksum: c.checksum, id: c.id, loadedAt: c.loadedAt, local: c}
+}
+
+// remoteContentID is the comparison windows' key of the content of
+// another node with checksum: negative, so never a local content's id
+// (lifecycle ids count up from 1), and the same on every node.
+func remoteContentID(checksum string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(checksum))
+	return -int64(h.Sum64()>>1) - 1
 }
 
 // championAnswer is the answer the caller got for a request that has
@@ -87,7 +119,7 @@ func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute tim
 		if a.low == nil {
 			go sc.compareAndLog()
 		} else if !a.low.trySubmit(sc.compareAndLog) {
-			sc.metrics.compareShed.WithLabelValues(sc.c.path).Inc()
+			sc.metrics.compareShed.WithLabelValues(sc.on.path).Inc()
 			go sc.log()
 		}
 	}
@@ -109,7 +141,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 	path := target.ModelPath
 	c := (*r.routes.Load())[path]
 	if c == nil && r.remoteFor(b, path) {
-		r.shadowRemote(b, req, target)
+		r.shadowRemote(b, req, target, ans)
 		return
 	}
 	if c == nil {
@@ -138,7 +170,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 	}
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
-		c: c, outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
@@ -173,16 +205,31 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 		return
 	}
 	if errors.Is(sc.err, errShadowShed) {
-		sc.metrics.shadowDropped.WithLabelValues(sc.c.path, "busy").Inc()
-		sc.c.shadowDropped.Add(1)
+		sc.metrics.shadowDropped.WithLabelValues(sc.on.path, "busy").Inc()
+		sc.on.local.shadowDropped.Add(1)
 		return
 	}
-	res := Result{ModelPath: sc.c.path, Checksum: sc.c.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
+	res := Result{ModelPath: sc.on.path, Checksum: sc.on.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
 	joined := true
 	if res.Err == nil {
 		res.Outputs, res.Err = concatRows(sc.outs)
 		joined = res.Err == nil
 	}
+	if res.Err == nil {
+		// Only answered executions count (min_served_events, stats): a
+		// challenger that fails every time must not become valid.
+		sc.on.local.shadowed.Add(1)
+	}
+	sc.metrics.observe(sc.req.API+"-shadow", sc.on.path, res.Err, time.Since(sc.start))
+	sc.ended(res, joined)
+}
+
+// ended compares the execution's result with the caller's answer (or
+// leaves that to the champion's answer if it has not come yet) and logs
+// it. joined is false when the result says nothing of the model (its
+// micro-batches could not be joined, a remote copy was not run): it is
+// then logged only.
+func (sc *shadowCopy) ended(res Result, joined bool) {
 	sc.res = res
 	// A copy dropped unrun (past shadow_timeout) says nothing of the
 	// challenger, nor does one whose micro-batches Grove could not join.
@@ -193,12 +240,6 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 			sc.compare()
 		}
 	}
-	if res.Err == nil {
-		// Only answered executions count (min_served_events, stats): a
-		// challenger that fails every time must not become valid.
-		sc.c.shadowed.Add(1)
-	}
-	sc.metrics.observe(sc.req.API+"-shadow", sc.c.path, res.Err, time.Since(sc.start))
 	if ready {
 		sc.log()
 	}
@@ -215,7 +256,7 @@ func (sc *shadowCopy) compare() {
 		e.shadow, e.champion = sc.res.Compute, a.compute
 		cmp.ChampionCompute, cmp.Outputs = a.compute, e.outputs
 	}
-	sc.windows.record(sc.c.id, sc.c.loadedAt, !sc.c.retired.Load(), e, time.Now())
+	sc.windows.record(sc.on.id, sc.on.loadedAt, sc.on.current(), e, time.Now())
 	sc.res.Comparison = cmp
 }
 

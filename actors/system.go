@@ -266,11 +266,18 @@ func (s *System) ModelPaths() []string {
 }
 
 // NewestVersion reports, for the path of a versioned entry ("pcvr/"),
-// the path of the version it serves now ("pcvr/3/", see VersionedStatus);
-// ok is false for any other path.
+// the path of the version it serves now ("pcvr/3/", see VersionedStatus),
+// or, on a cluster node, the one another node serves when it is not
+// here; ok is false for any other path.
 func (s *System) NewestVersion(parent string) (path string, ok bool) {
 	c := (*s.routes.Load())[parent]
-	if c == nil || c.path == parent {
+	if c == nil {
+		if info, ok := s.remoteModel(parent); ok && info.Newest != "" {
+			return info.Newest, true
+		}
+		return "", false
+	}
+	if c.path == parent {
 		return "", false
 	}
 	return c.path, true

@@ -1,11 +1,13 @@
 package it
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/cluster/etcdtest"
+	"github.com/groveml/grove/routing"
 )
 
 // The cluster tests run Debian's etcd and several grove processes on
@@ -366,6 +369,20 @@ func answers(g *grove, exp map[string]expectedModel, m clusterModel, want []floa
 	return nil
 }
 
+// grpcurlCall calls method of the OIP gRPC service on g with grpcurl,
+// reading Grove's .proto files, and returns its output.
+func grpcurlCall(t *testing.T, g *grove, method, data string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-import-path", filepath.Join(repoRoot(), "api", "proto"),
+		"-proto", "inference/grpc_service.proto", "-d", data, g.grpc, "inference.GRPCInferenceService/"+method).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("grpcurl %s: %w\n%s", method, err, out)
+	}
+	return string(out), nil
+}
+
 // clusterLoad sends requests for some models to some nodes until stopped,
 // counting answers that match the reference and failures.
 type clusterLoad struct {
@@ -463,6 +480,38 @@ func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 			for _, m := range clusterModels {
 				if err := answers(c.nodes[name], exp, m, ref[m.path]); err != nil {
 					t.Errorf("%s, %s (placed on %q): %v", name, m.path, doc.Placement[m.path], err)
+				}
+			}
+		}
+	})
+
+	t.Run("every node answers every model's OIP metadata as its holder", func(t *testing.T) {
+		for _, m := range clusterModels {
+			name := routing.NameModel(m.path).Name
+			holder := doc.Placement[m.path][0]
+			for _, path := range []string{"/v2/models/" + name, "/v2/models/" + name + "/ready", "/v2/models/" + name + "/config"} {
+				code, want := c.nodes[holder].get(path)
+				if code != http.StatusOK || (path == "/v2/models/"+name && !strings.Contains(string(want), `"inputs":[{"name"`)) {
+					t.Errorf("GET %s on %s, which holds it: %d %s", path, holder, code, want)
+					continue
+				}
+				for _, name := range c.live() {
+					if code, got := c.nodes[name].get(path); code != http.StatusOK || string(got) != string(want) {
+						t.Errorf("GET %s on %s (%s placed on %q): %d %s, want %s's %s", path, name, m.path, doc.Placement[m.path], code, got, holder, want)
+					}
+				}
+			}
+			// gRPC, with grpcurl reading Grove's .proto files as a user would.
+			for _, method := range []string{"ModelMetadata", "ModelReady", "ModelConfig"} {
+				want, err := grpcurlCall(t, c.nodes[holder], method, `{"name": "`+name+`"}`)
+				if err != nil || (method == "ModelReady" && !strings.Contains(want, `"ready": true`)) {
+					t.Errorf("%s of %s on %s, which holds it: %v %s", method, name, holder, err, want)
+					continue
+				}
+				for _, node := range c.live() {
+					if got, err := grpcurlCall(t, c.nodes[node], method, `{"name": "`+name+`"}`); err != nil || got != want {
+						t.Errorf("%s of %s on %s: %v\n%s\nwant %s's\n%s", method, name, node, err, got, holder, want)
+					}
 				}
 			}
 		}

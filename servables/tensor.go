@@ -49,6 +49,21 @@ func (d DType) String() string {
 // MarshalText encodes the type by its B&A name.
 func (d DType) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText decodes a type from its B&A name, as MarshalText writes it
+// (UNKNOWN included); another name is an error that names it.
+func (d *DType) UnmarshalText(b []byte) error {
+	if string(b) == dtypeNames[Unknown] {
+		*d = Unknown
+		return nil
+	}
+	t, ok := ParseDType(string(b))
+	if !ok {
+		return fmt.Errorf("unknown tensor datatype %q", b)
+	}
+	*d = t
+	return nil
+}
+
 // Size is the size of one element in bytes (0 for Unknown, and for Bytes,
 // whose elements have no fixed size).
 func (d DType) Size() int {

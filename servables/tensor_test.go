@@ -2,6 +2,7 @@ package servables
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"unsafe"
@@ -104,5 +105,24 @@ func TestCheckBoolsNamesTheFirstByteOtherThanZeroOrOne(t *testing.T) {
 	}
 	if err := CheckBools([]byte{0, 255}); err == nil || err.Error() != "byte 1 is 255; BOOL data must be bytes 0 (false) or 1 (true)" {
 		t.Errorf("CheckBools(255): %v", err)
+	}
+}
+
+// TestDTypeTextRoundTrips: every type's name decodes to the type, and an
+// unknown name is an error naming it.
+func TestDTypeTextRoundTrips(t *testing.T) {
+	for _, d := range []DType{Unknown, Float32, Float64, Int8, Int16, Int32, Int64, Bool, Uint8, Float16, BFloat16, Bytes} {
+		text, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back DType
+		if err := back.UnmarshalText(text); err != nil || back != d {
+			t.Errorf("%s: decoded %v, %v", text, back, err)
+		}
+	}
+	var d DType
+	if err := d.UnmarshalText([]byte("FP32")); err == nil || !strings.Contains(err.Error(), `"FP32"`) {
+		t.Errorf("FP32 (not a B&A name): %v", err)
 	}
 }

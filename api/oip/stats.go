@@ -95,10 +95,19 @@ type indexEntry struct {
 
 // repositoryIndex lists every configured model version with its state
 // (READY, LOADING, UNAVAILABLE) and the reason it is not ready, for REST
-// and gRPC alike; onlyReady lists only the ready ones.
+// and gRPC alike; onlyReady lists only the ready ones. On a cluster node
+// the models this node does not hold but another has ready follow, READY
+// (their requests are forwarded); a model this node holds has its state
+// here. Every node lists the same models, this node's first (in its
+// status's order), then the others' by path.
 func repositoryIndex(b Backend, onlyReady bool) []indexEntry {
 	out := []indexEntry{}
-	for _, m := range b.Status().Models {
+	models := b.Status().Models
+	here := make(map[string]bool, len(models))
+	for _, m := range models {
+		here[m.Path] = true
+	}
+	for _, m := range models {
 		mv := routing.NameModel(m.Path)
 		e := indexEntry{Name: mv.Name, Version: mv.Version, State: "UNAVAILABLE", Reason: m.LastError}
 		switch m.State {
@@ -113,6 +122,12 @@ func repositoryIndex(b Backend, onlyReady bool) []indexEntry {
 			continue
 		}
 		out = append(out, e)
+	}
+	for _, p := range b.ModelPaths() {
+		if _, parent := b.NewestVersion(p); !here[p] && !parent {
+			mv := routing.NameModel(p)
+			out = append(out, indexEntry{Name: mv.Name, Version: mv.Version, State: "READY"})
+		}
 	}
 	return out
 }

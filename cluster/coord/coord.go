@@ -34,6 +34,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/cluster/placement"
 )
 
@@ -127,6 +128,9 @@ type Member struct {
 	placement.Member
 	// Advertise is the host:port its peers reach it at.
 	Advertise string `json:"advertise"`
+	// Models describes each path it has ready (a model's, a version's, a
+	// versioned entry's), for the other nodes to answer its metadata.
+	Models map[string]forward.ModelInfo `json:"models,omitempty"`
 }
 
 // Members is a snapshot of the membership.

@@ -12,8 +12,8 @@
 //	membership session (coord.Node)    Run (joins, rejoins after    atomic pointer (Drain, Leave, Status)
 //	                                     ErrSessionLost)
 //	member snapshot, table in force,   the watch goroutines of Run atomic pointers to values replaced,
-//	  who serves what elsewhere,                                     never changed (Serves, Forward,
-//	  controller name                                                Status, the metrics)
+//	  who serves what elsewhere and                                  never changed (Serves, Model,
+//	  its description, controller name                               Forward, Status, the metrics)
 //	draining                           Drain                       atomic (the record Run writes)
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
 //	                                     calls
@@ -85,7 +85,8 @@ type Agent struct {
 	node     atomic.Pointer[coord.Node]
 	members  atomic.Pointer[coord.Members]
 	table    atomic.Pointer[coord.Placement]
-	ready    atomic.Pointer[map[string][]forward.Peer] // path -> other nodes with it ready
+	ready    atomic.Pointer[map[string][]forward.Peer]    // path -> other nodes with it ready
+	models   atomic.Pointer[map[string]forward.ModelInfo] // path -> as the first other node with it ready describes it
 	leader   atomic.Pointer[string]
 	draining atomic.Bool
 	// left is set by Leave: Run joins no more.
@@ -130,6 +131,7 @@ func New(cfg Config) (*Agent, error) {
 	a.members.Store(&coord.Members{})
 	a.table.Store(&coord.Placement{})
 	a.ready.Store(&map[string][]forward.Peer{})
+	a.models.Store(&map[string]forward.ModelInfo{})
 	a.leader.Store(new(""))
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(&collector{a: a})
@@ -153,6 +155,13 @@ func (a *Agent) Paths() []string {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Model describes path as the first other node (by name) that has it
+// ready published it in its record (actors.Remote).
+func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
+	info, ok := (*a.models.Load())[path]
+	return info, ok
 }
 
 // Forward runs req on another node that has its model ready
@@ -273,6 +282,7 @@ func (a *Agent) watchMembers(ctx context.Context) {
 	for m := range a.cfg.Client.WatchMembers(ctx) {
 		a.members.Store(&m)
 		ready := map[string][]forward.Peer{}
+		described := map[string]forward.ModelInfo{}
 		addrs := make([]string, 0, len(m.List))
 		for _, x := range m.List {
 			if x.Name == a.cfg.Name {
@@ -288,9 +298,15 @@ func (a *Agent) watchMembers(ctx context.Context) {
 					if path != "" && !slices.Contains(ready[path], peer) {
 						ready[path] = append(ready[path], peer)
 					}
+					if info, ok := x.Models[path]; ok && path != "" {
+						if _, seen := described[path]; !seen {
+							described[path] = info
+						}
+					}
 				}
 			}
 		}
+		a.models.Store(&described)
 		a.ready.Store(&ready)
 		a.cfg.Forward.Retain(addrs)
 	}
@@ -391,7 +407,31 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 	}
 	m.ReservedBytes = reserved
 	m.FreeBytes = FreeBytes(a.cfg.BudgetBytes, used, a.cfg.Available())
+	m.Models = describe(sys, m.Held)
 	return m
+}
+
+// describe describes each path of the held contents that sys serves (a
+// model's, a version's and its versioned entry's), for the record.
+func describe(sys *actors.System, held []placement.Held) map[string]forward.ModelInfo {
+	var out map[string]forward.ModelInfo
+	for _, h := range held {
+		if h.State != placement.Ready {
+			continue
+		}
+		for _, path := range []string{h.Path, versionPath(h)} {
+			if path == "" {
+				continue
+			}
+			if info, ok := sys.ModelInfo(path); ok {
+				if out == nil {
+					out = map[string]forward.ModelInfo{}
+				}
+				out[path] = info
+			}
+		}
+	}
+	return out
 }
 
 // sizeOf is the file size of the model at path from the last listing, 0

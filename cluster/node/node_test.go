@@ -40,7 +40,7 @@ import (
 // The cluster in one process: three actors.Systems, each with its node
 // agent on a real etcd and its forward server on loopback, over one file
 // bucket of faulty models (each adds its own number to its input, so an
-// answer says which model gave it).
+// answer says which model gave it, and fails on 100 + that number).
 
 // models are the test's models and what each adds.
 var models = map[string]float64{"a/": 1, "b/": 2, "c/": 3}
@@ -61,6 +61,9 @@ type testNode struct {
 	// seen records the requests its forward server received.
 	mu   sync.Mutex
 	seen []seenRequest
+	// compared holds the comparisons of the shadow executions its sink
+	// received.
+	compared []*actors.ShadowComparison
 }
 
 type seenRequest struct {
@@ -69,12 +72,17 @@ type seenRequest struct {
 	hasDeadline bool
 }
 
-func (n *testNode) LogPrediction(_ *actors.Request, _ *actors.Result, served bool) {
+func (n *testNode) LogPrediction(_ *actors.Request, res *actors.Result, served bool) {
 	if served {
 		n.logged.Add(1)
-	} else {
-		n.shadow.Add(1)
+		return
 	}
+	if res.Comparison != nil {
+		n.mu.Lock()
+		n.compared = append(n.compared, res.Comparison)
+		n.mu.Unlock()
+	}
+	n.shadow.Add(1)
 }
 
 // newBucket writes the models into a file bucket with an empty config,
@@ -88,7 +96,7 @@ func newBucket(t *testing.T, contracts string) (string, func()) {
 		if err := os.MkdirAll(filepath.Join(dir, path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v}`, add), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, path, "model.faulty"), fmt.Appendf(nil, `{"add": %v, "error_on": %v}`, add, 100+add), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		entries = append(entries, fmt.Sprintf(`{"model_path": %q, "eviction_grace_period_in_ms": 500}`, path))
@@ -424,32 +432,42 @@ func (p *pki) tls(t *testing.T, name string) (client, server *tls.Config) {
 	return client, r.ServerConfig("h2")
 }
 
+// shadowContract is the config's contracts section of a contract whose
+// champion is a/ and whose shadow challenger is b/.
+const shadowContract = `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
+		{"release_version": "v1", "model_path": "a/"},
+		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`
+
+// startShadowPair starts two nodes (peers with mTLS when p is not nil)
+// with shadowContract, once every model answers on both, and returns the
+// one that holds a/ and not b/, and the one that holds b/ and not a/.
+func startShadowPair(t *testing.T, p *pki) (champ, chall *testNode) {
+	t.Helper()
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, shadowContract)
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	for _, n := range nodes {
+		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
+			champ = n
+		}
+		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
+			chall = n
+		}
+	}
+	if champ == nil || chall == nil {
+		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
+	}
+	return champ, chall
+}
+
 // TestClusterForwardingMTLS: between nodes with mTLS, a forwarded request
 // carries the caller's identity and arrives from the calling node, and a
 // contract's shadow copy to a challenger placed on another node goes at
 // shadow priority and is logged by the node the caller called.
 func TestClusterForwardingMTLS(t *testing.T) {
-	srv := etcdtest.Start(t)
-	p := newPKI(t)
-	bucketURL, configure := newBucket(t, `, "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
-		{"release_version": "v1", "model_path": "a/"},
-		{"release_version": "v2", "model_path": "b/", "validity": [{"never_valid": {}}], "shadow": {}}]}]`)
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", p), startNode(t, srv.Addr, bucketURL, "n2", p)}
-	configureWhenJoined(t, nodes, configure)
-	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-
-	var caller, server *testNode
-	for _, n := range nodes {
-		if h := held(n); slices.Contains(h, "a/") && !slices.Contains(h, "b/") {
-			caller = n
-		}
-		if h := held(n); slices.Contains(h, "b/") && !slices.Contains(h, "a/") {
-			server = n
-		}
-	}
-	if caller == nil || server == nil {
-		t.Fatalf("a/ and b/ not on different nodes: %v", nodes[0].agent.Status().Placement)
-	}
+	caller, server := startShadowPair(t, newPKI(t))
 	reset := func() {
 		server.mu.Lock()
 		server.seen = nil
@@ -633,7 +651,7 @@ func TestClusterFreeBytesMachine(t *testing.T) {
 }
 
 // metric returns the value of the gauge or counter name with labels in
-// reg, or 0.
+// reg (a histogram's sample count), or 0.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
@@ -653,6 +671,9 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 			}
 			if c := m.GetCounter(); c != nil {
 				return c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
 			}
 			return m.GetGauge().GetValue()
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/cluster/placement"
 )
 
@@ -53,6 +54,9 @@ type MemberStatus struct {
 	ReservedBytes int64        `json:"reserved_bytes"`
 	Draining      bool         `json:"draining"`
 	Models        []HeldStatus `json:"models"`
+	// ModelInfo describes each path the member has ready, as every
+	// other node answers its metadata (docs/cluster.md).
+	ModelInfo map[string]forward.ModelInfo `json:"model_info,omitempty"`
 }
 
 // HeldStatus is one content a member holds.
@@ -73,7 +77,7 @@ func (a *Agent) Status() Status {
 	}
 	for _, m := range a.members.Load().List {
 		ms := MemberStatus{Name: m.Name, Advertise: m.Advertise, BudgetBytes: m.BudgetBytes, FreeBytes: m.FreeBytes,
-			ReservedBytes: m.ReservedBytes, Draining: m.Draining, Models: []HeldStatus{}}
+			ReservedBytes: m.ReservedBytes, Draining: m.Draining, Models: []HeldStatus{}, ModelInfo: m.Models}
 		for _, h := range m.Held {
 			ms.Models = append(ms.Models, HeldStatus{Path: h.Path, Content: h.Content, State: h.State, Bytes: h.Bytes})
 		}
