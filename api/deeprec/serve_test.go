@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +53,8 @@ const modelConfig = `{"model_metadata": [
 
 // system starts an actor system on the example models with the TorchScript
 // and ONNX runtimes and waits until they are ready; it stops with the test.
-func system(t *testing.T) *actors.System {
+// The prediction log goes to log, when given.
+func system(t *testing.T, log ...actors.PredictionSink) *actors.System {
 	t.Helper()
 	objects := map[string][]byte{"model_config.json": []byte(modelConfig)}
 	for _, f := range []string{"pctr_v1/model.pt", "pcvr/model.pt", "pctr_onnx/model.onnx", "game_score/model.onnx"} {
@@ -62,7 +66,7 @@ func system(t *testing.T) *actors.System {
 	}
 	sys, err := actors.Start(actors.Options{Bucket: bucket.NewMemory("deeprec", objects), ModelConfigPath: "model_config.json",
 		PollInterval: time.Hour, CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1,
-		Runtimes: servables.Registry{torch.Runtime{}, onnx.Runtime{}}, Logger: slog.New(slog.DiscardHandler)})
+		Runtimes: servables.Registry{torch.Runtime{}, onnx.Runtime{}}, Logger: slog.New(slog.DiscardHandler), Predictions: sinkOf(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +158,7 @@ func checkOutputs(t *testing.T, resp *deeprecpb.PredictResponse, ex example, onl
 	t.Helper()
 	want := 0
 	for _, o := range ex.Outputs {
-		if len(only) > 0 && !contains(only, o.Name) {
+		if len(only) > 0 && !slices.Contains(only, o.Name) {
 			continue
 		}
 		want++
@@ -178,7 +182,7 @@ func checkOutputs(t *testing.T, resp *deeprecpb.PredictResponse, ex example, onl
 			}
 			got = a.GetDoubleVal()
 		}
-		if !equalInts(a.GetArrayShape().GetDim(), o.Shape) || len(got) != len(o.Data) {
+		if !slices.Equal(a.GetArrayShape().GetDim(), o.Shape) || len(got) != len(o.Data) {
 			t.Errorf("output %q: shape %v, %d values; want %v, %d", o.Name, a.GetArrayShape().GetDim(), len(got), o.Shape, len(o.Data))
 			continue
 		}
@@ -191,27 +195,6 @@ func checkOutputs(t *testing.T, resp *deeprecpb.PredictResponse, ex example, onl
 	if len(resp.GetOutputs()) != want {
 		t.Errorf("%d outputs, want %d: %v", len(resp.GetOutputs()), want, resp)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // post sends req to POST /api/predict/{model} and returns the status, the
@@ -498,5 +481,46 @@ func TestConcurrentCallsBatch(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+func sinkOf(log []actors.PredictionSink) actors.PredictionSink {
+	if len(log) == 0 {
+		return nil
+	}
+	return log[0]
+}
+
+// logged keeps what reached the prediction log.
+type logged struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *logged) LogPrediction(req *actors.Request, res *actors.Result, served bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s %s user=%s served=%v err=%v outputs=%d", req.API, req.ModelPath, req.RequestID,
+		req.Configs["user_id"], served, res.Err, len(res.Outputs)))
+}
+
+// TestPredictionLog checks both transports' calls reach the prediction
+// log with their API, request id and configs.
+func TestPredictionLog(t *testing.T) {
+	log := &logged{}
+	base, client := server(t, system(t, log))
+	req := request(t, expected(t)["pctr_v1"])
+	if code, _, b := post(t, base, "pctr_onnx", marshal(t, req), http.Header{"X-Request-Id": {"r-http"}, "Grove-Config-User_id": {"42"}}); code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-request-id", "r-grpc")
+	if _, err := client.Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1/", Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	want := []string{"deeprec pctr_onnx/ r-http user=42 served=true err=<nil> outputs=1", "deeprec-grpc pctr_v1/ r-grpc user= served=true err=<nil> outputs=1"}
+	if fmt.Sprint(log.events) != fmt.Sprint(want) {
+		t.Errorf("logged %q\nwant   %q", log.events, want)
 	}
 }
