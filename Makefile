@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server protobuf-compiler python3-protobuf
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
