@@ -42,13 +42,15 @@ const examples = "../../examples/bucket"
 
 // modelConfig serves the example models: pctr_v1/ and pcvr/ (TorchScript;
 // pcvr/ with declared inputs), pctr_onnx/ (ONNX, pctr_v1's weights) and
-// game_score/ (ONNX, string inputs), and a contract of game_score/ whose
+// game_score/ (ONNX, string inputs), ver/ (a versioned entry: version 1
+// is pctr_v1, version 2 pctr_v2), and a contract of game_score/ whose
 // ForestFlow route shares the path shape of /api/predict/{model}.
 const modelConfig = `{"model_metadata": [
  {"model_path": "pctr_v1/"},
  {"model_path": "pcvr/", "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, 8]}, {"name": "category", "datatype": "INT64", "shape": [-1, 1]}]},
  {"model_path": "pctr_onnx/"},
- {"model_path": "game_score/"}],
+ {"model_path": "game_score/"},
+ {"model_path": "ver/", "version_policy": {"latest": {"num_versions": 2}}}],
  "contracts": [{"organization": "games", "project": "arena", "contract_number": 1, "servables": [{"release_version": "v1", "model_path": "game_score/"}]}]}`
 
 // system starts an actor system on the example models with the TorchScript
@@ -57,12 +59,16 @@ const modelConfig = `{"model_metadata": [
 func system(t *testing.T, log ...actors.PredictionSink) *actors.System {
 	t.Helper()
 	objects := map[string][]byte{"model_config.json": []byte(modelConfig)}
-	for _, f := range []string{"pctr_v1/model.pt", "pcvr/model.pt", "pctr_onnx/model.onnx", "game_score/model.onnx"} {
+	for name, f := range map[string]string{"pctr_v1/model.pt": "", "pcvr/model.pt": "", "pctr_onnx/model.onnx": "", "game_score/model.onnx": "",
+		"ver/1/model.pt": "pctr_v1/model.pt", "ver/2/model.pt": "pctr_v2/model.pt"} {
+		if f == "" {
+			f = name
+		}
 		b, err := os.ReadFile(filepath.Join(examples, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		objects[f] = b
+		objects[name] = b
 	}
 	sys, err := actors.Start(actors.Options{Bucket: bucket.NewMemory("deeprec", objects), ModelConfigPath: "model_config.json",
 		PollInterval: time.Hour, CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1,
@@ -71,7 +77,8 @@ func system(t *testing.T, log ...actors.PredictionSink) *actors.System {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
-	for deadline := time.Now().Add(time.Minute); len(sys.ModelPaths()) < 4; time.Sleep(5 * time.Millisecond) {
+	want := []string{"game_score/", "pctr_onnx/", "pctr_v1/", "pcvr/", "ver/", "ver/1/", "ver/2/"}
+	for deadline := time.Now().Add(time.Minute); !slices.Equal(sys.ModelPaths(), want); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("models not ready: %v", sys.ModelPaths())
 		}
@@ -248,6 +255,9 @@ func TestPredictOverHTTPAndGRPC(t *testing.T) {
 		{"pcvr/", "pcvr", []string{"output_1"}},
 		{"pcvr", "pcvr", []string{"output_1:0", "output_0"}},
 		{"pctr_onnx", "pctr_v1", []string{"output_0"}},
+		{"ver", "pctr_v2", nil},   // the versioned entry: its newest version
+		{"ver/1", "pctr_v1", nil}, // a version's own path
+		{"ver/2/", "pctr_v2", nil},
 	} {
 		req := request(t, ex[c.example])
 		req.OutputFilter = c.filter
