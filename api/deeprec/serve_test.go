@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -532,5 +533,28 @@ func TestPredictionLog(t *testing.T) {
 	want := []string{"deeprec pctr_onnx/ r-http user=42 served=true err=<nil> outputs=1", "deeprec-grpc pctr_v1/ r-grpc user= served=true err=<nil> outputs=1"}
 	if fmt.Sprint(log.events) != fmt.Sprint(want) {
 		t.Errorf("logged %q\nwant   %q", log.events, want)
+	}
+}
+
+// TestModelInfo checks what get_serving_model_info reports for a plain
+// model, a versioned entry and one of its versions.
+func TestModelInfo(t *testing.T) {
+	sys := system(t)
+	for _, c := range []struct{ model, path, version, sumOf string }{
+		{"pctr_v1", "pctr_v1/", "", "pctr_v1/"},
+		{"ver", "ver/2/", "2", "ver/2/"},
+		{"ver/1/", "ver/1/", "1", "ver/1/"},
+	} {
+		info, err := ModelInfo(sys, c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, sum, _ := sys.ModelMetadata(c.sumOf)
+		if info.GetModelPath() != c.path || info.GetVersion() != c.version || info.GetChecksum() != sum || len(sum) != 64 {
+			t.Errorf("ModelInfo(%s) = %v, want %s version %q checksum %s", c.model, info, c.path, c.version, sum)
+		}
+	}
+	if _, err := ModelInfo(sys, "nope"); !errors.Is(err, servables.ErrNotFound) {
+		t.Errorf("unknown model: %v", err)
 	}
 }
