@@ -567,3 +567,40 @@ func TestModelInfo(t *testing.T) {
 		t.Errorf("unknown model: %v", err)
 	}
 }
+
+// TestProcess checks Process, what the processor library's process()
+// calls: bytes in and out, the signature for an empty input under the
+// caller's signature name, and errors of the caller's mistakes.
+func TestProcess(t *testing.T) {
+	sys := system(t)
+	ex := expected(t)["pctr_v1"]
+	call := Call{API: "deeprec-processor", Signature: "predict"}
+	req := request(t, ex)
+	req.SignatureName = "predict"
+	prefix := []byte("kept")
+	out, sig, err := Process(t.Context(), sys, "pctr_onnx", marshal(t, req), call, prefix)
+	if err != nil || sig || string(out[:4]) != "kept" {
+		t.Fatalf("Process: %v, signature %v, %q", err, sig, out)
+	}
+	resp := &deeprecpb.PredictResponse{}
+	if err := proto.Unmarshal(out[4:], resp); err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, resp, ex)
+
+	out, sig, err = Process(t.Context(), sys, "pctr_onnx/", nil, call, nil)
+	if err != nil || !sig || !strings.HasPrefix(string(out), `{"signature_name": "predict","inputs": [{"name": "x"`) {
+		t.Errorf("empty input: %v %v %s", err, sig, out)
+	}
+	if _, _, err := Process(t.Context(), sys, "pctr_onnx", []byte{0x0a}, call, nil); !errors.Is(err, servables.ErrInvalidInput) {
+		t.Errorf("truncated input: %v", err)
+	}
+	req.SignatureName = "serving_default"
+	if _, _, err := Process(t.Context(), sys, "pctr_onnx", marshal(t, req), call, nil); !errors.Is(err, servables.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), `has the one signature "predict"`) {
+		t.Errorf("other signature: %v", err)
+	}
+	if _, _, err := Process(t.Context(), sys, "nope", nil, call, nil); !errors.Is(err, servables.ErrNotFound) {
+		t.Errorf("unknown model: %v", err)
+	}
+}
