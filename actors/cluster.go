@@ -176,6 +176,33 @@ func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (for
 	return forward.Answer{Checksum: r.Checksum, Outputs: r.Outputs, UnnamedOutputs: r.UnnamedOutputs, Queued: r.Queued, Compute: r.Compute}, nil
 }
 
+// servesAlone reports whether b is a call the caller's goroutine hands to
+// its model actor itself (serveAlone) instead of the router: one request
+// another node forwarded here (System.Predict), which is routed through no
+// contract, has no shadow copies and is never forwarded again. The router
+// would only pass it on; skipping its mailbox saves a goroutine hand-off
+// on the serving node.
+func (s *System) servesAlone(b *batch) bool {
+	return b.local && len(b.reqs) == 1 && b.score == nil && len(b.reqs[0].Shadows) == 0
+}
+
+// serveAlone hands b's one request to its model actor as the router's
+// dispatch would (queue limit, deadlines, metrics), or answers it with the
+// reason it cannot be served here; the caller waits for b.reply.
+func (s *System) serveAlone(b *batch) {
+	req, res := &b.reqs[0], &b.results[0]
+	c, err := acquire(&s.routes, s.opts.QueueSize, req.ModelPath)
+	if err != nil {
+		if b.claim(0) {
+			res.ModelPath, res.Err = req.ModelPath, err
+			s.metrics.observe(req.API, req.ModelPath, err, 0)
+			b.finish()
+		}
+		return
+	}
+	sendPredict(s.as.Root.Send, s.metrics, b, 0, c, nil)
+}
+
 // forwardRequest is req as handed to another node, at priority p.
 func forwardRequest(ctx context.Context, req *Request, path string, p forward.Priority) forward.Request {
 	id, ok := auth.FromContext(ctx)
@@ -211,14 +238,63 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
 		r.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
 		if b.claim(i) {
-			res.ModelPath, res.ContentPath, res.Checksum, res.Outputs, res.Err = req.ModelPath, req.ModelPath, a.Checksum, a.Outputs, err
-			res.UnnamedOutputs, res.Queued, res.Compute = a.UnnamedOutputs, a.Queued, a.Compute
+			setForwarded(res, req, &a, err)
 			ans.answer(a.Outputs, err != nil, a.Compute)
 			b.finish()
 		} else {
 			ans.answer(nil, true, 0)
 		}
 	})
+}
+
+// setForwarded writes the answer another node gave to req into res.
+func setForwarded(res *Result, req *Request, a *forward.Answer, err error) {
+	res.ModelPath, res.ContentPath, res.Checksum, res.Outputs, res.Err = req.ModelPath, req.ModelPath, a.Checksum, a.Outputs, err
+	res.UnnamedOutputs, res.Queued, res.Compute = a.UnnamedOutputs, a.Queued, a.Compute
+}
+
+// forwardsAlone reports whether b is a call the caller's goroutine
+// forwards itself (forwardAlone) instead of the router: one request,
+// routed through no contract and with no shadow copies, for a model not
+// ready here that another node has ready, on a node that may forward it.
+// The router would do nothing with it but hand it to a goroutine that
+// forwards it; skipping the router's mailbox and that goroutine saves two
+// goroutine hand-offs on the forwarding node, and the reply channel a
+// third (docs/cluster.md, "Troubleshooting").
+func (s *System) forwardsAlone(b *batch) bool {
+	if s.opts.Remote == nil || len(b.reqs) != 1 || b.score != nil || b.local || len(b.reqs[0].Shadows) > 0 || forward.Forwarded(b.ctx) {
+		return false
+	}
+	path := b.reqs[0].ModelPath
+	return (*s.routes.Load())[path] == nil && s.opts.Remote.Serves(path)
+}
+
+// forwardAlone forwards b's one request to another node on the caller's
+// goroutine, as the router's forward would: the same result, metrics and
+// deadline (an answer past the caller's deadline is DeadlineExceeded, a
+// caller gone returns its context's error); Stop cancels it.
+func (s *System) forwardAlone(b *batch) ([]Result, error) {
+	req, res := &b.reqs[0], &b.results[0]
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	start := time.Now()
+	a, err := s.opts.Remote.Forward(ctx, forwardRequest(b.ctx, req, req.ModelPath, forward.User))
+	stop()
+	if err != nil {
+		switch {
+		case s.ctx.Err() != nil:
+			return nil, ErrStopped
+		case b.ctx.Err() != nil && !pastDeadline(b.ctx, time.Now()):
+			return nil, b.ctx.Err()
+		case b.ctx.Err() != nil:
+			err = fmt.Errorf("%w: no answer within the request's deadline (%v)", servables.ErrDeadlineExceeded, err)
+		}
+	}
+	s.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
+	s.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
+	setForwarded(res, req, &a, err)
+	return b.results, nil
 }
 
 // shadowRemote sends a shadow copy of req to another node that has

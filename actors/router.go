@@ -199,7 +199,6 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		b.reply <- b.results
 		return
 	}
-	callerDeadline, hasDeadline := b.ctx.Deadline()
 	for i := range b.reqs {
 		if b.claimed[i].Load() {
 			continue // answered already: its deadline passed before it got here
@@ -226,71 +225,91 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			}
 			continue
 		}
-		enqueued := time.Now()
-		p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
-		if b.shadow {
-			p.priority = priorityShadow
-		}
-		if hasDeadline {
-			p.deadline = callerDeadline
-		}
 		// The answer the caller gets, for the shadow copies to compare with.
 		var ans *championAnswer
 		if len(req.Shadows) > 0 {
 			ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
 		}
-		// A request that brings no deadline (or a later one) gets its
-		// model's default_timeout_ms, and its answer at that time.
-		var timer *time.Timer
-		if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
-			p.deadline = enqueued.Add(def)
-			path, api := c.path, req.API
-			timer = time.AfterFunc(def, func() {
-				if b.claim(i) {
-					res.Err = fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
-					r.metrics.observe(api, path, res.Err, def)
-					b.finish()
-				}
-			})
-		}
-		p.done = func(out []servables.Tensor, err error, queued, compute time.Duration) {
-			if timer != nil {
-				timer.Stop()
-			}
-			c.leave(1)
-			if k := servables.KindOf(err); k != servables.DeadlineExceeded && k != servables.Canceled {
-				c.served.Add(1) // dropped unrun, it was not served
-			}
-			now := time.Now()
-			c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
-			if b.claim(i) {
-				res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
-				res.ContentPath = c.path
-				res.UnnamedOutputs = c.metadata().UnnamedOutputs
-				r.metrics.observe(req.API, c.path, err, now.Sub(enqueued))
-				ans.answer(out, err != nil, compute)
-				b.finish()
-			} else {
-				ans.answer(nil, true, 0) // the caller got its deadline, not these outputs
-			}
-		}
-		c.send(ctx.Send, p)
+		sendPredict(ctx.Send, r.metrics, b, i, c, ans)
 		for _, sh := range req.Shadows {
 			r.shadow(ctx, b, req, sh, ans)
 		}
 	}
 }
 
+// sendPredict sends item i of b to c, whose queue place the caller
+// acquired, with send (the router's context, or the root context of a
+// caller that skips the router), and has its model actor answer it: at
+// the caller's deadline or the model's default_timeout_ms, and at shadow
+// priority for a forwarded shadow copy; ans, if not nil, gets the answer
+// for the shadow copies to compare with. It uses nothing of the router's
+// own state, so any goroutine may call it.
+func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer) {
+	req := &b.reqs[i]
+	res := &b.results[i]
+	callerDeadline, hasDeadline := b.ctx.Deadline()
+	enqueued := time.Now()
+	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+	if b.shadow {
+		p.priority = priorityShadow
+	}
+	if hasDeadline {
+		p.deadline = callerDeadline
+	}
+	// A request that brings no deadline (or a later one) gets its
+	// model's default_timeout_ms, and its answer at that time.
+	var timer *time.Timer
+	if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
+		p.deadline = enqueued.Add(def)
+		path, api := c.path, req.API
+		timer = time.AfterFunc(def, func() {
+			if b.claim(i) {
+				res.Err = fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
+				m.observe(api, path, res.Err, def)
+				b.finish()
+			}
+		})
+	}
+	p.done = func(out []servables.Tensor, err error, queued, compute time.Duration) {
+		if timer != nil {
+			timer.Stop()
+		}
+		c.leave(1)
+		if k := servables.KindOf(err); k != servables.DeadlineExceeded && k != servables.Canceled {
+			c.served.Add(1) // dropped unrun, it was not served
+		}
+		now := time.Now()
+		c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+		if b.claim(i) {
+			res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
+			res.ContentPath = c.path
+			res.UnnamedOutputs = c.metadata().UnnamedOutputs
+			m.observe(req.API, c.path, err, now.Sub(enqueued))
+			ans.answer(out, err != nil, compute)
+			b.finish()
+		} else {
+			ans.answer(nil, true, 0) // the caller got its deadline, not these outputs
+		}
+	}
+	c.send(send, p)
+}
+
 // acquire finds the content serving path and reserves a place in its queue.
 // A content retired between the table lookup and the reservation is looked up
 // again: the table then already names its successor, or nothing.
 func (r *routerActor) acquire(path string) (*content, error) {
+	return acquire(r.routes, r.queueLimit, path)
+}
+
+// acquire is routerActor.acquire on the routing table in routes, with
+// queue limit limit; any goroutine may call it.
+func acquire(routes *atomic.Pointer[table], limit int, path string) (*content, error) {
 	for range 3 {
-		c := (*r.routes.Load())[path]
+		c := (*routes.Load())[path]
 		if c == nil {
 			break
 		}
-		err := c.acquire(r.queueLimit)
+		err := c.acquire(limit)
 		if errors.Is(err, errRetired) {
 			continue
 		}

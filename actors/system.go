@@ -222,7 +222,14 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if s.closing.Load() {
 		return nil, ErrStopped
 	}
-	s.as.Root.Send(s.router, b)
+	switch {
+	case s.forwardsAlone(b):
+		return s.forwardAlone(b)
+	case s.servesAlone(b):
+		s.serveAlone(b)
+	default:
+		s.as.Root.Send(s.router, b)
+	}
 	var res []Result
 	select {
 	case res = <-b.reply:

@@ -88,6 +88,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		TLS:               opts.TLS,
 		RequireClientCert: !opts.AllowUnauthenticatedPeers,
 		InTapHandle:       s.tap,
+		WindowBytes:       WindowBytes,
 	})
 	forwardpb.RegisterForwardServer(s.gs, s)
 	return s, nil

@@ -365,6 +365,22 @@ func TestClusterInProcess(t *testing.T) {
 		t.Errorf("%s: grove_cluster_forwarded_total{model=%q,result=ok} %v", caller.name, path, got)
 	}
 
+	// The forwarding node forwards on the caller's goroutine (no router):
+	// a request whose deadline has passed is answered DeadlineExceeded in
+	// its result, one whose caller went away fails with the caller's
+	// context error, as a request served here would.
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancelPast()
+	if res, err := caller.sys.Infer(past, []actors.Request{{API: "test", ModelPath: path, Inputs: []servables.Tensor{mustScalar(5)}}}); err != nil ||
+		len(res) != 1 || servables.KindOf(res[0].Err) != servables.DeadlineExceeded {
+		t.Errorf("a forwarded request past its deadline: %v, %+v; want its result DeadlineExceeded", err, res)
+	}
+	callerGone, cancelGone := context.WithCancel(context.Background())
+	cancelGone()
+	if r := caller.infer(callerGone, path, 5); !errors.Is(r.Err, context.Canceled) {
+		t.Errorf("a forwarded request whose caller went away: %v, want %v", r.Err, context.Canceled)
+	}
+
 	// Never forwarded again: the serving side answers a model it does not
 	// hold Unavailable rather than forwarding it, though a peer has it.
 	_, err := caller.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{ModelPath: path, Inputs: []servables.Tensor{mustScalar(1)},

@@ -163,6 +163,11 @@ type forwardCost struct {
 	Target             time.Duration `json:"target_ns,omitempty"`
 	C32Ratio           float64       `json:"b1c32_ratio,omitempty"`
 	LocalRate, FwdRate float64
+	// FloorHop is floor-fwd's p50 less floor's (HTTP) at b1c1: what one
+	// hop through a bare grpc-go proxy process adds (0: not measured);
+	// FloorC32Ratio is floor-fwd's req/s over floor's at b1c32.
+	FloorHop      time.Duration `json:"floor_hop_p50_ns,omitempty"`
+	FloorC32Ratio float64       `json:"floor_b1c32_ratio,omitempty"`
 }
 
 // forwardCost is nil unless grove-fwd and grove-local both ran at b1c1.
@@ -177,6 +182,12 @@ func (r *report) forwardCost() *forwardCost {
 	}
 	if l, f := r.find(serverGroveLocal, 1, 32), r.find(serverGroveFwd, 1, 32); l != nil && f != nil && l.ReqPerSec > 0 {
 		c.C32Ratio, c.LocalRate, c.FwdRate = f.ReqPerSec/l.ReqPerSec, l.ReqPerSec, f.ReqPerSec
+	}
+	if h, p := r.find(serverFloor, 1, 1), r.find(serverFloorFwd, 1, 1); h != nil && p != nil {
+		c.FloorHop = p.P50 - h.P50
+	}
+	if h, p := r.find(serverFloor, 1, 32), r.find(serverFloorFwd, 1, 32); h != nil && p != nil && h.ReqPerSec > 0 {
+		c.FloorC32Ratio = p.ReqPerSec / h.ReqPerSec
 	}
 	return c
 }
@@ -193,6 +204,13 @@ func (c *forwardCost) lines() []string {
 		s += fmt.Sprintf(" (target: at most the grpc-go floor's p50 %s + 50 µs = %s: %s)", fmtDur(c.FloorGRPCP50), fmtDur(c.Target), verdict)
 	}
 	out := []string{s}
+	if c.FloorHop != 0 {
+		out = append(out, fmt.Sprintf("Forwarding floor at batch 1, conc 1: one hop through a bare grpc-go proxy process (floor-fwd) adds %+.1f µs to the HTTP floor's p50",
+			float64(c.FloorHop)/float64(time.Microsecond)))
+	}
+	if c.FloorC32Ratio > 0 {
+		out = append(out, fmt.Sprintf("Forwarding floor at batch 1, conc 32: floor-fwd passes on %.2fx the HTTP floor's req/s", c.FloorC32Ratio))
+	}
 	if c.C32Ratio > 0 {
 		out = append(out, fmt.Sprintf("Forwarding at batch 1, conc 32: %s req/s through the forwarding node vs %s on the node holding the model (%.2fx)",
 			fmtRate(c.FwdRate), fmtRate(c.LocalRate), c.C32Ratio))

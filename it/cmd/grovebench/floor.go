@@ -15,8 +15,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/cluster/forward"
 )
 
 // The transport floor: a server with no model and no decoding that
@@ -118,4 +121,85 @@ func startFloor(ctx context.Context, logPath string, width int, timeout time.Dur
 	g := &endpoint{server: serverFloorGRPC, api: "gRPC ModelInfer (fixed answer, no model)", url: "grpc://" + grpcAddr,
 		grpc: &grpcTarget{addr: grpcAddr, input: "input", width: width}, pid: h.pid}
 	return c, h, g, nil
+}
+
+// The forwarding floor (serverFloorFwd): a proxy process between the load
+// generator and the floor, in the layout of grove-fwd (client -> node that
+// forwards -> node that answers). It takes the floor's HTTP request, makes
+// one gRPC call to the floor's gRPC server with grpc-go, as grove's
+// forwarding node does (fixed flow-control windows, forward.WindowBytes),
+// and answers the floor's fixed answer. Its p50 less the HTTP floor's is
+// what one hop through a third process costs on this machine before any
+// work: the physical lower bound of what grove-fwd adds over grove-local.
+//
+// grovebench runs it as a child: its own binary with floorProxyEnv set to
+// "HTTPADDR,GRPCTARGET".
+const floorProxyEnv = "GROVEBENCH_FLOOR_PROXY"
+
+// serveFloorProxy runs the forwarding floor on the addresses in spec until
+// the process is killed; it returns only on a start-up error.
+func serveFloorProxy(spec string) error {
+	httpAddr, target, ok := strings.Cut(spec, ",")
+	if !ok {
+		return fmt.Errorf("%s=%q: want HTTPADDR,GRPCTARGET", floorProxyEnv, spec)
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStaticStreamWindowSize(forward.WindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(forward.WindowBytes)))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	client := oippb.NewGRPCInferenceServiceClient(cc)
+	hl, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return err
+	}
+	bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := bufs.Get().(*bytes.Buffer)
+		defer bufs.Put(b)
+		b.Reset()
+		if _, err := b.ReadFrom(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		// The request's bytes travel as the one input's raw content, as
+		// grove's forwarded tensors do.
+		req := &oippb.ModelInferRequest{ModelName: "pctr_v1", Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+			{Name: "input", Datatype: "BYTES", Shape: []int64{1}}}, RawInputContents: [][]byte{b.Bytes()}}
+		if _, err := client.ModelInfer(r.Context(), req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(floorAnswer)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	return hs.Serve(hl)
+}
+
+// startFloorProxy starts the forwarding floor as a child process in front
+// of the floor's gRPC server at grpcAddr and waits until it answers. The
+// returned child, if not nil, must be stopped by the caller.
+func startFloorProxy(ctx context.Context, logPath, grpcAddr string, timeout time.Duration) (*child, *endpoint, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), floorProxyEnv+"="+httpAddr+","+grpcAddr)
+	c, err := startChild(serverFloorFwd, cmd, logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	ep := groveEndpointFor(serverFloorFwd, "http://"+httpAddr)
+	ep.api = "POST (fixed answer, one grpc-go hop to floor-grpc)"
+	ep.pid = c.cmd.Process.Pid
+	if err := waitReady(ctx, c, ep.url, timeout, func(code int) bool { return code == http.StatusOK }); err != nil {
+		return c, nil, err
+	}
+	return c, ep, nil
 }

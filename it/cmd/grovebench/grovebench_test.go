@@ -42,10 +42,10 @@ func TestParseScenarios(t *testing.T) {
 	// The default: the gRPC and grove+log rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{ // the floor and deep rows come after grove's variants
-		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverFloorFwd, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
 		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveTLS, 1, 32},
-		{serverGroveLocal, 1, 32}, {serverGroveFwd, 1, 32}, {serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverBaseline, 1, 32},
+		{serverGroveLocal, 1, 32}, {serverGroveFwd, 1, 32}, {serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverFloorFwd, 1, 32}, {serverBaseline, 1, 32},
 		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
 		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64}, {serverGroveDeep, 1, 64}, {serverGroveDeepNoBatch, 1, 64},
 	}
@@ -78,7 +78,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+2*len(clusterShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+3*len(clusterShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)
@@ -464,5 +464,34 @@ func TestReportJudgesThroughputTargets(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("missing %q in\n%s", want, s)
 		}
+	}
+}
+
+func TestForwardCost(t *testing.T) {
+	row := func(server string, conc int, p50 time.Duration, rate float64) result {
+		x := result{scenario: scenario{server, 1, conc}}
+		x.P50, x.ReqPerSec = p50, rate
+		return x
+	}
+	us := time.Microsecond
+	r := &report{Results: []result{
+		row(serverGroveLocal, 1, 80*us, 0), row(serverGroveFwd, 1, 180*us, 0), row(serverFloorGRPC, 1, 40*us, 0),
+		row(serverFloor, 1, 25*us, 0), row(serverFloorFwd, 1, 100*us, 0),
+		row(serverGroveLocal, 32, 0, 20000), row(serverGroveFwd, 32, 0, 10000),
+		row(serverFloor, 32, 0, 40000), row(serverFloorFwd, 32, 0, 16000),
+	}}
+	c := r.forwardCost()
+	if c == nil || c.AddedP50 != 100*us || c.Target != 90*us || c.FloorHop != 75*us || c.C32Ratio != 0.5 || c.FloorC32Ratio != 0.4 {
+		t.Fatalf("forwardCost: %+v", c)
+	}
+	lines := strings.Join(c.lines(), "\n")
+	for _, want := range []string{"+100.0 µs", "ABOVE", "(floor-fwd) adds +75.0 µs", "0.40x the HTTP floor", "(0.50x)"} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("the forwarding lines lack %q:\n%s", want, lines)
+		}
+	}
+	r.Results = r.Results[:3] // no floor-fwd rows: no floor-hop line
+	if c := r.forwardCost(); c == nil || c.FloorHop != 0 || strings.Contains(strings.Join(c.lines(), "\n"), "floor-fwd") {
+		t.Errorf("without floor-fwd: %+v", c)
 	}
 }

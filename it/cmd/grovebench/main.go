@@ -149,6 +149,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "grovebench floor server:", serveFloor(spec))
 		os.Exit(1)
 	}
+	if spec := os.Getenv(floorProxyEnv); spec != "" { // grovebench's own forwarding floor child
+		fmt.Fprintln(os.Stderr, "grovebench forwarding floor:", serveFloorProxy(spec))
+		os.Exit(1)
+	}
 	if spec := os.Getenv(directEnv); spec != "" { // grovebench's own direct server child
 		fmt.Fprintln(os.Stderr, "grovebench direct server:", serveDirect(spec))
 		os.Exit(1)
@@ -533,7 +537,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		targets[serverDirect] = ep
 	}
-	if wants(serverFloor) || wants(serverFloorGRPC) {
+	if wants(serverFloor) || wants(serverFloorGRPC) || wants(serverFloorFwd) {
 		f, hep, gep, err := startFloor(ctx, filepath.Join(tmp, "floor.log"), len(rows[0]), o.startTimeout)
 		if f != nil {
 			children = append(children, f)
@@ -544,6 +548,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		} else {
 			logf("transport floor ready at %s and %s", hep.baseURL, gep.url)
 			targets[serverFloor], targets[serverFloorGRPC] = hep, gep
+			if wants(serverFloorFwd) {
+				p, ep, err := startFloorProxy(ctx, filepath.Join(tmp, "floor-fwd.log"), gep.grpc.addr, o.startTimeout)
+				if p != nil {
+					children = append(children, p)
+				}
+				if err != nil {
+					rep.note("forwarding floor skipped: %v", err)
+					logf("forwarding floor skipped: %v", err)
+				} else {
+					targets[serverFloorFwd] = ep
+				}
+			}
 		}
 	}
 	if ctx.Err() != nil {

@@ -172,7 +172,7 @@ func (r *report) finish() {
 		}
 	}
 	for _, x := range r.Results {
-		if x.Batch != 1 || x.Conc != 1 || x.P50 == 0 || x.Server == serverFloor || x.Server == serverFloorGRPC ||
+		if x.Batch != 1 || x.Conc != 1 || x.P50 == 0 || x.Server == serverFloor || x.Server == serverFloorGRPC || x.Server == serverFloorFwd ||
 			x.Server == serverGroveONNX { // the forward time is TorchScript's
 			continue
 		}
@@ -223,7 +223,7 @@ func floorOf(server string) string {
 func (r *report) groveErrors() int {
 	n := 0
 	for _, x := range r.Results {
-		if x.Server != serverBaseline && x.Server != serverFloor && x.Server != serverFloorGRPC && x.Server != serverDirect {
+		if x.Server != serverBaseline && x.Server != serverFloor && x.Server != serverFloorGRPC && x.Server != serverFloorFwd && x.Server != serverDirect {
 			n += x.Errors
 		}
 	}

@@ -25,7 +25,9 @@ import (
 // gRPC and serverGroveONNX the plain instance's ONNX copy of the model
 // (pctr_onnx/, the same weights), over POST /v1/inference. serverFloor and
 // serverFloorGRPC are the transport floor (floor.go): no model, a fixed
-// answer, over HTTP and gRPC. serverGroveDeep and serverGroveDeepNoBatch
+// answer, over HTTP and gRPC; serverFloorFwd the HTTP floor through a
+// grpc-go proxy process (floor.go), the floor of grove-fwd's hop.
+// serverGroveDeep and serverGroveDeepNoBatch
 // are grove and grove-nobatch serving the deep ranking model (deepPath),
 // whose forward, unlike pctr's, costs more than the request carrying it.
 const (
@@ -39,13 +41,14 @@ const (
 	serverDirect           = "direct"
 	serverFloor            = "floor"
 	serverFloorGRPC        = "floor-grpc"
+	serverFloorFwd         = "floor-fwd"
 	serverBaseline         = "baseline"
 )
 
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
 var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
-	serverGroveLog, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverBaseline}
+	serverGroveLog, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverFloorFwd, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
@@ -91,7 +94,7 @@ func defaultShapesOf(server string) []string {
 		return predLogShapes
 	case serverGroveTLS:
 		return tlsShapes
-	case serverGroveLocal, serverGroveFwd:
+	case serverGroveLocal, serverGroveFwd, serverFloorFwd:
 		return clusterShapes
 	case serverGroveGRPC:
 		return grpcShapes
@@ -125,7 +128,7 @@ func defaultSpec() string {
 		spec += "," + serverGroveTLS + "/" + s
 	}
 	for _, s := range clusterShapes {
-		spec += "," + serverGroveLocal + "/" + s + "," + serverGroveFwd + "/" + s
+		spec += "," + serverGroveLocal + "/" + s + "," + serverGroveFwd + "/" + s + "," + serverFloorFwd + "/" + s
 	}
 	for _, s := range directShapes {
 		spec += "," + serverDirect + "/" + s
