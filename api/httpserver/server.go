@@ -58,9 +58,10 @@ type Options struct {
 	// (or auth.MountRoles for a mount) does not mark open, and applies
 	// their limits; nil serves every route without authentication.
 	Auth Authenticator
-	// AdminAPIs, when set, names the APIs (Handle's api argument) that
-	// AdminHandler serves instead of Handler, with /metrics and pprof: the
-	// scoring port can be exposed without them.
+	// AdminAPIs, when set, names the APIs (Handle's api argument) and
+	// mounts (Mount's prefix, "/ui") that AdminHandler serves instead of
+	// Handler, with /metrics and pprof: the scoring port can be exposed
+	// without them.
 	AdminAPIs []string
 	// ReadTimeout bounds reading a request's body and WriteTimeout writing
 	// its answer, from when the handler starts (http.ResponseController);
@@ -177,16 +178,29 @@ func (s *Server) Handler() http.Handler {
 	if len(s.opts.AdminAPIs) == 0 {
 		return s.handler(s.routes, s.mounts, true, true)
 	}
-	return s.handler(s.selectRoutes(false), s.mounts, true, false)
+	return s.handler(s.selectRoutes(false), s.selectMounts(false), true, false)
 }
 
-// AdminHandler returns the handler of the routes of Options.AdminAPIs,
-// /metrics, pprof and the probes; nil without Options.AdminAPIs.
+// AdminHandler returns the handler of the routes and mounts of
+// Options.AdminAPIs, /metrics, pprof and the probes; nil without
+// Options.AdminAPIs.
 func (s *Server) AdminHandler() http.Handler {
 	if len(s.opts.AdminAPIs) == 0 {
 		return nil
 	}
-	return s.handler(s.selectRoutes(true), nil, false, true)
+	return s.handler(s.selectRoutes(true), s.selectMounts(true), false, true)
+}
+
+// selectMounts returns the mounts whose prefix Options.AdminAPIs names,
+// or all others.
+func (s *Server) selectMounts(admin bool) []mount {
+	var out []mount
+	for _, m := range s.mounts {
+		if slices.Contains(s.opts.AdminAPIs, m.prefix) == admin {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // selectRoutes returns the routes of Options.AdminAPIs, or all others.

@@ -1,0 +1,242 @@
+package it
+
+import (
+	"context"
+	"encoding/json"
+	"image/png"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// consoleConfig is a model config with a contract whose second release
+// phases in over 20 s (so its share chart moves while the test watches);
+// with extra, it also lists pcvr/.
+func consoleConfig(extra bool) string {
+	models := `{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}`
+	if extra {
+		models += `, {"model_path": "pcvr/"}`
+	}
+	return `{"model_metadata": [` + models + `],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
+   "servables": [
+     {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}], "phase_in": {"linear_over_secs": {"secs": 20}}}]}]}`
+}
+
+// TestConsoleInChromium drives the web console in headless Chromium
+// (ui/test/console.mjs, playwright-core from ui's lockfile) against the
+// real binary with authentication on: the page loads without a console
+// error, takes the token once, lists a model added to the bucket within a
+// poll and draws the contract's share chart; its screenshot is not blank.
+// Run by `make test-ui`, which installs the browser and the npm packages;
+// GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
+func TestConsoleInChromium(t *testing.T) {
+	root := repoRoot()
+	if _, err := os.Stat(filepath.Join(root, "ui", "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("ui/node_modules has no playwright-core: run `make test-ui` (or `make ui-deps`) first: %v", err)
+	}
+	browser := "/usr/bin/chromium"
+	if _, err := os.Stat(browser); err != nil {
+		t.Fatalf("no Chromium at %s: run `make deps` (Debian's chromium package): %v", browser, err)
+	}
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	for _, m := range []string{"pctr_v1", "pctr_v2", "pcvr"} {
+		b.Put(t, m+"/model.pt", exampleModel(t, m))
+	}
+	b.Put(t, "model_config.json", []byte(consoleConfig(false)))
+	next := filepath.Join(t.TempDir(), "next.json")
+	if err := os.WriteFile(next, []byte(consoleConfig(true)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, tokens)
+	g := startGrove(t, b.URL(), nil, "--auth-tokens-file", tokens)
+
+	// Traffic through the contract while the page watches, so the
+	// sparklines and shares have figures to draw.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		body := scoreBody(t, exp)
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/ads/pctr/1/score", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tokenOf["infer"])
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+
+	shot := filepath.Join(t.TempDir(), "console.png")
+	nctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(nctx, "node", filepath.Join(root, "ui", "test", "console.mjs"))
+	cmd.Dir = filepath.Join(root, "ui")
+	cmd.Env = append(os.Environ(), "GROVE_URL="+g.url, "GROVE_TOKEN="+tokenOf["read"],
+		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
+		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("console.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("the browser test failed: %v", err)
+	}
+	if keep := os.Getenv("GROVE_UI_SCREENSHOT"); keep != "" {
+		if data, err := os.ReadFile(shot); err == nil {
+			_ = os.WriteFile(keep, data, 0o644)
+		}
+	}
+	dev, colors := pixelSpread(t, shot)
+	t.Logf("screenshot: luminance standard deviation %.1f, %d distinct colours", dev, colors)
+	if dev < 10 || colors < 50 {
+		t.Errorf("the screenshot looks blank: luminance standard deviation %.1f, %d distinct colours", dev, colors)
+	}
+}
+
+// pixelSpread returns the standard deviation of the luminance of a PNG's
+// pixels (0 for one colour) and how many distinct colours it has.
+func pixelSpread(t *testing.T, path string) (float64, int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decoding the screenshot: %v", err)
+	}
+	var sum, sq, n float64
+	colors := map[[3]uint32]bool{}
+	bounds := img.Bounds()
+	if bounds.Dx() < 800 || bounds.Dy() < 600 {
+		t.Errorf("screenshot is %v, want at least 800x600", bounds.Size())
+	}
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			l := (0.299*float64(r) + 0.587*float64(g) + 0.114*float64(b)) / 257
+			sum, sq, n = sum+l, sq+l*l, n+1
+			if len(colors) < 10000 {
+				colors[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
+			}
+		}
+	}
+	mean := sum / n
+	return math.Sqrt(max(sq/n-mean*mean, 0)), len(colors)
+}
+
+// TestConsoleOnTheAdminListener checks that with --admin-http the console
+// (page and document) moves to the admin listener with the routes it
+// reads, and that its document carries live figures computed from the
+// requests served.
+func TestConsoleOnTheAdminListener(t *testing.T) {
+	exp := loadExpected(t)
+	b := newDirBucket(t)
+	for _, m := range []string{"pctr_v1", "pctr_v2"} {
+		b.Put(t, m+"/model.pt", exampleModel(t, m))
+	}
+	b.Put(t, "model_config.json", []byte(consoleConfig(false)))
+	admin := freeAddr(t)
+	g := startGrove(t, b.URL(), nil, "--admin-http", admin)
+	adminURL := "http://" + admin
+	for _, c := range []struct {
+		url  string
+		want int
+	}{
+		{g.url + "/ui/", http.StatusNotFound}, {g.url + "/v1/console", http.StatusNotFound},
+		{adminURL + "/ui/", http.StatusOK}, {adminURL + "/ui/app.js", http.StatusOK}, {adminURL + "/v1/console", http.StatusOK},
+		{adminURL + "/v1/audit", http.StatusOK},
+	} {
+		resp, err := client.Get(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("GET %s: %d, want %d", c.url, resp.StatusCode, c.want)
+		}
+	}
+	body := scoreBody(t, exp)
+	for range 40 {
+		resp, err := client.Post(g.url+"/ads/pctr/1/score", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("score: HTTP %d", resp.StatusCode)
+		}
+	}
+	type point struct {
+		Requests float64  `json:"requests"`
+		P50Ms    *float64 `json:"p50_ms"`
+		P99Ms    *float64 `json:"p99_ms"`
+	}
+	var doc struct {
+		Contracts []struct {
+			ID        string `json:"id"`
+			Servables []struct {
+				Release string  `json:"release_version"`
+				Share   float64 `json:"traffic_share"`
+			} `json:"servables"`
+		} `json:"contracts"`
+		ModelSeries    map[string][]point `json:"model_series"`
+		ContractSeries map[string][]struct {
+			Releases map[string]struct {
+				Share float64 `json:"share"`
+			} `json:"releases"`
+		} `json:"contract_series"`
+	}
+	var served float64
+	g.waitFor("the console's history to count the requests", 10*time.Second, func() bool {
+		resp, err := client.Get(adminURL + "/v1/console")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+			t.Fatalf("decoding /v1/console: %v", err)
+		}
+		served = 0
+		for _, path := range []string{"pctr_v1/", "pctr_v2/"} {
+			for _, p := range doc.ModelSeries[path] {
+				served += p.Requests
+				if p.Requests > 0 && (p.P50Ms == nil || p.P99Ms == nil || *p.P50Ms <= 0 || *p.P99Ms < *p.P50Ms) {
+					t.Fatalf("%s: a point with requests but latency p50 %v p99 %v", path, p.P50Ms, p.P99Ms)
+				}
+			}
+		}
+		return served >= 40
+	})
+	// Each interval's requests, summed, are the requests served.
+	if served != 40 {
+		t.Errorf("the histories count %v requests, want 40", served)
+	}
+	if len(doc.Contracts) != 1 || doc.Contracts[0].ID != "ads/pctr/1" || len(doc.Contracts[0].Servables) != 2 {
+		t.Fatalf("contracts %+v", doc.Contracts)
+	}
+	hist := doc.ContractSeries["ads/pctr/1"]
+	if len(hist) == 0 {
+		t.Fatal("no share history for ads/pctr/1")
+	}
+	last := hist[len(hist)-1].Releases
+	if sum := last["v1"].Share + last["v2"].Share; math.Abs(sum-1) > 1e-9 {
+		t.Errorf("the shares of the last sample add up to %v: %+v", sum, last)
+	}
+}

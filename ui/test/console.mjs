@@ -1,0 +1,97 @@
+// Drives the console in headless Chromium (Debian's, never a downloaded
+// browser) against a running grove, as it/console_test.go starts it:
+//
+//   GROVE_URL        the listener serving /ui/ (http://127.0.0.1:port)
+//   GROVE_TOKEN      a token with the read role ("" when auth is off)
+//   GROVE_CONFIG     the bucket's model config file, rewritten mid-test
+//   GROVE_NEW_CONFIG a model config that adds GROVE_NEW_MODEL
+//   GROVE_NEW_MODEL  the model path that must appear after the rewrite
+//   GROVE_CONTRACT   a contract id whose share chart must render
+//   GROVE_SCREENSHOT where to write the page's screenshot (PNG)
+//   CHROMIUM         the browser (default /usr/bin/chromium)
+//
+// It fails (exit 1, the reason on stderr) on any console error or page
+// error, and prints one line per step done.
+import { chromium } from "playwright-core";
+import { copyFile } from "node:fs/promises";
+
+const env = (k, def) => {
+  const v = process.env[k] ?? def;
+  if (v === undefined) throw new Error(`${k} is not set`);
+  return v;
+};
+const url = env("GROVE_URL");
+const token = env("GROVE_TOKEN", "");
+const step = (msg) => console.log(`ok: ${msg}`);
+
+const browser = await chromium.launch({
+  executablePath: env("CHROMIUM", "/usr/bin/chromium"),
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+const problems = [];
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on("request", (r) => {
+    if (!r.url().startsWith(url) && !r.url().startsWith("data:")) problems.push(`request off the server: ${r.url()}`);
+  });
+  const calls = [];
+  page.on("request", (r) => { if (r.url().includes("/v1/console")) calls.push(r.headers()["authorization"] ?? ""); });
+
+  await page.goto(`${url}/ui/`, { waitUntil: "load" });
+  step("page loaded");
+
+  if (token) {
+    await page.locator("#auth").waitFor({ state: "visible", timeout: 5000 });
+    await page.fill("#token", token);
+    await page.click("#auth-form button[type=submit]");
+    await page.locator("#auth").waitFor({ state: "hidden", timeout: 5000 });
+    const stored = await page.evaluate(() => sessionStorage.getItem("grove-console-token"));
+    if (stored !== token) throw new Error(`the token is not kept in sessionStorage (found ${JSON.stringify(stored)})`);
+    step("token entered and kept for the tab");
+  }
+  await page.locator("[data-model]").first().waitFor({ timeout: 10000 });
+  step(`models listed: ${(await page.locator("[data-model]").allTextContents()).join(" ")}`);
+
+  // A model added to the bucket's config appears within a poll (the
+  // server's and the page's).
+  const newModel = env("GROVE_NEW_MODEL");
+  if (await page.locator(`[data-model="${newModel}"]`).count() !== 0) throw new Error(`${newModel} is listed before it is configured`);
+  await copyFile(env("GROVE_NEW_CONFIG"), env("GROVE_CONFIG"));
+  const added = Date.now();
+  await page.locator(`[data-model="${newModel}"]`).waitFor({ timeout: 15000 });
+  step(`${newModel} appeared ${Date.now() - added} ms after the config changed`);
+
+  // The contract's share chart renders, with an area per release, once
+  // the history holds a few samples.
+  const contract = env("GROVE_CONTRACT");
+  const chart = page.locator(`[data-contract="${contract}"] svg.share-chart`);
+  await chart.waitFor({ timeout: 10000 });
+  await page.waitForFunction((id) => {
+    const areas = document.querySelectorAll(`[data-contract="${id}"] svg.share-chart path[data-release]`);
+    return areas.length > 0 && [...areas].some((a) => (a.getAttribute("d") ?? "").split("L").length > 4);
+  }, contract, { timeout: 15000 });
+  const releases = await chart.locator("path[data-release]").evaluateAll((ps) => ps.map((p) => p.getAttribute("data-release")));
+  step(`share chart of ${contract} drawn for ${releases.join(", ")}`);
+
+  // Sparklines are drawn for the models.
+  const sparks = await page.locator("[data-model]").first().locator("xpath=ancestor::tr").locator(".spark svg").count();
+  if (sparks < 4) throw new Error(`a model row has ${sparks} sparklines, want 4 (req/s, p50, p99, queue)`);
+  step("sparklines drawn");
+
+  if (token && calls.some((a) => a !== `Bearer ${token}`)) {
+    throw new Error(`a /v1/console call went without the token: ${JSON.stringify(calls)}`);
+  }
+  await page.screenshot({ path: env("GROVE_SCREENSHOT"), fullPage: true });
+  step("screenshot taken");
+} catch (err) {
+  problems.push(String(err?.stack ?? err));
+} finally {
+  await browser.close();
+}
+if (problems.length > 0) {
+  console.error(problems.join("\n"));
+  process.exit(1);
+}
