@@ -3,6 +3,7 @@ package it
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"net/http"
@@ -16,8 +17,9 @@ import (
 )
 
 // consoleConfig is a model config with a contract whose second release
-// phases in over 20 s (so its share chart moves while the test watches);
-// with extra, it also lists pcvr/.
+// phases in over 20 s (so its share chart moves while the test watches),
+// and one whose second release is a shadow of the first (so it has a
+// champion-challenger comparison); with extra, it also lists pcvr/.
 func consoleConfig(extra bool) string {
 	models := `{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}`
 	if extra {
@@ -27,14 +29,19 @@ func consoleConfig(extra bool) string {
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
    "servables": [
      {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
-     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}], "phase_in": {"linear_over_secs": {"secs": 20}}}]}]}`
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}], "phase_in": {"linear_over_secs": {"secs": 20}}}]},
+   {"organization": "ads", "project": "pctr", "contract_number": 2,
+   "servables": [
+     {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]}]}`
 }
 
 // TestConsoleInChromium drives the web console in headless Chromium
 // (ui/test/console.mjs, playwright-core from ui's lockfile) against the
 // real binary with authentication on: the page loads without a console
 // error, takes the token once, lists a model added to the bucket within a
-// poll and draws the contract's share chart; its screenshot is not blank.
+// poll, draws a contract's share chart and another's champion-challenger
+// comparison; its screenshot is not blank.
 // Run by `make test-ui`, which installs the browser and the npm packages;
 // GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
 func TestConsoleInChromium(t *testing.T) {
@@ -68,8 +75,8 @@ func TestConsoleInChromium(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		body := scoreBody(t, exp)
-		for ctx.Err() == nil {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/ads/pctr/1/score", strings.NewReader(body))
+		for i := 0; ctx.Err() == nil; i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+fmt.Sprintf("/ads/pctr/%d/score", 1+i%2), strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+tokenOf["infer"])
 			if resp, err := client.Do(req); err == nil {
 				resp.Body.Close()
@@ -89,7 +96,7 @@ func TestConsoleInChromium(t *testing.T) {
 	cmd.Dir = filepath.Join(root, "ui")
 	cmd.Env = append(os.Environ(), "GROVE_URL="+g.url, "GROVE_TOKEN="+tokenOf["read"],
 		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
-		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
+		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("console.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)

@@ -26,6 +26,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/routing"
 )
 
 // API is the label the console's routes are counted under (and the name
@@ -44,6 +45,10 @@ type Source interface {
 	Contracts() []modelconfig.Contract
 	// ContractStats describes each servable of contract id now.
 	ContractStats(id string) ([]actors.ServableStats, error)
+	// ContractPlan is contract id's routing plan now (what the share
+	// history samples: cheaper than ContractStats, which compares the
+	// shadows' answers).
+	ContractPlan(id string) (routing.Plan, error)
 }
 
 // Options configure a Console.
@@ -155,13 +160,13 @@ func (c *Console) Sample(now time.Time) {
 	contracts := c.opts.Source.Contracts()
 	points := make(map[string]ContractPoint, len(contracts))
 	for _, ct := range contracts {
-		stats, err := c.opts.Source.ContractStats(ct.ID())
+		plan, err := c.opts.Source.ContractPlan(ct.ID())
 		if err != nil {
 			continue // removed since listed
 		}
-		p := ContractPoint{T: now.UnixMilli(), Releases: make(map[string]ReleasePoint, len(stats))}
-		for _, s := range stats {
-			p.Releases[s.Release] = ReleasePoint{Share: s.TrafficShare, PhaseInPct: s.PhaseInPct}
+		p := ContractPoint{T: now.UnixMilli(), Releases: make(map[string]ReleasePoint, len(plan.Servables))}
+		for _, s := range plan.Servables {
+			p.Releases[s.Release] = ReleasePoint{Share: s.Fraction, PhaseInPct: s.PhaseInPct}
 		}
 		points[ct.ID()] = p
 	}

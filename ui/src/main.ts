@@ -217,7 +217,9 @@ function renderContracts(doc: ConsoleDoc): void {
       s.gate ? `${s.gate.state}${s.gate.detail ? `: ${s.gate.detail}` : ""}` : "–",
     ] as Child[]);
     const comparisons = servables.filter((s) => s.comparison).map((s) =>
-      el("div", {}, el("h3", {}, `Champion–challenger: ${s.release_version}`), comparisonTable(s.comparison as Comparison)));
+      el("div", { "data-comparison": s.release_version, "data-executions": `${s.comparison?.since_start.executions ?? 0}` },
+        el("h3", {}, `Champion–challenger: ${s.release_version} (shadow) against the answers callers got`),
+        comparisonTable(s.comparison as Comparison)));
     return el("div", { class: "contract", "data-contract": c.id },
       el("h3", {}, el("span", { class: "mono" }, c.id), c.router ? el("span", { class: "muted" }, ` router ${c.router}`) : null),
       c.error ? el("p", { class: "error" }, c.error) : null,

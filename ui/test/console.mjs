@@ -7,6 +7,8 @@
 //   GROVE_NEW_CONFIG a model config that adds GROVE_NEW_MODEL
 //   GROVE_NEW_MODEL  the model path that must appear after the rewrite
 //   GROVE_CONTRACT   a contract id whose share chart must render
+//   GROVE_COMPARED   "id release": a shadow release whose comparison with
+//                    the champion must show executions (optional)
 //   GROVE_SCREENSHOT where to write the page's screenshot (PNG)
 //   CHROMIUM         the browser (default /usr/bin/chromium)
 //
@@ -75,6 +77,18 @@ try {
   }, contract, { timeout: 15000 });
   const releases = await chart.locator("path[data-release]").evaluateAll((ps) => ps.map((p) => p.getAttribute("data-release")));
   step(`share chart of ${contract} drawn for ${releases.join(", ")}`);
+
+  const compared = process.env.GROVE_COMPARED;
+  if (compared) {
+    const [id, rel] = compared.split(" ");
+    const cmp = page.locator(`[data-contract="${id}"] [data-comparison="${rel}"]`);
+    await cmp.waitFor({ timeout: 10000 });
+    await page.waitForFunction(([id, rel]) => {
+      const e = document.querySelector(`[data-contract="${id}"] [data-comparison="${rel}"]`);
+      return e !== null && Number(e.getAttribute("data-executions")) > 0;
+    }, [id, rel], { timeout: 15000 });
+    step(`champion-challenger comparison of ${id} ${rel}: ${await cmp.getAttribute("data-executions")} shadow executions compared`);
+  }
 
   // Sparklines are drawn for the models.
   const sparks = await page.locator("[data-model]").first().locator("xpath=ancestor::tr").locator(".spark svg").count();
