@@ -41,7 +41,9 @@ func consoleConfig(extra bool) string {
 // real binary with authentication on: the page loads without a console
 // error, takes the token once, lists a model added to the bucket within a
 // poll, draws a contract's share chart and another's champion-challenger
-// comparison; its screenshot is not blank.
+// comparison, the prediction log's deliveries to a real (embedded)
+// broker, a management write in the audit trail, and the config error
+// once the config is broken; its screenshot is not blank.
 // Run by `make test-ui`, which installs the browser and the npm packages;
 // GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
 func TestConsoleInChromium(t *testing.T) {
@@ -65,7 +67,8 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	writeTokens(t, tokens)
-	g := startGrove(t, b.URL(), nil, "--auth-tokens-file", tokens)
+	emb := startBroker(t, "127.0.0.1:0")
+	g := startGrove(t, b.URL(), nil, append(writeServerConfig(t, kafkaConfig(emb.Addr(), "json", "")), "--auth-tokens-file", tokens)...)
 
 	// Traffic through the contract while the page watches, so the
 	// sparklines and shares have figures to draw.
@@ -74,9 +77,15 @@ func TestConsoleInChromium(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		body := scoreBody(t, exp)
+		score := scoreBody(t, exp)
+		in := exp["pctr_v1"].Inputs[0]
+		infer := batchJSON(itemJSON("pctr_v1/", tensorJSON("FLOAT", in.Shape, in.Data)))
 		for i := 0; ctx.Err() == nil; i++ {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+fmt.Sprintf("/ads/pctr/%d/score", 1+i%2), strings.NewReader(body))
+			path, body := fmt.Sprintf("/ads/pctr/%d/score", 1+i%2), score
+			if i%3 == 2 {
+				path, body = "/v1/inference", infer // a direct call: logged (FULL)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.url+path, strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+tokenOf["infer"])
 			if resp, err := client.Do(req); err == nil {
 				resp.Body.Close()
@@ -89,6 +98,12 @@ func TestConsoleInChromium(t *testing.T) {
 	}()
 	defer func() { stop(); wg.Wait() }()
 
+	// A management write for the audit trail: a rollback with nothing to
+	// go back to fails, and is recorded as a failure.
+	if code, body, _ := g.authCall(http.MethodPost, "/v1/rollback", tokenOf["manage"]); code == http.StatusOK {
+		t.Fatalf("rollback with no previous content: %d %s", code, body)
+	}
+
 	shot := filepath.Join(t.TempDir(), "console.png")
 	nctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -96,7 +111,7 @@ func TestConsoleInChromium(t *testing.T) {
 	cmd.Dir = filepath.Join(root, "ui")
 	cmd.Env = append(os.Environ(), "GROVE_URL="+g.url, "GROVE_TOKEN="+tokenOf["read"],
 		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
-		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
+		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1", "GROVE_BREAK_CONFIG=1", "GROVE_AUDIT_ROUTE=POST /v1/rollback", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("console.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)

@@ -236,7 +236,7 @@ function renderPredictionLog(p?: PredictionLog): void {
     return;
   }
   const health = p.dropped > 0 || p.failed > 0 ? pill("losing events", "bad") : pill("healthy", "ok");
-  fill("predlog", el("dl", { class: "kv" },
+  fill("predlog", el("dl", { class: "kv", "data-delivered": `${p.delivered}`, "data-dropped": `${p.dropped}` },
     el("dt", {}, "health"), el("dd", {}, health),
     el("dt", {}, "topic"), el("dd", { class: "mono" }, `${p.topic} (${p.encoding}${p.embedded ? ", embedded broker" : ""})`),
     el("dt", {}, "buffered"), el("dd", {}, `${p.buffered} events, ${p.buffered_bytes} bytes`),

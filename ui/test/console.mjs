@@ -9,13 +9,17 @@
 //   GROVE_CONTRACT   a contract id whose share chart must render
 //   GROVE_COMPARED   "id release": a shadow release whose comparison with
 //                    the champion must show executions (optional)
+//   GROVE_PREDICTION_LOG  "1": the prediction log must show deliveries
+//   GROVE_AUDIT_ROUTE     a route the audit trail must list (optional)
+//   GROVE_BREAK_CONFIG    "1": at the end, break GROVE_CONFIG's JSON: the
+//                    config error must show
 //   GROVE_SCREENSHOT where to write the page's screenshot (PNG)
 //   CHROMIUM         the browser (default /usr/bin/chromium)
 //
 // It fails (exit 1, the reason on stderr) on any console error or page
 // error, and prints one line per step done.
 import { chromium } from "playwright-core";
-import { copyFile } from "node:fs/promises";
+import { copyFile, writeFile } from "node:fs/promises";
 
 const env = (k, def) => {
   const v = process.env[k] ?? def;
@@ -90,10 +94,29 @@ try {
     step(`champion-challenger comparison of ${id} ${rel}: ${await cmp.getAttribute("data-executions")} shadow executions compared`);
   }
 
+  if (process.env.GROVE_PREDICTION_LOG === "1") {
+    await page.waitForFunction(() => Number(document.querySelector("[data-delivered]")?.getAttribute("data-delivered")) > 0,
+      null, { timeout: 15000 });
+    step(`prediction log: ${await page.locator("[data-delivered]").getAttribute("data-delivered")} events delivered`);
+  }
+
+  const audited = process.env.GROVE_AUDIT_ROUTE;
+  if (audited) {
+    await page.locator("#audit td", { hasText: audited }).first().waitFor({ timeout: 15000 });
+    step(`audit trail lists ${audited}`);
+  }
+
   // Sparklines are drawn for the models.
   const sparks = await page.locator("[data-model]").first().locator("xpath=ancestor::tr").locator(".spark svg").count();
   if (sparks < 4) throw new Error(`a model row has ${sparks} sparklines, want 4 (req/s, p50, p99, queue)`);
   step("sparklines drawn");
+
+  if (process.env.GROVE_BREAK_CONFIG === "1") {
+    await writeFile(env("GROVE_CONFIG"), '{"model_metadata": [');
+    const shown = page.locator("#config-error");
+    await shown.waitFor({ timeout: 15000 });
+    step(`config error shown: ${await shown.textContent()}`);
+  }
 
   if (token && calls.some((a) => a !== `Bearer ${token}`)) {
     throw new Error(`a /v1/console call went without the token: ${JSON.stringify(calls)}`);
