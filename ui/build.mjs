@@ -1,6 +1,6 @@
 // Builds the console into the directory given (dist by default):
-// app.js bundled from src/ by esbuild, and index.html and style.css as
-// they are. The output depends only on the sources and the lockfile's
+// app.js bundled from src/ and style.css minified by esbuild, and
+// index.html as it is. The output depends only on the sources and the lockfile's
 // esbuild, so `make test` can rebuild it elsewhere and compare.
 import { build } from "esbuild";
 import { copyFile, mkdir, rm } from "node:fs/promises";
@@ -24,4 +24,12 @@ await build({
   charset: "utf8",
   logLevel: "warning",
 });
-for (const f of ["index.html", "style.css"]) await copyFile(join(here, f), join(out, f));
+await build({
+  absWorkingDir: here,
+  entryPoints: ["style.css"],
+  outfile: join(out, "style.css"),
+  minify: true,
+  charset: "utf8",
+  logLevel: "warning",
+});
+await copyFile(join(here, "index.html"), join(out, "index.html"));

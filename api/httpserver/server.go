@@ -6,7 +6,8 @@
 // readiness, status, metrics, pprof), and the hardening every route gets:
 // per-handler read and write deadlines, required client certificates, and
 // the http.Server limits (NewHTTPServer). With AdminAPIs, the management
-// routes, /metrics and pprof move to a second handler (AdminHandler).
+// routes and mounts named there (the web console's), /metrics and pprof
+// move to a second handler (AdminHandler).
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
@@ -194,21 +195,21 @@ func (s *Server) AdminHandler() http.Handler {
 // selectMounts returns the mounts whose prefix Options.AdminAPIs names,
 // or all others.
 func (s *Server) selectMounts(admin bool) []mount {
-	var out []mount
-	for _, m := range s.mounts {
-		if slices.Contains(s.opts.AdminAPIs, m.prefix) == admin {
-			out = append(out, m)
-		}
-	}
-	return out
+	return selectAdmin(s.mounts, s.opts.AdminAPIs, admin, func(m mount) string { return m.prefix })
 }
 
 // selectRoutes returns the routes of Options.AdminAPIs, or all others.
 func (s *Server) selectRoutes(admin bool) []route {
-	var out []route
-	for _, r := range s.routes {
-		if slices.Contains(s.opts.AdminAPIs, r.api) == admin {
-			out = append(out, r)
+	return selectAdmin(s.routes, s.opts.AdminAPIs, admin, func(r route) string { return r.api })
+}
+
+// selectAdmin returns the items whose name is in adminAPIs if admin, else
+// the others.
+func selectAdmin[T any](items []T, adminAPIs []string, admin bool, name func(T) string) []T {
+	var out []T
+	for _, it := range items {
+		if slices.Contains(adminAPIs, name(it)) == admin {
+			out = append(out, it)
 		}
 	}
 	return out
