@@ -250,8 +250,8 @@ func TestConsoleOnTheAdminListener(t *testing.T) {
 	if served != 40 {
 		t.Errorf("the histories count %v requests, want 40", served)
 	}
-	if len(doc.Contracts) != 1 || doc.Contracts[0].ID != "ads/pctr/1" || len(doc.Contracts[0].Servables) != 2 {
-		t.Fatalf("contracts %+v", doc.Contracts)
+	if len(doc.Contracts) != 2 || doc.Contracts[0].ID != "ads/pctr/1" || len(doc.Contracts[0].Servables) != 2 || doc.Contracts[1].ID != "ads/pctr/2" {
+		t.Fatalf("contracts %+v, want ads/pctr/1 and 2 with two servables each", doc.Contracts)
 	}
 	hist := doc.ContractSeries["ads/pctr/1"]
 	if len(hist) == 0 {
