@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/cluster/etcdtest"
 )
 
 // consoleConfig is a model config with a contract whose second release
@@ -47,14 +49,7 @@ func consoleConfig(extra bool) string {
 // Run by `make test-ui`, which installs the browser and the npm packages;
 // GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
 func TestConsoleInChromium(t *testing.T) {
-	root := repoRoot()
-	if _, err := os.Stat(filepath.Join(root, "ui", "node_modules", "playwright-core")); err != nil {
-		t.Fatalf("ui/node_modules has no playwright-core: run `make test-ui` (or `make ui-deps`) first: %v", err)
-	}
-	browser := "/usr/bin/chromium"
-	if _, err := os.Stat(browser); err != nil {
-		t.Fatalf("no Chromium at %s: run `make deps` (Debian's chromium package): %v", browser, err)
-	}
+	checkBrowser(t)
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	for _, m := range []string{"pctr_v1", "pctr_v2", "pcvr"} {
@@ -104,14 +99,55 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("rollback with no previous content: %d %s", code, body)
 	}
 
-	shot := filepath.Join(t.TempDir(), "console.png")
-	nctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(nctx, "node", filepath.Join(root, "ui", "test", "console.mjs"))
-	cmd.Dir = filepath.Join(root, "ui")
-	cmd.Env = append(os.Environ(), "GROVE_URL="+g.url, "GROVE_TOKEN="+tokenOf["read"],
+	runConsoleScript(t, g.url, "GROVE_TOKEN="+tokenOf["read"],
 		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
-		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1", "GROVE_BREAK_CONFIG=1", "GROVE_AUDIT_ROUTE=POST /v1/rollback", "GROVE_SCREENSHOT="+shot, "CHROMIUM="+browser)
+		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1",
+		"GROVE_BREAK_CONFIG=1", "GROVE_AUDIT_ROUTE=POST /v1/rollback")
+}
+
+// TestConsoleInChromiumShowsClusterPlacement drives the console of a
+// one-node cluster (Debian's etcd): the cluster section shows the node,
+// the placement of its model and the members.
+func TestConsoleInChromiumShowsClusterPlacement(t *testing.T) {
+	checkBrowser(t)
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	g := startOn(t, b, "--cluster-etcd-endpoints", etcdtest.Start(t).Addr, "--cluster-node-name", "node-u",
+		"--cluster-advertise", freeAddr(t), "--cluster-lease-ttl", "2s", "--memory-budget-bytes", "4000000000", "--insecure-no-auth")
+	g.waitFor("pctr_v1/ placed and ready on node-u", 30*time.Second, func() bool {
+		d, err := g.cluster()
+		return err == nil && d.settled([]clusterModel{{path: "pctr_v1/", nodes: 1}}, []string{"node-u"}) == nil
+	})
+	runConsoleScript(t, g.url, "GROVE_CLUSTER_NODE=node-u", "GROVE_CLUSTER_MODEL=pctr_v1/")
+}
+
+// checkBrowser fails t unless the console's browser test can run: the npm
+// packages (make ui-deps) and Debian's Chromium (make deps).
+func checkBrowser(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(repoRoot(), "ui", "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("ui/node_modules has no playwright-core: run `make test-ui` (or `make ui-deps`) first: %v", err)
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("no Chromium at %s: run `make deps` (Debian's chromium package): %v", chromium, err)
+	}
+}
+
+// chromium is Debian's browser, which the console's tests drive.
+const chromium = "/usr/bin/chromium"
+
+// runConsoleScript runs ui/test/console.mjs against the server at url with
+// env (its settings), within 90 s, and checks its screenshot is not blank.
+func runConsoleScript(t *testing.T, url string, env ...string) {
+	t.Helper()
+	root := repoRoot()
+	shot := filepath.Join(t.TempDir(), "console.png")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "ui", "test", "console.mjs"))
+	cmd.Dir = filepath.Join(root, "ui")
+	cmd.Env = append(append(os.Environ(), "GROVE_URL="+url, "GROVE_SCREENSHOT="+shot, "CHROMIUM="+chromium), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("console.mjs (%v):\n%s", time.Since(start).Round(time.Millisecond), out)

@@ -98,6 +98,13 @@ function fmt(n: number | null | undefined, digits = 1): string {
   return n.toFixed(digits);
 }
 
+function bytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(2)} ${units[i]}`;
+}
+
 function pct(n: number): string { return `${(n * 100).toFixed(1)} %`; }
 
 function when(ts?: string): string {
@@ -239,7 +246,7 @@ function renderPredictionLog(p?: PredictionLog): void {
   fill("predlog", el("dl", { class: "kv", "data-delivered": `${p.delivered}`, "data-dropped": `${p.dropped}` },
     el("dt", {}, "health"), el("dd", {}, health),
     el("dt", {}, "topic"), el("dd", { class: "mono" }, `${p.topic} (${p.encoding}${p.embedded ? ", embedded broker" : ""})`),
-    el("dt", {}, "buffered"), el("dd", {}, `${p.buffered} events, ${p.buffered_bytes} bytes`),
+    el("dt", {}, "buffered"), el("dd", {}, `${p.buffered} events, ${bytes(p.buffered_bytes)}`),
     el("dt", {}, "delivered"), el("dd", {}, p.delivered),
     el("dt", {}, "failed"), el("dd", {}, p.failed),
     el("dt", {}, "dropped"), el("dd", {}, p.dropped),
@@ -251,9 +258,12 @@ function renderCluster(c: ClusterSection | undefined, members: ClusterStatus | n
   section.hidden = !c;
   if (!c) return;
   const placement = table(["model path", "placed on", "ready on"],
-    c.models.map((m) => [el("span", { class: "mono" }, m.model_path), m.placed_on.join(", ") || "–", m.ready_on.join(", ") || "–"]));
-  const memberTable = members ? table(["member", "address", "budget", "free", "models", "draining"],
-    members.members.map((m) => [m.name, el("span", { class: "mono" }, m.advertise), m.budget_bytes, m.free_bytes, m.models.length, m.draining ? "yes" : "no"]),
+    c.models.map((m) => [
+      el("span", { class: "mono", "data-placed": m.model_path, "data-ready-on": (m.ready_on ?? []).join(" ") }, m.model_path),
+      (m.placed_on ?? []).join(", ") || "–", (m.ready_on ?? []).join(", ") || "–"]));
+  const memberTable = members ? table(["member", "address", "memory budget", "free", "models", "draining"],
+    (members.members ?? []).map((m) => [el("span", { "data-member": m.name }, m.name), el("span", { class: "mono" }, m.advertise),
+      bytes(m.budget_bytes), bytes(m.free_bytes), (m.models ?? []).length, m.draining ? "yes" : "no"]),
     new Set([2, 3, 4])) : el("p", { class: "muted" }, "Members: GET /v1/cluster needs the manage role.");
   fill("cluster", el("dl", { class: "kv" },
     el("dt", {}, "this node"), el("dd", {}, c.node),

@@ -6,7 +6,10 @@
 //   GROVE_CONFIG     the bucket's model config file, rewritten mid-test
 //   GROVE_NEW_CONFIG a model config that adds GROVE_NEW_MODEL
 //   GROVE_NEW_MODEL  the model path that must appear after the rewrite
-//   GROVE_CONTRACT   a contract id whose share chart must render
+//                    (optional)
+//   GROVE_CONTRACT   a contract id whose share chart must render (optional)
+//   GROVE_CLUSTER_NODE, GROVE_CLUSTER_MODEL  the node and a model the
+//                    cluster section must show placed on it (optional)
 //   GROVE_COMPARED   "id release": a shadow release whose comparison with
 //                    the champion must show executions (optional)
 //   GROVE_PREDICTION_LOG  "1": the prediction log must show deliveries
@@ -77,24 +80,37 @@ try {
 
   // A model added to the bucket's config appears within a poll (the
   // server's and the page's).
-  const newModel = env("GROVE_NEW_MODEL");
-  if (await page.locator(`[data-model="${newModel}"]`).count() !== 0) throw new Error(`${newModel} is listed before it is configured`);
-  await copyFile(env("GROVE_NEW_CONFIG"), env("GROVE_CONFIG"));
-  const added = Date.now();
-  await page.locator(`[data-model="${newModel}"]`).waitFor({ timeout: 15000 });
-  step(`${newModel} appeared ${Date.now() - added} ms after the config changed`);
+  const newModel = process.env.GROVE_NEW_MODEL;
+  if (newModel) {
+    if (await page.locator(`[data-model="${newModel}"]`).count() !== 0) throw new Error(`${newModel} is listed before it is configured`);
+    await copyFile(env("GROVE_NEW_CONFIG"), env("GROVE_CONFIG"));
+    const added = Date.now();
+    await page.locator(`[data-model="${newModel}"]`).waitFor({ timeout: 15000 });
+    step(`${newModel} appeared ${Date.now() - added} ms after the config changed`);
+  }
 
   // The contract's share chart renders, with an area per release, once
   // the history holds a few samples.
-  const contract = env("GROVE_CONTRACT");
-  const chart = page.locator(`[data-contract="${contract}"] svg.share-chart`);
-  await chart.waitFor({ timeout: 10000 });
-  await page.waitForFunction((id) => {
-    const areas = document.querySelectorAll(`[data-contract="${id}"] svg.share-chart path[data-release]`);
-    return areas.length > 0 && [...areas].some((a) => (a.getAttribute("d") ?? "").split("L").length > 4);
-  }, contract, { timeout: 15000 });
-  const releases = await chart.locator("path[data-release]").evaluateAll((ps) => ps.map((p) => p.getAttribute("data-release")));
-  step(`share chart of ${contract} drawn for ${releases.join(", ")}`);
+  const contract = process.env.GROVE_CONTRACT;
+  if (contract) {
+    const chart = page.locator(`[data-contract="${contract}"] svg.share-chart`);
+    await chart.waitFor({ timeout: 10000 });
+    await page.waitForFunction((id) => {
+      const areas = document.querySelectorAll(`[data-contract="${id}"] svg.share-chart path[data-release]`);
+      return areas.length > 0 && [...areas].some((a) => (a.getAttribute("d") ?? "").split("L").length > 4);
+    }, contract, { timeout: 15000 });
+    const releases = await chart.locator("path[data-release]").evaluateAll((ps) => ps.map((p) => p.getAttribute("data-release")));
+    step(`share chart of ${contract} drawn for ${releases.join(", ")}`);
+  }
+
+  const node = process.env.GROVE_CLUSTER_NODE;
+  if (node) {
+    const model = env("GROVE_CLUSTER_MODEL");
+    await page.locator("#cluster").waitFor({ state: "visible", timeout: 10000 });
+    await page.locator(`#cluster [data-placed="${model}"][data-ready-on~="${node}"]`).waitFor({ timeout: 10000 });
+    await page.locator(`#cluster [data-member="${node}"]`).waitFor({ timeout: 10000 });
+    step(`cluster: ${model} placed and ready on ${node}, ${node} listed among the members`);
+  }
 
   const compared = process.env.GROVE_COMPARED;
   if (compared) {
