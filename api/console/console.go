@@ -64,7 +64,9 @@ type Options struct {
 	Document func() any
 	// Assets are the page's files (index.html at the root); nil serves none.
 	Assets fs.FS
-	// AuthRequired tells the page to ask for a token before its first call.
+	// AuthRequired tells the page to ask for a token before its first
+	// call: set it when callers authenticate with bearer tokens (a tokens
+	// file or JWTs); a browser with a client certificate needs none.
 	AuthRequired bool
 	// Interval is how often the histories are sampled; 0 means 1 s.
 	// Samples is how many they keep; 0 means 180.

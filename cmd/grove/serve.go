@@ -233,7 +233,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	h.SetErrorWriter("cluster", httpserver.JSONError)
 	h.Handle("GET /v1/cluster", "cluster", clusternode.Handler(node))
 	cons := console.New(console.Options{Source: sys, Gatherer: reg, Document: hopts.Status, Assets: ui.Assets(),
-		AuthRequired: cfg.Auth.Enabled(), Logger: log.With("component", "console")})
+		AuthRequired: cfg.Auth.TokensFile != "" || cfg.Auth.JWT.JWKSFile != "", Logger: log.With("component", "console")})
 	cons.Register(h)
 	g.add("console", runConsole(cons))
 
