@@ -50,12 +50,13 @@ ui-deps:
 	  cd ui && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund && \
 	  cp package-lock.json node_modules/.grove-lock; fi
 
-## ui: rebuild the console's committed assets (ui/dist) from ui/src.
+## ui: type-check ui/src and rebuild the console's committed assets (ui/dist).
 ui: ui-deps
-	cd ui && node build.mjs dist
+	cd ui && node_modules/.bin/tsc -p . && node build.mjs dist
 
-## ui-check: the committed ui/dist is what ui/src builds to.
+## ui-check: ui/src type-checks, and the committed ui/dist is what it builds to.
 ui-check: ui-deps
+	cd ui && node_modules/.bin/tsc -p .
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && (cd ui && node build.mjs "$$tmp/dist") && \
 	  diff -r "$$tmp/dist" ui/dist || { echo "ui/dist does not match ui/src: run make ui and commit ui/dist"; exit 1; }
 

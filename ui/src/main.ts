@@ -294,6 +294,9 @@ function renderAudit(entries: AuditEntry[] | null, note: string): void {
 
 let polls = 0;
 let timer: number | undefined;
+// run numbers the polling loops: a new token starts a new one, and a poll
+// of an older loop still in flight when it did schedules nothing.
+let run = 0;
 
 function showError(msg: string): void {
   const e = byId("error");
@@ -339,20 +342,28 @@ async function poll(): Promise<void> {
   polls++;
 }
 
-async function loop(): Promise<void> {
+async function loop(mine: number): Promise<void> {
   window.clearTimeout(timer);
   try {
     await poll();
+    if (mine !== run) return;
     showError("");
     byId("auth").hidden = true;
   } catch (err) {
+    if (mine !== run) return;
     if (err instanceof Unauthorized) {
       askToken(err.message);
       return; // resumes when a token is given
     }
     showError(err instanceof Error ? err.message : String(err));
   }
-  timer = window.setTimeout(loop, POLL_MS);
+  timer = window.setTimeout(() => void loop(mine), POLL_MS);
+}
+
+function restart(): void {
+  run++;
+  polls = 0;
+  void loop(run);
 }
 
 function setToken(t: string): void {
@@ -368,11 +379,11 @@ async function start(): Promise<void> {
     const input = byId("token") as HTMLInputElement;
     setToken(input.value.trim());
     input.value = "";
-    polls = 0;
-    void loop();
+    restart();
   });
   byId("forget").addEventListener("click", () => {
     setToken("");
+    run++;
     window.clearTimeout(timer);
     askToken("Token forgotten: enter one to go on.");
   });
@@ -382,7 +393,7 @@ async function start(): Promise<void> {
     askToken("This server needs a token. It is kept for this tab only (sessionStorage) and sent as Authorization: Bearer with every call.");
     return;
   }
-  void loop();
+  restart();
 }
 
 void start();
