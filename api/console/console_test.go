@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"testing/synctest"
 	"time"
 
 	"github.com/groveml/grove/actors"
@@ -204,4 +206,40 @@ func TestBuiltAssetsAreSelfContained(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Run samples every interval, concurrently with readers, and returns once
+// its context is done.
+func TestRunSamplesEveryIntervalUntilCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newActorMetrics()
+		src := &models{paths: []string{"a/"}, shares: map[string][]routing.Status{"o/p/1": {{Release: "v1", Fraction: 1, PhaseInPct: 100}}}}
+		c := New(Options{Source: src, Gatherer: m.reg, Interval: 2 * time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		// Requests at 1, 3 and 5 s, between the samples at 0 (the
+		// baseline), 2, 4 and 6 s.
+		time.Sleep(time.Second)
+		for range 3 {
+			m.serve("ba", "a/", 6, 0.001)
+			_ = c.Document(time.Now()) // a reader while Run samples
+			time.Sleep(2 * time.Second)
+		}
+		synctest.Wait()
+		d := c.Document(time.Now())
+		// Three intervals of 6 requests, 3/s; the contract is sampled
+		// every time.
+		a := d.ModelSeries["a/"]
+		if len(a) != 3 || a[0].Requests != 6 || a[2].RPS != 3 || len(d.ContractSeries["o/p/1"]) != 4 {
+			t.Errorf("after 6 s: a/ %+v, contract %+v", a, d.ContractSeries["o/p/1"])
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run did not return once its context was done")
+		}
+	})
 }
