@@ -113,10 +113,15 @@ func TestSampleKeepsHistoriesOfWhatIsConfigured(t *testing.T) {
 	}
 }
 
+// newServer serves c's routes beside a ForestFlow-shaped route, which
+// the console's prefix must win over.
 func newServer(t *testing.T, c *Console) http.Handler {
 	t.Helper()
 	h := httpserver.New(httpserver.Options{})
 	c.Register(h)
+	h.Handle("GET /{org}/{project}/{n}/stats", "forestflow", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "contract stats")
+	})
 	return h.Handler()
 }
 
@@ -145,6 +150,8 @@ func TestPageAndDocument(t *testing.T) {
 			{"GET", "/ui/nope.js", http.StatusNotFound, "", ""},
 			{"POST", "/ui/", http.StatusMethodNotAllowed, "", "GET"},
 			{"GET", "/ui/config.json", http.StatusOK, "", map[bool]string{false: `{"auth_required":false}`, true: `{"auth_required":true}`}[authOn]},
+			// /ui is reserved: a contract of organization "ui" is not reached.
+			{"GET", "/ui/p/1/stats", http.StatusNotFound, "", "404 page not found"},
 		} {
 			resp := get(t, h, tc.method, tc.path)
 			body, _ := io.ReadAll(resp.Body)
@@ -158,6 +165,9 @@ func TestPageAndDocument(t *testing.T) {
 		}
 	}
 
+	if resp := get(t, newServer(t, New(Options{Source: src})), "GET", "/org/p/1/stats"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the ForestFlow-shaped route beside the console: %d", resp.StatusCode)
+	}
 	resp := get(t, newServer(t, New(Options{Source: src})), "GET", "/v1/console")
 	var d struct {
 		IntervalMs int64         `json:"interval_ms"`
