@@ -102,9 +102,9 @@ func New(opts Options) *Console {
 }
 
 // Register mounts the page at Prefix (open: it holds no data) and serves
-// GET /v1/console on h.
+// GET /v1/console on h, both counted in the HTTP metrics under API.
 func (c *Console) Register(h *httpserver.Server) {
-	h.Mount(Prefix, c.pageHandler())
+	h.Mount(Prefix, h.Instrument(API, c.pageHandler().ServeHTTP))
 	h.SetErrorWriter(API, httpserver.JSONError)
 	h.Handle("GET /v1/console", API, c.serveDocument)
 }
