@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server protobuf-compiler python3-protobuf
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server protobuf-compiler python3-protobuf chromium
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
@@ -16,7 +16,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy test-ui ui ui-deps ui-check fuzz bench vet fmt clean models
 
 all: build
 
@@ -65,10 +65,35 @@ run: build
 	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
 ## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
-## checks, unit tests, fuzz seeds and the integration tests against the
-## real binary (the release of make dist among them).
-test: deps vet test-deploy
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+## checks, the console in a browser (test-ui), unit tests, fuzz seeds and
+## the integration tests against the real binary (the release of make dist
+## among them).
+test: deps vet test-deploy test-ui
+	$(GO) test -count=1 -timeout 20m -skip '^TestConsoleInChromium' $(PKGS)
+
+## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,
+## again only when the lockfile changed; no install scripts, never a
+## browser download: the tests use Debian's chromium).
+ui-deps:
+	@command -v npm >/dev/null || scripts/deps.sh nodejs npm
+	@if ! cmp -s ui/package-lock.json ui/node_modules/.grove-lock; then \
+	  cd ui && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund && \
+	  cp package-lock.json node_modules/.grove-lock; fi
+
+## ui: type-check ui/src and rebuild the console's committed assets (ui/dist).
+ui: ui-deps
+	cd ui && node_modules/.bin/tsc -p . && node build.mjs dist
+
+## ui-check: ui/src type-checks, and the committed ui/dist is what it builds to.
+ui-check: ui-deps
+	cd ui && node_modules/.bin/tsc -p .
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && (cd ui && node build.mjs "$$tmp/dist") && \
+	  diff -r "$$tmp/dist" ui/dist || { echo "ui/dist does not match ui/src: run make ui and commit ui/dist"; exit 1; }
+
+## test-ui: the console's build check, then the console in headless
+## Chromium against the real binary (it/console_test.go), within 3 minutes.
+test-ui: deps ui-check
+	$(GO) test -count=1 -timeout 3m ./it -run '^TestConsoleInChromium'
 
 ## test-deploy: the container build file and the Kubernetes manifests
 ## (deploy/check, a module of its own so that the Kubernetes, Prometheus

@@ -89,6 +89,7 @@ var mountSamples = map[string][]struct{ method, path, role string }{
 		{"POST", "/v2/repository/models/m/unload", "manage"},
 	},
 	"/debug/pprof/...": {{"GET", "/debug/pprof/", "admin"}, {"GET", "/debug/pprof/cmdline", "admin"}},
+	"/ui/...":          {{"GET", "/ui/", "open"}, {"GET", "/ui/app.js", "open"}, {"GET", "/ui/config.json", "open"}},
 }
 
 var (
@@ -167,6 +168,7 @@ const (
 var refusalFormats = map[string]string{
 	"GET /healthz": fmtText, "GET /readyz": fmtText,
 	"GET /v1/status": fmtJSON, "GET /v1/audit": fmtJSON, "POST /v1/rollback": fmtJSON, "GET /v1/cluster": fmtJSON, "/v2/...": fmtJSON,
+	"GET /v1/console": fmtJSON, "/ui/...": fmtText,
 	"GET /metrics": fmtText, "/debug/pprof/...": fmtText,
 	"POST /v1/inference": fmtBA, "GET /v1/models": fmtBA,
 	"POST /{org}/{project}/{n}/gp": fmtText,

@@ -56,6 +56,9 @@ var HTTPRoles = map[string]Role{
 	"GET /v1/audit":                                  RoleRead,
 	"POST /v1/rollback":                              RoleManage,
 	"GET /v1/cluster":                                RoleManage,
+
+	// The web console's document (its page, under /ui, is open).
+	"GET /v1/console": RoleRead,
 }
 
 // MountRoles classifies the requests of each subtree mounted on the HTTP
@@ -64,6 +67,9 @@ var HTTPRoles = map[string]Role{
 var MountRoles = map[string]func(method, path string) Role{
 	"/v2":          OIPRole,
 	"/debug/pprof": func(string, string) Role { return RoleAdmin },
+	// The web console's page holds no data: every figure it shows comes
+	// from GET /v1/console and the other routes, with the caller's token.
+	"/ui": func(string, string) Role { return Open },
 }
 
 // OIPRole is the role an Open Inference Protocol REST request (under /v2)

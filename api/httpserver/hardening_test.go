@@ -17,11 +17,13 @@ import (
 
 func TestAdminAPIsMoveToTheAdminHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := New(Options{AdminAPIs: []string{"manage"}, Registerer: reg, Gatherer: reg, Pprof: true, Status: func() any { return 1 }})
+	s := New(Options{AdminAPIs: []string{"manage", "/ui"}, Registerer: reg, Gatherer: reg, Pprof: true, Status: func() any { return 1 }})
 	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
 	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", ok)
 	s.Handle("PUT /{org}/{project}/{n}", "manage", ok)
 	s.Handle("POST /servable", "manage", ok)
+	s.Mount("/ui", http.HandlerFunc(ok))
+	s.Mount("/v2", http.HandlerFunc(ok))
 	main, admin := s.Handler(), s.AdminHandler()
 	for _, tc := range []struct {
 		method, path string
@@ -35,6 +37,9 @@ func TestAdminAPIsMoveToTheAdminHandler(t *testing.T) {
 		{"GET", "/v1/status", 200, 404},
 		{"GET", "/healthz", 200, 200},
 		{"GET", "/readyz", 200, 200},
+		{"GET", "/ui/", 404, 200},
+		{"GET", "/ui/app.js", 404, 200},
+		{"GET", "/v2/models", 200, 404},
 	} {
 		if code, _ := serve(t, main, tc.method, tc.path, ""); code != tc.main {
 			t.Errorf("scoring port: %s %s = %d, want %d", tc.method, tc.path, code, tc.main)

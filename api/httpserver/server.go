@@ -6,7 +6,8 @@
 // readiness, status, metrics, pprof), and the hardening every route gets:
 // per-handler read and write deadlines, required client certificates, and
 // the http.Server limits (NewHTTPServer). With AdminAPIs, the management
-// routes, /metrics and pprof move to a second handler (AdminHandler).
+// routes and mounts named there (the web console's), /metrics and pprof
+// move to a second handler (AdminHandler).
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
@@ -59,9 +60,10 @@ type Options struct {
 	// (or auth.MountRoles for a mount) does not mark open, and applies
 	// their limits; nil serves every route without authentication.
 	Auth Authenticator
-	// AdminAPIs, when set, names the APIs (Handle's api argument) that
-	// AdminHandler serves instead of Handler, with /metrics and pprof: the
-	// scoring port can be exposed without them.
+	// AdminAPIs, when set, names the APIs (Handle's api argument) and
+	// mounts (Mount's prefix, "/ui") that AdminHandler serves instead of
+	// Handler, with /metrics and pprof: the scoring port can be exposed
+	// without them.
 	AdminAPIs []string
 	// ReadTimeout bounds reading a request's body and WriteTimeout writing
 	// its answer, from when the handler starts (http.ResponseController);
@@ -178,24 +180,37 @@ func (s *Server) Handler() http.Handler {
 	if len(s.opts.AdminAPIs) == 0 {
 		return s.handler(s.routes, s.mounts, true, true)
 	}
-	return s.handler(s.selectRoutes(false), s.mounts, true, false)
+	return s.handler(s.selectRoutes(false), s.selectMounts(false), true, false)
 }
 
-// AdminHandler returns the handler of the routes of Options.AdminAPIs,
-// /metrics, pprof and the probes; nil without Options.AdminAPIs.
+// AdminHandler returns the handler of the routes and mounts of
+// Options.AdminAPIs, /metrics, pprof and the probes; nil without
+// Options.AdminAPIs.
 func (s *Server) AdminHandler() http.Handler {
 	if len(s.opts.AdminAPIs) == 0 {
 		return nil
 	}
-	return s.handler(s.selectRoutes(true), nil, false, true)
+	return s.handler(s.selectRoutes(true), s.selectMounts(true), false, true)
+}
+
+// selectMounts returns the mounts whose prefix Options.AdminAPIs names,
+// or all others.
+func (s *Server) selectMounts(admin bool) []mount {
+	return selectAdmin(s.mounts, s.opts.AdminAPIs, admin, func(m mount) string { return m.prefix })
 }
 
 // selectRoutes returns the routes of Options.AdminAPIs, or all others.
 func (s *Server) selectRoutes(admin bool) []route {
-	var out []route
-	for _, r := range s.routes {
-		if slices.Contains(s.opts.AdminAPIs, r.api) == admin {
-			out = append(out, r)
+	return selectAdmin(s.routes, s.opts.AdminAPIs, admin, func(r route) string { return r.api })
+}
+
+// selectAdmin returns the items whose name is in adminAPIs if admin, else
+// the others.
+func selectAdmin[T any](items []T, adminAPIs []string, admin bool, name func(T) string) []T {
+	var out []T
+	for _, it := range items {
+		if slices.Contains(adminAPIs, name(it)) == admin {
+			out = append(out, it)
 		}
 	}
 	return out

@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/console"
 	"github.com/groveml/grove/api/deeprec"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/graphpipe"
@@ -38,6 +39,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/ui"
 )
 
 // instanceID names this process in prediction events: host name and pid.
@@ -199,7 +201,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if cfg.AdminHTTP != "" {
 		// The audit trail lists who changed what from where: it is read
 		// beside the management API, not on the scoring port.
-		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit", "cluster"}
+		// So is the web console, which reads them.
+		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit", "cluster", console.API, console.Prefix}
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
@@ -231,6 +234,10 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// Grove's own JSON route: its refusals are {"error": ...} as its answers.
 	h.SetErrorWriter("cluster", httpserver.JSONError)
 	h.Handle("GET /v1/cluster", "cluster", clusternode.Handler(node))
+	cons := console.New(console.Options{Source: sys, Gatherer: reg, Document: hopts.Status, Assets: ui.Assets(),
+		AuthRequired: cfg.Auth.TokensFile != "" || cfg.Auth.JWT.JWKSFile != "", Logger: log.With("component", "console")})
+	cons.Register(h)
+	g.add("console", runConsole(cons))
 
 	if cfg.Auth.Enabled() {
 		if err := gs.CheckRoles(); err != nil {
@@ -318,6 +325,16 @@ func watchAuth(a *auth.Authenticator) component {
 	ctx, cancel := context.WithCancel(context.Background())
 	return component{name: "auth",
 		execute:   func() error { a.Run(ctx); return nil },
+		interrupt: func(context.Context) { cancel() },
+	}
+}
+
+// runConsole is the component that samples the web console's histories
+// until interrupted.
+func runConsole(c *console.Console) component {
+	ctx, cancel := context.WithCancel(context.Background())
+	return component{name: "console",
+		execute:   func() error { c.Run(ctx); return nil },
 		interrupt: func(context.Context) { cancel() },
 	}
 }

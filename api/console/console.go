@@ -1,0 +1,318 @@
+// Package console serves Grove's web console: the page under /ui/ (the
+// assets package ui embeds, open to everyone: it holds no data) and the
+// one JSON document it polls, GET /v1/console (role read), which gathers
+// what the page shows: the status document, each contract's servables
+// with their traffic share, shadow executions and champion-challenger
+// comparison, and short histories sampled every interval: each model's
+// req/s, p50/p99 latency, queue depth, and each contract release's share
+// and phase-in.
+//
+// Who owns what: the Console's histories are written by its sampling
+// loop (Run) and read by the handler, both under Console.mu; everything
+// else it reads from the Source and the Gatherer when asked.
+package console
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/routing"
+)
+
+// API is the label the console's routes are counted under (and the name
+// that moves /v1/console to the admin listener, beside Prefix).
+const API = "console"
+
+// Prefix is the path the page is mounted at.
+const Prefix = "/ui"
+
+// Source is what the console reads about models and contracts;
+// *actors.System is one.
+type Source interface {
+	// Status is a snapshot of the configured models.
+	Status() actors.Status
+	// Contracts lists the configured contracts.
+	Contracts() []modelconfig.Contract
+	// ContractStats describes each servable of contract id now.
+	ContractStats(id string) ([]actors.ServableStats, error)
+	// ContractPlan is contract id's routing plan now (what the share
+	// history samples: cheaper than ContractStats, which compares the
+	// shadows' answers).
+	ContractPlan(id string) (routing.Plan, error)
+}
+
+// Options configure a Console.
+type Options struct {
+	// Source is read for the models and contracts; required.
+	Source Source
+	// Gatherer has the actors' metrics the model histories are computed
+	// from (grove_model_requests_total, _request_duration_seconds,
+	// _queue_depth, _inflight); nil keeps no model history.
+	Gatherer prometheus.Gatherer
+	// Document is the status document /v1/status serves, included whole;
+	// nil includes Source.Status().
+	Document func() any
+	// Assets are the page's files (index.html at the root); nil serves none.
+	Assets fs.FS
+	// AuthRequired tells the page to ask for a token before its first
+	// call: set it when callers authenticate with bearer tokens (a tokens
+	// file or JWTs); a browser with a client certificate needs none.
+	AuthRequired bool
+	// Interval is how often the histories are sampled; 0 means 1 s.
+	// Samples is how many they keep; 0 means 180.
+	Interval time.Duration
+	Samples  int
+	// Logger receives sampling failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Console samples the histories and serves the page and its document.
+type Console struct {
+	opts Options
+
+	mu        sync.Mutex
+	last      snapshot
+	lastAt    time.Time
+	models    map[string]*ring[ModelPoint]
+	contracts map[string]*ring[ContractPoint]
+}
+
+// New returns a Console; call Run to sample its histories.
+func New(opts Options) *Console {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Samples <= 0 {
+		opts.Samples = 180
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Console{opts: opts, models: map[string]*ring[ModelPoint]{}, contracts: map[string]*ring[ContractPoint]{}}
+}
+
+// Register mounts the page at Prefix (open: it holds no data) and serves
+// GET /v1/console on h, both counted in the HTTP metrics under API.
+func (c *Console) Register(h *httpserver.Server) {
+	h.Mount(Prefix, h.Instrument(API, c.pageHandler().ServeHTTP))
+	h.SetErrorWriter(API, httpserver.JSONError)
+	h.Handle("GET /v1/console", API, c.serveDocument)
+}
+
+// Run samples the histories every interval until ctx is done.
+func (c *Console) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	c.Sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			c.Sample(now)
+		}
+	}
+}
+
+// ContractPoint is the traffic share and phase-in of each release of a
+// contract at one time.
+type ContractPoint struct {
+	// T is when, Unix milliseconds.
+	T int64 `json:"t"`
+	// Releases are by release version.
+	Releases map[string]ReleasePoint `json:"releases"`
+}
+
+// ReleasePoint is one release's part of a ContractPoint.
+type ReleasePoint struct {
+	// Share is the fraction of the contract's traffic it is given (0-1).
+	Share float64 `json:"share"`
+	// PhaseInPct is how far its phase-in has gone (0-100).
+	PhaseInPct float64 `json:"phase_in_pct"`
+}
+
+// Sample adds the figures at now to the histories: each configured
+// model's since the last sample, and each contract's release shares.
+// Histories of models and contracts no longer configured are dropped.
+func (c *Console) Sample(now time.Time) {
+	st := c.opts.Source.Status()
+	configured := make(map[string]bool, len(st.Models))
+	for _, m := range st.Models {
+		configured[m.Path] = true
+	}
+	var snap snapshot
+	if c.opts.Gatherer != nil {
+		fams, err := c.opts.Gatherer.Gather()
+		if err != nil {
+			// Gather returns what it could gather with the error.
+			c.opts.Logger.Debug("console: gathering metrics", "err", err)
+		}
+		snap = snapshotOf(fams)
+	}
+	contracts := c.opts.Source.Contracts()
+	points := make(map[string]ContractPoint, len(contracts))
+	for _, ct := range contracts {
+		plan, err := c.opts.Source.ContractPlan(ct.ID())
+		if err != nil {
+			continue // removed since listed
+		}
+		p := ContractPoint{T: now.UnixMilli(), Releases: make(map[string]ReleasePoint, len(plan.Servables))}
+		for _, s := range plan.Servables {
+			p.Releases[s.Release] = ReleasePoint{Share: s.Fraction, PhaseInPct: s.PhaseInPct}
+		}
+		points[ct.ID()] = p
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if snap != nil {
+		seconds := now.Sub(c.lastAt).Seconds()
+		for path, cur := range snap {
+			if !configured[path] {
+				continue
+			}
+			r := c.models[path]
+			if r == nil {
+				r = newRing[ModelPoint](c.opts.Samples)
+				c.models[path] = r
+			}
+			if c.last != nil {
+				r.add(pointBetween(c.last[path], cur, seconds, now.UnixMilli()))
+			}
+		}
+		c.last, c.lastAt = snap, now
+	}
+	for path := range c.models {
+		if !configured[path] {
+			delete(c.models, path)
+		}
+	}
+	for id, p := range points {
+		r := c.contracts[id]
+		if r == nil {
+			r = newRing[ContractPoint](c.opts.Samples)
+			c.contracts[id] = r
+		}
+		r.add(p)
+	}
+	for id := range c.contracts {
+		if _, ok := points[id]; !ok {
+			delete(c.contracts, id)
+		}
+	}
+}
+
+// Document is what GET /v1/console answers.
+type Document struct {
+	// Time is when it was made.
+	Time time.Time `json:"time"`
+	// IntervalMs is the sampling interval of the histories.
+	IntervalMs int64 `json:"interval_ms"`
+	// Status is the /v1/status document.
+	Status any `json:"status"`
+	// Contracts are the configured contracts, sorted by id.
+	Contracts []ContractView `json:"contracts"`
+	// ModelSeries are the models' live figures, oldest first, by model path.
+	ModelSeries map[string][]ModelPoint `json:"model_series"`
+	// ContractSeries are the contracts' release shares, oldest first, by id.
+	ContractSeries map[string][]ContractPoint `json:"contract_series"`
+}
+
+// ContractView is one contract and its servables now.
+type ContractView struct {
+	ID     string `json:"id"`
+	Router string `json:"router,omitempty"`
+	// Servables are the servables' stats (actors.System.ContractStats).
+	Servables []actors.ServableStats `json:"servables"`
+	// Error is why the stats could not be read, if they could not.
+	Error string `json:"error,omitempty"`
+}
+
+// Document returns the console's document now.
+func (c *Console) Document(now time.Time) Document {
+	d := Document{Time: now, IntervalMs: c.opts.Interval.Milliseconds(), Contracts: []ContractView{},
+		ModelSeries: map[string][]ModelPoint{}, ContractSeries: map[string][]ContractPoint{}}
+	if c.opts.Document != nil {
+		d.Status = c.opts.Document()
+	} else {
+		d.Status = c.opts.Source.Status()
+	}
+	for _, ct := range c.opts.Source.Contracts() {
+		v := ContractView{ID: ct.ID(), Router: string(ct.Router)}
+		stats, err := c.opts.Source.ContractStats(ct.ID())
+		if err != nil {
+			v.Error = err.Error()
+		}
+		v.Servables = stats
+		d.Contracts = append(d.Contracts, v)
+	}
+	sort.Slice(d.Contracts, func(i, j int) bool { return d.Contracts[i].ID < d.Contracts[j].ID })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for path, r := range c.models {
+		d.ModelSeries[path] = r.values()
+	}
+	for id, r := range c.contracts {
+		d.ContractSeries[id] = r.values()
+	}
+	return d
+}
+
+func (c *Console) serveDocument(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	httpserver.WriteJSON(w, http.StatusOK, c.Document(time.Now()))
+}
+
+// securityHeaders are set on every answer of the page: its scripts,
+// styles, images and calls all come from this server, and it is never
+// framed.
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+	"X-Content-Type-Options": "nosniff",
+	"Referrer-Policy":        "no-referrer",
+	"Cache-Control":          "no-cache",
+}
+
+// pageHandler serves the page: Prefix redirects to Prefix/, config.json
+// tells the page whether to ask for a token, and the other paths are the
+// assets. Only GET and HEAD are served.
+func (c *Console) pageHandler() http.Handler {
+	var files http.Handler = http.NotFoundHandler()
+	if c.opts.Assets != nil {
+		files = http.StripPrefix(Prefix+"/", http.FileServerFS(c.opts.Assets))
+	}
+	config := []byte(`{"auth_required":false}` + "\n")
+	if c.opts.AuthRequired {
+		config = []byte(`{"auth_required":true}` + "\n")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's pages are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		switch p := r.URL.Path; {
+		case p == Prefix:
+			http.Redirect(w, r, Prefix+"/", http.StatusMovedPermanently)
+		case p == Prefix+"/config.json":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(config)
+		default:
+			files.ServeHTTP(w, r)
+		}
+	})
+}
