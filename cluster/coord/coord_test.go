@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/placement"
@@ -365,6 +367,46 @@ func TestCampaignEndsWithTheSession(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("a campaign went on after its session ended")
+	}
+}
+
+func TestCampaignReturnsWhenCancelledWithEtcdUnresponsive(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ca := dial(t, srv, "/g/")
+	a := join(t, ca, "a", 1)
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, dial(t, srv, "/g/"), "b", 1)
+	bctx, bcancel := context.WithCancel(ctx)
+	ch := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(bctx)
+		ch <- err
+	}()
+	// b's campaign has put its key and waits for a's to go.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	for {
+		r, err := ca.cli.Get(wctx, "/g/"+electionDir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 2 {
+			break
+		}
+	}
+	srv.Freeze(t) // etcd stops answering, connections open
+	bcancel()
+	select {
+	case err := <-ch:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("campaign ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled campaign did not return with etcd unresponsive (a node shutting down would hang)")
 	}
 }
 

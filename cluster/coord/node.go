@@ -160,7 +160,7 @@ func (n *Node) Campaign(ctx context.Context) (*Leadership, error) {
 		}
 	}()
 	e := concurrency.NewElection(n.sess, n.c.prefix+electionDir)
-	if err := e.Campaign(cctx, n.name); err != nil {
+	if err := campaignOrQuit(cctx, e, n.name); err != nil {
 		select {
 		case <-n.sess.Done():
 			return nil, ErrSessionLost
@@ -172,6 +172,27 @@ func (n *Node) Campaign(ctx context.Context) (*Leadership, error) {
 	l := &Leadership{n: n, e: e, key: e.Key(), term: e.Rev(), cancel: lcancel, done: make(chan struct{})}
 	go l.watch(lctx)
 	return l, nil
+}
+
+// campaignOrQuit runs e.Campaign but returns as soon as ctx is done. A cancelled
+// etcd Campaign cleans up with the client's own context (Resign(client.Ctx())
+// in concurrency.Election), which blocks while etcd is unreachable; the
+// goroutine left behind ends when the client is closed, the caller does
+// not wait for it (a node shutting down with etcd gone would never exit).
+func campaignOrQuit(ctx context.Context, e *concurrency.Election, val string) error {
+	done := make(chan error, 1)
+	go func() { done <- e.Campaign(ctx, val) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // Leadership is the controller's right to write the placement table.

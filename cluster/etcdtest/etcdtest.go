@@ -127,6 +127,16 @@ func start(t testing.TB, bin string, o options) (*Server, error) {
 	return s, nil
 }
 
+// Freeze stops the server's process without closing its connections, as a
+// network partition or a stalled disk would look to its clients: requests
+// and watches wait, unanswered. Stop still kills it.
+func (s *Server) Freeze(t testing.TB) {
+	t.Helper()
+	if err := freeze(s.cmd.Process); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Stop kills the server and waits for it to exit; later calls do nothing.
 func (s *Server) Stop() {
 	s.once.Do(func() {
