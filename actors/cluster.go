@@ -18,6 +18,7 @@ import (
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // A System in a cluster (docs/cluster.md): the node agent (cluster/node)
@@ -169,7 +170,11 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 		ctx, cancel := context.WithCancel(b.ctx)
 		defer cancel()
 		defer context.AfterFunc(sctx, cancel)()
+		ctx, span := tracing.Start(ctx, tracing.SpanForward)
 		a, err := r.remote.Forward(ctx, fr)
+		if span.IsRecording() {
+			traceForward(span, req.ModelPath, a, err)
+		}
 		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
 		if b.claim(i) {
 			res.ModelPath, res.ContentPath, res.Checksum, res.Outputs, res.Err = req.ModelPath, req.ModelPath, a.Checksum, a.Outputs, err

@@ -9,6 +9,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Sink turns the answers the router hands over into prediction events and
@@ -35,7 +36,7 @@ func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served boo
 	if !policy.Decide(nil) {
 		return
 	}
-	s.Producer.Log(Event(req, res, served), policy.Key(req.Configs))
+	s.Producer.LogTraced(Event(req, res, served), policy.Key(req.Configs), tracing.TraceParent(req.Trace))
 }
 
 // Event builds the prediction event of one answered request. The event
