@@ -37,10 +37,11 @@ type Call struct {
 func Run(ctx context.Context, b Backend, dst, body []byte, c Call) ([]byte, int, error) {
 	_, span := tracing.Start(ctx, tracing.SpanDecode)
 	req, perr := c.Parse.ParseRequest(body)
-	tracing.End(span, perr)
 	if perr != nil {
+		tracing.End(span, perr)
 		return AppendBatchError(dst, perr, ""), http.StatusBadRequest, nil
 	}
+	span.End()
 	configs := req.Configs
 	if c.Configs != nil {
 		configs = c.Configs(configs)

@@ -1,0 +1,96 @@
+package it
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/tracing/tracingtest"
+)
+
+// TestTracesExportedOverOTLP runs the grove binary with
+// OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP receiver in the test,
+// calls it over B&A (HTTP) and OIP (gRPC) with a caller's traceparent,
+// stops it, and checks the span trees that reached the receiver: the
+// spans the batch processor still held are exported at shutdown.
+func TestTracesExportedOverOTLP(t *testing.T) {
+	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", model)
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	rcv := tracingtest.HTTP(t)
+	// A long export delay: nothing is exported before the shutdown.
+	g := startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.Endpoint, "OTEL_SERVICE_NAME=grove-it",
+		"OTEL_BSP_SCHEDULE_DELAY=600000", "OTEL_TRACES_SAMPLER=parentbased_always_off"})
+	if !strings.Contains(g.logs.String(), `"tracing on"`) && !strings.Contains(g.logs.String(), "tracing on") {
+		t.Errorf("no 'tracing on' log line")
+	}
+
+	const httpTrace, grpcTrace, callerSpan = "11111111111111111111111111111111", "22222222222222222222222222222222", "00f067aa0ba902b7"
+	body := batchJSON(itemJSON("pctr_v1/", tensorJSON("FLOAT", []int64{2, 64}, make([]float64, 128))))
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/inference", strings.NewReader(body))
+	req.Header.Set("traceparent", "00-"+httpTrace+"-"+callerSpan+"-01")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d", resp.StatusCode)
+	}
+	// Not sampled by the caller (and the root sampler is always_off): no spans.
+	req, _ = http.NewRequest(http.MethodPost, g.url+"/v1/inference", strings.NewReader(body))
+	req.Header.Set("traceparent", "00-33333333333333333333333333333333-"+callerSpan+"-00")
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("unsampled call: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	ctx := metadata.AppendToOutgoingContext(withTimeout(t, time.Minute), "traceparent", "00-"+grpcTrace+"-"+callerSpan+"-01")
+	if _, err := oippb.NewGRPCInferenceServiceClient(g.dial()).ModelInfer(ctx, &oippb.ModelInferRequest{ModelName: "pctr_v1",
+		Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 64},
+			Contents: &oippb.InferTensorContents{Fp32Contents: make([]float32, 64)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // nothing is exported before the shutdown
+	if n := len(rcv.Spans()); n != 0 {
+		t.Errorf("%d spans exported before the shutdown with a 10-minute export delay", n)
+	}
+	if err := g.stop(); err != nil {
+		t.Fatalf("grove exit: %v", err)
+	}
+	spans := rcv.Wait(t, 5*time.Second, func(s []tracingtest.Span) bool {
+		return len(tracingtest.Trace(s, httpTrace)) >= 5 && len(tracingtest.Trace(s, grpcTrace)) >= 5
+	})
+	if n := len(tracingtest.Trace(spans, "33333333333333333333333333333333")); n != 0 {
+		t.Errorf("%d spans of a trace the caller did not sample", n)
+	}
+	check := func(traceID, server string, want ...string) {
+		tr := tracingtest.Trace(spans, traceID)
+		srv := tracingtest.Named(tr, server)
+		if len(srv) != 1 || srv[0].ParentID != callerSpan || srv[0].Kind != tracepb.Span_SPAN_KIND_SERVER || srv[0].Service != "grove-it" {
+			t.Fatalf("no server span %q continuing the caller's span:\n%s", server, tracingtest.Tree(tr))
+		}
+		for _, name := range want {
+			s := tracingtest.Named(tr, name)
+			if len(s) != 1 || s[0].ParentID != srv[0].SpanID {
+				t.Errorf("%s: want one %q span, child of the server span:\n%s", server, name, tracingtest.Tree(tr))
+			}
+		}
+		if bs := tracingtest.Named(tr, "batch"); len(bs) == 1 && (bs[0].Attrs["grove.model.path"] != "pctr_v1/" || bs[0].Attrs["grove.outcome"] != "ok" || bs[0].Attrs["grove.batch.rows"] == "") {
+			t.Errorf("%s: batch span attributes %v", server, bs[0].Attrs)
+		}
+	}
+	check(httpTrace, "POST /v1/inference", "decode", "queue", "batch", "encode")
+	check(grpcTrace, "inference.GRPCInferenceService/ModelInfer", "decode", "queue", "batch", "encode")
+}
