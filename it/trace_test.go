@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/tracing/tracingtest"
 )
 
@@ -93,4 +94,79 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	}
 	check(httpTrace, "POST /v1/inference", "decode", "queue", "batch", "encode")
 	check(grpcTrace, "inference.GRPCInferenceService/ModelInfer", "decode", "queue", "batch", "encode")
+}
+
+// TestTraceContinuesAcrossAClusterForward runs two cluster nodes, each
+// exporting to the test's OTLP receiver, with one model of one copy: the
+// node without it forwards, and the serving node continues the trace
+// under the forward span.
+func TestTraceContinuesAcrossAClusterForward(t *testing.T) {
+	b := newDirBucket(t)
+	putClusterModels(t, b, []clusterModel{{"pctr_v1/", "pctr_v1/model.pt", "pctr_v1", true, 1}})
+	rcv := tracingtest.HTTP(t)
+	etcd := etcdtest.Start(t)
+	nodes := map[string]*grove{}
+	for _, name := range []string{"node-a", "node-b"} {
+		nodes[name] = startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.Endpoint, "OTEL_SERVICE_NAME=" + name},
+			"--cluster-etcd-endpoints", etcd.Addr, "--cluster-node-name", name, "--cluster-advertise", freeAddr(t),
+			"--cluster-lease-ttl", clusterLeaseTTL.String(), "--memory-budget-bytes", "4000000000", "--insecure-no-auth")
+	}
+	body := batchJSON(itemJSON("pctr_v1/", tensorJSON("FLOAT", []int64{1, 64}, make([]float64, 64))))
+	served := func(g *grove) bool {
+		code, out, err := g.infer(body)
+		return err == nil && code == http.StatusOK && len(out.Response) == 1 && out.Response[0].Error == nil
+	}
+	for _, g := range nodes {
+		g.waitFor("pctr_v1 served through the cluster", time.Minute, func() bool { return served(g) })
+	}
+	traces := map[string]string{"node-a": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "node-b": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
+	const callerSpan = "00f067aa0ba902b7"
+	for name, g := range nodes {
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/inference", strings.NewReader(body))
+		req.Header.Set("traceparent", "00-"+traces[name]+"-"+callerSpan+"-01")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: HTTP %d", name, resp.StatusCode)
+		}
+	}
+	for _, g := range nodes {
+		if err := g.stop(); err != nil {
+			t.Fatalf("grove exit: %v", err)
+		}
+	}
+	spans := rcv.Wait(t, 5*time.Second, func(s []tracingtest.Span) bool {
+		return len(tracingtest.Named(tracingtest.Trace(s, traces["node-a"]), "POST /v1/inference")) == 1 &&
+			len(tracingtest.Named(tracingtest.Trace(s, traces["node-b"]), "POST /v1/inference")) == 1 &&
+			len(tracingtest.Named(s, "grove.cluster.v1.Forward/Predict")) >= 1
+	})
+	forwarded := 0
+	for name, id := range traces {
+		tr := tracingtest.Trace(spans, id)
+		fw := tracingtest.Named(tr, "forward")
+		if len(fw) == 0 {
+			continue // this node serves the model itself
+		}
+		forwarded++
+		srv := tracingtest.Named(tr, "POST /v1/inference")[0]
+		remote := tracingtest.Named(tr, "grove.cluster.v1.Forward/Predict")
+		if len(fw) != 1 || fw[0].ParentID != srv.SpanID || fw[0].Service != name || fw[0].Attrs["grove.outcome"] != "ok" {
+			t.Fatalf("%s: the forward span is not the server span's child:\n%s", name, tracingtest.Tree(tr))
+		}
+		if len(remote) != 1 || remote[0].ParentID != fw[0].SpanID || remote[0].Service == name || remote[0].Kind != tracepb.Span_SPAN_KIND_SERVER ||
+			fw[0].Attrs["grove.cluster.node"] != remote[0].Service {
+			t.Fatalf("%s: the serving node does not continue the trace under the forward span:\n%s", name, tracingtest.Tree(tr))
+		}
+		for _, child := range []string{"queue", "batch"} {
+			if s := tracingtest.Named(tr, child); len(s) != 1 || s[0].ParentID != remote[0].SpanID || s[0].Service != remote[0].Service {
+				t.Errorf("%s: want one %s span on the serving node, child of its server span:\n%s", name, child, tracingtest.Tree(tr))
+			}
+		}
+	}
+	if forwarded != 1 {
+		t.Fatalf("%d nodes forwarded, want 1:\n%s", forwarded, tracingtest.Tree(spans))
+	}
 }
