@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
@@ -54,10 +52,10 @@ type Request struct {
 	// unnamed, whatever their names (which stay for the prediction log).
 	// Other models, and requests without it, bind named inputs by name.
 	Positional bool
-	// Trace is the span context of the call's trace when it has one (set
-	// by System.Infer before the prediction log sees the request), which
-	// the log passes on as the event's traceparent.
-	Trace trace.SpanContext
+	// TraceParent is the W3C traceparent of the call's trace when it has
+	// one (set by System.Infer before the prediction log sees the
+	// request), which the log passes on with the event.
+	TraceParent string
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.

@@ -213,10 +213,10 @@ func (s *System) run(b *batch) ([]Result, error) {
 	}
 	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
 		ctx, span := tracing.Start(b.ctx, tracing.SpanLog)
-		sc := trace.SpanContextFromContext(ctx)
+		tp := tracing.TraceParent(trace.SpanContextFromContext(ctx))
 		for i := range res {
-			if sc.IsValid() {
-				b.reqs[i].Trace = sc
+			if tp != "" {
+				b.reqs[i].TraceParent = tp
 			}
 			p.LogPrediction(&b.reqs[i], &res[i], true)
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/servables"
-	"github.com/groveml/grove/tracing"
 )
 
 // Sink turns the answers the router hands over into prediction events and
@@ -36,7 +35,7 @@ func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served boo
 	if !policy.Decide(nil) {
 		return
 	}
-	s.Producer.LogTraced(Event(req, res, served), policy.Key(req.Configs), tracing.TraceParent(req.Trace))
+	s.Producer.LogTraced(Event(req, res, served), policy.Key(req.Configs), req.TraceParent)
 }
 
 // Event builds the prediction event of one answered request. The event

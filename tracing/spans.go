@@ -51,6 +51,12 @@ const (
 // traceContext reads and writes the traceparent and tracestate headers.
 var traceContext propagation.TraceContext
 
+// serverKind are the start options of a server span, made once per
+// server so that starting one allocates no option slice.
+func serverKind() []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+}
+
 // Recording reports whether ctx carries a span that records, the only
 // case in which Start makes a child.
 func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
@@ -129,6 +135,7 @@ func OutgoingGRPC(ctx context.Context) context.Context {
 type HTTPServer struct {
 	tracer trace.Tracer
 	api    attribute.KeyValue
+	server []trace.SpanStartOption // made once: no allocation per request
 }
 
 // NewHTTPServer returns the server spans of api's routes made by tp; nil
@@ -137,23 +144,28 @@ func NewHTTPServer(tp trace.TracerProvider, api string) *HTTPServer {
 	if tp == nil {
 		return nil
 	}
-	return &HTTPServer{tracer: tp.Tracer(ScopeName), api: AttrAPI.String(api)}
+	return &HTTPServer{tracer: tp.Tracer(ScopeName), api: AttrAPI.String(api), server: serverKind()}
 }
 
 // Start starts r's server span, the child of the caller's traceparent if
 // it sent one, and returns r with it in its context. End it with
 // EndHTTP.
 func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
-	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	route := r.Pattern
+	ctx := r.Context()
+	if len(r.Header["Traceparent"]) > 0 { // canonical key: no allocation without one
+		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	// The route's pattern names the span ("POST /v1/inference"): as it
+	// is when it has a method, which costs nothing per request.
+	name, route := r.Pattern, r.Pattern
 	if i := strings.IndexByte(route, ' '); i >= 0 {
 		route = route[i+1:]
-	}
-	name := r.Method + " " + route
-	if route == "" {
+	} else if route != "" {
+		name = r.Method + " " + route
+	} else {
 		name = r.Method + " " + h.api.Value.AsString()
 	}
-	ctx, span := h.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := h.tracer.Start(ctx, name, h.server...)
 	if span.IsRecording() {
 		span.SetAttributes(h.api, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
 		if route != "" {
@@ -199,11 +211,11 @@ func (c mdCarrier) Keys() []string {
 
 // grpcStart starts the server span of a gRPC call, the child of the
 // caller's traceparent metadata if it sent one.
-func grpcStart(ctx context.Context, t trace.Tracer, method string) (context.Context, trace.Span) {
+func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, method string) (context.Context, trace.Span) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = traceContext.Extract(ctx, mdCarrier(md))
 	}
-	ctx, span := t.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := t.Start(ctx, strings.TrimPrefix(method, "/"), server...)
 	if span.IsRecording() {
 		service, m, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 		span.SetAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(service+"/"+m))
@@ -235,9 +247,9 @@ func UnaryServer(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
 	if tp == nil {
 		return nil
 	}
-	t := tp.Tracer(ScopeName)
+	t, server := tp.Tracer(ScopeName), serverKind()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, span := grpcStart(ctx, t, info.FullMethod)
+		ctx, span := grpcStart(ctx, t, server, info.FullMethod)
 		resp, err := handler(ctx, req)
 		grpcEnd(span, err)
 		return resp, err
@@ -250,9 +262,9 @@ func StreamServer(tp trace.TracerProvider) grpc.StreamServerInterceptor {
 	if tp == nil {
 		return nil
 	}
-	t := tp.Tracer(ScopeName)
+	t, server := tp.Tracer(ScopeName), serverKind()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, span := grpcStart(ss.Context(), t, info.FullMethod)
+		ctx, span := grpcStart(ss.Context(), t, server, info.FullMethod)
 		err := handler(srv, tracedStream{ss, ctx})
 		grpcEnd(span, err)
 		return err
