@@ -125,7 +125,7 @@ func TestOffCostsNoAllocation(t *testing.T) {
 const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
 // provider exports to a receiver of protocol p.
-func provider(t *testing.T, p string, extra map[string]string) (*sdktrace.TracerProvider, *tracingtest.Receiver) {
+func provider(t testing.TB, p string, extra map[string]string) (*sdktrace.TracerProvider, *tracingtest.Receiver) {
 	t.Helper()
 	var r *tracingtest.Receiver
 	if p == "grpc" {
@@ -247,4 +247,73 @@ func TestUnsampledCallerIsNotRecorded(t *testing.T) {
 	if n := len(r.Spans()); n != 0 {
 		t.Errorf("%d spans exported", n)
 	}
+}
+
+// BenchmarkServerSpan is the tracing work of one HTTP request that is not
+// sampled (a 1 % ratio's usual case: a root span the sampler drops), next
+// to the same request with tracing off, to set against a request's whole
+// cost (cmd/grove's BenchmarkTracingOverhead).
+func BenchmarkServerSpan(b *testing.B) {
+	tp, _ := provider(b, "http/protobuf", map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"})
+	mux := http.NewServeMux()
+	var hs *tracing.HTTPServer
+	mux.HandleFunc("POST /v1/inference", func(w http.ResponseWriter, r *http.Request) {
+		if hs != nil {
+			var span trace.Span
+			r, span = hs.Start(r)
+			defer tracing.EndHTTP(span, 200)
+		}
+		_, d := tracing.Start(r.Context(), tracing.SpanDecode)
+		d.End()
+	})
+	req := httptest.NewRequest("POST", "/v1/inference", nil)
+	w := httptest.NewRecorder()
+	for _, m := range []struct {
+		name string
+		hs   *tracing.HTTPServer
+	}{{"off", nil}, {"unsampled", tracing.NewHTTPServer(tp, "ba")}} {
+		b.Run(m.name, func(b *testing.B) {
+			hs = m.hs
+			b.ReportAllocs()
+			for b.Loop() {
+				mux.ServeHTTP(w, req)
+			}
+		})
+	}
+}
+
+// FuzzTraceContext sends any traceparent and tracestate a caller may: the
+// server span either continues a valid one (same trace id, the caller's
+// span as parent, its sampling kept) or starts a trace of its own, never
+// panics, and hands on a well-formed traceparent.
+func FuzzTraceContext(f *testing.F) {
+	f.Add("00-"+callerTrace+"-"+callerSpan+"-01", "")
+	f.Add("00-"+callerTrace+"-"+callerSpan+"-00", "vendor=x,other=y")
+	f.Add("ff-"+callerTrace+"-"+callerSpan+"-01", "")
+	f.Add("00-00000000000000000000000000000000-"+callerSpan+"-01", "=")
+	f.Add("01-"+callerTrace+"-"+callerSpan+"-09-extra", "a=b")
+	f.Add("garbage", "")
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	hs := tracing.NewHTTPServer(tp, "ba")
+	f.Fuzz(func(t *testing.T, parent, state string) {
+		req := httptest.NewRequest("POST", "/x", nil)
+		req.Header.Set("traceparent", parent)
+		if state != "" {
+			req.Header.Set("tracestate", state)
+		}
+		r, span := hs.Start(req)
+		defer tracing.EndHTTP(span, 200)
+		sc := trace.SpanContextFromContext(r.Context())
+		caller := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
+		if caller.IsValid() && (sc.TraceID() != caller.TraceID() || sc.IsSampled() != caller.IsSampled()) {
+			t.Fatalf("caller %v: span %v", caller, sc)
+		}
+		if span.IsRecording() != (caller.IsValid() && caller.IsSampled()) {
+			t.Fatalf("recording %v for caller %v", span.IsRecording(), caller)
+		}
+		tp := tracing.TraceParent(sc)
+		if sc.IsValid() != (tp != "") || (tp != "" && len(tp) != 55) {
+			t.Fatalf("traceparent %q of %v", tp, sc)
+		}
+	})
 }

@@ -264,4 +264,4 @@ func BenchmarkTracingOverhead(b *testing.B) {
 }
 
 // rounds is how many times BenchmarkTracingOverhead alternates its modes.
-const rounds = 5
+const rounds = 8
