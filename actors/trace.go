@@ -27,11 +27,9 @@ func traceModel(ctx context.Context, c *content, req *Request, enqueued time.Tim
 		return
 	}
 	tracing.Record(ctx, tracing.SpanQueue, enqueued, start, nil, path, version)
-	{
-		tracing.Record(ctx, tracing.SpanBatch, start, start.Add(compute), err, path, version,
-			tracing.AttrChecksum.String(c.checksum), tracing.AttrBatchRows.Int(rows), tracing.AttrRequestRows.Int(own),
-			tracing.AttrOutcome.String(outcomeOf(err)))
-	}
+	tracing.Record(ctx, tracing.SpanBatch, start, start.Add(compute), err, path, version,
+		tracing.AttrChecksum.String(c.checksum), tracing.AttrBatchRows.Int(rows), tracing.AttrRequestRows.Int(own),
+		tracing.AttrOutcome.String(outcomeOf(err)))
 }
 
 // traceForward ends the span of a request forwarded to another node with
