@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -36,6 +37,12 @@ import (
 // ready.
 func startPCTR(tb testing.TB, pred actors.PredictionSink) *actors.System {
 	tb.Helper()
+	return startPCTRWith(tb, pred, `{"model_path":"pctr_v1/"}`)
+}
+
+// startPCTRWith is startPCTR with entry as pctr_v1's model config entry.
+func startPCTRWith(tb testing.TB, pred actors.PredictionSink, entry string) *actors.System {
+	tb.Helper()
 	dir := tb.TempDir()
 	model, err := os.ReadFile("../../examples/bucket/pctr_v1/model.pt")
 	if err != nil {
@@ -47,7 +54,7 @@ func startPCTR(tb testing.TB, pred actors.PredictionSink) *actors.System {
 	if err := os.WriteFile(filepath.Join(dir, "pctr_v1", "model.pt"), model, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata":[{"model_path":"pctr_v1/"}]}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata":[`+entry+`]}`), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	bk, err := file.Open("file://" + dir)
@@ -188,6 +195,56 @@ func TestTraceOfOneRequest(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != wantTP {
 		t.Errorf("event traceparent headers %q, want [%s]", got, wantTP)
+	}
+}
+
+// TestTraceOfBatchedRequests sends three traced requests of 1, 2 and 3
+// rows at once to a model that waits up to 200 ms to batch them: each
+// request's batch span has its own rows and the rows of the forward call
+// that ran it, and the requests that ran together share that call's
+// times and its rows, the sum of theirs.
+func TestTraceOfBatchedRequests(t *testing.T) {
+	sys := startPCTRWith(t, nil, `{"model_path":"pctr_v1/","max_batch_rows":64,"max_queue_delay_us":200000}`)
+	rcv := tracingtest.GRPC(t)
+	tp := tracerFromEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.Endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+	api := httpserver.New(httpserver.Options{Logger: slog.New(slog.DiscardHandler), TracerProvider: tp})
+	ba.Register(api, sys, ba.ParseOptions{})
+	h := api.Handler()
+	var wg sync.WaitGroup
+	for rows := 1; rows <= 3; rows++ {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodPost, "/v1/inference", bytes.NewReader(pctrBody(rows)))
+			req.Header.Set("traceparent", fmt.Sprintf("00-%032x-00f067aa0ba902b7-01", rows))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusOK {
+				t.Errorf("HTTP %d: %s", w.Code, w.Body)
+			}
+		})
+	}
+	wg.Wait()
+	if err := tp.(interface{ ForceFlush(context.Context) error }).ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Wait(t, 10*time.Second, func(s []tracingtest.Span) bool { return len(tracingtest.Named(s, tracing.SpanBatch)) == 3 })
+	calls := map[time.Time]int{} // forward call start -> rows of its requests
+	batched := false
+	for rows := 1; rows <= 3; rows++ {
+		tr := tracingtest.Trace(spans, fmt.Sprintf("%032x", rows))
+		b := tracingtest.Named(tr, tracing.SpanBatch)
+		if len(b) != 1 || b[0].Attrs["grove.request.rows"] != fmt.Sprint(rows) {
+			t.Fatalf("request of %d rows:\n%s", rows, tracingtest.Tree(tr))
+		}
+		calls[b[0].Start] += rows
+		batched = batched || b[0].Attrs["grove.batch.rows"] != fmt.Sprint(rows)
+	}
+	for _, s := range tracingtest.Named(spans, tracing.SpanBatch) {
+		if s.Attrs["grove.batch.rows"] != fmt.Sprint(calls[s.Start]) {
+			t.Errorf("batch span of a call of %d rows says %s:\n%s", calls[s.Start], s.Attrs["grove.batch.rows"], tracingtest.Tree(spans))
+		}
+	}
+	if !batched {
+		t.Errorf("no request ran in a batch with another within 200 ms:\n%s", tracingtest.Tree(spans))
 	}
 }
 
