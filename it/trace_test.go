@@ -170,3 +170,25 @@ func TestTraceContinuesAcrossAClusterForward(t *testing.T) {
 		t.Fatalf("%d nodes forwarded, want 1:\n%s", forwarded, tracingtest.Tree(spans))
 	}
 }
+
+// TestTraceExportFailuresAreLogged points grove at an OTLP endpoint where
+// nothing listens: requests are answered as usual, and the failed exports
+// are logged as warnings.
+func TestTraceExportFailuresAreLogged(t *testing.T) {
+	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newDirBucket(t)
+	b.Put(t, "pctr_v1/model.pt", model)
+	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	g := startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + freeAddr(t), "OTEL_EXPORTER_OTLP_TIMEOUT=300",
+		"OTEL_BSP_SCHEDULE_DELAY=50"})
+	code, out, err := g.infer(batchJSON(itemJSON("pctr_v1/", tensorJSON("FLOAT", []int64{1, 64}, make([]float64, 64)))))
+	if err != nil || code != http.StatusOK || len(out.Response) != 1 || out.Response[0].Error != nil {
+		t.Fatalf("HTTP %d %+v: %v", code, out, err)
+	}
+	g.waitFor("the failed export logged", 20*time.Second, func() bool {
+		return strings.Contains(g.logs.String(), "tracing: exporting spans")
+	})
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
@@ -306,6 +307,9 @@ func startTracing(ctx context.Context, g *group, log *slog.Logger) (trace.Tracer
 	if err != nil || sdk == nil {
 		return nil, err
 	}
+	// The SDK reports failed exports only to its process-wide error
+	// handler (there is no per-provider one): send them to the log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: exporting spans", "err", err) }))
 	g.add("tracing", component{name: "tracing", interrupt: func(ctx context.Context) {
 		if err := sdk.Shutdown(ctx); err != nil {
 			log.Warn("tracing: spans not all exported at shutdown", "err", err)
