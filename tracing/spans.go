@@ -67,7 +67,9 @@ func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsR
 func Start(ctx context.Context, name string) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
-		return ctx, parent
+		// A span of no trace (never the parent, which the caller's End
+		// must not end); an interface holding an empty struct: free.
+		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return parent.TracerProvider().Tracer(ScopeName).Start(ctx, name)
 }
