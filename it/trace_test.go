@@ -16,12 +16,9 @@ import (
 	"github.com/groveml/grove/tracing/tracingtest"
 )
 
-// TestTracesExportedOverOTLP runs the grove binary with
-// OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP receiver in the test,
-// calls it over B&A (HTTP) and OIP (gRPC) with a caller's traceparent,
-// stops it, and checks the span trees that reached the receiver: the
-// spans the batch processor still held are exported at shutdown.
-func TestTracesExportedOverOTLP(t *testing.T) {
+// pctrBucket is a bucket serving examples' pctr_v1 alone.
+func pctrBucket(t *testing.T) *dirBucket {
+	t.Helper()
 	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +26,16 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", model)
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	return b
+}
+
+// TestTracesExportedOverOTLP runs the grove binary with
+// OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP receiver in the test,
+// calls it over B&A (HTTP) and OIP (gRPC) with a caller's traceparent,
+// stops it, and checks the span trees that reached the receiver: the
+// spans the batch processor still held are exported at shutdown.
+func TestTracesExportedOverOTLP(t *testing.T) {
+	b := pctrBucket(t)
 	rcv := tracingtest.HTTP(t)
 	// A long export delay: nothing is exported before the shutdown.
 	g := startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.Endpoint, "OTEL_SERVICE_NAME=grove-it",
@@ -175,13 +182,7 @@ func TestTraceContinuesAcrossAClusterForward(t *testing.T) {
 // nothing listens: requests are answered as usual, and the failed exports
 // are logged as warnings.
 func TestTraceExportFailuresAreLogged(t *testing.T) {
-	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newDirBucket(t)
-	b.Put(t, "pctr_v1/model.pt", model)
-	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	b := pctrBucket(t)
 	g := startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + freeAddr(t), "OTEL_EXPORTER_OTLP_TIMEOUT=300",
 		"OTEL_BSP_SCHEDULE_DELAY=50"})
 	code, out, err := g.infer(batchJSON(itemJSON("pctr_v1/", tensorJSON("FLOAT", []int64{1, 64}, make([]float64, 64)))))

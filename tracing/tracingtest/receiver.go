@@ -192,20 +192,18 @@ func (r *Receiver) Wait(t testing.TB, timeout time.Duration, done func([]Span) b
 
 // Trace returns the spans of one trace.
 func Trace(spans []Span, traceID string) []Span {
-	var out []Span
-	for _, s := range spans {
-		if s.TraceID == traceID {
-			out = append(out, s)
-		}
-	}
-	return out
+	return filter(spans, func(s Span) bool { return s.TraceID == traceID })
 }
 
 // Named returns the spans called name.
 func Named(spans []Span, name string) []Span {
+	return filter(spans, func(s Span) bool { return s.Name == name })
+}
+
+func filter(spans []Span, keep func(Span) bool) []Span {
 	var out []Span
 	for _, s := range spans {
-		if s.Name == name {
+		if keep(s) {
 			out = append(out, s)
 		}
 	}
