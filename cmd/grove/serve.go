@@ -162,10 +162,15 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 
 	baOpts := ba.ParseOptions{AcceptUnquotedNumbers: cfg.BAAcceptUnquotedNumbers}
+	// Without Kafka nothing is logged: no sink, so no "log" spans either.
+	var predictions actors.PredictionSink
+	if producer != nil {
+		predictions = &logging.Sink{Producer: producer, Direct: policy}
+	}
 	sys, err := actors.Start(actors.Options{
 		ClusterNode:          node != nil,
 		Remote:               remote,
-		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
+		Predictions:          predictions,
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,
