@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/sidecarpb"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/tracing/tracingtest"
 )
@@ -31,7 +32,8 @@ func pctrBucket(t *testing.T) *dirBucket {
 
 // TestTracesExportedOverOTLP runs the grove binary with
 // OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP receiver in the test,
-// calls it over B&A (HTTP) and OIP (gRPC) with a caller's traceparent,
+// calls it over B&A (HTTP and the sidecar's gRPC) and OIP (gRPC) with a
+// caller's traceparent,
 // stops it, and checks the span trees that reached the receiver: the
 // spans the batch processor still held are exported at shutdown.
 func TestTracesExportedOverOTLP(t *testing.T) {
@@ -70,6 +72,12 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 			Contents: &oippb.InferTensorContents{Fp32Contents: make([]float32, 64)}}}}); err != nil {
 		t.Fatal(err)
 	}
+	const sidecarTrace = "44444444444444444444444444444444"
+	ctx = metadata.AppendToOutgoingContext(withTimeout(t, time.Minute), "traceparent", "00-"+sidecarTrace+"-"+callerSpan+"-01")
+	if resp, err := sidecarpb.NewInferenceServiceClient(g.dial()).Predict(ctx, &sidecarpb.PredictRequest{
+		InputData: &sidecarpb.PredictRequest_Input{Input: []byte(body)}}); err != nil || !strings.Contains(string(resp.GetOutput()), "tensor_content") {
+		t.Fatalf("sidecar Predict: %v %s", err, resp.GetOutput())
+	}
 	time.Sleep(200 * time.Millisecond) // nothing is exported before the shutdown
 	if n := len(rcv.Spans()); n != 0 {
 		t.Errorf("%d spans exported before the shutdown with a 10-minute export delay", n)
@@ -78,7 +86,7 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 		t.Fatalf("grove exit: %v", err)
 	}
 	spans := rcv.Wait(t, 5*time.Second, func(s []tracingtest.Span) bool {
-		return len(tracingtest.Trace(s, httpTrace)) >= 5 && len(tracingtest.Trace(s, grpcTrace)) >= 5
+		return len(tracingtest.Trace(s, httpTrace)) >= 5 && len(tracingtest.Trace(s, grpcTrace)) >= 5 && len(tracingtest.Trace(s, sidecarTrace)) >= 5
 	})
 	if n := len(tracingtest.Trace(spans, "33333333333333333333333333333333")); n != 0 {
 		t.Errorf("%d spans of a trace the caller did not sample", n)
@@ -101,6 +109,7 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	}
 	check(httpTrace, "POST /v1/inference", "decode", "queue", "batch", "encode")
 	check(grpcTrace, "inference.GRPCInferenceService/ModelInfer", "decode", "queue", "batch", "encode")
+	check(sidecarTrace, "privacy_sandbox.bidding_auction_servers.inference.InferenceService/Predict", "decode", "queue", "batch", "encode")
 }
 
 // TestTraceContinuesAcrossAClusterForward runs two cluster nodes, each
