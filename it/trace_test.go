@@ -33,9 +33,9 @@ func pctrBucket(t *testing.T) *dirBucket {
 // TestTracesExportedOverOTLP runs the grove binary with
 // OTEL_EXPORTER_OTLP_ENDPOINT naming an OTLP/HTTP receiver in the test,
 // calls it over B&A (HTTP and the sidecar's gRPC) and OIP (gRPC) with a
-// caller's traceparent,
-// stops it, and checks the span trees that reached the receiver: the
-// spans the batch processor still held are exported at shutdown.
+// caller's traceparent, stops it, and checks the span trees that reached
+// the receiver: the spans the batch processor still held are exported at
+// shutdown.
 func TestTracesExportedOverOTLP(t *testing.T) {
 	b := pctrBucket(t)
 	rcv := tracingtest.HTTP(t)
