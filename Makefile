@@ -128,6 +128,7 @@ fuzz: deps
 	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseBearer$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseJWKS$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./tracing -run '^$$' -fuzz '^FuzzTraceContext$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./servables -run '^$$' -fuzz '^FuzzSniff$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzModelRoutes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./servables/onnx -run '^$$' -fuzz '^FuzzGraphDims$$' -fuzztime $(FUZZTIME)

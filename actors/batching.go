@@ -334,6 +334,7 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 	a.m.batched.Add(float64(len(batch)))
 	a.c.stats.executions.Add(1)
 	for i, m := range batch {
+		m.rows = rows
 		m.done(parts[i], nil, start.Sub(m.enqueued), compute)
 	}
 }

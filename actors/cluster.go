@@ -18,6 +18,7 @@ import (
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // A System in a cluster (docs/cluster.md): the node agent (cluster/node)
@@ -234,7 +235,11 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 		ctx, cancel := context.WithCancel(b.ctx)
 		defer cancel()
 		defer context.AfterFunc(sctx, cancel)()
+		ctx, span := tracing.Start(ctx, tracing.SpanForward)
 		a, err := r.remote.Forward(ctx, fr)
+		if span.IsRecording() {
+			traceForward(span, req.ModelPath, a, err)
+		}
 		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
 		r.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
 		if b.claim(i) {
@@ -279,8 +284,12 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	start := time.Now()
+	ctx, span := tracing.Start(ctx, tracing.SpanForward)
 	a, err := s.opts.Remote.Forward(ctx, forwardRequest(b.ctx, req, req.ModelPath, forward.User))
 	stop()
+	if span.IsRecording() {
+		traceForward(span, req.ModelPath, a, err)
+	}
 	if err != nil {
 		switch {
 		case s.ctx.Err() != nil:

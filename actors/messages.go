@@ -52,6 +52,10 @@ type Request struct {
 	// unnamed, whatever their names (which stay for the prediction log).
 	// Other models, and requests without it, bind named inputs by name.
 	Positional bool
+	// TraceParent is the W3C traceparent of the call's trace when it has
+	// one (set by System.Infer before the prediction log sees the
+	// request), which the log passes on with the event.
+	TraceParent string
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.
@@ -122,6 +126,10 @@ type predict struct {
 	ctx      context.Context
 	deadline time.Time
 	done     func(outputs []servables.Tensor, err error, queued, compute time.Duration)
+	// rows is set by the model actor before done when the request ran in
+	// a dynamic batch: the rows of the whole forward call (0: it ran
+	// alone), for its trace.
+	rows int
 }
 
 // GetPriority places the message in the priority mailbox.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // table maps each served model path to the content answering it. It is
@@ -279,6 +280,9 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 			c.served.Add(1) // dropped unrun, it was not served
 		}
 		now := time.Now()
+		if tracing.Recording(b.ctx) {
+			traceModel(b.ctx, c, req, enqueued, queued, compute, p.rows, err)
+		}
 		c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
 		if b.claim(i) {
 			res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute

@@ -13,10 +13,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Options configure a System.
@@ -210,9 +212,18 @@ func (s *System) run(b *batch) ([]Result, error) {
 		return nil, err
 	}
 	if p := s.opts.Predictions; p != nil && (b.score == nil || b.score.routed.Load()) {
+		ctx, span := tracing.Start(b.ctx, tracing.SpanLog)
+		tp := tracing.TraceParent(trace.SpanContextFromContext(ctx))
 		for i := range res {
+			if tp != "" {
+				b.reqs[i].TraceParent = tp
+			}
 			p.LogPrediction(&b.reqs[i], &res[i], true)
 		}
+		if span.IsRecording() {
+			span.SetAttributes(tracing.AttrEvents.Int(len(res)))
+		}
+		span.End()
 	}
 	return res, nil
 }

@@ -311,6 +311,26 @@ func tlsConfig(t conf.KafkaTLS) (*tls.Config, error) {
 // keep ev, which the caller may reuse once Log returns; it keeps key until
 // the record is delivered, so key must not be modified afterwards.
 func (p *Producer) Log(ev *grovepb.PredictionEvent, key []byte) {
+	p.LogTraced(ev, key, "")
+}
+
+// TraceHeader is the record header that carries the W3C traceparent of
+// the request an event logs (LogTraced).
+const TraceHeader = "traceparent"
+
+// traceHeaderSize is the size LogTraced counted for the trace header of
+// a record with headers, the producer's fixed ones being the first fixed.
+func traceHeaderSize(headers []kgo.RecordHeader, fixed int) int64 {
+	if len(headers) <= fixed {
+		return 0
+	}
+	h := headers[fixed]
+	return int64(len(h.Key) + len(h.Value))
+}
+
+// LogTraced is Log with the W3C traceparent of the request's trace in the
+// record's traceparent header (none when traceparent is empty).
+func (p *Producer) LogTraced(ev *grovepb.PredictionEvent, key []byte, traceparent string) {
 	if p == nil || ev == nil {
 		return
 	}
@@ -334,12 +354,17 @@ func (p *Producer) Log(ev *grovepb.PredictionEvent, key []byte) {
 		return
 	}
 	size := int64(len(key)+len(value)) + p.headerSize
+	headers := p.headers
+	if traceparent != "" {
+		headers = append(headers[:len(headers):len(headers)], kgo.RecordHeader{Key: TraceHeader, Value: []byte(traceparent)})
+		size += int64(len(TraceHeader) + len(traceparent))
+	}
 	if !p.admitBytes(size) {
 		p.bufRecords.Add(-1)
 		p.drop()
 		return
 	}
-	r := &kgo.Record{Key: key, Value: value, Headers: p.headers, Topic: p.topic}
+	r := &kgo.Record{Key: key, Value: value, Headers: headers, Topic: p.topic}
 	p.cl.TryProduce(context.Background(), r, p.promise)
 }
 
@@ -389,7 +414,7 @@ func (p *Producer) finish(r *kgo.Record, err error) {
 			return
 		}
 	}
-	p.bufBytes.Add(-(int64(len(r.Key)+len(r.Value)) + p.headerSize))
+	p.bufBytes.Add(-(int64(len(r.Key)+len(r.Value)) + p.headerSize + traceHeaderSize(r.Headers, len(p.headers))))
 	p.bufRecords.Add(-1)
 	switch {
 	case err == nil:

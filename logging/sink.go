@@ -35,7 +35,7 @@ func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served boo
 	if !policy.Decide(nil) {
 		return
 	}
-	s.Producer.Log(Event(req, res, served), policy.Key(req.Configs))
+	s.Producer.LogTraced(Event(req, res, served), policy.Key(req.Configs), req.TraceParent)
 }
 
 // Event builds the prediction event of one answered request. The event

@@ -8,6 +8,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Inferer runs requests; *actors.System is one.
@@ -34,10 +35,13 @@ type Call struct {
 // When the batch could not run (Infer's error, returned), dst holds a batch
 // error.
 func Run(ctx context.Context, b Backend, dst, body []byte, c Call) ([]byte, int, error) {
+	_, span := tracing.Start(ctx, tracing.SpanDecode)
 	req, perr := c.Parse.ParseRequest(body)
 	if perr != nil {
+		tracing.End(span, perr)
 		return AppendBatchError(dst, perr, ""), http.StatusBadRequest, nil
 	}
+	span.End()
 	configs := req.Configs
 	if c.Configs != nil {
 		configs = c.Configs(configs)
@@ -46,7 +50,10 @@ func Run(ctx context.Context, b Backend, dst, body []byte, c Call) ([]byte, int,
 	if err != nil {
 		return AppendBatchError(dst, &Error{Type: Unknown, Description: err.Error()}, ""), code, err
 	}
-	return AppendResponse(dst, results), code, nil
+	_, span = tracing.Start(ctx, tracing.SpanEncode)
+	dst = AppendResponse(dst, results)
+	span.End()
+	return dst, code, nil
 }
 
 // Infer runs the items that parsed concurrently and returns one Result per

@@ -10,6 +10,7 @@ import (
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Backend is what the score and contract read APIs need: contract routing,
@@ -128,7 +129,9 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	_, span := tracing.Start(r.Context(), tracing.SpanDecode)
 	req, err := ParseInferenceRequest(body)
+	tracing.End(span, err)
 	if err != nil {
 		code := http.StatusBadRequest
 		var re *RequestError
@@ -162,7 +165,9 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 	}
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)
+	_, span = tracing.Start(r.Context(), tracing.SpanEncode)
 	out, err := AppendPrediction((*rp)[:0], fqrv, res.Outputs)
+	tracing.End(span, err)
 	if err != nil {
 		fail(w, err, fqrv, true)
 		return

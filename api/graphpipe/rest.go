@@ -12,6 +12,7 @@ import (
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/api/oip"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Backend is what GraphPipe needs: contract routing, and for a Metadata
@@ -82,7 +83,9 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	_, span := tracing.Start(r.Context(), tracing.SpanDecode)
 	req, err := ParseRequest(body)
+	tracing.End(span, err)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -119,7 +122,9 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)
+	_, span = tracing.Start(r.Context(), tracing.SpanEncode)
 	*rp = AppendInferResponse((*rp)[:0], outputs)
+	span.End()
 	_, _ = w.Write(*rp)
 	*rp = (*rp)[:0]
 }

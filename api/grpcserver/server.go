@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -28,6 +29,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/tap"
+
+	"github.com/groveml/grove/tracing"
 )
 
 // Options configure the gRPC server.
@@ -71,6 +74,10 @@ type Options struct {
 	// and applies their limits; nil serves every method without
 	// authentication.
 	Auth Authenticator
+	// TracerProvider, when set, gives every call a server span continuing
+	// the caller's traceparent metadata (package tracing); nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // ConnWindow is the connection window that goes with stream window w
@@ -110,6 +117,10 @@ func New(opts Options) *Server {
 	if opts.WindowBytes > 0 {
 		w := max(opts.WindowBytes, 64<<10)
 		sopts = append(sopts, grpc.StaticStreamWindowSize(w), grpc.StaticConnWindowSize(ConnWindow(w)))
+	}
+	if opts.TracerProvider != nil {
+		sopts = append(sopts, grpc.ChainUnaryInterceptor(tracing.UnaryServer(opts.TracerProvider)),
+			grpc.ChainStreamInterceptor(tracing.StreamServer(opts.TracerProvider)))
 	}
 	if opts.MaxConcurrentStreams > 0 {
 		sopts = append(sopts, grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams))

@@ -36,9 +36,11 @@ import (
 	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/tlsconf"
 	"github.com/groveml/grove/internal/urlspace"
+	"github.com/groveml/grove/tracing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure a Server.
@@ -76,6 +78,10 @@ type Options struct {
 	// RequireClientCert refuses every route but the probes (IsProbe) with
 	// 401 to a caller without a client certificate verified by TLS.
 	RequireClientCert bool
+	// TracerProvider, when set, gives every instrumented route (Instrument)
+	// a server span continuing the caller's traceparent (package
+	// tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Authenticator is what the server asks about a request's caller
@@ -393,13 +399,20 @@ func (r *StatusRecorder) WriteHeader(code int) {
 }
 
 // Instrument counts h's requests by status code and observes their latency
-// under api.
+// under api, and with Options.TracerProvider gives each a server span.
 func (s *Server) Instrument(api string, h http.HandlerFunc) http.HandlerFunc {
 	lat := s.latency.WithLabelValues(api)
+	tr := tracing.NewHTTPServer(s.opts.TracerProvider, api)
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
-		h(rec, r)
+		if tr != nil {
+			r, span := tr.Start(r)
+			h(rec, r)
+			tracing.EndHTTP(span, rec.Code)
+		} else {
+			h(rec, r)
+		}
 		lat.Observe(time.Since(start).Seconds())
 		s.requests.WithLabelValues(api, strconv.Itoa(rec.Code)).Inc()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // grpcService serves inference.GRPCInferenceService, the Open Inference
@@ -111,7 +112,9 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	if err := refuseExtensionParameters(req); err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
+	_, span := tracing.Start(ctx, tracing.SpanDecode)
 	inputs, err := inferInputs(req)
+	tracing.End(span, err)
 	if err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
@@ -142,6 +145,8 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	if err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
 	}
+	_, span = tracing.Start(ctx, tracing.SpanEncode)
+	defer span.End()
 	out := &oippb.ModelInferResponse{ModelName: mv.Name, ModelVersion: answeredVersion(mv, res[0]), Id: req.GetId()}
 	for _, t := range outputs {
 		dt, ok := Datatype(t.DType)

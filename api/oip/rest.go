@@ -16,6 +16,7 @@ import (
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // rest serves the OIP v2 REST API.
@@ -232,7 +233,9 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 		failBody(w, code, err)
 		return
 	}
+	_, span := tracing.Start(r.Context(), tracing.SpanDecode)
 	req, err := ParseInferRequest(body, headerLen)
+	tracing.End(span, err)
 	if err != nil {
 		failCodec(w, err, http.StatusBadRequest)
 		return
@@ -266,7 +269,9 @@ func (a *rest) infer(w http.ResponseWriter, r *http.Request, mv routing.ModelVer
 	}
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)
+	_, span = tracing.Start(r.Context(), tracing.SpanEncode)
 	out, hlen, err := AppendInferResponse((*rp)[:0], req.Response(mv.Name, answeredVersion(mv, res[0]), res[0].Outputs))
+	tracing.End(span, err)
 	if err != nil {
 		failCodec(w, err, http.StatusInternalServerError)
 		return

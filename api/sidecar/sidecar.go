@@ -18,6 +18,7 @@ import (
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/api/sidecarpb"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/tracing"
 )
 
 // Backend is what the sidecar's service needs: batch inference and model
@@ -69,6 +70,7 @@ func (s *service) Predict(ctx context.Context, req *sidecarpb.PredictRequest) (*
 
 // predictProto runs a BatchInferenceRequest; each item's failure is in its own error.
 func (s *service) predictProto(ctx context.Context, in *sidecarpb.BatchInferenceRequest, call ba.Call) (*sidecarpb.BatchInferenceResponse, error) {
+	_, span := tracing.Start(ctx, tracing.SpanDecode)
 	items := make([]ba.Item, len(in.GetRequest()))
 	for i, item := range in.GetRequest() {
 		items[i].ModelPath = item.GetModelPath()
@@ -90,10 +92,13 @@ func (s *service) predictProto(ctx context.Context, in *sidecarpb.BatchInference
 		}
 		items[i].Inputs = inputs
 	}
+	span.End()
 	results, _, err := ba.Infer(ctx, s.b, items, nil, call)
 	if err != nil {
 		return nil, statusOf(err)
 	}
+	_, span = tracing.Start(ctx, tracing.SpanEncode)
+	defer span.End()
 	out := &sidecarpb.BatchInferenceResponse{Response: make([]*sidecarpb.InferenceResponseProto, len(results))}
 	for i, r := range results {
 		resp := &sidecarpb.InferenceResponseProto{ModelPath: r.ModelPath}

@@ -26,6 +26,7 @@ import (
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // WindowBytes is the fixed HTTP/2 flow-control window of each call
@@ -226,6 +227,7 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 	pl.inflight.Add(1)
 	defer pl.inflight.Add(-1)
 	var trailer metadata.MD
+	ctx = tracing.OutgoingGRPC(ctx)
 	resp, err := pl.stubs[int(pl.next.Add(1))%len(pl.stubs)].Predict(ctx, m, grpc.Trailer(&trailer))
 	if err != nil {
 		return Answer{}, remoteError(ctx, p, pl, err, trailer)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -46,6 +47,10 @@ type ServerOptions struct {
 	MaxMessageBytes int
 	// Logger receives refused peers; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, gives every forwarded call a server span
+	// continuing the forwarding node's trace (its traceparent metadata);
+	// nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the Forward service for a node's peers, running their
@@ -89,6 +94,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		RequireClientCert: !opts.AllowUnauthenticatedPeers,
 		InTapHandle:       s.tap,
 		WindowBytes:       WindowBytes,
+		TracerProvider:    opts.TracerProvider,
 	})
 	forwardpb.RegisterForwardServer(s.gs, s)
 	return s, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/tlsconf"
@@ -67,9 +68,9 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 // plaintext only with insecure_no_auth) and the agent, which on shutdown
 // marks the node draining, waits for its models to be ready elsewhere
 // (within drain_timeout) and leaves, before the servers stop.
-func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, tlsFiles *tlsconf.Reloader, g *group, log *slog.Logger) error {
+func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, tlsFiles *tlsconf.Reloader, g *group, log *slog.Logger, tp trace.TracerProvider) error {
 	opts := forward.ServerOptions{Node: node.Name(), Members: node.IsMember, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
-		Logger: log.With("component", "cluster-forward")}
+		Logger: log.With("component", "cluster-forward"), TracerProvider: tp}
 	switch {
 	case tlsFiles != nil && cfg.TLS.ClientCAFile != "":
 		peers, err := tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,

@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
@@ -39,6 +41,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/ui"
 )
 
@@ -81,9 +84,14 @@ func serve(args []string, stderr io.Writer) int {
 //     --insecure-no-auth warning, when they run;
 //  4. actors: polling stops, every model is closed;
 //  5. prediction log: the producer flushes its buffer (and stops the
-//     embedded broker if it started one).
+//     embedded broker if it started one);
+//  6. tracing: the tracer provider exports the spans it still holds.
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	g := group{stopTimeout: cfg.DrainTimeout, log: log}
+	tp, err := startTracing(ctx, &g, log)
+	if err != nil {
+		return err
+	}
 	b, err := openBucket(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening bucket: %w", err)
@@ -157,10 +165,15 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 
 	baOpts := ba.ParseOptions{AcceptUnquotedNumbers: cfg.BAAcceptUnquotedNumbers}
+	// Without Kafka nothing is logged: no sink, so no "log" spans either.
+	var predictions actors.PredictionSink
+	if producer != nil {
+		predictions = &logging.Sink{Producer: producer, Direct: policy}
+	}
 	sys, err := actors.Start(actors.Options{
 		ClusterNode:          node != nil,
 		Remote:               remote,
-		Predictions:          &logging.Sink{Producer: producer, Direct: policy},
+		Predictions:          predictions,
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,
@@ -197,7 +210,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	hopts := httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
 		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer, node) },
 		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
-		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert}
+		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert, TracerProvider: tp}
 	if cfg.AdminHTTP != "" {
 		// The audit trail lists who changed what from where: it is read
 		// beside the management API, not on the scoring port.
@@ -206,7 +219,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
-		RequireClientCert:     requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime}
+		RequireClientCert:     requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime,
+		TracerProvider: tp}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -276,7 +290,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		grpcAddr = grpcLn.Addr().String()
 	}
 	if node != nil {
-		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log); err != nil {
+		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log, tp); err != nil {
 			return g.abort(err)
 		}
 	}
@@ -292,6 +306,31 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	err = g.run()
 	log.Info("grove stopped")
 	return err
+}
+
+// startTracing builds the tracer provider the OTEL_* environment
+// variables configure (package tracing) and adds its shutdown, which
+// exports the spans it still holds, to g, to run last; nil when tracing
+// is off.
+func startTracing(ctx context.Context, g *group, log *slog.Logger) (trace.TracerProvider, error) {
+	tcfg, err := tracing.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	sdk, err := tracing.New(ctx, tcfg, version)
+	if err != nil || sdk == nil {
+		return nil, err
+	}
+	// The SDK reports failed exports only to its process-wide error
+	// handler (there is no per-provider one): send them to the log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: exporting spans", "err", err) }))
+	g.add("tracing", component{name: "tracing", interrupt: func(ctx context.Context) {
+		if err := sdk.Shutdown(ctx); err != nil {
+			log.Warn("tracing: spans not all exported at shutdown", "err", err)
+		}
+	}})
+	log.Info("tracing on", "endpoint", tcfg.Endpoint, "protocol", tcfg.Protocol, "sampler", tcfg.SamplerName)
+	return sdk, nil
 }
 
 // statusDocument is the /v1/status document: the actors' status, and the

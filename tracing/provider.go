@@ -1,0 +1,170 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// Config is the tracing configuration the OTEL_* environment variables
+// give (FromEnv).
+type Config struct {
+	// Endpoint is the OTLP traces endpoint as a URL: for grpc the
+	// collector's scheme://host:port, for http/protobuf the full URL
+	// traces are posted to (/v1/traces appended to
+	// OTEL_EXPORTER_OTLP_ENDPOINT's path). Empty means tracing is off.
+	Endpoint string
+	// Protocol is "grpc" or "http/protobuf".
+	Protocol string
+	// Sampler samples new traces (OTEL_TRACES_SAMPLER and _ARG).
+	Sampler sdktrace.Sampler
+	// SamplerName is Sampler as the environment named it, for logs.
+	SamplerName string
+}
+
+// Enabled reports whether the configuration turns tracing on.
+func (c Config) Enabled() bool { return c.Endpoint != "" }
+
+// FromEnv reads the configuration from getenv (os.Getenv): tracing is on
+// when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
+// is set, unless OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is
+// "none". OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, picks grpc or http/protobuf (the
+// default, as the OpenTelemetry specification says); OTEL_TRACES_SAMPLER
+// and OTEL_TRACES_SAMPLER_ARG pick the sampler (default
+// parentbased_always_on). A value it cannot use is an error naming the
+// variable.
+func FromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	if v := strings.TrimSpace(getenv("OTEL_SDK_DISABLED")); v != "" {
+		off, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("OTEL_SDK_DISABLED=%q: want true or false", v)
+		}
+		if off {
+			return c, nil
+		}
+	}
+	switch v := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); v {
+	case "", "otlp":
+	case "none":
+		return c, nil
+	default:
+		return c, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: Grove exports traces with otlp (or none)", v)
+	}
+	proto, pvar := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	if proto == "" {
+		proto, pvar = getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), "OTEL_EXPORTER_OTLP_PROTOCOL"
+	}
+	switch proto = strings.TrimSpace(proto); proto {
+	case "":
+		c.Protocol = "http/protobuf"
+	case "grpc", "http/protobuf":
+		c.Protocol = proto
+	default:
+		return c, fmt.Errorf("%s=%q: want grpc or http/protobuf", pvar, proto)
+	}
+	endpoint, evar := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	signal := endpoint != ""
+	if !signal {
+		endpoint, evar = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")), "OTEL_EXPORTER_OTLP_ENDPOINT"
+	}
+	if endpoint == "" {
+		return Config{}, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("%s=%q: want a URL such as http://collector:4318", evar, endpoint)
+	}
+	if c.Protocol == "http/protobuf" && !signal {
+		// The spec: the generic endpoint is a base URL the signal's path
+		// is appended to; the traces endpoint is used as it is.
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	}
+	c.Endpoint = u.String()
+	c.Sampler, c.SamplerName, err = samplerFromEnv(getenv)
+	if err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG name, as the OpenTelemetry SDK's environment
+// support defines them (the SDK would read them itself, but silently
+// falls back to its default on a value it cannot use).
+func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, string, error) {
+	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+	arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, name)
+		}
+		return r, nil
+	}
+	switch name {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), "parentbased_always_on", nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), name, nil
+	case "always_off":
+		return sdktrace.NeverSample(), name, nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), name, nil
+	case "traceidratio":
+		r, err := ratio()
+		return sdktrace.TraceIDRatioBased(r), name + "=" + strconv.FormatFloat(r, 'g', -1, 64), err
+	case "parentbased_traceidratio":
+		r, err := ratio()
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), name + "=" + strconv.FormatFloat(r, 'g', -1, 64), err
+	}
+	return nil, "", fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+}
+
+// New returns a tracer provider exporting to c's endpoint in batches, with
+// the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES describe
+// (service.name "grove" and service.version version by default); nil
+// when c is not Enabled. The exporter itself reads the other
+// OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression,
+// certificates) and the batch processor the OTEL_BSP_* ones. Shut the
+// provider down at exit: that flushes the spans it still holds.
+func New(ctx context.Context, c Config, version string) (*sdktrace.TracerProvider, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	if c.Sampler == nil {
+		return nil, errors.New("tracing: no sampler (make the Config with FromEnv)")
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	switch c.Protocol {
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(c.Endpoint))
+	case "http/protobuf":
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.Endpoint))
+	default:
+		return nil, fmt.Errorf("tracing: protocol %q: want grpc or http/protobuf", c.Protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName("grove"), semconv.ServiceVersion(version)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost(), resource.WithProcessPID())
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(c.Sampler), sdktrace.WithResource(res)), nil
+}

@@ -1,0 +1,282 @@
+package tracing
+
+import (
+	"context"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// ScopeName is the instrumentation scope of Grove's spans.
+const ScopeName = "github.com/groveml/grove"
+
+// HeaderName is the W3C trace context header (and gRPC metadata key, and
+// Kafka record header) Grove reads and writes.
+const HeaderName = "traceparent"
+
+// The attributes of Grove's own spans (docs/tracing.md lists them).
+const (
+	AttrAPI          = attribute.Key("grove.api")
+	AttrRequestID    = attribute.Key("grove.request_id")
+	AttrModelPath    = attribute.Key("grove.model.path")
+	AttrModelVersion = attribute.Key("grove.model.version")
+	AttrChecksum     = attribute.Key("grove.model.checksum")
+	AttrBatchRows    = attribute.Key("grove.batch.rows")
+	AttrRequestRows  = attribute.Key("grove.request.rows")
+	AttrOutcome      = attribute.Key("grove.outcome")
+	AttrNode         = attribute.Key("grove.cluster.node")
+	AttrEvents       = attribute.Key("grove.log.events")
+)
+
+// The names of Grove's child spans.
+const (
+	SpanDecode  = "decode"
+	SpanQueue   = "queue"
+	SpanBatch   = "batch"
+	SpanForward = "forward"
+	SpanEncode  = "encode"
+	SpanLog     = "log"
+)
+
+// traceContext reads and writes the traceparent and tracestate headers.
+var traceContext propagation.TraceContext
+
+// serverKind are the start options of a server span, made once per
+// server so that starting one allocates no option slice.
+func serverKind() []trace.SpanStartOption {
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+}
+
+// Recording reports whether ctx carries a span that records, the only
+// case in which Start makes a child.
+func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+
+// Start starts the child span name of the recording span in ctx, with its
+// tracer provider; when ctx carries none it returns ctx and a span that
+// does nothing, without allocating. End it with End.
+func Start(ctx context.Context, name string) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		// A span of no trace (never the parent, which the caller's End
+		// must not end); an interface holding an empty struct: free.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return parent.TracerProvider().Tracer(ScopeName).Start(ctx, name)
+}
+
+// Record records a span name, child of the recording span in ctx, that
+// ran from start to end, with attrs; it does nothing when ctx carries no
+// recording span. It is for work timed elsewhere (a model actor's queue
+// and forward call), recorded once it is over.
+func Record(ctx context.Context, name string, start, end time.Time, err error, attrs ...attribute.KeyValue) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return
+	}
+	_, span := parent.TracerProvider().Tracer(ScopeName).Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// End ends span, marked as failed with err unless err is nil.
+func End(span trace.Span, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// TraceParent is sc as a W3C traceparent value
+// ("00-<trace id>-<span id>-<flags>"), "" when sc is not valid.
+func TraceParent(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	var b [55]byte
+	tid, sid := sc.TraceID(), sc.SpanID()
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
+}
+
+// OutgoingGRPC returns ctx with the traceparent (and tracestate) of the
+// span it carries added to its outgoing gRPC metadata, for a call that
+// continues the trace on another node; ctx itself when it carries no
+// valid span context.
+func OutgoingGRPC(ctx context.Context) context.Context {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ctx
+	}
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		return metadata.AppendToOutgoingContext(ctx, HeaderName, TraceParent(sc), "tracestate", ts.String())
+	}
+	return metadata.AppendToOutgoingContext(ctx, HeaderName, TraceParent(sc))
+}
+
+// HTTPServer makes the server span of each HTTP request of one API.
+type HTTPServer struct {
+	tracer trace.Tracer
+	api    attribute.KeyValue
+	server []trace.SpanStartOption // made once: no allocation per request
+}
+
+// NewHTTPServer returns the server spans of api's routes made by tp; nil
+// when tp is nil, which the caller takes to mean no tracing.
+func NewHTTPServer(tp trace.TracerProvider, api string) *HTTPServer {
+	if tp == nil {
+		return nil
+	}
+	return &HTTPServer{tracer: tp.Tracer(ScopeName), api: AttrAPI.String(api), server: serverKind()}
+}
+
+// Start starts r's server span, the child of the caller's traceparent if
+// it sent one, and returns r with it in its context. End it with
+// EndHTTP.
+func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
+	ctx := r.Context()
+	if len(r.Header["Traceparent"]) > 0 { // canonical key: no allocation without one
+		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	// The route's pattern names the span ("POST /v1/inference"): as it
+	// is when it has a method, which costs nothing per request.
+	name, route := r.Pattern, r.Pattern
+	if i := strings.IndexByte(route, ' '); i >= 0 {
+		route = route[i+1:]
+	} else if route != "" {
+		name = r.Method + " " + route
+	} else {
+		name = r.Method + " " + h.api.Value.AsString()
+	}
+	ctx, span := h.tracer.Start(ctx, name, h.server...)
+	if span.IsRecording() {
+		span.SetAttributes(h.api, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
+		if route != "" {
+			span.SetAttributes(semconv.HTTPRoute(route))
+		}
+		if id := r.Header.Get("X-Request-Id"); id != "" {
+			span.SetAttributes(AttrRequestID.String(id))
+		}
+	}
+	return r.WithContext(ctx), span
+}
+
+// EndHTTP ends an HTTP server span with the status code of the answer
+// (5xx marks it failed).
+func EndHTTP(span trace.Span, code int) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+	if code >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(code))
+	}
+	span.End()
+}
+
+// mdCarrier reads the trace context from incoming gRPC metadata.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// grpcStart starts the server span of a gRPC call, the child of the
+// caller's traceparent metadata if it sent one.
+func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, method string) (context.Context, trace.Span) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = traceContext.Extract(ctx, mdCarrier(md))
+	}
+	ctx, span := t.Start(ctx, strings.TrimPrefix(method, "/"), server...)
+	if span.IsRecording() {
+		service, m, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+		span.SetAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(service+"/"+m))
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			if v := md.Get("x-request-id"); len(v) > 0 {
+				span.SetAttributes(AttrRequestID.String(v[0]))
+			}
+		}
+	}
+	return ctx, span
+}
+
+// grpcEnd ends a gRPC server span with the call's status code.
+func grpcEnd(span trace.Span, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	st, _ := status.FromError(err)
+	span.SetAttributes(semconv.RPCResponseStatusCode(st.Code().String()))
+	if err != nil {
+		span.SetStatus(codes.Error, st.Message())
+	}
+	span.End()
+}
+
+// UnaryServer is the interceptor that makes the server span of each
+// unary call with tp; nil when tp is nil.
+func UnaryServer(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
+	if tp == nil {
+		return nil
+	}
+	t, server := tp.Tracer(ScopeName), serverKind()
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, span := grpcStart(ctx, t, server, info.FullMethod)
+		resp, err := handler(ctx, req)
+		grpcEnd(span, err)
+		return resp, err
+	}
+}
+
+// StreamServer is the interceptor that makes the server span of each
+// streaming call (the whole stream) with tp; nil when tp is nil.
+func StreamServer(tp trace.TracerProvider) grpc.StreamServerInterceptor {
+	if tp == nil {
+		return nil
+	}
+	t, server := tp.Tracer(ScopeName), serverKind()
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, span := grpcStart(ss.Context(), t, server, info.FullMethod)
+		err := handler(srv, tracedStream{ss, ctx})
+		grpcEnd(span, err)
+		return err
+	}
+}
+
+// tracedStream is a server stream whose context carries its span.
+type tracedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s tracedStream) Context() context.Context { return s.ctx }
