@@ -31,6 +31,7 @@ import (
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // DefaultSignature is the signature name a Grove model answers to when
@@ -103,11 +104,14 @@ func Predict(ctx context.Context, b Backend, modelPath string, req *deeprecpb.Pr
 	if s := req.GetSignatureName(); s != "" && s != sig {
 		return nil, fmt.Errorf("%w: signature_name %q is not served; model %s has the one signature %q", servables.ErrInvalidInput, s, path, sig)
 	}
+	_, span := tracing.Start(ctx, tracing.SpanDecode)
 	meta, _, known := b.ModelMetadata(path)
 	inputs, err := Inputs(req, meta.Inputs)
 	if err != nil {
+		tracing.End(span, err)
 		return nil, err
 	}
+	span.End()
 	filter := outputFilter(req.GetOutputFilter(), meta.Outputs)
 	if known && len(filter) > 0 && len(meta.Outputs) > 0 {
 		for _, name := range filter {
@@ -126,7 +130,10 @@ func Predict(ctx context.Context, b Backend, modelPath string, req *deeprecpb.Pr
 	if err != nil {
 		return nil, err
 	}
-	return Response(path, res[0].Outputs, filter)
+	_, span = tracing.Start(ctx, tracing.SpanEncode)
+	resp, err := Response(path, res[0].Outputs, filter)
+	tracing.End(span, err)
+	return resp, err
 }
 
 // Process is DeepRec's process() over b: input is a serialized
