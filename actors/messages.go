@@ -52,6 +52,10 @@ type Request struct {
 	// unnamed, whatever their names (which stay for the prediction log).
 	// Other models, and requests without it, bind named inputs by name.
 	Positional bool
+	// Replica, when 1 or more, asks for replica (Replica-1) modulo the
+	// model's replicas instead of the least busy one: DeepRec's session
+	// selection (package processor). 0 leaves the choice to Grove.
+	Replica int
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.
@@ -121,7 +125,10 @@ type predict struct {
 	// if not zero, is when the answer is no longer wanted (deadline.go).
 	ctx      context.Context
 	deadline time.Time
-	done     func(outputs []servables.Tensor, err error, queued, compute time.Duration)
+	// replica, when 1 or more, picks the replica (replica-1) modulo their
+	// number; 0: the least busy (content.send).
+	replica int
+	done    func(outputs []servables.Tensor, err error, queued, compute time.Duration)
 }
 
 // GetPriority places the message in the priority mailbox.

@@ -227,7 +227,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			continue
 		}
 		enqueued := time.Now()
-		p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+		p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
 		if b.shadow {
 			p.priority = priorityShadow
 		}
