@@ -6,6 +6,9 @@
 #   api/proto/inference_sidecar/*.proto   -> api/sidecarpb (messages + gRPC, B&A sidecar)
 #   api/proto/grove/cluster/v1/*.proto    -> cluster/forward/forwardpb (messages + gRPC,
 #                                            node-to-node forwarding)
+#   api/proto/deeprec/*.proto,
+#   api/proto/grove/deeprec/v1/*.proto    -> api/deeprecpb (messages + gRPC, DeepRec's
+#                                            processor protocol and Grove's service)
 # (each file's go_package says where its code goes; see api/proto/README.md).
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
 # well-known types from libprotobuf-dev), protoc-gen-go at the version of
@@ -50,4 +53,4 @@ protoc \
   --go-grpc_out=. \
   --go-grpc_opt=module=github.com/groveml/grove \
   $(cd api/proto && find . -name '*.proto' | sort | sed 's|^\./||')
-echo "generated: $(find api/grovepb api/oippb api/sidecarpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"
+echo "generated: $(find api/grovepb api/oippb api/sidecarpb api/deeprecpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"
