@@ -5,11 +5,11 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
-.PHONY: all deps deps-bench build run test test-unit test-it fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build run test test-unit test-it test-processor processor fuzz bench vet fmt clean models
 
 all: build
 
@@ -28,6 +28,20 @@ deps-bench:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/grove
 
+## processor: libgrove_processor.so, Grove as a DeepRec serving processor
+## (docs/deeprec.md), and processor.h beside it, in bin/.
+processor: deps
+	$(GO) build -buildmode=c-shared -o bin/libgrove_processor.so ./cmd/processor
+	rm -f bin/libgrove_processor.h
+	cp cmd/processor/processor.h bin/processor.h
+
+## test-processor: the C program of processor/ctest against the library:
+## 8 threads x 1000 calls with a new version dropped in, then a short run
+## under valgrind memcheck (on a build with Go's valgrind annotations).
+test-processor: processor
+	$(GO) build -tags valgrind -buildmode=c-shared -o bin/valgrind/libgrove_processor.so ./cmd/processor
+	processor/ctest/run.sh bin/libgrove_processor.so bin/valgrind/libgrove_processor.so
+
 ## run: serve a copy of the example bucket (.run/bucket, made once) on
 ## 127.0.0.1:8080; the tour and the management API change the copy, and
 ## `rm -rf .run` starts over.
@@ -39,6 +53,7 @@ run: build
 ## integration tests against the real binary.
 test: deps vet
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(MAKE) test-processor
 
 vet:
 	$(GO) vet $(PKGS)
@@ -75,6 +90,7 @@ fuzz: deps
 	$(GO) test ./conf -run '^$$' -fuzz '^FuzzParseBucketURL$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./conf/bucket -run '^$$' -fuzz '^FuzzParseChecksumFile$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/manage -run '^$$' -fuzz '^FuzzParseRollback$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./processor -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	for p in file gcs s3; do \
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzParseSince FuzzDecode; do \
@@ -82,7 +98,7 @@ fuzz: deps
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(GO) run ./it/cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch
