@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
@@ -95,6 +95,7 @@ fuzz: deps
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzParseSince FuzzDecode; do \
 	  $(GO) test ./logging/audit -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	$(GO) test ./api/deeprec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench

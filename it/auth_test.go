@@ -170,6 +170,7 @@ var refusalFormats = map[string]string{
 	"GET /metrics": fmtText, "/debug/pprof/...": fmtText,
 	"POST /v1/inference": fmtBA, "GET /v1/models": fmtBA,
 	"POST /{org}/{project}/{n}/gp": fmtText,
+	"POST /api/predict/{model...}": fmtText, "GET /api/predict/{model...}": fmtText,
 
 	"POST /{org}/{project}/{n}/score": fmtForestFlow, "POST /{org}/{project}/{n}/{rv}/score": fmtForestFlow,
 	"GET /contracts/list": fmtForestFlow, "GET /{org}/{project}/{n}/stats": fmtForestFlow,
@@ -291,6 +292,8 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		"POST /v1/inference": "infer", "POST /{org}/{project}/{n}/score": "infer", "POST /{org}/{project}/{n}/gp": "infer",
 		"GET /v1/status": "read", "GET /metrics": "read", "GET /v1/models": "read", "GET /healthz": "open", "GET /readyz": "open",
 		"POST /servable": "manage", "POST /{org}/{project}/{n}/{rv}/metrics": "manage", "/debug/pprof/...": "admin",
+		"POST /api/predict/{model...}": "infer", "GET /api/predict/{model...}": "read",
+		"/grove.deeprec.v1.Processor/Predict":                                               "infer",
 		"/inference.GRPCInferenceService/ModelInfer":                                        "infer",
 		"/inference.GRPCInferenceService/RepositoryModelLoad":                               "manage",
 		"/inference.GRPCInferenceService/ModelReady":                                        "open",

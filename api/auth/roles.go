@@ -22,6 +22,10 @@ var HTTPRoles = map[string]Role{
 	"POST /v1/inference": RoleInfer,
 	"GET /v1/models":     RoleRead,
 
+	// DeepRec's processor protocol (api/deeprec).
+	"POST /api/predict/{model...}": RoleInfer,
+	"GET /api/predict/{model...}":  RoleRead,
+
 	// ForestFlow and GraphPipe.
 	"POST /{org}/{project}/{n}/score":      RoleInfer,
 	"POST /{org}/{project}/{n}/{rv}/score": RoleInfer,
@@ -124,6 +128,8 @@ var GRPCRoles = map[string]Role{
 	"/inference.GRPCInferenceService/CudaSharedMemoryUnregister":   RoleManage,
 	"/inference.GRPCInferenceService/TraceSetting":                 RoleManage,
 	"/inference.GRPCInferenceService/LogSettings":                  RoleManage,
+
+	"/grove.deeprec.v1.Processor/Predict": RoleInfer,
 
 	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/PredictBatch":  RoleInfer,
 	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/Predict":       RoleInfer,

@@ -30,6 +30,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprecpb"
 	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -326,4 +327,33 @@ func StatusOf(err error) (httpStatus int, code codes.Code) {
 		return http.StatusConflict, codes.FailedPrecondition
 	}
 	return http.StatusInternalServerError, codes.Internal // OutputUnsupported, Crashed, Execution, ReadOnly
+}
+
+// InfoBackend is what ModelInfo needs: the content serving a path and a
+// versioned entry's newest version; *actors.System is one.
+type InfoBackend interface {
+	ModelMetadata(path string) (meta servables.Metadata, checksum string, ok bool)
+	NewestVersion(parent string) (path string, ok bool)
+}
+
+// ModelInfo describes the content serving modelPath (ModelPath adds a
+// missing trailing "/") as get_serving_model_info reports it: model_path
+// is the path of the content that serves (for a versioned entry, its
+// newest ready version's: "pcvr/3/"), version that version's number
+// ("3"; empty for a model without versions) and checksum the content's
+// checksum. No model serving the path is an error wrapping
+// servables.ErrNotFound.
+func ModelInfo(b InfoBackend, modelPath string) (*deeprecpb.ServingModelInfo, error) {
+	path := ModelPath(modelPath)
+	_, checksum, ok := b.ModelMetadata(path)
+	if !ok {
+		return nil, fmt.Errorf("%w: no model is served at %q", servables.ErrNotFound, path)
+	}
+	info := &deeprecpb.ServingModelInfo{ModelPath: path, Checksum: checksum}
+	if v, ok := b.NewestVersion(path); ok {
+		info.ModelPath, info.Version = v, routing.NameModel(v).Version
+	} else if mv := routing.NameModel(path); mv.Name != strings.TrimSuffix(path, "/") {
+		info.Version = mv.Version // a version's own path, "pcvr/3/"
+	}
+	return info, nil
 }

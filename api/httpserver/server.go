@@ -34,6 +34,7 @@ import (
 
 	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/tlsconf"
+	"github.com/groveml/grove/internal/urlspace"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -201,9 +202,14 @@ func (s *Server) selectRoutes(admin bool) []route {
 }
 
 // handler serves routes and mounts, the probes, /v1/status if status, and
-// /metrics and pprof if admin.
+// /metrics and pprof if admin. Routes under a reserved first segment
+// (urlspace: /api/, /ui/, /v1/, /v2/, /debug/) go to a mux of their own,
+// which serves every request under those segments: such a request never
+// reaches a route whose first segment is a wildcard (ForestFlow's
+// /{org}/{project}/{n}/...), which net/http would otherwise match it to, or
+// refuse to register beside a route such as /api/predict/{model...}.
 func (s *Server) handler(routes []route, mounts []mount, status, admin bool) http.Handler {
-	mux := http.NewServeMux()
+	mux, reserved := http.NewServeMux(), http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.opts.Ready() {
@@ -213,19 +219,29 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	if status && s.opts.Status != nil {
-		mux.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), "status", func(w http.ResponseWriter, _ *http.Request) {
+		reserved.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), "status", func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, http.StatusOK, s.opts.Status())
 		})))
 	}
 	if admin && s.opts.Gatherer != nil {
 		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), "metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
-	registerRoutes(mux, routes, func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.RequireClientCert && s.refuseCert(w, r, "") {
 			return
 		}
 		http.NotFound(w, r)
-	})
+	}
+	var open, under []route
+	for _, r := range routes {
+		if urlspace.ReservedPath(patternPath(r.pattern)) {
+			under = append(under, r)
+		} else {
+			open = append(open, r)
+		}
+	}
+	registerRoutes(mux, open, notFound)
+	registerRoutes(reserved, under, notFound)
 	if admin && s.opts.Pprof {
 		debug := http.NewServeMux()
 		debug.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -235,17 +251,29 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: s.guardMount("/debug/pprof", debug)})
 	}
-	return &handler{mux: mux, mounts: mounts, s: s}
+	return &handler{mux: mux, reserved: reserved, mounts: mounts, s: s}
 }
 
-// handler serves the mounts first, then the routes, within the deadlines.
-// Each route and mount refuses callers without a required client
-// certificate in its protocol's error format (guard); a request no route
-// serves is refused here, as plain text.
+// patternPath is the path of a net/http pattern ("POST /v1/inference" ->
+// "/v1/inference"; a pattern with a host keeps it, and so is under no
+// reserved segment).
+func patternPath(pattern string) string {
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		return strings.TrimLeft(path, " \t")
+	}
+	return pattern
+}
+
+// handler serves the mounts first, then the routes, within the deadlines:
+// a path under a reserved segment (urlspace.ReservedPath) with the
+// reserved mux, any other with mux. Each route and mount refuses callers
+// without a required client certificate in its protocol's error format
+// (guard); a request no route serves is refused here, as plain text.
 type handler struct {
-	mux    *http.ServeMux
-	mounts []mount
-	s      *Server
+	mux      *http.ServeMux
+	reserved *http.ServeMux
+	mounts   []mount
+	s        *Server
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -259,12 +287,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	mux := h.mux
+	if urlspace.ReservedPath(r.URL.Path) {
+		mux = h.reserved
+	}
 	if opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
-		if _, pattern := h.mux.Handler(r); pattern == "" && h.s.refuseCert(w, r, "") {
+		if _, pattern := mux.Handler(r); pattern == "" && h.s.refuseCert(w, r, "") {
 			return
 		}
 	}
-	h.mux.ServeHTTP(w, r)
+	mux.ServeHTTP(w, r)
 }
 
 // setDeadlines bounds reading r's body by read and writing its answer by

@@ -49,9 +49,11 @@ func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
 		if got := code == http.StatusOK; got != on {
 			t.Errorf("pprof %v: GET /debug/pprof/ answered %d", on, code)
 		}
-		// pprof's paths win over a route of the same shape only when served.
-		if code, _ := serve(t, s.Handler(), "GET", "/debug/pprof/cmdline", ""); (code == http.StatusTeapot) == on {
-			t.Errorf("pprof %v: GET /debug/pprof/cmdline answered %d", on, code)
+		// /debug/ is reserved: its paths never reach a route whose first
+		// segment is a wildcard, served or not.
+		want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]
+		if code, _ := serve(t, s.Handler(), "GET", "/debug/pprof/cmdline", ""); code != want {
+			t.Errorf("pprof %v: GET /debug/pprof/cmdline answered %d, want %d", on, code, want)
 		}
 	}
 }
@@ -232,6 +234,52 @@ func TestRequestIDIsTheCallersOrANewOneAndIsEchoed(t *testing.T) {
 		r.Header.Set("X-Request-Id", given)
 		if id := RequestID(rec, r); len(id) != 32 || rec.Header().Get("X-Request-Id") != id {
 			t.Errorf("given %q: new id %q, echoed %q", given, id, rec.Header().Get("X-Request-Id"))
+		}
+	}
+}
+
+// TestReservedSegmentsAreRoutedBeforeForestFlow checks that a path under
+// a reserved first segment (/api/, /ui/, /v1/, /v2/, /debug/) is served
+// by the routes registered under it, or not found, and never by a route
+// whose first segment is a wildcard; that such routes register beside
+// ForestFlow's patterns, which net/http alone refuses (POST
+// /api/predict/{model...} and POST /{org}/{project}/{n}/score both match
+// /api/predict/a/1/score); and that every other path still reaches them.
+func TestReservedSegmentsAreRoutedBeforeForestFlow(t *testing.T) {
+	s := New(Options{})
+	answer := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, name+" "+r.PathValue("org")+r.PathValue("model"))
+		}
+	}
+	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", answer("score"))
+	s.Handle("PUT /{org}/{project}/{n}", "manage", answer("put"))
+	s.Handle("POST /api/predict/{model...}", "deeprec", answer("deeprec"))
+	s.Handle("POST /v1/inference", "inference", answer("ba"))
+	h := s.Handler()
+	for _, c := range []struct{ method, path, want string }{
+		{"POST", "/api/predict/a/1/score", "deeprec a/1/score"},
+		{"POST", "/api/predict/pctr_v1", "deeprec pctr_v1"},
+		{"POST", "/api/predict/pctr_v1/", "deeprec pctr_v1/"},
+		{"POST", "/v1/inference", "ba "},
+		{"POST", "/games/arena/1/score", "score games"},
+		{"POST", "/apix/p/1/score", "score apix"},
+		{"POST", "/v10/p/1/score", "score v10"},
+		{"PUT", "/games/arena/1", "put games"},
+		{"POST", "/api/other/1/score", "404"},
+		{"POST", "/v1/p/1/score", "404"},
+		{"POST", "/v2/p/1/score", "404"},
+		{"POST", "/ui/p/1/score", "404"},
+		{"POST", "/debug/p/1/score", "404"},
+		{"PUT", "/api/p/1", "404"},
+	} {
+		code, body := serve(t, h, c.method, c.path, "")
+		got := body
+		if code == http.StatusNotFound {
+			got = "404"
+		}
+		if got != c.want {
+			t.Errorf("%s %s: %d %q, want %q", c.method, c.path, code, body, c.want)
 		}
 	}
 }

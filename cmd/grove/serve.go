@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/deeprec"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/graphpipe"
 	"github.com/groveml/grove/api/grpcserver"
@@ -224,6 +225,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	oip.Register(h, gs, sys, version, trail)
 	forestflow.Register(h, sys)
 	graphpipe.Register(h, sys)
+	deeprec.Register(h, gs, sys)
 	manage.Register(h, sys, trail)
 	audit.Register(h, trail)
 	// Grove's own JSON route: its refusals are {"error": ...} as its answers.

@@ -427,6 +427,9 @@ func TestValidateRejectsInvalidEdits(t *testing.T) {
 		{"bad contract names", func(c *Config) error {
 			return newRelease("a/b", "p", 1, "v1", "d/").addTo(c)
 		}, `contracts[2].organization: contract a/b/p/1: organization "a/b" has the character '/'`},
+		{"reserved organization", func(c *Config) error {
+			return c.CreateContract("v2", "p", 1, ContractSettings{Router: RouterFair})
+		}, `contracts[2].organization: contract v2/p/1: organization "v2" is reserved`},
 		{"contract number 0", func(c *Config) error {
 			return newRelease("o", "p", 0, "v1", "d/").addTo(c)
 		}, `contract_number 0 must be at least 1`},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/internal/jsondoc"
+	"github.com/groveml/grove/internal/urlspace"
 )
 
 // Config is the model config file kept in the bucket: the models to
@@ -819,6 +820,10 @@ func (c *Config) validateContracts() error {
 		}
 		if err := validateName(k.Organization); err != nil {
 			return bad(".organization", "organization %v", err)
+		}
+		if urlspace.IsReserved(k.Organization) {
+			return bad(".organization", "organization %q is reserved: paths under /%s/ belong to Grove's own APIs, so no contract URL could reach it; the reserved names are %s",
+				k.Organization, k.Organization, strings.Join(urlspace.Reserved(), ", "))
 		}
 		if err := validateName(k.Project); err != nil {
 			return bad(".project", "project %v", err)

@@ -367,6 +367,12 @@ func TestParseModelConfigContractErrors(t *testing.T) {
 		// Validation: errors name the contract and the release.
 		{"empty organization", `{"contracts": [{"project": "p", "contract_number": 1}]}`, `contracts[0].organization: contract /p/1: organization must not be empty`},
 		{"slash in organization", `{"contracts": [{"organization": "a/b", "project": "p", "contract_number": 1}]}`, `organization "a/b" has the character '/'`},
+		{"reserved organization api", `{"contracts": [{"organization": "api", "project": "predict", "contract_number": 1}]}`,
+			`contracts[0].organization: contract api/predict/1: organization "api" is reserved: paths under /api/ belong to Grove's own APIs, so no contract URL could reach it; the reserved names are api, debug, ui, v1, v2`},
+		{"reserved organization v2", `{"contracts": [{"organization": "v2", "project": "p", "contract_number": 1}]}`, `organization "v2" is reserved`},
+		{"reserved organization v1", `{"contracts": [{"organization": "v1", "project": "p", "contract_number": 1}]}`, `organization "v1" is reserved`},
+		{"reserved organization ui", `{"contracts": [{"organization": "ui", "project": "p", "contract_number": 1}]}`, `organization "ui" is reserved`},
+		{"reserved organization debug", `{"contracts": [{"organization": "debug", "project": "p", "contract_number": 1}]}`, `organization "debug" is reserved`},
 		{"dot-dot project", `{"contracts": [{"organization": "o", "project": "..", "contract_number": 1}]}`, `contracts[0].project: contract o/../1: project ".." is not a usable URL path segment`},
 		{"space in project", `{"contracts": [{"organization": "o", "project": "p q", "contract_number": 1}]}`, `project "p q" has the character ' '`},
 		{"missing contract number", `{"contracts": [{"organization": "o", "project": "p"}]}`, `contracts[0].contract_number: contract o/p/0: contract_number 0 must be at least 1`},

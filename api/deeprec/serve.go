@@ -1,0 +1,138 @@
+package deeprec
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/api/httpserver"
+)
+
+// PathPrefix is where the HTTP API serves: POST PathPrefix + "{model}".
+const PathPrefix = "/api/predict/"
+
+// ContentType is the media type of serialized PredictRequest and
+// PredictResponse bodies.
+const ContentType = "application/x-protobuf"
+
+// The API labels of the two transports, in metrics and the prediction log.
+const (
+	APIHTTP = "deeprec"
+	APIGRPC = "deeprec-grpc"
+)
+
+// Register serves the protocol over b: on h, POST /api/predict/{model}
+// (a serialized PredictRequest in, a serialized PredictResponse out;
+// {model} is the model path, everything after /api/predict/, its trailing
+// "/" optional) and GET /api/predict/{model} (the model's signature
+// JSON, which a POST with an empty body also answers, as DeepRec's
+// process() does for an empty input); on g, grove.deeprec.v1.Processor.
+// The routes are under the reserved /api/ segment (internal/urlspace), so
+// they never meet ForestFlow's /{org}/{project}/{n}/... patterns. Failures
+// are plain text (ErrorText) with StatusOf's status; refusals (no or bad
+// credentials, a missing role, over its limit) too.
+func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend) {
+	a := &rest{h: h, b: b}
+	h.Handle("POST "+PathPrefix+"{model...}", APIHTTP, a.predict)
+	h.Handle("GET "+PathPrefix+"{model...}", APIHTTP, a.signature)
+	h.SetErrorWriter(APIHTTP, httpserver.TextError)
+	deeprecpb.RegisterProcessorServer(g, &service{b: b})
+}
+
+type rest struct {
+	h *httpserver.Server
+	b Backend
+}
+
+// fail answers err as text with its status (Retry-After for a full queue).
+func fail(w http.ResponseWriter, err error) {
+	code, _ := StatusOf(err)
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, ErrorText(err), code)
+}
+
+// predict serves POST /api/predict/{model}. The body is a serialized
+// PredictRequest whatever its Content-Type, except a JSON or text one,
+// which is refused (415) as what it is; an empty body gets the signature.
+// The Grove-Timeout header bounds the call; X-Request-Id and
+// Grove-Config-* headers reach the prediction log.
+func (a *rest) predict(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil && (mt == "application/json" || strings.HasPrefix(mt, "text/")) {
+			http.Error(w, "Content-Type "+mt+" is not taken here: the body is a serialized tensorflow.eas.PredictRequest ("+ContentType+")", http.StatusUnsupportedMediaType)
+			return
+		}
+	}
+	bp := a.h.Buffer()
+	defer a.h.Release(bp)
+	body, ok := a.h.Body(w, r, bp)
+	if !ok {
+		return
+	}
+	if len(body) == 0 {
+		a.signature(w, r)
+		return
+	}
+	req, err := ParseRequest(body)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	ctx, cancel, ok := httpserver.TimeoutContext(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	resp, err := Predict(ctx, a.b, r.PathValue("model"), req, Call{API: APIHTTP, RequestID: httpserver.RequestID(w, r),
+		Configs: httpserver.HeaderConfigs(nil, r.Header)})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*bp)[:0], resp)
+	if err != nil {
+		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	*bp = out[:0]
+	w.Header().Set("Content-Type", ContentType)
+	_, _ = w.Write(out)
+}
+
+// signature serves GET /api/predict/{model}: the signature JSON.
+func (a *rest) signature(w http.ResponseWriter, r *http.Request) {
+	sig, err := Signature(a.b, r.PathValue("model"), "")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(sig)
+}
+
+// service is grove.deeprec.v1.Processor.
+type service struct {
+	deeprecpb.UnimplementedProcessorServer
+	b Backend
+}
+
+// Predict runs the request on the model at model_path (Predict, the
+// package function); the call's deadline bounds it. Failures are
+// StatusOf's code with ErrorText's message.
+func (s *service) Predict(ctx context.Context, req *deeprecpb.ProcessorPredictRequest) (*deeprecpb.PredictResponse, error) {
+	resp, err := Predict(ctx, s.b, req.GetModelPath(), req.GetRequest(), Call{API: APIGRPC, RequestID: grpcserver.RequestID(ctx)})
+	if err != nil {
+		_, code := StatusOf(err)
+		return nil, status.Error(code, ErrorText(err))
+	}
+	return resp, nil
+}
