@@ -37,10 +37,9 @@ processor: deps
 
 ## test-processor: the C program of processor/ctest against the library:
 ## 8 threads x 1000 calls with a new version dropped in, then a short run
-## under valgrind memcheck (on a build with Go's valgrind annotations).
+## under valgrind memcheck.
 test-processor: processor
-	$(GO) build -tags valgrind -buildmode=c-shared -o bin/valgrind/libgrove_processor.so ./cmd/processor
-	processor/ctest/run.sh bin/libgrove_processor.so bin/valgrind/libgrove_processor.so
+	processor/ctest/run.sh bin/libgrove_processor.so
 
 ## run: serve a copy of the example bucket (.run/bucket, made once) on
 ## 127.0.0.1:8080; the tour and the management API change the copy, and
