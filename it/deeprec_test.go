@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,6 +94,31 @@ func TestDeepRecPythonClient(t *testing.T) {
 	if n != 9 { // 6 outputs, 2 signatures, 1 refusal
 		t.Errorf("%d checks passed, want 9", n)
 	}
+	g.checkMetrics(`grove_http_requests_total{api="deeprec",code="200"} 7`, `grove_http_requests_total{api="deeprec",code="400"} 1`,
+		`grove_model_requests_total{api="deeprec",model="pctr_onnx/",outcome="ok"} 1`,
+		`grove_model_requests_total{api="deeprec",model="pcvr/",outcome="ok"} 2`)
+}
+
+// checkMetrics fails the test unless /metrics has every line of want.
+func (g *grove) checkMetrics(want ...string) {
+	g.t.Helper()
+	code, body := g.get("/metrics")
+	if code != 200 {
+		g.t.Fatalf("/metrics: %d", code)
+	}
+	lines := strings.Split(string(body), "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			name, _, _ := strings.Cut(w, "{")
+			var have []string
+			for _, l := range lines {
+				if strings.HasPrefix(l, name+"{") {
+					have = append(have, l)
+				}
+			}
+			g.t.Errorf("/metrics has no line %s; it has:\n%s", w, strings.Join(have, "\n"))
+		}
+	}
 }
 
 // TestDeepRecGRPC calls grove.deeprec.v1.Processor/Predict of the real
@@ -135,6 +161,8 @@ func TestDeepRecGRPC(t *testing.T) {
 	if _, err := c.Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "nope", Request: req}); status.Code(err) != codes.NotFound {
 		t.Errorf("unknown model: %v", err)
 	}
+	g.checkMetrics(`grove_model_requests_total{api="deeprec-grpc",model="pcvr/",outcome="ok"} 1`,
+		`grove_model_requests_total{api="deeprec-grpc",model="",outcome="not_found"} 1`)
 
 	// grpcurl, schema from reflection: pctr_onnx on pctr_v1's input.
 	x := exp["pctr_v1"].Inputs[0]

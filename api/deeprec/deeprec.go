@@ -8,8 +8,7 @@
 // an HTTP status and a gRPC code (StatusOf). Over the network it serves
 // POST /api/predict/{model} with application/x-protobuf bodies, as PAI-EAS
 // does, and the gRPC service grove.deeprec.v1.Processor (Register). The
-// processor library (cmd/processor) calls Predict and SignatureJSON
-// directly.
+// processor library calls Process (or Predict) and ModelInfo directly.
 //
 // The package holds no state of its own: the models, their signatures and
 // the requests in flight are the actors' (package actors).
@@ -128,6 +127,35 @@ func Predict(ctx context.Context, b Backend, modelPath string, req *deeprecpb.Pr
 		return nil, err
 	}
 	return Response(path, res[0].Outputs, filter)
+}
+
+// Process is DeepRec's process() over b: input is a serialized
+// PredictRequest for the model at modelPath, and the serialized
+// PredictResponse (deterministic: map keys sorted) is appended to dst; an
+// empty input is answered with the model's signature JSON instead
+// (SignatureJSON, under call.Signature), and signature reports so. Errors
+// are Predict's, ParseRequest's and Signature's.
+func Process(ctx context.Context, b Backend, modelPath string, input []byte, call Call, dst []byte) (out []byte, signature bool, err error) {
+	if len(input) == 0 {
+		sig, err := Signature(b, modelPath, call.Signature)
+		if err != nil {
+			return nil, true, err
+		}
+		return append(dst, sig...), true, nil
+	}
+	req, err := ParseRequest(input)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := Predict(ctx, b, modelPath, req, call)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, resp)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: encoding the response: %w", servables.ErrOutput, err)
+	}
+	return out, false, nil
 }
 
 // Inputs converts req's inputs (FromArray), in name order. specs are the

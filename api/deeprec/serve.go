@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/api/deeprecpb"
 	"github.com/groveml/grove/api/grpcserver"
@@ -78,33 +77,25 @@ func (a *rest) predict(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(body) == 0 {
-		a.signature(w, r)
-		return
-	}
-	req, err := ParseRequest(body)
-	if err != nil {
-		fail(w, err)
-		return
-	}
 	ctx, cancel, ok := httpserver.TimeoutContext(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	resp, err := Predict(ctx, a.b, r.PathValue("model"), req, Call{API: APIHTTP, RequestID: httpserver.RequestID(w, r),
-		Configs: httpserver.HeaderConfigs(nil, r.Header)})
+	// The request is decoded (copied) before the answer is written into
+	// the same buffer.
+	out, sig, err := Process(ctx, a.b, r.PathValue("model"), body, Call{API: APIHTTP, RequestID: httpserver.RequestID(w, r),
+		Configs: httpserver.HeaderConfigs(nil, r.Header)}, (*bp)[:0])
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*bp)[:0], resp)
-	if err != nil {
-		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
 	*bp = out[:0]
-	w.Header().Set("Content-Type", ContentType)
+	if sig {
+		w.Header().Set("Content-Type", "application/json")
+	} else {
+		w.Header().Set("Content-Type", ContentType)
+	}
 	_, _ = w.Write(out)
 }
 

@@ -44,14 +44,16 @@ const examples = "../../examples/bucket"
 // modelConfig serves the example models: pctr_v1/ and pcvr/ (TorchScript;
 // pcvr/ with declared inputs), pctr_onnx/ (ONNX, pctr_v1's weights) and
 // game_score/ (ONNX, string inputs), ver/ (a versioned entry: version 1
-// is pctr_v1, version 2 pctr_v2), and a contract of game_score/ whose
+// is pctr_v1, version 2 pctr_v2), batched/ (pctr_onnx/ with a 50 ms
+// batching delay), and a contract of game_score/ whose
 // ForestFlow route shares the path shape of /api/predict/{model}.
 const modelConfig = `{"model_metadata": [
  {"model_path": "pctr_v1/"},
  {"model_path": "pcvr/", "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, 8]}, {"name": "category", "datatype": "INT64", "shape": [-1, 1]}]},
  {"model_path": "pctr_onnx/"},
  {"model_path": "game_score/"},
- {"model_path": "ver/", "version_policy": {"latest": {"num_versions": 2}}}],
+ {"model_path": "ver/", "version_policy": {"latest": {"num_versions": 2}}},
+ {"model_path": "batched/", "max_batch_rows": 64, "max_queue_delay_us": 50000}],
  "contracts": [{"organization": "games", "project": "arena", "contract_number": 1, "servables": [{"release_version": "v1", "model_path": "game_score/"}]}]}`
 
 // system starts an actor system on the example models with the TorchScript
@@ -61,7 +63,7 @@ func system(t *testing.T, log ...actors.PredictionSink) *actors.System {
 	t.Helper()
 	objects := map[string][]byte{"model_config.json": []byte(modelConfig)}
 	for name, f := range map[string]string{"pctr_v1/model.pt": "", "pcvr/model.pt": "", "pctr_onnx/model.onnx": "", "game_score/model.onnx": "",
-		"ver/1/model.pt": "pctr_v1/model.pt", "ver/2/model.pt": "pctr_v2/model.pt"} {
+		"ver/1/model.pt": "pctr_v1/model.pt", "ver/2/model.pt": "pctr_v2/model.pt", "batched/model.onnx": "pctr_onnx/model.onnx"} {
 		if f == "" {
 			f = name
 		}
@@ -78,7 +80,7 @@ func system(t *testing.T, log ...actors.PredictionSink) *actors.System {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
-	want := []string{"game_score/", "pctr_onnx/", "pctr_v1/", "pcvr/", "ver/", "ver/1/", "ver/2/"}
+	want := []string{"batched/", "game_score/", "pctr_onnx/", "pctr_v1/", "pcvr/", "ver/", "ver/1/", "ver/2/"}
 	for deadline := time.Now().Add(time.Minute); !slices.Equal(sys.ModelPaths(), want); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("models not ready: %v", sys.ModelPaths())
@@ -444,8 +446,9 @@ func TestForestFlowBesideAPI(t *testing.T) {
 	}
 }
 
-// TestConcurrentCallsBatch sends concurrent one-row requests, which the
-// model actor may batch, and checks each gets its own row's answer.
+// TestConcurrentCallsBatch sends concurrent one-row requests over both
+// transports to batched/, whose model actor batches them (fewer forward
+// calls than rows), and checks each gets its own row's answer.
 func TestConcurrentCallsBatch(t *testing.T) {
 	sys := system(t)
 	base, client := server(t, sys)
@@ -459,15 +462,16 @@ func TestConcurrentCallsBatch(t *testing.T) {
 		}
 		rows[i] = &deeprecpb.PredictRequest{Inputs: map[string]*deeprecpb.ArrayProto{"x": a}}
 	}
+	const workers, calls = 8, 4
 	var wg sync.WaitGroup
-	errs := make(chan string, 64)
-	for w := range 16 {
+	errs := make(chan string, workers)
+	for w := range workers {
 		wg.Go(func() {
-			for k := range 8 {
+			for k := range calls {
 				i := (w + k) % 2
 				var resp *deeprecpb.PredictResponse
 				if w%2 == 0 {
-					code, _, b := post(t, base, "pctr_onnx", marshal(t, rows[i]), nil)
+					code, _, b := post(t, base, "batched", marshal(t, rows[i]), nil)
 					resp = &deeprecpb.PredictResponse{}
 					if code != 200 || proto.Unmarshal(b, resp) != nil {
 						errs <- string(b)
@@ -475,7 +479,7 @@ func TestConcurrentCallsBatch(t *testing.T) {
 					}
 				} else {
 					var err error
-					if resp, err = client.Predict(context.Background(), &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1", Request: rows[i]}); err != nil {
+					if resp, err = client.Predict(context.Background(), &deeprecpb.ProcessorPredictRequest{ModelPath: "batched", Request: rows[i]}); err != nil {
 						errs <- err.Error()
 						return
 					}
@@ -493,6 +497,11 @@ func TestConcurrentCallsBatch(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
+	st, _ := sys.ModelStats("batched/")
+	if st.Inferences != workers*calls || st.Executions >= st.Inferences {
+		t.Errorf("batched/ served %d rows in %d forward calls; want %d rows in fewer calls", st.Inferences, st.Executions, workers*calls)
+	}
+	t.Logf("%d rows in %d forward calls", st.Inferences, st.Executions)
 }
 
 func sinkOf(log []actors.PredictionSink) actors.PredictionSink {
@@ -555,6 +564,43 @@ func TestModelInfo(t *testing.T) {
 		}
 	}
 	if _, err := ModelInfo(sys, "nope"); !errors.Is(err, servables.ErrNotFound) {
+		t.Errorf("unknown model: %v", err)
+	}
+}
+
+// TestProcess checks Process, what the processor library's process()
+// calls: bytes in and out, the signature for an empty input under the
+// caller's signature name, and errors of the caller's mistakes.
+func TestProcess(t *testing.T) {
+	sys := system(t)
+	ex := expected(t)["pctr_v1"]
+	call := Call{API: "deeprec-processor", Signature: "predict"}
+	req := request(t, ex)
+	req.SignatureName = "predict"
+	prefix := []byte("kept")
+	out, sig, err := Process(t.Context(), sys, "pctr_onnx", marshal(t, req), call, prefix)
+	if err != nil || sig || string(out[:4]) != "kept" {
+		t.Fatalf("Process: %v, signature %v, %q", err, sig, out)
+	}
+	resp := &deeprecpb.PredictResponse{}
+	if err := proto.Unmarshal(out[4:], resp); err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, resp, ex)
+
+	out, sig, err = Process(t.Context(), sys, "pctr_onnx/", nil, call, nil)
+	if err != nil || !sig || !strings.HasPrefix(string(out), `{"signature_name": "predict","inputs": [{"name": "x"`) {
+		t.Errorf("empty input: %v %v %s", err, sig, out)
+	}
+	if _, _, err := Process(t.Context(), sys, "pctr_onnx", []byte{0x0a}, call, nil); !errors.Is(err, servables.ErrInvalidInput) {
+		t.Errorf("truncated input: %v", err)
+	}
+	req.SignatureName = "serving_default"
+	if _, _, err := Process(t.Context(), sys, "pctr_onnx", marshal(t, req), call, nil); !errors.Is(err, servables.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), `has the one signature "predict"`) {
+		t.Errorf("other signature: %v", err)
+	}
+	if _, _, err := Process(t.Context(), sys, "nope", nil, call, nil); !errors.Is(err, servables.ErrNotFound) {
 		t.Errorf("unknown model: %v", err)
 	}
 }

@@ -12,12 +12,16 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/groveml/grove/internal/urlspace"
 )
 
 // FuzzRoutes serves arbitrary paths through overlapping routes: nothing
 // panics, a route answers only for paths of its shape, with the path's
-// segments as its wildcards, and score wins over create. The seed corpus
-// is in testdata/fuzz/FuzzRoutes.
+// segments as its wildcards, score wins over create, and no path under a
+// reserved first segment (urlspace) reaches a route whose first segment
+// is a wildcard, while /api/predict/{model...} takes all of its own. The
+// seed corpus is in testdata/fuzz/FuzzRoutes.
 func FuzzRoutes(f *testing.F) {
 	answer := func(name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -28,6 +32,9 @@ func FuzzRoutes(f *testing.F) {
 	s.Handle("POST /contract/{org}/{project}/{n}", "manage", answer("create"))
 	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", answer("score"))
 	s.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", answer("gp"))
+	s.Handle("POST /api/predict/{model...}", "deeprec", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode([]string{"deeprec", r.PathValue("model"), "", ""})
+	})
 	s.Mount("/v2", http.NotFoundHandler())
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, method, path string) {
@@ -45,8 +52,15 @@ func FuzzRoutes(f *testing.F) {
 		}
 		vals := strings.Join(fields[1:], "/")
 		want := "/" + vals + "/" + fields[0]
-		if fields[0] == "create" {
+		switch fields[0] {
+		case "create":
 			want = "/contract/" + vals
+		case "deeprec":
+			want = "/api/predict/" + fields[1]
+		default:
+			if urlspace.ReservedPath(path) {
+				t.Fatalf("%s, under a reserved segment, went to %s", path, fields[0])
+			}
 		}
 		if method != "POST" || want != path {
 			t.Fatalf("%s %s answered by %q", method, path, rec.Body.String())
