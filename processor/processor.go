@@ -282,24 +282,9 @@ func (p *Processor) replica(caller int64) int {
 // DeepRec's process does.
 func (p *Processor) Process(ctx context.Context, caller int64, input []byte) ([]byte, int) {
 	b := backend{sys: p.sys, replica: p.replica(caller)}
-	if len(input) == 0 {
-		sig, err := deeprec.Signature(b, p.cfg.ModelPath, p.cfg.SignatureName)
-		if err != nil {
-			return []byte(deeprec.ErrorText(err)), StatusError
-		}
-		return sig, StatusOK
-	}
-	req, err := deeprec.ParseRequest(input)
+	out, _, err := deeprec.Process(ctx, b, p.cfg.ModelPath, input, deeprec.Call{API: API, Signature: p.cfg.SignatureName}, nil)
 	if err != nil {
 		return []byte(deeprec.ErrorText(err)), StatusError
-	}
-	res, err := deeprec.Predict(ctx, b, p.cfg.ModelPath, req, deeprec.Call{API: API, Signature: p.cfg.SignatureName})
-	if err != nil {
-		return []byte(deeprec.ErrorText(err)), StatusError
-	}
-	out, err := proto.Marshal(res)
-	if err != nil {
-		return []byte(err.Error()), StatusError
 	}
 	return out, StatusOK
 }
