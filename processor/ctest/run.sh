@@ -12,9 +12,9 @@
 #     the Go runtime does in its own memory (memcheck does not know Go's
 #     stacks and heap; Go's experimental -tags valgrind build makes
 #     memcheck's leak check abort), what the ONNX Runtime binding keeps,
-#     and two known glibc/libcpuinfo reports; the C side of every call
-#     (the caller's buffers read by memcpy, the outputs written by memcpy,
-#     read and free()d by the caller) is checked.
+#     and two known glibc/cpuinfo reports; the outputs (written by
+#     libc's memcpy into malloc'd buffers, read and free()d by the caller)
+#     are checked, the caller's input is read by Go's copy, which is not.
 set -euo pipefail
 lib=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
