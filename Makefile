@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server protobuf-compiler python3-protobuf chromium
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf chromium
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
 
@@ -16,7 +16,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy test-ui ui ui-deps ui-check fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench vet fmt clean models
 
 all: build
 
@@ -57,6 +57,19 @@ dist: deps
 	    -czf "$$stage.tar.gz" "$(DIST_NAME)"; \
 	  rm -rf "$$stage"; echo "$$stage.tar.gz"
 
+## processor: libgrove_processor.so, Grove as a DeepRec serving processor
+## (docs/deeprec.md), and processor.h beside it, in bin/.
+processor: deps
+	$(GO) build -buildmode=c-shared -o bin/libgrove_processor.so ./cmd/processor
+	rm -f bin/libgrove_processor.h
+	cp cmd/processor/processor.h bin/processor.h
+
+## test-processor: the C program of processor/ctest against the library:
+## 8 threads x 1000 calls with a new version dropped in, then a short run
+## under valgrind memcheck.
+test-processor: processor
+	processor/ctest/run.sh bin/libgrove_processor.so
+
 ## run: serve a copy of the example bucket (.run/bucket, made once) on
 ## 127.0.0.1:8080; the tour and the management API change the copy, and
 ## `rm -rf .run` starts over.
@@ -65,11 +78,12 @@ run: build
 	$(BIN) serve --config examples/grove.yaml --bucket file://./.run/bucket
 
 ## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
-## checks, the console in a browser (test-ui), unit tests, fuzz seeds and
-## the integration tests against the real binary (the release of make dist
-## among them).
+## checks, the console in a browser (test-ui), unit tests, fuzz seeds, the
+## integration tests against the real binary (the release of make dist
+## among them) and the DeepRec processor library's C test (test-processor).
 test: deps vet test-deploy test-ui
 	$(GO) test -count=1 -timeout 20m -skip '^TestConsoleInChromium' $(PKGS)
+	$(MAKE) test-processor
 
 ## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,
 ## again only when the lockfile changed; no install scripts, never a
@@ -139,6 +153,7 @@ fuzz: deps
 	$(GO) test ./conf -run '^$$' -fuzz '^FuzzParseBucketURL$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./conf/bucket -run '^$$' -fuzz '^FuzzParseChecksumFile$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/manage -run '^$$' -fuzz '^FuzzParseRollback$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./processor -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	for p in file gcs s3; do \
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzParseSince FuzzDecode; do \
@@ -147,7 +162,7 @@ fuzz: deps
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(GO) run ./it/cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch

@@ -56,6 +56,10 @@ type Request struct {
 	// one (set by System.Infer before the prediction log sees the
 	// request), which the log passes on with the event.
 	TraceParent string
+	// Replica, when 1 or more, asks for replica (Replica-1) modulo the
+	// model's replicas instead of the least busy one: DeepRec's session
+	// selection (package processor). 0 leaves the choice to Grove.
+	Replica int
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.
@@ -125,7 +129,10 @@ type predict struct {
 	// if not zero, is when the answer is no longer wanted (deadline.go).
 	ctx      context.Context
 	deadline time.Time
-	done     func(outputs []servables.Tensor, err error, queued, compute time.Duration)
+	// replica, when 1 or more, picks the replica (replica-1) modulo their
+	// number; 0: the least busy (content.send).
+	replica int
+	done    func(outputs []servables.Tensor, err error, queued, compute time.Duration)
 	// rows is set by the model actor before done when the request ran in
 	// a dynamic batch: the rows of the whole forward call (0: it ran
 	// alone), for its trace.

@@ -89,16 +89,21 @@ func (c *content) leave(n int64) {
 	}
 }
 
-// send hands p to the least busy replica, by send (a context's Send).
+// send hands p to the replica it asks for (predict.replica), else to the
+// least busy replica, by send (a context's Send).
 func (c *content) send(send func(*actor.PID, any), p *predict) {
 	if len(c.pids) == 1 {
 		send(c.pids[0], p)
 		return
 	}
 	best := 0
-	for i := 1; i < len(c.busy); i++ {
-		if c.busy[i].Load() < c.busy[best].Load() {
-			best = i
+	if p.replica > 0 {
+		best = (p.replica - 1) % len(c.pids)
+	} else {
+		for i := 1; i < len(c.busy); i++ {
+			if c.busy[i].Load() < c.busy[best].Load() {
+				best = i
+			}
 		}
 	}
 	busy := &c.busy[best]

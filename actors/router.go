@@ -250,7 +250,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	res := &b.results[i]
 	callerDeadline, hasDeadline := b.ctx.Deadline()
 	enqueued := time.Now()
-	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx}
+	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
 	if b.shadow {
 		p.priority = priorityShadow
 	}

@@ -66,6 +66,11 @@ type Options struct {
 	// ParseWarmUp turns a model's warm_up_batch_request_json into the input
 	// sets to run before the model takes traffic.
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
+	// WarmUp, when set, gives the warm-up of a model whose config entry
+	// has no warm_up_batch_request_json, from the entry and the signature
+	// it loaded with (package processor: DeepRec's warm-up file, or a
+	// request of ones); a zero WarmUp runs none.
+	WarmUp func(meta modelconfig.Model, sig servables.Metadata) (WarmUp, error)
 	// Predictions receives every answer returned to a caller; nil logs none.
 	Predictions PredictionSink
 	// ClusterNode starts the system with an empty share: it loads no
@@ -399,8 +404,43 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int
 	return rt.Name(), servables.WithSignature(sv, meta), nil
 }
 
-// warmUp runs the model's warm-up requests through its actor at warm-up
-// priority, twice; any failure rejects the content. It gives up when ctx
+// WarmUp is a model's warm-up: input sets run before its content serves.
+type WarmUp struct {
+	// Sets are the requests' inputs, bound by name (or by position where
+	// Positional and the runtime's convention say so: content.bind).
+	Sets       [][]servables.Tensor
+	Positional bool
+	// Runs is how many times each set runs; PerReplica runs them that
+	// many times on every replica rather than on the least busy ones.
+	Runs       int
+	PerReplica bool
+}
+
+// warmUpOf is the warm-up of model meta: its warm_up_batch_request_json
+// (B&A requests, bound by position where the runtime's convention is,
+// each run twice: TorchScript's profiling executor optimises a graph only
+// on its second run, and that run should not be a user's), else what
+// Options.WarmUp gives, else none.
+func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
+	if meta.WarmUpJSON == "" {
+		if s.opts.WarmUp == nil {
+			return WarmUp{}, nil
+		}
+		return s.opts.WarmUp(meta, c.metadata())
+	}
+	if s.opts.ParseWarmUp == nil {
+		return WarmUp{}, errors.New("this server cannot parse warm-up requests")
+	}
+	// A version's warm-up requests name its entry's path, as written in the config.
+	sets, err := s.opts.ParseWarmUp(meta.WarmUpJSON, meta.EntryPath())
+	if err != nil {
+		return WarmUp{}, err
+	}
+	return WarmUp{Sets: sets, Positional: true, Runs: 2}, nil
+}
+
+// warmUp runs the model's warm-up (warmUpOf) through its actors at
+// warm-up priority; any failure rejects the content. It gives up when ctx
 // is done. A model whose signature is still incomplete afterwards (a
 // TorchScript model with neither a declaration nor a warm-up) is logged:
 // its metadata names its tensors without datatypes or shapes.
@@ -411,50 +451,54 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 				"model", meta.Path, "runtime", m.Runtime)
 		}
 	}()
-	if meta.WarmUpJSON == "" {
-		return nil
-	}
-	if s.opts.ParseWarmUp == nil {
-		return errors.New("this server cannot parse warm-up requests")
-	}
-	// A version's warm-up requests name its entry's path, as written in the config.
-	sets, err := s.opts.ParseWarmUp(meta.WarmUpJSON, meta.EntryPath())
-	if err != nil {
+	w, err := s.warmUpOf(c, meta)
+	if err != nil || len(w.Sets) == 0 {
 		return err
 	}
-	// Each request runs twice: TorchScript's profiling executor optimises a
-	// graph only on its second run, and that run should not be a user's.
-	// Warm-up requests are B&A requests: bound by position where the
-	// runtime's convention is (Request.Positional).
-	sent := make([][]servables.Tensor, len(sets))
-	outs := make([][]servables.Tensor, len(sets))
-	for i := range sets {
-		sent[i] = c.bind(sets[i], true)
+	sent := make([][]servables.Tensor, len(w.Sets))
+	outs := make([][]servables.Tensor, len(w.Sets))
+	for i := range w.Sets {
+		sent[i] = c.bind(w.Sets[i], w.Positional)
 	}
-	for n, inputs := range append(sent, sent...) {
-		i := n % len(sets)
-		if err := c.acquire(0); err != nil {
-			return err
-		}
-		type answer struct {
-			out []servables.Tensor
-			err error
-		}
-		done := make(chan answer, 1)
-		c.send(s.as.Root.Send, &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now(),
-			done: func(out []servables.Tensor, err error, _, _ time.Duration) {
-				c.leave(1)
-				done <- answer{out, err}
-			}})
-		select {
-		case a := <-done:
-			if a.err != nil {
-				return fmt.Errorf("warm-up request %d: %w", i, a.err)
+	replicas := 1
+	if w.PerReplica {
+		replicas = len(c.pids)
+	}
+	for run := range max(w.Runs, 1) {
+		for r := range replicas {
+			for i, inputs := range sent {
+				p := &predict{inputs: inputs, priority: priorityWarmUp, enqueued: time.Now()}
+				if w.PerReplica {
+					p.replica = r + 1
+				}
+				if outs[i], err = s.warmUpOne(ctx, c, p); err != nil {
+					return fmt.Errorf("warm-up request %d (run %d, replica %d): %w", i, run+1, r+1, err)
+				}
 			}
-			outs[i] = a.out
-		case <-ctx.Done():
-			return fmt.Errorf("warm-up request %d: %w", i, ctx.Err())
 		}
 	}
 	return c.learn(sent, outs)
+}
+
+// warmUpOne sends one warm-up request p to c's actors and waits for its answer.
+func (s *System) warmUpOne(ctx context.Context, c *content, p *predict) ([]servables.Tensor, error) {
+	if err := c.acquire(0); err != nil {
+		return nil, err
+	}
+	type answer struct {
+		out []servables.Tensor
+		err error
+	}
+	done := make(chan answer, 1)
+	p.done = func(out []servables.Tensor, err error, _, _ time.Duration) {
+		c.leave(1)
+		done <- answer{out, err}
+	}
+	c.send(s.as.Root.Send, p)
+	select {
+	case a := <-done:
+		return a.out, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -1,0 +1,180 @@
+// Command processor is libgrove_processor.so, Grove as a DeepRec serving
+// processor: built with go build -buildmode=c-shared (make processor), it
+// exports DeepRec's C API (serving/processor/serving/processor.h) and
+// wires it to package processor, which does the work. docs/deeprec.md
+// says how to link it.
+//
+// Memory: every output buffer is allocated with malloc and the caller
+// frees it with free(). Inputs are copied before the call returns. The
+// handle initialize returns is a malloc'd box around a runtime/cgo.Handle
+// of the *processor.Processor; it lives as long as the process (DeepRec's
+// API has no release). Every function is safe to call from any number of
+// threads at once.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// grove_processor_alloc allocates what the library hands to its caller
+// (outputs, the handle's box), with malloc: the caller frees it with
+// free(). A function of its own so that memory checkers tell these
+// buffers from other allocations (processor/ctest/valgrind.supp).
+static void *grove_processor_alloc(size_t n) { return malloc(n ? n : 1); }
+*/
+import "C"
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime/cgo"
+	"syscall"
+	"unsafe"
+
+	"github.com/groveml/grove/processor"
+)
+
+// maxBatch bounds the NULL-terminated arrays of batch_process.
+const maxBatch = 1 << 20
+
+func main() {}
+
+// logger is the library's log: text on stderr, at the level of
+// $GROVE_LOG_LEVEL (debug, info, warn, error; default info).
+func logger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(os.Getenv("GROVE_LOG_LEVEL"))); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+//export initialize
+func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
+	fail := func() unsafe.Pointer {
+		if state != nil {
+			*state = -1
+		}
+		return nil
+	}
+	log := logger()
+	if modelConfig == nil {
+		log.Error("initialize: model_config is NULL")
+		return fail()
+	}
+	entry := ""
+	if modelEntry != nil {
+		entry = C.GoString(modelEntry)
+	}
+	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)), processor.Options{Logger: log})
+	if err != nil {
+		log.Error("initialize failed", "err", err)
+		return fail()
+	}
+	box := (*C.uintptr_t)(C.grove_processor_alloc(C.size_t(unsafe.Sizeof(C.uintptr_t(0)))))
+	*box = C.uintptr_t(cgo.NewHandle(p))
+	if state != nil {
+		*state = 0
+	}
+	return unsafe.Pointer(box)
+}
+
+// lookup returns the Processor a handle from initialize boxes; nil for a
+// NULL handle.
+func lookup(modelBuf unsafe.Pointer) *processor.Processor {
+	if modelBuf == nil {
+		return nil
+	}
+	p, _ := cgo.Handle(*(*C.uintptr_t)(modelBuf)).Value().(*processor.Processor)
+	return p
+}
+
+// output hands data to the caller in a malloc'd buffer (never NULL).
+func output(data []byte, outputData *unsafe.Pointer, outputSize *C.int) {
+	buf := C.grove_processor_alloc(C.size_t(len(data)))
+	if len(data) > 0 {
+		C.memcpy(buf, unsafe.Pointer(&data[0]), C.size_t(len(data)))
+	}
+	*outputData = buf
+	*outputSize = C.int(len(data))
+}
+
+// processOne serves one input for the calling thread.
+func processOne(p *processor.Processor, input unsafe.Pointer, size C.int) ([]byte, int) {
+	if size < 0 || (size > 0 && input == nil) {
+		return []byte("process: input_data is NULL or input_size is negative"), processor.StatusError
+	}
+	var in []byte
+	if size > 0 {
+		in = C.GoBytes(input, size)
+	}
+	// A cgo call runs on the calling thread: its id picks the replica under MOD.
+	return p.Process(context.Background(), int64(syscall.Gettid()), in)
+}
+
+//export process
+func process(modelBuf unsafe.Pointer, inputData unsafe.Pointer, inputSize C.int, outputData *unsafe.Pointer, outputSize *C.int) C.int {
+	if outputData == nil || outputSize == nil {
+		return processor.StatusError
+	}
+	p := lookup(modelBuf)
+	if p == nil {
+		output([]byte("process: model_buf is NULL"), outputData, outputSize)
+		return processor.StatusError
+	}
+	out, status := processOne(p, inputData, inputSize)
+	output(out, outputData, outputSize)
+	return C.int(status)
+}
+
+// batch_process serves input_data[0..n-1], where n is the number of
+// entries before the first NULL in input_data (DeepRec counts its inputs
+// wrongly, with sizeof on a pointer; here the array ends with a NULL, as
+// argv does). output_data and output_size must have room for n entries;
+// each output is malloc'd and freed by the caller. It returns 200 when
+// every input returned 200, else 500 (each output then holds its
+// response or its error text).
+//
+//export batch_process
+func batch_process(modelBuf unsafe.Pointer, inputData *unsafe.Pointer, inputSize *C.int, outputData *unsafe.Pointer, outputSize *C.int) C.int {
+	if inputData == nil || inputSize == nil || outputData == nil || outputSize == nil {
+		return processor.StatusError
+	}
+	inputs := unsafe.Slice(inputData, maxBatch)
+	n := 0
+	for n < maxBatch && inputs[n] != nil {
+		n++
+	}
+	sizes := unsafe.Slice(inputSize, n)
+	outs, outSizes := unsafe.Slice(outputData, n), unsafe.Slice(outputSize, n)
+	p := lookup(modelBuf)
+	status := C.int(processor.StatusOK)
+	for i := range n {
+		out, st := []byte("batch_process: model_buf is NULL"), processor.StatusError
+		if p != nil {
+			out, st = processOne(p, inputs[i], sizes[i])
+		}
+		output(out, &outs[i], &outSizes[i])
+		if st != processor.StatusOK {
+			status = processor.StatusError
+		}
+	}
+	return status
+}
+
+//export get_serving_model_info
+func get_serving_model_info(modelBuf unsafe.Pointer, outputData *unsafe.Pointer, outputSize *C.int) C.int {
+	if outputData == nil || outputSize == nil {
+		return processor.StatusError
+	}
+	p := lookup(modelBuf)
+	if p == nil {
+		output([]byte("get_serving_model_info: model_buf is NULL"), outputData, outputSize)
+		return processor.StatusError
+	}
+	out, status := p.ServingModelInfo()
+	output(out, outputData, outputSize)
+	return C.int(status)
+}
