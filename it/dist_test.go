@@ -115,6 +115,36 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 	if !strings.Contains(string(maps), lib) {
 		t.Errorf("grove did not map %s; its ONNX Runtime mappings:\n%s", lib, grepLines(string(maps), "onnxruntime"))
 	}
+	if makefileHas(t, root, "processor") {
+		processorFromRelease(t, ctx, root, home, wd)
+	}
+}
+
+// processorFromRelease runs the processor library's C test (short: a few
+// calls on a TorchScript and an ONNX model) against the release's
+// lib/libgrove_processor.so from working directory wd, without
+// $GROVE_ONNXRUNTIME_LIB: the library finds ONNX Runtime beside itself.
+func processorFromRelease(t *testing.T, ctx context.Context, root, home, wd string) {
+	t.Helper()
+	tmp := t.TempDir()
+	prog := filepath.Join(tmp, "processor_test")
+	cc := exec.CommandContext(ctx, "gcc", "-O2", "-o", prog, filepath.Join(root, "processor", "ctest", "processor_test.c"), "-ldl", "-lpthread", "-lm")
+	if b, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	data := filepath.Join(root, "processor", "testdata", "deeprec")
+	work := filepath.Join(tmp, "work")
+	for _, m := range []string{"torch", "onnx"} {
+		if err := os.CopyFS(filepath.Join(work, "models", m, "1"), os.DirFS(filepath.Join(data, m, "1"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := exec.CommandContext(ctx, prog, filepath.Join(home, "lib", "libgrove_processor.so"), data, filepath.Join(work, "models"), "short")
+	run.Dir = wd
+	run.Env = append(withoutEnv(os.Environ(), "GROVE_ONNXRUNTIME_LIB", "TMPDIR"), "TMPDIR="+tmp, "GROVE_LOG_LEVEL=warn")
+	if b, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("the processor C test against the release's library, from %s: %v\n%s", wd, err, b)
+	}
 }
 
 // gitDescribe is the version the Makefile stamps.

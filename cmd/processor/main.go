@@ -13,6 +13,9 @@
 package main
 
 /*
+#cgo LDFLAGS: -ldl
+#cgo CFLAGS: -D_GNU_SOURCE
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,17 @@ package main
 // free(). A function of its own so that memory checkers tell these
 // buffers from other allocations (processor/ctest/valgrind.supp).
 static void *grove_processor_alloc(size_t n) { return malloc(n ? n : 1); }
+
+// grove_processor_self is the path this library was loaded from (NULL
+// when unknown): ONNX Runtime is looked for beside it, as a release
+// ships it (lib/libgrove_processor.so beside lib/libonnxruntime.so.1).
+static const char *grove_processor_self(void) {
+	Dl_info info;
+	if (dladdr((void *)&grove_processor_self, &info) && info.dli_fname) {
+		return info.dli_fname;
+	}
+	return NULL;
+}
 */
 import "C"
 
@@ -34,6 +48,9 @@ import (
 	"unsafe"
 
 	"github.com/groveml/grove/processor"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/onnx"
+	"github.com/groveml/grove/servables/torch"
 )
 
 // maxBatch bounds the NULL-terminated arrays of batch_process.
@@ -49,6 +66,18 @@ func logger() *slog.Logger {
 		level = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// runtimes are TorchScript and ONNX, with ONNX Runtime found from this
+// library's own path (onnx.FindLibrary: $GROVE_ONNXRUNTIME_LIB first, then
+// the release layout beside it, then the repository's .cache), not from
+// the host program's.
+func runtimes() servables.Registry {
+	self := ""
+	if p := C.grove_processor_self(); p != nil {
+		self = C.GoString(p)
+	}
+	return servables.Registry{torch.Runtime{}, onnx.Runtime{LibraryPath: onnx.FindLibrary(self)}}
 }
 
 //export initialize
@@ -68,7 +97,7 @@ func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
 	if modelEntry != nil {
 		entry = C.GoString(modelEntry)
 	}
-	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)), processor.Options{Logger: log})
+	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)), processor.Options{Logger: log, Runtimes: runtimes()})
 	if err != nil {
 		log.Error("initialize failed", "err", err)
 		return fail()
