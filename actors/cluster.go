@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/api/auth"
@@ -317,6 +318,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	fr.Release = target.Release
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, start: time.Now()}
+	sc.traceShadow(b.ctx, target.ModelPath)
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
@@ -324,6 +326,8 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	r.background(func(sctx context.Context) {
 		ctx, cancel := context.WithTimeout(sctx, r.shadowTimeout)
 		defer cancel()
+		// The serving node continues the shadow span's trace.
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(sc.ctx))
 		a, err := remote.Forward(ctx, fr)
 		r.metrics.forwarded.WithLabelValues(target.ModelPath, forwardResult(err)).Inc()
 		r.metrics.forwardTime.WithLabelValues(req.API + "-shadow").Observe(time.Since(sc.start).Seconds())

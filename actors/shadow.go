@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // Shadow executions: a copy of a user request runs on another model at the
@@ -48,6 +51,34 @@ type shadowCopy struct {
 	windows *compareWindows
 	tol     float64
 	res     Result
+	// span is the execution's "shadow" span, a child of the caller's
+	// (one that does nothing when the caller's trace does not record);
+	// ctx carries it, for the spans of the micro-batches and the
+	// forward to another node.
+	span trace.Span
+	ctx  context.Context
+}
+
+// traceShadow starts sc's span, a child of the caller's span in ctx, and
+// gives sc.req the traceparent its log event carries: the shadow span's,
+// or, when the caller's trace does not record here (sampled out), the
+// caller's own, as System.Infer does for the served answer.
+func (sc *shadowCopy) traceShadow(ctx context.Context, version string) {
+	sc.ctx, sc.span = tracing.Start(ctx, tracing.SpanShadow)
+	if sc.span.IsRecording() {
+		sc.span.SetAttributes(tracing.AttrModelPath.String(sc.req.ModelPath), tracing.AttrModelVersion.String(version),
+			tracing.AttrRelease.String(sc.req.Release))
+	}
+	sc.req.TraceParent = tracing.TraceParent(trace.SpanContextFromContext(sc.ctx))
+}
+
+// endTrace ends sc's span with the execution's outcome.
+func (sc *shadowCopy) endTrace(err error) {
+	if sc.span == nil || !sc.span.IsRecording() {
+		return
+	}
+	sc.span.SetAttributes(tracing.AttrChecksum.String(sc.on.checksum), tracing.AttrOutcome.String(outcomeOf(err)))
+	tracing.End(sc.span, err)
 }
 
 // shadowContent is the content a shadow copy ran on: a content of this
@@ -171,6 +202,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+	sc.traceShadow(b.ctx, c.path)
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
@@ -182,6 +214,9 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		c.send(ctx.Send, &predict{inputs: c.bind(in, req.Positional), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.leave(1)
+				if tracing.Recording(sc.ctx) {
+					traceModel(sc.ctx, c, &Request{ModelPath: path, Inputs: in}, sc.start, queued, compute, 0, err)
+				}
 				sc.finish(i, out, err, queued, compute)
 			}})
 	}
@@ -207,6 +242,7 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 	if errors.Is(sc.err, errShadowShed) {
 		sc.metrics.shadowDropped.WithLabelValues(sc.on.path, "busy").Inc()
 		sc.on.local.shadowDropped.Add(1)
+		sc.endTrace(sc.err)
 		return
 	}
 	res := Result{ModelPath: sc.on.path, Checksum: sc.on.checksum, Err: sc.err, Queued: sc.queued, Compute: sc.compute}
@@ -230,6 +266,7 @@ func (sc *shadowCopy) finish(i int, out []servables.Tensor, err error, queued, c
 // micro-batches could not be joined, a remote copy was not run): it is
 // then logged only.
 func (sc *shadowCopy) ended(res Result, joined bool) {
+	sc.endTrace(res.Err)
 	sc.res = res
 	// A copy dropped unrun (past shadow_timeout) says nothing of the
 	// challenger, nor does one whose micro-batches Grove could not join.

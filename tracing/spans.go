@@ -36,6 +36,7 @@ const (
 	AttrOutcome      = attribute.Key("grove.outcome")
 	AttrNode         = attribute.Key("grove.cluster.node")
 	AttrEvents       = attribute.Key("grove.log.events")
+	AttrRelease      = attribute.Key("grove.contract.release")
 )
 
 // The names of Grove's child spans.
@@ -46,6 +47,10 @@ const (
 	SpanForward = "forward"
 	SpanEncode  = "encode"
 	SpanLog     = "log"
+	// SpanShadow is a shadow execution: a copy of the request run on
+	// another model after the caller's answer, whose queue and batch
+	// spans (or the forward to the node serving it) are its children.
+	SpanShadow = "shadow"
 )
 
 // traceContext reads and writes the traceparent and tracestate headers.
