@@ -41,8 +41,9 @@ func (c Config) Enabled() bool { return c.Endpoint != "" }
 // OTEL_EXPORTER_OTLP_PROTOCOL, picks grpc or http/protobuf (the
 // default, as the OpenTelemetry specification says); OTEL_TRACES_SAMPLER
 // and OTEL_TRACES_SAMPLER_ARG pick the sampler (default
-// parentbased_always_on). A value it cannot use is an error naming the
-// variable.
+// parentbased_always_on); OTEL_PROPAGATORS, if set, must name
+// tracecontext, the one propagator Grove has. A value it cannot use is an
+// error naming the variable.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	if v := strings.TrimSpace(getenv("OTEL_SDK_DISABLED")); v != "" {
@@ -91,11 +92,41 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 	}
 	c.Endpoint = u.String()
+	if err := propagatorsFromEnv(getenv("OTEL_PROPAGATORS")); err != nil {
+		return c, err
+	}
 	c.Sampler, c.SamplerName, err = samplerFromEnv(getenv)
 	if err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// propagatorsFromEnv checks OTEL_PROPAGATORS (v) against what Grove does:
+// it reads and writes the W3C trace context (traceparent and tracestate)
+// only, so the list must name tracecontext; baggage, in the
+// specification's default "tracecontext,baggage", is accepted and not
+// carried. Another propagator (b3, jaeger, xray, ...) or "none" would
+// otherwise be ignored without a word: it is an error naming the
+// variable. Unset or empty is the default.
+func propagatorsFromEnv(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	trace := false
+	for p := range strings.SplitSeq(v, ",") {
+		switch p = strings.ToLower(strings.TrimSpace(p)); p {
+		case "tracecontext":
+			trace = true
+		case "baggage":
+		default:
+			return fmt.Errorf("OTEL_PROPAGATORS=%q: Grove propagates the W3C trace context only (tracecontext, with baggage accepted and not carried), not %q", v, p)
+		}
+	}
+	if !trace {
+		return fmt.Errorf("OTEL_PROPAGATORS=%q: Grove propagates the W3C trace context: the list must name tracecontext", v)
+	}
+	return nil
 }
 
 // samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and

@@ -57,6 +57,11 @@ func TestFromEnv(t *testing.T) {
 		{name: "bad protocol", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{name: "bad endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "c:4318"}, err: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{name: "bad exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: "OTEL_TRACES_EXPORTER"},
+		{name: "propagators default", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_PROPAGATORS": "tracecontext,baggage"}, endpoint: "http://c:4318/v1/traces", protocol: "http/protobuf", sampler: "parentbased_always_on"},
+		{name: "propagators tracecontext", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_PROPAGATORS": " TraceContext "}, endpoint: "http://c:4318/v1/traces", protocol: "http/protobuf", sampler: "parentbased_always_on"},
+		{name: "propagators b3", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_PROPAGATORS": "tracecontext,b3"}, err: "OTEL_PROPAGATORS"},
+		{name: "propagators baggage only", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_PROPAGATORS": "baggage"}, err: "OTEL_PROPAGATORS"},
+		{name: "propagators none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_PROPAGATORS": "none"}, err: "OTEL_PROPAGATORS"},
 		{name: "bad disabled", env: map[string]string{"OTEL_SDK_DISABLED": "yes please"}, err: "OTEL_SDK_DISABLED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
