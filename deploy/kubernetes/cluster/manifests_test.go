@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -417,6 +418,48 @@ func TestGroveContainerArgsAndConfigParse(t *testing.T) {
 		if !mounted[dir] {
 			t.Errorf("%s is under no volumeMount of the grove container", f)
 		}
+	}
+}
+
+// TestGroveNodesDrainWithinTheGracePeriodAsNonRoot: as the single-server
+// Deployment (deploy/check), a node's pod pauses in preStop while the
+// endpoints learn it is going, then drains for drain_timeout, all within
+// terminationGracePeriodSeconds with a margin of 5 to 30 s for the exit;
+// and it runs as the image's non-root user, with fsGroup so that the
+// cache volume (a PersistentVolumeClaim, root-owned when provisioned) is
+// writable by it.
+func TestGroveNodesDrainWithinTheGracePeriodAsNonRoot(t *testing.T) {
+	sts, groveYAML := groveStatefulSet(t)
+	pod := get(sts.doc, "spec", "template", "spec")
+	c := get(pod, "containers", 0)
+	s, err := conf.ParseServerArgs(serverArgs(t, c, groveYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	preStop, ok := get(c, "lifecycle", "preStop", "sleep", "seconds").(int)
+	if !ok || preStop <= 0 {
+		t.Errorf("no preStop sleep: the node would stop taking requests before the Service's endpoints know")
+	}
+	grace, ok := get(pod, "terminationGracePeriodSeconds").(int)
+	if !ok {
+		t.Fatal("no terminationGracePeriodSeconds")
+	}
+	margin := time.Duration(grace-preStop)*time.Second - s.DrainTimeout
+	if margin < 5*time.Second || margin > 30*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %ds = preStop %ds + drain_timeout %v + %v: want a margin of 5s to 30s",
+			grace, preStop, s.DrainTimeout, margin)
+	}
+	psc := get(pod, "securityContext")
+	for _, k := range []string{"runAsUser", "runAsGroup", "fsGroup"} {
+		if id, ok := get(psc, k).(int); !ok || id == 0 {
+			t.Errorf("pod securityContext.%s = %v: want the image's non-root id", k, get(psc, k))
+		}
+	}
+	if get(psc, "runAsNonRoot") != true {
+		t.Errorf("pod securityContext.runAsNonRoot = %v, want true", get(psc, "runAsNonRoot"))
+	}
+	if get(c, "securityContext", "allowPrivilegeEscalation") != false {
+		t.Errorf("container securityContext.allowPrivilegeEscalation = %v, want false", get(c, "securityContext", "allowPrivilegeEscalation"))
 	}
 }
 
