@@ -39,7 +39,7 @@ build: deps
 ## bin/grove (stamped like build), lib/libonnxruntime.so.1 (found by the
 ## binary at ../lib/ from its own path), and, when this Makefile has the
 ## processor target, lib/libgrove_processor.so with include/processor.h.
-## The host needs the Debian packages the README lists (docs/deploy.md).
+## The host needs the Debian packages the README lists (docs/operations.md).
 dist: deps
 	@set -euo pipefail; \
 	  stage="$(DISTDIR)/$(DIST_NAME)"; rm -rf "$$stage" "$$stage.tar.gz"; \

@@ -2,6 +2,8 @@ package check
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -103,5 +105,45 @@ func TestRuleParserRefusesMistakes(t *testing.T) {
 		if _, errs := rulefmt.Parse([]byte(rules), false, model.UTF8Validation, p, slog.New(slog.DiscardHandler)); len(errs) == 0 {
 			t.Errorf("%s: parsed without an error", name)
 		}
+	}
+}
+
+// TestOperationsDocCoversTheAlertsAndProbes: docs/operations.md, the
+// operators' guide the issue names, has the sections it asks for and
+// lists every example alert rule and both probes, so that a rule added
+// to monitoring.yaml without a word there fails.
+func TestOperationsDocCoversTheAlertsAndProbes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	for _, h := range []string{"## Probes", "## Metrics to watch", "## Tracing", "## Upgrades and rollbacks", "## Kubernetes"} {
+		if !strings.Contains(text, "\n"+h) {
+			t.Errorf("docs/operations.md has no section %q", h)
+		}
+	}
+	for _, p := range []string{"`GET /healthz`", "`GET /readyz`", "terminationGracePeriodSeconds", "drain_timeout", "preStop"} {
+		if !strings.Contains(text, p) {
+			t.Errorf("docs/operations.md does not mention %s", p)
+		}
+	}
+	n := 0
+	for _, m := range loadManifests(t) {
+		pr, ok := m.obj.(*monitoringv1.PrometheusRule)
+		if !ok {
+			continue
+		}
+		for _, g := range pr.Spec.Groups {
+			for _, r := range g.Rules {
+				n++
+				if r.Alert != "" && !strings.Contains(text, "`"+r.Alert+"`") {
+					t.Errorf("alert %s (%s) is not listed in docs/operations.md", r.Alert, m)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alert rules found")
 	}
 }
