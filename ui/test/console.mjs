@@ -74,6 +74,12 @@ try {
     const stored = await page.evaluate(() => sessionStorage.getItem("grove-console-token"));
     if (stored !== token) throw new Error(`the token is not kept in sessionStorage (found ${JSON.stringify(stored)})`);
     step("token entered and kept for the tab");
+    // Kept for the tab: a reload lists the models with it, without
+    // asking again.
+    await page.reload({ waitUntil: "load" });
+    await page.locator("[data-model]").first().waitFor({ timeout: 10000 });
+    if (await page.locator("#auth").isVisible()) throw new Error("after a reload the console asks for the token again");
+    step("the token survives a reload of the tab");
   }
   await page.locator("[data-model]").first().waitFor({ timeout: 10000 });
   step(`models listed: ${(await page.locator("[data-model]").allTextContents()).join(" ")}`);
