@@ -2,6 +2,7 @@ package it
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -106,20 +107,37 @@ func TestConsoleInChromium(t *testing.T) {
 }
 
 // TestConsoleInChromiumShowsClusterPlacement drives the console of a
-// one-node cluster (Debian's etcd): the cluster section shows the node,
-// the placement of its model and the members.
+// one-node cluster (Debian's etcd) with authentication on: with a token
+// holding read and manage the cluster section shows the node, the
+// placement of its model and the members; with a read-only token it shows
+// the placement and never asks for the members (GET /v1/cluster needs
+// manage), so the browser logs no refusal.
 func TestConsoleInChromiumShowsClusterPlacement(t *testing.T) {
 	checkBrowser(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "pctr_v1/"}]}`))
+	const reader, operator = "console-reader-token", "console-operator-token"
+	var toks strings.Builder
+	toks.WriteString("tokens:\n")
+	for tok, roles := range map[string]string{reader: "read", operator: "read, manage"} {
+		fmt.Fprintf(&toks, "  - {name: %s, sha256: %x, roles: [%s]}\n", strings.TrimSuffix(tok, "-token"), sha256.Sum256([]byte(tok)), roles)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte(toks.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	g := startOn(t, b, "--cluster-etcd-endpoints", etcdtest.Start(t).Addr, "--cluster-node-name", "node-u",
-		"--cluster-advertise", freeAddr(t), "--cluster-lease-ttl", "2s", "--memory-budget-bytes", "4000000000", "--insecure-no-auth")
+		"--cluster-advertise", freeAddr(t), "--cluster-lease-ttl", "2s", "--memory-budget-bytes", "4000000000", "--insecure-no-auth",
+		"--auth-tokens-file", tokens)
 	g.waitFor("pctr_v1/ placed and ready on node-u", 30*time.Second, func() bool {
-		d, err := g.cluster()
-		return err == nil && d.settled([]clusterModel{{path: "pctr_v1/", nodes: 1}}, []string{"node-u"}) == nil
+		code, body, _ := g.authCall(http.MethodGet, "/v1/cluster", operator)
+		var d clusterDoc
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &d) == nil &&
+			d.settled([]clusterModel{{path: "pctr_v1/", nodes: 1}}, []string{"node-u"}) == nil
 	})
-	runConsoleScript(t, g.url, "GROVE_CLUSTER_NODE=node-u", "GROVE_CLUSTER_MODEL=pctr_v1/")
+	runConsoleScript(t, g.url, "GROVE_TOKEN="+operator, "GROVE_CLUSTER_NODE=node-u", "GROVE_CLUSTER_MODEL=pctr_v1/")
+	runConsoleScript(t, g.url, "GROVE_TOKEN="+reader, "GROVE_CLUSTER_NODE=node-u", "GROVE_CLUSTER_MODEL=pctr_v1/", "GROVE_CLUSTER_MEMBERS=0")
 }
 
 // checkBrowser fails t unless the console's browser test can run: the npm

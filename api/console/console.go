@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
@@ -226,6 +227,12 @@ type Document struct {
 	ModelSeries map[string][]ModelPoint `json:"model_series"`
 	// ContractSeries are the contracts' release shares, oldest first, by id.
 	ContractSeries map[string][]ContractPoint `json:"contract_series"`
+	// CallerRoles are the roles of the caller that asked for it, when the
+	// server authenticates callers (absent when it does not): the page
+	// calls only the routes they allow (GET /v1/cluster needs manage), so
+	// that a read-only token gets no refusal, and the browser logs no
+	// error, on every poll.
+	CallerRoles []auth.Role `json:"caller_roles,omitempty"`
 }
 
 // ContractView is one contract and its servables now.
@@ -268,9 +275,13 @@ func (c *Console) Document(now time.Time) Document {
 	return d
 }
 
-func (c *Console) serveDocument(w http.ResponseWriter, _ *http.Request) {
+func (c *Console) serveDocument(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	httpserver.WriteJSON(w, http.StatusOK, c.Document(time.Now()))
+	d := c.Document(time.Now())
+	if id, ok := auth.FromContext(r.Context()); ok {
+		d.CallerRoles = id.Roles
+	}
+	httpserver.WriteJSON(w, http.StatusOK, d)
 }
 
 // securityHeaders are set on every answer of the page: its scripts,

@@ -2,13 +2,19 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -252,4 +258,60 @@ func TestRunSamplesEveryIntervalUntilCanceled(t *testing.T) {
 			t.Fatal("Run did not return once its context was done")
 		}
 	})
+}
+
+// TestDocumentNamesTheCallersRoles: with authentication on, the document
+// lists the caller's roles, which the page reads to call GET /v1/cluster
+// only with a token holding manage; without authentication it names none.
+func TestDocumentNamesTheCallersRoles(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	var b strings.Builder
+	b.WriteString("tokens:\n")
+	for tok, roles := range map[string]string{"reader-token": "read", "operator-token": "read, manage"} {
+		fmt.Fprintf(&b, "  - {name: %s, sha256: %x, roles: [%s]}\n", strings.TrimSuffix(tok, "-token"), sha256.Sum256([]byte(tok)), roles)
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{TokensFile: file, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolesOf := func(h http.Handler, token string) []string {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/v1/console", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET /v1/console with %q: %d %s", token, w.Code, w.Body)
+		}
+		var doc struct {
+			Roles *[]string `json:"caller_roles"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Roles == nil {
+			return nil
+		}
+		return *doc.Roles
+	}
+	src := &models{}
+	withAuth := httpserver.New(httpserver.Options{Auth: a, Logger: slog.New(slog.DiscardHandler)})
+	New(Options{Source: src}).Register(withAuth)
+	h := withAuth.Handler()
+	if got := rolesOf(h, "reader-token"); !slices.Equal(got, []string{"read"}) {
+		t.Errorf("a read token: caller_roles %q, want [read]", got)
+	}
+	if got := rolesOf(h, "operator-token"); !slices.Equal(got, []string{"read", "manage"}) {
+		t.Errorf("a read and manage token: caller_roles %q, want [read manage]", got)
+	}
+	open := httpserver.New(httpserver.Options{Logger: slog.New(slog.DiscardHandler)})
+	New(Options{Source: src}).Register(open)
+	if got := rolesOf(open.Handler(), ""); got != nil {
+		t.Errorf("without authentication: caller_roles %q, want none", got)
+	}
 }

@@ -48,6 +48,7 @@ interface ConsoleDoc {
   time: string; interval_ms: number; status: Status;
   contracts: { id: string; router?: string; servables: Servable[] | null; error?: string }[];
   model_series: Record<string, ModelPoint[]>; contract_series: Record<string, ContractPoint[]>;
+  caller_roles?: string[];
 }
 interface AuditEntry {
   id: string; time: string; who: string; auth: string; api: string; route: string;
@@ -326,7 +327,11 @@ async function poll(): Promise<void> {
   renderPredictionLog(doc.status.prediction_log);
 
   let members: ClusterStatus | null = null;
-  if (doc.status.cluster) {
+  // GET /v1/cluster needs the manage role: asked for only when the
+  // server says the token has it (or authenticates no one), so that a
+  // read-only token is not refused, and the browser logs no error, on
+  // every poll.
+  if (doc.status.cluster && (doc.caller_roles === undefined || doc.caller_roles.includes("manage"))) {
     const c = await getJSON<ClusterStatus>("/v1/cluster");
     if (c.status === 200) members = c.body;
   }
