@@ -23,6 +23,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/auth"
@@ -35,6 +38,7 @@ import (
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/faulty"
+	"github.com/groveml/grove/tracing"
 )
 
 // The cluster in one process: three actors.Systems, each with its node
@@ -64,24 +68,30 @@ type testNode struct {
 	// compared holds the comparisons of the shadow executions its sink
 	// received.
 	compared []*actors.ShadowComparison
+	// shadowParents are the traceparents of the shadow executions its
+	// sink received.
+	shadowParents []string
 }
 
 type seenRequest struct {
 	req         forward.ForwardedRequest
 	deadline    time.Time
 	hasDeadline bool
+	// traceparent is the call's traceparent metadata, if any.
+	traceparent string
 }
 
-func (n *testNode) LogPrediction(_ *actors.Request, res *actors.Result, served bool) {
+func (n *testNode) LogPrediction(req *actors.Request, res *actors.Result, served bool) {
 	if served {
 		n.logged.Add(1)
 		return
 	}
+	n.mu.Lock()
 	if res.Comparison != nil {
-		n.mu.Lock()
 		n.compared = append(n.compared, res.Comparison)
-		n.mu.Unlock()
 	}
+	n.shadowParents = append(n.shadowParents, req.TraceParent)
+	n.mu.Unlock()
 	n.shadow.Add(1)
 }
 
@@ -179,8 +189,12 @@ func startNodeWith(t *testing.T, etcdAddr, bucketURL, name string, p *pki, set f
 	}
 	n.fs, err = forward.NewServer(forward.LocalFunc(func(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
 		d, ok := ctx.Deadline()
+		var tp string
+		if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(tracing.HeaderName)) > 0 {
+			tp = md.Get(tracing.HeaderName)[0]
+		}
 		n.mu.Lock()
-		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok})
+		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok, traceparent: tp})
 		n.mu.Unlock()
 		return n.sys.Predict(ctx, req)
 	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, TLS: serverTLS, AllowUnauthenticatedPeers: p == nil, Logger: log})
@@ -529,6 +543,55 @@ func TestClusterForwardingMTLS(t *testing.T) {
 	}
 	if server.shadow.Load() != 0 {
 		t.Errorf("the serving node logged %d shadow executions, want 0 (the calling node logs them)", server.shadow.Load())
+	}
+}
+
+// TestShadowCopyOnAnotherNodeContinuesTheTrace: a traced request whose
+// contract shadows it on a challenger placed on another node gets a
+// "shadow" span under the caller's; the forward to that node carries the
+// shadow span's traceparent, and so does the shadow execution's log event
+// on the calling node.
+func TestShadowCopyOnAnotherNodeContinuesTheTrace(t *testing.T) {
+	caller, server := startShadowPair(t, nil)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "server")
+	server.mu.Lock()
+	server.seen = nil
+	server.mu.Unlock()
+	shadows := caller.shadow.Load()
+	if _, _, err := caller.sys.Score(ctx, "ads/pctr/1", "", actors.Request{API: "test", RequestID: "t1", Inputs: []servables.Tensor{mustScalar(4)}}); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	eventually(t, "the shadow copy forwarded and logged", func() error {
+		if caller.shadow.Load() == shadows {
+			return errors.New("no shadow execution logged by the calling node")
+		}
+		return nil
+	})
+	var shadow sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == tracing.SpanShadow {
+			shadow = s
+		}
+	}
+	if shadow == nil || shadow.Parent().SpanID() != span.SpanContext().SpanID() {
+		t.Fatalf("no shadow span under the caller's (spans: %d)", len(rec.Ended()))
+	}
+	want := tracing.TraceParent(shadow.SpanContext())
+	server.mu.Lock()
+	seen := slices.Clone(server.seen)
+	server.mu.Unlock()
+	if len(seen) != 1 || seen[0].req.Priority != forward.Shadow || seen[0].traceparent != want {
+		t.Errorf("forwarded shadow copy %+v, want one at shadow priority with traceparent %s", seen, want)
+	}
+	caller.mu.Lock()
+	parents := slices.Clone(caller.shadowParents)
+	caller.mu.Unlock()
+	if len(parents) == 0 || parents[len(parents)-1] != want {
+		t.Errorf("shadow events' traceparents %q, want the last %s", parents, want)
 	}
 }
 
