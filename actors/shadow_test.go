@@ -80,15 +80,21 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	}
 }
 
-func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
+// startShadowed starts a router over one open model serving both m/ and
+// s/, with micro-batches of microBatch rows, logging to sink.
+func startShadowed(t *testing.T, microBatch int, sink PredictionSink) (*actor.ActorSystem, *actor.PID, *content) {
 	as := testSystem(t)
 	g := &gated{gate: make(chan struct{})}
 	close(g.gate)
 	c := spawnModel(t, as, g, nil)
 	var routes atomic.Pointer[table]
 	routes.Store(&table{"m/": c, "s/": c})
+	return as, startRouter(t, as, &routes, 0, microBatch, sink, NewMetrics(prometheus.NewRegistry())), c
+}
+
+func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
 	sink := &recordingSink{done: make(chan struct{}, 4)}
-	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
+	as, router, c := startShadowed(t, 3, sink)
 	b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7), Shadows: []ShadowTarget{{ModelPath: "s/"}}}})
 	as.Root.Send(router, b)
 	<-b.reply

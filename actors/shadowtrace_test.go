@@ -3,10 +3,8 @@ package actors
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -33,14 +31,8 @@ func (s *traceSink) LogPrediction(req *Request, _ *Result, _ bool) {
 // shadow execution's log event carries.
 func shadowOnce(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	as := testSystem(t)
-	g := &gated{gate: make(chan struct{})}
-	close(g.gate)
-	c := spawnModel(t, as, g, nil)
-	var routes atomic.Pointer[table]
-	routes.Store(&table{"m/": c, "s/": c})
 	sink := &traceSink{done: make(chan struct{}, 4)}
-	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
+	as, router, _ := startShadowed(t, 3, sink)
 	b := newBatch(ctx, []Request{{ModelPath: "m/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7),
 		Shadows: []ShadowTarget{{ModelPath: "s/", Release: "v2"}}}})
 	as.Root.Send(router, b)
