@@ -478,7 +478,12 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 // take them: no member but this one is live and not draining, or the
 // placement table written since the node said it drains places each
 // model left on no node but this one (it fits nowhere else), since
-// waiting would only delay the exit. The node keeps serving meanwhile.
+// waiting would only delay the exit. It returns early too when the node
+// is no member (its session ended: etcd unreachable for a lease TTL, so
+// nobody can learn it drains, and the controller re-places its models as
+// a dead node's), rather than spend the shutdown's whole drain_timeout,
+// which the servers and the prediction log's flush share. The node keeps
+// serving meanwhile.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.draining.Store(true)
 	select {
@@ -492,6 +497,10 @@ func (a *Agent) Drain(ctx context.Context) error {
 		left := a.handoverLeft()
 		if len(left) == 0 {
 			a.log.Info("drained: every model of this node is ready elsewhere")
+			return nil
+		}
+		if !a.isMember() {
+			a.log.Warn("draining: this node is no cluster member (etcd unreachable for a lease TTL): nobody can take over its models through it; leaving", "models", left)
 			return nil
 		}
 		if !a.othersServing() {
@@ -529,6 +538,20 @@ func NowhereElse(p coord.Placement, name string, paths []string) bool {
 		}
 	}
 	return true
+}
+
+// isMember reports whether the node's current session is alive.
+func (a *Agent) isMember() bool {
+	n := a.node.Load()
+	if n == nil {
+		return false
+	}
+	select {
+	case <-n.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // othersServing reports whether another member is live and not draining.

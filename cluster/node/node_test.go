@@ -573,6 +573,36 @@ func TestClusterDrain(t *testing.T) {
 	}
 }
 
+// TestClusterDrainEtcdGone: a draining node that lost its membership
+// (etcd unreachable for a lease TTL) stops waiting for a handover nobody
+// can see, instead of spending the whole drain timeout that the rest of
+// the shutdown (servers, prediction log flush) shares.
+func TestClusterDrainEtcdGone(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
+	drained, other := nodes[0], nodes[1]
+	only := slices.DeleteFunc(held(drained), func(p string) bool { return slices.Contains(held(other), p) })
+	if len(only) == 0 {
+		t.Fatalf("%s holds nothing that %s does not: %v, %v", drained.name, other.name, held(drained), held(other))
+	}
+	srv.Freeze(t)
+	const timeout = 40 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	err := drained.agent.Drain(ctx)
+	took := time.Since(start)
+	if err != nil || took > timeout/2 {
+		t.Fatalf("drain with etcd unreachable: %v after %v, want nil within the lease TTL (2s) and the keep-alive's give-up, not the drain timeout (%v); %s alone held %v",
+			err, took.Round(time.Millisecond), timeout, drained.name, only)
+	}
+	t.Logf("drain with etcd frozen returned after %v", took.Round(time.Millisecond))
+	srv.Stop() // the nodes' cleanup then fails fast instead of waiting on a frozen etcd
+}
+
 // TestClusterDrainNowhereElse: a draining node whose models fit on no
 // other node does not wait for its drain timeout: Drain returns once the
 // controller has placed them again and found no room, and /v1/cluster
