@@ -39,6 +39,9 @@ import (
 // than a model's tensors need; memory is used only by what is in flight.
 const WindowBytes = 4 << 20
 
+// maxAnswerBytes is the largest answer a Client receives: gRPC's most.
+const maxAnswerBytes = 2<<30 - 1
+
 // ClientOptions configure a Client.
 type ClientOptions struct {
 	// TLS dials peers with this configuration (see ClientTLS); nil dials
@@ -59,9 +62,12 @@ type ClientOptions struct {
 	// Rand returns a random number in [0, n) for Pick; nil means
 	// math/rand/v2's IntN.
 	Rand func(n int) int
-	// MaxMessageBytes bounds the requests sent and answers received; 0
-	// means 2 GiB.
-	MaxMessageBytes int
+	// MaxRequestBytes bounds the requests sent (the serving node bounds
+	// what it receives alike); 0 means 2 GiB. Answers are received up to
+	// 2 GiB, gRPC's most, whatever it says: a node's own front ends bound
+	// requests, not answers, and a model's answer must not fail only
+	// because it was forwarded.
+	MaxRequestBytes int
 	// Logger receives connections opened and closed; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -106,8 +112,8 @@ func NewClient(opts ClientOptions) *Client {
 	if opts.ReconnectMaxDelay <= 0 {
 		opts.ReconnectMaxDelay = time.Second
 	}
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 2<<30 - 1
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = maxAnswerBytes
 	}
 	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, pools: map[string]*pool{}}
 	if c.rnd == nil {
@@ -125,7 +131,7 @@ func NewClient(opts ClientOptions) *Client {
 	bo.MaxDelay = opts.ReconnectMaxDelay
 	c.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes), grpc.MaxCallSendMsgSize(opts.MaxRequestBytes)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: opts.ConnectTimeout}),
 		// Fixed windows: no bandwidth-probe PING after every answer (one
 		// more write, read and wake-up on both nodes per request).

@@ -59,7 +59,7 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 			return nil, fmt.Errorf("cluster: peers' TLS: %w", err)
 		}
 	}
-	fc := forward.NewClient(forward.ClientOptions{TLS: peerTLS, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
+	fc := forward.NewClient(forward.ClientOptions{TLS: peerTLS, MaxRequestBytes: grpcLimit(cfg.MaxBodyBytes),
 		Logger: log.With("component", "cluster-forward")})
 	g.add("etcd", component{name: "etcd", interrupt: func(context.Context) {
 		fc.Close()
