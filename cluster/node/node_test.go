@@ -532,16 +532,25 @@ func TestClusterForwardingMTLS(t *testing.T) {
 	}
 }
 
-// TestClusterDrain: a draining node's models are placed on the other node
-// and Drain returns once they are ready there; the node kept serving
-// meanwhile, and after it left the other node answers every model alone.
-func TestClusterDrain(t *testing.T) {
-	srv := etcdtest.Start(t)
+// startDrainPair starts etcd and two plaintext nodes with the test's
+// models, once every model answers on both, and returns etcd, the node
+// to drain and the other.
+func startDrainPair(t *testing.T) (srv *etcdtest.Server, drained, other *testNode) {
+	t.Helper()
+	srv = etcdtest.Start(t)
 	bucketURL, configure := newBucket(t, "")
 	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
 	configureWhenJoined(t, nodes, configure)
 	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-	drained, other := nodes[0], nodes[1]
+	return srv, nodes[0], nodes[1]
+}
+
+// TestClusterDrain: a draining node's models are placed on the other node
+// and Drain returns once they are ready there; the node kept serving
+// meanwhile, and after it left the other node answers every model alone.
+func TestClusterDrain(t *testing.T) {
+	_, drained, other := startDrainPair(t)
+	nodes := []*testNode{drained, other}
 	if len(held(drained)) == 0 {
 		t.Fatalf("%s holds nothing to drain: %v", drained.name, other.agent.Status().Placement)
 	}
@@ -578,12 +587,7 @@ func TestClusterDrain(t *testing.T) {
 // can see, instead of spending the whole drain timeout that the rest of
 // the shutdown (servers, prediction log flush) shares.
 func TestClusterDrainEtcdGone(t *testing.T) {
-	srv := etcdtest.Start(t)
-	bucketURL, configure := newBucket(t, "")
-	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
-	configureWhenJoined(t, nodes, configure)
-	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-	drained, other := nodes[0], nodes[1]
+	srv, drained, other := startDrainPair(t)
 	only := slices.DeleteFunc(held(drained), func(p string) bool { return slices.Contains(held(other), p) })
 	if len(only) == 0 {
 		t.Fatalf("%s holds nothing that %s does not: %v, %v", drained.name, other.name, held(drained), held(other))
