@@ -248,7 +248,10 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 // remoteError classifies a failed call: by the kind the peer's trailer
 // names, else by the gRPC code. A call cut because Retain or Close closed
 // its connection (gRPC says Canceled) is Unavailable when the caller is
-// still waiting, so that it goes to another replica.
+// still waiting, so that it goes to another replica. RESOURCE_EXHAUSTED
+// without the trailer is gRPC's own refusal of a request larger than
+// max_body_bytes (this node's send limit or the peer's receive limit):
+// InvalidInput, the caller's to fix, not Overloaded, which it would retry.
 func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metadata.MD) error {
 	st := status.Convert(err)
 	e := &RemoteError{Node: p.Name, Addr: p.Addr, Code: st.Code(), Message: st.Message(), Kind: KindOfCode(st.Code())}
@@ -256,6 +259,9 @@ func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metad
 		if k, ok := parseKind(v[0]); ok {
 			e.Kind = k
 		}
+	} else if st.Code() == codes.ResourceExhausted {
+		e.Kind = servables.InvalidInput
+		e.Message += " (the request is larger than a node's max_body_bytes)"
 	}
 	if v := trailer.Get(trailerNode); len(v) == 1 && v[0] != "" {
 		e.Node = v[0]

@@ -686,8 +686,9 @@ func TestPlaintextNodes(t *testing.T) {
 // TestAnswerLargerThanRequestLimit: the request limit (a node's
 // max_body_bytes) bounds what a Client sends, not the answers it gets: a
 // model's 2 MiB answer comes back to a Client that sends at most 64 KiB,
-// as it would from a model on the node itself; a request over the limit
-// is refused before it leaves.
+// as it would from a model on the node itself; a request over the limit,
+// the sender's or the receiver's, is InvalidInput (not Overloaded, which
+// clients retry).
 func TestAnswerLargerThanRequestLimit(t *testing.T) {
 	big := func(_ context.Context, req ForwardedRequest) (Answer, error) {
 		out, err := servables.NewTensor("y", servables.Float32, []int64{512, 1024})
@@ -708,7 +709,14 @@ func TestAnswerLargerThanRequestLimit(t *testing.T) {
 	}
 	req := sumRequest(t)
 	req.Inputs = []servables.Tensor{f32(t, "x", []int64{1, 32 << 10}, make([]float32, 32<<10)...)}
-	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, req); err == nil {
-		t.Fatal("a 128 KiB request went out of a Client bounded at 64 KiB")
+	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, req); servables.KindOf(err) != servables.InvalidInput {
+		t.Fatalf("a 128 KiB request from a Client bounded at 64 KiB: %v (kind %v), want InvalidInput", err, servables.KindOf(err))
+	}
+	// The serving node's own limit refuses it alike.
+	small := start(t, "d", big, ServerOptions{AllowUnauthenticatedPeers: true, MaxMessageBytes: 64 << 10})
+	c2 := NewClient(ClientOptions{})
+	defer c2.Close()
+	if _, err := c2.Forward(testCtx(t), []Peer{small.peer}, req); servables.KindOf(err) != servables.InvalidInput {
+		t.Fatalf("a 128 KiB request to a node that takes 64 KiB: %v (kind %v), want InvalidInput", err, servables.KindOf(err))
 	}
 }
