@@ -190,14 +190,18 @@ func (s *System) servesAlone(b *batch) bool {
 
 // serveAlone hands b's one request to its model actor as the router's
 // dispatch would (queue limit, deadlines, metrics), or answers it with the
-// reason it cannot be served here; the caller waits for b.reply.
+// reason it cannot be served here; the caller waits for b.reply. A model
+// not here is not counted in this node's metrics: the request did not
+// execute here, the forwarding node counts it (and tries another replica).
 func (s *System) serveAlone(b *batch) {
 	req, res := &b.reqs[0], &b.results[0]
 	c, err := acquire(&s.routes, s.opts.QueueSize, req.ModelPath)
 	if err != nil {
 		if b.claim(0) {
 			res.ModelPath, res.Err = req.ModelPath, err
-			s.metrics.observe(req.API, req.ModelPath, err, 0)
+			if !errors.Is(err, ErrModelNotFound) {
+				s.metrics.observe(req.API, req.ModelPath, err, 0)
+			}
 			b.finish()
 		}
 		return

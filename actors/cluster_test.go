@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
 
@@ -95,6 +97,37 @@ func TestSetShareVersions(t *testing.T) {
 		}
 		if res := w.infer("b/", 1); servables.KindOf(res.Err) != servables.NotFound {
 			t.Fatalf("b/ outside the share: %v", res.Err)
+		}
+	})
+}
+
+// TestForwardedNotHereCountsNothing: a request another node forwarded
+// here for a model not ready here fails Unavailable (the forwarding node
+// tries another replica) and is not counted in this node's
+// grove_model_requests_total: it did not execute here, and the
+// forwarding node counts the hop (docs/cluster.md, "Counting"). One it
+// serves counts here.
+func TestForwardedNotHereCountsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {}})
+		defer w.stop()
+		w.settle()
+		fwd := func(path string) error {
+			_, err := w.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{
+				ModelPath: path, Inputs: scalar(t, 2), RequestID: "r1", Priority: forward.User, API: "fwd"}, Peer: "n2"})
+			return err
+		}
+		if err := fwd("gone/"); servables.KindOf(err) != servables.Unavailable {
+			t.Fatalf("forwarded request for a model not here: %v (kind %v), want Unavailable", err, servables.KindOf(err))
+		}
+		if n := w.metric("grove_model_requests_total", map[string]string{"api": "fwd"}); n != 0 {
+			t.Errorf("a forwarded request this node did not execute counted %v times in grove_model_requests_total, want 0", n)
+		}
+		if err := fwd("a/"); err != nil {
+			t.Fatalf("forwarded request for a model here: %v", err)
+		}
+		if n := w.metric("grove_model_requests_total", map[string]string{"api": "fwd", "model": "a/", "outcome": "ok"}); n != 1 {
+			t.Errorf("a forwarded request served here counted %v times, want 1", n)
 		}
 	})
 }

@@ -87,7 +87,7 @@
 //	                                         that differs                changed, whose channel closes on the next
 //	                                                                     (System.AppliedConfig; the node agent)
 //	forwarded batch items                  the goroutine of the        claimed like a model actor's answer (the
-//	                                         forward call (router.       batch's claimed[i]); a call of one plain
+//	                                         forward call (router.       batch's state[i]); a call of one plain
 //	                                         forward, System.background) request is forwarded, and its result
 //	                                                                     written, by its caller's goroutine
 //	                                                                     (System.forwardAlone), never the router

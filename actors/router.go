@@ -27,9 +27,11 @@ type table map[string]*content
 type batch struct {
 	reqs    []Request
 	results []Result
-	// claimed[i] is set by whoever answers item i: its model, its
-	// deadline, or a whole-call failure; the others leave it alone.
-	claimed []atomic.Bool
+	// state[i] holds item i's itemClaimed, set by whoever answers it (its
+	// model, its deadline, or a whole-call failure; the others leave it
+	// alone), and itemForwarded, set by the router when it hands the
+	// item to another node before anyone claimed it.
+	state   []atomic.Uint32
 	pending atomic.Int64
 	reply   chan []Result
 	// ctx is the caller's context; every item's predict carries it.
@@ -61,7 +63,7 @@ func (*batch) GetPriority() int8 { return priorityUser }
 // newBatch makes the batch of a call: every item unanswered, each
 // result naming its model path.
 func newBatch(ctx context.Context, reqs []Request) *batch {
-	b := &batch{reqs: reqs, results: make([]Result, len(reqs)), claimed: make([]atomic.Bool, len(reqs)),
+	b := &batch{reqs: reqs, results: make([]Result, len(reqs)), state: make([]atomic.Uint32, len(reqs)),
 		reply: make(chan []Result, 1), ctx: ctx}
 	for i := range reqs {
 		b.results[i].ModelPath = reqs[i].ModelPath
@@ -70,8 +72,44 @@ func newBatch(ctx context.Context, reqs []Request) *batch {
 	return b
 }
 
+// The bits of a batch item's state.
+const (
+	itemClaimed uint32 = 1 << iota
+	itemForwarded
+)
+
 // claim reports whether the caller is the one to answer item i.
-func (b *batch) claim(i int) bool { return b.claimed[i].CompareAndSwap(false, true) }
+func (b *batch) claim(i int) bool {
+	_, ok := b.claimState(i)
+	return ok
+}
+
+// claimState is claim, also returning the item's state before the claim.
+func (b *batch) claimState(i int) (prev uint32, ok bool) {
+	for {
+		s := b.state[i].Load()
+		if s&itemClaimed != 0 {
+			return s, false
+		}
+		if b.state[i].CompareAndSwap(s, s|itemClaimed) {
+			return s, true
+		}
+	}
+}
+
+// markForwarded records that item i goes to another node, unless it was
+// answered already (false: then it must not be forwarded).
+func (b *batch) markForwarded(i int) bool {
+	for {
+		s := b.state[i].Load()
+		if s&itemClaimed != 0 {
+			return false
+		}
+		if b.state[i].CompareAndSwap(s, s|itemForwarded) {
+			return true
+		}
+	}
+}
 
 // finish records one answer and replies once every item has one.
 func (b *batch) finish() {
@@ -92,12 +130,16 @@ func (b *batch) fail(err error) {
 
 // expireUnanswered answers every item not answered yet with err. It
 // reads no field the router may be writing (a Score call's routing):
-// the result is the caller's once claimed, and API is never changed.
+// the result is the caller's once claimed, and API is never changed. An
+// item handed to another node is not counted in m's per-model metrics:
+// the serving node counts it, and this node in the hop's metrics.
 func (b *batch) expireUnanswered(err error, m *Metrics) {
 	for i := range b.reqs {
-		if b.claim(i) {
+		if prev, ok := b.claimState(i); ok {
 			b.results[i].Err = err
-			m.observe(b.reqs[i].API, b.results[i].ModelPath, err, 0)
+			if prev&itemForwarded == 0 { // a forwarded item counts where it runs, and in the hop's metrics
+				m.observe(b.reqs[i].API, b.results[i].ModelPath, err, 0)
+			}
 			b.finish()
 		}
 	}
@@ -201,13 +243,16 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		return
 	}
 	for i := range b.reqs {
-		if b.claimed[i].Load() {
+		if b.state[i].Load()&itemClaimed != 0 {
 			continue // answered already: its deadline passed before it got here
 		}
 		req := &b.reqs[i]
 		res := &b.results[i]
 		c, err := r.acquire(req.ModelPath)
 		if c == nil && errors.Is(err, ErrModelNotFound) && r.remoteFor(b, req.ModelPath) {
+			if !b.markForwarded(i) {
+				continue // answered meanwhile: its deadline passed
+			}
 			var ans *championAnswer
 			if len(req.Shadows) > 0 {
 				ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}

@@ -205,16 +205,21 @@ func (c *Controller) plan(ctx context.Context, snap coord.Members, cur placement
 }
 
 // Measured returns models with MeasuredBytes filled in where it was 0 and
-// a member holds the model ready: the largest such content's bytes, as
-// its RSS measured after its load (a content kept warm beside the current
-// one counts too, so the figure errs on the large side).
+// a member holds the model ready: the most any member holds of it ready,
+// summed over its contents there (every version a version policy serves,
+// and a content kept warm beside the current one, so the figure errs on
+// the large side), each content's bytes its RSS measured after its load.
 func Measured(models []placement.Model, members []placement.Member) []placement.Model {
 	rss := map[string]int64{}
 	for _, m := range members {
+		on := map[string]int64{}
 		for _, h := range m.Held {
-			if h.State == placement.Ready && h.Bytes > rss[h.Path] {
-				rss[h.Path] = h.Bytes
+			if h.State == placement.Ready {
+				on[h.Path] = satAdd(on[h.Path], h.Bytes)
 			}
+		}
+		for p, b := range on {
+			rss[p] = max(rss[p], b)
 		}
 	}
 	out := make([]placement.Model, len(models))
@@ -239,4 +244,12 @@ func Desired(cfg *modelconfig.Config, sizes map[string]int64) []placement.Model 
 		out = append(out, placement.Model{Path: m.Path, Nodes: nodes, MinNodes: minNodes, FileBytes: sizes[m.Path]})
 	}
 	return out
+}
+
+// satAdd is a+b for non-negative sizes, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }

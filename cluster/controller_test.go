@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -341,6 +342,29 @@ func TestMeasured(t *testing.T) {
 		})
 	if got[0].MeasuredBytes != 40 || got[1].MeasuredBytes != 7 || got[2].MeasuredBytes != 0 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestMeasuredCountsEveryContent: a model a member holds as several
+// contents (two versions a version policy serves, a previous content
+// kept warm) needs them all on a node that takes it, not the largest one.
+func TestMeasuredCountsEveryContent(t *testing.T) {
+	got := Measured([]placement.Model{{Path: "v/", FileBytes: 10}, {Path: "k", FileBytes: 10}, {Path: "huge", FileBytes: 10}},
+		[]placement.Member{
+			{Name: "n1", Held: []placement.Held{{Path: "v/", Content: "v/2/", Bytes: 30, State: placement.Ready},
+				{Path: "v/", Content: "v/3/", Bytes: 35, State: placement.Ready}, {Path: "v/", Content: "v/4/", Bytes: 99, State: placement.Loading}}},
+			{Name: "n2", Held: []placement.Held{{Path: "v/", Content: "v/3/", Bytes: 50, State: placement.Ready},
+				{Path: "k", Content: "new", Bytes: 20, State: placement.Ready}, {Path: "k", Content: "old", Bytes: 18, State: placement.Ready},
+				{Path: "huge", Content: "a", Bytes: math.MaxInt64 - 1, State: placement.Ready}, {Path: "huge", Content: "b", Bytes: 5, State: placement.Ready}}},
+		})
+	if got[0].MeasuredBytes != 65 {
+		t.Errorf("two ready versions of 30 and 35 on n1 (50 for one on n2): measured %d, want 65", got[0].MeasuredBytes)
+	}
+	if got[1].MeasuredBytes != 38 {
+		t.Errorf("a content of 20 and a kept one of 18: measured %d, want 38", got[1].MeasuredBytes)
+	}
+	if got[2].MeasuredBytes != math.MaxInt64 {
+		t.Errorf("a sum past int64: measured %d, want it saturated", got[2].MeasuredBytes)
 	}
 }
 

@@ -39,6 +39,9 @@ import (
 // than a model's tensors need; memory is used only by what is in flight.
 const WindowBytes = 4 << 20
 
+// maxAnswerBytes is the largest answer a Client receives: gRPC's most.
+const maxAnswerBytes = 2<<30 - 1
+
 // ClientOptions configure a Client.
 type ClientOptions struct {
 	// TLS dials peers with this configuration (see ClientTLS); nil dials
@@ -59,9 +62,12 @@ type ClientOptions struct {
 	// Rand returns a random number in [0, n) for Pick; nil means
 	// math/rand/v2's IntN.
 	Rand func(n int) int
-	// MaxMessageBytes bounds the requests sent and answers received; 0
-	// means 2 GiB.
-	MaxMessageBytes int
+	// MaxRequestBytes bounds the requests sent (the serving node bounds
+	// what it receives alike); 0 means 2 GiB. Answers are received up to
+	// 2 GiB, gRPC's most, whatever it says: a node's own front ends bound
+	// requests, not answers, and a model's answer must not fail only
+	// because it was forwarded.
+	MaxRequestBytes int
 	// Logger receives connections opened and closed; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -106,8 +112,8 @@ func NewClient(opts ClientOptions) *Client {
 	if opts.ReconnectMaxDelay <= 0 {
 		opts.ReconnectMaxDelay = time.Second
 	}
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 2<<30 - 1
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = maxAnswerBytes
 	}
 	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, pools: map[string]*pool{}}
 	if c.rnd == nil {
@@ -125,7 +131,7 @@ func NewClient(opts ClientOptions) *Client {
 	bo.MaxDelay = opts.ReconnectMaxDelay
 	c.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes), grpc.MaxCallSendMsgSize(opts.MaxRequestBytes)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: opts.ConnectTimeout}),
 		// Fixed windows: no bandwidth-probe PING after every answer (one
 		// more write, read and wake-up on both nodes per request).
@@ -242,7 +248,10 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 // remoteError classifies a failed call: by the kind the peer's trailer
 // names, else by the gRPC code. A call cut because Retain or Close closed
 // its connection (gRPC says Canceled) is Unavailable when the caller is
-// still waiting, so that it goes to another replica.
+// still waiting, so that it goes to another replica. RESOURCE_EXHAUSTED
+// without the trailer is gRPC's own refusal of a request larger than
+// max_body_bytes (this node's send limit or the peer's receive limit):
+// InvalidInput, the caller's to fix, not Overloaded, which it would retry.
 func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metadata.MD) error {
 	st := status.Convert(err)
 	e := &RemoteError{Node: p.Name, Addr: p.Addr, Code: st.Code(), Message: st.Message(), Kind: KindOfCode(st.Code())}
@@ -250,6 +259,9 @@ func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metad
 		if k, ok := parseKind(v[0]); ok {
 			e.Kind = k
 		}
+	} else if st.Code() == codes.ResourceExhausted {
+		e.Kind = servables.InvalidInput
+		e.Message += " (the request is larger than a node's max_body_bytes)"
 	}
 	if v := trailer.Get(trailerNode); len(v) == 1 && v[0] != "" {
 		e.Node = v[0]

@@ -682,3 +682,41 @@ func TestPlaintextNodes(t *testing.T) {
 	}
 	checkSums(t, a, "b")
 }
+
+// TestAnswerLargerThanRequestLimit: the request limit (a node's
+// max_body_bytes) bounds what a Client sends, not the answers it gets: a
+// model's 2 MiB answer comes back to a Client that sends at most 64 KiB,
+// as it would from a model on the node itself; a request over the limit,
+// the sender's or the receiver's, is InvalidInput (not Overloaded, which
+// clients retry).
+func TestAnswerLargerThanRequestLimit(t *testing.T) {
+	big := func(_ context.Context, req ForwardedRequest) (Answer, error) {
+		out, err := servables.NewTensor("y", servables.Float32, []int64{512, 1024})
+		if err != nil {
+			return Answer{}, err
+		}
+		return Answer{Checksum: "big", Outputs: []servables.Tensor{out}}, nil
+	}
+	s := start(t, "b", big, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := NewClient(ClientOptions{MaxRequestBytes: 64 << 10})
+	defer c.Close()
+	a, err := c.Forward(testCtx(t), []Peer{s.peer}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("a 2 MiB answer to a Client whose requests are bounded at 64 KiB: %v", err)
+	}
+	if len(a.Outputs) != 1 || len(a.Outputs[0].Data) != 2<<20 {
+		t.Fatalf("answer: %+v", a.Outputs)
+	}
+	req := sumRequest(t)
+	req.Inputs = []servables.Tensor{f32(t, "x", []int64{1, 32 << 10}, make([]float32, 32<<10)...)}
+	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, req); servables.KindOf(err) != servables.InvalidInput {
+		t.Fatalf("a 128 KiB request from a Client bounded at 64 KiB: %v (kind %v), want InvalidInput", err, servables.KindOf(err))
+	}
+	// The serving node's own limit refuses it alike.
+	small := start(t, "d", big, ServerOptions{AllowUnauthenticatedPeers: true, MaxMessageBytes: 64 << 10})
+	c2 := NewClient(ClientOptions{})
+	defer c2.Close()
+	if _, err := c2.Forward(testCtx(t), []Peer{small.peer}, req); servables.KindOf(err) != servables.InvalidInput {
+		t.Fatalf("a 128 KiB request to a node that takes 64 KiB: %v (kind %v), want InvalidInput", err, servables.KindOf(err))
+	}
+}

@@ -460,15 +460,57 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 			if err != nil {
 				return nil, fmt.Errorf("listing model %s: %w", m.Path, err)
 			}
-			for _, o := range objs {
-				if o.Name == m.Path || strings.HasSuffix(m.Path, "/") {
-					by[m.Path] += o.Size
-				}
-			}
+			by[m.Path] = FileBytes(m, objs)
 		}
 		a.sizes.cfg, a.sizes.by = cfg, by
 	}
 	return cluster.Desired(cfg, a.sizes.by), nil
+}
+
+// FileBytes is the size of the files a node that takes model entry m
+// loads, from the listing objs of its path: the file itself, or every
+// file under a directory; for a versioned entry only the version
+// directories its version_policy serves (a bucket keeping twenty old
+// versions of a latest-1 entry counts one), each a version a node holds.
+func FileBytes(m modelconfig.Model, objs []bucket.Object) int64 {
+	var serve []int64
+	if m.IsVersioned() {
+		var found []int64
+		for _, o := range objs {
+			if v, ok := versionOf(m.Path, o.Name); ok && !slices.Contains(found, v) {
+				found = append(found, v)
+			}
+		}
+		serve = m.VersionPolicy.Select(found)
+	}
+	var n int64
+	for _, o := range objs {
+		switch {
+		case m.IsVersioned():
+			if v, ok := versionOf(m.Path, o.Name); !ok || !slices.Contains(serve, v) {
+				continue
+			}
+		case o.Name != m.Path && !strings.HasSuffix(m.Path, "/"):
+			continue
+		}
+		n += o.Size
+	}
+	return n
+}
+
+// versionOf is the version whose directory under a versioned entry's
+// parent holds file name (a file, not a directory placeholder or the
+// version's bucket.ChecksumFile, as the supervisor finds versions).
+func versionOf(parent, name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, parent)
+	if !ok || strings.HasSuffix(rest, "/") {
+		return 0, false
+	}
+	dir, file, ok := strings.Cut(rest, "/")
+	if !ok || file == bucket.ChecksumFile {
+		return 0, false
+	}
+	return modelconfig.ParseVersion(dir)
 }
 
 // Drain marks the node draining, so that the controller places its
@@ -478,7 +520,12 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 // take them: no member but this one is live and not draining, or the
 // placement table written since the node said it drains places each
 // model left on no node but this one (it fits nowhere else), since
-// waiting would only delay the exit. The node keeps serving meanwhile.
+// waiting would only delay the exit. It returns early too when the node
+// is no member (its session ended: etcd unreachable for a lease TTL, so
+// nobody can learn it drains, and the controller re-places its models as
+// a dead node's), rather than spend the shutdown's whole drain_timeout,
+// which the servers and the prediction log's flush share. The node keeps
+// serving meanwhile.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.draining.Store(true)
 	select {
@@ -492,6 +539,10 @@ func (a *Agent) Drain(ctx context.Context) error {
 		left := a.handoverLeft()
 		if len(left) == 0 {
 			a.log.Info("drained: every model of this node is ready elsewhere")
+			return nil
+		}
+		if !a.isMember() {
+			a.log.Warn("draining: this node is no cluster member (etcd unreachable for a lease TTL): nobody can take over its models through it; leaving", "models", left)
 			return nil
 		}
 		if !a.othersServing() {
@@ -529,6 +580,20 @@ func NowhereElse(p coord.Placement, name string, paths []string) bool {
 		}
 	}
 	return true
+}
+
+// isMember reports whether the node's current session is alive.
+func (a *Agent) isMember() bool {
+	n := a.node.Load()
+	if n == nil {
+		return false
+	}
+	select {
+	case <-n.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // othersServing reports whether another member is live and not draining.

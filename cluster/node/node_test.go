@@ -595,16 +595,25 @@ func TestShadowCopyOnAnotherNodeContinuesTheTrace(t *testing.T) {
 	}
 }
 
-// TestClusterDrain: a draining node's models are placed on the other node
-// and Drain returns once they are ready there; the node kept serving
-// meanwhile, and after it left the other node answers every model alone.
-func TestClusterDrain(t *testing.T) {
-	srv := etcdtest.Start(t)
+// startDrainPair starts etcd and two plaintext nodes with the test's
+// models, once every model answers on both, and returns etcd, the node
+// to drain and the other.
+func startDrainPair(t *testing.T) (srv *etcdtest.Server, drained, other *testNode) {
+	t.Helper()
+	srv = etcdtest.Start(t)
 	bucketURL, configure := newBucket(t, "")
 	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
 	configureWhenJoined(t, nodes, configure)
 	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere(nodes) })
-	drained, other := nodes[0], nodes[1]
+	return srv, nodes[0], nodes[1]
+}
+
+// TestClusterDrain: a draining node's models are placed on the other node
+// and Drain returns once they are ready there; the node kept serving
+// meanwhile, and after it left the other node answers every model alone.
+func TestClusterDrain(t *testing.T) {
+	_, drained, other := startDrainPair(t)
+	nodes := []*testNode{drained, other}
 	if len(held(drained)) == 0 {
 		t.Fatalf("%s holds nothing to drain: %v", drained.name, other.agent.Status().Placement)
 	}
@@ -634,6 +643,31 @@ func TestClusterDrain(t *testing.T) {
 	if err := everyModelEverywhere([]*testNode{other}); err != nil {
 		t.Errorf("after %s left: %v", drained.name, err)
 	}
+}
+
+// TestClusterDrainEtcdGone: a draining node that lost its membership
+// (etcd unreachable for a lease TTL) stops waiting for a handover nobody
+// can see, instead of spending the whole drain timeout that the rest of
+// the shutdown (servers, prediction log flush) shares.
+func TestClusterDrainEtcdGone(t *testing.T) {
+	srv, drained, other := startDrainPair(t)
+	only := slices.DeleteFunc(held(drained), func(p string) bool { return slices.Contains(held(other), p) })
+	if len(only) == 0 {
+		t.Fatalf("%s holds nothing that %s does not: %v, %v", drained.name, other.name, held(drained), held(other))
+	}
+	srv.Freeze(t)
+	const timeout = 40 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	err := drained.agent.Drain(ctx)
+	took := time.Since(start)
+	if err != nil || took > timeout/2 {
+		t.Fatalf("drain with etcd unreachable: %v after %v, want nil within the lease TTL (2s) and the keep-alive's give-up, not the drain timeout (%v); %s alone held %v",
+			err, took.Round(time.Millisecond), timeout, drained.name, only)
+	}
+	t.Logf("drain with etcd frozen returned after %v", took.Round(time.Millisecond))
+	srv.Stop() // the nodes' cleanup then fails fast instead of waiting on a frozen etcd
 }
 
 // TestClusterDrainNowhereElse: a draining node whose models fit on no

@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -397,4 +399,80 @@ func TestClusterForwardedCountedOnce(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestClusterForwardedPastDeadlineCountedOnce: items of a batch forwarded
+// to another node whose answer comes after the caller's deadline are
+// answered DeadlineExceeded and counted in the forwarding node's
+// grove_cluster_forwarded_total, not also in its grove_model_requests_total
+// (the serving node counts them there), as a single forwarded request is.
+func TestClusterForwardedPastDeadlineCountedOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "slow"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "slow", "model.faulty"), []byte(`{"delay_ms": 400}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(`{"model_metadata": []}`)
+	nodes := []*testNode{startNode(t, srv.Addr, "file://"+dir, "n1", nil), startNode(t, srv.Addr, "file://"+dir, "n2", nil)}
+	configureWhenJoined(t, nodes, func() { writeConfig(`{"model_metadata": [{"model_path": "slow/"}]}`) })
+	var caller *testNode
+	eventually(t, "slow/ ready on one node and seen by the other", func() error {
+		for i, n := range nodes {
+			if other := nodes[1-i]; slices.Contains(held(other), "slow/") && !slices.Contains(held(n), "slow/") && n.agent.Serves("slow/") {
+				caller = n
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	sum := func(reg *prometheus.Registry, name string) float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, f := range fams {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "model" && lp.GetValue() == "slow/" {
+						n += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return n
+	}
+	x := mustScalar(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res, err := caller.sys.Infer(ctx, []actors.Request{{API: "late", ModelPath: "slow/", Inputs: []servables.Tensor{x}, RequestID: "l1"},
+		{API: "late", ModelPath: "slow/", Inputs: []servables.Tensor{x}, RequestID: "l2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if servables.KindOf(r.Err) != servables.DeadlineExceeded {
+			t.Fatalf("item %d: %v, want DeadlineExceeded", i, r.Err)
+		}
+	}
+	eventually(t, "both forwarded items counted in the hop's metric", func() error {
+		if n := sum(caller.reg, "grove_cluster_forwarded_total"); n != 2 {
+			return fmt.Errorf("grove_cluster_forwarded_total for slow/: %v, want 2", n)
+		}
+		return nil
+	})
+	if n := sum(caller.reg, "grove_model_requests_total"); n != 0 {
+		t.Errorf("the forwarding node counted %v forwarded items in grove_model_requests_total, want 0 (the serving node counts them)", n)
+	}
 }

@@ -3,16 +3,20 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/tlsconf"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/forward"
@@ -36,6 +40,11 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 			return nil, fmt.Errorf("cluster etcd TLS: %w", err)
 		}
 	}
+	if tlsFiles != nil && cfg.TLS.ClientCAFile != "" {
+		if err := checkNodeCertificate(tlsFiles.Current(), c.NodeName); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cli, err := coord.Dial(dctx, coord.Config{Endpoints: c.EtcdEndpoints, TLS: etcdTLS, Prefix: c.EtcdPrefix,
@@ -50,7 +59,7 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 			return nil, fmt.Errorf("cluster: peers' TLS: %w", err)
 		}
 	}
-	fc := forward.NewClient(forward.ClientOptions{TLS: peerTLS, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
+	fc := forward.NewClient(forward.ClientOptions{TLS: peerTLS, MaxRequestBytes: grpcLimit(cfg.MaxBodyBytes),
 		Logger: log.With("component", "cluster-forward")})
 	g.add("etcd", component{name: "etcd", interrupt: func(context.Context) {
 		fc.Close()
@@ -61,6 +70,34 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 	return clusternode.New(clusternode.Config{Client: cli, Name: c.NodeName, Advertise: c.Advertise,
 		BudgetBytes: cfg.MemoryBudgetBytes, LeaseTTL: c.LeaseTTL, MemoryFactor: c.MemoryFactor, Bucket: b, Forward: fc,
 		Logger: log, Registerer: reg})
+}
+
+// checkNodeCertificate says what keeps the peers from admitting a node
+// presenting cert as nodeName: the peers' forward servers admit a client
+// certificate whose name (auth.CertificateName: first DNS SAN, else URI
+// SAN, else CN) is a member's node name, and TLS needs it to allow client
+// authentication. Without the check every request the node forwards would
+// fail PERMISSION_DENIED or in the handshake, long after start.
+func checkNodeCertificate(cert *tls.Certificate, nodeName string) error {
+	if cert == nil || len(cert.Certificate) == 0 {
+		return errors.New("no server certificate to present to the peers (tls.cert_file)")
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("tls.cert_file: %w", err)
+		}
+	}
+	if name := auth.CertificateName(leaf); name != nodeName {
+		return fmt.Errorf("tls.cert_file names %q (its first DNS SAN, else URI SAN, else CN), but cluster.node_name is %q: "+
+			"peers admit a node by its certificate's name, so they would refuse every request this node forwards; "+
+			"give the certificate the node name as its first DNS SAN, or set cluster.node_name (--cluster-node-name) to %q", name, nodeName, name)
+	}
+	if len(leaf.ExtKeyUsage) > 0 && !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) && !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny) {
+		return errors.New("tls.cert_file lacks the client auth extended key usage: the node presents it to its peers as a client certificate, which they would refuse; issue it with both server auth and client auth")
+	}
+	return nil
 }
 
 // serveCluster adds the forward server on cluster.advertise (mTLS with
