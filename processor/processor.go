@@ -9,8 +9,10 @@
 // DeepRec model config JSON (ParseConfig). The directory is a bucket
 // (local, gs or s3) holding either the model itself or numbered versions
 // of it; the Processor gives the supervisor a model config of one entry
-// for it (a versioned entry under version_policy latest 1 when versions
-// are found), so versions are found on each poll, checked against their
+// for it, made afresh from a listing of the directory on each poll (a
+// versioned entry under version_policy latest 1 once the directory holds
+// a version or is empty; see dirBucket), so versions are found on each
+// poll, as DeepRec finds them, checked against their
 // CHECKSUM, loaded, warmed up and swapped in by the supervisor as for
 // any Grove model. Requests are DeepRec's protobuf PredictRequest, run
 // through package api/deeprec's Predict.
@@ -143,14 +145,6 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("opening the model directory %s: %w", cfg.ModelDir, err)
 	}
 	p.bucket = b
-	versioned, err := hasVersions(ctx, b, cfg.ModelPath)
-	if err != nil {
-		return fmt.Errorf("listing the model directory %s: %w", cfg.ModelDir, err)
-	}
-	mc, err := modelConfig(cfg, versioned)
-	if err != nil {
-		return err
-	}
 	p.cacheDir = opts.CacheDir
 	if p.cacheDir == "" {
 		if p.cacheDir, err = os.MkdirTemp("", "grove-processor-"); err != nil {
@@ -175,7 +169,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		rts = servables.Registry{torch.Runtime{}, onnx.Runtime{}}
 	}
 	p.sys, err = actors.Start(actors.Options{
-		Bucket:          withObject{Bucket: b, name: configName, data: mc},
+		Bucket:          &dirBucket{Bucket: b, cfg: cfg, log: p.log},
 		ModelConfigPath: configName,
 		PollInterval:    cfg.PollInterval,
 		CacheDir:        p.cacheDir,
@@ -196,34 +190,106 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 	return p.waitServing(wctx)
 }
 
-// modelConfig is the model config of one entry the supervisor serves.
+// modelConfig is the model config of one entry the supervisor serves:
+// a versioned entry under version_policy latest 1, else the model
+// itself, kept in service for init_timeout_minutes after it leaves the
+// config (the directory turned into one of versions) or until a version
+// is ready, whichever is first (actors serves a versioned entry's path
+// with its ready version before a leaving model of the same path).
 func modelConfig(cfg Config, versioned bool) ([]byte, error) {
-	policy := ""
+	extra := fmt.Sprintf(`, "eviction_grace_period_in_ms": %d`, min(cfg.InitTimeout.Milliseconds(), modelconfig.MaxGracePeriodMs))
 	if versioned {
-		policy = `, "version_policy": {"latest": {"num_versions": 1}}`
+		extra = `, "version_policy": {"latest": {"num_versions": 1}}`
 	}
 	data := fmt.Appendf(nil, `{"model_metadata": [{"model_path": %q, "replicas": %d, "intra_op_threads": %d%s}]}`,
-		cfg.ModelPath, cfg.Replicas, cfg.IntraOpThreads, policy)
+		cfg.ModelPath, cfg.Replicas, cfg.IntraOpThreads, extra)
 	if _, err := modelconfig.Parse(data); err != nil {
 		return nil, fmt.Errorf("model directory %s: %w", cfg.ModelDir, err)
 	}
 	return data, nil
 }
 
-// hasVersions reports whether the directory dir of b holds numbered
-// version directories (modelconfig.ParseVersion) with a file in them.
-func hasVersions(ctx context.Context, b bucket.Bucket, dir string) (bool, error) {
-	objs, err := b.List(ctx, dir)
-	if err != nil {
-		return false, err
+// Layout is what a listing of the model directory holds.
+type Layout int
+
+const (
+	// LayoutEmpty: no file at all; served as a directory of versions
+	// (the first version may come later, as DeepRec waits for one).
+	LayoutEmpty Layout = iota
+	// LayoutPlain: files, and no numbered version directory with a file.
+	LayoutPlain
+	// LayoutVersions: at least one numbered version directory
+	// (modelconfig.ParseVersion) holding a file.
+	LayoutVersions
+)
+
+func (l Layout) String() string {
+	switch l {
+	case LayoutEmpty:
+		return "empty"
+	case LayoutPlain:
+		return "plain"
+	case LayoutVersions:
+		return "versions"
 	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// LayoutOf tells what the objects listed under dir hold.
+func LayoutOf(dir string, objs []bucket.Object) Layout {
+	l := LayoutEmpty
 	for _, o := range objs {
-		v, rest, ok := strings.Cut(strings.TrimPrefix(o.Name, dir), "/")
-		if _, isV := modelconfig.ParseVersion(v); ok && isV && rest != "" && !strings.HasSuffix(rest, "/") {
-			return true, nil
+		rest, ok := strings.CutPrefix(o.Name, dir)
+		if !ok || rest == "" || strings.HasSuffix(rest, "/") {
+			continue
+		}
+		v, file, nested := strings.Cut(rest, "/")
+		if _, isV := modelconfig.ParseVersion(v); nested && isV {
+			if file != bucket.ChecksumFile {
+				return LayoutVersions
+			}
+			continue // a version's CHECKSUM alone: not a version yet
+		}
+		l = LayoutPlain
+	}
+	return l
+}
+
+// dirBucket is the model directory's bucket as the supervisor sees it:
+// read-only, plus the model config (configName) made on each read from a
+// listing of the directory, so that versions are found by themselves as
+// DeepRec finds them: a directory that is empty, or turns from the model
+// itself into one of versions, is served as a directory of versions from
+// the next poll on. Once of versions it stays so (a version directory
+// removed for a while does not bring back the model it replaced).
+type dirBucket struct {
+	bucket.Bucket
+	cfg       Config
+	log       *slog.Logger
+	versioned atomic.Bool
+}
+
+func (d *dirBucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if name != configName {
+		return d.Bucket.ReadObject(ctx, name)
+	}
+	if !d.versioned.Load() {
+		objs, err := d.Bucket.List(ctx, d.cfg.ModelPath)
+		if err != nil {
+			return nil, bucket.Attrs{}, fmt.Errorf("listing the model directory %s: %w", d.cfg.ModelDir, err)
+		}
+		l := LayoutOf(d.cfg.ModelPath, objs)
+		d.log.Debug("model directory listed", "model_dir", d.cfg.ModelDir, "layout", l)
+		if l != LayoutPlain {
+			d.versioned.Store(true)
 		}
 	}
-	return false, nil
+	versioned := d.versioned.Load()
+	data, err := modelConfig(d.cfg, versioned)
+	if err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	return data, bucket.Attrs{Version: strconv.FormatBool(versioned), Size: int64(len(data))}, nil
 }
 
 // waitServing waits until the model serves, its load fails, or ctx ends.
@@ -414,20 +480,6 @@ func (b backend) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Res
 
 func (b backend) ModelMetadata(path string) (servables.Metadata, string, bool) {
 	return b.sys.ModelMetadata(path)
-}
-
-// withObject is a read-only bucket that also holds one object of its own.
-type withObject struct {
-	bucket.Bucket
-	name string
-	data []byte
-}
-
-func (w withObject) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	if name == w.name {
-		return w.data, bucket.Attrs{Version: "1", Size: int64(len(w.data))}, nil
-	}
-	return w.Bucket.ReadObject(ctx, name)
 }
 
 // instanceID names this process in prediction events: host name and pid.
