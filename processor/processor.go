@@ -44,7 +44,6 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprec"
-	"github.com/groveml/grove/api/deeprecpb"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/bucket/gcs"
@@ -356,20 +355,18 @@ func (p *Processor) Process(ctx context.Context, caller int64, input []byte) ([]
 }
 
 // ServingModelInfo returns the serialized ServingModelInfo of the
-// version serving now: its directory, and Grove's version and checksum.
+// version serving now (deeprec.ModelInfo), its model_path the model
+// directory as configured: the version's directory ("<dir>/3/") or, for
+// the model itself, the directory.
 func (p *Processor) ServingModelInfo() ([]byte, int) {
-	info := &deeprecpb.ServingModelInfo{ModelPath: p.cfg.ModelDir}
-	path := p.cfg.ModelPath
-	if vp, ok := p.sys.NewestVersion(path); ok {
-		path = vp
-		info.Version = p.version()
-		info.ModelPath = strings.TrimSuffix(p.cfg.ModelDir, "/") + "/" + info.Version + "/"
+	info, err := deeprec.ModelInfo(p.sys, p.cfg.ModelPath)
+	if err != nil {
+		return []byte(deeprec.ErrorText(err)), StatusError
 	}
-	_, sum, ok := p.sys.ModelMetadata(path)
-	if !ok {
-		return []byte("no model is served now"), StatusError
+	info.ModelPath = p.cfg.ModelDir
+	if info.GetVersion() != "" {
+		info.ModelPath = strings.TrimSuffix(p.cfg.ModelDir, "/") + "/" + info.GetVersion() + "/"
 	}
-	info.Checksum = sum
 	out, err := proto.Marshal(info)
 	if err != nil {
 		return []byte(err.Error()), StatusError

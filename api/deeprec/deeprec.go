@@ -380,12 +380,23 @@ type InfoBackend interface {
 // servables.ErrNotFound.
 func ModelInfo(b InfoBackend, modelPath string) (*deeprecpb.ServingModelInfo, error) {
 	path := ModelPath(modelPath)
-	_, checksum, ok := b.ModelMetadata(path)
-	if !ok {
-		return nil, fmt.Errorf("%w: no model is served at %q", servables.ErrNotFound, path)
+	// The checksum and the version are read apart: read the version on
+	// both sides of the checksum so that a swap between the reads does not
+	// pair one version's number with another's checksum.
+	var v, checksum string
+	var versioned bool
+	for range 3 {
+		var ok bool
+		v, versioned = b.NewestVersion(path)
+		if _, checksum, ok = b.ModelMetadata(path); !ok {
+			return nil, fmt.Errorf("%w: no model is served at %q", servables.ErrNotFound, path)
+		}
+		if v2, ok2 := b.NewestVersion(path); v2 == v && ok2 == versioned {
+			break
+		}
 	}
 	info := &deeprecpb.ServingModelInfo{ModelPath: path, Checksum: checksum}
-	if v, ok := b.NewestVersion(path); ok {
+	if versioned {
 		info.ModelPath, info.Version = v, routing.NameModel(v).Version
 	} else if mv := routing.NameModel(path); mv.Name != strings.TrimSuffix(path, "/") {
 		info.Version = mv.Version // a version's own path, "pcvr/3/"
