@@ -722,7 +722,8 @@ func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logg
 
 // publishRoutes publishes the routing table, if it changed: every path's
 // serving content, and each versioned entry's path its chosen version's
-// (servingVersions), unless a path of its own is so named.
+// (servingVersions), unless a path of its own is so named and serving
+// (a leaving one serves only until a version is ready).
 func (s *supervisorActor) publishRoutes() {
 	t := make(table, len(s.contents))
 	paths := s.plan.Paths()
