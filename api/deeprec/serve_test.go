@@ -381,16 +381,20 @@ func TestRefusals(t *testing.T) {
 // TestDeadline checks a deadline that passes while the request waits is
 // answered 504 and DEADLINE_EXCEEDED.
 func TestDeadline(t *testing.T) {
-	base, client := server(t, system(t))
+	sys := system(t)
+	base, _ := server(t, sys)
 	body := marshal(t, request(t, expected(t)["pctr_v1"]))
 	if code, _, b := post(t, base, "pctr_v1", body, http.Header{"Grove-Timeout": {"1ns"}}); code != http.StatusGatewayTimeout {
 		t.Errorf("HTTP: %d %s, want 504", code, b)
 	}
+	// gRPC: the call's deadline is the handler's context's (grpc-go sets
+	// it from grpc-timeout). A client refuses to send a call whose
+	// deadline has passed, so the handler is called here with one.
 	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
-	_, err := client.Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1", Request: request(t, expected(t)["pctr_v1"])})
+	_, err := (&service{b: sys}).Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1", Request: request(t, expected(t)["pctr_v1"])})
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("gRPC: %v", err)
+		t.Errorf("gRPC: %v, want DEADLINE_EXCEEDED", err)
 	}
 }
 
