@@ -24,6 +24,8 @@
 // (its Config, the System, the prediction log producer) and the session
 // selection state: the round-robin counter and the numbers given to
 // calling threads for MOD, both atomics safe for any number of callers.
+// Whether the directory is one of versions (dirBucket.versioned, an
+// atomic that only turns true) is written by the supervisor's polls.
 package processor
 
 import (

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,35 +71,11 @@ func expected(t *testing.T, name string) map[string][]float32 {
 	return out
 }
 
-// predict sends the request file req and checks the answer against want.
+// predict sends the request file req and checks the answer against want
+// (Python's values, to 1e-5).
 func predict(t *testing.T, p *Processor, req string, want map[string][]float32) {
 	t.Helper()
-	in, err := os.ReadFile(filepath.Join(data, req))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, status := p.Process(context.Background(), 1, in)
-	if status != StatusOK {
-		t.Fatalf("%s: status %d: %s", req, status, out)
-	}
-	var res deeprecpb.PredictResponse
-	if err := proto.Unmarshal(out, &res); err != nil {
-		t.Fatal(err)
-	}
-	if len(res.GetOutputs()) != len(want) {
-		t.Fatalf("%s: outputs %v, want %d", req, res.GetOutputs(), len(want))
-	}
-	for name, vals := range want {
-		got := res.GetOutputs()[name].GetFloatVal()
-		if len(got) != len(vals) {
-			t.Fatalf("%s: output %s has %d values, want %d", req, name, len(got), len(vals))
-		}
-		for i := range vals {
-			if math.Abs(float64(got[i]-vals[i])) > 1e-5 {
-				t.Fatalf("%s: output %s[%d] = %v, Python's %v", req, name, i, got[i], vals[i])
-			}
-		}
-	}
+	answeredBy(t, p, req, want)
 }
 
 func TestProcessorONNX(t *testing.T) {

@@ -129,7 +129,8 @@ func TestProcessorPlainThenVersions(t *testing.T) {
 }
 
 // answeredBy sends the request file req and returns the index of the
-// answer among wants; none of them fails the test.
+// first of wants the answer matches (the same outputs, each value within
+// 1e-5); matching none fails the test.
 func answeredBy(t *testing.T, p *Processor, req string, wants ...map[string][]float32) int {
 	t.Helper()
 	in, err := os.ReadFile(filepath.Join(data, req))
