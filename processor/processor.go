@@ -96,8 +96,18 @@ type Processor struct {
 	cacheDir string
 	// rr is the round-robin counter (RR); threads numbers callers for MOD.
 	rr      atomic.Uint64
-	threads sync.Map // caller id -> int
-	nextTh  atomic.Int64
+	threads atomic.Pointer[threadTable]
+}
+
+// maxThreads bounds the callers MOD remembers: past it the numbering
+// starts afresh, so that a host making a thread per call (each with a new
+// id) does not grow the table with every thread it ever ran.
+const maxThreads = 1 << 14
+
+// threadTable numbers callers in the order they first call.
+type threadTable struct {
+	m sync.Map // caller id -> int
+	n atomic.Int64
 }
 
 // New parses configJSON (ParseConfig, with entry as DeepRec's
@@ -326,7 +336,8 @@ func (p *Processor) Config() Config { return p.cfg }
 
 // replica is the replica (1-based) that serves a call from caller: by
 // the caller's number modulo session_num (MOD: callers are numbered in
-// the order they first call) or in turn (RR).
+// the order they first call, afresh past maxThreads callers) or in turn
+// (RR).
 func (p *Processor) replica(caller int64) int {
 	n := p.cfg.Replicas
 	if n <= 1 {
@@ -335,9 +346,19 @@ func (p *Processor) replica(caller int64) int {
 	if p.cfg.Policy == PolicyRR {
 		return int((p.rr.Add(1)-1)%uint64(n)) + 1
 	}
-	v, ok := p.threads.Load(caller)
+	tt := p.threads.Load()
+	if tt == nil {
+		p.threads.CompareAndSwap(nil, &threadTable{})
+		tt = p.threads.Load()
+	}
+	v, ok := tt.m.Load(caller)
 	if !ok {
-		v, _ = p.threads.LoadOrStore(caller, int(p.nextTh.Add(1)-1))
+		num := tt.n.Add(1) - 1
+		if num >= maxThreads {
+			p.threads.CompareAndSwap(tt, &threadTable{})
+			return p.replica(caller)
+		}
+		v, _ = tt.m.LoadOrStore(caller, int(num))
 	}
 	return v.(int)%n + 1
 }

@@ -174,6 +174,19 @@ func TestReplicaPolicies(t *testing.T) {
 	if one := (&Processor{cfg: Config{Replicas: 1, Policy: PolicyRR}}); one.replica(1) != 0 {
 		t.Fatal("one replica: the choice is Grove's")
 	}
+
+	// A host making a thread per call: the callers remembered stay bounded,
+	// and a caller keeps its replica while it is remembered.
+	for caller := range int64(3*maxThreads + 5) {
+		if a, b := mod.replica(caller+1000), mod.replica(caller+1000); a != b || a < 1 || a > 3 {
+			t.Fatalf("caller %d: replicas %d then %d", caller, a, b)
+		}
+	}
+	n := 0
+	mod.threads.Load().m.Range(func(any, any) bool { n++; return true })
+	if n > maxThreads {
+		t.Fatalf("%d callers remembered, more than %d", n, maxThreads)
+	}
 }
 
 func TestOnes(t *testing.T) {
