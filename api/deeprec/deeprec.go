@@ -132,8 +132,34 @@ func Predict(ctx context.Context, b Backend, modelPath string, req *deeprecpb.Pr
 	}
 	_, span = tracing.Start(ctx, tracing.SpanEncode)
 	resp, err := Response(path, res[0].Outputs, filter)
+	if err == nil {
+		keyAsFiltered(resp, req.GetOutputFilter(), meta.Outputs)
+	}
 	tracing.End(span, err)
 	return resp, err
+}
+
+// keyAsFiltered keys resp's outputs by the names of filter as the caller
+// wrote them, as DeepRec does ("y:0" when asked for "y:0", which stands
+// for the model's "y"; tensorName).
+func keyAsFiltered(resp *deeprecpb.PredictResponse, filter []string, specs []servables.TensorSpec) {
+	var renamed map[string]bool
+	for _, f := range filter {
+		if n := tensorName(f, specs); n != f {
+			if a, ok := resp.Outputs[n]; ok {
+				resp.Outputs[f] = a
+				if renamed == nil {
+					renamed = map[string]bool{}
+				}
+				renamed[n] = true
+			}
+		}
+	}
+	for n := range renamed {
+		if !slices.Contains(filter, n) {
+			delete(resp.Outputs, n)
+		}
+	}
 }
 
 // Process is DeepRec's process() over b: input is a serialized

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -276,14 +277,40 @@ func TestPredictOverHTTPAndGRPC(t *testing.T) {
 		for i, f := range c.filter {
 			only[i] = strings.TrimSuffix(f, ":0")
 		}
-		checkOutputs(t, resp, ex[c.example], only...)
+		checkKeys(t, resp, c.filter)
+		checkOutputs(t, byModelName(resp), ex[c.example], only...)
 
 		gresp, err := client.Predict(t.Context(), &deeprecpb.ProcessorPredictRequest{ModelPath: c.model, Request: req})
 		if err != nil {
 			t.Fatalf("%s over gRPC: %v", c.model, err)
 		}
-		checkOutputs(t, gresp, ex[c.example], only...)
+		checkKeys(t, gresp, c.filter)
+		checkOutputs(t, byModelName(gresp), ex[c.example], only...)
 	}
+}
+
+// checkKeys checks that resp's outputs are keyed by the output_filter
+// names as the request wrote them ("output_1:0" stays "output_1:0"), as
+// DeepRec keys them; an empty filter asks for every output.
+func checkKeys(t *testing.T, resp *deeprecpb.PredictResponse, filter []string) {
+	t.Helper()
+	if len(filter) == 0 {
+		return
+	}
+	keys := slices.Sorted(maps.Keys(resp.GetOutputs()))
+	if want := slices.Sorted(slices.Values(filter)); !slices.Equal(keys, want) {
+		t.Errorf("outputs keyed %q, want the output_filter's names %q", keys, want)
+	}
+}
+
+// byModelName is resp with its outputs keyed by the model's names (":0"
+// dropped).
+func byModelName(resp *deeprecpb.PredictResponse) *deeprecpb.PredictResponse {
+	out := &deeprecpb.PredictResponse{Outputs: map[string]*deeprecpb.ArrayProto{}}
+	for k, v := range resp.GetOutputs() {
+		out.Outputs[strings.TrimSuffix(k, ":0")] = v
+	}
+	return out
 }
 
 // TestStringInputsOverHTTP scores game_score/ (ONNX, DT_STRING and
