@@ -86,7 +86,8 @@ func ParseRequest(body []byte) (*deeprecpb.PredictRequest, error) {
 // returns its answer. The inputs are bound to the model's by name (a
 // TensorFlow-style "x:0" stands for the model's "x" when the model has no
 // input of that name); output_filter names the outputs to return (none:
-// every output), with the same ":0" allowance. Every error wraps a
+// every output), with the same ":0" allowance; the answer keys them as
+// the filter wrote them, as DeepRec does. Every error wraps a
 // servables sentinel (StatusOf gives its statuses; ErrorText its text in
 // DeepRec's type names): a request that names another signature than
 // call.Signature, has no inputs, an array Grove cannot convert (FromArray)
