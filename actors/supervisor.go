@@ -722,19 +722,31 @@ func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logg
 
 // publishRoutes publishes the routing table, if it changed: every path's
 // serving content, and each versioned entry's path its chosen version's
-// (servingVersions), unless a path of its own is so named.
+// (servingVersions), unless a path of its own is so named and serving
+// (a leaving one serves only until a version is ready).
 func (s *supervisorActor) publishRoutes() {
 	t := make(table, len(s.contents))
 	paths := s.plan.Paths()
+	var leaving map[string]bool
 	for _, p := range paths {
 		if p.Active != nil {
 			if c := s.contents[p.Active.ID]; c != nil {
 				t[p.Name] = c
 			}
+			if p.Phase == lifecycle.Evicting {
+				if leaving == nil {
+					leaving = map[string]bool{}
+				}
+				leaving[p.Name] = true
+			}
 		}
 	}
+	// A versioned entry's path is its own model's while that serves; a
+	// model leaving the config (in its grace period) serves it only
+	// until a version is ready, so that a path turned into a versioned
+	// entry has no gap and moves to its first version at once.
 	for parent, p := range servingVersions(paths) {
-		if c := t[p.Name]; c != nil && t[parent] == nil {
+		if c := t[p.Name]; c != nil && (t[parent] == nil || leaving[parent] && readyVersion(p)) {
 			t[parent] = c
 		}
 	}

@@ -462,3 +462,40 @@ func TestContractRoutesBetweenVersionsOfAVersionedEntry(t *testing.T) {
 		}
 	})
 }
+
+// A model's path turned into a versioned entry (the processor's model
+// directory gaining its first version): the model serves the path while
+// the first version warms up, and the version serves it as soon as it is
+// ready, not only once the model's grace period is over.
+func TestModelTurnedVersionedEntryHandsOverWhenTheVersionIsReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("v/", "", `"eviction_grace_period_in_ms": 60000`)), map[string]faultySpec{"v/": version(7)})
+		defer w.stop()
+		synctest.Wait()
+		sum0 := checksumOf(t, "v/", version(7))
+		if got := w.answeredBy("v/"); got != sum0 {
+			t.Fatalf("v/ answered from %s, want the model (%s)", got, sum0)
+		}
+		slow := version(1)
+		slow.DelayMs = 400
+		sum1 := w.putModel("v/1/", slow)
+		w.setConfig(versioned(`{"latest": {"num_versions": 1}}`))
+		if m := w.model("v/1/"); m.State != StateLoading {
+			t.Fatalf("v/1/ while warming up: %+v", m)
+		}
+		if got := w.answeredBy("v/"); got != sum0 {
+			t.Fatalf("v/ answered from %s while version 1 warms up, want the model", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if m := w.model("v/1/"); m.State != StateReady {
+			t.Fatalf("v/1/ after its warm-up: %+v", m)
+		}
+		if got := w.answeredBy("v/"); got != sum1 {
+			t.Fatalf("v/ answered from %s with version 1 ready, want version 1 (%s), not the model in its grace period", got, sum1)
+		}
+		if m := w.model("v/"); m.State != StateEvicting {
+			t.Fatalf("the model of v/ after the hand-over: %+v", m)
+		}
+	})
+}

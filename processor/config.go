@@ -48,7 +48,8 @@ type Config struct {
 	// PollInterval is grove_poll_interval: how often new versions are
 	// looked for (default 60s, as DeepRec).
 	PollInterval time.Duration
-	// GOMAXPROCS is grove_gomaxprocs (0: Go's default).
+	// GOMAXPROCS is grove_gomaxprocs (0: Go's default); process-wide, so
+	// with several Processors in a process the last New that sets it wins.
 	GOMAXPROCS int
 	// Kafka and PredictionLog are grove_prediction_log's sections, with
 	// grove.yaml's defaults; HasPredictionLog says it was given.

@@ -9,8 +9,10 @@
 // DeepRec model config JSON (ParseConfig). The directory is a bucket
 // (local, gs or s3) holding either the model itself or numbered versions
 // of it; the Processor gives the supervisor a model config of one entry
-// for it (a versioned entry under version_policy latest 1 when versions
-// are found), so versions are found on each poll, checked against their
+// for it, made afresh from a listing of the directory on each poll (a
+// versioned entry under version_policy latest 1 once the directory holds
+// a version or is empty; see dirBucket), so versions are found on each
+// poll, as DeepRec finds them, checked against their
 // CHECKSUM, loaded, warmed up and swapped in by the supervisor as for
 // any Grove model. Requests are DeepRec's protobuf PredictRequest, run
 // through package api/deeprec's Predict.
@@ -22,6 +24,8 @@
 // (its Config, the System, the prediction log producer) and the session
 // selection state: the round-robin counter and the numbers given to
 // calling threads for MOD, both atomics safe for any number of callers.
+// Whether the directory is one of versions (dirBucket.versioned, an
+// atomic that only turns true) is written by the supervisor's polls.
 package processor
 
 import (
@@ -42,7 +46,6 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprec"
-	"github.com/groveml/grove/api/deeprecpb"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/bucket/gcs"
@@ -93,8 +96,18 @@ type Processor struct {
 	cacheDir string
 	// rr is the round-robin counter (RR); threads numbers callers for MOD.
 	rr      atomic.Uint64
-	threads sync.Map // caller id -> int
-	nextTh  atomic.Int64
+	threads atomic.Pointer[threadTable]
+}
+
+// maxThreads bounds the callers MOD remembers: past it the numbering
+// starts afresh, so that a host making a thread per call (each with a new
+// id) does not grow the table with every thread it ever ran.
+const maxThreads = 1 << 14
+
+// threadTable numbers callers in the order they first call.
+type threadTable struct {
+	m sync.Map // caller id -> int
+	n atomic.Int64
 }
 
 // New parses configJSON (ParseConfig, with entry as DeepRec's
@@ -143,14 +156,6 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("opening the model directory %s: %w", cfg.ModelDir, err)
 	}
 	p.bucket = b
-	versioned, err := hasVersions(ctx, b, cfg.ModelPath)
-	if err != nil {
-		return fmt.Errorf("listing the model directory %s: %w", cfg.ModelDir, err)
-	}
-	mc, err := modelConfig(cfg, versioned)
-	if err != nil {
-		return err
-	}
 	p.cacheDir = opts.CacheDir
 	if p.cacheDir == "" {
 		if p.cacheDir, err = os.MkdirTemp("", "grove-processor-"); err != nil {
@@ -175,7 +180,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		rts = servables.Registry{torch.Runtime{}, onnx.Runtime{}}
 	}
 	p.sys, err = actors.Start(actors.Options{
-		Bucket:          withObject{Bucket: b, name: configName, data: mc},
+		Bucket:          &dirBucket{Bucket: b, cfg: cfg, log: p.log},
 		ModelConfigPath: configName,
 		PollInterval:    cfg.PollInterval,
 		CacheDir:        p.cacheDir,
@@ -196,34 +201,106 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 	return p.waitServing(wctx)
 }
 
-// modelConfig is the model config of one entry the supervisor serves.
+// modelConfig is the model config of one entry the supervisor serves:
+// a versioned entry under version_policy latest 1, else the model
+// itself, kept in service for init_timeout_minutes after it leaves the
+// config (the directory turned into one of versions) or until a version
+// is ready, whichever is first (actors serves a versioned entry's path
+// with its ready version before a leaving model of the same path).
 func modelConfig(cfg Config, versioned bool) ([]byte, error) {
-	policy := ""
+	extra := fmt.Sprintf(`, "eviction_grace_period_in_ms": %d`, min(cfg.InitTimeout.Milliseconds(), modelconfig.MaxGracePeriodMs))
 	if versioned {
-		policy = `, "version_policy": {"latest": {"num_versions": 1}}`
+		extra = `, "version_policy": {"latest": {"num_versions": 1}}`
 	}
 	data := fmt.Appendf(nil, `{"model_metadata": [{"model_path": %q, "replicas": %d, "intra_op_threads": %d%s}]}`,
-		cfg.ModelPath, cfg.Replicas, cfg.IntraOpThreads, policy)
+		cfg.ModelPath, cfg.Replicas, cfg.IntraOpThreads, extra)
 	if _, err := modelconfig.Parse(data); err != nil {
 		return nil, fmt.Errorf("model directory %s: %w", cfg.ModelDir, err)
 	}
 	return data, nil
 }
 
-// hasVersions reports whether the directory dir of b holds numbered
-// version directories (modelconfig.ParseVersion) with a file in them.
-func hasVersions(ctx context.Context, b bucket.Bucket, dir string) (bool, error) {
-	objs, err := b.List(ctx, dir)
-	if err != nil {
-		return false, err
+// Layout is what a listing of the model directory holds.
+type Layout int
+
+const (
+	// LayoutEmpty: no file at all; served as a directory of versions
+	// (the first version may come later, as DeepRec waits for one).
+	LayoutEmpty Layout = iota
+	// LayoutPlain: files, and no numbered version directory with a file.
+	LayoutPlain
+	// LayoutVersions: at least one numbered version directory
+	// (modelconfig.ParseVersion) holding a file.
+	LayoutVersions
+)
+
+func (l Layout) String() string {
+	switch l {
+	case LayoutEmpty:
+		return "empty"
+	case LayoutPlain:
+		return "plain"
+	case LayoutVersions:
+		return "versions"
 	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// LayoutOf tells what the objects listed under dir hold.
+func LayoutOf(dir string, objs []bucket.Object) Layout {
+	l := LayoutEmpty
 	for _, o := range objs {
-		v, rest, ok := strings.Cut(strings.TrimPrefix(o.Name, dir), "/")
-		if _, isV := modelconfig.ParseVersion(v); ok && isV && rest != "" && !strings.HasSuffix(rest, "/") {
-			return true, nil
+		rest, ok := strings.CutPrefix(o.Name, dir)
+		if !ok || rest == "" || strings.HasSuffix(rest, "/") {
+			continue
+		}
+		v, file, nested := strings.Cut(rest, "/")
+		if _, isV := modelconfig.ParseVersion(v); nested && isV {
+			if file != bucket.ChecksumFile {
+				return LayoutVersions
+			}
+			continue // a version's CHECKSUM alone: not a version yet
+		}
+		l = LayoutPlain
+	}
+	return l
+}
+
+// dirBucket is the model directory's bucket as the supervisor sees it:
+// read-only, plus the model config (configName) made on each read from a
+// listing of the directory, so that versions are found by themselves as
+// DeepRec finds them: a directory that is empty, or turns from the model
+// itself into one of versions, is served as a directory of versions from
+// the next poll on. Once of versions it stays so (a version directory
+// removed for a while does not bring back the model it replaced).
+type dirBucket struct {
+	bucket.Bucket
+	cfg       Config
+	log       *slog.Logger
+	versioned atomic.Bool
+}
+
+func (d *dirBucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+	if name != configName {
+		return d.Bucket.ReadObject(ctx, name)
+	}
+	if !d.versioned.Load() {
+		objs, err := d.Bucket.List(ctx, d.cfg.ModelPath)
+		if err != nil {
+			return nil, bucket.Attrs{}, fmt.Errorf("listing the model directory %s: %w", d.cfg.ModelDir, err)
+		}
+		l := LayoutOf(d.cfg.ModelPath, objs)
+		d.log.Debug("model directory listed", "model_dir", d.cfg.ModelDir, "layout", l)
+		if l != LayoutPlain {
+			d.versioned.Store(true)
 		}
 	}
-	return false, nil
+	versioned := d.versioned.Load()
+	data, err := modelConfig(d.cfg, versioned)
+	if err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	return data, bucket.Attrs{Version: strconv.FormatBool(versioned), Size: int64(len(data))}, nil
 }
 
 // waitServing waits until the model serves, its load fails, or ctx ends.
@@ -259,7 +336,8 @@ func (p *Processor) Config() Config { return p.cfg }
 
 // replica is the replica (1-based) that serves a call from caller: by
 // the caller's number modulo session_num (MOD: callers are numbered in
-// the order they first call) or in turn (RR).
+// the order they first call, afresh past maxThreads callers) or in turn
+// (RR).
 func (p *Processor) replica(caller int64) int {
 	n := p.cfg.Replicas
 	if n <= 1 {
@@ -268,9 +346,19 @@ func (p *Processor) replica(caller int64) int {
 	if p.cfg.Policy == PolicyRR {
 		return int((p.rr.Add(1)-1)%uint64(n)) + 1
 	}
-	v, ok := p.threads.Load(caller)
+	tt := p.threads.Load()
+	if tt == nil {
+		p.threads.CompareAndSwap(nil, &threadTable{})
+		tt = p.threads.Load()
+	}
+	v, ok := tt.m.Load(caller)
 	if !ok {
-		v, _ = p.threads.LoadOrStore(caller, int(p.nextTh.Add(1)-1))
+		num := tt.n.Add(1) - 1
+		if num >= maxThreads {
+			p.threads.CompareAndSwap(tt, &threadTable{})
+			return p.replica(caller)
+		}
+		v, _ = tt.m.LoadOrStore(caller, int(num))
 	}
 	return v.(int)%n + 1
 }
@@ -290,20 +378,18 @@ func (p *Processor) Process(ctx context.Context, caller int64, input []byte) ([]
 }
 
 // ServingModelInfo returns the serialized ServingModelInfo of the
-// version serving now: its directory, and Grove's version and checksum.
+// version serving now (deeprec.ModelInfo), its model_path the model
+// directory as configured: the version's directory ("<dir>/3/") or, for
+// the model itself, the directory.
 func (p *Processor) ServingModelInfo() ([]byte, int) {
-	info := &deeprecpb.ServingModelInfo{ModelPath: p.cfg.ModelDir}
-	path := p.cfg.ModelPath
-	if vp, ok := p.sys.NewestVersion(path); ok {
-		path = vp
-		info.Version = p.version()
-		info.ModelPath = strings.TrimSuffix(p.cfg.ModelDir, "/") + "/" + info.Version + "/"
+	info, err := deeprec.ModelInfo(p.sys, p.cfg.ModelPath)
+	if err != nil {
+		return []byte(deeprec.ErrorText(err)), StatusError
 	}
-	_, sum, ok := p.sys.ModelMetadata(path)
-	if !ok {
-		return []byte("no model is served now"), StatusError
+	info.ModelPath = p.cfg.ModelDir
+	if info.GetVersion() != "" {
+		info.ModelPath = strings.TrimSuffix(p.cfg.ModelDir, "/") + "/" + info.GetVersion() + "/"
 	}
-	info.Checksum = sum
 	out, err := proto.Marshal(info)
 	if err != nil {
 		return []byte(err.Error()), StatusError
@@ -414,20 +500,6 @@ func (b backend) Infer(ctx context.Context, reqs []actors.Request) ([]actors.Res
 
 func (b backend) ModelMetadata(path string) (servables.Metadata, string, bool) {
 	return b.sys.ModelMetadata(path)
-}
-
-// withObject is a read-only bucket that also holds one object of its own.
-type withObject struct {
-	bucket.Bucket
-	name string
-	data []byte
-}
-
-func (w withObject) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
-	if name == w.name {
-		return w.data, bucket.Attrs{Version: "1", Size: int64(len(w.data))}, nil
-	}
-	return w.Bucket.ReadObject(ctx, name)
 }
 
 // instanceID names this process in prediction events: host name and pid.

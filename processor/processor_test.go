@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,35 +71,11 @@ func expected(t *testing.T, name string) map[string][]float32 {
 	return out
 }
 
-// predict sends the request file req and checks the answer against want.
+// predict sends the request file req and checks the answer against want
+// (Python's values, to 1e-5).
 func predict(t *testing.T, p *Processor, req string, want map[string][]float32) {
 	t.Helper()
-	in, err := os.ReadFile(filepath.Join(data, req))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, status := p.Process(context.Background(), 1, in)
-	if status != StatusOK {
-		t.Fatalf("%s: status %d: %s", req, status, out)
-	}
-	var res deeprecpb.PredictResponse
-	if err := proto.Unmarshal(out, &res); err != nil {
-		t.Fatal(err)
-	}
-	if len(res.GetOutputs()) != len(want) {
-		t.Fatalf("%s: outputs %v, want %d", req, res.GetOutputs(), len(want))
-	}
-	for name, vals := range want {
-		got := res.GetOutputs()[name].GetFloatVal()
-		if len(got) != len(vals) {
-			t.Fatalf("%s: output %s has %d values, want %d", req, name, len(got), len(vals))
-		}
-		for i := range vals {
-			if math.Abs(float64(got[i]-vals[i])) > 1e-5 {
-				t.Fatalf("%s: output %s[%d] = %v, Python's %v", req, name, i, got[i], vals[i])
-			}
-		}
-	}
+	answeredBy(t, p, req, want)
 }
 
 func TestProcessorONNX(t *testing.T) {
@@ -198,6 +173,19 @@ func TestReplicaPolicies(t *testing.T) {
 	}
 	if one := (&Processor{cfg: Config{Replicas: 1, Policy: PolicyRR}}); one.replica(1) != 0 {
 		t.Fatal("one replica: the choice is Grove's")
+	}
+
+	// A host making a thread per call: the callers remembered stay bounded,
+	// and a caller keeps its replica while it is remembered.
+	for caller := range int64(3*maxThreads + 5) {
+		if a, b := mod.replica(caller+1000), mod.replica(caller+1000); a != b || a < 1 || a > 3 {
+			t.Fatalf("caller %d: replicas %d then %d", caller, a, b)
+		}
+	}
+	n := 0
+	mod.threads.Load().m.Range(func(any, any) bool { n++; return true })
+	if n > maxThreads {
+		t.Fatalf("%d callers remembered, more than %d", n, maxThreads)
 	}
 }
 

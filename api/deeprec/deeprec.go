@@ -86,7 +86,8 @@ func ParseRequest(body []byte) (*deeprecpb.PredictRequest, error) {
 // returns its answer. The inputs are bound to the model's by name (a
 // TensorFlow-style "x:0" stands for the model's "x" when the model has no
 // input of that name); output_filter names the outputs to return (none:
-// every output), with the same ":0" allowance. Every error wraps a
+// every output), with the same ":0" allowance; the answer keys them as
+// the filter wrote them, as DeepRec does. Every error wraps a
 // servables sentinel (StatusOf gives its statuses; ErrorText its text in
 // DeepRec's type names): a request that names another signature than
 // call.Signature, has no inputs, an array Grove cannot convert (FromArray)
@@ -132,8 +133,34 @@ func Predict(ctx context.Context, b Backend, modelPath string, req *deeprecpb.Pr
 	}
 	_, span = tracing.Start(ctx, tracing.SpanEncode)
 	resp, err := Response(path, res[0].Outputs, filter)
+	if err == nil {
+		keyAsFiltered(resp, req.GetOutputFilter(), meta.Outputs)
+	}
 	tracing.End(span, err)
 	return resp, err
+}
+
+// keyAsFiltered keys resp's outputs by the names of filter as the caller
+// wrote them, as DeepRec does ("y:0" when asked for "y:0", which stands
+// for the model's "y"; tensorName).
+func keyAsFiltered(resp *deeprecpb.PredictResponse, filter []string, specs []servables.TensorSpec) {
+	var renamed map[string]bool
+	for _, f := range filter {
+		if n := tensorName(f, specs); n != f {
+			if a, ok := resp.Outputs[n]; ok {
+				resp.Outputs[f] = a
+				if renamed == nil {
+					renamed = map[string]bool{}
+				}
+				renamed[n] = true
+			}
+		}
+	}
+	for n := range renamed {
+		if !slices.Contains(filter, n) {
+			delete(resp.Outputs, n)
+		}
+	}
 }
 
 // Process is DeepRec's process() over b: input is a serialized
@@ -380,12 +407,23 @@ type InfoBackend interface {
 // servables.ErrNotFound.
 func ModelInfo(b InfoBackend, modelPath string) (*deeprecpb.ServingModelInfo, error) {
 	path := ModelPath(modelPath)
-	_, checksum, ok := b.ModelMetadata(path)
-	if !ok {
-		return nil, fmt.Errorf("%w: no model is served at %q", servables.ErrNotFound, path)
+	// The checksum and the version are read apart: read the version on
+	// both sides of the checksum so that a swap between the reads does not
+	// pair one version's number with another's checksum.
+	var v, checksum string
+	var versioned bool
+	for range 3 {
+		var ok bool
+		v, versioned = b.NewestVersion(path)
+		if _, checksum, ok = b.ModelMetadata(path); !ok {
+			return nil, fmt.Errorf("%w: no model is served at %q", servables.ErrNotFound, path)
+		}
+		if v2, ok2 := b.NewestVersion(path); v2 == v && ok2 == versioned {
+			break
+		}
 	}
 	info := &deeprecpb.ServingModelInfo{ModelPath: path, Checksum: checksum}
-	if v, ok := b.NewestVersion(path); ok {
+	if versioned {
 		info.ModelPath, info.Version = v, routing.NameModel(v).Version
 	} else if mv := routing.NameModel(path); mv.Name != strings.TrimSuffix(path, "/") {
 		info.Version = mv.Version // a version's own path, "pcvr/3/"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -276,14 +277,40 @@ func TestPredictOverHTTPAndGRPC(t *testing.T) {
 		for i, f := range c.filter {
 			only[i] = strings.TrimSuffix(f, ":0")
 		}
-		checkOutputs(t, resp, ex[c.example], only...)
+		checkKeys(t, resp, c.filter)
+		checkOutputs(t, byModelName(resp), ex[c.example], only...)
 
 		gresp, err := client.Predict(t.Context(), &deeprecpb.ProcessorPredictRequest{ModelPath: c.model, Request: req})
 		if err != nil {
 			t.Fatalf("%s over gRPC: %v", c.model, err)
 		}
-		checkOutputs(t, gresp, ex[c.example], only...)
+		checkKeys(t, gresp, c.filter)
+		checkOutputs(t, byModelName(gresp), ex[c.example], only...)
 	}
+}
+
+// checkKeys checks that resp's outputs are keyed by the output_filter
+// names as the request wrote them ("output_1:0" stays "output_1:0"), as
+// DeepRec keys them; an empty filter asks for every output.
+func checkKeys(t *testing.T, resp *deeprecpb.PredictResponse, filter []string) {
+	t.Helper()
+	if len(filter) == 0 {
+		return
+	}
+	keys := slices.Sorted(maps.Keys(resp.GetOutputs()))
+	if want := slices.Sorted(slices.Values(filter)); !slices.Equal(keys, want) {
+		t.Errorf("outputs keyed %q, want the output_filter's names %q", keys, want)
+	}
+}
+
+// byModelName is resp with its outputs keyed by the model's names (":0"
+// dropped).
+func byModelName(resp *deeprecpb.PredictResponse) *deeprecpb.PredictResponse {
+	out := &deeprecpb.PredictResponse{Outputs: map[string]*deeprecpb.ArrayProto{}}
+	for k, v := range resp.GetOutputs() {
+		out.Outputs[strings.TrimSuffix(k, ":0")] = v
+	}
+	return out
 }
 
 // TestStringInputsOverHTTP scores game_score/ (ONNX, DT_STRING and
@@ -381,16 +408,20 @@ func TestRefusals(t *testing.T) {
 // TestDeadline checks a deadline that passes while the request waits is
 // answered 504 and DEADLINE_EXCEEDED.
 func TestDeadline(t *testing.T) {
-	base, client := server(t, system(t))
+	sys := system(t)
+	base, _ := server(t, sys)
 	body := marshal(t, request(t, expected(t)["pctr_v1"]))
 	if code, _, b := post(t, base, "pctr_v1", body, http.Header{"Grove-Timeout": {"1ns"}}); code != http.StatusGatewayTimeout {
 		t.Errorf("HTTP: %d %s, want 504", code, b)
 	}
+	// gRPC: the call's deadline is the handler's context's (grpc-go sets
+	// it from grpc-timeout). A client refuses to send a call whose
+	// deadline has passed, so the handler is called here with one.
 	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
-	_, err := client.Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1", Request: request(t, expected(t)["pctr_v1"])})
+	_, err := (&service{b: sys}).Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pctr_v1", Request: request(t, expected(t)["pctr_v1"])})
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("gRPC: %v", err)
+		t.Errorf("gRPC: %v, want DEADLINE_EXCEEDED", err)
 	}
 }
 

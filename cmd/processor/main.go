@@ -8,15 +8,19 @@
 // frees it with free(). Inputs are copied before the call returns. The
 // handle initialize returns is a malloc'd box around a runtime/cgo.Handle
 // of the *processor.Processor; it lives as long as the process (DeepRec's
-// API has no release). Every function is safe to call from any number of
-// threads at once.
+// API has no release). Each handle's model cache ($TMPDIR/grove-processor-*)
+// is removed by a C atexit handler when the process exits normally.
+// Every function is safe to call from any number of threads at once.
 package main
 
 /*
 #cgo LDFLAGS: -ldl
 #cgo CFLAGS: -D_GNU_SOURCE
 #include <dlfcn.h>
+#include <ftw.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +39,48 @@ static const char *grove_processor_self(void) {
 		return info.dli_fname;
 	}
 	return NULL;
+}
+
+// The model caches to remove when the process exits (C only: no Go runs
+// in an atexit handler). DeepRec's API has no release call, so a
+// process's exit is the only time a handle's cache is known to be done.
+static pthread_mutex_t grove_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static char **grove_caches;
+static size_t grove_ncaches;
+
+static int grove_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+	(void)sb; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void grove_remove_caches(void) {
+	pthread_mutex_lock(&grove_cache_mu);
+	for (size_t i = 0; i < grove_ncaches; i++) {
+		nftw(grove_caches[i], grove_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	}
+	pthread_mutex_unlock(&grove_cache_mu);
+}
+
+// grove_processor_remove_at_exit has dir removed, with what it holds,
+// when the process exits through exit() or a return from main; 0 on
+// success.
+static int grove_processor_remove_at_exit(const char *dir) {
+	int rc = -1;
+	pthread_mutex_lock(&grove_cache_mu);
+	char **caches = realloc(grove_caches, (grove_ncaches + 1) * sizeof *caches);
+	char *copy = strdup(dir);
+	if (caches && copy) {
+		grove_caches = caches;
+		grove_caches[grove_ncaches++] = copy;
+		copy = NULL;
+		rc = grove_ncaches > 1 || atexit(grove_remove_caches) == 0 ? 0 : -1;
+	} else if (caches) {
+		grove_caches = caches;
+	}
+	free(copy);
+	pthread_mutex_unlock(&grove_cache_mu);
+	return rc;
 }
 */
 import "C"
@@ -97,7 +143,19 @@ func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
 	if modelEntry != nil {
 		entry = C.GoString(modelEntry)
 	}
-	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)), processor.Options{Logger: log, Runtimes: runtimes()})
+	cache, err := os.MkdirTemp("", "grove-processor-")
+	if err != nil {
+		log.Error("initialize: creating the model cache", "err", err)
+		return fail()
+	}
+	cdir := C.CString(cache)
+	rc := C.grove_processor_remove_at_exit(cdir)
+	C.free(unsafe.Pointer(cdir))
+	if rc != 0 {
+		log.Warn("initialize: the model cache will not be removed at exit", "dir", cache)
+	}
+	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)),
+		processor.Options{Logger: log, Runtimes: runtimes(), CacheDir: cache})
 	if err != nil {
 		log.Error("initialize failed", "err", err)
 		return fail()

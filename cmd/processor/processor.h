@@ -9,6 +9,11 @@
  *
  * Threads: every function may be called from any number of threads at
  * once, on one handle or several.
+ *
+ * Process-wide: one Go runtime serves every handle, so grove_gomaxprocs
+ * (and omp_num_threads) set by the last initialize apply to all. Each
+ * handle's model cache ($TMPDIR/grove-processor-*) is removed when the
+ * process exits through exit() or a return from main.
  */
 #ifndef GROVE_PROCESSOR_H_
 #define GROVE_PROCESSOR_H_

@@ -5,8 +5,10 @@
  * every output buffer freed by the caller with free(). No Go here.
  *
  *   processor_test LIB DATA WORK full      8 threads x >= 1000 calls on a
- *       TorchScript and an ONNX model; version 2 of each is dropped into
- *       the model directories (atomic rename) while they run
+ *       TorchScript and an ONNX model; while they run a broken version 2
+ *       of each is dropped into the model directories (atomic rename),
+ *       and version 1 keeps serving, then a good version 3 (the test
+ *       data's version 2), which takes over
  *   processor_test LIB DATA WORK short     a few calls of each kind (for
  *       valgrind memcheck)
  *
@@ -195,13 +197,13 @@ typedef struct {
     const char *kind;
     void *model;
     buf_t req[3];           /* b1, b64, b1 with output_filter ["y"] (onnx) */
-    expected_t exp[2][3];   /* [version-1][request] */
-    atomic_long ok_v[2];    /* calls answered by version 1, 2 */
+    expected_t exp[2][3];   /* [data version-1][request] */
+    atomic_long ok_v[2];    /* calls answered by data version 1, 2 (served as 3) */
 } model_t;
 
 static model_t models[2];
 static atomic_long failed, calls;
-static atomic_int swapped; /* version 2 of both models serves */
+static atomic_int swapped; /* version 3 of both models serves */
 
 static const char *req_names[3] = {"req_b1.bin", "req_b64.bin", "req_b1_y.bin"};
 
@@ -370,19 +372,25 @@ static void check_refusals(void) {
     }
 }
 
-/* copy_version drops version 2 of kind into WORK/kind/2 by writing it
- * elsewhere and renaming it in, as TF Serving and DeepRec expect. */
-static void copy_version(const char *kind, const char *file) {
+/* copy_version drops version 2 of kind's test data into WORK/kind/V by
+ * writing it elsewhere and renaming it in, as TF Serving and DeepRec
+ * expect; broken drops a file that is no model instead. */
+static void copy_version(const char *kind, const char *file, int v, int broken) {
     char src[4096], tmp[4096], dst[8192];
     snprintf(src, sizeof src, "%s/2/%s", kind, file);
     buf_t b = read_file(data_dir, src);
-    snprintf(tmp, sizeof tmp, "%s/%s.upload-2", work_dir, kind);
+    snprintf(tmp, sizeof tmp, "%s/%s.upload-%d", work_dir, kind, v);
     mkdir(tmp, 0755);
     snprintf(dst, sizeof dst, "%s/%s", tmp, file);
     FILE *f = fopen(dst, "wb");
-    if (!f || fwrite(b.data, 1, b.size, f) != (size_t)b.size || fclose(f)) FAIL("writing %s", dst);
+    if (broken) {
+        static const char junk[] = "not a model";
+        if (!f || fwrite(junk, 1, sizeof junk, f) != sizeof junk || fclose(f)) FAIL("writing %s", dst);
+    } else if (!f || fwrite(b.data, 1, b.size, f) != (size_t)b.size || fclose(f)) {
+        FAIL("writing %s", dst);
+    }
     free(b.data);
-    snprintf(dst, sizeof dst, "%s/%s/2", work_dir, kind);
+    snprintf(dst, sizeof dst, "%s/%s/%d", work_dir, kind, v);
     if (rename(tmp, dst)) FAIL("rename %s %s: %s", tmp, dst, strerror(errno));
 }
 
@@ -444,13 +452,24 @@ int main(int argc, char **argv) {
     pthread_t th[8];
     double start = now();
     for (long i = 0; i < 8; i++) pthread_create(&th[i], NULL, worker, (void *)i);
-    /* Once the threads are under way, version 2 of each model is dropped in. */
+    /* Once the threads are under way, a broken version 2 of each model is
+     * dropped in: for three polls (grove_poll_interval 1s) version 1 keeps
+     * serving every call. Then version 3 (the test data's version 2). */
     while (atomic_load(&calls) < 800) usleep(1000);
-    copy_version("torch", "model.pt");
-    copy_version("onnx", "model.onnx");
+    copy_version("torch", "model.pt", 2, 1);
+    copy_version("onnx", "model.onnx", 2, 1);
+    double broken = now();
+    while (now() - broken < 3.5) {
+        for (int i = 0; i < 2; i++)
+            if (serving_version(&models[i], NULL, 0) != 1) FAIL("%s: version 1 stopped serving after a broken version 2 was dropped in", models[i].kind);
+        usleep(10000);
+    }
+    if (atomic_load(&failed)) FAIL("%ld failed calls with a broken version 2 in the directory", atomic_load(&failed));
+    copy_version("torch", "model.pt", 3, 0);
+    copy_version("onnx", "model.onnx", 3, 0);
     double dropped = now();
     while (now() - dropped < 60) {
-        if (serving_version(&models[0], NULL, 0) == 2 && serving_version(&models[1], NULL, 0) == 2) break;
+        if (serving_version(&models[0], NULL, 0) == 3 && serving_version(&models[1], NULL, 0) == 3) break;
         usleep(10000);
     }
     double swap = now() - dropped;
@@ -463,13 +482,13 @@ int main(int argc, char **argv) {
     char sum2[128];
     for (int i = 0; i < 2; i++) {
         model_t *m = &models[i];
-        if (serving_version(m, sum2, sizeof sum2) != 2) FAIL("%s: version 2 does not serve %.0f s after it was dropped in", m->kind, swap);
-        if (call(m, 0) != 2) FAIL("%s: after the swap a call is not answered by version 2", m->kind);
-        printf("%s: %ld calls answered by version 1, %ld by version 2\n", m->kind, atomic_load(&m->ok_v[0]), atomic_load(&m->ok_v[1]));
+        if (serving_version(m, sum2, sizeof sum2) != 3) FAIL("%s: version 3 does not serve %.0f s after it was dropped in", m->kind, swap);
+        if (call(m, 0) != 2) FAIL("%s: after the swap a call is not answered by version 3", m->kind);
+        printf("%s: %ld calls answered by version 1, %ld by version 3\n", m->kind, atomic_load(&m->ok_v[0]), atomic_load(&m->ok_v[1]));
         if (!atomic_load(&m->ok_v[0]) || !atomic_load(&m->ok_v[1])) FAIL("%s: the swap did not happen while the threads ran", m->kind);
     }
     if (!strcmp(sum1, sum2)) FAIL("the checksum did not change with the version");
-    printf("full run: 8 threads, %ld calls in %.2f s, version 2 serving %.2f s after it was dropped in, %ld failed\n",
+    printf("full run: 8 threads, %ld calls in %.2f s (a broken version 2 ignored for 3.5 s), version 3 serving %.2f s after it was dropped in, %ld failed\n",
            atomic_load(&calls), secs, swap, atomic_load(&failed));
     if (atomic_load(&failed)) FAIL("%ld failed calls", atomic_load(&failed));
     cleanup();

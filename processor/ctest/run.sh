@@ -5,8 +5,9 @@
 #
 #  1. full: 8 threads x 1000+ calls on a TorchScript and an ONNX model,
 #     outputs checked against Python's to 1e-5, every buffer freed, and
-#     version 2 of each model dropped into its directory (atomic rename)
-#     while they run: 0 failed calls.
+#     while they run a broken version 2 of each model dropped into its
+#     directory (atomic rename), version 1 serving on, then a good
+#     version 3, which takes over: 0 failed calls.
 #  2. short, under valgrind memcheck: no invalid read or write, and no
 #     definite leak of the API's buffers. valgrind.supp suppresses what
 #     the Go runtime does in its own memory (memcheck does not know Go's
@@ -33,8 +34,15 @@ fresh() {
 
 echo "== processor_test full"
 fresh
-# TMPDIR: the processors' model caches, removed with $work.
+# TMPDIR: the processors' model caches (the library removes them at exit).
 TMPDIR=$work/tmp GROVE_LOG_LEVEL=warn "$bin" "$lib" "$data" "$work/models" full
+
+# The processors' model caches are removed at exit (atexit in the library).
+if [ -n "$(ls -A "$work/tmp")" ]; then
+  echo "FAIL: model caches left after the process exited:"; ls -la "$work/tmp"
+  exit 1
+fi
+echo "PASS: no model cache left in \$TMPDIR after the process exited"
 
 echo "== processor_test short under valgrind memcheck"
 fresh
