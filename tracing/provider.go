@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is the tracing configuration the OTEL_* environment variables
@@ -25,8 +27,15 @@ type Config struct {
 	Endpoint string
 	// Protocol is "grpc" or "http/protobuf".
 	Protocol string
-	// Sampler samples new traces (OTEL_TRACES_SAMPLER and _ARG).
+	// Sampler is the SDK's sampler (OTEL_TRACES_SAMPLER and _ARG) for spans
+	// with a parent; a new trace that passed the Roots draw is sampled.
 	Sampler sdktrace.Sampler
+	// Roots is the share of new traces (requests that bring no
+	// traceparent) that are started: the server entry points draw it
+	// before they touch the SDK, so a request left out costs a random
+	// number, not a span (1 for the always_on samplers, 0 for always_off,
+	// the ratio for the traceidratio ones).
+	Roots float64
 	// SamplerName is Sampler as the environment named it, for logs.
 	SamplerName string
 }
@@ -95,7 +104,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if err := propagatorsFromEnv(getenv("OTEL_PROPAGATORS")); err != nil {
 		return c, err
 	}
-	c.Sampler, c.SamplerName, err = samplerFromEnv(getenv)
+	c.Sampler, c.Roots, c.SamplerName, err = samplerFromEnv(getenv)
 	if err != nil {
 		return c, err
 	}
@@ -129,41 +138,80 @@ func propagatorsFromEnv(v string) error {
 	return nil
 }
 
-// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and
+// samplerFromEnv is the sampling OTEL_TRACES_SAMPLER and
 // OTEL_TRACES_SAMPLER_ARG name, as the OpenTelemetry SDK's environment
 // support defines them (the SDK would read them itself, but silently
-// falls back to its default on a value it cannot use).
-func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, string, error) {
+// falls back to its default on a value it cannot use), split in two: the
+// share of new traces started (Config.Roots), and the SDK sampler of
+// spans with a parent (a new trace reaching the SDK was drawn already).
+// A traceidratio sampler draws new traces at random rather than by their
+// trace id, which samples the same share.
+func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, float64, string, error) {
 	name := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
 	arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
-	ratio := func() (float64, error) {
-		if arg == "" {
-			return 1, nil
+	ratio := func() (float64, string, error) {
+		r := 1.0
+		if arg != "" {
+			var err error
+			r, err = strconv.ParseFloat(arg, 64)
+			if err != nil || r < 0 || r > 1 {
+				return 0, "", fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, name)
+			}
 		}
-		r, err := strconv.ParseFloat(arg, 64)
-		if err != nil || r < 0 || r > 1 {
-			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1 for %s", arg, name)
-		}
-		return r, nil
+		return r, name + "=" + strconv.FormatFloat(r, 'g', -1, 64), nil
 	}
+	parentBased := sdktrace.ParentBased(sdktrace.AlwaysSample())
 	switch name {
 	case "", "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), "parentbased_always_on", nil
+		return rootsDrawn{parentBased}, 1, "parentbased_always_on", nil
 	case "always_on":
-		return sdktrace.AlwaysSample(), name, nil
+		return rootsDrawn{sdktrace.AlwaysSample()}, 1, name, nil
 	case "always_off":
-		return sdktrace.NeverSample(), name, nil
+		return rootsDrawn{sdktrace.NeverSample()}, 0, name, nil
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), name, nil
+		return rootsDrawn{parentBased}, 0, name, nil
 	case "traceidratio":
-		r, err := ratio()
-		return sdktrace.TraceIDRatioBased(r), name + "=" + strconv.FormatFloat(r, 'g', -1, 64), err
+		r, desc, err := ratio()
+		return rootsDrawn{sdktrace.TraceIDRatioBased(r)}, r, desc, err
 	case "parentbased_traceidratio":
-		r, err := ratio()
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), name + "=" + strconv.FormatFloat(r, 'g', -1, 64), err
+		r, desc, err := ratio()
+		return rootsDrawn{parentBased}, r, desc, err
 	}
-	return nil, "", fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+	return nil, 0, "", fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
 }
+
+// rootsDrawn samples every new trace (its entry point drew Config.Roots
+// already) and leaves spans with a parent to parented.
+type rootsDrawn struct{ parented sdktrace.Sampler }
+
+func (s rootsDrawn) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if trace.SpanContextFromContext(p.ParentContext).IsValid() {
+		return s.parented.ShouldSample(p)
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (s rootsDrawn) Description() string { return "RootsDrawn{" + s.parented.Description() + "}" }
+
+// Provider is the tracer provider New builds: the SDK's, with the share of
+// new traces its server spans start (Config.Roots).
+type Provider struct {
+	*sdktrace.TracerProvider
+	roots float64
+}
+
+// rootShare is the share of new traces tp's server spans start: Roots for
+// a Provider, all for any other provider (whose sampler decides alone).
+func rootShare(tp trace.TracerProvider) float64 {
+	if p, ok := tp.(*Provider); ok {
+		return p.roots
+	}
+	return 1
+}
+
+// leaveOut draws whether a new trace is left out, for a share roots of
+// them started (math/rand/v2: no lock, no allocation).
+func leaveOut(roots float64) bool { return roots < 1 && rand.Float64() >= roots }
 
 // New returns a tracer provider exporting to c's endpoint in batches, with
 // the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES describe
@@ -172,7 +220,7 @@ func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, string, error
 // OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression,
 // certificates) and the batch processor the OTEL_BSP_* ones. Shut the
 // provider down at exit: that flushes the spans it still holds.
-func New(ctx context.Context, c Config, version string) (*sdktrace.TracerProvider, error) {
+func New(ctx context.Context, c Config, version string) (*Provider, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
@@ -197,5 +245,6 @@ func New(ctx context.Context, c Config, version string) (*sdktrace.TracerProvide
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(c.Sampler), sdktrace.WithResource(res)), nil
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(c.Sampler), sdktrace.WithResource(res))
+	return &Provider{TracerProvider: sdk, roots: c.Roots}, nil
 }

@@ -143,6 +143,7 @@ type HTTPServer struct {
 	tracer trace.Tracer
 	api    attribute.KeyValue
 	server []trace.SpanStartOption // made once: no allocation per request
+	roots  float64                 // share of new traces started (rootShare)
 }
 
 // NewHTTPServer returns the server spans of api's routes made by tp; nil
@@ -151,7 +152,7 @@ func NewHTTPServer(tp trace.TracerProvider, api string) *HTTPServer {
 	if tp == nil {
 		return nil
 	}
-	return &HTTPServer{tracer: tp.Tracer(ScopeName), api: AttrAPI.String(api), server: serverKind()}
+	return &HTTPServer{tracer: tp.Tracer(ScopeName), api: AttrAPI.String(api), server: serverKind(), roots: rootShare(tp)}
 }
 
 // Start starts r's server span, the child of the caller's traceparent if
@@ -159,8 +160,11 @@ func NewHTTPServer(tp trace.TracerProvider, api string) *HTTPServer {
 // EndHTTP.
 func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
 	ctx := r.Context()
-	if len(r.Header["Traceparent"]) > 0 { // canonical key: no allocation without one
+	parent := len(r.Header["Traceparent"]) > 0 // canonical key: no allocation without one
+	if parent {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	} else if leaveOut(h.roots) {
+		return r, trace.SpanFromContext(context.Background()) // a span that does nothing
 	}
 	// The route's pattern names the span ("POST /v1/inference"): as it
 	// is when it has a method, which costs nothing per request.
@@ -173,6 +177,14 @@ func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
 		name = r.Method + " " + h.api.Value.AsString()
 	}
 	ctx, span := h.tracer.Start(ctx, name, h.server...)
+	if !parent && !span.IsRecording() {
+		// A new trace the sampler left out: nothing is recorded, and
+		// nothing is passed on (no request copy, no traceparent for
+		// forwards and prediction events), which is what most requests
+		// at a low sampling ratio cost. A node this request is forwarded
+		// to decides for itself, as for any caller without a traceparent.
+		return r, span
+	}
 	if span.IsRecording() {
 		span.SetAttributes(h.api, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
 		if route != "" {
@@ -218,9 +230,11 @@ func (c mdCarrier) Keys() []string {
 
 // grpcStart starts the server span of a gRPC call, the child of the
 // caller's traceparent metadata if it sent one.
-func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, method string) (context.Context, trace.Span) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
+func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, roots float64, method string) (context.Context, trace.Span) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md[HeaderName]) > 0 {
 		ctx = traceContext.Extract(ctx, mdCarrier(md))
+	} else if leaveOut(roots) {
+		return ctx, trace.SpanFromContext(context.Background()) // a span that does nothing
 	}
 	ctx, span := t.Start(ctx, strings.TrimPrefix(method, "/"), server...)
 	if span.IsRecording() {
@@ -254,9 +268,9 @@ func UnaryServer(tp trace.TracerProvider) grpc.UnaryServerInterceptor {
 	if tp == nil {
 		return nil
 	}
-	t, server := tp.Tracer(ScopeName), serverKind()
+	t, server, roots := tp.Tracer(ScopeName), serverKind(), rootShare(tp)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, span := grpcStart(ctx, t, server, info.FullMethod)
+		ctx, span := grpcStart(ctx, t, server, roots, info.FullMethod)
 		resp, err := handler(ctx, req)
 		grpcEnd(span, err)
 		return resp, err
@@ -269,9 +283,9 @@ func StreamServer(tp trace.TracerProvider) grpc.StreamServerInterceptor {
 	if tp == nil {
 		return nil
 	}
-	t, server := tp.Tracer(ScopeName), serverKind()
+	t, server, roots := tp.Tracer(ScopeName), serverKind(), rootShare(tp)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, span := grpcStart(ss.Context(), t, server, info.FullMethod)
+		ctx, span := grpcStart(ss.Context(), t, server, roots, info.FullMethod)
 		err := handler(srv, tracedStream{ss, ctx})
 		grpcEnd(span, err)
 		return err

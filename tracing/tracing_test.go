@@ -130,7 +130,7 @@ func TestOffCostsNoAllocation(t *testing.T) {
 const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
 // provider exports to a receiver of protocol p.
-func provider(t testing.TB, p string, extra map[string]string) (*sdktrace.TracerProvider, *tracingtest.Receiver) {
+func provider(t testing.TB, p string, extra map[string]string) (*tracing.Provider, *tracingtest.Receiver) {
 	t.Helper()
 	var r *tracingtest.Receiver
 	if p == "grpc" {
@@ -321,4 +321,64 @@ func FuzzTraceContext(f *testing.F) {
 			t.Fatalf("traceparent %q of %v", tp, sc)
 		}
 	})
+}
+
+// TestNewTracesDrawnBeforeTheSDK checks the share of new traces
+// (requests without a traceparent) that start, drawn at the server's
+// entry before the SDK is asked: a request left out keeps its own request
+// and context and allocates nothing; a caller's sampled trace is
+// continued whatever the share; and a share of one half starts about
+// half of them.
+func TestNewTracesDrawnBeforeTheSDK(t *testing.T) {
+	ratio := func(r string) *tracing.Provider {
+		tp, _ := provider(t, "http/protobuf", map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": r})
+		return tp
+	}
+	none := tracing.NewHTTPServer(ratio("0"), "ba")
+	req := httptest.NewRequest("POST", "/v1/inference", nil)
+	r, span := none.Start(req)
+	if r != req || span.IsRecording() || trace.SpanContextFromContext(r.Context()).IsValid() {
+		t.Fatalf("a new trace left out: request copied %v, recording %v, span context %v", r != req, span.IsRecording(), trace.SpanContextFromContext(r.Context()))
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, span := none.Start(req)
+		tracing.EndHTTP(span, 200)
+	}); n != 0 {
+		t.Errorf("a new trace left out allocates %v times", n)
+	}
+	called := httptest.NewRequest("POST", "/v1/inference", nil)
+	called.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	r, span = none.Start(called)
+	if !span.IsRecording() || trace.SpanContextFromContext(r.Context()).TraceID().String() != callerTrace {
+		t.Errorf("a caller's sampled trace at share 0: recording %v, context %v", span.IsRecording(), trace.SpanContextFromContext(r.Context()))
+	}
+	tracing.EndHTTP(span, 200)
+
+	half := tracing.NewHTTPServer(ratio("0.5"), "ba")
+	started := 0
+	const n = 2000
+	for range n {
+		_, span := half.Start(req)
+		if span.IsRecording() {
+			started++
+		}
+		tracing.EndHTTP(span, 200)
+	}
+	if started < n*4/10 || started > n*6/10 {
+		t.Errorf("share 0.5 started %d of %d new traces", started, n)
+	}
+
+	// gRPC: the same draw, a caller's trace continued.
+	var recorded []bool
+	inter := tracing.UnaryServer(ratio("0"))
+	handler := func(ctx context.Context, _ any) (any, error) {
+		recorded = append(recorded, trace.SpanFromContext(ctx).IsRecording())
+		return nil, nil
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}
+	_, _ = inter(context.Background(), nil, info, handler)
+	_, _ = inter(metadata.NewIncomingContext(context.Background(), metadata.Pairs("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")), nil, info, handler)
+	if len(recorded) != 2 || recorded[0] || !recorded[1] {
+		t.Errorf("gRPC at share 0: recorded %v, want a new trace left out and the caller's continued", recorded)
+	}
 }
