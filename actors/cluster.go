@@ -240,13 +240,8 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 		ctx, cancel := context.WithCancel(b.ctx)
 		defer cancel()
 		defer context.AfterFunc(sctx, cancel)()
-		ctx, span := tracing.Start(ctx, tracing.SpanForward)
-		a, err := r.remote.Forward(ctx, fr)
-		if span.IsRecording() {
-			traceForward(span, req.ModelPath, a, err)
-		}
-		r.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
-		r.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
+		a, err := forwardTraced(ctx, r.remote, fr)
+		r.metrics.countForward(req.ModelPath, req.API, err, start)
 		if b.claim(i) {
 			setForwarded(res, req, &a, err)
 			ans.answer(a.Outputs, err != nil, a.Compute)
@@ -255,6 +250,25 @@ func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 			ans.answer(nil, true, 0)
 		}
 	})
+}
+
+// forwardTraced hands fr to another node through remote, under a forward
+// span when ctx's trace is recorded.
+func forwardTraced(ctx context.Context, remote Remote, fr forward.Request) (forward.Answer, error) {
+	ctx, span := tracing.Start(ctx, tracing.SpanForward)
+	a, err := remote.Forward(ctx, fr)
+	if span.IsRecording() {
+		traceForward(span, fr.ModelPath, a, err)
+	}
+	return a, err
+}
+
+// countForward counts a request for path that api handed to another node
+// at start and its outcome err, in the forwarding node's metrics (the
+// serving node counts it in the per-model ones).
+func (m *Metrics) countForward(path, api string, err error, start time.Time) {
+	m.forwarded.WithLabelValues(path, forwardResult(err)).Inc()
+	m.forwardTime.WithLabelValues(api).Observe(time.Since(start).Seconds())
 }
 
 // setForwarded writes the answer another node gave to req into res.
@@ -289,12 +303,8 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	start := time.Now()
-	ctx, span := tracing.Start(ctx, tracing.SpanForward)
-	a, err := s.opts.Remote.Forward(ctx, forwardRequest(b.ctx, req, req.ModelPath, forward.User))
+	a, err := forwardTraced(ctx, s.opts.Remote, forwardRequest(b.ctx, req, req.ModelPath, forward.User))
 	stop()
-	if span.IsRecording() {
-		traceForward(span, req.ModelPath, a, err)
-	}
 	if err != nil {
 		switch {
 		case s.ctx.Err() != nil:
@@ -305,8 +315,7 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 			err = fmt.Errorf("%w: no answer within the request's deadline (%v)", servables.ErrDeadlineExceeded, err)
 		}
 	}
-	s.metrics.forwarded.WithLabelValues(req.ModelPath, forwardResult(err)).Inc()
-	s.metrics.forwardTime.WithLabelValues(req.API).Observe(time.Since(start).Seconds())
+	s.metrics.countForward(req.ModelPath, req.API, err, start)
 	setForwarded(res, req, &a, err)
 	return b.results, nil
 }
@@ -333,8 +342,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 		// The serving node continues the shadow span's trace.
 		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(sc.ctx))
 		a, err := remote.Forward(ctx, fr)
-		r.metrics.forwarded.WithLabelValues(target.ModelPath, forwardResult(err)).Inc()
-		r.metrics.forwardTime.WithLabelValues(req.API + "-shadow").Observe(time.Since(sc.start).Seconds())
+		r.metrics.countForward(target.ModelPath, req.API+"-shadow", err, sc.start)
 		sc.on = remoteContent(remote, target.ModelPath, a.Checksum)
 		// A copy no node took (Unavailable: gone, not ready) or the
 		// serving node shed (Overloaded) says nothing of the challenger,

@@ -78,9 +78,14 @@ const configName = ".grove-processor-model-config.json"
 type Options struct {
 	// Logger receives the logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Runtimes are the model runtimes; nil means TorchScript and ONNX
-	// (ONNX Runtime from $GROVE_ONNXRUNTIME_LIB or the repository's .cache).
+	// Runtimes are the model runtimes; nil means TorchScript and ONNX,
+	// with ONNX Runtime loaded from ONNXLibrary.
 	Runtimes servables.Registry
+	// ONNXLibrary is the ONNX Runtime library of the default runtimes;
+	// empty means onnx.DefaultLibraryPath (searched from the host
+	// program's path). The c-shared library passes onnx.FindLibrary of its
+	// own path, so a release finds lib/libonnxruntime.so.1 beside it.
+	ONNXLibrary string
 	// CacheDir is where model files are copied to be loaded; empty means
 	// a new directory under os.TempDir().
 	CacheDir string
@@ -177,7 +182,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 	}
 	rts := opts.Runtimes
 	if rts == nil {
-		rts = servables.Registry{torch.Runtime{}, onnx.Runtime{}}
+		rts = servables.Registry{torch.Runtime{}, onnx.Runtime{LibraryPath: opts.ONNXLibrary}}
 	}
 	p.sys, err = actors.Start(actors.Options{
 		Bucket:          &dirBucket{Bucket: b, cfg: cfg, log: p.log},

@@ -177,14 +177,6 @@ func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
 		name = r.Method + " " + h.api.Value.AsString()
 	}
 	ctx, span := h.tracer.Start(ctx, name, h.server...)
-	if !parent && !span.IsRecording() {
-		// A new trace the sampler left out: nothing is recorded, and
-		// nothing is passed on (no request copy, no traceparent for
-		// forwards and prediction events), which is what most requests
-		// at a low sampling ratio cost. A node this request is forwarded
-		// to decides for itself, as for any caller without a traceparent.
-		return r, span
-	}
 	if span.IsRecording() {
 		span.SetAttributes(h.api, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
 		if route != "" {

@@ -94,9 +94,7 @@ import (
 	"unsafe"
 
 	"github.com/groveml/grove/processor"
-	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/onnx"
-	"github.com/groveml/grove/servables/torch"
 )
 
 // maxBatch bounds the NULL-terminated arrays of batch_process.
@@ -114,16 +112,12 @@ func logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// runtimes are TorchScript and ONNX, with ONNX Runtime found from this
-// library's own path (onnx.FindLibrary: $GROVE_ONNXRUNTIME_LIB first, then
-// the release layout beside it, then the repository's .cache), not from
-// the host program's.
-func runtimes() servables.Registry {
-	self := ""
+// selfPath is the path this library was loaded from, or "" when unknown.
+func selfPath() string {
 	if p := C.grove_processor_self(); p != nil {
-		self = C.GoString(p)
+		return C.GoString(p)
 	}
-	return servables.Registry{torch.Runtime{}, onnx.Runtime{LibraryPath: onnx.FindLibrary(self)}}
+	return ""
 }
 
 //export initialize
@@ -155,7 +149,7 @@ func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
 		log.Warn("initialize: the model cache will not be removed at exit", "dir", cache)
 	}
 	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)),
-		processor.Options{Logger: log, Runtimes: runtimes(), CacheDir: cache})
+		processor.Options{Logger: log, ONNXLibrary: onnx.FindLibrary(selfPath()), CacheDir: cache})
 	if err != nil {
 		log.Error("initialize failed", "err", err)
 		return fail()
