@@ -223,8 +223,25 @@ func (c mdCarrier) Keys() []string {
 // grpcStart starts the server span of a gRPC call, the child of the
 // caller's traceparent metadata if it sent one.
 func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, roots float64, method string) (context.Context, trace.Span) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md[HeaderName]) > 0 {
-		ctx = traceContext.Extract(ctx, mdCarrier(md))
+	md, _ := metadata.FromIncomingContext(ctx)
+	var carrier propagation.TextMapCarrier
+	if len(md[HeaderName]) > 0 {
+		carrier = mdCarrier(md)
+	}
+	var requestID string
+	if v := md.Get("x-request-id"); len(v) > 0 {
+		requestID = v[0]
+	}
+	return rpcStart(ctx, t, server, roots, method, carrier, requestID)
+}
+
+// rpcStart starts the server span of an RPC named method
+// ("/package.Service/Method"), the child of the trace context in carrier
+// (nil when the caller sent none), or a new trace if the draw of roots
+// takes it.
+func rpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, roots float64, method string, carrier propagation.TextMapCarrier, requestID string) (context.Context, trace.Span) {
+	if carrier != nil {
+		ctx = traceContext.Extract(ctx, carrier)
 	} else if leaveOut(roots) {
 		return ctx, trace.SpanFromContext(context.Background()) // a span that does nothing
 	}
@@ -232,26 +249,72 @@ func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOpti
 	if span.IsRecording() {
 		service, m, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 		span.SetAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(service+"/"+m))
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			if v := md.Get("x-request-id"); len(v) > 0 {
-				span.SetAttributes(AttrRequestID.String(v[0]))
-			}
+		if requestID != "" {
+			span.SetAttributes(AttrRequestID.String(requestID))
 		}
 	}
 	return ctx, span
 }
 
-// grpcEnd ends a gRPC server span with the call's status code.
-func grpcEnd(span trace.Span, err error) {
+// Outgoing returns the traceparent and tracestate of the span ctx
+// carries, for a call to another node on a transport of Grove's own
+// (OutgoingGRPC's counterpart); both empty when ctx carries no valid
+// span context.
+func Outgoing(ctx context.Context) (traceparent, tracestate string) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return "", ""
+	}
+	return TraceParent(sc), sc.TraceState().String()
+}
+
+// CallServer makes the server spans of calls that arrive on a transport
+// of Grove's own (the cluster's framed forwarding), named and attributed
+// as the same method's spans over gRPC. A nil *CallServer traces nothing.
+type CallServer struct {
+	t      trace.Tracer
+	server []trace.SpanStartOption
+	roots  float64
+}
+
+// NewCallServer returns the CallServer of tp; nil when tp is nil.
+func NewCallServer(tp trace.TracerProvider) *CallServer {
+	if tp == nil {
+		return nil
+	}
+	return &CallServer{t: tp.Tracer(ScopeName), server: serverKind(), roots: rootShare(tp)}
+}
+
+// Start starts the server span of a call of method that came with the
+// caller's traceparent and tracestate (empty: none) and request id.
+func (s *CallServer) Start(ctx context.Context, method, traceparent, tracestate, requestID string) (context.Context, trace.Span) {
+	if s == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	var carrier propagation.TextMapCarrier
+	if traceparent != "" {
+		carrier = propagation.MapCarrier{HeaderName: traceparent, "tracestate": tracestate}
+	}
+	return rpcStart(ctx, s.t, s.server, s.roots, method, carrier, requestID)
+}
+
+// EndCall ends a span of CallServer.Start with the call's outcome as a
+// gRPC status (codes.OK and no message for a success).
+func EndCall(span trace.Span, st *status.Status) {
 	if !span.IsRecording() {
 		return
 	}
-	st, _ := status.FromError(err)
 	span.SetAttributes(semconv.RPCResponseStatusCode(st.Code().String()))
-	if err != nil {
+	if st.Code() != 0 {
 		span.SetStatus(codes.Error, st.Message())
 	}
 	span.End()
+}
+
+// grpcEnd ends a gRPC server span with the call's status code.
+func grpcEnd(span trace.Span, err error) {
+	st, _ := status.FromError(err)
+	EndCall(span, st)
 }
 
 // UnaryServer is the interceptor that makes the server span of each

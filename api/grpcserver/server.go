@@ -45,6 +45,10 @@ type Options struct {
 	MethodMaxMessageBytes map[string]int
 	// TLS serves TLS with this config (see tlsconf); nil serves plaintext.
 	TLS *tls.Config
+	// Creds, when set, secures connections in place of TLS: for a
+	// listener whose connections arrive already handshaken (the cluster's
+	// peer port, which chooses a protocol by ALPN before gRPC sees them).
+	Creds credentials.TransportCredentials
 	// RequireClientCert refuses every method but the probes (IsProbe) with
 	// UNAUTHENTICATED to a caller without a client certificate verified by
 	// TLS, before the request message is read.
@@ -125,7 +129,10 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrentStreams > 0 {
 		sopts = append(sopts, grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams))
 	}
-	if opts.TLS != nil {
+	switch {
+	case opts.Creds != nil:
+		sopts = append(sopts, grpc.Creds(opts.Creds))
+	case opts.TLS != nil:
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	next := opts.InTapHandle

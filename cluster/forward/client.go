@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
@@ -87,14 +88,18 @@ type Client struct {
 	done  bool
 }
 
-// pool is the connections to one peer address.
+// pool is the connections to one peer address: framed ones (slots),
+// and gRPC ones, which connect only if the peer turns out not to speak
+// the framed transport (grpcOnly).
 type pool struct {
 	addr     string
+	slots    []*slot
 	conns    []*grpc.ClientConn
 	stubs    []forwardpb.ForwardClient
 	next     atomic.Uint32
 	inflight atomic.Int64
 	closed   atomic.Bool
+	grpcOnly atomic.Bool
 }
 
 // NewClient returns a Client; it connects to nothing until a request is
@@ -224,7 +229,8 @@ func (c *Client) load(addr string) int64 {
 	return p.inflight.Load()
 }
 
-// call runs m on peer p.
+// call runs m on peer p: over the framed transport, or gRPC for a peer
+// that does not speak it.
 func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) (Answer, error) {
 	pl, err := c.pool(p)
 	if err != nil {
@@ -232,6 +238,53 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 	}
 	pl.inflight.Add(1)
 	defer pl.inflight.Add(-1)
+	if !pl.grpcOnly.Load() {
+		ans, err := c.callFramed(ctx, p, pl, m)
+		if !errors.Is(err, errNotFramed) {
+			return ans, err
+		}
+		if !pl.grpcOnly.Swap(true) {
+			c.log.Info("forward: a peer does not speak the framed transport; calling it over gRPC", "peer", p.Name, "addr", p.Addr)
+		}
+	}
+	return c.callGRPC(ctx, p, pl, m)
+}
+
+// callFramed runs m on peer p over one of pl's framed connections.
+func (c *Client) callFramed(ctx context.Context, p Peer, pl *pool, m *forwardpb.PredictRequest) (Answer, error) {
+	if n := proto.Size(m); n > c.opts.MaxRequestBytes {
+		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.InvalidInput, Code: codes.ResourceExhausted,
+			Message: fmt.Sprintf("the request of %d bytes is larger than the %d bytes this node forwards (max_body_bytes)", n, c.opts.MaxRequestBytes)}
+	}
+	s := pl.slots[int(pl.next.Add(1))%len(pl.slots)]
+	conn, err := s.get(ctx, func() (*clientConn, error) {
+		dctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
+		defer cancel()
+		return dialFramed(dctx, p.Addr, c.opts.TLS, maxAnswerBytes)
+	}, c.opts.ReconnectMaxDelay)
+	if errors.Is(err, errNotFramed) {
+		return Answer{}, err
+	}
+	if err == nil {
+		call := &forwardpb.Call{Request: m}
+		if dl, ok := ctx.Deadline(); ok {
+			call.TimeoutNanos = int64(time.Until(dl))
+		}
+		call.Traceparent, call.Tracestate = tracing.Outgoing(ctx)
+		var r frameResult
+		if r, err = conn.call(ctx, call); err == nil {
+			return decodeFramed(p, r)
+		}
+	}
+	if ctx.Err() != nil {
+		code := status.FromContextError(ctx.Err()).Code()
+		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: KindOfCode(code), Code: code, Message: ctx.Err().Error()}
+	}
+	return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Unavailable, Code: codes.Unavailable, Message: err.Error()}
+}
+
+// callGRPC runs m on peer p over one of pl's gRPC connections.
+func (c *Client) callGRPC(ctx context.Context, p Peer, pl *pool, m *forwardpb.PredictRequest) (Answer, error) {
 	var trailer metadata.MD
 	ctx = tracing.OutgoingGRPC(ctx)
 	resp, err := pl.stubs[int(pl.next.Add(1))%len(pl.stubs)].Predict(ctx, m, grpc.Trailer(&trailer))
@@ -297,6 +350,7 @@ func (c *Client) pool(p Peer) (*pool, error) {
 	}
 	pl = &pool{addr: p.Addr}
 	for range c.opts.ConnsPerPeer {
+		pl.slots = append(pl.slots, &slot{})
 		cc, err := grpc.NewClient(p.Addr, c.dial...)
 		if err != nil {
 			pl.close()
@@ -313,6 +367,9 @@ func (c *Client) pool(p Peer) (*pool, error) {
 // close closes the pool's connections; calls in flight on them end.
 func (pl *pool) close() {
 	pl.closed.Store(true)
+	for _, s := range pl.slots {
+		s.close()
+	}
 	for _, cc := range pl.conns {
 		_ = cc.Close()
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -22,6 +23,7 @@ import (
 	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
 )
 
 // ServerOptions configure a Server.
@@ -64,6 +66,18 @@ type Server struct {
 	members     func(string) bool
 	allowUnauth bool
 	log         *slog.Logger
+	tls         *tls.Config // offers ALPN first; nil: plaintext
+	maxMsg      int
+	calls       *tracing.CallServer
+
+	// The framed connections and the listener (framed_server.go).
+	mu       sync.Mutex
+	lns      []net.Listener
+	conns    map[*serverConn]struct{}
+	stopping bool
+	connWG   sync.WaitGroup
+	base     context.Context // framed calls' parent, cancelled by Stop
+	cancel   context.CancelFunc
 }
 
 // NewServer returns a Server running requests on local; the error says
@@ -84,13 +98,22 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 			return nil, errors.New("forward server: the TLS configuration verifies no client certificate (no client CA): peers cannot be authenticated: set a client CA (tls.client_ca_file) or allow unauthenticated peers")
 		}
 	}
-	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = maxAnswerBytes
+	}
+	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
+		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	var creds credentials.TransportCredentials
+	if s.tls != nil {
+		creds = handshaken{} // Serve's mux made the handshake
+	}
 	s.gs = grpcserver.New(grpcserver.Options{
 		MaxMessageBytes:   opts.MaxMessageBytes,
-		TLS:               opts.TLS,
+		Creds:             creds,
 		RequireClientCert: !opts.AllowUnauthenticatedPeers,
 		InTapHandle:       s.tap,
 		WindowBytes:       WindowBytes,
@@ -113,46 +136,53 @@ func verifiesClients(c *tls.Config) bool {
 	return c.ClientCAs != nil && c.ClientAuth >= tls.VerifyClientCertIfGiven
 }
 
-// Serve serves ln until Stop or GracefulStop.
-func (s *Server) Serve(ln net.Listener) error { return s.gs.Serve(ln) }
-
-// GracefulStop stops taking calls and returns when those in flight are
-// answered.
-func (s *Server) GracefulStop() {
-	s.gs.Drain()
-	s.gs.GracefulStop()
-}
-
-// Stop stops at once: calls in flight fail Unavailable, and their callers
-// try another replica.
-func (s *Server) Stop() { s.gs.Stop() }
-
 // peerKey carries the verified member name of a call's peer.
 type peerKey struct{}
 
-// tap admits a call before its message is read: a peer with a verified
-// client certificate whose name is a member, or one without a certificate
-// when unauthenticated peers are allowed. Probes pass.
+// tap admits a gRPC call before its message is read (admit). Probes pass.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if grpcserver.IsProbe(info.FullMethodName) {
 		return ctx, nil
 	}
-	cert := verifiedCert(ctx)
+	name, f := s.admit(verifiedCert(ctx), info.FullMethodName)
+	if f != nil {
+		return nil, status.Error(f.code, f.msg)
+	}
+	if name == "" {
+		return ctx, nil
+	}
+	return context.WithValue(ctx, peerKey{}, name), nil
+}
+
+// admit decides whether a peer that presented cert (nil: none verified)
+// may call: one whose certificate names a member, or one without a
+// certificate when unauthenticated peers are allowed. It returns the
+// member's name ("" for a peer without a certificate), or the failure to
+// answer.
+func (s *Server) admit(cert *x509.Certificate, method string) (string, *failure) {
 	if cert == nil {
 		if s.allowUnauth {
-			return ctx, nil
+			return "", nil
 		}
-		return nil, status.Error(codes.Unauthenticated, "a client certificate signed by the cluster CA is required")
+		return "", &failure{codes.Unauthenticated, servables.Execution, "a client certificate signed by the cluster CA is required"}
 	}
 	name := auth.CertificateName(cert)
 	if name == "" {
-		return nil, status.Error(codes.Unauthenticated, "the client certificate has no SAN and no subject CN to name it")
+		return "", &failure{codes.Unauthenticated, servables.Execution, "the client certificate has no SAN and no subject CN to name it"}
 	}
 	if s.members != nil && !s.members(name) {
-		s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", info.FullMethodName)
-		return nil, status.Errorf(codes.PermissionDenied, "certificate %q names no member of the cluster", name)
+		s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", method)
+		return "", &failure{codes.PermissionDenied, servables.Execution, fmt.Sprintf("certificate %q names no member of the cluster", name)}
 	}
-	return context.WithValue(ctx, peerKey{}, name), nil
+	return name, nil
+}
+
+// failure is a call's failed outcome: its gRPC code, Grove's kind and
+// what went wrong.
+type failure struct {
+	code codes.Code
+	kind servables.Kind
+	msg  string
 }
 
 // verifiedCert is the client certificate the call's TLS verified, or nil.
@@ -168,20 +198,32 @@ func verifiedCert(ctx context.Context) *x509.Certificate {
 	return ti.State.PeerCertificates[0]
 }
 
-// Predict runs one forwarded request on the Local.
+// Predict runs one forwarded request on the Local (the gRPC service).
 func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*forwardpb.PredictResponse, error) {
+	from, _ := ctx.Value(peerKey{}).(string)
+	resp, f := s.serve(ctx, m, from)
+	if f != nil {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(trailerKind, f.kind.String(), trailerNode, s.node))
+		return nil, status.Error(f.code, f.msg)
+	}
+	return resp, nil
+}
+
+// serve runs m, received from the member named from ("" for a peer
+// without a certificate), on the Local: the part of a call both
+// transports share.
+func (s *Server) serve(ctx context.Context, m *forwardpb.PredictRequest, from string) (*forwardpb.PredictResponse, *failure) {
 	if h := m.GetHops(); h != hopsForwarded {
-		return nil, s.fail(ctx, codes.Unavailable, servables.Unavailable,
-			fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h))
+		return nil, &failure{codes.Unavailable, servables.Unavailable,
+			fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
 	}
 	req, err := decodeRequest(m)
 	if err != nil {
-		return nil, s.fail(ctx, codes.InvalidArgument, servables.InvalidInput, err.Error())
+		return nil, &failure{codes.InvalidArgument, servables.InvalidInput, err.Error()}
 	}
-	from, _ := ctx.Value(peerKey{}).(string)
 	if from == "" && req.Caller.Method != "" && req.Caller.Method != "none" {
-		return nil, s.fail(ctx, codes.PermissionDenied, servables.Execution,
-			fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method))
+		return nil, &failure{codes.PermissionDenied, servables.Execution,
+			fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method)}
 	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	if m.GetCaller() != nil {
@@ -190,14 +232,7 @@ func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*for
 	ans, err := s.local.Predict(ctx, ForwardedRequest{Request: req, Peer: from})
 	if err != nil {
 		k := servables.KindOf(err)
-		return nil, s.fail(ctx, Code(k), k, err.Error())
+		return nil, &failure{Code(k), k, err.Error()}
 	}
 	return encodeAnswer(&ans, s.node), nil
-}
-
-// fail returns the status of a failure of kind k and sets the trailers
-// that tell the caller's node its kind and this node's name.
-func (s *Server) fail(ctx context.Context, c codes.Code, k servables.Kind, msg string) error {
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(trailerKind, k.String(), trailerNode, s.node))
-	return status.Error(c, msg)
 }

@@ -16,6 +16,17 @@
 // map to one code (crashed, execution) arrives unchanged, and "grove-node",
 // the node that answered (on success too).
 //
+// The same messages travel a second way on the same port: Grove's framed
+// transport (cluster/forward/frame.go), which the forwarding nodes prefer
+// because it costs each hop fewer goroutine hand-offs than gRPC's HTTP/2.
+// A connection chooses it by TLS ALPN "grove-forward/1" (plaintext: the
+// 9-byte preface "GROVEFWD\x01" in each direction); every frame is a
+// 13-byte header (payload length as a big-endian uint32, a type byte, a
+// call id as a big-endian uint64) and a payload: Call from the forwarding
+// node; PredictResponse or Failure back for that call id; empty frames to
+// cancel a call or to say the server takes no new calls (goaway). Call
+// carries in its fields what gRPC carries in its headers.
+//
 // Compatibility: fields are only ever added, never renumbered or reused.
 // Nodes of one cluster run the same Grove version but for the minutes of
 // a rolling upgrade, during which new fields must have a meaning when
@@ -469,6 +480,156 @@ func (x *PredictResponse) GetComputeNanos() int64 {
 	return 0
 }
 
+// Call is one request on the framed transport, with what gRPC would carry
+// in its headers.
+type Call struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Request *PredictRequest        `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// The time left until the client's deadline when the call was sent, in
+	// nanoseconds; the serving node gives up when it has passed. Zero or
+	// less: already expired.
+	TimeoutNanos int64 `protobuf:"varint,2,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
+	// The W3C trace context of the forwarding node's span, empty when not
+	// traced.
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,4,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Call) Reset() {
+	*x = Call{}
+	mi := &file_grove_cluster_v1_forward_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Call) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Call) ProtoMessage() {}
+
+func (x *Call) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_cluster_v1_forward_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Call.ProtoReflect.Descriptor instead.
+func (*Call) Descriptor() ([]byte, []int) {
+	return file_grove_cluster_v1_forward_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Call) GetRequest() *PredictRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *Call) GetTimeoutNanos() int64 {
+	if x != nil {
+		return x.TimeoutNanos
+	}
+	return 0
+}
+
+func (x *Call) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Call) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
+// Failure is a failed call's answer on the framed transport: what gRPC
+// says in the status and the trailers.
+type Failure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Grove's name of the kind of failure (servables.Kind: "not_found",
+	// "unavailable", ...).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The gRPC status code the same failure has on the gRPC service.
+	Code uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The node that answered.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// What went wrong, for people.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Failure) Reset() {
+	*x = Failure{}
+	mi := &file_grove_cluster_v1_forward_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Failure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Failure) ProtoMessage() {}
+
+func (x *Failure) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_cluster_v1_forward_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Failure.ProtoReflect.Descriptor instead.
+func (*Failure) Descriptor() ([]byte, []int) {
+	return file_grove_cluster_v1_forward_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Failure) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Failure) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Failure) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Failure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_grove_cluster_v1_forward_proto protoreflect.FileDescriptor
 
 const file_grove_cluster_v1_forward_proto_rawDesc = "" +
@@ -509,7 +670,19 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	"\aoutputs\x18\x03 \x03(\v2\x18.grove.cluster.v1.TensorR\aoutputs\x12'\n" +
 	"\x0funnamed_outputs\x18\x04 \x01(\bR\x0eunnamedOutputs\x12!\n" +
 	"\fqueued_nanos\x18\x05 \x01(\x03R\vqueuedNanos\x12#\n" +
-	"\rcompute_nanos\x18\x06 \x01(\x03R\fcomputeNanos*L\n" +
+	"\rcompute_nanos\x18\x06 \x01(\x03R\fcomputeNanos\"\xa9\x01\n" +
+	"\x04Call\x12:\n" +
+	"\arequest\x18\x01 \x01(\v2 .grove.cluster.v1.PredictRequestR\arequest\x12#\n" +
+	"\rtimeout_nanos\x18\x02 \x01(\x03R\ftimeoutNanos\x12 \n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x04 \x01(\tR\n" +
+	"tracestate\"_\n" +
+	"\aFailure\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage*L\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPRIORITY_USER\x10\x01\x12\x13\n" +
@@ -530,28 +703,31 @@ func file_grove_cluster_v1_forward_proto_rawDescGZIP() []byte {
 }
 
 var file_grove_cluster_v1_forward_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_grove_cluster_v1_forward_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_grove_cluster_v1_forward_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_grove_cluster_v1_forward_proto_goTypes = []any{
 	(Priority)(0),           // 0: grove.cluster.v1.Priority
 	(*Caller)(nil),          // 1: grove.cluster.v1.Caller
 	(*Tensor)(nil),          // 2: grove.cluster.v1.Tensor
 	(*PredictRequest)(nil),  // 3: grove.cluster.v1.PredictRequest
 	(*PredictResponse)(nil), // 4: grove.cluster.v1.PredictResponse
-	nil,                     // 5: grove.cluster.v1.PredictRequest.ConfigsEntry
+	(*Call)(nil),            // 5: grove.cluster.v1.Call
+	(*Failure)(nil),         // 6: grove.cluster.v1.Failure
+	nil,                     // 7: grove.cluster.v1.PredictRequest.ConfigsEntry
 }
 var file_grove_cluster_v1_forward_proto_depIdxs = []int32{
 	2, // 0: grove.cluster.v1.PredictRequest.inputs:type_name -> grove.cluster.v1.Tensor
 	0, // 1: grove.cluster.v1.PredictRequest.priority:type_name -> grove.cluster.v1.Priority
 	1, // 2: grove.cluster.v1.PredictRequest.caller:type_name -> grove.cluster.v1.Caller
-	5, // 3: grove.cluster.v1.PredictRequest.configs:type_name -> grove.cluster.v1.PredictRequest.ConfigsEntry
+	7, // 3: grove.cluster.v1.PredictRequest.configs:type_name -> grove.cluster.v1.PredictRequest.ConfigsEntry
 	2, // 4: grove.cluster.v1.PredictResponse.outputs:type_name -> grove.cluster.v1.Tensor
-	3, // 5: grove.cluster.v1.Forward.Predict:input_type -> grove.cluster.v1.PredictRequest
-	4, // 6: grove.cluster.v1.Forward.Predict:output_type -> grove.cluster.v1.PredictResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 5: grove.cluster.v1.Call.request:type_name -> grove.cluster.v1.PredictRequest
+	3, // 6: grove.cluster.v1.Forward.Predict:input_type -> grove.cluster.v1.PredictRequest
+	4, // 7: grove.cluster.v1.Forward.Predict:output_type -> grove.cluster.v1.PredictResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_grove_cluster_v1_forward_proto_init() }
@@ -565,7 +741,7 @@ func file_grove_cluster_v1_forward_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_cluster_v1_forward_proto_rawDesc), len(file_grove_cluster_v1_forward_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -16,6 +16,17 @@
 // map to one code (crashed, execution) arrives unchanged, and "grove-node",
 // the node that answered (on success too).
 //
+// The same messages travel a second way on the same port: Grove's framed
+// transport (cluster/forward/frame.go), which the forwarding nodes prefer
+// because it costs each hop fewer goroutine hand-offs than gRPC's HTTP/2.
+// A connection chooses it by TLS ALPN "grove-forward/1" (plaintext: the
+// 9-byte preface "GROVEFWD\x01" in each direction); every frame is a
+// 13-byte header (payload length as a big-endian uint32, a type byte, a
+// call id as a big-endian uint64) and a payload: Call from the forwarding
+// node; PredictResponse or Failure back for that call id; empty frames to
+// cancel a call or to say the server takes no new calls (goaway). Call
+// carries in its fields what gRPC carries in its headers.
+//
 // Compatibility: fields are only ever added, never renumbered or reused.
 // Nodes of one cluster run the same Grove version but for the minutes of
 // a rolling upgrade, during which new fields must have a meaning when

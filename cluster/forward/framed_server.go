@@ -1,0 +1,449 @@
+package forward
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/groveml/grove/cluster/forward/forwardpb"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
+)
+
+// handshakeTimeout bounds a new connection's TLS handshake and preface.
+const handshakeTimeout = 10 * time.Second
+
+// goawayGrace is how long a server that said goaway keeps reading a
+// connection whose client has not closed it: calls the client sent
+// before it read the goaway are still answered.
+const goawayGrace = time.Second
+
+// predictMethod names the framed transport's one call in spans and logs,
+// as gRPC names it.
+const predictMethod = "/grove.cluster.v1.Forward/Predict"
+
+// Serve serves ln until Stop or GracefulStop: each connection speaks the
+// framed transport or gRPC, as it chooses (TLS: by ALPN; plaintext: by
+// its first bytes). It returns nil once stopped.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	grpcLn := newConnQueue(ln.Addr())
+	grpcDone := make(chan error, 1)
+	go func() { grpcDone <- s.gs.Serve(grpcLn) }()
+	var err error
+	for {
+		var nc net.Conn
+		if nc, err = ln.Accept(); err != nil {
+			break
+		}
+		go s.classify(nc, grpcLn)
+	}
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	grpcLn.Close()
+	if stopping {
+		return nil
+	}
+	s.gs.Stop()
+	<-grpcDone
+	return err
+}
+
+// classify finishes the handshake of a new connection and serves it on
+// the transport it chose; a connection that speaks neither is closed.
+func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
+	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	var framed bool
+	var cert *x509.Certificate
+	conn := nc
+	if s.tls != nil {
+		tc := tls.Server(nc, s.tls)
+		if err := tc.Handshake(); err != nil {
+			s.log.Debug("forward: a peer's TLS handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+			_ = nc.Close()
+			return
+		}
+		st := tc.ConnectionState()
+		framed = st.NegotiatedProtocol == ALPN
+		if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+			cert = st.PeerCertificates[0]
+		}
+		conn = tc
+	}
+	br := bufio.NewReaderSize(conn, 32<<10)
+	if s.tls == nil {
+		b, err := br.Peek(len(preface))
+		if err != nil {
+			_ = nc.Close()
+			return
+		}
+		framed = bytes.Equal(b, preface)
+	}
+	if !framed {
+		_ = nc.SetDeadline(time.Time{})
+		if !grpcLn.put(&peekedConn{Conn: conn, r: br}) {
+			_ = conn.Close()
+		}
+		return
+	}
+	if b, err := br.Peek(len(preface)); err != nil || !bytes.Equal(b, preface) {
+		_ = conn.Close()
+		return
+	}
+	_, _ = br.Discard(len(preface))
+	if _, err := conn.Write(preface); err != nil {
+		_ = conn.Close()
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	sc := &serverConn{s: s, nc: conn, r: br, cert: cert, calls: map[uint64]context.CancelFunc{},
+		peer: &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}}
+	if tc, ok := conn.(*tls.Conn); ok {
+		sc.peer.AuthInfo = credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		sc.goaway() // the client sends its calls elsewhere (not over gRPC: it did speak this)
+		_ = conn.Close()
+		return
+	}
+	s.conns[sc] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	defer s.connWG.Done()
+	sc.serve()
+	s.mu.Lock()
+	delete(s.conns, sc)
+	s.mu.Unlock()
+}
+
+// GracefulStop stops taking connections and calls, and returns when the
+// calls in flight are answered: framed connections are told goaway (their
+// clients send new calls elsewhere), gRPC ones drained.
+func (s *Server) GracefulStop() {
+	conns := s.stop()
+	for _, c := range conns {
+		c.goaway()
+	}
+	s.gs.Drain()
+	s.gs.GracefulStop()
+	s.connWG.Wait()
+}
+
+// Stop stops at once: calls in flight fail Unavailable, and their callers
+// try another replica.
+func (s *Server) Stop() {
+	conns := s.stop()
+	s.cancel()
+	for _, c := range conns {
+		_ = c.nc.Close()
+	}
+	s.gs.Stop()
+	s.connWG.Wait()
+}
+
+// stop marks the server stopping, closes its listeners and returns its
+// framed connections.
+func (s *Server) stop() []*serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	s.lns = nil
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// serverConn is one framed connection from a peer. Its reader goroutine
+// (serve) reads the calls and starts a goroutine for each, which writes
+// its own answer.
+type serverConn struct {
+	s    *Server
+	nc   net.Conn
+	r    *bufio.Reader
+	cert *x509.Certificate // verified at the handshake; nil: none
+	peer *peer.Peer
+	wmu  sync.Mutex // one frame written at a time
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	calls   map[uint64]context.CancelFunc // in flight, by call id
+	goneWay bool
+}
+
+// serve reads frames until the connection ends, then waits for the calls
+// in flight and closes it.
+func (c *serverConn) serve() {
+	defer func() {
+		c.wg.Wait()
+		_ = c.nc.Close()
+	}()
+	for {
+		h, err := readFrameHeader(c.r)
+		if err != nil {
+			return
+		}
+		switch h.typ {
+		case frameCall:
+			if int64(h.length) > int64(c.s.maxMsg)+callOverhead {
+				if skipPayload(c.r, h) != nil {
+					return
+				}
+				c.answer(h.id, nil, &failure{codes.ResourceExhausted, servables.InvalidInput,
+					"the request is larger than the serving node's max_body_bytes"})
+				continue
+			}
+			b, err := readPayload(c.r, h, int(h.length))
+			if err != nil {
+				return
+			}
+			c.start(h.id, b)
+		case frameCancel:
+			c.mu.Lock()
+			cancel := c.calls[h.id]
+			c.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+			if skipPayload(c.r, h) != nil {
+				return
+			}
+		default:
+			c.s.log.Warn("forward: a peer broke the framed protocol; closing its connection", "remote", c.peer.Addr.String(), "frame_type", h.typ)
+			return
+		}
+	}
+}
+
+// callOverhead is what a Call adds to its PredictRequest, at most: its
+// own fields (deadline, trace context) and the request's tag and length.
+const callOverhead = 1 << 10
+
+// start runs the call id whose payload is b on a goroutine of its own.
+func (c *serverConn) start(id uint64, b []byte) {
+	var call forwardpb.Call
+	if err := proto.Unmarshal(b, &call); err != nil {
+		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.s.base, time.Duration(call.GetTimeoutNanos()))
+	c.mu.Lock()
+	if _, dup := c.calls[id]; dup {
+		c.mu.Unlock()
+		cancel()
+		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "a call id already in flight"})
+		return
+	}
+	c.calls[id] = cancel
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		resp, f := c.run(ctx, &call)
+		cancel()
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
+		c.answer(id, resp, f)
+	}()
+}
+
+// run admits and serves one call, in its server span.
+func (c *serverConn) run(ctx context.Context, call *forwardpb.Call) (*forwardpb.PredictResponse, *failure) {
+	req := call.GetRequest()
+	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
+	from, f := c.s.admit(c.cert, predictMethod)
+	var resp *forwardpb.PredictResponse
+	if f == nil {
+		resp, f = c.s.serve(ctx, req, from)
+	}
+	if f != nil {
+		tracing.EndCall(span, status.New(f.code, f.msg))
+	} else {
+		tracing.EndCall(span, nil)
+	}
+	return resp, f
+}
+
+// answer writes the answer of call id: resp, or f when it failed. A
+// connection that cannot be written is closed, which ends its reader.
+func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failure) {
+	var b []byte
+	var err error
+	if f != nil {
+		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg})
+	} else {
+		b, err = appendFrame(frameAnswer, id, resp)
+	}
+	if err != nil {
+		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
+			Message: "encoding the answer: " + err.Error()})
+	}
+	c.wmu.Lock()
+	_, err = c.nc.Write(b)
+	c.wmu.Unlock()
+	if err != nil {
+		_ = c.nc.Close()
+	}
+}
+
+// goaway tells the client to send no new calls on the connection, and
+// stops reading it goawayGrace later if the client has not closed it by
+// then; the calls in flight are answered.
+func (c *serverConn) goaway() {
+	c.mu.Lock()
+	if c.goneWay {
+		c.mu.Unlock()
+		return
+	}
+	c.goneWay = true
+	c.mu.Unlock()
+	b, _ := appendFrame(frameGoaway, 0, nil)
+	c.wmu.Lock()
+	_, err := c.nc.Write(b)
+	c.wmu.Unlock()
+	if err != nil {
+		_ = c.nc.Close()
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(goawayGrace))
+}
+
+// offerALPN returns c offering the framed transport's ALPN first, before
+// the protocols it offers (gRPC's "h2"); nil for nil.
+func offerALPN(c *tls.Config) *tls.Config {
+	if c == nil {
+		return nil
+	}
+	c = c.Clone()
+	c.NextProtos = withALPN(c.NextProtos)
+	if get := c.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := get(hi)
+			if err != nil || cc == nil {
+				return cc, err
+			}
+			cc = cc.Clone()
+			cc.NextProtos = withALPN(cc.NextProtos)
+			return cc, nil
+		}
+	}
+	return c
+}
+
+// withALPN is protos with ALPN first (and "h2" when protos has nothing).
+func withALPN(protos []string) []string {
+	if len(protos) == 0 {
+		protos = []string{"h2"}
+	}
+	return append([]string{ALPN}, slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == ALPN })...)
+}
+
+// handshaken is the gRPC server's transport credentials on the peer port:
+// Serve's mux has already made the TLS handshake of each connection it
+// hands to gRPC, so this only reports the connection's TLS state to the
+// calls (their peer's AuthInfo, which the client certificate checks read).
+type handshaken struct{}
+
+func (handshaken) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("forward: the peer port's credentials do not dial")
+}
+
+func (handshaken) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	pc, ok := c.(*peekedConn)
+	if !ok {
+		return nil, nil, errors.New("forward: a connection that did not come through the peer port's mux")
+	}
+	tc, ok := pc.Conn.(*tls.Conn)
+	if !ok {
+		return nil, nil, errors.New("forward: a plaintext connection on a TLS peer port")
+	}
+	return c, credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+}
+
+func (handshaken) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+}
+func (handshaken) Clone() credentials.TransportCredentials { return handshaken{} }
+func (handshaken) OverrideServerName(string) error         { return nil }
+
+// peekedConn is a connection whose first bytes were read into r (to
+// choose its transport): reads start with them.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// connQueue is the listener the gRPC server accepts from: the connections
+// Serve's mux gives it.
+type connQueue struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// put hands c to the gRPC server; false when the queue is closed.
+func (q *connQueue) put(c net.Conn) bool {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.done)
+	}
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
