@@ -286,14 +286,19 @@ func NewCallServer(tp trace.TracerProvider) *CallServer {
 }
 
 // Start starts the server span of a call of method that came with the
-// caller's traceparent and tracestate (empty: none) and request id.
+// caller's traceparent and tracestate (empty: none) and request id. A nil
+// CallServer starts no span but still puts the caller's trace context in
+// ctx, as gRPC's metadata is there whether traced or not.
 func (s *CallServer) Start(ctx context.Context, method, traceparent, tracestate, requestID string) (context.Context, trace.Span) {
-	if s == nil {
-		return ctx, trace.SpanFromContext(context.Background())
-	}
 	var carrier propagation.TextMapCarrier
 	if traceparent != "" {
 		carrier = propagation.MapCarrier{HeaderName: traceparent, "tracestate": tracestate}
+	}
+	if s == nil {
+		if carrier != nil {
+			ctx = traceContext.Extract(ctx, carrier)
+		}
+		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return rpcStart(ctx, s.t, s.server, s.roots, method, carrier, requestID)
 }

@@ -25,6 +25,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/actors"
@@ -191,7 +192,9 @@ func startNodeWith(t *testing.T, etcdAddr, bucketURL, name string, p *pki, set f
 		d, ok := ctx.Deadline()
 		var tp string
 		if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(tracing.HeaderName)) > 0 {
-			tp = md.Get(tracing.HeaderName)[0]
+			tp = md.Get(tracing.HeaderName)[0] // over gRPC
+		} else {
+			tp = tracing.TraceParent(trace.SpanContextFromContext(ctx)) // over the framed transport
 		}
 		n.mu.Lock()
 		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok, traceparent: tp})
