@@ -1,8 +1,14 @@
 // Package forward hands one model request from the Grove node that took it
 // to a node of the same cluster that has the model ready, and brings the
 // answer back: the transport of the cluster's routing (docs/cluster.md).
-// It is Grove's own gRPC service grove.cluster.v1.Forward (package
-// forwardpb), served on the port each node advertises to its peers.
+// Its messages are those of Grove's own gRPC service grove.cluster.v1.Forward
+// (package forwardpb), served on the port each node advertises to its
+// peers in two ways: as gRPC, and on a framed transport of Grove's own
+// (frame.go) that carries the same messages on TCP or TLS without HTTP/2,
+// which a Client prefers because each hop then costs fewer goroutine
+// hand-offs. A connection chooses by TLS ALPN (ALPN) or, in plaintext, by
+// its first bytes; a Client calls over gRPC a peer that does not speak
+// the framed transport (an older Grove during a rolling upgrade).
 //
 // The caller's side is a Client: Forward picks one of the peers it is
 // given by the power of two choices on the requests it has in flight to
@@ -26,6 +32,17 @@
 //	connection pool (address ->    Client, under Client.mu          Forward takes a pool entry under mu,
 //	  connections, in-flight          (added by Forward, removed       then uses it without the lock; a
 //	  counts)                         by Retain and Close)             removed entry's calls end Unavailable
+//	a framed connection (slot)     the slot, under slot.mu          a call takes it from slot.get; it is
+//	                                  (dialled by one goroutine,       made again after it ends, failing
+//	                                  replaced when it ends)           calls at once during a pause
+//	a client connection's calls    clientConn, under its mu         the reader goroutine hands each answer
+//	  waiting for answers             (added by call, removed by       to its call's channel; the caller
+//	                                  the answer or the caller)        writes its own frame under wmu
+//	a server connection's calls    serverConn, under its mu         a cancel frame cancels the call's
+//	  in flight (cancel funcs)        (added by the reader, removed    context; each call's goroutine writes
+//	                                  by the call's goroutine)         its own answer under wmu
+//	the server's framed            Server, under Server.mu          GracefulStop tells each goaway, Stop
+//	  connections and listeners                                        closes them
 //	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load
 //	Local's models                 the node (the lead's actors)    Local.Predict only
 //	membership (Members)           the node's cluster records      a func the Server calls per call
