@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,54 @@ func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
 // ctx. A model not ready here fails Unavailable, so that the forwarding
 // node tries another replica.
 func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
+	res, err := s.runUnlogged(forwardedBatch(ctx, req))
+	if err != nil {
+		return forward.Answer{}, err
+	}
+	return forwardedAnswer(req, res[0])
+}
+
+// PredictAsync is Predict for a caller that does not wait
+// (forward.AsyncLocal, the framed transport's reader): done gets the
+// answer once, on the goroutine that has it (the model actor's, or the
+// one that ends the request at its deadline, its cancellation or the
+// actors' stop), which saves the serving node two goroutine hand-offs per
+// forwarded request.
+func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest, done func(forward.Answer, error)) {
+	if s.closing.Load() {
+		done(forward.Answer{}, ErrStopped)
+		return
+	}
+	b := forwardedBatch(ctx, req)
+	if !s.servesAlone(b) {
+		go func() { done(s.Predict(ctx, req)) }()
+		return
+	}
+	var mu sync.Mutex // the ends below are set before either can be used
+	var ends [2]func() bool
+	b.onReply = func(res []Result) {
+		mu.Lock()
+		for _, stop := range ends {
+			stop()
+		}
+		mu.Unlock()
+		done(forwardedAnswer(req, res[0]))
+	}
+	mu.Lock()
+	ends[0] = context.AfterFunc(ctx, func() {
+		if pastDeadline(ctx, time.Now()) {
+			b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
+			return
+		}
+		b.abandon(ctx.Err())
+	})
+	ends[1] = context.AfterFunc(s.stoppedCtx, func() { b.abandon(ErrStopped) })
+	mu.Unlock()
+	s.serveAlone(b)
+}
+
+// forwardedBatch is the one-request batch of a forwarded request.
+func forwardedBatch(ctx context.Context, req forward.ForwardedRequest) *batch {
 	api := req.API
 	if req.Priority == forward.Shadow {
 		api += "-shadow" // as this node counts its own shadow copies
@@ -164,11 +213,12 @@ func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (for
 	b := newBatch(ctx, []Request{{API: api, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
 		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
-	res, err := s.runUnlogged(b)
-	if err != nil {
-		return forward.Answer{}, err
-	}
-	r := res[0]
+	return b
+}
+
+// forwardedAnswer is the answer to forwarded request req whose result is
+// r.
+func forwardedAnswer(req forward.ForwardedRequest, r Result) (forward.Answer, error) {
 	if r.Err != nil {
 		if errors.Is(r.Err, ErrModelNotFound) {
 			return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is not ready on this node", req.ModelPath))

@@ -131,3 +131,108 @@ func TestForwardedNotHereCountsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestPredictAsync: the framed transport's PredictAsync answers a
+// forwarded request exactly once, without a goroutine waiting for it,
+// with what Predict would answer: the model's outputs; Unavailable for a
+// model not here; DeadlineExceeded at the caller's deadline while the
+// model is still busy (counted as Predict counts it); the caller's
+// cancellation at once; and ErrStopped for a request the actors never
+// answer because they stopped.
+func TestPredictAsync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("slow/", "", "")),
+			map[string]faultySpec{"a/": {Add: 1}, "slow/": {DelayMs: 1000}})
+		w.settle()
+		req := func(path string, v float32) forward.ForwardedRequest {
+			return forward.ForwardedRequest{Request: forward.Request{ModelPath: path, Inputs: scalar(t, v), RequestID: "r",
+				Priority: forward.User, API: "fwd"}, Peer: "n2"}
+		}
+		type outcome struct {
+			a   forward.Answer
+			err error
+		}
+		call := func(ctx context.Context, r forward.ForwardedRequest) chan outcome {
+			got := make(chan outcome, 2) // a second answer would be seen below
+			w.sys.PredictAsync(ctx, r, func(a forward.Answer, err error) { got <- outcome{a, err} })
+			return got
+		}
+		once := func(got chan outcome) outcome {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case o := <-got:
+				if len(got) != 0 {
+					t.Fatalf("done called twice: %+v then %+v", o, <-got)
+				}
+				return o
+			default:
+				t.Fatal("done not called")
+			}
+			return outcome{}
+		}
+
+		o := once(call(context.Background(), req("a/", 2)))
+		if o.err != nil || len(o.a.Outputs) != 1 || o.a.Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("answer %+v, %v; want the model's output 3", o.a, o.err)
+		}
+		want, err := w.sys.Predict(context.Background(), req("a/", 2))
+		if err != nil || want.Checksum != o.a.Checksum {
+			t.Fatalf("Predict answered %+v, %v; PredictAsync's checksum %q", want, err, o.a.Checksum)
+		}
+
+		if o := once(call(context.Background(), req("gone/", 1))); servables.KindOf(o.err) != servables.Unavailable {
+			t.Fatalf("a model not here: %v, want Unavailable", o.err)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		got := call(ctx, req("slow/", 1))
+		time.Sleep(99 * time.Millisecond)
+		synctest.Wait()
+		if len(got) != 0 {
+			t.Fatalf("answered before the deadline: %+v", <-got)
+		}
+		time.Sleep(time.Millisecond)
+		if o := once(got); servables.KindOf(o.err) != servables.DeadlineExceeded {
+			t.Fatalf("at the deadline: %v, want DeadlineExceeded", o.err)
+		}
+		if n := w.metric("grove_model_requests_total", map[string]string{"api": "fwd", "model": "slow/", "outcome": "deadline_exceeded"}); n != 1 {
+			t.Errorf("the expired request counted %v times as deadline_exceeded, want 1", n)
+		}
+		time.Sleep(2 * time.Second) // the model ends its run: no second answer
+		if o := once2(got); o != nil {
+			t.Fatalf("a second answer after the deadline: %+v", *o)
+		}
+
+		cctx, ccancel := context.WithCancel(context.Background())
+		got = call(cctx, req("slow/", 1))
+		synctest.Wait()
+		if len(got) != 0 {
+			t.Fatal("answered before the model ran or the caller gave up")
+		}
+		ccancel()
+		if o := once(got); !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("canceled: %v, want context.Canceled", o.err)
+		}
+		time.Sleep(2 * time.Second)
+
+		got = call(context.Background(), req("slow/", 1))
+		synctest.Wait()
+		w.sys.markStopped() // as Stop does when its context ends before the actors answer
+		if o := once(got); !errors.Is(o.err, ErrStopped) {
+			t.Fatalf("stopped: %v, want ErrStopped", o.err)
+		}
+		w.stop()
+	})
+}
+
+// once2 returns a pending second answer, if any.
+func once2[T any](ch chan T) *T {
+	select {
+	case v := <-ch:
+		return &v
+	default:
+		return nil
+	}
+}

@@ -45,6 +45,9 @@ type batch struct {
 	// another node forwarded, System.Predict); shadow: at shadow priority
 	// (a forwarded shadow copy).
 	local, shadow bool
+	// onReply, if set, gets the results in place of reply, on the
+	// goroutine that finishes the batch (System.PredictAsync).
+	onReply func([]Result)
 }
 
 // scoreCall is what System.Score asks of the router. The router writes
@@ -114,7 +117,23 @@ func (b *batch) markForwarded(i int) bool {
 // finish records one answer and replies once every item has one.
 func (b *batch) finish() {
 	if b.pending.Add(-1) == 0 {
+		if b.onReply != nil {
+			b.onReply(b.results)
+			return
+		}
 		b.reply <- b.results
+	}
+}
+
+// abandon answers every item nobody answered yet with err, counting
+// nothing: the caller went away (canceled) or the actors stopped, as a
+// caller that stops waiting leaves them.
+func (b *batch) abandon(err error) {
+	for i := range b.reqs {
+		if b.claim(i) {
+			b.results[i].Err = err
+			b.finish()
+		}
 	}
 }
 

@@ -119,9 +119,13 @@ type System struct {
 	// instead of waiting for an answer that will not come.
 	stopped  chan struct{}
 	stopOnce sync.Once
-	settled  atomic.Bool
-	draining atomic.Bool
-	closing  atomic.Bool
+	// stoppedCtx is done when stopped is closed: answers that no
+	// goroutine waits for (PredictAsync) end with it.
+	stoppedCtx  context.Context
+	stopStopped context.CancelFunc
+	settled     atomic.Bool
+	draining    atomic.Bool
+	closing     atomic.Bool
 }
 
 // Start starts the actors. The first config poll runs at once; Ready reports
@@ -150,6 +154,7 @@ func Start(opts Options) (*System, error) {
 		reg = prometheus.NewRegistry()
 	}
 	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
 	empty := table{}
@@ -359,15 +364,23 @@ func (s *System) Stop(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		s.stopOnce.Do(func() { close(s.stopped) })
+		s.markStopped()
 		return fmt.Errorf("stopping actors: %w (the shutdown completes when the work still running ends)", ctx.Err())
 	}
+}
+
+// markStopped makes every call still waiting for the actors fail.
+func (s *System) markStopped() {
+	s.stopOnce.Do(func() {
+		close(s.stopped)
+		s.stopStopped()
+	})
 }
 
 // shutdown stops the actor system and the goroutines outside it.
 func (s *System) shutdown() {
 	s.cancel()
-	s.stopOnce.Do(func() { close(s.stopped) })
+	s.markStopped()
 	s.as.Shutdown()
 	s.low.stop()
 	s.dispatcher.stop()

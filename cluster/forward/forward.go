@@ -97,6 +97,17 @@ type Local interface {
 	Predict(ctx context.Context, req ForwardedRequest) (Answer, error)
 }
 
+// AsyncLocal is a Local that can also answer without a goroutine waiting
+// for it: the framed transport's reader hands each call to PredictAsync
+// and goes on reading, and done writes the answer. done must be called
+// exactly once, on any goroutine (PredictAsync's own included), when the
+// answer is known or ctx is done; it writes to the connection and must
+// not be called with locks held that the connection's writer could need.
+type AsyncLocal interface {
+	Local
+	PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error))
+}
+
 // LocalFunc makes a function a Local.
 type LocalFunc func(ctx context.Context, req ForwardedRequest) (Answer, error)
 

@@ -246,7 +246,9 @@ func (c *serverConn) serve() {
 // own fields (deadline, trace context) and the request's tag and length.
 const callOverhead = 1 << 10
 
-// start runs the call id whose payload is b on a goroutine of its own.
+// start runs the call id whose payload is b: handed to the Local's
+// PredictAsync when it has one, whose done writes the answer, else on a
+// goroutine of its own. Either way the reader goes on reading.
 func (c *serverConn) start(id uint64, b []byte) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
@@ -264,32 +266,43 @@ func (c *serverConn) start(id uint64, b []byte) {
 	c.calls[id] = cancel
 	c.mu.Unlock()
 	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		resp, f := c.run(ctx, &call)
+	req := call.GetRequest()
+	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
+	finish := func(resp *forwardpb.PredictResponse, f *failure) {
+		if f != nil {
+			tracing.EndCall(span, status.New(f.code, f.msg))
+		} else {
+			tracing.EndCall(span, nil)
+		}
 		cancel()
 		c.mu.Lock()
 		delete(c.calls, id)
 		c.mu.Unlock()
 		c.answer(id, resp, f)
-	}()
-}
-
-// run admits and serves one call, in its server span.
-func (c *serverConn) run(ctx context.Context, call *forwardpb.Call) (*forwardpb.PredictResponse, *failure) {
-	req := call.GetRequest()
-	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
+		c.wg.Done()
+	}
+	al, async := c.s.local.(AsyncLocal)
+	if !async {
+		go func() {
+			from, f := c.s.admit(c.cert, predictMethod)
+			var resp *forwardpb.PredictResponse
+			if f == nil {
+				resp, f = c.s.serve(ctx, req, from)
+			}
+			finish(resp, f)
+		}()
+		return
+	}
 	from, f := c.s.admit(c.cert, predictMethod)
-	var resp *forwardpb.PredictResponse
+	var fr ForwardedRequest
 	if f == nil {
-		resp, f = c.s.serve(ctx, req, from)
+		ctx, fr, f = c.s.prepare(ctx, req, from)
 	}
 	if f != nil {
-		tracing.EndCall(span, status.New(f.code, f.msg))
-	} else {
-		tracing.EndCall(span, nil)
+		finish(nil, f)
+		return
 	}
-	return resp, f
+	al.PredictAsync(ctx, fr, func(a Answer, err error) { finish(c.s.outcome(a, err)) })
 }
 
 // answer writes the answer of call id: resp, or f when it failed. A

@@ -213,23 +213,38 @@ func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*for
 // without a certificate), on the Local: the part of a call both
 // transports share.
 func (s *Server) serve(ctx context.Context, m *forwardpb.PredictRequest, from string) (*forwardpb.PredictResponse, *failure) {
+	ctx, req, f := s.prepare(ctx, m, from)
+	if f != nil {
+		return nil, f
+	}
+	return s.outcome(s.local.Predict(ctx, req))
+}
+
+// prepare checks and decodes m, received from the member named from, and
+// returns the context and request to give the Local, or the failure to
+// answer.
+func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from string) (context.Context, ForwardedRequest, *failure) {
 	if h := m.GetHops(); h != hopsForwarded {
-		return nil, &failure{codes.Unavailable, servables.Unavailable,
+		return nil, ForwardedRequest{}, &failure{codes.Unavailable, servables.Unavailable,
 			fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
 	}
 	req, err := decodeRequest(m)
 	if err != nil {
-		return nil, &failure{codes.InvalidArgument, servables.InvalidInput, err.Error()}
+		return nil, ForwardedRequest{}, &failure{codes.InvalidArgument, servables.InvalidInput, err.Error()}
 	}
 	if from == "" && req.Caller.Method != "" && req.Caller.Method != "none" {
-		return nil, &failure{codes.PermissionDenied, servables.Execution,
+		return nil, ForwardedRequest{}, &failure{codes.PermissionDenied, servables.Execution,
 			fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method)}
 	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	if m.GetCaller() != nil {
 		ctx = auth.NewContext(ctx, req.Caller)
 	}
-	ans, err := s.local.Predict(ctx, ForwardedRequest{Request: req, Peer: from})
+	return ctx, ForwardedRequest{Request: req, Peer: from}, nil
+}
+
+// outcome is the answer to send for the Local's answer ans or error err.
+func (s *Server) outcome(ans Answer, err error) (*forwardpb.PredictResponse, *failure) {
 	if err != nil {
 		k := servables.KindOf(err)
 		return nil, &failure{Code(k), k, err.Error()}
