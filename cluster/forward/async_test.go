@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -85,4 +86,92 @@ func serveOn(t *testing.T, srv *Server) Peer {
 		<-done
 	})
 	return Peer{Name: "b", Addr: ln.Addr().String()}
+}
+
+// TestLeadHandsOverReading: on one framed connection, the call that
+// reads (the first one) hands the reading on when it leaves, so the calls
+// still waiting get their answers: when it was canceled (it returns at
+// once, and its late answer is dropped) and when its own answer came
+// first; a call made after them all reads for itself again.
+func TestLeadHandsOverReading(t *testing.T) {
+	gates := map[string]chan struct{}{"first": make(chan struct{}), "second": make(chan struct{}), "third": make(chan struct{})}
+	arrived := make(chan string, 8)
+	s := start(t, "b", func(ctx context.Context, req ForwardedRequest) (Answer, error) {
+		arrived <- req.RequestID
+		if g := gates[req.RequestID]; g != nil {
+			select {
+			case <-g:
+			case <-ctx.Done():
+			}
+		}
+		return compute(ctx, req)
+	}, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.Close)
+	forward := func(ctx context.Context, id string) chan error {
+		errc := make(chan error, 1)
+		go func() {
+			req := sumRequest(t)
+			req.RequestID = id
+			a, err := c.Forward(ctx, []Peer{s.peer}, req)
+			if err == nil && (len(a.Outputs) != 2 || a.Outputs[0].Float32s()[0] != 6 || a.Node != "b") {
+				err = fmt.Errorf("answer %+v", a.Outputs)
+			}
+			errc <- err
+		}()
+		return errc
+	}
+	wait := func(what string, errc chan error) error {
+		t.Helper()
+		select {
+		case err := <-errc:
+			return err
+		case <-testCtx(t).Done():
+			t.Fatalf("%s: no answer", what)
+		}
+		return nil
+	}
+
+	// The lead is canceled while a second call waits.
+	ctx1, cancel1 := context.WithCancel(testCtx(t))
+	first := forward(ctx1, "first")
+	if id := <-arrived; id != "first" {
+		t.Fatalf("arrived %s", id)
+	}
+	second := forward(testCtx(t), "second")
+	if id := <-arrived; id != "second" {
+		t.Fatalf("arrived %s", id)
+	}
+	cancel1()
+	if err := wait("the canceled lead", first); servables.KindOf(err) != servables.Canceled {
+		t.Fatalf("the canceled lead: %v, want Canceled", err)
+	}
+	close(gates["second"])
+	if err := wait("the call waiting behind the canceled lead", second); err != nil {
+		t.Fatal(err)
+	}
+	close(gates["first"])
+
+	// The lead's own answer comes first while a third call waits.
+	third := forward(testCtx(t), "third")
+	if id := <-arrived; id != "third" {
+		t.Fatalf("arrived %s", id)
+	}
+	fourth := forward(testCtx(t), "fourth") // no gate: answered at once, by the lead if third leads
+	if id := <-arrived; id != "fourth" {
+		t.Fatalf("arrived %s", id)
+	}
+	if err := wait("fourth", fourth); err != nil {
+		t.Fatal(err)
+	}
+	close(gates["third"])
+	if err := wait("third", third); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait("a call after them all", forward(testCtx(t), "fifth")); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.Peers()); got != 1 {
+		t.Fatalf("%d peers", got)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -26,19 +27,32 @@ import (
 var errNotFramed = errors.New("the peer does not speak the framed transport")
 
 // clientConn is one framed connection to a peer. A call writes its own
-// frame; the connection's reader goroutine (read) hands each answer to
-// the call waiting for it.
+// frame. One goroutine at a time reads the connection and hands each
+// answer to the call waiting for it: a call that finds nobody reading
+// reads itself (the lead) until its own answer comes, then hands the
+// reading to a goroutine of the connection's (readLoop) if other calls
+// still wait, which reads until none does. At concurrency 1 a call so
+// reads its own answer, with no goroutine hand-off.
 type clientConn struct {
 	nc        net.Conn
+	r         *bufio.Reader // read only by the goroutine that is reading
 	maxAnswer int
 	wmu       sync.Mutex // one frame written at a time
 
 	mu      sync.Mutex
-	next    uint64
+	lastID  uint64
 	waiting map[uint64]chan frameResult
+	reading bool  // a lead or readLoop is reading
 	err     error // why the connection ended; no new calls once set
 	goaway  bool  // the server takes no new calls here
 	closed  bool
+
+	// dmu guards the lead's interruption: interruptible names the call
+	// whose lead may be woken from a read by a past read deadline (0:
+	// none), interrupted says the deadline was set.
+	dmu           sync.Mutex
+	interruptible uint64
+	interrupted   bool
 }
 
 // frameResult is what a call waiting on a clientConn gets: the answer's
@@ -100,9 +114,7 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 		return nil, fmt.Errorf("opening the framed transport: %w", err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c := &clientConn{nc: conn, maxAnswer: maxAnswer, waiting: map[uint64]chan frameResult{}}
-	go c.read(r)
-	return c, nil
+	return &clientConn{nc: conn, r: r, maxAnswer: maxAnswer, waiting: map[uint64]chan frameResult{}}, nil
 }
 
 // isReset reports whether err is a connection reset by the peer.
@@ -133,9 +145,11 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 		}
 		return frameResult{}, err
 	}
-	c.next++
-	id := c.next
+	c.lastID++
+	id := c.lastID
 	c.waiting[id] = ch
+	lead := !c.reading
+	c.reading = true
 	c.mu.Unlock()
 	putFrameHeader(b, frameHeader{length: uint32(len(b) - frameHeaderLen), typ: frameCall, id: id})
 	c.wmu.Lock()
@@ -147,6 +161,9 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 	if err != nil {
 		c.fail(fmt.Errorf("sending to the peer: %w", err))
 	}
+	if lead {
+		return c.lead(ctx, id, ch)
+	}
 	select {
 	case r := <-ch:
 		return r, r.err
@@ -155,6 +172,98 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 			c.cancel(id)
 		}
 		return frameResult{}, ctx.Err()
+	}
+}
+
+// lead reads the connection until call id's answer comes (to ch, as any
+// other call's), ctx ends or the connection does; then it hands the
+// reading on. ctx's end wakes it from a read by a past read deadline,
+// only while it waits for a frame's first byte, so no frame is cut.
+func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (frameResult, error) {
+	stop := context.AfterFunc(ctx, func() { c.interrupt(id) })
+	defer stop()
+	for {
+		select {
+		case r := <-ch:
+			c.handOver()
+			return r, r.err
+		default:
+		}
+		c.dmu.Lock()
+		c.interruptible = id
+		c.dmu.Unlock()
+		if ctx.Err() != nil {
+			c.endInterruptible()
+			if c.forget(id) {
+				c.handOver()
+				c.cancel(id)
+				return frameResult{}, ctx.Err()
+			}
+			continue // its answer came first: it is in ch
+		}
+		_, err := c.r.Peek(frameHeaderLen)
+		c.endInterruptible()
+		if err == nil {
+			err = c.next()
+		} else if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+			continue // woken by ctx's end: nothing of a frame was read
+		}
+		if err != nil {
+			c.fail(fmt.Errorf("the connection to the peer ended: %w", err)) // ch gets it
+		}
+	}
+}
+
+// interrupt wakes the lead of call id from its read, if it still waits
+// for a frame.
+func (c *clientConn) interrupt(id uint64) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if c.interruptible == id {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+		c.interrupted = true
+	}
+}
+
+// endInterruptible ends the lead's interruptible wait, clearing a read
+// deadline interrupt set.
+func (c *clientConn) endInterruptible() {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.interruptible = 0
+	if c.interrupted {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.interrupted = false
+	}
+}
+
+// handOver ends a lead's reading: a readLoop goes on reading for the
+// calls still waiting, if any.
+func (c *clientConn) handOver() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waiting) > 0 && c.err == nil {
+		go c.readLoop()
+		return
+	}
+	c.reading = false
+}
+
+// readLoop reads answers while calls wait for them, then stops reading;
+// a connection that ends fails the calls still waiting.
+func (c *clientConn) readLoop() {
+	for {
+		if err := c.next(); err != nil {
+			c.fail(fmt.Errorf("the connection to the peer ended: %w", err))
+			return
+		}
+		c.mu.Lock()
+		if len(c.waiting) == 0 || c.err != nil {
+			c.reading = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
 	}
 }
 
@@ -187,44 +296,40 @@ func (c *clientConn) cancel(id uint64) {
 	}
 }
 
-// read delivers answers until the connection ends, then fails the calls
-// still waiting.
-func (c *clientConn) read(r *bufio.Reader) {
-	for {
-		h, err := readFrameHeader(r)
-		if err != nil {
-			c.fail(fmt.Errorf("the connection to the peer ended: %w", err))
-			return
-		}
-		switch h.typ {
-		case frameAnswer, frameFailure:
-			b, err := readPayload(r, h, c.maxAnswer)
-			if err != nil {
-				c.fail(fmt.Errorf("reading an answer: %w", err))
-				return
-			}
-			c.mu.Lock()
-			ch := c.waiting[h.id]
-			delete(c.waiting, h.id)
-			c.closeIfDone()
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- frameResult{typ: h.typ, payload: b}
-			}
-		case frameGoaway:
-			if skipPayload(r, h) != nil {
-				c.fail(errors.New("the connection to the peer ended"))
-				return
-			}
-			c.mu.Lock()
-			c.goaway = true
-			c.closeIfDone()
-			c.mu.Unlock()
-		default:
-			c.fail(fmt.Errorf("%w: frame type %d from the server", errFrame, h.typ))
-			return
-		}
+// next reads one frame and delivers it: an answer to the call waiting
+// for it (none: dropped, its caller gave up), a goaway by marking the
+// connection. An error ends the connection.
+func (c *clientConn) next() error {
+	h, err := readFrameHeader(c.r)
+	if err != nil {
+		return err
 	}
+	switch h.typ {
+	case frameAnswer, frameFailure:
+		b, err := readPayload(c.r, h, c.maxAnswer)
+		if err != nil {
+			return fmt.Errorf("reading an answer: %w", err)
+		}
+		c.mu.Lock()
+		ch := c.waiting[h.id]
+		delete(c.waiting, h.id)
+		c.closeIfDone()
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- frameResult{typ: h.typ, payload: b}
+		}
+		return nil
+	case frameGoaway:
+		if err := skipPayload(c.r, h); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.goaway = true
+		c.closeIfDone()
+		c.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("%w: frame type %d from the server", errFrame, h.typ)
 }
 
 // closeIfDone closes a connection told goaway once no call waits on it;
