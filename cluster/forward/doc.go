@@ -35,12 +35,13 @@
 //	a framed connection (slot)     the slot, under slot.mu          a call takes it from slot.get; it is
 //	                                  (dialled by one goroutine,       made again after it ends, failing
 //	                                  replaced when it ends)           calls at once during a pause
-//	a client connection's calls    clientConn, under its mu         the reader goroutine hands each answer
-//	  waiting for answers             (added by call, removed by       to its call's channel; the caller
-//	                                  the answer or the caller)        writes its own frame under wmu
+//	a client connection's calls    clientConn, under its mu         whoever reads (a call leading, or
+//	  waiting for answers, and        (added by call, removed by       readLoop) hands each answer to its
+//	  who reads the connection        the answer or the caller)        call's channel; a call writes its own
+//	                                                                   frame under wmu
 //	a server connection's calls    serverConn, under its mu         a cancel frame cancels the call's
-//	  in flight (cancel funcs)        (added by the reader, removed    context; each call's goroutine writes
-//	                                  by the call's goroutine)         its own answer under wmu
+//	  in flight (cancel funcs)        (added by the reader, removed    context; the goroutine with a call's
+//	                                  when the call is answered)       answer writes it under wmu
 //	the server's framed            Server, under Server.mu          GracefulStop tells each goaway, Stop
 //	  connections and listeners                                        closes them
 //	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load

@@ -13,13 +13,13 @@ import (
 // The framed transport: the Forward service's messages on a TCP (or TLS)
 // connection with no HTTP/2 under them. A forwarded request over gRPC
 // wakes, on each node, gRPC's reader goroutine, a stream worker and the
-// writer goroutine (loopy) besides the request's own; on this transport
-// the forwarding node's caller writes its frame itself and one reader
-// goroutine per connection delivers the answer, and the serving node's
-// reader hands each call to a goroutine that writes its own answer
-// (docs/cluster.md, "Why a framed transport"). The gRPC service stays on
-// the same port: a connection chooses by ALPN (TLS) or by its first bytes
-// (plaintext).
+// writer goroutine (loopy) besides the request's own. On this transport
+// the forwarding node's caller writes its frame itself and, when no other
+// call is reading the connection, reads its own answer (clientConn.lead);
+// the serving node's reader hands each call to the model actor
+// (AsyncLocal), whose goroutine writes the answer (docs/cluster.md, "The
+// transport"). The gRPC service stays on the same port: a connection
+// chooses by ALPN (TLS) or by its first bytes (plaintext).
 //
 // A connection opens with a preface in each direction (the client's, then
 // the server's reply), then carries frames: a header of frameHeaderLen

@@ -182,8 +182,8 @@ func (s *Server) stop() []*serverConn {
 }
 
 // serverConn is one framed connection from a peer. Its reader goroutine
-// (serve) reads the calls and starts a goroutine for each, which writes
-// its own answer.
+// (serve) reads the calls and hands each to the Local (start): the
+// goroutine that has the answer writes it.
 type serverConn struct {
 	s    *Server
 	nc   net.Conn
