@@ -129,8 +129,10 @@ func startFloor(ctx context.Context, logPath string, width int, timeout time.Dur
 // one gRPC call to the floor's gRPC server with grpc-go, as grove's
 // forwarding node does (fixed flow-control windows, forward.WindowBytes),
 // and answers the floor's fixed answer. Its p50 less the HTTP floor's is
-// what one hop through a third process costs on this machine before any
-// work: the physical lower bound of what grove-fwd adds over grove-local.
+// what one gRPC hop through a third process costs on this machine before
+// any work: what grove-fwd would add over grove-local if its nodes called
+// each other over gRPC. Grove's nodes use their framed transport
+// (cluster/forward), which costs less than this.
 //
 // grovebench runs it as a child: its own binary with floorProxyEnv set to
 // "HTTPADDR,GRPCTARGET".

@@ -26,7 +26,7 @@ import (
 // (pctr_onnx/, the same weights), over POST /v1/inference. serverFloor and
 // serverFloorGRPC are the transport floor (floor.go): no model, a fixed
 // answer, over HTTP and gRPC; serverFloorFwd the HTTP floor through a
-// grpc-go proxy process (floor.go), the floor of grove-fwd's hop.
+// grpc-go proxy process (floor.go): what grove-fwd's hop would cost over gRPC.
 // serverGroveDeep and serverGroveDeepNoBatch
 // are grove and grove-nobatch serving the deep ranking model (deepPath),
 // whose forward, unlike pctr's, costs more than the request carrying it.
