@@ -787,6 +787,22 @@ func TestClientRobustness(t *testing.T) {
 			t.Fatalf("a malformed failure: %v (kind %v), want execution saying malformed failure", err, k)
 		}
 	})
+	t.Run("a failure without kind or code", func(t *testing.T) {
+		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+			id, _, ok := c.readCall()
+			if !ok {
+				return
+			}
+			c.write(frame(frameFailure, id, nil))
+			_, _ = io.Copy(io.Discard, c.r)
+		})
+		c := NewClient(ClientOptions{})
+		defer c.Close()
+		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
+		if k := servables.KindOf(err); err == nil || k != servables.Execution || !strings.Contains(err.Error(), "malformed failure") {
+			t.Fatalf("an empty failure: %v (kind %v), want execution saying malformed failure", err, k)
+		}
+	})
 	t.Run("an unknown frame type", func(t *testing.T) {
 		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
 			if _, _, ok := c.readCall(); !ok {
