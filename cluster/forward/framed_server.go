@@ -216,8 +216,7 @@ func (c *serverConn) serve() {
 				if skipPayload(c.r, h) != nil {
 					return
 				}
-				c.answer(h.id, nil, &failure{codes.ResourceExhausted, servables.InvalidInput,
-					"the request is larger than the serving node's max_body_bytes"})
+				c.answer(h.id, nil, tooLarge())
 				continue
 			}
 			b, err := readPayload(c.r, h, int(h.length))
@@ -246,11 +245,24 @@ func (c *serverConn) serve() {
 // own fields (deadline, trace context) and the request's tag and length.
 const callOverhead = 1 << 10
 
+// tooLarge is the failure of a call whose request is larger than
+// MaxMessageBytes, as gRPC refuses it.
+func tooLarge() *failure {
+	return &failure{codes.ResourceExhausted, servables.InvalidInput, "the request is larger than the serving node's max_body_bytes"}
+}
+
 // start runs the call id whose payload is b on a goroutine of its own.
 func (c *serverConn) start(id uint64, b []byte) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
 		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
+		return
+	}
+	// The frame was let through up to callOverhead over the limit; the
+	// request itself is bounded as gRPC bounds it (measured only when the
+	// whole call is over the limit).
+	if len(b) > c.s.maxMsg && proto.Size(call.GetRequest()) > c.s.maxMsg {
+		c.answer(id, nil, tooLarge())
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.s.base, time.Duration(call.GetTimeoutNanos()))

@@ -584,6 +584,24 @@ func TestServerProtocolAbuse(t *testing.T) {
 			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
 			checkSums(t, c.answer(2), "b")
 		}},
+		{"a request just over MaxMessageBytes", func(t *testing.T, c *rawConn) {
+			// The Call's own fields are few bytes: its frame is within what
+			// the server reads before deciding, its request is not.
+			req := sumRequest(t)
+			req.Inputs = []servables.Tensor{f32(t, "x", []int64{1, maxMsg / 4}, make([]float32, maxMsg/4)...)}
+			b := callPayload(t, req)
+			if n := proto.Size(encodeRequest(&req)); n <= maxMsg || len(b) > maxMsg+callOverhead {
+				t.Fatalf("a request of %d bytes in a call of %d: not just over %d", n, len(b), maxMsg)
+			}
+			before := s.node.calls.Load()
+			c.write(frame(frameCall, 1, b))
+			checkFailure(t, c.failure(1), servables.InvalidInput, codes.ResourceExhausted, "max_body_bytes", "b")
+			if n := s.node.calls.Load() - before; n != 0 {
+				t.Fatalf("the Local ran a request over MaxMessageBytes")
+			}
+			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(2), "b")
+		}},
 		{"a truncated frame, then EOF", func(t *testing.T, c *rawConn) {
 			b := frame(frameCall, 1, callPayload(t, sumRequest(t)))
 			c.write(b[:len(b)-5])
