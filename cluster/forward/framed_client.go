@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -91,8 +90,12 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 	got := make([]byte, len(preface))
 	if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, preface) {
 		_ = conn.Close()
-		if cfg == nil && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err)) {
-			return nil, errNotFramed // a gRPC-only server drops a connection that opens so
+		if cfg == nil && err == nil {
+			// A gRPC-only server answers with its HTTP/2 SETTINGS frame
+			// (and waits for an HTTP/2 preface). A connection dropped
+			// without an answer is a peer stopping or dying, not one
+			// that does not speak the transport.
+			return nil, errNotFramed
 		}
 		if err == nil {
 			err = errFrame
@@ -104,9 +107,6 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 	go c.read(r)
 	return c, nil
 }
-
-// isReset reports whether err is a connection reset by the peer.
-func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 // usable reports whether the connection takes new calls.
 func (c *clientConn) usable() bool {

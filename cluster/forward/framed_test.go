@@ -123,6 +123,41 @@ func TestFallbackToGRPC(t *testing.T) {
 	}
 }
 
+// TestDroppedConnectionIsNotGRPC: a peer that drops a new connection
+// after the client's preface is a node stopping or dying (a gRPC-only
+// node answers the preface with its HTTP/2 SETTINGS, and waits): the
+// call fails Unavailable, and the peer is not taken for a gRPC-only one,
+// which would cost it the framed transport once it is back.
+func TestDroppedConnectionIsNotGRPC(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() { _ = ln.Close() }()
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.ReadFull(nc, make([]byte, len(preface)))
+			_ = nc.Close()
+		}
+	})
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	peer := Peer{Name: "dying", Addr: ln.Addr().String()}
+	_, err = c.Forward(testCtx(t), []Peer{peer}, sumRequest(t))
+	if k := servables.KindOf(err); k != servables.Unavailable {
+		t.Fatalf("a peer that drops the connection: %v (kind %v), want unavailable", err, k)
+	}
+	if poolOf(t, c, peer.Addr).grpcOnly.Load() {
+		t.Fatal("a peer that dropped a connection is taken for a gRPC-only one")
+	}
+}
+
 // holder is a Local that computes, except for requests whose configs
 // name a "hold" key: those are announced on entered, then wait for
 // release(key) (or their context) before computing.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,14 +92,14 @@ func FuzzServerFrames(f *testing.F) {
 		}
 		for {
 			h, err := readFrameHeader(r)
-			if errors.Is(err, io.EOF) || isReset(err) {
+			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 				break
 			}
 			if err != nil {
 				t.Fatalf("reading the server's frames: %v (a hang if a timeout)", err)
 			}
 			b, err := readPayload(r, h, fuzzMaxMsg<<4)
-			if isReset(err) { // the server closed with input unread
+			if errors.Is(err, syscall.ECONNRESET) { // the server closed with input unread
 				break
 			}
 			if err != nil {
