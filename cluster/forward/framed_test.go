@@ -63,20 +63,7 @@ func startGRPCOnly(t *testing.T, name string, fn func(context.Context, Forwarded
 	}
 	gs := grpcserver.New(grpcserver.Options{TLS: tlsc, RequireClientCert: tlsc != nil, InTapHandle: srv.tap, WindowBytes: WindowBytes})
 	forwardpb.RegisterForwardServer(gs, srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &started{peer: Peer{Name: name, Addr: ln.Addr().String()}, srv: srv, node: n, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		_ = gs.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-s.done
-	})
-	return s
+	return serveLoopback(t, n, srv, gs.Serve, gs.Stop)
 }
 
 // TestFallbackToGRPC: a peer that serves only gRPC (a node of a version
@@ -790,116 +777,64 @@ func answerFrame(t testing.TB, id uint64, call *forwardpb.Call, wrong bool) []by
 // protocol fails the calls concerned with a clear kind, never panics or
 // hangs.
 func TestClientRobustness(t *testing.T) {
-	t.Run("an answer for an unknown call", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			id, call, ok := c.readCall()
-			if !ok {
-				return
+	// failsWith checks a failure of kind saying what.
+	failsWith := func(kind servables.Kind, what string) func(*testing.T, Answer, error) {
+		return func(t *testing.T, _ Answer, err error) {
+			t.Helper()
+			if k := servables.KindOf(err); err == nil || k != kind || !strings.Contains(err.Error(), what) {
+				t.Fatalf("%v (kind %v), want %v saying %q", err, k, kind, what)
 			}
-			c.write(answerFrame(t, id+100, call, true))
-			c.write(answerFrame(t, id, call, false))
-			_, _ = io.Copy(io.Discard, c.r)
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		a, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if err != nil {
-			t.Fatal(err)
 		}
-		checkSums(t, a, "fake")
-	})
-	t.Run("a malformed answer", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			id, _, ok := c.readCall()
-			if !ok {
-				return
+	}
+	for _, tc := range []struct {
+		name string
+		// reply is what the fake peer writes after the call (id); nil: it
+		// closes the connection.
+		reply func(t *testing.T, id uint64, call *forwardpb.Call) []byte
+		check func(t *testing.T, a Answer, err error)
+	}{
+		{"an answer for an unknown call", func(t *testing.T, id uint64, call *forwardpb.Call) []byte {
+			return concat(answerFrame(t, id+100, call, true), answerFrame(t, id, call, false))
+		}, func(t *testing.T, a Answer, err error) {
+			if err != nil {
+				t.Fatal(err)
 			}
-			c.write(frame(frameAnswer, id, []byte{0x1a, 0xff, 0xff})) // outputs: a length past the end
-			_, _ = io.Copy(io.Discard, c.r)
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); k != servables.Execution || !strings.Contains(err.Error(), "malformed answer") {
-			t.Fatalf("a malformed answer: %v (kind %v), want execution saying malformed answer", err, k)
-		}
-	})
-	t.Run("a malformed failure", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			id, _, ok := c.readCall()
-			if !ok {
-				return
-			}
-			c.write(frame(frameFailure, id, []byte{0x0a, 0x05, 'x'}))
-			_, _ = io.Copy(io.Discard, c.r)
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); k != servables.Execution || !strings.Contains(err.Error(), "malformed failure") {
-			t.Fatalf("a malformed failure: %v (kind %v), want execution saying malformed failure", err, k)
-		}
-	})
-	t.Run("a failure without kind or code", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			id, _, ok := c.readCall()
-			if !ok {
-				return
-			}
-			c.write(frame(frameFailure, id, nil))
-			_, _ = io.Copy(io.Discard, c.r)
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); err == nil || k != servables.Execution || !strings.Contains(err.Error(), "malformed failure") {
-			t.Fatalf("an empty failure: %v (kind %v), want execution saying malformed failure", err, k)
-		}
-	})
-	t.Run("an unknown frame type", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			if _, _, ok := c.readCall(); !ok {
-				return
-			}
-			c.write(frame(42, 0, nil))
-			_, _ = io.Copy(io.Discard, c.r)
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); k != servables.Unavailable || !strings.Contains(err.Error(), "frame type 42") {
-			t.Fatalf("an unknown frame type: %v (kind %v), want unavailable naming frame type 42", err, k)
-		}
-	})
-	t.Run("an answer over the limit", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			id, _, ok := c.readCall()
-			if !ok {
-				return
-			}
+			checkSums(t, a, "fake")
+		}},
+		{"a malformed answer", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameAnswer, id, []byte{0x1a, 0xff, 0xff}) // outputs: a length past the end
+		}, failsWith(servables.Execution, "malformed answer")},
+		{"a malformed failure", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameFailure, id, []byte{0x0a, 0x05, 'x'})
+		}, failsWith(servables.Execution, "malformed failure")},
+		{"a failure without kind or code", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameFailure, id, nil)
+		}, failsWith(servables.Execution, "malformed failure")},
+		{"an unknown frame type", func(_ *testing.T, _ uint64, _ *forwardpb.Call) []byte {
+			return frame(42, 0, nil)
+		}, failsWith(servables.Unavailable, "frame type 42")},
+		{"an answer over the limit", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
 			b := make([]byte, frameHeaderLen)
 			putFrameHeader(b, frameHeader{length: maxAnswerBytes + 1, typ: frameAnswer, id: id})
-			c.write(b)
-			_, _ = io.Copy(io.Discard, c.r)
+			return b
+		}, failsWith(servables.Unavailable, "more than")},
+		{"the connection ends", nil, failsWith(servables.Unavailable, "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				id, call, ok := c.readCall()
+				if !ok || tc.reply == nil {
+					return
+				}
+				c.write(tc.reply(t, id, call))
+				_, _ = io.Copy(io.Discard, c.r) // until the Client closes
+			})
+			c := NewClient(ClientOptions{})
+			defer c.Close()
+			a, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
+			tc.check(t, a, err)
 		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); k != servables.Unavailable || !strings.Contains(err.Error(), "more than") {
-			t.Fatalf("an answer over the limit: %v (kind %v), want unavailable", err, k)
-		}
-	})
-	t.Run("the connection ends", func(t *testing.T) {
-		fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
-			c.readCall()
-		})
-		c := NewClient(ClientOptions{})
-		defer c.Close()
-		_, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
-		if k := servables.KindOf(err); k != servables.Unavailable {
-			t.Fatalf("a connection closed by the server: %v (kind %v), want unavailable", err, k)
-		}
-	})
+	}
 	t.Run("goaway", func(t *testing.T) {
 		var calls [2]atomic.Int64 // by connection
 		closed := make(chan struct{})
