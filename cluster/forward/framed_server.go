@@ -212,18 +212,24 @@ func (c *serverConn) serve() {
 		}
 		switch h.typ {
 		case frameCall:
-			if int64(h.length) > int64(c.s.maxMsg)+callOverhead {
+			// The peer is admitted before its message is read, as gRPC's
+			// tap does: a refused one cannot make this node buffer it.
+			from, f := c.s.admit(c.cert, predictMethod)
+			if f == nil && int64(h.length) > int64(c.s.maxMsg)+callOverhead {
+				f = tooLarge()
+			}
+			if f != nil {
+				c.answer(h.id, nil, f)
 				if skipPayload(c.r, h) != nil {
 					return
 				}
-				c.answer(h.id, nil, tooLarge())
 				continue
 			}
 			b, err := readPayload(c.r, h, int(h.length))
 			if err != nil {
 				return
 			}
-			c.start(h.id, b)
+			c.start(h.id, b, from)
 		case frameCancel:
 			c.mu.Lock()
 			cancel := c.calls[h.id]
@@ -251,8 +257,9 @@ func tooLarge() *failure {
 	return &failure{codes.ResourceExhausted, servables.InvalidInput, "the request is larger than the serving node's max_body_bytes"}
 }
 
-// start runs the call id whose payload is b on a goroutine of its own.
-func (c *serverConn) start(id uint64, b []byte) {
+// start runs the call id whose payload is b, from the member named from
+// ("" for a peer without a certificate), on a goroutine of its own.
+func (c *serverConn) start(id uint64, b []byte, from string) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
 		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
@@ -278,7 +285,7 @@ func (c *serverConn) start(id uint64, b []byte) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		resp, f := c.run(ctx, &call)
+		resp, f := c.run(ctx, &call, from)
 		cancel()
 		c.mu.Lock()
 		delete(c.calls, id)
@@ -287,15 +294,12 @@ func (c *serverConn) start(id uint64, b []byte) {
 	}()
 }
 
-// run admits and serves one call, in its server span.
-func (c *serverConn) run(ctx context.Context, call *forwardpb.Call) (*forwardpb.PredictResponse, *failure) {
+// run serves one admitted call from the member named from, in its
+// server span.
+func (c *serverConn) run(ctx context.Context, call *forwardpb.Call, from string) (*forwardpb.PredictResponse, *failure) {
 	req := call.GetRequest()
 	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
-	from, f := c.s.admit(c.cert, predictMethod)
-	var resp *forwardpb.PredictResponse
-	if f == nil {
-		resp, f = c.s.serve(ctx, req, from)
-	}
+	resp, f := c.s.serve(ctx, req, from)
 	if f != nil {
 		tracing.EndCall(span, status.New(f.code, f.msg))
 	} else {

@@ -453,12 +453,31 @@ type rawConn struct {
 
 func dialRaw(t testing.TB, addr string) *rawConn {
 	t.Helper()
+	return dialRawTLS(t, addr, nil)
+}
+
+// dialRawTLS is dialRaw over TLS with cfg (offering the framed
+// transport's ALPN); nil: plaintext.
+func dialRawTLS(t testing.TB, addr string, cfg *tls.Config) *rawConn {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if cfg != nil {
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{ALPN}
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != ALPN {
+			t.Fatalf("TLS handshake: %v, protocol %q", err, tc.ConnectionState().NegotiatedProtocol)
+		}
+		nc = tc
+	}
 	c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
 	c.write(preface)
 	got := make([]byte, len(preface))
@@ -686,6 +705,30 @@ func TestServerProtocolAbuse(t *testing.T) {
 		close(stopped)
 	}()
 	await(t, testCtx(t), stopped, "GracefulStop")
+}
+
+// TestAdmittedBeforeTheMessage: as over gRPC (grpcserver's tap), a
+// peer's certificate is checked before its call's message is read: a
+// node that is no member is refused on the frame's header, its payload
+// skipped unread, so it cannot make the server buffer large messages.
+func TestAdmittedBeforeTheMessage(t *testing.T) {
+	p := newPKI(t)
+	b := p.start(t, "b", compute, "a", "b")
+	c := dialRawTLS(t, b.peer.Addr, p.clientTLS(t, "mallory"))
+	payload := callPayload(t, sumRequest(t))
+	hdr := frame(frameCall, 1, payload)[:frameHeaderLen]
+	c.write(hdr) // the header alone: the payload is not sent yet
+	checkFailure(t, c.failure(1), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	c.write(payload)
+	c.write(frame(frameCall, 2, payload))
+	checkFailure(t, c.failure(2), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	if n := b.node.calls.Load(); n != 0 {
+		t.Fatalf("the Local ran %d calls of a non-member", n)
+	}
+	// A member on the same port is served.
+	a := dialRawTLS(t, b.peer.Addr, p.clientTLS(t, "a"))
+	a.write(frame(frameCall, 1, payload))
+	checkSums(t, a.answer(1), "b")
 }
 
 // fakePeer is a framed server the test writes byte by byte: each
