@@ -119,7 +119,7 @@ func (c *clientConn) usable() bool {
 // The error is a transport failure (Unavailable) or ctx's; a peer's
 // answer (success or Failure) is the frame returned.
 func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, error) {
-	b, err := appendFrame(frameCall, 0, m)
+	b, err := appendFrame(frameCall, 0, m, maxFrameLen)
 	if err != nil {
 		return frameResult{}, servables.NewError(servables.Execution, "encoding the forwarded request: "+err.Error())
 	}
@@ -177,7 +177,7 @@ func (c *clientConn) forget(id uint64) bool {
 
 // cancel tells the server the caller gave up call id (best effort).
 func (c *clientConn) cancel(id uint64) {
-	b, _ := appendFrame(frameCancel, id, nil)
+	b, _ := appendFrame(frameCancel, id, nil, 0)
 	c.wmu.Lock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	_, err := c.nc.Write(b)

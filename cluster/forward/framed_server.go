@@ -314,13 +314,13 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 	var b []byte
 	var err error
 	if f != nil {
-		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg})
+		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg}, maxAnswerBytes)
 	} else {
-		b, err = appendFrame(frameAnswer, id, resp)
+		b, err = appendFrame(frameAnswer, id, resp, maxAnswerBytes) // a Client receives no more
 	}
 	if err != nil {
 		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
-			Message: "encoding the answer: " + err.Error()})
+			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes)
 	}
 	c.wmu.Lock()
 	_, err = c.nc.Write(b)
@@ -341,7 +341,7 @@ func (c *serverConn) goaway() {
 	}
 	c.goneWay = true
 	c.mu.Unlock()
-	b, _ := appendFrame(frameGoaway, 0, nil)
+	b, _ := appendFrame(frameGoaway, 0, nil, 0)
 	c.wmu.Lock()
 	_, err := c.nc.Write(b)
 	c.wmu.Unlock()

@@ -976,3 +976,26 @@ func TestFramedTrace(t *testing.T) {
 		t.Errorf("the Local's context carries span %v, want the server span %v", sc.SpanID(), s.SpanContext().SpanID())
 	}
 }
+
+// TestFrameLimit: a message longer than the limit (a Client receives
+// answers up to maxAnswerBytes; a header says at most 4 GiB) is refused
+// when the frame is made, not sent with a length its reader refuses or
+// that does not fit the header.
+func TestFrameLimit(t *testing.T) {
+	a, err := compute(context.Background(), ForwardedRequest{Request: sumRequest(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := encodeAnswer(&a, "b")
+	n := proto.Size(m)
+	b, err := appendFrame(frameAnswer, 3, m, n)
+	if err != nil || len(b) != frameHeaderLen+n {
+		t.Fatalf("a message of %d bytes at a limit of %d: %d bytes, %v", n, n, len(b), err)
+	}
+	if h, err := readFrameHeader(bufio.NewReader(bytes.NewReader(b))); err != nil || h != (frameHeader{length: uint32(n), typ: frameAnswer, id: 3}) {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	if _, err := appendFrame(frameAnswer, 3, m, n-1); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
+	}
+}
