@@ -158,6 +158,8 @@ fuzz: deps
 	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzParseSince FuzzDecode; do \
 	  $(GO) test ./logging/audit -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for f in FuzzServerFrames FuzzClientFrames; do \
+	  $(GO) test ./cluster/forward -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./api/deeprec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.

@@ -175,3 +175,11 @@ func TestLeadHandsOverReading(t *testing.T) {
 		t.Fatalf("%d peers", got)
 	}
 }
+
+// asyncFunc makes a function an AsyncLocal whose done runs on a goroutine
+// of its own, as the model actor's does.
+type asyncFunc struct{ LocalFunc }
+
+func (f asyncFunc) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
+	go func() { done(f.LocalFunc(ctx, req)) }()
+}

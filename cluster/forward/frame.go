@@ -38,6 +38,9 @@ var preface = []byte("GROVEFWD\x01")
 // frameHeaderLen is the size of a frame's header.
 const frameHeaderLen = 13
 
+// maxFrameLen is the longest payload a frame's header can say.
+const maxFrameLen = 1<<32 - 1
+
 // The frame types.
 const (
 	// frameCall carries a Call, from the forwarding node.
@@ -99,11 +102,15 @@ func skipPayload(r *bufio.Reader, h frameHeader) error {
 }
 
 // appendFrame returns a frame of type typ and call id with m (nil: empty)
-// as its payload, in one buffer with room for nothing else.
-func appendFrame(typ byte, id uint64, m proto.Message) ([]byte, error) {
+// as its payload, in one buffer with room for nothing else; a payload
+// longer than limit bytes (at most maxFrameLen) is an error.
+func appendFrame(typ byte, id uint64, m proto.Message, limit int) ([]byte, error) {
 	n := 0
 	if m != nil {
 		n = proto.Size(m)
+	}
+	if most := min(int64(limit), maxFrameLen); int64(n) > most {
+		return nil, fmt.Errorf("a message of %d bytes, more than the %d bytes a frame may carry", n, most)
 	}
 	b := make([]byte, frameHeaderLen, frameHeaderLen+n)
 	if m != nil {

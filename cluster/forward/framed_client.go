@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -105,8 +104,12 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 	got := make([]byte, len(preface))
 	if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, preface) {
 		_ = conn.Close()
-		if cfg == nil && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err)) {
-			return nil, errNotFramed // a gRPC-only server drops a connection that opens so
+		if cfg == nil && err == nil {
+			// A gRPC-only server answers with its HTTP/2 SETTINGS frame
+			// (and waits for an HTTP/2 preface). A connection dropped
+			// without an answer is a peer stopping or dying, not one
+			// that does not speak the transport.
+			return nil, errNotFramed
 		}
 		if err == nil {
 			err = errFrame
@@ -116,9 +119,6 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 	_ = nc.SetDeadline(time.Time{})
 	return &clientConn{nc: conn, r: r, maxAnswer: maxAnswer, waiting: map[uint64]chan frameResult{}}, nil
 }
-
-// isReset reports whether err is a connection reset by the peer.
-func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 // usable reports whether the connection takes new calls.
 func (c *clientConn) usable() bool {
@@ -131,7 +131,7 @@ func (c *clientConn) usable() bool {
 // The error is a transport failure (Unavailable) or ctx's; a peer's
 // answer (success or Failure) is the frame returned.
 func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, error) {
-	b, err := appendFrame(frameCall, 0, m)
+	b, err := appendFrame(frameCall, 0, m, maxFrameLen)
 	if err != nil {
 		return frameResult{}, servables.NewError(servables.Execution, "encoding the forwarded request: "+err.Error())
 	}
@@ -286,7 +286,7 @@ func (c *clientConn) forget(id uint64) bool {
 
 // cancel tells the server the caller gave up call id (best effort).
 func (c *clientConn) cancel(id uint64) {
-	b, _ := appendFrame(frameCancel, id, nil)
+	b, _ := appendFrame(frameCancel, id, nil, 0)
 	c.wmu.Lock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	_, err := c.nc.Write(b)
@@ -351,6 +351,7 @@ func (c *clientConn) fail(err error) {
 	waiting := c.waiting
 	c.waiting = map[uint64]chan frameResult{}
 	c.closed = true
+	c.reading = false // nobody reads an ended connection; it takes no calls
 	c.mu.Unlock()
 	_ = c.nc.Close()
 	for _, ch := range waiting {
@@ -460,6 +461,10 @@ func decodeFramed(p Peer, r frameResult) (Answer, error) {
 		}
 		if f.GetNode() != "" {
 			e.Node = f.GetNode()
+		}
+		if e.Kind == servables.OK { // neither kind nor code: a failure must say what failed
+			e.Kind, e.Code = servables.Execution, codes.Internal
+			e.Message = fmt.Sprintf("malformed failure: no kind and code OK (message %q)", f.GetMessage())
 		}
 		return Answer{}, e
 	}

@@ -212,19 +212,24 @@ func (c *serverConn) serve() {
 		}
 		switch h.typ {
 		case frameCall:
-			if int64(h.length) > int64(c.s.maxMsg)+callOverhead {
+			// The peer is admitted before its message is read, as gRPC's
+			// tap does: a refused one cannot make this node buffer it.
+			from, f := c.s.admit(c.cert, predictMethod)
+			if f == nil && int64(h.length) > int64(c.s.maxMsg)+callOverhead {
+				f = tooLarge()
+			}
+			if f != nil {
+				c.answer(h.id, nil, f)
 				if skipPayload(c.r, h) != nil {
 					return
 				}
-				c.answer(h.id, nil, &failure{codes.ResourceExhausted, servables.InvalidInput,
-					"the request is larger than the serving node's max_body_bytes"})
 				continue
 			}
 			b, err := readPayload(c.r, h, int(h.length))
 			if err != nil {
 				return
 			}
-			c.start(h.id, b)
+			c.start(h.id, b, from)
 		case frameCancel:
 			c.mu.Lock()
 			cancel := c.calls[h.id]
@@ -246,13 +251,27 @@ func (c *serverConn) serve() {
 // own fields (deadline, trace context) and the request's tag and length.
 const callOverhead = 1 << 10
 
-// start runs the call id whose payload is b: handed to the Local's
+// tooLarge is the failure of a call whose request is larger than
+// MaxMessageBytes, as gRPC refuses it.
+func tooLarge() *failure {
+	return &failure{codes.ResourceExhausted, servables.InvalidInput, "the request is larger than the serving node's max_body_bytes"}
+}
+
+// start runs the call id whose payload is b, from the member named from
+// ("" for a peer without a certificate): handed to the Local's
 // PredictAsync when it has one, whose done writes the answer, else on a
 // goroutine of its own. Either way the reader goes on reading.
-func (c *serverConn) start(id uint64, b []byte) {
+func (c *serverConn) start(id uint64, b []byte, from string) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
 		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
+		return
+	}
+	// The frame was let through up to callOverhead over the limit; the
+	// request itself is bounded as gRPC bounds it (measured only when the
+	// whole call is over the limit).
+	if len(b) > c.s.maxMsg && proto.Size(call.GetRequest()) > c.s.maxMsg {
+		c.answer(id, nil, tooLarge())
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.s.base, time.Duration(call.GetTimeoutNanos()))
@@ -283,21 +302,10 @@ func (c *serverConn) start(id uint64, b []byte) {
 	}
 	al, async := c.s.local.(AsyncLocal)
 	if !async {
-		go func() {
-			from, f := c.s.admit(c.cert, predictMethod)
-			var resp *forwardpb.PredictResponse
-			if f == nil {
-				resp, f = c.s.serve(ctx, req, from)
-			}
-			finish(resp, f)
-		}()
+		go func() { finish(c.s.serve(ctx, req, from)) }()
 		return
 	}
-	from, f := c.s.admit(c.cert, predictMethod)
-	var fr ForwardedRequest
-	if f == nil {
-		ctx, fr, f = c.s.prepare(ctx, req, from)
-	}
+	ctx, fr, f := c.s.prepare(ctx, req, from)
 	if f != nil {
 		finish(nil, f)
 		return
@@ -311,13 +319,13 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 	var b []byte
 	var err error
 	if f != nil {
-		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg})
+		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg}, maxAnswerBytes)
 	} else {
-		b, err = appendFrame(frameAnswer, id, resp)
+		b, err = appendFrame(frameAnswer, id, resp, maxAnswerBytes) // a Client receives no more
 	}
 	if err != nil {
 		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
-			Message: "encoding the answer: " + err.Error()})
+			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes)
 	}
 	c.wmu.Lock()
 	_, err = c.nc.Write(b)
@@ -338,7 +346,7 @@ func (c *serverConn) goaway() {
 	}
 	c.goneWay = true
 	c.mu.Unlock()
-	b, _ := appendFrame(frameGoaway, 0, nil)
+	b, _ := appendFrame(frameGoaway, 0, nil, 0)
 	c.wmu.Lock()
 	_, err := c.nc.Write(b)
 	c.wmu.Unlock()

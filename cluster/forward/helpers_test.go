@@ -174,21 +174,28 @@ func start(t testing.TB, name string, fn func(context.Context, ForwardedRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveLoopback(t, n, srv, srv.Serve, srv.Stop)
+}
+
+// serveLoopback serves node n's srv with serve on 127.0.0.1 at a free
+// port; the test's end stops it with stop.
+func serveLoopback(t testing.TB, n *node, srv *Server, serve func(net.Listener) error, stop func()) *started {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &started{peer: Peer{Name: name, Addr: ln.Addr().String()}, srv: srv, node: n, done: make(chan struct{})}
+	s := &started{peer: Peer{Name: n.name, Addr: ln.Addr().String()}, srv: srv, node: n, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		_ = srv.Serve(ln)
+		_ = serve(ln)
 	}()
 	t.Cleanup(func() {
-		srv.Stop()
+		stop()
 		select {
 		case <-s.done:
 		case <-time.After(5 * time.Second):
-			t.Errorf("server %s did not stop", name)
+			t.Errorf("server %s did not stop", n.name)
 		}
 	})
 	return s

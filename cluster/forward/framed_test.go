@@ -1,0 +1,1001 @@
+package forward
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/cluster/forward/forwardpb"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/tracing"
+)
+
+// poolOf is c's pool of connections to addr; the test fails if it has none.
+func poolOf(t testing.TB, c *Client, addr string) *pool {
+	t.Helper()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	pl := c.pools[addr]
+	if pl == nil {
+		t.Fatalf("the Client has no connections to %s", addr)
+	}
+	return pl
+}
+
+// framedConns is the number of framed connections s serves now.
+func framedConns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// startGRPCOnly serves node name as a Grove before the framed transport
+// did: its Server's Forward service registered on a plain grpcserver,
+// served on its own listener, not through Server.Serve's mux. tlsc nil
+// serves plaintext to unauthenticated peers; otherwise mTLS, the
+// Server's tap admitting members.
+func startGRPCOnly(t *testing.T, name string, fn func(context.Context, ForwardedRequest) (Answer, error), tlsc *tls.Config) *started {
+	t.Helper()
+	n := &node{name: name, fn: fn}
+	srv, err := NewServer(n, ServerOptions{Node: name, TLS: tlsc, AllowUnauthenticatedPeers: tlsc == nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpcserver.New(grpcserver.Options{TLS: tlsc, RequireClientCert: tlsc != nil, InTapHandle: srv.tap, WindowBytes: WindowBytes})
+	forwardpb.RegisterForwardServer(gs, srv)
+	return serveLoopback(t, n, srv, gs.Serve, gs.Stop)
+}
+
+// TestFallbackToGRPC: a peer that serves only gRPC (a node of a version
+// before the framed transport, during a rolling upgrade) is called over
+// gRPC, and from then on only over gRPC.
+func TestFallbackToGRPC(t *testing.T) {
+	p := newPKI(t)
+	for _, tc := range []struct {
+		name   string
+		server *tls.Config
+		client *Client
+	}{
+		{"plaintext", nil, nil},
+		{"mTLS", p.serverTLS(t, "old"), p.client(t, "a", ClientOptions{})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := startGRPCOnly(t, "old", compute, tc.server)
+			c := tc.client
+			if c == nil {
+				c = NewClient(ClientOptions{})
+				defer c.Close()
+			}
+			for i := range 3 {
+				a, err := c.Forward(testCtx(t), []Peer{old.peer}, sumRequest(t))
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				checkSums(t, a, "old")
+				if !poolOf(t, c, old.peer.Addr).grpcOnly.Load() {
+					t.Fatalf("request %d: the pool of a gRPC-only peer is not marked grpcOnly", i)
+				}
+			}
+			if n := old.node.calls.Load(); n != 3 {
+				t.Fatalf("the old node ran %d requests, want 3", n)
+			}
+			if tc.server != nil {
+				old.node.mu.Lock()
+				defer old.node.mu.Unlock()
+				if old.node.last.Peer != "a" {
+					t.Fatalf("peer %q, want a (its certificate's name, admitted by the tap)", old.node.last.Peer)
+				}
+			}
+		})
+	}
+}
+
+// TestDroppedConnectionIsNotGRPC: a peer that drops a new connection
+// after the client's preface is a node stopping or dying (a gRPC-only
+// node answers the preface with its HTTP/2 SETTINGS, and waits): the
+// call fails Unavailable, and the peer is not taken for a gRPC-only one,
+// which would cost it the framed transport once it is back.
+func TestDroppedConnectionIsNotGRPC(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() { _ = ln.Close() }()
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.ReadFull(nc, make([]byte, len(preface)))
+			_ = nc.Close()
+		}
+	})
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	peer := Peer{Name: "dying", Addr: ln.Addr().String()}
+	_, err = c.Forward(testCtx(t), []Peer{peer}, sumRequest(t))
+	if k := servables.KindOf(err); k != servables.Unavailable {
+		t.Fatalf("a peer that drops the connection: %v (kind %v), want unavailable", err, k)
+	}
+	if poolOf(t, c, peer.Addr).grpcOnly.Load() {
+		t.Fatal("a peer that dropped a connection is taken for a gRPC-only one")
+	}
+}
+
+// holder is a Local that computes, except for requests whose configs
+// name a "hold" key: those are announced on entered, then wait for
+// release(key) (or their context) before computing.
+type holder struct {
+	entered chan string
+	mu      sync.Mutex
+	gates   map[string]chan struct{}
+}
+
+func newHolder() *holder {
+	return &holder{entered: make(chan string), gates: map[string]chan struct{}{}}
+}
+
+func (h *holder) gate(key string) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.gates[key]
+	if g == nil {
+		g = make(chan struct{})
+		h.gates[key] = g
+	}
+	return g
+}
+
+func (h *holder) local(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	if key := req.Configs["hold"]; key != "" {
+		g := h.gate(key)
+		h.entered <- key
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return Answer{}, ctx.Err()
+		}
+	}
+	return compute(ctx, req)
+}
+
+// release lets the request held as key go on.
+func (h *holder) release(key string) { close(h.gate(key)) }
+
+// held waits until the request held as key has reached the Local.
+func (h *holder) held(t testing.TB, ctx context.Context, key string) {
+	t.Helper()
+	if got := await(t, ctx, h.entered, "request "+key+" to reach the Local"); got != key {
+		t.Fatalf("request %s reached the Local, want %s", got, key)
+	}
+}
+
+// heldRequest is sumRequest held by a holder as key.
+func heldRequest(t testing.TB, key string) Request {
+	r := sumRequest(t)
+	r.Configs = map[string]string{"hold": key}
+	return r
+}
+
+// result is the outcome of a Forward run on a goroutine.
+type result struct {
+	a   Answer
+	err error
+}
+
+// forwardAsync runs c.Forward on a goroutine; its outcome arrives on the
+// channel returned.
+func forwardAsync(ctx context.Context, c *Client, peers []Peer, req Request) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		a, err := c.Forward(ctx, peers, req)
+		ch <- result{a, err}
+	}()
+	return ch
+}
+
+// await receives from ch, failing the test when ctx ends first.
+func await[T any](t testing.TB, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// TestBothTransportsOnePort: the peer port serves gRPC (a node of a
+// version before the framed transport, a probe) and the framed transport
+// side by side.
+func TestBothTransportsOnePort(t *testing.T) {
+	p := newPKI(t)
+	h := newHolder()
+	b := p.start(t, "b", h.local, "a", "b")
+	ctx := testCtx(t)
+
+	cc, err := grpc.NewClient(b.peer.Addr, grpc.WithTransportCredentials(credentials.NewTLS(p.clientTLS(t, "a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	req := sumRequest(t)
+	resp, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req))
+	if err != nil {
+		t.Fatalf("gRPC Predict on the peer port: %v", err)
+	}
+	a, err := decodeAnswer(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "b")
+	b.node.mu.Lock()
+	if b.node.last.Peer != "a" {
+		t.Errorf("gRPC call from peer %q, want a", b.node.last.Peer)
+	}
+	b.node.mu.Unlock()
+	hc, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health on the peer port: %v, %v", hc, err)
+	}
+	if n := framedConns(b.srv); n != 0 {
+		t.Fatalf("%d framed connections after gRPC calls only", n)
+	}
+
+	// A Client's call on the same port goes over the framed transport:
+	// while it is held, the server has a framed connection.
+	c := p.client(t, "a", ClientOptions{})
+	res := forwardAsync(ctx, c, []Peer{b.peer}, heldRequest(t, "framed"))
+	h.held(t, ctx, "framed")
+	if n := framedConns(b.srv); n != 1 {
+		t.Fatalf("%d framed connections during a Client's call, want 1", n)
+	}
+	h.release("framed")
+	r := await(t, ctx, res, "the framed call's answer")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkSums(t, r.a, "b")
+	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
+		t.Fatal("the Client fell back to gRPC on a port that serves the framed transport")
+	}
+	// gRPC still answers beside the framed connection.
+	if _, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req)); err != nil {
+		t.Fatalf("gRPC Predict beside a framed connection: %v", err)
+	}
+}
+
+// goawayWatch is a listener whose connections report, on goaway, when a
+// goaway frame has been written to them (plaintext only).
+type goawayWatch struct {
+	net.Listener
+	goaway chan struct{}
+	once   sync.Once
+}
+
+func (l *goawayWatch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &goawayConn{Conn: c, l: l}, nil
+}
+
+type goawayConn struct {
+	net.Conn
+	l *goawayWatch
+}
+
+func (c *goawayConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if len(b) == frameHeaderLen && b[4] == frameGoaway && err == nil {
+		c.l.once.Do(func() { close(c.l.goaway) })
+	}
+	return n, err
+}
+
+// TestGracefulStop: a server stopping gracefully answers the calls in
+// flight, tells its clients goaway so that their new calls go elsewhere,
+// and returns once the calls are answered.
+func TestGracefulStop(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHolder()
+	n := &node{name: "b", fn: h.local}
+	srv, err := NewServer(n, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := &goawayWatch{Listener: ln, goaway: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(watch) }()
+	t.Cleanup(srv.Stop)
+	b := Peer{Name: "b", Addr: ln.Addr().String()}
+	hd := newHolder()
+	d := start(t, "d", hd.local, ServerOptions{AllowUnauthenticatedPeers: true})
+
+	// Rand 0: of b and d, b is drawn first and taken unless d has fewer
+	// requests in flight (Pick).
+	c := NewClient(ClientOptions{Rand: func(int) int { return 0 }})
+	defer c.Close()
+	first := forwardAsync(ctx, c, []Peer{b}, heldRequest(t, "first"))
+	h.held(t, ctx, "first")
+	second := forwardAsync(ctx, c, []Peer{b}, heldRequest(t, "second"))
+	h.held(t, ctx, "second")
+
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	await(t, ctx, watch.goaway, "b to write goaway")
+	// The second call's answer follows the goaway on the connection: once
+	// the Client has it, it has read the goaway.
+	h.release("second")
+	r := await(t, ctx, second, "the second call's answer")
+	if r.err != nil {
+		t.Fatalf("a call in flight when GracefulStop began: %v", r.err)
+	}
+	checkSums(t, r.a, "b")
+
+	// New calls do not reach b: alone, b is Unavailable; with d, d
+	// answers (d holding a request too, b and d tie and b is tried first).
+	_, err = c.Forward(ctx, []Peer{b}, sumRequest(t))
+	if k := servables.KindOf(err); k != servables.Unavailable {
+		t.Fatalf("a call to b after its goaway: %v (kind %v), want unavailable", err, k)
+	}
+	onD := forwardAsync(ctx, c, []Peer{d.peer}, heldRequest(t, "on d"))
+	hd.held(t, ctx, "on d")
+	if lb, ld := c.InFlight(b.Addr), c.InFlight(d.peer.Addr); lb != ld {
+		t.Fatalf("in flight: %d to b, %d to d, want a tie", lb, ld)
+	}
+	a, err := c.Forward(ctx, []Peer{b, d.peer}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("a call to b or d after b's goaway: %v", err)
+	}
+	checkSums(t, a, "d")
+	hd.release("on d")
+	if r := await(t, ctx, onD, "d's held call"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := n.calls.Load(); got != 2 {
+		t.Fatalf("b ran %d calls, want the 2 sent before its goaway", got)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with a call in flight")
+	default:
+	}
+
+	h.release("first")
+	r = await(t, ctx, first, "the first call's answer")
+	if r.err != nil {
+		t.Fatalf("a call in flight when GracefulStop began: %v", r.err)
+	}
+	checkSums(t, r.a, "b")
+	await(t, ctx, stopped, "GracefulStop to return after the last call was answered")
+	if err := await(t, ctx, served, "Serve to return"); err != nil {
+		t.Fatalf("Serve returned %v after GracefulStop, want nil", err)
+	}
+}
+
+// TestCancel: a caller that gives up cancels the call on the serving
+// node, and gets a Canceled error at once.
+func TestCancel(t *testing.T) {
+	p := newPKI(t)
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	b := p.start(t, "b", func(ctx context.Context, _ ForwardedRequest) (Answer, error) {
+		close(entered)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return Answer{}, ctx.Err()
+	})
+	c := p.client(t, "a", ClientOptions{})
+	bound := testCtx(t)
+	// The call's own deadline is far beyond the test's bound: only the
+	// cancellation can end the server's context in time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := forwardAsync(ctx, c, []Peer{b.peer}, sumRequest(t))
+	await(t, bound, entered, "the call to reach b")
+	cancel()
+	cancelled := time.Now()
+	r := await(t, bound, res, "the cancelled call to return")
+	if el := time.Since(cancelled); el > time.Second {
+		t.Errorf("the cancelled call returned %v after its cancellation", el)
+	}
+	if k := servables.KindOf(r.err); k != servables.Canceled {
+		t.Fatalf("a cancelled call: %v (kind %v), want canceled", r.err, k)
+	}
+	if err := await(t, bound, ended, "the server's context to end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the server's context ended with %v, want context.Canceled", err)
+	}
+	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
+		t.Fatal("the call went over gRPC")
+	}
+}
+
+// rawConn is a plaintext framed connection the test writes and reads
+// frame by frame; every read and write is bounded by a 10 s deadline.
+type rawConn struct {
+	t  testing.TB
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func dialRaw(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	return dialRawTLS(t, addr, nil)
+}
+
+// dialRawTLS is dialRaw over TLS with cfg (offering the framed
+// transport's ALPN); nil: plaintext.
+func dialRawTLS(t testing.TB, addr string, cfg *tls.Config) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if cfg != nil {
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{ALPN}
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != ALPN {
+			t.Fatalf("TLS handshake: %v, protocol %q", err, tc.ConnectionState().NegotiatedProtocol)
+		}
+		nc = tc
+	}
+	c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
+	c.write(preface)
+	got := make([]byte, len(preface))
+	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, preface) {
+		t.Fatalf("the server's preface: %q, %v", got, err)
+	}
+	return c
+}
+
+// write writes b; a failure is reported (Errorf: fake peers write from
+// goroutines of their own) and the reads that follow fail.
+func (c *rawConn) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Errorf("writing to the peer: %v", err)
+	}
+}
+
+// frame is a frame's bytes: a header of type typ, call id and payload's
+// length, then payload.
+func frame(typ byte, id uint64, payload []byte) []byte {
+	b := make([]byte, frameHeaderLen, frameHeaderLen+len(payload))
+	putFrameHeader(b, frameHeader{length: uint32(len(payload)), typ: typ, id: id})
+	return append(b, payload...)
+}
+
+// callPayload is the payload of a Call frame carrying req, with a 10 s
+// timeout.
+func callPayload(t testing.TB, req Request) []byte {
+	t.Helper()
+	b, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(10 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// next reads the next frame.
+func (c *rawConn) next() (frameHeader, []byte) {
+	c.t.Helper()
+	h, err := readFrameHeader(c.r)
+	if err != nil {
+		c.t.Fatalf("reading a frame: %v", err)
+	}
+	b, err := readPayload(c.r, h, 64<<20)
+	if err != nil {
+		c.t.Fatalf("reading a frame's payload: %v", err)
+	}
+	return h, b
+}
+
+// answer reads the answer of call id.
+func (c *rawConn) answer(id uint64) Answer {
+	c.t.Helper()
+	h, b := c.next()
+	if h.typ != frameAnswer || h.id != id {
+		c.t.Fatalf("frame type %d for call %d, want an answer (%d) for call %d: %q", h.typ, h.id, frameAnswer, id, b)
+	}
+	var m forwardpb.PredictResponse
+	if err := proto.Unmarshal(b, &m); err != nil {
+		c.t.Fatal(err)
+	}
+	a, err := decodeAnswer(&m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return a
+}
+
+// failure reads the Failure of call id.
+func (c *rawConn) failure(id uint64) *forwardpb.Failure {
+	c.t.Helper()
+	h, b := c.next()
+	if h.typ != frameFailure || h.id != id {
+		c.t.Fatalf("frame type %d for call %d, want a failure (%d) for call %d", h.typ, h.id, frameFailure, id)
+	}
+	var f forwardpb.Failure
+	if err := proto.Unmarshal(b, &f); err != nil {
+		c.t.Fatal(err)
+	}
+	return &f
+}
+
+// closedByServer checks that the server closes the connection, sending
+// nothing more.
+func (c *rawConn) closedByServer() {
+	c.t.Helper()
+	b, err := io.ReadAll(c.r)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		c.t.Fatalf("the server did not close the connection: %v", err)
+	}
+	if len(b) != 0 {
+		c.t.Fatalf("the server sent %q before closing", b)
+	}
+}
+
+// checkFailure checks that f is a failure of kind with code, its message
+// containing msg, from node.
+func checkFailure(t testing.TB, f *forwardpb.Failure, kind servables.Kind, code codes.Code, msg, node string) {
+	t.Helper()
+	if f.GetKind() != kind.String() || codes.Code(f.GetCode()) != code || !strings.Contains(f.GetMessage(), msg) || f.GetNode() != node {
+		t.Fatalf("failure %v, want kind %v, code %v, node %s, a message containing %q", f, kind, code, node, msg)
+	}
+}
+
+// TestServerProtocolAbuse feeds a framed server's connections with what
+// a broken or hostile peer could send: the server answers what it can
+// attribute to a call, closes connections it cannot trust, and keeps
+// serving every other connection.
+func TestServerProtocolAbuse(t *testing.T) {
+	const maxMsg = 64 << 10
+	h := newHolder()
+	s := start(t, "b", h.local, ServerOptions{AllowUnauthenticatedPeers: true, MaxMessageBytes: maxMsg})
+	// other is a connection opened before the abuse, checked after each case.
+	other := dialRaw(t, s.peer.Addr)
+	var otherID atomic.Uint64
+	stillServes := func(t *testing.T) {
+		t.Helper()
+		other.t = t
+		id := otherID.Add(1)
+		other.write(frame(frameCall, id, callPayload(t, sumRequest(t))))
+		checkSums(t, other.answer(id), "b")
+	}
+	for _, tc := range []struct {
+		name string
+		do   func(t *testing.T, c *rawConn)
+	}{
+		{"garbage after the preface", func(t *testing.T, c *rawConn) {
+			c.write([]byte("GET / HTTP/1.1\r\nHost: b\r\n\r\n"))
+			c.closedByServer()
+		}},
+		{"unknown frame type", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(1), "b")
+			c.write(frame(42, 2, []byte("x")))
+			c.closedByServer()
+		}},
+		{"an answer frame from the client", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameAnswer, 1, nil))
+			c.closedByServer()
+		}},
+		{"a call over MaxMessageBytes", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall, 1, make([]byte, maxMsg+callOverhead+1)))
+			checkFailure(t, c.failure(1), servables.InvalidInput, codes.ResourceExhausted, "max_body_bytes", "b")
+			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(2), "b")
+		}},
+		{"a request just over MaxMessageBytes", func(t *testing.T, c *rawConn) {
+			// The Call's own fields are few bytes: its frame is within what
+			// the server reads before deciding, its request is not.
+			req := sumRequest(t)
+			req.Inputs = []servables.Tensor{f32(t, "x", []int64{1, maxMsg / 4}, make([]float32, maxMsg/4)...)}
+			b := callPayload(t, req)
+			if n := proto.Size(encodeRequest(&req)); n <= maxMsg || len(b) > maxMsg+callOverhead {
+				t.Fatalf("a request of %d bytes in a call of %d: not just over %d", n, len(b), maxMsg)
+			}
+			before := s.node.calls.Load()
+			c.write(frame(frameCall, 1, b))
+			checkFailure(t, c.failure(1), servables.InvalidInput, codes.ResourceExhausted, "max_body_bytes", "b")
+			if n := s.node.calls.Load() - before; n != 0 {
+				t.Fatalf("the Local ran a request over MaxMessageBytes")
+			}
+			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(2), "b")
+		}},
+		{"a truncated frame, then EOF", func(t *testing.T, c *rawConn) {
+			b := frame(frameCall, 1, callPayload(t, sumRequest(t)))
+			c.write(b[:len(b)-5])
+			_ = c.nc.(*net.TCPConn).CloseWrite()
+			c.closedByServer()
+		}},
+		{"a truncated header, then EOF", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall, 1, nil)[:7])
+			_ = c.nc.(*net.TCPConn).CloseWrite()
+			c.closedByServer()
+		}},
+		{"a malformed call", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall, 1, []byte{0xff, 0xff, 0xff, 0xff}))
+			checkFailure(t, c.failure(1), servables.InvalidInput, codes.InvalidArgument, "malformed call", "b")
+			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(2), "b")
+		}},
+		{"a call whose request is invalid", func(t *testing.T, c *rawConn) {
+			req := sumRequest(t)
+			m := encodeRequest(&req)
+			m.Inputs[0].Shape = []int64{7, 7} // 49 floats, 6 sent
+			b, err := proto.Marshal(&forwardpb.Call{Request: m, TimeoutNanos: int64(10 * time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.write(frame(frameCall, 1, b))
+			checkFailure(t, c.failure(1), servables.InvalidInput, codes.InvalidArgument, `input 0 ("x")`, "b")
+		}},
+		{"a duplicate call id in flight", func(t *testing.T, c *rawConn) {
+			ctx := testCtx(t)
+			before := s.node.calls.Load()
+			c.write(frame(frameCall, 7, callPayload(t, heldRequest(t, "7"))))
+			h.held(t, ctx, "7")
+			c.write(frame(frameCall, 7, callPayload(t, sumRequest(t))))
+			checkFailure(t, c.failure(7), servables.InvalidInput, codes.InvalidArgument, "already in flight", "b")
+			h.release("7")
+			checkSums(t, c.answer(7), "b")
+			if n := s.node.calls.Load() - before; n != 1 {
+				t.Fatalf("the Local ran %d calls, want the first call 7 only", n)
+			}
+			// Its id free again, 7 can be used anew.
+			c.write(frame(frameCall, 7, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(7), "b")
+		}},
+		{"a cancel for no call", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCancel, 99, []byte("ignored")))
+			c.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			checkSums(t, c.answer(1), "b")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.do(t, dialRaw(t, s.peer.Addr))
+			stillServes(t)
+		})
+	}
+	// No connection is left hanging: a graceful stop ends them all.
+	stopped := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(stopped)
+	}()
+	await(t, testCtx(t), stopped, "GracefulStop")
+}
+
+// TestAdmittedBeforeTheMessage: as over gRPC (grpcserver's tap), a
+// peer's certificate is checked before its call's message is read: a
+// node that is no member is refused on the frame's header, its payload
+// skipped unread, so it cannot make the server buffer large messages.
+func TestAdmittedBeforeTheMessage(t *testing.T) {
+	p := newPKI(t)
+	b := p.start(t, "b", compute, "a", "b")
+	c := dialRawTLS(t, b.peer.Addr, p.clientTLS(t, "mallory"))
+	payload := callPayload(t, sumRequest(t))
+	hdr := frame(frameCall, 1, payload)[:frameHeaderLen]
+	c.write(hdr) // the header alone: the payload is not sent yet
+	checkFailure(t, c.failure(1), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	c.write(payload)
+	c.write(frame(frameCall, 2, payload))
+	checkFailure(t, c.failure(2), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	if n := b.node.calls.Load(); n != 0 {
+		t.Fatalf("the Local ran %d calls of a non-member", n)
+	}
+	// A member on the same port is served.
+	a := dialRawTLS(t, b.peer.Addr, p.clientTLS(t, "a"))
+	a.write(frame(frameCall, 1, payload))
+	checkSums(t, a.answer(1), "b")
+}
+
+// fakePeer is a framed server the test writes byte by byte: each
+// connection it accepts gets the preface exchange, then handle, given
+// the connection's number (from 0).
+func fakePeer(t *testing.T, handle func(t *testing.T, n int, c *rawConn)) Peer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer func() { _ = nc.Close() }()
+				_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+				c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
+				got := make([]byte, len(preface))
+				if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, preface) {
+					t.Errorf("the client's preface: %q, %v", got, err)
+					return
+				}
+				if _, err := nc.Write(preface); err != nil {
+					t.Error(err)
+					return
+				}
+				handle(t, n, c)
+			})
+		}
+	})
+	return Peer{Name: "fake", Addr: ln.Addr().String()}
+}
+
+// readCall reads the next frame, which must be a Call, and returns its id
+// and request; false at EOF (the client closed the connection) or after
+// reporting what was wrong.
+func (c *rawConn) readCall() (uint64, *forwardpb.Call, bool) {
+	h, err := readFrameHeader(c.r)
+	if err != nil {
+		if err != io.EOF {
+			c.t.Errorf("reading a call: %v", err)
+		}
+		return 0, nil, false
+	}
+	b, err := readPayload(c.r, h, 64<<20)
+	if err != nil || h.typ != frameCall {
+		c.t.Errorf("frame type %d (%v), want a call", h.typ, err)
+		return 0, nil, false
+	}
+	var m forwardpb.Call
+	if err := proto.Unmarshal(b, &m); err != nil {
+		c.t.Error(err)
+		return 0, nil, false
+	}
+	return h.id, &m, true
+}
+
+// answerFrame is an answer frame for call id: node's compute of the
+// call's request, or checksum "wrong" when wrong.
+func answerFrame(t testing.TB, id uint64, call *forwardpb.Call, wrong bool) []byte {
+	req, err := decodeRequest(call.GetRequest())
+	if err != nil {
+		t.Error(err)
+	}
+	a, err := compute(context.Background(), ForwardedRequest{Request: req})
+	if err != nil {
+		t.Error(err)
+	}
+	if wrong {
+		a.Checksum = "wrong"
+	}
+	b, err := proto.Marshal(encodeAnswer(&a, "fake"))
+	if err != nil {
+		t.Error(err)
+	}
+	return frame(frameAnswer, id, b)
+}
+
+// TestClientRobustness: a Client facing a server that breaks the framed
+// protocol fails the calls concerned with a clear kind, never panics or
+// hangs.
+func TestClientRobustness(t *testing.T) {
+	// failsWith checks a failure of kind saying what.
+	failsWith := func(kind servables.Kind, what string) func(*testing.T, Answer, error) {
+		return func(t *testing.T, _ Answer, err error) {
+			t.Helper()
+			if k := servables.KindOf(err); err == nil || k != kind || !strings.Contains(err.Error(), what) {
+				t.Fatalf("%v (kind %v), want %v saying %q", err, k, kind, what)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// reply is what the fake peer writes after the call (id); nil: it
+		// closes the connection.
+		reply func(t *testing.T, id uint64, call *forwardpb.Call) []byte
+		check func(t *testing.T, a Answer, err error)
+	}{
+		{"an answer for an unknown call", func(t *testing.T, id uint64, call *forwardpb.Call) []byte {
+			return concat(answerFrame(t, id+100, call, true), answerFrame(t, id, call, false))
+		}, func(t *testing.T, a Answer, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSums(t, a, "fake")
+		}},
+		{"a malformed answer", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameAnswer, id, []byte{0x1a, 0xff, 0xff}) // outputs: a length past the end
+		}, failsWith(servables.Execution, "malformed answer")},
+		{"a malformed failure", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameFailure, id, []byte{0x0a, 0x05, 'x'})
+		}, failsWith(servables.Execution, "malformed failure")},
+		{"a failure without kind or code", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameFailure, id, nil)
+		}, failsWith(servables.Execution, "malformed failure")},
+		{"an unknown frame type", func(_ *testing.T, _ uint64, _ *forwardpb.Call) []byte {
+			return frame(42, 0, nil)
+		}, failsWith(servables.Unavailable, "frame type 42")},
+		{"an answer over the limit", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			b := make([]byte, frameHeaderLen)
+			putFrameHeader(b, frameHeader{length: maxAnswerBytes + 1, typ: frameAnswer, id: id})
+			return b
+		}, failsWith(servables.Unavailable, "more than")},
+		{"the connection ends", nil, failsWith(servables.Unavailable, "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				id, call, ok := c.readCall()
+				if !ok || tc.reply == nil {
+					return
+				}
+				c.write(tc.reply(t, id, call))
+				_, _ = io.Copy(io.Discard, c.r) // until the Client closes
+			})
+			c := NewClient(ClientOptions{})
+			defer c.Close()
+			a, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
+			tc.check(t, a, err)
+		})
+	}
+	t.Run("goaway", func(t *testing.T) {
+		var calls [2]atomic.Int64 // by connection
+		closed := make(chan struct{})
+		fake := fakePeer(t, func(t *testing.T, n int, c *rawConn) {
+			for {
+				id, call, ok := c.readCall()
+				if !ok {
+					return
+				}
+				calls[min(n, 1)].Add(1)
+				if n == 0 {
+					// goaway before the answer: the Client has read it once
+					// it has the answer.
+					c.write(frame(frameGoaway, 0, nil))
+					c.write(answerFrame(t, id, call, false))
+					// Its last call answered, the Client closes the connection.
+					if _, err := c.r.ReadByte(); err != io.EOF {
+						t.Errorf("after goaway and the last answer, the client's connection gave %v, want EOF", err)
+					}
+					close(closed)
+					return
+				}
+				c.write(answerFrame(t, id, call, false))
+			}
+		})
+		c := NewClient(ClientOptions{})
+		defer c.Close()
+		ctx := testCtx(t)
+		for i := range 3 {
+			a, err := c.Forward(ctx, []Peer{fake}, sumRequest(t))
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			checkSums(t, a, "fake")
+		}
+		if c0, c1 := calls[0].Load(), calls[1].Load(); c0 != 1 || c1 != 2 {
+			t.Fatalf("calls by connection: %d then %d, want 1 on the first (which said goaway) and 2 on a new one", c0, c1)
+		}
+		await(t, ctx, closed, "the Client to close the connection that said goaway")
+	})
+}
+
+// TestFramedTrace: a framed call continues the forwarding node's trace,
+// in a server span named as the gRPC method's, with the request id.
+func TestFramedTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	var local atomic.Value // the span context the Local's ctx carries
+	b := start(t, "b", func(ctx context.Context, req ForwardedRequest) (Answer, error) {
+		local.Store(trace.SpanContextFromContext(ctx))
+		return compute(ctx, req)
+	}, ServerOptions{AllowUnauthenticatedPeers: true, TracerProvider: tp})
+
+	callerTP := sdktrace.NewTracerProvider()
+	defer func() { _ = callerTP.Shutdown(context.Background()) }()
+	ctx, caller := callerTP.Tracer("test").Start(testCtx(t), "caller")
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	a, err := c.Forward(ctx, []Peer{b.peer}, sumRequest(t))
+	caller.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "b")
+	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
+		t.Fatal("the call went over gRPC")
+	}
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "grove.cluster.v1.Forward/Predict" {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 1 {
+		t.Fatalf("%d server spans named grove.cluster.v1.Forward/Predict among %d, want 1", len(spans), len(rec.Ended()))
+	}
+	s := spans[0]
+	if s.SpanKind() != trace.SpanKindServer {
+		t.Errorf("span kind %v, want server", s.SpanKind())
+	}
+	if s.Parent().SpanID() != caller.SpanContext().SpanID() || s.SpanContext().TraceID() != caller.SpanContext().TraceID() {
+		t.Errorf("the server span (trace %v, parent %v) is not a child of the caller's span (trace %v, span %v)",
+			s.SpanContext().TraceID(), s.Parent().SpanID(), caller.SpanContext().TraceID(), caller.SpanContext().SpanID())
+	}
+	var rid string
+	for _, kv := range s.Attributes() {
+		if kv.Key == tracing.AttrRequestID {
+			rid = kv.Value.AsString()
+		}
+	}
+	if rid != "req-1" {
+		t.Errorf("request id attribute %q, want req-1 (%v)", rid, s.Attributes())
+	}
+	if sc, _ := local.Load().(trace.SpanContext); sc.SpanID() != s.SpanContext().SpanID() {
+		t.Errorf("the Local's context carries span %v, want the server span %v", sc.SpanID(), s.SpanContext().SpanID())
+	}
+}
+
+// TestFrameLimit: a message longer than the limit (a Client receives
+// answers up to maxAnswerBytes; a header says at most 4 GiB) is refused
+// when the frame is made, not sent with a length its reader refuses or
+// that does not fit the header.
+func TestFrameLimit(t *testing.T) {
+	a, err := compute(context.Background(), ForwardedRequest{Request: sumRequest(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := encodeAnswer(&a, "b")
+	n := proto.Size(m)
+	b, err := appendFrame(frameAnswer, 3, m, n)
+	if err != nil || len(b) != frameHeaderLen+n {
+		t.Fatalf("a message of %d bytes at a limit of %d: %d bytes, %v", n, n, len(b), err)
+	}
+	if h, err := readFrameHeader(bufio.NewReader(bytes.NewReader(b))); err != nil || h != (frameHeader{length: uint32(n), typ: frameAnswer, id: 3}) {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	if _, err := appendFrame(frameAnswer, 3, m, n-1); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
+	}
+}
