@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/groveml/grove/servables"
 )
@@ -182,4 +183,26 @@ type asyncFunc struct{ LocalFunc }
 
 func (f asyncFunc) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
 	go func() { done(f.LocalFunc(ctx, req)) }()
+}
+
+// TestGracefulStopIdleClient: a node that stops gracefully does not wait
+// long for a peer whose connection is idle: that peer reads nothing until
+// its next call (so it does not see the goaway and close), and the server
+// ends the connection goawayQuiet after its last call, not at some longer
+// grace (a drained node's exit waited a second per such peer).
+func TestGracefulStopIdleClient(t *testing.T) {
+	s := start(t, "b", compute, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.Close)
+	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, sumRequest(t)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.srv.GracefulStop()
+	if took := time.Since(start); took > 5*goawayQuiet {
+		t.Fatalf("GracefulStop took %v with one idle framed connection, want about %v", took, goawayQuiet)
+	}
+	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, sumRequest(t)); servables.KindOf(err) != servables.Unavailable {
+		t.Fatalf("a call to the stopped node: %v, want Unavailable", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -26,10 +27,12 @@ import (
 // handshakeTimeout bounds a new connection's TLS handshake and preface.
 const handshakeTimeout = 10 * time.Second
 
-// goawayGrace is how long a server that said goaway keeps reading a
-// connection whose client has not closed it: calls the client sent
-// before it read the goaway are still answered.
-const goawayGrace = time.Second
+// goawayQuiet is how long a server that said goaway keeps reading a
+// connection with no call in flight whose client has not closed it: calls
+// the client sent before it read the goaway are still answered. A client
+// that reads the goaway closes the connection as soon as its own calls
+// are answered; an idle one reads nothing until its next call.
+const goawayQuiet = 100 * time.Millisecond
 
 // predictMethod names the framed transport's one call in spans and logs,
 // as gRPC names it.
@@ -206,6 +209,14 @@ func (c *serverConn) serve() {
 		_ = c.nc.Close()
 	}()
 	for {
+		// Peek waits for a frame without taking any of it, so that the
+		// goaway's quiet deadline can end the wait and leave no frame cut.
+		if _, err := c.r.Peek(frameHeaderLen); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.stillBusy() {
+				continue
+			}
+			return
+		}
 		h, err := readFrameHeader(c.r)
 		if err != nil {
 			return
@@ -294,10 +305,11 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 			tracing.EndCall(span, nil)
 		}
 		cancel()
+		c.answer(id, resp, f)
 		c.mu.Lock()
 		delete(c.calls, id)
+		c.quietIfIdle()
 		c.mu.Unlock()
-		c.answer(id, resp, f)
 		c.wg.Done()
 	}
 	al, async := c.s.local.(AsyncLocal)
@@ -335,9 +347,9 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 	}
 }
 
-// goaway tells the client to send no new calls on the connection, and
-// stops reading it goawayGrace later if the client has not closed it by
-// then; the calls in flight are answered.
+// goaway tells the client to send no new calls on the connection; the
+// calls in flight are answered, and the connection ends goawayQuiet after
+// the last of them if the client has not closed it by then.
 func (c *serverConn) goaway() {
 	c.mu.Lock()
 	if c.goneWay {
@@ -354,7 +366,30 @@ func (c *serverConn) goaway() {
 		_ = c.nc.Close()
 		return
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(goawayGrace))
+	c.mu.Lock()
+	c.quietIfIdle()
+	c.mu.Unlock()
+}
+
+// quietIfIdle starts the quiet wait of a connection told goaway that has
+// no call in flight; c.mu is held.
+func (c *serverConn) quietIfIdle() {
+	if c.goneWay && len(c.calls) == 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(goawayQuiet))
+	}
+}
+
+// stillBusy reports, when the quiet deadline ended a wait for a frame,
+// whether calls are in flight again (they arrived meanwhile): the reader
+// then waits on, with no deadline until the last of them ends.
+func (c *serverConn) stillBusy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) == 0 {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	return true
 }
 
 // offerALPN returns c offering the framed transport's ALPN first, before
