@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -216,4 +217,67 @@ func (c *forwardCost) lines() []string {
 			fmtRate(c.FwdRate), fmtRate(c.LocalRate), c.C32Ratio))
 	}
 	return out
+}
+
+// forwardABWindow is the measured window of each target in a round of the
+// forwarding A/B (after a warm-up of a quarter of it).
+const forwardABWindow = 400 * time.Millisecond
+
+// forwardAB is the forwarding target measured interleaved: the three p50s
+// the target compares (grove-local and grove-fwd over HTTP, floor-grpc)
+// at batch 1, concurrency 1, in rounds of a short window on each in turn,
+// the order rotating each round, with the latencies of every round pooled
+// per target. The scenarios run one after the other for seconds each, and
+// the machine's background load moves a single scenario's p50 by 20 µs
+// from one to the next; interleaving gives all three the same load.
+type forwardAB struct {
+	Rounds       int           `json:"rounds"`
+	Window       time.Duration `json:"window_ns"`
+	LocalP50     time.Duration `json:"local_p50_ns"`
+	FwdP50       time.Duration `json:"fwd_p50_ns"`
+	FloorGRPCP50 time.Duration `json:"floor_grpc_p50_ns"`
+	AddedP50     time.Duration `json:"added_p50_ns"`
+	Target       time.Duration `json:"target_ns"`
+	// Samples are the requests pooled per target, Errors the failed ones
+	// (local, fwd, floor-grpc).
+	Samples [3]int `json:"samples"`
+	Errors  [3]int `json:"errors"`
+}
+
+// runForwardAB measures forwardAB on targets with o.forwardABRounds
+// rounds.
+func runForwardAB(ctx context.Context, targets map[string]*endpoint, row []float64, o options) *forwardAB {
+	servers := [3]string{serverGroveLocal, serverGroveFwd, serverFloorGRPC}
+	var lats [3][]time.Duration
+	ab := &forwardAB{Rounds: o.forwardABRounds, Window: forwardABWindow}
+	for round := range o.forwardABRounds {
+		for k := range servers {
+			i := (round + k) % len(servers)
+			res := runLoad(ctx, scenarioSpec(targets[servers[i]], row, 1, 1, forwardABWindow/4, forwardABWindow, o))
+			if ctx.Err() != nil {
+				return ab
+			}
+			lats[i] = append(lats[i], res.Latencies...)
+			ab.Errors[i] += res.Errors
+		}
+	}
+	p50 := func(i int) time.Duration {
+		slices.Sort(lats[i])
+		ab.Samples[i] = len(lats[i])
+		return percentile(lats[i], 50)
+	}
+	ab.LocalP50, ab.FwdP50, ab.FloorGRPCP50 = p50(0), p50(1), p50(2)
+	ab.AddedP50, ab.Target = ab.FwdP50-ab.LocalP50, ab.FloorGRPCP50+forwardTargetSlack
+	return ab
+}
+
+// lines are the forwarding A/B's lines of the report.
+func (ab *forwardAB) lines() []string {
+	verdict := "within"
+	if ab.AddedP50 > ab.Target {
+		verdict = "ABOVE"
+	}
+	return []string{fmt.Sprintf("Forwarding at batch 1, conc 1, interleaved (%d rounds of %v on each): p50 %s through a node that forwards vs %s on the node holding the model: %+.1f µs (target: at most the grpc-go floor's p50 %s + 50 µs = %s: %s; %d/%d/%d requests, %d/%d/%d errors)",
+		ab.Rounds, ab.Window, fmtDur(ab.FwdP50), fmtDur(ab.LocalP50), float64(ab.AddedP50)/float64(time.Microsecond),
+		fmtDur(ab.FloorGRPCP50), fmtDur(ab.Target), verdict, ab.Samples[0], ab.Samples[1], ab.Samples[2], ab.Errors[0], ab.Errors[1], ab.Errors[2])}
 }

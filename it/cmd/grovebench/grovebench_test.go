@@ -495,3 +495,36 @@ func TestForwardCost(t *testing.T) {
 		t.Errorf("without floor-fwd: %+v", c)
 	}
 }
+
+// TestRunForwardAB: the interleaved forwarding A/B pools every round's
+// latencies per target and compares the three p50s: a "forwarding node"
+// that takes 2 ms longer than the "local" one is reported 2 ms above, and
+// ABOVE the floor's p50 + 50 µs.
+func TestRunForwardAB(t *testing.T) {
+	answer := func(delay time.Duration) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			time.Sleep(delay) // the server's own time, measured by the load generator
+			_, _ = w.Write(floorAnswer)
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	targets := map[string]*endpoint{
+		serverGroveLocal: groveEndpointFor(serverGroveLocal, answer(0).URL),
+		serverGroveFwd:   groveEndpointFor(serverGroveFwd, answer(2*time.Millisecond).URL),
+		serverFloorGRPC:  groveEndpointFor(serverFloorGRPC, answer(0).URL),
+	}
+	ab := runForwardAB(context.Background(), targets, make([]float64, 64), options{forwardABRounds: 2, timeout: time.Second})
+	for i, n := range ab.Samples {
+		if n == 0 || ab.Errors[i] != 0 {
+			t.Fatalf("target %d: %d requests, %d errors", i, n, ab.Errors[i])
+		}
+	}
+	if ab.AddedP50 < 2*time.Millisecond || ab.AddedP50 > 10*time.Millisecond || ab.Target != ab.FloorGRPCP50+forwardTargetSlack {
+		t.Fatalf("A/B %+v: want about 2 ms added", ab)
+	}
+	if l := strings.Join(ab.lines(), "\n"); !strings.Contains(l, "ABOVE") || !strings.Contains(l, "2 rounds") {
+		t.Fatalf("lines: %s", l)
+	}
+}

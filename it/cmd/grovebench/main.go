@@ -132,6 +132,9 @@ type options struct {
 	// grpcGo drives the gRPC scenarios with grpc-go's client instead of
 	// rawGRPCClient.
 	grpcGo bool
+	// forwardABRounds is the rounds of the interleaved forwarding A/B
+	// (runForwardAB); 0 skips it.
+	forwardABRounds int
 	// The shadow scenario: the user stream's shapes (none: not run), the
 	// shadow load's shape and the rounds of the two phases.
 	shadowUsers    []shape
@@ -200,6 +203,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"pace the shadow scenario's user stream to this many requests per second in all (latency from the scheduled start); 0: closed loop")
 	fs.Int64Var(&o.memRequests, "memory-requests", 1_000_000, "requests of the memory scenario, after its warm-up")
 	fs.Int64Var(&o.memWarmup, "memory-warmup", 50_000, "warm-up requests of the memory scenario")
+	fs.IntVar(&o.forwardABRounds, "forward-ab-rounds", 8,
+		"rounds of the interleaved forwarding A/B (grove-local, grove-fwd and floor-grpc at b1c1, "+forwardABWindow.String()+" each per round) after the scenarios, when all three ran; 0 skips it")
 	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
 	grpcClient := fs.String("grpc-client", "raw",
 		"load generator of the gRPC scenarios: raw (one HTTP/2 connection per client, read and written in the client's goroutine, like h2load) or grpc-go (grpc-go's client)")
@@ -574,23 +579,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
-		spec := loadSpec{
-			url:       ep.url,
-			tlsConf:   ep.tlsConf,
-			headers:   ep.headers,
-			okMarker:  ep.okMarker,
-			errMarker: ep.errMarker,
-			batch:     s.Batch,
-			conc:      s.Conc,
-			warmup:    o.warmup,
-			duration:  o.duration,
-			timeout:   o.timeout,
-		}
-		if ep.grpc != nil {
-			spec.newCall = ep.grpc.caller(rows[0], s.Batch, o.timeout, o.grpcGo)
-		} else {
-			spec.body = ep.body(rows[0], s.Batch)
-		}
+		spec := scenarioSpec(ep, rows[0], s.Batch, s.Conc, o.warmup, o.duration, o)
 		cpuc := make(chan cpuUse, 1)
 		go func() { cpuc <- measureCPU(ctx, ep.pid, time.Now().Add(o.warmup), o.duration) }()
 		res := runLoad(ctx, spec)
@@ -620,6 +609,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 				logf("  prediction log: delivered %d, dropped %d, failed %d, buffered %d for %d requests sent (waited %v)",
 					st.Delivered, st.Dropped, st.Failed, st.Buffered, predLogSent, fmtDur(waited))
 			}
+		}
+	}
+	if o.forwardABRounds > 0 && targets[serverGroveLocal] != nil && targets[serverGroveFwd] != nil && targets[serverFloorGRPC] != nil {
+		logf("forwarding A/B: %d rounds of %v on each of grove-local, grove-fwd and floor-grpc at batch 1, concurrency 1", o.forwardABRounds, forwardABWindow)
+		rep.ForwardAB = runForwardAB(ctx, targets, rows[0], o)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		for _, l := range rep.ForwardAB.lines() {
+			logf("  %s", l)
 		}
 	}
 	for i := len(children) - 1; i >= 0; i-- {

@@ -34,6 +34,9 @@ type report struct {
 	TLS []tlsRatio `json:"tls,omitempty"`
 	// Forwarding compares grove-fwd with grove-local (nil when they did not run).
 	Forwarding *forwardCost `json:"forwarding,omitempty"`
+	// ForwardAB is the interleaved measurement of the forwarding target
+	// (nil when it did not run).
+	ForwardAB *forwardAB `json:"forward_ab,omitempty"`
 	// PredLog is the grove+log instance's prediction log (nil when it did not run).
 	PredLog *predLogReport `json:"prediction_log,omitempty"`
 	// Shadow is the shadow scenario (nil when it did not run).
@@ -329,6 +332,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	if r.Forwarding != nil {
 		for _, l := range r.Forwarding.lines() {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
+	}
+	if r.ForwardAB != nil {
+		for _, l := range r.ForwardAB.lines() {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
 	}

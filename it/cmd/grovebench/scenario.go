@@ -510,3 +510,16 @@ func clip(b []byte, n int) string {
 	}
 	return s
 }
+
+// scenarioSpec is the load of batch rows of row at concurrency conc on
+// ep, for warmup plus duration.
+func scenarioSpec(ep *endpoint, row []float64, batch, conc int, warmup, duration time.Duration, o options) loadSpec {
+	spec := loadSpec{url: ep.url, tlsConf: ep.tlsConf, headers: ep.headers, okMarker: ep.okMarker, errMarker: ep.errMarker,
+		batch: batch, conc: conc, warmup: warmup, duration: duration, timeout: o.timeout}
+	if ep.grpc != nil {
+		spec.newCall = ep.grpc.caller(row, batch, o.timeout, o.grpcGo)
+	} else {
+		spec.body = ep.body(row, batch)
+	}
+	return spec
+}
