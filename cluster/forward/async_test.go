@@ -3,7 +3,6 @@ package forward
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,7 +40,7 @@ func TestAsyncLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := serveOn(t, srv)
+		s := serveOn(t, n, srv)
 		c := NewClient(ClientOptions{})
 		t.Cleanup(c.Close)
 		var wg sync.WaitGroup
@@ -70,23 +69,11 @@ func TestAsyncLocal(t *testing.T) {
 	}
 }
 
-// serveOn serves srv on 127.0.0.1 at a free port until the test ends.
-func serveOn(t *testing.T, srv *Server) Peer {
+// serveOn serves srv, whose Local is n, on 127.0.0.1 at a free port
+// until the test ends.
+func serveOn(t *testing.T, n *asyncNode, srv *Server) Peer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return Peer{Name: "b", Addr: ln.Addr().String()}
+	return serveLoopback(t, n.node, srv, srv.Serve, srv.Stop).peer
 }
 
 // TestLeadHandsOverReading: on one framed connection, the call that
