@@ -153,6 +153,17 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 	c.mu.Unlock()
 	putFrameHeader(b, frameHeader{length: uint32(len(b) - frameHeaderLen), typ: frameCall, id: id})
 	c.wmu.Lock()
+	if err := ctx.Err(); err != nil {
+		// It ended before its turn to write (or before the call): its
+		// deadline, set as the write's, would fail the write, and a failed
+		// write ends the connection for every call on it.
+		c.wmu.Unlock()
+		c.forget(id)
+		if lead {
+			c.handOver()
+		}
+		return frameResult{}, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetWriteDeadline(dl)
 	}

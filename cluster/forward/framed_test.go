@@ -999,3 +999,48 @@ func TestFrameLimit(t *testing.T) {
 		t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
 	}
 }
+
+// TestExpiredCallKeepsTheConnection: a call whose context ended before it
+// was written (its deadline passed while it waited for its turn to write,
+// or before it was made) fails with its context's error without writing,
+// and the connection goes on serving the other calls: its deadline, set
+// as the write's, no longer fails the write and ends the connection.
+func TestExpiredCallKeepsTheConnection(t *testing.T) {
+	var conns atomic.Int64
+	fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+		conns.Add(1)
+		for {
+			id, call, ok := c.readCall()
+			if !ok {
+				return
+			}
+			c.write(answerFrame(t, id, call, false))
+		}
+	})
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	ctx := testCtx(t)
+	a, err := c.Forward(ctx, []Peer{fake}, sumRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "fake")
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := c.Forward(expired, []Peer{fake}, sumRequest(t)); servables.KindOf(err) != servables.DeadlineExceeded {
+		t.Fatalf("a call past its deadline: %v, want DeadlineExceeded", err)
+	}
+	canceled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := c.Forward(canceled, []Peer{fake}, sumRequest(t)); servables.KindOf(err) != servables.Canceled {
+		t.Fatalf("a canceled call: %v, want Canceled", err)
+	}
+	a, err = c.Forward(ctx, []Peer{fake}, sumRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "fake")
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections were opened, want 1: the calls that ended before they were written ended the connection", n)
+	}
+}
