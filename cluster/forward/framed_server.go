@@ -219,7 +219,7 @@ func (c *serverConn) serve() {
 				f = tooLarge()
 			}
 			if f != nil {
-				c.answer(h.id, nil, f)
+				c.answer(h.id, nil, f, time.Time{})
 				if skipPayload(c.r, h) != nil {
 					return
 				}
@@ -264,22 +264,23 @@ func tooLarge() *failure {
 func (c *serverConn) start(id uint64, b []byte, from string) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
-		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
+		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()}, time.Time{})
 		return
 	}
 	// The frame was let through up to callOverhead over the limit; the
 	// request itself is bounded as gRPC bounds it (measured only when the
 	// whole call is over the limit).
 	if len(b) > c.s.maxMsg && proto.Size(call.GetRequest()) > c.s.maxMsg {
-		c.answer(id, nil, tooLarge())
+		c.answer(id, nil, tooLarge(), time.Time{})
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.s.base, time.Duration(call.GetTimeoutNanos()))
+	by, _ := ctx.Deadline()
 	c.mu.Lock()
 	if _, dup := c.calls[id]; dup {
 		c.mu.Unlock()
 		cancel()
-		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "a call id already in flight"})
+		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "a call id already in flight"}, time.Time{})
 		return
 	}
 	c.calls[id] = cancel
@@ -297,7 +298,7 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 		c.mu.Lock()
 		delete(c.calls, id)
 		c.mu.Unlock()
-		c.answer(id, resp, f)
+		c.answer(id, resp, f, by)
 		c.wg.Done()
 	}
 	al, async := c.s.local.(AsyncLocal)
@@ -313,9 +314,9 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	al.PredictAsync(ctx, fr, func(a Answer, err error) { finish(c.s.outcome(a, err)) })
 }
 
-// answer writes the answer of call id: resp, or f when it failed. A
-// connection that cannot be written is closed, which ends its reader.
-func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failure) {
+// answer writes the answer of call id: resp, or f when it failed, by the
+// call's deadline (zero: none; see write).
+func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failure, by time.Time) {
 	var b []byte
 	var err error
 	if f != nil {
@@ -327,12 +328,30 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
 			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes)
 	}
+	_ = c.write(b, by)
+}
+
+// writeGrace is the least time a peer gets to take a frame the server
+// writes, past the call's deadline when it has one.
+const writeGrace = time.Second
+
+// write writes frame b, giving up at by (at least writeGrace from now):
+// answers are written by the goroutine that has them (the model actor's,
+// on an AsyncLocal), which a peer that stops reading must not hold for
+// longer than its call could wait, nor GracefulStop forever. A connection
+// that cannot be written is closed, which ends its reader.
+func (c *serverConn) write(b []byte, by time.Time) error {
+	if least := time.Now().Add(writeGrace); by.Before(least) {
+		by = least
+	}
 	c.wmu.Lock()
-	_, err = c.nc.Write(b)
+	_ = c.nc.SetWriteDeadline(by)
+	_, err := c.nc.Write(b)
 	c.wmu.Unlock()
 	if err != nil {
 		_ = c.nc.Close()
 	}
+	return err
 }
 
 // goaway tells the client to send no new calls on the connection, and
@@ -347,11 +366,7 @@ func (c *serverConn) goaway() {
 	c.goneWay = true
 	c.mu.Unlock()
 	b, _ := appendFrame(frameGoaway, 0, nil, 0)
-	c.wmu.Lock()
-	_, err := c.nc.Write(b)
-	c.wmu.Unlock()
-	if err != nil {
-		_ = c.nc.Close()
+	if c.write(b, time.Time{}) != nil {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(goawayGrace))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -1043,4 +1044,68 @@ func TestExpiredCallKeepsTheConnection(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections were opened, want 1: the calls that ended before they were written ended the connection", n)
 	}
+}
+
+// TestStalledPeer: a peer that stops reading its connection holds the
+// goroutines that write its answers (an AsyncLocal's: the model actor's)
+// no longer than its calls' deadline, and GracefulStop returns: the
+// serving node then closes the connection.
+func TestStalledPeer(t *testing.T) {
+	const calls = 32
+	local := &gatedAsync{calls: calls, all: make(chan struct{}), returned: make(chan struct{}, calls)}
+	srv, err := NewServer(local, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := serveOn(t, srv)
+	raw := dialRaw(t, b.Addr)
+	// Answers of 1 MiB each, 32 MiB in all: more than the sockets buffer.
+	big, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", 1<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sumRequest(t)
+	req.Inputs = []servables.Tensor{big}
+	payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(500 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint64(calls) {
+		raw.write(frame(frameCall, id+1, payload)) // and never read
+	}
+	ctx := testCtx(t)
+	for i := range calls {
+		await(t, ctx, local.returned, fmt.Sprintf("answer %d's writer to return (%d returned)", i+1, i))
+	}
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	await(t, ctx, stopped, "GracefulStop")
+}
+
+// gatedAsync is an AsyncLocal that answers (compute) once calls calls
+// have arrived, each on a goroutine of its own, and reports on returned
+// when done has returned (the answer written, or given up).
+type gatedAsync struct {
+	calls    int64
+	arrived  atomic.Int64
+	all      chan struct{}
+	returned chan struct{}
+}
+
+func (g *gatedAsync) Predict(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	return compute(ctx, req)
+}
+
+func (g *gatedAsync) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
+	if g.arrived.Add(1) == g.calls {
+		close(g.all)
+	}
+	go func() {
+		<-g.all
+		done(compute(ctx, req))
+		g.returned <- struct{}{}
+	}()
 }
