@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -199,15 +200,22 @@ type serverConn struct {
 }
 
 // serve reads frames until the connection ends, then waits for the calls
-// in flight and closes it.
+// in flight and closes it. A connection that ends otherwise than by
+// goaway's grace (the client closed it or went away, broke the protocol,
+// or an answer could not be written) cancels its calls, as gRPC cancels a
+// closed connection's streams: nobody can take their answers.
 func (c *serverConn) serve() {
+	var end error
 	defer func() {
+		if !errors.Is(end, os.ErrDeadlineExceeded) || !c.wentAway() {
+			c.cancelAll()
+		}
 		c.wg.Wait()
 		_ = c.nc.Close()
 	}()
 	for {
 		h, err := readFrameHeader(c.r)
-		if err != nil {
+		if end = err; err != nil {
 			return
 		}
 		switch h.typ {
@@ -220,13 +228,13 @@ func (c *serverConn) serve() {
 			}
 			if f != nil {
 				c.answer(h.id, nil, f, time.Time{})
-				if skipPayload(c.r, h) != nil {
+				if end = skipPayload(c.r, h); end != nil {
 					return
 				}
 				continue
 			}
 			b, err := readPayload(c.r, h, int(h.length))
-			if err != nil {
+			if end = err; err != nil {
 				return
 			}
 			c.start(h.id, b, from)
@@ -237,13 +245,29 @@ func (c *serverConn) serve() {
 			if cancel != nil {
 				cancel()
 			}
-			if skipPayload(c.r, h) != nil {
+			if end = skipPayload(c.r, h); end != nil {
 				return
 			}
 		default:
 			c.s.log.Warn("forward: a peer broke the framed protocol; closing its connection", "remote", c.peer.Addr.String(), "frame_type", h.typ)
 			return
 		}
+	}
+}
+
+// wentAway reports whether the connection was told goaway.
+func (c *serverConn) wentAway() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goneWay
+}
+
+// cancelAll cancels the calls in flight.
+func (c *serverConn) cancelAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.calls {
+		cancel()
 	}
 }
 

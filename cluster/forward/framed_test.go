@@ -1109,3 +1109,30 @@ func (g *gatedAsync) PredictAsync(ctx context.Context, req ForwardedRequest, don
 		g.returned <- struct{}{}
 	}()
 }
+
+// TestClosedConnectionCancelsCalls: a framed connection that its client
+// closes cancels the calls in flight on it, as gRPC cancels a closed
+// connection's streams.
+func TestClosedConnectionCancelsCalls(t *testing.T) {
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	b := start(t, "b", func(ctx context.Context, _ ForwardedRequest) (Answer, error) {
+		close(entered)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return Answer{}, ctx.Err()
+	}, ServerOptions{AllowUnauthenticatedPeers: true})
+	raw := dialRaw(t, b.peer.Addr)
+	req := sumRequest(t)
+	payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.write(frame(frameCall, 1, payload))
+	ctx := testCtx(t)
+	await(t, ctx, entered, "the call to reach the Local")
+	_ = raw.nc.Close()
+	if err := await(t, ctx, ended, "the call's context to end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call's context ended with %v, want context.Canceled", err)
+	}
+}
