@@ -52,11 +52,21 @@ func (s *Server) Serve(ln net.Listener) error {
 	grpcDone := make(chan error, 1)
 	go func() { grpcDone <- s.gs.Serve(grpcLn) }()
 	var err error
+	var pause time.Duration
 	for {
 		var nc net.Conn
 		if nc, err = ln.Accept(); err != nil {
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				// Out of file descriptors, say: wait and go on, as gRPC's
+				// and net/http's Serve do.
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				s.log.Warn("forward: accepting a peer's connection failed; retrying", "err", err, "pause", pause)
+				time.Sleep(pause)
+				continue
+			}
 			break
 		}
+		pause = 0
 		go s.classify(nc, grpcLn)
 	}
 	s.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
@@ -1135,4 +1137,59 @@ func TestClosedConnectionCancelsCalls(t *testing.T) {
 	if err := await(t, ctx, ended, "the call's context to end"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the call's context ended with %v, want context.Canceled", err)
 	}
+}
+
+// TestServeSurvivesTemporaryAcceptErrors: a temporary error from Accept
+// (out of file descriptors) does not end Serve, as it did not end gRPC's
+// Serve, which served the peer port before: both transports go on
+// serving.
+func TestServeSurvivesTemporaryAcceptErrors(t *testing.T) {
+	n := &node{name: "b", fn: compute}
+	srv, err := NewServer(n, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveLoopback(t, n, srv, func(ln net.Listener) error { return srv.Serve(&flakyListener{Listener: ln, fails: 3}) }, srv.Stop)
+	b := s.peer
+	ctx := testCtx(t)
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	a, err := c.Forward(ctx, []Peer{b}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("a framed call after temporary accept errors: %v", err)
+	}
+	checkSums(t, a, "b")
+	cc, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	req := sumRequest(t)
+	if _, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req)); err != nil {
+		t.Fatalf("a gRPC call after temporary accept errors: %v", err)
+	}
+	select {
+	case <-s.done:
+		t.Fatal("Serve returned")
+	default:
+	}
+}
+
+// flakyListener fails its first fails Accepts with EMFILE, a temporary
+// error.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.fails > 0
+	l.fails--
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
 }
