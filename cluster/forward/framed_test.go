@@ -1193,3 +1193,47 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 	}
 	return l.Listener.Accept()
 }
+
+// TestStalledAnswerEndsAtTheDeadline: a call whose peer stalls within an
+// answer (a frame cut short, the rest never sent) returns at its
+// deadline, whether it reads the connection itself (an answer that fits
+// the read buffer) or leaves it to a readLoop (a longer one).
+func TestStalledAnswerEndsAtTheDeadline(t *testing.T) {
+	for _, size := range []int{2, 64 << 10} {
+		t.Run(fmt.Sprintf("answer of %d bytes", size), func(t *testing.T) {
+			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				id, call, ok := c.readCall()
+				if !ok {
+					return
+				}
+				b := answerFrame(t, id, call, false)
+				c.write(b[:len(b)-1]) // all but its last byte, then nothing
+				_, _ = io.Copy(io.Discard, c.r)
+			})
+			c := NewClient(ClientOptions{})
+			defer c.Close()
+			s, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", size)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := sumRequest(t)
+			req.Inputs = []servables.Tensor{s}
+			ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
+			defer cancel()
+			_, err = c.Forward(ctx, []Peer{fake}, req)
+			late := time.Since(deadlineOf(ctx))
+			if k := servables.KindOf(err); k != servables.DeadlineExceeded {
+				t.Fatalf("a stalled answer: %v (kind %v), want DeadlineExceeded", err, k)
+			}
+			if late > time.Second {
+				t.Fatalf("the call returned %v after its deadline", late)
+			}
+		})
+	}
+}
+
+// deadlineOf is ctx's deadline.
+func deadlineOf(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
+}
