@@ -181,15 +181,29 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 		go func() { done(s.Predict(ctx, req)) }()
 		return
 	}
+	// done runs once, as Predict returns once: with the batch's results
+	// (its model's answer, or its expiry at the deadline, counted as
+	// runUnlogged counts it), or with the caller's cancellation or the
+	// actors' stop, which leave the request to its model unclaimed, as
+	// runUnlogged does, so that the model counts what it does with it.
+	var replied atomic.Bool
 	var mu sync.Mutex // the ends below are set before either can be used
 	var ends [2]func() bool
-	b.onReply = func(res []Result) {
+	reply := func(a forward.Answer, err error) {
+		if !replied.CompareAndSwap(false, true) {
+			return
+		}
 		mu.Lock()
 		for _, stop := range ends {
 			stop()
 		}
 		mu.Unlock()
-		done(forwardedAnswer(req, res[0]))
+		done(a, err)
+	}
+	b.onReply = func(res []Result) {
+		if !replied.Load() {
+			reply(forwardedAnswer(req, res[0]))
+		}
 	}
 	mu.Lock()
 	ends[0] = context.AfterFunc(ctx, func() {
@@ -197,9 +211,9 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 			b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
 			return
 		}
-		b.abandon(ctx.Err())
+		reply(forward.Answer{}, ctx.Err())
 	})
-	ends[1] = context.AfterFunc(s.stoppedCtx, func() { b.abandon(ErrStopped) })
+	ends[1] = context.AfterFunc(s.stoppedCtx, func() { reply(forward.Answer{}, ErrStopped) })
 	mu.Unlock()
 	s.serveAlone(b)
 }

@@ -236,3 +236,83 @@ func once2[T any](ch chan T) *T {
 		return nil
 	}
 }
+
+// TestPredictAsyncCountsLikePredict: a forwarded request whose caller
+// goes away while its model runs it is counted where the model ran, in
+// grove_model_requests_total, whichever transport brought it: the
+// framed one's PredictAsync leaves it to its model as the gRPC one's
+// Predict does, instead of claiming it uncounted.
+func TestPredictAsyncCountsLikePredict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("slow/", "", "")), map[string]faultySpec{"slow/": {DelayMs: 1000}})
+		defer w.stop()
+		w.settle()
+		req := func(api string) forward.ForwardedRequest {
+			return forward.ForwardedRequest{Request: forward.Request{ModelPath: "slow/", Inputs: scalar(t, 1), RequestID: "r",
+				Priority: forward.User, API: api}, Peer: "n2"}
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := w.sys.Predict(ctx, req("grpc"))
+			errc <- err
+		}()
+		synctest.Wait() // the model runs it
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Predict, canceled: %v, want context.Canceled", err)
+		}
+
+		actx, acancel := context.WithCancel(context.Background())
+		got := make(chan error, 2) // a second answer would be seen below
+		w.sys.PredictAsync(actx, req("framed"), func(_ forward.Answer, err error) { got <- err })
+		synctest.Wait()
+		acancel()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("PredictAsync, canceled: %v, want context.Canceled", err)
+			}
+		default:
+			t.Fatal("PredictAsync did not answer its canceled caller at once")
+		}
+
+		time.Sleep(2 * time.Second) // both runs end
+		synctest.Wait()
+		if len(got) != 0 {
+			t.Fatalf("PredictAsync answered twice: then %v", <-got)
+		}
+		byGRPC, byFramed := requestsCounted(t, w, "grpc"), requestsCounted(t, w, "framed")
+		if byGRPC != 1 || byFramed != byGRPC {
+			t.Fatalf("grove_model_requests_total of slow/: %v by Predict, %v by PredictAsync; want 1 each", byGRPC, byFramed)
+		}
+	})
+}
+
+// requestsCounted is grove_model_requests_total of model slow/ under api,
+// over every outcome.
+func requestsCounted(t *testing.T, w *world, api string) float64 {
+	t.Helper()
+	fams, err := w.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range fams {
+		if f.GetName() != "grove_model_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["api"] == api && labels["model"] == "slow/" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}

@@ -125,18 +125,6 @@ func (b *batch) finish() {
 	}
 }
 
-// abandon answers every item nobody answered yet with err, counting
-// nothing: the caller went away (canceled) or the actors stopped, as a
-// caller that stops waiting leaves them.
-func (b *batch) abandon(err error) {
-	for i := range b.reqs {
-		if b.claim(i) {
-			b.results[i].Err = err
-			b.finish()
-		}
-	}
-}
-
 // fail answers a single-request call (System.Score) with err for the
 // whole call, unless its item was answered already.
 func (b *batch) fail(err error) {

@@ -40,7 +40,7 @@ func TestAsyncLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := serveOn(t, n, srv)
+		s := serveOn(t, srv)
 		c := NewClient(ClientOptions{})
 		t.Cleanup(c.Close)
 		var wg sync.WaitGroup
@@ -69,11 +69,11 @@ func TestAsyncLocal(t *testing.T) {
 	}
 }
 
-// serveOn serves srv, whose Local is n, on 127.0.0.1 at a free port
+// serveOn serves srv, a node named "b", on 127.0.0.1 at a free port
 // until the test ends.
-func serveOn(t *testing.T, n *asyncNode, srv *Server) Peer {
+func serveOn(t *testing.T, srv *Server) Peer {
 	t.Helper()
-	return serveLoopback(t, n.node, srv, srv.Serve, srv.Stop).peer
+	return serveLoopback(t, &node{name: "b"}, srv, srv.Serve, srv.Stop).peer
 }
 
 // TestLeadHandsOverReading: on one framed connection, the call that
@@ -191,5 +191,50 @@ func TestGracefulStopIdleClient(t *testing.T) {
 	}
 	if _, err := c.Forward(testCtx(t), []Peer{s.peer}, sumRequest(t)); servables.KindOf(err) != servables.Unavailable {
 		t.Fatalf("a call to the stopped node: %v, want Unavailable", err)
+	}
+}
+
+// TestStopEndsAGracefulStop: Stop called while GracefulStop waits for a
+// call that does not end (as cmd/grove does at its stop deadline) ends
+// both: the call's context is canceled and its caller gets an error.
+func TestStopEndsAGracefulStop(t *testing.T) {
+	held := make(chan struct{})
+	s := start(t, "b", func(ctx context.Context, req ForwardedRequest) (Answer, error) {
+		close(held)
+		<-ctx.Done()
+		return Answer{}, ctx.Err()
+	}, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.Close)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Forward(testCtx(t), []Peer{s.peer}, sumRequest(t))
+		errc <- err
+	}()
+	<-held
+	graceful := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(graceful)
+	}()
+	select {
+	case <-graceful:
+		t.Fatal("GracefulStop returned with a call in flight")
+	case <-time.After(50 * time.Millisecond): // GracefulStop is waiting (not a synchronisation: a check that it does)
+	}
+	s.srv.Stop()
+	ctx := testCtx(t)
+	select {
+	case <-graceful:
+	case <-ctx.Done():
+		t.Fatal("GracefulStop did not return after Stop")
+	}
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("the call cut by Stop succeeded")
+		}
+	case <-ctx.Done():
+		t.Fatal("the call cut by Stop did not end")
 	}
 }

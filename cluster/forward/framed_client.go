@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,8 @@ var errNotFramed = errors.New("the peer does not speak the framed transport")
 // reads itself (the lead) until its own answer comes, then hands the
 // reading to a goroutine of the connection's (readLoop) if other calls
 // still wait, which reads until none does. At concurrency 1 a call so
-// reads its own answer, with no goroutine hand-off.
+// reads its own answer, with no goroutine hand-off, when the answer fits
+// the connection's read buffer (32 KiB; see lead).
 type clientConn struct {
 	nc        net.Conn
 	r         *bufio.Reader // read only by the goroutine that is reading
@@ -153,6 +155,17 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 	c.mu.Unlock()
 	putFrameHeader(b, frameHeader{length: uint32(len(b) - frameHeaderLen), typ: frameCall, id: id})
 	c.wmu.Lock()
+	if err := ctx.Err(); err != nil {
+		// It ended before its turn to write (or before the call): its
+		// deadline, set as the write's, would fail the write, and a failed
+		// write ends the connection for every call on it.
+		c.wmu.Unlock()
+		c.forget(id)
+		if lead {
+			c.handOver()
+		}
+		return frameResult{}, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetWriteDeadline(dl)
 	}
@@ -164,6 +177,12 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 	if lead {
 		return c.lead(ctx, id, ch)
 	}
+	return c.wait(ctx, id, ch)
+}
+
+// wait waits for call id's answer on ch, which someone else reads, or
+// ctx's end.
+func (c *clientConn) wait(ctx context.Context, id uint64, ch chan frameResult) (frameResult, error) {
 	select {
 	case r := <-ch:
 		return r, r.err
@@ -177,8 +196,11 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 
 // lead reads the connection until call id's answer comes (to ch, as any
 // other call's), ctx ends or the connection does; then it hands the
-// reading on. ctx's end wakes it from a read by a past read deadline,
-// only while it waits for a frame's first byte, so no frame is cut.
+// reading on. It reads a frame only once it is buffered whole (Peek,
+// which consumes nothing), and ctx's end wakes it from that wait by a
+// past read deadline, so no frame is cut and a peer that stalls within a
+// frame cannot hold it past ctx. A frame longer than the buffer it
+// leaves to a readLoop, and waits for its answer as the other calls do.
 func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (frameResult, error) {
 	stop := context.AfterFunc(ctx, func() { c.interrupt(id) })
 	defer stop()
@@ -201,8 +223,12 @@ func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (
 			}
 			continue // its answer came first: it is in ch
 		}
-		_, err := c.r.Peek(frameHeaderLen)
+		whole, err := c.peekFrame()
 		c.endInterruptible()
+		if err == nil && !whole {
+			go c.readLoop() // the reading is its now
+			return c.wait(ctx, id, ch)
+		}
 		if err == nil {
 			err = c.next()
 		} else if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
@@ -212,6 +238,22 @@ func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (
 			c.fail(fmt.Errorf("the connection to the peer ended: %w", err)) // ch gets it
 		}
 	}
+}
+
+// peekFrame waits until the next frame is buffered whole, reading
+// nothing from the buffer; false (and no error) for a frame longer than
+// the buffer.
+func (c *clientConn) peekFrame() (bool, error) {
+	b, err := c.r.Peek(frameHeaderLen)
+	if err != nil {
+		return false, err
+	}
+	n := frameHeaderLen + int64(binary.BigEndian.Uint32(b[:4]))
+	if n > int64(c.r.Size()) {
+		return false, nil
+	}
+	_, err = c.r.Peek(int(n))
+	return err == nil, err
 }
 
 // interrupt wakes the lead of call id from its read, if it still waits

@@ -54,11 +54,21 @@ func (s *Server) Serve(ln net.Listener) error {
 	grpcDone := make(chan error, 1)
 	go func() { grpcDone <- s.gs.Serve(grpcLn) }()
 	var err error
+	var pause time.Duration
 	for {
 		var nc net.Conn
 		if nc, err = ln.Accept(); err != nil {
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				// Out of file descriptors, say: wait and go on, as gRPC's
+				// and net/http's Serve do.
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				s.log.Warn("forward: accepting a peer's connection failed; retrying", "err", err, "pause", pause)
+				time.Sleep(pause)
+				continue
+			}
 			break
 		}
+		pause = 0
 		go s.classify(nc, grpcLn)
 	}
 	s.mu.Lock()
@@ -202,9 +212,16 @@ type serverConn struct {
 }
 
 // serve reads frames until the connection ends, then waits for the calls
-// in flight and closes it.
+// in flight and closes it. A connection that ends otherwise than by
+// goaway's grace (the client closed it or went away, broke the protocol,
+// or an answer could not be written) cancels its calls, as gRPC cancels a
+// closed connection's streams: nobody can take their answers.
 func (c *serverConn) serve() {
+	var end error
 	defer func() {
+		if !errors.Is(end, os.ErrDeadlineExceeded) || !c.wentAway() {
+			c.cancelAll()
+		}
 		c.wg.Wait()
 		_ = c.nc.Close()
 	}()
@@ -215,10 +232,11 @@ func (c *serverConn) serve() {
 			if errors.Is(err, os.ErrDeadlineExceeded) && c.stillBusy() {
 				continue
 			}
+			end = err
 			return
 		}
 		h, err := readFrameHeader(c.r)
-		if err != nil {
+		if end = err; err != nil {
 			return
 		}
 		switch h.typ {
@@ -231,13 +249,13 @@ func (c *serverConn) serve() {
 			}
 			if f != nil {
 				c.answer(h.id, nil, f)
-				if skipPayload(c.r, h) != nil {
+				if end = skipPayload(c.r, h); end != nil {
 					return
 				}
 				continue
 			}
 			b, err := readPayload(c.r, h, int(h.length))
-			if err != nil {
+			if end = err; err != nil {
 				return
 			}
 			c.start(h.id, b, from)
@@ -248,13 +266,29 @@ func (c *serverConn) serve() {
 			if cancel != nil {
 				cancel()
 			}
-			if skipPayload(c.r, h) != nil {
+			if end = skipPayload(c.r, h); end != nil {
 				return
 			}
 		default:
 			c.s.log.Warn("forward: a peer broke the framed protocol; closing its connection", "remote", c.peer.Addr.String(), "frame_type", h.typ)
 			return
 		}
+	}
+}
+
+// wentAway reports whether the connection was told goaway.
+func (c *serverConn) wentAway() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goneWay
+}
+
+// cancelAll cancels the calls in flight.
+func (c *serverConn) cancelAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.calls {
+		cancel()
 	}
 }
 
@@ -325,8 +359,8 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	al.PredictAsync(ctx, fr, func(a Answer, err error) { finish(c.s.outcome(a, err)) })
 }
 
-// answer writes the answer of call id: resp, or f when it failed. A
-// connection that cannot be written is closed, which ends its reader.
+// answer writes the answer of call id: resp, or f when it failed, by the
+// call's deadline (zero: none; see write).
 func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failure) {
 	var b []byte
 	var err error
@@ -339,12 +373,29 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
 			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes)
 	}
+	_ = c.write(b)
+}
+
+// writeStall is the longest a peer may leave a frame the server writes
+// untaken (its connection's buffers full) before the server gives up and
+// closes the connection: its calls then fail Unavailable, and its node
+// connects again. Answers are written by the goroutine that has them (the
+// model actor's, on an AsyncLocal), which a stalled peer must hold no
+// longer than this, whatever its calls' deadlines, nor GracefulStop
+// forever. A peer that reads takes megabytes in that time.
+const writeStall = time.Second
+
+// write writes frame b, giving up after writeStall; a connection that
+// cannot be written is closed, which ends its reader.
+func (c *serverConn) write(b []byte) error {
 	c.wmu.Lock()
-	_, err = c.nc.Write(b)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeStall))
+	_, err := c.nc.Write(b)
 	c.wmu.Unlock()
 	if err != nil {
 		_ = c.nc.Close()
 	}
+	return err
 }
 
 // goaway tells the client to send no new calls on the connection; the
@@ -359,11 +410,7 @@ func (c *serverConn) goaway() {
 	c.goneWay = true
 	c.mu.Unlock()
 	b, _ := appendFrame(frameGoaway, 0, nil, 0)
-	c.wmu.Lock()
-	_, err := c.nc.Write(b)
-	c.wmu.Unlock()
-	if err != nil {
-		_ = c.nc.Close()
+	if c.write(b) != nil {
 		return
 	}
 	c.mu.Lock()

@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
@@ -998,4 +1001,243 @@ func TestFrameLimit(t *testing.T) {
 	if _, err := appendFrame(frameAnswer, 3, m, n-1); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
 	}
+}
+
+// TestExpiredCallKeepsTheConnection: a call whose context ended before it
+// was written (its deadline passed while it waited for its turn to write,
+// or before it was made) fails with its context's error without writing,
+// and the connection goes on serving the other calls: its deadline, set
+// as the write's, no longer fails the write and ends the connection.
+func TestExpiredCallKeepsTheConnection(t *testing.T) {
+	var conns atomic.Int64
+	fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+		conns.Add(1)
+		for {
+			id, call, ok := c.readCall()
+			if !ok {
+				return
+			}
+			c.write(answerFrame(t, id, call, false))
+		}
+	})
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	ctx := testCtx(t)
+	a, err := c.Forward(ctx, []Peer{fake}, sumRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "fake")
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := c.Forward(expired, []Peer{fake}, sumRequest(t)); servables.KindOf(err) != servables.DeadlineExceeded {
+		t.Fatalf("a call past its deadline: %v, want DeadlineExceeded", err)
+	}
+	canceled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := c.Forward(canceled, []Peer{fake}, sumRequest(t)); servables.KindOf(err) != servables.Canceled {
+		t.Fatalf("a canceled call: %v, want Canceled", err)
+	}
+	a, err = c.Forward(ctx, []Peer{fake}, sumRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, a, "fake")
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections were opened, want 1: the calls that ended before they were written ended the connection", n)
+	}
+}
+
+// TestStalledPeer: a peer that stops reading its connection holds the
+// goroutines that write its answers (an AsyncLocal's: the model actor's)
+// for about writeStall, though its calls' deadlines are a minute away,
+// and GracefulStop returns: the serving node then closes the connection.
+func TestStalledPeer(t *testing.T) {
+	const calls = 32
+	local := &gatedAsync{calls: calls, all: make(chan struct{}), returned: make(chan struct{}, calls)}
+	srv, err := NewServer(local, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := serveOn(t, srv)
+	raw := dialRaw(t, b.Addr)
+	// Answers of 1 MiB each, 32 MiB in all: more than the sockets buffer.
+	big, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", 1<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sumRequest(t)
+	req.Inputs = []servables.Tensor{big}
+	payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint64(calls) {
+		raw.write(frame(frameCall, id+1, payload)) // and never read
+	}
+	ctx := testCtx(t)
+	start := time.Now()
+	for i := range calls {
+		await(t, ctx, local.returned, fmt.Sprintf("answer %d's writer to return (%d returned)", i+1, i))
+	}
+	if took := time.Since(start); took > 5*writeStall {
+		t.Errorf("the writers were held %v by a stalled peer, want about %v", took, writeStall)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	await(t, ctx, stopped, "GracefulStop")
+}
+
+// gatedAsync is an AsyncLocal that answers (compute) once calls calls
+// have arrived, each on a goroutine of its own, and reports on returned
+// when done has returned (the answer written, or given up).
+type gatedAsync struct {
+	calls    int64
+	arrived  atomic.Int64
+	all      chan struct{}
+	returned chan struct{}
+}
+
+func (g *gatedAsync) Predict(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	return compute(ctx, req)
+}
+
+func (g *gatedAsync) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
+	if g.arrived.Add(1) == g.calls {
+		close(g.all)
+	}
+	go func() {
+		<-g.all
+		done(compute(ctx, req))
+		g.returned <- struct{}{}
+	}()
+}
+
+// TestClosedConnectionCancelsCalls: a framed connection that its client
+// closes cancels the calls in flight on it, as gRPC cancels a closed
+// connection's streams.
+func TestClosedConnectionCancelsCalls(t *testing.T) {
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	b := start(t, "b", func(ctx context.Context, _ ForwardedRequest) (Answer, error) {
+		close(entered)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return Answer{}, ctx.Err()
+	}, ServerOptions{AllowUnauthenticatedPeers: true})
+	raw := dialRaw(t, b.peer.Addr)
+	req := sumRequest(t)
+	payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.write(frame(frameCall, 1, payload))
+	ctx := testCtx(t)
+	await(t, ctx, entered, "the call to reach the Local")
+	_ = raw.nc.Close()
+	if err := await(t, ctx, ended, "the call's context to end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call's context ended with %v, want context.Canceled", err)
+	}
+}
+
+// TestServeSurvivesTemporaryAcceptErrors: a temporary error from Accept
+// (out of file descriptors) does not end Serve, as it did not end gRPC's
+// Serve, which served the peer port before: both transports go on
+// serving.
+func TestServeSurvivesTemporaryAcceptErrors(t *testing.T) {
+	n := &node{name: "b", fn: compute}
+	srv, err := NewServer(n, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveLoopback(t, n, srv, func(ln net.Listener) error { return srv.Serve(&flakyListener{Listener: ln, fails: 3}) }, srv.Stop)
+	b := s.peer
+	ctx := testCtx(t)
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	a, err := c.Forward(ctx, []Peer{b}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("a framed call after temporary accept errors: %v", err)
+	}
+	checkSums(t, a, "b")
+	cc, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	req := sumRequest(t)
+	if _, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req)); err != nil {
+		t.Fatalf("a gRPC call after temporary accept errors: %v", err)
+	}
+	select {
+	case <-s.done:
+		t.Fatal("Serve returned")
+	default:
+	}
+}
+
+// flakyListener fails its first fails Accepts with EMFILE, a temporary
+// error.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	fail := l.fails > 0
+	l.fails--
+	l.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestStalledAnswerEndsAtTheDeadline: a call whose peer stalls within an
+// answer (a frame cut short, the rest never sent) returns at its
+// deadline, whether it reads the connection itself (an answer that fits
+// the read buffer) or leaves it to a readLoop (a longer one).
+func TestStalledAnswerEndsAtTheDeadline(t *testing.T) {
+	for _, size := range []int{2, 64 << 10} {
+		t.Run(fmt.Sprintf("answer of %d bytes", size), func(t *testing.T) {
+			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				id, call, ok := c.readCall()
+				if !ok {
+					return
+				}
+				b := answerFrame(t, id, call, false)
+				c.write(b[:len(b)-1]) // all but its last byte, then nothing
+				_, _ = io.Copy(io.Discard, c.r)
+			})
+			c := NewClient(ClientOptions{})
+			defer c.Close()
+			s, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", size)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := sumRequest(t)
+			req.Inputs = []servables.Tensor{s}
+			ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
+			defer cancel()
+			_, err = c.Forward(ctx, []Peer{fake}, req)
+			late := time.Since(deadlineOf(ctx))
+			if k := servables.KindOf(err); k != servables.DeadlineExceeded {
+				t.Fatalf("a stalled answer: %v (kind %v), want DeadlineExceeded", err, k)
+			}
+			if late > time.Second {
+				t.Fatalf("the call returned %v after its deadline", late)
+			}
+		})
+	}
+}
+
+// deadlineOf is ctx's deadline.
+func deadlineOf(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
 }
