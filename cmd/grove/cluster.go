@@ -139,7 +139,21 @@ func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, 
 			}
 			return nil
 		},
-		interrupt: func(context.Context) { fs.GracefulStop() },
+		interrupt: func(ctx context.Context) {
+			// Calls in flight are answered, within the group's stop deadline.
+			stopped := make(chan struct{})
+			go func() {
+				fs.GracefulStop()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				log.Warn("cluster forward server: calls still in flight at the stop deadline; closing their connections")
+				fs.Stop()
+				<-stopped
+			}
+		},
 	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
