@@ -176,11 +176,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 		done(forward.Answer{}, ErrStopped)
 		return
 	}
-	b := forwardedBatch(ctx, req)
-	if !s.servesAlone(b) {
-		go func() { done(s.Predict(ctx, req)) }()
-		return
-	}
+	b := forwardedBatch(ctx, req) // served alone (servesAlone): no router
 	// done runs once, as Predict returns once: with the batch's results
 	// (its model's answer, or its expiry at the deadline, counted as
 	// runUnlogged counts it), or with the caller's cancellation or the
@@ -200,11 +196,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 		mu.Unlock()
 		done(a, err)
 	}
-	b.onReply = func(res []Result) {
-		if !replied.Load() {
-			reply(forwardedAnswer(req, res[0]))
-		}
-	}
+	b.onReply = func(res []Result) { reply(forwardedAnswer(req, res[0])) }
 	mu.Lock()
 	ends[0] = context.AfterFunc(ctx, func() {
 		if pastDeadline(ctx, time.Now()) {

@@ -299,11 +299,23 @@ func (c *Client) callGRPC(ctx context.Context, p Peer, pl *pool, m *forwardpb.Pr
 	if err != nil {
 		return Answer{}, remoteError(ctx, p, pl, err, trailer)
 	}
-	ans, err := decodeAnswer(resp)
+	return answerOf(p, resp)
+}
+
+// answerOf is the Answer peer p's response m carries, on either
+// transport, or the error saying it is malformed.
+func answerOf(p Peer, m *forwardpb.PredictResponse) (Answer, error) {
+	ans, err := decodeAnswer(m)
 	if err != nil {
-		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed answer: " + err.Error()}
+		return Answer{}, malformed(p, "answer", err)
 	}
 	return ans, nil
+}
+
+// malformed is the error of a what ("answer", "failure") from peer p that
+// does not decode: Execution, the peer's fault, not retried.
+func malformed(p Peer, what string, err error) *RemoteError {
+	return &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed " + what + ": " + err.Error()}
 }
 
 // remoteError classifies a failed call: by the kind the peer's trailer

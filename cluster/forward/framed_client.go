@@ -495,7 +495,7 @@ func decodeFramed(p Peer, r frameResult) (Answer, error) {
 	if r.typ == frameFailure {
 		var f forwardpb.Failure
 		if err := proto.Unmarshal(r.payload, &f); err != nil {
-			return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed failure: " + err.Error()}
+			return Answer{}, malformed(p, "failure", err)
 		}
 		e := &RemoteError{Node: p.Name, Addr: p.Addr, Code: codes.Code(f.GetCode()), Message: f.GetMessage(), Kind: KindOfCode(codes.Code(f.GetCode()))}
 		if k, ok := parseKind(f.GetKind()); ok {
@@ -512,11 +512,7 @@ func decodeFramed(p Peer, r frameResult) (Answer, error) {
 	}
 	var m forwardpb.PredictResponse
 	if err := proto.Unmarshal(r.payload, &m); err != nil {
-		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed answer: " + err.Error()}
+		return Answer{}, malformed(p, "answer", err)
 	}
-	ans, err := decodeAnswer(&m)
-	if err != nil {
-		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed answer: " + err.Error()}
-	}
-	return ans, nil
+	return answerOf(p, &m)
 }

@@ -99,9 +99,7 @@ func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 		}
 		st := tc.ConnectionState()
 		framed = st.NegotiatedProtocol == ALPN
-		if len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
-			cert = st.PeerCertificates[0]
-		}
+		cert = verifiedLeaf(&st)
 		conn = tc
 	}
 	br := bufio.NewReaderSize(conn, 32<<10)

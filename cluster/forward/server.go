@@ -21,6 +21,7 @@ import (
 
 	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/grpcserver"
+	"github.com/groveml/grove/api/tlsconf"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
@@ -192,10 +193,19 @@ func verifiedCert(ctx context.Context) *x509.Certificate {
 		return nil
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+	if !ok {
 		return nil
 	}
-	return ti.State.PeerCertificates[0]
+	return verifiedLeaf(&ti.State)
+}
+
+// verifiedLeaf is the client certificate the handshake of st verified, or
+// nil.
+func verifiedLeaf(st *tls.ConnectionState) *x509.Certificate {
+	if !tlsconf.HasVerifiedClientCert(st) || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	return st.PeerCertificates[0]
 }
 
 // Predict runs one forwarded request on the Local (the gRPC service).
