@@ -440,10 +440,17 @@ func every(name string, period time.Duration, f func()) component {
 	}
 }
 
+// unusedConnGrace is how long, once the HTTP servers stop, a connection
+// that has sent no request yet gets to send one before it is closed
+// (net/http's Shutdown would wait up to 5 s for it).
+const unusedConnGrace = time.Second
+
 // serveHTTP is the component that serves srv on ln, over TLS if srv has a
 // TLS config. Interrupted, it stops taking requests and waits for those in
-// flight until the stop deadline, then cuts them.
+// flight until the stop deadline, then cuts them; connections that sent no
+// request get unusedConnGrace.
 func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
+	unused := httpserver.TrackUnusedConns(srv)
 	return component{name: "http",
 		execute: func() error {
 			var err error
@@ -458,6 +465,7 @@ func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 			return nil
 		},
 		interrupt: func(ctx context.Context) {
+			unused.CloseAfter(unusedConnGrace)
 			if err := srv.Shutdown(ctx); err != nil {
 				log.Warn("drain timeout passed with requests in flight", "err", err)
 				_ = srv.Close()
