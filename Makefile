@@ -136,12 +136,12 @@ fuzz: deps
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzBytesBinary$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseBearer$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/auth -run '^$$' -fuzz '^FuzzParseJWKS$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseBearer$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseJWKS$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tracing -run '^$$' -fuzz '^FuzzTraceContext$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./servables -run '^$$' -fuzz '^FuzzSniff$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzModelRoutes$$' -fuzztime $(FUZZTIME)
@@ -164,8 +164,8 @@ fuzz: deps
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
-	$(GO) run ./it/cmd/grovebench
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
+	$(GO) run ./cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch
 ## and onnx).

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors/lifecycle"
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"

@@ -92,6 +92,22 @@
 //	                                                                     written, by its caller's goroutine
 //	                                                                     (System.forwardAlone), never the router
 //
+// # The two packages below that import this one
+//
+// actors sits above cluster/, logging/ and routing/ (docs/architecture.md)
+// and imports them; two packages of that layer import actors back, on
+// purpose, and internal/layers' test allows exactly these two:
+//
+//   - logging: its Sink implements PredictionSink, which takes the
+//     engine's own Request and Result. Declaring the sink's types in
+//     logging instead would make every model actor's answer be copied
+//     into another type before it is logged; the engine owns them.
+//   - cluster/node: the node agent drives a System (SetShare, ModelInfo,
+//     AppliedConfig) from the cluster's placement table, as cmd/grove
+//     does from flags. It is the engine's caller, not its dependency: the
+//     engine sees the rest of the cluster only through Remote, which
+//     cluster/forward implements below it.
+//
 // Background work (config polls, fetches, loads, warm-ups, releases, the
 // shared-state writer) runs on goroutines started by System.background,
 // which System.Stop cancels and waits for; each ends by sending its result

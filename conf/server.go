@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"gopkg.in/yaml.v3"
 )

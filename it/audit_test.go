@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/oippb"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 )
 
 // auditCaller is who makes the writes of an audit trail test: the name

@@ -19,7 +19,7 @@ import (
 	graphpipe "github.com/oracle/graphpipe-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/logging"
 )
 

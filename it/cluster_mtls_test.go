@@ -18,9 +18,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/servables"
 )
 

@@ -375,7 +375,7 @@ func grpcurlCall(t *testing.T, g *grove, method, data string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-import-path", filepath.Join(repoRoot(), "api", "proto"),
+	out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-import-path", filepath.Join(repoRoot(), "api", "oip", "proto"),
 		"-proto", "inference/grpc_service.proto", "-d", data, g.grpc, "inference.GRPCInferenceService/"+method).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("grpcurl %s: %w\n%s", method, err, out)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 )
 
 // deeprecBucket serves pctr_v1/ and pcvr/ (TorchScript) and pctr_onnx/
@@ -71,7 +71,7 @@ func TestDeepRecPythonClient(t *testing.T) {
 		t.Fatalf("%s cannot import google.protobuf (Debian's python3-protobuf; make deps installs it): %v\n%s", python, err, out)
 	}
 	pb := t.TempDir()
-	gen := exec.Command(protoc, "--proto_path", filepath.Join(repoRoot(), "api", "proto"), "--python_out", pb, "deeprec/predict.proto")
+	gen := exec.Command(protoc, "--proto_path", filepath.Join(repoRoot(), "api", "deeprec", "proto"), "--python_out", pb, "deeprec/predict.proto")
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, out)
 	}

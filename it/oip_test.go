@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/oippb"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 )
 
 // oipBucket holds pctr_v1/ and two versions of pcvr (pcvr/2/, pcvr/3/).

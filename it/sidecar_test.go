@@ -16,7 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 )
 
 // dial connects to g's gRPC services.

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/oippb"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 )
 
 // The model signatures of issue 14 against the real binary: TorchScript

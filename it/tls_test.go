@@ -20,8 +20,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/sidecarpb"
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // tlsSetup is a CA, Grove's server certificate files and the client CA file.

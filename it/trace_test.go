@@ -11,8 +11,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/groveml/grove/api/oippb"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/tracing/tracingtest"
 )

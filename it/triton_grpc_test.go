@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 )
 
 // tritonBucket holds pctr_onnx/ (ONNX, 2 replicas, batches of up to 8
@@ -47,7 +47,7 @@ func pctrRequest(exp map[string]expectedModel, id string) *oippb.ModelInferReque
 
 // TestTritonGRPCServesTheWholeService drives every method of Triton's
 // inference.GRPCInferenceService with the client generated from the proto
-// Grove serves (api/oippb) against the real binary: health and metadata
+// Grove serves (api/oip/oippb) against the real binary: health and metadata
 // (Triton platform names, the served extensions), ModelConfig (batched
 // and not, equal to REST's /config), ModelInfer, ModelStatistics (equal
 // to REST's /stats), RepositoryIndex (equal to REST's index),
@@ -288,7 +288,7 @@ func TestGrpcurlCallsTritonsMethodsFromTheProtoFiles(t *testing.T) {
 	ctx := withTimeout(t, time.Minute)
 	call := func(method, data string) string {
 		t.Helper()
-		out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-import-path", filepath.Join(repoRoot(), "api", "proto"),
+		out, err := exec.CommandContext(ctx, grpcurl(t), "-plaintext", "-import-path", filepath.Join(repoRoot(), "api", "oip", "proto"),
 			"-proto", "inference/grpc_service.proto", "-d", data, g.grpc, "inference.GRPCInferenceService/"+method).CombinedOutput()
 		if err != nil {
 			t.Fatalf("grpcurl %s: %v\n%s", method, err, out)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 )
 
 // versionsLoad sends, from each worker in turn, the request kinds of a

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
 

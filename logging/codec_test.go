@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 )
 
 func sampleEvent(t *testing.T) *grovepb.PredictionEvent {

@@ -6,7 +6,7 @@
 // for consumers (Decode, TensorsFromProto).
 //
 // The schema and the record layout (key, headers, encodings) are
-// documented for consumers in api/proto/grove/v1/prediction_event.proto.
+// documented for consumers in grovepb/proto/grove/v1/prediction_event.proto.
 //
 // Typical use, on the request path:
 //

@@ -22,8 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/grovepb"
 )
 
 // Producer produces prediction events to Kafka, asynchronously and within

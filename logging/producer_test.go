@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/grovepb"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

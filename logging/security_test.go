@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // deliverOne logs one event through a producer for cfg and reports

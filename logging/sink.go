@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -6,7 +6,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
 

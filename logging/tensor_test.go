@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/modelconfig"

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of Grove's protobuf schemas:
-#   api/proto/grove/v1/*.proto            -> api/grovepb  (messages)
-#   api/proto/inference/*.proto           -> api/oippb    (messages + gRPC, OIP v2 with
-#                                            Triton's additions)
-#   api/proto/inference_sidecar/*.proto   -> api/sidecarpb (messages + gRPC, B&A sidecar)
-#   api/proto/grove/cluster/v1/*.proto    -> cluster/forward/forwardpb (messages + gRPC,
-#                                            node-to-node forwarding)
-#   api/proto/deeprec/*.proto,
-#   api/proto/grove/deeprec/v1/*.proto    -> api/deeprecpb (messages + gRPC, DeepRec's
-#                                            processor protocol and Grove's service)
-# (each file's go_package says where its code goes; see api/proto/README.md).
+# Regenerates the Go code of Grove's protobuf schemas. Each schema lives
+# in a proto/ folder beside the package its code goes to (each file's
+# go_package says which; docs/protobuf.md lists them and their upstreams):
+#   grovepb/proto/grove/v1/*.proto              -> grovepb (messages: the
+#                                                  prediction event, the model config)
+#   api/oip/proto/inference/*.proto             -> api/oip/oippb (messages + gRPC,
+#                                                  OIP v2 with Triton's additions)
+#   api/sidecar/proto/inference_sidecar/*.proto -> api/sidecar/sidecarpb (messages +
+#                                                  gRPC, B&A sidecar)
+#   api/deeprec/proto/deeprec/*.proto,
+#   api/deeprec/proto/grove/deeprec/v1/*.proto  -> api/deeprec/deeprecpb (messages +
+#                                                  gRPC, DeepRec's processor protocol
+#                                                  and Grove's service)
+#   cluster/forward/proto/grove/cluster/v1/*.proto -> cluster/forward/forwardpb
+#                                                  (messages + gRPC, node-to-node)
+# A file's name relative to its proto/ folder (grove/v1/prediction_event.proto)
+# is the name it is registered under, and how the others import it.
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
 # well-known types from libprotobuf-dev), protoc-gen-go at the version of
 # google.golang.org/protobuf that go.mod requires, so the generated code and
@@ -40,17 +46,20 @@ if ! [ -x "$gen_grpc" ] || [ "v$("$gen_grpc" --version 2>/dev/null | awk '{print
   GOFLAGS=-mod=mod go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$grpc_gen_version"
 fi
 
-# One run over every schema: protoc-gen-go writes the messages of each file,
+# One run per proto/ folder: protoc-gen-go writes the messages of each file,
 # protoc-gen-go-grpc the client and server stubs of each file that declares a
 # service (it writes nothing for the others, e.g. grove/v1).
-protoc \
-  --plugin=protoc-gen-go="$gen" \
-  --plugin=protoc-gen-go-grpc="$gen_grpc" \
-  --proto_path=api/proto \
-  --proto_path=/usr/include \
-  --go_out=. \
-  --go_opt=module=github.com/groveml/grove \
-  --go-grpc_out=. \
-  --go-grpc_opt=module=github.com/groveml/grove \
-  $(cd api/proto && find . -name '*.proto' | sort | sed 's|^\./||')
-echo "generated: $(find api/grovepb api/oippb api/sidecarpb api/deeprecpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"
+roots=(grovepb/proto api/oip/proto api/sidecar/proto api/deeprec/proto cluster/forward/proto)
+for root in "${roots[@]}"; do
+  protoc \
+    --plugin=protoc-gen-go="$gen" \
+    --plugin=protoc-gen-go-grpc="$gen_grpc" \
+    --proto_path="$root" \
+    --proto_path=/usr/include \
+    --go_out=. \
+    --go_opt=module=github.com/groveml/grove \
+    --go-grpc_out=. \
+    --go-grpc_opt=module=github.com/groveml/grove \
+    $(cd "$root" && find . -name '*.proto' | sort | sed 's|^\./||')
+done
+echo "generated: $(find grovepb api/oip/oippb api/sidecar/sidecarpb api/deeprec/deeprecpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"

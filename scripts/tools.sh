@@ -7,7 +7,7 @@
 #
 #   grpcurl             gRPC client for the OIP v2 and B&A sidecar services
 #                       (plaintext; schemas from server reflection, or from the
-#                       repo: -import-path api/proto -proto inference/grpc_service.proto)
+#                       repo: -import-path api/oip/proto -proto inference/grpc_service.proto)
 #
 # The code generators (protoc-gen-go, protoc-gen-go-grpc) are pinned and
 # installed by scripts/genproto.sh, not here.

@@ -3,7 +3,7 @@ package ba
 import (
 	"net/http"
 
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Backend is what the B&A API needs: batch inference and the ready model

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // echo is a Backend whose models echo their inputs; paths starting with

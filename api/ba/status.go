@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // status is how the B&A API answers a failure of one kind: the error_type

@@ -24,10 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // API is the label the console's routes are counted under (and the name

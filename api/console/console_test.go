@@ -22,11 +22,11 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/httpserver/httpservertest"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/transport/httpserver"
+	"github.com/groveml/grove/transport/httpserver/httpservertest"
 	"github.com/groveml/grove/ui"
 )
 

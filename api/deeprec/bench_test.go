@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -1,6 +1,6 @@
 // Package deeprec is DeepRec's serving processor protocol over Grove's
 // actors: the PredictRequest and PredictResponse of package
-// tensorflow.eas (api/deeprecpb), converted to and from Grove's tensors
+// tensorflow.eas (api/deeprec/deeprecpb), converted to and from Grove's tensors
 // (FromArray, ToArray), run through the router actor (Predict: batching,
 // priorities, deadlines and the prediction log apply), the model's
 // signature in DeepRec's JSON (SignatureJSON, what DeepRec's process()
@@ -27,11 +27,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/deeprecpb"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // DefaultSignature is the signature name a Grove model answers to when

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/deeprecpb"
-	"github.com/groveml/grove/api/grpcserver"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
+	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // PathPrefix is where the HTTP API serves: POST PathPrefix + "{model}".

@@ -29,14 +29,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/deeprecpb"
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/api/forestflow"
-	"github.com/groveml/grove/api/grpcserver"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/onnx"
 	"github.com/groveml/grove/servables/torch"
+	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // examples is the example bucket: the models and their expected outputs.

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/faulty"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // The shadow comparison reads the very output tensors the caller got,

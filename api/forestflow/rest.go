@@ -7,10 +7,10 @@ import (
 	"strconv"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Backend is what the score and contract read APIs need: contract routing,

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 func TestStatusOfMapsEveryKind(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // deadlineScorer is scorer, recording how far each call's deadline was.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/api/oip"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Backend is what GraphPipe needs: contract routing, and for a Metadata

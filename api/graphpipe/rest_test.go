@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 func TestConfigsReadForestFlowPairs(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // deadlineContracts is contracts, recording how far each call's deadline was.

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // entries is a Recorder that keeps what it is given.

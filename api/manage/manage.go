@@ -17,11 +17,11 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Backend is what the management API needs: edits of the model config in

@@ -16,10 +16,10 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // memManager is a Backend over an in-memory config; writes fail with err

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/groveml/grove/api/auth"
 	"github.com/groveml/grove/api/forestflow"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/httpserver/httpservertest"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/httpserver"
+	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
 
 // TestRefusalsAreForestFlowErrors checks that the management API's writes

@@ -6,9 +6,9 @@ import (
 	"net/http"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/internal/jsondoc"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // RollbackAPI is the API name POST /v1/rollback is served under (for its

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/httpserver/httpservertest"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/transport/httpserver"
+	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
 
 const (

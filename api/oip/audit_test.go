@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // entries is a Recorder that keeps what it is given.

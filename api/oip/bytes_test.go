@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/servables"
 )
 

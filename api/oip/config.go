@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"

@@ -9,17 +9,17 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/grpcserver"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // grpcService serves inference.GRPCInferenceService, the Open Inference
 // Protocol v2 over gRPC with Triton's additions
-// (api/proto/inference/grpc_service.proto): the KServe methods, streaming
+// (api/oip/proto/inference/grpc_service.proto): the KServe methods, streaming
 // inference, model configuration, statistics and the repository index.
 // The methods Grove does not serve answer why (unserved.go).
 type grpcService struct {

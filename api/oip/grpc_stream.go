@@ -7,7 +7,7 @@ import (
 
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 )
 
 // maxStreamInFlight bounds the requests of one ModelStreamInfer stream

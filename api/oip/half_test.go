@@ -11,9 +11,9 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 func TestFP16AndBF16DataAreJSONNumbersRoundedToNearestEven(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // TestOpenModelReadyPathOnlyAnswersReadiness checks that GET

@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/httpserver/httpservertest"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/httpserver"
+	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
 
 // TestRESTRefusalsAreOIPErrors checks that every refusal under /v2 is

@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // rest serves the OIP v2 REST API.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // served is a fake Backend serving the model paths it holds; each model's

@@ -8,11 +8,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Backend is what the Open Inference Protocol needs: inference, the ready

@@ -16,9 +16,9 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // fake is a Backend serving model path "m/" (model m, version 1): it

@@ -2,7 +2,7 @@ package oip
 
 import (
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/routing"
 )
 

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 )
 
 // TimeoutParameter is the request parameter that bounds an inference

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/oippb"
+	"github.com/groveml/grove/api/oip/oippb"
 )
 
 // Triton's extensions Grove does not have: their gRPC methods and REST

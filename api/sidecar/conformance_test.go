@@ -37,7 +37,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/torch"

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/grpcserver"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // Backend is what the sidecar's service needs: batch inference and model

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/servables"
 )
 

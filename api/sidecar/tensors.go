@@ -3,7 +3,7 @@ package sidecar
 import (
 	"fmt"
 
-	"github.com/groveml/grove/api/sidecarpb"
+	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/servables"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/placement"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // ttl is the lease TTL of the tests' nodes.

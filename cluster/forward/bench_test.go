@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // The benchmarks compare a forwarded request (Client.Forward to a Server

@@ -24,10 +24,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // WindowBytes is the fixed HTTP/2 flow-control window of each call

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/servables"
 )
 

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/servables"
 )
 

@@ -27,10 +27,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/grpcserver"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // poolOf is c's pool of connections to addr; the test fails if it has none.

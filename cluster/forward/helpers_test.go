@@ -16,10 +16,10 @@ import (
 
 	"google.golang.org/grpc/peer"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/tlsconf"
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // pki is a cluster CA and the files of its node certificates.

@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/grpcserver"
-	"github.com/groveml/grove/api/tlsconf"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // ServerOptions configure a Server.

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 )

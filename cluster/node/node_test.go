@@ -29,17 +29,17 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/tlsconf"
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf/bucket/file"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/faulty"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // The cluster in one process: three actors.Systems, each with its node

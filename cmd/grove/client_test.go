@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 func TestServerClientTLSAndToken(t *testing.T) {

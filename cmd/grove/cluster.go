@@ -16,13 +16,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/tlsconf"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/forward"
 	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // startClusterNode dials etcd and makes the node's agent (docs/cluster.md),

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // TestCheckNodeCertificate: a cluster node whose certificate its peers

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // BenchmarkServeInference measures one whole POST /v1/inference through

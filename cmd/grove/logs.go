@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/groveml/grove/api/grovepb"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
 )
 
@@ -30,7 +30,7 @@ Prints the prediction log's events as JSON lines: one grove.v1.PredictionEvent
 per line, in protojson with the .proto field names (snake_case, e.g.
 "model_path", "request_id"), fields at their default value left out (a
 missing "served" is false), 64-bit integers as strings ("shape":["1","64"]).
-See api/proto/grove/v1/prediction_event.proto. Records of either encoding
+See grovepb/proto/grove/v1/prediction_event.proto. Records of either encoding
 (proto or json) are read; records that do not decode are reported on stderr
 and skipped.
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/groveml/grove/api/grovepb"
-	"github.com/groveml/grove/api/tlsconf/certtest"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/logging"
 )
 

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
 )

@@ -25,12 +25,12 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/ba"
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/tracing/tracingtest"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // startPCTR starts the actors serving examples' pctr_v1 (libtorch) from a

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/internal/jsondoc"
 	"github.com/groveml/grove/internal/urlspace"
 )
@@ -167,7 +167,7 @@ type Error = jsondoc.Error
 
 // Parse parses and validates a model config file.
 //
-// The format is grove.v1.ModelConfig (api/proto/grove/v1/model_config.proto)
+// The format is grove.v1.ModelConfig (grovepb/proto/grove/v1/model_config.proto)
 // in protobuf's JSON mapping, a superset of the B&A inference model config,
 // decoded with protojson after a scan that checks what the mapping does
 // not. The choices made where JSON allows several readings:

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 )
 
 const sum1 = "59390c4fa97b2cbfe5bd300e254e6eddb7b4b45c2dbc0c1cfc6e93793a143d04"

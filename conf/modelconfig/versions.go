@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/internal/jsondoc"
 )
 

@@ -27,7 +27,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf"
 )
 

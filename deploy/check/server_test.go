@@ -23,7 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // repoRoot is the repository holding this module.

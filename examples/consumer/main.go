@@ -5,8 +5,8 @@
 //
 //	go run ./examples/consumer -brokers 127.0.0.1:9092 -topic grove.predictions
 //
-// Records are grove.v1.PredictionEvent messages (api/proto/grove/v1/
-// prediction_event.proto, Go types in github.com/groveml/grove/api/grovepb).
+// Records are grove.v1.PredictionEvent messages (grovepb/proto/grove/v1/
+// prediction_event.proto, Go types in github.com/groveml/grove/grovepb).
 // The "grove-encoding" header says how the value is encoded: "proto"
 // (binary protobuf) or "json" (protojson, snake_case field names). The key
 // is the request's key features joined by the configured separator, or
@@ -27,7 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 )
 
 func main() {

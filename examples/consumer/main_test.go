@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/groveml/grove/api/grovepb"
+	"github.com/groveml/grove/grovepb"
 )
 
 func TestFirstValueOfEachTypedField(t *testing.T) {

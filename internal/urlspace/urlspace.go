@@ -3,7 +3,7 @@
 // (B&A, status, management), /v2/ (the Open Inference Protocol) and
 // /debug/ (pprof). The HTTP server routes a path under one of them only to
 // the routes and mounts registered under it, never to ForestFlow's
-// /{org}/{project}/{n}/... patterns (package api/httpserver), and the model
+// /{org}/{project}/{n}/... patterns (package transport/httpserver), and the model
 // config refuses a contract organisation of one of these names (package
 // conf/modelconfig), whose contract could never be reached. The package
 // has no state.

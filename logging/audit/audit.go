@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
-	"github.com/groveml/grove/api/auth"
+	"github.com/groveml/grove/auth"
 )
 
 // Anonymous is the caller's name in the entries of calls that carry no

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/tlsconf/certtest"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // TestBeginNamesTheVerifiedClientCertificateWithoutIdentity checks that a

@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/groveml/grove/api/httpserver"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // Limits of a listing.

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
-	"github.com/groveml/grove/api/httpserver/httpservertest"
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/httpserver"
+	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
 
 // TestListRefusalsAreJSONErrors checks that GET /v1/audit's refusals are

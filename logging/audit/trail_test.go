@@ -23,14 +23,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/api/option"
 
-	"github.com/groveml/grove/api/auth"
-	"github.com/groveml/grove/api/httpserver"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/bucket/gcs"
 	"github.com/groveml/grove/conf/bucket/s3"
 	"github.com/groveml/grove/conf/bucket/s3/s3fake"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/transport/httpserver"
 )
 
 // clock is an injected clock that moves only when told.

@@ -1,5 +1,5 @@
 // Package forwardpb holds the Go types and gRPC stubs generated from
-// api/proto/grove/cluster/v1/forward.proto: grove.cluster.v1.Forward, the
+// cluster/forward/proto/grove/cluster/v1/forward.proto: grove.cluster.v1.Forward, the
 // service Grove nodes call on each other to hand a model request to a node
 // that has the model ready (package cluster/forward uses it; see the
 // .proto for what each field means).

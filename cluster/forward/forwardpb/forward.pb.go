@@ -111,7 +111,7 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 }
 
 // Caller is who made the request, as the first node authenticated them
-// (api/auth Identity).
+// (auth Identity).
 type Caller struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The caller's name: a token's name, a certificate's name or a JWT's

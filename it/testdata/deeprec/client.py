@@ -3,7 +3,7 @@
 Usage: client.py PB_DIR BASE_URL EXPECTED_JSON
 
 PB_DIR holds deeprec/predict_pb2.py, generated at test time by protoc from
-api/proto/deeprec/predict.proto (tensorflow.eas, DeepRec's wire format).
+api/deeprec/proto/deeprec/predict.proto (tensorflow.eas, DeepRec's wire format).
 For each case it builds a PredictRequest from the example models' known
 inputs (examples/bucket/expected.json), posts it serialized with
 Content-Type application/x-protobuf, parses the PredictResponse and checks

@@ -1,0 +1,135 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/groveml/grove/auth"
+)
+
+// Authenticator is what the server asks about a call's caller
+// (*auth.Authenticator is one).
+type Authenticator interface {
+	// GRPC returns the caller of a call from its context (which carries
+	// its peer) and metadata, or an error wrapping auth.ErrUnauthenticated
+	// that says why there is none.
+	GRPC(ctx context.Context, md metadata.MD) (auth.Identity, error)
+	// Allow takes one request from id's limit, or returns false and when
+	// to retry.
+	Allow(id auth.Identity) (ok bool, retryAfter time.Duration)
+}
+
+// tapAuth checks a call's credentials, role and limit when its headers
+// arrive, before any message is read: UNAUTHENTICATED, PERMISSION_DENIED
+// naming the role, or RESOURCE_EXHAUSTED (with retry-after seconds in the
+// message). An allowed call's context carries the identity.
+func tapAuth(a Authenticator) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		role, known := auth.GRPCRoles[info.FullMethodName]
+		if known && role == auth.Open {
+			return ctx, nil
+		}
+		id, err := a.GRPC(ctx, info.Header)
+		if err != nil {
+			return nil, status.Error(codes.Unauthenticated, auth.Reason(err))
+		}
+		if !known { // not a method of Grove's: gRPC answers UNIMPLEMENTED
+			return auth.NewContext(ctx, id), nil
+		}
+		if !id.Has(role) {
+			return nil, status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, role)
+		}
+		if ok, wait := a.Allow(id); !ok {
+			secs := int(math.Ceil(max(wait, time.Second).Seconds()))
+			return nil, status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Name, strconv.Itoa(secs))
+		}
+		return auth.NewContext(ctx, id), nil
+	}
+}
+
+// streamAuth checks, for each message after the first of a client stream
+// (ModelStreamInfer), what tapAuth checked before the first: that the
+// caller's credentials still hold the role (a token removed from its file
+// stops working on a stream already open too) and that the message is
+// within the caller's limit, which a stream would otherwise bypass: one
+// stream, one request taken from the limit, any number of inferences. A
+// refused message ends the stream with UNAUTHENTICATED, PERMISSION_DENIED
+// or RESOURCE_EXHAUSTED.
+func streamAuth(a Authenticator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		role, known := auth.GRPCRoles[info.FullMethod]
+		if !known || role == auth.Open || !info.IsClientStream {
+			return h(srv, ss)
+		}
+		return h(srv, &authStream{ServerStream: ss, a: a, role: role})
+	}
+}
+
+// authStream authorizes each message after the first of its stream.
+type authStream struct {
+	grpc.ServerStream
+	a    Authenticator
+	role auth.Role
+	n    int
+}
+
+func (s *authStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if s.n++; s.n == 1 { // authorized by tapAuth
+		return nil
+	}
+	ctx := s.Context()
+	md, _ := metadata.FromIncomingContext(ctx)
+	id, err := s.a.GRPC(ctx, md)
+	if err != nil {
+		return status.Error(codes.Unauthenticated, auth.Reason(err))
+	}
+	if !id.Has(s.role) {
+		return status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, s.role)
+	}
+	if ok, wait := s.a.Allow(id); !ok {
+		secs := int(math.Ceil(max(wait, time.Second).Seconds()))
+		return status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Name, strconv.Itoa(secs))
+	}
+	return nil
+}
+
+// Methods lists the full names of every method of every registered
+// service ("/package.Service/Method"), sorted.
+func Methods(r interface {
+	GetServiceInfo() map[string]grpc.ServiceInfo
+}) []string {
+	var out []string
+	for name, info := range r.GetServiceInfo() {
+		for _, m := range info.Methods {
+			out = append(out, "/"+name+"/"+m.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckRoles returns an error naming every registered method that
+// auth.GRPCRoles gives no role.
+func (s *Server) CheckRoles() error {
+	var errs []error
+	for _, m := range Methods(s) {
+		if _, ok := auth.GRPCRoles[m]; !ok {
+			errs = append(errs, fmt.Errorf("gRPC method %s has no role in auth.GRPCRoles: give it one (or auth.Open)", m))
+		}
+	}
+	return errors.Join(errs...)
+}

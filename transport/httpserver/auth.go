@@ -1,0 +1,224 @@
+package httpserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/tlsconf"
+)
+
+// routeRole is the role auth.HTTPRoles gives pattern; with Options.Auth, a
+// pattern missing there panics, as a route net/http cannot serve does.
+func (s *Server) routeRole(pattern string) auth.Role {
+	if s.opts.Auth == nil {
+		return auth.Open
+	}
+	r, ok := auth.HTTPRoles[pattern]
+	if !ok {
+		panic(fmt.Sprintf("httpserver: route %q has no role in auth.HTTPRoles: give it one (or auth.Open)", pattern))
+	}
+	return r
+}
+
+// ErrorWriter answers a request the server refused before its handler
+// ran (401 without valid credentials or without a required client
+// certificate, 403 for a missing role, 429 past a limit) with code and
+// msg, in the error format of the protocol that owns the route. Headers
+// the refusal needs (WWW-Authenticate, Retry-After) are set before it is
+// called; it sets Content-Type, writes code and the body.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, code int, msg string)
+
+// TextError is the ErrorWriter of plain text (http.Error): the server's
+// /metrics and pprof, and any route whose protocol registers none.
+func TextError(w http.ResponseWriter, _ *http.Request, code int, msg string) {
+	http.Error(w, msg, code)
+}
+
+// JSONError is the ErrorWriter of {"error": msg}, the Open Inference
+// Protocol's error object, which Grove's own JSON routes (/v1/status,
+// /v1/audit) answer too.
+func JSONError(w http.ResponseWriter, _ *http.Request, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(msg)
+	_, _ = w.Write(slices.Concat([]byte(`{"error":`), b, []byte("}\n")))
+}
+
+// SetErrorWriter makes ew answer the refusals of the routes Handle adds
+// under api (its metrics label, "inference"), or of the mount whose prefix
+// is api ("/v2"), so that each protocol answers them in its own error
+// format; call it while setting up, before Handler. Without one, refusals
+// are plain text (TextError); GET /v1/status answers JSONError.
+func (s *Server) SetErrorWriter(api string, ew ErrorWriter) {
+	s.errs[strings.TrimSuffix(api, "/")] = ew
+}
+
+// errorWriter is the ErrorWriter of api (a label or a mount's prefix).
+func (s *Server) errorWriter(api string) ErrorWriter {
+	if ew, ok := s.errs[api]; ok {
+		return ew
+	}
+	return TextError
+}
+
+// guard serves h to callers holding role, answering 401, 403 or 429 with
+// api's ErrorWriter otherwise, and 401 to a caller without a required
+// client certificate (Options.RequireClientCert); the caller's identity
+// is in the request's context (auth.FromContext). An open route without
+// required certificates (or with neither Options.Auth nor them) is h
+// itself.
+func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.HandlerFunc {
+	cert := s.opts.RequireClientCert
+	if !cert && (s.opts.Auth == nil || role == auth.Open) {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if cert && s.refuseCert(w, r, api) {
+			return
+		}
+		if s.opts.Auth == nil || role == auth.Open {
+			h(w, r)
+			return
+		}
+		if r, ok := s.authorize(w, r, role, api); ok {
+			h(w, r)
+		}
+	}
+}
+
+// guardMount guards the subtree at prefix with the role auth.MountRoles'
+// function gives each request, answering refusals with prefix's
+// ErrorWriter.
+func (s *Server) guardMount(prefix string, h http.Handler) http.Handler {
+	cert := s.opts.RequireClientCert
+	if s.opts.Auth == nil && !cert {
+		return h
+	}
+	roleOf := func(string, string) auth.Role { return auth.Open }
+	if s.opts.Auth != nil {
+		f, ok := auth.MountRoles[prefix]
+		if !ok {
+			panic(fmt.Sprintf("httpserver: mount %q has no entry in auth.MountRoles", prefix))
+		}
+		roleOf = f
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cert && s.refuseCert(w, r, prefix) {
+			return
+		}
+		role := roleOf(r.Method, r.URL.Path)
+		if role == auth.Open {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r, ok := s.authorize(w, r, role, prefix); ok {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// AuthorizeProbePath authorizes, for role, a request that was let in
+// without credentials because its path is an open probe's (IsProbe,
+// auth.MountRoles) but that the mounted handler reads as another endpoint
+// (GET /v2/models/a/ready as the metadata of a model named "a/ready"): a
+// probe path may only ever answer readiness. It enforces what the request
+// would have needed: the client certificate when one is required, then
+// the credentials, the role and the limit (a caller the guard already
+// admitted with role passes). Refused, it answers with the ErrorWriter
+// registered for api (a Handle label or a Mount prefix) and returns false.
+func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
+	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
+		s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
+		return nil, false
+	}
+	if s.opts.Auth == nil {
+		return r, true
+	}
+	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
+		return r, true
+	}
+	return s.authorize(w, r, role, api)
+}
+
+// certRequired is the answer to a caller without a required client
+// certificate.
+const certRequired = "a client certificate signed by the client CA is required (tls.client_auth is require)"
+
+// refuseCert answers 401 with api's ErrorWriter and returns true when r
+// has no verified client certificate and is not a probe.
+func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) bool {
+	if tlsconf.HasVerifiedClientCert(r.TLS) || IsProbe(r.Method, r.URL.Path) {
+		return false
+	}
+	s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
+	return true
+}
+
+// authorize authenticates r's caller, checks it holds role and is within
+// its limit, and returns r carrying the identity; when it is not, it
+// answers with api's ErrorWriter and returns false.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
+	id, err := s.opts.Auth.HTTP(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="grove"`)
+		s.errorWriter(api)(w, r, http.StatusUnauthorized, auth.Reason(err))
+		return nil, false
+	}
+	if !id.Has(role) {
+		s.errorWriter(api)(w, r, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
+		return nil, false
+	}
+	if ok, wait := s.opts.Auth.Allow(id); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
+		s.errorWriter(api)(w, r, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
+		return nil, false
+	}
+	return r.WithContext(auth.NewContext(r.Context(), id)), true
+}
+
+// Route is a route or mount of the server and the role it needs.
+type Route struct {
+	// Pattern is the route's pattern, or a mount's prefix followed by "/...".
+	Pattern string
+	// Role is the role it needs (auth.Open for none); a mount's requests
+	// may need different ones (auth.MountRoles).
+	Role auth.Role
+}
+
+// Routes lists the routes and mounts Handler serves (the server's own
+// among them), in the order they were added, with their roles from
+// auth.HTTPRoles (a mount's is its role for a GET of its prefix).
+func (s *Server) Routes() []Route {
+	var out []Route
+	add := func(p string) { out = append(out, Route{Pattern: p, Role: auth.HTTPRoles[p]}) }
+	add("GET /healthz")
+	add("GET /readyz")
+	if s.opts.Status != nil {
+		add("GET /v1/status")
+	}
+	if s.opts.Gatherer != nil {
+		add("GET /metrics")
+	}
+	for _, r := range s.routes {
+		add(r.pattern)
+	}
+	mounts := slices.Clone(s.mounts)
+	if s.opts.Pprof {
+		mounts = append(mounts, mount{prefix: "/debug/pprof"})
+	}
+	for _, m := range mounts {
+		role := auth.Open
+		if f, ok := auth.MountRoles[m.prefix]; ok {
+			role = f(http.MethodGet, m.prefix)
+		}
+		out = append(out, Route{Pattern: m.prefix + "/...", Role: role})
+	}
+	return out
+}
