@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,12 @@ import (
 // unary call of the same service carrying the same request, answered by a
 // handler that returns a response built in advance. The payload is the
 // pCTR model's: FLOAT [1, 64] in, FLOAT [1, 1] out.
+
+// floorWindow is the floor's fixed HTTP/2 flow-control window per
+// stream (four times it per connection): with gRPC's default dynamic
+// windows every call would be followed by a bandwidth-probe PING and its
+// answer, which the framed transport does not have.
+const floorWindow = 4 << 20
 
 // fixedAnswer is the floor's server: it answers every call with resp.
 type fixedAnswer struct {
@@ -63,12 +70,12 @@ func newBench(b *testing.B, mtls bool, connsPerPeer int) *benchSetup {
 		fwdOpts = ServerOptions{TLS: srvTLS}
 	}
 
-	// The floor: plain grpc-go, same credentials and flow-control windows
-	// (with gRPC's default dynamic windows the floor's bandwidth-probe
-	// PINGs, answered while the next forwarded call runs, were billed to
-	// it: ~12 µs at p50).
+	// The floor: plain grpc-go, same credentials, fixed flow-control
+	// windows (with gRPC's default dynamic windows the floor's
+	// bandwidth-probe PINGs, answered while the next forwarded call runs,
+	// were billed to it: ~12 µs at p50).
 	sum := f32(b, "x_sum", []int64{1, 1}, 31.5)
-	gopts := []grpc.ServerOption{grpc.StaticStreamWindowSize(WindowBytes), grpc.StaticConnWindowSize(grpcserver.ConnWindow(WindowBytes))}
+	gopts := []grpc.ServerOption{grpc.StaticStreamWindowSize(floorWindow), grpc.StaticConnWindowSize(grpcserver.ConnWindow(floorWindow))}
 	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
 	if mtls {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(srvTLS)))
@@ -83,7 +90,7 @@ func newBench(b *testing.B, mtls bool, connsPerPeer int) *benchSetup {
 	go func() { _ = gs.Serve(ln) }()
 	b.Cleanup(gs.Stop)
 	cc, err := grpc.NewClient(ln.Addr().String(), dial,
-		grpc.WithStaticStreamWindowSize(WindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(WindowBytes)))
+		grpc.WithStaticStreamWindowSize(floorWindow), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(floorWindow)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -230,3 +237,123 @@ func quantiles(ds []time.Duration) (p50, p99 time.Duration) {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// BenchmarkSmallBesideLarge measures what a large request costs the small
+// requests on the same connection: in each round one caller forwards an
+// 8 MiB request (FLOAT [2048, 1024], answered by its 2048 row sums) while
+// another forwards small ones (the pCTR payload) back to back until the
+// large one is answered, on one connection to one peer on loopback. The
+// variants take turns, a different one first each round:
+//
+//   - alone: the small requests with no large one (20 a round);
+//   - chunked: the framed transport as it is (frames of maxFrameLen);
+//   - chunks=N: frames of N bytes instead (the chunk size's trade-off);
+//   - whole: frames as long as the message (every frame written whole:
+//     the head-of-line blocking the chunks remove).
+//
+// It reports, per variant, the small requests' p50, p99 and largest
+// latency, and the large request's median time.
+func BenchmarkSmallBesideLarge(b *testing.B) {
+	const rows = 2048 // 8 MiB
+	type variant struct {
+		name  string
+		chunk int
+		large bool
+		small []time.Duration
+		big   []time.Duration
+	}
+	variants := []*variant{
+		{name: "alone", chunk: maxFrameLen},
+		{name: "chunked", chunk: maxFrameLen, large: true},
+		{name: "chunks=16KiB", chunk: 16 << 10, large: true},
+		{name: "chunks=256KiB", chunk: 256 << 10, large: true},
+		{name: "whole", chunk: 1 << 30, large: true},
+	}
+	type setup struct {
+		c     *Client
+		peers []Peer
+	}
+	setups := map[*variant]setup{}
+	for _, v := range variants {
+		n := &node{name: "b", fn: compute}
+		srv, err := NewServer(asyncFunc{LocalFunc(n.Predict)}, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv.chunk = v.chunk
+		s := serveLoopback(b, n, srv, srv.Serve, srv.Stop)
+		c := NewClient(ClientOptions{})
+		c.chunk = v.chunk
+		b.Cleanup(c.Close)
+		setups[v] = setup{c: c, peers: []Peer{s.peer}}
+	}
+	vals := make([]float32, 64)
+	small := Request{ModelPath: "pctr_v1/", Priority: User, RequestID: "small", Inputs: []servables.Tensor{f32(b, "x", []int64{1, 64}, vals...)}}
+	large := floatRequest(b, rows)
+	ctx := context.Background()
+	call := func(s setup, req Request) time.Duration {
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := s.c.Forward(ctx, s.peers, req); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	for _, v := range variants { // connect and warm up
+		for range 20 {
+			call(setups[v], small)
+		}
+		if v.large {
+			call(setups[v], large)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range variants {
+			v := variants[(i+k)%len(variants)]
+			s := setups[v]
+			if !v.large {
+				for range 20 {
+					v.small = append(v.small, call(s, small))
+				}
+				continue
+			}
+			done := make(chan time.Duration, 1)
+			conn := s.c.pools[s.peers[0].Addr].slots[0].conn
+			go func() { done <- call(s, large) }()
+			for { // until the large call is made (its writer starts at once)
+				conn.mu.Lock()
+				n := len(conn.waiting)
+				conn.mu.Unlock()
+				if n > 0 {
+					break
+				}
+				runtime.Gosched()
+			}
+		round:
+			for {
+				select {
+				case d := <-done:
+					v.big = append(v.big, d)
+					break round
+				default:
+				}
+				v.small = append(v.small, call(s, small))
+			}
+		}
+	}
+	b.StopTimer()
+	for _, v := range variants {
+		p50, p99 := quantiles(v.small)
+		b.ReportMetric(us(p50), v.name+"-small-p50-µs")
+		b.ReportMetric(us(p99), v.name+"-small-p99-µs")
+		b.ReportMetric(us(slices.Max(v.small)), v.name+"-small-max-µs")
+		if v.large {
+			big, _ := quantiles(v.big)
+			b.ReportMetric(us(big), v.name+"-large-p50-µs")
+			b.ReportMetric(float64(len(v.small))/float64(len(v.big)), v.name+"-small-per-large")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}

@@ -15,39 +15,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
-	"github.com/groveml/grove/transport/grpcserver"
 )
 
-// WindowBytes is the fixed HTTP/2 flow-control window of each call
-// between peers, in both directions (a connection gets four times it).
-// gRPC's default dynamic window probes the bandwidth with a PING after
-// each message received, which the peer answers: for a small forwarded
-// request that is a third message exchanged, and one more wake-up of
-// both nodes, per request. 4 MiB lets one call move 4 MiB per round trip
-// (40 GB/s at a 100 µs loopback round trip, 4 GB/s at 1 ms), far more
-// than a model's tensors need; memory is used only by what is in flight.
-const WindowBytes = 4 << 20
-
-// FramedMaxRequestBytes is the largest request a Client sends on the
-// framed transport; a larger one goes over gRPC, whose HTTP/2 streams
-// interleave, so that it does not hold up the small requests behind it on
-// the same connection (a framed connection writes one frame at a time).
-// 1 MiB takes about a millisecond at 1 GB/s.
-const FramedMaxRequestBytes = 1 << 20
-
-// maxAnswerBytes is the largest answer a Client receives: gRPC's most.
+// maxAnswerBytes is the largest answer a Client receives, and the largest
+// message a node encodes: the most a protobuf message may be (2 GiB).
 const maxAnswerBytes = 2<<30 - 1
 
 // ClientOptions configure a Client.
@@ -72,41 +50,36 @@ type ClientOptions struct {
 	Rand func(n int) int
 	// MaxRequestBytes bounds the requests sent (the serving node bounds
 	// what it receives alike); 0 means 2 GiB. Answers are received up to
-	// 2 GiB, gRPC's most, whatever it says: a node's own front ends bound
-	// requests, not answers, and a model's answer must not fail only
-	// because it was forwarded.
+	// 2 GiB, a protobuf message's most, whatever it says: a node's own
+	// front ends bound requests, not answers, and a model's answer must
+	// not fail only because it was forwarded.
 	MaxRequestBytes int
 	// Logger receives connections opened and closed; nil means
 	// slog.Default().
 	Logger *slog.Logger
 }
 
-// Client forwards requests to peers over a pool of connections per peer
-// address: made on the first request to the peer, reused by every later
-// one, closed by Retain when the peer leaves, or by Close. It is safe for
-// concurrent use.
+// Client forwards requests to peers over the framed transport, on a pool
+// of connections per peer address: made on the first request to the
+// peer, reused by every later one, closed by Retain when the peer leaves,
+// or by Close. It is safe for concurrent use.
 type Client struct {
 	opts  ClientOptions
-	dial  []grpc.DialOption
 	rnd   func(int) int
 	log   *slog.Logger
+	chunk int // the most a frame carries (maxFrameLen; tests change it)
 	mu    sync.RWMutex
 	pools map[string]*pool
 	done  bool
 }
 
-// pool is the connections to one peer address: framed ones (slots),
-// and gRPC ones, which connect only if the peer turns out not to speak
-// the framed transport (grpcOnly).
+// pool is the framed connections to one peer address (slots), used in
+// turn.
 type pool struct {
 	addr     string
 	slots    []*slot
-	conns    []*grpc.ClientConn
-	stubs    []forwardpb.ForwardClient
 	next     atomic.Uint32
 	inflight atomic.Int64
-	closed   atomic.Bool
-	grpcOnly atomic.Bool
 }
 
 // NewClient returns a Client; it connects to nothing until a request is
@@ -127,27 +100,12 @@ func NewClient(opts ClientOptions) *Client {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = maxAnswerBytes
 	}
-	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, pools: map[string]*pool{}}
+	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, chunk: maxFrameLen, pools: map[string]*pool{}}
 	if c.rnd == nil {
 		c.rnd = rand.IntN
 	}
 	if c.log == nil {
 		c.log = slog.Default()
-	}
-	creds := insecure.NewCredentials()
-	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
-	}
-	bo := backoff.DefaultConfig
-	bo.BaseDelay = min(bo.BaseDelay, opts.ReconnectMaxDelay)
-	bo.MaxDelay = opts.ReconnectMaxDelay
-	c.dial = []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes), grpc.MaxCallSendMsgSize(opts.MaxRequestBytes)),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: opts.ConnectTimeout}),
-		// Fixed windows: no bandwidth-probe PING after every answer (one
-		// more write, read and wake-up on both nodes per request).
-		grpc.WithStaticStreamWindowSize(WindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(WindowBytes)),
 	}
 	return c
 }
@@ -236,8 +194,7 @@ func (c *Client) load(addr string) int64 {
 	return p.inflight.Load()
 }
 
-// call runs m on peer p: over the framed transport, or gRPC for a peer
-// that does not speak it.
+// call runs m on peer p over one of its pool's connections.
 func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) (Answer, error) {
 	pl, err := c.pool(p)
 	if err != nil {
@@ -245,22 +202,7 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 	}
 	pl.inflight.Add(1)
 	defer pl.inflight.Add(-1)
-	if n := proto.Size(m); !pl.grpcOnly.Load() && n <= FramedMaxRequestBytes {
-		ans, err := c.callFramed(ctx, p, pl, m, n)
-		if !errors.Is(err, errNotFramed) {
-			return ans, err
-		}
-		if !pl.grpcOnly.Swap(true) {
-			c.log.Info("forward: a peer does not speak the framed transport; calling it over gRPC", "peer", p.Name, "addr", p.Addr)
-		}
-	}
-	return c.callGRPC(ctx, p, pl, m)
-}
-
-// callFramed runs m, of n bytes, on peer p over one of pl's framed
-// connections.
-func (c *Client) callFramed(ctx context.Context, p Peer, pl *pool, m *forwardpb.PredictRequest, n int) (Answer, error) {
-	if n > c.opts.MaxRequestBytes {
+	if n := proto.Size(m); n > c.opts.MaxRequestBytes {
 		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.InvalidInput, Code: codes.ResourceExhausted,
 			Message: fmt.Sprintf("the request of %d bytes is larger than the %d bytes this node forwards (max_body_bytes)", n, c.opts.MaxRequestBytes)}
 	}
@@ -268,11 +210,8 @@ func (c *Client) callFramed(ctx context.Context, p Peer, pl *pool, m *forwardpb.
 	conn, err := s.get(ctx, func() (*clientConn, error) {
 		dctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
 		defer cancel()
-		return dialFramed(dctx, p.Addr, c.opts.TLS, maxAnswerBytes)
+		return dialFramed(dctx, p.Addr, c.opts.TLS, maxAnswerBytes, c.chunk)
 	}, c.opts.ReconnectMaxDelay)
-	if errors.Is(err, errNotFramed) {
-		return Answer{}, err
-	}
 	if err == nil {
 		call := &forwardpb.Call{Request: m}
 		if dl, ok := ctx.Deadline(); ok {
@@ -291,19 +230,8 @@ func (c *Client) callFramed(ctx context.Context, p Peer, pl *pool, m *forwardpb.
 	return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Unavailable, Code: codes.Unavailable, Message: err.Error()}
 }
 
-// callGRPC runs m on peer p over one of pl's gRPC connections.
-func (c *Client) callGRPC(ctx context.Context, p Peer, pl *pool, m *forwardpb.PredictRequest) (Answer, error) {
-	var trailer metadata.MD
-	ctx = tracing.OutgoingGRPC(ctx)
-	resp, err := pl.stubs[int(pl.next.Add(1))%len(pl.stubs)].Predict(ctx, m, grpc.Trailer(&trailer))
-	if err != nil {
-		return Answer{}, remoteError(ctx, p, pl, err, trailer)
-	}
-	return answerOf(p, resp)
-}
-
-// answerOf is the Answer peer p's response m carries, on either
-// transport, or the error saying it is malformed.
+// answerOf is the Answer peer p's response m carries, or the error saying
+// it is malformed.
 func answerOf(p Peer, m *forwardpb.PredictResponse) (Answer, error) {
 	ans, err := decodeAnswer(m)
 	if err != nil {
@@ -316,33 +244,6 @@ func answerOf(p Peer, m *forwardpb.PredictResponse) (Answer, error) {
 // does not decode: Execution, the peer's fault, not retried.
 func malformed(p Peer, what string, err error) *RemoteError {
 	return &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Execution, Code: codes.Internal, Message: "malformed " + what + ": " + err.Error()}
-}
-
-// remoteError classifies a failed call: by the kind the peer's trailer
-// names, else by the gRPC code. A call cut because Retain or Close closed
-// its connection (gRPC says Canceled) is Unavailable when the caller is
-// still waiting, so that it goes to another replica. RESOURCE_EXHAUSTED
-// without the trailer is gRPC's own refusal of a request larger than
-// max_body_bytes (this node's send limit or the peer's receive limit):
-// InvalidInput, the caller's to fix, not Overloaded, which it would retry.
-func remoteError(ctx context.Context, p Peer, pl *pool, err error, trailer metadata.MD) error {
-	st := status.Convert(err)
-	e := &RemoteError{Node: p.Name, Addr: p.Addr, Code: st.Code(), Message: st.Message(), Kind: KindOfCode(st.Code())}
-	if v := trailer.Get(trailerKind); len(v) == 1 {
-		if k, ok := parseKind(v[0]); ok {
-			e.Kind = k
-		}
-	} else if st.Code() == codes.ResourceExhausted {
-		e.Kind = servables.InvalidInput
-		e.Message += " (the request is larger than a node's max_body_bytes)"
-	}
-	if v := trailer.Get(trailerNode); len(v) == 1 && v[0] != "" {
-		e.Node = v[0]
-	}
-	if e.Kind == servables.Canceled && pl.closed.Load() && ctx.Err() == nil {
-		e.Kind = servables.Unavailable
-	}
-	return e
 }
 
 // pool returns the pool of p's address, made (without connecting) if it
@@ -371,27 +272,16 @@ func (c *Client) pool(p Peer) (*pool, error) {
 	pl = &pool{addr: p.Addr}
 	for range c.opts.ConnsPerPeer {
 		pl.slots = append(pl.slots, &slot{})
-		cc, err := grpc.NewClient(p.Addr, c.dial...)
-		if err != nil {
-			pl.close()
-			return nil, fmt.Errorf("peer %s: %w", p.Addr, err)
-		}
-		pl.conns = append(pl.conns, cc)
-		pl.stubs = append(pl.stubs, forwardpb.NewForwardClient(cc))
 	}
 	c.pools[p.Addr] = pl
-	c.log.Debug("forward: connections to a peer opened", "peer", p.Name, "addr", p.Addr, "conns", len(pl.conns))
+	c.log.Debug("forward: connections to a peer opened", "peer", p.Name, "addr", p.Addr, "conns", len(pl.slots))
 	return pl, nil
 }
 
 // close closes the pool's connections; calls in flight on them end.
 func (pl *pool) close() {
-	pl.closed.Store(true)
 	for _, s := range pl.slots {
 		s.close()
-	}
-	for _, cc := range pl.conns {
-		_ = cc.Close()
 	}
 }
 

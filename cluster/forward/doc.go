@@ -1,14 +1,15 @@
 // Package forward hands one model request from the Grove node that took it
 // to a node of the same cluster that has the model ready, and brings the
 // answer back: the transport of the cluster's routing (docs/cluster.md).
-// Its messages are those of Grove's own gRPC service grove.cluster.v1.Forward
-// (package forwardpb), served on the port each node advertises to its
-// peers in two ways: as gRPC, and on a framed transport of Grove's own
-// (frame.go) that carries the same messages on TCP or TLS without HTTP/2,
-// which a Client prefers because each hop then costs fewer goroutine
-// hand-offs. A connection chooses by TLS ALPN (ALPN) or, in plaintext, by
-// its first bytes; a Client calls over gRPC a peer that does not speak
-// the framed transport (an older Grove during a rolling upgrade).
+// Its messages are those of Grove's own service grove.cluster.v1.Forward
+// (package forwardpb), which nodes call on each other on a framed
+// transport of Grove's own (frame.go): the messages on TCP or TLS without
+// HTTP/2, in frames of at most 64 KiB, a longer message chunked so that
+// the frames of other calls go between its chunks, after a preface that
+// carries the transport's version. The port each node advertises to its
+// peers serves it, and gRPC beside it for tools and probes (health,
+// reflection, and the Forward service itself, for grpcurl): a connection
+// chooses by TLS ALPN (ALPN) or, in plaintext, by its first bytes.
 //
 // The caller's side is a Client: Forward picks one of the peers it is
 // given by the power of two choices on the requests it has in flight to
@@ -37,11 +38,20 @@
 //	                                  replaced when it ends)           calls at once during a pause
 //	a client connection's calls    clientConn, under its mu         whoever reads (a call leading, or
 //	  waiting for answers, and        (added by call, removed by       readLoop) hands each answer to its
-//	  who reads the connection        the answer or the caller)        call's channel; a call writes its own
-//	                                                                   frame under wmu
+//	  who reads the connection        the answer or the caller)        call's channel
+//	a connection's writing         its frameWriter: the write       a writer takes the turn for each
+//	  (either side)                   turn (a token, first come        frame it writes, and the bulk turn
+//	                                  first served) and the bulk       from a chunked message's head to its
+//	                                  turn (one chunked message        last data frame; a call's sent flag
+//	                                  at a time)                       is read and set in the write turn
+//	the chunked message arriving   whoever reads the connection    nobody else: a call gets the whole
+//	  (inbound, either side)          (the reader on the server;       message, or nothing if it gave up
+//	                                  a lead or readLoop on the
+//	                                  client)
 //	a server connection's calls    serverConn, under its mu         a cancel frame cancels the call's
 //	  in flight (cancel funcs)        (added by the reader, removed    context; the goroutine with a call's
-//	                                  when the call is answered)       answer writes it under wmu
+//	                                  when the call is answered)       answer writes it (a chunked one: a
+//	                                                                   goroutine of its own)
 //	the server's framed            Server, under Server.mu          GracefulStop tells each goaway, Stop
 //	  connections and listeners                                        closes them
 //	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load

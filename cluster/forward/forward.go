@@ -99,7 +99,8 @@ type Local interface {
 
 // AsyncLocal is a Local that can also answer without a goroutine waiting
 // for it: the framed transport's reader hands each call to PredictAsync
-// and goes on reading, and done writes the answer. done must be called
+// and goes on reading, and done writes the answer (one longer than a
+// frame: hands it to a goroutine that writes it). done must be called
 // exactly once, on any goroutine (PredictAsync's own included), when the
 // answer is known or ctx is done; it writes to the connection and must
 // not be called with locks held that the connection's writer could need.

@@ -21,28 +21,28 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// errNotFramed is the error of dialing a peer that does not speak the
-// framed transport (a Grove version before it, during a rolling upgrade):
-// the pool then calls it over gRPC.
-var errNotFramed = errors.New("the peer does not speak the framed transport")
-
 // clientConn is one framed connection to a peer. A call writes its own
-// frame. One goroutine at a time reads the connection and hands each
-// answer to the call waiting for it: a call that finds nobody reading
-// reads itself (the lead) until its own answer comes, then hands the
-// reading to a goroutine of the connection's (readLoop) if other calls
-// still wait, which reads until none does. At concurrency 1 a call so
-// reads its own answer, with no goroutine hand-off, when the answer fits
-// the connection's read buffer (32 KiB; see lead).
+// frames (taking turns with the others: frameWriter). One goroutine at a
+// time reads the connection and hands each answer to the call waiting for
+// it: a call that finds nobody reading reads itself (the lead) until its
+// own answer comes, then hands the reading to a goroutine of the
+// connection's (readLoop) if other calls still wait, which reads until
+// none does. At concurrency 1 a call so reads its own answer, with no
+// goroutine hand-off. A chunked call does not lead (it would read nothing
+// while it writes): a readLoop reads for it.
 type clientConn struct {
 	nc        net.Conn
 	r         *bufio.Reader // read only by the goroutine that is reading
 	maxAnswer int
-	wmu       sync.Mutex // one frame written at a time
+	chunk     int // the most a frame carries, both ways
+	w         frameWriter
+
+	// in is the chunked answer arriving, if any: the reading goroutine's.
+	in *inbound
 
 	mu      sync.Mutex
 	lastID  uint64
-	waiting map[uint64]chan frameResult
+	waiting map[uint64]*pending
 	reading bool  // a lead or readLoop is reading
 	err     error // why the connection ended; no new calls once set
 	goaway  bool  // the server takes no new calls here
@@ -56,6 +56,16 @@ type clientConn struct {
 	interrupted   bool
 }
 
+// pending is a call waiting for its answer.
+type pending struct {
+	ch chan frameResult
+	// sent says the call was written whole: whoever gives it up then
+	// tells the server (a cancel frame). Read and written only in the
+	// connection's write turn, so that exactly one cancel follows a call's
+	// last frame written.
+	sent bool
+}
+
 // frameResult is what a call waiting on a clientConn gets: the answer's
 // frame type and payload, or the error that ended the connection.
 type frameResult struct {
@@ -65,9 +75,9 @@ type frameResult struct {
 }
 
 // dialFramed connects to addr and opens the framed transport (TLS with
-// ALPN when cfg is not nil). A peer that answers with another protocol
-// gives errNotFramed.
-func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int) (*clientConn, error) {
+// ALPN when cfg is not nil), chunk bytes to a frame. A peer that answers
+// the preface with another version gives a *versionError.
+func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer, chunk int) (*clientConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -82,7 +92,7 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 	conn := nc
 	if cfg != nil {
 		cfg = cfg.Clone()
-		cfg.NextProtos = []string{ALPN, "h2"}
+		cfg.NextProtos = []string{ALPN}
 		if cfg.ServerName == "" {
 			host, _, _ := net.SplitHostPort(addr)
 			cfg.ServerName = host
@@ -90,36 +100,34 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer int
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = nc.Close()
-			return nil, err
+			return nil, fmt.Errorf("TLS handshake: %w", err)
 		}
-		if tc.ConnectionState().NegotiatedProtocol != ALPN {
+		if p := tc.ConnectionState().NegotiatedProtocol; p != ALPN {
 			_ = nc.Close()
-			return nil, errNotFramed
+			return nil, fmt.Errorf("%w: the peer chose application protocol %q, not the framed transport's %q", errFrame, p, ALPN)
 		}
 		conn = tc
 	}
-	if _, err := conn.Write(preface); err != nil {
+	if _, err := conn.Write(prefaceOf(protocolVersion)); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	r := bufio.NewReaderSize(conn, 32<<10)
-	got := make([]byte, len(preface))
-	if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, preface) {
+	r := bufio.NewReaderSize(conn, frameHeaderLen+min(chunk, maxFrameLen))
+	got := make([]byte, prefaceLen)
+	if _, err := io.ReadFull(r, got); err != nil {
 		_ = conn.Close()
-		if cfg == nil && err == nil {
-			// A gRPC-only server answers with its HTTP/2 SETTINGS frame
-			// (and waits for an HTTP/2 preface). A connection dropped
-			// without an answer is a peer stopping or dying, not one
-			// that does not speak the transport.
-			return nil, errNotFramed
-		}
-		if err == nil {
-			err = errFrame
-		}
 		return nil, fmt.Errorf("opening the framed transport: %w", err)
 	}
+	if !bytes.HasPrefix(got, []byte(prefaceMagic)) {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: the peer answered the preface with %q: it does not speak the framed transport", errFrame, got)
+	}
+	if v := got[prefaceLen-1]; v != protocolVersion {
+		_ = conn.Close()
+		return nil, &versionError{peer: v, own: protocolVersion}
+	}
 	_ = nc.SetDeadline(time.Time{})
-	return &clientConn{nc: conn, r: r, maxAnswer: maxAnswer, waiting: map[uint64]chan frameResult{}}, nil
+	return &clientConn{nc: conn, r: r, maxAnswer: maxAnswer, chunk: chunk, w: newFrameWriter(), waiting: map[uint64]*pending{}}, nil
 }
 
 // usable reports whether the connection takes new calls.
@@ -131,13 +139,17 @@ func (c *clientConn) usable() bool {
 
 // call sends m and waits for its answer, ctx's end, or the connection's.
 // The error is a transport failure (Unavailable) or ctx's; a peer's
-// answer (success or Failure) is the frame returned.
+// answer (success or Failure) is the frame returned. A call that fits a
+// frame is written by its caller; a chunked one by a goroutine of its own
+// (sendChunked), so that its caller returns at ctx's end even while a
+// chunk is being written, and a readLoop reads meanwhile: nothing would
+// read the answers of the other calls while it writes.
 func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, error) {
-	b, err := appendFrame(frameCall, 0, m, maxFrameLen)
+	out, err := encodeMessage(frameCall, m, maxAnswerBytes, c.chunk)
 	if err != nil {
 		return frameResult{}, servables.NewError(servables.Execution, "encoding the forwarded request: "+err.Error())
 	}
-	ch := make(chan frameResult, 1)
+	p := &pending{ch: make(chan frameResult, 1)}
 	c.mu.Lock()
 	if c.err != nil || c.goaway {
 		err := c.err
@@ -149,64 +161,128 @@ func (c *clientConn) call(ctx context.Context, m *forwardpb.Call) (frameResult, 
 	}
 	c.lastID++
 	id := c.lastID
-	c.waiting[id] = ch
-	lead := !c.reading
+	c.waiting[id] = p
+	lead := !c.reading && !out.chunked()
+	if !c.reading && out.chunked() {
+		go c.readLoop()
+	}
 	c.reading = true
 	c.mu.Unlock()
-	putFrameHeader(b, frameHeader{length: uint32(len(b) - frameHeaderLen), typ: frameCall, id: id})
-	c.wmu.Lock()
-	if err := ctx.Err(); err != nil {
-		// It ended before its turn to write (or before the call): its
-		// deadline, set as the write's, would fail the write, and a failed
-		// write ends the connection for every call on it.
-		c.wmu.Unlock()
+	if out.chunked() {
+		go c.sendChunked(ctx, id, p, out)
+		return c.wait(ctx, id, p)
+	}
+	if err := c.send(ctx, p, out.next(id)); err != nil {
 		c.forget(id)
 		if lead {
 			c.handOver()
 		}
 		return frameResult{}, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.nc.SetWriteDeadline(dl)
+	if lead {
+		return c.lead(ctx, id, p)
 	}
-	_, err = c.nc.Write(b)
-	c.wmu.Unlock()
+	return c.wait(ctx, id, p)
+}
+
+// send writes frame b of call p in its turn. It returns ctx's error,
+// writing nothing, when ctx ends first: its deadline, set as the write's,
+// would fail the write, and a failed write ends the connection for every
+// call on it. A failed write ends the connection, the call with it (its
+// answer is the connection's error), and returns nil.
+func (c *clientConn) send(ctx context.Context, p *pending, b []byte) error {
+	select {
+	case <-c.w.turn:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		c.w.turn <- struct{}{}
+		return err
+	}
+	dl, _ := ctx.Deadline()
+	_ = c.nc.SetWriteDeadline(dl)
+	_, err := c.nc.Write(b)
+	p.sent = true
+	c.w.turn <- struct{}{}
 	if err != nil {
 		c.fail(fmt.Errorf("sending to the peer: %w", err))
 	}
-	if lead {
-		return c.lead(ctx, id, ch)
-	}
-	return c.wait(ctx, id, ch)
+	return nil
 }
 
-// wait waits for call id's answer on ch, which someone else reads, or
-// ctx's end.
-func (c *clientConn) wait(ctx context.Context, id uint64, ch chan frameResult) (frameResult, error) {
+// sendChunked writes chunked call id's frames, one per turn, once no
+// other chunked call is being written. It stops, writing a cancel frame
+// after the frames written (none: nothing), when ctx ends or the call no
+// longer waits (its caller gave up, or the server answered at its head,
+// refusing it); a failed write ends the connection. Each write has ctx's
+// deadline: a peer that stops reading ends the connection then.
+func (c *clientConn) sendChunked(ctx context.Context, id uint64, p *pending, out *outMessage) {
 	select {
-	case r := <-ch:
+	case <-c.w.bulk:
+	case <-ctx.Done():
+		return // nothing written; the caller returns with ctx's error
+	}
+	defer func() { c.w.bulk <- struct{}{} }()
+	wrote := false
+	for b := out.next(id); b != nil; b = out.next(id) {
+		<-c.w.turn
+		if ctx.Err() != nil || !c.waits(id) {
+			if wrote {
+				c.writeCancel(id)
+			}
+			c.w.turn <- struct{}{}
+			return
+		}
+		dl, _ := ctx.Deadline()
+		_ = c.nc.SetWriteDeadline(dl)
+		_, err := c.nc.Write(b)
+		wrote = true
+		p.sent = out.done()
+		c.w.turn <- struct{}{}
+		if err != nil {
+			c.fail(fmt.Errorf("sending to the peer: %w", err))
+			return
+		}
+	}
+}
+
+// waits reports whether call id waits for its answer.
+func (c *clientConn) waits(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.waiting[id]
+	return ok
+}
+
+// wait waits for call id's answer, which someone else reads, or ctx's
+// end.
+func (c *clientConn) wait(ctx context.Context, id uint64, p *pending) (frameResult, error) {
+	select {
+	case r := <-p.ch:
 		return r, r.err
 	case <-ctx.Done():
 		if c.forget(id) {
-			c.cancel(id)
+			go c.cancel(id, p)
 		}
 		return frameResult{}, ctx.Err()
 	}
 }
 
-// lead reads the connection until call id's answer comes (to ch, as any
-// other call's), ctx ends or the connection does; then it hands the
+// lead reads the connection until call id's answer comes (to p.ch, as
+// any other call's), ctx ends or the connection does; then it hands the
 // reading on. It reads a frame only once it is buffered whole (Peek,
 // which consumes nothing), and ctx's end wakes it from that wait by a
 // past read deadline, so no frame is cut and a peer that stalls within a
-// frame cannot hold it past ctx. A frame longer than the buffer it
+// frame cannot hold it past ctx. Every frame fits the buffer (maxFrameLen);
+// one longer than it (a connection whose frames are longer: chunk) it
 // leaves to a readLoop, and waits for its answer as the other calls do.
-func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (frameResult, error) {
+func (c *clientConn) lead(ctx context.Context, id uint64, p *pending) (frameResult, error) {
 	stop := context.AfterFunc(ctx, func() { c.interrupt(id) })
 	defer stop()
 	for {
 		select {
-		case r := <-ch:
+		case r := <-p.ch:
 			c.handOver()
 			return r, r.err
 		default:
@@ -218,16 +294,16 @@ func (c *clientConn) lead(ctx context.Context, id uint64, ch chan frameResult) (
 			c.endInterruptible()
 			if c.forget(id) {
 				c.handOver()
-				c.cancel(id)
+				go c.cancel(id, p)
 				return frameResult{}, ctx.Err()
 			}
-			continue // its answer came first: it is in ch
+			continue // its answer came first: it is in p.ch
 		}
 		whole, err := c.peekFrame()
 		c.endInterruptible()
 		if err == nil && !whole {
 			go c.readLoop() // the reading is its now
-			return c.wait(ctx, id, ch)
+			return c.wait(ctx, id, p)
 		}
 		if err == nil {
 			err = c.next()
@@ -326,39 +402,79 @@ func (c *clientConn) forget(id uint64) bool {
 	return true
 }
 
-// cancel tells the server the caller gave up call id (best effort).
-func (c *clientConn) cancel(id uint64) {
-	b, _ := appendFrame(frameCancel, id, nil, 0)
-	c.wmu.Lock()
+// cancel tells the server the caller gave up call p, id (best effort),
+// if it was written whole; one still being written is ended by its
+// writer (sendChunked). Callers run it on a goroutine of its own: the
+// write turn may be held by a write to a peer that reads slowly, and a
+// call that gave up returns at once.
+func (c *clientConn) cancel(id uint64, p *pending) {
+	<-c.w.turn
+	if p.sent {
+		c.writeCancel(id)
+	}
+	c.w.turn <- struct{}{}
+}
+
+// writeCancel writes the cancel frame of call id; the write turn is held.
+func (c *clientConn) writeCancel(id uint64) {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, err := c.nc.Write(b)
-	c.wmu.Unlock()
-	if err != nil {
+	if _, err := c.nc.Write(emptyFrame(frameCancel, id)); err != nil {
 		c.fail(fmt.Errorf("sending to the peer: %w", err))
 	}
 }
 
-// next reads one frame and delivers it: an answer to the call waiting
-// for it (none: dropped, its caller gave up), a goaway by marking the
-// connection. An error ends the connection.
+// next reads one frame and acts on it: an answer goes to the call waiting
+// for it (none: dropped, its caller gave up), whole or once its last
+// chunk has come (the chunks of an answer nobody waits for are dropped as
+// they come); a goaway marks the connection. An error ends the
+// connection.
 func (c *clientConn) next() error {
 	h, err := readFrameHeader(c.r)
 	if err != nil {
 		return err
 	}
+	if err := checkLength(h, c.chunk); err != nil {
+		return err
+	}
 	switch h.typ {
 	case frameAnswer, frameFailure:
-		b, err := readPayload(c.r, h, c.maxAnswer)
-		if err != nil {
-			return fmt.Errorf("reading an answer: %w", err)
+		if c.in != nil && c.in.id == h.id {
+			return fmt.Errorf("%w: a whole answer for call %d, whose chunked answer is arriving", errFrame, h.id)
 		}
-		c.mu.Lock()
-		ch := c.waiting[h.id]
-		delete(c.waiting, h.id)
-		c.closeIfDone()
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- frameResult{typ: h.typ, payload: b}
+		b, err := readPayload(c.r, h, c.chunk)
+		if err != nil {
+			return err
+		}
+		c.deliver(h.id, frameResult{typ: h.typ, payload: b})
+		return nil
+	case frameAnswer | frameChunked, frameFailure | frameChunked:
+		if c.in != nil {
+			return fmt.Errorf("%w: call %d's chunked answer begins while call %d's is arriving", errFrame, h.id, c.in.id)
+		}
+		n, err := readHead(c.r, h, c.chunk)
+		if err != nil {
+			return err
+		}
+		if n > int64(c.maxAnswer) {
+			return fmt.Errorf("%w: call %d's answer of %d bytes, more than the %d bytes allowed", errFrame, h.id, n, c.maxAnswer)
+		}
+		c.in = newInbound(h.id, h.typ&^frameChunked, n, !c.waits(h.id))
+		return nil
+	case frameData:
+		in := c.in
+		if in == nil || in.id != h.id {
+			return fmt.Errorf("%w: a data frame for call %d, which has no chunked answer arriving", errFrame, h.id)
+		}
+		if !in.dropped() && !c.waits(h.id) {
+			in.drop() // its caller gave up
+		}
+		done, err := in.read(c.r, h)
+		if err != nil || !done {
+			return err
+		}
+		c.in = nil
+		if !in.dropped() {
+			c.deliver(h.id, frameResult{typ: in.typ, payload: in.buf})
 		}
 		return nil
 	case frameGoaway:
@@ -372,6 +488,18 @@ func (c *clientConn) next() error {
 		return nil
 	}
 	return fmt.Errorf("%w: frame type %d from the server", errFrame, h.typ)
+}
+
+// deliver hands r to call id, if it waits.
+func (c *clientConn) deliver(id uint64, r frameResult) {
+	c.mu.Lock()
+	p := c.waiting[id]
+	delete(c.waiting, id)
+	c.closeIfDone()
+	c.mu.Unlock()
+	if p != nil {
+		p.ch <- r
+	}
 }
 
 // closeIfDone closes a connection told goaway once no call waits on it;
@@ -391,13 +519,13 @@ func (c *clientConn) fail(err error) {
 		c.err = err
 	}
 	waiting := c.waiting
-	c.waiting = map[uint64]chan frameResult{}
+	c.waiting = map[uint64]*pending{}
 	c.closed = true
 	c.reading = false // nobody reads an ended connection; it takes no calls
 	c.mu.Unlock()
 	_ = c.nc.Close()
-	for _, ch := range waiting {
-		ch <- frameResult{err: err}
+	for _, p := range waiting {
+		p.ch <- frameResult{err: err}
 	}
 }
 

@@ -2,11 +2,11 @@ package forward
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -84,7 +84,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // classify finishes the handshake of a new connection and serves it on
-// the transport it chose; a connection that speaks neither is closed.
+// the transport it chose; a connection that speaks neither, or another
+// version of the framed transport, is closed.
 func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	var framed bool
@@ -104,12 +105,12 @@ func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 	}
 	br := bufio.NewReaderSize(conn, 32<<10)
 	if s.tls == nil {
-		b, err := br.Peek(len(preface))
+		b, err := br.Peek(len(prefaceMagic))
 		if err != nil {
 			_ = nc.Close()
 			return
 		}
-		framed = bytes.Equal(b, preface)
+		framed = string(b) == prefaceMagic
 	}
 	if !framed {
 		_ = nc.SetDeadline(time.Time{})
@@ -118,17 +119,27 @@ func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 		}
 		return
 	}
-	if b, err := br.Peek(len(preface)); err != nil || !bytes.Equal(b, preface) {
+	b, err := br.Peek(prefaceLen)
+	if err != nil || string(b[:len(prefaceMagic)]) != prefaceMagic {
 		_ = conn.Close()
 		return
 	}
-	_, _ = br.Discard(len(preface))
-	if _, err := conn.Write(preface); err != nil {
+	if v := b[prefaceLen-1]; v != protocolVersion {
+		// The client learns this node's version from the reply, and says
+		// both versions in its error.
+		s.log.Warn("forward: a peer speaks another version of the framed transport; closing its connection",
+			"remote", nc.RemoteAddr().String(), "err", &versionError{peer: v, own: protocolVersion})
+		_, _ = conn.Write(prefaceOf(protocolVersion))
+		_ = conn.Close()
+		return
+	}
+	_, _ = br.Discard(prefaceLen)
+	if _, err := conn.Write(prefaceOf(protocolVersion)); err != nil {
 		_ = conn.Close()
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	sc := &serverConn{s: s, nc: conn, r: br, cert: cert, calls: map[uint64]context.CancelFunc{},
+	sc := &serverConn{s: s, nc: conn, r: br, cert: cert, chunk: s.chunk, w: newFrameWriter(), calls: map[uint64]context.CancelFunc{},
 		peer: &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr()}}
 	if tc, ok := conn.(*tls.Conn); ok {
 		sc.peer.AuthInfo = credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
@@ -136,7 +147,7 @@ func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		sc.goaway() // the client sends its calls elsewhere (not over gRPC: it did speak this)
+		sc.goaway() // the client sends its calls elsewhere
 		_ = conn.Close()
 		return
 	}
@@ -194,15 +205,20 @@ func (s *Server) stop() []*serverConn {
 
 // serverConn is one framed connection from a peer. Its reader goroutine
 // (serve) reads the calls and hands each to the Local (start): the
-// goroutine that has the answer writes it.
+// goroutine that has the answer writes it, or, for an answer that travels
+// chunked, a goroutine of its own.
 type serverConn struct {
-	s    *Server
-	nc   net.Conn
-	r    *bufio.Reader
-	cert *x509.Certificate // verified at the handshake; nil: none
-	peer *peer.Peer
-	wmu  sync.Mutex // one frame written at a time
-	wg   sync.WaitGroup
+	s     *Server
+	nc    net.Conn
+	r     *bufio.Reader
+	cert  *x509.Certificate // verified at the handshake; nil: none
+	peer  *peer.Peer
+	chunk int // the most a frame carries, both ways
+	w     frameWriter
+	wg    sync.WaitGroup
+
+	// in is the chunked call arriving, if any: the reader's.
+	in *inbound
 
 	mu      sync.Mutex
 	calls   map[uint64]context.CancelFunc // in flight, by call id
@@ -237,41 +253,94 @@ func (c *serverConn) serve() {
 		if end = err; err != nil {
 			return
 		}
-		switch h.typ {
-		case frameCall:
-			// The peer is admitted before its message is read, as gRPC's
-			// tap does: a refused one cannot make this node buffer it.
-			from, f := c.s.admit(c.cert, predictMethod)
-			if f == nil && int64(h.length) > int64(c.s.maxMsg)+callOverhead {
-				f = tooLarge()
+		if end = c.next(h); end != nil {
+			if errors.Is(end, errFrame) {
+				c.s.log.Warn("forward: a peer broke the framed protocol; closing its connection", "remote", c.peer.Addr.String(), "err", end)
 			}
-			if f != nil {
-				c.answer(h.id, nil, f)
-				if end = skipPayload(c.r, h); end != nil {
-					return
-				}
-				continue
-			}
-			b, err := readPayload(c.r, h, int(h.length))
-			if end = err; err != nil {
-				return
-			}
-			c.start(h.id, b, from)
-		case frameCancel:
+			return
+		}
+	}
+}
+
+// next acts on the frame whose header is h: a call starts once it has
+// come whole (a chunked one at its last data frame), a refused one is
+// answered at its header and its bytes skipped; a cancel frame cancels a
+// call in flight, or ends the chunked call arriving. An error ends the
+// connection.
+func (c *serverConn) next(h frameHeader) error {
+	if err := checkLength(h, c.chunk); err != nil {
+		return err
+	}
+	switch h.typ {
+	case frameCall:
+		if c.in != nil && c.in.id == h.id {
+			return fmt.Errorf("%w: a whole call %d, whose chunked call is arriving", errFrame, h.id)
+		}
+		from, f := c.admitCall(int64(h.length))
+		if f != nil {
+			c.answer(h.id, nil, f)
+			return skipPayload(c.r, h)
+		}
+		b, err := readPayload(c.r, h, c.chunk)
+		if err != nil {
+			return err
+		}
+		c.start(h.id, b, from)
+	case frameCall | frameChunked:
+		if c.in != nil {
+			return fmt.Errorf("%w: call %d's chunked call begins while call %d's is arriving", errFrame, h.id, c.in.id)
+		}
+		n, err := readHead(c.r, h, c.chunk)
+		if err != nil {
+			return err
+		}
+		from, f := c.admitCall(n)
+		c.in = newInbound(h.id, frameCall, n, f != nil)
+		c.in.from = from
+		if f != nil {
+			c.answer(h.id, nil, f)
+		}
+	case frameData:
+		in := c.in
+		if in == nil || in.id != h.id {
+			return fmt.Errorf("%w: a data frame for call %d, which has no chunked call arriving", errFrame, h.id)
+		}
+		done, err := in.read(c.r, h)
+		if err != nil || !done {
+			return err
+		}
+		c.in = nil
+		if !in.dropped() {
+			c.start(h.id, in.buf, in.from)
+		}
+	case frameCancel:
+		if c.in != nil && c.in.id == h.id {
+			c.in = nil // its caller gave up before sending it whole
+		} else {
 			c.mu.Lock()
 			cancel := c.calls[h.id]
 			c.mu.Unlock()
 			if cancel != nil {
 				cancel()
 			}
-			if end = skipPayload(c.r, h); end != nil {
-				return
-			}
-		default:
-			c.s.log.Warn("forward: a peer broke the framed protocol; closing its connection", "remote", c.peer.Addr.String(), "frame_type", h.typ)
-			return
 		}
+		return skipPayload(c.r, h)
+	default:
+		return fmt.Errorf("%w: frame type %d from the client", errFrame, h.typ)
 	}
+	return nil
+}
+
+// admitCall admits the peer of a call of n bytes before any of the call
+// is read, as gRPC's tap does (a refused one cannot make this node buffer
+// it), and refuses a call longer than MaxMessageBytes allows: it returns
+// the member's name, or the failure to answer.
+func (c *serverConn) admitCall(n int64) (string, *failure) {
+	from, f := c.s.admit(c.cert, predictMethod)
+	if f == nil && n > int64(c.s.maxMsg)+callOverhead {
+		f = tooLarge()
+	}
+	return from, f
 }
 
 // wentAway reports whether the connection was told goaway.
@@ -337,9 +406,13 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 			tracing.EndCall(span, nil)
 		}
 		cancel()
-		c.answer(id, resp, f)
+		// The id is free once its answer is on its way: a client may use
+		// it again as soon as it has read the answer.
 		c.mu.Lock()
 		delete(c.calls, id)
+		c.mu.Unlock()
+		c.answer(id, resp, f)
+		c.mu.Lock()
 		c.quietIfIdle()
 		c.mu.Unlock()
 		c.wg.Done()
@@ -357,21 +430,37 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	al.PredictAsync(ctx, fr, func(a Answer, err error) { finish(c.s.outcome(a, err)) })
 }
 
-// answer writes the answer of call id: resp, or f when it failed, by the
-// call's deadline (zero: none; see write).
+// answer writes the answer of call id: resp, or f when it failed. A
+// chunked one is written by a goroutine of its own (the connection waits
+// for it before it closes), so that the goroutine with the answer (on an
+// AsyncLocal the model actor's) is not held by its transfer.
 func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failure) {
-	var b []byte
+	var out *outMessage
 	var err error
 	if f != nil {
-		b, err = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg}, maxAnswerBytes)
+		out, err = encodeMessage(frameFailure, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg}, maxAnswerBytes, c.chunk)
 	} else {
-		b, err = appendFrame(frameAnswer, id, resp, maxAnswerBytes) // a Client receives no more
+		out, err = encodeMessage(frameAnswer, resp, maxAnswerBytes, c.chunk) // a Client receives no more
 	}
 	if err != nil {
-		b, _ = appendFrame(frameFailure, id, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
-			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes)
+		out, _ = encodeMessage(frameFailure, &forwardpb.Failure{Kind: servables.Execution.String(), Code: uint32(codes.Internal), Node: c.s.node,
+			Message: "encoding the answer: " + err.Error()}, maxAnswerBytes, c.chunk)
 	}
-	_ = c.write(b)
+	if !out.chunked() {
+		_ = c.write(out.next(id))
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		<-c.w.bulk
+		defer func() { c.w.bulk <- struct{}{} }()
+		for b := out.next(id); b != nil; b = out.next(id) {
+			if c.write(b) != nil {
+				return
+			}
+		}
+	}()
 }
 
 // writeStall is the longest a peer may leave a frame the server writes
@@ -383,13 +472,14 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 // forever. A peer that reads takes megabytes in that time.
 const writeStall = time.Second
 
-// write writes frame b, giving up after writeStall; a connection that
-// cannot be written is closed, which ends its reader.
+// write writes b (one frame, or one chunk of a chunked message) in its
+// turn, giving up after writeStall; a connection that cannot be written
+// is closed, which ends its reader.
 func (c *serverConn) write(b []byte) error {
-	c.wmu.Lock()
+	<-c.w.turn
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeStall))
 	_, err := c.nc.Write(b)
-	c.wmu.Unlock()
+	c.w.turn <- struct{}{}
 	if err != nil {
 		_ = c.nc.Close()
 	}
@@ -407,8 +497,7 @@ func (c *serverConn) goaway() {
 	}
 	c.goneWay = true
 	c.mu.Unlock()
-	b, _ := appendFrame(frameGoaway, 0, nil, 0)
-	if c.write(b) != nil {
+	if c.write(emptyFrame(frameGoaway, 0)) != nil {
 		return
 	}
 	c.mu.Lock()
@@ -438,7 +527,8 @@ func (c *serverConn) stillBusy() bool {
 }
 
 // offerALPN returns c offering the framed transport's ALPN first, before
-// the protocols it offers (gRPC's "h2"); nil for nil.
+// the protocols it offers (gRPC's "h2", for tools and probes); nil for
+// nil.
 func offerALPN(c *tls.Config) *tls.Config {
 	if c == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -52,11 +53,11 @@ func framedConns(s *Server) int {
 	return len(s.conns)
 }
 
-// startGRPCOnly serves node name as a Grove before the framed transport
-// did: its Server's Forward service registered on a plain grpcserver,
-// served on its own listener, not through Server.Serve's mux. tlsc nil
-// serves plaintext to unauthenticated peers; otherwise mTLS, the
-// Server's tap admitting members.
+// startGRPCOnly serves node name on gRPC alone: its Server's Forward
+// service registered on a plain grpcserver, served on its own listener,
+// not through Server.Serve's mux. tlsc nil serves plaintext to
+// unauthenticated peers; otherwise mTLS, the Server's tap admitting
+// members.
 func startGRPCOnly(t *testing.T, name string, fn func(context.Context, ForwardedRequest) (Answer, error), tlsc *tls.Config) *started {
 	t.Helper()
 	n := &node{name: name, fn: fn}
@@ -64,23 +65,24 @@ func startGRPCOnly(t *testing.T, name string, fn func(context.Context, Forwarded
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpcserver.New(grpcserver.Options{TLS: tlsc, RequireClientCert: tlsc != nil, InTapHandle: srv.tap, WindowBytes: WindowBytes})
+	gs := grpcserver.New(grpcserver.Options{TLS: tlsc, RequireClientCert: tlsc != nil, InTapHandle: srv.tap})
 	forwardpb.RegisterForwardServer(gs, srv)
 	return serveLoopback(t, n, srv, gs.Serve, gs.Stop)
 }
 
-// TestFallbackToGRPC: a peer that serves only gRPC (a node of a version
-// before the framed transport, during a rolling upgrade) is called over
-// gRPC, and from then on only over gRPC.
-func TestFallbackToGRPC(t *testing.T) {
+// TestNoGRPCFallback: a Client speaks the framed transport only: a peer
+// that serves gRPC alone fails every call Unavailable, saying why, and
+// runs nothing.
+func TestNoGRPCFallback(t *testing.T) {
 	p := newPKI(t)
 	for _, tc := range []struct {
 		name   string
 		server *tls.Config
 		client *Client
+		want   string
 	}{
-		{"plaintext", nil, nil},
-		{"mTLS", p.serverTLS(t, "old"), p.client(t, "a", ClientOptions{})},
+		{"plaintext", nil, nil, "does not speak the framed transport"},
+		{"mTLS", p.serverTLS(t, "old"), p.client(t, "a", ClientOptions{}), "no application protocol"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := startGRPCOnly(t, "old", compute, tc.server)
@@ -89,36 +91,21 @@ func TestFallbackToGRPC(t *testing.T) {
 				c = NewClient(ClientOptions{})
 				defer c.Close()
 			}
-			for i := range 3 {
-				a, err := c.Forward(testCtx(t), []Peer{old.peer}, sumRequest(t))
-				if err != nil {
-					t.Fatalf("request %d: %v", i, err)
-				}
-				checkSums(t, a, "old")
-				if !poolOf(t, c, old.peer.Addr).grpcOnly.Load() {
-					t.Fatalf("request %d: the pool of a gRPC-only peer is not marked grpcOnly", i)
-				}
+			_, err := c.Forward(testCtx(t), []Peer{old.peer}, sumRequest(t))
+			if k := servables.KindOf(err); k != servables.Unavailable || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("a call to a gRPC-only peer: %v (kind %v), want unavailable saying %q", err, k, tc.want)
 			}
-			if n := old.node.calls.Load(); n != 3 {
-				t.Fatalf("the old node ran %d requests, want 3", n)
-			}
-			if tc.server != nil {
-				old.node.mu.Lock()
-				defer old.node.mu.Unlock()
-				if old.node.last.Peer != "a" {
-					t.Fatalf("peer %q, want a (its certificate's name, admitted by the tap)", old.node.last.Peer)
-				}
+			if n := old.node.calls.Load(); n != 0 {
+				t.Fatalf("the gRPC-only node ran %d requests", n)
 			}
 		})
 	}
 }
 
-// TestDroppedConnectionIsNotGRPC: a peer that drops a new connection
-// after the client's preface is a node stopping or dying (a gRPC-only
-// node answers the preface with its HTTP/2 SETTINGS, and waits): the
-// call fails Unavailable, and the peer is not taken for a gRPC-only one,
-// which would cost it the framed transport once it is back.
-func TestDroppedConnectionIsNotGRPC(t *testing.T) {
+// TestDroppedConnection: a peer that drops a new connection after the
+// client's preface (a node stopping or dying) fails the call
+// Unavailable, so that the router tries another replica.
+func TestDroppedConnection(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +119,7 @@ func TestDroppedConnectionIsNotGRPC(t *testing.T) {
 			if err != nil {
 				return
 			}
-			_, _ = io.ReadFull(nc, make([]byte, len(preface)))
+			_, _ = io.ReadFull(nc, make([]byte, prefaceLen))
 			_ = nc.Close()
 		}
 	})
@@ -140,11 +127,8 @@ func TestDroppedConnectionIsNotGRPC(t *testing.T) {
 	defer c.Close()
 	peer := Peer{Name: "dying", Addr: ln.Addr().String()}
 	_, err = c.Forward(testCtx(t), []Peer{peer}, sumRequest(t))
-	if k := servables.KindOf(err); k != servables.Unavailable {
+	if k := servables.KindOf(err); k != servables.Unavailable || !strings.Contains(err.Error(), "opening the framed transport") {
 		t.Fatalf("a peer that drops the connection: %v (kind %v), want unavailable", err, k)
-	}
-	if poolOf(t, c, peer.Addr).grpcOnly.Load() {
-		t.Fatal("a peer that dropped a connection is taken for a gRPC-only one")
 	}
 }
 
@@ -232,9 +216,8 @@ func await[T any](t testing.TB, ctx context.Context, ch <-chan T, what string) T
 	}
 }
 
-// TestBothTransportsOnePort: the peer port serves gRPC (a node of a
-// version before the framed transport, a probe) and the framed transport
-// side by side.
+// TestBothTransportsOnePort: the peer port serves gRPC (grpcurl, a
+// probe) and the framed transport side by side.
 func TestBothTransportsOnePort(t *testing.T) {
 	p := newPKI(t)
 	h := newHolder()
@@ -283,9 +266,6 @@ func TestBothTransportsOnePort(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	checkSums(t, r.a, "b")
-	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
-		t.Fatal("the Client fell back to gRPC on a port that serves the framed transport")
-	}
 	// gRPC still answers beside the framed connection.
 	if _, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req)); err != nil {
 		t.Fatalf("gRPC Predict beside a framed connection: %v", err)
@@ -441,17 +421,22 @@ func TestCancel(t *testing.T) {
 	if err := await(t, bound, ended, "the server's context to end"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the server's context ended with %v, want context.Canceled", err)
 	}
-	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
-		t.Fatal("the call went over gRPC")
-	}
 }
 
-// rawConn is a plaintext framed connection the test writes and reads
-// frame by frame; every read and write is bounded by a 10 s deadline.
+// rawConn is a plaintext framed connection the test writes frame by
+// frame and reads message by message (m, over r); every read and write is
+// bounded by a 10 s deadline.
 type rawConn struct {
 	t  testing.TB
 	nc net.Conn
 	r  *bufio.Reader
+	m  *messageReader
+}
+
+// newRawConn is a rawConn on nc, its preface not yet exchanged.
+func newRawConn(t testing.TB, nc net.Conn) *rawConn {
+	r := bufio.NewReader(nc)
+	return &rawConn{t: t, nc: nc, r: r, m: &messageReader{r: r}}
 }
 
 func dialRaw(t testing.TB, addr string) *rawConn {
@@ -481,10 +466,10 @@ func dialRawTLS(t testing.TB, addr string, cfg *tls.Config) *rawConn {
 		}
 		nc = tc
 	}
-	c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
-	c.write(preface)
-	got := make([]byte, len(preface))
-	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, preface) {
+	c := newRawConn(t, nc)
+	c.write(prefaceOf(protocolVersion))
+	got := make([]byte, prefaceLen)
+	if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, prefaceOf(protocolVersion)) {
 		t.Fatalf("the server's preface: %q, %v", got, err)
 	}
 	return c
@@ -507,6 +492,35 @@ func frame(typ byte, id uint64, payload []byte) []byte {
 	return append(b, payload...)
 }
 
+// chunkHead is the head frame of a chunked message of type typ for call
+// id saying n bytes.
+func chunkHead(typ byte, id uint64, n uint64) []byte {
+	var b [headLen]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return frame(typ|frameChunked, id, b[:])
+}
+
+// chunked is payload as a chunked message of type typ for call id: its
+// head frame, then data frames of at most chunk bytes.
+func chunked(typ byte, id uint64, payload []byte, chunk int) []byte {
+	b := chunkHead(typ, id, uint64(len(payload)))
+	for len(payload) > 0 {
+		k := min(chunk, len(payload))
+		b = append(b, frame(frameData, id, payload[:k])...)
+		payload = payload[k:]
+	}
+	return b
+}
+
+// message is payload as a message of type typ for call id, as a node
+// writes it: one frame, or chunked when longer than maxFrameLen.
+func message(typ byte, id uint64, payload []byte) []byte {
+	if len(payload) > maxFrameLen {
+		return chunked(typ, id, payload, maxFrameLen)
+	}
+	return frame(typ, id, payload)
+}
+
 // callPayload is the payload of a Call frame carrying req, with a 10 s
 // timeout.
 func callPayload(t testing.TB, req Request) []byte {
@@ -518,16 +532,12 @@ func callPayload(t testing.TB, req Request) []byte {
 	return b
 }
 
-// next reads the next frame.
+// next reads the next message, whole or chunked.
 func (c *rawConn) next() (frameHeader, []byte) {
 	c.t.Helper()
-	h, err := readFrameHeader(c.r)
+	h, b, err := c.m.next()
 	if err != nil {
-		c.t.Fatalf("reading a frame: %v", err)
-	}
-	b, err := readPayload(c.r, h, 64<<20)
-	if err != nil {
-		c.t.Fatalf("reading a frame's payload: %v", err)
+		c.t.Fatalf("reading a message: %v", err)
 	}
 	return h, b
 }
@@ -623,14 +633,17 @@ func TestServerProtocolAbuse(t *testing.T) {
 			c.closedByServer()
 		}},
 		{"a call over MaxMessageBytes", func(t *testing.T, c *rawConn) {
-			c.write(frame(frameCall, 1, make([]byte, maxMsg+callOverhead+1)))
+			// Refused at its head: the failure comes before its data is
+			// sent, which the server then skips.
+			c.write(chunkHead(frameCall, 1, maxMsg+callOverhead+1))
 			checkFailure(t, c.failure(1), servables.InvalidInput, codes.ResourceExhausted, "max_body_bytes", "b")
+			c.write(chunked(frameCall, 1, make([]byte, maxMsg+callOverhead+1), maxFrameLen)[frameHeaderLen+headLen:])
 			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
 			checkSums(t, c.answer(2), "b")
 		}},
 		{"a request just over MaxMessageBytes", func(t *testing.T, c *rawConn) {
-			// The Call's own fields are few bytes: its frame is within what
-			// the server reads before deciding, its request is not.
+			// The Call's own fields are few bytes: its length is within
+			// what the server reads before deciding, its request is not.
 			req := sumRequest(t)
 			req.Inputs = []servables.Tensor{f32(t, "x", []int64{1, maxMsg / 4}, make([]float32, maxMsg/4)...)}
 			b := callPayload(t, req)
@@ -638,13 +651,64 @@ func TestServerProtocolAbuse(t *testing.T) {
 				t.Fatalf("a request of %d bytes in a call of %d: not just over %d", n, len(b), maxMsg)
 			}
 			before := s.node.calls.Load()
-			c.write(frame(frameCall, 1, b))
+			c.write(message(frameCall, 1, b))
 			checkFailure(t, c.failure(1), servables.InvalidInput, codes.ResourceExhausted, "max_body_bytes", "b")
 			if n := s.node.calls.Load() - before; n != 0 {
 				t.Fatalf("the Local ran a request over MaxMessageBytes")
 			}
 			c.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
 			checkSums(t, c.answer(2), "b")
+		}},
+		{"a frame over maxFrameLen", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall, 1, make([]byte, maxFrameLen+1)))
+			c.closedByServer()
+		}},
+		{"a data frame with no chunked call arriving", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameData, 1, []byte("x")))
+			c.closedByServer()
+		}},
+		{"a data frame for another call than the one arriving", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen+100))
+			c.write(frame(frameData, 2, []byte("x")))
+			c.closedByServer()
+		}},
+		{"a chunked call beginning while another arrives", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen+100))
+			c.write(frame(frameData, 1, make([]byte, 10)))
+			c.write(chunkHead(frameCall, 2, maxFrameLen+100))
+			c.closedByServer()
+		}},
+		{"a whole call with the id of the chunked one arriving", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen+100))
+			c.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			c.closedByServer()
+		}},
+		{"data past the end of the message", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen+1))
+			c.write(frame(frameData, 1, make([]byte, maxFrameLen)))
+			c.write(frame(frameData, 1, make([]byte, 2)))
+			c.closedByServer()
+		}},
+		{"an empty data frame", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen+100))
+			c.write(frame(frameData, 1, nil))
+			c.closedByServer()
+		}},
+		{"a head of the wrong length", func(t *testing.T, c *rawConn) {
+			c.write(frame(frameCall|frameChunked, 1, []byte{0, 0, 0, 1}))
+			c.closedByServer()
+		}},
+		{"a head of a message that fits a frame", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, maxFrameLen))
+			c.closedByServer()
+		}},
+		{"a head claiming 2^63 bytes", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameCall, 1, 1<<63))
+			c.closedByServer()
+		}},
+		{"a chunked answer from the client", func(t *testing.T, c *rawConn) {
+			c.write(chunkHead(frameAnswer, 1, maxFrameLen+100))
+			c.closedByServer()
 		}},
 		{"a truncated frame, then EOF", func(t *testing.T, c *rawConn) {
 			b := frame(frameCall, 1, callPayload(t, sumRequest(t)))
@@ -712,8 +776,9 @@ func TestServerProtocolAbuse(t *testing.T) {
 
 // TestAdmittedBeforeTheMessage: as over gRPC (grpcserver's tap), a
 // peer's certificate is checked before its call's message is read: a
-// node that is no member is refused on the frame's header, its payload
-// skipped unread, so it cannot make the server buffer large messages.
+// node that is no member is refused on the frame's header (a chunked
+// call's head), its payload skipped unread, so it cannot make the server
+// buffer large messages.
 func TestAdmittedBeforeTheMessage(t *testing.T) {
 	p := newPKI(t)
 	b := p.start(t, "b", compute, "a", "b")
@@ -725,6 +790,12 @@ func TestAdmittedBeforeTheMessage(t *testing.T) {
 	c.write(payload)
 	c.write(frame(frameCall, 2, payload))
 	checkFailure(t, c.failure(2), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	long := chunked(frameCall, 3, callPayload(t, bigRequest(t, 4<<20)), maxFrameLen)
+	c.write(long[:frameHeaderLen+headLen]) // the head alone
+	checkFailure(t, c.failure(3), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	c.write(long[frameHeaderLen+headLen:])
+	c.write(frame(frameCall, 4, payload))
+	checkFailure(t, c.failure(4), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
 	if n := b.node.calls.Load(); n != 0 {
 		t.Fatalf("the Local ran %d calls of a non-member", n)
 	}
@@ -757,13 +828,13 @@ func fakePeer(t *testing.T, handle func(t *testing.T, n int, c *rawConn)) Peer {
 			wg.Go(func() {
 				defer func() { _ = nc.Close() }()
 				_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-				c := &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
-				got := make([]byte, len(preface))
-				if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, preface) {
+				c := newRawConn(t, nc)
+				got := make([]byte, prefaceLen)
+				if _, err := io.ReadFull(c.r, got); err != nil || !bytes.Equal(got, prefaceOf(protocolVersion)) {
 					t.Errorf("the client's preface: %q, %v", got, err)
 					return
 				}
-				if _, err := nc.Write(preface); err != nil {
+				if _, err := nc.Write(prefaceOf(protocolVersion)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -774,18 +845,14 @@ func fakePeer(t *testing.T, handle func(t *testing.T, n int, c *rawConn)) Peer {
 	return Peer{Name: "fake", Addr: ln.Addr().String()}
 }
 
-// readCall reads the next frame, which must be a Call, and returns its id
-// and request; false at EOF (the client closed the connection) or after
-// reporting what was wrong.
+// readCall reads the next message, which must be a Call, whole or
+// chunked, and returns its id and request; false at EOF (the client
+// closed the connection) or after reporting what was wrong.
 func (c *rawConn) readCall() (uint64, *forwardpb.Call, bool) {
-	h, err := readFrameHeader(c.r)
-	if err != nil {
-		if err != io.EOF {
-			c.t.Errorf("reading a call: %v", err)
-		}
+	h, b, err := c.m.next()
+	if err == io.EOF {
 		return 0, nil, false
 	}
-	b, err := readPayload(c.r, h, 64<<20)
 	if err != nil || h.typ != frameCall {
 		c.t.Errorf("frame type %d (%v), want a call", h.typ, err)
 		return 0, nil, false
@@ -798,9 +865,9 @@ func (c *rawConn) readCall() (uint64, *forwardpb.Call, bool) {
 	return h.id, &m, true
 }
 
-// answerFrame is an answer frame for call id: node's compute of the
-// call's request, or checksum "wrong" when wrong.
-func answerFrame(t testing.TB, id uint64, call *forwardpb.Call, wrong bool) []byte {
+// answerBytes is the answer to call: compute of its request, or checksum
+// "wrong" when wrong, from node "fake".
+func answerBytes(t testing.TB, call *forwardpb.Call, wrong bool) []byte {
 	req, err := decodeRequest(call.GetRequest())
 	if err != nil {
 		t.Error(err)
@@ -816,7 +883,13 @@ func answerFrame(t testing.TB, id uint64, call *forwardpb.Call, wrong bool) []by
 	if err != nil {
 		t.Error(err)
 	}
-	return frame(frameAnswer, id, b)
+	return b
+}
+
+// answerFrame is answerBytes as the frames of call id's answer (chunked
+// when long).
+func answerFrame(t testing.TB, id uint64, call *forwardpb.Call, wrong bool) []byte {
+	return message(frameAnswer, id, answerBytes(t, call, wrong))
 }
 
 // TestClientRobustness: a Client facing a server that breaks the framed
@@ -859,11 +932,39 @@ func TestClientRobustness(t *testing.T) {
 		{"an unknown frame type", func(_ *testing.T, _ uint64, _ *forwardpb.Call) []byte {
 			return frame(42, 0, nil)
 		}, failsWith(servables.Unavailable, "frame type 42")},
-		{"an answer over the limit", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+		{"a frame over maxFrameLen", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
 			b := make([]byte, frameHeaderLen)
-			putFrameHeader(b, frameHeader{length: maxAnswerBytes + 1, typ: frameAnswer, id: id})
+			putFrameHeader(b, frameHeader{length: maxFrameLen + 1, typ: frameAnswer, id: id})
 			return b
-		}, failsWith(servables.Unavailable, "more than")},
+		}, failsWith(servables.Unavailable, "more than the 65536 bytes a frame carries")},
+		{"an answer over the limit", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return chunkHead(frameAnswer, id, maxAnswerBytes+1)
+		}, failsWith(servables.Unavailable, "more than the 2147483647 bytes allowed")},
+		{"a chunked failure", func(t *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			f := mustMarshal(t, &forwardpb.Failure{Kind: servables.NotFound.String(), Code: uint32(codes.NotFound), Node: "fake", Message: "no model " + strings.Repeat("m", 2*maxFrameLen)})
+			return chunked(frameFailure, id, f, maxFrameLen)
+		}, failsWith(servables.NotFound, "no model mmm")},
+		{"a data frame with no chunked answer arriving", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return frame(frameData, id, []byte("x"))
+		}, failsWith(servables.Unavailable, "no chunked answer arriving")},
+		{"a chunked answer beginning while another arrives", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return concat(chunkHead(frameAnswer, id+1, maxFrameLen+1), frame(frameData, id+1, []byte("x")), chunkHead(frameAnswer, id, maxFrameLen+1))
+		}, failsWith(servables.Unavailable, "begins while")},
+		{"data past the end of the answer", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return concat(chunkHead(frameAnswer, id, maxFrameLen+1), frame(frameData, id, make([]byte, maxFrameLen+1)))
+		}, failsWith(servables.Unavailable, "more than the 65536 bytes")},
+		{"data past the end of the answer, in two frames", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return concat(chunkHead(frameAnswer, id, maxFrameLen+1), frame(frameData, id, make([]byte, maxFrameLen)), frame(frameData, id, make([]byte, 2)))
+		}, failsWith(servables.Unavailable, "data past the end")},
+		{"an empty data frame", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return concat(chunkHead(frameAnswer, id, maxFrameLen+1), frame(frameData, id, nil))
+		}, failsWith(servables.Unavailable, "an empty data frame")},
+		{"a whole answer for the call whose chunked answer arrives", func(t *testing.T, id uint64, call *forwardpb.Call) []byte {
+			return concat(chunkHead(frameAnswer, id, maxFrameLen+1), answerFrame(t, id, call, false))
+		}, failsWith(servables.Unavailable, "whose chunked answer is arriving")},
+		{"a head of a message that fits a frame", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
+			return chunkHead(frameAnswer, id, maxFrameLen)
+		}, failsWith(servables.Unavailable, "not more than a frame's")},
 		{"the connection ends", nil, failsWith(servables.Unavailable, "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -879,6 +980,40 @@ func TestClientRobustness(t *testing.T) {
 			defer c.Close()
 			a, err := c.Forward(testCtx(t), []Peer{fake}, sumRequest(t))
 			tc.check(t, a, err)
+		})
+	}
+	// Chunked answers in data frames of any size a frame takes, with other
+	// frames between them, are put together.
+	for _, tc := range []struct {
+		name  string
+		reply func(t *testing.T, id uint64, call *forwardpb.Call) []byte
+	}{
+		{"a chunked answer in data frames of 1000 bytes", func(t *testing.T, id uint64, call *forwardpb.Call) []byte {
+			return chunked(frameAnswer, id, answerBytes(t, call, false), 1000)
+		}},
+		{"a chunked answer with other frames between its chunks", func(t *testing.T, id uint64, call *forwardpb.Call) []byte {
+			frames := chunked(frameAnswer, id, answerBytes(t, call, false), maxFrameLen)
+			cut := frameHeaderLen + headLen + frameHeaderLen + maxFrameLen
+			other := chunked(frameAnswer, id+100, answerBytes(t, call, true), maxFrameLen)
+			return concat(frames[:cut], frame(frameAnswer, id+50, mustMarshal(t, encodeAnswer(&Answer{Checksum: "other"}, "fake"))), frame(frameGoaway, 0, nil), frames[cut:], other)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				id, call, ok := c.readCall()
+				if !ok {
+					return
+				}
+				c.write(tc.reply(t, id, call))
+				_, _ = io.Copy(io.Discard, c.r)
+			})
+			c := NewClient(ClientOptions{})
+			defer c.Close()
+			a, err := c.Forward(testCtx(t), []Peer{fake}, bigRequest(t, 200<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkBig(t, a, 200<<10)
 		})
 	}
 	t.Run("goaway", func(t *testing.T) {
@@ -946,9 +1081,6 @@ func TestFramedTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSums(t, a, "b")
-	if poolOf(t, c, b.peer.Addr).grpcOnly.Load() {
-		t.Fatal("the call went over gRPC")
-	}
 	var spans []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
 		if s.Name() == "grove.cluster.v1.Forward/Predict" {
@@ -980,26 +1112,51 @@ func TestFramedTrace(t *testing.T) {
 	}
 }
 
-// TestFrameLimit: a message longer than the limit (a Client receives
-// answers up to maxAnswerBytes; a header says at most 4 GiB) is refused
-// when the frame is made, not sent with a length its reader refuses or
-// that does not fit the header.
-func TestFrameLimit(t *testing.T) {
-	a, err := compute(context.Background(), ForwardedRequest{Request: sumRequest(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := encodeAnswer(&a, "b")
-	n := proto.Size(m)
-	b, err := appendFrame(frameAnswer, 3, m, n)
-	if err != nil || len(b) != frameHeaderLen+n {
-		t.Fatalf("a message of %d bytes at a limit of %d: %d bytes, %v", n, n, len(b), err)
-	}
-	if h, err := readFrameHeader(bufio.NewReader(bytes.NewReader(b))); err != nil || h != (frameHeader{length: uint32(n), typ: frameAnswer, id: 3}) {
-		t.Fatalf("header %+v, %v", h, err)
-	}
-	if _, err := appendFrame(frameAnswer, 3, m, n-1); err == nil || !strings.Contains(err.Error(), "more than") {
-		t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
+// TestEncodeMessage: a message is encoded whole in one frame when it fits
+// one, else as a head frame and data frames of at most the chunk size,
+// each write one frame (the first: the head and the first data frame),
+// which put back together give the message; one longer than the limit is
+// refused when it is encoded, not sent with a length its reader refuses.
+func TestEncodeMessage(t *testing.T) {
+	for _, tc := range []struct{ data, chunk int }{
+		{0, 16}, {13, 16}, {14, 16}, {15, 16}, {29, 16}, {30, 16}, {1000, 16}, {1000, headLen}, {3*maxFrameLen + 7, maxFrameLen},
+	} {
+		m := &forwardpb.Tensor{Data: make([]byte, tc.data)} // proto.Size: the data, and 2 or more bytes of tag and length
+		for i := range m.Data {
+			m.Data[i] = byte(i % 251)
+		}
+		want := mustMarshal(t, m)
+		n := len(want)
+		t.Run(fmt.Sprintf("%d bytes, chunks of %d", n, tc.chunk), func(t *testing.T) {
+			out, err := encodeMessage(frameFailure, m, n, tc.chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wire []byte
+			writes := 0
+			for b := out.next(9); b != nil; b = out.next(9) {
+				wire = append(wire, b...)
+				writes++
+			}
+			wantWrites := 1
+			if n > tc.chunk {
+				wantWrites = (n + tc.chunk - 1) / tc.chunk // the head goes with the first data frame
+			}
+			if writes != wantWrites || !out.done() || out.chunked() != (n > tc.chunk) {
+				t.Fatalf("%d writes (done: %v, chunked: %v), want %d", writes, out.done(), out.chunked(), wantWrites)
+			}
+			r := &messageReader{r: bufio.NewReader(bytes.NewReader(wire)), chunk: tc.chunk}
+			h, got, err := r.next()
+			if err != nil || h.typ != frameFailure || h.id != 9 || !bytes.Equal(got, want) {
+				t.Fatalf("read back as type %d, call %d, %d bytes (%v); want type %d, call 9, the message's %d bytes", h.typ, h.id, len(got), err, frameFailure, n)
+			}
+			if _, _, err := r.next(); err != io.EOF {
+				t.Fatalf("after the message: %v, want EOF", err)
+			}
+			if _, err := encodeMessage(frameFailure, m, n-1, tc.chunk); n > 0 && (err == nil || !strings.Contains(err.Error(), "more than")) {
+				t.Fatalf("a message of %d bytes at a limit of %d: %v", n, n-1, err)
+			}
+		})
 	}
 }
 
@@ -1049,35 +1206,33 @@ func TestExpiredCallKeepsTheConnection(t *testing.T) {
 }
 
 // TestStalledPeer: a peer that stops reading its connection holds the
-// goroutines that write its answers (an AsyncLocal's: the model actor's)
-// for about writeStall, though its calls' deadlines are a minute away,
-// and GracefulStop returns: the serving node then closes the connection.
+// goroutines that write its answers (an AsyncLocal's: the model actor's,
+// for answers that fit a frame; one of their own for chunked ones) for
+// about writeStall, though its calls' deadlines are a minute away, and
+// GracefulStop returns: the serving node then closes the connection.
 func TestStalledPeer(t *testing.T) {
-	const calls = 32
-	local := &gatedAsync{calls: calls, all: make(chan struct{}), returned: make(chan struct{}, calls)}
+	const whole, long = 160, 4 // answers of 60 KiB (one frame each) and of 1 MiB: some 13 MiB in all, more than the sockets buffer
+	local := &gatedAsync{calls: whole + long, all: make(chan struct{}), returned: make(chan struct{}, whole+long)}
 	srv, err := NewServer(local, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := serveOn(t, srv)
 	raw := dialRaw(t, b.Addr)
-	// Answers of 1 MiB each, 32 MiB in all: more than the sockets buffer.
-	big, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", 1<<20)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := sumRequest(t)
-	req.Inputs = []servables.Tensor{big}
-	payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&req), TimeoutNanos: int64(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := range uint64(calls) {
-		raw.write(frame(frameCall, id+1, payload)) // and never read
+	for id := range uint64(whole + long) {
+		size := 60 << 10
+		if id >= whole {
+			size = 1 << 20
+		}
+		payload, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(ptr(bigRequest(t, size))), TimeoutNanos: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.write(message(frameCall, id+1, payload)) // and never read
 	}
 	ctx := testCtx(t)
 	start := time.Now()
-	for i := range calls {
+	for i := range whole + long {
 		await(t, ctx, local.returned, fmt.Sprintf("answer %d's writer to return (%d returned)", i+1, i))
 	}
 	if took := time.Since(start); took > 5*writeStall {
@@ -1088,8 +1243,11 @@ func TestStalledPeer(t *testing.T) {
 		srv.GracefulStop()
 		close(stopped)
 	}()
-	await(t, ctx, stopped, "GracefulStop")
+	await(t, ctx, stopped, "GracefulStop (the chunked answers' writers ended)")
 }
+
+// ptr is a pointer to v.
+func ptr[T any](v T) *T { return &v }
 
 // gatedAsync is an AsyncLocal that answers (compute) once calls calls
 // have arrived, each on a goroutine of its own, and reports on returned
@@ -1200,31 +1358,35 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 
 // TestStalledAnswerEndsAtTheDeadline: a call whose peer stalls within an
 // answer (a frame cut short, the rest never sent) returns at its
-// deadline, whether it reads the connection itself (an answer that fits
-// the read buffer) or leaves it to a readLoop (a longer one).
+// deadline, whether it reads the connection itself (an answer in one
+// frame, or chunked: every frame fits the read buffer) or leaves it to a
+// readLoop (a frame longer than the buffer, on a connection whose frames
+// are longer).
 func TestStalledAnswerEndsAtTheDeadline(t *testing.T) {
-	for _, size := range []int{2, 64 << 10} {
-		t.Run(fmt.Sprintf("answer of %d bytes", size), func(t *testing.T) {
+	for _, tc := range []struct {
+		size, chunk int
+	}{{2, maxFrameLen}, {256 << 10, maxFrameLen}, {256 << 10, 1 << 20}} {
+		t.Run(fmt.Sprintf("answer of %d bytes in frames of %d", tc.size, tc.chunk), func(t *testing.T) {
 			fake := fakePeer(t, func(t *testing.T, _ int, c *rawConn) {
+				c.m.chunk = tc.chunk
 				id, call, ok := c.readCall()
 				if !ok {
 					return
 				}
 				b := answerFrame(t, id, call, false)
+				if tc.chunk != maxFrameLen {
+					b = frame(frameAnswer, id, answerBytes(t, call, false)) // whole: it fits the connection's frames
+				}
 				c.write(b[:len(b)-1]) // all but its last byte, then nothing
 				_, _ = io.Copy(io.Discard, c.r)
 			})
 			c := NewClient(ClientOptions{})
+			c.chunk = tc.chunk
 			defer c.Close()
-			s, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", size)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			req := sumRequest(t)
-			req.Inputs = []servables.Tensor{s}
+			req := bigRequest(t, tc.size)
 			ctx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
 			defer cancel()
-			_, err = c.Forward(ctx, []Peer{fake}, req)
+			_, err := c.Forward(ctx, []Peer{fake}, req)
 			late := time.Since(deadlineOf(ctx))
 			if k := servables.KindOf(err); k != servables.DeadlineExceeded {
 				t.Fatalf("a stalled answer: %v (kind %v), want DeadlineExceeded", err, k)

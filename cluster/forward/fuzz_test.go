@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,8 +24,13 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// fuzzMaxMsg is the fuzzed server's MaxMessageBytes.
+// fuzzMaxMsg is the fuzzed server's MaxMessageBytes, and the fuzzed
+// client's largest answer.
 const fuzzMaxMsg = 64 << 10
+
+// fuzzChunk is the most a frame carries on the fuzzed connections: small,
+// so that short inputs hold chunked messages.
+const fuzzChunk = 256
 
 // fuzzCompute is compute for requests from the fuzzer: a FLOAT input's
 // row count is bounded (its shape can claim 2^40 rows of 0 columns, and
@@ -37,11 +44,11 @@ func fuzzCompute(ctx context.Context, req ForwardedRequest) (Answer, error) {
 	return compute(ctx, req)
 }
 
-// FuzzServerFrames feeds a framed server's connection with the bytes a
-// client sends after the preface: the server must answer only with
-// well-formed answers and failures, then close the connection at the
-// input's end, within 5 s, never panicking; the answers are checked to
-// decode.
+// FuzzServerFrames feeds a framed server's connection (fuzzChunk bytes to
+// a frame) with the bytes a client sends after the preface: the server
+// must answer only with well-formed answers and failures, whole or
+// chunked, then close the connection at the input's end, within 5 s,
+// never panicking; the answers are checked to decode.
 func FuzzServerFrames(f *testing.F) {
 	// The AsyncLocal path, as a grove node serves.
 	srv, err := NewServer(asyncFunc{fuzzCompute}, ServerOptions{Node: "b", AllowUnauthenticatedPeers: true,
@@ -49,6 +56,7 @@ func FuzzServerFrames(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	srv.chunk = fuzzChunk
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -82,29 +90,23 @@ func FuzzServerFrames(f *testing.F) {
 		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 		wrote := make(chan error, 1)
 		go func() {
-			_, err := nc.Write(append(slices.Clip(preface), data...))
+			_, err := nc.Write(append(prefaceOf(protocolVersion), data...))
 			_ = nc.(*net.TCPConn).CloseWrite()
 			wrote <- err
 		}()
 		r := bufio.NewReader(nc)
-		got := make([]byte, len(preface))
-		if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, preface) {
+		got := make([]byte, prefaceLen)
+		if _, err := io.ReadFull(r, got); err != nil || !bytes.Equal(got, prefaceOf(protocolVersion)) {
 			t.Fatalf("the server's preface: %q, %v", got, err)
 		}
+		mr := &messageReader{r: r}
 		for {
-			h, err := readFrameHeader(r)
-			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			h, b, err := mr.next()
+			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) { // ECONNRESET: the server closed with input unread
 				break
 			}
 			if err != nil {
 				t.Fatalf("reading the server's frames: %v (a hang if a timeout)", err)
-			}
-			b, err := readPayload(r, h, fuzzMaxMsg<<4)
-			if errors.Is(err, syscall.ECONNRESET) { // the server closed with input unread
-				break
-			}
-			if err != nil {
-				t.Fatalf("a frame of the server: %v", err)
 			}
 			switch h.typ {
 			case frameAnswer:
@@ -133,8 +135,9 @@ func FuzzServerFrames(f *testing.F) {
 	})
 }
 
-// FuzzClientFrames feeds a client connection's reader (readLoop), one
-// call waiting (id 1), with the bytes a server sends after the preface:
+// FuzzClientFrames feeds a client connection's reader (readLoop;
+// fuzzChunk bytes to a frame), one call waiting (id 1), with the bytes a
+// server sends after the preface:
 // the reader must return at the call's answer or the input's end, with no
 // call left waiting and the call given a result, which decodes to an
 // answer or a *RemoteError, never a panic.
@@ -142,9 +145,9 @@ func FuzzClientFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		nc, other := net.Pipe()
 		defer func() { _ = other.Close() }()
-		ch := make(chan frameResult, 1)
-		c := &clientConn{nc: nc, r: bufio.NewReader(bytes.NewReader(data)), maxAnswer: fuzzMaxMsg, lastID: 1,
-			waiting: map[uint64]chan frameResult{1: ch}, reading: true}
+		p := &pending{ch: make(chan frameResult, 1), sent: true}
+		c := &clientConn{nc: nc, r: bufio.NewReaderSize(bytes.NewReader(data), frameHeaderLen+fuzzChunk), maxAnswer: fuzzMaxMsg, chunk: fuzzChunk,
+			w: newFrameWriter(), lastID: 1, waiting: map[uint64]*pending{1: p}, reading: true}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -165,15 +168,14 @@ func FuzzClientFrames(f *testing.F) {
 		}
 		var r frameResult
 		select {
-		case r = <-ch:
+		case r = <-p.ch:
 		default:
 			t.Fatal("the connection ended without a result for the waiting call")
 		}
 		if r.err != nil {
 			return
 		}
-		p := Peer{Name: "b", Addr: "127.0.0.1:1"}
-		a, err := decodeFramed(p, r)
+		a, err := decodeFramed(Peer{Name: "b", Addr: "127.0.0.1:1"}, r)
 		if err == nil {
 			if r.typ != frameAnswer {
 				t.Fatalf("frame type %d decoded to an answer", r.typ)
@@ -213,26 +215,52 @@ func serverSeeds(t testing.TB) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oversized := frame(frameCall, 1, nil)
-	putFrameHeader(oversized, frameHeader{length: fuzzMaxMsg + callOverhead + 1, typ: frameCall, id: 1})
-	whole := frame(frameCall, 1, call)
-	return map[string][]byte{
-		"call":               whole,
-		"two-calls":          concat(whole, frame(frameCall, 2, call)),
-		"call-then-cancel":   concat(frame(frameCall, 1, held), frame(frameCancel, 1, nil)),
-		"duplicate-id":       concat(frame(frameCall, 5, call), frame(frameCall, 5, call)),
-		"cancel-unknown":     concat(frame(frameCancel, 9, []byte("x")), whole),
-		"malformed-call":     frame(frameCall, 1, []byte{0xff, 0xff, 0xff}),
-		"no-deadline":        frame(frameCall, 1, mustMarshal(t, &forwardpb.Call{Request: encodeRequest(&req)})),
-		"second-hop":         frame(frameCall, 1, secondHop),
-		"unknown-datatype":   frame(frameCall, 1, badType),
-		"unknown-type":       concat(whole, frame(9, 1, []byte("x"))),
-		"answer-from-client": frame(frameAnswer, 1, nil),
-		"oversized-call":     concat(oversized, make([]byte, 32)),
-		"truncated-frame":    whole[:len(whole)-3],
-		"truncated-header":   whole[:5],
-		"empty":              nil,
+	big := sumRequest(t)
+	big.Inputs = append(big.Inputs, f32(t, "y", []int64{4, 64}, make([]float32, 256)...))
+	long := callPayload(t, big) // some 1.2 KiB: chunked at fuzzChunk
+	if len(long) <= fuzzChunk || len(call) > fuzzChunk {
+		t.Fatalf("a call of %d bytes and a long one of %d: want one frame and several at %d", len(call), len(long), fuzzChunk)
 	}
+	whole := frame(frameCall, 1, call)
+	longFrames := chunked(frameCall, 3, long, fuzzChunk)
+	head, data := longFrames[:frameHeaderLen+headLen], longFrames[frameHeaderLen+headLen:]
+	firstData := data[:frameHeaderLen+fuzzChunk]
+	return map[string][]byte{
+		"call":                whole,
+		"two-calls":           concat(whole, frame(frameCall, 2, call)),
+		"call-then-cancel":    concat(frame(frameCall, 1, held), frame(frameCancel, 1, nil)),
+		"duplicate-id":        concat(frame(frameCall, 5, call), frame(frameCall, 5, call)),
+		"cancel-unknown":      concat(frame(frameCancel, 9, []byte("x")), whole),
+		"malformed-call":      frame(frameCall, 1, []byte{0xff, 0xff, 0xff}),
+		"no-deadline":         frame(frameCall, 1, mustMarshal(t, &forwardpb.Call{Request: encodeRequest(&req)})),
+		"second-hop":          frame(frameCall, 1, secondHop),
+		"unknown-datatype":    frame(frameCall, 1, badType),
+		"unknown-type":        concat(whole, frame(9, 1, []byte("x"))),
+		"answer-from-client":  frame(frameAnswer, 1, nil),
+		"frame-over-chunk":    concat(frame(frameCall, 1, long), whole),
+		"truncated-frame":     whole[:len(whole)-3],
+		"truncated-header":    whole[:5],
+		"empty":               nil,
+		"chunked-call":        concat(longFrames, whole),
+		"chunked-interleaved": concat(head, firstData, whole, frame(frameCancel, 9, nil), data[len(firstData):]),
+		"chunked-over-limit":  concat(chunkHead(frameCall, 4, fuzzMaxMsg+callOverhead+1), ofCall(firstData, 4), whole),
+		"chunked-cancelled":   concat(head, firstData, frame(frameCancel, 3, nil), whole),
+		"chunked-truncated":   longFrames[:len(longFrames)-7],
+		"data-without-head":   concat(data, whole),
+		"head-during-chunked": concat(head, firstData, chunkHead(frameCall, 4, 1000), whole),
+		"data-past-end":       concat(chunkHead(frameCall, 3, fuzzChunk+1), firstData),
+		"empty-data":          concat(head, frame(frameData, 3, nil)),
+		"head-wrong-length":   concat(frame(frameCall|frameChunked, 3, []byte{1, 2, 3}), whole),
+		"head-fits-a-frame":   concat(chunkHead(frameCall, 3, fuzzChunk), whole),
+		"whole-during-chunk":  concat(head, firstData, frame(frameCall, 3, call)),
+	}
+}
+
+// ofCall is frame b, whole, given to call id.
+func ofCall(b []byte, id uint64) []byte {
+	b = slices.Clone(b)
+	binary.BigEndian.PutUint64(b[5:frameHeaderLen], id)
+	return b
 }
 
 // clientSeeds are FuzzClientFrames' seed inputs: what servers send after
@@ -244,24 +272,51 @@ func clientSeeds(t testing.TB) map[string][]byte {
 	}
 	answer := mustMarshal(t, encodeAnswer(&a, "b"))
 	failure := mustMarshal(t, &forwardpb.Failure{Kind: servables.Unavailable.String(), Code: 14, Node: "b", Message: "model m/ is loading"})
+	longFailure := mustMarshal(t, &forwardpb.Failure{Kind: servables.InvalidInput.String(), Code: 3, Node: "b", Message: strings.Repeat("input x is wrong; ", 40)})
+	big := sumRequest(t)
+	big.Inputs = []servables.Tensor{f32(t, "x", []int64{64, 2}, make([]float32, 128)...)}
+	ba, err := compute(context.Background(), ForwardedRequest{Request: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longAnswer := mustMarshal(t, encodeAnswer(&ba, "b"))
+	if len(answer) > fuzzChunk || len(longAnswer) <= fuzzChunk || len(longFailure) <= fuzzChunk {
+		t.Fatalf("answers of %d, %d and %d bytes: want one frame, then several at %d", len(answer), len(longAnswer), len(longFailure), fuzzChunk)
+	}
+	long := chunked(frameAnswer, 1, longAnswer, fuzzChunk)
+	head, data := long[:frameHeaderLen+headLen], long[frameHeaderLen+headLen:]
+	firstData := data[:frameHeaderLen+fuzzChunk]
 	over := frame(frameAnswer, 1, nil)
-	putFrameHeader(over, frameHeader{length: fuzzMaxMsg + 1, typ: frameAnswer, id: 1})
+	putFrameHeader(over, frameHeader{length: fuzzChunk + 1, typ: frameAnswer, id: 1})
 	return map[string][]byte{
-		"answer":              frame(frameAnswer, 1, answer),
-		"failure":             frame(frameFailure, 1, failure),
-		"unknown-kind":        frame(frameFailure, 1, mustMarshal(t, &forwardpb.Failure{Kind: "weird", Code: 99})),
-		"goaway-then-answer":  concat(frame(frameGoaway, 0, nil), frame(frameAnswer, 1, answer)),
-		"unknown-id":          concat(frame(frameAnswer, 7, answer), frame(frameAnswer, 1, answer)),
-		"malformed-answer":    frame(frameAnswer, 1, []byte{0x1a, 0xff, 0xff}),
-		"malformed-failure":   frame(frameFailure, 1, []byte{0x0a, 0x05, 'x'}),
-		"empty-failure":       frame(frameFailure, 1, nil),
-		"unknown-type":        frame(42, 1, []byte("x")),
-		"call-from-server":    frame(frameCall, 1, nil),
-		"answer-over-limit":   concat(over, make([]byte, 16)),
-		"truncated-answer":    frame(frameAnswer, 1, answer)[:20],
-		"two-answers-one-id":  concat(frame(frameAnswer, 1, answer), frame(frameAnswer, 1, answer)),
-		"empty":               nil,
-		"goaway-with-payload": frame(frameGoaway, 0, []byte("bye")),
+		"answer":                      frame(frameAnswer, 1, answer),
+		"failure":                     frame(frameFailure, 1, failure),
+		"unknown-kind":                frame(frameFailure, 1, mustMarshal(t, &forwardpb.Failure{Kind: "weird", Code: 99})),
+		"goaway-then-answer":          concat(frame(frameGoaway, 0, nil), frame(frameAnswer, 1, answer)),
+		"unknown-id":                  concat(frame(frameAnswer, 7, answer), frame(frameAnswer, 1, answer)),
+		"malformed-answer":            frame(frameAnswer, 1, []byte{0x1a, 0xff, 0xff}),
+		"malformed-failure":           frame(frameFailure, 1, []byte{0x0a, 0x05, 'x'}),
+		"empty-failure":               frame(frameFailure, 1, nil),
+		"unknown-type":                frame(42, 1, []byte("x")),
+		"call-from-server":            frame(frameCall, 1, nil),
+		"frame-over-chunk":            concat(over, make([]byte, 16)),
+		"truncated-answer":            frame(frameAnswer, 1, answer)[:20],
+		"two-answers-one-id":          concat(frame(frameAnswer, 1, answer), frame(frameAnswer, 1, answer)),
+		"empty":                       nil,
+		"goaway-with-payload":         frame(frameGoaway, 0, []byte("bye")),
+		"chunked-answer":              long,
+		"chunked-failure":             chunked(frameFailure, 1, longFailure, fuzzChunk),
+		"chunked-interleaved":         concat(head, firstData, frame(frameAnswer, 7, answer), frame(frameGoaway, 0, nil), data[len(firstData):]),
+		"chunked-for-unknown-id":      concat(chunked(frameAnswer, 9, longAnswer, fuzzChunk), frame(frameAnswer, 1, answer)),
+		"chunked-over-limit":          concat(chunkHead(frameAnswer, 1, fuzzMaxMsg+1), firstData),
+		"chunked-truncated":           long[:len(long)-5],
+		"data-without-head":           data,
+		"head-during-chunked":         concat(head, firstData, chunkHead(frameFailure, 2, 1000)),
+		"data-past-end":               concat(chunkHead(frameAnswer, 1, fuzzChunk+1), firstData),
+		"empty-data":                  concat(head, frame(frameData, 1, nil)),
+		"head-wrong-length":           frame(frameAnswer|frameChunked, 1, []byte{1}),
+		"whole-answer-during-chunked": concat(head, firstData, frame(frameAnswer, 1, answer)),
+		"chunked-call-from-server":    chunkHead(frameCall, 1, 1000),
 	}
 }
 

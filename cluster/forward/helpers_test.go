@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -233,6 +234,62 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// messageReader reads whole messages from the frames of a framed
+// connection, putting chunked ones together (their frames may come
+// between other messages' frames; one chunked message at a time).
+type messageReader struct {
+	r     *bufio.Reader
+	in    *inbound
+	chunk int // the most a frame carries; 0: maxFrameLen
+}
+
+// next returns the next whole message: its header (the type without
+// frameChunked, the length of the whole message) and its payload. A frame
+// that breaks the protocol is an error wrapping errFrame.
+func (m *messageReader) next() (frameHeader, []byte, error) {
+	chunk := m.chunk
+	if chunk == 0 {
+		chunk = maxFrameLen
+	}
+	for {
+		h, err := readFrameHeader(m.r)
+		if err != nil {
+			return h, nil, err
+		}
+		if err := checkLength(h, chunk); err != nil {
+			return h, nil, err
+		}
+		switch {
+		case h.typ&frameChunked != 0:
+			if m.in != nil {
+				return h, nil, fmt.Errorf("%w: call %d's chunked message begins while call %d's is arriving", errFrame, h.id, m.in.id)
+			}
+			n, err := readHead(m.r, h, chunk)
+			if err != nil {
+				return h, nil, err
+			}
+			m.in = newInbound(h.id, h.typ&^frameChunked, n, false)
+		case h.typ == frameData:
+			if m.in == nil || m.in.id != h.id {
+				return h, nil, fmt.Errorf("%w: a data frame for call %d, which has no chunked message arriving", errFrame, h.id)
+			}
+			done, err := m.in.read(m.r, h)
+			if err != nil || !done {
+				if err != nil {
+					return h, nil, err
+				}
+				continue
+			}
+			in := m.in
+			m.in = nil
+			return frameHeader{length: uint32(in.total), typ: in.typ, id: in.id}, in.buf, nil
+		default:
+			b, err := readPayload(m.r, h, chunk)
+			return h, b, err
+		}
+	}
 }
 
 // remote returns err as a *RemoteError, failing the test if it is not one.

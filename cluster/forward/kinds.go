@@ -8,7 +8,8 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// Trailer keys of the Forward service's answers.
+// Trailer keys of the Forward service's answers over gRPC (a Failure on
+// the framed transport carries the same in its fields).
 const (
 	// trailerKind carries the servables.Kind name of a failure.
 	trailerKind = "grove-error-kind"
@@ -20,7 +21,8 @@ const (
 // follows the table of Grove's other gRPC services (api/sidecar, api/oip):
 // kinds that share a code (Crashed, Execution and OutputUnsupported are
 // Internal; Conflict and ReadOnly FailedPrecondition) are told apart by
-// the trailer grove-error-kind.
+// the kind the answer carries besides (a Failure's kind, the gRPC trailer
+// grove-error-kind).
 func Code(k servables.Kind) codes.Code {
 	switch k {
 	case servables.OK:
@@ -43,13 +45,13 @@ func Code(k servables.Kind) codes.Code {
 	return codes.Internal // OutputUnsupported, Crashed, Execution
 }
 
-// KindOfCode is the kind of a failure that came back with gRPC code c and
-// no grove-error-kind trailer: one gRPC made (the peer unreachable, the
-// deadline passed, the call canceled) or a peer's refusal of this node. A
-// peer that refuses this node's credentials (Unauthenticated,
-// PermissionDenied) or does not know the method (Unimplemented) is a
-// cluster misconfiguration, Execution: the server's fault, not the
-// client's, and not worth another replica.
+// KindOfCode is the kind of a failure that says gRPC code c and no kind
+// of its own (a Failure without one, a gRPC status without the
+// grove-error-kind trailer), or of a call its context ended (the deadline
+// passed, the call canceled). A peer that refuses this node's credentials
+// (Unauthenticated, PermissionDenied) or does not know the method
+// (Unimplemented) is a cluster misconfiguration, Execution: the server's
+// fault, not the client's, and not worth another replica.
 func KindOfCode(c codes.Code) servables.Kind {
 	switch c {
 	case codes.OK:
@@ -120,9 +122,10 @@ type RemoteError struct {
 	Node, Addr string
 	// Kind is the failure's kind.
 	Kind servables.Kind
-	// Code is the gRPC status code of the call.
+	// Code is the gRPC status code of the failure (a Failure carries one,
+	// as a status does); Unavailable when the peer could not be reached.
 	Code codes.Code
-	// Message is the status message: the peer's error text, or gRPC's.
+	// Message is the peer's error text, or what kept the call from it.
 	Message string
 }
 

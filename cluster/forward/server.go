@@ -57,7 +57,8 @@ type ServerOptions struct {
 }
 
 // Server serves the Forward service for a node's peers, running their
-// requests on its Local. It also serves gRPC health (open, for probes)
+// requests on its Local: on the framed transport, which Clients speak,
+// and on gRPC, for tools (grpcurl), beside gRPC health (open, for probes)
 // and reflection (members only).
 type Server struct {
 	forwardpb.UnimplementedForwardServer
@@ -69,6 +70,7 @@ type Server struct {
 	log         *slog.Logger
 	tls         *tls.Config // offers ALPN first; nil: plaintext
 	maxMsg      int
+	chunk       int // the most a framed connection's frame carries (maxFrameLen; tests change it)
 	calls       *tracing.CallServer
 
 	// The framed connections and the listener (framed_server.go).
@@ -103,7 +105,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		opts.MaxMessageBytes = maxAnswerBytes
 	}
 	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
-		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
+		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -117,7 +119,6 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		Creds:             creds,
 		RequireClientCert: !opts.AllowUnauthenticatedPeers,
 		InTapHandle:       s.tap,
-		WindowBytes:       WindowBytes,
 		TracerProvider:    opts.TracerProvider,
 	})
 	forwardpb.RegisterForwardServer(s.gs, s)
@@ -208,7 +209,8 @@ func verifiedLeaf(st *tls.ConnectionState) *x509.Certificate {
 	return st.PeerCertificates[0]
 }
 
-// Predict runs one forwarded request on the Local (the gRPC service).
+// Predict runs one forwarded request on the Local: the gRPC service, for
+// tools (a Client calls on the framed transport).
 func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*forwardpb.PredictResponse, error) {
 	from, _ := ctx.Value(peerKey{}).(string)
 	resp, f := s.serve(ctx, m, from)

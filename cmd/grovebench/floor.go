@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/groveml/grove/api/oip/oippb"
-	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/transport/grpcserver"
 )
 
@@ -126,17 +125,24 @@ func startFloor(ctx context.Context, logPath string, width int, timeout time.Dur
 // The forwarding floor (serverFloorFwd): a proxy process between the load
 // generator and the floor, in the layout of grove-fwd (client -> node that
 // forwards -> node that answers). It takes the floor's HTTP request, makes
-// one gRPC call to the floor's gRPC server with grpc-go, as grove's
-// forwarding node does (fixed flow-control windows, forward.WindowBytes),
-// and answers the floor's fixed answer. Its p50 less the HTTP floor's is
-// what one gRPC hop through a third process costs on this machine before
-// any work: what grove-fwd would add over grove-local if its nodes called
-// each other over gRPC. Grove's nodes use their framed transport
-// (cluster/forward), which costs less than this.
+// one gRPC call to the floor's gRPC server with grpc-go (fixed
+// flow-control windows: floorWindowBytes), and answers the floor's fixed
+// answer. Its p50 less the HTTP floor's is what one gRPC hop through a
+// third process costs on this machine before any work: what grove-fwd
+// would add over grove-local if its nodes called each other over gRPC.
+// Grove's nodes use their framed transport (cluster/forward), which costs
+// less than this.
 //
 // grovebench runs it as a child: its own binary with floorProxyEnv set to
 // "HTTPADDR,GRPCTARGET".
 const floorProxyEnv = "GROVEBENCH_FLOOR_PROXY"
+
+// floorWindowBytes is the forwarding floor's fixed HTTP/2 flow-control
+// window per call (four times it per connection): with gRPC's default
+// dynamic window every answer would be followed by a bandwidth-probe PING
+// and its answer, a third and fourth message a tuned gRPC hop does not
+// exchange.
+const floorWindowBytes = 4 << 20
 
 // serveFloorProxy runs the forwarding floor on the addresses in spec until
 // the process is killed; it returns only on a start-up error.
@@ -146,7 +152,7 @@ func serveFloorProxy(spec string) error {
 		return fmt.Errorf("%s=%q: want HTTPADDR,GRPCTARGET", floorProxyEnv, spec)
 	}
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStaticStreamWindowSize(forward.WindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(forward.WindowBytes)))
+		grpc.WithStaticStreamWindowSize(floorWindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(floorWindowBytes)))
 	if err != nil {
 		return err
 	}

@@ -6,31 +6,73 @@
 //
 // One call carries one model request (an item of a client's batch) and
 // travels one hop: the node that serves it never hands it on again. The
-// call's gRPC deadline is the client's deadline; the caller's identity is
-// the one the first node authenticated, and the serving node believes it
-// only from a peer whose client certificate the cluster CA verified.
+// call carries the client's deadline; the caller's identity is the one
+// the first node authenticated, and the serving node believes it only
+// from a peer whose client certificate the cluster CA verified.
 //
-// Failures are gRPC statuses. Besides the code, the trailers carry
-// "grove-error-kind", Grove's own name of the kind of failure
-// (servables.Kind: "not_found", "overloaded", ...), so that a kind several
-// map to one code (crashed, execution) arrives unchanged, and "grove-node",
-// the node that answered (on success too).
+// Nodes call each other on Grove's framed transport
+// (cluster/forward/frame.go), not gRPC. A connection is TCP, or TLS
+// choosing the application protocol "grove-forward" by ALPN (the server
+// offers it before "h2"). It opens with a 9-byte preface in each
+// direction: "GROVEFWD" and the transport's version, one byte (2). The
+// client sends its own; a server that speaks that version answers with
+// the same preface, and one that does not answers with its own version
+// and closes the connection. A client whose version the answer does not
+// carry closes the connection too, and its call fails UNAVAILABLE,
+// naming both versions (the node then tries another replica). ALPN names
+// the transport, the preface its version, so that a mismatch is told the
+// same way on TLS and in plaintext.
 //
-// The same messages travel a second way on the same port: Grove's framed
-// transport (cluster/forward/frame.go), which the forwarding nodes prefer
-// because it costs each hop fewer goroutine hand-offs than gRPC's HTTP/2.
-// A connection chooses it by TLS ALPN "grove-forward/1" (plaintext: the
-// 9-byte preface "GROVEFWD\x01" in each direction); every frame is a
-// 13-byte header (payload length as a big-endian uint32, a type byte, a
-// call id as a big-endian uint64) and a payload: Call from the forwarding
-// node; PredictResponse or Failure back for that call id; empty frames to
-// cancel a call or to say the server takes no new calls (goaway). Call
-// carries in its fields what gRPC carries in its headers.
+// Then frames: a 13-byte header (the payload's length as a big-endian
+// uint32, a type byte, a call id as a big-endian uint64) and a payload of
+// at most 65536 bytes. The types:
+//
+//   1 Call, from the forwarding node (the client), with a call id of its
+//     choosing, not in flight on the connection;
+//   2 PredictResponse and 3 Failure, from the server: the answer of that
+//     call id;
+//   4 cancel (empty), from the client: it no longer waits for the call;
+//     a call whose chunks are still arriving ends there;
+//   5 goaway (empty, call id 0), from the server: it takes no new calls
+//     on the connection; those sent before it are answered;
+//   6 data: the next bytes of its call id's chunked message.
+//
+// A message longer than 65536 bytes travels chunked: a head frame, its
+// type ORed with 0x80 (0x81, 0x82, 0x83), whose 8-byte payload is the
+// message's length (a big-endian uint64, more than 65536), then data
+// frames of the same call id, 1 to 65536 bytes each, carrying the
+// message's bytes in order until they add up to that length. Frames of
+// other calls may come between them; a connection carries at most one
+// chunked message at a time in each direction. A receiver refuses a
+// message over its limit at its head, before any of it is read: the
+// server answers a call over its max_body_bytes RESOURCE_EXHAUSTED (and
+// drops its data frames as they come), the client closes a connection
+// whose server announces an answer over 2 GiB. Anything else (a frame
+// over 65536 bytes, a data frame with no chunked message of its id
+// arriving, a head while another chunked message arrives, data past the
+// message's length, an empty data frame, a frame of a type the receiver
+// does not take) breaks the protocol: the receiver closes the connection,
+// and the calls on it fail UNAVAILABLE.
+//
+// Call carries in its fields what gRPC carries in its headers, Failure
+// what it carries in its status and trailers.
+//
+// The peer port also serves this service over gRPC, on the same serving
+// path (the member check, the hop check, the Local), so that a person can
+// call a node's models as its peers do (grpcurl, with a member's client
+// certificate). Failures are then gRPC statuses; besides the code, the
+// trailers carry "grove-error-kind", Grove's own name of the kind of
+// failure (servables.Kind: "not_found", "overloaded", ...), so that a kind
+// several map to one code (crashed, execution) arrives unchanged, and
+// "grove-node", the node that answered (on success too). Nodes never call
+// each other over gRPC.
 //
 // Compatibility: fields are only ever added, never renumbered or reused.
 // Nodes of one cluster run the same Grove version but for the minutes of
 // a rolling upgrade, during which new fields must have a meaning when
-// absent. The Go code (cluster/forward/forwardpb) is generated by
+// absent. A change to the framed transport's wire takes a new version; a
+// server that still speaks the old one answers its clients in it.
+// The Go code (cluster/forward/forwardpb) is generated by
 // scripts/genproto.sh.
 
 // Code generated by protoc-gen-go. DO NOT EDIT.
