@@ -242,31 +242,50 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // requests on the same connection: in each round one caller forwards an
 // 8 MiB request (FLOAT [2048, 1024], answered by its 2048 row sums) while
 // another forwards small ones (the pCTR payload) back to back until the
-// large one is answered, on one connection to one peer on loopback. The
-// variants take turns, a different one first each round:
+// large one is answered, on one connection to one peer: on loopback, and
+// through a link of 100 MB/s (slowLink, about a gigabit network; the
+// 8 MiB take some 85 ms on it). The variants take turns, a different one
+// first each round:
 //
 //   - alone: the small requests with no large one (20 a round);
-//   - chunked: the framed transport as it is (frames of maxFrameLen);
+//   - chunked: the framed transport as it is (frames of maxFrameLen, at
+//     most maxUnsent bytes unsent in a socket);
 //   - chunks=N: frames of N bytes instead (the chunk size's trade-off);
-//   - whole: frames as long as the message (every frame written whole:
-//     the head-of-line blocking the chunks remove).
+//   - unsent=any: chunked, but as much left unsent in the sockets as
+//     their send buffers hold (the system's default);
+//   - whole: frames as long as the message, as much unsent as the
+//     sockets hold (the head-of-line blocking the two remove).
 //
-// It reports, per variant, the small requests' p50, p99 and largest
-// latency, and the large request's median time.
+// It reports, per variant, the small requests' p50 and the median over
+// the rounds of each round's slowest small request (small-worst: what a
+// small request issued while the large one travels waits, at most), and
+// the large request's median time, beside the small ones and alone (each
+// round also forwards it once with nothing beside it).
 func BenchmarkSmallBesideLarge(b *testing.B) {
+	for _, link := range []int{0, 100e6} {
+		name := "loopback"
+		if link > 0 {
+			name = fmt.Sprintf("link=%dMB/s", link/1e6)
+		}
+		b.Run(name, func(b *testing.B) { smallBesideLarge(b, link) })
+	}
+}
+
+func smallBesideLarge(b *testing.B, link int) {
 	const rows = 2048 // 8 MiB
 	type variant struct {
-		name  string
-		chunk int
-		large bool
-		small []time.Duration
-		big   []time.Duration
+		name          string
+		chunk, unsent int
+		large         bool
+		small, worst  []time.Duration
+		big, alone    []time.Duration
 	}
 	variants := []*variant{
-		{name: "alone", chunk: maxFrameLen},
-		{name: "chunked", chunk: maxFrameLen, large: true},
-		{name: "chunks=16KiB", chunk: 16 << 10, large: true},
-		{name: "chunks=256KiB", chunk: 256 << 10, large: true},
+		{name: "alone", chunk: maxFrameLen, unsent: maxUnsent},
+		{name: "chunked", chunk: maxFrameLen, unsent: maxUnsent, large: true},
+		{name: "chunks=16KiB", chunk: 16 << 10, unsent: maxUnsent, large: true},
+		{name: "chunks=256KiB", chunk: 256 << 10, unsent: maxUnsent, large: true},
+		{name: "unsent=any", chunk: maxFrameLen, large: true},
 		{name: "whole", chunk: 1 << 30, large: true},
 	}
 	type setup struct {
@@ -280,12 +299,16 @@ func BenchmarkSmallBesideLarge(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv.chunk = v.chunk
+		srv.chunk, srv.unsent = v.chunk, v.unsent
 		s := serveLoopback(b, n, srv, srv.Serve, srv.Stop)
 		c := NewClient(ClientOptions{})
-		c.chunk = v.chunk
+		c.chunk, c.unsent = v.chunk, v.unsent
 		b.Cleanup(c.Close)
-		setups[v] = setup{c: c, peers: []Peer{s.peer}}
+		p := s.peer
+		if link > 0 {
+			p.Addr = slowLink(b, p.Addr, link)
+		}
+		setups[v] = setup{c: c, peers: []Peer{p}}
 	}
 	vals := make([]float32, 64)
 	small := Request{ModelPath: "pctr_v1/", Priority: User, RequestID: "small", Inputs: []servables.Tensor{f32(b, "x", []int64{1, 64}, vals...)}}
@@ -319,6 +342,7 @@ func BenchmarkSmallBesideLarge(b *testing.B) {
 				}
 				continue
 			}
+			v.alone = append(v.alone, call(s, large))
 			done := make(chan time.Duration, 1)
 			conn := s.c.pools[s.peers[0].Addr].slots[0].conn
 			go func() { done <- call(s, large) }()
@@ -331,6 +355,7 @@ func BenchmarkSmallBesideLarge(b *testing.B) {
 				}
 				runtime.Gosched()
 			}
+			var worst time.Duration
 		round:
 			for {
 				select {
@@ -339,21 +364,90 @@ func BenchmarkSmallBesideLarge(b *testing.B) {
 					break round
 				default:
 				}
-				v.small = append(v.small, call(s, small))
+				d := call(s, small)
+				v.small, worst = append(v.small, d), max(worst, d)
 			}
+			v.worst = append(v.worst, worst)
 		}
 	}
 	b.StopTimer()
 	for _, v := range variants {
-		p50, p99 := quantiles(v.small)
+		p50, _ := quantiles(v.small)
 		b.ReportMetric(us(p50), v.name+"-small-p50-µs")
-		b.ReportMetric(us(p99), v.name+"-small-p99-µs")
-		b.ReportMetric(us(slices.Max(v.small)), v.name+"-small-max-µs")
 		if v.large {
+			worst, _ := quantiles(v.worst)
 			big, _ := quantiles(v.big)
+			alone, _ := quantiles(v.alone)
+			b.ReportMetric(us(worst), v.name+"-small-worst-µs")
 			b.ReportMetric(us(big), v.name+"-large-p50-µs")
-			b.ReportMetric(float64(len(v.small))/float64(len(v.big)), v.name+"-small-per-large")
+			b.ReportMetric(us(alone), v.name+"-large-alone-p50-µs")
 		}
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// slowLink relays the connections made to the address it returns to
+// target at most rate bytes a second each way, as a network link of that
+// bandwidth would: it reads 16 KiB at a time, on sockets whose receive
+// buffers are small (64 KiB), so that little is in flight on it and what
+// a sender writes waits in the sender's socket, as behind a real link.
+// The benchmark's end closes it.
+func slowLink(tb testing.TB, target string, rate int) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	pass := func(dst, src *net.TCPConn) {
+		defer func() { _ = dst.CloseWrite() }()
+		buf := make([]byte, 16<<10)
+		start, sent := time.Now(), 0
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				sent += n
+				if wait := time.Until(start.Add(time.Duration(float64(sent) / float64(rate) * float64(time.Second)))); wait > 0 {
+					time.Sleep(wait)
+				} else if wait < -10*time.Millisecond {
+					start, sent = time.Now(), 0 // an idle link does not bank its bandwidth
+				}
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			cc, sc := c.(*net.TCPConn), s.(*net.TCPConn)
+			_ = cc.SetReadBuffer(64 << 10)
+			_ = sc.SetReadBuffer(64 << 10)
+			_ = cc.SetNoDelay(true)
+			_ = sc.SetNoDelay(true)
+			wg.Go(func() { pass(sc, cc) })
+			wg.Go(func() { pass(cc, sc) })
+			tb.Cleanup(func() {
+				_ = cc.Close()
+				_ = sc.Close()
+			})
+		}
+	})
+	return ln.Addr().String()
 }

@@ -64,13 +64,14 @@ type ClientOptions struct {
 // peer, reused by every later one, closed by Retain when the peer leaves,
 // or by Close. It is safe for concurrent use.
 type Client struct {
-	opts  ClientOptions
-	rnd   func(int) int
-	log   *slog.Logger
-	chunk int // the most a frame carries (maxFrameLen; tests change it)
-	mu    sync.RWMutex
-	pools map[string]*pool
-	done  bool
+	opts   ClientOptions
+	rnd    func(int) int
+	log    *slog.Logger
+	chunk  int // the most a frame carries (maxFrameLen; tests change it)
+	unsent int // the most left unsent in a connection's socket (maxUnsent; tests change it)
+	mu     sync.RWMutex
+	pools  map[string]*pool
+	done   bool
 }
 
 // pool is the framed connections to one peer address (slots), used in
@@ -100,7 +101,7 @@ func NewClient(opts ClientOptions) *Client {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = maxAnswerBytes
 	}
-	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, chunk: maxFrameLen, pools: map[string]*pool{}}
+	c := &Client{opts: opts, rnd: opts.Rand, log: opts.Logger, chunk: maxFrameLen, unsent: maxUnsent, pools: map[string]*pool{}}
 	if c.rnd == nil {
 		c.rnd = rand.IntN
 	}
@@ -210,7 +211,7 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 	conn, err := s.get(ctx, func() (*clientConn, error) {
 		dctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
 		defer cancel()
-		return dialFramed(dctx, p.Addr, c.opts.TLS, maxAnswerBytes, c.chunk)
+		return dialFramed(dctx, p.Addr, c.opts.TLS, maxAnswerBytes, c.chunk, c.unsent)
 	}, c.opts.ReconnectMaxDelay)
 	if err == nil {
 		call := &forwardpb.Call{Request: m}

@@ -68,6 +68,15 @@ const frameHeaderLen = 13
 // loopback, which is how long a chunk can hold up the frames behind it.
 const maxFrameLen = 64 << 10
 
+// maxUnsent is the most a framed connection lets wait unsent in its
+// socket (limitUnsent): a frame written after the chunks of a long
+// message waits behind no more than this and the bytes in flight,
+// instead of behind the socket's whole send buffer (megabytes, which a
+// gigabit link takes tens of milliseconds to send). A writer of a long
+// message is woken each time less waits: at 128 KiB, every 10 µs at
+// 100 Gbit/s, every 100 µs at 10 Gbit/s.
+const maxUnsent = 128 << 10
+
 // headLen is the length of a head frame's payload: the message's length,
 // a big-endian uint64.
 const headLen = 8

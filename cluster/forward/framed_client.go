@@ -75,9 +75,10 @@ type frameResult struct {
 }
 
 // dialFramed connects to addr and opens the framed transport (TLS with
-// ALPN when cfg is not nil), chunk bytes to a frame. A peer that answers
-// the preface with another version gives a *versionError.
-func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer, chunk int) (*clientConn, error) {
+// ALPN when cfg is not nil), chunk bytes to a frame, at most unsent bytes
+// left unsent in its socket (limitUnsent). A peer that answers the
+// preface with another version gives a *versionError.
+func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer, chunk, unsent int) (*clientConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -86,6 +87,7 @@ func dialFramed(ctx context.Context, addr string, cfg *tls.Config, maxAnswer, ch
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	_ = limitUnsent(nc, unsent) // best effort: without it, small frames can wait longer behind large ones
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}

@@ -134,6 +134,7 @@ func (s *Server) classify(nc net.Conn, grpcLn *connQueue) {
 		return
 	}
 	_, _ = br.Discard(prefaceLen)
+	_ = limitUnsent(nc, s.unsent) // best effort: without it, small answers can wait longer behind large ones
 	if _, err := conn.Write(prefaceOf(protocolVersion)); err != nil {
 		_ = conn.Close()
 		return

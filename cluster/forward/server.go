@@ -71,6 +71,7 @@ type Server struct {
 	tls         *tls.Config // offers ALPN first; nil: plaintext
 	maxMsg      int
 	chunk       int // the most a framed connection's frame carries (maxFrameLen; tests change it)
+	unsent      int // the most left unsent in a framed connection's socket (maxUnsent; tests change it)
 	calls       *tracing.CallServer
 
 	// The framed connections and the listener (framed_server.go).
@@ -105,7 +106,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		opts.MaxMessageBytes = maxAnswerBytes
 	}
 	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
-		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
+		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, unsent: maxUnsent, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
