@@ -13,14 +13,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/internal/certtest"
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -62,9 +65,10 @@ func clusterOver(hc *http.Client, g *grove) (clusterDoc, error) {
 }
 
 // TestClusterPeerMTLS: real grove nodes whose peers use mTLS with
-// certificates made here forward requests to each other, and the
-// cluster port refuses a caller without a client certificate, with one
-// of another CA, and with one of the cluster's CA that names no member.
+// certificates made here forward requests to each other, a request of
+// several MiB among them with small ones beside it, and the cluster port
+// refuses a caller without a client certificate, with one of another CA,
+// and with one of the cluster's CA that names no member.
 func TestClusterPeerMTLS(t *testing.T) {
 	exp := loadExpected(t)
 	ca := certtest.NewCA(t, "grove cluster CA")
@@ -118,6 +122,10 @@ func TestClusterPeerMTLS(t *testing.T) {
 	}
 	checkOutputs(t, exp, model.input, ba, 0)
 	t.Logf("%s answered %s, held by %s, over mTLS between the nodes", caller, model.path, holder)
+
+	t.Run("a request of several MiB forwarded beside small ones", func(t *testing.T) {
+		forwardLarge(t, exp, model, nodes[caller], hc, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+	})
 
 	// Callers of the holder's cluster port.
 	in, err := servables.NewTensor("x", servables.Float32, exp[model.input].Inputs[0].Shape)
@@ -174,6 +182,107 @@ func TestClusterPeerMTLS(t *testing.T) {
 		default:
 			t.Logf("%s: refused, %v: %s", c.name, re.Code, re.Message)
 		}
+	}
+}
+
+// forwardLarge sends caller, which does not hold model, a request of
+// 6 MiB over OIP gRPC (raw contents: expected.json's input rows 12,288
+// times over, 24,576 rows) while small B&A requests for the same model go
+// to it over HTTP (hc) back to back: the large one must come back whole
+// and right, row by row, and every small one right, some of them made and
+// answered while the large one was on its way (they share the peer
+// connection it travels on, in chunks).
+func forwardLarge(t *testing.T, exp map[string]expectedModel, model clusterModel, caller *grove, hc *http.Client, tc *tls.Config) {
+	x, y := exp[model.input].Inputs[0], exp[model.input].Outputs[0]
+	const copies = 12288
+	var data []float64
+	for range copies {
+		data = append(data, x.Data...)
+	}
+	rows := x.Shape[0] * copies
+	req := &oippb.ModelInferRequest{ModelName: routing.NameModel(model.path).Name, Id: "large",
+		Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: x.Name, Datatype: "FP32", Shape: []int64{rows, x.Shape[1]}}},
+		RawInputContents: [][]byte{rawLE("FP32", data)}}
+	if n := len(req.RawInputContents[0]); n < 6<<20 {
+		t.Fatalf("a request of %d bytes of tensor data, want 6 MiB", n)
+	}
+	infer := oippb.NewGRPCInferenceServiceClient(dialTLS(t, caller, tc))
+
+	type answered struct{ start, end time.Time }
+	var (
+		mu     sync.Mutex
+		small  []answered
+		failed []string
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				resp, err := hc.Post(caller.url+"/v1/inference", "application/json", strings.NewReader(batchJSON(requestFor(exp, model.input, model.path))))
+				var ba baResponse
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err = json.Unmarshal(body, &ba); err == nil && (resp.StatusCode != http.StatusOK || !matches(exp, model.input, ba, 0)) {
+						err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+					}
+				}
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, err.Error())
+				} else {
+					small = append(small, answered{start, time.Now()})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // the small ones run before the large one
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := infer.ModelInfer(ctx, req)
+	end := time.Now()
+	time.Sleep(100 * time.Millisecond) // and after it
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("the 6 MiB request: %v", err)
+	}
+	if len(resp.GetRawOutputContents()) != 1 {
+		t.Fatalf("the 6 MiB request's answer: %d raw outputs, want 1", len(resp.GetRawOutputContents()))
+	}
+	got := fromRawLE(t, "FP32", resp.GetRawOutputContents()[0])
+	if int64(len(got)) != rows {
+		t.Fatalf("the 6 MiB request's answer has %d rows, want %d", len(got), rows)
+	}
+	for i, v := range got {
+		if want := y.Data[i%len(y.Data)]; v-want > 1e-5 || want-v > 1e-5 {
+			t.Fatalf("row %d of the 6 MiB request's answer is %v, want %v", i, v, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failed) > 0 {
+		t.Fatalf("%d small requests failed beside the large one, first: %s", len(failed), failed[0])
+	}
+	during := 0
+	for _, a := range small {
+		if a.start.After(start) && a.end.Before(end) {
+			during++
+		}
+	}
+	t.Logf("the 6 MiB request (%d rows) answered right in %v; %d small requests answered right, %d of them made and answered meanwhile",
+		rows, end.Sub(start).Round(time.Millisecond), len(small), during)
+	if during == 0 {
+		t.Fatal("no small request was made and answered while the large one was on its way")
 	}
 }
 
