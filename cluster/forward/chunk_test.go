@@ -554,3 +554,53 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestGracefulStopWaitsForAChunkedCall: a chunked call whose head came
+// before the server said goaway is read whole and answered, though its
+// chunks come slower than the quiet wait of a connection with no call in
+// flight (goawayQuiet), and GracefulStop returns after it.
+func TestGracefulStopWaitsForAChunkedCall(t *testing.T) {
+	s := start(t, "b", compute, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := dialRaw(t, s.peer.Addr)
+	frames := chunked(frameCall, 1, callPayload(t, bigRequest(t, 3*maxFrameLen)), maxFrameLen)
+	cut := frameHeaderLen + headLen + frameHeaderLen + maxFrameLen
+	c.write(frames[:cut])
+	waitFor(t, func() bool {
+		c, ok := s.srv.onlyConn()
+		return ok && c.arrivingNow()
+	}, "the server to read the chunked call's head")
+	stopped := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(stopped)
+	}()
+	if h, _ := c.next(); h.typ != frameGoaway {
+		t.Fatalf("frame type %d, want goaway", h.typ)
+	}
+	time.Sleep(3 * goawayQuiet) // the chunks come slowly
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with a chunked call arriving")
+	default:
+	}
+	c.write(frames[cut:])
+	checkBig(t, c.answer(1), 3*maxFrameLen)
+	await(t, testCtx(t), stopped, "GracefulStop")
+}
+
+// onlyConn is the server's one framed connection.
+func (s *Server) onlyConn() (*serverConn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		return c, len(s.conns) == 1
+	}
+	return nil, false
+}
+
+// arrivingNow reports whether a chunked call is arriving on c.
+func (c *serverConn) arrivingNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arriving
+}

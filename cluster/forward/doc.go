@@ -49,9 +49,10 @@
 //	                                  a lead or readLoop on the
 //	                                  client)
 //	a server connection's calls    serverConn, under its mu         a cancel frame cancels the call's
-//	  in flight (cancel funcs)        (added by the reader, removed    context; the goroutine with a call's
-//	                                  when the call is answered)       answer writes it (a chunked one: a
-//	                                                                   goroutine of its own)
+//	  in flight (cancel funcs),       (added by the reader, removed    context; the goroutine with a call's
+//	  and whether a chunked call      when the call is answered)       answer writes it (a chunked one: a
+//	  arrives                                                          goroutine of its own); goaway's quiet
+//	                                                                   wait begins when neither is left
 //	the server's framed            Server, under Server.mu          GracefulStop tells each goaway, Stop
 //	  connections and listeners                                        closes them
 //	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load

@@ -171,7 +171,7 @@ func readHead(r *bufio.Reader, h frameHeader, chunk int) (int64, error) {
 	}
 	n := binary.BigEndian.Uint64(b[:])
 	if n <= uint64(chunk) || n > 1<<62 {
-		return 0, fmt.Errorf("%w: call %d's chunked message says %d bytes, not more than a frame's %d and at most 2^62", errFrame, h.id, n, chunk)
+		return 0, fmt.Errorf("%w: call %d's chunked message says %d bytes, want more than a frame's %d (and at most 2^62)", errFrame, h.id, n, chunk)
 	}
 	return int64(n), nil
 }

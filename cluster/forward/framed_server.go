@@ -221,9 +221,10 @@ type serverConn struct {
 	// in is the chunked call arriving, if any: the reader's.
 	in *inbound
 
-	mu      sync.Mutex
-	calls   map[uint64]context.CancelFunc // in flight, by call id
-	goneWay bool
+	mu       sync.Mutex
+	calls    map[uint64]context.CancelFunc // in flight, by call id
+	arriving bool                          // a chunked call is arriving (in): the connection is not idle
+	goneWay  bool
 }
 
 // serve reads frames until the connection ends, then waits for the calls
@@ -298,6 +299,7 @@ func (c *serverConn) next(h frameHeader) error {
 		from, f := c.admitCall(n)
 		c.in = newInbound(h.id, frameCall, n, f != nil)
 		c.in.from = from
+		c.setArriving(true)
 		if f != nil {
 			c.answer(h.id, nil, f)
 		}
@@ -314,9 +316,11 @@ func (c *serverConn) next(h frameHeader) error {
 		if !in.dropped() {
 			c.start(h.id, in.buf, in.from)
 		}
+		c.setArriving(false)
 	case frameCancel:
 		if c.in != nil && c.in.id == h.id {
 			c.in = nil // its caller gave up before sending it whole
+			c.setArriving(false)
 		} else {
 			c.mu.Lock()
 			cancel := c.calls[h.id]
@@ -507,20 +511,39 @@ func (c *serverConn) goaway() {
 }
 
 // quietIfIdle starts the quiet wait of a connection told goaway that has
-// no call in flight; c.mu is held.
+// no call in flight or arriving; c.mu is held.
 func (c *serverConn) quietIfIdle() {
-	if c.goneWay && len(c.calls) == 0 {
+	if c.goneWay && len(c.calls) == 0 && !c.arriving {
 		_ = c.nc.SetReadDeadline(time.Now().Add(goawayQuiet))
 	}
 }
 
+// setArriving says whether a chunked call is arriving. While one is, the
+// connection is not idle: a quiet wait begun before its head is called
+// off, so that its data frames, however long they take to come, are read
+// whole; when it has come (or was cancelled), the connection may be idle
+// again.
+func (c *serverConn) setArriving(a bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.arriving = a
+	if a {
+		if c.goneWay {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		return
+	}
+	c.quietIfIdle()
+}
+
 // stillBusy reports, when the quiet deadline ended a wait for a frame,
-// whether calls are in flight again (they arrived meanwhile): the reader
-// then waits on, with no deadline until the last of them ends.
+// whether calls are in flight or arriving again (they came meanwhile):
+// the reader then waits on, with no deadline until the last of them
+// ends.
 func (c *serverConn) stillBusy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) == 0 {
+	if len(c.calls) == 0 && !c.arriving {
 		return false
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})

@@ -964,7 +964,7 @@ func TestClientRobustness(t *testing.T) {
 		}, failsWith(servables.Unavailable, "whose chunked answer is arriving")},
 		{"a head of a message that fits a frame", func(_ *testing.T, id uint64, _ *forwardpb.Call) []byte {
 			return chunkHead(frameAnswer, id, maxFrameLen)
-		}, failsWith(servables.Unavailable, "not more than a frame's")},
+		}, failsWith(servables.Unavailable, "want more than a frame's 65536")},
 		{"the connection ends", nil, failsWith(servables.Unavailable, "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
