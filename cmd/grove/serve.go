@@ -189,7 +189,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
-		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
+		Runtimes:             runtimesOf(cfg.ONNXRuntimeLib),
 		ParseWarmUp:          baOpts.ParseWarmUp,
 		Logger:               log,
 		Registerer:           reg,
