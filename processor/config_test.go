@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/conf"
 )
 
 // deepRecDemo is the config of DeepRec's end-to-end demo, with a local
@@ -76,7 +78,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "prediction log", json: `{"savedmodel_dir": "/m/p", "grove_prediction_log": {"kafka": {"brokers": ["127.0.0.1:9092"], "linger": "1ms"},
 			"prediction_log": {"default_level": "FULL"}}}`, check: func(t *testing.T, c Config) {
 			if !c.HasPredictionLog || c.Kafka.Brokers[0] != "127.0.0.1:9092" || c.Kafka.Linger != time.Millisecond ||
-				c.PredictionLog.DefaultLevel != "FULL" || c.Kafka.Topic != "grove.predictions" {
+				c.PredictionLog.DefaultLevel != conf.PredictionLogFull || c.Kafka.Topic != "grove.predictions" {
 				t.Fatalf("got %+v %+v", c.Kafka, c.PredictionLog)
 			}
 		}},
