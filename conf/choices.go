@@ -17,9 +17,11 @@ import (
 // the YAML file (UnmarshalYAML, an error on the value's line that the
 // loader names with its key) and from a flag (UnmarshalText, an error
 // naming the key and the flag), each with the message that lists the
-// names. A value of one of these types is one of its constants, so the
-// code that uses it switches on them and has nothing to refuse. The zero
-// value of each is its first constant; MarshalText gives the config name.
+// names. A value of one of these types is one of its constants (unless
+// code converts an integer to it, a programming error), so the code that
+// uses it switches on them and has nothing to refuse. The zero
+// value of each is its first constant (LogLevel's is info); String and
+// MarshalText give the config name.
 
 // Acks is kafka.acks: which brokers acknowledge a record before the
 // producer counts it delivered.
