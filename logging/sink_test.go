@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 )
 
@@ -70,7 +71,7 @@ func TestShadowEventCarriesItsComparison(t *testing.T) {
 		Outputs: []actors.OutputDiff{{Name: "p", Rows: 2, Elements: 2, SumAbsDiff: 0.4, MaxAbsDiff: 0.2, Score: true, Agree: 1},
 			{Name: "extra", Mismatch: "the champion has no such output"}}}}
 	ev := Event(req, res, false)
-	for _, enc := range []string{EncodingProto, EncodingJSON} {
+	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
 		v, err := Encode(ev, enc)
 		if err != nil {
 			t.Fatal(enc, err)

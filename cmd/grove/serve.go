@@ -148,7 +148,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	var tlsFiles *tlsconf.Reloader
 	if cfg.TLS.Enabled() {
 		tlsFiles, err = tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
-			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsconf.ClientAuth(cfg.TLS.ClientAuth)})
+			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsClientAuth(cfg.TLS.ClientAuth)})
 		if err != nil {
 			return g.abort(fmt.Errorf("tls: %w", err))
 		}
@@ -400,6 +400,21 @@ func grpcStreams(n int) uint32 { return uint32(min(max(n, 1), math.MaxUint32)) }
 
 // grpcLimit is a byte limit as a gRPC message size, which is at most 2 GiB.
 func grpcLimit(n int64) int { return int(min(n, 2<<30-1)) }
+
+// tlsClientAuth is tls.client_auth as package tlsconf takes it.
+func tlsClientAuth(c conf.ClientAuth) tlsconf.ClientAuth {
+	switch c {
+	case conf.ClientAuthNone:
+		return tlsconf.ClientAuthNone
+	case conf.ClientAuthRequest:
+		return tlsconf.ClientAuthRequest
+	case conf.ClientAuthRequire:
+		return tlsconf.ClientAuthRequire
+	}
+	// A programming error, an integer converted to a conf.ClientAuth:
+	// tlsconf.New refuses its name ("conf.ClientAuth(3)").
+	return tlsconf.ClientAuth(c.String())
+}
 
 // watchTLS is the component that reloads the TLS files every interval.
 func watchTLS(r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) component {
