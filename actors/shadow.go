@@ -171,7 +171,7 @@ func (a *championAnswer) await(sc *shadowCopy) bool {
 func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	path := target.ModelPath
 	c := (*r.routes.Load())[path]
-	if c == nil && r.remoteFor(b, path) {
+	if c == nil && r.mayForward(b, path) {
 		r.shadowRemote(b, req, target, ans)
 		return
 	}

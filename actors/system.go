@@ -91,9 +91,12 @@ type Options struct {
 type System struct {
 	opts Options
 	// loads tells a model load whether it ran alone (loadMeter).
-	loads      loadMeter
-	log        *slog.Logger
-	metrics    *Metrics
+	loads   loadMeter
+	log     *slog.Logger
+	metrics *Metrics
+	// ways takes the items of the calls that skip the router to their
+	// model actor or another node, as the router does its own.
+	ways       ways
 	as         *actor.ActorSystem
 	supervisor *actor.PID
 	router     *actor.PID
@@ -154,6 +157,7 @@ func Start(opts Options) (*System, error) {
 		reg = prometheus.NewRegistry()
 	}
 	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
@@ -247,7 +251,7 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	case s.forwardsAlone(b):
 		return s.forwardAlone(b)
 	case s.servesAlone(b):
-		s.serveAlone(b)
+		s.ways.toModel(s.as.Root.Send, b, 0, nil)
 	default:
 		s.as.Root.Send(s.router, b)
 	}
