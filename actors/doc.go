@@ -73,10 +73,10 @@
 //	                                         forwarded copy: its
 //	                                         forward goroutine)
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
-//	  (championAnswer)                       callback (stores only)      compare with it; comparewin.go)
-//	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (ContractStats and the
-//	                                         shadow copies' compare      metrics collector, off the router); the gate's
-//	                                         (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
+//	  (championAnswer)                       callback (stores only)      compare with it; shadow.go)
+//	comparison windows (compareWindows,    the router makes them; the  compareWindows.mu (ContractStats and the
+//	  windows.go: a quality.Windows and      shadow copies' compare      metrics collector, off the router); the gate's
+//	  the gate's Comparison)                 (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
 //	                                                                     which never waits for mu)
 //	System.draining, closing               System's callers            atomics
 //	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 )
@@ -286,14 +287,14 @@ func (sc *shadowCopy) ended(res Result, joined bool) {
 // come, records it in the windows and attaches it to the log event.
 func (sc *shadowCopy) compare() {
 	a := sc.ans
-	e := compared{championFailed: a.failed, shadowFailed: sc.res.Err != nil}
+	e := quality.Execution{ChampionFailed: a.failed, ShadowFailed: sc.res.Err != nil}
 	cmp := &ShadowComparison{RequestID: a.requestID, Release: a.release, Tolerance: sc.tol, ChampionFailed: a.failed}
 	if !a.failed && sc.res.Err == nil {
-		e.outputs = diffOutputs(a.out, sc.res.Outputs, sc.tol)
-		e.shadow, e.champion = sc.res.Compute, a.compute
-		cmp.ChampionCompute, cmp.Outputs = a.compute, e.outputs
+		e.Outputs = quality.DiffOutputs(a.out, sc.res.Outputs, sc.tol)
+		e.Shadow, e.Champion = sc.res.Compute, a.compute
+		cmp.ChampionCompute, cmp.Outputs = a.compute, e.Outputs
 	}
-	sc.windows.record(sc.on.id, sc.on.loadedAt, sc.on.current(), e, time.Now())
+	sc.windows.record(sc.on.id, sc.on.current(), e, time.Now())
 	sc.res.Comparison = cmp
 }
 

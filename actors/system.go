@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
@@ -46,8 +47,9 @@ type Options struct {
 	ShadowTimeout time.Duration
 	// CompareTolerance is the largest difference between a shadow's value
 	// and the caller's answer's that counts as within tolerance (default
-	// DefaultCompareTolerance); CompareWindow is how many executions the
-	// last-N comparison window holds (default DefaultCompareWindow).
+	// quality.DefaultCompareTolerance); CompareWindow is how many
+	// executions the last-N comparison window holds (default
+	// quality.DefaultCompareWindow).
 	CompareTolerance float64
 	CompareWindow    int
 	// ShadowWorkers threads at nice 19 run shadow forward calls for all
@@ -147,10 +149,10 @@ func Start(opts Options) (*System, error) {
 		opts.ShadowTimeout = time.Second
 	}
 	if opts.CompareTolerance <= 0 {
-		opts.CompareTolerance = DefaultCompareTolerance
+		opts.CompareTolerance = quality.DefaultCompareTolerance
 	}
 	if opts.CompareWindow <= 0 {
-		opts.CompareWindow = DefaultCompareWindow
+		opts.CompareWindow = quality.DefaultCompareWindow
 	}
 	reg := opts.Registerer
 	if reg == nil {
