@@ -116,10 +116,11 @@ func remoteContentID(checksum string) int64 {
 // shadow copies, which they compare theirs with. The champion's done
 // callback only stores it (no copy, no computation); a shadow copy that
 // finished first waits in waiting and is compared by a job on the
-// low-priority workers, never on the champion's goroutine. The outputs are
-// the very tensors the caller got: the runtimes allocate them afresh for
-// every call and nothing writes them afterwards (nor pools them), so
-// reading them here is safe for as long as this holds them.
+// low-priority workers (low: the router always sets it), never on the
+// champion's goroutine. The outputs are the very tensors the caller got:
+// the runtimes allocate them afresh for every call and nothing writes
+// them afterwards (nor pools them), so reading them here is safe for as
+// long as this holds them.
 type championAnswer struct {
 	requestID, release string
 	low                *lowPriority
@@ -136,8 +137,9 @@ type championAnswer struct {
 // answer hands over what the caller got: out, or failed, and the forward
 // time; the shadow copies waiting for it are compared on the
 // low-priority workers, or, when their queue is full, logged uncompared
-// (and counted) on a goroutine of their own: the champion's goroutine
-// never builds a log event. It is safe on a nil championAnswer.
+// (and counted) on a goroutine the workers own (spill), which Stop waits
+// for: the champion's goroutine never builds a log event. It is safe on
+// a nil championAnswer.
 func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute time.Duration) {
 	if a == nil {
 		return
@@ -148,11 +150,9 @@ func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute tim
 	a.waiting = nil
 	a.mu.Unlock()
 	for _, sc := range waiting {
-		if a.low == nil {
-			go sc.compareAndLog()
-		} else if !a.low.trySubmit(sc.compareAndLog) {
+		if !a.low.trySubmit(sc.compareAndLog) {
 			sc.metrics.compareShed.WithLabelValues(sc.on.path).Inc()
-			go sc.log()
+			a.low.spill(sc.log)
 		}
 	}
 }

@@ -383,14 +383,16 @@ func (s *System) markStopped() {
 	})
 }
 
-// shutdown stops the actor system and the goroutines outside it.
+// shutdown stops the actor system and the goroutines outside it. The
+// background jobs end before the low-priority workers stop: a forward
+// goroutine's answer hands the shadow copies that wait for it to them.
 func (s *System) shutdown() {
 	s.cancel()
 	s.markStopped()
 	s.as.Shutdown()
+	s.bg.Wait()
 	s.low.stop()
 	s.dispatcher.stop()
-	s.bg.Wait()
 }
 
 // threads is the intra-op thread count of a model: its own setting, or the server's.
