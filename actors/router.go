@@ -293,8 +293,8 @@ type way uint8
 const (
 	// sentHere: to its model actor on this node.
 	sentHere way = iota
-	// elsewhere: nowhere; its model is not ready here and another node
-	// has it (mayForward), so the caller forwards it.
+	// elsewhere: left alone; its model is not ready here and another
+	// node has it (mayForward): the caller forwards it (toNode).
 	elsewhere
 	// failedHere: answered with the reason it cannot be served (or
 	// answered already).

@@ -114,6 +114,7 @@ func (t *totals) window() CompareWindow {
 	return w
 }
 
+// ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
 
 // Stats describes s for the stats API: the windows of a content loaded at
