@@ -41,7 +41,7 @@ func TestRESTRole(t *testing.T) {
 
 // TestRegisterGivesEveryGRPCMethodARole: every method of
 // inference.GRPCInferenceService is registered with a role (Register
-// panics otherwise), and /v2 with RESTRole's.
+// panics otherwise), and /v2 is mounted needing read for a GET of /v2.
 func TestRegisterGivesEveryGRPCMethodARole(t *testing.T) {
 	h := httpserver.New(httpserver.Options{})
 	g := grpcserver.New(grpcserver.Options{})
