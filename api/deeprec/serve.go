@@ -118,6 +118,10 @@ type service struct {
 	b Backend
 }
 
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ deeprecpb.ProcessorServer = (*service)(nil)
+
 // Predict runs the request on the model at model_path (Predict, the
 // package function); the call's deadline bounds it. Failures are
 // StatusOf's code with ErrorText's message.

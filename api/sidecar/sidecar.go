@@ -52,6 +52,10 @@ type service struct {
 	rec  audit.Recorder
 }
 
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ sidecarpb.InferenceServiceServer = (*service)(nil)
+
 // Predict runs a batch request: the JSON of POST /v1/inference in input
 // (with the same answer in output), or the proto form in proto_input
 // (answered in proto_output). As in the sidecar, failures are encoded in

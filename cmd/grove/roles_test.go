@@ -182,7 +182,7 @@ func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
 	}
 	b := bucket.NewMemory("roles", map[string][]byte{"model_config.json": []byte(`{"model_metadata":[]}`)})
 	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimes(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
+		CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
 		Logger: discard, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
