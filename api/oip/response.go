@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -328,7 +329,7 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, bstr(e))
+			dst = appendString(dst, jsonscan.View(e))
 			data = rest
 		}
 	default: // unreachable: byDType found the DType
