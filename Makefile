@@ -134,6 +134,7 @@ fuzz: deps
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzSkipValue$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzBytesBinary$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)

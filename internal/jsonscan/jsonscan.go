@@ -10,7 +10,8 @@
 // Scanner records only what went wrong (a Kind) and where (ErrPos,
 // ErrStart), and each protocol makes its text from that once a request has
 // failed (api/ba: rapidjson's messages byte for byte; api/oip: "malformed
-// JSON at byte N: ...").
+// JSON at byte N: ..."). AppendString, Unescape's inverse, writes the
+// strings of both protocols' answers.
 //
 // The grammar is RFC 8259's (no comments, trailing commas, NaN or
 // Infinity, or leading zeros), with strings held to valid UTF-8 and no
