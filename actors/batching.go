@@ -100,7 +100,11 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 		return
 	}
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	time.AfterFunc(a.batchDelay, func() { root.Send(self, f) })
+	a.flushes.Add(1)
+	a.flushTimer = time.AfterFunc(a.batchDelay, func() {
+		defer a.flushes.Done()
+		root.Send(self, f)
+	})
 }
 
 // runPending runs one forward call of pending requests (see the top of

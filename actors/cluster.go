@@ -207,7 +207,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 	})
 	ends[1] = context.AfterFunc(s.stoppedCtx, func() { reply(forward.Answer{}, ErrStopped) })
 	mu.Unlock()
-	s.serveAlone(b)
+	s.ways.toModel(s.as.Root.Send, b, 0, nil)
 }
 
 // forwardedBatch is the one-request batch of a forwarded request.
@@ -234,35 +234,15 @@ func forwardedAnswer(req forward.ForwardedRequest, r Result) (forward.Answer, er
 	return forward.Answer{Checksum: r.Checksum, Outputs: r.Outputs, UnnamedOutputs: r.UnnamedOutputs, Queued: r.Queued, Compute: r.Compute}, nil
 }
 
-// servesAlone reports whether b is a call the caller's goroutine hands to
-// its model actor itself (serveAlone) instead of the router: one request
+// servesAlone reports whether b is a call the caller's goroutine takes
+// to its model actor itself (toModel) instead of the router: one request
 // another node forwarded here (System.Predict), which is routed through no
-// contract, has no shadow copies and is never forwarded again. The router
-// would only pass it on; skipping its mailbox saves a goroutine hand-off
-// on the serving node.
+// contract, has no shadow copies and is never forwarded again (toModel
+// answers it when its model is not here: b.local). The router would only
+// pass it on; skipping its mailbox saves a goroutine hand-off on the
+// serving node.
 func (s *System) servesAlone(b *batch) bool {
 	return b.local && len(b.reqs) == 1 && b.score == nil && len(b.reqs[0].Shadows) == 0
-}
-
-// serveAlone hands b's one request to its model actor as the router's
-// dispatch would (queue limit, deadlines, metrics), or answers it with the
-// reason it cannot be served here; the caller waits for b.reply. A model
-// not here is not counted in this node's metrics: the request did not
-// execute here, the forwarding node counts it (and tries another replica).
-func (s *System) serveAlone(b *batch) {
-	req, res := &b.reqs[0], &b.results[0]
-	c, err := acquire(&s.routes, s.opts.QueueSize, req.ModelPath)
-	if err != nil {
-		if b.claim(0) {
-			res.ModelPath, res.Err = req.ModelPath, err
-			if !errors.Is(err, ErrModelNotFound) {
-				s.metrics.observe(req.API, req.ModelPath, err, 0)
-			}
-			b.finish()
-		}
-		return
-	}
-	sendPredict(s.as.Root.Send, s.metrics, b, 0, c, nil)
 }
 
 // forwardRequest is req as handed to another node, at priority p.
@@ -275,48 +255,56 @@ func forwardRequest(ctx context.Context, req *Request, path string, p forward.Pr
 		Priority: p, Caller: id, API: req.API, Configs: req.Configs, Contract: req.Contract, Release: req.Release}
 }
 
-// remoteFor reports whether a request for path that is not ready here
+// mayForward reports whether a request for path that is not ready here
 // goes to another node: a cluster node that has it ready, unless the
 // batch was forwarded here (one hop) or must be served here.
-func (r *routerActor) remoteFor(b *batch, path string) bool {
-	return r.remote != nil && !b.local && !forward.Forwarded(b.ctx) && r.remote.Serves(path)
+func (w *ways) mayForward(b *batch, path string) bool {
+	return w.remote != nil && !b.local && !forward.Forwarded(b.ctx) && w.remote.Serves(path)
 }
 
-// forward answers item i of b from another node, on a goroutine of its
-// own (the router never waits); ans, if not nil, gets the answer for the
-// shadow copies to compare with. The request counts in this node's
-// grove_cluster_forwarded_total and grove_cluster_forward_duration_seconds,
-// not in its per-model metrics: the serving node counts it there.
+// toNode forwards item i of b to another node that has its model ready
+// and waits for the answer, on the calling goroutine: the router's
+// forward calls it on a goroutine of its own, forwardAlone on its
+// caller's. The call carries the caller's deadline and identity, ends
+// when the caller goes away or stop is done (Stop), and is traced under
+// a forward span when the caller's trace records.
+func (w *ways) toNode(stop context.Context, b *batch, i int) (forward.Answer, error) {
+	req := &b.reqs[i]
+	fr := forwardRequest(b.ctx, req, req.ModelPath, forward.User)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	defer context.AfterFunc(stop, cancel)()
+	ctx, span := tracing.Start(ctx, tracing.SpanForward)
+	a, err := w.remote.Forward(ctx, fr)
+	if span.IsRecording() {
+		traceForward(span, fr.ModelPath, a, err)
+	}
+	return a, err
+}
+
+// forward answers item i of b from another node (toNode); ans, if not
+// nil, gets the answer for the shadow copies to compare with. The request
+// counts in this node's grove_cluster_forwarded_total and
+// grove_cluster_forward_duration_seconds, not in its per-model metrics:
+// the serving node counts it there.
 func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 	req := &b.reqs[i]
-	res := &b.results[i]
-	fr := forwardRequest(b.ctx, req, req.ModelPath, forward.User)
 	start := time.Now()
+	// The router never waits: the call runs on a goroutine of its own,
+	// whose answer is the item's, like a model actor's, only if nobody
+	// claimed it meanwhile (its caller expires it at its deadline:
+	// runUnlogged). The call counts in the hop's metrics whoever waits.
 	r.background(func(sctx context.Context) {
-		ctx, cancel := context.WithCancel(b.ctx)
-		defer cancel()
-		defer context.AfterFunc(sctx, cancel)()
-		a, err := forwardTraced(ctx, r.remote, fr)
+		a, err := r.toNode(sctx, b, i)
 		r.metrics.countForward(req.ModelPath, req.API, err, start)
 		if b.claim(i) {
-			setForwarded(res, req, &a, err)
+			setForwarded(&b.results[i], req, &a, err)
 			ans.answer(a.Outputs, err != nil, a.Compute)
 			b.finish()
 		} else {
 			ans.answer(nil, true, 0)
 		}
 	})
-}
-
-// forwardTraced hands fr to another node through remote, under a forward
-// span when ctx's trace is recorded.
-func forwardTraced(ctx context.Context, remote Remote, fr forward.Request) (forward.Answer, error) {
-	ctx, span := tracing.Start(ctx, tracing.SpanForward)
-	a, err := remote.Forward(ctx, fr)
-	if span.IsRecording() {
-		traceForward(span, fr.ModelPath, a, err)
-	}
-	return a, err
 }
 
 // countForward counts a request for path that api handed to another node
@@ -350,17 +338,20 @@ func (s *System) forwardsAlone(b *batch) bool {
 }
 
 // forwardAlone forwards b's one request to another node on the caller's
-// goroutine, as the router's forward would: the same result, metrics and
-// deadline (an answer past the caller's deadline is DeadlineExceeded, a
-// caller gone returns its context's error); Stop cancels it.
+// goroutine (toNode), as the router's forward would: the same result,
+// metrics and deadline; Stop cancels it.
 func (s *System) forwardAlone(b *batch) ([]Result, error) {
-	req, res := &b.reqs[0], &b.results[0]
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
+	req := &b.reqs[0]
 	start := time.Now()
-	a, err := forwardTraced(ctx, s.opts.Remote, forwardRequest(b.ctx, req, req.ModelPath, forward.User))
-	stop()
+	a, err := s.ways.toNode(s.ctx, b, 0)
+	// Unlike the router's forward, the caller's goroutine has the answer
+	// itself: no other goroutine sees b, so the item is not claimed, and
+	// what runUnlogged does for a batch it waits for is done here. An
+	// answer past the caller's deadline is DeadlineExceeded; a caller
+	// gone returns its context's error, and Stop ErrStopped, at once,
+	// neither counted in the hop's metrics (the router's forward
+	// goroutine, which cannot tell whether anyone still waits, counts
+	// them).
 	if err != nil {
 		switch {
 		case s.ctx.Err() != nil:
@@ -372,7 +363,7 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 		}
 	}
 	s.metrics.countForward(req.ModelPath, req.API, err, start)
-	setForwarded(res, req, &a, err)
+	setForwarded(&b.results[0], req, &a, err)
 	return b.results, nil
 }
 

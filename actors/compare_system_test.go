@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/servables"
 )
 
@@ -123,7 +124,7 @@ func TestShadowAnswersAreComparedWithTheAnswerTheCallerGot(t *testing.T) {
 		if math.Abs(s.P50Ratio-3) > 0.3 || math.Abs(s.P99Ratio-3) > 0.3 {
 			t.Errorf("v2 latency ratios %v %v, want 3", s.P50Ratio, s.P99Ratio)
 		}
-		if b.N != 5 || b.LastN.Executions+b.LastN.ChampionFailed != 5 || b.LastN.ChampionFailed != 1 || b.Last5m.Executions != 10 || b.Tolerance != DefaultCompareTolerance {
+		if b.N != 5 || b.LastN.Executions+b.LastN.ChampionFailed != 5 || b.LastN.ChampionFailed != 1 || b.Last5m.Executions != 10 || b.Tolerance != quality.DefaultCompareTolerance {
 			t.Errorf("v2 windows: n %d, last N %d, last 5m %d, tolerance %v", b.N, b.LastN.Executions, b.Last5m.Executions, b.Tolerance)
 		}
 		// v3: the same answers, compared after waiting for the champion's;

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/actors/quality"
 )
 
 // maxMetricOutputs bounds the outputs of one shadow servable that get
@@ -89,7 +91,7 @@ func (c *compareCollector) Collect(ch chan<- prometheus.Metric) {
 		st := sv.w.stats(sv.content, sv.loadedAt, tol, now)
 		for _, win := range []struct {
 			name string
-			w    *CompareWindow
+			w    *quality.CompareWindow
 		}{{"since_start", &st.SinceStart}, {"last_n", &st.LastN}, {"last_5m", &st.Last5m}} {
 			c.collectWindow(ch, sv.contract, sv.release, win.name, win.w)
 		}
@@ -97,7 +99,7 @@ func (c *compareCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectWindow sends the gauges of one window.
-func (c *compareCollector) collectWindow(ch chan<- prometheus.Metric, contract, release, window string, w *CompareWindow) {
+func (c *compareCollector) collectWindow(ch chan<- prometheus.Metric, contract, release, window string, w *quality.CompareWindow) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}

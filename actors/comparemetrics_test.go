@@ -3,6 +3,7 @@ package actors
 import (
 	"testing"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -13,7 +14,8 @@ import (
 // repaired alike make the same series twice.
 func TestCompareMetricsOutputNamesThatAreNotUTF8(t *testing.T) {
 	c := newCompareCollector(nil)
-	w := &CompareWindow{Executions: 3, Outputs: []OutputComparison{
+	ptr := func(v float64) *float64 { return &v }
+	w := &quality.CompareWindow{Executions: 3, Outputs: []quality.OutputComparison{
 		{Name: "p\xff", Compared: 3, WithinTolerance: ptr(1.0), Agreement: ptr(1.0)},
 		{Name: "p\xfe", Compared: 3, WithinTolerance: ptr(0.5)},
 		{Name: "q", Compared: 3, WithinTolerance: ptr(1.0)},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
@@ -306,7 +307,7 @@ type ServableStats struct {
 	Gate *GateStats `json:"gate,omitempty"`
 	// Comparison, for a shadow servable, is how its answers compare with
 	// those callers got for the same requests.
-	Comparison *ComparisonStats `json:"comparison,omitempty"`
+	Comparison *quality.ComparisonStats `json:"comparison,omitempty"`
 }
 
 // LatencyStats are latency quantiles over a recent window.

@@ -9,7 +9,8 @@
 //     restarts a model actor that crashes (it is their parent);
 //   - the router, which fans a batch of requests out to model actors and
 //     gathers the answers in request order, and owns the contracts:
-//     routing decisions, shadow copies, expiry.
+//     routing decisions, shadow copies (compared with the caller's
+//     answer by package quality's arithmetic), expiry.
 //
 // System ties them together and is what the API front ends call. On a
 // cluster node (docs/cluster.md) the supervisor loads only the node's
@@ -73,10 +74,10 @@
 //	                                         forwarded copy: its
 //	                                         forward goroutine)
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
-//	  (championAnswer)                       callback (stores only)      compare with it; comparewin.go)
-//	comparison windows (compareWindows)    the router makes them; the  compareWindows.mu (ContractStats and the
-//	                                         shadow copies' compare      metrics collector, off the router); the gate's
-//	                                         (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
+//	  (championAnswer)                       callback (stores only)      compare with it; shadow.go)
+//	comparison windows (compareWindows,    the router makes them; the  compareWindows.mu (ContractStats and the
+//	  windows.go: a quality.Windows and      shadow copies' compare      metrics collector, off the router); the gate's
+//	  the gate's Comparison)                 (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
 //	                                                                     which never waits for mu)
 //	System.draining, closing               System's callers            atomics
 //	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force
@@ -90,7 +91,8 @@
 //	                                         forward call (router.       batch's state[i]); a call of one plain
 //	                                         forward, System.background) request is forwarded, and its result
 //	                                                                     written, by its caller's goroutine
-//	                                                                     (System.forwardAlone), never the router
+//	                                                                     (System.forwardAlone), never the router;
+//	                                                                     both forward through ways.toNode
 //
 // # The two packages below that import this one
 //
@@ -108,9 +110,35 @@
 //     engine sees the rest of the cluster only through Remote, which
 //     cluster/forward implements below it.
 //
+// The engine's pure arithmetic of comparisons and latencies,
+// actors/quality, imports nothing of it and belongs to that layer below
+// it (as routing's policy does), so that logging may name the comparison
+// figures a Result carries; actors/lifecycle, the supervisor's planner,
+// stays in the engine's layer.
+//
+// # The goroutines it starts
+//
 // Background work (config polls, fetches, loads, warm-ups, releases, the
-// shared-state writer) runs on goroutines started by System.background,
-// which System.Stop cancels and waits for; each ends by sending its result
-// to the supervisor, which stops taking steps (quiesce) and frees what
-// late results bring before it stops.
+// shared-state writer, the calls forwarded to other nodes) runs on
+// goroutines started by System.background, which System.Stop cancels and
+// waits for; each ends by sending its result to the supervisor, which
+// stops taking steps (quiesce) and frees what late results bring before it
+// stops. Every other goroutine the engine starts has an owner that Stop
+// stops and waits for: a model actor its flush timers (a dynamic batch's
+// max_queue_delay), when it stops (modelActor.close); the low-priority
+// workers the shadow work they run and the log events they spill when
+// busy (lowPriority.spill), after the background jobs have ended, since
+// a forwarded call's answer may hand them work; the mailboxes' workers
+// (workerDispatcher), last. If Stop's context ends first, the shutdown
+// finishes on a goroutine of its own.
+//
+// Not tracked, because tracking them would cost every request, and none
+// blocks: the timer of a request's deadline (sendPredict's
+// default_timeout_ms), which answers a request whose model has not, and
+// PredictAsync's context.AfterFunc callbacks, which hand the caller its
+// answer when its context ends or the actors stop. After Stop they answer
+// only callers already answered (ErrStopped), or call back into the
+// caller's own done. The router's expiry tick and the supervisor's
+// wake-up timer only send their actor a message; the router stops its
+// tick when it stops, the supervisor its timer when it quiesces.
 package actors

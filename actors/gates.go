@@ -71,7 +71,7 @@ func servableFault(ctx context.Context, err error) bool {
 func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 	l := rc.live.Load()
 	if !l.since.Equal(since) {
-		l = &liveCounters{since: since, latency: latencyWindow{start: since}}
+		l = &liveCounters{since: since, latency: newLatencyWindow(since)}
 		rc.live.Store(l)
 	}
 	return l
@@ -79,7 +79,7 @@ func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 
 // newReleaseCounters returns the counters of a release first seen at now.
 func newReleaseCounters(now time.Time) *releaseCounters {
-	rc := &releaseCounters{latency: latencyWindow{start: now}}
+	rc := &releaseCounters{latency: newLatencyWindow(now)}
 	rc.live.Store(&liveCounters{})
 	return rc
 }

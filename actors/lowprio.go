@@ -18,6 +18,11 @@ import (
 // running it, so a user request never waits behind a shadow micro-batch.
 // Shadow work that finds every worker busy and the small queue full is
 // dropped (counted), as the shadow semantics allow.
+//
+// wg counts the workers and the jobs spilled beside them; stop waits for
+// both. Nothing may submit or spill once stop has begun: System.shutdown
+// stops the low-priority workers only after everything that hands them
+// work (model actors, forward goroutines) has ended.
 type lowPriority struct {
 	jobs chan func()
 	wg   sync.WaitGroup
@@ -54,7 +59,18 @@ func (lp *lowPriority) trySubmit(job func()) bool {
 	}
 }
 
-// stop lets the queued jobs finish and ends the workers.
+// spill runs job on a goroutine of its own, at normal priority, for work
+// that must not be dropped nor run on the caller's goroutine when the
+// queue is full (a shadow execution's log event); stop waits for it.
+func (lp *lowPriority) spill(job func()) {
+	lp.wg.Add(1)
+	go func() {
+		defer lp.wg.Done()
+		job()
+	}()
+}
+
+// stop lets the queued and spilled jobs finish and ends the workers.
 func (lp *lowPriority) stop() {
 	close(lp.jobs)
 	lp.wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
@@ -116,7 +117,7 @@ type ShadowComparison struct {
 	// Tolerance is the largest difference of a value within tolerance.
 	Tolerance float64
 	// Outputs compare each output; empty when either side failed.
-	Outputs []OutputDiff
+	Outputs []quality.OutputDiff
 }
 
 // predict asks a model actor to run one forward call. done is called exactly

@@ -172,6 +172,11 @@ type modelActor struct {
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
+	// flushTimer sends the last flush that waits for batchDelay; flushes
+	// counts those timers not yet stopped nor run, which close waits for:
+	// no flush is sent once the actor has stopped.
+	flushTimer *time.Timer
+	flushes    sync.WaitGroup
 	// carry holds the pending requests from a crash to the restarted
 	// incarnation (shared by the incarnations of one replica).
 	carry *[]*predict
@@ -269,6 +274,10 @@ func (a *modelActor) Receive(ctx actor.Context) {
 }
 
 func (a *modelActor) close() {
+	if a.flushTimer != nil && a.flushTimer.Stop() {
+		a.flushes.Done()
+	}
+	a.flushes.Wait()
 	a.shadowJobs.Wait() // shadow forwards still running on the servable
 	if a.s != nil {
 		if err := a.s.Close(); err != nil {

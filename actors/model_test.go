@@ -170,7 +170,7 @@ func TestRouterFailsFastWhenModelQueueIsFull(t *testing.T) {
 	var routes atomic.Pointer[table]
 	routes.Store(&table{"m/": c})
 	router := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{routes: &routes, queueLimit: 2, metrics: NewMetrics(prometheus.NewRegistry())}
+		return &routerActor{ways: ways{routes: &routes, queueLimit: 2, metrics: NewMetrics(prometheus.NewRegistry())}}
 	}, actor.WithMailbox(actor.UnboundedPriority())))
 
 	infer := func(path string, v float32) chan []Result {
@@ -211,7 +211,7 @@ func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
 	var routes atomic.Pointer[table]
 	routes.Store(&table{"slow/": cs, "fast/": cf})
 	router := as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{routes: &routes, metrics: NewMetrics(prometheus.NewRegistry())}
+		return &routerActor{ways: ways{routes: &routes, metrics: NewMetrics(prometheus.NewRegistry())}}
 	}, actor.WithMailbox(actor.UnboundedPriority())))
 	b := newBatch(context.Background(), []Request{{ModelPath: "slow/", Inputs: scalar(t, 1)}, {ModelPath: "fast/", Inputs: scalar(t, 2)}, {ModelPath: "x/"}})
 	as.Root.Send(router, b)

@@ -183,9 +183,10 @@ const expiryInterval = 100 * time.Millisecond
 // them (valid-since stamps, pick sequences) and the routing decisions, and
 // tells the supervisor which model paths the contracts have expired.
 type routerActor struct {
-	routes     *atomic.Pointer[table]
-	queueLimit int
-	metrics    *Metrics
+	// ways takes a batch's items to model actors here and to other
+	// nodes (remote: nil on a single server), as the System's callers
+	// that skip the router do.
+	ways
 	// microBatchRows cuts shadow copies into micro-batches; 0 never cuts.
 	microBatchRows int
 	// sink receives shadow answers; user answers are logged by System.run.
@@ -204,20 +205,18 @@ type routerActor struct {
 	supervisor *actor.PID
 	contracts  contracts
 	expired    map[string]bool
-	// remote forwards to other cluster nodes (nil: a single server);
 	// background runs the forward calls (System.background).
-	remote     Remote
 	background func(job func(ctx context.Context))
 	tick       *time.Timer
 	log        *slog.Logger
 }
 
 func newRouter(s *System) *routerActor {
-	return &routerActor{routes: &s.routes, queueLimit: s.opts.QueueSize, metrics: s.metrics,
+	return &routerActor{ways: s.ways,
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
 		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log,
-		remote: s.opts.Remote, background: s.background}
+		background: s.background}
 }
 
 // Receive dispatches each batch, and keeps the contracts.
@@ -244,6 +243,8 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	}
 }
 
+// dispatch takes each item of b to its model actor here, or to another
+// node (toModel, forward), and sends its shadow copies.
 func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 	if len(b.reqs) == 0 {
 		b.reply <- b.results
@@ -254,49 +255,90 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			continue // answered already: its deadline passed before it got here
 		}
 		req := &b.reqs[i]
-		res := &b.results[i]
-		c, err := r.acquire(req.ModelPath)
-		if c == nil && errors.Is(err, ErrModelNotFound) && r.remoteFor(b, req.ModelPath) {
-			if !b.markForwarded(i) {
-				continue // answered meanwhile: its deadline passed
-			}
-			var ans *championAnswer
-			if len(req.Shadows) > 0 {
-				ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
-			}
-			r.forward(b, i, ans)
-			for _, sh := range req.Shadows {
-				r.shadow(ctx, b, req, sh, ans)
-			}
-			continue
-		}
-		if err != nil {
-			if b.claim(i) {
-				res.ModelPath, res.Err = req.ModelPath, err
-				r.metrics.observe(req.API, req.ModelPath, err, 0)
-				b.finish()
-			}
-			continue
-		}
 		// The answer the caller gets, for the shadow copies to compare with.
 		var ans *championAnswer
 		if len(req.Shadows) > 0 {
 			ans = &championAnswer{requestID: req.RequestID, release: req.Release, low: r.low}
 		}
-		sendPredict(ctx.Send, r.metrics, b, i, c, ans)
+		switch r.toModel(ctx.Send, b, i, ans) {
+		case failedHere:
+			continue
+		case elsewhere:
+			if !b.markForwarded(i) {
+				continue // answered meanwhile: its deadline passed
+			}
+			r.forward(b, i, ans)
+		}
 		for _, sh := range req.Shadows {
 			r.shadow(ctx, b, req, sh, ans)
 		}
 	}
 }
 
-// sendPredict sends item i of b to c, whose queue place the caller
-// acquired, with send (the router's context, or the root context of a
-// caller that skips the router), and has its model actor answer it: at
-// the caller's deadline or the model's default_timeout_ms, and at shadow
-// priority for a forwarded shadow copy; ans, if not nil, gets the answer
-// for the shadow copies to compare with. It uses nothing of the router's
-// own state, so any goroutine may call it.
+// ways is what takes an item of a batch on its way: to the model actor
+// serving its path here (toModel) or to another node (toNode). The router
+// and the System's callers that skip it (servesAlone, forwardsAlone) take
+// their items through the same two functions; any goroutine may call them.
+type ways struct {
+	routes     *atomic.Pointer[table]
+	queueLimit int
+	metrics    *Metrics
+	// remote forwards to other cluster nodes (nil: a single server).
+	remote Remote
+}
+
+// way is where toModel took an item.
+type way uint8
+
+const (
+	// sentHere: to its model actor on this node.
+	sentHere way = iota
+	// elsewhere: left alone; its model is not ready here and another
+	// node has it (mayForward): the caller forwards it (toNode).
+	elsewhere
+	// failedHere: answered with the reason it cannot be served (or
+	// answered already).
+	failedHere
+)
+
+// toModel takes item i of b to the model actor serving its path on this
+// node: it reserves a place in the model's queue (acquire: the queue
+// limit) and sends the item with send (sendPredict: its deadlines, its
+// metrics; ans, if not nil, gets the answer for the shadow copies). When
+// the model is not ready here and another node has it, it leaves the item
+// alone (elsewhere). Otherwise, when it cannot send the item, it answers
+// it with the reason, counted in the per-model metrics, except a request
+// another node forwarded here (b.local) for a model not here: that did
+// not execute here, and the forwarding node counts it (and tries another
+// replica).
+func (w *ways) toModel(send func(*actor.PID, any), b *batch, i int, ans *championAnswer) way {
+	req := &b.reqs[i]
+	c, err := acquire(w.routes, w.queueLimit, req.ModelPath)
+	if err == nil {
+		sendPredict(send, w.metrics, b, i, c, ans)
+		return sentHere
+	}
+	notHere := c == nil && errors.Is(err, ErrModelNotFound)
+	if notHere && w.mayForward(b, req.ModelPath) {
+		return elsewhere
+	}
+	if b.claim(i) {
+		res := &b.results[i]
+		res.ModelPath, res.Err = req.ModelPath, err
+		if !notHere || !b.local {
+			w.metrics.observe(req.API, req.ModelPath, err, 0)
+		}
+		b.finish()
+	}
+	return failedHere
+}
+
+// sendPredict sends item i of b to c, whose queue place toModel acquired,
+// with send (the router's context, or the root context of a caller that
+// skips the router), and has its model actor answer it: at the caller's
+// deadline or the model's default_timeout_ms, and at shadow priority for
+// a forwarded shadow copy; ans, if not nil, gets the answer for the
+// shadow copies to compare with.
 func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer) {
 	req := &b.reqs[i]
 	res := &b.results[i]
@@ -350,15 +392,10 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	c.send(send, p)
 }
 
-// acquire finds the content serving path and reserves a place in its queue.
-// A content retired between the table lookup and the reservation is looked up
+// acquire finds the content serving path in the routing table in routes
+// and reserves a place in its queue, of at most limit requests. A content
+// retired between the table lookup and the reservation is looked up
 // again: the table then already names its successor, or nothing.
-func (r *routerActor) acquire(path string) (*content, error) {
-	return acquire(r.routes, r.queueLimit, path)
-}
-
-// acquire is routerActor.acquire on the routing table in routes, with
-// queue limit limit; any goroutine may call it.
 func acquire(routes *atomic.Pointer[table], limit int, path string) (*content, error) {
 	for range 3 {
 		c := (*routes.Load())[path]

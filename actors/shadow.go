@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 )
@@ -115,10 +116,11 @@ func remoteContentID(checksum string) int64 {
 // shadow copies, which they compare theirs with. The champion's done
 // callback only stores it (no copy, no computation); a shadow copy that
 // finished first waits in waiting and is compared by a job on the
-// low-priority workers, never on the champion's goroutine. The outputs are
-// the very tensors the caller got: the runtimes allocate them afresh for
-// every call and nothing writes them afterwards (nor pools them), so
-// reading them here is safe for as long as this holds them.
+// low-priority workers (low: the router always sets it), never on the
+// champion's goroutine. The outputs are the very tensors the caller got:
+// the runtimes allocate them afresh for every call and nothing writes
+// them afterwards (nor pools them), so reading them here is safe for as
+// long as this holds them.
 type championAnswer struct {
 	requestID, release string
 	low                *lowPriority
@@ -135,8 +137,9 @@ type championAnswer struct {
 // answer hands over what the caller got: out, or failed, and the forward
 // time; the shadow copies waiting for it are compared on the
 // low-priority workers, or, when their queue is full, logged uncompared
-// (and counted) on a goroutine of their own: the champion's goroutine
-// never builds a log event. It is safe on a nil championAnswer.
+// (and counted) on a goroutine the workers own (spill), which Stop waits
+// for: the champion's goroutine never builds a log event. It is safe on
+// a nil championAnswer.
 func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute time.Duration) {
 	if a == nil {
 		return
@@ -147,11 +150,9 @@ func (a *championAnswer) answer(out []servables.Tensor, failed bool, compute tim
 	a.waiting = nil
 	a.mu.Unlock()
 	for _, sc := range waiting {
-		if a.low == nil {
-			go sc.compareAndLog()
-		} else if !a.low.trySubmit(sc.compareAndLog) {
+		if !a.low.trySubmit(sc.compareAndLog) {
 			sc.metrics.compareShed.WithLabelValues(sc.on.path).Inc()
-			go sc.log()
+			a.low.spill(sc.log)
 		}
 	}
 }
@@ -171,7 +172,7 @@ func (a *championAnswer) await(sc *shadowCopy) bool {
 func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	path := target.ModelPath
 	c := (*r.routes.Load())[path]
-	if c == nil && r.remoteFor(b, path) {
+	if c == nil && r.mayForward(b, path) {
 		r.shadowRemote(b, req, target, ans)
 		return
 	}
@@ -286,14 +287,14 @@ func (sc *shadowCopy) ended(res Result, joined bool) {
 // come, records it in the windows and attaches it to the log event.
 func (sc *shadowCopy) compare() {
 	a := sc.ans
-	e := compared{championFailed: a.failed, shadowFailed: sc.res.Err != nil}
+	e := quality.Execution{ChampionFailed: a.failed, ShadowFailed: sc.res.Err != nil}
 	cmp := &ShadowComparison{RequestID: a.requestID, Release: a.release, Tolerance: sc.tol, ChampionFailed: a.failed}
 	if !a.failed && sc.res.Err == nil {
-		e.outputs = diffOutputs(a.out, sc.res.Outputs, sc.tol)
-		e.shadow, e.champion = sc.res.Compute, a.compute
-		cmp.ChampionCompute, cmp.Outputs = a.compute, e.outputs
+		e.Outputs = quality.DiffOutputs(a.out, sc.res.Outputs, sc.tol)
+		e.Shadow, e.Champion = sc.res.Compute, a.compute
+		cmp.ChampionCompute, cmp.Outputs = a.compute, e.Outputs
 	}
-	sc.windows.record(sc.on.id, sc.on.loadedAt, sc.on.current(), e, time.Now())
+	sc.windows.record(sc.on.id, sc.on.current(), e, time.Now())
 	sc.res.Comparison = cmp
 }
 

@@ -43,7 +43,7 @@ func column(t *testing.T, vals ...float32) []servables.Tensor {
 
 func startRouter(t *testing.T, as *actor.ActorSystem, routes *atomic.Pointer[table], queueLimit, microBatch int, sink PredictionSink, m *Metrics) *actor.PID {
 	return as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{routes: routes, queueLimit: queueLimit, metrics: m, microBatchRows: microBatch, sink: sink}
+		return &routerActor{ways: ways{routes: routes, queueLimit: queueLimit, metrics: m}, microBatchRows: microBatch, sink: sink}
 	}, actor.WithMailbox(actor.UnboundedPriority())))
 }
 

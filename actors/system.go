@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
@@ -46,8 +47,9 @@ type Options struct {
 	ShadowTimeout time.Duration
 	// CompareTolerance is the largest difference between a shadow's value
 	// and the caller's answer's that counts as within tolerance (default
-	// DefaultCompareTolerance); CompareWindow is how many executions the
-	// last-N comparison window holds (default DefaultCompareWindow).
+	// quality.DefaultCompareTolerance); CompareWindow is how many
+	// executions the last-N comparison window holds (default
+	// quality.DefaultCompareWindow).
 	CompareTolerance float64
 	CompareWindow    int
 	// ShadowWorkers threads at nice 19 run shadow forward calls for all
@@ -91,9 +93,12 @@ type Options struct {
 type System struct {
 	opts Options
 	// loads tells a model load whether it ran alone (loadMeter).
-	loads      loadMeter
-	log        *slog.Logger
-	metrics    *Metrics
+	loads   loadMeter
+	log     *slog.Logger
+	metrics *Metrics
+	// ways takes the items of the calls that skip the router to their
+	// model actor or another node, as the router does its own.
+	ways       ways
 	as         *actor.ActorSystem
 	supervisor *actor.PID
 	router     *actor.PID
@@ -144,16 +149,17 @@ func Start(opts Options) (*System, error) {
 		opts.ShadowTimeout = time.Second
 	}
 	if opts.CompareTolerance <= 0 {
-		opts.CompareTolerance = DefaultCompareTolerance
+		opts.CompareTolerance = quality.DefaultCompareTolerance
 	}
 	if opts.CompareWindow <= 0 {
-		opts.CompareWindow = DefaultCompareWindow
+		opts.CompareWindow = quality.DefaultCompareWindow
 	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
@@ -247,7 +253,7 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	case s.forwardsAlone(b):
 		return s.forwardAlone(b)
 	case s.servesAlone(b):
-		s.serveAlone(b)
+		s.ways.toModel(s.as.Root.Send, b, 0, nil)
 	default:
 		s.as.Root.Send(s.router, b)
 	}
@@ -377,14 +383,16 @@ func (s *System) markStopped() {
 	})
 }
 
-// shutdown stops the actor system and the goroutines outside it.
+// shutdown stops the actor system and the goroutines outside it. The
+// background jobs end before the low-priority workers stop: a forward
+// goroutine's answer hands the shadow copies that wait for it to them.
 func (s *System) shutdown() {
 	s.cancel()
 	s.markStopped()
 	s.as.Shutdown()
+	s.bg.Wait()
 	s.low.stop()
 	s.dispatcher.stop()
-	s.bg.Wait()
 }
 
 // threads is the intra-op thread count of a model: its own setting, or the server's.

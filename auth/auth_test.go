@@ -328,32 +328,15 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-func TestOIPRole(t *testing.T) {
-	for _, c := range []struct {
-		method, path string
-		role         Role
-	}{
-		{"GET", "/v2", RoleRead},
-		{"GET", "/v2/health/live", Open},
-		{"GET", "/v2/health/ready", Open},
-		{"GET", "/v2/models/a/b/ready", Open},
-		{"GET", "/v2/models/a/versions/1/ready", Open},
-		{"HEAD", "/v2/models/a/ready", Open},
-		{"GET", "/v2/models/ready", RoleRead}, // the metadata of a model named "ready"
-		{"HEAD", "/v2/models/ready", RoleRead},
-		{"GET", "/v2/models/a", RoleRead},
-		{"GET", "/v2/models/a/config", RoleRead},
-		{"GET", "/v2/models/stats", RoleRead},
-		{"POST", "/v2/models/a/infer", RoleInfer},
-		{"POST", "/v2/models/a/ready", RoleManage},
-		{"POST", "/v2/repository/index", RoleRead},
-		{"POST", "/v2/repository/models/a/load", RoleManage},
-		{"POST", "/v2/repository/models/a/unload", RoleManage},
-		{"POST", "/v2/trace/setting", RoleManage},
-		{"GET", "/v2/trace/setting", RoleRead},
-	} {
-		if got := OIPRole(c.method, c.path); got != c.role {
-			t.Errorf("OIPRole(%s %s) = %s, want %s", c.method, c.path, got, c.role)
+func TestCheckRequiredAcceptsOpenAndTheRolesOnly(t *testing.T) {
+	for _, r := range append(Roles[:], Open) {
+		if err := CheckRequired(r); err != nil {
+			t.Errorf("CheckRequired(%q) = %v", r, err)
+		}
+	}
+	for r, want := range map[Role]string{"": "no role given", "root": `"root" is not a role`, "Read": `"Read" is not a role`} {
+		if err := CheckRequired(r); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckRequired(%q) = %v, want an error saying %q", r, err, want)
 		}
 	}
 }

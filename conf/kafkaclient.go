@@ -21,10 +21,11 @@ const KafkaPasswordEnv = "GROVE_KAFKA_SASL_PASSWORD"
 // gives the kafka section: the defaults, overlaid by the --config file,
 // then by the flags that were set (and the SASL password by
 // $GROVE_KAFKA_SASL_PASSWORD when neither sets one), with the problems of
-// its tls and sasl keys, as grove serve reports them.
+// its tls and sasl keys, as grove serve reports them: an unknown
+// --kafka-sasl-mechanism among them.
 func KafkaClientFlags(fs *flag.FlagSet) func() (Kafka, error) {
 	configFile := fs.String("config", "", "grove serve's YAML config `file`: read Kafka as the server writes to it (kafka.brokers, topic, tls, sasl); flags override it")
-	apply := map[string]func(*Kafka){}
+	apply := map[string]func(*Kafka) error{}
 	str := func(key, usage string) *string { return fs.String(kafkaFlagName(key), "", usage) }
 	boolean := func(key, usage string) *bool { return fs.Bool(kafkaFlagName(key), false, usage) }
 	tlsOn := boolean("kafka.tls.enabled", "connect to the brokers over TLS (kafka.tls.enabled)")
@@ -35,14 +36,19 @@ func KafkaClientFlags(fs *flag.FlagSet) func() (Kafka, error) {
 	mech := str("kafka.sasl.mechanism", "SASL `mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (kafka.sasl.mechanism)")
 	user := str("kafka.sasl.username", "SASL `user` (kafka.sasl.username)")
 	pass := str("kafka.sasl.password", "SASL `password` (kafka.sasl.password; better $"+KafkaPasswordEnv+", which a process list does not show)")
-	apply[kafkaFlagName("kafka.tls.enabled")] = func(k *Kafka) { k.TLS.Enabled = *tlsOn }
-	apply[kafkaFlagName("kafka.tls.ca_file")] = func(k *Kafka) { k.TLS.CAFile = *ca }
-	apply[kafkaFlagName("kafka.tls.cert_file")] = func(k *Kafka) { k.TLS.CertFile = *cert }
-	apply[kafkaFlagName("kafka.tls.key_file")] = func(k *Kafka) { k.TLS.KeyFile = *key }
-	apply[kafkaFlagName("kafka.tls.insecure_skip_verify")] = func(k *Kafka) { k.TLS.InsecureSkipVerify = *skip }
-	apply[kafkaFlagName("kafka.sasl.mechanism")] = func(k *Kafka) { k.SASL.Mechanism = *mech }
-	apply[kafkaFlagName("kafka.sasl.username")] = func(k *Kafka) { k.SASL.Username = *user }
-	apply[kafkaFlagName("kafka.sasl.password")] = func(k *Kafka) { k.SASL.Password = *pass }
+	apply[kafkaFlagName("kafka.tls.enabled")] = func(k *Kafka) error { k.TLS.Enabled = *tlsOn; return nil }
+	apply[kafkaFlagName("kafka.tls.ca_file")] = func(k *Kafka) error { k.TLS.CAFile = *ca; return nil }
+	apply[kafkaFlagName("kafka.tls.cert_file")] = func(k *Kafka) error { k.TLS.CertFile = *cert; return nil }
+	apply[kafkaFlagName("kafka.tls.key_file")] = func(k *Kafka) error { k.TLS.KeyFile = *key; return nil }
+	apply[kafkaFlagName("kafka.tls.insecure_skip_verify")] = func(k *Kafka) error { k.TLS.InsecureSkipVerify = *skip; return nil }
+	apply[kafkaFlagName("kafka.sasl.mechanism")] = func(k *Kafka) error {
+		if err := k.SASL.Mechanism.UnmarshalText([]byte(*mech)); err != nil {
+			return fmt.Errorf("kafka.sasl.mechanism (--%s): %w", kafkaFlagName("kafka.sasl.mechanism"), err)
+		}
+		return nil
+	}
+	apply[kafkaFlagName("kafka.sasl.username")] = func(k *Kafka) error { k.SASL.Username = *user; return nil }
+	apply[kafkaFlagName("kafka.sasl.password")] = func(k *Kafka) error { k.SASL.Password = *pass; return nil }
 	return func() (Kafka, error) {
 		s := DefaultServer()
 		if *configFile != "" {
@@ -52,16 +58,19 @@ func KafkaClientFlags(fs *flag.FlagSet) func() (Kafka, error) {
 		}
 		k := s.Kafka
 		passSet := false
+		var errs []error
 		fs.Visit(func(f *flag.Flag) {
 			if set, ok := apply[f.Name]; ok {
-				set(&k)
+				if err := set(&k); err != nil {
+					errs = append(errs, err)
+				}
 				passSet = passSet || f.Name == kafkaFlagName("kafka.sasl.password")
 			}
 		})
 		if !passSet && k.SASL.Password == "" {
 			k.SASL.Password = os.Getenv(KafkaPasswordEnv)
 		}
-		return k, k.validateClient()
+		return k, errors.Join(append(errs, k.validateClient())...)
 	}
 }
 

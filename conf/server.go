@@ -6,6 +6,7 @@ package conf
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"flag"
 	"fmt"
@@ -135,9 +136,9 @@ type Server struct {
 	// tensor_content must be enclosed in quotes".
 	BAAcceptUnquotedNumbers bool `yaml:"ba_accept_unquoted_numbers"`
 	// LogLevel is a slog level: debug, info, warn or error (optionally with an offset, e.g. "debug-4").
-	LogLevel string `yaml:"log_level"`
+	LogLevel LogLevel `yaml:"log_level"`
 	// LogFormat is "text" or "json".
-	LogFormat string `yaml:"log_format"`
+	LogFormat LogFormat `yaml:"log_format"`
 	// Kafka is where the prediction log is produced to.
 	Kafka Kafka `yaml:"kafka"`
 	// PredictionLog says which predictions are logged.
@@ -245,7 +246,7 @@ type Kafka struct {
 	// Topic is the topic events are produced to.
 	Topic string `yaml:"topic"`
 	// Encoding is the record value's encoding: "proto" or "json" (protojson).
-	Encoding string `yaml:"encoding"`
+	Encoding Encoding `yaml:"encoding"`
 	// BufferRecords is the most events waiting for the broker; more are dropped.
 	BufferRecords int `yaml:"buffer_records"`
 	// BufferBytes is the most encoded bytes waiting for the broker; more are dropped.
@@ -259,9 +260,9 @@ type Kafka struct {
 	ClientID string `yaml:"client_id"`
 	// Acks is "all" (idempotent producer), "leader" or "none"; the last two
 	// turn idempotence off.
-	Acks string `yaml:"acks"`
+	Acks Acks `yaml:"acks"`
 	// Compression is the batch codec: none, gzip, snappy, lz4 or zstd.
-	Compression string `yaml:"compression"`
+	Compression Compression `yaml:"compression"`
 	// Linger is how long a partition's batch waits for more events before it is sent.
 	Linger time.Duration `yaml:"linger"`
 	// TLS configures TLS to the brokers.
@@ -295,7 +296,7 @@ type TLS struct {
 	ClientCAFile string `yaml:"client_ca_file"`
 	// ClientAuth is none, request (a given certificate is verified) or
 	// require (also refuse every route but the probes without one).
-	ClientAuth string `yaml:"client_auth"`
+	ClientAuth ClientAuth `yaml:"client_auth"`
 	// ReloadInterval is how often the files are checked for a change.
 	ReloadInterval time.Duration `yaml:"reload_interval"`
 }
@@ -306,13 +307,13 @@ func (t TLS) Enabled() bool { return t.CertFile != "" }
 // AuthConfigured reports whether callers must authenticate: a token file,
 // JWTs, client roles or required client certificates are configured.
 func (s Server) AuthConfigured() bool {
-	return s.Auth.Enabled() || (s.TLS.Enabled() && s.TLS.ClientAuth == "require")
+	return s.Auth.Enabled() || (s.TLS.Enabled() && s.TLS.ClientAuth == ClientAuthRequire)
 }
 
 // KafkaSASL configures SASL authentication (yaml key "kafka.sasl").
 type KafkaSASL struct {
 	// Mechanism is "" (no SASL), "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512".
-	Mechanism string `yaml:"mechanism"`
+	Mechanism SASLMechanism `yaml:"mechanism"`
 	// Username is the SASL user.
 	Username string `yaml:"username"`
 	// Password is the SASL password.
@@ -328,9 +329,9 @@ func (k Kafka) Enabled() bool { return k.Embedded || len(k.Brokers) > 0 }
 // model config (modelconfig.ServableLogging).
 type PredictionLog struct {
 	// DefaultLevel is NONE, FULL (every prediction) or SAMPLE (a
-	// DefaultSampleRate share of them): modelconfig.LogLevelNone,
-	// LogLevelFull or LogLevelSample.
-	DefaultLevel string `yaml:"default_level"`
+	// DefaultSampleRate share of them), the names of the model config's
+	// modelconfig.LogLevelNone, LogLevelFull and LogLevelSample.
+	DefaultLevel PredictionLogLevel `yaml:"default_level"`
 	// DefaultSampleRate is the share of predictions logged at SAMPLE, from 0 to 1.
 	DefaultSampleRate float64 `yaml:"default_sample_rate"`
 	// DefaultKeyFeatures are the config names whose values, in this order,
@@ -360,7 +361,7 @@ func DefaultServer() Server {
 		HTTPWriteTimeout:         time.Minute,
 		GRPCMaxConcurrentStreams: 1024,
 		GRPCKeepaliveMinTime:     10 * time.Second,
-		TLS:                      TLS{ClientAuth: "none", ReloadInterval: time.Second},
+		TLS:                      TLS{ClientAuth: ClientAuthNone, ReloadInterval: time.Second},
 		PollInterval:             30 * time.Second,
 		CacheDir:                 cacheDir,
 		MaxModelBytes:            2 << 30,
@@ -375,21 +376,21 @@ func DefaultServer() Server {
 		ShadowQueue:              4,
 		MaxBatchRows:             64,
 		IntraOpThreads:           1,
-		LogLevel:                 "info",
-		LogFormat:                "text",
+		LogLevel:                 LogLevel(slog.LevelInfo),
+		LogFormat:                LogFormatText,
 		Kafka: Kafka{
 			Topic:         "grove.predictions",
-			Encoding:      "proto",
+			Encoding:      EncodingProto,
 			BufferRecords: 100000,
 			BufferBytes:   64 << 20,
 			EmbeddedAddr:  "127.0.0.1:9092",
 			ClientID:      "grove",
-			Acks:          "all",
-			Compression:   "snappy",
+			Acks:          AcksAll,
+			Compression:   CompressionSnappy,
 			Linger:        5 * time.Millisecond,
 		},
 		PredictionLog: PredictionLog{
-			DefaultLevel:                modelconfig.LogLevelNone,
+			DefaultLevel:                PredictionLogNone,
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
 		},
@@ -410,8 +411,11 @@ func hostname() string {
 // ParseServerArgs parses the arguments of "grove serve" (without the
 // command name) and returns the validated configuration. Each field comes
 // from, in increasing precedence: DefaultServer, the YAML file named by
-// --config, and the flags given in args. It prints nothing; for -h or
-// -help it returns flag.ErrHelp, and PrintServerUsage shows the flags.
+// --config, and the flags given in args. A choice (Acks, LogFormat, ...)
+// given a name it does not have is refused where it is read: in the file,
+// with the file's other errors, or in a flag, with the problems Validate
+// finds. It prints nothing; for -h or -help it returns flag.ErrHelp, and
+// PrintServerUsage shows the flags.
 func ParseServerArgs(args []string) (Server, error) {
 	s := DefaultServer()
 	fs, configFile, apply := serverFlags(&s)
@@ -426,12 +430,15 @@ func ParseServerArgs(args []string) (Server, error) {
 			return Server{}, err
 		}
 	}
+	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		if set, ok := apply[f.Name]; ok {
-			set()
+			if err := set(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	})
-	if err := s.Validate(); err != nil {
+	if err := errors.Join(append(errs, s.Validate())...); err != nil {
 		return Server{}, err
 	}
 	return s, nil
@@ -448,27 +455,33 @@ func PrintServerUsage(w io.Writer) {
 
 // serverFlags defines the flags of "grove serve" with s's values as
 // defaults. apply maps each flag name but "config" to a function that
-// copies the parsed flag value into s.
-func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[string]func()) {
+// copies the parsed flag value into s; for a choice, it reads the value
+// with the choice's UnmarshalText and returns its error, naming the key
+// and the flag, when the value is none of the choice's names.
+func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[string]func() error) {
 	fs = flag.NewFlagSet("grove serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	apply = make(map[string]func())
+	apply = make(map[string]func() error)
 	str := func(p *string, name, usage string) {
 		v := fs.String(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
+	}
+	choice := func(p choiceValue, key, name, usage string) {
+		v := fs.String(name, p.String(), usage)
+		apply[name] = func() error { return readChoice(p, key, *v) }
 	}
 	dur := func(p *time.Duration, name, usage string) {
 		v := fs.Duration(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
 	}
 	i64 := func(p *int64, name, usage string) {
 		v := fs.Int64(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
 	}
 	integer := func(p *int, name, usage string) {
 		v := fs.Int(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
 	}
 	configFile = fs.String("config", "", "YAML config `file`; its keys are the flag names with underscores")
 	str(&s.Bucket, "bucket", "bucket `URL` with the model config and models: file:///abs/dir, file://./rel/dir, gs://bucket[/prefix] or s3://bucket[/prefix] (required)")
@@ -487,7 +500,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.TLS.CertFile, "tls-cert", "PEM server certificate `file`: serve TLS on every listener (reloaded when it changes)")
 	str(&s.TLS.KeyFile, "tls-key", "PEM key `file` of --tls-cert")
 	str(&s.TLS.ClientCAFile, "tls-client-ca", "PEM `file` of the CAs client certificates must chain to")
-	str(&s.TLS.ClientAuth, "tls-client-auth", "client certificates: none, request (verified if given) or require (every route but the probes)")
+	choice(&s.TLS.ClientAuth, "tls.client_auth", "tls-client-auth", "client certificates: none, request (verified if given) or require (every route but the probes)")
 	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	dur(&s.KeepPreviousFor, "keep-previous-for", "how long a model's previous content stays loaded after an in-place update, for an instant rollback (0: off; keep_previous_for_ms per model overrides it)")
@@ -504,38 +517,38 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
 	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else ../lib/ beside the binary's directory, else the .cache copy of make deps)")
-	str(&s.LogLevel, "log-level", "log `level`: debug, info, warn or error")
-	str(&s.LogFormat, "log-format", "log `format`: text or json")
+	choice(&s.LogLevel, "log_level", "log-level", "log `level`: debug, info, warn or error")
+	choice(&s.LogFormat, "log_format", "log-format", "log `format`: text or json")
 	boolean := func(p *bool, name, usage string) {
 		v := fs.Bool(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
 	}
 	boolean(&s.InsecureNoAuth, "insecure-no-auth", "allow a non-loopback listen address with no authentication configured (a warning is logged every hour)")
 	boolean(&s.Pprof, "pprof", "serve Go's profiling endpoints under /debug/pprof/ on the HTTP address")
 	boolean(&s.BAAcceptUnquotedNumbers, "ba-accept-unquoted-numbers", "accept unquoted JSON numbers in the tensor_content of B&A requests and warm-ups (the B&A sidecar refuses them)")
 	f64 := func(p *float64, name, usage string) {
 		v := fs.Float64(name, *p, usage)
-		apply[name] = func() { *p = *v }
+		apply[name] = func() error { *p = *v; return nil }
 	}
 	list := func(p *[]string, name, usage string) {
 		v := fs.String(name, strings.Join(*p, ","), usage)
-		apply[name] = func() { *p = splitList(*v) }
+		apply[name] = func() error { *p = splitList(*v); return nil }
 	}
 	f64(&s.ShadowCompareTolerance, "shadow-compare-tolerance", "largest difference between a shadow's value and the caller's answer that counts as within tolerance")
 	k := &s.Kafka
 	list(&k.Brokers, "kafka-brokers", "comma-separated Kafka seed brokers `host:port,...` for the prediction log (none and no --kafka-embedded: no prediction log)")
 	str(&k.Topic, "kafka-topic", "Kafka `topic` of the prediction log")
-	str(&k.Encoding, "kafka-encoding", "prediction log record `encoding`: proto or json")
+	choice(&k.Encoding, "kafka.encoding", "kafka-encoding", "prediction log record `encoding`: proto or json")
 	integer(&k.BufferRecords, "kafka-buffer-records", "most prediction log events waiting for the broker; more are dropped")
 	i64(&k.BufferBytes, "kafka-buffer-bytes", "most prediction log `bytes` waiting for the broker; more are dropped")
 	boolean(&k.Embedded, "kafka-embedded", "start the in-process development Kafka broker (keeps events in memory) and log there")
 	str(&k.EmbeddedAddr, "kafka-embedded-addr", "loopback `host:port` of the embedded Kafka broker (port 0: any free port)")
 	str(&k.ClientID, "kafka-client-id", "Kafka client `id`")
-	str(&k.Acks, "kafka-acks", "Kafka `acks`: all (idempotent), leader or none")
-	str(&k.Compression, "kafka-compression", "Kafka batch `codec`: none, gzip, snappy, lz4 or zstd")
+	choice(&k.Acks, "kafka.acks", "kafka-acks", "Kafka `acks`: all (idempotent), leader or none")
+	choice(&k.Compression, "kafka.compression", "kafka-compression", "Kafka batch `codec`: none, gzip, snappy, lz4 or zstd")
 	dur(&k.Linger, "kafka-linger", "how long a Kafka batch waits for more events")
 	pl := &s.PredictionLog
-	str(&pl.DefaultLevel, "prediction-log-level", "prediction log `level` of direct model calls: NONE, FULL or SAMPLE")
+	choice(&pl.DefaultLevel, "prediction_log.default_level", "prediction-log-level", "prediction log `level` of direct model calls: NONE, FULL or SAMPLE")
 	f64(&pl.DefaultSampleRate, "prediction-log-sample-rate", "share of direct model calls logged at level SAMPLE, from 0 to 1")
 	list(&pl.DefaultKeyFeatures, "prediction-log-key-features", "comma-separated config `names` whose values key direct-call events")
 	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
@@ -553,6 +566,21 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&c.LeaseTTL, "cluster-lease-ttl", "how long a node that stopped answering stays a member: whole seconds, 2s to 60s")
 	f64(&c.MemoryFactor, "cluster-memory-factor", "a model's memory is taken as its file size times this `factor` until measured after its first load")
 	return fs, configFile, apply
+}
+
+// choiceValue is a pointer to a choice of the config (*Acks, *LogLevel, ...).
+type choiceValue interface {
+	fmt.Stringer
+	encoding.TextUnmarshaler
+}
+
+// readChoice sets p to the value named text, or returns its error
+// prefixed by key and its flag, as Validate names a key.
+func readChoice(p choiceValue, key, text string) error {
+	if err := p.UnmarshalText([]byte(text)); err != nil {
+		return fmt.Errorf("%s: %w", keyWithFlag(key), err)
+	}
+	return nil
 }
 
 // splitList splits a comma-separated flag value, trimming spaces and
@@ -619,10 +647,11 @@ func keyWithFlag(key string) string {
 	return key
 }
 
-// yamlLineError matches a yaml.v3 type error message, and yamlFieldNotFound
-// the one for an unknown key.
+// yamlLineError matches a yaml.v3 type error message (a choice's gives the
+// value's column too, see unmarshalYAMLText), and yamlFieldNotFound the
+// one for an unknown key.
 var (
-	yamlLineError     = regexp.MustCompile(`^line (\d+): (.*)$`)
+	yamlLineError     = regexp.MustCompile(`^line (\d+)(?:, column (\d+))?: (.*)$`)
 	yamlFieldNotFound = regexp.MustCompile(`^field (.+) not found in type .*$`)
 )
 
@@ -632,52 +661,73 @@ func loadServerFile(path string, s *Server) error {
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err = dec.Decode(s)
-	if errors.Is(err, io.EOF) { // an empty file sets nothing
-		return nil
-	}
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		keys := yamlKeysByLine(data)
-		msgs := make([]string, len(te.Errors))
-		for i, m := range te.Errors {
-			msgs[i] = m
-			sub := yamlLineError.FindStringSubmatch(m)
-			if sub == nil {
-				continue
-			}
-			line, msg := sub[1], sub[2]
-			if u := yamlFieldNotFound.FindStringSubmatch(msg); u != nil {
-				msgs[i] = fmt.Sprintf("line %s: unknown key %q", line, u[1])
-				continue
-			}
-			if strings.Contains(msg, "time.Duration") {
-				msg += ` (durations are strings such as "30s")`
-			}
-			if n, err := strconv.Atoi(line); err == nil && keys[n] != "" {
-				msg = keys[n] + ": " + msg
-			}
-			msgs[i] = fmt.Sprintf("line %s: %s", line, msg)
-		}
-		return fmt.Errorf("config file %s: %s", path, strings.Join(msgs, "; "))
-	}
-	if err != nil {
+	if err := DecodeYAML(data, s); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
 }
 
-// yamlKeysByLine maps the lines of a YAML mapping's keys and values to the
-// keys (nested keys joined by dots, "kafka.linger"), to name the key in
-// yaml.v3 errors, which give only a line.
-func yamlKeysByLine(data []byte) map[int]string {
+// DecodeYAML overlays the keys set in YAML data onto v, a *Server or a
+// struct of pointers to its sections, as the --config file is read: an
+// unknown key is an error, and so is a name a choice does not have (see
+// Acks). The errors of values are all reported, each with its line and,
+// where it can be told, its key ("line 3: kafka.acks: ..."). Empty data
+// sets nothing.
+func DecodeYAML(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	keys := yamlKeys(data)
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		sub := yamlLineError.FindStringSubmatch(m)
+		if sub == nil {
+			continue
+		}
+		line, column, msg := sub[1], sub[2], sub[3]
+		if u := yamlFieldNotFound.FindStringSubmatch(msg); u != nil {
+			msgs[i] = fmt.Sprintf("line %s: unknown key %q", line, u[1])
+			continue
+		}
+		if strings.Contains(msg, "time.Duration") {
+			msg += ` (durations are strings such as "30s")`
+		}
+		n, _ := strconv.Atoi(line)
+		c, _ := strconv.Atoi(column) // 0 when the message has no column
+		key := keys[yamlPos{n, c}]
+		if key == "" {
+			key = keys[yamlPos{n, 0}]
+		}
+		if key != "" {
+			msg = key + ": " + msg
+		}
+		msgs[i] = fmt.Sprintf("line %s: %s", line, msg)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlPos is a line and a column of a YAML file, both from 1; column 0
+// stands for the whole line.
+type yamlPos struct{ line, column int }
+
+// yamlKeys maps the lines of a YAML mapping's keys and values, and the
+// positions of its values that are not mappings, to the keys (nested
+// keys joined by dots, "kafka.linger"), to name the key in yaml.v3
+// errors, which give a line (and a choice's a column too).
+func yamlKeys(data []byte) map[yamlPos]string {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
-	keys := make(map[int]string)
+	keys := make(map[yamlPos]string)
 	var walk func(m *yaml.Node, prefix string)
 	walk = func(m *yaml.Node, prefix string) {
 		for i := 0; i+1 < len(m.Content); i += 2 {
@@ -685,10 +735,11 @@ func yamlKeysByLine(data []byte) map[int]string {
 			lines := []int{m.Content[i].Line}
 			if v.Kind != yaml.MappingNode { // a mapping's line is its first key's
 				lines = append(lines, v.Line)
+				keys[yamlPos{v.Line, v.Column}] = key
 			}
 			for _, line := range lines {
-				if _, ok := keys[line]; !ok { // on a line with several keys, the first names it
-					keys[line] = key
+				if _, ok := keys[yamlPos{line, 0}]; !ok { // on a line with several keys, the first names it
+					keys[yamlPos{line, 0}] = key
 				}
 			}
 			if v.Kind == yaml.MappingNode {
@@ -700,8 +751,10 @@ func yamlKeysByLine(data []byte) map[int]string {
 	return keys
 }
 
-// Validate checks every field and returns all the problems found, each
-// naming its config key and flag.
+// Validate checks every field and how they go together, and returns all
+// the problems found, each naming its config key and flag. A choice
+// (Acks, LogFormat, ...) needs no check of its own: it checked its name
+// when it was read, and holds one of its constants.
 func (s Server) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -812,13 +865,6 @@ func (s Server) Validate() error {
 	if s.IntraOpThreads <= 0 {
 		bad("intra_op_threads", "%d must be positive", s.IntraOpThreads)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
-		bad("log_level", "%q is not debug, info, warn or error", s.LogLevel)
-	}
-	if s.LogFormat != "text" && s.LogFormat != "json" {
-		bad("log_format", "%q is not text or json", s.LogFormat)
-	}
 	s.Kafka.validate(bad)
 	s.PredictionLog.validate(bad, s.Kafka.Enabled())
 	s.Auth.validate(bad)
@@ -916,18 +962,13 @@ func (s Server) validateCluster(bad func(key, format string, args ...any)) {
 
 // validate reports the problems of the tls section through bad.
 func (t TLS) validate(bad func(key, format string, args ...any)) {
-	switch t.ClientAuth {
-	case "none", "request", "require":
-	default:
-		bad("tls.client_auth", "%q is not none, request or require", t.ClientAuth)
-	}
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		bad("tls.cert_file", "cert_file and key_file go together: set both or neither")
 	}
-	if !t.Enabled() && (t.ClientCAFile != "" || t.ClientAuth == "request" || t.ClientAuth == "require") {
+	if !t.Enabled() && (t.ClientCAFile != "" || t.ClientAuth != ClientAuthNone) {
 		bad("tls.client_ca_file", "client certificates need TLS: set tls.cert_file (--tls-cert) and tls.key_file (--tls-key)")
 	}
-	if (t.ClientAuth == "request" || t.ClientAuth == "require") && t.ClientCAFile == "" {
+	if t.ClientAuth != ClientAuthNone && t.ClientCAFile == "" {
 		bad("tls.client_auth", "%s needs tls.client_ca_file (--tls-client-ca)", t.ClientAuth)
 	}
 	if t.ReloadInterval <= 0 {
@@ -956,9 +997,6 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 	case len(k.Topic) > 249 || k.Topic == "." || k.Topic == ".." || !kafkaTopicChars.MatchString(k.Topic):
 		bad("kafka.topic", "%q is not a Kafka topic name (at most 249 of a-z, A-Z, 0-9, '.', '_', '-'; not \".\" or \"..\")", k.Topic)
 	}
-	if k.Encoding != "proto" && k.Encoding != "json" {
-		bad("kafka.encoding", "%q is not proto or json", k.Encoding)
-	}
 	if k.BufferRecords <= 0 {
 		bad("kafka.buffer_records", "%d must be positive", k.BufferRecords)
 	}
@@ -977,16 +1015,6 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 	if k.ClientID == "" {
 		bad("kafka.client_id", "must not be empty")
 	}
-	switch k.Acks {
-	case "all", "leader", "none":
-	default:
-		bad("kafka.acks", "%q is not all, leader or none", k.Acks)
-	}
-	switch k.Compression {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-	default:
-		bad("kafka.compression", "%q is not none, gzip, snappy, lz4 or zstd", k.Compression)
-	}
 	if k.Linger < 0 || k.Linger > time.Minute {
 		bad("kafka.linger", "%v is not between 0s and 1m", k.Linger)
 	}
@@ -997,31 +1025,21 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		bad("kafka.tls.cert_file", "cert_file and key_file go together: set both or neither")
 	}
-	switch k.SASL.Mechanism {
-	case "":
+	switch {
+	case k.SASL.Mechanism == SASLNone:
 		if k.SASL.Username != "" || k.SASL.Password != "" {
 			bad("kafka.sasl.mechanism", "is empty but a username or password is set; set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 		}
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		if k.SASL.Username == "" {
-			bad("kafka.sasl.username", "required with mechanism %s", k.SASL.Mechanism)
-		}
-	default:
-		bad("kafka.sasl.mechanism", "%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASL.Mechanism)
+	case k.SASL.Username == "":
+		bad("kafka.sasl.username", "required with mechanism %s", k.SASL.Mechanism)
 	}
 }
 
 // validate reports the problems of the prediction_log section through
 // bad; kafka tells whether a broker is configured.
 func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka bool) {
-	switch p.DefaultLevel {
-	case modelconfig.LogLevelNone:
-	case modelconfig.LogLevelFull, modelconfig.LogLevelSample:
-		if !kafka {
-			bad("prediction_log.default_level", "%s needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE", p.DefaultLevel)
-		}
-	default:
-		bad("prediction_log.default_level", "%q is not NONE, FULL or SAMPLE", p.DefaultLevel)
+	if p.DefaultLevel != PredictionLogNone && !kafka {
+		bad("prediction_log.default_level", "%s needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE", p.DefaultLevel)
 	}
 	if !(p.DefaultSampleRate >= 0 && p.DefaultSampleRate <= 1) { // also rejects NaN
 		bad("prediction_log.default_sample_rate", "%v is not between 0 and 1", p.DefaultSampleRate)
@@ -1141,15 +1159,11 @@ func validateHostPort(addr string) error {
 }
 
 // NewLogger returns a logger writing to w in the configured format at the
-// configured level (info if LogLevel is invalid).
+// configured level.
 func (s Server) NewLogger(w io.Writer) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
-		level = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if s.LogFormat == "json" {
+	opts := &slog.HandlerOptions{Level: s.LogLevel}
+	if s.LogFormat == LogFormatJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(w, opts)) // LogFormatText
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -35,18 +36,18 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 	}
 	if want.ModelConfig != "model_config.json" || want.HTTP != "127.0.0.1:8080" || want.PollInterval != 30*time.Second ||
 		want.MaxModelBytes != 2<<30 || want.MaxBodyBytes != 64<<20 || want.DrainTimeout != 30*time.Second || want.KeepPreviousFor != 0 ||
-		want.ModelQueueSize != 1024 || want.IntraOpThreads != 1 || want.LogLevel != "info" || want.LogFormat != "text" ||
+		want.ModelQueueSize != 1024 || want.IntraOpThreads != 1 || want.LogLevel != LogLevel(slog.LevelInfo) || want.LogFormat != LogFormatText ||
 		!strings.HasSuffix(want.CacheDir, "grove") && want.CacheDir != "/tmp/grove-cache" {
 		t.Errorf("unexpected defaults %+v", want)
 	}
 	wantKafka := Kafka{
-		Topic: "grove.predictions", Encoding: "proto", BufferRecords: 100000, BufferBytes: 64 << 20,
-		EmbeddedAddr: "127.0.0.1:9092", ClientID: "grove", Acks: "all", Compression: "snappy", Linger: 5 * time.Millisecond,
+		Topic: "grove.predictions", Encoding: EncodingProto, BufferRecords: 100000, BufferBytes: 64 << 20,
+		EmbeddedAddr: "127.0.0.1:9092", ClientID: "grove", Acks: AcksAll, Compression: CompressionSnappy, Linger: 5 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(want.Kafka, wantKafka) || want.Kafka.Enabled() {
 		t.Errorf("kafka defaults %+v, want %+v (off)", want.Kafka, wantKafka)
 	}
-	wantLog := PredictionLog{DefaultLevel: "NONE", DefaultSampleRate: 1, DefaultKeyFeaturesSeparator: "."}
+	wantLog := PredictionLog{DefaultLevel: PredictionLogNone, DefaultSampleRate: 1, DefaultKeyFeaturesSeparator: "."}
 	if !reflect.DeepEqual(want.PredictionLog, wantLog) {
 		t.Errorf("prediction_log defaults %+v, want %+v", want.PredictionLog, wantLog)
 	}
@@ -72,12 +73,12 @@ prediction_log:
 	}
 	want := DefaultServer()
 	want.Bucket = "gs://b"
-	want.Kafka.Brokers = []string{"k1:9092"}                       // file
-	want.Kafka.Topic = "from-flag"                                 // flag over file
-	want.Kafka.Linger = time.Second                                // file
-	want.Kafka.SASL = KafkaSASL{Mechanism: "PLAIN", Username: "u"} // file, nested twice
-	want.PredictionLog.DefaultLevel = "FULL"                       // file
-	want.PredictionLog.DefaultKeyFeatures = nil                    // an empty flag clears the file's list
+	want.Kafka.Brokers = []string{"k1:9092"}                         // file
+	want.Kafka.Topic = "from-flag"                                   // flag over file
+	want.Kafka.Linger = time.Second                                  // file
+	want.Kafka.SASL = KafkaSASL{Mechanism: SASLPlain, Username: "u"} // file, nested twice
+	want.PredictionLog.DefaultLevel = PredictionLogFull              // file
+	want.PredictionLog.DefaultKeyFeatures = nil                      // an empty flag clears the file's list
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
@@ -88,7 +89,7 @@ func TestParseServerArgsEmbeddedBrokerByFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Kafka.Embedded || got.Kafka.EmbeddedAddr != "127.0.0.1:0" || !got.Kafka.Enabled() || got.PredictionLog.DefaultLevel != "FULL" {
+	if !got.Kafka.Embedded || got.Kafka.EmbeddedAddr != "127.0.0.1:0" || !got.Kafka.Enabled() || got.PredictionLog.DefaultLevel != PredictionLogFull {
 		t.Errorf("got %+v", got.Kafka)
 	}
 }
@@ -111,7 +112,7 @@ log_format: json
 	want.InsecureNoAuth = true            // flag
 	want.PollInterval = 2 * time.Second   // flag over file
 	want.MaxModelBytes = 1000             // file
-	want.LogFormat = "json"               // file
+	want.LogFormat = LogFormatJSON        // file
 	want.ModelQueueSize = 7               // flag over default
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -124,8 +125,8 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.LogLevel != "info" {
-		t.Errorf("log level %q, want the flag's %q", got.LogLevel, "info")
+	if got.LogLevel != LogLevel(slog.LevelInfo) {
+		t.Errorf("log level %v, want the flag's info", got.LogLevel)
 	}
 }
 
@@ -153,17 +154,17 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	want := Server{
 		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
-		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: "warn", LogFormat: "json",
+		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
-		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: "require", ReloadInterval: 2 * time.Second},
+		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequire, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
-			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
-			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: "leader", Compression: "zstd", Linger: 0,
+			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
+			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: AcksLeader, Compression: CompressionZstd, Linger: 0,
 		},
 		PredictionLog: PredictionLog{
-			DefaultLevel: "SAMPLE", DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
+			DefaultLevel: PredictionLogSample, DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
 			DefaultKeyFeaturesSeparator: "|",
 		},
 		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}},
@@ -256,19 +257,19 @@ cluster:
 	want := Server{
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, KeepPreviousFor: 90 * time.Second,
-		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: "error", LogFormat: "json",
+		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
-		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: "request", ReloadInterval: 2 * time.Second},
+		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequest, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
-			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: "json", BufferRecords: 10, BufferBytes: 2048,
-			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: "none", Compression: "lz4", Linger: 20 * time.Millisecond,
+			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
+			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: AcksNone, Compression: CompressionLz4, Linger: 20 * time.Millisecond,
 			TLS:  KafkaTLS{Enabled: true, CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", InsecureSkipVerify: true},
-			SASL: KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "u", Password: "p"},
+			SASL: KafkaSASL{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 		},
 		PredictionLog: PredictionLog{
-			DefaultLevel: "FULL", DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
+			DefaultLevel: PredictionLogFull, DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
 		},
 		Auth: Auth{
 			TokensFile:  "/etc/grove/tokens.yaml",
@@ -414,8 +415,6 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"compare window", func(s *Server) { s.ShadowCompareWindow = 0 }, "shadow_compare_window (--shadow-compare-window): 0 must be between 1 and 1000000"},
 		{"shadow timeout", func(s *Server) { s.ShadowTimeout = 0 }, "shadow_timeout (--shadow-timeout): 0s must be positive"},
 		{"threads", func(s *Server) { s.IntraOpThreads = 0 }, "intra_op_threads (--intra-op-threads): 0 must be positive"},
-		{"log level", func(s *Server) { s.LogLevel = "loud" }, `log_level (--log-level): "loud" is not debug, info, warn or error`},
-		{"log format", func(s *Server) { s.LogFormat = "xml" }, `log_format (--log-format): "xml" is not text or json`},
 		{"embedded and brokers", func(s *Server) { s.Kafka.Embedded, s.Kafka.Brokers = true, []string{"k:1"} },
 			"kafka.embedded (--kafka-embedded): the embedded broker and brokers are exclusive"},
 		{"broker without port", func(s *Server) { s.Kafka.Brokers = []string{"k1"} }, `kafka.brokers (--kafka-brokers): "k1" is not host:port`},
@@ -425,7 +424,6 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"topic chars", func(s *Server) { s.Kafka.Topic = "a/b" }, `kafka.topic (--kafka-topic): "a/b" is not a Kafka topic name`},
 		{"topic dot", func(s *Server) { s.Kafka.Topic = ".." }, `kafka.topic (--kafka-topic): ".." is not a Kafka topic name`},
 		{"topic long", func(s *Server) { s.Kafka.Topic = strings.Repeat("t", 250) }, "kafka.topic (--kafka-topic):"},
-		{"encoding", func(s *Server) { s.Kafka.Encoding = "avro" }, `kafka.encoding (--kafka-encoding): "avro" is not proto or json`},
 		{"buffer records", func(s *Server) { s.Kafka.BufferRecords = 0 }, "kafka.buffer_records (--kafka-buffer-records): 0 must be positive"},
 		{"buffer bytes", func(s *Server) { s.Kafka.BufferBytes = -1 }, "kafka.buffer_bytes (--kafka-buffer-bytes): -1 must be positive"},
 		{"embedded addr", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1" is not host:port`},
@@ -433,19 +431,15 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"embedded addr not loopback", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "0.0.0.0:9092" },
 			`kafka.embedded_addr (--kafka-embedded-addr): "0.0.0.0:9092": the development broker listens only on a loopback address`},
 		{"client id", func(s *Server) { s.Kafka.ClientID = "" }, "kafka.client_id (--kafka-client-id): must not be empty"},
-		{"acks", func(s *Server) { s.Kafka.Acks = "1" }, `kafka.acks (--kafka-acks): "1" is not all, leader or none`},
-		{"compression", func(s *Server) { s.Kafka.Compression = "brotli" }, `kafka.compression (--kafka-compression): "brotli" is not none, gzip, snappy, lz4 or zstd`},
 		{"linger", func(s *Server) { s.Kafka.Linger = -time.Millisecond }, "kafka.linger (--kafka-linger): -1ms is not between 0s and 1m"},
 		{"linger long", func(s *Server) { s.Kafka.Linger = 2 * time.Minute }, "kafka.linger (--kafka-linger): 2m0s is not between 0s and 1m"},
 		{"tls off with files", func(s *Server) { s.Kafka.TLS.CAFile = "/ca.pem" }, "kafka.tls.enabled: is false but other kafka.tls keys are set"},
 		{"tls cert without key", func(s *Server) { s.Kafka.TLS = KafkaTLS{Enabled: true, CertFile: "/c.pem"} }, "kafka.tls.cert_file: cert_file and key_file go together"},
-		{"sasl mechanism", func(s *Server) { s.Kafka.SASL.Mechanism = "GSSAPI" }, `kafka.sasl.mechanism: "GSSAPI" is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`},
 		{"sasl user without mechanism", func(s *Server) { s.Kafka.SASL.Username = "u" }, "kafka.sasl.mechanism: is empty but a username or password is set"},
-		{"sasl without user", func(s *Server) { s.Kafka.SASL.Mechanism = "PLAIN" }, "kafka.sasl.username: required with mechanism PLAIN"},
-		{"log level", func(s *Server) { s.PredictionLog.DefaultLevel = "full" }, `prediction_log.default_level (--prediction-log-level): "full" is not NONE, FULL or SAMPLE`},
-		{"log level without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = "FULL" },
+		{"sasl without user", func(s *Server) { s.Kafka.SASL.Mechanism = SASLPlain }, "kafka.sasl.username: required with mechanism PLAIN"},
+		{"log level without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = PredictionLogFull },
 			"prediction_log.default_level (--prediction-log-level): FULL needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded), or use NONE"},
-		{"sample without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = "SAMPLE" }, "SAMPLE needs Kafka, which is off"},
+		{"sample without kafka", func(s *Server) { s.PredictionLog.DefaultLevel = PredictionLogSample }, "SAMPLE needs Kafka, which is off"},
 		{"sample rate high", func(s *Server) { s.PredictionLog.DefaultSampleRate = 1.5 }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): 1.5 is not between 0 and 1"},
 		{"sample rate NaN", func(s *Server) { s.PredictionLog.DefaultSampleRate = math.NaN() }, "prediction_log.default_sample_rate (--prediction-log-sample-rate): NaN is not between 0 and 1"},
 		{"key feature empty", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", ""} }, "prediction_log.default_key_features (--prediction-log-key-features): a feature name is empty"},
@@ -455,11 +449,10 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
 		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},
 		{"max streams", func(s *Server) { s.GRPCMaxConcurrentStreams = 0 }, "grpc_max_concurrent_streams (--grpc-max-concurrent-streams): 0 must be positive"},
-		{"client auth", func(s *Server) { s.TLS.ClientAuth = "yes" }, `tls.client_auth (--tls-client-auth): "yes" is not none, request or require`},
 		{"tls cert without key", func(s *Server) { s.TLS.CertFile = "/c.pem" }, "tls.cert_file (--tls-cert): cert_file and key_file go together"},
 		{"client ca without tls", func(s *Server) { s.TLS.ClientCAFile = "/ca.pem" }, "tls.client_ca_file (--tls-client-ca): client certificates need TLS"},
 		{"require without ca", func(s *Server) {
-			s.TLS = TLS{CertFile: "/c", KeyFile: "/k", ClientAuth: "require", ReloadInterval: time.Second}
+			s.TLS = TLS{CertFile: "/c", KeyFile: "/k", ClientAuth: ClientAuthRequire, ReloadInterval: time.Second}
 		},
 			"tls.client_auth (--tls-client-auth): require needs tls.client_ca_file (--tls-client-ca)"},
 		{"reload interval", func(s *Server) { s.TLS.ReloadInterval = 0 }, "tls.reload_interval (--tls-reload-interval): 0s must be positive"},
@@ -467,7 +460,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"grpc on 0.0.0.0 without auth", func(s *Server) { s.GRPC = "0.0.0.0:9090" }, `grpc (--grpc): "0.0.0.0:9090" is not a loopback address`},
 		{"admin on a host name without auth", func(s *Server) { s.AdminHTTP = "grove.internal:8081" }, `admin_http (--admin-http): "grove.internal:8081" is not a loopback address`},
 		{"request is not authentication", func(s *Server) {
-			s.HTTP, s.TLS = "0.0.0.0:8443", TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: "request", ReloadInterval: time.Second}
+			s.HTTP, s.TLS = "0.0.0.0:8443", TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: ClientAuthRequest, ReloadInterval: time.Second}
 		}, "--insecure-no-auth"},
 		{"key feature twice", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", "a"} }, `prediction_log.default_key_features (--prediction-log-key-features): "a" is listed twice`},
 	} {
@@ -573,11 +566,11 @@ func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
 	}{
 		{"brokers and FULL", func(s *Server) {
 			s.Kafka.Brokers = []string{"k1:9092", "[::1]:9093"}
-			s.PredictionLog.DefaultLevel = "FULL"
+			s.PredictionLog.DefaultLevel = PredictionLogFull
 		}},
 		{"embedded and SAMPLE", func(s *Server) {
 			s.Kafka.Embedded = true
-			s.PredictionLog.DefaultLevel, s.PredictionLog.DefaultSampleRate = "SAMPLE", 0
+			s.PredictionLog.DefaultLevel, s.PredictionLog.DefaultSampleRate = PredictionLogSample, 0
 		}},
 		{"embedded on any port of ::1", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "[::1]:0" }},
 		{"embedded on localhost", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "localhost:9092" }},
@@ -585,7 +578,7 @@ func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
 		{"mutual TLS and SCRAM", func(s *Server) {
 			s.Kafka.Brokers = []string{"k:9093"}
 			s.Kafka.TLS = KafkaTLS{Enabled: true, CAFile: "/ca", CertFile: "/c", KeyFile: "/k"}
-			s.Kafka.SASL = KafkaSASL{Mechanism: "SCRAM-SHA-256", Username: "u", Password: "p"}
+			s.Kafka.SASL = KafkaSASL{Mechanism: SASLScramSHA256, Username: "u", Password: "p"}
 		}},
 		{"empty separator", func(s *Server) { s.PredictionLog.DefaultKeyFeaturesSeparator = "" }},
 	} {
@@ -603,9 +596,9 @@ func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
 func TestServerValidateReportsEveryProblem(t *testing.T) {
 	s := DefaultServer()
 	s.PollInterval = 0
-	s.LogFormat = "xml"
+	s.Kafka.Topic = ""
 	err := s.Validate()
-	for _, key := range []string{"bucket", "poll_interval", "log_format"} {
+	for _, key := range []string{"bucket", "poll_interval", "kafka.topic"} {
 		if err == nil || !strings.Contains(err.Error(), key+" (--") {
 			t.Errorf("error %v does not mention %s", err, key)
 		}
@@ -629,7 +622,7 @@ func TestServerAcceptsBucketURLForms(t *testing.T) {
 func TestServerNewLoggerUsesLevelAndFormat(t *testing.T) {
 	var buf bytes.Buffer
 	s := DefaultServer()
-	s.LogLevel, s.LogFormat = "warn", "json"
+	s.LogLevel, s.LogFormat = LogLevel(slog.LevelWarn), LogFormatJSON
 	log := s.NewLogger(&buf)
 	log.Info("hidden")
 	log.Warn("shown", "k", 1)
@@ -657,7 +650,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 func TestServerSecureByDefault(t *testing.T) {
 	base := DefaultServer()
 	base.Bucket = "gs://b"
-	tlsRequire := TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: "require", ReloadInterval: time.Second}
+	tlsRequire := TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: ClientAuthRequire, ReloadInterval: time.Second}
 	for _, tc := range []struct {
 		name   string
 		modify func(*Server)

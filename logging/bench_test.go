@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
@@ -18,12 +19,12 @@ import (
 func BenchmarkLog(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
-		encoding string
+		encoding conf.Encoding
 		parallel bool
 	}{
-		{"proto", EncodingProto, false},
-		{"json", EncodingJSON, false},
-		{"proto-parallel", EncodingProto, true},
+		{"proto", conf.EncodingProto, false},
+		{"json", conf.EncodingJSON, false},
+		{"proto-parallel", conf.EncodingProto, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "grove.predictions"), kfake.BlackholeProduce())

@@ -8,11 +8,13 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
 )
 
-// The record value encodings, the values of the kafka.encoding config key
-// and of the HeaderEncoding header.
+// The record value encodings as the HeaderEncoding header names them: the
+// names of conf.EncodingProto and conf.EncodingJSON, the values of the
+// kafka.encoding config key.
 const (
 	// EncodingProto is binary protobuf.
 	EncodingProto = "proto"
@@ -45,19 +47,21 @@ var (
 	jsonUnmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 )
 
-// Encode encodes an event as a record value in the given encoding
-// (EncodingProto or EncodingJSON). JSON is one line with the .proto field
-// names (snake_case), fields at their default value left out; like all
-// protojson output its spacing is not stable, so compare parsed values,
-// not bytes. Encoding fails when a string field is not valid UTF-8.
-func Encode(ev *grovepb.PredictionEvent, encoding string) ([]byte, error) {
+// Encode encodes an event as a record value in the given encoding. JSON
+// is one line with the .proto field names (snake_case), fields at their
+// default value left out; like all protojson output its spacing is not
+// stable, so compare parsed values, not bytes. Encoding fails when a
+// string field is not valid UTF-8.
+func Encode(ev *grovepb.PredictionEvent, encoding conf.Encoding) ([]byte, error) {
 	switch encoding {
-	case EncodingProto:
+	case conf.EncodingProto:
 		return proto.Marshal(ev)
-	case EncodingJSON:
+	case conf.EncodingJSON:
 		return jsonMarshal.Marshal(ev)
 	}
-	return nil, fmt.Errorf("unknown prediction log encoding %q (want %s or %s)", encoding, EncodingProto, EncodingJSON)
+	// A programming error: only converting an integer makes a
+	// conf.Encoding that is neither constant.
+	return nil, fmt.Errorf("prediction log encoding %v is not conf.EncodingProto or conf.EncodingJSON", encoding)
 }
 
 // Decode decodes a prediction log record value. The encoding is the one
@@ -102,14 +106,14 @@ func Decode(value []byte, headers []kgo.RecordHeader) (*grovepb.PredictionEvent,
 
 // recordHeaders returns the headers of a record in the given encoding.
 // Records share the slice, which nothing modifies.
-func recordHeaders(encoding string) []kgo.RecordHeader {
-	ct := ContentTypeProto
-	if encoding == EncodingJSON {
-		ct = ContentTypeJSON
+func recordHeaders(encoding conf.Encoding) []kgo.RecordHeader {
+	name, ct := EncodingProto, ContentTypeProto
+	if encoding == conf.EncodingJSON {
+		name, ct = EncodingJSON, ContentTypeJSON
 	}
 	return []kgo.RecordHeader{
 		{Key: HeaderContentType, Value: []byte(ct)},
-		{Key: HeaderEncoding, Value: []byte(encoding)},
+		{Key: HeaderEncoding, Value: []byte(name)},
 		{Key: HeaderSchema, Value: []byte(SchemaName)},
 	}
 }

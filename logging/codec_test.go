@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
 )
 
@@ -35,7 +36,7 @@ func sampleEvent(t *testing.T) *grovepb.PredictionEvent {
 func TestEncodeDecodeRoundTripBothEncodings(t *testing.T) {
 	ev := sampleEvent(t)
 	ev.Error = &grovepb.Error{Type: "MODEL_EXECUTION", Message: "boom"}
-	for _, enc := range []string{EncodingProto, EncodingJSON} {
+	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
 		v, err := Encode(ev, enc)
 		if err != nil {
 			t.Fatal(enc, err)
@@ -50,13 +51,24 @@ func TestEncodeDecodeRoundTripBothEncodings(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Encode(ev, "avro"); err == nil {
-		t.Error("unknown encoding accepted")
+	if _, err := Encode(ev, conf.Encoding(9)); err == nil || !strings.Contains(err.Error(), "conf.Encoding(9) is not") {
+		t.Errorf("encoding conf.Encoding(9): got %v, want an error", err)
+	}
+}
+
+func TestEncodingHeaderIsTheConfigName(t *testing.T) {
+	for enc, want := range map[conf.Encoding]string{conf.EncodingProto: EncodingProto, conf.EncodingJSON: EncodingJSON} {
+		if enc.String() != want {
+			t.Errorf("kafka.encoding %s is named %q in the header", enc, want)
+		}
+		if h := headerMap(recordHeaders(enc)); h[HeaderEncoding] != want {
+			t.Errorf("%s: headers %v", enc, h)
+		}
 	}
 }
 
 func TestJSONEncodingIsReadableWithJq(t *testing.T) {
-	v, err := Encode(sampleEvent(t), EncodingJSON)
+	v, err := Encode(sampleEvent(t), conf.EncodingJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +99,7 @@ func TestJSONEncodingIsReadableWithJq(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	pv, _ := Encode(sampleEvent(t), EncodingProto)
+	pv, _ := Encode(sampleEvent(t), conf.EncodingProto)
 	for _, tc := range []struct {
 		name    string
 		value   []byte
@@ -97,7 +109,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"other schema", pv, []kgo.RecordHeader{{Key: HeaderSchema, Value: []byte("x.Other")}}, `record schema "x.Other" is not grove.v1.PredictionEvent`},
 		{"unknown encoding", pv, []kgo.RecordHeader{{Key: HeaderEncoding, Value: []byte("avro")}}, `unknown record encoding "avro"`},
 		{"bad json", []byte(`{"served": 3}`), nil, "decoding json prediction event"},
-		{"json announced as proto", []byte(`{}`), recordHeaders(EncodingProto), "decoding proto prediction event"},
+		{"json announced as proto", []byte(`{}`), recordHeaders(conf.EncodingProto), "decoding proto prediction event"},
 		{"bad proto", []byte{0x0a, 0xff}, nil, "decoding proto prediction event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

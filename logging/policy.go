@@ -65,9 +65,14 @@ type Policy struct {
 // PolicyFromConfig returns the server's default policy, the one for direct
 // model calls.
 func PolicyFromConfig(c conf.PredictionLog) (Policy, error) {
-	l, err := ParseLevel(c.DefaultLevel)
-	if err != nil {
-		return Policy{}, err
+	var l Level
+	switch c.DefaultLevel {
+	case conf.PredictionLogNone:
+		l = LevelNone
+	case conf.PredictionLogFull:
+		l = LevelFull
+	case conf.PredictionLogSample:
+		l = LevelSample
 	}
 	if !(c.DefaultSampleRate >= 0 && c.DefaultSampleRate <= 1) {
 		return Policy{}, fmt.Errorf("prediction log sample rate %v is not between 0 and 1", c.DefaultSampleRate)

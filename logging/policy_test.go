@@ -124,7 +124,7 @@ func TestPolicyFromConfig(t *testing.T) {
 	if err != nil || p.Level != LevelNone || p.SampleRate != 1 || p.KeyFeatures != nil || p.Separator != "." {
 		t.Errorf("defaults: %+v, %v", p, err)
 	}
-	c = conf.PredictionLog{DefaultLevel: "SAMPLE", DefaultSampleRate: 0.1, DefaultKeyFeatures: []string{"u", "c"}, DefaultKeyFeaturesSeparator: "-"}
+	c = conf.PredictionLog{DefaultLevel: conf.PredictionLogSample, DefaultSampleRate: 0.1, DefaultKeyFeatures: []string{"u", "c"}, DefaultKeyFeaturesSeparator: "-"}
 	p, err = PolicyFromConfig(c)
 	if err != nil || p.Level != LevelSample || p.SampleRate != 0.1 || len(p.KeyFeatures) != 2 || p.Separator != "-" {
 		t.Errorf("sample: %+v, %v", p, err)
@@ -133,10 +133,11 @@ func TestPolicyFromConfig(t *testing.T) {
 	if p.KeyFeatures[0] != "u" {
 		t.Error("the policy shares the config's key features")
 	}
-	if _, err := PolicyFromConfig(conf.PredictionLog{DefaultLevel: "LOUD"}); err == nil {
-		t.Error("bad level accepted")
+	c = conf.PredictionLog{DefaultLevel: conf.PredictionLogFull, DefaultSampleRate: 1}
+	if p, err = PolicyFromConfig(c); err != nil || p.Level != LevelFull {
+		t.Errorf("full: %+v, %v", p, err)
 	}
-	if _, err := PolicyFromConfig(conf.PredictionLog{DefaultLevel: "FULL", DefaultSampleRate: math.NaN()}); err == nil {
+	if _, err := PolicyFromConfig(conf.PredictionLog{DefaultLevel: conf.PredictionLogFull, DefaultSampleRate: math.NaN()}); err == nil {
 		t.Error("NaN sample rate accepted")
 	}
 }

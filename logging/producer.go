@@ -43,7 +43,7 @@ type Producer struct {
 	cl         *kgo.Client
 	emb        *Embedded
 	topic      string
-	encoding   string
+	encoding   conf.Encoding
 	brokers    []string
 	headers    []kgo.RecordHeader
 	headerSize int64
@@ -159,9 +159,6 @@ func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 		host, _ := os.Hostname()
 		o.instanceID = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	if cfg.Encoding != EncodingProto && cfg.Encoding != EncodingJSON {
-		return nil, fmt.Errorf("kafka.encoding %q is not proto or json", cfg.Encoding)
-	}
 	if cfg.BufferRecords <= 0 || cfg.BufferBytes <= 0 {
 		return nil, fmt.Errorf("kafka.buffer_records (%d) and kafka.buffer_bytes (%d) must be positive", cfg.BufferRecords, cfg.BufferBytes)
 	}
@@ -226,25 +223,28 @@ func clientOptions(cfg conf.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.RecordDeliveryTimeout(0),
 		kgo.WithLogger(slogKgo{log}),
 	}
+	// Each choice is one of its constants: conf refuses other names when
+	// it reads them.
 	switch cfg.Acks {
-	case "all", "":
+	case conf.AcksAll:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
-	case "leader":
+	case conf.AcksLeader:
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	case "none":
+	case conf.AcksNone:
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
-	default:
-		return nil, fmt.Errorf("kafka.acks %q is not all, leader or none", cfg.Acks)
 	}
-	codec := map[string]kgo.CompressionCodec{
-		"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
-		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	switch cfg.Compression {
+	case conf.CompressionNone:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	case conf.CompressionGzip:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	case conf.CompressionSnappy:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	case conf.CompressionLz4:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	case conf.CompressionZstd:
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 	}
-	c, ok := codec[cfg.Compression]
-	if !ok {
-		return nil, fmt.Errorf("kafka.compression %q is not none, gzip, snappy, lz4 or zstd", cfg.Compression)
-	}
-	opts = append(opts, kgo.ProducerBatchCompression(c))
 	sec, err := SecurityOptions(cfg)
 	if err != nil {
 		return nil, err
@@ -266,15 +266,13 @@ func SecurityOptions(cfg conf.Kafka) ([]kgo.Opt, error) {
 	}
 	s := cfg.SASL
 	switch s.Mechanism {
-	case "":
-	case "PLAIN":
+	case conf.SASLNone:
+	case conf.SASLPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
-	case "SCRAM-SHA-256":
+	case conf.SASLScramSHA256:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
+	case conf.SASLScramSHA512:
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("kafka.sasl.mechanism %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
 	}
 	return opts, nil
 }
@@ -565,7 +563,7 @@ func (p *Producer) Stats() Stats {
 	}
 	s := Stats{
 		Topic:         p.topic,
-		Encoding:      p.encoding,
+		Encoding:      p.encoding.String(),
 		Brokers:       append([]string(nil), p.brokers...),
 		Embedded:      p.emb != nil,
 		Buffered:      p.bufRecords.Load(),

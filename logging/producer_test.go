@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/conf"
@@ -107,8 +108,8 @@ func event(i int) *grovepb.PredictionEvent {
 
 func TestProducerDeliversKeyedEventsInBothEncodings(t *testing.T) {
 	policy := Policy{Level: LevelFull, KeyFeatures: []string{"user", "campaign"}, Separator: "."}
-	for _, enc := range []string{EncodingProto, EncodingJSON} {
-		t.Run(enc, func(t *testing.T) {
+	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
+		t.Run(enc.String(), func(t *testing.T) {
 			emb := startEmbedded(t, "127.0.0.1:0")
 			cfg := kafkaConfig(emb.Addr())
 			cfg.Encoding = enc
@@ -133,11 +134,11 @@ func TestProducerDeliversKeyedEventsInBothEncodings(t *testing.T) {
 			ids := make(map[string]bool)
 			for i, r := range recs { // one partition: in order
 				h := headerMap(r.Headers)
-				wantCT := map[string]string{EncodingProto: "application/x-protobuf", EncodingJSON: "application/json"}[enc]
-				if h["grove-encoding"] != enc || h["grove-schema"] != "grove.v1.PredictionEvent" || h["content-type"] != wantCT {
+				wantCT := map[conf.Encoding]string{conf.EncodingProto: "application/x-protobuf", conf.EncodingJSON: "application/json"}[enc]
+				if h["grove-encoding"] != enc.String() || h["grove-schema"] != "grove.v1.PredictionEvent" || h["content-type"] != wantCT {
 					t.Errorf("record %d headers %v", i, h)
 				}
-				if enc == EncodingJSON && (len(r.Value) == 0 || r.Value[0] != '{') {
+				if enc == conf.EncodingJSON && (len(r.Value) == 0 || r.Value[0] != '{') {
 					t.Errorf("record %d is not JSON: %q", i, r.Value)
 				}
 				wantKey := fmt.Sprintf("u%d.c9", i)
@@ -162,7 +163,7 @@ func TestProducerDeliversKeyedEventsInBothEncodings(t *testing.T) {
 			}
 			s := p.Stats()
 			if s.Delivered != n || s.Failed != 0 || s.Dropped != 0 || s.Buffered != 0 || s.BufferedBytes != 0 ||
-				s.Topic != "grove.predictions" || s.Encoding != enc || s.Embedded || s.Brokers[0] != emb.Addr() {
+				s.Topic != "grove.predictions" || s.Encoding != enc.String() || s.Embedded || s.Brokers[0] != emb.Addr() {
 				t.Errorf("stats %+v", s)
 			}
 		})
@@ -330,7 +331,7 @@ func TestProducerDropsWhenBufferBytesFull(t *testing.T) {
 	{
 		withTS := proto.Clone(ev).(*grovepb.PredictionEvent)
 		withTS.Timestamp = nil
-		v, _ := Encode(withTS, EncodingProto)
+		v, _ := Encode(withTS, conf.EncodingProto)
 		size = len(v) + len("content-type") + len(ContentTypeProto) + len("grove-encoding") + len("proto") + len("grove-schema") + len(SchemaName)
 	}
 	cfg := kafkaConfig(deadAddr(t))
@@ -430,11 +431,7 @@ func TestNewErrors(t *testing.T) {
 		modify func(*conf.Kafka)
 		want   string
 	}{
-		{"encoding", func(k *conf.Kafka) { k.Encoding = "avro" }, `kafka.encoding "avro"`},
 		{"buffer", func(k *conf.Kafka) { k.BufferRecords = 0 }, "must be positive"},
-		{"acks", func(k *conf.Kafka) { k.Acks = "2" }, `kafka.acks "2"`},
-		{"compression", func(k *conf.Kafka) { k.Compression = "br" }, `kafka.compression "br"`},
-		{"sasl", func(k *conf.Kafka) { k.SASL.Mechanism = "GSSAPI" }, `kafka.sasl.mechanism "GSSAPI"`},
 		{"ca file", func(k *conf.Kafka) { k.TLS = conf.KafkaTLS{Enabled: true, CAFile: "/nonexistent/ca.pem"} }, "kafka.tls.ca_file"},
 		{"cert file", func(k *conf.Kafka) {
 			k.TLS = conf.KafkaTLS{Enabled: true, CertFile: "/nonexistent/c", KeyFile: "/nonexistent/k"}
@@ -452,15 +449,47 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func TestNewAcceptsEveryAcksCompressionAndSASL(t *testing.T) {
-	for _, acks := range []string{"all", "leader", "none"} {
-		for _, c := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+func TestNewGivesTheClientTheOptionsOfEveryAcksCompressionAndSASL(t *testing.T) {
+	acks := []struct {
+		v    conf.Acks
+		want kgo.Acks
+	}{{conf.AcksAll, kgo.AllISRAcks()}, {conf.AcksLeader, kgo.LeaderAck()}, {conf.AcksNone, kgo.NoAck()}}
+	codecs := []struct {
+		v    conf.Compression
+		want kgo.CompressionCodec
+	}{{conf.CompressionNone, kgo.NoCompression()}, {conf.CompressionGzip, kgo.GzipCompression()},
+		{conf.CompressionSnappy, kgo.SnappyCompression()}, {conf.CompressionLz4, kgo.Lz4Compression()}, {conf.CompressionZstd, kgo.ZstdCompression()}}
+	mechanisms := []struct {
+		v    conf.SASLMechanism
+		want string // the franz-go mechanism's name, "" for none
+	}{{conf.SASLNone, ""}, {conf.SASLPlain, "PLAIN"}, {conf.SASLScramSHA256, "SCRAM-SHA-256"}, {conf.SASLScramSHA512, "SCRAM-SHA-512"}}
+	for i, a := range acks {
+		for j, c := range codecs {
+			m := mechanisms[(i+j)%len(mechanisms)]
 			k := kafkaConfig("127.0.0.1:1")
-			k.Acks, k.Compression = acks, c
-			k.SASL = conf.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "u", Password: "p"}
+			k.Acks, k.Compression = a.v, c.v
+			if m.v != conf.SASLNone {
+				k.SASL = conf.KafkaSASL{Mechanism: m.v, Username: "u", Password: "p"}
+			}
 			p, err := New(k, WithLogger(quiet))
 			if err != nil {
-				t.Fatalf("acks %s compression %s: %v", acks, c, err)
+				t.Fatalf("acks %s compression %s sasl %q: %v", a.v, c.v, m.v, err)
+			}
+			if got := p.cl.OptValue(kgo.RequiredAcks); got != a.want {
+				t.Errorf("acks %s: the client's acks are %v", a.v, got)
+			}
+			if got := p.cl.OptValue(kgo.DisableIdempotentWrite); got != (a.v != conf.AcksAll) {
+				t.Errorf("acks %s: idempotence disabled %v", a.v, got)
+			}
+			if got, _ := p.cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec); len(got) != 1 || got[0] != c.want {
+				t.Errorf("compression %s: the client's codecs are %v", c.v, got)
+			}
+			var names []string
+			for _, mech := range p.cl.OptValue(kgo.SASL).([]sasl.Mechanism) {
+				names = append(names, mech.Name())
+			}
+			if got := strings.Join(names, ","); got != m.want {
+				t.Errorf("sasl %q: the client's mechanisms are %q", m.v, got)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = p.Close(ctx)
@@ -472,8 +501,12 @@ func TestNewAcceptsEveryAcksCompressionAndSASL(t *testing.T) {
 func TestProducerDeliversWithEveryCompressionAndAcks(t *testing.T) {
 	emb := startEmbedded(t, "127.0.0.1:0")
 	n := 0
-	for _, tc := range []struct{ acks, compression string }{
-		{"all", "gzip"}, {"all", "lz4"}, {"all", "zstd"}, {"leader", "none"}, {"all", "snappy"},
+	for _, tc := range []struct {
+		acks        conf.Acks
+		compression conf.Compression
+	}{
+		{conf.AcksAll, conf.CompressionGzip}, {conf.AcksAll, conf.CompressionLz4}, {conf.AcksAll, conf.CompressionZstd},
+		{conf.AcksLeader, conf.CompressionNone}, {conf.AcksAll, conf.CompressionSnappy},
 	} {
 		k := kafkaConfig(emb.Addr())
 		k.Acks, k.Compression = tc.acks, tc.compression

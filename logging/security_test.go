@@ -25,9 +25,9 @@ func deliverOne(t *testing.T, cfg conf.Kafka, wait time.Duration) bool {
 }
 
 func TestProducerAuthenticatesWithSASL(t *testing.T) {
-	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
-		t.Run(mech, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "grove", "s3cret"),
+	for _, mech := range []conf.SASLMechanism{conf.SASLPlain, conf.SASLScramSHA256, conf.SASLScramSHA512} {
+		t.Run(mech.String(), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech.String(), "grove", "s3cret"),
 				kfake.SeedTopics(1, "grove.predictions"))
 			if err != nil {
 				t.Fatal(err)

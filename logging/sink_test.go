@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 )
 
@@ -67,10 +69,10 @@ func TestShadowEventCarriesItsComparison(t *testing.T) {
 	req := &actors.Request{API: "forestflow", ModelPath: "b/", RequestID: "r7", Contract: "ads/p/1", Release: "v2"}
 	res := &actors.Result{ModelPath: "b/", Outputs: []servables.Tensor{y}, Comparison: &actors.ShadowComparison{
 		RequestID: "r7", Release: "v1", ChampionCompute: 3 * time.Millisecond, Tolerance: 0.01,
-		Outputs: []actors.OutputDiff{{Name: "p", Rows: 2, Elements: 2, SumAbsDiff: 0.4, MaxAbsDiff: 0.2, Score: true, Agree: 1},
+		Outputs: []quality.OutputDiff{{Name: "p", Rows: 2, Elements: 2, SumAbsDiff: 0.4, MaxAbsDiff: 0.2, Score: true, Agree: 1},
 			{Name: "extra", Mismatch: "the champion has no such output"}}}}
 	ev := Event(req, res, false)
-	for _, enc := range []string{EncodingProto, EncodingJSON} {
+	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
 		v, err := Encode(ev, enc)
 		if err != nil {
 			t.Fatal(enc, err)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/modelconfig"
 )
@@ -242,9 +240,7 @@ func (c *Config) predictionLog(v json.RawMessage) error {
 		Kafka         *conf.Kafka         `yaml:"kafka"`
 		PredictionLog *conf.PredictionLog `yaml:"prediction_log"`
 	}{&s.Kafka, &s.PredictionLog}
-	dec := yaml.NewDecoder(bytes.NewReader(v)) // JSON is YAML
-	dec.KnownFields(true)
-	if err := dec.Decode(&sections); err != nil {
+	if err := conf.DecodeYAML(v, &sections); err != nil { // JSON is YAML
 		return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), "yaml: ", ""))
 	}
 	if err := s.Validate(); err != nil {

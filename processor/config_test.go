@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/conf"
 )
 
 // deepRecDemo is the config of DeepRec's end-to-end demo, with a local
@@ -76,7 +78,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "prediction log", json: `{"savedmodel_dir": "/m/p", "grove_prediction_log": {"kafka": {"brokers": ["127.0.0.1:9092"], "linger": "1ms"},
 			"prediction_log": {"default_level": "FULL"}}}`, check: func(t *testing.T, c Config) {
 			if !c.HasPredictionLog || c.Kafka.Brokers[0] != "127.0.0.1:9092" || c.Kafka.Linger != time.Millisecond ||
-				c.PredictionLog.DefaultLevel != "FULL" || c.Kafka.Topic != "grove.predictions" {
+				c.PredictionLog.DefaultLevel != conf.PredictionLogFull || c.Kafka.Topic != "grove.predictions" {
 				t.Fatalf("got %+v %+v", c.Kafka, c.PredictionLog)
 			}
 		}},
@@ -111,7 +113,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"savedmodel_dir": "/m/p", "grove_poll_interval": "10ms"}`, `shorter than 1s`},
 		{`{"savedmodel_dir": "/m/p", "grove_gomaxprocs": 0}`, `"grove_gomaxprocs": 0 is out of range`},
 		{`{"savedmodel_dir": "/m/p", "grove_prediction_log": "FULL"}`, `"grove_prediction_log": not an object`},
-		{`{"savedmodel_dir": "/m/p", "grove_prediction_log": {"kafka": {"nope": 1}}}`, `field nope not found`},
+		{`{"savedmodel_dir": "/m/p", "grove_prediction_log": {"kafka": {"nope": 1}}}`, `line 1: unknown key "nope"`},
+		{`{"savedmodel_dir": "/m/p", "grove_prediction_log": {"kafka": {"brokers": ["k:9092"], "acks": "ALL", "compression": "gzip"}}}`,
+			`line 1: kafka.acks: "ALL" is not all, leader or none`},
 		{`{"savedmodel_dir": "/m/p", "grove_prediction_log": {"prediction_log": {"default_level": "FULL"}}}`, `needs Kafka`},
 		{`{"savedmodel_dir": "/m/p", "grove_polling": "1s"}`, `unknown key "grove_polling"`},
 		{`{"savedmodel_dir": "/m/p", "b": 1, "a": 2}`, `unknown key "a", "b"`},

@@ -47,14 +47,11 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprec"
 	"github.com/groveml/grove/conf/bucket"
-	"github.com/groveml/grove/conf/bucket/file"
-	"github.com/groveml/grove/conf/bucket/gcs"
-	"github.com/groveml/grove/conf/bucket/s3"
+	"github.com/groveml/grove/conf/bucket/drivers"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
-	"github.com/groveml/grove/servables/onnx"
-	"github.com/groveml/grove/servables/torch"
+	"github.com/groveml/grove/servables/runtimes"
 )
 
 // Status codes of process, get_serving_model_info and batch_process, as DeepRec's.
@@ -155,8 +152,7 @@ func New(ctx context.Context, entry string, configJSON []byte, opts Options) (*P
 // waits for the model.
 func (p *Processor) start(ctx context.Context, opts Options) error {
 	cfg := p.cfg
-	drivers := bucket.Drivers{file.Driver(), gcs.Driver(), s3.Driver(s3.WithEndpoint(os.Getenv("AWS_ENDPOINT_URL")))}
-	b, err := drivers.Open(ctx, cfg.BucketURL)
+	b, err := drivers.Builtin(os.Getenv("AWS_ENDPOINT_URL")).Open(ctx, cfg.BucketURL)
 	if err != nil {
 		return fmt.Errorf("opening the model directory %s: %w", cfg.ModelDir, err)
 	}
@@ -182,7 +178,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 	}
 	rts := opts.Runtimes
 	if rts == nil {
-		rts = servables.Registry{torch.Runtime{}, onnx.Runtime{LibraryPath: opts.ONNXLibrary}}
+		rts = runtimes.Builtin(opts.ONNXLibrary)
 	}
 	p.sys, err = actors.Start(actors.Options{
 		Bucket:          &dirBucket{Bucket: b, cfg: cfg, log: p.log},

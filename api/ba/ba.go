@@ -39,10 +39,11 @@
 //     to the model) is an item error found after the model lookup;
 //   - a NaN or infinite output fails only its item, not the whole batch.
 //
-// The parser is a hand-written scanner that validates the whole document
-// and writes numbers straight into tensor buffers; it allocates little
-// besides the tensors it returns, and never allocates a tensor before its
-// content is known to match its shape.
+// The parser walks the document with internal/jsonscan's lexer (with its
+// RapidjsonNumbers, and rapidjson's messages for its errors: syntax.go),
+// validates the whole of it and writes numbers straight into tensor
+// buffers; it allocates little besides the tensors it returns, and never
+// allocates a tensor before its content is known to match its shape.
 package ba
 
 import (

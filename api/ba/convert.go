@@ -3,6 +3,8 @@ package ba
 import (
 	"math"
 	"strconv"
+
+	"github.com/groveml/grove/internal/jsonscan"
 )
 
 // The conversions below reproduce Abseil's SimpleAtof, SimpleAtod and
@@ -28,7 +30,7 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
-func isHexDigit(c byte) bool { return hexVal(c) >= 0 }
+func isHexDigit(c byte) bool { return jsonscan.HexVal(c) >= 0 }
 
 // lowerEq reports whether b equals the lower-case ASCII word w, ignoring case.
 func lowerEq(b []byte, w string) bool {
@@ -47,7 +49,7 @@ func lowerEq(b []byte, w string) bool {
 // at the start of b, or -1 if it has no digit.
 func mantissaEnd(b []byte, hex bool) int {
 	i, digits := 0, 0
-	isD := isDigit
+	isD := jsonscan.IsDigit
 	if hex {
 		isD = isHexDigit
 	}
@@ -85,7 +87,7 @@ func exponentOK(b []byte, marker byte) bool {
 		return false
 	}
 	for _, c := range b {
-		if !isDigit(c) {
+		if !jsonscan.IsDigit(c) {
 			return false
 		}
 	}
@@ -139,7 +141,7 @@ func parseFloat(b []byte, bitSize int, scratch *[]byte) (float64, bool) {
 				return 0, false
 			}
 			for _, c := range rest[1 : len(rest)-1] {
-				if !(c == '_' || isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'z') {
+				if !(c == '_' || jsonscan.IsDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'z') {
 					return 0, false
 				}
 			}
@@ -163,18 +165,12 @@ func parseFloat(b []byte, bitSize int, scratch *[]byte) (float64, bool) {
 	return parseDecimal(b, s, neg, bitSize)
 }
 
-// Exactly representable powers of ten for the fast path.
-var (
-	float64pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-		1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-	float32pow10 = [...]float32{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
-)
-
 // parseDecimal validates and converts the decimal form s (b with its sign):
 // digits with at most one '.', at least one digit, then an optional
 // exponent. Most tensor values have few enough digits to be converted
-// exactly by one correctly rounded multiplication or division (Clinger's
-// fast path); the others go to strconv, which rounds correctly too.
+// exactly by one correctly rounded multiplication or division
+// (jsonscan.ExactFloat, Clinger's fast path); the others go to strconv,
+// which rounds correctly too.
 func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 	var (
 		mant     uint64
@@ -253,27 +249,7 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 		return 0, true
 	}
 	if !inexact {
-		e := dp + exp
-		if bitSize == 32 {
-			if mant < 1<<24 && e >= -10 && e <= 10 {
-				f := float32(mant)
-				if e < 0 {
-					f /= float32pow10[-e]
-				} else {
-					f *= float32pow10[e]
-				}
-				if neg {
-					f = -f
-				}
-				return float64(f), true
-			}
-		} else if mant < 1<<53 && e >= -22 && e <= 22 {
-			f := float64(mant)
-			if e < 0 {
-				f /= float64pow10[-e]
-			} else {
-				f *= float64pow10[e]
-			}
+		if f, ok := jsonscan.ExactFloat(mant, dp+exp, bitSize); ok {
 			if neg {
 				f = -f
 			}
@@ -287,7 +263,7 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 // rounds correctly like absl::from_chars. On overflow strconv returns ±Inf
 // with ErrRange, which is exactly SimpleAtof's result.
 func finishFloat(b []byte, bitSize int) (float64, bool) {
-	f, err := strconv.ParseFloat(bstr(b), bitSize)
+	f, err := strconv.ParseFloat(jsonscan.View(b), bitSize)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
 			return 0, false
@@ -316,7 +292,7 @@ func parseInt(b []byte, bitSize uint) (int64, bool) {
 	}
 	var v uint64
 	for _, c := range b {
-		if !isDigit(c) {
+		if !jsonscan.IsDigit(c) {
 			return 0, false
 		}
 		if v > (limit-uint64(c-'0'))/10 {

@@ -2,10 +2,12 @@ package ba
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"unsafe"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -55,7 +57,7 @@ const (
 type itemRec struct {
 	typ        int8 // rapidjson type of the element
 	pathTyp    int8 // type of the first model_path member, or typeAbsent
-	path       strRef
+	path       jsonscan.Str
 	tensorsTyp int8
 	t0, t1     int // its tensor records, p.tensors[t0:t1]
 }
@@ -64,9 +66,9 @@ type itemRec struct {
 type tensorRec struct {
 	typ        int8
 	nameTyp    int8
-	name       strRef
+	name       jsonscan.Str
 	dtypeTyp   int8
-	dtype      strRef
+	dtype      jsonscan.Str
 	shapeTyp   int8
 	d0, d1     int   // its dimensions, p.dims[d0:d1]
 	shapeBad   uint8 // shapeOK or the first problem
@@ -86,13 +88,13 @@ type tensorRec struct {
 }
 
 type configRec struct {
-	key, val strRef
+	key, val jsonscan.Str
 	valTyp   int8
 }
 
 // parser holds the scan state; it is pooled, so its slices are reused.
 type parser struct {
-	scanner
+	jsonscan.Scanner
 	opts       ParseOptions
 	requestTyp int8
 	configsTyp int8
@@ -144,7 +146,8 @@ func (o ParseOptions) ParseRequest(body []byte) (*Request, *Error) {
 }
 
 func (p *parser) reset(body []byte, opts ParseOptions) {
-	p.scanner = scanner{buf: body, stack: p.stack[:0]}
+	p.Reset(body)
+	p.RapidjsonNumbers = true
 	p.opts = opts
 	p.requestTyp, p.configsTyp = typeAbsent, typeAbsent
 	p.items, p.tensors, p.dims, p.configs = p.items[:0], p.tensors[:0], p.dims[:0], p.configs[:0]
@@ -153,14 +156,14 @@ func (p *parser) reset(body []byte, opts ParseOptions) {
 
 func (p *parser) release() {
 	clear(p.tensors) // drop references to the returned tensors
-	p.buf = nil
+	p.Release()
 	if cap(p.earlyBuf) > 1<<17 {
 		p.earlyBuf = nil
 	}
 	p.lastPath = ""
 	clear(p.lastNames)
 	if cap(p.items) > maxPooled || cap(p.tensors) > maxPooled || cap(p.dims) > maxPooled ||
-		cap(p.scratch) > 1<<16 || cap(p.stack) > 1<<10 {
+		cap(p.scratch) > 1<<16 {
 		return // let an oversized parser go
 	}
 	parserPool.Put(p)
@@ -168,7 +171,7 @@ func (p *parser) release() {
 
 func (p *parser) parse() (*Request, *Error) {
 	if !p.scanDocument() {
-		return nil, inputError("JSON Parse Error: " + p.message())
+		return nil, inputError("JSON Parse Error: " + syntaxMessage(&p.Scanner))
 	}
 	switch {
 	case p.requestTyp == typeAbsent:
@@ -202,75 +205,50 @@ func (p *parser) parse() (*Request, *Error) {
 // request format cares about (the first occurrence of each, as rapidjson's
 // FindMember does).
 func (p *parser) scanDocument() bool {
-	p.skipWS()
-	if p.peek() == 0 {
-		return p.fail(errDocumentEmpty, p.pos)
+	p.SkipWS()
+	if p.Peek() == 0 {
+		return p.Fail(jsonscan.DocumentEmpty, p.Pos)
 	}
-	if p.peek() == '{' {
+	if p.Peek() == '{' {
 		if !p.object(inRoot, 0) {
 			return false
 		}
-	} else if !p.skipValue() {
+	} else if !p.SkipValue() {
 		return false
 	}
-	p.skipWS()
-	if p.pos < len(p.buf) {
-		return p.fail(errRootNotSingular, p.pos)
+	p.SkipWS()
+	if p.Pos < len(p.Buf) {
+		return p.Fail(jsonscan.RootNotSingular, p.Pos)
 	}
 	return true
 }
 
-// object scans the object at p.pos, handing each member to p.member.
+// object scans the object at p.Pos, handing each member to p.member.
 func (p *parser) object(ctx, idx int) bool {
-	p.pos++
-	p.skipWS()
-	if p.peek() == '}' {
-		p.pos++
-		return true
-	}
-	for {
-		k, ok := p.memberName()
+	for more := p.Open(); more; {
+		k, ok := p.MemberName()
 		if !ok || !p.member(ctx, idx, k) {
 			return false
 		}
-		p.skipWS()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipWS()
-		case '}':
-			p.pos++
-			return true
-		default:
-			return p.fail(errObjectMissCommaOrCurlyBracket, p.pos)
+		if more, ok = p.Next('}'); !ok {
+			return false
 		}
 	}
+	return true
 }
 
-// array scans the array at p.pos, handing each element to p.element.
+// array scans the array at p.Pos, handing each element to p.element.
 func (p *parser) array(ctx, idx int) bool {
-	p.pos++
-	p.skipWS()
-	if p.peek() == ']' {
-		p.pos++
-		return true
-	}
-	for {
+	for more := p.Open(); more; {
 		if !p.element(ctx, idx) {
 			return false
 		}
-		p.skipWS()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipWS()
-		case ']':
-			p.pos++
-			return true
-		default:
-			return p.fail(errArrayMissCommaOrSquareBracket, p.pos)
+		var ok bool
+		if more, ok = p.Next(']'); !ok {
+			return false
 		}
 	}
+	return true
 }
 
 // Array contexts for parser.array.
@@ -282,17 +260,17 @@ const (
 
 // keyName returns the decoded member name; the result is only valid until
 // the next call.
-func (p *parser) keyName(k strRef) string {
-	if !k.esc {
-		return bstr(p.buf[k.start:k.end])
+func (p *parser) keyName(k jsonscan.Str) string {
+	if !k.Esc {
+		return jsonscan.View(p.Buf[k.Start:k.End])
 	}
-	p.scratch = unescape(p.scratch[:0], p.buf[k.start:k.end])
-	return bstr(p.scratch)
+	p.scratch = jsonscan.Unescape(p.scratch[:0], p.Buf[k.Start:k.End])
+	return jsonscan.View(p.scratch)
 }
 
-// member scans one member value; p.pos is at its first byte.
-func (p *parser) member(ctx, idx int, k strRef) bool {
-	typ := typeOf(p.peek())
+// member scans one member value; p.Pos is at its first byte.
+func (p *parser) member(ctx, idx int, k jsonscan.Str) bool {
+	typ := typeOf(p.Peek())
 	switch ctx {
 	case inRoot:
 		switch p.keyName(k) {
@@ -315,7 +293,7 @@ func (p *parser) member(ctx, idx int, k strRef) bool {
 		}
 	case inConfigs:
 		if typ == typeString {
-			v, ok := p.scanString()
+			v, ok := p.ScanString()
 			p.configs = append(p.configs, configRec{key: k, val: v, valTyp: typ})
 			return ok
 		}
@@ -330,7 +308,7 @@ func (p *parser) member(ctx, idx int, k strRef) bool {
 			it.pathTyp = typ
 			if typ == typeString {
 				var ok bool
-				it.path, ok = p.scanString()
+				it.path, ok = p.ScanString()
 				return ok
 			}
 		case "tensors":
@@ -355,7 +333,7 @@ func (p *parser) member(ctx, idx int, k strRef) bool {
 			t.nameTyp = typ
 			if typ == typeString {
 				var ok bool
-				t.name, ok = p.scanString()
+				t.name, ok = p.ScanString()
 				return ok
 			}
 		case "data_type":
@@ -365,7 +343,7 @@ func (p *parser) member(ctx, idx int, k strRef) bool {
 			t.dtypeTyp = typ
 			if typ == typeString {
 				var ok bool
-				t.dtype, ok = p.scanString()
+				t.dtype, ok = p.ScanString()
 				return ok
 			}
 		case "tensor_shape":
@@ -389,12 +367,12 @@ func (p *parser) member(ctx, idx int, k strRef) bool {
 			}
 		}
 	}
-	return p.skipValue()
+	return p.SkipValue()
 }
 
-// element scans one array element; p.pos is at its first byte.
+// element scans one array element; p.Pos is at its first byte.
 func (p *parser) element(ctx, idx int) bool {
-	typ := typeOf(p.peek())
+	typ := typeOf(p.Peek())
 	switch ctx {
 	case ofRequest:
 		p.items = append(p.items, itemRec{typ: typ, pathTyp: typeAbsent, tensorsTyp: typeAbsent})
@@ -415,13 +393,14 @@ func (p *parser) element(ctx, idx int) bool {
 			}
 			break
 		}
-		isInt, v, ok := p.scanNumber()
-		if !ok {
+		var n jsonscan.Number
+		if !p.LexNumber(&n) {
 			return false
 		}
+		v := intValue(&n, p.Buf)
 		switch {
 		case t.shapeBad != shapeOK:
-		case !isInt:
+		case !n.IsInt:
 			t.shapeBad = shapeNotInteger
 		case v < 1:
 			t.shapeBad = shapeNotPositive
@@ -435,7 +414,22 @@ func (p *parser) element(ctx, idx int) bool {
 		}
 		return true
 	}
-	return p.skipValue()
+	return p.SkipValue()
+}
+
+// intValue returns the value of the integer literal n, saturated to the
+// int64 range.
+func intValue(n *jsonscan.Number, buf []byte) int64 {
+	mag, ok := n.Uint(buf)
+	switch {
+	case ok && mag <= math.MaxInt64 && n.Neg:
+		return -int64(mag)
+	case ok && mag <= math.MaxInt64:
+		return int64(mag)
+	case n.Neg:
+		return math.MinInt64
+	}
+	return math.MaxInt64
 }
 
 // content scans a tensor_content array, counting its elements. When the
@@ -446,49 +440,49 @@ func (p *parser) element(ctx, idx int) bool {
 // by fill once the item's structure is known to be right.
 func (p *parser) content(idx int) bool {
 	t := &p.tensors[idx]
-	p.pos++
-	t.c0 = p.pos
+	p.Pos++
+	t.c0 = p.Pos
 	dt, n := p.earlyType(t)
 	convert := n > 0
 	var out servables.Tensor // a view of p.earlyBuf
 	if convert {
 		out = servables.Tensor{DType: dt, Data: p.earlyBytes(0)}
 	}
-	p.skipWS()
-	if p.peek() == ']' {
-		p.pos++
+	p.SkipWS()
+	if p.Peek() == ']' {
+		p.Pos++
 		return true
 	}
-	buf := p.buf
+	buf := p.Buf
 	for {
 		k := t.count
 		t.count++
 		var tok []byte
-		switch c := p.peek(); {
+		switch c := p.Peek(); {
 		case c == '"':
 			// Inline fast path for plain strings such as "0.4549".
-			i := p.pos + 1
-			j := plainEnd(buf, i)
+			i := p.Pos + 1
+			j := jsonscan.PlainEnd(buf, i)
 			if j < len(buf) && buf[j] == '"' {
 				tok = buf[i:j]
-				p.pos = j + 1
+				p.Pos = j + 1
 			} else {
-				ref, ok := p.scanString()
+				ref, ok := p.ScanString()
 				if !ok {
 					return false
 				}
-				tok = buf[ref.start:ref.end]
-				if ref.esc && convert {
-					p.scratch = unescape(p.scratch[:0], tok)
+				tok = buf[ref.Start:ref.End]
+				if ref.Esc && convert {
+					p.scratch = jsonscan.Unescape(p.scratch[:0], tok)
 					tok = p.scratch
 				}
 			}
-		case c == '-' || isDigit(c):
-			start := p.pos
-			if _, _, ok := p.scanNumber(); !ok {
+		case c == '-' || jsonscan.IsDigit(c):
+			var n jsonscan.Number
+			if !p.LexNumber(&n) {
 				return false
 			}
-			tok = buf[start:p.pos]
+			tok = buf[n.Start:n.End]
 			if !p.opts.AcceptUnquotedNumbers {
 				t.contentBad = true
 				convert = false
@@ -496,7 +490,7 @@ func (p *parser) content(idx int) bool {
 		default:
 			t.contentBad = true
 			convert = false
-			if !p.skipValue() {
+			if !p.SkipValue() {
 				return false
 			}
 		}
@@ -513,13 +507,13 @@ func (p *parser) content(idx int) bool {
 				}
 			}
 		}
-		p.skipWS()
-		switch p.peek() {
+		p.SkipWS()
+		switch p.Peek() {
 		case ',':
-			p.pos++
-			p.skipWS()
+			p.Pos++
+			p.SkipWS()
 		case ']':
-			p.pos++
+			p.Pos++
 			if n == 0 || t.count != n || t.contentBad {
 				t.convErr = ""
 				return true
@@ -536,7 +530,7 @@ func (p *parser) content(idx int) bool {
 			}
 			return true
 		default:
-			return p.fail(errArrayMissCommaOrSquareBracket, p.pos)
+			return p.Fail(jsonscan.ArrayMissCommaOrSquareBracket, p.Pos)
 		}
 	}
 }
@@ -545,11 +539,11 @@ func (p *parser) content(idx int) bool {
 // already known to be valid, so that its content can be converted during
 // the scan; otherwise n is 0.
 func (p *parser) earlyType(t *tensorRec) (dt servables.DType, n int) {
-	if t.dtypeTyp != typeString || t.dtype.esc || t.shapeTyp != typeArray || t.shapeBad != shapeOK ||
+	if t.dtypeTyp != typeString || t.dtype.Esc || t.shapeTyp != typeArray || t.shapeBad != shapeOK ||
 		t.prod > servables.MaxElements {
 		return 0, 0
 	}
-	dt, ok := parseDType(bstr(p.buf[t.dtype.start:t.dtype.end]))
+	dt, ok := parseDType(jsonscan.View(p.Buf[t.dtype.Start:t.dtype.End]))
 	if !ok {
 		return 0, 0
 	}
@@ -568,10 +562,10 @@ func (p *parser) earlyBytes(n int) []byte {
 }
 
 // str returns the decoded string, reusing prev when it is equal.
-func (p *parser) str(r strRef, prev string) string {
-	b := p.buf[r.start:r.end]
-	if r.esc {
-		p.scratch = unescape(p.scratch[:0], b)
+func (p *parser) str(r jsonscan.Str, prev string) string {
+	b := p.Buf[r.Start:r.End]
+	if r.Esc {
+		p.scratch = jsonscan.Unescape(p.scratch[:0], b)
 		b = p.scratch
 	}
 	if string(b) == prev {
@@ -685,15 +679,15 @@ func (p *parser) checkTensor(t *tensorRec) *Error {
 	if t.dtypeTyp != typeString {
 		return memberError("data_type", t.dtypeTyp, typeString)
 	}
-	name := p.buf[t.dtype.start:t.dtype.end]
-	if t.dtype.esc {
-		p.scratch = unescape(p.scratch[:0], name)
+	name := p.Buf[t.dtype.Start:t.dtype.End]
+	if t.dtype.Esc {
+		p.scratch = jsonscan.Unescape(p.scratch[:0], name)
 		name = p.scratch
 	}
 	if len(name) == 0 {
 		return inputError(fmt.Sprintf(msgEmptyString, "data_type"))
 	}
-	dt, ok := parseDType(bstr(name))
+	dt, ok := parseDType(jsonscan.View(name))
 	if !ok {
 		return inputError(msgUnsupportedDT + string(name))
 	}
@@ -738,7 +732,7 @@ func (c *contentIter) next() []byte {
 	}
 	if buf[i] != '"' {
 		j := i
-		for j < len(buf) && (isDigit(buf[j]) || buf[j] == '-' || buf[j] == '+' || buf[j] == '.' || buf[j]|0x20 == 'e') {
+		for j < len(buf) && (jsonscan.IsDigit(buf[j]) || buf[j] == '-' || buf[j] == '+' || buf[j] == '.' || buf[j]|0x20 == 'e') {
 			j++
 		}
 		c.pos = j
@@ -761,14 +755,14 @@ func (c *contentIter) next() []byte {
 		j++
 	}
 	c.pos = j + 1
-	*c.scratch = unescape((*c.scratch)[:0], buf[i:j])
+	*c.scratch = jsonscan.Unescape((*c.scratch)[:0], buf[i:j])
 	return *c.scratch
 }
 
 // fill converts the content of t into tensor's buffer, returning the
 // conversion message of the first element that fails.
 func (p *parser) fill(tensor *servables.Tensor, t *tensorRec) string {
-	it := contentIter{buf: p.buf, pos: t.c0, scratch: &p.scratch}
+	it := contentIter{buf: p.Buf, pos: t.c0, scratch: &p.scratch}
 	for k, n := 0, tensor.Len(); k < n; k++ {
 		if msg := p.convert(tensor, k, it.next()); msg != "" {
 			return msg

@@ -3,8 +3,8 @@ package ba
 import (
 	"math"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -186,54 +186,8 @@ func appendTensor(dst []byte, t *servables.Tensor) ([]byte, string) {
 	return append(dst, "]}"...), ""
 }
 
-const hexDigits = "0123456789ABCDEF"
-
 // appendString writes s as a JSON string the way the rapidjson Writer does:
-// only '"', '\\' and control characters are escaped (\b \t \n \f \r, the
-// others as \u00XX); '/', HTML characters and non-ASCII text are written as
-// they are. Invalid UTF-8, which rapidjson would copy through, is replaced
-// by U+FFFD so that the output is always valid JSON text.
+// control characters as \u00XX in upper case (jsonscan.AppendString).
 func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || n != 1 {
-				i += n
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonscan.AppendString(dst, s, jsonscan.HexUpper)
 }

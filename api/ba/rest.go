@@ -3,6 +3,7 @@ package ba
 import (
 	"net/http"
 
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -15,12 +16,12 @@ type Backend interface {
 
 // Register serves the B&A API on h: POST /v1/inference (a batch request
 // in, parsed with opts, a batch response out) and GET /v1/models (the ready
-// model paths, as the sidecar's getModelPaths). Both answer refusals
-// with WriteRefusal.
+// model paths, as the sidecar's getModelPaths), needing roles infer and
+// read. Both answer refusals with WriteRefusal.
 func Register(h *httpserver.Server, b Backend, opts ParseOptions) {
 	a := &api{h: h, b: b, opts: opts}
-	h.Handle("POST /v1/inference", "inference", a.inference)
-	h.Handle("GET /v1/models", "models", a.models)
+	h.Handle("POST /v1/inference", auth.RoleInfer, "inference", a.inference)
+	h.Handle("GET /v1/models", auth.RoleRead, "models", a.models)
 	h.SetErrorWriter("inference", WriteRefusal)
 	h.SetErrorWriter("models", WriteRefusal)
 }

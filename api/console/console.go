@@ -102,12 +102,14 @@ func New(opts Options) *Console {
 	return &Console{opts: opts, models: map[string]*ring[ModelPoint]{}, contracts: map[string]*ring[ContractPoint]{}}
 }
 
-// Register mounts the page at Prefix (open: it holds no data) and serves
-// GET /v1/console on h, both counted in the HTTP metrics under API.
+// Register mounts the page at Prefix and serves GET /v1/console (role
+// read) on h, both counted in the HTTP metrics under API. The page is
+// open: it holds no data, every figure it shows comes from GET
+// /v1/console and the other routes, with the caller's token.
 func (c *Console) Register(h *httpserver.Server) {
-	h.Mount(Prefix, h.Instrument(API, c.pageHandler().ServeHTTP))
+	h.Mount(Prefix, httpserver.Always(auth.Open), h.Instrument(API, c.pageHandler().ServeHTTP))
 	h.SetErrorWriter(API, httpserver.JSONError)
-	h.Handle("GET /v1/console", API, c.serveDocument)
+	h.Handle("GET /v1/console", auth.RoleRead, API, c.serveDocument)
 }
 
 // Run samples the histories every interval until ctx is done.

@@ -125,7 +125,7 @@ func newServer(t *testing.T, c *Console) http.Handler {
 	t.Helper()
 	h := httpserver.New(httpserver.Options{})
 	c.Register(h)
-	h.Handle("GET /{org}/{project}/{n}/stats", "forestflow", func(w http.ResponseWriter, _ *http.Request) {
+	h.Handle("GET /{org}/{project}/{n}/stats", auth.RoleRead, "forestflow", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "contract stats")
 	})
 	return h.Handler()
@@ -201,8 +201,24 @@ func TestDocumentNeedsReadThePageIsOpen(t *testing.T) {
 			t.Errorf("%s: body %q, want {\"error\": ...%s...}", r.Why, r.Body, r.Want)
 		}
 	}
-	if role := auth.MountRoles[Prefix]("GET", Prefix+"/app.js"); role != auth.Open {
-		t.Errorf("the page's role is %q, want open", role)
+	// The page, with authentication on, answers a caller without
+	// credentials.
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, "tokens:\n  - {name: reader, sha256: %x, roles: [read]}\n", sha256.Sum256([]byte("reader-token"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{TokensFile: file, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httpserver.New(httpserver.Options{Auth: a, Logger: slog.New(slog.DiscardHandler)})
+	register(h)
+	for _, p := range []string{Prefix + "/", Prefix + "/app.js"} {
+		for _, method := range []string{"GET", "HEAD"} {
+			if res := get(t, h.Handler(), method, p); res.StatusCode != http.StatusOK {
+				t.Errorf("%s %s without credentials: %d, want 200", method, p, res.StatusCode)
+			}
+		}
 	}
 }
 

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
@@ -16,7 +15,7 @@ import (
 // limit, no client certificate) is its message as plain text, as the
 // protocol's other failures, with its status and headers.
 func TestRefusalsArePlainText(t *testing.T) {
-	register := func(h *httpserver.Server) { Register(h, grpc.NewServer(), nil) }
+	register := func(h *httpserver.Server) { Register(h, grpcserver.New(grpcserver.Options{}), nil) }
 	for _, c := range []struct {
 		method string
 		role   auth.Role

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/deeprec/deeprecpb"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
 )
@@ -33,16 +33,18 @@ const (
 // "/" optional) and GET /api/predict/{model} (the model's signature
 // JSON, which a POST with an empty body also answers, as DeepRec's
 // process() does for an empty input); on g, grove.deeprec.v1.Processor.
+// Predictions (POST and Processor/Predict) need role infer, the signature
+// read.
 // The routes are under the reserved /api/ segment (internal/urlspace), so
 // they never meet ForestFlow's /{org}/{project}/{n}/... patterns. Failures
 // are plain text (ErrorText) with StatusOf's status; refusals (no or bad
 // credentials, a missing role, over its limit) too.
-func Register(h *httpserver.Server, g grpc.ServiceRegistrar, b Backend) {
+func Register(h *httpserver.Server, g grpcserver.Registrar, b Backend) {
 	a := &rest{h: h, b: b}
-	h.Handle("POST "+PathPrefix+"{model...}", APIHTTP, a.predict)
-	h.Handle("GET "+PathPrefix+"{model...}", APIHTTP, a.signature)
+	h.Handle("POST "+PathPrefix+"{model...}", auth.RoleInfer, APIHTTP, a.predict)
+	h.Handle("GET "+PathPrefix+"{model...}", auth.RoleRead, APIHTTP, a.signature)
 	h.SetErrorWriter(APIHTTP, httpserver.TextError)
-	deeprecpb.RegisterProcessorServer(g, &service{b: b})
+	g.Register(&deeprecpb.Processor_ServiceDesc, &service{b: b}, map[string]auth.Role{"Predict": auth.RoleInfer})
 }
 
 type rest struct {
@@ -115,6 +117,10 @@ type service struct {
 	deeprecpb.UnimplementedProcessorServer
 	b Backend
 }
+
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ deeprecpb.ProcessorServer = (*service)(nil)
 
 // Predict runs the request on the model at model_path (Predict, the
 // package function); the call's deadline bounds it. Failures are

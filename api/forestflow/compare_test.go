@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/faulty"
@@ -86,11 +87,11 @@ func TestShadowComparisonReadsNoPooledMemory(t *testing.T) {
 
 	type stats []struct {
 		Grove struct {
-			Release    string                  `json:"release_version"`
-			Comparison *actors.ComparisonStats `json:"comparison"`
+			Release    string                   `json:"release_version"`
+			Comparison *quality.ComparisonStats `json:"comparison"`
 		}
 	}
-	var cmp *actors.ComparisonStats
+	var cmp *quality.ComparisonStats
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		resp, err := srv.Client().Get(srv.URL + "/ads/p/1/stats")
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
@@ -24,13 +25,14 @@ type Backend interface {
 
 // Register serves the ForestFlow APIs over b on h: the score endpoints
 // (routed through the contract, or to one release), the contract list and
-// each contract's statistics. They answer refusals with WriteRefusal.
+// each contract's statistics; scoring needs role infer, the reads read.
+// They answer refusals with WriteRefusal.
 func Register(h *httpserver.Server, b Backend) {
 	a := &api{h: h, b: b}
-	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", a.score)
-	h.Handle("POST /{org}/{project}/{n}/{rv}/score", "forestflow", a.score)
-	h.Handle("GET /contracts/list", "contracts", a.contractList)
-	h.Handle("GET /{org}/{project}/{n}/stats", "contracts", a.contractStats)
+	h.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", a.score)
+	h.Handle("POST /{org}/{project}/{n}/{rv}/score", auth.RoleInfer, "forestflow", a.score)
+	h.Handle("GET /contracts/list", auth.RoleRead, "contracts", a.contractList)
+	h.Handle("GET /{org}/{project}/{n}/stats", auth.RoleRead, "contracts", a.contractStats)
 	h.SetErrorWriter("forestflow", WriteRefusal)
 	h.SetErrorWriter("contracts", WriteRefusal)
 }

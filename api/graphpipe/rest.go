@@ -10,6 +10,7 @@ import (
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
 	"github.com/groveml/grove/api/oip"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/httpserver"
@@ -24,7 +25,8 @@ type Backend interface {
 	Servable(id, rv string) (actors.ServableInfo, error)
 }
 
-// Register serves GraphPipe over b on h: POST /{org}/{project}/{n}/gp.
+// Register serves GraphPipe over b on h: POST /{org}/{project}/{n}/gp,
+// needing role infer.
 // Its refusals (no or bad credentials, a missing role, over its limit)
 // are plain text with their status (httpserver.TextError), GraphPipe's
 // error format over HTTP: its reference server (graphpipe-go) answers a
@@ -33,7 +35,7 @@ type Backend interface {
 // in a 200, and graphpipe-go ignores them), as fail answers too.
 func Register(h *httpserver.Server, b Backend) {
 	a := &api{h: h, b: b}
-	h.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", a.serve)
+	h.Handle("POST /{org}/{project}/{n}/gp", auth.RoleInfer, "graphpipe", a.serve)
 	h.SetErrorWriter("graphpipe", httpserver.TextError)
 }
 

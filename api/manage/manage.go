@@ -17,6 +17,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/logging/audit"
@@ -47,11 +48,14 @@ type Backend interface {
 // ForestFlow's error body (forestflow.WriteRefusal), but POST
 // /v1/rollback's, which are {"error": …} like its other answers; its
 // routes' API (Handle's api argument) is RollbackAPI, the others' "manage".
+// The writes (and the metrics feed) need role manage, the reads read.
 func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	a := &api{h: h, b: b}
 	h.SetErrorWriter("manage", forestflow.WriteRefusal)
-	handle := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, "manage", f) }
-	write := func(pattern string, f http.HandlerFunc) { handle(pattern, recorded(rec, pattern, f)) }
+	read := func(pattern string, f http.HandlerFunc) { h.Handle(pattern, auth.RoleRead, "manage", f) }
+	write := func(pattern string, f http.HandlerFunc) {
+		h.Handle(pattern, auth.RoleManage, "manage", recorded(rec, pattern, f))
+	}
 	write("POST /servable", a.createServable)
 	write("POST /contract/{org}/{project}/{n}", a.putContract(true))
 	write("PUT /{org}/{project}/{n}", a.putContract(false))
@@ -66,19 +70,19 @@ func Register(h *httpserver.Server, b Backend, rec audit.Recorder) {
 	// Grove's own JSON route, under an API of its own for its error
 	// format (and the admin listener's list), recorded as a management write.
 	h.SetErrorWriter(RollbackAPI, httpserver.JSONError)
-	h.Handle("POST /v1/rollback", RollbackAPI, recorded(rec, "POST /v1/rollback", a.rollback))
+	h.Handle("POST /v1/rollback", auth.RoleManage, RollbackAPI, recorded(rec, "POST /v1/rollback", a.rollback))
 	for _, p := range []string{"releases", "list"} {
-		handle("GET /{org}/{project}/{n}/"+p, a.releases)
+		read("GET /{org}/{project}/{n}/"+p, a.releases)
 	}
 	for _, p := range []string{"c-settings", "contract-settings"} {
-		handle("GET /{org}/{project}/{n}/"+p, a.contractSettings)
+		read("GET /{org}/{project}/{n}/"+p, a.contractSettings)
 	}
 	for _, p := range []string{"s-settings", "servable-settings"} {
-		handle("GET /{org}/{project}/{n}/"+p, a.servableSettings(false))
+		read("GET /{org}/{project}/{n}/"+p, a.servableSettings(false))
 	}
-	handle("GET /{org}/{project}/{n}/{rv}/settings", a.servableSettings(true))
-	handle("GET /{org}/{project}/{n}/metadata", a.metadata(false))
-	handle("GET /{org}/{project}/{n}/{rv}/metadata", a.metadata(true))
+	read("GET /{org}/{project}/{n}/{rv}/settings", a.servableSettings(true))
+	read("GET /{org}/{project}/{n}/metadata", a.metadata(false))
+	read("GET /{org}/{project}/{n}/{rv}/metadata", a.metadata(true))
 }
 
 type api struct {

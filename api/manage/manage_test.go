@@ -16,6 +16,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/forestflow"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
@@ -115,7 +116,7 @@ func (m *memManager) Servable(id, rv string) (actors.ServableInfo, error) {
 func serve(m Backend, opts httpserver.Options) http.Handler {
 	h := httpserver.New(opts)
 	Register(h, m, nil)
-	h.Handle("POST /{org}/{project}/{n}/score", "forestflow", func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("score " + r.PathValue("org")))
 	})
 	return h.Handler()

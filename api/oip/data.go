@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -135,8 +136,8 @@ func count(n int64, noun string) string {
 }
 
 // literalText returns the source text of the number n, shortened.
-func (p *parser) literalText(n *number) string {
-	t := p.buf[n.start:n.end]
+func (p *parser) literalText(n *jsonscan.Number) string {
+	t := p.Buf[n.Start:n.End]
 	if len(t) > 40 {
 		return string(t[:40]) + "…"
 	}
@@ -156,69 +157,69 @@ func rangeText(d *datatype) string {
 	return strconv.FormatInt(-lim, 10) + " to " + strconv.FormatInt(lim-1, 10)
 }
 
-// scalar decodes the data element at p.pos as element k of an input of
+// scalar decodes the data element at p.Pos as element k of an input of
 // datatype d, into out (nil: validate only). A problem is the end of a
 // sentence whose subject is the element ("is a string; ..."); ok is false
 // on a syntax error.
 func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool) {
-	c := p.peek()
+	c := p.Peek()
 	size := d.size()
 	switch d.kind {
 	case kindFloat:
-		if c == 'N' || c == 'I' || (c == '-' && (at(p.buf, p.pos+1) == 'N' || at(p.buf, p.pos+1) == 'I')) {
+		if c == 'N' || c == 'I' || (c == '-' && (p.At(p.Pos+1) == 'N' || p.At(p.Pos+1) == 'I')) {
 			f, ok := p.nonFinite()
 			if !ok {
-				return "", p.syntax(p.pos, "a JSON value")
+				return "", p.Fail(jsonscan.ValueInvalid, p.Pos)
 			}
 			storeFloat(out, k, d, f, nil)
 			return "", true
 		}
-		if c != '-' && !isDigit(c) {
+		if c != '-' && !jsonscan.IsDigit(c) {
 			break
 		}
-		var n number
-		if !p.lexNumber(&n) {
+		var n jsonscan.Number
+		if !p.LexNumber(&n) {
 			return "", false
 		}
 		bits := 8 * size
 		if size == 2 {
 			bits = 64 // 2-byte floats are rounded from the float64
 		}
-		f, inRange := n.float(p.buf, bits)
+		f, inRange := n.Float(p.Buf, bits)
 		if inRange {
-			inRange = storeFloat(out, k, d, f, p.buf[n.start:n.end])
+			inRange = storeFloat(out, k, d, f, p.Buf[n.Start:n.End])
 		}
 		if !inRange {
 			return "= " + p.literalText(&n) + " is out of range for " + d.name, true
 		}
 		return "", true
 	case kindSigned, kindUnsigned:
-		if c != '-' && !isDigit(c) {
+		if c != '-' && !jsonscan.IsDigit(c) {
 			break
 		}
-		var n number
-		if !p.lexNumber(&n) {
+		var n jsonscan.Number
+		if !p.LexNumber(&n) {
 			return "", false
 		}
-		if !n.isInt {
+		if !n.IsInt {
 			return "= " + p.literalText(&n) + " is not an integer; " + d.name + " data must be integer literals (no fraction, no exponent)", true
 		}
-		mag, fits := n.integer(p.buf)
+		mag, fits := n.Uint(p.Buf)
 		bits := uint(8 * size)
 		var v uint64
 		if d.kind == kindSigned {
 			lim := uint64(1) << (bits - 1)
 			switch {
 			case !fits:
-			case n.neg && mag <= lim:
+			case n.Neg && mag <= lim:
 				v, fits = -mag, true
-			case !n.neg && mag < lim:
+			case !n.Neg && mag < lim:
 				v, fits = mag, true
 			default:
 				fits = false
 			}
 		} else {
-			fits = fits && (!n.neg || mag == 0) && (bits == 64 || mag < 1<<bits)
+			fits = fits && (!n.Neg || mag == 0) && (bits == 64 || mag < 1<<bits)
 			v = mag
 		}
 		if !fits {
@@ -230,17 +231,17 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 		if c != '"' {
 			break
 		}
-		r, ok := p.scanString()
+		r, ok := p.ScanString()
 		if !ok {
 			return "", false
 		}
 		if k < p.outMax { // BYTES elements go straight into p.out (see decodeData)
 			at := len(p.out)
 			p.out = append(p.out, 0, 0, 0, 0)
-			if r.esc {
-				p.out = unescape(p.out, p.buf[r.start:r.end])
+			if r.Esc {
+				p.out = jsonscan.Unescape(p.out, p.Buf[r.Start:r.End])
 			} else {
-				p.out = append(p.out, p.buf[r.start:r.end]...)
+				p.out = append(p.out, p.Buf[r.Start:r.End]...)
 			}
 			binary.LittleEndian.PutUint32(p.out[at:], uint32(len(p.out)-at-servables.BytesLenSize))
 		}
@@ -248,13 +249,13 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 	case kindBool:
 		switch c {
 		case 't':
-			if !p.literal("true") {
+			if !p.Literal("true") {
 				return "", false
 			}
 			store(out, k, 1, 1)
 			return "", true
 		case 'f':
-			if !p.literal("false") {
+			if !p.Literal("false") {
 				return "", false
 			}
 			store(out, k, 1, 0)
@@ -266,7 +267,7 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 	switch c {
 	case '"', 't', 'f', 'n', '{', '[', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 	default:
-		return "", p.syntax(p.pos, "a JSON value")
+		return "", p.Fail(jsonscan.ValueInvalid, p.Pos)
 	}
 	switch d.kind {
 	case kindFloat:
@@ -279,10 +280,10 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 	return "is " + jsonType(c) + "; " + d.name + " data must be integer numbers", true
 }
 
-// decodeData decodes the "data" array at p.pos for an input of datatype d
+// decodeData decodes the "data" array at p.Pos for an input of datatype d
 // and shape, with n = product(shape) elements. It returns the tensor bytes;
 // or a problem, a sentence about the data (without the input's name); or
-// ok false on a syntax error. p.pos ends after the array unless ok is
+// ok false on a syntax error. p.Pos ends after the array unless ok is
 // false.
 //
 // Memory follows the data actually present, never the shape alone: when
@@ -296,20 +297,20 @@ func (p *parser) scalar(d *datatype, out []byte, k int) (problem string, ok bool
 // form of servables.Bytes, to p.out, which grows with the strings read (the
 // first n only), so memory follows the data present as well.
 func (p *parser) decodeData(d *datatype, shape []int64, n int) (data []byte, problem string, ok bool) {
-	start := p.pos
+	start := p.Pos
 	size := d.size()
-	p.outDirect = n*size <= len(p.buf)-start
+	p.outDirect = n*size <= len(p.Buf)-start
 	if d.kind == kindBytes {
-		p.out = make([]byte, 0, min(len(p.buf)-start, n*(servables.BytesLenSize+8)))
+		p.out = make([]byte, 0, min(len(p.Buf)-start, n*(servables.BytesLenSize+8)))
 	} else if p.outDirect {
 		p.out = alignedBytes(n * size)
 	} else {
 		p.out = p.arenaBytes()
 	}
 	p.outMax = n
-	p.pos++
-	p.skipWS()
-	if p.peek() == '[' && len(shape) >= 2 {
+	p.Pos++
+	p.SkipWS()
+	if p.Peek() == '[' && len(shape) >= 2 {
 		problem, ok = p.decodeNested(d, shape)
 	} else {
 		problem, ok = p.decodeFlat(d, shape, n)
@@ -321,8 +322,8 @@ func (p *parser) decodeData(d *datatype, shape []int64, n int) (data []byte, pro
 	}
 	if problem != "" {
 		// Move past the array from its start, validating the rest of it.
-		p.pos = start
-		if !p.skipValue() {
+		p.Pos = start
+		if !p.SkipValue() {
 			return nil, "", false
 		}
 		return nil, problem, true
@@ -362,14 +363,14 @@ func (p *parser) arenaBytes() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&p.arena[0])), 8*len(p.arena))
 }
 
-// decodeFlat decodes a flat data array; p.pos is just inside it.
+// decodeFlat decodes a flat data array; p.Pos is just inside it.
 func (p *parser) decodeFlat(d *datatype, shape []int64, n int) (string, bool) {
 	k, size := 0, d.size()
-	if p.peek() == ']' {
-		p.pos++
+	if p.Peek() == ']' {
+		p.Pos++
 	} else {
 		for {
-			if p.peek() == '[' {
+			if p.Peek() == '[' {
 				if k == 0 {
 					return "data[0] is an array, but shape " + fmtShape(shape) + " has fewer than 2 dimensions: data is nested too deep", true
 				}
@@ -383,18 +384,18 @@ func (p *parser) decodeFlat(d *datatype, shape []int64, n int) (string, bool) {
 				return "data[" + strconv.Itoa(k) + "] " + problem, true
 			}
 			k++
-			p.skipWS()
-			c := p.peek()
+			p.SkipWS()
+			c := p.Peek()
 			if c == ',' {
-				p.pos++
-				p.skipWS()
+				p.Pos++
+				p.SkipWS()
 				continue
 			}
 			if c == ']' {
-				p.pos++
+				p.Pos++
 				break
 			}
-			return "", p.syntax(p.pos, "',' or ']' after an array element")
+			return "", p.Fail(jsonscan.ArrayMissCommaOrSquareBracket, p.Pos)
 		}
 	}
 	if k != n {
@@ -404,7 +405,7 @@ func (p *parser) decodeFlat(d *datatype, shape []int64, n int) (string, bool) {
 }
 
 // decodeNested decodes data nested as its shape, one array level per
-// dimension; p.pos is at the '[' of data[0].
+// dimension; p.Pos is at the '[' of data[0].
 func (p *parser) decodeNested(d *datatype, shape []int64) (string, bool) {
 	rank, size := len(shape), d.size()
 	idx := p.idx[:0]
@@ -429,23 +430,23 @@ func (p *parser) decodeNested(d *datatype, shape []int64) (string, bool) {
 	}
 	depth, k := 0, 0
 	for {
-		// An element of the array at depth starts at p.pos.
+		// An element of the array at depth starts at p.Pos.
 		if idx[depth] >= shape[depth] {
 			return path(depth, false) + " has more than " + count(shape[depth], "element") + ", the size of dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape), true
 		}
-		c := p.peek()
+		c := p.Peek()
 		if depth < rank-1 {
 			if c != '[' {
 				if c == ']' || c == ',' || c == 0 {
-					return "", p.syntax(p.pos, "a JSON value")
+					return "", p.Fail(jsonscan.ValueInvalid, p.Pos)
 				}
 				return path(depth, true) + " is " + jsonType(c) + ", not an array: nested data needs one array level per dimension of shape " + fmtShape(shape), true
 			}
-			p.pos++
-			p.skipWS()
+			p.Pos++
+			p.SkipWS()
 			depth++
 			idx[depth] = 0
-			if p.peek() == ']' {
+			if p.Peek() == ']' {
 				return path(depth, false) + " is empty, but dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape) + " is " + strconv.FormatInt(shape[depth], 10), true
 			}
 			continue
@@ -464,24 +465,24 @@ func (p *parser) decodeNested(d *datatype, shape []int64) (string, bool) {
 		// Close the arrays that end here.
 	closing:
 		for {
-			p.skipWS()
-			switch p.peek() {
+			p.SkipWS()
+			switch p.Peek() {
 			case ',':
-				p.pos++
-				p.skipWS()
+				p.Pos++
+				p.SkipWS()
 				idx[depth]++
 				break closing
 			case ']':
 				if got := idx[depth] + 1; got != shape[depth] {
 					return path(depth, false) + " has " + count(got, "element") + ", but dimension " + strconv.Itoa(depth) + " of shape " + fmtShape(shape) + " is " + strconv.FormatInt(shape[depth], 10), true
 				}
-				p.pos++
+				p.Pos++
 				if depth == 0 {
 					return "", true
 				}
 				depth--
 			default:
-				return "", p.syntax(p.pos, "',' or ']' after an array element")
+				return "", p.Fail(jsonscan.ArrayMissCommaOrSquareBracket, p.Pos)
 			}
 		}
 	}

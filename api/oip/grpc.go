@@ -29,6 +29,10 @@ type grpcService struct {
 	rec     audit.Recorder
 }
 
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ oippb.GRPCInferenceServiceServer = (*grpcService)(nil)
+
 // grpcError is the gRPC status of a call that failed with err.
 func grpcError(err error) error {
 	return grpcstatus.Error(statusOf(servables.KindOf(err)).grpc, errorText(err))

@@ -13,10 +13,11 @@
 //
 // # Requests
 //
-// ParseInferRequest reads the request with a hand-written scanner that
-// validates the whole JSON text and decodes every input's "data" straight
-// into the servables.Tensor it returns (no reflection, no interface boxing
-// per element). Allocations per request do not depend on the number of
+// ParseInferRequest reads the request with a hand-written parser over
+// internal/jsonscan's lexer (syntax.go gives its errors their messages)
+// that validates the whole JSON text and decodes every input's "data"
+// straight into the servables.Tensor it returns (no reflection, no
+// interface boxing per element). Allocations per request do not depend on the number of
 // elements: the request, one slice of tensors, one slice of shapes, one
 // string holding every name, one data buffer per input, and the requested
 // outputs and parameters if there are any (6 for a one-input JSON request

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/httpserver/httpservertest"
@@ -15,7 +13,7 @@ import (
 // TestRESTRefusalsAreOIPErrors checks that every refusal under /v2 is
 // OIP's error object {"error": message}, with its status and headers.
 func TestRESTRefusalsAreOIPErrors(t *testing.T) {
-	register := func(h *httpserver.Server) { Register(h, grpc.NewServer(), nil, "test", nil) }
+	register := func(h *httpserver.Server) { Register(h, noGRPC{}, nil, "test", nil) }
 	for _, c := range []struct {
 		method, path string
 		role         auth.Role

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -36,9 +37,9 @@ type inputRec struct {
 	seen     uint8  // members seen
 	problem  string // first problem found while scanning its members
 	nameTyp  byte   // first byte of the name's value; 0 if absent or null
-	name     strRef
+	name     jsonscan.Str
 	dtTyp    byte
-	dtype    strRef
+	dtype    jsonscan.Str
 	shapeTyp byte
 	d0, d1   int    // its dimensions, parser.dims[d0:d1]
 	shapeBad string // the first bad dimension
@@ -59,7 +60,7 @@ type outputRec struct {
 	seen     uint8
 	problem  string
 	nameTyp  byte
-	name     strRef
+	name     jsonscan.Str
 	p0, p1   int
 	nameSpan span
 	binary   int8 // -1 unset, 0 false, 1 true (binary_data)
@@ -68,7 +69,8 @@ type outputRec struct {
 // parser holds the state of one parse; it is pooled, so its slices are
 // reused across requests.
 type parser struct {
-	scanner
+	jsonscan.Scanner
+	invalid   *Error // the first error of a well-formed request, unless a syntax error came first
 	tail      []byte // the binary data after the JSON
 	tailPos   int
 	inputs    []inputRec
@@ -115,7 +117,7 @@ func ParseInferRequest(body []byte, headerLen int) (*InferRequest, error) {
 	p := parserPool.Get().(*parser)
 	p.reset(body, headerLen)
 	req := p.parse()
-	err := p.err
+	err := p.error()
 	p.release()
 	if err != nil {
 		return nil, err
@@ -125,10 +127,10 @@ func ParseInferRequest(body []byte, headerLen int) (*InferRequest, error) {
 
 func (p *parser) reset(body []byte, headerLen int) {
 	if headerLen > 0 {
-		p.scanner = scanner{buf: body[:headerLen], stack: p.stack[:0]}
+		p.Reset(body[:headerLen])
 		p.tail = body[headerLen:]
 	} else {
-		p.scanner = scanner{buf: body, stack: p.stack[:0]}
+		p.Reset(body)
 		p.tail = nil
 	}
 	p.tailPos = 0
@@ -142,7 +144,8 @@ const maxPooled = 1 << 12
 
 func (p *parser) release() {
 	clear(p.inputs) // drop the tensor buffers
-	p.buf, p.tail, p.err, p.out = nil, nil, nil, nil
+	p.Release()
+	p.tail, p.invalid, p.out = nil, nil, nil
 	if len(p.arena) > 1<<17 {
 		p.arena = nil // keep at most 1 MiB
 	}
@@ -154,19 +157,40 @@ func (p *parser) release() {
 	clear(p.keys)
 	if cap(p.inputs) > maxPooled || cap(p.outputs) > maxPooled || cap(p.params) > maxPooled ||
 		cap(p.dims) > maxPooled || cap(p.idx) > maxPooled || cap(p.strs) > 1<<16 ||
-		cap(p.scratch) > 1<<16 || cap(p.stack) > 1<<10 {
+		cap(p.scratch) > 1<<16 {
 		return
 	}
 	parserPool.Put(p)
 }
 
+// fail records the first error of a request that is well-formed JSON so
+// far, and returns false.
+func (p *parser) fail(msg string) bool {
+	if p.invalid == nil && p.Err == jsonscan.OK {
+		p.invalid = badRequest(msg)
+	}
+	return false
+}
+
+// error returns the first error of the parse, or nil: a syntax error
+// comes first unless fail recorded its error before the scanner found it.
+func (p *parser) error() *Error {
+	if p.invalid != nil {
+		return p.invalid
+	}
+	if p.Err != jsonscan.OK {
+		return syntaxError(&p.Scanner)
+	}
+	return nil
+}
+
 // intern appends the decoded string to p.strs.
-func (p *parser) intern(r strRef) span {
+func (p *parser) intern(r jsonscan.Str) span {
 	a := len(p.strs)
-	if r.esc {
-		p.strs = unescape(p.strs, p.buf[r.start:r.end])
+	if r.Esc {
+		p.strs = jsonscan.Unescape(p.strs, p.Buf[r.Start:r.End])
 	} else {
-		p.strs = append(p.strs, p.buf[r.start:r.end]...)
+		p.strs = append(p.strs, p.Buf[r.Start:r.End]...)
 	}
 	return span{a, len(p.strs)}
 }
@@ -174,80 +198,55 @@ func (p *parser) intern(r strRef) span {
 func (p *parser) spanBytes(s span) []byte { return p.strs[s.a:s.b] }
 
 // key returns the decoded string r, valid until the next call.
-func (p *parser) key(r strRef) []byte {
-	if !r.esc {
-		return p.buf[r.start:r.end]
+func (p *parser) key(r jsonscan.Str) []byte {
+	if !r.Esc {
+		return p.Buf[r.Start:r.End]
 	}
-	p.scratch = unescape(p.scratch[:0], p.buf[r.start:r.end])
+	p.scratch = jsonscan.Unescape(p.scratch[:0], p.Buf[r.Start:r.End])
 	return p.scratch
 }
 
-// object scans the object at p.pos, handing each member to f, which must
+// object scans the object at p.Pos, handing each member to f, which must
 // consume the member's value.
 func (p *parser) object(f func(k []byte) bool) bool {
-	p.pos++
-	p.skipWS()
-	if p.peek() == '}' {
-		p.pos++
-		return true
-	}
-	for {
-		k, ok := p.memberName()
+	for more := p.Open(); more; {
+		k, ok := p.MemberName()
 		if !ok || !f(p.key(k)) {
 			return false
 		}
-		p.skipWS()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipWS()
-		case '}':
-			p.pos++
-			return true
-		default:
-			return p.syntax(p.pos, "',' or '}' after an object member")
+		if more, ok = p.Next('}'); !ok {
+			return false
 		}
 	}
+	return true
 }
 
-// array scans the array at p.pos, handing each element to f, which must
+// array scans the array at p.Pos, handing each element to f, which must
 // consume it.
 func (p *parser) array(f func(i int) bool) bool {
-	p.pos++
-	p.skipWS()
-	if p.peek() == ']' {
-		p.pos++
-		return true
-	}
-	for i := 0; ; i++ {
+	for i, more := 0, p.Open(); more; i++ {
 		if !f(i) {
 			return false
 		}
-		p.skipWS()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipWS()
-		case ']':
-			p.pos++
-			return true
-		default:
-			return p.syntax(p.pos, "',' or ']' after an array element")
+		var ok bool
+		if more, ok = p.Next(']'); !ok {
+			return false
 		}
 	}
+	return true
 }
 
-// typeAt returns the first byte of the value at p.pos, 'n' for null.
-func (p *parser) typeAt() byte { return p.peek() }
+// typeAt returns the first byte of the value at p.Pos, 'n' for null.
+func (p *parser) typeAt() byte { return p.Peek() }
 
 func (p *parser) parse() *InferRequest {
-	p.skipWS()
-	if p.pos >= len(p.buf) {
-		p.fail("the request body is empty")
+	p.SkipWS()
+	if p.Pos >= len(p.Buf) {
+		p.Fail(jsonscan.DocumentEmpty, p.Pos)
 		return nil
 	}
-	if c := p.peek(); c != '{' {
-		if !p.skipValue() {
+	if c := p.Peek(); c != '{' {
+		if !p.SkipValue() {
 			return nil
 		}
 		p.fail("the request is " + jsonType(c) + ", not a JSON object")
@@ -256,9 +255,9 @@ func (p *parser) parse() *InferRequest {
 	if !p.object(p.rootMember) {
 		return nil
 	}
-	p.skipWS()
-	if p.pos < len(p.buf) {
-		p.syntax(p.pos, "the end of the JSON after the request object")
+	p.SkipWS()
+	if p.Pos < len(p.Buf) {
+		p.Fail(jsonscan.RootNotSingular, p.Pos)
 		return nil
 	}
 	if p.seenRoot&rootInputs == 0 {
@@ -297,7 +296,7 @@ func (p *parser) rootMember(k []byte) bool {
 	case "outputs":
 		bit = rootOutputs
 	default:
-		return p.skipValue()
+		return p.SkipValue()
 	}
 	if p.seenRoot&bit != 0 {
 		return p.fail("the request has member " + strconv.Quote(string(k)) + " twice")
@@ -306,7 +305,7 @@ func (p *parser) rootMember(k []byte) bool {
 		if bit == rootInputs {
 			return p.fail("the request's inputs is null, not an array")
 		}
-		return p.literal("null") // absent
+		return p.Literal("null") // absent
 	}
 	p.seenRoot |= bit
 	switch bit {
@@ -314,7 +313,7 @@ func (p *parser) rootMember(k []byte) bool {
 		if typ != '"' {
 			return p.fail("the request's id is " + jsonType(typ) + ", not a string")
 		}
-		r, ok := p.scanString()
+		r, ok := p.ScanString()
 		if !ok {
 			return false
 		}
@@ -347,7 +346,7 @@ func (p *parser) rootMember(k []byte) bool {
 	}
 }
 
-// paramObject scans a $parameters object at p.pos. A problem (duplicate
+// paramObject scans a $parameters object at p.Pos. A problem (duplicate
 // name, value of the wrong type) does not stop the scan.
 func (p *parser) paramObject() (p0, p1 int, problem string, ok bool) {
 	p0 = len(p.params)
@@ -360,9 +359,9 @@ func (p *parser) paramObject() (p0, p1 int, problem string, ok bool) {
 			problem = "parameter " + quote(k) + " appears twice"
 		}
 		r := paramRec{key: key}
-		switch c := p.peek(); {
+		switch c := p.Peek(); {
 		case c == '"':
-			s, ok := p.scanString()
+			s, ok := p.ScanString()
 			if !ok {
 				return false
 			}
@@ -372,25 +371,25 @@ func (p *parser) paramObject() (p0, p1 int, problem string, ok bool) {
 			if c == 't' {
 				lit = "true"
 			}
-			if !p.literal(lit) {
+			if !p.Literal(lit) {
 				return false
 			}
 			r.kind, r.b = ParamBool, c == 't'
-		case c == '-' || isDigit(c):
-			var n number
-			if !p.lexNumber(&n) {
+		case c == '-' || jsonscan.IsDigit(c):
+			var n jsonscan.Number
+			if !p.LexNumber(&n) {
 				return false
 			}
-			mag, isInt := n.integer(p.buf)
+			mag, isInt := n.Uint(p.Buf)
 			switch {
-			case isInt && !n.neg && mag <= 1<<63-1:
+			case isInt && !n.Neg && mag <= 1<<63-1:
 				r.kind, r.i = ParamInt, int64(mag)
-			case isInt && n.neg && mag <= 1<<63:
+			case isInt && n.Neg && mag <= 1<<63:
 				r.kind, r.i = ParamInt, int64(-mag)
-			case isInt && !n.neg:
+			case isInt && !n.Neg:
 				r.kind, r.u = ParamUint, mag
 			default:
-				f, inRange := n.float(p.buf, 64)
+				f, inRange := n.Float(p.Buf, 64)
 				if !inRange && problem == "" {
 					problem = "parameter " + quote(k) + " = " + p.literalText(&n) + " is out of the range of a float64"
 				}
@@ -400,9 +399,9 @@ func (p *parser) paramObject() (p0, p1 int, problem string, ok bool) {
 			if problem == "" {
 				problem = "parameter " + quote(k) + " is " + jsonType(c) + "; parameter values must be strings, numbers or booleans"
 			}
-			return p.skipValue()
+			return p.SkipValue()
 		default:
-			return p.syntax(p.pos, "a JSON value")
+			return p.Fail(jsonscan.ValueInvalid, p.Pos)
 		}
 		if !dup {
 			p.params = append(p.params, r)
@@ -420,7 +419,7 @@ func (p *parser) dupParam(p0 int, key span) bool {
 	n := len(p.params) - p0
 	k := p.spanBytes(key)
 	if n < linear {
-		return p.findParam(p0, len(p.params), bstr(k)) >= 0
+		return p.findParam(p0, len(p.params), jsonscan.View(k)) >= 0
 	}
 	if n == linear {
 		if p.keys == nil {
@@ -442,7 +441,7 @@ func (p *parser) dupParam(p0 int, key span) bool {
 // p.params[p0:p1], or -1.
 func (p *parser) findParam(p0, p1 int, name string) int {
 	for i := p0; i < p1; i++ {
-		if bstr(p.spanBytes(p.params[i].key)) == name {
+		if jsonscan.View(p.spanBytes(p.params[i].key)) == name {
 			return i
 		}
 	}
@@ -461,8 +460,8 @@ func (p *parser) inputName(i int) string {
 // input scans element i of "inputs".
 func (p *parser) input(i int) bool {
 	p.inputs = append(p.inputs, inputRec{typ: p.typeAt(), dataPos: -1})
-	if p.peek() != '{' {
-		if !p.skipValue() {
+	if p.Peek() != '{' {
+		if !p.SkipValue() {
 			return false
 		}
 		return p.fail("inputs[" + strconv.Itoa(i) + "] is " + jsonType(p.inputs[i].typ) + ", not an object")
@@ -489,32 +488,32 @@ func (p *parser) inputMember(i int, k []byte) bool {
 	case "parameters":
 		bit = memParameters
 	default:
-		return p.skipValue()
+		return p.SkipValue()
 	}
 	if r.seen&bit != 0 {
 		if r.problem == "" {
 			r.problem = "has member " + strconv.Quote(string(k)) + " twice"
 		}
-		return p.skipValue()
+		return p.SkipValue()
 	}
 	r.seen |= bit
 	typ := p.typeAt()
 	if typ == 'n' {
-		return p.literal("null") // absent
+		return p.Literal("null") // absent
 	}
 	switch bit {
 	case memName:
 		r.nameTyp = typ
 		if typ == '"' {
 			var ok bool
-			r.name, ok = p.scanString()
+			r.name, ok = p.ScanString()
 			return ok
 		}
 	case memDatatype:
 		r.dtTyp = typ
 		if typ == '"' {
 			var ok bool
-			r.dtype, ok = p.scanString()
+			r.dtype, ok = p.ScanString()
 			return ok
 		}
 	case memShape:
@@ -525,7 +524,7 @@ func (p *parser) inputMember(i int, k []byte) bool {
 	case memData:
 		r.dataTyp = typ
 		if typ == '[' {
-			r.dataPos = p.pos
+			r.dataPos = p.Pos
 			if d := p.earlyType(r); d != nil {
 				// datatype and shape came first: decode now.
 				data, problem, ok := p.decodeData(d, p.dims[r.d0:r.d1], int(r.prod))
@@ -555,7 +554,7 @@ func (p *parser) inputMember(i int, k []byte) bool {
 		}
 		return true
 	}
-	return p.skipValue()
+	return p.SkipValue()
 }
 
 // shape scans the shape array of input i.
@@ -564,25 +563,25 @@ func (p *parser) shape(i int) bool {
 	r.d0, r.prod = len(p.dims), 1
 	ok := p.array(func(j int) bool {
 		r := &p.inputs[i]
-		c := p.peek()
-		if c != '-' && !isDigit(c) {
+		c := p.Peek()
+		if c != '-' && !jsonscan.IsDigit(c) {
 			if r.shapeBad == "" {
 				r.shapeBad = "shape[" + strconv.Itoa(j) + "] is " + jsonType(c) + ", not an integer"
 			}
-			return p.skipValue()
+			return p.SkipValue()
 		}
-		var n number
-		if !p.lexNumber(&n) {
+		var n jsonscan.Number
+		if !p.LexNumber(&n) {
 			return false
 		}
 		if r.shapeBad != "" {
 			return true
 		}
-		mag, isInt := n.integer(p.buf)
+		mag, isInt := n.Uint(p.Buf)
 		switch {
-		case !n.isInt:
+		case !n.IsInt:
 			r.shapeBad = "shape[" + strconv.Itoa(j) + "] = " + p.literalText(&n) + " is not an integer"
-		case n.neg && mag != 0:
+		case n.Neg && mag != 0:
 			r.shapeBad = "shape[" + strconv.Itoa(j) + "] = " + p.literalText(&n) + " is negative; dimensions must be at least 1"
 		case mag == 0:
 			r.shapeBad = "shape[" + strconv.Itoa(j) + "] is 0; dimensions must be at least 1 (Grove has no empty tensors)"
@@ -620,7 +619,7 @@ func (p *parser) finishInput(i int) bool {
 	default:
 		return fail(" has a name that is " + jsonType(r.nameTyp) + ", not a string")
 	}
-	if r.name.end == r.name.start {
+	if r.name.End == r.name.Start {
 		return fail(" has an empty name")
 	}
 	r.nameSpan = p.intern(r.name)
@@ -676,13 +675,13 @@ func (p *parser) finishInput(i int) bool {
 	}
 	if !r.decoded {
 		// data came before datatype or shape: decode it now.
-		end := p.pos
-		p.pos = r.dataPos
+		end := p.Pos
+		p.Pos = r.dataPos
 		data, problem, ok := p.decodeData(r.dt, shape, n)
 		if !ok {
 			return false
 		}
-		p.pos = end
+		p.Pos = end
 		r = &p.inputs[i]
 		r.decoded, r.data, r.dataBad = true, data, problem
 	}
@@ -788,8 +787,8 @@ func (p *parser) outputName(i int) string {
 // output scans element i of "outputs".
 func (p *parser) output(i int) bool {
 	p.outputs = append(p.outputs, outputRec{typ: p.typeAt(), binary: -1})
-	if p.peek() != '{' {
-		if !p.skipValue() {
+	if p.Peek() != '{' {
+		if !p.SkipValue() {
 			return false
 		}
 		return p.fail("outputs[" + strconv.Itoa(i) + "] is " + jsonType(p.outputs[i].typ) + ", not an object")
@@ -804,33 +803,33 @@ func (p *parser) output(i int) bool {
 		case "parameters":
 			bit = memParameters
 		default:
-			return p.skipValue()
+			return p.SkipValue()
 		}
 		if r.seen&bit != 0 {
 			if r.problem == "" {
 				r.problem = "has member " + strconv.Quote(string(k)) + " twice"
 			}
-			return p.skipValue()
+			return p.SkipValue()
 		}
 		r.seen |= bit
 		typ := p.typeAt()
 		if typ == 'n' {
-			return p.literal("null")
+			return p.Literal("null")
 		}
 		if bit == memName {
 			r.nameTyp = typ
 			if typ == '"' {
 				var ok bool
-				r.name, ok = p.scanString()
+				r.name, ok = p.ScanString()
 				return ok
 			}
-			return p.skipValue()
+			return p.SkipValue()
 		}
 		if typ != '{' {
 			if r.problem == "" {
 				r.problem = "has parameters that are " + jsonType(typ) + ", not an object"
 			}
-			return p.skipValue()
+			return p.SkipValue()
 		}
 		p0, p1, problem, ok := p.paramObject()
 		if !ok {
@@ -859,7 +858,7 @@ func (p *parser) finishOutput(i int) bool {
 	default:
 		return fail(" has a name that is " + jsonType(r.nameTyp) + ", not a string")
 	}
-	if r.name.end == r.name.start {
+	if r.name.End == r.name.Start {
 		return fail(" has an empty name")
 	}
 	r.nameSpan = p.intern(r.name)

@@ -618,18 +618,18 @@ func TestFutureKinds(t *testing.T) {
 		{&u64, `[18446744073709551616]`, []int64{1}, nil, "data[0] = 18446744073709551616 is out of range for UINT64 (0 to 18446744073709551615)"},
 	} {
 		p := &parser{}
-		p.scanner = scanner{buf: []byte(tc.data)}
+		p.Reset([]byte(tc.data))
 		n, _ := servables.NumElements(tc.shape)
 		data, problem, ok := p.decodeData(tc.d, tc.shape, n)
 		if !ok {
-			t.Errorf("%s %s: syntax error %v", tc.d.name, tc.data, p.err)
+			t.Errorf("%s %s: syntax error %v", tc.d.name, tc.data, p.error())
 			continue
 		}
 		if problem != tc.problem || (problem == "" && !bytes.Equal(data, tc.want)) {
 			t.Errorf("%s %s: got %v %q, want %v %q", tc.d.name, tc.data, data, problem, tc.want, tc.problem)
 		}
-		if p.pos != len(tc.data) {
-			t.Errorf("%s %s: stopped at %d", tc.d.name, tc.data, p.pos)
+		if p.Pos != len(tc.data) {
+			t.Errorf("%s %s: stopped at %d", tc.d.name, tc.data, p.Pos)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -328,7 +329,7 @@ func appendData(dst []byte, t *servables.Tensor, d *datatype, nonFinite bool) ([
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, bstr(e))
+			dst = appendString(dst, jsonscan.View(e))
 			data = rest
 		}
 	default: // unreachable: byDType found the DType
@@ -504,53 +505,7 @@ func appendStrings(dst []byte, ss []string) []byte {
 	return append(dst, ']')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s as a JSON string: '"', '\\' and control characters
-// are escaped (\b \t \n \f \r, the others as \u00xx); everything else,
-// '/' and non-ASCII text included, is written as it is, except invalid
-// UTF-8, which becomes U+FFFD so that the output is always valid JSON.
+// appendString writes s as a JSON string (jsonscan.AppendString).
 func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || n != 1 {
-				i += n
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonscan.AppendString(dst, s, jsonscan.HexLower)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 )
@@ -56,7 +57,7 @@ func (*fake) Ready() bool                                 { return true }
 // noGRPC registers no service.
 type noGRPC struct{}
 
-func (noGRPC) RegisterService(*grpc.ServiceDesc, any) {}
+func (noGRPC) Register(*grpc.ServiceDesc, any, map[string]auth.Role) {}
 
 func TestStatusOfMapsEveryKind(t *testing.T) {
 	for k, want := range map[servables.Kind]status{

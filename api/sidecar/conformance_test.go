@@ -41,6 +41,7 @@ import (
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/torch"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // sidecarClient starts an actor system with the TorchScript runtime and no
@@ -61,7 +62,7 @@ func sidecarClient(t *testing.T) sidecarpb.InferenceServiceClient {
 			t.Fatal("actor system not ready")
 		}
 	}
-	g := grpc.NewServer()
+	g := grpcserver.New(grpcserver.Options{})
 	Register(g, sys, ba.ParseOptions{}, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

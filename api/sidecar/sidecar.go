@@ -10,12 +10,12 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/sidecar/sidecarpb"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/grpcserver"
@@ -31,11 +31,18 @@ type Backend interface {
 }
 
 // Register serves the sidecar's InferenceService over b on g; Predict's
-// JSON input is parsed with opts. RegisterModel and DeleteModel calls,
-// refused or not, are recorded with rec (see audit.Begin); nil records
-// nothing.
-func Register(g grpc.ServiceRegistrar, b Backend, opts ba.ParseOptions, rec audit.Recorder) {
-	sidecarpb.RegisterInferenceServiceServer(g, &service{b: b, opts: opts, rec: rec})
+// JSON input is parsed with opts. Predictions need role infer, model
+// registration and deletion manage, the list of models read.
+// RegisterModel and DeleteModel calls, refused or not, are recorded with
+// rec (see audit.Begin); nil records nothing.
+func Register(g grpcserver.Registrar, b Backend, opts ba.ParseOptions, rec audit.Recorder) {
+	g.Register(&sidecarpb.InferenceService_ServiceDesc, &service{b: b, opts: opts, rec: rec}, map[string]auth.Role{
+		"PredictBatch":  auth.RoleInfer,
+		"Predict":       auth.RoleInfer,
+		"RegisterModel": auth.RoleManage,
+		"DeleteModel":   auth.RoleManage,
+		"GetModelPaths": auth.RoleRead,
+	})
 }
 
 type service struct {
@@ -44,6 +51,10 @@ type service struct {
 	opts ba.ParseOptions
 	rec  audit.Recorder
 }
+
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ sidecarpb.InferenceServiceServer = (*service)(nil)
 
 // Predict runs a batch request: the JSON of POST /v1/inference in input
 // (with the same answer in output), or the proto form in proto_input

@@ -122,6 +122,9 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		InTapHandle:       s.tap,
 		TracerProvider:    opts.TracerProvider,
 	})
+	// No caller roles on the peer port (no grpcserver.Options.Auth): its
+	// callers are members, admitted by tap, so its service declares none
+	// (grpcserver.Server.Register).
 	forwardpb.RegisterForwardServer(s.gs, s)
 	return s, nil
 }

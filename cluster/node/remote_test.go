@@ -26,6 +26,7 @@ import (
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/placement"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -46,7 +47,7 @@ type oipNode struct {
 func serveOIP(t *testing.T, n *testNode) *oipNode {
 	t.Helper()
 	h := httpserver.New(httpserver.Options{})
-	gs := grpc.NewServer()
+	gs := grpcserver.New(grpcserver.Options{})
 	oip.Register(h, gs, n.sys, "test", nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

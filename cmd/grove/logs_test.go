@@ -41,7 +41,7 @@ func TestLogsTailReadsKafkaWithTheServersTLSAndSASL(t *testing.T) {
 	k := conf.DefaultServer().Kafka
 	k.Brokers = []string{broker}
 	k.TLS = conf.KafkaTLS{Enabled: true, CAFile: caFile}
-	k.SASL = conf.KafkaSASL{Mechanism: "SCRAM-SHA-256", Username: "grove", Password: password}
+	k.SASL = conf.KafkaSASL{Mechanism: conf.SASLScramSHA256, Username: "grove", Password: password}
 	p, err := logging.New(k)
 	if err != nil {
 		t.Fatal(err)

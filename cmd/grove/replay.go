@@ -214,7 +214,7 @@ func loadLocal(ctx context.Context, path string, threads int) (*local, error) {
 		}
 		slices.Sort(files)
 	}
-	rt, err := runtimes("").Find(os.DirFS(dir), files) // the ONNX library from $GROVE_ONNXRUNTIME_LIB or .cache
+	rt, err := runtimesOf("").Find(os.DirFS(dir), files) // the ONNX library from $GROVE_ONNXRUNTIME_LIB or .cache
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", path, err)
 	}

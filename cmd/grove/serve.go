@@ -148,7 +148,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	var tlsFiles *tlsconf.Reloader
 	if cfg.TLS.Enabled() {
 		tlsFiles, err = tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
-			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsconf.ClientAuth(cfg.TLS.ClientAuth)})
+			ClientCAFile: cfg.TLS.ClientCAFile, ClientAuth: tlsClientAuth(cfg.TLS.ClientAuth)})
 		if err != nil {
 			return g.abort(fmt.Errorf("tls: %w", err))
 		}
@@ -189,7 +189,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
-		Runtimes:             runtimes(cfg.ONNXRuntimeLib),
+		Runtimes:             runtimesOf(cfg.ONNXRuntimeLib),
 		ParseWarmUp:          baOpts.ParseWarmUp,
 		Logger:               log,
 		Registerer:           reg,
@@ -237,32 +237,16 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		httpTLS, gopts.TLS = tlsFiles.ServerConfig("h2", "http/1.1"), tlsFiles.ServerConfig("h2")
 	}
 	gs := grpcserver.New(gopts)
-	ba.Register(h, sys, baOpts)
-	sidecar.Register(gs, sys, baOpts, trail)
-	oip.Register(h, gs, sys, version, trail)
-	forestflow.Register(h, sys)
-	graphpipe.Register(h, sys)
-	deeprec.Register(h, gs, sys)
-	manage.Register(h, sys, trail)
-	audit.Register(h, trail)
-	// Grove's own JSON route: its refusals are {"error": ...} as its answers.
-	h.SetErrorWriter("cluster", httpserver.JSONError)
-	h.Handle("GET /v1/cluster", "cluster", clusternode.Handler(node))
 	cons := console.New(console.Options{Source: sys, Gatherer: reg, Document: hopts.Status, Assets: ui.Assets(),
 		AuthRequired: cfg.Auth.TokensFile != "" || cfg.Auth.JWT.JWKSFile != "", Logger: log.With("component", "console")})
-	cons.Register(h)
+	registerAPIs(h, gs, apis{sys: sys, baOpts: baOpts, trail: trail, node: node, console: cons})
 	g.add("console", runConsole(cons))
 
 	if cfg.Auth.Enabled() {
 		if err := gs.CheckRoles(); err != nil {
 			return g.abort(err)
 		}
-		for _, r := range h.Routes() {
-			log.Debug("http route", "pattern", r.Pattern, "role", r.Role)
-		}
-		for _, m := range grpcserver.Methods(gs) {
-			log.Debug("grpc method", "method", m, "role", auth.GRPCRoles[m])
-		}
+		logRoles(log, h, gs)
 		log.Info("authentication on", "tokens_file", cfg.Auth.TokensFile, "jwks_file", cfg.Auth.JWT.JWKSFile,
 			"client_roles", len(cfg.Auth.ClientRoles), "limits", len(cfg.Auth.Limits))
 	}
@@ -306,6 +290,50 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	err = g.run()
 	log.Info("grove stopped")
 	return err
+}
+
+// apis is what registerAPIs gives the APIs: the actors they serve over,
+// the B&A parse options, the audit trail their writes are recorded in,
+// the cluster node and the web console.
+type apis struct {
+	sys     *actors.System
+	baOpts  ba.ParseOptions
+	trail   *audit.Trail
+	node    *clusternode.Agent // nil on a single server
+	console *console.Console
+}
+
+// registerAPIs registers every API grove serve serves on h and gs: each
+// protocol declares the role each of its routes and methods needs where
+// it registers them, and GET /v1/cluster, registered here, needs manage.
+func registerAPIs(h *httpserver.Server, gs *grpcserver.Server, a apis) {
+	ba.Register(h, a.sys, a.baOpts)
+	sidecar.Register(gs, a.sys, a.baOpts, a.trail)
+	oip.Register(h, gs, a.sys, version, a.trail)
+	forestflow.Register(h, a.sys)
+	graphpipe.Register(h, a.sys)
+	deeprec.Register(h, gs, a.sys)
+	manage.Register(h, a.sys, a.trail)
+	audit.Register(h, a.trail)
+	// Grove's own JSON route: its refusals are {"error": ...} as its
+	// answers. It lists the members and their addresses: manage, as the
+	// management API.
+	h.SetErrorWriter("cluster", httpserver.JSONError)
+	h.Handle("GET /v1/cluster", auth.RoleManage, "cluster", clusternode.Handler(a.node))
+	a.console.Register(h)
+}
+
+// logRoles logs, at debug level, every HTTP route and mount of h ("http
+// route") and every gRPC method of gs ("grpc method") with the role it
+// needs: what it/auth_test.go checks the binary against.
+func logRoles(log *slog.Logger, h *httpserver.Server, gs *grpcserver.Server) {
+	for _, r := range h.Routes() {
+		log.Debug("http route", "pattern", r.Pattern, "role", r.Role)
+	}
+	for _, m := range grpcserver.Methods(gs) {
+		role, _ := gs.Role(m)
+		log.Debug("grpc method", "method", m, "role", role)
+	}
 }
 
 // startTracing builds the tracer provider the OTEL_* environment
@@ -400,6 +428,21 @@ func grpcStreams(n int) uint32 { return uint32(min(max(n, 1), math.MaxUint32)) }
 
 // grpcLimit is a byte limit as a gRPC message size, which is at most 2 GiB.
 func grpcLimit(n int64) int { return int(min(n, 2<<30-1)) }
+
+// tlsClientAuth is tls.client_auth as package tlsconf takes it.
+func tlsClientAuth(c conf.ClientAuth) tlsconf.ClientAuth {
+	switch c {
+	case conf.ClientAuthNone:
+		return tlsconf.ClientAuthNone
+	case conf.ClientAuthRequest:
+		return tlsconf.ClientAuthRequest
+	case conf.ClientAuthRequire:
+		return tlsconf.ClientAuthRequire
+	}
+	// A programming error, an integer converted to a conf.ClientAuth:
+	// tlsconf.New refuses its name ("conf.ClientAuth(3)").
+	return tlsconf.ClientAuth(c.String())
+}
 
 // watchTLS is the component that reloads the TLS files every interval.
 func watchTLS(r *tlsconf.Reloader, interval time.Duration, log *slog.Logger) component {

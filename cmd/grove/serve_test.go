@@ -4,6 +4,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 func TestEveryCallsAtOnceAndEveryPeriodUntilInterrupted(t *testing.T) {
@@ -40,5 +43,18 @@ func TestGRPCStreamsNeverWrapsToNoLimit(t *testing.T) {
 		if got := grpcStreams(c.n); got != c.want {
 			t.Errorf("grpcStreams(%d) = %d, want %d", c.n, got, c.want)
 		}
+	}
+}
+
+func TestTLSClientAuthIsTheConfigsModeForTLSConf(t *testing.T) {
+	for c, want := range map[conf.ClientAuth]tlsconf.ClientAuth{conf.ClientAuthNone: tlsconf.ClientAuthNone,
+		conf.ClientAuthRequest: tlsconf.ClientAuthRequest, conf.ClientAuthRequire: tlsconf.ClientAuthRequire} {
+		if got := tlsClientAuth(c); got != want {
+			t.Errorf("%s: got %q, want %q", c, got, want)
+		}
+	}
+	// A value no constant has fails tlsconf.New, not open to anyone.
+	if m, err := tlsconf.ParseClientAuth(string(tlsClientAuth(conf.ClientAuth(3)))); err == nil {
+		t.Errorf("conf.ClientAuth(3) is mode %q", m)
 	}
 }

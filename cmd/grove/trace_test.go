@@ -63,7 +63,7 @@ func startPCTRWith(tb testing.TB, pred actors.PredictionSink, entry string) *act
 		tb.Fatal(err)
 	}
 	sys, err := actors.Start(actors.Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: tb.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimes(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
+		CacheDir: tb.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
 		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(), Predictions: pred})
 	if err != nil {
 		tb.Fatal(err)

@@ -15,7 +15,10 @@ import (
 
 // layers are Grove's layers, top to bottom: a package belongs to the
 // layer of the longest prefix below that matches its directory, and may
-// import packages of its own layer or of layers below it.
+// import packages of its own layer or of layers below it. actors/quality,
+// the engine's arithmetic of comparisons and latencies, imports nothing
+// of the engine and sits with the policy below it, so that the
+// prediction log can name the comparison figures a Result carries.
 var layers = []struct {
 	name     string
 	prefixes []string
@@ -23,7 +26,7 @@ var layers = []struct {
 	{"programs", []string{"cmd", "processor", "it", "examples", "deploy"}},
 	{"protocols", []string{"api"}},
 	{"engine", []string{"actors"}},
-	{"policy", []string{"cluster", "logging", "routing"}},
+	{"policy", []string{"actors/quality", "cluster", "logging", "routing"}},
 	{"config and transport", []string{"conf", "transport"}},
 	{"foundations", []string{"auth", "servables", "tracing", "grovepb", "internal", "ui"}},
 }
@@ -183,7 +186,8 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 
 // TestLayerOf pins the layer of packages whose folder names could
 // mislead: a protocol's generated code is the protocol's, the transport
-// sits beside conf, and the deprecated alias of grovepb is under api.
+// sits beside conf, the deprecated alias of grovepb is under api, and the
+// engine's arithmetic (actors/quality) is below the engine.
 func TestLayerOf(t *testing.T) {
 	for dir, want := range map[string]string{
 		"cmd/grovebench":            "programs",
@@ -191,6 +195,7 @@ func TestLayerOf(t *testing.T) {
 		"api/oip/oippb":             "protocols",
 		"api/grovepb":               "protocols",
 		"actors/lifecycle":          "engine",
+		"actors/quality":            "policy",
 		"cluster/forward/forwardpb": "policy",
 		"logging/audit":             "policy",
 		"transport/httpserver":      "config and transport",

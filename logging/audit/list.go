@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/transport/httpserver"
 )
@@ -185,7 +186,7 @@ type Lister interface {
 // (httpserver.JSONError). Its role is read.
 func Register(h *httpserver.Server, l Lister) {
 	h.SetErrorWriter("audit", httpserver.JSONError)
-	h.Handle("GET /v1/audit", "audit", func(w http.ResponseWriter, r *http.Request) {
+	h.Handle("GET /v1/audit", auth.RoleRead, "audit", func(w http.ResponseWriter, r *http.Request) {
 		var since time.Time
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {

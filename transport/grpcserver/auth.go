@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -30,13 +31,69 @@ type Authenticator interface {
 	Allow(id auth.Identity) (ok bool, retryAfter time.Duration)
 }
 
-// tapAuth checks a call's credentials, role and limit when its headers
-// arrive, before any message is read: UNAUTHENTICATED, PERMISSION_DENIED
-// naming the role, or RESOURCE_EXHAUSTED (with retry-after seconds in the
-// message). An allowed call's context carries the identity.
-func tapAuth(a Authenticator) tap.ServerInHandle {
+// Registrar is where a protocol registers its gRPC services, each with
+// the role each of its methods needs; *Server is one.
+type Registrar interface {
+	// Register registers impl as the service desc describes, and the
+	// role each of its methods needs, by method name.
+	Register(desc *grpc.ServiceDesc, impl any, roles map[string]auth.Role)
+}
+
+// Register registers impl as the service desc describes (what its
+// generated RegisterXServer function does), with the role each of its
+// methods and streams needs, by method name (roles["ModelInfer"]):
+// auth.Open for none, else one of auth.Roles, which Options.Auth checks.
+// It panics, naming the method, when one has no role or a role no method
+// can need (auth.CheckRequired), or when roles names a method the service
+// lacks: a wiring mistake, so that no method goes unprotected by accident.
+// Call it before Serve.
+func (s *Server) Register(desc *grpc.ServiceDesc, impl any, roles map[string]auth.Role) {
+	s.declare(desc, roles)
+	s.RegisterService(desc, impl)
+}
+
+// declare records the role of each method of desc from roles (by method
+// name), or panics as Register says.
+func (s *Server) declare(desc *grpc.ServiceDesc, roles map[string]auth.Role) {
+	names := make([]string, 0, len(desc.Methods)+len(desc.Streams))
+	for _, m := range desc.Methods {
+		names = append(names, m.MethodName)
+	}
+	for _, st := range desc.Streams {
+		names = append(names, st.StreamName)
+	}
+	for name := range roles {
+		if !slices.Contains(names, name) {
+			panic(fmt.Sprintf("grpcserver: service %s has no method %s, which its roles name", desc.ServiceName, name))
+		}
+	}
+	for _, name := range names {
+		if err := auth.CheckRequired(roles[name]); err != nil {
+			panic(fmt.Sprintf("grpcserver: gRPC method /%s/%s has no valid role: %v", desc.ServiceName, name, err))
+		}
+	}
+	for _, name := range names {
+		s.roles["/"+desc.ServiceName+"/"+name] = roles[name]
+	}
+}
+
+// Role is the role the method of full name method
+// ("/package.Service/Method") needs, as its service was registered with;
+// false for a method registered without one (CheckRoles) or not
+// registered.
+func (s *Server) Role(method string) (auth.Role, bool) {
+	r, ok := s.roles[method]
+	return r, ok
+}
+
+// tapAuth checks a call's credentials, role (from roles, by full method
+// name) and limit when its headers arrive, before any message is read:
+// UNAUTHENTICATED, PERMISSION_DENIED naming the role, or
+// RESOURCE_EXHAUSTED (with retry-after seconds in the message). An allowed
+// call's context carries the identity.
+func tapAuth(a Authenticator, roles map[string]auth.Role) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		role, known := auth.GRPCRoles[info.FullMethodName]
+		role, known := roles[info.FullMethodName]
 		if known && role == auth.Open {
 			return ctx, nil
 		}
@@ -66,9 +123,9 @@ func tapAuth(a Authenticator) tap.ServerInHandle {
 // stream, one request taken from the limit, any number of inferences. A
 // refused message ends the stream with UNAUTHENTICATED, PERMISSION_DENIED
 // or RESOURCE_EXHAUSTED.
-func streamAuth(a Authenticator) grpc.StreamServerInterceptor {
+func streamAuth(a Authenticator, roles map[string]auth.Role) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		role, known := auth.GRPCRoles[info.FullMethod]
+		role, known := roles[info.FullMethod]
 		if !known || role == auth.Open || !info.IsClientStream {
 			return h(srv, ss)
 		}
@@ -122,13 +179,15 @@ func Methods(r interface {
 	return out
 }
 
-// CheckRoles returns an error naming every registered method that
-// auth.GRPCRoles gives no role.
+// CheckRoles returns an error naming every registered method without a
+// role: one whose service was registered with RegisterService (the
+// embedded grpc.Server's, which a generated RegisterXServer function
+// calls) rather than Register.
 func (s *Server) CheckRoles() error {
 	var errs []error
 	for _, m := range Methods(s) {
-		if _, ok := auth.GRPCRoles[m]; !ok {
-			errs = append(errs, fmt.Errorf("gRPC method %s has no role in auth.GRPCRoles: give it one (or auth.Open)", m))
+		if _, ok := s.roles[m]; !ok {
+			errs = append(errs, fmt.Errorf("gRPC method %s has no role: register its service with grpcserver's Register, giving it one (or auth.Open)", m))
 		}
 	}
 	return errors.Join(errs...)

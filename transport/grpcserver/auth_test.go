@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,10 +37,11 @@ func oipLike(s *Server, decoded *int) {
 		return new(emptypb.Empty), nil
 	}
 	desc := grpc.ServiceDesc{ServiceName: "inference.GRPCInferenceService", HandlerType: (*any)(nil)}
+	roles := map[string]auth.Role{"ServerLive": auth.Open, "ModelInfer": auth.RoleInfer, "RepositoryModelLoad": auth.RoleManage}
 	for _, m := range []string{"ServerLive", "ModelInfer", "RepositoryModelLoad"} {
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m, Handler: handler})
 	}
-	s.RegisterService(&desc, struct{}{})
+	s.Register(&desc, struct{}{}, roles)
 }
 
 func TestAuthChecksCredentialsBeforeTheMessage(t *testing.T) {
@@ -111,12 +113,92 @@ func TestAuthChecksCredentialsBeforeTheMessage(t *testing.T) {
 	}
 }
 
+// newAuthenticator returns an authenticator of one token, holding read.
+func newAuthenticator(t *testing.T) *auth.Authenticator {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	h := sha256.Sum256([]byte("t-read"))
+	if err := os.WriteFile(path, []byte("tokens:\n  - {name: console, sha256: "+hex.EncodeToString(h[:])+", roles: [read]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{TokensFile: path, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// newService describes a service new.Service with the unary methods
+// named.
+func newService(methods ...string) *grpc.ServiceDesc {
+	desc := &grpc.ServiceDesc{ServiceName: "new.Service", HandlerType: (*any)(nil)}
+	for _, m := range methods {
+		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: m,
+			Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) { return nil, nil }})
+	}
+	return desc
+}
+
+// TestCheckRolesNamesMethodsWithoutARole: a service registered past
+// Register (as a generated RegisterXServer function does) has methods
+// without a role, which CheckRoles names, and Serve refuses to start
+// with, under Options.Auth.
 func TestCheckRolesNamesMethodsWithoutARole(t *testing.T) {
-	s := New(Options{})
-	s.RegisterService(&grpc.ServiceDesc{ServiceName: "new.Service", HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Do", Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) { return nil, nil }}}}, struct{}{})
+	if err := New(Options{}).CheckRoles(); err != nil {
+		t.Errorf("CheckRoles() of health and reflection = %v", err)
+	}
+	s := New(Options{Auth: newAuthenticator(t)})
+	s.RegisterService(newService("Do"), struct{}{})
 	err := s.CheckRoles()
-	if err == nil || !strings.Contains(err.Error(), "/new.Service/Do has no role") || strings.Contains(err.Error(), "Health") {
+	if err == nil || !strings.Contains(err.Error(), "/new.Service/Do has no role") || strings.Contains(err.Error(), "Health") || strings.Contains(err.Error(), "Reflection") {
+		t.Errorf("CheckRoles() = %v", err)
+	}
+	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	defer ln.Close()
+	if err := s.Serve(ln); err == nil || !strings.Contains(err.Error(), "/new.Service/Do has no role") {
+		t.Errorf("Serve() = %v, want the method without a role", err)
+	}
+}
+
+// TestRegisterRefusesAMethodWithoutAValidRole: Register panics, naming
+// the method, for a method without a role or with one no method can
+// need, and for a role naming no method of the service; the service is
+// then not registered.
+func TestRegisterRefusesAMethodWithoutAValidRole(t *testing.T) {
+	for _, c := range []struct {
+		roles map[string]auth.Role
+		want  string
+	}{
+		{map[string]auth.Role{"Do": auth.RoleInfer}, "/new.Service/Undo has no valid role: no role given"},
+		{map[string]auth.Role{"Do": auth.RoleInfer, "Undo": ""}, "/new.Service/Undo has no valid role: no role given"},
+		{map[string]auth.Role{"Do": auth.RoleInfer, "Undo": "root"}, `/new.Service/Undo has no valid role: "root" is not a role`},
+		{map[string]auth.Role{"Do": auth.RoleInfer, "Undo": auth.Open, "Redo": auth.RoleRead}, "service new.Service has no method Redo"},
+	} {
+		s := New(Options{})
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), c.want) {
+					t.Errorf("Register with roles %v: recover() = %v, want %q", c.roles, r, c.want)
+				}
+			}()
+			s.Register(newService("Do", "Undo"), struct{}{}, c.roles)
+		}()
+		if _, ok := s.GetServiceInfo()["new.Service"]; ok {
+			t.Errorf("roles %v: the service was registered", c.roles)
+		}
+	}
+	s := New(Options{})
+	s.Register(newService("Do", "Undo"), struct{}{}, map[string]auth.Role{"Do": auth.RoleInfer, "Undo": auth.Open})
+	for m, want := range map[string]auth.Role{"/new.Service/Do": auth.RoleInfer, "/new.Service/Undo": auth.Open,
+		"/grpc.health.v1.Health/Check": auth.Open, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": auth.RoleRead} {
+		if got, ok := s.Role(m); !ok || got != want {
+			t.Errorf("Role(%s) = %q, %v; want %q", m, got, ok, want)
+		}
+	}
+	if err := s.CheckRoles(); err != nil {
 		t.Errorf("CheckRoles() = %v", err)
 	}
 }
@@ -145,7 +227,7 @@ func TestStreamMessagesAreAuthorizedEach(t *testing.T) {
 	}
 	s := New(Options{Auth: a})
 	received := make(chan int, 1)
-	s.RegisterService(&grpc.ServiceDesc{ServiceName: "inference.GRPCInferenceService", HandlerType: (*any)(nil),
+	s.Register(&grpc.ServiceDesc{ServiceName: "inference.GRPCInferenceService", HandlerType: (*any)(nil),
 		Streams: []grpc.StreamDesc{{StreamName: "ModelStreamInfer", ClientStreams: true, ServerStreams: true,
 			Handler: func(_ any, ss grpc.ServerStream) error {
 				n := 0
@@ -159,7 +241,7 @@ func TestStreamMessagesAreAuthorizedEach(t *testing.T) {
 						return err
 					}
 				}
-			}}}}, struct{}{})
+			}}}}, struct{}{}, map[string]auth.Role{"ModelStreamInfer": auth.RoleInfer})
 	conn := dial(t, s)
 	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 	run := func(token string, between func(i int)) (int, error) {

@@ -6,7 +6,8 @@
 // keepalive enforcement policy, concurrent streams and per-method message
 // limits), and the gzip and deflate message encodings every
 // service accepts (compress.go). Protocol packages register their services
-// on it (it is a grpc.ServiceRegistrar).
+// on it with Register, declaring the role each method needs (auth.go);
+// the server declares those of health and reflection.
 package grpcserver
 
 import (
@@ -28,8 +29,11 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/tap"
 
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/tracing"
 )
 
@@ -73,10 +77,10 @@ type Options struct {
 	// Ready reports whether the server takes traffic (health SERVING); nil
 	// means always.
 	Ready func() bool
-	// Auth authenticates the callers of every method auth.GRPCRoles does
-	// not mark open, before their first message is read (a tap handle),
-	// and applies their limits; nil serves every method without
-	// authentication.
+	// Auth authenticates the callers of every method whose role (declared
+	// with Register) is not auth.Open, before their first message is read
+	// (a tap handle), and applies their limits; nil serves every method
+	// without authentication.
 	Auth Authenticator
 	// TracerProvider, when set, gives every call a server span continuing
 	// the caller's traceparent metadata (package tracing); nil traces
@@ -101,11 +105,12 @@ type Server struct {
 	stop    context.CancelFunc
 	watch   sync.Once
 	auth    bool
+	roles   map[string]auth.Role // by full method name (Register), written before Serve
 }
 
-// New returns a server with the health and reflection services; register
-// the protocols' services, then Serve it and stop it with Drain and
-// GracefulStop (or Stop).
+// New returns a server with the health (open) and reflection (role read)
+// services; register the protocols' services (Register), then Serve it and
+// stop it with Drain and GracefulStop (or Stop).
 func New(opts Options) *Server {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 2<<30 - 1
@@ -135,25 +140,31 @@ func New(opts Options) *Server {
 	case opts.TLS != nil:
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
+	roles := map[string]auth.Role{}
 	next := opts.InTapHandle
 	if opts.Auth != nil {
-		next = chainTaps(tapAuth(opts.Auth), opts.InTapHandle)
-		sopts = append(sopts, grpc.ChainStreamInterceptor(streamAuth(opts.Auth)))
+		next = chainTaps(tapAuth(opts.Auth, roles), opts.InTapHandle)
+		sopts = append(sopts, grpc.ChainStreamInterceptor(streamAuth(opts.Auth, roles)))
 	}
 	if th := inTap(opts.RequireClientCert, next); th != nil {
 		sopts = append(sopts, grpc.InTapHandle(th))
 	}
 	gs := grpc.NewServer(sopts...)
-	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil}
+	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil, roles: roles}
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	healthpb.RegisterHealthServer(gs, liveHealth{s.health, s})
+	// The probes are open; reflection describes every service (v1 and
+	// v1alpha, which reflection.Register registers), as metadata is read.
+	s.Register(&healthpb.Health_ServiceDesc, liveHealth{s.health, s},
+		map[string]auth.Role{"Check": auth.Open, "Watch": auth.Open, "List": auth.Open})
 	reflection.Register(gs)
+	s.declare(&reflectionv1.ServerReflection_ServiceDesc, map[string]auth.Role{"ServerReflectionInfo": auth.RoleRead})
+	s.declare(&reflectionv1alpha.ServerReflection_ServiceDesc, map[string]auth.Role{"ServerReflectionInfo": auth.RoleRead})
 	return s
 }
 
 // Serve serves ln until the server stops, keeping the health status of
 // every registered service in step with Options.Ready meanwhile.
-// With Options.Auth, a registered method missing from auth.GRPCRoles is
+// With Options.Auth, a registered method without a role (CheckRoles) is
 // an error, so that no method goes unprotected.
 func (s *Server) Serve(ln net.Listener) error {
 	if s.auth {

@@ -14,17 +14,30 @@ import (
 	"github.com/groveml/grove/transport/tlsconf"
 )
 
-// routeRole is the role auth.HTTPRoles gives pattern; with Options.Auth, a
-// pattern missing there panics, as a route net/http cannot serve does.
-func (s *Server) routeRole(pattern string) auth.Role {
-	if s.opts.Auth == nil {
-		return auth.Open
+// The roles of the server's own endpoints (the probes, GET /healthz and
+// /readyz, are open).
+const (
+	statusRole  = auth.RoleRead  // GET /v1/status
+	metricsRole = auth.RoleRead  // GET /metrics
+	pprofRole   = auth.RoleAdmin // everything under /debug/pprof
+)
+
+// RoleFunc gives the role a request to a mounted subtree needs, from its
+// method and path (auth.Open for none).
+type RoleFunc func(method, path string) auth.Role
+
+// Always is the RoleFunc of a subtree whose every request needs role.
+func Always(role auth.Role) RoleFunc {
+	return func(string, string) auth.Role { return role }
+}
+
+// mustRole panics, naming the route or mount what, unless role is one a
+// route can need (auth.CheckRequired): a wiring mistake, which net/http
+// answers the same way for a pattern it cannot serve.
+func mustRole(what string, role auth.Role) {
+	if err := auth.CheckRequired(role); err != nil {
+		panic(fmt.Sprintf("httpserver: %s has no valid role: %v", what, err))
 	}
-	r, ok := auth.HTTPRoles[pattern]
-	if !ok {
-		panic(fmt.Sprintf("httpserver: route %q has no role in auth.HTTPRoles: give it one (or auth.Open)", pattern))
-	}
-	return r
 }
 
 // ErrorWriter answers a request the server refused before its handler
@@ -93,21 +106,15 @@ func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.Hand
 	}
 }
 
-// guardMount guards the subtree at prefix with the role auth.MountRoles'
-// function gives each request, answering refusals with prefix's
-// ErrorWriter.
-func (s *Server) guardMount(prefix string, h http.Handler) http.Handler {
+// guardMount guards the subtree at prefix with the role roleOf gives each
+// request, answering refusals with prefix's ErrorWriter.
+func (s *Server) guardMount(prefix string, roleOf RoleFunc, h http.Handler) http.Handler {
 	cert := s.opts.RequireClientCert
 	if s.opts.Auth == nil && !cert {
 		return h
 	}
-	roleOf := func(string, string) auth.Role { return auth.Open }
-	if s.opts.Auth != nil {
-		f, ok := auth.MountRoles[prefix]
-		if !ok {
-			panic(fmt.Sprintf("httpserver: mount %q has no entry in auth.MountRoles", prefix))
-		}
-		roleOf = f
+	if s.opts.Auth == nil {
+		roleOf = Always(auth.Open)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cert && s.refuseCert(w, r, prefix) {
@@ -125,14 +132,15 @@ func (s *Server) guardMount(prefix string, h http.Handler) http.Handler {
 }
 
 // AuthorizeProbePath authorizes, for role, a request that was let in
-// without credentials because its path is an open probe's (IsProbe,
-// auth.MountRoles) but that the mounted handler reads as another endpoint
-// (GET /v2/models/a/ready as the metadata of a model named "a/ready"): a
-// probe path may only ever answer readiness. It enforces what the request
-// would have needed: the client certificate when one is required, then
-// the credentials, the role and the limit (a caller the guard already
-// admitted with role passes). Refused, it answers with the ErrorWriter
-// registered for api (a Handle label or a Mount prefix) and returns false.
+// without credentials because its path is an open probe's (IsProbe, and
+// its mount's RoleFunc) but that the mounted handler reads as another
+// endpoint (GET /v2/models/a/ready as the metadata of a model named
+// "a/ready"): a probe path may only ever answer readiness. It enforces
+// what the request would have needed: the client certificate when one is
+// required, then the credentials, the role and the limit (a caller the
+// guard already admitted with role passes). Refused, it answers with the
+// ErrorWriter registered for api (a Handle label or a Mount prefix) and
+// returns false.
 func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
 	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
 		s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
@@ -188,37 +196,31 @@ type Route struct {
 	// Pattern is the route's pattern, or a mount's prefix followed by "/...".
 	Pattern string
 	// Role is the role it needs (auth.Open for none); a mount's requests
-	// may need different ones (auth.MountRoles).
+	// may need different ones (its RoleFunc's): this is its role for a GET
+	// of its prefix.
 	Role auth.Role
 }
 
 // Routes lists the routes and mounts Handler serves (the server's own
-// among them), in the order they were added, with their roles from
-// auth.HTTPRoles (a mount's is its role for a GET of its prefix).
+// among them), in the order they were added, with the roles they were
+// declared with (a mount's is its role for a GET of its prefix).
 func (s *Server) Routes() []Route {
-	var out []Route
-	add := func(p string) { out = append(out, Route{Pattern: p, Role: auth.HTTPRoles[p]}) }
-	add("GET /healthz")
-	add("GET /readyz")
+	out := []Route{{"GET /healthz", auth.Open}, {"GET /readyz", auth.Open}}
 	if s.opts.Status != nil {
-		add("GET /v1/status")
+		out = append(out, Route{"GET /v1/status", statusRole})
 	}
 	if s.opts.Gatherer != nil {
-		add("GET /metrics")
+		out = append(out, Route{"GET /metrics", metricsRole})
 	}
 	for _, r := range s.routes {
-		add(r.pattern)
+		out = append(out, Route{r.pattern, r.role})
 	}
 	mounts := slices.Clone(s.mounts)
 	if s.opts.Pprof {
-		mounts = append(mounts, mount{prefix: "/debug/pprof"})
+		mounts = append(mounts, mount{prefix: "/debug/pprof", roleOf: Always(pprofRole)})
 	}
 	for _, m := range mounts {
-		role := auth.Open
-		if f, ok := auth.MountRoles[m.prefix]; ok {
-			role = f(http.MethodGet, m.prefix)
-		}
-		out = append(out, Route{Pattern: m.prefix + "/...", Role: role})
+		out = append(out, Route{m.prefix + "/...", m.roleOf(http.MethodGet, m.prefix)})
 	}
 	return out
 }

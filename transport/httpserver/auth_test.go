@@ -20,6 +20,21 @@ import (
 	"github.com/groveml/grove/auth"
 )
 
+// v2Role stands in for the OIP API's RoleFunc (oip.RESTRole, in a layer
+// above): its probes open, inference infer, repository loads manage, the
+// rest read.
+func v2Role(method, path string) auth.Role {
+	switch {
+	case IsProbe(method, path):
+		return auth.Open
+	case strings.HasSuffix(path, "/infer"):
+		return auth.RoleInfer
+	case strings.HasPrefix(path, "/v2/repository/models/"):
+		return auth.RoleManage
+	}
+	return auth.RoleRead
+}
+
 // newAuth returns an authenticator of tokens (token → "name:role,role"),
 // with limits, on clock now.
 func newAuth(t testing.TB, tokens map[string]string, limits []auth.Limit, now func() time.Time) *auth.Authenticator {
@@ -54,9 +69,9 @@ func TestAuthRefusesAndAdmitsByRole(t *testing.T) {
 		seen = append(seen, fmt.Sprintf("%s/%v", id.Name, ok))
 		_, _ = io.WriteString(w, "served\n")
 	}
-	s.Handle("POST /v1/inference", "inference", who)
-	s.Handle("GET /v1/models", "models", who)
-	s.Mount("/v2", http.HandlerFunc(who))
+	s.Handle("POST /v1/inference", auth.RoleInfer, "inference", who)
+	s.Handle("GET /v1/models", auth.RoleRead, "models", who)
+	s.Mount("/v2", v2Role, http.HandlerFunc(who))
 	s.SetErrorWriter("/v2", JSONError)
 	h := s.Handler()
 	for _, c := range []struct {
@@ -130,12 +145,12 @@ func TestRefusalsUseTheRoutesErrorWriter(t *testing.T) {
 	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") }
 	for _, cert := range []bool{false, true} {
 		s := New(Options{Auth: a, Status: func() any { return "ok" }, Gatherer: prometheus.NewRegistry(), Pprof: true, RequireClientCert: cert})
-		s.Handle("POST /v1/inference", "inference", ok)
-		s.Handle("GET /v1/models", "models", ok)
-		s.Handle("POST /{org}/{project}/{n}/score", "forestflow", ok)
-		s.Handle("POST /contract/{org}/{project}/{n}", "manage", ok)
-		s.Handle("GET /v1/audit", "audit", ok)
-		s.Mount("/v2", http.HandlerFunc(ok))
+		s.Handle("POST /v1/inference", auth.RoleInfer, "inference", ok)
+		s.Handle("GET /v1/models", auth.RoleRead, "models", ok)
+		s.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", ok)
+		s.Handle("POST /contract/{org}/{project}/{n}", auth.RoleManage, "manage", ok)
+		s.Handle("GET /v1/audit", auth.RoleRead, "audit", ok)
+		s.Mount("/v2", v2Role, http.HandlerFunc(ok))
 		s.SetErrorWriter("inference", tagged("ba"))
 		s.SetErrorWriter("forestflow", tagged("ff"))
 		s.SetErrorWriter("manage", tagged("mg"))
@@ -205,20 +220,37 @@ func TestRefusalsUseTheRoutesErrorWriter(t *testing.T) {
 	}
 }
 
-func TestAuthRefusesARouteWithoutARole(t *testing.T) {
-	a := newAuth(t, nil, nil, time.Now)
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `"POST /new" has no role`) {
-			t.Errorf("recover() = %v", r)
+// TestRegistrationRefusesARouteWithoutAValidRole: Handle and Mount
+// panic, naming the route or mount, for an empty role or one no route can
+// need, with authentication on or off; nothing is added.
+func TestRegistrationRefusesARouteWithoutAValidRole(t *testing.T) {
+	refused := func(t *testing.T, want string, register func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), want) {
+				t.Errorf("recover() = %v, want %q", r, want)
+			}
+		}()
+		register()
+	}
+	nop := func(http.ResponseWriter, *http.Request) {}
+	for _, opts := range []Options{{Auth: newAuth(t, nil, nil, time.Now)}, {}} {
+		s := New(opts)
+		refused(t, `route "POST /new" has no valid role: no role given`, func() { s.Handle("POST /new", "", "new", nop) })
+		refused(t, `route "POST /new" has no valid role: "root" is not a role`, func() { s.Handle("POST /new", "root", "new", nop) })
+		refused(t, `mount "/sub" has no RoleFunc`, func() { s.Mount("/sub", nil, http.HandlerFunc(nop)) })
+		refused(t, `mount "/sub" has no valid role: "root" is not a role`, func() { s.Mount("/sub/", Always("root"), http.HandlerFunc(nop)) })
+		if got := fmt.Sprint(s.Routes()); got != "[{GET /healthz open} {GET /readyz open}]" {
+			t.Errorf("Routes() after refused registrations = %s", got)
 		}
-	}()
-	New(Options{Auth: a}).Handle("POST /new", "new", func(http.ResponseWriter, *http.Request) {})
+	}
 }
 
 func TestRoutesListsEveryRouteWithItsRole(t *testing.T) {
 	s := New(Options{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }, Pprof: true})
-	s.Handle("POST /v1/inference", "inference", func(http.ResponseWriter, *http.Request) {})
-	s.Mount("/v2/", http.NotFoundHandler())
+	s.Handle("POST /v1/inference", auth.RoleInfer, "inference", func(http.ResponseWriter, *http.Request) {})
+	s.Mount("/v2/", v2Role, http.NotFoundHandler())
 	want := "[{GET /healthz open} {GET /readyz open} {GET /v1/status read} {GET /metrics read} {POST /v1/inference infer} {/v2/... read} {/debug/pprof/... admin}]"
 	if got := fmt.Sprint(s.Routes()); got != want {
 		t.Errorf("Routes() = %s\nwant %s", got, want)
@@ -239,7 +271,7 @@ func BenchmarkAuthGuard(b *testing.B) {
 				opts.Auth = newAuth(b, map[string]string{"bench-token-0123456789": "bidder:infer"}, nil, time.Now)
 			}
 			s := New(opts)
-			s.Handle("POST /v1/inference", "inference", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+			s.Handle("POST /v1/inference", auth.RoleInfer, "inference", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
 			h := s.Handler()
 			r := httptest.NewRequest("POST", "/v1/inference", nil)
 			r.Header.Set("Authorization", "Bearer bench-token-0123456789")

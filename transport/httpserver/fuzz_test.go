@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/internal/urlspace"
 )
 
@@ -29,13 +30,13 @@ func FuzzRoutes(f *testing.F) {
 		}
 	}
 	s := New(Options{})
-	s.Handle("POST /contract/{org}/{project}/{n}", "manage", answer("create"))
-	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", answer("score"))
-	s.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", answer("gp"))
-	s.Handle("POST /api/predict/{model...}", "deeprec", func(w http.ResponseWriter, r *http.Request) {
+	s.Handle("POST /contract/{org}/{project}/{n}", auth.RoleManage, "manage", answer("create"))
+	s.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", answer("score"))
+	s.Handle("POST /{org}/{project}/{n}/gp", auth.RoleInfer, "graphpipe", answer("gp"))
+	s.Handle("POST /api/predict/{model...}", auth.RoleInfer, "deeprec", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode([]string{"deeprec", r.PathValue("model"), "", ""})
 	})
-	s.Mount("/v2", http.NotFoundHandler())
+	s.Mount("/v2", v2Role, http.NotFoundHandler())
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, method, path string) {
 		if !strings.HasPrefix(path, "/") || !utf8.ValidString(path) || strings.ContainsAny(method, " \t\r\n") {

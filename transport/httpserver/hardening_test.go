@@ -13,17 +13,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/auth"
 )
 
 func TestAdminAPIsMoveToTheAdminHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := New(Options{AdminAPIs: []string{"manage", "/ui"}, Registerer: reg, Gatherer: reg, Pprof: true, Status: func() any { return 1 }})
 	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
-	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", ok)
-	s.Handle("PUT /{org}/{project}/{n}", "manage", ok)
-	s.Handle("POST /servable", "manage", ok)
-	s.Mount("/ui", http.HandlerFunc(ok))
-	s.Mount("/v2", http.HandlerFunc(ok))
+	s.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", ok)
+	s.Handle("PUT /{org}/{project}/{n}", auth.RoleManage, "manage", ok)
+	s.Handle("POST /servable", auth.RoleManage, "manage", ok)
+	s.Mount("/ui", Always(auth.Open), http.HandlerFunc(ok))
+	s.Mount("/v2", v2Role, http.HandlerFunc(ok))
 	main, admin := s.Handler(), s.AdminHandler()
 	for _, tc := range []struct {
 		method, path string
@@ -98,7 +100,7 @@ func TestStreamDuration(t *testing.T) {
 
 func TestRequireClientCertAllowsOnlyProbesWithoutOne(t *testing.T) {
 	s := New(Options{RequireClientCert: true})
-	s.Handle("POST /v1/inference", "inference", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "scored") })
+	s.Handle("POST /v1/inference", auth.RoleInfer, "inference", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "scored") })
 	h := s.Handler()
 	if code, _ := serve(t, h, "GET", "/healthz", ""); code != 200 {
 		t.Errorf("probe without a certificate: %d, want 200", code)
@@ -124,8 +126,8 @@ func TestWriteDeadlineIsPerHandler(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // past the write deadline
 		_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
 	}
-	s.Handle("GET /slow", "slow", slow)
-	s.Mount("/debug/pprof", http.HandlerFunc(slow)) // stands in for a profile of 1 s
+	s.Handle("GET /slow", auth.RoleRead, "slow", slow)
+	s.Mount("/debug/pprof", Always(auth.RoleAdmin), http.HandlerFunc(slow)) // stands in for a profile of 1 s
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	get := func(path string) error {

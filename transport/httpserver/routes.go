@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/groveml/grove/auth"
 )
 
 // route is a protocol route. A route whose pattern has a method and a path
@@ -16,6 +18,7 @@ import (
 type route struct {
 	pattern string
 	api     string // the metrics label, which also says whether the route is an admin one
+	role    auth.Role
 	method  string
 	segs    []segment
 	h       http.HandlerFunc

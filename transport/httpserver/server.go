@@ -11,8 +11,10 @@
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
-// API owns /v2), and the ErrorWriter that answers their refusals in their
-// own error format with SetErrorWriter. The server knows no protocol.
+// API owns /v2), each with the role it needs, and the ErrorWriter that
+// answers their refusals in their own error format with SetErrorWriter.
+// The server knows no protocol: it declares the roles of its own
+// endpoints only.
 package httpserver
 
 import (
@@ -58,8 +60,8 @@ type Options struct {
 	Ready func() bool
 	// Status is the document GET /v1/status serves as JSON; nil serves none.
 	Status func() any
-	// Auth authenticates the callers of every route that auth.HTTPRoles
-	// (or auth.MountRoles for a mount) does not mark open, and applies
+	// Auth authenticates the callers of every route whose role (declared
+	// with Handle, or by a mount's RoleFunc) is not auth.Open, and applies
 	// their limits; nil serves every route without authentication.
 	Auth Authenticator
 	// AdminAPIs, when set, names the APIs (Handle's api argument) and
@@ -111,6 +113,7 @@ type Server struct {
 // mount is a subtree served by one handler.
 type mount struct {
 	prefix string
+	roleOf RoleFunc
 	h      http.Handler
 }
 
@@ -147,33 +150,42 @@ func New(opts Options) *Server {
 func (s *Server) Logger() *slog.Logger { return s.opts.Logger }
 
 // Handle serves pattern (net/http's syntax, with a method:
-// "POST /{org}/{project}/{n}/score") with h, counted in the metrics under
-// api. Patterns whose shapes overlap without one being more specific,
-// which net/http refuses (POST /contract/{org}/{project}/{n} and
+// "POST /{org}/{project}/{n}/score") with h to callers holding role,
+// counted in the metrics under api. Patterns whose shapes overlap
+// without one being more specific, which net/http refuses
+// (POST /contract/{org}/{project}/{n} and
 // POST /{org}/{project}/{n}/score), are served together: the path is
 // compared with them from its last segment backwards, and at the first
 // segment where one route has a literal and the other a wildcard, the
 // literal wins (so /contract/a/b/score scores contract contract/a/b).
 //
-// With Options.Auth, the route needs the role auth.HTTPRoles gives its
-// pattern; Handle panics for a pattern missing there, so that no route
-// goes unprotected. Refusals are answered by api's ErrorWriter
+// role is auth.Open for a route that needs no credentials, else one of
+// auth.Roles, which Options.Auth checks; Handle panics, naming the route,
+// for any other (an empty one among them), so that no route goes
+// unprotected by accident. Refusals are answered by api's ErrorWriter
 // (SetErrorWriter).
-func (s *Server) Handle(pattern, api string, h http.HandlerFunc) {
-	r := newRoute(pattern, s.Instrument(api, s.guard(s.routeRole(pattern), api, h)))
-	r.api = api
+func (s *Server) Handle(pattern string, role auth.Role, api string, h http.HandlerFunc) {
+	mustRole(fmt.Sprintf("route %q", pattern), role)
+	r := newRoute(pattern, s.Instrument(api, s.guard(role, api, h)))
+	r.api, r.role = api, role
 	s.routes = append(s.routes, r)
 }
 
 // Mount serves the path prefix and every path below it (prefix + "/...")
 // with h, before any route: a protocol that owns a subtree routes it
 // itself. h is not instrumented; wrap its handlers with Instrument.
-// With Options.Auth, its requests need the role auth.MountRoles' function
-// for prefix gives them; Mount panics for a prefix missing there.
-// Refusals are answered by prefix's ErrorWriter (SetErrorWriter).
-func (s *Server) Mount(prefix string, h http.Handler) {
+// Each request needs the role roleOf gives its method and path, which
+// Options.Auth checks (auth.Open for none); Mount panics, naming the
+// prefix, without a roleOf or when its role for a GET of prefix is not
+// one a route can need (auth.CheckRequired). Refusals are answered by
+// prefix's ErrorWriter (SetErrorWriter).
+func (s *Server) Mount(prefix string, roleOf RoleFunc, h http.Handler) {
 	prefix = strings.TrimSuffix(prefix, "/")
-	s.mounts = append(s.mounts, mount{prefix: prefix, h: s.guardMount(prefix, h)})
+	if roleOf == nil {
+		panic(fmt.Sprintf("httpserver: mount %q has no RoleFunc: give it one (Always(auth.Open) for an open subtree)", prefix))
+	}
+	mustRole(fmt.Sprintf("mount %q", prefix), roleOf(http.MethodGet, prefix))
+	s.mounts = append(s.mounts, mount{prefix: prefix, roleOf: roleOf, h: s.guardMount(prefix, roleOf, h)})
 }
 
 // Handler returns the handler of every route and mount added so far, and
@@ -240,12 +252,12 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	if status && s.opts.Status != nil {
-		reserved.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(s.routeRole("GET /v1/status"), "status", func(w http.ResponseWriter, _ *http.Request) {
+		reserved.HandleFunc("GET /v1/status", s.Instrument("status", s.guard(statusRole, "status", func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, http.StatusOK, s.opts.Status())
 		})))
 	}
 	if admin && s.opts.Gatherer != nil {
-		mux.Handle("GET /metrics", s.guard(s.routeRole("GET /metrics"), "metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+		mux.Handle("GET /metrics", s.guard(metricsRole, "metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.RequireClientCert && s.refuseCert(w, r, "") {
@@ -270,7 +282,7 @@ func (s *Server) handler(routes []route, mounts []mount, status, admin bool) htt
 		debug.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		debug.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		debug.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", h: s.guardMount("/debug/pprof", debug)})
+		mounts = append(mounts[:len(mounts):len(mounts)], mount{prefix: "/debug/pprof", roleOf: Always(pprofRole), h: s.guardMount("/debug/pprof", Always(pprofRole), debug)})
 	}
 	return &handler{mux: mux, reserved: reserved, mounts: mounts, s: s}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/groveml/grove/auth"
 )
 
 func serve(t *testing.T, h http.Handler, method, path, body string) (int, string) {
@@ -44,7 +46,7 @@ func TestStatusServesTheDocumentAsIndentedJSON(t *testing.T) {
 func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		s := New(Options{Pprof: on})
-		s.Handle("GET /{org}/{project}/{n}", "x", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+		s.Handle("GET /{org}/{project}/{n}", auth.RoleRead, "x", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
 		code, _ := serve(t, s.Handler(), "GET", "/debug/pprof/", "")
 		if got := code == http.StatusOK; got != on {
 			t.Errorf("pprof %v: GET /debug/pprof/ answered %d", on, code)
@@ -60,8 +62,8 @@ func TestPprofIsServedOnlyWhenEnabled(t *testing.T) {
 
 func TestMountServesItsPrefixAndEverythingBelowBeforeRoutes(t *testing.T) {
 	s := New(Options{})
-	s.Mount("/v2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "oip "+r.URL.Path) }))
-	s.Handle("GET /{org}/{project}", "x", func(w http.ResponseWriter, r *http.Request) {
+	s.Mount("/v2", v2Role, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "oip "+r.URL.Path) }))
+	s.Handle("GET /{org}/{project}", auth.RoleRead, "x", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "route "+r.PathValue("org"))
 	})
 	h := s.Handler()
@@ -90,11 +92,11 @@ func routeBody(name string, wildcards ...string) http.HandlerFunc {
 
 func TestOverlappingRoutesPreferTheLiteralNearestTheEnd(t *testing.T) {
 	s := New(Options{})
-	s.Handle("POST /contract/{org}/{project}/{n}", "manage", routeBody("create", "org", "project", "n"))
-	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", routeBody("score", "org", "project", "n"))
-	s.Handle("POST /{org}/{project}/{n}/gp", "graphpipe", routeBody("gp", "org", "project", "n"))
-	s.Handle("POST /servable", "manage", routeBody("servable"))
-	s.Handle("GET /{org}/{project}/{n}/stats", "contracts", routeBody("stats", "n"))
+	s.Handle("POST /contract/{org}/{project}/{n}", auth.RoleManage, "manage", routeBody("create", "org", "project", "n"))
+	s.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", routeBody("score", "org", "project", "n"))
+	s.Handle("POST /{org}/{project}/{n}/gp", auth.RoleInfer, "graphpipe", routeBody("gp", "org", "project", "n"))
+	s.Handle("POST /servable", auth.RoleManage, "manage", routeBody("servable"))
+	s.Handle("GET /{org}/{project}/{n}/stats", auth.RoleRead, "contracts", routeBody("stats", "n"))
 	h := s.Handler()
 	for _, c := range []struct {
 		method, path string
@@ -120,9 +122,9 @@ func TestOverlappingRoutesPreferTheLiteralNearestTheEnd(t *testing.T) {
 
 func TestGroupedRoutesKeepTheLiteralsTheyShare(t *testing.T) {
 	s := New(Options{})
-	s.Handle("PUT /m/{a}/x", "t", routeBody("ax", "a"))
-	s.Handle("PUT /m/y/{b}", "t", routeBody("yb", "b"))
-	s.Handle("PUT /{c}/y/z", "t", routeBody("cz", "c"))
+	s.Handle("PUT /m/{a}/x", auth.RoleInfer, "t", routeBody("ax", "a"))
+	s.Handle("PUT /m/y/{b}", auth.RoleInfer, "t", routeBody("yb", "b"))
+	s.Handle("PUT /{c}/y/z", auth.RoleInfer, "t", routeBody("cz", "c"))
 	h := s.Handler()
 	for path, want := range map[string]string{
 		"/m/y/x": "ax a=y", // x, the last segment, is a literal only in /m/{a}/x
@@ -142,9 +144,9 @@ func TestGroupedRoutesKeepTheLiteralsTheyShare(t *testing.T) {
 
 func TestRoutesOfTheSameShapePanic(t *testing.T) {
 	s := New(Options{})
-	s.Handle("POST /{a}/x", "t", routeBody("one"))
-	s.Handle("POST /{b}/x", "t", routeBody("two"))
-	s.Handle("POST /y/{c}", "t", routeBody("three")) // overlaps both, so they are grouped
+	s.Handle("POST /{a}/x", auth.RoleInfer, "t", routeBody("one"))
+	s.Handle("POST /{b}/x", auth.RoleInfer, "t", routeBody("two"))
+	s.Handle("POST /y/{c}", auth.RoleInfer, "t", routeBody("three")) // overlaps both, so they are grouped
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(r.(string), `"POST /{a}/x" and "POST /{b}/x"`) {
 			t.Errorf("recovered %v, want a panic naming both routes", r)
@@ -156,8 +158,8 @@ func TestRoutesOfTheSameShapePanic(t *testing.T) {
 func TestInstrumentCountsRequestsByAPIAndCode(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := New(Options{Registerer: reg})
-	s.Handle("GET /a", "alpha", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })
-	s.Handle("GET /b", "beta", routeBody("b"))
+	s.Handle("GET /a", auth.RoleRead, "alpha", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })
+	s.Handle("GET /b", auth.RoleRead, "beta", routeBody("b"))
 	h := s.Handler()
 	serve(t, h, "GET", "/a", "")
 	serve(t, h, "GET", "/a", "")
@@ -252,10 +254,10 @@ func TestReservedSegmentsAreRoutedBeforeForestFlow(t *testing.T) {
 			_, _ = io.WriteString(w, name+" "+r.PathValue("org")+r.PathValue("model"))
 		}
 	}
-	s.Handle("POST /{org}/{project}/{n}/score", "forestflow", answer("score"))
-	s.Handle("PUT /{org}/{project}/{n}", "manage", answer("put"))
-	s.Handle("POST /api/predict/{model...}", "deeprec", answer("deeprec"))
-	s.Handle("POST /v1/inference", "inference", answer("ba"))
+	s.Handle("POST /{org}/{project}/{n}/score", auth.RoleInfer, "forestflow", answer("score"))
+	s.Handle("PUT /{org}/{project}/{n}", auth.RoleManage, "manage", answer("put"))
+	s.Handle("POST /api/predict/{model...}", auth.RoleInfer, "deeprec", answer("deeprec"))
+	s.Handle("POST /v1/inference", auth.RoleInfer, "inference", answer("ba"))
 	h := s.Handler()
 	for _, c := range []struct{ method, path, want string }{
 		{"POST", "/api/predict/a/1/score", "deeprec a/1/score"},

@@ -369,7 +369,7 @@ func TestGroveContainerArgsAndConfigParse(t *testing.T) {
 	if want := "grove-1.grove-peers.grove.svc.cluster.local:7443"; s.Cluster.Advertise != want {
 		t.Errorf("advertise %q, want %q (the pod's name under the headless Service)", s.Cluster.Advertise, want)
 	}
-	if !s.TLS.Enabled() || s.TLS.ClientAuth != "require" || s.TLS.ClientCAFile == "" {
+	if !s.TLS.Enabled() || s.TLS.ClientAuth != conf.ClientAuthRequire || s.TLS.ClientCAFile == "" {
 		t.Errorf("TLS %+v: want TLS with client certificates required (mTLS between nodes)", s.TLS)
 	}
 	if s.TLS.CertFile != "/etc/grove/tls/grove-1.crt" {

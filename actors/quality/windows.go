@@ -1,9 +1,8 @@
-package actors
+package quality
 
 import (
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/groveml/grove/routing"
@@ -18,32 +17,30 @@ const (
 	// DefaultCompareWindow is the size of the last-N window when the
 	// server config sets none.
 	DefaultCompareWindow = 1000
-	// compareSlotSpan and compareSlots make the recent window: the slots of
-	// the last 5 to 5.5 minutes, in 30-second steps.
-	compareSlotSpan = 30 * time.Second
-	compareSlots    = 11
-	compareRecent   = 5 * time.Minute
-	// maxCompareOutputs bounds the outputs a window keeps figures of; more
-	// are left out (a model has a fixed set of outputs; this only bounds
+	// slotSpan and slots make the recent window: the slots of the last 5
+	// to 5.5 minutes, in 30-second steps.
+	slotSpan = 30 * time.Second
+	slots    = 11
+	recent   = 5 * time.Minute
+	// maxOutputs bounds the outputs a window keeps figures of; more are
+	// left out (a model has a fixed set of outputs; this only bounds
 	// memory against one that names them anew on every call).
-	maxCompareOutputs = 64
-	// gateRefresh is how long the routing policy's Comparison (its
-	// 5-minute p99 ratio is the costly part) is reused before it is worked
-	// out again.
-	gateRefresh = time.Second
+	maxOutputs = 64
 )
 
-// compared is one shadow execution compared with the answer the caller
+// Execution is one shadow execution compared with the answer the caller
 // got for the same request.
-type compared struct {
-	// shadowFailed: the shadow execution failed; championFailed: the
+type Execution struct {
+	// ShadowFailed: the shadow execution failed; ChampionFailed: the
 	// caller got no answer from the champion, so there was nothing to
 	// compare (counted apart, not against the challenger).
-	shadowFailed, championFailed bool
-	// shadow and champion are their forward (compute) times, known when
+	ShadowFailed, ChampionFailed bool
+	// Shadow and Champion are their forward (compute) times, known when
 	// both answered.
-	shadow, champion time.Duration
-	outputs          []OutputDiff
+	Shadow, Champion time.Duration
+	// Outputs compare the two answers' outputs (DiffOutputs), when both
+	// answered.
+	Outputs []OutputDiff
 }
 
 // outputTotals add up the diffs of one output.
@@ -67,23 +64,23 @@ type totals struct {
 }
 
 // add counts e into t.
-func (t *totals) add(e *compared) {
-	if e.championFailed {
+func (t *totals) add(e *Execution) {
+	if e.ChampionFailed {
 		t.championFailed++
 		return
 	}
 	t.executions++
-	if e.shadowFailed {
+	if e.ShadowFailed {
 		t.errors++
 		return
 	}
-	t.shadowLat[latencyBucket(e.shadow)]++
-	t.championLat[latencyBucket(e.champion)]++
+	t.shadowLat[LatencyBucket(e.Shadow)]++
+	t.championLat[LatencyBucket(e.Champion)]++
 	t.latencies++
-	for _, d := range e.outputs {
+	for _, d := range e.Outputs {
 		i := slices.IndexFunc(t.outputs, func(o outputTotals) bool { return o.name == d.Name })
 		if i < 0 {
-			if len(t.outputs) >= maxCompareOutputs {
+			if len(t.outputs) >= maxOutputs {
 				continue
 			}
 			t.outputs = append(t.outputs, outputTotals{name: d.Name})
@@ -127,7 +124,7 @@ func (t *totals) merge(u *totals) {
 	for _, uo := range u.outputs {
 		i := slices.IndexFunc(t.outputs, func(o outputTotals) bool { return o.name == uo.name })
 		if i < 0 {
-			if len(t.outputs) < maxCompareOutputs {
+			if len(t.outputs) < maxOutputs {
 				t.outputs = append(t.outputs, uo)
 			}
 			continue
@@ -157,81 +154,71 @@ func (t *totals) latencyRatios() (p50, p99 float64) {
 	if t.latencies == 0 {
 		return 0, 0
 	}
-	widen := func(h *[latencyBuckets]uint32) *[latencyBuckets]uint64 {
-		var w [latencyBuckets]uint64
+	widen := func(h *[latencyBuckets]uint32) *Histogram {
+		var w Histogram
 		for i, v := range h {
 			w[i] = uint64(v)
 		}
 		return &w
 	}
-	s := bucketQuantiles(widen(&t.shadowLat), t.latencies, 0.5, 0.99)
-	c := bucketQuantiles(widen(&t.championLat), t.latencies, 0.5, 0.99)
+	s := widen(&t.shadowLat).Quantiles(t.latencies, 0.5, 0.99)
+	c := widen(&t.championLat).Quantiles(t.latencies, 0.5, 0.99)
 	return float64(s[0]) / float64(c[0]), float64(s[1]) / float64(c[1])
 }
 
-// compareSlot is one 30-second step of the recent window.
-type compareSlot struct {
+// slot is one 30-second step of the recent window.
+type slot struct {
 	start time.Time
 	totals
 }
 
-// compareWindows keep a shadow servable's compared executions. The
-// goroutines finishing shadow copies write them; the stats and the
-// metrics collector read them; mu guards them. The router reads only the
-// routing policy's Comparison, published apart under gmu: the windows'
-// readers hold mu while they scan the last-N ring (up to
-// shadow_compare_window executions), which the router, on every user
-// request's path, must never wait for.
-type compareWindows struct {
-	mu sync.Mutex
+// Windows keep a shadow servable's compared executions of one model
+// content: since it was loaded, the last N of them, the last 5 minutes.
+// Not safe for concurrent use.
+type Windows struct {
 	// content is the id of the model content the figures are of; an
 	// execution of another content (a new one was loaded) starts afresh.
 	content int64
-	since   time.Time
 	total   totals
 	// ring holds the last executions, at most limit; next is where the
 	// next one goes once it is full.
-	ring  []compared
+	ring  []Execution
 	limit int
 	next  int
-	slots [compareSlots]compareSlot
-	// gmu guards the routing policy's Comparison of content gateContent
-	// (taken after mu, never before it): record publishes its counts and
-	// mean difference, comparison works its 5-minute p99 ratio out at p99At.
-	gmu         sync.Mutex
-	gate        routing.Comparison
-	gateContent int64
-	p99At       time.Time
+	slots [slots]slot
 }
 
-// newCompareWindows keeps the last n executions in its last-N window.
-func newCompareWindows(n int) *compareWindows {
+// NewWindows keeps the last n executions in its last-N window
+// (DefaultCompareWindow when n is not positive).
+func NewWindows(n int) *Windows {
 	if n <= 0 {
 		n = DefaultCompareWindow
 	}
-	return &compareWindows{limit: n}
+	return &Windows{limit: n}
 }
 
-// record adds e, an execution of content id loaded at loadedAt, at now.
-// An execution of another content than the windows' starts them afresh
-// if that content is still served (current), and is left out if not (a
-// straggler of a content already replaced).
-func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e compared, now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// Content is the id of the model content the windows are of (0: none
+// yet).
+func (w *Windows) Content() int64 { return w.content }
+
+// Record adds e, an execution of content id, at now, and reports whether
+// it did. An execution of another content than the windows' starts them
+// afresh if that content is still served (current), and is left out if
+// not (a straggler of a content already replaced).
+func (w *Windows) Record(id int64, current bool, e Execution, now time.Time) bool {
 	if id != w.content {
 		if !current {
-			return
+			return false
 		}
-		w.reset(id, loadedAt)
+		w.reset(id)
 	}
 	w.total.add(&e)
-	if len(e.outputs) > maxCompareOutputs {
+	if len(e.Outputs) > maxOutputs {
 		// The windows keep at most that many outputs' figures; the ring
 		// keeps no more of an execution (a copy: the log event has them all).
-		kept := make([]OutputDiff, maxCompareOutputs)
-		copy(kept, e.outputs)
-		e.outputs = kept
+		kept := make([]OutputDiff, maxOutputs)
+		copy(kept, e.Outputs)
+		e.Outputs = kept
 	}
 	if len(w.ring) < w.limit {
 		w.ring = append(w.ring, e)
@@ -239,79 +226,71 @@ func (w *compareWindows) record(id int64, loadedAt time.Time, current bool, e co
 		w.ring[w.next] = e
 	}
 	w.next = (w.next + 1) % w.limit
-	start := now.Truncate(compareSlotSpan)
-	s := &w.slots[int(start.Unix()/int64(compareSlotSpan/time.Second))%compareSlots]
+	start := now.Truncate(slotSpan)
+	s := &w.slots[int(start.Unix()/int64(slotSpan/time.Second))%slots]
 	if !s.start.Equal(start) {
-		*s = compareSlot{start: start}
+		*s = slot{start: start}
 	}
 	s.add(&e)
-	w.gmu.Lock()
-	w.gate.Executions, w.gate.Errors, w.gate.MeanAbsDiff = w.total.executions, w.total.errors, gateDiff(&w.total)
-	w.gmu.Unlock()
+	return true
 }
 
 // reset forgets everything: the windows are of content id from now on.
-func (w *compareWindows) reset(id int64, loadedAt time.Time) {
+func (w *Windows) reset(id int64) {
 	clear(w.ring)
-	w.content, w.since, w.total, w.ring, w.next = id, loadedAt, totals{}, w.ring[:0], 0
-	w.slots = [compareSlots]compareSlot{}
-	w.gmu.Lock()
-	w.gate, w.gateContent, w.p99At = routing.Comparison{}, id, time.Time{}
-	w.gmu.Unlock()
+	w.content, w.total, w.ring, w.next = id, totals{}, w.ring[:0], 0
+	w.slots = [slots]slot{}
 }
 
-// windows returns the three windows' totals at now, all empty when they
+// Gate is what the routing policy's promote_when rule reads of the
+// executions since the content was loaded: their count, errors and mean
+// absolute difference (gateDiff). The p99 ratio, the costly part, is
+// left at 0: RecentP99Ratio works it out.
+func (w *Windows) Gate() routing.Comparison {
+	return routing.Comparison{Executions: w.total.executions, Errors: w.total.errors, MeanAbsDiff: gateDiff(&w.total)}
+}
+
+// RecentP99Ratio is the shadow's p99 forward time over the champion's on
+// the same requests over the last 5 minutes (to within a slot) at now; 0
+// when none was measured.
+func (w *Windows) RecentP99Ratio(now time.Time) float64 {
+	_, p99 := w.recent(now).latencyRatios()
+	return p99
+}
+
+// Snapshot is the three windows' totals at one time, for Stats.
+type Snapshot struct {
+	since, lastN, recent *totals
+	n                    int
+}
+
+// Snapshot returns the three windows' totals at now, all empty when they
 // are not of content id (it has not been compared yet), and the size of
-// the last-N window.
-func (w *compareWindows) windows(id int64, now time.Time) (since, lastN, recent *totals, n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// the last-N window. The last-N totals are a scan of up to N executions;
+// the snapshot shares no memory with the windows.
+func (w *Windows) Snapshot(id int64, now time.Time) *Snapshot {
 	if id != w.content {
-		return new(totals), new(totals), new(totals), w.limit
+		return &Snapshot{since: new(totals), lastN: new(totals), recent: new(totals), n: w.limit}
 	}
-	since, lastN = new(totals), new(totals)
+	since, lastN := new(totals), new(totals)
 	*since = w.total
 	since.outputs = slices.Clone(w.total.outputs)
 	for i := range w.ring {
 		lastN.add(&w.ring[i])
 	}
-	return since, lastN, w.recent(now), w.limit
+	return &Snapshot{since: since, lastN: lastN, recent: w.recent(now), n: w.limit}
 }
 
 // recent adds up the slots of the last 5 minutes (to within a slot) at now.
-func (w *compareWindows) recent(now time.Time) *totals {
+func (w *Windows) recent(now time.Time) *totals {
 	t := new(totals)
-	from := now.Truncate(compareSlotSpan).Add(-compareRecent)
+	from := now.Truncate(slotSpan).Add(-recent)
 	for i := range w.slots {
 		if s := &w.slots[i]; !s.start.IsZero() && !s.start.Before(from) && !s.start.After(now) {
 			t.merge(&s.totals)
 		}
 	}
 	return t
-}
-
-// comparison is what the routing policy's promote_when rule reads: the
-// executions, errors and mean absolute difference since content id was
-// loaded, the p99 ratio over the last 5 minutes (worked out at most once
-// per gateRefresh: the router asks on every request). It is zero when
-// content id has not been compared.
-//
-// It never waits for mu: when a reader of the windows holds it, the p99
-// ratio worked out before is kept until the next call finds mu free.
-func (w *compareWindows) comparison(id int64, now time.Time) routing.Comparison {
-	w.gmu.Lock()
-	defer w.gmu.Unlock()
-	if id != w.gateContent {
-		return routing.Comparison{}
-	}
-	if age := now.Sub(w.p99At); (w.p99At.IsZero() || age >= gateRefresh || age < 0) && w.mu.TryLock() {
-		if id == w.content {
-			_, w.gate.P99Ratio = w.recent(now).latencyRatios()
-			w.p99At = now
-		}
-		w.mu.Unlock()
-	}
-	return w.gate
 }
 
 // gateDiff is the largest mean absolute difference over t's outputs; a

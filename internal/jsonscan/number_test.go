@@ -1,4 +1,4 @@
-package oip
+package jsonscan
 
 import (
 	"math"
@@ -12,13 +12,13 @@ import (
 // sizes and compares with strconv, which rounds correctly.
 func checkLiteral(t *testing.T, s string) {
 	t.Helper()
-	sc := scanner{buf: []byte(s)}
-	var n number
-	if !sc.lexNumber(&n) || sc.pos != len(s) {
-		t.Fatalf("%q: not a JSON number (%v)", s, sc.err)
+	sc := Scanner{Buf: []byte(s)}
+	var n Number
+	if !sc.LexNumber(&n) || sc.Pos != len(s) {
+		t.Fatalf("%q: not a JSON number (%v at %d)", s, sc.Err, sc.ErrPos)
 	}
 	for _, bits := range []int{32, 64} {
-		got, ok := n.float(sc.buf, bits)
+		got, ok := n.Float(sc.Buf, bits)
 		want, err := strconv.ParseFloat(s, bits)
 		if ok != (err == nil) {
 			t.Fatalf("%q at %d bits: in range %v, strconv error %v", s, bits, ok, err)
@@ -27,13 +27,13 @@ func checkLiteral(t *testing.T, s string) {
 			t.Fatalf("%q at %d bits: got %v (%#x), want %v (%#x)", s, bits, got, math.Float64bits(got), want, math.Float64bits(want))
 		}
 	}
-	if mag, ok := n.integer(sc.buf); n.isInt {
+	if mag, ok := n.Uint(sc.Buf); n.IsInt {
 		want, err := strconv.ParseUint(strings.TrimPrefix(s, "-"), 10, 64)
 		if ok != (err == nil) || ok && mag != want {
 			t.Fatalf("%q: integer %d %v, strconv %d %v", s, mag, ok, want, err)
 		}
 	} else if ok {
-		t.Fatalf("%q: integer() accepted a non-integer", s)
+		t.Fatalf("%q: Uint accepted a non-integer", s)
 	}
 }
 
@@ -100,9 +100,9 @@ func FuzzNumber(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		sc := scanner{buf: []byte(s)}
-		var n number
-		if !sc.lexNumber(&n) || sc.pos != len(s) {
+		sc := Scanner{Buf: []byte(s)}
+		var n Number
+		if !sc.LexNumber(&n) || sc.Pos != len(s) {
 			return
 		}
 		checkLiteral(t, s)

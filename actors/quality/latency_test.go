@@ -1,13 +1,24 @@
-package actors
+package quality
 
 import (
 	"testing"
 	"time"
 )
 
+// quantiles returns the q-quantiles of the latencies w holds at now, and
+// how many it holds, as the engine reads them (Sum, then Quantiles).
+func (w *LatencyWindow) quantiles(now time.Time, qs ...float64) ([]time.Duration, uint64) {
+	var h Histogram
+	n := w.Sum(now, &h)
+	return h.Quantiles(n, qs...), n
+}
+
+// observe records latency d at now, as the engine does.
+func (w *LatencyWindow) observe(d time.Duration, now time.Time) { w.Count(LatencyBucket(d), now) }
+
 func TestLatencyWindowQuantilesWithinFivePercent(t *testing.T) {
 	start := time.Unix(1000, 0)
-	w := &latencyWindow{start: start}
+	w := &LatencyWindow{start: start}
 	// 1..1000 µs, once each: p50 ≈ 500 µs, p99 ≈ 990 µs.
 	for i := 1; i <= 1000; i++ {
 		w.observe(time.Duration(i)*time.Microsecond, start.Add(time.Second))
@@ -25,7 +36,7 @@ func TestLatencyWindowQuantilesWithinFivePercent(t *testing.T) {
 
 func TestLatencyWindowForgetsAfterTwoSpans(t *testing.T) {
 	start := time.Unix(1000, 0)
-	w := &latencyWindow{start: start}
+	w := &LatencyWindow{start: start}
 	w.observe(time.Second, start)
 	if _, n := w.quantiles(start.Add(latencySpan+time.Second), 0.5); n != 1 {
 		t.Errorf("one span later: %d observations, want 1 (the previous window counts)", n)
@@ -41,7 +52,7 @@ func TestLatencyWindowForgetsAfterTwoSpans(t *testing.T) {
 }
 
 func TestLatencyWindowClampsExtremes(t *testing.T) {
-	w := &latencyWindow{start: time.Unix(0, 0)}
+	w := &LatencyWindow{start: time.Unix(0, 0)}
 	w.observe(0, time.Unix(0, 0))
 	w.observe(time.Hour, time.Unix(0, 0))
 	q, n := w.quantiles(time.Unix(0, 0), 0.5, 1)

@@ -1,4 +1,4 @@
-package actors
+package quality
 
 import (
 	"time"
@@ -114,13 +114,16 @@ func (t *totals) window() CompareWindow {
 	return w
 }
 
+// ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
 
-// stats describes the windows of content id (loaded at loadedAt) at now:
-// all empty when it has not been compared yet.
-func (w *compareWindows) stats(id int64, loadedAt time.Time, tol float64, now time.Time) *ComparisonStats {
-	since, lastN, recent, n := w.windows(id, now)
-	st := &ComparisonStats{Tolerance: tol, N: n, Since: timePtr(loadedAt)}
-	st.SinceStart, st.LastN, st.Last5m = since.window(), lastN.window(), recent.window()
+// Stats describes s for the stats API: the windows of a content loaded at
+// loadedAt (none when zero), compared within tol.
+func (s *Snapshot) Stats(loadedAt time.Time, tol float64) *ComparisonStats {
+	st := &ComparisonStats{Tolerance: tol, N: s.n}
+	if !loadedAt.IsZero() {
+		st.Since = &loadedAt
+	}
+	st.SinceStart, st.LastN, st.Last5m = s.since.window(), s.lastN.window(), s.recent.window()
 	return st
 }

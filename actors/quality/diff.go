@@ -1,4 +1,4 @@
-package actors
+package quality
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 // The comparison of one shadow execution with the answer the caller got
 // for the same request (the champion's): pure functions of the two
-// answers, no state. compareWindows (comparewin.go) adds them up.
+// answers, no state. Windows (windows.go) adds them up.
 
 // DefaultCompareTolerance is the tolerance of the rows-within share when
 // the server config sets none.
@@ -53,12 +53,12 @@ func (d OutputDiff) MeanAbsDiff() float64 {
 	return 0
 }
 
-// diffOutputs compares a shadow execution's outputs with the champion's:
+// DiffOutputs compares a shadow execution's outputs with the champion's:
 // one OutputDiff per champion output, matched by name, else by position
 // (when the shadow's output there has a name no champion output has),
 // then one (a mismatch) per shadow output left unmatched. tol is the
 // rows-within tolerance.
-func diffOutputs(champion, shadow []servables.Tensor, tol float64) []OutputDiff {
+func DiffOutputs(champion, shadow []servables.Tensor, tol float64) []OutputDiff {
 	out := make([]OutputDiff, 0, max(len(champion), len(shadow)))
 	used := make([]bool, len(shadow))
 	match := make([]int, len(champion))
