@@ -107,8 +107,9 @@
 //   - cluster/node: the node agent drives a System (SetShare, ModelInfo,
 //     AppliedConfig) from the cluster's placement table, as cmd/grove
 //     does from flags. It is the engine's caller, not its dependency: the
-//     engine sees the rest of the cluster only through Remote, which
-//     cluster/forward implements below it.
+//     engine sees the rest of the cluster only through its own Remote
+//     interface, which the node agent implements (with cluster/forward's
+//     Client) and cmd/grove passes in Options.
 //
 // The engine's pure arithmetic of comparisons and latencies,
 // actors/quality, imports nothing of it and belongs to that layer below

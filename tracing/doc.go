@@ -3,7 +3,7 @@
 // spans every HTTP route and gRPC method gets (HTTP, UnaryServer,
 // StreamServer), with the caller's W3C traceparent continued, the child
 // spans the protocols and actors add at well-defined points (Start), and
-// the traceparent handed on to other nodes (OutgoingGRPC) and to the
+// the traceparent handed on to other nodes (Outgoing) and to the
 // prediction log (TraceParent).
 //
 // # Who owns what

@@ -123,21 +123,6 @@ func TraceParent(sc trace.SpanContext) string {
 	return string(b[:])
 }
 
-// OutgoingGRPC returns ctx with the traceparent (and tracestate) of the
-// span it carries added to its outgoing gRPC metadata, for a call that
-// continues the trace on another node; ctx itself when it carries no
-// valid span context.
-func OutgoingGRPC(ctx context.Context) context.Context {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ctx
-	}
-	if ts := sc.TraceState(); ts.Len() > 0 {
-		return metadata.AppendToOutgoingContext(ctx, HeaderName, TraceParent(sc), "tracestate", ts.String())
-	}
-	return metadata.AppendToOutgoingContext(ctx, HeaderName, TraceParent(sc))
-}
-
 // HTTPServer makes the server span of each HTTP request of one API.
 type HTTPServer struct {
 	tracer trace.Tracer
@@ -257,8 +242,8 @@ func rpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOptio
 }
 
 // Outgoing returns the traceparent and tracestate of the span ctx
-// carries, for a call to another node on a transport of Grove's own
-// (OutgoingGRPC's counterpart); both empty when ctx carries no valid
+// carries, for a call that continues the trace on another node (the
+// cluster's framed forwarding); both empty when ctx carries no valid
 // span context.
 func Outgoing(ctx context.Context) (traceparent, tracestate string) {
 	sc := trace.SpanContextFromContext(ctx)

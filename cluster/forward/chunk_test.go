@@ -604,3 +604,55 @@ func (c *serverConn) arrivingNow() bool {
 	defer c.mu.Unlock()
 	return c.arriving
 }
+
+// TestLargeAnswerOfAGivenUpCallIsDrained: the large answer of a call its
+// caller gave up after sending it whole (the serving node's model answered
+// anyway) is read and dropped as it comes, though no other call waits on
+// the connection: the serving node's writer is not left stalled until it
+// gives the connection up (writeStall), and the next call on the
+// connection is answered.
+func TestLargeAnswerOfAGivenUpCallIsDrained(t *testing.T) {
+	const answerLen = 16 << 20 // more than loopback's socket buffers hold
+	running, answered := make(chan struct{}, 1), make(chan struct{}, 1)
+	b := start(t, "b", func(ctx context.Context, req ForwardedRequest) (Answer, error) {
+		if req.RequestID != "given-up" {
+			return compute(ctx, req)
+		}
+		running <- struct{}{}
+		<-ctx.Done() // the caller's cancel frame came
+		defer func() { answered <- struct{}{} }()
+		s, err := servables.NewStringTensor("s", []int64{1}, []string{strings.Repeat("x", answerLen)})
+		return Answer{Checksum: "late", Outputs: []servables.Tensor{s}}, err
+	}, ServerOptions{AllowUnauthenticatedPeers: true})
+	c := NewClient(ClientOptions{})
+	defer c.Close()
+	ctx := testCtx(t)
+	peers := []Peer{b.peer}
+	req := sumRequest(t)
+	req.RequestID = "given-up"
+	gctx, giveUp := context.WithCancel(ctx)
+	given := forwardAsync(gctx, c, peers, req)
+	await(t, ctx, running, "the call to run")
+	giveUp()
+	if r := await(t, ctx, given, "the given-up call to return"); servables.KindOf(r.err) != servables.Canceled {
+		t.Fatalf("the given-up call: %v, want Canceled", r.err)
+	}
+	// No call waits on the connection while the answer is written: a
+	// Client that stopped reading would leave the answer's writer stuck,
+	// and the serving node would close the connection after writeStall.
+	await(t, ctx, answered, "the late answer")
+	time.Sleep(writeStall + time.Second)
+	if n := framedConns(b.srv); n != 1 {
+		t.Errorf("%d framed connections on the serving node, want the one still open", n)
+	}
+	a, err := c.Forward(ctx, peers, sumRequest(t))
+	if err != nil {
+		t.Fatalf("the next call: %v", err)
+	}
+	checkSums(t, a, "b")
+	b.node.mu.Lock()
+	defer b.node.mu.Unlock()
+	if n := len(b.node.remotes); n != 1 {
+		t.Errorf("calls came from %d client addresses, want 1 (one connection)", n)
+	}
+}

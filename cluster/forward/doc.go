@@ -38,7 +38,8 @@
 //	                                  replaced when it ends)           calls at once during a pause
 //	a client connection's calls    clientConn, under its mu         whoever reads (a call leading, or
 //	  waiting for answers, and        (added by call, removed by       readLoop) hands each answer to its
-//	  who reads the connection        the answer or the caller)        call's channel
+//	  who reads the connection        the answer, or by the caller     call's channel, or drops it when
+//	                                  of a call not written whole)     its caller gave up
 //	a connection's writing         its frameWriter: the write       a writer takes the turn for each
 //	  (either side)                   turn (a token, first come        frame it writes, and the bulk turn
 //	                                  first served) and the bulk       from a chunked message's head to its

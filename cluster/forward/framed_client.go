@@ -29,7 +29,11 @@ import (
 // connection's (readLoop) if other calls still wait, which reads until
 // none does. At concurrency 1 a call so reads its own answer, with no
 // goroutine hand-off. A chunked call does not lead (it would read nothing
-// while it writes): a readLoop reads for it.
+// while it writes): a readLoop reads for it. A call whose caller gave up
+// after it was written whole still waits for its answer, which the server
+// sends (or for the connection's end): the reading goes on until it comes
+// and is dropped, so that the server's writer is never left with a large
+// answer nobody reads (writeStall would end the connection).
 type clientConn struct {
 	nc        net.Conn
 	r         *bufio.Reader // read only by the goroutine that is reading
@@ -59,6 +63,9 @@ type clientConn struct {
 // pending is a call waiting for its answer.
 type pending struct {
 	ch chan frameResult
+	// gaveUp says its caller no longer waits: its answer, when it comes,
+	// is dropped. Guarded by the connection's mu.
+	gaveUp bool
 	// sent says the call was written whole: whoever gives it up then
 	// tells the server (a cancel frame). Read and written only in the
 	// connection's write turn, so that exactly one cancel follows a call's
@@ -249,12 +256,12 @@ func (c *clientConn) sendChunked(ctx context.Context, id uint64, p *pending, out
 	}
 }
 
-// waits reports whether call id waits for its answer.
+// waits reports whether call id's caller waits for its answer.
 func (c *clientConn) waits(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.waiting[id]
-	return ok
+	p, ok := c.waiting[id]
+	return ok && !p.gaveUp
 }
 
 // wait waits for call id's answer, which someone else reads, or ctx's
@@ -264,7 +271,7 @@ func (c *clientConn) wait(ctx context.Context, id uint64, p *pending) (frameResu
 	case r := <-p.ch:
 		return r, r.err
 	case <-ctx.Done():
-		if c.forget(id) {
+		if c.giveUp(id) {
 			go c.cancel(id, p)
 		}
 		return frameResult{}, ctx.Err()
@@ -294,8 +301,8 @@ func (c *clientConn) lead(ctx context.Context, id uint64, p *pending) (frameResu
 		c.dmu.Unlock()
 		if ctx.Err() != nil {
 			c.endInterruptible()
-			if c.forget(id) {
-				c.handOver()
+			if c.giveUp(id) {
+				c.handOver() // a readLoop reads on, for its answer too
 				go c.cancel(id, p)
 				return frameResult{}, ctx.Err()
 			}
@@ -391,8 +398,22 @@ func (c *clientConn) readLoop() {
 // on.
 var errGoaway = errors.New("the peer is shutting down: it takes no new calls")
 
-// forget removes call id from the waiting ones; false when its answer
-// came first.
+// giveUp marks call id given up by its caller: its answer, if the server
+// sends one, is read and dropped (cancel decides whether it will). It
+// returns false when the answer came first.
+func (c *clientConn) giveUp(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.waiting[id]
+	if !ok {
+		return false
+	}
+	p.gaveUp = true
+	return true
+}
+
+// forget removes call id from the waiting ones, whose answers are read;
+// false when its answer came first.
 func (c *clientConn) forget(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -405,16 +426,27 @@ func (c *clientConn) forget(id uint64) bool {
 }
 
 // cancel tells the server the caller gave up call p, id (best effort),
-// if it was written whole; one still being written is ended by its
-// writer (sendChunked). Callers run it on a goroutine of its own: the
+// if it was written whole: the server still answers it, and the call
+// waits, given up, until that answer comes. One not written whole is
+// never answered: it waits no more (one still being written is ended by
+// its writer, sendChunked). Callers run it on a goroutine of its own: the
 // write turn may be held by a write to a peer that reads slowly, and a
 // call that gave up returns at once.
 func (c *clientConn) cancel(id uint64, p *pending) {
 	<-c.w.turn
-	if p.sent {
+	sent := p.sent
+	if sent {
 		c.writeCancel(id)
 	}
 	c.w.turn <- struct{}{}
+	if !sent {
+		c.mu.Lock()
+		if c.waiting[id] == p {
+			delete(c.waiting, id)
+			c.closeIfDone()
+		}
+		c.mu.Unlock()
+	}
 }
 
 // writeCancel writes the cancel frame of call id; the write turn is held.
@@ -492,14 +524,14 @@ func (c *clientConn) next() error {
 	return fmt.Errorf("%w: frame type %d from the server", errFrame, h.typ)
 }
 
-// deliver hands r to call id, if it waits.
+// deliver hands r to call id, if its caller waits.
 func (c *clientConn) deliver(id uint64, r frameResult) {
 	c.mu.Lock()
 	p := c.waiting[id]
 	delete(c.waiting, id)
 	c.closeIfDone()
 	c.mu.Unlock()
-	if p != nil {
+	if p != nil && !p.gaveUp {
 		p.ch <- r
 	}
 }

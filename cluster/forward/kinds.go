@@ -46,9 +46,8 @@ func Code(k servables.Kind) codes.Code {
 }
 
 // KindOfCode is the kind of a failure that says gRPC code c and no kind
-// of its own (a Failure without one, a gRPC status without the
-// grove-error-kind trailer), or of a call its context ended (the deadline
-// passed, the call canceled). A peer that refuses this node's credentials
+// of its own (a Failure without one), or of a call its context ended (the
+// deadline passed, the call canceled). A peer that refuses this node's credentials
 // (Unauthenticated, PermissionDenied) or does not know the method
 // (Unimplemented) is a cluster misconfiguration, Execution: the server's
 // fault, not the client's, and not worth another replica.

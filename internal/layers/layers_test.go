@@ -163,15 +163,10 @@ func TestNoPackageImportsUpward(t *testing.T) {
 }
 
 // allowed reports whether the upward import from -> to is one upward
-// names (a sub-package of a named importer counts as it, as a test file
-// of the package does).
+// names: those packages exactly (their test files are theirs), not a
+// package under them, which would be a new arrow to name.
 func allowed(from, to string) bool {
-	for k := range upward {
-		if (from == k[0] || strings.HasPrefix(from, k[0]+"/")) && to == k[1] {
-			return true
-		}
-	}
-	return false
+	return upward[[2]string{from, to}]
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -210,5 +205,28 @@ func TestLayerOf(t *testing.T) {
 	}
 	if i := layerOf("apiary"); i != -1 {
 		t.Errorf("layerOf(apiary) = %d: a prefix must match a whole folder name", i)
+	}
+}
+
+// TestAllowedArrowsAreExactlyTheTwo: the upward imports allowed are
+// logging -> actors and cluster/node -> actors, and no other: not from a
+// package under logging or cluster/node, nor into a package under actors.
+func TestAllowedArrowsAreExactlyTheTwo(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"logging", "actors", true},
+		{"cluster/node", "actors", true},
+		{"logging/audit", "actors", false},
+		{"logging/kafka", "actors", false},
+		{"cluster/node/agent", "actors", false},
+		{"cluster/forward", "actors", false},
+		{"logging", "actors/lifecycle", false},
+		{"routing", "actors", false},
+	} {
+		if got := allowed(tc.from, tc.to); got != tc.want {
+			t.Errorf("allowed(%s -> %s) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
 	}
 }
