@@ -166,7 +166,7 @@ fuzz: deps
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(GO) run ./cmd/grovebench
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch

@@ -141,5 +141,9 @@
 // only callers already answered (ErrStopped), or call back into the
 // caller's own done. The router's expiry tick and the supervisor's
 // wake-up timer only send their actor a message; the router stops its
-// tick when it stops, the supervisor its timer when it quiesces.
+// tick when it stops, the supervisor its timer when it quiesces. Two
+// context.AfterFunc callbacks live only as long as the call that
+// registers them, which unregisters them when it returns: a batch's
+// joined context (joinContexts, cancelled once every request in it has
+// gone) and a forwarded call's cancel on Stop (ways.toNode).
 package actors

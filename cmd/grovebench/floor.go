@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/groveml/grove/api/oip/oippb"
-	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // The transport floor: a server with no model and no decoding that
@@ -152,7 +151,7 @@ func serveFloorProxy(spec string) error {
 		return fmt.Errorf("%s=%q: want HTTPADDR,GRPCTARGET", floorProxyEnv, spec)
 	}
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStaticStreamWindowSize(floorWindowBytes), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(floorWindowBytes)))
+		grpc.WithStaticStreamWindowSize(floorWindowBytes), grpc.WithStaticConnWindowSize(4*floorWindowBytes))
 	if err != nil {
 		return err
 	}

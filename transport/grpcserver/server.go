@@ -67,13 +67,6 @@ type Options struct {
 	// server tolerates (a faster client is sent GOAWAY); 0 means gRPC's
 	// default, 5 minutes.
 	KeepaliveMinTime time.Duration
-	// WindowBytes, if positive, gives every stream this fixed HTTP/2
-	// flow-control window and every connection four times it, in place
-	// of gRPC's dynamic window, whose bandwidth probe (a PING after each
-	// message received, answered by the peer) costs each small call one
-	// more write and read, and wake-up, on both ends. Values under 64 KiB
-	// are raised to it.
-	WindowBytes int32
 	// Ready reports whether the server takes traffic (health SERVING); nil
 	// means always.
 	Ready func() bool
@@ -86,13 +79,6 @@ type Options struct {
 	// the caller's traceparent metadata (package tracing); nil traces
 	// nothing.
 	TracerProvider trace.TracerProvider
-}
-
-// ConnWindow is the connection window that goes with stream window w
-// (Options.WindowBytes): four streams' worth, at most the largest window
-// HTTP/2 allows.
-func ConnWindow(w int32) int32 {
-	return int32(min(4*int64(w), 1<<31-1))
 }
 
 // Server is a gRPC server with the health and reflection services.
@@ -123,10 +109,6 @@ func New(opts Options) *Server {
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.ChainUnaryInterceptor(lim.unary), grpc.ChainStreamInterceptor(lim.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true})}
-	if opts.WindowBytes > 0 {
-		w := max(opts.WindowBytes, 64<<10)
-		sopts = append(sopts, grpc.StaticStreamWindowSize(w), grpc.StaticConnWindowSize(ConnWindow(w)))
-	}
 	if opts.TracerProvider != nil {
 		sopts = append(sopts, grpc.ChainUnaryInterceptor(tracing.UnaryServer(opts.TracerProvider)),
 			grpc.ChainStreamInterceptor(tracing.StreamServer(opts.TracerProvider)))
