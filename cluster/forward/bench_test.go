@@ -18,7 +18,6 @@ import (
 
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
-	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // The benchmarks compare a forwarded request (Client.Forward to a Server
@@ -75,7 +74,7 @@ func newBench(b *testing.B, mtls bool, connsPerPeer int) *benchSetup {
 	// bandwidth-probe PINGs, answered while the next forwarded call runs,
 	// were billed to it: ~12 µs at p50).
 	sum := f32(b, "x_sum", []int64{1, 1}, 31.5)
-	gopts := []grpc.ServerOption{grpc.StaticStreamWindowSize(floorWindow), grpc.StaticConnWindowSize(grpcserver.ConnWindow(floorWindow))}
+	gopts := []grpc.ServerOption{grpc.StaticStreamWindowSize(floorWindow), grpc.StaticConnWindowSize(4 * floorWindow)}
 	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
 	if mtls {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(srvTLS)))
@@ -90,7 +89,7 @@ func newBench(b *testing.B, mtls bool, connsPerPeer int) *benchSetup {
 	go func() { _ = gs.Serve(ln) }()
 	b.Cleanup(gs.Stop)
 	cc, err := grpc.NewClient(ln.Addr().String(), dial,
-		grpc.WithStaticStreamWindowSize(floorWindow), grpc.WithStaticConnWindowSize(grpcserver.ConnWindow(floorWindow)))
+		grpc.WithStaticStreamWindowSize(floorWindow), grpc.WithStaticConnWindowSize(4*floorWindow))
 	if err != nil {
 		b.Fatal(err)
 	}
