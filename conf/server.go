@@ -63,9 +63,18 @@ type Server struct {
 	HTTPMaxHeaderBytes int `yaml:"http_max_header_bytes"`
 	// HTTPReadTimeout bounds reading a request's body, and HTTPWriteTimeout
 	// writing its answer, from when the handler starts; set per handler, so
-	// the long streams of pprof get the time they ask for on top.
+	// the long streams of pprof get the time they ask for on top. Until a
+	// request's caller is known (its credentials checked), it gets
+	// HTTPReadHeaderTimeout instead.
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
 	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
+	// HTTPMaxConnections bounds the connections the HTTP listener holds,
+	// and AdminHTTPMaxConnections the admin listener's: at the limit the
+	// connection idle the longest is closed to make room, or the new one
+	// when none is. The defaults are sized from the process's file
+	// descriptor limit (DefaultConnectionLimits).
+	HTTPMaxConnections      int `yaml:"http_max_connections"`
+	AdminHTTPMaxConnections int `yaml:"admin_http_max_connections"`
 	// GRPCMaxConcurrentStreams bounds the concurrent calls of one gRPC connection.
 	GRPCMaxConcurrentStreams int `yaml:"grpc_max_concurrent_streams"`
 	// GRPCKeepaliveMinTime is the shortest interval between client
@@ -350,6 +359,7 @@ func DefaultServer() Server {
 	if d, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(d, "grove")
 	}
+	conns := DefaultConnectionLimits(fdLimit())
 	return Server{
 		ModelConfig:              "model_config.json",
 		HTTP:                     "127.0.0.1:8080",
@@ -359,6 +369,8 @@ func DefaultServer() Server {
 		HTTPMaxHeaderBytes:       64 << 10,
 		HTTPReadTimeout:          time.Minute,
 		HTTPWriteTimeout:         time.Minute,
+		HTTPMaxConnections:       conns.Public,
+		AdminHTTPMaxConnections:  conns.Admin,
 		GRPCMaxConcurrentStreams: 1024,
 		GRPCKeepaliveMinTime:     10 * time.Second,
 		TLS:                      TLS{ClientAuth: ClientAuthNone, ReloadInterval: time.Second},
@@ -495,6 +507,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")
 	dur(&s.HTTPReadTimeout, "http-read-timeout", "how long a handler waits for a request body")
 	dur(&s.HTTPWriteTimeout, "http-write-timeout", "how long a handler may take to write its answer (pprof streams get their duration on top)")
+	integer(&s.HTTPMaxConnections, "http-max-connections", "most connections the HTTP listener holds; at the limit the longest idle is closed, or the new one (default sized from the fd limit)")
+	integer(&s.AdminHTTPMaxConnections, "admin-http-max-connections", "most connections the admin HTTP listener holds (default sized from the fd limit)")
 	integer(&s.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", "most concurrent gRPC calls per connection")
 	dur(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", "shortest interval between client keepalive pings; faster clients are disconnected")
 	str(&s.TLS.CertFile, "tls-cert", "PEM server certificate `file`: serve TLS on every listener (reloaded when it changes)")
@@ -804,6 +818,14 @@ func (s Server) Validate() error {
 	}
 	if s.HTTPMaxHeaderBytes < 1024 {
 		bad("http_max_header_bytes", "%d is below the minimum of 1024", s.HTTPMaxHeaderBytes)
+	}
+	for _, l := range []struct {
+		key string
+		n   int
+	}{{"http_max_connections", s.HTTPMaxConnections}, {"admin_http_max_connections", s.AdminHTTPMaxConnections}} {
+		if l.n < 1 {
+			bad(l.key, "%d must be positive", l.n)
+		}
 	}
 	if s.GRPCMaxConcurrentStreams < 1 {
 		bad("grpc_max_concurrent_streams", "%d must be positive", s.GRPCMaxConcurrentStreams)

@@ -141,7 +141,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
 		"--prediction-log-key-features-separator", "|", "--auth-tokens-file", "/etc/grove/tokens.yaml",
 		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
-		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--grpc-max-concurrent-streams", "9",
+		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--http-max-connections", "11", "--admin-http-max-connections", "12", "--grpc-max-concurrent-streams", "9",
 		"--grpc-keepalive-min-time", "7s", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
 		"--tls-client-auth", "require", "--tls-reload-interval", "2s",
 		"--memory-budget-bytes", "8589934592", "--cluster-etcd-endpoints", "e1:2379,e2:2379", "--cluster-etcd-prefix", "/g2/",
@@ -156,7 +156,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
-		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
 		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequire, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
@@ -222,6 +222,8 @@ http_idle_timeout: 4s
 http_max_header_bytes: 4096
 http_read_timeout: 5s
 http_write_timeout: 6s
+http_max_connections: 11
+admin_http_max_connections: 12
 grpc_max_concurrent_streams: 9
 grpc_keepalive_min_time: 7s
 tls: {cert_file: /c.pem, key_file: /k.pem, client_ca_file: /ca.pem, client_auth: request, reload_interval: 2s}
@@ -259,7 +261,7 @@ cluster:
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, KeepPreviousFor: 90 * time.Second,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
-		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second,
 		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequest, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
@@ -449,6 +451,8 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
 		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},
 		{"max streams", func(s *Server) { s.GRPCMaxConcurrentStreams = 0 }, "grpc_max_concurrent_streams (--grpc-max-concurrent-streams): 0 must be positive"},
+		{"http max connections", func(s *Server) { s.HTTPMaxConnections = 0 }, "http_max_connections (--http-max-connections): 0 must be positive"},
+		{"admin http max connections", func(s *Server) { s.AdminHTTPMaxConnections = -1 }, "admin_http_max_connections (--admin-http-max-connections): -1 must be positive"},
 		{"tls cert without key", func(s *Server) { s.TLS.CertFile = "/c.pem" }, "tls.cert_file (--tls-cert): cert_file and key_file go together"},
 		{"client ca without tls", func(s *Server) { s.TLS.ClientCAFile = "/ca.pem" }, "tls.client_ca_file (--tls-client-ca): client certificates need TLS"},
 		{"require without ca", func(s *Server) {
@@ -683,5 +687,39 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+func TestConnectionLimitsDefaultToTheFileDescriptorLimitsShares(t *testing.T) {
+	for _, tc := range []struct {
+		fds           uint64
+		public, admin int
+	}{
+		{20000, 8494, 256},
+		{4096, 1728, 64},
+		{1024, 368, 16},
+		{1 << 20, 458496, 256},
+		{100, 16, 16},           // below what the shares need: the floors
+		{1 << 62, 7339776, 256}, // RLIM_INFINITY and the like: as 2^24
+	} {
+		got := DefaultConnectionLimits(tc.fds)
+		if got != (ConnectionLimits{Public: tc.public, Admin: tc.admin}) {
+			t.Errorf("DefaultConnectionLimits(%d) = %+v, want public %d, admin %d", tc.fds, got, tc.public, tc.admin)
+		}
+		if tc.fds >= 1024 && tc.fds < 1<<24 && uint64(2*got.Public+2*got.Admin) > tc.fds-tc.fds/8 {
+			t.Errorf("DefaultConnectionLimits(%d) = %+v: the listeners full at once leave less than an eighth of the descriptors", tc.fds, got)
+		}
+	}
+	d := DefaultServer()
+	if want := DefaultConnectionLimits(fdLimit()); d.HTTPMaxConnections != want.Public || d.AdminHTTPMaxConnections != want.Admin {
+		t.Errorf("defaults http_max_connections %d, admin_http_max_connections %d; want %+v for this process's %d descriptors",
+			d.HTTPMaxConnections, d.AdminHTTPMaxConnections, want, fdLimit())
+	}
+	got, err := ParseServerArgs([]string{"--bucket", "gs://b", "--http-max-connections", "100", "--admin-http-max-connections", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HTTPMaxConnections != 100 || got.AdminHTTPMaxConnections != 7 {
+		t.Errorf("flags: http_max_connections %d, admin_http_max_connections %d; want 100, 7", got.HTTPMaxConnections, got.AdminHTTPMaxConnections)
 	}
 }
