@@ -50,6 +50,12 @@ type Server struct {
 	// serves the management API, /metrics and pprof, which the HTTP
 	// address then does not: the scoring port can be exposed alone.
 	AdminHTTP string `yaml:"admin_http"`
+	// AdminGRPC, when set, is the host:port of a second gRPC listener
+	// whose message limit is MaxModelBytes: it serves the B&A sidecar's
+	// RegisterModel and DeleteModel (which carry or remove whole models),
+	// GetModelPaths, health and reflection. Unless GRPCServesModelWrites,
+	// it is the only listener serving the two model writes.
+	AdminGRPC string `yaml:"admin_grpc"`
 	// InsecureNoAuth lets Grove listen on a non-loopback address with no
 	// authentication configured (see AuthConfigured), logging a warning at
 	// start and every hour; without it such a config is refused.
@@ -63,15 +69,40 @@ type Server struct {
 	HTTPMaxHeaderBytes int `yaml:"http_max_header_bytes"`
 	// HTTPReadTimeout bounds reading a request's body, and HTTPWriteTimeout
 	// writing its answer, from when the handler starts; set per handler, so
-	// the long streams of pprof get the time they ask for on top.
+	// the long streams of pprof get the time they ask for on top. Until a
+	// request's caller is known (its credentials checked), it gets
+	// HTTPReadHeaderTimeout instead.
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
 	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
+	// HTTPMaxConnections bounds the connections the HTTP listener holds,
+	// and AdminHTTPMaxConnections the admin listener's: at the limit the
+	// connection idle the longest is closed to make room, or the new one
+	// when none is. The defaults are sized from the process's file
+	// descriptor limit (DefaultConnectionLimits).
+	HTTPMaxConnections      int `yaml:"http_max_connections"`
+	AdminHTTPMaxConnections int `yaml:"admin_http_max_connections"`
 	// GRPCMaxConcurrentStreams bounds the concurrent calls of one gRPC connection.
 	GRPCMaxConcurrentStreams int `yaml:"grpc_max_concurrent_streams"`
 	// GRPCKeepaliveMinTime is the shortest interval between client
 	// keepalive pings the gRPC server tolerates; a client pinging more
 	// often is disconnected (GOAWAY too_many_pings).
 	GRPCKeepaliveMinTime time.Duration `yaml:"grpc_keepalive_min_time"`
+	// GRPCMaxConnectionIdle closes, with GOAWAY, a gRPC connection that
+	// has had no call for this long (one that sent only the HTTP/2
+	// preface included), on both gRPC listeners.
+	GRPCMaxConnectionIdle time.Duration `yaml:"grpc_max_connection_idle"`
+	// GRPCKeepaliveTime is how long a gRPC connection may stay silent
+	// before the server pings it, and GRPCKeepaliveTimeout how long the
+	// server then waits for the answer before closing it (a dead peer).
+	GRPCKeepaliveTime    time.Duration `yaml:"grpc_keepalive_time"`
+	GRPCKeepaliveTimeout time.Duration `yaml:"grpc_keepalive_timeout"`
+	// GRPCMaxConnections bounds the connections the gRPC listener holds
+	// open, and AdminGRPCMaxConnections the admin gRPC listener's: a
+	// connection over the limit is closed at once (gRPC never marks a
+	// connection idle, so none is reclaimed). The defaults are sized from
+	// the file descriptor limit (DefaultConnectionLimits).
+	GRPCMaxConnections      int `yaml:"grpc_max_connections"`
+	AdminGRPCMaxConnections int `yaml:"admin_grpc_max_connections"`
 	// TLS serves the HTTP, admin and gRPC listeners over TLS.
 	TLS TLS `yaml:"tls"`
 	// PollInterval is how often the model config is read; at least MinPollInterval.
@@ -86,11 +117,13 @@ type Server struct {
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`
 	// MaxModelBytes is the largest model, in bytes, that is fetched, and
-	// the largest gRPC RegisterModel message (which carries model files).
+	// the largest message of the admin gRPC listener and of a gRPC
+	// RegisterModel (which carries model files).
 	MaxModelBytes int64 `yaml:"max_model_bytes"`
 	// MaxBodyBytes is the largest request body, in bytes, that is accepted;
 	// a gzip or deflate body is held to it both compressed and decoded. It
-	// is also the largest gRPC message but RegisterModel's.
+	// is also the largest message of the gRPC listener (where
+	// GRPCServesModelWrites, of every method but RegisterModel).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// DrainTimeout bounds how long shutdown waits for requests in flight.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
@@ -350,6 +383,7 @@ func DefaultServer() Server {
 	if d, err := os.UserCacheDir(); err == nil {
 		cacheDir = filepath.Join(d, "grove")
 	}
+	conns := DefaultConnectionLimits(fdLimit())
 	return Server{
 		ModelConfig:              "model_config.json",
 		HTTP:                     "127.0.0.1:8080",
@@ -359,8 +393,15 @@ func DefaultServer() Server {
 		HTTPMaxHeaderBytes:       64 << 10,
 		HTTPReadTimeout:          time.Minute,
 		HTTPWriteTimeout:         time.Minute,
+		HTTPMaxConnections:       conns.Public,
+		AdminHTTPMaxConnections:  conns.Admin,
 		GRPCMaxConcurrentStreams: 1024,
 		GRPCKeepaliveMinTime:     10 * time.Second,
+		GRPCMaxConnectionIdle:    2 * time.Minute,
+		GRPCKeepaliveTime:        time.Minute,
+		GRPCKeepaliveTimeout:     20 * time.Second,
+		GRPCMaxConnections:       conns.Public,
+		AdminGRPCMaxConnections:  conns.Admin,
 		TLS:                      TLS{ClientAuth: ClientAuthNone, ReloadInterval: time.Second},
 		PollInterval:             30 * time.Second,
 		CacheDir:                 cacheDir,
@@ -490,13 +531,21 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.HTTP, "http", "`host:port` of the HTTP API")
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
 	str(&s.AdminHTTP, "admin-http", "`host:port` of a second HTTP listener serving the management API, /metrics and pprof instead of --http (default: none, all on --http)")
+	str(&s.AdminGRPC, "admin-grpc", "`host:port` of a second gRPC listener with --max-model-bytes as its message limit, serving the B&A sidecar's RegisterModel and DeleteModel (only there unless --grpc is loopback without authentication), GetModelPaths and health (default: none)")
 	dur(&s.HTTPReadHeaderTimeout, "http-read-header-timeout", "how long a client may take to send a request's headers")
 	dur(&s.HTTPIdleTimeout, "http-idle-timeout", "how long an idle keep-alive HTTP connection is kept")
 	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")
 	dur(&s.HTTPReadTimeout, "http-read-timeout", "how long a handler waits for a request body")
 	dur(&s.HTTPWriteTimeout, "http-write-timeout", "how long a handler may take to write its answer (pprof streams get their duration on top)")
+	integer(&s.HTTPMaxConnections, "http-max-connections", "most connections the HTTP listener holds; at the limit the longest idle is closed, or the new one (default sized from the fd limit)")
+	integer(&s.AdminHTTPMaxConnections, "admin-http-max-connections", "most connections the admin HTTP listener holds (default sized from the fd limit)")
 	integer(&s.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", "most concurrent gRPC calls per connection")
 	dur(&s.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", "shortest interval between client keepalive pings; faster clients are disconnected")
+	dur(&s.GRPCMaxConnectionIdle, "grpc-max-connection-idle", "how long a gRPC connection without a call is kept before GOAWAY")
+	dur(&s.GRPCKeepaliveTime, "grpc-keepalive-time", "how long a gRPC connection may stay silent before the server pings it")
+	dur(&s.GRPCKeepaliveTimeout, "grpc-keepalive-timeout", "how long the server waits for a ping's answer before closing the connection")
+	integer(&s.GRPCMaxConnections, "grpc-max-connections", "most connections the gRPC listener holds open; more are closed at once (default sized from the fd limit)")
+	integer(&s.AdminGRPCMaxConnections, "admin-grpc-max-connections", "most connections the admin gRPC listener holds open; more are closed at once (default sized from the fd limit)")
 	str(&s.TLS.CertFile, "tls-cert", "PEM server certificate `file`: serve TLS on every listener (reloaded when it changes)")
 	str(&s.TLS.KeyFile, "tls-key", "PEM key `file` of --tls-cert")
 	str(&s.TLS.ClientCAFile, "tls-client-ca", "PEM `file` of the CAs client certificates must chain to")
@@ -792,12 +841,20 @@ func (s Server) Validate() error {
 			bad("admin_http", "%s is also the HTTP or gRPC address", s.AdminHTTP)
 		}
 	}
+	if s.AdminGRPC != "" {
+		if err := validateHostPort(s.AdminGRPC); err != nil {
+			bad("admin_grpc", "%v", err)
+		} else if s.AdminGRPC == s.HTTP || s.AdminGRPC == s.GRPC || s.AdminGRPC == s.AdminHTTP {
+			bad("admin_grpc", "%s is also the HTTP, gRPC or admin HTTP address", s.AdminGRPC)
+		}
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{{"http_read_header_timeout", s.HTTPReadHeaderTimeout}, {"http_idle_timeout", s.HTTPIdleTimeout},
 		{"http_read_timeout", s.HTTPReadTimeout}, {"http_write_timeout", s.HTTPWriteTimeout},
-		{"grpc_keepalive_min_time", s.GRPCKeepaliveMinTime}} {
+		{"grpc_keepalive_min_time", s.GRPCKeepaliveMinTime}, {"grpc_max_connection_idle", s.GRPCMaxConnectionIdle},
+		{"grpc_keepalive_time", s.GRPCKeepaliveTime}, {"grpc_keepalive_timeout", s.GRPCKeepaliveTimeout}} {
 		if d.v <= 0 {
 			bad(d.key, "%v must be positive", d.v)
 		}
@@ -805,12 +862,26 @@ func (s Server) Validate() error {
 	if s.HTTPMaxHeaderBytes < 1024 {
 		bad("http_max_header_bytes", "%d is below the minimum of 1024", s.HTTPMaxHeaderBytes)
 	}
+	for _, l := range []struct {
+		key string
+		n   int
+	}{{"http_max_connections", s.HTTPMaxConnections}, {"admin_http_max_connections", s.AdminHTTPMaxConnections}} {
+		if l.n < 1 {
+			bad(l.key, "%d must be positive", l.n)
+		}
+	}
 	if s.GRPCMaxConcurrentStreams < 1 {
 		bad("grpc_max_concurrent_streams", "%d must be positive", s.GRPCMaxConcurrentStreams)
 	}
+	if s.GRPCMaxConnections < 1 {
+		bad("grpc_max_connections", "%d must be positive", s.GRPCMaxConnections)
+	}
+	if s.AdminGRPCMaxConnections < 1 {
+		bad("admin_grpc_max_connections", "%d must be positive", s.AdminGRPCMaxConnections)
+	}
 	s.TLS.validate(bad)
 	if !s.InsecureNoAuth && !s.AuthConfigured() {
-		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}} {
+		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}, {"admin_grpc", s.AdminGRPC}} {
 			if l.addr == "" || l.addr == "off" || validateHostPort(l.addr) != nil || IsLoopback(l.addr) {
 				continue
 			}
@@ -875,6 +946,16 @@ func (s Server) Validate() error {
 	return errors.Join(errs...)
 }
 
+// GRPCServesModelWrites reports whether the gRPC listener serves the B&A
+// sidecar's RegisterModel and DeleteModel itself, RegisterModel with
+// MaxModelBytes as its message limit: only on a loopback address without
+// authentication (AuthConfigured), the sidecar's own layout, where the
+// bidding server registers models beside Predict and whoever can call the
+// port may already do anything. Elsewhere the gRPC listener's limit is
+// MaxBodyBytes for every method, and the two are served on AdminGRPC
+// alone.
+func (s Server) GRPCServesModelWrites() bool { return IsLoopback(s.GRPC) && !s.AuthConfigured() }
+
 // IsLoopback reports whether the host of host:port addr is a loopback
 // address or localhost; an empty host (every interface) is not.
 func IsLoopback(addr string) bool {
@@ -938,7 +1019,7 @@ func (s Server) validateCluster(bad func(key, format string, args ...any)) {
 	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		bad("cluster.advertise", "%q: %s is every interface, not an address peers can reach", c.Advertise, host)
 	} else {
-		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}} {
+		for _, l := range []struct{ key, addr string }{{"http", s.HTTP}, {"grpc", s.GRPC}, {"admin_http", s.AdminHTTP}, {"admin_grpc", s.AdminGRPC}} {
 			if _, lp, err := net.SplitHostPort(l.addr); err == nil && lp == port {
 				bad("cluster.advertise", "%q has the port of %s; the peers' port is a port of its own", c.Advertise, keyWithFlag(l.key))
 			}

@@ -34,6 +34,14 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
+	if want.AdminGRPC != "" || want.GRPCMaxConnectionIdle != 2*time.Minute || want.GRPCKeepaliveTime != time.Minute ||
+		want.GRPCKeepaliveTimeout != 20*time.Second {
+		t.Errorf("unexpected gRPC connection defaults %+v", want)
+	}
+	if conns := DefaultConnectionLimits(fdLimit()); want.GRPCMaxConnections != conns.Public || want.AdminGRPCMaxConnections != conns.Admin {
+		t.Errorf("defaults grpc_max_connections %d, admin_grpc_max_connections %d; want %+v for this process's %d descriptors",
+			want.GRPCMaxConnections, want.AdminGRPCMaxConnections, conns, fdLimit())
+	}
 	if want.ModelConfig != "model_config.json" || want.HTTP != "127.0.0.1:8080" || want.PollInterval != 30*time.Second ||
 		want.MaxModelBytes != 2<<30 || want.MaxBodyBytes != 64<<20 || want.DrainTimeout != 30*time.Second || want.KeepPreviousFor != 0 ||
 		want.ModelQueueSize != 1024 || want.IntraOpThreads != 1 || want.LogLevel != LogLevel(slog.LevelInfo) || want.LogFormat != LogFormatText ||
@@ -141,8 +149,9 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
 		"--prediction-log-key-features-separator", "|", "--auth-tokens-file", "/etc/grove/tokens.yaml",
 		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
-		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--grpc-max-concurrent-streams", "9",
-		"--grpc-keepalive-min-time", "7s", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
+		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--http-max-connections", "11", "--admin-http-max-connections", "12", "--grpc-max-concurrent-streams", "9",
+		"--grpc-keepalive-min-time", "7s", "--admin-grpc", "127.0.0.1:3", "--grpc-max-connection-idle", "8s", "--grpc-keepalive-time", "9s",
+		"--grpc-keepalive-timeout", "10s", "--grpc-max-connections", "13", "--admin-grpc-max-connections", "14", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
 		"--tls-client-auth", "require", "--tls-reload-interval", "2s",
 		"--memory-budget-bytes", "8589934592", "--cluster-etcd-endpoints", "e1:2379,e2:2379", "--cluster-etcd-prefix", "/g2/",
 		"--cluster-etcd-tls", "--cluster-etcd-ca-file", "/eca.pem", "--cluster-etcd-cert-file", "/ec.pem", "--cluster-etcd-key-file", "/ek.pem",
@@ -156,9 +165,10 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
-		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
-		GRPCKeepaliveMinTime: 7 * time.Second,
-		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequire, ReloadInterval: 2 * time.Second},
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
+		GRPCKeepaliveMinTime: 7 * time.Second, AdminGRPC: "127.0.0.1:3", GRPCMaxConnectionIdle: 8 * time.Second, GRPCKeepaliveTime: 9 * time.Second,
+		GRPCKeepaliveTimeout: 10 * time.Second, GRPCMaxConnections: 13, AdminGRPCMaxConnections: 14,
+		TLS: TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequire, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: AcksLeader, Compression: CompressionZstd, Linger: 0,
@@ -222,8 +232,16 @@ http_idle_timeout: 4s
 http_max_header_bytes: 4096
 http_read_timeout: 5s
 http_write_timeout: 6s
+http_max_connections: 11
+admin_http_max_connections: 12
 grpc_max_concurrent_streams: 9
 grpc_keepalive_min_time: 7s
+admin_grpc: "[::1]:8083"
+grpc_max_connection_idle: 8s
+grpc_keepalive_time: 9s
+grpc_keepalive_timeout: 10s
+grpc_max_connections: 13
+admin_grpc_max_connections: 14
 tls: {cert_file: /c.pem, key_file: /k.pem, client_ca_file: /ca.pem, client_auth: request, reload_interval: 2s}
 prediction_log:
   default_level: FULL
@@ -259,9 +277,10 @@ cluster:
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, KeepPreviousFor: 90 * time.Second,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
-		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, GRPCMaxConcurrentStreams: 9,
-		GRPCKeepaliveMinTime: 7 * time.Second,
-		TLS:                  TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequest, ReloadInterval: 2 * time.Second},
+		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
+		GRPCKeepaliveMinTime: 7 * time.Second, AdminGRPC: "[::1]:8083", GRPCMaxConnectionIdle: 8 * time.Second, GRPCKeepaliveTime: 9 * time.Second,
+		GRPCKeepaliveTimeout: 10 * time.Second, GRPCMaxConnections: 13, AdminGRPCMaxConnections: 14,
+		TLS: TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequest, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
 			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: AcksNone, Compression: CompressionLz4, Linger: 20 * time.Millisecond,
@@ -449,6 +468,17 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
 		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},
 		{"max streams", func(s *Server) { s.GRPCMaxConcurrentStreams = 0 }, "grpc_max_concurrent_streams (--grpc-max-concurrent-streams): 0 must be positive"},
+		{"http max connections", func(s *Server) { s.HTTPMaxConnections = 0 }, "http_max_connections (--http-max-connections): 0 must be positive"},
+		{"admin http max connections", func(s *Server) { s.AdminHTTPMaxConnections = -1 }, "admin_http_max_connections (--admin-http-max-connections): -1 must be positive"},
+		{"admin grpc", func(s *Server) { s.AdminGRPC = "9091" }, `admin_grpc (--admin-grpc): "9091" is not host:port`},
+		{"admin grpc on grpc", func(s *Server) { s.AdminGRPC = s.GRPC }, "admin_grpc (--admin-grpc): 127.0.0.1:9090 is also the HTTP, gRPC or admin HTTP address"},
+		{"admin grpc on admin http", func(s *Server) { s.AdminHTTP, s.AdminGRPC = "127.0.0.1:8081", "127.0.0.1:8081" }, "admin_grpc (--admin-grpc): 127.0.0.1:8081 is also the HTTP, gRPC or admin HTTP address"},
+		{"admin grpc on every interface without auth", func(s *Server) { s.AdminGRPC = ":9091" }, `admin_grpc (--admin-grpc): ":9091" is not a loopback address`},
+		{"max connection idle", func(s *Server) { s.GRPCMaxConnectionIdle = 0 }, "grpc_max_connection_idle (--grpc-max-connection-idle): 0s must be positive"},
+		{"keepalive time", func(s *Server) { s.GRPCKeepaliveTime = 0 }, "grpc_keepalive_time (--grpc-keepalive-time): 0s must be positive"},
+		{"keepalive timeout", func(s *Server) { s.GRPCKeepaliveTimeout = -time.Second }, "grpc_keepalive_timeout (--grpc-keepalive-timeout): -1s must be positive"},
+		{"max connections", func(s *Server) { s.GRPCMaxConnections = 0 }, "grpc_max_connections (--grpc-max-connections): 0 must be positive"},
+		{"admin max connections", func(s *Server) { s.AdminGRPCMaxConnections = -1 }, "admin_grpc_max_connections (--admin-grpc-max-connections): -1 must be positive"},
 		{"tls cert without key", func(s *Server) { s.TLS.CertFile = "/c.pem" }, "tls.cert_file (--tls-cert): cert_file and key_file go together"},
 		{"client ca without tls", func(s *Server) { s.TLS.ClientCAFile = "/ca.pem" }, "tls.client_ca_file (--tls-client-ca): client certificates need TLS"},
 		{"require without ca", func(s *Server) {
@@ -639,6 +669,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
+		"-admin-grpc", "-grpc-max-connection-idle", "-grpc-keepalive-time", "-grpc-keepalive-timeout", "-grpc-max-connections", "-admin-grpc-max-connections",
 		"-memory-budget-bytes", "-cluster-etcd-endpoints", "-cluster-etcd-prefix", "-cluster-etcd-tls", "-cluster-etcd-ca-file",
 		"-cluster-etcd-cert-file", "-cluster-etcd-key-file", "-cluster-node-name", "-cluster-advertise", "-cluster-lease-ttl", "-cluster-memory-factor"} {
 		if !strings.Contains(buf.String(), "  "+f+" ") && !strings.Contains(buf.String(), "  "+f+"\n") {
@@ -655,7 +686,10 @@ func TestServerSecureByDefault(t *testing.T) {
 		name   string
 		modify func(*Server)
 	}{
-		{"loopback", func(s *Server) { s.HTTP, s.GRPC, s.AdminHTTP = "localhost:1", "[::1]:2", "127.0.0.2:3" }},
+		{"loopback", func(s *Server) {
+			s.HTTP, s.GRPC, s.AdminHTTP, s.AdminGRPC = "localhost:1", "[::1]:2", "127.0.0.2:3", "127.0.0.2:4"
+		}},
+		{"admin grpc with tokens", func(s *Server) { s.AdminGRPC, s.Auth.TokensFile = ":9091", "/t.yaml" }},
 		{"insecure no auth", func(s *Server) { s.HTTP, s.InsecureNoAuth = "0.0.0.0:8080", true }},
 		{"tokens", func(s *Server) { s.HTTP, s.Auth.TokensFile = ":8080", "/t.yaml" }},
 		{"jwt", func(s *Server) {
@@ -675,6 +709,32 @@ func TestServerSecureByDefault(t *testing.T) {
 	}
 }
 
+func TestGRPCServesModelWritesOnlyOnLoopbackWithoutAuthentication(t *testing.T) {
+	tlsRequire := TLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientAuth: ClientAuthRequire, ReloadInterval: time.Second}
+	tlsRequest := tlsRequire
+	tlsRequest.ClientAuth = ClientAuthRequest
+	for _, tc := range []struct {
+		name   string
+		modify func(*Server)
+		want   bool
+	}{
+		{"the defaults: the sidecar's layout", func(*Server) {}, true},
+		{"localhost", func(s *Server) { s.GRPC = "localhost:9090" }, true},
+		{"client certificates requested only", func(s *Server) { s.TLS = tlsRequest }, true},
+		{"tokens", func(s *Server) { s.Auth.TokensFile = "/t.yaml" }, false},
+		{"client certificates required", func(s *Server) { s.TLS = tlsRequire }, false},
+		{"every interface", func(s *Server) { s.GRPC, s.InsecureNoAuth = ":9090", true }, false},
+		{"a LAN address", func(s *Server) { s.GRPC, s.InsecureNoAuth = "10.0.0.1:9090", true }, false},
+		{"gRPC off", func(s *Server) { s.GRPC = "off" }, false},
+	} {
+		s := DefaultServer()
+		tc.modify(&s)
+		if got := s.GRPCServesModelWrites(); got != tc.want {
+			t.Errorf("%s: GRPCServesModelWrites() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestIsLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:1": true, "127.1.2.3:1": true, "[::1]:1": true, "localhost:1": true,
@@ -683,5 +743,39 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+func TestConnectionLimitsDefaultToTheFileDescriptorLimitsShares(t *testing.T) {
+	for _, tc := range []struct {
+		fds           uint64
+		public, admin int
+	}{
+		{20000, 8494, 256},
+		{4096, 1728, 64},
+		{1024, 368, 16},
+		{1 << 20, 458496, 256},
+		{100, 16, 16},           // below what the shares need: the floors
+		{1 << 62, 7339776, 256}, // RLIM_INFINITY and the like: as 2^24
+	} {
+		got := DefaultConnectionLimits(tc.fds)
+		if got != (ConnectionLimits{Public: tc.public, Admin: tc.admin}) {
+			t.Errorf("DefaultConnectionLimits(%d) = %+v, want public %d, admin %d", tc.fds, got, tc.public, tc.admin)
+		}
+		if tc.fds >= 1024 && tc.fds < 1<<24 && uint64(2*got.Public+2*got.Admin) > tc.fds-tc.fds/8 {
+			t.Errorf("DefaultConnectionLimits(%d) = %+v: the listeners full at once leave less than an eighth of the descriptors", tc.fds, got)
+		}
+	}
+	d := DefaultServer()
+	if want := DefaultConnectionLimits(fdLimit()); d.HTTPMaxConnections != want.Public || d.AdminHTTPMaxConnections != want.Admin {
+		t.Errorf("defaults http_max_connections %d, admin_http_max_connections %d; want %+v for this process's %d descriptors",
+			d.HTTPMaxConnections, d.AdminHTTPMaxConnections, want, fdLimit())
+	}
+	got, err := ParseServerArgs([]string{"--bucket", "gs://b", "--http-max-connections", "100", "--admin-http-max-connections", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HTTPMaxConnections != 100 || got.AdminHTTPMaxConnections != 7 {
+		t.Errorf("flags: http_max_connections %d, admin_http_max_connections %d; want 100, 7", got.HTTPMaxConnections, got.AdminHTTPMaxConnections)
 	}
 }

@@ -130,6 +130,21 @@ var wantGRPCRoles = map[string]auth.Role{
 	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/GetModelPaths": auth.RoleRead,
 }
 
+// wantAdminGRPCRoles is the role each method of the admin gRPC listener
+// needs: the same as on the gRPC listener.
+var wantAdminGRPCRoles = map[string]auth.Role{
+	"/grpc.health.v1.Health/Check": auth.Open,
+	"/grpc.health.v1.Health/Watch": auth.Open,
+	"/grpc.health.v1.Health/List":  auth.Open,
+
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      auth.RoleRead,
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": auth.RoleRead,
+
+	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/RegisterModel": auth.RoleManage,
+	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/DeleteModel":   auth.RoleManage,
+	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/GetModelPaths": auth.RoleRead,
+}
+
 // mountSamples are requests into each mounted subtree with the role each
 // needs (it/auth_test.go sends the same to the binary).
 var mountSamples = map[string][]struct {
@@ -158,10 +173,11 @@ var mountSamples = map[string][]struct {
 }
 
 // TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad wires every API as grove
-// serve does (registerAPIs), with authentication on, and checks that no
-// registered gRPC method lacks a role, that the route and method lines
-// grove serve logs at start (logRoles) list exactly wantHTTPRoles and
-// wantGRPCRoles, and that each mount refuses a request of mountSamples
+// serve does (registerAPIs, with an admin gRPC listener), with
+// authentication on, and checks that no registered gRPC method lacks a
+// role, that the route and method lines grove serve logs at start
+// (logRoles) list exactly wantHTTPRoles, wantGRPCRoles and
+// wantAdminGRPCRoles, and that each mount refuses a request of mountSamples
 // without the role it needs (401 without credentials, 403 naming the
 // role with another) and lets an open one in.
 func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
@@ -193,16 +209,19 @@ func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := httpserver.New(httpserver.Options{Logger: discard, Registerer: reg, Gatherer: reg, Pprof: true,
 		Status: func() any { return sys.Status() }, Auth: authn})
-	gs := grpcserver.New(grpcserver.Options{Auth: authn})
-	registerAPIs(h, gs, apis{sys: sys, trail: trail,
+	gs, admin := grpcserver.New(grpcserver.Options{Auth: authn}), grpcserver.New(grpcserver.Options{Auth: authn})
+	registerAPIs(h, grpcserver.Split{Public: gs, Admin: admin, AdminMethods: adminGRPCMethods}, apis{sys: sys, trail: trail,
 		console: console.New(console.Options{Source: sys, Assets: ui.Assets(), Logger: discard})})
 
 	if err := gs.CheckRoles(); err != nil {
 		t.Errorf("CheckRoles() = %v", err)
 	}
+	if err := admin.CheckRoles(); err != nil {
+		t.Errorf("admin CheckRoles() = %v", err)
+	}
 	var logs bytes.Buffer
-	logRoles(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), h, gs)
-	gotHTTP, gotGRPC := map[string]auth.Role{}, map[string]auth.Role{}
+	logRoles(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), h, gs, admin)
+	gotHTTP, gotGRPC, gotAdmin := map[string]auth.Role{}, map[string]auth.Role{}, map[string]auth.Role{}
 	// The lines it/auth_test.go reads from the binary's log.
 	for _, m := range regexp.MustCompile(`msg="http route" pattern="?([^"]+?)"? role=(\w+)\n`).FindAllStringSubmatch(logs.String(), -1) {
 		gotHTTP[m[1]] = auth.Role(m[2])
@@ -210,11 +229,15 @@ func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
 	for _, m := range regexp.MustCompile(`msg="grpc method" method=(\S+) role=(\w+)\n`).FindAllStringSubmatch(logs.String(), -1) {
 		gotGRPC[m[1]] = auth.Role(m[2])
 	}
-	if n := strings.Count(logs.String(), "\n"); n != len(gotHTTP)+len(gotGRPC) {
-		t.Errorf("%d lines logged, %d read as routes and methods:\n%s", n, len(gotHTTP)+len(gotGRPC), logs.String())
+	for _, m := range regexp.MustCompile(`msg="admin grpc method" method=(\S+) role=(\w+)\n`).FindAllStringSubmatch(logs.String(), -1) {
+		gotAdmin[m[1]] = auth.Role(m[2])
+	}
+	if n := strings.Count(logs.String(), "\n"); n != len(gotHTTP)+len(gotGRPC)+len(gotAdmin) {
+		t.Errorf("%d lines logged, %d read as routes and methods:\n%s", n, len(gotHTTP)+len(gotGRPC)+len(gotAdmin), logs.String())
 	}
 	compareRoles(t, "HTTP route", gotHTTP, wantHTTPRoles)
 	compareRoles(t, "gRPC method", gotGRPC, wantGRPCRoles)
+	compareRoles(t, "admin gRPC method", gotAdmin, wantAdminGRPCRoles)
 
 	handler := h.Handler()
 	call := func(method, path, token string) *httptest.ResponseRecorder {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/tlsconf"
@@ -105,6 +107,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The connection counts of every listener, HTTP and gRPC: one set per
+	// process (connlimit.NewMetrics registers them).
+	conns := connlimit.NewMetrics(reg)
 	// The audit trail stops after the servers and the actors, so the
 	// writes they finish while draining are recorded.
 	trail := audit.New(audit.Options{Bucket: b, Dir: audit.DirOf(cfg.ModelConfig), Logger: log.With("component", "audit"),
@@ -217,10 +222,9 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		// So is the web console, which reads them.
 		hopts.AdminAPIs = []string{"manage", manage.RollbackAPI, "audit", "cluster", console.API, console.Prefix}
 	}
-	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
-		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
-		RequireClientCert:     requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime,
-		TracerProvider: tp}
+	gopts := grpcserver.Options{Ready: sys.Ready, RequireClientCert: requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams),
+		KeepaliveMinTime: cfg.GRPCKeepaliveMinTime, MaxConnectionIdle: cfg.GRPCMaxConnectionIdle, KeepaliveTime: cfg.GRPCKeepaliveTime,
+		KeepaliveTimeout: cfg.GRPCKeepaliveTimeout, HandshakeTimeout: min(grpcHandshakeTimeout, cfg.GRPCMaxConnectionIdle), TracerProvider: tp}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -236,17 +240,28 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if tlsFiles != nil {
 		httpTLS, gopts.TLS = tlsFiles.ServerConfig("h2", "http/1.1"), tlsFiles.ServerConfig("h2")
 	}
-	gs := grpcserver.New(gopts)
+	publicOpts, adminOpts := grpcOptions(cfg, gopts)
+	gs := grpcserver.New(publicOpts)
+	var adminGS *grpcserver.Server // nil without admin_grpc
+	if cfg.AdminGRPC != "" {
+		adminGS = grpcserver.New(adminOpts)
+	}
 	cons := console.New(console.Options{Source: sys, Gatherer: reg, Document: hopts.Status, Assets: ui.Assets(),
 		AuthRequired: cfg.Auth.TokensFile != "" || cfg.Auth.JWT.JWKSFile != "", Logger: log.With("component", "console")})
-	registerAPIs(h, gs, apis{sys: sys, baOpts: baOpts, trail: trail, node: node, console: cons})
+	registerAPIs(h, grpcserver.Split{Public: gs, Admin: adminGS, AdminMethods: adminGRPCMethods},
+		apis{sys: sys, baOpts: baOpts, trail: trail, node: node, console: cons})
 	g.add("console", runConsole(cons))
 
 	if cfg.Auth.Enabled() {
-		if err := gs.CheckRoles(); err != nil {
-			return g.abort(err)
+		for _, s := range []*grpcserver.Server{gs, adminGS} {
+			if s == nil {
+				continue
+			}
+			if err := s.CheckRoles(); err != nil {
+				return g.abort(err)
+			}
 		}
-		logRoles(log, h, gs)
+		logRoles(log, h, gs, adminGS)
 		log.Info("authentication on", "tokens_file", cfg.Auth.TokensFile, "jwks_file", cfg.Auth.JWT.JWKSFile,
 			"client_roles", len(cfg.Auth.ClientRoles), "limits", len(cfg.Auth.Limits))
 	}
@@ -264,14 +279,26 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		g.add("servers", serveHTTP(h.NewHTTPServer(h.AdminHandler(), httpTLS), adminLn, log))
 		adminAddr = adminLn.Addr().String()
 	}
-	grpcAddr := "off"
+	grpcAddr, adminGRPCAddr := "off", "off"
 	if cfg.GRPC != "off" {
-		grpcLn, err := net.Listen("tcp", cfg.GRPC)
+		grpcLn, err := listenGRPC(cfg.GRPC, "grpc", cfg.GRPCMaxConnections, conns, log)
 		if err != nil {
-			return g.abort(fmt.Errorf("listening for gRPC: %w", err))
+			return g.abort(err)
 		}
 		g.add("servers", serveGRPC(gs, grpcLn, log))
 		grpcAddr = grpcLn.Addr().String()
+		log.Info("grpc listener", "listener", "grpc", "addr", grpcAddr, "max_message_bytes", grpcLimit(cfg.MaxBodyBytes),
+			"max_connections", cfg.GRPCMaxConnections, "model_writes", modelWritesWhere(cfg))
+	}
+	if adminGS != nil {
+		adminLn, err := listenGRPC(cfg.AdminGRPC, "admin_grpc", cfg.AdminGRPCMaxConnections, conns, log)
+		if err != nil {
+			return g.abort(err)
+		}
+		g.add("servers", serveGRPC(adminGS, adminLn, log))
+		adminGRPCAddr = adminLn.Addr().String()
+		log.Info("grpc listener", "listener", "admin_grpc", "addr", adminGRPCAddr, "max_message_bytes", grpcLimit(cfg.MaxModelBytes),
+			"max_connections", cfg.AdminGRPCMaxConnections, "serves", adminGRPCMethods)
 	}
 	if node != nil {
 		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log, tp); err != nil {
@@ -282,10 +309,13 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		log.Info("shutting down: readiness off, draining in-flight requests", "drain_timeout", cfg.DrainTimeout)
 		sys.Drain()
 		gs.Drain()
+		if adminGS != nil {
+			adminGS.Drain()
+		}
 	}})
 	g.add("signals", untilDone(ctx))
 
-	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "admin_http", adminAddr, "tls", tlsFiles != nil,
+	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "admin_http", adminAddr, "admin_grpc", adminGRPCAddr, "tls", tlsFiles != nil,
 		"client_auth", cfg.TLS.ClientAuth, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
 	err = g.run()
 	log.Info("grove stopped")
@@ -306,7 +336,7 @@ type apis struct {
 // registerAPIs registers every API grove serve serves on h and gs: each
 // protocol declares the role each of its routes and methods needs where
 // it registers them, and GET /v1/cluster, registered here, needs manage.
-func registerAPIs(h *httpserver.Server, gs *grpcserver.Server, a apis) {
+func registerAPIs(h *httpserver.Server, gs grpcserver.Registrar, a apis) {
 	ba.Register(h, a.sys, a.baOpts)
 	sidecar.Register(gs, a.sys, a.baOpts, a.trail)
 	oip.Register(h, gs, a.sys, version, a.trail)
@@ -324,9 +354,10 @@ func registerAPIs(h *httpserver.Server, gs *grpcserver.Server, a apis) {
 }
 
 // logRoles logs, at debug level, every HTTP route and mount of h ("http
-// route") and every gRPC method of gs ("grpc method") with the role it
-// needs: what it/auth_test.go checks the binary against.
-func logRoles(log *slog.Logger, h *httpserver.Server, gs *grpcserver.Server) {
+// route"), every gRPC method of gs ("grpc method") and of admin, when
+// there is one ("admin grpc method"), with the role it needs: what
+// it/auth_test.go checks the binary against.
+func logRoles(log *slog.Logger, h *httpserver.Server, gs, admin *grpcserver.Server) {
 	for _, r := range h.Routes() {
 		log.Debug("http route", "pattern", r.Pattern, "role", r.Role)
 	}
@@ -334,6 +365,77 @@ func logRoles(log *slog.Logger, h *httpserver.Server, gs *grpcserver.Server) {
 		role, _ := gs.Role(m)
 		log.Debug("grpc method", "method", m, "role", role)
 	}
+	if admin == nil {
+		return
+	}
+	for _, m := range grpcserver.Methods(admin) {
+		role, _ := admin.Role(m)
+		log.Debug("admin grpc method", "method", m, "role", role)
+	}
+}
+
+// adminGRPCMethods are the methods the admin gRPC listener serves beside
+// health and reflection: the B&A sidecar's model writes, whose messages
+// carry whole models (max_model_bytes), and the list of models, for the
+// tool that registers them.
+var adminGRPCMethods = []string{sidecarpb.InferenceService_RegisterModel_FullMethodName,
+	sidecarpb.InferenceService_DeleteModel_FullMethodName, sidecarpb.InferenceService_GetModelPaths_FullMethodName}
+
+// grpcHandshakeTimeout bounds a new gRPC connection's TLS handshake and
+// HTTP/2 preface (grpc_max_connection_idle, when shorter, instead).
+const grpcHandshakeTimeout = 10 * time.Second
+
+// grpcOptions are the options of the gRPC listener and of the admin gRPC
+// listener, from base, the options they share. The admin listener's
+// message limit is max_model_bytes. The gRPC listener's is max_body_bytes;
+// where cfg.GRPCServesModelWrites (loopback, no authentication: the B&A
+// sidecar's layout) it serves RegisterModel too, up to max_model_bytes,
+// checked once the message is read; elsewhere it refuses RegisterModel and
+// DeleteModel, before their message is read, naming the admin listener.
+func grpcOptions(cfg conf.Server, base grpcserver.Options) (public, admin grpcserver.Options) {
+	public, admin = base, base
+	public.MaxMessageBytes, admin.MaxMessageBytes = grpcLimit(cfg.MaxBodyBytes), grpcLimit(cfg.MaxModelBytes)
+	if cfg.GRPCServesModelWrites() {
+		public.MethodMaxMessageBytes = map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)}
+		return public, admin
+	}
+	public.ServedElsewhere = map[string]string{}
+	for _, m := range []string{sidecarpb.InferenceService_RegisterModel_FullMethodName, sidecarpb.InferenceService_DeleteModel_FullMethodName} {
+		name := m[strings.LastIndexByte(m, '/')+1:]
+		if cfg.AdminGRPC != "" {
+			public.ServedElsewhere[m] = fmt.Sprintf("%s is served on the admin gRPC listener, admin_grpc (--admin-grpc) %s, not on this one: "+
+				"the gRPC listener serves it only on a loopback address without authentication", name, cfg.AdminGRPC)
+		} else {
+			public.ServedElsewhere[m] = fmt.Sprintf("%s is served only on the admin gRPC listener, which is off: set admin_grpc (--admin-grpc) to serve it; "+
+				"the gRPC listener serves it only on a loopback address without authentication", name)
+		}
+	}
+	return public, admin
+}
+
+// modelWritesWhere says where the B&A sidecar's RegisterModel and
+// DeleteModel are served, for the start-up log.
+func modelWritesWhere(cfg conf.Server) string {
+	switch {
+	case cfg.GRPCServesModelWrites() && cfg.AdminGRPC != "":
+		return "here and on admin_grpc"
+	case cfg.GRPCServesModelWrites():
+		return "here"
+	case cfg.AdminGRPC != "":
+		return "on admin_grpc only"
+	}
+	return "nowhere: set admin_grpc"
+}
+
+// listenGRPC listens on addr for the gRPC listener name, which holds at
+// most max connections (connlimit: gRPC never marks a connection idle, so
+// one over the limit is closed at once), counted in m.
+func listenGRPC(addr, name string, max int, m *connlimit.Metrics, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for %s: %w", name, err)
+	}
+	return connlimit.New(ln, connlimit.Options{Name: name, Max: max, Metrics: m, Logger: log}), nil
 }
 
 // startTracing builds the tracer provider the OTEL_* environment

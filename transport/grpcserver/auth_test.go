@@ -26,7 +26,7 @@ import (
 // oipLike registers three methods of the OIP service's name (ServerLive
 // open, ModelInfer infer, RepositoryModelLoad manage) that answer the
 // caller's name in the "who" trailer, counting the messages they decoded.
-func oipLike(s *Server, decoded *int) {
+func oipLike(s Registrar, decoded *int) {
 	handler := func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		*decoded++
 		if err := dec(new(emptypb.Empty)); err != nil {

@@ -47,6 +47,18 @@ func inTap(requireCert bool, next tap.ServerInHandle) tap.ServerInHandle {
 	}
 }
 
+// tapElsewhere refuses a call of a method elsewhere names (full name to
+// message) with UNIMPLEMENTED and its message, before the request message
+// is read: a method another listener serves (Options.ServedElsewhere).
+func tapElsewhere(elsewhere map[string]string) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if msg, ok := elsewhere[info.FullMethodName]; ok {
+			return nil, status.Error(codes.Unimplemented, msg)
+		}
+		return ctx, nil
+	}
+}
+
 // chainTaps runs first, then next (if any) with the context first returns.
 func chainTaps(first, next tap.ServerInHandle) tap.ServerInHandle {
 	if next == nil {

@@ -3,11 +3,20 @@
 // server's readiness), server reflection (so grpcurl works without .proto
 // files), the request id, the hardening every call gets (limits.go: TLS,
 // required client certificates checked before a message is read, a
-// keepalive enforcement policy, concurrent streams and per-method message
-// limits), and the gzip and deflate message encodings every
-// service accepts (compress.go). Protocol packages register their services
-// on it with Register, declaring the role each method needs (auth.go);
-// the server declares those of health and reflection.
+// keepalive enforcement policy, idle connections closed, dead peers found
+// by pings, a handshake deadline, concurrent streams, the received
+// message limit gRPC enforces while it reads and decompresses, and
+// per-method limits below it), and the gzip and deflate message encodings
+// every service accepts (compress.go). Protocol packages register their
+// services on it with Register, declaring the role each method needs
+// (auth.go); the server declares those of health and reflection.
+//
+// One server has one received-message limit, so a method whose messages
+// are larger than the rest (a B&A RegisterModel carries whole models) is
+// served on a second Server, on a listener of its own: Split registers a
+// protocol's services on both, and Options.ServedElsewhere makes the
+// first refuse those methods, before their message is read, naming where
+// they are served.
 package grpcserver
 
 import (
@@ -15,8 +24,10 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +78,27 @@ type Options struct {
 	// server tolerates (a faster client is sent GOAWAY); 0 means gRPC's
 	// default, 5 minutes.
 	KeepaliveMinTime time.Duration
+	// MaxConnectionIdle closes, with GOAWAY, a connection that has had no
+	// call in flight for this long, counted from its last call or, for a
+	// connection that never made one (it sent the HTTP/2 preface and
+	// nothing else), from its handshake; 0 means never.
+	MaxConnectionIdle time.Duration
+	// KeepaliveTime is how long a connection may stay silent before the
+	// server pings it, and KeepaliveTimeout how long the server then waits
+	// for the answer before it closes the connection (a dead peer); 0
+	// means gRPC's defaults, 2 hours and 20 seconds.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// HandshakeTimeout bounds a new connection's TLS handshake and the
+	// client's HTTP/2 preface and settings, after which it is closed; 0
+	// means gRPC's default, 120 seconds.
+	HandshakeTimeout time.Duration
+	// ServedElsewhere names methods ("/package.Service/Method") that are
+	// registered on this server but served on another listener: each is
+	// refused with UNIMPLEMENTED and the message given, after the caller's
+	// credentials and role are checked and before the request message is
+	// read (so a message over this server's limit is refused the same
+	// way). Serve fails if one is not registered.
+	ServedElsewhere map[string]string
 	// Ready reports whether the server takes traffic (health SERVING); nil
 	// means always.
 	Ready func() bool
@@ -92,6 +124,11 @@ type Server struct {
 	watch   sync.Once
 	auth    bool
 	roles   map[string]auth.Role // by full method name (Register), written before Serve
+	// elsewhere is Options.ServedElsewhere.
+	elsewhere map[string]string
+	// userTimeout is the keepalive timeout, which Serve sets as
+	// TCP_USER_TIMEOUT on wrapped connections (userTimeoutListener).
+	userTimeout time.Duration
 }
 
 // New returns a server with the health (open) and reflection (role read)
@@ -108,7 +145,12 @@ func New(opts Options) *Server {
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(lim.recvMax), grpc.MaxSendMsgSize(2<<30 - 1),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.ChainUnaryInterceptor(lim.unary), grpc.ChainStreamInterceptor(lim.stream),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true})}
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: opts.MaxConnectionIdle,
+			Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout})}
+	if opts.HandshakeTimeout > 0 {
+		sopts = append(sopts, grpc.ConnectionTimeout(opts.HandshakeTimeout))
+	}
 	if opts.TracerProvider != nil {
 		sopts = append(sopts, grpc.ChainUnaryInterceptor(tracing.UnaryServer(opts.TracerProvider)),
 			grpc.ChainStreamInterceptor(tracing.StreamServer(opts.TracerProvider)))
@@ -124,15 +166,22 @@ func New(opts Options) *Server {
 	}
 	roles := map[string]auth.Role{}
 	next := opts.InTapHandle
+	if len(opts.ServedElsewhere) > 0 {
+		next = chainTaps(tapElsewhere(opts.ServedElsewhere), next)
+	}
 	if opts.Auth != nil {
-		next = chainTaps(tapAuth(opts.Auth, roles), opts.InTapHandle)
+		next = chainTaps(tapAuth(opts.Auth, roles), next)
 		sopts = append(sopts, grpc.ChainStreamInterceptor(streamAuth(opts.Auth, roles)))
 	}
 	if th := inTap(opts.RequireClientCert, next); th != nil {
 		sopts = append(sopts, grpc.InTapHandle(th))
 	}
 	gs := grpc.NewServer(sopts...)
-	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil, roles: roles}
+	s := &Server{Server: gs, health: health.NewServer(), ready: opts.Ready, auth: opts.Auth != nil, roles: roles,
+		elsewhere: opts.ServedElsewhere, userTimeout: opts.KeepaliveTimeout}
+	if s.userTimeout <= 0 {
+		s.userTimeout = defaultKeepaliveTimeout
+	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	// The probes are open; reflection describes every service (v1 and
 	// v1alpha, which reflection.Register registers), as metadata is read.
@@ -145,17 +194,28 @@ func New(opts Options) *Server {
 }
 
 // Serve serves ln until the server stops, keeping the health status of
-// every registered service in step with Options.Ready meanwhile.
+// every registered service in step with Options.Ready meanwhile. ln may
+// wrap its connections (a connection limit, another guard): the TCP
+// settings gRPC makes only on a bare TCP connection are made on the one
+// they wrap.
 // With Options.Auth, a registered method without a role (CheckRoles) is
-// an error, so that no method goes unprotected.
+// an error, so that no method goes unprotected; so is a method of
+// Options.ServedElsewhere that is not registered (a misspelt name would
+// leave the method served here).
 func (s *Server) Serve(ln net.Listener) error {
 	if s.auth {
 		if err := s.CheckRoles(); err != nil {
 			return err
 		}
 	}
+	registered := Methods(s)
+	for m := range s.elsewhere {
+		if !slices.Contains(registered, m) {
+			return fmt.Errorf("gRPC method %s is served elsewhere (Options.ServedElsewhere) but not registered here", m)
+		}
+	}
 	s.watch.Do(func() { go s.watchReady() })
-	return s.Server.Serve(ln)
+	return s.Server.Serve(userTimeoutListener{Listener: ln, timeout: s.userTimeout})
 }
 
 // watchReady keeps the health status ("" and each service) in step with

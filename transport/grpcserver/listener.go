@@ -1,0 +1,47 @@
+package grpcserver
+
+import (
+	"net"
+	"time"
+)
+
+// defaultKeepaliveTimeout is gRPC's keepalive timeout when
+// Options.KeepaliveTimeout is 0.
+const defaultKeepaliveTimeout = 20 * time.Second
+
+// userTimeoutListener sets TCP_USER_TIMEOUT on the connections it accepts
+// that wrap a TCP connection (a connection limit's, another guard's):
+// gRPC sets it to its keepalive timeout, so that a peer that stopped
+// acknowledging data is dropped then, but only on a *net.TCPConn, and a
+// wrapper would silently lose it.
+type userTimeoutListener struct {
+	net.Listener
+	timeout time.Duration
+}
+
+func (l userTimeoutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if _, bare := c.(*net.TCPConn); !bare {
+		_ = setUserTimeout(c, l.timeout) // failing, the kernel's default stays
+	}
+	return c, nil
+}
+
+// tcpConn is the TCP connection c is or wraps (through NetConn, as
+// tls.Conn and connlimit's connections unwrap), or nil.
+func tcpConn(c net.Conn) *net.TCPConn {
+	for range 8 { // wrappers of wrappers, but not a cycle
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
