@@ -347,6 +347,7 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 			results[i] = runLoad(loadCtx, spec)
 		}()
 	}
+	var took []time.Duration // from writing each update's config to both serving
 	endLoad := func() {
 		stopLoad()
 		wg.Wait()
@@ -358,6 +359,14 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 			}
 		}
 		rep.ReqPerSec = float64(rep.Sent) / time.Since(loadStart).Seconds()
+		if rep.Elapsed > 0 {
+			rep.UpdatesPerSec = float64(rep.Updates) / rep.Elapsed.Seconds()
+		}
+		if len(took) > 0 {
+			sorted := append([]time.Duration(nil), took...)
+			slices.Sort(sorted)
+			rep.UpdateP50, rep.UpdateMax = percentile(sorted, 50), sorted[len(sorted)-1]
+		}
 	}
 	e.logf("churn: %d in-place updates of %s and %s under load (batch 1, c %d on each), fit after %d", c.updates, modelPath, onnxPath, c.conc, c.warmup)
 	if !sleepUntil(ctx, time.Now().Add(2*time.Second)) {
@@ -368,7 +377,6 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 		endLoad()
 		return fail("sampling: %v", err)
 	}
-	var took []time.Duration
 	start := time.Now()
 	for n := 1; n <= c.updates && ctx.Err() == nil; n++ {
 		if err := put(n); err != nil {
@@ -412,14 +420,6 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 		}
 	}
 	endLoad()
-	if rep.Elapsed > 0 {
-		rep.UpdatesPerSec = float64(rep.Updates) / rep.Elapsed.Seconds()
-	}
-	if len(took) > 0 {
-		sorted := append([]time.Duration(nil), took...)
-		slices.Sort(sorted)
-		rep.UpdateP50, rep.UpdateMax = percentile(sorted, 50), sorted[len(sorted)-1]
-	}
 	if ctx.Err() != nil {
 		return rep
 	}
