@@ -70,7 +70,11 @@
 //  6. when --scenarios has "swap" and "memory" (by default both), runs them
 //     each on a grove of its own (lifecycle.go): hot swaps of pctr_v1/
 //     under c 32 load, and grove's RSS over --memory-requests requests and
-//     per extra loaded model;
+//     per extra loaded model; then "overload" (overload.go) and "churn"
+//     (churn.go: --churn-updates in-place updates of pctr_v1/ and
+//     pctr_onnx/ under load, by default 100, with updates per second,
+//     failed requests, and RSS per update after --churn-warmup updates
+//     beside Go's heap, metric series, open files and cache entries);
 //  7. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
@@ -86,7 +90,7 @@
 //
 // Exit status: 0 on success; 1 if grove (any instance) could not be
 // built or started, answered a check request wrongly, or failed any
-// benchmark request (the shadow scenario's load included), or if the run
+// benchmark request (the shadow and churn scenarios' loads included), or if the run
 // was interrupted; 2 for bad flags. A ratio above a target is reported,
 // not an error.
 package main
