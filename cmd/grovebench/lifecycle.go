@@ -47,9 +47,9 @@ const (
 	perModelSlackByte = 5 << 20
 )
 
-// splitLifecycleSpec takes "swap", "memory" and "overload" out of a
-// --scenarios value.
-func splitLifecycleSpec(spec string) (rest string, swap, memory, overload bool) {
+// splitLifecycleSpec takes "swap", "memory", "overload" and "churn" out of
+// a --scenarios value.
+func splitLifecycleSpec(spec string) (rest string, swap, memory, overload, churn bool) {
 	var others []string
 	for _, e := range strings.Split(spec, ",") {
 		switch strings.ToLower(strings.TrimSpace(e)) {
@@ -59,11 +59,13 @@ func splitLifecycleSpec(spec string) (rest string, swap, memory, overload bool) 
 			memory = true
 		case scenarioOverload:
 			overload = true
+		case scenarioChurn:
+			churn = true
 		default:
 			others = append(others, e)
 		}
 	}
-	return strings.Join(others, ","), swap, memory, overload
+	return strings.Join(others, ","), swap, memory, overload, churn
 }
 
 // lifecycleEnv is what the lifecycle scenarios need from the rest of grovebench.

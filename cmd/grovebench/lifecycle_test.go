@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,11 @@ func TestParseRSS(t *testing.T) {
 }
 
 func TestSplitLifecycleSpec(t *testing.T) {
-	rest, swap, memory, overload := splitLifecycleSpec("b1c1, Swap,shadow,memory,overload")
-	if rest != "b1c1,shadow" || !swap || !memory || !overload {
-		t.Errorf("got %q %v %v %v", rest, swap, memory, overload)
+	rest, swap, memory, overload, churn := splitLifecycleSpec("b1c1, Swap,shadow,memory,overload,Churn")
+	if rest != "b1c1,shadow" || !swap || !memory || !overload || !churn {
+		t.Errorf("got %q %v %v %v %v", rest, swap, memory, overload, churn)
 	}
-	if _, swap, memory, overload := splitLifecycleSpec("b1c1"); swap || memory || overload {
+	if _, swap, memory, overload, churn := splitLifecycleSpec("b1c1"); swap || memory || overload || churn {
 		t.Error("b1c1 asked for a lifecycle scenario")
 	}
 }
@@ -62,6 +63,62 @@ func TestLifecycleMarkdown(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
+		}
+	}
+}
+
+func TestFitLineRecoversSlopeAndSpread(t *testing.T) {
+	xs := []float64{1, 2, 3, 4, 5, 6}
+	ys := make([]float64, len(xs))
+	for i, x := range xs {
+		ys[i] = 100 + 3*x
+	}
+	ys[2] += 1 // one point off the line gives a spread
+	f, ok := fitLine(xs, ys)
+	if !ok || f.N != 6 {
+		t.Fatalf("fitLine: ok %v, n %d", ok, f.N)
+	}
+	if math.Abs(f.Slope-3) > 0.2 || f.ResidSD <= 0 || f.SlopeSE <= 0 {
+		t.Errorf("fit %+v: want slope near 3 and a positive spread", f)
+	}
+	if _, ok := fitLine([]float64{1, 1, 1}, []float64{1, 2, 3}); ok {
+		t.Error("fitLine fitted points with one x")
+	}
+	if _, ok := fitLine([]float64{1, 2}, []float64{1, 2}); ok {
+		t.Error("fitLine fitted two points")
+	}
+}
+
+func TestFitChurnLeavesOutWarmupUpdates(t *testing.T) {
+	var ss []churnSample
+	for n := 1; n <= 10; n++ {
+		rss := int64(1000 * n) // grows 1000 a update during the warm-up
+		if n > 4 {
+			rss = 4000 + 10*int64(n-4) // then 10 a update
+		}
+		ss = append(ss, churnSample{Update: n, RSS: rss, GoSys: 50, GoReleased: 10})
+	}
+	f, ok := fitChurn(ss, 4)
+	if !ok || f.RSS.N != 6 || math.Abs(f.RSS.Slope-10) > 1e-6 || math.Abs(f.NonGo.Slope-10) > 1e-6 {
+		t.Errorf("fitChurn: ok %v, fits %+v", ok, f)
+	}
+	r := churnReport{Fits: f}
+	if !r.flat() {
+		t.Error("10 bytes per update is not flat")
+	}
+	if _, ok := fitChurn(ss, 9); ok {
+		t.Error("fitChurn fitted one sample after the warm-up")
+	}
+}
+
+func TestParseChurnRuntimes(t *testing.T) {
+	got, err := parseChurnRuntimes(" ONNX,torchscript")
+	if err != nil || !got[churnONNX] || !got[churnTorch] {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "tf", "onnx,tf"} {
+		if _, err := parseChurnRuntimes(bad); err == nil {
+			t.Errorf("%q: no error", bad)
 		}
 	}
 }

@@ -70,7 +70,11 @@
 //  6. when --scenarios has "swap" and "memory" (by default both), runs them
 //     each on a grove of its own (lifecycle.go): hot swaps of pctr_v1/
 //     under c 32 load, and grove's RSS over --memory-requests requests and
-//     per extra loaded model;
+//     per extra loaded model; then "overload" (overload.go) and "churn"
+//     (churn.go: --churn-updates in-place updates of pctr_v1/ and
+//     pctr_onnx/ under load, by default 100, with updates per second,
+//     failed requests, and RSS per update after --churn-warmup updates
+//     beside Go's heap, metric series, open files and cache entries);
 //  7. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
@@ -86,7 +90,7 @@
 //
 // Exit status: 0 on success; 1 if grove (any instance) could not be
 // built or started, answered a check request wrongly, or failed any
-// benchmark request (the shadow scenario's load included), or if the run
+// benchmark request (the shadow and churn scenarios' loads included), or if the run
 // was interrupted; 2 for bad flags. A ratio above a target is reported,
 // not an error.
 package main
@@ -142,9 +146,13 @@ type options struct {
 	shadowLoad     shape
 	shadowRounds   int
 	// The lifecycle scenarios (lifecycle.go).
-	swap, memory, overload bool
-	memRequests, memWarmup int64
-	memCopies              int
+	swap, memory, overload, churn bool
+	memRequests, memWarmup        int64
+	memCopies                     int
+	// The churn scenario (churn.go): updates, those left out of its fits,
+	// clients per model.
+	churnUpdates, churnWarmup, churnConc int
+	churnRuntimes                        map[string]bool
 }
 
 func main() {
@@ -176,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
@@ -206,6 +214,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.forwardABRounds, "forward-ab-rounds", 8,
 		"rounds of the interleaved forwarding A/B (grove-local, grove-fwd and floor-grpc at b1c1, "+forwardABWindow.String()+" each per round) after the scenarios, when all three ran; 0 skips it")
 	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
+	fs.IntVar(&o.churnUpdates, "churn-updates", 100,
+		"in-place updates of the churn scenario, each of both its models (about one a second: the config is polled every second); 300 or more for a soak")
+	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
+	fs.IntVar(&o.churnConc, "churn-conc", 4, "closed-loop clients on each of the churn scenario's two models")
+	churnRuntimes := fs.String("churn-runtimes", churnTorch+","+churnONNX,
+		"the runtimes whose model each update of the churn scenario replaces (both models serve the load either way)")
 	grpcClient := fs.String("grpc-client", "raw",
 		"load generator of the gRPC scenarios: raw (one HTTP/2 connection per client, read and written in the client's goroutine, like h2load) or grpc-go (grpc-go's client)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
@@ -225,11 +239,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	lrest, swap, memory, overload := splitLifecycleSpec(*spec)
-	o.swap, o.memory, o.overload = swap, memory, overload
-	lifecycle := swap || memory || overload
+	lrest, swap, memory, overload, churn := splitLifecycleSpec(*spec)
+	o.swap, o.memory, o.overload, o.churn = swap, memory, overload, churn
+	lifecycle := swap || memory || overload || churn
 	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
 		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
+	}
+	churnRT, err := parseChurnRuntimes(*churnRuntimes)
+	if err != nil {
+		return o, err
+	}
+	o.churnRuntimes = churnRT
+	if o.churnWarmup < 0 || o.churnConc < 1 || o.churnUpdates < o.churnWarmup+3 {
+		return o, errors.New("--churn-conc must be positive, --churn-warmup not negative, and --churn-updates at least --churn-warmup + 3 (the fit needs three updates)")
 	}
 	rest, users, err := splitShadowSpec(lrest)
 	if err != nil {
@@ -344,7 +366,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload {
+	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -680,6 +702,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.churn {
+		rep.Churn = runChurn(ctx, lenv, churnEnv{updates: o.churnUpdates, warmup: o.churnWarmup, conc: o.churnConc, runtimes: o.churnRuntimes})
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Churn.Error != "" {
+			logf("FAILED: churn scenario: %s", rep.Churn.Error)
+		}
+	}
+
 	// 7. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
@@ -689,12 +722,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if n := rep.groveErrors() + rep.Shadow.errors(); n > 0 {
+	if n := rep.groveErrors() + rep.Shadow.errors() + rep.Churn.failed(); n > 0 {
 		logf("FAILED: %d grove requests failed", n)
 		return 1
 	}
 	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") ||
-		(rep.Overload != nil && rep.Overload.Error != "") {
+		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") {
 		return 1
 	}
 	return 0

@@ -46,7 +46,9 @@ type report struct {
 	Memory *memoryReport `json:"memory,omitempty"`
 	// Overload is the overload scenario (nil when not run).
 	Overload *overloadReport `json:"overload,omitempty"`
-	Notes    []string        `json:"notes,omitempty"`
+	// Churn is the churn scenario (nil when not run).
+	Churn *churnReport `json:"churn,omitempty"`
+	Notes []string     `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
@@ -351,6 +353,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 	r.Swap.writeMarkdown(w)
 	r.Memory.writeMarkdown(w)
 	r.Overload.writeMarkdown(w)
+	r.Churn.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs
