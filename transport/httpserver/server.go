@@ -413,7 +413,7 @@ func (s *Server) admitted(w http.ResponseWriter) {
 
 // maxLingerFactor bounds a lingering close (linger): at most this many
 // times Options.MaxBodyBytes of a body are read and discarded.
-const maxLingerFactor = 2
+const maxLingerFactor = 4
 
 // linger reads and discards the body of r, which an HTTP/1 handler
 // answered, whole and flushed, without reading it (a refusal, or a 413
