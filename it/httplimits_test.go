@@ -228,7 +228,7 @@ func TestHTTPSlowBodyWithoutCredentialsIsRefusedAtOnce(t *testing.T) {
 	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: grove\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 200<<10))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
+	go func(c *rawHTTP) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -241,7 +241,7 @@ func TestHTTPSlowBodyWithoutCredentialsIsRefusedAtOnce(t *testing.T) {
 				}
 			}
 		}
-	}()
+	}(c)
 	resp, msg, err := c.answer(10 * time.Second)
 	took := time.Since(start)
 	if err != nil || resp.StatusCode != 401 {

@@ -164,7 +164,7 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 200<<10))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
+	go func(c *rawConn) { // this connection's, not the next one's
 		for {
 			select {
 			case <-stop:
@@ -175,7 +175,7 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 				}
 			}
 		}
-	}()
+	}(c)
 	resp, _, err := c.answer(5 * time.Second)
 	if err != nil || resp.StatusCode != 401 {
 		t.Fatalf("a trickled body without credentials: %v %v", resp, err)
