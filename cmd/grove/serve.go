@@ -265,16 +265,19 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		log.Info("authentication on", "tokens_file", cfg.Auth.TokensFile, "jwks_file", cfg.Auth.JWT.JWKSFile,
 			"client_roles", len(cfg.Auth.ClientRoles), "limits", len(cfg.Auth.Limits))
 	}
-	ln, err := net.Listen("tcp", cfg.HTTP)
+	// Every listener counts its connections in conns, the process's one
+	// set of connection metrics.
+	conns := connlimit.NewMetrics(reg)
+	ln, err := listen(cfg.HTTP, "http", cfg.HTTPMaxConnections, conns, log)
 	if err != nil {
-		return g.abort(fmt.Errorf("listening for HTTP: %w", err))
+		return g.abort(err)
 	}
 	g.add("servers", serveHTTP(h.NewHTTPServer(h.Handler(), httpTLS), ln, log))
 	adminAddr := "off"
 	if cfg.AdminHTTP != "" {
-		adminLn, err := net.Listen("tcp", cfg.AdminHTTP)
+		adminLn, err := listen(cfg.AdminHTTP, "admin_http", cfg.AdminHTTPMaxConnections, conns, log)
 		if err != nil {
-			return g.abort(fmt.Errorf("listening for admin HTTP: %w", err))
+			return g.abort(err)
 		}
 		g.add("servers", serveHTTP(h.NewHTTPServer(h.AdminHandler(), httpTLS), adminLn, log))
 		adminAddr = adminLn.Addr().String()

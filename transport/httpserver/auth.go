@@ -44,8 +44,9 @@ func mustRole(what string, role auth.Role) {
 // ran (401 without valid credentials or without a required client
 // certificate, 403 for a missing role, 429 past a limit) with code and
 // msg, in the error format of the protocol that owns the route. Headers
-// the refusal needs (WWW-Authenticate, Retry-After) are set before it is
-// called; it sets Content-Type, writes code and the body.
+// the refusal needs (WWW-Authenticate, Retry-After, and Connection: close:
+// a refused caller's connection is closed after the answer) are set
+// before it is called; it sets Content-Type, writes code and the body.
 type ErrorWriter func(w http.ResponseWriter, r *http.Request, code int, msg string)
 
 // TextError is the ErrorWriter of plain text (http.Error): the server's
@@ -84,19 +85,27 @@ func (s *Server) errorWriter(api string) ErrorWriter {
 // guard serves h to callers holding role, answering 401, 403 or 429 with
 // api's ErrorWriter otherwise, and 401 to a caller without a required
 // client certificate (Options.RequireClientCert); the caller's identity
-// is in the request's context (auth.FromContext). An open route without
-// required certificates (or with neither Options.Auth nor them) is h
-// itself.
+// is in the request's context (auth.FromContext). A refusal closes the
+// connection; an admitted request gets the read deadline of a known
+// caller (admitted). With neither Options.Auth nor required
+// certificates, it is h itself.
 func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.HandlerFunc {
 	cert := s.opts.RequireClientCert
 	if !cert && (s.opts.Auth == nil || role == auth.Open) {
-		return h
+		if !s.callerUnknownFirst() {
+			return h
+		}
+		return func(w http.ResponseWriter, r *http.Request) {
+			s.admitted(w)
+			h(w, r)
+		}
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if cert && s.refuseCert(w, r, api) {
 			return
 		}
 		if s.opts.Auth == nil || role == auth.Open {
+			s.admitted(w)
 			h(w, r)
 			return
 		}
@@ -122,6 +131,7 @@ func (s *Server) guardMount(prefix string, roleOf RoleFunc, h http.Handler) http
 		}
 		role := roleOf(r.Method, r.URL.Path)
 		if role == auth.Open {
+			s.admitted(w)
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -143,7 +153,7 @@ func (s *Server) guardMount(prefix string, roleOf RoleFunc, h http.Handler) http
 // returns false.
 func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
 	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
-		s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
+		s.refuse(w, r, api, http.StatusUnauthorized, certRequired)
 		return nil, false
 	}
 	if s.opts.Auth == nil {
@@ -165,30 +175,47 @@ func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) 
 	if tlsconf.HasVerifiedClientCert(r.TLS) || IsProbe(r.Method, r.URL.Path) {
 		return false
 	}
-	s.errorWriter(api)(w, r, http.StatusUnauthorized, certRequired)
+	s.refuse(w, r, api, http.StatusUnauthorized, certRequired)
 	return true
 }
 
 // authorize authenticates r's caller, checks it holds role and is within
-// its limit, and returns r carrying the identity; when it is not, it
-// answers with api's ErrorWriter and returns false.
+// its limit, and returns r carrying the identity, with the read deadline
+// of a known caller (admitted); when it is not, it answers with api's
+// ErrorWriter (refuse) and returns false.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
 	id, err := s.opts.Auth.HTTP(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="grove"`)
-		s.errorWriter(api)(w, r, http.StatusUnauthorized, auth.Reason(err))
+		s.refuse(w, r, api, http.StatusUnauthorized, auth.Reason(err))
 		return nil, false
 	}
 	if !id.Has(role) {
-		s.errorWriter(api)(w, r, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
+		s.refuse(w, r, api, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
 		return nil, false
 	}
 	if ok, wait := s.opts.Auth.Allow(id); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
-		s.errorWriter(api)(w, r, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
+		s.refuse(w, r, api, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
 		return nil, false
 	}
+	s.admitted(w)
 	return r.WithContext(auth.NewContext(r.Context(), id)), true
+}
+
+// refuse answers a request refused before its handler ran with code and
+// msg in api's error format, whole and at once, and closes its connection
+// after the answer (Connection: close): the refused caller keeps no
+// connection open for free, and net/http, which would otherwise read up
+// to 256 KiB of an unread body before it writes the answer, writes it
+// without waiting for the body (what is left of it is read after the
+// answer, within the short read deadline of a caller not known yet:
+// Server.linger).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, api string, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	a := &heldAnswer{w: w}
+	s.errorWriter(api)(a, r, code, msg)
+	a.send()
 }
 
 // Route is a route or mount of the server and the role it needs.

@@ -4,8 +4,11 @@
 // request bodies decoded (Content-Encoding), X-Request-Id, the
 // Grove-Config-* headers, and the server's own endpoints (health,
 // readiness, status, metrics, pprof), and the hardening every route gets:
-// per-handler read and write deadlines, required client certificates, and
-// the http.Server limits (NewHTTPServer). With AdminAPIs, the management
+// per-handler read and write deadlines (a short read deadline until the
+// caller is known), required client certificates, refusals that close the
+// connection without waiting for the body, a 413 from Content-Length before
+// any of the body is read and a lingering close after it, and the
+// http.Server limits (NewHTTPServer). With AdminAPIs, the management
 // routes and mounts named there (the web console's), /metrics and pprof
 // move to a second handler (AdminHandler).
 //
@@ -18,6 +21,7 @@
 package httpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -27,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"slices"
@@ -38,6 +43,7 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/tlsconf"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +78,9 @@ type Options struct {
 	// ReadTimeout bounds reading a request's body and WriteTimeout writing
 	// its answer, from when the handler starts (http.ResponseController);
 	// pprof's profile and trace get their seconds on top. 0 means none.
+	// With Auth or RequireClientCert, a request's read deadline is
+	// ReadHeaderTimeout from when the handler starts until its caller is
+	// known (its route admits it), and ReadTimeout from then on.
 	ReadTimeout, WriteTimeout time.Duration
 	// ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes configure the
 	// http.Server of NewHTTPServer; 0 means net/http's default.
@@ -310,10 +319,47 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	opts := &h.s.opts
-	if opts.ReadTimeout > 0 || opts.WriteTimeout > 0 {
-		setDeadlines(w, r, opts.ReadTimeout, opts.WriteTimeout)
+	s := h.s
+	opts := &s.opts
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		// net/http drops a Content-Length sent beside Transfer-Encoding
+		// before any handler sees the request, so a request that carried
+		// both (a request smuggling attempt) cannot be told from any other
+		// chunked one: the connection of either closes after its answer
+		// (RFC 9112, section 6.3).
+		w.Header().Set("Connection", "close")
+	} else if r.ProtoMajor == 2 {
+		// An HTTP/2 connection carries requests its server never marks
+		// busy: hold it open while this one is in flight.
+		if c, ok := r.Context().Value(limitedConnKey{}).(*connlimit.Conn); ok {
+			c.Hold()
+			defer c.Release()
+		}
 	}
+	if read := s.firstReadTimeout(); read > 0 || opts.WriteTimeout > 0 {
+		setDeadlines(w, r, read, opts.WriteTimeout)
+	}
+	switch {
+	case r.ProtoMajor != 1 || r.ContentLength <= 0:
+		h.route(w, r)
+	case r.ContentLength > opts.MaxBodyBytes:
+		// Refused from its Content-Length (ReadBody), unread: answered
+		// whole first, then drained, then closed.
+		a := &heldAnswer{w: w}
+		h.route(a, r)
+		w.Header().Set("Connection", "close")
+		a.send()
+		s.linger(w, r)
+	default:
+		h.route(w, r)
+		if w.Header().Get("Connection") == "close" { // refused (refuse), answered already
+			s.linger(w, r)
+		}
+	}
+}
+
+// route serves r with its mount, else its route.
+func (h *handler) route(w http.ResponseWriter, r *http.Request) {
 	for _, m := range h.mounts {
 		if p := r.URL.Path; strings.HasPrefix(p, m.prefix) && (len(p) == len(m.prefix) || p[len(m.prefix)] == '/') {
 			m.h.ServeHTTP(w, r)
@@ -324,12 +370,116 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if urlspace.ReservedPath(r.URL.Path) {
 		mux = h.reserved
 	}
-	if opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
+	if h.s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
 		if _, pattern := mux.Handler(r); pattern == "" && h.s.refuseCert(w, r, "") {
 			return
 		}
 	}
 	mux.ServeHTTP(w, r)
+}
+
+// firstReadTimeout is the read deadline a request gets when its handler
+// starts: Options.ReadHeaderTimeout while its caller is not known yet,
+// when there are callers to know (Auth, RequireClientCert) and it is the
+// shorter, else Options.ReadTimeout.
+func (s *Server) firstReadTimeout() time.Duration {
+	if s.callerUnknownFirst() {
+		return s.opts.ReadHeaderTimeout
+	}
+	return s.opts.ReadTimeout
+}
+
+// callerUnknownFirst reports whether requests start with the short read
+// deadline of a caller not known yet (firstReadTimeout), which admitted
+// replaces.
+func (s *Server) callerUnknownFirst() bool {
+	o := &s.opts
+	return (o.Auth != nil || o.RequireClientCert) && o.ReadHeaderTimeout > 0 && (o.ReadTimeout <= 0 || o.ReadHeaderTimeout < o.ReadTimeout)
+}
+
+// admitted gives a request whose route admitted its caller the read
+// deadline of a known caller, Options.ReadTimeout from now, in place of
+// the short one it started with (firstReadTimeout).
+func (s *Server) admitted(w http.ResponseWriter) {
+	if !s.callerUnknownFirst() {
+		return
+	}
+	var deadline time.Time
+	if s.opts.ReadTimeout > 0 {
+		deadline = time.Now().Add(s.opts.ReadTimeout)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(deadline)
+}
+
+// maxLingerFactor bounds a lingering close (linger): at most this many
+// times Options.MaxBodyBytes of a body are read and discarded.
+const maxLingerFactor = 4
+
+// linger reads and discards the body of r, which an HTTP/1 handler
+// answered, whole and flushed, without reading it (a refusal, or a 413
+// from its Content-Length), before the connection closes, so that a
+// client that sends its whole body before it reads the answer (Python's
+// urllib, many SDKs) reads the answer, not a connection reset: net/http
+// reads at most 256 KiB of a body left unread and then closes the
+// connection with the rest in flight. It reads within the read deadline in
+// force (the short one of a caller not known yet); a body larger than
+// maxLingerFactor times Options.MaxBodyBytes, or one whose client waits
+// for 100 Continue (it sends nothing unasked), is not read at all. This
+// is nginx's lingering close.
+func (s *Server) linger(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength/maxLingerFactor > s.opts.MaxBodyBytes || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength)
+}
+
+// heldAnswer is a ResponseWriter that holds what is written to it until
+// send writes it whole, with its Content-Length: an answer sent before the
+// body it answers is drained (linger) must be complete, not a chunked
+// stream whose end waits for the drain. It passes deadlines on (through
+// http.ResponseController), not flushes.
+type heldAnswer struct {
+	w    http.ResponseWriter
+	code int
+	body bytes.Buffer
+}
+
+func (a *heldAnswer) Header() http.Header { return a.w.Header() }
+
+func (a *heldAnswer) WriteHeader(code int) {
+	if a.code == 0 {
+		a.code = code
+	}
+}
+
+func (a *heldAnswer) Write(p []byte) (int, error) {
+	if a.code == 0 {
+		a.code = http.StatusOK
+	}
+	return a.body.Write(p)
+}
+
+// SetReadDeadline sets the read deadline of the connection under a.
+func (a *heldAnswer) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(a.w).SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline of the connection under a.
+func (a *heldAnswer) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(a.w).SetWriteDeadline(t)
+}
+
+// send writes the answer held, with its Content-Length, and flushes it.
+func (a *heldAnswer) send() {
+	if a.code == 0 {
+		a.code = http.StatusOK
+	}
+	if a.code != http.StatusNoContent && a.code != http.StatusNotModified {
+		a.w.Header().Set("Content-Length", strconv.Itoa(a.body.Len()))
+	}
+	a.w.WriteHeader(a.code)
+	_, _ = a.w.Write(a.body.Bytes())
+	_ = http.NewResponseController(a.w).Flush()
 }
 
 // setDeadlines bounds reading r's body by read and writing its answer by
@@ -384,7 +534,11 @@ func IsProbe(method, path string) bool {
 // NewHTTPServer returns an http.Server serving h with Options'
 // ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes, over TLS with
 // tlsConfig unless it is nil (serve it with ServeTLS(ln, "", "")). It has
-// no global WriteTimeout: deadlines are set per handler.
+// no global WriteTimeout: deadlines are set per handler. Served on a
+// connlimit.Listener, it tells the listener which connections are idle
+// (new, or between two HTTP/1 requests, and without an HTTP/2 request in
+// flight), which the listener may close to make room at its limit; a
+// ConnState hook set later must call the one it replaces.
 func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -393,6 +547,31 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+		ConnState:         markIdle,
+		ConnContext:       withLimitedConn,
+	}
+}
+
+// limitedConnKey is the context key of a request's connection when it
+// came from a connlimit.Listener (withLimitedConn).
+type limitedConnKey struct{}
+
+// withLimitedConn puts c's connlimit.Conn, if it has one, in the context of
+// its requests, for an HTTP/2 request to hold it (handler.ServeHTTP).
+func withLimitedConn(ctx context.Context, c net.Conn) context.Context {
+	if lc := connlimit.Find(c); lc != nil {
+		return context.WithValue(ctx, limitedConnKey{}, lc)
+	}
+	return ctx
+}
+
+// markIdle tells c's connlimit.Listener, if it has one, whether c is idle:
+// new (a TLS handshake or an HTTP/1 request not read yet; an HTTP/2
+// connection stays new to these hooks, and holds itself while a request
+// is in flight) or between HTTP/1 requests.
+func markIdle(c net.Conn, state http.ConnState) {
+	if lc := connlimit.Find(c); lc != nil {
+		lc.SetIdle(state == http.StateNew || state == http.StateIdle)
 	}
 }
 
@@ -409,6 +588,9 @@ func (r *StatusRecorder) WriteHeader(code int) {
 	r.Code = code
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap returns the ResponseWriter r wraps, for http.ResponseController.
+func (r *StatusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Instrument counts h's requests by status code and observes their latency
 // under api, and with Options.TracerProvider gives each a server span.
@@ -444,9 +626,16 @@ var errTooLarge = errors.New("request body too large")
 // Content-Encoding is gzip or deflate (zlib, or raw deflate), or several of
 // them. On failure it also returns the HTTP status that fits: 413 past
 // Options.MaxBodyBytes (which bounds the decoded body, and the compressed
-// one: a compression bomb is not inflated past the limit), 415 for another
-// coding, else 400 (a corrupt stream among them).
+// one: a compression bomb is not inflated past the limit; a body whose
+// Content-Length exceeds it is refused before any of it is read), 415 for
+// another coding, else 400 (a corrupt stream among them).
 func (s *Server) ReadBody(r *http.Request, buf *[]byte) ([]byte, int, error) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		// Refused before a byte of it is read; the handler's caller
+		// drains it after the answer (linger).
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: the body's Content-Length of %d bytes exceeds the limit of %d bytes",
+			errTooLarge, r.ContentLength, s.opts.MaxBodyBytes)
+	}
 	var body []byte
 	var err error
 	if ce := r.Header["Content-Encoding"]; len(ce) == 0 {
@@ -556,13 +745,17 @@ const TimeoutHeader = "Grove-Timeout"
 
 // WithTimeout returns r's context, bounded by its Grove-Timeout header if
 // it has one; call cancel when the request is answered. A header that is
-// not a positive duration is the caller's mistake, returned as an error
-// that names it.
+// not a positive duration, or more than one such header, is the caller's
+// mistake, returned as an error that names it.
 func WithTimeout(r *http.Request) (ctx context.Context, cancel context.CancelFunc, err error) {
-	v := r.Header.Get(TimeoutHeader)
-	if v == "" {
+	vs := r.Header.Values(TimeoutHeader)
+	if len(vs) > 1 {
+		return nil, nil, fmt.Errorf("more than one %s header: send one", TimeoutHeader)
+	}
+	if len(vs) == 0 || vs[0] == "" {
 		return r.Context(), func() {}, nil
 	}
+	v := vs[0]
 	d, perr := time.ParseDuration(v)
 	if perr != nil || d <= 0 {
 		return nil, nil, fmt.Errorf("invalid %s header %q: want a positive duration such as 50ms or 1.5s", TimeoutHeader, v)

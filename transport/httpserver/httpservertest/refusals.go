@@ -48,7 +48,8 @@ const (
 // role, with one over its limit and without a client certificate. It fails
 // t unless each is answered with its status (401, 403, 429, 401) and
 // headers (WWW-Authenticate: Bearer on the first, Retry-After on the
-// third), and returns the four answers. No answer may quote a token.
+// third, Connection: close on each), and returns the four answers. No
+// answer may quote a token.
 func Refusals(t testing.TB, register func(*httpserver.Server), method, path string, role auth.Role) []Refusal {
 	t.Helper()
 	wrong := auth.RoleAdmin
@@ -110,6 +111,9 @@ func Refusals(t testing.TB, register func(*httpserver.Server), method, path stri
 		}
 		if got, want := w.Header().Get("Retry-After"), map[bool]string{true: "1000"}[i == 2]; got != want {
 			t.Errorf("%s %s, %s: Retry-After %q, want %q", method, path, c.Why, got, want)
+		}
+		if got := w.Header().Get("Connection"); got != "close" {
+			t.Errorf("%s %s, %s: Connection %q, want close", method, path, c.Why, got)
 		}
 		if s := w.Body.String(); strings.Contains(s, wrongToken) || strings.Contains(s, limitedToken) {
 			t.Errorf("%s %s, %s: the answer quotes a token: %q", method, path, c.Why, s)
