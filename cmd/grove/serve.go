@@ -265,9 +265,6 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		log.Info("authentication on", "tokens_file", cfg.Auth.TokensFile, "jwks_file", cfg.Auth.JWT.JWKSFile,
 			"client_roles", len(cfg.Auth.ClientRoles), "limits", len(cfg.Auth.Limits))
 	}
-	// Every listener counts its connections in conns, the process's one
-	// set of connection metrics.
-	conns := connlimit.NewMetrics(reg)
 	ln, err := listen(cfg.HTTP, "http", cfg.HTTPMaxConnections, conns, log)
 	if err != nil {
 		return g.abort(err)
@@ -284,7 +281,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	grpcAddr, adminGRPCAddr := "off", "off"
 	if cfg.GRPC != "off" {
-		grpcLn, err := listenGRPC(cfg.GRPC, "grpc", cfg.GRPCMaxConnections, conns, log)
+		grpcLn, err := listen(cfg.GRPC, "grpc", cfg.GRPCMaxConnections, conns, log)
 		if err != nil {
 			return g.abort(err)
 		}
@@ -294,7 +291,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			"max_connections", cfg.GRPCMaxConnections, "model_writes", modelWritesWhere(cfg))
 	}
 	if adminGS != nil {
-		adminLn, err := listenGRPC(cfg.AdminGRPC, "admin_grpc", cfg.AdminGRPCMaxConnections, conns, log)
+		adminLn, err := listen(cfg.AdminGRPC, "admin_grpc", cfg.AdminGRPCMaxConnections, conns, log)
 		if err != nil {
 			return g.abort(err)
 		}
@@ -428,17 +425,6 @@ func modelWritesWhere(cfg conf.Server) string {
 		return "on admin_grpc only"
 	}
 	return "nowhere: set admin_grpc"
-}
-
-// listenGRPC listens on addr for the gRPC listener name, which holds at
-// most max connections (connlimit: gRPC never marks a connection idle, so
-// one over the limit is closed at once), counted in m.
-func listenGRPC(addr, name string, max int, m *connlimit.Metrics, log *slog.Logger) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening for %s: %w", name, err)
-	}
-	return connlimit.New(ln, connlimit.Options{Name: name, Max: max, Metrics: m, Logger: log}), nil
 }
 
 // startTracing builds the tracer provider the OTEL_* environment
