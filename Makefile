@@ -82,7 +82,7 @@ run: build
 ## integration tests against the real binary (the release of make dist
 ## among them) and the DeepRec processor library's C test (test-processor).
 test: deps vet test-deploy test-ui
-	$(GO) test -count=1 -timeout 20m -skip '^TestConsoleInChromium' $(PKGS)
+	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^TestConsoleInChromium' $(PKGS)
 	$(MAKE) test-processor
 
 ## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,

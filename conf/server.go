@@ -830,14 +830,14 @@ func (s Server) Validate() error {
 	if s.GRPC != "off" {
 		if err := validateHostPort(s.GRPC); err != nil {
 			bad("grpc", "%v (or off)", err)
-		} else if s.GRPC == s.HTTP {
+		} else if sameListener(s.GRPC, s.HTTP) {
 			bad("grpc", "%s is also the HTTP address", s.GRPC)
 		}
 	}
 	if s.AdminHTTP != "" {
 		if err := validateHostPort(s.AdminHTTP); err != nil {
 			bad("admin_http", "%v", err)
-		} else if s.AdminHTTP == s.HTTP || s.AdminHTTP == s.GRPC {
+		} else if sameListener(s.AdminHTTP, s.HTTP) || sameListener(s.AdminHTTP, s.GRPC) {
 			bad("admin_http", "%s is also the HTTP or gRPC address", s.AdminHTTP)
 		}
 	}
@@ -1225,6 +1225,15 @@ func validateEndpoint(endpoint string) error {
 		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", endpoint, u.Port())
 	}
 	return nil
+}
+
+// sameListener reports whether two listener addresses name the same
+// port; port 0 (the system picks a free port for each) never does.
+func sameListener(a, b string) bool {
+	if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+		return false
+	}
+	return a == b
 }
 
 // validateHostPort accepts host:port with a numeric port; the host may be empty.

@@ -635,6 +635,23 @@ func TestServerValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestServerValidateAcceptsPortZeroOnEveryListener: port 0 asks the
+// system for a free port, a different one for each listener, so the same
+// "127.0.0.1:0" on several listeners is no clash.
+func TestServerValidateAcceptsPortZeroOnEveryListener(t *testing.T) {
+	s := DefaultServer()
+	s.Bucket = "file:///srv/models"
+	s.HTTP, s.GRPC, s.AdminHTTP = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s.GRPC = "127.0.0.1:9090"
+	s.AdminHTTP = s.GRPC
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "is also the HTTP or gRPC address") {
+		t.Fatalf("admin_http on the gRPC port: %v", err)
+	}
+}
+
 // TestServerAcceptsBucketURLForms checks only the syntax all bucket URLs
 // share: the driver of the URL's scheme checks the rest when grove serve
 // opens the bucket, and says which schemes the build has.

@@ -105,7 +105,10 @@ func auditObjects(t *testing.T, b *dirBucket) int {
 
 // TestAuditTrailRecordsEveryManagementWriteOfEveryReplica runs the audit
 // trail check on two replicas of one bucket without authentication.
+//
+// Budget: 10 s.
 func TestAuditTrailRecordsEveryManagementWriteOfEveryReplica(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putModels(t, b)
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
@@ -116,7 +119,10 @@ func TestAuditTrailRecordsEveryManagementWriteOfEveryReplica(t *testing.T) {
 // two replicas with authentication on: each entry names the bearer
 // token's holder, over HTTP and gRPC, and neither the trail nor the logs
 // hold the token.
+//
+// Budget: 15 s.
 func TestAuditTrailRecordsTheCallersTokenName(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putModels(t, b)
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
@@ -277,7 +283,10 @@ func checkAuditTrail(t *testing.T, b *dirBucket, g1, g2 *grove, c auditCaller) {
 // tls.client_auth require and no auth section, a management write is
 // recorded under the name of the caller's verified client certificate,
 // with auth "certificate", not as anonymous.
+//
+// Budget: 10 s.
 func TestAuditTrailRecordsTheClientCertificatesName(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	g := startTLSGrove(t, s, "--tls-client-ca", s.caFile, "--tls-client-auth", "require")
 	now := time.Now()

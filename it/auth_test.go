@@ -265,6 +265,7 @@ func strictJSON(body string, v any) error {
 	return nil
 }
 
+// It runs alone (no t.Parallel): it times how soon a token removed from the file stops working. Budget: 10 s.
 func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": []}`), 0o644); err != nil {
@@ -420,7 +421,10 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 // certificates (with tokens too, so that the binary logs its routes) and
 // checks that every route but the probes refuses a caller without one,
 // before its token is looked at, with 401 in its protocol's error format.
+//
+// Budget: 10 s.
 func TestAuthClientCertificateRefusalsInEachFormat(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	writeTokens(t, tokens)
@@ -447,7 +451,10 @@ func TestAuthClientCertificateRefusalsInEachFormat(t *testing.T) {
 // TestAuthJWTFromALocalJWKS configures auth.jwt and checks a JWT signed by
 // the JWKS's key is admitted by its roles claim, over HTTP and gRPC, and
 // that one of another issuer, or signed by another key, is refused.
+//
+// Budget: 10 s.
 func TestAuthJWTFromALocalJWKS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": []}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -513,7 +520,10 @@ func TestAuthJWTFromALocalJWKS(t *testing.T) {
 // an open probe, so with a model named "x/ready" served (and no "x") it
 // must not answer that model's metadata without credentials; the role
 // read still gets it, and x/ready's own probe stays open.
+//
+// Budget: 10 s.
 func TestAuthModelReadyProbeAnswersOnlyReadiness(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	model, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_v1", "model.pt"))
 	if err != nil {

@@ -107,7 +107,9 @@ func gameBucket(t *testing.T) *dirBucket {
 	return b
 }
 
+// Budget: 30 s.
 func TestBytesAndStringsEndToEnd(t *testing.T) {
+	t.Parallel()
 	emb := startBroker(t, "127.0.0.1:0")
 	g := startGrove(t, gameBucket(t).URL(), nil, writeServerConfig(t, kafkaConfig(emb.Addr(), "proto", ""))...)
 	wantScores, wantSides := wantFor(seedRows)

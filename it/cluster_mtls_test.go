@@ -69,7 +69,10 @@ func clusterOver(hc *http.Client, g *grove) (clusterDoc, error) {
 // several MiB among them with small ones beside it, and the cluster port
 // refuses a caller without a client certificate, with one of another CA,
 // and with one of the cluster's CA that names no member.
+//
+// Budget: 30 s.
 func TestClusterPeerMTLS(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	ca := certtest.NewCA(t, "grove cluster CA")
 	caDir := t.TempDir()

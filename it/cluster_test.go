@@ -421,6 +421,8 @@ func startClusterLoad(nodes []*grove, exp map[string]expectedModel, models []clu
 // under load hands its models over before it exits, failing no request;
 // nodes SIGTERMed with nowhere to hand over exit without waiting out
 // drain_timeout.
+//
+// It runs alone (no t.Parallel): it measures the RSS growth of each load and times fail-over and drain. Budget: 180 s.
 func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	exp := loadExpected(t)
 	bucket, total := clusterBucket(t, clusterModels)

@@ -82,7 +82,10 @@ func (g *grove) comparisons(contract string) map[string]*comparisonDoc {
 // through ForestFlow's API: the stats show each challenger's difference,
 // /metrics too, and the prediction log's shadow events name the user
 // request each was compared with.
+//
+// Budget: 10 s.
 func TestShadowChallengersAreComparedWithTheChampion(t *testing.T) {
+	t.Parallel()
 	emb := startBroker(t, "127.0.0.1:0")
 	b := newDirBucket(t)
 	b.Put(t, "champion/model.pt", compareModel(t, "score.pt"))

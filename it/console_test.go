@@ -49,7 +49,10 @@ func consoleConfig(extra bool) string {
 // once the config is broken; its screenshot is not blank.
 // Run by `make test-ui`, which installs the browser and the npm packages;
 // GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
+//
+// Budget: 60 s.
 func TestConsoleInChromium(t *testing.T) {
+	t.Parallel()
 	checkBrowser(t)
 	exp := loadExpected(t)
 	b := newDirBucket(t)
@@ -112,7 +115,10 @@ func TestConsoleInChromium(t *testing.T) {
 // placement of its model and the members; with a read-only token it shows
 // the placement and never asks for the members (GET /v1/cluster needs
 // manage), so the browser logs no refusal.
+//
+// Budget: 60 s.
 func TestConsoleInChromiumShowsClusterPlacement(t *testing.T) {
+	t.Parallel()
 	checkBrowser(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -221,7 +227,10 @@ func pixelSpread(t *testing.T, path string) (float64, int) {
 // (page and document) moves to the admin listener with the routes it
 // reads, and that its document carries live figures computed from the
 // requests served.
+//
+// Budget: 10 s.
 func TestConsoleOnTheAdminListener(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	for _, m := range []string{"pctr_v1", "pctr_v2"} {

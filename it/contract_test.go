@@ -33,7 +33,9 @@ func scoreBody(t *testing.T, exp map[string]expectedModel) string {
 	return `{"schema":[{"type":"Float32","fields":[` + strings.Join(fields, ",") + `]}],"datum":[` + strings.Join(datums, ",") + `],"configs":{"user_id":"u1"}}`
 }
 
+// Budget: 10 s.
 func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -110,7 +112,9 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 	}
 }
 
+// Budget: 10 s.
 func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -232,7 +236,10 @@ func graphPipeIOs(n int, at func(*gpfb.IOMetadata, int) bool) string {
 // two releases with sticky_key user_id: every request of one user goes to
 // the same release, by the JSON configs or by a Grove-Config-User_Id header,
 // and the users as a whole reach both releases.
+//
+// Budget: 10 s.
 func TestStickyKeyKeepsEachUserOnOneRelease(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	putModels(t, b)

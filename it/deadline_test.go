@@ -51,6 +51,8 @@ func (g *grove) post(t *testing.T, ctx context.Context, path, body string, heade
 // deadline is answered at its deadline with each protocol's status, then
 // dropped unrun when the model reaches it. A client that hangs up is
 // dropped too.
+//
+// It runs alone (no t.Parallel): it times answers against their deadlines. Budget: 10 s.
 func TestDeadlinesFromEveryProtocolAnswerInTimeAndExpiredWorkIsDropped(t *testing.T) {
 	b := newDirBucket(t)
 	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 400}`))

@@ -28,7 +28,10 @@ import (
 // version`, the tarball's members, and that every shared library the
 // binary needs comes from the runtime packages the container build file
 // installs and the README lists.
+//
+// Budget: 300 s.
 func TestDistReleaseServesFromAnywhere(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the release")
 	}

@@ -102,7 +102,9 @@ func faultyBody(v float64) string {
 	return fmt.Sprintf(`{"schema":[{"type":"Float32","fields":["x"]}],"datum":[{"tensors":[{"Float32":{"data":[%v]}}]}]}`, v)
 }
 
+// Budget: 45 s.
 func TestRollbackWhenStopsAPhasedInReleaseWhoseErrorRateJumps(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	b.Put(t, "stable/model.faulty", []byte(`{"by_position": true}`))                // ForestFlow names its tensor by type
 	b.Put(t, "canary/model.faulty", []byte(`{"error_on": 7, "by_position": true}`)) // fails every request holding 7
@@ -285,7 +287,9 @@ func (g *grove) shadowUntil(n int, done func() bool) int {
 	return n
 }
 
+// Budget: 30 s.
 func TestPromoteWhenPromotesAChallengerThatAgreesWithTheChampion(t *testing.T) {
+	t.Parallel()
 	g, b := startChallenge(t, "agree")
 	const contract = "ads/pctr/1"
 	sent := g.shadowUntil(1000, func() bool { return g.stats(contract)["v2"].Valid })
@@ -327,7 +331,9 @@ func TestPromoteWhenPromotesAChallengerThatAgreesWithTheChampion(t *testing.T) {
 	}
 }
 
+// Budget: 30 s.
 func TestPromoteWhenNeverPromotesAChallengerWhoseOutputsAreShifted(t *testing.T) {
+	t.Parallel()
 	g, b := startChallenge(t, "shifted")
 	const contract = "ads/pctr/1"
 	// Well past min_shadow_executions, the challenger is still waiting, and

@@ -100,8 +100,10 @@ func startGrove(t *testing.T, bucketURL string, env []string, args ...string) *g
 // directory dir ("": this one) with exactly the environment env.
 func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, args ...string) *grove {
 	t.Helper()
-	addr, grpcAddr := freeAddr(t), freeAddr(t)
-	all := append([]string{"serve", "--bucket", bucketURL, "--http", addr, "--grpc", grpcAddr, "--poll-interval", "1s",
+	// Port 0: grove binds free ports itself and names them in its
+	// "grove serving" line, so that tests running in parallel never race
+	// for a port between choosing and binding it.
+	all := append([]string{"serve", "--bucket", bucketURL, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--poll-interval", "1s",
 		"--cache-dir", t.TempDir(), "--log-level", "debug"}, args...)
 	cmd := exec.Command(bin, all...)
 	logs := &syncBuffer{}
@@ -110,7 +112,7 @@ func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &grove{t: t, cmd: cmd, url: "http://" + addr, grpc: grpcAddr, logs: logs, done: make(chan error, 1)}
+	g := &grove{t: t, cmd: cmd, logs: logs, done: make(chan error, 1)}
 	go func() { g.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		g.stop()
@@ -118,11 +120,35 @@ func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, 
 			t.Logf("grove logs:\n%s", logs.String())
 		}
 	})
+	g.waitFor("grove to name its listeners", 60*time.Second, func() bool {
+		httpAddr, grpcAddr, ok := servingAddrs(logs.String())
+		g.url, g.grpc = "http://"+httpAddr, grpcAddr
+		return ok
+	})
 	g.waitFor("grove to be ready", 60*time.Second, func() bool {
 		code, _ := g.get("/readyz")
 		return code == http.StatusOK
 	})
 	return g
+}
+
+// servingAddrs reads the HTTP and gRPC addresses from grove's
+// "grove serving" log line, once it is in logs.
+func servingAddrs(logs string) (httpAddr, grpcAddr string, ok bool) {
+	i := strings.Index(logs, `msg="grove serving"`)
+	if i < 0 {
+		return "", "", false
+	}
+	line, _, _ := strings.Cut(logs[i:], "\n")
+	for _, f := range strings.Fields(line) {
+		if v, found := strings.CutPrefix(f, "http="); found {
+			httpAddr = v
+		}
+		if v, found := strings.CutPrefix(f, "grpc="); found {
+			grpcAddr = v
+		}
+	}
+	return httpAddr, grpcAddr, httpAddr != ""
 }
 
 // stop sends SIGTERM and waits for the process to exit; it returns the exit error.

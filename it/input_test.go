@@ -8,7 +8,9 @@ import (
 	"testing"
 )
 
+// Budget: 15 s.
 func TestBadInputGetsClearErrorsAndServerKeepsServing(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -59,7 +61,9 @@ func TestBadInputGetsClearErrorsAndServerKeepsServing(t *testing.T) {
 	}
 }
 
+// Budget: 10 s.
 func TestUnloadableModelsAreRejectedWithReasons(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
 	b.Put(t, "tf/saved_model.pb", []byte("not really a graph"))
@@ -90,7 +94,9 @@ func TestUnloadableModelsAreRejectedWithReasons(t *testing.T) {
 	}
 }
 
+// Budget: 45 s.
 func TestChecksumCommandMatchesTheSeedPipeline(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{"examples/bucket/pctr_v1/", "examples/bucket/pcvr/model.pt", "examples/bucket"} {
 		path := filepath.Join(repoRoot(), p)
 		pipeline := exec.Command("bash", "-c", `find "$1" -type f -exec sha256sum {} \; | sort -k 2 | awk '{print $1}' | tr -d '\n' | sha256sum | awk '{print $1}'`, "_", path)
@@ -109,7 +115,9 @@ func TestChecksumCommandMatchesTheSeedPipeline(t *testing.T) {
 	}
 }
 
+// Budget: 15 s.
 func TestFullModelQueueFailsFastWith429(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 300}`))
 	putConfig(t, b, modelEntry{Path: "slow/"})

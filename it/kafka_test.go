@@ -264,7 +264,9 @@ func consumeRecords(t *testing.T, addr string, timeout time.Duration, done func(
 	return recs
 }
 
+// Budget: 20 s.
 func TestPredictionLogJSONEventsReadByKcat(t *testing.T) {
+	t.Parallel()
 	emb := startBroker(t, "127.0.0.1:0")
 	b, sums := logBucket(t)
 	g := startGrove(t, b.URL(), nil, writeServerConfig(t, kafkaConfig(emb.Addr(), "json", ""))...)
@@ -325,7 +327,9 @@ func TestPredictionLogJSONEventsReadByKcat(t *testing.T) {
 	}
 }
 
+// Budget: 15 s.
 func TestPredictionLogProtoEventsReadByGoConsumer(t *testing.T) {
+	t.Parallel()
 	emb := startBroker(t, "127.0.0.1:0")
 	b, sums := logBucket(t)
 	g := startGrove(t, b.URL(), nil, writeServerConfig(t, kafkaConfig(emb.Addr(), "proto", ""))...)
@@ -361,7 +365,9 @@ func TestPredictionLogProtoEventsReadByGoConsumer(t *testing.T) {
 	}
 }
 
+// Budget: 30 s.
 func TestPredictionLogSurvivesBrokerOutage(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	emb := startBroker(t, addr)
 	b, _ := logBucket(t)
@@ -406,6 +412,7 @@ func TestPredictionLogSurvivesBrokerOutage(t *testing.T) {
 	}
 }
 
+// It runs alone (no t.Parallel): it times requests served while the broker is down. Budget: 10 s.
 func TestPredictionLogBufferOverflowDropsAndCounts(t *testing.T) {
 	const buffer, n = 5, 50
 	b, _ := logBucket(t)
@@ -483,7 +490,9 @@ func replayJSON(t *testing.T, args ...string) replaySummary {
 	return s
 }
 
+// Budget: 45 s.
 func TestLogsTailAndReplay(t *testing.T) {
+	t.Parallel()
 	emb := startBroker(t, "127.0.0.1:0")
 	b, _ := logBucket(t, modelEntry{Path: "pctr_v2/"})
 	g := startGrove(t, b.URL(), nil, writeServerConfig(t, kafkaConfig(emb.Addr(), "proto", ""))...)

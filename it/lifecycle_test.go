@@ -135,7 +135,9 @@ func errorType(resp baResponse, i int) string {
 	return resp.Response[i].Error.ErrorType
 }
 
+// Budget: 10 s.
 func TestServesConfiguredModelsWithPythonOutputs(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		pctr, pcvr := exampleModel(t, "pctr_v1"), exampleModel(t, "pcvr")
@@ -167,7 +169,9 @@ func TestServesConfiguredModelsWithPythonOutputs(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestAddsModelListedLater(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -189,7 +193,9 @@ func TestAddsModelListedLater(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestRemovedModelIsServedDuringGracePeriodThenNotFound(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -262,7 +268,9 @@ func startObservedLoad(g *grove, exp map[string]expectedModel, n int, observe fu
 	return l
 }
 
+// Budget: 20 s.
 func TestInPlaceUpdateUnderLoadFailsNoRequest(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		v1, v2 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")
@@ -289,7 +297,9 @@ func TestInPlaceUpdateUnderLoadFailsNoRequest(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestChecksumMismatchKeepsOldContentServing(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		v1, v2 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")
@@ -319,7 +329,9 @@ func TestChecksumMismatchKeepsOldContentServing(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestCorruptModelFileFailsOnlyThatModel(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -339,7 +351,9 @@ func TestCorruptModelFileFailsOnlyThatModel(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestFailingWarmUpRejectsContent(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -367,7 +381,9 @@ func TestFailingWarmUpRejectsContent(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestBrokenConfigKeepsPreviousConfig(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -394,7 +410,9 @@ func TestBrokenConfigKeepsPreviousConfig(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestPanicInModelRestartsOnlyThatModel(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	onDir(t, func(t *testing.T, b testBucket) {
 		b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -425,7 +443,9 @@ func TestPanicInModelRestartsOnlyThatModel(t *testing.T) {
 	})
 }
 
+// Budget: 10 s.
 func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 1500}`))
 	putConfig(t, b, modelEntry{Path: "slow/"})
@@ -469,7 +489,10 @@ func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
 // the config under load: the model reloads with the new options and no
 // request fails. (grove runs with --pprof, whose paths must not clash with
 // the contract routes.)
+//
+// Budget: 10 s.
 func TestServingOptionsChangeUnderLoadFailsNoRequest(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	v1 := exampleModel(t, "pctr_v1")

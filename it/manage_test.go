@@ -175,7 +175,10 @@ func putModels(t *testing.T, b testBucket) {
 // traffic share rises linearly (the answers follow the stats' share), it
 // takes all traffic at the end of the ramp, and keep_latest 1 expires the
 // old release, whose model is unloaded after its grace period.
+//
+// Budget: 20 s.
 func TestPromotionByConfigEditPhasesInLinearlyThenExpiresTheOldRelease(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	putModels(t, b)
@@ -236,7 +239,10 @@ func TestPromotionByConfigEditPhasesInLinearlyThenExpiresTheOldRelease(t *testin
 // TestPromotionByManagementAPIAndMetricsFeed builds a contract through the
 // ForestFlow management API, promotes a shadow challenger with a policy
 // PUT gated on a metric, feeds the metric, and checks the settings reads.
+//
+// Budget: 10 s.
 func TestPromotionByManagementAPIAndMetricsFeed(t *testing.T) {
+	t.Parallel()
 	onDir(t, func(t *testing.T, b testBucket) {
 		exp := loadExpected(t)
 		putModels(t, b)
@@ -345,7 +351,10 @@ func TestPromotionByManagementAPIAndMetricsFeed(t *testing.T) {
 // TestConcurrentManagementWritesFromTwoReplicasAllLand has two grove
 // processes on one bucket create eight contracts at once, four each: every
 // write lands, and both replicas end up serving all eight.
+//
+// Budget: 60 s.
 func TestConcurrentManagementWritesFromTwoReplicasAllLand(t *testing.T) {
+	t.Parallel()
 	eachBucket(t, func(t *testing.T, b testBucket) {
 		putModels(t, b)
 		b.Put(t, "model_config.json", []byte(`{"model_metadata": []}`))
@@ -385,7 +394,10 @@ func TestConcurrentManagementWritesFromTwoReplicasAllLand(t *testing.T) {
 // TestValidSinceIsSharedAcrossRestarts restarts grove in the middle of a
 // linear phase-in: the ramp continues where it was, because the valid-since
 // stamp is kept in the bucket, not in the process.
+//
+// Budget: 20 s.
 func TestValidSinceIsSharedAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putModels(t, b)
 	b.Put(t, "model_config.json", contractConfig(0, "", `{"release_version": "v1", "model_path": "pctr_v1/"}`,

@@ -72,7 +72,10 @@ func fromRawLE(t *testing.T, datatype string, raw []byte) []float64 {
 // the generated client: health, metadata, version resolution, ModelInfer
 // with raw and typed contents matching Python, output filtering, errors,
 // and grpcurl through reflection.
+//
+// Budget: 10 s.
 func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	g := startGrove(t, oipBucket(t).URL(), nil)
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
@@ -178,7 +181,10 @@ func TestOIPGRPCServesModelsByNameAndVersion(t *testing.T) {
 // weights as TorchScript (pctr_v1/) and ONNX (pctr_onnx/): over B&A REST
 // (inputs by tensor_name for ONNX), the sidecar's Predict, OIP REST and OIP gRPC, both
 // answer Python's expected outputs to 1e-5.
+//
+// Budget: 10 s.
 func TestONNXModelAnswersLikeTorchScriptOnEveryProtocol(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -281,7 +287,10 @@ func oipPost(t *testing.T, g *grove, path string, body []byte, headerLen int) (i
 // OIP REST as nested JSON, flat JSON and Triton's binary tensor extension,
 // over OIP gRPC and over B&A REST: every answer matches Python, and the
 // binary REST and gRPC raw outputs are byte for byte the same.
+//
+// Budget: 10 s.
 func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	g := startGrove(t, oipBucket(t).URL(), nil)
 	ctx := withTimeout(t, time.Minute)
@@ -454,7 +463,10 @@ func TestOIPRESTAnswersLikeEveryOtherProtocol(t *testing.T) {
 // (f(mask bool [N,4], x uint8 [N,4]) = (mask AND x > 3, x + 1)) in both
 // runtimes over OIP REST (JSON and binary) and gRPC, and checks that the
 // B&A API refuses both types with a clear error.
+//
+// Budget: 10 s.
 func TestOIPServesBoolAndUint8(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	for path, file := range map[string]string{
 		"mask_onnx/model.onnx": filepath.Join("servables", "onnx", "testdata", "mask.onnx"),

@@ -83,7 +83,10 @@ func compress(t *testing.T, coding string, data []byte) []byte {
 // size, an unknown coding gets 415 naming it and a corrupt stream 400.
 // Every REST handler reads its body with httpserver.ReadBody, whose own
 // tests cover the codings in full.
+//
+// Budget: 10 s.
 func TestCompressedRequestBodiesAreDecodedForOIPAndBA(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, cornersBucket(t, map[string]string{"mixed/": "mixed"}).URL(), nil, "--max-body-bytes", "65536")
 	oip := []byte(`{"inputs":[{"name":"ids","datatype":"INT64","shape":[1,2],"data":[1,2]},{"name":"w","datatype":"FP32","shape":[1,1],"data":[0.5]}],"outputs":[{"name":"total"}]}`)
 	for _, coding := range []string{"gzip", "deflate"} {
@@ -122,7 +125,10 @@ func TestCompressedRequestBodiesAreDecodedForOIPAndBA(t *testing.T) {
 
 // Model names ending in OIP path words, against the real binary: each
 // gets its own metadata, readiness and inference.
+//
+// Budget: 10 s.
 func TestModelNamesEndingInEndpointWordsReachTheirModel(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, cornersBucket(t, map[string]string{"a/ready/": "uint16_out", "x/versions/2/1/": "mask", "config/": "half", "m/infer/1/": "mixed", "m/infer/3/": "mixed"}).URL(), nil)
 	for _, c := range []struct {
 		method, path string
@@ -155,7 +161,10 @@ func TestModelNamesEndingInEndpointWordsReachTheirModel(t *testing.T) {
 // data) and gRPC (raw contents); an output filter that leaves out an
 // output Grove cannot convert succeeds; errors name OIP datatypes; the
 // repository's load and unload are refused, naming the management API.
+//
+// Budget: 10 s.
 func TestHalfFloatsOutputFiltersDatatypeNamesAndRepositoryCalls(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, cornersBucket(t, map[string]string{"half/": "half", "bfloat/": "bfloat", "wide/": "uint16_out"}).URL(), nil)
 
 	// FP16: JSON numbers in, rounded to nearest even; out as the shortest

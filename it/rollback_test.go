@@ -100,7 +100,10 @@ func (g *grove) kept(path string) *keptStatus {
 // could not even pass its checksum), and the time from the config write or
 // the API call to the first answer of the old weights is measured. The
 // config is polled every second.
+//
+// Budget: 30 s.
 func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	v1, v2 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")

@@ -54,7 +54,10 @@ const quotesError = `{"error_type":"INPUT_PARSING","description":"All numbers wi
 // extension-less ONNX file in the bucket too); unquoted numbers are
 // INPUT_PARSING; an item's failures answer in the sidecar's order; and
 // TorchScript outputs carry no tensor_name (ONNX outputs keep theirs).
+//
+// Budget: 10 s.
 func TestSidecarConformanceOfTheBinary(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	onnxModel, err := os.ReadFile(filepath.Join(repoRoot(), "examples", "bucket", "pctr_onnx", "model.onnx"))
@@ -126,7 +129,10 @@ func TestSidecarConformanceOfTheBinary(t *testing.T) {
 // TestSidecarConformanceAcceptsUnquotedNumbersWhenSet checks the server
 // setting ba_accept_unquoted_numbers: numbers pass in requests on both
 // APIs and in warm-ups, and an unregistered model is then MODEL_NOT_FOUND.
+//
+// Budget: 10 s.
 func TestSidecarConformanceAcceptsUnquotedNumbersWhenSet(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putConfig(t, b)
 	g := startGrove(t, b.URL(), nil, "--ba-accept-unquoted-numbers")

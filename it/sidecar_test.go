@@ -52,7 +52,10 @@ func grpcurl(t *testing.T) string {
 // (the same answer as POST /v1/inference) and with the proto batch,
 // RegisterModel with files sent in the call, GetModelPaths and DeleteModel;
 // the config's paths are not the registry's to change.
+//
+// Budget: 10 s.
 func TestSidecarServiceServesABiddingServer(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "pctr_v1/model.pt", exampleModel(t, "pctr_v1"))
@@ -198,7 +201,10 @@ func TestSidecarServiceServesABiddingServer(t *testing.T) {
 
 // TestRegisteredPathListedInConfigTakesTheConfigContent registers a model
 // and then lists its path in the config: the config wins.
+//
+// Budget: 10 s.
 func TestRegisteredPathListedInConfigTakesTheConfigContent(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	b.Put(t, "m/model.pt", exampleModel(t, "pctr_v1"))

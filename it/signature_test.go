@@ -84,7 +84,9 @@ func oipInfer(t *testing.T, g *grove, model string, inputs ...oipTensor) (int, [
 	return code, out.Outputs, out.Error
 }
 
+// Budget: 10 s.
 func TestTorchScriptInputsAreBoundByNameOverOIPAndByPositionOverBA(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, signatureBucket(t).URL(), nil)
 	ctx := withTimeout(t, time.Minute)
 	a := oipTensor{Name: "a", Datatype: "FP32", Shape: []int64{1, 2}, Data: []float64{10, 20}}
@@ -174,7 +176,9 @@ func (m oipMetadata) String() string {
 	return side(m.Inputs) + " -> " + side(m.Outputs) + " (" + m.Parameters["signature"] + ")"
 }
 
+// Budget: 10 s.
 func TestModelMetadataCarriesTheDeclaredOrLearnedSignature(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, signatureBucket(t).URL(), nil)
 	ctx := withTimeout(t, time.Minute)
 	for _, c := range []struct{ model, want string }{
@@ -207,7 +211,9 @@ func TestModelMetadataCarriesTheDeclaredOrLearnedSignature(t *testing.T) {
 	}
 }
 
+// Budget: 10 s.
 func TestCallerShapeAndDtypeMistakesOnTorchScriptAreInvalidArgument(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, signatureBucket(t).URL(), nil)
 	ctx := withTimeout(t, time.Minute)
 	b := oipTensor{Name: "b", Datatype: "FP32", Shape: []int64{1, 2}, Data: []float64{1, 2}}
@@ -257,7 +263,9 @@ func TestCallerShapeAndDtypeMistakesOnTorchScriptAreInvalidArgument(t *testing.T
 	}
 }
 
+// Budget: 10 s.
 func TestGraphPipeBindsTorchScriptInputsByTheirInputNames(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	b.Put(t, "sub/model.pt", subModel(t))
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "sub/"}],

@@ -115,7 +115,9 @@ func dialTLS(t *testing.T, g *grove, tc *tls.Config) *grpc.ClientConn {
 	return conn
 }
 
+// Budget: 10 s.
 func TestTLSOnlyPlaintextRefused(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	g := startTLSGrove(t, s)
 	if code, _, err := getWith(s.client(), g.url+"/v1/models"); err != nil || code != 200 {
@@ -149,7 +151,9 @@ func TestTLSOnlyPlaintextRefused(t *testing.T) {
 	}
 }
 
+// Budget: 10 s.
 func TestTLSClientCertificateRequired(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	g := startTLSGrove(t, s, "--tls-client-ca", s.caFile, "--tls-client-auth", "require")
 	now := time.Now()
@@ -192,7 +196,9 @@ func TestTLSClientCertificateRequired(t *testing.T) {
 	}
 }
 
+// Budget: 15 s.
 func TestTLSRotatedServerCertificateServedWithoutRestart(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	g := startTLSGrove(t, s, "--tls-reload-interval", "100ms")
 	addr := strings.TrimPrefix(g.url, "https://")
@@ -222,6 +228,7 @@ func TestTLSRotatedServerCertificateServedWithoutRestart(t *testing.T) {
 	}
 }
 
+// It runs alone (no t.Parallel): it times when the server closes a slow connection. Budget: 10 s.
 func TestHTTPSlowlorisConnectionClosed(t *testing.T) {
 	b := newDirBucket(t)
 	putConfig(t, b)
@@ -246,7 +253,9 @@ func TestHTTPSlowlorisConnectionClosed(t *testing.T) {
 	}
 }
 
+// Budget: 10 s.
 func TestGRPCOversizedMessageRefused(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putConfig(t, b)
 	g := startGrove(t, b.URL(), nil, "--max-body-bytes", "4096", "--max-model-bytes", "65536")
@@ -273,7 +282,9 @@ func TestGRPCOversizedMessageRefused(t *testing.T) {
 	}
 }
 
+// Budget: 20 s.
 func TestNonLoopbackWithoutAuthRefusesToStart(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putConfig(t, b)
 	// The check runs on the parsed config, before anything binds: on every
@@ -316,7 +327,9 @@ func localNonLoopback() net.IP {
 	return nil
 }
 
+// Budget: 10 s.
 func TestAdminHTTPServesManagementMetricsAndPprof(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putConfig(t, b)
 	admin := freeAddr(t)

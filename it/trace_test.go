@@ -36,7 +36,10 @@ func pctrBucket(t *testing.T) *dirBucket {
 // caller's traceparent, stops it, and checks the span trees that reached
 // the receiver: the spans the batch processor still held are exported at
 // shutdown.
+//
+// Budget: 10 s.
 func TestTracesExportedOverOTLP(t *testing.T) {
+	t.Parallel()
 	b := pctrBucket(t)
 	rcv := tracingtest.HTTP(t)
 	// A long export delay: nothing is exported before the shutdown.
@@ -116,7 +119,10 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 // exporting to the test's OTLP receiver, with one model of one copy: the
 // node without it forwards, and the serving node continues the trace
 // under the forward span.
+//
+// Budget: 15 s.
 func TestTraceContinuesAcrossAClusterForward(t *testing.T) {
+	t.Parallel()
 	b := newDirBucket(t)
 	putClusterModels(t, b, []clusterModel{{"pctr_v1/", "pctr_v1/model.pt", "pctr_v1", true, 1}})
 	rcv := tracingtest.HTTP(t)
@@ -190,7 +196,10 @@ func TestTraceContinuesAcrossAClusterForward(t *testing.T) {
 // TestTraceExportFailuresAreLogged points grove at an OTLP endpoint where
 // nothing listens: requests are answered as usual, and the failed exports
 // are logged as warnings.
+//
+// Budget: 10 s.
 func TestTraceExportFailuresAreLogged(t *testing.T) {
+	t.Parallel()
 	b := pctrBucket(t)
 	g := startGrove(t, b.URL(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + freeAddr(t), "OTEL_EXPORTER_OTLP_TIMEOUT=300",
 		"OTEL_BSP_SCHEDULE_DELAY=50"})

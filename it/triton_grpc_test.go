@@ -53,7 +53,10 @@ func pctrRequest(exp map[string]expectedModel, id string) *oippb.ModelInferReque
 // to REST's /stats), RepositoryIndex (equal to REST's index),
 // ModelStreamInfer with failures mid-stream, the refused class_count and
 // shared-memory parameters, and the methods Grove does not serve.
+//
+// Budget: 10 s.
 func TestTritonGRPCServesTheWholeService(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	g := startGrove(t, tritonBucket(t).URL(), nil)
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
@@ -283,7 +286,10 @@ func zeros(n int) string {
 // with grpcurl reading Grove's .proto files (not reflection), as a user of
 // the repository would: ModelConfig, ModelStatistics, RepositoryIndex and
 // a ModelStreamInfer of two requests.
+//
+// Budget: 10 s.
 func TestGrpcurlCallsTritonsMethodsFromTheProtoFiles(t *testing.T) {
+	t.Parallel()
 	g := startGrove(t, tritonBucket(t).URL(), nil)
 	ctx := withTimeout(t, time.Minute)
 	call := func(method, data string) string {

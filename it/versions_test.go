@@ -139,7 +139,10 @@ func (l *versionsLoad) v3Answers(kind string) int {
 // gRPC), by the entry's name and by version 2. None fails; the entry's
 // name moves to version 3 once it is ready, version 2 keeps answering,
 // version 1 is gone after its grace period.
+//
+// Budget: 10 s.
 func TestVersionedDirectoryGainsAVersionUnderLoad(t *testing.T) {
+	t.Parallel()
 	exp := loadExpected(t)
 	b := newDirBucket(t)
 	v12, v3 := exampleModel(t, "pctr_v1"), exampleModel(t, "pctr_v2")
