@@ -844,7 +844,7 @@ func (s Server) Validate() error {
 	if s.AdminGRPC != "" {
 		if err := validateHostPort(s.AdminGRPC); err != nil {
 			bad("admin_grpc", "%v", err)
-		} else if s.AdminGRPC == s.HTTP || s.AdminGRPC == s.GRPC || s.AdminGRPC == s.AdminHTTP {
+		} else if sameListener(s.AdminGRPC, s.HTTP) || sameListener(s.AdminGRPC, s.GRPC) || sameListener(s.AdminGRPC, s.AdminHTTP) {
 			bad("admin_grpc", "%s is also the HTTP, gRPC or admin HTTP address", s.AdminGRPC)
 		}
 	}

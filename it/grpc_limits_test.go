@@ -164,7 +164,7 @@ func rawGRPC(ctx context.Context, addr, method, encoding string, compressed []by
 // such call grew RSS by hundreds of MB (the message, then its decoded
 // copy).
 //
-// Not parallel: it measures RSS. Budget: 20 s.
+// It runs alone (no t.Parallel): it measures RSS. Budget: 20 s.
 func TestGRPCCompressionBombToOpenProbesKeepsRSSWithinMaxBodyBytes(t *testing.T) {
 	const maxBody, margin = 16 << 20, 48 << 20
 	b := newDirBucket(t)
