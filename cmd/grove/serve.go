@@ -185,6 +185,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ShadowWorkers:        cfg.ShadowWorkers,
 		ShadowQueue:          cfg.ShadowQueue,
 		ShadowTimeout:        cfg.ShadowTimeout,
+		MaxTimeout:           cfg.MaxTimeout,
 		CompareTolerance:     cfg.ShadowCompareTolerance,
 		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,
