@@ -160,6 +160,8 @@ func (s *System) ContractPlan(id string) (routing.Plan, error) {
 // picked servable's; the returned release names it.
 func (s *System) Score(ctx context.Context, id, release string, req Request) (Result, string, error) {
 	req.Contract = id
+	ctx, cancel := s.clampDeadline(ctx)
+	defer cancel()
 	b := newBatch(ctx, []Request{req})
 	b.score = &scoreCall{contract: id, release: release}
 	start := time.Now()

@@ -45,6 +45,10 @@ type Options struct {
 	// ShadowTimeout is how long a shadow copy may wait to run; it is
 	// dropped after (default 1s).
 	ShadowTimeout time.Duration
+	// MaxTimeout clamps the deadline a caller gives (the context Infer
+	// gets): a later one is brought forward to MaxTimeout from the call.
+	// A model's default_timeout_ms is not clamped. 0: no clamp.
+	MaxTimeout time.Duration
 	// CompareTolerance is the largest difference between a shadow's value
 	// and the caller's answer's that counts as within tolerance (default
 	// quality.DefaultCompareTolerance); CompareWindow is how many
@@ -212,9 +216,26 @@ func (s *System) background(job func(ctx context.Context)) {
 // Infer runs a batch of requests and returns one Result per Request, in
 // order. Requests for different models run concurrently. Each answer is
 // handed to the prediction sink before Infer returns; a batch abandoned by
-// its caller (ctx done) was not served and is not logged.
+// its caller (ctx done) was not served and is not logged. A deadline of
+// ctx further off than Options.MaxTimeout is brought forward to it.
 func (s *System) Infer(ctx context.Context, reqs []Request) ([]Result, error) {
+	ctx, cancel := s.clampDeadline(ctx)
+	defer cancel()
 	return s.run(newBatch(ctx, reqs))
+}
+
+// clampDeadline brings a deadline of ctx further off than
+// Options.MaxTimeout forward to it; call cancel when the call is
+// answered. Infer and Score, where the callers' requests enter, clamp;
+// a forwarded request (Predict) carries the deadline the first node
+// clamped.
+func (s *System) clampDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if m := s.opts.MaxTimeout; m > 0 {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) > m {
+			return context.WithTimeout(ctx, m)
+		}
+	}
+	return ctx, func() {}
 }
 
 // run sends b to the router and waits for its answers, then logs them.

@@ -372,10 +372,10 @@ func TestLimiterForgetsOnlyFullBuckets(t *testing.T) {
 	l.allow(id(1)) // one left, refilled by 1.5 s
 	clk.t = clk.t.Add(time.Second)
 	l.forgetFull(clk.t)
-	if _, ok := l.bucket["jwt\x000"]; !ok {
+	if _, ok := l.bucket[keyOf(id(0))]; !ok {
 		t.Error("a bucket that has not refilled was forgotten")
 	}
-	if _, ok := l.bucket["jwt\x001"]; ok {
+	if _, ok := l.bucket[keyOf(id(1))]; ok {
 		t.Error("a full bucket was kept")
 	}
 	if ok, _ := l.allow(id(0)); !ok {

@@ -31,6 +31,9 @@ type Config struct {
 	JWT JWTConfig
 	// Limits are the per-identity request rates.
 	Limits []Limit
+	// MaxInFlight is the most requests one identity may have in flight at
+	// once (Begin); 0 means no limit.
+	MaxInFlight int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives file reloads and their failures; nil means slog.Default().
@@ -44,16 +47,18 @@ func (c Config) Enabled() bool {
 }
 
 // Authenticator decides who a caller is (HTTP, GRPC, Bearer, Certificate)
-// and whether it is within its limit (Allow). The files it reads are
+// and whether it is within its limits: its request rate (Allow) and its
+// requests in flight (Begin). The files it reads are
 // reloaded by Refresh, which Run calls every second.
 type Authenticator struct {
-	cfg     Config
-	now     func() time.Time
-	log     *slog.Logger
-	tokens  atomic.Pointer[Tokens]
-	jwt     *jwtVerifier
-	limiter *limiter
-	files   []*watched
+	cfg      Config
+	now      func() time.Time
+	log      *slog.Logger
+	tokens   atomic.Pointer[Tokens]
+	jwt      *jwtVerifier
+	limiter  *limiter
+	inflight *inflight // nil without Config.MaxInFlight
+	files    []*watched
 }
 
 // watched is a file reloaded when its contents change.
@@ -120,6 +125,12 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, err
 	}
 	a.limiter = l
+	switch {
+	case cfg.MaxInFlight < 0:
+		return nil, fmt.Errorf("the most requests in flight per identity is %d; it must not be negative (0: no limit)", cfg.MaxInFlight)
+	case cfg.MaxInFlight > 0:
+		a.inflight = &inflight{max: int64(cfg.MaxInFlight)}
+	}
 	return a, nil
 }
 
@@ -180,7 +191,7 @@ var ErrNoCredentials = fmt.Errorf("%w: no credentials: send Authorization: Beare
 // file (compared by SHA-256, in constant time), else a JWT.
 func (a *Authenticator) Bearer(token string) (Identity, error) {
 	if e, ok := lookupToken(*a.tokens.Load(), token); ok {
-		return Identity{Name: e.Name, Roles: e.Roles, Method: "token"}, nil
+		return Identity{Name: e.Name, Roles: e.Roles, Method: MethodToken}, nil
 	}
 	if a.jwt != nil && looksLikeJWT(token) {
 		return a.jwt.verify(token)
@@ -207,7 +218,7 @@ func (a *Authenticator) Certificate(c *x509.Certificate) (Identity, error) {
 	if name == "" {
 		return Identity{}, fmt.Errorf("%w: the client certificate has no SAN and no subject CN to name it", ErrUnauthenticated)
 	}
-	return Identity{Name: name, Roles: a.cfg.ClientRoles[name], Method: "certificate"}, nil
+	return Identity{Name: name, Roles: a.cfg.ClientRoles[name], Method: MethodCertificate}, nil
 }
 
 // authorization returns the identity of the values of an authorization

@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkHTTP is the cost of authenticating a request (HTTP, with the
-// limit taken): a static token of the file, and a JWT once cached. The
+// limit taken and the request counted in flight and ended, as the
+// servers do): a static token of the file, and a JWT once cached. The
 // target is at most 5 µs each.
 func BenchmarkHTTP(b *testing.B) {
 	dir := b.TempDir()
@@ -24,7 +25,7 @@ func BenchmarkHTTP(b *testing.B) {
 	write(tokens, tokensYAML("bidder", "static-token-0123456789abcdef", "infer"))
 	env := newJWTEnv(b, "k1")
 	a, err := New(Config{TokensFile: tokens, JWT: JWTConfig{JWKSFile: env.path, Issuer: "iss", Audience: "aud"},
-		Limits: []Limit{{Role: RoleInfer, RPS: 1e12, Burst: 1 << 30}}, Logger: slog.New(slog.DiscardHandler)})
+		Limits: []Limit{{Role: RoleInfer, RPS: 1e12, Burst: 1 << 30}}, MaxInFlight: 256, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,9 +40,14 @@ func BenchmarkHTTP(b *testing.B) {
 				if err != nil || !id.Has(RoleInfer) {
 					b.Fatal(id, err)
 				}
+				f, err := a.Begin(id)
+				if err != nil {
+					b.Fatal(err)
+				}
 				if ok, _ := a.Allow(id); !ok {
 					b.Fatal("limited")
 				}
+				f.End()
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Role is a permission a caller holds.
@@ -42,21 +43,65 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q (roles: infer, read, manage, admin)", s)
 }
 
+// The methods by which a caller proves who it is (Identity.Method).
+const (
+	// MethodToken is a bearer token of the tokens file.
+	MethodToken = "token"
+	// MethodJWT is a JWT bearer token.
+	MethodJWT = "jwt"
+	// MethodCertificate is a client certificate the TLS layer verified.
+	MethodCertificate = "certificate"
+	// MethodNone is no proof: authentication is off.
+	MethodNone = "none"
+)
+
 // Identity is an authenticated caller.
 type Identity struct {
-	// Name names the caller in logs, the audit trail and limits: a token's
-	// name, a certificate's first DNS or URI SAN (else its subject CN), or
-	// a JWT's subject. It is never a secret.
+	// Name names the caller within its Method: a token's name, a
+	// certificate's first DNS or URI SAN (else its subject CN), or a
+	// JWT's subject. It is never a secret. The names of different methods
+	// share no namespace (a JWT whose subject is a token's name is not
+	// that token): where an identity is shown or keyed by one string, it
+	// is Qualified.
 	Name string
 	// Roles are what the caller may do.
 	Roles []Role
-	// Method says how the caller proved who it is: "token", "jwt",
-	// "certificate", or "none" when authentication is off.
+	// Method says how the caller proved who it is: MethodToken,
+	// MethodJWT, MethodCertificate, or MethodNone when authentication is
+	// off.
 	Method string
 }
 
 // Has reports whether id holds role r.
 func (id Identity) Has(r Role) bool { return slices.Contains(id.Roles, r) }
+
+// Qualified is id's name prefixed by its method, as Kubernetes prefixes
+// its usernames: "token:bidder-eu", "jwt:<sub>", "certificate:<name>".
+// It names the identity in the limits (auth.limits) and in refusals.
+func (id Identity) Qualified() string { return id.Method + ":" + id.Name }
+
+// qualifiers are the methods a qualified name can start with.
+var qualifiers = [...]string{MethodToken, MethodJWT, MethodCertificate}
+
+// ParseQualified reads a name as auth.limits gives it: "token:NAME",
+// "jwt:SUB" or "certificate:NAME" name an identity of that method; a name
+// without one of those prefixes is a token's, so that limits written
+// before names were qualified keep their meaning (a token whose name
+// starts with "jwt:" is written "token:jwt:..."). It returns the method
+// and the name within it, or an error for an empty name.
+func ParseQualified(s string) (method, name string, err error) {
+	method, name = MethodToken, s
+	for _, m := range qualifiers {
+		if rest, ok := strings.CutPrefix(s, m+":"); ok {
+			method, name = m, rest
+			break
+		}
+	}
+	if name == "" {
+		return "", "", fmt.Errorf("%q names no identity: give a token's name, or token:NAME, jwt:SUB or certificate:NAME", s)
+	}
+	return method, name, nil
+}
 
 type ctxKey struct{}
 

@@ -152,7 +152,7 @@ func (v *jwtVerifier) parse(token string, keys JWKS, now time.Time) (Identity, t
 			roles = append(roles, r)
 		}
 	}
-	return Identity{Name: sub, Roles: roles, Method: "jwt"}, exp.Time, nil
+	return Identity{Name: sub, Roles: roles, Method: MethodJWT}, exp.Time, nil
 }
 
 // jwtReason is err without the token: the library's errors name the

@@ -9,7 +9,9 @@ import (
 
 // Limit is a token bucket for the identity named Name, or for every
 // identity holding Role (each with its own bucket): RPS requests a second
-// on average, Burst at once.
+// on average, Burst at once. Name is qualified by its method
+// ("jwt:alice", "certificate:bidder.example"), or a token's name alone
+// (see ParseQualified).
 type Limit struct {
 	Name  string
 	Role  Role
@@ -17,13 +19,20 @@ type Limit struct {
 	Burst int
 }
 
-// limiter keeps a bucket per identity name.
+// idKey is an identity as the limits key it: its method and its name
+// within that method (Identity.Qualified, without building the string).
+type idKey struct{ method, name string }
+
+// keyOf is id's key.
+func keyOf(id Identity) idKey { return idKey{id.Method, id.Name} }
+
+// limiter keeps a bucket per identity.
 type limiter struct {
-	byName map[string]Limit
+	byName map[idKey]Limit
 	byRole []Limit
 	now    func() time.Time
 	mu     sync.Mutex
-	bucket map[string]*bucket
+	bucket map[idKey]*bucket
 }
 
 type bucket struct {
@@ -48,7 +57,7 @@ func (l *limiter) forgetFull(now time.Time) {
 }
 
 func newLimiter(limits []Limit, now func() time.Time) (*limiter, error) {
-	l := &limiter{byName: make(map[string]Limit), now: now, bucket: make(map[string]*bucket)}
+	l := &limiter{byName: make(map[idKey]Limit), now: now, bucket: make(map[idKey]*bucket)}
 	for i, lim := range limits {
 		switch {
 		case (lim.Name == "") == (lim.Role == ""):
@@ -59,10 +68,15 @@ func newLimiter(limits []Limit, now func() time.Time) (*limiter, error) {
 			return nil, fmt.Errorf("limit %d: burst must be at least 1", i+1)
 		}
 		if lim.Name != "" {
-			if _, dup := l.byName[lim.Name]; dup {
-				return nil, fmt.Errorf("limit %d: name %q has two limits", i+1, lim.Name)
+			method, name, err := ParseQualified(lim.Name)
+			if err != nil {
+				return nil, fmt.Errorf("limit %d: %w", i+1, err)
 			}
-			l.byName[lim.Name] = lim
+			k := idKey{method, name}
+			if _, dup := l.byName[k]; dup {
+				return nil, fmt.Errorf("limit %d: identity %s has two limits", i+1, Identity{Name: name, Method: method}.Qualified())
+			}
+			l.byName[k] = lim
 			continue
 		}
 		if _, err := ParseRole(string(lim.Role)); err != nil {
@@ -76,7 +90,7 @@ func newLimiter(limits []Limit, now func() time.Time) (*limiter, error) {
 // limitOf is id's limit: the one naming it, else the first listed for a
 // role it holds.
 func (l *limiter) limitOf(id Identity) (Limit, bool) {
-	if lim, ok := l.byName[id.Name]; ok {
+	if lim, ok := l.byName[keyOf(id)]; ok {
 		return lim, true
 	}
 	for _, lim := range l.byRole {
@@ -96,7 +110,7 @@ func (l *limiter) allow(id Identity) (bool, time.Duration) {
 		return true, 0
 	}
 	now := l.now()
-	key := id.Method + "\x00" + id.Name
+	key := keyOf(id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucket[key]

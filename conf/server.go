@@ -127,6 +127,10 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// DrainTimeout bounds how long shutdown waits for requests in flight.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// MaxTimeout clamps every deadline a caller gives (Grove-Timeout, OIP's
+	// timeout parameter, a gRPC deadline); a model's default_timeout_ms,
+	// the operator's, is not clamped.
+	MaxTimeout time.Duration `yaml:"max_timeout"`
 	// ModelQueueSize is the most requests queued for one model.
 	ModelQueueSize int `yaml:"model_queue_size"`
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
@@ -236,6 +240,10 @@ type Auth struct {
 	JWT AuthJWT `yaml:"jwt"`
 	// Limits are per-identity token buckets.
 	Limits []AuthLimit `yaml:"limits"`
+	// MaxInFlightPerIdentity is the most requests one identity may have in
+	// flight at once; more are answered 429 (RESOURCE_EXHAUSTED over gRPC).
+	// 0 is no limit.
+	MaxInFlightPerIdentity int `yaml:"max_inflight_per_identity"`
 }
 
 // AuthJWT configures JWT bearer tokens (yaml key "auth.jwt"); off when
@@ -254,7 +262,9 @@ type AuthJWT struct {
 // AuthLimit is one per-identity token bucket (an element of "auth.limits"):
 // for the identity called Name, or for each identity holding Role.
 type AuthLimit struct {
-	// Name is an identity's name (a token's, a certificate's or a JWT subject).
+	// Name is an identity's qualified name: "token:NAME", "jwt:SUB" or
+	// "certificate:NAME"; a name without one of these prefixes is a
+	// token's (auth.ParseQualified).
 	Name string `yaml:"name"`
 	// Role applies the limit to each identity holding it, each on its own.
 	Role string `yaml:"role"`
@@ -408,6 +418,7 @@ func DefaultServer() Server {
 		MaxModelBytes:            2 << 30,
 		MaxBodyBytes:             64 << 20,
 		DrainTimeout:             30 * time.Second,
+		MaxTimeout:               10 * time.Minute,
 		ShadowTimeout:            time.Second,
 		ShadowCompareTolerance:   0.01,
 		ShadowCompareWindow:      1000,
@@ -435,7 +446,7 @@ func DefaultServer() Server {
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
 		},
-		Auth:    Auth{JWT: AuthJWT{RolesClaim: "roles"}},
+		Auth:    Auth{JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 256},
 		Cluster: Cluster{EtcdPrefix: "/grove/", NodeName: hostname(), LeaseTTL: 5 * time.Second, MemoryFactor: 2},
 	}
 }
@@ -557,6 +568,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
 	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes (compressed and decoded)")
 	dur(&s.DrainTimeout, "drain-timeout", "how long shutdown waits for requests in flight")
+	dur(&s.MaxTimeout, "max-timeout", "longest deadline a caller may give (Grove-Timeout, OIP timeout, gRPC deadline); longer ones are clamped to it")
+	integer(&s.Auth.MaxInFlightPerIdentity, "auth-max-inflight-per-identity", "most requests one authenticated identity may have in flight; more are answered 429 (0: no limit)")
 	dur(&s.ShadowTimeout, "shadow-timeout", "how long a shadow copy may wait to run before it is dropped")
 	integer(&s.ModelQueueSize, "model-queue-size", "most requests queued per model")
 	integer(&s.ShadowMicroBatchRows, "shadow-micro-batch-rows", "largest shadow micro-batch in rows (0: never cut)")
@@ -670,7 +683,8 @@ var nestedKeyFlags = map[string]string{
 	"prediction_log.default_key_features":           "prediction-log-key-features",
 	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
 
-	"auth.tokens_file": "auth-tokens-file",
+	"auth.tokens_file":               "auth-tokens-file",
+	"auth.max_inflight_per_identity": "auth-max-inflight-per-identity",
 
 	"cluster.etcd_endpoints": "cluster-etcd-endpoints",
 	"cluster.etcd_prefix":    "cluster-etcd-prefix",
@@ -911,6 +925,9 @@ func (s Server) Validate() error {
 	}
 	if s.DrainTimeout < 0 {
 		bad("drain_timeout", "%v must not be negative", s.DrainTimeout)
+	}
+	if s.MaxTimeout <= 0 {
+		bad("max_timeout", "%v must be positive", s.MaxTimeout)
 	}
 	if s.KeepPreviousFor < 0 {
 		bad("keep_previous_for", "%v must not be negative (0 turns keeping off)", s.KeepPreviousFor)
@@ -1179,6 +1196,10 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 			if _, err := auth.ParseRole(l.Role); err != nil {
 				bad(key+".role", "%v", err)
 			}
+		default:
+			if _, _, err := auth.ParseQualified(l.Name); err != nil {
+				bad(key+".name", "%v", err)
+			}
 		}
 		if !(l.RPS > 0) || math.IsInf(l.RPS, 0) {
 			bad(key+".rps", "%v must be a positive number", l.RPS)
@@ -1186,6 +1207,9 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 		if l.Burst < 1 {
 			bad(key+".burst", "%d must be at least 1", l.Burst)
 		}
+	}
+	if a.MaxInFlightPerIdentity < 0 {
+		bad("auth.max_inflight_per_identity", "%d must not be negative (0: no limit)", a.MaxInFlightPerIdentity)
 	}
 	if len(a.Limits) > 0 && !a.Enabled() {
 		bad("auth.limits", "limit identities, which need authentication: set auth.tokens_file (--auth-tokens-file), auth.jwt or auth.client_roles")
@@ -1196,7 +1220,8 @@ func (a Auth) validate(bad func(key, format string, args ...any)) {
 // parsed; call it on a validated Server).
 func (a Auth) AuthConfig() auth.Config {
 	c := auth.Config{TokensFile: a.TokensFile,
-		JWT: auth.JWTConfig{JWKSFile: a.JWT.JWKSFile, Issuer: a.JWT.Issuer, Audience: a.JWT.Audience, RolesClaim: a.JWT.RolesClaim}}
+		JWT:         auth.JWTConfig{JWKSFile: a.JWT.JWKSFile, Issuer: a.JWT.Issuer, Audience: a.JWT.Audience, RolesClaim: a.JWT.RolesClaim},
+		MaxInFlight: a.MaxInFlightPerIdentity}
 	if len(a.ClientRoles) > 0 {
 		c.ClientRoles = make(map[string][]auth.Role, len(a.ClientRoles))
 		for name, rs := range a.ClientRoles {

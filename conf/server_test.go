@@ -43,7 +43,8 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 			want.GRPCMaxConnections, want.AdminGRPCMaxConnections, conns, fdLimit())
 	}
 	if want.ModelConfig != "model_config.json" || want.HTTP != "127.0.0.1:8080" || want.PollInterval != 30*time.Second ||
-		want.MaxModelBytes != 2<<30 || want.MaxBodyBytes != 64<<20 || want.DrainTimeout != 30*time.Second || want.KeepPreviousFor != 0 ||
+		want.MaxModelBytes != 2<<30 || want.MaxBodyBytes != 64<<20 || want.DrainTimeout != 30*time.Second || want.KeepPreviousFor != 0 || want.MaxTimeout != 10*time.Minute ||
+		want.Auth.MaxInFlightPerIdentity != 256 ||
 		want.ModelQueueSize != 1024 || want.IntraOpThreads != 1 || want.LogLevel != LogLevel(slog.LevelInfo) || want.LogFormat != LogFormatText ||
 		!strings.HasSuffix(want.CacheDir, "grove") && want.CacheDir != "/tmp/grove-cache" {
 		t.Errorf("unexpected defaults %+v", want)
@@ -142,7 +143,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
 		"--bucket", "file:///srv/models", "--s3-endpoint", "http://127.0.0.1:9000", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--ba-accept-unquoted-numbers", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
-		"--drain-timeout", "0s", "--keep-previous-for", "10m", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--shadow-compare-tolerance", "0.05", "--shadow-compare-window", "500", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
+		"--drain-timeout", "0s", "--max-timeout", "90s", "--auth-max-inflight-per-identity", "32", "--keep-previous-for", "10m", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--shadow-compare-tolerance", "0.05", "--shadow-compare-window", "500", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
@@ -162,7 +163,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	}
 	want := Server{
 		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
-		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
+		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, MaxTimeout: 90 * time.Second, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
@@ -177,7 +178,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 			DefaultLevel: PredictionLogSample, DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
 			DefaultKeyFeaturesSeparator: "|",
 		},
-		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}},
+		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 32},
 		MemoryBudgetBytes: 8 << 30,
 		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379", "e2:2379"}, EtcdPrefix: "/g2/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
 			EtcdCertFile: "/ec.pem", EtcdKeyFile: "/ek.pem", NodeName: "node-1", Advertise: "10.0.0.1:7946", LeaseTTL: 3 * time.Second, MemoryFactor: 1.5},
@@ -199,6 +200,7 @@ max_model_bytes: 5
 max_body_bytes: 6
 grpc: "[::1]:9091"
 drain_timeout: 1.5s
+max_timeout: 2m
 keep_previous_for: 90s
 model_queue_size: 8
 shadow_micro_batch_rows: 32
@@ -255,6 +257,8 @@ auth:
   limits:
     - {name: bidder.example, rps: 100, burst: 200}
     - {role: read, rps: 5, burst: 10}
+    - {name: "jwt:alice", rps: 1, burst: 1}
+  max_inflight_per_identity: 64
 memory_budget_bytes: 4294967296
 cluster:
   etcd_endpoints: ["e1:2379"]
@@ -274,7 +278,7 @@ cluster:
 	}
 	want := Server{
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
-		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, KeepPreviousFor: 90 * time.Second,
+		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, MaxTimeout: 2 * time.Minute, KeepPreviousFor: 90 * time.Second,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
@@ -294,7 +298,9 @@ cluster:
 			TokensFile:  "/etc/grove/tokens.yaml",
 			ClientRoles: map[string][]string{"bidder.example": {"infer"}, "release-bot": {"read", "manage"}},
 			JWT:         AuthJWT{JWKSFile: "/etc/grove/jwks.json", Issuer: "https://idp.example", Audience: "grove", RolesClaim: "groups"},
-			Limits:      []AuthLimit{{Name: "bidder.example", RPS: 100, Burst: 200}, {Role: "read", RPS: 5, Burst: 10}},
+			Limits: []AuthLimit{{Name: "bidder.example", RPS: 100, Burst: 200}, {Role: "read", RPS: 5, Burst: 10},
+				{Name: "jwt:alice", RPS: 1, Burst: 1}},
+			MaxInFlightPerIdentity: 64,
 		},
 		MemoryBudgetBytes: 4 << 30,
 		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379"}, EtcdPrefix: "/g3/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
@@ -423,6 +429,14 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"batch rows", func(s *Server) { s.MaxBatchRows = 0 }, "max_batch_rows (--max-batch-rows): 0 must be at least 1"},
 		{"grpc on the http address", func(s *Server) { s.GRPC = s.HTTP }, "is also the HTTP address"},
 		{"drain timeout", func(s *Server) { s.DrainTimeout = -time.Second }, "drain_timeout (--drain-timeout): -1s must not be negative"},
+		{"max timeout", func(s *Server) { s.MaxTimeout = 0 }, "max_timeout (--max-timeout): 0s must be positive"},
+		{"max in flight", func(s *Server) { s.Auth.TokensFile = "/t"; s.Auth.MaxInFlightPerIdentity = -1 },
+			"auth.max_inflight_per_identity (--auth-max-inflight-per-identity): -1 must not be negative"},
+		{"limit name", func(s *Server) {
+			s.Auth.TokensFile = "/t"
+			s.Auth.Limits = []AuthLimit{{Name: "jwt:", RPS: 1, Burst: 1}}
+		},
+			`auth.limits[0].name: "jwt:" names no identity`},
 		{"keep previous for", func(s *Server) { s.KeepPreviousFor = -time.Minute }, "keep_previous_for (--keep-previous-for): -1m0s must not be negative (0 turns keeping off)"},
 		{"queue size", func(s *Server) { s.ModelQueueSize = 0 }, "model_queue_size (--model-queue-size): 0 must be positive"},
 		{"micro-batch rows", func(s *Server) { s.ShadowMicroBatchRows = -1 }, "shadow_micro_batch_rows (--shadow-micro-batch-rows): -1 must not be negative"},
@@ -682,7 +696,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 	var buf bytes.Buffer
 	PrintServerUsage(&buf)
 	for _, f := range []string{"-config", "-bucket", "-s3-endpoint", "-model-config", "-http", "-poll-interval", "-cache-dir", "-max-model-bytes",
-		"-max-body-bytes", "-drain-timeout", "-keep-previous-for", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
+		"-max-body-bytes", "-drain-timeout", "-max-timeout", "-auth-max-inflight-per-identity", "-keep-previous-for", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",

@@ -388,7 +388,7 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
 			t.Errorf("%s past the limit: %d %q, Retry-After %q; want 429 with Retry-After", c.path, code, body, hdr.Get("Retry-After"))
 		}
-		checkRefusal(t, c.path+" past the limit", refusalFormats[c.pattern], hdr, body, `"limited" is over its request limit`)
+		checkRefusal(t, c.path+" past the limit", refusalFormats[c.pattern], hdr, body, `"token:limited" is over its request limit`)
 	}
 	if c := invoke("/inference.GRPCInferenceService/ServerMetadata", "tok-limited-005"); c != codes.ResourceExhausted {
 		t.Errorf("gRPC past the limit: %v, want RESOURCE_EXHAUSTED", c)

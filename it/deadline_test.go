@@ -137,3 +137,54 @@ func TestDeadlinesFromEveryProtocolAnswerInTimeAndExpiredWorkIsDropped(t *testin
 		}
 	}
 }
+
+// --max-timeout clamps the deadline each caller gives, against the real
+// binary: a model taking 600 ms per call, asked with an hour's deadline
+// through Grove-Timeout (B&A), OIP's timeout parameter (REST) and a gRPC
+// call deadline, answers each at the 150 ms clamp with its protocol's
+// deadline status, not after the model's 600 ms. Budget: 15 s.
+func TestMaxTimeoutClampsEveryCallerDeadline(t *testing.T) {
+	t.Parallel()
+	b := newDirBucket(t)
+	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 600}`))
+	putConfig(t, b, modelEntry{Path: "slow/"})
+	g := startGrove(t, b.URL(), nil, "--max-timeout", "150ms")
+	ctx := withTimeout(t, time.Minute)
+	within := func(what string, took time.Duration) {
+		t.Helper()
+		if took < 140*time.Millisecond || took > 500*time.Millisecond {
+			t.Errorf("%s with an hour's deadline answered after %v, want about the 150 ms max_timeout", what, took)
+		}
+	}
+	baBody := batchJSON(itemJSON("slow/", tensorJSON("INT32", []int64{1}, []float64{1})))
+	start := time.Now()
+	code, body, err := g.post(t, ctx, "/v1/inference", baBody, http.Header{"Grove-Timeout": {"1h"}})
+	within("B&A with Grove-Timeout", time.Since(start))
+	if err != nil || code != 200 || !strings.Contains(body, `"error_type":"GRPC","description":"DEADLINE_EXCEEDED: `) {
+		t.Errorf("B&A: %v HTTP %d %s, want 200 with a GRPC DEADLINE_EXCEEDED item error", err, code, body)
+	}
+	start = time.Now()
+	oipBody := `{"parameters": {"timeout": 3600000000}, "inputs": [{"name": "x", "datatype": "INT32", "shape": [1], "data": [1]}]}`
+	code, body, err = g.post(t, ctx, "/v2/models/slow/infer", oipBody, nil)
+	within("OIP REST with the timeout parameter", time.Since(start))
+	if err != nil || code != http.StatusGatewayTimeout {
+		t.Errorf("OIP REST: %v HTTP %d %s, want 504", err, code, body)
+	}
+	c := oippb.NewGRPCInferenceServiceClient(g.dial())
+	cctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	start = time.Now()
+	_, err = c.ModelInfer(cctx, &oippb.ModelInferRequest{ModelName: "slow", Inputs: []*oippb.ModelInferRequest_InferInputTensor{
+		{Name: "x", Datatype: "INT32", Shape: []int64{1}, Contents: &oippb.InferTensorContents{IntContents: []int32{1}}}}})
+	within("OIP gRPC with a call deadline", time.Since(start))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("OIP gRPC: %v, want DEADLINE_EXCEEDED", err)
+	}
+	// No deadline from the caller: nothing to clamp, the model answers.
+	start = time.Now()
+	if code, body, err := g.post(t, ctx, "/v1/inference", baBody, nil); err != nil || code != 200 || strings.Contains(body, "error_type") {
+		t.Errorf("B&A without a deadline: %v HTTP %d %s, want the model's answer", err, code, body)
+	} else if took := time.Since(start); took < 550*time.Millisecond {
+		t.Errorf("B&A without a deadline answered after %v, before the model's 600 ms", took)
+	}
+}

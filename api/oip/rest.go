@@ -172,9 +172,11 @@ func (a *rest) model(post bool) http.HandlerFunc {
 			// Let in as a model-ready probe, without credentials: any
 			// other reading (a model named "x/ready") needs the role of
 			// a read.
-			if r, ok = a.h.AuthorizeProbePath(w, r, auth.RoleRead, "/v2"); !ok {
+			var f auth.InFlight
+			if r, f, ok = a.h.AuthorizeProbePath(w, r, auth.RoleRead, "/v2"); !ok {
 				return
 			}
+			defer f.End()
 		}
 		switch {
 		case !served && strings.HasSuffix(rest, "/trace/setting"):

@@ -26,11 +26,20 @@ type component struct {
 // executes all of them at once; as soon as one execute returns, the stages
 // stop in the reverse order of their addition: the components of a stage
 // are interrupted together, and the next stage is interrupted only once
-// every interrupt and execute of this one has returned. Every interrupt
-// gets the same context, which expires stopTimeout after the first execute
-// returned.
+// every interrupt and execute of this one has returned, or its time is
+// up. The whole stop takes at most stopTimeout after the first execute
+// returned, and it is shared out: a stage named in shares has that
+// fraction of stopTimeout reserved for it, which the stages stopped
+// before it cannot use. Each stage may run until the end of stopTimeout
+// less the shares of the stages still to stop after it: at least its own
+// share, and whatever the stages before it left. A component still
+// running when its stage's time is up is left behind (logged) and the
+// next stage starts.
 type group struct {
 	stopTimeout time.Duration
+	// shares maps a stage's name to its share of stopTimeout, a fraction;
+	// they must sum to less than 1.
+	shares map[string]float64
 	// log, if not nil, records when each component has stopped (debug).
 	log    *slog.Logger
 	names  []string      // of the stages
@@ -77,7 +86,15 @@ func (g *group) run() error {
 		}
 	}
 	err := <-first
-	g.stop(func(i, j int) { close(runs[i][j].interrupted); <-runs[i][j].done })
+	g.stop(func(ctx context.Context, i, j int) bool {
+		close(runs[i][j].interrupted)
+		select {
+		case <-runs[i][j].done:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
 	return err
 }
 
@@ -85,17 +102,19 @@ func (g *group) run() error {
 // without having executed them, and returns err: for a failure while the
 // server is being set up.
 func (g *group) abort(err error) error {
-	g.stop(func(int, int) {})
+	g.stop(func(context.Context, int, int) bool { return true })
 	return err
 }
 
-// stop interrupts the stages in reverse order; after interrupting
-// component j of stage i it calls wait(i, j), and the next stage starts
-// once every call of this stage has returned.
-func (g *group) stop(wait func(i, j int)) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.stopTimeout)
-	defer cancel()
+// stop interrupts the stages in reverse order, each with a context
+// that expires at the end of its time (see group); after interrupting
+// component j of stage i it calls wait(ctx, i, j), which reports whether
+// the component stopped before ctx expired. The next stage starts once
+// every call of this stage has returned.
+func (g *group) stop(wait func(ctx context.Context, i, j int) bool) {
+	end := time.Now().Add(g.stopTimeout)
 	for i := len(g.stages) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithDeadline(context.Background(), g.stageDeadline(i, end))
 		var wg sync.WaitGroup
 		for j, c := range g.stages[i] {
 			wg.Go(func() {
@@ -103,12 +122,27 @@ func (g *group) stop(wait func(i, j int)) {
 				if c.interrupt != nil {
 					c.interrupt(ctx)
 				}
-				wait(i, j)
-				if g.log != nil {
-					g.log.Debug("stopped", "component", c.name, "took", time.Since(start))
+				stopped := wait(ctx, i, j)
+				if g.log == nil {
+					return
 				}
+				if !stopped {
+					g.log.Warn("did not stop within its share of drain_timeout; left behind", "component", c.name, "took", time.Since(start))
+					return
+				}
+				g.log.Debug("stopped", "component", c.name, "took", time.Since(start))
 			})
 		}
 		wg.Wait()
+		cancel()
 	}
+}
+
+// stageDeadline is when stage i must have stopped: end less the shares
+// of the stages stopped after it.
+func (g *group) stageDeadline(i int, end time.Time) time.Time {
+	for k := range i {
+		end = end.Add(-time.Duration(g.shares[g.names[k]] * float64(g.stopTimeout)))
+	}
+	return end
 }

@@ -140,3 +140,58 @@ func TestGroupAbortStopsWhatWasAddedWithoutRunningIt(t *testing.T) {
 		t.Errorf("events %q, want %q", e.got, want)
 	}
 }
+
+// A stage that never stops (a Kafka producer flushing to an unreachable
+// broker) is left behind at the end of its time, and a later stage with
+// a share still gets that share of the stop timeout: the whole stop ends
+// at the stop timeout.
+func TestGroupKeepsEachStagesShareFromAComponentThatNeverReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var (
+			mu        sync.Mutex
+			deadlines = map[string]time.Duration{}
+			auditRan  time.Duration
+		)
+		g := group{stopTimeout: 30 * time.Second, shares: map[string]float64{"audit": 0.2, "bucket": 0.05}}
+		g.add("bucket", component{name: "bucket", interrupt: func(ctx context.Context) {
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			deadlines["bucket"] = d.Sub(start)
+			mu.Unlock()
+		}})
+		g.add("audit", component{name: "audit", interrupt: func(ctx context.Context) {
+			d, _ := ctx.Deadline()
+			began := time.Now()
+			time.Sleep(5 * time.Second) // writing its queue takes a while
+			mu.Lock()
+			deadlines["audit"], auditRan = d.Sub(start), time.Since(began)
+			mu.Unlock()
+		}})
+		never := make(chan struct{})
+		defer close(never)
+		g.add("prediction log", component{name: "kafka", execute: func() error { <-never; return nil },
+			interrupt: func(ctx context.Context) {
+				d, _ := ctx.Deadline()
+				mu.Lock()
+				deadlines["prediction log"] = d.Sub(start)
+				mu.Unlock()
+			}})
+		g.add("signals", component{name: "signals", execute: func() error { return nil }})
+		if err := g.run(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]time.Duration{"prediction log": 22500 * time.Millisecond, "audit": 28500 * time.Millisecond, "bucket": 30 * time.Second}
+		for k, w := range want {
+			if deadlines[k] != w {
+				t.Errorf("%s's stop deadline %v after the start, want %v", k, deadlines[k], w)
+			}
+		}
+		if auditRan != 5*time.Second {
+			t.Errorf("the audit trail ran %v, want the 5 s it needed", auditRan)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("stopping took %v, past the stop timeout", took)
+		}
+	})
+}

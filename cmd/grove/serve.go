@@ -74,9 +74,19 @@ func serve(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// drainShares are the shares of drain_timeout reserved for the stages
+// that stop last (see group): whatever the servers, the actors or the
+// prediction log take (a Kafka broker that does not answer), the audit
+// trail still has a fifth of drain_timeout to write its queued entries,
+// and the bucket client and the tracer their own.
+func drainShares() map[string]float64 {
+	return map[string]float64{"audit": 0.2, "bucket": 0.05, "tracing": 0.05}
+}
+
 // serveUntil serves until ctx is done or a server fails. The server's
 // components form a run group (see group), started in this order and
-// stopped in the reverse one, all within drain_timeout:
+// stopped in the reverse one, all within drain_timeout, shared out as
+// drainShares says:
 //
 //  1. signals: ctx done (SIGTERM or SIGINT) starts the shutdown;
 //  2. readiness off: /readyz and gRPC health answer NOT_SERVING;
@@ -89,7 +99,7 @@ func serve(args []string, stderr io.Writer) int {
 //     embedded broker if it started one);
 //  6. tracing: the tracer provider exports the spans it still holds.
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
-	g := group{stopTimeout: cfg.DrainTimeout, log: log}
+	g := group{stopTimeout: cfg.DrainTimeout, log: log, shares: drainShares()}
 	tp, err := startTracing(ctx, &g, log)
 	if err != nil {
 		return err
@@ -190,6 +200,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ShadowWorkers:        cfg.ShadowWorkers,
 		ShadowQueue:          cfg.ShadowQueue,
 		ShadowTimeout:        cfg.ShadowTimeout,
+		MaxTimeout:           cfg.MaxTimeout,
 		CompareTolerance:     cfg.ShadowCompareTolerance,
 		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,

@@ -29,6 +29,9 @@ type Authenticator interface {
 	// Allow takes one request from id's limit, or returns false and when
 	// to retry.
 	Allow(id auth.Identity) (ok bool, retryAfter time.Duration)
+	// Begin counts a call of id in flight until its End, or returns an
+	// error, for the caller, when id has too many in flight already.
+	Begin(id auth.Identity) (auth.InFlight, error)
 }
 
 // Registrar is where a protocol registers its gRPC services, each with
@@ -109,10 +112,51 @@ func tapAuth(a Authenticator, roles map[string]auth.Role) tap.ServerInHandle {
 		}
 		if ok, wait := a.Allow(id); !ok {
 			secs := int(math.Ceil(max(wait, time.Second).Seconds()))
-			return nil, status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Name, strconv.Itoa(secs))
+			return nil, status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Qualified(), strconv.Itoa(secs))
 		}
 		return auth.NewContext(ctx, id), nil
 	}
+}
+
+// countInFlight counts each call of an identified caller (tapAuth put its
+// identity in the context) among its calls in flight while its handler
+// runs, and refuses one past auth.max_inflight_per_identity with
+// RESOURCE_EXHAUSTED, as the request limit does, before the handler runs.
+// A stream counts as one call for as long as it is open. It counts in an
+// interceptor, not in tapAuth: an interceptor's end is the call's, while
+// a call refused after the tap (its message too large, its method
+// unknown) would never give back a place the tap took.
+type countInFlight struct{ a Authenticator }
+
+// begin counts the call of ctx's caller, if it has one.
+func (c countInFlight) begin(ctx context.Context) (auth.InFlight, error) {
+	id, ok := auth.FromContext(ctx)
+	if !ok {
+		return auth.InFlight{}, nil
+	}
+	f, err := c.a.Begin(id)
+	if err != nil {
+		return auth.InFlight{}, status.Errorf(codes.ResourceExhausted, "%s; retry after 1 s", err.Error())
+	}
+	return f, nil
+}
+
+func (c countInFlight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	f, err := c.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer f.End()
+	return h(ctx, req)
+}
+
+func (c countInFlight) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	f, err := c.begin(ss.Context())
+	if err != nil {
+		return err
+	}
+	defer f.End()
+	return h(srv, ss)
 }
 
 // streamAuth checks, for each message after the first of a client stream
@@ -159,7 +203,7 @@ func (s *authStream) RecvMsg(m any) error {
 	}
 	if ok, wait := s.a.Allow(id); !ok {
 		secs := int(math.Ceil(max(wait, time.Second).Seconds()))
-		return status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Name, strconv.Itoa(secs))
+		return status.Errorf(codes.ResourceExhausted, "%q is over its request limit; retry after %s s", id.Qualified(), strconv.Itoa(secs))
 	}
 	return nil
 }

@@ -104,7 +104,8 @@ type Options struct {
 	Ready func() bool
 	// Auth authenticates the callers of every method whose role (declared
 	// with Register) is not auth.Open, before their first message is read
-	// (a tap handle), and applies their limits; nil serves every method
+	// (a tap handle), and applies their limits: the request rate there,
+	// the calls in flight around the handler; nil serves every method
 	// without authentication.
 	Auth Authenticator
 	// TracerProvider, when set, gives every call a server span continuing
@@ -171,7 +172,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Auth != nil {
 		next = chainTaps(tapAuth(opts.Auth, roles), next)
-		sopts = append(sopts, grpc.ChainStreamInterceptor(streamAuth(opts.Auth, roles)))
+		inflight := countInFlight{opts.Auth}
+		sopts = append(sopts, grpc.ChainUnaryInterceptor(inflight.unary),
+			grpc.ChainStreamInterceptor(inflight.stream, streamAuth(opts.Auth, roles)))
 	}
 	if th := inTap(opts.RequireClientCert, next); th != nil {
 		sopts = append(sopts, grpc.InTapHandle(th))

@@ -85,10 +85,11 @@ func (s *Server) errorWriter(api string) ErrorWriter {
 // guard serves h to callers holding role, answering 401, 403 or 429 with
 // api's ErrorWriter otherwise, and 401 to a caller without a required
 // client certificate (Options.RequireClientCert); the caller's identity
-// is in the request's context (auth.FromContext). A refusal closes the
+// is in the request's context (auth.FromContext), and the request counts
+// among its requests in flight while h runs. A refusal closes the
 // connection; an admitted request gets the read deadline of a known
-// caller (admitted). With neither Options.Auth nor required
-// certificates, it is h itself.
+// caller (admitted). An open route without required certificates (or
+// with neither Options.Auth nor them) is h itself.
 func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.HandlerFunc {
 	cert := s.opts.RequireClientCert
 	if !cert && (s.opts.Auth == nil || role == auth.Open) {
@@ -109,7 +110,8 @@ func (s *Server) guard(role auth.Role, api string, h http.HandlerFunc) http.Hand
 			h(w, r)
 			return
 		}
-		if r, ok := s.authorize(w, r, role, api); ok {
+		if r, f, ok := s.authorize(w, r, role, api); ok {
+			defer f.End()
 			h(w, r)
 		}
 	}
@@ -135,7 +137,8 @@ func (s *Server) guardMount(prefix string, roleOf RoleFunc, h http.Handler) http
 			h.ServeHTTP(w, r)
 			return
 		}
-		if r, ok := s.authorize(w, r, role, prefix); ok {
+		if r, f, ok := s.authorize(w, r, role, prefix); ok {
+			defer f.End()
 			h.ServeHTTP(w, r)
 		}
 	})
@@ -147,20 +150,20 @@ func (s *Server) guardMount(prefix string, roleOf RoleFunc, h http.Handler) http
 // endpoint (GET /v2/models/a/ready as the metadata of a model named
 // "a/ready"): a probe path may only ever answer readiness. It enforces
 // what the request would have needed: the client certificate when one is
-// required, then the credentials, the role and the limit (a caller the
-// guard already admitted with role passes). Refused, it answers with the
-// ErrorWriter registered for api (a Handle label or a Mount prefix) and
-// returns false.
-func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
+// required, then the credentials, the role and the limits (a caller the
+// guard already admitted with role passes); call the InFlight's End when
+// the request is answered. Refused, it answers with the ErrorWriter
+// registered for api (a Handle label or a Mount prefix) and returns false.
+func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, auth.InFlight, bool) {
 	if s.opts.RequireClientCert && !tlsconf.HasVerifiedClientCert(r.TLS) {
 		s.refuse(w, r, api, http.StatusUnauthorized, certRequired)
-		return nil, false
+		return nil, auth.InFlight{}, false
 	}
 	if s.opts.Auth == nil {
-		return r, true
+		return r, auth.InFlight{}, true
 	}
 	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
-		return r, true
+		return r, auth.InFlight{}, true
 	}
 	return s.authorize(w, r, role, api)
 }
@@ -180,27 +183,42 @@ func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) 
 }
 
 // authorize authenticates r's caller, checks it holds role and is within
-// its limit, and returns r carrying the identity, with the read deadline
-// of a known caller (admitted); when it is not, it answers with api's
+// its limits, and returns r carrying the identity, with the read deadline
+// of a known caller (admitted), counted among the caller's requests in
+// flight until the InFlight's End; when it is not, it answers with api's
 // ErrorWriter (refuse) and returns false.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, bool) {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Role, api string) (*http.Request, auth.InFlight, bool) {
 	id, err := s.opts.Auth.HTTP(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="grove"`)
 		s.refuse(w, r, api, http.StatusUnauthorized, auth.Reason(err))
-		return nil, false
+		return nil, auth.InFlight{}, false
 	}
 	if !id.Has(role) {
 		s.refuse(w, r, api, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
-		return nil, false
+		return nil, auth.InFlight{}, false
+	}
+	f, err := s.opts.Auth.Begin(id)
+	if err != nil {
+		s.refuseOverLimit(w, r, api, time.Second, err.Error())
+		return nil, auth.InFlight{}, false
 	}
 	if ok, wait := s.opts.Auth.Allow(id); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
-		s.refuse(w, r, api, http.StatusTooManyRequests, fmt.Sprintf("%q is over its request limit", id.Name))
-		return nil, false
+		f.End()
+		s.refuseOverLimit(w, r, api, wait, fmt.Sprintf("%q is over its request limit", id.Qualified()))
+		return nil, auth.InFlight{}, false
 	}
 	s.admitted(w)
-	return r.WithContext(auth.NewContext(r.Context(), id)), true
+	return r.WithContext(auth.NewContext(r.Context(), id)), f, true
+}
+
+// refuseOverLimit refuses with 429 and msg, with Retry-After wait (whole
+// seconds, at least 1): the refusal of a caller over one of its own
+// limits (its request rate, its requests in flight), never of a server
+// that is full; like every refusal (refuse) it closes the connection.
+func (s *Server) refuseOverLimit(w http.ResponseWriter, r *http.Request, api string, wait time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(wait, time.Second).Seconds()))))
+	s.refuse(w, r, api, http.StatusTooManyRequests, msg)
 }
 
 // refuse answers a request refused before its handler ran with code and

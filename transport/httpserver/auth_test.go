@@ -99,7 +99,7 @@ func TestAuthRefusesAndAdmitsByRole(t *testing.T) {
 		{"POST", "/v2/models/m/infer", "Bearer tok-infer", 200, "served"},
 		{"POST", "/v2/repository/models/m/load", "Bearer tok-infer", 403, "lacks role manage"},
 		{"POST", "/v1/inference", "Bearer tok-limited", 200, "served"},
-		{"POST", "/v1/inference", "Bearer tok-limited", 429, `"tiny" is over its request limit`},
+		{"POST", "/v1/inference", "Bearer tok-limited", 429, `"token:tiny" is over its request limit`},
 	} {
 		r := httptest.NewRequest(c.method, c.path, nil)
 		if c.authz != "" {
@@ -172,7 +172,7 @@ func TestRefusalsUseTheRoutesErrorWriter(t *testing.T) {
 			{"GET", "/metrics", "", 401, "text/plain; charset=utf-8", "no credentials"},
 			{"GET", "/debug/pprof/", "Bearer tok-read", 403, "text/plain; charset=utf-8", "lacks role admin"},
 			{"POST", "/v1/inference", "Bearer tok-limited", 200, "text/plain; charset=utf-8", "served"},
-			{"POST", "/v1/inference", "Bearer tok-limited", 429, "text/x-ba", `ba 429 /v1/inference: "tiny" is over its request limit`},
+			{"POST", "/v1/inference", "Bearer tok-limited", 429, "text/x-ba", `ba 429 /v1/inference: "token:tiny" is over its request limit`},
 		} {
 			r := httptest.NewRequest(c.method, c.path, nil)
 			if c.authz != "" {

@@ -104,6 +104,9 @@ type Authenticator interface {
 	// Allow takes one request from id's limit, or returns false and when
 	// to retry.
 	Allow(id auth.Identity) (ok bool, retryAfter time.Duration)
+	// Begin counts a request of id in flight until its End, or returns
+	// an error, for the caller, when id has too many in flight already.
+	Begin(id auth.Identity) (auth.InFlight, error)
 }
 
 // Server gathers the routes of the protocols it serves; Handler serves them.

@@ -25,7 +25,7 @@ import (
 // Refusal is one refused call: how it was refused, and the answer.
 type Refusal struct {
 	// Why is "no credentials" (401), "wrong role" (403), "over limit"
-	// (429) or "no client certificate" (401).
+	// (429), "too many in flight" (429) or "no client certificate" (401).
 	Why string
 	// Code is the answer's status (checked), Header its headers and Body
 	// its body.
@@ -40,16 +40,18 @@ type Refusal struct {
 const (
 	wrongToken   = "httpservertest-wrong-role"
 	limitedToken = "httpservertest-limited"
+	busyToken    = "httpservertest-busy"
 )
 
 // Refusals registers a protocol with register on a server with auth and on
 // one requiring client certificates, and sends method path (a route of
 // the protocol that needs role) without credentials, with a token lacking
-// role, with one over its limit and without a client certificate. It fails
-// t unless each is answered with its status (401, 403, 429, 401) and
-// headers (WWW-Authenticate: Bearer on the first, Retry-After on the
-// third, Connection: close on each), and returns the four answers. No
-// answer may quote a token.
+// role, with one over its request limit, with one whose requests in
+// flight are at auth.max_inflight_per_identity, and without a client
+// certificate. It fails t unless each is answered with its status (401,
+// 403, 429, 429, 401) and headers (WWW-Authenticate: Bearer on the first,
+// Retry-After on the 429s, Connection: close on each), and returns the
+// five answers. No answer may quote a token.
 func Refusals(t testing.TB, register func(*httpserver.Server), method, path string, role auth.Role) []Refusal {
 	t.Helper()
 	wrong := auth.RoleAdmin
@@ -61,7 +63,7 @@ func Refusals(t testing.TB, register func(*httpserver.Server), method, path stri
 	for _, tok := range []struct {
 		name, token string
 		roles       string
-	}{{"intruder", wrongToken, string(wrong)}, {"tiny", limitedToken, "read, " + string(role)}} {
+	}{{"intruder", wrongToken, string(wrong)}, {"tiny", limitedToken, "read, " + string(role)}, {"busy", busyToken, string(role)}} {
 		fmt.Fprintf(&b, "  - {name: %s, sha256: %x, roles: [%s]}\n", tok.name, sha256.Sum256([]byte(tok.token)), tok.roles)
 	}
 	file := filepath.Join(t.TempDir(), "tokens.yaml")
@@ -70,10 +72,16 @@ func Refusals(t testing.TB, register func(*httpserver.Server), method, path stri
 	}
 	now := time.Unix(1_700_000_000, 0)
 	a, err := auth.New(auth.Config{TokensFile: file, Now: func() time.Time { return now },
-		Limits: []auth.Limit{{Name: "tiny", RPS: 0.001, Burst: 1}}, Logger: slog.New(slog.DiscardHandler)})
+		Limits: []auth.Limit{{Name: "tiny", RPS: 0.001, Burst: 1}}, MaxInFlight: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The busy caller has its one request in flight.
+	busy, err := a.Begin(auth.Identity{Name: "busy", Method: auth.MethodToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.End()
 	withAuth := httpserver.New(httpserver.Options{Auth: a, Status: func() any { return "ok" }, Logger: slog.New(slog.DiscardHandler)})
 	register(withAuth)
 	authed := withAuth.Handler()
@@ -97,11 +105,13 @@ func Refusals(t testing.TB, register func(*httpserver.Server), method, path stri
 	out := []Refusal{
 		{Why: "no credentials", Code: http.StatusUnauthorized, Want: "no credentials"},
 		{Why: "wrong role", Code: http.StatusForbidden, Want: `token "intruder" lacks role ` + string(role)},
-		{Why: "over limit", Code: http.StatusTooManyRequests, Want: `"tiny" is over its request limit`},
+		{Why: "over limit", Code: http.StatusTooManyRequests, Want: `"token:tiny" is over its request limit`},
+		{Why: "too many in flight", Code: http.StatusTooManyRequests, Want: `"token:busy" has 1 requests in flight, its limit (auth.max_inflight_per_identity)`},
 		{Why: "no client certificate", Code: http.StatusUnauthorized, Want: "a client certificate signed by the client CA is required"},
 	}
+	retryAfter := map[string]string{"over limit": "1000", "too many in flight": "1"}
 	for i, w := range []*httptest.ResponseRecorder{call(authed, method, path, ""), call(authed, method, path, wrongToken),
-		call(authed, method, path, limitedToken), call(certed, method, path, "")} {
+		call(authed, method, path, limitedToken), call(authed, method, path, busyToken), call(certed, method, path, "")} {
 		c := &out[i]
 		if w.Code != c.Code {
 			t.Errorf("%s %s, %s: %d %q, want %d", method, path, c.Why, w.Code, w.Body, c.Code)
@@ -109,13 +119,13 @@ func Refusals(t testing.TB, register func(*httpserver.Server), method, path stri
 		if got, want := w.Header().Get("WWW-Authenticate"), map[bool]string{true: `Bearer realm="grove"`}[i == 0]; got != want {
 			t.Errorf("%s %s, %s: WWW-Authenticate %q, want %q", method, path, c.Why, got, want)
 		}
-		if got, want := w.Header().Get("Retry-After"), map[bool]string{true: "1000"}[i == 2]; got != want {
+		if got, want := w.Header().Get("Retry-After"), retryAfter[c.Why]; got != want {
 			t.Errorf("%s %s, %s: Retry-After %q, want %q", method, path, c.Why, got, want)
 		}
 		if got := w.Header().Get("Connection"); got != "close" {
 			t.Errorf("%s %s, %s: Connection %q, want close", method, path, c.Why, got)
 		}
-		if s := w.Body.String(); strings.Contains(s, wrongToken) || strings.Contains(s, limitedToken) {
+		if s := w.Body.String(); strings.Contains(s, wrongToken) || strings.Contains(s, limitedToken) || strings.Contains(s, busyToken) {
 			t.Errorf("%s %s, %s: the answer quotes a token: %q", method, path, c.Why, s)
 		}
 		c.Header, c.Body = w.Header(), w.Body.Bytes()
