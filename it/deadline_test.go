@@ -139,20 +139,21 @@ func TestDeadlinesFromEveryProtocolAnswerInTimeAndExpiredWorkIsDropped(t *testin
 }
 
 // --max-timeout clamps the deadline each caller gives, against the real
-// binary: a model taking 600 ms per call, asked with an hour's deadline
+// binary: a model taking 3 s per call, asked with an hour's deadline
 // through Grove-Timeout (B&A), OIP's timeout parameter (REST) and a gRPC
 // call deadline, answers each at the 150 ms clamp with its protocol's
-// deadline status, not after the model's 600 ms. Budget: 15 s.
+// deadline status, not after the model's 3 s (the bound, 2 s, leaves room
+// for a machine shared with the other tests). Budget: 20 s.
 func TestMaxTimeoutClampsEveryCallerDeadline(t *testing.T) {
 	t.Parallel()
 	b := newDirBucket(t)
-	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 600}`))
+	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 3000}`))
 	putConfig(t, b, modelEntry{Path: "slow/"})
 	g := startGrove(t, b.URL(), nil, "--max-timeout", "150ms")
 	ctx := withTimeout(t, time.Minute)
 	within := func(what string, took time.Duration) {
 		t.Helper()
-		if took < 140*time.Millisecond || took > 500*time.Millisecond {
+		if took < 140*time.Millisecond || took > 2*time.Second {
 			t.Errorf("%s with an hour's deadline answered after %v, want about the 150 ms max_timeout", what, took)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // bound of its slowest alone (twice it, plus the time of eight calls of
 // the model: without the limit it waits behind about 48, 2.4 s), and the noisy
 // caller's excess is answered 429 with Retry-After, naming the limit.
-// It measures latency, so it does not run in parallel. Budget: 20 s.
+// It runs alone (no t.Parallel): it measures latency. Budget: 20 s.
 func TestNoisyCallerDoesNotStarveAnotherPastItsRequestsInFlight(t *testing.T) {
 	const (
 		delay = 50 * time.Millisecond // one call of the model
