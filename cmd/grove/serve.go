@@ -40,6 +40,7 @@ import (
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/tlsconf"
 	"github.com/groveml/grove/ui"
@@ -220,7 +221,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	gopts := grpcserver.Options{Ready: sys.Ready, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		MethodMaxMessageBytes: map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)},
 		RequireClientCert:     requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams), KeepaliveMinTime: cfg.GRPCKeepaliveMinTime,
-		TracerProvider: tp}
+		TracerProvider: tp, RapidReset: h2guard.Options{Listener: "grpc", Registerer: reg, Logger: log}}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -274,7 +275,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		grpcAddr = grpcLn.Addr().String()
 	}
 	if node != nil {
-		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log, tp); err != nil {
+		if err := serveCluster(cfg, node, sys, tlsFiles, &g, reg, log, tp); err != nil {
 			return g.abort(err)
 		}
 	}

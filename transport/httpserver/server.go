@@ -5,9 +5,10 @@
 // Grove-Config-* headers, and the server's own endpoints (health,
 // readiness, status, metrics, pprof), and the hardening every route gets:
 // per-handler read and write deadlines, required client certificates, and
-// the http.Server limits (NewHTTPServer). With AdminAPIs, the management
-// routes and mounts named there (the web console's), /metrics and pprof
-// move to a second handler (AdminHandler).
+// the http.Server limits (NewHTTPServer, which also guards HTTP/2 over TLS
+// against rapid reset: h2guard). With AdminAPIs, the management routes
+// and mounts named there (the web console's), /metrics and pprof move to
+// a second handler (AdminHandler).
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
@@ -38,6 +39,7 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -384,9 +386,12 @@ func IsProbe(method, path string) bool {
 // NewHTTPServer returns an http.Server serving h with Options'
 // ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes, over TLS with
 // tlsConfig unless it is nil (serve it with ServeTLS(ln, "", "")). It has
-// no global WriteTimeout: deadlines are set per handler.
+// no global WriteTimeout: deadlines are set per handler. Over TLS, its
+// HTTP/2 connections are guarded (h2guard, listener "http", counted in
+// Options.Registerer): one whose client resets streams without pause is
+// closed.
 func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -394,6 +399,14 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 	}
+	if tlsConfig != nil {
+		g := h2guard.New(h2guard.Options{Listener: "http", Registerer: s.opts.Registerer, Logger: s.opts.Logger})
+		if err := g.ConfigureServer(srv); err != nil {
+			// net/http's own HTTP/2 fails the same way: ServeTLS returns it.
+			s.opts.Logger.Warn("HTTP/2 over TLS cannot be configured", "err", err)
+		}
+	}
+	return srv
 }
 
 // StatusRecorder is an http.ResponseWriter that keeps the status code the
