@@ -54,7 +54,7 @@ func (c *conn) Read(b []byte) (int, error) {
 		opened, resets := c.in.feed(b[:n])
 		c.opened += int64(opened)
 		c.resets += int64(resets)
-		if resets > 0 && !c.budget.take(resets, time.Now()) {
+		if resets > 0 && !c.budget.take(resets, c.g.now()) {
 			c.closing = true
 			c.finish()
 			return 0, ErrTooManyResets

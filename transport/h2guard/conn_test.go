@@ -301,3 +301,83 @@ func TestHTTPOverTLSFloodGetsGoAwayEnhanceYourCalm(t *testing.T) {
 		t.Errorf("%s = %v, want 1", h2guard.MetricName, n)
 	}
 }
+
+// TestReconnectingFlooderIsHeldBeforeItsTLSHandshakeAndGetsASmallBudget:
+// once a flood from an address was closed, a new connection from it (on
+// another port) is held before its TLS handshake, on the gRPC listener
+// and on HTTP over TLS, counted, and closed after far fewer resets; a
+// connection made before the trip keeps working.
+func TestReconnectingFlooderIsHeldBeforeItsTLSHandshakeAndGetsASmallBudget(t *testing.T) {
+	const burst = 1024
+	ca := certtest.NewCA(t, "ca")
+	serverCert := ca.Server(t, "server").TLS(t)
+	for _, listener := range []string{"grpc", "http"} {
+		t.Run(listener, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			g := h2guard.New(h2guard.Options{Listener: listener, Burst: burst, Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+			var addr string
+			req := h2guardtest.Request{Method: "GET", Path: "/"}
+			if listener == "grpc" {
+				addr = serveGRPC(t, g.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{serverCert}, NextProtos: []string{"h2"}})))
+				req = h2guardtest.Request{Scheme: "https", Path: "/grpc.health.v1.Health/Check", GRPC: true}
+			} else {
+				addr, ca = tlsServer(t, g, http.NotFoundHandler())
+			}
+			dial := func() (net.Conn, time.Duration) {
+				t.Helper()
+				start := time.Now()
+				c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c, time.Since(start)
+			}
+			early, _ := dial() // made before the trip: never held
+			defer early.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, _ := dial()
+			checkGoAway(t, h2guardtest.Flood(ctx, c, req, 0), burst)
+
+			c, took := dial()
+			if took < 100*time.Millisecond {
+				t.Errorf("the flooder's next TLS handshake took %v, want held at least 100ms", took)
+			}
+			res := h2guardtest.Flood(ctx, c, req, 0)
+			checkGoAway(t, res, burst/2)
+			// Only what the flood wrote before the GOAWAY reached it is
+			// bounded: the server read at most the reduced budget's worth.
+			if res.GoAway != nil && res.GoAway.LastStreamID > 2*burst {
+				t.Errorf("the held connection's GOAWAY names stream %d: more than %d streams were served, want about %d", res.GoAway.LastStreamID, burst, burst/2)
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := 0.0
+			for _, mf := range mfs {
+				if mf.GetName() == h2guard.HeldMetricName {
+					held = mf.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+			if held != 1 {
+				t.Errorf("%s = %v, want 1", h2guard.HeldMetricName, held)
+			}
+			// The connection made before the trip is not held and still
+			// speaks HTTP/2.
+			if _, err := io.WriteString(early, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(early, early)
+			if err := fr.WriteSettings(); err != nil {
+				t.Fatal(err)
+			}
+			_ = early.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if f, err := fr.ReadFrame(); err != nil {
+				t.Errorf("the connection made before the trip: %v", err)
+			} else if _, ok := f.(*http2.SettingsFrame); !ok {
+				t.Errorf("the connection made before the trip read %v first, want SETTINGS", f)
+			}
+		})
+	}
+}

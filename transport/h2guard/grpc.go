@@ -13,6 +13,11 @@ import (
 // credentials) and guard the connection it returns; give them to
 // grpc.Creds. The AuthInfo is inner's (nil in plaintext, as without
 // credentials). They do not dial.
+//
+// A new connection whose peer the Guard closed recently is held first,
+// before inner's handshake: grpc-go runs each accepted connection's
+// handshake on a goroutine of its own (Server.handleRawConn), so the
+// hold delays that connection only, never the accept loop.
 func (g *Guard) Creds(inner credentials.TransportCredentials) credentials.TransportCredentials {
 	return &creds{g: g, inner: inner}
 }
@@ -24,6 +29,10 @@ type creds struct {
 }
 
 func (c *creds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	// The hold is bounded by holdFor's most (2 s), well within the
+	// deadline grpc-go sets on raw for the handshake (120 s), which
+	// ServerHandshake cannot see.
+	c.g.hold(context.Background(), raw)
 	if c.inner == nil {
 		return c.g.wrap(raw, raw), nil, nil
 	}

@@ -56,6 +56,10 @@ const (
 // listener and reason ("rapid_reset").
 const MetricName = "grove_http2_connections_closed_total"
 
+// HeldMetricName is the counter of the new connections a Guard held
+// because their peer tripped it recently, by listener.
+const HeldMetricName = "grove_http2_connections_held_total"
+
 // ErrTooManyResets is what the server reads from a connection the guard
 // closed.
 var ErrTooManyResets = errors.New("h2guard: the client reset streams faster than its budget allows (rapid reset); GOAWAY ENHANCE_YOUR_CALM sent and the connection closed")
@@ -79,6 +83,9 @@ type Options struct {
 	// Logger receives a warning for each closed connection (rate
 	// limited); nil means slog.Default().
 	Logger *slog.Logger
+	// Now is the Guard's clock (its buckets, its memory of peers); nil
+	// means time.Now.
+	Now func() time.Time
 }
 
 // logEvery is the least time between two warnings of one Guard.
@@ -108,18 +115,25 @@ type Guard struct {
 	burst    float64
 	rate     float64
 	closed   prometheus.Counter // nil: not counted
+	held     prometheus.Counter // nil: not counted
 	log      *slog.Logger
+	now      func() time.Time
+	peers    peers // the peers whose connections the Guard closed, recently
 
-	mu       sync.Mutex // guards lastLog and unlogged
-	lastLog  time.Time
-	unlogged int
+	mu           sync.Mutex // guards lastLog, unlogged and heldSinceLog
+	lastLog      time.Time
+	unlogged     int
+	heldSinceLog int
 }
 
 // New returns a Guard with opts. A Registerer that refuses the counter
 // for any reason but holding one already is a programming error: New
 // panics, as prometheus.MustRegister would.
 func New(opts Options) *Guard {
-	g := &Guard{listener: opts.Listener, burst: float64(opts.Burst), rate: opts.Rate, log: opts.Logger}
+	g := &Guard{listener: opts.Listener, burst: float64(opts.Burst), rate: opts.Rate, log: opts.Logger, now: opts.Now}
+	if g.now == nil {
+		g.now = time.Now
+	}
 	if g.burst <= 0 {
 		g.burst = DefaultBurst
 	}
@@ -131,6 +145,7 @@ func New(opts Options) *Guard {
 	}
 	if opts.Registerer != nil {
 		g.closed = closedCounter(opts.Registerer).WithLabelValues(opts.Listener, "rapid_reset")
+		g.held = heldCounter(opts.Registerer).WithLabelValues(opts.Listener)
 	}
 	return g
 }
@@ -142,6 +157,25 @@ func closedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 		Name: MetricName,
 		Help: "HTTP/2 connections Grove closed with GOAWAY, by listener and reason (rapid_reset: the client reset streams faster than its budget).",
 	}, []string{"listener", "reason"})
+	if err := reg.Register(cv); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return cv
+}
+
+// heldCounter registers the HeldMetricName counter with reg, or returns
+// the one reg holds already.
+func heldCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: HeldMetricName,
+		Help: "New connections Grove held before their handshake because their peer's connections were closed for rapid reset recently, by listener.",
+	}, []string{"listener"})
 	if err := reg.Register(cv); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
@@ -168,29 +202,38 @@ type connectionStater interface {
 // wrap guards c, whose connection under any TLS is raw (for the
 // lingering close).
 func (g *Guard) wrap(c, raw net.Conn) net.Conn {
-	gc := &conn{Conn: c, raw: raw, g: g, in: newInbound(), budget: budget{burst: g.burst, rate: g.rate}, sent: make(chan struct{})}
+	trips := 0
+	if a, ok := peerAddr(raw); ok {
+		trips = g.peers.trips(a, g.now())
+	}
+	gc := &conn{Conn: c, raw: raw, g: g, in: newInbound(), budget: budgetFor(g.burst, g.rate, trips), sent: make(chan struct{})}
 	if cs, ok := c.(connectionStater); ok {
 		return &tlsConn{conn: gc, cs: cs}
 	}
 	return gc
 }
 
-// report counts and logs the close of c.
+// report remembers c's peer, and counts and logs the close of c.
 func (g *Guard) report(c *conn) {
+	now := g.now()
+	trips := 0
+	if a, ok := peerAddr(c.raw); ok {
+		trips = g.peers.trip(a, now)
+	}
 	if g.closed != nil {
 		g.closed.Inc()
 	}
-	now := time.Now()
 	g.mu.Lock()
 	if !g.lastLog.IsZero() && now.Sub(g.lastLog) < logEvery {
 		g.unlogged++
 		g.mu.Unlock()
 		return
 	}
-	unlogged := g.unlogged
-	g.lastLog, g.unlogged = now, 0
+	unlogged, held := g.unlogged, g.heldSinceLog
+	g.lastLog, g.unlogged, g.heldSinceLog = now, 0, 0
 	g.mu.Unlock()
 	g.log.Warn("closed an HTTP/2 connection whose client reset streams faster than its budget (rapid reset): GOAWAY ENHANCE_YOUR_CALM",
 		"listener", g.listener, "remote", c.RemoteAddr().String(), "streams_opened", c.opened, "resets", c.resets,
-		"burst", g.burst, "rate_per_second", g.rate, "closed_unlogged", unlogged)
+		"burst", c.budget.burst, "rate_per_second", c.budget.rate, "peer_trips", trips,
+		"next_connections_held", holdFor(trips), "closed_unlogged", unlogged, "held_since_last_line", held)
 }

@@ -14,7 +14,12 @@ import (
 // 1 MiB frames; Shutdown sends GOAWAY), and its TLSNextProto["h2"] serves
 // each connection that chose h2 with http2.Server.ServeConn on the
 // *tls.Conn wrapped (whose ConnectionState gives handlers r.TLS, the
-// client certificates among it). Call it before srv serves. An error
+// client certificates among it). A new connection whose peer the Guard
+// closed recently is held before the costly part of its TLS handshake
+// (srv's TLSConfig, cloned, gets a GetConfigForClient that holds it, on
+// the connection's own goroutine, then defers to the one it had), and so
+// before it is served, whatever protocol it then chooses. Call it
+// before srv serves. An error
 // (srv's TLS cipher suites lack one HTTP/2 requires) leaves srv's HTTP/2
 // to net/http, whose ServeTLS then fails with it.
 func (g *Guard) ConfigureServer(srv *http.Server) error {
@@ -23,6 +28,20 @@ func (g *Guard) ConfigureServer(srv *http.Server) error {
 	// *tls.Conn it made, never on a wrapped connection; ServeConn does, and
 	// registers each connection with the state ConfigureServer gives h2
 	// (which srv's Shutdown tells to send GOAWAY).
+	if srv.TLSConfig != nil {
+		srv.TLSConfig = srv.TLSConfig.Clone() // shared with others, perhaps: the hold is this server's
+	} else {
+		srv.TLSConfig = &tls.Config{}
+	}
+	next := srv.TLSConfig.GetConfigForClient
+	srv.TLSConfig.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		// Bounded by the handshake's context too (the server's close).
+		g.hold(hello.Context(), hello.Conn)
+		if next != nil {
+			return next(hello)
+		}
+		return nil, nil
+	}
 	h2 := &http2.Server{}
 	if err := http2.ConfigureServer(srv, h2); err != nil {
 		return err
