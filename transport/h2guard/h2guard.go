@@ -30,6 +30,21 @@
 // such close is counted in grove_http2_connections_closed_total{listener,
 // reason="rapid_reset"} and logged as a warning naming the peer (at most
 // one line every ten seconds per Guard, with how many went unlogged).
+//
+// Reconnecting costs the attacker: a Guard remembers the peers, by IP
+// address (whatever their port), whose connections it closed, for 30 s
+// after each one's last close, at most 4096 of them (when full, it
+// forgets the due ones, then the one closed longest ago). A new
+// connection from a remembered peer is held before any work is done for
+// it, before its TLS handshake (Creds; ConfigureServer's
+// GetConfigForClient, on the connection's own goroutine), for 100 ms
+// after one close, doubling with each close, at most 2 s; and its
+// budget is Burst and Rate halved for each close, at least 16. Held
+// connections are counted in grove_http2_connections_held_total{listener}
+// and in the warning. The trade-off: clients behind one address (a NAT)
+// share the penalty of one of them for their new connections, for up to
+// 30 s; their existing connections are untouched, and a peer that
+// trips no more is forgotten.
 package h2guard
 
 import (
@@ -43,12 +58,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The budget's defaults: a client may reset DefaultBurst streams at once
-// (twice gRPC's 1024 concurrent streams would be too many to cancel for a
-// client that waits for its streams: it can cancel all of them together,
-// twice over), and DefaultRate more a second, sustained.
+// The budget's defaults: a client may reset DefaultBurst streams at once,
+// as many as the most calls it may have in flight on one connection by
+// default (grpc_max_concurrent_streams), all cancelled together; and
+// DefaultRate more a second, sustained: a client whose every call
+// expires or is cancelled (a gRPC deadline during a slow spell,
+// tritonclient's cancel) at up to that many calls a second. A flood's
+// first connection costs the server about DefaultBurst streams, so the
+// burst is no larger than a client needs.
 const (
-	DefaultBurst = 2048
+	DefaultBurst = 1024
 	DefaultRate  = 1000
 )
 
