@@ -141,6 +141,7 @@ fuzz: deps
 	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./transport/h2guard -run '^$$' -fuzz '^FuzzH2Guard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseBearer$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseJWKS$$' -fuzztime $(FUZZTIME)

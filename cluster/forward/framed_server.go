@@ -618,6 +618,10 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
+// NetConn is the connection under c, as *tls.Conn gives it: h2guard's
+// lingering close shuts the TCP connection's sending side through it.
+func (c *peekedConn) NetConn() net.Conn { return c.Conn }
+
 // connQueue is the listener the gRPC server accepts from: the connections
 // Serve's mux gives it.
 type connQueue struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 )
 
@@ -54,6 +55,10 @@ type ServerOptions struct {
 	// continuing the forwarding node's trace (its traceparent metadata);
 	// nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// RapidReset configures the guard of the gRPC connections (h2guard:
+	// one whose client resets streams faster than its budget is closed);
+	// its Listener "" means "cluster", its Logger nil means Logger.
+	RapidReset h2guard.Options
 }
 
 // Server serves the Forward service for a node's peers, running their
@@ -115,12 +120,19 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 	if s.tls != nil {
 		creds = handshaken{} // Serve's mux made the handshake
 	}
+	if opts.RapidReset.Listener == "" {
+		opts.RapidReset.Listener = "cluster"
+	}
+	if opts.RapidReset.Logger == nil {
+		opts.RapidReset.Logger = s.log
+	}
 	s.gs = grpcserver.New(grpcserver.Options{
 		MaxMessageBytes:   opts.MaxMessageBytes,
 		Creds:             creds,
 		RequireClientCert: !opts.AllowUnauthenticatedPeers,
 		InTapHandle:       s.tap,
 		TracerProvider:    opts.TracerProvider,
+		RapidReset:        opts.RapidReset,
 	})
 	// No caller roles on the peer port (no grpcserver.Options.Auth): its
 	// callers are members, admitted by tap, so its service declares none

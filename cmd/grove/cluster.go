@@ -22,6 +22,7 @@ import (
 	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 )
 
@@ -102,12 +103,13 @@ func checkNodeCertificate(cert *tls.Certificate, nodeName string) error {
 
 // serveCluster adds the forward server on cluster.advertise (mTLS with
 // the server's certificate and tls.client_ca_file, peers must be members;
-// plaintext only with insecure_no_auth) and the agent, which on shutdown
+// plaintext only with insecure_no_auth; its rapid-reset guard counted in
+// reg) and the agent, which on shutdown
 // marks the node draining, waits for its models to be ready elsewhere
 // (within drain_timeout) and leaves, before the servers stop.
-func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, tlsFiles *tlsconf.Reloader, g *group, log *slog.Logger, tp trace.TracerProvider) error {
+func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, tlsFiles *tlsconf.Reloader, g *group, reg prometheus.Registerer, log *slog.Logger, tp trace.TracerProvider) error {
 	opts := forward.ServerOptions{Node: node.Name(), Members: node.IsMember, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
-		Logger: log.With("component", "cluster-forward"), TracerProvider: tp}
+		Logger: log.With("component", "cluster-forward"), TracerProvider: tp, RapidReset: h2guard.Options{Registerer: reg}}
 	switch {
 	case tlsFiles != nil && cfg.TLS.ClientCAFile != "":
 		peers, err := tlsconf.New(tlsconf.Files{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,

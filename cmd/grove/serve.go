@@ -42,6 +42,7 @@ import (
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/tlsconf"
 	"github.com/groveml/grove/ui"
@@ -235,7 +236,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	gopts := grpcserver.Options{Ready: sys.Ready, RequireClientCert: requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams),
 		KeepaliveMinTime: cfg.GRPCKeepaliveMinTime, MaxConnectionIdle: cfg.GRPCMaxConnectionIdle, KeepaliveTime: cfg.GRPCKeepaliveTime,
-		KeepaliveTimeout: cfg.GRPCKeepaliveTimeout, HandshakeTimeout: min(grpcHandshakeTimeout, cfg.GRPCMaxConnectionIdle), TracerProvider: tp}
+		KeepaliveTimeout: cfg.GRPCKeepaliveTimeout, HandshakeTimeout: min(grpcHandshakeTimeout, cfg.GRPCMaxConnectionIdle), TracerProvider: tp,
+		RapidReset: h2guard.Options{Listener: "grpc", Registerer: reg, Logger: log}}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")
@@ -312,7 +314,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			"max_connections", cfg.AdminGRPCMaxConnections, "serves", adminGRPCMethods)
 	}
 	if node != nil {
-		if err := serveCluster(cfg, node, sys, tlsFiles, &g, log, tp); err != nil {
+		if err := serveCluster(cfg, node, sys, tlsFiles, &g, reg, log, tp); err != nil {
 			return g.abort(err)
 		}
 	}
@@ -405,6 +407,7 @@ const grpcHandshakeTimeout = 10 * time.Second
 // DeleteModel, before their message is read, naming the admin listener.
 func grpcOptions(cfg conf.Server, base grpcserver.Options) (public, admin grpcserver.Options) {
 	public, admin = base, base
+	admin.RapidReset.Listener = "admin_grpc"
 	public.MaxMessageBytes, admin.MaxMessageBytes = grpcLimit(cfg.MaxBodyBytes), grpcLimit(cfg.MaxModelBytes)
 	if cfg.GRPCServesModelWrites() {
 		public.MethodMaxMessageBytes = map[string]int{sidecarpb.InferenceService_RegisterModel_FullMethodName: grpcLimit(cfg.MaxModelBytes)}

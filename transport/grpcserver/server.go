@@ -6,10 +6,12 @@
 // keepalive enforcement policy, idle connections closed, dead peers found
 // by pings, a handshake deadline, concurrent streams, the received
 // message limit gRPC enforces while it reads and decompresses, and
-// per-method limits below it), and the gzip and deflate message encodings
-// every service accepts (compress.go). Protocol packages register their
-// services on it with Register, declaring the role each method needs
-// (auth.go); the server declares those of health and reflection.
+// per-method limits below it; and h2guard's, which closes a connection
+// whose client resets streams without pause), and the gzip and deflate
+// message encodings every service accepts (compress.go). Protocol
+// packages register their services on it with Register, declaring the
+// role each method needs (auth.go); the server declares those of health
+// and reflection.
 //
 // One server has one received-message limit, so a method whose messages
 // are larger than the rest (a B&A RegisterModel carries whole models) is
@@ -46,6 +48,7 @@ import (
 
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/h2guard"
 )
 
 // Options configure the gRPC server.
@@ -112,6 +115,11 @@ type Options struct {
 	// the caller's traceparent metadata (package tracing); nil traces
 	// nothing.
 	TracerProvider trace.TracerProvider
+	// RapidReset configures the guard every connection gets, which closes
+	// one whose client resets streams faster than its budget (h2guard);
+	// the zero value guards with h2guard's defaults, logs to
+	// slog.Default() and counts nothing. Its Listener "" means "grpc".
+	RapidReset h2guard.Options
 }
 
 // Server is a gRPC server with the health and reflection services.
@@ -159,12 +167,14 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrentStreams > 0 {
 		sopts = append(sopts, grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams))
 	}
-	switch {
-	case opts.Creds != nil:
-		sopts = append(sopts, grpc.Creds(opts.Creds))
-	case opts.TLS != nil:
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	creds := opts.Creds
+	if creds == nil && opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
 	}
+	if opts.RapidReset.Listener == "" {
+		opts.RapidReset.Listener = "grpc"
+	}
+	sopts = append(sopts, grpc.Creds(h2guard.New(opts.RapidReset).Creds(creds)))
 	roles := map[string]auth.Role{}
 	next := opts.InTapHandle
 	if len(opts.ServedElsewhere) > 0 {

@@ -8,9 +8,10 @@
 // caller is known), required client certificates, refusals that close the
 // connection without waiting for the body, a 413 from Content-Length before
 // any of the body is read and a lingering close after it, and the
-// http.Server limits (NewHTTPServer). With AdminAPIs, the management
-// routes and mounts named there (the web console's), /metrics and pprof
-// move to a second handler (AdminHandler).
+// http.Server limits (NewHTTPServer, which also guards HTTP/2 over TLS
+// against rapid reset: h2guard). With AdminAPIs, the management routes
+// and mounts named there (the web console's), /metrics and pprof move to
+// a second handler (AdminHandler).
 //
 // Protocol packages add their routes with Handle, which resolves route
 // shapes that overlap (see Handle), and whole subtrees with Mount (the OIP
@@ -44,6 +45,7 @@ import (
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
+	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -541,9 +543,12 @@ func IsProbe(method, path string) bool {
 // connlimit.Listener, it tells the listener which connections are idle
 // (new, or between two HTTP/1 requests, and without an HTTP/2 request in
 // flight), which the listener may close to make room at its limit; a
-// ConnState hook set later must call the one it replaces.
+// ConnState hook set later must call the one it replaces. Over TLS, its
+// HTTP/2 connections are guarded (h2guard, listener "http", counted in
+// Options.Registerer): one whose client resets streams without pause is
+// closed.
 func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -553,6 +558,14 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 		ConnState:         markIdle,
 		ConnContext:       withLimitedConn,
 	}
+	if tlsConfig != nil {
+		g := h2guard.New(h2guard.Options{Listener: "http", Registerer: s.opts.Registerer, Logger: s.opts.Logger})
+		if err := g.ConfigureServer(srv); err != nil {
+			// net/http's own HTTP/2 fails the same way: ServeTLS returns it.
+			s.opts.Logger.Warn("HTTP/2 over TLS cannot be configured", "err", err)
+		}
+	}
+	return srv
 }
 
 // limitedConnKey is the context key of a request's connection when it
