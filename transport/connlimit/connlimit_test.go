@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,10 +209,13 @@ func TestCloseWriteHalfClosesTheConnection(t *testing.T) {
 }
 
 // TestMarkingFromManyGoroutinesIsSafe runs with -race: connections marked
-// idle and busy, held and closed while the listener reclaims.
+// idle and busy, held and closed while the listener reclaims. It waits
+// until the listener has taken every one of the 100 connections (handed
+// on, or closed at once), then until it holds none.
 func TestMarkingFromManyGoroutinesIsSafe(t *testing.T) {
-	l, _, accepted := limited(t, 8)
+	l, m, accepted := limited(t, 8)
 	var wg sync.WaitGroup
+	var handed atomic.Int64
 	stop := make(chan struct{})
 	wg.Go(func() {
 		for {
@@ -220,6 +224,7 @@ func TestMarkingFromManyGoroutinesIsSafe(t *testing.T) {
 				if !ok {
 					return
 				}
+				handed.Add(1)
 				wg.Go(func() {
 					lc := c.(*Conn)
 					for i := range 50 {
@@ -234,22 +239,27 @@ func TestMarkingFromManyGoroutinesIsSafe(t *testing.T) {
 			}
 		}
 	})
+	const n = 100
 	var clients []net.Conn
-	for range 100 {
+	for range n {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		clients = append(clients, c)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Open() != 0 && time.Now().Before(deadline) {
+	refused := m.refused.WithLabelValues("test")
+	deadline := time.Now().Add(10 * time.Second)
+	for (handed.Load()+int64(testutil.ToFloat64(refused)) < n || l.Open() != 0) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()
 	for _, c := range clients {
 		_ = c.Close()
+	}
+	if got := handed.Load() + int64(testutil.ToFloat64(refused)); got != n {
+		t.Errorf("the listener took %d of the %d connections (handed on or refused)", got, n)
 	}
 	if n := l.Open(); n != 0 {
 		t.Errorf("Open() = %d after every connection closed, want 0", n)
