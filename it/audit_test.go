@@ -132,7 +132,10 @@ func TestAuditTrailRecordsTheCallersTokenName(t *testing.T) {
 		sha256.Sum256([]byte(token))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g1, g2 := startOn(t, b, "--auth-tokens-file", tokens), startOn(t, b, "--auth-tokens-file", tokens)
+	// With authentication on, RegisterModel and DeleteModel are served on
+	// the admin gRPC listener only.
+	g1 := startOn(t, b, "--auth-tokens-file", tokens, "--admin-grpc", "127.0.0.1:0")
+	g2 := startOn(t, b, "--auth-tokens-file", tokens, "--admin-grpc", "127.0.0.1:0")
 	if code, raw := g1.as(anonymous, "GET", "/v1/audit", ""); code != http.StatusUnauthorized {
 		t.Fatalf("GET /v1/audit without the token: HTTP %d %s, want 401", code, raw)
 	}
@@ -188,7 +191,7 @@ func checkAuditTrail(t *testing.T, b *dirBucket, g1, g2 *grove, c auditCaller) {
 	httpWrite(g1, "POST", "/ads/pctr/1/v1/metrics", "POST /{org}/{project}/{n}/{rv}/metrics", "ads/pctr/1/v1", `{"auc": 0.71}`, 200)
 	httpWrite(g1, "PUT", "/ads/pctr/1/v1/policy", "PUT /{org}/{project}/{n}/{rv}/policy", "ads/pctr/1/v1", `{"validity": [{"sometimes_valid": {}}]}`, 422)
 
-	sidecar := sidecarpb.NewInferenceServiceClient(g2.dial())
+	sidecar := sidecarpb.NewInferenceServiceClient(g2.dialModelWrites())
 	const method = "/privacy_sandbox.bidding_auction_servers.inference.InferenceService/"
 	reg := &sidecarpb.RegisterModelRequest{ModelSpec: &sidecarpb.ModelSpec{ModelPath: "registered/pctr_v2/"},
 		ModelFiles: map[string][]byte{"registered/pctr_v2/model.pt": exampleModel(t, "pctr_v2")}}

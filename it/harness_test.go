@@ -74,6 +74,9 @@ type grove struct {
 	cmd  *exec.Cmd
 	url  string
 	grpc string // host:port of the gRPC services
+	// adminGRPC is host:port of the admin gRPC listener ("off" without
+	// --admin-grpc).
+	adminGRPC string
 	logs *syncBuffer
 	done chan error
 }
@@ -121,8 +124,8 @@ func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, 
 		}
 	})
 	g.waitFor("grove to name its listeners", 60*time.Second, func() bool {
-		httpAddr, grpcAddr, ok := servingAddrs(logs.String())
-		g.url, g.grpc = "http://"+httpAddr, grpcAddr
+		addrs, ok := servingAddrs(logs.String())
+		g.url, g.grpc, g.adminGRPC = "http://"+addrs["http"], addrs["grpc"], addrs["admin_grpc"]
 		return ok
 	})
 	g.waitFor("grove to be ready", 60*time.Second, func() bool {
@@ -132,23 +135,22 @@ func startBinary(t *testing.T, bin, dir string, env []string, bucketURL string, 
 	return g
 }
 
-// servingAddrs reads the HTTP and gRPC addresses from grove's
-// "grove serving" log line, once it is in logs.
-func servingAddrs(logs string) (httpAddr, grpcAddr string, ok bool) {
+// servingAddrs reads the listeners' addresses (by name: http, grpc,
+// admin_http, admin_grpc) from grove's "grove serving" log line, once it
+// is in logs.
+func servingAddrs(logs string) (map[string]string, bool) {
 	i := strings.Index(logs, `msg="grove serving"`)
 	if i < 0 {
-		return "", "", false
+		return nil, false
 	}
 	line, _, _ := strings.Cut(logs[i:], "\n")
+	addrs := map[string]string{}
 	for _, f := range strings.Fields(line) {
-		if v, found := strings.CutPrefix(f, "http="); found {
-			httpAddr = v
-		}
-		if v, found := strings.CutPrefix(f, "grpc="); found {
-			grpcAddr = v
+		if k, v, ok := strings.Cut(f, "="); ok {
+			addrs[k] = v
 		}
 	}
-	return httpAddr, grpcAddr, httpAddr != ""
+	return addrs, addrs["http"] != ""
 }
 
 // stop sends SIGTERM and waits for the process to exit; it returns the exit error.

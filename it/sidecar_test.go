@@ -22,7 +22,25 @@ import (
 // dial connects to g's gRPC services.
 func (g *grove) dial() *grpc.ClientConn {
 	g.t.Helper()
-	conn, err := grpc.NewClient(g.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return g.dialAddr(g.grpc)
+}
+
+// dialModelWrites dials where g serves the sidecar's RegisterModel and
+// DeleteModel: its admin gRPC listener when it has one, else its gRPC
+// listener.
+func (g *grove) dialModelWrites() *grpc.ClientConn {
+	g.t.Helper()
+	if g.adminGRPC != "" && g.adminGRPC != "off" {
+		return g.dialAddr(g.adminGRPC)
+	}
+	return g.dialAddr(g.grpc)
+}
+
+// dialAddr dials addr in plaintext; the connection is closed when the
+// test ends.
+func (g *grove) dialAddr(addr string) *grpc.ClientConn {
+	g.t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		g.t.Fatal(err)
 	}

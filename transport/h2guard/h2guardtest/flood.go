@@ -75,6 +75,16 @@ func Flood(ctx context.Context, c net.Conn, req Request, max int) Result {
 	defer stop()
 	defer c.Close()
 
+	// The preface goes first, before the reader may answer the server's
+	// SETTINGS (a server writes its SETTINGS without waiting for the
+	// preface, and an ACK ahead of the preface is a bogus greeting).
+	_, err := io.WriteString(bw, http2.ClientPreface)
+	if err == nil {
+		err = fr.WriteSettings()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
 	res := Result{}
 	readDone := make(chan struct{})
 	var ended sync.WaitGroup
@@ -115,15 +125,6 @@ func Flood(ctx context.Context, c net.Conn, req Request, max int) Result {
 	var hbuf bytes.Buffer
 	enc := hpack.NewEncoder(&hbuf)
 	fields := headerFields(req)
-	wmu.Lock()
-	_, err := io.WriteString(bw, http2.ClientPreface)
-	if err == nil {
-		err = fr.WriteSettings()
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	wmu.Unlock()
 	id := uint32(1)
 	for err == nil && (max <= 0 || res.Streams < max) {
 		select {
