@@ -142,4 +142,3 @@ func Full(err error) string {
 	}
 	return err.Error()
 }
-
