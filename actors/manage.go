@@ -25,6 +25,7 @@ var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-onl
 //
 // Errors from edit (such as modelconfig.ErrServableExists) and validation errors
 // (*modelconfig.Error) are returned wrapped; the bucket is then unchanged.
+// Errors name no server path (serverPaths).
 func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) error) (*modelconfig.Config, error) {
 	w, ok := s.opts.Bucket.(bucket.Writer)
 	if !ok {
@@ -55,11 +56,11 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 		return data, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.paths.Error(err)
 	}
 	rec.ConfigChange(before, written)
 	if err := s.Reload(ctx); err != nil {
-		return written, fmt.Errorf("config written, not yet applied here: %w", err)
+		return written, s.paths.Error(fmt.Errorf("config written, not yet applied here: %w", err))
 	}
 	return written, nil
 }

@@ -390,7 +390,7 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 		}
 		r.local, r.err = bucket.Fetch(bctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes, opts...)
 		if r.err != nil {
-			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
+			r.err = s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, r.err))
 		}
 		root.Send(self, r)
 	})
@@ -415,7 +415,7 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 			r.rss = max(after-before, 0)
 		}
 		if r.err != nil {
-			r.err = fmt.Errorf("loading model %s: %w", st.Path, r.err)
+			r.err = s.sys.modelPaths(local).Error(fmt.Errorf("loading model %s: %w", st.Path, r.err))
 		}
 		root.Send(self, r)
 	})
@@ -429,14 +429,14 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c, err := s.spawn(ctx, st.Job, j)
 	if err != nil {
-		ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: fmt.Errorf("warming up model %s: %w", st.Path, err)})
+		ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: s.sys.modelPaths(j.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))})
 		return
 	}
 	j.c = c
 	s.sys.background(func(bctx context.Context) {
 		err := s.sys.warmUp(bctx, c, st.Meta)
 		if err != nil {
-			err = fmt.Errorf("warming up model %s: %w", st.Path, err)
+			err = s.sys.modelPaths(c.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))
 		}
 		root.Send(self, warmResult{path: st.Path, job: st.Job, err: err})
 	})
@@ -452,7 +452,7 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	reload := func(ctx context.Context) (servables.Servable, error) {
 		_, sv, err := s.sys.load(ctx, local, threads, declared)
 		if err != nil {
-			return nil, err
+			return nil, s.sys.modelPaths(local).Error(err)
 		}
 		sv.SetMetadata(c.metadata()) // what the warm-up taught
 		return sv, nil
@@ -622,7 +622,7 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 		} else if cfg, err = modelconfig.Parse(data); err != nil {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
-		r := configResult{cfg: cfg, err: err, at: time.Now()}
+		r := configResult{cfg: cfg, err: s.sys.paths.Error(err), at: time.Now()}
 		if err == nil {
 			r.listings = listVersions(rctx, o.Bucket, cfg)
 		}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/redact"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 )
@@ -96,6 +99,9 @@ type Options struct {
 // and the router. actors/doc.go says who owns each piece of its state.
 type System struct {
 	opts Options
+	// paths are the server's paths that errors shown to callers leave
+	// out (serverPaths); the log keeps them.
+	paths redact.Paths
 	// loads tells a model load whether it ran alone (loadMeter).
 	loads   loadMeter
 	log     *slog.Logger
@@ -162,7 +168,7 @@ func Start(opts Options) (*System, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &System{opts: opts, log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s := &System{opts: opts, paths: serverPaths(opts), log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
 	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -198,6 +204,35 @@ func Start(opts Options) (*System, error) {
 		return nil, fmt.Errorf("spawning supervisor: %w", err)
 	}
 	return s, nil
+}
+
+// serverPaths are the server's own paths, which the errors the System
+// shows its callers (the status document, registrations, the management
+// API's writes) leave out: the model cache (shown as <cache_dir>) and
+// the directory of a file bucket (its URL shown as "the bucket", its
+// files by their object names). The log keeps them (package redact).
+func serverPaths(opts Options) redact.Paths {
+	var p redact.Paths
+	if d := bucket.LocalDir(opts.Bucket); d != "" {
+		p = p.With("file://"+filepath.ToSlash(d), "the bucket").With(d, "")
+	}
+	if d := opts.CacheDir; d != "" {
+		p = p.With(d, "<cache_dir>")
+		if abs, err := filepath.Abs(d); err == nil && abs != d {
+			p = p.With(abs, "<cache_dir>")
+		}
+	}
+	return p
+}
+
+// modelPaths are the server's paths (serverPaths) and local's directory,
+// shown as the model's path in the bucket: a runtime's error about
+// /var/cache/grove/models/pctr-12/model.onnx names ads/pctr/model.onnx.
+func (s *System) modelPaths(local *bucket.LocalModel) redact.Paths {
+	if local == nil {
+		return s.paths
+	}
+	return s.paths.With(local.Dir, strings.TrimSuffix(local.Prefix(), "/"))
 }
 
 // supervisorName is the supervisor's actor name; the router finds it by it.

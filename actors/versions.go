@@ -94,7 +94,7 @@ func (s *supervisorActor) expandVersions(cfg *modelconfig.Config, listings map[s
 		k := versionsKnown{entry: m, found: prev[m.Path].found}
 		switch l := listings[m.Path]; {
 		case l.err != nil:
-			k.listErr, k.listErrAt = l.err.Error(), at
+			k.listErr, k.listErrAt = s.sys.paths.String(l.err.Error()), at
 			s.log.Error("versioned model not listed; the versions found before stay in force", "model", m.Path, "versions", k.found, "err", l.err)
 		case !slices.Equal(l.found, k.found):
 			s.log.Info("versions found", "model", m.Path, "versions", l.found, "serving", m.VersionPolicy.Select(l.found))

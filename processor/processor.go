@@ -281,6 +281,10 @@ type dirBucket struct {
 	versioned atomic.Bool
 }
 
+// LocalDir is the model directory's bucket's (see bucket.LocalDir), so
+// that errors name its files by their paths in it, not on the disk.
+func (d *dirBucket) LocalDir() string { return bucket.LocalDir(d.Bucket) }
+
 func (d *dirBucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
 	if name != configName {
 		return d.Bucket.ReadObject(ctx, name)

@@ -213,3 +213,21 @@ func TestOnes(t *testing.T) {
 		t.Error("Ones of no inputs ok")
 	}
 }
+
+// A model that does not load fails New with its runtime's reason and its
+// file's path in the model directory, not in the model cache (New's
+// caller is told what the log says, without the server's paths).
+func TestNewFailsNamingTheModelFileNotItsCachedCopy(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "onnx")
+	if err := os.MkdirAll(filepath.Join(dir, "2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "2", "model.onnx"), []byte("not an ONNX model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	_, err := New(context.Background(), "", []byte(fmt.Sprintf(`{"checkpoint_dir": %q}`, dir)), Options{CacheDir: cache})
+	if err == nil || !strings.Contains(err.Error(), "2/model.onnx: not a valid ONNX model") || strings.Contains(err.Error(), cache) {
+		t.Fatalf("New with a corrupt model = %v, want its reason naming 2/model.onnx and not the cache %s", err, cache)
+	}
+}

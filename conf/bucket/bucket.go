@@ -50,3 +50,13 @@ type Attrs struct {
 
 // ErrNotExist is wrapped by the errors for objects that do not exist.
 var ErrNotExist = errors.New("object does not exist")
+
+// LocalDir returns the absolute directory on this server that holds b's
+// objects, for a bucket whose objects are files here (the file driver's:
+// its URL and its errors name the directory), or "" for any other.
+func LocalDir(b Bucket) string {
+	if l, ok := b.(interface{ LocalDir() string }); ok {
+		return l.LocalDir()
+	}
+	return ""
+}

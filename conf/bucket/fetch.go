@@ -26,6 +26,22 @@ type LocalModel struct {
 	Checksum string
 	// Size is the total size of the files in bytes.
 	Size int64
+	// Path is the model path it was fetched from (Fetch's modelPath).
+	Path string
+}
+
+// Prefix is what stands for Dir in the bucket: the model path of a
+// directory model ("ads/pctr/1/"), the directory of a single-object
+// model's path ("ads/" for "ads/pctr.pt", "" at the bucket's root), so
+// that Prefix followed by one of Files is the object's name.
+func (m *LocalModel) Prefix() string {
+	if strings.HasSuffix(m.Path, "/") {
+		return m.Path
+	}
+	if d := path.Dir(m.Path); d != "." && d != "/" {
+		return d + "/"
+	}
+	return ""
 }
 
 // Remove deletes the model's directory.
@@ -119,7 +135,7 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 	if err != nil {
 		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
 	}
-	m := &LocalModel{Dir: dir}
+	m := &LocalModel{Dir: dir, Path: modelPath}
 	sums := make([]fileSum, 0, len(files))
 	for _, f := range files {
 		budget := int64(-1)

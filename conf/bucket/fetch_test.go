@@ -143,3 +143,22 @@ func FuzzParseChecksumFile(f *testing.F) {
 		}
 	})
 }
+
+func TestFetchedModelsPrefixPlusAFileIsTheObjectName(t *testing.T) {
+	b := NewMemory("mem", map[string][]byte{"ads/pctr/1/model.onnx": []byte("x"), "ads/pctr.pt": []byte("y"), "root.pt": []byte("z")})
+	for _, c := range []struct{ path, want string }{{"ads/pctr/1/", "ads/pctr/1/model.onnx"}, {"ads/pctr.pt", "ads/pctr.pt"}, {"root.pt", "root.pt"}} {
+		m, err := Fetch(t.Context(), b, c.path, t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Path != c.path || len(m.Files) != 1 || m.Prefix()+m.Files[0] != c.want {
+			t.Errorf("%s: Path %q, Prefix %q, Files %v; want the object %s", c.path, m.Path, m.Prefix(), m.Files, c.want)
+		}
+	}
+}
+
+func TestLocalDirIsEmptyForABucketWithoutFiles(t *testing.T) {
+	if d := LocalDir(model()); d != "" {
+		t.Errorf("LocalDir of a memory bucket = %q", d)
+	}
+}

@@ -88,6 +88,9 @@ func Open(rawURL string) (*Bucket, error) {
 // String returns the bucket's URL, with its absolute directory.
 func (b *Bucket) String() string { return "file://" + filepath.ToSlash(b.dir) }
 
+// LocalDir returns the bucket's absolute directory (see bucket.LocalDir).
+func (b *Bucket) LocalDir() string { return b.dir }
+
 // Close releases the directory.
 func (b *Bucket) Close() error { return b.root.Close() }
 

@@ -256,3 +256,15 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+func TestLocalDirNamesTheBucketsAbsoluteDirectory(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open("file://" + filepath.ToSlash(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := bucket.LocalDir(b); got != dir || b.String() != "file://"+filepath.ToSlash(got) {
+		t.Errorf("LocalDir = %q, String = %q; want %q", got, b.String(), dir)
+	}
+}
