@@ -77,8 +77,8 @@ type grove struct {
 	// adminGRPC is host:port of the admin gRPC listener ("off" without
 	// --admin-grpc).
 	adminGRPC string
-	logs *syncBuffer
-	done chan error
+	logs      *syncBuffer
+	done      chan error
 }
 
 // freeAddr returns a loopback address nobody listens on.
