@@ -179,14 +179,17 @@ func (d clusterDoc) modelsOn(node string) []string {
 }
 
 // settled reports whether d places every model of want on its nodes, with
-// nothing unplaceable or under-replicated, among exactly members, each
-// member holding ready what the table gives it.
+// nothing unplaceable or under-replicated, among exactly members, led by
+// one of them, each member holding ready what the table gives it.
 func (d clusterDoc) settled(want []clusterModel, members []string) error {
 	if got := d.memberNames(); !slices.Equal(got, members) {
 		return fmt.Errorf("members %q, want %q", got, members)
 	}
 	if d.Controller == "" {
 		return fmt.Errorf("no controller")
+	}
+	if !slices.Contains(members, d.Controller) {
+		return fmt.Errorf("controller %s is not a live member %q", d.Controller, members)
 	}
 	if len(d.Unplaceable) > 0 || len(d.UnderReplicated) > 0 {
 		return fmt.Errorf("unplaceable %+v, under-replicated %+v", d.Unplaceable, d.UnderReplicated)
@@ -274,7 +277,7 @@ func (c *testCluster) live() []string {
 }
 
 // waitSettled waits until every live node's /v1/cluster is settled (see
-// clusterDoc.settled) with the same table, and returns that document.
+// clusterDoc.settled) with the same table and controller, and returns that document.
 func (c *testCluster) waitSettled(want []clusterModel, timeout time.Duration) clusterDoc {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -289,6 +292,9 @@ func (c *testCluster) waitSettled(want []clusterModel, timeout time.Duration) cl
 			}
 			if err == nil && i > 0 && !maps.EqualFunc(d.Placement, doc.Placement, slices.Equal) {
 				err = fmt.Errorf("tables differ: %v on %s, %v before", d.Placement, name, doc.Placement)
+			}
+			if err == nil && i > 0 && d.Controller != doc.Controller {
+				err = fmt.Errorf("controllers differ: %s on %s, %s before", d.Controller, name, doc.Controller)
 			}
 			if err != nil {
 				last = fmt.Errorf("%s: %w", name, err)
