@@ -169,6 +169,7 @@ fuzz: deps
 bench: deps deps-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(GO) run ./cmd/grovebench
+	GROVE_IT_LATENCY=1 $(GO) test -count=1 -run '^TestRapidResetFloodGetsGoAwayAndSparesOtherCallers$$' ./it
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch
 ## and onnx).

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,12 +94,21 @@ func TestClusterPeerMTLS(t *testing.T) {
 		return err == nil && len(d.Members) == 2 && d.Controller != ""
 	})
 	putClusterModels(t, b, []clusterModel{model})
-	nodes["tls-a"].waitFor(model.path+" placed and ready", 60*time.Second, func() bool {
-		d, err := clusterOver(hc, nodes["tls-a"])
-		if err != nil || d.settled([]clusterModel{model}, []string{"tls-a", "tls-b"}) != nil {
+	// Placed and ready as both nodes see it: the caller routes by its own
+	// copy of the table.
+	nodes["tls-a"].waitFor(model.path+" placed and ready on both nodes' tables", 60*time.Second, func() bool {
+		var docs []clusterDoc
+		for _, name := range []string{"tls-a", "tls-b"} {
+			d, err := clusterOver(hc, nodes[name])
+			if err != nil || d.settled([]clusterModel{model}, []string{"tls-a", "tls-b"}) != nil {
+				return false
+			}
+			docs = append(docs, d)
+		}
+		if !maps.EqualFunc(docs[0].Placement, docs[1].Placement, slices.Equal) {
 			return false
 		}
-		doc = d
+		doc = docs[0]
 		return true
 	})
 	holder := doc.Placement[model.path][0]

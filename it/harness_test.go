@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -27,6 +29,7 @@ import (
 var groveBin string
 
 func TestMain(m *testing.M) {
+	nextPort.Store(portFloor + rand.Int64N(portSpan))
 	dir, err := os.MkdirTemp("", "grove-it-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,16 +84,39 @@ type grove struct {
 	done      chan error
 }
 
-// freeAddr returns a loopback address nobody listens on.
+// freeAddr returns a loopback address nobody listens on. Its ports come
+// from below the kernel's ephemeral range, one after another from a random
+// start (nextPort), so that tests running in parallel never get the same
+// one, and no client connection (whose local port the kernel picks from
+// the ephemeral range; some tests open thousands) can take it between
+// now and the moment grove binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		p := nextPort.Add(1)
+		addr := fmt.Sprintf("127.0.0.1:%d", portFloor+(p-portFloor)%portSpan)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
+
+// The ports freeAddr hands out: portSpan of them from portFloor, below
+// Linux's default ephemeral range (32768-60999).
+const (
+	portFloor = 20000
+	portSpan  = 12000
+)
+
+// nextPort is the last port freeAddr tried; TestMain starts it at a random
+// point of the range, so that two test processes (go test -count) rarely
+// start together.
+var nextPort atomic.Int64
 
 // startGrove runs grove serve on bucketURL with a 1s poll interval and waits
 // until it is ready. The process is stopped when the test ends.

@@ -26,9 +26,11 @@ import (
 // and on HTTP/2 over TLS. Every flood connection must get GOAWAY
 // ENHANCE_YOUR_CALM and be closed, the closes must be counted in
 // grove_http2_connections_closed_total, and another caller's OIP gRPC
-// p99 latency during the gRPC flood rounds must stay within twice its
-// value in the quiet rounds between them. It runs alone (no
-// t.Parallel): it measures latency. Budget: 25 s.
+// p99 latency during the gRPC flood rounds is compared with its value in
+// the quiet rounds between them: within twice it when GROVE_IT_LATENCY is
+// set, as make bench sets it on a machine of its own (make test runs other
+// packages' tests beside this one, so there the figures are only logged).
+// It runs alone (no t.Parallel): it measures latency. Budget: 25 s.
 func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 	s := newTLSSetup(t)
 	b := newDirBucket(t)
@@ -152,7 +154,7 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 	checkClosed("gRPC flood", all)
 	quiet, loud := p99(quietLat), p99(loudLat)
 	t.Logf("the other caller's ModelInfer p99: quiet %v (%d calls), during the flood %v (%d calls)", quiet, len(quietLat), loud, len(loudLat))
-	if loud > 2*quiet {
+	if loud > 2*quiet && os.Getenv("GROVE_IT_LATENCY") != "" {
 		t.Errorf("the other caller's p99 rose from %v to %v during the flood, more than twice", quiet, loud)
 	}
 
