@@ -1,8 +1,6 @@
 package it
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,55 +15,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/internal/rawhttptest"
 )
 
-// rawHTTP is an HTTP/1.1 connection to grove written by hand, to see what
-// a client library hides: whether the server closes the connection, and
-// when it answers a request whose body has not been sent.
-type rawHTTP struct {
-	t *testing.T
-	net.Conn
-	br *bufio.Reader
-}
-
 // dialHTTP opens a raw connection to g's HTTP listener.
-func dialHTTP(t *testing.T, g *grove) *rawHTTP {
+func dialHTTP(t *testing.T, g *grove) *rawhttptest.RawConn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.url, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return &rawHTTP{t: t, Conn: c, br: bufio.NewReader(c)}
-}
-
-// send writes s.
-func (c *rawHTTP) send(s string) {
-	c.t.Helper()
-	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, s); err != nil {
-		c.t.Fatalf("writing a request: %v", err)
-	}
-}
-
-// answer reads the next response and its body, within wait.
-func (c *rawHTTP) answer(wait time.Duration) (*http.Response, string, error) {
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	b, err := io.ReadAll(resp.Body)
-	return resp, string(b), err
-}
-
-// closedWithin reports whether the server closes the connection within
-// wait (a read ends with EOF or a reset rather than a timeout).
-func (c *rawHTTP) closedWithin(wait time.Duration) bool {
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	_, err := c.br.ReadByte()
-	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	return rawhttptest.DialRaw(t, strings.TrimPrefix(g.url, "http://"))
 }
 
 // rawPost is a POST of body to path with token (none if "") and the extra
@@ -125,15 +82,15 @@ func TestHTTPRefusalsCloseTheConnectionButAFullQueueDoesNot(t *testing.T) {
 		{"a caller over its limit", "tok-limited-005", 429},
 	} {
 		c := dialHTTP(t, g)
-		c.send(rawPost("/v1/inference", tc.token, body))
-		resp, msg, err := c.answer(5 * time.Second)
+		c.Send(rawPost("/v1/inference", tc.token, body))
+		resp, msg, err := c.Answer(5 * time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.why, err)
 		}
 		if resp.StatusCode != tc.code || !resp.Close { // Close: the answer said Connection: close
 			t.Errorf("%s: %d closing %v, want %d with Connection: close (%s)", tc.why, resp.StatusCode, resp.Close, tc.code, msg)
 		}
-		if !c.closedWithin(3 * time.Second) {
+		if !c.ClosedWithin(3 * time.Second) {
 			t.Errorf("%s: the server kept the connection after the refusal", tc.why)
 		}
 	}
@@ -147,8 +104,8 @@ func TestHTTPRefusalsCloseTheConnectionButAFullQueueDoesNot(t *testing.T) {
 	full := false
 	for attempt := 0; attempt < 10 && !full; attempt++ {
 		time.Sleep(100 * time.Millisecond)
-		c.send(rawPost("/v1/inference", "tok-infer-0001", body))
-		resp, msg, err := c.answer(10 * time.Second)
+		c.Send(rawPost("/v1/inference", "tok-infer-0001", body))
+		resp, msg, err := c.Answer(10 * time.Second)
 		if err != nil {
 			t.Fatalf("a request while the queue is full: %v", err)
 		}
@@ -161,28 +118,28 @@ func TestHTTPRefusalsCloseTheConnectionButAFullQueueDoesNot(t *testing.T) {
 	if !full {
 		t.Fatal("no queue-full 429 in 10 attempts")
 	}
-	c.send("GET /healthz HTTP/1.1\r\nHost: grove\r\n\r\n")
-	if resp, msg, err := c.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	c.Send("GET /healthz HTTP/1.1\r\nHost: grove\r\n\r\n")
+	if resp, msg, err := c.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the connection after a queue-full 429: %v %v %s", resp, err, msg)
 	}
 
 	// Two Grove-Timeout headers.
 	c = dialHTTP(t, g)
-	c.send(rawPost("/v1/inference", "tok-infer-0001", body, "Grove-Timeout: 5s", "Grove-Timeout: 10m"))
-	if resp, msg, err := c.answer(5 * time.Second); err != nil || resp.StatusCode != 400 || !strings.Contains(msg, "Grove-Timeout") {
+	c.Send(rawPost("/v1/inference", "tok-infer-0001", body, "Grove-Timeout: 5s", "Grove-Timeout: 10m"))
+	if resp, msg, err := c.Answer(5 * time.Second); err != nil || resp.StatusCode != 400 || !strings.Contains(msg, "Grove-Timeout") {
 		t.Errorf("two Grove-Timeout headers: %v %v %s, want a 400 naming the header", resp, err, msg)
 	}
 
 	// Content-Length and Transfer-Encoding together, then a request
 	// smuggled after the chunked body.
 	c = dialHTTP(t, g)
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: grove\r\nAuthorization: Bearer tok-infer-0001\r\nContent-Length: 5\r\n"+
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: grove\r\nAuthorization: Bearer tok-infer-0001\r\nContent-Length: 5\r\n"+
 		"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: grove\r\n\r\n", len(body), body))
-	resp, msg, err := c.answer(10 * time.Second)
+	resp, msg, err := c.Answer(10 * time.Second)
 	if err != nil || resp.StatusCode != 200 || !resp.Close {
 		t.Fatalf("a request with Content-Length and Transfer-Encoding: %v %v %s, want 200 with Connection: close", resp, err, msg)
 	}
-	if resp, _, err := c.answer(2 * time.Second); err == nil {
+	if resp, _, err := c.Answer(2 * time.Second); err == nil {
 		t.Errorf("the bytes after the chunked body were answered as a request: %d", resp.StatusCode)
 	}
 }
@@ -217,18 +174,18 @@ func TestHTTPSlowBodyWithoutCredentialsIsRefusedAtOnce(t *testing.T) {
 
 	c := dialHTTP(t, g)
 	start := time.Now()
-	c.send(rawPost("/v1/inference", "", ""))
-	if resp, _, err := c.answer(10 * time.Second); err != nil || resp.StatusCode != 401 {
+	c.Send(rawPost("/v1/inference", "", ""))
+	if resp, _, err := c.Answer(10 * time.Second); err != nil || resp.StatusCode != 401 {
 		t.Fatalf("a 401 without a body: %v %v", resp, err)
 	}
 	baseline := time.Since(start)
 
 	c = dialHTTP(t, g)
 	start = time.Now()
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: grove\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 200<<10))
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: grove\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 200<<10))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func(c *rawHTTP) {
+	go func(c *rawhttptest.RawConn) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -242,7 +199,7 @@ func TestHTTPSlowBodyWithoutCredentialsIsRefusedAtOnce(t *testing.T) {
 			}
 		}
 	}(c)
-	resp, msg, err := c.answer(10 * time.Second)
+	resp, msg, err := c.Answer(10 * time.Second)
 	took := time.Since(start)
 	if err != nil || resp.StatusCode != 401 {
 		t.Fatalf("a trickled body without credentials: %v %v %s", resp, err, msg)
@@ -253,7 +210,7 @@ func TestHTTPSlowBodyWithoutCredentialsIsRefusedAtOnce(t *testing.T) {
 	if !resp.Close {
 		t.Error("the 401 does not close the connection")
 	}
-	if !c.closedWithin(8 * time.Second) {
+	if !c.ClosedWithin(8 * time.Second) {
 		t.Error("the refused connection still trickling its body was not closed")
 	} else if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("the refused connection closed after %v, want about the 2 s read deadline of an unknown caller", d)

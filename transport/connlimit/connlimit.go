@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/groveml/grove/internal/netconn"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -277,17 +279,8 @@ func (c *Conn) Release() { c.holds.Add(-1) }
 // other wrapper holds, through their NetConn methods), or nil when c did
 // not come from a Listener.
 func Find(c net.Conn) *Conn {
-	for range 8 {
-		switch v := c.(type) {
-		case *Conn:
-			return v
-		case interface{ NetConn() net.Conn }:
-			c = v.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
+	lc, _ := netconn.As[*Conn](c)
+	return lc
 }
 
 // queue is a doubly linked list of connections through their prev and

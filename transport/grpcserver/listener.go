@@ -3,6 +3,8 @@ package grpcserver
 import (
 	"net"
 	"time"
+
+	"github.com/groveml/grove/internal/netconn"
 )
 
 // defaultKeepaliveTimeout is gRPC's keepalive timeout when
@@ -33,15 +35,6 @@ func (l userTimeoutListener) Accept() (net.Conn, error) {
 // tcpConn is the TCP connection c is or wraps (through NetConn, as
 // tls.Conn and connlimit's connections unwrap), or nil.
 func tcpConn(c net.Conn) *net.TCPConn {
-	for range 8 { // wrappers of wrappers, but not a cycle
-		switch v := c.(type) {
-		case *net.TCPConn:
-			return v
-		case interface{ NetConn() net.Conn }:
-			c = v.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
+	tc, _ := netconn.As[*net.TCPConn](c)
+	return tc
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/groveml/grove/internal/netconn"
 )
 
 // conn is a guarded server connection (Guard.Wrap).
@@ -142,9 +144,6 @@ func (c *conn) finish() {
 // FIN, TLS's close_notify).
 type closeWriter interface{ CloseWrite() error }
 
-// netConner is a connection over another one (a *tls.Conn).
-type netConner interface{ NetConn() net.Conn }
-
 // linger closes the sending side (TLS close_notify where the server's
 // connection is a *tls.Conn, then the TCP FIN), reads and discards what
 // the client still sends, up to lingerBytes, and then waits, until the
@@ -157,14 +156,7 @@ func (c *conn) linger() {
 	if tc, ok := c.Conn.(*tls.Conn); ok {
 		_ = tc.CloseWrite()
 	}
-	tcp := c.raw
-	for {
-		nc, ok := tcp.(netConner)
-		if !ok {
-			break
-		}
-		tcp = nc.NetConn()
-	}
+	tcp := netconn.Innermost(c.raw)
 	if cw, ok := tcp.(closeWriter); ok {
 		_ = cw.CloseWrite()
 	}

@@ -172,29 +172,25 @@ func New(opts Options) *Guard {
 // closedCounter registers the MetricName counter with reg, or returns the
 // one reg holds already.
 func closedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricName,
 		Help: "HTTP/2 connections Grove closed with GOAWAY, by listener and reason (rapid_reset: the client reset streams faster than its budget).",
-	}, []string{"listener", "reason"})
-	if err := reg.Register(cv); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return cv
+	}, []string{"listener", "reason"}))
 }
 
 // heldCounter registers the HeldMetricName counter with reg, or returns
 // the one reg holds already.
 func heldCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return registered(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: HeldMetricName,
 		Help: "New connections Grove held before their handshake because their peer's connections were closed for rapid reset recently, by listener.",
-	}, []string{"listener"})
+	}, []string{"listener"}))
+}
+
+// registered registers cv with reg, or returns the counter of the same
+// name reg holds already (every listener's Guard shares one); any other
+// refusal is a programming error and panics.
+func registered(reg prometheus.Registerer, cv *prometheus.CounterVec) *prometheus.CounterVec {
 	if err := reg.Register(cv); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {

@@ -1,10 +1,8 @@
 package httpserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/rawhttptest"
 	"github.com/groveml/grove/transport/connlimit"
 )
 
@@ -36,51 +35,6 @@ func limitsServer(t *testing.T, s *Server, maxConns int) (string, net.Listener) 
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), l
-}
-
-// rawConn is an HTTP/1.1 client connection written by hand.
-type rawConn struct {
-	t *testing.T
-	net.Conn
-	br *bufio.Reader
-}
-
-func dialRaw(t *testing.T, addr string) *rawConn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return &rawConn{t: t, Conn: c, br: bufio.NewReader(c)}
-}
-
-// send writes s.
-func (c *rawConn) send(s string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c, s); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// answer reads the next response, within wait, with its body.
-func (c *rawConn) answer(wait time.Duration) (*http.Response, string, error) {
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	b, err := io.ReadAll(resp.Body)
-	return resp, string(b), err
-}
-
-// closedWithin reports whether the server closes the connection within
-// wait (a read ends with EOF or a reset, not a timeout).
-func (c *rawConn) closedWithin(wait time.Duration) bool {
-	_ = c.SetReadDeadline(time.Now().Add(wait))
-	_, err := c.br.ReadByte()
-	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // refusingServer has a route needing infer for the tokens "tok-infer"
@@ -119,9 +73,9 @@ func post(token, body string) string {
 
 func TestRefusalsCloseTheConnectionButAQueueFull429DoesNot(t *testing.T) {
 	addr, _ := limitsServer(t, refusingServer(t, Options{}), 0)
-	once := dialRaw(t, addr) // spends the limited caller's one request
-	once.send(post("tok-once", "x"))
-	if resp, body, err := once.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	once := rawhttptest.DialRaw(t, addr) // spends the limited caller's one request
+	once.Send(post("tok-once", "x"))
+	if resp, body, err := once.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the limited caller's first request: %v %v %q", resp, err, body)
 	}
 	for _, tc := range []struct {
@@ -136,16 +90,16 @@ func TestRefusalsCloseTheConnectionButAQueueFull429DoesNot(t *testing.T) {
 		{"queue full", "tok-infer", "full", 429, false},
 		{"served", "tok-infer", "x", 200, false},
 	} {
-		c := dialRaw(t, addr)
-		c.send(post(tc.token, tc.body))
-		resp, body, err := c.answer(5 * time.Second)
+		c := rawhttptest.DialRaw(t, addr)
+		c.Send(post(tc.token, tc.body))
+		resp, body, err := c.Answer(5 * time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.why, err)
 		}
 		if resp.StatusCode != tc.code || resp.Close != tc.closes {
 			t.Errorf("%s: %d with Connection: %q, want %d closing %v (%q)", tc.why, resp.StatusCode, resp.Header.Get("Connection"), tc.code, tc.closes, body)
 		}
-		if closed := c.closedWithin(500 * time.Millisecond); closed != tc.closes {
+		if closed := c.ClosedWithin(500 * time.Millisecond); closed != tc.closes {
 			t.Errorf("%s: the server closed the connection: %v, want %v", tc.why, closed, tc.closes)
 		}
 	}
@@ -159,12 +113,12 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 
 	// Without a token, a body of 200 KiB sent at a trickle: the 401 comes
 	// at once, and the connection closes at the short deadline.
-	c := dialRaw(t, addr)
+	c := rawhttptest.DialRaw(t, addr)
 	start := time.Now()
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 200<<10))
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 200<<10))
 	stop := make(chan struct{})
 	defer close(stop)
-	go func(c *rawConn) { // this connection's, not the next one's
+	go func(c *rawhttptest.RawConn) { // this connection's, not the next one's
 		for {
 			select {
 			case <-stop:
@@ -176,14 +130,14 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 			}
 		}
 	}(c)
-	resp, _, err := c.answer(5 * time.Second)
+	resp, _, err := c.Answer(5 * time.Second)
 	if err != nil || resp.StatusCode != 401 {
 		t.Fatalf("a trickled body without credentials: %v %v", resp, err)
 	}
 	if d := time.Since(start); d > short/2 {
 		t.Errorf("the 401 took %v: it waited for the body", d)
 	}
-	if !c.closedWithin(short + 5*time.Second) {
+	if !c.ClosedWithin(short + 5*time.Second) {
 		t.Fatal("the refused connection was not closed")
 	}
 	if d := time.Since(start); d > long/2 {
@@ -191,14 +145,14 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 	}
 
 	// With a token, the same trickle is read past the short deadline.
-	c = dialRaw(t, addr)
+	c = rawhttptest.DialRaw(t, addr)
 	const n = 40
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", n))
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", n))
 	for range n {
 		time.Sleep(2 * short / n) // the body takes twice the short deadline
-		c.send("x")
+		c.Send("x")
 	}
-	if resp, body, err := c.answer(5 * time.Second); err != nil || resp.StatusCode != 200 || body != "scored 40 bytes\n" {
+	if resp, body, err := c.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 || body != "scored 40 bytes\n" {
 		t.Errorf("an admitted caller's slow body: %v %v %q", resp, err, body)
 	}
 }
@@ -209,33 +163,33 @@ func TestAnOversizedBodyIsRefusedFromItsContentLengthAndDrainedSoTheClientReadsT
 	// The client sends its whole body before it reads, as Python's urllib
 	// does: without a drain, the server closes with megabytes in flight
 	// and the client's write or read is reset.
-	c := dialRaw(t, addr)
+	c := rawhttptest.DialRaw(t, addr)
 	body := bytes.Repeat([]byte("x"), 3*limit+limit/2) // more than the sockets' buffers hold
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", len(body)))
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", len(body)))
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(body); err != nil {
 		t.Fatalf("writing the body: %v", err)
 	}
-	resp, msg, err := c.answer(10 * time.Second)
+	resp, msg, err := c.Answer(10 * time.Second)
 	if err != nil || resp.StatusCode != 413 || !strings.Contains(msg, "Content-Length of 14680064 bytes exceeds the limit of 4194304 bytes") {
 		t.Fatalf("an oversized body: %v %v %q", resp, err, msg)
 	}
 
 	// Refused from its Content-Length, a body is not read before the
 	// answer: the 413 comes with none of it sent.
-	c = dialRaw(t, addr)
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", limit+1))
-	if resp, _, err := c.answer(2 * time.Second); err != nil || resp.StatusCode != 413 {
+	c = rawhttptest.DialRaw(t, addr)
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", limit+1))
+	if resp, _, err := c.Answer(2 * time.Second); err != nil || resp.StatusCode != 413 {
 		t.Fatalf("an oversized body not sent: %v %v", resp, err)
 	}
 	// A body more than four times the limit is not drained: the
 	// connection closes at once instead of waiting for it.
-	c = dialRaw(t, addr)
-	c.send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", 5*limit))
-	if resp, _, err := c.answer(2 * time.Second); err != nil || resp.StatusCode != 413 {
+	c = rawhttptest.DialRaw(t, addr)
+	c.Send(fmt.Sprintf("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: %d\r\n\r\n", 5*limit))
+	if resp, _, err := c.Answer(2 * time.Second); err != nil || resp.StatusCode != 413 {
 		t.Fatalf("a body of five times the limit: %v %v", resp, err)
 	}
-	if !c.closedWithin(3 * time.Second) {
+	if !c.ClosedWithin(3 * time.Second) {
 		t.Error("the connection of a body too large to drain was not closed at once")
 	}
 }
@@ -244,14 +198,14 @@ func TestAChunkedRequestClosesItsConnectionAfterItsAnswer(t *testing.T) {
 	addr, _ := limitsServer(t, refusingServer(t, Options{}), 0)
 	// Content-Length and Transfer-Encoding together: net/http reads the
 	// body chunked; what follows it must never be read as a request.
-	c := dialRaw(t, addr)
-	c.send("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /v1/inference HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-infer\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"3\r\nabc\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, body, err := c.answer(5 * time.Second)
+	resp, body, err := c.Answer(5 * time.Second)
 	if err != nil || resp.StatusCode != 200 || body != "scored 3 bytes\n" || !resp.Close {
 		t.Fatalf("a request with both Content-Length and Transfer-Encoding: %v %v %q", resp, err, body)
 	}
-	if resp, _, err := c.answer(time.Second); err == nil {
+	if resp, _, err := c.Answer(time.Second); err == nil {
 		t.Fatalf("the bytes after the chunked body were answered as a request: %d", resp.StatusCode)
 	}
 }
@@ -285,35 +239,35 @@ func TestAtTheConnectionLimitIdleConnectionsMakeRoom(t *testing.T) {
 	release := make(chan struct{})
 	s.Handle("GET /block", auth.RoleRead, "block", func(w http.ResponseWriter, _ *http.Request) { <-release })
 	addr, l := limitsServer(t, s, 3)
-	busy := dialRaw(t, addr)
-	busy.send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
-	kept := dialRaw(t, addr) // idle after one request
-	kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp, _, err := kept.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	busy := rawhttptest.DialRaw(t, addr)
+	busy.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+	kept := rawhttptest.DialRaw(t, addr) // idle after one request
+	kept.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _, err := kept.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", resp, err)
 	}
-	silent := dialRaw(t, addr) // sends nothing
+	silent := rawhttptest.DialRaw(t, addr) // sends nothing
 	waitOpen(t, l.(*connlimit.Listener), 3)
 	// The newest idle connection is the silent one: the kept one, idle
 	// since its answer, goes first.
-	probe := dialRaw(t, addr)
-	probe.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp, _, err := probe.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	probe := rawhttptest.DialRaw(t, addr)
+	probe.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _, err := probe.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("a probe at the limit: %v %v", resp, err)
 	}
-	if !kept.closedWithin(time.Second) {
+	if !kept.ClosedWithin(time.Second) {
 		t.Error("the connection idle the longest was not closed for the probe")
 	}
-	probe2 := dialRaw(t, addr)
-	probe2.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp, _, err := probe2.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	probe2 := rawhttptest.DialRaw(t, addr)
+	probe2.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _, err := probe2.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("a second probe at the limit: %v %v", resp, err)
 	}
-	if !silent.closedWithin(time.Second) {
+	if !silent.ClosedWithin(time.Second) {
 		t.Error("the silent connection was not closed for the second probe")
 	}
 	close(release)
-	if resp, _, err := busy.answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+	if resp, _, err := busy.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the connection serving a request was cut: %v %v", resp, err)
 	}
 }
@@ -362,13 +316,8 @@ func TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T
 	<-started
 	// A second connection finds the listener full and the HTTP/2 one
 	// held: it is refused.
-	c, err := net.Dial("tcp", ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rc := &rawConn{t: t, Conn: c, br: bufio.NewReader(c)}
-	if !rc.closedWithin(2 * time.Second) {
+	rc := rawhttptest.DialRaw(t, ts.Listener.Addr().String())
+	if !rc.ClosedWithin(2 * time.Second) {
 		t.Error("a connection over the limit was kept while the only one held a request in flight")
 	}
 	close(release)
