@@ -41,3 +41,19 @@ func TestAsAndInnermostEndOnACycle(t *testing.T) {
 		t.Errorf("Innermost = %v, want the cycle itself", got)
 	}
 }
+
+func TestAsFindsTheTCPConnectionUnderAWrapper(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, ok := As[*net.TCPConn](wrapper{wrapper{c}}); !ok || got != c {
+		t.Errorf("As[*net.TCPConn] = %v, %v; want the dialled connection", got, ok)
+	}
+}

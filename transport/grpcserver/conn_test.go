@@ -114,28 +114,3 @@ func (l wrapListener) Accept() (net.Conn, error) {
 	}
 	return wrapped{c}, nil
 }
-
-func TestTCPConnUnwrapsWrappers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
-			defer c.Close()
-			time.Sleep(time.Second)
-		}
-	}()
-	c, err := wrapListener{ln}.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if tcpConn(c) != c.(wrapped).Conn {
-		t.Error("tcpConn did not find the TCP connection a wrapper holds")
-	}
-	if tcpConn(wrapped{}) != nil {
-		t.Error("tcpConn found a TCP connection in an empty wrapper")
-	}
-}

@@ -3,8 +3,6 @@ package grpcserver
 import (
 	"net"
 	"time"
-
-	"github.com/groveml/grove/internal/netconn"
 )
 
 // defaultKeepaliveTimeout is gRPC's keepalive timeout when
@@ -30,11 +28,4 @@ func (l userTimeoutListener) Accept() (net.Conn, error) {
 		_ = setUserTimeout(c, l.timeout) // failing, the kernel's default stays
 	}
 	return c, nil
-}
-
-// tcpConn is the TCP connection c is or wraps (through NetConn, as
-// tls.Conn and connlimit's connections unwrap), or nil.
-func tcpConn(c net.Conn) *net.TCPConn {
-	tc, _ := netconn.As[*net.TCPConn](c)
-	return tc
 }
