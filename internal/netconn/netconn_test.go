@@ -42,17 +42,25 @@ func TestAsAndInnermostEndOnACycle(t *testing.T) {
 	}
 }
 
-func TestAsFindsTheTCPConnectionUnderAWrapper(t *testing.T) {
+// dialLoopback returns a TCP connection to a loopback listener; both
+// close when the test ends.
+func dialLoopback(t *testing.T) net.Conn {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { _ = ln.Close() })
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestAsFindsTheTCPConnectionUnderAWrapper(t *testing.T) {
+	c := dialLoopback(t)
 	if got, ok := As[*net.TCPConn](wrapper{wrapper{c}}); !ok || got != c {
 		t.Errorf("As[*net.TCPConn] = %v, %v; want the dialled connection", got, ok)
 	}

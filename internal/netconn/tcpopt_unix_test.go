@@ -10,16 +10,7 @@ import (
 )
 
 func TestSetTCPIntReachesTheTCPConnectionUnderAWrapper(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialLoopback(t)
 	if err := SetTCPInt(wrapper{c}, unix.TCP_NODELAY, 0); err != nil {
 		t.Fatalf("SetTCPInt through a wrapper: %v", err)
 	}
