@@ -13,7 +13,8 @@
 //	                                     ErrSessionLost)
 //	member snapshot, table in force,   the watch goroutines of Run atomic pointers to values replaced,
 //	  who serves what elsewhere and                                  never changed (Serves, Model,
-//	  its description, controller name                               Forward, Status, the metrics)
+//	  its description, controller name                               Forward, Status, the metrics;
+//	                                                                 a replaced view's channel is closed)
 //	draining                           Drain                       atomic (the record Run writes)
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
 //	                                     calls
@@ -65,6 +66,10 @@ type Config struct {
 	UpdateEvery time.Duration
 	// Retry is the pause before joining again after a failure (1 s when zero).
 	Retry time.Duration
+	// MoveWait bounds how long a forwarded request whose peers failed
+	// Unavailable waits for the membership to show its model on another
+	// node (250 ms when zero; never past the request's deadline).
+	MoveWait time.Duration
 	// Available reads the memory the machine or container has left, in
 	// bytes, -1 when unknown; the free memory in the record never exceeds
 	// it (SystemAvailable when nil).
@@ -85,7 +90,7 @@ type Agent struct {
 	node     atomic.Pointer[coord.Node]
 	members  atomic.Pointer[coord.Members]
 	table    atomic.Pointer[coord.Placement]
-	ready    atomic.Pointer[map[string][]forward.Peer]    // path -> other nodes with it ready
+	ready    atomic.Pointer[readyView]                    // who has each path ready elsewhere
 	models   atomic.Pointer[map[string]forward.ModelInfo] // path -> as the first other node with it ready describes it
 	leader   atomic.Pointer[string]
 	draining atomic.Bool
@@ -121,6 +126,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Second
 	}
+	if cfg.MoveWait <= 0 {
+		cfg.MoveWait = 250 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -130,7 +138,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
 	a.members.Store(&coord.Members{})
 	a.table.Store(&coord.Placement{})
-	a.ready.Store(&map[string][]forward.Peer{})
+	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
 	a.models.Store(&map[string]forward.ModelInfo{})
 	a.leader.Store(new(""))
 	if cfg.Registerer != nil {
@@ -144,12 +152,12 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // Serves reports whether another node has path ready (actors.Remote).
 func (a *Agent) Serves(path string) bool {
-	return len((*a.ready.Load())[path]) > 0
+	return len(a.ready.Load().peers[path]) > 0
 }
 
 // Paths lists the paths other nodes have ready (actors.Remote).
 func (a *Agent) Paths() []string {
-	ready := *a.ready.Load()
+	ready := a.ready.Load().peers
 	out := make([]string, 0, len(ready))
 	for p := range ready {
 		out = append(out, p)
@@ -166,13 +174,18 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 
 // Forward runs req on another node that has its model ready
 // (actors.Remote): the power of two choices among them, one retry on
-// Unavailable.
+// Unavailable, and, when both fail Unavailable, once more on the nodes
+// the membership lists for the model by then and did not list before
+// (followMove).
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
-	peers := (*a.ready.Load())[req.ModelPath]
-	if len(peers) == 0 {
+	v := a.ready.Load()
+	if len(v.peers[req.ModelPath]) == 0 {
 		return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is ready on no other cluster node", req.ModelPath))
 	}
-	return a.cfg.Forward.Forward(ctx, peers, req)
+	return followMove(ctx, req.ModelPath, v, a.ready.Load, a.cfg.MoveWait,
+		func(ctx context.Context, peers []forward.Peer) (forward.Answer, error) {
+			return a.cfg.Forward.Forward(ctx, peers, req)
+		})
 }
 
 // IsMember reports whether name is a live member (the forward server's
@@ -307,7 +320,8 @@ func (a *Agent) watchMembers(ctx context.Context) {
 			}
 		}
 		a.models.Store(&described)
-		a.ready.Store(&ready)
+		old := a.ready.Swap(&readyView{peers: ready, changed: make(chan struct{})})
+		close(old.changed)
 		a.cfg.Forward.Retain(addrs)
 	}
 }
@@ -613,7 +627,7 @@ func (a *Agent) handoverLeft() []string {
 	if sys == nil {
 		return nil
 	}
-	ready := *a.ready.Load()
+	ready := a.ready.Load().peers
 	var left []string
 	for _, s := range sys.Status().Models {
 		if s.Registered || s.State != actors.StateReady {
