@@ -16,7 +16,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-alone test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench vet fmt clean models
 
 all: build
 
@@ -80,10 +80,18 @@ run: build
 ## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
 ## checks, the console in a browser (test-ui), unit tests, fuzz seeds, the
 ## integration tests against the real binary (the release of make dist
-## among them) and the DeepRec processor library's C test (test-processor).
+## among them), then those that bound latency alone (test-alone), and the
+## DeepRec processor library's C test (test-processor).
 test: deps vet test-deploy test-ui
-	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^TestConsoleInChromium' $(PKGS)
+	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^($(ALONE)|TestConsoleInChromium.*)$$' $(PKGS)
+	$(MAKE) test-alone
 	$(MAKE) test-processor
+
+## test-alone: the integration tests that bound latency, each run with
+## nothing else beside it (make test skips them in its main pass).
+ALONE := TestRapidResetFloodGetsGoAwayAndSparesOtherCallers
+test-alone:
+	GROVE_IT_LATENCY=1 $(GO) test -count=1 -run '^($(ALONE))$$' ./it
 
 ## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,
 ## again only when the lockfile changed; no install scripts, never a
@@ -169,7 +177,7 @@ fuzz: deps
 bench: deps deps-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(GO) run ./cmd/grovebench
-	GROVE_IT_LATENCY=1 $(GO) test -count=1 -run '^TestRapidResetFloodGetsGoAwayAndSparesOtherCallers$$' ./it
+	$(MAKE) test-alone
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch
 ## and onnx).

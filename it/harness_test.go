@@ -29,6 +29,9 @@ import (
 var groveBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(floodEnv); spec != "" {
+		os.Exit(runFlooder(spec))
+	}
 	nextPort.Store(portFloor + rand.Int64N(portSpan))
 	dir, err := os.MkdirTemp("", "grove-it-")
 	if err != nil {

@@ -22,8 +22,11 @@ type conn struct {
 
 	// reader
 	in             frames
+	ages           streamAges
 	budget         budget
+	prematureMin   int64 // premature resets that, once over half the streams opened, close the connection
 	opened, resets int64 // streams opened and reset over the connection's life
+	premature      int64 // resets of streams younger than prematureAge, over the connection's life
 	closing        bool  // finish ran: every later Read fails
 
 	// writer
@@ -53,16 +56,27 @@ func (c *conn) Read(b []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(b)
 	if n > 0 && !c.in.off {
-		opened, resets := c.in.feed(b[:n])
+		now := c.g.now()
+		c.in.now = now.UnixNano()
+		opened, resets, premature := c.in.feed(b[:n])
 		c.opened += int64(opened)
 		c.resets += int64(resets)
-		if resets > 0 && !c.budget.take(resets, c.g.now()) {
+		c.premature += int64(premature)
+		if resets > 0 && (!c.budget.take(resets, now) || c.tooPremature()) {
 			c.closing = true
 			c.finish()
 			return 0, ErrTooManyResets
 		}
 	}
 	return n, err
+}
+
+// tooPremature reports whether the client reset at least prematureMin
+// streams prematurely, and more than half the streams it opened: a client
+// that waits for its answers resets few streams that young, and one that
+// races two servers and cancels the slower (hedging) at most about half.
+func (c *conn) tooPremature() bool {
+	return c.premature >= c.prematureMin && 2*c.premature > c.opened
 }
 
 // Write writes what the server sends, following its frames; once the

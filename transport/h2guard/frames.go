@@ -1,6 +1,9 @@
 package h2guard
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // clientPreface opens the client's side of every HTTP/2 connection
 // (RFC 9113 §3.4); the server's side opens with a SETTINGS frame.
@@ -26,6 +29,56 @@ type frames struct {
 	skip    uint32               // payload bytes of the current frame still to pass
 	last    uint32               // the highest stream id a HEADERS frame opened
 	off     bool                 // the bytes are not HTTP/2 (a wrong preface): no longer followed
+
+	// ages, when not nil, is where the connection's young streams are
+	// followed: inbound, when the latest streams opened, at now (the
+	// caller's clock, in nanoseconds, set before each feed), so that
+	// resets of young streams count as premature; outbound (server), which
+	// of them the server answered.
+	ages   *streamAges
+	now    int64
+	server bool // the server's frames (outbound)
+}
+
+// prematureAge is the age under which a reset of a stream the server
+// has not answered is premature: no client waiting for an answer gives
+// up that soon, while a rapid-reset flood resets each stream in the write
+// that opened it.
+const prematureAge = int64(time.Millisecond)
+
+// streamAges holds the open times of the latest streams a client opened,
+// by stream id, and whether the server answered them (sent HEADERS):
+// client streams have odd ids, rising, so the slots hold the last
+// len(slots) of them. A reset of an older stream is not found, and so not
+// premature, which is right: those streams lived while others opened. The
+// connection's reader writes id and at; its writer marks answered.
+type streamAges struct {
+	slots [32]streamAge
+}
+
+// streamAge is a slot of streamAges.
+type streamAge struct {
+	id       uint32
+	at       int64
+	answered atomic.Uint32 // the id of the last stream of this slot the server answered
+}
+
+// open records that stream id opened at now.
+func (a *streamAges) open(id uint32, now int64) {
+	s := &a.slots[(id>>1)%uint32(len(a.slots))]
+	s.id, s.at = id, now
+}
+
+// answer records that the server answered stream id.
+func (a *streamAges) answer(id uint32) {
+	a.slots[(id>>1)%uint32(len(a.slots))].answered.Store(id)
+}
+
+// young reports whether stream id opened less than prematureAge before
+// now and has no answer from the server yet.
+func (a *streamAges) young(id uint32, now int64) bool {
+	s := &a.slots[(id>>1)%uint32(len(a.slots))]
+	return s.id == id && id != 0 && now-s.at < prematureAge && s.answered.Load() != id
 }
 
 // newInbound returns a follower of a client's bytes, which start with
@@ -34,10 +87,11 @@ func newInbound() frames { return frames{preface: len(clientPreface)} }
 
 // feed follows b, the next bytes of the stream, and returns how many
 // streams HEADERS frames opened in it (a HEADERS frame on a stream id
-// above every one before) and how many RST_STREAM frames it held. A
+// above every one before), how many RST_STREAM frames it held, and how
+// many of those reset a young stream (premature; only with ages). A
 // stream that does not start with the client preface (inbound) is no
 // longer followed: off is set and nothing more is counted.
-func (f *frames) feed(b []byte) (opened, resets int) {
+func (f *frames) feed(b []byte) (opened, resets, premature int) {
 	for len(b) > 0 && !f.off {
 		switch {
 		case f.preface > 0:
@@ -45,7 +99,7 @@ func (f *frames) feed(b []byte) (opened, resets int) {
 			at := len(clientPreface) - f.preface
 			if string(b[:n]) != clientPreface[at:at+n] {
 				f.off = true
-				return opened, resets
+				return opened, resets, premature
 			}
 			f.preface -= n
 			b = b[n:]
@@ -61,22 +115,32 @@ func (f *frames) feed(b []byte) (opened, resets int) {
 			f.nhdr += n
 			b = b[n:]
 			if f.nhdr < frameHeaderLen {
-				return opened, resets
+				return opened, resets, premature
 			}
 			f.nhdr = 0
 			f.skip = payloadLen(&f.hdr)
 			switch f.hdr[3] {
 			case frameHeaders:
-				if id := streamID(&f.hdr); id > f.last {
+				if f.server {
+					if f.ages != nil {
+						f.ages.answer(streamID(&f.hdr))
+					}
+				} else if id := streamID(&f.hdr); id > f.last {
 					f.last = id
 					opened++
+					if f.ages != nil {
+						f.ages.open(id, f.now)
+					}
 				}
 			case frameRSTStream:
 				resets++
+				if f.ages != nil && f.ages.young(streamID(&f.hdr), f.now) {
+					premature++
+				}
 			}
 		}
 	}
-	return opened, resets
+	return opened, resets, premature
 }
 
 // atBoundary reports whether the bytes followed so far end between two

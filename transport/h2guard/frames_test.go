@@ -54,7 +54,7 @@ func TestFramesCountOpenedStreamsAndResetsWhateverTheChunks(t *testing.T) {
 		var opened, resets int
 		for b := data; len(b) > 0; {
 			n := min(size, len(b))
-			o, r := f.feed(b[:n])
+			o, r, _ := f.feed(b[:n])
 			opened, resets = opened+o, resets+r
 			b = b[n:]
 		}
@@ -68,7 +68,7 @@ func TestFramesCountOpenedStreamsAndResetsWhateverTheChunks(t *testing.T) {
 func TestFramesStopFollowingBytesThatAreNotHTTP2(t *testing.T) {
 	data := append([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), clientBytes(t)[len(clientPreface):]...)
 	f := newInbound()
-	if o, r := f.feed(data); o != 0 || r != 0 || !f.off {
+	if o, r, _ := f.feed(data); o != 0 || r != 0 || !f.off {
 		t.Errorf("HTTP/1.1 then frames: opened %d, resets %d, off %v; want 0, 0, true", o, r, f.off)
 	}
 	// A preface wrong only in its last byte, given byte by byte.

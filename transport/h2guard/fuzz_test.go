@@ -61,17 +61,23 @@ func FuzzH2Guard(f *testing.F) {
 		size := int(chunk%4096) + 1
 
 		// Counting: the same in one piece and in chunks, with no allocation.
+		// Every byte arrives at one instant, so every reset of a stream
+		// the ages remember is premature, in one piece or in chunks.
 		whole := newInbound()
-		wo, wr := whole.feed(data)
+		whole.ages = &streamAges{}
+		wo, wr, wp := whole.feed(data)
 		parts := newInbound()
-		var po, pr int
+		var po, pr, pp int
+		var ages streamAges
 		allocs := testing.AllocsPerRun(1, func() {
 			parts = newInbound()
-			po, pr = 0, 0
+			ages = streamAges{}
+			parts.ages = &ages
+			po, pr, pp = 0, 0, 0
 			for b := data; len(b) > 0; {
 				n := min(size, len(b))
-				o, r := parts.feed(b[:n])
-				po, pr = po+o, pr+r
+				o, r, p := parts.feed(b[:n])
+				po, pr, pp = po+o, pr+r, pp+p
 				b = b[n:]
 			}
 		})
@@ -80,8 +86,15 @@ func FuzzH2Guard(f *testing.F) {
 		}
 		// Where a stream that is not HTTP/2 was given up on differs with
 		// the chunks; what was counted does not.
-		if wo != po || wr != pr || whole.off != parts.off || (!whole.off && whole != parts) {
-			t.Fatalf("in one piece: opened %d, resets %d, %+v; in chunks of %d: %d, %d, %+v", wo, wr, whole, size, po, pr, parts)
+		for i := range ages.slots {
+			w, p := &whole.ages.slots[i], &ages.slots[i]
+			if !whole.off && (w.id != p.id || w.at != p.at) {
+				t.Fatalf("in one piece stream age slot %d holds stream %d at %d; in chunks of %d, %d at %d", i, w.id, w.at, size, p.id, p.at)
+			}
+		}
+		whole.ages, parts.ages = nil, nil
+		if wo != po || wr != pr || wp != pp || whole.off != parts.off || (!whole.off && whole != parts) {
+			t.Fatalf("in one piece: opened %d, resets %d (%d premature), %+v; in chunks of %d: %d, %d (%d), %+v", wo, wr, wp, whole, size, po, pr, pp, parts)
 		}
 
 		// Pass-through: every byte, unchanged.

@@ -18,7 +18,15 @@
 // Options.Burst resets, refilled at Options.Rate a second: a client that
 // cancels a call now and then (a gRPC deadline, tritonclient's cancel),
 // or cancels every call at up to Rate calls a second, never empties it.
-// When a reset finds the bucket empty, the wrapper writes a GOAWAY frame
+// A reset is premature when its stream is younger than a millisecond and
+// the server has not answered it (sent its HEADERS; the wrapper follows
+// the server's frames too): no client waiting for answers sends those,
+// while a flood resets each stream in the write that opened it. Once the
+// premature resets reach PrematureMin and are more than half the streams
+// the client opened, as Envoy weighs them, the connection is closed, so
+// that a flood's connection costs about PrematureMin streams, not Burst.
+// When a reset finds the bucket empty, or makes the premature resets too
+// many, the wrapper writes a GOAWAY frame
 // with ENHANCE_YOUR_CALM (and the last stream id the client opened) at
 // the next frame boundary of what the server writes (it follows those
 // frames too, since a buffered writer may end a write mid-frame), closes
@@ -39,8 +47,9 @@
 // it, before its TLS handshake (Creds; ConfigureServer's
 // GetConfigForClient, on the connection's own goroutine), for 100 ms
 // after one close, doubling with each close, at most 2 s; and its
-// budget is Burst and Rate halved for each close, at least 16. Held
-// connections are counted in grove_http2_connections_held_total{listener}
+// budget is PrematureMin, Burst and Rate halved for each close, at least
+// 16. Held connections are counted in
+// grove_http2_connections_held_total{listener}
 // and in the warning. The trade-off: clients behind one address (a NAT)
 // share the penalty of one of them for their new connections, for up to
 // 30 s; their existing connections are untouched, and a peer that
@@ -64,12 +73,18 @@ import (
 // DefaultRate more a second, sustained: a client whose every call
 // expires or is cancelled (a gRPC deadline during a slow spell,
 // tritonclient's cancel) at up to that many calls a second. A flood's
-// first connection costs the server about DefaultBurst streams, so the
-// burst is no larger than a client needs.
+// connection is closed sooner, by its premature resets (PrematureMin).
 const (
 	DefaultBurst = 1024
 	DefaultRate  = 1000
 )
+
+// PrematureMin is how many premature resets (of streams younger than
+// a millisecond) a connection may send before the guard weighs them: it
+// closes the connection once they reach PrematureMin and are more than
+// half the streams the client opened, as Envoy does. A flood's first
+// connection so costs the server about PrematureMin streams.
+const PrematureMin = 100
 
 // MetricName is the counter of the connections a Guard closed, by
 // listener and reason ("rapid_reset").
@@ -221,7 +236,10 @@ func (g *Guard) wrap(c, raw net.Conn) net.Conn {
 	if a, ok := peerAddr(raw); ok {
 		trips = g.peers.trips(a, g.now())
 	}
-	gc := &conn{Conn: c, raw: raw, g: g, in: newInbound(), budget: budgetFor(g.burst, g.rate, trips), sent: make(chan struct{})}
+	gc := &conn{Conn: c, raw: raw, g: g, in: newInbound(), budget: budgetFor(g.burst, g.rate, trips),
+		prematureMin: prematureMinFor(trips), sent: make(chan struct{})}
+	gc.in.ages = &gc.ages
+	gc.out = frames{server: true, ages: &gc.ages}
 	if cs, ok := c.(connectionStater); ok {
 		return &tlsConn{conn: gc, cs: cs}
 	}
@@ -248,7 +266,7 @@ func (g *Guard) report(c *conn) {
 	g.lastLog, g.unlogged, g.heldSinceLog = now, 0, 0
 	g.mu.Unlock()
 	g.log.Warn("closed an HTTP/2 connection whose client reset streams faster than its budget (rapid reset): GOAWAY ENHANCE_YOUR_CALM",
-		"listener", g.listener, "remote", c.RemoteAddr().String(), "streams_opened", c.opened, "resets", c.resets,
+		"listener", g.listener, "remote", c.RemoteAddr().String(), "streams_opened", c.opened, "resets", c.resets, "premature_resets", c.premature,
 		"burst", c.budget.burst, "rate_per_second", c.budget.rate, "peer_trips", trips,
 		"next_connections_held", holdFor(trips), "closed_unlogged", unlogged, "held_since_last_line", held)
 }

@@ -146,6 +146,13 @@ func budgetFor(burst, rate float64, trips int) budget {
 	return budget{burst: max(minBudget, burst/div), rate: max(minBudget, rate/div)}
 }
 
+// prematureMinFor is the premature resets a connection of a peer that
+// tripped the guard trips times may send before they are weighed:
+// PrematureMin halved for each trip, at least minBudget.
+func prematureMinFor(trips int) int64 {
+	return int64(max(minBudget, PrematureMin>>min(trips, 32)))
+}
+
 // hold waits before any work is done for c, a new connection, if its
 // peer tripped recently: holdFor its trips, or until ctx is done (its
 // handshake's deadline or the server's close). It counts and reports a
