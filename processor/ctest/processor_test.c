@@ -11,6 +11,8 @@
  *       data's version 2), which takes over
  *   processor_test LIB DATA WORK short     a few calls of each kind (for
  *       valgrind memcheck)
+ *   processor_test LIB DATA WORK short-onnx   the same on the ONNX model
+ *       only, for a library built without libtorch (-tags grove_notorch)
  *
  * DATA is processor/testdata/deeprec (make.py writes it: requests,
  * models and the outputs Python computes); WORK is an empty directory
@@ -409,10 +411,13 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) FAIL("usage: %s LIB DATA WORK full|short", argv[0]);
+    if (argc != 5) FAIL("usage: %s LIB DATA WORK full|short|short-onnx", argv[0]);
     data_dir = argv[2];
     work_dir = argv[3];
     int full = !strcmp(argv[4], "full");
+    /* first: the first model used (1: ONNX only) */
+    int first = !strcmp(argv[4], "short-onnx");
+    if (!full && !first && strcmp(argv[4], "short")) FAIL("unknown mode %s: want full, short or short-onnx", argv[4]);
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
     if (!lib) FAIL("dlopen: %s", dlerror());
     initialize = (initialize_fn)dlsym(lib, "initialize");
@@ -428,10 +433,10 @@ int main(int argc, char **argv) {
      * a request of ones warms it; sessions in turn. */
     char extra[4200];
     snprintf(extra, sizeof extra, ", \"warmup_file_name\": \"%s/warm_up.bin\", \"select_session_policy\": \"MOD\"", data_dir);
-    init_model(&models[0], extra);
+    if (!first) init_model(&models[0], extra);
     init_model(&models[1], ", \"select_session_policy\": \"RR\", \"cpusets\": \"0;1\"");
     char sum1[128];
-    for (int i = 0; i < 2; i++) {
+    for (int i = first; i < 2; i++) {
         if (serving_version(&models[i], sum1, sizeof sum1) != 1) FAIL("%s: version 1 does not serve", models[i].kind);
         check_signature(&models[i]);
         check_errors(&models[i]);
@@ -440,8 +445,10 @@ int main(int argc, char **argv) {
     check_refusals();
 
     if (!full) {
-        for (int i = 0; i < 4; i++)
-            for (int r = 0; r < 3; r++) call(&models[i % 2], r % (i % 2 ? 3 : 2));
+        for (int i = 0; i < 4; i++) {
+            int m = first ? 1 : i % 2;
+            for (int r = 0; r < 3; r++) call(&models[m], r % (m ? 3 : 2));
+        }
         if (atomic_load(&failed)) FAIL("%ld failed calls", atomic_load(&failed));
         printf("short run: %ld calls, 0 failed\n", atomic_load(&calls));
         cleanup();

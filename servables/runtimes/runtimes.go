@@ -6,16 +6,15 @@ package runtimes
 import (
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/onnx"
-	"github.com/groveml/grove/servables/torch"
 )
 
 // Builtin returns the runtimes of this build, in the order a model's files
-// are offered to them. The ONNX runtime loads onnxLib (empty:
+// are offered to them: TorchScript (unless built with the grove_notorch
+// tag), then ONNX. The ONNX runtime loads onnxLib (empty:
 // onnx.DefaultLibraryPath) with the first .onnx model; without it only
 // .onnx models fail to load.
 func Builtin(onnxLib string) servables.Registry {
-	return servables.Registry{
-		torch.Runtime{},
+	return append(torchRuntimes(),
 		onnx.Runtime{LibraryPath: onnxLib},
-	}
+	)
 }

@@ -1,0 +1,10 @@
+//go:build grove_notorch
+
+package runtimes
+
+import "github.com/groveml/grove/servables"
+
+// torchRuntimes is none: a build with the grove_notorch tag does not link
+// libtorch (the processor library's valgrind run: libtorch brings in
+// libhwy, whose initializer valgrind cannot run on every CPU).
+func torchRuntimes() servables.Registry { return nil }
