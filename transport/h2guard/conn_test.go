@@ -125,7 +125,7 @@ func TestGRPCFloodGetsGoAwayEnhanceYourCalmAndIsCounted(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			res := h2guardtest.Flood(ctx, c, h2guardtest.Request{Scheme: "http", Path: "/grpc.health.v1.Health/Check", GRPC: true}, 0)
-			checkGoAway(t, res, h2guard.DefaultBurst)
+			checkGoAway(t, res, h2guard.PrematureMin)
 			if n := closed(); n != 1 {
 				t.Errorf("%s = %v, want 1", h2guard.MetricName, n)
 			}
@@ -296,7 +296,7 @@ func TestHTTPOverTLSFloodGetsGoAwayEnhanceYourCalm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res := h2guardtest.Flood(ctx, c, h2guardtest.Request{Method: "GET"}, 0)
-	checkGoAway(t, res, h2guard.DefaultBurst)
+	checkGoAway(t, res, h2guard.PrematureMin)
 	if n := closed(); n != 1 {
 		t.Errorf("%s = %v, want 1", h2guard.MetricName, n)
 	}
@@ -337,14 +337,14 @@ func TestReconnectingFlooderIsHeldBeforeItsTLSHandshakeAndGetsASmallBudget(t *te
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c, _ := dial()
-			checkGoAway(t, h2guardtest.Flood(ctx, c, req, 0), burst)
+			checkGoAway(t, h2guardtest.Flood(ctx, c, req, 0), h2guard.PrematureMin)
 
 			c, took := dial()
 			if took < 100*time.Millisecond {
 				t.Errorf("the flooder's next TLS handshake took %v, want held at least 100ms", took)
 			}
 			res := h2guardtest.Flood(ctx, c, req, 0)
-			checkGoAway(t, res, burst/2)
+			checkGoAway(t, res, h2guard.PrematureMin/2)
 			// Only what the flood wrote before the GOAWAY reached it is
 			// bounded: the server read at most the reduced budget's worth.
 			if res.GoAway != nil && res.GoAway.LastStreamID > 2*burst {
