@@ -1159,7 +1159,7 @@ func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka
 func (a Auth) validate(bad func(key, format string, args ...any)) {
 	roles := func(key string, names []string) {
 		if len(names) == 0 {
-			bad(key, "lists no role (roles: infer, read, manage, admin)")
+			bad(key, "lists no role (roles: infer, read, manage, admin, feedback)")
 		}
 		for _, n := range names {
 			if _, err := auth.ParseRole(n); err != nil {

@@ -406,7 +406,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"http bad port", func(s *Server) { s.HTTP = "localhost:http" }, "http (--http): \"localhost:http\": port \"http\" is not a number"},
 		{"poll interval", func(s *Server) { s.PollInterval = 500 * time.Millisecond }, "poll_interval (--poll-interval): 500ms is below the minimum of 1s"},
 		{"cache dir", func(s *Server) { s.CacheDir = "" }, "cache_dir (--cache-dir): must not be empty"},
-		{"client role unknown", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": {"root"}} }, `auth.client_roles.bot: unknown role "root" (roles: infer, read, manage, admin)`},
+		{"client role unknown", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": {"root"}} }, `auth.client_roles.bot: unknown role "root" (roles: infer, read, manage, admin, feedback)`},
 		{"client role none", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": nil} }, `auth.client_roles.bot: lists no role`},
 		{"jwt without issuer", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Audience = "g" }, "auth.jwt.issuer: required with auth.jwt.jwks_file"},
 		{"jwt without audience", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Issuer = "i" }, "auth.jwt.audience: required with auth.jwt.jwks_file"},

@@ -107,7 +107,7 @@ func tapAuth(a Authenticator, roles map[string]auth.Role) tap.ServerInHandle {
 		if !known { // not a method of Grove's: gRPC answers UNIMPLEMENTED
 			return auth.NewContext(ctx, id), nil
 		}
-		if !id.Has(role) {
+		if !id.May(role) {
 			return nil, status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, role)
 		}
 		if ok, wait := a.Allow(id); !ok {
@@ -198,7 +198,7 @@ func (s *authStream) RecvMsg(m any) error {
 	if err != nil {
 		return status.Error(codes.Unauthenticated, auth.Reason(err))
 	}
-	if !id.Has(s.role) {
+	if !id.May(s.role) {
 		return status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, s.role)
 	}
 	if ok, wait := s.a.Allow(id); !ok {

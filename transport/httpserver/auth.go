@@ -162,7 +162,7 @@ func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role
 	if s.opts.Auth == nil {
 		return r, auth.InFlight{}, true
 	}
-	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
+	if id, ok := auth.FromContext(r.Context()); ok && id.May(role) {
 		return r, auth.InFlight{}, true
 	}
 	return s.authorize(w, r, role, api)
@@ -194,7 +194,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Rol
 		s.refuse(w, r, api, http.StatusUnauthorized, auth.Reason(err))
 		return nil, auth.InFlight{}, false
 	}
-	if !id.Has(role) {
+	if !id.May(role) {
 		s.refuse(w, r, api, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
 		return nil, auth.InFlight{}, false
 	}
