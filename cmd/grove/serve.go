@@ -151,7 +151,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if producer != nil {
 		st := producer.Stats()
 		log.Info("prediction log on Kafka", "brokers", st.Brokers, "topic", st.Topic, "encoding", st.Encoding,
-			"embedded", st.Embedded, "direct_call_level", policy.Level.String())
+			"embedded", st.Embedded, "direct_call_level", policy.Level.String(), "key_by", cfg.PredictionLog.KeyBy.String())
 	}
 	g.add("prediction log", component{name: "prediction log", interrupt: func(ctx context.Context) {
 		if err := producer.Close(ctx); err != nil {
@@ -184,7 +184,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// Without Kafka nothing is logged: no sink, so no "log" spans either.
 	var predictions actors.PredictionSink
 	if producer != nil {
-		predictions = &logging.Sink{Producer: producer, Direct: policy}
+		predictions = &logging.Sink{Producer: producer, Direct: policy, KeyBy: cfg.PredictionLog.KeyBy}
 	}
 	sys, err := actors.Start(actors.Options{
 		ClusterNode:          node != nil,
