@@ -156,7 +156,7 @@ func TestParseArrayReadsEachElementOnItsOwn(t *testing.T) {
 
 func TestParseArrayRefusesABodyThatIsNotAnArray(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"outcome_id":"a"}`: "JSON object, not an array",
+		`{"outcome_id":"a"}`:  "JSON object, not an array",
 		`[{"outcome_id":"a"}`: "not a JSON array",
 		``:                    "not a JSON array",
 		`"x"`:                 "JSON string, not an array",
