@@ -38,9 +38,11 @@ type OutcomesClient interface {
 	// Report validates each outcome of the stream and produces the valid
 	// ones to the outcome topic; once the client closes its side, it
 	// answers how many were accepted (produced and acknowledged by the
-	// broker) and why each of the others was not. A stream with outcomes
-	// none of which is valid ends INVALID_ARGUMENT (the answer's errors in
-	// its message), as POST /v1/outcomes answers 400.
+	// broker) and why each of the others was not. A stream of no outcome, or
+	// of none valid, ends INVALID_ARGUMENT (the first errors in its
+	// message), as POST /v1/outcomes answers 400; one whose valid outcomes
+	// could none be stored, or any stream while Kafka is off, ends
+	// UNAVAILABLE.
 	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[grovepb.Outcome, ReportResponse], error)
 }
 
@@ -75,9 +77,11 @@ type OutcomesServer interface {
 	// Report validates each outcome of the stream and produces the valid
 	// ones to the outcome topic; once the client closes its side, it
 	// answers how many were accepted (produced and acknowledged by the
-	// broker) and why each of the others was not. A stream with outcomes
-	// none of which is valid ends INVALID_ARGUMENT (the answer's errors in
-	// its message), as POST /v1/outcomes answers 400.
+	// broker) and why each of the others was not. A stream of no outcome, or
+	// of none valid, ends INVALID_ARGUMENT (the first errors in its
+	// message), as POST /v1/outcomes answers 400; one whose valid outcomes
+	// could none be stored, or any stream while Kafka is off, ends
+	// UNAVAILABLE.
 	Report(grpc.ClientStreamingServer[grovepb.Outcome, ReportResponse]) error
 	mustEmbedUnimplementedOutcomesServer()
 }
