@@ -176,7 +176,7 @@ type Server struct {
 	LogLevel LogLevel `yaml:"log_level"`
 	// LogFormat is "text" or "json".
 	LogFormat LogFormat `yaml:"log_format"`
-	// Kafka is where the prediction log is produced to.
+	// Kafka is where the prediction log (and the outcomes) are produced to.
 	Kafka Kafka `yaml:"kafka"`
 	// PredictionLog says which predictions are logged.
 	PredictionLog PredictionLog `yaml:"prediction_log"`
@@ -282,8 +282,9 @@ func (a Auth) Enabled() bool {
 	return a.TokensFile != "" || a.JWT.JWKSFile != "" || len(a.ClientRoles) > 0
 }
 
-// Kafka configures the prediction log's producer (yaml key "kafka"). It is
-// off when Brokers is empty and Embedded is false.
+// Kafka configures the prediction log's producer (yaml key "kafka"), which
+// also produces the outcomes (Outcomes). It is off when Brokers is empty
+// and Embedded is false.
 type Kafka struct {
 	// Brokers are the host:port seed brokers; empty with Embedded false
 	// turns the prediction log off.

@@ -386,8 +386,9 @@ var ErrClosed = errors.New("the Kafka producer is closed or Kafka is off")
 // acknowledged (with the configured acks). Unlike Log, it waits, for
 // callers that answer only once their records are stored (outcomes); it
 // leaves the prediction log's buffer and counters alone, but shares the
-// client's buffer, so it waits for room there when the prediction log
-// fills it. A record ctx ends before it is sent fails with ctx's error;
+// Kafka client's buffer (kafka.buffer_records): it waits for room there
+// when the buffer is full, and while its records fill it, prediction
+// events that find no room are dropped and counted as Log drops them. A record ctx ends before it is sent fails with ctx's error;
 // one already sent may still be stored, so a caller that retries it must
 // tolerate a duplicate. (The Kafka client fails every record buffered for
 // a partition when the first record of its batch has its context done, so
