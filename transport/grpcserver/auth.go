@@ -160,9 +160,10 @@ func (c countInFlight) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 }
 
 // streamAuth checks, for each message after the first of a client stream
-// (ModelStreamInfer), what tapAuth checked before the first: that the
-// caller's credentials still hold the role (a token removed from its file
-// stops working on a stream already open too) and that the message is
+// (ModelStreamInfer, Outcomes/Report), what tapAuth checked before the
+// first: that the caller's credentials still carry the role
+// (auth.Identity.May; a token removed from its file stops working on a
+// stream already open too) and that the message is
 // within the caller's limit, which a stream would otherwise bypass: one
 // stream, one request taken from the limit, any number of inferences. A
 // refused message ends the stream with UNAUTHENTICATED, PERMISSION_DENIED

@@ -182,7 +182,8 @@ func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) 
 	return true
 }
 
-// authorize authenticates r's caller, checks it holds role and is within
+// authorize authenticates r's caller, checks it may call a route needing role
+// (auth.Identity.May: it holds it, or manage for feedback) and is within
 // its limits, and returns r carrying the identity, with the read deadline
 // of a known caller (admitted), counted among the caller's requests in
 // flight until the InFlight's End; when it is not, it answers with api's
