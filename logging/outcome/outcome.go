@@ -42,30 +42,17 @@ import (
 // value, the value of its grove-schema header (logging.HeaderSchema).
 const SchemaName = "grove.v1.Outcome"
 
-// DefaultTopic is the outcome topic's default name (outcomes.topic).
-const DefaultTopic = "grove.outcomes"
-
 // MaxIDBytes is the longest outcome_id and request_id, in bytes (the
 // longest X-Request-Id Grove takes from a caller).
 const MaxIDBytes = 128
 
-// Item is one outcome of a body, by position: the outcome, or why it
-// could not be read (Err set, Outcome nil).
+// Item is one outcome of a body, at its position among the body's
+// outcomes (from 0, the index answers name): the outcome, or why it could
+// not be read (Err set, Outcome nil).
 type Item struct {
 	Outcome *grovepb.Outcome
 	Err     error
 }
-
-// IndexError is the error of one outcome of several: its position (from
-// 0) and what was wrong with it.
-type IndexError struct {
-	Index int
-	Err   error
-}
-
-func (e *IndexError) Error() string { return fmt.Sprintf("outcome %d: %v", e.Index, e.Err) }
-
-func (e *IndexError) Unwrap() error { return e.Err }
 
 // ParseJSON decodes one outcome from a JSON object: its fields by their
 // .proto names or protojson's lowerCamelCase ones, event_time an RFC 3339
