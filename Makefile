@@ -175,6 +175,9 @@ fuzz: deps
 	for f in FuzzServerFrames FuzzClientFrames; do \
 	  $(GO) test ./cluster/forward -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./api/deeprec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseArray$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseLines$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseProto$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench

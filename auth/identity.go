@@ -28,10 +28,13 @@ const (
 	RoleManage Role = "manage"
 	// RoleAdmin allows pprof.
 	RoleAdmin Role = "admin"
+	// RoleFeedback allows reporting outcomes (POST /v1/outcomes,
+	// grove.v1.Outcomes/Report); a caller holding RoleManage may too (May).
+	RoleFeedback Role = "feedback"
 )
 
 // Roles are every role, in the order they are documented.
-var Roles = [...]Role{RoleInfer, RoleRead, RoleManage, RoleAdmin}
+var Roles = [...]Role{RoleInfer, RoleRead, RoleManage, RoleAdmin, RoleFeedback}
 
 // ParseRole returns the role named s, or an error listing the roles.
 func ParseRole(s string) (Role, error) {
@@ -40,7 +43,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("unknown role %q (roles: infer, read, manage, admin)", s)
+	return "", fmt.Errorf("unknown role %q (roles: infer, read, manage, admin, feedback)", s)
 }
 
 // The methods by which a caller proves who it is (Identity.Method).
@@ -72,8 +75,30 @@ type Identity struct {
 	Method string
 }
 
-// Has reports whether id holds role r.
+// Has reports whether id holds role r itself (what auth.limits by role
+// match).
 func (id Identity) Has(r Role) bool { return slices.Contains(id.Roles, r) }
+
+// May reports whether id may call a route or method that needs role r:
+// it holds r, or a role whose holders may call r's routes too (manage
+// for feedback). The HTTP and gRPC
+// servers check it, so that a route still declares the one role it needs.
+func (id Identity) May(r Role) bool {
+	if id.Has(r) {
+		return true
+	}
+	for _, by := range impliedBy[r] {
+		if id.Has(by) {
+			return true
+		}
+	}
+	return false
+}
+
+// impliedBy lists, for a role, the other roles whose holders may call its
+// routes too: a manager may report outcomes (it may already change what
+// they judge).
+var impliedBy = map[Role][]Role{RoleFeedback: {RoleManage}}
 
 // Qualified is id's name prefixed by its method, as Kubernetes prefixes
 // its usernames: "token:bidder-eu", "jwt:<sub>", "certificate:<name>".

@@ -17,9 +17,9 @@ func CheckRequired(r Role) error {
 	}
 	if _, err := ParseRole(string(r)); err != nil {
 		if r == "" {
-			return fmt.Errorf("no role given: give one of infer, read, manage, admin, or open for none")
+			return fmt.Errorf("no role given: give one of infer, read, manage, admin, feedback, or open for none")
 		}
-		return fmt.Errorf("%q is not a role a route can need (roles: infer, read, manage, admin; or open for none)", r)
+		return fmt.Errorf("%q is not a role a route can need (roles: infer, read, manage, admin, feedback; or open for none)", r)
 	}
 	return nil
 }

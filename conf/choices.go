@@ -241,6 +241,37 @@ func (l *PredictionLogLevel) UnmarshalText(text []byte) error {
 // UnmarshalYAML reads a YAML scalar as UnmarshalText does.
 func (l *PredictionLogLevel) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAMLText(n, l) }
 
+// KeyBy is prediction_log.key_by: what the record key of every
+// prediction event is.
+type KeyBy uint8
+
+// The values of prediction_log.key_by.
+const (
+	// KeyByKeyFeatures keys an event by its servable's key features, the
+	// values of the configs they name joined by their separator
+	// ("key_features", the default).
+	KeyByKeyFeatures KeyBy = iota
+	// KeyByRequestID keys an event by its request id, the join key of
+	// the outcomes that name it by request_id ("request_id").
+	KeyByRequestID
+)
+
+func (KeyBy) names() []string { return []string{"key_features", "request_id"} }
+
+// String returns the config name: key_features or request_id.
+func (k KeyBy) String() string { return choiceName(k, k.names()) }
+
+// MarshalText returns the config name.
+func (k KeyBy) MarshalText() ([]byte, error) { return marshalChoice(k, k.names()) }
+
+// UnmarshalText sets k to the value named text, or returns an error listing the names.
+func (k *KeyBy) UnmarshalText(text []byte) error {
+	return parseChoice(k, text, k.names(), "key_features or request_id")
+}
+
+// UnmarshalYAML reads a YAML scalar as UnmarshalText does.
+func (k *KeyBy) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAMLText(n, k) }
+
 // LogLevel is log_level: the least severe of Grove's own log lines that
 // is written. It is a slog.Level, named as slog names them, in any case:
 // debug, info, warn or error, optionally with an offset ("debug-4",

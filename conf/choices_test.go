@@ -53,6 +53,9 @@ func choiceCases() []choiceCase {
 		{key: "prediction_log.default_level", flag: "prediction-log-level", field: func(s *Server) choiceValue { return &s.PredictionLog.DefaultLevel },
 			valid:   map[string]any{"NONE": PredictionLogNone, "FULL": PredictionLogFull, "SAMPLE": PredictionLogSample},
 			invalid: []string{"", "full", "Sample", "ALL"}, list: "NONE, FULL or SAMPLE"},
+		{key: "prediction_log.key_by", flag: "prediction-log-key-by", field: func(s *Server) choiceValue { return &s.PredictionLog.KeyBy },
+			valid:   map[string]any{"key_features": KeyByKeyFeatures, "request_id": KeyByRequestID},
+			invalid: []string{"", "REQUEST_ID", "request-id", "key"}, list: "key_features or request_id"},
 		{key: "kafka.sasl.mechanism", field: func(s *Server) choiceValue { return &s.Kafka.SASL.Mechanism },
 			valid: map[string]any{"": SASLNone, "PLAIN": SASLPlain, "SCRAM-SHA-256": SASLScramSHA256,
 				"SCRAM-SHA-512": SASLScramSHA512},
@@ -204,7 +207,7 @@ func TestChoiceValuesNoConstantHasShowTheirTypeAndDoNotMarshal(t *testing.T) {
 	for _, v := range []interface {
 		fmt.Stringer
 		encoding.TextMarshaler
-	}{Acks(3), Compression(5), Encoding(2), ClientAuth(3), LogFormat(2), PredictionLogLevel(3), SASLMechanism(4)} {
+	}{Acks(3), Compression(5), Encoding(2), ClientAuth(3), LogFormat(2), PredictionLogLevel(3), KeyBy(2), SASLMechanism(4)} {
 		want := fmt.Sprintf("%T(%d)", v, reflect.ValueOf(v).Uint())
 		if got := v.String(); got != want {
 			t.Errorf("String %q, want %q", got, want)
@@ -219,7 +222,8 @@ func TestChoiceFlagsShowTheirDefaultByName(t *testing.T) {
 	var buf bytes.Buffer
 	PrintServerUsage(&buf)
 	for flag, def := range map[string]string{"kafka-acks": "all", "kafka-compression": "snappy", "kafka-encoding": "proto",
-		"tls-client-auth": "none", "log-format": "text", "log-level": "info", "prediction-log-level": "NONE"} {
+		"tls-client-auth": "none", "log-format": "text", "log-level": "info", "prediction-log-level": "NONE",
+		"prediction-log-key-by": "key_features"} {
 		i := strings.Index(buf.String(), "  -"+flag+" ")
 		if i < 0 {
 			t.Errorf("no -%s", flag)

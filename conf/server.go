@@ -176,10 +176,12 @@ type Server struct {
 	LogLevel LogLevel `yaml:"log_level"`
 	// LogFormat is "text" or "json".
 	LogFormat LogFormat `yaml:"log_format"`
-	// Kafka is where the prediction log is produced to.
+	// Kafka is where the prediction log (and the outcomes) are produced to.
 	Kafka Kafka `yaml:"kafka"`
 	// PredictionLog says which predictions are logged.
 	PredictionLog PredictionLog `yaml:"prediction_log"`
+	// Outcomes configures the outcomes callers report (yaml key "outcomes").
+	Outcomes Outcomes `yaml:"outcomes"`
 	// Auth configures who may call the APIs (yaml key "auth").
 	Auth Auth `yaml:"auth"`
 	// MemoryBudgetBytes is the memory, in bytes, this node gives models; a
@@ -280,8 +282,9 @@ func (a Auth) Enabled() bool {
 	return a.TokensFile != "" || a.JWT.JWKSFile != "" || len(a.ClientRoles) > 0
 }
 
-// Kafka configures the prediction log's producer (yaml key "kafka"). It is
-// off when Brokers is empty and Embedded is false.
+// Kafka configures the prediction log's producer (yaml key "kafka"), which
+// also produces the outcomes (Outcomes). It is off when Brokers is empty
+// and Embedded is false.
 type Kafka struct {
 	// Brokers are the host:port seed brokers; empty with Embedded false
 	// turns the prediction log off.
@@ -382,6 +385,19 @@ type PredictionLog struct {
 	DefaultKeyFeatures []string `yaml:"default_key_features"`
 	// DefaultKeyFeaturesSeparator joins the key features' values.
 	DefaultKeyFeaturesSeparator string `yaml:"default_key_features_separator"`
+	// KeyBy chooses the record key of every prediction event, direct and
+	// contract calls alike: key_features (the servable's key features, the
+	// default) or request_id (the request id, the join key of outcomes
+	// that name their prediction by request_id).
+	KeyBy KeyBy `yaml:"key_by"`
+}
+
+// Outcomes configures the outcomes callers report through POST
+// /v1/outcomes and grove.v1.Outcomes/Report (yaml key "outcomes"); they
+// need Kafka, whose producer the prediction log and they share.
+type Outcomes struct {
+	// Topic is the Kafka topic the outcomes are produced to.
+	Topic string `yaml:"topic"`
 }
 
 // MinPollInterval is the shortest accepted poll interval.
@@ -445,9 +461,11 @@ func DefaultServer() Server {
 			DefaultLevel:                PredictionLogNone,
 			DefaultSampleRate:           1,
 			DefaultKeyFeaturesSeparator: ".",
+			KeyBy:                       KeyByKeyFeatures,
 		},
-		Auth:    Auth{JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 256},
-		Cluster: Cluster{EtcdPrefix: "/grove/", NodeName: hostname(), LeaseTTL: 5 * time.Second, MemoryFactor: 2},
+		Outcomes: Outcomes{Topic: "grove.outcomes"},
+		Auth:     Auth{JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 256},
+		Cluster:  Cluster{EtcdPrefix: "/grove/", NodeName: hostname(), LeaseTTL: 5 * time.Second, MemoryFactor: 2},
 	}
 }
 
@@ -614,6 +632,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	f64(&pl.DefaultSampleRate, "prediction-log-sample-rate", "share of direct model calls logged at level SAMPLE, from 0 to 1")
 	list(&pl.DefaultKeyFeatures, "prediction-log-key-features", "comma-separated config `names` whose values key direct-call events")
 	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
+	choice(&pl.KeyBy, "prediction_log.key_by", "prediction-log-key-by", "record key of every prediction event: key_features or request_id")
+	str(&s.Outcomes.Topic, "outcomes-topic", "Kafka `topic` POST /v1/outcomes and grove.v1.Outcomes/Report produce outcomes to")
 	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
 	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints)")
 	c := &s.Cluster
@@ -682,6 +702,9 @@ var nestedKeyFlags = map[string]string{
 	"prediction_log.default_sample_rate":            "prediction-log-sample-rate",
 	"prediction_log.default_key_features":           "prediction-log-key-features",
 	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
+	"prediction_log.key_by":                         "prediction-log-key-by",
+
+	"outcomes.topic": "outcomes-topic",
 
 	"auth.tokens_file":               "auth-tokens-file",
 	"auth.max_inflight_per_identity": "auth-max-inflight-per-identity",
@@ -955,6 +978,7 @@ func (s Server) Validate() error {
 	}
 	s.Kafka.validate(bad)
 	s.PredictionLog.validate(bad, s.Kafka.Enabled())
+	s.Outcomes.validate(bad, s.Kafka)
 	s.Auth.validate(bad)
 	if s.MemoryBudgetBytes < 0 {
 		bad("memory_budget_bytes", "%d must not be negative", s.MemoryBudgetBytes)
@@ -1089,12 +1113,7 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 			bad("kafka.brokers", "%v", err)
 		}
 	}
-	switch {
-	case k.Topic == "":
-		bad("kafka.topic", "must not be empty")
-	case len(k.Topic) > 249 || k.Topic == "." || k.Topic == ".." || !kafkaTopicChars.MatchString(k.Topic):
-		bad("kafka.topic", "%q is not a Kafka topic name (at most 249 of a-z, A-Z, 0-9, '.', '_', '-'; not \".\" or \"..\")", k.Topic)
-	}
+	validateTopic(bad, "kafka.topic", k.Topic)
 	if k.BufferRecords <= 0 {
 		bad("kafka.buffer_records", "%d must be positive", k.BufferRecords)
 	}
@@ -1133,6 +1152,26 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 	}
 }
 
+// validateTopic reports through bad, under key, a topic name Kafka would
+// refuse.
+func validateTopic(bad func(key, format string, args ...any), key, topic string) {
+	switch {
+	case topic == "":
+		bad(key, "must not be empty")
+	case len(topic) > 249 || topic == "." || topic == ".." || !kafkaTopicChars.MatchString(topic):
+		bad(key, "%q is not a Kafka topic name (at most 249 of a-z, A-Z, 0-9, '.', '_', '-'; not \".\" or \"..\")", topic)
+	}
+}
+
+// validate reports the problems of the outcomes section through bad: a
+// topic Kafka would refuse, or the prediction log's own (k's).
+func (o Outcomes) validate(bad func(key, format string, args ...any), k Kafka) {
+	validateTopic(bad, "outcomes.topic", o.Topic)
+	if o.Topic == k.Topic {
+		bad("outcomes.topic", "%q is also kafka.topic (--kafka-topic): outcomes and prediction events need topics of their own", o.Topic)
+	}
+}
+
 // validate reports the problems of the prediction_log section through
 // bad; kafka tells whether a broker is configured.
 func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka bool) {
@@ -1159,7 +1198,7 @@ func (p PredictionLog) validate(bad func(key, format string, args ...any), kafka
 func (a Auth) validate(bad func(key, format string, args ...any)) {
 	roles := func(key string, names []string) {
 		if len(names) == 0 {
-			bad(key, "lists no role (roles: infer, read, manage, admin)")
+			bad(key, "lists no role (roles: infer, read, manage, admin, feedback)")
 		}
 		for _, n := range names {
 			if _, err := auth.ParseRole(n); err != nil {

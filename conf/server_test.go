@@ -56,9 +56,12 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 	if !reflect.DeepEqual(want.Kafka, wantKafka) || want.Kafka.Enabled() {
 		t.Errorf("kafka defaults %+v, want %+v (off)", want.Kafka, wantKafka)
 	}
-	wantLog := PredictionLog{DefaultLevel: PredictionLogNone, DefaultSampleRate: 1, DefaultKeyFeaturesSeparator: "."}
+	wantLog := PredictionLog{DefaultLevel: PredictionLogNone, DefaultSampleRate: 1, DefaultKeyFeaturesSeparator: ".", KeyBy: KeyByKeyFeatures}
 	if !reflect.DeepEqual(want.PredictionLog, wantLog) {
 		t.Errorf("prediction_log defaults %+v, want %+v", want.PredictionLog, wantLog)
+	}
+	if want.Outcomes.Topic != "grove.outcomes" {
+		t.Errorf("outcomes.topic default %q, want grove.outcomes", want.Outcomes.Topic)
 	}
 }
 
@@ -148,7 +151,8 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
-		"--prediction-log-key-features-separator", "|", "--auth-tokens-file", "/etc/grove/tokens.yaml",
+		"--prediction-log-key-features-separator", "|", "--prediction-log-key-by", "request_id", "--outcomes-topic", "o.x",
+		"--auth-tokens-file", "/etc/grove/tokens.yaml",
 		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
 		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--http-max-connections", "11", "--admin-http-max-connections", "12", "--grpc-max-concurrent-streams", "9",
 		"--grpc-keepalive-min-time", "7s", "--admin-grpc", "127.0.0.1:3", "--grpc-max-connection-idle", "8s", "--grpc-keepalive-time", "9s",
@@ -176,8 +180,9 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		},
 		PredictionLog: PredictionLog{
 			DefaultLevel: PredictionLogSample, DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
-			DefaultKeyFeaturesSeparator: "|",
+			DefaultKeyFeaturesSeparator: "|", KeyBy: KeyByRequestID,
 		},
+		Outcomes:          Outcomes{Topic: "o.x"},
 		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 32},
 		MemoryBudgetBytes: 8 << 30,
 		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379", "e2:2379"}, EtcdPrefix: "/g2/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
@@ -250,6 +255,9 @@ prediction_log:
   default_sample_rate: 0.5
   default_key_features: [user]
   default_key_features_separator: "-"
+  key_by: request_id
+outcomes:
+  topic: clicks.v1
 auth:
   tokens_file: /etc/grove/tokens.yaml
   client_roles: {bidder.example: [infer], release-bot: [read, manage]}
@@ -293,7 +301,9 @@ cluster:
 		},
 		PredictionLog: PredictionLog{
 			DefaultLevel: PredictionLogFull, DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
+			KeyBy: KeyByRequestID,
 		},
+		Outcomes: Outcomes{Topic: "clicks.v1"},
 		Auth: Auth{
 			TokensFile:  "/etc/grove/tokens.yaml",
 			ClientRoles: map[string][]string{"bidder.example": {"infer"}, "release-bot": {"read", "manage"}},
@@ -406,7 +416,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"http bad port", func(s *Server) { s.HTTP = "localhost:http" }, "http (--http): \"localhost:http\": port \"http\" is not a number"},
 		{"poll interval", func(s *Server) { s.PollInterval = 500 * time.Millisecond }, "poll_interval (--poll-interval): 500ms is below the minimum of 1s"},
 		{"cache dir", func(s *Server) { s.CacheDir = "" }, "cache_dir (--cache-dir): must not be empty"},
-		{"client role unknown", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": {"root"}} }, `auth.client_roles.bot: unknown role "root" (roles: infer, read, manage, admin)`},
+		{"client role unknown", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": {"root"}} }, `auth.client_roles.bot: unknown role "root" (roles: infer, read, manage, admin, feedback)`},
 		{"client role none", func(s *Server) { s.Auth.ClientRoles = map[string][]string{"bot": nil} }, `auth.client_roles.bot: lists no role`},
 		{"jwt without issuer", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Audience = "g" }, "auth.jwt.issuer: required with auth.jwt.jwks_file"},
 		{"jwt without audience", func(s *Server) { s.Auth.JWT.JWKSFile = "/j.json"; s.Auth.JWT.Issuer = "i" }, "auth.jwt.audience: required with auth.jwt.jwks_file"},
@@ -457,6 +467,10 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"topic chars", func(s *Server) { s.Kafka.Topic = "a/b" }, `kafka.topic (--kafka-topic): "a/b" is not a Kafka topic name`},
 		{"topic dot", func(s *Server) { s.Kafka.Topic = ".." }, `kafka.topic (--kafka-topic): ".." is not a Kafka topic name`},
 		{"topic long", func(s *Server) { s.Kafka.Topic = strings.Repeat("t", 250) }, "kafka.topic (--kafka-topic):"},
+		{"outcomes topic empty", func(s *Server) { s.Outcomes.Topic = "" }, "outcomes.topic (--outcomes-topic): must not be empty"},
+		{"outcomes topic chars", func(s *Server) { s.Outcomes.Topic = "a b" }, `outcomes.topic (--outcomes-topic): "a b" is not a Kafka topic name`},
+		{"outcomes topic is the prediction log's", func(s *Server) { s.Outcomes.Topic = s.Kafka.Topic },
+			`outcomes.topic (--outcomes-topic): "grove.predictions" is also kafka.topic (--kafka-topic)`},
 		{"buffer records", func(s *Server) { s.Kafka.BufferRecords = 0 }, "kafka.buffer_records (--kafka-buffer-records): 0 must be positive"},
 		{"buffer bytes", func(s *Server) { s.Kafka.BufferBytes = -1 }, "kafka.buffer_bytes (--kafka-buffer-bytes): -1 must be positive"},
 		{"embedded addr", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1" is not host:port`},
@@ -700,6 +714,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
+		"-prediction-log-key-by", "-outcomes-topic",
 		"-admin-grpc", "-grpc-max-connection-idle", "-grpc-keepalive-time", "-grpc-keepalive-timeout", "-grpc-max-connections", "-admin-grpc-max-connections",
 		"-memory-budget-bytes", "-cluster-etcd-endpoints", "-cluster-etcd-prefix", "-cluster-etcd-tls", "-cluster-etcd-ca-file",
 		"-cluster-etcd-cert-file", "-cluster-etcd-key-file", "-cluster-node-name", "-cluster-advertise", "-cluster-lease-ttl", "-cluster-memory-factor"} {

@@ -13,7 +13,9 @@
 //     the request's configs and joined by the configured separator (a
 //     feature missing from the request contributes an empty string). No
 //     key (null) when no key features are configured or none of them is in
-//     the request.
+//     the request. With the server setting prediction_log.key_by
+//     request_id, the event's request_id instead (null when it is empty),
+//     the join key of outcomes (grove/v1/outcome.proto).
 //   - Record timestamp: when Grove handed the event to its producer.
 //   - Delivery is at least once: after a broker outage or a producer retry
 //     the same event can appear twice; event_id tells the copies apart.

@@ -36,13 +36,16 @@ var authTokens = map[string]struct{ name, roles string }{
 	"tok-read-0002":   {"only-read", "read"},
 	"tok-manage-0003": {"only-manage", "manage"},
 	"tok-admin-0004":  {"only-admin", "admin"},
+	"tok-feedback-06": {"only-feedback", "feedback"},
 	"tok-limited-005": {"limited", "infer, read, manage, admin"},
 }
 
 // tokenOf is the token holding role alone; wrongFor one that lacks it.
 var (
-	tokenOf  = map[string]string{"infer": "tok-infer-0001", "read": "tok-read-0002", "manage": "tok-manage-0003", "admin": "tok-admin-0004"}
-	wrongFor = map[string]string{"infer": "tok-read-0002", "read": "tok-infer-0001", "manage": "tok-read-0002", "admin": "tok-read-0002"}
+	tokenOf = map[string]string{"infer": "tok-infer-0001", "read": "tok-read-0002", "manage": "tok-manage-0003", "admin": "tok-admin-0004",
+		"feedback": "tok-feedback-06"}
+	wrongFor = map[string]string{"infer": "tok-read-0002", "read": "tok-infer-0001", "manage": "tok-read-0002", "admin": "tok-read-0002",
+		"feedback": "tok-infer-0001"}
 )
 
 func writeTokens(t *testing.T, path string, without ...string) {
@@ -168,7 +171,7 @@ const (
 var refusalFormats = map[string]string{
 	"GET /healthz": fmtText, "GET /readyz": fmtText,
 	"GET /v1/status": fmtJSON, "GET /v1/audit": fmtJSON, "POST /v1/rollback": fmtJSON, "GET /v1/cluster": fmtJSON, "/v2/...": fmtJSON,
-	"GET /v1/console": fmtJSON, "/ui/...": fmtText,
+	"GET /v1/console": fmtJSON, "/ui/...": fmtText, "POST /v1/outcomes": fmtJSON,
 	"GET /metrics": fmtText, "/debug/pprof/...": fmtText,
 	"POST /v1/inference": fmtBA, "GET /v1/models": fmtBA,
 	"POST /{org}/{project}/{n}/gp": fmtText,
@@ -296,6 +299,7 @@ func TestAuthEveryRouteAndMethodNeedsItsRole(t *testing.T) {
 		"GET /v1/status": "read", "GET /metrics": "read", "GET /v1/models": "read", "GET /healthz": "open", "GET /readyz": "open",
 		"POST /servable": "manage", "POST /{org}/{project}/{n}/{rv}/metrics": "manage", "/debug/pprof/...": "admin",
 		"POST /api/predict/{model...}": "infer", "GET /api/predict/{model...}": "read",
+		"POST /v1/outcomes": "feedback", "/grove.v1.Outcomes/Report": "feedback",
 		"/grove.deeprec.v1.Processor/Predict":                                               "infer",
 		"/inference.GRPCInferenceService/ModelInfer":                                        "infer",
 		"/inference.GRPCInferenceService/RepositoryModelLoad":                               "manage",

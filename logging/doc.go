@@ -3,7 +3,9 @@
 // records (TensorsToProto) and produces them to Kafka without ever
 // blocking the request that made them (Producer). It also runs the
 // in-process development broker (StartEmbedded) and reads the records back
-// for consumers (Decode, TensorsFromProto).
+// for consumers (Decode, TensorsFromProto). Produce lends its Kafka client
+// to records that must be acknowledged before their caller answers (the
+// outcomes of package logging/outcome).
 //
 // The schema and the record layout (key, headers, encodings) are
 // documented for consumers in grovepb/proto/grove/v1/prediction_event.proto.

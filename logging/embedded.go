@@ -34,10 +34,11 @@ type Embedded struct {
 }
 
 // StartEmbedded starts a development broker listening on addr (host:port on
-// a loopback address; port 0 picks a free port, see Addr) with topic
-// created, one partition, so a consumer sees events in the order they were
-// logged. Producers may create further topics by producing to them.
-func StartEmbedded(addr, topic string) (*Embedded, error) {
+// a loopback address; port 0 picks a free port, see Addr) with topics
+// created (the prediction log's, the outcome topic), one partition each,
+// so a consumer sees records in the order they were produced. Producers
+// may create further topics by producing to them.
+func StartEmbedded(addr string, topics ...string) (*Embedded, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded Kafka broker address %q: %w", addr, err)
@@ -52,7 +53,7 @@ func StartEmbedded(addr, topic string) (*Embedded, error) {
 	c, err := kfake.NewCluster(
 		kfake.Ports(int(portNum)), // one broker
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
-		kfake.SeedTopics(1, topic),
+		kfake.SeedTopics(1, topics...),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(1),
 		kfake.BrokerConfigs(map[string]string{

@@ -118,6 +118,7 @@ type options struct {
 	instanceID string
 	reg        prometheus.Registerer
 	kgoOpts    []kgo.Opt
+	topics     []string
 }
 
 // WithLogger sets the logger for the producer's warnings (buffer full,
@@ -134,6 +135,13 @@ func WithInstanceID(id string) Option { return func(o *options) { o.instanceID =
 // grove_prediction_log_delivered_total, grove_prediction_log_failed_total
 // and grove_prediction_log_dropped_total.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
+
+// WithTopics names further topics the producer's records go to (Produce),
+// such as the outcome topic: the embedded broker, when New starts one,
+// creates them with the prediction log's topic.
+func WithTopics(topics ...string) Option {
+	return func(o *options) { o.topics = append(o.topics, topics...) }
+}
 
 // WithKgoOptions appends franz-go client options after Grove's own, to
 // override them (tests, tuning).
@@ -181,11 +189,12 @@ func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 	}
 	p.promise = p.finish
 	if cfg.Embedded {
-		if p.emb, err = StartEmbedded(cfg.EmbeddedAddr, cfg.Topic); err != nil {
+		if p.emb, err = StartEmbedded(cfg.EmbeddedAddr, append([]string{cfg.Topic}, o.topics...)...); err != nil {
 			return nil, err
 		}
 		p.brokers = []string{p.emb.Addr()}
-		o.log.Warn("prediction log: started the embedded development Kafka broker; it keeps events in memory only", "addr", p.emb.Addr(), "topic", cfg.Topic)
+		o.log.Warn("prediction log: started the embedded development Kafka broker; it keeps events in memory only", "addr", p.emb.Addr(),
+			"topic", cfg.Topic, "other_topics", o.topics)
 	}
 	kopts = append(kopts, kgo.SeedBrokers(p.brokers...))
 	kopts = append(kopts, o.kgoOpts...)
@@ -364,6 +373,53 @@ func (p *Producer) LogTraced(ev *grovepb.PredictionEvent, key []byte, traceparen
 	}
 	r := &kgo.Record{Key: key, Value: value, Headers: headers, Topic: p.topic}
 	p.cl.TryProduce(context.Background(), r, p.promise)
+}
+
+// ErrClosed is the error of a record Produce is given after Close, and of
+// every record when Kafka is off (a nil Producer).
+var ErrClosed = errors.New("the Kafka producer is closed or Kafka is off")
+
+// Produce produces records, each to the topic it names (a record without
+// one goes to the prediction log's topic), through the prediction log's
+// Kafka client, and waits until the broker has acknowledged or refused
+// each, or until ctx is done: errs[i] is nil when records[i] was
+// acknowledged (with the configured acks). Unlike Log, it waits, for
+// callers that answer only once their records are stored (outcomes); it
+// leaves the prediction log's buffer and counters alone, but shares the
+// Kafka client's buffer (kafka.buffer_records): it waits for room there
+// when the buffer is full, and while its records fill it, prediction
+// events that find no room are dropped and counted as Log drops them. A record ctx ends before it is sent fails with ctx's error;
+// one already sent may still be stored, so a caller that retries it must
+// tolerate a duplicate. (The Kafka client fails every record buffered for
+// a partition when the first record of its batch has its context done, so
+// one caller's ctx ending can fail another's records of the same
+// partition too: they get that error, never a false acknowledgement.)
+// With a nil or closed Producer every record fails
+// with ErrClosed.
+func (p *Producer) Produce(ctx context.Context, records []*kgo.Record) []error {
+	errs := make([]error, len(records))
+	if p == nil || p.closed.Load() {
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	wg.Add(len(records))
+	for i, r := range records {
+		if r.Topic == "" {
+			r.Topic = p.topic
+		}
+		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if errors.Is(err, kgo.ErrClientClosed) {
+				err = ErrClosed
+			}
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // admitRecord reserves one record of the buffer, false when it is full.

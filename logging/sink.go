@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/servables"
 )
@@ -19,6 +20,10 @@ type Sink struct {
 	// Direct is the policy for calls addressed to a model path (B&A, OIP);
 	// contract calls use their servable's own logging settings.
 	Direct Policy
+	// KeyBy chooses every event's record key (prediction_log.key_by): the
+	// policy's key features (conf.KeyByKeyFeatures, the zero value), or the
+	// event's request_id (conf.KeyByRequestID), the join key of outcomes.
+	KeyBy conf.KeyBy
 }
 
 var _ actors.PredictionSink = (*Sink)(nil)
@@ -35,7 +40,21 @@ func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served boo
 	if !policy.Decide(nil) {
 		return
 	}
-	s.Producer.LogTraced(Event(req, res, served), policy.Key(req.Configs), req.TraceParent)
+	ev := Event(req, res, served)
+	s.Producer.LogTraced(ev, s.key(policy, req, ev), req.TraceParent)
+}
+
+// key is the record key of ev, the event of req logged under policy: as
+// KeyBy chooses, the request id as the event carries it (nil when there
+// is none) or the policy's key features.
+func (s *Sink) key(policy Policy, req *actors.Request, ev *grovepb.PredictionEvent) []byte {
+	if s.KeyBy == conf.KeyByRequestID {
+		if ev.RequestId == "" {
+			return nil
+		}
+		return []byte(ev.RequestId)
+	}
+	return policy.Key(req.Configs)
 }
 
 // Event builds the prediction event of one answered request. The event

@@ -14,6 +14,10 @@
 #                                                  and Grove's service)
 #   cluster/forward/proto/grove/cluster/v1/*.proto -> cluster/forward/forwardpb
 #                                                  (messages + gRPC, node-to-node)
+#   api/outcomes/proto/grove/v1/*.proto         -> api/outcomes/outcomespb (gRPC
+#                                                  service Outcomes and its answer;
+#                                                  imports grove/v1/outcome.proto
+#                                                  from grovepb/proto)
 # A file's name relative to its proto/ folder (grove/v1/prediction_event.proto)
 # is the name it is registered under, and how the others import it.
 # Installs what is missing first: Debian's protoc (protobuf-compiler, with the
@@ -49,12 +53,16 @@ fi
 # One run per proto/ folder: protoc-gen-go writes the messages of each file,
 # protoc-gen-go-grpc the client and server stubs of each file that declares a
 # service (it writes nothing for the others, e.g. grove/v1).
-roots=(grovepb/proto api/oip/proto api/sidecar/proto api/deeprec/proto cluster/forward/proto)
+# grovepb/proto is on every run's path after the root's own folder, so
+# that a protocol's schema can import Grove's messages (grove/v1/...);
+# only the root's own files are generated.
+roots=(grovepb/proto api/oip/proto api/sidecar/proto api/deeprec/proto cluster/forward/proto api/outcomes/proto)
 for root in "${roots[@]}"; do
   protoc \
     --plugin=protoc-gen-go="$gen" \
     --plugin=protoc-gen-go-grpc="$gen_grpc" \
     --proto_path="$root" \
+    --proto_path=grovepb/proto \
     --proto_path=/usr/include \
     --go_out=. \
     --go_opt=module=github.com/groveml/grove \
@@ -62,4 +70,4 @@ for root in "${roots[@]}"; do
     --go-grpc_opt=module=github.com/groveml/grove \
     $(cd "$root" && find . -name '*.proto' | sort | sed 's|^\./||')
 done
-echo "generated: $(find grovepb api/oip/oippb api/sidecar/sidecarpb api/deeprec/deeprecpb cluster/forward/forwardpb -name '*.pb.go' | sort | tr '\n' ' ')"
+echo "generated: $(find grovepb api/oip/oippb api/sidecar/sidecarpb api/deeprec/deeprecpb cluster/forward/forwardpb api/outcomes/outcomespb -name '*.pb.go' | sort | tr '\n' ' ')"

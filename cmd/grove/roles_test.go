@@ -85,6 +85,9 @@ var wantHTTPRoles = map[string]auth.Role{
 	"POST /v1/rollback":                              auth.RoleManage,
 	"GET /v1/cluster":                                auth.RoleManage,
 
+	// Outcomes: feedback (or manage, which the servers let stand in for it).
+	"POST /v1/outcomes": auth.RoleFeedback,
+
 	// The web console: its document, and its page (open).
 	"GET /v1/console": auth.RoleRead,
 	"/ui/...":         auth.Open,
@@ -122,6 +125,8 @@ var wantGRPCRoles = map[string]auth.Role{
 	"/inference.GRPCInferenceService/LogSettings":                  auth.RoleManage,
 
 	"/grove.deeprec.v1.Processor/Predict": auth.RoleInfer,
+
+	"/grove.v1.Outcomes/Report": auth.RoleFeedback,
 
 	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/PredictBatch":  auth.RoleInfer,
 	"/privacy_sandbox.bidding_auction_servers.inference.InferenceService/Predict":       auth.RoleInfer,
@@ -181,7 +186,8 @@ var mountSamples = map[string][]struct {
 // without the role it needs (401 without credentials, 403 naming the
 // role with another) and lets an open one in.
 func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
-	tokens := map[auth.Role]string{auth.RoleInfer: "t-infer", auth.RoleRead: "t-read", auth.RoleManage: "t-manage", auth.RoleAdmin: "t-admin"}
+	tokens := map[auth.Role]string{auth.RoleInfer: "t-infer", auth.RoleRead: "t-read", auth.RoleManage: "t-manage", auth.RoleAdmin: "t-admin",
+		auth.RoleFeedback: "t-feedback"}
 	var doc strings.Builder
 	doc.WriteString("tokens:\n")
 	for role, tok := range tokens {

@@ -32,6 +32,7 @@ import (
 	"github.com/groveml/grove/api/graphpipe"
 	"github.com/groveml/grove/api/manage"
 	"github.com/groveml/grove/api/oip"
+	"github.com/groveml/grove/api/outcomes"
 	"github.com/groveml/grove/api/sidecar"
 	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/auth"
@@ -39,6 +40,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/logging/outcome"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
@@ -144,14 +146,21 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 
 	producer, err := logging.New(cfg.Kafka, logging.WithLogger(log.With("component", "prediction-log")),
-		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg))
+		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg), logging.WithTopics(cfg.Outcomes.Topic))
 	if err != nil {
 		return g.abort(fmt.Errorf("starting the prediction log: %w", err))
 	}
 	if producer != nil {
 		st := producer.Stats()
 		log.Info("prediction log on Kafka", "brokers", st.Brokers, "topic", st.Topic, "encoding", st.Encoding,
-			"embedded", st.Embedded, "direct_call_level", policy.Level.String())
+			"embedded", st.Embedded, "direct_call_level", policy.Level.String(), "key_by", cfg.PredictionLog.KeyBy.String(),
+			"outcomes_topic", cfg.Outcomes.Topic)
+	}
+	// Outcomes are produced through the prediction log's client; without
+	// Kafka there is no sink, and their routes answer that it is off.
+	var outcomeSink outcomes.Sink
+	if producer != nil {
+		outcomeSink = outcome.NewWriter(producer, cfg.Outcomes.Topic)
 	}
 	g.add("prediction log", component{name: "prediction log", interrupt: func(ctx context.Context) {
 		if err := producer.Close(ctx); err != nil {
@@ -184,7 +193,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// Without Kafka nothing is logged: no sink, so no "log" spans either.
 	var predictions actors.PredictionSink
 	if producer != nil {
-		predictions = &logging.Sink{Producer: producer, Direct: policy}
+		predictions = &logging.Sink{Producer: producer, Direct: policy, KeyBy: cfg.PredictionLog.KeyBy}
 	}
 	sys, err := actors.Start(actors.Options{
 		ClusterNode:          node != nil,
@@ -262,7 +271,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	cons := console.New(console.Options{Source: sys, Gatherer: reg, Document: hopts.Status, Assets: ui.Assets(),
 		AuthRequired: cfg.Auth.TokensFile != "" || cfg.Auth.JWT.JWKSFile != "", Logger: log.With("component", "console")})
 	registerAPIs(h, grpcserver.Split{Public: gs, Admin: adminGS, AdminMethods: adminGRPCMethods},
-		apis{sys: sys, baOpts: baOpts, trail: trail, node: node, console: cons})
+		apis{sys: sys, baOpts: baOpts, trail: trail, node: node, console: cons, outcomes: outcomeSink})
 	g.add("console", runConsole(cons))
 
 	if cfg.Auth.Enabled() {
@@ -337,13 +346,14 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 
 // apis is what registerAPIs gives the APIs: the actors they serve over,
 // the B&A parse options, the audit trail their writes are recorded in,
-// the cluster node and the web console.
+// the cluster node, the web console and where reported outcomes go.
 type apis struct {
-	sys     *actors.System
-	baOpts  ba.ParseOptions
-	trail   *audit.Trail
-	node    *clusternode.Agent // nil on a single server
-	console *console.Console
+	sys      *actors.System
+	baOpts   ba.ParseOptions
+	trail    *audit.Trail
+	node     *clusternode.Agent // nil on a single server
+	console  *console.Console
+	outcomes outcomes.Sink // nil without Kafka
 }
 
 // registerAPIs registers every API grove serve serves on h and gs: each
@@ -358,6 +368,7 @@ func registerAPIs(h *httpserver.Server, gs grpcserver.Registrar, a apis) {
 	deeprec.Register(h, gs, a.sys)
 	manage.Register(h, a.sys, a.trail)
 	audit.Register(h, a.trail)
+	outcomes.Register(h, gs, outcomes.Options{Sink: a.outcomes})
 	// Grove's own JSON route: its refusals are {"error": ...} as its
 	// answers. It lists the members and their addresses: manage, as the
 	// management API.

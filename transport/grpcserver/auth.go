@@ -107,7 +107,7 @@ func tapAuth(a Authenticator, roles map[string]auth.Role) tap.ServerInHandle {
 		if !known { // not a method of Grove's: gRPC answers UNIMPLEMENTED
 			return auth.NewContext(ctx, id), nil
 		}
-		if !id.Has(role) {
+		if !id.May(role) {
 			return nil, status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, role)
 		}
 		if ok, wait := a.Allow(id); !ok {
@@ -160,9 +160,10 @@ func (c countInFlight) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 }
 
 // streamAuth checks, for each message after the first of a client stream
-// (ModelStreamInfer), what tapAuth checked before the first: that the
-// caller's credentials still hold the role (a token removed from its file
-// stops working on a stream already open too) and that the message is
+// (ModelStreamInfer, Outcomes/Report), what tapAuth checked before the
+// first: that the caller's credentials still carry the role
+// (auth.Identity.May; a token removed from its file stops working on a
+// stream already open too) and that the message is
 // within the caller's limit, which a stream would otherwise bypass: one
 // stream, one request taken from the limit, any number of inferences. A
 // refused message ends the stream with UNAUTHENTICATED, PERMISSION_DENIED
@@ -198,7 +199,7 @@ func (s *authStream) RecvMsg(m any) error {
 	if err != nil {
 		return status.Error(codes.Unauthenticated, auth.Reason(err))
 	}
-	if !id.Has(s.role) {
+	if !id.May(s.role) {
 		return status.Errorf(codes.PermissionDenied, "%s %q lacks role %s", id.Method, id.Name, s.role)
 	}
 	if ok, wait := s.a.Allow(id); !ok {

@@ -162,7 +162,7 @@ func (s *Server) AuthorizeProbePath(w http.ResponseWriter, r *http.Request, role
 	if s.opts.Auth == nil {
 		return r, auth.InFlight{}, true
 	}
-	if id, ok := auth.FromContext(r.Context()); ok && id.Has(role) {
+	if id, ok := auth.FromContext(r.Context()); ok && id.May(role) {
 		return r, auth.InFlight{}, true
 	}
 	return s.authorize(w, r, role, api)
@@ -182,7 +182,8 @@ func (s *Server) refuseCert(w http.ResponseWriter, r *http.Request, api string) 
 	return true
 }
 
-// authorize authenticates r's caller, checks it holds role and is within
+// authorize authenticates r's caller, checks it may call a route needing role
+// (auth.Identity.May: it holds it, or manage for feedback) and is within
 // its limits, and returns r carrying the identity, with the read deadline
 // of a known caller (admitted), counted among the caller's requests in
 // flight until the InFlight's End; when it is not, it answers with api's
@@ -194,7 +195,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, role auth.Rol
 		s.refuse(w, r, api, http.StatusUnauthorized, auth.Reason(err))
 		return nil, auth.InFlight{}, false
 	}
-	if !id.Has(role) {
+	if !id.May(role) {
 		s.refuse(w, r, api, http.StatusForbidden, fmt.Sprintf("%s %q lacks role %s", id.Method, id.Name, role))
 		return nil, auth.InFlight{}, false
 	}

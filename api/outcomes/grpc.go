@@ -1,0 +1,76 @@
+package outcomes
+
+import (
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/groveml/grove/api/outcomes/outcomespb"
+	"github.com/groveml/grove/grovepb"
+)
+
+// service is grove.v1.Outcomes.
+type service struct {
+	outcomespb.UnimplementedOutcomesServer
+	opts Options
+}
+
+// The service implements its generated interface, checked here at build
+// time (gRPC checks it only when grpcserver.Register registers it).
+var _ outcomespb.OutcomesServer = (*service)(nil)
+
+// StreamBatch is how many valid outcomes of a Report stream are kept
+// before they are written and waited for: a stream's memory is bounded by
+// it, however long the stream.
+const StreamBatch = 1000
+
+// MaxStreamErrors is the most outcomes a Report stream may have refused:
+// the one past it ends the stream INVALID_ARGUMENT (the outcomes accepted
+// before it stay stored), so that the answer stays bounded.
+const MaxStreamErrors = 10000
+
+// Report reads the stream's outcomes, writing the valid ones every
+// StreamBatch and at the end, and answers with how many were stored and
+// why each of the others was not. A stream of no outcome, or of none
+// valid, ends INVALID_ARGUMENT naming the first errors; one whose valid
+// outcomes all failed to be stored ends UNAVAILABLE; with Kafka off,
+// every stream ends UNAVAILABLE.
+func (s *service) Report(stream outcomespb.Outcomes_ReportServer) error {
+	if s.opts.Sink == nil {
+		return status.Error(codes.Unavailable, kafkaOff)
+	}
+	ctx := stream.Context()
+	b := newBatch()
+	n := 0
+	for ; ; n++ {
+		o := new(grovepb.Outcome)
+		if err := stream.RecvMsg(o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return err
+		}
+		b.add(n, o, nil, s.opts.Now())
+		if len(b.valid) >= StreamBatch {
+			b.flush(ctx, s.opts.Sink)
+		}
+		if len(b.resp.Errors) > MaxStreamErrors {
+			b.flush(ctx, s.opts.Sink)
+			return status.Errorf(codes.InvalidArgument, "more than %d outcomes refused, the stream is ended (%d accepted before): %s",
+				MaxStreamErrors, b.resp.Accepted, summary(b.finish()))
+		}
+	}
+	if n == 0 {
+		return status.Error(codes.InvalidArgument, "no outcomes in the stream")
+	}
+	b.flush(ctx, s.opts.Sink)
+	resp := b.finish()
+	switch {
+	case b.checked == 0:
+		return status.Errorf(codes.InvalidArgument, "no valid outcome: %s", summary(resp))
+	case resp.Accepted == 0:
+		return status.Errorf(codes.Unavailable, "no outcome stored: %s", summary(resp))
+	}
+	return stream.SendAndClose(resp)
+}
