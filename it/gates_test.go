@@ -233,13 +233,16 @@ func scorerBody(i int) string {
 // promoteConfig is a contract whose champion v1 serves testdata/gates'
 // champion and whose challenger v2, a shadow, serves the model at
 // challenger/ and is promoted by promote_when after 100 agreeing shadow
-// executions, then phases in over a minute.
+// executions, then phases in over a minute. Its p99 bound is loose: shadow
+// copies run at nice 19, and on a 2-core machine busy with other tests
+// their p99 reached 66 times the champion's (routing's table tests cover
+// the bound itself).
 const promoteConfig = `{"model_metadata": [{"model_path": "champion/"}, {"model_path": "challenger/"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
    "servables": [
      {"release_version": "v1", "model_path": "champion/"},
      {"release_version": "v2", "model_path": "challenger/", "shadow": {},
-      "validity": [{"promote_when": {"min_shadow_executions": 100, "max_mean_abs_diff": 0.01, "max_error_rate": 0.001, "max_p99_ratio": 20}}],
+      "validity": [{"promote_when": {"min_shadow_executions": 100, "max_mean_abs_diff": 0.01, "max_error_rate": 0.001, "max_p99_ratio": 1000}}],
       "phase_in": {"linear_over_secs": {"secs": 60}}}]}]}`
 
 // gateModel reads a model of it/testdata/gates.

@@ -11,6 +11,7 @@ import "github.com/groveml/grove/grovepb"
 // The file descriptors of Grove's schemas.
 var (
 	File_grove_v1_model_config_proto     = grovepb.File_grove_v1_model_config_proto
+	File_grove_v1_outcome_proto          = grovepb.File_grove_v1_outcome_proto
 	File_grove_v1_prediction_event_proto = grovepb.File_grove_v1_prediction_event_proto
 )
 
@@ -28,6 +29,7 @@ type (
 	MinServedEvents               = grovepb.MinServedEvents
 	ModelConfig                   = grovepb.ModelConfig
 	ModelMetadata                 = grovepb.ModelMetadata
+	Outcome                       = grovepb.Outcome
 	OutputComparison              = grovepb.OutputComparison
 	PhaseIn                       = grovepb.PhaseIn
 	PhaseIn_Immediate             = grovepb.PhaseIn_Immediate
