@@ -124,8 +124,10 @@ func (d *decoder) sum(a, b uint64) uint64 {
 	return s
 }
 
-func appendU(b []byte, v uint64) []byte  { return binary.AppendUvarint(b, v) }
-func appendF(b []byte, v float64) []byte { return binary.LittleEndian.AppendUint64(b, math.Float64bits(v)) }
+func appendU(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+func appendF(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
 
 // MarshalBinary encodes b's state.
 func (b *Binary) MarshalBinary() ([]byte, error) {
