@@ -124,7 +124,10 @@ func (d *decoder) sum(a, b uint64) uint64 {
 	return s
 }
 
+// appendU appends v as an unsigned varint.
 func appendU(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+// appendF appends v's 8 bytes, little-endian.
 func appendF(b []byte, v float64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
