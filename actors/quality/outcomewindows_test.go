@@ -74,3 +74,19 @@ func TestOutcomeWindowsMergeAddsPartitions(t *testing.T) {
 		t.Fatalf("last hour %d, want %d", got.Count(), want.Count())
 	}
 }
+
+// BenchmarkOutcomeWindowsAdd is the cost of scoring one binary prediction
+// into both windows, its event time a minute on every 100k predictions.
+func BenchmarkOutcomeWindowsAdd(b *testing.B) {
+	t0 := time.Unix(1_800_000_000, 0)
+	w := NewOutcomeWindows[Binary](t0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		p := 0.01 + float64(i%4093)/4093*0.02
+		s, m := w.At(t0.Add(time.Duration(i/100000) * time.Minute))
+		s.Add(p, i%50 == 0)
+		if m != nil {
+			m.Add(p, i%50 == 0)
+		}
+	}
+}
