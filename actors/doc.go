@@ -111,7 +111,7 @@
 //     interface, which the node agent implements (with cluster/forward's
 //     Client) and cmd/grove passes in Options.
 //
-// The engine's pure arithmetic of comparisons and latencies,
+// The engine's pure arithmetic of comparisons, latencies and outcomes,
 // actors/quality, imports nothing of it and belongs to that layer below
 // it (as routing's policy does), so that logging may name the comparison
 // figures a Result carries; actors/lifecycle, the supervisor's planner,

@@ -10,15 +10,31 @@
 //     rule (Windows.Gate, Windows.RecentP99Ratio);
 //   - how long answers take: latency histograms whose buckets are 5 %
 //     wide, over the last one to two minutes (LatencyWindow), and their
-//     quantiles.
+//     quantiles;
+//   - how right answers are, once their outcomes are known (a click, a
+//     conversion, a value: the evaluator joins them to the predictions):
+//     binary outcomes (Binary: count, positives, mean prediction,
+//     observed rate, calibration, ECE with its 10 bins, log loss, Brier,
+//     AUC to within a bound it reports), numeric ones (Numeric: MAE,
+//     RMSE, bias), a shadow challenger against the champion on the same
+//     requests (Paired: the log-loss difference with its interval, the
+//     AUC difference) or a phased-in release against it on other
+//     requests (Welch), over two windows of event time (OutcomeWindows:
+//     since the release became valid, the last hour in minute buckets),
+//     described for the contract's stats (OutcomeStats: undefined figures
+//     are null, never NaN). Every state merges (Merge: a contract's
+//     partitions add up to one accumulator over all of them, the counts
+//     exactly) and has a versioned binary form (MarshalBinary), which the
+//     evaluator checkpoints with its offsets and publishes.
 //
 // It is data and arithmetic only, in bounded memory: no actor, no
-// goroutine, no lock, no clock (the caller passes the time). Its types
+// goroutine, no lock, no clock (the caller passes the time, the event
+// time for outcomes). Its types
 // are not safe for concurrent use: package actors keeps each behind the
 // lock its ownership table names (actors/doc.go) and decides which
 // goroutine feeds and reads it; that is the engine's part, this the
 // measure's. The name says what it measures, the quality of a servable's
-// answers (how close, how fast), not where it runs: it sits beside
+// answers (how close, how fast, how right), not where it runs: it sits beside
 // actors/lifecycle, the supervisor's pure planner, as the engine's other
 // pure part.
 //

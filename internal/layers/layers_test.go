@@ -16,7 +16,7 @@ import (
 // layers are Grove's layers, top to bottom: a package belongs to the
 // layer of the longest prefix below that matches its directory, and may
 // import packages of its own layer or of layers below it. actors/quality,
-// the engine's arithmetic of comparisons and latencies, imports nothing
+// the arithmetic of comparisons, latencies and outcomes, imports nothing
 // of the engine and sits with the policy below it, so that the
 // prediction log can name the comparison figures a Result carries.
 var layers = []struct {

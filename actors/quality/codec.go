@@ -1,0 +1,408 @@
+package quality
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+)
+
+// The binary form of the outcome accumulators, which the evaluator
+// checkpoints with its offsets and publishes: a version byte, a kind
+// byte, then the fields, counts as unsigned varints and floats as their
+// 8 IEEE 754 bytes, little-endian. A decoder takes only its version and
+// kind, and a state that one accumulator could have reached (counts that
+// add up, finite sums), so that a corrupt record is an error, not wrong
+// figures.
+
+// codecVersion is the version of the binary form.
+const codecVersion = 1
+
+// Kinds of state.
+const (
+	kindBinary  = 'B'
+	kindNumeric = 'N'
+	kindPaired  = 'P'
+	kindWindows = 'W'
+)
+
+// errCorrupt is wrapped by every decoding error.
+var errCorrupt = errors.New("quality: corrupt state")
+
+// decoder reads a binary form; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+// fail records the first error.
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", errCorrupt, fmt.Sprintf(format, args...))
+	}
+}
+
+// u reads an unsigned varint.
+func (d *decoder) u() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// i reads a signed varint.
+func (d *decoder) i() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// f reads a float64, which must be finite.
+func (d *decoder) f() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		d.fail("a number not finite")
+	}
+	return v
+}
+
+// header reads the version and kind.
+func (d *decoder) header(kind byte) {
+	if len(d.b) < 2 {
+		d.fail("truncated")
+		return
+	}
+	if d.b[0] != codecVersion {
+		d.fail("version %d, want %d", d.b[0], codecVersion)
+		return
+	}
+	if d.b[1] != kind {
+		d.fail("kind %q, want %q", d.b[1], kind)
+		return
+	}
+	d.b = d.b[2:]
+}
+
+// end fails unless everything was read.
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d bytes after the end", len(d.b))
+	}
+	return d.err
+}
+
+// sum adds counts, failing on overflow.
+func (d *decoder) sum(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		d.fail("counts overflow")
+	}
+	return s
+}
+
+// appendU appends v as an unsigned varint.
+func appendU(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+// appendF appends v's 8 bytes, little-endian.
+func appendF(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+// MarshalBinary encodes b's state.
+func (b *Binary) MarshalBinary() ([]byte, error) {
+	return b.appendBody([]byte{codecVersion, kindBinary}), nil
+}
+
+// UnmarshalBinary sets b to the state data encodes (MarshalBinary), or
+// returns an error and leaves b as it was.
+func (b *Binary) UnmarshalBinary(data []byte) error {
+	d := &decoder{b: data}
+	d.header(kindBinary)
+	var v Binary
+	v.readBody(d)
+	if err := d.end(); err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// appendBody appends b's fields to out.
+func (b *Binary) appendBody(out []byte) []byte {
+	out = appendU(out, b.count)
+	out = appendU(out, b.positives)
+	out = appendU(out, b.clamped)
+	out = appendU(out, b.invalid)
+	out = appendF(out, b.sumP)
+	out = appendF(out, b.sumBrier)
+	out = appendF(out, b.logLoss.mean)
+	out = appendF(out, b.logLoss.m2)
+	for _, e := range b.ece {
+		out = appendU(out, e.n)
+		out = appendU(out, e.pos)
+		out = appendF(out, e.sumP)
+	}
+	keys := make([]uint16, 0, len(b.scores))
+	for k, s := range b.scores {
+		if s.pos+s.neg > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out = appendU(out, uint64(len(keys)))
+	prev := -1
+	for _, k := range keys {
+		s := b.scores[k]
+		out = appendU(out, uint64(int(k)-prev-1))
+		out = appendU(out, s.pos)
+		out = appendU(out, s.neg)
+		prev = int(k)
+	}
+	return out
+}
+
+// readBody reads b's fields from d and checks that they add up.
+func (b *Binary) readBody(d *decoder) {
+	b.count, b.positives, b.clamped, b.invalid = d.u(), d.u(), d.u(), d.u()
+	b.sumP, b.sumBrier = d.f(), d.f()
+	b.logLoss = moments{n: b.count, mean: d.f(), m2: d.f()}
+	var n, pos uint64
+	for i := range b.ece {
+		e := &b.ece[i]
+		e.n, e.pos, e.sumP = d.u(), d.u(), d.f()
+		if e.pos > e.n || e.sumP < 0 || e.sumP > float64(e.n) {
+			d.fail("calibration bin %d does not add up", i)
+		}
+		n, pos = d.sum(n, e.n), d.sum(pos, e.pos)
+	}
+	if n != b.count || pos != b.positives {
+		d.fail("calibration bins count %d of %d, %d positives of %d", n, b.count, pos, b.positives)
+	}
+	if b.sumP < 0 || b.sumP > float64(b.count) || b.sumBrier < 0 || b.sumBrier > float64(b.count) ||
+		b.logLoss.mean < 0 || b.logLoss.m2 < 0 || (b.count == 0 && (b.sumP != 0 || b.sumBrier != 0 || b.logLoss.mean != 0 || b.logLoss.m2 != 0)) {
+		d.fail("sums out of range")
+	}
+	k := d.u()
+	// Each bin takes at least 3 bytes: a claimed length beyond that is
+	// corrupt, and allocates nothing.
+	if d.err != nil || k > aucBins || k > uint64(len(d.b))/3 {
+		d.fail("%d score bins", k)
+		return
+	}
+	if k > 0 {
+		b.scores = make(map[uint16]scoreBin, k)
+	}
+	prev := -1
+	var sp, sn uint64
+	for range k {
+		gap := d.u()
+		s := scoreBin{pos: d.u(), neg: d.u()}
+		if d.err != nil {
+			return
+		}
+		if gap >= aucBins || uint64(prev)+1+gap >= aucBins || s.pos+s.neg == 0 {
+			d.fail("bad score bin")
+			return
+		}
+		prev += 1 + int(gap)
+		b.scores[uint16(prev)] = s
+		sp, sn = d.sum(sp, s.pos), d.sum(sn, s.neg)
+	}
+	if b.positives > b.count || sp != b.positives || sn != b.count-b.positives {
+		d.fail("score bins count %d positives and %d negatives of %d and %d", sp, sn, b.positives, b.count-b.positives)
+	}
+}
+
+// MarshalBinary encodes n's state.
+func (n *Numeric) MarshalBinary() ([]byte, error) {
+	return n.appendBody([]byte{codecVersion, kindNumeric}), nil
+}
+
+// UnmarshalBinary sets n to the state data encodes (MarshalBinary), or
+// returns an error and leaves n as it was.
+func (n *Numeric) UnmarshalBinary(data []byte) error {
+	d := &decoder{b: data}
+	d.header(kindNumeric)
+	var v Numeric
+	v.readBody(d)
+	if err := d.end(); err != nil {
+		return err
+	}
+	*n = v
+	return nil
+}
+
+// appendBody appends n's fields to out.
+func (n *Numeric) appendBody(out []byte) []byte {
+	out = appendU(out, n.count)
+	out = appendU(out, n.invalid)
+	// Sums that overflowed are infinite: they are written as the largest
+	// finite number of their sign, which reads back as as good as infinite.
+	out = appendF(out, finite(n.sumErr))
+	out = appendF(out, finite(n.sumAbs))
+	return appendF(out, finite(n.sumSqrd))
+}
+
+// readBody reads n's fields from d.
+func (n *Numeric) readBody(d *decoder) {
+	n.count, n.invalid = d.u(), d.u()
+	n.sumErr, n.sumAbs, n.sumSqrd = d.f(), d.f(), d.f()
+	if n.sumAbs < 0 || n.sumSqrd < 0 || (n.count == 0 && (n.sumErr != 0 || n.sumAbs != 0 || n.sumSqrd != 0)) {
+		d.fail("sums out of range")
+	}
+}
+
+// MarshalBinary encodes p's state.
+func (p *Paired) MarshalBinary() ([]byte, error) {
+	return p.appendBody([]byte{codecVersion, kindPaired}), nil
+}
+
+// UnmarshalBinary sets p to the state data encodes (MarshalBinary), or
+// returns an error and leaves p as it was.
+func (p *Paired) UnmarshalBinary(data []byte) error {
+	d := &decoder{b: data}
+	d.header(kindPaired)
+	var v Paired
+	v.readBody(d)
+	if err := d.end(); err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// appendBody appends p's fields to out.
+func (p *Paired) appendBody(out []byte) []byte {
+	out = p.champion.appendBody(out)
+	out = p.challenger.appendBody(out)
+	out = appendF(out, p.diff.mean)
+	return appendF(out, p.diff.m2)
+}
+
+// readBody reads p's fields from d and checks that both sides are paired.
+func (p *Paired) readBody(d *decoder) {
+	p.champion.readBody(d)
+	p.challenger.readBody(d)
+	p.diff = moments{n: p.champion.count, mean: d.f(), m2: d.f()}
+	if p.challenger.count != p.champion.count || p.challenger.positives != p.champion.positives ||
+		p.challenger.invalid != 0 || p.diff.m2 < 0 || (p.diff.n == 0 && (p.diff.mean != 0 || p.diff.m2 != 0)) {
+		d.fail("the two sides are not paired")
+	}
+}
+
+// codec is what OutcomeWindows need of an accumulator to encode it.
+type codec interface {
+	appendBody([]byte) []byte
+	readBody(*decoder)
+}
+
+// kindOf is the kind byte of accumulator a.
+func kindOf(a any) byte {
+	switch a.(type) {
+	case *Binary:
+		return kindBinary
+	case *Numeric:
+		return kindNumeric
+	case *Paired:
+		return kindPaired
+	}
+	return 0
+}
+
+// MarshalBinary encodes w's state: its accumulators' kind, since, the
+// since_valid total and the minute buckets in use.
+func (w *OutcomeWindows[T, P]) MarshalBinary() ([]byte, error) {
+	c, ok := any(P(&w.total)).(codec)
+	if !ok {
+		return nil, fmt.Errorf("quality: windows of %T cannot be encoded", &w.total)
+	}
+	out := []byte{codecVersion, kindWindows, kindOf(P(&w.total))}
+	out = binary.AppendVarint(out, w.since.Unix())
+	out = appendU(out, uint64(w.since.Nanosecond()))
+	out = c.appendBody(out)
+	used := 0
+	for i := range w.minutes {
+		if w.minutes[i].used {
+			used++
+		}
+	}
+	out = appendU(out, uint64(used))
+	for i := range w.minutes {
+		if b := &w.minutes[i]; b.used {
+			out = binary.AppendVarint(out, b.start)
+			out = any(P(&b.acc)).(codec).appendBody(out)
+		}
+	}
+	return out, nil
+}
+
+// UnmarshalBinary sets w to the state data encodes (MarshalBinary), or
+// returns an error and leaves w as it was.
+func (w *OutcomeWindows[T, P]) UnmarshalBinary(data []byte) error {
+	var v OutcomeWindows[T, P]
+	c, ok := any(P(&v.total)).(codec)
+	if !ok {
+		return fmt.Errorf("quality: windows of %T cannot be decoded", &v.total)
+	}
+	d := &decoder{b: data}
+	d.header(kindWindows)
+	if d.err == nil {
+		if len(d.b) < 1 || d.b[0] != kindOf(P(&v.total)) {
+			d.fail("windows of another kind")
+		} else {
+			d.b = d.b[1:]
+		}
+	}
+	sec, nsec := d.i(), d.u()
+	if nsec >= 1e9 {
+		d.fail("bad since")
+	}
+	v.since = time.Unix(sec, int64(nsec)).UTC()
+	c.readBody(d)
+	used := d.u()
+	if used > minuteCount {
+		d.fail("%d minute buckets", used)
+	}
+	for range used {
+		if d.err != nil {
+			break
+		}
+		start := d.i()
+		b := &v.minutes[bucketOf(start)]
+		if b.used {
+			d.fail("two buckets in one place")
+			break
+		}
+		b.used, b.start = true, start
+		any(P(&b.acc)).(codec).readBody(d)
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
