@@ -170,7 +170,11 @@ type ModelMetadata struct {
 	// fewer than nodes have the memory for it, 0 to nodes (0: 1). When not
 	// even that many have, it is loaded on no new node and reported as
 	// unplaceable. A single server ignores it.
-	MinNodes      int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	MinNodes int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
+	// Grove: what direct calls of this model learn from the outcomes that
+	// follow their predictions (see Outcomes). Needs the server's
+	// prediction_log.default_level FULL. Absent: nothing.
+	Outcomes      *Outcomes `protobuf:"bytes,113,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +328,112 @@ func (x *ModelMetadata) GetMinNodes() int32 {
 	return 0
 }
 
+func (x *ModelMetadata) GetOutcomes() *Outcomes {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// Outcomes says what a contract's (or a direct model's) predictions learn
+// from the outcomes reported after them, as in {"label": "click", "kind":
+// "binary", "window": "30m", "missing": "negative", "output": "output_0",
+// "lateness": "1m"}. Every servable it covers must log at FULL.
+type Outcomes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The outcome label scored, a key of grove.v1.Outcome.labels ("click").
+	// Required.
+	Label string `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
+	// "binary" (the default): label 1 if a positive outcome fell in the
+	// window, else 0; "numeric": the label's value.
+	Kind *string `protobuf:"bytes,2,opt,name=kind,proto3,oneof" json:"kind,omitempty"`
+	// How long after a prediction its outcomes count, a Go duration ("30m",
+	// "168h"), more than 0. Required.
+	Window string `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// "negative" (the default): a prediction with no outcome in its window
+	// scores 0; "ignore": it is not scored.
+	Missing *string `protobuf:"bytes,4,opt,name=missing,proto3,oneof" json:"missing,omitempty"`
+	// The model output scored. Empty: the model's first output.
+	Output string `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	// How late an outcome may arrive behind the newest one seen and still
+	// count, a Go duration, 0 or more; "1m" when absent.
+	Lateness      *string `protobuf:"bytes,6,opt,name=lateness,proto3,oneof" json:"lateness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outcomes) Reset() {
+	*x = Outcomes{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outcomes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outcomes) ProtoMessage() {}
+
+func (x *Outcomes) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outcomes.ProtoReflect.Descriptor instead.
+func (*Outcomes) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Outcomes) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *Outcomes) GetKind() string {
+	if x != nil && x.Kind != nil {
+		return *x.Kind
+	}
+	return ""
+}
+
+func (x *Outcomes) GetWindow() string {
+	if x != nil {
+		return x.Window
+	}
+	return ""
+}
+
+func (x *Outcomes) GetMissing() string {
+	if x != nil && x.Missing != nil {
+		return *x.Missing
+	}
+	return ""
+}
+
+func (x *Outcomes) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *Outcomes) GetLateness() string {
+	if x != nil && x.Lateness != nil {
+		return *x.Lateness
+	}
+	return ""
+}
+
 // VersionPolicy picks the versions of a versioned entry to serve: exactly
 // one of its fields, as in {"latest": {"num_versions": 2}}.
 type VersionPolicy struct {
@@ -340,7 +450,7 @@ type VersionPolicy struct {
 
 func (x *VersionPolicy) Reset() {
 	*x = VersionPolicy{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +462,7 @@ func (x *VersionPolicy) String() string {
 func (*VersionPolicy) ProtoMessage() {}
 
 func (x *VersionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[2]
+	mi := &file_grove_v1_model_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +475,7 @@ func (x *VersionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionPolicy.ProtoReflect.Descriptor instead.
 func (*VersionPolicy) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *VersionPolicy) GetPolicy() isVersionPolicy_Policy {
@@ -446,7 +556,7 @@ type TensorSignature struct {
 
 func (x *TensorSignature) Reset() {
 	*x = TensorSignature{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +568,7 @@ func (x *TensorSignature) String() string {
 func (*TensorSignature) ProtoMessage() {}
 
 func (x *TensorSignature) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[3]
+	mi := &file_grove_v1_model_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +581,7 @@ func (x *TensorSignature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSignature.ProtoReflect.Descriptor instead.
 func (*TensorSignature) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TensorSignature) GetName() string {
@@ -515,14 +625,18 @@ type Contract struct {
 	// servable while the traffic shares stay the same. Empty: none.
 	StickyKey string `protobuf:"bytes,6,opt,name=sticky_key,json=stickyKey,proto3" json:"sticky_key,omitempty"`
 	// The contract's releases.
-	Servables     []*ContractServable `protobuf:"bytes,7,rep,name=servables,proto3" json:"servables,omitempty"`
+	Servables []*ContractServable `protobuf:"bytes,7,rep,name=servables,proto3" json:"servables,omitempty"`
+	// What the contract's predictions learn from the outcomes that follow
+	// them (see Outcomes); every servable needs logging.log_level FULL.
+	// Absent: nothing.
+	Outcomes      *Outcomes `protobuf:"bytes,8,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Contract) Reset() {
 	*x = Contract{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +648,7 @@ func (x *Contract) String() string {
 func (*Contract) ProtoMessage() {}
 
 func (x *Contract) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[4]
+	mi := &file_grove_v1_model_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +661,7 @@ func (x *Contract) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contract.ProtoReflect.Descriptor instead.
 func (*Contract) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{4}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Contract) GetOrganization() string {
@@ -599,6 +713,13 @@ func (x *Contract) GetServables() []*ContractServable {
 	return nil
 }
 
+func (x *Contract) GetOutcomes() *Outcomes {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
 // Expiration is a contract's expiration policy: exactly one of its fields,
 // as in {"keep_latest": 2}.
 type Expiration struct {
@@ -614,7 +735,7 @@ type Expiration struct {
 
 func (x *Expiration) Reset() {
 	*x = Expiration{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +747,7 @@ func (x *Expiration) String() string {
 func (*Expiration) ProtoMessage() {}
 
 func (x *Expiration) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[5]
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +760,7 @@ func (x *Expiration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expiration.ProtoReflect.Descriptor instead.
 func (*Expiration) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{5}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Expiration) GetPolicy() isExpiration_Policy {
@@ -698,7 +819,7 @@ type KeepTopRanked struct {
 
 func (x *KeepTopRanked) Reset() {
 	*x = KeepTopRanked{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +831,7 @@ func (x *KeepTopRanked) String() string {
 func (*KeepTopRanked) ProtoMessage() {}
 
 func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +844,7 @@ func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepTopRanked.ProtoReflect.Descriptor instead.
 func (*KeepTopRanked) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeepTopRanked) GetN() int32 {
@@ -769,7 +890,7 @@ type ContractServable struct {
 
 func (x *ContractServable) Reset() {
 	*x = ContractServable{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +902,7 @@ func (x *ContractServable) String() string {
 func (*ContractServable) ProtoMessage() {}
 
 func (x *ContractServable) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +915,7 @@ func (x *ContractServable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContractServable.ProtoReflect.Descriptor instead.
 func (*ContractServable) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContractServable) GetReleaseVersion() string {
@@ -848,11 +969,13 @@ func (x *ContractServable) GetRollbackWhen() *RollbackWhen {
 
 // RollbackWhen is the rollback_when gate of a release, as in
 // {"max_error_rate": 0.01, "max_p99_ms": 20, "min_requests": 500}; at
-// least one of the max bounds is required.
+// least one bound (max_error_rate, max_p99_ms, calibration_between) is
+// required.
 type RollbackWhen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// User requests the release must have received since it became valid
-	// before the bounds are judged, 1 to 2^53. Required.
+	// before the bounds are judged, 1 to 2^53. Required with max_error_rate
+	// or max_p99_ms.
 	MinRequests int64 `protobuf:"varint,1,opt,name=min_requests,json=minRequests,proto3" json:"min_requests,omitempty"`
 	// The highest share of those requests that may fail (the servable's
 	// fault), 0 to 1; no bound when absent.
@@ -860,14 +983,22 @@ type RollbackWhen struct {
 	// The highest 99th-percentile latency of its answered requests over the
 	// last one to two minutes, in milliseconds, 0 or more; no bound when
 	// absent.
-	MaxP99Ms      *float64 `protobuf:"fixed64,3,opt,name=max_p99_ms,json=maxP99Ms,proto3,oneof" json:"max_p99_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxP99Ms *float64 `protobuf:"fixed64,3,opt,name=max_p99_ms,json=maxP99Ms,proto3,oneof" json:"max_p99_ms,omitempty"`
+	// Outcome-scored predictions the release must have since it became
+	// valid before calibration_between is judged, 1 to 2^53. Required with
+	// calibration_between.
+	MinOutcomes int64 `protobuf:"varint,4,opt,name=min_outcomes,json=minOutcomes,proto3" json:"min_outcomes,omitempty"`
+	// [lo, hi], 0 < lo < hi: the range its calibration (mean prediction ÷
+	// observed rate) must stay in, judged from when it became valid
+	// whatever its phase-in; no bound when absent.
+	CalibrationBetween []float64 `protobuf:"fixed64,5,rep,packed,name=calibration_between,json=calibrationBetween,proto3" json:"calibration_between,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RollbackWhen) Reset() {
 	*x = RollbackWhen{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1010,7 @@ func (x *RollbackWhen) String() string {
 func (*RollbackWhen) ProtoMessage() {}
 
 func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1023,7 @@ func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackWhen.ProtoReflect.Descriptor instead.
 func (*RollbackWhen) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RollbackWhen) GetMinRequests() int64 {
@@ -916,6 +1047,20 @@ func (x *RollbackWhen) GetMaxP99Ms() float64 {
 	return 0
 }
 
+func (x *RollbackWhen) GetMinOutcomes() int64 {
+	if x != nil {
+		return x.MinOutcomes
+	}
+	return 0
+}
+
+func (x *RollbackWhen) GetCalibrationBetween() []float64 {
+	if x != nil {
+		return x.CalibrationBetween
+	}
+	return nil
+}
+
 // ValidityRule is one validity rule: exactly one of its fields, as in
 // {"valid_after_ms": {"ms": 60000}}.
 type ValidityRule struct {
@@ -935,7 +1080,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1092,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1105,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -1073,12 +1218,12 @@ func (*ValidityRule_MinMetric) isValidityRule_Rule() {}
 func (*ValidityRule_PromoteWhen) isValidityRule_Rule() {}
 
 // PromoteWhen is the promote_when rule, as in {"min_shadow_executions":
-// 10000, "max_mean_abs_diff": 0.01}; each max bound is optional (absent:
-// no bound).
+// 10000, "max_mean_abs_diff": 0.01}; each bound is optional (absent: no
+// bound).
 type PromoteWhen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Shadow executions compared with the champion's answers, 1 to 2^53.
-	// Required.
+	// Required unless min_outcomes is given.
 	MinShadowExecutions int64 `protobuf:"varint,1,opt,name=min_shadow_executions,json=minShadowExecutions,proto3" json:"min_shadow_executions,omitempty"`
 	// The largest mean absolute difference from the champion's outputs, 0 or
 	// more.
@@ -1087,14 +1232,28 @@ type PromoteWhen struct {
 	MaxErrorRate *float64 `protobuf:"fixed64,3,opt,name=max_error_rate,json=maxErrorRate,proto3,oneof" json:"max_error_rate,omitempty"`
 	// The highest ratio of the shadow's p99 latency to the champion's, 0 or
 	// more.
-	MaxP99Ratio   *float64 `protobuf:"fixed64,4,opt,name=max_p99_ratio,json=maxP99Ratio,proto3,oneof" json:"max_p99_ratio,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxP99Ratio *float64 `protobuf:"fixed64,4,opt,name=max_p99_ratio,json=maxP99Ratio,proto3,oneof" json:"max_p99_ratio,omitempty"`
+	// Outcome-scored predictions each outcome bound is judged over, 1 to
+	// 2^53. Required with an outcome bound (the four below).
+	MinOutcomes int64 `protobuf:"varint,5,opt,name=min_outcomes,json=minOutcomes,proto3" json:"min_outcomes,omitempty"`
+	// The highest upper end of the logloss_confidence interval of the log
+	// loss difference (challenger − champion, on the same requests).
+	MaxLoglossDelta *float64 `protobuf:"fixed64,6,opt,name=max_logloss_delta,json=maxLoglossDelta,proto3,oneof" json:"max_logloss_delta,omitempty"`
+	// The confidence of that interval, strictly between 0 and 1; 0.95 when
+	// absent.
+	LoglossConfidence *float64 `protobuf:"fixed64,7,opt,name=logloss_confidence,json=loglossConfidence,proto3,oneof" json:"logloss_confidence,omitempty"`
+	// The lowest AUC difference (challenger − champion), -1 to 1.
+	MinAucDelta *float64 `protobuf:"fixed64,8,opt,name=min_auc_delta,json=minAucDelta,proto3,oneof" json:"min_auc_delta,omitempty"`
+	// [lo, hi], 0 < lo < hi: the range the challenger's calibration (mean
+	// prediction ÷ observed rate) must be in.
+	CalibrationBetween []float64 `protobuf:"fixed64,9,rep,packed,name=calibration_between,json=calibrationBetween,proto3" json:"calibration_between,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PromoteWhen) Reset() {
 	*x = PromoteWhen{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1265,7 @@ func (x *PromoteWhen) String() string {
 func (*PromoteWhen) ProtoMessage() {}
 
 func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1278,7 @@ func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteWhen.ProtoReflect.Descriptor instead.
 func (*PromoteWhen) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PromoteWhen) GetMinShadowExecutions() int64 {
@@ -1150,6 +1309,41 @@ func (x *PromoteWhen) GetMaxP99Ratio() float64 {
 	return 0
 }
 
+func (x *PromoteWhen) GetMinOutcomes() int64 {
+	if x != nil {
+		return x.MinOutcomes
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMaxLoglossDelta() float64 {
+	if x != nil && x.MaxLoglossDelta != nil {
+		return *x.MaxLoglossDelta
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetLoglossConfidence() float64 {
+	if x != nil && x.LoglossConfidence != nil {
+		return *x.LoglossConfidence
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetMinAucDelta() float64 {
+	if x != nil && x.MinAucDelta != nil {
+		return *x.MinAucDelta
+	}
+	return 0
+}
+
+func (x *PromoteWhen) GetCalibrationBetween() []float64 {
+	if x != nil {
+		return x.CalibrationBetween
+	}
+	return nil
+}
+
 // ValidAfterMs is the valid_after_ms rule.
 type ValidAfterMs struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1161,7 +1355,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1367,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1380,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -1207,7 +1401,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1413,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1426,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -1256,7 +1450,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1462,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1475,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -1313,7 +1507,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1519,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1532,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -1395,7 +1589,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1601,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1614,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1442,7 +1636,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[16]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1648,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[16]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1661,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1495,7 +1689,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1701,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1714,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{17}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1562,7 +1756,7 @@ type VersionPolicy_Latest struct {
 
 func (x *VersionPolicy_Latest) Reset() {
 	*x = VersionPolicy_Latest{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	mi := &file_grove_v1_model_config_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1768,7 @@ func (x *VersionPolicy_Latest) String() string {
 func (*VersionPolicy_Latest) ProtoMessage() {}
 
 func (x *VersionPolicy_Latest) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[19]
+	mi := &file_grove_v1_model_config_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1781,7 @@ func (x *VersionPolicy_Latest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionPolicy_Latest.ProtoReflect.Descriptor instead.
 func (*VersionPolicy_Latest) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 0}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3, 0}
 }
 
 func (x *VersionPolicy_Latest) GetNumVersions() int32 {
@@ -1608,7 +1802,7 @@ type VersionPolicy_Specific struct {
 
 func (x *VersionPolicy_Specific) Reset() {
 	*x = VersionPolicy_Specific{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[20]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1814,7 @@ func (x *VersionPolicy_Specific) String() string {
 func (*VersionPolicy_Specific) ProtoMessage() {}
 
 func (x *VersionPolicy_Specific) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[20]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1827,7 @@ func (x *VersionPolicy_Specific) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionPolicy_Specific.ProtoReflect.Descriptor instead.
 func (*VersionPolicy_Specific) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 1}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3, 1}
 }
 
 func (x *VersionPolicy_Specific) GetVersions() []int64 {
@@ -1652,7 +1846,7 @@ type VersionPolicy_All struct {
 
 func (x *VersionPolicy_All) Reset() {
 	*x = VersionPolicy_All{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[21]
+	mi := &file_grove_v1_model_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1858,7 @@ func (x *VersionPolicy_All) String() string {
 func (*VersionPolicy_All) ProtoMessage() {}
 
 func (x *VersionPolicy_All) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[21]
+	mi := &file_grove_v1_model_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1871,7 @@ func (x *VersionPolicy_All) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionPolicy_All.ProtoReflect.Descriptor instead.
 func (*VersionPolicy_All) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2, 2}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{3, 2}
 }
 
 var File_grove_v1_model_config_proto protoreflect.FileDescriptor
@@ -1687,7 +1881,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x80\a\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xb0\a\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1706,11 +1900,23 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x124\n" +
 	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x12\x14\n" +
 	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
-	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x1aC\n" +
+	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x12.\n" +
+	"\boutcomes\x18q \x01(\v2\x12.grove.v1.OutcomesR\boutcomes\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +
-	"\x15_keep_previous_for_ms\"\xa0\x02\n" +
+	"\x15_keep_previous_for_ms\"\xcb\x01\n" +
+	"\bOutcomes\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\x12\x17\n" +
+	"\x04kind\x18\x02 \x01(\tH\x00R\x04kind\x88\x01\x01\x12\x16\n" +
+	"\x06window\x18\x03 \x01(\tR\x06window\x12\x1d\n" +
+	"\amissing\x18\x04 \x01(\tH\x01R\amissing\x88\x01\x01\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\tR\x06output\x12\x1f\n" +
+	"\blateness\x18\x06 \x01(\tH\x02R\blateness\x88\x01\x01B\a\n" +
+	"\x05_kindB\n" +
+	"\n" +
+	"\b_missingB\v\n" +
+	"\t_lateness\"\xa0\x02\n" +
 	"\rVersionPolicy\x128\n" +
 	"\x06latest\x18\x01 \x01(\v2\x1e.grove.v1.VersionPolicy.LatestH\x00R\x06latest\x12>\n" +
 	"\bspecific\x18\x02 \x01(\v2 .grove.v1.VersionPolicy.SpecificH\x00R\bspecific\x12/\n" +
@@ -1724,7 +1930,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
-	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xa8\x02\n" +
+	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xd8\x02\n" +
 	"\bContract\x12\"\n" +
 	"\forganization\x18\x01 \x01(\tR\forganization\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12'\n" +
@@ -1735,7 +1941,8 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"expiration\x12\x1d\n" +
 	"\n" +
 	"sticky_key\x18\x06 \x01(\tR\tstickyKey\x128\n" +
-	"\tservables\x18\a \x03(\v2\x1a.grove.v1.ContractServableR\tservablesB\t\n" +
+	"\tservables\x18\a \x03(\v2\x1a.grove.v1.ContractServableR\tservables\x12.\n" +
+	"\boutcomes\x18\b \x01(\v2\x12.grove.v1.OutcomesR\boutcomesB\t\n" +
 	"\a_router\"|\n" +
 	"\n" +
 	"Expiration\x12!\n" +
@@ -1754,12 +1961,14 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\bphase_in\x18\x04 \x01(\v2\x11.grove.v1.PhaseInR\aphaseIn\x12(\n" +
 	"\x06shadow\x18\x05 \x01(\v2\x10.grove.v1.ShadowR\x06shadow\x123\n" +
 	"\alogging\x18\x06 \x01(\v2\x19.grove.v1.ServableLoggingR\alogging\x12;\n" +
-	"\rrollback_when\x18\a \x01(\v2\x16.grove.v1.RollbackWhenR\frollbackWhen\"\xa1\x01\n" +
+	"\rrollback_when\x18\a \x01(\v2\x16.grove.v1.RollbackWhenR\frollbackWhen\"\xf5\x01\n" +
 	"\fRollbackWhen\x12!\n" +
 	"\fmin_requests\x18\x01 \x01(\x03R\vminRequests\x12)\n" +
 	"\x0emax_error_rate\x18\x02 \x01(\x01H\x00R\fmaxErrorRate\x88\x01\x01\x12!\n" +
 	"\n" +
-	"max_p99_ms\x18\x03 \x01(\x01H\x01R\bmaxP99Ms\x88\x01\x01B\x11\n" +
+	"max_p99_ms\x18\x03 \x01(\x01H\x01R\bmaxP99Ms\x88\x01\x01\x12!\n" +
+	"\fmin_outcomes\x18\x04 \x01(\x03R\vminOutcomes\x12/\n" +
+	"\x13calibration_between\x18\x05 \x03(\x01R\x12calibrationBetweenB\x11\n" +
 	"\x0f_max_error_rateB\r\n" +
 	"\v_max_p99_ms\"\x93\x03\n" +
 	"\fValidityRule\x12E\n" +
@@ -1771,15 +1980,23 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\n" +
 	"min_metric\x18\x05 \x01(\v2\x13.grove.v1.MinMetricH\x00R\tminMetric\x12:\n" +
 	"\fpromote_when\x18\x06 \x01(\v2\x15.grove.v1.PromoteWhenH\x00R\vpromoteWhenB\x06\n" +
-	"\x04rule\"\x80\x02\n" +
+	"\x04rule\"\xa1\x04\n" +
 	"\vPromoteWhen\x122\n" +
 	"\x15min_shadow_executions\x18\x01 \x01(\x03R\x13minShadowExecutions\x12.\n" +
 	"\x11max_mean_abs_diff\x18\x02 \x01(\x01H\x00R\x0emaxMeanAbsDiff\x88\x01\x01\x12)\n" +
 	"\x0emax_error_rate\x18\x03 \x01(\x01H\x01R\fmaxErrorRate\x88\x01\x01\x12'\n" +
-	"\rmax_p99_ratio\x18\x04 \x01(\x01H\x02R\vmaxP99Ratio\x88\x01\x01B\x14\n" +
+	"\rmax_p99_ratio\x18\x04 \x01(\x01H\x02R\vmaxP99Ratio\x88\x01\x01\x12!\n" +
+	"\fmin_outcomes\x18\x05 \x01(\x03R\vminOutcomes\x12/\n" +
+	"\x11max_logloss_delta\x18\x06 \x01(\x01H\x03R\x0fmaxLoglossDelta\x88\x01\x01\x122\n" +
+	"\x12logloss_confidence\x18\a \x01(\x01H\x04R\x11loglossConfidence\x88\x01\x01\x12'\n" +
+	"\rmin_auc_delta\x18\b \x01(\x01H\x05R\vminAucDelta\x88\x01\x01\x12/\n" +
+	"\x13calibration_between\x18\t \x03(\x01R\x12calibrationBetweenB\x14\n" +
 	"\x12_max_mean_abs_diffB\x11\n" +
 	"\x0f_max_error_rateB\x10\n" +
-	"\x0e_max_p99_ratio\"\x1e\n" +
+	"\x0e_max_p99_ratioB\x14\n" +
+	"\x12_max_logloss_deltaB\x15\n" +
+	"\x13_logloss_confidenceB\x10\n" +
+	"\x0e_min_auc_delta\"\x1e\n" +
 	"\fValidAfterMs\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\"'\n" +
 	"\x0fMinServedEvents\x12\x14\n" +
@@ -1820,63 +2037,66 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),            // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),          // 1: grove.v1.ModelMetadata
-	(*VersionPolicy)(nil),          // 2: grove.v1.VersionPolicy
-	(*TensorSignature)(nil),        // 3: grove.v1.TensorSignature
-	(*Contract)(nil),               // 4: grove.v1.Contract
-	(*Expiration)(nil),             // 5: grove.v1.Expiration
-	(*KeepTopRanked)(nil),          // 6: grove.v1.KeepTopRanked
-	(*ContractServable)(nil),       // 7: grove.v1.ContractServable
-	(*RollbackWhen)(nil),           // 8: grove.v1.RollbackWhen
-	(*ValidityRule)(nil),           // 9: grove.v1.ValidityRule
-	(*PromoteWhen)(nil),            // 10: grove.v1.PromoteWhen
-	(*ValidAfterMs)(nil),           // 11: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),        // 12: grove.v1.MinServedEvents
-	(*MinMetric)(nil),              // 13: grove.v1.MinMetric
-	(*PhaseIn)(nil),                // 14: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),         // 15: grove.v1.LinearOverSecs
-	(*Shadow)(nil),                 // 16: grove.v1.Shadow
-	(*ServableLogging)(nil),        // 17: grove.v1.ServableLogging
-	nil,                            // 18: grove.v1.ModelMetadata.VersionChecksumsEntry
-	(*VersionPolicy_Latest)(nil),   // 19: grove.v1.VersionPolicy.Latest
-	(*VersionPolicy_Specific)(nil), // 20: grove.v1.VersionPolicy.Specific
-	(*VersionPolicy_All)(nil),      // 21: grove.v1.VersionPolicy.All
-	(*emptypb.Empty)(nil),          // 22: google.protobuf.Empty
+	(*Outcomes)(nil),               // 2: grove.v1.Outcomes
+	(*VersionPolicy)(nil),          // 3: grove.v1.VersionPolicy
+	(*TensorSignature)(nil),        // 4: grove.v1.TensorSignature
+	(*Contract)(nil),               // 5: grove.v1.Contract
+	(*Expiration)(nil),             // 6: grove.v1.Expiration
+	(*KeepTopRanked)(nil),          // 7: grove.v1.KeepTopRanked
+	(*ContractServable)(nil),       // 8: grove.v1.ContractServable
+	(*RollbackWhen)(nil),           // 9: grove.v1.RollbackWhen
+	(*ValidityRule)(nil),           // 10: grove.v1.ValidityRule
+	(*PromoteWhen)(nil),            // 11: grove.v1.PromoteWhen
+	(*ValidAfterMs)(nil),           // 12: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),        // 13: grove.v1.MinServedEvents
+	(*MinMetric)(nil),              // 14: grove.v1.MinMetric
+	(*PhaseIn)(nil),                // 15: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),         // 16: grove.v1.LinearOverSecs
+	(*Shadow)(nil),                 // 17: grove.v1.Shadow
+	(*ServableLogging)(nil),        // 18: grove.v1.ServableLogging
+	nil,                            // 19: grove.v1.ModelMetadata.VersionChecksumsEntry
+	(*VersionPolicy_Latest)(nil),   // 20: grove.v1.VersionPolicy.Latest
+	(*VersionPolicy_Specific)(nil), // 21: grove.v1.VersionPolicy.Specific
+	(*VersionPolicy_All)(nil),      // 22: grove.v1.VersionPolicy.All
+	(*emptypb.Empty)(nil),          // 23: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
-	4,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
-	3,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
-	3,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
-	2,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
-	18, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
-	19, // 6: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
-	20, // 7: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
-	21, // 8: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
-	5,  // 9: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
-	7,  // 10: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
-	6,  // 11: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	9,  // 12: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	14, // 13: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	16, // 14: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	17, // 15: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	8,  // 16: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
-	22, // 17: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	22, // 18: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	11, // 19: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	12, // 20: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	13, // 21: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	10, // 22: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
-	22, // 23: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	15, // 24: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	5,  // 1: grove.v1.ModelConfig.contracts:type_name -> grove.v1.Contract
+	4,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
+	4,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
+	3,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
+	19, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
+	2,  // 6: grove.v1.ModelMetadata.outcomes:type_name -> grove.v1.Outcomes
+	20, // 7: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
+	21, // 8: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
+	22, // 9: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
+	6,  // 10: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
+	8,  // 11: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
+	2,  // 12: grove.v1.Contract.outcomes:type_name -> grove.v1.Outcomes
+	7,  // 13: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
+	10, // 14: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	15, // 15: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	17, // 16: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	18, // 17: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	9,  // 18: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
+	23, // 19: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	23, // 20: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	12, // 21: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	13, // 22: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	14, // 23: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	11, // 24: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
+	23, // 25: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	16, // 26: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -1885,18 +2105,19 @@ func file_grove_v1_model_config_proto_init() {
 		return
 	}
 	file_grove_v1_model_config_proto_msgTypes[1].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[2].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[2].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[3].OneofWrappers = []any{
 		(*VersionPolicy_Latest_)(nil),
 		(*VersionPolicy_Specific_)(nil),
 		(*VersionPolicy_All_)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[4].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[5].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[5].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[6].OneofWrappers = []any{
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[8].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[9].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[9].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
@@ -1904,20 +2125,20 @@ func file_grove_v1_model_config_proto_init() {
 		(*ValidityRule_MinMetric)(nil),
 		(*ValidityRule_PromoteWhen)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[14].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[15].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[16].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[17].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

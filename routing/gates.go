@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -69,10 +70,11 @@ const (
 )
 
 // promoteMissing returns what keeps promote_when p from holding given the
-// comparison c ("promote_when: 1200 of 10000 shadow executions;
-// mean_abs_diff 0.2 above 0.01"), or "" if it holds.
-func promoteMissing(p modelconfig.PromoteWhen, c Comparison) string {
-	var miss []string
+// comparison c and the outcome statistics o (nil: none yet)
+// ("promote_when: 1200 of 10000 shadow executions; mean_abs_diff 0.2
+// above 0.01"), or "" if it holds.
+func promoteMissing(p modelconfig.PromoteWhen, c Comparison, o *OutcomeStats) string {
+	miss := outcomesMissing(p, o)
 	if c.Executions < p.MinShadowExecutions {
 		miss = append(miss, fmt.Sprintf("%d of %d shadow executions", c.Executions, p.MinShadowExecutions))
 	}
@@ -95,9 +97,70 @@ func promoteMissing(p modelconfig.PromoteWhen, c Comparison) string {
 	return "promote_when: " + strings.Join(miss, "; ")
 }
 
-// promoteMet describes the comparison on which promote_when p held.
-func promoteMet(p modelconfig.PromoteWhen, c Comparison) string {
-	met := []string{fmt.Sprintf("%d shadow executions (min %d)", c.Executions, p.MinShadowExecutions)}
+// outcomesMissing returns what keeps the outcome bounds of p from
+// holding given the statistics o, none if they hold or p has none. Each
+// bound is judged over at least min_outcomes scored predictions: paired
+// with the champion's for logloss_delta and auc_delta, the servable's own
+// for calibration.
+func outcomesMissing(p modelconfig.PromoteWhen, o *OutcomeStats) []string {
+	if !p.HasOutcomeBounds() {
+		return nil
+	}
+	if o == nil {
+		return []string{"no outcome statistics yet"}
+	}
+	var miss []string
+	paired := o.VsChampion
+	if b := p.MaxLogLossDelta; b != nil {
+		conf := p.Confidence()
+		switch up := paired.LogLossDeltaUpper(conf); {
+		case paired.N < p.MinOutcomes:
+			miss = append(miss, fmt.Sprintf("logloss_delta: %d of %d paired outcomes", paired.N, p.MinOutcomes))
+		case math.IsNaN(up):
+			miss = append(miss, "logloss_delta undefined")
+		case up > *b:
+			miss = append(miss, fmt.Sprintf("logloss_delta %.4g, upper end %.4g of its %g interval, above %g", paired.LogLossDelta, up, conf, *b))
+		}
+	}
+	if b := p.MinAUCDelta; b != nil {
+		switch d := paired.AUCDelta; {
+		case paired.N < p.MinOutcomes:
+			miss = append(miss, fmt.Sprintf("auc_delta: %d of %d paired outcomes", paired.N, p.MinOutcomes))
+		case math.IsNaN(d):
+			miss = append(miss, "auc_delta undefined (no positive or no negative outcome)")
+		case d < *b:
+			miss = append(miss, fmt.Sprintf("auc_delta %.4g below %g", d, *b))
+		}
+	}
+	if r := p.CalibrationBetween; r != nil {
+		if why := calibrationOutside(*r, o, p.MinOutcomes); why != "" {
+			miss = append(miss, why)
+		}
+	}
+	return miss
+}
+
+// calibrationOutside says why the calibration of o is not known to be in
+// r over at least min scored predictions, or "" if it is.
+func calibrationOutside(r modelconfig.Range, o *OutcomeStats, min int64) string {
+	switch c := o.Calibration; {
+	case o.Scored < min:
+		return fmt.Sprintf("calibration: %d of %d scored outcomes", o.Scored, min)
+	case math.IsNaN(c):
+		return fmt.Sprintf("calibration undefined over %d scored outcomes (no positive outcome)", o.Scored)
+	case !r.Contains(c):
+		return fmt.Sprintf("calibration %.4g over %d scored outcomes outside %v", c, o.Scored, r)
+	}
+	return ""
+}
+
+// promoteMet describes the comparison and outcome statistics on which
+// promote_when p held.
+func promoteMet(p modelconfig.PromoteWhen, c Comparison, o *OutcomeStats) string {
+	var met []string
+	if p.MinShadowExecutions > 0 {
+		met = append(met, fmt.Sprintf("%d shadow executions (min %d)", c.Executions, p.MinShadowExecutions))
+	}
 	if b := p.MaxMeanAbsDiff; b != nil {
 		met = append(met, fmt.Sprintf("mean_abs_diff %.4g ≤ %g", c.MeanAbsDiff, *b))
 	}
@@ -107,7 +170,43 @@ func promoteMet(p modelconfig.PromoteWhen, c Comparison) string {
 	if b := p.MaxP99Ratio; b != nil {
 		met = append(met, fmt.Sprintf("p99 ratio %.3g ≤ %g", c.P99Ratio, *b))
 	}
+	if o != nil && p.HasOutcomeBounds() {
+		if b := p.MaxLogLossDelta; b != nil {
+			met = append(met, fmt.Sprintf("logloss_delta %.4g, upper end %.4g of its %g interval over %d paired outcomes, ≤ %g",
+				o.VsChampion.LogLossDelta, o.VsChampion.LogLossDeltaUpper(p.Confidence()), p.Confidence(), o.VsChampion.N, *b))
+		}
+		if b := p.MinAUCDelta; b != nil {
+			met = append(met, fmt.Sprintf("auc_delta %.4g over %d paired outcomes ≥ %g", o.VsChampion.AUCDelta, o.VsChampion.N, *b))
+		}
+		if r := p.CalibrationBetween; r != nil {
+			met = append(met, fmt.Sprintf("calibration %.4g over %d scored outcomes in %v", o.Calibration, o.Scored, *r))
+		}
+	}
 	return "promote_when: " + strings.Join(met, ", ")
+}
+
+// rollbackCalibration returns the calibration_between bound of r that the
+// outcome statistics o (since the servable became valid) break
+// ("rollback_when: calibration 1.5 over 20000 scored outcomes outside
+// [0.9, 1.1]"), or "" if none, or if fewer than r's min_outcomes are
+// scored, or there are no statistics, or the calibration is undefined.
+// Unlike the traffic bounds it is judged whatever the phase-in: outcomes
+// arrive a window late, after most phase-ins end.
+func rollbackCalibration(r modelconfig.RollbackWhen, o *OutcomeStats) string {
+	b := r.CalibrationBetween
+	if b == nil || o == nil || o.Scored < r.MinOutcomes || math.IsNaN(o.Calibration) || b.Contains(o.Calibration) {
+		return ""
+	}
+	return fmt.Sprintf("rollback_when: calibration %.4g over %d scored outcomes outside calibration_between %v", o.Calibration, o.Scored, *b)
+}
+
+// calibrationWatch describes what rollback_when r's calibration bound
+// sees of the outcome statistics o.
+func calibrationWatch(r modelconfig.RollbackWhen, o *OutcomeStats) string {
+	if o == nil {
+		return "rollback_when: no outcome statistics yet"
+	}
+	return fmt.Sprintf("rollback_when: calibration %.4g over %d scored outcomes (judged from %d) against %v", o.Calibration, o.Scored, r.MinOutcomes, *r.CalibrationBetween)
 }
 
 // rollbackBroken returns the bounds of r that the live traffic l breaks
@@ -167,8 +266,16 @@ func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since
 		return GateWaiting, "promote_when holds; " + v.reason
 	case s.RollbackWhen != nil && since.IsZero():
 		return GateWaiting, "rollback_when: watches the release once it is valid"
+	case s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100 && s.RollbackWhen.MaxErrorRate == nil && s.RollbackWhen.MaxP99Ms == nil:
+		return GateWatching, calibrationWatch(*s.RollbackWhen, st.Outcomes)
 	case s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100:
-		return GateWatching, rollbackWatch(*s.RollbackWhen, st.Live)
+		detail := rollbackWatch(*s.RollbackWhen, st.Live)
+		if s.RollbackWhen.CalibrationBetween != nil {
+			detail += "; " + strings.TrimPrefix(calibrationWatch(*s.RollbackWhen, st.Outcomes), "rollback_when: ")
+		}
+		return GateWatching, detail
+	case s.RollbackWhen != nil && s.RollbackWhen.CalibrationBetween != nil:
+		return GateWatching, calibrationWatch(*s.RollbackWhen, st.Outcomes)
 	case promotes:
 		return GatePromoted, "promote_when held at " + since.UTC().Format(time.RFC3339)
 	case s.RollbackWhen != nil:

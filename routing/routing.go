@@ -16,8 +16,9 @@
 //   - never_valid never holds;
 //   - valid_after_ms holds once that long has passed since LoadedAt;
 //   - min_served_events holds once ShadowExecutions reaches the count;
-//   - min_metric holds while Metrics[metric] ≥ threshold (a missing or NaN
-//     metric does not hold);
+//   - min_metric holds while Metrics[metric] (or a live outcome metric,
+//     see Release gates) ≥ threshold (a missing or NaN metric does not
+//     hold);
 //   - promote_when holds once Comparison.Executions reaches
 //     min_shadow_executions and Comparison meets every bound given (see
 //     Release gates below).
@@ -57,6 +58,15 @@
 // not un-promote a release. A p99 ratio bound does not hold while the
 // ratio is unknown (0).
 //
+// promote_when's outcome bounds read ServableState.Outcomes: the upper end
+// of the logloss_confidence interval of the paired log loss difference
+// (Paired.LogLossDeltaUpper) at most max_logloss_delta, the paired AUC
+// difference at least min_auc_delta, the calibration inside
+// calibration_between, each over at least min_outcomes scored predictions
+// (paired ones for the differences). With no statistics (nil), too few
+// outcomes or an undefined figure (NaN), they do not hold, and the gate
+// detail says which.
+//
 // rollback_when watches a servable from the evaluation after it is
 // stamped valid until its phase-in reaches 100 %: the phase-in is the trial,
 // and once a release takes its full share it is the champion, which the
@@ -71,6 +81,20 @@
 // counters say. The caller decides when a rollback no longer applies
 // (actors: when the release's model content changes); the servable then
 // counts as new: valid again by its rules, ramping up from 0 %.
+//
+// rollback_when's calibration_between is judged apart from its traffic
+// bounds: from the evaluation after the servable is stamped valid, at
+// every evaluation whatever its phase-in (outcomes arrive a window late,
+// after most phase-ins end), a calibration in Outcomes outside the range
+// once min_outcomes are scored rolls it back the same way. No statistics,
+// too few outcomes or an undefined calibration never roll back. It may be
+// the gate's only bound; the gate then stays watching while the servable
+// is valid.
+//
+// min_metric and keep_top_ranked read the live outcome metrics
+// (modelconfig.OutcomeMetrics, higher is better) from Outcomes, never from
+// Metrics, so a value pushed under such a name cannot hide the live one;
+// pushed metrics keep their own names (auc, logloss, ...).
 //
 // Status.Gate and Status.GateDetail give each servable's gate state:
 // waiting (with what promote_when misses), watching (with the live
@@ -148,7 +172,6 @@ package routing
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -179,6 +202,10 @@ type ServableState struct {
 	Comparison Comparison
 	// Live is its own user traffic since it became valid (rollback_when).
 	Live Live
+	// Outcomes are the outcome statistics of its predictions (promote_when
+	// and rollback_when's outcome bounds, the live outcome metrics of
+	// min_metric and keep_top_ranked); nil: none yet.
+	Outcomes *OutcomeStats
 	// RolledBack is the rollback_when decision in force for the servable
 	// (kept by the caller, in the shared contract state), zero if none: a
 	// rolled-back servable gets no traffic.
@@ -296,8 +323,15 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		}
 		valid := st.Ready && v.holds
 		rb := st.RolledBack
-		if rb.IsZero() && valid && !since.IsZero() && s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100 {
-			if why := rollbackBroken(*s.RollbackWhen, st.Live); why != "" {
+		if rb.IsZero() && valid && !since.IsZero() && s.RollbackWhen != nil {
+			var why string
+			if phaseInPct(s.PhaseIn, since, now) < 100 {
+				why = rollbackBroken(*s.RollbackWhen, st.Live)
+			}
+			if why == "" {
+				why = rollbackCalibration(*s.RollbackWhen, st.Outcomes)
+			}
+			if why != "" {
 				rb = Rollback{At: now, Reason: why}
 				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionRolledBack, Reason: why, At: now})
 			}
@@ -308,7 +342,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		if valid && since.IsZero() {
 			since = now
 			if pw, ok := promoteRule(s); ok {
-				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionPromoted, Reason: promoteMet(pw, st.Comparison), At: now})
+				p.Decisions = append(p.Decisions, Decision{Release: s.ReleaseVersion, Kind: DecisionPromoted, Reason: promoteMet(pw, st.Comparison, st.Outcomes), At: now})
 			}
 		}
 		p.Servables[i] = Status{Release: s.ReleaseVersion, ModelPath: s.ModelPath, Ready: st.Ready, Valid: valid, ValidSince: since, RolledBack: rb}
@@ -349,8 +383,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 			slices.SortFunc(stamped, newerFirst)
 		case modelconfig.ExpireKeepTopRanked:
 			metric := func(i int) (float64, bool) {
-				v, ok := state[c.Servables[i].ReleaseVersion].Metrics[e.Metric]
-				return v, ok && !math.IsNaN(v)
+				return metricOf(state[c.Servables[i].ReleaseVersion], e.Metric)
 			}
 			slices.SortFunc(stamped, func(a, b int) int {
 				va, oka := metric(a)
@@ -510,15 +543,17 @@ func validity(rules []modelconfig.ValidityRule, st ServableState, now time.Time,
 			}
 		case modelconfig.RulePromoteWhen:
 			if !stamped {
-				if why := promoteMissing(r.Promote, st.Comparison); why != "" {
+				if why := promoteMissing(r.Promote, st.Comparison, st.Outcomes); why != "" {
 					fail(false, "%s", why)
 					out.promote = why
 				}
 			}
 		case modelconfig.RuleMinMetric:
-			v, ok := st.Metrics[r.Metric]
+			v, ok := metricOf(st, r.Metric)
 			switch {
-			case !ok || math.IsNaN(v):
+			case !ok && modelconfig.IsOutcomeMetric(r.Metric) && st.Outcomes == nil:
+				fail(true, "min_metric: no %s metric: no outcome statistics yet", r.Metric)
+			case !ok:
 				fail(true, "min_metric: no %s metric", r.Metric)
 			case v < r.Threshold:
 				fail(true, "min_metric: %s %v is below %v", r.Metric, v, r.Threshold)

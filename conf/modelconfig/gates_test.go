@@ -101,7 +101,7 @@ func TestParseModelConfigGateErrors(t *testing.T) {
 		{"rollback_when without min_requests", servable(ramp + `, "rollback_when": {"max_error_rate": 0.01}`),
 			`contracts[0].servables[0].rollback_when.min_requests: contract ads/pctr/1: release v2: rollback_when needs min_requests from 1 to 9007199254740992, got 0`},
 		{"rollback_when without bound", servable(ramp + `, "rollback_when": {"min_requests": 10}`),
-			`contracts[0].servables[0].rollback_when: contract ads/pctr/1: release v2: rollback_when needs at least one bound: max_error_rate or max_p99_ms`},
+			`contracts[0].servables[0].rollback_when: contract ads/pctr/1: release v2: rollback_when needs at least one bound: max_error_rate, max_p99_ms or calibration_between`},
 		{"rollback error rate above 1", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_error_rate": 2}`),
 			`rollback_when.max_error_rate: contract ads/pctr/1: release v2: rollback_when max_error_rate 2 is not between 0 and 1`},
 		{"negative p99", servable(ramp + `, "rollback_when": {"min_requests": 10, "max_p99_ms": -1}`),

@@ -22,11 +22,13 @@ type ContractSettings struct {
 	Expiration Expiration
 	// StickyKey pins callers to a servable; empty for none.
 	StickyKey string
+	// Outcomes is what the contract learns from outcomes; nil for nothing.
+	Outcomes *Outcomes
 }
 
 // Settings returns the contract's settings.
 func (c Contract) Settings() ContractSettings {
-	return ContractSettings{Router: c.Router, Expiration: c.Expiration, StickyKey: c.StickyKey}
+	return ContractSettings{Router: c.Router, Expiration: c.Expiration, StickyKey: c.StickyKey, Outcomes: c.Outcomes}
 }
 
 // MarshalJSON writes the settings in the config file's shape.
@@ -111,7 +113,7 @@ func (c *Config) CreateContract(org, project string, n int, cs ContractSettings)
 	if _, err := c.contract(k.ID()); err == nil {
 		return fmt.Errorf("%w: %s; use PUT /%s to update it", ErrContractExists, k.ID(), k.ID())
 	}
-	k.Router, k.Expiration, k.StickyKey = cs.Router, cs.Expiration, cs.StickyKey
+	k.Router, k.Expiration, k.StickyKey, k.Outcomes = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes
 	c.Contracts = append(c.Contracts, k)
 	return nil
 }
@@ -122,7 +124,7 @@ func (c *Config) UpdateContract(id string, cs ContractSettings) error {
 	if err != nil {
 		return err
 	}
-	k.Router, k.Expiration, k.StickyKey = cs.Router, cs.Expiration, cs.StickyKey
+	k.Router, k.Expiration, k.StickyKey, k.Outcomes = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes
 	return nil
 }
 

@@ -78,6 +78,10 @@ type Model struct {
 	// MinNodes is min_nodes: in a cluster, the fewest nodes the model may
 	// be loaded on when fewer than Nodes have the memory (0: 1).
 	MinNodes int
+	// Outcomes is outcomes: what direct calls of the model learn from the
+	// outcomes reported after their predictions; nil for nothing. It
+	// applies without a reload.
+	Outcomes *Outcomes
 }
 
 // MaxNodes is the largest nodes and min_nodes.
@@ -247,6 +251,10 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 		if err != nil {
 			return nil, err
 		}
+		outcomes, err := outcomesFromProto(m.GetOutcomes(), at+".outcomes")
+		if err != nil {
+			return nil, err
+		}
 		var policy *VersionPolicy
 		if p := m.GetVersionPolicy(); p != nil {
 			policy = versionPolicyFromProto(p, unknown[at+".version_policy"])
@@ -269,6 +277,7 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 			VersionChecksums: sums,
 			Nodes:            int(m.GetNodes()),
 			MinNodes:         int(m.GetMinNodes()),
+			Outcomes:         outcomes,
 		})
 		if m.KeepPreviousForMs != nil {
 			c.Models[len(c.Models)-1].KeepPreviousFor = new(time.Duration(m.GetKeepPreviousForMs()) * time.Millisecond)
@@ -283,6 +292,10 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 		}
 		if e := k.GetExpiration(); e != nil {
 			out.Expiration = expirationFromProto(e, unknown[at+".expiration"])
+		}
+		var err error
+		if out.Outcomes, err = outcomesFromProto(k.GetOutcomes(), at+".outcomes"); err != nil {
+			return nil, err
 		}
 		for j, s := range k.GetServables() {
 			out.Servables = append(out.Servables, servableFromProto(s, fmt.Sprintf("%s.servables[%d]", at, j), unknown))
@@ -330,7 +343,9 @@ func ruleFromProto(r *grovepb.ValidityRule, unknown string) ValidityRule {
 	case *grovepb.ValidityRule_PromoteWhen:
 		p := r.PromoteWhen
 		return ValidityRule{Kind: RulePromoteWhen, Promote: PromoteWhen{MinShadowExecutions: p.GetMinShadowExecutions(),
-			MaxMeanAbsDiff: p.MaxMeanAbsDiff, MaxErrorRate: p.MaxErrorRate, MaxP99Ratio: p.MaxP99Ratio}}
+			MaxMeanAbsDiff: p.MaxMeanAbsDiff, MaxErrorRate: p.MaxErrorRate, MaxP99Ratio: p.MaxP99Ratio,
+			MinOutcomes: p.GetMinOutcomes(), MaxLogLossDelta: p.MaxLoglossDelta, LogLossConfidence: p.LoglossConfidence,
+			MinAUCDelta: p.MinAucDelta, CalibrationBetween: rangeFromProto(p.GetCalibrationBetween())}}
 	}
 	return ValidityRule{Kind: RuleKind(unknown)}
 }
@@ -353,7 +368,8 @@ func servableFromProto(s *grovepb.ContractServable, path string, unknown map[str
 		}
 	}
 	if rw := s.GetRollbackWhen(); rw != nil {
-		out.RollbackWhen = &RollbackWhen{MinRequests: rw.GetMinRequests(), MaxErrorRate: rw.MaxErrorRate, MaxP99Ms: rw.MaxP99Ms}
+		out.RollbackWhen = &RollbackWhen{MinRequests: rw.GetMinRequests(), MaxErrorRate: rw.MaxErrorRate, MaxP99Ms: rw.MaxP99Ms,
+			MinOutcomes: rw.GetMinOutcomes(), CalibrationBetween: rangeFromProto(rw.GetCalibrationBetween())}
 	}
 	if sh := s.GetShadow(); sh != nil {
 		out.Shadow = &Shadow{SampleRate: 1}
@@ -414,6 +430,11 @@ func (c *Config) validate() error {
 		}
 		if err := validateVersioning(entry, m); err != nil {
 			return err
+		}
+		if o := m.Outcomes; o != nil {
+			if err := o.validate(); err != nil {
+				return &Error{Field: entry + ".outcomes" + err.Field, Msg: fmt.Sprintf("model %s: %s", m.Path, err.Msg)}
+			}
 		}
 	}
 	if err := validateOverlaps(c.Models); err != nil {
@@ -524,6 +545,9 @@ func validateChecksum(s string) error {
 //     {"keep_top_ranked": {"n": N, "metric": "auc"}}, N ≥ 1; see Expiration.
 //   - sticky_key: optional; the name of a request config whose value pins a
 //     caller to one servable while the traffic shares are unchanged.
+//   - outcomes: optional; what the predictions learn from the outcomes
+//     reported after them, see Outcomes. Every servable then needs
+//     logging.log_level FULL.
 //   - servables: the releases, see ContractServable; may be empty.
 //
 // Names (organization, project, release_version) are URL-path-safe: made
@@ -544,6 +568,9 @@ type Contract struct {
 	// StickyKey is sticky_key, the request config whose value pins a caller
 	// to a servable, or empty for none.
 	StickyKey string
+	// Outcomes is outcomes: what the contract's predictions learn from
+	// the outcomes reported after them; nil for nothing.
+	Outcomes *Outcomes
 	// Servables are the contract's releases, in file order.
 	Servables []ContractServable
 }
@@ -591,7 +618,8 @@ type Expiration struct {
 	Kind ExpirationKind
 	// Keep is N, how many servables the policy keeps (≥ 1).
 	Keep int
-	// Metric is the metric keep_top_ranked ranks by (higher is better).
+	// Metric is the metric keep_top_ranked ranks by (higher is better): a
+	// metric fed by the metrics API, or one of OutcomeMetrics.
 	Metric string
 }
 
@@ -622,10 +650,13 @@ type Expiration struct {
 //   - shadow: optional; see Shadow. {"shadow": {}} shadows every request.
 //   - logging: optional; see ServableLogging.
 //   - rollback_when: optional, {"max_error_rate": 0.01, "max_p99_ms": 20,
-//     "min_requests": 500}: min_requests 1 to 2^53 is required, and at least
-//     one of max_error_rate (0 to 1) and max_p99_ms (0 or more); the
-//     servable needs a linear_over_secs phase-in, since the gate watches
-//     it while it phases in. See RollbackWhen.
+//     "min_requests": 500, "calibration_between": [0.9, 1.1],
+//     "min_outcomes": 20000}: at least one bound. max_error_rate (0 to 1)
+//     and max_p99_ms (0 or more) need min_requests (1 to 2^53) and a
+//     linear_over_secs phase-in, since they watch the servable while it
+//     phases in; calibration_between ([lo, hi], 0 < lo < hi) needs
+//     min_outcomes (1 to 2^53) and the contract's binary outcomes, and is
+//     judged whatever the phase-in. See RollbackWhen.
 type ContractServable struct {
 	// ReleaseVersion names the release within its contract.
 	ReleaseVersion string
@@ -663,14 +694,17 @@ const (
 	// the servable has executed N (0 to 2^53) shadow requests.
 	RuleMinServedEvents RuleKind = "min_served_events"
 	// RuleMinMetric, {"min_metric": {"metric": "auc", "threshold": 0.7}},
-	// holds while the servable's metric (fed by the metrics API) is at
-	// least the threshold; a missing metric does not hold.
+	// holds while the servable's metric (fed by the metrics API, or one of
+	// OutcomeMetrics, measured from outcomes) is at least the threshold; a
+	// missing metric does not hold.
 	RuleMinMetric RuleKind = "min_metric"
 	// RulePromoteWhen, {"promote_when": {"min_shadow_executions": 10000,
 	// "max_mean_abs_diff": 0.01, "max_error_rate": 0.001, "max_p99_ratio":
 	// 1.2}}, holds once the servable's shadow answers, compared with the
-	// answers callers got, meet every bound; see PromoteWhen. The servable
-	// needs a shadow setting.
+	// answers callers got, meet every bound, and its outcome bounds
+	// (min_outcomes, max_logloss_delta, logloss_confidence, min_auc_delta,
+	// calibration_between) hold on its scored predictions; see
+	// PromoteWhen. The servable needs a shadow setting.
 	RulePromoteWhen RuleKind = "promote_when"
 )
 
@@ -694,9 +728,12 @@ type ValidityRule struct {
 // PromoteWhen is the promote_when validity rule: a shadow servable is
 // promoted (becomes valid, and its phase-in starts) once at least
 // MinShadowExecutions of its shadow executions were compared with the
-// answers callers got and every bound given is met. A nil bound is none.
+// answers callers got and every bound given is met, and, with
+// MinOutcomes, once its outcome bounds hold over at least MinOutcomes
+// scored predictions. A nil bound is none.
 type PromoteWhen struct {
-	// MinShadowExecutions is min_shadow_executions, 1 to MaxEventCount.
+	// MinShadowExecutions is min_shadow_executions, 1 to MaxEventCount,
+	// or 0 (absent) when MinOutcomes is set.
 	MinShadowExecutions int64
 	// MaxMeanAbsDiff is max_mean_abs_diff: the largest mean absolute
 	// difference, over each output, from the champion's values (a BYTES
@@ -708,14 +745,68 @@ type PromoteWhen struct {
 	// MaxP99Ratio is max_p99_ratio: the highest ratio of the shadow's p99
 	// latency to the champion's on the same requests.
 	MaxP99Ratio *float64
+	// MinOutcomes is min_outcomes, 1 to MaxEventCount, or 0 for none: the
+	// scored predictions each outcome bound below is judged over. It is
+	// set when one of them is.
+	MinOutcomes int64
+	// MaxLogLossDelta is max_logloss_delta: the highest upper end of the
+	// LogLossConfidence interval of the log loss difference (challenger −
+	// champion, paired on the same requests).
+	MaxLogLossDelta *float64
+	// LogLossConfidence is logloss_confidence, strictly between 0 and 1;
+	// nil means DefaultLogLossConfidence. Only with MaxLogLossDelta.
+	LogLossConfidence *float64
+	// MinAUCDelta is min_auc_delta, -1 to 1: the lowest AUC difference
+	// (challenger − champion, paired).
+	MinAUCDelta *float64
+	// CalibrationBetween is calibration_between: the range the
+	// challenger's calibration (mean prediction ÷ observed rate) must be
+	// in; nil for none.
+	CalibrationBetween *Range
 }
+
+// DefaultLogLossConfidence is promote_when's logloss_confidence when absent.
+const DefaultLogLossConfidence = 0.95
+
+// Confidence returns LogLossConfidence, or its default.
+func (p PromoteWhen) Confidence() float64 {
+	if p.LogLossConfidence == nil {
+		return DefaultLogLossConfidence
+	}
+	return *p.LogLossConfidence
+}
+
+// HasOutcomeBounds reports whether the rule has an outcome bound.
+func (p PromoteWhen) HasOutcomeBounds() bool {
+	return p.MaxLogLossDelta != nil || p.MinAUCDelta != nil || p.CalibrationBetween != nil
+}
+
+// Range is a closed interval [Lo, Hi] of a bound such as
+// calibration_between, written [lo, hi] in JSON; 0 < Lo < Hi in a parsed
+// config.
+type Range struct {
+	Lo, Hi float64
+	// given is how many numbers the list held when it was not two (1, or
+	// 3 or more), for validation to refuse; 0 otherwise.
+	given int
+}
+
+// Contains reports whether v is in [Lo, Hi]; NaN is not.
+func (r Range) Contains(v float64) bool { return v >= r.Lo && v <= r.Hi }
+
+// String writes the range as in JSON: [0.9, 1.1].
+func (r Range) String() string { return fmt.Sprintf("[%v, %v]", r.Lo, r.Hi) }
 
 // RollbackWhen is a servable's rollback_when gate: while it phases in,
 // once it has received MinRequests user requests since it became valid,
 // an error rate above MaxErrorRate or a p99 latency above MaxP99 rolls it
-// back. At least one bound is set; a nil bound is none.
+// back; and from when it became valid, whatever its phase-in (outcomes
+// arrive a window late, after most phase-ins end), once MinOutcomes of
+// its predictions are scored, a calibration outside CalibrationBetween
+// rolls it back. At least one bound is set; a nil bound is none.
 type RollbackWhen struct {
-	// MinRequests is min_requests, 1 to MaxEventCount.
+	// MinRequests is min_requests, 1 to MaxEventCount; 0 (absent) when
+	// neither MaxErrorRate nor MaxP99Ms is set.
 	MinRequests int64
 	// MaxErrorRate is max_error_rate, 0 to 1: the highest share of its
 	// user requests that may fail through its own fault.
@@ -723,7 +814,17 @@ type RollbackWhen struct {
 	// MaxP99Ms is max_p99_ms, 0 or more: the highest 99th-percentile
 	// latency of its answered requests, in milliseconds.
 	MaxP99Ms *float64
+	// MinOutcomes is min_outcomes, 1 to MaxEventCount: the scored
+	// predictions CalibrationBetween is judged over; 0 (absent) without it.
+	MinOutcomes int64
+	// CalibrationBetween is calibration_between: the range its
+	// calibration since it became valid must stay in; nil for none.
+	CalibrationBetween *Range
 }
+
+// watchesTraffic reports whether the gate has a bound on the servable's
+// traffic (max_error_rate, max_p99_ms), watched while it phases in.
+func (r RollbackWhen) watchesTraffic() bool { return r.MaxErrorRate != nil || r.MaxP99Ms != nil }
 
 // PhaseInKind names a phase-in policy: its JSON key.
 type PhaseInKind string
@@ -851,8 +952,18 @@ func (c *Config) validateContracts() error {
 			if e.Kind == ExpireKeepTopRanked && e.Metric == "" {
 				return bad(".expiration.keep_top_ranked.metric", "keep_top_ranked needs the metric to rank by")
 			}
+			if e.Kind == ExpireKeepTopRanked {
+				if msg := checkOutcomeMetric(e.Metric, k.Outcomes); msg != "" {
+					return bad(".expiration.keep_top_ranked.metric", "keep_top_ranked %s", msg)
+				}
+			}
 		default:
 			return bad(".expiration", "unknown expiration policy %q; the policies are %s", e.Kind, jsondoc.OrList(expirationNames))
+		}
+		if o := k.Outcomes; o != nil {
+			if err := o.validate(); err != nil {
+				return bad(".outcomes"+err.Field, "%s", err.Msg)
+			}
 		}
 		releases := make(map[string]int, len(k.Servables))
 		paths := make(map[string]string, len(k.Servables))
@@ -885,12 +996,18 @@ func (c *Config) validateContracts() error {
 					if rule.Metric == "" {
 						return sbad(rat+".min_metric.metric", "min_metric needs the name of the metric")
 					}
+					if msg := checkOutcomeMetric(rule.Metric, k.Outcomes); msg != "" {
+						return sbad(rat+".min_metric.metric", "min_metric %s", msg)
+					}
 				case RulePromoteWhen:
 					if err := rule.Promote.validate(); err != nil {
 						return sbad(rat+".promote_when"+err.Field, "promote_when %s", err.Msg)
 					}
 					if s.Shadow == nil {
 						return sbad(rat+".promote_when", "promote_when judges the release's shadow answers, and it has no shadow setting; give it \"shadow\": {}")
+					}
+					if err := rule.Promote.checkOutcomes(k.Outcomes); err != nil {
+						return sbad(rat+".promote_when"+err.Field, "promote_when %s", err.Msg)
 					}
 				default:
 					return sbad(rat, "unknown validity rule %q; the rules are %s", rule.Kind, jsondoc.OrList(ruleNames))
@@ -909,8 +1026,13 @@ func (c *Config) validateContracts() error {
 				if err := rw.validate(); err != nil {
 					return sbad(".rollback_when"+err.Field, "rollback_when %s", err.Msg)
 				}
-				if s.PhaseIn.Kind != PhaseInLinear {
-					return sbad(".rollback_when", "rollback_when watches a release while it phases in, and phase_in is immediate; give phase_in {\"linear_over_secs\": {\"secs\": N}}")
+				if rw.watchesTraffic() && s.PhaseIn.Kind != PhaseInLinear {
+					return sbad(".rollback_when", "rollback_when watches a release while it phases in, and phase_in is immediate; give phase_in {\"linear_over_secs\": {\"secs\": N}} (calibration_between alone needs none)")
+				}
+				if rw.CalibrationBetween != nil {
+					if msg := needBinaryOutcomes("calibration_between", k.Outcomes); msg != "" {
+						return sbad(".rollback_when.calibration_between", "rollback_when %s", msg)
+					}
 				}
 			}
 			if s.Shadow != nil && !(s.Shadow.SampleRate >= 0 && s.Shadow.SampleRate <= 1) {
@@ -919,6 +1041,9 @@ func (c *Config) validateContracts() error {
 			l := s.Logging
 			if !slices.Contains(logLevelNames, l.Level) {
 				return sbad(".logging.log_level", "log_level %q is not %s", l.Level, jsondoc.OrList(logLevelNames))
+			}
+			if k.Outcomes != nil && l.Level != LogLevelFull {
+				return sbad(".logging.log_level", "the contract's outcomes are joined to logged predictions, and log_level is %s; give it \"logging\": {\"log_level\": \"FULL\"}", l.Level)
 			}
 			if !(l.SampleRate >= 0 && l.SampleRate <= 1) {
 				return sbad(".logging.sample_rate", "logging sample_rate %v is not between 0 and 1", l.SampleRate)
@@ -983,6 +1108,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		KeepMs   *int64            `json:"keep_previous_for_ms,omitempty"`
 		Nodes    int               `json:"nodes,omitempty"`
 		MinNodes int               `json:"min_nodes,omitempty"`
+		Outcomes *outcomesJSON     `json:"outcomes,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -994,7 +1120,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
 			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
-			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes})
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes, m.Outcomes.canonical()})
 		if k := m.KeepPreviousFor; k != nil {
 			doc.Models[len(doc.Models)-1].KeepMs = new(k.Milliseconds())
 		}
@@ -1044,6 +1170,7 @@ type (
 		Router     Router         `json:"router"`
 		Expiration map[string]any `json:"expiration,omitempty"`
 		StickyKey  string         `json:"sticky_key,omitempty"`
+		Outcomes   *outcomesJSON  `json:"outcomes,omitempty"`
 	}
 	servableJSON struct {
 		Release string `json:"release_version"`
@@ -1070,7 +1197,7 @@ type (
 
 // canonical returns the settings' canonical JSON shape.
 func (cs ContractSettings) canonical() settingsJSON {
-	out := settingsJSON{Router: cs.Router, StickyKey: cs.StickyKey}
+	out := settingsJSON{Router: cs.Router, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes.canonical()}
 	if out.Router == "" {
 		out.Router = RouterFair
 	}

@@ -397,7 +397,8 @@ func intRange(fd protoreflect.FieldDescriptor) (lo, hi int64) {
 		return 0, MaxTimeoutMs
 	case "grove.v1.ValidAfterMs.ms":
 		return 0, MaxValidAfterMs
-	case "grove.v1.MinServedEvents.count", "grove.v1.PromoteWhen.min_shadow_executions", "grove.v1.RollbackWhen.min_requests":
+	case "grove.v1.MinServedEvents.count", "grove.v1.PromoteWhen.min_shadow_executions", "grove.v1.RollbackWhen.min_requests",
+		"grove.v1.PromoteWhen.min_outcomes", "grove.v1.RollbackWhen.min_outcomes":
 		return 0, MaxEventCount
 	case "grove.v1.VersionPolicy.Latest.num_versions":
 		return 1, math.MaxInt32
