@@ -30,6 +30,7 @@ type (
 	ModelConfig                   = grovepb.ModelConfig
 	ModelMetadata                 = grovepb.ModelMetadata
 	Outcome                       = grovepb.Outcome
+	Outcomes                      = grovepb.Outcomes
 	OutputComparison              = grovepb.OutputComparison
 	PhaseIn                       = grovepb.PhaseIn
 	PhaseIn_Immediate             = grovepb.PhaseIn_Immediate
