@@ -172,9 +172,9 @@ type ModelMetadata struct {
 	// unplaceable. A single server ignores it.
 	MinNodes int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
 	// Grove: what direct calls of this model learn from the outcomes that
-	// follow their predictions (see Outcomes). Needs the server's
+	// follow their predictions (see OutcomeConfig). Needs the server's
 	// prediction_log.default_level FULL. Absent: nothing.
-	Outcomes      *Outcomes `protobuf:"bytes,113,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes      *OutcomeConfig `protobuf:"bytes,113,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,18 +328,18 @@ func (x *ModelMetadata) GetMinNodes() int32 {
 	return 0
 }
 
-func (x *ModelMetadata) GetOutcomes() *Outcomes {
+func (x *ModelMetadata) GetOutcomes() *OutcomeConfig {
 	if x != nil {
 		return x.Outcomes
 	}
 	return nil
 }
 
-// Outcomes says what a contract's (or a direct model's) predictions learn
+// OutcomeConfig says what a contract's (or a direct model's) predictions learn
 // from the outcomes reported after them, as in {"label": "click", "kind":
 // "binary", "window": "30m", "missing": "negative", "output": "output_0",
 // "lateness": "1m"}. Every servable it covers must log at FULL.
-type Outcomes struct {
+type OutcomeConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The outcome label scored, a key of grove.v1.Outcome.labels ("click").
 	// Required.
@@ -362,20 +362,20 @@ type Outcomes struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Outcomes) Reset() {
-	*x = Outcomes{}
+func (x *OutcomeConfig) Reset() {
+	*x = OutcomeConfig{}
 	mi := &file_grove_v1_model_config_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Outcomes) String() string {
+func (x *OutcomeConfig) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Outcomes) ProtoMessage() {}
+func (*OutcomeConfig) ProtoMessage() {}
 
-func (x *Outcomes) ProtoReflect() protoreflect.Message {
+func (x *OutcomeConfig) ProtoReflect() protoreflect.Message {
 	mi := &file_grove_v1_model_config_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -387,47 +387,47 @@ func (x *Outcomes) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Outcomes.ProtoReflect.Descriptor instead.
-func (*Outcomes) Descriptor() ([]byte, []int) {
+// Deprecated: Use OutcomeConfig.ProtoReflect.Descriptor instead.
+func (*OutcomeConfig) Descriptor() ([]byte, []int) {
 	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Outcomes) GetLabel() string {
+func (x *OutcomeConfig) GetLabel() string {
 	if x != nil {
 		return x.Label
 	}
 	return ""
 }
 
-func (x *Outcomes) GetKind() string {
+func (x *OutcomeConfig) GetKind() string {
 	if x != nil && x.Kind != nil {
 		return *x.Kind
 	}
 	return ""
 }
 
-func (x *Outcomes) GetWindow() string {
+func (x *OutcomeConfig) GetWindow() string {
 	if x != nil {
 		return x.Window
 	}
 	return ""
 }
 
-func (x *Outcomes) GetMissing() string {
+func (x *OutcomeConfig) GetMissing() string {
 	if x != nil && x.Missing != nil {
 		return *x.Missing
 	}
 	return ""
 }
 
-func (x *Outcomes) GetOutput() string {
+func (x *OutcomeConfig) GetOutput() string {
 	if x != nil {
 		return x.Output
 	}
 	return ""
 }
 
-func (x *Outcomes) GetLateness() string {
+func (x *OutcomeConfig) GetLateness() string {
 	if x != nil && x.Lateness != nil {
 		return *x.Lateness
 	}
@@ -627,9 +627,9 @@ type Contract struct {
 	// The contract's releases.
 	Servables []*ContractServable `protobuf:"bytes,7,rep,name=servables,proto3" json:"servables,omitempty"`
 	// What the contract's predictions learn from the outcomes that follow
-	// them (see Outcomes); every servable needs logging.log_level FULL.
+	// them (see OutcomeConfig); every servable needs logging.log_level FULL.
 	// Absent: nothing.
-	Outcomes      *Outcomes `protobuf:"bytes,8,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes      *OutcomeConfig `protobuf:"bytes,8,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -713,7 +713,7 @@ func (x *Contract) GetServables() []*ContractServable {
 	return nil
 }
 
-func (x *Contract) GetOutcomes() *Outcomes {
+func (x *Contract) GetOutcomes() *OutcomeConfig {
 	if x != nil {
 		return x.Outcomes
 	}
@@ -1881,7 +1881,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xb0\a\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xb5\a\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -1900,13 +1900,13 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x11version_checksums\x18m \x03(\v2-.grove.v1.ModelMetadata.VersionChecksumsEntryR\x10versionChecksums\x124\n" +
 	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x12\x14\n" +
 	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
-	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x12.\n" +
-	"\boutcomes\x18q \x01(\v2\x12.grove.v1.OutcomesR\boutcomes\x1aC\n" +
+	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x123\n" +
+	"\boutcomes\x18q \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomes\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +
-	"\x15_keep_previous_for_ms\"\xcb\x01\n" +
-	"\bOutcomes\x12\x14\n" +
+	"\x15_keep_previous_for_ms\"\xd0\x01\n" +
+	"\rOutcomeConfig\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x00R\x04kind\x88\x01\x01\x12\x16\n" +
 	"\x06window\x18\x03 \x01(\tR\x06window\x12\x1d\n" +
@@ -1930,7 +1930,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
-	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xd8\x02\n" +
+	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xdd\x02\n" +
 	"\bContract\x12\"\n" +
 	"\forganization\x18\x01 \x01(\tR\forganization\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12'\n" +
@@ -1941,8 +1941,8 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"expiration\x12\x1d\n" +
 	"\n" +
 	"sticky_key\x18\x06 \x01(\tR\tstickyKey\x128\n" +
-	"\tservables\x18\a \x03(\v2\x1a.grove.v1.ContractServableR\tservables\x12.\n" +
-	"\boutcomes\x18\b \x01(\v2\x12.grove.v1.OutcomesR\boutcomesB\t\n" +
+	"\tservables\x18\a \x03(\v2\x1a.grove.v1.ContractServableR\tservables\x123\n" +
+	"\boutcomes\x18\b \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomesB\t\n" +
 	"\a_router\"|\n" +
 	"\n" +
 	"Expiration\x12!\n" +
@@ -2041,7 +2041,7 @@ var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 23
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),            // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),          // 1: grove.v1.ModelMetadata
-	(*Outcomes)(nil),               // 2: grove.v1.Outcomes
+	(*OutcomeConfig)(nil),          // 2: grove.v1.OutcomeConfig
 	(*VersionPolicy)(nil),          // 3: grove.v1.VersionPolicy
 	(*TensorSignature)(nil),        // 4: grove.v1.TensorSignature
 	(*Contract)(nil),               // 5: grove.v1.Contract
@@ -2071,13 +2071,13 @@ var file_grove_v1_model_config_proto_depIdxs = []int32{
 	4,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
 	3,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
 	19, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
-	2,  // 6: grove.v1.ModelMetadata.outcomes:type_name -> grove.v1.Outcomes
+	2,  // 6: grove.v1.ModelMetadata.outcomes:type_name -> grove.v1.OutcomeConfig
 	20, // 7: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
 	21, // 8: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
 	22, // 9: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
 	6,  // 10: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
 	8,  // 11: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
-	2,  // 12: grove.v1.Contract.outcomes:type_name -> grove.v1.Outcomes
+	2,  // 12: grove.v1.Contract.outcomes:type_name -> grove.v1.OutcomeConfig
 	7,  // 13: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
 	10, // 14: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
 	15, // 15: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn

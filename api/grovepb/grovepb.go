@@ -30,7 +30,7 @@ type (
 	ModelConfig                   = grovepb.ModelConfig
 	ModelMetadata                 = grovepb.ModelMetadata
 	Outcome                       = grovepb.Outcome
-	Outcomes                      = grovepb.Outcomes
+	OutcomeConfig                 = grovepb.OutcomeConfig
 	OutputComparison              = grovepb.OutputComparison
 	PhaseIn                       = grovepb.PhaseIn
 	PhaseIn_Immediate             = grovepb.PhaseIn_Immediate

@@ -121,7 +121,7 @@ func parseName(key, s string, names []string) (int, error) {
 // ".outcomes"), applying its defaults; nil for none. Its errors name the
 // key: a duration that does not parse, a kind or missing not listed.
 // validate checks the rest.
-func outcomesFromProto(o *grovepb.Outcomes, path string) (*Outcomes, error) {
+func outcomesFromProto(o *grovepb.OutcomeConfig, path string) (*Outcomes, error) {
 	if o == nil {
 		return nil, nil
 	}

@@ -100,8 +100,12 @@ func TestProbesAndAlertMetricsAgainstTheServer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when grove has exited, with waitErr set: the
+	// readiness loop and the cleanup both wait on it (a value sent once
+	// would be taken by the first, and the cleanup would wait forever).
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
@@ -140,8 +144,8 @@ func TestProbesAndAlertMetricsAgainstTheServer(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("grove exited (%v) before %s answered 200", err, ready)
+		case <-exited:
+			t.Fatalf("grove exited (%v) before %s answered 200", waitErr, ready)
 		case <-ctx.Done():
 			t.Fatalf("%s did not answer 200 in time", ready)
 		case <-time.After(100 * time.Millisecond):
