@@ -31,10 +31,13 @@ import (
 )
 
 // ParseContractSettings reads contract settings: {"router": "latest",
-// "expiration": {"keep_latest": 2}, "sticky_key": "user_id"}, or
-// ForestFlow's {"router": {"LatestPhaseInPctBasedRouter": {}},
-// "expirationPolicy": {"KeepLatest": {"servablesToKeep": 2}}}. Absent
-// fields take their defaults (fair router, no expiration). The values are
+// "expiration": {"keep_latest": 2}, "sticky_key": "user_id", "outcomes":
+// {"label": "click", "window": "30m"}}, or ForestFlow's {"router":
+// {"LatestPhaseInPctBasedRouter": {}}, "expirationPolicy": {"KeepLatest":
+// {"servablesToKeep": 2}}}. Absent fields take their defaults (fair
+// router, no expiration, no outcomes): the settings replace the
+// contract's. The outcomes object is read and checked by
+// modelconfig.DecodeOutcomes, as the config file's; the other values are
 // checked when the edited config is validated.
 func ParseContractSettings(data []byte) (modelconfig.ContractSettings, error) {
 	cs := modelconfig.ContractSettings{Router: modelconfig.RouterFair}
@@ -43,7 +46,8 @@ func ParseContractSettings(data []byte) (modelconfig.ContractSettings, error) {
 }
 
 // ParsePolicy reads a servable policy: {"validity": [...], "phase_in":
-// {...}, "shadow": {...}, "rollback_when": {...}} as in the config file,
+// {...}, "shadow": {...}, "rollback_when": {...}} as in the config file
+// (promote_when and rollback_when with their outcome bounds),
 // or ForestFlow's PolicySettings {"validityPolicy": [{"ImmediatelyValid":
 // {}}], "phaseInPolicy": {"ImmediatePhaseIn": {}}}. ForestFlow's rule and
 // phase-in names are accepted in either field. Absent fields take their
@@ -127,7 +131,7 @@ func contractSettingsFields() []jsondoc.Field[modelconfig.ContractSettings] {
 	// Reuse the contract's decoders through a Contract holding the settings.
 	via := func(f jsondoc.Field[modelconfig.Contract]) jsondoc.Field[modelconfig.ContractSettings] {
 		return jsondoc.Field[modelconfig.ContractSettings]{Name: f.Name, Decode: func(d *jsondoc.Decoder, path string, cs *modelconfig.ContractSettings) error {
-			c := modelconfig.Contract{Router: cs.Router, Expiration: cs.Expiration, StickyKey: cs.StickyKey}
+			c := modelconfig.Contract{Router: cs.Router, Expiration: cs.Expiration, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes}
 			err := f.Decode(d, path, &c)
 			*cs = c.Settings()
 			return err
@@ -186,7 +190,9 @@ func contractSettingsFields() []jsondoc.Field[modelconfig.ContractSettings] {
 	for _, f := range ck {
 		fields = append(fields, via(f))
 	}
-	return fields
+	return append(fields, jsondoc.Field[modelconfig.ContractSettings]{Name: "outcomes", Decode: func(d *jsondoc.Decoder, path string, cs *modelconfig.ContractSettings) error {
+		return modelconfig.DecodeOutcomes(d, path, &cs.Outcomes)
+	}})
 }
 
 // keepField reads ForestFlow's servablesToKeep.
@@ -259,6 +265,14 @@ func decodeRollbackWhen(d *jsondoc.Decoder, path string, dst **modelconfig.Rollb
 		{Name: "max_p99_ms", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
 			return decodeBound(d, path, &rw.MaxP99Ms)
 		}},
+		{Name: "min_outcomes", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
+			n, err := d.Integer(path, 0, modelconfig.MaxEventCount)
+			rw.MinOutcomes = n
+			return err
+		}},
+		{Name: "calibration_between", Decode: func(d *jsondoc.Decoder, path string, rw *modelconfig.RollbackWhen) error {
+			return decodeRange(d, path, &rw.CalibrationBetween)
+		}},
 	}, rw)
 }
 
@@ -288,6 +302,33 @@ func decodeBound(d *jsondoc.Decoder, path string, dst **float64) error {
 	if !math.IsNaN(v) {
 		*dst = &v
 	}
+	return nil
+}
+
+// decodeRange reads an optional [lo, hi] bound of a release gate, such as
+// calibration_between, checked by modelconfig.ParseRange as the config
+// file's is: null or [] leaves dst alone (no bound).
+func decodeRange(d *jsondoc.Decoder, path string, dst **modelconfig.Range) error {
+	var v []float64
+	if err := jsondoc.DecodeArray(d, path, func(path string) error {
+		tok, err := d.Token(path)
+		switch {
+		case err != nil:
+			return err
+		case tok == nil: // protobuf refuses null in a list
+			return jsondoc.TypeError(path, "a number", tok)
+		}
+		f, err := jsondoc.FloatValue(path, tok)
+		v = append(v, f)
+		return err
+	}); err != nil || v == nil {
+		return err
+	}
+	r, err := modelconfig.ParseRange(path[strings.LastIndexByte(path, '.')+1:], v) // the key's name
+	if err != nil {
+		return &jsondoc.Error{Field: path, Msg: err.Error()}
+	}
+	*dst = r
 	return nil
 }
 
@@ -629,6 +670,23 @@ func ruleOptions() []jsondoc.Field[modelconfig.ValidityRule] {
 				}},
 				{Name: "max_p99_ratio", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
 					return decodeBound(d, path, &r.Promote.MaxP99Ratio)
+				}},
+				{Name: "min_outcomes", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					n, err := d.Integer(path, 0, modelconfig.MaxEventCount)
+					r.Promote.MinOutcomes = n
+					return err
+				}},
+				{Name: "max_logloss_delta", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.MaxLogLossDelta)
+				}},
+				{Name: "logloss_confidence", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.LogLossConfidence)
+				}},
+				{Name: "min_auc_delta", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeBound(d, path, &r.Promote.MinAUCDelta)
+				}},
+				{Name: "calibration_between", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					return decodeRange(d, path, &r.Promote.CalibrationBetween)
 				}},
 			}, r)
 		}},

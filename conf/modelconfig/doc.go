@@ -9,6 +9,7 @@
 // replicas share (ContractState, StatePath, MetricsUpdate). The management
 // API's documents are read by package forestflow, with the limits and
 // defaults exported here (MaxReplicas and the other Max constants,
-// DefaultLogging, ValidateMetrics). It does no I/O; every error of a
-// document read is an *Error.
+// DefaultLogging, ValidateMetrics) and the readers of the values the
+// config file and the documents share (DecodeOutcomes, ParseRange). It
+// does no I/O; every error of a document read is an *Error.
 package modelconfig

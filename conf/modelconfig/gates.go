@@ -1,6 +1,7 @@
 package modelconfig
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -41,6 +42,18 @@ func rangeFromProto(v []float64) *Range {
 		return &Range{Lo: v[0], Hi: v[1]}
 	}
 	return &Range{Lo: math.NaN(), Hi: math.NaN(), given: len(v)}
+}
+
+// ParseRange converts the [lo, hi] list given for the key name (such as
+// calibration_between in a management document) and checks it as Parse
+// checks the config file's: an empty list is nil (no bound), any other
+// needs two finite numbers, 0 < lo < hi. The error's message names the key.
+func ParseRange(name string, v []float64) (*Range, error) {
+	r := rangeFromProto(v)
+	if err := checkRange(name, r); err != nil {
+		return nil, errors.New(err.Msg)
+	}
+	return r, nil
 }
 
 // checkRange checks the optional range named name: two finite numbers,

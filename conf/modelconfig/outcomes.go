@@ -1,6 +1,7 @@
 package modelconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -149,6 +150,65 @@ func outcomesFromProto(o *grovepb.OutcomeConfig, path string) (*Outcomes, error)
 		}
 	}
 	return out, nil
+}
+
+// DecodeOutcomes reads the outcomes object at path of a management
+// document (api/forestflow's contract settings) into dst as Parse reads
+// it from the config file: the same keys, in snake_case or lowerCamelCase
+// (unknown ones refused), the same defaults and the same checks, whose
+// errors name the key below path ("outcomes.window"). null leaves dst
+// alone. The checks that tie it to the rest of the contract (FULL
+// logging, the outcome bounds of its gates) are made when the edited
+// config is validated.
+func DecodeOutcomes(d *jsondoc.Decoder, path string, dst **Outcomes) error {
+	tok, err := d.Token(path)
+	switch {
+	case err != nil:
+		return err
+	case tok == nil:
+		return nil
+	case tok != json.Delim('{'):
+		return jsondoc.TypeError(path, "an object", tok)
+	}
+	str := func(name string, get func(*grovepb.OutcomeConfig) *string) jsondoc.Field[grovepb.OutcomeConfig] {
+		return jsondoc.Field[grovepb.OutcomeConfig]{Name: name, Decode: func(d *jsondoc.Decoder, path string, o *grovepb.OutcomeConfig) error {
+			return d.String(path, get(o))
+		}}
+	}
+	// optional reads a proto3 optional string: null leaves it absent.
+	optional := func(name string, get func(*grovepb.OutcomeConfig) **string) jsondoc.Field[grovepb.OutcomeConfig] {
+		return jsondoc.Field[grovepb.OutcomeConfig]{Name: name, Decode: func(d *jsondoc.Decoder, path string, o *grovepb.OutcomeConfig) error {
+			tok, err := d.Token(path)
+			switch v := tok.(type) {
+			case nil:
+				return err
+			case string:
+				*get(o) = &v
+				return nil
+			}
+			return jsondoc.TypeError(path, "a string", tok)
+		}}
+	}
+	var pb grovepb.OutcomeConfig
+	if err := jsondoc.DecodeObjectBody(d, path, []jsondoc.Field[grovepb.OutcomeConfig]{
+		str("label", func(o *grovepb.OutcomeConfig) *string { return &o.Label }),
+		optional("kind", func(o *grovepb.OutcomeConfig) **string { return &o.Kind }),
+		str("window", func(o *grovepb.OutcomeConfig) *string { return &o.Window }),
+		optional("missing", func(o *grovepb.OutcomeConfig) **string { return &o.Missing }),
+		str("output", func(o *grovepb.OutcomeConfig) *string { return &o.Output }),
+		optional("lateness", func(o *grovepb.OutcomeConfig) **string { return &o.Lateness }),
+	}, &pb); err != nil {
+		return err
+	}
+	o, err := outcomesFromProto(&pb, path)
+	if err != nil {
+		return err
+	}
+	if e := o.validate(); e != nil {
+		return &Error{Field: path + e.Field, Msg: e.Msg}
+	}
+	*dst = o
+	return nil
 }
 
 // parseOutcomeDuration reads the duration of key: Go's syntax ("30m",
