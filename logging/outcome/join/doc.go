@@ -72,7 +72,7 @@
 // logged under it and the key outcomes waiting for one; the outcome_ids
 // and event_ids seen. Each entry has a due time in event time, and
 // entries due at the watermark are looked at again (scored, expired,
-// deleted), so the store holds at most a window and a half of the
+// deleted), so the store holds about two windows of the
 // partition's traffic, bounded by disk with PebbleStore. The Joiner
 // itself holds the watermark, the counters and the accumulators, which
 // Checkpoint encodes and Restore reads back: the owner syncs the store
