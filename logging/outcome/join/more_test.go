@@ -336,6 +336,20 @@ func TestStoresOrderDueKeys(t *testing.T) {
 			if _, ok, _ := s.Get([]byte("e")); ok {
 				t.Error("a deleted key is there")
 			}
+			// After every key was handled, one put earlier than the last
+			// scan is still found.
+			keys, err = s.Due(100, 10)
+			must(err)
+			for _, k := range keys {
+				must(s.Delete(k))
+			}
+			if keys, _ := s.Due(100, 10); len(keys) != 0 {
+				t.Errorf("keys left: %q", keys)
+			}
+			must(s.Put([]byte("x"), 3, nil))
+			if keys, _ := s.Due(100, 10); len(keys) != 1 || string(keys[0]) != "x" {
+				t.Errorf("a key put due before the last scan: %q, want x", keys)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package join
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -15,6 +16,10 @@ import (
 // owner does when it checkpoints (Joiner.Checkpoint).
 type PebbleStore struct {
 	db *pebble.DB
+	// floor is a due time no entry is due before: Due scans from it, so as
+	// not to step over the deletions of the entries it already returned
+	// (pebble keeps them until a compaction).
+	floor int64
 }
 
 // OpenPebble opens (or creates) the store in directory dir.
@@ -23,7 +28,7 @@ func OpenPebble(dir string) (*PebbleStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the join store in %s: %w", dir, err)
 	}
-	return &PebbleStore{db: db}, nil
+	return &PebbleStore{db: db, floor: math.MinInt64}, nil
 }
 
 // Close closes the store.
@@ -100,6 +105,7 @@ func (p *PebbleStore) Put(key []byte, due int64, value []byte) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("join store: %w", err)
 	}
+	p.floor = min(p.floor, due)
 	return nil
 }
 
@@ -137,21 +143,35 @@ func (p *PebbleStore) Due(t int64, limit int) ([][]byte, error) {
 		n := dueBytes(t + 1)
 		hi = append([]byte{'t'}, n[:]...)
 	}
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'t'}, UpperBound: hi})
+	lo := dueBytes(p.floor)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: append([]byte{'t'}, lo[:]...), UpperBound: hi})
 	if err != nil {
 		return nil, fmt.Errorf("join store: %w", err)
 	}
 	var out [][]byte
+	var first int64
 	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
 		k := it.Key()
 		if len(k) < 9 {
 			it.Close()
 			return nil, corrupt("due index key too short")
 		}
+		if len(out) == 0 {
+			first, _ = dueOf(k[1:9])
+		}
 		out = append(out, append([]byte(nil), k[9:]...))
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("join store: %w", err)
+	}
+	// Nothing is due before the first key returned, or, when none was,
+	// at t: the caller moves or deletes the keys it gets.
+	if len(out) == 0 {
+		if t != never {
+			p.floor = max(p.floor, t+1)
+		}
+	} else {
+		p.floor = max(p.floor, first)
 	}
 	return out, nil
 }
