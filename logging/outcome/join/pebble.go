@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
 )
 
 // PebbleStore is a Store on disk (github.com/cockroachdb/pebble), so that
@@ -20,11 +21,29 @@ type PebbleStore struct {
 	// not to step over the deletions of the entries it already returned
 	// (pebble keeps them until a compaction).
 	floor int64
+	last  lastDue
 }
+
+// The block cache and memtable of a PebbleStore: what waits for a short
+// window stays in memory, a long one's goes to disk.
+const (
+	pebbleCacheBytes    = 64 << 20
+	pebbleMemTableBytes = 64 << 20
+)
 
 // OpenPebble opens (or creates) the store in directory dir.
 func OpenPebble(dir string) (*PebbleStore, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	cache := pebble.NewCache(pebbleCacheBytes)
+	defer cache.Unref()
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: pebbleMemTableBytes}
+	// Most lookups are of keys that are not there (an event_id or
+	// outcome_id not seen, a join key with nothing yet): bloom filters
+	// answer them without reading a block.
+	opts.Levels = make([]pebble.LevelOptions, 7)
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening the join store in %s: %w", dir, err)
 	}
@@ -47,10 +66,12 @@ func dueKey(due int64, key []byte) []byte {
 	return append(out, key...)
 }
 
-// get returns the stored due + value of key.
+// get returns the stored due + value of key, and remembers key's due
+// time (last).
 func (p *PebbleStore) get(key []byte) ([]byte, bool, error) {
 	v, closer, err := p.db.Get(valueKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
+		p.remember(key, 0, false)
 		return nil, false, nil
 	}
 	if err != nil {
@@ -63,7 +84,37 @@ func (p *PebbleStore) get(key []byte) ([]byte, bool, error) {
 	if len(out) < 8 {
 		return nil, false, corrupt("entry shorter than its due time")
 	}
+	due, _ := dueOf(out)
+	p.remember(key, due, true)
 	return out, true, nil
+}
+
+// lastDue is what the store knows of one key's due time without reading
+// it: the key last read or written (a Put mostly follows a Get of its
+// key), its due time, and whether it is there.
+type lastDue struct {
+	key    []byte
+	due    int64
+	exists bool
+}
+
+// remember sets last to key.
+func (p *PebbleStore) remember(key []byte, due int64, exists bool) {
+	p.last = lastDue{key: append(p.last.key[:0], key...), due: due, exists: exists}
+}
+
+// dueOfKey returns key's due time and whether it is there, from last when
+// it is key, else from the store.
+func (p *PebbleStore) dueOfKey(key []byte) (int64, bool, error) {
+	if p.last.key != nil && string(p.last.key) == string(key) {
+		return p.last.due, p.last.exists, nil
+	}
+	v, ok, err := p.get(key)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	due, _ := dueOf(v)
+	return due, true, nil
 }
 
 // Get implements Store.
@@ -77,87 +128,85 @@ func (p *PebbleStore) Get(key []byte) ([]byte, bool, error) {
 
 // Put implements Store.
 func (p *PebbleStore) Put(key []byte, due int64, value []byte) error {
-	old, ok, err := p.get(key)
+	old, ok, err := p.dueOfKey(key)
 	if err != nil {
 		return err
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
-	d := dueBytes(due)
-	if ok {
-		od, _ := dueOf(old)
-		if od != due {
-			if err := b.Delete(dueKey(od, key), nil); err != nil {
-				return fmt.Errorf("join store: %w", err)
-			}
+	if ok && old != due {
+		if err := b.Delete(dueKey(old, key), nil); err != nil {
+			return fmt.Errorf("join store: %w", err)
 		}
 	}
-	if !ok || !sameDue(old, d) {
+	if !ok || old != due {
 		if err := b.Set(dueKey(due, key), nil, nil); err != nil {
 			return fmt.Errorf("join store: %w", err)
 		}
 	}
+	d := dueBytes(due)
 	v := make([]byte, 0, 8+len(value))
 	v = append(append(v, d[:]...), value...)
 	if err := b.Set(valueKey(key), v, nil); err != nil {
 		return fmt.Errorf("join store: %w", err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
+		p.last = lastDue{}
 		return fmt.Errorf("join store: %w", err)
 	}
+	p.remember(key, due, true)
 	p.floor = min(p.floor, due)
 	return nil
 }
 
-// sameDue reports whether stored entry old has due time d.
-func sameDue(old []byte, d [8]byte) bool { return string(old[:8]) == string(d[:]) }
-
 // Delete implements Store.
 func (p *PebbleStore) Delete(key []byte) error {
-	old, ok, err := p.get(key)
+	old, ok, err := p.dueOfKey(key)
 	if err != nil || !ok {
 		return err
 	}
-	od, _ := dueOf(old)
 	b := p.db.NewBatch()
 	defer b.Close()
-	if err := b.Delete(dueKey(od, key), nil); err != nil {
+	if err := b.Delete(dueKey(old, key), nil); err != nil {
 		return fmt.Errorf("join store: %w", err)
 	}
 	if err := b.Delete(valueKey(key), nil); err != nil {
 		return fmt.Errorf("join store: %w", err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
+		p.last = lastDue{}
 		return fmt.Errorf("join store: %w", err)
 	}
+	p.remember(key, 0, false)
 	return nil
 }
 
-// Due implements Store.
+// Due implements Store. It scans the due index from floor, and leaves
+// floor at the first due time it did not return, so that a call with
+// nothing due reads nothing.
 func (p *PebbleStore) Due(t int64, limit int) ([][]byte, error) {
-	// Keys due at t sort after "t"+upper alone: bound by the next due time.
-	var hi []byte
-	if t == never {
-		hi = []byte{'u'}
-	} else {
-		n := dueBytes(t + 1)
-		hi = append([]byte{'t'}, n[:]...)
+	if t < p.floor {
+		return nil, nil
 	}
 	lo := dueBytes(p.floor)
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: append([]byte{'t'}, lo[:]...), UpperBound: hi})
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: append([]byte{'t'}, lo[:]...), UpperBound: []byte{'u'}})
 	if err != nil {
 		return nil, fmt.Errorf("join store: %w", err)
 	}
 	var out [][]byte
-	var first int64
-	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+	floor := int64(never)
+	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		if len(k) < 9 {
 			it.Close()
 			return nil, corrupt("due index key too short")
 		}
+		due, _ := dueOf(k[1:9])
 		if len(out) == 0 {
-			first, _ = dueOf(k[1:9])
+			floor = due
+		}
+		if due > t || len(out) == limit {
+			break
 		}
 		out = append(out, append([]byte(nil), k[9:]...))
 	}
@@ -165,14 +214,9 @@ func (p *PebbleStore) Due(t int64, limit int) ([][]byte, error) {
 		return nil, fmt.Errorf("join store: %w", err)
 	}
 	// Nothing is due before the first key returned, or, when none was,
-	// at t: the caller moves or deletes the keys it gets.
-	if len(out) == 0 {
-		if t != never {
-			p.floor = max(p.floor, t+1)
-		}
-	} else {
-		p.floor = max(p.floor, first)
-	}
+	// before the first key after t (the caller moves or deletes the keys
+	// it gets; Put lowers floor for a key it puts due earlier).
+	p.floor = floor
 	return out, nil
 }
 
