@@ -24,7 +24,9 @@
 //     prediction's until the served one comes), so that a shadow is
 //     scored on exactly the outcomes the champion is.
 //   - Watermark: the largest event time seen (predictions and outcomes)
-//     less the lateness, never decreasing. The partition's lateness is the
+//     less the lateness, never decreasing; an event time ahead of the
+//     owner's clock counts as the clock's, so that one caller's clock
+//     running ahead cannot close every window early. The partition's lateness is the
 //     largest of its rules' (a contract with less waits as long as the
 //     others). Once the partition has been idle (no input) for the
 //     lateness, the watermark moves on with the clock.

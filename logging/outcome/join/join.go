@@ -178,7 +178,8 @@ func (j *Joiner) Watermark() time.Time {
 }
 
 // advance moves the watermark for an event at eventTime (0 and event
-// false: none) taken at clock time now, and scores the windows it closes.
+// false: none) taken at clock time now (an event time ahead of now
+// counts as now), and scores the windows it closes.
 func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 	n := now.UnixNano()
 	j.now = n
@@ -189,6 +190,9 @@ func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 		j.watermark = max(j.watermark, j.idleWatermark(n))
 	}
 	if event {
+		// An event time ahead of the clock counts as the clock's: a
+		// caller's clock running ahead cannot close windows early.
+		eventTime = min(eventTime, n)
 		if !j.seen || eventTime > j.maxEvent {
 			j.maxEvent = eventTime
 		}

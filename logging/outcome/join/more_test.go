@@ -52,6 +52,18 @@ func TestBusyPartitionDoesNotAdvanceByTheClock(t *testing.T) {
 	}
 }
 
+// TestFutureEventTimeDoesNotCloseWindows: an outcome dated far ahead of
+// the clock moves the watermark only up to the clock.
+func TestFutureEventTimeDoesNotCloseWindows(t *testing.T) {
+	j := run(t, rule(), nil, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{out: click("c1", "other", 100*time.Hour, 1), clock: 5 * time.Minute},
+		step{out: click("c2", "r1", 10*time.Minute, 1), clock: 10 * time.Minute},
+		step{clock: 200 * time.Hour})
+	if c := j.Counters(); c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("an outcome from the future closed the window: %+v", c)
+	}
+}
+
 // TestModelPathNarrowsTheMatch: an outcome narrowed to the shadow's model
 // path scores the shadow positive and the champion negative.
 func TestModelPathNarrowsTheMatch(t *testing.T) {
