@@ -365,3 +365,56 @@ func TestStoresOrderDueKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestSinceValidStartsAtTheReleasesValidSince: with the release's
+// valid_since known, its windows count the predictions served from it on
+// (quality.OutcomeWindows leaves earlier ones out of both); another
+// release's count every one.
+func TestSinceValidStartsAtTheReleasesValidSince(t *testing.T) {
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: NewMemStore(),
+		ValidSince: func(c, r string) (time.Time, bool) { return t0.Add(10 * time.Minute), c == contract && r == "v1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, j, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{pred: event("e2", "r2", 20*time.Minute, true, "v1", 0.25), clock: 20 * time.Minute},
+		step{pred: event("e3", "r1", time.Second, false, "v2", 0.25), clock: 20 * time.Minute},
+		step{clock: 2 * time.Hour})
+	snap, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[SeriesKey][2]uint64{}
+	for _, s := range snap.Series {
+		got[s.Key] = [2]uint64{s.Stats.SinceValid.Count, s.Stats.Last1h.Count}
+	}
+	if got[v1] != [2]uint64{1, 1} || got[v2] != [2]uint64{1, 1} {
+		t.Fatalf("since_valid, last_1h counts %v, want v1 [1 1], v2 [1 1]", got)
+	}
+	if want := time.Duration(0); snap.Lag < want || snap.Watermark.IsZero() {
+		t.Fatalf("lag %v watermark %v", snap.Lag, snap.Watermark)
+	}
+}
+
+// TestDirectCallsAndUnconfiguredEvents: a model entry's rule scores its
+// direct calls under its model path; events of other contracts or
+// models, and events with an error, are counted and left out.
+func TestDirectCallsAndUnconfiguredEvents(t *testing.T) {
+	j, err := New(Options{Rules: []Rule{{ModelPath: "m/", Outcomes: rule()}}, Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := event("e1", "r1", 0, true, "", 0.25)
+	direct.Contract, direct.ModelPath = "", "m/"
+	failed := event("e2", "r2", 0, true, "", 0.25)
+	failed.Contract, failed.ModelPath, failed.Error = "", "m/", &grovepb.Error{Type: "MODEL_EXECUTION"}
+	feed(t, j, step{pred: direct}, step{pred: failed}, step{pred: event("e3", "r3", 0, true, "v1", 0.5)},
+		step{out: click("c1", "r1", time.Minute, 1)}, step{clock: 2 * time.Hour})
+	want := Counters{Predictions: 1, Scored: 1, Joined: 1, Outcomes: 1, Unconfigured: 1, Invalid: 1}
+	if c := j.Counters(); c != want {
+		t.Fatalf("counters\n got %+v\nwant %+v", c, want)
+	}
+	if b := binaryOf(t, j, SeriesKey{Release: "m/"}); b.Count() != 1 || b.Positives() != 1 {
+		t.Fatalf("direct calls: count %d positives %d", b.Count(), b.Positives())
+	}
+}
