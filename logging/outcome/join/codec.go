@@ -28,8 +28,27 @@ type group struct {
 	// come after them still find them.
 	outs []out
 	// closedStart and closedEnd span the windows already scored (closedEnd
-	// 0: none); an outcome that falls in them comes too late.
+	// 0: none); an outcome that falls in them comes too late. closedEvents
+	// are the event_ids of the predictions scored, so that a copy of one
+	// is a duplicate.
 	closedStart, closedEnd int64
+	closedEvents           []string
+}
+
+// hasEvent reports whether g holds a prediction of event id, open or
+// scored.
+func (g *group) hasEvent(id string) bool {
+	for i := range g.preds {
+		if g.preds[i].eventID == id {
+			return true
+		}
+	}
+	for _, e := range g.closedEvents {
+		if e == id {
+			return true
+		}
+	}
+	return false
 }
 
 // pred is one prediction: a row of a logged event.
@@ -219,6 +238,10 @@ func (g *group) marshal() []byte {
 	for i := range g.outs {
 		e = e.out(&g.outs[i])
 	}
+	e = e.u(uint64(len(g.closedEvents)))
+	for _, id := range g.closedEvents {
+		e = e.s(id)
+	}
 	return e
 }
 
@@ -237,6 +260,12 @@ func (g *group) unmarshal(b []byte) error {
 		g.outs = make([]out, n)
 		for i := range g.outs {
 			g.outs[i] = d.out()
+		}
+	}
+	if n := d.count(1); n > 0 {
+		g.closedEvents = make([]string, n)
+		for i := range g.closedEvents {
+			g.closedEvents[i] = d.s()
 		}
 	}
 	return d.end()

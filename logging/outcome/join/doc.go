@@ -50,9 +50,10 @@
 //     Unmatched: an outcome no prediction used by the time the watermark
 //     passed its time by the longest window. Late predictions: those whose
 //     window had closed when they came; not scored.
-//   - Duplicates (the log is at least once): an outcome_id seen, or an
-//     event_id seen, within the longest window (after it, a copy is late
-//     anyway), is counted and left out.
+//   - Duplicates (the log is at least once): an outcome_id seen within
+//     the longest window, or an event_id seen while its row's window is
+//     open or for the longest window after (later, a copy is a late
+//     prediction anyway), is counted and left out.
 //   - Shadows: each shadow prediction of a binary rule scored with the same
 //     outcome as its row's served prediction is paired with it
 //     (quality.Paired), for vs_champion.
@@ -70,9 +71,9 @@
 //
 // The Store holds everything that waits for the watermark: per join key
 // the open predictions, the outcomes received and the span of the windows
-// already scored (to tell a late outcome); per record key the join keys
-// logged under it and the key outcomes waiting for one; the outcome_ids
-// and event_ids seen. Each entry has a due time in event time, and
+// already scored (to tell a late outcome) and their event_ids (to tell a
+// copy); per record key the join keys logged under it and the key
+// outcomes waiting for one; the outcome_ids seen. Each entry has a due time in event time, and
 // entries due at the watermark are looked at again (scored, expired,
 // deleted), so the store holds about two windows of the
 // partition's traffic, bounded by disk with PebbleStore. The Joiner

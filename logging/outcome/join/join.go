@@ -81,7 +81,8 @@ type Counters struct {
 	// watermark passed their own time by the longest window.
 	Unmatched uint64
 	// DuplicateOutcomes and DuplicatePredictions are copies (same
-	// outcome_id, same event_id) taken once only.
+	// outcome_id, same event_id) taken once only. A copy of an event whose
+	// rows came too late (LatePredictions) is counted late again.
 	DuplicateOutcomes, DuplicatePredictions uint64
 	// LatePredictions are predictions whose window had closed already when
 	// they came; not scored.
@@ -244,7 +245,6 @@ const (
 	prefixGroup   = 'g' // join key → group
 	prefixKey     = 'k' // record key → keyIndex
 	prefixOutcome = 'd' // outcome_id seen
-	prefixEvent   = 'e' // event_id seen
 )
 
 // handleDue handles entry k, due at the watermark.
@@ -292,6 +292,11 @@ func (j *Joiner) closeGroup(g *group) *group {
 			g.closedStart, g.closedEnd = g.start, g.end
 		} else {
 			g.closedStart, g.closedEnd = min(g.closedStart, g.start), max(g.closedEnd, g.end)
+		}
+		for i := range g.preds {
+			if id := g.preds[i].eventID; id != "" && !slices.Contains(g.closedEvents, id) {
+				g.closedEvents = append(g.closedEvents, id)
+			}
 		}
 		g.preds = nil
 	}
@@ -446,23 +451,19 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.Unconfigured++
 		return nil
 	}
-	if ev.GetEventId() != "" {
-		dk := append([]byte{prefixEvent}, ev.GetEventId()...)
-		_, dup, err := j.store.Get(dk)
-		if err != nil {
-			return err
-		}
-		if dup {
-			j.counters.DuplicatePredictions++
-			return nil
-		}
-		if err := j.store.Put(dk, ts+int64(r.Window)+j.maxWindow, nil); err != nil {
-			return err
-		}
-	}
 	values, ok := outputValues(ev, r.Output)
 	if !ok {
 		j.counters.Invalid++
+		return nil
+	}
+	// A copy of an event (the log is at least once) is in the group of its
+	// first row, open or scored.
+	first, _, err := j.getGroup(joinKey(ev, p.Item, 0))
+	if err != nil {
+		return err
+	}
+	if id := ev.GetEventId(); id != "" && first.hasEvent(id) {
+		j.counters.DuplicatePredictions++
 		return nil
 	}
 	for row, v := range values {
@@ -470,9 +471,13 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 			j.counters.Invalid++
 			continue
 		}
+		var g *group
+		if row == 0 {
+			g = first
+		}
 		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
 			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
-		if err := j.addRow(joinKey(ev, p.Item, int64(row)), pr, int64(r.Window)); err != nil {
+		if err := j.addRow(joinKey(ev, p.Item, int64(row)), g, pr, int64(r.Window)); err != nil {
 			return err
 		}
 	}
@@ -502,11 +507,14 @@ func requestKey(o *grovepb.Outcome) []byte {
 	return binary.AppendUvarint(k, uint64(o.GetRow()))
 }
 
-// addRow keeps prediction pr of join key k, whose window is window long.
-func (j *Joiner) addRow(k []byte, pr pred, window int64) error {
-	g, _, err := j.getGroup(k)
-	if err != nil {
-		return err
+// addRow keeps prediction pr of join key k, whose window is window long;
+// g is k's group when the caller has read it, else nil.
+func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
+	if g == nil {
+		var err error
+		if g, _, err = j.getGroup(k); err != nil {
+			return err
+		}
 	}
 	// The window is the served prediction's; without one yet, the
 	// earliest prediction's.
