@@ -153,6 +153,23 @@ func TestJoinRules(t *testing.T) {
 			want: Counters{Predictions: 1, Scored: 1, Joined: 1, Outcomes: 1, DuplicatePredictions: 1}, count: 1, positives: 1, logLoss: -math.Log(0.25),
 		},
 		{
+			name: "a prediction's copy after its window closed is a duplicate",
+			rule: rule(),
+			steps: []step{{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+				{pred: event("e2", "r2", 40*time.Minute, true, "v1", 0.5), clock: 40 * time.Minute},
+				{pred: event("e1", "r1", 0, true, "v1", 0.25), clock: 41 * time.Minute}, done},
+			want: Counters{Predictions: 2, Scored: 2, DuplicatePredictions: 1}, count: 2, logLoss: (-math.Log(0.75) - math.Log(0.5)) / 2,
+		},
+		{
+			name: "a key outcome after the close of its key's window is late",
+			rule: rule(),
+			steps: []step{{pred: event("e1", "r1", 0, true, "v1", 0.25), key: "u1"},
+				{pred: event("e2", "r2", 40*time.Minute, true, "v1", 0.5), clock: 40 * time.Minute},
+				{out: &grovepb.Outcome{OutcomeId: "k1", Key: "u1", EventTime: timestamppb.New(t0.Add(10 * time.Minute)), Labels: map[string]float64{"click": 1}}, clock: 41 * time.Minute},
+				done},
+			want: Counters{Predictions: 2, Scored: 2, Late: 1}, count: 2, logLoss: (-math.Log(0.75) - math.Log(0.5)) / 2,
+		},
+		{
 			name: "an outcome that comes twice counts once",
 			rule: rule(),
 			steps: []step{{pred: event("e1", "r1", 0, true, "v1", 0.25)}, {out: click("c1", "r1", time.Minute, 1), clock: time.Minute},
