@@ -249,6 +249,9 @@ const (
 
 // handleDue handles entry k, due at the watermark.
 func (j *Joiner) handleDue(k []byte) error {
+	if len(k) == 0 {
+		return corrupt("an empty key is due")
+	}
 	switch k[0] {
 	case prefixGroup:
 		g, ok, err := j.getGroup(k)
@@ -699,8 +702,9 @@ func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
 }
 
 // putGroup stores g under k, due when its window ends, its first outcome
-// expires, or (nothing else left) its closed windows can no longer take
-// an outcome; or deletes it when nothing is left.
+// expires, or (nothing else left) the longest window after its closed
+// windows, when an outcome in them or a copy of their events would be
+// late anyway; or deletes it when nothing is left.
 func (j *Joiner) putGroup(k []byte, g *group) error {
 	due := int64(never)
 	if len(g.preds) > 0 {
