@@ -1,0 +1,303 @@
+package join
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// The stored values: each a version byte, then its fields, strings and
+// counts as unsigned varints (a string's length first), times as signed
+// varints of Unix nanoseconds, floats as their 8 IEEE 754 bytes,
+// little-endian, booleans as one byte.
+
+// storeVersion is the version of the stored values.
+const storeVersion = 1
+
+// group is the entry of one join key (request_id, item, row): the
+// predictions made for it that wait for their window to close, the
+// outcomes received for it, and the window of those already scored.
+type group struct {
+	// preds are the open predictions, scored together when the window
+	// [start, end] closes: its start is the served prediction's timestamp
+	// (the earliest one's while no served one came), so that a shadow is
+	// scored on exactly the champion's window.
+	preds      []pred
+	start, end int64
+	// outs are the outcomes of the join key, kept until the watermark
+	// passes their time by the longest window, so that predictions that
+	// come after them still find them.
+	outs []out
+	// closedStart and closedEnd span the windows already scored (closedEnd
+	// 0: none); an outcome that falls in them comes too late. closedEvents
+	// are the event_ids of the predictions scored, so that a copy of one
+	// is a duplicate.
+	closedStart, closedEnd int64
+	closedEvents           []string
+}
+
+// hasEvent reports whether g holds a prediction of event id, open or
+// scored.
+func (g *group) hasEvent(id string) bool {
+	for i := range g.preds {
+		if g.preds[i].eventID == id {
+			return true
+		}
+	}
+	for _, e := range g.closedEvents {
+		if e == id {
+			return true
+		}
+	}
+	return false
+}
+
+// pred is one prediction: a row of a logged event.
+type pred struct {
+	eventID, contract, release, modelPath, recordKey string
+	served                                           bool
+	ts                                               int64
+	value                                            float64
+}
+
+// out is one outcome: its id, time, narrowing and labels, and whether a
+// prediction was scored with it.
+type out struct {
+	id, modelPath, contract string
+	t                       int64
+	labels                  []label
+	used                    bool
+}
+
+// label is one of an outcome's labels.
+type label struct {
+	name  string
+	value float64
+}
+
+// keyIndex is the entry of one record key: the join keys of the
+// predictions logged under it (newest last), for the outcomes that name
+// the key, and those outcomes while no prediction holds them.
+type keyIndex struct {
+	refs    []keyRef
+	pending []out
+}
+
+// keyRef is one join key logged under a record key, with its window.
+type keyRef struct {
+	joinKey    string
+	start, end int64
+}
+
+// enc appends the binary forms.
+type enc []byte
+
+func (e enc) u(v uint64) enc  { return binary.AppendUvarint(e, v) }
+func (e enc) i(v int64) enc   { return binary.AppendVarint(e, v) }
+func (e enc) s(v string) enc  { return append(e.u(uint64(len(v))), v...) }
+func (e enc) f(v float64) enc { return binary.LittleEndian.AppendUint64(e, math.Float64bits(v)) }
+func (e enc) b(v bool) enc {
+	if v {
+		return append(e, 1)
+	}
+	return append(e, 0)
+}
+
+// dec reads them; the first error sticks.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail(what string) {
+	if d.err == nil {
+		d.err = corrupt(what)
+	}
+}
+
+func (d *dec) u() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) i() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) s() string {
+	n := d.u()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("string past the end")
+		return ""
+	}
+	v := string(d.b[:n])
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) f() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("float past the end")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *dec) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.b) < 1 || d.b[0] > 1 {
+		d.fail("bad boolean")
+		return false
+	}
+	v := d.b[0] == 1
+	d.b = d.b[1:]
+	return v
+}
+
+// count reads a count of items, each at least min bytes long, so that a
+// corrupt count cannot make a huge allocation.
+func (d *dec) count(min int) int {
+	n := d.u()
+	if n > uint64(len(d.b)/min) {
+		d.fail("count past the end")
+		return 0
+	}
+	return int(n)
+}
+
+// version reads the version byte.
+func (d *dec) version() {
+	if len(d.b) < 1 || d.b[0] != storeVersion {
+		d.fail("unknown version")
+		return
+	}
+	d.b = d.b[1:]
+}
+
+// end is the error, or one for bytes left over.
+func (d *dec) end() error {
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("trailing bytes")
+	}
+	return d.err
+}
+
+func (e enc) out(o *out) enc {
+	e = e.s(o.id).s(o.modelPath).s(o.contract).i(o.t).b(o.used).u(uint64(len(o.labels)))
+	for _, l := range o.labels {
+		e = e.s(l.name).f(l.value)
+	}
+	return e
+}
+
+func (d *dec) out() out {
+	o := out{id: d.s(), modelPath: d.s(), contract: d.s(), t: d.i(), used: d.bool()}
+	n := d.count(9)
+	if n > 0 {
+		o.labels = make([]label, n)
+		for i := range o.labels {
+			o.labels[i] = label{name: d.s(), value: d.f()}
+		}
+	}
+	return o
+}
+
+func (g *group) marshal() []byte {
+	e := enc{storeVersion}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+	for i := range g.preds {
+		p := &g.preds[i]
+		e = e.s(p.eventID).s(p.contract).s(p.release).s(p.modelPath).s(p.recordKey).b(p.served).i(p.ts).f(p.value)
+	}
+	e = e.u(uint64(len(g.outs)))
+	for i := range g.outs {
+		e = e.out(&g.outs[i])
+	}
+	e = e.u(uint64(len(g.closedEvents)))
+	for _, id := range g.closedEvents {
+		e = e.s(id)
+	}
+	return e
+}
+
+func (g *group) unmarshal(b []byte) error {
+	d := &dec{b: b}
+	d.version()
+	*g = group{start: d.i(), end: d.i(), closedStart: d.i(), closedEnd: d.i()}
+	if n := d.count(15); n > 0 {
+		g.preds = make([]pred, n)
+		for i := range g.preds {
+			g.preds[i] = pred{eventID: d.s(), contract: d.s(), release: d.s(), modelPath: d.s(), recordKey: d.s(),
+				served: d.bool(), ts: d.i(), value: d.f()}
+		}
+	}
+	if n := d.count(6); n > 0 {
+		g.outs = make([]out, n)
+		for i := range g.outs {
+			g.outs[i] = d.out()
+		}
+	}
+	if n := d.count(1); n > 0 {
+		g.closedEvents = make([]string, n)
+		for i := range g.closedEvents {
+			g.closedEvents[i] = d.s()
+		}
+	}
+	return d.end()
+}
+
+func (k *keyIndex) marshal() []byte {
+	e := enc{storeVersion}.u(uint64(len(k.refs)))
+	for _, r := range k.refs {
+		e = e.s(r.joinKey).i(r.start).i(r.end)
+	}
+	e = e.u(uint64(len(k.pending)))
+	for i := range k.pending {
+		e = e.out(&k.pending[i])
+	}
+	return e
+}
+
+func (k *keyIndex) unmarshal(b []byte) error {
+	d := &dec{b: b}
+	d.version()
+	*k = keyIndex{}
+	if n := d.count(3); n > 0 {
+		k.refs = make([]keyRef, n)
+		for i := range k.refs {
+			k.refs[i] = keyRef{joinKey: d.s(), start: d.i(), end: d.i()}
+		}
+	}
+	if n := d.count(6); n > 0 {
+		k.pending = make([]out, n)
+		for i := range k.pending {
+			k.pending[i] = d.out()
+		}
+	}
+	return d.end()
+}

@@ -1,0 +1,85 @@
+// Package join joins outcomes (grove.v1.Outcome) to the predictions that
+// preceded them (grove.v1.PredictionEvent) and scores each prediction's
+// quality, for one partition of the prediction log and outcome topic: it
+// is deterministic and in-process, fed decoded records by its owner (the
+// evaluator's consumer, which owns the offsets) with a clock time, and
+// holds no goroutine.
+//
+// # Inputs
+//
+// A Joiner takes predictions (AddPrediction: an event, its record key,
+// its batch item) and outcomes (AddOutcome) in any interleaving (an
+// outcome may come before its prediction), and Advance(now) from the
+// owner's clock. Each row of an event's scored output (the rule's output,
+// the first one when it names none; one value per row, or two, of which
+// the second is the positive class's) is one prediction, joined by
+// (request_id, item, row). Rules (one per contract and per model entry
+// with an outcomes object, modelconfig.Outcomes) say what is learnt;
+// predictions of others are counted as unconfigured.
+//
+// # The rules
+//
+//   - Event time: a prediction's window is [its timestamp, + window]; the
+//     served prediction's window is also its shadows' (the earliest
+//     prediction's until the served one comes), so that a shadow is
+//     scored on exactly the outcomes the champion is.
+//   - Watermark: the largest event time seen (predictions and outcomes)
+//     less the lateness, never decreasing; an event time ahead of the
+//     owner's clock counts as the clock's, so that one caller's clock
+//     running ahead cannot close every window early. The partition's lateness is the
+//     largest of its rules' (a contract with less waits as long as the
+//     others). Once the partition has been idle (no input) for the
+//     lateness, the watermark moves on with the clock.
+//   - A window closes when the watermark reaches its end; its predictions
+//     are then scored. binary: 1 when an outcome of the rule's label with
+//     a value > 0 fell in the window, else 0; numeric: the sum of the
+//     label's values in the window (the outcomes are deduplicated, so the
+//     sum is the total of distinct outcomes, e.g. a session's purchases,
+//     and does not depend on their order). With no outcome of the label in
+//     the window: missing negative scores 0, missing ignore drops the
+//     prediction (Counters.Dropped).
+//   - An outcome names its prediction by request_id, item and row (every
+//     prediction of that row: served and shadow), or by key, the
+//     prediction log's record key: the newest prediction logged under it
+//     whose window holds the outcome's time (one that comes before any
+//     such prediction goes to the first that comes). model_path and
+//     contract narrow the match.
+//   - Late: an outcome that comes after the window it falls in has
+//     closed, or whose time is after the window of the open predictions it
+//     names, or behind the watermark by the longest window; not used.
+//     Unmatched: an outcome no prediction used by the time the watermark
+//     passed its time by the longest window. Late predictions: those whose
+//     window had closed when they came; not scored.
+//   - Duplicates (the log is at least once): an outcome_id seen within
+//     the longest window, or an event_id seen while its row's window is
+//     open or for the longest window after (later, a copy is a late
+//     prediction anyway), is counted and left out.
+//   - Shadows: each shadow prediction of a binary rule scored with the same
+//     outcome as its row's served prediction is paired with it
+//     (quality.Paired), for vs_champion.
+//
+// # Results
+//
+// Per series (contract, release, served or shadow; for a model's direct
+// calls the model path as the release) the quality accumulators in their
+// windows (quality.OutcomeWindows: since_valid, from the release's
+// valid_since when Options.ValidSince knows it, else every prediction
+// scored; last_1h), and Counters. Snapshot returns them for publishing,
+// with their binary forms for merging with the other partitions'.
+//
+// # State, and who owns it
+//
+// The Store holds everything that waits for the watermark: per join key
+// the open predictions, the outcomes received and the span of the windows
+// already scored (to tell a late outcome) and their event_ids (to tell a
+// copy); per record key the join keys logged under it and the key
+// outcomes waiting for one; the outcome_ids seen. Each entry has a due time in event time, and
+// entries due at the watermark are looked at again (scored, expired,
+// deleted), so the store holds about two windows of the
+// partition's traffic, bounded by disk with PebbleStore. The Joiner
+// itself holds the watermark, the counters and the accumulators, which
+// Checkpoint encodes and Restore reads back: the owner syncs the store
+// and keeps the checkpoint with the offsets it consumed, so that a
+// restart continues where the checkpoint was taken. The Joiner owns its
+// store's contents; neither is safe for concurrent use.
+package join

@@ -1,0 +1,752 @@
+package join
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/grovepb"
+)
+
+// Rule is what one contract, or one model entry's direct calls, learns
+// from outcomes: the contract's (or the model entry's) outcomes object.
+type Rule struct {
+	// Contract is the contract, "org/project/n"; empty for a model entry.
+	Contract string
+	// ModelPath is the model entry's path ("pctr_v1/"), for its direct
+	// calls; empty for a contract.
+	ModelPath string
+	Outcomes  modelconfig.Outcomes
+}
+
+// Options configure a Joiner.
+type Options struct {
+	// Rules are the outcomes objects of the config: one per contract and
+	// per model entry that has one. Predictions of others are counted
+	// (Counters.Unconfigured) and left out.
+	Rules []Rule
+	// Store keeps the pending predictions and outcomes (NewMemStore,
+	// OpenPebble); the Joiner owns its contents.
+	Store Store
+	// ValidSince returns when a contract's release became valid, the start
+	// of its since_valid window; nil, or ok false: the window counts every
+	// prediction scored (its Since is the zero time).
+	ValidSince func(contract, release string) (since time.Time, ok bool)
+}
+
+// Prediction is one event of the prediction log, as its consumer reads
+// it.
+type Prediction struct {
+	// Event is the decoded event.
+	Event *grovepb.PredictionEvent
+	// Key is the event's record key (nil when it has none): what an
+	// outcome's key names.
+	Key []byte
+	// Item is the event's item in its batch request (from 0), an outcome's
+	// item. PredictionEvent does not carry it: 0 unless the consumer knows
+	// better.
+	Item int64
+}
+
+// SeriesKey names one series of scored predictions: a contract's release,
+// served or in shadow, or a model's direct calls.
+type SeriesKey struct {
+	// Contract is "org/project/n"; empty for a model's direct calls.
+	Contract string
+	// Release is the release version; for direct calls the model path.
+	Release string
+	// Shadow is true for shadow executions, false for served ones.
+	Shadow bool
+}
+
+// Counters count what the Joiner took and what became of it.
+type Counters struct {
+	// Predictions are the predictions (rows of events) taken and kept for
+	// their window; Scored those scored at its close, Joined those of them
+	// that had an outcome in their window, Dropped those without one and
+	// missing: ignore, not scored.
+	Predictions, Scored, Joined, Dropped uint64
+	// Outcomes are the outcomes taken (duplicates and late ones aside).
+	Outcomes uint64
+	// Late are outcomes that came after the window they fell in had
+	// closed, or after the window of the predictions they matched; not
+	// used.
+	Late uint64
+	// Unmatched are outcomes that no prediction used by the time the
+	// watermark passed their own time by the longest window.
+	Unmatched uint64
+	// DuplicateOutcomes and DuplicatePredictions are copies (same
+	// outcome_id, same event_id) taken once only. A copy of an event whose
+	// rows came too late (LatePredictions) is counted late again.
+	DuplicateOutcomes, DuplicatePredictions uint64
+	// LatePredictions are predictions whose window had closed already when
+	// they came; not scored.
+	LatePredictions uint64
+	// Unconfigured are events of a contract or model with no outcomes
+	// object; Invalid events or rows with no value to score (an error, no
+	// such output, a row of more than two values, a type not numeric).
+	Unconfigured, Invalid uint64
+}
+
+// series are the accumulators of one SeriesKey: Binary or Numeric as its
+// rule says, and for a shadow release of a binary rule its pairs with the
+// champion's predictions of the same rows.
+type series struct {
+	binary  *quality.OutcomeWindows[quality.Binary, *quality.Binary]
+	numeric *quality.OutcomeWindows[quality.Numeric, *quality.Numeric]
+	paired  *quality.OutcomeWindows[quality.Paired, *quality.Paired]
+}
+
+// Joiner joins the predictions and outcomes of one partition (package doc).
+// Not safe for concurrent use.
+type Joiner struct {
+	store      Store
+	validSince func(contract, release string) (time.Time, bool)
+	byContract map[string]*modelconfig.Outcomes
+	byModel    map[string]*modelconfig.Outcomes
+	// maxWindow and lateness are the longest window and lateness of the
+	// rules: how long outcomes and tombstones are kept, and the
+	// partition's lateness.
+	maxWindow, lateness int64
+
+	// seen is false until the first event; maxEvent is the largest event
+	// time seen, lastArrival the clock time of the last event, watermark
+	// the watermark (never decreasing), all Unix nanoseconds.
+	seen                             bool
+	maxEvent, lastArrival, watermark int64
+	now                              int64
+
+	counters Counters
+	series   map[SeriesKey]*series
+}
+
+// New returns a Joiner over opts.Store, empty but for what the store
+// holds (Restore sets the rest).
+func New(opts Options) (*Joiner, error) {
+	if opts.Store == nil {
+		return nil, errors.New("join: no store")
+	}
+	if len(opts.Rules) == 0 {
+		return nil, errors.New("join: no rules: nothing learns from outcomes")
+	}
+	j := &Joiner{store: opts.Store, validSince: opts.ValidSince, byContract: map[string]*modelconfig.Outcomes{},
+		byModel: map[string]*modelconfig.Outcomes{}, series: map[SeriesKey]*series{}, watermark: math.MinInt64}
+	for i := range opts.Rules {
+		r := &opts.Rules[i]
+		o := r.Outcomes
+		switch {
+		case (r.Contract == "") == (r.ModelPath == ""):
+			return nil, fmt.Errorf("join: rule %d: give one of contract and model_path", i)
+		case o.Label == "":
+			return nil, fmt.Errorf("join: rule %d: no label", i)
+		case o.Window <= 0:
+			return nil, fmt.Errorf("join: rule %d: window %v is not positive", i, o.Window)
+		case o.Lateness < 0:
+			return nil, fmt.Errorf("join: rule %d: lateness %v is negative", i, o.Lateness)
+		}
+		if r.Contract != "" {
+			j.byContract[r.Contract] = &o
+		} else {
+			j.byModel[r.ModelPath] = &o
+		}
+		j.maxWindow = max(j.maxWindow, int64(o.Window))
+		j.lateness = max(j.lateness, int64(o.Lateness))
+	}
+	return j, nil
+}
+
+// rule is the outcomes object of a prediction of contract (or, for a
+// direct call, of model path).
+func (j *Joiner) rule(contract, modelPath string) *modelconfig.Outcomes {
+	if contract != "" {
+		return j.byContract[contract]
+	}
+	return j.byModel[modelPath]
+}
+
+// Watermark is the partition's watermark (the zero time before any
+// event).
+func (j *Joiner) Watermark() time.Time {
+	if !j.seen {
+		return time.Time{}
+	}
+	return time.Unix(0, j.watermark).UTC()
+}
+
+// advance moves the watermark for an event at eventTime (0 and event
+// false: none) taken at clock time now (an event time ahead of now
+// counts as now), and scores the windows it closes.
+func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
+	n := now.UnixNano()
+	j.now = n
+	if !j.seen && !event {
+		return nil
+	}
+	if j.seen {
+		j.watermark = max(j.watermark, j.idleWatermark(n))
+	}
+	if event {
+		// An event time ahead of the clock counts as the clock's: a
+		// caller's clock running ahead cannot close windows early.
+		eventTime = min(eventTime, n)
+		if !j.seen || eventTime > j.maxEvent {
+			j.maxEvent = eventTime
+		}
+		j.seen = true
+		j.lastArrival = n
+		j.watermark = max(j.watermark, j.maxEvent-j.lateness)
+	}
+	return j.sweep()
+}
+
+// idleWatermark is the watermark at clock time now: the largest event
+// time less the lateness, plus the time the partition has been idle
+// beyond the lateness.
+func (j *Joiner) idleWatermark(now int64) int64 {
+	w := j.maxEvent - j.lateness
+	if idle := now - j.lastArrival; idle > j.lateness {
+		w += idle - j.lateness
+	}
+	return w
+}
+
+// Advance moves the watermark with the clock (a partition idle for the
+// lateness advances as time passes) and scores the windows it closes.
+func (j *Joiner) Advance(now time.Time) error { return j.advance(now, 0, false) }
+
+// sweepBatch is how many due keys one pass of sweep takes.
+const sweepBatch = 256
+
+// sweep handles every entry due at the watermark.
+func (j *Joiner) sweep() error {
+	for {
+		keys, err := j.store.Due(j.watermark, sweepBatch)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := j.handleDue(k); err != nil {
+				return err
+			}
+		}
+		if len(keys) < sweepBatch {
+			return nil
+		}
+	}
+}
+
+// Key prefixes of the store's entries.
+const (
+	prefixGroup   = 'g' // join key → group
+	prefixKey     = 'k' // record key → keyIndex
+	prefixOutcome = 'd' // outcome_id seen
+)
+
+// handleDue handles entry k, due at the watermark.
+func (j *Joiner) handleDue(k []byte) error {
+	if len(k) == 0 {
+		return corrupt("an empty key is due")
+	}
+	switch k[0] {
+	case prefixGroup:
+		g, ok, err := j.getGroup(k)
+		if err != nil || !ok {
+			return err
+		}
+		return j.putGroup(k, j.closeGroup(g))
+	case prefixKey:
+		x, ok, err := j.getKeyIndex(k)
+		if err != nil || !ok {
+			return err
+		}
+		x.refs = slices.DeleteFunc(x.refs, func(r keyRef) bool { return r.end+j.maxWindow <= j.watermark })
+		x.pending = j.expire(x.pending)
+		return j.putKeyIndex(k, x)
+	default:
+		return j.store.Delete(k)
+	}
+}
+
+// expire drops the outcomes whose time the watermark has passed by the
+// longest window, counting those never used as unmatched.
+func (j *Joiner) expire(outs []out) []out {
+	return slices.DeleteFunc(outs, func(o out) bool {
+		if o.t+j.maxWindow > j.watermark {
+			return false
+		}
+		if !o.used {
+			j.counters.Unmatched++
+		}
+		return true
+	})
+}
+
+// closeGroup scores g's predictions when the watermark has reached the
+// end of their window, and expires its outcomes.
+func (j *Joiner) closeGroup(g *group) *group {
+	if len(g.preds) > 0 && g.end <= j.watermark {
+		j.score(g)
+		if g.closedEnd == 0 {
+			g.closedStart, g.closedEnd = g.start, g.end
+		} else {
+			g.closedStart, g.closedEnd = min(g.closedStart, g.start), max(g.closedEnd, g.end)
+		}
+		for i := range g.preds {
+			if id := g.preds[i].eventID; id != "" && !slices.Contains(g.closedEvents, id) {
+				g.closedEvents = append(g.closedEvents, id)
+			}
+		}
+		g.preds = nil
+	}
+	g.outs = j.expire(g.outs)
+	return g
+}
+
+// outcome is what a prediction's window holds: whether an outcome of its
+// label came, and for binary whether one was positive, for numeric the
+// sum of their values.
+type outcome struct {
+	found, positive bool
+	sum             float64
+}
+
+// labelOf returns the window's outcome of pred p under rule r, and marks
+// the outcomes it used.
+func labelOf(g *group, p *pred, r *modelconfig.Outcomes) outcome {
+	var res outcome
+	for i := range g.outs {
+		o := &g.outs[i]
+		if o.t < g.start || o.t > g.end || (o.modelPath != "" && o.modelPath != p.modelPath) ||
+			(o.contract != "" && o.contract != p.contract) {
+			continue
+		}
+		for _, l := range o.labels {
+			if l.name == r.Label {
+				res.found = true
+				res.positive = res.positive || l.value > 0
+				res.sum += l.value
+				o.used = true
+			}
+		}
+	}
+	return res
+}
+
+// score scores g's predictions.
+func (j *Joiner) score(g *group) {
+	var champion *pred
+	for i := range g.preds {
+		if g.preds[i].served {
+			champion = &g.preds[i]
+			break
+		}
+	}
+	var championOut outcome
+	if champion != nil {
+		if r := j.rule(champion.contract, champion.modelPath); r != nil {
+			championOut = labelOf(g, champion, r)
+		}
+	}
+	for i := range g.preds {
+		p := &g.preds[i]
+		r := j.rule(p.contract, p.modelPath)
+		if r == nil {
+			j.counters.Unconfigured++
+			continue
+		}
+		res := labelOf(g, p, r)
+		if !res.found && r.Missing == modelconfig.OutcomeMissingIgnore {
+			j.counters.Dropped++
+			continue
+		}
+		j.counters.Scored++
+		if res.found {
+			j.counters.Joined++
+		}
+		key := SeriesKey{Contract: p.contract, Release: p.release, Shadow: !p.served}
+		if p.contract == "" {
+			key.Release = p.modelPath
+		}
+		s := j.seriesOf(key, r.Kind)
+		at := time.Unix(0, p.ts)
+		if r.Kind == modelconfig.OutcomeNumeric {
+			a, b := s.numeric.At(at)
+			for _, acc := range []*quality.Numeric{a, b} {
+				if acc != nil {
+					acc.Add(p.value, res.sum)
+				}
+			}
+			continue
+		}
+		a, b := s.binary.At(at)
+		for _, acc := range []*quality.Binary{a, b} {
+			if acc != nil {
+				acc.Add(p.value, res.positive)
+			}
+		}
+		// A shadow is paired with the champion when both were scored on
+		// the same outcome (narrowing could tell them apart).
+		if !p.served && champion != nil && champion.contract == p.contract && championOut == res {
+			if s.paired == nil {
+				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
+			}
+			a, b := s.paired.At(at)
+			for _, acc := range []*quality.Paired{a, b} {
+				if acc != nil {
+					acc.Add(champion.value, p.value, res.positive)
+				}
+			}
+		}
+	}
+}
+
+// seriesOf returns key's series, made for kind, starting (again) at the
+// release's valid_since when it is known and has changed.
+func (j *Joiner) seriesOf(key SeriesKey, kind modelconfig.OutcomeKind) *series {
+	var since time.Time
+	if j.validSince != nil && key.Contract != "" {
+		if t, ok := j.validSince(key.Contract, key.Release); ok {
+			since = t
+		}
+	}
+	s := j.series[key]
+	if s != nil && s.since().Equal(since) && (kind == modelconfig.OutcomeNumeric) == (s.numeric != nil) {
+		return s
+	}
+	s = &series{}
+	if kind == modelconfig.OutcomeNumeric {
+		s.numeric = quality.NewOutcomeWindows[quality.Numeric](since)
+	} else {
+		s.binary = quality.NewOutcomeWindows[quality.Binary](since)
+	}
+	j.series[key] = s
+	return s
+}
+
+// since is when s's since_valid window starts.
+func (s *series) since() time.Time {
+	if s.numeric != nil {
+		return s.numeric.Since()
+	}
+	return s.binary.Since()
+}
+
+// AddPrediction takes one prediction event, taken at clock time now: each
+// row of its scored output is a prediction, kept until its window closes.
+// An error is the store's; a bad event is counted, not an error.
+func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
+	ev := p.Event
+	if ev == nil || ev.GetTimestamp() == nil || ev.GetTimestamp().CheckValid() != nil {
+		j.counters.Invalid++
+		return nil
+	}
+	ts := ev.GetTimestamp().AsTime().UnixNano()
+	if err := j.advance(now, ts, true); err != nil {
+		return err
+	}
+	r := j.rule(ev.GetContract(), ev.GetModelPath())
+	if r == nil {
+		j.counters.Unconfigured++
+		return nil
+	}
+	values, ok := outputValues(ev, r.Output)
+	if !ok {
+		j.counters.Invalid++
+		return nil
+	}
+	// A copy of an event (the log is at least once) is in the group of its
+	// first row, open or scored.
+	first, _, err := j.getGroup(joinKey(ev, p.Item, 0))
+	if err != nil {
+		return err
+	}
+	if id := ev.GetEventId(); id != "" && first.hasEvent(id) {
+		j.counters.DuplicatePredictions++
+		return nil
+	}
+	for row, v := range values {
+		if math.IsNaN(v) {
+			j.counters.Invalid++
+			continue
+		}
+		var g *group
+		if row == 0 {
+			g = first
+		}
+		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
+			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
+		if err := j.addRow(joinKey(ev, p.Item, int64(row)), g, pr, int64(r.Window)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinKey is the store key of row row of item item of ev's request: its
+// request id, or its event id when it has none (only a key outcome can
+// then reach it).
+func joinKey(ev *grovepb.PredictionEvent, item, row int64) []byte {
+	k := []byte{prefixGroup}
+	if ev.GetRequestId() != "" {
+		k = append(k, ev.GetRequestId()...)
+	} else {
+		k = append(append(k, 1), ev.GetEventId()...)
+	}
+	k = append(k, 0)
+	k = binary.AppendUvarint(k, uint64(item))
+	return binary.AppendUvarint(k, uint64(row))
+}
+
+// requestKey is the join key an outcome's request_id, item and row name.
+func requestKey(o *grovepb.Outcome) []byte {
+	k := append([]byte{prefixGroup}, o.GetRequestId()...)
+	k = append(k, 0)
+	k = binary.AppendUvarint(k, uint64(o.GetItem()))
+	return binary.AppendUvarint(k, uint64(o.GetRow()))
+}
+
+// addRow keeps prediction pr of join key k, whose window is window long;
+// g is k's group when the caller has read it, else nil.
+func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
+	if g == nil {
+		var err error
+		if g, _, err = j.getGroup(k); err != nil {
+			return err
+		}
+	}
+	// The window is the served prediction's; without one yet, the
+	// earliest prediction's.
+	hasServed := slices.ContainsFunc(g.preds, func(p pred) bool { return p.served })
+	start, end := g.start, g.end
+	if len(g.preds) == 0 || (pr.served && !hasServed) || (!hasServed && pr.ts < g.start) {
+		start, end = pr.ts, pr.ts+window
+	}
+	if end <= j.watermark {
+		j.counters.LatePredictions++
+		return nil
+	}
+	g.start, g.end = start, end
+	g.preds = append(g.preds, pr)
+	j.counters.Predictions++
+	if err := j.putGroup(k, g); err != nil {
+		return err
+	}
+	if pr.recordKey == "" {
+		return nil
+	}
+	return j.indexKey(pr.recordKey, k, g)
+}
+
+// indexKey records that join key k (group g) was logged under record key
+// rk, and hands it the outcomes waiting under rk that fall in its window.
+func (j *Joiner) indexKey(rk string, k []byte, g *group) error {
+	xk := append([]byte{prefixKey}, rk...)
+	x, _, err := j.getKeyIndex(xk)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return r.joinKey == string(k) })
+	if i < 0 {
+		x.refs = append(x.refs, keyRef{joinKey: string(k), start: g.start, end: g.end})
+	} else {
+		x.refs[i].start, x.refs[i].end = g.start, g.end
+	}
+	slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+	moved := false
+	x.pending = slices.DeleteFunc(x.pending, func(o out) bool {
+		if o.t < g.start || o.t > g.end {
+			return false
+		}
+		g.outs = append(g.outs, o)
+		moved = true
+		return true
+	})
+	if moved {
+		if err := j.putGroup(k, g); err != nil {
+			return err
+		}
+	}
+	return j.putKeyIndex(xk, x)
+}
+
+// compareInt compares a and b.
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// AddOutcome takes one outcome, valid (outcome.Validate: its event_time
+// set), taken at clock time now. An error is the store's or an invalid
+// outcome's.
+func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
+	if o == nil || o.GetOutcomeId() == "" || (o.GetRequestId() == "") == (o.GetKey() == "") ||
+		o.GetEventTime() == nil || o.GetEventTime().CheckValid() != nil {
+		return errors.New("join: an outcome needs outcome_id, one of request_id and key, and event_time (outcome.Validate)")
+	}
+	t := o.GetEventTime().AsTime().UnixNano()
+	if err := j.advance(now, t, true); err != nil {
+		return err
+	}
+	dk := append([]byte{prefixOutcome}, o.GetOutcomeId()...)
+	_, dup, err := j.store.Get(dk)
+	if err != nil {
+		return err
+	}
+	if dup {
+		j.counters.DuplicateOutcomes++
+		return nil
+	}
+	if err := j.store.Put(dk, t+j.maxWindow, nil); err != nil {
+		return err
+	}
+	oc := out{id: o.GetOutcomeId(), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
+	for _, name := range slices.Sorted(mapKeys(o.GetLabels())) {
+		oc.labels = append(oc.labels, label{name: name, value: o.GetLabels()[name]})
+	}
+	if t+j.maxWindow <= j.watermark {
+		// Every window it could fall in has closed.
+		j.counters.Late++
+		return nil
+	}
+	j.counters.Outcomes++
+	if o.GetRequestId() != "" {
+		return j.outcomeOf(requestKey(o), oc)
+	}
+	return j.keyOutcome(o.GetKey(), oc)
+}
+
+// mapKeys yields m's keys.
+func mapKeys(m map[string]float64) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// outcomeOf gives outcome oc to join key k.
+func (j *Joiner) outcomeOf(k []byte, oc out) error {
+	g, _, err := j.getGroup(k)
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart,
+		len(g.preds) > 0 && oc.t > g.end:
+		// After the close of the window it falls in, or after the window.
+		j.counters.Outcomes--
+		j.counters.Late++
+		return nil
+	}
+	g.outs = append(g.outs, oc)
+	return j.putGroup(k, g)
+}
+
+// keyOutcome gives outcome oc, which names record key rk, to the newest
+// prediction logged under rk whose window holds it, or keeps it under rk
+// until one comes.
+func (j *Joiner) keyOutcome(rk string, oc out) error {
+	xk := append([]byte{prefixKey}, rk...)
+	x, _, err := j.getKeyIndex(xk)
+	if err != nil {
+		return err
+	}
+	for i := len(x.refs) - 1; i >= 0; i-- {
+		r := x.refs[i]
+		if oc.t < r.start || oc.t > r.end {
+			continue
+		}
+		g, _, err := j.getGroup([]byte(r.joinKey))
+		if err != nil {
+			return err
+		}
+		if len(g.preds) == 0 || oc.t < g.start || oc.t > g.end {
+			continue
+		}
+		return j.outcomeOf([]byte(r.joinKey), oc)
+	}
+	for _, r := range x.refs {
+		if r.end <= j.watermark && oc.t >= r.start {
+			j.counters.Outcomes--
+			j.counters.Late++
+			return nil
+		}
+	}
+	x.pending = append(x.pending, oc)
+	return j.putKeyIndex(xk, x)
+}
+
+// getGroup reads join key k's group (empty when there is none).
+func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
+	g := &group{}
+	v, ok, err := j.store.Get(k)
+	if err != nil || !ok {
+		return g, false, err
+	}
+	if err := g.unmarshal(v); err != nil {
+		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
+	}
+	return g, true, nil
+}
+
+// putGroup stores g under k, due when its window ends, its first outcome
+// expires, or (nothing else left) the longest window after its closed
+// windows, when an outcome in them or a copy of their events would be
+// late anyway; or deletes it when nothing is left.
+func (j *Joiner) putGroup(k []byte, g *group) error {
+	due := int64(never)
+	if len(g.preds) > 0 {
+		due = g.end
+	}
+	for _, o := range g.outs {
+		due = min(due, o.t+j.maxWindow)
+	}
+	if due == never && g.closedEnd != 0 && g.closedEnd+j.maxWindow > j.watermark {
+		due = g.closedEnd + j.maxWindow
+	}
+	if due == never {
+		return j.store.Delete(k)
+	}
+	return j.store.Put(k, due, g.marshal())
+}
+
+// getKeyIndex reads the index entry xk (empty when there is none).
+func (j *Joiner) getKeyIndex(xk []byte) (*keyIndex, bool, error) {
+	x := &keyIndex{}
+	v, ok, err := j.store.Get(xk)
+	if err != nil || !ok {
+		return x, false, err
+	}
+	if err := x.unmarshal(v); err != nil {
+		return nil, false, fmt.Errorf("record key %q: %w", xk[1:], err)
+	}
+	return x, true, nil
+}
+
+// putKeyIndex stores x under xk, due when its first ref or pending
+// outcome expires; or deletes it when empty.
+func (j *Joiner) putKeyIndex(xk []byte, x *keyIndex) error {
+	due := int64(never)
+	for _, r := range x.refs {
+		due = min(due, r.end+j.maxWindow)
+	}
+	for _, o := range x.pending {
+		due = min(due, o.t+j.maxWindow)
+	}
+	if due == never {
+		return j.store.Delete(xk)
+	}
+	return j.store.Put(xk, due, x.marshal())
+}

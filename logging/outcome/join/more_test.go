@@ -1,0 +1,420 @@
+package join
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/grovepb"
+)
+
+// TestIdlePartitionAdvancesWithTheClock: with no input, the watermark
+// stays until the partition has been idle for the lateness, then moves
+// with the clock, and closes the last window.
+func TestIdlePartitionAdvancesWithTheClock(t *testing.T) {
+	j := run(t, rule(), nil, step{pred: event("e1", "r1", 0, true, "v1", 0.25)})
+	if err := j.Advance(t0.Add(30*time.Minute + 59*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Idle 30m59s: watermark = 0 - 1m + (30m59s - 1m) = 28m59s.
+	if got, want := j.Watermark(), t0.Add(28*time.Minute+59*time.Second); !got.Equal(want) {
+		t.Fatalf("watermark %v, want %v", got, want)
+	}
+	if c := j.Counters(); c.Scored != 0 {
+		t.Fatalf("scored %d before the window's end", c.Scored)
+	}
+	if err := j.Advance(t0.Add(32 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if c := j.Counters(); c.Scored != 1 {
+		t.Fatalf("scored %d once the idle watermark passed the window's end, want 1", c.Scored)
+	}
+	if err := j.Advance(t0.Add(time.Minute)); err != nil { // a clock going back
+		t.Fatal(err)
+	}
+	if got := j.Watermark(); got.Before(t0.Add(30 * time.Minute)) {
+		t.Fatalf("watermark went back to %v", got)
+	}
+}
+
+// TestBusyPartitionDoesNotAdvanceByTheClock: a partition that keeps
+// receiving old events keeps its watermark at their time less the
+// lateness, whatever the clock.
+func TestBusyPartitionDoesNotAdvanceByTheClock(t *testing.T) {
+	j := run(t, rule(), nil, step{pred: event("e1", "r1", 0, true, "v1", 0.25), clock: 10 * time.Hour},
+		step{pred: event("e2", "r2", time.Minute, true, "v1", 0.25), clock: 10*time.Hour + 30*time.Second})
+	if got, want := j.Watermark(), t0; !got.Equal(want) {
+		t.Fatalf("watermark %v, want %v", got, want)
+	}
+}
+
+// TestFutureEventTimeDoesNotCloseWindows: an outcome dated far ahead of
+// the clock moves the watermark only up to the clock.
+func TestFutureEventTimeDoesNotCloseWindows(t *testing.T) {
+	j := run(t, rule(), nil, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{out: click("c1", "other", 100*time.Hour, 1), clock: 5 * time.Minute},
+		step{out: click("c2", "r1", 10*time.Minute, 1), clock: 10 * time.Minute},
+		step{clock: 200 * time.Hour})
+	if c := j.Counters(); c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("an outcome from the future closed the window: %+v", c)
+	}
+}
+
+// TestModelPathNarrowsTheMatch: an outcome narrowed to the shadow's model
+// path scores the shadow positive and the champion negative.
+func TestModelPathNarrowsTheMatch(t *testing.T) {
+	o := click("c1", "r1", time.Minute, 1)
+	o.ModelPath = "v2/"
+	j := run(t, rule(), nil, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{pred: event("e2", "r1", time.Second, false, "v2", 0.5)}, step{out: o, clock: time.Minute},
+		step{clock: 10 * time.Hour})
+	if b := binaryOf(t, j, v1); b.Count() != 1 || b.Positives() != 0 {
+		t.Errorf("champion: count %d positives %d, want 1 0", b.Count(), b.Positives())
+	}
+	if b := binaryOf(t, j, v2); b.Count() != 1 || b.Positives() != 1 {
+		t.Errorf("shadow: count %d positives %d, want 1 1", b.Count(), b.Positives())
+	}
+	if j.series[v2].paired != nil {
+		t.Error("a shadow scored on another outcome than the champion's was paired with it")
+	}
+}
+
+// TestShadowIsPairedWithTheChampion: served and shadow predictions of the
+// same rows are both scored on the rows' outcomes, and each shadow row is
+// paired with the champion's.
+func TestShadowIsPairedWithTheChampion(t *testing.T) {
+	j := run(t, rule(), nil,
+		step{pred: event("e1", "r1", 0, true, "v1", 0.25, 0.5)},
+		step{pred: event("e2", "r1", time.Second, false, "v2", 0.5, 0.25)},
+		step{out: &grovepb.Outcome{OutcomeId: "c1", RequestId: "r1", Row: 1, EventTime: timestamppb.New(t0.Add(time.Minute)), Labels: map[string]float64{"click": 1}}, clock: time.Minute},
+		step{clock: 10 * time.Hour})
+	if b := binaryOf(t, j, v2); b.Count() != 2 || b.Positives() != 1 {
+		t.Fatalf("shadow: count %d positives %d, want 2 1", b.Count(), b.Positives())
+	}
+	p := j.series[v2].paired.SinceValid()
+	if p.Count() != 2 {
+		t.Fatalf("pairs %d, want 2", p.Count())
+	}
+	// Row 0 negative: champion 0.25, shadow 0.5; row 1 positive: champion
+	// 0.5, shadow 0.25.
+	want := ((-math.Log(0.5) + math.Log(0.75)) + (-math.Log(0.25) + math.Log(0.5))) / 2
+	if d := p.Delta(0.95); math.Abs(d.LogLoss-want) > 1e-12 || !d.Paired {
+		t.Fatalf("logloss delta %v (paired %v), want %v", d.LogLoss, d.Paired, want)
+	}
+	snap, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range snap.Series {
+		if s.Key == v2 {
+			found = s.Stats.VsChampion != nil && s.Stats.VsChampion.N == 2 && len(s.Paired) > 0
+		}
+	}
+	if !found {
+		t.Fatalf("the snapshot has no vs_champion of 2 pairs for the shadow: %+v", snap.Series)
+	}
+	if j.series[v1].paired != nil {
+		t.Error("the champion was paired with itself")
+	}
+}
+
+// TestNumericSumsTheWindowsValues: a numeric rule scores the sum of the
+// label's values in the window, each outcome once, and missing negative
+// scores 0.
+func TestNumericSumsTheWindowsValues(t *testing.T) {
+	r := rule()
+	r.Kind, r.Label = modelconfig.OutcomeNumeric, "value"
+	value := func(id, req string, at time.Duration, v float64) *grovepb.Outcome {
+		return &grovepb.Outcome{OutcomeId: id, RequestId: req, EventTime: timestamppb.New(t0.Add(at)), Labels: map[string]float64{"value": v}}
+	}
+	j := run(t, r, nil, step{pred: event("e1", "r1", 0, true, "v1", 10)}, step{pred: event("e2", "r2", 0, true, "v1", 4)},
+		step{out: value("a", "r1", time.Minute, 5)}, step{out: value("b", "r1", 2*time.Minute, 7)},
+		step{out: value("b", "r1", 2*time.Minute, 7)}, step{clock: 10 * time.Hour})
+	n := j.series[v1].numeric.SinceValid()
+	// r1: 10 vs 12 (error -2); r2: 4 vs 0 (error 4).
+	if n.Count() != 2 || n.Bias() != 1 || n.MAE() != 3 {
+		t.Fatalf("count %d bias %v mae %v, want 2 1 3", n.Count(), n.Bias(), n.MAE())
+	}
+}
+
+// TestOutputsAreReadByNameAndRow: the rule's output by name, a row of two
+// values scores the second, and rows of more are invalid.
+func TestOutputsAreReadByNameAndRow(t *testing.T) {
+	ev := &grovepb.PredictionEvent{Outputs: []*grovepb.Tensor{
+		{Name: "a", Datatype: "DOUBLE", Shape: []int64{2}, DoubleData: []float64{1, 2}},
+		{Name: "b", Datatype: "FLOAT", Shape: []int64{2, 2}, FloatData: []float32{0.75, 0.25, 0.5, 0.5}},
+		{Name: "c", Datatype: "INT64", Shape: []int64{1, 3}, Int64Data: []int64{1, 2, 3}},
+		{Name: "d", Datatype: "FLOAT", Shape: []int64{3}, FloatData: []float32{1}},
+	}}
+	cases := []struct {
+		output string
+		want   []float64
+		ok     bool
+	}{{"", []float64{1, 2}, true}, {"b", []float64{0.25, 0.5}, true}, {"c", nil, false}, {"d", nil, false}, {"e", nil, false}}
+	for _, c := range cases {
+		got, ok := outputValues(ev, c.output)
+		if ok != c.ok || len(got) != len(c.want) {
+			t.Errorf("output %q: %v %v, want %v %v", c.output, got, ok, c.want, c.ok)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("output %q: %v, want %v", c.output, got, c.want)
+			}
+		}
+	}
+}
+
+// TestNewRefusesBadRules: a Joiner needs a store and valid rules.
+func TestNewRefusesBadRules(t *testing.T) {
+	bad := []Options{
+		{Rules: []Rule{{Contract: contract, Outcomes: rule()}}},
+		{Store: NewMemStore()},
+		{Store: NewMemStore(), Rules: []Rule{{Outcomes: rule()}}},
+		{Store: NewMemStore(), Rules: []Rule{{Contract: contract, Outcomes: modelconfig.Outcomes{Label: "click"}}}},
+	}
+	for i, o := range bad {
+		if _, err := New(o); err == nil {
+			t.Errorf("options %d: no error", i)
+		}
+	}
+	j, _ := New(Options{Store: NewMemStore(), Rules: []Rule{{Contract: contract, Outcomes: rule()}}})
+	if err := j.AddOutcome(t0, &grovepb.Outcome{OutcomeId: "x", RequestId: "r"}); err == nil {
+		t.Error("an outcome without event_time was taken")
+	}
+}
+
+// script is a run of every rule, for the checkpoint and store tests.
+func script() []step {
+	return []step{
+		{pred: event("e1", "r1", 0, true, "v1", 0.25), key: "u1"},
+		{pred: event("e2", "r1", time.Second, false, "v2", 0.5), key: "u1"},
+		{out: click("c1", "r1", time.Minute, 1), clock: time.Minute},
+		{out: click("c1", "r1", time.Minute, 1), clock: time.Minute},
+		{pred: event("e3", "r3", 2*time.Minute, true, "v1", 0.75), clock: 2 * time.Minute},
+		{out: click("c9", "none", 3*time.Minute, 1), clock: 3 * time.Minute},
+		{pred: event("e4", "r4", 40*time.Minute, true, "v1", 0.5), clock: 40 * time.Minute},
+		{out: click("c3", "r3", 5*time.Minute, 1), clock: 41 * time.Minute},
+		{pred: event("e5", "r5", 50*time.Minute, true, "v1", 0.125), key: "u1", clock: 50 * time.Minute},
+		{out: &grovepb.Outcome{OutcomeId: "k1", Key: "u1", EventTime: timestamppb.New(t0.Add(55 * time.Minute)), Labels: map[string]float64{"click": 1}}, clock: 55 * time.Minute},
+		{clock: 3 * time.Hour},
+	}
+}
+
+// snapshotBytes is j's snapshot as comparable bytes (counters, watermark
+// and the series' binary forms).
+func snapshotBytes(t *testing.T, j *Joiner) []byte {
+	t.Helper()
+	s, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	c, err := j.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(c)
+	for _, x := range s.Series {
+		b.WriteString(x.Key.Contract + x.Key.Release)
+		b.Write(x.Binary)
+		b.Write(x.Numeric)
+		b.Write(x.Paired)
+	}
+	return b.Bytes()
+}
+
+// TestCheckpointRestoreContinues: a Joiner restored from a checkpoint
+// over the same store, at any step, ends where one uninterrupted Joiner
+// does.
+func TestCheckpointRestoreContinues(t *testing.T) {
+	steps := script()
+	want := snapshotBytes(t, run(t, rule(), nil, steps...))
+	if c := run(t, rule(), nil, steps...).Counters(); c.Scored != 5 || c.Late != 1 || c.Unmatched != 1 || c.DuplicateOutcomes != 1 || c.Joined != 3 {
+		t.Fatalf("the script does not exercise the rules: %+v", c)
+	}
+	for cut := range steps {
+		s := NewMemStore()
+		j := run(t, rule(), s, steps[:cut]...)
+		cp, err := j.Checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Restore(cp); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		feed(t, k, steps[cut:]...)
+		if got := snapshotBytes(t, k); !bytes.Equal(got, want) {
+			t.Errorf("cut %d: the restored joiner ends elsewhere: %+v, want %+v", cut, k.Counters(), j.Counters())
+		}
+	}
+	j := run(t, rule(), nil)
+	if err := j.Restore([]byte{9}); err == nil {
+		t.Error("a corrupt checkpoint was restored")
+	}
+	cp, _ := run(t, rule(), nil, steps...).Checkpoint()
+	if err := j.Restore(cp[:len(cp)-1]); err == nil {
+		t.Error("a truncated checkpoint was restored")
+	}
+}
+
+// TestPebbleStoreJoinsAsMemStore: over pebble the script ends with the
+// same state as in memory, and it survives closing and reopening.
+func TestPebbleStoreJoinsAsMemStore(t *testing.T) {
+	steps := script()
+	want := snapshotBytes(t, run(t, rule(), nil, steps...))
+	dir := t.TempDir()
+	p, err := OpenPebble(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := 5
+	j := run(t, rule(), p, steps[:cut]...)
+	cp, err := j.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = OpenPebble(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	k, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Restore(cp); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, k, steps[cut:]...)
+	if got := snapshotBytes(t, k); !bytes.Equal(got, want) {
+		t.Errorf("over pebble: %+v", k.Counters())
+	}
+	if keys, err := p.Due(math.MaxInt64, 10); err != nil || len(keys) != 0 {
+		t.Errorf("entries left after every window closed: %q %v", keys, err)
+	}
+}
+
+// TestStoresOrderDueKeys: both stores return the keys due, earliest first
+// then by key, up to the limit, and forget deleted keys and old due
+// times.
+func TestStoresOrderDueKeys(t *testing.T) {
+	p, err := OpenPebble(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for name, s := range map[string]Store{"mem": NewMemStore(), "pebble": p} {
+		t.Run(name, func(t *testing.T) {
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(s.Put([]byte("b"), 5, []byte("1")))
+			must(s.Put([]byte("a"), 5, []byte("2")))
+			must(s.Put([]byte("c"), -3, []byte("3")))
+			must(s.Put([]byte("d"), 9, []byte("4")))
+			must(s.Put([]byte("d"), 1, []byte("5"))) // moved earlier
+			must(s.Put([]byte("e"), 2, nil))
+			must(s.Delete([]byte("e")))
+			must(s.Delete([]byte("zz")))
+			keys, err := s.Due(5, 10)
+			must(err)
+			if got := string(bytes.Join(keys, []byte(","))); got != "c,d,a,b" {
+				t.Errorf("due at 5: %s, want c,d,a,b", got)
+			}
+			if keys, _ := s.Due(5, 2); len(keys) != 2 {
+				t.Errorf("limit 2: %d keys", len(keys))
+			}
+			if v, ok, _ := s.Get([]byte("d")); !ok || string(v) != "5" {
+				t.Errorf("d = %q %v, want 5", v, ok)
+			}
+			if _, ok, _ := s.Get([]byte("e")); ok {
+				t.Error("a deleted key is there")
+			}
+			// After every key was handled, one put earlier than the last
+			// scan is still found.
+			keys, err = s.Due(100, 10)
+			must(err)
+			for _, k := range keys {
+				must(s.Delete(k))
+			}
+			if keys, _ := s.Due(100, 10); len(keys) != 0 {
+				t.Errorf("keys left: %q", keys)
+			}
+			must(s.Put([]byte("x"), 3, nil))
+			if keys, _ := s.Due(100, 10); len(keys) != 1 || string(keys[0]) != "x" {
+				t.Errorf("a key put due before the last scan: %q, want x", keys)
+			}
+		})
+	}
+}
+
+// TestSinceValidStartsAtTheReleasesValidSince: with the release's
+// valid_since known, its windows count the predictions served from it on
+// (quality.OutcomeWindows leaves earlier ones out of both); another
+// release's count every one.
+func TestSinceValidStartsAtTheReleasesValidSince(t *testing.T) {
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: NewMemStore(),
+		ValidSince: func(c, r string) (time.Time, bool) { return t0.Add(10 * time.Minute), c == contract && r == "v1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, j, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{pred: event("e2", "r2", 20*time.Minute, true, "v1", 0.25), clock: 20 * time.Minute},
+		step{pred: event("e3", "r1", time.Second, false, "v2", 0.25), clock: 20 * time.Minute},
+		step{clock: 2 * time.Hour})
+	snap, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[SeriesKey][2]uint64{}
+	for _, s := range snap.Series {
+		got[s.Key] = [2]uint64{s.Stats.SinceValid.Count, s.Stats.Last1h.Count}
+	}
+	if got[v1] != [2]uint64{1, 1} || got[v2] != [2]uint64{1, 1} {
+		t.Fatalf("since_valid, last_1h counts %v, want v1 [1 1], v2 [1 1]", got)
+	}
+	if want := time.Duration(0); snap.Lag < want || snap.Watermark.IsZero() {
+		t.Fatalf("lag %v watermark %v", snap.Lag, snap.Watermark)
+	}
+}
+
+// TestDirectCallsAndUnconfiguredEvents: a model entry's rule scores its
+// direct calls under its model path; events of other contracts or
+// models, and events with an error, are counted and left out.
+func TestDirectCallsAndUnconfiguredEvents(t *testing.T) {
+	j, err := New(Options{Rules: []Rule{{ModelPath: "m/", Outcomes: rule()}}, Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := event("e1", "r1", 0, true, "", 0.25)
+	direct.Contract, direct.ModelPath = "", "m/"
+	failed := event("e2", "r2", 0, true, "", 0.25)
+	failed.Contract, failed.ModelPath, failed.Error = "", "m/", &grovepb.Error{Type: "MODEL_EXECUTION"}
+	feed(t, j, step{pred: direct}, step{pred: failed}, step{pred: event("e3", "r3", 0, true, "v1", 0.5)},
+		step{out: click("c1", "r1", time.Minute, 1)}, step{clock: 2 * time.Hour})
+	want := Counters{Predictions: 1, Scored: 1, Joined: 1, Outcomes: 1, Unconfigured: 1, Invalid: 1}
+	if c := j.Counters(); c != want {
+		t.Fatalf("counters\n got %+v\nwant %+v", c, want)
+	}
+	if b := binaryOf(t, j, SeriesKey{Release: "m/"}); b.Count() != 1 || b.Positives() != 1 {
+		t.Fatalf("direct calls: count %d positives %d", b.Count(), b.Positives())
+	}
+}
