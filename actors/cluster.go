@@ -376,7 +376,7 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
-	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
+	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, start: time.Now()}
 	sc.traceShadow(b.ctx, target.ModelPath)
 	if target.windows != nil && ans != nil {

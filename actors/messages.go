@@ -37,6 +37,10 @@ type Request struct {
 	Inputs    []servables.Tensor
 	// RequestID identifies the API call the request is part of.
 	RequestID string
+	// Item is the request's position in its API call's batch (from 0, the
+	// B&A batch's items in order); 0 when the call is one item. The
+	// prediction log records it, and its shadow copies keep it.
+	Item int
 	// Shadows get a copy of this request at low priority; their answers are only logged.
 	Shadows []ShadowTarget
 	// Contract ("org/project/n") and Release name the contract servable that

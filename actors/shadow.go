@@ -200,7 +200,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		c.shadowDropped.Add(1)
 		return
 	}
-	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Configs: req.Configs,
+	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
 	sc.traceShadow(b.ctx, c.path)

@@ -19,13 +19,15 @@ import (
 type recordingSink struct {
 	mu     sync.Mutex
 	logged []Result
+	items  []int // the logged requests' Item
 	served []bool
 	done   chan struct{}
 }
 
-func (s *recordingSink) LogPrediction(_ *Request, res *Result, served bool) {
+func (s *recordingSink) LogPrediction(req *Request, res *Result, served bool) {
 	s.mu.Lock()
 	s.logged = append(s.logged, *res)
+	s.items = append(s.items, req.Item)
 	s.served = append(s.served, served)
 	s.mu.Unlock()
 	s.done <- struct{}{}
@@ -110,6 +112,20 @@ func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
 	}
 	if c.shadowed.Load() != 1 {
 		t.Errorf("shadow executions = %d, want 1", c.shadowed.Load())
+	}
+}
+
+func TestShadowCopyIsLoggedWithItsServedRequestsBatchItem(t *testing.T) {
+	sink := &recordingSink{done: make(chan struct{}, 4)}
+	as, router, _ := startShadowed(t, 3, sink)
+	b := newBatch(context.Background(), []Request{{ModelPath: "m/", Item: 2, Inputs: column(t, 1, 2), Shadows: []ShadowTarget{{ModelPath: "s/"}}}})
+	as.Root.Send(router, b)
+	<-b.reply
+	<-sink.done
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.items) != 1 || sink.served[0] || sink.items[0] != 2 {
+		t.Fatalf("shadow logged with items %v served %v, want item 2 (an outcome names the batch item)", sink.items, sink.served)
 	}
 }
 

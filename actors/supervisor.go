@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -621,6 +622,8 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
 		} else if cfg, err = modelconfig.Parse(data); err != nil {
 			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
+		} else if err = cfg.ValidateOutcomeLogging(cmp.Or(o.DirectLogLevel, modelconfig.LogLevelNone)); err != nil {
+			cfg, err = nil, fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
 		}
 		r := configResult{cfg: cfg, err: s.sys.paths.Error(err), at: time.Now()}
 		if err == nil {

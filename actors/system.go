@@ -82,6 +82,12 @@ type Options struct {
 	WarmUp func(meta modelconfig.Model, sig servables.Metadata) (WarmUp, error)
 	// Predictions receives every answer returned to a caller; nil logs none.
 	Predictions PredictionSink
+	// DirectLogLevel is the server's prediction_log.default_level, the
+	// log level of direct model calls (modelconfig.LogLevelNone, the
+	// default when empty, LogLevelFull or LogLevelSample): a model config
+	// with a model entry that has outcomes is refused unless it is FULL
+	// (modelconfig.Config.ValidateOutcomeLogging).
+	DirectLogLevel string
 	// ClusterNode starts the system with an empty share: it loads no
 	// model of the config until SetShare gives it its share of the
 	// cluster's placement table.

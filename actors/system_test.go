@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -382,5 +384,61 @@ func TestAStopThatRunsOutOfTimeLetsCallersGoAndFinishesLater(t *testing.T) {
 		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
 			t.Fatalf("loaded %d, closed %d", l, c)
 		}
+	})
+}
+
+// TestSystemRefusesOutcomesOnAModelWhoseDirectCallsAreNotAllLogged polls a
+// config whose model b/ learns from outcomes: with direct calls logged at
+// the default (NONE) or SAMPLE it is refused like any invalid config (the
+// error, the invalid poll, the previous config still served); at FULL it
+// is applied.
+func TestSystemRefusesOutcomesOnAModelWhoseDirectCallsAreNotAllLogged(t *testing.T) {
+	withOutcomes := configJSON(entry("a/", "", ""), entry("b/", "", `"outcomes": {"label": "click", "window": "30m"}`))
+	loaded := func(w *world, path string) bool {
+		for _, m := range w.sys.Status().Models {
+			if m.Path == path {
+				return true
+			}
+		}
+		return false
+	}
+	for _, level := range []string{"", modelconfig.LogLevelSample} {
+		t.Run("level="+cmp.Or(level, "default"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "b/": version(1)},
+					func(_ *world, o *Options) { o.DirectLogLevel = level })
+				defer w.stop()
+				synctest.Wait()
+				w.setConfig(withOutcomes)
+				st := w.sys.Status()
+				want := "model_metadata[1].outcomes: model b/: outcomes are joined to logged predictions, and direct calls are logged at " + cmp.Or(level, modelconfig.LogLevelNone)
+				if !strings.Contains(st.Config.LastError, want) || st.Config.LastSuccess == nil {
+					t.Fatalf("config status %+v, want the error %q", st.Config, want)
+				}
+				if got := w.metric("grove_config_polls_total", map[string]string{"result": "invalid"}); got < 1 {
+					t.Errorf("invalid polls = %v, want the refusal counted as invalid", got)
+				}
+				if loaded(w, "b/") {
+					t.Errorf("b/ of the refused config was loaded")
+				}
+				if res := w.infer("a/", 1); res.Err != nil {
+					t.Fatalf("the model of the previous config is not served: %v", res.Err)
+				}
+			})
+		})
+	}
+	t.Run("level=FULL", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, withOutcomes, map[string]faultySpec{"a/": version(1), "b/": version(1)},
+				func(_ *world, o *Options) { o.DirectLogLevel = modelconfig.LogLevelFull })
+			defer w.stop()
+			synctest.Wait()
+			if st := w.sys.Status(); st.Config.LastError != "" {
+				t.Fatalf("config refused at FULL: %s", st.Config.LastError)
+			}
+			if res := w.infer("b/", 1); res.Err != nil {
+				t.Fatalf("b/ not served at FULL: %v", res.Err)
+			}
+		})
 	})
 }

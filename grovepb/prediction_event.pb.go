@@ -119,7 +119,15 @@ type PredictionEvent struct {
 	ComparedReleaseVersion string `protobuf:"bytes,18,opt,name=compared_release_version,json=comparedReleaseVersion,proto3" json:"compared_release_version,omitempty"`
 	// How this shadow execution compared with that answer; unset when it was
 	// not compared.
-	Comparison    *ShadowComparison `protobuf:"bytes,19,opt,name=comparison,proto3" json:"comparison,omitempty"`
+	Comparison *ShadowComparison `protobuf:"bytes,19,opt,name=comparison,proto3" json:"comparison,omitempty"`
+	// Which item of a batch request this execution ran, counted from 0 in
+	// the request's order: for the B&A API, the position of the item in the
+	// batch's "request" array (items that failed to parse count too). 0 for
+	// the APIs whose request is one item (OIP, ForestFlow, whose datums are
+	// rows of one item, GraphPipe, DeepRec). A shadow execution has its
+	// served item's. With request_id and an output row, what an outcome's
+	// item and row name (grove/v1/outcome.proto).
+	Item          int64 `protobuf:"varint,20,opt,name=item,proto3" json:"item,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +293,13 @@ func (x *PredictionEvent) GetComparison() *ShadowComparison {
 		return x.Comparison
 	}
 	return nil
+}
+
+func (x *PredictionEvent) GetItem() int64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
 }
 
 // ShadowComparison is how one shadow execution's answer compared with the
@@ -710,7 +725,7 @@ var File_grove_v1_prediction_event_proto protoreflect.FileDescriptor
 
 const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\a\n" +
+	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\a\n" +
 	"\x0fPredictionEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
@@ -735,7 +750,8 @@ const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\x18compared_release_version\x18\x12 \x01(\tR\x16comparedReleaseVersion\x12:\n" +
 	"\n" +
 	"comparison\x18\x13 \x01(\v2\x1a.grove.v1.ShadowComparisonR\n" +
-	"comparison\x1a:\n" +
+	"comparison\x12\x12\n" +
+	"\x04item\x18\x14 \x01(\x03R\x04item\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +

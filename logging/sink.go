@@ -62,6 +62,7 @@ func (s *Sink) key(policy Policy, req *actors.Request, ev *grovepb.PredictionEve
 func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.PredictionEvent {
 	ev := &grovepb.PredictionEvent{
 		RequestId:      validUTF8(req.RequestID),
+		Item:           int64(req.Item),
 		Api:            req.API,
 		ModelPath:      req.ModelPath,
 		Contract:       req.Contract,

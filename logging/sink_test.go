@@ -2,9 +2,13 @@ package logging
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/actors/quality"
@@ -35,6 +39,32 @@ func TestEventCarriesRequestAnswerAndCleanedConfigs(t *testing.T) {
 	}
 	if ev.GetComputeLatency().AsDuration() != 2*time.Millisecond || ev.GetError() != nil {
 		t.Errorf("latency %v error %v", ev.GetComputeLatency(), ev.GetError())
+	}
+}
+
+func TestEventCarriesTheRequestsBatchItemInProtoAndJSON(t *testing.T) {
+	y, _ := servables.NewTensor("output_0", servables.Float64, []int64{1})
+	for _, item := range []int{0, 1, 2} {
+		ev := Event(&actors.Request{API: "ba", ModelPath: "m/", RequestID: "r1", Item: item}, &actors.Result{ModelPath: "m/", Outputs: []servables.Tensor{y}}, true)
+		if ev.GetItem() != int64(item) {
+			t.Errorf("item %d: event's item %d", item, ev.GetItem())
+		}
+		js, err := Encode(ev, conf.EncodingJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// protojson leaves a default out and writes an int64 as a string.
+		var fields map[string]any
+		if err := json.Unmarshal(js, &fields); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := fields["item"]; ok != (item != 0) || (ok && v != strconv.Itoa(item)) {
+			t.Errorf("item %d: JSON %s", item, js)
+		}
+		back, err := Decode(js, []kgo.RecordHeader{{Key: HeaderEncoding, Value: []byte(EncodingJSON)}})
+		if err != nil || back.GetItem() != int64(item) {
+			t.Errorf("item %d: decoded back %v, %v", item, back.GetItem(), err)
+		}
 	}
 }
 

@@ -89,7 +89,7 @@ func Infer(ctx context.Context, b Backend, items []Item, configs map[string]stri
 			continue
 		}
 		// B&A binds PyTorch inputs by position, as the inference sidecar does.
-		reqs = append(reqs, actors.Request{API: c.API, ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: c.RequestID, Configs: configs, Positional: true})
+		reqs = append(reqs, actors.Request{API: c.API, ModelPath: it.ModelPath, Inputs: it.Inputs, RequestID: c.RequestID, Item: i, Configs: configs, Positional: true})
 		idx = append(idx, i)
 	}
 	out, err := b.Infer(ctx, reqs)

@@ -199,6 +199,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ClusterNode:          node != nil,
 		Remote:               remote,
 		Predictions:          predictions,
+		DirectLogLevel:       cfg.PredictionLog.DefaultLevel.String(),
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,

@@ -7,13 +7,14 @@
 //
 // # Inputs
 //
-// A Joiner takes predictions (AddPrediction: an event, its record key,
-// its batch item) and outcomes (AddOutcome) in any interleaving (an
+// A Joiner takes predictions (AddPrediction: an event and its record
+// key) and outcomes (AddOutcome) in any interleaving (an
 // outcome may come before its prediction), and Advance(now) from the
 // owner's clock. Each row of an event's scored output (the rule's output,
 // the first one when it names none; one value per row, or two, of which
 // the second is the positive class's) is one prediction, joined by
-// (request_id, item, row). Rules (one per contract and per model entry
+// (request_id, item, row): the event's request_id and item (its place in
+// its batch request) and the row. Rules (one per contract and per model entry
 // with an outcomes object, modelconfig.Outcomes) say what is learnt;
 // predictions of others are counted as unconfigured.
 //

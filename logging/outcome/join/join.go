@@ -47,10 +47,6 @@ type Prediction struct {
 	// Key is the event's record key (nil when it has none): what an
 	// outcome's key names.
 	Key []byte
-	// Item is the event's item in its batch request (from 0), an outcome's
-	// item. PredictionEvent does not carry it: 0 unless the consumer knows
-	// better.
-	Item int64
 }
 
 // SeriesKey names one series of scored predictions: a contract's release,
@@ -461,7 +457,7 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 	}
 	// A copy of an event (the log is at least once) is in the group of its
 	// first row, open or scored.
-	first, _, err := j.getGroup(joinKey(ev, p.Item, 0))
+	first, _, err := j.getGroup(joinKey(ev, 0))
 	if err != nil {
 		return err
 	}
@@ -480,17 +476,17 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		}
 		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
 			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
-		if err := j.addRow(joinKey(ev, p.Item, int64(row)), g, pr, int64(r.Window)); err != nil {
+		if err := j.addRow(joinKey(ev, int64(row)), g, pr, int64(r.Window)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// joinKey is the store key of row row of item item of ev's request: its
-// request id, or its event id when it has none (only a key outcome can
-// then reach it).
-func joinKey(ev *grovepb.PredictionEvent, item, row int64) []byte {
+// joinKey is the store key of row row of ev, the event's item of its
+// request: its request id, or its event id when it has none (only a key
+// outcome can then reach it).
+func joinKey(ev *grovepb.PredictionEvent, row int64) []byte {
 	k := []byte{prefixGroup}
 	if ev.GetRequestId() != "" {
 		k = append(k, ev.GetRequestId()...)
@@ -498,7 +494,7 @@ func joinKey(ev *grovepb.PredictionEvent, item, row int64) []byte {
 		k = append(append(k, 1), ev.GetEventId()...)
 	}
 	k = append(k, 0)
-	k = binary.AppendUvarint(k, uint64(item))
+	k = binary.AppendUvarint(k, uint64(ev.GetItem()))
 	return binary.AppendUvarint(k, uint64(row))
 }
 
