@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/groveml/grove/internal/binform"
 )
 
 // The binary form of the outcome accumulators, which the evaluator
@@ -33,93 +35,50 @@ const (
 var errCorrupt = errors.New("quality: corrupt state")
 
 // decoder reads a binary form; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
+type decoder struct{ binform.Reader }
 
-// fail records the first error.
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", errCorrupt, fmt.Sprintf(format, args...))
-	}
-}
-
-// u reads an unsigned varint.
-func (d *decoder) u() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// i reads a signed varint.
-func (d *decoder) i() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+// newDecoder returns a decoder of b, whose errors wrap errCorrupt.
+func newDecoder(b []byte) *decoder { return &decoder{binform.NewReader(b, errCorrupt)} }
 
 // f reads a float64, which must be finite.
 func (d *decoder) f() float64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
+	v := d.F()
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		d.fail("a number not finite")
+		d.Fail("a number not finite")
 	}
 	return v
 }
 
 // header reads the version and kind.
 func (d *decoder) header(kind byte) {
-	if len(d.b) < 2 {
-		d.fail("truncated")
+	if len(d.B) < 2 {
+		d.Fail("truncated")
 		return
 	}
-	if d.b[0] != codecVersion {
-		d.fail("version %d, want %d", d.b[0], codecVersion)
+	if d.B[0] != codecVersion {
+		d.Fail("version %d, want %d", d.B[0], codecVersion)
 		return
 	}
-	if d.b[1] != kind {
-		d.fail("kind %q, want %q", d.b[1], kind)
+	if d.B[1] != kind {
+		d.Fail("kind %q, want %q", d.B[1], kind)
 		return
 	}
-	d.b = d.b[2:]
+	d.B = d.B[2:]
 }
 
 // end fails unless everything was read.
 func (d *decoder) end() error {
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d bytes after the end", len(d.b))
+	if d.Err == nil && len(d.B) > 0 {
+		d.Fail("%d bytes after the end", len(d.B))
 	}
-	return d.err
+	return d.Err
 }
 
 // sum adds counts, failing on overflow.
 func (d *decoder) sum(a, b uint64) uint64 {
 	s, carry := bits.Add64(a, b, 0)
 	if carry != 0 {
-		d.fail("counts overflow")
+		d.Fail("counts overflow")
 	}
 	return s
 }
@@ -140,7 +99,7 @@ func (b *Binary) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary sets b to the state data encodes (MarshalBinary), or
 // returns an error and leaves b as it was.
 func (b *Binary) UnmarshalBinary(data []byte) error {
-	d := &decoder{b: data}
+	d := newDecoder(data)
 	d.header(kindBinary)
 	var v Binary
 	v.readBody(d)
@@ -187,30 +146,30 @@ func (b *Binary) appendBody(out []byte) []byte {
 
 // readBody reads b's fields from d and checks that they add up.
 func (b *Binary) readBody(d *decoder) {
-	b.count, b.positives, b.clamped, b.invalid = d.u(), d.u(), d.u(), d.u()
+	b.count, b.positives, b.clamped, b.invalid = d.U(), d.U(), d.U(), d.U()
 	b.sumP, b.sumBrier = d.f(), d.f()
 	b.logLoss = moments{n: b.count, mean: d.f(), m2: d.f()}
 	var n, pos uint64
 	for i := range b.ece {
 		e := &b.ece[i]
-		e.n, e.pos, e.sumP = d.u(), d.u(), d.f()
+		e.n, e.pos, e.sumP = d.U(), d.U(), d.f()
 		if e.pos > e.n || e.sumP < 0 || e.sumP > float64(e.n) {
-			d.fail("calibration bin %d does not add up", i)
+			d.Fail("calibration bin %d does not add up", i)
 		}
 		n, pos = d.sum(n, e.n), d.sum(pos, e.pos)
 	}
 	if n != b.count || pos != b.positives {
-		d.fail("calibration bins count %d of %d, %d positives of %d", n, b.count, pos, b.positives)
+		d.Fail("calibration bins count %d of %d, %d positives of %d", n, b.count, pos, b.positives)
 	}
 	if b.sumP < 0 || b.sumP > float64(b.count) || b.sumBrier < 0 || b.sumBrier > float64(b.count) ||
 		b.logLoss.mean < 0 || b.logLoss.m2 < 0 || (b.count == 0 && (b.sumP != 0 || b.sumBrier != 0 || b.logLoss.mean != 0 || b.logLoss.m2 != 0)) {
-		d.fail("sums out of range")
+		d.Fail("sums out of range")
 	}
-	k := d.u()
+	k := d.U()
 	// Each bin takes at least 3 bytes: a claimed length beyond that is
 	// corrupt, and allocates nothing.
-	if d.err != nil || k > aucBins || k > uint64(len(d.b))/3 {
-		d.fail("%d score bins", k)
+	if d.Err != nil || k > aucBins || k > uint64(len(d.B))/3 {
+		d.Fail("%d score bins", k)
 		return
 	}
 	if k > 0 {
@@ -219,13 +178,13 @@ func (b *Binary) readBody(d *decoder) {
 	prev := -1
 	var sp, sn uint64
 	for range k {
-		gap := d.u()
-		s := scoreBin{pos: d.u(), neg: d.u()}
-		if d.err != nil {
+		gap := d.U()
+		s := scoreBin{pos: d.U(), neg: d.U()}
+		if d.Err != nil {
 			return
 		}
 		if gap >= aucBins || uint64(prev)+1+gap >= aucBins || s.pos+s.neg == 0 {
-			d.fail("bad score bin")
+			d.Fail("bad score bin")
 			return
 		}
 		prev += 1 + int(gap)
@@ -233,7 +192,7 @@ func (b *Binary) readBody(d *decoder) {
 		sp, sn = d.sum(sp, s.pos), d.sum(sn, s.neg)
 	}
 	if b.positives > b.count || sp != b.positives || sn != b.count-b.positives {
-		d.fail("score bins count %d positives and %d negatives of %d and %d", sp, sn, b.positives, b.count-b.positives)
+		d.Fail("score bins count %d positives and %d negatives of %d and %d", sp, sn, b.positives, b.count-b.positives)
 	}
 }
 
@@ -245,7 +204,7 @@ func (n *Numeric) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary sets n to the state data encodes (MarshalBinary), or
 // returns an error and leaves n as it was.
 func (n *Numeric) UnmarshalBinary(data []byte) error {
-	d := &decoder{b: data}
+	d := newDecoder(data)
 	d.header(kindNumeric)
 	var v Numeric
 	v.readBody(d)
@@ -269,10 +228,10 @@ func (n *Numeric) appendBody(out []byte) []byte {
 
 // readBody reads n's fields from d.
 func (n *Numeric) readBody(d *decoder) {
-	n.count, n.invalid = d.u(), d.u()
+	n.count, n.invalid = d.U(), d.U()
 	n.sumErr, n.sumAbs, n.sumSqrd = d.f(), d.f(), d.f()
 	if n.sumAbs < 0 || n.sumSqrd < 0 || (n.count == 0 && (n.sumErr != 0 || n.sumAbs != 0 || n.sumSqrd != 0)) {
-		d.fail("sums out of range")
+		d.Fail("sums out of range")
 	}
 }
 
@@ -284,7 +243,7 @@ func (p *Paired) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary sets p to the state data encodes (MarshalBinary), or
 // returns an error and leaves p as it was.
 func (p *Paired) UnmarshalBinary(data []byte) error {
-	d := &decoder{b: data}
+	d := newDecoder(data)
 	d.header(kindPaired)
 	var v Paired
 	v.readBody(d)
@@ -310,7 +269,7 @@ func (p *Paired) readBody(d *decoder) {
 	p.diff = moments{n: p.champion.count, mean: d.f(), m2: d.f()}
 	if p.challenger.count != p.champion.count || p.challenger.positives != p.champion.positives ||
 		p.challenger.invalid != 0 || p.diff.m2 < 0 || (p.diff.n == 0 && (p.diff.mean != 0 || p.diff.m2 != 0)) {
-		d.fail("the two sides are not paired")
+		d.Fail("the two sides are not paired")
 	}
 }
 
@@ -368,33 +327,33 @@ func (w *OutcomeWindows[T, P]) UnmarshalBinary(data []byte) error {
 	if !ok {
 		return fmt.Errorf("quality: windows of %T cannot be decoded", &v.total)
 	}
-	d := &decoder{b: data}
+	d := newDecoder(data)
 	d.header(kindWindows)
-	if d.err == nil {
-		if len(d.b) < 1 || d.b[0] != kindOf(P(&v.total)) {
-			d.fail("windows of another kind")
+	if d.Err == nil {
+		if len(d.B) < 1 || d.B[0] != kindOf(P(&v.total)) {
+			d.Fail("windows of another kind")
 		} else {
-			d.b = d.b[1:]
+			d.B = d.B[1:]
 		}
 	}
-	sec, nsec := d.i(), d.u()
+	sec, nsec := d.I(), d.U()
 	if nsec >= 1e9 {
-		d.fail("bad since")
+		d.Fail("bad since")
 	}
 	v.since = time.Unix(sec, int64(nsec)).UTC()
 	c.readBody(d)
-	used := d.u()
+	used := d.U()
 	if used > minuteCount {
-		d.fail("%d minute buckets", used)
+		d.Fail("%d minute buckets", used)
 	}
 	for range used {
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
-		start := d.i()
+		start := d.I()
 		b := &v.minutes[bucketOf(start)]
 		if b.used {
-			d.fail("two buckets in one place")
+			d.Fail("two buckets in one place")
 			break
 		}
 		b.used, b.start = true, start

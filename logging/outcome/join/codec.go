@@ -3,6 +3,8 @@ package join
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/groveml/grove/internal/binform"
 )
 
 // The stored values: each a version byte, then its fields, strings and
@@ -103,109 +105,26 @@ func (e enc) b(v bool) enc {
 }
 
 // dec reads them; the first error sticks.
-type dec struct {
-	b   []byte
-	err error
-}
+type dec struct{ binform.Reader }
 
-func (d *dec) fail(what string) {
-	if d.err == nil {
-		d.err = corrupt(what)
-	}
-}
-
-func (d *dec) u() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) i() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) s() string {
-	n := d.u()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("string past the end")
-		return ""
-	}
-	v := string(d.b[:n])
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) f() float64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("float past the end")
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *dec) bool() bool {
-	if d.err != nil {
-		return false
-	}
-	if len(d.b) < 1 || d.b[0] > 1 {
-		d.fail("bad boolean")
-		return false
-	}
-	v := d.b[0] == 1
-	d.b = d.b[1:]
-	return v
-}
-
-// count reads a count of items, each at least min bytes long, so that a
-// corrupt count cannot make a huge allocation.
-func (d *dec) count(min int) int {
-	n := d.u()
-	if n > uint64(len(d.b)/min) {
-		d.fail("count past the end")
-		return 0
-	}
-	return int(n)
-}
+// newDec returns a dec of b, whose errors wrap errCorrupt.
+func newDec(b []byte) *dec { return &dec{binform.NewReader(b, errCorrupt)} }
 
 // version reads the version byte.
 func (d *dec) version() {
-	if len(d.b) < 1 || d.b[0] != storeVersion {
-		d.fail("unknown version")
+	if len(d.B) < 1 || d.B[0] != storeVersion {
+		d.Fail("unknown version")
 		return
 	}
-	d.b = d.b[1:]
+	d.B = d.B[1:]
 }
 
 // end is the error, or one for bytes left over.
 func (d *dec) end() error {
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("trailing bytes")
+	if d.Err == nil && len(d.B) > 0 {
+		d.Fail("trailing bytes")
 	}
-	return d.err
+	return d.Err
 }
 
 func (e enc) out(o *out) enc {
@@ -217,12 +136,12 @@ func (e enc) out(o *out) enc {
 }
 
 func (d *dec) out() out {
-	o := out{id: d.s(), modelPath: d.s(), contract: d.s(), t: d.i(), used: d.bool()}
-	n := d.count(9)
+	o := out{id: d.S(), modelPath: d.S(), contract: d.S(), t: d.I(), used: d.Bool()}
+	n := d.Count(9)
 	if n > 0 {
 		o.labels = make([]label, n)
 		for i := range o.labels {
-			o.labels[i] = label{name: d.s(), value: d.f()}
+			o.labels[i] = label{name: d.S(), value: d.F()}
 		}
 	}
 	return o
@@ -246,26 +165,26 @@ func (g *group) marshal() []byte {
 }
 
 func (g *group) unmarshal(b []byte) error {
-	d := &dec{b: b}
+	d := newDec(b)
 	d.version()
-	*g = group{start: d.i(), end: d.i(), closedStart: d.i(), closedEnd: d.i()}
-	if n := d.count(15); n > 0 {
+	*g = group{start: d.I(), end: d.I(), closedStart: d.I(), closedEnd: d.I()}
+	if n := d.Count(15); n > 0 {
 		g.preds = make([]pred, n)
 		for i := range g.preds {
-			g.preds[i] = pred{eventID: d.s(), contract: d.s(), release: d.s(), modelPath: d.s(), recordKey: d.s(),
-				served: d.bool(), ts: d.i(), value: d.f()}
+			g.preds[i] = pred{eventID: d.S(), contract: d.S(), release: d.S(), modelPath: d.S(), recordKey: d.S(),
+				served: d.Bool(), ts: d.I(), value: d.F()}
 		}
 	}
-	if n := d.count(6); n > 0 {
+	if n := d.Count(6); n > 0 {
 		g.outs = make([]out, n)
 		for i := range g.outs {
 			g.outs[i] = d.out()
 		}
 	}
-	if n := d.count(1); n > 0 {
+	if n := d.Count(1); n > 0 {
 		g.closedEvents = make([]string, n)
 		for i := range g.closedEvents {
-			g.closedEvents[i] = d.s()
+			g.closedEvents[i] = d.S()
 		}
 	}
 	return d.end()
@@ -284,16 +203,16 @@ func (k *keyIndex) marshal() []byte {
 }
 
 func (k *keyIndex) unmarshal(b []byte) error {
-	d := &dec{b: b}
+	d := newDec(b)
 	d.version()
 	*k = keyIndex{}
-	if n := d.count(3); n > 0 {
+	if n := d.Count(3); n > 0 {
 		k.refs = make([]keyRef, n)
 		for i := range k.refs {
-			k.refs[i] = keyRef{joinKey: d.s(), start: d.i(), end: d.i()}
+			k.refs[i] = keyRef{joinKey: d.S(), start: d.I(), end: d.I()}
 		}
 	}
-	if n := d.count(6); n > 0 {
+	if n := d.Count(6); n > 0 {
 		k.pending = make([]out, n)
 		for i := range k.pending {
 			k.pending[i] = d.out()

@@ -138,43 +138,43 @@ func (j *Joiner) Checkpoint() ([]byte, error) {
 // an error and leaves it as it was. Call it on a new Joiner over the
 // store the checkpoint was taken with.
 func (j *Joiner) Restore(data []byte) error {
-	d := &dec{b: data}
-	if len(d.b) < 1 || d.b[0] != checkpointVersion {
+	d := newDec(data)
+	if len(d.B) < 1 || d.B[0] != checkpointVersion {
 		return corrupt("unknown checkpoint version")
 	}
-	d.b = d.b[1:]
-	seen, maxEvent, lastArrival, watermark, now := d.bool(), d.i(), d.i(), d.i(), d.i()
+	d.B = d.B[1:]
+	seen, maxEvent, lastArrival, watermark, now := d.Bool(), d.I(), d.I(), d.I(), d.I()
 	var c Counters
 	for _, p := range []*uint64{&c.Predictions, &c.Scored, &c.Joined, &c.Dropped, &c.Outcomes, &c.Late, &c.Unmatched,
 		&c.DuplicateOutcomes, &c.DuplicatePredictions, &c.LatePredictions, &c.Unconfigured, &c.Invalid} {
-		*p = d.u()
+		*p = d.U()
 	}
-	n := d.count(5)
+	n := d.Count(5)
 	all := make(map[SeriesKey]*series, n)
 	for range n {
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
-		k := SeriesKey{Contract: d.s(), Release: d.s(), Shadow: d.bool()}
-		numeric, paired := d.bool(), d.bool()
+		k := SeriesKey{Contract: d.S(), Release: d.S(), Shadow: d.Bool()}
+		numeric, paired := d.Bool(), d.Bool()
 		sr := &series{}
 		var err error
 		if numeric {
 			sr.numeric = &quality.OutcomeWindows[quality.Numeric, *quality.Numeric]{}
-			err = sr.numeric.UnmarshalBinary([]byte(d.s()))
+			err = sr.numeric.UnmarshalBinary([]byte(d.S()))
 		} else {
 			sr.binary = &quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
-			err = sr.binary.UnmarshalBinary([]byte(d.s()))
+			err = sr.binary.UnmarshalBinary([]byte(d.S()))
 		}
 		if err == nil && paired {
 			sr.paired = &quality.OutcomeWindows[quality.Paired, *quality.Paired]{}
-			err = sr.paired.UnmarshalBinary([]byte(d.s()))
+			err = sr.paired.UnmarshalBinary([]byte(d.S()))
 		}
 		if err != nil {
 			return fmt.Errorf("join: checkpoint, series %v: %w", k, err)
 		}
 		if _, dup := all[k]; dup {
-			d.fail("a series twice")
+			d.Fail("a series twice")
 		}
 		all[k] = sr
 	}
