@@ -198,6 +198,13 @@ func (d clusterDoc) settled(want []clusterModel, members []string) error {
 		if n := len(d.Placement[m.path]); n != m.nodes {
 			return fmt.Errorf("%s placed on %q, want %d nodes", m.path, d.Placement[m.path], m.nodes)
 		}
+		// A table written before a dead node's record expired still
+		// names it, until the controller places its models again.
+		for _, node := range d.Placement[m.path] {
+			if !slices.Contains(members, node) {
+				return fmt.Errorf("%s placed on %s, which is not a live member %q", m.path, node, members)
+			}
+		}
 	}
 	for _, mem := range d.Members {
 		ready := map[string]bool{}
