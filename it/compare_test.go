@@ -97,7 +97,7 @@ func TestShadowChallengersAreComparedWithTheChampion(t *testing.T) {
      {"release_version": "v1", "model_path": "champion/", "logging": {"log_level": "FULL"}},
      {"release_version": "v2", "model_path": "same/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}, "logging": {"log_level": "FULL"}},
      {"release_version": "v3", "model_path": "shifted/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}, "logging": {"log_level": "FULL"}}]}]}`))
-	cfg := kafkaConfig(emb.Addr(), "proto", "shadow_compare_tolerance: 0.05\nshadow_compare_window: 100\nshadow_queue: 64\n")
+	cfg := kafkaConfig(emb.Addr(), "proto", "shadow_compare_tolerance: 0.05\nshadow_compare_window: 100\nshadow_queue: 64\nshadow_timeout: 2m\n")
 	g := startGrove(t, b.URL(), nil, writeServerConfig(t, cfg)...)
 
 	const n = 20
@@ -124,7 +124,9 @@ func TestShadowChallengersAreComparedWithTheChampion(t *testing.T) {
 		// One request at a time through the shadow worker: a copy that
 		// finds it busy is shed by design, and the counts below are exact.
 		// The worker runs at nice 19: on a machine busy with other tests
-		// its copy may wait seconds for a core (once over 10 s).
+		// its copy may wait seconds for a core (once over 10 s), longer
+		// than the default shadow_timeout (1 s) after which a copy is
+		// dropped for good, hence shadow_timeout: 2m.
 		g.waitFor(fmt.Sprintf("comparison %d", i+1), 30*time.Second, func() bool {
 			c := g.comparisons("ads/cmp/1")
 			return c["v2"] != nil && c["v3"] != nil && c["v2"].SinceStart.Executions == int64(i+1) && c["v3"].SinceStart.Executions == int64(i+1)

@@ -45,7 +45,7 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
    "servables": [
      {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
      {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]}]}`))
-	g := startGrove(t, b.URL(), nil)
+	g := startGrove(t, b.URL(), nil, "--shadow-timeout", "2m")
 
 	body := scoreBody(t, exp)
 	for i := range 20 {
@@ -67,7 +67,7 @@ func TestContractServesChampionWhileShadowChallengerIsCounted(t *testing.T) {
 		// Wait for this request's shadow copy before the next request: a copy
 		// that finds the shadow worker busy is shed by design, and an empty
 		// queue makes the count below exact however busy the machine is.
-		g.waitFor(fmt.Sprintf("shadow execution %d on the challenger", i+1), 10*time.Second, func() bool {
+		g.waitFor(fmt.Sprintf("shadow execution %d on the challenger", i+1), 30*time.Second, func() bool {
 			return g.stats("ads/pctr/1")["v2"].ShadowExecutions >= int64(i+1)
 		})
 	}
@@ -131,7 +131,7 @@ func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
      {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {}}]},
   {"organization": "ads", "project": "pctr", "contract_number": 2,
    "servables": [{"release_version": "onnx1", "model_path": "pctr_onnx/"}]}]}`))
-	g := startGrove(t, b.URL(), nil)
+	g := startGrove(t, b.URL(), nil, "--shadow-timeout", "2m")
 
 	in := exp["pctr_v1"].Inputs[0]
 	rows := make([][]float32, 2)

@@ -262,7 +262,7 @@ func startChallenge(t *testing.T, challenger string) (*grove, *dirBucket) {
 	b.Put(t, "champion/model.pt", gateModel(t, "champion"))
 	b.Put(t, "challenger/model.pt", gateModel(t, challenger))
 	b.Put(t, "model_config.json", []byte(promoteConfig))
-	g := startGrove(t, b.URL(), nil)
+	g := startGrove(t, b.URL(), nil, "--shadow-timeout", "2m")
 	g.waitFor("both releases to load", 60*time.Second, func() bool {
 		st := g.stats("ads/pctr/1")
 		return st["v1"].Valid && st["v2"].Ready
@@ -283,7 +283,7 @@ func (g *grove) shadowUntil(n int, done func() bool) int {
 		if _, rv, _, raw := g.scoreAnswer("ads/pctr/1", scorerBody(i)); rv != "v1" {
 			g.t.Fatalf("request %d answered by %q before v2 was valid %s", i, rv, raw)
 		}
-		g.waitFor(fmt.Sprintf("shadow execution %d", base+1), 10*time.Second, func() bool {
+		g.waitFor(fmt.Sprintf("shadow execution %d", base+1), 30*time.Second, func() bool {
 			return g.stats("ads/pctr/1")["v2"].ShadowExecutions > base || g.stats("ads/pctr/1")["v2"].Valid
 		})
 	}

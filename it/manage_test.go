@@ -148,7 +148,7 @@ func (g *grove) scoreEachShadowed(contract, body, shadowRelease string, n int) m
 			counts[rv] += c
 		}
 		want := base + int64(i) + 1
-		g.waitFor(fmt.Sprintf("shadow execution %d on %s", want, shadowRelease), 10*time.Second, func() bool {
+		g.waitFor(fmt.Sprintf("shadow execution %d on %s", want, shadowRelease), 30*time.Second, func() bool {
 			return g.stats(contract)[shadowRelease].ShadowExecutions >= want
 		})
 	}
@@ -185,7 +185,7 @@ func TestPromotionByConfigEditPhasesInLinearlyThenExpiresTheOldRelease(t *testin
 	v1 := `{"release_version": "v1", "model_path": "pctr_v1/"}`
 	settings := `, "router": "latest", "expiration": {"keep_latest": 1}`
 	b.Put(t, "model_config.json", contractConfig(1000, settings, v1))
-	g := startGrove(t, b.URL(), nil)
+	g := startGrove(t, b.URL(), nil, "--shadow-timeout", "2m")
 	body := scoreBody(t, exp)
 	if got := g.scoreReleases("ads/pctr/1", body, 20); got["v1"] != 20 {
 		t.Fatalf("before the challenger: answers %v, want all from v1", got)
