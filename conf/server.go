@@ -398,6 +398,20 @@ type PredictionLog struct {
 type Outcomes struct {
 	// Topic is the Kafka topic the outcomes are produced to.
 	Topic string `yaml:"topic"`
+	// EvaluationsTopic is the compacted topic the evaluator writes its
+	// results to and grove serve reads them from.
+	EvaluationsTopic string `yaml:"evaluations_topic"`
+	// Evaluate runs the evaluator (grove evaluate) inside grove serve.
+	Evaluate bool `yaml:"evaluate"`
+	// Group is the evaluators' Kafka consumer group; its name prefixes
+	// their internal topics (GROUP-repartition, GROUP-changelog).
+	Group string `yaml:"group"`
+	// CommitInterval is how often an evaluator commits: its offsets, its
+	// state's changes and its results, in one transaction.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// StateDir holds the evaluator's on-disk store (empty: evaluate/
+	// under the cache directory).
+	StateDir string `yaml:"state_dir"`
 }
 
 // MinPollInterval is the shortest accepted poll interval.
@@ -463,7 +477,7 @@ func DefaultServer() Server {
 			DefaultKeyFeaturesSeparator: ".",
 			KeyBy:                       KeyByKeyFeatures,
 		},
-		Outcomes: Outcomes{Topic: "grove.outcomes"},
+		Outcomes: Outcomes{Topic: "grove.outcomes", EvaluationsTopic: "grove.evaluations", Group: "grove-evaluate", CommitInterval: time.Second},
 		Auth:     Auth{JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 256},
 		Cluster:  Cluster{EtcdPrefix: "/grove/", NodeName: hostname(), LeaseTTL: 5 * time.Second, MemoryFactor: 2},
 	}
@@ -634,6 +648,11 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&pl.DefaultKeyFeaturesSeparator, "prediction-log-key-features-separator", "`string` joining the key features' values")
 	choice(&pl.KeyBy, "prediction_log.key_by", "prediction-log-key-by", "record key of every prediction event: key_features or request_id")
 	str(&s.Outcomes.Topic, "outcomes-topic", "Kafka `topic` POST /v1/outcomes and grove.v1.Outcomes/Report produce outcomes to")
+	str(&s.Outcomes.EvaluationsTopic, "evaluations-topic", "compacted Kafka `topic` of the evaluator's results (quality per release)")
+	boolean(&s.Outcomes.Evaluate, "evaluate", "run the evaluator (grove evaluate: outcomes joined to predictions) inside grove serve")
+	str(&s.Outcomes.Group, "evaluate-group", "Kafka consumer `group` of the evaluators (prefixes their internal topics)")
+	dur(&s.Outcomes.CommitInterval, "evaluate-commit-interval", "how often an evaluator commits its offsets, state and results")
+	str(&s.Outcomes.StateDir, "evaluate-state-dir", "`directory` of the evaluator's on-disk store (default: evaluate/ under the cache directory)")
 	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
 	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints)")
 	c := &s.Cluster
@@ -704,7 +723,12 @@ var nestedKeyFlags = map[string]string{
 	"prediction_log.default_key_features_separator": "prediction-log-key-features-separator",
 	"prediction_log.key_by":                         "prediction-log-key-by",
 
-	"outcomes.topic": "outcomes-topic",
+	"outcomes.topic":             "outcomes-topic",
+	"outcomes.evaluations_topic": "evaluations-topic",
+	"outcomes.evaluate":          "evaluate",
+	"outcomes.group":             "evaluate-group",
+	"outcomes.commit_interval":   "evaluate-commit-interval",
+	"outcomes.state_dir":         "evaluate-state-dir",
 
 	"auth.tokens_file":               "auth-tokens-file",
 	"auth.max_inflight_per_identity": "auth-max-inflight-per-identity",
@@ -1169,6 +1193,18 @@ func (o Outcomes) validate(bad func(key, format string, args ...any), k Kafka) {
 	validateTopic(bad, "outcomes.topic", o.Topic)
 	if o.Topic == k.Topic {
 		bad("outcomes.topic", "%q is also kafka.topic (--kafka-topic): outcomes and prediction events need topics of their own", o.Topic)
+	}
+	validateTopic(bad, "outcomes.evaluations_topic", o.EvaluationsTopic)
+	if o.EvaluationsTopic == k.Topic || o.EvaluationsTopic == o.Topic {
+		bad("outcomes.evaluations_topic", "%q is also kafka.topic or outcomes.topic: the evaluations need a topic of their own", o.EvaluationsTopic)
+	}
+	// The group name prefixes the internal topics.
+	validateTopic(bad, "outcomes.group", o.Group+"-changelog")
+	if o.CommitInterval < 10*time.Millisecond || o.CommitInterval > time.Minute {
+		bad("outcomes.commit_interval", "%v must be from 10ms to 1m", o.CommitInterval)
+	}
+	if o.Evaluate && !k.Enabled() {
+		bad("outcomes.evaluate", "needs Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded)")
 	}
 }
 

@@ -152,6 +152,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
 		"--prediction-log-key-features-separator", "|", "--prediction-log-key-by", "request_id", "--outcomes-topic", "o.x",
+		"--evaluations-topic", "e.x", "--evaluate", "--evaluate-group", "g.x", "--evaluate-commit-interval", "2s", "--evaluate-state-dir", "/var/lib/ge",
 		"--auth-tokens-file", "/etc/grove/tokens.yaml",
 		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
 		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--http-max-connections", "11", "--admin-http-max-connections", "12", "--grpc-max-concurrent-streams", "9",
@@ -182,7 +183,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 			DefaultLevel: PredictionLogSample, DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
 			DefaultKeyFeaturesSeparator: "|", KeyBy: KeyByRequestID,
 		},
-		Outcomes:          Outcomes{Topic: "o.x"},
+		Outcomes:          Outcomes{Topic: "o.x", EvaluationsTopic: "e.x", Evaluate: true, Group: "g.x", CommitInterval: 2 * time.Second, StateDir: "/var/lib/ge"},
 		Auth:              Auth{TokensFile: "/etc/grove/tokens.yaml", JWT: AuthJWT{RolesClaim: "roles"}, MaxInFlightPerIdentity: 32},
 		MemoryBudgetBytes: 8 << 30,
 		Cluster: Cluster{EtcdEndpoints: []string{"e1:2379", "e2:2379"}, EtcdPrefix: "/g2/", EtcdTLS: true, EtcdCAFile: "/eca.pem",
@@ -258,6 +259,11 @@ prediction_log:
   key_by: request_id
 outcomes:
   topic: clicks.v1
+  evaluations_topic: quality.v1
+  evaluate: true
+  group: eval-a
+  commit_interval: 500ms
+  state_dir: /var/lib/grove-eval
 auth:
   tokens_file: /etc/grove/tokens.yaml
   client_roles: {bidder.example: [infer], release-bot: [read, manage]}
@@ -303,7 +309,7 @@ cluster:
 			DefaultLevel: PredictionLogFull, DefaultSampleRate: 0.5, DefaultKeyFeatures: []string{"user"}, DefaultKeyFeaturesSeparator: "-",
 			KeyBy: KeyByRequestID,
 		},
-		Outcomes: Outcomes{Topic: "clicks.v1"},
+		Outcomes: Outcomes{Topic: "clicks.v1", EvaluationsTopic: "quality.v1", Evaluate: true, Group: "eval-a", CommitInterval: 500 * time.Millisecond, StateDir: "/var/lib/grove-eval"},
 		Auth: Auth{
 			TokensFile:  "/etc/grove/tokens.yaml",
 			ClientRoles: map[string][]string{"bidder.example": {"infer"}, "release-bot": {"read", "manage"}},
@@ -471,6 +477,10 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"outcomes topic chars", func(s *Server) { s.Outcomes.Topic = "a b" }, `outcomes.topic (--outcomes-topic): "a b" is not a Kafka topic name`},
 		{"outcomes topic is the prediction log's", func(s *Server) { s.Outcomes.Topic = s.Kafka.Topic },
 			`outcomes.topic (--outcomes-topic): "grove.predictions" is also kafka.topic (--kafka-topic)`},
+		{"evaluations topic is the outcomes'", func(s *Server) { s.Outcomes.EvaluationsTopic = s.Outcomes.Topic },
+			`outcomes.evaluations_topic (--evaluations-topic): "grove.outcomes" is also kafka.topic or outcomes.topic`},
+		{"evaluate group chars", func(s *Server) { s.Outcomes.Group = "a b" }, `outcomes.group (--evaluate-group): "a b-changelog" is not a Kafka topic name`},
+		{"evaluate commit interval", func(s *Server) { s.Outcomes.CommitInterval = time.Millisecond }, "outcomes.commit_interval (--evaluate-commit-interval): 1ms must be from 10ms to 1m"},
 		{"buffer records", func(s *Server) { s.Kafka.BufferRecords = 0 }, "kafka.buffer_records (--kafka-buffer-records): 0 must be positive"},
 		{"buffer bytes", func(s *Server) { s.Kafka.BufferBytes = -1 }, "kafka.buffer_bytes (--kafka-buffer-bytes): -1 must be positive"},
 		{"embedded addr", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1" is not host:port`},
@@ -714,7 +724,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
 		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
-		"-prediction-log-key-by", "-outcomes-topic",
+		"-prediction-log-key-by", "-outcomes-topic", "-evaluations-topic", "-evaluate", "-evaluate-group", "-evaluate-commit-interval", "-evaluate-state-dir",
 		"-admin-grpc", "-grpc-max-connection-idle", "-grpc-keepalive-time", "-grpc-keepalive-timeout", "-grpc-max-connections", "-admin-grpc-max-connections",
 		"-memory-budget-bytes", "-cluster-etcd-endpoints", "-cluster-etcd-prefix", "-cluster-etcd-tls", "-cluster-etcd-ca-file",
 		"-cluster-etcd-cert-file", "-cluster-etcd-key-file", "-cluster-node-name", "-cluster-advertise", "-cluster-lease-ttl", "-cluster-memory-factor"} {
