@@ -29,6 +29,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "evaluate":
+		return evaluateCmd(args[1:], stderr)
 	case "checksum":
 		return checksum(args[1:], stdout, stderr)
 	case "logs":
@@ -52,6 +54,8 @@ func usage(w io.Writer) {
 
 commands:
   serve      serve the models listed in a bucket's model config (grove serve -h for flags)
+  evaluate   join the outcomes to the logged predictions and publish each release's quality
+             (grove evaluate -h; grove serve --evaluate runs it in-process)
   checksum   print the checksum of a model directory or file, as the model config expects it
              (a directory's root CHECKSUM file is left out)
   logs tail  print the prediction log's events from Kafka as JSON lines (grove logs tail -h)

@@ -38,6 +38,7 @@ import (
 	"github.com/groveml/grove/auth"
 	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/logging/outcome"
@@ -229,6 +230,15 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			log.Warn("stopping actors", "err", err)
 		}
 	}})
+
+	if cfg.Outcomes.Evaluate && producer != nil {
+		applied := func() *modelconfig.Config { c, _ := sys.AppliedConfig(); return c }
+		ev, err := evaluatorComponent(cfg, producer.Stats().Brokers, applied, log)
+		if err != nil {
+			return g.abort(err)
+		}
+		g.add("evaluator", ev)
+	}
 
 	if cfg.InsecureNoAuth && !cfg.AuthConfigured() {
 		g.add("insecure warning", warnInsecure(log, time.Hour))

@@ -1,0 +1,356 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/logging/outcome/join"
+)
+
+const (
+	predTopic = "grove.predictions"
+	outTopic  = "grove.outcomes"
+	evalTopic = "grove.evaluations"
+	contract  = "ads/pctr/1"
+)
+
+// testRule: binary clicks, a 1 s window, 1.5 s of lateness (more than a
+// commit interval plus the skew of the test's two producers).
+var testRule = modelconfig.Outcomes{Label: "click", Kind: modelconfig.OutcomeBinary, Window: time.Second,
+	Missing: modelconfig.OutcomeMissingNegative, Lateness: 1500 * time.Millisecond}
+
+// arrival is one record of the synthetic stream, produced at its time.
+type arrival struct {
+	at   time.Time
+	pred *grovepb.PredictionEvent
+	out  *grovepb.Outcome
+}
+
+// stream makes requests impressions 5 ms apart from start, served by v1
+// and shadowed by v2 (1.5× too high), clicks drawn from the champion's
+// probability and delayed up to 1.3 windows, some outcomes twice.
+func stream(seed uint64, start time.Time, requests int) []arrival {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var out []arrival
+	for i := range requests {
+		ts := start.Add(time.Duration(i) * 5 * time.Millisecond)
+		req := fmt.Sprintf("req-%d", i)
+		p := 0.05 + 0.4*rng.Float64()
+		for c := 0; rng.Float64() < p && c < 2; c++ {
+			delay := time.Duration(rng.Float64() * 1.3 * float64(testRule.Window))
+			o := &grovepb.Outcome{OutcomeId: fmt.Sprintf("%s/%d", req, c), RequestId: req, EventTime: timestamppb.New(ts.Add(delay)),
+				Labels: map[string]float64{"click": 1}}
+			out = append(out, arrival{at: ts.Add(delay), out: o})
+			if rng.Float64() < 0.1 {
+				out = append(out, arrival{at: ts.Add(delay + time.Millisecond), out: o})
+			}
+		}
+		for _, v := range []struct {
+			release string
+			value   float32
+			served  bool
+		}{{"v1", float32(p), true}, {"v2", float32(min(1, 1.5*p)), false}} {
+			ev := &grovepb.PredictionEvent{EventId: req + "/" + v.release, RequestId: req, Timestamp: timestamppb.New(ts), Contract: contract,
+				ReleaseVersion: v.release, ModelPath: v.release + "/", Served: v.served,
+				Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{v.value}}}}
+			out = append(out, arrival{at: ts, pred: ev})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b arrival) int { return a.at.Compare(b.at) })
+	return out
+}
+
+// reference is one Joiner fed the whole stream in order, then closed.
+func reference(t *testing.T, s []arrival) *join.Snapshot {
+	t.Helper()
+	j, err := join.New(join.Options{Rules: []join.Rule{{Contract: contract, Outcomes: testRule}}, Store: join.NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range s {
+		if a.pred != nil {
+			err = j.AddPrediction(a.at, join.Prediction{Event: a.pred, Key: []byte(a.pred.RequestId)})
+		} else {
+			err = j.AddOutcome(a.at, a.out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := s[len(s)-1].at
+	for _, d := range []time.Duration{0, testRule.Lateness, 2 * testRule.Lateness, time.Hour} {
+		if err := j.Advance(last.Add(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.Counters; c.Scored == 0 || c.Joined == 0 || c.Invalid != 0 || c.DuplicateOutcomes == 0 {
+		t.Fatalf("the reference scored nothing, or nothing twice: %+v", c)
+	}
+	return snap
+}
+
+// play produces s in real time: each record when its time comes, the
+// predictions keyed by request_id (so partitioned as Grove's producer
+// does with key_by: request_id), the outcomes keyed by their id, so
+// that only the evaluator's repartitioning brings them together.
+func play(ctx context.Context, t *testing.T, cl *kgo.Client, s []arrival) {
+	t.Helper()
+	for _, a := range s {
+		if d := time.Until(a.at); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+		var r *kgo.Record
+		if a.pred != nil {
+			v, err := logging.Encode(a.pred, conf.EncodingProto)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r = &kgo.Record{Topic: predTopic, Key: []byte(a.pred.RequestId), Value: v}
+		} else {
+			var err error
+			if r, err = outcome.Record(a.out, outTopic); err != nil {
+				t.Error(err)
+				return
+			}
+			r.Key = []byte(a.out.OutcomeId)
+		}
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// results reads the evaluations topic (read_committed) until done says
+// the newest records per key suffice, and returns them.
+func results(t *testing.T, brokers string, timeout time.Duration, done func(map[string]*grovepb.Evaluation) bool) map[string]*grovepb.Evaluation {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(evalTopic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	latest := map[string]*grovepb.Evaluation{}
+	for !done(latest) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("evaluations after %v: %d keys, not what was expected", timeout, len(latest))
+		}
+		for _, r := range fs.Records() {
+			ev := &grovepb.Evaluation{}
+			if err := proto.Unmarshal(r.Value, ev); err != nil {
+				t.Fatal(err)
+			}
+			latest[string(r.Key)] = ev
+		}
+	}
+	return latest
+}
+
+// merged sums the partitions' counters and merges the series' binary
+// windows of the records.
+func merged(t *testing.T, latest map[string]*grovepb.Evaluation) (join.Counters, map[join.SeriesKey]*quality.OutcomeWindows[quality.Binary, *quality.Binary]) {
+	t.Helper()
+	var c join.Counters
+	series := map[join.SeriesKey]*quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
+	for _, ev := range latest {
+		if pc := ev.GetCounters(); pc != nil {
+			c.Predictions += pc.Predictions
+			c.Scored += pc.Scored
+			c.Joined += pc.Joined
+			c.Dropped += pc.Dropped
+			c.Outcomes += pc.Outcomes
+			c.Late += pc.Late
+			c.Unmatched += pc.Unmatched
+			c.DuplicateOutcomes += pc.DuplicateOutcomes
+			c.DuplicatePredictions += pc.DuplicatePredictions
+			c.LatePredictions += pc.LatePredictions
+			c.Unconfigured += pc.Unconfigured
+			c.Invalid += pc.Invalid
+			continue
+		}
+		w := &quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
+		if err := w.UnmarshalBinary(ev.GetBinary()); err != nil {
+			t.Fatal(err)
+		}
+		k := join.SeriesKey{Contract: ev.GetContract(), Release: ev.GetRelease(), Shadow: ev.GetShadow()}
+		if series[k] == nil {
+			series[k] = w
+		} else {
+			series[k].Merge(w)
+		}
+	}
+	return c, series
+}
+
+// scoredAll reports whether the counters records of every partition say
+// want predictions were scored.
+func scoredAll(want uint64) func(map[string]*grovepb.Evaluation) bool {
+	return func(latest map[string]*grovepb.Evaluation) bool {
+		var n uint64
+		for _, ev := range latest {
+			n += ev.GetCounters().GetScored()
+		}
+		return n == want
+	}
+}
+
+// checkTotals compares the evaluators' merged results with the
+// reference joiner's.
+func checkTotals(t *testing.T, latest map[string]*grovepb.Evaluation, ref *join.Snapshot) {
+	t.Helper()
+	c, series := merged(t, latest)
+	if c != ref.Counters {
+		t.Errorf("counters\n got %+v\nwant %+v", c, ref.Counters)
+	}
+	for _, rs := range ref.Series {
+		w := &quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
+		if err := w.UnmarshalBinary(rs.Binary); err != nil {
+			t.Fatal(err)
+		}
+		got := series[rs.Key]
+		if got == nil {
+			t.Errorf("no results for %v", rs.Key)
+			continue
+		}
+		g, want := got.SinceValid(), w.SinceValid()
+		if g.Count() != want.Count() || g.Positives() != want.Positives() || math.Abs(g.LogLoss()-want.LogLoss()) > 1e-9 ||
+			math.Abs(g.MeanPrediction()-want.MeanPrediction()) > 1e-9 || math.Abs(g.AUC()-want.AUC()) > 0.001 {
+			t.Errorf("%v: count %d positives %d logloss %v auc %v, want %d %d %v %v", rs.Key, g.Count(), g.Positives(), g.LogLoss(), g.AUC(),
+				want.Count(), want.Positives(), want.LogLoss(), want.AUC())
+		}
+	}
+}
+
+// cluster starts a kfake broker with 4 partitions per topic.
+func cluster(t *testing.T) string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, predTopic, outTopic), kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+// config is an evaluator's config on brokers with state under dir.
+func config(brokers, instance, dir string) Config {
+	return Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers)}, PredictionTopic: predTopic, OutcomeTopic: outTopic, EvaluationsTopic: evalTopic,
+		Group: "grove-evaluate", Instance: instance, CommitInterval: 200 * time.Millisecond, TransactionTimeout: 3 * time.Second, StateDir: dir,
+		Rules: func() ([]join.Rule, bool) { return []join.Rule{{Contract: contract, Outcomes: testRule}}, true }}
+}
+
+// Outcomes produced to any partition, predictions keyed by request_id:
+// the evaluator's totals across the 4 partitions equal those of one
+// joiner fed the whole stream, and a second evaluator sharing the
+// partitions changes nothing.
+func TestEvaluatorsTotalsEqualOneJoinerOverTheWholeStream(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		evaluators int
+	}{{"one evaluator", 1}, {"two evaluators sharing the partitions", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := cluster(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			for i := range tc.evaluators {
+				cfg := config(brokers, fmt.Sprintf("e%d", i), t.TempDir())
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := Run(ctx, cfg); err != nil {
+						t.Errorf("evaluator %d: %v", i, err)
+					}
+				}()
+			}
+			prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			s := stream(7, time.Now().Add(500*time.Millisecond), 400)
+			ref := reference(t, s)
+			play(ctx, t, prod, s)
+			latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
+			checkTotals(t, latest, ref)
+		})
+	}
+}
+
+// An evaluator stopped mid-stream without committing (its context ends
+// inside a transaction) and started again over the same state directory
+// and instance ends with the totals of one uninterrupted joiner.
+func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
+	brokers := cluster(t)
+	dir := t.TempDir()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	s := stream(11, time.Now().Add(500*time.Millisecond), 400)
+	ref := reference(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	playing := make(chan struct{})
+	go func() { defer close(playing); play(ctx, t, prod, s) }()
+
+	first, stopFirst := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := Run(first, config(brokers, "e0", dir)); err != nil {
+			t.Errorf("first run: %v", err)
+		}
+	}()
+	time.Sleep(time.Second) // mid-stream: the stream lasts 2 s
+	stopFirst()
+	<-stopped
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := Run(ctx, config(brokers, "e0", dir)); err != nil {
+			t.Errorf("second run: %v", err)
+		}
+	}()
+	<-playing
+	latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
+	checkTotals(t, latest, ref)
+	cancel()
+	<-done
+}
