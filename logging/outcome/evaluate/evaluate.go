@@ -161,6 +161,9 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.TransactionalID(cfg.Group+"-"+cfg.Instance),
+		// Static membership: a restarted evaluator takes its place back
+		// at once, without waiting for its predecessor's session to expire.
+		kgo.InstanceID(cfg.Instance),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(e.partitionFor)),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
