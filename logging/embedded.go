@@ -75,7 +75,9 @@ type EmbeddedOptions struct {
 	// Topics, CompactedTopics, and any a client creates by producing to it
 	// or by a CreateTopics request without a count; from 1 to
 	// conf.MaxEmbeddedPartitions, 0 meaning 1. A topic found in DataDir
-	// keeps the count it was created with.
+	// keeps the count it was created with, and when Topics[0] (the
+	// prediction log) is found there, the topics created with it take its
+	// count, so that they stay co-partitioned with it.
 	Partitions int
 	// DataDir is the directory the broker keeps its data in (created if
 	// missing); empty: memory only.
@@ -178,10 +180,18 @@ func (o EmbeddedOptions) Start() (*Embedded, error) {
 var compactedConfigs = map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
 
 // createTopics creates the topics and compacted topics that do not exist
-// with parts partitions (a topic in both lists is compacted), sets the
-// existing compacted ones compacted, and warns of an existing topic whose
-// partition count is not parts.
+// with parts partitions, or with those of topics[0] if it exists (a topic
+// in both lists is compacted), sets the existing compacted ones
+// compacted, and warns of an existing topic whose partition count is not
+// parts.
 func (e *Embedded) createTopics(topics, compacted []string, parts int, log *slog.Logger) error {
+	if len(topics) > 0 {
+		if n := len(e.cluster.PartitionInfos(topics[0])); n > 0 && n != parts {
+			log.Warn("embedded Kafka broker: the topics of the data directory keep their partition count, and new ones take it",
+				"topic", topics[0], "partitions", n, "configured", parts)
+			parts = n
+		}
+	}
 	for _, t := range topics {
 		if !slices.Contains(compacted, t) {
 			if err := e.createTopic(t, parts, nil, log); err != nil {
@@ -208,7 +218,7 @@ func (e *Embedded) createTopic(t string, parts int, configs map[string]string, l
 	}
 	if n := len(e.cluster.PartitionInfos(t)); n != parts {
 		log.Warn("embedded Kafka broker: a topic of the data directory keeps its partition count", "topic", t,
-			"partitions", n, "configured", parts)
+			"partitions", n, "wanted", parts)
 	}
 	if len(configs) > 0 {
 		if err := e.alterConfigs(kmsg.ConfigResourceTypeTopic, t, configs); err != nil {

@@ -260,11 +260,12 @@ func TestEmbeddedDataDirKeepsTopicsRecordsAndOffsetsAcrossARestart(t *testing.T)
 	}
 
 	// Started again on the same address and directory, asking for more
-	// partitions: the topics are found, not created again.
-	o.Addr, o.Partitions = addr, 4
+	// partitions and a new compacted topic: the topics are found, not
+	// created again, and the new one takes the log's count.
+	o.Addr, o.Partitions, o.CompactedTopics = addr, 4, []string{"evals", "changelog"}
 	e2 := startEmbeddedWith(t, o)
-	if got := partitionCounts(t, e2.Addr(), "log", "evals"); got["log"] != 2 || got["evals"] != 2 {
-		t.Errorf("after the restart: partitions %v, want those of the first start, 2 each", got)
+	if got := partitionCounts(t, e2.Addr(), "log", "evals", "changelog"); got["log"] != 2 || got["evals"] != 2 || got["changelog"] != 2 {
+		t.Errorf("after the restart: partitions %v, want those of the first start's log, 2 each", got)
 	}
 	if got := readAll(t, e2.Addr(), "log"); !sameSet(got, want) {
 		t.Errorf("after the restart the log holds %v, want %v", got, want)
