@@ -302,6 +302,10 @@ type Kafka struct {
 	Embedded bool `yaml:"embedded"`
 	// EmbeddedAddr is the loopback host:port of the embedded broker (port 0: any free port).
 	EmbeddedAddr string `yaml:"embedded_addr"`
+	// EmbeddedPartitions is the partition count of the topics the embedded
+	// broker creates (the prediction log's, the outcomes', and any a
+	// client creates by producing to it), from 1 to 64.
+	EmbeddedPartitions int `yaml:"embedded_partitions"`
 	// ClientID is the Kafka client id.
 	ClientID string `yaml:"client_id"`
 	// Acks is "all" (idempotent producer), "leader" or "none"; the last two
@@ -461,15 +465,16 @@ func DefaultServer() Server {
 		LogLevel:                 LogLevel(slog.LevelInfo),
 		LogFormat:                LogFormatText,
 		Kafka: Kafka{
-			Topic:         "grove.predictions",
-			Encoding:      EncodingProto,
-			BufferRecords: 100000,
-			BufferBytes:   64 << 20,
-			EmbeddedAddr:  "127.0.0.1:9092",
-			ClientID:      "grove",
-			Acks:          AcksAll,
-			Compression:   CompressionSnappy,
-			Linger:        5 * time.Millisecond,
+			Topic:              "grove.predictions",
+			Encoding:           EncodingProto,
+			BufferRecords:      100000,
+			BufferBytes:        64 << 20,
+			EmbeddedAddr:       "127.0.0.1:9092",
+			EmbeddedPartitions: 4,
+			ClientID:           "grove",
+			Acks:               AcksAll,
+			Compression:        CompressionSnappy,
+			Linger:             5 * time.Millisecond,
 		},
 		PredictionLog: PredictionLog{
 			DefaultLevel:                PredictionLogNone,
@@ -635,8 +640,9 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	choice(&k.Encoding, "kafka.encoding", "kafka-encoding", "prediction log record `encoding`: proto or json")
 	integer(&k.BufferRecords, "kafka-buffer-records", "most prediction log events waiting for the broker; more are dropped")
 	i64(&k.BufferBytes, "kafka-buffer-bytes", "most prediction log `bytes` waiting for the broker; more are dropped")
-	boolean(&k.Embedded, "kafka-embedded", "start the in-process development Kafka broker (keeps events in memory) and log there")
+	boolean(&k.Embedded, "kafka-embedded", "start the in-process development Kafka broker and log there (events in memory; on disk under --cache-dir with --evaluate)")
 	str(&k.EmbeddedAddr, "kafka-embedded-addr", "loopback `host:port` of the embedded Kafka broker (port 0: any free port)")
+	integer(&k.EmbeddedPartitions, "kafka-embedded-partitions", "partitions of each topic the embedded Kafka broker creates, from 1 to 64")
 	str(&k.ClientID, "kafka-client-id", "Kafka client `id`")
 	choice(&k.Acks, "kafka.acks", "kafka-acks", "Kafka `acks`: all (idempotent), leader or none")
 	choice(&k.Compression, "kafka.compression", "kafka-compression", "Kafka batch `codec`: none, gzip, snappy, lz4 or zstd")
@@ -699,17 +705,18 @@ func splitList(v string) []string {
 // nestedKeyFlags names the flag of each nested config key that has one;
 // nested keys missing here have no flag.
 var nestedKeyFlags = map[string]string{
-	"kafka.brokers":        "kafka-brokers",
-	"kafka.topic":          "kafka-topic",
-	"kafka.encoding":       "kafka-encoding",
-	"kafka.buffer_records": "kafka-buffer-records",
-	"kafka.buffer_bytes":   "kafka-buffer-bytes",
-	"kafka.embedded":       "kafka-embedded",
-	"kafka.embedded_addr":  "kafka-embedded-addr",
-	"kafka.client_id":      "kafka-client-id",
-	"kafka.acks":           "kafka-acks",
-	"kafka.compression":    "kafka-compression",
-	"kafka.linger":         "kafka-linger",
+	"kafka.brokers":             "kafka-brokers",
+	"kafka.topic":               "kafka-topic",
+	"kafka.encoding":            "kafka-encoding",
+	"kafka.buffer_records":      "kafka-buffer-records",
+	"kafka.buffer_bytes":        "kafka-buffer-bytes",
+	"kafka.embedded":            "kafka-embedded",
+	"kafka.embedded_addr":       "kafka-embedded-addr",
+	"kafka.embedded_partitions": "kafka-embedded-partitions",
+	"kafka.client_id":           "kafka-client-id",
+	"kafka.acks":                "kafka-acks",
+	"kafka.compression":         "kafka-compression",
+	"kafka.linger":              "kafka-linger",
 
 	"tls.cert_file":       "tls-cert",
 	"tls.key_file":        "tls-key",
@@ -1122,6 +1129,10 @@ func (t TLS) validate(bad func(key, format string, args ...any)) {
 	}
 }
 
+// MaxEmbeddedPartitions is the most partitions kafka.embedded_partitions
+// accepts.
+const MaxEmbeddedPartitions = 64
+
 // kafkaTopicChars are the characters Kafka allows in a topic name.
 var kafkaTopicChars = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
@@ -1151,6 +1162,9 @@ func (k Kafka) validate(bad func(key, format string, args ...any)) {
 			bad("kafka.embedded_addr", "%v", err)
 		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			bad("kafka.embedded_addr", "%q: the development broker listens only on a loopback address (127.0.0.1, ::1 or localhost)", k.EmbeddedAddr)
+		}
+		if k.EmbeddedPartitions < 1 || k.EmbeddedPartitions > MaxEmbeddedPartitions {
+			bad("kafka.embedded_partitions", "%d must be from 1 to %d", k.EmbeddedPartitions, MaxEmbeddedPartitions)
 		}
 	}
 	if k.ClientID == "" {

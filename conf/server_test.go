@@ -51,7 +51,7 @@ func TestParseServerArgsAppliesDefaults(t *testing.T) {
 	}
 	wantKafka := Kafka{
 		Topic: "grove.predictions", Encoding: EncodingProto, BufferRecords: 100000, BufferBytes: 64 << 20,
-		EmbeddedAddr: "127.0.0.1:9092", ClientID: "grove", Acks: AcksAll, Compression: CompressionSnappy, Linger: 5 * time.Millisecond,
+		EmbeddedAddr: "127.0.0.1:9092", EmbeddedPartitions: 4, ClientID: "grove", Acks: AcksAll, Compression: CompressionSnappy, Linger: 5 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(want.Kafka, wantKafka) || want.Kafka.Enabled() {
 		t.Errorf("kafka defaults %+v, want %+v (off)", want.Kafka, wantKafka)
@@ -101,7 +101,7 @@ func TestParseServerArgsEmbeddedBrokerByFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.Kafka.Embedded || got.Kafka.EmbeddedAddr != "127.0.0.1:0" || !got.Kafka.Enabled() || got.PredictionLog.DefaultLevel != PredictionLogFull {
+	if !got.Kafka.Embedded || got.Kafka.EmbeddedAddr != "127.0.0.1:0" || got.Kafka.EmbeddedPartitions != 4 || !got.Kafka.Enabled() || got.PredictionLog.DefaultLevel != PredictionLogFull {
 		t.Errorf("got %+v", got.Kafka)
 	}
 }
@@ -148,7 +148,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--max-timeout", "90s", "--auth-max-inflight-per-identity", "32", "--keep-previous-for", "10m", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--shadow-compare-tolerance", "0.05", "--shadow-compare-window", "500", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
-		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-client-id", "g1",
+		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-embedded-partitions", "16", "--kafka-client-id", "g1",
 		"--kafka-acks", "leader", "--kafka-compression", "zstd", "--kafka-linger", "0s",
 		"--prediction-log-level", "SAMPLE", "--prediction-log-sample-rate", "0.25", "--prediction-log-key-features", "user,campaign",
 		"--prediction-log-key-features-separator", "|", "--prediction-log-key-by", "request_id", "--outcomes-topic", "o.x",
@@ -177,7 +177,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		TLS: TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequire, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
-			EmbeddedAddr: "localhost:0", ClientID: "g1", Acks: AcksLeader, Compression: CompressionZstd, Linger: 0,
+			EmbeddedAddr: "localhost:0", EmbeddedPartitions: 16, ClientID: "g1", Acks: AcksLeader, Compression: CompressionZstd, Linger: 0,
 		},
 		PredictionLog: PredictionLog{
 			DefaultLevel: PredictionLogSample, DefaultSampleRate: 0.25, DefaultKeyFeatures: []string{"user", "campaign"},
@@ -227,6 +227,7 @@ kafka:
   buffer_bytes: 2048
   embedded: false
   embedded_addr: 127.0.0.1:0
+  embedded_partitions: 1
   client_id: g1
   acks: none
   compression: lz4
@@ -301,7 +302,7 @@ cluster:
 		TLS: TLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem", ClientAuth: ClientAuthRequest, ReloadInterval: 2 * time.Second},
 		Kafka: Kafka{
 			Brokers: []string{"k1:9092", "k2:9093"}, Topic: "t.x", Encoding: EncodingJSON, BufferRecords: 10, BufferBytes: 2048,
-			EmbeddedAddr: "127.0.0.1:0", ClientID: "g1", Acks: AcksNone, Compression: CompressionLz4, Linger: 20 * time.Millisecond,
+			EmbeddedAddr: "127.0.0.1:0", EmbeddedPartitions: 1, ClientID: "g1", Acks: AcksNone, Compression: CompressionLz4, Linger: 20 * time.Millisecond,
 			TLS:  KafkaTLS{Enabled: true, CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", InsecureSkipVerify: true},
 			SASL: KafkaSASL{Mechanism: SASLScramSHA512, Username: "u", Password: "p"},
 		},
@@ -487,6 +488,10 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"embedded addr port", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "127.0.0.1:99999" }, `kafka.embedded_addr (--kafka-embedded-addr): "127.0.0.1:99999": port`},
 		{"embedded addr not loopback", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "0.0.0.0:9092" },
 			`kafka.embedded_addr (--kafka-embedded-addr): "0.0.0.0:9092": the development broker listens only on a loopback address`},
+		{"embedded partitions zero", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedPartitions = true, 0 },
+			"kafka.embedded_partitions (--kafka-embedded-partitions): 0 must be from 1 to 64"},
+		{"embedded partitions too many", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedPartitions = true, 65 },
+			"kafka.embedded_partitions (--kafka-embedded-partitions): 65 must be from 1 to 64"},
 		{"client id", func(s *Server) { s.Kafka.ClientID = "" }, "kafka.client_id (--kafka-client-id): must not be empty"},
 		{"linger", func(s *Server) { s.Kafka.Linger = -time.Millisecond }, "kafka.linger (--kafka-linger): -1ms is not between 0s and 1m"},
 		{"linger long", func(s *Server) { s.Kafka.Linger = 2 * time.Minute }, "kafka.linger (--kafka-linger): 2m0s is not between 0s and 1m"},
@@ -643,6 +648,9 @@ func TestServerValidateAcceptsKafkaSetups(t *testing.T) {
 		{"embedded on any port of ::1", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "[::1]:0" }},
 		{"embedded on localhost", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedAddr = true, "localhost:9092" }},
 		{"an invalid embedded addr is ignored while off", func(s *Server) { s.Kafka.EmbeddedAddr = "nope" }},
+		{"embedded with one partition", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedPartitions = true, 1 }},
+		{"embedded with 64 partitions", func(s *Server) { s.Kafka.Embedded, s.Kafka.EmbeddedPartitions = true, 64 }},
+		{"embedded partitions are ignored while off", func(s *Server) { s.Kafka.EmbeddedPartitions = 0 }},
 		{"mutual TLS and SCRAM", func(s *Server) {
 			s.Kafka.Brokers = []string{"k:9093"}
 			s.Kafka.TLS = KafkaTLS{Enabled: true, CAFile: "/ca", CertFile: "/c", KeyFile: "/k"}
@@ -722,7 +730,7 @@ func TestPrintServerUsageListsFlags(t *testing.T) {
 	for _, f := range []string{"-config", "-bucket", "-s3-endpoint", "-model-config", "-http", "-poll-interval", "-cache-dir", "-max-model-bytes",
 		"-max-body-bytes", "-drain-timeout", "-max-timeout", "-auth-max-inflight-per-identity", "-keep-previous-for", "-model-queue-size", "-shadow-micro-batch-rows", "-intra-op-threads", "-log-level", "-log-format",
 		"-kafka-brokers", "-kafka-topic", "-kafka-encoding", "-kafka-buffer-records", "-kafka-buffer-bytes", "-kafka-embedded",
-		"-kafka-embedded-addr", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
+		"-kafka-embedded-addr", "-kafka-embedded-partitions", "-kafka-client-id", "-kafka-acks", "-kafka-compression", "-kafka-linger",
 		"-prediction-log-level", "-prediction-log-sample-rate", "-prediction-log-key-features", "-prediction-log-key-features-separator",
 		"-prediction-log-key-by", "-outcomes-topic", "-evaluations-topic", "-evaluate", "-evaluate-group", "-evaluate-commit-interval", "-evaluate-state-dir",
 		"-admin-grpc", "-grpc-max-connection-idle", "-grpc-keepalive-time", "-grpc-keepalive-timeout", "-grpc-max-connections", "-admin-grpc-max-connections",

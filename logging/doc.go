@@ -2,8 +2,9 @@
 // executions are logged (Policy), turns them into grove.v1.PredictionEvent
 // records (TensorsToProto) and produces them to Kafka without ever
 // blocking the request that made them (Producer). It also runs the
-// in-process development broker (StartEmbedded) and reads the records back
-// for consumers (Decode, TensorsFromProto). Produce lends its Kafka client
+// in-process development broker (EmbeddedOptions.Start: in memory, or on
+// disk for an in-process evaluator, see WithEvaluator) and reads the
+// records back for consumers (Decode, TensorsFromProto). Produce lends its Kafka client
 // to records that must be acknowledged before their caller answers (the
 // outcomes of package logging/outcome).
 //

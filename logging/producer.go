@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,14 @@ type options struct {
 	reg        prometheus.Registerer
 	kgoOpts    []kgo.Opt
 	topics     []string
+	evaluator  *evaluatorStorage
+}
+
+// evaluatorStorage is what the embedded broker keeps for an in-process
+// evaluator (WithEvaluator).
+type evaluatorStorage struct {
+	dataDir   string
+	compacted []string
 }
 
 // WithLogger sets the logger for the producer's warnings (buffer full,
@@ -143,6 +152,30 @@ func WithTopics(topics ...string) Option {
 	return func(o *options) { o.topics = append(o.topics, topics...) }
 }
 
+// EmbeddedEvaluateRetention is how long the embedded broker keeps the
+// prediction log and the outcomes when the evaluator runs in-process
+// (WithEvaluator): a 7-day outcome window plus a day. The evaluator
+// raises it for a longer window (Producer.RetainEmbedded).
+const EmbeddedEvaluateRetention = 8 * 24 * time.Hour
+
+// WithEvaluator tells New that the evaluator runs in this process when
+// o.Evaluate is set. The embedded broker, if New starts one, then keeps
+// its data in cacheDir/kafka (it survives a restart), keeps the records of
+// its topics EmbeddedEvaluateRetention, and creates the evaluations topic
+// (o.EvaluationsTopic) and the group's changelog (o.Group+"-changelog")
+// compacted and never expiring. Without o.Evaluate it changes nothing.
+func WithEvaluator(cacheDir string, o conf.Outcomes) Option {
+	return func(opts *options) {
+		if !o.Evaluate {
+			return
+		}
+		opts.evaluator = &evaluatorStorage{
+			dataDir:   filepath.Join(cacheDir, "kafka"),
+			compacted: []string{o.EvaluationsTopic, o.Group + "-changelog"},
+		}
+	}
+}
+
 // WithKgoOptions appends franz-go client options after Grove's own, to
 // override them (tests, tuning).
 func WithKgoOptions(opts ...kgo.Opt) Option {
@@ -153,7 +186,8 @@ func WithKgoOptions(opts ...kgo.Opt) Option {
 // conf.Server.Validate. When Kafka is off (cfg.Enabled() is false) it
 // returns nil and no error: a nil *Producer discards events. With
 // cfg.Embedded it first starts the development broker at cfg.EmbeddedAddr
-// (see StartEmbedded), which Close stops. New does not wait for a broker:
+// with cfg.EmbeddedPartitions partitions per topic (see EmbeddedOptions
+// and WithEvaluator), which Close stops. New does not wait for a broker:
 // it succeeds while they are all down, and events wait in the buffer.
 func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 	if !cfg.Enabled() {
@@ -189,12 +223,23 @@ func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 	}
 	p.promise = p.finish
 	if cfg.Embedded {
-		if p.emb, err = StartEmbedded(cfg.EmbeddedAddr, append([]string{cfg.Topic}, o.topics...)...); err != nil {
+		eo := EmbeddedOptions{Addr: cfg.EmbeddedAddr, Topics: append([]string{cfg.Topic}, o.topics...),
+			Partitions: cfg.EmbeddedPartitions, Logger: o.log}
+		if ev := o.evaluator; ev != nil {
+			eo.DataDir, eo.CompactedTopics, eo.Retention = ev.dataDir, ev.compacted, EmbeddedEvaluateRetention
+		}
+		if p.emb, err = eo.Start(); err != nil {
 			return nil, err
 		}
 		p.brokers = []string{p.emb.Addr()}
-		o.log.Warn("prediction log: started the embedded development Kafka broker; it keeps events in memory only", "addr", p.emb.Addr(),
-			"topic", cfg.Topic, "other_topics", o.topics)
+		if eo.DataDir == "" {
+			o.log.Warn("prediction log: started the embedded development Kafka broker; it keeps events in memory only", "addr", p.emb.Addr(),
+				"topic", cfg.Topic, "other_topics", o.topics, "partitions", p.emb.partitions)
+		} else {
+			o.log.Warn("prediction log: started the embedded development Kafka broker", "addr", p.emb.Addr(), "data_dir", eo.DataDir,
+				"topic", cfg.Topic, "other_topics", o.topics, "compacted_topics", eo.CompactedTopics,
+				"partitions", p.emb.partitions, "retention", eo.Retention)
+		}
 	}
 	kopts = append(kopts, kgo.SeedBrokers(p.brokers...))
 	kopts = append(kopts, o.kgoOpts...)
@@ -610,6 +655,18 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 	})
 	return p.closeErr
+}
+
+// RetainEmbedded raises to d, if it is longer, how long the embedded broker
+// keeps the records of its topics that are not compacted (see
+// Embedded.RetainAtLeast): the in-process evaluator passes its longest
+// outcome window plus a day. Without an embedded broker (a nil producer,
+// or real brokers, whose retention is their operator's) it does nothing.
+func (p *Producer) RetainEmbedded(d time.Duration) error {
+	if p == nil || p.emb == nil {
+		return nil
+	}
+	return p.emb.RetainAtLeast(d)
 }
 
 // Stats returns the producer's counters; zero for a nil producer.

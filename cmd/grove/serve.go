@@ -147,7 +147,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 
 	producer, err := logging.New(cfg.Kafka, logging.WithLogger(log.With("component", "prediction-log")),
-		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg), logging.WithTopics(cfg.Outcomes.Topic))
+		logging.WithInstanceID(instanceID()), logging.WithRegisterer(reg), logging.WithTopics(cfg.Outcomes.Topic),
+		logging.WithEvaluator(cfg.CacheDir, cfg.Outcomes))
 	if err != nil {
 		return g.abort(fmt.Errorf("starting the prediction log: %w", err))
 	}
