@@ -166,14 +166,26 @@ func (r *bucketRules) poll(ctx context.Context) {
 }
 
 // evaluatorComponent runs the evaluator inside grove serve
-// (outcomes.evaluate) on the model config the actors applied.
-func evaluatorComponent(cfg conf.Server, brokers []string, applied func() *modelconfig.Config, log *slog.Logger) (component, error) {
+// (outcomes.evaluate) on the model config the actors applied; retain is
+// told the longest outcome window plus a day whenever the rules change
+// (the embedded broker keeps the prediction log at least that long).
+func evaluatorComponent(cfg conf.Server, brokers []string, applied func() *modelconfig.Config, retain func(time.Duration) error, log *slog.Logger) (component, error) {
+	var longest time.Duration
 	rules := func() ([]join.Rule, bool) {
 		c := applied()
 		if c == nil {
 			return nil, false
 		}
-		return rulesOf(c), true
+		rs := rulesOf(c)
+		for _, r := range rs {
+			if w := r.Outcomes.Window + r.Outcomes.Lateness + 24*time.Hour; w > longest {
+				longest = w
+				if err := retain(w); err != nil {
+					log.Warn("evaluator: raising the embedded broker's retention", "to", w, "err", err)
+				}
+			}
+		}
+		return rs, true
 	}
 	ecfg, err := evaluatorConfig(cfg, brokers, rules, log)
 	if err != nil {
