@@ -323,7 +323,7 @@ func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	s := stream(11, time.Now().Add(500*time.Millisecond), 400)
+	s := stream(11, time.Now().Add(500*time.Millisecond), 800)
 	ref := reference(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -338,7 +338,7 @@ func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
 			t.Errorf("first run: %v", err)
 		}
 	}()
-	time.Sleep(time.Second) // mid-stream: the stream lasts 2 s
+	time.Sleep(2500 * time.Millisecond) // mid-stream: the stream lasts 4 s
 	stopFirst()
 	<-stopped
 	done := make(chan struct{})
