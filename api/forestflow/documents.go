@@ -359,8 +359,23 @@ func forestFlowRuleOptions() []jsondoc.Field[modelconfig.ValidityRule] {
 				}},
 			}, r)
 		}},
+		// ForestFlow's PerformanceBasedValidity names no metric, and
+		// ForestFlow never measured one: here it is the live AUC of the
+		// release's predictions against the contract's binary outcomes
+		// (min_metric outcome_auc), which is what it was meant to judge.
 		{Name: "PerformanceBasedValidity", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
-			return &jsondoc.Error{Field: path, Msg: `ForestFlow's PerformanceBasedValidity names no metric; use {"min_metric": {"metric": "auc", "threshold": 0.7}}`}
+			*r = modelconfig.ValidityRule{Kind: modelconfig.RuleMinMetric, Metric: modelconfig.MetricOutcomeAUC}
+			return jsondoc.DecodeObject(d, path, []jsondoc.Field[modelconfig.ValidityRule]{
+				{Name: "minThreshold", Decode: func(d *jsondoc.Decoder, path string, r *modelconfig.ValidityRule) error {
+					if err := d.Float(path, &r.Threshold); err != nil {
+						return err
+					}
+					if r.Threshold < 0 || r.Threshold > 1 {
+						return &jsondoc.Error{Field: path, Msg: fmt.Sprintf("%v is not an AUC (0 to 1): PerformanceBasedValidity holds while the live outcome_auc is at least minThreshold", r.Threshold)}
+					}
+					return nil
+				}},
+			}, r)
 		}},
 	}
 }
