@@ -184,6 +184,26 @@ func TestManagementEditsLandInTheBucketAndApplyBeforeReturning(t *testing.T) {
 	})
 }
 
+func TestManagementEditGivingADirectlyCalledModelOutcomesWithoutFullLoggingIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+		defer w.stop()
+		synctest.Wait()
+		before := string(w.b.get("model_config.json"))
+		_, err := w.sys.EditConfig(context.Background(), func(c *modelconfig.Config) error {
+			c.Models[0].Outcomes = &modelconfig.Outcomes{Label: "click", Kind: modelconfig.OutcomeBinary, Window: time.Minute, Lateness: time.Minute}
+			return nil
+		})
+		var cerr *modelconfig.Error
+		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), "outcomes are joined to logged predictions") {
+			t.Fatalf("EditConfig: %v", err)
+		}
+		if after := string(w.b.get("model_config.json")); after != before {
+			t.Fatalf("the refused edit was written:\n%s", after)
+		}
+	})
+}
+
 func TestManagementOfAReadOnlyBucketIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -50,6 +51,11 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 		}
 		data, err := cfg.Validate()
 		if err != nil {
+			return nil, err
+		}
+		// What the supervisor would refuse to apply is refused here, not
+		// written.
+		if err := cfg.ValidateOutcomeLogging(cmp.Or(s.opts.DirectLogLevel, modelconfig.LogLevelNone)); err != nil {
 			return nil, err
 		}
 		written = cfg
