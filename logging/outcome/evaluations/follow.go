@@ -48,6 +48,7 @@ func Follow(ctx context.Context, t *Table, opts FollowOptions) error {
 		kgo.ConsumeTopics(opts.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.MetadataMinAge(time.Second),
 		kgo.MetadataMaxAge(followMetadataAge),
 	}, opts.Kgo...)...)
 	if err != nil {
