@@ -31,20 +31,23 @@ import (
 // evaluationsTopic is grove serve's default outcomes.evaluations_topic.
 const evaluationsTopic = "grove.evaluations"
 
-// adEvaluations joins a synthetic ad stream of contract ads/pctr/1 with
-// known click probabilities p: v1 serves a noisy but calibrated
+// adEvaluations joins a synthetic ad stream of contract with known click
+// probabilities p: v1 serves a noisy but calibrated
 // prediction (p times a factor from 0.4 to 1.6), and two challengers get
 // shadow copies of every request: v2 predicts p itself (better, and
 // calibrated), v3 1.5 p (too high). Clicks follow p, some after their
 // one-minute window (late), some reported twice. Requests are split over
 // two partitions; it returns the evaluations records of both partitions'
-// joins and the snapshot of one join fed the whole stream.
-func adEvaluations(t *testing.T, seed uint64, requests int, start time.Time) ([]*kgo.Record, *join.Snapshot) {
+// joins as two writes, halfway through the stream and at its end (ten
+// minutes of the evaluator's clock later: a second sample of each
+// series' history once a server has read both), and the snapshot of one
+// join fed the whole stream.
+func adEvaluations(t *testing.T, contract string, seed uint64, requests int, start time.Time) ([2][]*kgo.Record, *join.Snapshot) {
 	t.Helper()
 	rule := modelconfig.Outcomes{Label: "click", Kind: modelconfig.OutcomeBinary, Window: time.Minute, Lateness: 5 * time.Second,
 		Missing: modelconfig.OutcomeMissingNegative}
 	newJoiner := func() *join.Joiner {
-		j, err := join.New(join.Options{Store: join.NewMemStore(), Rules: []join.Rule{{Contract: "ads/pctr/1", Outcomes: rule}}})
+		j, err := join.New(join.Options{Store: join.NewMemStore(), Rules: []join.Rule{{Contract: contract, Outcomes: rule}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +76,7 @@ func adEvaluations(t *testing.T, seed uint64, requests int, start time.Time) ([]
 				at = ts.Add(time.Millisecond)
 			}
 			as = append(as, arrival{at: at, part: i % 2, pred: &grovepb.PredictionEvent{EventId: req + "/" + s.release, RequestId: req,
-				Timestamp: timestamppb.New(at), Contract: "ads/pctr/1", ReleaseVersion: s.release, ModelPath: s.release + "/", Served: s.served,
+				Timestamp: timestamppb.New(at), Contract: contract, ReleaseVersion: s.release, ModelPath: s.release + "/", Served: s.served,
 				Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{float32(s.v)}}}}})
 		}
 		if rng.Float64() < p {
@@ -87,7 +90,30 @@ func adEvaluations(t *testing.T, seed uint64, requests int, start time.Time) ([]
 		}
 	}
 	slices.SortStableFunc(as, func(a, b arrival) int { return a.at.Compare(b.at) })
-	for _, a := range as {
+	end := as[len(as)-1].at.Add(time.Hour)
+	var writes [2][]*kgo.Record
+	// snapshot adds to write w the records of each partition's join at
+	// the clock time now, as written at.
+	snapshot := func(w int, now, at time.Time) {
+		for p, j := range parts {
+			if err := j.Advance(now); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := j.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := evaluations.Records(int32(p), snap, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writes[w] = append(writes[w], rs...)
+		}
+	}
+	for i, a := range as {
+		if i == len(as)/2 {
+			snapshot(0, a.at, end.Add(-10*time.Minute))
+		}
 		for _, j := range []*join.Joiner{all, parts[a.part]} {
 			var err error
 			if a.pred != nil {
@@ -100,30 +126,15 @@ func adEvaluations(t *testing.T, seed uint64, requests int, start time.Time) ([]
 			}
 		}
 	}
-	end := as[len(as)-1].at.Add(time.Hour)
-	var recs []*kgo.Record
-	for p, j := range append([]*join.Joiner{all}, parts[:]...) {
-		if err := j.Advance(end); err != nil {
-			t.Fatal(err)
-		}
-		if p == 0 {
-			continue
-		}
-		snap, err := j.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := evaluations.Records(int32(p-1), snap, end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rs...)
+	snapshot(1, end, end)
+	if err := all.Advance(end); err != nil {
+		t.Fatal(err)
 	}
 	want, err := all.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return recs, want
+	return writes, want
 }
 
 // produceEvaluations produces recs to the evaluations topic of broker.
@@ -208,7 +219,7 @@ func sameFigures(got, want quality.OutcomeFigures) string {
 // Budget: 20 s.
 func TestOutcomeGatePromotesTheCalibratedShadowFromTheEvaluationsTopic(t *testing.T) {
 	t.Parallel()
-	recs, want := adEvaluations(t, 1, 6000, time.Now().Add(-2*time.Hour))
+	writes, want := adEvaluations(t, "ads/pctr/1", 1, 6000, time.Now().Add(-2*time.Hour))
 	v1 := seriesStats(t, want, join.SeriesKey{Contract: "ads/pctr/1", Release: "v1"})
 	v2 := seriesStats(t, want, join.SeriesKey{Contract: "ads/pctr/1", Release: "v2", Shadow: true})
 	v3 := seriesStats(t, want, join.SeriesKey{Contract: "ads/pctr/1", Release: "v3", Shadow: true})
@@ -222,12 +233,12 @@ func TestOutcomeGatePromotesTheCalibratedShadowFromTheEvaluationsTopic(t *testin
 	}
 
 	emb := startBroker(t, "127.0.0.1:0")
-	produceEvaluations(t, emb.Addr(), recs)
+	produceEvaluations(t, emb.Addr(), writes[0])
 	b := newDirBucket(t)
 	for _, m := range []string{"v1", "v2", "v3"} {
 		b.Put(t, m+"/model.faulty", []byte(`{"by_position": true}`))
 	}
-	gate := `"validity": [{"promote_when": {"min_outcomes": 2000, "max_logloss_delta": 0, "calibration_between": [0.9, 1.1]}}]`
+	gate := `"validity": [{"promote_when": {"min_outcomes": 4000, "max_logloss_delta": 0, "calibration_between": [0.9, 1.1]}}]`
 	b.Put(t, "model_config.json", []byte(`{"model_metadata": [{"model_path": "v1/"}, {"model_path": "v2/"}, {"model_path": "v3/"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
    "outcomes": {"label": "click", "window": "1m", "lateness": "5s"},
@@ -238,6 +249,16 @@ func TestOutcomeGatePromotesTheCalibratedShadowFromTheEvaluationsTopic(t *testin
 	g := startGrove(t, b.URL(), nil, writeServerConfig(t, kafkaConfig(emb.Addr(), "proto", ""))...)
 	const contract = "ads/pctr/1"
 
+	// The first write: half the stream, too few outcomes for the gate,
+	// read before the second.
+	g.waitFor("the first write in the stats", 10*time.Second, func() bool {
+		o := g.outcomesOf(contract)["v1"]
+		return o != nil && o.SinceValid.Count > 0
+	})
+	if gs := g.gates(contract)["v2"]; gs.Valid {
+		t.Fatalf("v2 promoted on half the stream: %+v", gs.Gate)
+	}
+	produceEvaluations(t, emb.Addr(), writes[1])
 	g.waitFor("v2 promoted by its outcomes", 15*time.Second, func() bool {
 		gs := g.gates(contract)["v2"]
 		return gs.Valid && gs.Gate != nil && gs.Gate.State == "promoted"
@@ -265,8 +286,8 @@ func TestOutcomeGatePromotesTheCalibratedShadowFromTheEvaluationsTopic(t *testin
 		if d := sameFigures(c.got.Last1h, c.want.Last1h); d != "" {
 			t.Errorf("%s last_1h: %s", c.name, d)
 		}
-		if len(c.got.History) != 1 || c.got.History[0].Count != c.want.SinceValid.Count {
-			t.Errorf("%s history %+v, want one sample", c.name, c.got.History)
+		if h := c.got.History; len(h) != 2 || h[1].Count != c.want.SinceValid.Count || h[0].Count >= h[1].Count || h[1].T.Sub(h[0].T) != 10*time.Minute {
+			t.Errorf("%s history %+v, want the samples of the two writes, ten minutes apart", c.name, h)
 		}
 	}
 	if out["v1"].VsChampion != nil {
