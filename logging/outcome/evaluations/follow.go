@@ -24,7 +24,8 @@ type FollowOptions struct {
 }
 
 // followMetadataAge is how often the follower asks for the topic's
-// metadata: a partition added to the topic is read from within it.
+// metadata: a partition added to the topic is read from within it (a
+// topic not there yet is asked for every second).
 const followMetadataAge = 30 * time.Second
 
 // Follow reads the evaluations topic into t until ctx is done: every

@@ -325,7 +325,9 @@ func (t *Table) Rejected() uint64 { return t.rejected.Load() }
 
 // Publish merges the partitions of each series whose records changed
 // since the last Publish, samples their history, and publishes the
-// figures to the readers.
+// figures to the readers. The history holds what was published: records
+// applied between two Publishes give one sample (a reader catching up on
+// the topic at once starts with one).
 func (t *Table) Publish() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
