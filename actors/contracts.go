@@ -120,6 +120,9 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 			}
 		}
 		r.gates(st, &sv, rec, routes[sv.ModelPath], &ss, now)
+		if r.outcomes != nil {
+			ss.Outcomes, _ = r.outcomes.Outcomes(id, sv.ReleaseVersion, judgedInShadow(&sv, ss.ValidSince), "")
+		}
 		state[sv.ReleaseVersion] = ss
 	}
 	p := routing.Evaluate(st.cfg, state, now)
@@ -310,6 +313,12 @@ type ServableStats struct {
 	// Comparison, for a shadow servable, is how its answers compare with
 	// those callers got for the same requests.
 	Comparison *quality.ComparisonStats `json:"comparison,omitempty"`
+	// Outcomes are the evaluator's figures of its predictions once their
+	// outcomes are known (Options.Outcomes): of its shadow predictions
+	// while it is a challenger not valid yet, else of those it served,
+	// compared with the champion's (paired for a shadow, by Welch for a
+	// served release, none for the champion); absent without figures.
+	Outcomes *quality.OutcomeStats `json:"outcomes,omitempty"`
 }
 
 // LatencyStats are latency quantiles over a recent window.
@@ -360,6 +369,7 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 	routes := *r.routes.Load()
 	shared := r.state.load()
 	out := make([]ServableStats, 0, len(p.Servables))
+	champ := champion(p)
 	for _, sv := range p.Servables {
 		rec := shared.Record(id, sv.Release)
 		st := ServableStats{Release: sv.Release, ModelPath: sv.ModelPath, Ready: sv.Ready, Valid: sv.Valid, Expired: sv.Expired,
@@ -367,6 +377,9 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 			TrafficShare: sv.Fraction, Metrics: rec.Metrics}
 		if cfg, ok := cs.servable(sv.Release); ok {
 			st.Gate = gateStats(cfg, sv, rec)
+			if r.outcomes != nil {
+				_, st.Outcomes = r.outcomes.Outcomes(id, sv.Release, judgedInShadow(cfg, sv.ValidSince), champ)
+			}
 		}
 		if rc := cs.releases[sv.Release]; rc != nil {
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)

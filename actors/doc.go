@@ -79,6 +79,9 @@
 //	  windows.go: a quality.Windows and      shadow copies' compare      metrics collector, off the router); the gate's
 //	  the gate's Comparison)                 (low-priority workers)      Comparison: compareWindows.gmu (router's plan,
 //	                                                                     which never waits for mu)
+//	outcome figures (Options.Outcomes)     its source, outside the     the source's reads, safe for concurrent use
+//	                                         engine (the evaluations     (router's plan and stats); the figures it
+//	                                         topic's follower)           returns are shared, never modified
 //	System.draining, closing               System's callers            atomics
 //	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force
 //	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go); the

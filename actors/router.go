@@ -207,8 +207,10 @@ type routerActor struct {
 	expired    map[string]bool
 	// background runs the forward calls (System.background).
 	background func(job func(ctx context.Context))
-	tick       *time.Timer
-	log        *slog.Logger
+	// outcomes gives the releases' outcome figures; nil: none.
+	outcomes OutcomeSource
+	tick     *time.Timer
+	log      *slog.Logger
 }
 
 func newRouter(s *System) *routerActor {
@@ -216,7 +218,7 @@ func newRouter(s *System) *routerActor {
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
 		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log,
-		background: s.background}
+		background: s.background, outcomes: s.opts.Outcomes}
 }
 
 // Receive dispatches each batch, and keeps the contracts.

@@ -95,6 +95,10 @@ type Options struct {
 	// Remote, on a cluster node, forwards a request for a model not
 	// ready here to a node that has it (cluster.go); nil: a single server.
 	Remote Remote
+	// Outcomes gives the outcome figures the evaluator published for the
+	// contracts' releases (the release gates' and validity rules' input,
+	// the stats' outcomes object); nil: none.
+	Outcomes OutcomeSource
 	// Logger receives the actors' logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the actors' metrics; nil means none are registered.

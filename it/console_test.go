@@ -22,7 +22,8 @@ import (
 // consoleConfig is a model config with a contract whose second release
 // phases in over 20 s (so its share chart moves while the test watches),
 // and one whose second release is a shadow of the first (so it has a
-// champion-challenger comparison); with extra, it also lists pcvr/.
+// champion-challenger comparison) that learns clicks; with extra, it also
+// lists pcvr/.
 func consoleConfig(extra bool) string {
 	models := `{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}`
 	if extra {
@@ -33,10 +34,11 @@ func consoleConfig(extra bool) string {
    "servables": [
      {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
      {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"immediately_valid": {}}], "phase_in": {"linear_over_secs": {"secs": 20}}}]},
-   {"organization": "ads", "project": "pctr", "contract_number": 2,
+   {"organization": "ads", "project": "pctr", "contract_number": 2, "outcomes": {"label": "click", "window": "1m"},
    "servables": [
-     {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}]},
-     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0}}]}]}`
+     {"release_version": "v1", "model_path": "pctr_v1/", "validity": [{"immediately_valid": {}}], "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "pctr_v2/", "validity": [{"never_valid": {}}], "shadow": {"sample_rate": 1.0},
+      "logging": {"log_level": "FULL"}}]}]}`
 }
 
 // TestConsoleInChromium drives the web console in headless Chromium
@@ -45,8 +47,11 @@ func consoleConfig(extra bool) string {
 // error, takes the token once, lists a model added to the bucket within a
 // poll, draws a contract's share chart and another's champion-challenger
 // comparison, the prediction log's deliveries to a real (embedded)
-// broker, a management write in the audit trail, and the config error
-// once the config is broken; its screenshot is not blank.
+// broker, a management write in the audit trail, the outcomes panel of
+// the clicks learnt (evaluations of a synthetic stream, produced to the
+// evaluations topic as the evaluator writes them: a reliability diagram
+// and figures over time per release), and the config error once the
+// config is broken; its screenshot is not blank.
 // Run by `make test-ui`, which installs the browser and the npm packages;
 // GROVE_UI_SCREENSHOT=file.png keeps the screenshot.
 //
@@ -68,6 +73,26 @@ func TestConsoleInChromium(t *testing.T) {
 	writeTokens(t, tokens)
 	emb := startBroker(t, "127.0.0.1:0")
 	g := startGrove(t, b.URL(), nil, append(writeServerConfig(t, kafkaConfig(emb.Addr(), "json", "")), "--auth-tokens-file", tokens)...)
+	// The evaluator's results for ads/pctr/2, in two writes ten minutes
+	// apart by its clock, read one after the other: two history samples.
+	writes, _ := adEvaluations(t, "ads/pctr/2", 2, 3000, time.Now().Add(-2*time.Hour))
+	for i, w := range writes {
+		produceEvaluations(t, emb.Addr(), w)
+		g.waitFor("the evaluations in the stats", 10*time.Second, func() bool {
+			code, body, _ := g.authCall(http.MethodGet, "/ads/pctr/2/stats", tokenOf["read"])
+			var doc []struct {
+				Grove struct {
+					Outcomes *struct {
+						History []json.RawMessage `json:"history"`
+					} `json:"outcomes"`
+				} `json:"Grove"`
+			}
+			if code != http.StatusOK || json.Unmarshal([]byte(body), &doc) != nil || len(doc) == 0 || doc[0].Grove.Outcomes == nil {
+				return false
+			}
+			return len(doc[0].Grove.Outcomes.History) == i+1
+		})
+	}
 
 	// Traffic through the contract while the page watches, so the
 	// sparklines and shares have figures to draw.
@@ -106,6 +131,7 @@ func TestConsoleInChromium(t *testing.T) {
 	runConsoleScript(t, g.url, "GROVE_TOKEN="+tokenOf["read"],
 		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
 		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1",
+		"GROVE_OUTCOMES=ads/pctr/2 v1 v2",
 		"GROVE_BREAK_CONFIG=1", "GROVE_AUDIT_ROUTE=POST /v1/rollback")
 }
 

@@ -15,6 +15,30 @@ type OutcomeStats struct {
 	// VsChampion compares the servable with the champion; absent for the
 	// champion itself.
 	VsChampion *VsChampion `json:"vs_champion,omitempty"`
+	// History samples the since_valid figures over time, oldest first,
+	// for the console's charts; absent where no one keeps one (the
+	// evaluator's own figures).
+	History []OutcomeSample `json:"history,omitempty"`
+}
+
+// OutcomeSample is a series' since_valid figures at one time: its count,
+// log loss, AUC and calibration (null when undefined).
+type OutcomeSample struct {
+	T           time.Time `json:"t"`
+	Count       uint64    `json:"count"`
+	LogLoss     *float64  `json:"logloss"`
+	AUC         *float64  `json:"auc"`
+	Calibration *float64  `json:"calibration"`
+}
+
+// Sample is f's sample at t: numeric figures have no log loss, AUC or
+// calibration (null).
+func (f OutcomeFigures) Sample(t time.Time) OutcomeSample {
+	s := OutcomeSample{T: t, Count: f.Count}
+	if b := f.BinaryFigures; b != nil {
+		s.LogLoss, s.AUC, s.Calibration = b.LogLoss, b.AUC, b.Calibration
+	}
+	return s
 }
 
 // OutcomeFigures are the figures of one window: the count, then those of

@@ -2,8 +2,10 @@
 // assets package ui embeds, open to everyone: it holds no data) and the
 // one JSON document it polls, GET /v1/console (role read), which gathers
 // what the page shows: the status document, each contract's servables
-// with their traffic share, shadow executions and champion-challenger
-// comparison, and short histories sampled every interval: each model's
+// with their traffic share, shadow executions, champion-challenger
+// comparison and outcome figures (with the history of those the server
+// keeps: actors.ServableStats.Outcomes), and short histories sampled
+// every interval: each model's
 // req/s, p50/p99 latency, queue depth, and each contract release's share
 // and phase-in.
 //

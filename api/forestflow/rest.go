@@ -234,7 +234,8 @@ func (a *api) contractList(w http.ResponseWriter, _ *http.Request) {
 // contractStats serves GET /{org}/{project}/{n}/stats: ForestFlow's
 // [{"ServableMetrics": {...}}, ...], one per servable, each element also
 // carrying Grove's fuller view under "Grove" (readiness, validity and its
-// reason, traffic share, shadow drops, latency quantiles).
+// reason, traffic share, shadow drops, latency quantiles, the outcome
+// figures the evaluator published).
 func (a *api) contractStats(w http.ResponseWriter, r *http.Request) {
 	ct, id, ok := ContractOf(w, r)
 	if !ok {

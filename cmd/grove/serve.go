@@ -42,6 +42,7 @@ import (
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
@@ -99,9 +100,11 @@ func drainShares() map[string]float64 {
 //     deadline is cut); then the TLS file reload and the hourly
 //     --insecure-no-auth warning, when they run;
 //  4. actors: polling stops, every model is closed;
-//  5. prediction log: the producer flushes its buffer (and stops the
+//  5. evaluations: the reader of the evaluator's results stops (with
+//     Kafka);
+//  6. prediction log: the producer flushes its buffer (and stops the
 //     embedded broker if it started one);
-//  6. tracing: the tracer provider exports the spans it still holds.
+//  7. tracing: the tracer provider exports the spans it still holds.
 func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	g := group{stopTimeout: cfg.DrainTimeout, log: log, shares: drainShares()}
 	tp, err := startTracing(ctx, &g, log)
@@ -169,6 +172,22 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 			log.Warn("prediction log not fully flushed within the drain timeout", "err", err, "stats", producer.Stats())
 		}
 	}})
+	// The evaluator's results, read back from their topic whenever Kafka
+	// is on, whoever wrote them (this server with --evaluate, or a grove
+	// evaluate elsewhere): the outcome figures of the release gates, the
+	// stats and the grove_outcome_* metrics.
+	var outcomeSource actors.OutcomeSource
+	if producer != nil {
+		evaluated := evaluations.NewTable()
+		reg.MustRegister(evaluated)
+		sec, err := logging.SecurityOptions(cfg.Kafka)
+		if err != nil {
+			return g.abort(err)
+		}
+		g.add("evaluations", followEvaluations(evaluated, evaluations.FollowOptions{Brokers: producer.Stats().Brokers,
+			Topic: cfg.Outcomes.EvaluationsTopic, Kgo: sec, Logger: log.With("component", "evaluations")}))
+		outcomeSource = evaluated
+	}
 
 	// The TLS files are read before the actors start: a cluster node's
 	// forward client presents the server's certificate to its peers.
@@ -201,6 +220,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		ClusterNode:          node != nil,
 		Remote:               remote,
 		Predictions:          predictions,
+		Outcomes:             outcomeSource,
 		DirectLogLevel:       cfg.PredictionLog.DefaultLevel.String(),
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
@@ -530,6 +550,16 @@ func runConsole(c *console.Console) component {
 	ctx, cancel := context.WithCancel(context.Background())
 	return component{name: "console",
 		execute:   func() error { c.Run(ctx); return nil },
+		interrupt: func(context.Context) { cancel() },
+	}
+}
+
+// followEvaluations is the component that reads the evaluations topic
+// into t until it is interrupted.
+func followEvaluations(t *evaluations.Table, opts evaluations.FollowOptions) component {
+	ctx, cancel := context.WithCancel(context.Background())
+	return component{name: "evaluations",
+		execute:   func() error { return evaluations.Follow(ctx, t, opts) },
 		interrupt: func(context.Context) { cancel() },
 	}
 }

@@ -1,5 +1,6 @@
-// Inline SVG charts: a sparkline of one series and the stacked traffic
-// share of a contract's releases over time.
+// Inline SVG charts: a sparkline of one series, the stacked traffic
+// share of a contract's releases over time, a release's reliability
+// diagram and the trend of one of its outcome figures.
 
 import type { ContractPoint } from "./main";
 
@@ -80,5 +81,87 @@ export function shareChart(points: ContractPoint[], releases: string[], width: n
   const span = svg("text", { x: pad.l + w, y: height - 4, "text-anchor": "end", "font-size": 10, fill: "#66727a" });
   span.textContent = `last ${Math.round((t1 - t0) / 1000)} s`;
   box.append(span);
+  return box;
+}
+
+/** One calibration bin of a servable's outcome figures (see main.ts). */
+export interface ReliabilityBin {
+  lower: number; upper: number; count: number;
+  mean_prediction: number | null; observed_rate: number | null;
+}
+
+/**
+ * A reliability diagram: for each calibration bin with predictions, its
+ * observed rate against its mean prediction (a dot whose area grows with
+ * the bin's count), joined in order, over the diagonal where a calibrated
+ * model's bins lie; both axes from 0 to 1.
+ */
+export function reliabilityDiagram(bins: ReliabilityBin[], size: number, color: string): SVGElement {
+  const pad = { l: 28, r: 6, t: 6, b: 22 };
+  const w = size - pad.l - pad.r;
+  const h = size - pad.t - pad.b;
+  const x = (p: number) => pad.l + Math.min(Math.max(p, 0), 1) * w;
+  const y = (p: number) => pad.t + h - Math.min(Math.max(p, 0), 1) * h;
+  const box = svg("svg", { width: size, height: size, viewBox: `0 0 ${size} ${size}`, class: "reliability", role: "img" });
+  const axis = svg("g", { stroke: "#dde1e4", "font-size": 10, fill: "#66727a" });
+  for (const f of [0, 0.5, 1]) {
+    axis.append(svg("line", { x1: pad.l, y1: y(f), x2: pad.l + w, y2: y(f) }));
+    axis.append(svg("line", { x1: x(f), y1: pad.t, x2: x(f), y2: pad.t + h }));
+    const ly = svg("text", { x: pad.l - 4, y: y(f) + 3, "text-anchor": "end", stroke: "none" });
+    ly.textContent = `${f}`;
+    const lx = svg("text", { x: x(f), y: pad.t + h + 11, "text-anchor": "middle", stroke: "none" });
+    lx.textContent = `${f}`;
+    axis.append(ly, lx);
+  }
+  const name = svg("text", { x: pad.l + w, y: size - 1, "text-anchor": "end", stroke: "none" });
+  name.textContent = "predicted → observed ↑";
+  axis.append(name);
+  box.append(axis);
+  box.append(svg("line", { x1: x(0), y1: y(0), x2: x(1), y2: y(1), stroke: "#8c959f", "stroke-dasharray": "4 3", class: "diagonal" }));
+  const used = bins.map((b, i) => ({ b, i })).filter(({ b }) => b.count > 0 && b.mean_prediction !== null && b.observed_rate !== null);
+  const most = Math.max(1, ...used.map(({ b }) => b.count));
+  let d = "";
+  used.forEach(({ b }, k) => { d += `${k === 0 ? "M" : "L"}${x(b.mean_prediction as number).toFixed(1)},${y(b.observed_rate as number).toFixed(1)}`; });
+  if (d) box.append(svg("path", { d, fill: "none", stroke: color, "stroke-width": 1.5 }));
+  for (const { b, i } of used) {
+    const dot = svg("circle", { cx: x(b.mean_prediction as number).toFixed(1), cy: y(b.observed_rate as number).toFixed(1),
+      r: (2 + 4 * Math.sqrt(b.count / most)).toFixed(1), fill: color, "fill-opacity": 0.8, "data-bin": i });
+    const tip = svg("title", {});
+    tip.textContent = `[${b.lower}, ${b.upper}): ${b.count} predictions, mean ${(b.mean_prediction as number).toFixed(4)}, observed ${(b.observed_rate as number).toFixed(4)}`;
+    dot.append(tip);
+    box.append(dot);
+  }
+  return box;
+}
+
+/**
+ * A trend of values over time (null: no figure, a gap), scaled from their
+ * minimum to their maximum, so that small changes of a figure near 1 (a
+ * calibration, an AUC) show.
+ */
+export function trendline(values: (number | null)[], width: number, height: number, color: string): SVGElement {
+  const box = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", class: "trend", "data-points": values.length });
+  box.append(svg("line", { x1: 0, y1: height - 0.5, x2: width, y2: height - 0.5, stroke: "#dde1e4" }));
+  const known = values.filter((v): v is number => v !== null && isFinite(v));
+  if (known.length === 0) return box;
+  const lo = Math.min(...known);
+  const hi = Math.max(...known);
+  const n = values.length;
+  const x = (i: number) => (n === 1 ? width / 2 : (i / (n - 1)) * (width - 4) + 2);
+  const y = (v: number) => (hi > lo ? height - 3 - ((v - lo) / (hi - lo)) * (height - 6) : height / 2);
+  let d = "";
+  let pen = false;
+  values.forEach((v, i) => {
+    if (v === null || !isFinite(v)) {
+      pen = false;
+      return;
+    }
+    d += `${pen ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+    pen = true;
+  });
+  box.append(svg("path", { d, fill: "none", stroke: color, "stroke-width": 1.5, "stroke-linejoin": "round" }));
+  values.forEach((v, i) => {
+    if (v !== null && isFinite(v)) box.append(svg("circle", { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 1.8, fill: color }));
+  });
   return box;
 }

@@ -2,7 +2,8 @@
 // when the server has them) with the tab's token, and draws what they say.
 // No framework, no external resource: DOM calls and inline SVG charts.
 
-import { sparkline, shareChart, palette } from "./charts";
+import { sparkline, shareChart, palette, reliabilityDiagram, trendline } from "./charts";
+import type { ReliabilityBin } from "./charts";
 
 const POLL_MS = 2000;
 const AUDIT_EVERY = 5; // polls between two audit listings
@@ -36,11 +37,24 @@ interface CompareWindow {
   within_tolerance: number; agreement?: number; mismatches: number;
 }
 interface Comparison { tolerance: number; n: number; since_start: CompareWindow; last_n: CompareWindow; last_5m: CompareWindow }
+// A servable's outcome figures (Grove.outcomes of the contract stats):
+// binary windows have the first group of figures, numeric ones mae, rmse
+// and bias; null is undefined.
+interface OutcomeFigures {
+  count: number; positives?: number; mean_prediction?: number | null; observed_rate?: number | null;
+  calibration?: number | null; ece?: number | null; bins?: ReliabilityBin[]; logloss?: number | null;
+  brier?: number | null; auc?: number | null; mae?: number | null; rmse?: number | null; bias?: number | null;
+}
+interface VsChampion {
+  n: number; n_champion?: number; method: string; logloss_delta: number | null; ci95: [number, number] | null; auc_delta: number | null;
+}
+interface OutcomeSample { t: string; count: number; logloss: number | null; auc: number | null; calibration: number | null }
+interface Outcomes { since_valid: OutcomeFigures; last_1h: OutcomeFigures; vs_champion?: VsChampion; history?: OutcomeSample[] }
 interface Servable {
   release_version: string; model_path: string; ready: boolean; valid: boolean; expired: boolean; reason?: string;
   phase_in_pct: number; traffic_share: number; served: number; shadow_executions: number; shadow_dropped: number;
   latency: { count: number; p50_ms: number; p99_ms: number };
-  gate?: { state: string; detail?: string }; comparison?: Comparison;
+  gate?: { state: string; detail?: string }; comparison?: Comparison; outcomes?: Outcomes;
 }
 interface ModelPoint { t: number; rps: number; p50_ms: number | null; p99_ms: number | null; queue: number; inflight: number }
 export interface ContractPoint { t: number; releases: Record<string, { share: number; phase_in_pct: number }> }
@@ -198,6 +212,45 @@ function comparisonTable(c: Comparison): HTMLElement {
   ], new Set([1, 2, 3]));
 }
 
+// outcomePanel is a release's outcome figures: its reliability diagram
+// (since it became valid), its figures since valid and over the last
+// hour, its comparison with the champion, and its log loss, AUC and
+// calibration over the last hour (the server's samples, one a minute).
+function outcomePanel(s: Servable, o: Outcomes, color: string): HTMLElement {
+  const sv = o.since_valid;
+  const h1 = o.last_1h;
+  const row = (name: string, f: (w: OutcomeFigures) => string): Child[] => [name, f(sv), f(h1)];
+  const rows: Child[][] = [row("scored", (w) => `${w.count}`)];
+  if (sv.bins) {
+    rows.push(row("positives", (w) => `${w.positives ?? 0}`), row("log loss", (w) => fmt(w.logloss, 4)), row("AUC", (w) => fmt(w.auc, 4)),
+      row("calibration", (w) => fmt(w.calibration, 3)), row("ECE", (w) => fmt(w.ece, 4)), row("Brier", (w) => fmt(w.brier, 4)),
+      row("mean prediction", (w) => fmt(w.mean_prediction, 4)), row("observed rate", (w) => fmt(w.observed_rate, 4)));
+  } else {
+    rows.push(row("MAE", (w) => fmt(w.mae, 4)), row("RMSE", (w) => fmt(w.rmse, 4)), row("bias", (w) => fmt(w.bias, 4)));
+  }
+  const vs = o.vs_champion;
+  const history = o.history ?? [];
+  const trend = (name: string, pick: (p: OutcomeSample) => number | null, digits: number) => {
+    let last: number | null = null;
+    for (let i = history.length - 1; i >= 0 && last === null; i--) last = pick(history[i]);
+    return el("div", { class: "spark", "data-trend": name }, el("span", { class: "muted" }, name),
+      trendline(history.map(pick), 120, 26, color), el("span", { class: "v" }, fmt(last, digits)));
+  };
+  const span = history.length > 1
+    ? `${Math.round((Date.parse(history[history.length - 1].t) - Date.parse(history[0].t)) / 60000)} min`
+    : "one sample";
+  return el("div", { class: "outcome", "data-outcomes": s.release_version, "data-count": `${sv.count}`, "data-history": `${history.length}` },
+    el("h4", {}, el("span", { class: "mono" }, s.release_version), vs?.method === "paired" ? " (shadow)" : ""),
+    el("div", { class: "outcome-body" },
+      sv.bins ? reliabilityDiagram(sv.bins, 190, color) : null,
+      table(["", "since valid", "last hour"], rows, new Set([1, 2]))),
+    vs ? el("p", { class: "vs" }, `vs champion (${vs.method}, ${vs.n} predictions${vs.n_champion ? ` against ${vs.n_champion}` : ""}): `,
+      `log loss Δ ${fmt(vs.logloss_delta, 4)}`, vs.ci95 ? ` [${fmt(vs.ci95[0], 4)}, ${fmt(vs.ci95[1], 4)}]` : "",
+      `, AUC Δ ${fmt(vs.auc_delta, 4)}`) : null,
+    sv.bins ? el("div", { class: "trends" }, el("span", { class: "muted" }, `since valid, over ${span}:`),
+      trend("log loss", (p) => p.logloss, 4), trend("AUC", (p) => p.auc, 4), trend("calibration", (p) => p.calibration, 3)) : null);
+}
+
 function renderContracts(doc: ConsoleDoc): void {
   if (doc.contracts.length === 0) {
     fill("contracts", el("p", { class: "muted" }, "No contract configured."));
@@ -228,12 +281,17 @@ function renderContracts(doc: ConsoleDoc): void {
       el("div", { "data-comparison": s.release_version, "data-executions": `${s.comparison?.since_start.executions ?? 0}` },
         el("h3", {}, `Champion–challenger: ${s.release_version} (shadow) against the answers callers got`),
         comparisonTable(s.comparison as Comparison)));
+    const judged = servables.filter((s) => s.outcomes);
+    const outcomes = judged.length === 0 ? null : el("div", {},
+      el("h3", {}, "Outcomes: the predictions against what happened (the evaluator's figures)"),
+      el("div", { class: "outcomes" }, ...judged.map((s) =>
+        outcomePanel(s, s.outcomes as Outcomes, palette[releases.indexOf(s.release_version) % palette.length]))));
     return el("div", { class: "contract", "data-contract": c.id },
       el("h3", {}, el("span", { class: "mono" }, c.id), c.router ? el("span", { class: "muted" }, ` router ${c.router}`) : null),
       c.error ? el("p", { class: "error" }, c.error) : null,
       el("div", { class: "chart" }, shareChart(points, releases, 520, 120), legend),
       table(["release", "model path", "validity", "share", "phase-in", "served", "p50 / p99 ms", "shadow executions", "gate"], rows, new Set([3, 4, 5])),
-      ...comparisons);
+      ...comparisons, outcomes);
   });
   fill("contracts", ...cards);
 }

@@ -13,6 +13,10 @@
 //   GROVE_COMPARED   "id release": a shadow release whose comparison with
 //                    the champion must show executions (optional)
 //   GROVE_PREDICTION_LOG  "1": the prediction log must show deliveries
+//   GROVE_OUTCOMES   "id release...": releases whose outcomes panel must
+//                    show a reliability diagram (its diagonal and a dot per
+//                    bin with predictions) and log loss, AUC and
+//                    calibration over at least two samples (optional)
 //   GROVE_AUDIT_ROUTE     a route the audit trail must list (optional)
 //   GROVE_BREAK_CONFIG    "1": at the end, break GROVE_CONFIG's JSON: the
 //                    config error must show
@@ -138,6 +142,27 @@ try {
       return e !== null && Number(e.getAttribute("data-executions")) > 0;
     }, [id, rel], { timeout: 15000 });
     step(`champion-challenger comparison of ${id} ${rel}: ${await cmp.getAttribute("data-executions")} shadow executions compared`);
+  }
+
+  const outcomes = process.env.GROVE_OUTCOMES;
+  if (outcomes) {
+    const [id, ...rels] = outcomes.split(" ");
+    for (const rel of rels) {
+      const panel = page.locator(`[data-contract="${id}"] [data-outcomes="${rel}"]`);
+      await panel.waitFor({ timeout: 10000 });
+      await page.waitForFunction(([id, rel]) => {
+        const e = document.querySelector(`[data-contract="${id}"] [data-outcomes="${rel}"]`);
+        return e !== null && Number(e.getAttribute("data-history")) >= 2;
+      }, [id, rel], { timeout: 15000 });
+      const dots = await panel.locator("svg.reliability circle[data-bin]").count();
+      const diagonal = await panel.locator("svg.reliability line.diagonal").count();
+      if (dots < 3 || diagonal !== 1) throw new Error(`${id} ${rel}: the reliability diagram has ${dots} bins and ${diagonal} diagonals`);
+      for (const trend of ["log loss", "AUC", "calibration"]) {
+        const points = await panel.locator(`[data-trend="${trend}"] svg.trend circle`).count();
+        if (points < 2) throw new Error(`${id} ${rel}: ${trend} over time has ${points} points, want 2`);
+      }
+      step(`outcomes of ${id} ${rel}: ${await panel.getAttribute("data-count")} scored, ${dots} reliability bins, figures over time`);
+    }
   }
 
   if (process.env.GROVE_PREDICTION_LOG === "1") {

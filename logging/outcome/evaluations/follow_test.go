@@ -1,0 +1,114 @@
+package evaluations
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const testTopic = "grove.evaluations"
+
+// produceTxn produces rs to partition p of the test topic in one
+// transaction of cl, committed or aborted.
+func produceTxn(t *testing.T, cl *kgo.Client, p int32, commit bool, rs ...*kgo.Record) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		c := *r
+		c.Topic, c.Partition = testTopic, p
+		if err := cl.ProduceSync(ctx, &c).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot: the follower
+// reads the topic from its start, skips an aborted transaction's records,
+// counts one it cannot read, takes a partition added to the topic while
+// it runs, and stops with its context.
+func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, testTopic),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("evaluator-test"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+
+	j := joinStream(t, 12, 2000)
+	want, _ := j.all.Snapshot()
+	// Before the follower starts: partition 0's results, and an aborted
+	// transaction with a counters record of a partition 7.
+	produceTxn(t, prod, 0, true, records(t, j.parts[0], 0, j.end)...)
+	aborted := records(t, j.parts[1], 7, j.end)
+	produceTxn(t, prod, 0, false, aborted[len(aborted)-1])
+
+	tb := NewTable()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, tb, FollowOptions{Brokers: c.ListenAddrs(), Topic: testTopic,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Kgo:    []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.MetadataMaxAge(200 * time.Millisecond)}})
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (totals %+v, rejected %d)", what, tb.Totals(), tb.Rejected())
+			}
+		}
+	}
+	waitFor("partition 0's results", func() bool { return tb.Totals().Partitions == 1 })
+	produceTxn(t, prod, 0, true, &kgo.Record{Key: []byte("not a key"), Value: []byte("x")})
+	waitFor("the unreadable record", func() bool { return tb.Rejected() == 1 })
+
+	// A partition added to the topic: the follower reads it too.
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = testTopic, 2
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), prod)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("adding a partition: %v %+v", err, resp)
+	}
+	prod.ForceMetadataRefresh()
+	time.Sleep(300 * time.Millisecond)
+	produceTxn(t, prod, 1, true, records(t, j.parts[1], 1, j.end)...)
+	waitFor("both partitions' results", func() bool { return tb.Totals().Partitions == 2 })
+	if got := tb.Totals().Counters; got != want.Counters {
+		t.Errorf("totals %+v, want %+v (the aborted partition 7 left out)", got, want.Counters)
+	}
+	_, st := tb.Outcomes(contract, "v1", false, "")
+	if w := seriesOf(t, want, v1).Stats.SinceValid; st == nil || st.SinceValid.Count != w.Count {
+		t.Errorf("v1 figures %+v, want a count of %d", st, w.Count)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow returned %v once its context ended", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not return once its context ended")
+	}
+}
