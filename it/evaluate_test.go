@@ -95,7 +95,8 @@ type clickOutcome struct {
 // most within the window, one in ten up to 0.3 windows after it, some twice. The evaluations
 // topic's totals then equal an offline computation over the prediction
 // log and the outcomes sent (counts exactly, log loss to 1e-6, AUC to
-// 0.001). Budget: 40 s.
+// 0.001); grove serve, reading them back, promotes the better challenger
+// by its outcome gate and never the miscalibrated one. Budget: 40 s.
 func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, logTopic, outcomeTopic), kfake.AllowAutoTopicCreation(),
@@ -275,8 +276,15 @@ func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 		}
 		offline[r.release].Add(r.p, r.clicked)
 	}
-	if len(offline) != 3 || offline["v2"].Count() < requests/2 || offline["v1"].Count() != requests {
-		t.Fatalf("logged rows per release: v1 %d, v2 %d, v3 %d (of %d requests)", offline["v1"].Count(), offline["v2"].Count(), offline["v3"].Count(), requests)
+	served := 0
+	for _, r := range rows {
+		if !r.shadow {
+			served++
+		}
+	}
+	if len(offline) != 3 || offline["v2"].Count() < requests/2 || served != requests {
+		t.Fatalf("logged rows per release: v1 %d, v2 %d, v3 %d, %d served (of %d requests)", offline["v1"].Count(), offline["v2"].Count(),
+			offline["v3"].Count(), served, requests)
 	}
 
 	// The evaluators' results, once every logged row is scored.
@@ -306,13 +314,36 @@ func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 				want.Count(), want.Positives(), want.MeanPrediction(), want.LogLoss(), want.AUC())
 		}
 	}
+	// grove serve reads the results: v2, better than the champion on the
+	// same impressions and calibrated, is promoted by its outcome gate;
+	// v3, 1.5× too high, waits on its calibration; v3's figures in the
+	// stats are the offline ones.
+	g.waitFor("v2 promoted by its outcomes", 20*time.Second, func() bool {
+		gs := g.gates(evalContract)["v2"]
+		return gs.Valid && gs.Gate != nil && gs.Gate.State == "promoted"
+	})
+	if v := g.gates(evalContract)["v3"]; v.Valid || v.Gate == nil || v.Gate.State != "waiting" || !strings.Contains(v.Gate.Detail, "calibration") {
+		t.Errorf("v3, 1.5× too high: %+v %+v; want it waiting on its calibration", v, v.Gate)
+	}
+	g.waitFor("v3's figures in the stats", 10*time.Second, func() bool {
+		o := g.outcomesOf(evalContract)["v3"]
+		return o != nil && o.SinceValid.Count == offline["v3"].Count()
+	})
+	if o, w := g.outcomesOf(evalContract)["v3"], offline["v3"]; o.SinceValid.BinaryFigures == nil || o.SinceValid.Positives != w.Positives() ||
+		math.Abs(*o.SinceValid.LogLoss-w.LogLoss()) > 1e-6 || math.Abs(*o.SinceValid.Calibration-w.Calibration()) > 1e-6 ||
+		math.Abs(*o.SinceValid.AUC-w.AUC()) > 0.001 || o.VsChampion == nil || o.VsChampion.Method != "paired" {
+		t.Errorf("v3 in the stats: %+v %+v, offline count %d positives %d logloss %v calibration %v auc %v", o.SinceValid.BinaryFigures, o.VsChampion,
+			w.Count(), w.Positives(), w.LogLoss(), w.Calibration(), w.AUC())
+	}
 	t.Logf("%d requests, %d rows scored; offline v1 logloss %.4f auc %.3f calibration %.3f, v2 %.4f %.3f %.3f, v3 %.4f %.3f %.3f", requests, len(rows),
 		offline["v1"].LogLoss(), offline["v1"].AUC(), offline["v1"].Calibration(), offline["v2"].LogLoss(), offline["v2"].AUC(), offline["v2"].Calibration(),
 		offline["v3"].LogLoss(), offline["v3"].AUC(), offline["v3"].Calibration())
 }
 
 // loopbackListen listens on a free loopback port.
-func loopbackListen(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }
+func loopbackListen(network, _ string) (net.Listener, error) {
+	return net.Listen(network, "127.0.0.1:0")
+}
 
 // consumeAll reads every prediction event of topic until nothing new
 // comes for a second (within timeout).
