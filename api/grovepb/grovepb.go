@@ -10,6 +10,7 @@ import "github.com/groveml/grove/grovepb"
 
 // The file descriptors of Grove's schemas.
 var (
+	File_grove_v1_evaluation_proto       = grovepb.File_grove_v1_evaluation_proto
 	File_grove_v1_model_config_proto     = grovepb.File_grove_v1_model_config_proto
 	File_grove_v1_outcome_proto          = grovepb.File_grove_v1_outcome_proto
 	File_grove_v1_prediction_event_proto = grovepb.File_grove_v1_prediction_event_proto
@@ -20,6 +21,8 @@ type (
 	Contract                      = grovepb.Contract
 	ContractServable              = grovepb.ContractServable
 	Error                         = grovepb.Error
+	Evaluation                    = grovepb.Evaluation
+	EvaluationCounters            = grovepb.EvaluationCounters
 	Expiration                    = grovepb.Expiration
 	Expiration_KeepLatest         = grovepb.Expiration_KeepLatest
 	Expiration_KeepTopRanked      = grovepb.Expiration_KeepTopRanked
