@@ -96,7 +96,7 @@ type clickOutcome struct {
 // topic's totals then equal an offline computation over the prediction
 // log and the outcomes sent (counts exactly, log loss to 1e-6, AUC to
 // 0.001); grove serve, reading them back, promotes the better challenger
-// by its outcome gate and never the miscalibrated one. Budget: 40 s.
+// by its outcome gate and never the miscalibrated one. Budget: 25 s.
 func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, logTopic, outcomeTopic), kfake.AllowAutoTopicCreation(),
@@ -119,7 +119,9 @@ func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 	yaml := fmt.Sprintf("kafka:\n  brokers: [%q]\n  topic: %s\n  linger: 1ms\nprediction_log:\n  default_level: FULL\n  key_by: request_id\n"+
 		"outcomes:\n  commit_interval: 200ms\n", broker, logTopic)
 	cfgArgs := writeServerConfig(t, yaml)
-	g := startGrove(t, b.URL(), nil, append(cfgArgs, "--evaluate", "--shadow-timeout", "2m")...)
+	// Every shadow copy waits for the niced shadow worker rather than
+	// being shed, however busy the machine.
+	g := startGrove(t, b.URL(), nil, append(cfgArgs, "--evaluate", "--shadow-timeout", "2m", "--shadow-queue", "100000")...)
 	evalDir := t.TempDir()
 	evalArgs := append([]string{"--bucket", b.URL(), "--evaluate-state-dir", evalDir, "--poll-interval", "1s", "--cache-dir", t.TempDir()}, cfgArgs...)
 	ev := startEvaluator(t, evalArgs...)
