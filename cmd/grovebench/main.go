@@ -153,6 +153,10 @@ type options struct {
 	// clients per model.
 	churnUpdates, churnWarmup, churnConc int
 	churnRuntimes                        map[string]bool
+	// The evaluate scenario (evaluate.go): whether it runs, and its
+	// stream's requests.
+	evaluate     bool
+	evalRequests int
 }
 
 func main() {
@@ -162,6 +166,10 @@ func main() {
 	}
 	if spec := os.Getenv(floorProxyEnv); spec != "" { // grovebench's own forwarding floor child
 		fmt.Fprintln(os.Stderr, "grovebench forwarding floor:", serveFloorProxy(spec))
+		os.Exit(1)
+	}
+	if spec := os.Getenv(kafkaEnv); spec != "" { // grovebench's own Kafka broker child
+		fmt.Fprintln(os.Stderr, "grovebench Kafka broker:", serveKafka(spec))
 		os.Exit(1)
 	}
 	if spec := os.Getenv(directEnv); spec != "" { // grovebench's own direct server child
@@ -184,13 +192,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn+","+scenarioEvaluate,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
 			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
 			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
 			"or one of those servers alone for its default scenarios; "+
+			"evaluate: grove evaluate joining a pre-produced stream of predictions and outcomes (--evaluate-requests); "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
@@ -216,6 +225,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
 	fs.IntVar(&o.churnUpdates, "churn-updates", 100,
 		"in-place updates of the churn scenario, each of both its models (about one a second: the config is polled every second); 300 or more for a soak")
+	fs.IntVar(&o.evalRequests, "evaluate-requests", 200_000,
+		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a quarter with a click outcome")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
 	fs.IntVar(&o.churnConc, "churn-conc", 4, "closed-loop clients on each of the churn scenario's two models")
 	churnRuntimes := fs.String("churn-runtimes", churnTorch+","+churnONNX,
@@ -239,9 +250,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	lrest, swap, memory, overload, churn := splitLifecycleSpec(*spec)
+	erest, evaluate := splitEvaluateSpec(*spec)
+	o.evaluate = evaluate
+	if o.evalRequests < 1000 {
+		return o, errEvalRequests
+	}
+	lrest, swap, memory, overload, churn := splitLifecycleSpec(erest)
 	o.swap, o.memory, o.overload, o.churn = swap, memory, overload, churn
-	lifecycle := swap || memory || overload || churn
+	// Scenarios that run alone, each on a process of its own.
+	lifecycle := swap || memory || overload || churn || evaluate
 	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
 		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
 	}
@@ -366,7 +383,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn {
+	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.evaluate {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -713,6 +730,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.evaluate {
+		logf("evaluate scenario: grove evaluate over %d requests", o.evalRequests)
+		rep.Evaluate = runEvaluate(ctx, evalEnv{bin: groveBin, dir: tmp, requests: o.evalRequests, logf: logf})
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Evaluate.Error != "" {
+			logf("FAILED: evaluate scenario: %s", rep.Evaluate.Error)
+		}
+	}
+
 	// 7. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
@@ -727,7 +756,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") ||
-		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") {
+		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") ||
+		(rep.Evaluate != nil && rep.Evaluate.Error != "") {
 		return 1
 	}
 	return 0

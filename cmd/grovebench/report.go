@@ -48,7 +48,9 @@ type report struct {
 	Overload *overloadReport `json:"overload,omitempty"`
 	// Churn is the churn scenario (nil when not run).
 	Churn *churnReport `json:"churn,omitempty"`
-	Notes []string     `json:"notes,omitempty"`
+	// Evaluate is the evaluate scenario (nil when not run).
+	Evaluate *evalReport `json:"evaluate,omitempty"`
+	Notes    []string    `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
@@ -354,6 +356,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 	r.Memory.writeMarkdown(w)
 	r.Overload.writeMarkdown(w)
 	r.Churn.writeMarkdown(w)
+	r.Evaluate.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs
