@@ -157,6 +157,9 @@ type options struct {
 	// stream's requests.
 	evaluate     bool
 	evalRequests int
+	// evalABRounds is the rounds of the interleaved grove+log vs
+	// grove+eval A/B (runEvalAB); 0 skips it.
+	evalABRounds int
 }
 
 func main() {
@@ -195,6 +198,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn+","+scenarioEvaluate,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
+			"grove+eval/bNcM (grove+log with the evaluator in-process, --evaluate, and an outcomes rule on the model), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
 			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
 			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
@@ -227,6 +231,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"in-place updates of the churn scenario, each of both its models (about one a second: the config is polled every second); 300 or more for a soak")
 	fs.IntVar(&o.evalRequests, "evaluate-requests", 200_000,
 		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a quarter with a click outcome")
+	fs.IntVar(&o.evalABRounds, "evaluate-ab-rounds", 6,
+		"rounds of the interleaved evaluator cost A/B (grove+log and grove+eval at b1c32, "+evalABWindow.String()+" each per round) after the scenarios, when both ran; 0 skips it")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
 	fs.IntVar(&o.churnConc, "churn-conc", 4, "closed-loop clients on each of the churn scenario's two models")
 	churnRuntimes := fs.String("churn-runtimes", churnTorch+","+churnONNX,
@@ -290,7 +296,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if !o.predLog {
-		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
+		if o.scenarios = withoutServer(withoutServer(o.scenarios, serverGroveLog), serverGroveEval); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
 			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
 		}
 	}
@@ -383,7 +389,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.evaluate {
+	if wantGrove || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.evaluate {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -515,6 +521,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		targets[serverGroveLog] = ep
 	}
+	// evalKafka is grove+eval's embedded broker, evalSent the inference
+	// requests sent to it.
+	evalKafka, evalSent := "", 0
+	if wants(serverGroveEval) {
+		evalBucket := filepath.Join(tmp, "bucket-eval")
+		if err := writeEvalBucket(bucket, evalBucket); err != nil {
+			logf("FAILED to write grove+eval's bucket: %v", err)
+			return 1
+		}
+		if evalKafka, err = freeAddr(); err != nil {
+			logf("FAILED to find a port for grove+eval's Kafka broker: %v", err)
+			return 1
+		}
+		extra := append(append(append(append([]string{}, o.groveArgs...), o.predLogArgs...), predLogArgs(evalKafka)...), evalArgs()...)
+		g, ep, err := startGrove(ctx, serverGroveEval, groveBin, evalBucket, filepath.Join(tmp, "cache-eval"), filepath.Join(tmp, "grove-eval.log"), extra, o.startTimeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove+eval (grove serve %s %s): %v", strings.Join(predLogArgs(evalKafka), " "), strings.Join(evalArgs(), " "), err)
+			return 1
+		}
+		logf("grove+eval ready at %s (prediction log FULL to the embedded Kafka broker at %s, evaluator in-process, outcomes rule on %s)", ep.baseURL, evalKafka, modelPath)
+		evalSent++
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove+eval answered the check request wrongly: %v", err)
+			return 1
+		}
+		ep.api = "POST /v1/inference (prediction log FULL, --evaluate)"
+		targets[serverGroveEval] = ep
+	}
 	if wants(serverGroveTLS) {
 		sec, err := writeTLSAuth(tmp)
 		if err != nil {
@@ -630,6 +667,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("  %.0f req/s, p50 %s, p99 %s, %d errors; CPU server %.2f, grovebench %.2f", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors, cpu.Grove, cpu.Bench)
 		rep.add(s, ep, res)
 		rep.Results[len(rep.Results)-1].CPU = cpu
+		if s.Server == serverGroveEval {
+			// The logged events delivered and the evaluator caught up, so
+			// that neither spills into the next scenario.
+			evalSent += res.Sent
+			if _, _, err := waitDrained(ctx, ep.baseURL, evalSent); err != nil {
+				rep.note("grove+eval's prediction log after batch %d conc %d: %v", s.Batch, s.Conc, err)
+			}
+		}
 		if s.Server == serverGroveLog {
 			predLogSent += res.Sent
 			st, waited, err := waitDrained(ctx, ep.baseURL, predLogSent)
@@ -658,6 +703,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, l := range rep.ForwardAB.lines() {
+			logf("  %s", l)
+		}
+	}
+	if o.evalABRounds > 0 && targets[serverGroveLog] != nil && targets[serverGroveEval] != nil {
+		logf("evaluator cost A/B: %d rounds of %v on each of grove+log and grove+eval at batch 1, concurrency 32", o.evalABRounds, evalABWindow)
+		rep.EvalAB = runEvalAB(ctx, targets[serverGroveLog], targets[serverGroveEval], evalKafka, rows[0], o.evalABRounds, o)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		for _, l := range rep.EvalAB.lines() {
 			logf("  %s", l)
 		}
 	}

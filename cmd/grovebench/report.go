@@ -48,6 +48,8 @@ type report struct {
 	Overload *overloadReport `json:"overload,omitempty"`
 	// Churn is the churn scenario (nil when not run).
 	Churn *churnReport `json:"churn,omitempty"`
+	// EvalAB is grove+eval against grove+log, interleaved (nil when not run).
+	EvalAB *evalAB `json:"evaluate_ab,omitempty"`
 	// Evaluate is the evaluate scenario (nil when not run).
 	Evaluate *evalReport `json:"evaluate,omitempty"`
 	Notes    []string    `json:"notes,omitempty"`
@@ -341,6 +343,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	if r.ForwardAB != nil {
 		for _, l := range r.ForwardAB.lines() {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
+	}
+	if r.EvalAB != nil {
+		for _, l := range r.EvalAB.lines() {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
 	}
