@@ -32,6 +32,14 @@
 // holds the models, grove-fwd holds none and forwards every request to it;
 // the report gives the p50 forwarding adds at b1c1 against the grpc-go
 // floor's p50 + 50 µs, and grove-fwd's b1c32 req/s against grove-local's.
+// "grove+eval" (by default at b1c32) is grove+log plus --evaluate, with an
+// outcomes rule on pctr_v1/, so its in-process evaluator joins every
+// prediction it logs (evalab.go); after the scenarios it is measured
+// against grove+log in interleaved rounds (--evaluate-ab-rounds) for what
+// the evaluator costs. The "evaluate" scenario (evaluate.go) measures
+// grove evaluate alone: records (predictions + outcomes) joined per
+// second and per CPU-second, over a stream produced beforehand to a Kafka
+// broker in another process.
 //
 // Run it from anywhere inside the repository (make bench does):
 //
@@ -75,7 +83,9 @@
 //     pctr_onnx/ under load, by default 100, with updates per second,
 //     failed requests, and RSS per update after --churn-warmup updates
 //     beside Go's heap, metric series, open files and cache entries);
-//  7. prints the table (stdout; progress goes to stderr), grove+log's
+//  7. when --scenarios has "evaluate" (by default it does), runs the
+//     evaluate scenario alone (evaluate.go);
+//  8. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
 //     plain grove's ("Prediction log FULL vs NONE ..."), then the shadow
