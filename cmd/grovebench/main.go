@@ -240,7 +240,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.churnUpdates, "churn-updates", 100,
 		"in-place updates of the churn scenario, each of both its models (about one a second: the config is polled every second); 300 or more for a soak")
 	fs.IntVar(&o.evalRequests, "evaluate-requests", 200_000,
-		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a quarter with a click outcome")
+		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a sixth with a click outcome")
 	fs.IntVar(&o.evalABRounds, "evaluate-ab-rounds", 6,
 		"rounds of the interleaved evaluator cost A/B (grove+log and grove+eval at b1c32, "+evalABWindow.String()+" each per round) after the scenarios, when both ran; 0 skips it")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
