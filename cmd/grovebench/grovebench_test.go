@@ -39,12 +39,12 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || len(got) != 2*len(defaultShapes) {
 		t.Errorf("defaults: %v, %v", got, err)
 	}
-	// The default: the gRPC and grove+log rows right after plain grove's.
+	// The default: the gRPC, grove+log and grove+eval rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{ // the floor and deep rows come after grove's variants
 		{serverGrove, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverFloorFwd, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
-		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveTLS, 1, 32},
+		{serverGrove, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveEval, 1, 32}, {serverGroveTLS, 1, 32},
 		{serverGroveLocal, 1, 32}, {serverGroveFwd, 1, 32}, {serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverFloorFwd, 1, 32}, {serverBaseline, 1, 32},
 		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
 		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64}, {serverGroveDeep, 1, 64}, {serverGroveDeepNoBatch, 1, 64},

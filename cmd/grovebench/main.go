@@ -32,6 +32,14 @@
 // holds the models, grove-fwd holds none and forwards every request to it;
 // the report gives the p50 forwarding adds at b1c1 against the grpc-go
 // floor's p50 + 50 µs, and grove-fwd's b1c32 req/s against grove-local's.
+// "grove+eval" (by default at b1c32) is grove+log plus --evaluate, with an
+// outcomes rule on pctr_v1/, so its in-process evaluator joins every
+// prediction it logs (evalab.go); after the scenarios it is measured
+// against grove+log in interleaved rounds (--evaluate-ab-rounds) for what
+// the evaluator costs. The "evaluate" scenario (evaluate.go) measures
+// grove evaluate alone: records (predictions + outcomes) joined per
+// second and per CPU-second, over a stream produced beforehand to a Kafka
+// broker in another process.
 //
 // Run it from anywhere inside the repository (make bench does):
 //
@@ -75,7 +83,9 @@
 //     pctr_onnx/ under load, by default 100, with updates per second,
 //     failed requests, and RSS per update after --churn-warmup updates
 //     beside Go's heap, metric series, open files and cache entries);
-//  7. prints the table (stdout; progress goes to stderr), grove+log's
+//  7. when --scenarios has "evaluate" (by default it does), runs the
+//     evaluate scenario alone (evaluate.go);
+//  8. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
 //     plain grove's ("Prediction log FULL vs NONE ..."), then the shadow
@@ -153,6 +163,13 @@ type options struct {
 	// clients per model.
 	churnUpdates, churnWarmup, churnConc int
 	churnRuntimes                        map[string]bool
+	// The evaluate scenario (evaluate.go): whether it runs, and its
+	// stream's requests.
+	evaluate     bool
+	evalRequests int
+	// evalABRounds is the rounds of the interleaved grove+log vs
+	// grove+eval A/B (runEvalAB); 0 skips it.
+	evalABRounds int
 }
 
 func main() {
@@ -162,6 +179,10 @@ func main() {
 	}
 	if spec := os.Getenv(floorProxyEnv); spec != "" { // grovebench's own forwarding floor child
 		fmt.Fprintln(os.Stderr, "grovebench forwarding floor:", serveFloorProxy(spec))
+		os.Exit(1)
+	}
+	if spec := os.Getenv(kafkaEnv); spec != "" { // grovebench's own Kafka broker child
+		fmt.Fprintln(os.Stderr, "grovebench Kafka broker:", serveKafka(spec))
 		os.Exit(1)
 	}
 	if spec := os.Getenv(directEnv); spec != "" { // grovebench's own direct server child
@@ -184,13 +205,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn+","+scenarioEvaluate,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
+			"grove+eval/bNcM (grove+log with the evaluator in-process, --evaluate, and an outcomes rule on the model), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
 			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
 			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
 			"or one of those servers alone for its default scenarios; "+
+			"evaluate: grove evaluate joining a pre-produced stream of predictions and outcomes (--evaluate-requests); "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
@@ -216,6 +239,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.memCopies, "memory-copies", 8, "copies of each model kind the memory scenario adds to measure RSS per model")
 	fs.IntVar(&o.churnUpdates, "churn-updates", 100,
 		"in-place updates of the churn scenario, each of both its models (about one a second: the config is polled every second); 300 or more for a soak")
+	fs.IntVar(&o.evalRequests, "evaluate-requests", 200_000,
+		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a sixth with a click outcome")
+	fs.IntVar(&o.evalABRounds, "evaluate-ab-rounds", 6,
+		"rounds of the interleaved evaluator cost A/B (grove+log and grove+eval at b1c32, "+evalABWindow.String()+" each per round) after the scenarios, when both ran; 0 skips it")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
 	fs.IntVar(&o.churnConc, "churn-conc", 4, "closed-loop clients on each of the churn scenario's two models")
 	churnRuntimes := fs.String("churn-runtimes", churnTorch+","+churnONNX,
@@ -239,9 +266,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	lrest, swap, memory, overload, churn := splitLifecycleSpec(*spec)
+	erest, evaluate := splitEvaluateSpec(*spec)
+	o.evaluate = evaluate
+	if o.evalRequests < 1000 {
+		return o, errEvalRequests
+	}
+	lrest, swap, memory, overload, churn := splitLifecycleSpec(erest)
 	o.swap, o.memory, o.overload, o.churn = swap, memory, overload, churn
-	lifecycle := swap || memory || overload || churn
+	// Scenarios that run alone, each on a process of its own.
+	lifecycle := swap || memory || overload || churn || evaluate
 	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
 		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
 	}
@@ -273,7 +306,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if !o.predLog {
-		if o.scenarios = withoutServer(o.scenarios, serverGroveLog); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
+		if o.scenarios = withoutServer(withoutServer(o.scenarios, serverGroveLog), serverGroveEval); len(o.scenarios) == 0 && len(o.shadowUsers) == 0 && !lifecycle {
 			return o, fmt.Errorf("no scenarios in %q without --prediction-log", *spec)
 		}
 	}
@@ -366,7 +399,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn {
+	if wantGrove || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.evaluate {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -498,6 +531,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		targets[serverGroveLog] = ep
 	}
+	// evalKafka is grove+eval's embedded broker, evalSent the inference
+	// requests sent to it.
+	evalKafka, evalSent := "", 0
+	if wants(serverGroveEval) {
+		evalBucket := filepath.Join(tmp, "bucket-eval")
+		if err := writeEvalBucket(bucket, evalBucket); err != nil {
+			logf("FAILED to write grove+eval's bucket: %v", err)
+			return 1
+		}
+		if evalKafka, err = freeAddr(); err != nil {
+			logf("FAILED to find a port for grove+eval's Kafka broker: %v", err)
+			return 1
+		}
+		extra := append(append(append(append([]string{}, o.groveArgs...), o.predLogArgs...), predLogArgs(evalKafka)...), evalArgs()...)
+		g, ep, err := startGrove(ctx, serverGroveEval, groveBin, evalBucket, filepath.Join(tmp, "cache-eval"), filepath.Join(tmp, "grove-eval.log"), extra, o.startTimeout)
+		if g != nil {
+			children = append(children, g)
+		}
+		if err != nil {
+			logf("FAILED to start grove+eval (grove serve %s %s): %v", strings.Join(predLogArgs(evalKafka), " "), strings.Join(evalArgs(), " "), err)
+			return 1
+		}
+		logf("grove+eval ready at %s (prediction log FULL to the embedded Kafka broker at %s, evaluator in-process, outcomes rule on %s)", ep.baseURL, evalKafka, modelPath)
+		evalSent++
+		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
+			logf("FAILED: grove+eval answered the check request wrongly: %v", err)
+			return 1
+		}
+		ep.api = "POST /v1/inference (prediction log FULL, --evaluate)"
+		targets[serverGroveEval] = ep
+	}
 	if wants(serverGroveTLS) {
 		sec, err := writeTLSAuth(tmp)
 		if err != nil {
@@ -613,6 +677,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("  %.0f req/s, p50 %s, p99 %s, %d errors; CPU server %.2f, grovebench %.2f", res.ReqPerSec, fmtDur(res.P50), fmtDur(res.P99), res.Errors, cpu.Grove, cpu.Bench)
 		rep.add(s, ep, res)
 		rep.Results[len(rep.Results)-1].CPU = cpu
+		if s.Server == serverGroveEval {
+			// The logged events delivered and the evaluator caught up, so
+			// that neither spills into the next scenario.
+			evalSent += res.Sent
+			if _, _, err := waitDrained(ctx, ep.baseURL, evalSent); err != nil {
+				rep.note("grove+eval's prediction log after batch %d conc %d: %v", s.Batch, s.Conc, err)
+			}
+		}
 		if s.Server == serverGroveLog {
 			predLogSent += res.Sent
 			st, waited, err := waitDrained(ctx, ep.baseURL, predLogSent)
@@ -641,6 +713,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, l := range rep.ForwardAB.lines() {
+			logf("  %s", l)
+		}
+	}
+	if o.evalABRounds > 0 && targets[serverGroveLog] != nil && targets[serverGroveEval] != nil {
+		logf("evaluator cost A/B: %d rounds of %v on each of grove+log and grove+eval at batch 1, concurrency 32", o.evalABRounds, evalABWindow)
+		rep.EvalAB = runEvalAB(ctx, targets[serverGroveLog], targets[serverGroveEval], evalKafka, rows[0], o.evalABRounds, o)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		for _, l := range rep.EvalAB.lines() {
 			logf("  %s", l)
 		}
 	}
@@ -713,6 +796,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.evaluate {
+		logf("evaluate scenario: grove evaluate over %d requests", o.evalRequests)
+		rep.Evaluate = runEvaluate(ctx, evalEnv{bin: groveBin, dir: tmp, requests: o.evalRequests, logf: logf})
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.Evaluate.Error != "" {
+			logf("FAILED: evaluate scenario: %s", rep.Evaluate.Error)
+		}
+	}
+
 	// 7. Report.
 	rep.finish()
 	rep.writeMarkdown(stdout)
@@ -727,7 +822,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") ||
-		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") {
+		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") ||
+		(rep.Evaluate != nil && rep.Evaluate.Error != "") {
 		return 1
 	}
 	return 0

@@ -48,7 +48,11 @@ type report struct {
 	Overload *overloadReport `json:"overload,omitempty"`
 	// Churn is the churn scenario (nil when not run).
 	Churn *churnReport `json:"churn,omitempty"`
-	Notes []string     `json:"notes,omitempty"`
+	// EvalAB is grove+eval against grove+log, interleaved (nil when not run).
+	EvalAB *evalAB `json:"evaluate_ab,omitempty"`
+	// Evaluate is the evaluate scenario (nil when not run).
+	Evaluate *evalReport `json:"evaluate,omitempty"`
+	Notes    []string    `json:"notes,omitempty"`
 }
 
 // host describes the machine and the load generator.
@@ -342,6 +346,11 @@ func (r *report) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
 	}
+	if r.EvalAB != nil {
+		for _, l := range r.EvalAB.lines() {
+			fmt.Fprintf(w, "- %s\n", l)
+		}
+	}
 	if len(r.Overhead) == 0 {
 		fmt.Fprintln(w, "- Overhead at batch 1, conc 1: n/a (needs the b1c1 scenario and the batch-1 forward time)")
 	}
@@ -354,6 +363,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 	r.Memory.writeMarkdown(w)
 	r.Overload.writeMarkdown(w)
 	r.Churn.writeMarkdown(w)
+	r.Evaluate.writeMarkdown(w)
 }
 
 // writeMarkdown prints the prediction log's counts and, last, the FULL vs

@@ -48,7 +48,7 @@ const (
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
 var serverOrder = []string{serverGrove, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
-	serverGroveLog, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverFloorFwd, serverBaseline}
+	serverGroveLog, serverGroveEval, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverFloorFwd, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
 func knownServer(s string) bool { return slices.Contains(serverOrder, s) }
@@ -65,6 +65,8 @@ func serverLabel(server string) string {
 	switch server {
 	case serverGroveLog:
 		return "grove+log FULL"
+	case serverGroveEval:
+		return "grove+eval FULL"
 	case serverGroveTLS:
 		return "grove TLS+token"
 	}
@@ -90,7 +92,7 @@ var (
 // defaultShapesOf is server's default scenarios ("" for grove and the baseline).
 func defaultShapesOf(server string) []string {
 	switch server {
-	case serverGroveLog:
+	case serverGroveLog, serverGroveEval:
 		return predLogShapes
 	case serverGroveTLS:
 		return tlsShapes
@@ -122,7 +124,7 @@ func defaultSpec() string {
 	spec += "," + serverGrove + "/" + batchingShape + "," + serverGroveNoBatch + "/" + batchingShape
 	spec += "," + serverGroveDeep + "/" + batchingShape + "," + serverGroveDeepNoBatch + "/" + batchingShape
 	for _, s := range predLogShapes {
-		spec += "," + serverGroveLog + "/" + s
+		spec += "," + serverGroveLog + "/" + s + "," + serverGroveEval + "/" + s
 	}
 	for _, s := range tlsShapes {
 		spec += "," + serverGroveTLS + "/" + s

@@ -405,7 +405,9 @@ func (e *evaluator) sync(ctx context.Context) error {
 
 // restore rebuilds partition id's state from its changelog partition:
 // it empties the on-disk store, writes a fence record, and applies every
-// committed change before the fence, then the last checkpoint.
+// committed change before the fence, then the last checkpoint. The store
+// is rebuilt so on every restore, so it keeps no write-ahead log
+// (join.OpenPebbleEphemeral).
 func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 	dir := filepath.Join(e.cfg.StateDir, strconv.Itoa(int(id)))
 	if err := os.RemoveAll(dir); err != nil {
@@ -414,7 +416,7 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	st, err := join.OpenPebble(dir)
+	st, err := join.OpenPebbleEphemeral(dir)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}

@@ -153,7 +153,7 @@ func play(ctx context.Context, t *testing.T, cl *kgo.Client, s []arrival) {
 
 // results reads the evaluations topic (read_committed) until done says
 // the newest records per key suffice, and returns them.
-func results(t *testing.T, brokers string, timeout time.Duration, done func(map[string]*grovepb.Evaluation) bool) map[string]*grovepb.Evaluation {
+func results(t testing.TB, brokers string, timeout time.Duration, done func(map[string]*grovepb.Evaluation) bool) map[string]*grovepb.Evaluation {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(evalTopic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -256,7 +256,7 @@ func checkTotals(t *testing.T, latest map[string]*grovepb.Evaluation, ref *join.
 }
 
 // cluster starts a kfake broker with 4 partitions per topic.
-func cluster(t *testing.T) string {
+func cluster(t testing.TB) string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, predTopic, outTopic), kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(4))

@@ -418,3 +418,26 @@ func TestDirectCallsAndUnconfiguredEvents(t *testing.T) {
 		t.Fatalf("direct calls: count %d positives %d", b.Count(), b.Positives())
 	}
 }
+
+// TestEphemeralPebbleStoreJoinsAsMemStoreAndRefusesToSync: without a
+// write-ahead log the store ends the script with the state in memory
+// ends it with, and Sync, which has no log to make durable, fails.
+func TestEphemeralPebbleStoreJoinsAsMemStoreAndRefusesToSync(t *testing.T) {
+	steps := script()
+	want := snapshotBytes(t, run(t, rule(), nil, steps...))
+	p, err := OpenPebbleEphemeral(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	j := run(t, rule(), p, steps...)
+	if got := snapshotBytes(t, j); !bytes.Equal(got, want) {
+		t.Errorf("over an ephemeral pebble store: %+v", j.Counters())
+	}
+	if keys, err := p.Due(math.MaxInt64, 10); err != nil || len(keys) != 0 {
+		t.Errorf("entries left after every window closed: %q %v", keys, err)
+	}
+	if err := p.Sync(); err == nil {
+		t.Error("Sync of a store without a write-ahead log succeeded")
+	}
+}

@@ -14,7 +14,8 @@ import (
 // by disk, not memory. It keeps each entry as "v" + key → due + value and
 // indexes due times as "t" + due + key, so that Due is one ordered scan.
 // Writes are not synced one by one: Sync makes them durable, which the
-// owner does when it checkpoints (Joiner.Checkpoint).
+// owner does when it checkpoints (Joiner.Checkpoint). A store opened with
+// OpenPebbleEphemeral writes no log at all.
 type PebbleStore struct {
 	db *pebble.DB
 	// floor is a due time no entry is due before: Due scans from it, so as
@@ -32,10 +33,21 @@ const (
 )
 
 // OpenPebble opens (or creates) the store in directory dir.
-func OpenPebble(dir string) (*PebbleStore, error) {
+func OpenPebble(dir string) (*PebbleStore, error) { return openPebble(dir, false) }
+
+// OpenPebbleEphemeral opens (or creates) the store in directory dir for an
+// owner that rebuilds it from elsewhere whenever it opens it (the
+// evaluator, from its changelog topic): pebble's write-ahead log is off,
+// so a write costs no log append and a crash may lose any of them; Sync
+// fails.
+func OpenPebbleEphemeral(dir string) (*PebbleStore, error) { return openPebble(dir, true) }
+
+// openPebble opens the store in dir, without a write-ahead log when
+// noWAL.
+func openPebble(dir string, noWAL bool) (*PebbleStore, error) {
 	cache := pebble.NewCache(pebbleCacheBytes)
 	defer cache.Unref()
-	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: pebbleMemTableBytes}
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: pebbleMemTableBytes, DisableWAL: noWAL}
 	// Most lookups are of keys that are not there (an event_id or
 	// outcome_id not seen, a join key with nothing yet): bloom filters
 	// answer them without reading a block.
@@ -53,7 +65,8 @@ func OpenPebble(dir string) (*PebbleStore, error) {
 // Close closes the store.
 func (p *PebbleStore) Close() error { return p.db.Close() }
 
-// Sync makes every write so far durable.
+// Sync makes every write so far durable; on a store opened with
+// OpenPebbleEphemeral, which has no log, it fails.
 func (p *PebbleStore) Sync() error { return p.db.LogData(nil, pebble.Sync) }
 
 // valueKey and dueKey are the keys of key's entry and of its due time.

@@ -1,0 +1,112 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/logging/outcome/join"
+)
+
+// BenchmarkEvaluator runs an evaluator over a stream produced beforehand
+// to an in-process broker (kfake, 4 partitions): 20,000 requests, each a
+// served and a shadow prediction with 64 input features, a quarter with
+// a click, a tenth of those twice; the rule's lateness is longer than the
+// stream, so nothing is late however the topics are read. It reports the
+// records (predictions and outcomes) taken per second, from the
+// evaluator's start until its counters say every record was taken. The
+// broker runs in the same process: use it for profiles (grovebench's
+// evaluate scenario measures the real binary).
+func BenchmarkEvaluator(b *testing.B) {
+	const requests = 20000
+	rule := modelconfig.Outcomes{Label: "click", Kind: modelconfig.OutcomeBinary, Window: 30 * time.Second,
+		Missing: modelconfig.OutcomeMissingNegative, Lateness: time.Hour}
+	start := time.Now().Add(-3 * time.Hour)
+	rng := rand.New(rand.NewPCG(28, 1))
+	var recs []*kgo.Record
+	features := make([]float32, 64)
+	for i := range requests {
+		ts := start.Add(time.Duration(i) * time.Millisecond)
+		req := fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
+		for f := range features {
+			features[f] = rng.Float32()
+		}
+		p := 0.01 + 0.3*rng.Float64()
+		for _, rel := range []string{"v1", "v2"} {
+			ev := &grovepb.PredictionEvent{EventId: req + rel, RequestId: req, Timestamp: timestamppb.New(ts), Contract: contract,
+				ReleaseVersion: rel, ModelPath: rel + "/", Served: rel == "v1",
+				Inputs:  []*grovepb.Tensor{{Name: "features", Datatype: "FLOAT", Shape: []int64{1, 64}, FloatData: features}},
+				Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1, 1}, FloatData: []float32{float32(p)}}}}
+			v, err := logging.Encode(ev, conf.EncodingProto)
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs = append(recs, &kgo.Record{Topic: predTopic, Key: []byte(req), Value: v})
+		}
+		if rng.Float64() < p {
+			o := &grovepb.Outcome{OutcomeId: req + "/c", RequestId: req, EventTime: timestamppb.New(ts.Add(time.Duration(rng.Float64() * float64(rule.Window)))),
+				Labels: map[string]float64{"click": 1}}
+			for range 1 + int(rng.Float64()/0.9) {
+				r, err := outcome.Record(o, outTopic)
+				if err != nil {
+					b.Fatal(err)
+				}
+				recs = append(recs, r)
+			}
+		}
+	}
+	var taken uint64
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		brokers := cluster(b)
+		prod, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		// Fresh records: a produced one keeps the context it was produced with.
+		fresh := make([]*kgo.Record, len(recs))
+		for i, r := range recs {
+			fresh[i] = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
+		}
+		if err := prod.ProduceSync(ctx, fresh...).FirstErr(); err != nil {
+			b.Fatalf("producing the stream: %v", err)
+		}
+		prod.Close()
+		cfg := config(brokers, "bench", b.TempDir())
+		cfg.Rules = func() ([]join.Rule, bool) { return []join.Rule{{Contract: contract, Outcomes: rule}}, true }
+		cfg.CommitInterval = time.Second
+		done := make(chan error, 1)
+		b.StartTimer()
+		t0 := time.Now()
+		go func() { done <- Run(ctx, cfg) }()
+		results(b, brokers, 5*time.Minute, func(latest map[string]*grovepb.Evaluation) bool {
+			var n uint64
+			for _, ev := range latest {
+				c := ev.GetCounters()
+				n += c.GetPredictions() + c.GetOutcomes() + c.GetDuplicateOutcomes() + c.GetLate() + c.GetLatePredictions()
+			}
+			return n == uint64(len(recs))
+		})
+		elapsed += time.Since(t0)
+		taken += uint64(len(recs))
+		b.StopTimer()
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatalf("evaluator: %v", err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(taken)/elapsed.Seconds(), "records/s")
+}
