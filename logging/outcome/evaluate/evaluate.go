@@ -57,7 +57,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/outcome"
 	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/logging/outcome/join"
@@ -121,6 +120,7 @@ type evaluator struct {
 	parts                  map[int32]*partition
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
+	scratch                []byte      // decodeEvent's
 
 	mu       sync.Mutex
 	assigned map[int32]bool
@@ -421,6 +421,7 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 		return nil, fmt.Errorf("evaluate: %w", err)
 	}
 	p := &partition{id: id, store: st}
+	tiered := join.NewTieredStore(partitionMemoryBytes, st)
 	ok := false
 	defer func() {
 		if !ok {
@@ -460,7 +461,7 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 			case len(r.Key) == 0:
 				return nil, fmt.Errorf("evaluate: changelog of partition %d, offset %d: %w", id, r.Offset, errNoStore)
 			default:
-				if err := applyChange(st, r); err != nil {
+				if err := applyChange(tiered, r); err != nil {
 					return nil, fmt.Errorf("evaluate: changelog of partition %d: %w", id, err)
 				}
 				changes++
@@ -470,7 +471,7 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 			}
 		}
 	}
-	p.log = newLoggedStore(st)
+	p.log = newLoggedStore(tiered)
 	j, err := join.New(join.Options{Rules: e.rules, Store: p.log, ValidSince: e.cfg.ValidSince})
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
@@ -531,7 +532,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 			}
 			err = p.j.AddOutcome(now, oc)
 		} else {
-			ev, derr := logging.Decode(r.Value, r.Headers)
+			ev, derr := decodeEvent(r.Value, r.Headers, &e.scratch)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a prediction record", "partition", r.Partition, "offset", r.Offset, "err", derr)
 				continue
@@ -544,6 +545,12 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 	}
 	return nil
 }
+
+// partitionMemoryBytes is how much of a partition's pending state (keys
+// and values) a TieredStore keeps in memory before it spills to pebble:
+// the windows of a busy contract over minutes stay in memory, days of
+// conversions go to disk.
+const partitionMemoryBytes = 128 << 20
 
 // errNotHeld fails a cycle that fetched records of a partition whose
 // state it has not restored yet.

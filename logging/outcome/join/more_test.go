@@ -309,16 +309,19 @@ func TestPebbleStoreJoinsAsMemStore(t *testing.T) {
 	}
 }
 
-// TestStoresOrderDueKeys: both stores return the keys due, earliest first
-// then by key, up to the limit, and forget deleted keys and old due
-// times.
+// TestStoresOrderDueKeys: every store returns the keys due, earliest
+// first then by key, up to the limit (a tiered store merging its tiers),
+// and forgets deleted keys and old due times.
 func TestStoresOrderDueKeys(t *testing.T) {
 	p, err := OpenPebble(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for name, s := range map[string]Store{"mem": NewMemStore(), "pebble": p} {
+	// Memory for two small entries: b and a in memory, c, d and e on a
+	// disk tier (itself in memory, so that its due times are exact).
+	tiered := newTiered(4, NewMemStore())
+	for name, s := range map[string]Store{"mem": NewMemStore(), "pebble": p, "tiered": tiered} {
 		t.Run(name, func(t *testing.T) {
 			must := func(err error) {
 				t.Helper()

@@ -116,6 +116,9 @@ func (p *PebbleStore) remember(key []byte, due int64, exists bool) {
 	p.last = lastDue{key: append(p.last.key[:0], key...), due: due, exists: exists}
 }
 
+// dueTime is dueOfKey, for a TieredStore.
+func (p *PebbleStore) dueTime(key []byte) (int64, bool, error) { return p.dueOfKey(key) }
+
 // dueOfKey returns key's due time and whether it is there, from last when
 // it is key, else from the store.
 func (p *PebbleStore) dueOfKey(key []byte) (int64, bool, error) {

@@ -158,7 +158,7 @@ func offlineOf(rows []impression, pred func(impression) float64) offline {
 // shuffled order, with duplicates, late and unmatched outcomes, the
 // Joiner's counters and figures equal an offline computation over the
 // same data (counts exactly, means within 1e-9, AUC within 0.001), over
-// both stores.
+// every store (memory, pebble, and memory spilling to pebble).
 func TestJoinEqualsOfflineComputation(t *testing.T) {
 	window, lateness := time.Minute, 5*time.Second
 	r := modelconfig.Outcomes{Label: "click", Kind: modelconfig.OutcomeBinary, Window: window, Lateness: lateness}
@@ -168,7 +168,14 @@ func TestJoinEqualsOfflineComputation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, st := range map[string]Store{"mem": NewMemStore(), "pebble": p} {
+		spill, err := OpenPebble(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A tiered store with room for a few hundred entries in memory:
+		// most of the stream goes to disk.
+		tiered := NewTieredStore(20_000, spill)
+		for name, st := range map[string]Store{"mem": NewMemStore(), "pebble": p, "tiered": tiered} {
 			t.Run(fmt.Sprintf("seed %d %s", seed, name), func(t *testing.T) {
 				j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: r}}, Store: st})
 				if err != nil {
@@ -190,7 +197,11 @@ func TestJoinEqualsOfflineComputation(t *testing.T) {
 				checkAgainstOffline(t, j, s)
 			})
 		}
+		if !tiered.spilled { // it fills memory first, then spills
+			t.Error("the tiered store never spilled to disk")
+		}
 		p.Close()
+		spill.Close()
 	}
 }
 

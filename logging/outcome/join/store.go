@@ -31,6 +31,7 @@ type Store interface {
 type MemStore struct {
 	entries map[string]memEntry
 	due     dueHeap
+	bytes   int64 // of the entries' keys and values
 }
 
 // memEntry is one entry of a MemStore.
@@ -55,6 +56,12 @@ func (m *MemStore) Get(key []byte) ([]byte, bool, error) {
 func (m *MemStore) Put(key []byte, due int64, value []byte) error {
 	k := string(key)
 	old, ok := m.entries[k]
+	if ok {
+		m.bytes -= int64(len(old.value))
+	} else {
+		m.bytes += int64(len(k))
+	}
+	m.bytes += int64(len(value))
 	m.entries[k] = memEntry{due: due, value: append([]byte(nil), value...)}
 	if !ok || old.due != due {
 		heap.Push(&m.due, dueItem{due: due, key: k})
@@ -64,9 +71,27 @@ func (m *MemStore) Put(key []byte, due int64, value []byte) error {
 
 // Delete implements Store.
 func (m *MemStore) Delete(key []byte) error {
-	delete(m.entries, string(key))
+	if old, ok := m.entries[string(key)]; ok {
+		m.bytes -= int64(len(key) + len(old.value))
+		delete(m.entries, string(key))
+	}
 	return nil
 }
+
+// Has reports whether key has an entry.
+func (m *MemStore) Has(key []byte) bool {
+	_, ok := m.entries[string(key)]
+	return ok
+}
+
+// dueTime is key's due time.
+func (m *MemStore) dueTime(key []byte) (int64, bool, error) {
+	e, ok := m.entries[string(key)]
+	return e.due, ok, nil
+}
+
+// Bytes is the size of the entries' keys and values.
+func (m *MemStore) Bytes() int64 { return m.bytes }
 
 // Due implements Store. Entries of the heap that a later Put or a Delete
 // made stale are dropped as they reach its top.
