@@ -616,8 +616,9 @@ type Contract struct {
 	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	// The third segment of the URL path, 1 or more.
 	ContractNumber int32 `protobuf:"varint,3,opt,name=contract_number,json=contractNumber,proto3" json:"contract_number,omitempty"`
-	// How the valid servables share traffic: "fair" (the default) or
-	// "latest".
+	// How the valid servables share traffic: "fair" (the default),
+	// "latest", or a bandit that follows the outcomes, "thompson" or
+	// "epsilon_greedy" (with bandit).
 	Router *string `protobuf:"bytes,4,opt,name=router,proto3,oneof" json:"router,omitempty"`
 	// Which valid servables are retired; none when absent.
 	Expiration *Expiration `protobuf:"bytes,5,opt,name=expiration,proto3" json:"expiration,omitempty"`
@@ -629,7 +630,10 @@ type Contract struct {
 	// What the contract's predictions learn from the outcomes that follow
 	// them (see OutcomeConfig); every servable needs logging.log_level FULL.
 	// Absent: nothing.
-	Outcomes      *OutcomeConfig `protobuf:"bytes,8,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes *OutcomeConfig `protobuf:"bytes,8,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// The settings of a bandit router ("thompson" or "epsilon_greedy"),
+	// which it requires; see BanditConfig.
+	Bandit        *BanditConfig `protobuf:"bytes,9,opt,name=bandit,proto3" json:"bandit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,6 +724,124 @@ func (x *Contract) GetOutcomes() *OutcomeConfig {
 	return nil
 }
 
+func (x *Contract) GetBandit() *BanditConfig {
+	if x != nil {
+		return x.Bandit
+	}
+	return nil
+}
+
+// BanditConfig are the settings of a contract's bandit router, as in
+// {"reward": "click", "prior": [1, 1], "half_life": "6h", "min_share":
+// 0.05, "max_share": 0.95, "update_every": "10s"} for "thompson" or
+// {"reward": "click", "epsilon": 0.1, "half_life": "6h", "update_every":
+// "10s"} for "epsilon_greedy". The reward is the contract's outcomes
+// label, scored on each release's served predictions.
+type BanditConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reward: the label of the contract's outcomes object. Required.
+	Reward string `protobuf:"bytes,1,opt,name=reward,proto3" json:"reward,omitempty"`
+	// thompson: the prior of each release's reward, two numbers above 0:
+	// Beta(alpha, beta) for a binary reward; for a numeric one, the prior
+	// mean and the weight of the prior in observations. [1, 1] when absent.
+	Prior []float64 `protobuf:"fixed64,2,rep,packed,name=prior,proto3" json:"prior,omitempty"`
+	// How fast old rewards fade: a reward counts half after one half-life,
+	// a Go duration above 0; "6h" when absent.
+	HalfLife *string `protobuf:"bytes,3,opt,name=half_life,json=halfLife,proto3,oneof" json:"half_life,omitempty"`
+	// thompson: the smallest and largest share of an eligible release,
+	// from 0 to 1, min_share * releases <= 1 <= max_share * releases; 0.05
+	// and 0.95 when absent.
+	MinShare *float64 `protobuf:"fixed64,4,opt,name=min_share,json=minShare,proto3,oneof" json:"min_share,omitempty"`
+	MaxShare *float64 `protobuf:"fixed64,5,opt,name=max_share,json=maxShare,proto3,oneof" json:"max_share,omitempty"`
+	// How often the shares are recomputed, a Go duration of at least 1s;
+	// "10s" when absent.
+	UpdateEvery *string `protobuf:"bytes,6,opt,name=update_every,json=updateEvery,proto3,oneof" json:"update_every,omitempty"`
+	// epsilon_greedy: the share spread over all eligible releases; the
+	// rest goes to the best. From 0 to 1; 0.1 when absent.
+	Epsilon       *float64 `protobuf:"fixed64,7,opt,name=epsilon,proto3,oneof" json:"epsilon,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BanditConfig) Reset() {
+	*x = BanditConfig{}
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BanditConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BanditConfig) ProtoMessage() {}
+
+func (x *BanditConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BanditConfig.ProtoReflect.Descriptor instead.
+func (*BanditConfig) Descriptor() ([]byte, []int) {
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BanditConfig) GetReward() string {
+	if x != nil {
+		return x.Reward
+	}
+	return ""
+}
+
+func (x *BanditConfig) GetPrior() []float64 {
+	if x != nil {
+		return x.Prior
+	}
+	return nil
+}
+
+func (x *BanditConfig) GetHalfLife() string {
+	if x != nil && x.HalfLife != nil {
+		return *x.HalfLife
+	}
+	return ""
+}
+
+func (x *BanditConfig) GetMinShare() float64 {
+	if x != nil && x.MinShare != nil {
+		return *x.MinShare
+	}
+	return 0
+}
+
+func (x *BanditConfig) GetMaxShare() float64 {
+	if x != nil && x.MaxShare != nil {
+		return *x.MaxShare
+	}
+	return 0
+}
+
+func (x *BanditConfig) GetUpdateEvery() string {
+	if x != nil && x.UpdateEvery != nil {
+		return *x.UpdateEvery
+	}
+	return ""
+}
+
+func (x *BanditConfig) GetEpsilon() float64 {
+	if x != nil && x.Epsilon != nil {
+		return *x.Epsilon
+	}
+	return 0
+}
+
 // Expiration is a contract's expiration policy: exactly one of its fields,
 // as in {"keep_latest": 2}.
 type Expiration struct {
@@ -735,7 +857,7 @@ type Expiration struct {
 
 func (x *Expiration) Reset() {
 	*x = Expiration{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +869,7 @@ func (x *Expiration) String() string {
 func (*Expiration) ProtoMessage() {}
 
 func (x *Expiration) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[6]
+	mi := &file_grove_v1_model_config_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +882,7 @@ func (x *Expiration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expiration.ProtoReflect.Descriptor instead.
 func (*Expiration) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{6}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Expiration) GetPolicy() isExpiration_Policy {
@@ -819,7 +941,7 @@ type KeepTopRanked struct {
 
 func (x *KeepTopRanked) Reset() {
 	*x = KeepTopRanked{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +953,7 @@ func (x *KeepTopRanked) String() string {
 func (*KeepTopRanked) ProtoMessage() {}
 
 func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[7]
+	mi := &file_grove_v1_model_config_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +966,7 @@ func (x *KeepTopRanked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepTopRanked.ProtoReflect.Descriptor instead.
 func (*KeepTopRanked) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{7}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeepTopRanked) GetN() int32 {
@@ -890,7 +1012,7 @@ type ContractServable struct {
 
 func (x *ContractServable) Reset() {
 	*x = ContractServable{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1024,7 @@ func (x *ContractServable) String() string {
 func (*ContractServable) ProtoMessage() {}
 
 func (x *ContractServable) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[8]
+	mi := &file_grove_v1_model_config_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1037,7 @@ func (x *ContractServable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContractServable.ProtoReflect.Descriptor instead.
 func (*ContractServable) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{8}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ContractServable) GetReleaseVersion() string {
@@ -998,7 +1120,7 @@ type RollbackWhen struct {
 
 func (x *RollbackWhen) Reset() {
 	*x = RollbackWhen{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1132,7 @@ func (x *RollbackWhen) String() string {
 func (*RollbackWhen) ProtoMessage() {}
 
 func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[9]
+	mi := &file_grove_v1_model_config_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1145,7 @@ func (x *RollbackWhen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackWhen.ProtoReflect.Descriptor instead.
 func (*RollbackWhen) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{9}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RollbackWhen) GetMinRequests() int64 {
@@ -1080,7 +1202,7 @@ type ValidityRule struct {
 
 func (x *ValidityRule) Reset() {
 	*x = ValidityRule{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1214,7 @@ func (x *ValidityRule) String() string {
 func (*ValidityRule) ProtoMessage() {}
 
 func (x *ValidityRule) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[10]
+	mi := &file_grove_v1_model_config_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1227,7 @@ func (x *ValidityRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidityRule.ProtoReflect.Descriptor instead.
 func (*ValidityRule) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{10}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ValidityRule) GetRule() isValidityRule_Rule {
@@ -1253,7 +1375,7 @@ type PromoteWhen struct {
 
 func (x *PromoteWhen) Reset() {
 	*x = PromoteWhen{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1387,7 @@ func (x *PromoteWhen) String() string {
 func (*PromoteWhen) ProtoMessage() {}
 
 func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[11]
+	mi := &file_grove_v1_model_config_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1400,7 @@ func (x *PromoteWhen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteWhen.ProtoReflect.Descriptor instead.
 func (*PromoteWhen) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{11}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PromoteWhen) GetMinShadowExecutions() int64 {
@@ -1355,7 +1477,7 @@ type ValidAfterMs struct {
 
 func (x *ValidAfterMs) Reset() {
 	*x = ValidAfterMs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1489,7 @@ func (x *ValidAfterMs) String() string {
 func (*ValidAfterMs) ProtoMessage() {}
 
 func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[12]
+	mi := &file_grove_v1_model_config_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1502,7 @@ func (x *ValidAfterMs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidAfterMs.ProtoReflect.Descriptor instead.
 func (*ValidAfterMs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{12}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ValidAfterMs) GetMs() int64 {
@@ -1401,7 +1523,7 @@ type MinServedEvents struct {
 
 func (x *MinServedEvents) Reset() {
 	*x = MinServedEvents{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1535,7 @@ func (x *MinServedEvents) String() string {
 func (*MinServedEvents) ProtoMessage() {}
 
 func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[13]
+	mi := &file_grove_v1_model_config_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1548,7 @@ func (x *MinServedEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinServedEvents.ProtoReflect.Descriptor instead.
 func (*MinServedEvents) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{13}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MinServedEvents) GetCount() int64 {
@@ -1450,7 +1572,7 @@ type MinMetric struct {
 
 func (x *MinMetric) Reset() {
 	*x = MinMetric{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1584,7 @@ func (x *MinMetric) String() string {
 func (*MinMetric) ProtoMessage() {}
 
 func (x *MinMetric) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[14]
+	mi := &file_grove_v1_model_config_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1597,7 @@ func (x *MinMetric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MinMetric.ProtoReflect.Descriptor instead.
 func (*MinMetric) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{14}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MinMetric) GetMetric() string {
@@ -1507,7 +1629,7 @@ type PhaseIn struct {
 
 func (x *PhaseIn) Reset() {
 	*x = PhaseIn{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1641,7 @@ func (x *PhaseIn) String() string {
 func (*PhaseIn) ProtoMessage() {}
 
 func (x *PhaseIn) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[15]
+	mi := &file_grove_v1_model_config_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1654,7 @@ func (x *PhaseIn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseIn.ProtoReflect.Descriptor instead.
 func (*PhaseIn) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{15}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PhaseIn) GetPolicy() isPhaseIn_Policy {
@@ -1589,7 +1711,7 @@ type LinearOverSecs struct {
 
 func (x *LinearOverSecs) Reset() {
 	*x = LinearOverSecs{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[16]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1723,7 @@ func (x *LinearOverSecs) String() string {
 func (*LinearOverSecs) ProtoMessage() {}
 
 func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[16]
+	mi := &file_grove_v1_model_config_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1736,7 @@ func (x *LinearOverSecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinearOverSecs.ProtoReflect.Descriptor instead.
 func (*LinearOverSecs) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{16}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LinearOverSecs) GetSecs() int32 {
@@ -1636,7 +1758,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1770,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[17]
+	mi := &file_grove_v1_model_config_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1783,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{17}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Shadow) GetSampleRate() float64 {
@@ -1689,7 +1811,7 @@ type ServableLogging struct {
 
 func (x *ServableLogging) Reset() {
 	*x = ServableLogging{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1823,7 @@ func (x *ServableLogging) String() string {
 func (*ServableLogging) ProtoMessage() {}
 
 func (x *ServableLogging) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[18]
+	mi := &file_grove_v1_model_config_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1836,7 @@ func (x *ServableLogging) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServableLogging.ProtoReflect.Descriptor instead.
 func (*ServableLogging) Descriptor() ([]byte, []int) {
-	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{18}
+	return file_grove_v1_model_config_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServableLogging) GetLogLevel() string {
@@ -1756,7 +1878,7 @@ type VersionPolicy_Latest struct {
 
 func (x *VersionPolicy_Latest) Reset() {
 	*x = VersionPolicy_Latest{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[20]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1890,7 @@ func (x *VersionPolicy_Latest) String() string {
 func (*VersionPolicy_Latest) ProtoMessage() {}
 
 func (x *VersionPolicy_Latest) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[20]
+	mi := &file_grove_v1_model_config_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1924,7 @@ type VersionPolicy_Specific struct {
 
 func (x *VersionPolicy_Specific) Reset() {
 	*x = VersionPolicy_Specific{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[21]
+	mi := &file_grove_v1_model_config_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1936,7 @@ func (x *VersionPolicy_Specific) String() string {
 func (*VersionPolicy_Specific) ProtoMessage() {}
 
 func (x *VersionPolicy_Specific) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[21]
+	mi := &file_grove_v1_model_config_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1968,7 @@ type VersionPolicy_All struct {
 
 func (x *VersionPolicy_All) Reset() {
 	*x = VersionPolicy_All{}
-	mi := &file_grove_v1_model_config_proto_msgTypes[22]
+	mi := &file_grove_v1_model_config_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +1980,7 @@ func (x *VersionPolicy_All) String() string {
 func (*VersionPolicy_All) ProtoMessage() {}
 
 func (x *VersionPolicy_All) ProtoReflect() protoreflect.Message {
-	mi := &file_grove_v1_model_config_proto_msgTypes[22]
+	mi := &file_grove_v1_model_config_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2052,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x0fTensorSignature\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
-	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\xdd\x02\n" +
+	"\x05shape\x18\x03 \x03(\x03R\x05shape\"\x8d\x03\n" +
 	"\bContract\x12\"\n" +
 	"\forganization\x18\x01 \x01(\tR\forganization\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12'\n" +
@@ -1942,8 +2064,26 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\n" +
 	"sticky_key\x18\x06 \x01(\tR\tstickyKey\x128\n" +
 	"\tservables\x18\a \x03(\v2\x1a.grove.v1.ContractServableR\tservables\x123\n" +
-	"\boutcomes\x18\b \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomesB\t\n" +
-	"\a_router\"|\n" +
+	"\boutcomes\x18\b \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomes\x12.\n" +
+	"\x06bandit\x18\t \x01(\v2\x16.grove.v1.BanditConfigR\x06banditB\t\n" +
+	"\a_router\"\xb0\x02\n" +
+	"\fBanditConfig\x12\x16\n" +
+	"\x06reward\x18\x01 \x01(\tR\x06reward\x12\x14\n" +
+	"\x05prior\x18\x02 \x03(\x01R\x05prior\x12 \n" +
+	"\thalf_life\x18\x03 \x01(\tH\x00R\bhalfLife\x88\x01\x01\x12 \n" +
+	"\tmin_share\x18\x04 \x01(\x01H\x01R\bminShare\x88\x01\x01\x12 \n" +
+	"\tmax_share\x18\x05 \x01(\x01H\x02R\bmaxShare\x88\x01\x01\x12&\n" +
+	"\fupdate_every\x18\x06 \x01(\tH\x03R\vupdateEvery\x88\x01\x01\x12\x1d\n" +
+	"\aepsilon\x18\a \x01(\x01H\x04R\aepsilon\x88\x01\x01B\f\n" +
+	"\n" +
+	"_half_lifeB\f\n" +
+	"\n" +
+	"_min_shareB\f\n" +
+	"\n" +
+	"_max_shareB\x0f\n" +
+	"\r_update_everyB\n" +
+	"\n" +
+	"\b_epsilon\"|\n" +
 	"\n" +
 	"Expiration\x12!\n" +
 	"\vkeep_latest\x18\x01 \x01(\x05H\x00R\n" +
@@ -2037,7 +2177,7 @@ func file_grove_v1_model_config_proto_rawDescGZIP() []byte {
 	return file_grove_v1_model_config_proto_rawDescData
 }
 
-var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_grove_v1_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_grove_v1_model_config_proto_goTypes = []any{
 	(*ModelConfig)(nil),            // 0: grove.v1.ModelConfig
 	(*ModelMetadata)(nil),          // 1: grove.v1.ModelMetadata
@@ -2045,24 +2185,25 @@ var file_grove_v1_model_config_proto_goTypes = []any{
 	(*VersionPolicy)(nil),          // 3: grove.v1.VersionPolicy
 	(*TensorSignature)(nil),        // 4: grove.v1.TensorSignature
 	(*Contract)(nil),               // 5: grove.v1.Contract
-	(*Expiration)(nil),             // 6: grove.v1.Expiration
-	(*KeepTopRanked)(nil),          // 7: grove.v1.KeepTopRanked
-	(*ContractServable)(nil),       // 8: grove.v1.ContractServable
-	(*RollbackWhen)(nil),           // 9: grove.v1.RollbackWhen
-	(*ValidityRule)(nil),           // 10: grove.v1.ValidityRule
-	(*PromoteWhen)(nil),            // 11: grove.v1.PromoteWhen
-	(*ValidAfterMs)(nil),           // 12: grove.v1.ValidAfterMs
-	(*MinServedEvents)(nil),        // 13: grove.v1.MinServedEvents
-	(*MinMetric)(nil),              // 14: grove.v1.MinMetric
-	(*PhaseIn)(nil),                // 15: grove.v1.PhaseIn
-	(*LinearOverSecs)(nil),         // 16: grove.v1.LinearOverSecs
-	(*Shadow)(nil),                 // 17: grove.v1.Shadow
-	(*ServableLogging)(nil),        // 18: grove.v1.ServableLogging
-	nil,                            // 19: grove.v1.ModelMetadata.VersionChecksumsEntry
-	(*VersionPolicy_Latest)(nil),   // 20: grove.v1.VersionPolicy.Latest
-	(*VersionPolicy_Specific)(nil), // 21: grove.v1.VersionPolicy.Specific
-	(*VersionPolicy_All)(nil),      // 22: grove.v1.VersionPolicy.All
-	(*emptypb.Empty)(nil),          // 23: google.protobuf.Empty
+	(*BanditConfig)(nil),           // 6: grove.v1.BanditConfig
+	(*Expiration)(nil),             // 7: grove.v1.Expiration
+	(*KeepTopRanked)(nil),          // 8: grove.v1.KeepTopRanked
+	(*ContractServable)(nil),       // 9: grove.v1.ContractServable
+	(*RollbackWhen)(nil),           // 10: grove.v1.RollbackWhen
+	(*ValidityRule)(nil),           // 11: grove.v1.ValidityRule
+	(*PromoteWhen)(nil),            // 12: grove.v1.PromoteWhen
+	(*ValidAfterMs)(nil),           // 13: grove.v1.ValidAfterMs
+	(*MinServedEvents)(nil),        // 14: grove.v1.MinServedEvents
+	(*MinMetric)(nil),              // 15: grove.v1.MinMetric
+	(*PhaseIn)(nil),                // 16: grove.v1.PhaseIn
+	(*LinearOverSecs)(nil),         // 17: grove.v1.LinearOverSecs
+	(*Shadow)(nil),                 // 18: grove.v1.Shadow
+	(*ServableLogging)(nil),        // 19: grove.v1.ServableLogging
+	nil,                            // 20: grove.v1.ModelMetadata.VersionChecksumsEntry
+	(*VersionPolicy_Latest)(nil),   // 21: grove.v1.VersionPolicy.Latest
+	(*VersionPolicy_Specific)(nil), // 22: grove.v1.VersionPolicy.Specific
+	(*VersionPolicy_All)(nil),      // 23: grove.v1.VersionPolicy.All
+	(*emptypb.Empty)(nil),          // 24: google.protobuf.Empty
 }
 var file_grove_v1_model_config_proto_depIdxs = []int32{
 	1,  // 0: grove.v1.ModelConfig.model_metadata:type_name -> grove.v1.ModelMetadata
@@ -2070,33 +2211,34 @@ var file_grove_v1_model_config_proto_depIdxs = []int32{
 	4,  // 2: grove.v1.ModelMetadata.inputs:type_name -> grove.v1.TensorSignature
 	4,  // 3: grove.v1.ModelMetadata.outputs:type_name -> grove.v1.TensorSignature
 	3,  // 4: grove.v1.ModelMetadata.version_policy:type_name -> grove.v1.VersionPolicy
-	19, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
+	20, // 5: grove.v1.ModelMetadata.version_checksums:type_name -> grove.v1.ModelMetadata.VersionChecksumsEntry
 	2,  // 6: grove.v1.ModelMetadata.outcomes:type_name -> grove.v1.OutcomeConfig
-	20, // 7: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
-	21, // 8: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
-	22, // 9: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
-	6,  // 10: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
-	8,  // 11: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
+	21, // 7: grove.v1.VersionPolicy.latest:type_name -> grove.v1.VersionPolicy.Latest
+	22, // 8: grove.v1.VersionPolicy.specific:type_name -> grove.v1.VersionPolicy.Specific
+	23, // 9: grove.v1.VersionPolicy.all:type_name -> grove.v1.VersionPolicy.All
+	7,  // 10: grove.v1.Contract.expiration:type_name -> grove.v1.Expiration
+	9,  // 11: grove.v1.Contract.servables:type_name -> grove.v1.ContractServable
 	2,  // 12: grove.v1.Contract.outcomes:type_name -> grove.v1.OutcomeConfig
-	7,  // 13: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
-	10, // 14: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
-	15, // 15: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
-	17, // 16: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
-	18, // 17: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
-	9,  // 18: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
-	23, // 19: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
-	23, // 20: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
-	12, // 21: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
-	13, // 22: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
-	14, // 23: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
-	11, // 24: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
-	23, // 25: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
-	16, // 26: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	6,  // 13: grove.v1.Contract.bandit:type_name -> grove.v1.BanditConfig
+	8,  // 14: grove.v1.Expiration.keep_top_ranked:type_name -> grove.v1.KeepTopRanked
+	11, // 15: grove.v1.ContractServable.validity:type_name -> grove.v1.ValidityRule
+	16, // 16: grove.v1.ContractServable.phase_in:type_name -> grove.v1.PhaseIn
+	18, // 17: grove.v1.ContractServable.shadow:type_name -> grove.v1.Shadow
+	19, // 18: grove.v1.ContractServable.logging:type_name -> grove.v1.ServableLogging
+	10, // 19: grove.v1.ContractServable.rollback_when:type_name -> grove.v1.RollbackWhen
+	24, // 20: grove.v1.ValidityRule.immediately_valid:type_name -> google.protobuf.Empty
+	24, // 21: grove.v1.ValidityRule.never_valid:type_name -> google.protobuf.Empty
+	13, // 22: grove.v1.ValidityRule.valid_after_ms:type_name -> grove.v1.ValidAfterMs
+	14, // 23: grove.v1.ValidityRule.min_served_events:type_name -> grove.v1.MinServedEvents
+	15, // 24: grove.v1.ValidityRule.min_metric:type_name -> grove.v1.MinMetric
+	12, // 25: grove.v1.ValidityRule.promote_when:type_name -> grove.v1.PromoteWhen
+	24, // 26: grove.v1.PhaseIn.immediate:type_name -> google.protobuf.Empty
+	17, // 27: grove.v1.PhaseIn.linear_over_secs:type_name -> grove.v1.LinearOverSecs
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_model_config_proto_init() }
@@ -2112,12 +2254,13 @@ func file_grove_v1_model_config_proto_init() {
 		(*VersionPolicy_All_)(nil),
 	}
 	file_grove_v1_model_config_proto_msgTypes[5].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[6].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[6].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[7].OneofWrappers = []any{
 		(*Expiration_KeepLatest)(nil),
 		(*Expiration_KeepTopRanked)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[9].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[10].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{
 		(*ValidityRule_ImmediatelyValid)(nil),
 		(*ValidityRule_NeverValid)(nil),
 		(*ValidityRule_ValidAfterMs)(nil),
@@ -2125,20 +2268,20 @@ func file_grove_v1_model_config_proto_init() {
 		(*ValidityRule_MinMetric)(nil),
 		(*ValidityRule_PromoteWhen)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[11].OneofWrappers = []any{}
-	file_grove_v1_model_config_proto_msgTypes[15].OneofWrappers = []any{
+	file_grove_v1_model_config_proto_msgTypes[12].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[16].OneofWrappers = []any{
 		(*PhaseIn_Immediate)(nil),
 		(*PhaseIn_LinearOverSecs)(nil),
 	}
-	file_grove_v1_model_config_proto_msgTypes[17].OneofWrappers = []any{}
 	file_grove_v1_model_config_proto_msgTypes[18].OneofWrappers = []any{}
+	file_grove_v1_model_config_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grove_v1_model_config_proto_rawDesc), len(file_grove_v1_model_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

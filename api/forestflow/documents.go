@@ -131,7 +131,7 @@ func contractSettingsFields() []jsondoc.Field[modelconfig.ContractSettings] {
 	// Reuse the contract's decoders through a Contract holding the settings.
 	via := func(f jsondoc.Field[modelconfig.Contract]) jsondoc.Field[modelconfig.ContractSettings] {
 		return jsondoc.Field[modelconfig.ContractSettings]{Name: f.Name, Decode: func(d *jsondoc.Decoder, path string, cs *modelconfig.ContractSettings) error {
-			c := modelconfig.Contract{Router: cs.Router, Expiration: cs.Expiration, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes}
+			c := modelconfig.Contract{Router: cs.Router, Expiration: cs.Expiration, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes, Bandit: cs.Bandit}
 			err := f.Decode(d, path, &c)
 			*cs = c.Settings()
 			return err
@@ -192,6 +192,8 @@ func contractSettingsFields() []jsondoc.Field[modelconfig.ContractSettings] {
 	}
 	return append(fields, jsondoc.Field[modelconfig.ContractSettings]{Name: "outcomes", Decode: func(d *jsondoc.Decoder, path string, cs *modelconfig.ContractSettings) error {
 		return modelconfig.DecodeOutcomes(d, path, &cs.Outcomes)
+	}}, jsondoc.Field[modelconfig.ContractSettings]{Name: "bandit", Decode: func(d *jsondoc.Decoder, path string, cs *modelconfig.ContractSettings) error {
+		return modelconfig.DecodeBandit(d, path, &cs.Bandit)
 	}})
 }
 

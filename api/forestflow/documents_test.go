@@ -879,7 +879,7 @@ func TestValidationRejectsWhatTheDocumentsLeaveToIt(t *testing.T) {
 				return err
 			}
 			return c.UpdateContract("ads/pctr/1", cs)
-		}, `contracts[0].router: contract ads/pctr/1: router "RandomRouter" is not fair or latest`},
+		}, `contracts[0].router: contract ads/pctr/1: router "RandomRouter" is not fair, latest, thompson or epsilon_greedy`},
 		{"unknown ForestFlow-named rule", func(c *modelconfig.Config) error {
 			p, err := ParsePolicy([]byte(`{"validityPolicy": [{"AlwaysValid": {}}]}`))
 			if err != nil {

@@ -18,6 +18,7 @@ var (
 
 // The messages of Grove's schemas.
 type (
+	BanditConfig                  = grovepb.BanditConfig
 	Contract                      = grovepb.Contract
 	ContractServable              = grovepb.ContractServable
 	Error                         = grovepb.Error

@@ -24,11 +24,13 @@ type ContractSettings struct {
 	StickyKey string
 	// Outcomes is what the contract learns from outcomes; nil for nothing.
 	Outcomes *Outcomes
+	// Bandit is the settings of a bandit router; nil for none.
+	Bandit *Bandit
 }
 
 // Settings returns the contract's settings.
 func (c Contract) Settings() ContractSettings {
-	return ContractSettings{Router: c.Router, Expiration: c.Expiration, StickyKey: c.StickyKey, Outcomes: c.Outcomes}
+	return ContractSettings{Router: c.Router, Expiration: c.Expiration, StickyKey: c.StickyKey, Outcomes: c.Outcomes, Bandit: c.Bandit}
 }
 
 // MarshalJSON writes the settings in the config file's shape.
@@ -113,7 +115,7 @@ func (c *Config) CreateContract(org, project string, n int, cs ContractSettings)
 	if _, err := c.contract(k.ID()); err == nil {
 		return fmt.Errorf("%w: %s; use PUT /%s to update it", ErrContractExists, k.ID(), k.ID())
 	}
-	k.Router, k.Expiration, k.StickyKey, k.Outcomes = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes
+	k.Router, k.Expiration, k.StickyKey, k.Outcomes, k.Bandit = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes, cs.Bandit
 	c.Contracts = append(c.Contracts, k)
 	return nil
 }
@@ -124,7 +126,7 @@ func (c *Config) UpdateContract(id string, cs ContractSettings) error {
 	if err != nil {
 		return err
 	}
-	k.Router, k.Expiration, k.StickyKey, k.Outcomes = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes
+	k.Router, k.Expiration, k.StickyKey, k.Outcomes, k.Bandit = cs.Router, cs.Expiration, cs.StickyKey, cs.Outcomes, cs.Bandit
 	return nil
 }
 

@@ -420,7 +420,7 @@ func TestValidateRejectsInvalidEdits(t *testing.T) {
 		}, `contracts[1].expiration.keep_latest: contract ads/pcvr/1: keep_latest must keep at least 1 servable, got 0`},
 		{"unknown router", func(c *Config) error {
 			return c.UpdateContract("ads/pctr/1", ContractSettings{Router: "RandomRouter"})
-		}, `contracts[0].router: contract ads/pctr/1: router "RandomRouter" is not fair or latest`},
+		}, `contracts[0].router: contract ads/pctr/1: router "RandomRouter" is not fair, latest, thompson or epsilon_greedy`},
 		{"unknown expiration policy", func(c *Config) error {
 			return c.CreateContract("ads", "new", 1, ContractSettings{Router: RouterFair, Expiration: Expiration{Kind: "KeepOldest"}})
 		}, `contracts[2].expiration: contract ads/new/1: unknown expiration policy "KeepOldest"`},

@@ -297,6 +297,9 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 		if out.Outcomes, err = outcomesFromProto(k.GetOutcomes(), at+".outcomes"); err != nil {
 			return nil, err
 		}
+		if out.Bandit, err = banditFromProto(k.GetBandit(), at+".bandit"); err != nil {
+			return nil, err
+		}
 		for j, s := range k.GetServables() {
 			out.Servables = append(out.Servables, servableFromProto(s, fmt.Sprintf("%s.servables[%d]", at, j), unknown))
 		}
@@ -571,6 +574,8 @@ type Contract struct {
 	// Outcomes is outcomes: what the contract's predictions learn from
 	// the outcomes reported after them; nil for nothing.
 	Outcomes *Outcomes
+	// Bandit is bandit, the settings of a bandit router; nil for none.
+	Bandit *Bandit
 	// Servables are the contract's releases, in file order.
 	Servables []ContractServable
 }
@@ -895,7 +900,7 @@ const (
 
 // Known values, for validation and error messages.
 var (
-	routerNames     = []string{string(RouterFair), string(RouterLatest)}
+	routerNames     = []string{string(RouterFair), string(RouterLatest), string(RouterThompson), string(RouterEpsilonGreedy)}
 	ruleNames       = []string{string(RuleImmediatelyValid), string(RuleNeverValid), string(RuleValidAfterMs), string(RuleMinServedEvents), string(RuleMinMetric), string(RulePromoteWhen)}
 	phaseInNames    = []string{string(PhaseInImmediate), string(PhaseInLinear)}
 	expirationNames = []string{string(ExpireKeepLatest), string(ExpireKeepTopRanked)}
@@ -963,6 +968,16 @@ func (c *Config) validateContracts() error {
 		if o := k.Outcomes; o != nil {
 			if err := o.validate(); err != nil {
 				return bad(".outcomes"+err.Field, "%s", err.Msg)
+			}
+		}
+		if err := checkBandit(k.Router, k.Bandit, k.Outcomes); err != nil {
+			return bad(err.Field, "%s", err.Msg)
+		}
+		if k.Router.IsBandit() {
+			for j, sv := range k.Servables {
+				if sv.PhaseIn.Kind == PhaseInLinear {
+					return bad(fmt.Sprintf(".servables[%d].phase_in", j), "release %s: router %q decides the traffic by the outcomes; leave phase_in immediate", sv.ReleaseVersion, k.Router)
+				}
 			}
 		}
 		releases := make(map[string]int, len(k.Servables))
@@ -1171,6 +1186,7 @@ type (
 		Expiration map[string]any `json:"expiration,omitempty"`
 		StickyKey  string         `json:"sticky_key,omitempty"`
 		Outcomes   *outcomesJSON  `json:"outcomes,omitempty"`
+		Bandit     *banditJSON    `json:"bandit,omitempty"`
 	}
 	servableJSON struct {
 		Release string `json:"release_version"`
@@ -1197,7 +1213,7 @@ type (
 
 // canonical returns the settings' canonical JSON shape.
 func (cs ContractSettings) canonical() settingsJSON {
-	out := settingsJSON{Router: cs.Router, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes.canonical()}
+	out := settingsJSON{Router: cs.Router, StickyKey: cs.StickyKey, Outcomes: cs.Outcomes.canonical(), Bandit: cs.Bandit.canonical(cs.Router)}
 	if out.Router == "" {
 		out.Router = RouterFair
 	}
