@@ -157,6 +157,21 @@
 // To keep keep_top_ranked from expiring a new release before it has the
 // metric, give it a min_metric rule: it is only ranked once it is valid.
 //
+// # Routers that follow the outcome
+//
+// The thompson and epsilon_greedy routers (modelconfig.RouterThompson,
+// modelconfig.RouterEpsilonGreedy) split the traffic by reward rather than by
+// phase-in. The caller keeps a BanditState per contract and, every
+// update_every (and when the eligible releases change), passes it the
+// evaluator's cumulative counts of each release's served predictions and
+// Plan.Eligible; BanditState.Update decays and folds the counts and
+// returns the shares and each release's posterior. Between updates the
+// caller evaluates the contract as for any router and applies the last
+// shares with Plan.FollowShares, so the gates stay in charge: a release
+// they stop loses its traffic at once, whatever the last update chose.
+// Evaluate itself splits a bandit contract's traffic as the fair router
+// does.
+//
 // # Splitting traffic exactly
 //
 // Plan.Pick maps a number u in [0, 1) onto the shares' cumulative fractions
