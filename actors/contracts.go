@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,8 @@ type contractState struct {
 	// releases holds each release's user-request counters; the map is
 	// fixed when the state is made.
 	releases map[string]*releaseCounters
+	// bandit is the state of a bandit router (nil for other routers).
+	bandit *banditRouter
 }
 
 // releaseCounters count one release's user requests through its contract.
@@ -84,10 +87,16 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 					st.releases[rv] = rc
 				}
 			}
+			if c.Router.IsBandit() && prev.cfg.Router == c.Router && reflect.DeepEqual(prev.cfg.Bandit, c.Bandit) {
+				st.bandit = prev.bandit
+			}
 			maps.Copy(st.validSince, prev.validSince)
 			maps.Copy(st.failures, prev.failures)
 			maps.Copy(st.cleared, prev.cleared)
 			st.seq = prev.seq
+		}
+		if c.Router.IsBandit() && c.Bandit != nil && st.bandit == nil {
+			st.bandit = newBanditRouter(c.ID())
 		}
 		next[c.ID()] = st
 	}
@@ -126,6 +135,14 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		state[sv.ReleaseVersion] = ss
 	}
 	p := routing.Evaluate(st.cfg, state, now)
+	if b := st.bandit; b != nil {
+		if b.update(st.cfg, r.outcomes, &p, now) {
+			for _, sv := range st.cfg.Servables {
+				r.metrics.routerShare.WithLabelValues(id, sv.ReleaseVersion).Set(b.shares[sv.ReleaseVersion])
+			}
+		}
+		p.FollowShares(b.shares)
+	}
 	r.decide(st, p, routes)
 	for rv, t := range p.ValidSince {
 		if t.IsZero() {
@@ -319,6 +336,9 @@ type ServableStats struct {
 	// compared with the champion's (paired for a shadow, by Welch for a
 	// served release, none for the champion); absent without figures.
 	Outcomes *quality.OutcomeStats `json:"outcomes,omitempty"`
+	// Bandit is what the contract's bandit router believes of the release
+	// and the share it chose at its last update; absent for other routers.
+	Bandit *BanditStats `json:"bandit,omitempty"`
 }
 
 // LatencyStats are latency quantiles over a recent window.
@@ -380,6 +400,9 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 			if r.outcomes != nil {
 				_, st.Outcomes = r.outcomes.Outcomes(id, sv.Release, judgedInShadow(cfg, sv.ValidSince), champ)
 			}
+		}
+		if b := cs.bandit; b != nil {
+			st.Bandit = b.stats(sv.Release)
 		}
 		if rc := cs.releases[sv.Release]; rc != nil {
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)

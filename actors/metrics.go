@@ -20,6 +20,7 @@ type Metrics struct {
 	expired       *prometheus.CounterVec
 	restores      *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
+	routerShare   *prometheus.GaugeVec
 	forwarded     *prometheus.CounterVec
 	forwardTime   *prometheus.HistogramVec
 	batched       prometheus.Counter
@@ -71,6 +72,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_release_decisions_total",
 			Help: "Decisions of the release gates taken by this replica, by contract, release and decision (promoted: promote_when held; rolled_back: rollback_when failed the release while it phased in).",
 		}, []string{"contract", "release", "decision"}),
+		routerShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "grove_router_share",
+			Help: "The share of a contract's user traffic its bandit router (thompson, epsilon_greedy) chose for each release at its last update, by contract and release (0: not eligible, or no share).",
+		}, []string{"contract", "release"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_cluster_forwarded_total",
 			Help: "Requests (user and shadow) this cluster node forwarded to another node that has the model ready, by model path and result (the outcomes of grove_model_requests_total). A forwarded request counts in the per-model metrics (grove_model_*) of the node that ran it only.",
@@ -93,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

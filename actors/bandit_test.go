@@ -1,0 +1,118 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing"
+)
+
+// banditConfig is a contract of three valid releases behind router, which
+// learns clicks; v2's validity is given.
+func banditConfig(router, v2Validity string) string {
+	bandit := `{"reward": "click", "update_every": "10s"}`
+	return fmt.Sprintf(`{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}, {"model_path": "c/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": %q, "bandit": %s,
+   "outcomes": {"label": "click", "window": "30m"},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "validity": [%s]},
+     {"release_version": "v3", "model_path": "c/", "logging": {"log_level": "FULL"}}]}]}`, router, bandit, v2Validity)
+}
+
+// servedClicks is an OutcomeSource of each release's served clicks, which
+// the test changes.
+type servedClicks struct {
+	mu     sync.Mutex
+	counts map[string][2]uint64 // release → scored, clicked
+}
+
+func (s *servedClicks) Outcomes(contract, release string, shadow bool, _ string) (*routing.OutcomeStats, *quality.OutcomeStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.counts[release]
+	if !ok || shadow {
+		return nil, nil
+	}
+	return nil, &quality.OutcomeStats{SinceValid: quality.OutcomeFigures{Count: c[0], BinaryFigures: &quality.BinaryFigures{Positives: c[1]}}}
+}
+
+func (s *servedClicks) set(release string, scored, clicked uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[release] = [2]uint64{scored, clicked}
+}
+
+// TestThompsonRouterFollowsTheClicksAndTheGatesStayInCharge: with no
+// outcomes the three releases split the traffic evenly; once v2's click
+// rate is clearly the best, the next update gives it the most (all but
+// the others' min_share) and the stats and grove_router_share say so,
+// with each release's posterior; made invalid, v2 drops to nothing at once
+// and the others take its share in proportion.
+func TestThompsonRouterFollowsTheClicksAndTheGatesStayInCharge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &servedClicks{counts: map[string][2]uint64{}}
+		w := newWorld(t, banditConfig("thompson", `{"immediately_valid": {}}`), map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		shares := func() map[string]float64 {
+			stats, err := w.sys.ContractStats("ads/pctr/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]float64{}
+			for _, s := range stats {
+				out[s.Release] = s.TrafficShare
+			}
+			return out
+		}
+		// Thompson's probabilities are estimated from 4,000 draws: within
+		// 0.03 of a third.
+		for rv, s := range shares() {
+			if math.Abs(s-1.0/3) > 0.03 {
+				t.Fatalf("%s: share %v with no outcomes, want about a third", rv, s)
+			}
+		}
+
+		src.set("v1", 100_000, 2_000)
+		src.set("v2", 100_000, 2_600)
+		src.set("v3", 100_000, 1_800)
+		time.Sleep(11 * time.Second) // past update_every
+		synctest.Wait()
+		got := shares()
+		if math.Abs(got["v2"]-0.9) > 1e-9 || math.Abs(got["v1"]-0.05) > 1e-9 || math.Abs(got["v3"]-0.05) > 1e-9 {
+			t.Fatalf("shares %v, want v2 0.9 and the others their min_share 0.05", got)
+		}
+		stats, _ := w.sys.ContractStats("ads/pctr/1")
+		b := stats[1].Bandit
+		if b == nil || b.Mean == nil || math.Abs(*b.Mean-2601.0/100_002) > 1e-9 || b.CI95 == nil || b.CI95[0] >= *b.Mean || b.CI95[1] <= *b.Mean ||
+			b.N != 100_000 || math.Abs(b.ChosenShare-0.9) > 1e-9 {
+			t.Errorf("v2's bandit stats %+v, want its Beta(2601, 97401) posterior and share 0.9", b)
+		}
+		if m := w.metric("grove_router_share", map[string]string{"contract": "ads/pctr/1", "release": "v2"}); math.Abs(m-0.9) > 1e-9 {
+			t.Errorf("grove_router_share of v2 = %v, want 0.9", m)
+		}
+
+		// The gates stay in charge: v2 made invalid drops out at once (the
+		// bandit updates when the releases it may share change), and v1,
+		// now the best, gets all but v3's min_share.
+		w.setConfig(banditConfig("thompson", `{"never_valid": {}}`))
+		got = shares()
+		if got["v2"] != 0 || math.Abs(got["v1"]-0.95) > 1e-9 || math.Abs(got["v3"]-0.05) > 1e-9 {
+			t.Errorf("shares %v after v2 became invalid, want v2 0, v1 0.95 and v3 0.05", got)
+		}
+		for _, s := range stats {
+			if s.Bandit != nil && strings.Contains(s.Reason, "bandit") && s.TrafficShare > 0 {
+				t.Errorf("%s gets traffic and says %q", s.Release, s.Reason)
+			}
+		}
+	})
+}
