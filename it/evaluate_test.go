@@ -96,7 +96,7 @@ type clickOutcome struct {
 // topic's totals then equal an offline computation over the prediction
 // log and the outcomes sent (counts exactly, log loss to 1e-6, AUC to
 // 0.001); grove serve, reading them back, promotes the better challenger
-// by its outcome gate and never the miscalibrated one. Budget: 25 s.
+// by its outcome gate and never the miscalibrated one. Budget: 20 s.
 func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, logTopic, outcomeTopic), kfake.AllowAutoTopicCreation(),

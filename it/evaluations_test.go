@@ -216,7 +216,7 @@ func sameFigures(got, want quality.OutcomeFigures) string {
 // bounds the better, calibrated challenger v2, while v3, 1.5× too high,
 // stays a shadow with its calibration as the reason.
 //
-// Budget: 10 s.
+// Budget: 5 s.
 func TestOutcomeGatePromotesTheCalibratedShadowFromTheEvaluationsTopic(t *testing.T) {
 	t.Parallel()
 	writes, want := adEvaluations(t, "ads/pctr/1", 1, 6000, time.Now().Add(-2*time.Hour))
