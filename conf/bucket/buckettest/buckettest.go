@@ -295,8 +295,11 @@ func CheckLines(t *testing.T, data []byte, whos []string, goroutines, updates in
 
 // RunAppenders has goroutines goroutines append updates unique lines each
 // to the object name through w with bucket.Update, as CheckLines expects
-// them for who. It returns how many attempts were retries after a
-// conflict: Update calls its change once per attempt.
+// them for who. An update that gives up on a contended object
+// (bucket.ErrConflict after UpdateTries attempts, which a loaded machine
+// can cause with a few replicas) is made again, as a replica would, up to
+// 5 times. It returns how many attempts were retries after a conflict:
+// Update calls its change once per attempt.
 func RunAppenders(ctx context.Context, w bucket.Writer, name, who string, goroutines, updates int) (retries int64, err error) {
 	var calls atomic.Int64
 	var wg sync.WaitGroup
@@ -305,10 +308,16 @@ func RunAppenders(ctx context.Context, w bucket.Writer, name, who string, gorout
 		wg.Go(func() {
 			for u := range updates {
 				line := fmt.Sprintf("%s-%d-%d\n", who, g, u)
-				err := bucket.Update(ctx, w, name, func(current []byte, _ bool) ([]byte, error) {
-					calls.Add(1)
-					return append(append([]byte(nil), current...), line...), nil
-				})
+				var err error
+				for range 6 {
+					err = bucket.Update(ctx, w, name, func(current []byte, _ bool) ([]byte, error) {
+						calls.Add(1)
+						return append(append([]byte(nil), current...), line...), nil
+					})
+					if !errors.Is(err, bucket.ErrConflict) {
+						break
+					}
+				}
 				if err != nil {
 					errs[g] = err
 					return
