@@ -39,8 +39,12 @@ func newBanditRouter(id string) *banditRouter {
 // banditSettings are the routing settings of contract c's bandit object.
 func banditSettings(c modelconfig.Contract) routing.BanditSettings {
 	b := c.Bandit
-	return routing.BanditSettings{Numeric: c.Outcomes != nil && c.Outcomes.Kind == modelconfig.OutcomeNumeric,
-		Prior: b.Prior, HalfLife: b.HalfLife, MinShare: b.MinShare, MaxShare: b.MaxShare, Epsilon: b.Epsilon}
+	numeric := c.Outcomes != nil && c.Outcomes.Kind == modelconfig.OutcomeNumeric
+	set := routing.BanditSettings{Numeric: numeric, Prior: b.Prior, HalfLife: b.HalfLife, MinShare: b.MinShare, MaxShare: b.MaxShare, Epsilon: b.Epsilon}
+	if !b.PriorGiven() {
+		set.Prior = routing.DefaultBanditSettings(numeric).Prior
+	}
+	return set
 }
 
 // update reads each release's served outcomes from src (nil: none) and
@@ -60,11 +64,14 @@ func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *rout
 				continue
 			}
 			f := st.SinceValid
-			var pos uint64
+			c := routing.Cumulative{Count: f.Count}
 			if f.BinaryFigures != nil {
-				pos = f.Positives
+				c.Positives = f.Positives
 			}
-			cum[sv.ReleaseVersion] = routing.Cumulative{Count: f.Count, Positives: pos}
+			if f.NumericFigures != nil {
+				c.Sum, c.SumSq = f.LabelSum, f.LabelSumSq
+			}
+			cum[sv.ReleaseVersion] = c
 		}
 	}
 	b.shares, b.post = b.state.Update(now, c.Router, banditSettings(c), cum, eligible, b.rng)

@@ -116,3 +116,49 @@ func TestThompsonRouterFollowsTheClicksAndTheGatesStayInCharge(t *testing.T) {
 		}
 	})
 }
+
+// servedValues is an OutcomeSource of each release's served numeric
+// outcomes: count, sum and sum of squares of the values.
+type servedValues map[string][3]float64
+
+func (s servedValues) Outcomes(contract, release string, shadow bool, _ string) (*routing.OutcomeStats, *quality.OutcomeStats) {
+	v, ok := s[release]
+	if !ok || shadow {
+		return nil, nil
+	}
+	return nil, &quality.OutcomeStats{SinceValid: quality.OutcomeFigures{Count: uint64(v[0]),
+		NumericFigures: &quality.NumericFigures{LabelSum: v[1], LabelSumSq: v[2]}}}
+}
+
+// TestEpsilonGreedyRouterFollowsTheMeanValue: with a numeric reward (a
+// purchase's value), epsilon_greedy gives 1 − ε + ε/3 to the release of
+// the highest mean value and ε/3 to each other, and the stats show each
+// release's mean.
+func TestEpsilonGreedyRouterFollowsTheMeanValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := strings.NewReplacer(`"router": "thompson"`, `"router": "epsilon_greedy"`, `"window": "30m"}`, `"window": "30m", "kind": "numeric"}`,
+			`"reward": "click", "update_every": "10s"`, `"reward": "click", "epsilon": 0.3, "update_every": "10s"`).Replace(banditConfig("thompson", `{"immediately_valid": {}}`))
+		// v3's values average 12.5, v1's 10 and v2's 8 (1,000 each, spread 2).
+		src := servedValues{"v1": {1000, 10_000, 104_000}, "v2": {1000, 8_000, 68_000}, "v3": {1000, 12_500, 160_250}}
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		stats, err := w.sys.ContractStats("ads/pctr/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]float64{"v1": 0.1, "v2": 0.1, "v3": 0.8}
+		for _, s := range stats {
+			if math.Abs(s.TrafficShare-want[s.Release]) > 1e-9 {
+				t.Errorf("%s: share %v, want %v", s.Release, s.TrafficShare, want[s.Release])
+			}
+		}
+		// The prior mean 0 weighs one observation against the (decayed)
+		// count of values.
+		if b := stats[2].Bandit; b == nil || b.Mean == nil || b.N < 999 || math.Abs(*b.Mean-12.5*b.N/(b.N+1)) > 1e-9 {
+			t.Errorf("v3's bandit stats %+v, want its mean value, 12.5 against the prior's 0", b)
+		}
+	})
+}

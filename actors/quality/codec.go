@@ -20,8 +20,9 @@ import (
 // add up, finite sums), so that a corrupt record is an error, not wrong
 // figures.
 
-// codecVersion is the version of the binary form.
-const codecVersion = 1
+// codecVersion is the version of the binary form (2: a Numeric holds the
+// sums of its labels).
+const codecVersion = 2
 
 // Kinds of state.
 const (
@@ -223,14 +224,18 @@ func (n *Numeric) appendBody(out []byte) []byte {
 	// finite number of their sign, which reads back as as good as infinite.
 	out = appendF(out, finite(n.sumErr))
 	out = appendF(out, finite(n.sumAbs))
-	return appendF(out, finite(n.sumSqrd))
+	out = appendF(out, finite(n.sumSqrd))
+	out = appendF(out, finite(n.sumLabel))
+	return appendF(out, finite(n.sumLabelSq))
 }
 
 // readBody reads n's fields from d.
 func (n *Numeric) readBody(d *decoder) {
 	n.count, n.invalid = d.U(), d.U()
 	n.sumErr, n.sumAbs, n.sumSqrd = d.f(), d.f(), d.f()
-	if n.sumAbs < 0 || n.sumSqrd < 0 || (n.count == 0 && (n.sumErr != 0 || n.sumAbs != 0 || n.sumSqrd != 0)) {
+	n.sumLabel, n.sumLabelSq = d.f(), d.f()
+	if n.sumAbs < 0 || n.sumSqrd < 0 || n.sumLabelSq < 0 ||
+		(n.count == 0 && (n.sumErr != 0 || n.sumAbs != 0 || n.sumSqrd != 0 || n.sumLabel != 0 || n.sumLabelSq != 0)) {
 		d.Fail("sums out of range")
 	}
 }

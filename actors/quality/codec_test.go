@@ -108,7 +108,7 @@ func TestDecodingRefusesCorruptStates(t *testing.T) {
 	good, _ := b.MarshalBinary()
 	for name, data := range map[string][]byte{
 		"empty":          nil,
-		"other version":  append([]byte{2}, good[1:]...),
+		"other version":  append([]byte{codecVersion + 1}, good[1:]...),
 		"other kind":     append([]byte{codecVersion, kindNumeric}, good[2:]...),
 		"truncated":      good[:len(good)-1],
 		"trailing bytes": append(bytes.Clone(good), 0),

@@ -333,6 +333,9 @@ type Numeric struct {
 	// left out.
 	invalid                 uint64
 	sumErr, sumAbs, sumSqrd float64
+	// sumLabel and sumLabelSq add up the labels and their squares: the
+	// mean outcome and its spread, a bandit router's reward.
+	sumLabel, sumLabelSq float64
 }
 
 // Add counts prediction p of value label; a pair with a NaN or infinite
@@ -347,6 +350,8 @@ func (n *Numeric) Add(p, label float64) {
 	n.sumErr += e
 	n.sumAbs += math.Abs(e)
 	n.sumSqrd += e * e
+	n.sumLabel += label
+	n.sumLabelSq += label * label
 }
 
 // Merge adds o into n.
@@ -356,7 +361,17 @@ func (n *Numeric) Merge(o *Numeric) {
 	n.sumErr += o.sumErr
 	n.sumAbs += o.sumAbs
 	n.sumSqrd += o.sumSqrd
+	n.sumLabel += o.sumLabel
+	n.sumLabelSq += o.sumLabelSq
 }
+
+// LabelSums are the sum of the labels counted and the sum of their
+// squares.
+func (n *Numeric) LabelSums() (sum, sumSq float64) { return n.sumLabel, n.sumLabelSq }
+
+// MeanLabel is the mean of the labels (the mean outcome); NaN when none
+// was counted.
+func (n *Numeric) MeanLabel() float64 { return ratio(n.sumLabel, n.count) }
 
 // Count is the number of pairs counted.
 func (n *Numeric) Count() uint64 { return n.count }

@@ -79,6 +79,11 @@ type NumericFigures struct {
 	MAE  *float64 `json:"mae"`
 	RMSE *float64 `json:"rmse"`
 	Bias *float64 `json:"bias"`
+	// MeanOutcome is the mean of the outcomes' values (the labels).
+	MeanOutcome *float64 `json:"mean_outcome"`
+	// LabelSum and LabelSumSq are the sums of the values and of their
+	// squares, for a bandit router's reward; not in the JSON.
+	LabelSum, LabelSumSq float64 `json:"-"`
 }
 
 // VsChampion is a Delta at 95 % for the stats: n, logloss_delta with its
@@ -117,7 +122,8 @@ func (b *Binary) Figures() OutcomeFigures {
 // Figures describes n for the stats.
 func (n *Numeric) Figures() OutcomeFigures {
 	return OutcomeFigures{Count: n.count, NumericFigures: &NumericFigures{
-		MAE: number(n.MAE()), RMSE: number(n.RMSE()), Bias: number(n.Bias())}}
+		MAE: number(n.MAE()), RMSE: number(n.RMSE()), Bias: number(n.Bias()), MeanOutcome: number(n.MeanLabel()),
+		LabelSum: n.sumLabel, LabelSumSq: n.sumLabelSq}}
 }
 
 // Figures describes p for the stats: the challenger's figures over the

@@ -52,7 +52,7 @@ func TestOutcomeStatsJSONOfNumericAndAComparison(t *testing.T) {
 	n.Add(3, 1)
 	n.Add(1, 2)
 	data, _ := json.Marshal(n.Figures())
-	if got, want := string(data), `{"count":2,"mae":1.5,"rmse":1.5811388300841898,"bias":0.5}`; got != want {
+	if got, want := string(data), `{"count":2,"mae":1.5,"rmse":1.5811388300841898,"bias":0.5,"mean_outcome":1.5}`; got != want {
 		t.Errorf("numeric %s, want %s", got, want)
 	}
 	var p Paired

@@ -25,8 +25,9 @@ import (
 type Bandit struct {
 	// Reward is reward, the outcomes label each release is rewarded by.
 	Reward string
-	// Prior is prior: Beta(α, β) of a binary reward; for a numeric
-	// reward, the prior mean and its weight in observations. Both above 0.
+	// Prior is prior: Beta(α, β) of a binary reward, both above 0, [1, 1]
+	// when absent; for a numeric reward, the prior mean and its weight in
+	// observations (above 0), [0, 1] when absent (PriorGiven).
 	Prior [2]float64
 	// HalfLife is half_life: a reward counts half after it; above 0.
 	HalfLife time.Duration
@@ -63,6 +64,11 @@ const (
 	// with the best mean reward, and spreads epsilon over all of them.
 	RouterEpsilonGreedy Router = "epsilon_greedy"
 )
+
+// PriorGiven reports whether the object gave its prior; without one, a
+// numeric reward's prior is [0, 1] (mean 0, weighing one observation)
+// rather than Prior's [1, 1].
+func (b *Bandit) PriorGiven() bool { return b.given.prior }
 
 // IsBandit reports whether r is a bandit router, which needs a bandit
 // object.
@@ -120,14 +126,14 @@ func checkBandit(r Router, b *Bandit, o *Outcomes) *gateError {
 		return &gateError{".bandit", fmt.Sprintf(`router %q needs a bandit object, such as {"reward": "click"}`, r)}
 	case o == nil:
 		return &gateError{".bandit.reward", fmt.Sprintf(`router %q follows the outcomes: the contract needs an outcomes object (docs/outcomes.md)`, r)}
-	case o.Kind != OutcomeBinary:
-		return &gateError{".bandit.reward", fmt.Sprintf(`router %q needs binary outcomes: a numeric reward is not supported yet`, r)}
 	case b.Reward == "":
 		return &gateError{".bandit.reward", fmt.Sprintf("bandit needs the reward, the contract's outcomes label %q", o.Label)}
 	case b.Reward != o.Label:
 		return &gateError{".bandit.reward", fmt.Sprintf("reward %q is not the contract's outcomes label %q, the only label the evaluator scores for it", b.Reward, o.Label)}
-	case !(b.Prior[0] > 0) || !(b.Prior[1] > 0) || math.IsInf(b.Prior[0], 0) || math.IsInf(b.Prior[1], 0):
-		return &gateError{".bandit.prior", fmt.Sprintf("prior %v needs two finite numbers above 0", b.Prior)}
+	case o.Kind == OutcomeBinary && (!(b.Prior[0] > 0) || !(b.Prior[1] > 0) || math.IsInf(b.Prior[0], 0) || math.IsInf(b.Prior[1], 0)):
+		return &gateError{".bandit.prior", fmt.Sprintf("prior %v needs two finite numbers above 0 (Beta(alpha, beta) of a binary reward)", b.Prior)}
+	case o.Kind == OutcomeNumeric && (math.IsNaN(b.Prior[0]) || math.IsInf(b.Prior[0], 0) || !(b.Prior[1] > 0) || math.IsInf(b.Prior[1], 0)):
+		return &gateError{".bandit.prior", fmt.Sprintf("prior %v needs a finite mean and a finite weight above 0 ([mean, weight] of a numeric reward)", b.Prior)}
 	case b.HalfLife <= 0:
 		return &gateError{".bandit.half_life", fmt.Sprintf("half_life %v must be more than 0", b.HalfLife)}
 	case b.UpdateEvery < MinBanditUpdate:
@@ -176,7 +182,10 @@ func (b *Bandit) canonical(r Router) *banditJSON {
 	if r == RouterEpsilonGreedy {
 		out.Epsilon = &b.Epsilon
 	} else {
-		out.Prior, out.MinShare, out.MaxShare = &b.Prior, &b.MinShare, &b.MaxShare
+		out.MinShare, out.MaxShare = &b.MinShare, &b.MaxShare
+		if b.given.prior {
+			out.Prior = &b.Prior
+		}
 	}
 	return out
 }

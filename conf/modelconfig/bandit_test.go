@@ -92,11 +92,19 @@ func TestBanditSettingsErrorsNameTheKey(t *testing.T) {
 		`servables[0].phase_in: contract ads/pctr/1: release v1: router "epsilon_greedy" decides the traffic by the outcomes; leave phase_in immediate`) {
 		t.Errorf("a ramp under a bandit: %v", err)
 	}
-	// A bandit router needs the contract's outcomes, binary ones.
-	_, err := Parse([]byte(strings.Replace(banditContract("thompson", `, "bandit": {"reward": "click"}`), `"window": "30m"`, `"window": "30m", "kind": "numeric"`, 1)))
-	if err == nil || !strings.Contains(err.Error(), `router "thompson" needs binary outcomes`) {
-		t.Errorf("thompson with numeric outcomes: %v", err)
+	// A numeric reward takes a prior [mean, weight].
+	numeric := func(members string) error {
+		_, err := Parse([]byte(strings.Replace(banditContract("thompson", members), `"window": "30m"`, `"window": "30m", "kind": "numeric"`, 1)))
+		return err
 	}
+	if err := numeric(`, "bandit": {"reward": "click", "prior": [-2.5, 10]}`); err != nil {
+		t.Errorf("a numeric reward with a negative prior mean: %v", err)
+	}
+	if err := numeric(`, "bandit": {"reward": "click", "prior": [3, 0]}`); err == nil || !strings.Contains(err.Error(), "needs a finite mean and a finite weight above 0") {
+		t.Errorf("a numeric reward with a prior of no weight: %v", err)
+	}
+	// A bandit router needs the contract's outcomes.
+	var err error
 	_, err = Parse([]byte(`{"model_metadata": [{"model_path": "a/"}], "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
   "router": "thompson", "bandit": {"reward": "click"}, "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`))
 	if err == nil || !strings.Contains(err.Error(), `router "thompson" follows the outcomes: the contract needs an outcomes object`) {
