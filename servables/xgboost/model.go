@@ -147,7 +147,7 @@ type jsonBooster struct {
 	Name       string       `json:"name"`
 	Model      *jsonGBTree  `json:"model"`       // gbtree
 	GBTree     *jsonBooster `json:"gbtree"`      // dart: the gbtree it wraps
-	WeightDrop []float32    `json:"weight_drop"` // dart
+	WeightDrop []f32        `json:"weight_drop"` // dart
 }
 
 type jsonGBTree struct {
@@ -164,17 +164,17 @@ type jsonTree struct {
 		NumNodes       string `json:"num_nodes"`
 		SizeLeafVector string `json:"size_leaf_vector"`
 	} `json:"tree_param"`
-	LeftChildren      []int64   `json:"left_children"`
-	RightChildren     []int64   `json:"right_children"`
-	SplitIndices      []int64   `json:"split_indices"`
-	SplitConditions   []float32 `json:"split_conditions"`
-	DefaultLeft       []flag    `json:"default_left"`
-	BaseWeights       []float32 `json:"base_weights"`
-	SplitType         []int64   `json:"split_type"`
-	CategoriesNodes   []int64   `json:"categories_nodes"`
-	CategoriesSizes   []int64   `json:"categories_sizes"`
-	CategoriesSegment []int64   `json:"categories_segments"`
-	Categories        []int64   `json:"categories"`
+	LeftChildren      []int64 `json:"left_children"`
+	RightChildren     []int64 `json:"right_children"`
+	SplitIndices      []int64 `json:"split_indices"`
+	SplitConditions   []f32   `json:"split_conditions"`
+	DefaultLeft       []flag  `json:"default_left"`
+	BaseWeights       []f32   `json:"base_weights"`
+	SplitType         []int64 `json:"split_type"`
+	CategoriesNodes   []int64 `json:"categories_nodes"`
+	CategoriesSizes   []int64 `json:"categories_sizes"`
+	CategoriesSegment []int64 `json:"categories_segments"`
+	Categories        []int64 `json:"categories"`
 }
 
 // flag is a default_left entry: 0 or 1 (XGBoost 1.x), or a JSON boolean.
@@ -193,6 +193,76 @@ func (b *flag) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// f32 is a float32 of a model's arrays: a JSON number, or one of the
+// strings quoteNonFinite makes of XGBoost's bare NaN and Infinity.
+type f32 float32
+
+// UnmarshalJSON reads a number, "NaN", "Infinity" or "-Infinity".
+func (v *f32) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case `"NaN"`:
+		*v = f32(math.NaN())
+	case `"Infinity"`:
+		*v = f32(math.Inf(1))
+	case `"-Infinity"`:
+		*v = f32(math.Inf(-1))
+	default:
+		x, err := strconv.ParseFloat(string(data), 32)
+		if err != nil {
+			return fmt.Errorf("%s is not a float32", data)
+		}
+		*v = f32(x)
+	}
+	return nil
+}
+
+// quoteNonFinite returns data with the bare NaN, Infinity and -Infinity
+// tokens XGBoost writes for non-finite floats (a categorical split's
+// condition is NaN) quoted, so that encoding/json reads them (as f32
+// does). Strings are left alone; data without such tokens is returned as
+// it is.
+func quoteNonFinite(data []byte) []byte {
+	if !bytes.Contains(data, []byte("NaN")) && !bytes.Contains(data, []byte("Infinity")) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+64)
+	inString, escaped := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			out = append(out, c)
+			continue
+		}
+		var tok string
+		for _, t := range []string{"NaN", "Infinity", "-Infinity"} {
+			if bytes.HasPrefix(data[i:], []byte(t)) {
+				tok = t
+				break
+			}
+		}
+		if tok != "" {
+			out = append(out, '"')
+			out = append(out, tok...)
+			out = append(out, '"')
+			i += len(tok) - 1
+			continue
+		}
+		if c == '"' {
+			inString = true
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // Parse reads an XGBoost JSON model (the bytes of a model.json) and
 // checks it whole. An error wraps ErrUnsupported for a model this package
 // does not evaluate, ErrInvalid for a file that is not a valid model.
@@ -204,7 +274,7 @@ func Parse(data []byte) (*Forest, error) {
 		return nil, fmt.Errorf("%w: XGBoost's legacy binary format; save the model as JSON: booster.save_model(\"model.json\")", ErrUnsupported)
 	}
 	var m jsonModel
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(quoteNonFinite(data)))
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -305,7 +375,7 @@ func build(l *jsonLearner, version []int) (*Forest, error) {
 	if b == nil {
 		return nil, invalid("no gradient_booster")
 	}
-	var weights []float32
+	var weights []f32
 	switch b.Name {
 	case "gbtree":
 	case "dart":
@@ -349,7 +419,7 @@ func baseMargin(obj Objective, score float64) (float32, error) {
 
 // addTrees checks the gbtree model and flattens its trees; weights, for a
 // dart booster, scale each tree's leaves.
-func (f *Forest) addTrees(m *jsonGBTree, weights []float32) error {
+func (f *Forest) addTrees(m *jsonGBTree, weights []f32) error {
 	n := len(m.Trees)
 	if nt, err := paramInt("num_trees", m.Param.NumTrees, 0, math.MaxInt32); err != nil {
 		return err
@@ -380,7 +450,10 @@ func (f *Forest) addTrees(m *jsonGBTree, weights []float32) error {
 		f.group[i] = int32(g)
 		w := float32(1)
 		if weights != nil {
-			w = weights[i]
+			w = float32(weights[i])
+			if math.IsNaN(float64(w)) || math.IsInf(float64(w), 0) {
+				return invalid("tree %d: weight_drop %v", i, w)
+			}
 		}
 		f.roots[i] = int32(len(f.nodes))
 		if err := f.addTree(&m.Trees[i], w); err != nil {
@@ -442,7 +515,7 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 	for i := 0; i < n; i++ {
 		l, r := t.LeftChildren[i], t.RightChildren[i]
 		if l == -1 && r == -1 {
-			v := t.SplitConditions[i]
+			v := float32(t.SplitConditions[i])
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return invalid("leaf %d has value %v", i, v)
 			}
@@ -478,12 +551,12 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 		out := &f.nodes[base+k]
 		l := t.LeftChildren[src]
 		if l == -1 {
-			*out = node{threshold: t.SplitConditions[src] * weight}
+			*out = node{threshold: float32(t.SplitConditions[src]) * weight}
 			continue
 		}
 		*out = node{
 			feature:     int32(t.SplitIndices[src]),
-			threshold:   t.SplitConditions[src],
+			threshold:   float32(t.SplitConditions[src]),
 			left:        int32(base + len(queue)),
 			defaultLeft: bool(t.DefaultLeft[src]),
 		}

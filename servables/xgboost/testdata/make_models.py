@@ -56,6 +56,25 @@ CASES = [
 ]
 
 
+def refused(rng):
+    """Writes the models the runtime refuses: the same small model as UBJSON
+    and in the legacy binary format, a gblinear model and one with a
+    categorical split."""
+    x = data(rng, 100, N_FEATURES)
+    y = labels(rng, x, "reg:squarederror")
+    small = xgb.train({"max_depth": 2, "nthread": 1}, xgb.DMatrix(x, label=y), 2)
+    small.save_model(os.path.join(HERE, "refused_ubjson.ubj"))
+    small.save_model(os.path.join(HERE, "refused_legacy.model"))
+    linear = xgb.train({"booster": "gblinear", "nthread": 1}, xgb.DMatrix(x, label=y), 2)
+    linear.save_model(os.path.join(HERE, "refused_gblinear.json"))
+    xc = x.copy()
+    xc[:, 0] = rng.integers(0, 4, size=len(xc))
+    ycat = np.where(xc[:, 0] == 2, 3.0, 0.0) + 0.1 * rng.normal(size=len(xc))
+    dcat = xgb.DMatrix(xc, label=ycat, feature_types=["c", "q", "q", "q", "q"], enable_categorical=True)
+    cat = xgb.train({"max_depth": 2, "nthread": 1, "tree_method": "hist"}, dcat, 2)
+    cat.save_model(os.path.join(HERE, "refused_categorical.json"))
+
+
 def main():
     rng = np.random.default_rng(30)
     test_x = data(rng, 40, N_FEATURES, missing=0.2)
@@ -84,6 +103,7 @@ def main():
         with open(os.path.join(HERE, name + ".expected.json"), "w") as f:
             json.dump(out, f)
             f.write("\n")
+    refused(rng)
     if "--bench" in sys.argv:
         x = data(rng, 5000, 100)
         y = np.nan_to_num(x[:, :10], nan=0.0).sum(axis=1) + rng.normal(size=5000)
