@@ -72,6 +72,10 @@ type Metadata struct {
 	// Signed holds the model's answers to them. Outputs learned
 	// from the warm-up only describe the model.
 	OutputsDeclared bool `json:"-"`
+	// Parameters are what else the runtime reads from the model file that
+	// its users may want to see (an XGBoost model's objective and feature
+	// names); nil when it has nothing to add.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // TensorSpec describes one input or output of a model. DType is Unknown and

@@ -6,15 +6,17 @@ package runtimes
 import (
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/onnx"
+	"github.com/groveml/grove/servables/xgboost"
 )
 
 // Builtin returns the runtimes of this build, in the order a model's files
 // are offered to them: TorchScript (unless built with the grove_notorch
-// tag), then ONNX. The ONNX runtime loads onnxLib (empty:
+// tag), then ONNX, then XGBoost (pure Go). The ONNX runtime loads onnxLib (empty:
 // onnx.DefaultLibraryPath) with the first .onnx model; without it only
 // .onnx models fail to load.
 func Builtin(onnxLib string) servables.Registry {
 	return append(torchRuntimes(),
 		onnx.Runtime{LibraryPath: onnxLib},
+		xgboost.Runtime{},
 	)
 }
