@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,8 @@ import (
 	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/outcome/evaluations"
+	"github.com/groveml/grove/logging/outcome/join"
 )
 
 // The synthetic ad stream's outcome rule: a 2 s click window, 5 s of
@@ -298,8 +299,8 @@ func TestOutcomesJudgeShadowsLiveAndSurviveAKilledEvaluator(t *testing.T) {
 	}
 	latest := readEvaluations(t, broker, 40*time.Second, uint64(len(rows)))
 	counters, series := mergeEvaluations(t, latest)
-	if counters.GetScored() != uint64(len(rows)) || counters.GetOutcomes() != uint64(len(sent)-late) || counters.GetLate() != uint64(late) ||
-		counters.GetDuplicateOutcomes() != uint64(twice) || counters.GetUnmatched() != 0 || counters.GetInvalid() != 0 || counters.GetDuplicatePredictions() != 0 {
+	if counters.Scored != uint64(len(rows)) || counters.Outcomes != uint64(len(sent)-late) || counters.Late != uint64(late) ||
+		counters.DuplicateOutcomes != uint64(twice) || counters.Unmatched != 0 || counters.Invalid != 0 || counters.DuplicatePredictions != 0 {
 		t.Errorf("counters %+v: want %d scored, %d outcomes, %d late, %d duplicates and nothing unmatched or invalid", counters, len(rows), len(sent)-late, late, twice)
 	}
 	for rv, want := range offline {
@@ -413,30 +414,23 @@ func readEvaluations(t *testing.T, broker string, timeout time.Duration, scored 
 	}
 }
 
-// mergeEvaluations sums the partitions' counters and merges each
-// release's windows (served and shadow alike: a release is one or the
-// other here).
-func mergeEvaluations(t *testing.T, latest map[string]*grovepb.Evaluation) (*grovepb.EvaluationCounters, map[string]*quality.OutcomeWindows[quality.Binary, *quality.Binary]) {
+// mergeEvaluations returns the partitions' counters added up, as grove
+// serve's evaluations.Table adds them, and merges each release's windows
+// (served and shadow alike: v2 serves once promoted, so its predictions
+// are in both series).
+func mergeEvaluations(t *testing.T, latest map[string]*grovepb.Evaluation) (join.Counters, map[string]*quality.OutcomeWindows[quality.Binary, *quality.Binary]) {
 	t.Helper()
-	c := &grovepb.EvaluationCounters{}
+	tb := evaluations.NewTable()
 	series := map[string]*quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
-	keys := make([]string, 0, len(latest))
-	for k := range latest {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ev := latest[k]
-		if pc := ev.GetCounters(); pc != nil {
-			c.Predictions += pc.Predictions
-			c.Scored += pc.Scored
-			c.Joined += pc.Joined
-			c.Outcomes += pc.Outcomes
-			c.Late += pc.Late
-			c.Unmatched += pc.Unmatched
-			c.DuplicateOutcomes += pc.DuplicateOutcomes
-			c.DuplicatePredictions += pc.DuplicatePredictions
-			c.Invalid += pc.Invalid
+	for k, ev := range latest {
+		v, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetCounters() != nil {
 			continue
 		}
 		w := &quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
@@ -449,5 +443,6 @@ func mergeEvaluations(t *testing.T, latest map[string]*grovepb.Evaluation) (*gro
 			series[ev.GetRelease()] = w
 		}
 	}
-	return c, series
+	tb.Publish()
+	return tb.Totals().Counters, series
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/logging/outcome/join"
 )
 
@@ -180,40 +181,22 @@ func results(t testing.TB, brokers string, timeout time.Duration, done func(map[
 	return latest
 }
 
-// merged sums the partitions' counters and merges the series' binary
-// windows of the records.
-func merged(t *testing.T, latest map[string]*grovepb.Evaluation) (join.Counters, map[join.SeriesKey]*quality.OutcomeWindows[quality.Binary, *quality.Binary]) {
+// table applies the newest records to an evaluations.Table, as grove
+// serve does, and publishes them.
+func table(t *testing.T, latest map[string]*grovepb.Evaluation) *evaluations.Table {
 	t.Helper()
-	var c join.Counters
-	series := map[join.SeriesKey]*quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
-	for _, ev := range latest {
-		if pc := ev.GetCounters(); pc != nil {
-			c.Predictions += pc.Predictions
-			c.Scored += pc.Scored
-			c.Joined += pc.Joined
-			c.Dropped += pc.Dropped
-			c.Outcomes += pc.Outcomes
-			c.Late += pc.Late
-			c.Unmatched += pc.Unmatched
-			c.DuplicateOutcomes += pc.DuplicateOutcomes
-			c.DuplicatePredictions += pc.DuplicatePredictions
-			c.LatePredictions += pc.LatePredictions
-			c.Unconfigured += pc.Unconfigured
-			c.Invalid += pc.Invalid
-			continue
-		}
-		w := &quality.OutcomeWindows[quality.Binary, *quality.Binary]{}
-		if err := w.UnmarshalBinary(ev.GetBinary()); err != nil {
+	tb := evaluations.NewTable()
+	for k, ev := range latest {
+		v, err := proto.Marshal(ev)
+		if err != nil {
 			t.Fatal(err)
 		}
-		k := join.SeriesKey{Contract: ev.GetContract(), Release: ev.GetRelease(), Shadow: ev.GetShadow()}
-		if series[k] == nil {
-			series[k] = w
-		} else {
-			series[k].Merge(w)
+		if err := tb.Apply([]byte(k), v); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return c, series
+	tb.Publish()
+	return tb
 }
 
 // scoredAll reports whether the counters records of every partition say
@@ -232,8 +215,8 @@ func scoredAll(want uint64) func(map[string]*grovepb.Evaluation) bool {
 // reference joiner's.
 func checkTotals(t *testing.T, latest map[string]*grovepb.Evaluation, ref *join.Snapshot) {
 	t.Helper()
-	c, series := merged(t, latest)
-	if c != ref.Counters {
+	tb := table(t, latest)
+	if c := tb.Totals().Counters; c != ref.Counters {
 		t.Errorf("counters\n got %+v\nwant %+v", c, ref.Counters)
 	}
 	for _, rs := range ref.Series {
@@ -241,15 +224,15 @@ func checkTotals(t *testing.T, latest map[string]*grovepb.Evaluation, ref *join.
 		if err := w.UnmarshalBinary(rs.Binary); err != nil {
 			t.Fatal(err)
 		}
-		got := series[rs.Key]
-		if got == nil {
+		_, st := tb.Outcomes(rs.Key.Contract, rs.Key.Release, rs.Key.Shadow, "")
+		if st == nil || st.SinceValid.BinaryFigures == nil {
 			t.Errorf("no results for %v", rs.Key)
 			continue
 		}
-		g, want := got.SinceValid(), w.SinceValid()
-		if g.Count() != want.Count() || g.Positives() != want.Positives() || math.Abs(g.LogLoss()-want.LogLoss()) > 1e-9 ||
-			math.Abs(g.MeanPrediction()-want.MeanPrediction()) > 1e-9 || math.Abs(g.AUC()-want.AUC()) > 0.001 {
-			t.Errorf("%v: count %d positives %d logloss %v auc %v, want %d %d %v %v", rs.Key, g.Count(), g.Positives(), g.LogLoss(), g.AUC(),
+		g, want := st.SinceValid, w.SinceValid()
+		if g.Count != want.Count() || g.Positives != want.Positives() || g.LogLoss == nil || math.Abs(*g.LogLoss-want.LogLoss()) > 1e-9 ||
+			g.MeanPrediction == nil || math.Abs(*g.MeanPrediction-want.MeanPrediction()) > 1e-9 || g.AUC == nil || math.Abs(*g.AUC-want.AUC()) > 0.001 {
+			t.Errorf("%v: %+v, want count %d positives %d logloss %v auc %v", rs.Key, g.BinaryFigures,
 				want.Count(), want.Positives(), want.LogLoss(), want.AUC())
 		}
 	}
