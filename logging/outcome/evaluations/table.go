@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -373,25 +372,8 @@ func (t *Table) Publish() {
 				return
 			}
 		}
-	}, compareKeys)
+	}, join.CompareSeriesKeys)
 	t.view.Store(v)
-}
-
-// compareKeys orders series keys by contract, release, served first.
-func compareKeys(a, b join.SeriesKey) int {
-	if c := strings.Compare(a.Contract, b.Contract); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Release, b.Release); c != 0 {
-		return c
-	}
-	switch {
-	case a.Shadow == b.Shadow:
-		return 0
-	case b.Shadow:
-		return -1
-	}
-	return 1
 }
 
 // totals adds up the partitions' counters.
@@ -527,7 +509,7 @@ func (t *Table) compare(c string, v *view) {
 			served = append(served, k)
 		}
 	}
-	slices.SortFunc(served, compareKeys)
+	slices.SortFunc(served, join.CompareSeriesKeys)
 	for _, k := range served {
 		old := v.series[k]
 		sv := &seriesView{stats: old.stats, rule: old.rule, welch: map[string]*quality.VsChampion{}}

@@ -69,27 +69,31 @@ func (j *Joiner) Snapshot() (*Snapshot, error) {
 	return s, nil
 }
 
+// CompareSeriesKeys orders series keys by contract, then release, served
+// before shadow: the order of Snapshot's series.
+func CompareSeriesKeys(a, b SeriesKey) int {
+	if c := strings.Compare(a.Contract, b.Contract); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Release, b.Release); c != 0 {
+		return c
+	}
+	switch {
+	case a.Shadow == b.Shadow:
+		return 0
+	case b.Shadow:
+		return -1
+	}
+	return 1
+}
+
 // seriesKeys are the series' keys in order.
 func (j *Joiner) seriesKeys() []SeriesKey {
 	keys := make([]SeriesKey, 0, len(j.series))
 	for k := range j.series {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b SeriesKey) int {
-		if c := strings.Compare(a.Contract, b.Contract); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.Release, b.Release); c != 0 {
-			return c
-		}
-		switch {
-		case a.Shadow == b.Shadow:
-			return 0
-		case b.Shadow:
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(keys, CompareSeriesKeys)
 	return keys
 }
 
