@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -445,33 +446,81 @@ func TestDetectTellsFormatsApart(t *testing.T) {
 	}
 }
 
-// FuzzParse: no input makes Parse panic or loop, and a model it accepts
-// evaluates rows (missing values included) without panicking.
+// FuzzParse: no input, JSON or UBJSON, makes Parse panic or loop, and a
+// model it accepts evaluates rows (missing values included) without
+// panicking.
 func FuzzParse(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) {
-		forest, err := Parse(data)
+	f.Fuzz(func(t *testing.T, data []byte) { checkParse(t, Parse, data) })
+}
+
+// FuzzParseUBJSON: the UBJSON reader on its own (the input not sniffed
+// first), as FuzzParse.
+func FuzzParseUBJSON(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) { checkParse(t, parseUBJSON, data) })
+}
+
+// checkParse parses data: an error must be ErrInvalid or ErrUnsupported,
+// and a forest evaluates two rows, one all missing, without panicking.
+func checkParse(t *testing.T, parse func([]byte) (*Forest, error), data []byte) {
+	forest, err := parse(data)
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("an error of no kind: %v", err)
+		}
+		return
+	}
+	if forest.NumFeature > 1<<12 || forest.NumGroup > 1<<12 {
+		return // too wide to bother evaluating here
+	}
+	x := make([]float32, 2*forest.NumFeature)
+	for i := range forest.NumFeature {
+		x[i] = float32(math.NaN())
+		x[forest.NumFeature+i] = float32(i) - 1
+	}
+	margins := make([]float32, 2*forest.NumGroup)
+	if err := forest.Margins(x, 2, margins); err != nil {
+		t.Fatal(err)
+	}
+	if err := forest.Transform(margins, 2, make([]float32, 2*forest.PredictionWidth())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFuzzSeedsFailTheLoad: every seed of testdata/fuzz but the valid_*
+// ones fails the load with ErrInvalid or ErrUnsupported; those load.
+func TestFuzzSeedsFailTheLoad(t *testing.T) {
+	for target, parse := range map[string]func([]byte) (*Forest, error){"FuzzParse": Parse, "FuzzParseUBJSON": parseUBJSON} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("an error of no kind: %v", err)
+			t.Fatal(err)
+		}
+		if len(entries) < 10 {
+			t.Fatalf("%s: %d seeds", dir, len(entries))
+		}
+		for _, e := range entries {
+			raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return
+			header, literal, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+			text, ok := strings.CutPrefix(literal, "[]byte(")
+			text, ok2 := strings.CutSuffix(text, ")")
+			data, err := strconv.Unquote(text)
+			if header != "go test fuzz v1" || !ok || !ok2 || err != nil {
+				t.Fatalf("%s/%s is not a go test fuzz v1 []byte: %v", target, e.Name(), err)
+			}
+			_, err = parse([]byte(data))
+			switch {
+			case strings.HasPrefix(e.Name(), "valid_"):
+				if err != nil {
+					t.Errorf("%s/%s: %v", target, e.Name(), err)
+				}
+			case !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported):
+				t.Errorf("%s/%s: %v, want an invalid or unsupported model error", target, e.Name(), err)
+			}
 		}
-		if forest.NumFeature > 1<<12 || forest.NumGroup > 1<<12 {
-			return // too wide to bother evaluating here
-		}
-		x := make([]float32, 2*forest.NumFeature)
-		for i := range forest.NumFeature {
-			x[i] = float32(math.NaN())
-			x[forest.NumFeature+i] = float32(i) - 1
-		}
-		margins := make([]float32, 2*forest.NumGroup)
-		if err := forest.Margins(x, 2, margins); err != nil {
-			t.Fatal(err)
-		}
-		if err := forest.Transform(margins, 2, make([]float32, 2*forest.PredictionWidth())); err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
 }
 
 // TestQuoteNonFiniteLeavesStringsAlone: XGBoost's bare NaN and Infinity
