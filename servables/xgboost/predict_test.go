@@ -169,21 +169,24 @@ func TestMarginsEqualPythonXGBoost(t *testing.T) {
 }
 
 // TestMarginsOneRowAtATimeEqualBlock: a row's margins do not depend on
-// the rows evaluated with it (blocks of rows, a batch of one).
+// the rows evaluated with it (blocks of rows, a batch of one), on the
+// numeric path and the categorical one.
 func TestMarginsOneRowAtATimeEqualBlock(t *testing.T) {
-	f, e := loadCase(t, "multi_softprob")
-	x, rows := e.matrix()
-	all := make([]float32, rows*f.NumGroup)
-	if err := f.Margins(x, rows, all); err != nil {
-		t.Fatal(err)
-	}
-	one := make([]float32, f.NumGroup)
-	for r := 0; r < rows; r++ {
-		if err := f.Margins(x[r*f.NumFeature:(r+1)*f.NumFeature], 1, one); err != nil {
+	for _, name := range []string{"multi_softprob", "cat_multi_softprob"} {
+		f, e := loadCase(t, name)
+		x, rows := e.matrix()
+		all := make([]float32, rows*f.NumGroup)
+		if err := f.Margins(x, rows, all); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(one, all[r*f.NumGroup:(r+1)*f.NumGroup]) {
-			t.Fatalf("row %d alone: %v, in the batch: %v", r, one, all[r*f.NumGroup:(r+1)*f.NumGroup])
+		one := make([]float32, f.NumGroup)
+		for r := 0; r < rows; r++ {
+			if err := f.Margins(x[r*f.NumFeature:(r+1)*f.NumFeature], 1, one); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(one, all[r*f.NumGroup:(r+1)*f.NumGroup]) {
+				t.Fatalf("%s: row %d alone: %v, in the batch: %v", name, r, one, all[r*f.NumGroup:(r+1)*f.NumGroup])
+			}
 		}
 	}
 }
@@ -203,17 +206,20 @@ func TestMarginsRefuseWrongSizes(t *testing.T) {
 	}
 }
 
-// TestMarginsAllocateNothing: evaluating rows allocates nothing.
+// TestMarginsAllocateNothing: evaluating rows allocates nothing, on the
+// numeric path and the categorical one.
 func TestMarginsAllocateNothing(t *testing.T) {
-	f, e := loadCase(t, "multi_softprob")
-	x, rows := e.matrix()
-	margins := make([]float32, rows*f.NumGroup)
-	pred := make([]float32, rows*f.PredictionWidth())
-	allocs := testing.AllocsPerRun(20, func() {
-		_ = f.Margins(x, rows, margins)
-		_ = f.Transform(margins, rows, pred)
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per call, want 0", allocs)
+	for _, name := range []string{"multi_softprob", "cat_multi_softprob"} {
+		f, e := loadCase(t, name)
+		x, rows := e.matrix()
+		margins := make([]float32, rows*f.NumGroup)
+		pred := make([]float32, rows*f.PredictionWidth())
+		allocs := testing.AllocsPerRun(20, func() {
+			_ = f.Margins(x, rows, margins)
+			_ = f.Transform(margins, rows, pred)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, allocs)
+		}
 	}
 }
