@@ -45,7 +45,10 @@ func benchForest(b *testing.B) *Forest {
 // it has not had just before.
 func BenchmarkPredict(b *testing.B) {
 	f := benchForest(b)
-	m := NewModel(f)
+	m, err := NewModel(f, servables.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	x := benchInput(benchRows, f.NumFeature)
 	for _, rows := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {

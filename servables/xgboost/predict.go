@@ -13,11 +13,16 @@ const blockRows = 64
 // values each, NaN for missing) to out (NumGroup values per row): the
 // base margin plus each tree's leaf, summed in float32 in the trees'
 // order. It allocates nothing. out and x must have the sizes rows asks
-// for; a mismatch is an error.
+// for; a mismatch is an error. A forest with categorical splits is
+// evaluated by categoricalMargins, the others by the numeric loop here.
 func (f *Forest) Margins(x []float32, rows int, out []float32) error {
 	if rows < 0 || len(x) != rows*f.NumFeature || len(out) != rows*f.NumGroup {
 		return fmt.Errorf("xgboost: %d rows need %d input values and %d outputs, got %d and %d",
 			rows, rows*f.NumFeature, rows*f.NumGroup, len(x), len(out))
+	}
+	if f.cats != nil {
+		f.categoricalMargins(x, rows, out)
+		return nil
 	}
 	for i := range out {
 		out[i] = f.BaseMargin

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,9 +35,9 @@ var _ servables.Runtime = Runtime{}
 func (Runtime) Name() string { return RuntimeName }
 
 // Accepts reports whether exactly one of files is an XGBoost model file by
-// its content (Detect): JSON, or UBJSON and the legacy binary format,
-// which Load then refuses with an error saying how to save the model as
-// JSON.
+// its content (Detect): JSON or UBJSON, or the legacy binary format, which
+// Load then refuses with an error saying how to save the model as JSON or
+// UBJSON.
 func (Runtime) Accepts(fsys fs.FS, files []string) bool {
 	_, err := modelFile(fsys, files)
 	return err == nil
@@ -56,17 +57,18 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", fmt.Errorf("%w: no XGBoost model (a JSON file whose first key is \"learner\", as Booster.save_model writes it) among %s",
+		return "", fmt.Errorf("%w: no XGBoost model (a JSON or UBJSON file whose first key is \"learner\", as Booster.save_model writes it) among %s",
 			servables.ErrUnsupportedRuntime, strings.Join(files, ", "))
 	}
 	return "", fmt.Errorf("%w: %d XGBoost model files (%s), a model has exactly one",
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
 }
 
-// Load reads and checks the XGBoost model among files (see Accepts). The
-// whole evaluation runs on the calling goroutine: opts.IntraOpThreads is
-// not used yet.
-func (Runtime) Load(ctx context.Context, dir string, files []string, _ servables.LoadOptions) (servables.Servable, error) {
+// Load reads and checks the XGBoost model among files (see Accepts);
+// opts.MissingValue, when set, is a value the model takes as missing (see
+// NewModel). The whole evaluation runs on the calling goroutine:
+// opts.IntraOpThreads is not used yet.
+func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -83,20 +85,38 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, _ servables
 	if err != nil {
 		return nil, fmt.Errorf("xgboost: loading %s: %w", file, err)
 	}
-	return NewModel(f), nil
+	m, err := NewModel(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("xgboost: loading %s: %w", file, err)
+	}
+	return m, nil
 }
 
 // Model is a loaded XGBoost model. Predict is safe for concurrent use.
 type Model struct {
 	forest *Forest
 	meta   servables.Metadata
-	closed atomic.Bool
+	// missing is the float32 value taken as missing besides NaN, when
+	// hasMissing.
+	missing    float32
+	hasMissing bool
+	closed     atomic.Bool
 }
 
 var _ servables.Servable = (*Model)(nil)
 
-// NewModel serves f.
-func NewModel(f *Forest) *Model {
+// NewModel serves f. opts.MissingValue, when set, is a value an input
+// takes as missing, as NaN is: an input equal to it once converted to
+// float32 (as XGBoost's DMatrix(missing=...) compares) takes each split's
+// default direction. It has to be a finite number.
+func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
+	m := &Model{forest: f}
+	if v := opts.MissingValue; v != nil {
+		if math.IsNaN(*v) || math.IsInf(*v, 0) || math.IsInf(float64(float32(*v)), 0) {
+			return nil, fmt.Errorf("missing_value %v is not a finite float32", *v)
+		}
+		m.missing, m.hasMissing = float32(*v), true
+	}
 	params := map[string]string{
 		"objective":   f.Objective.String(),
 		"booster":     f.Booster,
@@ -111,8 +131,15 @@ func NewModel(f *Forest) *Model {
 		names, _ := json.Marshal(f.FeatureNames) // strings always marshal
 		params["feature_names"] = string(names)
 	}
+	if f.FeatureTypes != nil {
+		types, _ := json.Marshal(f.FeatureTypes) // strings always marshal
+		params["feature_types"] = string(types)
+	}
 	if f.BestIteration != "" {
 		params["best_iteration"] = f.BestIteration
+	}
+	if m.hasMissing {
+		params["missing_value"] = strconv.FormatFloat(float64(m.missing), 'g', -1, 32)
 	}
 	if len(f.Version) > 0 {
 		v := make([]string, len(f.Version))
@@ -121,7 +148,7 @@ func NewModel(f *Forest) *Model {
 		}
 		params["xgboost_version"] = strings.Join(v, ".")
 	}
-	return &Model{forest: f, meta: servables.Metadata{
+	m.meta = servables.Metadata{
 		Runtime: RuntimeName,
 		Inputs:  []servables.TensorSpec{{Name: InputName, DType: servables.Float32, Shape: []int64{-1, int64(f.NumFeature)}}},
 		Outputs: []servables.TensorSpec{
@@ -130,16 +157,17 @@ func NewModel(f *Forest) *Model {
 		},
 		Signature:  servables.SignatureRuntime,
 		Parameters: params,
-	}}
+	}
+	return m, nil
 }
 
 // Metadata returns the model's input (input, FP32 [-1, num_feature]), its
 // outputs (prediction and margin, FP32 [-1], or [-1, num_class] for the
 // margins of a multi: objective and multi:softprob's predictions) and its
 // parameters: objective, booster, num_trees, num_feature, num_class (multi:
-// objectives), base_score, feature_names (a JSON array, when the file has
-// them), best_iteration (when it has one; not applied) and
-// xgboost_version.
+// objectives), base_score, feature_names and feature_types (JSON arrays,
+// when the file has them), best_iteration (when it has one; not applied),
+// xgboost_version and missing_value (when the model entry gives one).
 func (m *Model) Metadata() servables.Metadata { return m.meta }
 
 // Forest returns the model's trees.
@@ -147,9 +175,10 @@ func (m *Model) Forest() *Forest { return m.forest }
 
 // Predict evaluates the rows of one input tensor, FP32 or FP64 (converted
 // to float32 as XGBoost does), of shape [batch, num_feature], named input
-// or unnamed; NaN is a missing value. It returns prediction and margin
-// (see Metadata). Inputs that do not fit are an error wrapping
-// servables.ErrInvalidInput.
+// or unnamed; NaN is a missing value, and so is the missing value NewModel
+// was given. A categorical feature's value is its category's code (see
+// categoricalMargins). It returns prediction and margin (see Metadata).
+// Inputs that do not fit are an error wrapping servables.ErrInvalidInput.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -179,12 +208,18 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	}
 	rows := int(in.Shape[0])
 	var x []float32
-	if in.DType == servables.Float32 {
+	switch {
+	case in.DType == servables.Float32 && !m.hasMissing:
 		x = in.Float32s()
-	} else {
+	case in.DType == servables.Float32:
+		x = make([]float32, rows*f.NumFeature)
+		for i, v := range in.Float32s() {
+			x[i] = m.value(v)
+		}
+	default:
 		x = make([]float32, rows*f.NumFeature)
 		for i, v := range in.Float64s() {
-			x[i] = float32(v)
+			x[i] = m.value(float32(v))
 		}
 	}
 	margin, err := servables.NewTensor(MarginName, servables.Float32, outShape(rows, f.NumGroup))
@@ -202,6 +237,15 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		return nil, err
 	}
 	return []servables.Tensor{pred, margin}, nil
+}
+
+// value is input value v as the trees take it: NaN when it is the
+// model's missing value.
+func (m *Model) value(v float32) float32 {
+	if m.hasMissing && v == m.missing {
+		return float32(math.NaN())
+	}
+	return v
 }
 
 // outShape is an output's shape: [rows], or [rows, width] when a row has
