@@ -7,7 +7,7 @@ BIN := bin/grove
 PKGS := ./...
 APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf chromium
 # The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
-APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx
+APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx python3-xgboost
 
 # The version `grove version` prints, stamped into every build from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -185,11 +185,12 @@ bench: deps deps-bench
 	$(GO) run ./cmd/grovebench
 	$(MAKE) test-alone
 
-## models: regenerate the example models (needs /usr/bin/python3 with torch
-## and onnx).
+## models: regenerate the example models (needs /usr/bin/python3 with torch,
+## onnx and xgboost).
 models: deps-bench
 	/usr/bin/python3 examples/models/make_models.py
 	/usr/bin/python3 examples/models/make_game_model.py
+	/usr/bin/python3 examples/models/make_xgboost_model.py
 
 clean:
 	rm -rf bin dist

@@ -276,12 +276,17 @@ func TestStickyKeyKeepsEachUserOnOneRelease(t *testing.T) {
 }
 
 // ffPrediction is the part of a ForestFlow score answer the tests read:
-// the release that answered and each datum's output values by type.
+// the release that answered, the outputs' schema and each datum's output
+// values by type.
 type ffPrediction struct {
 	Prediction struct {
 		FQRV struct {
 			ReleaseVersion string `json:"releaseVersion"`
 		} `json:"fqrv"`
+		Schema []struct {
+			Type   string   `json:"type"`
+			Fields []string `json:"fields"`
+		} `json:"schema"`
 		Datum []struct {
 			Tensors []map[string]struct {
 				Data []float64 `json:"data"`

@@ -94,7 +94,7 @@ func TestUnloadableModelsAreRejectedWithReasons(t *testing.T) {
 	}
 }
 
-// Budget: 45 s.
+// Budget: 25 s.
 func TestChecksumCommandMatchesTheSeedPipeline(t *testing.T) {
 	t.Parallel()
 	for _, p := range []string{"examples/bucket/pctr_v1/", "examples/bucket/pcvr/model.pt", "examples/bucket"} {

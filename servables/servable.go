@@ -61,7 +61,8 @@ type Metadata struct {
 	// SignatureRuntime, SignatureDeclared or SignatureWarmUp (signature.go).
 	Signature string `json:"signature,omitempty"`
 	// ByPosition reports that the runtime's own calling convention passes
-	// inputs and outputs by position (TorchScript's forward): protocols
+	// inputs and outputs by position (TorchScript's forward; XGBoost's
+	// predict, one matrix in and one array out): protocols
 	// that follow it (the B&A API, as the inference sidecar does for
 	// PyTorch) bind such a model's inputs by position whatever their
 	// names, and a declared signature may name its outputs.
@@ -93,6 +94,11 @@ type TensorSpec struct {
 	// Optional marks an input the model can run without (a forward
 	// argument with a default value).
 	Optional bool `json:"optional,omitempty"`
+	// AlsoTakes is a datatype besides DType that the model takes for this
+	// input and converts to DType itself (an XGBoost model's FP64 input,
+	// converted to float32 as XGBoost's DMatrix does); Unknown for none.
+	// Requests are checked against both; the metadata APIs show DType.
+	AlsoTakes DType `json:"-"`
 }
 
 // ErrUnsupportedRuntime marks a model whose format no runtime in this

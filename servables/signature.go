@@ -183,7 +183,8 @@ func Bind(specs []TensorSpec, inputs []Tensor) ([]int, error) {
 }
 
 // CheckInputs binds inputs to meta's inputs (see Bind) and checks each
-// against its spec: the datatype, when the spec has one, and the rank and
+// against its spec: the datatype, when the spec has one (or its
+// AlsoTakes), and the rank and
 // fixed (non -1) dimensions, when it has a shape of rank 1 or more (rank 0
 // is not checked: ONNX Runtime reports an unknown rank the same way). An
 // error is an InvalidInputf error naming the tensor, what was sent and
@@ -232,7 +233,10 @@ func InOrder(specs []TensorSpec, inputs []Tensor) bool {
 // checkTensor checks t against spec s; what is "input" or "output".
 func checkTensor(what string, s TensorSpec, t Tensor) error {
 	switch {
-	case s.DType != Unknown && t.DType != s.DType:
+	case s.DType != Unknown && t.DType != s.DType && (s.AlsoTakes == Unknown || t.DType != s.AlsoTakes):
+		if s.AlsoTakes != Unknown {
+			return InvalidInputf("%s %q is %v, the model takes %v or %v (%s)", what, s.Name, t.DType, s.DType, s.AlsoTakes, s)
+		}
 		return InvalidInputf("%s %q is %v, the model takes %v (%s)", what, s.Name, t.DType, s.DType, s)
 	case len(s.Shape) == 0:
 	case len(t.Shape) != len(s.Shape):
@@ -257,7 +261,7 @@ func checkTensor(what string, s TensorSpec, t Tensor) error {
 // knows them, and have their names unless rt.ByPosition (TorchScript's
 // outputs are Grove's output_0, output_1, ...: a declaration names them).
 // The result takes the declared specs, with any dimension fixed on either
-// side fixed, and Signature SignatureDeclared; declared outputs clear
+// side fixed and the runtime's AlsoTakes, and Signature SignatureDeclared; declared outputs clear
 // UnnamedOutputs and set OutputsDeclared.
 func Declare(rt Metadata, inputs, outputs []TensorSpec) (Metadata, error) {
 	out := rt
@@ -313,7 +317,7 @@ func agree(what string, j int, r, d TensorSpec, rename bool) (TensorSpec, error)
 		return TensorSpec{}, fmt.Errorf("declared %s %q is %v, the model's is %v", what, d.Name, d.DType, r.DType)
 	}
 	m := d
-	m.Optional = r.Optional
+	m.Optional, m.AlsoTakes = r.Optional, r.AlsoTakes
 	if len(r.Shape) == 0 {
 		return m, nil
 	}

@@ -98,6 +98,31 @@ func TestCheckInputsNamesTheTensorWhatWasSentAndWhatTheModelTakes(t *testing.T) 
 	}
 }
 
+// TestCheckInputsTakesTheSpecsOtherDatatype: an input whose spec has
+// AlsoTakes passes with either datatype, a third is refused naming both,
+// and a declaration of the input keeps the runtime's AlsoTakes.
+func TestCheckInputsTakesTheSpecsOtherDatatype(t *testing.T) {
+	spec := servables.TensorSpec{Name: "input", DType: servables.Float32, AlsoTakes: servables.Float64, Shape: []int64{-1, 3}}
+	meta := servables.Metadata{Inputs: []servables.TensorSpec{spec}}
+	for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+		if err := servables.CheckInputs(meta, []servables.Tensor{tensor(t, "input", dt, 2, 3)}); err != nil {
+			t.Errorf("%v input: %v", dt, err)
+		}
+	}
+	err := servables.CheckInputs(meta, []servables.Tensor{tensor(t, "input", servables.Int64, 2, 3)})
+	if oip := servables.RenderDTypes(err, servables.OIPName); servables.KindOf(err) != servables.InvalidInput ||
+		!strings.Contains(oip, `input "input" is INT64, the model takes FP32 or FP64 (input FP32 [-1 3])`) {
+		t.Errorf("INT64 input: %v (in OIP's words %q)", err, oip)
+	}
+	declared, err := servables.Declare(meta, []servables.TensorSpec{{Name: "input", DType: servables.Float32, Shape: []int64{-1, 3}}}, nil)
+	if err != nil || declared.Inputs[0].AlsoTakes != servables.Float64 {
+		t.Errorf("Declare: %+v, %v; want the input to keep AlsoTakes FP64", declared.Inputs, err)
+	}
+	if err := servables.CheckInputs(servables.Metadata{Inputs: subSig[:1]}, []servables.Tensor{tensor(t, "a", servables.Float64, 1, 4)}); err == nil {
+		t.Error("a spec without AlsoTakes took FP64 for FP32")
+	}
+}
+
 func TestDeclareChecksTheDeclarationAgainstTheModel(t *testing.T) {
 	torch := servables.Metadata{Runtime: "torchscript", ByPosition: true, Signature: servables.SignatureRuntime,
 		Inputs: []servables.TensorSpec{{Name: "a"}, {Name: "b"}, {Name: "mask", Optional: true}}, Outputs: []servables.TensorSpec{{Name: "output_0"}}}

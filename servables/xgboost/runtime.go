@@ -150,24 +150,31 @@ func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
 	}
 	m.meta = servables.Metadata{
 		Runtime: RuntimeName,
-		Inputs:  []servables.TensorSpec{{Name: InputName, DType: servables.Float32, Shape: []int64{-1, int64(f.NumFeature)}}},
+		Inputs: []servables.TensorSpec{{Name: InputName, DType: servables.Float32, AlsoTakes: servables.Float64,
+			Shape: []int64{-1, int64(f.NumFeature)}}},
 		Outputs: []servables.TensorSpec{
 			{Name: PredictionName, DType: servables.Float32, Shape: outShape(-1, f.PredictionWidth())},
 			{Name: MarginName, DType: servables.Float32, Shape: outShape(-1, f.NumGroup)},
 		},
 		Signature:  servables.SignatureRuntime,
+		ByPosition: true,
 		Parameters: params,
 	}
 	return m, nil
 }
 
-// Metadata returns the model's input (input, FP32 [-1, num_feature]), its
+// Metadata returns the model's input (input, FP32 [-1, num_feature], which
+// also takes FP64: AlsoTakes), its
 // outputs (prediction and margin, FP32 [-1], or [-1, num_class] for the
 // margins of a multi: objective and multi:softprob's predictions) and its
 // parameters: objective, booster, num_trees, num_feature, num_class (multi:
 // objectives), base_score, feature_names and feature_types (JSON arrays,
 // when the file has them), best_iteration (when it has one; not applied),
-// xgboost_version and missing_value (when the model entry gives one).
+// xgboost_version and missing_value (when the model entry gives one). The
+// input is taken by position (ByPosition), as XGBoost takes its one matrix
+// of features: the protocols that give inputs in the model's order (B&A,
+// ForestFlow's schema entry named after its type) reach it whatever their
+// tensor's name.
 func (m *Model) Metadata() servables.Metadata { return m.meta }
 
 // Forest returns the model's trees.

@@ -93,6 +93,33 @@ func inputTensor(t *testing.T, e expected, dt servables.DType, name string) serv
 	return in
 }
 
+// TestSignatureTakesTheInputByPositionAndAsFP64: behind the signature the
+// server checks requests against (servables.WithSignature), the model
+// takes an FP64 input as well as FP32, with the same answers, and says it
+// takes its input by position, so that the protocols that give inputs in
+// the model's order (ForestFlow's schema entry, named after its type)
+// reach it.
+func TestSignatureTakesTheInputByPositionAndAsFP64(t *testing.T) {
+	_, e := loadCase(t, "binary_logistic")
+	sv := load(t, "binary_logistic")
+	meta := sv.Metadata()
+	if !meta.ByPosition || meta.Inputs[0].DType != servables.Float32 || meta.Inputs[0].AlsoTakes != servables.Float64 {
+		t.Fatalf("metadata %+v: want ByPosition and an FP32 input that also takes FP64", meta)
+	}
+	signed := servables.WithSignature(sv, meta)
+	for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+		out, err := signed.Predict(context.Background(), []servables.Tensor{inputTensor(t, e, dt, InputName)})
+		if err != nil {
+			t.Fatalf("%v input: %v", dt, err)
+		}
+		compare(t, dt.String()+" prediction", out[0].Float32s(), e.Prediction)
+	}
+	_, err := signed.Predict(context.Background(), []servables.Tensor{inputTensor(t, e, servables.Float32, "Float32")})
+	if servables.KindOf(err) != servables.InvalidInput {
+		t.Errorf("an input named otherwise, not made positional by the server: %v, want an invalid input", err)
+	}
+}
+
 // TestServablePredictsAsPythonXGBoost: the loaded servable answers
 // prediction and margin, shaped as python3-xgboost shapes them, with its
 // values, for FP32 and FP64 inputs, named or not.
