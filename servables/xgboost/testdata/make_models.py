@@ -9,12 +9,10 @@ For each case it trains a small model on random data with missing values
 Booster.predict's outputs on it, plain and with output_margin=True, as
 float32 values widened to float64.
 
-With --bench it also writes bench_100x6.json: 100 trees of depth 6 over 100
-features (the benchmark's model; its predictions are not checked).
+The benchmark models are make_bench_models.py's.
 """
 import json
 import os
-import sys
 
 import numpy as np
 import xgboost as xgb
@@ -104,12 +102,6 @@ def main():
             json.dump(out, f)
             f.write("\n")
     refused(rng)
-    if "--bench" in sys.argv:
-        x = data(rng, 5000, 100)
-        y = np.nan_to_num(x[:, :10], nan=0.0).sum(axis=1) + rng.normal(size=5000)
-        params = {"objective": "reg:squarederror", "max_depth": 6, "eta": 0.1, "seed": 1, "nthread": 1}
-        booster = xgb.train(params, xgb.DMatrix(x, label=y), 100)
-        booster.save_model(os.path.join(HERE, "bench_100x6.json"))
 
 
 if __name__ == "__main__":
