@@ -9,7 +9,7 @@ nearly full.
 
 The 100x6 model is checked in beside this script (bench_100x6.json, used
 by the Go benchmarks); the 1000x8 one, about 30 MB of JSON, is made by
-`make bench` into .cache/xgboost when it is missing. Both are the same
+`make bench` (bench-xgboost) into .cache/xgboost when it is missing. Both are the same
 bytes on every run: the data comes from a seeded generator and XGBoost
 trains on one thread (hist, seeded).
 """
