@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -99,11 +100,17 @@ func parseBatches(s string) ([]int, error) {
 
 // result is one line of the table.
 type result struct {
-	model       string
-	batch       int
-	grove, xgb  time.Duration // median time per call
-	groveSpread [2]time.Duration
-	xgbSpread   [2]time.Duration
+	model string
+	batch int
+	// grove and xgb are each predictor's times per call, the medians over
+	// the rounds.
+	grove, xgb timing
+	// ratio is the median over the rounds of Grove's CPU time per call
+	// over XGBoost's in the same round.
+	ratio float64
+	// groveCPU and xgbCPU are the CPU times per call of every round,
+	// sorted.
+	groveCPU, xgbCPU []time.Duration
 }
 
 func run(w io.Writer, cfg config, models []string) error {
@@ -123,29 +130,33 @@ func run(w io.Writer, cfg config, models []string) error {
 		results = append(results, r...)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tbatch\tgrove µs/call\txgboost µs/call\tgrove/xgboost\ttarget\t")
+	fmt.Fprintln(tw, "model\tbatch\tgrove CPU µs/call\txgboost CPU µs/call\tgrove/xgboost\ttarget\tgrove wall µs\txgboost wall µs\t")
 	for _, r := range results {
-		ratio := float64(r.grove) / float64(r.xgb)
 		verdict := ""
 		if t, ok := targets[r.batch]; ok {
 			verdict = fmt.Sprintf("< %.1f: ", t)
-			if ratio < t {
+			if r.ratio < t {
 				verdict += "met"
 			} else {
 				verdict += "MISSED"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%s\t\n", r.model, r.batch, micros(r.grove), micros(r.xgb), ratio, verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%s\t%s\t%s\t\n", r.model, r.batch, micros(r.grove.cpu), micros(r.xgb.cpu),
+			r.ratio, verdict, micros(r.grove.wall), micros(r.xgb.wall))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "spread over the rounds (min-max µs/call):")
+	fmt.Fprintln(w, "CPU µs/call over the rounds (min, median, max):")
 	for _, r := range results {
-		fmt.Fprintf(w, "  %s b%d: grove %s-%s, xgboost %s-%s\n", r.model, r.batch,
-			micros(r.groveSpread[0]), micros(r.groveSpread[1]), micros(r.xgbSpread[0]), micros(r.xgbSpread[1]))
+		fmt.Fprintf(w, "  %s b%d: grove %s, xgboost %s\n", r.model, r.batch, spread(r.groveCPU), spread(r.xgbCPU))
 	}
 	return nil
+}
+
+// spread is the smallest, median and largest of sorted durations.
+func spread(d []time.Duration) string {
+	return micros(d[0]) + " " + micros(d[len(d)/2]) + " " + micros(d[len(d)-1])
 }
 
 func micros(d time.Duration) string {
@@ -253,7 +264,8 @@ func benchBatch(ctx context.Context, cfg config, model *xgboost.Model, ref *refB
 	if _, err := timeCalls(cfg.round/4, xgb); err != nil {
 		return result{}, err
 	}
-	var gt, xt []time.Duration
+	var gt, xt []timing
+	var ratios []float64
 	for i := range cfg.rounds {
 		first, second := grove, xgb
 		if i%2 == 1 {
@@ -271,31 +283,66 @@ func benchBatch(ctx context.Context, cfg config, model *xgboost.Model, ref *refB
 			a, b = b, a
 		}
 		gt, xt = append(gt, a), append(xt, b)
+		ratios = append(ratios, float64(a.cpu)/float64(b.cpu))
 	}
-	slices.Sort(gt)
-	slices.Sort(xt)
-	return result{
-		batch: batch, grove: gt[len(gt)/2], xgb: xt[len(xt)/2],
-		groveSpread: [2]time.Duration{gt[0], gt[len(gt)-1]},
-		xgbSpread:   [2]time.Duration{xt[0], xt[len(xt)-1]},
-	}, nil
+	res := result{batch: batch, ratio: median(ratios)}
+	res.grove, res.groveCPU = medians(gt)
+	res.xgb, res.xgbCPU = medians(xt)
+	return res, nil
 }
 
-// timeCalls calls call for at least d and returns the time per call.
-func timeCalls(d time.Duration, call func() error) (time.Duration, error) {
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// medians returns the median wall and CPU times of ts, and the CPU times
+// sorted.
+func medians(ts []timing) (timing, []time.Duration) {
+	var wall, cpu []time.Duration
+	for _, t := range ts {
+		wall, cpu = append(wall, t.wall), append(cpu, t.cpu)
+	}
+	slices.Sort(wall)
+	slices.Sort(cpu)
+	return timing{wall: wall[len(wall)/2], cpu: cpu[len(cpu)/2]}, cpu
+}
+
+// timing is the cost of one call, measured over a run of calls.
+type timing struct {
+	wall time.Duration // elapsed time per call
+	cpu  time.Duration // CPU time of the whole process per call
+}
+
+// timeCalls calls call for at least d of elapsed time and returns the
+// time per call.
+func timeCalls(d time.Duration, call func() error) (timing, error) {
 	calls := 0
+	cpu0 := processCPU()
 	start := time.Now()
 	for {
 		for range 16 {
 			if err := call(); err != nil {
-				return 0, err
+				return timing{}, err
 			}
 		}
 		calls += 16
 		if el := time.Since(start); el >= d {
-			return el / time.Duration(calls), nil
+			cpu := processCPU() - cpu0
+			return timing{wall: el / time.Duration(calls), cpu: cpu / time.Duration(calls)}, nil
 		}
 	}
+}
+
+// processCPU is the CPU time the process has used, its user and system
+// time over all its threads (Go's garbage collector and any thread
+// XGBoost starts included).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // agree checks that Grove and XGBoost give the same predictions and
