@@ -40,14 +40,18 @@ func benchForest(b *testing.B) *Forest {
 }
 
 // BenchmarkPredict: one Predict call of the servable (outputs allocated,
-// as a request gets them) on testdata/bench_100x6.json, 100 trees of
-// depth 6 over 100 features, at batch 1, 16 and 256, each call on rows
-// it has not had just before.
+// as a request gets them) on testdata/bench_100x6.json
+// (make_bench_models.py: binary:logistic, 100 trees of depth 6 over 100
+// features), on one thread, at batch 1, 16 and 256, each call on rows it
+// has not had just before.
 func BenchmarkPredict(b *testing.B) {
-	f := benchForest(b)
-	m := NewModel(f)
+	benchPredict(b, NewModel(benchForest(b)), []int{1, 16, 256})
+}
+
+func benchPredict(b *testing.B, m *Model, batches []int) {
+	f := m.Forest()
 	x := benchInput(benchRows, f.NumFeature)
-	for _, rows := range []int{1, 16, 256} {
+	for _, rows := range batches {
 		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {
 			var calls [][]servables.Tensor
 			for r := 0; r+rows <= benchRows; r += rows {

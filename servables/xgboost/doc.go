@@ -28,10 +28,19 @@
 //
 // # Evaluation
 //
-// The trees are flattened into one slice of 16-byte nodes, each node's
-// children adjacent; a request's rows are evaluated in blocks, every tree
-// over a block of rows at a time, summing in float32 in the trees' order
-// as XGBoost's CPU predictor does. A NaN input is a missing value: it
-// takes the split's default direction. Inputs are converted to float32
-// as XGBoost's DMatrix does.
+// The trees are flattened into one slice of 12-byte nodes (threshold,
+// feature with the missing value's direction in its top bit, left child),
+// each tree breadth first with each node's children adjacent; a leaf
+// holds its value and points at itself. A request's rows are copied a
+// block at a time (up to 64) with a NaN after each row's features, the
+// slot a leaf reads, so that a leaf keeps every row where it is: each row
+// then takes exactly as many steps as its tree is deep, each step
+// without a branch (right when the value is not below the threshold, or
+// is missing and the split sends missing values right). Eight rows walk
+// each tree in lockstep, so that their loads overlap; a request of fewer
+// than eight rows (or the rest of a block) walks eight trees at a time
+// instead. Each row sums its leaves in float32 in the trees' order, as
+// XGBoost's CPU predictor does. A NaN input is a missing value. Inputs
+// are converted to float32 as XGBoost's DMatrix does. Evaluation
+// allocates nothing: the blocks' copies come from a pool.
 package xgboost

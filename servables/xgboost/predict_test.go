@@ -148,18 +148,3 @@ func TestMarginsRefuseWrongSizes(t *testing.T) {
 		t.Error("Transform with 3 outputs for 2 rows: no error")
 	}
 }
-
-// TestMarginsAllocateNothing: evaluating rows allocates nothing.
-func TestMarginsAllocateNothing(t *testing.T) {
-	f, e := loadCase(t, "multi_softprob")
-	x, rows := e.matrix()
-	margins := make([]float32, rows*f.NumGroup)
-	pred := make([]float32, rows*f.PredictionWidth())
-	allocs := testing.AllocsPerRun(20, func() {
-		_ = f.Margins(x, rows, margins)
-		_ = f.Transform(margins, rows, pred)
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per call, want 0", allocs)
-	}
-}

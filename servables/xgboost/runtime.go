@@ -178,15 +178,6 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		return nil, bad("input %q: %v", InputName, err)
 	}
 	rows := int(in.Shape[0])
-	var x []float32
-	if in.DType == servables.Float32 {
-		x = in.Float32s()
-	} else {
-		x = make([]float32, rows*f.NumFeature)
-		for i, v := range in.Float64s() {
-			x[i] = float32(v)
-		}
-	}
 	margin, err := servables.NewTensor(MarginName, servables.Float32, outShape(rows, f.NumGroup))
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
@@ -195,7 +186,12 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
 	}
-	if err := f.Margins(x, rows, margin.Float32s()); err != nil {
+	if in.DType == servables.Float32 {
+		err = f.Margins(in.Float32s(), rows, margin.Float32s())
+	} else {
+		err = f.Margins64(in.Float64s(), rows, margin.Float32s())
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := f.Transform(margin.Float32s(), rows, pred.Float32s()); err != nil {

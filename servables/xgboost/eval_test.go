@@ -1,0 +1,313 @@
+package xgboost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/groveml/grove/servables"
+)
+
+// plainMargins evaluates the JSON model data the plain way, straight from
+// its arrays: row by row, tree by tree, one node at a time, a missing
+// value taking default_left. It sums in float32 in the trees' order, as
+// Margins does, so the two must agree to the bit.
+func plainMargins(t *testing.T, data []byte, f *Forest, x []float32, rows int) []float32 {
+	t.Helper()
+	var m jsonModel
+	if err := json.Unmarshal(quoteNonFinite(data), &m); err != nil {
+		t.Fatal(err)
+	}
+	b := m.Learner.GradientBooster
+	var weights []f32
+	if b.Name == "dart" {
+		weights, b = b.WeightDrop, b.GBTree
+	}
+	nf, ng := f.NumFeature, f.NumGroup
+	out := make([]float32, rows*ng)
+	for r := range rows {
+		row := x[r*nf : (r+1)*nf]
+		for g := range ng {
+			out[r*ng+g] = f.BaseMargin
+		}
+		for i, tr := range b.Model.Trees {
+			n := int64(0)
+			for tr.LeftChildren[n] != -1 {
+				v := row[tr.SplitIndices[n]]
+				switch {
+				case math.IsNaN(float64(v)) && bool(tr.DefaultLeft[n]):
+					n = tr.LeftChildren[n]
+				case math.IsNaN(float64(v)):
+					n = tr.RightChildren[n]
+				case v < float32(tr.SplitConditions[n]):
+					n = tr.LeftChildren[n]
+				default:
+					n = tr.RightChildren[n]
+				}
+			}
+			leaf := float32(tr.SplitConditions[n])
+			if weights != nil {
+				leaf *= float32(weights[i])
+			}
+			out[r*ng+int(b.Model.TreeInfo[i])] += leaf
+		}
+	}
+	return out
+}
+
+// edgyInput is rows rows for f: normal values, one in ten missing, and
+// one in five exactly a threshold some split of that feature has (which
+// goes right), with a few infinities.
+func edgyInput(f *Forest, rows int) []float32 {
+	thresholds := make([][]float32, f.NumFeature)
+	for _, n := range f.nodes {
+		if feat := n.feature &^ missingRight; int(feat) < f.NumFeature {
+			thresholds[feat] = append(thresholds[feat], n.threshold)
+		}
+	}
+	rng := rand.New(rand.NewPCG(30, 2))
+	x := make([]float32, rows*f.NumFeature)
+	for i := range x {
+		ths := thresholds[i%f.NumFeature]
+		switch k := rng.IntN(100); {
+		case k < 10:
+			x[i] = float32(math.NaN())
+		case k < 30 && len(ths) > 0:
+			x[i] = ths[rng.IntN(len(ths))]
+		case k == 30:
+			x[i] = float32(math.Inf(1))
+		case k == 31:
+			x[i] = float32(math.Inf(-1))
+		default:
+			x[i] = float32(rng.NormFloat64())
+		}
+	}
+	return x
+}
+
+// randomModel is an XGBoost JSON model (tiny.json's learner) of trees
+// random in shape: each node a leaf or a split with a probability, down
+// to depth 9 at most, so that trees evaluated together differ in depth,
+// from one-leaf trees up; nodes numbered depth first (the flattening is
+// breadth first); classes classes (multi:softprob) or one
+// (reg:squarederror).
+func randomModel(t *testing.T, seed uint64, trees, features, classes int) []byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var m map[string]any
+	if err := json.Unmarshal(readTestdata(t, "tiny.json"), &m); err != nil {
+		t.Fatal(err)
+	}
+	learner := m["learner"].(map[string]any)
+	delete(learner, "feature_names")
+	param := learner["learner_model_param"].(map[string]any)
+	param["num_feature"] = fmt.Sprint(features)
+	if classes > 1 {
+		param["num_class"] = fmt.Sprint(classes)
+		learner["objective"] = map[string]any{"name": "multi:softprob"}
+	}
+	model := learner["gradient_booster"].(map[string]any)["model"].(map[string]any)
+	model["gbtree_model_param"].(map[string]any)["num_trees"] = fmt.Sprint(trees)
+	info := make([]int, trees)
+	list := make([]map[string]any, trees)
+	for i := range list {
+		info[i] = i % classes
+		var left, right, split []int
+		var cond []float64
+		var dleft []int
+		var grow func(depth int) int
+		grow = func(depth int) int {
+			id := len(left)
+			left, right = append(left, -1), append(right, -1)
+			split, dleft = append(split, rng.IntN(features)), append(dleft, rng.IntN(2))
+			cond = append(cond, math.Round(rng.NormFloat64()*100)/100)
+			if depth < 9 && rng.IntN(10) < 7-depth/2 {
+				l := grow(depth + 1)
+				r := grow(depth + 1)
+				left[id], right[id] = l, r
+			}
+			return id
+		}
+		grow(0)
+		list[i] = map[string]any{
+			"left_children": left, "right_children": right, "split_indices": split,
+			"split_conditions": cond, "default_left": dleft,
+			"tree_param": map[string]any{"num_nodes": fmt.Sprint(len(left)), "size_leaf_vector": "0"},
+		}
+	}
+	model["tree_info"] = info
+	model["trees"] = list
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestMarginsEqualAPlainWalkOfTheFile: the flattened trees, walked eight
+// rows or eight trees at a time and as deep as each tree goes, give every
+// row of every batch size exactly the margins of the plain walk of the
+// file's arrays, on the benchmark model, on every objective's (several
+// classes, dart's weights) and on random trees of uneven depth, for FP32
+// and FP64 inputs; inputs equal to a threshold, infinite or missing
+// included.
+func TestMarginsEqualAPlainWalkOfTheFile(t *testing.T) {
+	models := map[string][]byte{
+		"random":         randomModel(t, 1, 50, 7, 1),
+		"random classes": randomModel(t, 2, 61, 4, 3),
+	}
+	for _, name := range append([]string{"bench_100x6"}, cases...) {
+		models[name] = readTestdata(t, name+".json")
+	}
+	for name, data := range models {
+		f, err := Parse(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		const most = 300
+		x := edgyInput(f, most)
+		want := plainMargins(t, data, f, x, most)
+		x64 := make([]float64, len(x))
+		for i, v := range x {
+			x64[i] = float64(v)
+		}
+		for _, rows := range []int{0, 1, 3, 7, 8, 9, 16, 17, 63, 64, 65, 130, most} {
+			nf, ng := f.NumFeature, f.NumGroup
+			got := make([]float32, rows*ng)
+			if err := f.Margins(x[:rows*nf], rows, got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[:rows*ng]) {
+				t.Fatalf("%s, %d rows: margins differ from the plain walk's\n got %v\nwant %v", name, rows, got, want[:rows*ng])
+			}
+			if err := f.Margins64(x64[:rows*nf], rows, got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[:rows*ng]) {
+				t.Fatalf("%s, %d FP64 rows: margins differ from the plain walk's", name, rows)
+			}
+		}
+	}
+}
+
+// TestTreeDepthIsTheLongestPath: a tree's depth is the most steps from
+// its root to a leaf, on trees flattened from the tiny model (one split)
+// and from a one-leaf tree.
+func TestTreeDepthIsTheLongestPath(t *testing.T) {
+	f, err := Parse(readTestdata(t, "tiny.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.depth, []int32{1}) {
+		t.Errorf("tiny.json: depths %v, want [1]", f.depth)
+	}
+	leaf := []node{{threshold: 0.5, feature: 3, left: 7}}
+	if d := treeDepth(leaf, 7); d != 0 {
+		t.Errorf("a one-leaf tree: depth %d, want 0", d)
+	}
+	// Root 10 with children 11 and 12; 12 has children 13 and 14, 14 has
+	// children 15 and 16: depth 3 along the right.
+	uneven := []node{
+		{left: 11}, {left: 11}, {left: 13},
+		{left: 13}, {left: 15}, {left: 15}, {left: 16},
+	}
+	if d := treeDepth(uneven, 10); d != 3 {
+		t.Errorf("an uneven tree: depth %d, want 3", d)
+	}
+}
+
+// TestMarginsAllocateNothing: evaluating rows allocates nothing, FP32 or
+// FP64, whatever the batch size, one class or several.
+func TestMarginsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race makes sync.Pool drop items: allocation counts mean nothing")
+	}
+	for _, name := range []string{"bench_100x6", "multi_softprob"} {
+		f, err := Parse(readTestdata(t, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		marginsAllocateNothing(t, name, f)
+	}
+}
+
+func marginsAllocateNothing(t *testing.T, name string, f *Forest) {
+	for _, rows := range []int{1, 16, 256} {
+		x := benchInput(rows, f.NumFeature)
+		x64 := make([]float64, len(x))
+		for i, v := range x {
+			x64[i] = float64(v)
+		}
+		margins := make([]float32, rows*f.NumGroup)
+		pred := make([]float32, rows*f.PredictionWidth())
+		allocs := testing.AllocsPerRun(20, func() {
+			_ = f.Margins(x, rows, margins)
+			_ = f.Margins64(x64, rows, margins)
+			_ = f.Transform(margins, rows, pred)
+		})
+		if allocs != 0 {
+			t.Errorf("%s, %d rows: %v allocations per call, want 0", name, rows, allocs)
+		}
+	}
+}
+
+// predictN runs Predict on rows rows of x as an FP32 or FP64 tensor and
+// returns its outputs.
+func predictN(t *testing.T, m *Model, x []float32, rows int, dt servables.DType) []servables.Tensor {
+	t.Helper()
+	nf := m.Forest().NumFeature
+	in, err := servables.NewTensor(InputName, dt, []int64{int64(rows), int64(nf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range x[:rows*nf] {
+		if dt == servables.Float32 {
+			in.Float32s()[i] = v
+		} else {
+			in.Float64s()[i] = float64(v)
+		}
+	}
+	out, err := m.Predict(context.Background(), []servables.Tensor{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPredictAllocatesOnlyItsOutputs: a Predict call allocates what it
+// returns (two tensors, their shapes and data, the slice holding them)
+// and nothing else: as much for 1 row as for 256, FP32 or FP64.
+func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race makes sync.Pool drop items: allocation counts mean nothing")
+	}
+	f, err := Parse(readTestdata(t, "bench_100x6.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, threads := range []int{1} {
+		m := NewModel(f)
+		defer m.Close()
+		for _, rows := range []int{1, 256} {
+			for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+				in, err := servables.NewTensor(InputName, dt, []int64{int64(rows), int64(f.NumFeature)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				inputs := []servables.Tensor{in}
+				allocs := testing.AllocsPerRun(20, func() {
+					if _, err := m.Predict(context.Background(), inputs); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if allocs > 5 {
+					t.Errorf("threads %d, %d rows of %v: %v allocations per call, want at most 5", threads, rows, dt, allocs)
+				}
+			}
+		}
+	}
+}
