@@ -45,7 +45,21 @@ func benchForest(b *testing.B) *Forest {
 // features), on one thread, at batch 1, 16 and 256, each call on rows it
 // has not had just before.
 func BenchmarkPredict(b *testing.B) {
-	benchPredict(b, NewModel(benchForest(b)), []int{1, 16, 256})
+	benchPredict(b, NewModel(benchForest(b), 1), []int{1, 16, 256})
+}
+
+// BenchmarkPredictIntraOpThreads: BenchmarkPredict with intra_op_threads
+// 1 and 2, at the batch sizes around the point where splitting the rows
+// starts to pay (parallelMinSteps).
+func BenchmarkPredictIntraOpThreads(b *testing.B) {
+	f := benchForest(b)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			m := NewModel(f, threads)
+			defer m.Close()
+			benchPredict(b, m, []int{4, 8, 16, 32, 64, 256})
+		})
+	}
 }
 
 func benchPredict(b *testing.B, m *Model, batches []int) {

@@ -43,4 +43,10 @@
 // XGBoost's CPU predictor does. A NaN input is a missing value. Inputs
 // are converted to float32 as XGBoost's DMatrix does. Evaluation
 // allocates nothing: the blocks' copies come from a pool.
+//
+// With intra_op_threads above 1, a request with enough rows (enough node
+// steps: parallelMinSteps) is cut into chunks of rows that its own
+// goroutine and the model's idle helper goroutines (a fixed pool,
+// intra_op_threads-1 of them) take in turn; every row is computed as on
+// one thread, so the answer is the same.
 package xgboost

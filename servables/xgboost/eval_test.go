@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/groveml/grove/servables"
 )
@@ -280,7 +283,8 @@ func predictN(t *testing.T, m *Model, x []float32, rows int, dt servables.DType)
 
 // TestPredictAllocatesOnlyItsOutputs: a Predict call allocates what it
 // returns (two tensors, their shapes and data, the slice holding them)
-// and nothing else: as much for 1 row as for 256, FP32 or FP64.
+// and nothing else: as much for 1 row as for 256, FP32 or FP64, on one
+// thread or split over three.
 func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("-race makes sync.Pool drop items: allocation counts mean nothing")
@@ -289,8 +293,8 @@ func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, threads := range []int{1} {
-		m := NewModel(f)
+	for _, threads := range []int{1, 3} {
+		m := NewModel(f, threads)
 		defer m.Close()
 		for _, rows := range []int{1, 256} {
 			for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
@@ -309,5 +313,89 @@ func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestIntraOpThreadsGiveTheSameOutputs: with intra_op_threads 2 and 4 a
+// model answers every batch size exactly as with 1, for FP32 and FP64,
+// with several requests at once sharing the helpers; after Close no
+// helper is left running.
+func TestIntraOpThreadsGiveTheSameOutputs(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for _, name := range []string{"bench_100x6", "multi_softprob"} {
+		f, err := Parse(readTestdata(t, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const most = 300
+		x := edgyInput(f, most)
+		one := NewModel(f, 1)
+		batches := []int{1, 2, 7, 8, 13, 16, 17, 40, 64, 65, 129, 256, most}
+		want := map[string][]servables.Tensor{}
+		for _, rows := range batches {
+			for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+				want[fmt.Sprint(rows, dt)] = predictN(t, one, x, rows, dt)
+			}
+		}
+		for _, threads := range []int{2, 4} {
+			m := NewModel(f, threads)
+			if m.workers == nil || m.workers.minRows > 256 {
+				t.Fatalf("%s, %d threads: no split at 256 rows (workers %+v)", name, threads, m.workers)
+			}
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, rows := range batches {
+						for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+							got := predictN(t, m, x, rows, dt)
+							for k, w := range want[fmt.Sprint(rows, dt)] {
+								if !slices.Equal(got[k].Float32s(), w.Float32s()) {
+									t.Errorf("%s, %d threads, %d rows of %v: %s differs from one thread's", name, threads, rows, dt, w.Name)
+								}
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			m.Close()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after Close, %d before", n, before)
+	}
+}
+
+// TestSplitRowsFinishWithoutHelpers: a split request whose helpers have
+// stopped (the model closed under it) is computed whole by its own
+// goroutine.
+func TestSplitRowsFinishWithoutHelpers(t *testing.T) {
+	f, err := Parse(readTestdata(t, "bench_100x6.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkers(f, 3)
+	w.close()
+	const rows = 100
+	x := edgyInput(f, rows)
+	want := make([]float32, rows)
+	if err := f.Margins(x, rows, want); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, rows)
+	if err := w.margins(x, nil, rows, got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("margins without helpers differ from one thread's")
+	}
+	if err := w.margins(x[:10], nil, rows, got); err == nil {
+		t.Error("margins of 100 rows on 10 rows of input: no error")
 	}
 }

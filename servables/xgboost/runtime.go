@@ -63,10 +63,10 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
 }
 
-// Load reads and checks the XGBoost model among files (see Accepts). The
-// whole evaluation runs on the calling goroutine: opts.IntraOpThreads is
-// not used yet.
-func (Runtime) Load(ctx context.Context, dir string, files []string, _ servables.LoadOptions) (servables.Servable, error) {
+// Load reads and checks the XGBoost model among files (see Accepts). With
+// opts.IntraOpThreads above 1, a request with enough rows has them split
+// over that many goroutines (NewModel).
+func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, _ servables
 	if err != nil {
 		return nil, fmt.Errorf("xgboost: loading %s: %w", file, err)
 	}
-	return NewModel(f), nil
+	return NewModel(f, opts.IntraOpThreads), nil
 }
 
 // Model is a loaded XGBoost model. Predict is safe for concurrent use.
@@ -91,12 +91,17 @@ type Model struct {
 	forest *Forest
 	meta   servables.Metadata
 	closed atomic.Bool
+	// workers split the rows of a large request (nil: one thread).
+	workers *workers
 }
 
 var _ servables.Servable = (*Model)(nil)
 
-// NewModel serves f.
-func NewModel(f *Forest) *Model {
+// NewModel serves f. With threads above 1 (intra_op_threads), it starts
+// threads-1 helper goroutines, stopped by Close: a request whose rows are
+// enough work (see parallelMinSteps) is split over them and its own
+// goroutine, with the same result as on one thread.
+func NewModel(f *Forest, threads int) *Model {
 	params := map[string]string{
 		"objective":   f.Objective.String(),
 		"booster":     f.Booster,
@@ -121,7 +126,7 @@ func NewModel(f *Forest) *Model {
 		}
 		params["xgboost_version"] = strings.Join(v, ".")
 	}
-	return &Model{forest: f, meta: servables.Metadata{
+	return &Model{forest: f, workers: newWorkers(f, threads), meta: servables.Metadata{
 		Runtime: RuntimeName,
 		Inputs:  []servables.TensorSpec{{Name: InputName, DType: servables.Float32, Shape: []int64{-1, int64(f.NumFeature)}}},
 		Outputs: []servables.TensorSpec{
@@ -186,9 +191,14 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
 	}
-	if in.DType == servables.Float32 {
+	switch {
+	case m.workers.worth(rows) && in.DType == servables.Float32:
+		err = m.workers.margins(in.Float32s(), nil, rows, margin.Float32s())
+	case m.workers.worth(rows):
+		err = m.workers.margins(nil, in.Float64s(), rows, margin.Float32s())
+	case in.DType == servables.Float32:
 		err = f.Margins(in.Float32s(), rows, margin.Float32s())
-	} else {
+	default:
 		err = f.Margins64(in.Float64s(), rows, margin.Float32s())
 	}
 	if err != nil {
@@ -209,8 +219,12 @@ func outShape(rows, width int) []int64 {
 	return []int64{int64(rows), int64(width)}
 }
 
-// Close marks the model closed: Predict fails after it.
+// Close marks the model closed, Predict fails after it, and stops the
+// helper goroutines.
 func (m *Model) Close() error {
 	m.closed.Store(true)
+	if m.workers != nil {
+		m.workers.close()
+	}
 	return nil
 }
