@@ -59,7 +59,7 @@ func (s *System) ModelInfo(path string) (forward.ModelInfo, bool) {
 	}
 	meta := c.metadata()
 	info := forward.ModelInfo{Checksum: c.checksum, LoadedAt: c.loadedAt.UTC(), Runtime: meta.Runtime, Inputs: meta.Inputs, Outputs: meta.Outputs,
-		Signature: meta.Signature, ByPosition: meta.ByPosition, UnnamedOutputs: meta.UnnamedOutputs, OutputsDeclared: meta.OutputsDeclared,
+		Signature: meta.Signature, Parameters: meta.Parameters, ByPosition: meta.ByPosition, UnnamedOutputs: meta.UnnamedOutputs, OutputsDeclared: meta.OutputsDeclared,
 		Replicas: c.serving.Replicas, MaxBatchRows: c.serving.MaxBatchRows, MaxQueueDelay: c.serving.MaxQueueDelay}
 	if c.path != path {
 		info.Newest = c.path

@@ -142,12 +142,21 @@ type countingRuntime struct {
 	ran   []float64
 	// gate, if not nil, blocks Load until it is closed.
 	gate chan struct{}
+	// opts are the load options of each Load, by the model's directory
+	// name (its path in the cache).
+	opts map[string]servables.LoadOptions
 }
 
 func (r *countingRuntime) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
 	if r.gate != nil {
 		<-r.gate
 	}
+	r.mu.Lock()
+	if r.opts == nil {
+		r.opts = map[string]servables.LoadOptions{}
+	}
+	r.opts[dir] = o
+	r.mu.Unlock()
 	sv, err := r.Runtime.Load(ctx, dir, files, o)
 	if err != nil {
 		return nil, err

@@ -401,13 +401,13 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	j := s.jobs[st.Job]
 	j.running = true
-	local, threads := j.local, s.sys.threads(st.Meta)
+	local, opts := j.local, s.sys.loadOptions(st.Meta)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	s.sys.background(func(bctx context.Context) {
 		r := loadResult{path: st.Path, job: st.Job}
 		lt := s.sys.loads.start()
 		before := residentBytes()
-		r.runtime, r.sv, r.err = s.sys.load(bctx, local, threads, st.Meta.Signature)
+		r.runtime, r.sv, r.err = s.sys.load(bctx, local, opts, st.Meta.Signature)
 		after := residentBytes()
 		// Only a load that ran alone measures its own memory; one that
 		// overlapped another is left unmeasured (placement then takes the
@@ -449,9 +449,9 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
-	local, threads, declared := j.local, s.sys.threads(j.meta), j.meta.Signature
+	local, loadOpts, declared := j.local, s.sys.loadOptions(j.meta), j.meta.Signature
 	reload := func(ctx context.Context) (servables.Servable, error) {
-		_, sv, err := s.sys.load(ctx, local, threads, declared)
+		_, sv, err := s.sys.load(ctx, local, loadOpts, declared)
 		if err != nil {
 			return nil, s.sys.modelPaths(local).Error(err)
 		}

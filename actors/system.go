@@ -461,25 +461,30 @@ func (s *System) shutdown() {
 	s.dispatcher.stop()
 }
 
-// threads is the intra-op thread count of a model: its own setting, or the server's.
-func (s *System) threads(meta modelconfig.Model) int {
+// loadOptions are the runtime's load options of a model: its intra-op
+// thread count (its own setting, or the server's) and its missing_value.
+func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
+	opts := servables.LoadOptions{IntraOpThreads: s.opts.IntraOpThreads}
 	if n := meta.Serving.IntraOpThreads; n > 0 {
-		return n
+		opts.IntraOpThreads = n
 	}
-	return s.opts.IntraOpThreads
+	if meta.Serving.HasMissingValue {
+		opts.MissingValue = new(meta.Serving.MissingValue)
+	}
+	return opts
 }
 
 // load loads cached model files with the runtime that accepts them and
-// threads intra-op threads, as the supervisor does first and a restarted
+// the model's load options, as the supervisor does first and a restarted
 // model actor again, and gives it its signature: the runtime's, with the
 // declared one applied (a declaration that does not fit the model fails
 // the load). It returns the runtime's name.
-func (s *System) load(ctx context.Context, local *bucket.LocalModel, threads int, declared modelconfig.Signature) (string, *servables.Signed, error) {
+func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servables.LoadOptions, declared modelconfig.Signature) (string, *servables.Signed, error) {
 	rt, err := s.opts.Runtimes.Find(os.DirFS(local.Dir), local.Files)
 	if err != nil {
 		return "", nil, err
 	}
-	sv, err := rt.Load(ctx, local.Dir, local.Files, servables.LoadOptions{IntraOpThreads: threads})
+	sv, err := rt.Load(ctx, local.Dir, local.Files, opts)
 	if err != nil {
 		return "", nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +59,32 @@ func TestSystemLoadsConfiguredModelsWarmsThemUpAndServes(t *testing.T) {
 		}
 		if n := w.metric("grove_ready", nil); n != 1 {
 			t.Errorf("grove_ready = %v", n)
+		}
+	})
+}
+
+// TestSystemLoadsAModelWithItsEntrysLoadOptions: a model entry's
+// intra_op_threads and missing_value reach the runtime's Load; an entry
+// without them gets the server's threads and no missing value.
+func TestSystemLoadsAModelWithItsEntrysLoadOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"intra_op_threads": 3, "missing_value": -999`), entry("b/", "", "")),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)}, func(_ *world, o *Options) { o.IntraOpThreads = 2 })
+		defer w.stop()
+		synctest.Wait()
+		w.rt.mu.Lock()
+		defer w.rt.mu.Unlock()
+		var got []string
+		for _, o := range w.rt.opts {
+			missing := "none"
+			if o.MissingValue != nil {
+				missing = fmt.Sprint(*o.MissingValue)
+			}
+			got = append(got, fmt.Sprintf("threads %d, missing %s", o.IntraOpThreads, missing))
+		}
+		slices.Sort(got)
+		if want := []string{"threads 2, missing none", "threads 3, missing -999"}; !slices.Equal(got, want) {
+			t.Errorf("load options %q, want %q", got, want)
 		}
 	})
 }

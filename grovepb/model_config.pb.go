@@ -174,7 +174,13 @@ type ModelMetadata struct {
 	// Grove: what direct calls of this model learn from the outcomes that
 	// follow their predictions (see OutcomeConfig). Needs the server's
 	// prediction_log.default_level FULL. Absent: nothing.
-	Outcomes      *OutcomeConfig `protobuf:"bytes,113,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes *OutcomeConfig `protobuf:"bytes,113,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// Grove, XGBoost models only: an input value the model takes as missing,
+	// as it takes NaN (the missing of the DMatrix it was trained on, which
+	// the model file does not record), a finite number within float32's
+	// range, compared after conversion to float32. Absent: only NaN is
+	// missing. Other runtimes refuse it.
+	MissingValue  *float64 `protobuf:"fixed64,114,opt,name=missing_value,json=missingValue,proto3,oneof" json:"missing_value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +339,13 @@ func (x *ModelMetadata) GetOutcomes() *OutcomeConfig {
 		return x.Outcomes
 	}
 	return nil
+}
+
+func (x *ModelMetadata) GetMissingValue() float64 {
+	if x != nil && x.MissingValue != nil {
+		return *x.MissingValue
+	}
+	return 0
 }
 
 // OutcomeConfig says what a contract's (or a direct model's) predictions learn
@@ -2003,7 +2016,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xb5\a\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xf1\a\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -2023,11 +2036,13 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x14keep_previous_for_ms\x18n \x01(\x05H\x00R\x11keepPreviousForMs\x88\x01\x01\x12\x14\n" +
 	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
 	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x123\n" +
-	"\boutcomes\x18q \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomes\x1aC\n" +
+	"\boutcomes\x18q \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomes\x12(\n" +
+	"\rmissing_value\x18r \x01(\x01H\x01R\fmissingValue\x88\x01\x01\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +
-	"\x15_keep_previous_for_ms\"\xd0\x01\n" +
+	"\x15_keep_previous_for_msB\x10\n" +
+	"\x0e_missing_value\"\xd0\x01\n" +
 	"\rOutcomeConfig\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x00R\x04kind\x88\x01\x01\x12\x16\n" +

@@ -45,6 +45,11 @@ type Runtime interface {
 type LoadOptions struct {
 	// IntraOpThreads is the number of threads one forward call may use; 0 means 1.
 	IntraOpThreads int
+	// MissingValue is the model entry's missing_value: an input value the
+	// model takes as missing, as it takes NaN (XGBoost's DMatrix missing);
+	// nil for none. Only runtimes of models with missing values (XGBoost)
+	// take one; the others refuse it.
+	MissingValue *float64
 }
 
 // Metadata describes a model's signature. Dimensions of -1 are dynamic.

@@ -418,6 +418,7 @@ func serveRequestFields() []jsondoc.Field[ServeRequest] {
 		via("max_batch_rows"),
 		via("max_queue_delay_us"),
 		via("intra_op_threads"),
+		via("missing_value"),
 		via("default_timeout_ms"),
 		via("queue_timeout_ms"),
 		{Name: "fqrv", Decode: func(d *jsondoc.Decoder, path string, r *ServeRequest) error {
@@ -550,6 +551,14 @@ func modelFields() []jsondoc.Field[modelconfig.Model] {
 			n, err := d.Integer(path, 0, modelconfig.MaxIntraOpThreads)
 			m.Serving.IntraOpThreads = int(n)
 			return err
+		}},
+		{Name: "missing_value", Decode: func(d *jsondoc.Decoder, path string, m *modelconfig.Model) error {
+			v := math.NaN() // Float rejects NaN: still NaN after null
+			if err := d.Float(path, &v); err != nil || math.IsNaN(v) {
+				return err
+			}
+			m.Serving.MissingValue, m.Serving.HasMissingValue = v, true
+			return nil
 		}},
 		{Name: "default_timeout_ms", Decode: func(d *jsondoc.Decoder, path string, m *modelconfig.Model) error {
 			ms, err := d.Integer(path, 0, modelconfig.MaxTimeoutMs)

@@ -325,6 +325,17 @@ func TestParseServeRequestDefaultsAndSpellings(t *testing.T) {
 			&ServeRequest{Model: modelconfig.Model{Path: "m/"}, Contract: modelconfig.Contract{Organization: "o", Project: "p", Number: 1},
 				Servable: modelconfig.ContractServable{ReleaseVersion: "v1", ModelPath: "m/", PhaseIn: modelconfig.PhaseIn{Kind: modelconfig.PhaseInImmediate},
 					Logging: modelconfig.ServableLogging{Level: modelconfig.LogLevelNone, SampleRate: 1, KeyFeatures: []string{"u"}, KeyFeaturesSeparator: "."}}}},
+		{"missing_value",
+			`{"path": "m/", "missing_value": -999, "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
+			&ServeRequest{Model: modelconfig.Model{Path: "m/", Serving: modelconfig.ServingOptions{MissingValue: -999, HasMissingValue: true}},
+				Contract: modelconfig.Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
+		{"missing_value 0, lowerCamelCase",
+			`{"path": "m/", "missingValue": "0", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
+			&ServeRequest{Model: modelconfig.Model{Path: "m/", Serving: modelconfig.ServingOptions{HasMissingValue: true}},
+				Contract: modelconfig.Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
+		{"missing_value null",
+			`{"path": "m/", "missing_value": null, "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
+			&ServeRequest{Model: modelconfig.Model{Path: "m/"}, Contract: modelconfig.Contract{Organization: "o", Project: "p", Number: 1}, Servable: servable("v1", "m/")}},
 		{"request timeouts",
 			`{"path": "m/", "default_timeout_ms": 100, "queueTimeoutMs": "20", "fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`,
 			&ServeRequest{Model: modelconfig.Model{Path: "m/", DefaultTimeout: 100 * time.Millisecond, QueueTimeout: 20 * time.Millisecond},
@@ -380,6 +391,8 @@ func TestParseServeRequestErrors(t *testing.T) {
 		{"contract settings not an object", `{"path": "m/", ` + fqrv + `, "contractSettings": "fair"}`, `contract_settings: expected an object, got string "fair"`},
 		{"negative grace period", `{"path": "m/", "eviction_grace_period_in_ms": -1, ` + fqrv + `}`, `eviction_grace_period_in_ms: -1 is out of range 0..2147483647`},
 		{"checksum not a string", `{"path": "m/", "checksum": 5, ` + fqrv + `}`, `checksum: expected a string, got number 5`},
+		{"missing_value not finite", `{"path": "m/", "missing_value": "NaN", ` + fqrv + `}`, `missing_value: "NaN" is not a number`},
+		{"missing_value out of range", `{"path": "m/", "missing_value": 1e400, ` + fqrv + `}`, `missing_value: 1e400 is out of range of a finite double`},
 		{"bad JSON in the tags", `{"path": "m/", ` + fqrv + `, "tags": {"a": tru}}`, `invalid JSON`},
 		{"not an object", `[]`, `serve request must be a JSON object, got an array`},
 		{"null", `null`, `serve request must be a JSON object, got null`},
@@ -538,6 +551,9 @@ func serveRequestJSON(t *testing.T, r *ServeRequest) []byte {
 		},
 		"servable_settings": map[string]any{"policy_settings": r.Servable.Policy(), "logging_settings": r.Servable.Logging},
 	}
+	if m.Serving.HasMissingValue {
+		doc["missing_value"] = m.Serving.MissingValue
+	}
 	if r.ContractSettings != nil {
 		doc["contract_settings"] = *r.ContractSettings
 	}
@@ -584,7 +600,7 @@ func FuzzParseServeRequest(f *testing.F) {
 		"loggingSettings": {"logLevel": "SAMPLE", "sampleRate": 0.1, "keyFeatures": ["u"], "keyFeaturesSeparator": "|"}},
 		"contractSettings": {"router": "latest", "expiration": {"keep_top_ranked": {"n": 2, "metric": "auc"}}, "sticky_key": "u"}, "tags": {"a": "b"}}`))
 	f.Add([]byte(`{"path": "file:///models/0", "flavor": {"H2OMojo": {"mojoPath": "m.zip"}}}`))
-	f.Add([]byte(`{"path": "m/", "replicas": 2, "maxBatchRows": "8", "max_queue_delay_us": 500, "intraOpThreads": 2, "default_timeout_ms": 100, "queueTimeoutMs": 5e1,
+	f.Add([]byte(`{"path": "m/", "replicas": 2, "maxBatchRows": "8", "max_queue_delay_us": 500, "intraOpThreads": 2, "missing_value": -999, "default_timeout_ms": 100, "queueTimeoutMs": 5e1,
 		"fqrv": {"contract": {"organization": "o", "project": "p", "contract_number": 1}, "release_version": "v1"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseServeRequest(data)

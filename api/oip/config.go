@@ -91,7 +91,11 @@ func configDims(shape []int64, batched bool) []int64 {
 //   - instance_group: one group of the model's replicas, KIND_CPU;
 //   - version_policy: all, since Grove serves every version the model
 //     config lists (modelConfigOf gives a versioned entry's versions its
-//     version_policy).
+//     version_policy);
+//   - parameters: what else the runtime read from the model file
+//     (servables.Metadata.Parameters: an XGBoost model's objective,
+//     booster, num_trees, feature_names, best_iteration, ...), each a
+//     string_value, as Triton's backends list theirs.
 func modelConfig(mv routing.ModelVersion, meta servables.Metadata, sv actors.ModelServing) *oippb.ModelConfig {
 	cfg := &oippb.ModelConfig{
 		Name:     mv.Name,
@@ -113,6 +117,12 @@ func modelConfig(mv routing.ModelVersion, meta servables.Metadata, sv actors.Mod
 	}
 	for _, t := range meta.Outputs {
 		cfg.Output = append(cfg.Output, &oippb.ModelOutput{Name: t.Name, DataType: configDataType(t.DType), Dims: configDims(t.Shape, batched)})
+	}
+	if len(meta.Parameters) > 0 {
+		cfg.Parameters = make(map[string]*oippb.ModelParameter, len(meta.Parameters))
+		for k, v := range meta.Parameters {
+			cfg.Parameters[k] = &oippb.ModelParameter{StringValue: v}
+		}
 	}
 	return cfg
 }

@@ -151,6 +151,29 @@ func TestModelConfigOfAnUnbatchedModelKeepsEveryDimension(t *testing.T) {
 	}
 }
 
+// TestModelConfigListsTheRuntimesParameters: what the runtime read from
+// the model file (an XGBoost model's objective, feature names) is the
+// configuration's parameters, each a string_value, over REST and gRPC.
+func TestModelConfigListsTheRuntimesParameters(t *testing.T) {
+	meta := servables.Metadata{Runtime: "xgboost", Inputs: tritonSignature.Inputs, Outputs: tritonSignature.Outputs,
+		Parameters: map[string]string{"objective": "binary:logistic", "feature_names": `["a","b","c","d"]`}}
+	cfg := modelConfig(routing.ModelVersion{Path: "m/", Name: "m", Version: "1"}, meta, actors.ModelServing{Replicas: 1, MaxBatchRows: 8})
+	body, err := AppendModelConfigJSON(nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"parameters":{"feature_names":{"string_value":"[\"a\",\"b\",\"c\",\"d\"]"},"objective":{"string_value":"binary:logistic"}}`; !strings.Contains(string(body), want) {
+		t.Errorf("config lacks %s:\n%s", want, body)
+	}
+	if got := cfg.GetParameters()["objective"].GetStringValue(); got != "binary:logistic" {
+		t.Errorf("gRPC config's objective parameter %q", got)
+	}
+	// A runtime with nothing to add: no parameters.
+	if cfg := modelConfig(routing.ModelVersion{Path: "m/", Name: "m", Version: "1"}, tritonSignature, actors.ModelServing{Replicas: 1}); len(cfg.GetParameters()) != 0 {
+		t.Errorf("parameters %v for a model without any", cfg.GetParameters())
+	}
+}
+
 func TestConfigDataTypesAreTYPEAndTheOIPName(t *testing.T) {
 	for _, dt := range []servables.DType{servables.Float32, servables.Float64, servables.Int8, servables.Int16, servables.Int32, servables.Int64, servables.Bool, servables.Uint8} {
 		name, _ := Datatype(dt)

@@ -15,13 +15,14 @@ type ModelInfo struct {
 	// when it was loaded.
 	Checksum string    `json:"checksum,omitempty"`
 	LoadedAt time.Time `json:"loaded_at"`
-	// Runtime, Inputs, Outputs and Signature are the model's
+	// Runtime, Inputs, Outputs, Signature and Parameters are the model's
 	// servables.Metadata; ByPosition, UnnamedOutputs and OutputsDeclared
 	// its fields of the same names.
 	Runtime         string                 `json:"runtime"`
 	Inputs          []servables.TensorSpec `json:"inputs,omitempty"`
 	Outputs         []servables.TensorSpec `json:"outputs,omitempty"`
 	Signature       string                 `json:"signature,omitempty"`
+	Parameters      map[string]string      `json:"parameters,omitempty"`
 	ByPosition      bool                   `json:"by_position,omitempty"`
 	UnnamedOutputs  bool                   `json:"unnamed_outputs,omitempty"`
 	OutputsDeclared bool                   `json:"outputs_declared,omitempty"`
@@ -38,5 +39,5 @@ type ModelInfo struct {
 // Metadata returns the model's servables.Metadata.
 func (m *ModelInfo) Metadata() servables.Metadata {
 	return servables.Metadata{Runtime: m.Runtime, Inputs: m.Inputs, Outputs: m.Outputs, Signature: m.Signature,
-		ByPosition: m.ByPosition, UnnamedOutputs: m.UnnamedOutputs, OutputsDeclared: m.OutputsDeclared}
+		Parameters: m.Parameters, ByPosition: m.ByPosition, UnnamedOutputs: m.UnnamedOutputs, OutputsDeclared: m.OutputsDeclared}
 }

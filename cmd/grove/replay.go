@@ -77,6 +77,15 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	tol := fs.Float64("tolerance", 1e-5, "largest absolute difference of an output value that counts as equal")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	threads := fs.Int("intra-op-threads", 1, "with --model: threads one forward call may use")
+	var missing *float64
+	fs.Func("missing-value", "with --model, an XGBoost model: the input `value` it takes as missing besides NaN (its entry's missing_value)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(math.Abs(v) <= math.MaxFloat32) {
+			return fmt.Errorf("%q is not a finite number within float32's range", s)
+		}
+		missing = &v
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
@@ -97,6 +106,9 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	case *target != "" && *url == "":
 		fmt.Fprintln(stderr, "grove replay: --target-model needs --url")
 		return 2
+	case missing != nil && *url != "":
+		fmt.Fprintln(stderr, "grove replay: --missing-value needs --model (the server's model entry has its own)")
+		return 2
 	case !(*tol >= 0):
 		fmt.Fprintln(stderr, "grove replay: --tolerance must not be negative")
 		return 2
@@ -107,7 +119,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	var sc scorer
 	var err error
 	if *model != "" {
-		sc, err = loadLocal(ctx, *model, *threads)
+		sc, err = loadLocal(ctx, *model, servables.LoadOptions{IntraOpThreads: *threads, MissingValue: missing})
 	} else {
 		sc, err = newRemote(ctx, *url, *target, src.timeout, &sc0)
 	}
@@ -193,7 +205,7 @@ type local struct {
 
 // loadLocal loads the model file or directory at path with the first
 // runtime of this build that accepts its files.
-func loadLocal(ctx context.Context, path string, threads int) (*local, error) {
+func loadLocal(ctx context.Context, path string, opts servables.LoadOptions) (*local, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
@@ -218,7 +230,7 @@ func loadLocal(ctx context.Context, path string, threads int) (*local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", path, err)
 	}
-	s, err := rt.Load(ctx, dir, files, servables.LoadOptions{IntraOpThreads: threads})
+	s, err := rt.Load(ctx, dir, files, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", path, err)
 	}

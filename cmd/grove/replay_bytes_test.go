@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/groveml/grove/grovepb"
@@ -13,7 +17,7 @@ import (
 
 func TestReplayComparesBytesOutputsExactly(t *testing.T) {
 	ctx := context.Background()
-	sc, err := loadLocal(ctx, filepath.Join("..", "..", "examples", "bucket", "game_score"), 1)
+	sc, err := loadLocal(ctx, filepath.Join("..", "..", "examples", "bucket", "game_score"), servables.LoadOptions{IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,5 +47,78 @@ func TestReplayComparesBytesOutputsExactly(t *testing.T) {
 	}
 	if s.Compared != 1 || s.Within != 0 || !math.IsInf(float64(s.MaxAbsDiff), 1) {
 		t.Fatalf("changed string: %+v", s)
+	}
+}
+
+// TestReplayMissingValueReachesTheModel: --missing-value loads an XGBoost
+// model with it, so that the -999 inputs of a model trained with
+// DMatrix(missing=-999) score as python3-xgboost scores them; without it
+// some score otherwise. A value that is not a finite float32, or the flag
+// with --url, is a usage error.
+func TestReplayMissingValueReachesTheModel(t *testing.T) {
+	ctx := context.Background()
+	testdata := filepath.Join("..", "..", "servables", "xgboost", "testdata")
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(testdata, "missing_sentinel.ubj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.ubj"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(testdata, "missing_sentinel.expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expected struct {
+		Input      [][]*float64 `json:"input"`
+		Prediction []float64    `json:"prediction"`
+	}
+	if err := json.Unmarshal(raw, &expected); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := servables.NewTensor("input", servables.Float32, []int64{int64(len(expected.Input)), 5})
+	for r, row := range expected.Input {
+		for c, v := range row {
+			in.Float32s()[r*5+c] = float32(math.NaN())
+			if v != nil {
+				in.Float32s()[r*5+c] = float32(*v)
+			}
+		}
+	}
+	differ := func(opts servables.LoadOptions) int {
+		sc, err := loadLocal(ctx, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.close()
+		out, err := sc.s.Predict(ctx, []servables.Tensor{in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i, v := range out[0].Float32s() {
+			if math.Abs(float64(v)-expected.Prediction[i]) > 1e-6 {
+				n++
+			}
+		}
+		return n
+	}
+	missing := -999.0
+	if n := differ(servables.LoadOptions{MissingValue: &missing}); n != 0 {
+		t.Errorf("with --missing-value -999: %d of %d predictions differ from python3-xgboost's", n, len(expected.Prediction))
+	}
+	if n := differ(servables.LoadOptions{}); n == 0 {
+		t.Error("without --missing-value: every prediction as python3-xgboost's with missing=-999")
+	}
+	for _, args := range [][]string{
+		{"--missing-value", "x", "--model", dir},
+		{"--missing-value", "1e39", "--model", dir},
+		{"--missing-value", "-999", "--url", "http://127.0.0.1:1"},
+	} {
+		var out, errb bytes.Buffer
+		if code := replay(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "missing-value") {
+			t.Errorf("grove replay %q: exit %d, %s; want a usage error naming --missing-value", args, code, errb.String())
+		}
 	}
 }

@@ -144,6 +144,12 @@ type ServingOptions struct {
 	// IntraOpThreads is intra_op_threads: threads one forward call may use
 	// (0: the server's intra_op_threads).
 	IntraOpThreads int
+	// MissingValue is missing_value when HasMissingValue: an input value
+	// an XGBoost model takes as missing, as it takes NaN (other runtimes
+	// refuse it). Two fields rather than a pointer keep ServingOptions
+	// comparable with ==.
+	MissingValue    float64
+	HasMissingValue bool
 }
 
 // Limits of the serving options, the largest values Parse accepts.
@@ -281,6 +287,10 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 		})
 		if m.KeepPreviousForMs != nil {
 			c.Models[len(c.Models)-1].KeepPreviousFor = new(time.Duration(m.GetKeepPreviousForMs()) * time.Millisecond)
+		}
+		if m.MissingValue != nil {
+			c.Models[len(c.Models)-1].Serving.MissingValue = m.GetMissingValue()
+			c.Models[len(c.Models)-1].Serving.HasMissingValue = true
 		}
 	}
 	for i, k := range pb.GetContracts() {
@@ -430,6 +440,9 @@ func (c *Config) validate() error {
 		}
 		if nodes, minNodes := m.Placement(); minNodes > nodes {
 			return &Error{Field: entry + ".min_nodes", Msg: fmt.Sprintf("%d is more than nodes (%d)", minNodes, nodes)}
+		}
+		if o := m.Serving; o.HasMissingValue && !(math.Abs(o.MissingValue) <= math.MaxFloat32) {
+			return &Error{Field: entry + ".missing_value", Msg: fmt.Sprintf("%v is not a finite number within float32's range (the value is compared to inputs as a float32)", o.MissingValue)}
 		}
 		if err := validateVersioning(entry, m); err != nil {
 			return err
@@ -1124,6 +1137,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Nodes    int               `json:"nodes,omitempty"`
 		MinNodes int               `json:"min_nodes,omitempty"`
 		Outcomes *outcomesJSON     `json:"outcomes,omitempty"`
+		Missing  *float64          `json:"missing_value,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -1135,9 +1149,12 @@ func (c Config) MarshalJSON() ([]byte, error) {
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
 			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
-			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes, m.Outcomes.canonical()})
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes, m.Outcomes.canonical(), nil})
 		if k := m.KeepPreviousFor; k != nil {
 			doc.Models[len(doc.Models)-1].KeepMs = new(k.Milliseconds())
+		}
+		if o.HasMissingValue {
+			doc.Models[len(doc.Models)-1].Missing = new(o.MissingValue)
 		}
 	}
 	for _, k := range c.Contracts {

@@ -434,7 +434,8 @@ func TestParseModelConfigAllowsOneModelInSeveralContracts(t *testing.T) {
 
 func TestModelConfigMarshalJSONRoundTrips(t *testing.T) {
 	for name, data := range map[string]string{"issue": issueExample, "all shapes": allShapesExample, "models only": `{"model_metadata": [{"model_path": "m", "eviction_grace_period_in_ms": 5}]}`,
-		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2}]}`,
+		"serving options": `{"model_metadata": [{"model_path": "m/", "replicas": 2, "max_batch_rows": 32, "max_queue_delay_us": 500, "intra_op_threads": 2, "missing_value": -999}]}`,
+		"missing value 0": `{"model_metadata": [{"model_path": "m/", "missing_value": 0}]}`,
 		"versions":        versionsExample} {
 		c, err := Parse([]byte(data))
 		if err != nil {
@@ -488,6 +489,45 @@ func TestParseModelConfigServingOptions(t *testing.T) {
 		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "` + tc.field + `": ` + tc.value + `}]}`))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: got %v, want an error containing %q", tc.field, tc.value, err, tc.want)
+		}
+	}
+}
+
+// TestParseModelConfigMissingValue: missing_value is a finite number
+// within float32's range (0 included, as a set value), absent by default,
+// written back in the canonical form when set.
+func TestParseModelConfigMissingValue(t *testing.T) {
+	c, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "missing_value": -999},
+	  {"model_path": "b/", "missingValue": "0"},
+	  {"model_path": "c/", "missing_value": null},
+	  {"model_path": "d/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []ServingOptions{{MissingValue: -999, HasMissingValue: true}, {HasMissingValue: true}, {}, {}} {
+		if got := c.Models[i].Serving; got != want {
+			t.Errorf("%s: %+v, want %+v", c.Models[i].Path, got, want)
+		}
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","missing_value":-999},{"model_path":"b/","missing_value":0},{"model_path":"c/"},{"model_path":"d/"}]}`
+	if string(out) != want {
+		t.Errorf("canonical form\n got %s\nwant %s", out, want)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{`"NaN"`, `model_metadata[0].missing_value: "NaN" is not a number`},
+		{`"Infinity"`, `model_metadata[0].missing_value: "Infinity" is not a number`},
+		{`1e400`, `model_metadata[0].missing_value: 1e400 is out of range of a finite double`},
+		{`1e39`, `model_metadata[0].missing_value: 1e+39 is not a finite number within float32's range`},
+		{`"x"`, `model_metadata[0].missing_value: "x" is not a number`},
+	} {
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "missing_value": ` + tc.value + `}]}`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("missing_value %s: got %v, want an error containing %q", tc.value, err, tc.want)
 		}
 	}
 }

@@ -346,7 +346,8 @@ func loadError(file string, err error) error {
 
 // Load creates an ONNX Runtime session for the ONNX file among files (see Accepts), on
 // the CPU, with opts.IntraOpThreads intra-op threads (0 means 1) and one
-// inter-op thread. The first Load of the process loads the library (see
+// inter-op thread (opts.MissingValue is refused: ONNX models have no
+// missing values). The first Load of the process loads the library (see
 // Runtime.LibraryPath); when it is missing the error wraps ErrLibrary and
 // says how to get it.
 func (r Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
@@ -359,6 +360,9 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	}
 	if opts.IntraOpThreads < 0 {
 		return nil, fmt.Errorf("onnx: IntraOpThreads is %d, it has to be 0 or more", opts.IntraOpThreads)
+	}
+	if opts.MissingValue != nil {
+		return nil, fmt.Errorf("onnx: missing_value is %v: an ONNX model takes no missing value (only XGBoost models do)", *opts.MissingValue)
 	}
 	file := filepath.Join(dir, filepath.FromSlash(rel))
 	if _, err := os.Stat(file); err != nil {

@@ -637,6 +637,15 @@ func TestIntraOpThreads(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesMissingValue: missing_value is an XGBoost setting; an
+// ONNX model given one fails to load, saying so.
+func TestLoadRefusesMissingValue(t *testing.T) {
+	_, err := Runtime{}.Load(context.Background(), filepath.Dir(pctrONNX), []string{"model.onnx"}, servables.LoadOptions{MissingValue: new(-999.0)})
+	if err == nil || !strings.Contains(err.Error(), "missing_value is -999") {
+		t.Errorf("Load with missing_value -999: %v, want an error naming missing_value", err)
+	}
+}
+
 // threads is the number of OS threads of the process.
 func threads(t *testing.T) int {
 	entries, err := os.ReadDir("/proc/self/task")

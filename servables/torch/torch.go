@@ -77,6 +77,7 @@ func initTorch() {
 // Load loads the TorchScript file among files (see Accepts), puts it in eval mode and
 // freezes it (falling back to the unfrozen module if freezing fails).
 // opts.IntraOpThreads is applied to each forward call; see the package doc.
+// opts.MissingValue is refused: TorchScript models have no missing values.
 func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -87,6 +88,9 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 	}
 	if opts.IntraOpThreads < 0 {
 		return nil, fmt.Errorf("torchscript: IntraOpThreads is %d, it has to be 0 or more", opts.IntraOpThreads)
+	}
+	if opts.MissingValue != nil {
+		return nil, fmt.Errorf("torchscript: missing_value is %v: a TorchScript model takes no missing value (only XGBoost models do)", *opts.MissingValue)
 	}
 	initTorch()
 	file := filepath.Join(dir, filepath.FromSlash(rel))

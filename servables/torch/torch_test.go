@@ -397,6 +397,15 @@ func TestCorruptFileFailsToLoad(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesMissingValue: missing_value is an XGBoost setting; a
+// TorchScript model given one fails to load, saying so.
+func TestLoadRefusesMissingValue(t *testing.T) {
+	_, err := Runtime{}.Load(context.Background(), "testdata", []string{"add.pt"}, servables.LoadOptions{MissingValue: new(-999.0)})
+	if err == nil || !strings.Contains(err.Error(), "missing_value is -999") {
+		t.Errorf("Load with missing_value -999: %v, want an error naming missing_value", err)
+	}
+}
+
 func TestMissingFileFailsToLoad(t *testing.T) {
 	_, err := Runtime{}.Load(context.Background(), "testdata", []string{"absent.pt"}, servables.LoadOptions{})
 	if err == nil || !strings.Contains(err.Error(), "absent.pt") {

@@ -45,7 +45,7 @@ func benchForest(b *testing.B) *Forest {
 // features), on one thread, at batch 1, 16 and 256, each call on rows it
 // has not had just before.
 func BenchmarkPredict(b *testing.B) {
-	benchPredict(b, NewModel(benchForest(b), 1), []int{1, 16, 256})
+	benchPredict(b, newModel(b, benchForest(b), servables.LoadOptions{}), []int{1, 16, 256})
 }
 
 // BenchmarkPredictIntraOpThreads: BenchmarkPredict with intra_op_threads
@@ -55,7 +55,7 @@ func BenchmarkPredictIntraOpThreads(b *testing.B) {
 	f := benchForest(b)
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			m := NewModel(f, threads)
+			m := newModel(b, f, servables.LoadOptions{IntraOpThreads: threads})
 			defer m.Close()
 			benchPredict(b, m, []int{4, 8, 16, 32, 64, 256})
 		})

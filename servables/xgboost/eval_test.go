@@ -46,6 +46,12 @@ func plainMargins(t *testing.T, data []byte, f *Forest, x []float32, rows int) [
 					n = tr.LeftChildren[n]
 				case math.IsNaN(float64(v)):
 					n = tr.RightChildren[n]
+				case tr.SplitType != nil && tr.SplitType[n] == 1:
+					if inCategories(tr, n, v) {
+						n = tr.RightChildren[n]
+					} else {
+						n = tr.LeftChildren[n]
+					}
 				case v < float32(tr.SplitConditions[n]):
 					n = tr.LeftChildren[n]
 				default:
@@ -62,9 +68,36 @@ func plainMargins(t *testing.T, data []byte, f *Forest, x []float32, rows int) [
 	return out
 }
 
-// edgyInput is rows rows for f: normal values, one in ten missing, and
-// one in five exactly a threshold some split of that feature has (which
-// goes right), with a few infinities.
+// inCategories reports whether v is one of the categories of tree tr's
+// categorical split n, as XGBoost 1.7 tells: the category v truncates to,
+// none when v is negative or 2^24 or more.
+func inCategories(tr jsonTree, n int64, v float32) bool {
+	if !(v >= 0 && v < 1<<24) {
+		return false
+	}
+	for k, nd := range tr.CategoriesNodes {
+		if nd == n {
+			seg, size := tr.CategoriesSegment[k], tr.CategoriesSizes[k]
+			return slices.Contains(tr.Categories[seg:seg+size], int64(v))
+		}
+	}
+	return false
+}
+
+// newModel is NewModel, failing t on an error.
+func newModel(t testing.TB, f *Forest, opts servables.LoadOptions) *Model {
+	t.Helper()
+	m, err := NewModel(f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// edgyInput is rows rows for f: normal values, one in ten missing, one in
+// five exactly a threshold some split of that feature has (which goes
+// right), one in ten a category's code (0 to 15, a few with a fraction),
+// and a few infinities.
 func edgyInput(f *Forest, rows int) []float32 {
 	thresholds := make([][]float32, f.NumFeature)
 	for _, n := range f.nodes {
@@ -85,6 +118,10 @@ func edgyInput(f *Forest, rows int) []float32 {
 			x[i] = float32(math.Inf(1))
 		case k == 31:
 			x[i] = float32(math.Inf(-1))
+		case k < 42: // a category's code
+			x[i] = float32(rng.IntN(16))
+		case k == 42: // a code's truncation
+			x[i] = float32(rng.IntN(16)) + 0.7
 		default:
 			x[i] = float32(rng.NormFloat64())
 		}
@@ -224,12 +261,13 @@ func TestTreeDepthIsTheLongestPath(t *testing.T) {
 }
 
 // TestMarginsAllocateNothing: evaluating rows allocates nothing, FP32 or
-// FP64, whatever the batch size, one class or several.
+// FP64, whatever the batch size, one class or several, numeric splits or
+// categorical ones.
 func TestMarginsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("-race makes sync.Pool drop items: allocation counts mean nothing")
 	}
-	for _, name := range []string{"bench_100x6", "multi_softprob"} {
+	for _, name := range []string{"bench_100x6", "multi_softprob", "cat_multi_softprob"} {
 		f, err := Parse(readTestdata(t, name+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -260,12 +298,11 @@ func marginsAllocateNothing(t *testing.T, name string, f *Forest) {
 
 // predictN runs Predict on rows rows of x as an FP32 or FP64 tensor and
 // returns its outputs.
-func predictN(t *testing.T, m *Model, x []float32, rows int, dt servables.DType) []servables.Tensor {
-	t.Helper()
+func predictN(m *Model, x []float32, rows int, dt servables.DType) ([]servables.Tensor, error) {
 	nf := m.Forest().NumFeature
 	in, err := servables.NewTensor(InputName, dt, []int64{int64(rows), int64(nf)})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for i, v := range x[:rows*nf] {
 		if dt == servables.Float32 {
@@ -274,17 +311,13 @@ func predictN(t *testing.T, m *Model, x []float32, rows int, dt servables.DType)
 			in.Float64s()[i] = float64(v)
 		}
 	}
-	out, err := m.Predict(context.Background(), []servables.Tensor{in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return m.Predict(context.Background(), []servables.Tensor{in})
 }
 
 // TestPredictAllocatesOnlyItsOutputs: a Predict call allocates what it
 // returns (two tensors, their shapes and data, the slice holding them)
-// and nothing else: as much for 1 row as for 256, FP32 or FP64, on one
-// thread or split over three.
+// and nothing else: as much for 1 row as for 256, FP32 or FP64, with a
+// missing_value or without, on one thread or split over three.
 func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("-race makes sync.Pool drop items: allocation counts mean nothing")
@@ -293,8 +326,11 @@ func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, threads := range []int{1, 3} {
-		m := NewModel(f, threads)
+	sentinel := -999.0
+	for _, opts := range []servables.LoadOptions{
+		{}, {IntraOpThreads: 3}, {MissingValue: &sentinel}, {MissingValue: &sentinel, IntraOpThreads: 3},
+	} {
+		m := newModel(t, f, opts)
 		defer m.Close()
 		for _, rows := range []int{1, 256} {
 			for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
@@ -309,7 +345,8 @@ func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 					}
 				})
 				if allocs > 5 {
-					t.Errorf("threads %d, %d rows of %v: %v allocations per call, want at most 5", threads, rows, dt, allocs)
+					t.Errorf("threads %d, missing_value %v, %d rows of %v: %v allocations per call, want at most 5",
+						opts.IntraOpThreads, opts.MissingValue != nil, rows, dt, allocs)
 				}
 			}
 		}
@@ -317,31 +354,49 @@ func TestPredictAllocatesOnlyItsOutputs(t *testing.T) {
 }
 
 // TestIntraOpThreadsGiveTheSameOutputs: with intra_op_threads 2 and 4 a
-// model answers every batch size exactly as with 1, for FP32 and FP64,
-// with several requests at once sharing the helpers; after Close no
-// helper is left running.
+// model answers every batch size exactly as with 1 (every request of two
+// rows or more split, whatever parallelMinSteps says), for FP32 and FP64,
+// with several requests at once sharing the helpers, on numeric and
+// categorical splits and with a missing_value; after Close no helper is
+// left running.
 func TestIntraOpThreadsGiveTheSameOutputs(t *testing.T) {
 	before := runtime.NumGoroutine()
-	for _, name := range []string{"bench_100x6", "multi_softprob"} {
+	for _, name := range []string{"bench_100x6", "multi_softprob", "cat_multi_softprob", "missing_sentinel"} {
 		f, err := Parse(readTestdata(t, name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		const most = 300
 		x := edgyInput(f, most)
-		one := NewModel(f, 1)
+		var opts servables.LoadOptions
+		if name == "missing_sentinel" {
+			_, e := loadCase(t, name)
+			opts = e.loadOptions()
+		}
+		if opts.MissingValue != nil {
+			for i := 0; i < len(x); i += 7 {
+				x[i] = float32(*opts.MissingValue)
+			}
+		}
+		one := newModel(t, f, opts)
 		batches := []int{1, 2, 7, 8, 13, 16, 17, 40, 64, 65, 129, 256, most}
 		want := map[string][]servables.Tensor{}
 		for _, rows := range batches {
 			for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
-				want[fmt.Sprint(rows, dt)] = predictN(t, one, x, rows, dt)
+				out, err := predictN(one, x, rows, dt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[fmt.Sprint(rows, dt)] = out
 			}
 		}
 		for _, threads := range []int{2, 4} {
-			m := NewModel(f, threads)
-			if m.workers == nil || m.workers.minRows > 256 {
-				t.Fatalf("%s, %d threads: no split at 256 rows (workers %+v)", name, threads, m.workers)
+			opts.IntraOpThreads = threads
+			m := newModel(t, f, opts)
+			if m.workers == nil {
+				t.Fatalf("%s, %d threads: no helpers", name, threads)
 			}
+			m.workers.minRows = 2 // split every request of 2 rows or more
 			var wg sync.WaitGroup
 			for range 3 {
 				wg.Add(1)
@@ -349,7 +404,11 @@ func TestIntraOpThreadsGiveTheSameOutputs(t *testing.T) {
 					defer wg.Done()
 					for _, rows := range batches {
 						for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
-							got := predictN(t, m, x, rows, dt)
+							got, err := predictN(m, x, rows, dt)
+							if err != nil {
+								t.Error(err)
+								return
+							}
 							for k, w := range want[fmt.Sprint(rows, dt)] {
 								if !slices.Equal(got[k].Float32s(), w.Float32s()) {
 									t.Errorf("%s, %d threads, %d rows of %v: %s differs from one thread's", name, threads, rows, dt, w.Name)
@@ -389,13 +448,13 @@ func TestSplitRowsFinishWithoutHelpers(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make([]float32, rows)
-	if err := w.margins(x, nil, rows, got); err != nil {
+	if err := w.margins(x, nil, rows, got, missing{}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("margins without helpers differ from one thread's")
 	}
-	if err := w.margins(x[:10], nil, rows, got); err == nil {
+	if err := w.margins(x[:10], nil, rows, got, missing{}); err == nil {
 		t.Error("margins of 100 rows on 10 rows of input: no error")
 	}
 }

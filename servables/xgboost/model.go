@@ -13,11 +13,12 @@ import (
 
 // ErrUnsupported marks a model file that is valid XGBoost but uses
 // something this reader does not evaluate (an objective, a booster,
-// categorical splits, a file format); the message names it.
+// vector leaves, a file format); the message names it.
 var ErrUnsupported = errors.New("unsupported XGBoost model")
 
-// ErrInvalid marks a model file that is not a valid XGBoost JSON model:
-// malformed JSON, missing fields, arrays that disagree, indices out of range.
+// ErrInvalid marks a model file that is not a valid XGBoost model:
+// malformed JSON or UBJSON, missing fields, arrays that disagree, indices
+// out of range.
 var ErrInvalid = errors.New("invalid XGBoost model")
 
 // Limits on what a model may declare, so that a corrupt count cannot ask
@@ -103,10 +104,13 @@ type Forest struct {
 	roots []uint32 // the index in nodes of each tree's root
 	group []int32  // each tree's output group (class), tree_info
 	depth []int32  // each tree's depth: the most steps from its root to a leaf
+	// cats holds the categorical splits of nodes; nil when the model has
+	// none (then Margins runs the numeric path alone).
+	cats *categories
 
 	// blocks holds the *block scratch buffers evaluations borrow
-	// (predict.go).
-	blocks sync.Pool
+	// (predict.go); a pointer, so that a Forest can be copied.
+	blocks *sync.Pool
 
 	// NumFeature is the number of input features (num_feature).
 	NumFeature int
@@ -124,6 +128,9 @@ type Forest struct {
 	Booster string
 	// FeatureNames are the features' names when the file has them.
 	FeatureNames []string
+	// FeatureTypes are the features' types when the file has them: "q"
+	// (quantitative), "c" (categorical), "int", "float", ...
+	FeatureTypes []string
 	// BestIteration is the file's best_iteration attribute ("" when none);
 	// it is not applied.
 	BestIteration string
@@ -134,7 +141,10 @@ type Forest struct {
 // NumTrees is the number of trees the model evaluates.
 func (f *Forest) NumTrees() int { return len(f.roots) }
 
-// The JSON model, as XGBoost's Learner::SaveModel writes it.
+// The model document, as XGBoost's Learner::SaveModel writes it in JSON
+// (decoded by encoding/json) or UBJSON (decodeUBJSON, which reads the same
+// keys by these json tags): both formats fill these types, which build
+// checks and flattens.
 type jsonModel struct {
 	Learner *jsonLearner `json:"learner"`
 	Version []int        `json:"version"`
@@ -276,15 +286,16 @@ func quoteNonFinite(data []byte) []byte {
 	return out
 }
 
-// Parse reads an XGBoost JSON model (the bytes of a model.json) and
-// checks it whole. An error wraps ErrUnsupported for a model this package
-// does not evaluate, ErrInvalid for a file that is not a valid model.
+// Parse reads an XGBoost model, JSON (a model.json) or UBJSON (a
+// model.ubj) as Detect tells them apart, and checks it whole. An error
+// wraps ErrUnsupported for a model this package does not evaluate,
+// ErrInvalid for a file that is not a valid model.
 func Parse(data []byte) (*Forest, error) {
 	switch Detect(data) {
 	case FormatUBJSON:
-		return nil, fmt.Errorf("%w: the UBJSON format (model.ubj); save the model as JSON: booster.save_model(\"model.json\")", ErrUnsupported)
+		return parseUBJSON(data)
 	case FormatLegacyBinary:
-		return nil, fmt.Errorf("%w: XGBoost's legacy binary format; save the model as JSON: booster.save_model(\"model.json\")", ErrUnsupported)
+		return nil, fmt.Errorf("%w: XGBoost's legacy binary format; save the model as JSON or UBJSON: booster.save_model(\"model.json\") or (\"model.ubj\")", ErrUnsupported)
 	}
 	var m jsonModel
 	dec := json.NewDecoder(bytes.NewReader(quoteNonFinite(data)))
@@ -296,6 +307,19 @@ func Parse(data []byte) (*Forest, error) {
 	}
 	if m.Learner == nil {
 		return nil, fmt.Errorf("%w: no \"learner\" object: not an XGBoost JSON model", ErrInvalid)
+	}
+	return build(m.Learner, m.Version)
+}
+
+// parseUBJSON reads an XGBoost UBJSON model into the types the JSON model
+// fills, and checks it as Parse does.
+func parseUBJSON(data []byte) (*Forest, error) {
+	var m jsonModel
+	if err := decodeUBJSON(data, &m); err != nil {
+		return nil, err
+	}
+	if m.Learner == nil {
+		return nil, fmt.Errorf("%w: no \"learner\" object: not an XGBoost UBJSON model", ErrInvalid)
 	}
 	return build(m.Learner, m.Version)
 }
@@ -319,7 +343,7 @@ func paramInt(name, s string, lo, hi int64) (int64, error) {
 
 // build checks the learner and flattens its trees.
 func build(l *jsonLearner, version []int) (*Forest, error) {
-	f := &Forest{Version: version}
+	f := &Forest{Version: version, blocks: new(sync.Pool)}
 	if l.Objective == nil || l.Objective.Name == "" {
 		return nil, invalid("no objective name")
 	}
@@ -377,10 +401,11 @@ func build(l *jsonLearner, version []int) (*Forest, error) {
 		}
 		f.FeatureNames = l.FeatureNames
 	}
-	for i, t := range l.FeatureTypes {
-		if t == "c" {
-			return nil, fmt.Errorf("%w: categorical features (feature %d has type \"c\")", ErrUnsupported, i)
+	if len(l.FeatureTypes) > 0 {
+		if len(l.FeatureTypes) != f.NumFeature {
+			return nil, invalid("%d feature_types for num_feature %d", len(l.FeatureTypes), f.NumFeature)
 		}
+		f.FeatureTypes = l.FeatureTypes
 	}
 	f.BestIteration = l.Attributes["best_iteration"]
 
@@ -475,6 +500,9 @@ func (f *Forest) addTrees(m *jsonGBTree, weights []f32) error {
 		}
 		f.depth[i] = treeDepth(f.nodes[f.roots[i]:], f.roots[i])
 	}
+	if f.cats != nil {
+		f.cats.cover(len(f.nodes))
+	}
 	return nil
 }
 
@@ -509,20 +537,9 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 	if t.BaseWeights != nil && len(t.BaseWeights) != n {
 		return invalid("base_weights has %d entries, left_children %d", len(t.BaseWeights), n)
 	}
-	if t.SplitType != nil && len(t.SplitType) != n {
-		return invalid("split_type has %d entries, left_children %d", len(t.SplitType), n)
-	}
-	for i, st := range t.SplitType {
-		switch st {
-		case 0:
-		case 1:
-			return fmt.Errorf("%w: categorical splits (node %d)", ErrUnsupported, i)
-		default:
-			return invalid("node %d: split_type %d", i, st)
-		}
-	}
-	if len(t.CategoriesNodes) > 0 || len(t.Categories) > 0 {
-		return fmt.Errorf("%w: categorical splits (categories)", ErrUnsupported)
+	cats, err := treeCategories(t, n)
+	if err != nil {
+		return err
 	}
 	// Every node is the child of at most one node, and the root of none:
 	// then the walk from the root can never come back to a node.
@@ -551,7 +568,7 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 		if fi := t.SplitIndices[i]; fi < 0 || fi >= int64(f.NumFeature) {
 			return invalid("node %d splits on feature %d, the model has %d (num_feature)", i, fi, f.NumFeature)
 		}
-		if math.IsNaN(float64(t.SplitConditions[i])) {
+		if math.IsNaN(float64(t.SplitConditions[i])) && (cats == nil || cats[i] == nil) {
 			return invalid("node %d has split condition NaN", i)
 		}
 	}
@@ -583,6 +600,9 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 		}
 		queue = append(queue, l, t.RightChildren[src])
 		f.nodes = append(f.nodes, node{}, node{})
+	}
+	if cats != nil {
+		return f.addCategories(base, queue, cats)
 	}
 	return nil
 }

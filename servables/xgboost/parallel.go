@@ -37,6 +37,7 @@ type workers struct {
 type job struct {
 	x32    []float32 // the input, one of x32 and x64
 	x64    []float64
+	miss   missing
 	out    []float32
 	rows   int
 	chunk  int          // rows per chunk
@@ -90,10 +91,10 @@ func (w *workers) worth(rows int) bool {
 	return w != nil && rows >= w.minRows
 }
 
-// margins is Forest.Margins (or Margins64, when x64 is not nil) with the
-// rows split over the calling goroutine and the idle helpers. Each row's
-// margins are computed as on one thread, so the result is the same.
-func (w *workers) margins(x32 []float32, x64 []float64, rows int, out []float32) error {
+// margins is Forest.eval with the rows split over the calling goroutine
+// and the idle helpers. Each row's margins are computed as on one thread,
+// so the result is the same.
+func (w *workers) margins(x32 []float32, x64 []float64, rows int, out []float32, miss missing) error {
 	if err := w.f.checkSizes(len(x32)+len(x64), rows, len(out)); err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func (w *workers) margins(x32 []float32, x64 []float64, rows int, out []float32)
 		chunk = (chunk + lanes - 1) / lanes * lanes // whole lanes
 	}
 	chunk = min(chunk, w.f.rowsPerBlock())
-	j.x32, j.x64, j.out, j.rows, j.chunk = x32, x64, out, rows, chunk
+	j.x32, j.x64, j.miss, j.out, j.rows, j.chunk = x32, x64, miss, out, rows, chunk
 	j.chunks = int64((rows + chunk - 1) / chunk)
 	j.next.Store(0)
 	for k := 0; k < w.helpers && int64(k+1) < j.chunks; k++ {
@@ -145,11 +146,11 @@ func (w *workers) run(j *job) {
 		}
 		lo := int(c) * j.chunk
 		hi := min(lo+j.chunk, j.rows)
-		if j.x64 != nil {
-			margins(f, j.x64, lo, hi, j.out, b)
+		if j.x32 != nil || j.x64 == nil {
+			margins(f, j.x32, lo, hi, j.out, b, j.miss)
 		} else {
-			margins(f, j.x32, lo, hi, j.out, b)
+			margins(f, j.x64, lo, hi, j.out, b, j.miss)
 		}
 	}
-	f.blocks.Put(b)
+	f.putBlock(b)
 }

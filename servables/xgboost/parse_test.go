@@ -1,10 +1,15 @@
 package xgboost
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -46,7 +51,8 @@ func TestParseReadsTinyModel(t *testing.T) {
 }
 
 // TestParseRefusesBadModels: each defect fails the load with an error of
-// the right kind that names it.
+// the right kind that names it, in a JSON file and in the same model
+// written as UBJSON (ubjsonOf): one builder checks what both formats read.
 func TestParseRefusesBadModels(t *testing.T) {
 	tiny := string(readTestdata(t, "tiny.json"))
 	edit := func(old, new string) []byte {
@@ -61,10 +67,6 @@ func TestParseRefusesBadModels(t *testing.T) {
 		kind error
 		says string
 	}{
-		{"truncated", []byte(tiny[:len(tiny)/2]), ErrInvalid, "unexpected EOF"},
-		{"not JSON", []byte("hello"), ErrInvalid, "invalid character"},
-		{"no learner", []byte(`{"version":[1,7,4]}`), ErrInvalid, `no "learner"`},
-		{"trailing data", []byte(strings.TrimSpace(tiny) + "{}"), ErrInvalid, "data after"},
 		{"root as a child", edit(`"left_children":[1,-1,-1]`, `"left_children":[1,0,-1]`), ErrInvalid, "outside 1..2"},
 		{"two parents (a cycle)", edit(`"left_children":[1,-1,-1]`, `"left_children":[1,2,-1]`), ErrInvalid, "one parent"},
 		{"child out of range", edit(`"right_children":[2,-1,-1]`, `"right_children":[9,-1,-1]`), ErrInvalid, "child 9"},
@@ -74,31 +76,341 @@ func TestParseRefusesBadModels(t *testing.T) {
 		{"num_trees disagrees", edit(`"num_trees":"1"`, `"num_trees":"2"`), ErrInvalid, "num_trees is 2"},
 		{"tree_info out of range", edit(`"tree_info":[0]`, `"tree_info":[1]`), ErrInvalid, "tree_info 1"},
 		{"feature_names count", edit(`"feature_names":["a","b"]`, `"feature_names":["a"]`), ErrInvalid, "1 feature_names"},
-		{"bad default_left", edit(`"default_left":[1,0,0]`, `"default_left":[2,0,0]`), ErrInvalid, "default_left entry 2"},
+		{"feature_types count", edit(`"feature_types":[]`, `"feature_types":["c"]`), ErrInvalid, "1 feature_types"},
 		{"huge num_feature", edit(`"num_feature":"2","num_target"`, `"num_feature":"99999999999","num_target"`), ErrInvalid, "num_feature is"},
 		{"base_score not a probability", edit(`"reg:squarederror"`, `"binary:logistic"`), nil, ""},
-		{"categorical split", edit(`"split_type":[0,0,0]`, `"split_type":[1,0,0]`), ErrUnsupported, "categorical splits"},
+		{"categorical split without categories", edit(`"split_type":[0,0,0]`, `"split_type":[1,0,0]`), ErrInvalid, "1 nodes of split_type 1"},
+		{"unknown split type", edit(`"split_type":[0,0,0]`, `"split_type":[2,0,0]`), ErrInvalid, "split_type 2"},
 		{"unknown objective", edit(`"reg:squarederror"`, `"reg:tweedie"`), ErrUnsupported, `objective "reg:tweedie"`},
 		{"multi-target", edit(`"num_target":"1"`, `"num_target":"2"`), ErrUnsupported, "multi-target"},
+		{"vector leaves", edit(`"num_nodes":"3","size_leaf_vector":"0"`, `"num_nodes":"3","size_leaf_vector":"2"`), ErrUnsupported, "vector leaves"},
 		{"unknown booster", edit(`"name":"gbtree"`, `"name":"gbmystery"`), ErrUnsupported, `booster "gbmystery"`},
-		{"UBJSON file", readTestdata(t, "refused_ubjson.ubj"), ErrUnsupported, "UBJSON"},
-		{"legacy binary file", readTestdata(t, "refused_legacy.model"), ErrUnsupported, "legacy binary"},
 		{"gblinear file", readTestdata(t, "refused_gblinear.json"), ErrUnsupported, "gblinear"},
-		{"categorical file", readTestdata(t, "refused_categorical.json"), ErrUnsupported, "categorical"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse(c.data)
-			if c.kind == nil { // base_score 0.5 is a valid probability: loads
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
+		for _, format := range []string{"JSON", "UBJSON"} {
+			t.Run(c.name+" "+format, func(t *testing.T) {
+				data := c.data
+				if format == "UBJSON" {
+					data = ubjsonOf(t, data)
 				}
-				return
-			}
-			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
-				t.Fatalf("Parse: %v; want an error wrapping %q that says %q", err, c.kind, c.says)
-			}
-		})
+				_, err := Parse(data)
+				if c.kind == nil { // base_score 0.5 is a valid probability: loads
+					if err != nil {
+						t.Fatalf("Parse: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
+					t.Fatalf("Parse: %v; want an error wrapping %q that says %q", err, c.kind, c.says)
+				}
+			})
+		}
 	}
+}
+
+// TestParseRefusesBadJSON: JSON that is not an XGBoost model fails with
+// ErrInvalid, saying why.
+func TestParseRefusesBadJSON(t *testing.T) {
+	tiny := string(readTestdata(t, "tiny.json"))
+	for _, c := range []struct {
+		name string
+		data []byte
+		says string
+	}{
+		{"truncated", []byte(tiny[:len(tiny)/2]), "unexpected EOF"},
+		{"not JSON", []byte("hello"), "invalid character"},
+		{"no learner", []byte(`{"version":[1,7,4]}`), `no "learner"`},
+		{"trailing data", []byte(strings.TrimSpace(tiny) + "{}"), "data after"},
+		{"bad default_left", []byte(strings.Replace(tiny, `"default_left":[1,0,0]`, `"default_left":[2,0,0]`, 1)), "default_left entry 2"},
+	} {
+		_, err := Parse(c.data)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want an invalid-model error that says %q", c.name, err, c.says)
+		}
+	}
+}
+
+// TestParseRefusesCategoricalTablesThatDisagree: categorical splits whose
+// tables (split_type, categories_nodes, categories_segments,
+// categories_sizes, categories) disagree with each other or with the tree
+// fail the load, in JSON and UBJSON, naming the defect; the model as
+// XGBoost wrote it loads.
+func TestParseRefusesCategoricalTablesThatDisagree(t *testing.T) {
+	model := string(readTestdata(t, "small_categorical.json"))
+	edit := func(pairs ...string) []byte {
+		s := model
+		for i := 0; i < len(pairs); i += 2 {
+			if !strings.Contains(s, pairs[i]) {
+				t.Fatalf("small_categorical.json has no %s", pairs[i])
+			}
+			s = strings.Replace(s, pairs[i], pairs[i+1], 1)
+		}
+		return []byte(s)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		kind error
+		says string
+	}{
+		{"as written", []byte(model), nil, ""},
+		{"node not categorical", edit(`"split_type":[1,0,0]`, `"split_type":[0,0,0]`), ErrInvalid, "0 nodes of split_type 1"},
+		{"node listed twice", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
+			`"categories_nodes":[0,0],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,1,0]`),
+			ErrInvalid, "categories_nodes[1] is 0"},
+		{"a leaf listed", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
+			`"categories_nodes":[0,1],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,1,0]`),
+			ErrInvalid, "node 1 is a leaf"},
+		{"node out of range", edit(`"categories_nodes":[0]`, `"categories_nodes":[5]`), ErrInvalid, "categories_nodes[0] is 5"},
+		{"listed node not categorical", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
+			`"categories_nodes":[0,2],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,0,1]`,
+			`"left_children":[1,-1,-1]`, `"left_children":[1,-1,-1]`),
+			ErrInvalid, "node 2 is a leaf"},
+		{"table lengths disagree", edit(`"categories_sizes":[3]`, `"categories_sizes":[3,1]`), ErrInvalid, "have 1, 1 and 2 entries"},
+		{"segment past the categories", edit(`"categories_segments":[0]`, `"categories_segments":[2]`), ErrInvalid, "categories 2 to 5 of the tree's 3"},
+		{"negative segment", edit(`"categories_segments":[0]`, `"categories_segments":[-1]`), ErrInvalid, "categories -1 to 2"},
+		{"no category", edit(`"categories_sizes":[3]`, `"categories_sizes":[0]`), ErrInvalid, "one or more"},
+		{"huge size", edit(`"categories_sizes":[3]`, `"categories_sizes":[9223372036854775807]`), ErrInvalid, "of the tree's 3"},
+		{"negative category", edit(`"categories":[0,1,3]`, `"categories":[0,-1,3]`), ErrInvalid, "category -1 is outside"},
+		{"category beyond 2^24", edit(`"categories":[0,1,3]`, `"categories":[0,1,16777216]`), ErrInvalid, "category 16777216 is outside"},
+		{"categories without a split", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
+			`"categories_nodes":[],"categories_segments":[],"categories_sizes":[]`, `"split_type":[1,0,0]`, `"split_type":[0,0,0]`),
+			ErrInvalid, "3 categories without a categorical split"},
+		{"split_type lengths", edit(`"split_type":[1,0,0]`, `"split_type":[1,0]`), ErrInvalid, "split_type has 2 entries"},
+	} {
+		for _, format := range []string{"JSON", "UBJSON"} {
+			t.Run(c.name+" "+format, func(t *testing.T) {
+				data := c.data
+				if format == "UBJSON" {
+					data = ubjsonOf(t, data)
+				}
+				_, err := Parse(data)
+				if c.kind == nil {
+					if err != nil {
+						t.Fatalf("Parse: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
+					t.Fatalf("Parse: %v; want an error wrapping %q that says %q", err, c.kind, c.says)
+				}
+			})
+		}
+	}
+}
+
+// TestCategoricalSplitsDecideAsXGBoost: at small_categorical.json's
+// splits (categories 0, 1 and 3 go right, missing values left), a value
+// goes right only when it truncates to a listed category, so 1.9 and -0.0
+// do; negative values, unlisted and huge ones, and infinities go left, as
+// missing values do here. (python3-xgboost's inplace_predict sends +Inf
+// and -Inf left at a split whose default is right; its DMatrix refuses
+// them. The reference cases check the finite values.)
+func TestCategoricalSplitsDecideAsXGBoost(t *testing.T) {
+	f, err := Parse(readTestdata(t, "small_categorical.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := float32(math.Inf(1))
+	values := []float32{0, 1, 3, 1.9, float32(math.Copysign(0, -1)), 2, 4, 31, 32, -0.5, -1, 16777216, inf, -inf, float32(math.NaN())}
+	right := []bool{true, true, true, true, true, false, false, false, false, false, false, false, false, false, false}
+	x := make([]float32, len(values)*f.NumFeature)
+	for i, v := range values {
+		x[i*f.NumFeature] = v
+	}
+	out := make([]float32, len(values))
+	if err := f.Margins(x, len(values), out); err != nil {
+		t.Fatal(err)
+	}
+	// The two trees' leaves: left 0.7125229 + 0.5069874, right -0.14625628 - 0.102956735.
+	left, rightSum := float32(0.5)+float32(0.7125229)+float32(0.5069874), float32(0.5)+float32(-0.14625628)+float32(-0.102956735)
+	for i, v := range values {
+		want := left
+		if right[i] {
+			want = rightSum
+		}
+		if out[i] != want {
+			t.Errorf("value %v: margin %v, want %v (right: %v)", v, out[i], want, right[i])
+		}
+	}
+}
+
+// TestUBJSONReadsAsJSON: every case's UBJSON file, as XGBoost wrote it,
+// reads to the same forest as its JSON file.
+func TestUBJSONReadsAsJSON(t *testing.T) {
+	for _, name := range cases {
+		fj, _ := loadCaseAs(t, name, ".json")
+		fu, _ := loadCaseAs(t, name, ".ubj")
+		if !sameForest(fj, fu) {
+			t.Errorf("%s: the UBJSON file reads to %+v, the JSON file to %+v", name, *fu, *fj)
+		}
+	}
+}
+
+// sameForest reports whether a and b are equal, NaN thresholds (of
+// categorical splits) included.
+func sameForest(a, b *Forest) bool {
+	if len(a.nodes) != len(b.nodes) {
+		return false
+	}
+	for i := range a.nodes {
+		x, y := a.nodes[i], b.nodes[i]
+		if math.Float32bits(x.threshold) != math.Float32bits(y.threshold) {
+			return false
+		}
+		x.threshold, y.threshold = 0, 0
+		if x != y {
+			return false
+		}
+	}
+	ac, bc := *a, *b
+	ac.nodes, bc.nodes = nil, nil
+	if (ac.cats == nil) != (bc.cats == nil) || ac.cats != nil && !reflect.DeepEqual(*ac.cats, *bc.cats) {
+		return false
+	}
+	ac.cats, bc.cats = nil, nil
+	ac.blocks, bc.blocks = nil, nil // scratch, not the model
+	return reflect.DeepEqual(ac, bc)
+}
+
+// TestUBJSONRefusesBadInput: truncated files, counts and lengths beyond
+// the data, nesting without end and what UBJSON has that XGBoost does not
+// write fail with an error of the right kind saying what, where, whether
+// the value is read (feature_names) or skipped (an unknown key).
+func TestUBJSONRefusesBadInput(t *testing.T) {
+	model := readTestdata(t, "squarederror.ubj")
+	huge := []byte{ubjInt64, 0x3f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	learner := cat([]byte{ubjObject}, ubjKey("learner"), []byte{ubjObject})
+	for _, key := range []string{"feature_names", "unknown"} {
+		at := cat(learner, ubjKey(key))
+		for _, c := range []struct {
+			name string
+			data []byte
+			kind error
+			says string
+		}{
+			{"typed array count beyond the data", cat(at, []byte("[$d#"), huge), ErrInvalid, "count 4611686018427387903 is more than the 0 bytes left hold (4 or more each)"},
+			{"array count beyond the data", cat(at, []byte("[#"), huge), ErrInvalid, "count 4611686018427387903 is more than"},
+			{"string length beyond the data", cat(at, []byte("[S"), huge), ErrInvalid, "string length 4611686018427387903"},
+			{"negative count", cat(at, []byte("[#i\xff")), ErrInvalid, "count -1 is negative"},
+			{"typed array of nulls", cat(at, []byte("[$Z#i\x05")), ErrUnsupported, "a container of type null"},
+			{"typed array of strings", cat(at, []byte("[$S#i\x01i\x01a")), ErrUnsupported, "a container of type a string"},
+			{"typed array without count", cat(at, []byte("[$d]")), ErrInvalid, "a typed container without a count"},
+			{"high-precision number", cat(at, []byte("[Hi\x011]}}")), ErrUnsupported, "high-precision"},
+			{"no such marker", cat(at, []byte("[X]}}")), ErrInvalid, `marker 'X'`},
+			{"truncated", cat(at, []byte("[#i\x02Si\x01a")), ErrInvalid, "unexpected end of data"},
+		} {
+			_, err := parseUBJSON(c.data)
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("%s in %s: %v; want an error wrapping %q that says %q", c.name, key, err, c.kind, c.says)
+			}
+		}
+	}
+	leftChildren := []byte("left_children[$l")
+	if !bytes.Contains(model, leftChildren) {
+		t.Fatal("squarederror.ubj has no typed left_children")
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		kind error
+		says string
+	}{
+		{"object count beyond the data", cat(learner[:len(learner)-1], []byte("{#"), huge), ErrInvalid, "count 4611686018427387903 is more than"},
+		{"key length beyond the data", cat([]byte{ubjObject, ubjInt64}, huge[1:]), ErrInvalid, "key length 4611686018427387903"},
+		{"typed object", cat(learner[:len(learner)-1], []byte("{$i#i\x01")), ErrUnsupported, "a typed object"},
+		{"nesting without end", cat(learner, ubjKey("unknown"), bytes.Repeat([]byte{ubjArray}, 100)), ErrInvalid, "nested deeper than 64"},
+		{"data after the model", cat(model, []byte("{")), ErrInvalid, "data after the model"},
+		{"a float where an integer belongs", bytes.Replace(model, leftChildren, []byte("left_children[$d"), 1), ErrInvalid,
+			"(learner.gradient_booster.model.trees[0].left_children[0]): a float32 where an integer belongs"},
+		{"a number where a string belongs", cat(learner, ubjKey("objective"), []byte("{"), ubjKey("name"), []byte("i\x01}}}")), ErrInvalid,
+			"(learner.objective.name): an int8 where a string belongs"},
+		{"no learner", cat([]byte{ubjObject}, ubjKey("learner"), []byte("Z}")), ErrInvalid, `no "learner"`},
+	} {
+		_, err := parseUBJSON(c.data)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want an error wrapping %q that says %q", c.name, err, c.kind, c.says)
+		}
+	}
+	// Truncations of real models fail; none panics.
+	tiny := ubjsonOf(t, readTestdata(t, "tiny.json"))
+	for n := range len(tiny) {
+		if _, err := parseUBJSON(tiny[:n]); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("the first %d bytes of tiny.json as UBJSON: %v, want an invalid-model error", n, err)
+		}
+	}
+	for n := 0; n < len(model); n += 7 {
+		if _, err := parseUBJSON(model[:n]); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("the first %d bytes of squarederror.ubj: %v, want an invalid-model error", n, err)
+		}
+	}
+}
+
+// cat concatenates byte slices.
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// ubjKey is k as a UBJSON object key (and, after an 'S', a string), its
+// length an int64 as XGBoost writes it.
+func ubjKey(k string) []byte {
+	b := []byte{ubjInt64, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint64(b[1:], uint64(len(k)))
+	return append(b, k...)
+}
+
+// ubjsonOf writes a JSON model as UBJSON: objects uncounted, arrays
+// counted, integers int64, other numbers float32 (NaN and the
+// infinities from XGBoost's bare tokens), as XGBoost's UBJWriter writes
+// its generic values.
+func ubjsonOf(t *testing.T, data []byte) []byte {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(quoteNonFinite(data)))
+	dec.UseNumber()
+	var value func() []byte
+	value = func() []byte {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("ubjsonOf: %v", err)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			var body []byte
+			n := 0
+			for ; dec.More(); n++ {
+				if v == '{' {
+					k, _ := dec.Token()
+					body = append(body, ubjKey(k.(string))...)
+				}
+				body = append(body, value()...)
+			}
+			dec.Token() // the closing delimiter
+			if v == '{' {
+				return cat([]byte{ubjObject}, body, []byte{ubjObjectEnd})
+			}
+			count := ubjKey(strings.Repeat(" ", n))[:9]
+			return cat([]byte{ubjArray, ubjCount}, count, body)
+		case string:
+			switch v {
+			case "NaN", "Infinity", "-Infinity":
+				var x f32
+				_ = x.UnmarshalJSON([]byte(`"` + v + `"`))
+				return binary.BigEndian.AppendUint32([]byte{ubjFloat32}, math.Float32bits(float32(x)))
+			}
+			return cat([]byte{ubjString}, ubjKey(v))
+		case json.Number:
+			if i, err := v.Int64(); err == nil {
+				return binary.BigEndian.AppendUint64([]byte{ubjInt64}, uint64(i))
+			}
+			f, _ := v.Float64()
+			return binary.BigEndian.AppendUint32([]byte{ubjFloat32}, math.Float32bits(float32(f)))
+		case bool:
+			if v {
+				return []byte{ubjTrue}
+			}
+			return []byte{ubjFalse}
+		}
+		return []byte{ubjNull}
+	}
+	return value()
 }
 
 // TestParseRefusesLogisticBaseScoreOutsideZeroOne: a logistic model's
@@ -121,7 +433,7 @@ func TestDetectTellsFormatsApart(t *testing.T) {
 		want Format
 	}{
 		{readTestdata(t, "squarederror.json"), FormatJSON},
-		{readTestdata(t, "refused_ubjson.ubj"), FormatUBJSON},
+		{readTestdata(t, "squarederror.ubj"), FormatUBJSON},
 		{readTestdata(t, "refused_legacy.model"), FormatLegacyBinary},
 		{[]byte(" {\n  \"learner\" : {}}"), FormatJSON},
 		{[]byte(`{"version":[1],"learner":{}}`), FormatUnknown}, // not as XGBoost writes it
@@ -135,33 +447,81 @@ func TestDetectTellsFormatsApart(t *testing.T) {
 	}
 }
 
-// FuzzParse: no input makes Parse panic or loop, and a model it accepts
-// evaluates rows (missing values included) without panicking.
+// FuzzParse: no input, JSON or UBJSON, makes Parse panic or loop, and a
+// model it accepts evaluates rows (missing values included) without
+// panicking.
 func FuzzParse(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) {
-		forest, err := Parse(data)
+	f.Fuzz(func(t *testing.T, data []byte) { checkParse(t, Parse, data) })
+}
+
+// FuzzParseUBJSON: the UBJSON reader on its own (the input not sniffed
+// first), as FuzzParse.
+func FuzzParseUBJSON(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) { checkParse(t, parseUBJSON, data) })
+}
+
+// checkParse parses data: an error must be ErrInvalid or ErrUnsupported,
+// and a forest evaluates two rows, one all missing, without panicking.
+func checkParse(t *testing.T, parse func([]byte) (*Forest, error), data []byte) {
+	forest, err := parse(data)
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("an error of no kind: %v", err)
+		}
+		return
+	}
+	if forest.NumFeature > 1<<12 || forest.NumGroup > 1<<12 {
+		return // too wide to bother evaluating here
+	}
+	x := make([]float32, 2*forest.NumFeature)
+	for i := range forest.NumFeature {
+		x[i] = float32(math.NaN())
+		x[forest.NumFeature+i] = float32(i) - 1
+	}
+	margins := make([]float32, 2*forest.NumGroup)
+	if err := forest.Margins(x, 2, margins); err != nil {
+		t.Fatal(err)
+	}
+	if err := forest.Transform(margins, 2, make([]float32, 2*forest.PredictionWidth())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFuzzSeedsFailTheLoad: every seed of testdata/fuzz but the valid_*
+// ones fails the load with ErrInvalid or ErrUnsupported; those load.
+func TestFuzzSeedsFailTheLoad(t *testing.T) {
+	for target, parse := range map[string]func([]byte) (*Forest, error){"FuzzParse": Parse, "FuzzParseUBJSON": parseUBJSON} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("an error of no kind: %v", err)
+			t.Fatal(err)
+		}
+		if len(entries) < 10 {
+			t.Fatalf("%s: %d seeds", dir, len(entries))
+		}
+		for _, e := range entries {
+			raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return
+			header, literal, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+			text, ok := strings.CutPrefix(literal, "[]byte(")
+			text, ok2 := strings.CutSuffix(text, ")")
+			data, err := strconv.Unquote(text)
+			if header != "go test fuzz v1" || !ok || !ok2 || err != nil {
+				t.Fatalf("%s/%s is not a go test fuzz v1 []byte: %v", target, e.Name(), err)
+			}
+			_, err = parse([]byte(data))
+			switch {
+			case strings.HasPrefix(e.Name(), "valid_"):
+				if err != nil {
+					t.Errorf("%s/%s: %v", target, e.Name(), err)
+				}
+			case !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported):
+				t.Errorf("%s/%s: %v, want an invalid or unsupported model error", target, e.Name(), err)
+			}
 		}
-		if forest.NumFeature > 1<<12 || forest.NumGroup > 1<<12 {
-			return // too wide to bother evaluating here
-		}
-		x := make([]float32, 2*forest.NumFeature)
-		for i := range forest.NumFeature {
-			x[i] = float32(math.NaN())
-			x[forest.NumFeature+i] = float32(i) - 1
-		}
-		margins := make([]float32, 2*forest.NumGroup)
-		if err := forest.Margins(x, 2, margins); err != nil {
-			t.Fatal(err)
-		}
-		if err := forest.Transform(margins, 2, make([]float32, 2*forest.PredictionWidth())); err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
 }
 
 // TestQuoteNonFiniteLeavesStringsAlone: XGBoost's bare NaN and Infinity

@@ -25,37 +25,60 @@ func (f *Forest) rowsPerBlock() int {
 	return max(1, min(blockRows, blockFloats/(f.NumFeature+1)))
 }
 
+// getBlock takes a block from the forest's pool, or makes one.
 func (f *Forest) getBlock() *block {
-	if b, ok := f.blocks.Get().(*block); ok {
-		return b
+	if f.blocks != nil {
+		if b, ok := f.blocks.Get().(*block); ok {
+			return b
+		}
 	}
 	return &block{x: make([]float32, f.rowsPerBlock()*(f.NumFeature+1))}
+}
+
+// putBlock gives b back to the forest's pool.
+func (f *Forest) putBlock(b *block) {
+	if f.blocks != nil {
+		f.blocks.Put(b)
+	}
 }
 
 // Margins writes the margins of rows rows of x (row-major, NumFeature
 // values each, NaN for missing) to out (NumGroup values per row): the
 // base margin plus each tree's leaf, summed in float32 in the trees'
 // order. It allocates nothing (its scratch comes from a pool). out and x
-// must have the sizes rows asks for; a mismatch is an error.
+// must have the sizes rows asks for; a mismatch is an error. A forest
+// with categorical splits is evaluated by categoricalBlock, the others by
+// the numeric walks below.
 func (f *Forest) Margins(x []float32, rows int, out []float32) error {
-	if err := f.checkSizes(len(x), rows, len(out)); err != nil {
-		return err
-	}
-	b := f.getBlock()
-	margins(f, x, 0, rows, out, b)
-	f.blocks.Put(b)
-	return nil
+	return f.eval(x, nil, rows, out, missing{})
 }
 
 // Margins64 is Margins on float64 values, converted to float32 as
 // XGBoost's DMatrix does.
 func (f *Forest) Margins64(x []float64, rows int, out []float32) error {
-	if err := f.checkSizes(len(x), rows, len(out)); err != nil {
+	return f.eval(nil, x, rows, out, missing{})
+}
+
+// missing is a value taken as missing besides NaN (a model entry's
+// missing_value), when set.
+type missing struct {
+	value float32
+	set   bool
+}
+
+// eval is Margins of x32, or of x64 when x32 is nil, with miss's value
+// taken as missing.
+func (f *Forest) eval(x32 []float32, x64 []float64, rows int, out []float32, miss missing) error {
+	if err := f.checkSizes(len(x32)+len(x64), rows, len(out)); err != nil {
 		return err
 	}
 	b := f.getBlock()
-	margins(f, x, 0, rows, out, b)
-	f.blocks.Put(b)
+	if x32 != nil || x64 == nil {
+		margins(f, x32, 0, rows, out, b, miss)
+	} else {
+		margins(f, x64, 0, rows, out, b, miss)
+	}
+	f.putBlock(b)
 	return nil
 }
 
@@ -68,8 +91,8 @@ func (f *Forest) checkSizes(nx, rows, nout int) error {
 }
 
 // margins evaluates rows r0 to r1 of x into out (both whole), a block of
-// rows at a time through b.
-func margins[T float32 | float64](f *Forest, x []T, r0, r1 int, out []float32, b *block) {
+// rows at a time copied into b (as float32, miss's value made NaN).
+func margins[T float32 | float64](f *Forest, x []T, r0, r1 int, out []float32, b *block, miss missing) {
 	nf, ng := f.NumFeature, f.NumGroup
 	stride := nf + 1
 	per := f.rowsPerBlock()
@@ -83,12 +106,24 @@ func margins[T float32 | float64](f *Forest, x []T, r0, r1 int, out []float32, b
 		for r := lo; r < hi; r++ {
 			dst := xs[(r-lo)*stride : (r-lo+1)*stride]
 			src := x[r*nf : (r+1)*nf]
-			for j, v := range src {
-				dst[j] = float32(v)
+			if miss.set {
+				for j, v := range src {
+					if dst[j] = float32(v); dst[j] == miss.value {
+						dst[j] = nan
+					}
+				}
+			} else {
+				for j, v := range src {
+					dst[j] = float32(v)
+				}
 			}
 			dst[nf] = nan
 		}
-		f.evalBlock(xs, stride, hi-lo, out[lo*ng:hi*ng])
+		if f.cats != nil {
+			f.categoricalBlock(xs, stride, hi-lo, out[lo*ng:hi*ng])
+		} else {
+			f.evalBlock(xs, stride, hi-lo, out[lo*ng:hi*ng])
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,9 +35,9 @@ var _ servables.Runtime = Runtime{}
 func (Runtime) Name() string { return RuntimeName }
 
 // Accepts reports whether exactly one of files is an XGBoost model file by
-// its content (Detect): JSON, or UBJSON and the legacy binary format,
-// which Load then refuses with an error saying how to save the model as
-// JSON.
+// its content (Detect): JSON or UBJSON, or the legacy binary format, which
+// Load then refuses with an error saying how to save the model as JSON or
+// UBJSON.
 func (Runtime) Accepts(fsys fs.FS, files []string) bool {
 	_, err := modelFile(fsys, files)
 	return err == nil
@@ -56,16 +57,17 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", fmt.Errorf("%w: no XGBoost model (a JSON file whose first key is \"learner\", as Booster.save_model writes it) among %s",
+		return "", fmt.Errorf("%w: no XGBoost model (a JSON or UBJSON file whose first key is \"learner\", as Booster.save_model writes it) among %s",
 			servables.ErrUnsupportedRuntime, strings.Join(files, ", "))
 	}
 	return "", fmt.Errorf("%w: %d XGBoost model files (%s), a model has exactly one",
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
 }
 
-// Load reads and checks the XGBoost model among files (see Accepts). With
-// opts.IntraOpThreads above 1, a request with enough rows has them split
-// over that many goroutines (NewModel).
+// Load reads and checks the XGBoost model among files (see Accepts);
+// opts.MissingValue, when set, is a value the model takes as missing, and
+// with opts.IntraOpThreads above 1 a request with enough rows has them
+// split over that many goroutines (see NewModel).
 func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -83,13 +85,19 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 	if err != nil {
 		return nil, fmt.Errorf("xgboost: loading %s: %w", file, err)
 	}
-	return NewModel(f, opts.IntraOpThreads), nil
+	m, err := NewModel(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("xgboost: loading %s: %w", file, err)
+	}
+	return m, nil
 }
 
 // Model is a loaded XGBoost model. Predict is safe for concurrent use.
 type Model struct {
 	forest *Forest
 	meta   servables.Metadata
+	// miss is the value taken as missing besides NaN, if any.
+	miss   missing
 	closed atomic.Bool
 	// workers split the rows of a large request (nil: one thread).
 	workers *workers
@@ -97,11 +105,22 @@ type Model struct {
 
 var _ servables.Servable = (*Model)(nil)
 
-// NewModel serves f. With threads above 1 (intra_op_threads), it starts
-// threads-1 helper goroutines, stopped by Close: a request whose rows are
-// enough work (see parallelMinSteps) is split over them and its own
-// goroutine, with the same result as on one thread.
-func NewModel(f *Forest, threads int) *Model {
+// NewModel serves f. opts.MissingValue, when set, is a value an input
+// takes as missing, as NaN is: an input equal to it once converted to
+// float32 (as XGBoost's DMatrix(missing=...) compares) takes each split's
+// default direction. It has to be a finite number. With
+// opts.IntraOpThreads above 1, NewModel starts that many helper
+// goroutines less one, stopped by Close: a request whose rows are enough
+// work (see parallelMinSteps) is split over them and its own goroutine,
+// with the same result as on one thread.
+func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
+	m := &Model{forest: f}
+	if v := opts.MissingValue; v != nil {
+		if math.IsNaN(*v) || math.IsInf(*v, 0) || math.IsInf(float64(float32(*v)), 0) {
+			return nil, fmt.Errorf("missing_value %v is not a finite float32", *v)
+		}
+		m.miss = missing{value: float32(*v), set: true}
+	}
 	params := map[string]string{
 		"objective":   f.Objective.String(),
 		"booster":     f.Booster,
@@ -116,8 +135,15 @@ func NewModel(f *Forest, threads int) *Model {
 		names, _ := json.Marshal(f.FeatureNames) // strings always marshal
 		params["feature_names"] = string(names)
 	}
+	if f.FeatureTypes != nil {
+		types, _ := json.Marshal(f.FeatureTypes) // strings always marshal
+		params["feature_types"] = string(types)
+	}
 	if f.BestIteration != "" {
 		params["best_iteration"] = f.BestIteration
+	}
+	if m.miss.set {
+		params["missing_value"] = strconv.FormatFloat(float64(m.miss.value), 'g', -1, 32)
 	}
 	if len(f.Version) > 0 {
 		v := make([]string, len(f.Version))
@@ -126,7 +152,7 @@ func NewModel(f *Forest, threads int) *Model {
 		}
 		params["xgboost_version"] = strings.Join(v, ".")
 	}
-	return &Model{forest: f, workers: newWorkers(f, threads), meta: servables.Metadata{
+	m.meta = servables.Metadata{
 		Runtime: RuntimeName,
 		Inputs:  []servables.TensorSpec{{Name: InputName, DType: servables.Float32, Shape: []int64{-1, int64(f.NumFeature)}}},
 		Outputs: []servables.TensorSpec{
@@ -135,16 +161,18 @@ func NewModel(f *Forest, threads int) *Model {
 		},
 		Signature:  servables.SignatureRuntime,
 		Parameters: params,
-	}}
+	}
+	m.workers = newWorkers(f, opts.IntraOpThreads)
+	return m, nil
 }
 
 // Metadata returns the model's input (input, FP32 [-1, num_feature]), its
 // outputs (prediction and margin, FP32 [-1], or [-1, num_class] for the
 // margins of a multi: objective and multi:softprob's predictions) and its
 // parameters: objective, booster, num_trees, num_feature, num_class (multi:
-// objectives), base_score, feature_names (a JSON array, when the file has
-// them), best_iteration (when it has one; not applied) and
-// xgboost_version.
+// objectives), base_score, feature_names and feature_types (JSON arrays,
+// when the file has them), best_iteration (when it has one; not applied),
+// xgboost_version and missing_value (when the model entry gives one).
 func (m *Model) Metadata() servables.Metadata { return m.meta }
 
 // Forest returns the model's trees.
@@ -152,9 +180,10 @@ func (m *Model) Forest() *Forest { return m.forest }
 
 // Predict evaluates the rows of one input tensor, FP32 or FP64 (converted
 // to float32 as XGBoost does), of shape [batch, num_feature], named input
-// or unnamed; NaN is a missing value. It returns prediction and margin
-// (see Metadata). Inputs that do not fit are an error wrapping
-// servables.ErrInvalidInput.
+// or unnamed; NaN is a missing value, and so is the missing value NewModel
+// was given. A categorical feature's value is its category's code (see
+// categoricalBlock). It returns prediction and margin (see Metadata).
+// Inputs that do not fit are an error wrapping servables.ErrInvalidInput.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -191,15 +220,17 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
 	}
-	switch {
-	case m.workers.worth(rows) && in.DType == servables.Float32:
-		err = m.workers.margins(in.Float32s(), nil, rows, margin.Float32s())
-	case m.workers.worth(rows):
-		err = m.workers.margins(nil, in.Float64s(), rows, margin.Float32s())
-	case in.DType == servables.Float32:
-		err = f.Margins(in.Float32s(), rows, margin.Float32s())
-	default:
-		err = f.Margins64(in.Float64s(), rows, margin.Float32s())
+	var x32 []float32
+	var x64 []float64
+	if in.DType == servables.Float32 {
+		x32 = in.Float32s()
+	} else {
+		x64 = in.Float64s()
+	}
+	if m.workers.worth(rows) {
+		err = m.workers.margins(x32, x64, rows, margin.Float32s(), m.miss)
+	} else {
+		err = f.eval(x32, x64, rows, margin.Float32s(), m.miss)
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -21,7 +22,7 @@ func TestAcceptsXGBoostModelsByContent(t *testing.T) {
 	fsys := fstest.MapFS{
 		"model.json":        {Data: model},
 		"noext":             {Data: model},
-		"model.ubj":         {Data: readTestdata(t, "refused_ubjson.ubj")},
+		"model.ubj":         {Data: readTestdata(t, "squarederror.ubj")},
 		"config.json":       {Data: []byte(`{"inputs":[{"name":"x"}]}`)},
 		"expected.json":     {Data: readTestdata(t, "squarederror.expected.json")},
 		"README.md":         {Data: []byte("# a model")},
@@ -59,7 +60,14 @@ func modelDir(t *testing.T, name, file string) string {
 
 func load(t *testing.T, name string) servables.Servable {
 	t.Helper()
-	sv, err := Runtime{}.Load(context.Background(), modelDir(t, name+".json", "model.json"), []string{"model.json"}, servables.LoadOptions{})
+	return loadWith(t, name+".json", servables.LoadOptions{})
+}
+
+// loadWith loads testdata/file through the runtime, as an extension-less
+// file named model (the runtime tells the format by content).
+func loadWith(t *testing.T, file string, opts servables.LoadOptions) servables.Servable {
+	t.Helper()
+	sv, err := Runtime{}.Load(context.Background(), modelDir(t, file, "model"), []string{"model"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +149,7 @@ func TestMetadataListsSignatureAndFeatureNames(t *testing.T) {
 	for k, want := range map[string]string{
 		"objective":       "multi:softprob",
 		"booster":         "gbtree",
-		"num_trees":       "36",
+		"num_trees":       "18",
 		"num_class":       "3",
 		"num_feature":     "5",
 		"feature_names":   `["age","bid","ctr_7d","slot","hour"]`,
@@ -160,10 +168,9 @@ func TestMetadataListsSignatureAndFeatureNames(t *testing.T) {
 // cannot serve fails the load with an error naming what and the file.
 func TestLoadRefusesUnsupportedFilesSayingWhat(t *testing.T) {
 	for _, c := range []struct{ file, says string }{
-		{"refused_ubjson.ubj", "UBJSON"},
 		{"refused_legacy.model", "legacy binary"},
 		{"refused_gblinear.json", "gblinear"},
-		{"refused_categorical.json", "categorical"},
+		{"refused_gblinear.ubj", "gblinear"},
 	} {
 		dir := modelDir(t, c.file, "model")
 		_, err := Runtime{}.Load(context.Background(), dir, []string{"model"}, servables.LoadOptions{})
@@ -238,5 +245,91 @@ func TestMissingValuesTakeTheDefaultDirection(t *testing.T) {
 	}
 	if !near(m[0], e.Margin[0]) || m[0] == m[1] {
 		t.Errorf("all missing: margin %v (zeros: %v), python3-xgboost says %v", m[0], m[1], e.Margin[0])
+	}
+}
+
+// TestServableReadsUBJSONFiles: a model.ubj loads through the runtime and
+// answers as python3-xgboost does, categorical splits included.
+func TestServableReadsUBJSONFiles(t *testing.T) {
+	for _, name := range []string{"binary_logistic", "cat_multi_softprob"} {
+		_, e := loadCase(t, name)
+		sv := loadWith(t, name+".ubj", servables.LoadOptions{})
+		out, err := sv.Predict(context.Background(), []servables.Tensor{inputTensor(t, e, servables.Float32, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compare(t, name+" prediction", out[0].Float32s(), e.Prediction)
+		compare(t, name+" margin", out[1].Float32s(), e.Margin)
+	}
+}
+
+// TestMissingValueIsMissingAsNaNIs: a model trained with DMatrix(missing=
+// -999) and loaded with missing_value -999 answers as python3-xgboost
+// does, for FP32 and FP64 inputs (-999 and NaN both missing); loaded
+// without it, it answers otherwise. The caller's input is left as it was.
+func TestMissingValueIsMissingAsNaNIs(t *testing.T) {
+	_, e := loadCase(t, "missing_sentinel")
+	if e.MissingValue == nil || *e.MissingValue != -999 {
+		t.Fatalf("missing_sentinel.expected.json has missing_value %v, want -999", e.MissingValue)
+	}
+	sv := loadWith(t, "missing_sentinel.json", e.loadOptions())
+	for _, dt := range []servables.DType{servables.Float32, servables.Float64} {
+		in := inputTensor(t, e, dt, "")
+		before := slices.Clone(in.Data)
+		out, err := sv.Predict(context.Background(), []servables.Tensor{in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compare(t, dt.String()+" prediction", out[0].Float32s(), e.Prediction)
+		if !slices.Equal(in.Data, before) {
+			t.Errorf("%v: Predict changed its input", dt)
+		}
+	}
+	if got := sv.Metadata().Parameters["missing_value"]; got != "-999" {
+		t.Errorf("parameter missing_value = %q, want -999", got)
+	}
+	plain := loadWith(t, "missing_sentinel.json", servables.LoadOptions{})
+	out, err := plain.Predict(context.Background(), []servables.Tensor{inputTensor(t, e, servables.Float32, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i, v := range out[0].Float32s() {
+		if !near(v, e.Prediction[i]) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("without missing_value, -999 taken as a value: the same predictions")
+	}
+	if _, ok := plain.Metadata().Parameters["missing_value"]; ok {
+		t.Error("parameter missing_value without one given")
+	}
+}
+
+// TestLoadRefusesNonFiniteMissingValue: a missing value has to be a
+// finite float32.
+func TestLoadRefusesNonFiniteMissingValue(t *testing.T) {
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300} {
+		dir := modelDir(t, "squarederror.json", "model.json")
+		_, err := Runtime{}.Load(context.Background(), dir, []string{"model.json"}, servables.LoadOptions{MissingValue: &v})
+		if err == nil || !strings.Contains(err.Error(), "missing_value") {
+			t.Errorf("missing_value %v: %v, want an error naming it", v, err)
+		}
+	}
+}
+
+// TestMetadataListsFeatureTypes: a categorical model's metadata lists its
+// feature types beside its names.
+func TestMetadataListsFeatureTypes(t *testing.T) {
+	p := load(t, "cat_binary_logistic").Metadata().Parameters
+	if got, want := p["feature_types"], `["q","c","q","c","q"]`; got != want {
+		t.Errorf("feature_types = %s, want %s", got, want)
+	}
+	if got, want := p["feature_names"], `["bid","domain","ctr_7d","device","hour"]`; got != want {
+		t.Errorf("feature_names = %s, want %s", got, want)
+	}
+	if _, ok := load(t, "squarederror").Metadata().Parameters["feature_types"]; ok {
+		t.Error("feature_types for a model whose file has none")
 	}
 }
