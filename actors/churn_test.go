@@ -3,6 +3,7 @@ package actors
 import (
 	"io/fs"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,11 +11,22 @@ import (
 
 // churnFootprint is what a System holds that could grow with every
 // in-place update: metric series, files under the cache directory, servables
-// loaded and not closed, and the contents its status lists.
+// loaded and not closed, the contents its status lists, and the process ids
+// the actor system has handed out (futures and unnamed actors take one each).
 type churnFootprint struct {
 	series, cacheEntries int
 	open                 int64
 	retiring, kept       int
+	ids                  uint64
+}
+
+// actorNames returns the names in the actor system's process registry.
+func (w *world) actorNames() []string {
+	var names []string
+	for _, m := range w.sys.as.ProcessRegistry.LocalPIDs.LocalPIDs {
+		names = append(names, m.Keys()...)
+	}
+	return names
 }
 
 func (w *world) churnFootprint(cacheDir string) churnFootprint {
@@ -37,6 +49,7 @@ func (w *world) churnFootprint(cacheDir string) churnFootprint {
 		w.t.Fatal(err)
 	}
 	f.open = w.rt.loaded.Load() - w.rt.closed.Load()
+	f.ids = atomic.LoadUint64(&w.sys.as.ProcessRegistry.SequenceID)
 	m := w.model("a/")
 	f.retiring = m.Retiring
 	if m.Kept != nil {
@@ -49,7 +62,9 @@ func (w *world) churnFootprint(cacheDir string) churnFootprint {
 // update behind in Grove: after 5 updates and after 40 the System holds the
 // same metric series, cache entries, open servables and contents (a
 // per-checksum metric label, a cache directory or a servable not released
-// would grow with the updates).
+// would grow with the updates), has handed out no process id since, and
+// its actors have used no name they had not used by then (the process
+// registry keeps memory for every name it has seen: actorNames).
 func TestInPlaceUpdatesLeaveNoPerUpdateStateBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cache := t.TempDir()
@@ -72,15 +87,27 @@ func TestInPlaceUpdatesLeaveNoPerUpdateStateBehind(t *testing.T) {
 			time.Sleep(time.Second) // the grace period passes
 			synctest.Wait()
 		}
+		names := map[string]bool{}
+		seen := func() int {
+			for _, n := range w.actorNames() {
+				names[n] = true
+			}
+			return len(names)
+		}
 		for n := 1; n <= 5; n++ {
 			update(n)
+			seen()
 		}
-		before := w.churnFootprint(cache)
+		before, named := w.churnFootprint(cache), len(names)
 		for n := 6; n <= 40; n++ {
 			update(n)
+			seen()
 		}
 		if after := w.churnFootprint(cache); after != before {
 			t.Errorf("after 5 updates %+v, after 40 %+v", before, after)
+		}
+		if len(names) != named {
+			t.Errorf("actor names used: %d after 5 updates, %d after 40", named, len(names))
 		}
 		if before.open > 2 || before.retiring != 0 {
 			t.Errorf("after 5 updates past their grace period: %+v", before)

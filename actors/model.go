@@ -19,8 +19,10 @@ import (
 // content is one loaded version of a model path: its files in the local
 // cache, its servable (owned by its model actor) and its counters.
 type content struct {
-	// id is the id of the load job that made it (lifecycle.Content.ID).
+	// id is the id of the load job that made it (lifecycle.Content.ID);
+	// name the number in its model actors' names (actorNames).
 	id       int64
+	name     int
 	path     string
 	checksum string
 	runtime  string

@@ -125,9 +125,13 @@ type supervisorActor struct {
 	wakeGen           uint64
 	// quiet is set by quiesce and on stopping.
 	quiet bool
-	// leftovers are files of discarded contents whose model actors were
-	// still stopping; they are deleted when the supervisor stops.
+	// leftovers are files of contents whose model actors terminated
+	// while the supervisor was quiet; they are deleted when it stops.
 	leftovers []*bucket.LocalModel
+	// names numbers the model actors' names; stopping are the model actors
+	// stopped and not terminated yet, by process id.
+	names    actorNames
+	stopping map[string]*stoppingContent
 	// versioned are the versioned entries of the config in force, in
 	// config order, with the versions last found under each.
 	versioned []versionsKnown
@@ -146,7 +150,7 @@ func newSupervisor(s *System) *supervisorActor {
 		share = map[string]bool{}
 	}
 	return &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
-		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
+		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
 }
 
 // Receive handles one message; every state change ends with a new plan.
@@ -159,6 +163,8 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.stopWake()
 	case *actor.Stopped:
 		s.stopped()
+	case *actor.Terminated:
+		s.terminated(m.Who)
 	case pollTick:
 		s.poll(ctx)
 	case reloadRequest:
@@ -445,7 +451,7 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 
 // spawn starts the model actors (replicas) of a loaded job; they share its servable.
 func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
-	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss}
+	c := &content{id: id, name: s.names.take(), path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss}
 	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
@@ -471,11 +477,9 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	shared := share(j.sv, replicas)
 	c.busy = make([]atomic.Int64, replicas)
 	for i := range replicas {
-		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", id, i))
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", c.name, i))
 		if err != nil {
-			for _, p := range c.pids {
-				ctx.Stop(p) // each closes its share of the servable
-			}
+			s.stopActors(ctx, c, nil) // each closes its share of the servable
 			for range replicas - i {
 				_ = shared.Close()
 			}
@@ -552,33 +556,68 @@ func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
 	delete(s.jobs, id)
 	switch {
 	case j.c != nil:
-		if s.quiet {
-			for _, p := range j.c.pids {
-				ctx.Stop(p)
-			}
-			s.leftovers = append(s.leftovers, j.local)
-			return
-		}
 		s.release(ctx, j.c)
 	default:
 		closeQuietly(j.sv, j.local, s.log)
 	}
 }
 
-// release stops c's model actors (which close the servable) and then
-// deletes its cached files, in the background.
+// release stops c's model actors (which close the servable); its cached
+// files are deleted once they have all terminated.
 func (s *supervisorActor) release(ctx actor.Context, c *content) {
 	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
-	futures := make([]*actor.Future, len(c.pids))
-	for i, p := range c.pids {
-		futures[i] = ctx.StopFuture(p)
+	s.stopActors(ctx, c, c.local)
+}
+
+// stoppingContent is a content whose model actors were stopped: how many
+// have not terminated yet, and the cached files to delete once none is
+// left (nil: none).
+type stoppingContent struct {
+	name  int
+	left  int
+	local *bucket.LocalModel
+}
+
+// stopActors stops c's model actors; once they have all terminated, its
+// name's number is free again and local (if not nil) is deleted. A
+// stopped actor's Terminated comes to its parent, the supervisor, so no
+// future is needed (each would take a process id of its own).
+func (s *supervisorActor) stopActors(ctx actor.Context, c *content, local *bucket.LocalModel) {
+	st := &stoppingContent{name: c.name, left: len(c.pids), local: local}
+	if st.left == 0 {
+		st.left = 1
+		s.ended(st)
+		return
 	}
-	s.sys.background(func(context.Context) {
-		for _, f := range futures {
-			_ = f.Wait()
-		}
-		closeQuietly(nil, c.local, s.log)
-	})
+	for _, p := range c.pids {
+		s.stopping[p.Id] = st
+		ctx.Stop(p)
+	}
+}
+
+// terminated takes the end of a stopped model actor.
+func (s *supervisorActor) terminated(pid *actor.PID) {
+	if st := s.stopping[pid.Id]; st != nil {
+		delete(s.stopping, pid.Id)
+		s.ended(st)
+	}
+}
+
+// ended counts one of st's model actors terminated; after the last, it
+// frees st's name and deletes its files (in the background, or when the
+// supervisor stops if it is quiet by then).
+func (s *supervisorActor) ended(st *stoppingContent) {
+	if st.left--; st.left > 0 {
+		return
+	}
+	s.names.put(st.name)
+	switch local := st.local; {
+	case local == nil:
+	case s.quiet:
+		s.leftovers = append(s.leftovers, local)
+	default:
+		s.sys.background(func(context.Context) { closeQuietly(nil, local, s.log) })
+	}
 }
 
 // stopped runs once the supervisor and its model actors have stopped

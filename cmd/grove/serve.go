@@ -39,6 +39,7 @@ import (
 	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/mallocarena"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/logging/outcome"
@@ -370,7 +371,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	g.add("signals", untilDone(ctx))
 
 	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "admin_http", adminAddr, "admin_grpc", adminGRPCAddr, "tls", tlsFiles != nil,
-		"client_auth", cfg.TLS.ClientAuth, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval)
+		"client_auth", cfg.TLS.ClientAuth, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval,
+		"malloc_arenas", mallocarena.Setting())
 	err = g.run()
 	log.Info("grove stopped")
 	return err

@@ -1,0 +1,98 @@
+//go:build linux && cgo
+
+// Package mallocarena bounds how many malloc arenas glibc keeps in a
+// program that imports it: two, unless the environment says otherwise
+// (MALLOC_ARENA_MAX, or glibc.malloc.arena_max in GLIBC_TUNABLES).
+//
+// glibc gives each new thread an arena of its own, up to eight per core,
+// and memory freed in one arena is never reused by another. The model
+// runtimes (libtorch, ONNX Runtime) allocate on whatever OS threads Go
+// runs them on, so every in-place update of a model leaves a little of
+// its memory resident in one arena or another: RSS crept by 11–18 KiB per
+// update of two small models with glibc's default, and by about 2 KiB
+// with two arenas (docs/performance.md). The limit is set by a C
+// constructor, before the Go runtime starts any thread: set later, it
+// would leave the arenas threads already made.
+package mallocarena
+
+/*
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// grove_arena_limit is the M_ARENA_MAX the constructor set (0: none).
+static int grove_arena_limit = 0;
+
+static int env_sets_arenas(void) {
+	const char *t = getenv("GLIBC_TUNABLES");
+	return getenv("MALLOC_ARENA_MAX") != NULL || (t != NULL && strstr(t, "glibc.malloc.arena_max") != NULL);
+}
+
+__attribute__((constructor)) static void grove_limit_arenas(void) {
+	if (!env_sets_arenas() && mallopt(M_ARENA_MAX, 2) == 1) grove_arena_limit = 2;
+}
+
+static int arena_limit(void) { return grove_arena_limit; }
+
+// arenas returns how many arenas malloc_info lists (one <heap> each).
+static int arenas(void) {
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL) return -1;
+	malloc_info(0, f);
+	fclose(f);
+	int n = 0;
+	for (char *p = buf; (p = strstr(p, "<heap nr=")) != NULL; p++) n++;
+	free(buf);
+	return n;
+}
+
+static void *churn(void *arg) {
+	(void)arg;
+	for (int i = 0; i < 20000; i++) {
+		void *p = malloc(64 + i % 4096);
+		free(p);
+	}
+	return NULL;
+}
+
+// contend runs n threads (at most 64) that malloc and free at once.
+static void contend(int n) {
+	pthread_t t[64];
+	if (n > 64) n = 64;
+	for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, churn, NULL);
+	for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+)
+
+// Setting says what bounds the arenas, for the start-up log: "2" (this
+// package), "MALLOC_ARENA_MAX=4" or "GLIBC_TUNABLES=..." (the
+// environment), or "glibc default" if mallopt refused.
+func Setting() string {
+	if n := C.arena_limit(); n > 0 {
+		return fmt.Sprint(int(n))
+	}
+	if v, ok := os.LookupEnv("MALLOC_ARENA_MAX"); ok {
+		return "MALLOC_ARENA_MAX=" + v
+	}
+	if v, ok := os.LookupEnv("GLIBC_TUNABLES"); ok {
+		return "GLIBC_TUNABLES=" + v
+	}
+	return "glibc default"
+}
+
+// arenas returns how many malloc arenas the process has (-1 if unknown).
+func arenas() int { return int(C.arenas()) }
+
+// contend runs n C threads (at most 64) that malloc and free at once, so
+// that glibc makes the arenas it may.
+func contend(n int) { C.contend(C.int(n)) }
