@@ -6,8 +6,9 @@ GO ?= go
 BIN := bin/grove
 PKGS := ./...
 APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf chromium
-# The FastAPI baseline of `make bench` (../shared/bench) and the example model scripts.
-APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx python3-xgboost
+# The FastAPI baseline of `make bench` (../shared/bench), the example model
+# scripts, and XGBoost's Python package and C API (make bench-xgboost).
+APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx python3-xgboost libxgboost-dev
 
 # The version `grove version` prints, stamped into every build from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -16,7 +17,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-alone test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-alone test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench bench-xgboost vet fmt clean models
 
 all: build
 
@@ -179,11 +180,24 @@ fuzz: deps
 	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseLines$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseProto$$' -fuzztime $(FUZZTIME)
 
-## bench: Go benchmarks plus the HTTP load benchmark against the real binary.
+## bench: Go benchmarks, Grove's XGBoost runtime against XGBoost's C API
+## (bench-xgboost), plus the HTTP load benchmark against the real binary.
 bench: deps deps-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
+	$(MAKE) bench-xgboost
 	$(GO) run ./cmd/grovebench
 	$(MAKE) test-alone
+
+## bench-xgboost: Grove's XGBoost runtime against XGBoost's own predictor
+## through its C API (cmd/xgbbench, built with cgo and libxgboost-dev) on
+## the two models of servables/xgboost/testdata/make_bench_models.py: 100
+## trees of depth 6 (checked in) and 1,000 of depth 8 (about 28 MB, made
+## into .cache/xgboost/<the script's hash>/ once, about a minute of CPU).
+XGB_BENCH_SCRIPT := servables/xgboost/testdata/make_bench_models.py
+XGB_BENCH_BIG = .cache/xgboost/$(shell sha256sum $(XGB_BENCH_SCRIPT) | cut -c1-12)/bench_1000x8.json
+bench-xgboost: deps-bench
+	@big="$(XGB_BENCH_BIG)"; [ -f "$$big" ] || { echo "making $$big"; /usr/bin/python3 $(XGB_BENCH_SCRIPT) 1000x8 "$$big"; }
+	$(GO) run -tags xgbref ./cmd/xgbbench servables/xgboost/testdata/bench_100x6.json $(XGB_BENCH_BIG)
 
 ## models: regenerate the example models (needs /usr/bin/python3 with torch,
 ## onnx and xgboost).

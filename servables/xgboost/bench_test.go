@@ -40,17 +40,32 @@ func benchForest(b *testing.B) *Forest {
 }
 
 // BenchmarkPredict: one Predict call of the servable (outputs allocated,
-// as a request gets them) on testdata/bench_100x6.json, 100 trees of
-// depth 6 over 100 features, at batch 1, 16 and 256, each call on rows
-// it has not had just before.
+// as a request gets them) on testdata/bench_100x6.json
+// (make_bench_models.py: binary:logistic, 100 trees of depth 6 over 100
+// features), on one thread, at batch 1, 16 and 256, each call on rows it
+// has not had just before.
 func BenchmarkPredict(b *testing.B) {
+	benchPredict(b, newModel(b, benchForest(b), servables.LoadOptions{}), []int{1, 16, 256})
+}
+
+// BenchmarkPredictIntraOpThreads: BenchmarkPredict with intra_op_threads
+// 1 and 2, at the batch sizes around the point where splitting the rows
+// starts to pay (parallelMinSteps).
+func BenchmarkPredictIntraOpThreads(b *testing.B) {
 	f := benchForest(b)
-	m, err := NewModel(f, servables.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			m := newModel(b, f, servables.LoadOptions{IntraOpThreads: threads})
+			defer m.Close()
+			benchPredict(b, m, []int{4, 8, 16, 32, 64, 256})
+		})
 	}
+}
+
+func benchPredict(b *testing.B, m *Model, batches []int) {
+	f := m.Forest()
 	x := benchInput(benchRows, f.NumFeature)
-	for _, rows := range []int{1, 16, 256} {
+	for _, rows := range batches {
 		b.Run(fmt.Sprintf("batch=%d", rows), func(b *testing.B) {
 			var calls [][]servables.Tensor
 			for r := 0; r+rows <= benchRows; r += rows {

@@ -129,55 +129,47 @@ func (f *Forest) addCategories(base int, queue []int64, cats [][]int64) error {
 	return nil
 }
 
-// categoricalMargins is Margins for a forest with categorical splits
-// (f.cats not nil), its sizes checked: a missing value (NaN) takes the
+// categoricalBlock is evalBlock for a forest with categorical splits
+// (f.cats not nil): it adds every tree's leaves for the n rows of xs
+// (stride floats each, as margins copies them) to out, walking each row
+// down each tree a node at a time. A missing value (NaN) takes the
 // split's default direction, as at a numeric split; any other value goes
 // right when it is one of the split's categories, left when it is not.
 // As XGBoost 1.7 decides (common::Decision, checked against
 // python3-xgboost's predict): a value is the category it truncates to
 // (2.7 is category 2), and a negative value (-0.5, -1e-30) or one of 2^24
 // or more, infinities included, is no category, so it goes left.
-func (f *Forest) categoricalMargins(x []float32, rows int, out []float32) {
-	for i := range out {
-		out[i] = f.BaseMargin
-	}
+func (f *Forest) categoricalBlock(xs []float32, stride, n int, out []float32) {
 	nodes, sets, words := f.nodes, f.cats.sets, f.cats.words
-	nf, ng := f.NumFeature, f.NumGroup
-	for r0 := 0; r0 < rows; r0 += blockRows {
-		r1 := min(r0+blockRows, rows)
-		for t, root := range f.roots {
-			g := int(f.group[t])
-			for r := r0; r < r1; r++ {
-				row := x[r*nf : r*nf+nf : r*nf+nf]
-				i := root
-				for {
-					n := &nodes[i]
-					if n.left == 0 {
-						out[r*ng+g] += n.threshold
-						break
-					}
-					v := row[n.feature]
-					s := sets[i]
-					switch {
-					case v != v: // NaN: missing
-						if n.defaultLeft {
-							i = n.left
-						} else {
-							i = n.left + 1
+	ng := f.NumGroup
+	for t, root := range f.roots {
+		g := int(f.group[t])
+		for r := range n {
+			row := xs[r*stride : (r+1)*stride : (r+1)*stride]
+			i := root
+			for {
+				nd := &nodes[i]
+				if nd.left == i { // a leaf
+					out[r*ng+g] += nd.threshold
+					break
+				}
+				v := row[nd.feature&^missingRight]
+				s := sets[i]
+				switch {
+				case v != v: // NaN: missing
+					i = nd.left + nd.feature>>31
+				case s.n != 0:
+					i = nd.left
+					if v >= 0 && v < float32(s.n*32) {
+						c := uint32(v)
+						if words[s.off+c/32]&(1<<(c%32)) != 0 {
+							i = nd.left + 1
 						}
-					case s.n != 0:
-						i = n.left
-						if v >= 0 && v < float32(s.n*32) {
-							c := uint32(v)
-							if words[s.off+c/32]&(1<<(c%32)) != 0 {
-								i = n.left + 1
-							}
-						}
-					case v < n.threshold:
-						i = n.left
-					default:
-						i = n.left + 1
 					}
+				case v < nd.threshold:
+					i = nd.left
+				default:
+					i = nd.left + 1
 				}
 			}
 		}

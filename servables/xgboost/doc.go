@@ -38,21 +38,39 @@
 //
 // # Evaluation
 //
-// The trees are flattened into one slice of 16-byte nodes, each node's
-// children adjacent; a request's rows are evaluated in blocks, every tree
-// over a block of rows at a time, summing in float32 in the trees' order
-// as XGBoost's CPU predictor does. A NaN input is a missing value: it
-// takes the split's default direction; so is a value equal to the model
-// entry's missing_value (LoadOptions.MissingValue), as with XGBoost's
-// DMatrix(missing=...). Inputs are converted to float32 as XGBoost's
-// DMatrix does.
+// The trees are flattened into one slice of 12-byte nodes (threshold,
+// feature with the missing value's direction in its top bit, left child),
+// each tree breadth first with each node's children adjacent; a leaf
+// holds its value and points at itself. A request's rows are copied a
+// block at a time (up to 64), converted to float32 as XGBoost's DMatrix
+// does, with a NaN after each row's features, the slot a leaf reads. A
+// NaN input is a missing value: it takes the split's default direction;
+// so is a value equal to the model entry's missing_value
+// (LoadOptions.MissingValue), as with XGBoost's DMatrix(missing=...),
+// which the copy makes NaN.
+//
+// On a forest of numeric splits, a leaf keeps every row where it is, so
+// each row takes exactly as many steps as its tree is deep, each step
+// without a branch (right when the value is not below the threshold, or
+// is missing and the split sends missing values right). Eight rows walk
+// each tree in lockstep, so that their loads overlap; a request of fewer
+// than eight rows (or the rest of a block) walks eight trees at a time
+// instead. Each row sums its leaves in float32 in the trees' order, as
+// XGBoost's CPU predictor does. Evaluation allocates nothing: the blocks'
+// copies come from a pool.
 //
 // A forest with categorical splits is evaluated by a function of its own
-// (categoricalMargins), with each categorical split's set of categories
-// in a bitset beside the nodes; the numeric forests' loop does not test
-// for them. A categorical feature's input is its category's code (pandas'
-// cat.codes): the split sends a value right when it truncates to one of
-// the split's categories, left when it is any other value (an unseen,
-// negative or huge one), and a missing value its default way, as XGBoost
-// 1.7 does.
+// (categoricalBlock, on the same blocks), with each categorical split's
+// set of categories in a bitset beside the nodes; the numeric forests'
+// walks do not test for them. A categorical feature's input is its
+// category's code (pandas' cat.codes): the split sends a value right when
+// it truncates to one of the split's categories, left when it is any
+// other value (an unseen, negative or huge one), and a missing value its
+// default way, as XGBoost 1.7 does.
+//
+// With intra_op_threads above 1, a request with enough rows (enough node
+// steps: parallelMinSteps) is cut into chunks of rows that its own
+// goroutine and the model's idle helper goroutines (a fixed pool,
+// intra_op_threads-1 of them) take in turn; every row is computed as on
+// one thread, so the answer is the same.
 package xgboost

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrUnsupported marks a model file that is valid XGBoost but uses
@@ -77,27 +78,39 @@ func parseObjective(s string) (Objective, error) {
 	return 0, fmt.Errorf("%w: objective %q (supported: %s)", ErrUnsupported, s, strings.Join(supported, ", "))
 }
 
-// node is one node of a flattened tree. An inner node sends a row to
-// left when its feature's value is below threshold, to left+1 when it is
-// not, and to left or left+1 as defaultLeft says when the value is
-// missing (NaN). A leaf has left 0 (no node's child is a root) and its
-// value in threshold.
+// node is one node of a flattened tree, 12 bytes. An inner node sends a
+// row to left when its feature's value is below threshold, to left+1 when
+// it is not, and, when the value is missing (NaN), to left+1 if feature
+// has missingRight set, to left if not. A leaf has its value in
+// threshold, left pointing at itself and feature NumFeature: the slot
+// after a row's features in the evaluation's copy of the rows, always
+// NaN, so that a leaf sends every row back to itself and a row can take
+// as many steps as its tree is deep with no test for having arrived (see
+// predict.go).
 type node struct {
-	feature     int32
-	threshold   float32
-	left        int32
-	defaultLeft bool
+	threshold float32
+	feature   uint32 // the feature's index, | missingRight
+	left      uint32
 }
+
+// missingRight marks, in a node's feature, a split whose missing values
+// go right (default_left 0).
+const missingRight = 1 << 31
 
 // Forest is a loaded XGBoost model: its trees flattened, its objective and
 // its parameters. It is immutable and safe for concurrent use.
 type Forest struct {
 	nodes []node
-	roots []int32 // the index in nodes of each tree's root
-	group []int32 // each tree's output group (class), tree_info
+	roots []uint32 // the index in nodes of each tree's root
+	group []int32  // each tree's output group (class), tree_info
+	depth []int32  // each tree's depth: the most steps from its root to a leaf
 	// cats holds the categorical splits of nodes; nil when the model has
 	// none (then Margins runs the numeric path alone).
 	cats *categories
+
+	// blocks holds the *block scratch buffers evaluations borrow
+	// (predict.go); a pointer, so that a Forest can be copied.
+	blocks *sync.Pool
 
 	// NumFeature is the number of input features (num_feature).
 	NumFeature int
@@ -330,7 +343,7 @@ func paramInt(name, s string, lo, hi int64) (int64, error) {
 
 // build checks the learner and flattens its trees.
 func build(l *jsonLearner, version []int) (*Forest, error) {
-	f := &Forest{Version: version}
+	f := &Forest{Version: version, blocks: new(sync.Pool)}
 	if l.Objective == nil || l.Objective.Name == "" {
 		return nil, invalid("no objective name")
 	}
@@ -465,8 +478,9 @@ func (f *Forest) addTrees(m *jsonGBTree, weights []f32) error {
 		return invalid("%d nodes in all", total)
 	}
 	f.nodes = make([]node, 0, total)
-	f.roots = make([]int32, n)
+	f.roots = make([]uint32, n)
 	f.group = make([]int32, n)
+	f.depth = make([]int32, n)
 	for i := range m.Trees {
 		g := m.TreeInfo[i]
 		if g < 0 || g >= int64(f.NumGroup) {
@@ -480,10 +494,11 @@ func (f *Forest) addTrees(m *jsonGBTree, weights []f32) error {
 				return invalid("tree %d: weight_drop %v", i, w)
 			}
 		}
-		f.roots[i] = int32(len(f.nodes))
+		f.roots[i] = uint32(len(f.nodes))
 		if err := f.addTree(&m.Trees[i], w); err != nil {
 			return fmt.Errorf("tree %d: %w", i, err)
 		}
+		f.depth[i] = treeDepth(f.nodes[f.roots[i]:], f.roots[i])
 	}
 	if f.cats != nil {
 		f.cats.cover(len(f.nodes))
@@ -568,14 +583,20 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 		out := &f.nodes[base+k]
 		l := t.LeftChildren[src]
 		if l == -1 {
-			*out = node{threshold: float32(t.SplitConditions[src]) * weight}
+			*out = node{
+				threshold: float32(t.SplitConditions[src]) * weight,
+				feature:   uint32(f.NumFeature),
+				left:      uint32(base + k),
+			}
 			continue
 		}
 		*out = node{
-			feature:     int32(t.SplitIndices[src]),
-			threshold:   float32(t.SplitConditions[src]),
-			left:        int32(base + len(queue)),
-			defaultLeft: bool(t.DefaultLeft[src]),
+			threshold: float32(t.SplitConditions[src]),
+			feature:   uint32(t.SplitIndices[src]),
+			left:      uint32(base + len(queue)),
+		}
+		if !t.DefaultLeft[src] {
+			out.feature |= missingRight
 		}
 		queue = append(queue, l, t.RightChildren[src])
 		f.nodes = append(f.nodes, node{}, node{})
@@ -584,4 +605,20 @@ func (f *Forest) addTree(t *jsonTree, weight float32) error {
 		return f.addCategories(base, queue, cats)
 	}
 	return nil
+}
+
+// treeDepth is the depth of the tree whose nodes addTree appended at
+// nodes[0:] (index root in the forest): the most steps from the root to a
+// leaf. In breadth-first order a node's children come after it, so one
+// pass over the nodes gives each its depth.
+func treeDepth(nodes []node, root uint32) int32 {
+	level := make([]int32, 1, len(nodes))
+	depth := int32(0)
+	for k := 0; k < len(level); k++ {
+		depth = max(depth, level[k])
+		if n := nodes[k]; n.left != root+uint32(k) {
+			level = append(level, level[k]+1, level[k]+1)
+		}
+	}
+	return depth
 }

@@ -269,6 +269,7 @@ func sameForest(a, b *Forest) bool {
 		return false
 	}
 	ac.cats, bc.cats = nil, nil
+	ac.blocks, bc.blocks = nil, nil // scratch, not the model
 	return reflect.DeepEqual(ac, bc)
 }
 

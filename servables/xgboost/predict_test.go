@@ -205,21 +205,3 @@ func TestMarginsRefuseWrongSizes(t *testing.T) {
 		t.Error("Transform with 3 outputs for 2 rows: no error")
 	}
 }
-
-// TestMarginsAllocateNothing: evaluating rows allocates nothing, on the
-// numeric path and the categorical one.
-func TestMarginsAllocateNothing(t *testing.T) {
-	for _, name := range []string{"multi_softprob", "cat_multi_softprob"} {
-		f, e := loadCase(t, name)
-		x, rows := e.matrix()
-		margins := make([]float32, rows*f.NumGroup)
-		pred := make([]float32, rows*f.PredictionWidth())
-		allocs := testing.AllocsPerRun(20, func() {
-			_ = f.Margins(x, rows, margins)
-			_ = f.Transform(margins, rows, pred)
-		})
-		if allocs != 0 {
-			t.Errorf("%s: %v allocations per call, want 0", name, allocs)
-		}
-	}
-}

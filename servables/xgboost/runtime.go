@@ -65,9 +65,9 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 }
 
 // Load reads and checks the XGBoost model among files (see Accepts);
-// opts.MissingValue, when set, is a value the model takes as missing (see
-// NewModel). The whole evaluation runs on the calling goroutine:
-// opts.IntraOpThreads is not used yet.
+// opts.MissingValue, when set, is a value the model takes as missing, and
+// with opts.IntraOpThreads above 1 a request with enough rows has them
+// split over that many goroutines (see NewModel).
 func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -96,11 +96,11 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 type Model struct {
 	forest *Forest
 	meta   servables.Metadata
-	// missing is the float32 value taken as missing besides NaN, when
-	// hasMissing.
-	missing    float32
-	hasMissing bool
-	closed     atomic.Bool
+	// miss is the value taken as missing besides NaN, if any.
+	miss   missing
+	closed atomic.Bool
+	// workers split the rows of a large request (nil: one thread).
+	workers *workers
 }
 
 var _ servables.Servable = (*Model)(nil)
@@ -108,14 +108,18 @@ var _ servables.Servable = (*Model)(nil)
 // NewModel serves f. opts.MissingValue, when set, is a value an input
 // takes as missing, as NaN is: an input equal to it once converted to
 // float32 (as XGBoost's DMatrix(missing=...) compares) takes each split's
-// default direction. It has to be a finite number.
+// default direction. It has to be a finite number. With
+// opts.IntraOpThreads above 1, NewModel starts that many helper
+// goroutines less one, stopped by Close: a request whose rows are enough
+// work (see parallelMinSteps) is split over them and its own goroutine,
+// with the same result as on one thread.
 func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
 	m := &Model{forest: f}
 	if v := opts.MissingValue; v != nil {
 		if math.IsNaN(*v) || math.IsInf(*v, 0) || math.IsInf(float64(float32(*v)), 0) {
 			return nil, fmt.Errorf("missing_value %v is not a finite float32", *v)
 		}
-		m.missing, m.hasMissing = float32(*v), true
+		m.miss = missing{value: float32(*v), set: true}
 	}
 	params := map[string]string{
 		"objective":   f.Objective.String(),
@@ -138,8 +142,8 @@ func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
 	if f.BestIteration != "" {
 		params["best_iteration"] = f.BestIteration
 	}
-	if m.hasMissing {
-		params["missing_value"] = strconv.FormatFloat(float64(m.missing), 'g', -1, 32)
+	if m.miss.set {
+		params["missing_value"] = strconv.FormatFloat(float64(m.miss.value), 'g', -1, 32)
 	}
 	if len(f.Version) > 0 {
 		v := make([]string, len(f.Version))
@@ -160,6 +164,7 @@ func NewModel(f *Forest, opts servables.LoadOptions) (*Model, error) {
 		ByPosition: true,
 		Parameters: params,
 	}
+	m.workers = newWorkers(f, opts.IntraOpThreads)
 	return m, nil
 }
 
@@ -184,7 +189,7 @@ func (m *Model) Forest() *Forest { return m.forest }
 // to float32 as XGBoost does), of shape [batch, num_feature], named input
 // or unnamed; NaN is a missing value, and so is the missing value NewModel
 // was given. A categorical feature's value is its category's code (see
-// categoricalMargins). It returns prediction and margin (see Metadata).
+// categoricalBlock). It returns prediction and margin (see Metadata).
 // Inputs that do not fit are an error wrapping servables.ErrInvalidInput.
 func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]servables.Tensor, error) {
 	if err := ctx.Err(); err != nil {
@@ -214,21 +219,6 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 		return nil, bad("input %q: %v", InputName, err)
 	}
 	rows := int(in.Shape[0])
-	var x []float32
-	switch {
-	case in.DType == servables.Float32 && !m.hasMissing:
-		x = in.Float32s()
-	case in.DType == servables.Float32:
-		x = make([]float32, rows*f.NumFeature)
-		for i, v := range in.Float32s() {
-			x[i] = m.value(v)
-		}
-	default:
-		x = make([]float32, rows*f.NumFeature)
-		for i, v := range in.Float64s() {
-			x[i] = m.value(float32(v))
-		}
-	}
 	margin, err := servables.NewTensor(MarginName, servables.Float32, outShape(rows, f.NumGroup))
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
@@ -237,22 +227,25 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if err != nil {
 		return nil, bad("input %q: %v", InputName, err)
 	}
-	if err := f.Margins(x, rows, margin.Float32s()); err != nil {
+	var x32 []float32
+	var x64 []float64
+	if in.DType == servables.Float32 {
+		x32 = in.Float32s()
+	} else {
+		x64 = in.Float64s()
+	}
+	if m.workers.worth(rows) {
+		err = m.workers.margins(x32, x64, rows, margin.Float32s(), m.miss)
+	} else {
+		err = f.eval(x32, x64, rows, margin.Float32s(), m.miss)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := f.Transform(margin.Float32s(), rows, pred.Float32s()); err != nil {
 		return nil, err
 	}
 	return []servables.Tensor{pred, margin}, nil
-}
-
-// value is input value v as the trees take it: NaN when it is the
-// model's missing value.
-func (m *Model) value(v float32) float32 {
-	if m.hasMissing && v == m.missing {
-		return float32(math.NaN())
-	}
-	return v
 }
 
 // outShape is an output's shape: [rows], or [rows, width] when a row has
@@ -264,8 +257,12 @@ func outShape(rows, width int) []int64 {
 	return []int64{int64(rows), int64(width)}
 }
 
-// Close marks the model closed: Predict fails after it.
+// Close marks the model closed, Predict fails after it, and stops the
+// helper goroutines.
 func (m *Model) Close() error {
 	m.closed.Store(true)
+	if m.workers != nil {
+		m.workers.close()
+	}
 	return nil
 }

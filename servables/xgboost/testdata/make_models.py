@@ -22,12 +22,10 @@ small_categorical.json is a small categorical model the parse tests edit;
 refused_* are models the runtime refuses: the legacy binary format and a
 gblinear booster (JSON and UBJSON).
 
-With --bench it also writes bench_100x6.json: 100 trees of depth 6 over 100
-features (the benchmark's model; its predictions are not checked).
+The benchmark models are make_bench_models.py's.
 """
 import json
 import os
-import sys
 
 import numpy as np
 import xgboost as xgb
@@ -209,15 +207,9 @@ def main():
         dtest = xgb.DMatrix(test_x, missing=np.nan, feature_names=FEATURE_NAMES if named else None)
         write_expected(name, params["objective"], booster, test_x, dtest)
     refused(rng)
-    # The categorical cases draw from their own generator, so that the
-    # benchmark model below stays what it was before they were added.
+    # The categorical cases draw from a generator of their own, as they
+    # always have, so that their models stay what they are.
     categorical(np.random.default_rng(3001))
-    if "--bench" in sys.argv:
-        x = data(rng, 5000, 100)
-        y = np.nan_to_num(x[:, :10], nan=0.0).sum(axis=1) + rng.normal(size=5000)
-        params = {"objective": "reg:squarederror", "max_depth": 6, "eta": 0.1, "seed": 1, "nthread": 1}
-        booster = xgb.train(params, xgb.DMatrix(x, label=y), 100)
-        booster.save_model(os.path.join(HERE, "bench_100x6.json"))
 
 
 if __name__ == "__main__":
