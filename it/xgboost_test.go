@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	graphpipe "github.com/oracle/graphpipe-go"
+
+	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/api/sidecar/sidecarpb"
 )
@@ -169,8 +172,9 @@ func copyExampleBucket(t *testing.T, b *dirBucket) {
 // its XGBoost model pcvr_xgb/ (binary:logistic, 50 trees over 20 named
 // features) for the committed input, 8 rows of which 3 have missing
 // values, over B&A (REST and the sidecar's gRPC Predict), OIP REST (JSON
-// with NaN literals), OIP gRPC (raw FP32 and typed FP64 contents) and
-// ForestFlow's score API through the example contract ads/pcvr/1: every
+// with NaN literals), OIP gRPC (raw FP32 and typed FP64 contents),
+// ForestFlow's score API and GraphPipe (graphpipe-go) through the example
+// contract ads/pcvr/1, and DeepRec's processor gRPC: every
 // answer's prediction and margin equal python3-xgboost's within
 // 1e-6·max(1,|x|), with the outputs' names and shapes the runtime
 // declares, which the OIP metadata describes.
@@ -311,6 +315,53 @@ func TestXGBoostExampleModelAnswersLikePythonOnEveryProtocol(t *testing.T) {
 		pred, margin = append(pred, d.Tensors[0]["Float32"].Data[0]), append(margin, d.Tensors[1]["Float32"].Data[0])
 	}
 	checkXGB(t, "ForestFlow score", exp, pred, margin)
+
+	// GraphPipe through the same contract: the model's one input, a
+	// float32 matrix of rows.
+	gpRows := make([][]float32, len(exp.Input))
+	for r := range gpRows {
+		for _, v := range exp.values()[r*n : (r+1)*n] {
+			gpRows[r] = append(gpRows[r], float32(v))
+		}
+	}
+	outs, err := graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pcvr/1/gp", []interface{}{gpRows},
+		[]string{"input"}, []string{"prediction", "margin"})
+	if err != nil || len(outs) != 2 {
+		t.Fatalf("GraphPipe: %v %v", outs, err)
+	}
+	var gp [2][]float64
+	for i, o := range outs {
+		v, ok := o.([]float32) // shape [rows], as OIP's
+		if !ok || len(v) != len(exp.Input) {
+			t.Fatalf("GraphPipe output %d: %#v, want %d float32 values", i, o, len(exp.Input))
+		}
+		for _, x := range v {
+			gp[i] = append(gp[i], float64(x))
+		}
+	}
+	checkXGB(t, "GraphPipe", exp, gp[0], gp[1])
+
+	// DeepRec's processor protocol over gRPC, by the model's path.
+	in := &deeprecpb.ArrayProto{Dtype: deeprecpb.ArrayDataType_DT_FLOAT, ArrayShape: &deeprecpb.ArrayShape{Dim: exp.shape()}}
+	for _, v := range exp.values() {
+		in.FloatVal = append(in.FloatVal, float32(v))
+	}
+	dr, err := deeprecpb.NewProcessorClient(g.dial()).Predict(ctx, &deeprecpb.ProcessorPredictRequest{ModelPath: "pcvr_xgb",
+		Request: &deeprecpb.PredictRequest{Inputs: map[string]*deeprecpb.ArrayProto{"input": in}}})
+	if err != nil {
+		t.Fatalf("DeepRec Predict: %v", err)
+	}
+	var drOut [2][]float64
+	for i, name := range []string{"prediction", "margin"} {
+		o := dr.GetOutputs()[name]
+		if o.GetDtype() != deeprecpb.ArrayDataType_DT_FLOAT {
+			t.Errorf("DeepRec output %q is %v, want DT_FLOAT", name, o.GetDtype())
+		}
+		for _, v := range o.GetFloatVal() {
+			drOut[i] = append(drOut[i], float64(v))
+		}
+	}
+	checkXGB(t, "DeepRec gRPC", exp, drOut[0], drOut[1])
 }
 
 // xgbLoad sends the example input to pcvr_xgb/ over B&A from its workers
