@@ -119,7 +119,11 @@
 // TestMatrixProductsKeepIntraOpThreadsWhicheverOpenBLAS checks this on the
 // host's selection and on each of Debian's OpenBLAS builds (chosen with
 // LD_LIBRARY_PATH in a child process), by the CPU time the calling thread
-// and the rest of the process use during 512 x 512 products.
+// and the rest of the process use during 512 x 512 products. Served by
+// grove on this 2-core machine, the pthread build left at its default cost
+// 1.7x (batch 1, 32 clients) and 2.4x (batch 64, 8 clients) the CPU time
+// per request; with the setting it serves what OPENBLAS_NUM_THREADS=1 and
+// the OpenMP build serve (docs/performance.md, "BLAS").
 //
 // # Build
 //
