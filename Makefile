@@ -7,7 +7,10 @@ BIN := bin/grove
 PKGS := ./...
 APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf chromium
 # The FastAPI baseline of `make bench` (../shared/bench), the example model
-# scripts, and XGBoost's Python package and C API (make bench-xgboost).
+# scripts, and XGBoost's Python package and C API (make bench-xgboost). An
+# install that brings another BLAS build along (OpenBLAS's pthread build came
+# with python3-xgboost on one host) may switch the BLAS alternatives:
+# scripts/deps.sh sets them back.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx python3-xgboost libxgboost-dev
 
 # The version `grove version` prints, stamped into every build from git.
@@ -21,7 +24,8 @@ DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
 all: build
 
-## deps: install the Debian packages Grove builds and tests with, if missing,
+## deps: install the Debian packages Grove builds and tests with, if missing
+## (leaving the host's BLAS alternatives as they were: scripts/deps.sh),
 ## fetch the ONNX Runtime library into .cache/onnxruntime (npm pack, pinned)
 ## and install the pinned Go tools the tests use (grpcurl).
 deps:
@@ -181,7 +185,8 @@ fuzz: deps
 	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseProto$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks, Grove's XGBoost runtime against XGBoost's C API
-## (bench-xgboost), plus the HTTP load benchmark against the real binary.
+## (bench-xgboost), plus the HTTP load benchmark against the real binary
+## (its report names the BLAS library grove ran on, as grove reports it).
 bench: deps deps-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(MAKE) bench-xgboost

@@ -44,6 +44,8 @@ import (
 	"github.com/groveml/grove/logging/audit"
 	"github.com/groveml/grove/logging/outcome"
 	"github.com/groveml/grove/logging/outcome/evaluations"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/runtimes"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
@@ -128,6 +130,12 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// The connection counts of every listener, HTTP and gRPC: one set per
 	// process (connlimit.NewMetrics registers them).
 	conns := connlimit.NewMetrics(reg)
+	// The host's BLAS, its threads set before any model loads.
+	blas, hasBLAS := runtimes.BLAS()
+	if hasBLAS {
+		logBLAS(log, blas)
+		reg.MustRegister(blasInfo(blas))
+	}
 	// The audit trail stops after the servers and the actors, so the
 	// writes they finish while draining are recorded.
 	trail := audit.New(audit.Options{Bucket: b, Dir: audit.DirOf(cfg.ModelConfig), Logger: log.With("component", "audit"),
@@ -267,7 +275,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}
 	requireCert := tlsFiles != nil && tlsFiles.RequireClientCert()
 	hopts := httpserver.Options{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Registerer: reg, Gatherer: reg,
-		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer, node) },
+		Pprof: cfg.Pprof, Ready: sys.Ready, Status: func() any { return statusDocument(sys, producer, node, blasOf(blas, hasBLAS)) },
 		ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, RequireClientCert: requireCert, TracerProvider: tp}
 	if cfg.AdminHTTP != "" {
@@ -511,11 +519,12 @@ func startTracing(ctx context.Context, g *group, log *slog.Logger) (trace.Tracer
 	return sdk, nil
 }
 
-// statusDocument is the /v1/status document: the actors' status, and the
-// prediction log's when there is one.
-func statusDocument(sys *actors.System, producer *logging.Producer, node *clusternode.Agent) any {
+// statusDocument is the /v1/status document: the actors' status, the
+// prediction log's and the cluster node's when there are, and the host's
+// BLAS when the build has libtorch (blas not nil).
+func statusDocument(sys *actors.System, producer *logging.Producer, node *clusternode.Agent, blas *servables.BLAS) any {
 	st := sys.Status()
-	if producer == nil && node == nil {
+	if producer == nil && node == nil && blas == nil {
 		return st
 	}
 	doc, err := toMap(st)
@@ -532,6 +541,9 @@ func statusDocument(sys *actors.System, producer *logging.Producer, node *cluste
 	}
 	if node != nil {
 		add("cluster", node.StatusSection())
+	}
+	if blas != nil {
+		add("blas", blas)
 	}
 	return doc
 }

@@ -63,7 +63,10 @@
 //     /usr/bin/python3 can import fastapi, uvicorn and torch, starts the
 //     baseline on another free port (one torch thread) and waits for it;
 //  4. checks one request against each server for the expected outputs of
-//     examples/bucket/expected.json, then drives every scenario with a closed
+//     examples/bucket/expected.json, reads from plain grove's /v1/status
+//     the BLAS library its TorchScript models run on (the blas object: the
+//     library and build, its threading, the threads a matrix product uses,
+//     the files), which the report states above the table, then drives every scenario with a closed
 //     loop of C keep-alive clients for a warm-up and a measured window (the
 //     grove+log row of a shape right after plain grove's); after each
 //     grove+log scenario it waits for the prediction log's buffer to empty,
@@ -439,6 +442,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			logf("FAILED: grove answered the check request wrongly: %v", err)
 			return 1
 		}
+		blas := fetchBLAS(ctx, ep.baseURL)
+		rep.BLAS = &blas
+		logf("%s", blas.line())
 		targets[serverGrove] = ep
 		if wants(serverGroveONNX) {
 			oep := groveEndpointFor(serverGroveONNX, ep.baseURL)

@@ -66,25 +66,34 @@ var errNoPredLog = errors.New("no prediction_log in /v1/status: is the predictio
 
 // fetchPredLog reads GET baseURL/v1/status's prediction_log object.
 func fetchPredLog(ctx context.Context, baseURL string) (predLogStats, error) {
+	body, err := getStatus(ctx, baseURL)
+	if err != nil {
+		return predLogStats{}, err
+	}
+	return parsePredLog(body)
+}
+
+// getStatus reads GET baseURL/v1/status (status 200) whole.
+func getStatus(ctx context.Context, baseURL string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/status", nil)
 	if err != nil {
-		return predLogStats{}, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return predLogStats{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return predLogStats{}, err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return predLogStats{}, fmt.Errorf("GET /v1/status: HTTP %d: %s", resp.StatusCode, clip(body, 200))
+		return nil, fmt.Errorf("GET /v1/status: HTTP %d: %s", resp.StatusCode, clip(body, 200))
 	}
-	return parsePredLog(body)
+	return body, nil
 }
 
 // parsePredLog extracts the prediction_log object of a /v1/status body.

@@ -12,12 +12,15 @@ import (
 
 // report collects everything one grovebench run measured.
 type report struct {
-	Start    time.Time     `json:"start"`
-	Duration string        `json:"duration"`
-	Warmup   string        `json:"warmup"`
-	Host     host          `json:"host"`
-	Results  []result      `json:"results"`
-	Forward  forwardResult `json:"forward"`
+	Start    time.Time `json:"start"`
+	Duration string    `json:"duration"`
+	Warmup   string    `json:"warmup"`
+	Host     host      `json:"host"`
+	// BLAS is the BLAS library the plain grove's TorchScript models ran on
+	// (nil when no plain grove ran).
+	BLAS    *blasReport   `json:"blas,omitempty"`
+	Results []result      `json:"results"`
+	Forward forwardResult `json:"forward"`
 	// ForwardDeep is the deep ranking model's in-process forward time.
 	ForwardDeep forwardResult  `json:"forward_deep"`
 	Overhead    []overheadLine `json:"overhead,omitempty"`
@@ -247,6 +250,9 @@ func (r *report) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "grovebench %s: closed loop, %s measured after %s warm-up per scenario; %d CPUs%s; load generator on the same machine (GOMAXPROCS %d)\n\n",
 		r.Start.Format("2006-01-02 15:04"), r.Duration, r.Warmup, r.Host.CPUs, load, r.Host.GOMAXPROCS)
+	if r.BLAS != nil {
+		fmt.Fprintf(w, "%s\n\n", r.BLAS.line())
+	}
 	fmt.Fprintln(w, "| server | API | batch | conc | req/s | rows/s | p50 | p99 | errors | vs baseline req/s | server CPU | load gen CPU |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range r.Results {

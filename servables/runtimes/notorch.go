@@ -8,3 +8,6 @@ import "github.com/groveml/grove/servables"
 // libtorch (the processor library's valgrind run: libtorch brings in
 // libhwy, whose initializer valgrind cannot run on every CPU).
 func torchRuntimes() servables.Registry { return nil }
+
+// hostBLAS is none: without libtorch no runtime calls the host's BLAS.
+func hostBLAS() (servables.BLAS, bool) { return servables.BLAS{}, false }

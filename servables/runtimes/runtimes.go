@@ -20,3 +20,9 @@ func Builtin(onnxLib string) servables.Registry {
 		xgboost.Runtime{},
 	)
 }
+
+// BLAS returns the host's BLAS library that the TorchScript runtime's
+// matrix products run on in this process, its threads set up for serving
+// (torch.HostBLAS); ok is false in a build without libtorch. ONNX Runtime
+// and XGBoost use no system BLAS.
+func BLAS() (b servables.BLAS, ok bool) { return hostBLAS() }

@@ -75,12 +75,11 @@
 // (the default for new threads, the shared pthreadpool, the oneDNN cache).
 //
 // What the setting does and does not do:
-//   - It only speeds up operators that ATen splits with at::parallel_for, on
+//   - It speeds up operators that ATen splits with at::parallel_for, on
 //     tensors larger than their grain size (32768 elements for elementwise
-//     ops), and oneDNN convolutions. Matrix products go to the system BLAS:
-//     on Debian 12 that is the single-threaded reference libblas unless
-//     OpenBLAS is installed as the libblas.so.3 alternative, so for small MLPs
-//     such as pCTR the setting changes nothing.
+//     ops), and oneDNN convolutions. Matrix products go to the host's BLAS
+//     (see "BLAS" below), where it applies only when that library takes its
+//     count from OpenMP; for small MLPs such as pCTR it changes nothing.
 //   - Each OS thread that runs a forward call with a setting of n > 1 gets its
 //     own OpenMP pool of n-1 worker threads, kept for later calls: up to
 //     (concurrent forward calls) x (n-1) extra threads. After a parallel region
@@ -91,6 +90,40 @@
 //
 // The process-wide inter-op pool (used only by torch.jit.fork) is set to one
 // thread the first time a model is loaded.
+//
+// # BLAS
+//
+// libtorch's matrix products (linear layers, matmul) call the host's
+// libblas.so.3, whichever library the system selects: on Debian an
+// alternative, which installing numpy or scipy (python3-xgboost, say) may
+// switch to OpenBLAS's pthread build, whose own pool of one thread per core
+// ignores OpenMP settings and so intra_op_threads. Before the first model
+// loads (and when HostBLAS is called: grove serve does at start, to log it),
+// the binding finds the library libtorch's sgemm_ resolves to (dlsym, then
+// the thread API in that file or its dependencies: Debian's libblas.so.3 of
+// OpenBLAS is an interface over libopenblas.so.0, each an alternative of its
+// own) and sets its own thread count to one through its own process-wide
+// API: openblas_set_num_threads, MKL_Set_Num_Threads or
+// bli_thread_set_num_threads. One is the only count right for every model
+// at once, as the setting is the process's, not the call's. Then:
+//   - OpenBLAS's OpenMP interface (Debian's openblas-openmp libblas.so.3)
+//     sizes each matrix product from the calling thread's OpenMP setting,
+//     which Predict sets to the model's intra_op_threads: the setting holds
+//     for matrix products too (servables.BLAS.PerCall).
+//   - OpenBLAS's pthread interface, MKL and BLIS run every matrix product on
+//     the calling thread; intra_op_threads still applies to the operators
+//     ATen splits itself.
+//   - A library without a thread API Grove knows (the reference BLAS,
+//     ATLAS) is left as it is.
+//
+// TestMatrixProductsKeepIntraOpThreadsWhicheverOpenBLAS checks this on the
+// host's selection and on each of Debian's OpenBLAS builds (chosen with
+// LD_LIBRARY_PATH in a child process), by the CPU time the calling thread
+// and the rest of the process use during 512 x 512 products. Served by
+// grove on this 2-core machine, the pthread build left at its default cost
+// 1.7x (batch 1, 32 clients) and 2.4x (batch 64, 8 clients) the CPU time
+// per request; with the setting it serves what OPENBLAS_NUM_THREADS=1 and
+// the OpenMP build serve (docs/performance.md, "BLAS").
 //
 // # Build
 //

@@ -7,7 +7,10 @@
 
 #include "shim.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <omp.h>
+#include <time.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -144,6 +147,94 @@ int32_t from_scalar_type(c10::ScalarType st) {
 void set_intra_threads(int32_t n) {
   if (n < 1) n = 1;
   if (at::get_num_threads() != n) omp_set_num_threads(n);
+}
+
+// BLAS is the BLAS library libtorch's matrix products run on: a handle on
+// the file its sgemm_ is in, whose dependencies include the library's
+// core (Debian's libblas.so.3 of OpenBLAS, MKL or BLIS is an interface over
+// the library proper).
+class BLAS {
+ public:
+  BLAS() {
+    void* gemm = global_sym("sgemm_");
+    Dl_info di;
+    if (gemm == nullptr || dladdr(gemm, &di) == 0 || di.dli_fname == nullptr) return;
+    path_ = di.dli_fname;
+    handle_ = dlopen(path_.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (handle_ == nullptr) handle_ = dlopen(nullptr, RTLD_LAZY);  // sgemm_ in the executable
+  }
+  ~BLAS() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  BLAS(const BLAS&) = delete;
+  BLAS& operator=(const BLAS&) = delete;
+
+  bool found() const { return handle_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+  // sym looks name up in the BLAS file and its dependencies.
+  template <typename F>
+  F sym(const char* name) const {
+    return handle_ == nullptr ? nullptr : reinterpret_cast<F>(dlsym(handle_, name));
+  }
+
+  // file returns the file that p (a symbol's address) is in.
+  static std::string file(void* p) {
+    Dl_info di;
+    if (p == nullptr || dladdr(p, &di) == 0 || di.dli_fname == nullptr) return "";
+    return di.dli_fname;
+  }
+
+ private:
+  // global_sym finds name as libtorch's references to it resolve: in the
+  // global scope, or else in whichever loaded object defines it (a host
+  // program may have opened Grove's library, and libtorch with it, with
+  // RTLD_LOCAL).
+  static void* global_sym(const char* name) {
+    if (void* p = dlsym(RTLD_DEFAULT, name)) return p;
+    std::vector<std::string> names;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+          if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+            static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+          }
+          return 0;
+        },
+        &names);
+    // dlopen is not called from dl_iterate_phdr's callback, which holds
+    // the loader's lock.
+    for (const std::string& n : names) {
+      void* h = dlopen(n.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+      if (h == nullptr) continue;
+      void* p = dlsym(h, name);
+      dlclose(h);  // the object stays loaded: NOLOAD took one more reference
+      if (p != nullptr) return p;
+    }
+    return nullptr;
+  }
+
+  std::string path_;
+  void* handle_ = nullptr;
+};
+
+// The BLAS libraries' own APIs, as they declare them (BLIS's dim_t and
+// gint_t are 64-bit integers in its default build; a 32-bit build returns
+// the same small values in the low half, which is all that is read).
+using openblas_get_config_t = char* (*)();
+using openblas_int_t = int (*)();
+using openblas_set_t = void (*)(int);
+using mkl_version_t = void (*)(char*, int);
+using mkl_int_t = int (*)();
+using mkl_set_t = void (*)(int);
+using bli_str_t = const char* (*)();
+using bli_int_t = int64_t (*)();
+using bli_set_t = void (*)(int64_t);
+
+// cpu_ns reads a CPU-time clock (of the calling thread or of the process).
+int64_t cpu_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 // type_name names the TorchScript type of a value, for error messages.
@@ -377,6 +468,112 @@ int32_t grove_omp_team_size(int32_t intra_threads) {
       size = omp_get_num_threads();
     }
     return size;
+  } catch (...) {
+    return -1;
+  }
+}
+
+void grove_blas_find(grove_blas* b) {
+  *b = grove_blas{"", nullptr, nullptr, nullptr, GROVE_BLAS_UNKNOWN, -1};
+  try {
+    BLAS blas;
+    if (!blas.found()) return;
+    b->path = dup(blas.path());
+    if (auto config = blas.sym<openblas_get_config_t>("openblas_get_config")) {
+      b->library = "OpenBLAS";
+      b->version = dup(config());
+      b->core_path = dup(BLAS::file(reinterpret_cast<void*>(config)));
+      if (auto parallel = blas.sym<openblas_int_t>("openblas_get_parallel")) {
+        int p = parallel();
+        if (p >= GROVE_BLAS_SEQUENTIAL && p <= GROVE_BLAS_OPENMP) b->parallel = p;
+      }
+      if (auto threads = blas.sym<openblas_int_t>("openblas_get_num_threads")) b->threads = threads();
+      return;
+    }
+    auto mkl_threads = blas.sym<mkl_int_t>("MKL_Get_Max_Threads");
+    if (mkl_threads == nullptr) mkl_threads = blas.sym<mkl_int_t>("mkl_get_max_threads");
+    if (mkl_threads != nullptr) {
+      b->library = "MKL";
+      b->core_path = dup(BLAS::file(reinterpret_cast<void*>(mkl_threads)));
+      if (auto version = blas.sym<mkl_version_t>("MKL_Get_Version_String")) {
+        char buf[256] = {0};
+        version(buf, sizeof buf - 1);
+        b->version = dup(trim(buf));
+      }
+      b->threads = mkl_threads();
+      return;
+    }
+    if (auto threads = blas.sym<bli_int_t>("bli_thread_get_num_threads")) {
+      b->library = "BLIS";
+      b->core_path = dup(BLAS::file(reinterpret_cast<void*>(threads)));
+      if (auto version = blas.sym<bli_str_t>("bli_info_get_version_str")) b->version = dup(std::string("BLIS ") + version());
+      auto openmp = blas.sym<bli_int_t>("bli_info_get_enable_openmp");
+      auto pthreads = blas.sym<bli_int_t>("bli_info_get_enable_pthreads");
+      if (openmp != nullptr && pthreads != nullptr) {
+        b->parallel = static_cast<int32_t>(openmp()) != 0     ? GROVE_BLAS_OPENMP
+                      : static_cast<int32_t>(pthreads()) != 0 ? GROVE_BLAS_PTHREAD
+                                                               : GROVE_BLAS_SEQUENTIAL;
+      }
+      b->threads = static_cast<int32_t>(threads());
+      return;
+    }
+    if (void* atlas = blas.sym<void*>("ATL_buildinfo")) {
+      b->library = "ATLAS";
+      b->core_path = dup(BLAS::file(atlas));
+      return;
+    }
+    b->library = "other";
+  } catch (...) {
+  }
+}
+
+void grove_blas_free(grove_blas* b) {
+  if (b == nullptr) return;
+  std::free(b->version);
+  std::free(b->path);
+  std::free(b->core_path);
+  b->version = b->path = b->core_path = nullptr;
+}
+
+int32_t grove_blas_set_threads(int32_t n) {
+  try {
+    if (n < 1) n = 1;
+    BLAS blas;
+    if (blas.sym<openblas_get_config_t>("openblas_get_config") != nullptr) {
+      if (auto set = blas.sym<openblas_set_t>("openblas_set_num_threads")) {
+        set(n);
+        return 0;
+      }
+      return -1;
+    }
+    auto mkl_set = blas.sym<mkl_set_t>("MKL_Set_Num_Threads");
+    if (mkl_set == nullptr) mkl_set = blas.sym<mkl_set_t>("mkl_set_num_threads");
+    if (mkl_set != nullptr) {
+      mkl_set(n);
+      return 0;
+    }
+    if (auto set = blas.sym<bli_set_t>("bli_thread_set_num_threads")) {
+      set(n);
+      return 0;
+    }
+  } catch (...) {
+  }
+  return -1;
+}
+
+int32_t grove_mm_cpu(int32_t n, int32_t reps, int32_t intra_threads,
+                     int64_t* thread_ns, int64_t* process_ns) {
+  try {
+    set_intra_threads(intra_threads);
+    c10::InferenceMode guard;
+    at::Tensor a = at::rand({n, n});
+    at::Tensor b = at::rand({n, n});
+    at::Tensor c = at::mm(a, b);  // warm-up: OpenBLAS's buffers, ATen's dispatch
+    int64_t t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID), p0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (int32_t i = 0; i < reps; i++) c = at::mm(a, b);
+    *thread_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    *process_ns = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - p0;
+    return c.numel() == static_cast<int64_t>(n) * n ? 0 : -1;
   } catch (...) {
     return -1;
   }

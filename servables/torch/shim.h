@@ -88,6 +88,48 @@ void grove_result_free(grove_result* r);
 // of region). For tests.
 int32_t grove_omp_team_size(int32_t intra_threads);
 
+// Threading of a BLAS library (grove_blas.parallel); the values are those
+// of OpenBLAS's openblas_get_parallel.
+enum {
+  GROVE_BLAS_UNKNOWN = -1,
+  GROVE_BLAS_SEQUENTIAL = 0,
+  GROVE_BLAS_PTHREAD = 1,
+  GROVE_BLAS_OPENMP = 2,
+};
+
+// The BLAS library libtorch's matrix products run on in this process: the
+// file its sgemm_ resolves to, and the thread API found there or in that
+// file's dependencies (Debian's libblas.so.3 of OpenBLAS is an interface
+// over libopenblas.so.0). Free with grove_blas_free.
+typedef struct {
+  const char* library;  // "OpenBLAS", "MKL", "BLIS", "ATLAS", "other", or "" without sgemm_ (static)
+  char* version;        // the library's description of itself, or NULL
+  char* path;           // the file sgemm_ is in, as loaded, or NULL
+  char* core_path;      // the file the thread API (or ATLAS's build info) is in, or NULL
+  int32_t parallel;     // GROVE_BLAS_*
+  int32_t threads;      // the library's own thread count, or -1 without a thread API
+} grove_blas;
+
+// grove_blas_find fills *b. It never fails: what it cannot find is left
+// empty.
+void grove_blas_find(grove_blas* b);
+
+// grove_blas_free frees the strings grove_blas_find allocated.
+void grove_blas_free(grove_blas* b);
+
+// grove_blas_set_threads sets the thread count of the library
+// grove_blas_find describes through its own process-wide API
+// (openblas_set_num_threads, MKL_Set_Num_Threads, bli_thread_set_num_threads).
+// It returns 0, or -1 when the library has none of them.
+int32_t grove_blas_set_threads(int32_t n);
+
+// grove_mm_cpu applies intra_threads to the calling OS thread as
+// grove_forward does, then multiplies two n x n float matrices with libtorch
+// reps times and reports the CPU time the calling thread and the whole
+// process used meanwhile. For tests. Returns 0, or -1 on failure.
+int32_t grove_mm_cpu(int32_t n, int32_t reps, int32_t intra_threads,
+                     int64_t* thread_ns, int64_t* process_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,15 +62,18 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 
 var initOnce sync.Once
 
-// initTorch sets libtorch's process-wide inter-op pool to one thread, once.
-// Grove runs models concurrently itself, and TorchScript models only use the
-// inter-op pool for torch.jit.fork. libtorch refuses the setting once inter-op
-// work has started; that is harmless and ignored.
+// initTorch sets, once, libtorch's process-wide inter-op pool to one thread
+// and the BLAS library's own thread count to one (see the package doc,
+// "BLAS"). Grove runs models concurrently itself, and TorchScript models
+// only use the inter-op pool for torch.jit.fork. libtorch refuses the
+// inter-op setting once inter-op work has started; that is harmless and
+// ignored, as is a BLAS library without a thread API.
 func initTorch() {
 	initOnce.Do(func() {
 		if msg := C.grove_init(1); msg != nil {
 			C.free(unsafe.Pointer(msg))
 		}
+		setBLASThreads(1)
 	})
 }
 
