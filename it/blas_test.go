@@ -19,7 +19,7 @@ import (
 // libblas.so.3, parallel pthread and one thread per matrix product (the
 // library's own default is one per core).
 //
-// Budget: 15 s.
+// Budget: 5 s.
 func TestServeLogsAndReportsTheBLASItSetUp(t *testing.T) {
 	t.Parallel()
 	dirs := []string{""}
