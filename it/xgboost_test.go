@@ -248,6 +248,22 @@ func TestXGBoostExampleModelAnswersLikePythonOnEveryProtocol(t *testing.T) {
 	}
 	checkXGB(t, "OIP REST", exp, rest.Outputs[0].Data, rest.Outputs[1].Data)
 
+	// OIP REST metadata: the feature names among its parameters.
+	mr, err := client.Get(g.url + "/v2/models/pcvr_xgb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var restMeta struct {
+		Parameters map[string]string `json:"parameters"`
+	}
+	raw, _ = io.ReadAll(mr.Body)
+	mr.Body.Close()
+	names, _ := json.Marshal(exp.FeatureNames)
+	if json.Unmarshal(raw, &restMeta) != nil || restMeta.Parameters["feature_names"] != string(names) ||
+		restMeta.Parameters["objective"] != "binary:logistic" || restMeta.Parameters["signature"] != "runtime" {
+		t.Errorf("OIP REST metadata %s: want parameters with signature runtime, objective binary:logistic and feature_names %s", raw, names)
+	}
+
 	// OIP gRPC: the metadata, then raw FP32 and typed FP64 inputs.
 	c := oippb.NewGRPCInferenceServiceClient(g.dial())
 	md, err := c.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "pcvr_xgb"})

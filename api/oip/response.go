@@ -2,7 +2,9 @@ package oip
 
 import (
 	"context"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -413,11 +415,16 @@ type ModelMetadata struct {
 	// where the datatypes and shapes come from (servables.SignatureDeclared,
 	// SignatureWarmUp or SignatureRuntime).
 	Signature string
+	// Parameters are the runtime's (servables.Metadata.Parameters: an
+	// XGBoost model's objective, feature names, ...), written beside
+	// "signature" in the order of their names.
+	Parameters map[string]string
 }
 
 // AppendModelMetadata appends
 // {"name":…,"versions":[…],"platform":…,"inputs":[…],"outputs":[…]}, and
-// "parameters":{"signature":…} when m.Signature is set.
+// "parameters":{"signature":…,…} when m.Signature or m.Parameters is set
+// (a runtime parameter named signature gives way to m.Signature).
 func AppendModelMetadata(dst []byte, m ModelMetadata) []byte {
 	dst = append(dst, `{"name":`...)
 	dst = appendString(dst, m.Name)
@@ -431,12 +438,29 @@ func AppendModelMetadata(dst []byte, m ModelMetadata) []byte {
 	dst = appendTensorSpecs(dst, m.Inputs)
 	dst = append(dst, `,"outputs":`...)
 	dst = appendTensorSpecs(dst, m.Outputs)
-	if m.Signature != "" {
-		dst = append(dst, `,"parameters":{"signature":`...)
-		dst = appendString(dst, m.Signature)
-		dst = append(dst, '}')
+	if m.Signature == "" && len(m.Parameters) == 0 {
+		return append(dst, '}')
 	}
-	return append(dst, '}')
+	dst = append(dst, `,"parameters":{`...)
+	sep := false
+	if m.Signature != "" {
+		dst = append(dst, `"signature":`...)
+		dst = appendString(dst, m.Signature)
+		sep = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Parameters)) {
+		if k == "signature" && m.Signature != "" {
+			continue
+		}
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendString(dst, m.Parameters[k])
+		sep = true
+	}
+	return append(dst, '}', '}')
 }
 
 func appendTensorSpecs(dst []byte, specs []servables.TensorSpec) []byte {

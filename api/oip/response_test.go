@@ -451,6 +451,13 @@ func TestSmallDocuments(t *testing.T) {
 			Inputs:  []servables.TensorSpec{{Name: "a", DType: servables.Float32, Shape: []int64{-1, 2}}},
 			Outputs: []servables.TensorSpec{{Name: "output_0", DType: servables.Float32, Shape: []int64{-1, 2}}},
 		}), `{"name":"sub","platform":"pytorch_libtorch","inputs":[{"name":"a","datatype":"FP32","shape":[-1,2]}],"outputs":[{"name":"output_0","datatype":"FP32","shape":[-1,2]}],"parameters":{"signature":"warm_up"}}`},
+		{"model metadata, runtime parameters", AppendModelMetadata(nil, ModelMetadata{
+			Name: "gbt", Platform: Platform("xgboost"), Signature: servables.SignatureRuntime,
+			Parameters: map[string]string{"objective": "binary:logistic", "feature_names": `["a","b"]`, "signature": "ignored"},
+		}), `{"name":"gbt","platform":"xgboost","inputs":[],"outputs":[],"parameters":{"signature":"runtime","feature_names":"[\"a\",\"b\"]","objective":"binary:logistic"}}`},
+		{"model metadata, parameters alone", AppendModelMetadata(nil, ModelMetadata{
+			Name: "gbt", Platform: Platform("xgboost"), Parameters: map[string]string{"num_trees": "3"},
+		}), `{"name":"gbt","platform":"xgboost","inputs":[],"outputs":[],"parameters":{"num_trees":"3"}}`},
 		{"model metadata, empty", AppendModelMetadata(nil, ModelMetadata{Name: "e", Platform: Platform("faulty")}),
 			`{"name":"e","platform":"faulty","inputs":[],"outputs":[]}`},
 		{"server live", AppendServerLive(nil, true), `{"live":true}`},

@@ -213,7 +213,8 @@ func (a *rest) metadata(w http.ResponseWriter, mv routing.ModelVersion) {
 		versions = append(versions, v.Version)
 	}
 	write(w, http.StatusOK, AppendModelMetadata(nil, ModelMetadata{Name: mv.Name, Versions: versions,
-		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs, Signature: meta.Signature}))
+		Platform: Platform(meta.Runtime), Inputs: meta.Inputs, Outputs: meta.Outputs, Signature: meta.Signature,
+		Parameters: meta.Parameters}))
 }
 
 // infer serves POST /v2/models/{name}[/versions/{v}]/infer for model
