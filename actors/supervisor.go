@@ -585,7 +585,6 @@ type stoppingContent struct {
 func (s *supervisorActor) stopActors(ctx actor.Context, c *content, local *bucket.LocalModel) {
 	st := &stoppingContent{name: c.name, left: len(c.pids), local: local}
 	if st.left == 0 {
-		st.left = 1
 		s.ended(st)
 		return
 	}
@@ -595,21 +594,22 @@ func (s *supervisorActor) stopActors(ctx actor.Context, c *content, local *bucke
 	}
 }
 
-// terminated takes the end of a stopped model actor.
+// terminated counts the end of a stopped model actor.
 func (s *supervisorActor) terminated(pid *actor.PID) {
-	if st := s.stopping[pid.Id]; st != nil {
-		delete(s.stopping, pid.Id)
+	st := s.stopping[pid.Id]
+	if st == nil {
+		return
+	}
+	delete(s.stopping, pid.Id)
+	if st.left--; st.left == 0 {
 		s.ended(st)
 	}
 }
 
-// ended counts one of st's model actors terminated; after the last, it
-// frees st's name and deletes its files (in the background, or when the
+// ended runs once all of st's model actors have terminated: it frees
+// st's name and deletes its files (in the background, or when the
 // supervisor stops if it is quiet by then).
 func (s *supervisorActor) ended(st *stoppingContent) {
-	if st.left--; st.left > 0 {
-		return
-	}
 	s.names.put(st.name)
 	switch local := st.local; {
 	case local == nil:
