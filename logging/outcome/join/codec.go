@@ -135,20 +135,60 @@ func (e enc) out(o *out) enc {
 	return e
 }
 
-func (d *dec) out() out {
-	o := out{id: d.S(), modelPath: d.S(), contract: d.S(), t: d.I(), used: d.Bool()}
+func (d *dec) out(names *names) out {
+	o := out{id: d.S(), modelPath: d.name(names), contract: d.name(names), t: d.I(), used: d.Bool()}
 	n := d.Count(9)
 	if n > 0 {
 		o.labels = make([]label, n)
 		for i := range o.labels {
-			o.labels[i] = label{name: d.S(), value: d.F()}
+			o.labels[i] = label{name: d.name(names), value: d.F()}
 		}
 	}
 	return o
 }
 
-func (g *group) marshal() []byte {
-	e := enc{storeVersion}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+// names keeps the names that recur in stored values (contracts,
+// releases, model paths, labels) once each, so that decoding a value
+// allocates none of them (up to maxNames; past it, they are allocated
+// each time). The zero value is ready.
+type names struct{ m map[string]string }
+
+// maxNames bounds names.
+const maxNames = 4096
+
+// of returns b as a string, the one kept when there is one.
+func (n *names) of(b []byte) string {
+	if s, ok := n.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	if len(n.m) < maxNames {
+		n.m[s] = s
+	}
+	return s
+}
+
+// name reads a string, kept once in names.
+func (d *dec) name(names *names) string {
+	n := d.U()
+	if d.Err != nil {
+		return ""
+	}
+	if n > uint64(len(d.B)) {
+		d.Fail("string past the end")
+		return ""
+	}
+	v := names.of(d.B[:n])
+	d.B = d.B[n:]
+	return v
+}
+
+// appendTo appends g's binary form to b.
+func (g *group) appendTo(b []byte) []byte {
+	e := enc(append(b, storeVersion)).i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
 		e = e.s(p.eventID).s(p.contract).s(p.release).s(p.modelPath).s(p.recordKey).b(p.served).i(p.ts).f(p.value)
@@ -164,34 +204,37 @@ func (g *group) marshal() []byte {
 	return e
 }
 
-func (g *group) unmarshal(b []byte) error {
+// reset empties g, keeping its slices' arrays.
+func (g *group) reset() {
+	clear(g.preds)
+	clear(g.outs)
+	clear(g.closedEvents)
+	*g = group{preds: g.preds[:0], outs: g.outs[:0], closedEvents: g.closedEvents[:0]}
+}
+
+// unmarshal sets g to the group of binary form b, its names kept once in
+// names.
+func (g *group) unmarshal(b []byte, names *names) error {
+	g.reset()
 	d := newDec(b)
 	d.version()
-	*g = group{start: d.I(), end: d.I(), closedStart: d.I(), closedEnd: d.I()}
-	if n := d.Count(15); n > 0 {
-		g.preds = make([]pred, n)
-		for i := range g.preds {
-			g.preds[i] = pred{eventID: d.S(), contract: d.S(), release: d.S(), modelPath: d.S(), recordKey: d.S(),
-				served: d.Bool(), ts: d.I(), value: d.F()}
-		}
+	g.start, g.end, g.closedStart, g.closedEnd = d.I(), d.I(), d.I(), d.I()
+	for n := d.Count(15); n > 0; n-- {
+		g.preds = append(g.preds, pred{eventID: d.S(), contract: d.name(names), release: d.name(names), modelPath: d.name(names),
+			recordKey: d.S(), served: d.Bool(), ts: d.I(), value: d.F()})
 	}
-	if n := d.Count(6); n > 0 {
-		g.outs = make([]out, n)
-		for i := range g.outs {
-			g.outs[i] = d.out()
-		}
+	for n := d.Count(6); n > 0; n-- {
+		g.outs = append(g.outs, d.out(names))
 	}
-	if n := d.Count(1); n > 0 {
-		g.closedEvents = make([]string, n)
-		for i := range g.closedEvents {
-			g.closedEvents[i] = d.S()
-		}
+	for n := d.Count(1); n > 0; n-- {
+		g.closedEvents = append(g.closedEvents, d.S())
 	}
 	return d.end()
 }
 
-func (k *keyIndex) marshal() []byte {
-	e := enc{storeVersion}.u(uint64(len(k.refs)))
+// appendTo appends k's binary form to b.
+func (k *keyIndex) appendTo(b []byte) []byte {
+	e := enc(append(b, storeVersion)).u(uint64(len(k.refs)))
 	for _, r := range k.refs {
 		e = e.s(r.joinKey).i(r.start).i(r.end)
 	}
@@ -202,21 +245,24 @@ func (k *keyIndex) marshal() []byte {
 	return e
 }
 
-func (k *keyIndex) unmarshal(b []byte) error {
+// reset empties k, keeping its slices' arrays.
+func (k *keyIndex) reset() {
+	clear(k.refs)
+	clear(k.pending)
+	*k = keyIndex{refs: k.refs[:0], pending: k.pending[:0]}
+}
+
+// unmarshal sets k to the index entry of binary form b, its names kept
+// once in names.
+func (k *keyIndex) unmarshal(b []byte, names *names) error {
+	k.reset()
 	d := newDec(b)
 	d.version()
-	*k = keyIndex{}
-	if n := d.Count(3); n > 0 {
-		k.refs = make([]keyRef, n)
-		for i := range k.refs {
-			k.refs[i] = keyRef{joinKey: d.S(), start: d.I(), end: d.I()}
-		}
+	for n := d.Count(3); n > 0; n-- {
+		k.refs = append(k.refs, keyRef{joinKey: d.S(), start: d.I(), end: d.I()})
 	}
-	if n := d.Count(6); n > 0 {
-		k.pending = make([]out, n)
-		for i := range k.pending {
-			k.pending[i] = d.out()
-		}
+	for n := d.Count(6); n > 0; n-- {
+		k.pending = append(k.pending, d.out(names))
 	}
 	return d.end()
 }

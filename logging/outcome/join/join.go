@@ -101,7 +101,9 @@ type series struct {
 // Joiner joins the predictions and outcomes of one partition (package doc).
 // Not safe for concurrent use.
 type Joiner struct {
-	store      Store
+	store Store
+	// viewer is store when it can lend its values without a copy.
+	viewer     viewer
 	validSince func(contract, release string) (time.Time, bool)
 	byContract map[string]*modelconfig.Outcomes
 	byModel    map[string]*modelconfig.Outcomes
@@ -119,6 +121,17 @@ type Joiner struct {
 
 	counters Counters
 	series   map[SeriesKey]*series
+
+	// names keeps the names of the values read once; buf is the binary
+	// form of the value being written, gk, xk and dk the key of a group,
+	// of a record key's index entry and of an outcome_id being read or
+	// written (the store copies what it keeps).
+	names      names
+	buf        []byte
+	gk, xk, dk []byte
+	// group and index are the values getGroup and getKeyIndex read.
+	group group
+	index keyIndex
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -132,6 +145,7 @@ func New(opts Options) (*Joiner, error) {
 	}
 	j := &Joiner{store: opts.Store, validSince: opts.ValidSince, byContract: map[string]*modelconfig.Outcomes{},
 		byModel: map[string]*modelconfig.Outcomes{}, series: map[SeriesKey]*series{}, watermark: math.MinInt64}
+	j.viewer, _ = opts.Store.(viewer)
 	for i := range opts.Rules {
 		r := &opts.Rules[i]
 		o := r.Outcomes
@@ -297,7 +311,7 @@ func (j *Joiner) closeGroup(g *group) *group {
 				g.closedEvents = append(g.closedEvents, id)
 			}
 		}
-		g.preds = nil
+		g.preds = g.preds[:0]
 	}
 	g.outs = j.expire(g.outs)
 	return g
@@ -348,6 +362,9 @@ func (j *Joiner) score(g *group) {
 			championOut = labelOf(g, champion, r)
 		}
 	}
+	// championPoint is the champion's prediction and outcome once made
+	// (the pairs share them).
+	var championPoint *quality.BinaryPoint
 	for i := range g.preds {
 		p := &g.preds[i]
 		r := j.rule(p.contract, p.modelPath)
@@ -379,10 +396,13 @@ func (j *Joiner) score(g *group) {
 			}
 			continue
 		}
+		// The logarithms of a prediction are taken once, for all its
+		// windows and pairs.
+		pt := quality.NewBinaryPoint(p.value, res.positive)
 		a, b := s.binary.At(at)
 		for _, acc := range []*quality.Binary{a, b} {
 			if acc != nil {
-				acc.Add(p.value, res.positive)
+				acc.AddPoint(pt)
 			}
 		}
 		// A shadow is paired with the champion when both were scored on
@@ -391,10 +411,14 @@ func (j *Joiner) score(g *group) {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
+			if championPoint == nil {
+				cp := quality.NewBinaryPoint(champion.value, res.positive)
+				championPoint = &cp
+			}
 			a, b := s.paired.At(at)
 			for _, acc := range []*quality.Paired{a, b} {
 				if acc != nil {
-					acc.Add(champion.value, p.value, res.positive)
+					acc.AddPoints(*championPoint, pt)
 				}
 			}
 		}
@@ -457,7 +481,8 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 	}
 	// A copy of an event (the log is at least once) is in the group of its
 	// first row, open or scored.
-	first, _, err := j.getGroup(joinKey(ev, 0))
+	j.gk = joinKey(j.gk[:0], ev, 0)
+	first, _, err := j.getGroup(j.gk)
 	if err != nil {
 		return err
 	}
@@ -476,18 +501,19 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		}
 		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
 			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
-		if err := j.addRow(joinKey(ev, int64(row)), g, pr, int64(r.Window)); err != nil {
+		j.gk = joinKey(j.gk[:0], ev, int64(row))
+		if err := j.addRow(j.gk, g, pr, int64(r.Window)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// joinKey is the store key of row row of ev, the event's item of its
-// request: its request id, or its event id when it has none (only a key
-// outcome can then reach it).
-func joinKey(ev *grovepb.PredictionEvent, row int64) []byte {
-	k := []byte{prefixGroup}
+// joinKey appends to k the store key of row row of ev, the event's item
+// of its request: its request id, or its event id when it has none (only
+// a key outcome can then reach it).
+func joinKey(k []byte, ev *grovepb.PredictionEvent, row int64) []byte {
+	k = append(k, prefixGroup)
 	if ev.GetRequestId() != "" {
 		k = append(k, ev.GetRequestId()...)
 	} else {
@@ -498,9 +524,10 @@ func joinKey(ev *grovepb.PredictionEvent, row int64) []byte {
 	return binary.AppendUvarint(k, uint64(row))
 }
 
-// requestKey is the join key an outcome's request_id, item and row name.
-func requestKey(o *grovepb.Outcome) []byte {
-	k := append([]byte{prefixGroup}, o.GetRequestId()...)
+// requestKey appends to k the join key an outcome's request_id, item and
+// row name.
+func requestKey(k []byte, o *grovepb.Outcome) []byte {
+	k = append(append(k, prefixGroup), o.GetRequestId()...)
 	k = append(k, 0)
 	k = binary.AppendUvarint(k, uint64(o.GetItem()))
 	return binary.AppendUvarint(k, uint64(o.GetRow()))
@@ -541,7 +568,8 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 // indexKey records that join key k (group g) was logged under record key
 // rk, and hands it the outcomes waiting under rk that fall in its window.
 func (j *Joiner) indexKey(rk string, k []byte, g *group) error {
-	xk := append([]byte{prefixKey}, rk...)
+	j.xk = append(append(j.xk[:0], prefixKey), rk...)
+	xk := j.xk
 	x, _, err := j.getKeyIndex(xk)
 	if err != nil {
 		return err
@@ -593,8 +621,9 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	if err := j.advance(now, t, true); err != nil {
 		return err
 	}
-	dk := append([]byte{prefixOutcome}, o.GetOutcomeId()...)
-	_, dup, err := j.store.Get(dk)
+	j.dk = append(append(j.dk[:0], prefixOutcome), o.GetOutcomeId()...)
+	dk := j.dk
+	_, dup, err := j.get(dk)
 	if err != nil {
 		return err
 	}
@@ -616,7 +645,8 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	}
 	j.counters.Outcomes++
 	if o.GetRequestId() != "" {
-		return j.outcomeOf(requestKey(o), oc)
+		j.gk = requestKey(j.gk[:0], o)
+		return j.outcomeOf(j.gk, oc)
 	}
 	return j.keyOutcome(o.GetKey(), oc)
 }
@@ -654,7 +684,8 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 // prediction logged under rk whose window holds it, or keeps it under rk
 // until one comes.
 func (j *Joiner) keyOutcome(rk string, oc out) error {
-	xk := append([]byte{prefixKey}, rk...)
+	j.xk = append(append(j.xk[:0], prefixKey), rk...)
+	xk := j.xk
 	x, _, err := j.getKeyIndex(xk)
 	if err != nil {
 		return err
@@ -664,14 +695,15 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		if oc.t < r.start || oc.t > r.end {
 			continue
 		}
-		g, _, err := j.getGroup([]byte(r.joinKey))
+		j.gk = append(j.gk[:0], r.joinKey...)
+		g, _, err := j.getGroup(j.gk)
 		if err != nil {
 			return err
 		}
 		if len(g.preds) == 0 || oc.t < g.start || oc.t > g.end {
 			continue
 		}
-		return j.outcomeOf([]byte(r.joinKey), oc)
+		return j.outcomeOf(j.gk, oc)
 	}
 	for _, r := range x.refs {
 		if r.end <= j.watermark && oc.t >= r.start {
@@ -684,14 +716,30 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 	return j.putKeyIndex(xk, x)
 }
 
-// getGroup reads join key k's group (empty when there is none).
+// viewer is a Store that lends its values: view is Get without the copy,
+// the value valid until the next write (MemStore, TieredStore).
+type viewer interface {
+	view(key []byte) ([]byte, bool, error)
+}
+
+// get reads key's value, valid until the next write.
+func (j *Joiner) get(key []byte) ([]byte, bool, error) {
+	if j.viewer != nil {
+		return j.viewer.view(key)
+	}
+	return j.store.Get(key)
+}
+
+// getGroup reads join key k's group (empty when there is none) into the
+// Joiner's own, which the next getGroup reuses.
 func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
-	g := &group{}
-	v, ok, err := j.store.Get(k)
+	g := &j.group
+	v, ok, err := j.get(k)
 	if err != nil || !ok {
+		g.reset()
 		return g, false, err
 	}
-	if err := g.unmarshal(v); err != nil {
+	if err := g.unmarshal(v, &j.names); err != nil {
 		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
 	}
 	return g, true, nil
@@ -715,17 +763,20 @@ func (j *Joiner) putGroup(k []byte, g *group) error {
 	if due == never {
 		return j.store.Delete(k)
 	}
-	return j.store.Put(k, due, g.marshal())
+	j.buf = g.appendTo(j.buf[:0])
+	return j.store.Put(k, due, j.buf)
 }
 
-// getKeyIndex reads the index entry xk (empty when there is none).
+// getKeyIndex reads the index entry xk (empty when there is none) into
+// the Joiner's own, which the next getKeyIndex reuses.
 func (j *Joiner) getKeyIndex(xk []byte) (*keyIndex, bool, error) {
-	x := &keyIndex{}
-	v, ok, err := j.store.Get(xk)
+	x := &j.index
+	v, ok, err := j.get(xk)
 	if err != nil || !ok {
+		x.reset()
 		return x, false, err
 	}
-	if err := x.unmarshal(v); err != nil {
+	if err := x.unmarshal(v, &j.names); err != nil {
 		return nil, false, fmt.Errorf("record key %q: %w", xk[1:], err)
 	}
 	return x, true, nil
@@ -744,5 +795,6 @@ func (j *Joiner) putKeyIndex(xk []byte, x *keyIndex) error {
 	if due == never {
 		return j.store.Delete(xk)
 	}
-	return j.store.Put(xk, due, x.marshal())
+	j.buf = x.appendTo(j.buf[:0])
+	return j.store.Put(xk, due, j.buf)
 }

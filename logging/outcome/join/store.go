@@ -15,7 +15,8 @@ type Store interface {
 	// Get returns key's value (ok false when there is none). The value is
 	// the caller's to keep.
 	Get(key []byte) (value []byte, ok bool, err error)
-	// Put sets key's value and due time, replacing both.
+	// Put sets key's value and due time, replacing both. The store
+	// keeps neither key nor value: the caller may reuse them.
 	Put(key []byte, due int64, value []byte) error
 	// Delete removes key; a key that is not there is no error.
 	Delete(key []byte) error
