@@ -120,7 +120,7 @@ type evaluator struct {
 	parts                  map[int32]*partition
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
-	scratch                []byte      // decodeEvent's
+	events                 eventDecoder
 
 	mu       sync.Mutex
 	assigned map[int32]bool
@@ -532,7 +532,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 			}
 			err = p.j.AddOutcome(now, oc)
 		} else {
-			ev, derr := decodeEvent(r.Value, r.Headers, &e.scratch)
+			ev, derr := e.events.decode(r.Value, r.Headers)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a prediction record", "partition", r.Partition, "offset", r.Offset, "err", derr)
 				continue
