@@ -20,15 +20,35 @@
 //
 // Each commit interval is one Kafka transaction holding the consumed
 // offsets of all three topics, the re-keyed outcomes, the changes to the
-// join's state since the last commit (GROUP-changelog, compacted, a
-// partition per prediction-log partition, ending with the Joiner's
-// checkpoint) and the new results (the evaluations topic). A transaction
-// that does not commit (a rebalance, a crash, kill -9) leaves none of
-// them: the next owner of a partition, this process or another,
-// rebuilds its on-disk store from the changelog (read_committed, up to a
-// fence record it writes itself, which becomes readable only after every
-// earlier transaction ended) and continues from the committed offsets.
-// The totals are then those of one uninterrupted evaluator.
+// join's state since the last commit with the Joiner's checkpoint
+// (GROUP-changelog, a partition per prediction-log partition) and the new
+// results (the evaluations topic). A transaction that does not commit (a
+// rebalance, a crash, kill -9) leaves none of them: the next owner of a
+// partition, this process or another, rebuilds its on-disk store from the
+// changelog (read_committed, up to a fence record it writes itself, which
+// becomes readable only after every earlier transaction ended) and
+// continues from the committed offsets. The totals are then those of one
+// uninterrupted evaluator.
+//
+// # The changelog
+//
+// A partition's changes of a commit are one record, or a few of at most
+// changelogRecordBytes (changelog.go): every store entry written since
+// the last commit as it is now (join.TieredStore.Changes), then the
+// checkpoint. Applied in order from an empty store, the records rebuild
+// it. So that a restore reads a bounded amount, a partition whose
+// changelog has grown past twice its last snapshot (and snapshotMinLog)
+// starts a snapshot: it writes its whole store as puts, a chunk per commit
+// beside the changes (as many bytes, at least snapshotChunk), visiting
+// every entry that was there when it began (join.Scan). Once the last
+// chunk has committed, the records before the commit the snapshot began
+// in are of no more use: from any record on, the changes and a whole
+// snapshot begun after it rebuild the store (an entry is last written by
+// its chunk, or by a change after it, or, deleted, not at all since the
+// snapshot began). The evaluator deletes them itself (DeleteRecords); the
+// broker must neither compact the topic (its records share one key) nor
+// expire it: cleanup.policy=delete, retention.ms=-1, retention.bytes=-1,
+// as the evaluator creates it, and checks at start.
 //
 // # Who owns what
 //
@@ -38,6 +58,7 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,6 +71,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -96,18 +118,55 @@ type Config struct {
 	Now func() time.Time
 	// Log receives the evaluator's messages (nil: slog.Default).
 	Log *slog.Logger
+
+	// snapshotMinLog and snapshotChunk replace the constants of the same
+	// names when set (tests).
+	snapshotMinLog, snapshotChunk int64
 }
 
 // partition is the join of one prediction-log partition.
 type partition struct {
-	id    int32
-	store *join.PebbleStore
-	log   *loggedStore
-	j     *join.Joiner
+	id     int32
+	store  *join.PebbleStore
+	tiered *join.TieredStore
+	j      *join.Joiner
 	// published is what the last evaluations records said, so that an
 	// unchanged partition writes nothing.
 	published []byte
+	// logBytes is the size of the changelog partition's values from its
+	// start, as far as this owner knows (what restore read, and what it
+	// wrote since); snapBytes the size of the last snapshot it completed.
+	logBytes, snapBytes int64
+	// snap is the snapshot in progress (nil: none).
+	snap *snapshot
 }
+
+// snapshot is a partition's store written to its changelog a chunk per
+// commit, so that the changelog before it can be deleted once it is
+// complete: from the start of the commit it began in, the changelog
+// rebuilds the store on its own (package doc, The changelog).
+type snapshot struct {
+	scan *join.Scan
+	// start is the offset of the first changelog record of the commit it
+	// began in (-1 until the broker has acknowledged it); logBefore the
+	// partition's logBytes before that record.
+	start     atomic.Int64
+	logBefore int64
+	// bytes are the keys and values written; done: the last of them was
+	// written in this commit.
+	bytes int64
+	done  bool
+}
+
+// The snapshots' pace: a partition starts one when its changelog has
+// grown past twice its last snapshot plus snapshotMinLog (so that a
+// restore reads a few times the state at most, and the snapshots cost
+// half the changes written at most), and writes of it, every commit,
+// as many bytes as it writes of changes, and at least snapshotChunk.
+const (
+	snapshotMinLog = 16 << 20
+	snapshotChunk  = 256 << 10
+)
 
 // evaluator is one run's state, owned by Run's goroutine but for
 // assigned, which the group's callbacks write under mu.
@@ -121,6 +180,7 @@ type evaluator struct {
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
 	events                 eventDecoder
+	bufs                   bufferPool // the changelog records' values
 
 	mu       sync.Mutex
 	assigned map[int32]bool
@@ -140,6 +200,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Instance == "" {
 		return errors.New("evaluate: no instance name")
+	}
+	if cfg.snapshotMinLog <= 0 {
+		cfg.snapshotMinLog = snapshotMinLog
+	}
+	if cfg.snapshotChunk <= 0 {
+		cfg.snapshotChunk = snapshotChunk
 	}
 	e := &evaluator{cfg: cfg, log: cfg.Log, repartition: cfg.Group + "-repartition", changelog: cfg.Group + "-changelog",
 		parts: map[int32]*partition{}, assigned: map[int32]bool{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
@@ -253,14 +319,14 @@ func (e *evaluator) topics(ctx context.Context) error {
 		}
 	}
 	never := "-1"
-	compact := "compact"
+	compact, del := "compact", "delete"
 	for _, t := range []struct {
 		name       string
 		partitions int32
 		configs    map[string]*string
 	}{
 		{e.repartition, e.n, nil},
-		{e.changelog, e.n, map[string]*string{"cleanup.policy": &compact, "retention.ms": &never}},
+		{e.changelog, e.n, map[string]*string{"cleanup.policy": &del, "retention.ms": &never, "retention.bytes": &never}},
 		{e.cfg.EvaluationsTopic, 1, map[string]*string{"cleanup.policy": &compact, "retention.ms": &never}},
 	} {
 		resp, err := adm.CreateTopic(ctx, t.partitions, -1, t.configs, t.name)
@@ -279,6 +345,32 @@ func (e *evaluator) topics(ctx context.Context) error {
 				t.name, got, e.cfg.PredictionTopic, e.n, t.name)
 		}
 	}
+	return e.checkChangelog(ctx, adm)
+}
+
+// checkChangelog refuses a changelog topic that the broker compacts or
+// expires: its records all have one key, and only the evaluator may
+// delete them (truncate). When the broker does not tell the topic's
+// configs, it says so and goes on.
+func (e *evaluator) checkChangelog(ctx context.Context, adm *kadm.Client) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, e.changelog)
+	if err == nil && len(rcs) == 1 {
+		err = rcs[0].Err
+	}
+	if err != nil || len(rcs) != 1 {
+		e.log.Warn("evaluator: could not read the changelog topic's configs; it must be cleanup.policy=delete, retention.ms=-1, retention.bytes=-1",
+			"topic", e.changelog, "err", err)
+		return nil
+	}
+	want := map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+	for _, c := range rcs[0].Configs {
+		w, ok := want[c.Key]
+		if !ok || c.Value == nil || *c.Value == w {
+			continue
+		}
+		return fmt.Errorf("evaluate: topic %s has %s=%s, want %s: the evaluator deletes its records itself, and the broker must neither compact nor expire them "+
+			"(set it so, or delete %s and its group's offsets to start over)", e.changelog, c.Key, *c.Value, w, e.changelog)
+	}
 	return nil
 }
 
@@ -295,12 +387,16 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	var produceErr error
 	var pmu sync.Mutex
-	produce := func(r *kgo.Record) {
-		sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+	produce := func(r *kgo.Record, acked func(*kgo.Record)) {
+		sess.Produce(ctx, r, func(r *kgo.Record, err error) {
 			if err != nil {
 				pmu.Lock()
 				produceErr = errors.Join(produceErr, err)
 				pmu.Unlock()
+				return
+			}
+			if acked != nil {
+				acked(r)
 			}
 		})
 	}
@@ -356,7 +452,10 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	if err != nil {
 		return fmt.Errorf("evaluate: ending a transaction: %w", err)
 	}
+	// Every record of the transaction is written or failed now.
+	e.bufs.reclaim()
 	if committed {
+		e.truncate(ctx)
 		return nil
 	}
 	e.closeAll()
@@ -405,23 +504,41 @@ func (e *evaluator) sync(ctx context.Context) error {
 
 // restore rebuilds partition id's state from its changelog partition:
 // it empties the on-disk store, writes a fence record, and applies every
-// committed change before the fence, then the last checkpoint. The store
-// is rebuilt so on every restore, so it keeps no write-ahead log
-// (join.OpenPebbleEphemeral).
+// committed entry before the fence, the last checkpoint to the joiner.
+// The store is rebuilt so on every restore, so it keeps no write-ahead
+// log (join.OpenPebbleEphemeral).
 func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
+	for try := 0; ; try++ {
+		p, truncated, err := e.restoreOnce(ctx, id)
+		if err != nil || !truncated {
+			return p, err
+		}
+		if try == 2 {
+			return nil, fmt.Errorf("evaluate: the changelog of partition %d was truncated during each of 3 restores", id)
+		}
+		// Another evaluator truncated the changelog while this one read it
+		// (its last commit before the partition moved completed a
+		// snapshot): read it again, from its new start.
+		e.log.Info("evaluator restoring a partition again: its changelog was truncated while read", "partition", id)
+	}
+}
+
+// restoreOnce is one try of restore; truncated reports that the
+// changelog's start moved past the first record read while it read,
+// when the partition must be read again.
+func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, truncated bool, _ error) {
 	dir := filepath.Join(e.cfg.StateDir, strconv.Itoa(int(id)))
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("evaluate: clearing %s: %w", dir, err)
+		return nil, false, fmt.Errorf("evaluate: clearing %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	st, err := join.OpenPebbleEphemeral(dir)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
-	p := &partition{id: id, store: st}
-	tiered := join.NewTieredStore(partitionMemoryBytes, st)
+	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -432,64 +549,80 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 	_, _ = rand.Read(nonce)
 	fence := &kgo.Record{Topic: e.changelog, Partition: id, Key: fenceKey, Value: []byte(hex.EncodeToString(nonce))}
 	if err := e.aux.ProduceSync(ctx, fence).FirstErr(); err != nil {
-		return nil, fmt.Errorf("evaluate: writing the changelog fence of partition %d: %w", id, err)
+		return nil, false, fmt.Errorf("evaluate: writing the changelog fence of partition %d: %w", id, err)
 	}
 	rd, err := kgo.NewClient(append(slices.Clone(e.cfg.Kafka),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{e.changelog: {id: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	defer rd.Close()
 	var checkpoint []byte
-	changes := 0
+	first := int64(-1)
+	records := 0
 	for done := false; !done; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		if err := fs.Err0(); err != nil {
-			return nil, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
+			return nil, false, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
 		}
 		for _, r := range fs.Records() {
-			switch {
-			case r.Offset >= fence.Offset:
+			if r.Offset >= fence.Offset {
 				done = true
-			case string(r.Key) == string(fenceKey):
-			case string(r.Key) == string(checkpointKey):
-				checkpoint = r.Value
-			case len(r.Key) == 0:
-				return nil, fmt.Errorf("evaluate: changelog of partition %d, offset %d: %w", id, r.Offset, errNoStore)
-			default:
-				if err := applyChange(tiered, r); err != nil {
-					return nil, fmt.Errorf("evaluate: changelog of partition %d: %w", id, err)
-				}
-				changes++
-			}
-			if done {
 				break
+			}
+			if first < 0 {
+				first = r.Offset
+			}
+			switch {
+			case bytes.Equal(r.Key, fenceKey):
+			case bytes.Equal(r.Key, changesKey):
+				cp, err := applyChanges(p.tiered, r.Value)
+				if err != nil {
+					return nil, false, fmt.Errorf("evaluate: changelog of partition %d, offset %d: %w", id, r.Offset, err)
+				}
+				if cp != nil {
+					checkpoint = cp
+				}
+				p.logBytes += int64(len(r.Value))
+				records++
+			default:
+				return nil, false, fmt.Errorf("evaluate: changelog of partition %d, offset %d: a record of another format (key %q): "+
+					"delete topic %s and the group's committed offsets to start over", id, r.Offset, r.Key, e.changelog)
 			}
 		}
 	}
-	p.log = newLoggedStore(tiered)
-	j, err := join.New(join.Options{Rules: e.rules, Store: p.log, ValidSince: e.cfg.ValidSince})
+	if first >= 0 {
+		starts, err := kadm.NewClient(e.aux).ListStartOffsets(ctx, e.changelog)
+		if err != nil {
+			return nil, false, fmt.Errorf("evaluate: the start of the changelog of partition %d: %w", id, err)
+		}
+		if o, found := starts.Lookup(e.changelog, id); found && o.Err == nil && o.Offset > first {
+			return nil, true, nil
+		}
+	}
+	p.tiered.TrackChanges()
+	j, err := join.New(join.Options{Rules: e.rules, Store: p.tiered, ValidSince: e.cfg.ValidSince})
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	if checkpoint != nil {
 		if err := j.Restore(checkpoint); err != nil {
-			return nil, fmt.Errorf("evaluate: partition %d: %w", id, err)
+			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
 		}
 	}
 	p.j = j
 	ok = true
-	e.log.Info("evaluator took a partition", "partition", id, "changes", changes, "checkpoint", checkpoint != nil)
-	return p, nil
+	e.log.Info("evaluator took a partition", "partition", id, "records", records, "bytes", p.logBytes, "checkpoint", checkpoint != nil)
+	return p, false, nil
 }
 
 // take feeds one fetched partition's records to its joiner, or re-keys
 // outcomes into the repartition topic.
-func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record)) error {
+func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, func(*kgo.Record))) error {
 	now := e.cfg.Now()
 	switch ftp.Topic {
 	case e.cfg.OutcomeTopic:
@@ -507,7 +640,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 				return err
 			}
 			key := outcome.Key(o)
-			produce(&kgo.Record{Topic: e.repartition, Partition: int32(e.hash.Partition(&kgo.Record{Key: key}, int(e.n))), Key: key, Value: value})
+			produce(&kgo.Record{Topic: e.repartition, Partition: int32(e.hash.Partition(&kgo.Record{Key: key}, int(e.n))), Key: key, Value: value}, nil)
 		}
 		return nil
 	case e.repartition, e.cfg.PredictionTopic:
@@ -557,9 +690,9 @@ const partitionMemoryBytes = 128 << 20
 var errNotHeld = errors.New("records of a partition not restored yet")
 
 // flush advances every joiner with the clock (when caught up) and writes
-// its state's changes, its checkpoint and, when they changed, its
-// results.
-func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
+// its state's changes, the next chunk of its snapshot, its checkpoint
+// and, when they changed, its results.
+func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp bool) error {
 	now := e.cfg.Now()
 	for _, id := range slices.Sorted(mapKeys(e.parts)) {
 		p := e.parts[id]
@@ -568,25 +701,54 @@ func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
 				return fmt.Errorf("evaluate: partition %d: %w", id, err)
 			}
 		}
-		changes := p.log.drain(e.changelog, id)
+		w := &changelogWriter{topic: e.changelog, partition: id, bufs: &e.bufs}
+		if err := p.tiered.Changes(w.change); err != nil {
+			return fmt.Errorf("evaluate: partition %d: %w", id, err)
+		}
+		changed := w.size()
 		snap, err := p.j.Snapshot()
 		if err != nil {
 			return err
 		}
-		// Nothing taken and nothing scored: the partition writes nothing
-		// (its checkpoint would differ only by the clock).
+		// Nothing taken and nothing scored: the partition writes no
+		// checkpoint (it would differ only by the clock), and nothing at
+		// all but a snapshot's next chunk.
 		sig := signature(snap)
-		if len(changes) == 0 && string(sig) == string(p.published) {
-			continue
+		state := changed > 0 || string(sig) != string(p.published)
+		began := false
+		if p.snap == nil && p.logBytes+changed > 2*p.snapBytes+e.cfg.snapshotMinLog {
+			p.snap = &snapshot{scan: p.tiered.Scan(), logBefore: p.logBytes}
+			p.snap.start.Store(-1)
+			began = true
 		}
-		for _, r := range changes {
-			produce(r)
+		if p.snap != nil && !p.snap.done {
+			before := w.size()
+			done, err := p.snap.scan.Next(int(max(changed, e.cfg.snapshotChunk)), w.put)
+			if err != nil {
+				return fmt.Errorf("evaluate: partition %d: %w", id, err)
+			}
+			p.snap.bytes += w.size() - before
+			p.snap.done = done
 		}
-		cp, err := p.j.Checkpoint()
-		if err != nil {
-			return err
+		if state {
+			cp, err := p.j.Checkpoint()
+			if err != nil {
+				return err
+			}
+			w.checkpoint(cp)
 		}
-		produce(&kgo.Record{Topic: e.changelog, Partition: id, Key: checkpointKey, Value: cp})
+		if began && w.size() == 0 {
+			w.empty() // the snapshot's start, though the store is empty
+		}
+		for i, r := range w.records() {
+			var acked func(*kgo.Record)
+			if began && i == 0 {
+				s := p.snap
+				acked = func(r *kgo.Record) { s.start.Store(r.Offset) }
+			}
+			produce(r, acked)
+		}
+		p.logBytes += w.size()
 		if string(sig) == string(p.published) {
 			continue
 		}
@@ -597,10 +759,42 @@ func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
 		p.published = sig
 		for _, r := range recs {
 			r.Topic = e.cfg.EvaluationsTopic
-			produce(r)
+			produce(r, nil)
 		}
 	}
 	return nil
+}
+
+// truncate ends the snapshots completed by the transaction just
+// committed: the changelog before each one's start is of no more use
+// (package doc, The changelog), so it is deleted. A deletion that fails
+// is logged: the changelog keeps those records, and restores read them.
+func (e *evaluator) truncate(ctx context.Context) {
+	for _, id := range slices.Sorted(mapKeys(e.parts)) {
+		p := e.parts[id]
+		if p.snap == nil || !p.snap.done || ctx.Err() != nil {
+			continue
+		}
+		s := p.snap
+		p.snap = nil
+		p.snapBytes = s.bytes
+		p.logBytes -= s.logBefore
+		start := s.start.Load()
+		if start < 0 {
+			e.log.Warn("evaluator: the start of a snapshot of the changelog is not known; its records before it stay", "partition", id)
+			continue
+		}
+		var offsets kadm.Offsets
+		offsets.Add(kadm.Offset{Topic: e.changelog, Partition: id, At: start})
+		resp, err := kadm.NewClient(e.aux).DeleteRecords(ctx, offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			e.log.Warn("evaluator: deleting the changelog before a snapshot; its records stay, and a restore reads them", "partition", id,
+				"before", start, "err", err)
+		}
+	}
 }
 
 // signature is what decides whether a snapshot's records are worth

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -328,6 +329,66 @@ func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
 	go func() {
 		defer close(done)
 		if err := Run(ctx, config(brokers, "e0", dir)); err != nil {
+			t.Errorf("second run: %v", err)
+		}
+	}()
+	<-playing
+	latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
+	checkTotals(t, latest, ref)
+	cancel()
+	<-done
+}
+
+// With snapshots every few kilobytes of changelog, an evaluator
+// truncates its changelog as it goes, and one stopped mid-stream and
+// started again, rebuilding its partitions from what is left, still ends
+// with the totals of one uninterrupted joiner.
+func TestEvaluatorTruncatesItsChangelogAndRestoresFromWhatIsLeft(t *testing.T) {
+	brokers := cluster(t)
+	dir := t.TempDir()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	s := stream(13, time.Now().Add(500*time.Millisecond), 800)
+	ref := reference(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	playing := make(chan struct{})
+	go func() { defer close(playing); play(ctx, t, prod, s) }()
+	cfg := config(brokers, "e0", dir)
+	cfg.snapshotMinLog, cfg.snapshotChunk = 2<<10, 512
+
+	first, stopFirst := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := Run(first, cfg); err != nil {
+			t.Errorf("first run: %v", err)
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond) // mid-stream: the stream lasts 4 s
+	stopFirst()
+	<-stopped
+	adm := kadm.NewClient(prod)
+	starts, err := adm.ListStartOffsets(ctx, cfg.Group+"-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := 0
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			truncated++
+		}
+	})
+	if truncated == 0 {
+		t.Error("no changelog partition was truncated")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := Run(ctx, cfg); err != nil {
 			t.Errorf("second run: %v", err)
 		}
 	}()
