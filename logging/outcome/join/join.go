@@ -125,13 +125,16 @@ type Joiner struct {
 	// names keeps the names of the values read once; buf is the binary
 	// form of the value being written, gk, xk and dk the key of a group,
 	// of a record key's index entry and of an outcome_id being read or
-	// written (the store copies what it keeps).
-	names      names
-	buf        []byte
-	gk, xk, dk []byte
-	// group and index are the values getGroup and getKeyIndex read.
+	// written, sk that of the entry sweep handles (the store copies what
+	// it keeps).
+	names          names
+	buf            []byte
+	gk, xk, dk, sk []byte
+	// group and index are the values getGroup and getKeyIndex read; due
+	// the keys sweep handles.
 	group group
 	index keyIndex
+	due   []string
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -235,16 +238,34 @@ const sweepBatch = 256
 // sweep handles every entry due at the watermark.
 func (j *Joiner) sweep() error {
 	for {
-		keys, err := j.store.Due(j.watermark, sweepBatch)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := j.handleDue(k); err != nil {
+		var n int
+		if j.viewer != nil {
+			keys, err := j.viewer.dueKeys(j.watermark, sweepBatch, j.due[:0])
+			if err != nil {
 				return err
 			}
+			j.due = keys
+			for _, k := range keys {
+				j.sk = append(j.sk[:0], k...)
+				if err := j.handleDue(j.sk); err != nil {
+					return err
+				}
+			}
+			clear(keys)
+			n = len(keys)
+		} else {
+			keys, err := j.store.Due(j.watermark, sweepBatch)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := j.handleDue(k); err != nil {
+					return err
+				}
+			}
+			n = len(keys)
 		}
-		if len(keys) < sweepBatch {
+		if n < sweepBatch {
 			return nil
 		}
 	}
@@ -716,10 +737,12 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 	return j.putKeyIndex(xk, x)
 }
 
-// viewer is a Store that lends its values: view is Get without the copy,
-// the value valid until the next write (MemStore, TieredStore).
+// viewer is a Store that lends its values and keys (MemStore,
+// TieredStore): view is Get without the copy, the value valid until the
+// next write; dueKeys is Due appending the keys to out as strings.
 type viewer interface {
 	view(key []byte) ([]byte, bool, error)
+	dueKeys(t int64, limit int, out []string) ([]string, error)
 }
 
 // get reads key's value, valid until the next write.

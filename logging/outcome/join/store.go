@@ -167,6 +167,16 @@ func (m *MemStore) Bytes() int64 { return m.bytes }
 // Due implements Store. Entries of the heap that a later Put or a Delete
 // made stale are dropped as they reach its top.
 func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
+	keys, _ := m.dueKeys(t, limit, nil)
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = []byte(k)
+	}
+	return out, nil
+}
+
+// dueKeys is Due appending the keys to out, as the entries' own strings.
+func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
 	// The keys returned last time stay due until the caller puts them
 	// due at another time or deletes them.
 	for _, it := range m.returned {
@@ -174,15 +184,16 @@ func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
 			m.due.push(it)
 		}
 	}
+	clear(m.returned)
 	m.returned = m.returned[:0]
-	var out [][]byte
-	for len(m.due) > 0 && m.due[0].due <= t && len(out) < limit {
+	for n := 0; len(m.due) > 0 && m.due[0].due <= t && n < limit; {
 		it := m.due.pop()
 		if it.stale() {
 			continue
 		}
-		out = append(out, []byte(it.e.key))
+		out = append(out, it.e.key)
 		m.returned = append(m.returned, it)
+		n++
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package join
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
 )
@@ -239,25 +238,41 @@ func (c *Scan) Next(budget int, fn func(key string, due int64, value []byte) err
 // Due implements Store: the keys of both tiers due by t, merged in due
 // order (then by key), up to limit.
 func (s *TieredStore) Due(t int64, limit int) ([][]byte, error) {
-	m, err := s.mem.Due(t, limit)
+	keys, err := s.dueKeys(t, limit, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = []byte(k)
+	}
+	return out, nil
+}
+
+// dueKeys is Due appending the keys to out as strings (those in memory
+// the entries' own).
+func (s *TieredStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
+	start := len(out)
+	out, err := s.mem.dueKeys(t, limit, out)
 	if err != nil || !s.spilled {
-		return m, err
+		return out, err
 	}
 	d, err := s.disk.Due(t, limit)
 	if err != nil || len(d) == 0 {
-		return m, err
+		return out, err
 	}
-	out := make([][]byte, 0, min(limit, len(m)+len(d)))
-	for len(out) < limit && (len(m) > 0 || len(d) > 0) {
+	m := slices.Clone(out[start:])
+	out = out[:start]
+	for len(out)-start < limit && (len(m) > 0 || len(d) > 0) {
 		switch {
 		case len(d) == 0:
 			out, m = append(out, m[0]), m[1:]
 		case len(m) == 0:
-			out, d = append(out, d[0]), d[1:]
+			out, d = append(out, string(d[0])), d[1:]
 		case s.before(m[0], d[0]):
 			out, m = append(out, m[0]), m[1:]
 		default:
-			out, d = append(out, d[0]), d[1:]
+			out, d = append(out, string(d[0])), d[1:]
 		}
 	}
 	return out, nil
@@ -265,16 +280,16 @@ func (s *TieredStore) Due(t int64, limit int) ([][]byte, error) {
 
 // before reports whether memory key a is due before disk key b (then by
 // key).
-func (s *TieredStore) before(a, b []byte) bool {
-	da, _, _ := s.mem.dueTime(a)
+func (s *TieredStore) before(a string, b []byte) bool {
+	e := s.mem.entries[a]
 	db, ok, err := s.disk.dueTime(b)
-	if err != nil || !ok {
+	if err != nil || !ok || e == nil {
 		return true
 	}
-	if c := cmp.Compare(da, db); c != 0 {
+	if c := cmp.Compare(e.due, db); c != 0 {
 		return c < 0
 	}
-	return bytes.Compare(a, b) < 0
+	return a < string(b)
 }
 
 // entry implements diskTier, for a MemStore standing in for a disk in
