@@ -1,6 +1,7 @@
 package join
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -130,11 +131,12 @@ type Joiner struct {
 	names          names
 	buf            []byte
 	gk, xk, dk, sk []byte
-	// group and index are the values getGroup and getKeyIndex read; due
-	// the keys sweep handles.
-	group group
-	index keyIndex
-	due   []string
+	// group and index are the values getGroup and getKeyIndex read, from
+	// their copies gval and xval; due the keys sweep handles.
+	group      group
+	index      keyIndex
+	gval, xval []byte
+	due        []string
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -328,7 +330,7 @@ func (j *Joiner) closeGroup(g *group) *group {
 			g.closedStart, g.closedEnd = min(g.closedStart, g.start), max(g.closedEnd, g.end)
 		}
 		for i := range g.preds {
-			if id := g.preds[i].eventID; id != "" && !slices.Contains(g.closedEvents, id) {
+			if id := g.preds[i].eventID; len(id) > 0 && !slices.ContainsFunc(g.closedEvents, func(e []byte) bool { return bytes.Equal(e, id) }) {
 				g.closedEvents = append(g.closedEvents, id)
 			}
 		}
@@ -511,6 +513,7 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.DuplicatePredictions++
 		return nil
 	}
+	eventID := []byte(ev.GetEventId())
 	for row, v := range values {
 		if math.IsNaN(v) {
 			j.counters.Invalid++
@@ -520,8 +523,8 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		if row == 0 {
 			g = first
 		}
-		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
-			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
+		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),
+			modelPath: ev.GetModelPath(), recordKey: p.Key, served: ev.GetServed(), ts: ts, value: v}
 		j.gk = joinKey(j.gk[:0], ev, int64(row))
 		if err := j.addRow(j.gk, g, pr, int64(r.Window)); err != nil {
 			return err
@@ -580,7 +583,7 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 	if err := j.putGroup(k, g); err != nil {
 		return err
 	}
-	if pr.recordKey == "" {
+	if len(pr.recordKey) == 0 {
 		return nil
 	}
 	return j.indexKey(pr.recordKey, k, g)
@@ -588,16 +591,16 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 
 // indexKey records that join key k (group g) was logged under record key
 // rk, and hands it the outcomes waiting under rk that fall in its window.
-func (j *Joiner) indexKey(rk string, k []byte, g *group) error {
+func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	j.xk = append(append(j.xk[:0], prefixKey), rk...)
 	xk := j.xk
 	x, _, err := j.getKeyIndex(xk)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return r.joinKey == string(k) })
+	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) })
 	if i < 0 {
-		x.refs = append(x.refs, keyRef{joinKey: string(k), start: g.start, end: g.end})
+		x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
 	} else {
 		x.refs[i].start, x.refs[i].end = g.start, g.end
 	}
@@ -655,7 +658,7 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	if err := j.store.Put(dk, t+j.maxWindow, nil); err != nil {
 		return err
 	}
-	oc := out{id: o.GetOutcomeId(), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
+	oc := out{id: []byte(o.GetOutcomeId()), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
 	for _, name := range slices.Sorted(mapKeys(o.GetLabels())) {
 		oc.labels = append(oc.labels, label{name: name, value: o.GetLabels()[name]})
 	}
@@ -754,7 +757,8 @@ func (j *Joiner) get(key []byte) ([]byte, bool, error) {
 }
 
 // getGroup reads join key k's group (empty when there is none) into the
-// Joiner's own, which the next getGroup reuses.
+// Joiner's own, which the next getGroup reuses, from a copy of its value
+// (which the group's ids are bytes of) that the next getGroup reuses too.
 func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
 	g := &j.group
 	v, ok, err := j.get(k)
@@ -762,7 +766,8 @@ func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
 		g.reset()
 		return g, false, err
 	}
-	if err := g.unmarshal(v, &j.names); err != nil {
+	j.gval = append(j.gval[:0], v...)
+	if err := g.unmarshal(j.gval, &j.names); err != nil {
 		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
 	}
 	return g, true, nil
@@ -791,7 +796,8 @@ func (j *Joiner) putGroup(k []byte, g *group) error {
 }
 
 // getKeyIndex reads the index entry xk (empty when there is none) into
-// the Joiner's own, which the next getKeyIndex reuses.
+// the Joiner's own, which the next getKeyIndex reuses, from a copy of its
+// value that the next getKeyIndex reuses too.
 func (j *Joiner) getKeyIndex(xk []byte) (*keyIndex, bool, error) {
 	x := &j.index
 	v, ok, err := j.get(xk)
@@ -799,7 +805,8 @@ func (j *Joiner) getKeyIndex(xk []byte) (*keyIndex, bool, error) {
 		x.reset()
 		return x, false, err
 	}
-	if err := x.unmarshal(v, &j.names); err != nil {
+	j.xval = append(j.xval[:0], v...)
+	if err := x.unmarshal(j.xval, &j.names); err != nil {
 		return nil, false, fmt.Errorf("record key %q: %w", xk[1:], err)
 	}
 	return x, true, nil
