@@ -137,6 +137,10 @@ type Joiner struct {
 	index      keyIndex
 	gval, xval []byte
 	due        []string
+	// eventID and values are the event_id and values of the prediction
+	// being taken.
+	eventID []byte
+	values  []float64
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -497,7 +501,8 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.Unconfigured++
 		return nil
 	}
-	values, ok := outputValues(ev, r.Output)
+	values, ok := outputValues(j.values[:0], ev, r.Output)
+	j.values = values
 	if !ok {
 		j.counters.Invalid++
 		return nil
@@ -513,7 +518,8 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.DuplicatePredictions++
 		return nil
 	}
-	eventID := []byte(ev.GetEventId())
+	j.eventID = append(j.eventID[:0], ev.GetEventId()...)
+	eventID := j.eventID
 	for row, v := range values {
 		if math.IsNaN(v) {
 			j.counters.Invalid++

@@ -2,6 +2,7 @@ package join
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"testing"
 	"time"
@@ -150,14 +151,24 @@ func TestOutputsAreReadByNameAndRow(t *testing.T) {
 		{Name: "b", Datatype: "FLOAT", Shape: []int64{2, 2}, FloatData: []float32{0.75, 0.25, 0.5, 0.5}},
 		{Name: "c", Datatype: "INT64", Shape: []int64{1, 3}, Int64Data: []int64{1, 2, 3}},
 		{Name: "d", Datatype: "FLOAT", Shape: []int64{3}, FloatData: []float32{1}},
+		{Name: "raw32", Datatype: "FLOAT", Shape: []int64{2}, RawData: binary.LittleEndian.AppendUint32(
+			binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.125)), math.Float32bits(0.625))},
+		{Name: "raw64", Datatype: "DOUBLE", Shape: []int64{1, 2}, RawData: binary.LittleEndian.AppendUint64(
+			binary.LittleEndian.AppendUint64(nil, math.Float64bits(0.5)), math.Float64bits(0.75))},
+		{Name: "bool", Datatype: "BOOL", Shape: []int64{3}, RawData: []byte{1, 0, 1}},
+		{Name: "cut", Datatype: "DOUBLE", Shape: []int64{1}, RawData: []byte{1, 2, 3}},
+		{Name: "int8", Datatype: "INT8", Shape: []int64{2}, Int32Data: []int32{-1, 3}},
+		{Name: "bytes", Datatype: "BYTES", Shape: []int64{1}, BytesData: [][]byte{[]byte("x")}},
 	}}
 	cases := []struct {
 		output string
 		want   []float64
 		ok     bool
-	}{{"", []float64{1, 2}, true}, {"b", []float64{0.25, 0.5}, true}, {"c", nil, false}, {"d", nil, false}, {"e", nil, false}}
+	}{{"", []float64{1, 2}, true}, {"b", []float64{0.25, 0.5}, true}, {"c", nil, false}, {"d", nil, false}, {"e", nil, false},
+		{"raw32", []float64{0.125, 0.625}, true}, {"raw64", []float64{0.75}, true}, {"bool", []float64{1, 0, 1}, true},
+		{"cut", nil, false}, {"int8", []float64{-1, 3}, true}, {"bytes", nil, false}}
 	for _, c := range cases {
-		got, ok := outputValues(ev, c.output)
+		got, ok := outputValues(nil, ev, c.output)
 		if ok != c.ok || len(got) != len(c.want) {
 			t.Errorf("output %q: %v %v, want %v %v", c.output, got, ok, c.want, c.ok)
 			continue
