@@ -706,7 +706,7 @@ func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp
 			return fmt.Errorf("evaluate: partition %d: %w", id, err)
 		}
 		changed := w.size()
-		snap, err := p.j.Snapshot()
+		snap, err := p.j.SnapshotForms()
 		if err != nil {
 			return err
 		}
@@ -731,11 +731,7 @@ func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp
 			p.snap.done = done
 		}
 		if state {
-			cp, err := p.j.Checkpoint()
-			if err != nil {
-				return err
-			}
-			w.checkpoint(cp)
+			w.checkpoint(p.j.CheckpointOf(snap))
 		}
 		if began && w.size() == 0 {
 			w.empty() // the snapshot's start, though the store is empty

@@ -240,6 +240,41 @@ func snapshotBytes(t *testing.T, j *Joiner) []byte {
 	return b.Bytes()
 }
 
+// TestSnapshotFormsAndCheckpointOfAreSnapshotAndCheckpoint: the
+// evaluator's cheaper calls give what Snapshot and Checkpoint do, less
+// the series' figures: the same binary forms, counters and checkpoint.
+func TestSnapshotFormsAndCheckpointOfAreSnapshotAndCheckpoint(t *testing.T) {
+	steps := script()
+	for cut := range steps {
+		j := run(t, rule(), nil, steps[:cut+1]...)
+		full, err := j.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms, err := j.SnapshotForms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := j.Checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(j.CheckpointOf(forms), cp) || !bytes.Equal(j.CheckpointOf(full), cp) {
+			t.Errorf("step %d: CheckpointOf differs from Checkpoint", cut)
+		}
+		if forms.Counters != full.Counters || !forms.Watermark.Equal(full.Watermark) || len(forms.Series) != len(full.Series) {
+			t.Fatalf("step %d: SnapshotForms %+v, Snapshot %+v", cut, forms, full)
+		}
+		for i, f := range forms.Series {
+			w := full.Series[i]
+			if f.Key != w.Key || f.Stats != nil || w.Stats == nil || !bytes.Equal(f.Binary, w.Binary) ||
+				!bytes.Equal(f.Numeric, w.Numeric) || !bytes.Equal(f.Paired, w.Paired) {
+				t.Errorf("step %d series %v: forms differ, or figures computed", cut, f.Key)
+			}
+		}
+	}
+}
+
 // TestCheckpointRestoreContinues: a Joiner restored from a checkpoint
 // over the same store, at any step, ends where one uninterrupted Joiner
 // does.
