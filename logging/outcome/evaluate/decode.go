@@ -1,7 +1,6 @@
 package evaluate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -51,7 +50,7 @@ func (d *eventDecoder) decode(value []byte, headers []kgo.RecordHeader) (*grovep
 			}
 		}
 	}
-	if v := bytes.TrimLeft(value, " \t\r\n"); !proto3 || (len(v) > 0 && v[0] == '{') {
+	if !proto3 || looksJSON(value) {
 		return logging.Decode(value, headers)
 	}
 	ev := &d.ev
@@ -71,6 +70,20 @@ func (d *eventDecoder) output(i int) *grovepb.Tensor {
 	*t = grovepb.Tensor{Shape: t.Shape[:0], FloatData: t.FloatData[:0], DoubleData: t.DoubleData[:0],
 		Int32Data: t.Int32Data[:0], Int64Data: t.Int64Data[:0]}
 	return t
+}
+
+// looksJSON reports whether value's first byte after any spaces, tabs and
+// line breaks is '{', as logging.Decode tells JSON from protobuf (without
+// bytes.TrimLeft's cost per record).
+func looksJSON(value []byte) bool {
+	for _, c := range value {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
 
 // errInvalidUTF8 is protobuf's refusal of a string field that is not
