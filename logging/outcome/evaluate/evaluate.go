@@ -524,7 +524,8 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 }
 
 // restoreOnce is one try of restore; truncated reports that the
-// changelog's start moved past the first record read while it read,
+// changelog's start moved past the first record read while it read (the
+// reader skipped to the new start, or the start is past what it read),
 // when the partition must be read again.
 func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, truncated bool, _ error) {
 	dir := filepath.Join(e.cfg.StateDir, strconv.Itoa(int(id)))
@@ -567,6 +568,11 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 			return nil, false, ctx.Err()
 		}
 		if err := fs.Err0(); err != nil {
+			var lost *kgo.ErrDataLoss
+			if errors.As(err, &lost) {
+				// The start moved past the records to read next: truncated.
+				return nil, true, nil
+			}
 			return nil, false, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
 		}
 		for _, r := range fs.Records() {
