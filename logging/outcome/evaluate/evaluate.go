@@ -16,6 +16,22 @@
 // uses the range assignor, which gives a member the same partition
 // numbers of the prediction log and of GROUP-repartition.
 //
+// # The frontier
+//
+// Outcomes reach a joiner a commit after the predictions read beside
+// them, and an evaluator behind the stream (started late, or restarted
+// after longer than the lateness) reads a backlog of predictions faster
+// than its outcomes come back through GROUP-repartition. So that no
+// outcome counts late for that, each member ends every transaction with
+// a frontier record in each partition of GROUP-repartition, after the
+// outcomes it forwarded there: for each outcome partition it owns, the
+// time up to which it has read it (the newest record timestamp taken, or
+// the clock when it had read all there was). A joiner's watermark stays
+// at most the least of the outcome partitions' frontiers less the
+// lateness (join.Joiner.Bound), and waits until it has heard of each.
+// The lateness then covers only how late producers write outcomes, not
+// how the evaluator reads them.
+//
 // # Exactly once
 //
 // Each commit interval is one Kafka transaction holding the consumed
@@ -139,6 +155,10 @@ type partition struct {
 	logBytes, snapBytes int64
 	// snap is the snapshot in progress (nil: none).
 	snap *snapshot
+	// frontier is, per outcome partition, the time up to which its
+	// owner has forwarded every outcome, as its frontier records in this
+	// partition of GROUP-repartition say (package doc, The frontier).
+	frontier map[int32]int64
 }
 
 // snapshot is a partition's store written to its changelog a chunk per
@@ -175,15 +195,19 @@ type evaluator struct {
 	log                    *slog.Logger
 	repartition, changelog string
 	n                      int32 // the prediction log's partitions
+	outN                   int32 // the outcome topic's (0: unknown)
 	hash                   kgo.TopicPartitioner
 	parts                  map[int32]*partition
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
 	events                 eventDecoder
 	bufs                   bufferPool // the changelog records' values
+	// reach is, per outcome partition owned, the time up to which this
+	// member has read it (readOutcomes).
+	reach map[int32]int64
 
-	mu       sync.Mutex
-	assigned map[int32]bool
+	mu                    sync.Mutex
+	assigned, outAssigned map[int32]bool
 }
 
 // Run runs the evaluator until ctx ends; it returns nil then, or the
@@ -208,7 +232,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.snapshotChunk = snapshotChunk
 	}
 	e := &evaluator{cfg: cfg, log: cfg.Log, repartition: cfg.Group + "-repartition", changelog: cfg.Group + "-changelog",
-		parts: map[int32]*partition{}, assigned: map[int32]bool{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
+		parts: map[int32]*partition{}, assigned: map[int32]bool{}, outAssigned: map[int32]bool{}, reach: map[int32]int64{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
 	defer e.closeAll()
 	aux, err := kgo.NewClient(append(slices.Clone(cfg.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -233,13 +257,13 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(e.partitionFor)),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], true)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], true)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], false)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], false)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], false)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], false)
 		}),
 	)...)
 	if err != nil {
@@ -268,29 +292,36 @@ func (e *evaluator) partitionFor(topic string) func(*kgo.Record, int) int {
 	return func(r *kgo.Record, n int) int { return e.hash.Partition(r, n) }
 }
 
-// setAssigned records which prediction-log partitions the group gave us.
-func (e *evaluator) setAssigned(ps []int32, on bool) {
+// setAssigned records which partitions of the prediction log (ps) and of
+// the outcome topic (qs) the group gave us or took back.
+func (e *evaluator) setAssigned(ps, qs []int32, on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, p := range ps {
-		if on {
-			e.assigned[p] = true
-		} else {
-			delete(e.assigned, p)
+	for _, a := range []struct {
+		m   map[int32]bool
+		ids []int32
+	}{{e.assigned, ps}, {e.outAssigned, qs}} {
+		for _, id := range a.ids {
+			if on {
+				a.m[id] = true
+			} else {
+				delete(a.m, id)
+			}
 		}
 	}
 }
 
-// owned returns the assigned partitions, in order.
-func (e *evaluator) owned() []int32 {
+// owned returns the assigned prediction-log partitions, in order.
+func (e *evaluator) owned() []int32 { return e.sortedUnderMu(e.assigned) }
+
+// ownedOutcomes returns the assigned outcome partitions, in order.
+func (e *evaluator) ownedOutcomes() []int32 { return e.sortedUnderMu(e.outAssigned) }
+
+// sortedUnderMu returns m's keys in order, read under mu.
+func (e *evaluator) sortedUnderMu(m map[int32]bool) []int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]int32, 0, len(e.assigned))
-	for p := range e.assigned {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(mapKeys(m))
 }
 
 // topics waits for the prediction log to exist and creates the internal
@@ -316,6 +347,13 @@ func (e *evaluator) topics(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Second):
+		}
+	}
+	// The outcome topic's partitions, for the frontier; a topic that does
+	// not exist yet leaves the joiners unbounded (as one stream).
+	if td, err := adm.ListTopics(ctx, e.cfg.OutcomeTopic); err == nil {
+		if t, ok := td[e.cfg.OutcomeTopic]; ok && t.Err == nil {
+			e.outN = int32(len(t.Partitions))
 		}
 	}
 	never := "-1"
@@ -407,11 +445,13 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	// evaluator catching up after a restart must not close windows by
 	// the clock before it has read what fell in them).
 	caughtUp := false
+	var pollStart time.Time
 	for failed == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
+		pollStart = e.cfg.Now()
 		pctx, cancel := context.WithTimeout(ctx, left)
 		fs := sess.PollRecords(pctx, 5000)
 		cancel()
@@ -432,6 +472,15 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	if failed == nil {
 		failed = e.flush(produce, caughtUp)
+	}
+	if failed == nil {
+		var caughtAt time.Time
+		if caughtUp {
+			caughtAt = pollStart
+		}
+		for _, r := range e.frontierRecords(caughtAt) {
+			produce(r, nil)
+		}
 	}
 	pmu.Lock()
 	if failed == nil && produceErr != nil {
@@ -539,7 +588,7 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 	if err != nil {
 		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
-	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st)}
+	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -620,6 +669,13 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
 		}
 	}
+	if e.outN > 0 {
+		// Hold the watermark until every outcome partition's frontier is
+		// heard of here.
+		if err := j.Bound(time.Time{}); err != nil {
+			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
+		}
+	}
 	p.j = j
 	ok = true
 	e.log.Info("evaluator took a partition", "partition", id, "records", records, "bytes", p.logBytes, "checkpoint", checkpoint != nil)
@@ -632,6 +688,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	now := e.cfg.Now()
 	switch ftp.Topic {
 	case e.cfg.OutcomeTopic:
+		e.readOutcomes(ftp, now)
 		for _, r := range ftp.Records {
 			o, err := outcome.DecodeRecord(r.Value, r.Headers)
 			if err == nil {
@@ -663,7 +720,12 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	}
 	for _, r := range ftp.Records {
 		var err error
-		if ftp.Topic == e.repartition {
+		if ftp.Topic == e.repartition && isFrontier(r) {
+			if e.outN == 0 {
+				continue
+			}
+			err = e.takeFrontier(p, r.Value)
+		} else if ftp.Topic == e.repartition {
 			oc, derr := outcome.ParseProto(r.Value)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a re-keyed outcome", "partition", r.Partition, "offset", r.Offset, "err", derr)

@@ -119,6 +119,11 @@ type Joiner struct {
 	seen                             bool
 	maxEvent, lastArrival, watermark int64
 	now                              int64
+	// bounded: the owner bounds the watermark by frontier (Bound), the
+	// time up to which every outcome has reached the Joiner
+	// (math.MinInt64: none known yet).
+	bounded  bool
+	frontier int64
 
 	counters Counters
 	series   map[SeriesKey]*series
@@ -207,7 +212,7 @@ func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 		return nil
 	}
 	if j.seen {
-		j.watermark = max(j.watermark, j.idleWatermark(n))
+		j.watermark = max(j.watermark, j.bound(j.idleWatermark(n)))
 	}
 	if event {
 		// An event time ahead of the clock counts as the clock's: a
@@ -218,8 +223,43 @@ func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 		}
 		j.seen = true
 		j.lastArrival = n
-		j.watermark = max(j.watermark, j.maxEvent-j.lateness)
+		j.watermark = max(j.watermark, j.bound(j.maxEvent-j.lateness))
 	}
+	return j.sweep()
+}
+
+// bound is watermark w held back by the frontier, if the owner gave one.
+func (j *Joiner) bound(w int64) int64 {
+	switch {
+	case !j.bounded:
+		return w
+	case j.frontier == math.MinInt64:
+		return math.MinInt64
+	}
+	return min(w, j.frontier-j.lateness)
+}
+
+// Bound tells the Joiner that every outcome whose time (as its producer
+// stamped it) is at most frontier has been given to it (the zero time:
+// none known yet), so that the watermark stays at most frontier less the
+// lateness: an owner that reads outcomes later than predictions (through
+// a repartition topic, or catching up on a backlog) counts no outcome late
+// for being read later. A Joiner never bound has no such limit (one
+// stream taken in time order needs none). It scores the windows that a
+// later frontier lets close; the frontier never moves back.
+func (j *Joiner) Bound(frontier time.Time) error {
+	f := int64(math.MinInt64)
+	if !frontier.IsZero() {
+		f = frontier.UnixNano()
+	}
+	if j.bounded && f <= j.frontier {
+		return nil
+	}
+	j.bounded, j.frontier = true, f
+	if !j.seen {
+		return nil
+	}
+	j.watermark = max(j.watermark, j.bound(j.maxEvent-j.lateness))
 	return j.sweep()
 }
 

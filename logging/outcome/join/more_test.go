@@ -490,3 +490,43 @@ func TestEphemeralPebbleStoreJoinsAsMemStoreAndRefusesToSync(t *testing.T) {
 		t.Error("Sync of a store without a write-ahead log succeeded")
 	}
 }
+
+// TestBoundHoldsTheWatermarkUntilTheOutcomesAreIn: a bound Joiner keeps
+// its watermark at the frontier less the lateness, however far the
+// predictions' time has gone, so that an outcome read after predictions
+// of two hours later still joins its window; a later frontier closes it,
+// and an earlier one changes nothing.
+func TestBoundHoldsTheWatermarkUntilTheOutcomesAreIn(t *testing.T) {
+	j := run(t, rule(), nil)
+	if err := j.Bound(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, j, step{pred: event("e1", "r1", 0, true, "v1", 0.25), clock: 3 * time.Hour},
+		step{pred: event("e2", "r2", 2*time.Hour, true, "v1", 0.25), clock: 3 * time.Hour},
+		step{clock: 4 * time.Hour})
+	if got := j.Watermark(); !got.Before(t0) {
+		t.Fatalf("watermark %v with no frontier known, want before %v", got, t0)
+	}
+	if err := j.Bound(t0.Add(10 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := j.Watermark(), t0.Add(9*time.Minute); !got.Equal(want) {
+		t.Fatalf("watermark %v, want the frontier less the lateness, %v", got, want)
+	}
+	feed(t, j, step{out: click("c1", "r1", 20*time.Minute, 1), clock: 4 * time.Hour})
+	if err := j.Bound(t0.Add(5 * time.Minute)); err != nil { // back: ignored
+		t.Fatal(err)
+	}
+	if c := j.Counters(); c.Scored != 0 || c.Late != 0 {
+		t.Fatalf("before the frontier passed the window: %+v", c)
+	}
+	if err := j.Bound(t0.Add(3 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := j.Watermark(), t0.Add(time.Hour+59*time.Minute); !got.Equal(want) {
+		t.Fatalf("watermark %v, want the largest event time less the lateness, %v", got, want)
+	}
+	if c := j.Counters(); c.Scored != 1 || c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("the first window closed with its outcome: %+v, want 1 scored, 1 joined, none late", c)
+	}
+}
