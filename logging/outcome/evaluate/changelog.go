@@ -11,12 +11,13 @@ import (
 	"github.com/groveml/grove/logging/outcome/join"
 )
 
-// The changelog's record keys: every record of the join's state is keyed
-// changesKey, the fences restore writes fenceKey. The topic is not
-// compacted (the evaluator truncates it itself), so the keys only tell
-// the two apart.
+// The changelog's record keys: the records of the join's state have none
+// (changesKey; an evaluator of the earlier one-record-per-entry form
+// refuses a record without a key rather than misread it), the fences
+// restore writes fenceKey. The topic is not compacted (the evaluator
+// truncates it itself), so the keys only tell the two apart.
 var (
-	changesKey = []byte("\xffchanges")
+	changesKey = []byte{}
 	fenceKey   = []byte("\xfffence")
 )
 
@@ -96,13 +97,6 @@ func (w *changelogWriter) checkpoint(cp []byte) {
 	w.entry(entryCheckpoint, 1+binary.MaxVarintLen64+len(cp))
 	w.cur = binary.AppendUvarint(w.cur, uint64(len(cp)))
 	w.cur = append(w.cur, cp...)
-}
-
-// empty writes a record of no entries.
-func (w *changelogWriter) empty() {
-	w.close()
-	w.cur = append(w.bufs.get(), changelogVersion)
-	w.close()
 }
 
 // bufferPool keeps the arrays of the changelog records' values from one

@@ -407,7 +407,8 @@ func (e *evaluator) checkChangelog(ctx context.Context, adm *kadm.Client) error 
 			continue
 		}
 		return fmt.Errorf("evaluate: topic %s has %s=%s, want %s: the evaluator deletes its records itself, and the broker must neither compact nor expire them "+
-			"(set it so, or delete %s and its group's offsets to start over)", e.changelog, c.Key, *c.Value, w, e.changelog)
+			"(a compacted changelog is of an earlier evaluator's form: delete %s and the group's committed offsets to start over; "+
+			"otherwise set the config so)", e.changelog, c.Key, *c.Value, w, e.changelog)
 	}
 	return nil
 }
@@ -617,11 +618,9 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 			return nil, false, ctx.Err()
 		}
 		if err := fs.Err0(); err != nil {
-			var lost *kgo.ErrDataLoss
-			if errors.As(err, &lost) {
-				// The start moved past the records to read next: truncated.
-				return nil, true, nil
-			}
+			// (A start that moves past the records to read next is not an
+			// error: the reader goes on from the new start, which the
+			// check after the loop sees.)
 			return nil, false, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
 		}
 		for _, r := range fs.Records() {
@@ -782,27 +781,32 @@ func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp
 		// checkpoint (it would differ only by the clock), and nothing at
 		// all but a snapshot's next chunk.
 		sig := signature(snap)
-		state := changed > 0 || string(sig) != string(p.published)
+		var cp []byte
+		if changed > 0 || string(sig) != string(p.published) {
+			cp = p.j.CheckpointOf(snap)
+		}
 		began := false
-		if p.snap == nil && p.logBytes+changed > 2*p.snapBytes+e.cfg.snapshotMinLog {
+		if p.snap == nil && p.logBytes+changed+int64(len(cp)) > 2*p.snapBytes+e.cfg.snapshotMinLog {
 			p.snap = &snapshot{scan: p.tiered.Scan(), logBefore: p.logBytes}
 			p.snap.start.Store(-1)
 			began = true
+			if cp == nil {
+				// The commit a snapshot begins in holds a checkpoint, or
+				// the truncation at its end would leave none.
+				cp = p.j.CheckpointOf(snap)
+			}
 		}
 		if p.snap != nil && !p.snap.done {
 			before := w.size()
-			done, err := p.snap.scan.Next(int(max(changed, e.cfg.snapshotChunk)), w.put)
+			done, err := p.snap.scan.Next(int(max(changed+int64(len(cp)), e.cfg.snapshotChunk)), w.put)
 			if err != nil {
 				return fmt.Errorf("evaluate: partition %d: %w", id, err)
 			}
 			p.snap.bytes += w.size() - before
 			p.snap.done = done
 		}
-		if state {
-			w.checkpoint(p.j.CheckpointOf(snap))
-		}
-		if began && w.size() == 0 {
-			w.empty() // the snapshot's start, though the store is empty
+		if cp != nil {
+			w.checkpoint(cp)
 		}
 		for i, r := range w.records() {
 			var acked func(*kgo.Record)
@@ -829,6 +833,16 @@ func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp
 	return nil
 }
 
+// endSnapshot ends p's completed snapshot: it is now the last one, and
+// the changelog from start (-1: not known) rebuilds the partition.
+func (p *partition) endSnapshot() (start int64) {
+	s := p.snap
+	p.snap = nil
+	p.snapBytes = s.bytes
+	p.logBytes -= s.logBefore
+	return s.start.Load()
+}
+
 // truncate ends the snapshots completed by the transaction just
 // committed: the changelog before each one's start is of no more use
 // (package doc, The changelog), so it is deleted. A deletion that fails
@@ -839,11 +853,7 @@ func (e *evaluator) truncate(ctx context.Context) {
 		if p.snap == nil || !p.snap.done || ctx.Err() != nil {
 			continue
 		}
-		s := p.snap
-		p.snap = nil
-		p.snapBytes = s.bytes
-		p.logBytes -= s.logBefore
-		start := s.start.Load()
+		start := p.endSnapshot()
 		if start < 0 {
 			e.log.Warn("evaluator: the start of a snapshot of the changelog is not known; its records before it stay", "partition", id)
 			continue
