@@ -205,6 +205,8 @@ type evaluator struct {
 	// reach is, per outcome partition owned, the time up to which this
 	// member has read it (readOutcomes).
 	reach map[int32]int64
+	// short are the partitions readAll found short of their end.
+	short map[topicPartition]shortRead
 
 	mu                    sync.Mutex
 	assigned, outAssigned map[int32]bool
@@ -232,7 +234,8 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.snapshotChunk = snapshotChunk
 	}
 	e := &evaluator{cfg: cfg, log: cfg.Log, repartition: cfg.Group + "-repartition", changelog: cfg.Group + "-changelog",
-		parts: map[int32]*partition{}, assigned: map[int32]bool{}, outAssigned: map[int32]bool{}, reach: map[int32]int64{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
+		parts: map[int32]*partition{}, assigned: map[int32]bool{}, outAssigned: map[int32]bool{}, reach: map[int32]int64{},
+		short: map[topicPartition]shortRead{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
 	defer e.closeAll()
 	aux, err := kgo.NewClient(append(slices.Clone(cfg.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -441,10 +444,12 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	deadline := time.Now().Add(e.cfg.CommitInterval)
 	var failed error
-	// caughtUp: the last poll found nothing, so every partition's backlog
-	// has been taken and the watermark may move on with the clock (an
-	// evaluator catching up after a restart must not close windows by
-	// the clock before it has read what fell in them).
+	// caughtUp: the last poll found nothing and every partition owned of
+	// the prediction log and the outcome topic has been read to its end
+	// (readAll), so the watermark may move on with the clock (an evaluator
+	// catching up after a restart must not close windows by the clock
+	// before it has read what fell in them, and the first polls after it
+	// joins find nothing before its first fetches come back).
 	caughtUp := false
 	var pollStart time.Time
 	for failed == nil {
@@ -470,6 +475,9 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 				failed = e.take(ftp, produce)
 			}
 		})
+	}
+	if failed == nil && caughtUp {
+		caughtUp = e.readAll(ctx, sess.Client())
 	}
 	if failed == nil {
 		failed = e.flush(produce, caughtUp)

@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -149,4 +151,92 @@ func (e *evaluator) frontierOf(p *partition) time.Time {
 		f = min(f, t)
 	}
 	return time.Unix(0, f)
+}
+
+// readAll reports whether cl has read every partition this member owns
+// of the prediction log and the outcome topic up to its last stable
+// offset: its position (the offset after the last record polled, or the
+// group's committed offset) is there, or the partition is empty. A
+// partition whose position stays short of that offset with nothing to
+// read (the commit markers of a transactional producer, aborted records)
+// counts as read once the same position and offset have been seen for
+// shortSettle (or ten commit intervals, if longer): long enough that a
+// consumer whose first fetches are slow to come back is not taken for one
+// that has read everything.
+func (e *evaluator) readAll(ctx context.Context, cl *kgo.Client) bool {
+	owned := map[string][]int32{e.cfg.PredictionTopic: e.owned(), e.cfg.OutcomeTopic: e.ownedOutcomes()}
+	var topics []string
+	for t, ps := range owned {
+		if len(ps) > 0 {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) == 0 {
+		return true
+	}
+	adm := kadm.NewClient(e.aux)
+	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		e.log.Debug("evaluator: the end offsets of its partitions", "err", err)
+		return false
+	}
+	committed, heads := cl.CommittedOffsets(), cl.UncommittedOffsets()
+	var starts kadm.ListedOffsets
+	now := e.cfg.Now()
+	all := true
+	for _, t := range topics {
+		for _, p := range owned[t] {
+			end, ok := ends.Lookup(t, p)
+			if !ok || end.Err != nil {
+				return false
+			}
+			pos := int64(-1)
+			if o, ok := committed[t][p]; ok {
+				pos = o.Offset
+			}
+			if o, ok := heads[t][p]; ok {
+				pos = max(pos, o.Offset)
+			}
+			if pos < 0 {
+				if starts == nil {
+					if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+						return false
+					}
+				}
+				if s, ok := starts.Lookup(t, p); !ok || s.Err != nil || s.Offset < end.Offset {
+					all = false
+				}
+				continue
+			}
+			if pos >= end.Offset {
+				delete(e.short, topicPartition{t, p})
+				continue
+			}
+			k := topicPartition{t, p}
+			seen, ok := e.short[k]
+			if !ok || seen.pos != pos || seen.end != end.Offset {
+				e.short[k] = shortRead{pos: pos, end: end.Offset, since: now}
+				all = false
+			} else if now.Sub(seen.since) < max(shortSettle, 10*e.cfg.CommitInterval) {
+				all = false
+			}
+		}
+	}
+	return all
+}
+
+// shortSettle: see readAll.
+const shortSettle = 3 * time.Second
+
+// topicPartition names a partition of a topic.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// shortRead is a partition's position short of its end, and since when
+// both have been so (readAll).
+type shortRead struct {
+	pos, end int64
+	since    time.Time
 }
