@@ -29,7 +29,8 @@ import (
 )
 
 // The synthetic ad stream's outcome rule: a 2 s click window, 5 s of
-// lateness (more than an evaluator's restart plus a commit interval).
+// lateness (more than the outcome sender's ticks; an evaluator's restart
+// holds the watermark by its frontier instead).
 const (
 	evalWindow   = 2 * time.Second
 	evalContract = "ads/out/1"

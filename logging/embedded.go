@@ -71,9 +71,14 @@ type EmbeddedOptions struct {
 	// and never expired (cleanup.policy=compact, retention.ms=-1,
 	// retention.bytes=-1); existing ones are set so.
 	CompactedTopics []string
+	// KeptTopics are created at start unless they exist, neither
+	// compacted nor expired (cleanup.policy=delete, retention.ms=-1,
+	// retention.bytes=-1: only a client deletes their records, with
+	// DeleteRecords); existing ones are set so.
+	KeptTopics []string
 	// Partitions is the partition count of the topics the broker creates:
-	// Topics, CompactedTopics, and any a client creates by producing to it
-	// or by a CreateTopics request without a count; from 1 to
+	// Topics, CompactedTopics, KeptTopics, and any a client creates by
+	// producing to it or by a CreateTopics request without a count; from 1 to
 	// conf.MaxEmbeddedPartitions, 0 meaning 1. A topic found in DataDir
 	// keeps the count it was created with, and when Topics[0] (the
 	// prediction log) is found there, the topics created with it take its
@@ -83,7 +88,7 @@ type EmbeddedOptions struct {
 	// missing); empty: memory only.
 	DataDir string
 	// Retention is how long the records of every topic but the compacted
-	// ones are kept (the broker's log.retention.ms), by their timestamps;
+	// and kept ones are kept (the broker's log.retention.ms), by their timestamps;
 	// 0 is EmbeddedDefaultRetention. Memory only, a partition also keeps
 	// no more than EmbeddedRetentionBytes.
 	Retention time.Duration
@@ -166,7 +171,7 @@ func (o EmbeddedOptions) Start() (*Embedded, error) {
 		c.Close()
 		return nil, fmt.Errorf("embedded Kafka broker: admin client: %w", err)
 	}
-	if err := e.createTopics(o.Topics, o.CompactedTopics, parts, log); err != nil {
+	if err := e.createTopics(o.Topics, o.CompactedTopics, o.KeptTopics, parts, log); err != nil {
 		e.admin.Close()
 		c.Close()
 		return nil, err
@@ -176,15 +181,19 @@ func (o EmbeddedOptions) Start() (*Embedded, error) {
 	return e, nil
 }
 
-// compactedConfigs are the configs of a compacted topic that never expires.
-var compactedConfigs = map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
+// compactedConfigs are the configs of a compacted topic that never
+// expires, keptConfigs those of a topic neither compacted nor expired.
+var (
+	compactedConfigs = map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1"}
+	keptConfigs      = map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+)
 
-// createTopics creates the topics and compacted topics that do not exist
-// with parts partitions, or with those of topics[0] if it exists (a topic
-// in both lists is compacted), sets the existing compacted ones
-// compacted, and warns of an existing topic whose partition count is not
-// parts.
-func (e *Embedded) createTopics(topics, compacted []string, parts int, log *slog.Logger) error {
+// createTopics creates the topics, compacted topics and kept topics that
+// do not exist with parts partitions, or with those of topics[0] if it
+// exists (a topic in topics and another list is of the other), sets the
+// existing compacted and kept ones so, and warns of an existing topic
+// whose partition count is not parts.
+func (e *Embedded) createTopics(topics, compacted, kept []string, parts int, log *slog.Logger) error {
 	if len(topics) > 0 {
 		if n := len(e.cluster.PartitionInfos(topics[0])); n > 0 && n != parts {
 			log.Warn("embedded Kafka broker: the topics of the data directory keep their partition count, and new ones take it",
@@ -193,7 +202,7 @@ func (e *Embedded) createTopics(topics, compacted []string, parts int, log *slog
 		}
 	}
 	for _, t := range topics {
-		if !slices.Contains(compacted, t) {
+		if !slices.Contains(compacted, t) && !slices.Contains(kept, t) {
 			if err := e.createTopic(t, parts, nil, log); err != nil {
 				return err
 			}
@@ -201,6 +210,11 @@ func (e *Embedded) createTopics(topics, compacted []string, parts int, log *slog
 	}
 	for _, t := range compacted {
 		if err := e.createTopic(t, parts, compactedConfigs, log); err != nil {
+			return err
+		}
+	}
+	for _, t := range kept {
+		if err := e.createTopic(t, parts, keptConfigs, log); err != nil {
 			return err
 		}
 	}
@@ -255,7 +269,8 @@ func (e *Embedded) alterConfigs(typ kmsg.ConfigResourceType, name string, config
 }
 
 // RetainAtLeast raises to d, if it is longer, how long the broker keeps
-// the records of every topic but the compacted ones (log.retention.ms):
+// the records of every topic but the compacted and kept ones
+// (log.retention.ms):
 // the evaluator needs the longest outcome window plus a day of the
 // prediction log. It never shortens it. A broker started again keeps
 // EmbeddedOptions.Retention until told again.
@@ -278,7 +293,7 @@ func (e *Embedded) RetainAtLeast(d time.Duration) error {
 }
 
 // Retention is how long the broker keeps the records of every topic but
-// the compacted ones (see RetainAtLeast).
+// the compacted and kept ones (see RetainAtLeast).
 func (e *Embedded) Retention() time.Duration {
 	e.retainMu.Lock()
 	defer e.retainMu.Unlock()

@@ -300,22 +300,30 @@ func TestEmbeddedDataDirKeepsTopicsRecordsAndOffsetsAcrossARestart(t *testing.T)
 	}
 }
 
-func TestEmbeddedRetentionExpiresOldRecordsButNeverThoseOfCompactedTopics(t *testing.T) {
+func TestEmbeddedRetentionExpiresOldRecordsButNeverThoseOfCompactedOrKeptTopics(t *testing.T) {
 	for _, dataDir := range []string{"", filepath.Join(t.TempDir(), "kafka")} {
 		t.Run(fmt.Sprintf("data dir %q", dataDir), func(t *testing.T) {
-			e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"log"}, CompactedTopics: []string{"evals"}, Partitions: 1,
-				DataDir: dataDir, Retention: time.Hour})
+			e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"log"}, CompactedTopics: []string{"evals"}, KeptTopics: []string{"changelog"},
+				Partitions: 1, DataDir: dataDir, Retention: time.Hour})
 			old := time.Now().Add(-48 * time.Hour)
 			produceAt(t, e.Addr(), "log", old, "old1", "old2")
 			produceAt(t, e.Addr(), "log", time.Now(), "new")
-			produceAt(t, e.Addr(), "evals", old, "e-old1", "e-old2")
-			produceAt(t, e.Addr(), "evals", time.Now(), "e-new")
+			for _, topic := range []string{"evals", "changelog"} {
+				produceAt(t, e.Addr(), topic, old, topic+"-old1", topic+"-old2")
+				produceAt(t, e.Addr(), topic, time.Now(), topic+"-new")
+			}
 			e.cluster.ApplyRetention()
 			if got := readAll(t, e.Addr(), "log"); !sameSet(got, []string{"new"}) {
 				t.Errorf("after retention the log holds %v, want only the record younger than an hour", got)
 			}
-			if got := readAll(t, e.Addr(), "evals"); !sameSet(got, []string{"e-old1", "e-old2", "e-new"}) {
-				t.Errorf("after retention the compacted topic holds %v, want every record", got)
+			for _, topic := range []string{"evals", "changelog"} {
+				if got := readAll(t, e.Addr(), topic); !sameSet(got, []string{topic + "-old1", topic + "-old2", topic + "-new"}) {
+					t.Errorf("after retention %s holds %v, want every record", topic, got)
+				}
+			}
+			c := describeConfigs(t, e.Addr(), kmsg.ConfigResourceTypeTopic, "changelog", "cleanup.policy", "retention.ms", "retention.bytes")
+			if c["cleanup.policy"] != "delete" || c["retention.ms"] != "-1" || c["retention.bytes"] != "-1" {
+				t.Errorf("kept topic configs %v, want cleanup.policy=delete and never expiring", c)
 			}
 		})
 	}
@@ -368,10 +376,10 @@ func TestProducerWithEvaluatorKeepsTheEmbeddedBrokersDataInTheCacheDir(t *testin
 	if len(got) != 4 || got[cfg.Kafka.Topic] != 2 || got[cfg.Outcomes.Topic] != 2 || got[cfg.Outcomes.EvaluationsTopic] != 2 || got[changelog] != 2 {
 		t.Errorf("partitions %v, want 2 for each of the four topics", got)
 	}
-	for _, topic := range []string{cfg.Outcomes.EvaluationsTopic, changelog} {
+	for topic, policy := range map[string]string{cfg.Outcomes.EvaluationsTopic: "compact", changelog: "delete"} {
 		c := describeConfigs(t, addr, kmsg.ConfigResourceTypeTopic, topic, "cleanup.policy", "retention.ms", "retention.bytes")
-		if c["cleanup.policy"] != "compact" || c["retention.ms"] != "-1" || c["retention.bytes"] != "-1" {
-			t.Errorf("%s configs %v, want compacted and never expiring", topic, c)
+		if c["cleanup.policy"] != policy || c["retention.ms"] != "-1" || c["retention.bytes"] != "-1" {
+			t.Errorf("%s configs %v, want cleanup.policy=%s and never expiring", topic, c, policy)
 		}
 	}
 	b := describeConfigs(t, addr, kmsg.ConfigResourceTypeBroker, "0", "log.retention.ms", "log.retention.bytes")

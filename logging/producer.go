@@ -126,8 +126,8 @@ type options struct {
 // evaluatorStorage is what the embedded broker keeps for an in-process
 // evaluator (WithEvaluator).
 type evaluatorStorage struct {
-	dataDir   string
-	compacted []string
+	dataDir         string
+	compacted, kept []string
 }
 
 // WithLogger sets the logger for the producer's warnings (buffer full,
@@ -162,8 +162,10 @@ const EmbeddedEvaluateRetention = 8 * 24 * time.Hour
 // o.Evaluate is set. The embedded broker, if New starts one, then keeps
 // its data in cacheDir/kafka (it survives a restart), keeps the records of
 // its topics EmbeddedEvaluateRetention, and creates the evaluations topic
-// (o.EvaluationsTopic) and the group's changelog (o.Group+"-changelog")
-// compacted and never expiring. Without o.Evaluate it changes nothing.
+// (o.EvaluationsTopic) compacted and never expiring, and the group's
+// changelog (o.Group+"-changelog") never expiring, not compacted (the
+// evaluator deletes what it no longer needs of it). Without o.Evaluate it
+// changes nothing.
 func WithEvaluator(cacheDir string, o conf.Outcomes) Option {
 	return func(opts *options) {
 		if !o.Evaluate {
@@ -171,7 +173,8 @@ func WithEvaluator(cacheDir string, o conf.Outcomes) Option {
 		}
 		opts.evaluator = &evaluatorStorage{
 			dataDir:   filepath.Join(cacheDir, "kafka"),
-			compacted: []string{o.EvaluationsTopic, o.Group + "-changelog"},
+			compacted: []string{o.EvaluationsTopic},
+			kept:      []string{o.Group + "-changelog"},
 		}
 	}
 }
@@ -226,7 +229,7 @@ func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 		eo := EmbeddedOptions{Addr: cfg.EmbeddedAddr, Topics: append([]string{cfg.Topic}, o.topics...),
 			Partitions: cfg.EmbeddedPartitions, Logger: o.log}
 		if ev := o.evaluator; ev != nil {
-			eo.DataDir, eo.CompactedTopics, eo.Retention = ev.dataDir, ev.compacted, EmbeddedEvaluateRetention
+			eo.DataDir, eo.CompactedTopics, eo.KeptTopics, eo.Retention = ev.dataDir, ev.compacted, ev.kept, EmbeddedEvaluateRetention
 		}
 		if p.emb, err = eo.Start(); err != nil {
 			return nil, err
@@ -237,7 +240,7 @@ func New(cfg conf.Kafka, opts ...Option) (*Producer, error) {
 				"topic", cfg.Topic, "other_topics", o.topics, "partitions", p.emb.partitions)
 		} else {
 			o.log.Warn("prediction log: started the embedded development Kafka broker", "addr", p.emb.Addr(), "data_dir", eo.DataDir,
-				"topic", cfg.Topic, "other_topics", o.topics, "compacted_topics", eo.CompactedTopics,
+				"topic", cfg.Topic, "other_topics", o.topics, "compacted_topics", eo.CompactedTopics, "kept_topics", eo.KeptTopics,
 				"partitions", p.emb.partitions, "retention", eo.Retention)
 		}
 	}
@@ -658,7 +661,7 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 // RetainEmbedded raises to d, if it is longer, how long the embedded broker
-// keeps the records of its topics that are not compacted (see
+// keeps the records of its topics that are neither compacted nor kept (see
 // Embedded.RetainAtLeast): the in-process evaluator passes its longest
 // outcome window plus a day. Without an embedded broker (a nil producer,
 // or real brokers, whose retention is their operator's) it does nothing.

@@ -126,7 +126,7 @@ func (b *Binary) appendBody(out []byte) []byte {
 		out = appendU(out, e.pos)
 		out = appendF(out, e.sumP)
 	}
-	keys := make([]uint16, 0, len(b.scores))
+	keys := make([]uint32, 0, len(b.scores))
 	for k, s := range b.scores {
 		if s.pos+s.neg > 0 {
 			keys = append(keys, k)
@@ -174,7 +174,7 @@ func (b *Binary) readBody(d *decoder) {
 		return
 	}
 	if k > 0 {
-		b.scores = make(map[uint16]scoreBin, k)
+		b.scores = make(map[uint32]scoreBin, k)
 	}
 	prev := -1
 	var sp, sn uint64
@@ -189,7 +189,7 @@ func (b *Binary) readBody(d *decoder) {
 			return
 		}
 		prev += 1 + int(gap)
-		b.scores[uint16(prev)] = s
+		b.scores[uint32(prev)] = s
 		sp, sn = d.sum(sp, s.pos), d.sum(sn, s.neg)
 	}
 	if b.positives > b.count || sp != b.positives || sn != b.count-b.positives {

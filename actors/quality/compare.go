@@ -23,13 +23,19 @@ type Paired struct {
 // and the outcome. A pair with a NaN prediction is left out (both sides,
 // so that they stay paired; Invalid).
 func (p *Paired) Add(champion, challenger float64, positive bool) {
-	if math.IsNaN(champion) || math.IsNaN(challenger) {
+	p.AddPoints(NewBinaryPoint(champion, positive), NewBinaryPoint(challenger, positive))
+}
+
+// AddPoints counts one request as Add does, from its two predictions as
+// points of the same outcome.
+func (p *Paired) AddPoints(champion, challenger BinaryPoint) {
+	if champion.invalid || challenger.invalid {
 		p.champion.invalid++
 		return
 	}
-	p.champion.Add(champion, positive)
-	p.challenger.Add(challenger, positive)
-	p.diff.add(logLoss(min(max(challenger, 0), 1), positive) - logLoss(min(max(champion, 0), 1), positive))
+	p.champion.AddPoint(champion)
+	p.challenger.AddPoint(challenger)
+	p.diff.add(challenger.logLoss - champion.logLoss)
 }
 
 // Merge adds o into p.

@@ -103,48 +103,79 @@ type Binary struct {
 	// their variance).
 	logLoss moments
 	ece     [EceBins]eceBin
-	scores  map[uint16]scoreBin
+	// scores are keyed by the bin (aucBinOf) as a uint32, whose maps
+	// have a fast path that a uint16's have not.
+	scores map[uint32]scoreBin
 }
 
 // Add counts prediction p of an outcome, positive or not. A p outside
 // [0, 1] is counted at the nearest end (Clamped); a NaN is left out
 // (Invalid).
-func (b *Binary) Add(p float64, positive bool) {
+func (b *Binary) Add(p float64, positive bool) { b.AddPoint(NewBinaryPoint(p, positive)) }
+
+// BinaryPoint is one prediction of a binary outcome with what a Binary
+// derives of it (its log loss and bins), so that adding it to several
+// Binary (AddPoint) costs the logarithms once.
+type BinaryPoint struct {
+	p                          float64 // clamped to [0, 1]
+	positive, clamped, invalid bool
+	logLoss                    float64
+	ece                        int
+	auc                        uint16
+}
+
+// NewBinaryPoint is prediction p of an outcome, positive or not, as Add
+// counts it.
+func NewBinaryPoint(p float64, positive bool) BinaryPoint {
+	pt := BinaryPoint{p: p, positive: positive}
 	switch {
 	case math.IsNaN(p):
+		pt.invalid = true
+		return pt
+	case p < 0:
+		pt.p, pt.clamped = 0, true
+	case p > 1:
+		pt.p, pt.clamped = 1, true
+	}
+	pt.logLoss = logLoss(pt.p, positive)
+	pt.ece = eceBinOf(pt.p)
+	pt.auc = aucBinOf(pt.p)
+	return pt
+}
+
+// AddPoint counts pt, as Add counts its prediction and outcome.
+func (b *Binary) AddPoint(pt BinaryPoint) {
+	if pt.invalid {
 		b.invalid++
 		return
-	case p < 0:
-		p = 0
-		b.clamped++
-	case p > 1:
-		p = 1
+	}
+	if pt.clamped {
 		b.clamped++
 	}
+	p := pt.p
 	var y float64
-	if positive {
+	if pt.positive {
 		y = 1
 		b.positives++
 	}
 	b.count++
 	b.sumP += p
 	b.sumBrier += (p - y) * (p - y)
-	b.logLoss.add(logLoss(p, positive))
-	e := &b.ece[eceBinOf(p)]
+	b.logLoss.add(pt.logLoss)
+	e := &b.ece[pt.ece]
 	e.n++
 	e.sumP += p
 	if b.scores == nil {
-		b.scores = make(map[uint16]scoreBin)
+		b.scores = make(map[uint32]scoreBin)
 	}
-	k := aucBinOf(p)
-	s := b.scores[k]
-	if positive {
+	s := b.scores[uint32(pt.auc)]
+	if pt.positive {
 		e.pos++
 		s.pos++
 	} else {
 		s.neg++
 	}
-	b.scores[k] = s
+	b.scores[uint32(pt.auc)] = s
 }
 
 // logLoss is the log loss of prediction p (clipped to [1e-15, 1-1e-15])
@@ -189,7 +220,7 @@ func (b *Binary) Merge(o *Binary) {
 		b.ece[i].sumP += o.ece[i].sumP
 	}
 	if len(o.scores) > 0 && b.scores == nil {
-		b.scores = make(map[uint16]scoreBin, len(o.scores))
+		b.scores = make(map[uint32]scoreBin, len(o.scores))
 	}
 	for k, v := range o.scores {
 		s := b.scores[k]
@@ -299,7 +330,7 @@ func (b *Binary) auc() (auc, bound float64) {
 	if b.positives == 0 || neg == 0 {
 		return math.NaN(), math.NaN()
 	}
-	keys := make([]uint16, 0, len(b.scores))
+	keys := make([]uint32, 0, len(b.scores))
 	for k := range b.scores {
 		keys = append(keys, k)
 	}

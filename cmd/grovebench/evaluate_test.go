@@ -192,17 +192,28 @@ func TestEvaluateScenarioAndItsFlags(t *testing.T) {
 // The report says whether the targets were met, from the figures.
 func TestEvaluateReportsJudgeTheirTargets(t *testing.T) {
 	var b bytes.Buffer
-	(&evalReport{Records: 100, PerCore: 120_000, Target: evalTarget}).writeMarkdown(&b)
-	(&evalReport{Records: 100, PerCore: 30_000, Target: evalTarget}).writeMarkdown(&b)
+	(&evalReport{Records: 100, PerCore: 120_000, PerCoreRunning: 150_000, StartupCPU: 0.5, Target: evalTarget}).writeMarkdown(&b)
+	met := b.String()
+	b.Reset()
+	(&evalReport{Records: 100, PerCore: 30_000, PerCoreRunning: 90_000, StartupCPU: 1.5, Target: evalTarget}).writeMarkdown(&b)
+	missed := b.String()
+	b.Reset()
 	(&evalReport{Error: "broker gone"}).writeMarkdown(&b)
 	(*evalReport)(nil).writeMarkdown(&b)
-	out := b.String()
-	if !strings.Contains(out, "120000 per CPU-second") || !strings.Contains(out, ": met)") || !strings.Contains(out, "30000 per CPU-second") ||
-		!strings.Contains(out, "MISSED") || !strings.Contains(out, "FAILED: broker gone") {
-		t.Errorf("report:\n%s", out)
+	failed := b.String()
+	if !strings.Contains(met, "120000 per CPU-second") || !strings.Contains(met, "150000 per CPU-second (less the 0.50 CPU-s") ||
+		strings.Contains(met, "MISSED") || !strings.Contains(met, ": met)") {
+		t.Errorf("report of figures over the target:\n%s", met)
 	}
-	met := (&evalAB{Rounds: 2, Window: time.Second, LogRate: 1000, EvalRate: 960, Ratio: 0.96, Target: evalCostTarget}).lines()[0]
-	missed := (&evalAB{Rounds: 2, Window: time.Second, LogRate: 1000, EvalRate: 700, Ratio: 0.7, Target: evalCostTarget}).lines()[0]
+	if !strings.Contains(missed, "30000 per CPU-second") || !strings.Contains(missed, "90000 per CPU-second") ||
+		strings.Contains(missed, "met)") || strings.Count(missed, "MISSED") != 2 {
+		t.Errorf("report of figures under the target:\n%s", missed)
+	}
+	if !strings.Contains(failed, "FAILED: broker gone") {
+		t.Errorf("report of a failure:\n%s", failed)
+	}
+	met = (&evalAB{Rounds: 2, Window: time.Second, LogRate: 1000, EvalRate: 960, Ratio: 0.96, Target: evalCostTarget}).lines()[0]
+	missed = (&evalAB{Rounds: 2, Window: time.Second, LogRate: 1000, EvalRate: 700, Ratio: 0.7, Target: evalCostTarget}).lines()[0]
 	if !strings.Contains(met, "0.960x") || !strings.Contains(met, ": met)") || !strings.Contains(missed, "MISSED") {
 		t.Errorf("A/B lines:\n%s\n%s", met, missed)
 	}

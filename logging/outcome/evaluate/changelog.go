@@ -5,92 +5,221 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/groveml/grove/logging/outcome/join"
 )
 
-// The changelog's own keys: a store key never starts with 0xff (the
-// join's keys start with a letter), so these never collide with one.
+// The changelog's record keys: the records of the join's state have none
+// (changesKey; an evaluator of the earlier one-record-per-entry form
+// refuses a record without a key rather than misread it), the fences
+// restore writes fenceKey. The topic is not compacted (the evaluator
+// truncates it itself), so the keys only tell the two apart.
 var (
-	checkpointKey = []byte("\xffcheckpoint")
-	fenceKey      = []byte("\xfffence")
+	changesKey = []byte{}
+	fenceKey   = []byte("\xfffence")
 )
 
-// loggedStore is a join store whose writes since the last flush are
-// remembered, the newest per key, for the changelog: the on-disk store is
-// a cache of the changelog partition, which is the state's truth.
-type loggedStore struct {
-	join.Store
-	changes map[string]change
+// The changelog's form. A changes record's value is changelogVersion,
+// then entries until its end, each a kind byte and its fields (lengths
+// and counts as unsigned varints, the due time as a signed varint):
+//
+//   - entryPut: the key, the due time and the value of a store entry
+//     (join.Store.Put);
+//   - entryDelete: the key of a deleted entry;
+//   - entryCheckpoint: the joiner's checkpoint (join.Joiner.Checkpoint).
+//
+// Applying every entry of a partition's changelog in order, from its
+// first record, rebuilds its store, and the last checkpoint its joiner
+// (package doc, The changelog).
+const (
+	changelogVersion = 2
+	entryPut         = 1
+	entryDelete      = 2
+	entryCheckpoint  = 3
+)
+
+// changelogRecordBytes is how far a record's value is filled before the
+// next record starts (an entry larger than it has a record of its own):
+// well under the default largest message of brokers and clients (1 MB).
+const changelogRecordBytes = 512 << 10
+
+// changelogWriter encodes one partition's entries of a commit into
+// records.
+type changelogWriter struct {
+	topic     string
+	partition int32
+	// bufs lends the records' values (nil: they are allocated).
+	bufs *bufferPool
+	recs []*kgo.Record
+	cur  []byte // the value being filled; nil when none
+	// bytes is the size of every value written.
+	bytes int64
 }
 
-// change is the newest write of one key: its due time and value, or a
-// deletion.
-type change struct {
-	due     int64
-	value   []byte
-	deleted bool
-}
-
-// newLoggedStore wraps s.
-func newLoggedStore(s join.Store) *loggedStore {
-	return &loggedStore{Store: s, changes: map[string]change{}}
-}
-
-// Put implements join.Store.
-func (l *loggedStore) Put(key []byte, due int64, value []byte) error {
-	if err := l.Store.Put(key, due, value); err != nil {
-		return err
+// entry starts an entry of n bytes or so (its kind byte included): in
+// the record being filled if it fits, else in a new one.
+func (w *changelogWriter) entry(kind byte, n int) {
+	if w.cur != nil && len(w.cur)+n > changelogRecordBytes {
+		w.close()
 	}
-	l.changes[string(key)] = change{due: due, value: bytes.Clone(value)}
+	if w.cur == nil {
+		w.cur = append(w.bufs.get(), changelogVersion)
+	}
+	w.cur = append(w.cur, kind)
+}
+
+// put writes a store entry.
+func (w *changelogWriter) put(key string, due int64, value []byte) error {
+	w.entry(entryPut, 1+3*binary.MaxVarintLen64+len(key)+len(value))
+	w.cur = binary.AppendUvarint(w.cur, uint64(len(key)))
+	w.cur = append(w.cur, key...)
+	w.cur = binary.AppendVarint(w.cur, due)
+	w.cur = binary.AppendUvarint(w.cur, uint64(len(value)))
+	w.cur = append(w.cur, value...)
 	return nil
 }
 
-// Delete implements join.Store.
-func (l *loggedStore) Delete(key []byte) error {
-	if err := l.Store.Delete(key); err != nil {
-		return err
+// change writes a store entry as join.TieredStore.Changes reports it.
+func (w *changelogWriter) change(key string, due int64, value []byte, deleted bool) error {
+	if !deleted {
+		return w.put(key, due, value)
 	}
-	l.changes[string(key)] = change{deleted: true}
+	w.entry(entryDelete, 1+binary.MaxVarintLen64+len(key))
+	w.cur = binary.AppendUvarint(w.cur, uint64(len(key)))
+	w.cur = append(w.cur, key...)
 	return nil
 }
 
-// drain returns the changes since the last drain as changelog records of
-// partition, in key order, and forgets them.
-func (l *loggedStore) drain(topic string, partition int32) []*kgo.Record {
-	keys := make([]string, 0, len(l.changes))
-	for k := range l.changes {
-		keys = append(keys, k)
+// checkpoint writes the joiner's checkpoint.
+func (w *changelogWriter) checkpoint(cp []byte) {
+	w.entry(entryCheckpoint, 1+binary.MaxVarintLen64+len(cp))
+	w.cur = binary.AppendUvarint(w.cur, uint64(len(cp)))
+	w.cur = append(w.cur, cp...)
+}
+
+// bufferPool keeps the arrays of the changelog records' values from one
+// transaction to the next: once a transaction has ended, the Kafka client
+// holds none of its records, and their values' arrays serve again. Not
+// safe for concurrent use.
+type bufferPool struct {
+	free, lent [][]byte
+}
+
+// get returns an empty slice of changelogRecordBytes capacity, lent
+// until reclaim.
+func (p *bufferPool) get() []byte {
+	var b []byte
+	if p == nil {
+		return make([]byte, 0, changelogRecordBytes)
 	}
-	slices.Sort(keys)
-	out := make([]*kgo.Record, 0, len(keys))
-	for _, k := range keys {
-		c := l.changes[k]
-		r := &kgo.Record{Topic: topic, Partition: partition, Key: []byte(k)}
-		if !c.deleted {
-			r.Value = binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(c.value)), uint64(c.due))
-			r.Value = append(r.Value, c.value...)
+	if n := len(p.free); n > 0 {
+		b, p.free[n-1] = p.free[n-1][:0], nil
+		p.free = p.free[:n-1]
+	} else {
+		b = make([]byte, 0, changelogRecordBytes)
+	}
+	p.lent = append(p.lent, b)
+	return b
+}
+
+// reclaim takes back every slice lent: the records holding them must be
+// of no more use to anyone. It keeps poolBuffers of them at most.
+func (p *bufferPool) reclaim() {
+	for _, b := range p.lent {
+		if len(p.free) < poolBuffers {
+			p.free = append(p.free, b)
 		}
-		out = append(out, r)
 	}
-	clear(l.changes)
-	return out
+	clear(p.lent)
+	p.lent = p.lent[:0]
 }
 
-// applyChange writes one changelog record into s: a tombstone deletes
-// its key, any other value is the due time and the value.
-func applyChange(s join.Store, r *kgo.Record) error {
-	if r.Value == nil {
-		return s.Delete(r.Key)
+// poolBuffers is how many arrays a bufferPool keeps (8 MiB).
+const poolBuffers = 16
+
+// close ends the record being filled.
+func (w *changelogWriter) close() {
+	if w.cur == nil {
+		return
 	}
-	if len(r.Value) < 8 {
-		return fmt.Errorf("changelog record at offset %d: value of %d bytes, shorter than its due time", r.Offset, len(r.Value))
-	}
-	return s.Put(r.Key, int64(binary.BigEndian.Uint64(r.Value)), r.Value[8:])
+	w.recs = append(w.recs, &kgo.Record{Topic: w.topic, Partition: w.partition, Key: changesKey, Value: w.cur})
+	w.bytes += int64(len(w.cur))
+	w.cur = nil
 }
 
-// errNoStore is returned for a changelog key that is empty.
-var errNoStore = errors.New("changelog record without a key")
+// records ends the last record and returns them all.
+func (w *changelogWriter) records() []*kgo.Record {
+	w.close()
+	return w.recs
+}
+
+// size is the size of the values written so far, the one being filled
+// included.
+func (w *changelogWriter) size() int64 { return w.bytes + int64(len(w.cur)) }
+
+// applyChanges writes the entries of changes record value into s, and
+// returns the last checkpoint it holds (a copy; nil when none).
+func applyChanges(s join.Store, value []byte) (checkpoint []byte, err error) {
+	if len(value) == 0 || value[0] != changelogVersion {
+		return nil, errors.New("not a changes record of this version")
+	}
+	b := value[1:]
+	bytesOf := func() ([]byte, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, errCorruptChanges
+		}
+		out := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return out, nil
+	}
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		switch kind {
+		case entryPut:
+			key, err := bytesOf()
+			if err != nil {
+				return nil, err
+			}
+			due, k := binary.Varint(b)
+			if k <= 0 {
+				return nil, errCorruptChanges
+			}
+			b = b[k:]
+			v, err := bytesOf()
+			if err != nil {
+				return nil, err
+			}
+			if len(key) == 0 {
+				return nil, fmt.Errorf("%w: an entry without a key", errCorruptChanges)
+			}
+			if err := s.Put(key, due, v); err != nil {
+				return nil, err
+			}
+		case entryDelete:
+			key, err := bytesOf()
+			if err != nil {
+				return nil, err
+			}
+			if err := s.Delete(key); err != nil {
+				return nil, err
+			}
+		case entryCheckpoint:
+			cp, err := bytesOf()
+			if err != nil {
+				return nil, err
+			}
+			checkpoint = bytes.Clone(cp)
+		default:
+			return nil, fmt.Errorf("%w: entry kind %d", errCorruptChanges, kind)
+		}
+	}
+	return checkpoint, nil
+}
+
+// errCorruptChanges is wrapped by the errors of a changes record that
+// does not decode.
+var errCorruptChanges = errors.New("corrupt changes record")

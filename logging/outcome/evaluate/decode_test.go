@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -34,14 +35,14 @@ func joinView(ev *grovepb.PredictionEvent) *grovepb.PredictionEvent {
 
 func TestDecodeEventKeepsTheJoinFieldsOfEitherEncoding(t *testing.T) {
 	ev := fullEvent()
-	var scratch []byte
+	var dec eventDecoder
 	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
 		v, err := logging.Encode(ev, enc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		name := map[conf.Encoding]string{conf.EncodingProto: logging.EncodingProto, conf.EncodingJSON: logging.EncodingJSON}[enc]
-		got, err := decodeEvent(v, []kgo.RecordHeader{{Key: logging.HeaderEncoding, Value: []byte(name)}}, &scratch)
+		got, err := dec.decode(v, []kgo.RecordHeader{{Key: logging.HeaderEncoding, Value: []byte(name)}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -53,15 +54,15 @@ func TestDecodeEventKeepsTheJoinFieldsOfEitherEncoding(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %v", name, got, want)
 		}
 	}
-	if _, err := decodeEvent([]byte{0x0a, 0x05, 'a'}, nil, &scratch); err == nil {
+	if _, err := dec.decode([]byte{0x0a, 0x05, 'a'}, nil); err == nil {
 		t.Error("a truncated event decoded")
 	}
-	if _, err := decodeEvent(nil, []kgo.RecordHeader{{Key: logging.HeaderSchema, Value: []byte("grove.v1.Outcome")}}, &scratch); err == nil {
+	if _, err := dec.decode(nil, []kgo.RecordHeader{{Key: logging.HeaderSchema, Value: []byte("grove.v1.Outcome")}}); err == nil {
 		t.Error("another schema decoded")
 	}
 }
 
-// FuzzDecodeEvent: whatever logging.Decode reads as protobuf, decodeEvent
+// FuzzDecodeEvent: whatever logging.Decode reads as protobuf, eventDecoder
 // reads as its join fields; nothing panics.
 func FuzzDecodeEvent(f *testing.F) {
 	v, _ := logging.Encode(fullEvent(), conf.EncodingProto)
@@ -69,24 +70,45 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x05, 'a'})
 	f.Add([]byte(`{"eventId": "e"}`))
-	var scratch []byte
+	var dec eventDecoder
 	f.Fuzz(func(t *testing.T, value []byte) {
-		got, err := decodeEvent(value, nil, &scratch)
+		got, err := dec.decode(value, nil)
 		full, ferr := logging.Decode(value, nil)
 		if ferr != nil {
 			return
 		}
 		if err != nil {
-			t.Fatalf("logging.Decode reads it, decodeEvent: %v", err)
+			t.Fatalf("logging.Decode reads it, eventDecoder: %v", err)
 		}
 		if len(value) > 0 && value[0] == '{' {
 			return
 		}
-		// A known field of the wrong wire type stays an unknown field of
-		// either, which joinView leaves out.
-		got.ProtoReflect().SetUnknown(nil)
-		if !proto.Equal(got, joinView(full)) {
-			t.Fatalf("got %v\nwant %v", got, joinView(full))
+		// Unknown fields (a known field of the wrong wire type among them)
+		// are no join field: eventDecoder skips them, in the event and in
+		// its messages.
+		want := joinView(full)
+		dropUnknown(got.ProtoReflect())
+		dropUnknown(want.ProtoReflect())
+		if !proto.Equal(got, want) {
+			t.Fatalf("got %v\nwant %v", got, want)
 		}
+	})
+}
+
+// dropUnknown clears the unknown fields of m and of the messages it
+// holds.
+func dropUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Message() == nil || fd.IsMap():
+		case fd.IsList():
+			for i := range v.List().Len() {
+				dropUnknown(v.List().Get(i).Message())
+			}
+		default:
+			dropUnknown(v.Message())
+		}
+		return true
 	})
 }

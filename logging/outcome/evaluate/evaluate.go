@@ -16,19 +16,55 @@
 // uses the range assignor, which gives a member the same partition
 // numbers of the prediction log and of GROUP-repartition.
 //
+// # The frontier
+//
+// Outcomes reach a joiner a commit after the predictions read beside
+// them, and an evaluator behind the stream (started late, or restarted
+// after longer than the lateness) reads a backlog of predictions faster
+// than its outcomes come back through GROUP-repartition. So that no
+// outcome counts late for that, each member ends every transaction with
+// a frontier record in each partition of GROUP-repartition, after the
+// outcomes it forwarded there: for each outcome partition it owns, the
+// time up to which it has read it (the newest record timestamp taken, or
+// the clock when it had read all there was). A joiner's watermark stays
+// at most the least of the outcome partitions' frontiers less the
+// lateness (join.Joiner.Bound), and waits until it has heard of each.
+// The lateness then covers only how late producers write outcomes, not
+// how the evaluator reads them.
+//
 // # Exactly once
 //
 // Each commit interval is one Kafka transaction holding the consumed
 // offsets of all three topics, the re-keyed outcomes, the changes to the
-// join's state since the last commit (GROUP-changelog, compacted, a
-// partition per prediction-log partition, ending with the Joiner's
-// checkpoint) and the new results (the evaluations topic). A transaction
-// that does not commit (a rebalance, a crash, kill -9) leaves none of
-// them: the next owner of a partition, this process or another,
-// rebuilds its on-disk store from the changelog (read_committed, up to a
-// fence record it writes itself, which becomes readable only after every
-// earlier transaction ended) and continues from the committed offsets.
-// The totals are then those of one uninterrupted evaluator.
+// join's state since the last commit with the Joiner's checkpoint
+// (GROUP-changelog, a partition per prediction-log partition) and the new
+// results (the evaluations topic). A transaction that does not commit (a
+// rebalance, a crash, kill -9) leaves none of them: the next owner of a
+// partition, this process or another, rebuilds its on-disk store from the
+// changelog (read_committed, up to a fence record it writes itself, which
+// becomes readable only after every earlier transaction ended) and
+// continues from the committed offsets. The totals are then those of one
+// uninterrupted evaluator.
+//
+// # The changelog
+//
+// A partition's changes of a commit are one record, or a few of at most
+// changelogRecordBytes (changelog.go): every store entry written since
+// the last commit as it is now (join.TieredStore.Changes), then the
+// checkpoint. Applied in order from an empty store, the records rebuild
+// it. So that a restore reads a bounded amount, a partition whose
+// changelog has grown past twice its last snapshot (and snapshotMinLog)
+// starts a snapshot: it writes its whole store as puts, a chunk per commit
+// beside the changes (as many bytes, at least snapshotChunk), visiting
+// every entry that was there when it began (join.Scan). Once the last
+// chunk has committed, the records before the commit the snapshot began
+// in are of no more use: from any record on, the changes and a whole
+// snapshot begun after it rebuild the store (an entry is last written by
+// its chunk, or by a change after it, or, deleted, not at all since the
+// snapshot began). The evaluator deletes them itself (DeleteRecords); the
+// broker must neither compact the topic (its records share one key) nor
+// expire it: cleanup.policy=delete, retention.ms=-1, retention.bytes=-1,
+// as the evaluator creates it, and checks at start.
 //
 // # Who owns what
 //
@@ -38,6 +74,7 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,6 +87,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -96,18 +134,59 @@ type Config struct {
 	Now func() time.Time
 	// Log receives the evaluator's messages (nil: slog.Default).
 	Log *slog.Logger
+
+	// snapshotMinLog and snapshotChunk replace the constants of the same
+	// names when set (tests).
+	snapshotMinLog, snapshotChunk int64
 }
 
 // partition is the join of one prediction-log partition.
 type partition struct {
-	id    int32
-	store *join.PebbleStore
-	log   *loggedStore
-	j     *join.Joiner
+	id     int32
+	store  *join.PebbleStore
+	tiered *join.TieredStore
+	j      *join.Joiner
 	// published is what the last evaluations records said, so that an
 	// unchanged partition writes nothing.
 	published []byte
+	// logBytes is the size of the changelog partition's values from its
+	// start, as far as this owner knows (what restore read, and what it
+	// wrote since); snapBytes the size of the last snapshot it completed.
+	logBytes, snapBytes int64
+	// snap is the snapshot in progress (nil: none).
+	snap *snapshot
+	// frontier is, per outcome partition, the time up to which its
+	// owner has forwarded every outcome, as its frontier records in this
+	// partition of GROUP-repartition say (package doc, The frontier).
+	frontier map[int32]int64
 }
+
+// snapshot is a partition's store written to its changelog a chunk per
+// commit, so that the changelog before it can be deleted once it is
+// complete: from the start of the commit it began in, the changelog
+// rebuilds the store on its own (package doc, The changelog).
+type snapshot struct {
+	scan *join.Scan
+	// start is the offset of the first changelog record of the commit it
+	// began in (-1 until the broker has acknowledged it); logBefore the
+	// partition's logBytes before that record.
+	start     atomic.Int64
+	logBefore int64
+	// bytes are the keys and values written; done: the last of them was
+	// written in this commit.
+	bytes int64
+	done  bool
+}
+
+// The snapshots' pace: a partition starts one when its changelog has
+// grown past twice its last snapshot plus snapshotMinLog (so that a
+// restore reads a few times the state at most, and the snapshots cost
+// half the changes written at most), and writes of it, every commit,
+// as many bytes as it writes of changes, and at least snapshotChunk.
+const (
+	snapshotMinLog = 16 << 20
+	snapshotChunk  = 256 << 10
+)
 
 // evaluator is one run's state, owned by Run's goroutine but for
 // assigned, which the group's callbacks write under mu.
@@ -116,14 +195,21 @@ type evaluator struct {
 	log                    *slog.Logger
 	repartition, changelog string
 	n                      int32 // the prediction log's partitions
+	outN                   int32 // the outcome topic's (0: unknown)
 	hash                   kgo.TopicPartitioner
 	parts                  map[int32]*partition
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
-	scratch                []byte      // decodeEvent's
+	events                 eventDecoder
+	bufs                   bufferPool // the changelog records' values
+	// reach is, per outcome partition owned, the time up to which this
+	// member has read it (readOutcomes).
+	reach map[int32]int64
+	// short are the partitions readAll found short of their end.
+	short map[topicPartition]shortRead
 
-	mu       sync.Mutex
-	assigned map[int32]bool
+	mu                    sync.Mutex
+	assigned, outAssigned map[int32]bool
 }
 
 // Run runs the evaluator until ctx ends; it returns nil then, or the
@@ -141,8 +227,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Instance == "" {
 		return errors.New("evaluate: no instance name")
 	}
+	if cfg.snapshotMinLog <= 0 {
+		cfg.snapshotMinLog = snapshotMinLog
+	}
+	if cfg.snapshotChunk <= 0 {
+		cfg.snapshotChunk = snapshotChunk
+	}
 	e := &evaluator{cfg: cfg, log: cfg.Log, repartition: cfg.Group + "-repartition", changelog: cfg.Group + "-changelog",
-		parts: map[int32]*partition{}, assigned: map[int32]bool{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
+		parts: map[int32]*partition{}, assigned: map[int32]bool{}, outAssigned: map[int32]bool{}, reach: map[int32]int64{},
+		short: map[topicPartition]shortRead{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
 	defer e.closeAll()
 	aux, err := kgo.NewClient(append(slices.Clone(cfg.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -167,13 +260,13 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(e.partitionFor)),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], true)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], true)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], false)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], false)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			e.setAssigned(m[cfg.PredictionTopic], false)
+			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], false)
 		}),
 	)...)
 	if err != nil {
@@ -202,29 +295,36 @@ func (e *evaluator) partitionFor(topic string) func(*kgo.Record, int) int {
 	return func(r *kgo.Record, n int) int { return e.hash.Partition(r, n) }
 }
 
-// setAssigned records which prediction-log partitions the group gave us.
-func (e *evaluator) setAssigned(ps []int32, on bool) {
+// setAssigned records which partitions of the prediction log (ps) and of
+// the outcome topic (qs) the group gave us or took back.
+func (e *evaluator) setAssigned(ps, qs []int32, on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, p := range ps {
-		if on {
-			e.assigned[p] = true
-		} else {
-			delete(e.assigned, p)
+	for _, a := range []struct {
+		m   map[int32]bool
+		ids []int32
+	}{{e.assigned, ps}, {e.outAssigned, qs}} {
+		for _, id := range a.ids {
+			if on {
+				a.m[id] = true
+			} else {
+				delete(a.m, id)
+			}
 		}
 	}
 }
 
-// owned returns the assigned partitions, in order.
-func (e *evaluator) owned() []int32 {
+// owned returns the assigned prediction-log partitions, in order.
+func (e *evaluator) owned() []int32 { return e.sortedUnderMu(e.assigned) }
+
+// ownedOutcomes returns the assigned outcome partitions, in order.
+func (e *evaluator) ownedOutcomes() []int32 { return e.sortedUnderMu(e.outAssigned) }
+
+// sortedUnderMu returns m's keys in order, read under mu.
+func (e *evaluator) sortedUnderMu(m map[int32]bool) []int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]int32, 0, len(e.assigned))
-	for p := range e.assigned {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(mapKeys(m))
 }
 
 // topics waits for the prediction log to exist and creates the internal
@@ -252,15 +352,22 @@ func (e *evaluator) topics(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+	// The outcome topic's partitions, for the frontier; a topic that does
+	// not exist yet leaves the joiners unbounded (as one stream).
+	if td, err := adm.ListTopics(ctx, e.cfg.OutcomeTopic); err == nil {
+		if t, ok := td[e.cfg.OutcomeTopic]; ok && t.Err == nil {
+			e.outN = int32(len(t.Partitions))
+		}
+	}
 	never := "-1"
-	compact := "compact"
+	compact, del := "compact", "delete"
 	for _, t := range []struct {
 		name       string
 		partitions int32
 		configs    map[string]*string
 	}{
 		{e.repartition, e.n, nil},
-		{e.changelog, e.n, map[string]*string{"cleanup.policy": &compact, "retention.ms": &never}},
+		{e.changelog, e.n, map[string]*string{"cleanup.policy": &del, "retention.ms": &never, "retention.bytes": &never}},
 		{e.cfg.EvaluationsTopic, 1, map[string]*string{"cleanup.policy": &compact, "retention.ms": &never}},
 	} {
 		resp, err := adm.CreateTopic(ctx, t.partitions, -1, t.configs, t.name)
@@ -279,6 +386,33 @@ func (e *evaluator) topics(ctx context.Context) error {
 				t.name, got, e.cfg.PredictionTopic, e.n, t.name)
 		}
 	}
+	return e.checkChangelog(ctx, adm)
+}
+
+// checkChangelog refuses a changelog topic that the broker compacts or
+// expires: its records all have one key, and only the evaluator may
+// delete them (truncate). When the broker does not tell the topic's
+// configs, it says so and goes on.
+func (e *evaluator) checkChangelog(ctx context.Context, adm *kadm.Client) error {
+	rcs, err := adm.DescribeTopicConfigs(ctx, e.changelog)
+	if err == nil && len(rcs) == 1 {
+		err = rcs[0].Err
+	}
+	if err != nil || len(rcs) != 1 {
+		e.log.Warn("evaluator: could not read the changelog topic's configs; it must be cleanup.policy=delete, retention.ms=-1, retention.bytes=-1",
+			"topic", e.changelog, "err", err)
+		return nil
+	}
+	want := map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+	for _, c := range rcs[0].Configs {
+		w, ok := want[c.Key]
+		if !ok || c.Value == nil || *c.Value == w {
+			continue
+		}
+		return fmt.Errorf("evaluate: topic %s has %s=%s, want %s: the evaluator deletes its records itself, and the broker must neither compact nor expire them "+
+			"(a compacted changelog is of an earlier evaluator's form: delete %s and the group's committed offsets to start over; "+
+			"otherwise set the config so)", e.changelog, c.Key, *c.Value, w, e.changelog)
+	}
 	return nil
 }
 
@@ -295,27 +429,35 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	var produceErr error
 	var pmu sync.Mutex
-	produce := func(r *kgo.Record) {
-		sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+	produce := func(r *kgo.Record, acked func(*kgo.Record)) {
+		sess.Produce(ctx, r, func(r *kgo.Record, err error) {
 			if err != nil {
 				pmu.Lock()
 				produceErr = errors.Join(produceErr, err)
 				pmu.Unlock()
+				return
+			}
+			if acked != nil {
+				acked(r)
 			}
 		})
 	}
 	deadline := time.Now().Add(e.cfg.CommitInterval)
 	var failed error
-	// caughtUp: the last poll found nothing, so every partition's backlog
-	// has been taken and the watermark may move on with the clock (an
-	// evaluator catching up after a restart must not close windows by
-	// the clock before it has read what fell in them).
+	// caughtUp: the last poll found nothing and every partition owned of
+	// the prediction log and the outcome topic has been read to its end
+	// (readAll), so the watermark may move on with the clock (an evaluator
+	// catching up after a restart must not close windows by the clock
+	// before it has read what fell in them, and the first polls after it
+	// joins find nothing before its first fetches come back).
 	caughtUp := false
+	var pollStart time.Time
 	for failed == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
+		pollStart = e.cfg.Now()
 		pctx, cancel := context.WithTimeout(ctx, left)
 		fs := sess.PollRecords(pctx, 5000)
 		cancel()
@@ -334,8 +476,20 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 			}
 		})
 	}
+	if failed == nil && caughtUp {
+		caughtUp = e.readAll(ctx, sess.Client())
+	}
 	if failed == nil {
 		failed = e.flush(produce, caughtUp)
+	}
+	if failed == nil {
+		var caughtAt time.Time
+		if caughtUp {
+			caughtAt = pollStart
+		}
+		for _, r := range e.frontierRecords(caughtAt) {
+			produce(r, nil)
+		}
 	}
 	pmu.Lock()
 	if failed == nil && produceErr != nil {
@@ -356,7 +510,10 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	if err != nil {
 		return fmt.Errorf("evaluate: ending a transaction: %w", err)
 	}
+	// Every record of the transaction is written or failed now.
+	e.bufs.reclaim()
 	if committed {
+		e.truncate(ctx)
 		return nil
 	}
 	e.closeAll()
@@ -405,23 +562,42 @@ func (e *evaluator) sync(ctx context.Context) error {
 
 // restore rebuilds partition id's state from its changelog partition:
 // it empties the on-disk store, writes a fence record, and applies every
-// committed change before the fence, then the last checkpoint. The store
-// is rebuilt so on every restore, so it keeps no write-ahead log
-// (join.OpenPebbleEphemeral).
+// committed entry before the fence, the last checkpoint to the joiner.
+// The store is rebuilt so on every restore, so it keeps no write-ahead
+// log (join.OpenPebbleEphemeral).
 func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
+	for try := 0; ; try++ {
+		p, truncated, err := e.restoreOnce(ctx, id)
+		if err != nil || !truncated {
+			return p, err
+		}
+		if try == 2 {
+			return nil, fmt.Errorf("evaluate: the changelog of partition %d was truncated during each of 3 restores", id)
+		}
+		// Another evaluator truncated the changelog while this one read it
+		// (its last commit before the partition moved completed a
+		// snapshot): read it again, from its new start.
+		e.log.Info("evaluator restoring a partition again: its changelog was truncated while read", "partition", id)
+	}
+}
+
+// restoreOnce is one try of restore; truncated reports that the
+// changelog's start moved past the first record read while it read (the
+// reader skipped to the new start, or the start is past what it read),
+// when the partition must be read again.
+func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, truncated bool, _ error) {
 	dir := filepath.Join(e.cfg.StateDir, strconv.Itoa(int(id)))
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("evaluate: clearing %s: %w", dir, err)
+		return nil, false, fmt.Errorf("evaluate: clearing %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	st, err := join.OpenPebbleEphemeral(dir)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
-	p := &partition{id: id, store: st}
-	tiered := join.NewTieredStore(partitionMemoryBytes, st)
+	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -432,67 +608,94 @@ func (e *evaluator) restore(ctx context.Context, id int32) (*partition, error) {
 	_, _ = rand.Read(nonce)
 	fence := &kgo.Record{Topic: e.changelog, Partition: id, Key: fenceKey, Value: []byte(hex.EncodeToString(nonce))}
 	if err := e.aux.ProduceSync(ctx, fence).FirstErr(); err != nil {
-		return nil, fmt.Errorf("evaluate: writing the changelog fence of partition %d: %w", id, err)
+		return nil, false, fmt.Errorf("evaluate: writing the changelog fence of partition %d: %w", id, err)
 	}
 	rd, err := kgo.NewClient(append(slices.Clone(e.cfg.Kafka),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{e.changelog: {id: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	defer rd.Close()
 	var checkpoint []byte
-	changes := 0
+	first := int64(-1)
+	records := 0
 	for done := false; !done; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		if err := fs.Err0(); err != nil {
-			return nil, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
+			// (A start that moves past the records to read next is not an
+			// error: the reader goes on from the new start, which the
+			// check after the loop sees.)
+			return nil, false, fmt.Errorf("evaluate: reading the changelog of partition %d: %w", id, err)
 		}
 		for _, r := range fs.Records() {
-			switch {
-			case r.Offset >= fence.Offset:
+			if r.Offset >= fence.Offset {
 				done = true
-			case string(r.Key) == string(fenceKey):
-			case string(r.Key) == string(checkpointKey):
-				checkpoint = r.Value
-			case len(r.Key) == 0:
-				return nil, fmt.Errorf("evaluate: changelog of partition %d, offset %d: %w", id, r.Offset, errNoStore)
-			default:
-				if err := applyChange(tiered, r); err != nil {
-					return nil, fmt.Errorf("evaluate: changelog of partition %d: %w", id, err)
-				}
-				changes++
-			}
-			if done {
 				break
+			}
+			if first < 0 {
+				first = r.Offset
+			}
+			switch {
+			case bytes.Equal(r.Key, fenceKey):
+			case bytes.Equal(r.Key, changesKey):
+				cp, err := applyChanges(p.tiered, r.Value)
+				if err != nil {
+					return nil, false, fmt.Errorf("evaluate: changelog of partition %d, offset %d: %w", id, r.Offset, err)
+				}
+				if cp != nil {
+					checkpoint = cp
+				}
+				p.logBytes += int64(len(r.Value))
+				records++
+			default:
+				return nil, false, fmt.Errorf("evaluate: changelog of partition %d, offset %d: a record of another format (key %q): "+
+					"delete topic %s and the group's committed offsets to start over", id, r.Offset, r.Key, e.changelog)
 			}
 		}
 	}
-	p.log = newLoggedStore(tiered)
-	j, err := join.New(join.Options{Rules: e.rules, Store: p.log, ValidSince: e.cfg.ValidSince})
+	if first >= 0 {
+		starts, err := kadm.NewClient(e.aux).ListStartOffsets(ctx, e.changelog)
+		if err != nil {
+			return nil, false, fmt.Errorf("evaluate: the start of the changelog of partition %d: %w", id, err)
+		}
+		if o, found := starts.Lookup(e.changelog, id); found && o.Err == nil && o.Offset > first {
+			return nil, true, nil
+		}
+	}
+	p.tiered.TrackChanges()
+	j, err := join.New(join.Options{Rules: e.rules, Store: p.tiered, ValidSince: e.cfg.ValidSince})
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: %w", err)
+		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
 	if checkpoint != nil {
 		if err := j.Restore(checkpoint); err != nil {
-			return nil, fmt.Errorf("evaluate: partition %d: %w", id, err)
+			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
+		}
+	}
+	if e.outN > 0 {
+		// Hold the watermark until every outcome partition's frontier is
+		// heard of here.
+		if err := j.Bound(time.Time{}); err != nil {
+			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
 		}
 	}
 	p.j = j
 	ok = true
-	e.log.Info("evaluator took a partition", "partition", id, "changes", changes, "checkpoint", checkpoint != nil)
-	return p, nil
+	e.log.Info("evaluator took a partition", "partition", id, "records", records, "bytes", p.logBytes, "checkpoint", checkpoint != nil)
+	return p, false, nil
 }
 
 // take feeds one fetched partition's records to its joiner, or re-keys
 // outcomes into the repartition topic.
-func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record)) error {
+func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, func(*kgo.Record))) error {
 	now := e.cfg.Now()
 	switch ftp.Topic {
 	case e.cfg.OutcomeTopic:
+		e.readOutcomes(ftp, now)
 		for _, r := range ftp.Records {
 			o, err := outcome.DecodeRecord(r.Value, r.Headers)
 			if err == nil {
@@ -507,7 +710,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 				return err
 			}
 			key := outcome.Key(o)
-			produce(&kgo.Record{Topic: e.repartition, Partition: int32(e.hash.Partition(&kgo.Record{Key: key}, int(e.n))), Key: key, Value: value})
+			produce(&kgo.Record{Topic: e.repartition, Partition: int32(e.hash.Partition(&kgo.Record{Key: key}, int(e.n))), Key: key, Value: value}, nil)
 		}
 		return nil
 	case e.repartition, e.cfg.PredictionTopic:
@@ -524,7 +727,12 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 	}
 	for _, r := range ftp.Records {
 		var err error
-		if ftp.Topic == e.repartition {
+		if ftp.Topic == e.repartition && isFrontier(r) {
+			if e.outN == 0 {
+				continue
+			}
+			err = e.takeFrontier(p, r.Value)
+		} else if ftp.Topic == e.repartition {
 			oc, derr := outcome.ParseProto(r.Value)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a re-keyed outcome", "partition", r.Partition, "offset", r.Offset, "err", derr)
@@ -532,7 +740,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record))
 			}
 			err = p.j.AddOutcome(now, oc)
 		} else {
-			ev, derr := decodeEvent(r.Value, r.Headers, &e.scratch)
+			ev, derr := e.events.decode(r.Value, r.Headers)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a prediction record", "partition", r.Partition, "offset", r.Offset, "err", derr)
 				continue
@@ -557,9 +765,9 @@ const partitionMemoryBytes = 128 << 20
 var errNotHeld = errors.New("records of a partition not restored yet")
 
 // flush advances every joiner with the clock (when caught up) and writes
-// its state's changes, its checkpoint and, when they changed, its
-// results.
-func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
+// its state's changes, the next chunk of its snapshot, its checkpoint
+// and, when they changed, its results.
+func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp bool) error {
 	now := e.cfg.Now()
 	for _, id := range slices.Sorted(mapKeys(e.parts)) {
 		p := e.parts[id]
@@ -568,25 +776,55 @@ func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
 				return fmt.Errorf("evaluate: partition %d: %w", id, err)
 			}
 		}
-		changes := p.log.drain(e.changelog, id)
-		snap, err := p.j.Snapshot()
+		w := &changelogWriter{topic: e.changelog, partition: id, bufs: &e.bufs}
+		if err := p.tiered.Changes(w.change); err != nil {
+			return fmt.Errorf("evaluate: partition %d: %w", id, err)
+		}
+		changed := w.size()
+		snap, err := p.j.SnapshotForms()
 		if err != nil {
 			return err
 		}
-		// Nothing taken and nothing scored: the partition writes nothing
-		// (its checkpoint would differ only by the clock).
+		// Nothing taken and nothing scored: the partition writes no
+		// checkpoint (it would differ only by the clock), and nothing at
+		// all but a snapshot's next chunk.
 		sig := signature(snap)
-		if len(changes) == 0 && string(sig) == string(p.published) {
-			continue
+		var cp []byte
+		if changed > 0 || string(sig) != string(p.published) {
+			cp = p.j.CheckpointOf(snap)
 		}
-		for _, r := range changes {
-			produce(r)
+		began := false
+		if p.snap == nil && p.logBytes+changed+int64(len(cp)) > 2*p.snapBytes+e.cfg.snapshotMinLog {
+			p.snap = &snapshot{scan: p.tiered.Scan(), logBefore: p.logBytes}
+			p.snap.start.Store(-1)
+			began = true
+			if cp == nil {
+				// The commit a snapshot begins in holds a checkpoint, or
+				// the truncation at its end would leave none.
+				cp = p.j.CheckpointOf(snap)
+			}
 		}
-		cp, err := p.j.Checkpoint()
-		if err != nil {
-			return err
+		if p.snap != nil && !p.snap.done {
+			before := w.size()
+			done, err := p.snap.scan.Next(int(max(changed+int64(len(cp)), e.cfg.snapshotChunk)), w.put)
+			if err != nil {
+				return fmt.Errorf("evaluate: partition %d: %w", id, err)
+			}
+			p.snap.bytes += w.size() - before
+			p.snap.done = done
 		}
-		produce(&kgo.Record{Topic: e.changelog, Partition: id, Key: checkpointKey, Value: cp})
+		if cp != nil {
+			w.checkpoint(cp)
+		}
+		for i, r := range w.records() {
+			var acked func(*kgo.Record)
+			if began && i == 0 {
+				s := p.snap
+				acked = func(r *kgo.Record) { s.start.Store(r.Offset) }
+			}
+			produce(r, acked)
+		}
+		p.logBytes += w.size()
 		if string(sig) == string(p.published) {
 			continue
 		}
@@ -597,10 +835,48 @@ func (e *evaluator) flush(produce func(*kgo.Record), caughtUp bool) error {
 		p.published = sig
 		for _, r := range recs {
 			r.Topic = e.cfg.EvaluationsTopic
-			produce(r)
+			produce(r, nil)
 		}
 	}
 	return nil
+}
+
+// endSnapshot ends p's completed snapshot: it is now the last one, and
+// the changelog from start (-1: not known) rebuilds the partition.
+func (p *partition) endSnapshot() (start int64) {
+	s := p.snap
+	p.snap = nil
+	p.snapBytes = s.bytes
+	p.logBytes -= s.logBefore
+	return s.start.Load()
+}
+
+// truncate ends the snapshots completed by the transaction just
+// committed: the changelog before each one's start is of no more use
+// (package doc, The changelog), so it is deleted. A deletion that fails
+// is logged: the changelog keeps those records, and restores read them.
+func (e *evaluator) truncate(ctx context.Context) {
+	for _, id := range slices.Sorted(mapKeys(e.parts)) {
+		p := e.parts[id]
+		if p.snap == nil || !p.snap.done || ctx.Err() != nil {
+			continue
+		}
+		start := p.endSnapshot()
+		if start < 0 {
+			e.log.Warn("evaluator: the start of a snapshot of the changelog is not known; its records before it stay", "partition", id)
+			continue
+		}
+		var offsets kadm.Offsets
+		offsets.Add(kadm.Offset{Topic: e.changelog, Partition: id, At: start})
+		resp, err := kadm.NewClient(e.aux).DeleteRecords(ctx, offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			e.log.Warn("evaluator: deleting the changelog before a snapshot; its records stay, and a restore reads them", "partition", id,
+				"before", start, "err", err)
+		}
+	}
 }
 
 // signature is what decides whether a snapshot's records are worth

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -141,6 +142,7 @@ func play(ctx context.Context, t *testing.T, cl *kgo.Client, s []arrival) {
 			}
 			r.Key = []byte(a.out.OutcomeId)
 		}
+		r.Timestamp = a.at // as a producer writing it then would have
 		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil && ctx.Err() == nil {
 				t.Error(err)
@@ -332,6 +334,102 @@ func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
 		}
 	}()
 	<-playing
+	latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
+	checkTotals(t, latest, ref)
+	cancel()
+	<-done
+}
+
+// With snapshots every few kilobytes of changelog, an evaluator
+// truncates its changelog as it goes, and one stopped mid-stream and
+// started again, rebuilding its partitions from what is left, still ends
+// with the totals of one uninterrupted joiner.
+func TestEvaluatorTruncatesItsChangelogAndRestoresFromWhatIsLeft(t *testing.T) {
+	brokers := cluster(t)
+	dir := t.TempDir()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	s := stream(13, time.Now().Add(500*time.Millisecond), 800)
+	ref := reference(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	playing := make(chan struct{})
+	go func() { defer close(playing); play(ctx, t, prod, s) }()
+	cfg := config(brokers, "e0", dir)
+	cfg.snapshotMinLog, cfg.snapshotChunk = 2<<10, 512
+
+	first, stopFirst := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := Run(first, cfg); err != nil {
+			t.Errorf("first run: %v", err)
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond) // mid-stream: the stream lasts 4 s
+	stopFirst()
+	<-stopped
+	adm := kadm.NewClient(prod)
+	starts, err := adm.ListStartOffsets(ctx, cfg.Group+"-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := 0
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			truncated++
+		}
+	})
+	if truncated == 0 {
+		t.Error("no changelog partition was truncated")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := Run(ctx, cfg); err != nil {
+			t.Errorf("second run: %v", err)
+		}
+	}()
+	<-playing
+	latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
+	checkTotals(t, latest, ref)
+	cancel()
+	<-done
+}
+
+// An evaluator that starts behind the stream (its predictions and
+// outcomes spanning far more than the lateness, all written before it
+// starts, as after an outage or a restart slower than the lateness)
+// reads the two topics at different paces: the outcomes reach the join a
+// commit later, through the repartition topic. It still ends with the
+// totals of one joiner that saw the stream as it happened: no outcome
+// counts late because the predictions were read first.
+func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *testing.T) {
+	brokers := cluster(t)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	// 6 s of stream, ended 2 s ago: four times the lateness.
+	s := stream(17, time.Now().Add(-8*time.Second), 1200)
+	ref := reference(t, s)
+	if ref.Counters.Outcomes == 0 {
+		t.Fatal("the reference joined no outcome")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	play(ctx, t, prod, s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := Run(ctx, config(brokers, "e0", t.TempDir())); err != nil {
+			t.Errorf("evaluator: %v", err)
+		}
+	}()
 	latest := results(t, brokers, 30*time.Second, scoredAll(ref.Counters.Scored))
 	checkTotals(t, latest, ref)
 	cancel()

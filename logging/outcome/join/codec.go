@@ -34,40 +34,45 @@ type group struct {
 	// are the event_ids of the predictions scored, so that a copy of one
 	// is a duplicate.
 	closedStart, closedEnd int64
-	closedEvents           []string
+	closedEvents           [][]byte
 }
 
 // hasEvent reports whether g holds a prediction of event id, open or
 // scored.
 func (g *group) hasEvent(id string) bool {
 	for i := range g.preds {
-		if g.preds[i].eventID == id {
+		if string(g.preds[i].eventID) == id {
 			return true
 		}
 	}
 	for _, e := range g.closedEvents {
-		if e == id {
+		if string(e) == id {
 			return true
 		}
 	}
 	return false
 }
 
-// pred is one prediction: a row of a logged event.
+// pred is one prediction: a row of a logged event. Its ids are bytes of
+// the value it was read from, or of the event it came from: a group lives
+// until its value is written back (getGroup).
 type pred struct {
-	eventID, contract, release, modelPath, recordKey string
-	served                                           bool
-	ts                                               int64
-	value                                            float64
+	eventID, recordKey           []byte
+	contract, release, modelPath string
+	served                       bool
+	ts                           int64
+	value                        float64
 }
 
 // out is one outcome: its id, time, narrowing and labels, and whether a
-// prediction was scored with it.
+// prediction was scored with it. Its id, like a pred's, is bytes of the
+// value or outcome it was read from.
 type out struct {
-	id, modelPath, contract string
-	t                       int64
-	labels                  []label
-	used                    bool
+	id                  []byte
+	modelPath, contract string
+	t                   int64
+	labels              []label
+	used                bool
 }
 
 // label is one of an outcome's labels.
@@ -84,9 +89,10 @@ type keyIndex struct {
 	pending []out
 }
 
-// keyRef is one join key logged under a record key, with its window.
+// keyRef is one join key logged under a record key, with its window (the
+// key, bytes of the value it was read from, or of the Joiner's buffer).
 type keyRef struct {
-	joinKey    string
+	joinKey    []byte
 	start, end int64
 }
 
@@ -96,6 +102,7 @@ type enc []byte
 func (e enc) u(v uint64) enc  { return binary.AppendUvarint(e, v) }
 func (e enc) i(v int64) enc   { return binary.AppendVarint(e, v) }
 func (e enc) s(v string) enc  { return append(e.u(uint64(len(v))), v...) }
+func (e enc) y(v []byte) enc  { return append(e.u(uint64(len(v))), v...) }
 func (e enc) f(v float64) enc { return binary.LittleEndian.AppendUint64(e, math.Float64bits(v)) }
 func (e enc) b(v bool) enc {
 	if v {
@@ -128,30 +135,86 @@ func (d *dec) end() error {
 }
 
 func (e enc) out(o *out) enc {
-	e = e.s(o.id).s(o.modelPath).s(o.contract).i(o.t).b(o.used).u(uint64(len(o.labels)))
+	e = e.y(o.id).s(o.modelPath).s(o.contract).i(o.t).b(o.used).u(uint64(len(o.labels)))
 	for _, l := range o.labels {
 		e = e.s(l.name).f(l.value)
 	}
 	return e
 }
 
-func (d *dec) out() out {
-	o := out{id: d.S(), modelPath: d.S(), contract: d.S(), t: d.I(), used: d.Bool()}
+func (d *dec) out(names *names) out {
+	o := out{id: d.bytes(), modelPath: d.name(names), contract: d.name(names), t: d.I(), used: d.Bool()}
 	n := d.Count(9)
 	if n > 0 {
 		o.labels = make([]label, n)
 		for i := range o.labels {
-			o.labels[i] = label{name: d.S(), value: d.F()}
+			o.labels[i] = label{name: d.name(names), value: d.F()}
 		}
 	}
 	return o
 }
 
-func (g *group) marshal() []byte {
-	e := enc{storeVersion}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+// names keeps the names that recur in stored values (contracts,
+// releases, model paths, labels) once each, so that decoding a value
+// allocates none of them (up to maxNames; past it, they are allocated
+// each time). The zero value is ready.
+type names struct{ m map[string]string }
+
+// maxNames bounds names.
+const maxNames = 4096
+
+// of returns b as a string, the one kept when there is one.
+func (n *names) of(b []byte) string {
+	if s, ok := n.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	if len(n.m) < maxNames {
+		n.m[s] = s
+	}
+	return s
+}
+
+// bytes reads a string as bytes of the value read (capped, so that an
+// append to them copies).
+func (d *dec) bytes() []byte {
+	n := d.U()
+	if d.Err != nil {
+		return nil
+	}
+	if n > uint64(len(d.B)) {
+		d.Fail("string past the end")
+		return nil
+	}
+	v := d.B[:n:n]
+	d.B = d.B[n:]
+	return v
+}
+
+// name reads a string, kept once in names.
+func (d *dec) name(names *names) string {
+	n := d.U()
+	if d.Err != nil {
+		return ""
+	}
+	if n > uint64(len(d.B)) {
+		d.Fail("string past the end")
+		return ""
+	}
+	v := names.of(d.B[:n])
+	d.B = d.B[n:]
+	return v
+}
+
+// appendTo appends g's binary form to b.
+func (g *group) appendTo(b []byte) []byte {
+	e := enc(append(b, storeVersion)).i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
-		e = e.s(p.eventID).s(p.contract).s(p.release).s(p.modelPath).s(p.recordKey).b(p.served).i(p.ts).f(p.value)
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).y(p.recordKey).b(p.served).i(p.ts).f(p.value)
 	}
 	e = e.u(uint64(len(g.outs)))
 	for i := range g.outs {
@@ -159,41 +222,44 @@ func (g *group) marshal() []byte {
 	}
 	e = e.u(uint64(len(g.closedEvents)))
 	for _, id := range g.closedEvents {
-		e = e.s(id)
+		e = e.y(id)
 	}
 	return e
 }
 
-func (g *group) unmarshal(b []byte) error {
+// reset empties g, keeping its slices' arrays.
+func (g *group) reset() {
+	clear(g.preds)
+	clear(g.outs)
+	clear(g.closedEvents)
+	*g = group{preds: g.preds[:0], outs: g.outs[:0], closedEvents: g.closedEvents[:0]}
+}
+
+// unmarshal sets g to the group of binary form b, its names kept once in
+// names; its ids are bytes of b.
+func (g *group) unmarshal(b []byte, names *names) error {
+	g.reset()
 	d := newDec(b)
 	d.version()
-	*g = group{start: d.I(), end: d.I(), closedStart: d.I(), closedEnd: d.I()}
-	if n := d.Count(15); n > 0 {
-		g.preds = make([]pred, n)
-		for i := range g.preds {
-			g.preds[i] = pred{eventID: d.S(), contract: d.S(), release: d.S(), modelPath: d.S(), recordKey: d.S(),
-				served: d.Bool(), ts: d.I(), value: d.F()}
-		}
+	g.start, g.end, g.closedStart, g.closedEnd = d.I(), d.I(), d.I(), d.I()
+	for n := d.Count(15); n > 0; n-- {
+		g.preds = append(g.preds, pred{eventID: d.bytes(), contract: d.name(names), release: d.name(names), modelPath: d.name(names),
+			recordKey: d.bytes(), served: d.Bool(), ts: d.I(), value: d.F()})
 	}
-	if n := d.Count(6); n > 0 {
-		g.outs = make([]out, n)
-		for i := range g.outs {
-			g.outs[i] = d.out()
-		}
+	for n := d.Count(6); n > 0; n-- {
+		g.outs = append(g.outs, d.out(names))
 	}
-	if n := d.Count(1); n > 0 {
-		g.closedEvents = make([]string, n)
-		for i := range g.closedEvents {
-			g.closedEvents[i] = d.S()
-		}
+	for n := d.Count(1); n > 0; n-- {
+		g.closedEvents = append(g.closedEvents, d.bytes())
 	}
 	return d.end()
 }
 
-func (k *keyIndex) marshal() []byte {
-	e := enc{storeVersion}.u(uint64(len(k.refs)))
+// appendTo appends k's binary form to b.
+func (k *keyIndex) appendTo(b []byte) []byte {
+	e := enc(append(b, storeVersion)).u(uint64(len(k.refs)))
 	for _, r := range k.refs {
-		e = e.s(r.joinKey).i(r.start).i(r.end)
+		e = e.y(r.joinKey).i(r.start).i(r.end)
 	}
 	e = e.u(uint64(len(k.pending)))
 	for i := range k.pending {
@@ -202,21 +268,24 @@ func (k *keyIndex) marshal() []byte {
 	return e
 }
 
-func (k *keyIndex) unmarshal(b []byte) error {
+// reset empties k, keeping its slices' arrays.
+func (k *keyIndex) reset() {
+	clear(k.refs)
+	clear(k.pending)
+	*k = keyIndex{refs: k.refs[:0], pending: k.pending[:0]}
+}
+
+// unmarshal sets k to the index entry of binary form b, its names kept
+// once in names; its keys and ids are bytes of b.
+func (k *keyIndex) unmarshal(b []byte, names *names) error {
+	k.reset()
 	d := newDec(b)
 	d.version()
-	*k = keyIndex{}
-	if n := d.Count(3); n > 0 {
-		k.refs = make([]keyRef, n)
-		for i := range k.refs {
-			k.refs[i] = keyRef{joinKey: d.S(), start: d.I(), end: d.I()}
-		}
+	for n := d.Count(3); n > 0; n-- {
+		k.refs = append(k.refs, keyRef{joinKey: d.bytes(), start: d.I(), end: d.I()})
 	}
-	if n := d.Count(6); n > 0 {
-		k.pending = make([]out, n)
-		for i := range k.pending {
-			k.pending[i] = d.out()
-		}
+	for n := d.Count(6); n > 0; n-- {
+		k.pending = append(k.pending, d.out(names))
 	}
 	return d.end()
 }

@@ -30,7 +30,10 @@
 //     running ahead cannot close every window early. The partition's lateness is the
 //     largest of its rules' (a contract with less waits as long as the
 //     others). Once the partition has been idle (no input) for the
-//     lateness, the watermark moves on with the clock.
+//     lateness, the watermark moves on with the clock. An owner that reads
+//     outcomes later than predictions bounds the watermark by the time up
+//     to which it has given the Joiner every outcome (Bound): it stays at
+//     most that frontier less the lateness.
 //   - A window closes when the watermark reaches its end; its predictions
 //     are then scored. binary: 1 when an outcome of the rule's label with
 //     a value > 0 fell in the window, else 0; numeric: the sum of the

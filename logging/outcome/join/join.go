@@ -1,6 +1,7 @@
 package join
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -101,7 +102,9 @@ type series struct {
 // Joiner joins the predictions and outcomes of one partition (package doc).
 // Not safe for concurrent use.
 type Joiner struct {
-	store      Store
+	store Store
+	// viewer is store when it can lend its values without a copy.
+	viewer     viewer
 	validSince func(contract, release string) (time.Time, bool)
 	byContract map[string]*modelconfig.Outcomes
 	byModel    map[string]*modelconfig.Outcomes
@@ -116,9 +119,33 @@ type Joiner struct {
 	seen                             bool
 	maxEvent, lastArrival, watermark int64
 	now                              int64
+	// bounded: the owner bounds the watermark by frontier (Bound), the
+	// time up to which every outcome has reached the Joiner
+	// (math.MinInt64: none known yet).
+	bounded  bool
+	frontier int64
 
 	counters Counters
 	series   map[SeriesKey]*series
+
+	// names keeps the names of the values read once; buf is the binary
+	// form of the value being written, gk, xk and dk the key of a group,
+	// of a record key's index entry and of an outcome_id being read or
+	// written, sk that of the entry sweep handles (the store copies what
+	// it keeps).
+	names          names
+	buf            []byte
+	gk, xk, dk, sk []byte
+	// group and index are the values getGroup and getKeyIndex read, from
+	// their copies gval and xval; due the keys sweep handles.
+	group      group
+	index      keyIndex
+	gval, xval []byte
+	due        []string
+	// eventID and values are the event_id and values of the prediction
+	// being taken.
+	eventID []byte
+	values  []float64
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -132,6 +159,7 @@ func New(opts Options) (*Joiner, error) {
 	}
 	j := &Joiner{store: opts.Store, validSince: opts.ValidSince, byContract: map[string]*modelconfig.Outcomes{},
 		byModel: map[string]*modelconfig.Outcomes{}, series: map[SeriesKey]*series{}, watermark: math.MinInt64}
+	j.viewer, _ = opts.Store.(viewer)
 	for i := range opts.Rules {
 		r := &opts.Rules[i]
 		o := r.Outcomes
@@ -184,7 +212,7 @@ func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 		return nil
 	}
 	if j.seen {
-		j.watermark = max(j.watermark, j.idleWatermark(n))
+		j.watermark = max(j.watermark, j.bound(j.idleWatermark(n)))
 	}
 	if event {
 		// An event time ahead of the clock counts as the clock's: a
@@ -195,8 +223,43 @@ func (j *Joiner) advance(now time.Time, eventTime int64, event bool) error {
 		}
 		j.seen = true
 		j.lastArrival = n
-		j.watermark = max(j.watermark, j.maxEvent-j.lateness)
+		j.watermark = max(j.watermark, j.bound(j.maxEvent-j.lateness))
 	}
+	return j.sweep()
+}
+
+// bound is watermark w held back by the frontier, if the owner gave one.
+func (j *Joiner) bound(w int64) int64 {
+	switch {
+	case !j.bounded:
+		return w
+	case j.frontier == math.MinInt64:
+		return math.MinInt64
+	}
+	return min(w, j.frontier-j.lateness)
+}
+
+// Bound tells the Joiner that every outcome whose time (as its producer
+// stamped it) is at most frontier has been given to it (the zero time:
+// none known yet), so that the watermark stays at most frontier less the
+// lateness: an owner that reads outcomes later than predictions (through
+// a repartition topic, or catching up on a backlog) counts no outcome late
+// for being read later. A Joiner never bound has no such limit (one
+// stream taken in time order needs none). It scores the windows that a
+// later frontier lets close; the frontier never moves back.
+func (j *Joiner) Bound(frontier time.Time) error {
+	f := int64(math.MinInt64)
+	if !frontier.IsZero() {
+		f = frontier.UnixNano()
+	}
+	if j.bounded && f <= j.frontier {
+		return nil
+	}
+	j.bounded, j.frontier = true, f
+	if !j.seen {
+		return nil
+	}
+	j.watermark = max(j.watermark, j.bound(j.maxEvent-j.lateness))
 	return j.sweep()
 }
 
@@ -221,16 +284,34 @@ const sweepBatch = 256
 // sweep handles every entry due at the watermark.
 func (j *Joiner) sweep() error {
 	for {
-		keys, err := j.store.Due(j.watermark, sweepBatch)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := j.handleDue(k); err != nil {
+		var n int
+		if j.viewer != nil {
+			keys, err := j.viewer.dueKeys(j.watermark, sweepBatch, j.due[:0])
+			if err != nil {
 				return err
 			}
+			j.due = keys
+			for _, k := range keys {
+				j.sk = append(j.sk[:0], k...)
+				if err := j.handleDue(j.sk); err != nil {
+					return err
+				}
+			}
+			clear(keys)
+			n = len(keys)
+		} else {
+			keys, err := j.store.Due(j.watermark, sweepBatch)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := j.handleDue(k); err != nil {
+					return err
+				}
+			}
+			n = len(keys)
 		}
-		if len(keys) < sweepBatch {
+		if n < sweepBatch {
 			return nil
 		}
 	}
@@ -293,11 +374,11 @@ func (j *Joiner) closeGroup(g *group) *group {
 			g.closedStart, g.closedEnd = min(g.closedStart, g.start), max(g.closedEnd, g.end)
 		}
 		for i := range g.preds {
-			if id := g.preds[i].eventID; id != "" && !slices.Contains(g.closedEvents, id) {
+			if id := g.preds[i].eventID; len(id) > 0 && !slices.ContainsFunc(g.closedEvents, func(e []byte) bool { return bytes.Equal(e, id) }) {
 				g.closedEvents = append(g.closedEvents, id)
 			}
 		}
-		g.preds = nil
+		g.preds = g.preds[:0]
 	}
 	g.outs = j.expire(g.outs)
 	return g
@@ -348,6 +429,9 @@ func (j *Joiner) score(g *group) {
 			championOut = labelOf(g, champion, r)
 		}
 	}
+	// championPoint is the champion's prediction and outcome once made
+	// (the pairs share them).
+	var championPoint *quality.BinaryPoint
 	for i := range g.preds {
 		p := &g.preds[i]
 		r := j.rule(p.contract, p.modelPath)
@@ -379,10 +463,13 @@ func (j *Joiner) score(g *group) {
 			}
 			continue
 		}
+		// The logarithms of a prediction are taken once, for all its
+		// windows and pairs.
+		pt := quality.NewBinaryPoint(p.value, res.positive)
 		a, b := s.binary.At(at)
 		for _, acc := range []*quality.Binary{a, b} {
 			if acc != nil {
-				acc.Add(p.value, res.positive)
+				acc.AddPoint(pt)
 			}
 		}
 		// A shadow is paired with the champion when both were scored on
@@ -391,10 +478,14 @@ func (j *Joiner) score(g *group) {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
+			if championPoint == nil {
+				cp := quality.NewBinaryPoint(champion.value, res.positive)
+				championPoint = &cp
+			}
 			a, b := s.paired.At(at)
 			for _, acc := range []*quality.Paired{a, b} {
 				if acc != nil {
-					acc.Add(champion.value, p.value, res.positive)
+					acc.AddPoints(*championPoint, pt)
 				}
 			}
 		}
@@ -450,14 +541,16 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.Unconfigured++
 		return nil
 	}
-	values, ok := outputValues(ev, r.Output)
+	values, ok := outputValues(j.values[:0], ev, r.Output)
+	j.values = values
 	if !ok {
 		j.counters.Invalid++
 		return nil
 	}
 	// A copy of an event (the log is at least once) is in the group of its
 	// first row, open or scored.
-	first, _, err := j.getGroup(joinKey(ev, 0))
+	j.gk = joinKey(j.gk[:0], ev, 0)
+	first, _, err := j.getGroup(j.gk)
 	if err != nil {
 		return err
 	}
@@ -465,6 +558,8 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.DuplicatePredictions++
 		return nil
 	}
+	j.eventID = append(j.eventID[:0], ev.GetEventId()...)
+	eventID := j.eventID
 	for row, v := range values {
 		if math.IsNaN(v) {
 			j.counters.Invalid++
@@ -474,20 +569,21 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		if row == 0 {
 			g = first
 		}
-		pr := pred{eventID: ev.GetEventId(), contract: ev.GetContract(), release: ev.GetReleaseVersion(),
-			modelPath: ev.GetModelPath(), recordKey: string(p.Key), served: ev.GetServed(), ts: ts, value: v}
-		if err := j.addRow(joinKey(ev, int64(row)), g, pr, int64(r.Window)); err != nil {
+		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),
+			modelPath: ev.GetModelPath(), recordKey: p.Key, served: ev.GetServed(), ts: ts, value: v}
+		j.gk = joinKey(j.gk[:0], ev, int64(row))
+		if err := j.addRow(j.gk, g, pr, int64(r.Window)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// joinKey is the store key of row row of ev, the event's item of its
-// request: its request id, or its event id when it has none (only a key
-// outcome can then reach it).
-func joinKey(ev *grovepb.PredictionEvent, row int64) []byte {
-	k := []byte{prefixGroup}
+// joinKey appends to k the store key of row row of ev, the event's item
+// of its request: its request id, or its event id when it has none (only
+// a key outcome can then reach it).
+func joinKey(k []byte, ev *grovepb.PredictionEvent, row int64) []byte {
+	k = append(k, prefixGroup)
 	if ev.GetRequestId() != "" {
 		k = append(k, ev.GetRequestId()...)
 	} else {
@@ -498,9 +594,10 @@ func joinKey(ev *grovepb.PredictionEvent, row int64) []byte {
 	return binary.AppendUvarint(k, uint64(row))
 }
 
-// requestKey is the join key an outcome's request_id, item and row name.
-func requestKey(o *grovepb.Outcome) []byte {
-	k := append([]byte{prefixGroup}, o.GetRequestId()...)
+// requestKey appends to k the join key an outcome's request_id, item and
+// row name.
+func requestKey(k []byte, o *grovepb.Outcome) []byte {
+	k = append(append(k, prefixGroup), o.GetRequestId()...)
 	k = append(k, 0)
 	k = binary.AppendUvarint(k, uint64(o.GetItem()))
 	return binary.AppendUvarint(k, uint64(o.GetRow()))
@@ -532,7 +629,7 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 	if err := j.putGroup(k, g); err != nil {
 		return err
 	}
-	if pr.recordKey == "" {
+	if len(pr.recordKey) == 0 {
 		return nil
 	}
 	return j.indexKey(pr.recordKey, k, g)
@@ -540,15 +637,16 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 
 // indexKey records that join key k (group g) was logged under record key
 // rk, and hands it the outcomes waiting under rk that fall in its window.
-func (j *Joiner) indexKey(rk string, k []byte, g *group) error {
-	xk := append([]byte{prefixKey}, rk...)
+func (j *Joiner) indexKey(rk, k []byte, g *group) error {
+	j.xk = append(append(j.xk[:0], prefixKey), rk...)
+	xk := j.xk
 	x, _, err := j.getKeyIndex(xk)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return r.joinKey == string(k) })
+	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) })
 	if i < 0 {
-		x.refs = append(x.refs, keyRef{joinKey: string(k), start: g.start, end: g.end})
+		x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
 	} else {
 		x.refs[i].start, x.refs[i].end = g.start, g.end
 	}
@@ -593,8 +691,9 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	if err := j.advance(now, t, true); err != nil {
 		return err
 	}
-	dk := append([]byte{prefixOutcome}, o.GetOutcomeId()...)
-	_, dup, err := j.store.Get(dk)
+	j.dk = append(append(j.dk[:0], prefixOutcome), o.GetOutcomeId()...)
+	dk := j.dk
+	_, dup, err := j.get(dk)
 	if err != nil {
 		return err
 	}
@@ -605,7 +704,7 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	if err := j.store.Put(dk, t+j.maxWindow, nil); err != nil {
 		return err
 	}
-	oc := out{id: o.GetOutcomeId(), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
+	oc := out{id: []byte(o.GetOutcomeId()), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
 	for _, name := range slices.Sorted(mapKeys(o.GetLabels())) {
 		oc.labels = append(oc.labels, label{name: name, value: o.GetLabels()[name]})
 	}
@@ -616,7 +715,8 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 	}
 	j.counters.Outcomes++
 	if o.GetRequestId() != "" {
-		return j.outcomeOf(requestKey(o), oc)
+		j.gk = requestKey(j.gk[:0], o)
+		return j.outcomeOf(j.gk, oc)
 	}
 	return j.keyOutcome(o.GetKey(), oc)
 }
@@ -654,7 +754,8 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 // prediction logged under rk whose window holds it, or keeps it under rk
 // until one comes.
 func (j *Joiner) keyOutcome(rk string, oc out) error {
-	xk := append([]byte{prefixKey}, rk...)
+	j.xk = append(append(j.xk[:0], prefixKey), rk...)
+	xk := j.xk
 	x, _, err := j.getKeyIndex(xk)
 	if err != nil {
 		return err
@@ -664,14 +765,15 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		if oc.t < r.start || oc.t > r.end {
 			continue
 		}
-		g, _, err := j.getGroup([]byte(r.joinKey))
+		j.gk = append(j.gk[:0], r.joinKey...)
+		g, _, err := j.getGroup(j.gk)
 		if err != nil {
 			return err
 		}
 		if len(g.preds) == 0 || oc.t < g.start || oc.t > g.end {
 			continue
 		}
-		return j.outcomeOf([]byte(r.joinKey), oc)
+		return j.outcomeOf(j.gk, oc)
 	}
 	for _, r := range x.refs {
 		if r.end <= j.watermark && oc.t >= r.start {
@@ -684,14 +786,34 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 	return j.putKeyIndex(xk, x)
 }
 
-// getGroup reads join key k's group (empty when there is none).
+// viewer is a Store that lends its values and keys (MemStore,
+// TieredStore): view is Get without the copy, the value valid until the
+// next write; dueKeys is Due appending the keys to out as strings.
+type viewer interface {
+	view(key []byte) ([]byte, bool, error)
+	dueKeys(t int64, limit int, out []string) ([]string, error)
+}
+
+// get reads key's value, valid until the next write.
+func (j *Joiner) get(key []byte) ([]byte, bool, error) {
+	if j.viewer != nil {
+		return j.viewer.view(key)
+	}
+	return j.store.Get(key)
+}
+
+// getGroup reads join key k's group (empty when there is none) into the
+// Joiner's own, which the next getGroup reuses, from a copy of its value
+// (which the group's ids are bytes of) that the next getGroup reuses too.
 func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
-	g := &group{}
-	v, ok, err := j.store.Get(k)
+	g := &j.group
+	v, ok, err := j.get(k)
 	if err != nil || !ok {
+		g.reset()
 		return g, false, err
 	}
-	if err := g.unmarshal(v); err != nil {
+	j.gval = append(j.gval[:0], v...)
+	if err := g.unmarshal(j.gval, &j.names); err != nil {
 		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
 	}
 	return g, true, nil
@@ -715,17 +837,22 @@ func (j *Joiner) putGroup(k []byte, g *group) error {
 	if due == never {
 		return j.store.Delete(k)
 	}
-	return j.store.Put(k, due, g.marshal())
+	j.buf = g.appendTo(j.buf[:0])
+	return j.store.Put(k, due, j.buf)
 }
 
-// getKeyIndex reads the index entry xk (empty when there is none).
+// getKeyIndex reads the index entry xk (empty when there is none) into
+// the Joiner's own, which the next getKeyIndex reuses, from a copy of its
+// value that the next getKeyIndex reuses too.
 func (j *Joiner) getKeyIndex(xk []byte) (*keyIndex, bool, error) {
-	x := &keyIndex{}
-	v, ok, err := j.store.Get(xk)
+	x := &j.index
+	v, ok, err := j.get(xk)
 	if err != nil || !ok {
+		x.reset()
 		return x, false, err
 	}
-	if err := x.unmarshal(v); err != nil {
+	j.xval = append(j.xval[:0], v...)
+	if err := x.unmarshal(j.xval, &j.names); err != nil {
 		return nil, false, fmt.Errorf("record key %q: %w", xk[1:], err)
 	}
 	return x, true, nil
@@ -744,5 +871,6 @@ func (j *Joiner) putKeyIndex(xk []byte, x *keyIndex) error {
 	if due == never {
 		return j.store.Delete(xk)
 	}
-	return j.store.Put(xk, due, x.marshal())
+	j.buf = x.appendTo(j.buf[:0])
+	return j.store.Put(xk, due, j.buf)
 }

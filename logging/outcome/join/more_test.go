@@ -2,6 +2,7 @@ package join
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"testing"
 	"time"
@@ -150,14 +151,24 @@ func TestOutputsAreReadByNameAndRow(t *testing.T) {
 		{Name: "b", Datatype: "FLOAT", Shape: []int64{2, 2}, FloatData: []float32{0.75, 0.25, 0.5, 0.5}},
 		{Name: "c", Datatype: "INT64", Shape: []int64{1, 3}, Int64Data: []int64{1, 2, 3}},
 		{Name: "d", Datatype: "FLOAT", Shape: []int64{3}, FloatData: []float32{1}},
+		{Name: "raw32", Datatype: "FLOAT", Shape: []int64{2}, RawData: binary.LittleEndian.AppendUint32(
+			binary.LittleEndian.AppendUint32(nil, math.Float32bits(0.125)), math.Float32bits(0.625))},
+		{Name: "raw64", Datatype: "DOUBLE", Shape: []int64{1, 2}, RawData: binary.LittleEndian.AppendUint64(
+			binary.LittleEndian.AppendUint64(nil, math.Float64bits(0.5)), math.Float64bits(0.75))},
+		{Name: "bool", Datatype: "BOOL", Shape: []int64{3}, RawData: []byte{1, 0, 1}},
+		{Name: "cut", Datatype: "DOUBLE", Shape: []int64{1}, RawData: []byte{1, 2, 3}},
+		{Name: "int8", Datatype: "INT8", Shape: []int64{2}, Int32Data: []int32{-1, 3}},
+		{Name: "bytes", Datatype: "BYTES", Shape: []int64{1}, BytesData: [][]byte{[]byte("x")}},
 	}}
 	cases := []struct {
 		output string
 		want   []float64
 		ok     bool
-	}{{"", []float64{1, 2}, true}, {"b", []float64{0.25, 0.5}, true}, {"c", nil, false}, {"d", nil, false}, {"e", nil, false}}
+	}{{"", []float64{1, 2}, true}, {"b", []float64{0.25, 0.5}, true}, {"c", nil, false}, {"d", nil, false}, {"e", nil, false},
+		{"raw32", []float64{0.125, 0.625}, true}, {"raw64", []float64{0.75}, true}, {"bool", []float64{1, 0, 1}, true},
+		{"cut", nil, false}, {"int8", []float64{-1, 3}, true}, {"bytes", nil, false}}
 	for _, c := range cases {
-		got, ok := outputValues(ev, c.output)
+		got, ok := outputValues(nil, ev, c.output)
 		if ok != c.ok || len(got) != len(c.want) {
 			t.Errorf("output %q: %v %v, want %v %v", c.output, got, ok, c.want, c.ok)
 			continue
@@ -227,6 +238,41 @@ func snapshotBytes(t *testing.T, j *Joiner) []byte {
 		b.Write(x.Paired)
 	}
 	return b.Bytes()
+}
+
+// TestSnapshotFormsAndCheckpointOfAreSnapshotAndCheckpoint: the
+// evaluator's cheaper calls give what Snapshot and Checkpoint do, less
+// the series' figures: the same binary forms, counters and checkpoint.
+func TestSnapshotFormsAndCheckpointOfAreSnapshotAndCheckpoint(t *testing.T) {
+	steps := script()
+	for cut := range steps {
+		j := run(t, rule(), nil, steps[:cut+1]...)
+		full, err := j.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		forms, err := j.SnapshotForms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := j.Checkpoint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(j.CheckpointOf(forms), cp) || !bytes.Equal(j.CheckpointOf(full), cp) {
+			t.Errorf("step %d: CheckpointOf differs from Checkpoint", cut)
+		}
+		if forms.Counters != full.Counters || !forms.Watermark.Equal(full.Watermark) || len(forms.Series) != len(full.Series) {
+			t.Fatalf("step %d: SnapshotForms %+v, Snapshot %+v", cut, forms, full)
+		}
+		for i, f := range forms.Series {
+			w := full.Series[i]
+			if f.Key != w.Key || f.Stats != nil || w.Stats == nil || !bytes.Equal(f.Binary, w.Binary) ||
+				!bytes.Equal(f.Numeric, w.Numeric) || !bytes.Equal(f.Paired, w.Paired) {
+				t.Errorf("step %d series %v: forms differ, or figures computed", cut, f.Key)
+			}
+		}
+	}
 }
 
 // TestCheckpointRestoreContinues: a Joiner restored from a checkpoint
@@ -442,5 +488,45 @@ func TestEphemeralPebbleStoreJoinsAsMemStoreAndRefusesToSync(t *testing.T) {
 	}
 	if err := p.Sync(); err == nil {
 		t.Error("Sync of a store without a write-ahead log succeeded")
+	}
+}
+
+// TestBoundHoldsTheWatermarkUntilTheOutcomesAreIn: a bound Joiner keeps
+// its watermark at the frontier less the lateness, however far the
+// predictions' time has gone, so that an outcome read after predictions
+// of two hours later still joins its window; a later frontier closes it,
+// and an earlier one changes nothing.
+func TestBoundHoldsTheWatermarkUntilTheOutcomesAreIn(t *testing.T) {
+	j := run(t, rule(), nil)
+	if err := j.Bound(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, j, step{pred: event("e1", "r1", 0, true, "v1", 0.25), clock: 3 * time.Hour},
+		step{pred: event("e2", "r2", 2*time.Hour, true, "v1", 0.25), clock: 3 * time.Hour},
+		step{clock: 4 * time.Hour})
+	if got := j.Watermark(); !got.Before(t0) {
+		t.Fatalf("watermark %v with no frontier known, want before %v", got, t0)
+	}
+	if err := j.Bound(t0.Add(10 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := j.Watermark(), t0.Add(9*time.Minute); !got.Equal(want) {
+		t.Fatalf("watermark %v, want the frontier less the lateness, %v", got, want)
+	}
+	feed(t, j, step{out: click("c1", "r1", 20*time.Minute, 1), clock: 4 * time.Hour})
+	if err := j.Bound(t0.Add(5 * time.Minute)); err != nil { // back: ignored
+		t.Fatal(err)
+	}
+	if c := j.Counters(); c.Scored != 0 || c.Late != 0 {
+		t.Fatalf("before the frontier passed the window: %+v", c)
+	}
+	if err := j.Bound(t0.Add(3 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := j.Watermark(), t0.Add(time.Hour+59*time.Minute); !got.Equal(want) {
+		t.Fatalf("watermark %v, want the largest event time less the lateness, %v", got, want)
+	}
+	if c := j.Counters(); c.Scored != 1 || c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("the first window closed with its outcome: %+v, want 1 scored, 1 joined, none late", c)
 	}
 }

@@ -133,6 +133,55 @@ func (p *PebbleStore) dueOfKey(key []byte) (int64, bool, error) {
 	return due, true, nil
 }
 
+// entry implements diskTier.
+func (p *PebbleStore) entry(key []byte) (int64, []byte, bool, error) {
+	v, ok, err := p.get(key)
+	if !ok || err != nil {
+		return 0, nil, ok, err
+	}
+	due, _ := dueOf(v)
+	return due, v[8:], true, nil
+}
+
+// scan implements diskTier: an ordered scan of the entries' keys ("v" +
+// key) after from.
+func (p *PebbleStore) scan(from []byte, budget int, fn func(key string, due int64, value []byte) error) ([]byte, bool, error) {
+	lower := []byte{'v'}
+	if from != nil {
+		// The first key after from: from with a zero byte appended.
+		lower = append(valueKey(from), 0)
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{'w'}})
+	if err != nil {
+		return nil, false, fmt.Errorf("join store: %w", err)
+	}
+	var last []byte
+	given := 0
+	done := true
+	for ok := it.First(); ok; ok = it.Next() {
+		if given >= budget {
+			done = false
+			break
+		}
+		k, v := it.Key()[1:], it.Value()
+		if len(v) < 8 {
+			it.Close()
+			return nil, false, corrupt("entry shorter than its due time")
+		}
+		due, _ := dueOf(v)
+		given += len(k) + len(v) - 8
+		if err := fn(string(k), due, v[8:]); err != nil {
+			it.Close()
+			return nil, false, err
+		}
+		last = append(last[:0], k...)
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, fmt.Errorf("join store: %w", err)
+	}
+	return last, done, nil
+}
+
 // Get implements Store.
 func (p *PebbleStore) Get(key []byte) ([]byte, bool, error) {
 	v, ok, err := p.get(key)

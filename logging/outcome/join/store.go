@@ -1,7 +1,6 @@
 package join
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +15,8 @@ type Store interface {
 	// Get returns key's value (ok false when there is none). The value is
 	// the caller's to keep.
 	Get(key []byte) (value []byte, ok bool, err error)
-	// Put sets key's value and due time, replacing both.
+	// Put sets key's value and due time, replacing both. The store
+	// keeps neither key nor value: the caller may reuse them.
 	Put(key []byte, due int64, value []byte) error
 	// Delete removes key; a key that is not there is no error.
 	Delete(key []byte) error
@@ -29,65 +29,136 @@ type Store interface {
 // contents are lost with the process. The zero value is not ready: use
 // NewMemStore.
 type MemStore struct {
-	entries map[string]memEntry
-	due     dueHeap
-	bytes   int64 // of the entries' keys and values
+	entries map[string]*memEntry
+	// last is the entry last found, looked at first: a Joiner mostly
+	// writes the key it has just read.
+	last *memEntry
+	due  dueHeap
+	// returned are the heap items the last Due returned, taken off the
+	// heap: the next Due puts back those whose entries are as they were.
+	returned []dueItem
+	bytes    int64 // of the entries' keys and values
+	// track: the entries written are listed in changed, for
+	// TieredStore.Changes (one may be listed more than once: its dirty
+	// says whether its value is still to be reported; and a deleted one
+	// stands for its key).
+	track   bool
+	changed []*memEntry
 }
 
-// memEntry is one entry of a MemStore.
+// memEntry is one entry of a MemStore. Its value's array is the entry's
+// own, reused by the next Put of a value that fits.
 type memEntry struct {
+	key   string // the map's key, shared by the heap and changed
 	due   int64
 	value []byte
+	// gone: deleted (the heap's items of it are stale); dirty: written
+	// since the last changes (tracking only).
+	gone, dirty bool
 }
 
 // NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{entries: map[string]memEntry{}} }
+func NewMemStore() *MemStore { return &MemStore{entries: map[string]*memEntry{}} }
+
+// lookup returns key's entry, nil when there is none.
+func (m *MemStore) lookup(key []byte) *memEntry {
+	if e := m.last; e != nil && !e.gone && e.key == string(key) {
+		return e
+	}
+	e := m.entries[string(key)]
+	if e != nil {
+		m.last = e
+	}
+	return e
+}
 
 // Get implements Store.
 func (m *MemStore) Get(key []byte) ([]byte, bool, error) {
-	e, ok := m.entries[string(key)]
-	if !ok {
+	e := m.lookup(key)
+	if e == nil {
 		return nil, false, nil
 	}
 	return append([]byte(nil), e.value...), true, nil
 }
 
+// view is Get without the copy: the value is valid until the next write.
+func (m *MemStore) view(key []byte) ([]byte, bool, error) {
+	e := m.lookup(key)
+	if e == nil {
+		return nil, false, nil
+	}
+	return e.value, true, nil
+}
+
 // Put implements Store.
 func (m *MemStore) Put(key []byte, due int64, value []byte) error {
-	k := string(key)
-	old, ok := m.entries[k]
-	if ok {
-		m.bytes -= int64(len(old.value))
-	} else {
-		m.bytes += int64(len(k))
-	}
-	m.bytes += int64(len(value))
-	m.entries[k] = memEntry{due: due, value: append([]byte(nil), value...)}
-	if !ok || old.due != due {
-		heap.Push(&m.due, dueItem{due: due, key: k})
+	if !m.update(key, due, value) {
+		e := &memEntry{key: string(key), due: due}
+		m.entries[e.key] = e
+		m.bytes += int64(len(e.key))
+		m.due.push(dueItem{due: due, e: e})
+		m.set(e, value)
 	}
 	return nil
+}
+
+// update is Put of a key that is there; it reports false, and does
+// nothing, when key is not.
+func (m *MemStore) update(key []byte, due int64, value []byte) bool {
+	e := m.lookup(key)
+	if e == nil {
+		return false
+	}
+	if e.due != due {
+		e.due = due
+		m.due.push(dueItem{due: due, e: e})
+	}
+	m.bytes -= int64(len(e.value))
+	m.set(e, value)
+	return true
+}
+
+// set sets e's value, and lists it as changed when tracking.
+func (m *MemStore) set(e *memEntry, value []byte) {
+	m.bytes += int64(len(value))
+	e.value = append(e.value[:0], value...)
+	if m.track && !e.dirty {
+		e.dirty = true
+		m.changed = append(m.changed, e)
+	}
 }
 
 // Delete implements Store.
 func (m *MemStore) Delete(key []byte) error {
-	if old, ok := m.entries[string(key)]; ok {
-		m.bytes -= int64(len(key) + len(old.value))
-		delete(m.entries, string(key))
-	}
+	m.delete(key)
 	return nil
 }
 
-// Has reports whether key has an entry.
-func (m *MemStore) Has(key []byte) bool {
-	_, ok := m.entries[string(key)]
-	return ok
+// delete is Delete; it reports whether key was there.
+func (m *MemStore) delete(key []byte) bool {
+	e := m.lookup(key)
+	if e == nil {
+		return false
+	}
+	m.bytes -= int64(len(e.key) + len(e.value))
+	delete(m.entries, e.key)
+	e.gone = true
+	if m.track {
+		m.changed = append(m.changed, e)
+	}
+	return true
 }
+
+// Has reports whether key has an entry.
+func (m *MemStore) Has(key []byte) bool { return m.lookup(key) != nil }
 
 // dueTime is key's due time.
 func (m *MemStore) dueTime(key []byte) (int64, bool, error) {
-	e, ok := m.entries[string(key)]
-	return e.due, ok, nil
+	e := m.lookup(key)
+	if e == nil {
+		return 0, false, nil
+	}
+	return e.due, true, nil
 }
 
 // Bytes is the size of the entries' keys and values.
@@ -96,20 +167,33 @@ func (m *MemStore) Bytes() int64 { return m.bytes }
 // Due implements Store. Entries of the heap that a later Put or a Delete
 // made stale are dropped as they reach its top.
 func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
-	var out [][]byte
-	var keep []dueItem
-	for len(m.due) > 0 && m.due[0].due <= t && len(out) < limit {
-		it := heap.Pop(&m.due).(dueItem)
-		e, ok := m.entries[it.key]
-		if !ok || e.due != it.due {
+	keys, _ := m.dueKeys(t, limit, nil)
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = []byte(k)
+	}
+	return out, nil
+}
+
+// dueKeys is Due appending the keys to out, as the entries' own strings.
+func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
+	// The keys returned last time stay due until the caller puts them
+	// due at another time or deletes them.
+	for _, it := range m.returned {
+		if !it.stale() {
+			m.due.push(it)
+		}
+	}
+	clear(m.returned)
+	m.returned = m.returned[:0]
+	for n := 0; len(m.due) > 0 && m.due[0].due <= t && n < limit; {
+		it := m.due.pop()
+		if it.stale() {
 			continue
 		}
-		out = append(out, []byte(it.key))
-		keep = append(keep, it)
-	}
-	// The keys returned stay due until the caller puts or deletes them.
-	for _, it := range keep {
-		heap.Push(&m.due, it)
+		out = append(out, it.e.key)
+		m.returned = append(m.returned, it)
+		n++
 	}
 	return out, nil
 }
@@ -117,29 +201,67 @@ func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
 // Len is the number of entries.
 func (m *MemStore) Len() int { return len(m.entries) }
 
-// dueItem is one key's due time in the heap.
+// dueItem is one entry's due time in the heap.
 type dueItem struct {
 	due int64
-	key string
+	e   *memEntry
 }
 
-// dueHeap orders keys by due time, then key.
+// stale reports whether the item's entry is gone or due at another time
+// now (a later item has it).
+func (it dueItem) stale() bool { return it.e.gone || it.e.due != it.due }
+
+// dueHeap orders keys by due time, then key: a binary min-heap, typed so
+// that pushing and popping allocate nothing.
 type dueHeap []dueItem
 
-func (h dueHeap) Len() int { return len(h) }
-func (h dueHeap) Less(i, j int) bool {
+// less orders items i and j.
+func (h dueHeap) less(i, j int) bool {
 	if h[i].due != h[j].due {
 		return h[i].due < h[j].due
 	}
-	return strings.Compare(h[i].key, h[j].key) < 0
+	return strings.Compare(h[i].e.key, h[j].e.key) < 0
 }
-func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueItem)) }
-func (h *dueHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
+
+// push adds it.
+func (h *dueHeap) push(it dueItem) {
+	*h = append(*h, it)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !a.less(i, p) {
+			break
+		}
+		a[i], a[p] = a[p], a[i]
+		i = p
+	}
+}
+
+// pop removes and returns the first item; the heap is not empty.
+func (h *dueHeap) pop() dueItem {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a[n] = dueItem{}
+	a = a[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && a.less(r, l) {
+			c = r
+		}
+		if !a.less(c, i) {
+			break
+		}
+		a[i], a[c] = a[c], a[i]
+		i = c
+	}
+	*h = a
+	return top
 }
 
 // dueBytes is t as 8 bytes that sort as t does (big-endian, sign bit
