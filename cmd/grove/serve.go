@@ -126,7 +126,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newCHeapCollector())
 	// The connection counts of every listener, HTTP and gRPC: one set per
 	// process (connlimit.NewMetrics registers them).
 	conns := connlimit.NewMetrics(reg)

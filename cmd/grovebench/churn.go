@@ -20,7 +20,10 @@ package main
 // slope, with its standard error); the same line through Go's figures
 // tells Go memory from the rest (C++ runtimes, the C allocator): Go's
 // mapped memory is go_memstats_sys_bytes minus go_memstats_heap_released_bytes,
-// and what RSS holds beyond it is not Go's.
+// and what RSS holds beyond it is not Go's. The line through glibc's own
+// accounting (grove_c_heap_inuse_bytes and grove_c_heap_free_bytes, from
+// mallinfo2) tells a C or C++ leak (in use grows) from memory malloc
+// keeps free (fragmentation, retention).
 
 import (
 	"bytes"
@@ -76,6 +79,13 @@ type churnSample struct {
 	GoSys       int64 `json:"go_sys"`
 	GoReleased  int64 `json:"go_released"`
 	Goroutines  int   `json:"goroutines"`
+	// CInuse, CFree and CMmapped are grove_c_heap_inuse_bytes,
+	// grove_c_heap_free_bytes and grove_c_heap_mmapped_bytes: what C and
+	// C++ code holds malloc'd, what malloc keeps free, and the share of
+	// the first in mappings of their own.
+	CInuse   int64 `json:"c_inuse"`
+	CFree    int64 `json:"c_free"`
+	CMmapped int64 `json:"c_mmapped"`
 	// Series is the number of samples /metrics served.
 	Series int `json:"series"`
 	// CacheEntries is the number of files and directories under the model
@@ -142,6 +152,9 @@ type churnFits struct {
 	// minus it: the C++ runtimes, the C allocator, the files mapped.
 	GoMapped linearFit `json:"go_mapped"`
 	NonGo    linearFit `json:"non_go"`
+	// CInuse and CFree are the C heap's bytes in use and kept free.
+	CInuse linearFit `json:"c_inuse"`
+	CFree  linearFit `json:"c_free"`
 	// RSSLate is RSS over the second half of the samples after the
 	// warm-up alone: a leak keeps its slope, a warm-up that ends late
 	// flattens it.
@@ -173,6 +186,8 @@ func fitChurn(samples []churnSample, warmup int) (churnFits, bool) {
 	f.GoHeap = fit(after, func(s churnSample) int64 { return s.GoHeapInuse })
 	f.GoMapped = fit(after, churnSample.goMapped)
 	f.NonGo = fit(after, func(s churnSample) int64 { return s.RSS - s.goMapped() })
+	f.CInuse = fit(after, func(s churnSample) int64 { return s.CInuse })
+	f.CFree = fit(after, func(s churnSample) int64 { return s.CFree })
 	f.RSSLate = fit(after[len(after)/2:], func(s churnSample) int64 { return s.RSS })
 	return f, true
 }
@@ -327,6 +342,9 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 		s.GoSys = int64(p.sum("go_memstats_sys_bytes", nil))
 		s.GoReleased = int64(p.sum("go_memstats_heap_released_bytes", nil))
 		s.Goroutines = int(p.sum("go_goroutines", nil))
+		s.CInuse = int64(p.sum("grove_c_heap_inuse_bytes", nil))
+		s.CFree = int64(p.sum("grove_c_heap_free_bytes", nil))
+		s.CMmapped = int64(p.sum("grove_c_heap_mmapped_bytes", nil))
 		s.Series = len(p)
 		s.CacheEntries, err = countEntries(cache)
 		return s, err
@@ -416,7 +434,8 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 		rep.Updates = n
 		rep.Elapsed = time.Since(start)
 		if n%20 == 0 || n == c.updates {
-			e.logf("churn: update %d: RSS %s, Go heap in use %s, %d goroutines, %d threads, %d files", n, fmtBytes(s.RSS), fmtBytes(s.GoHeapInuse), s.Goroutines, s.Threads, s.FDs)
+			e.logf("churn: update %d: RSS %s, Go heap in use %s, C heap in use %s (free %s), %d goroutines, %d threads, %d files",
+				n, fmtBytes(s.RSS), fmtBytes(s.GoHeapInuse), fmtBytes(s.CInuse), fmtBytes(s.CFree), s.Goroutines, s.Threads, s.FDs)
 		}
 	}
 	endLoad()
@@ -429,8 +448,9 @@ func runChurn(ctx context.Context, e lifecycleEnv, c churnEnv) *churnReport {
 	}
 	rep.Fits = fits
 	rep.Met = rep.Failed == 0 && rep.flat()
-	e.logf("churn: %d updates, %.2f/s; RSS %+.1f ± %.1f KiB per update after %d (Go heap %+.1f KiB, non-Go %+.1f KiB); %d of %d requests failed",
-		rep.Updates, rep.UpdatesPerSec, fits.RSS.Slope/1024, fits.RSS.SlopeSE/1024, c.warmup, fits.GoHeap.Slope/1024, fits.NonGo.Slope/1024, rep.Failed, rep.Sent)
+	e.logf("churn: %d updates, %.2f/s; RSS %+.1f ± %.1f KiB per update after %d (Go heap %+.1f KiB, non-Go %+.1f KiB, C heap in use %+.1f KiB, C heap free %+.1f KiB); %d of %d requests failed",
+		rep.Updates, rep.UpdatesPerSec, fits.RSS.Slope/1024, fits.RSS.SlopeSE/1024, c.warmup, fits.GoHeap.Slope/1024, fits.NonGo.Slope/1024,
+		fits.CInuse.Slope/1024, fits.CFree.Slope/1024, rep.Failed, rep.Sent)
 	return rep
 }
 
@@ -564,8 +584,9 @@ func (r *churnReport) writeMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "- Churn: %d updates in %s, %.2f updates/s (config write to both serving: p50 %s, max %s); %d of %d requests failed, %s req/s\n",
 			r.Updates, r.Elapsed.Round(time.Second), r.UpdatesPerSec, fmtDur(r.UpdateP50), fmtDur(r.UpdateMax), r.Failed, r.Sent, fmtRate(r.ReqPerSec))
-		fmt.Fprintf(w, "- Churn: from update %d to %d: RSS %s → %s, Go heap in use %s → %s, goroutines %d → %d, threads %d → %d, open files %d → %d, metric series %d → %d, cache entries %d → %d\n",
+		fmt.Fprintf(w, "- Churn: from update %d to %d: RSS %s → %s, Go heap in use %s → %s, C heap in use %s → %s (free %s → %s), goroutines %d → %d, threads %d → %d, open files %d → %d, metric series %d → %d, cache entries %d → %d\n",
 			first.Update, last.Update, fmtBytes(first.RSS), fmtBytes(last.RSS), fmtBytes(first.GoHeapInuse), fmtBytes(last.GoHeapInuse),
+			fmtBytes(first.CInuse), fmtBytes(last.CInuse), fmtBytes(first.CFree), fmtBytes(last.CFree),
 			first.Goroutines, last.Goroutines, first.Threads, last.Threads, first.FDs, last.FDs, first.Series, last.Series, first.CacheEntries, last.CacheEntries)
 	}
 	if f := r.Fits; f.RSS.N > 0 {
@@ -573,10 +594,11 @@ func (r *churnReport) writeMarkdown(w io.Writer) {
 		if !r.Met {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(w, "- Churn: per update after %d (line through %d samples, ± standard error; spread = residual SD): RSS %s ± %.1f (spread %s), second half %s ± %.1f; RssAnon %s ± %.1f; Go heap in use %s ± %.1f; Go mapped %s ± %.1f; RSS beyond Go's %s ± %.1f KiB (target: RSS ≤ %s per update or within 2 SE of 0, 0 failed): %s\n",
+		fmt.Fprintf(w, "- Churn: per update after %d (line through %d samples, ± standard error; spread = residual SD): RSS %s ± %.1f (spread %s), second half %s ± %.1f; RssAnon %s ± %.1f; Go heap in use %s ± %.1f; Go mapped %s ± %.1f; RSS beyond Go's %s ± %.1f; C heap in use %s ± %.1f, C heap free %s ± %.1f KiB (target: RSS ≤ %s per update or within 2 SE of 0, 0 failed): %s\n",
 			r.Warmup, f.RSS.N, fmtKiB(f.RSS.Slope), f.RSS.SlopeSE/1024, fmtBytes(int64(f.RSS.ResidSD)), fmtKiB(f.RSSLate.Slope), f.RSSLate.SlopeSE/1024,
 			fmtKiB(f.RSSAnon.Slope), f.RSSAnon.SlopeSE/1024, fmtKiB(f.GoHeap.Slope), f.GoHeap.SlopeSE/1024, fmtKiB(f.GoMapped.Slope), f.GoMapped.SlopeSE/1024,
-			fmtKiB(f.NonGo.Slope), f.NonGo.SlopeSE/1024, fmtKiB(churnFlatTarget), verdict)
+			fmtKiB(f.NonGo.Slope), f.NonGo.SlopeSE/1024, fmtKiB(f.CInuse.Slope), f.CInuse.SlopeSE/1024, fmtKiB(f.CFree.Slope), f.CFree.SlopeSE/1024,
+			fmtKiB(churnFlatTarget), verdict)
 	}
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "- Churn: first failure: %s\n", r.FirstError)

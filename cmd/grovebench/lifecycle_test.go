@@ -96,10 +96,11 @@ func TestFitChurnLeavesOutWarmupUpdates(t *testing.T) {
 		if n > 4 {
 			rss = 4000 + 10*int64(n-4) // then 10 a update
 		}
-		ss = append(ss, churnSample{Update: n, RSS: rss, GoSys: 50, GoReleased: 10})
+		ss = append(ss, churnSample{Update: n, RSS: rss, GoSys: 50, GoReleased: 10, CInuse: 7 * int64(n), CFree: 100})
 	}
 	f, ok := fitChurn(ss, 4)
-	if !ok || f.RSS.N != 6 || math.Abs(f.RSS.Slope-10) > 1e-6 || math.Abs(f.NonGo.Slope-10) > 1e-6 {
+	if !ok || f.RSS.N != 6 || math.Abs(f.RSS.Slope-10) > 1e-6 || math.Abs(f.NonGo.Slope-10) > 1e-6 ||
+		math.Abs(f.CInuse.Slope-7) > 1e-6 || math.Abs(f.CFree.Slope) > 1e-6 {
 		t.Errorf("fitChurn: ok %v, fits %+v", ok, f)
 	}
 	r := churnReport{Fits: f}

@@ -143,9 +143,11 @@ type options struct {
 	forwardBenchtime string
 	forwardTimeout   time.Duration
 	groveArgs        []string
-	predLog          bool
-	predLogArgs      []string
-	keep             bool
+	// groveWrapper is the command every grove runs under (--grove-wrapper).
+	groveWrapper []string
+	predLog      bool
+	predLogArgs  []string
+	keep         bool
 	// grpcGo drives the gRPC scenarios with grpc-go's client instead of
 	// rawGRPCClient.
 	grpcGo bool
@@ -252,6 +254,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"the runtimes whose model each update of the churn scenario replaces (both models serve the load either way)")
 	grpcClient := fs.String("grpc-client", "raw",
 		"load generator of the gRPC scenarios: raw (one HTTP/2 connection per client, read and written in the client's goroutine, like h2load) or grpc-go (grpc-go's client)")
+	groveWrapper := fs.String("grove-wrapper", "",
+		"a command every grove runs under, space-separated, given grove's path and arguments: it must exec grove (so that signals and /proc reach grove), "+
+			"e.g. `env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=FIFO` with heaptrack_interpret reading FIFO")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (grove binary, bucket, server logs) and print its path")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -317,6 +322,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("no scenarios in %q with --shadow=false", *spec)
 	}
 	o.groveArgs = strings.Fields(*groveArgs)
+	o.groveWrapper = strings.Fields(*groveWrapper)
 	o.predLogArgs = strings.Fields(*predLogArgs)
 	return o, nil
 }
@@ -407,6 +413,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
 			return 1
+		}
+		if len(o.groveWrapper) > 0 {
+			wrapped, err := writeGroveWrapper(tmp, o.groveWrapper, groveBin)
+			if err != nil {
+				logf("FAILED to write the grove wrapper: %v", err)
+				return 1
+			}
+			logf("grove runs under %s", strings.Join(o.groveWrapper, " "))
+			groveBin = wrapped
 		}
 	}
 

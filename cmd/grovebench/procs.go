@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -241,4 +242,21 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// writeGroveWrapper writes an executable script in dir that execs
+// wrapper with bin and the script's own arguments, and returns its path:
+// the grove binary every scenario starts when --grove-wrapper is given.
+func writeGroveWrapper(dir string, wrapper []string, bin string) (string, error) {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\nexec")
+	for _, w := range append(append([]string{}, wrapper...), bin) {
+		b.WriteString(" '" + strings.ReplaceAll(w, "'", `'\''`) + "'")
+	}
+	b.WriteString(" \"$@\"\n")
+	path := filepath.Join(dir, "grove-wrapped")
+	if err := os.WriteFile(path, []byte(b.String()), 0o755); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return path, nil
 }

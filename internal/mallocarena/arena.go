@@ -13,6 +13,11 @@
 // with two arenas (docs/performance.md). The limit is set by a C
 // constructor, before the Go runtime starts any thread: set later, it
 // would leave the arenas threads already made.
+//
+// ReadStats reports glibc's own accounting of the C heap (mallinfo2):
+// what the program's C and C++ code holds allocated, and what malloc
+// keeps free without returning it to the system. Go's memory is not
+// malloc'd and is not in it.
 package mallocarena
 
 /*
@@ -36,6 +41,15 @@ __attribute__((constructor)) static void grove_limit_arenas(void) {
 
 static int arena_limit(void) { return grove_arena_limit; }
 
+// heap_stats fills in glibc's accounting of every arena (mallinfo2).
+static void heap_stats(size_t *inuse, size_t *free_, size_t *mmapped, size_t *system) {
+	struct mallinfo2 mi = mallinfo2();
+	*inuse = mi.uordblks + mi.hblkhd;
+	*free_ = mi.fordblks;
+	*mmapped = mi.hblkhd;
+	*system = mi.arena;
+}
+
 // arenas returns how many arenas malloc_info lists (one <heap> each).
 static int arenas(void) {
 	char *buf = NULL;
@@ -48,6 +62,12 @@ static int arenas(void) {
 	for (char *p = buf; (p = strstr(p, "<heap nr=")) != NULL; p++) n++;
 	free(buf);
 	return n;
+}
+
+static void *c_alloc(size_t n) {
+	char *p = malloc(n);
+	if (p != NULL) memset(p, 1, n);
+	return p;
 }
 
 static void *churn(void *arg) {
@@ -72,6 +92,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"unsafe"
 )
 
 // Setting says what bounds the arenas, for the start-up log: "2" (this
@@ -90,8 +111,40 @@ func Setting() string {
 	return "glibc default"
 }
 
+// Stats is glibc's accounting of the C heap, in bytes.
+type Stats struct {
+	// InUse is what the program holds allocated: in the arenas
+	// (mallinfo2's uordblks) and in chunks of their own mapping (hblkhd).
+	// Chunks a thread's cache (tcache) holds count as in use.
+	InUse uint64
+	// Free is what the arenas hold free, not returned to the system
+	// (fordblks): what fragmentation or retention keeps resident at most.
+	Free uint64
+	// Mmapped is the share of InUse in chunks of their own mapping
+	// (hblkhd), which free returns to the system at once.
+	Mmapped uint64
+	// Arenas is what the arenas took from the system (arena): the
+	// arenas' share of InUse plus Free.
+	Arenas uint64
+}
+
+// ReadStats returns glibc's accounting of the C heap (mallinfo2). It
+// walks every arena's free lists under the arena's lock: cheap enough at
+// a metrics scrape, not on a hot path. ok is false where Grove is not
+// built against glibc.
+func ReadStats() (s Stats, ok bool) {
+	var inuse, free, mmapped, system C.size_t
+	C.heap_stats(&inuse, &free, &mmapped, &system)
+	return Stats{InUse: uint64(inuse), Free: uint64(free), Mmapped: uint64(mmapped), Arenas: uint64(system)}, true
+}
+
 // arenas returns how many malloc arenas the process has (-1 if unknown).
 func arenas() int { return int(C.arenas()) }
+
+// cAlloc allocates n bytes with C's malloc and touches them; cFree frees
+// what it returned.
+func cAlloc(n int) unsafe.Pointer { return C.c_alloc(C.size_t(n)) }
+func cFree(p unsafe.Pointer)      { C.free(p) }
 
 // contend runs n C threads (at most 64) that malloc and free at once, so
 // that glibc makes the arenas it may.

@@ -5,6 +5,7 @@ package mallocarena
 import (
 	"os"
 	"testing"
+	"unsafe"
 )
 
 // A program importing the package has at most two malloc arenas, however
@@ -20,5 +21,41 @@ func TestTheProcessKeepsTwoArenasUnderContention(t *testing.T) {
 	contend(32)
 	if n := arenas(); n < 1 || n > 2 {
 		t.Errorf("%d arenas after 32 threads contended for malloc, want 1 or 2", n)
+	}
+}
+
+// ReadStats follows what C code allocates and frees: 200 blocks of 1 KiB
+// (in an arena) and one of 8 MiB (a mapping of its own) raise InUse by
+// their size, and freeing them takes it back down; the freed arena blocks
+// show in Free until malloc returns them.
+func TestReadStatsCountsWhatCAllocatesAndFrees(t *testing.T) {
+	before, ok := ReadStats()
+	if !ok {
+		t.Fatal("ReadStats not ok on linux with cgo")
+	}
+	const small, n, big = 1 << 10, 200, 8 << 20
+	ps := make([]unsafe.Pointer, n)
+	for i := range ps {
+		ps[i] = cAlloc(small)
+	}
+	bigp := cAlloc(big)
+	held, _ := ReadStats()
+	for _, p := range ps {
+		cFree(p)
+	}
+	cFree(bigp)
+	after, _ := ReadStats()
+	if grew := int64(held.InUse) - int64(before.InUse); grew < n*small+big {
+		t.Errorf("InUse grew by %d bytes over %d bytes allocated", grew, n*small+big)
+	}
+	if mm := int64(held.Mmapped) - int64(before.Mmapped); mm < big {
+		t.Errorf("Mmapped grew by %d bytes with a %d-byte block allocated", mm, big)
+	}
+	if held.Arenas != held.InUse-held.Mmapped+held.Free {
+		t.Errorf("Arenas %d != InUse %d - Mmapped %d + Free %d", held.Arenas, held.InUse, held.Mmapped, held.Free)
+	}
+	// Go's runtime may malloc a little between the reads (cgo, threads).
+	if fell := int64(held.InUse) - int64(after.InUse); fell < n*small+big-(64<<10) {
+		t.Errorf("InUse fell by %d bytes after %d bytes were freed", fell, n*small+big)
 	}
 }

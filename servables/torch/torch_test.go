@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/groveml/grove/internal/mallocarena"
 	"github.com/groveml/grove/servables"
 )
 
@@ -779,5 +780,39 @@ func TestLoadsAnExtensionlessTorchScriptFileByContent(t *testing.T) {
 	out, err := m.Predict(context.Background(), []servables.Tensor{x, y})
 	if err != nil || out[0].Float32s()[0] != 4 {
 		t.Errorf("Predict: %v %v", out, err)
+	}
+}
+
+// Load, predict, close cycles leave glibc's count of C heap bytes in use
+// (mallinfo2) where it was after a warm-up, within 1 KiB a cycle: a pCTR
+// module left open holds its weights (tens of KiB) and its graphs.
+func TestLoadCloseCyclesLeaveTheCHeapFlat(t *testing.T) {
+	file := filepath.Join(bucket, "pctr_v1", "model.pt")
+	x := tensor(t, servables.Float32, []int64{1, 64}, float32s(64, func(i int) float64 { return float64(i) / 64 })...)
+	cycle := func() {
+		m := load(t, file, servables.LoadOptions{})
+		if _, err := m.Predict(context.Background(), []servables.Tensor{x}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 30 {
+		cycle()
+	}
+	before, ok := mallocarena.ReadStats()
+	if !ok {
+		t.Skip("no glibc heap accounting on this platform")
+	}
+	const cycles = 100
+	for range cycles {
+		cycle()
+	}
+	after, _ := mallocarena.ReadStats()
+	perCycle := (float64(after.InUse) - float64(before.InUse)) / cycles
+	t.Logf("C heap in use %d -> %d bytes over %d cycles: %+.0f bytes a cycle", before.InUse, after.InUse, cycles, perCycle)
+	if perCycle > 1<<10 {
+		t.Errorf("C heap in use grew by %.0f bytes per load/close cycle, want at most 1 KiB", perCycle)
 	}
 }
