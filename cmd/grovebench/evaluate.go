@@ -16,13 +16,15 @@ package main
 // within the window through the outcome topic (outcome.Record), a tenth
 // of them twice. Event time advances evalStep per request.
 //
-// Both topics are written before the evaluator starts, so it reads them as
-// fast as it can; it reads the smaller outcome topic far ahead of the
-// predictions in event time (a fetch takes as many bytes of each
-// partition), and its outcomes reach the joiner a commit interval later
-// still (through GROUP-repartition). So that neither makes a prediction
-// or an outcome late, the rule's lateness is longer than the whole
-// stream's event time: no window closes while the stream is read. The
+// Both topics are written before the evaluator starts, each record stamped
+// with its event time (as producers writing them then would have), so it
+// reads them as fast as it can, the two topics at different paces, with
+// the outcomes reaching the joiner a commit later (through
+// GROUP-repartition): an evaluator behind the stream. The rule has the
+// default lateness, a minute, so windows close while the stream is read
+// and the join's state stays about two windows of traffic; the
+// evaluator's frontier (logging/outcome/evaluate, The frontier) keeps
+// every count exact, which the scenario checks (nothing late). The
 // measurement has two phases:
 //
 //   - ingest: from the first evaluations record that counts anything taken
@@ -31,8 +33,8 @@ package main
 //     per second of wall time and per CPU-second of the evaluator;
 //   - scoring: grovebench then writes one prediction per partition of
 //     another contract, whose event time moves the watermark past every
-//     window, and waits until every prediction is scored (the windows
-//     close, the state is deleted).
+//     window, and waits until every prediction is scored (the last
+//     windows close, the state is deleted).
 //
 // Records per core is the records over the evaluator's CPU time from its
 // start to the end of scoring (start-up and the idle commits included);
@@ -78,6 +80,7 @@ const (
 	evalPartitions  = 4 // the embedded broker's default
 	evalStep        = time.Millisecond
 	evalWindow      = 30 * time.Second
+	evalLateness    = time.Minute // the rule's default
 	evalContract    = "ads/bench/1"
 	evalTickRelease = "tick"
 	evalFeatures    = 64
@@ -156,13 +159,6 @@ type evalStream struct {
 	start, end time.Time
 }
 
-// evalLateness is the lateness of the rule for a stream of requests: its
-// event-time span plus a minute, so that no window closes while it is
-// read, whatever order the evaluator reads its topics in.
-func evalLateness(requests int) time.Duration {
-	return (time.Duration(requests)*evalStep + time.Minute).Truncate(time.Second)
-}
-
 // evalConfig is the model config of the evaluate scenario: the contract
 // with its outcomes rule over a served and a shadow release.
 func evalConfig(lateness time.Duration) string {
@@ -215,7 +211,7 @@ func makeEvalStream(seed uint64, requests int, start time.Time) (*evalStream, er
 			if err != nil {
 				return nil, err
 			}
-			s.preds = append(s.preds, &kgo.Record{Topic: evalPredTopic, Key: []byte(req), Value: value, Headers: predHeaders})
+			s.preds = append(s.preds, &kgo.Record{Topic: evalPredTopic, Key: []byte(req), Value: value, Headers: predHeaders, Timestamp: ts})
 		}
 		if rng.Float64() < p {
 			at := ts.Add(time.Duration(rng.Float64() * float64(evalWindow)))
@@ -235,6 +231,7 @@ func makeEvalStream(seed uint64, requests int, start time.Time) (*evalStream, er
 		if err != nil {
 			return nil, err
 		}
+		r.Timestamp = c.at
 		s.outs = append(s.outs, r)
 	}
 	return s, nil
@@ -363,8 +360,7 @@ type evalEnv struct {
 
 // runEvaluate runs the evaluate scenario.
 func runEvaluate(ctx context.Context, e evalEnv) *evalReport {
-	lateness := evalLateness(e.requests)
-	rep := &evalReport{Requests: e.requests, Partitions: evalPartitions, Step: evalStep, Window: evalWindow, Lateness: lateness,
+	rep := &evalReport{Requests: e.requests, Partitions: evalPartitions, Step: evalStep, Window: evalWindow, Lateness: evalLateness,
 		CommitInterval: time.Second, Target: evalTarget}
 	if err := runEvaluateInto(ctx, e, rep); err != nil {
 		rep.Error = err.Error()
@@ -498,7 +494,8 @@ func runEvaluateInto(ctx context.Context, e evalEnv, rep *evalReport) error {
 	rep.Counters = totals.sum()
 	e.logf("evaluate: every prediction scored %v after the ticks (%.2f CPU-s); %.2f CPU-s in all: %.0f records per core-second (%.0f after start-up); counters %+v",
 		fmtDur(rep.ScoreWall), rep.ScoreCPU, rep.TotalCPU, rep.PerCore, rep.PerCoreRunning, rep.Counters)
-	if c := rep.Counters; c.Predictions != uint64(len(s.preds)) || c.Outcomes != uint64(s.clicks) || c.DuplicateOutcomes != uint64(len(s.outs)-s.clicks) {
+	if c := rep.Counters; c.Predictions != uint64(len(s.preds)) || c.Outcomes != uint64(s.clicks) || c.DuplicateOutcomes != uint64(len(s.outs)-s.clicks) ||
+		c.Late != 0 || c.LatePredictions != 0 {
 		return fmt.Errorf("the evaluator counted %d predictions, %d outcomes and %d duplicates, want %d, %d and %d (late outcomes %d, late predictions %d)",
 			c.Predictions, c.Outcomes, c.DuplicateOutcomes, len(s.preds), s.clicks, len(s.outs)-s.clicks, c.Late, c.LatePredictions)
 	}
