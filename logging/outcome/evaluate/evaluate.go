@@ -20,17 +20,19 @@
 //
 // Outcomes reach a joiner a commit after the predictions read beside
 // them, and an evaluator behind the stream (started late, or restarted
-// after longer than the lateness) reads a backlog of predictions faster
-// than its outcomes come back through GROUP-repartition. So that no
-// outcome counts late for that, each member ends every transaction with
-// a frontier record in each partition of GROUP-repartition, after the
-// outcomes it forwarded there: for each outcome partition it owns, the
-// time up to which it has read it (the newest record timestamp taken, or
-// the clock when it had read all there was). A joiner's watermark stays
-// at most the least of the outcome partitions' frontiers less the
-// lateness (join.Joiner.Bound), and waits until it has heard of each.
-// The lateness then covers only how late producers write outcomes, not
-// how the evaluator reads them.
+// after longer than the lateness) reads its two topics at different
+// paces: a backlog of predictions faster than its outcomes come back
+// through GROUP-repartition, or the smaller outcome topic ahead of the
+// predictions. So that neither counts late for that, each member ends
+// every transaction with a frontier record in each partition of
+// GROUP-repartition, after the outcomes it forwarded there: for each
+// outcome partition it owns, the time up to which it has read it (the
+// newest record timestamp taken, or the clock when it had read all there
+// was). A joiner's watermark stays at most the least of those frontiers
+// and of the time up to which its own prediction-log partition has been
+// read, less the lateness (join.Joiner.Bound); it waits until it has
+// heard of every outcome partition. The lateness then covers only how
+// late producers write outcomes, not how the evaluator reads them.
 //
 // # Exactly once
 //
@@ -81,6 +83,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -159,6 +162,10 @@ type partition struct {
 	// owner has forwarded every outcome, as its frontier records in this
 	// partition of GROUP-repartition say (package doc, The frontier).
 	frontier map[int32]int64
+	// predReach is the time up to which its prediction-log partition has
+	// been read (the newest record timestamp, or the clock when read to its
+	// end; math.MinInt64: not yet), boundAt the bound last given its joiner.
+	predReach, boundAt int64
 }
 
 // snapshot is a partition's store written to its changelog a chunk per
@@ -479,14 +486,14 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	if failed == nil && caughtUp {
 		caughtUp = e.readAll(ctx, sess.Client())
 	}
-	if failed == nil {
-		failed = e.flush(produce, caughtUp)
+	var caughtAt time.Time
+	if caughtUp {
+		caughtAt = pollStart
 	}
 	if failed == nil {
-		var caughtAt time.Time
-		if caughtUp {
-			caughtAt = pollStart
-		}
+		failed = e.flush(produce, caughtAt)
+	}
+	if failed == nil {
 		for _, r := range e.frontierRecords(caughtAt) {
 			produce(r, nil)
 		}
@@ -597,7 +604,8 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 	if err != nil {
 		return nil, false, fmt.Errorf("evaluate: %w", err)
 	}
-	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{}}
+	p := &partition{id: id, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{},
+		predReach: math.MinInt64, boundAt: math.MinInt64}
 	ok := false
 	defer func() {
 		if !ok {
@@ -676,12 +684,10 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
 		}
 	}
-	if e.outN > 0 {
-		// Hold the watermark until every outcome partition's frontier is
-		// heard of here.
-		if err := j.Bound(time.Time{}); err != nil {
-			return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
-		}
+	// Hold the watermark until the partition's predictions have been read
+	// and every outcome partition's frontier is heard of here.
+	if err := j.Bound(time.Time{}); err != nil {
+		return nil, false, fmt.Errorf("evaluate: partition %d: %w", id, err)
 	}
 	p.j = j
 	ok = true
@@ -745,9 +751,20 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 				e.log.Warn("evaluator skipped a prediction record", "partition", r.Partition, "offset", r.Offset, "err", derr)
 				continue
 			}
-			err = p.j.AddPrediction(now, join.Prediction{Event: ev, Key: r.Key})
+			if err = e.readPredictions(p, r.Timestamp.UnixNano(), false); err == nil {
+				err = p.j.AddPrediction(now, join.Prediction{Event: ev, Key: r.Key})
+			}
 		}
 		if err != nil {
+			return fmt.Errorf("evaluate: partition %d: %w", ftp.Partition, err)
+		}
+	}
+	if ftp.Topic == e.cfg.PredictionTopic && len(ftp.Records) > 0 {
+		reach := ftp.Records[len(ftp.Records)-1].Timestamp.UnixNano()
+		if ftp.Records[len(ftp.Records)-1].Offset+1 >= ftp.LastStableOffset {
+			reach = max(reach, now.UnixNano()) // read to its end
+		}
+		if err := e.readPredictions(p, reach, true); err != nil {
 			return fmt.Errorf("evaluate: partition %d: %w", ftp.Partition, err)
 		}
 	}
@@ -764,15 +781,21 @@ const partitionMemoryBytes = 128 << 20
 // state it has not restored yet.
 var errNotHeld = errors.New("records of a partition not restored yet")
 
-// flush advances every joiner with the clock (when caught up) and writes
+// flush advances every joiner with the clock when the member had read
+// everything at caughtAt (the zero time: it had not), and writes
 // its state's changes, the next chunk of its snapshot, its checkpoint
 // and, when they changed, its results.
-func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtUp bool) error {
+func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtAt time.Time) error {
 	now := e.cfg.Now()
 	for _, id := range slices.Sorted(mapKeys(e.parts)) {
 		p := e.parts[id]
-		if caughtUp {
-			if err := p.j.Advance(now); err != nil {
+		if !caughtAt.IsZero() {
+			// Every prediction until caughtAt has been read.
+			err := e.readPredictions(p, caughtAt.UnixNano(), true)
+			if err == nil {
+				err = p.j.Advance(now)
+			}
+			if err != nil {
 				return fmt.Errorf("evaluate: partition %d: %w", id, err)
 			}
 		}

@@ -406,7 +406,8 @@ func TestEvaluatorTruncatesItsChangelogAndRestoresFromWhatIsLeft(t *testing.T) {
 // reads the two topics at different paces: the outcomes reach the join a
 // commit later, through the repartition topic. It still ends with the
 // totals of one joiner that saw the stream as it happened: no outcome
-// counts late because the predictions were read first.
+// counts late because the predictions were read first, and no prediction
+// because the outcomes were.
 func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *testing.T) {
 	brokers := cluster(t)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
@@ -414,8 +415,9 @@ func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	// 6 s of stream, ended 2 s ago: four times the lateness.
-	s := stream(17, time.Now().Add(-8*time.Second), 1200)
+	// 60 s of stream, ended 2 s ago: forty times the lateness, and more
+	// predictions than the evaluator reads in a commit interval.
+	s := stream(17, time.Now().Add(-62*time.Second), 12000)
 	ref := reference(t, s)
 	if ref.Counters.Outcomes == 0 {
 		t.Fatal("the reference joined no outcome")
@@ -426,7 +428,13 @@ func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := Run(ctx, config(brokers, "e0", t.TempDir())); err != nil {
+		cfg := config(brokers, "e0", t.TempDir())
+		// Short commits and small fetches: the outcomes read in the first
+		// commits reach the join while most of the prediction log is still
+		// to be read.
+		cfg.CommitInterval = 20 * time.Millisecond
+		cfg.Kafka = append(cfg.Kafka, kgo.FetchMaxPartitionBytes(16<<10))
+		if err := Run(ctx, cfg); err != nil {
 			t.Errorf("evaluator: %v", err)
 		}
 	}()

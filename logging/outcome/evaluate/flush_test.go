@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -21,7 +22,8 @@ func TestChangelogLeftAfterEverySnapshotHoldsACheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{id: 0, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{}}
+	p := &partition{id: 0, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{},
+		predReach: math.MinInt64, boundAt: math.MinInt64}
 	defer p.close()
 	p.tiered.TrackChanges()
 	rules := []join.Rule{{Contract: contract, Outcomes: testRule}}
@@ -48,7 +50,7 @@ func TestChangelogLeftAfterEverySnapshotHoldsACheckpoint(t *testing.T) {
 	}
 	commit := func() {
 		t.Helper()
-		if err := e.flush(produce, false); err != nil {
+		if err := e.flush(produce, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 		if p.snap != nil && p.snap.done {

@@ -124,9 +124,7 @@ func (e *evaluator) frontierRecords(caughtAt time.Time) []*kgo.Record {
 
 // takeFrontier applies a frontier record read from partition p of
 // GROUP-repartition: every outcome the member forwarded from the
-// partitions it names, up to their times, is before it in p, so p's
-// joiner may close windows up to the least of the outcome partitions'
-// times once each has been heard of.
+// partitions it names, up to their times, is before it in p.
 func (e *evaluator) takeFrontier(p *partition, v []byte) error {
 	if err := readFrontier(v, func(q int32, t int64) {
 		if old, ok := p.frontier[q]; !ok || t > old {
@@ -135,22 +133,44 @@ func (e *evaluator) takeFrontier(p *partition, v []byte) error {
 	}); err != nil {
 		return err
 	}
-	return p.j.Bound(e.frontierOf(p))
+	return e.bound(p)
 }
 
-// frontierOf is the time up to which every outcome partition has been
-// read into p, as far as p has heard (the zero time: not of every one
-// yet).
-func (e *evaluator) frontierOf(p *partition) time.Time {
-	f := int64(math.MaxInt64)
+// readPredictions notes that p's prediction-log partition has been read
+// up to t (Unix nanoseconds), and bounds its joiner anew once that has
+// moved on by boundStep since it last did (or when force).
+func (e *evaluator) readPredictions(p *partition, t int64, force bool) error {
+	p.predReach = max(p.predReach, t)
+	if !force && p.predReach-p.boundAt < int64(boundStep) {
+		return nil
+	}
+	return e.bound(p)
+}
+
+// boundStep is how far a partition's prediction reach moves on before
+// its joiner is bounded anew within a fetch.
+const boundStep = 100 * time.Millisecond
+
+// bound bounds p's joiner by the least of the time up to which its
+// prediction-log partition has been read and the times up to which every
+// outcome partition has been read into it (once each is heard of):
+// neither topic read ahead of the other closes a window before what fell
+// in it from the other has come.
+func (e *evaluator) bound(p *partition) error {
+	f := p.predReach
 	for q := range e.outN {
 		t, ok := p.frontier[q]
 		if !ok {
-			return time.Time{}
+			f = math.MinInt64
+			break
 		}
 		f = min(f, t)
 	}
-	return time.Unix(0, f)
+	p.boundAt = f
+	if f == math.MinInt64 {
+		return p.j.Bound(time.Time{})
+	}
+	return p.j.Bound(time.Unix(0, f))
 }
 
 // readAll reports whether cl has read every partition this member owns

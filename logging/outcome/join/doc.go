@@ -50,7 +50,8 @@
 //     contract narrow the match.
 //   - Late: an outcome that comes after the window it falls in has
 //     closed, or whose time is after the window of the open predictions it
-//     names, or behind the watermark by the longest window; not used.
+//     names (by request_id, also when it came before them), or behind the
+//     watermark by the longest window; not used.
 //     Unmatched: an outcome no prediction used by the time the watermark
 //     passed its time by the longest window. Late predictions: those whose
 //     window had closed when they came; not scored.

@@ -626,6 +626,17 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 	g.start, g.end = start, end
 	g.preds = append(g.preds, pr)
 	j.counters.Predictions++
+	// Outcomes that came before the window was known and fall after it
+	// are late, as they would have been coming after it (outcomeOf): so
+	// the counts do not depend on which of the two was read first.
+	g.outs = slices.DeleteFunc(g.outs, func(o out) bool {
+		if o.used || o.t <= g.end {
+			return false
+		}
+		j.counters.Outcomes--
+		j.counters.Late++
+		return true
+	})
 	if err := j.putGroup(k, g); err != nil {
 		return err
 	}

@@ -530,3 +530,24 @@ func TestBoundHoldsTheWatermarkUntilTheOutcomesAreIn(t *testing.T) {
 		t.Fatalf("the first window closed with its outcome: %+v, want 1 scored, 1 joined, none late", c)
 	}
 }
+
+// TestOutcomeBeforeItsPredictionAndAfterItsWindowIsLate: an outcome
+// named by request_id that comes before its prediction, at a time after
+// the prediction's window, counts late when the prediction comes, as it
+// would coming after it, not unmatched.
+func TestOutcomeBeforeItsPredictionAndAfterItsWindowIsLate(t *testing.T) {
+	for _, order := range []string{"outcome first", "prediction first"} {
+		t.Run(order, func(t *testing.T) {
+			o := step{out: click("c1", "r1", 45*time.Minute, 1), clock: time.Minute}
+			p := step{pred: event("e1", "r1", 0, true, "v1", 0.25), clock: time.Minute}
+			steps := []step{o, p}
+			if order == "prediction first" {
+				steps = []step{p, o}
+			}
+			j := run(t, rule(), nil, append(steps, step{clock: 5 * time.Hour})...)
+			if c := j.Counters(); c.Late != 1 || c.Outcomes != 0 || c.Unmatched != 0 || c.Scored != 1 || c.Joined != 0 {
+				t.Fatalf("%+v: want the outcome late, the prediction scored without it", c)
+			}
+		})
+	}
+}
