@@ -27,7 +27,6 @@ func loadMeasured(at time.Duration, path string, job, size, bytes int64, loadSte
 	}
 }
 
-
 func TestPlannerOnDemandRules(t *testing.T) {
 	sec := time.Second
 	loadErr := errors.New("corrupt file")
