@@ -77,13 +77,14 @@ func TestPlannerOnDemandRules(t *testing.T) {
 			loadOK(3*sec, "a/", 3, "", "swap a/ #3"),
 			tick{at: 3 * sec, phases: "a/=ready"},
 		)},
-		{name: "with a budget, loads run one at a time", state: State{Budget: 1000}, ticks: script(
+		{name: "with a budget, loads and warm-ups run one at a time", state: State{Budget: 1000}, ticks: script(
 			tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
 			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
 			tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
 			tick{ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: "load b/ #2"},
 			tick{ev: Fetched{Path: "a/", Job: 1, Size: 10}, steps: ""},
-			tick{ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2; load a/ #1"},
+			tick{ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2"},
+			tick{ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2; load a/ #1"},
 		)},
 		{name: "a load that passes the budget unloads the least recently used idle on-demand model first, and starts once it is freed",
 			state: State{Budget: 100}, ticks: script(

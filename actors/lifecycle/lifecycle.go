@@ -640,10 +640,14 @@ func satisfies(desired modelconfig.Model, c *Content) bool {
 		desired.Signature.Equal(c.Meta.Signature)
 }
 
-// dropJob discards p's running job, if any.
+// dropJob discards p's running job, if any. A demand the job was
+// loading for stays: the job that replaces it starts at once.
 func (s *State) dropJob(p *Path) {
 	if p.Job != nil {
 		s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID})
+		if p.Job.Reason == ReasonDemand && p.Active == nil && p.Phase == Loading {
+			p.Demanded = true
+		}
 		p.Job = nil
 	}
 }
@@ -1096,8 +1100,8 @@ func (s *State) usage() (used, leaving int64) {
 }
 
 // planLoads starts, under a memory budget, the load of the fetched job
-// that waited longest: one load at a time, so that each measures its own
-// memory, and only once the budget has room for it. When it has not, the
+// that waited longest: one load (and warm-up) at a time, so that each
+// measures its own memory, and only once the budget has room for it. When it has not, the
 // least valuable idle on-demand contents are unloaded (to Unloaded) and
 // the load starts once they are freed; when only contents holding
 // requests stand in the way, it waits for them to go idle; when not even
@@ -1108,8 +1112,8 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 	for _, p := range s.paths {
 		switch j := p.Job; {
 		case j == nil:
-		case j.Stage == LoadingFiles:
-			return // one at a time
+		case j.Stage == LoadingFiles || j.Stage == WarmingUp:
+			return // one at a time, warm-up included: it allocates too
 		case j.Stage == WaitingToLoad && (next == nil || j.ID < next.Job.ID):
 			next = p
 		}
