@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -135,6 +136,10 @@ func TestAnOnDemandModelsDefaultTimeoutEndsAWaitForItsLoad(t *testing.T) {
 			t.Fatalf("after %v: %v, want \"model is loading\" at 300ms", time.Since(start), res.Err)
 		}
 		close(w.rt.gate)
+		// The load ends before the system stops: its result sent to a
+		// stopped supervisor would start a dead-letter goroutine that
+		// outlives the bubble.
+		synctest.Wait()
 	})
 }
 
@@ -221,4 +226,43 @@ func mustSpec(t *testing.T, spec faultySpec) []byte {
 	t.Helper()
 	_, data := modelFile(t, "x/", spec)
 	return data
+}
+
+// TestARuntimesFirstLoadCountsItsGrowthAsTheRuntimesStartUpNotTheModels:
+// the first load of a runtime grows the process by the runtime's own
+// start-up too, which stays after the model is unloaded: that model is
+// counted at its estimate, the growth shown as the runtime's start-up;
+// the runtime's next load is counted at what it measured.
+func TestARuntimesFirstLoadCountsItsGrowthAsTheRuntimesStartUpNotTheModels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rss atomic.Int64
+		rss.Store(1 << 20)
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			func(_ *world, o *Options) { o.residentBytes, o.MemoryBudget, o.MemoryFactor = rss.Load, 1<<30, 1 })
+		defer w.stop()
+		synctest.Wait()
+		load := func(path string, grows int64) {
+			w.rt.gate = make(chan struct{})
+			done := make(chan error)
+			go func() { done <- w.infer(path, 1).Err }()
+			synctest.Wait() // the load measured the memory before it and waits at the gate
+			rss.Add(grows)
+			close(w.rt.gate)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		load("a/", 50_000)
+		load("b/", 3*size)
+		synctest.Wait()
+		mem := w.sys.Status().Memory
+		if mem == nil || mem.RuntimeStartBytes["faulty"] != 50_000 {
+			t.Fatalf("memory status %+v, want the faulty runtime's start-up at 50000 bytes", mem)
+		}
+		if mem.UsedBytes != size+3*size {
+			t.Errorf("used %d bytes, want %d: a/ at its estimate (%d bytes of files), b/ at its measured %d", mem.UsedBytes, 4*size, size, 3*size)
+		}
+	})
 }

@@ -50,7 +50,7 @@ type Status struct {
 type MemoryStatus struct {
 	// BudgetBytes is memory_budget_bytes (0: unbounded); UsedBytes what
 	// the loaded contents and the load running are counted at (each its
-	// measured memory_bytes, else its size times the memory factor).
+	// measured growth, at least its estimate: docs/density.md).
 	BudgetBytes int64 `json:"budget_bytes"`
 	UsedBytes   int64 `json:"used_bytes"`
 	// LoadPolicy is the server's load_policy.
@@ -62,6 +62,11 @@ type MemoryStatus struct {
 	// UnloadOrder lists the loaded on-demand models the budget may
 	// unload, least valuable first: the order idle ones go in.
 	UnloadOrder []string `json:"unload_order"`
+	// RuntimeStartBytes is, by runtime, the memory growth of its first
+	// load in this process: mostly the runtime's own start-up, part of
+	// the base rather than of that model, which is counted at its
+	// estimate instead.
+	RuntimeStartBytes map[string]int64 `json:"runtime_start_bytes,omitempty"`
 }
 
 // VersionedStatus describes a versioned model entry (one with a

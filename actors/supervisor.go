@@ -156,6 +156,10 @@ type supervisorActor struct {
 	// failed are the answers to requests whose on-demand load failed,
 	// given once the status that shows the failure is published.
 	failed []func()
+	// runtimeStart is the memory growth of each runtime's first load in
+	// this process (by runtime name): mostly the runtime's own start-up,
+	// part of the process's base rather than of that model.
+	runtimeStart map[string]int64
 }
 
 func newSupervisor(s *System) *supervisorActor {
@@ -168,7 +172,7 @@ func newSupervisor(s *System) *supervisorActor {
 	sup := &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"),
 		plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor, LoadPolicy: s.opts.LoadPolicy, MemoryFactor: s.opts.MemoryFactor},
 		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{},
-		slots: map[string]*demandSlot{}}
+		slots: map[string]*demandSlot{}, runtimeStart: map[string]int64{}}
 	if !s.opts.ClusterNode {
 		sup.plan.Budget = s.opts.MemoryBudget // a cluster's controller places by it instead
 	}
@@ -223,7 +227,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		}
 		s.stageEnded(ctx, m.job, loadJob{local: m.local}, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Size: size, Err: m.err})
 	case loadResult:
-		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Bytes: m.rss, Err: m.err})
+		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Bytes: s.modelBytes(m), Err: m.err})
 	case warmResult:
 		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
 	case wakeTick:
@@ -481,6 +485,23 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 		}
 		root.Send(self, r)
 	})
+}
+
+// modelBytes is the memory load r measured for its model: none (the
+// planner counts its estimate) when it was its runtime's first load in
+// this process, whose growth is mostly the runtime's start-up (its code,
+// its environment, its thread pools): part of the base, which stays
+// after the model is unloaded. That growth is kept in runtimeStart.
+func (s *supervisorActor) modelBytes(r loadResult) int64 {
+	if r.err != nil || r.runtime == "" {
+		return r.rss
+	}
+	if _, ok := s.runtimeStart[r.runtime]; ok {
+		return r.rss
+	}
+	s.runtimeStart[r.runtime] = r.rss
+	s.log.Info("first load of a runtime: its memory growth counts as the runtime's start-up, not the model's", "runtime", r.runtime, "model", r.path, "bytes", r.rss)
+	return 0
 }
 
 // warmUp spawns a loaded job's model actors and runs its warm-up
@@ -940,6 +961,7 @@ func (s *supervisorActor) publishStatus() {
 		st.Memory.BudgetBytes, st.Memory.UsedBytes = s.plan.Budget, s.plan.Used()
 		st.Memory.LoadPolicy = string(cmp.Or(s.plan.LoadPolicy, modelconfig.LoadEager))
 		st.Memory.UnloadOrder = s.plan.UnloadOrder(time.Now())
+		st.Memory.RuntimeStartBytes = maps.Clone(s.runtimeStart)
 	}
 	if s.plan.Settled() {
 		s.sys.settled.Store(true)

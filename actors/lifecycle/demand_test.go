@@ -198,3 +198,43 @@ func TestBackoffDoublesFromASecondToAMinute(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannerCountsALoadAtLeastItsEstimate: a load that measures less
+// than its estimate (it reused memory an unload gave back, or it was not
+// measured) is counted at the estimate: the same content's last count,
+// else its files' size times the memory factor.
+func TestPlannerCountsALoadAtLeastItsEstimate(t *testing.T) {
+	sec := time.Second
+	st := State{Budget: 150}
+	s := runState(t, &st, script(
+		tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+		tick{ev: Fetched{Path: "a/", Job: 1, Checksum: "s1", Size: 10}, steps: "load a/ #1"},
+		tick{ev: Loaded{Path: "a/", Job: 1, Bytes: 100}, steps: "warm-up a/ #1"},
+		tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1"},
+		// b/'s 50 bytes of files are counted 100 until measured: a/ goes.
+		tick{at: sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+		tick{at: sec, ev: Fetched{Path: "b/", Job: 2, Checksum: "s2", Size: 50}, steps: "retire a/ @1 (budget); release a/ @1"},
+		tick{at: sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+		// b/'s load reuses a/'s memory: it grows the process by 5 bytes.
+		tick{at: sec, ev: Loaded{Path: "b/", Job: 2, Bytes: 5}, steps: "warm-up b/ #2"},
+		tick{at: sec, ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2"},
+		// a/ back: its last count (100) is what it needs, not its files' 20.
+		tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3"},
+		tick{at: 2 * sec, ev: Fetched{Path: "a/", Job: 3, Checksum: "s1", Size: 10}, steps: "retire b/ @2 (budget); release b/ @2"},
+		tick{at: 2 * sec, ev: Freed{Content: 2}, steps: "load a/ #3"},
+		tick{at: 2 * sec, ev: Loaded{Path: "a/", Job: 3, Bytes: 1}, steps: "warm-up a/ #3"},
+		tick{at: 2 * sec, ev: Warmed{Path: "a/", Job: 3}, steps: "swap a/ #3"},
+	))
+	if got := s.Used(); got != 100 {
+		t.Errorf("used %d after a/'s reload measured 1 byte, want 100 (its last count)", got)
+	}
+	if got := s.Path("b/").Cost.Bytes; got != 100 {
+		t.Errorf("b/ was counted %d after measuring 5 bytes, want 100 (50 bytes of files times 2)", got)
+	}
+	// A new content of a/ is not the one its last count measured.
+	a := s.Path("a/")
+	if got := s.estimate(a, &Job{Checksum: "s3", Size: 7}); got != 14 {
+		t.Errorf("a new checksum's estimate is %d, want 14 (its 7 bytes of files times 2)", got)
+	}
+}

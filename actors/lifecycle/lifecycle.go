@@ -27,7 +27,8 @@
 // once but not loaded: its phase is Unloaded until a Demand event (a
 // request waits for it) starts its load. With a memory budget (Budget),
 // loads run one at a time, each counted at the memory it measured
-// (Loaded.Bytes) until its content is freed (Freed); a load that would
+// (Loaded.Bytes, at least its estimate) until its content is freed
+// (Freed); a load that would
 // pass the budget first unloads the least valuable idle on-demand
 // contents (UnloadOrder), which go back to Unloaded. A failed on-demand
 // load is retried, on the next demand, after a backoff that doubles with
@@ -117,7 +118,8 @@ type Content struct {
 	// Broken is set when its model actor crashed and could not reload it.
 	Broken bool
 	// Bytes is the memory it is counted at: its load's measured growth
-	// (Loaded.Bytes), else its files' size times State.MemoryFactor.
+	// (Loaded.Bytes), at least its estimate (the last count of the same
+	// content, else its files' size times State.MemoryFactor).
 	Bytes int64
 	// LoadedAt is when it went into service; LoadTime how long its job
 	// took, from the fetch to the end of the warm-up.
@@ -168,11 +170,13 @@ const (
 	ReasonBudget = "budget"
 )
 
-// Cost is what a path's last load took: the memory counted and the time
-// from its fetch to the end of its warm-up; zero before its first load.
+// Cost is what a path's last load took: the memory counted for content
+// Checksum and the time from its fetch to the end of its warm-up; zero
+// before its first load.
 type Cost struct {
 	Bytes    int64
 	LoadTime time.Duration
+	Checksum string
 }
 
 // Path is the planner's record of one model path.
@@ -370,7 +374,9 @@ type (
 		Err      error
 	}
 	// Loaded: a job's runtime load ended; Bytes is the growth of the
-	// process's memory it measured (0: not measured).
+	// process's memory it measured (0: not measured, as when it was its
+	// runtime's first load, whose growth is mostly the runtime's own
+	// start-up: the base, not the model).
 	Loaded struct {
 		Path  string
 		Job   int64
@@ -559,10 +565,10 @@ func (s *State) Apply(ev Event, now time.Time) error {
 			if ev.Err != nil {
 				s.fail(p, ev.Err, now)
 			} else {
-				p.Job.Bytes = ev.Bytes
-				if p.Job.Bytes <= 0 {
-					p.Job.Bytes = s.estimate(p, p.Job)
-				}
+				// A load that reuses memory an unload gave back grows
+				// the process less than it takes: the estimate floors
+				// what it measured.
+				p.Job.Bytes = max(ev.Bytes, s.estimate(p, p.Job))
 				s.hold(p.Job.ID, p.Job.Bytes)
 				s.advance(p, WarmingUp, WarmUp)
 			}
@@ -690,7 +696,7 @@ func (s *State) swap(p *Path, now time.Time) {
 	old := p.Active
 	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered, Bytes: j.Bytes,
 		LoadedAt: now, LoadTime: now.Sub(j.Started)}
-	p.Cost = Cost{Bytes: j.Bytes, LoadTime: p.Active.LoadTime}
+	p.Cost = Cost{Bytes: j.Bytes, LoadTime: p.Active.LoadTime, Checksum: j.Checksum}
 	p.LastErr, p.ErrAt = "", time.Time{}
 	p.Failures, p.RetryAt, p.Demanded = 0, time.Time{}, false
 	s.pending = append(s.pending, Step{Kind: Swap, Path: p.Name, Job: j.ID})
@@ -1054,10 +1060,10 @@ func (s *State) hold(id, bytes int64) {
 }
 
 // estimate is the memory job j of p is counted at before it measures its
-// own: what p's last load measured, else its files' size times
-// MemoryFactor.
+// own, and at least after: what p's last load of the same content was
+// counted at, else its files' size times MemoryFactor.
 func (s *State) estimate(p *Path, j *Job) int64 {
-	if p.Cost.Bytes > 0 {
+	if p.Cost.Bytes > 0 && p.Cost.Checksum == j.Checksum {
 		return p.Cost.Bytes
 	}
 	f := s.MemoryFactor
