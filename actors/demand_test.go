@@ -266,3 +266,41 @@ func TestARuntimesFirstLoadCountsItsGrowthAsTheRuntimesStartUpNotTheModels(t *te
 		}
 	})
 }
+
+func TestAnOnDemandModelIdleForIdleUnloadAfterIsUnloadedAndLoadsAgainOnItsNextRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("e/", "", "")), map[string]faultySpec{"a/": version(1), "e/": version(2)},
+			func(_ *world, o *Options) { o.IdleUnloadAfter = 10 * time.Second })
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(6 * time.Second)
+		if res := w.infer("a/", 2); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if st := w.model("a/").State; st != StateReady {
+			t.Fatalf("a/ 9s after its last request: %s, want ready", st)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if a, e := w.model("a/").State, w.model("e/").State; a != StateUnloaded || e != StateReady {
+			t.Fatalf("11s after a/'s last request: a/ %s, e/ %s; want unloaded, and the eager e/ ready", a, e)
+		}
+		if n := w.metric("grove_model_unloads_total", map[string]string{"model": "a/", "reason": "idle"}); n != 1 {
+			t.Errorf("idle unloads of a/ = %v, want 1", n)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l-c != 1 {
+			t.Errorf("%d servables open, want 1 (e/)", l-c)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("a/ after its idle unload: %+v", res)
+		}
+		if n := w.metric("grove_model_loads_total", map[string]string{"model": "a/", "result": "ok", "reason": "demand"}); n != 2 {
+			t.Errorf("demand loads of a/ = %v, want 2", n)
+		}
+	})
+}

@@ -174,7 +174,8 @@ func newSupervisor(s *System) *supervisorActor {
 		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{},
 		slots: map[string]*demandSlot{}, runtimeStart: map[string]int64{}}
 	if !s.opts.ClusterNode {
-		sup.plan.Budget = s.opts.MemoryBudget // a cluster's controller places by it instead
+		// In a cluster, the controller places by them instead.
+		sup.plan.Budget, sup.plan.IdleUnloadAfter = s.opts.MemoryBudget, s.opts.IdleUnloadAfter
 	}
 	sup.plan.LastUsed = func(id int64) time.Time {
 		if c := sup.contents[id]; c != nil {
@@ -346,9 +347,13 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				if c := s.contents[st.Content]; c != nil {
 					retired = append(retired, c)
 				}
-				if st.Reason == lifecycle.ReasonBudget {
+				switch st.Reason {
+				case lifecycle.ReasonBudget:
 					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
 					s.log.Info("model unloaded to make room under the memory budget", "model", st.Path, "budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
+				case lifecycle.ReasonIdle:
+					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
+					s.log.Info("model unloaded after taking no request for idle_unload_after", "model", st.Path, "idle_unload_after", s.plan.IdleUnloadAfter)
 				}
 			case lifecycle.Release:
 				if c := s.contents[st.Content]; c != nil {

@@ -45,6 +45,10 @@ type Options struct {
 	// models are unloaded to make room. 0: unbounded. A cluster node
 	// (ClusterNode) leaves it to the cluster's placement.
 	MemoryBudget int64
+	// IdleUnloadAfter unloads an on-demand model that took no request
+	// for that long (idle_unload_after), back to unloaded; 0: never. A
+	// cluster node (ClusterNode) leaves it to the cluster's placement.
+	IdleUnloadAfter time.Duration
 	// MemoryFactor estimates a model's memory as its files' size times
 	// it until its load measures it (0: 2).
 	MemoryFactor float64

@@ -118,6 +118,10 @@ type Server struct {
 	// loaded: eager (the default: when the config lists it) or on_demand
 	// (on the first request for it; see docs/density.md).
 	LoadPolicy LoadPolicy `yaml:"load_policy"`
+	// IdleUnloadAfter unloads an on-demand model that took no request for
+	// that long on a single server (back to unloaded: its next request
+	// loads it again); 0 (the default): never.
+	IdleUnloadAfter time.Duration `yaml:"idle_unload_after"`
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`
 	// MaxModelBytes is the largest model, in bytes, that is fetched, and
@@ -607,6 +611,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	dur(&s.KeepPreviousFor, "keep-previous-for", "how long a model's previous content stays loaded after an in-place update, for an instant rollback (0: off; keep_previous_for_ms per model overrides it)")
+	dur(&s.IdleUnloadAfter, "idle-unload-after", "unload an on-demand model that took no request for this long; it loads again on its next request (0: never)")
 	choice(&s.LoadPolicy, "load_policy", "load-policy", "when a model without a load of its own is loaded: eager (when listed) or on_demand (on its first request)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
@@ -992,6 +997,9 @@ func (s Server) Validate() error {
 	}
 	if s.KeepPreviousFor < 0 {
 		bad("keep_previous_for", "%v must not be negative (0 turns keeping off)", s.KeepPreviousFor)
+	}
+	if s.IdleUnloadAfter < 0 {
+		bad("idle_unload_after", "%v must not be negative (0: never)", s.IdleUnloadAfter)
 	}
 	if s.ShadowMicroBatchRows < 0 {
 		bad("shadow_micro_batch_rows", "%d must not be negative", s.ShadowMicroBatchRows)

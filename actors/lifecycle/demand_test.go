@@ -153,6 +153,20 @@ func TestPlannerOnDemandRules(t *testing.T) {
 			tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3"},
 			tick{at: 2 * sec, ev: Fetched{Path: "a/", Job: 3, Size: 10}, steps: "retire b/ @2 (budget); release b/ @2", phases: "a/=loading b/=unloaded"},
 		)},
+		{name: "an on-demand content that took no request for idle_unload_after is unloaded, unless it holds one; eager ones never",
+			state: State{IdleUnloadAfter: 10 * sec}, ticks: script(
+				tick{ev: cfg(onDemand("a/"), model("e/", "", 0)), steps: "fetch e/ #1"},
+				loadOK(0, "e/", 1, "", "swap e/ #1"),
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+				loadOK(0, "a/", 2, "", "swap a/ #2"),
+				tick{at: sec, steps: "", wake: 10 * sec},
+				// Used at 4s: idle from 14s.
+				tick{at: 10 * sec, used: map[int64]time.Duration{2: 4 * sec}, steps: "", wake: 14 * sec},
+				// Holding a request at 14s: looked at again 10s later.
+				tick{at: 14 * sec, inflight: map[int64]int64{2: 1}, steps: "", wake: 24 * sec},
+				tick{at: 24 * sec, inflight: map[int64]int64{2: 0}, steps: "retire a/ @2 (idle); release a/ @2", phases: "a/=unloaded e/=ready", wake: -1},
+				tick{at: 25 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3", phases: "a/=loading e/=ready"},
+			)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.state

@@ -32,7 +32,8 @@
 // pass the budget first unloads the least valuable idle on-demand
 // contents (UnloadOrder), which go back to Unloaded. A failed on-demand
 // load is retried, on the next demand, after a backoff that doubles with
-// each failure in a row (RetryAt).
+// each failure in a row (RetryAt). With IdleUnloadAfter, an on-demand
+// content that took no request for that long is unloaded too.
 package lifecycle
 
 import (
@@ -168,6 +169,9 @@ const (
 	// ReasonBudget is the Reason of a Retire that unloads an idle
 	// on-demand content to make room under the memory budget.
 	ReasonBudget = "budget"
+	// ReasonIdle is the Reason of a Retire that unloads an on-demand
+	// content that took no request for IdleUnloadAfter.
+	ReasonIdle = "idle"
 )
 
 // Cost is what a path's last load took: the memory counted for content
@@ -286,9 +290,9 @@ type Step struct {
 	// Err is Notify's outcome (nil: the model is ready), and why Discard
 	// drops a job that failed (nil for one that is no longer wanted).
 	Err error
-	// Reason is why a Fetch loads (Job.Reason), and, for a Retire,
-	// ReasonBudget when it unloads an idle on-demand content to make
-	// room (empty otherwise).
+	// Reason is why a Fetch loads (Job.Reason), and, for a Retire that
+	// unloads an on-demand content, why: ReasonBudget (to make room) or
+	// ReasonIdle (empty otherwise).
 	Reason string
 	// OverBudget marks a Load that passes the memory budget: even with
 	// every on-demand content unloaded there would be no room for it.
@@ -437,6 +441,9 @@ type State struct {
 	// LastUsed reports when a content last took a request (zero: never);
 	// nil: never. The budget unloads the least recently used first.
 	LastUsed func(content int64) time.Time
+	// IdleUnloadAfter unloads an on-demand content that took no request
+	// for that long (idle_unload_after), back to Unloaded; 0: never.
+	IdleUnloadAfter time.Duration
 
 	paths map[string]*Path
 	// order is the config order of the listed paths, for status.
@@ -960,6 +967,9 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			}
 		}
 	}
+	if s.IdleUnloadAfter > 0 {
+		s.planIdle(now, inflight, later)
+	}
 	if s.Budget > 0 {
 		s.planLoads(now, inflight, later)
 	}
@@ -1152,7 +1162,7 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 		switch {
 		case free+need <= s.Budget:
 			for _, p := range victims {
-				s.unload(p, now)
+				s.unload(p, now, ReasonBudget)
 			}
 			return // loads once they are freed
 		case free-busy+need <= s.Budget:
@@ -1165,13 +1175,42 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 	s.pending = append(s.pending, Step{Kind: Load, Path: next.Name, Job: next.Job.ID, Meta: next.Job.Meta, OverBudget: over})
 }
 
-// unload takes p's idle on-demand content out of service to make room
-// under the budget: p is Unloaded again, its content released at once.
-func (s *State) unload(p *Path, now time.Time) {
+// unload takes p's idle on-demand content out of service, for reason
+// (ReasonBudget, ReasonIdle): p is Unloaded again, its content released
+// at once.
+func (s *State) unload(p *Path, now time.Time, reason string) {
 	id := p.Active.ID
-	s.pending = append(s.pending, Step{Kind: Retire, Path: p.Name, Content: id, Reason: ReasonBudget})
+	s.pending = append(s.pending, Step{Kind: Retire, Path: p.Name, Content: id, Reason: reason})
 	s.retiring = append(s.retiring, Retiree{Path: p.Name, Content: id, At: now, plan: s.plans + 1})
 	p.Active, p.Phase = nil, Unloaded
+}
+
+// planIdle unloads the on-demand contents that took no request (nor
+// went into service) for IdleUnloadAfter and hold none now, and asks to
+// plan again when the next one would be idle that long.
+func (s *State) planIdle(now time.Time, inflight func(int64) int64, later func(time.Time)) {
+	for _, p := range s.unloadable(nil, now) {
+		at := s.lastUse(p.Active).Add(s.IdleUnloadAfter)
+		switch {
+		case now.Before(at):
+			later(at)
+		case inflight(p.Active.ID) > 0:
+			later(now.Add(s.IdleUnloadAfter)) // busy: idle no sooner than that
+		default:
+			s.unload(p, now, ReasonIdle)
+		}
+	}
+}
+
+// lastUse is when c last took a request, or went into service if later.
+func (s *State) lastUse(c *Content) time.Time {
+	last := c.LoadedAt
+	if s.LastUsed != nil {
+		if t := s.LastUsed(c.ID); t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // UnloadOrder lists the on-demand paths the budget may unload, least
@@ -1203,13 +1242,7 @@ func (s *State) unloadable(except *Path, now time.Time) []*Path {
 			continue
 		}
 		c := p.Active
-		last := c.LoadedAt
-		if s.LastUsed != nil {
-			if t := s.LastUsed(c.ID); t.After(last) {
-				last = t
-			}
-		}
-		age := max(now.Sub(last), time.Millisecond)
+		age := max(now.Sub(s.lastUse(c)), time.Millisecond)
 		cost := max(c.LoadTime, time.Millisecond) + time.Duration(c.Bytes)
 		rs = append(rs, ranked{p, float64(cost) / float64(age)})
 	}

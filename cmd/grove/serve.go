@@ -237,6 +237,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		KeepPreviousFor:      cfg.KeepPreviousFor,
 		LoadPolicy:           cfg.LoadPolicy.Model(),
 		MemoryBudget:         cfg.MemoryBudgetBytes,
+		IdleUnloadAfter:      cfg.IdleUnloadAfter,
 		MemoryFactor:         cfg.Cluster.MemoryFactor,
 		CacheDir:             cacheDir,
 		MaxModelBytes:        cfg.MaxModelBytes,
