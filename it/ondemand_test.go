@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +31,10 @@ type demandEntry struct {
 // demandStatus is /v1/status's on-demand part.
 type demandStatus struct {
 	Models []struct {
-		Path     string `json:"model_path"`
-		State    string `json:"state"`
-		OnDemand bool   `json:"on_demand"`
+		Path       string `json:"model_path"`
+		State      string `json:"state"`
+		OnDemand   bool   `json:"on_demand"`
+		LastLoadMs int64  `json:"last_load_ms"`
 	} `json:"models"`
 	Memory *struct {
 		BudgetBytes       int64            `json:"budget_bytes"`
@@ -178,9 +181,14 @@ func rssPeak(t *testing.T, pid int) (stop func() int64) {
 // A bucket of 120 on-demand models (60 copies each of the example pCTR
 // TorchScript model and of its ONNX export, each about 0.5 MB loaded) on
 // one grove with a memory budget that holds about six: every model is
-// listed unloaded at start; requests for each, twice over, in a
-// shuffled order from 4 clients, all succeed (each loads its model, the
-// budget unloading idle ones to make room); /v1/status and the metrics
+// listed unloaded at start; a request for each, in a shuffled order from
+// 4 clients, then 600 requests drawn from a Zipf distribution (s = 1.1)
+// over them, one at a time (so that the simulation replays the order Grove
+// saw), all succeed (each miss loads its model, the
+// budget unloading idle ones to make room), and the Zipf trace's hit
+// ratio is within 5 points of an offline simulation of Grove's unload
+// policy over the same trace (the issue's Proof, scaled down to fit make
+// test: 120 models, a budget for about 7); /v1/status and the metrics
 // show the demand loads, the budget's unloads, most models unloaded again
 // and the memory counted within the budget; the process's RSS stays
 // within (budget + base) + 10 %, the base measured as the issue defines
@@ -244,37 +252,46 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	t.Logf("base RSS %d MiB (after one load and unload of each runtime; runtime start-up %v); bound %d MiB", base>>20, g.demandStatus().Memory.RuntimeStartBytes, bound>>20)
 
 	peak := rssPeak(t, pid)
-	order := make([]string, 0, 2*len(paths))
-	for range 2 {
-		order = append(order, paths...)
-	}
+	// Every model once, in a shuffled order, from 4 clients.
+	order := slices.Clone(paths)
 	rng := rand.New(rand.NewPCG(1, 2))
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	var next atomic.Int64
-	var mu sync.Mutex
-	var failures []string
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range 2 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(order) {
-					return
-				}
-				if why := g.inferOne(pctrItem(order[i])); why != "" {
-					mu.Lock()
-					failures = append(failures, fmt.Sprintf("%s: %s", order[i], why))
-					mu.Unlock()
-				}
-			}
-		})
+	failures, _ := g.runTrace(order, 4)
+	t.Logf("%d requests, each model once, in %v", len(order), time.Since(start).Round(time.Millisecond))
+	// Then a Zipf-distributed trace (s = 1.1), one request at a time: its
+	// hit ratio against an offline simulation of Grove's policy over it.
+	st = g.demandStatus()
+	cached := map[string]bool{}
+	for _, m := range st.Models {
+		cached[m.Path] = m.State == "ready"
 	}
-	wg.Wait()
+	zipf := rand.New(rand.NewPCG(3, 4))
+	rank := rng.Perm(len(paths)) // the hot models mix both runtimes
+	trace := make([]string, zipfRequests)
+	for i := range trace {
+		trace[i] = paths[rank[zipfRank(zipf, 1.1, len(paths))]]
+	}
+	hits0, misses0 := g.metricSum("grove_model_demand_hits_total", ""), g.metricSum("grove_model_demand_misses_total", "")
+	start = time.Now()
+	zfail, at := g.runTrace(trace, 1)
+	failures = append(failures, zfail...)
+	hits, misses := g.metricSum("grove_model_demand_hits_total", "")-hits0, g.metricSum("grove_model_demand_misses_total", "")-misses0
 	most := peak()
-	t.Logf("%d requests for %d models in %v; peak RSS %d MiB (+%d MiB over the base)", len(order), len(paths), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20)
+	t.Logf("%d Zipf requests in %v; peak RSS %d MiB (+%d MiB over the base)", len(trace), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20)
+	st = g.demandStatus()
+	cost := map[string]time.Duration{}
+	for _, m := range st.Models {
+		cost[m.Path] = time.Duration(m.LastLoadMs) * time.Millisecond
+	}
+	got := hits / (hits + misses)
+	want := simulateHitRatio(trace, at, cached, st.Memory.Loaded, cost)
+	t.Logf("Zipf trace: hit ratio %.3f (%v hits, %v misses); offline simulation of Grove's policy (%d models kept): %.3f", got, hits, misses, st.Memory.Loaded, want)
+	if math.Abs(got-want) > 0.05 {
+		t.Errorf("hit ratio %.3f, the offline simulation of Grove's policy over the same trace %.3f: more than 5 points apart", got, want)
+	}
 	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed; first: %s", len(failures), len(order), failures[0])
+		t.Errorf("%d of %d requests failed; first: %s", len(failures), len(order)+len(trace), failures[0])
 	}
 	if most > bound {
 		t.Errorf("peak RSS %d MiB, over (budget %d MiB + base %d MiB) + 10 %% = %d MiB", most>>20, budget>>20, base>>20, bound>>20)
@@ -292,11 +309,11 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	}
 	loads := g.metricSum("grove_model_loads_total", `reason="demand",result="ok"`)
 	unloads := g.metricSum("grove_model_unloads_total", `reason="budget"`)
-	misses, hits := g.metricSum("grove_model_demand_misses_total", ""), g.metricSum("grove_model_demand_hits_total", "")
-	t.Logf("demand loads %v, budget unloads %v, demand misses %v, hits %v", loads, unloads, misses, hits)
-	if loads < float64(len(paths)) || unloads < float64(len(paths)-budget/(400<<10)) || misses < float64(len(paths)) {
+	allMisses := g.metricSum("grove_model_demand_misses_total", "")
+	t.Logf("demand loads %v, budget unloads %v, demand misses %v", loads, unloads, allMisses)
+	if loads < float64(len(paths)) || unloads < float64(len(paths)-budget/(400<<10)) || allMisses < float64(len(paths)) {
 		t.Errorf("demand loads %v, budget unloads %v, misses %v: want at least %d loads and misses (every model loaded) and %d unloads",
-			loads, unloads, misses, len(paths), len(paths)-budget/(400<<10))
+			loads, unloads, allMisses, len(paths), len(paths)-budget/(400<<10))
 	}
 
 	// A deadline shorter than the load: 503 "model is loading", with Retry-After.
@@ -309,6 +326,91 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	if why := g.inferOne(itemJSON("slow/", tensorJSON("INT32", []int64{1}, []float64{1}))); why != "" {
 		t.Errorf("slow/ without a short deadline: %s", why)
 	}
+}
+
+// zipfRequests is the length of the Zipf trace.
+const zipfRequests = 600
+
+// zipfRank draws a rank in [0, n) with P(k) proportional to 1/(k+1)^s.
+func zipfRank(r *rand.Rand, s float64, n int) int {
+	var total float64
+	for k := range n {
+		total += math.Pow(float64(k+1), -s)
+	}
+	u := r.Float64() * total
+	for k := range n {
+		if u -= math.Pow(float64(k+1), -s); u < 0 {
+			return k
+		}
+	}
+	return n - 1
+}
+
+// runTrace sends one B&A request for each path of trace, in order, from
+// clients clients, and returns why those that failed did, and when each
+// was sent (since the first).
+func (g *grove) runTrace(trace []string, clients int) (failures []string, at []time.Duration) {
+	at = make([]time.Duration, len(trace))
+	var next atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(trace) {
+					return
+				}
+				at[i] = time.Since(start)
+				if why := g.inferOne(pctrItem(trace[i])); why != "" {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s: %s", trace[i], why))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failures, at
+}
+
+// simulateHitRatio replays trace (request i sent at at[i]) through
+// Grove's unload policy offline: keep models loaded, those in cached to
+// begin with (used at 0); a request for one not kept loads it, unloading
+// first, when keep are kept, the least valuable: the one whose reload
+// cost (its load time plus a nanosecond per byte, 400 kB each) divided
+// by the time since its last request is least. It returns the share of
+// requests that found their model kept.
+func simulateHitRatio(trace []string, at []time.Duration, cached map[string]bool, keep int, cost map[string]time.Duration) float64 {
+	last := map[string]time.Duration{}
+	for p, ok := range cached {
+		if ok {
+			last[p] = 0
+		}
+	}
+	hits := 0
+	for i, p := range trace {
+		now := at[i]
+		if _, ok := last[p]; ok {
+			hits++
+			last[p] = now
+			continue
+		}
+		for len(last) >= keep {
+			victim, least := "", math.Inf(1)
+			for q, used := range last {
+				c := max(cost[q], time.Millisecond) + 400<<10
+				v := float64(c) / float64(max(now-used, time.Millisecond))
+				if v < least || (v == least && q < victim) {
+					victim, least = q, v
+				}
+			}
+			delete(last, victim)
+		}
+		last[p] = now
+	}
+	return float64(hits) / float64(len(trace))
 }
 
 // postWithHeader posts body to url and returns the status, the response's
