@@ -200,7 +200,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 	mu.Lock()
 	ends[0] = context.AfterFunc(ctx, func() {
 		if pastDeadline(ctx, time.Now()) {
-			b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
+			b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
 			return
 		}
 		reply(forward.Answer{}, ctx.Err())

@@ -120,6 +120,9 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
 			ss.Comparison = st.comparison(sv.ReleaseVersion, localContent(c), now)
+		} else if r.demandFor(sv.ModelPath) != nil {
+			// On demand and not loaded: the pick that routes to it loads it.
+			ss.Ready = true
 		} else if r.remote != nil && r.remote.Serves(sv.ModelPath) {
 			ss.Ready = true // on another cluster node, which the router forwards to
 			if on, ok := r.servedBy(routes, sv.ModelPath); ok {

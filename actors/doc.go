@@ -38,6 +38,14 @@
 //	routing table (path -> content; a      supervisor                  System.routes, an atomic pointer to a table
 //	  versioned entry's path -> its                                    replaced, never changed (router, System, metrics)
 //	  newest ready version's content)
+//	demand table (on-demand path with no   supervisor                  System.demand, an atomic pointer to a table
+//	  content -> its demand slot)                                      replaced, never changed (ways.toModel, ModelPaths,
+//	                                                                     the router's plan)
+//	demand slot: requests parked, load     requests park and ask; the  demandSlot.mu (demand.go); a parked item is
+//	  asked, serving, last failure and       supervisor opens, closes    claimed like a model actor's answer
+//	  backoff, expected load time            and fails it
+//	content.lastUsed                       sendPredict (on-demand      atomic (the planner's LastUsed, on the
+//	                                         contents only)              supervisor)
 //	status snapshot                        supervisor                  System.status, an atomic pointer (System.Status)
 //	System.settled                         supervisor                  atomic (System.Ready)
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table

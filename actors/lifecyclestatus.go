@@ -25,6 +25,10 @@ const (
 	// StateExpired: unloaded because every contract servable using it is
 	// expired; loaded again if one stops being expired.
 	StateExpired State = "expired"
+	// StateUnloaded: an on-demand model with no content: listed and
+	// routable, loaded when a request for it arrives (and where the memory
+	// budget's unloading takes it back to).
+	StateUnloaded State = "unloaded"
 )
 
 // Status is a snapshot of the config source and every configured model.
@@ -35,6 +39,34 @@ type Status struct {
 	// Versioned are the versioned entries of the config in force; their
 	// versions are in Models.
 	Versioned []VersionedStatus `json:"versioned,omitempty"`
+	// Memory is what the loaded models take of the memory budget, and
+	// the on-demand models loaded and not; nil on a server with neither
+	// a budget nor on-demand models.
+	Memory *MemoryStatus `json:"memory,omitempty"`
+}
+
+// MemoryStatus describes the memory budget and the on-demand models
+// (docs/density.md).
+type MemoryStatus struct {
+	// BudgetBytes is memory_budget_bytes (0: unbounded); UsedBytes what
+	// the loaded contents and the load running are counted at (each its
+	// measured growth, at least its estimate: docs/density.md).
+	BudgetBytes int64 `json:"budget_bytes"`
+	UsedBytes   int64 `json:"used_bytes"`
+	// LoadPolicy is the server's load_policy.
+	LoadPolicy string `json:"load_policy"`
+	// Loaded and Unloaded count the on-demand models with a content
+	// serving and without (unloaded, loading or failed).
+	Loaded   int `json:"loaded"`
+	Unloaded int `json:"unloaded"`
+	// UnloadOrder lists the loaded on-demand models the budget may
+	// unload, least valuable first: the order idle ones go in.
+	UnloadOrder []string `json:"unload_order"`
+	// RuntimeStartBytes is, by runtime, the memory growth of its first
+	// load in this process: mostly the runtime's own start-up, part of
+	// the base rather than of that model, which is counted at its
+	// estimate instead.
+	RuntimeStartBytes map[string]int64 `json:"runtime_start_bytes,omitempty"`
 }
 
 // VersionedStatus describes a versioned model entry (one with a
@@ -108,6 +140,13 @@ type ModelStatus struct {
 	// Kept is the previous content held loaded and warm out of service
 	// for an instant rollback, nil if none.
 	Kept *KeptStatus `json:"kept,omitempty"`
+	// OnDemand is set for a model loaded on demand (its load, or the
+	// server's load_policy); LastLoadMs is how long its last load took,
+	// fetch to warm-up (0: never loaded); RetryAt, after a failed load,
+	// when the next request may load it again.
+	OnDemand   bool       `json:"on_demand,omitempty"`
+	LastLoadMs int64      `json:"last_load_ms,omitempty"`
+	RetryAt    *time.Time `json:"retry_at,omitempty"`
 
 	evictAt time.Time
 	active  *content

@@ -14,6 +14,10 @@ type Metrics struct {
 	latency       *prometheus.HistogramVec
 	configPolls   *prometheus.CounterVec
 	loads         *prometheus.CounterVec
+	unloads       *prometheus.CounterVec
+	coldStart     prometheus.Histogram
+	demandHits    prometheus.Counter
+	demandMisses  prometheus.Counter
 	crashes       *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
 	compareShed   *prometheus.CounterVec
@@ -46,8 +50,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_loads_total",
-			Help: "Model content loads by model path and result (ok, failed).",
-		}, []string{"model", "result"}),
+			Help: "Model content loads by model path, result (ok, failed) and reason (eager: a model loaded as the config lists it, or again after a failure; demand: an on-demand model a request waited for; update: a serving model's content replaced).",
+		}, []string{"model", "result", "reason"}),
+		unloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_model_unloads_total",
+			Help: "On-demand models unloaded while still listed, by model path and reason (budget: to make room under memory_budget_bytes for another load; idle: unused for idle_unload_after). Models removed from the config are not counted.",
+		}, []string{"model", "reason"}),
+		coldStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "grove_model_cold_start_seconds",
+			Help:    "Time from the demand for an unloaded on-demand model to its content serving (fetch, checksum, the wait for a load slot and for room, load, warm-up), for the loads that succeeded.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		demandHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_model_demand_hits_total",
+			Help: "Requests for on-demand models that found their model loaded. The hit ratio is hits / (hits + misses).",
+		}),
+		demandMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_model_demand_misses_total",
+			Help: "Requests for on-demand models that had to wait for their model's load (or got \"model is loading\" when their deadline ended first).",
+		}),
 		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_crashes_total",
 			Help: "Model actor crashes (panics) that restarted the model, by model path.",
@@ -98,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 
@@ -138,12 +159,16 @@ type stateCollector struct {
 	configTime *prometheus.Desc
 	ready      *prometheus.Desc
 	keptBytes  *prometheus.Desc
+	budget     *prometheus.Desc
+	used       *prometheus.Desc
 }
 
 func newStateCollector(s *System) *stateCollector {
 	return &stateCollector{
 		s:          s,
-		state:      prometheus.NewDesc("grove_model_state", "1 for the state each configured model is in (loading, ready, failed, evicting, expiring, expired).", []string{"model", "state"}, nil),
+		state:      prometheus.NewDesc("grove_model_state", "1 for the state each configured model is in (loading, ready, failed, evicting, expiring, expired; and unloaded, for on-demand models only).", []string{"model", "state"}, nil),
+		budget:     prometheus.NewDesc("grove_memory_budget_bytes", "memory_budget_bytes of a single server (0: unbounded); exported with on-demand models or a budget.", nil, nil),
+		used:       prometheus.NewDesc("grove_memory_used_bytes", "Memory the loaded models (and the load running) are counted at against memory_budget_bytes: each its measured growth at load, else its size times the memory factor; exported with on-demand models or a budget.", nil, nil),
 		queue:      prometheus.NewDesc("grove_model_queue_depth", "Requests waiting in the model actor's mailbox.", []string{"model"}, nil),
 		inflight:   prometheus.NewDesc("grove_model_inflight", "Requests dispatched to the model and not yet answered.", []string{"model"}, nil),
 		configTime: prometheus.NewDesc("grove_config_last_success_timestamp_seconds", "When the model config was last read and applied.", nil, nil),
@@ -161,13 +186,19 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.configTime
 	ch <- c.ready
 	ch <- c.keptBytes
+	ch <- c.budget
+	ch <- c.used
 }
 
 // Collect reads the current status and routing table.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Status()
 	for _, m := range st.Models {
-		for _, s := range []State{StateLoading, StateReady, StateFailed, StateEvicting, StateExpiring, StateExpired} {
+		states := []State{StateLoading, StateReady, StateFailed, StateEvicting, StateExpiring, StateExpired}
+		if m.OnDemand {
+			states = append(states, StateUnloaded)
+		}
+		for _, s := range states {
 			v := 0.0
 			if m.State == s {
 				v = 1
@@ -186,6 +217,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(ct.queued.Load()+ct.shadowQueued.Load()), path)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(ct.inflight.Load()), path)
+	}
+	if mem := st.Memory; mem != nil {
+		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(mem.BudgetBytes))
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(mem.UsedBytes))
 	}
 	if st.Config.LastSuccess != nil {
 		ch <- prometheus.MustNewConstMetric(c.configTime, prometheus.GaugeValue, float64(st.Config.LastSuccess.UnixNano())/1e9)

@@ -36,6 +36,12 @@ type content struct {
 	loadedAt time.Time
 	// rss is the memory its load took (residentBytes' growth), 0 if unknown.
 	rss int64
+	// onDemand is set for an on-demand model's content: its requests
+	// count as demand hits.
+	onDemand bool
+	// lastUsed is when it last took a user request (UnixNano; 0: never),
+	// for the memory budget's unload order.
+	lastUsed atomic.Int64
 	// pids are the model actors (replicas) sharing the loaded weights;
 	// busy[i] counts the requests sent to pids[i] and not yet answered.
 	pids []*actor.PID

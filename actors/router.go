@@ -79,7 +79,53 @@ func newBatch(ctx context.Context, reqs []Request) *batch {
 const (
 	itemClaimed uint32 = 1 << iota
 	itemForwarded
+	// itemParked: the item waits for its on-demand model's load
+	// (demand.go); its deadline answers it "model is loading".
+	itemParked
 )
+
+// park records that item i waits for its model's load, unless it was
+// answered already (false).
+func (b *batch) park(i int) bool {
+	for {
+		s := b.state[i].Load()
+		if s&itemClaimed != 0 {
+			return false
+		}
+		if b.state[i].CompareAndSwap(s, s|itemParked) {
+			return true
+		}
+	}
+}
+
+// unpark records that item i no longer waits for a load (its model
+// serves, or its load failed), unless it was answered already (false).
+func (b *batch) unpark(i int) bool {
+	for {
+		s := b.state[i].Load()
+		if s&itemClaimed != 0 {
+			return false
+		}
+		if b.state[i].CompareAndSwap(s, s&^itemParked) {
+			return true
+		}
+	}
+}
+
+// expireParked answers item i with err if it still waits for its
+// model's load (its model's default_timeout_ms ended first).
+func (b *batch) expireParked(i int, err error, m *Metrics) {
+	if prev, ok := b.claimState(i); ok {
+		if prev&itemParked == 0 {
+			// Unparked meanwhile: claimed by mistake; it cannot be given
+			// back, so it is answered as the deadline it is.
+			err = fmt.Errorf("%w: no answer within the model's default_timeout_ms", servables.ErrDeadlineExceeded)
+		}
+		b.results[i].Err = err
+		m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+		b.finish()
+	}
+}
 
 // claim reports whether the caller is the one to answer item i.
 func (b *batch) claim(i int) bool {
@@ -135,21 +181,37 @@ func (b *batch) fail(err error) {
 	}
 }
 
-// expireUnanswered answers every item not answered yet with err. It
-// reads no field the router may be writing (a Score call's routing):
-// the result is the caller's once claimed, and API is never changed. An
-// item handed to another node is not counted in m's per-model metrics:
-// the serving node counts it, and this node in the hop's metrics.
-func (b *batch) expireUnanswered(err error, m *Metrics) {
+// expireUnanswered answers every item not answered yet with err, or,
+// for one waiting for its on-demand model's load, with w's "model is
+// loading" (LoadingError). It reads no field the router may be writing
+// (a Score call's routing): the result is the caller's once claimed, and
+// API and ModelPath are never changed after the item is parked. An item
+// handed to another node is not counted in the per-model metrics: the
+// serving node counts it, and this node in the hop's metrics.
+func (b *batch) expireUnanswered(err error, w *ways) {
+	now := time.Now()
 	for i := range b.reqs {
 		if prev, ok := b.claimState(i); ok {
-			b.results[i].Err = err
+			e := err
+			if prev&itemParked != 0 {
+				e = w.loadingError(b.reqs[i].ModelPath, now)
+			}
+			b.results[i].Err = e
 			if prev&itemForwarded == 0 { // a forwarded item counts where it runs, and in the hop's metrics
-				m.observe(b.reqs[i].API, b.results[i].ModelPath, err, 0)
+				w.metrics.observe(b.reqs[i].API, b.results[i].ModelPath, e, 0)
 			}
 			b.finish()
 		}
 	}
+}
+
+// loadingError is the answer of a request for path whose deadline ends
+// at now while path loads.
+func (w *ways) loadingError(path string, now time.Time) error {
+	if d := w.demandFor(path); d != nil {
+		return d.loadingError(now)
+	}
+	return &LoadingError{Path: path, RetryAfter: time.Second}
 }
 
 // Messages to the router besides batches.
@@ -265,6 +327,8 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 		switch r.toModel(ctx.Send, b, i, ans) {
 		case failedHere:
 			continue
+		case parkedHere:
+			// Its shadow copies go now; the caller's answer waits.
 		case elsewhere:
 			if !b.markForwarded(i) {
 				continue // answered meanwhile: its deadline passed
@@ -287,6 +351,10 @@ type ways struct {
 	metrics    *Metrics
 	// remote forwards to other cluster nodes (nil: a single server).
 	remote Remote
+	// demand is the demand table (demand.go), published by the
+	// supervisor; ask asks it for the load of an on-demand path.
+	demand *atomic.Pointer[demandTable]
+	ask    func(path string)
 }
 
 // way is where toModel took an item.
@@ -301,6 +369,9 @@ const (
 	// failedHere: answered with the reason it cannot be served (or
 	// answered already).
 	failedHere
+	// parkedHere: waiting for its on-demand model's load (demand.go),
+	// which takes it to its model actor or answers it.
+	parkedHere
 )
 
 // toModel takes item i of b to the model actor serving its path on this
@@ -314,15 +385,44 @@ const (
 // not execute here, and the forwarding node counts it (and tries another
 // replica).
 func (w *ways) toModel(send func(*actor.PID, any), b *batch, i int, ans *championAnswer) way {
+	return w.take(send, b, i, ans, true)
+}
+
+// take is toModel; hit says whether a request its on-demand model's
+// content takes counts as a demand hit (not when it waited: resume).
+func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAnswer, hit bool) way {
 	req := &b.reqs[i]
-	c, err := acquire(w.routes, w.queueLimit, req.ModelPath)
-	if err == nil {
-		sendPredict(send, w.metrics, b, i, c, ans)
-		return sentHere
-	}
-	notHere := c == nil && errors.Is(err, ErrModelNotFound)
-	if notHere && w.mayForward(b, req.ModelPath) {
-		return elsewhere
+	var c *content
+	var err error
+	var notHere bool
+	for range 3 {
+		c, err = acquire(w.routes, w.queueLimit, req.ModelPath)
+		if err == nil {
+			if c.onDemand && hit {
+				w.metrics.demandHits.Inc()
+			}
+			sendPredict(send, w.metrics, b, i, c, ans)
+			return sentHere
+		}
+		notHere = c == nil && errors.Is(err, ErrModelNotFound)
+		if notHere && w.mayForward(b, req.ModelPath) {
+			return elsewhere
+		}
+		d := w.demandFor(req.ModelPath)
+		if !notHere || d == nil {
+			break
+		}
+		r, ask := d.park(b, i, ans, w.metrics, time.Now())
+		if ask {
+			w.ask(req.ModelPath)
+		}
+		switch r {
+		case parked:
+			return parkedHere
+		case answered:
+			return failedHere
+		}
+		// lookAgain: its content serves now.
 	}
 	if b.claim(i) {
 		res := &b.results[i]
@@ -346,6 +446,9 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	res := &b.results[i]
 	callerDeadline, hasDeadline := b.ctx.Deadline()
 	enqueued := time.Now()
+	if c.onDemand {
+		c.lastUsed.Store(enqueued.UnixNano())
+	}
 	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
 	if b.shadow {
 		p.priority = priorityShadow

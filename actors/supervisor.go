@@ -77,6 +77,10 @@ type (
 	// quiesce makes the supervisor take no step from now on and discard
 	// what running jobs bring; done is closed once it has (System.Stop).
 	quiesce struct{ done chan struct{} }
+	// freedContent: the model actors of content (or job) id have all
+	// terminated, or its servable was closed unspawned: its memory no
+	// longer counts against the budget.
+	freedContent struct{ id int64 }
 )
 
 // loadJob is what a running load has produced so far. The planner knows
@@ -95,6 +99,10 @@ type loadJob struct {
 	rss int64
 	// c is the content once its model actors are spawned (warm-up).
 	c *content
+	// reason is why it loads (lifecycle.Job.Reason); started when its
+	// fetch started.
+	reason  string
+	started time.Time
 }
 
 // supervisorActor polls the model config, feeds what happens to the
@@ -140,6 +148,18 @@ type supervisorActor struct {
 	// cluster's models by entry path (nil: every model, a single server).
 	configured []modelconfig.Model
 	share      map[string]bool
+	// slots are the on-demand paths' demand slots (demand.go), by path;
+	// those with no content serving are published in System.demand.
+	slots map[string]*demandSlot
+	// self is the supervisor's process id.
+	self *actor.PID
+	// failed are the answers to requests whose on-demand load failed,
+	// given once the status that shows the failure is published.
+	failed []func()
+	// runtimeStart is the memory growth of each runtime's first load in
+	// this process (by runtime name): mostly the runtime's own start-up,
+	// part of the process's base rather than of that model.
+	runtimeStart map[string]int64
 }
 
 func newSupervisor(s *System) *supervisorActor {
@@ -149,14 +169,30 @@ func newSupervisor(s *System) *supervisorActor {
 	} else if s.opts.ClusterNode {
 		share = map[string]bool{}
 	}
-	return &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"), plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor},
-		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{}}
+	sup := &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"),
+		plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor, LoadPolicy: s.opts.LoadPolicy, MemoryFactor: s.opts.MemoryFactor},
+		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{},
+		slots: map[string]*demandSlot{}, runtimeStart: map[string]int64{}}
+	if !s.opts.ClusterNode {
+		// In a cluster, the controller places by them instead.
+		sup.plan.Budget, sup.plan.IdleUnloadAfter = s.opts.MemoryBudget, s.opts.IdleUnloadAfter
+	}
+	sup.plan.LastUsed = func(id int64) time.Time {
+		if c := sup.contents[id]; c != nil {
+			if ns := c.lastUsed.Load(); ns != 0 {
+				return time.Unix(0, ns)
+			}
+		}
+		return time.Time{}
+	}
+	return sup
 }
 
 // Receive handles one message; every state change ends with a new plan.
 func (s *supervisorActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.self = ctx.Self()
 		s.start(ctx)
 	case *actor.Stopping:
 		s.quiet = true
@@ -186,12 +222,13 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		m.reply <- s.unregister(ctx, m.path)
 	case fetchResult:
 		var sum string
+		var size int64
 		if m.local != nil {
-			sum = m.local.Checksum
+			sum, size = m.local.Checksum, m.local.Size
 		}
-		s.stageEnded(ctx, m.job, loadJob{local: m.local}, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Err: m.err})
+		s.stageEnded(ctx, m.job, loadJob{local: m.local}, lifecycle.Fetched{Path: m.path, Job: m.job, Checksum: sum, Size: size, Err: m.err})
 	case loadResult:
-		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Err: m.err})
+		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Bytes: s.modelBytes(m), Err: m.err})
 	case warmResult:
 		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
 	case wakeTick:
@@ -205,6 +242,10 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.apply(ctx, lifecycle.ReloadFailed{Path: m.path, Content: m.content, Err: m.err})
 	case contractsExpired:
 		s.apply(ctx, lifecycle.ContractsExpired{Paths: m.paths})
+	case demandLoad:
+		s.apply(ctx, lifecycle.Demand{Path: m.path})
+	case freedContent:
+		s.apply(ctx, lifecycle.Freed{Content: m.id})
 	case setShare:
 		s.setShare(ctx, m)
 	case quiesce:
@@ -306,6 +347,14 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				if c := s.contents[st.Content]; c != nil {
 					retired = append(retired, c)
 				}
+				switch st.Reason {
+				case lifecycle.ReasonBudget:
+					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
+					s.log.Info("model unloaded to make room under the memory budget", "model", st.Path, "budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
+				case lifecycle.ReasonIdle:
+					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
+					s.log.Info("model unloaded after taking no request for idle_unload_after", "model", st.Path, "idle_unload_after", s.plan.IdleUnloadAfter)
+				}
 			case lifecycle.Release:
 				if c := s.contents[st.Content]; c != nil {
 					delete(s.contents, st.Content)
@@ -324,8 +373,12 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 		// retired, so that a request never finds a retired content in the
 		// table it reads. Swaps and retirements change the table, and so
 		// do phase changes alone: a version leaving its policy no longer
-		// serves its entry's path.
+		// serves its entry's path. The demand slots of the paths losing
+		// their content take requests before the table goes out; those of
+		// the paths gaining one take their requests to it after.
+		s.publishDemand(now)
 		s.publishRoutes()
+		s.openDemand(ctx)
 		for _, c := range retired {
 			c.retired.Store(true)
 			s.log.Debug("model content retired", "model", c.path, "checksum", c.checksum)
@@ -337,6 +390,10 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 	}
 	s.applyTimeouts()
 	s.publishStatus()
+	for _, f := range s.failed {
+		f()
+	}
+	s.failed = nil
 	for _, st := range notify {
 		for _, w := range s.waiters[st.Path] {
 			w <- registrationError(st.Path, st.Err)
@@ -386,7 +443,10 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	if st.Registered {
 		src = s.sources[st.Path]
 	}
-	s.jobs[st.Job] = &loadJob{path: st.Path, meta: st.Meta, running: true}
+	s.jobs[st.Job] = &loadJob{path: st.Path, meta: st.Meta, running: true, reason: st.Reason, started: time.Now()}
+	if d := s.slots[st.Path]; d != nil && st.Reason == lifecycle.ReasonDemand {
+		d.loading(time.Now())
+	}
 	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", src.String(), "job", st.Job)
 	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
 	s.sys.background(func(bctx context.Context) {
@@ -407,14 +467,18 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	j := s.jobs[st.Job]
 	j.running = true
+	if st.OverBudget {
+		s.log.Warn("loading a model over the memory budget: not even unloading every idle on-demand model makes room for it", "model", st.Path,
+			"budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
+	}
 	local, opts := j.local, s.sys.loadOptions(st.Meta)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	s.sys.background(func(bctx context.Context) {
 		r := loadResult{path: st.Path, job: st.Job}
 		lt := s.sys.loads.start()
-		before := residentBytes()
+		before := s.sys.opts.residentBytes()
 		r.runtime, r.sv, r.err = s.sys.load(bctx, local, opts, st.Meta.Signature)
-		after := residentBytes()
+		after := s.sys.opts.residentBytes()
 		// Only a load that ran alone measures its own memory; one that
 		// overlapped another is left unmeasured (placement then takes the
 		// file size times the memory factor) rather than counted twice.
@@ -426,6 +490,23 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 		}
 		root.Send(self, r)
 	})
+}
+
+// modelBytes is the memory load r measured for its model: none (the
+// planner counts its estimate) when it was its runtime's first load in
+// this process, whose growth is mostly the runtime's start-up (its code,
+// its environment, its thread pools): part of the base, which stays
+// after the model is unloaded. That growth is kept in runtimeStart.
+func (s *supervisorActor) modelBytes(r loadResult) int64 {
+	if r.err != nil || r.runtime == "" {
+		return r.rss
+	}
+	if _, ok := s.runtimeStart[r.runtime]; ok {
+		return r.rss
+	}
+	s.runtimeStart[r.runtime] = r.rss
+	s.log.Info("first load of a runtime: its memory growth counts as the runtime's start-up, not the model's", "runtime", r.runtime, "model", r.path, "bytes", r.rss)
+	return 0
 }
 
 // warmUp spawns a loaded job's model actors and runs its warm-up
@@ -451,7 +532,8 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 
 // spawn starts the model actors (replicas) of a loaded job; they share its servable.
 func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
-	c := &content{id: id, name: s.names.take(), path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss}
+	c := &content{id: id, name: s.names.take(), path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss,
+		onDemand: j.reason == lifecycle.ReasonDemand || s.onDemand(j.path)}
 	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
@@ -503,7 +585,10 @@ func (s *supervisorActor) swap(st lifecycle.Step, now time.Time) {
 		c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
 	}
 	s.contents[st.Job] = c
-	s.sys.metrics.loads.WithLabelValues(st.Path, "ok").Inc()
+	s.sys.metrics.loads.WithLabelValues(st.Path, "ok", j.reason).Inc()
+	if j.reason == lifecycle.ReasonDemand {
+		s.sys.metrics.coldStart.Observe(now.Sub(j.started).Seconds())
+	}
 	if old := (*s.sys.routes.Load())[st.Path]; old != nil {
 		s.log.Info("model updated in place", "model", st.Path, "old_checksum", old.checksum, "checksum", c.checksum)
 		return
@@ -532,15 +617,24 @@ func (s *supervisorActor) restore(st lifecycle.Step) {
 
 // discard drops a job that will not serve, now or when its running stage ends.
 func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
+	j := s.jobs[st.Job]
 	if st.Err != nil {
-		s.sys.metrics.loads.WithLabelValues(st.Path, "failed").Inc()
-		if p := s.plan.Path(st.Path); p != nil && p.Active != nil {
+		reason := lifecycle.ReasonEager
+		if j != nil {
+			reason = j.reason
+		}
+		s.sys.metrics.loads.WithLabelValues(st.Path, "failed", reason).Inc()
+		p := s.plan.Path(st.Path)
+		switch {
+		case p != nil && p.Active != nil:
 			s.log.Error("model update failed; the previous content keeps serving", "model", st.Path, "serving_checksum", p.Active.Checksum, "err", st.Err)
-		} else {
+		case p != nil && s.plan.OnDemand(p):
+			s.log.Error("on-demand model load failed; the next request after the backoff retries it", "model", st.Path, "retry_at", p.RetryAt, "err", st.Err)
+			s.failDemand(ctx, p, st.Err)
+		default:
 			s.log.Error("model load failed; retrying on the next poll", "model", st.Path, "err", st.Err)
 		}
 	}
-	j := s.jobs[st.Job]
 	switch {
 	case j == nil:
 	case j.running:
@@ -559,6 +653,7 @@ func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
 		s.release(ctx, j.c)
 	default:
 		closeQuietly(j.sv, j.local, s.log)
+		ctx.Send(ctx.Self(), freedContent{id: id})
 	}
 }
 
@@ -573,6 +668,7 @@ func (s *supervisorActor) release(ctx actor.Context, c *content) {
 // have not terminated yet, and the cached files to delete once none is
 // left (nil: none).
 type stoppingContent struct {
+	id    int64
 	name  int
 	left  int
 	local *bucket.LocalModel
@@ -583,7 +679,7 @@ type stoppingContent struct {
 // stopped actor's Terminated comes to its parent, the supervisor, so no
 // future is needed (each would take a process id of its own).
 func (s *supervisorActor) stopActors(ctx actor.Context, c *content, local *bucket.LocalModel) {
-	st := &stoppingContent{name: c.name, left: len(c.pids), local: local}
+	st := &stoppingContent{id: c.id, name: c.name, left: len(c.pids), local: local}
 	if st.left == 0 {
 		s.ended(st)
 		return
@@ -611,6 +707,9 @@ func (s *supervisorActor) terminated(pid *actor.PID) {
 // supervisor stops if it is quiet by then).
 func (s *supervisorActor) ended(st *stoppingContent) {
 	s.names.put(st.name)
+	if !s.quiet {
+		s.sys.as.Root.Send(s.self, freedContent{id: st.id})
+	}
 	switch local := st.local; {
 	case local == nil:
 	case s.quiet:
@@ -806,6 +905,7 @@ var phaseStates = map[lifecycle.Phase]State{
 	lifecycle.Evicting: StateEvicting,
 	lifecycle.Expiring: StateExpiring,
 	lifecycle.Expired:  StateExpired,
+	lifecycle.Unloaded: StateUnloaded,
 }
 
 // publishStatus publishes a status snapshot for the API.
@@ -833,6 +933,20 @@ func (s *supervisorActor) publishStatus() {
 				m.Retiring++
 			}
 		}
+		if s.plan.OnDemand(p) {
+			m.OnDemand, m.LastLoadMs = true, p.Cost.LoadTime.Milliseconds()
+			if p.Active == nil && p.RetryAt.After(time.Now()) {
+				m.RetryAt = timePtr(p.RetryAt)
+			}
+			if st.Memory == nil {
+				st.Memory = &MemoryStatus{}
+			}
+			if p.Active != nil {
+				st.Memory.Loaded++
+			} else {
+				st.Memory.Unloaded++
+			}
+		}
 		m.KeepPreviousForMs = s.plan.KeepFor(p).Milliseconds()
 		m.keptReleased = p.KeptReleased
 		if k := p.Kept; k != nil {
@@ -845,6 +959,15 @@ func (s *supervisorActor) publishStatus() {
 		st.Models = append(st.Models, m)
 	}
 	st.Versioned = s.versionedStatus()
+	if st.Memory != nil || s.plan.Budget > 0 {
+		if st.Memory == nil {
+			st.Memory = &MemoryStatus{}
+		}
+		st.Memory.BudgetBytes, st.Memory.UsedBytes = s.plan.Budget, s.plan.Used()
+		st.Memory.LoadPolicy = string(cmp.Or(s.plan.LoadPolicy, modelconfig.LoadEager))
+		st.Memory.UnloadOrder = s.plan.UnloadOrder(time.Now())
+		st.Memory.RuntimeStartBytes = maps.Clone(s.runtimeStart)
+	}
 	if s.plan.Settled() {
 		s.sys.settled.Store(true)
 	}

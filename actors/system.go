@@ -36,6 +36,22 @@ type Options struct {
 	// and warm after an in-place update (and a removed model at least),
 	// for the entries without keep_previous_for_ms; 0: off.
 	KeepPreviousFor time.Duration
+	// LoadPolicy is when a model entry without a load of its own is
+	// loaded (load_policy): modelconfig.LoadEager (the default when
+	// empty) or LoadOnDemand (docs/density.md).
+	LoadPolicy modelconfig.Load
+	// MemoryBudget bounds, in bytes, what a single server keeps loaded
+	// (memory_budget_bytes): loads run one at a time and idle on-demand
+	// models are unloaded to make room. 0: unbounded. A cluster node
+	// (ClusterNode) leaves it to the cluster's placement.
+	MemoryBudget int64
+	// IdleUnloadAfter unloads an on-demand model that took no request
+	// for that long (idle_unload_after), back to unloaded; 0: never. A
+	// cluster node (ClusterNode) leaves it to the cluster's placement.
+	IdleUnloadAfter time.Duration
+	// MemoryFactor estimates a model's memory as its files' size times
+	// it until its load measures it (0: 2).
+	MemoryFactor float64
 	// CacheDir is where model files are copied before they are loaded; Grove owns it.
 	CacheDir string
 	// MaxModelBytes rejects larger models.
@@ -101,6 +117,9 @@ type Options struct {
 	Outcomes OutcomeSource
 	// Logger receives the actors' logs; nil means slog.Default().
 	Logger *slog.Logger
+	// residentBytes reads the process's resident memory for a load's
+	// measure (nil: residentBytes, /proc/self/statm); tests replace it.
+	residentBytes func() int64
 	// Registerer receives the actors' metrics; nil means none are registered.
 	Registerer prometheus.Registerer
 }
@@ -122,8 +141,10 @@ type System struct {
 	as         *actor.ActorSystem
 	supervisor *actor.PID
 	router     *actor.PID
-	// routes and status are published by the supervisor, read by anyone.
+	// routes and status are published by the supervisor, read by anyone;
+	// so is demand, the on-demand paths with no content (demand.go).
 	routes atomic.Pointer[table]
+	demand atomic.Pointer[demandTable]
 	status atomic.Pointer[Status]
 	// applied is the config in force, published by the supervisor.
 	applied atomic.Pointer[appliedConfig]
@@ -171,6 +192,9 @@ func Start(opts Options) (*System, error) {
 	if opts.CompareTolerance <= 0 {
 		opts.CompareTolerance = quality.DefaultCompareTolerance
 	}
+	if opts.residentBytes == nil {
+		opts.residentBytes = residentBytes
+	}
 	if opts.CompareWindow <= 0 {
 		opts.CompareWindow = quality.DefaultCompareWindow
 	}
@@ -179,12 +203,14 @@ func Start(opts Options) (*System, error) {
 		reg = prometheus.NewRegistry()
 	}
 	s := &System{opts: opts, paths: serverPaths(opts), log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
-	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote}
+	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote, demand: &s.demand,
+		ask: func(path string) { s.as.Root.Send(s.as.NewLocalPID(supervisorName), demandLoad{path: path}) }}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	reg.MustRegister(newStateCollector(s), newCompareCollector(s))
 	empty := table{}
 	s.routes.Store(&empty)
+	s.demand.Store(&demandTable{})
 	s.status.Store(&Status{Models: []ModelStatus{}})
 	s.applied.Store(&appliedConfig{changed: make(chan struct{})})
 	workers, queue := opts.ShadowWorkers, opts.ShadowQueue
@@ -330,7 +356,7 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 		if !pastDeadline(b.ctx, time.Now()) {
 			return nil, b.ctx.Err()
 		}
-		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), s.metrics)
+		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
 		select {
 		case res = <-b.reply:
 		case <-s.stopped:
@@ -346,12 +372,17 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned
-// entry's path among them once one of its versions serves (NewestVersion);
-// on a cluster node, those ready on other nodes too (Options.Remote).
+// entry's path among them once one of its versions serves (NewestVersion),
+// and the on-demand models not loaded (a request loads them); on a
+// cluster node, those ready on other nodes too (Options.Remote).
 func (s *System) ModelPaths() []string {
 	routes := *s.routes.Load()
-	paths := make([]string, 0, len(routes))
+	demand := *s.demand.Load()
+	paths := make([]string, 0, len(routes)+len(demand))
 	for path := range routes {
+		paths = append(paths, path)
+	}
+	for path := range demand {
 		paths = append(paths, path)
 	}
 	if s.opts.Remote != nil {

@@ -207,6 +207,43 @@ func (f *LogFormat) UnmarshalText(text []byte) error {
 // UnmarshalYAML reads a YAML scalar as UnmarshalText does.
 func (f *LogFormat) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAMLText(n, f) }
 
+// LoadPolicy is load_policy: when a model entry without a load of its
+// own is loaded (modelconfig.Model.Load).
+type LoadPolicy uint8
+
+// The values of load_policy.
+const (
+	// LoadPolicyEager loads every model the config lists at once ("eager", the default).
+	LoadPolicyEager LoadPolicy = iota
+	// LoadPolicyOnDemand loads a model on the first request for it ("on_demand").
+	LoadPolicyOnDemand
+)
+
+func (LoadPolicy) names() []string { return []string{"eager", "on_demand"} }
+
+// String returns the config name: eager or on_demand.
+func (l LoadPolicy) String() string { return choiceName(l, l.names()) }
+
+// MarshalText returns the config name.
+func (l LoadPolicy) MarshalText() ([]byte, error) { return marshalChoice(l, l.names()) }
+
+// UnmarshalText sets l to the value named text, or returns an error listing the names.
+func (l *LoadPolicy) UnmarshalText(text []byte) error {
+	return parseChoice(l, text, l.names(), "eager or on_demand")
+}
+
+// UnmarshalYAML reads a YAML scalar as UnmarshalText does.
+func (l *LoadPolicy) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAMLText(n, l) }
+
+// Model is the model config's load value of the policy
+// (modelconfig.LoadEager or LoadOnDemand).
+func (l LoadPolicy) Model() modelconfig.Load {
+	if l == LoadPolicyOnDemand {
+		return modelconfig.LoadOnDemand
+	}
+	return modelconfig.LoadEager
+}
+
 // PredictionLogLevel is prediction_log.default_level: how much of the
 // direct model calls the prediction log records. Its names are the model
 // config's (modelconfig.LogLevelNone, LogLevelFull, LogLevelSample), in

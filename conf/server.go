@@ -114,6 +114,14 @@ type Server struct {
 	// keep_previous_for_ms overrides it. 0 (the default) is off: it holds
 	// two copies of a model in memory.
 	KeepPreviousFor time.Duration `yaml:"keep_previous_for"`
+	// LoadPolicy is when a model entry without a load of its own is
+	// loaded: eager (the default: when the config lists it) or on_demand
+	// (on the first request for it; see docs/density.md).
+	LoadPolicy LoadPolicy `yaml:"load_policy"`
+	// IdleUnloadAfter unloads an on-demand model that took no request for
+	// that long on a single server (back to unloaded: its next request
+	// loads it again); 0 (the default): never.
+	IdleUnloadAfter time.Duration `yaml:"idle_unload_after"`
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`
 	// MaxModelBytes is the largest model, in bytes, that is fetched, and
@@ -185,7 +193,9 @@ type Server struct {
 	// Auth configures who may call the APIs (yaml key "auth").
 	Auth Auth `yaml:"auth"`
 	// MemoryBudgetBytes is the memory, in bytes, this node gives models; a
-	// cluster places models by it (required there, unused by a single server).
+	// cluster places models by it (required there). A single server keeps
+	// the models it loads within it by unloading idle on-demand models
+	// (docs/density.md); 0 there is unbounded.
 	MemoryBudgetBytes int64 `yaml:"memory_budget_bytes"`
 	// Cluster makes this server a node of a cluster (yaml key "cluster").
 	Cluster Cluster `yaml:"cluster"`
@@ -601,6 +611,8 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
 	dur(&s.KeepPreviousFor, "keep-previous-for", "how long a model's previous content stays loaded after an in-place update, for an instant rollback (0: off; keep_previous_for_ms per model overrides it)")
+	dur(&s.IdleUnloadAfter, "idle-unload-after", "unload an on-demand model that took no request for this long; it loads again on its next request (0: never)")
+	choice(&s.LoadPolicy, "load_policy", "load-policy", "when a model without a load of its own is loaded: eager (when listed) or on_demand (on its first request)")
 	str(&s.CacheDir, "cache-dir", "`directory` models are copied to before loading")
 	i64(&s.MaxModelBytes, "max-model-bytes", "largest model `size` in bytes")
 	i64(&s.MaxBodyBytes, "max-body-bytes", "largest request body `size` in bytes (compressed and decoded)")
@@ -660,7 +672,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	dur(&s.Outcomes.CommitInterval, "evaluate-commit-interval", "how often an evaluator commits its offsets, state and results")
 	str(&s.Outcomes.StateDir, "evaluate-state-dir", "`directory` of the evaluator's on-disk store (default: evaluate/ under the cache directory)")
 	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
-	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints)")
+	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints), a single server unloads idle on-demand models to stay within it (0: unbounded)")
 	c := &s.Cluster
 	list(&c.EtcdEndpoints, "cluster-etcd-endpoints", "comma-separated etcd client addresses `host:port,...`: join a cluster of Grove nodes (none: a single server)")
 	str(&c.EtcdPrefix, "cluster-etcd-prefix", "etcd key `prefix` of this cluster's state")
@@ -985,6 +997,9 @@ func (s Server) Validate() error {
 	}
 	if s.KeepPreviousFor < 0 {
 		bad("keep_previous_for", "%v must not be negative (0 turns keeping off)", s.KeepPreviousFor)
+	}
+	if s.IdleUnloadAfter < 0 {
+		bad("idle_unload_after", "%v must not be negative (0: never)", s.IdleUnloadAfter)
 	}
 	if s.ShadowMicroBatchRows < 0 {
 		bad("shadow_micro_batch_rows", "%d must not be negative", s.ShadowMicroBatchRows)

@@ -180,7 +180,14 @@ type ModelMetadata struct {
 	// the model file does not record), a finite number within float32's
 	// range, compared after conversion to float32. Absent: only NaN is
 	// missing. Other runtimes refuse it.
-	MissingValue  *float64 `protobuf:"fixed64,114,opt,name=missing_value,json=missingValue,proto3,oneof" json:"missing_value,omitempty"`
+	MissingValue *float64 `protobuf:"fixed64,114,opt,name=missing_value,json=missingValue,proto3,oneof" json:"missing_value,omitempty"`
+	// Grove: when the model is loaded: "eager" (when the config lists it)
+	// or "on_demand" (on the first request for it: listed and routable at
+	// once, state unloaded, loaded when a request or a contract's pick
+	// needs it, and unloaded again, least valuable idle first, when the
+	// server's memory_budget_bytes needs room). Absent: the server's
+	// load_policy. Changing it reloads nothing.
+	Load          *string `protobuf:"bytes,115,opt,name=load,proto3,oneof" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -346,6 +353,13 @@ func (x *ModelMetadata) GetMissingValue() float64 {
 		return *x.MissingValue
 	}
 	return 0
+}
+
+func (x *ModelMetadata) GetLoad() string {
+	if x != nil && x.Load != nil {
+		return *x.Load
+	}
+	return ""
 }
 
 // OutcomeConfig says what a contract's (or a direct model's) predictions learn
@@ -2016,7 +2030,7 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x1bgrove/v1/model_config.proto\x12\bgrove.v1\x1a\x1bgoogle/protobuf/empty.proto\"\x7f\n" +
 	"\vModelConfig\x12>\n" +
 	"\x0emodel_metadata\x18\x01 \x03(\v2\x17.grove.v1.ModelMetadataR\rmodelMetadata\x120\n" +
-	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\xf1\a\n" +
+	"\tcontracts\x18d \x03(\v2\x12.grove.v1.ContractR\tcontracts\"\x93\b\n" +
 	"\rModelMetadata\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12\x1a\n" +
@@ -2037,12 +2051,14 @@ const file_grove_v1_model_config_proto_rawDesc = "" +
 	"\x05nodes\x18o \x01(\x05R\x05nodes\x12\x1b\n" +
 	"\tmin_nodes\x18p \x01(\x05R\bminNodes\x123\n" +
 	"\boutcomes\x18q \x01(\v2\x17.grove.v1.OutcomeConfigR\boutcomes\x12(\n" +
-	"\rmissing_value\x18r \x01(\x01H\x01R\fmissingValue\x88\x01\x01\x1aC\n" +
+	"\rmissing_value\x18r \x01(\x01H\x01R\fmissingValue\x88\x01\x01\x12\x17\n" +
+	"\x04load\x18s \x01(\tH\x02R\x04load\x88\x01\x01\x1aC\n" +
 	"\x15VersionChecksumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x17\n" +
 	"\x15_keep_previous_for_msB\x10\n" +
-	"\x0e_missing_value\"\xd0\x01\n" +
+	"\x0e_missing_valueB\a\n" +
+	"\x05_load\"\xd0\x01\n" +
 	"\rOutcomeConfig\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x00R\x04kind\x88\x01\x01\x12\x16\n" +

@@ -23,11 +23,11 @@ import (
 // phases in over 20 s (so its share chart moves while the test watches),
 // and one whose second release is a shadow of the first (so it has a
 // champion-challenger comparison) that learns clicks; with extra, it also
-// lists pcvr/.
+// lists pcvr/, loaded on demand.
 func consoleConfig(extra bool) string {
 	models := `{"model_path": "pctr_v1/"}, {"model_path": "pctr_v2/"}`
 	if extra {
-		models += `, {"model_path": "pcvr/"}`
+		models += `, {"model_path": "pcvr/", "load": "on_demand"}`
 	}
 	return `{"model_metadata": [` + models + `],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "latest",
@@ -45,7 +45,8 @@ func consoleConfig(extra bool) string {
 // (ui/test/console.mjs, playwright-core from ui's lockfile) against the
 // real binary with authentication on: the page loads without a console
 // error, takes the token once, lists a model added to the bucket within a
-// poll, draws a contract's share chart and another's champion-challenger
+// poll (an on-demand one: shown unloaded, the memory budget's line
+// counting it), draws a contract's share chart and another's champion-challenger
 // comparison, the prediction log's deliveries to a real (embedded)
 // broker, a management write in the audit trail, the outcomes panel of
 // the clicks learnt (evaluations of a synthetic stream, produced to the
@@ -72,7 +73,8 @@ func TestConsoleInChromium(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	writeTokens(t, tokens)
 	emb := startBroker(t, "127.0.0.1:0")
-	g := startGrove(t, b.URL(), nil, append(writeServerConfig(t, kafkaConfig(emb.Addr(), "json", "")), "--auth-tokens-file", tokens)...)
+	g := startGrove(t, b.URL(), nil, append(writeServerConfig(t, kafkaConfig(emb.Addr(), "json", "")), "--auth-tokens-file", tokens,
+		"--memory-budget-bytes", "1073741824")...)
 	// The evaluator's results for ads/pctr/2, in two writes ten minutes
 	// apart by its clock, read one after the other: two history samples.
 	writes, _ := adEvaluations(t, "ads/pctr/2", 2, 3000, time.Now().Add(-2*time.Hour))
@@ -130,7 +132,7 @@ func TestConsoleInChromium(t *testing.T) {
 
 	runConsoleScript(t, g.url, "GROVE_TOKEN="+tokenOf["read"],
 		"GROVE_CONFIG="+filepath.Join(strings.TrimPrefix(b.URL(), "file://"), "model_config.json"), "GROVE_NEW_CONFIG="+next,
-		"GROVE_NEW_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1",
+		"GROVE_NEW_MODEL=pcvr/", "GROVE_UNLOADED_MODEL=pcvr/", "GROVE_CONTRACT=ads/pctr/1", "GROVE_COMPARED=ads/pctr/2 v2", "GROVE_PREDICTION_LOG=1",
 		"GROVE_OUTCOMES=ads/pctr/2 v1 v2",
 		"GROVE_BREAK_CONFIG=1", "GROVE_AUDIT_ROUTE=POST /v1/rollback")
 }

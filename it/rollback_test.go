@@ -132,7 +132,8 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 	if n := g.metricValue("grove_model_kept_bytes", `{model="pctr_v1/"}`); n != float64(len(v1)) {
 		t.Errorf("grove_model_kept_bytes = %v, want %d", n, len(v1))
 	}
-	loads := g.metricValue("grove_model_loads_total", `{model="pctr_v1/",result="ok"}`)
+	loads := g.metricValue("grove_model_loads_total", `{model="pctr_v1/",reason="eager",result="ok"}`) +
+		g.metricValue("grove_model_loads_total", `{model="pctr_v1/",reason="update",result="ok"}`)
 	if loads != 2 {
 		t.Fatalf("%v loads after the update, want 2", loads)
 	}
@@ -183,7 +184,8 @@ func TestRollbackUnderLoadFailsNoRequestAndNeedsNoReload(t *testing.T) {
 		sw.switched(g, mark)
 		g.waitFor("status to show v2 serving", 10*time.Second, serving(sum2))
 	}
-	if n := g.metricValue("grove_model_loads_total", `{model="pctr_v1/",result="ok"}`); n != loads {
+	if n := g.metricValue("grove_model_loads_total", `{model="pctr_v1/",reason="eager",result="ok"}`) +
+		g.metricValue("grove_model_loads_total", `{model="pctr_v1/",reason="update",result="ok"}`); n != loads {
 		t.Errorf("going back and forth loaded %v contents", n-loads)
 	}
 	if n := g.metricValue("grove_model_restores_total", `{model="pctr_v1/"}`); n != 4*rounds {

@@ -22,9 +22,22 @@
 // replaces it. A desired entry that the kept content satisfies (the old
 // checksum, serving options or signature put back) brings it back into
 // service at once (Restore), with no fetch, load or warm-up.
+//
+// An on-demand entry (its load, or the server's LoadPolicy) is known at
+// once but not loaded: its phase is Unloaded until a Demand event (a
+// request waits for it) starts its load. With a memory budget (Budget),
+// loads run one at a time, each counted at the memory it measured
+// (Loaded.Bytes, at least its estimate) until its content is freed
+// (Freed); a load that would
+// pass the budget first unloads the least valuable idle on-demand
+// contents (UnloadOrder), which go back to Unloaded. A failed on-demand
+// load is retried, on the next demand, after a backoff that doubles with
+// each failure in a row (RetryAt). With IdleUnloadAfter, an on-demand
+// content that took no request for that long is unloaded too.
 package lifecycle
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,10 +72,15 @@ const (
 	// Expired: unloaded because every contract servable using it is
 	// expired; loaded again when one stops being expired.
 	Expired
+	// Unloaded: an on-demand entry with no content: listed and routable,
+	// loaded when a request for it arrives (Demand). It is where an
+	// on-demand entry starts, and where the budget's unloading takes it
+	// back to.
+	Unloaded
 )
 
 var phaseNames = [...]string{Loading: "loading", Ready: "ready", Swapping: "swapping", Failed: "failed",
-	Evicting: "evicting", Expiring: "expiring", Expired: "expired"}
+	Evicting: "evicting", Expiring: "expiring", Expired: "expired", Unloaded: "unloaded"}
 
 // String returns the phase's name.
 func (p Phase) String() string {
@@ -79,6 +97,10 @@ type Stage uint8
 const (
 	// Fetching: the files are being copied into the cache and checksummed.
 	Fetching Stage = iota + 1
+	// WaitingToLoad: fetched and verified, waiting for its turn to load
+	// (with a memory budget, loads run one at a time, and each waits for
+	// the room it needs).
+	WaitingToLoad
 	// Loading the verified files with their runtime.
 	LoadingFiles
 	// WarmingUp: the model actors run the warm-up requests.
@@ -96,6 +118,14 @@ type Content struct {
 	Registered bool
 	// Broken is set when its model actor crashed and could not reload it.
 	Broken bool
+	// Bytes is the memory it is counted at: its load's measured growth
+	// (Loaded.Bytes), at least its estimate (the last count of the same
+	// content, else its files' size times State.MemoryFactor).
+	Bytes int64
+	// LoadedAt is when it went into service; LoadTime how long its job
+	// took, from the fetch to the end of the warm-up.
+	LoadedAt time.Time
+	LoadTime time.Duration
 }
 
 // Kept is a path's previous content, loaded and warm but out of service,
@@ -118,6 +148,39 @@ type Job struct {
 	Checksum string
 	// Registered is set for a job loading a registration's files.
 	Registered bool
+	// Reason is why it loads: ReasonDemand, ReasonEager or ReasonUpdate.
+	Reason string
+	// Started is when its fetch started; Size is its files' size (once
+	// fetched), Bytes the memory it is counted at (once loaded).
+	Started time.Time
+	Size    int64
+	Bytes   int64
+}
+
+// Why a job loads (Job.Reason, Step.Reason of a Fetch).
+const (
+	// ReasonDemand: a request waits for an on-demand model with no content.
+	ReasonDemand = "demand"
+	// ReasonEager: an eager model with no content (listed, or failed before).
+	ReasonEager = "eager"
+	// ReasonUpdate: a model's serving content is replaced (a new checksum,
+	// serving options or signature, or a reload after a crash).
+	ReasonUpdate = "update"
+	// ReasonBudget is the Reason of a Retire that unloads an idle
+	// on-demand content to make room under the memory budget.
+	ReasonBudget = "budget"
+	// ReasonIdle is the Reason of a Retire that unloads an on-demand
+	// content that took no request for IdleUnloadAfter.
+	ReasonIdle = "idle"
+)
+
+// Cost is what a path's last load took: the memory counted for content
+// Checksum and the time from its fetch to the end of its warm-up; zero
+// before its first load.
+type Cost struct {
+	Bytes    int64
+	LoadTime time.Duration
+	Checksum string
 }
 
 // Path is the planner's record of one model path.
@@ -143,6 +206,15 @@ type Path struct {
 	// LastErr and ErrAt describe the last failed load, checksum or warm-up.
 	LastErr string
 	ErrAt   time.Time
+	// Demanded is set, for an on-demand path, while a request waits for
+	// a load that has not started yet.
+	Demanded bool
+	// Failures counts an on-demand path's failed loads in a row; RetryAt
+	// is when the next may start (zero: at once).
+	Failures int
+	RetryAt  time.Time
+	// Cost is what its last load took, the estimate of its next.
+	Cost Cost
 	// blocked holds back a new job after a failure until the next config poll.
 	blocked bool
 	// left is when an Evicting path left the config.
@@ -218,6 +290,13 @@ type Step struct {
 	// Err is Notify's outcome (nil: the model is ready), and why Discard
 	// drops a job that failed (nil for one that is no longer wanted).
 	Err error
+	// Reason is why a Fetch loads (Job.Reason), and, for a Retire that
+	// unloads an on-demand content, why: ReasonBudget (to make room) or
+	// ReasonIdle (empty otherwise).
+	Reason string
+	// OverBudget marks a Load that passes the memory budget: even with
+	// every on-demand content unloaded there would be no room for it.
+	OverBudget bool
 }
 
 // Retires reports whether p takes a content out of service, after which
@@ -232,11 +311,18 @@ func (p Plan) Retires() bool {
 }
 
 // String describes the step compactly, for logs and tests: "fetch m/ #2",
-// "retire m/ @1", "notify m/: <err>".
+// "retire m/ @1", "retire m/ @1 (budget)", "notify m/: <err>".
 func (s Step) String() string {
 	switch s.Kind {
 	case Retire, Release, Restore:
+		if s.Reason != "" {
+			return fmt.Sprintf("%v %s @%d (%s)", s.Kind, s.Path, s.Content, s.Reason)
+		}
 		return fmt.Sprintf("%v %s @%d", s.Kind, s.Path, s.Content)
+	case Load:
+		if s.OverBudget {
+			return fmt.Sprintf("%v %s #%d (over budget)", s.Kind, s.Path, s.Job)
+		}
 	case Forget:
 		return fmt.Sprintf("%v %s", s.Kind, s.Path)
 	case Notify:
@@ -282,18 +368,24 @@ type (
 	Registered struct{ Meta modelconfig.Model }
 	// Unregistered: a registered model is deleted through the API.
 	Unregistered struct{ Path string }
-	// Fetched: a job's files are in the cache with checksum Checksum, or Err.
+	// Fetched: a job's files are in the cache with checksum Checksum and
+	// Size bytes, or Err.
 	Fetched struct {
 		Path     string
 		Job      int64
 		Checksum string
+		Size     int64
 		Err      error
 	}
-	// Loaded: a job's runtime load ended.
+	// Loaded: a job's runtime load ended; Bytes is the growth of the
+	// process's memory it measured (0: not measured, as when it was its
+	// runtime's first load, whose growth is mostly the runtime's own
+	// start-up: the base, not the model).
 	Loaded struct {
-		Path string
-		Job  int64
-		Err  error
+		Path  string
+		Job   int64
+		Bytes int64
+		Err   error
 	}
 	// Warmed: a job's warm-up ended.
 	Warmed struct {
@@ -311,6 +403,12 @@ type (
 		Content int64
 		Err     error
 	}
+	// Demand: a request waits for on-demand path Path, which has no
+	// content: load it (once its backoff, if any, is over).
+	Demand struct{ Path string }
+	// Freed: the memory of content (or job) Content is given back: its
+	// servable is closed. It no longer counts against the budget.
+	Freed struct{ Content int64 }
 )
 
 func (ConfigApplied) isEvent()    {}
@@ -322,12 +420,30 @@ func (Loaded) isEvent()           {}
 func (Warmed) isEvent()           {}
 func (ContractsExpired) isEvent() {}
 func (ReloadFailed) isEvent()     {}
+func (Demand) isEvent()           {}
+func (Freed) isEvent()            {}
 
 // State is the planner's whole view. The zero value is ready to use.
 type State struct {
 	// KeepPreviousFor is the server's keep time (keep_previous_for), for
 	// the entries that do not set their own; 0: keep nothing.
 	KeepPreviousFor time.Duration
+	// LoadPolicy is the server's load_policy, for the entries without a
+	// load of their own (empty: eager).
+	LoadPolicy modelconfig.Load
+	// Budget is the memory, in bytes, the loaded contents may take
+	// (memory_budget_bytes); 0: unbounded, and loads run at once, side
+	// by side, as ever.
+	Budget int64
+	// MemoryFactor estimates a content's memory as its files' size times
+	// it until a load measures it (0: 2).
+	MemoryFactor float64
+	// LastUsed reports when a content last took a request (zero: never);
+	// nil: never. The budget unloads the least recently used first.
+	LastUsed func(content int64) time.Time
+	// IdleUnloadAfter unloads an on-demand content that took no request
+	// for that long (idle_unload_after), back to Unloaded; 0: never.
+	IdleUnloadAfter time.Duration
 
 	paths map[string]*Path
 	// order is the config order of the listed paths, for status.
@@ -344,6 +460,9 @@ type State struct {
 	// pending are the steps decided so far (by Apply, then by Plan), in
 	// order; Plan hands them over.
 	pending []Step
+	// held is the memory counted for each loaded content or job, by id,
+	// until it is Freed.
+	held map[int64]int64
 }
 
 // Path returns the record of path, or nil.
@@ -378,11 +497,17 @@ func (s *State) Settled() bool {
 		return false
 	}
 	for _, p := range s.paths {
-		if p.Job != nil && p.Active == nil {
+		if p.Job != nil && p.Active == nil && !s.OnDemand(p) {
 			return false
 		}
 	}
 	return true
+}
+
+// OnDemand reports whether p is loaded on demand: a listed entry whose
+// load (or the server's LoadPolicy) says on_demand. A registration never is.
+func (s *State) OnDemand(p *Path) bool {
+	return !p.Registered && p.Desired.OnDemand(s.LoadPolicy)
 }
 
 // Apply records ev at now. It returns an error only for a registration
@@ -434,7 +559,11 @@ func (s *State) Apply(ev Event, now time.Time) error {
 			case p.Job.Meta.Checksum != "" && p.Job.Meta.Checksum != ev.Checksum:
 				s.fail(p, fmt.Errorf("loading model %s: model rejected due to incorrect checksum: expected %s, actual %s", p.Name, p.Job.Meta.Checksum, ev.Checksum), now)
 			default:
-				p.Job.Checksum = ev.Checksum
+				p.Job.Checksum, p.Job.Size = ev.Checksum, ev.Size
+				if s.Budget > 0 {
+					p.Job.Stage = WaitingToLoad // Plan starts its load in turn
+					break
+				}
 				s.advance(p, LoadingFiles, Load)
 			}
 		}
@@ -443,9 +572,21 @@ func (s *State) Apply(ev Event, now time.Time) error {
 			if ev.Err != nil {
 				s.fail(p, ev.Err, now)
 			} else {
+				// A load that reuses memory an unload gave back grows
+				// the process less than it takes: the estimate floors
+				// what it measured.
+				p.Job.Bytes = max(ev.Bytes, s.estimate(p, p.Job))
+				s.hold(p.Job.ID, p.Job.Bytes)
 				s.advance(p, WarmingUp, WarmUp)
 			}
 		}
+	case Demand:
+		if p := s.paths[ev.Path]; p != nil && s.OnDemand(p) && p.Active == nil && p.Job == nil &&
+			(p.Phase == Unloaded || p.Phase == Failed || p.Phase == Loading) {
+			p.Demanded = true
+		}
+	case Freed:
+		delete(s.held, ev.Content)
 	case Warmed:
 		if p, ok := s.jobAt(ev.Path, ev.Job, WarmingUp); ok {
 			if ev.Err != nil {
@@ -512,20 +653,31 @@ func satisfies(desired modelconfig.Model, c *Content) bool {
 		desired.Signature.Equal(c.Meta.Signature)
 }
 
-// dropJob discards p's running job, if any.
+// dropJob discards p's running job, if any. A demand the job was
+// loading for stays: the job that replaces it starts at once.
 func (s *State) dropJob(p *Path) {
 	if p.Job != nil {
 		s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID})
+		if p.Job.Reason == ReasonDemand && p.Active == nil && p.Phase == Loading {
+			p.Demanded = true
+		}
 		p.Job = nil
 	}
 }
 
 // fail records a failed job; the previous content, if any, keeps serving.
+// An on-demand path with no content waits for its backoff (RetryAt)
+// before a demand loads it again.
 func (s *State) fail(p *Path, err error, now time.Time) {
 	s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID, Err: err})
 	p.Job = nil
 	p.LastErr, p.ErrAt = err.Error(), now
 	p.blocked = true
+	if s.OnDemand(p) && p.Active == nil {
+		p.Failures++
+		p.RetryAt = now.Add(Backoff(p.Failures))
+		p.Demanded = false
+	}
 	if p.Registered {
 		// A registration is not retried: its files are not kept.
 		s.pending = append(s.pending, Step{Kind: Notify, Path: p.Name, Err: err})
@@ -549,8 +701,11 @@ func (s *State) swap(p *Path, now time.Time) {
 	j := p.Job
 	p.Job = nil
 	old := p.Active
-	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered}
+	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered, Bytes: j.Bytes,
+		LoadedAt: now, LoadTime: now.Sub(j.Started)}
+	p.Cost = Cost{Bytes: j.Bytes, LoadTime: p.Active.LoadTime, Checksum: j.Checksum}
 	p.LastErr, p.ErrAt = "", time.Time{}
+	p.Failures, p.RetryAt, p.Demanded = 0, time.Time{}, false
 	s.pending = append(s.pending, Step{Kind: Swap, Path: p.Name, Job: j.ID})
 	if old != nil {
 		s.putAside(p, old, now)
@@ -697,7 +852,11 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 		p := s.paths[m.Path]
 		switch {
 		case p == nil:
-			s.paths[m.Path] = &Path{Name: m.Path, Phase: Loading, Desired: m}
+			p = &Path{Name: m.Path, Phase: Loading, Desired: m}
+			if s.OnDemand(p) {
+				p.Phase = Unloaded
+			}
+			s.paths[m.Path] = p
 			continue
 		case p.Registered:
 			// The config wins over a registration: its content replaces
@@ -776,14 +935,43 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			s.restore(p, now)
 			continue
 		}
+		reason := ReasonEager
+		switch {
+		case p.Active != nil:
+			reason = ReasonUpdate
+		case s.OnDemand(p):
+			// Loaded only when a request waits, once its backoff is over.
+			reason = ReasonDemand
+			if p.Job == nil && p.Phase == Loading {
+				p.Phase = Unloaded
+			}
+			if p.Job != nil || !p.Demanded {
+				continue
+			}
+			if now.Before(p.RetryAt) {
+				later(p.RetryAt)
+				continue
+			}
+			p.blocked = false
+		}
 		if p.Job == nil && !p.blocked && s.needsLoad(p) {
 			s.lastJob++
-			p.Job = &Job{ID: s.lastJob, Meta: p.Desired, Stage: Fetching, Registered: p.Registered}
-			s.pending = append(s.pending, Step{Kind: Fetch, Path: name, Job: p.Job.ID, Meta: p.Desired, Registered: p.Registered})
-			if p.Active != nil {
+			p.Job = &Job{ID: s.lastJob, Meta: p.Desired, Stage: Fetching, Registered: p.Registered, Reason: reason, Started: now}
+			p.Demanded = false
+			s.pending = append(s.pending, Step{Kind: Fetch, Path: name, Job: p.Job.ID, Meta: p.Desired, Registered: p.Registered, Reason: reason})
+			switch {
+			case p.Active != nil:
 				p.Phase = Swapping
+			case reason == ReasonDemand:
+				p.Phase = Loading
 			}
 		}
+	}
+	if s.IdleUnloadAfter > 0 {
+		s.planIdle(now, inflight, later)
+	}
+	if s.Budget > 0 {
+		s.planLoads(now, inflight, later)
 	}
 	for _, p := range s.paths {
 		if p.Kept != nil {
@@ -829,9 +1017,9 @@ func (s *State) planExpiry(p *Path, now time.Time, later func(time.Time)) {
 	case expired && (p.Phase == Ready || p.Phase == Swapping) && p.Active != nil:
 		s.dropJob(p)
 		p.Phase, p.Until = Expiring, now.Add(p.Active.Meta.EvictionGracePeriod)
-	case expired && (p.Phase == Loading || p.Phase == Failed):
+	case expired && (p.Phase == Loading || p.Phase == Failed || p.Phase == Unloaded):
 		s.dropJob(p)
-		p.Phase = Expired
+		p.Phase, p.Demanded = Expired, false
 	case !expired && p.Phase == Expiring:
 		p.Phase, p.Until = Ready, time.Time{}
 	case !expired && p.Phase == Expired:
@@ -857,4 +1045,216 @@ func (s *State) sortedPaths() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// budgetRecheck is how soon a load waiting for on-demand contents that
+// hold requests to go idle (so that they may be unloaded) looks again.
+const budgetRecheck = 100 * time.Millisecond
+
+// Backoff is how long an on-demand path waits, after failures failed
+// loads in a row, before a demand loads it again: 1s, doubling, at most
+// a minute.
+func Backoff(failures int) time.Duration {
+	if failures <= 0 {
+		return 0
+	}
+	return min(time.Second<<min(failures-1, 6), time.Minute)
+}
+
+// hold counts bytes against the budget for content (or job) id until it is Freed.
+func (s *State) hold(id, bytes int64) {
+	if s.held == nil {
+		s.held = map[int64]int64{}
+	}
+	s.held[id] = bytes
+}
+
+// estimate is the memory job j of p is counted at before it measures its
+// own, and at least after: what p's last load of the same content was
+// counted at, else its files' size times MemoryFactor.
+func (s *State) estimate(p *Path, j *Job) int64 {
+	if p.Cost.Bytes > 0 && p.Cost.Checksum == j.Checksum {
+		return p.Cost.Bytes
+	}
+	f := s.MemoryFactor
+	if f <= 0 {
+		f = 2
+	}
+	return int64(float64(j.Size) * f)
+}
+
+// Used is the memory the loaded contents and loads are counted at, in
+// bytes: what the budget holds.
+func (s *State) Used() int64 {
+	used, _ := s.usage()
+	return used
+}
+
+// usage returns the memory counted (used) and, of it, what contents out
+// of service and on their way to release hold (leaving): it is given back
+// without unloading anything else.
+func (s *State) usage() (used, leaving int64) {
+	live := map[int64]bool{}
+	for _, p := range s.paths {
+		if p.Active != nil {
+			live[p.Active.ID] = true
+		}
+		if p.Kept != nil {
+			live[p.Kept.ID] = true
+		}
+		if p.Job != nil {
+			live[p.Job.ID] = true
+		}
+	}
+	for id, b := range s.held {
+		used += b
+		if !live[id] {
+			leaving += b
+		}
+	}
+	return used, leaving
+}
+
+// planLoads starts, under a memory budget, the load of the fetched job
+// that waited longest: one load (and warm-up) at a time, so that each
+// measures its own memory, and only once the budget has room for it. When it has not, the
+// least valuable idle on-demand contents are unloaded (to Unloaded) and
+// the load starts once they are freed; when only contents holding
+// requests stand in the way, it waits for them to go idle; when not even
+// unloading every on-demand content would make room, it loads over the
+// budget (Step.OverBudget).
+func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(time.Time)) {
+	var next *Path
+	for _, p := range s.paths {
+		switch j := p.Job; {
+		case j == nil:
+		case j.Stage == LoadingFiles || j.Stage == WarmingUp:
+			return // one at a time, warm-up included: it allocates too
+		case j.Stage == WaitingToLoad && (next == nil || j.ID < next.Job.ID):
+			next = p
+		}
+	}
+	if next == nil {
+		return
+	}
+	need := s.estimate(next, next.Job)
+	used, leaving := s.usage()
+	over := false
+	switch {
+	case used+need <= s.Budget:
+	case used-leaving+need <= s.Budget:
+		return // the room is on its way: Freed plans again
+	default:
+		free := used - leaving
+		var victims []*Path
+		var busy int64
+		for _, p := range s.unloadable(next, now) {
+			if free+need <= s.Budget {
+				break
+			}
+			if inflight(p.Active.ID) > 0 {
+				busy += p.Active.Bytes
+				continue
+			}
+			victims = append(victims, p)
+			free -= p.Active.Bytes
+		}
+		switch {
+		case free+need <= s.Budget:
+			for _, p := range victims {
+				s.unload(p, now, ReasonBudget)
+			}
+			return // loads once they are freed
+		case free-busy+need <= s.Budget:
+			later(now.Add(budgetRecheck)) // room once the busy ones go idle
+			return
+		}
+		over = true
+	}
+	next.Job.Stage = LoadingFiles
+	s.pending = append(s.pending, Step{Kind: Load, Path: next.Name, Job: next.Job.ID, Meta: next.Job.Meta, OverBudget: over})
+}
+
+// unload takes p's idle on-demand content out of service, for reason
+// (ReasonBudget, ReasonIdle): p is Unloaded again, its content released
+// at once.
+func (s *State) unload(p *Path, now time.Time, reason string) {
+	id := p.Active.ID
+	s.pending = append(s.pending, Step{Kind: Retire, Path: p.Name, Content: id, Reason: reason})
+	s.retiring = append(s.retiring, Retiree{Path: p.Name, Content: id, At: now, plan: s.plans + 1})
+	p.Active, p.Phase = nil, Unloaded
+}
+
+// planIdle unloads the on-demand contents that took no request (nor
+// went into service) for IdleUnloadAfter and hold none now, and asks to
+// plan again when the next one would be idle that long.
+func (s *State) planIdle(now time.Time, inflight func(int64) int64, later func(time.Time)) {
+	for _, p := range s.unloadable(nil, now) {
+		at := s.lastUse(p.Active).Add(s.IdleUnloadAfter)
+		switch {
+		case now.Before(at):
+			later(at)
+		case inflight(p.Active.ID) > 0:
+			later(now.Add(s.IdleUnloadAfter)) // busy: idle no sooner than that
+		default:
+			s.unload(p, now, ReasonIdle)
+		}
+	}
+}
+
+// lastUse is when c last took a request, or went into service if later.
+func (s *State) lastUse(c *Content) time.Time {
+	last := c.LoadedAt
+	if s.LastUsed != nil {
+		if t := s.LastUsed(c.ID); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// UnloadOrder lists the on-demand paths the budget may unload, least
+// valuable first: the order it unloads the idle ones in.
+func (s *State) UnloadOrder(now time.Time) []string {
+	ps := s.unloadable(nil, now)
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// unloadable lists the paths, other than except, whose content the
+// budget may unload (on-demand, serving, no load running, working),
+// least valuable first: a content's value is what reloading it would
+// cost (its load time plus a nanosecond a byte, for its files' reading
+// and its memory) divided by the time since it last took a request (or
+// went into service), so the least recently used go first unless they
+// are dearer to bring back.
+func (s *State) unloadable(except *Path, now time.Time) []*Path {
+	type ranked struct {
+		p     *Path
+		value float64
+	}
+	var rs []ranked
+	for _, p := range s.paths {
+		if p == except || !s.OnDemand(p) || p.Phase != Ready || p.Job != nil || p.Active == nil || p.Active.Broken {
+			continue
+		}
+		c := p.Active
+		age := max(now.Sub(s.lastUse(c)), time.Millisecond)
+		cost := max(c.LoadTime, time.Millisecond) + time.Duration(c.Bytes)
+		rs = append(rs, ranked{p, float64(cost) / float64(age)})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if c := cmp.Compare(a.value, b.value); c != 0 {
+			return c
+		}
+		return strings.Compare(a.p.Name, b.p.Name)
+	})
+	out := make([]*Path, len(rs))
+	for i, r := range rs {
+		out[i] = r.p
+	}
+	return out
 }

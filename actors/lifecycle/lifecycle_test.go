@@ -37,6 +37,8 @@ type tick struct {
 	lastErr string
 	// inflight sets the requests contents hold from this tick on.
 	inflight map[int64]int64
+	// used sets when contents last took a request (since t0).
+	used map[int64]time.Duration
 }
 
 func model(path, sum string, graceMs int) modelconfig.Model {
@@ -82,12 +84,23 @@ func run(t *testing.T, ticks []tick) *State {
 // runWith runs ticks with the server's keep time set to keep.
 func runWith(t *testing.T, keep time.Duration, ticks []tick) *State {
 	t.Helper()
-	s := State{KeepPreviousFor: keep}
+	return runState(t, &State{KeepPreviousFor: keep}, ticks)
+}
+
+// runState runs ticks on s; the contents' last requests are the ticks'
+// used (LastUsed).
+func runState(t *testing.T, s *State, ticks []tick) *State {
+	t.Helper()
 	inflight := map[int64]int64{}
+	used := map[int64]time.Time{}
+	s.LastUsed = func(c int64) time.Time { return used[c] }
 	for i, tk := range ticks {
 		now := t0.Add(tk.at)
 		for k, v := range tk.inflight {
 			inflight[k] = v
+		}
+		for k, v := range tk.used {
+			used[k] = t0.Add(v)
 		}
 		if tk.ev != nil {
 			if err := s.Apply(tk.ev, now); !errors.Is(err, tk.err) {
@@ -134,7 +147,7 @@ func runWith(t *testing.T, keep time.Duration, ticks []tick) *State {
 			}
 		}
 	}
-	return &s
+	return s
 }
 
 func TestPlannerLifecycleRules(t *testing.T) {

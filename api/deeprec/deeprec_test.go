@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -108,5 +111,17 @@ func TestErrorTextNamesDeepRecTypes(t *testing.T) {
 	err := servables.InvalidInputf("input %q is %v, the model takes %v", "x", servables.Float64, servables.Float16)
 	if got, want := ErrorText(err), `invalid input: input "x" is DT_DOUBLE, the model takes DT_HALF`; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestAModelThatIsLoadingIsAnswered503WithRetryAfterAndGRPCUnavailable(t *testing.T) {
+	err := &actors.LoadingError{Path: "m/", RetryAfter: 2500 * time.Millisecond}
+	rec := httptest.NewRecorder()
+	fail(rec, err)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "3" || !strings.Contains(rec.Body.String(), "model m/ is loading") {
+		t.Errorf("HTTP %d, Retry-After %q, %q; want 503, 3, \"model m/ is loading\"", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if _, g := StatusOf(err); g != codes.Unavailable {
+		t.Errorf("gRPC %v, want Unavailable", g)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/status"
 
+	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprec/deeprecpb"
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/transport/grpcserver"
@@ -52,11 +54,15 @@ type rest struct {
 	b Backend
 }
 
-// fail answers err as text with its status (Retry-After for a full queue).
+// fail answers err as text with its status (Retry-After for a full
+// queue, and for a model that is loading: when it should be loaded).
 func fail(w http.ResponseWriter, err error) {
 	code, _ := StatusOf(err)
 	if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
+	}
+	if s, ok := actors.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	http.Error(w, ErrorText(err), code)
 }

@@ -58,7 +58,8 @@ type api struct {
 }
 
 // StatusOf is ForestFlow's one table from a kind of failure to an HTTP
-// status. A full model queue is 429 (with Retry-After), a caller gone 499
+// status. A full model queue is 429 (with Retry-After), a model that is
+// loading 503 (with Retry-After: when it should be loaded), a caller gone 499
 // (for the metrics: nobody reads it). The failures ForestFlow has an error
 // case for answer with the case's own status (see fail).
 func StatusOf(k servables.Kind) int {
@@ -105,6 +106,9 @@ func fail(w http.ResponseWriter, err error, fqrv FQRV, answered bool) {
 	k := servables.KindOf(err)
 	if k == servables.Overloaded {
 		w.Header().Set("Retry-After", "1")
+	}
+	if s, ok := actors.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	if !answered {
 		http.Error(w, err.Error(), StatusOf(k))

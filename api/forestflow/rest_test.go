@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/conf/modelconfig"
@@ -78,6 +79,7 @@ func TestScoreAnswersEachFailureWithItsCaseAndStatus(t *testing.T) {
 		{scorer{modelErr: fmt.Errorf("%w: queue full", servables.ErrOverloaded)}, "/ads/p/1/score", scoreBody, 429, `{"UnknownServableError":`, true},
 		{scorer{modelErr: fmt.Errorf("%w: takes 2 inputs", servables.ErrInvalidInput)}, "/ads/p/1/score", scoreBody, 400, "takes 2 inputs", false},
 		{scorer{modelErr: errors.New("RuntimeError: boom")}, "/ads/p/1/score", scoreBody, 500, "RuntimeError: boom", false},
+		{scorer{modelErr: &actors.LoadingError{Path: "m/", RetryAfter: 2500 * time.Millisecond}}, "/ads/p/1/score", scoreBody, 503, "model m/ is loading", true},
 		{scorer{}, "/ads/p/1/score", `{"schema":[]`, 400, "", false},
 		{scorer{}, "/ads/p/1/score", `{"schema":[],"datum":[]}`, 422, "", false},
 	} {
@@ -87,6 +89,9 @@ func TestScoreAnswersEachFailureWithItsCaseAndStatus(t *testing.T) {
 		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", c.path, strings.NewReader(c.body)))
 		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
 			t.Errorf("%s %+v: HTTP %d %s Retry-After %q\nwant %d with %s", c.path, c.s, rec.Code, rec.Body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+		if strings.Contains(c.has, "is loading") && rec.Header().Get("Retry-After") != "3" {
+			t.Errorf("Retry-After %q for a model loading for 2.5 s more, want 3", rec.Header().Get("Retry-After"))
 		}
 	}
 }

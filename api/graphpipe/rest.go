@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/groveml/grove/actors"
@@ -57,10 +58,14 @@ func statusOf(err error) int {
 
 // fail answers err with its status and its text, which is what GraphPipe's
 // Go client reports as an error (it ignores errors inside a 200
-// InferResponse).
+// InferResponse). A full queue and a model that is loading say when to
+// retry (Retry-After).
 func fail(w http.ResponseWriter, err error) {
 	if servables.KindOf(err) == servables.Overloaded {
 		w.Header().Set("Retry-After", "1")
+	}
+	if s, ok := actors.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	http.Error(w, err.Error(), statusOf(err))
 }

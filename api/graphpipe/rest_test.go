@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/servables"
@@ -121,6 +122,7 @@ func TestServeAnswersEachFailureWithItsStatus(t *testing.T) {
 		{fmt.Errorf("%w: queue full", servables.ErrOverloaded), "/ads/fail/1/gp", infer, 429, "queue full", true},
 		{fmt.Errorf("%w: takes 2 inputs", servables.ErrInvalidInput), "/ads/fail/1/gp", infer, 400, "takes 2 inputs", false},
 		{errors.New("RuntimeError: boom"), "/ads/fail/1/gp", infer, 500, "boom", false},
+		{&actors.LoadingError{Path: "m/", RetryAfter: 2500 * time.Millisecond}, "/ads/fail/1/gp", infer, 503, "model m/ is loading", true},
 		{nil, "/ads/idle/1/gp", buildMetadataRequest(), 422, "no active servables", false},
 		{nil, "/ads/nope/1/gp", buildMetadataRequest(), 404, "unknown contract", false},
 		{nil, "/ads/ok/1/gp", buildMetadataRequest(), 200, "Grove contract ads/ok/1: release v1, model m/", false},
@@ -131,6 +133,9 @@ func TestServeAnswersEachFailureWithItsStatus(t *testing.T) {
 		h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", c.path, bytes.NewReader(c.body)))
 		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.has) || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
 			t.Errorf("%s (%v): HTTP %d %q Retry-After %q, want %d with %q", c.path, c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+		if strings.Contains(c.has, "is loading") && rec.Header().Get("Retry-After") != "3" {
+			t.Errorf("Retry-After %q for a model loading for 2.5 s more, want 3", rec.Header().Get("Retry-After"))
 		}
 		if c.code == http.StatusOK && rec.Header().Get("Content-Type") != "application/octet-stream" {
 			t.Errorf("%s: Content-Type %q", c.path, rec.Header().Get("Content-Type"))

@@ -73,11 +73,15 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	write(w, code, AppendError(nil, msg))
 }
 
-// fail answers err with its kind's status (Retry-After for a full queue).
+// fail answers err with its kind's status (Retry-After for a full queue,
+// and for a model that is loading: when it should be loaded).
 func fail(w http.ResponseWriter, err error) {
 	k := servables.KindOf(err)
 	if k == servables.Overloaded {
 		w.Header().Set("Retry-After", "1")
+	}
+	if s, ok := actors.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	writeError(w, statusOf(k).http, errorText(err))
 }

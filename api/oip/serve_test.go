@@ -97,6 +97,7 @@ func TestInferFailuresAnswerTheirKindsStatusOverRESTAndGRPC(t *testing.T) {
 		{f: &fake{err: fmt.Errorf("%w: model m/", actors.ErrModelNotFound)}, code: 404, grpc: codes.NotFound, has: "model m/"},
 		{f: &fake{callErr: actors.ErrStopped}, code: 503, grpc: codes.Unavailable, has: "shutting down"},
 		{f: &fake{callErr: context.Canceled}, code: 499, grpc: codes.Canceled, has: "canceled"},
+		{f: &fake{err: &actors.LoadingError{Path: "m/", RetryAfter: 2500 * time.Millisecond}}, code: 503, grpc: codes.Unavailable, has: "model m/ is loading; retry after 3 s", retry: true},
 	} {
 		h := httpserver.New(httpserver.Options{})
 		Register(h, noGRPC{}, c.f, "1.0", nil)
@@ -105,6 +106,9 @@ func TestInferFailuresAnswerTheirKindsStatusOverRESTAndGRPC(t *testing.T) {
 		body, _ := io.ReadAll(rec.Body)
 		if rec.Code != c.code || !strings.HasPrefix(string(body), `{"error":`) || !strings.Contains(string(body), c.has) || (rec.Header().Get("Retry-After") != "") != c.retry {
 			t.Errorf("REST: HTTP %d %s Retry-After %q, want %d with %q", rec.Code, body, rec.Header().Get("Retry-After"), c.code, c.has)
+		}
+		if strings.Contains(c.has, "is loading") && rec.Header().Get("Retry-After") != "3" {
+			t.Errorf("REST: Retry-After %q for a model loading for 2.5 s more, want 3", rec.Header().Get("Retry-After"))
 		}
 		g := &grpcService{b: c.f}
 		_, err := g.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m", Inputs: []*oippb.ModelInferRequest_InferInputTensor{

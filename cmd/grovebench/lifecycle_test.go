@@ -123,3 +123,12 @@ func TestParseChurnRuntimes(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitOnDemandSpecTakesOnDemandOut(t *testing.T) {
+	if rest, on := splitOnDemandSpec("b1c1,OnDemand,swap"); !on || rest != "b1c1,swap" {
+		t.Errorf("got %q %v", rest, on)
+	}
+	if _, on := splitOnDemandSpec("b1c1,swap"); on {
+		t.Error("ondemand found where none is")
+	}
+}

@@ -85,7 +85,10 @@
 //     (churn.go: --churn-updates in-place updates of pctr_v1/ and
 //     pctr_onnx/ under load, by default 100, with updates per second,
 //     failed requests, and RSS per update after --churn-warmup updates
-//     beside Go's heap, metric series, open files and cache entries);
+//     beside Go's heap, metric series, open files and cache entries), and
+//     "ondemand" (ondemand.go: cold starts of on-demand copies of the
+//     pCTR TorchScript and ONNX models, warm p50/p99 with loads around
+//     them, and the loads per second one node sustains);
 //  7. when --scenarios has "evaluate" (by default it does), runs the
 //     evaluate scenario alone (evaluate.go);
 //  8. prints the table (stdout; progress goes to stderr), grove+log's
@@ -162,8 +165,10 @@ type options struct {
 	shadowRounds   int
 	// The lifecycle scenarios (lifecycle.go).
 	swap, memory, overload, churn bool
-	memRequests, memWarmup        int64
-	memCopies                     int
+	// ondemand runs the ondemand scenario (ondemand.go).
+	ondemand               bool
+	memRequests, memWarmup int64
+	memCopies              int
 	// The churn scenario (churn.go): updates, those left out of its fits,
 	// clients per model.
 	churnUpdates, churnWarmup, churnConc int
@@ -210,7 +215,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per scenario before measuring (not counted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 90*time.Second, "how long a server may take to become ready")
-	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn+","+scenarioEvaluate,
+	spec := fs.String("scenarios", defaultSpec()+","+serverShadow+","+scenarioSwap+","+scenarioMemory+","+scenarioOverload+","+scenarioChurn+","+scenarioOnDemand+","+scenarioEvaluate,
 		"comma-separated scenarios: bNcM (batch N, concurrency M, grove and the baseline), grove/bNcM, baseline/bNcM, "+
 			"grove+log/bNcM (grove logging every prediction to an embedded Kafka broker), "+
 			"grove+eval/bNcM (grove+log with the evaluator in-process, --evaluate, and an outcomes rule on the model), "+
@@ -219,6 +224,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
 			"or one of those servers alone for its default scenarios; "+
 			"evaluate: grove evaluate joining a pre-produced stream of predictions and outcomes (--evaluate-requests); "+
+			"ondemand: cold starts of on-demand models, warm latency with loads around it, loads per second; "+
 			"shadow/bNcM: user-request latency at that shape on a model that also runs a saturating shadow load, against none "+
 			"(shadow alone: "+defaultShadowUser.String()+")")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the raw results (with every latency) to this JSON file")
@@ -274,7 +280,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	}
-	erest, evaluate := splitEvaluateSpec(*spec)
+	orest, ondemand := splitOnDemandSpec(*spec)
+	o.ondemand = ondemand
+	erest, evaluate := splitEvaluateSpec(orest)
 	o.evaluate = evaluate
 	if o.evalRequests < 1000 {
 		return o, errEvalRequests
@@ -282,7 +290,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	lrest, swap, memory, overload, churn := splitLifecycleSpec(erest)
 	o.swap, o.memory, o.overload, o.churn = swap, memory, overload, churn
 	// Scenarios that run alone, each on a process of its own.
-	lifecycle := swap || memory || overload || churn || evaluate
+	lifecycle := swap || memory || overload || churn || evaluate || ondemand
 	if o.memRequests < 1 || o.memWarmup < 0 || o.memCopies < 1 {
 		return o, errors.New("--memory-requests and --memory-copies must be positive, --memory-warmup not negative")
 	}
@@ -408,7 +416,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.evaluate {
+	if wantGrove || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.ondemand || o.evaluate {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -817,6 +825,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.ondemand {
+		rep.OnDemand = runOnDemand(ctx, lenv)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.OnDemand.Error != "" {
+			logf("FAILED: ondemand scenario: %s", rep.OnDemand.Error)
+		}
+	}
+
 	if o.evaluate {
 		logf("evaluate scenario: grove evaluate over %d requests", o.evalRequests)
 		rep.Evaluate = runEvaluate(ctx, evalEnv{bin: groveBin, dir: tmp, requests: o.evalRequests, logf: logf})
@@ -844,6 +863,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if (rep.Shadow != nil && rep.Shadow.Error != "") || (rep.Swap != nil && rep.Swap.Error != "") || (rep.Memory != nil && rep.Memory.Error != "") ||
 		(rep.Overload != nil && rep.Overload.Error != "") || (rep.Churn != nil && rep.Churn.Error != "") ||
+		(rep.OnDemand != nil && rep.OnDemand.Error != "") ||
 		(rep.Evaluate != nil && rep.Evaluate.Error != "") {
 		return 1
 	}

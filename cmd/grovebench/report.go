@@ -51,6 +51,8 @@ type report struct {
 	Overload *overloadReport `json:"overload,omitempty"`
 	// Churn is the churn scenario (nil when not run).
 	Churn *churnReport `json:"churn,omitempty"`
+	// OnDemand is the ondemand scenario (nil when not run).
+	OnDemand *onDemandReport `json:"ondemand,omitempty"`
 	// EvalAB is grove+eval against grove+log, interleaved (nil when not run).
 	EvalAB *evalAB `json:"evaluate_ab,omitempty"`
 	// Evaluate is the evaluate scenario (nil when not run).
@@ -369,6 +371,7 @@ func (r *report) writeMarkdown(w io.Writer) {
 	r.Memory.writeMarkdown(w)
 	r.Overload.writeMarkdown(w)
 	r.Churn.writeMarkdown(w)
+	r.OnDemand.writeMarkdown(w)
 	r.Evaluate.writeMarkdown(w)
 }
 

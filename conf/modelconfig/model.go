@@ -82,6 +82,36 @@ type Model struct {
 	// outcomes reported after their predictions; nil for nothing. It
 	// applies without a reload.
 	Outcomes *Outcomes
+	// Load is load: when the model is loaded (LoadEager or LoadOnDemand);
+	// empty: the server's load_policy. It applies without a reload.
+	Load Load
+}
+
+// Load is a model entry's load: when the model is loaded.
+type Load string
+
+// The values of load.
+const (
+	// LoadEager loads the model as soon as the config lists it, and keeps
+	// it loaded while it is listed (Grove's behaviour without the key).
+	LoadEager Load = "eager"
+	// LoadOnDemand lists the model at once (state unloaded, routable) but
+	// loads it only when a request for it arrives, directly or through a
+	// contract's pick; a server with a memory budget unloads it again,
+	// idle and least valuable first, when another load needs the room.
+	LoadOnDemand Load = "on_demand"
+)
+
+// loadNames are the values load accepts.
+var loadNames = []string{string(LoadEager), string(LoadOnDemand)}
+
+// OnDemand reports whether the model is loaded on demand: its entry says
+// so, or it says nothing and the server's policy (def) is LoadOnDemand.
+func (m Model) OnDemand(def Load) bool {
+	if m.Load != "" {
+		return m.Load == LoadOnDemand
+	}
+	return def == LoadOnDemand
 }
 
 // MaxNodes is the largest nodes and min_nodes.
@@ -215,8 +245,8 @@ type Error = jsondoc.Error
 // datatype other than Datatypes or a dimension other than -1 or 1 or
 // more, and versioned entries (version_policy, version_checksums) whose
 // model_path is not a directory, that also give checksum, or that overlap
-// another entry (see VersionPolicy), and a min_nodes above nodes (each 0
-// to MaxNodes). The optional
+// another entry (see VersionPolicy), a min_nodes above nodes (each 0
+// to MaxNodes), and a load other than "eager" or "on_demand". The optional
 // contracts section is described at Contract; its errors name the contract
 // (organization/project/contract_number) and the servable
 // (release_version) concerned. All errors are *Error.
@@ -284,6 +314,7 @@ func fromProto(pb *grovepb.ModelConfig, unknown map[string]string) (*Config, err
 			Nodes:            int(m.GetNodes()),
 			MinNodes:         int(m.GetMinNodes()),
 			Outcomes:         outcomes,
+			Load:             Load(m.GetLoad()),
 		})
 		if m.KeepPreviousForMs != nil {
 			c.Models[len(c.Models)-1].KeepPreviousFor = new(time.Duration(m.GetKeepPreviousForMs()) * time.Millisecond)
@@ -437,6 +468,9 @@ func (c *Config) validate() error {
 		}
 		if err := validateTensors(entry+".outputs", m.Signature.Outputs); err != nil {
 			return err
+		}
+		if m.Load != "" && !slices.Contains(loadNames, string(m.Load)) {
+			return &Error{Field: entry + ".load", Msg: fmt.Sprintf("load %q is not %s", m.Load, jsondoc.OrList(loadNames))}
 		}
 		if nodes, minNodes := m.Placement(); minNodes > nodes {
 			return &Error{Field: entry + ".min_nodes", Msg: fmt.Sprintf("%d is more than nodes (%d)", minNodes, nodes)}
@@ -1138,6 +1172,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		MinNodes int               `json:"min_nodes,omitempty"`
 		Outcomes *outcomesJSON     `json:"outcomes,omitempty"`
 		Missing  *float64          `json:"missing_value,omitempty"`
+		Load     Load              `json:"load,omitempty"`
 	}
 	doc := struct {
 		Models    []model        `json:"model_metadata"`
@@ -1149,7 +1184,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 			o.Replicas, o.MaxBatchRows, o.MaxQueueDelay.Microseconds(), o.IntraOpThreads,
 			m.DefaultTimeout.Milliseconds(), m.QueueTimeout.Milliseconds(),
 			tensorsJSON(m.Signature.Inputs), tensorsJSON(m.Signature.Outputs),
-			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes, m.Outcomes.canonical(), nil})
+			m.VersionPolicy.canonical(), versionChecksumsJSON(m.VersionChecksums), nil, m.Nodes, m.MinNodes, m.Outcomes.canonical(), nil, m.Load})
 		if k := m.KeepPreviousFor; k != nil {
 			doc.Models[len(doc.Models)-1].KeepMs = new(k.Milliseconds())
 		}

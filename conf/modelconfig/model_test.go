@@ -889,3 +889,58 @@ func TestParseModelConfigSignature(t *testing.T) {
 		t.Errorf("a lowercase output datatype: %v", err)
 	}
 }
+
+// TestParseModelConfigLoad: load is "eager" or "on_demand", absent by
+// default (the server's load_policy decides, OnDemand), written back in
+// the canonical form when set; any other value is refused with the
+// names it takes.
+func TestParseModelConfigLoad(t *testing.T) {
+	c, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "load": "on_demand"},
+	  {"model_path": "b/", "load": "eager"},
+	  {"model_path": "c/", "load": null},
+	  {"model_path": "d/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Load{LoadOnDemand, LoadEager, "", ""} {
+		if got := c.Models[i].Load; got != want {
+			t.Errorf("%s: load %q, want %q", c.Models[i].Path, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		def  Load
+		want []bool
+	}{{"", []bool{true, false, false, false}}, {LoadEager, []bool{true, false, false, false}}, {LoadOnDemand, []bool{true, false, true, true}}} {
+		for i, want := range tc.want {
+			if got := c.Models[i].OnDemand(tc.def); got != want {
+				t.Errorf("%s with the server's %q: OnDemand %v, want %v", c.Models[i].Path, tc.def, got, want)
+			}
+		}
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model_metadata":[{"model_path":"a/","load":"on_demand"},{"model_path":"b/","load":"eager"},{"model_path":"c/"},{"model_path":"d/"}]}`
+	if string(out) != want {
+		t.Errorf("canonical form\n got %s\nwant %s", out, want)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{`"lazy"`, `model_metadata[0].load: load "lazy" is not eager or on_demand`},
+		{`"ON_DEMAND"`, `model_metadata[0].load: load "ON_DEMAND" is not eager or on_demand`},
+		{`""`, ``},
+		{`1`, `model_metadata[0].load`},
+	} {
+		_, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "load": ` + tc.value + `}]}`))
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("load %s: %v, want accepted (the server's policy)", tc.value, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("load %s: got %v, want an error containing %q", tc.value, err, tc.want)
+		}
+	}
+}

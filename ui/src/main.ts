@@ -13,7 +13,12 @@ const TOKEN_KEY = "grove-console-token";
 interface ModelStatus {
   model_path: string; state: string; checksum?: string; runtime?: string; version?: number;
   version_of?: string; replicas?: number; served: number; crashes: number; updating?: boolean;
-  last_error?: string; registered?: boolean;
+  last_error?: string; registered?: boolean; on_demand?: boolean; memory_bytes?: number;
+}
+// The memory budget and the on-demand models (docs/density.md).
+interface MemoryStatus {
+  budget_bytes: number; used_bytes: number; load_policy: string; loaded: number; unloaded: number;
+  unload_order: string[] | null;
 }
 interface ConfigStatus {
   source: string; poll_interval: string; last_poll?: string; last_success?: string;
@@ -29,7 +34,7 @@ interface ClusterSection {
 }
 interface Status {
   ready: boolean; config: ConfigStatus; models: ModelStatus[];
-  prediction_log?: PredictionLog; cluster?: ClusterSection;
+  prediction_log?: PredictionLog; cluster?: ClusterSection; memory?: MemoryStatus;
 }
 interface CompareWindow {
   executions: number; errors: number; error_rate: number; champion_failed: number;
@@ -170,7 +175,24 @@ function spark(points: ModelPoint[], pick: (p: ModelPoint) => number | null, lab
   return el("span", { class: "spark", title: label }, sparkline(vals, 90, 22, color), el("span", { class: "v" }, fmt(last, digits)));
 }
 
-function renderModels(models: ModelStatus[], series: Record<string, ModelPoint[]>): void {
+function mib(bytes: number): string {
+  return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
+}
+
+// memoryLine says what the loaded models take of the memory budget, how
+// many on-demand models are loaded and unloaded, and the order the budget
+// would unload them in.
+function memoryLine(m: MemoryStatus): HTMLElement {
+  const budget = m.budget_bytes > 0
+    ? `${mib(m.used_bytes)} used of a ${mib(m.budget_bytes)} budget (${Math.round((100 * m.used_bytes) / m.budget_bytes)} %)`
+    : `${mib(m.used_bytes)} counted, no budget`;
+  const order = m.unload_order && m.unload_order.length > 0 ? m.unload_order.join(", ") : "–";
+  return el("p", { id: "memory", "data-loaded": String(m.loaded), "data-unloaded": String(m.unloaded) },
+    `Memory: ${budget} · on demand: ${m.loaded} loaded, ${m.unloaded} unloaded (load policy ${m.load_policy}) · unload order: `,
+    el("span", { class: "mono" }, order));
+}
+
+function renderModels(models: ModelStatus[], series: Record<string, ModelPoint[]>, memory?: MemoryStatus): void {
   if (models.length === 0) {
     fill("models", el("p", { class: "muted" }, "No model configured."));
     return;
@@ -181,7 +203,8 @@ function renderModels(models: ModelStatus[], series: Record<string, ModelPoint[]
     const name = el("span", { class: "mono", "data-model": m.model_path }, m.model_path);
     return [
       name,
-      el("span", {}, pill(m.state, m.state), m.updating ? " updating" : "", m.last_error ? el("div", { class: "error" }, m.last_error) : null),
+      el("span", { "data-state": m.state }, pill(m.state, m.state), m.on_demand ? el("span", { class: "muted" }, " on demand") : "",
+        m.updating ? " updating" : "", m.last_error ? el("div", { class: "error" }, m.last_error) : null),
       m.version ? `${m.version}` : "–",
       m.checksum ? el("span", { class: "mono", title: m.checksum }, m.checksum.slice(0, 12)) : "–",
       m.runtime ?? "–",
@@ -192,7 +215,8 @@ function renderModels(models: ModelStatus[], series: Record<string, ModelPoint[]
       spark(s, (p) => p.queue, "queue depth", 0, palette[2]),
     ] as Child[];
   });
-  fill("models", table(["model path", "state", "version", "checksum", "runtime", "replicas", "served", "req/s", "p50 / p99 ms", "queue"], rows, new Set([5, 6])));
+  const tbl = table(["model path", "state", "version", "checksum", "runtime", "replicas", "served", "req/s", "p50 / p99 ms", "queue"], rows, new Set([5, 6]));
+  fill("models", memory ? memoryLine(memory) : null, tbl);
 }
 
 function comparisonTable(c: Comparison): HTMLElement {
@@ -380,7 +404,7 @@ async function poll(): Promise<void> {
   ready.className = `pill ${doc.status.ready ? "ready" : "warn"}`;
   byId("updated").textContent = `updated ${when(doc.time)}`;
   renderConfig(doc.status.config);
-  renderModels(doc.status.models ?? [], doc.model_series);
+  renderModels(doc.status.models ?? [], doc.model_series, doc.status.memory);
   renderContracts(doc);
   renderPredictionLog(doc.status.prediction_log);
 

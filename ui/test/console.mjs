@@ -7,6 +7,9 @@
 //   GROVE_NEW_CONFIG a model config that adds GROVE_NEW_MODEL
 //   GROVE_NEW_MODEL  the model path that must appear after the rewrite
 //                    (optional)
+//   GROVE_UNLOADED_MODEL  an on-demand model (GROVE_NEW_MODEL, say) that
+//                    must show unloaded, with the memory budget's line
+//                    counting it (optional)
 //   GROVE_CONTRACT   a contract id whose share chart must render (optional)
 //   GROVE_CLUSTER_NODE, GROVE_CLUSTER_MODEL  the node and a model the
 //                    cluster section must show placed on it (optional)
@@ -99,6 +102,17 @@ try {
     const added = Date.now();
     await page.locator(`[data-model="${newModel}"]`).waitFor({ timeout: 15000 });
     step(`${newModel} appeared ${Date.now() - added} ms after the config changed`);
+  }
+
+  // An on-demand model no request loaded yet shows unloaded, and the
+  // memory line gives the budget and counts it.
+  const unloaded = process.env.GROVE_UNLOADED_MODEL;
+  if (unloaded) {
+    await page.locator(`#models tr:has([data-model="${unloaded}"]) [data-state="unloaded"]`, { hasText: "on demand" }).waitFor({ timeout: 10000 });
+    await page.locator("#memory", { hasText: "MiB budget" }).waitFor({ timeout: 10000 });
+    const n = Number(await page.locator("#memory").getAttribute("data-unloaded"));
+    if (!(n >= 1)) throw new Error(`the memory line counts ${n} unloaded models`);
+    step(`${unloaded} shows unloaded, the memory line ${await page.locator("#memory").textContent()}`);
   }
 
   // The contract's share chart renders, with an area per release, once

@@ -1,0 +1,314 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/groveml/grove/actors/lifecycle"
+	"github.com/groveml/grove/servables"
+)
+
+// On-demand models (docs/density.md). An on-demand model with no content
+// serving has a demand slot, published by the supervisor in the demand
+// table beside the routing table. A request that finds no content but a
+// slot parks on it (toModel) and, if no load was asked for yet, asks the
+// supervisor for one (demandLoad); every request parked meanwhile shares
+// that load. Once the content serves, the supervisor opens the slot and
+// takes each parked request to it; when the load fails, it answers them
+// with the load's error, and later requests with it too until the
+// backoff is over. A parked request whose deadline passes first is
+// answered "model is loading" (LoadingError, Unavailable, with a
+// Retry-After) by whoever ends it (System.runUnlogged, PredictAsync, or
+// the model's default_timeout_ms timer here).
+
+// LoadingError is the answer to a request whose deadline ended while its
+// on-demand model was loading: a retry after RetryAfter should find it
+// loaded. Its kind is Unavailable (503, gRPC UNAVAILABLE).
+type LoadingError struct {
+	Path       string
+	RetryAfter time.Duration
+}
+
+// Error says the model is loading and when to retry.
+func (e *LoadingError) Error() string {
+	return fmt.Sprintf("model %s is loading; retry after %d s", e.Path, retryAfterSeconds(e.RetryAfter))
+}
+
+// Unwrap makes its kind Unavailable.
+func (e *LoadingError) Unwrap() error { return servables.ErrUnavailable }
+
+// RetryAfter reports, for an answer that says its model is loading (a
+// LoadingError), the whole seconds after which a retry should find it
+// loaded, at least 1, for a Retry-After header; false for any other error.
+func RetryAfter(err error) (int, bool) {
+	var le *LoadingError
+	if !errors.As(err, &le) {
+		return 0, false
+	}
+	return retryAfterSeconds(le.RetryAfter), true
+}
+
+func retryAfterSeconds(d time.Duration) int {
+	return max(int(math.Ceil(d.Seconds())), 1)
+}
+
+// demandTable maps each on-demand path with no content serving to its
+// slot. It is replaced, never changed, by the supervisor.
+type demandTable map[string]*demandSlot
+
+// demandLoad asks the supervisor to load an on-demand path a request waits for.
+type demandLoad struct{ path string }
+
+// parkedItem is item i of b, parked on a slot with what toModel had for
+// it (ans, the answer's listener for shadow copies).
+type parkedItem struct {
+	b     *batch
+	i     int
+	ans   *championAnswer
+	timer *time.Timer
+}
+
+// demandSlot is where requests for one on-demand path wait for its load.
+// Its fields are guarded by mu; the supervisor writes serving, the
+// failure and the expected load time, requests park and ask.
+type demandSlot struct {
+	path string
+	mu   sync.Mutex
+	// serving is set while a content serves the path (the slot is no
+	// longer in the published table): a request that still reads it
+	// looks the routing table up again.
+	serving bool
+	// asked is set once a parked request asked the supervisor for a
+	// load, until that load ends.
+	asked  bool
+	parked []parkedItem
+	// err is the last load's failure, answered at once until retryAt.
+	err     error
+	retryAt time.Time
+	// loadStart is when the load being waited for started (zero: none
+	// yet); expect how long the path's last load took (0: unknown).
+	loadStart time.Time
+	expect    time.Duration
+	// timeout is the model's default_timeout_ms (0: none): a parked
+	// request with no earlier deadline is answered then.
+	timeout time.Duration
+}
+
+// parkResult is what park did with a request.
+type parkResult uint8
+
+const (
+	// parked: the request waits on the slot.
+	parked parkResult = iota
+	// lookAgain: a content serves the path now; look the routing table up again.
+	lookAgain
+	// answered: the request was answered (the last load's failure).
+	answered
+)
+
+// park parks item i of b on the slot, unless a content serves the path
+// (lookAgain) or its last load failed less than a backoff ago (answered
+// with that failure). ask is set when the caller must ask the
+// supervisor for the load (the first request since the last one ended).
+func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now time.Time) (r parkResult, ask bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.serving:
+		return lookAgain, false
+	case d.err != nil && now.Before(d.retryAt):
+		if b.claim(i) {
+			req := &b.reqs[i]
+			b.results[i].Err = d.err
+			m.observe(req.API, req.ModelPath, d.err, 0)
+			b.finish()
+		}
+		ans.answer(nil, true, 0)
+		return answered, false
+	}
+	if !b.park(i) {
+		ans.answer(nil, true, 0)
+		return answered, false // answered meanwhile: its deadline passed
+	}
+	m.demandMisses.Inc()
+	it := parkedItem{b: b, i: i, ans: ans}
+	if d.timeout > 0 {
+		if dl, ok := b.ctx.Deadline(); !ok || now.Add(d.timeout).Before(dl) {
+			it.timer = time.AfterFunc(d.timeout, func() { b.expireParked(i, d.loadingError(time.Now()), m) })
+		}
+	}
+	d.parked = append(d.parked, it)
+	ask = !d.asked
+	d.asked = true
+	return parked, ask
+}
+
+// loadingError is the answer of a request whose deadline ends at now
+// while the path loads.
+func (d *demandSlot) loadingError(now time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	left := d.expect
+	if !d.loadStart.IsZero() {
+		left -= now.Sub(d.loadStart)
+	}
+	return &LoadingError{Path: d.path, RetryAfter: max(left, time.Second)}
+}
+
+// close marks the slot as not serving (its path has no content now): requests park on it again.
+func (d *demandSlot) close(timeout, expect time.Duration) {
+	d.mu.Lock()
+	d.serving, d.timeout, d.expect = false, timeout, expect
+	d.mu.Unlock()
+}
+
+// loading records that the load requests wait for started at at.
+func (d *demandSlot) loading(at time.Time) {
+	d.mu.Lock()
+	d.loadStart = at
+	d.mu.Unlock()
+}
+
+// take ends the wait: serving tells whether a content now serves the
+// path; it returns the requests parked, each still unanswered.
+func (d *demandSlot) take(serving bool) []parkedItem {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.serving = serving
+	d.asked = false
+	d.loadStart = time.Time{}
+	if serving {
+		d.err, d.retryAt = nil, time.Time{}
+	}
+	out := d.parked
+	d.parked = nil
+	for _, it := range out {
+		if it.timer != nil {
+			it.timer.Stop()
+		}
+	}
+	return out
+}
+
+// fail ends the wait with the load's failure err, which requests get at
+// once until retryAt; it returns the requests parked.
+func (d *demandSlot) fail(err error, retryAt time.Time) []parkedItem {
+	out := d.take(false)
+	d.mu.Lock()
+	d.err, d.retryAt = err, retryAt
+	d.mu.Unlock()
+	return out
+}
+
+// resume takes the parked items to the content now serving their path
+// (toModel, with send), or answers them with err when err is not nil.
+func (w *ways) resume(send func(*actor.PID, any), items []parkedItem, err error) {
+	for _, it := range items {
+		if !it.b.unpark(it.i) {
+			it.ans.answer(nil, true, 0)
+			continue // answered at its deadline
+		}
+		if err != nil {
+			if it.b.claim(it.i) {
+				req := &it.b.reqs[it.i]
+				it.b.results[it.i].Err = err
+				w.metrics.observe(req.API, req.ModelPath, err, 0)
+				it.b.finish()
+			}
+			it.ans.answer(nil, true, 0)
+			continue
+		}
+		w.take(send, it.b, it.i, it.ans, false)
+	}
+}
+
+// demandFor returns the slot of path in the published demand table, nil if none.
+func (w *ways) demandFor(path string) *demandSlot {
+	if w.demand == nil {
+		return nil
+	}
+	return (*w.demand.Load())[path]
+}
+
+// onDemand reports whether path is an on-demand model of the config in force.
+func (s *supervisorActor) onDemand(path string) bool {
+	p := s.plan.Path(path)
+	return p != nil && s.plan.OnDemand(p)
+}
+
+// demandable reports whether requests for p wait for its load: an
+// on-demand path with no content serving that a demand loads (unloaded,
+// loading, or failed: retried after its backoff).
+func (s *supervisorActor) demandable(p *lifecycle.Path) bool {
+	if !s.plan.OnDemand(p) || p.Active != nil {
+		return false
+	}
+	switch p.Phase {
+	case lifecycle.Unloaded, lifecycle.Loading, lifecycle.Failed:
+		return true
+	}
+	return false
+}
+
+// publishDemand publishes the demand table, if it changed: a slot for
+// every demandable path, each closed (taking requests) before the table
+// without its content is published. Called before publishRoutes.
+func (s *supervisorActor) publishDemand(now time.Time) {
+	t := demandTable{}
+	for _, p := range s.plan.Paths() {
+		if !s.demandable(p) {
+			continue
+		}
+		d := s.slots[p.Name]
+		if d == nil {
+			d = &demandSlot{path: p.Name}
+			s.slots[p.Name] = d
+		}
+		d.close(p.Desired.DefaultTimeout, p.Cost.LoadTime)
+		t[p.Name] = d
+	}
+	if old := *s.sys.demand.Load(); !maps.Equal(t, old) {
+		s.sys.demand.Store(&t)
+	}
+}
+
+// openDemand, after the routing table is published, takes the requests
+// parked on the slots of the paths that have a content now to it, and
+// answers those of the paths no longer on demand (removed, expired,
+// eager now) as the routing table does: not found, or to the content.
+func (s *supervisorActor) openDemand(ctx actor.Context) {
+	published := *s.sys.demand.Load()
+	routes := *s.sys.routes.Load()
+	for path, d := range s.slots {
+		if published[path] != nil {
+			continue
+		}
+		items := d.take(routes[path] != nil)
+		if routes[path] == nil {
+			delete(s.slots, path)
+		}
+		if len(items) > 0 {
+			// toModel answers those with no content not found.
+			s.sys.ways.resume(ctx.Send, items, nil)
+		}
+	}
+}
+
+// failDemand answers the requests waiting for p's load with its failure
+// err, once the status is published (execute), and has the slot answer
+// those that come until p's backoff is over.
+func (s *supervisorActor) failDemand(ctx actor.Context, p *lifecycle.Path, err error) {
+	d := s.slots[p.Name]
+	if d == nil {
+		return
+	}
+	e := fmt.Errorf("%w: model %s could not be loaded: %w", servables.ErrUnavailable, p.Name, err)
+	items := d.fail(e, p.RetryAt)
+	s.failed = append(s.failed, func() { s.sys.ways.resume(ctx.Send, items, e) })
+}

@@ -1,0 +1,306 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/servables"
+)
+
+// On-demand models in process (demand.go), on the fake clock.
+
+const onDemandLoad = `"load": "on_demand"`
+
+// unmeasured makes every load's memory unmeasured, so that the budget
+// counts each model at its files' size times the memory factor.
+func unmeasured(_ *world, o *Options) { o.residentBytes = func() int64 { return 0 } }
+
+func TestOnDemandModelIsListedUnloadedAndLoadsOnItsFirstRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("e/", "", "")),
+			map[string]faultySpec{"a/": version(1), "e/": version(2)})
+		defer w.stop()
+		synctest.Wait()
+		if !w.sys.Ready() {
+			t.Fatal("not ready: an unloaded on-demand model must not hold readiness back")
+		}
+		if got := strings.Join(w.sys.ModelPaths(), ","); got != "a/,e/" {
+			t.Fatalf("ModelPaths = %s, want a/ listed while unloaded", got)
+		}
+		if m := w.model("a/"); m.State != StateUnloaded || !m.OnDemand {
+			t.Fatalf("a/ before a request: %+v", m)
+		}
+		if n := w.rt.loaded.Load(); n != 1 {
+			t.Fatalf("%d models loaded before a request, want only the eager one", n)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("first request for a/: %+v", res)
+		}
+		if m := w.model("a/"); m.State != StateReady {
+			t.Fatalf("a/ after its first request: %+v", m)
+		}
+		if res := w.infer("a/", 4); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		for labels, want := range map[[3]string]float64{{"a/", "ok", "demand"}: 1, {"e/", "ok", "eager"}: 1} {
+			if n := w.metric("grove_model_loads_total", map[string]string{"model": labels[0], "result": labels[1], "reason": labels[2]}); n != want {
+				t.Errorf("loads %v = %v, want %v", labels, n, want)
+			}
+		}
+		if h, m := w.metric("grove_model_demand_hits_total", nil), w.metric("grove_model_demand_misses_total", nil); h != 1 || m != 1 {
+			t.Errorf("demand hits %v, misses %v; want 1 and 1", h, m)
+		}
+		mem := w.sys.Status().Memory
+		if mem == nil || mem.Loaded != 1 || mem.Unloaded != 0 || !slices.Equal(mem.UnloadOrder, []string{"a/"}) {
+			t.Errorf("memory status %+v", mem)
+		}
+	})
+}
+
+func TestConcurrentRequestsForAnUnloadedModelShareOneLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() { errs[i] = w.infer("a/", float32(i)).Err })
+		}
+		synctest.Wait() // all parked, the one load held at the gate
+		if m := w.model("a/"); m.State != StateLoading {
+			t.Errorf("a/ while its load runs: %s", m.State)
+		}
+		close(w.rt.gate)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+		}
+		if n := w.rt.loaded.Load(); n != 1 {
+			t.Errorf("%d loads, want 1 shared by every request", n)
+		}
+	})
+}
+
+func TestARequestWhoseDeadlineEndsWhileItsModelLoadsGetsModelIsLoadingNotAHang(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var le *LoadingError
+		if !errors.As(res[0].Err, &le) || servables.KindOf(res[0].Err) != servables.Unavailable || !strings.Contains(res[0].Err.Error(), "model a/ is loading") {
+			t.Fatalf("got %v, want Unavailable \"model a/ is loading\"", res[0].Err)
+		}
+		if s, ok := RetryAfter(res[0].Err); !ok || s < 1 {
+			t.Errorf("RetryAfter = %d, %v", s, ok)
+		}
+		if _, ok := RetryAfter(ErrModelNotFound); ok {
+			t.Error("RetryAfter of another error reports one")
+		}
+		close(w.rt.gate)
+		synctest.Wait()
+		if res := w.infer("a/", 2); res.Err != nil {
+			t.Fatalf("after the load: %v", res.Err)
+		}
+	})
+}
+
+// TestAnOnDemandModelsDefaultTimeoutEndsAWaitForItsLoad: a request with
+// no deadline of its own waits at most the model's default_timeout_ms.
+func TestAnOnDemandModelsDefaultTimeoutEndsAWaitForItsLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad+`, "default_timeout_ms": 300`)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		start := time.Now()
+		res := w.infer("a/", 1)
+		if _, ok := RetryAfter(res.Err); !ok || time.Since(start) != 300*time.Millisecond {
+			t.Fatalf("after %v: %v, want \"model is loading\" at 300ms", time.Since(start), res.Err)
+		}
+		close(w.rt.gate)
+		// The load ends before the system stops: its result sent to a
+		// stopped supervisor would start a dead-letter goroutine that
+		// outlives the bubble.
+		synctest.Wait()
+	})
+}
+
+func TestAFailingOnDemandLoadAnswersItsCallersWithTheErrorAndIsRetriedAfterABackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad)), map[string]faultySpec{"a/": {FailLoad: true}})
+		defer w.stop()
+		synctest.Wait()
+		res := w.infer("a/", 1)
+		if servables.KindOf(res.Err) != servables.Unavailable || !strings.Contains(res.Err.Error(), "could not be loaded") || !strings.Contains(res.Err.Error(), "asked to fail loading") {
+			t.Fatalf("first request: %v, want Unavailable with the load error", res.Err)
+		}
+		// Within the backoff: the same answer at once, no new load.
+		w.putModel("a/", version(1))
+		if res := w.infer("a/", 1); res.Err == nil || !strings.Contains(res.Err.Error(), "asked to fail loading") {
+			t.Fatalf("within the backoff: %v", res.Err)
+		}
+		if n := w.metric("grove_model_loads_total", map[string]string{"model": "a/", "result": "failed", "reason": "demand"}); n != 1 {
+			t.Fatalf("failed loads %v, want 1", n)
+		}
+		if m := w.model("a/"); m.State != StateFailed || m.RetryAt == nil {
+			t.Fatalf("a/ after its failure: %+v\n%s", m, w.log)
+		}
+		time.Sleep(time.Second)
+		if res := w.infer("a/", 5); res.Err != nil || res.Outputs[0].Float32s()[0] != 5 {
+			t.Fatalf("after the backoff: %+v", res)
+		}
+	})
+}
+
+func TestTheMemoryBudgetUnloadsTheLeastRecentlyUsedIdleOnDemandModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("e/", "", ""), entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad), entry("c/", "", onDemandLoad)),
+			map[string]faultySpec{"e/": version(0), "a/": version(1), "b/": version(2), "c/": version(3)},
+			unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = 3*size+size/2, 1 })
+		defer w.stop()
+		synctest.Wait()
+		for _, p := range []string{"a/", "b/"} {
+			if res := w.infer(p, 1); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			time.Sleep(time.Second)
+		}
+		if res := w.infer("a/", 1); res.Err != nil { // b/ is now the least recently used
+			t.Fatal(res.Err)
+		}
+		time.Sleep(time.Second)
+		if res := w.infer("c/", 1); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		synctest.Wait()
+		for p, want := range map[string]State{"e/": StateReady, "a/": StateReady, "b/": StateUnloaded, "c/": StateReady} {
+			if got := w.model(p).State; got != want {
+				t.Errorf("%s: %s, want %s", p, got, want)
+			}
+		}
+		if n := w.metric("grove_model_unloads_total", map[string]string{"model": "b/", "reason": "budget"}); n != 1 {
+			t.Errorf("budget unloads of b/ = %v, want 1", n)
+		}
+		mem := w.sys.Status().Memory
+		if mem == nil || mem.BudgetBytes != 3*size+size/2 || mem.UsedBytes != 3*size || mem.Loaded != 2 || mem.Unloaded != 1 ||
+			!slices.Equal(mem.UnloadOrder, []string{"a/", "c/"}) {
+			t.Errorf("memory status %+v (size %d)", mem, size)
+		}
+		if n := w.metric("grove_memory_used_bytes", nil); n != float64(3*size) {
+			t.Errorf("grove_memory_used_bytes = %v", n)
+		}
+		// b/ comes back on demand; a/ (used before c/) makes room.
+		if res := w.infer("b/", 2); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		synctest.Wait()
+		if a, b := w.model("a/").State, w.model("b/").State; a != StateUnloaded || b != StateReady {
+			t.Errorf("after b/ again: a/ %s, b/ %s", a, b)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l-c != 3 {
+			t.Errorf("%d servables open, want 3 (e/ and two on-demand models)", l-c)
+		}
+	})
+}
+
+func mustSpec(t *testing.T, spec faultySpec) []byte {
+	t.Helper()
+	_, data := modelFile(t, "x/", spec)
+	return data
+}
+
+// TestARuntimesFirstLoadCountsItsGrowthAsTheRuntimesStartUpNotTheModels:
+// the first load of a runtime grows the process by the runtime's own
+// start-up too, which stays after the model is unloaded: that model is
+// counted at its estimate, the growth shown as the runtime's start-up;
+// the runtime's next load is counted at what it measured.
+func TestARuntimesFirstLoadCountsItsGrowthAsTheRuntimesStartUpNotTheModels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rss atomic.Int64
+		rss.Store(1 << 20)
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			func(_ *world, o *Options) { o.residentBytes, o.MemoryBudget, o.MemoryFactor = rss.Load, 1<<30, 1 })
+		defer w.stop()
+		synctest.Wait()
+		load := func(path string, grows int64) {
+			w.rt.gate = make(chan struct{})
+			done := make(chan error)
+			go func() { done <- w.infer(path, 1).Err }()
+			synctest.Wait() // the load measured the memory before it and waits at the gate
+			rss.Add(grows)
+			close(w.rt.gate)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		load("a/", 50_000)
+		load("b/", 3*size)
+		synctest.Wait()
+		mem := w.sys.Status().Memory
+		if mem == nil || mem.RuntimeStartBytes["faulty"] != 50_000 {
+			t.Fatalf("memory status %+v, want the faulty runtime's start-up at 50000 bytes", mem)
+		}
+		if mem.UsedBytes != size+3*size {
+			t.Errorf("used %d bytes, want %d: a/ at its estimate (%d bytes of files), b/ at its measured %d", mem.UsedBytes, 4*size, size, 3*size)
+		}
+	})
+}
+
+func TestAnOnDemandModelIdleForIdleUnloadAfterIsUnloadedAndLoadsAgainOnItsNextRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("e/", "", "")), map[string]faultySpec{"a/": version(1), "e/": version(2)},
+			func(_ *world, o *Options) { o.IdleUnloadAfter = 10 * time.Second })
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(6 * time.Second)
+		if res := w.infer("a/", 2); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if st := w.model("a/").State; st != StateReady {
+			t.Fatalf("a/ 9s after its last request: %s, want ready", st)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if a, e := w.model("a/").State, w.model("e/").State; a != StateUnloaded || e != StateReady {
+			t.Fatalf("11s after a/'s last request: a/ %s, e/ %s; want unloaded, and the eager e/ ready", a, e)
+		}
+		if n := w.metric("grove_model_unloads_total", map[string]string{"model": "a/", "reason": "idle"}); n != 1 {
+			t.Errorf("idle unloads of a/ = %v, want 1", n)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l-c != 1 {
+			t.Errorf("%d servables open, want 1 (e/)", l-c)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("a/ after its idle unload: %+v", res)
+		}
+		if n := w.metric("grove_model_loads_total", map[string]string{"model": "a/", "result": "ok", "reason": "demand"}); n != 2 {
+			t.Errorf("demand loads of a/ = %v, want 2", n)
+		}
+	})
+}

@@ -1,0 +1,254 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/groveml/grove/conf/modelconfig"
+)
+
+// onDemand is model with load on_demand.
+func onDemand(path string) modelconfig.Model {
+	m := model(path, "", 0)
+	m.Load = modelconfig.LoadOnDemand
+	return m
+}
+
+// loadMeasured is the ticks that take job of path from fetch (size bytes
+// of files) to swap, its load measuring bytes; loadStep is the steps the
+// fetch brings (the load, or none while it waits for room).
+func loadMeasured(at time.Duration, path string, job, size, bytes int64, loadStep, swapSteps string) []tick {
+	return []tick{
+		{at: at, ev: Fetched{Path: path, Job: job, Size: size}, steps: loadStep},
+		{at: at, ev: Loaded{Path: path, Job: job, Bytes: bytes}, steps: fmt.Sprintf("warm-up %s #%d", path, job)},
+		{at: at, ev: Warmed{Path: path, Job: job}, steps: swapSteps},
+	}
+}
+
+func TestPlannerOnDemandRules(t *testing.T) {
+	sec := time.Second
+	loadErr := errors.New("corrupt file")
+	for _, tc := range []struct {
+		name   string
+		state  State
+		ticks  []tick
+		settle bool // Settled after the last tick
+	}{
+		{name: "an on-demand entry is known at once, unloaded, and not fetched until a demand", ticks: script(
+			tick{ev: cfg(onDemand("a/"), model("e/", "", 0)), steps: "fetch e/ #1", phases: "a/=unloaded e/=loading"},
+			loadOK(0, "e/", 1, "", "swap e/ #1"),
+			tick{at: sec, phases: "a/=unloaded e/=ready", wake: -1},
+			tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #2", phases: "a/=loading e/=ready"},
+			loadOK(3*sec, "a/", 2, "", "swap a/ #2"),
+			tick{at: 3 * sec, phases: "a/=ready e/=ready"},
+		), settle: true},
+		{name: "demands while a load runs share it", ticks: script(
+			tick{ev: cfg(onDemand("a/")), steps: "", phases: "a/=unloaded"},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			tick{ev: Demand{Path: "a/"}, steps: ""},
+			tick{ev: Fetched{Path: "a/", Job: 1}, steps: "load a/ #1"},
+			tick{ev: Demand{Path: "a/"}, steps: ""},
+			tick{ev: Loaded{Path: "a/", Job: 1}, steps: "warm-up a/ #1"},
+			tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1", phases: "a/=ready"},
+			tick{ev: Demand{Path: "a/"}, steps: ""},
+		)},
+		{name: "the server's load_policy applies to entries without a load of their own", state: State{LoadPolicy: modelconfig.LoadOnDemand}, ticks: script(
+			tick{ev: cfg(model("a/", "", 0), func() modelconfig.Model { m := model("e/", "", 0); m.Load = modelconfig.LoadEager; return m }()),
+				steps: "fetch e/ #1", phases: "a/=unloaded e/=loading"},
+		)},
+		{name: "a demand for an eager, evicting or unknown path loads nothing", ticks: script(
+			tick{ev: cfg(model("e/", "", 0)), steps: "fetch e/ #1"},
+			tick{ev: Demand{Path: "e/"}, steps: ""},
+			tick{ev: Demand{Path: "x/"}, steps: ""},
+		)},
+		{name: "a failed load is retried on demand after a backoff that doubles", ticks: script(
+			tick{ev: cfg(onDemand("a/")), steps: ""},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			tick{ev: Fetched{Path: "a/", Job: 1, Err: loadErr}, steps: "discard a/ #1", phases: "a/=failed", lastErr: "a/: corrupt file"},
+			tick{at: sec / 2, ev: Demand{Path: "a/"}, steps: "", wake: sec},
+			tick{at: sec, steps: "fetch a/ #2", phases: "a/=loading"},
+			tick{at: sec, ev: Fetched{Path: "a/", Job: 2, Err: loadErr}, steps: "discard a/ #2", phases: "a/=failed"},
+			tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "", wake: 3 * sec},
+			// A config poll does not cut the backoff short.
+			tick{at: 2 * sec, ev: cfg(onDemand("a/")), steps: "", wake: 3 * sec},
+			tick{at: 3 * sec, steps: "fetch a/ #3"},
+			loadOK(3*sec, "a/", 3, "", "swap a/ #3"),
+			tick{at: 3 * sec, phases: "a/=ready"},
+		)},
+		{name: "with a budget, loads and warm-ups run one at a time", state: State{Budget: 1000}, ticks: script(
+			tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+			tick{ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: "load b/ #2"},
+			tick{ev: Fetched{Path: "a/", Job: 1, Size: 10}, steps: ""},
+			tick{ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2"},
+			tick{ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2; load a/ #1"},
+		)},
+		{name: "a load that passes the budget unloads the least recently used idle on-demand model first, and starts once it is freed",
+			state: State{Budget: 100}, ticks: script(
+				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/")), steps: ""},
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+				loadMeasured(0, "a/", 1, 10, 40, "load a/ #1", "swap a/ #1"),
+				tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+				loadMeasured(0, "b/", 2, 10, 40, "load b/ #2", "swap b/ #2"),
+				tick{at: 10 * sec, ev: Demand{Path: "c/"}, steps: "fetch c/ #3", used: map[int64]time.Duration{1: 5 * sec, 2: 8 * sec}},
+				// 80 used + 30 (15 bytes of files, times 2) is more than 100.
+				tick{at: 10 * sec, ev: Fetched{Path: "c/", Job: 3, Size: 15}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=ready c/=loading"},
+				tick{at: 10 * sec, steps: ""},
+				tick{at: 11 * sec, ev: Freed{Content: 1}, steps: "load c/ #3"},
+			)},
+		{name: "unloading by budget picks idle on-demand contents by value, never eager, busy or kept ones, and waits for them to be freed",
+			state: State{Budget: 100}, ticks: script(
+				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/"), model("e/", "", 0)), steps: "fetch e/ #1"},
+				loadMeasured(0, "e/", 1, 10, 30, "load e/ #1", "swap e/ #1"),
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+				loadMeasured(0, "a/", 2, 10, 30, "load a/ #2", "swap a/ #2"),
+				tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #3"},
+				loadMeasured(0, "b/", 3, 10, 30, "load b/ #3", "swap b/ #3"),
+				// e/ (eager) was used longest ago, a/ next, but a/ holds a request: b/ goes.
+				tick{at: 10 * sec, ev: Demand{Path: "c/"}, steps: "fetch c/ #4", used: map[int64]time.Duration{1: sec, 2: 2 * sec, 3: 3 * sec}, inflight: map[int64]int64{2: 1}},
+				tick{at: 10 * sec, ev: Fetched{Path: "c/", Job: 4, Size: 10}, steps: "retire b/ @3 (budget); release b/ @3", phases: "a/=ready b/=unloaded c/=loading e/=ready"},
+				tick{at: 10 * sec, steps: ""},
+				tick{at: 10 * sec, ev: Freed{Content: 3}, steps: "load c/ #4"},
+			)},
+		{name: "a costly reload keeps a model loaded over a cheaper one used since", state: State{Budget: 60}, ticks: script(
+			tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/")), steps: ""},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			// a/ takes 10s to load, b/ 1s.
+			loadMeasured(10*sec, "a/", 1, 10, 20, "load a/ #1", "swap a/ #1"),
+			tick{at: 20 * sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+			loadMeasured(21*sec, "b/", 2, 10, 20, "load b/ #2", "swap b/ #2"),
+			// a/ last used 10s ago (value 10s/10s), b/ 5s ago (1s/5s): b/ goes.
+			tick{at: 30 * sec, ev: Demand{Path: "c/"}, steps: "fetch c/ #3", used: map[int64]time.Duration{1: 20 * sec, 2: 25 * sec}},
+			tick{at: 30 * sec, ev: Fetched{Path: "c/", Job: 3, Size: 20}, steps: "retire b/ @2 (budget); release b/ @2"},
+		)},
+		{name: "when only models holding requests stand in the way, the load waits for them to go idle", state: State{Budget: 50}, ticks: script(
+			tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			loadMeasured(0, "a/", 1, 10, 40, "load a/ #1", "swap a/ #1"),
+			tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #2", inflight: map[int64]int64{1: 2}},
+			tick{at: sec, ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: "", wake: sec + budgetRecheck},
+			tick{at: sec + budgetRecheck, steps: "", wake: sec + 2*budgetRecheck},
+			tick{at: sec + 2*budgetRecheck, inflight: map[int64]int64{1: 0}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=loading"},
+			tick{at: 2 * sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+		)},
+		{name: "a model that fits under no budget loads over it rather than never", state: State{Budget: 50}, ticks: script(
+			tick{ev: cfg(onDemand("a/"), model("e/", "", 0)), steps: "fetch e/ #1"},
+			loadMeasured(0, "e/", 1, 10, 40, "load e/ #1", "swap e/ #1"),
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+			tick{ev: Fetched{Path: "a/", Job: 2, Size: 10}, steps: "load a/ #2 (over budget)"},
+		)},
+		{name: "a model unloaded by the budget is unloaded, not evicting, and a demand loads it again", state: State{Budget: 50}, ticks: script(
+			tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+			tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+			loadMeasured(0, "a/", 1, 10, 30, "load a/ #1", "swap a/ #1"),
+			tick{at: sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+			tick{at: sec, ev: Fetched{Path: "b/", Job: 2, Size: 15}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=loading"},
+			tick{at: sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+			tick{at: sec, ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2"},
+			tick{at: sec, ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2"},
+			// a/'s measured 30 bytes, not its files' 20, is what it needs now.
+			tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3"},
+			tick{at: 2 * sec, ev: Fetched{Path: "a/", Job: 3, Size: 10}, steps: "retire b/ @2 (budget); release b/ @2", phases: "a/=loading b/=unloaded"},
+		)},
+		{name: "an on-demand content that took no request for idle_unload_after is unloaded, unless it holds one; eager ones never",
+			state: State{IdleUnloadAfter: 10 * sec}, ticks: script(
+				tick{ev: cfg(onDemand("a/"), model("e/", "", 0)), steps: "fetch e/ #1"},
+				loadOK(0, "e/", 1, "", "swap e/ #1"),
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+				loadOK(0, "a/", 2, "", "swap a/ #2"),
+				tick{at: sec, steps: "", wake: 10 * sec},
+				// Used at 4s: idle from 14s.
+				tick{at: 10 * sec, used: map[int64]time.Duration{2: 4 * sec}, steps: "", wake: 14 * sec},
+				// Holding a request at 14s: looked at again 10s later.
+				tick{at: 14 * sec, inflight: map[int64]int64{2: 1}, steps: "", wake: 24 * sec},
+				tick{at: 24 * sec, inflight: map[int64]int64{2: 0}, steps: "retire a/ @2 (idle); release a/ @2", phases: "a/=unloaded e/=ready", wake: -1},
+				tick{at: 25 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3", phases: "a/=loading e/=ready"},
+			)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.state
+			s := runState(t, &st, tc.ticks)
+			if tc.settle && !s.Settled() {
+				t.Error("not settled: an on-demand path must not hold the first reconcile back")
+			}
+		})
+	}
+}
+
+// TestPlannerUsedAndUnloadOrder: the memory counted is each loaded
+// content's until it is freed, and the unload order ranks the loaded
+// on-demand paths by value.
+func TestPlannerUsedAndUnloadOrder(t *testing.T) {
+	sec := time.Second
+	st := State{Budget: 1000}
+	s := runState(t, &st, script(
+		tick{ev: cfg(onDemand("a/"), onDemand("b/"), model("e/", "", 0)), steps: "fetch e/ #1"},
+		loadMeasured(0, "e/", 1, 10, 100, "load e/ #1", "swap e/ #1"),
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+		loadMeasured(0, "a/", 2, 10, 0, "load a/ #2", "swap a/ #2"), // unmeasured: 10 bytes times 2
+		tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #3"},
+		loadMeasured(0, "b/", 3, 10, 30, "load b/ #3", "swap b/ #3"),
+		tick{at: 10 * sec, used: map[int64]time.Duration{2: 9 * sec, 3: 2 * sec}},
+	))
+	if got := s.Used(); got != 150 {
+		t.Errorf("used %d, want 150 (100 + 20 + 30)", got)
+	}
+	if got := s.UnloadOrder(t0.Add(10 * sec)); len(got) != 2 || got[0] != "b/" || got[1] != "a/" {
+		t.Errorf("unload order %q, want [b/ a/] (b/ used longest ago; e/ is eager)", got)
+	}
+	_ = s.Apply(Freed{Content: 3}, t0.Add(10*sec))
+	if got := s.Used(); got != 120 {
+		t.Errorf("used %d after b/'s content is freed, want 120", got)
+	}
+}
+
+func TestBackoffDoublesFromASecondToAMinute(t *testing.T) {
+	for n, want := range map[int]time.Duration{0: 0, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 6: 32 * time.Second, 7: time.Minute, 100: time.Minute} {
+		if got := Backoff(n); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+// TestPlannerCountsALoadAtLeastItsEstimate: a load that measures less
+// than its estimate (it reused memory an unload gave back, or it was not
+// measured) is counted at the estimate: the same content's last count,
+// else its files' size times the memory factor.
+func TestPlannerCountsALoadAtLeastItsEstimate(t *testing.T) {
+	sec := time.Second
+	st := State{Budget: 150}
+	s := runState(t, &st, script(
+		tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+		tick{ev: Fetched{Path: "a/", Job: 1, Checksum: "s1", Size: 10}, steps: "load a/ #1"},
+		tick{ev: Loaded{Path: "a/", Job: 1, Bytes: 100}, steps: "warm-up a/ #1"},
+		tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1"},
+		// b/'s 50 bytes of files are counted 100 until measured: a/ goes.
+		tick{at: sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+		tick{at: sec, ev: Fetched{Path: "b/", Job: 2, Checksum: "s2", Size: 50}, steps: "retire a/ @1 (budget); release a/ @1"},
+		tick{at: sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+		// b/'s load reuses a/'s memory: it grows the process by 5 bytes.
+		tick{at: sec, ev: Loaded{Path: "b/", Job: 2, Bytes: 5}, steps: "warm-up b/ #2"},
+		tick{at: sec, ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2"},
+		// a/ back: its last count (100) is what it needs, not its files' 20.
+		tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3"},
+		tick{at: 2 * sec, ev: Fetched{Path: "a/", Job: 3, Checksum: "s1", Size: 10}, steps: "retire b/ @2 (budget); release b/ @2"},
+		tick{at: 2 * sec, ev: Freed{Content: 2}, steps: "load a/ #3"},
+		tick{at: 2 * sec, ev: Loaded{Path: "a/", Job: 3, Bytes: 1}, steps: "warm-up a/ #3"},
+		tick{at: 2 * sec, ev: Warmed{Path: "a/", Job: 3}, steps: "swap a/ #3"},
+	))
+	if got := s.Used(); got != 100 {
+		t.Errorf("used %d after a/'s reload measured 1 byte, want 100 (its last count)", got)
+	}
+	if got := s.Path("b/").Cost.Bytes; got != 100 {
+		t.Errorf("b/ was counted %d after measuring 5 bytes, want 100 (50 bytes of files times 2)", got)
+	}
+	// A new content of a/ is not the one its last count measured.
+	a := s.Path("a/")
+	if got := s.estimate(a, &Job{Checksum: "s3", Size: 7}); got != 14 {
+		t.Errorf("a new checksum's estimate is %d, want 14 (its 7 bytes of files times 2)", got)
+	}
+}
