@@ -67,6 +67,10 @@ func (s *System) ModelInfo(path string) (forward.ModelInfo, bool) {
 	return info, true
 }
 
+// LoadPolicy is the server's load_policy: when a model entry without a
+// load of its own is loaded (modelconfig.Model.OnDemand's default).
+func (s *System) LoadPolicy() modelconfig.Load { return s.opts.LoadPolicy }
+
 // remoteModel describes path as another node serves it, for a path not
 // served here.
 func (s *System) remoteModel(path string) (forward.ModelInfo, bool) {

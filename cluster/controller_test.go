@@ -369,13 +369,21 @@ func TestMeasuredCountsEveryContent(t *testing.T) {
 }
 
 func TestDesired(t *testing.T) {
-	cfg, err := modelconfig.Parse([]byte(`{"model_metadata": [{"model_path": "a/", "nodes": 3, "min_nodes": 2}, {"model_path": "b"}]}`))
+	cfg, err := modelconfig.Parse([]byte(`{"model_metadata": [{"model_path": "a/", "nodes": 3, "min_nodes": 2}, {"model_path": "b"},
+	  {"model_path": "c/", "load": "on_demand", "nodes": 3}, {"model_path": "d/", "load": "eager"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Desired(cfg, map[string]int64{"a/": 100, "b": 7})
-	want := []placement.Model{{Path: "a/", Nodes: 3, MinNodes: 2, FileBytes: 100}, {Path: "b", Nodes: 1, MinNodes: 1, FileBytes: 7}}
+	got := Desired(cfg, map[string]int64{"a/": 100, "b": 7, "c/": 5, "d/": 9}, modelconfig.LoadEager)
+	want := []placement.Model{{Path: "a/", Nodes: 3, MinNodes: 2, FileBytes: 100}, {Path: "b", Nodes: 1, MinNodes: 1, FileBytes: 7},
+		{Path: "c/", Nodes: 3, MinNodes: 0, OnDemand: true, FileBytes: 5}, {Path: "d/", Nodes: 1, MinNodes: 1, FileBytes: 9}}
 	if !slices.Equal(got, want) {
-		t.Errorf("got %+v, want %+v", got, want)
+		t.Errorf("eager policy: got %+v, want %+v", got, want)
+	}
+	got = Desired(cfg, map[string]int64{"a/": 100, "b": 7, "c/": 5, "d/": 9}, modelconfig.LoadOnDemand)
+	want[0].OnDemand, want[0].MinNodes = true, 2
+	want[1].OnDemand, want[1].MinNodes = true, 0
+	if !slices.Equal(got, want) {
+		t.Errorf("on-demand policy: got %+v, want %+v", got, want)
 	}
 }

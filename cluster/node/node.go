@@ -478,7 +478,7 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 		}
 		a.sizes.cfg, a.sizes.by = cfg, by
 	}
-	return cluster.Desired(cfg, a.sizes.by), nil
+	return cluster.Desired(cfg, a.sizes.by, sys.LoadPolicy()), nil
 }
 
 // FileBytes is the size of the files a node that takes model entry m
