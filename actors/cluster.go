@@ -46,6 +46,12 @@ type Remote interface {
 	// (metadata, serving, the version a versioned entry serves); false
 	// when no other node has it ready. It must be cheap and never block.
 	Model(path string) (forward.ModelInfo, bool)
+	// Awaits reports whether path is an on-demand model of the cluster
+	// that no node has ready and the placement table does not place on
+	// this node: Forward then has the controller place it, waits for it
+	// within the request's deadline and forwards the request to the node
+	// that loads it. It must be cheap and never block.
+	Awaits(path string) bool
 }
 
 // ModelInfo describes the model this node serves at path (a version's
@@ -66,6 +72,10 @@ func (s *System) ModelInfo(path string) (forward.ModelInfo, bool) {
 	}
 	return info, true
 }
+
+// LoadPolicy is the server's load_policy: when a model entry without a
+// load of its own is loaded (modelconfig.Model.OnDemand's default).
+func (s *System) LoadPolicy() modelconfig.Load { return s.opts.LoadPolicy }
 
 // remoteModel describes path as another node serves it, for a path not
 // served here.
@@ -124,6 +134,23 @@ func (s *supervisorActor) setShare(ctx actor.Context, m setShare) {
 		}
 	}
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
+	s.loadPlaced(ctx)
+}
+
+// loadPlaced, on a cluster node, loads the on-demand models of its share
+// that have no content: the controller placed them here because their
+// demand asks for a copy (or their min_nodes keeps one), so they load at
+// once rather than on the first request that reaches this node. A
+// single server loads them on demand only.
+func (s *supervisorActor) loadPlaced(ctx actor.Context) {
+	if !s.sys.opts.ClusterNode || s.share == nil {
+		return
+	}
+	for _, p := range s.plan.Paths() {
+		if s.plan.OnDemand(p) && p.Active == nil && p.Job == nil && p.Phase == lifecycle.Unloaded {
+			s.apply(ctx, lifecycle.Demand{Path: p.Name})
+		}
+	}
 }
 
 // appliedConfig is the model config in force and a channel closed when
@@ -256,10 +283,12 @@ func forwardRequest(ctx context.Context, req *Request, path string, p forward.Pr
 }
 
 // mayForward reports whether a request for path that is not ready here
-// goes to another node: a cluster node that has it ready, unless the
-// batch was forwarded here (one hop) or must be served here.
+// goes to another node: a cluster node that has it ready, or, for an
+// on-demand model ready nowhere and not placed here, the node the
+// controller places it on (Remote.Awaits), unless the batch was
+// forwarded here (one hop) or must be served here.
 func (w *ways) mayForward(b *batch, path string) bool {
-	return w.remote != nil && !b.local && !forward.Forwarded(b.ctx) && w.remote.Serves(path)
+	return w.remote != nil && !b.local && !forward.Forwarded(b.ctx) && (w.remote.Serves(path) || w.remote.Awaits(path))
 }
 
 // toNode forwards item i of b to another node that has its model ready
@@ -334,7 +363,7 @@ func (s *System) forwardsAlone(b *batch) bool {
 		return false
 	}
 	path := b.reqs[0].ModelPath
-	return (*s.routes.Load())[path] == nil && s.opts.Remote.Serves(path)
+	return (*s.routes.Load())[path] == nil && (s.opts.Remote.Serves(path) || s.opts.Remote.Awaits(path))
 }
 
 // forwardAlone forwards b's one request to another node on the caller's

@@ -147,6 +147,12 @@ type ModelStatus struct {
 	OnDemand   bool       `json:"on_demand,omitempty"`
 	LastLoadMs int64      `json:"last_load_ms,omitempty"`
 	RetryAt    *time.Time `json:"retry_at,omitempty"`
+	// InFlight counts the requests the serving content holds (queued or
+	// running); LastUsedAt is when an on-demand model's content last took
+	// a request (nil: never). A cluster's controller adds and drops
+	// on-demand copies by them.
+	InFlight   int64      `json:"in_flight,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 
 	evictAt time.Time
 	active  *content
@@ -178,6 +184,10 @@ func (m *ModelStatus) finish(now time.Time) {
 	if m.active != nil {
 		m.Served = m.active.served.Load()
 		m.Crashes = m.active.crashes.Load()
+		m.InFlight = m.active.inflight.Load()
+		if ns := m.active.lastUsed.Load(); ns != 0 {
+			m.LastUsedAt = timePtr(time.Unix(0, ns).UTC())
+		}
 	}
 	if m.State == StateEvicting || m.State == StateExpiring {
 		left := max(m.evictAt.Sub(now).Milliseconds(), 0)

@@ -821,6 +821,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	}
 	ctx.Send(s.sys.router, setContracts{cfg: r.cfg.Contracts, at: r.at})
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
+	s.loadPlaced(ctx)
 }
 
 // versionedPath reports whether path is a versioned entry's of the config in force.

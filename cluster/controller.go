@@ -5,7 +5,15 @@
 // writes it (cluster/coord) whenever either changes.
 //
 // Who owns what: etcd holds the membership, the election and the table;
-// a Controller owns only its loop and the last plan it wrote. Each node
+// a Controller owns only its loop, the last plan it wrote and, while it
+// leads, the demand marks of the on-demand models (placement.Marks: what
+// their requests asked for, when they were last used). The demand itself
+// is in the member records: each node publishes, for the on-demand
+// models it holds or has requests waiting for, its figures
+// (placement.Use); a request for a model ready nowhere is such a mark,
+// which vanishes with the record when its node dies. In a cluster only
+// the controller unloads an on-demand model, by dropping it from the
+// table when it went idle (IdleUnloadAfter). Each node
 // reads its share of the table (placement.Table.ModelsOn) and reports
 // what it holds in its member record; that reconciliation belongs to the
 // node's supervisor, not to this package.
@@ -36,6 +44,13 @@ type ControllerConfig struct {
 	// MemoryFactor is placement.Input.SizeFactor: a model's memory is its
 	// file size times this until its RSS was measured.
 	MemoryFactor float64
+	// IdleUnloadAfter is idle_unload_after: an on-demand model no node
+	// took a request for that long drops to its min_nodes copies, and one
+	// not saturated for that long to one copy (placement.WantCopies);
+	// 0: never.
+	IdleUnloadAfter time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 	// Retry is the pause before trying again after a failed read or
 	// write (1 s when zero).
 	Retry time.Duration
@@ -65,6 +80,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Controller{cfg: cfg, changed: make(chan struct{}, 1)}, nil
 }
@@ -149,6 +167,10 @@ func (c *Controller) lead(ctx context.Context, l *coord.Leadership, log *slog.Lo
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	idle := time.NewTimer(time.Hour) // the next on-demand model going idle
+	idle.Stop()
+	defer idle.Stop()
+	var marks placement.Marks
 	for {
 		select {
 		case <-lctx.Done():
@@ -160,15 +182,20 @@ func (c *Controller) lead(ctx context.Context, l *coord.Leadership, log *slog.Lo
 			snap, have = m, true
 		case <-c.changed:
 		case <-retry.C:
+		case <-idle.C:
 		}
 		if !have {
 			continue
 		}
-		plan, err := c.plan(lctx, snap, cur.Table)
+		plan, next, err := c.plan(lctx, snap, cur.Table, &marks)
 		if err != nil {
 			log.Warn("cluster: placement not computed; retrying", "err", err)
 			retry.Reset(c.cfg.Retry)
 			continue
+		}
+		idle.Stop()
+		if !next.IsZero() {
+			idle.Reset(max(next.Sub(c.cfg.Now()), time.Millisecond))
 		}
 		if reflect.DeepEqual(plan, cur.Plan) {
 			continue
@@ -191,17 +218,30 @@ func (c *Controller) lead(ctx context.Context, l *coord.Leadership, log *slog.Lo
 	}
 }
 
-// plan computes the next plan from a membership snapshot and the table in force.
-func (c *Controller) plan(ctx context.Context, snap coord.Members, cur placement.Table) (placement.Plan, error) {
+// plan computes the next plan from a membership snapshot and the table
+// in force, with the on-demand models' demand from marks (which it
+// replaces), and returns when an on-demand model's demand next changes
+// by itself (zero: never).
+func (c *Controller) plan(ctx context.Context, snap coord.Members, cur placement.Table, marks *placement.Marks) (placement.Plan, time.Time, error) {
 	models, err := c.cfg.Desired(ctx)
 	if err != nil {
-		return placement.Plan{}, fmt.Errorf("reading the desired models: %w", err)
+		return placement.Plan{}, time.Time{}, fmt.Errorf("reading the desired models: %w", err)
 	}
 	members := make([]placement.Member, len(snap.List))
 	for i, m := range snap.List {
 		members[i] = m.Member
 	}
-	return placement.Compute(placement.Input{Models: Measured(models, members), Members: members, Current: cur, SizeFactor: c.cfg.MemoryFactor})
+	demand, next, nextAt := placement.WantCopies(placement.DemandInput{Models: models, Members: members, Current: cur,
+		Marks: *marks, Now: c.cfg.Now(), IdleAfter: c.cfg.IdleUnloadAfter})
+	for i := range models {
+		models[i].Demand = demand[models[i].Path]
+	}
+	plan, err := placement.Compute(placement.Input{Models: Measured(models, members), Members: members, Current: cur, SizeFactor: c.cfg.MemoryFactor})
+	if err != nil {
+		return placement.Plan{}, time.Time{}, err
+	}
+	*marks = next
+	return plan, nextAt, nil
 }
 
 // Measured returns models with MeasuredBytes filled in where it was 0 and
@@ -233,15 +273,16 @@ func Measured(models []placement.Model, members []placement.Member) []placement.
 }
 
 // Desired returns the models of a model config as placement takes them:
-// nodes and min_nodes with their defaults, and each model's file size
-// from sizes (by model path; the bucket's listing). A model missing from
-// sizes counts as needing no memory until a node measures it, so the
-// caller should list every model first.
-func Desired(cfg *modelconfig.Config, sizes map[string]int64) []placement.Model {
+// nodes and min_nodes with their defaults (def is the server's
+// load_policy, which says which entries are on demand), and each model's
+// file size from sizes (by model path; the bucket's listing). A model
+// missing from sizes counts as needing no memory until a node measures
+// it, so the caller should list every model first.
+func Desired(cfg *modelconfig.Config, sizes map[string]int64, def modelconfig.Load) []placement.Model {
 	out := make([]placement.Model, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
-		nodes, minNodes := m.Placement()
-		out = append(out, placement.Model{Path: m.Path, Nodes: nodes, MinNodes: minNodes, FileBytes: sizes[m.Path]})
+		nodes, minNodes := m.Placement(def)
+		out = append(out, placement.Model{Path: m.Path, Nodes: nodes, MinNodes: minNodes, OnDemand: m.OnDemand(def), FileBytes: sizes[m.Path]})
 	}
 	return out
 }

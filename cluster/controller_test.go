@@ -369,13 +369,117 @@ func TestMeasuredCountsEveryContent(t *testing.T) {
 }
 
 func TestDesired(t *testing.T) {
-	cfg, err := modelconfig.Parse([]byte(`{"model_metadata": [{"model_path": "a/", "nodes": 3, "min_nodes": 2}, {"model_path": "b"}]}`))
+	cfg, err := modelconfig.Parse([]byte(`{"model_metadata": [{"model_path": "a/", "nodes": 3, "min_nodes": 2}, {"model_path": "b"},
+	  {"model_path": "c/", "load": "on_demand", "nodes": 3}, {"model_path": "d/", "load": "eager"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Desired(cfg, map[string]int64{"a/": 100, "b": 7})
-	want := []placement.Model{{Path: "a/", Nodes: 3, MinNodes: 2, FileBytes: 100}, {Path: "b", Nodes: 1, MinNodes: 1, FileBytes: 7}}
+	got := Desired(cfg, map[string]int64{"a/": 100, "b": 7, "c/": 5, "d/": 9}, modelconfig.LoadEager)
+	want := []placement.Model{{Path: "a/", Nodes: 3, MinNodes: 2, FileBytes: 100}, {Path: "b", Nodes: 1, MinNodes: 1, FileBytes: 7},
+		{Path: "c/", Nodes: 3, MinNodes: 0, OnDemand: true, FileBytes: 5}, {Path: "d/", Nodes: 1, MinNodes: 1, FileBytes: 9}}
 	if !slices.Equal(got, want) {
-		t.Errorf("got %+v, want %+v", got, want)
+		t.Errorf("eager policy: got %+v, want %+v", got, want)
+	}
+	got = Desired(cfg, map[string]int64{"a/": 100, "b": 7, "c/": 5, "d/": 9}, modelconfig.LoadOnDemand)
+	want[0].OnDemand, want[0].MinNodes = true, 2
+	want[1].OnDemand, want[1].MinNodes = true, 0
+	if !slices.Equal(got, want) {
+		t.Errorf("on-demand policy: got %+v, want %+v", got, want)
+	}
+}
+
+// TestControllerPlacesAnOnDemandModelWhenAskedForAndDropsItWhenIdle runs
+// a controller against etcd with one on-demand model (min_nodes 0): placed
+// nowhere while nobody asks for it, placed on the roomier node once a
+// member's record says requests wait for it, kept while it is used, and
+// dropped from the table once no node used it for idle_unload_after (the
+// controller's clock is the test's: no sleeps).
+func TestControllerPlacesAnOnDemandModelWhenAskedForAndDropsItWhenIdle(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	desired := &desiredModels{}
+	desired.add(placement.Model{Path: "eager/", Nodes: 1, MinNodes: 1, FileBytes: gib})
+	desired.add(placement.Model{Path: "od/", Nodes: 2, OnDemand: true, FileBytes: gib})
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	join := func(name string, free int64) (*coord.Client, *coord.Node, coord.Member) {
+		client, err := coord.Dial(ctx, coord.Config{Endpoints: []string{srv.Addr}, Prefix: "/c/", Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		rec := coord.Member{Member: placement.Member{Name: name, BudgetBytes: 8 * gib, FreeBytes: free}, Advertise: "127.0.0.1:1"}
+		node, err := client.Join(ctx, rec, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client, node, rec
+	}
+	client1, node1, _ := join("n1", 4*gib)
+	_, node2, rec2 := join("n2", 6*gib)
+	ctrl, err := NewController(ControllerConfig{Client: client1, Node: node1, Desired: desired.get, MemoryFactor: 1,
+		IdleUnloadAfter: time.Minute, Now: clock, Retry: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(ctx) }()
+	tables := client1.WatchTable(ctx)
+	until(t, tables, 10*time.Second, "the eager model placed, the idle on-demand one not", func(p coord.Placement) bool {
+		return len(p.Table["eager/"]) == 1 && p.Table["od/"] == nil
+	})
+
+	// n1's record says a request waits for od/: the controller places it
+	// on n2, which has more memory left.
+	rec1 := coord.Member{Member: placement.Member{Name: "n1", BudgetBytes: 8 * gib, FreeBytes: 4 * gib,
+		Use: map[string]placement.Use{"od/": {Waiting: 1}}}, Advertise: "127.0.0.1:1"}
+	if err := node1.Update(ctx, rec1); err != nil {
+		t.Fatal(err)
+	}
+	until(t, tables, 10*time.Second, "od/ placed on n2 once asked for", func(p coord.Placement) bool {
+		return slices.Equal(p.Table["od/"], []string{"n2"})
+	})
+
+	// n2 loads it and serves it; the request on n1 ends. It stays placed.
+	mu.Lock()
+	now = now.Add(30 * time.Second)
+	mu.Unlock()
+	rec2.Held = []placement.Held{{Path: "od/", Bytes: gib, State: placement.Ready}}
+	rec2.Use = map[string]placement.Use{"od/": {Replicas: 1, LastUsed: clock().Unix()}}
+	if err := node2.Update(ctx, rec2); err != nil {
+		t.Fatal(err)
+	}
+	rec1.Use = nil
+	if err := node1.Update(ctx, rec1); err != nil {
+		t.Fatal(err)
+	}
+	// A model added to the config makes the controller write a table
+	// after it read those records: od/ is in it, still on n2.
+	desired.add(placement.Model{Path: "x/", Nodes: 1, MinNodes: 1, FileBytes: gib})
+	ctrl.ConfigChanged()
+	until(t, tables, 10*time.Second, "x/ placed, od/ kept on n2 while used", func(p coord.Placement) bool {
+		if len(p.Table["x/"]) == 0 {
+			return false
+		}
+		if !slices.Equal(p.Table["od/"], []string{"n2"}) {
+			t.Fatalf("od/ in use: table %v, want it kept on n2", p.Table)
+		}
+		return true
+	})
+
+	// A minute with no request on any node: dropped from the table.
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	ctrl.ConfigChanged()
+	until(t, tables, 10*time.Second, "od/ dropped after idle_unload_after", func(p coord.Placement) bool {
+		return p.Table["od/"] == nil && len(p.Table["eager/"]) == 1
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

@@ -120,7 +120,8 @@ type Server struct {
 	LoadPolicy LoadPolicy `yaml:"load_policy"`
 	// IdleUnloadAfter unloads an on-demand model that took no request for
 	// that long on a single server (back to unloaded: its next request
-	// loads it again); 0 (the default): never.
+	// loads it again); in a cluster the placement controller drops it to
+	// its min_nodes copies instead; 0 (the default): never.
 	IdleUnloadAfter time.Duration `yaml:"idle_unload_after"`
 	// CacheDir is where models are copied before loading.
 	CacheDir string `yaml:"cache_dir"`

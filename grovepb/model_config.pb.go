@@ -169,7 +169,10 @@ type ModelMetadata struct {
 	// Grove, in a cluster: the fewest nodes the model may be loaded on when
 	// fewer than nodes have the memory for it, 0 to nodes (0: 1). When not
 	// even that many have, it is loaded on no new node and reported as
-	// unplaceable. A single server ignores it.
+	// unplaceable. For an on-demand model (load "on_demand") it is the
+	// copies kept loaded while the model takes no request (0, the default:
+	// none) and nodes the most copies its demand may add. A single server
+	// ignores it.
 	MinNodes int32 `protobuf:"varint,112,opt,name=min_nodes,json=minNodes,proto3" json:"min_nodes,omitempty"`
 	// Grove: what direct calls of this model learn from the outcomes that
 	// follow their predictions (see OutcomeConfig). Needs the server's

@@ -16,6 +16,9 @@
 //	  its description, controller name                               Forward, Status, the metrics;
 //	                                                                 a replaced view's channel is closed)
 //	draining                           Drain                       atomic (the record Run writes)
+//	on-demand paths of the config       watchConfig                 atomic pointer to a set replaced,
+//	                                                                 never changed (Awaits, Paths, Forward)
+//	requests waiting for a placement    Forward (awaitPlaced)       waiting.mu (the record's Use.Waiting)
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
 //	                                     calls
 package node
@@ -57,6 +60,14 @@ type Config struct {
 	// MemoryFactor estimates a model's memory from its file size until
 	// its load was measured (cluster.memory_factor).
 	MemoryFactor float64
+	// IdleUnloadAfter is idle_unload_after, which the controller applies
+	// to the cluster's on-demand models while this node leads (0: never).
+	IdleUnloadAfter time.Duration
+	// AwaitPoll is how often a request waiting for its on-demand model to
+	// be placed tries again when neither the table nor the membership
+	// changed (100 ms when zero): the node placed may not have taken its
+	// share yet.
+	AwaitPoll time.Duration
 	// Bucket holds the models, whose file sizes placement needs.
 	Bucket bucket.Bucket
 	// Forward forwards requests to the other nodes.
@@ -86,18 +97,28 @@ type Agent struct {
 	cfg Config
 	log *slog.Logger
 
-	sys      atomic.Pointer[actors.System]
-	node     atomic.Pointer[coord.Node]
-	members  atomic.Pointer[coord.Members]
-	table    atomic.Pointer[coord.Placement]
-	ready    atomic.Pointer[readyView]                    // who has each path ready elsewhere
-	models   atomic.Pointer[map[string]forward.ModelInfo] // path -> as the first other node with it ready describes it
-	leader   atomic.Pointer[string]
-	draining atomic.Bool
+	sys     atomic.Pointer[actors.System]
+	node    atomic.Pointer[coord.Node]
+	members atomic.Pointer[coord.Members]
+	table   atomic.Pointer[coord.Placement]
+	// tableChanged is closed, and replaced, when a new table is stored.
+	tableChanged atomic.Pointer[chan struct{}]
+	ready        atomic.Pointer[readyView]                    // who has each path ready elsewhere
+	models       atomic.Pointer[map[string]forward.ModelInfo] // path -> as the first other node with it ready describes it
+	leader       atomic.Pointer[string]
+	draining     atomic.Bool
 	// left is set by Leave: Run joins no more.
 	left atomic.Bool
-	// wake makes Run write the record at once (Drain).
+	// wake makes Run write the record at once (Drain, a request waiting
+	// for a placement).
 	wake chan struct{}
+	// onDemand is the set of on-demand paths of the config applied.
+	onDemand atomic.Pointer[map[string]bool]
+
+	waiting struct {
+		mu sync.Mutex
+		by map[string]int // path -> requests waiting for it to be placed
+	}
 
 	sizes struct {
 		mu  sync.Mutex
@@ -129,6 +150,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MoveWait <= 0 {
 		cfg.MoveWait = 250 * time.Millisecond
 	}
+	if cfg.AwaitPoll <= 0 {
+		cfg.AwaitPoll = 100 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -138,8 +162,12 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
 	a.members.Store(&coord.Members{})
 	a.table.Store(&coord.Placement{})
+	tc := make(chan struct{})
+	a.tableChanged.Store(&tc)
 	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
 	a.models.Store(&map[string]forward.ModelInfo{})
+	a.onDemand.Store(&map[string]bool{})
+	a.waiting.by = map[string]int{}
 	a.leader.Store(new(""))
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(&collector{a: a})
@@ -155,14 +183,31 @@ func (a *Agent) Serves(path string) bool {
 	return len(a.ready.Load().peers[path]) > 0
 }
 
-// Paths lists the paths other nodes have ready (actors.Remote).
+// Paths lists the paths other nodes have ready and the on-demand models
+// of the config, which any node takes a request for (actors.Remote).
 func (a *Agent) Paths() []string {
 	ready := a.ready.Load().peers
-	out := make([]string, 0, len(ready))
+	od := *a.onDemand.Load()
+	out := make([]string, 0, len(ready)+len(od))
 	for p := range ready {
 		out = append(out, p)
 	}
+	for p := range od {
+		if ready[p] == nil {
+			out = append(out, p)
+		}
+	}
 	return out
+}
+
+// Awaits reports whether path is an on-demand model of the config that no
+// other node has ready and the table does not place here (actors.Remote):
+// Forward waits for its placement.
+func (a *Agent) Awaits(path string) bool {
+	if !(*a.onDemand.Load())[path] || len(a.ready.Load().peers[path]) > 0 {
+		return false
+	}
+	return !slices.Contains(a.table.Load().Table[path], a.cfg.Name)
 }
 
 // Model describes path as the first other node (by name) that has it
@@ -177,15 +222,118 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // Unavailable, and, when both fail Unavailable, once more on the nodes
 // the membership lists for the model by then and did not list before
 // (followMove).
+//
+// A request for an on-demand model that no node has ready, or whose
+// nodes all failed Unavailable (a node killed, its record not yet
+// expired), waits for the controller to place it (awaitPlaced).
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	od := (*a.onDemand.Load())[req.ModelPath]
 	v := a.ready.Load()
 	if len(v.peers[req.ModelPath]) == 0 {
+		if od {
+			return a.awaitPlaced(ctx, req)
+		}
 		return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is ready on no other cluster node", req.ModelPath))
 	}
-	return followMove(ctx, req.ModelPath, v, a.ready.Load, a.cfg.MoveWait,
+	ans, err := followMove(ctx, req.ModelPath, v, a.ready.Load, a.cfg.MoveWait,
 		func(ctx context.Context, peers []forward.Peer) (forward.Answer, error) {
 			return a.cfg.Forward.Forward(ctx, peers, req)
 		})
+	if err != nil && od && servables.KindOf(err) == servables.Unavailable && ctx.Err() == nil {
+		return a.awaitPlaced(ctx, req)
+	}
+	return ans, err
+}
+
+// awaitPlaced runs req, for an on-demand model, once a node has it: it
+// marks the request waiting in the node's record (Use.Waiting, written at
+// once), which makes the controller place the model if it is placed
+// nowhere, and forwards req to a node that has it ready, else to a node
+// the table places it on (which parks it until its load ends), else, when
+// the table places it here, runs it here (System.Predict parks it on the
+// local load). A node that answers Unavailable (not yet given its share,
+// gone) is tried again when the table or the membership changes, or
+// after AwaitPoll. When ctx ends first, the answer is "model is loading"
+// (actors.LoadingError).
+func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	path := a.markWaiting(req.ModelPath, 1)
+	defer a.markWaiting(path, -1)
+	poll := time.NewTimer(a.cfg.AwaitPoll)
+	defer poll.Stop()
+	var last error
+	for {
+		v := a.ready.Load()
+		changed := a.tableChanged.Load()
+		var ans forward.Answer
+		var err error
+		tried := true
+		switch listed := a.table.Load().Table[path]; {
+		case len(v.peers[path]) > 0:
+			ans, err = a.cfg.Forward.Forward(ctx, v.peers[path], req)
+		case slices.Contains(listed, a.cfg.Name):
+			if sys := a.sys.Load(); sys != nil {
+				ans, err = sys.Predict(ctx, forward.ForwardedRequest{Request: req})
+			}
+		case len(a.peersOf(listed)) > 0:
+			ans, err = a.cfg.Forward.Forward(ctx, a.peersOf(listed), req)
+		default:
+			tried = false // placed nowhere yet, or on a node gone
+		}
+		if ctx.Err() != nil {
+			if err != nil && servables.KindOf(err) != servables.Unavailable {
+				return forward.Answer{}, err
+			}
+			return forward.Answer{}, &actors.LoadingError{Path: path, RetryAfter: time.Second}
+		}
+		if tried && err == nil {
+			return ans, nil
+		}
+		if err != nil && servables.KindOf(err) != servables.Unavailable {
+			return forward.Answer{}, err
+		}
+		if err != nil {
+			last = err
+		}
+		poll.Reset(a.cfg.AwaitPoll)
+		select {
+		case <-ctx.Done():
+			a.log.Debug("request waited for its on-demand model's placement past its deadline", "model", path, "last_err", last)
+		case <-v.changed:
+		case <-*changed:
+		case <-poll.C:
+		}
+	}
+}
+
+// markWaiting adds n to the requests waiting for path's placement and,
+// when the first one starts waiting, has the record written at once. It
+// returns path.
+func (a *Agent) markWaiting(path string, n int) string {
+	a.waiting.mu.Lock()
+	a.waiting.by[path] += n
+	first := n > 0 && a.waiting.by[path] == n
+	if a.waiting.by[path] <= 0 {
+		delete(a.waiting.by, path)
+	}
+	a.waiting.mu.Unlock()
+	if first {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+	return path
+}
+
+// peersOf are the live members among names, but this node, as forward peers.
+func (a *Agent) peersOf(names []string) []forward.Peer {
+	var out []forward.Peer
+	for _, m := range a.members.Load().List {
+		if m.Name != a.cfg.Name && slices.Contains(names, m.Name) {
+			out = append(out, forward.Peer{Name: m.Name, Addr: m.Advertise})
+		}
+	}
+	return out
 }
 
 // IsMember reports whether name is a live member (the forward server's
@@ -232,7 +380,7 @@ func (a *Agent) session(ctx context.Context, sys *actors.System) error {
 	a.node.Store(n)
 	a.log.Info("joined the cluster", "advertise", a.cfg.Advertise, "budget_bytes", a.cfg.BudgetBytes)
 	ctrl, err := cluster.NewController(cluster.ControllerConfig{Client: a.cfg.Client, Node: n, Desired: a.desired,
-		MemoryFactor: a.cfg.MemoryFactor, Retry: a.cfg.Retry, Logger: a.log})
+		MemoryFactor: a.cfg.MemoryFactor, IdleUnloadAfter: a.cfg.IdleUnloadAfter, Retry: a.cfg.Retry, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -281,6 +429,8 @@ func (a *Agent) session(ctx context.Context, sys *actors.System) error {
 func (a *Agent) watchTable(ctx context.Context, sys *actors.System) {
 	for p := range a.cfg.Client.WatchTable(ctx) {
 		a.table.Store(&p)
+		next := make(chan struct{})
+		close(*a.tableChanged.Swap(&next))
 		share := p.Table.ModelsOn(a.cfg.Name)
 		if share == nil {
 			share = []string{}
@@ -333,10 +483,20 @@ func (a *Agent) watchLeader(ctx context.Context) {
 	}
 }
 
-// watchConfig tells the controller each config sys applies.
+// watchConfig tells the controller each config sys applies, and keeps
+// the set of its on-demand paths.
 func (a *Agent) watchConfig(ctx context.Context, sys *actors.System, ctrl *cluster.Controller) {
 	for {
-		_, changed := sys.AppliedConfig()
+		cfg, changed := sys.AppliedConfig()
+		od := map[string]bool{}
+		if cfg != nil {
+			for _, m := range cfg.Models {
+				if m.OnDemand(sys.LoadPolicy()) {
+					od[m.Path] = true
+				}
+			}
+		}
+		a.onDemand.Store(&od)
 		ctrl.ConfigChanged()
 		select {
 		case <-ctx.Done():
@@ -403,6 +563,16 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 		if s.Registered {
 			continue // not the config's: not placed
 		}
+		if s.OnDemand && s.VersionOf == "" && (s.State == actors.StateReady || s.LastUsedAt != nil) {
+			u := placement.Use{InFlight: s.InFlight, Replicas: s.Replicas}
+			if s.LastUsedAt != nil {
+				u.LastUsed = s.LastUsedAt.Unix()
+			}
+			if m.Use == nil {
+				m.Use = map[string]placement.Use{}
+			}
+			m.Use[s.Path] = u
+		}
 		path, content := s.Path, s.Checksum
 		if s.VersionOf != "" {
 			path, content = s.VersionOf, s.Path
@@ -419,6 +589,16 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 			hold(path, k.Checksum, k.MemoryBytes, k.SizeBytes, placement.Ready)
 		}
 	}
+	a.waiting.mu.Lock()
+	for path, n := range a.waiting.by {
+		if m.Use == nil {
+			m.Use = map[string]placement.Use{}
+		}
+		u := m.Use[path]
+		u.Waiting = n
+		m.Use[path] = u
+	}
+	a.waiting.mu.Unlock()
 	m.ReservedBytes = reserved
 	m.FreeBytes = FreeBytes(a.cfg.BudgetBytes, used, a.cfg.Available())
 	m.Models = describe(sys, m.Held)
@@ -478,7 +658,7 @@ func (a *Agent) desired(ctx context.Context) ([]placement.Model, error) {
 		}
 		a.sizes.cfg, a.sizes.by = cfg, by
 	}
-	return cluster.Desired(cfg, a.sizes.by), nil
+	return cluster.Desired(cfg, a.sizes.by, sys.LoadPolicy()), nil
 }
 
 // FileBytes is the size of the files a node that takes model entry m

@@ -15,6 +15,11 @@
 //   - Each model wants Nodes copies; if fewer fit, at least MinNodes, else
 //     none new and the model is reported unplaceable. Copies already placed
 //     are never evicted to make room for another model.
+//   - An on-demand model (Model.OnDemand) wants max(MinNodes, Demand)
+//     copies, at most Nodes: MinNodes (0 allowed) while it is idle, more
+//     as its demand (Demand, from WantCopies) asks. Copies beyond that are
+//     dropped, the ready ones kept. Among the nodes with the most memory
+//     left, the one with the fewest loads in flight takes a new copy.
 //   - Placements on live, non-draining members are kept: a node that joins
 //     takes only new and under-replicated models, nothing moves because it
 //     joined. A dead member's (absent from Members) placements are
@@ -81,6 +86,23 @@ type Member struct {
 	Draining bool `json:"draining,omitempty"`
 	// Held are the contents the node holds.
 	Held []Held `json:"held,omitempty"`
+	// Use is the node's figures for the on-demand models it holds or
+	// was asked for, by path; WantCopies reads them.
+	Use map[string]Use `json:"use,omitempty"`
+}
+
+// Use is one node's figures for one on-demand model.
+type Use struct {
+	// Waiting counts the requests on this node waiting for the model to be
+	// placed: it is ready on no node (the node's demand mark).
+	Waiting int `json:"waiting,omitempty"`
+	// InFlight counts the requests its copy here holds (queued or running);
+	// Replicas is the copy's model actors.
+	InFlight int64 `json:"in_flight,omitempty"`
+	Replicas int   `json:"replicas,omitempty"`
+	// LastUsed is when its copy here last took a request, in Unix seconds
+	// (0: never).
+	LastUsed int64 `json:"last_used,omitempty"`
 }
 
 // Model is one model to place.
@@ -89,8 +111,15 @@ type Model struct {
 	Path string
 	// Nodes is on how many nodes the model should be loaded, 1 to MaxNodes (0: 1).
 	Nodes int
-	// MinNodes is the fewest acceptable, 1 to Nodes (0: 1).
+	// MinNodes is the fewest acceptable, 1 to Nodes (0: 1). For an
+	// on-demand model, the copies it keeps while idle, 0 to Nodes.
 	MinNodes int
+	// OnDemand marks a model loaded on demand: it wants max(MinNodes,
+	// Demand) copies, at most Nodes.
+	OnDemand bool
+	// Demand is the copies an on-demand model's requests ask for now
+	// (WantCopies); 0: none.
+	Demand int
 	// FileBytes is the size of the model's files.
 	FileBytes int64
 	// MeasuredBytes is the RSS the model took after its first load; 0: not
@@ -119,7 +148,8 @@ type Input struct {
 type Shortfall struct {
 	// Path is the model's path.
 	Path string `json:"path"`
-	// Want and Min are the model's Nodes and MinNodes.
+	// Want and Min are the model's Nodes and MinNodes (for an on-demand
+	// model, the copies its demand wants and the fewest acceptable).
 	Want int `json:"want"`
 	Min  int `json:"min"`
 	// Placed counts the non-draining nodes the table lists for it.
@@ -185,6 +215,7 @@ type nodeState struct {
 	*Member
 	holds map[string]State // path -> best state of its contents (ready over loading)
 	avail int64            // memory left for new copies; may be negative
+	loads int              // contents loading and copies placed not held yet
 }
 
 // holding reports whether the node holds path loading or ready.
@@ -197,6 +228,8 @@ func (n *nodeState) holding(path string) bool {
 type modelState struct {
 	Model
 	need     int64
+	want     int          // copies wanted: Nodes, or an on-demand model's max(MinNodes, Demand) up to it
+	min      int          // the fewest acceptable when any is wanted
 	active   []*nodeState // listed, not draining
 	draining []*nodeState // listed, draining, holding it ready
 	short    bool         // unplaceable: took nothing new
@@ -226,6 +259,9 @@ func Compute(in Input) (Plan, error) {
 			if s := n.holds[h.Path]; h.State == Ready || s == "" || s == Failed {
 				n.holds[h.Path] = h.State
 			}
+			if h.State == Loading {
+				n.loads++
+			}
 		}
 		n.avail = min(m.FreeBytes-m.ReservedBytes, m.BudgetBytes-held)
 		nodes[m.Name] = n
@@ -238,10 +274,14 @@ func Compute(in Input) (Plan, error) {
 		if m.Nodes == 0 {
 			m.Nodes = 1
 		}
-		if m.MinNodes == 0 {
-			m.MinNodes = 1
+		ms := &modelState{Model: m, need: Need(m, in.SizeFactor), want: m.Nodes, min: max(m.MinNodes, 1)}
+		if m.OnDemand {
+			ms.want = min(max(m.MinNodes, m.Demand), m.Nodes)
+			ms.min = min(ms.min, ms.want)
+		} else if m.MinNodes == 0 {
+			ms.Model.MinNodes = 1
 		}
-		models = append(models, &modelState{Model: m, need: Need(m, in.SizeFactor)})
+		models = append(models, ms)
 	}
 	slices.SortFunc(models, func(a, b *modelState) int { return strings.Compare(a.Path, b.Path) })
 
@@ -260,19 +300,21 @@ func Compute(in Input) (Plan, error) {
 				m.active = append(m.active, n)
 				if !n.holding(m.Path) {
 					n.avail = satSub(n.avail, m.need)
+					n.loads++
 				}
 			case n.holds[m.Path] == Ready:
 				m.draining = append(m.draining, n)
 			}
 		}
-		if len(m.active) > m.Nodes { // fewer nodes wanted: keep the ready ones
+		if len(m.active) > m.want { // fewer nodes wanted: keep the ready ones
 			slices.SortStableFunc(m.active, func(a, b *nodeState) int { return compareKeep(m.Path, a, b) })
-			for _, n := range m.active[m.Nodes:] {
+			for _, n := range m.active[m.want:] {
 				if !n.holding(m.Path) {
 					n.avail = satAdd(n.avail, m.need)
+					n.loads--
 				}
 			}
-			m.active = m.active[:m.Nodes]
+			m.active = m.active[:m.want]
 		}
 	}
 
@@ -295,9 +337,9 @@ func Compute(in Input) (Plan, error) {
 			if m.short {
 				continue
 			}
-			target := m.MinNodes
+			target := m.min
 			if round == 1 {
-				target = m.Nodes
+				target = m.want
 			}
 			var added []*nodeState
 			for len(m.active) < target {
@@ -309,12 +351,14 @@ func Compute(in Input) (Plan, error) {
 				added = append(added, n)
 				if !n.holding(m.Path) {
 					n.avail = satSub(n.avail, m.need)
+					n.loads++
 				}
 			}
-			if round == 0 && len(m.active) < m.MinNodes {
+			if round == 0 && len(m.active) < m.min {
 				for _, n := range added { // all or nothing: give the memory back
 					if !n.holding(m.Path) {
 						n.avail = satAdd(n.avail, m.need)
+						n.loads--
 					}
 				}
 				m.active = m.active[:len(m.active)-len(added)]
@@ -342,9 +386,9 @@ func Compute(in Input) (Plan, error) {
 			slices.Sort(names)
 			plan.Table[m.Path] = names
 		}
-		if len(m.active) < m.Nodes {
-			s := Shortfall{Path: m.Path, Want: m.Nodes, Min: m.MinNodes, Placed: len(m.active), NeedBytes: m.need, Reason: reason(m, order)}
-			if len(m.active) < m.MinNodes {
+		if len(m.active) < m.want {
+			s := Shortfall{Path: m.Path, Want: m.want, Min: m.min, Placed: len(m.active), NeedBytes: m.need, Reason: reason(m, order)}
+			if len(m.active) < m.min {
 				plan.Unplaceable = append(plan.Unplaceable, s)
 			} else {
 				plan.UnderReplicated = append(plan.UnderReplicated, s)
@@ -400,6 +444,9 @@ func better(path string, a, b *nodeState) bool {
 	if a.avail != b.avail {
 		return a.avail > b.avail
 	}
+	if a.loads != b.loads {
+		return a.loads < b.loads
+	}
 	return a.Name < b.Name
 }
 
@@ -434,8 +481,8 @@ func reason(m *modelState, nodes []*nodeState) string {
 		parts = append(parts, fmt.Sprintf("%d lack memory (the most left is %s on %s)", small, FormatBytes(max(roomiest.avail, 0)), roomiest.Name))
 	}
 	msg := fmt.Sprintf("needs %s per node; of %d members, %s", FormatBytes(m.need), len(nodes), strings.Join(parts, ", "))
-	if m.short && m.MinNodes > 1 {
-		msg += fmt.Sprintf("; fewer than min_nodes %d could take it, so none did", m.MinNodes)
+	if m.short && m.min > 1 {
+		msg += fmt.Sprintf("; fewer than min_nodes %d could take it, so none did", m.min)
 	}
 	return msg
 }
@@ -514,6 +561,9 @@ func (in Input) validate() error {
 			bad("%s: nodes %d is out of range 1..%d", at, m.Nodes, MaxNodes)
 		case m.MinNodes < 0 || minNodes > nodes:
 			bad("%s: min_nodes %d is out of range 1..%d (its nodes)", at, m.MinNodes, nodes)
+		}
+		if m.Demand < 0 {
+			bad("%s: demand %d must not be negative", at, m.Demand)
 		}
 		if m.FileBytes < 0 || m.MeasuredBytes < 0 {
 			bad("%s: file size %d and measured size %d must not be negative", at, m.FileBytes, m.MeasuredBytes)

@@ -69,7 +69,7 @@ func startClusterNode(ctx context.Context, cfg conf.Server, b bucket.Bucket, tls
 		}
 	}})
 	return clusternode.New(clusternode.Config{Client: cli, Name: c.NodeName, Advertise: c.Advertise,
-		BudgetBytes: cfg.MemoryBudgetBytes, LeaseTTL: c.LeaseTTL, MemoryFactor: c.MemoryFactor, Bucket: b, Forward: fc,
+		BudgetBytes: cfg.MemoryBudgetBytes, LeaseTTL: c.LeaseTTL, MemoryFactor: c.MemoryFactor, IdleUnloadAfter: cfg.IdleUnloadAfter, Bucket: b, Forward: fc,
 		Logger: log, Registerer: reg})
 }
 

@@ -76,7 +76,9 @@ type Model struct {
 	// cluster controller places the model again.
 	Nodes int
 	// MinNodes is min_nodes: in a cluster, the fewest nodes the model may
-	// be loaded on when fewer than Nodes have the memory (0: 1).
+	// be loaded on when fewer than Nodes have the memory (0: 1). For an
+	// on-demand entry it is the copies kept loaded while the model takes
+	// no request (0: none), and Nodes the most its demand may add.
 	MinNodes int
 	// Outcomes is outcomes: what direct calls of the model learn from the
 	// outcomes reported after their predictions; nil for nothing. It
@@ -118,8 +120,14 @@ func (m Model) OnDemand(def Load) bool {
 const MaxNodes = 64
 
 // Placement returns the model's nodes and min_nodes with their defaults
-// applied: 1 ≤ minNodes ≤ nodes ≤ MaxNodes for a config Parse accepted.
-func (m Model) Placement() (nodes, minNodes int) {
+// applied, def being the server's load_policy: 1 ≤ minNodes ≤ nodes ≤
+// MaxNodes for an eager entry of a config Parse accepted (min_nodes 0
+// means 1, as it always has), 0 ≤ minNodes ≤ nodes for an on-demand one,
+// whose min_nodes 0 (the default) means no copy while it is idle.
+func (m Model) Placement(def Load) (nodes, minNodes int) {
+	if m.OnDemand(def) {
+		return max(m.Nodes, 1), m.MinNodes
+	}
 	return max(m.Nodes, 1), max(m.MinNodes, 1)
 }
 
@@ -472,7 +480,7 @@ func (c *Config) validate() error {
 		if m.Load != "" && !slices.Contains(loadNames, string(m.Load)) {
 			return &Error{Field: entry + ".load", Msg: fmt.Sprintf("load %q is not %s", m.Load, jsondoc.OrList(loadNames))}
 		}
-		if nodes, minNodes := m.Placement(); minNodes > nodes {
+		if nodes, minNodes := m.Placement(LoadEager); minNodes > nodes {
 			return &Error{Field: entry + ".min_nodes", Msg: fmt.Sprintf("%d is more than nodes (%d)", minNodes, nodes)}
 		}
 		if o := m.Serving; o.HasMissingValue && !(math.Abs(o.MissingValue) <= math.MaxFloat32) {

@@ -532,6 +532,33 @@ func TestParseModelConfigMissingValue(t *testing.T) {
 	}
 }
 
+func TestOnDemandEntryMinNodesZeroMeansNoIdleCopy(t *testing.T) {
+	c, err := Parse([]byte(`{"model_metadata": [
+	  {"model_path": "a/", "load": "on_demand", "nodes": 3},
+	  {"model_path": "b/", "load": "on_demand", "nodes": 3, "min_nodes": 1},
+	  {"model_path": "c/", "nodes": 3},
+	  {"model_path": "d/"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		def             Load
+		nodes, minNodes int
+	}{{LoadEager, 3, 0}, {LoadEager, 3, 1}, {LoadEager, 3, 1}, {LoadOnDemand, 1, 0}} {
+		m := c.Models[i]
+		if n, mn := m.Placement(tc.def); n != tc.nodes || mn != tc.minNodes {
+			t.Errorf("%s (policy %s): nodes, min_nodes %d, %d, want %d, %d", m.Path, tc.def, n, mn, tc.nodes, tc.minNodes)
+		}
+	}
+	if n, mn := c.Models[3].Placement(LoadEager); n != 1 || mn != 1 {
+		t.Errorf("d/ eager: nodes, min_nodes %d, %d, want 1, 1", n, mn)
+	}
+	if _, err := Parse([]byte(`{"model_metadata": [{"model_path": "m/", "load": "on_demand", "nodes": 2, "min_nodes": 3}]}`)); err == nil ||
+		!strings.Contains(err.Error(), "min_nodes: 3 is more than nodes (2)") {
+		t.Errorf("on-demand min_nodes above nodes: got %v", err)
+	}
+}
+
 func TestParseModelConfigNodes(t *testing.T) {
 	c, err := Parse([]byte(`{"model_metadata": [
 	  {"model_path": "a/", "nodes": 3, "min_nodes": 2},
@@ -542,7 +569,7 @@ func TestParseModelConfigNodes(t *testing.T) {
 	}
 	for i, want := range [][4]int{{3, 2, 3, 2}, {2, 1, 2, 1}, {0, 0, 1, 1}} {
 		m := c.Models[i]
-		nodes, minNodes := m.Placement()
+		nodes, minNodes := m.Placement(LoadEager)
 		if got := [4]int{m.Nodes, m.MinNodes, nodes, minNodes}; got != want {
 			t.Errorf("%s: nodes, min_nodes, and with defaults: %v, want %v", m.Path, got, want)
 		}

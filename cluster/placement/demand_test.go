@@ -1,0 +1,212 @@
+package placement
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// onDemand is an on-demand model of size GiB, up to nodes copies, min
+// copies while idle, and demand copies asked for.
+func onDemand(path string, size int64, nodes, minNodes, demand int) Model {
+	m := model(path, size, nodes, minNodes)
+	m.OnDemand, m.Demand = true, demand
+	return m
+}
+
+func TestComputePlacesOnDemandModelsByTheirDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		in          Input
+		want        Table
+		unplaceable []string
+	}{
+		{
+			name: "idle with min_nodes 0: no copy, nothing reported",
+			in:   Input{Models: []Model{onDemand("m", 1, 3, 0, 0)}, Members: []Member{member("n1", 8, 8), member("n2", 8, 8)}},
+			want: Table{},
+		},
+		{
+			name: "idle with min_nodes 1: one copy",
+			in:   Input{Models: []Model{onDemand("m", 1, 3, 1, 0)}, Members: []Member{member("n1", 8, 8), member("n2", 8, 8)}},
+			want: Table{"m": {"n1"}},
+		},
+		{
+			name: "demanded: the node with the most free memory",
+			in:   Input{Models: []Model{onDemand("m", 1, 3, 0, 1)}, Members: []Member{member("n1", 8, 5), member("n2", 8, 7), member("n3", 8, 6)}},
+			want: Table{"m": {"n2"}},
+		},
+		{
+			name: "equal memory: the node with the fewest loads in flight",
+			in: Input{Models: []Model{onDemand("m", 1, 3, 0, 1)},
+				Members: []Member{
+					{Name: "n1", BudgetBytes: 8 * gib, FreeBytes: 8 * gib, ReservedBytes: 2 * gib, Held: []Held{loading("x", 1), loading("y", 1)}},
+					{Name: "n2", BudgetBytes: 8 * gib, FreeBytes: 8 * gib, ReservedBytes: 2 * gib, Held: []Held{loading("z", 2)}}}},
+			want: Table{"m": {"n2"}},
+		},
+		{
+			name: "a burst of demanded models spreads over the nodes",
+			in: Input{Models: []Model{onDemand("a", 1, 1, 0, 1), onDemand("b", 1, 1, 0, 1), onDemand("c", 1, 1, 0, 1)},
+				Members: []Member{member("n1", 8, 8), member("n2", 8, 8), member("n3", 8, 8)}},
+			want: Table{"a": {"n1"}, "b": {"n2"}, "c": {"n3"}},
+		},
+		{
+			name: "demand above nodes: nodes copies",
+			in:   Input{Models: []Model{onDemand("m", 1, 2, 0, 3)}, Members: []Member{member("n1", 8, 8), member("n2", 8, 8), member("n3", 8, 8)}},
+			want: Table{"m": {"n1", "n2"}},
+		},
+		{
+			name: "demand gone: the copies dropped",
+			in: Input{Models: []Model{onDemand("m", 1, 3, 0, 0)}, Members: []Member{member("n1", 8, 7, ready("m", 1)), member("n2", 8, 7, ready("m", 1))},
+				Current: Table{"m": {"n1", "n2"}}},
+			want: Table{},
+		},
+		{
+			name: "demand down to one: the ready copy kept",
+			in: Input{Models: []Model{onDemand("m", 1, 3, 0, 1)}, Members: []Member{member("n1", 8, 8, loading("m", 1)), member("n2", 8, 7, ready("m", 1))},
+				Current: Table{"m": {"n1", "n2"}}},
+			want: Table{"m": {"n2"}},
+		},
+		{
+			name: "demanded but fits nowhere: unplaceable",
+			in:   Input{Models: []Model{onDemand("m", 9, 3, 0, 1)}, Members: []Member{member("n1", 8, 8)}},
+			want: Table{}, unplaceable: []string{"m"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.in.SizeFactor == 0 {
+				tc.in.SizeFactor = 2
+			}
+			p, err := Compute(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Table.Equal(tc.want) {
+				t.Errorf("table %v, want %v", p.Table, tc.want)
+			}
+			var un []string
+			for _, s := range p.Unplaceable {
+				un = append(un, s.Path)
+			}
+			if !reflect.DeepEqual(un, tc.unplaceable) {
+				t.Errorf("unplaceable %v, want %v", un, tc.unplaceable)
+			}
+			if len(p.UnderReplicated) > 0 {
+				t.Errorf("under-replicated %+v, want none", p.UnderReplicated)
+			}
+		})
+	}
+}
+
+func TestComputeRejectsNegativeDemand(t *testing.T) {
+	if _, err := Compute(Input{Models: []Model{onDemand("m", 1, 1, 0, -1)}, SizeFactor: 2}); err == nil {
+		t.Error("demand -1 accepted")
+	}
+}
+
+func TestWantCopies(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	idle := time.Minute
+	use := func(name string, u Use, held ...Held) Member {
+		return Member{Name: name, BudgetBytes: 8 * gib, FreeBytes: 8 * gib, Held: held, Use: map[string]Use{"m": u}}
+	}
+	for _, tc := range []struct {
+		name     string
+		model    Model
+		members  []Member
+		current  Table
+		marks    Marks
+		now      time.Time
+		want     int // 0: absent
+		wantMark Mark
+		next     time.Time
+	}{
+		{
+			name:  "never asked for: no demand",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{})}, now: t0,
+		},
+		{
+			name:  "requests waiting on a node: one copy",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{Waiting: 2})}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "a new controller keeps the copies listed",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix() - 5}, ready("m", 1)), use("n2", Use{}, ready("m", 1))},
+			current: Table{"m": {"n1", "n2"}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "every ready copy saturated: one more",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{InFlight: 4, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{})},
+			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-time.Second), Busy: t0.Add(-time.Hour)}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "one copy not saturated: none more",
+			model: onDemand("m", 1, 3, 0, 0),
+			members: []Member{use("n1", Use{InFlight: 4, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1)),
+				use("n2", Use{InFlight: 1, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1))},
+			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0.Add(-time.Second)}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0.Add(-time.Second)}, next: t0.Add(idle - time.Second),
+		},
+		{
+			name:  "a copy still loading: none more",
+			model: onDemand("m", 1, 3, 0, 0),
+			members: []Member{use("n1", Use{InFlight: 9, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1)),
+				use("n2", Use{}, loading("m", 1))},
+			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "saturated at nodes: no more",
+			model: onDemand("m", 1, 1, 0, 0), members: []Member{use("n1", Use{InFlight: 9, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1))},
+			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0, Busy: t0}}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "not saturated for idle_unload_after: back to one copy",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{}, ready("m", 1))},
+			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0.Add(-idle)}}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0.Add(-idle)}, next: t0.Add(idle),
+		},
+		{
+			name:  "no request for idle_unload_after: no demand",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix() - 61}, ready("m", 1))},
+			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-61 * time.Second), Busy: t0.Add(-61 * time.Second)}}, now: t0,
+		},
+		{
+			name:  "eager models have no demand",
+			model: model("m", 1, 3, 1), members: []Member{use("n1", Use{Waiting: 3})}, now: t0,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			demand, marks, next := WantCopies(DemandInput{Models: []Model{tc.model}, Members: tc.members, Current: tc.current, Marks: tc.marks, Now: tc.now, IdleAfter: idle})
+			if got := demand["m"]; got != tc.want {
+				t.Errorf("demand %d, want %d", got, tc.want)
+			}
+			if tc.want == 0 {
+				if _, ok := marks["m"]; ok || len(demand) > 0 {
+					t.Errorf("no demand, but demand %v and marks %v", demand, marks)
+				}
+				return
+			}
+			if got := marks["m"]; !got.Used.Equal(tc.wantMark.Used) || !got.Busy.Equal(tc.wantMark.Busy) || got.Want != tc.wantMark.Want {
+				t.Errorf("mark %+v, want %+v", got, tc.wantMark)
+			}
+			if !next.Equal(tc.next) {
+				t.Errorf("next change at %v, want %v", next, tc.next)
+			}
+		})
+	}
+}
+
+func TestWantCopiesWithoutIdleUnloadAfterKeepsTheDemand(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	demand, _, next := WantCopies(DemandInput{Models: []Model{onDemand("m", 1, 3, 0, 0)},
+		Members: []Member{{Name: "n1", Held: []Held{ready("m", 1)}}}, Current: Table{"m": {"n1"}},
+		Marks: Marks{"m": {Want: 1, Used: t0.Add(-24 * time.Hour)}}, Now: t0})
+	if demand["m"] != 1 || !next.IsZero() {
+		t.Errorf("demand %v, next %v: want 1 copy and no change by itself", demand, next)
+	}
+}
