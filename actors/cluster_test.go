@@ -337,7 +337,9 @@ func (awaitingRemote) Forward(ctx context.Context, req forward.Request) (forward
 
 // A request for an on-demand model that another node is to load, whose
 // deadline ends while it waits, is answered "model is loading"
-// (Unavailable, with a retry-after), as on one node, not DeadlineExceeded.
+// (Unavailable, with a retry-after), as on one node, not DeadlineExceeded:
+// one request (forwarded by its caller's goroutine) or two in a batch
+// (forwarded by the router).
 func TestForwardedRequestWaitingPastItsDeadlineForALoadSaysLoading(t *testing.T) {
 	bk := newMemBucket()
 	data, err := json.Marshal(faultySpec{})
@@ -362,19 +364,27 @@ func TestForwardedRequestWaitingPastItsDeadlineForALoadSaysLoading(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	res, err := sys.Infer(ctx, []Request{{API: "test", ModelPath: "w/", Inputs: []servables.Tensor{x}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) != 1 {
-		t.Fatalf("%d results, want 1", len(res))
-	}
-	if k := servables.KindOf(res[0].Err); k != servables.Unavailable {
-		t.Errorf("answer %v: kind %v, want Unavailable (\"model is loading\")", res[0].Err, k)
-	}
-	if s, ok := RetryAfter(res[0].Err); !ok || s < 1 {
-		t.Errorf("answer %v: no retry-after (%d, %v)", res[0].Err, s, ok)
+	for _, n := range []int{1, 2} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		var reqs []Request
+		for range n {
+			reqs = append(reqs, Request{API: "test", ModelPath: "w/", Inputs: []servables.Tensor{x}})
+		}
+		res, err := sys.Infer(ctx, reqs)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != n {
+			t.Fatalf("%d results, want %d", len(res), n)
+		}
+		for i, r := range res {
+			if k := servables.KindOf(r.Err); k != servables.Unavailable {
+				t.Errorf("%d requests, answer %d: %v: kind %v, want Unavailable (\"model is loading\")", n, i, r.Err, k)
+			}
+			if s, ok := RetryAfter(r.Err); !ok || s < 1 {
+				t.Errorf("%d requests, answer %d: %v: no retry-after (%d, %v)", n, i, r.Err, s, ok)
+			}
+		}
 	}
 }
