@@ -272,7 +272,10 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	orphans := doc.modelsOn(victim)
 	killed := c.kill(victim)
 	nodesMu.Unlock()
-	t.Logf("after 8 s of the mix (%d requests): table %v; SIGKILLed %s, which held %q", len(results), doc.Placement, victim, orphans)
+	resMu.Lock()
+	before := len(results)
+	resMu.Unlock()
+	t.Logf("after 8 s of the mix (%d requests): table %v; SIGKILLed %s, which held %q", before, doc.Placement, victim, orphans)
 	if len(orphans) == 0 {
 		t.Errorf("%s held no model when killed: the mix did not spread over the nodes (%v)", victim, doc.Placement)
 	}
