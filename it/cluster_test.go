@@ -440,7 +440,7 @@ func startClusterLoad(nodes []*grove, exp map[string]expectedModel, models []clu
 // nodes SIGTERMed with nowhere to hand over exit without waiting out
 // drain_timeout.
 //
-// It runs alone (no t.Parallel): it measures the RSS growth of each load and times fail-over and drain. Budget: 180 s.
+// It runs alone (no t.Parallel): it measures the RSS growth of each load and times fail-over and drain. Budget: 90 s.
 func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	exp := loadExpected(t)
 	bucket, total := clusterBucket(t, clusterModels)
