@@ -2,10 +2,14 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
@@ -315,4 +319,72 @@ func requestsCounted(t *testing.T, w *world, api string) float64 {
 		}
 	}
 	return n
+}
+
+// awaitingRemote is a cluster whose on-demand model "w/" is ready
+// nowhere: Forward waits for it until the request's deadline and then
+// says it is loading, as the node agent does (awaitPlaced).
+type awaitingRemote struct{}
+
+func (awaitingRemote) Serves(string) bool                     { return false }
+func (awaitingRemote) Paths() []string                        { return nil }
+func (awaitingRemote) Awaits(path string) bool                { return path == "w/" }
+func (awaitingRemote) Model(string) (forward.ModelInfo, bool) { return forward.ModelInfo{}, false }
+func (awaitingRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	<-ctx.Done()
+	return forward.Answer{}, &LoadingError{Path: req.ModelPath, RetryAfter: time.Second}
+}
+
+// A request for an on-demand model that another node is to load, whose
+// deadline ends while it waits, is answered "model is loading"
+// (Unavailable, with a retry-after), as on one node, not DeadlineExceeded:
+// one request (forwarded by its caller's goroutine) or two in a batch
+// (forwarded by the router).
+func TestForwardedRequestWaitingPastItsDeadlineForALoadSaysLoading(t *testing.T) {
+	bk := newMemBucket()
+	data, err := json.Marshal(faultySpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk.set("a/model.faulty", data)
+	bk.set("model_config.json", []byte(`{"model_metadata": [{"model_path": "a/"}]}`))
+	sys, err := Start(Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: t.TempDir(),
+		MaxModelBytes: 1 << 20, QueueSize: 16, Runtimes: servables.Registry{&countingRuntime{}}, Remote: awaitingRemote{},
+		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
+	for deadline := time.Now().Add(time.Minute); !sys.Ready(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready")
+		}
+	}
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		var reqs []Request
+		for range n {
+			reqs = append(reqs, Request{API: "test", ModelPath: "w/", Inputs: []servables.Tensor{x}})
+		}
+		res, err := sys.Infer(ctx, reqs)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != n {
+			t.Fatalf("%d results, want %d", len(res), n)
+		}
+		for i, r := range res {
+			if k := servables.KindOf(r.Err); k != servables.Unavailable {
+				t.Errorf("%d requests, answer %d: %v: kind %v, want Unavailable (\"model is loading\")", n, i, r.Err, k)
+			}
+			if s, ok := RetryAfter(r.Err); !ok || s < 1 {
+				t.Errorf("%d requests, answer %d: %v: no retry-after (%d, %v)", n, i, r.Err, s, ok)
+			}
+		}
+	}
 }

@@ -182,8 +182,9 @@ func (b *batch) fail(err error) {
 }
 
 // expireUnanswered answers every item not answered yet with err, or,
-// for one waiting for its on-demand model's load, with w's "model is
-// loading" (LoadingError). It reads no field the router may be writing
+// for one waiting for its on-demand model's load (parked here, or handed
+// to another node while no node has the model ready: Remote.Awaits), with
+// w's "model is loading" (LoadingError). It reads no field the router may be writing
 // (a Score call's routing): the result is the caller's once claimed, and
 // API and ModelPath are never changed after the item is parked. An item
 // handed to another node is not counted in the per-model metrics: the
@@ -193,7 +194,7 @@ func (b *batch) expireUnanswered(err error, w *ways) {
 	for i := range b.reqs {
 		if prev, ok := b.claimState(i); ok {
 			e := err
-			if prev&itemParked != 0 {
+			if prev&itemParked != 0 || (prev&itemForwarded != 0 && w.remote != nil && w.remote.Awaits(b.reqs[i].ModelPath)) {
 				e = w.loadingError(b.reqs[i].ModelPath, now)
 			}
 			b.results[i].Err = e

@@ -228,7 +228,9 @@ type testCluster struct {
 	etcd   *etcdtest.Server
 	bucket *dirBucket
 	budget int64
-	nodes  map[string]*grove
+	// extra are more flags for every node.
+	extra []string
+	nodes map[string]*grove
 	// gone are the nodes that exited after SIGTERM, for their logs.
 	gone map[string]*grove
 	mu   sync.Mutex // nodes and gone, for terminate from goroutines
@@ -253,7 +255,7 @@ func (c *testCluster) startNode(name string) *grove {
 // startNodeBudget is startNode with a memory budget of budget bytes.
 func (c *testCluster) startNodeBudget(name string, budget int64) *grove {
 	c.t.Helper()
-	g := startOn(c.t, c.bucket,
+	g := startOn(c.t, c.bucket, append([]string{
 		"--cluster-etcd-endpoints", c.etcd.Addr,
 		"--cluster-node-name", name,
 		"--cluster-advertise", freeAddr(c.t),
@@ -261,8 +263,11 @@ func (c *testCluster) startNodeBudget(name string, budget int64) *grove {
 		"--cluster-memory-factor", strconv.Itoa(clusterMemoryFactor),
 		"--memory-budget-bytes", strconv.FormatInt(budget, 10),
 		"--drain-timeout", clusterDrainTimeout.String(),
-		"--insecure-no-auth") // plaintext peers on loopback
+		"--insecure-no-auth"}, // plaintext peers on loopback
+		c.extra...)...)
+	c.mu.Lock()
 	c.nodes[name] = g
+	c.mu.Unlock()
 	return g
 }
 
@@ -435,7 +440,7 @@ func startClusterLoad(nodes []*grove, exp map[string]expectedModel, models []clu
 // nodes SIGTERMed with nowhere to hand over exit without waiting out
 // drain_timeout.
 //
-// It runs alone (no t.Parallel): it measures the RSS growth of each load and times fail-over and drain. Budget: 180 s.
+// It runs alone (no t.Parallel): it measures the RSS growth of each load and times fail-over and drain. Budget: 90 s.
 func TestClusterSharesPlacesFailsOverAndRejoins(t *testing.T) {
 	exp := loadExpected(t)
 	bucket, total := clusterBucket(t, clusterModels)

@@ -266,9 +266,10 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		changed := a.tableChanged.Load()
 		var ans forward.Answer
 		var err error
-		tried := true
+		tried, toReady := true, false
 		switch listed := a.table.Load().Table[path]; {
 		case len(v.peers[path]) > 0:
+			toReady = true
 			ans, err = a.cfg.Forward.Forward(ctx, v.peers[path], req)
 		case slices.Contains(listed, a.cfg.Name):
 			if sys := a.sys.Load(); sys != nil {
@@ -280,10 +281,7 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 			tried = false // placed nowhere yet, or on a node gone
 		}
 		if ctx.Err() != nil {
-			if err != nil && servables.KindOf(err) != servables.Unavailable {
-				return forward.Answer{}, err
-			}
-			return forward.Answer{}, &actors.LoadingError{Path: path, RetryAfter: time.Second}
+			return forward.Answer{}, awaitExpired(path, err, toReady)
 		}
 		if tried && err == nil {
 			return ans, nil
@@ -303,6 +301,21 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		case <-poll.C:
 		}
 	}
+}
+
+// awaitExpired is awaitPlaced's answer when its request's deadline ended
+// on err (nil: before it was tried), toReady telling whether it was sent
+// to a node that had path ready: "model is loading" (actors.LoadingError)
+// when it was waiting for a placement or a load, which includes a call to
+// a node placed to load path that ended unanswered (DeadlineExceeded) or
+// found it not ready (Unavailable); else err, such as a ready copy's
+// answer past the deadline or a model's own failure.
+func awaitExpired(path string, err error, toReady bool) error {
+	switch k := servables.KindOf(err); {
+	case err == nil, k == servables.Unavailable, k == servables.DeadlineExceeded && !toReady:
+		return &actors.LoadingError{Path: path, RetryAfter: time.Second}
+	}
+	return err
 }
 
 // markWaiting adds n to the requests waiting for path's placement and,

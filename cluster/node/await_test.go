@@ -1,0 +1,44 @@
+package node
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/servables"
+)
+
+// A request whose deadline ends while it waits for its on-demand model's
+// placement or load is answered "model is loading": placed nowhere yet,
+// turned away by a node not yet holding it, or sent to the node placed to
+// load it, whose answer the deadline cut short. A ready copy's answer
+// past the deadline, and a model's own failure, stay what they are.
+func TestAwaitExpiredSaysLoadingWhileTheModelIsPlacedOrLoaded(t *testing.T) {
+	cut := &forward.RemoteError{Node: "b", Kind: servables.DeadlineExceeded, Code: codes.DeadlineExceeded, Message: "context deadline exceeded"}
+	notYet := &forward.RemoteError{Node: "b", Kind: servables.Unavailable, Code: codes.Unavailable, Message: "model w/ is loading; retry after 1 s"}
+	bad := &forward.RemoteError{Node: "b", Kind: servables.InvalidInput, Code: codes.InvalidArgument, Message: "bad input"}
+	for _, c := range []struct {
+		name    string
+		err     error
+		toReady bool
+		loading bool
+	}{
+		{"placed nowhere yet", nil, false, true},
+		{"turned away by a node not holding it yet", notYet, false, true},
+		{"cut short on the node placed to load it", cut, false, true},
+		{"cut short on a node that had it ready", cut, true, false},
+		{"a model's own failure", bad, false, false},
+	} {
+		got := awaitExpired("w/", c.err, c.toReady)
+		var le *actors.LoadingError
+		if isLoading := errors.As(got, &le); isLoading != c.loading {
+			t.Errorf("%s: %v, want \"model is loading\" %v", c.name, got, c.loading)
+		}
+		if !c.loading && got != c.err {
+			t.Errorf("%s: %v, want the error itself %v", c.name, got, c.err)
+		}
+	}
+}
