@@ -164,7 +164,8 @@ type partition struct {
 	frontier map[int32]int64
 	// predReach is the time up to which its prediction-log partition has
 	// been read (the newest record timestamp, or the clock when read to its
-	// end; math.MinInt64: not yet), boundAt the bound last given its joiner.
+	// end; math.MinInt64: not yet), boundAt what predReach was when its
+	// joiner was last bounded (math.MinInt64: never).
 	predReach, boundAt int64
 }
 
@@ -760,11 +761,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 		}
 	}
 	if ftp.Topic == e.cfg.PredictionTopic && len(ftp.Records) > 0 {
-		reach := ftp.Records[len(ftp.Records)-1].Timestamp.UnixNano()
-		if ftp.Records[len(ftp.Records)-1].Offset+1 >= ftp.LastStableOffset {
-			reach = max(reach, now.UnixNano()) // read to its end
-		}
-		if err := e.readPredictions(p, reach, true); err != nil {
+		if err := e.readPredictions(p, fetchReach(ftp, now), true); err != nil {
 			return fmt.Errorf("evaluate: partition %d: %w", ftp.Partition, err)
 		}
 	}

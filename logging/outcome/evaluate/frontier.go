@@ -67,25 +67,31 @@ func isFrontier(r *kgo.Record) bool {
 	return false
 }
 
-// readOutcomes notes how far a fetch of outcome partition ftp has been
-// read: to the newest record timestamp taken, and to now when the fetch
-// reached the partition's last stable offset.
-func (e *evaluator) readOutcomes(ftp kgo.FetchTopicPartition, now time.Time) {
-	if len(ftp.Records) == 0 {
-		return
-	}
-	q := ftp.Partition
-	t, ok := e.reach[q]
-	if !ok {
-		t = math.MinInt64
-	}
+// fetchReach is how far a fetch of one partition has read it (Unix
+// nanoseconds): to its newest record timestamp, and to now when the
+// fetch reached the partition's last stable offset. A fetch has records.
+func fetchReach(ftp kgo.FetchTopicPartition, now time.Time) int64 {
+	t := int64(math.MinInt64)
 	for _, r := range ftp.Records {
 		t = max(t, r.Timestamp.UnixNano())
 	}
 	if last := ftp.Records[len(ftp.Records)-1]; last.Offset+1 >= ftp.LastStableOffset {
 		t = max(t, now.UnixNano())
 	}
-	e.reach[q] = t
+	return t
+}
+
+// readOutcomes notes how far a fetch of an outcome partition has been
+// read (fetchReach).
+func (e *evaluator) readOutcomes(ftp kgo.FetchTopicPartition, now time.Time) {
+	if len(ftp.Records) == 0 {
+		return
+	}
+	t, ok := e.reach[ftp.Partition]
+	if !ok {
+		t = math.MinInt64
+	}
+	e.reach[ftp.Partition] = max(t, fetchReach(ftp, now))
 }
 
 // frontierRecords are this member's frontier records for the cycle that
@@ -141,7 +147,7 @@ func (e *evaluator) takeFrontier(p *partition, v []byte) error {
 // moved on by boundStep since it last did (or when force).
 func (e *evaluator) readPredictions(p *partition, t int64, force bool) error {
 	p.predReach = max(p.predReach, t)
-	if !force && p.predReach-p.boundAt < int64(boundStep) {
+	if !force && p.boundAt != math.MinInt64 && p.predReach-p.boundAt < int64(boundStep) {
 		return nil
 	}
 	return e.bound(p)
@@ -166,7 +172,7 @@ func (e *evaluator) bound(p *partition) error {
 		}
 		f = min(f, t)
 	}
-	p.boundAt = f
+	p.boundAt = p.predReach
 	if f == math.MinInt64 {
 		return p.j.Bound(time.Time{})
 	}
