@@ -215,6 +215,9 @@ func (c *Controller) lead(ctx context.Context, l *coord.Leadership, log *slog.Lo
 		for _, s := range plan.Unplaceable {
 			log.Warn("cluster: model fits nowhere", "model", s.Path, "placed", s.Placed, "min_nodes", s.Min, "reason", s.Reason)
 		}
+		for _, e := range plan.Evicted {
+			log.Info("cluster: idle on-demand copy unloaded to make room", "model", e.Path, "node", e.Node, "for", e.For)
+		}
 	}
 }
 
@@ -239,6 +242,21 @@ func (c *Controller) plan(ctx context.Context, snap coord.Members, cur placement
 	plan, err := placement.Compute(placement.Input{Models: Measured(models, members), Members: members, Current: cur, SizeFactor: c.cfg.MemoryFactor})
 	if err != nil {
 		return placement.Plan{}, time.Time{}, err
+	}
+	// A model unloaded to make room wants no more copies than it has left
+	// until a request asks for it again: else the next plan would place it
+	// back, and evict the model it made room for.
+	for _, e := range plan.Evicted {
+		mk, ok := next[e.Path]
+		if !ok {
+			continue
+		}
+		if left := len(plan.Table[e.Path]); left == 0 {
+			delete(next, e.Path)
+		} else {
+			mk.Want = min(mk.Want, left)
+			next[e.Path] = mk
+		}
 	}
 	*marks = next
 	return plan, nextAt, nil

@@ -483,3 +483,74 @@ func TestControllerPlacesAnOnDemandModelWhenAskedForAndDropsItWhenIdle(t *testin
 		t.Errorf("Run: %v", err)
 	}
 }
+
+func TestControllerUnloadsAnIdleOnDemandModelToMakeRoomAndDoesNotPlaceItBack(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	desired := &desiredModels{}
+	const size = 3 * gib / 2
+	desired.add(placement.Model{Path: "a/", Nodes: 1, OnDemand: true, FileBytes: size})
+	desired.add(placement.Model{Path: "b/", Nodes: 1, OnDemand: true, FileBytes: size})
+	now := time.Unix(1_000_000, 0)
+	client, err := coord.Dial(ctx, coord.Config{Endpoints: []string{srv.Addr}, Prefix: "/c/", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// n1 has room for one of the two.
+	rec := coord.Member{Member: placement.Member{Name: "n1", BudgetBytes: 2 * gib, FreeBytes: 2 * gib,
+		Use: map[string]placement.Use{"a/": {Waiting: 1}}}, Advertise: "127.0.0.1:1"}
+	node, err := client.Join(ctx, rec, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := NewController(ControllerConfig{Client: client, Node: node, Desired: desired.get, MemoryFactor: 1,
+		IdleUnloadAfter: time.Hour, Now: func() time.Time { return now }, Retry: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(ctx) }()
+	tables := client.WatchTable(ctx)
+	until(t, tables, 10*time.Second, "a/ placed once asked for", func(p coord.Placement) bool {
+		return slices.Equal(p.Table["a/"], []string{"n1"})
+	})
+
+	// n1 serves a/, now idle; then a request waits for b/, which fits
+	// nowhere: a/ is unloaded and b/ placed.
+	rec.Held = []placement.Held{{Path: "a/", Bytes: size, State: placement.Ready}}
+	rec.FreeBytes = 2*gib - size
+	rec.Use = map[string]placement.Use{"a/": {Replicas: 1, LastUsed: now.Unix()}, "b/": {Waiting: 1}}
+	if err := node.Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	until(t, tables, 10*time.Second, "a/ unloaded for b/", func(p coord.Placement) bool {
+		return p.Table["a/"] == nil && slices.Equal(p.Table["b/"], []string{"n1"})
+	})
+
+	// n1 unloads a/ and serves b/. Plans after that keep b/ and do not put
+	// a/ back (which would unload b/ for it in turn).
+	rec.Held = []placement.Held{{Path: "b/", Bytes: size, State: placement.Ready}}
+	rec.Use = map[string]placement.Use{"a/": {LastUsed: now.Unix()}, "b/": {Replicas: 1, LastUsed: now.Unix()}}
+	if err := node.Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	desired.add(placement.Model{Path: "c/", Nodes: 1, OnDemand: true, FileBytes: size})
+	ctrl.ConfigChanged()
+	for range 3 {
+		ctrl.ConfigChanged()
+		select {
+		case p := <-tables:
+			if p.Table["a/"] != nil || !slices.Equal(p.Table["b/"], []string{"n1"}) {
+				t.Fatalf("table %v after a/ was unloaded for b/: want b/ kept and a/ not placed back", p.Table)
+			}
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -210,3 +210,114 @@ func TestWantCopiesWithoutIdleUnloadAfterKeepsTheDemand(t *testing.T) {
 		t.Errorf("demand %v, next %v: want 1 copy and no change by itself", demand, next)
 	}
 }
+
+func TestComputeMakesRoomForADemandedModelByUnloadingIdleCopies(t *testing.T) {
+	// withUse is member n with the on-demand figures use.
+	withUse := func(n Member, use map[string]Use) Member { n.Use = use; return n }
+	half := func(path string) Held { return Held{Path: path, Bytes: gib / 2, State: Ready} }
+	for _, tc := range []struct {
+		name        string
+		in          Input
+		want        Table
+		evicted     []Eviction
+		unplaceable []string
+	}{
+		{
+			name: "the least recently used idle copy goes",
+			in: Input{Models: []Model{onDemand("a", 2, 1, 0, 1), onDemand("b", 2, 1, 0, 1), onDemand("m", 2, 1, 0, 1)},
+				Members: []Member{withUse(member("n1", 5, 1, ready("a", 2), ready("b", 2)), map[string]Use{"a": {LastUsed: 200}, "b": {LastUsed: 100}})},
+				Current: Table{"a": {"n1"}, "b": {"n1"}}},
+			want:    Table{"a": {"n1"}, "m": {"n1"}},
+			evicted: []Eviction{{Path: "b", Node: "n1", For: "m"}},
+		},
+		{
+			name: "a copy holding requests is not idle",
+			in: Input{Models: []Model{onDemand("a", 2, 1, 0, 1), onDemand("b", 2, 1, 0, 1), onDemand("m", 2, 1, 0, 1)},
+				Members: []Member{withUse(member("n1", 5, 1, ready("a", 2), ready("b", 2)), map[string]Use{"a": {LastUsed: 200}, "b": {LastUsed: 100, InFlight: 1}})},
+				Current: Table{"a": {"n1"}, "b": {"n1"}}},
+			want:    Table{"b": {"n1"}, "m": {"n1"}},
+			evicted: []Eviction{{Path: "a", Node: "n1", For: "m"}},
+		},
+		{
+			name: "as many copies as the room needs, oldest first",
+			in: Input{Models: []Model{onDemand("a", 1, 1, 0, 1), onDemand("b", 1, 1, 0, 1), onDemand("c", 1, 1, 0, 1), onDemand("m", 2, 1, 0, 1)},
+				Members: []Member{withUse(member("n1", 3, 0, ready("a", 1), ready("b", 1), ready("c", 1)), map[string]Use{"a": {LastUsed: 300}, "b": {LastUsed: 100}})},
+				Current: Table{"a": {"n1"}, "b": {"n1"}, "c": {"n1"}}},
+			// c was never used: it goes first, then b.
+			want:    Table{"a": {"n1"}, "m": {"n1"}},
+			evicted: []Eviction{{Path: "c", Node: "n1", For: "m"}, {Path: "b", Node: "n1", For: "m"}},
+		},
+		{
+			name: "the node that needs the fewest unloads",
+			in: Input{Models: []Model{onDemand("a", 1, 1, 0, 1), onDemand("b", 1, 1, 0, 1), onDemand("c", 2, 1, 0, 1), onDemand("m", 2, 1, 0, 1)},
+				Members: []Member{
+					member("n1", 2, 0, ready("a", 1), ready("b", 1)),
+					member("n2", 2, 0, ready("c", 2))},
+				Current: Table{"a": {"n1"}, "b": {"n1"}, "c": {"n2"}}},
+			want:    Table{"a": {"n1"}, "b": {"n1"}, "m": {"n2"}},
+			evicted: []Eviction{{Path: "c", Node: "n2", For: "m"}},
+		},
+		{
+			name: "eager models, loading copies and copies kept by min_nodes stay",
+			in: Input{Models: []Model{model("e", 1, 1, 1), onDemand("k", 1, 1, 1, 1), onDemand("l", 1, 1, 0, 1), onDemand("m", 1, 1, 0, 1)},
+				Members: []Member{member("n1", 3, 0, ready("e", 1), ready("k", 1), loading("l", 1))},
+				Current: Table{"e": {"n1"}, "k": {"n1"}, "l": {"n1"}}},
+			want:        Table{"e": {"n1"}, "k": {"n1"}, "l": {"n1"}},
+			unplaceable: []string{"m"},
+		},
+		{
+			name: "nothing unloaded when all the idle copies would not make room",
+			in: Input{Models: []Model{onDemand("a", 1, 1, 0, 1), onDemand("m", 3, 1, 0, 1)},
+				Members: []Member{member("n1", 2, 1, ready("a", 1))},
+				Current: Table{"a": {"n1"}}},
+			want:        Table{"a": {"n1"}},
+			unplaceable: []string{"m"},
+		},
+		{
+			name: "a model not asked for makes no room",
+			in: Input{Models: []Model{onDemand("a", 1, 1, 0, 1), onDemand("m", 1, 1, 0, 0)},
+				Members: []Member{member("n1", 1, 0, ready("a", 1))},
+				Current: Table{"a": {"n1"}}},
+			want: Table{"a": {"n1"}},
+		},
+		{
+			name: "a second copy of a model is unloaded down to its min_nodes",
+			in: Input{Models: []Model{onDemand("a", 1, 2, 1, 2), onDemand("m", 1, 1, 0, 1)},
+				Members: []Member{
+					withUse(member("n1", 1, 0, ready("a", 1)), map[string]Use{"a": {LastUsed: 100}}),
+					withUse(member("n2", 1, 0, ready("a", 1)), map[string]Use{"a": {LastUsed: 200}})},
+				Current: Table{"a": {"n1", "n2"}}},
+			want:    Table{"a": {"n2"}, "m": {"n1"}},
+			evicted: []Eviction{{Path: "a", Node: "n1", For: "m"}},
+		},
+		{
+			name: "half-GiB copies: freed bytes are the copies' own",
+			in: Input{Models: []Model{onDemand("a", 0, 1, 0, 1), onDemand("m", 1, 1, 0, 1)},
+				Members: []Member{member("n1", 1, 0, half("a"), Held{Path: "a", Content: "kept", Bytes: gib / 2, State: Ready})},
+				Current: Table{"a": {"n1"}}},
+			want:    Table{"m": {"n1"}},
+			evicted: []Eviction{{Path: "a", Node: "n1", For: "m"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.SizeFactor = 2
+			p, err := Compute(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Table.Equal(tc.want) {
+				t.Errorf("table %v, want %v", p.Table, tc.want)
+			}
+			if !reflect.DeepEqual(p.Evicted, tc.evicted) {
+				t.Errorf("evicted %+v, want %+v", p.Evicted, tc.evicted)
+			}
+			var un []string
+			for _, s := range p.Unplaceable {
+				un = append(un, s.Path)
+			}
+			if !reflect.DeepEqual(un, tc.unplaceable) {
+				t.Errorf("unplaceable %v, want %v", un, tc.unplaceable)
+			}
+		})
+	}
+}

@@ -14,7 +14,12 @@
 //     left, then the name (deterministic).
 //   - Each model wants Nodes copies; if fewer fit, at least MinNodes, else
 //     none new and the model is reported unplaceable. Copies already placed
-//     are never evicted to make room for another model.
+//     are never evicted to make room for another model, with one
+//     exception: an on-demand model that is asked for (Demand > 0) and
+//     fits on no node is given room by unloading idle on-demand copies
+//     (Evictions), least recently used first, on the node that needs the
+//     fewest of them. A copy is idle when it is ready and holds no
+//     request, and a model keeps at least MinNodes copies.
 //   - An on-demand model (Model.OnDemand) wants max(MinNodes, Demand)
 //     copies, at most Nodes: MinNodes (0 allowed) while it is idle, more
 //     as its demand (Demand, from WantCopies) asks. Copies beyond that are
@@ -33,6 +38,7 @@
 package placement
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -170,6 +176,19 @@ type Plan struct {
 	// UnderReplicated are the models placed on at least MinNodes but fewer
 	// than Nodes nodes, sorted by path.
 	UnderReplicated []Shortfall `json:"under_replicated,omitempty"`
+	// Evicted are the idle on-demand copies dropped from the table to
+	// make room for an on-demand model asked for that fitted nowhere, in
+	// the order they were chosen.
+	Evicted []Eviction `json:"evicted,omitempty"`
+}
+
+// Eviction is one idle on-demand copy dropped to make room.
+type Eviction struct {
+	// Path is the model dropped, Node the node it is dropped from.
+	Path string `json:"path"`
+	Node string `json:"node"`
+	// For is the model the room is for.
+	For string `json:"for"`
 }
 
 // Need returns the memory one copy of m takes: its measured RSS when
@@ -233,6 +252,7 @@ type modelState struct {
 	active   []*nodeState // listed, not draining
 	draining []*nodeState // listed, draining, holding it ready
 	short    bool         // unplaceable: took nothing new
+	evicted  bool         // a copy was unloaded to make room (makeRoom)
 }
 
 // listed reports whether n is listed for the model.
@@ -367,7 +387,17 @@ func Compute(in Input) (Plan, error) {
 		}
 	}
 
-	plan := Plan{Table: Table{}}
+	// An on-demand model asked for that got no copy, one being enough: room
+	// is made for it by unloading idle on-demand copies (models in the
+	// rounds' order).
+	var evicted []Eviction
+	for _, m := range models {
+		if m.OnDemand && m.Demand > 0 && m.min <= 1 && len(m.active) == 0 && !m.evicted {
+			evicted = append(evicted, makeRoom(m, models, order)...)
+		}
+	}
+
+	plan := Plan{Table: Table{}, Evicted: evicted}
 	for _, m := range models {
 		handedOver := len(m.active) > 0
 		for _, n := range m.active {
@@ -399,6 +429,88 @@ func Compute(in Input) (Plan, error) {
 	slices.SortFunc(plan.Unplaceable, byPath)
 	slices.SortFunc(plan.UnderReplicated, byPath)
 	return plan, nil
+}
+
+// makeRoom places one copy of on-demand model m, which fits on no node,
+// on the node where unloading the fewest idle on-demand copies frees
+// enough memory (then the most memory left, then the name), and returns
+// the copies it unloads there; none when no node can be freed enough.
+func makeRoom(m *modelState, models []*modelState, nodes []*nodeState) []Eviction {
+	var best *nodeState
+	var bestVictims []*modelState
+	var bestAvail int64
+	for _, n := range nodes {
+		if n.Draining || m.listed(n) {
+			continue
+		}
+		avail := n.avail
+		var victims []*modelState
+		for _, v := range idleCopies(n, m, models) {
+			if avail >= m.need {
+				break
+			}
+			victims = append(victims, v)
+			avail = satAdd(avail, heldBytes(n, v.Path))
+		}
+		if avail < m.need {
+			continue
+		}
+		if best == nil || len(victims) < len(bestVictims) || len(victims) == len(bestVictims) && avail > bestAvail {
+			best, bestVictims, bestAvail = n, victims, avail
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	var out []Eviction
+	for _, v := range bestVictims {
+		// It wants no more copies than it has left: it is not short.
+		v.active = slices.DeleteFunc(v.active, func(x *nodeState) bool { return x == best })
+		v.want, v.evicted = len(v.active), true
+		best.avail = satAdd(best.avail, heldBytes(best, v.Path))
+		out = append(out, Eviction{Path: v.Path, Node: best.Name, For: m.Path})
+	}
+	m.active = append(m.active, best)
+	best.avail = satSub(best.avail, m.need)
+	best.loads++
+	m.short = false
+	return out
+}
+
+// idleCopies are the on-demand models other than m whose copy on n may be
+// unloaded to make room: listed on n (not draining) and held there ready,
+// with no request in it or waiting for it on n, and more copies than the
+// model keeps while idle (MinNodes); least recently used first (never
+// used before any), then by path.
+func idleCopies(n *nodeState, m *modelState, models []*modelState) []*modelState {
+	var out []*modelState
+	for _, v := range models {
+		if v == m || !v.OnDemand || n.holds[v.Path] != Ready || !slices.Contains(v.active, n) || len(v.active) <= v.Model.MinNodes {
+			continue
+		}
+		if u := n.Use[v.Path]; u.InFlight > 0 || u.Waiting > 0 {
+			continue
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b *modelState) int {
+		if c := cmp.Compare(n.Use[a.Path].LastUsed, n.Use[b.Path].LastUsed); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	return out
+}
+
+// heldBytes is the memory of the contents of path n holds ready.
+func heldBytes(n *nodeState, path string) int64 {
+	var b int64
+	for _, h := range n.Held {
+		if h.Path == path && h.State == Ready {
+			b = satAdd(b, h.Bytes)
+		}
+	}
+	return b
 }
 
 // compareKeep orders the nodes listed for path by which to keep when

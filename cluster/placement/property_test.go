@@ -9,7 +9,8 @@ import (
 )
 
 // randomInput makes an input from a seed: up to 6 members (some draining,
-// holding random contents in random states), up to 10 models and a current
+// holding random contents in random states, with on-demand figures for
+// some), up to 12 models (a third on demand, some asked for) and a current
 // table that lists members, dead nodes and models no longer desired.
 func randomInput(seed uint64) Input {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
@@ -21,8 +22,15 @@ func randomInput(seed uint64) Input {
 		m.FreeBytes = r.Int64N(m.BudgetBytes + 1)
 		m.ReservedBytes = r.Int64N(m.FreeBytes + 1)
 		for range r.IntN(4) {
-			m.Held = append(m.Held, Held{Path: paths(), Content: fmt.Sprint(r.IntN(2)), Bytes: int64(r.IntN(8)) * unit,
-				State: []State{Loading, Ready, Ready, Failed}[r.IntN(4)]})
+			h := Held{Path: paths(), Content: fmt.Sprint(r.IntN(2)), Bytes: int64(r.IntN(8)) * unit,
+				State: []State{Loading, Ready, Ready, Failed}[r.IntN(4)]}
+			m.Held = append(m.Held, h)
+			if r.IntN(2) == 0 { // its on-demand figures, if it is on demand
+				if m.Use == nil {
+					m.Use = map[string]Use{}
+				}
+				m.Use[h.Path] = Use{LastUsed: r.Int64N(1000), InFlight: int64(r.IntN(2) * r.IntN(3))}
+			}
 		}
 		in.Members = append(in.Members, m)
 	}
@@ -35,7 +43,19 @@ func randomInput(seed uint64) Input {
 		if r.IntN(2) == 0 {
 			m.MeasuredBytes = int64(r.IntN(24)) * unit
 		}
+		if r.IntN(3) == 0 {
+			m.OnDemand, m.Demand = true, r.IntN(3)
+		}
 		in.Models = append(in.Models, m)
+	}
+	// Most on-demand models are listed where they are held, so that room
+	// can be made by unloading them.
+	for _, m := range in.Models {
+		for _, n := range in.Members {
+			if m.OnDemand && r.IntN(4) > 0 && slices.ContainsFunc(n.Held, func(h Held) bool { return h.Path == m.Path }) {
+				in.Current[m.Path] = append(in.Current[m.Path], n.Name)
+			}
+		}
 	}
 	for range r.IntN(10) {
 		p := paths()
@@ -91,12 +111,55 @@ func checkInvariants(t *testing.T, in Input, plan Plan) {
 		short[s.Path] = s
 	}
 	desired := map[string]bool{}
+	models := map[string]Model{}
+	for _, m := range in.Models {
+		models[m.Path] = m
+	}
+	// evicted[path][node]: the copy was unloaded to make room; freed[n]:
+	// the memory that gives back on n.
+	evicted, freed := map[string]map[string]bool{}, map[string]int64{}
+	for _, e := range plan.Evicted {
+		v, n, f := models[e.Path], members[e.Node], models[e.For]
+		if n == nil || !v.OnDemand || !f.OnDemand || f.Demand == 0 || slices.Contains(plan.Table[e.Path], e.Node) ||
+			!slices.Contains(plan.Table[e.For], e.Node) || slices.Contains(in.Current[e.For], e.Node) {
+			t.Errorf("eviction %+v: not an on-demand copy dropped for an on-demand model asked for and placed there", e)
+			continue
+		}
+		if u := n.Use[e.Path]; u.InFlight > 0 || u.Waiting > 0 {
+			t.Errorf("eviction %+v: the copy holds requests (%+v)", e, u)
+		}
+		if len(plan.Table[e.Path]) < v.MinNodes {
+			t.Errorf("eviction %+v: %s left on %d nodes, min_nodes %d", e, e.Path, len(plan.Table[e.Path]), v.MinNodes)
+		}
+		if evicted[e.Path] == nil {
+			evicted[e.Path] = map[string]bool{}
+		}
+		evicted[e.Path][e.Node] = true
+		ready := false
+		for _, h := range n.Held {
+			if h.Path == e.Path && h.State == Ready {
+				freed[e.Node] += h.Bytes
+				ready = true
+			}
+		}
+		if !ready {
+			t.Errorf("eviction %+v: the copy was not ready", e)
+		}
+	}
 	// pending[n] and added[n]: memory of the copies the table lists on n
 	// that n does not hold, already placed before and new.
 	pending, added := map[string]int64{}, map[string]int64{}
 	for _, m := range in.Models {
 		desired[m.Path] = true
 		nodes, minNodes := max(m.Nodes, 1), max(m.MinNodes, 1)
+		if m.OnDemand {
+			nodes = min(max(m.MinNodes, m.Demand), max(m.Nodes, 1))
+			minNodes = min(minNodes, nodes)
+			if len(evicted[m.Path]) > 0 { // wants what it has left
+				nodes = len(plan.Table[m.Path])
+				minNodes = min(minNodes, nodes)
+			}
+		}
 		listed := plan.Table[m.Path]
 		if !slices.IsSorted(listed) || len(slices.Compact(slices.Clone(listed))) != len(listed) {
 			t.Errorf("%s: nodes %v are not sorted and distinct (a model twice on a node)", m.Path, listed)
@@ -138,7 +201,7 @@ func checkInvariants(t *testing.T, in Input, plan Plan) {
 		}
 		if len(live) <= nodes {
 			for _, name := range live {
-				if !slices.Contains(listed, name) {
+				if !slices.Contains(listed, name) && !evicted[m.Path][name] {
 					t.Errorf("%s: evicted from %s", m.Path, name)
 				}
 			}
@@ -174,7 +237,8 @@ func checkInvariants(t *testing.T, in Input, plan Plan) {
 		for _, h := range n.Held {
 			held += h.Bytes
 		}
-		if held+pending[name]+add > n.BudgetBytes || n.ReservedBytes+pending[name]+add > n.FreeBytes {
+		held -= freed[name]
+		if held+pending[name]+add > n.BudgetBytes || n.ReservedBytes+pending[name]+add > n.FreeBytes+freed[name] {
 			t.Errorf("%s over-committed: budget %d, free %d, reserved %d, held %d, placed before %d, new %d",
 				name, n.BudgetBytes, n.FreeBytes, n.ReservedBytes, held, pending[name], add)
 		}
@@ -196,6 +260,14 @@ func checkPlan(t *testing.T, seed uint64) {
 	}
 	next := in
 	next.Current = plan.Table
+	// As the controller does: a model unloaded to make room wants no more
+	// copies than it has left.
+	next.Models = slices.Clone(in.Models)
+	for i, m := range next.Models {
+		if slices.ContainsFunc(plan.Evicted, func(e Eviction) bool { return e.Path == m.Path }) {
+			next.Models[i].Demand = min(m.Demand, len(plan.Table[m.Path]))
+		}
+	}
 	again, err := Compute(next)
 	if err != nil {
 		t.Fatal(err)
