@@ -694,11 +694,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
-		spec := scenarioSpec(ep, rows[0], s.Batch, s.Conc, o.warmup, o.duration, o)
-		cpuc := make(chan cpuUse, 1)
-		go func() { cpuc <- measureCPU(ctx, ep.pid, time.Now().Add(o.warmup), o.duration) }()
-		res := runLoad(ctx, spec)
-		cpu := <-cpuc
+		res, cpu := measureWindow(ctx, scenarioSpec(ep, rows[0], s.Batch, s.Conc, o.warmup, o.duration, o), ep.pid)
 		if ctx.Err() != nil {
 			logf("interrupted")
 			return 1
