@@ -59,7 +59,8 @@ type evalAB struct {
 	Rounds int           `json:"rounds"`
 	Window time.Duration `json:"window_ns"`
 	// LogRate and EvalRate are the pooled req/s of grove+log and
-	// grove+eval; Ratio is EvalRate over LogRate.
+	// grove+eval (requests completed inside the measured windows); Ratio
+	// is EvalRate over LogRate.
 	LogRate  float64 `json:"log_req_per_sec"`
 	EvalRate float64 `json:"eval_req_per_sec"`
 	Ratio    float64 `json:"ratio"`
@@ -118,7 +119,7 @@ func runEvalAB(ctx context.Context, logEP, evalEP *endpoint, kafkaAddr string, r
 		return ab
 	}
 	ab.Taken = totals.sum().taken()
-	ab.LogRate, ab.EvalRate = perSec(float64(pools[0].Sent), pools[0].Secs), perSec(float64(pools[1].Sent), pools[1].Secs)
+	ab.LogRate, ab.EvalRate = pools[0].rate(), pools[1].rate()
 	ab.LogCPU, ab.EvalCPU = pools[0].cores(), pools[1].cores()
 	ab.Errors = [2]int{pools[0].Errors, pools[1].Errors}
 	if ab.LogRate > 0 {
