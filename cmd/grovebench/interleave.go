@@ -7,11 +7,13 @@ package main
 // a short window of each of its rows in turn, for several rounds, the
 // order rotating each round, and pools each row's windows (requests,
 // latencies, CPU): the rows of a ratio then saw the same background load.
-// The forwarding A/B (cluster.go) and the evaluator's (evalab.go) run on
+// The forwarding A/B (cluster.go), the evaluator's (evalab.go), the
+// hot-path targets' (cpuab.go) and the overload A/B (overload.go) run on
 // these.
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 )
@@ -101,7 +103,7 @@ func (p *abPool) cpuPerRequest() time.Duration {
 	if p.Requests == 0 || p.ServerCPU == 0 {
 		return 0
 	}
-	return time.Duration(p.ServerCPU / float64(p.Requests) * 1e9)
+	return time.Duration(math.Round(p.ServerCPU / float64(p.Requests) * 1e9))
 }
 
 // percentile is the nearest-rank q-th percentile of the pooled latencies.
