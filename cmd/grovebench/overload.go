@@ -55,7 +55,8 @@ const (
 	// most the deadline.
 	overloadGoodputTarget = 0.9
 	// overloadABWindow is a run's measured window in a round of the
-	// overload A/B, after overloadABWarmup.
+	// overload A/B, after overloadABWarmup (an open loop's is longer when
+	// its clients' pacing interval is).
 	overloadABWindow = 2 * time.Second
 	overloadABWarmup = 500 * time.Millisecond
 	// overloadCappedFactor is the offered load, over the capacity, of the
@@ -171,6 +172,9 @@ func runOverloadAB(ctx context.Context, e lifecycleEnv, base string, pid int, lo
 		offered := run.Factor * capacity
 		run.Offered = (run.Offered*float64(run.Windows) + offered) / float64(run.Windows+1)
 		spec.conc, spec.rate, spec.headers = overloadConns, offered, []string{"Grove-Timeout: " + overloadDeadline.String()}
+		// Each paced client dials with its first request, within the first
+		// pacing interval: let those fall in the warm-up.
+		spec.warmup = max(spec.warmup, time.Duration(1.25*float64(overloadConns)/offered*1e9))
 		before, err := fetchProm(ctx, client, base)
 		if err != nil {
 			return fmt.Errorf("reading /metrics: %w", err)
@@ -236,7 +240,7 @@ func (ab *overloadAB) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "- Overload, interleaved: FAILED: %s\n", ab.Error)
 		return
 	}
-	fmt.Fprintf(w, "\nOverload, interleaved (%d rounds of %v after %v warm-up on each run in turn, the order rotating, windows pooled; "+
+	fmt.Fprintf(w, "\nOverload, interleaved (%d rounds of %v after %v warm-up, or an open loop's pacing interval if longer, on each run in turn, the order rotating, windows pooled; "+
 		"each open-loop window offers its factor times the closed loop's capacity pooled so far; deadline %v on the open loops):\n\n",
 		ab.Rounds, ab.Window, overloadABWarmup, overloadDeadline)
 	fmt.Fprintln(w, "| run | offered req/s | answered ok/s | goodput (≤ deadline)/s | goodput / capacity | p50 ok | p99 ok | expired | 429 | other failures | CPU grove | CPU grovebench | CPU other |")
