@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -248,25 +247,20 @@ type forwardAB struct {
 // rounds.
 func runForwardAB(ctx context.Context, targets map[string]*endpoint, row []float64, o options) *forwardAB {
 	servers := [3]string{serverGroveLocal, serverGroveFwd, serverFloorGRPC}
-	var lats [3][]time.Duration
+	var pools [3]abPool
 	ab := &forwardAB{Rounds: o.forwardABRounds, Window: forwardABWindow}
-	for round := range o.forwardABRounds {
-		for k := range servers {
-			i := (round + k) % len(servers)
-			res := runLoad(ctx, scenarioSpec(targets[servers[i]], row, 1, 1, forwardABWindow/4, forwardABWindow, o))
-			if ctx.Err() != nil {
-				return ab
-			}
-			lats[i] = append(lats[i], res.Latencies...)
-			ab.Errors[i] += res.Errors
-		}
+	err := interleave(ctx, o.forwardABRounds, len(servers), func(i int) error {
+		res := runLoad(ctx, scenarioSpec(targets[servers[i]], row, 1, 1, forwardABWindow/4, forwardABWindow, o))
+		pools[i].add(res, cpuUse{}, forwardABWindow)
+		return nil
+	})
+	if err != nil {
+		return ab
 	}
-	p50 := func(i int) time.Duration {
-		slices.Sort(lats[i])
-		ab.Samples[i] = len(lats[i])
-		return percentile(lats[i], 50)
+	for i := range pools {
+		ab.Samples[i], ab.Errors[i] = len(pools[i].Latencies), pools[i].Errors
 	}
-	ab.LocalP50, ab.FwdP50, ab.FloorGRPCP50 = p50(0), p50(1), p50(2)
+	ab.LocalP50, ab.FwdP50, ab.FloorGRPCP50 = pools[0].percentile(50), pools[1].percentile(50), pools[2].percentile(50)
 	ab.AddedP50, ab.Target = ab.FwdP50-ab.LocalP50, ab.FloorGRPCP50+forwardTargetSlack
 	return ab
 }

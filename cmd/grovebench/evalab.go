@@ -59,7 +59,8 @@ type evalAB struct {
 	Rounds int           `json:"rounds"`
 	Window time.Duration `json:"window_ns"`
 	// LogRate and EvalRate are the pooled req/s of grove+log and
-	// grove+eval; Ratio is EvalRate over LogRate.
+	// grove+eval (requests completed inside the measured windows); Ratio
+	// is EvalRate over LogRate.
 	LogRate  float64 `json:"log_req_per_sec"`
 	EvalRate float64 `json:"eval_req_per_sec"`
 	Ratio    float64 `json:"ratio"`
@@ -93,40 +94,34 @@ func runEvalAB(ctx context.Context, logEP, evalEP *endpoint, kafkaAddr string, r
 	defer cl.Close()
 	totals := evalTotals{}
 	eps := [2]*endpoint{logEP, evalEP}
-	var sent [2]int
-	var secs, cpu [2]float64
-	for round := range rounds {
-		for k := range 2 {
-			i := (round + k) % 2
-			cpuc := make(chan cpuUse, 1)
-			go func() { cpuc <- measureCPU(ctx, eps[i].pid, time.Now().Add(evalABWindow/4), evalABWindow) }()
-			res := runLoad(ctx, scenarioSpec(eps[i], row, 1, 32, evalABWindow/4, evalABWindow, o))
-			c := <-cpuc
-			if ctx.Err() != nil {
-				return ab
-			}
-			sent[i] += res.Sent
-			secs[i] += evalABWindow.Seconds()
-			cpu[i] += c.Grove * evalABWindow.Seconds()
-			ab.Errors[i] += res.Errors
-			if i == 1 {
-				st, err := fetchPredLog(ctx, evalEP.baseURL)
-				if err != nil {
-					ab.Error = err.Error()
-					return ab
-				}
-				waited, err := waitTaken(ctx, cl, totals, st.Delivered)
-				if err != nil {
-					ab.Error = err.Error()
-					return ab
-				}
-				ab.CatchUp = max(ab.CatchUp, waited)
-			}
+	var pools [2]abPool
+	err = interleave(ctx, rounds, 2, func(i int) error {
+		res, c := measureWindow(ctx, scenarioSpec(eps[i], row, 1, 32, evalABWindow/4, evalABWindow, o), eps[i].pid)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		pools[i].add(res, c, evalABWindow)
+		if i == 0 {
+			return nil
+		}
+		st, err := fetchPredLog(ctx, evalEP.baseURL)
+		if err != nil {
+			return err
+		}
+		waited, err := waitTaken(ctx, cl, totals, st.Delivered)
+		ab.CatchUp = max(ab.CatchUp, waited)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			ab.Error = err.Error()
+		}
+		return ab
 	}
 	ab.Taken = totals.sum().taken()
-	ab.LogRate, ab.EvalRate = float64(sent[0])/secs[0], float64(sent[1])/secs[1]
-	ab.LogCPU, ab.EvalCPU = cpu[0]/secs[0], cpu[1]/secs[1]
+	ab.LogRate, ab.EvalRate = pools[0].rate(), pools[1].rate()
+	ab.LogCPU, ab.EvalCPU = pools[0].cores(), pools[1].cores()
+	ab.Errors = [2]int{pools[0].Errors, pools[1].Errors}
 	if ab.LogRate > 0 {
 		ab.Ratio = ab.EvalRate / ab.LogRate
 	}

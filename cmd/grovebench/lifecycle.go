@@ -82,6 +82,9 @@ type lifecycleEnv struct {
 	// memory scenario
 	memRequests, memWarmup int64
 	memCopies              int
+	// abRounds is the rounds of the overload scenario's interleaved A/B
+	// (--cpu-ab-rounds; 0: not run).
+	abRounds int
 }
 
 // modelChecksum is grove's checksum of a one-file model: the SHA-256 of

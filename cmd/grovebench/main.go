@@ -36,7 +36,13 @@
 // outcomes rule on pctr_v1/, so its in-process evaluator joins every
 // prediction it logs (evalab.go); after the scenarios it is measured
 // against grove+log in interleaved rounds (--evaluate-ab-rounds) for what
-// the evaluator costs. The "evaluate" scenario (evaluate.go) measures
+// the evaluator costs. Last among them, with --cpu-ab-rounds (cpuab.go),
+// the hot path's targets (issue 32) are measured interleaved too: grove
+// against the net/http floor at b1c32 (req/s, and CPU per request from
+// /proc), grove against direct and each protocol's overhead over its
+// floor at b1c1, dynamic batching at b1c64 with the forward calls per
+// request grove ran; and the overload scenario's target on its own grove
+// (overload.go). The "evaluate" scenario (evaluate.go) measures
 // grove evaluate alone: records (predictions + outcomes) joined per
 // second and per CPU-second, over a stream produced beforehand to a Kafka
 // broker in another process.
@@ -70,7 +76,9 @@
 //     loop of C keep-alive clients for a warm-up and a measured window (the
 //     grove+log row of a shape right after plain grove's); after each
 //     grove+log scenario it waits for the prediction log's buffer to empty,
-//     so delivery does not spill into the next scenario;
+//     so delivery does not spill into the next scenario; then the
+//     interleaved A/Bs of the servers that ran (--forward-ab-rounds,
+//     --evaluate-ab-rounds, --cpu-ab-rounds);
 //  5. stops those servers and, when --scenarios has shadow entries (by
 //     default "shadow", the user stream at batch 1, c 8), runs the shadow
 //     scenario alone on the machine: a third grove serve on a bucket with
@@ -180,6 +188,9 @@ type options struct {
 	// evalABRounds is the rounds of the interleaved grove+log vs
 	// grove+eval A/B (runEvalAB); 0 skips it.
 	evalABRounds int
+	// cpuABRounds is the rounds of issue 32's interleaved A/Bs (runCPUAB,
+	// and runOverloadAB on the overload scenario's grove); 0 skips them.
+	cpuABRounds int
 }
 
 func main() {
@@ -254,6 +265,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a sixth with a click outcome")
 	fs.IntVar(&o.evalABRounds, "evaluate-ab-rounds", 6,
 		"rounds of the interleaved evaluator cost A/B (grove+log and grove+eval at b1c32, "+evalABWindow.String()+" each per round) after the scenarios, when both ran; 0 skips it")
+	fs.IntVar(&o.cpuABRounds, "cpu-ab-rounds", 4,
+		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove and floor at b1c32 (req/s, CPU per request), "+
+			"grove, direct, grove-grpc, floor and floor-grpc at b1c1, grove-deep, grove-deep-nobatch, grove and grove-nobatch at b1c64 "+
+			"("+cpuABWindow.String()+" each per round, "+cpuABC1Window.String()+" at b1c1); and, with the overload scenario, its closed loop and open loops at "+
+			"2x and 1.5x the capacity ("+overloadABWindow.String()+" each per round); 0 skips them")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
 	fs.IntVar(&o.churnConc, "churn-conc", 4, "closed-loop clients on each of the churn scenario's two models")
 	churnRuntimes := fs.String("churn-runtimes", churnTorch+","+churnONNX,
@@ -276,6 +292,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.grpcGo = true
 	default:
 		return o, fmt.Errorf("--grpc-client %q: want raw or grpc-go", *grpcClient)
+	}
+	if o.cpuABRounds < 0 {
+		return o, errors.New("--cpu-ab-rounds must not be negative")
 	}
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
@@ -694,11 +713,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		logf("%s: %s batch %d, concurrency %d, %v warm-up + %v", s.Server, ep.api, s.Batch, s.Conc, o.warmup, o.duration)
-		spec := scenarioSpec(ep, rows[0], s.Batch, s.Conc, o.warmup, o.duration, o)
-		cpuc := make(chan cpuUse, 1)
-		go func() { cpuc <- measureCPU(ctx, ep.pid, time.Now().Add(o.warmup), o.duration) }()
-		res := runLoad(ctx, spec)
-		cpu := <-cpuc
+		res, cpu := measureWindow(ctx, scenarioSpec(ep, rows[0], s.Batch, s.Conc, o.warmup, o.duration, o), ep.pid)
 		if ctx.Err() != nil {
 			logf("interrupted")
 			return 1
@@ -756,6 +771,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			logf("  %s", l)
 		}
 	}
+	if o.cpuABRounds > 0 {
+		rep.CPUAB = runCPUAB(ctx, targets, rows[0], o, logf)
+		if ctx.Err() != nil {
+			logf("interrupted")
+			return 1
+		}
+		if rep.CPUAB != nil {
+			rep.CPUAB.judge(rep.Forward)
+			for _, l := range rep.CPUAB.lines() {
+				logf("  %s", l)
+			}
+		}
+	}
 	for i := len(children) - 1; i >= 0; i-- {
 		if err := children[i].stop(); err != nil {
 			rep.note("%s: %v", children[i].name, err)
@@ -781,7 +809,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// 6. The lifecycle scenarios, each alone on the machine.
 	lenv := lifecycleEnv{root: o.root, bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp, groveArgs: o.groveArgs,
 		rows: rows, want: want, warmup: o.warmup, duration: o.duration, timeout: o.timeout, startTimeout: o.startTimeout, logf: logf,
-		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies}
+		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies, abRounds: o.cpuABRounds}
 	if o.swap {
 		rep.Swap = runSwap(ctx, lenv)
 		if ctx.Err() != nil {

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// abRowOf is a row of server at conc with one window of the given figures.
+func abRowOf(server string, conc int, requests int, cores float64, p50 time.Duration) *abRow {
+	r := &abRow{Server: server, API: "POST", Batch: 1, Conc: conc, Window: time.Second}
+	r.add(loadResult{Requests: requests, Latencies: []time.Duration{p50}}, cpuUse{Grove: cores, Bench: 0.5}, time.Second)
+	r.P50, r.P99 = p50, p50
+	return r
+}
+
+// The targets are computed from the pooled rows and judged against
+// their bounds: each ratio, the CPU per request against 1.5x the floor's
+// plus the batched forward per row, the overheads of the two protocols.
+func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
+	us := time.Microsecond
+	ab := &cpuAB{Rounds: 2, Rows: []*abRow{
+		// b1c32: grove 14000 req/s on 1.4 cores = 100 µs; floor 30000 on 1.05 = 35 µs.
+		abRowOf(serverGrove, 32, 14000, 1.4, 2*time.Millisecond), abRowOf(serverFloor, 32, 30000, 1.05, time.Millisecond),
+		// b1c1: grove 0.86x direct; gRPC 150-(100+20) = 30 µs over its floor, REST 120-(60+20) = 40 µs.
+		abRowOf(serverGrove, 1, 8600, 0.9, 120*us), abRowOf(serverDirect, 1, 10000, 0.9, 100*us),
+		abRowOf(serverGroveGRPC, 1, 6000, 0.9, 150*us), abRowOf(serverFloor, 1, 15000, 0.5, 60*us), abRowOf(serverFloorGRPC, 1, 9000, 0.5, 100*us),
+		// b1c64: rank_deep 4.5x, pctr 1.5x.
+		abRowOf(serverGroveDeep, 64, 4500, 1.5, 10*time.Millisecond), abRowOf(serverGroveDeepNoBatch, 64, 1000, 1.5, 60*time.Millisecond),
+		abRowOf(serverGrove, 64, 15000, 1.5, 4*time.Millisecond), abRowOf(serverGroveNoBatch, 64, 10000, 1.5, 6*time.Millisecond),
+	}}
+	ab.find(serverGrove, 64).Counts = &modelCounts{Requests: 15000, Forwards: 3000, Rows: 15000}
+	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000, 64: 128000}})
+
+	if q := ab.REST; q == nil || q.Ratio != 14000.0/30000 || q.Target != restFloorTarget {
+		t.Errorf("REST: %+v", q)
+	}
+	if c := ab.CPU; c == nil || c.Grove != 100*us || c.Floor != 35*us || c.Forward != 2*us || c.ForwardBatch != 64 || c.Target != 54500*time.Nanosecond {
+		t.Errorf("CPU: %+v", c)
+	}
+	if q := ab.C1; q == nil || q.Ratio != 0.86 {
+		t.Errorf("c1: %+v", q)
+	}
+	if o := ab.Overhead; o == nil || o.GRPC != 30*us || o.REST != 40*us {
+		t.Errorf("overheads: %+v", o)
+	}
+	if q := ab.Deep; q == nil || q.Ratio != 4.5 || q.Target != batchingTarget {
+		t.Errorf("rank_deep: %+v", q)
+	}
+	if q := ab.PCTR; q == nil || q.Ratio != 1.5 || q.Target != 0 || ab.PCTRCounts == nil {
+		t.Errorf("pctr: %+v, %+v", q, ab.PCTRCounts)
+	}
+	lines := ab.lines()
+	for i, want := range []string{
+		"grove 14000 req/s ÷ floor 30000 req/s = 0.47x (target ≥ 0.70x): MISSED",
+		"grove 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): MISSED",
+		"grove 8600 req/s ÷ direct 10000 req/s = 0.86x, p50 120 µs vs 100 µs (target ≥ 0.95x): MISSED",
+		"= 30.0 µs; grove REST p50 120 µs - (floor p50 60.0 µs + forward) = 40.0 µs (target: gRPC's ≤ REST's): met",
+		"grove-deep 4500 req/s ÷ grove-deep-nobatch 1000 req/s = 4.50x (target ≥ 3x): met",
+		"= 1.50x (no target: the transport bounds it); grove ran 0.200 forward calls per request and 5.00 rows per forward call",
+	} {
+		if i >= len(lines) || !strings.Contains(lines[i], want) {
+			t.Errorf("line %d lacks %q:\n%s", i, want, strings.Join(lines, "\n"))
+		}
+	}
+
+	// Without the batched forward the batch-1 one stands in; without
+	// either the CPU target is not judged.
+	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000}})
+	if c := ab.CPU; c.Forward != 20*us || c.ForwardBatch != 1 {
+		t.Errorf("batch-1 forward: %+v", c)
+	}
+	ab.judge(forwardResult{})
+	if l := ab.lines()[1]; !strings.Contains(l, "n/a (needs BenchmarkForwardPCTR)") || strings.Contains(l, "met") || strings.Contains(l, "MISSED") {
+		t.Errorf("no forward: %s", l)
+	}
+
+	// Rows that did not run leave their targets n/a.
+	ab.Rows = ab.Rows[:2]
+	ab.judge(forwardResult{})
+	var b bytes.Buffer
+	ab.writeMarkdown(&b)
+	if n := strings.Count(b.String(), "n/a (needs"); n != 5 {
+		t.Errorf("%d targets n/a, want 5 (all but b1c32's):\n%s", n, b.String())
+	}
+	if !strings.Contains(b.String(), "| grove | POST | 1 | 32 | 14000 | 2.00 ms | 2.00 ms | 1.40 | 100 µs | 0.50 | 0.00 |  |  | 14000 | 0 |") {
+		t.Errorf("table row:\n%s", b.String())
+	}
+	(*cpuAB)(nil).writeMarkdown(&b) // no A/B: nothing, no panic
+}
+
+// fakeGrove answers POST /v1/inference after delay and counts one forward
+// call per batch requests in the OIP statistics of pctr_v1.
+func fakeGrove(t *testing.T, delay time.Duration, batch int64) *httptest.Server {
+	var n atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v2/models/"+grpcModel+"/stats" {
+			k := n.Load()
+			fmt.Fprintf(w, `{"model_stats":[{"name":%q,"inference_count":%d,"execution_count":%d,"inference_stats":{"success":{"count":%d,"ns":0},"compute_infer":{"count":%d,"ns":%d}}}]}`,
+				grpcModel, k, k/batch, k, k, k*1000)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		n.Add(1)
+		_, _ = w.Write(floorAnswer)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// runCPUAB interleaves the rows of every group whose servers run, pools
+// them, and counts grove's forward calls from its statistics: a "grove"
+// twice as slow as the "floor" is about half its req/s, and one that
+// batches four requests per forward call is reported so.
+func TestRunCPUABPoolsTheRowsThatRanAndCountsForwardCalls(t *testing.T) {
+	g := groveEndpoint(fakeGrove(t, 2*time.Millisecond, 4).URL)
+	f := groveEndpointFor(serverFloor, fakeGrove(t, time.Millisecond, 1).URL)
+	targets := map[string]*endpoint{serverGrove: g, serverFloor: f}
+	o := options{cpuABRounds: 1, timeout: 5 * time.Second}
+	ab := runCPUAB(context.Background(), targets, make([]float64, 64), o, func(string, ...any) {})
+	if ab == nil || ab.Error != "" {
+		t.Fatalf("A/B %+v", ab)
+	}
+	// b1c32 and b1c1 have both servers; b1c64 has only grove: not run.
+	if len(ab.Rows) != 4 || ab.find(serverGrove, 64) != nil {
+		t.Fatalf("rows: %d, want grove and floor at c 32 and c 1", len(ab.Rows))
+	}
+	for _, r := range ab.Rows {
+		if r.Requests == 0 || r.Errors != 0 || r.Windows != 1 || r.P50 == 0 {
+			t.Fatalf("row %s c %d: %+v", r.Server, r.Conc, r.abPool)
+		}
+		if c := r.Counts; r.Server == serverGrove && (c == nil || c.Requests < int64(r.Requests) || c.rowsPerForward() < 3.5 || c.rowsPerForward() > 4.5) {
+			t.Errorf("grove c %d counts %+v for %d requests: want about 4 rows per forward call", r.Conc, c, r.Requests)
+		}
+	}
+	ab.judge(forwardResult{})
+	if q := ab.C1; q != nil {
+		t.Errorf("c1 ratio without the direct server: %+v", q)
+	}
+	if q := ab.REST; q == nil || q.Ratio > 0.8 || q.Ratio < 0.2 {
+		t.Errorf("REST ratio %+v, want about 0.5", q)
+	}
+	if ab := runCPUAB(context.Background(), map[string]*endpoint{serverGrove: g}, make([]float64, 64), o, func(string, ...any) {}); ab != nil {
+		t.Errorf("grove alone: %+v, want no A/B", ab)
+	}
+}
+
+// The overload A/B judges the run at 2x: goodput over the interleaved
+// capacity and the p99 of the successful answers, and shows the capped
+// run and the load generator's CPU beside it.
+func TestOverloadABJudgesGoodputAndP99AndShowsTheCappedRun(t *testing.T) {
+	ms := time.Millisecond
+	lats := func(n int, d time.Duration) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = d
+		}
+		return out
+	}
+	mk := func(within, late int) *overloadAB {
+		ab := &overloadAB{Rounds: 1, Window: time.Second,
+			Runs: []overloadABRun{{Factor: overloadFactor, Offered: 2000}, {Factor: overloadCappedFactor, Offered: 1500}}}
+		ab.Capacity.add(loadResult{Requests: 1000, Latencies: lats(1000, 5*ms)}, cpuUse{Grove: 1.2, Bench: 0.4}, time.Second)
+		r := &ab.Runs[0]
+		res := loadResult{Requests: within + late, Errors: 900, Latencies: append(lats(within, 10*ms), lats(late, 80*ms)...)}
+		r.add(res, cpuUse{Grove: 1.1, Bench: 0.8}, time.Second)
+		r.Good, r.Expired, r.Refused = countWithin(res.Latencies, overloadDeadline), 800, 50
+		q := &ab.Runs[1]
+		q.add(loadResult{Requests: 980, Latencies: lats(980, 9*ms)}, cpuUse{Grove: 1.3, Bench: 0.6}, time.Second)
+		q.Good = 980
+		ab.judge()
+		return ab
+	}
+	met, missed := mk(950, 0), mk(850, 20)
+	if !met.Met || met.Runs[0].Ratio != 0.95 || met.Runs[0].P99 != 10*ms || met.Runs[1].Ratio != 0.98 {
+		t.Errorf("met: %+v", met.Runs)
+	}
+	if missed.Met || missed.Runs[0].Ratio != 0.85 || missed.Runs[0].P99 != 80*ms {
+		t.Errorf("missed: %+v", missed.Runs[0])
+	}
+	var b bytes.Buffer
+	met.writeMarkdown(&b)
+	s := b.String()
+	for _, want := range []string{
+		"| 2.0x, Grove-Timeout 50ms | 2000 | 950 | 950 | 0.95 | 10.0 ms | 10.0 ms | 800 | 50 | 50 | 1.10 | 0.80 | 0.00 |",
+		"| 1.5x, Grove-Timeout 50ms (load generator capped) | 1500 | 980 |",
+		"goodput 950/s = 0.95 of the interleaved capacity 1000/s (target ≥ 0.90) and p99 of the successful answers 10.0 ms (target ≤ 50ms): met; the load generator kept 0.80 cores busy, grove 1.10",
+		"with the load generator capped at 1.5x: goodput 0.98 of the capacity, p99 9.00 ms, load generator 0.60 cores, grove 1.30",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in\n%s", want, s)
+		}
+	}
+	b.Reset()
+	missed.writeMarkdown(&b)
+	if !strings.Contains(b.String(), "MISSED") {
+		t.Errorf("missed:\n%s", b.String())
+	}
+	b.Reset()
+	(&overloadAB{Error: "requests still in flight"}).writeMarkdown(&b)
+	(*overloadAB)(nil).writeMarkdown(&b)
+	if !strings.Contains(b.String(), "FAILED: requests still in flight") {
+		t.Errorf("failed:\n%s", b.String())
+	}
+}
+
+// --cpu-ab-rounds is on by default and refuses a negative count.
+func TestCPUABRoundsFlag(t *testing.T) {
+	if o, err := parseFlags(nil, io.Discard); err != nil || o.cpuABRounds < 1 {
+		t.Errorf("default: %d, %v", o.cpuABRounds, err)
+	}
+	if o, err := parseFlags([]string{"--cpu-ab-rounds", "0"}, io.Discard); err != nil || o.cpuABRounds != 0 {
+		t.Errorf("0: %d, %v", o.cpuABRounds, err)
+	}
+	if _, err := parseFlags([]string{"--cpu-ab-rounds", "-1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--cpu-ab-rounds") {
+		t.Errorf("-1: %v", err)
+	}
+}
