@@ -250,8 +250,9 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	for w := range 6 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(7, uint64(w)))
+			zipf := newZipf(rng, 1.1, len(paths))
 			for ctx.Err() == nil {
-				p := paths[rank[zipfRank(rng, 1.1, len(paths))]]
+				p := paths[rank[zipf()]]
 				deadline := demandLongDeadline
 				if rng.IntN(10) == 0 {
 					deadline = demandShortDeadline

@@ -201,10 +201,16 @@ func rssPeak(t *testing.T, pid int) (stop func() int64) {
 // Against eager loading (the same bucket without "load": "on_demand")
 // it fails: every model is loaded at start, none unloaded.
 //
+// With GROVE_IT_DENSITY=full it runs at the issue's scale instead (not in
+// make test; about five minutes): 1,000 models (500 of each runtime), a
+// budget for about 100 and 30,000 Zipf requests.
+//
 // It runs alone (no t.Parallel): it measures RSS. Budget: 14 s.
 func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
-	const copies = 60
-	const budget = 3 << 20
+	copies, budget, zipfRequests := 60, int64(3<<20), 600
+	if os.Getenv("GROVE_IT_DENSITY") == "full" {
+		copies, budget, zipfRequests = 500, 45<<20, 30_000
+	}
 	b := newDirBucket(t)
 	paths, entries := demandBucket(t, b, copies)
 	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 1000}`))
@@ -215,7 +221,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Put(t, "model_config.json", data)
-	g := startOn(t, b, "--memory-budget-bytes", strconv.Itoa(budget))
+	g := startOn(t, b, "--memory-budget-bytes", strconv.FormatInt(budget, 10))
 	pid := g.cmd.Process.Pid
 
 	st := g.demandStatus()
@@ -266,11 +272,11 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	for _, m := range st.Models {
 		cached[m.Path] = m.State == "ready"
 	}
-	zipf := rand.New(rand.NewPCG(3, 4))
+	zipf := newZipf(rand.New(rand.NewPCG(3, 4)), 1.1, len(paths))
 	rank := rng.Perm(len(paths)) // the hot models mix both runtimes
 	trace := make([]string, zipfRequests)
 	for i := range trace {
-		trace[i] = paths[rank[zipfRank(zipf, 1.1, len(paths))]]
+		trace[i] = paths[rank[zipf()]]
 	}
 	hits0, misses0 := g.metricSum("grove_model_demand_hits_total", ""), g.metricSum("grove_model_demand_misses_total", "")
 	start = time.Now()
@@ -300,9 +306,9 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	st = g.demandStatus()
 	states := st.states()
 	t.Logf("states %v; memory %+v", states, st.Memory)
-	if states["unloaded"] < len(paths)-budget/(400<<10) {
+	if states["unloaded"] < len(paths)-int(budget/(400<<10)) {
 		t.Errorf("%d models unloaded after the requests, want at least %d (the budget holds at most %d copies counted at 400 kB or more)",
-			states["unloaded"], len(paths)-budget/(400<<10), budget/(400<<10))
+			states["unloaded"], len(paths)-int(budget/(400<<10)), int(budget/(400<<10)))
 	}
 	if st.Memory == nil || st.Memory.UsedBytes > budget || len(st.Memory.UnloadOrder) == 0 || st.Memory.Loaded+st.Memory.Unloaded != len(entries) {
 		t.Errorf("status memory %+v, want used_bytes within the budget %d, an unload order, %d on-demand models", st.Memory, budget, len(entries))
@@ -311,9 +317,9 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	unloads := g.metricSum("grove_model_unloads_total", `reason="budget"`)
 	allMisses := g.metricSum("grove_model_demand_misses_total", "")
 	t.Logf("demand loads %v, budget unloads %v, demand misses %v", loads, unloads, allMisses)
-	if loads < float64(len(paths)) || unloads < float64(len(paths)-budget/(400<<10)) || allMisses < float64(len(paths)) {
+	if loads < float64(len(paths)) || unloads < float64(len(paths)-int(budget/(400<<10))) || allMisses < float64(len(paths)) {
 		t.Errorf("demand loads %v, budget unloads %v, misses %v: want at least %d loads and misses (every model loaded) and %d unloads",
-			loads, unloads, allMisses, len(paths), len(paths)-budget/(400<<10))
+			loads, unloads, allMisses, len(paths), len(paths)-int(budget/(400<<10)))
 	}
 
 	// A deadline shorter than the load: 503 "model is loading", with Retry-After.
@@ -328,22 +334,19 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	}
 }
 
-// zipfRequests is the length of the Zipf trace.
-const zipfRequests = 600
-
-// zipfRank draws a rank in [0, n) with P(k) proportional to 1/(k+1)^s.
-func zipfRank(r *rand.Rand, s float64, n int) int {
+// newZipf returns a function that draws ranks in [0, n) from r with P(k)
+// proportional to 1/(k+1)^s.
+func newZipf(r *rand.Rand, s float64, n int) func() int {
+	cdf := make([]float64, n)
 	var total float64
 	for k := range n {
 		total += math.Pow(float64(k+1), -s)
+		cdf[k] = total
 	}
-	u := r.Float64() * total
-	for k := range n {
-		if u -= math.Pow(float64(k+1), -s); u < 0 {
-			return k
-		}
+	return func() int {
+		k, _ := slices.BinarySearch(cdf, r.Float64()*total)
+		return min(k, n-1)
 	}
-	return n - 1
 }
 
 // runTrace sends one B&A request for each path of trace, in order, from
