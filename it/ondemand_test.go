@@ -92,6 +92,16 @@ func (g *grove) metricSum(name, labels string) float64 {
 	return sum
 }
 
+// memory describes where grove's memory is: its RSS, the Go heap in use,
+// the C heap in use and free (glibc's), and the size of its /metrics.
+func (g *grove) memory(pid int) string {
+	g.t.Helper()
+	_, body := g.get("/metrics")
+	return fmt.Sprintf("RSS %d MiB, Go heap in use %.0f MiB, C heap in use %.0f MiB and free %.0f MiB, /metrics %d kB",
+		procBytes(g.t, pid, "VmRSS")>>20, g.metricSum("go_memstats_heap_inuse_bytes", "")/(1<<20),
+		g.metricSum("grove_c_heap_inuse_bytes", "")/(1<<20), g.metricSum("grove_c_heap_free_bytes", "")/(1<<20), len(body)>>10)
+}
+
 // demandBucket writes n copies of the example pCTR TorchScript model
 // (t00/, t01/, ...) and n of its ONNX export (o00/, ...), each
 // "load": "on_demand", and returns their paths, alternating runtimes, and
@@ -255,7 +265,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	base := procBytes(t, pid, "VmRSS") - g.demandStatus().Memory.UsedBytes
 	bound := (int64(budget) + base) * 11 / 10
-	t.Logf("base RSS %d MiB (after one load and unload of each runtime; runtime start-up %v); bound %d MiB", base>>20, g.demandStatus().Memory.RuntimeStartBytes, bound>>20)
+	t.Logf("base RSS %d MiB (after one load and unload of each runtime; runtime start-up %v); bound %d MiB; %s", base>>20, g.demandStatus().Memory.RuntimeStartBytes, bound>>20, g.memory(pid))
 
 	peak := rssPeak(t, pid)
 	// Every model once, in a shuffled order, from 4 clients.
@@ -264,7 +274,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	start := time.Now()
 	failures, _ := g.runTrace(order, 4)
-	t.Logf("%d requests, each model once, in %v", len(order), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d requests, each model once, in %v; %s", len(order), time.Since(start).Round(time.Millisecond), g.memory(pid))
 	// Then a Zipf-distributed trace (s = 1.1), one request at a time: its
 	// hit ratio against an offline simulation of Grove's policy over it.
 	st = g.demandStatus()
@@ -284,7 +294,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	failures = append(failures, zfail...)
 	hits, misses := g.metricSum("grove_model_demand_hits_total", "")-hits0, g.metricSum("grove_model_demand_misses_total", "")-misses0
 	most := peak()
-	t.Logf("%d Zipf requests in %v; peak RSS %d MiB (+%d MiB over the base)", len(trace), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20)
+	t.Logf("%d Zipf requests in %v; peak RSS %d MiB (+%d MiB over the base); %s", len(trace), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20, g.memory(pid))
 	st = g.demandStatus()
 	cost := map[string]time.Duration{}
 	for _, m := range st.Models {
