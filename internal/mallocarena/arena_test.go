@@ -65,7 +65,7 @@ func TestReadStatsCountsWhatCAllocatesAndFrees(t *testing.T) {
 // stay in RSS (and in Free) until Trim, which takes RSS back down.
 func TestTrimReturnsFreePagesBelowAnAllocatedChunk(t *testing.T) {
 	const chunk, n = 64 << 10, 512 // 32 MiB in blocks below the mmap threshold, in one heap
-	pin := fragment(n, chunk)       // above them: the heap's top cannot shrink past it
+	pin := fragment(n, chunk)      // above them: the heap's top cannot shrink past it
 	if pin == nil {
 		t.Fatal("malloc failed")
 	}
