@@ -21,14 +21,10 @@ import (
 	"github.com/groveml/grove/cluster/etcdtest"
 )
 
-// The on-demand cluster run's sizes: demandCopies copies of each example
-// pCTR model (TorchScript and ONNX), a budget per node for about
-// demandPerNode of them by their estimate (file size × demandMemoryFactor,
-// close to the half megabyte a copy's load measures), and the deadlines
-// its requests carry.
+// The on-demand cluster run's sizes: the memory factor that estimates a
+// copy's need (file size × demandMemoryFactor, close to the half megabyte
+// a copy's load measures), and the deadlines its requests carry.
 const (
-	demandCopies       = 30
-	demandPerNode      = 12
 	demandMemoryFactor = 3
 	demandIdleAfter    = 3 * time.Second
 	// demandLongDeadline is longer than the lease TTL plus a load: a
@@ -151,10 +147,22 @@ func demandRequest(ctx context.Context, g *grove, name, path string, deadline ti
 // time never saturates a copy), while the three nodes together hold more
 // models than one budget would.
 //
+// With GROVE_IT_DENSITY=full it runs at the scale instead (not in
+// make test; about three minutes): 300 models, a budget for about 60 per
+// node, 90 s of the mix before the kill.
+//
 // It times nothing but the requests' deadlines: it runs beside the other
 // tests. Budget: 45 s.
 func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
+	// demandCopies copies of each example pCTR model (TorchScript and
+	// ONNX), a budget per node for about demandPerNode of them by their
+	// estimate; the mix runs for mixBefore before the kill and goes on
+	// for the lease TTL plus mixAfter after it.
+	demandCopies, demandPerNode, mixBefore, mixAfter := 30, 12, 8*time.Second, 6*time.Second
+	if os.Getenv("GROVE_IT_DENSITY") == "full" {
+		demandCopies, demandPerNode, mixBefore, mixAfter = 150, 60, 90*time.Second, 30*time.Second
+	}
 	b := newDirBucket(t)
 	var paths []string
 	var entries []clusterDemandEntry
@@ -177,7 +185,7 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Put(t, "model_config.json", cfg)
-	budget := demandPerNode * demandMemoryFactor * fileBytes
+	budget := int64(demandPerNode) * demandMemoryFactor * fileBytes
 	c := &testCluster{t: t, etcd: etcdtest.Start(t), bucket: b, budget: budget,
 		extra: []string{"--cluster-memory-factor", strconv.Itoa(demandMemoryFactor), "--idle-unload-after", demandIdleAfter.String()},
 		nodes: map[string]*grove{}, gone: map[string]*grove{}}
@@ -250,8 +258,9 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	for w := range 6 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(7, uint64(w)))
+			zipf := newZipf(rng, 1.1, len(paths))
 			for ctx.Err() == nil {
-				p := paths[rank[zipfRank(rng, 1.1, len(paths))]]
+				p := paths[rank[zipf()]]
 				deadline := demandLongDeadline
 				if rng.IntN(10) == 0 {
 					deadline = demandShortDeadline
@@ -267,7 +276,7 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 		})
 	}
 
-	time.Sleep(8 * time.Second) // the mix runs on three nodes
+	time.Sleep(mixBefore) // the mix runs on three nodes
 	doc, err = c.nodes[names[0]].cluster()
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +295,7 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	resMu.Lock()
 	before := len(results)
 	resMu.Unlock()
-	t.Logf("after 8 s of the mix (%d requests): table %v; SIGKILLed %s, which held %q", before, doc.Placement, victim, orphans)
+	t.Logf("after %v of the mix (%d requests): table %v; SIGKILLed %s, which held %q", mixBefore, before, doc.Placement, victim, orphans)
 	if len(orphans) == 0 {
 		t.Errorf("%s held no model when killed: the mix did not spread over the nodes (%v)", victim, doc.Placement)
 	}
@@ -304,7 +313,7 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(clusterLeaseTTL + 6*time.Second) // the mix goes on through two nodes
+	time.Sleep(clusterLeaseTTL + mixAfter) // the mix goes on through two nodes
 	cancel()
 	wg.Wait()
 	t.Logf("run ended %v after the kill", time.Since(killed).Round(time.Millisecond))

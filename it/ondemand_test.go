@@ -92,6 +92,16 @@ func (g *grove) metricSum(name, labels string) float64 {
 	return sum
 }
 
+// memory describes where grove's memory is: its RSS, the Go heap in use,
+// the C heap in use and free (glibc's), and the size of its /metrics.
+func (g *grove) memory(pid int) string {
+	g.t.Helper()
+	_, body := g.get("/metrics")
+	return fmt.Sprintf("RSS %d MiB, Go heap in use %.0f MiB, C heap in use %.0f MiB and free %.0f MiB, /metrics %d kB",
+		procBytes(g.t, pid, "VmRSS")>>20, g.metricSum("go_memstats_heap_inuse_bytes", "")/(1<<20),
+		g.metricSum("grove_c_heap_inuse_bytes", "")/(1<<20), g.metricSum("grove_c_heap_free_bytes", "")/(1<<20), len(body)>>10)
+}
+
 // demandBucket writes n copies of the example pCTR TorchScript model
 // (t00/, t01/, ...) and n of its ONNX export (o00/, ...), each
 // "load": "on_demand", and returns their paths, alternating runtimes, and
@@ -201,10 +211,16 @@ func rssPeak(t *testing.T, pid int) (stop func() int64) {
 // Against eager loading (the same bucket without "load": "on_demand")
 // it fails: every model is loaded at start, none unloaded.
 //
+// With GROVE_IT_DENSITY=full it runs at the issue's scale instead (not in
+// make test; about five minutes): 1,000 models (500 of each runtime), a
+// budget for about 100 and 30,000 Zipf requests.
+//
 // It runs alone (no t.Parallel): it measures RSS. Budget: 14 s.
 func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
-	const copies = 60
-	const budget = 3 << 20
+	copies, budget, zipfRequests := 60, int64(3<<20), 600
+	if os.Getenv("GROVE_IT_DENSITY") == "full" {
+		copies, budget, zipfRequests = 500, 45<<20, 30_000
+	}
 	b := newDirBucket(t)
 	paths, entries := demandBucket(t, b, copies)
 	b.Put(t, "slow/model.faulty", []byte(`{"delay_ms": 1000}`))
@@ -215,7 +231,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Put(t, "model_config.json", data)
-	g := startOn(t, b, "--memory-budget-bytes", strconv.Itoa(budget))
+	g := startOn(t, b, "--memory-budget-bytes", strconv.FormatInt(budget, 10))
 	pid := g.cmd.Process.Pid
 
 	st := g.demandStatus()
@@ -249,7 +265,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	base := procBytes(t, pid, "VmRSS") - g.demandStatus().Memory.UsedBytes
 	bound := (int64(budget) + base) * 11 / 10
-	t.Logf("base RSS %d MiB (after one load and unload of each runtime; runtime start-up %v); bound %d MiB", base>>20, g.demandStatus().Memory.RuntimeStartBytes, bound>>20)
+	t.Logf("base RSS %d MiB (after one load and unload of each runtime; runtime start-up %v); bound %d MiB; %s", base>>20, g.demandStatus().Memory.RuntimeStartBytes, bound>>20, g.memory(pid))
 
 	peak := rssPeak(t, pid)
 	// Every model once, in a shuffled order, from 4 clients.
@@ -258,7 +274,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	start := time.Now()
 	failures, _ := g.runTrace(order, 4)
-	t.Logf("%d requests, each model once, in %v", len(order), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d requests, each model once, in %v; %s", len(order), time.Since(start).Round(time.Millisecond), g.memory(pid))
 	// Then a Zipf-distributed trace (s = 1.1), one request at a time: its
 	// hit ratio against an offline simulation of Grove's policy over it.
 	st = g.demandStatus()
@@ -266,11 +282,11 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	for _, m := range st.Models {
 		cached[m.Path] = m.State == "ready"
 	}
-	zipf := rand.New(rand.NewPCG(3, 4))
+	zipf := newZipf(rand.New(rand.NewPCG(3, 4)), 1.1, len(paths))
 	rank := rng.Perm(len(paths)) // the hot models mix both runtimes
 	trace := make([]string, zipfRequests)
 	for i := range trace {
-		trace[i] = paths[rank[zipfRank(zipf, 1.1, len(paths))]]
+		trace[i] = paths[rank[zipf()]]
 	}
 	hits0, misses0 := g.metricSum("grove_model_demand_hits_total", ""), g.metricSum("grove_model_demand_misses_total", "")
 	start = time.Now()
@@ -278,7 +294,7 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	failures = append(failures, zfail...)
 	hits, misses := g.metricSum("grove_model_demand_hits_total", "")-hits0, g.metricSum("grove_model_demand_misses_total", "")-misses0
 	most := peak()
-	t.Logf("%d Zipf requests in %v; peak RSS %d MiB (+%d MiB over the base)", len(trace), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20)
+	t.Logf("%d Zipf requests in %v; peak RSS %d MiB (+%d MiB over the base); %s", len(trace), time.Since(start).Round(time.Millisecond), most>>20, (most-base)>>20, g.memory(pid))
 	st = g.demandStatus()
 	cost := map[string]time.Duration{}
 	for _, m := range st.Models {
@@ -300,9 +316,9 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	st = g.demandStatus()
 	states := st.states()
 	t.Logf("states %v; memory %+v", states, st.Memory)
-	if states["unloaded"] < len(paths)-budget/(400<<10) {
+	if states["unloaded"] < len(paths)-int(budget/(400<<10)) {
 		t.Errorf("%d models unloaded after the requests, want at least %d (the budget holds at most %d copies counted at 400 kB or more)",
-			states["unloaded"], len(paths)-budget/(400<<10), budget/(400<<10))
+			states["unloaded"], len(paths)-int(budget/(400<<10)), int(budget/(400<<10)))
 	}
 	if st.Memory == nil || st.Memory.UsedBytes > budget || len(st.Memory.UnloadOrder) == 0 || st.Memory.Loaded+st.Memory.Unloaded != len(entries) {
 		t.Errorf("status memory %+v, want used_bytes within the budget %d, an unload order, %d on-demand models", st.Memory, budget, len(entries))
@@ -311,9 +327,9 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	unloads := g.metricSum("grove_model_unloads_total", `reason="budget"`)
 	allMisses := g.metricSum("grove_model_demand_misses_total", "")
 	t.Logf("demand loads %v, budget unloads %v, demand misses %v", loads, unloads, allMisses)
-	if loads < float64(len(paths)) || unloads < float64(len(paths)-budget/(400<<10)) || allMisses < float64(len(paths)) {
+	if loads < float64(len(paths)) || unloads < float64(len(paths)-int(budget/(400<<10))) || allMisses < float64(len(paths)) {
 		t.Errorf("demand loads %v, budget unloads %v, misses %v: want at least %d loads and misses (every model loaded) and %d unloads",
-			loads, unloads, allMisses, len(paths), len(paths)-budget/(400<<10))
+			loads, unloads, allMisses, len(paths), len(paths)-int(budget/(400<<10)))
 	}
 
 	// A deadline shorter than the load: 503 "model is loading", with Retry-After.
@@ -328,22 +344,19 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	}
 }
 
-// zipfRequests is the length of the Zipf trace.
-const zipfRequests = 600
-
-// zipfRank draws a rank in [0, n) with P(k) proportional to 1/(k+1)^s.
-func zipfRank(r *rand.Rand, s float64, n int) int {
+// newZipf returns a function that draws ranks in [0, n) from r with P(k)
+// proportional to 1/(k+1)^s.
+func newZipf(r *rand.Rand, s float64, n int) func() int {
+	cdf := make([]float64, n)
 	var total float64
 	for k := range n {
 		total += math.Pow(float64(k+1), -s)
+		cdf[k] = total
 	}
-	u := r.Float64() * total
-	for k := range n {
-		if u -= math.Pow(float64(k+1), -s); u < 0 {
-			return k
-		}
+	return func() int {
+		k, _ := slices.BinarySearch(cdf, r.Float64()*total)
+		return min(k, n-1)
 	}
-	return n - 1
 }
 
 // runTrace sends one B&A request for each path of trace, in order, from

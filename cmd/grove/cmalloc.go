@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/internal/mallocarena"
@@ -44,4 +46,33 @@ func (c *cHeapCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.inuse, prometheus.GaugeValue, float64(s.InUse))
 	ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(s.Free))
 	ch <- prometheus.MustNewConstMetric(c.mmapped, prometheus.GaugeValue, float64(s.Mmapped))
+}
+
+// The C heap's trim: every cHeapTrimEvery, when malloc's arenas hold more
+// than cHeapTrimAbove bytes free, grove hands their free pages back to the
+// system (mallocarena.Trim).
+const (
+	cHeapTrimEvery = 2 * time.Second
+	cHeapTrimAbove = 16 << 20
+)
+
+// trimCHeap is the component that trims the C heap. Models loaded and
+// unloaded (on demand, under a memory budget, or updated in place) leave
+// free chunks between the ones still allocated, which glibc keeps
+// resident: with a thousand on-demand models churning under a 45 MiB
+// budget they grew to 75 MiB. trims counts the trims that released memory
+// (grove_c_heap_trims_total).
+func trimCHeap(trims prometheus.Counter) component {
+	return every("c heap trim", cHeapTrimEvery, func() {
+		if trimWhenFree(mallocarena.ReadStats, mallocarena.Trim, cHeapTrimAbove) {
+			trims.Inc()
+		}
+	})
+}
+
+// trimWhenFree calls trim when read says the arenas hold more than above
+// bytes free, and reports whether trim released any.
+func trimWhenFree(read func() (mallocarena.Stats, bool), trim func() bool, above uint64) bool {
+	s, ok := read()
+	return ok && s.Free > above && trim()
 }

@@ -37,3 +37,33 @@ func TestCHeapCollectorServesTheCHeapInUseFreeAndMapped(t *testing.T) {
 		t.Errorf("in use %v, mapped %v: want in use > 0 and mapped within it", inuse, got["grove_c_heap_mmapped_bytes"])
 	}
 }
+
+// The C heap is trimmed only when malloc holds more than the threshold
+// free, and only where glibc's accounting is there.
+func TestTrimWhenFreeTrimsOnlyAboveTheThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		free     uint64
+		ok       bool
+		released bool
+		want     bool
+	}{
+		{"above, released", 17 << 20, true, true, true},
+		{"above, nothing to release", 17 << 20, true, false, false},
+		{"at the threshold", 16 << 20, true, true, false},
+		{"below", 1 << 20, true, true, false},
+		{"no glibc", 1 << 30, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			called := false
+			read := func() (mallocarena.Stats, bool) { return mallocarena.Stats{Free: tc.free}, tc.ok }
+			trim := func() bool { called = true; return tc.released }
+			if got := trimWhenFree(read, trim, 16<<20); got != tc.want {
+				t.Errorf("trimWhenFree = %v, want %v", got, tc.want)
+			}
+			if wantCall := tc.ok && tc.free > 16<<20; called != wantCall {
+				t.Errorf("trim called %v, want %v", called, wantCall)
+			}
+		})
+	}
+}

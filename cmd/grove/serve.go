@@ -126,8 +126,11 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		}
 	}})
 	reg := prometheus.NewRegistry()
+	trims := prometheus.NewCounter(prometheus.CounterOpts{Name: "grove_c_heap_trims_total",
+		Help: "Times grove handed the C heap's free pages back to the system (malloc_trim) because malloc held more than 16 MiB free."})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCHeapCollector())
+		newCHeapCollector(), trims)
+	g.add("c heap trim", trimCHeap(trims))
 	// The connection counts of every listener, HTTP and gRPC: one set per
 	// process (connlimit.NewMetrics registers them).
 	conns := connlimit.NewMetrics(reg)

@@ -26,6 +26,7 @@ package mallocarena
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // grove_arena_limit is the M_ARENA_MAX the constructor set (0: none).
 static int grove_arena_limit = 0;
@@ -62,6 +63,34 @@ static int arenas(void) {
 	for (char *p = buf; (p = strstr(p, "<heap nr=")) != NULL; p++) n++;
 	free(buf);
 	return n;
+}
+
+static int trim(void) { return malloc_trim(0); }
+
+// rss_bytes is the process's resident set size, from /proc/self/statm.
+static long rss_bytes(void) {
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f == NULL) return -1;
+	long size = 0, resident = 0;
+	int n = fscanf(f, "%ld %ld", &size, &resident);
+	fclose(f);
+	return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+// fragment allocates and touches n blocks of size bytes, then one more
+// above them, frees the n blocks and returns the last one: all on one
+// thread, so in one arena.
+static void *fragment(int n, size_t size) {
+	void **ps = malloc(n * sizeof(void *));
+	if (ps == NULL) return NULL;
+	for (int i = 0; i < n; i++) {
+		ps[i] = malloc(size);
+		if (ps[i] != NULL) memset(ps[i], 1, size);
+	}
+	void *pin = malloc(size); // no free chunk fits it yet: it comes from the top
+	for (int i = 0; i < n; i++) free(ps[i]);
+	free(ps);
+	return pin;
 }
 
 static void *c_alloc(size_t n) {
@@ -137,6 +166,22 @@ func ReadStats() (s Stats, ok bool) {
 	C.heap_stats(&inuse, &free, &mmapped, &system)
 	return Stats{InUse: uint64(inuse), Free: uint64(free), Mmapped: uint64(mmapped), Arenas: uint64(system)}, true
 }
+
+// Trim returns the whole free pages the arenas hold to the system
+// (malloc_trim(0)): the free chunks between allocated ones, which glibc
+// keeps resident otherwise (it trims only the top of each heap by
+// itself). It walks every arena under its lock, taking about a
+// millisecond per hundred megabytes of heap; released reports whether
+// any memory went back. Where Grove is not built against glibc it does
+// nothing.
+func Trim() (released bool) { return C.trim() == 1 }
+
+// fragment leaves n freed blocks of size bytes below one still
+// allocated, which it returns (cFree it).
+func fragment(n, size int) unsafe.Pointer { return C.fragment(C.int(n), C.size_t(size)) }
+
+// rss is the process's resident set size in bytes (-1 if unknown).
+func rss() int64 { return int64(C.rss_bytes()) }
 
 // arenas returns how many malloc arenas the process has (-1 if unknown).
 func arenas() int { return int(C.arenas()) }

@@ -14,3 +14,6 @@ type Stats struct {
 
 // ReadStats reports that there is no glibc accounting here (ok false).
 func ReadStats() (s Stats, ok bool) { return Stats{}, false }
+
+// Trim does nothing here (no glibc): it reports that nothing was released.
+func Trim() (released bool) { return false }

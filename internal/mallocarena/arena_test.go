@@ -59,3 +59,28 @@ func TestReadStatsCountsWhatCAllocatesAndFrees(t *testing.T) {
 		t.Errorf("InUse fell by %d bytes after %d bytes were freed", fell, n*small+big)
 	}
 }
+
+// Trim hands back the free pages between allocated chunks, which glibc
+// keeps resident by itself: 32 MiB freed below a block still allocated
+// stay in RSS (and in Free) until Trim, which takes RSS back down.
+func TestTrimReturnsFreePagesBelowAnAllocatedChunk(t *testing.T) {
+	const chunk, n = 64 << 10, 512 // 32 MiB in blocks below the mmap threshold, in one heap
+	pin := fragment(n, chunk)      // above them: the heap's top cannot shrink past it
+	if pin == nil {
+		t.Fatal("malloc failed")
+	}
+	defer cFree(pin)
+	freed, _ := ReadStats()
+	before := rss()
+	if freed.Free < chunk*n*9/10 {
+		t.Fatalf("Free %d bytes after %d bytes were freed below a pinned block: glibc returned them by itself", freed.Free, chunk*n)
+	}
+	if !Trim() {
+		t.Error("Trim released nothing")
+	}
+	after := rss()
+	t.Logf("RSS %d MiB before Trim, %d MiB after", before>>20, after>>20)
+	if fell := before - after; fell < chunk*n/2 {
+		t.Errorf("RSS fell by %d bytes after Trim, with %d bytes free in the arena", fell, chunk*n)
+	}
+}
