@@ -52,7 +52,7 @@ func (c *cHeapCollector) Collect(ch chan<- prometheus.Metric) {
 // than cHeapTrimAbove bytes free, grove hands their free pages back to the
 // system (mallocarena.Trim).
 const (
-	cHeapTrimEvery = 2 * time.Second
+	cHeapTrimEvery = time.Second
 	cHeapTrimAbove = 16 << 20
 )
 
