@@ -141,7 +141,7 @@ type Joiner struct {
 	group      group
 	index      keyIndex
 	gval, xval []byte
-	due        []string
+	due        []dueRef
 	// eventID and values are the event_id and values of the prediction
 	// being taken.
 	eventID []byte
@@ -292,7 +292,9 @@ func (j *Joiner) sweep() error {
 			}
 			j.due = keys
 			for _, k := range keys {
-				j.sk = append(j.sk[:0], k...)
+				// Its entry is found without the store's map.
+				j.viewer.focus(k.e)
+				j.sk = append(j.sk[:0], k.key...)
 				if err := j.handleDue(j.sk); err != nil {
 					return err
 				}
@@ -799,10 +801,13 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 
 // viewer is a Store that lends its values and keys (MemStore,
 // TieredStore): view is Get without the copy, the value valid until the
-// next write; dueKeys is Due appending the keys to out as strings.
+// next write; dueKeys is Due appending the keys to out as strings, with
+// their entries in memory, and focus makes such an entry the one the next
+// lookup of its key finds without the store's map.
 type viewer interface {
 	view(key []byte) ([]byte, bool, error)
-	dueKeys(t int64, limit int, out []string) ([]string, error)
+	dueKeys(t int64, limit int, out []dueRef) ([]dueRef, error)
+	focus(e *memEntry)
 }
 
 // get reads key's value, valid until the next write.

@@ -170,13 +170,30 @@ func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
 	keys, _ := m.dueKeys(t, limit, nil)
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
-		out[i] = []byte(k)
+		out[i] = []byte(k.key)
 	}
 	return out, nil
 }
 
-// dueKeys is Due appending the keys to out, as the entries' own strings.
-func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
+// dueRef is a key that dueKeys returns: the entry's own string, and the
+// entry when it is in memory (nil: on disk), which focus takes.
+type dueRef struct {
+	key string
+	e   *memEntry
+}
+
+// focus makes e, an entry that dueKeys returned, the one that the next
+// lookup of its key finds without the map (as the entry last found),
+// unless it has been deleted since. A nil e is ignored.
+func (m *MemStore) focus(e *memEntry) {
+	if e != nil && !e.gone {
+		m.last = e
+	}
+}
+
+// dueKeys is Due appending the keys to out, as the entries' own strings
+// with their entries.
+func (m *MemStore) dueKeys(t int64, limit int, out []dueRef) ([]dueRef, error) {
 	// The keys returned last time stay due until the caller puts them
 	// due at another time or deletes them.
 	for _, it := range m.returned {
@@ -191,7 +208,7 @@ func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
 		if it.stale() {
 			continue
 		}
-		out = append(out, it.e.key)
+		out = append(out, dueRef{key: it.e.key, e: it.e})
 		m.returned = append(m.returned, it)
 		n++
 	}
