@@ -12,8 +12,10 @@ import (
 // varints of Unix nanoseconds, floats as their 8 IEEE 754 bytes,
 // little-endian, booleans as one byte.
 
-// storeVersion is the version of the stored values.
-const storeVersion = 1
+// storeVersion is the version of the stored values written; version 1
+// (still read) held each prediction's record key too, which nothing read
+// back.
+const storeVersion = 2
 
 // group is the entry of one join key (request_id, item, row): the
 // predictions made for it that wait for their window to close, the
@@ -53,11 +55,11 @@ func (g *group) hasEvent(id string) bool {
 	return false
 }
 
-// pred is one prediction: a row of a logged event. Its ids are bytes of
-// the value it was read from, or of the event it came from: a group lives
-// until its value is written back (getGroup).
+// pred is one prediction: a row of a logged event. Its id is bytes of
+// the value it was read from, or of the Joiner's copy of the event's: a
+// group lives until its value is written back (getGroup).
 type pred struct {
-	eventID, recordKey           []byte
+	eventID                      []byte
 	contract, release, modelPath string
 	served                       bool
 	ts                           int64
@@ -117,13 +119,15 @@ type dec struct{ binform.Reader }
 // newDec returns a dec of b, whose errors wrap errCorrupt.
 func newDec(b []byte) *dec { return &dec{binform.NewReader(b, errCorrupt)} }
 
-// version reads the version byte.
-func (d *dec) version() {
-	if len(d.B) < 1 || d.B[0] != storeVersion {
+// version reads the version byte: storeVersion or 1.
+func (d *dec) version() byte {
+	if len(d.B) < 1 || (d.B[0] != storeVersion && d.B[0] != 1) {
 		d.Fail("unknown version")
-		return
+		return 0
 	}
+	v := d.B[0]
 	d.B = d.B[1:]
+	return v
 }
 
 // end is the error, or one for bytes left over.
@@ -214,7 +218,7 @@ func (g *group) appendTo(b []byte) []byte {
 	e := enc(append(b, storeVersion)).i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
-		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).y(p.recordKey).b(p.served).i(p.ts).f(p.value)
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value)
 	}
 	e = e.u(uint64(len(g.outs)))
 	for i := range g.outs {
@@ -240,11 +244,15 @@ func (g *group) reset() {
 func (g *group) unmarshal(b []byte, names *names) error {
 	g.reset()
 	d := newDec(b)
-	d.version()
+	v := d.version()
 	g.start, g.end, g.closedStart, g.closedEnd = d.I(), d.I(), d.I(), d.I()
-	for n := d.Count(15); n > 0; n-- {
-		g.preds = append(g.preds, pred{eventID: d.bytes(), contract: d.name(names), release: d.name(names), modelPath: d.name(names),
-			recordKey: d.bytes(), served: d.Bool(), ts: d.I(), value: d.F()})
+	for n := d.Count(14); n > 0; n-- {
+		p := pred{eventID: d.bytes(), contract: d.name(names), release: d.name(names), modelPath: d.name(names)}
+		if v == 1 {
+			d.bytes() // the record key
+		}
+		p.served, p.ts, p.value = d.Bool(), d.I(), d.F()
+		g.preds = append(g.preds, p)
 	}
 	for n := d.Count(6); n > 0; n-- {
 		g.outs = append(g.outs, d.out(names))

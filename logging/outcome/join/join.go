@@ -572,9 +572,9 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 			g = first
 		}
 		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),
-			modelPath: ev.GetModelPath(), recordKey: p.Key, served: ev.GetServed(), ts: ts, value: v}
+			modelPath: ev.GetModelPath(), served: ev.GetServed(), ts: ts, value: v}
 		j.gk = joinKey(j.gk[:0], ev, int64(row))
-		if err := j.addRow(j.gk, g, pr, int64(r.Window)); err != nil {
+		if err := j.addRow(j.gk, g, pr, p.Key, int64(r.Window)); err != nil {
 			return err
 		}
 	}
@@ -605,9 +605,10 @@ func requestKey(k []byte, o *grovepb.Outcome) []byte {
 	return binary.AppendUvarint(k, uint64(o.GetRow()))
 }
 
-// addRow keeps prediction pr of join key k, whose window is window long;
-// g is k's group when the caller has read it, else nil.
-func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
+// addRow keeps prediction pr of join key k, logged under record key rk
+// (none when empty), whose window is window long; g is k's group when the
+// caller has read it, else nil.
+func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) error {
 	if g == nil {
 		var err error
 		if g, _, err = j.getGroup(k); err != nil {
@@ -642,10 +643,10 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 	if err := j.putGroup(k, g); err != nil {
 		return err
 	}
-	if len(pr.recordKey) == 0 {
+	if len(rk) == 0 {
 		return nil
 	}
-	return j.indexKey(pr.recordKey, k, g)
+	return j.indexKey(rk, k, g)
 }
 
 // indexKey records that join key k (group g) was logged under record key
