@@ -658,13 +658,20 @@ func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) })
-	if i < 0 {
+	// The entry is written back only when it changes (another row of the
+	// same join key, the served prediction after its shadow, mostly leave
+	// it as it is).
+	changed := true
+	if i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) }); i < 0 {
 		x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
-	} else {
+	} else if x.refs[i].start != g.start || x.refs[i].end != g.end {
 		x.refs[i].start, x.refs[i].end = g.start, g.end
+	} else {
+		changed = false
 	}
-	slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+	if changed {
+		slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+	}
 	moved := false
 	x.pending = slices.DeleteFunc(x.pending, func(o out) bool {
 		if o.t < g.start || o.t > g.end {
@@ -678,6 +685,9 @@ func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 		if err := j.putGroup(k, g); err != nil {
 			return err
 		}
+	}
+	if !changed && !moved {
+		return nil
 	}
 	return j.putKeyIndex(xk, x)
 }
