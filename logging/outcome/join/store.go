@@ -228,9 +228,14 @@ type dueItem struct {
 // now (a later item has it).
 func (it dueItem) stale() bool { return it.e.gone || it.e.due != it.due }
 
-// dueHeap orders keys by due time, then key: a binary min-heap, typed so
-// that pushing and popping allocate nothing.
+// dueHeap orders keys by due time, then key: a min-heap of arity
+// dueArity, typed so that pushing and popping allocate nothing.
 type dueHeap []dueItem
+
+// dueArity is the heap's arity: four children (64 bytes of items, a
+// cache line) per node halve a binary heap's depth, so that a pop from a
+// heap far larger than the caches misses them about half as often.
+const dueArity = 4
 
 // less orders items i and j.
 func (h dueHeap) less(i, j int) bool {
@@ -245,7 +250,7 @@ func (h *dueHeap) push(it dueItem) {
 	*h = append(*h, it)
 	a := *h
 	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
+		p := (i - 1) / dueArity
 		if !a.less(i, p) {
 			break
 		}
@@ -263,13 +268,15 @@ func (h *dueHeap) pop() dueItem {
 	a[n] = dueItem{}
 	a = a[:n]
 	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
+		first := dueArity*i + 1
+		if first >= n {
 			break
 		}
-		c := l
-		if r := l + 1; r < n && a.less(r, l) {
-			c = r
+		c := first
+		for k := first + 1; k < min(first+dueArity, n); k++ {
+			if a.less(k, c) {
+				c = k
+			}
 		}
 		if !a.less(c, i) {
 			break
