@@ -31,9 +31,13 @@ type Store interface {
 type MemStore struct {
 	entries map[string]*memEntry
 	// last is the entry last found, looked at first: a Joiner mostly
-	// writes the key it has just read.
-	last *memEntry
-	due  dueHeap
+	// writes the key it has just read. missed is the key last looked up
+	// and not found, while missing (no entry of it has been put since): a
+	// Joiner mostly puts the key it has just found missing.
+	last    *memEntry
+	missed  []byte
+	missing bool
+	due     dueHeap
 	// returned are the heap items the last Due returned, taken off the
 	// heap: the next Due puts back those whose entries are as they were.
 	returned []dueItem
@@ -65,9 +69,14 @@ func (m *MemStore) lookup(key []byte) *memEntry {
 	if e := m.last; e != nil && !e.gone && e.key == string(key) {
 		return e
 	}
+	if m.missing && string(m.missed) == string(key) {
+		return nil
+	}
 	e := m.entries[string(key)]
 	if e != nil {
 		m.last = e
+	} else {
+		m.missed, m.missing = append(m.missed[:0], key...), true
 	}
 	return e
 }
@@ -93,13 +102,19 @@ func (m *MemStore) view(key []byte) ([]byte, bool, error) {
 // Put implements Store.
 func (m *MemStore) Put(key []byte, due int64, value []byte) error {
 	if !m.update(key, due, value) {
-		e := &memEntry{key: string(key), due: due}
-		m.entries[e.key] = e
-		m.bytes += int64(len(e.key))
-		m.due.push(dueItem{due: due, e: e})
-		m.set(e, value)
+		m.insert(key, due, value)
 	}
 	return nil
+}
+
+// insert is Put of a key that is not there.
+func (m *MemStore) insert(key []byte, due int64, value []byte) {
+	e := &memEntry{key: string(key), due: due}
+	m.entries[e.key] = e
+	m.last, m.missing = e, false
+	m.bytes += int64(len(e.key))
+	m.due.push(dueItem{due: due, e: e})
+	m.set(e, value)
 }
 
 // update is Put of a key that is there; it reports false, and does

@@ -67,3 +67,31 @@ func BenchmarkDueHeap(b *testing.B) {
 		next += 1000
 	}
 }
+
+func TestMemStoreFindsAKeyPutAfterItWasFoundMissing(t *testing.T) {
+	m := NewMemStore()
+	k, other := []byte("gk"), []byte("go")
+	for round := range 3 {
+		if _, ok, _ := m.view(k); ok {
+			t.Fatalf("round %d: a key not put is found", round)
+		}
+		if err := m.Put(k, 10, []byte{byte(round)}); err != nil {
+			t.Fatal(err)
+		}
+		// Another key missing and put in between.
+		if _, ok, _ := m.view(other); ok {
+			t.Fatalf("round %d: %s found before it is put", round, other)
+		}
+		if err := m.Put(other, 20, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok, _ := m.view(k); !ok || len(v) != 1 || v[0] != byte(round) {
+			t.Fatalf("round %d: the key put after it was missing: %v %v", round, v, ok)
+		}
+		for _, key := range [][]byte{k, other} {
+			if err := m.Delete(key); err != nil || m.Has(key) {
+				t.Fatalf("round %d: %s still there after Delete (%v)", round, key, err)
+			}
+		}
+	}
+}

@@ -85,7 +85,8 @@ func (s *TieredStore) Put(key []byte, due int64, value []byte) error {
 		}
 	}
 	if s.mem.Bytes()+int64(len(key)+len(value)) <= s.budget {
-		return s.mem.Put(key, due, value)
+		s.mem.insert(key, due, value)
+		return nil
 	}
 	s.spilled = true
 	s.diskChanged(key)
