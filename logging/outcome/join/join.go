@@ -143,9 +143,10 @@ type Joiner struct {
 	gval, xval []byte
 	due        []dueRef
 	// eventID and values are the event_id and values of the prediction
-	// being taken.
-	eventID []byte
-	values  []float64
+	// being taken, labelNames the names of the outcome's labels.
+	eventID    []byte
+	values     []float64
+	labelNames []string
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -432,8 +433,9 @@ func (j *Joiner) score(g *group) {
 		}
 	}
 	// championPoint is the champion's prediction and outcome once made
-	// (the pairs share them).
-	var championPoint *quality.BinaryPoint
+	// (championMade; the pairs share them).
+	var championPoint quality.BinaryPoint
+	championMade := false
 	for i := range g.preds {
 		p := &g.preds[i]
 		r := j.rule(p.contract, p.modelPath)
@@ -480,14 +482,13 @@ func (j *Joiner) score(g *group) {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
-			if championPoint == nil {
-				cp := quality.NewBinaryPoint(champion.value, res.positive)
-				championPoint = &cp
+			if !championMade {
+				championPoint, championMade = quality.NewBinaryPoint(champion.value, res.positive), true
 			}
 			a, b := s.paired.At(at)
 			for _, acc := range []*quality.Paired{a, b} {
 				if acc != nil {
-					acc.AddPoints(*championPoint, pt)
+					acc.AddPoints(championPoint, pt)
 				}
 			}
 		}
@@ -729,9 +730,16 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 		return err
 	}
 	oc := out{id: []byte(o.GetOutcomeId()), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
-	for _, name := range slices.Sorted(mapKeys(o.GetLabels())) {
+	names := j.labelNames[:0]
+	for name := range o.GetLabels() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		oc.labels = append(oc.labels, label{name: name, value: o.GetLabels()[name]})
 	}
+	clear(names)
+	j.labelNames = names[:0]
 	if t+j.maxWindow <= j.watermark {
 		// Every window it could fall in has closed.
 		j.counters.Late++
@@ -743,17 +751,6 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 		return j.outcomeOf(j.gk, oc)
 	}
 	return j.keyOutcome(o.GetKey(), oc)
-}
-
-// mapKeys yields m's keys.
-func mapKeys(m map[string]float64) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // outcomeOf gives outcome oc to join key k.
