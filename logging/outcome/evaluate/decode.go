@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -136,14 +137,20 @@ func varintField(b []byte) (uint64, int, error) {
 
 // str reads a string field as a new string.
 func str(b []byte) (string, int, error) {
+	v, n, err := utf8Field(b)
+	return string(v), n, err
+}
+
+// utf8Field reads a string field's bytes, which must be UTF-8.
+func utf8Field(b []byte) ([]byte, int, error) {
 	v, n, err := bytesField(b)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
 	if !utf8.Valid(v) {
-		return "", 0, errInvalidUTF8
+		return nil, 0, errInvalidUTF8
 	}
-	return string(v), n, nil
+	return v, n, nil
 }
 
 // name reads a string field that recurs from event to event, kept once.
@@ -168,12 +175,15 @@ func (d *eventDecoder) name(b []byte) (string, int, error) {
 	return s, n, nil
 }
 
-// event decodes the join fields of a PredictionEvent into ev.
+// event decodes the join fields of a PredictionEvent into ev. Its two
+// ids, which differ from event to event, are one string (one
+// allocation).
 func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
+	var eventID, requestID []byte
+	err := fields(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 		switch {
 		case typ == protowire.BytesType && num == 1:
-			ev.EventId, n, err = str(b)
+			eventID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 2:
 			var v []byte
 			if v, n, err = bytesField(b); err == nil {
@@ -184,7 +194,7 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 				err = timestamp(ev.Timestamp, v)
 			}
 		case typ == protowire.BytesType && num == 3:
-			ev.RequestId, n, err = str(b)
+			requestID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 5:
 			ev.ModelPath, n, err = d.name(b)
 		case typ == protowire.BytesType && num == 7:
@@ -220,6 +230,16 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 		}
 		return n, err
 	})
+	if err != nil || len(eventID)+len(requestID) == 0 {
+		return err
+	}
+	var ids strings.Builder
+	ids.Grow(len(eventID) + len(requestID))
+	ids.Write(eventID)
+	ids.Write(requestID)
+	s := ids.String()
+	ev.EventId, ev.RequestId = s[:len(eventID)], s[len(eventID):]
+	return nil
 }
 
 // timestamp decodes a google.protobuf.Timestamp into ts (merging, as
