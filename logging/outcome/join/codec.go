@@ -14,7 +14,7 @@ import (
 
 // storeVersion is the version of the stored values written; version 1
 // (still read) held each prediction's record key too, which nothing read
-// back.
+// back, and no group stood for an index entry (group.keyed).
 const storeVersion = 2
 
 // group is the entry of one join key (request_id, item, row): the
@@ -37,6 +37,11 @@ type group struct {
 	// is a duplicate.
 	closedStart, closedEnd int64
 	closedEvents           [][]byte
+	// keyed: the group's join key is its record key's own, and stands for
+	// the record key's index entry of it, [keyedStart, keyedEnd]
+	// (Joiner.indexKey).
+	keyed                bool
+	keyedStart, keyedEnd int64
 }
 
 // hasEvent reports whether g holds a prediction of event id, open or
@@ -228,6 +233,10 @@ func (g *group) appendTo(b []byte) []byte {
 	for _, id := range g.closedEvents {
 		e = e.y(id)
 	}
+	// The index entry's window, mostly the group's: as differences.
+	if e = e.b(g.keyed); g.keyed {
+		e = e.i(g.keyedStart - g.start).i(g.keyedEnd - g.end)
+	}
 	return e
 }
 
@@ -259,6 +268,11 @@ func (g *group) unmarshal(b []byte, names *names) error {
 	}
 	for n := d.Count(1); n > 0; n-- {
 		g.closedEvents = append(g.closedEvents, d.bytes())
+	}
+	if v != 1 {
+		if g.keyed = d.Bool(); g.keyed {
+			g.keyedStart, g.keyedEnd = g.start+d.I(), g.end+d.I()
+		}
 	}
 	return d.end()
 }

@@ -20,7 +20,7 @@ func appendV1(g *group, rk string) []byte {
 	for _, id := range g.closedEvents {
 		e = e.y(id)
 	}
-	return e
+	return e // version 1 had no keyed group
 }
 
 func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {

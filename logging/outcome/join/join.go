@@ -142,11 +142,21 @@ type Joiner struct {
 	index      keyIndex
 	gval, xval []byte
 	due        []dueRef
+	// other is a second group, read from its copy oval while group is in
+	// use; ok and mk are a record key's own join key and index key, own an
+	// index entry that ok stands for (indexKey).
+	other  group
+	oval   []byte
+	ok, mk []byte
+	own    [1]keyRef
 	// eventID and values are the event_id and values of the prediction
 	// being taken, labelNames the names of the outcome's labels.
 	eventID    []byte
 	values     []float64
 	labelNames []string
+	// indexAll: no own key stands for its index entry, every join key is
+	// in its record key's index (tests: the index as it was).
+	indexAll bool
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -641,17 +651,26 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 		j.counters.Late++
 		return true
 	})
-	if err := j.putGroup(k, g); err != nil {
-		return err
+	if len(rk) > 0 {
+		if err := j.indexKey(rk, k, g); err != nil {
+			return err
+		}
 	}
-	if len(rk) == 0 {
-		return nil
-	}
-	return j.indexKey(rk, k, g)
+	return j.putGroup(k, g)
 }
 
-// indexKey records that join key k (group g) was logged under record key
-// rk, and hands it the outcomes waiting under rk that fall in its window.
+// indexKey records that join key k (group g, which the caller then
+// writes) was logged under record key rk, and hands it the outcomes
+// waiting under rk that fall in its window.
+//
+// The join key of rk's own request (ownKey: the record key is the
+// request_id, as with prediction_log.key_by request_id, of item 0 and row
+// 0) stands for its own entry in rk's index while it is rk's only one:
+// its group holds the window the entry would (keyed), and the index has
+// an entry only for outcomes waiting under rk. So a request logged under
+// its own id writes no index entry. The first other join key logged under
+// rk puts the own key's entry in the index first (it came first), as the
+// index would have held it (ownRef).
 func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	j.xk = append(append(j.xk[:0], prefixKey), rk...)
 	xk := j.xk
@@ -662,35 +681,76 @@ func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	// The entry is written back only when it changes (another row of the
 	// same join key, the served prediction after its shadow, mostly leave
 	// it as it is).
-	changed := true
-	if i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) }); i < 0 {
-		x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
-	} else if x.refs[i].start != g.start || x.refs[i].end != g.end {
-		x.refs[i].start, x.refs[i].end = g.start, g.end
+	changed := false
+	own := isOwnKey(k, rk)
+	if len(x.refs) == 0 && own && !j.indexAll {
+		g.keyed, g.keyedStart, g.keyedEnd = true, g.start, g.end
 	} else {
-		changed = false
+		if own {
+			g.keyed = false
+		}
+		if len(x.refs) == 0 {
+			r, ok, err := j.ownRef(rk)
+			if err != nil {
+				return err
+			}
+			if ok {
+				x.refs = append(x.refs, r)
+				changed = true
+			}
+		}
+		if i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) }); i < 0 {
+			x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
+			changed = true
+		} else if x.refs[i].start != g.start || x.refs[i].end != g.end {
+			x.refs[i].start, x.refs[i].end = g.start, g.end
+			changed = true
+		}
+		if changed {
+			slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+		}
 	}
-	if changed {
-		slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
-	}
-	moved := false
 	x.pending = slices.DeleteFunc(x.pending, func(o out) bool {
 		if o.t < g.start || o.t > g.end {
 			return false
 		}
 		g.outs = append(g.outs, o)
-		moved = true
+		changed = true
 		return true
 	})
-	if moved {
-		if err := j.putGroup(k, g); err != nil {
-			return err
-		}
-	}
-	if !changed && !moved {
+	if !changed {
 		return nil
 	}
 	return j.putKeyIndex(xk, x)
+}
+
+// isOwnKey reports whether join key k is record key rk's own (ownKey):
+// rk's request_id, item 0, row 0.
+func isOwnKey(k, rk []byte) bool {
+	return len(k) == len(rk)+4 && k[0] == prefixGroup && bytes.Equal(k[1:1+len(rk)], rk) && string(k[1+len(rk):]) == "\x00\x00\x00"
+}
+
+// ownKey appends to k the join key of record key rk's own request (item
+// 0, row 0).
+func ownKey(k, rk []byte) []byte {
+	return append(append(append(k, prefixGroup), rk...), 0, 0, 0)
+}
+
+// ownRef returns the entry of rk's index that rk's own join key stands for
+// (indexKey), if it does and its window has not expired (an index entry's
+// refs are dropped when the watermark passes their end by the longest
+// window), and makes the own key's group stand for it no more: the caller
+// puts the entry in the index.
+func (j *Joiner) ownRef(rk []byte) (keyRef, bool, error) {
+	j.ok = ownKey(j.ok[:0], rk)
+	g := &j.other
+	found, err := j.readGroup(j.ok, g, &j.oval)
+	if err != nil || !found || !g.keyed || g.keyedEnd+j.maxWindow <= j.watermark {
+		return keyRef{}, false, err
+	}
+	r := keyRef{joinKey: bytes.Clone(j.ok), start: g.keyedStart, end: g.keyedEnd}
+	g.keyed = false
+	return r, true, j.putGroup(j.ok, g)
 }
 
 // compareInt compares a and b.
@@ -781,8 +841,21 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 	if err != nil {
 		return err
 	}
-	for i := len(x.refs) - 1; i >= 0; i-- {
-		r := x.refs[i]
+	refs := x.refs
+	if len(refs) == 0 {
+		// rk's own join key may stand for the index's only entry.
+		j.ok = ownKey(j.ok[:0], []byte(rk))
+		g, found, err := j.getGroup(j.ok)
+		if err != nil {
+			return err
+		}
+		if found && g.keyed && g.keyedEnd+j.maxWindow > j.watermark {
+			j.own[0] = keyRef{joinKey: j.ok, start: g.keyedStart, end: g.keyedEnd}
+			refs = j.own[:]
+		}
+	}
+	for i := len(refs) - 1; i >= 0; i-- {
+		r := refs[i]
 		if oc.t < r.start || oc.t > r.end {
 			continue
 		}
@@ -796,7 +869,7 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		}
 		return j.outcomeOf(j.gk, oc)
 	}
-	for _, r := range x.refs {
+	for _, r := range refs {
 		if r.end <= j.watermark && oc.t >= r.start {
 			j.counters.Outcomes--
 			j.counters.Late++
@@ -830,17 +903,26 @@ func (j *Joiner) get(key []byte) ([]byte, bool, error) {
 // Joiner's own, which the next getGroup reuses, from a copy of its value
 // (which the group's ids are bytes of) that the next getGroup reuses too.
 func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
-	g := &j.group
+	found, err := j.readGroup(k, &j.group, &j.gval)
+	if err != nil {
+		return nil, false, err
+	}
+	return &j.group, found, nil
+}
+
+// readGroup reads join key k's group into g (empty when there is none)
+// from a copy of its value in *val, which g's ids are bytes of.
+func (j *Joiner) readGroup(k []byte, g *group, val *[]byte) (bool, error) {
 	v, ok, err := j.get(k)
 	if err != nil || !ok {
 		g.reset()
-		return g, false, err
+		return false, err
 	}
-	j.gval = append(j.gval[:0], v...)
-	if err := g.unmarshal(j.gval, &j.names); err != nil {
-		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
+	*val = append((*val)[:0], v...)
+	if err := g.unmarshal(*val, &j.names); err != nil {
+		return false, fmt.Errorf("join key %q: %w", k[1:], err)
 	}
-	return g, true, nil
+	return true, nil
 }
 
 // putGroup stores g under k, due when its window ends, its first outcome
@@ -859,10 +941,35 @@ func (j *Joiner) putGroup(k []byte, g *group) error {
 		due = g.closedEnd + j.maxWindow
 	}
 	if due == never {
+		if g.keyed && g.keyedEnd+j.maxWindow > j.watermark {
+			// The index entry it stands for outlives it.
+			if err := j.indexOwn(k, g); err != nil {
+				return err
+			}
+		}
 		return j.store.Delete(k)
 	}
 	j.buf = g.appendTo(j.buf[:0])
 	return j.store.Put(k, due, j.buf)
+}
+
+// indexOwn puts the entry that group g of own key k stands for (indexKey)
+// in the index of its record key, before the group goes.
+func (j *Joiner) indexOwn(k []byte, g *group) error {
+	j.mk = append(append(j.mk[:0], prefixKey), k[1:len(k)-3]...)
+	v, _, err := j.get(j.mk)
+	if err != nil {
+		return err
+	}
+	var x keyIndex
+	if len(v) > 0 {
+		if err := x.unmarshal(bytes.Clone(v), &j.names); err != nil {
+			return fmt.Errorf("record key %q: %w", j.mk[1:], err)
+		}
+	}
+	x.refs = append(x.refs, keyRef{joinKey: bytes.Clone(k), start: g.keyedStart, end: g.keyedEnd})
+	slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+	return j.putKeyIndex(j.mk, &x)
 }
 
 // getKeyIndex reads the index entry xk (empty when there is none) into
