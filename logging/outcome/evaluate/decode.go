@@ -25,8 +25,8 @@ import (
 // returns from a protobuf value is its own, and valid until the next
 // call (the join keeps none of it). Not safe for concurrent use.
 type eventDecoder struct {
-	// names are the names seen, each kept once (up to maxNames).
-	names map[string]string
+	// names are the names seen, each kept once.
+	names nameTable
 	// ev, ts, err and tensors are what decode returns, reused.
 	ev      grovepb.PredictionEvent
 	ts      timestamppb.Timestamp
@@ -34,8 +34,12 @@ type eventDecoder struct {
 	tensors []*grovepb.Tensor
 }
 
-// maxNames bounds eventDecoder.names: past it, names are allocated each
-// time (a producer logging endless distinct names costs no memory).
+// nameTable keeps the names that recur from record to record once each,
+// up to maxNames. The zero value is ready.
+type nameTable map[string]string
+
+// maxNames bounds a nameTable: past it, names are allocated each time (a
+// producer logging endless distinct names costs no memory).
 const maxNames = 4096
 
 // decode decodes one record's value.
@@ -102,6 +106,11 @@ func fields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
+		if num > protowire.MaxValidNumber {
+			// As protobuf refuses it (ConsumeTag takes numbers up to the
+			// larger ones of message sets).
+			return fmt.Errorf("field number %d out of range", num)
+		}
 		b = b[n:]
 		m, err := fn(num, typ, b)
 		if err != nil {
@@ -154,23 +163,26 @@ func utf8Field(b []byte) ([]byte, int, error) {
 }
 
 // name reads a string field that recurs from event to event, kept once.
-func (d *eventDecoder) name(b []byte) (string, int, error) {
+func (d *eventDecoder) name(b []byte) (string, int, error) { return d.names.field(b) }
+
+// field reads a string field, kept once in t.
+func (t *nameTable) field(b []byte) (string, int, error) {
 	v, n, err := bytesField(b)
 	if err != nil {
 		return "", 0, err
 	}
-	if s, ok := d.names[string(v)]; ok {
+	if s, ok := (*t)[string(v)]; ok {
 		return s, n, nil
 	}
 	if !utf8.Valid(v) {
 		return "", 0, errInvalidUTF8
 	}
 	s := string(v)
-	if d.names == nil {
-		d.names = map[string]string{}
+	if *t == nil {
+		*t = nameTable{}
 	}
-	if len(d.names) < maxNames {
-		d.names[s] = s
+	if len(*t) < maxNames {
+		(*t)[s] = s
 	}
 	return s, n, nil
 }
