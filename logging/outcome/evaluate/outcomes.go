@@ -30,7 +30,11 @@ type outcomeDecoder struct {
 // proto reports that its value is protobuf, which can then be re-keyed as
 // it is.
 func (d *outcomeDecoder) record(value []byte, headers []kgo.RecordHeader) (o *grovepb.Outcome, proto bool, err error) {
+	// encoding is the last grove-encoding header's, as in DecodeRecord; a
+	// foreign grove-schema header anywhere, before or after it, leaves the
+	// record to DecodeRecord, which says why it is not an outcome.
 	encoding := 0 // 0: none named, 1: protobuf, 2: another
+	foreign := false
 	for _, h := range headers {
 		switch h.Key {
 		case logging.HeaderEncoding:
@@ -40,11 +44,11 @@ func (d *outcomeDecoder) record(value []byte, headers []kgo.RecordHeader) (o *gr
 			}
 		case logging.HeaderSchema:
 			if string(h.Value) != outcome.SchemaName {
-				encoding = 2 // DecodeRecord says why not
+				foreign = true
 			}
 		}
 	}
-	if encoding == 1 || (encoding == 0 && !looksJSON(value)) {
+	if !foreign && (encoding == 1 || (encoding == 0 && !looksJSON(value))) {
 		o, err = d.decode(value)
 		return o, true, err
 	}

@@ -45,6 +45,9 @@ func TestOutcomeDecoderReadsEveryRecordAsOutcomeDecodeRecordDoes(t *testing.T) {
 		{"json named proto", js, []kgo.RecordHeader{enc(logging.EncodingProto)}, true},
 		{"another encoding", pb, []kgo.RecordHeader{enc("avro")}, false},
 		{"another schema", pb, []kgo.RecordHeader{schema(logging.SchemaName)}, false},
+		{"another schema, then proto", pb, []kgo.RecordHeader{schema(logging.SchemaName), enc(logging.EncodingProto)}, false},
+		{"proto, then another schema", pb, []kgo.RecordHeader{enc(logging.EncodingProto), schema(logging.SchemaName)}, false},
+		{"another encoding, then proto", pb, []kgo.RecordHeader{enc("avro"), enc(logging.EncodingProto)}, true},
 		{"truncated", pb[:len(pb)-3], nil, true},
 	} {
 		want, werr := outcome.DecodeRecord(c.value, c.headers)
