@@ -124,10 +124,19 @@ type dec struct{ binform.Reader }
 // newDec returns a dec of b, whose errors wrap errCorrupt.
 func newDec(b []byte) *dec { return &dec{binform.NewReader(b, errCorrupt)} }
 
-// version reads the version byte: storeVersion or 1.
+// version reads the version byte: storeVersion or 1. A later one is
+// from a newer Grove, whose store this one cannot read (docs/outcomes.md,
+// Upgrading).
 func (d *dec) version() byte {
-	if len(d.B) < 1 || (d.B[0] != storeVersion && d.B[0] != 1) {
-		d.Fail("unknown version")
+	switch {
+	case len(d.B) < 1:
+		d.Fail("no version byte")
+		return 0
+	case d.B[0] > storeVersion:
+		d.Fail("version %d: the store was written by a newer Grove (this one reads versions 1 to %d)", d.B[0], storeVersion)
+		return 0
+	case d.B[0] != storeVersion && d.B[0] != 1:
+		d.Fail("unknown version %d", d.B[0])
 		return 0
 	}
 	v := d.B[0]

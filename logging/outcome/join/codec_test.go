@@ -1,6 +1,8 @@
 package join
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -42,7 +44,24 @@ func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {
 	if err := back.unmarshal([]byte(want), &names); err != nil || string(back.appendTo(nil)) != want {
 		t.Fatalf("version %d read back: %v", storeVersion, err)
 	}
-	if err := back.unmarshal(append([]byte{9}, want[1:]...), &names); err == nil {
-		t.Fatal("version 9 read without an error")
+}
+
+func TestAStoredValueOfANewerVersionIsAnErrorNamingItsVersion(t *testing.T) {
+	g := &group{start: 1_000, end: 31_000, preds: []pred{{eventID: []byte("e1"), contract: "c", release: "v1", served: true, ts: 1_000}}}
+	b := g.appendTo(nil)
+	b[0] = storeVersion + 1
+	var names names
+	var back group
+	err := back.unmarshal(b, &names)
+	want := fmt.Sprintf("version %d: the store was written by a newer Grove", storeVersion+1)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a group of version %d: error %v, want one saying %q", storeVersion+1, err, want)
+	}
+	var k keyIndex
+	if err := k.unmarshal([]byte{storeVersion + 1, 0, 0}, &names); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("an index entry of version %d: error %v, want one saying %q", storeVersion+1, err, want)
+	}
+	if err := back.unmarshal(nil, &names); err == nil {
+		t.Fatal("an empty value read without an error")
 	}
 }
