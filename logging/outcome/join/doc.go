@@ -81,7 +81,9 @@
 // outcomes waiting for one (a request logged under its own request_id, as
 // with prediction_log.key_by request_id, is its key's only join key until
 // another comes: its group holds that, and the record key has an entry
-// only for outcomes waiting); the outcome_ids seen. Each entry has a due
+// only for outcomes waiting, so a single-row request has none; a request
+// of several rows or items has one, for its other join keys); the
+// outcome_ids seen. Each entry has a due
 // time in event time, and entries due at the watermark are looked at
 // again (scored, expired, deleted), so the store holds about two windows
 // of the partition's traffic, bounded by disk with PebbleStore. The Joiner

@@ -667,10 +667,11 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 // request_id, as with prediction_log.key_by request_id, of item 0 and row
 // 0) stands for its own entry in rk's index while it is rk's only one:
 // its group holds the window the entry would (keyed), and the index has
-// an entry only for outcomes waiting under rk. So a request logged under
-// its own id writes no index entry. The first other join key logged under
-// rk puts the own key's entry in the index first (it came first), as the
-// index would have held it (ownRef).
+// an entry only for outcomes waiting under rk. So a single-row request
+// (item 0, row 0 only) logged under its own id writes no index entry; one
+// with several rows or items still does, for its other join keys. The
+// first other join key logged under rk puts the own key's entry in the
+// index first (it came first), as the index would have held it (ownRef).
 func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	j.xk = append(append(j.xk[:0], prefixKey), rk...)
 	xk := j.xk
