@@ -15,8 +15,10 @@ import (
 // predictions of a busy series cluster in a narrow range of log-odds):
 // then a bin is an index into its page, allocated when a bin of it is
 // first used, with no hashing and no lookup to write it back. Dense, it
-// takes at most about twice the memory of the map's entries, and usually
-// less.
+// takes its pages' directory (8 KiB) and 1 KiB for each page with a bin
+// in use: when it turns dense at most about twice the memory of the map's
+// entries, but each bin used later in a page not yet in use costs a page,
+// up to all aucPages of them (1 MiB).
 type scoreHist struct {
 	// sparse are the bins in use, while not dense (nil when none).
 	sparse map[uint32]scoreBin
