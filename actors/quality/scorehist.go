@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 )
@@ -91,7 +92,7 @@ func (h *scoreHist) densify() {
 	}
 }
 
-// merge adds o's bins.
+// merge adds o's bins; o may be h, whose counts then double.
 func (h *scoreHist) merge(o *scoreHist) {
 	o.each(func(k uint32, s scoreBin) { h.add(k, s.pos, s.neg) })
 }
@@ -106,18 +107,24 @@ func (h *scoreHist) bins() int {
 	return n
 }
 
-// each calls fn with each bin in use, in order.
+// each calls fn with each bin in use, in order, as it was when each
+// began: fn may add to bin k of h, even turn h dense (a merge of h into
+// itself).
 func (h *scoreHist) each(fn func(k uint32, s scoreBin)) {
 	if h.pages == nil {
-		keys := make([]uint32, 0, len(h.sparse))
+		type bin struct {
+			k uint32
+			s scoreBin
+		}
+		bins := make([]bin, 0, len(h.sparse))
 		for k, s := range h.sparse {
 			if s.pos+s.neg > 0 {
-				keys = append(keys, k)
+				bins = append(bins, bin{k, s})
 			}
 		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fn(k, h.sparse[k])
+		slices.SortFunc(bins, func(a, b bin) int { return cmp.Compare(a.k, b.k) })
+		for _, b := range bins {
+			fn(b.k, b.s)
 		}
 		return
 	}

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -135,5 +136,40 @@ func TestBinaryEncodesTheSameHistogramSparseOrDense(t *testing.T) {
 	}
 	if again, _ := back.MarshalBinary(); string(again) != string(dense) || back.scores.pages == nil {
 		t.Fatalf("decoded: dense %v, same form %v", back.scores.pages != nil, string(again) == string(dense))
+	}
+}
+
+func TestScoreHistMergedIntoItselfDoublesEveryBin(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var thin, clustered []uint32
+	for range 100 {
+		thin = append(thin, uint32(r.IntN(aucBins)))
+	}
+	for range 5000 {
+		clustered = append(clustered, 20000+uint32(r.IntN(1000)))
+	}
+	// At the density check with its bins clustered: the merge's first add
+	// turns it dense, while its bins are being read.
+	atCheck := &scoreHist{sparse: map[uint32]scoreBin{}}
+	for k := uint32(0); k < aucDenseMin; k++ {
+		atCheck.sparse[10000+k] = scoreBin{pos: uint64(k % 2), neg: 1}
+	}
+	atCheckRef := maps.Clone(atCheck.sparse)
+	sparse, sparseRef := histOf(thin)
+	dense, denseRef := histOf(clustered)
+	for _, c := range []struct {
+		name string
+		h    *scoreHist
+		ref  map[uint32]scoreBin
+	}{{"sparse", sparse, sparseRef}, {"dense", dense, denseRef}, {"sparse at its density check", atCheck, atCheckRef}} {
+		c.h.merge(c.h)
+		want := map[uint32]scoreBin{}
+		for k, s := range c.ref {
+			want[k] = scoreBin{pos: 2 * s.pos, neg: 2 * s.neg}
+		}
+		t.Run(c.name, func(t *testing.T) { sameBins(t, c.h, want) })
+	}
+	if atCheck.pages == nil {
+		t.Fatal("the histogram at its density check stayed sparse: the case is not tested")
 	}
 }
