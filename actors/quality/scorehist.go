@@ -97,12 +97,18 @@ func (h *scoreHist) merge(o *scoreHist) {
 	o.each(func(k uint32, s scoreBin) { h.add(k, s.pos, s.neg) })
 }
 
-// bins is the number of bins in use.
+// bins is the number of bins in use: those each lists (an empty bin is
+// not in use, sparse or dense).
 func (h *scoreHist) bins() int {
-	if h.pages == nil {
-		return len(h.sparse)
-	}
 	n := 0
+	if h.pages == nil {
+		for _, s := range h.sparse {
+			if s.pos+s.neg > 0 {
+				n++
+			}
+		}
+		return n
+	}
 	h.each(func(uint32, scoreBin) { n++ })
 	return n
 }

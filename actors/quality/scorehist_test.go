@@ -173,3 +173,21 @@ func TestScoreHistMergedIntoItselfDoublesEveryBin(t *testing.T) {
 		t.Fatal("the histogram at its density check stayed sparse: the case is not tested")
 	}
 }
+
+func TestScoreHistCountsAndListsTheSameBinsWhenOneIsEmpty(t *testing.T) {
+	h, ref := histOf([]uint32{3, 70, 70, 9000})
+	h.add(500, 0, 0) // an empty bin: not in use
+	sameBins(t, h, ref)
+	var b Binary
+	b.Add(0.2, true)
+	b.Add(0.7, false)
+	b.scores.add(1234, 0, 0)
+	enc, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Binary
+	if err := back.UnmarshalBinary(enc); err != nil {
+		t.Fatalf("a histogram with an empty bin does not decode: %v", err)
+	}
+}
