@@ -247,9 +247,11 @@ func (it dueItem) stale() bool { return it.e.gone || it.e.due != it.due }
 // dueArity, typed so that pushing and popping allocate nothing.
 type dueHeap []dueItem
 
-// dueArity is the heap's arity: four children (64 bytes of items, a
-// cache line) per node halve a binary heap's depth, so that a pop from a
-// heap far larger than the caches misses them about half as often.
+// dueArity is the heap's arity: four children (64 bytes of items, about
+// a cache line: they are not aligned to one, so they span one or two)
+// per node halve a binary heap's depth, so that a pop from a heap far
+// larger than the caches goes down half as many levels, each missing
+// them about as often as a binary heap's.
 const dueArity = 4
 
 // less orders items i and j.
