@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/groveml/grove/internal/binform"
@@ -126,22 +125,14 @@ func (b *Binary) appendBody(out []byte) []byte {
 		out = appendU(out, e.pos)
 		out = appendF(out, e.sumP)
 	}
-	keys := make([]uint32, 0, len(b.scores))
-	for k, s := range b.scores {
-		if s.pos+s.neg > 0 {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	out = appendU(out, uint64(len(keys)))
+	out = appendU(out, uint64(b.scores.bins()))
 	prev := -1
-	for _, k := range keys {
-		s := b.scores[k]
+	b.scores.each(func(k uint32, s scoreBin) {
 		out = appendU(out, uint64(int(k)-prev-1))
 		out = appendU(out, s.pos)
 		out = appendU(out, s.neg)
 		prev = int(k)
-	}
+	})
 	return out
 }
 
@@ -173,9 +164,6 @@ func (b *Binary) readBody(d *decoder) {
 		d.Fail("%d score bins", k)
 		return
 	}
-	if k > 0 {
-		b.scores = make(map[uint32]scoreBin, k)
-	}
 	prev := -1
 	var sp, sn uint64
 	for range k {
@@ -189,7 +177,7 @@ func (b *Binary) readBody(d *decoder) {
 			return
 		}
 		prev += 1 + int(gap)
-		b.scores[uint32(prev)] = s
+		b.scores.add(uint32(prev), s.pos, s.neg)
 		sp, sn = d.sum(sp, s.pos), d.sum(sn, s.neg)
 	}
 	if b.positives > b.count || sp != b.positives || sn != b.count-b.positives {

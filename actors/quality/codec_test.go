@@ -42,8 +42,18 @@ func codecSeeds() [][]byte {
 		}
 	}
 	b.Add(-1, false)
+	// A busy series' pCTRs, clustered: a dense score histogram.
+	var dense Binary
+	rd := rand.New(rand.NewPCG(23, 24))
+	for range 3000 {
+		x := 0.02 + 0.006*rd.Float64()
+		dense.Add(x, rd.Float64() < x)
+	}
+	if dense.scores.pages == nil || dense.scores.bins() < aucDenseMin {
+		panic(fmt.Sprintf("the dense seed's histogram is not dense (%d bins)", dense.scores.bins()))
+	}
 	var out [][]byte
-	for _, m := range []interface{ MarshalBinary() ([]byte, error) }{&b, &n, &p, wb, wn, wp, new(Binary), new(Paired)} {
+	for _, m := range []interface{ MarshalBinary() ([]byte, error) }{&b, &n, &p, wb, wn, wp, new(Binary), new(Paired), &dense} {
 		data, err := m.MarshalBinary()
 		if err != nil {
 			panic(err)

@@ -2,7 +2,6 @@ package quality
 
 import (
 	"math"
-	"slices"
 )
 
 // Outcome quality: how well a servable's predictions match what happened
@@ -103,9 +102,8 @@ type Binary struct {
 	// their variance).
 	logLoss moments
 	ece     [EceBins]eceBin
-	// scores are keyed by the bin (aucBinOf) as a uint32, whose maps
-	// have a fast path that a uint16's have not.
-	scores map[uint32]scoreBin
+	// scores is the AUC's histogram, by bin (aucBinOf).
+	scores scoreHist
 }
 
 // Add counts prediction p of an outcome, positive or not. A p outside
@@ -165,17 +163,12 @@ func (b *Binary) AddPoint(pt BinaryPoint) {
 	e := &b.ece[pt.ece]
 	e.n++
 	e.sumP += p
-	if b.scores == nil {
-		b.scores = make(map[uint32]scoreBin)
-	}
-	s := b.scores[uint32(pt.auc)]
 	if pt.positive {
 		e.pos++
-		s.pos++
+		b.scores.add(uint32(pt.auc), 1, 0)
 	} else {
-		s.neg++
+		b.scores.add(uint32(pt.auc), 0, 1)
 	}
-	b.scores[uint32(pt.auc)] = s
 }
 
 // logLoss is the log loss of prediction p (clipped to [1e-15, 1-1e-15])
@@ -219,15 +212,7 @@ func (b *Binary) Merge(o *Binary) {
 		b.ece[i].pos += o.ece[i].pos
 		b.ece[i].sumP += o.ece[i].sumP
 	}
-	if len(o.scores) > 0 && b.scores == nil {
-		b.scores = make(map[uint32]scoreBin, len(o.scores))
-	}
-	for k, v := range o.scores {
-		s := b.scores[k]
-		s.pos += v.pos
-		s.neg += v.neg
-		b.scores[k] = s
-	}
+	b.scores.merge(&o.scores)
 }
 
 // Count is the number of predictions counted.
@@ -330,20 +315,14 @@ func (b *Binary) auc() (auc, bound float64) {
 	if b.positives == 0 || neg == 0 {
 		return math.NaN(), math.NaN()
 	}
-	keys := make([]uint32, 0, len(b.scores))
-	for k := range b.scores {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	// above counts the pairs whose positive is in a higher bin, same those
 	// in one bin (exact up to 2^53 pairs per bin, then rounded).
 	var above, same, negBelow float64
-	for _, k := range keys {
-		s := b.scores[k]
+	b.scores.each(func(_ uint32, s scoreBin) {
 		above += float64(s.pos) * negBelow
 		same += float64(s.pos) * float64(s.neg)
 		negBelow += float64(s.neg)
-	}
+	})
 	pairs := float64(b.positives) * float64(neg)
 	return (above + same/2) / pairs, same / 2 / pairs
 }

@@ -172,7 +172,7 @@ func TestBinaryMatchesOfflineFiguresAndExactAUC(t *testing.T) {
 			if math.Abs(got-exact) > bound+1e-12 {
 				t.Errorf("auc %v off the exact %v by more than its bound %v", got, exact, bound)
 			}
-			t.Logf("auc %.6f exact %.6f error %.2g bound %.2g, %d bins", got, exact, got-exact, bound, len(b.scores))
+			t.Logf("auc %.6f exact %.6f error %.2g bound %.2g, %d bins", got, exact, got-exact, bound, b.scores.bins())
 		})
 	}
 }
@@ -292,14 +292,14 @@ func TestBinaryMergeEqualsOneAccumulatorOverTheUnion(t *testing.T) {
 			merged.Merge(feed(part))
 		}
 		if merged.count != whole.count || merged.positives != whole.positives || merged.clamped != whole.clamped ||
-			merged.logLoss.n != whole.logLoss.n || merged.ece[3].n != whole.ece[3].n || len(merged.scores) != len(whole.scores) {
+			merged.logLoss.n != whole.logLoss.n || merged.ece[3].n != whole.ece[3].n || merged.scores.bins() != whole.scores.bins() {
 			t.Fatalf("%s: counts differ: %+v vs %+v", name, merged.ece, whole.ece)
 		}
-		for k, v := range whole.scores {
-			if merged.scores[k] != v {
-				t.Fatalf("%s: bin %d %+v, want %+v", name, k, merged.scores[k], v)
+		whole.scores.each(func(k uint32, v scoreBin) {
+			if merged.scores.get(k) != v {
+				t.Fatalf("%s: bin %d %+v, want %+v", name, k, merged.scores.get(k), v)
 			}
-		}
+		})
 		if merged.AUC() != whole.AUC() {
 			t.Errorf("%s: auc %v, want %v", name, merged.AUC(), whole.AUC())
 		}

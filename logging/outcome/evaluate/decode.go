@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,8 +25,8 @@ import (
 // returns from a protobuf value is its own, and valid until the next
 // call (the join keeps none of it). Not safe for concurrent use.
 type eventDecoder struct {
-	// names are the names seen, each kept once (up to maxNames).
-	names map[string]string
+	// names are the names seen, each kept once.
+	names nameTable
 	// ev, ts, err and tensors are what decode returns, reused.
 	ev      grovepb.PredictionEvent
 	ts      timestamppb.Timestamp
@@ -33,8 +34,12 @@ type eventDecoder struct {
 	tensors []*grovepb.Tensor
 }
 
-// maxNames bounds eventDecoder.names: past it, names are allocated each
-// time (a producer logging endless distinct names costs no memory).
+// nameTable keeps the names that recur from record to record once each,
+// up to maxNames. The zero value is ready.
+type nameTable map[string]string
+
+// maxNames bounds a nameTable: past it, names are allocated each time (a
+// producer logging endless distinct names costs no memory).
 const maxNames = 4096
 
 // decode decodes one record's value.
@@ -101,6 +106,11 @@ func fields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
+		if num > protowire.MaxValidNumber {
+			// As protobuf refuses it (ConsumeTag takes numbers up to the
+			// larger ones of message sets).
+			return fmt.Errorf("field number %d out of range", num)
+		}
 		b = b[n:]
 		m, err := fn(num, typ, b)
 		if err != nil {
@@ -136,44 +146,56 @@ func varintField(b []byte) (uint64, int, error) {
 
 // str reads a string field as a new string.
 func str(b []byte) (string, int, error) {
+	v, n, err := utf8Field(b)
+	return string(v), n, err
+}
+
+// utf8Field reads a string field's bytes, which must be UTF-8.
+func utf8Field(b []byte) ([]byte, int, error) {
 	v, n, err := bytesField(b)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
 	if !utf8.Valid(v) {
-		return "", 0, errInvalidUTF8
+		return nil, 0, errInvalidUTF8
 	}
-	return string(v), n, nil
+	return v, n, nil
 }
 
 // name reads a string field that recurs from event to event, kept once.
-func (d *eventDecoder) name(b []byte) (string, int, error) {
+func (d *eventDecoder) name(b []byte) (string, int, error) { return d.names.field(b) }
+
+// field reads a string field, kept once in t.
+func (t *nameTable) field(b []byte) (string, int, error) {
 	v, n, err := bytesField(b)
 	if err != nil {
 		return "", 0, err
 	}
-	if s, ok := d.names[string(v)]; ok {
+	if s, ok := (*t)[string(v)]; ok {
 		return s, n, nil
 	}
 	if !utf8.Valid(v) {
 		return "", 0, errInvalidUTF8
 	}
 	s := string(v)
-	if d.names == nil {
-		d.names = map[string]string{}
+	if *t == nil {
+		*t = nameTable{}
 	}
-	if len(d.names) < maxNames {
-		d.names[s] = s
+	if len(*t) < maxNames {
+		(*t)[s] = s
 	}
 	return s, n, nil
 }
 
-// event decodes the join fields of a PredictionEvent into ev.
+// event decodes the join fields of a PredictionEvent into ev. Its two
+// ids, which differ from event to event, are one string (one
+// allocation).
 func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
+	var eventID, requestID []byte
+	err := fields(b, func(num protowire.Number, typ protowire.Type, b []byte) (n int, err error) {
 		switch {
 		case typ == protowire.BytesType && num == 1:
-			ev.EventId, n, err = str(b)
+			eventID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 2:
 			var v []byte
 			if v, n, err = bytesField(b); err == nil {
@@ -184,7 +206,7 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 				err = timestamp(ev.Timestamp, v)
 			}
 		case typ == protowire.BytesType && num == 3:
-			ev.RequestId, n, err = str(b)
+			requestID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 5:
 			ev.ModelPath, n, err = d.name(b)
 		case typ == protowire.BytesType && num == 7:
@@ -220,6 +242,16 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 		}
 		return n, err
 	})
+	if err != nil || len(eventID)+len(requestID) == 0 {
+		return err
+	}
+	var ids strings.Builder
+	ids.Grow(len(eventID) + len(requestID))
+	ids.Write(eventID)
+	ids.Write(requestID)
+	s := ids.String()
+	ev.EventId, ev.RequestId = s[:len(eventID)], s[len(eventID):]
+	return nil
 }
 
 // timestamp decodes a google.protobuf.Timestamp into ts (merging, as

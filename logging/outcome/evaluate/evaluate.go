@@ -209,6 +209,7 @@ type evaluator struct {
 	rules                  []join.Rule
 	aux                    *kgo.Client // fences, outside the transactions
 	events                 eventDecoder
+	outcomes               outcomeDecoder
 	bufs                   bufferPool // the changelog records' values
 	// reach is, per outcome partition owned, the time up to which this
 	// member has read it (readOutcomes).
@@ -704,16 +705,22 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	case e.cfg.OutcomeTopic:
 		e.readOutcomes(ftp, now)
 		for _, r := range ftp.Records {
-			o, err := outcome.DecodeRecord(r.Value, r.Headers)
+			o, isProto, err := e.outcomes.record(r.Value, r.Headers)
+			// A protobuf outcome that has its event time is re-keyed as
+			// it came; another one as Validate completed it.
+			asIs := false
 			if err == nil {
+				asIs = isProto && o.EventTime != nil
 				err = outcome.Validate(o, r.Timestamp)
 			}
 			if err != nil {
 				e.log.Warn("evaluator skipped an outcome record", "partition", r.Partition, "offset", r.Offset, "err", err)
 				continue
 			}
-			value, err := proto.Marshal(o)
-			if err != nil {
+			var value []byte
+			if asIs {
+				value = bytes.Clone(r.Value)
+			} else if value, err = proto.Marshal(o); err != nil {
 				return err
 			}
 			key := outcome.Key(o)
@@ -740,7 +747,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 			}
 			err = e.takeFrontier(p, r.Value)
 		} else if ftp.Topic == e.repartition {
-			oc, derr := outcome.ParseProto(r.Value)
+			oc, derr := e.outcomes.decode(r.Value)
 			if derr != nil {
 				e.log.Warn("evaluator skipped a re-keyed outcome", "partition", r.Partition, "offset", r.Offset, "err", derr)
 				continue

@@ -12,8 +12,10 @@ import (
 // varints of Unix nanoseconds, floats as their 8 IEEE 754 bytes,
 // little-endian, booleans as one byte.
 
-// storeVersion is the version of the stored values.
-const storeVersion = 1
+// storeVersion is the version of the stored values written; version 1
+// (still read) held each prediction's record key too, which nothing read
+// back, and no group stood for an index entry (group.keyed).
+const storeVersion = 2
 
 // group is the entry of one join key (request_id, item, row): the
 // predictions made for it that wait for their window to close, the
@@ -35,6 +37,11 @@ type group struct {
 	// is a duplicate.
 	closedStart, closedEnd int64
 	closedEvents           [][]byte
+	// keyed: the group's join key is its record key's own, and stands for
+	// the record key's index entry of it, [keyedStart, keyedEnd]
+	// (Joiner.indexKey).
+	keyed                bool
+	keyedStart, keyedEnd int64
 }
 
 // hasEvent reports whether g holds a prediction of event id, open or
@@ -53,11 +60,11 @@ func (g *group) hasEvent(id string) bool {
 	return false
 }
 
-// pred is one prediction: a row of a logged event. Its ids are bytes of
-// the value it was read from, or of the event it came from: a group lives
-// until its value is written back (getGroup).
+// pred is one prediction: a row of a logged event. Its id is bytes of
+// the value it was read from, or of the Joiner's copy of the event's: a
+// group lives until its value is written back (getGroup).
 type pred struct {
-	eventID, recordKey           []byte
+	eventID                      []byte
 	contract, release, modelPath string
 	served                       bool
 	ts                           int64
@@ -117,13 +124,24 @@ type dec struct{ binform.Reader }
 // newDec returns a dec of b, whose errors wrap errCorrupt.
 func newDec(b []byte) *dec { return &dec{binform.NewReader(b, errCorrupt)} }
 
-// version reads the version byte.
-func (d *dec) version() {
-	if len(d.B) < 1 || d.B[0] != storeVersion {
-		d.Fail("unknown version")
-		return
+// version reads the version byte: storeVersion or 1. A later one is
+// from a newer Grove, whose store this one cannot read (docs/outcomes.md,
+// Upgrading).
+func (d *dec) version() byte {
+	switch {
+	case len(d.B) < 1:
+		d.Fail("no version byte")
+		return 0
+	case d.B[0] > storeVersion:
+		d.Fail("version %d: the store was written by a newer Grove (this one reads versions 1 to %d)", d.B[0], storeVersion)
+		return 0
+	case d.B[0] != storeVersion && d.B[0] != 1:
+		d.Fail("unknown version %d", d.B[0])
+		return 0
 	}
+	v := d.B[0]
 	d.B = d.B[1:]
+	return v
 }
 
 // end is the error, or one for bytes left over.
@@ -214,7 +232,7 @@ func (g *group) appendTo(b []byte) []byte {
 	e := enc(append(b, storeVersion)).i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
-		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).y(p.recordKey).b(p.served).i(p.ts).f(p.value)
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value)
 	}
 	e = e.u(uint64(len(g.outs)))
 	for i := range g.outs {
@@ -223,6 +241,10 @@ func (g *group) appendTo(b []byte) []byte {
 	e = e.u(uint64(len(g.closedEvents)))
 	for _, id := range g.closedEvents {
 		e = e.y(id)
+	}
+	// The index entry's window, mostly the group's: as differences.
+	if e = e.b(g.keyed); g.keyed {
+		e = e.i(g.keyedStart - g.start).i(g.keyedEnd - g.end)
 	}
 	return e
 }
@@ -240,17 +262,26 @@ func (g *group) reset() {
 func (g *group) unmarshal(b []byte, names *names) error {
 	g.reset()
 	d := newDec(b)
-	d.version()
+	v := d.version()
 	g.start, g.end, g.closedStart, g.closedEnd = d.I(), d.I(), d.I(), d.I()
-	for n := d.Count(15); n > 0; n-- {
-		g.preds = append(g.preds, pred{eventID: d.bytes(), contract: d.name(names), release: d.name(names), modelPath: d.name(names),
-			recordKey: d.bytes(), served: d.Bool(), ts: d.I(), value: d.F()})
+	for n := d.Count(14); n > 0; n-- {
+		p := pred{eventID: d.bytes(), contract: d.name(names), release: d.name(names), modelPath: d.name(names)}
+		if v == 1 {
+			d.bytes() // the record key
+		}
+		p.served, p.ts, p.value = d.Bool(), d.I(), d.F()
+		g.preds = append(g.preds, p)
 	}
 	for n := d.Count(6); n > 0; n-- {
 		g.outs = append(g.outs, d.out(names))
 	}
 	for n := d.Count(1); n > 0; n-- {
 		g.closedEvents = append(g.closedEvents, d.bytes())
+	}
+	if v != 1 {
+		if g.keyed = d.Bool(); g.keyed {
+			g.keyedStart, g.keyedEnd = g.start+d.I(), g.end+d.I()
+		}
 	}
 	return d.end()
 }

@@ -78,10 +78,15 @@
 // the open predictions, the outcomes received and the span of the windows
 // already scored (to tell a late outcome) and their event_ids (to tell a
 // copy); per record key the join keys logged under it and the key
-// outcomes waiting for one; the outcome_ids seen. Each entry has a due time in event time, and
-// entries due at the watermark are looked at again (scored, expired,
-// deleted), so the store holds about two windows of the
-// partition's traffic, bounded by disk with PebbleStore. The Joiner
+// outcomes waiting for one (a request logged under its own request_id, as
+// with prediction_log.key_by request_id, is its key's only join key until
+// another comes: its group holds that, and the record key has an entry
+// only for outcomes waiting, so a single-row request has none; a request
+// of several rows or items has one, for its other join keys); the
+// outcome_ids seen. Each entry has a due
+// time in event time, and entries due at the watermark are looked at
+// again (scored, expired, deleted), so the store holds about two windows
+// of the partition's traffic, bounded by disk with PebbleStore. The Joiner
 // itself holds the watermark, the counters and the accumulators, which
 // Checkpoint encodes and Restore reads back: the owner syncs the store
 // and keeps the checkpoint with the offsets it consumed, so that a

@@ -141,11 +141,22 @@ type Joiner struct {
 	group      group
 	index      keyIndex
 	gval, xval []byte
-	due        []string
+	due        []dueRef
+	// other is a second group, read from its copy oval while group is in
+	// use; ok and mk are a record key's own join key and index key, own an
+	// index entry that ok stands for (indexKey).
+	other  group
+	oval   []byte
+	ok, mk []byte
+	own    [1]keyRef
 	// eventID and values are the event_id and values of the prediction
-	// being taken.
-	eventID []byte
-	values  []float64
+	// being taken, labelNames the names of the outcome's labels.
+	eventID    []byte
+	values     []float64
+	labelNames []string
+	// indexAll: no own key stands for its index entry, every join key is
+	// in its record key's index (tests: the index as it was).
+	indexAll bool
 }
 
 // New returns a Joiner over opts.Store, empty but for what the store
@@ -292,7 +303,9 @@ func (j *Joiner) sweep() error {
 			}
 			j.due = keys
 			for _, k := range keys {
-				j.sk = append(j.sk[:0], k...)
+				// Its entry is found without the store's map.
+				j.viewer.focus(k.e)
+				j.sk = append(j.sk[:0], k.key...)
 				if err := j.handleDue(j.sk); err != nil {
 					return err
 				}
@@ -430,8 +443,9 @@ func (j *Joiner) score(g *group) {
 		}
 	}
 	// championPoint is the champion's prediction and outcome once made
-	// (the pairs share them).
-	var championPoint *quality.BinaryPoint
+	// (championMade; the pairs share them).
+	var championPoint quality.BinaryPoint
+	championMade := false
 	for i := range g.preds {
 		p := &g.preds[i]
 		r := j.rule(p.contract, p.modelPath)
@@ -478,14 +492,13 @@ func (j *Joiner) score(g *group) {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
-			if championPoint == nil {
-				cp := quality.NewBinaryPoint(champion.value, res.positive)
-				championPoint = &cp
+			if !championMade {
+				championPoint, championMade = quality.NewBinaryPoint(champion.value, res.positive), true
 			}
 			a, b := s.paired.At(at)
 			for _, acc := range []*quality.Paired{a, b} {
 				if acc != nil {
-					acc.AddPoints(*championPoint, pt)
+					acc.AddPoints(championPoint, pt)
 				}
 			}
 		}
@@ -570,9 +583,9 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 			g = first
 		}
 		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),
-			modelPath: ev.GetModelPath(), recordKey: p.Key, served: ev.GetServed(), ts: ts, value: v}
+			modelPath: ev.GetModelPath(), served: ev.GetServed(), ts: ts, value: v}
 		j.gk = joinKey(j.gk[:0], ev, int64(row))
-		if err := j.addRow(j.gk, g, pr, int64(r.Window)); err != nil {
+		if err := j.addRow(j.gk, g, pr, p.Key, int64(r.Window)); err != nil {
 			return err
 		}
 	}
@@ -603,9 +616,10 @@ func requestKey(k []byte, o *grovepb.Outcome) []byte {
 	return binary.AppendUvarint(k, uint64(o.GetRow()))
 }
 
-// addRow keeps prediction pr of join key k, whose window is window long;
-// g is k's group when the caller has read it, else nil.
-func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
+// addRow keeps prediction pr of join key k, logged under record key rk
+// (none when empty), whose window is window long; g is k's group when the
+// caller has read it, else nil.
+func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) error {
 	if g == nil {
 		var err error
 		if g, _, err = j.getGroup(k); err != nil {
@@ -637,17 +651,27 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, window int64) error {
 		j.counters.Late++
 		return true
 	})
-	if err := j.putGroup(k, g); err != nil {
-		return err
+	if len(rk) > 0 {
+		if err := j.indexKey(rk, k, g); err != nil {
+			return err
+		}
 	}
-	if len(pr.recordKey) == 0 {
-		return nil
-	}
-	return j.indexKey(pr.recordKey, k, g)
+	return j.putGroup(k, g)
 }
 
-// indexKey records that join key k (group g) was logged under record key
-// rk, and hands it the outcomes waiting under rk that fall in its window.
+// indexKey records that join key k (group g, which the caller then
+// writes) was logged under record key rk, and hands it the outcomes
+// waiting under rk that fall in its window.
+//
+// The join key of rk's own request (ownKey: the record key is the
+// request_id, as with prediction_log.key_by request_id, of item 0 and row
+// 0) stands for its own entry in rk's index while it is rk's only one:
+// its group holds the window the entry would (keyed), and the index has
+// an entry only for outcomes waiting under rk. So a single-row request
+// (item 0, row 0 only) logged under its own id writes no index entry; one
+// with several rows or items still does, for its other join keys. The
+// first other join key logged under rk puts the own key's entry in the
+// index first (it came first), as the index would have held it (ownRef).
 func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	j.xk = append(append(j.xk[:0], prefixKey), rk...)
 	xk := j.xk
@@ -655,28 +679,79 @@ func (j *Joiner) indexKey(rk, k []byte, g *group) error {
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) })
-	if i < 0 {
-		x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
+	// The entry is written back only when it changes (another row of the
+	// same join key, the served prediction after its shadow, mostly leave
+	// it as it is).
+	changed := false
+	own := isOwnKey(k, rk)
+	if len(x.refs) == 0 && own && !j.indexAll {
+		g.keyed, g.keyedStart, g.keyedEnd = true, g.start, g.end
 	} else {
-		x.refs[i].start, x.refs[i].end = g.start, g.end
+		if own {
+			g.keyed = false
+		}
+		if len(x.refs) == 0 {
+			r, ok, err := j.ownRef(rk)
+			if err != nil {
+				return err
+			}
+			if ok {
+				x.refs = append(x.refs, r)
+				changed = true
+			}
+		}
+		if i := slices.IndexFunc(x.refs, func(r keyRef) bool { return bytes.Equal(r.joinKey, k) }); i < 0 {
+			x.refs = append(x.refs, keyRef{joinKey: k, start: g.start, end: g.end})
+			changed = true
+		} else if x.refs[i].start != g.start || x.refs[i].end != g.end {
+			x.refs[i].start, x.refs[i].end = g.start, g.end
+			changed = true
+		}
+		if changed {
+			slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+		}
 	}
-	slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
-	moved := false
 	x.pending = slices.DeleteFunc(x.pending, func(o out) bool {
 		if o.t < g.start || o.t > g.end {
 			return false
 		}
 		g.outs = append(g.outs, o)
-		moved = true
+		changed = true
 		return true
 	})
-	if moved {
-		if err := j.putGroup(k, g); err != nil {
-			return err
-		}
+	if !changed {
+		return nil
 	}
 	return j.putKeyIndex(xk, x)
+}
+
+// isOwnKey reports whether join key k is record key rk's own (ownKey):
+// rk's request_id, item 0, row 0.
+func isOwnKey(k, rk []byte) bool {
+	return len(k) == len(rk)+4 && k[0] == prefixGroup && bytes.Equal(k[1:1+len(rk)], rk) && string(k[1+len(rk):]) == "\x00\x00\x00"
+}
+
+// ownKey appends to k the join key of record key rk's own request (item
+// 0, row 0).
+func ownKey(k, rk []byte) []byte {
+	return append(append(append(k, prefixGroup), rk...), 0, 0, 0)
+}
+
+// ownRef returns the entry of rk's index that rk's own join key stands for
+// (indexKey), if it does and its window has not expired (an index entry's
+// refs are dropped when the watermark passes their end by the longest
+// window), and makes the own key's group stand for it no more: the caller
+// puts the entry in the index.
+func (j *Joiner) ownRef(rk []byte) (keyRef, bool, error) {
+	j.ok = ownKey(j.ok[:0], rk)
+	g := &j.other
+	found, err := j.readGroup(j.ok, g, &j.oval)
+	if err != nil || !found || !g.keyed || g.keyedEnd+j.maxWindow <= j.watermark {
+		return keyRef{}, false, err
+	}
+	r := keyRef{joinKey: bytes.Clone(j.ok), start: g.keyedStart, end: g.keyedEnd}
+	g.keyed = false
+	return r, true, j.putGroup(j.ok, g)
 }
 
 // compareInt compares a and b.
@@ -716,9 +791,16 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 		return err
 	}
 	oc := out{id: []byte(o.GetOutcomeId()), modelPath: o.GetModelPath(), contract: o.GetContract(), t: t}
-	for _, name := range slices.Sorted(mapKeys(o.GetLabels())) {
+	names := j.labelNames[:0]
+	for name := range o.GetLabels() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		oc.labels = append(oc.labels, label{name: name, value: o.GetLabels()[name]})
 	}
+	clear(names)
+	j.labelNames = names[:0]
 	if t+j.maxWindow <= j.watermark {
 		// Every window it could fall in has closed.
 		j.counters.Late++
@@ -730,17 +812,6 @@ func (j *Joiner) AddOutcome(now time.Time, o *grovepb.Outcome) error {
 		return j.outcomeOf(j.gk, oc)
 	}
 	return j.keyOutcome(o.GetKey(), oc)
-}
-
-// mapKeys yields m's keys.
-func mapKeys(m map[string]float64) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // outcomeOf gives outcome oc to join key k.
@@ -771,8 +842,21 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 	if err != nil {
 		return err
 	}
-	for i := len(x.refs) - 1; i >= 0; i-- {
-		r := x.refs[i]
+	refs := x.refs
+	if len(refs) == 0 {
+		// rk's own join key may stand for the index's only entry.
+		j.ok = ownKey(j.ok[:0], []byte(rk))
+		g, found, err := j.getGroup(j.ok)
+		if err != nil {
+			return err
+		}
+		if found && g.keyed && g.keyedEnd+j.maxWindow > j.watermark {
+			j.own[0] = keyRef{joinKey: j.ok, start: g.keyedStart, end: g.keyedEnd}
+			refs = j.own[:]
+		}
+	}
+	for i := len(refs) - 1; i >= 0; i-- {
+		r := refs[i]
 		if oc.t < r.start || oc.t > r.end {
 			continue
 		}
@@ -786,7 +870,7 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		}
 		return j.outcomeOf(j.gk, oc)
 	}
-	for _, r := range x.refs {
+	for _, r := range refs {
 		if r.end <= j.watermark && oc.t >= r.start {
 			j.counters.Outcomes--
 			j.counters.Late++
@@ -799,10 +883,13 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 
 // viewer is a Store that lends its values and keys (MemStore,
 // TieredStore): view is Get without the copy, the value valid until the
-// next write; dueKeys is Due appending the keys to out as strings.
+// next write; dueKeys is Due appending the keys to out as strings, with
+// their entries in memory, and focus makes such an entry the one the next
+// lookup of its key finds without the store's map.
 type viewer interface {
 	view(key []byte) ([]byte, bool, error)
-	dueKeys(t int64, limit int, out []string) ([]string, error)
+	dueKeys(t int64, limit int, out []dueRef) ([]dueRef, error)
+	focus(e *memEntry)
 }
 
 // get reads key's value, valid until the next write.
@@ -817,17 +904,26 @@ func (j *Joiner) get(key []byte) ([]byte, bool, error) {
 // Joiner's own, which the next getGroup reuses, from a copy of its value
 // (which the group's ids are bytes of) that the next getGroup reuses too.
 func (j *Joiner) getGroup(k []byte) (*group, bool, error) {
-	g := &j.group
+	found, err := j.readGroup(k, &j.group, &j.gval)
+	if err != nil {
+		return nil, false, err
+	}
+	return &j.group, found, nil
+}
+
+// readGroup reads join key k's group into g (empty when there is none)
+// from a copy of its value in *val, which g's ids are bytes of.
+func (j *Joiner) readGroup(k []byte, g *group, val *[]byte) (bool, error) {
 	v, ok, err := j.get(k)
 	if err != nil || !ok {
 		g.reset()
-		return g, false, err
+		return false, err
 	}
-	j.gval = append(j.gval[:0], v...)
-	if err := g.unmarshal(j.gval, &j.names); err != nil {
-		return nil, false, fmt.Errorf("join key %q: %w", k[1:], err)
+	*val = append((*val)[:0], v...)
+	if err := g.unmarshal(*val, &j.names); err != nil {
+		return false, fmt.Errorf("join key %q: %w", k[1:], err)
 	}
-	return g, true, nil
+	return true, nil
 }
 
 // putGroup stores g under k, due when its window ends, its first outcome
@@ -846,10 +942,35 @@ func (j *Joiner) putGroup(k []byte, g *group) error {
 		due = g.closedEnd + j.maxWindow
 	}
 	if due == never {
+		if g.keyed && g.keyedEnd+j.maxWindow > j.watermark {
+			// The index entry it stands for outlives it.
+			if err := j.indexOwn(k, g); err != nil {
+				return err
+			}
+		}
 		return j.store.Delete(k)
 	}
 	j.buf = g.appendTo(j.buf[:0])
 	return j.store.Put(k, due, j.buf)
+}
+
+// indexOwn puts the entry that group g of own key k stands for (indexKey)
+// in the index of its record key, before the group goes.
+func (j *Joiner) indexOwn(k []byte, g *group) error {
+	j.mk = append(append(j.mk[:0], prefixKey), k[1:len(k)-3]...)
+	v, _, err := j.get(j.mk)
+	if err != nil {
+		return err
+	}
+	var x keyIndex
+	if len(v) > 0 {
+		if err := x.unmarshal(bytes.Clone(v), &j.names); err != nil {
+			return fmt.Errorf("record key %q: %w", j.mk[1:], err)
+		}
+	}
+	x.refs = append(x.refs, keyRef{joinKey: bytes.Clone(k), start: g.keyedStart, end: g.keyedEnd})
+	slices.SortStableFunc(x.refs, func(a, b keyRef) int { return compareInt(a.start, b.start) })
+	return j.putKeyIndex(j.mk, &x)
 }
 
 // getKeyIndex reads the index entry xk (empty when there is none) into

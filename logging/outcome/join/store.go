@@ -31,9 +31,13 @@ type Store interface {
 type MemStore struct {
 	entries map[string]*memEntry
 	// last is the entry last found, looked at first: a Joiner mostly
-	// writes the key it has just read.
-	last *memEntry
-	due  dueHeap
+	// writes the key it has just read. missed is the key last looked up
+	// and not found, while missing (no entry of it has been put since): a
+	// Joiner mostly puts the key it has just found missing.
+	last    *memEntry
+	missed  []byte
+	missing bool
+	due     dueHeap
 	// returned are the heap items the last Due returned, taken off the
 	// heap: the next Due puts back those whose entries are as they were.
 	returned []dueItem
@@ -65,9 +69,14 @@ func (m *MemStore) lookup(key []byte) *memEntry {
 	if e := m.last; e != nil && !e.gone && e.key == string(key) {
 		return e
 	}
+	if m.missing && string(m.missed) == string(key) {
+		return nil
+	}
 	e := m.entries[string(key)]
 	if e != nil {
 		m.last = e
+	} else {
+		m.missed, m.missing = append(m.missed[:0], key...), true
 	}
 	return e
 }
@@ -93,13 +102,19 @@ func (m *MemStore) view(key []byte) ([]byte, bool, error) {
 // Put implements Store.
 func (m *MemStore) Put(key []byte, due int64, value []byte) error {
 	if !m.update(key, due, value) {
-		e := &memEntry{key: string(key), due: due}
-		m.entries[e.key] = e
-		m.bytes += int64(len(e.key))
-		m.due.push(dueItem{due: due, e: e})
-		m.set(e, value)
+		m.insert(key, due, value)
 	}
 	return nil
+}
+
+// insert is Put of a key that is not there.
+func (m *MemStore) insert(key []byte, due int64, value []byte) {
+	e := &memEntry{key: string(key), due: due}
+	m.entries[e.key] = e
+	m.last, m.missing = e, false
+	m.bytes += int64(len(e.key))
+	m.due.push(dueItem{due: due, e: e})
+	m.set(e, value)
 }
 
 // update is Put of a key that is there; it reports false, and does
@@ -170,13 +185,30 @@ func (m *MemStore) Due(t int64, limit int) ([][]byte, error) {
 	keys, _ := m.dueKeys(t, limit, nil)
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
-		out[i] = []byte(k)
+		out[i] = []byte(k.key)
 	}
 	return out, nil
 }
 
-// dueKeys is Due appending the keys to out, as the entries' own strings.
-func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
+// dueRef is a key that dueKeys returns: the entry's own string, and the
+// entry when it is in memory (nil: on disk), which focus takes.
+type dueRef struct {
+	key string
+	e   *memEntry
+}
+
+// focus makes e, an entry that dueKeys returned, the one that the next
+// lookup of its key finds without the map (as the entry last found),
+// unless it has been deleted since. A nil e is ignored.
+func (m *MemStore) focus(e *memEntry) {
+	if e != nil && !e.gone {
+		m.last = e
+	}
+}
+
+// dueKeys is Due appending the keys to out, as the entries' own strings
+// with their entries.
+func (m *MemStore) dueKeys(t int64, limit int, out []dueRef) ([]dueRef, error) {
 	// The keys returned last time stay due until the caller puts them
 	// due at another time or deletes them.
 	for _, it := range m.returned {
@@ -191,7 +223,7 @@ func (m *MemStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
 		if it.stale() {
 			continue
 		}
-		out = append(out, it.e.key)
+		out = append(out, dueRef{key: it.e.key, e: it.e})
 		m.returned = append(m.returned, it)
 		n++
 	}
@@ -211,9 +243,16 @@ type dueItem struct {
 // now (a later item has it).
 func (it dueItem) stale() bool { return it.e.gone || it.e.due != it.due }
 
-// dueHeap orders keys by due time, then key: a binary min-heap, typed so
-// that pushing and popping allocate nothing.
+// dueHeap orders keys by due time, then key: a min-heap of arity
+// dueArity, typed so that pushing and popping allocate nothing.
 type dueHeap []dueItem
+
+// dueArity is the heap's arity: four children (64 bytes of items, about
+// a cache line: they are not aligned to one, so they span one or two)
+// per node halve a binary heap's depth, so that a pop from a heap far
+// larger than the caches goes down half as many levels, each missing
+// them about as often as a binary heap's.
+const dueArity = 4
 
 // less orders items i and j.
 func (h dueHeap) less(i, j int) bool {
@@ -228,7 +267,7 @@ func (h *dueHeap) push(it dueItem) {
 	*h = append(*h, it)
 	a := *h
 	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
+		p := (i - 1) / dueArity
 		if !a.less(i, p) {
 			break
 		}
@@ -246,13 +285,15 @@ func (h *dueHeap) pop() dueItem {
 	a[n] = dueItem{}
 	a = a[:n]
 	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
+		first := dueArity*i + 1
+		if first >= n {
 			break
 		}
-		c := l
-		if r := l + 1; r < n && a.less(r, l) {
-			c = r
+		c := first
+		for k := first + 1; k < min(first+dueArity, n); k++ {
+			if a.less(k, c) {
+				c = k
+			}
 		}
 		if !a.less(c, i) {
 			break

@@ -85,7 +85,8 @@ func (s *TieredStore) Put(key []byte, due int64, value []byte) error {
 		}
 	}
 	if s.mem.Bytes()+int64(len(key)+len(value)) <= s.budget {
-		return s.mem.Put(key, due, value)
+		s.mem.insert(key, due, value)
+		return nil
 	}
 	s.spilled = true
 	s.diskChanged(key)
@@ -244,14 +245,14 @@ func (s *TieredStore) Due(t int64, limit int) ([][]byte, error) {
 	}
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
-		out[i] = []byte(k)
+		out[i] = []byte(k.key)
 	}
 	return out, nil
 }
 
 // dueKeys is Due appending the keys to out as strings (those in memory
-// the entries' own).
-func (s *TieredStore) dueKeys(t int64, limit int, out []string) ([]string, error) {
+// the entries' own, with their entries).
+func (s *TieredStore) dueKeys(t int64, limit int, out []dueRef) ([]dueRef, error) {
 	start := len(out)
 	out, err := s.mem.dueKeys(t, limit, out)
 	if err != nil || !s.spilled {
@@ -268,28 +269,30 @@ func (s *TieredStore) dueKeys(t int64, limit int, out []string) ([]string, error
 		case len(d) == 0:
 			out, m = append(out, m[0]), m[1:]
 		case len(m) == 0:
-			out, d = append(out, string(d[0])), d[1:]
+			out, d = append(out, dueRef{key: string(d[0])}), d[1:]
 		case s.before(m[0], d[0]):
 			out, m = append(out, m[0]), m[1:]
 		default:
-			out, d = append(out, string(d[0])), d[1:]
+			out, d = append(out, dueRef{key: string(d[0])}), d[1:]
 		}
 	}
 	return out, nil
 }
 
+// focus is MemStore.focus.
+func (s *TieredStore) focus(e *memEntry) { s.mem.focus(e) }
+
 // before reports whether memory key a is due before disk key b (then by
 // key).
-func (s *TieredStore) before(a string, b []byte) bool {
-	e := s.mem.entries[a]
+func (s *TieredStore) before(a dueRef, b []byte) bool {
 	db, ok, err := s.disk.dueTime(b)
-	if err != nil || !ok || e == nil {
+	if err != nil || !ok {
 		return true
 	}
-	if c := cmp.Compare(e.due, db); c != 0 {
+	if c := cmp.Compare(a.e.due, db); c != 0 {
 		return c < 0
 	}
-	return a < string(b)
+	return a.key < string(b)
 }
 
 // entry implements diskTier, for a MemStore standing in for a disk in

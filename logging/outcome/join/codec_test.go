@@ -1,0 +1,67 @@
+package join
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// appendV1 is g's binary form as version 1 wrote it: each prediction with
+// its record key rk.
+func appendV1(g *group, rk string) []byte {
+	e := enc{1}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+	for i := range g.preds {
+		p := &g.preds[i]
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).s(rk).b(p.served).i(p.ts).f(p.value)
+	}
+	e = e.u(uint64(len(g.outs)))
+	for i := range g.outs {
+		e = e.out(&g.outs[i])
+	}
+	e = e.u(uint64(len(g.closedEvents)))
+	for _, id := range g.closedEvents {
+		e = e.y(id)
+	}
+	return e // version 1 had no keyed group
+}
+
+func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {
+	g := &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
+		preds: []pred{
+			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25},
+			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5},
+		},
+		outs: []out{{id: []byte("o1"), t: 2_000, labels: []label{{name: "click", value: 1}}}}}
+	want := string(g.appendTo(nil))
+	var names names
+	var back group
+	if err := back.unmarshal(appendV1(g, "request-key"), &names); err != nil {
+		t.Fatalf("version 1: %v", err)
+	}
+	if got := string(back.appendTo(nil)); got != want {
+		t.Fatalf("version 1 read back as %q, want %q", got, want)
+	}
+	if err := back.unmarshal([]byte(want), &names); err != nil || string(back.appendTo(nil)) != want {
+		t.Fatalf("version %d read back: %v", storeVersion, err)
+	}
+}
+
+func TestAStoredValueOfANewerVersionIsAnErrorNamingItsVersion(t *testing.T) {
+	g := &group{start: 1_000, end: 31_000, preds: []pred{{eventID: []byte("e1"), contract: "c", release: "v1", served: true, ts: 1_000}}}
+	b := g.appendTo(nil)
+	b[0] = storeVersion + 1
+	var names names
+	var back group
+	err := back.unmarshal(b, &names)
+	want := fmt.Sprintf("version %d: the store was written by a newer Grove", storeVersion+1)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a group of version %d: error %v, want one saying %q", storeVersion+1, err, want)
+	}
+	var k keyIndex
+	if err := k.unmarshal([]byte{storeVersion + 1, 0, 0}, &names); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("an index entry of version %d: error %v, want one saying %q", storeVersion+1, err, want)
+	}
+	if err := back.unmarshal(nil, &names); err == nil {
+		t.Fatal("an empty value read without an error")
+	}
+}
