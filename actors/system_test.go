@@ -470,3 +470,44 @@ func TestSystemRefusesOutcomesOnAModelWhoseDirectCallsAreNotAllLogged(t *testing
 		})
 	})
 }
+
+// A direct model call (no contract, no shadow copies) is taken to its
+// model actor by its caller's goroutine, not the router's: it is answered
+// while the router is busy, and a contract's call, which the router
+// routes, waits for the router.
+func TestDirectCallsDoNotWaitForTheRouter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promoteConfig, map[string]faultySpec{"a/": version(1), "b/": version(2)})
+		defer w.stop()
+		synctest.Wait()
+		busy, held := make(chan struct{}), make(chan struct{})
+		go func() {
+			_ = w.sys.askRouter(context.Background(), func(*routerActor) {
+				close(held)
+				<-busy
+			})
+		}()
+		<-held
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 3)}})
+		if err != nil || res[0].Err != nil || res[0].Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("a/ answered %+v, %v while the router was busy", res, err)
+		}
+		scored := make(chan error, 1)
+		go func() {
+			_, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+			scored <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-scored:
+			t.Fatalf("a contract's call was answered (%v) while the router was busy", err)
+		default:
+		}
+		close(busy)
+		if err := <-scored; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
