@@ -160,6 +160,7 @@
 // tick when it stops, the supervisor its timer when it quiesces. Two
 // context.AfterFunc callbacks live only as long as the call that
 // registers them, which unregisters them when it returns: a batch's
-// joined context (joinContexts, cancelled once every request in it has
-// gone) and a forwarded call's cancel on Stop (ways.toNode).
+// joined context (joinContexts, done once every request in it has gone;
+// it registers them only when the runtime asks for its Done channel) and
+// a forwarded call's cancel on Stop (ways.toNode).
 package actors
