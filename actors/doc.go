@@ -63,9 +63,12 @@
 //	                                         cleared before a table
 //	                                         with it again (a kept
 //	                                         content restored)
-//	content counters (queued, inflight,    router (acquire) and model  atomics; content.leave tells the supervisor
-//	  busy, served, crashes, shadowed,       actors (dequeue, answer)    (drainedContent) when a retired one drains
+//	content counters (queued, inflight,    acquire (router, fan-out)   atomics; content.leave tells the supervisor
+//	  busy, served, crashes, shadowed,       and model actors (dequeue,  (drainedContent) when a retired one drains
+//	                                         answer)
 //	  shadowDropped, stats)
+//	content.okSeries (the metric series    whoever answers a request   atomic pointer to a map replaced, never changed
+//	  of its successful requests by API)     (content.observe)
 //	servable, dynamic batch, flush gen,    its model actor             not at all (predict messages in, done callbacks
 //	  reload error                                                       out)
 //	contracts: config in force, valid-     router                      routerQuery messages run on the router

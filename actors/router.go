@@ -489,7 +489,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 			res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
 			res.ContentPath = c.path
 			res.UnnamedOutputs = c.metadata().UnnamedOutputs
-			m.observe(req.API, c.path, err, now.Sub(enqueued))
+			c.observe(m, req.API, err, now.Sub(enqueued))
 			ans.answer(out, err != nil, compute)
 			b.finish()
 		} else {
