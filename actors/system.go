@@ -349,16 +349,15 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	default:
 		s.as.Root.Send(s.router, b)
 	}
-	var res []Result
 	select {
-	case res = <-b.reply:
+	case <-b.reply:
 	case <-b.ctx.Done():
 		if !pastDeadline(b.ctx, time.Now()) {
 			return nil, b.ctx.Err()
 		}
 		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
 		select {
-		case res = <-b.reply:
+		case <-b.reply:
 		case <-s.stopped:
 			return nil, ErrStopped
 		}
@@ -368,7 +367,7 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	return res, nil
+	return b.results, nil
 }
 
 // skipsRouter reports whether b is a call its caller's goroutine takes
@@ -396,7 +395,7 @@ func skipsRouter(b *batch) bool {
 // actor here, or to another node on a goroutine of its own (ways.forward).
 func (s *System) fanOut(b *batch) {
 	if len(b.reqs) == 0 {
-		b.reply <- b.results
+		b.reply <- struct{}{}
 		return
 	}
 	for i := range b.reqs {
