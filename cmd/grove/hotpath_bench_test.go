@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,12 +15,15 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -85,17 +89,75 @@ func BenchmarkServeInferenceHTTP(b *testing.B) {
 		MaxBodyBytes: def.MaxBodyBytes, ReadTimeout: def.HTTPReadTimeout, WriteTimeout: def.HTTPWriteTimeout,
 		ReadHeaderTimeout: def.HTTPReadHeaderTimeout, IdleTimeout: def.HTTPIdleTimeout, MaxHeaderBytes: def.HTTPMaxHeaderBytes})
 	ba.Register(api, sys, ba.ParseOptions{})
+	serveRaw(b, api.NewHTTPServer(api.Handler(), nil), 1, 32)
+}
+
+// BenchmarkDirectInferenceHTTP is BenchmarkServeInferenceHTTP on the
+// server of grovebench's direct row: a plain net/http handler that parses
+// the body with the B&A codec and calls the pctr_v1 servable itself, with
+// no actors and none of httpserver's routes, limits, deadlines or
+// metrics. BenchmarkServeInferenceHTTP over this, at concurrency 1, is
+// what those cost a request.
+func BenchmarkDirectInferenceHTTP(b *testing.B) {
+	dir := "../../examples/bucket/pctr_v1"
+	files := []string{"model.pt"}
+	rt, err := runtimesOf("").Find(os.DirFS(dir), files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sv, err := rt.Load(context.Background(), dir, files, servables.LoadOptions{IntraOpThreads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sv.Close() })
+	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, out := bufs.Get().(*[]byte), bufs.Get().(*[]byte)
+		defer bufs.Put(in)
+		defer bufs.Put(out)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, perr := ba.ParseOptions{}.ParseRequest(body)
+		w.Header().Set("Content-Type", "application/json")
+		if perr != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(ba.AppendBatchError((*out)[:0], perr, ""))
+			return
+		}
+		results := make([]ba.Result, len(req.Items))
+		for i, it := range req.Items {
+			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
+			if it.Err != nil {
+				continue
+			}
+			if results[i].Outputs, err = sv.Predict(r.Context(), it.Inputs); err != nil {
+				results[i].Err, _ = ba.ItemError(it.ModelPath, err)
+			}
+		}
+		resp := ba.AppendResponse((*out)[:0], results)
+		_, _ = w.Write(resp)
+		*out = resp[:0]
+	})
+	serveRaw(b, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, 1)
+}
+
+// serveRaw serves srv on a loopback listener and runs a sub-benchmark of
+// POST /v1/inference (clientBody) for each concurrency of concs, with raw
+// clients (rawClient), reporting cpu-ns/op beside ns/op.
+func serveRaw(b *testing.B, srv *http.Server, concs ...int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := api.NewHTTPServer(api.Handler(), nil)
 	go func() { _ = srv.Serve(ln) }()
 	b.Cleanup(func() { _ = srv.Close() })
 	body := clientBody(b)
 	req := fmt.Appendf(nil, "POST /v1/inference HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		ln.Addr(), len(body), body)
-	for _, conc := range []int{1, 32} {
+	for _, conc := range concs {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
 			clients := make(chan *rawClient, conc)
 			for range conc {
