@@ -509,5 +509,6 @@ func TestDirectCallsDoNotWaitForTheRouter(t *testing.T) {
 		if err := <-scored; err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // the contract's shadow copy ends before the stop
 	})
 }
