@@ -65,8 +65,7 @@
 //	                                         content restored)
 //	content counters (queued, inflight,    acquire (router, fan-out)   atomics; content.leave tells the supervisor
 //	  busy, served, crashes, shadowed,       and model actors (dequeue,  (drainedContent) when a retired one drains
-//	                                         answer)
-//	  shadowDropped, stats)
+//	  shadowDropped, stats)                  answer)
 //	content.okSeries (the metric series    whoever answers a request   atomic pointer to a map replaced, never changed
 //	  of its successful requests by API)     (content.observe)
 //	servable, dynamic batch, flush gen,    its model actor             not at all (predict messages in, done callbacks
