@@ -509,6 +509,5 @@ func TestDirectCallsDoNotWaitForTheRouter(t *testing.T) {
 		if err := <-scored; err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // the contract's shadow copy ends before the stop
 	})
 }
