@@ -203,7 +203,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 		done(forward.Answer{}, ErrStopped)
 		return
 	}
-	b := forwardedBatch(ctx, req) // no contract, no shadow copies (skipsRouter): no router
+	b := forwardedBatch(ctx, req) // served alone (servesAlone): no router
 	// done runs once, as Predict returns once: with the batch's results
 	// (its model's answer, or its expiry at the deadline, counted as
 	// runUnlogged counts it), or with the caller's cancellation or the
@@ -261,6 +261,17 @@ func forwardedAnswer(req forward.ForwardedRequest, r Result) (forward.Answer, er
 	return forward.Answer{Checksum: r.Checksum, Outputs: r.Outputs, UnnamedOutputs: r.UnnamedOutputs, Queued: r.Queued, Compute: r.Compute}, nil
 }
 
+// servesAlone reports whether b is a call the caller's goroutine takes
+// to its model actor itself (toModel) instead of the router: one request
+// another node forwarded here (System.Predict), which is routed through no
+// contract, has no shadow copies and is never forwarded again (toModel
+// answers it when its model is not here: b.local). The router would only
+// pass it on; skipping its mailbox saves a goroutine hand-off on the
+// serving node.
+func (s *System) servesAlone(b *batch) bool {
+	return b.local && len(b.reqs) == 1 && b.score == nil && len(b.reqs[0].Shadows) == 0
+}
+
 // forwardRequest is req as handed to another node, at priority p.
 func forwardRequest(ctx context.Context, req *Request, path string, p forward.Priority) forward.Request {
 	id, ok := auth.FromContext(ctx)
@@ -300,23 +311,21 @@ func (w *ways) toNode(stop context.Context, b *batch, i int) (forward.Answer, er
 	return a, err
 }
 
-// forward answers item i of b from another node (toNode), on a goroutine
-// that background starts (System.background); ans, if not nil, gets the
-// answer for the shadow copies to compare with. The request counts in
-// this node's grove_cluster_forwarded_total and
+// forward answers item i of b from another node (toNode); ans, if not
+// nil, gets the answer for the shadow copies to compare with. The request
+// counts in this node's grove_cluster_forwarded_total and
 // grove_cluster_forward_duration_seconds, not in its per-model metrics:
 // the serving node counts it there.
-func (w *ways) forward(background func(job func(ctx context.Context)), b *batch, i int, ans *championAnswer) {
+func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
 	req := &b.reqs[i]
 	start := time.Now()
-	// The router (or a caller's fan-out) never waits: the call runs on a
-	// goroutine of its own, whose answer is the item's, like a model
-	// actor's, only if nobody claimed it meanwhile (its caller expires it
-	// at its deadline: runUnlogged). The call counts in the hop's metrics
-	// whoever waits.
-	background(func(sctx context.Context) {
-		a, err := w.toNode(sctx, b, i)
-		w.metrics.countForward(req.ModelPath, req.API, err, start)
+	// The router never waits: the call runs on a goroutine of its own,
+	// whose answer is the item's, like a model actor's, only if nobody
+	// claimed it meanwhile (its caller expires it at its deadline:
+	// runUnlogged). The call counts in the hop's metrics whoever waits.
+	r.background(func(sctx context.Context) {
+		a, err := r.toNode(sctx, b, i)
+		r.metrics.countForward(req.ModelPath, req.API, err, start)
 		if b.claim(i) {
 			setForwarded(&b.results[i], req, &a, err)
 			ans.answer(a.Outputs, err != nil, a.Compute)

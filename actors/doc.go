@@ -7,15 +7,10 @@
 //     happens to the lifecycle planner (package lifecycle: fetch, verify,
 //     load, warm up, swap, retire, release) and executes its steps, and
 //     restarts a model actor that crashes (it is their parent);
-//   - the router, which fans the calls routed through a contract, and
-//     those with shadow copies, out to model actors, and owns the
-//     contracts: routing decisions, shadow copies (compared with the
-//     caller's answer by package quality's arithmetic), expiry. A call
-//     with neither (a direct model call, a request another node forwarded
-//     here) is fanned out by its caller's goroutine through the same ways
-//     (System.fanOut), which saves every such request a goroutine
-//     hand-off; either way the model actors' answers fill the call's
-//     results in request order.
+//   - the router, which fans a batch of requests out to model actors and
+//     gathers the answers in request order, and owns the contracts:
+//     routing decisions, shadow copies (compared with the caller's
+//     answer by package quality's arithmetic), expiry.
 //
 // System ties them together and is what the API front ends call. On a
 // cluster node (docs/cluster.md) the supervisor loads only the node's
@@ -106,7 +101,7 @@
 //	                                         that differs                changed, whose channel closes on the next
 //	                                                                     (System.AppliedConfig; the node agent)
 //	forwarded batch items                  the goroutine of the        claimed like a model actor's answer (the
-//	                                         forward call (ways.         batch's state[i]); a call of one plain
+//	                                         forward call (router.       batch's state[i]); a call of one plain
 //	                                         forward, System.background) request is forwarded, and its result
 //	                                                                     written, by its caller's goroutine
 //	                                                                     (System.forwardAlone), never the router;

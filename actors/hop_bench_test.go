@@ -15,11 +15,10 @@ import (
 
 // The ways one request reaches a model, measured in process at
 // concurrency 1 (the b1c1 shape, which is latency-sensitive): a request
-// to a model here (a direct call: its caller's goroutine sends it to the
-// model actor, System.fanOut); a request another node forwarded here
-// (Predict, PredictAsync); and a request for a model ready only on
-// another node, forwarded by its caller's goroutine (one request) or by
-// a goroutine of its own (a batch of two). The other
+// through the router to a model here; a request another node forwarded
+// here, served without the router (Predict, PredictAsync); and a request
+// for a model ready only on another node, forwarded by its caller's
+// goroutine (one request) or by the router (a batch of two). The other
 // node is instantRemote, which answers at once: the figures are the
 // engine's own cost, not a network's.
 
@@ -73,10 +72,10 @@ func hopSystem(b *testing.B) (*System, []servables.Tensor) {
 }
 
 // BenchmarkRequestHop measures one request, or one batch, on each way to
-// a model: here (local), served here for another node (served: Predict;
-// served-async: PredictAsync), forwarded to another node by the caller's
-// goroutine (forwarded) or by goroutines of their own (forwarded-batch2:
-// two requests, one forward call each).
+// a model: here through the router (local), served here for another node
+// (served: Predict; served-async: PredictAsync), forwarded to another
+// node by the caller's goroutine (forwarded) or by the router
+// (forwarded-batch2: two requests, one forward call each).
 func BenchmarkRequestHop(b *testing.B) {
 	sys, in := hopSystem(b)
 	ctx := context.Background()

@@ -343,7 +343,7 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 			if !b.markForwarded(i) {
 				continue // answered meanwhile: its deadline passed
 			}
-			r.forward(r.background, b, i, ans)
+			r.forward(b, i, ans)
 		}
 		for _, sh := range req.Shadows {
 			r.shadow(ctx, b, req, sh, ans)
@@ -352,10 +352,9 @@ func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 }
 
 // ways is what takes an item of a batch on its way: to the model actor
-// serving its path here (toModel) or to another node (toNode, forward).
-// The router and the System's callers that skip it (skipsRouter,
-// forwardsAlone) take their items through the same functions; any
-// goroutine may call them.
+// serving its path here (toModel) or to another node (toNode). The router
+// and the System's callers that skip it (servesAlone, forwardsAlone) take
+// their items through the same two functions; any goroutine may call them.
 type ways struct {
 	routes     *atomic.Pointer[table]
 	queueLimit int

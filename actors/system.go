@@ -344,8 +344,8 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	switch {
 	case s.forwardsAlone(b):
 		return s.forwardAlone(b)
-	case skipsRouter(b):
-		s.fanOut(b)
+	case s.servesAlone(b):
+		s.ways.toModel(s.as.Root.Send, b, 0, nil)
 	default:
 		s.as.Root.Send(s.router, b)
 	}
@@ -368,41 +368,6 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 		return nil, b.err
 	}
 	return b.results, nil
-}
-
-// skipsRouter reports whether b is a call its caller's goroutine takes
-// to its model actors itself (fanOut) instead of the router: a call
-// routed through no contract (b.score) whose requests have no shadow
-// copies, such as a direct model call or a request another node
-// forwarded here (System.Predict). The router would do nothing with it
-// but take each item through the same ways (dispatch); skipping its
-// mailbox saves a goroutine hand-off, and the wake-up of the router's
-// goroutine, on every such call.
-func skipsRouter(b *batch) bool {
-	if b.score != nil {
-		return false
-	}
-	for i := range b.reqs {
-		if len(b.reqs[i].Shadows) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// fanOut takes each item of b, a call that skips the router
-// (skipsRouter), on its way as the router's dispatch would: to its model
-// actor here, or to another node on a goroutine of its own (ways.forward).
-func (s *System) fanOut(b *batch) {
-	if len(b.reqs) == 0 {
-		b.reply <- struct{}{}
-		return
-	}
-	for i := range b.reqs {
-		if s.ways.toModel(s.as.Root.Send, b, i, nil) == elsewhere && b.markForwarded(i) {
-			s.ways.forward(s.background, b, i, nil)
-		}
-	}
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned
