@@ -318,8 +318,10 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		}
 		panic(r)
 	}()
-	ctx, release := joinContexts(batch)
-	defer release()
+	ctx := joinContexts(batch)
+	if j, ok := ctx.(*joinedContext); ok {
+		defer j.release()
+	}
 	out, err := a.s.Predict(ctx, inputs)
 	answered = true
 	compute := time.Since(start)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/groveml/grove/servables"
@@ -161,28 +161,116 @@ func predictContext(m *predict) context.Context {
 
 // joinContexts returns a context that is done once every member's caller
 // is done (a dynamic batch runs for as long as any of its requests is
-// wanted), and a function to call once the forward call returned.
-func joinContexts(batch []*predict) (context.Context, func()) {
+// wanted): context.Background when a member is always wanted, else a
+// *joinedContext, to release once the forward call returned.
+func joinContexts(batch []*predict) context.Context {
 	for _, m := range batch {
 		if m.ctx == nil || m.ctx.Done() == nil {
-			return context.Background(), func() {} // this one is wanted whatever happens
+			return context.Background() // this one is wanted whatever happens
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int64
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, m := range batch {
-		stops[i] = context.AfterFunc(m.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
+	return &joinedContext{members: batch}
+}
+
+// joinedContext is the context of a dynamic batch's forward call
+// (joinContexts). The runtimes ask a call's context for Err before they
+// run, which asks the members' contexts; the members are watched
+// (context.AfterFunc) only once Done is asked for, so that a batch costs
+// no callbacks registered with its callers' contexts and nothing
+// allocated but the joinedContext itself unless a runtime waits on Done.
+type joinedContext struct {
+	mu sync.Mutex
+	// members are the batch's requests, until release.
+	members []*predict
+	// done, made by the first Done, is closed with err set once every
+	// member's context is done, or at release; left counts the members
+	// not done yet, stops unregisters their callbacks.
+	done     chan struct{}
+	err      error
+	left     int
+	stops    []func() bool
+	released bool
+}
+
+// Deadline reports none: the batch runs for as long as any member is
+// wanted, whatever their deadlines.
+func (*joinedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Value carries no values.
+func (*joinedContext) Value(any) any { return nil }
+
+// Err is context.Canceled once every member's context is done (or the
+// call has returned), else nil.
+func (j *joinedContext) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.done != nil {
+		return j.err // watched: err is set when done closes
+	}
+	if j.released || j.allGone() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Done returns a channel closed once every member's context is done (or
+// the call has returned); the first call starts watching the members.
+func (j *joinedContext) Done() <-chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.done != nil {
+		return j.done
+	}
+	j.done = make(chan struct{})
+	if j.released || j.allGone() {
+		j.closeLocked()
+		return j.done
+	}
+	j.left = len(j.members)
+	j.stops = make([]func() bool, len(j.members))
+	for i, m := range j.members {
+		// A context already done runs the callback on a goroutine of its
+		// own, which waits for mu: never here.
+		j.stops[i] = context.AfterFunc(m.ctx, func() {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			if j.left--; j.left == 0 {
+				j.closeLocked()
 			}
 		})
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
+	return j.done
+}
+
+// allGone reports whether every member's context is done; j.mu is held.
+func (j *joinedContext) allGone() bool {
+	for _, m := range j.members {
+		if m.ctx.Err() == nil {
+			return false
 		}
-		cancel()
+	}
+	return true
+}
+
+// closeLocked marks j done, once; j.mu is held.
+func (j *joinedContext) closeLocked() {
+	if j.err == nil {
+		j.err = context.Canceled
+		close(j.done)
+	}
+}
+
+// release ends j once the forward call has returned: it unregisters the
+// members' callbacks, lets go of the members (the batch's list is
+// reused) and is done from then on.
+func (j *joinedContext) release() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, stop := range j.stops {
+		stop()
+	}
+	j.stops, j.members, j.released = nil, nil, true
+	if j.done != nil {
+		j.closeLocked()
 	}
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -444,4 +445,102 @@ func TestACrashWhileAFailedBatchRunsAloneLosesNoOtherRequest(t *testing.T) {
 			t.Fatalf("queue accounting drifted: queued %d, inflight %d", c.queued.Load(), c.inflight.Load())
 		}
 	})
+}
+
+// A dynamic batch's context (joinContexts) is done once every member's
+// caller has gone, or the forward call has returned, and not before;
+// whether the runtime only asks Err or waits on Done.
+func TestABatchsContextIsDoneOnceEveryCallerHasGone(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("done asked first %v", watch), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c1, cancel1 := context.WithCancel(context.Background())
+				c2, cancel2 := context.WithCancel(context.Background())
+				defer cancel1()
+				defer cancel2()
+				ctx := joinContexts([]*predict{{ctx: c1}, {ctx: c2}})
+				var done <-chan struct{}
+				if watch {
+					done = ctx.Done()
+				}
+				isDone := func() bool {
+					synctest.Wait()
+					if done == nil {
+						return ctx.Err() != nil
+					}
+					select {
+					case <-done:
+						if ctx.Err() != context.Canceled {
+							t.Fatalf("done closed but Err is %v", ctx.Err())
+						}
+						return true
+					default:
+						if ctx.Err() != nil {
+							t.Fatalf("done open but Err is %v", ctx.Err())
+						}
+						return false
+					}
+				}
+				if isDone() {
+					t.Fatal("done while both callers wait")
+				}
+				cancel1()
+				if isDone() {
+					t.Fatal("done while one caller waits")
+				}
+				cancel2()
+				if !isDone() {
+					t.Fatal("not done once both callers have gone")
+				}
+				ctx.(*joinedContext).release()
+				if !isDone() || ctx.Err() != context.Canceled {
+					t.Fatalf("after release: %v", ctx.Err())
+				}
+			})
+		})
+	}
+	t.Run("released", func(t *testing.T) {
+		c1, cancel1 := context.WithCancel(context.Background())
+		defer cancel1()
+		ctx := joinContexts([]*predict{{ctx: c1}, {ctx: c1}})
+		ctx.(*joinedContext).release()
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatal("Done open after the forward call returned")
+		}
+		if ctx.Err() != context.Canceled {
+			t.Fatalf("Err %v after the forward call returned", ctx.Err())
+		}
+	})
+	t.Run("a member that cannot be cancelled", func(t *testing.T) {
+		c1, cancel1 := context.WithCancel(context.Background())
+		cancel1()
+		ctx := joinContexts([]*predict{{ctx: c1}, {ctx: context.Background()}})
+		if ctx.Err() != nil || ctx.Done() != nil {
+			t.Fatalf("a batch with a member that is always wanted is done: %v", ctx.Err())
+		}
+	})
+}
+
+// BenchmarkJoinContexts is what a dynamic batch of four requests, each
+// with a cancellable caller context (an HTTP request's), costs for its
+// joined context when the runtime asks it for Err only, as Grove's do.
+func BenchmarkJoinContexts(b *testing.B) {
+	batch := make([]*predict, 4)
+	for i := range batch {
+		ctx, cancel := context.WithCancel(context.Background())
+		b.Cleanup(cancel)
+		batch[i] = &predict{ctx: ctx}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx := joinContexts(batch)
+		if ctx.Err() != nil {
+			b.Fatal(ctx.Err())
+		}
+		if j, ok := ctx.(*joinedContext); ok {
+			j.release()
+		}
+	}
 }

@@ -58,9 +58,11 @@
 //	                                         cleared before a table
 //	                                         with it again (a kept
 //	                                         content restored)
-//	content counters (queued, inflight,    router (acquire) and model  atomics; content.leave tells the supervisor
-//	  busy, served, crashes, shadowed,       actors (dequeue, answer)    (drainedContent) when a retired one drains
-//	  shadowDropped, stats)
+//	content counters (queued, inflight,    acquire (router, fan-out)   atomics; content.leave tells the supervisor
+//	  busy, served, crashes, shadowed,       and model actors (dequeue,  (drainedContent) when a retired one drains
+//	  shadowDropped, stats)                  answer)
+//	content.okSeries (the metric series    whoever answers a request   atomic pointer to a map replaced, never changed
+//	  of its successful requests by API)     (content.observe)
 //	servable, dynamic batch, flush gen,    its model actor             not at all (predict messages in, done callbacks
 //	  reload error                                                       out)
 //	contracts: config in force, valid-     router                      routerQuery messages run on the router
@@ -155,6 +157,7 @@
 // tick when it stops, the supervisor its timer when it quiesces. Two
 // context.AfterFunc callbacks live only as long as the call that
 // registers them, which unregisters them when it returns: a batch's
-// joined context (joinContexts, cancelled once every request in it has
-// gone) and a forwarded call's cancel on Stop (ways.toNode).
+// joined context (joinContexts, done once every request in it has gone;
+// it registers them only when the runtime asks for its Done channel) and
+// a forwarded call's cancel on Stop (ways.toNode).
 package actors

@@ -123,6 +123,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// observe counts a request of api for model that ended with err after
+// took, in grove_model_requests_total and
+// grove_model_request_duration_seconds (not for a model not found).
 func (m *Metrics) observe(api, model string, err error, took time.Duration) {
 	outcome := outcomeOf(err)
 	if outcome == "not_found" {
@@ -131,6 +134,57 @@ func (m *Metrics) observe(api, model string, err error, took time.Duration) {
 		m.latency.WithLabelValues(api, model).Observe(took.Seconds())
 	}
 	m.requests.WithLabelValues(api, model, outcome).Inc()
+}
+
+// okSeries are the series of a content's successful requests of one API
+// (content.observe).
+type okSeries struct {
+	latency  prometheus.Observer
+	requests prometheus.Counter
+}
+
+// observe is m.observe for a request of api that c answered: a success
+// counts in series c resolved once per API (okSeries) rather than looked
+// up by their labels each time.
+func (c *content) observe(m *Metrics, api string, err error, took time.Duration) {
+	if err != nil {
+		m.observe(api, c.path, err, took)
+		return
+	}
+	s, ok := c.okSeriesOf(api)
+	if !ok {
+		s = okSeries{latency: m.latency.WithLabelValues(api, c.path), requests: m.requests.WithLabelValues(api, c.path, "ok")}
+		c.addOKSeries(api, s)
+	}
+	s.latency.Observe(took.Seconds())
+	s.requests.Inc()
+}
+
+// okSeriesOf returns the series of c's successful requests of api, if
+// resolved already.
+func (c *content) okSeriesOf(api string) (okSeries, bool) {
+	if p := c.okSeries.Load(); p != nil {
+		s, ok := (*p)[api]
+		return s, ok
+	}
+	return okSeries{}, false
+}
+
+// addOKSeries publishes s as the series of c's successful requests of
+// api: a copy of the map with it, replacing the one that was read.
+func (c *content) addOKSeries(api string, s okSeries) {
+	for {
+		old := c.okSeries.Load()
+		next := map[string]okSeries{api: s}
+		if old != nil {
+			for k, v := range *old {
+				next[k] = v
+			}
+		}
+		if c.okSeries.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // outcomeOf is the outcome label of a request that ended with err.

@@ -68,6 +68,10 @@ type content struct {
 	// its recent forward time per call (deadline.go).
 	timeouts  atomic.Pointer[timeouts]
 	serviceNs atomic.Int64
+	// okSeries are the metric series of its successful requests, by API,
+	// resolved on their first success (content.observe): a map replaced,
+	// never changed.
+	okSeries atomic.Pointer[map[string]okSeries]
 }
 
 // acquire reserves a place for one request, or reports why there is none.

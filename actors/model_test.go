@@ -163,6 +163,12 @@ func TestPanicFailsOnlyItsRequestAndRestartsFromCache(t *testing.T) {
 	}
 }
 
+// wait waits for every item of b to be answered and returns the results.
+func (b *batch) wait() []Result {
+	<-b.reply
+	return b.results
+}
+
 func TestRouterFailsFastWhenModelQueueIsFull(t *testing.T) {
 	as := testSystem(t)
 	g := &gated{gate: make(chan struct{})}
@@ -173,29 +179,30 @@ func TestRouterFailsFastWhenModelQueueIsFull(t *testing.T) {
 		return &routerActor{ways: ways{routes: &routes, queueLimit: 2, metrics: NewMetrics(prometheus.NewRegistry())}}
 	}, actor.WithMailbox(actor.UnboundedPriority())))
 
-	infer := func(path string, v float32) chan []Result {
+	infer := func(path string, v float32) *batch {
 		b := newBatch(context.Background(), []Request{{ModelPath: path, Inputs: scalar(t, v)}})
 		as.Root.Send(router, b)
-		return b.reply
+		return b
 	}
 	running := infer("m/", 1) // taken by the actor, blocks
 	time.Sleep(50 * time.Millisecond)
 	q1, q2 := infer("m/", 2), infer("m/", 3) // fill the queue of 2
 	time.Sleep(50 * time.Millisecond)
+	beyond := infer("m/", 4)
 	select {
-	case res := <-infer("m/", 4):
-		if !errors.Is(res[0].Err, ErrOverloaded) {
-			t.Fatalf("request beyond the queue limit got %v, want ErrOverloaded", res[0].Err)
+	case <-beyond.reply:
+		if !errors.Is(beyond.results[0].Err, ErrOverloaded) {
+			t.Fatalf("request beyond the queue limit got %v, want ErrOverloaded", beyond.results[0].Err)
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("request beyond the queue limit waited instead of failing fast")
 	}
-	if res := <-infer("nope/", 1); !errors.Is(res[0].Err, ErrModelNotFound) {
+	if res := infer("nope/", 1).wait(); !errors.Is(res[0].Err, ErrModelNotFound) {
 		t.Fatalf("unknown path got %v, want ErrModelNotFound", res[0].Err)
 	}
 	close(g.gate)
-	for _, ch := range []chan []Result{running, q1, q2} {
-		if res := <-ch; res[0].Err != nil {
+	for _, b := range []*batch{running, q1, q2} {
+		if res := b.wait(); res[0].Err != nil {
 			t.Fatal(res[0].Err)
 		}
 	}
@@ -220,7 +227,7 @@ func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
 		t.Fatal("the fast model did not run while the slow one was busy")
 	}
 	close(slow.gate)
-	res := <-b.reply
+	res := b.wait()
 	if res[0].Outputs[0].Float32s()[0] != 1 || res[1].Outputs[0].Float32s()[0] != 2 || !errors.Is(res[2].Err, ErrModelNotFound) {
 		t.Fatalf("results out of order: %+v", res)
 	}

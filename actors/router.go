@@ -33,7 +33,12 @@ type batch struct {
 	// item to another node before anyone claimed it.
 	state   []atomic.Uint32
 	pending atomic.Int64
-	reply   chan []Result
+	// reply is sent once every item has its answer in results.
+	reply chan struct{}
+	// oneResult and oneState are results and state of a call of one
+	// request, allocated with the batch.
+	oneResult [1]Result
+	oneState  [1]atomic.Uint32
 	// ctx is the caller's context; every item's predict carries it.
 	ctx context.Context
 	// score, if set, makes the router route the single request through a
@@ -66,8 +71,12 @@ func (*batch) GetPriority() int8 { return priorityUser }
 // newBatch makes the batch of a call: every item unanswered, each
 // result naming its model path.
 func newBatch(ctx context.Context, reqs []Request) *batch {
-	b := &batch{reqs: reqs, results: make([]Result, len(reqs)), state: make([]atomic.Uint32, len(reqs)),
-		reply: make(chan []Result, 1), ctx: ctx}
+	b := &batch{reqs: reqs, reply: make(chan struct{}, 1), ctx: ctx}
+	if len(reqs) == 1 {
+		b.results, b.state = b.oneResult[:], b.oneState[:]
+	} else {
+		b.results, b.state = make([]Result, len(reqs)), make([]atomic.Uint32, len(reqs))
+	}
 	for i := range reqs {
 		b.results[i].ModelPath = reqs[i].ModelPath
 	}
@@ -167,7 +176,7 @@ func (b *batch) finish() {
 			b.onReply(b.results)
 			return
 		}
-		b.reply <- b.results
+		b.reply <- struct{}{}
 	}
 }
 
@@ -312,7 +321,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 // node (toModel, forward), and sends its shadow copies.
 func (r *routerActor) dispatch(ctx actor.Context, b *batch) {
 	if len(b.reqs) == 0 {
-		b.reply <- b.results
+		b.reply <- struct{}{}
 		return
 	}
 	for i := range b.reqs {
@@ -488,7 +497,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 			res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
 			res.ContentPath = c.path
 			res.UnnamedOutputs = c.metadata().UnnamedOutputs
-			m.observe(req.API, c.path, err, now.Sub(enqueued))
+			c.observe(m, req.API, err, now.Sub(enqueued))
 			ans.answer(out, err != nil, compute)
 			b.finish()
 		} else {

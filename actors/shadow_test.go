@@ -64,7 +64,7 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	// A 10-row request for the champion, shadowed on the challenger in micro-batches of 2 rows.
 	b := newBatch(context.Background(), []Request{{ModelPath: "champion/", Inputs: column(t, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10), Shadows: []ShadowTarget{{ModelPath: "challenger/"}}}})
 	as.Root.Send(router, b)
-	if res := <-b.reply; res[0].Err != nil || res[0].Outputs[0].Float32s()[9] != 10 {
+	if res := b.wait(); res[0].Err != nil || res[0].Outputs[0].Float32s()[9] != 10 {
 		t.Fatalf("champion answer %+v", res[0])
 	}
 	time.Sleep(50 * time.Millisecond) // the challenger holds micro-batch 1 at its gate
@@ -72,7 +72,7 @@ func TestUserRequestWaitsForAtMostOneShadowMicroBatch(t *testing.T) {
 	as.Root.Send(router, user)
 	time.Sleep(50 * time.Millisecond)
 	close(challenger.gate)
-	if res := <-user.reply; res[0].Err != nil {
+	if res := user.wait(); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
 	<-sink.done                           // the shadow execution's log; user answers are logged by System.Infer, not the router
@@ -137,11 +137,11 @@ func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
 	routes.Store(&table{"m/": c})
 	m := NewMetrics(prometheus.NewRegistry())
 	router := startRouter(t, as, &routes, 8, 0, nil, m) // shadow work may fill 8/4 = 2 queue places
-	var replies []chan []Result
+	var replies []*batch
 	for i := range 5 {
 		b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, float32(i)), Shadows: []ShadowTarget{{ModelPath: "m/"}}}})
 		as.Root.Send(router, b)
-		replies = append(replies, b.reply)
+		replies = append(replies, b)
 	}
 	time.Sleep(100 * time.Millisecond)
 	if got := testutil.ToFloat64(m.shadowDropped.WithLabelValues("m/", "overloaded")); got < 3 {
@@ -152,7 +152,7 @@ func TestShadowCopiesAreDroppedWhenTheModelIsBusy(t *testing.T) {
 	}
 	close(g.gate)
 	for _, r := range replies {
-		if res := <-r; res[0].Err != nil {
+		if res := r.wait(); res[0].Err != nil {
 			t.Fatalf("user request failed: %v", res[0].Err)
 		}
 	}
@@ -192,16 +192,16 @@ func TestQueuedShadowWorkNeverOverloadsUserRequests(t *testing.T) {
 		}
 	}
 	// Eight more user requests: the whole user limit, beside the shadow copy.
-	var replies []chan []Result
+	var replies []*batch
 	for i := range 8 {
 		b := newBatch(context.Background(), []Request{{ModelPath: "m/", Inputs: column(t, float32(i+1))}})
 		as.Root.Send(router, b)
-		replies = append(replies, b.reply)
+		replies = append(replies, b)
 	}
 	time.Sleep(50 * time.Millisecond)
 	close(g.gate)
-	for i, r := range append([]chan []Result{first.reply}, replies...) {
-		if res := <-r; res[0].Err != nil {
+	for i, r := range append([]*batch{first}, replies...) {
+		if res := r.wait(); res[0].Err != nil {
 			t.Errorf("user request %d failed: %v", i, res[0].Err)
 		}
 	}

@@ -70,9 +70,10 @@ func (c *content) metadata() servables.Metadata {
 
 // bind returns inputs as the model gets them: unnamed, so bound by
 // position, when the request's protocol and the model's runtime both take
-// inputs by position (positional and Metadata.ByPosition); else as they are.
+// inputs by position (positional and Metadata.ByPosition); else as they
+// are. Inputs that have no names are not copied.
 func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.Tensor {
-	if !positional || !c.metadata().ByPosition {
+	if !positional || !c.metadata().ByPosition || !named(inputs) {
 		return inputs
 	}
 	out := make([]servables.Tensor, len(inputs))
@@ -81,6 +82,16 @@ func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.T
 		out[i] = t
 	}
 	return out
+}
+
+// named reports whether any of inputs has a name.
+func named(inputs []servables.Tensor) bool {
+	for i := range inputs {
+		if inputs[i].Name != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // learn completes c's signature from its warm-up (inputs as sent, and the

@@ -349,16 +349,15 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	default:
 		s.as.Root.Send(s.router, b)
 	}
-	var res []Result
 	select {
-	case res = <-b.reply:
+	case <-b.reply:
 	case <-b.ctx.Done():
 		if !pastDeadline(b.ctx, time.Now()) {
 			return nil, b.ctx.Err()
 		}
 		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
 		select {
-		case res = <-b.reply:
+		case <-b.reply:
 		case <-s.stopped:
 			return nil, ErrStopped
 		}
@@ -368,7 +367,7 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	return res, nil
+	return b.results, nil
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned

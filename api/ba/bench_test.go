@@ -14,6 +14,11 @@ import (
 // of shape [rows,64] whose values are quoted six-decimal strings, as in the
 // B&A documentation.
 func benchRequest(items, rows int) []byte {
+	return benchRequestOf(items, rows, func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 32) })
+}
+
+// benchRequestOf is benchRequest with each value written by format.
+func benchRequestOf(items, rows int, format func(float64) string) []byte {
 	r := rand.New(rand.NewSource(1))
 	var b strings.Builder
 	b.WriteString(`{"request":[`)
@@ -27,7 +32,7 @@ func benchRequest(items, rows int) []byte {
 				b.WriteByte(',')
 			}
 			b.WriteByte('"')
-			b.WriteString(strconv.FormatFloat(r.NormFloat64(), 'f', 6, 32))
+			b.WriteString(format(r.NormFloat64()))
 			b.WriteByte('"')
 		}
 		b.WriteString(`]}]}`)
@@ -36,16 +41,26 @@ func benchRequest(items, rows int) []byte {
 	return []byte(b.String())
 }
 
+// BenchmarkParseRequest parses requests of six-decimal values, and
+// (doubles) of float32 values in their shortest float64 form, as Python
+// clients and grovebench write them.
 func BenchmarkParseRequest(b *testing.B) {
+	double := func(v float64) string { return strconv.FormatFloat(float64(float32(v)), 'g', -1, 64) }
 	for _, bc := range []struct {
 		name        string
 		items, rows int
+		body        []byte
 	}{
-		{"batch=1", 1, 1},
-		{"batch=64", 1, 64},
-		{"items=64x1", 64, 1},
+		{"batch=1", 1, 1, nil},
+		{"batch=64", 1, 64, nil},
+		{"items=64x1", 64, 1, nil},
+		{"batch=1/doubles", 1, 1, benchRequestOf(1, 1, double)},
+		{"batch=64/doubles", 1, 64, benchRequestOf(1, 64, double)},
 	} {
-		body := benchRequest(bc.items, bc.rows)
+		body := bc.body
+		if body == nil {
+			body = benchRequest(bc.items, bc.rows)
+		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()

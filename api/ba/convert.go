@@ -169,8 +169,9 @@ func parseFloat(b []byte, bitSize int, scratch *[]byte) (float64, bool) {
 // digits with at most one '.', at least one digit, then an optional
 // exponent. Most tensor values have few enough digits to be converted
 // exactly by one correctly rounded multiplication or division
-// (jsonscan.ExactFloat, Clinger's fast path); the others go to strconv,
-// which rounds correctly too.
+// (jsonscan.ExactFloat, Clinger's fast path), and most float32 values
+// with more digits through float64 (jsonscan.Float32ViaFloat64); the
+// others go to strconv, which rounds correctly too.
 func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 	var (
 		mant     uint64
@@ -249,7 +250,14 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 		return 0, true
 	}
 	if !inexact {
-		if f, ok := jsonscan.ExactFloat(mant, dp+exp, bitSize); ok {
+		f, ok := jsonscan.ExactFloat(mant, dp+exp, bitSize)
+		if !ok && bitSize == 32 {
+			// A float32 written with more digits than the exact path
+			// takes, as clients that print float32 values as doubles
+			// send them ("-0.9682539701461792").
+			f, ok = jsonscan.Float32ViaFloat64(mant, dp+exp)
+		}
+		if ok {
 			if neg {
 				f = -f
 			}

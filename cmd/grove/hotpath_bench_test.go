@@ -1,17 +1,29 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -57,4 +69,216 @@ func BenchmarkServeInference(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkServeInferenceHTTP measures POST /v1/inference of one pctr_v1
+// row through the whole server as grove serve runs it: net/http on a
+// loopback listener (with grove serve's default timeouts), the API
+// handler, the router and model actors and libtorch, driven by raw
+// keep-alive HTTP/1.1 clients in this process (as grovebench's are: a
+// prebuilt request written, the answer read, nothing allocated), one
+// (conc=1) or 32 at once (conc=32). The body's numbers are written as
+// grovebench writes them (float32 values in their shortest float64 form,
+// as Python clients send them). Besides ns/op it reports cpu-ns/op, the
+// process's CPU time per request, client included (getrusage); allocs/op
+// are the server's allocations per request.
+func BenchmarkServeInferenceHTTP(b *testing.B) {
+	sys := startPCTR(b, nil)
+	def := conf.DefaultServer()
+	api := httpserver.New(httpserver.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+		MaxBodyBytes: def.MaxBodyBytes, ReadTimeout: def.HTTPReadTimeout, WriteTimeout: def.HTTPWriteTimeout,
+		ReadHeaderTimeout: def.HTTPReadHeaderTimeout, IdleTimeout: def.HTTPIdleTimeout, MaxHeaderBytes: def.HTTPMaxHeaderBytes})
+	ba.Register(api, sys, ba.ParseOptions{})
+	serveRaw(b, api.NewHTTPServer(api.Handler(), nil), 1, 32)
+}
+
+// BenchmarkDirectInferenceHTTP is BenchmarkServeInferenceHTTP on the
+// server of grovebench's direct row: a plain net/http handler that parses
+// the body with the B&A codec and calls the pctr_v1 servable itself, with
+// no actors and none of httpserver's routes, limits, deadlines or
+// metrics. BenchmarkServeInferenceHTTP over this, at concurrency 1, is
+// what those cost a request.
+func BenchmarkDirectInferenceHTTP(b *testing.B) {
+	dir := "../../examples/bucket/pctr_v1"
+	files := []string{"model.pt"}
+	rt, err := runtimesOf("").Find(os.DirFS(dir), files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sv, err := rt.Load(context.Background(), dir, files, servables.LoadOptions{IntraOpThreads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sv.Close() })
+	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, out := bufs.Get().(*[]byte), bufs.Get().(*[]byte)
+		defer bufs.Put(in)
+		defer bufs.Put(out)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, perr := ba.ParseOptions{}.ParseRequest(body)
+		w.Header().Set("Content-Type", "application/json")
+		if perr != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(ba.AppendBatchError((*out)[:0], perr, ""))
+			return
+		}
+		results := make([]ba.Result, len(req.Items))
+		for i, it := range req.Items {
+			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
+			if it.Err != nil {
+				continue
+			}
+			if results[i].Outputs, err = sv.Predict(r.Context(), it.Inputs); err != nil {
+				results[i].Err, _ = ba.ItemError(it.ModelPath, err)
+			}
+		}
+		resp := ba.AppendResponse((*out)[:0], results)
+		_, _ = w.Write(resp)
+		*out = resp[:0]
+	})
+	serveRaw(b, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, 1)
+}
+
+// serveRaw serves srv on a loopback listener and runs a sub-benchmark of
+// POST /v1/inference (clientBody) for each concurrency of concs, with raw
+// clients (rawClient), reporting cpu-ns/op beside ns/op.
+func serveRaw(b *testing.B, srv *http.Server, concs ...int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	body := clientBody(b)
+	req := fmt.Appendf(nil, "POST /v1/inference HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		ln.Addr(), len(body), body)
+	for _, conc := range concs {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+			clients := make(chan *rawClient, conc)
+			for range conc {
+				c, err := dialRaw(ln.Addr().String(), req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.close()
+				for range 3 {
+					if err := c.do(); err != nil { // TorchScript optimises on the second run
+						b.Fatal(err)
+					}
+				}
+				clients <- c
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			if conc == 1 {
+				c := <-clients
+				for b.Loop() {
+					if err := c.do(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			} else {
+				b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.RunParallel(func(pb *testing.PB) {
+					c := <-clients
+					for pb.Next() {
+						if err := c.do(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// clientBody is a B&A request of pctr_v1's first expected row, its
+// numbers written as grovebench writes them (strconv's shortest float64
+// form).
+func clientBody(tb testing.TB) []byte {
+	tb.Helper()
+	raw, err := os.ReadFile("../../examples/bucket/expected.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var expected map[string]struct {
+		Inputs []struct {
+			Data []float64 `json:"data"`
+		} `json:"inputs"`
+	}
+	if err := json.Unmarshal(raw, &expected); err != nil {
+		tb.Fatal(err)
+	}
+	in := expected["pctr_v1"].Inputs
+	if len(in) == 0 || len(in[0].Data) < 64 {
+		tb.Fatalf("expected.json: no row of 64 pctr_v1 inputs")
+	}
+	vals := make([]string, 64)
+	for i, v := range in[0].Data[:64] {
+		vals[i] = `"` + strconv.FormatFloat(v, 'g', -1, 64) + `"`
+	}
+	return []byte(`{"request":[{"model_path":"pctr_v1/","tensors":[{"data_type":"FLOAT","tensor_shape":[1,64],"tensor_content":[` +
+		strings.Join(vals, ",") + `]}]}]}`)
+}
+
+// rawClient sends one prebuilt HTTP/1.1 request at a time on a keep-alive
+// connection and reads each answer without allocating.
+type rawClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+	req  []byte
+	body []byte
+}
+
+func dialRaw(addr string, req []byte) (*rawClient, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &rawClient{conn: conn, r: bufio.NewReaderSize(conn, 16<<10), req: req, body: make([]byte, 16<<10)}, nil
+}
+
+func (c *rawClient) close() { _ = c.conn.Close() }
+
+// do sends the request and reads the answer, which must be a 200 with a
+// Content-Length.
+func (c *rawClient) do() error {
+	if _, err := c.conn.Write(c.req); err != nil {
+		return err
+	}
+	status, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(status, []byte("HTTP/1.1 200 ")) {
+		return fmt.Errorf("answer %q", status)
+	}
+	n := -1
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if name, val, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(name, []byte("Content-Length")) {
+			if n, err = strconv.Atoi(string(bytes.TrimSpace(val))); err != nil {
+				return err
+			}
+		}
+	}
+	if n < 0 || n > len(c.body) {
+		return fmt.Errorf("answer of Content-Length %d", n)
+	}
+	_, err = io.ReadFull(c.r, c.body[:n])
+	return err
 }

@@ -257,7 +257,7 @@ var (
 // is false when a finite literal is beyond the type's range (it would round
 // to ±Inf); values below the smallest subnormal round to ±0, as IEEE does.
 // buf is the scanned document. Most values take a fast path, ExactFloat
-// or, for the longer float32 literals, float32ViaFloat64; the others go to
+// or, for the longer float32 literals, Float32ViaFloat64; the others go to
 // strconv, which rounds correctly too.
 func (n *Number) Float(buf []byte, bitSize int) (f float64, ok bool) {
 	if n.Mant == 0 {
@@ -274,7 +274,7 @@ func (n *Number) Float(buf []byte, bitSize int) (f float64, ok bool) {
 			return f, true
 		}
 		if bitSize == 32 {
-			if f, ok := float32ViaFloat64(n.Mant, n.E); ok {
+			if f, ok := Float32ViaFloat64(n.Mant, n.E); ok {
 				if n.Neg {
 					f = -f
 				}
@@ -310,7 +310,7 @@ func ExactFloat(mant uint64, e int, bitSize int) (f float64, ok bool) {
 	return float64(mant) * float64pow10[e], true
 }
 
-// float32ViaFloat64 rounds mant × 10^e to float32 through float64, for the
+// Float32ViaFloat64 rounds mant × 10^e to float32 through float64, for the
 // many float32 literals that have more digits than the float32 fast path
 // allows (shortest float32 forms have up to 9, and float32 values printed
 // as doubles, as Python clients send them, 17). With e in ±22 the power of
@@ -322,7 +322,7 @@ func ExactFloat(mant uint64, e int, bitSize int) (f float64, ok bool) {
 // mantissa bits below float32's precision are 1<<28, so y far enough from
 // such a pattern proves the result. ok is false (use strconv) near a
 // midpoint, beyond float32's range, or with e outside ±22.
-func float32ViaFloat64(mant uint64, e int) (float64, bool) {
+func Float32ViaFloat64(mant uint64, e int) (float64, bool) {
 	if e < -22 || e > 22 {
 		return 0, false
 	}
