@@ -196,12 +196,16 @@ type modelActor struct {
 	// priority; shadowJobs counts those still using the servable.
 	low        *lowPriority
 	shadowJobs sync.WaitGroup
+	// lowered, if not nil, runs the warm-up's forward calls at the lower
+	// CPU priority of loads (System.lowered).
+	lowered func(func())
 }
 
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
-// local cache with load.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, d actor.Dispatcher) *actor.Props {
+// local cache with load. lowered, if not nil, runs warm-up forward calls
+// at the lower priority of loads.
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, lowered func(func()), d actor.Dispatcher) *actor.Props {
 	first := true
 	carry := &[]*predict{} // the pending requests a crashed incarnation hands to the next
 	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedPriority())}
@@ -212,7 +216,7 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 		bo.delay = 0 // batching off: nothing to wait for
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low, carry: carry}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low, lowered: lowered, carry: carry}
 		if first {
 			a.s, first = s, false
 		}
@@ -353,7 +357,15 @@ func (a *modelActor) predict(m *predict) {
 		m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
 		panic(r)
 	}()
-	out, err := a.s.Predict(predictContext(m), m.inputs)
+	var out []servables.Tensor
+	var err error
+	if m.priority == priorityWarmUp && a.lowered != nil {
+		// Part of a load: it yields the cores to the requests of the
+		// models serving meanwhile, as the runtime's load did.
+		a.lowered(func() { out, err = a.s.Predict(predictContext(m), m.inputs) })
+	} else {
+		out, err = a.s.Predict(predictContext(m), m.inputs)
+	}
 	answered = true
 	compute := time.Since(start)
 	if m.priority == priorityUser {

@@ -559,7 +559,7 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	shared := share(j.sv, replicas)
 	c.busy = make([]atomic.Int64, replicas)
 	for i := range replicas {
-		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", c.name, i))
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.lowered, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", c.name, i))
 		if err != nil {
 			s.stopActors(ctx, c, nil) // each closes its share of the servable
 			for range replicas - i {

@@ -20,6 +20,7 @@ import (
 	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/lowprio"
 	"github.com/groveml/grove/internal/redact"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
@@ -153,6 +154,8 @@ type System struct {
 	share atomic.Pointer[map[string]bool]
 	state *sharedState
 	low   *lowPriority // shadow forwards
+	// lowerWarned is set once a load could not run at its lower priority.
+	lowerWarned atomic.Bool
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// bg tracks every goroutine the system starts outside the actors
@@ -504,9 +507,21 @@ func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
 	return opts
 }
 
+// lowered runs f at the lower CPU priority of loads (lowprio.Nice), so
+// that a load yields the cores to the requests served meanwhile. If the
+// priority cannot be set, f runs at normal priority and the first such
+// failure is logged.
+func (s *System) lowered(f func()) {
+	if err := lowprio.Run(lowprio.Nice, f); err != nil && s.lowerWarned.CompareAndSwap(false, true) {
+		s.opts.Logger.Warn("model loads run at normal CPU priority: could not lower their thread's", "err", err)
+	}
+}
+
 // load loads cached model files with the runtime that accepts them and
 // the model's load options, as the supervisor does first and a restarted
-// model actor again, and gives it its signature: the runtime's, with the
+// model actor again, at a lower CPU priority (lowered; at normal priority
+// for a runtime that starts the model's own threads: servables.ThreadStarter),
+// and gives it its signature: the runtime's, with the
 // declared one applied (a declaration that does not fit the model fails
 // the load). It returns the runtime's name.
 func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servables.LoadOptions, declared modelconfig.Signature) (string, *servables.Signed, error) {
@@ -514,7 +529,13 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	if err != nil {
 		return "", nil, err
 	}
-	sv, err := rt.Load(ctx, local.Dir, local.Files, opts)
+	var sv servables.Servable
+	load := func() { sv, err = rt.Load(ctx, local.Dir, local.Files, opts) }
+	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {
+		load()
+	} else {
+		s.lowered(load)
+	}
 	if err != nil {
 		return "", nil, err
 	}

@@ -41,6 +41,16 @@ type Runtime interface {
 	Load(ctx context.Context, dir string, files []string, opts LoadOptions) (Servable, error)
 }
 
+// ThreadStarter is implemented by a runtime whose Load, with some
+// options, starts threads that later run the model's forward calls (its
+// own thread pool). Grove runs loads at a lower CPU priority
+// (internal/lowprio), which threads started during the load inherit, so
+// such a load runs at normal priority.
+type ThreadStarter interface {
+	// StartsThreads reports whether Load with opts starts such threads.
+	StartsThreads(opts LoadOptions) bool
+}
+
 // LoadOptions are the per-model settings a runtime honours.
 type LoadOptions struct {
 	// IntraOpThreads is the number of threads one forward call may use; 0 means 1.

@@ -344,6 +344,11 @@ func loadError(file string, err error) error {
 	return fmt.Errorf("onnx: loading %s: %v", file, err)
 }
 
+// StartsThreads reports whether Load with opts starts the session's own
+// intra-op pool (opts.IntraOpThreads above 1), whose threads run the
+// model's forward calls later (servables.ThreadStarter).
+func (Runtime) StartsThreads(opts servables.LoadOptions) bool { return opts.IntraOpThreads > 1 }
+
 // Load creates an ONNX Runtime session for the ONNX file among files (see Accepts), on
 // the CPU, with opts.IntraOpThreads intra-op threads (0 means 1) and one
 // inter-op thread (opts.MissingValue is refused: ONNX models have no

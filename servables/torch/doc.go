@@ -89,7 +89,11 @@
 //     then comes from Grove running several calls at once.
 //
 // The process-wide inter-op pool (used only by torch.jit.fork) is set to one
-// thread the first time a model is loaded.
+// thread, and started, the first time a model is loaded, on a goroutine of
+// the runtime's own: Grove loads models on a thread at a lowered CPU
+// priority (internal/lowprio), which threads started from it inherit. The
+// OpenMP pool a forward call of such a thread starts (a warm-up with n > 1)
+// is that thread's own, and ends with it.
 //
 // # BLAS
 //

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -253,6 +254,13 @@ extern "C" {
 char* grove_init(int32_t interop_threads) {
   try {
     at::set_num_interop_threads(interop_threads < 1 ? 1 : interop_threads);
+    // Start the inter-op pool now, from the calling thread, rather than
+    // at a model's first torch.jit.fork: its threads take the priority of
+    // the thread that starts them, and a fork may first run in a warm-up
+    // at the lower priority of loads.
+    std::promise<void> started;
+    at::launch([&started] { started.set_value(); });
+    started.get_future().wait();
     return nullptr;
   } catch (const std::exception& e) {
     return dup(summarize(message(e)));

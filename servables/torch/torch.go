@@ -67,13 +67,22 @@ var initOnce sync.Once
 // "BLAS"). Grove runs models concurrently itself, and TorchScript models
 // only use the inter-op pool for torch.jit.fork. libtorch refuses the
 // inter-op setting once inter-op work has started; that is harmless and
-// ignored, as is a BLAS library without a thread API.
+// ignored, as is a BLAS library without a thread API. It also starts the
+// inter-op pool, on a goroutine of its own: Load may run on a thread at a
+// lowered priority (internal/lowprio), which the pool's thread, serving
+// every model's forks later, would inherit; a goroutine that does not
+// lock its thread never runs on such a thread.
 func initTorch() {
 	initOnce.Do(func() {
-		if msg := C.grove_init(1); msg != nil {
-			C.free(unsafe.Pointer(msg))
-		}
-		setBLASThreads(1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if msg := C.grove_init(1); msg != nil {
+				C.free(unsafe.Pointer(msg))
+			}
+			setBLASThreads(1)
+		}()
+		<-done
 	})
 }
 

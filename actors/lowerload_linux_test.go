@@ -1,0 +1,103 @@
+package actors
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/groveml/grove/internal/lowprio"
+	"github.com/groveml/grove/servables"
+)
+
+// threadNice is the calling thread's nice value.
+func threadNice(t *testing.T) int {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	if err != nil {
+		t.Error(err)
+	}
+	return 20 - raw // the raw system call returns 20 - nice
+}
+
+// niceRecorder records the nice value of the thread that runs each Load
+// and each forward call (by its first input value); starts is what it
+// answers as a servables.ThreadStarter.
+type niceRecorder struct {
+	*countingRuntime
+	t      *testing.T
+	starts bool
+	mu     sync.Mutex
+	loads  []int
+	calls  map[float64][]int
+}
+
+func (r *niceRecorder) StartsThreads(servables.LoadOptions) bool { return r.starts }
+
+func (r *niceRecorder) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
+	n := threadNice(r.t)
+	r.mu.Lock()
+	r.loads = append(r.loads, n)
+	r.mu.Unlock()
+	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
+	if err != nil {
+		return nil, err
+	}
+	return &niceServable{Servable: sv, r: r}, nil
+}
+
+type niceServable struct {
+	servables.Servable
+	r *niceRecorder
+}
+
+func (s *niceServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	n := threadNice(s.r.t)
+	s.r.mu.Lock()
+	s.r.calls[in[0].Float64At(0)] = append(s.r.calls[in[0].Float64At(0)], n)
+	s.r.mu.Unlock()
+	return s.Servable.Predict(ctx, in)
+}
+
+func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
+	base := threadNice(t)
+	if base >= lowprio.Nice {
+		t.Skipf("the test runs at nice %d already", base)
+	}
+	for _, starts := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			var rec *niceRecorder
+			w := newWorld(t, configJSON(entry("a/", "", `"load": "on_demand", "warm_up_batch_request_json": "[[7]]"`)),
+				map[string]faultySpec{"a/": {}}, func(w *world, o *Options) {
+					rec = &niceRecorder{countingRuntime: w.rt, t: t, starts: starts, calls: map[float64][]int{}}
+					o.Runtimes = servables.Registry{rec}
+				})
+			defer w.stop()
+			synctest.Wait()
+			for range 3 {
+				if r := w.infer("a/", 1); r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			wantLoad := lowprio.Nice
+			if starts {
+				wantLoad = base // its threads would inherit the priority
+			}
+			if len(rec.loads) != 1 || rec.loads[0] != wantLoad {
+				t.Errorf("StartsThreads %v: loads ran at nice %v, want one at %d", starts, rec.loads, wantLoad)
+			}
+			if warm := rec.calls[7]; len(warm) != 2 || warm[0] != lowprio.Nice || warm[1] != lowprio.Nice {
+				t.Errorf("StartsThreads %v: the warm-up's forward calls ran at nice %v, want two at %d", starts, warm, lowprio.Nice)
+			}
+			if user := rec.calls[1]; len(user) != 3 || user[0] != base || user[1] != base || user[2] != base {
+				t.Errorf("StartsThreads %v: the requests' forward calls ran at nice %v, want three at %d", starts, user, base)
+			}
+		})
+	}
+}

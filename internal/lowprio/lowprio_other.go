@@ -1,0 +1,7 @@
+//go:build !linux
+
+package lowprio
+
+func lockThread() {}
+
+func lower(int) error { return ErrUnsupported }
