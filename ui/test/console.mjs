@@ -45,6 +45,8 @@ const browser = await chromium.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
 });
 const problems = [];
+// Closing the browser aborts the console's poll in flight: not a failure.
+let closing = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   // While a wrong token is tried, the browser's own report of the 401 is
@@ -56,7 +58,9 @@ try {
     problems.push(`console error: ${m.text()}`);
   });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on("requestfailed", (r) => {
+    if (!closing) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   page.on("request", (r) => {
     if (!r.url().startsWith(url) && !r.url().startsWith("data:")) problems.push(`request off the server: ${r.url()}`);
   });
@@ -212,6 +216,7 @@ try {
 } catch (err) {
   problems.push(String(err?.stack ?? err));
 } finally {
+  closing = true;
   await browser.close();
 }
 if (problems.length > 0) {
