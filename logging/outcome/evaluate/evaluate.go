@@ -260,6 +260,12 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.ConsumeTopics(cfg.PredictionTopic, cfg.OutcomeTopic, e.repartition),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A broker answers a fetch once it has fetchMinBytes for it or
+		// fetchMaxWait has passed, not with the first record: at the
+		// prediction log's rates, a fetch per few records cost the
+		// evaluator and its broker more than the join itself.
+		kgo.FetchMinBytes(fetchMinBytes),
+		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.TransactionalID(cfg.Group+"-"+cfg.Instance),
@@ -294,6 +300,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	return nil
 }
+
+// The evaluator's fetches: a broker holds a fetch until it has
+// fetchMinBytes of records for it, or for fetchMaxWait, a small part of
+// a commit interval (and of a window's lateness).
+const (
+	fetchMinBytes = 256 << 10
+	fetchMaxWait  = 100 * time.Millisecond
+)
 
 // partitionFor is the session's partitioner: the internal topics'
 // records carry their partition, the others go by their key's hash.
