@@ -432,7 +432,8 @@ func TestClusterForwardedPastDeadlineCountedOnce(t *testing.T) {
 				return nil
 			}
 		}
-		return errors.New("not yet")
+		return fmt.Errorf("not yet: n1 holds %v and sees it served: %t; n2 holds %v and sees it served: %t",
+			held(nodes[0]), nodes[0].agent.Serves("slow/"), held(nodes[1]), nodes[1].agent.Serves("slow/"))
 	})
 	sum := func(reg *prometheus.Registry, name string) float64 {
 		fams, err := reg.Gather()
