@@ -17,11 +17,11 @@ import (
 func threadNice(t *testing.T) int {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	raw, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	n, err := lowprio.ThreadNice(unix.Gettid())
 	if err != nil {
 		t.Error(err)
 	}
-	return 20 - raw // the raw system call returns 20 - nice
+	return n
 }
 
 // niceRecorder records the nice value of the thread that runs each Load

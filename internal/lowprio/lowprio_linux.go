@@ -2,7 +2,10 @@ package lowprio
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,4 +28,49 @@ func lower(nice int) error {
 		return fmt.Errorf("lowprio: setting thread %d's nice value to %d: %w", tid, nice, err)
 	}
 	return nil
+}
+
+// ThreadNice returns thread tid of this process's nice value, read from
+// /proc/self/task/TID/stat (its 19th field).
+func ThreadNice(tid int) (int, error) {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("lowprio: thread %d: %w", tid, err)
+	}
+	s := string(b)
+	// The fields after "pid (comm) " start at the 3rd; the name may hold
+	// spaces and parentheses, so it ends at the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0, fmt.Errorf("lowprio: thread %d: malformed stat %q", tid, s)
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 17 {
+		return 0, fmt.Errorf("lowprio: thread %d: stat has %d fields after its name, want 17 or more", tid, len(f))
+	}
+	n, err := strconv.Atoi(f[16])
+	if err != nil {
+		return 0, fmt.Errorf("lowprio: thread %d: nice value: %w", tid, err)
+	}
+	return n, nil
+}
+
+// ThreadsAtLeast lists the threads of this process whose nice value is
+// nice or more (a thread that ends while they are read is left out).
+func ThreadsAtLeast(nice int) ([]int, error) {
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("lowprio: listing threads: %w", err)
+	}
+	var out []int
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if n, err := ThreadNice(tid); err == nil && n >= nice {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
 }

@@ -1,27 +1,19 @@
 package lowprio
 
 import (
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// threadNice reads thread tid's nice value from /proc (field 19 of its stat).
+// threadNice is ThreadNice(tid), failing t on an error.
 func threadNice(t *testing.T, tid int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+	n, err := ThreadNice(tid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
-	n, err := strconv.Atoi(fields[16])                            // field 19 counted from 1
-	if err != nil {
-		t.Fatalf("stat %q: %v", s, err)
 	}
 	return n
 }
@@ -114,4 +106,25 @@ func TestRunRaisesFsPanicInTheCaller(t *testing.T) {
 	}()
 	_ = Run(Nice, func() { panic("boom") })
 	t.Error("Run returned after f panicked")
+}
+
+func TestThreadsAtLeastListsTheLoweredThreadWhileItRuns(t *testing.T) {
+	var tid int
+	var during []int
+	var err error
+	if rerr := Run(Nice, func() {
+		tid = unix.Gettid()
+		during, err = ThreadsAtLeast(Nice)
+	}); rerr != nil {
+		t.Skip(rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(during, tid) {
+		t.Errorf("ThreadsAtLeast(%d) = %v while thread %d ran lowered", Nice, during, tid)
+	}
+	if _, err := ThreadNice(-1); err == nil {
+		t.Error("ThreadNice(-1): no error")
+	}
 }

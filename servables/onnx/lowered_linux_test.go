@@ -4,9 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -14,43 +14,43 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// nicedThreads lists the threads of the process whose nice value is
-// lowprio.Nice or more, but except.
+// nicedThreads lists the threads of the process at lowprio.Nice or
+// more, but except and the main thread: a lowered goroutine that ran on
+// the main thread leaves it lowered and parked for good (lowprio.Run),
+// never to run anything again.
 func nicedThreads(t *testing.T, except int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/task")
+	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice)
 	if err != nil {
-		t.Skip("no /proc/self/task")
+		t.Skip(err)
 	}
-	var out []int
-	for _, e := range entries {
-		tid, _ := strconv.Atoi(e.Name())
-		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
-		if err != nil || tid == except {
-			continue // ended meanwhile
-		}
-		s := string(b)
-		nice, err := strconv.Atoi(strings.Fields(s[strings.LastIndexByte(s, ')')+2:])[16])
-		if err != nil {
-			t.Fatalf("stat %q: %v", s, err)
-		}
-		if nice >= lowprio.Nice {
-			out = append(out, tid)
-		}
-	}
-	return out
+	return slices.DeleteFunc(tids, func(tid int) bool { return tid == except || tid == os.Getpid() })
 }
 
 // StartsThreads is what Grove goes by to load a model at a lowered
 // priority: a load with intra-op threads above 1 leaves threads at that
 // priority (the session's pool, which serves the model's calls), one
-// with a single thread leaves none.
+// with a single thread leaves none. The threads of an earlier load (its
+// lowered thread, its closed session's pool) end asynchronously, so each
+// load waits for them to be gone first and counts only threads that were
+// not there before it.
 func TestStartsThreadsSaysWhetherALoweredLoadLeavesLoweredThreads(t *testing.T) {
 	load(t, pctrONNX, servables.LoadOptions{}) // the library and environment
+	base := nicedThreads(t, -1)
 	for _, n := range []int{1, 2, 3} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := slices.DeleteFunc(nicedThreads(t, -1), func(tid int) bool { return slices.Contains(base, tid) })
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("before the load with intra_op_threads %d: lowered threads %v of the earlier loads still run after 10 s", n, left)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		opts := servables.LoadOptions{IntraOpThreads: n}
 		var lowered int
-		before := len(nicedThreads(t, -1))
 		var s servables.Servable
 		var err error
 		if perr := lowprio.Run(lowprio.Nice, func() {
@@ -62,7 +62,7 @@ func TestStartsThreadsSaysWhetherALoweredLoadLeavesLoweredThreads(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		added := len(nicedThreads(t, lowered)) - before
+		added := len(slices.DeleteFunc(nicedThreads(t, lowered), func(tid int) bool { return slices.Contains(base, tid) }))
 		s.Close()
 		if starts := (Runtime{}).StartsThreads(opts); starts != (added > 0) || (starts && added != n-1) {
 			t.Errorf("intra_op_threads %d: StartsThreads says %v, and the lowered load left %d lowered threads", n, starts, added)

@@ -3,8 +3,7 @@ package torch
 import (
 	"context"
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -13,31 +12,17 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// nicedThreads lists the threads of the process whose nice value is
-// lowprio.Nice or more, but except.
+// nicedThreads lists the threads of the process at lowprio.Nice or
+// more, but except and the main thread: a lowered goroutine that ran on
+// the main thread leaves it lowered and parked for good (lowprio.Run),
+// never to run anything again.
 func nicedThreads(t *testing.T, except int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/task")
+	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice)
 	if err != nil {
-		t.Skip("no /proc/self/task")
+		t.Skip(err)
 	}
-	var out []int
-	for _, e := range entries {
-		tid, _ := strconv.Atoi(e.Name())
-		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
-		if err != nil || tid == except {
-			continue // ended meanwhile
-		}
-		s := string(b)
-		nice, err := strconv.Atoi(strings.Fields(s[strings.LastIndexByte(s, ')')+2:])[16])
-		if err != nil {
-			t.Fatalf("stat %q: %v", s, err)
-		}
-		if nice >= lowprio.Nice {
-			out = append(out, tid)
-		}
-	}
-	return out
+	return slices.DeleteFunc(tids, func(tid int) bool { return tid == except || tid == os.Getpid() })
 }
 
 // Grove loads and warms up TorchScript models on a lowered thread: the
