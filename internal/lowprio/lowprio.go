@@ -5,9 +5,11 @@
 //
 // Each Run locks a fresh goroutine to its OS thread, raises that thread's
 // nice value, runs the function and ends the goroutine still locked, which
-// ends the thread (Go's main thread, if the goroutine ran there, is parked
-// for good instead): an unprivileged process cannot lower a nice value
-// again, and no other goroutine ever runs on the thread. Go starts the threads it
+// ends the thread: an unprivileged process cannot lower a nice value
+// again, and no other goroutine ever runs on the thread. Go's main thread
+// is never lowered (Go would park it for good rather than end it): a Run
+// goroutine that starts there hands the work to another goroutine, which
+// cannot land on the main thread while the first holds it. Go starts the threads it
 // needs later from a thread of normal priority (a thread locked by
 // LockOSThread hands thread creation to Go's template thread), so goroutines
 // never inherit the priority.
@@ -46,29 +48,44 @@ var ErrUnsupported = errors.New("lowprio: thread priorities are not supported on
 // panic in f is raised again in the caller. The error, if any, says that
 // the priority could not be set: f ran all the same, at normal priority.
 func Run(nice int, f func()) error {
-	type result struct {
-		err   error
-		panic any
-		ok    bool
-	}
 	done := make(chan result, 1)
-	go func() {
-		// Locked and never unlocked: the thread ends with this goroutine.
-		lockThread()
-		var r result
-		r.err = lower(nice)
-		defer func() {
-			if !r.ok {
-				r.panic = recover()
-			}
-			done <- r
-		}()
-		f()
-		r.ok = true
-	}()
+	go runLowered(nice, f, done)
 	r := <-done
 	if !r.ok {
 		panic(r.panic)
 	}
 	return r.err
+}
+
+// result is how a Run's work ended.
+type result struct {
+	err   error
+	panic any
+	ok    bool
+}
+
+// runLowered locks the calling goroutine to its thread for good, lowers
+// the thread, runs f and sends how it ended to done; the thread ends with
+// the goroutine. On Go's main thread it runs itself again on another
+// goroutine, waits for it and unlocks the main thread.
+func runLowered(nice int, f func(), done chan<- result) {
+	lockThread()
+	if onMainThread() {
+		inner := make(chan result, 1)
+		go runLowered(nice, f, inner)
+		r := <-inner
+		unlockThread()
+		done <- r
+		return
+	}
+	var r result
+	r.err = lower(nice)
+	defer func() {
+		if !r.ok {
+			r.panic = recover()
+		}
+		done <- r
+	}()
+	f()
+	r.ok = true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,12 @@ import (
 )
 
 func lockThread() { runtime.LockOSThread() }
+
+func unlockThread() { runtime.UnlockOSThread() }
+
+// onMainThread reports whether the calling thread is the process's main
+// thread (whose thread id is the process id).
+func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
 
 // lower raises the calling thread's nice value to nice, unless it is
 // already that high.
@@ -56,8 +63,9 @@ func ThreadNice(tid int) (int, error) {
 }
 
 // ThreadsAtLeast lists the threads of this process whose nice value is
-// nice or more (a thread that ends while they are read is left out).
-func ThreadsAtLeast(nice int) ([]int, error) {
+// nice or more, but those in except (a thread that ends while they are
+// read is left out).
+func ThreadsAtLeast(nice int, except ...int) ([]int, error) {
 	entries, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, fmt.Errorf("lowprio: listing threads: %w", err)
@@ -65,7 +73,7 @@ func ThreadsAtLeast(nice int) ([]int, error) {
 	var out []int
 	for _, e := range entries {
 		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || slices.Contains(except, tid) {
 			continue
 		}
 		if n, err := ThreadNice(tid); err == nil && n >= nice {

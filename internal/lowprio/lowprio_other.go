@@ -4,10 +4,14 @@ package lowprio
 
 func lockThread() {}
 
+func unlockThread() {}
+
+func onMainThread() bool { return false }
+
 func lower(int) error { return ErrUnsupported }
 
 // ThreadNice returns ErrUnsupported: thread priorities are Linux's here.
 func ThreadNice(int) (int, error) { return 0, ErrUnsupported }
 
 // ThreadsAtLeast returns ErrUnsupported: thread priorities are Linux's here.
-func ThreadsAtLeast(int) ([]int, error) { return nil, ErrUnsupported }
+func ThreadsAtLeast(int, ...int) ([]int, error) { return nil, ErrUnsupported }

@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,16 +14,14 @@ import (
 )
 
 // nicedThreads lists the threads of the process at lowprio.Nice or
-// more, but except and the main thread: a lowered goroutine that ran on
-// the main thread leaves it lowered and parked for good (lowprio.Run),
-// never to run anything again.
+// more, but except.
 func nicedThreads(t *testing.T, except int) []int {
 	t.Helper()
-	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice)
+	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice, except)
 	if err != nil {
 		t.Skip(err)
 	}
-	return slices.DeleteFunc(tids, func(tid int) bool { return tid == except || tid == os.Getpid() })
+	return tids
 }
 
 // StartsThreads is what Grove goes by to load a model at a lowered

@@ -2,8 +2,6 @@ package torch
 
 import (
 	"context"
-	"os"
-	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -13,16 +11,14 @@ import (
 )
 
 // nicedThreads lists the threads of the process at lowprio.Nice or
-// more, but except and the main thread: a lowered goroutine that ran on
-// the main thread leaves it lowered and parked for good (lowprio.Run),
-// never to run anything again.
+// more, but except.
 func nicedThreads(t *testing.T, except int) []int {
 	t.Helper()
-	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice)
+	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice, except)
 	if err != nil {
 		t.Skip(err)
 	}
-	return slices.DeleteFunc(tids, func(tid int) bool { return tid == except || tid == os.Getpid() })
+	return tids
 }
 
 // Grove loads and warms up TorchScript models on a lowered thread: the
