@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -785,8 +786,13 @@ func TestLoadsAnExtensionlessTorchScriptFileByContent(t *testing.T) {
 
 // Load, predict, close cycles leave glibc's count of C heap bytes in use
 // (mallinfo2) where it was after a warm-up, within 1 KiB a cycle: a pCTR
-// module left open holds its weights (tens of KiB) and its graphs.
+// module left open holds its weights (tens of KiB) and its graphs. The
+// cycles run on one OS thread, warmed up like the heap: libtorch allocates
+// some state once per thread that first calls it, which a cycle landing on
+// a thread new to the process would count as its own.
 func TestLoadCloseCyclesLeaveTheCHeapFlat(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	file := filepath.Join(bucket, "pctr_v1", "model.pt")
 	x := tensor(t, servables.Float32, []int64{1, 64}, float32s(64, func(i int) float64 { return float64(i) / 64 })...)
 	cycle := func() {
