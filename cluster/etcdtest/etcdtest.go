@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/internal/tiedproc"
 )
 
 // Server is a running etcd.
@@ -100,11 +102,11 @@ func start(t testing.TB, bin string, o options) (*Server, error) {
 	s := &Server{Endpoint: clientURL, Addr: fmt.Sprintf("127.0.0.1:%d", client), out: &lockedBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.SysProcAttr = procAttr()
-	if err := s.cmd.Start(); err != nil {
+	waited, err := tiedproc.Start(s.cmd)
+	if err != nil {
 		return nil, fmt.Errorf("running %s: %w", bin, err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	go func() { <-waited; close(s.done) }()
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {

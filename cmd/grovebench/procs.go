@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/groveml/grove/internal/tiedproc"
 )
 
 // stopGrace is how long a server gets to exit after SIGTERM before SIGKILL.
@@ -38,13 +40,14 @@ func startChild(name string, cmd *exec.Cmd, logPath string) (*child, error) {
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childSysProcAttr()
-	if err := cmd.Start(); err != nil {
+	waited, err := tiedproc.Start(cmd)
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	c := &child{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
 	go func() {
-		c.err = cmd.Wait()
+		c.err = <-waited
 		close(c.done)
 	}()
 	return c, nil
