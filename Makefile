@@ -5,7 +5,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/grove
 PKGS := ./...
-APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc valgrind protobuf-compiler python3-protobuf chromium
+APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc g++ valgrind protobuf-compiler python3-protobuf chromium
 # The FastAPI baseline of `make bench` (../shared/bench), the example model
 # scripts, and XGBoost's Python package and C API (make bench-xgboost). An
 # install that brings another BLAS build along (OpenBLAS's pthread build came
@@ -26,11 +26,14 @@ all: build
 
 ## deps: install the Debian packages Grove builds and tests with, if missing
 ## (leaving the host's BLAS alternatives as they were: scripts/deps.sh),
-## fetch the ONNX Runtime library into .cache/onnxruntime (npm pack, pinned)
-## and install the pinned Go tools the tests use (grpcurl).
+## fetch the ONNX Runtime library into .cache/onnxruntime (npm pack, pinned),
+## build the TorchScript runtime's library over libtorch into
+## .cache/torchshim (scripts/torchshim.sh, when its sources changed) and
+## install the pinned Go tools the tests use (grpcurl).
 deps:
 	@scripts/deps.sh $(APT_PKGS)
 	@scripts/onnxruntime.sh >/dev/null
+	@scripts/torchshim.sh >/dev/null
 	@scripts/tools.sh
 
 deps-bench:
@@ -41,8 +44,9 @@ build: deps
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/grove
 
 ## dist: the relocatable release $(DISTDIR)/grove-<version>-<os>-<arch>.tar.gz:
-## bin/grove (stamped like build), lib/libonnxruntime.so.1 (found by the
-## binary at ../lib/ from its own path), and, when this Makefile has the
+## bin/grove (stamped like build), lib/libonnxruntime.so.1 and
+## lib/libgrove_torch.so (found by the binary at ../lib/ from its own path,
+## each opened with the first model of its runtime), and, when this Makefile has the
 ## processor target, lib/libgrove_processor.so with include/processor.h.
 ## The host needs the Debian packages the README lists (docs/operations.md).
 dist: deps
@@ -51,6 +55,7 @@ dist: deps
 	  mkdir -p "$$stage/bin" "$$stage/lib"; \
 	  $(GO) build -ldflags '$(LDFLAGS)' -o "$$stage/bin/grove" ./cmd/grove; \
 	  install -m 0644 "$$(scripts/onnxruntime.sh)" "$$stage/lib/libonnxruntime.so.1"; \
+	  install -m 0755 "$$(scripts/torchshim.sh)" "$$stage/lib/libgrove_torch.so"; \
 	  if grep -q '^processor:' $(firstword $(MAKEFILE_LIST)); then \
 	    $(MAKE) --no-print-directory processor; \
 	    mkdir -p "$$stage/include"; \

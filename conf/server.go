@@ -170,6 +170,10 @@ type Server struct {
 	// $GROVE_ONNXRUNTIME_LIB, else ../lib/ from the executable's directory
 	// (a release), else the copy `make deps` puts in .cache.
 	ONNXRuntimeLib string `yaml:"onnxruntime_lib"`
+	// TorchLib is Grove's TorchScript runtime library (libgrove_torch.so);
+	// empty means $GROVE_TORCH_LIB, else ../lib/ from the executable's
+	// directory, else the repository's .cache (torch.DefaultLibraryPath).
+	TorchLib string `yaml:"torch_lib"`
 	// IntraOpThreads is the number of threads a model uses for one forward pass.
 	IntraOpThreads int `yaml:"intra_op_threads"`
 	// Pprof serves Go's profiling endpoints under /debug/pprof/ on the HTTP
@@ -629,6 +633,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	integer(&s.IntraOpThreads, "intra-op-threads", "threads per model forward pass")
 	integer(&s.MaxBatchRows, "max-batch-rows", "largest dynamic batch in rows: queued user requests of a model run as one forward call (1: off)")
 	str(&s.ONNXRuntimeLib, "onnxruntime-lib", "ONNX Runtime shared library `file` (default: $GROVE_ONNXRUNTIME_LIB, else ../lib/ beside the binary's directory, else the .cache copy of make deps)")
+	str(&s.TorchLib, "torch-lib", "TorchScript runtime library `file`, libgrove_torch.so, opened with the first TorchScript model (default: $GROVE_TORCH_LIB, else ../lib/ beside the binary's directory, else the .cache build of make deps)")
 	choice(&s.LogLevel, "log_level", "log-level", "log `level`: debug, info, warn or error")
 	choice(&s.LogFormat, "log_format", "log-format", "log `format`: text or json")
 	boolean := func(p *bool, name, usage string) {

@@ -23,10 +23,11 @@ import (
 // TestDistReleaseServesFromAnywhere builds the release with `make dist`,
 // unpacks it into a temporary directory and serves a TorchScript and an
 // ONNX model with it from another working directory, with no
-// GROVE_ONNXRUNTIME_LIB: the binary must find ONNX Runtime in the release's
-// lib/ (checked in the process's memory map). It also checks `grove
-// version`, the tarball's members, and that every shared library the
-// binary needs comes from the runtime packages the container build file
+// GROVE_ONNXRUNTIME_LIB or GROVE_TORCH_LIB: the binary must find ONNX
+// Runtime and its TorchScript library in the release's lib/ (checked in the
+// process's memory map). It also checks `grove version`, the tarball's
+// members, and that every shared library the binary and its TorchScript
+// library need comes from the runtime packages the container build file
 // installs and the README lists.
 //
 // Budget: 300 s.
@@ -55,7 +56,7 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 
 	release := t.TempDir()
 	members := untar(t, tarball, release)
-	want := []string{name + "/bin/grove", name + "/lib/libonnxruntime.so.1"}
+	want := []string{name + "/bin/grove", name + "/lib/libgrove_torch.so", name + "/lib/libonnxruntime.so.1"}
 	if makefileHas(t, root, "processor") {
 		want = append(want, name+"/include/processor.h", name+"/lib/libgrove_processor.so")
 	}
@@ -70,15 +71,15 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(v)) != "grove "+version {
 		t.Fatalf("grove version = %q (%v), want %q", v, err, "grove "+version)
 	}
-	checkRuntimePackages(t, root, bin)
+	checkRuntimePackages(t, root, bin, filepath.Join(home, "lib", "libgrove_torch.so"))
 
 	// Nowhere near the repository: neither the release nor the working
-	// directory has a .cache/onnxruntime above it.
+	// directory has a .cache above it.
 	wd := t.TempDir()
 	for _, d := range []string{home, wd} {
 		for dir := d; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, ".cache", "onnxruntime")); err == nil {
-				t.Fatalf("%s has a .cache/onnxruntime above it (%s): the test would not show that the release finds its own lib/", d, dir)
+			if _, err := os.Stat(filepath.Join(dir, ".cache")); err == nil {
+				t.Fatalf("%s has a .cache above it (%s): the test would not show that the release finds its own lib/", d, dir)
 			}
 			if filepath.Dir(dir) == dir {
 				break
@@ -95,7 +96,7 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 	}
 	b.Put(t, "pctr_onnx/model.onnx", onnxModel)
 	putConfig(t, b, modelEntry{Path: "pctr_v1/"}, modelEntry{Path: "pctr_onnx/"})
-	g := startBinary(t, bin, wd, withoutEnv(os.Environ(), "GROVE_ONNXRUNTIME_LIB"), b.URL())
+	g := startBinary(t, bin, wd, withoutEnv(os.Environ(), "GROVE_ONNXRUNTIME_LIB", "GROVE_TORCH_LIB"), b.URL())
 	g.waitFor("both models", 60*time.Second, func() bool {
 		code, body := g.get("/v1/models")
 		return code == http.StatusOK && strings.Contains(string(body), "pctr_v1/") && strings.Contains(string(body), "pctr_onnx/")
@@ -111,12 +112,14 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lib, err := filepath.EvalSymlinks(filepath.Join(home, "lib", "libonnxruntime.so.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(maps), lib) {
-		t.Errorf("grove did not map %s; its ONNX Runtime mappings:\n%s", lib, grepLines(string(maps), "onnxruntime"))
+	for file, grep := range map[string]string{"libonnxruntime.so.1": "onnxruntime", "libgrove_torch.so": "torch"} {
+		lib, err := filepath.EvalSymlinks(filepath.Join(home, "lib", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(maps), lib) {
+			t.Errorf("grove did not map %s; its mappings of %s:\n%s", lib, grep, grepLines(string(maps), grep))
+		}
 	}
 	if makefileHas(t, root, "processor") {
 		processorFromRelease(t, ctx, root, home, wd)
@@ -126,7 +129,8 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 // processorFromRelease runs the processor library's C test (short: a few
 // calls on a TorchScript and an ONNX model) against the release's
 // lib/libgrove_processor.so from working directory wd, without
-// $GROVE_ONNXRUNTIME_LIB: the library finds ONNX Runtime beside itself.
+// $GROVE_ONNXRUNTIME_LIB or $GROVE_TORCH_LIB: the library finds ONNX
+// Runtime and the TorchScript library beside itself.
 func processorFromRelease(t *testing.T, ctx context.Context, root, home, wd string) {
 	t.Helper()
 	tmp := t.TempDir()
@@ -144,7 +148,7 @@ func processorFromRelease(t *testing.T, ctx context.Context, root, home, wd stri
 	}
 	run := exec.CommandContext(ctx, prog, filepath.Join(home, "lib", "libgrove_processor.so"), data, filepath.Join(work, "models"), "short")
 	run.Dir = wd
-	run.Env = append(withoutEnv(os.Environ(), "GROVE_ONNXRUNTIME_LIB", "TMPDIR"), "TMPDIR="+tmp, "GROVE_LOG_LEVEL=warn")
+	run.Env = append(withoutEnv(os.Environ(), "GROVE_ONNXRUNTIME_LIB", "GROVE_TORCH_LIB", "TMPDIR"), "TMPDIR="+tmp, "GROVE_LOG_LEVEL=warn")
 	if b, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("the processor C test against the release's library, from %s: %v\n%s", wd, err, b)
 	}
@@ -236,11 +240,11 @@ func untar(t *testing.T, tarball, dir string) []string {
 	return files
 }
 
-// checkRuntimePackages checks that each shared library bin needs belongs to
+// checkRuntimePackages checks that each shared library the bins need belongs to
 // one of the Debian packages the container build file installs in its last
 // stage, or to one of their direct dependencies, and that the README names
 // each of those packages.
-func checkRuntimePackages(t *testing.T, root, bin string) {
+func checkRuntimePackages(t *testing.T, root string, bins ...string) {
 	t.Helper()
 	df, err := os.ReadFile(filepath.Join(root, "deploy", "container", "Dockerfile"))
 	if err != nil {
@@ -279,19 +283,21 @@ func checkRuntimePackages(t *testing.T, root, bin string) {
 			}
 		}
 	}
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	needed, err := f.ImportedLibraries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lib := range needed {
-		owner := libraryPackage(t, lib)
-		if !provided[owner] {
-			t.Errorf("%s needs %s from Debian's %s, which neither the container's packages %q nor their dependencies are", bin, lib, owner, pkgs)
+	for _, bin := range bins {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		needed, err := f.ImportedLibraries()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lib := range needed {
+			owner := libraryPackage(t, lib)
+			if !provided[owner] {
+				t.Errorf("%s needs %s from Debian's %s, which neither the container's packages %q nor their dependencies are", bin, lib, owner, pkgs)
+			}
 		}
 	}
 }

@@ -75,14 +75,14 @@ const configName = ".grove-processor-model-config.json"
 type Options struct {
 	// Logger receives the logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Runtimes are the model runtimes; nil means TorchScript and ONNX,
-	// with ONNX Runtime loaded from ONNXLibrary.
+	// Runtimes are the model runtimes; nil means the built-in ones
+	// (runtimes.Builtin), opening Libraries.
 	Runtimes servables.Registry
-	// ONNXLibrary is the ONNX Runtime library of the default runtimes;
-	// empty means onnx.DefaultLibraryPath (searched from the host
-	// program's path). The c-shared library passes onnx.FindLibrary of its
-	// own path, so a release finds lib/libonnxruntime.so.1 beside it.
-	ONNXLibrary string
+	// Libraries are the shared libraries of the default runtimes; empty
+	// paths are searched from the host program's path. The c-shared
+	// library passes those found from its own path, so a release finds
+	// lib/libonnxruntime.so.1 and lib/libgrove_torch.so beside it.
+	Libraries runtimes.Libraries
 	// CacheDir is where model files are copied to be loaded; empty means
 	// a new directory under os.TempDir().
 	CacheDir string
@@ -178,7 +178,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 	}
 	rts := opts.Runtimes
 	if rts == nil {
-		rts = runtimes.Builtin(opts.ONNXLibrary)
+		rts = runtimes.Builtin(opts.Libraries)
 	}
 	p.sys, err = actors.Start(actors.Options{
 		Bucket:          &dirBucket{Bucket: b, cfg: cfg, log: p.log},

@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/runtimes"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -101,7 +102,7 @@ func BenchmarkServeInferenceHTTP(b *testing.B) {
 func BenchmarkDirectInferenceHTTP(b *testing.B) {
 	dir := "../../examples/bucket/pctr_v1"
 	files := []string{"model.pt"}
-	rt, err := runtimesOf("").Find(os.DirFS(dir), files)
+	rt, err := runtimesOf(runtimes.Libraries{}).Find(os.DirFS(dir), files)
 	if err != nil {
 		b.Fatal(err)
 	}

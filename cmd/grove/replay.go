@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/runtimes"
 )
 
 const replayUsage = `Usage: grove replay [flags] --model PATH
@@ -226,7 +227,7 @@ func loadLocal(ctx context.Context, path string, opts servables.LoadOptions) (*l
 		}
 		slices.Sort(files)
 	}
-	rt, err := runtimesOf("").Find(os.DirFS(dir), files) // the ONNX library from $GROVE_ONNXRUNTIME_LIB or .cache
+	rt, err := runtimesOf(runtimes.Libraries{}).Find(os.DirFS(dir), files) // the libraries from $GROVE_TORCH_LIB, $GROVE_ONNXRUNTIME_LIB or .cache
 	if err != nil {
 		return nil, fmt.Errorf("--model %s: %w", path, err)
 	}

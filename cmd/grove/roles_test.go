@@ -25,6 +25,7 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/logging/audit"
+	"github.com/groveml/grove/servables/runtimes"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/ui"
@@ -204,7 +205,7 @@ func TestEveryRouteAndMethodNeedsTheRoleItAlwaysHad(t *testing.T) {
 	}
 	b := bucket.NewMemory("roles", map[string][]byte{"model_config.json": []byte(`{"model_metadata":[]}`)})
 	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
+		CacheDir: t.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(runtimes.Libraries{}), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
 		Logger: discard, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

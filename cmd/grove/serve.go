@@ -134,11 +134,15 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// The connection counts of every listener, HTTP and gRPC: one set per
 	// process (connlimit.NewMetrics registers them).
 	conns := connlimit.NewMetrics(reg)
-	// The host's BLAS, its threads set before any model loads.
-	blas, hasBLAS := runtimes.BLAS()
-	if hasBLAS {
+	// The host's BLAS, its threads set before any model loads. Without the
+	// TorchScript runtime's library, only TorchScript models fail to load.
+	blas, hasBLAS, err := runtimes.BLAS(cfg.TorchLib)
+	switch {
+	case hasBLAS:
 		logBLAS(log, blas)
 		reg.MustRegister(blasInfo(blas))
+	case err != nil:
+		log.Warn("TorchScript runtime unavailable: TorchScript models will not load", "err", err)
 	}
 	// The audit trail stops after the servers and the actors, so the
 	// writes they finish while draining are recorded.
@@ -255,7 +259,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		CompareWindow:        cfg.ShadowCompareWindow,
 		MaxBatchRows:         cfg.MaxBatchRows,
 		IntraOpThreads:       cfg.IntraOpThreads,
-		Runtimes:             runtimesOf(cfg.ONNXRuntimeLib),
+		Runtimes:             runtimesOf(runtimes.Libraries{ONNX: cfg.ONNXRuntimeLib, Torch: cfg.TorchLib}),
 		ParseWarmUp:          baOpts.ParseWarmUp,
 		Logger:               log,
 		Registerer:           reg,

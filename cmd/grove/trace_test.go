@@ -28,6 +28,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/servables/runtimes"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/tracing/tracingtest"
 	"github.com/groveml/grove/transport/httpserver"
@@ -63,7 +64,7 @@ func startPCTRWith(tb testing.TB, pred actors.PredictionSink, entry string) *act
 		tb.Fatal(err)
 	}
 	sys, err := actors.Start(actors.Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: tb.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(""), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
+		CacheDir: tb.TempDir(), MaxBatchRows: 64, IntraOpThreads: 1, Runtimes: runtimesOf(runtimes.Libraries{}), ParseWarmUp: ba.ParseOptions{}.ParseWarmUp,
 		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(), Predictions: pred})
 	if err != nil {
 		tb.Fatal(err)

@@ -95,6 +95,8 @@ import (
 
 	"github.com/groveml/grove/processor"
 	"github.com/groveml/grove/servables/onnx"
+	"github.com/groveml/grove/servables/runtimes"
+	"github.com/groveml/grove/servables/torch"
 )
 
 // maxBatch bounds the NULL-terminated arrays of batch_process.
@@ -149,7 +151,8 @@ func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
 		log.Warn("initialize: the model cache will not be removed at exit", "dir", cache)
 	}
 	p, err := processor.New(context.Background(), entry, []byte(C.GoString(modelConfig)),
-		processor.Options{Logger: log, ONNXLibrary: onnx.FindLibrary(selfPath()), CacheDir: cache})
+		processor.Options{Logger: log, CacheDir: cache,
+			Libraries: runtimes.Libraries{ONNX: onnx.FindLibrary(selfPath()), Torch: torch.FindLibrary(selfPath())}})
 	if err != nil {
 		log.Error("initialize failed", "err", err)
 		return fail()

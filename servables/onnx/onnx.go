@@ -82,14 +82,11 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 // a library in lib/, such as the processor, finds its own directory).
 const ReleaseLibraryRel = "../lib/libonnxruntime.so.1"
 
+// places are where the library may be (servables.LibraryPlaces).
+var places = servables.LibraryPlaces{Env: LibraryEnv, ReleaseRel: ReleaseLibraryRel, CacheRel: DefaultLibraryRel}
+
 // DefaultLibraryPath is FindLibrary for the running executable.
-func DefaultLibraryPath() string {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = ""
-	}
-	return FindLibrary(exe)
-}
+func DefaultLibraryPath() string { return places.ForExecutable() }
 
 // FindLibrary returns the ONNX Runtime library a program at self (the path
 // of the executable or shared library that loads it; empty when unknown)
@@ -101,49 +98,12 @@ func DefaultLibraryPath() string {
 // find the repository's .cache). Failing all of them it returns the relative
 // path DefaultLibraryRel itself, which the load error then names. Symlinks
 // in self are resolved first, so a link to bin/grove finds the release's lib/.
-func FindLibrary(self string) string {
-	wd, _ := os.Getwd()
-	return findLibrary(os.Getenv(LibraryEnv), wd, self, isRegularFile)
-}
-
-func isRegularFile(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
-}
+func FindLibrary(self string) string { return places.FindLibrary(self) }
 
 // findLibrary is FindLibrary with its inputs passed in: the environment
 // variable's value, the working directory and a test for a file.
 func findLibrary(env, wd, self string, exists func(string) bool) string {
-	if env != "" {
-		return env
-	}
-	var selfDir string
-	if self != "" {
-		if real, err := filepath.EvalSymlinks(self); err == nil {
-			self = real
-		}
-		selfDir = filepath.Dir(self)
-		if p := filepath.Join(selfDir, filepath.FromSlash(ReleaseLibraryRel)); exists(p) {
-			return p
-		}
-	}
-	rel := filepath.FromSlash(DefaultLibraryRel)
-	for _, dir := range []string{wd, selfDir} {
-		if dir == "" {
-			continue
-		}
-		for {
-			if p := filepath.Join(dir, rel); exists(p) {
-				return p
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return rel
+	return places.Find(env, wd, self, exists)
 }
 
 // The ONNX Runtime environment is process-wide in onnxruntime_go (one

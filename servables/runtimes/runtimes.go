@@ -9,20 +9,32 @@ import (
 	"github.com/groveml/grove/servables/xgboost"
 )
 
+// Libraries are the shared libraries the runtimes open with their first
+// model, each found from the running executable when empty.
+type Libraries struct {
+	// ONNX is ONNX Runtime's libonnxruntime.so.1 (onnx.DefaultLibraryPath).
+	ONNX string
+	// Torch is Grove's libgrove_torch.so over libtorch
+	// (torch.DefaultLibraryPath).
+	Torch string
+}
+
 // Builtin returns the runtimes of this build, in the order a model's files
 // are offered to them: TorchScript (unless built with the grove_notorch
-// tag), then ONNX, then XGBoost (pure Go). The ONNX runtime loads onnxLib (empty:
-// onnx.DefaultLibraryPath) with the first .onnx model; without it only
-// .onnx models fail to load.
-func Builtin(onnxLib string) servables.Registry {
-	return append(torchRuntimes(),
-		onnx.Runtime{LibraryPath: onnxLib},
+// tag), then ONNX, then XGBoost (pure Go). The TorchScript and ONNX
+// runtimes open their libraries with their first model; without one only
+// that runtime's models fail to load.
+func Builtin(libs Libraries) servables.Registry {
+	return append(torchRuntimes(libs.Torch),
+		onnx.Runtime{LibraryPath: libs.ONNX},
 		xgboost.Runtime{},
 	)
 }
 
 // BLAS returns the host's BLAS library that the TorchScript runtime's
 // matrix products run on in this process, its threads set up for serving
-// (torch.HostBLAS); ok is false in a build without libtorch. ONNX Runtime
-// and XGBoost use no system BLAS.
-func BLAS() (b servables.BLAS, ok bool) { return hostBLAS() }
+// (torch.HostBLAS, which opens the TorchScript runtime's library at
+// torchLib); ok is false in a build without libtorch, or when the library
+// cannot be opened (err says why). ONNX Runtime and XGBoost use no system
+// BLAS.
+func BLAS(torchLib string) (b servables.BLAS, ok bool, err error) { return hostBLAS(torchLib) }

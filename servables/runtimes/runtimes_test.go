@@ -13,7 +13,7 @@ import (
 // to the first that accepts them).
 func TestBuiltinNamesTorchThenONNXThenXGBoost(t *testing.T) {
 	var names []string
-	for _, r := range Builtin("") {
+	for _, r := range Builtin(Libraries{}) {
 		names = append(names, r.Name())
 	}
 	if want := []string{"torchscript", "onnx", "xgboost"}; !slices.Equal(names, want) {
@@ -31,7 +31,7 @@ func TestBuiltinTakesXGBoostModelsOfEitherFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{file, "model"} {
-			rt, err := Builtin("").Find(fstest.MapFS{name: {Data: data}}, []string{name})
+			rt, err := Builtin(Libraries{}).Find(fstest.MapFS{name: {Data: data}}, []string{name})
 			if err != nil || rt.Name() != "xgboost" {
 				t.Errorf("%s as %s: runtime %v, error %v; want xgboost", file, name, rt, err)
 			}

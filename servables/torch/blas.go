@@ -1,7 +1,7 @@
 package torch
 
 // #include <stdlib.h>
-// #include "shim.h"
+// #include "dl.h"
 import "C"
 
 import (
@@ -13,22 +13,26 @@ import (
 )
 
 // HostBLAS returns the BLAS library libtorch's matrix products run on in
-// this process, after setting it up for serving as Load does before the
-// first model (see the package doc, "BLAS").
-func HostBLAS() servables.BLAS {
-	initTorch()
-	return findBLAS()
+// this process, after opening libgrove_torch.so at path (DefaultLibraryPath
+// when empty) and setting the BLAS up for serving as Load does before the
+// first model (see the package doc, "BLAS"). The error is initTorch's: the
+// library could not be opened (ErrLibrary).
+func HostBLAS(path string) (servables.BLAS, error) {
+	if err := initTorch(path); err != nil {
+		return servables.BLAS{}, err
+	}
+	return findBLAS(), nil
 }
 
 // setBLASThreads sets the BLAS library's own thread count through its
 // own API; it reports whether the library has one Grove knows.
-func setBLASThreads(n int) bool { return C.grove_blas_set_threads(C.int32_t(n)) == 0 }
+func setBLASThreads(n int) bool { return C.gt_blas_set_threads(C.int32_t(n)) == 0 }
 
 // findBLAS describes the BLAS library libtorch's sgemm_ resolves to.
 func findBLAS() servables.BLAS {
 	var b C.grove_blas
-	C.grove_blas_find(&b)
-	defer C.grove_blas_free(&b)
+	C.gt_blas_find(&b)
+	defer C.gt_blas_free(&b)
 	out := servables.BLAS{Library: C.GoString(b.library), Version: goString(b.version),
 		Parallel: parallelName(int(b.parallel)), Path: resolved(goString(b.path)), Threads: max(int(b.threads), 0)}
 	if core := resolved(goString(b.core_path)); core != out.Path {
@@ -94,6 +98,6 @@ func importsOpenMP(path string) bool {
 // and returns the CPU time that thread and the whole process used.
 func mmCPU(n, reps, intraOpThreads int) (thread, process int64, ok bool) {
 	var t, p C.int64_t
-	ok = C.grove_mm_cpu(C.int32_t(n), C.int32_t(reps), C.int32_t(intraOpThreads), &t, &p) == 0
+	ok = C.gt_mm_cpu(C.int32_t(n), C.int32_t(reps), C.int32_t(intraOpThreads), &t, &p) == 0
 	return int64(t), int64(p), ok
 }

@@ -41,13 +41,26 @@ func TestMain(m *testing.M) {
 	if os.Getenv(blasChildEnv) != "" {
 		os.Exit(blasChild())
 	}
+	if p := os.Getenv(openChildEnv); p != "" {
+		os.Exit(openChild(p))
+	}
+	// The tests that call the library's functions directly need it open.
+	if err := initTorch(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
 
 // blasChild is the child process of blasIn.
 func blasChild() int {
 	runtime.LockOSThread()
-	r := blasReport{BLAS: HostBLAS()}
+	b, err := HostBLAS("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r := blasReport{BLAS: b}
 	for _, n := range []int{1, 2} {
 		thread, process, ok := mmCPU(512, 10, n)
 		if !ok {
@@ -134,7 +147,10 @@ func defines(t *testing.T, path, name string) bool {
 // process has mapped that defines sgemm_, and, for OpenBLAS, the file that
 // defines its thread API; the library's own thread count is then one.
 func TestHostBLASIsTheLibraryLibtorchLoaded(t *testing.T) {
-	b := HostBLAS()
+	b, err := HostBLAS("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("%+v", b)
 	if b.Library == "" || b.Path == "" {
 		t.Fatalf("HostBLAS() = %+v: no library, or no file", b)
@@ -178,7 +194,10 @@ func cmp(s ...string) string {
 // TestSetBLASThreadsSetsWhatTheLibraryReports: the library's own thread
 // count is what setBLASThreads last asked for.
 func TestSetBLASThreadsSetsWhatTheLibraryReports(t *testing.T) {
-	b := HostBLAS()
+	b, err := HostBLAS("")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !hasThreadAPI(b) {
 		t.Skipf("%s has no thread API Grove knows", b.Library)
 	}

@@ -1,6 +1,9 @@
-// Package torch is Grove's TorchScript runtime: a thin cgo binding to libtorch
+// Package torch is Grove's TorchScript runtime: a thin binding to libtorch
 // (Debian's libtorch 1.13, C++17, CXX11 ABI), through the extern "C" API of
-// shim.h, implementing servables.Runtime and servables.Servable.
+// shim/shim.h, implementing servables.Runtime and servables.Servable. That
+// API is a shared library of its own, libgrove_torch.so, which the first
+// Load (or HostBLAS) opens (dl.c; Library, FindLibrary): a process that
+// loads no TorchScript model never loads libtorch.
 //
 // # Models
 //
@@ -131,7 +134,12 @@
 //
 // # Build
 //
-// Needs Debian's libtorch-dev (headers in /usr/include and
-// /usr/include/torch/csrc/api/include); shim.cc is compiled with -std=c++17
-// -fopenmp (as libtorch itself was) and links -ltorch -ltorch_cpu -lc10 -lgomp. Compiling shim.cc takes about a minute; the Go build cache keeps it.
+// The Go package needs no libtorch to build. scripts/torchshim.sh (make
+// deps) builds shim/shim.cc with Debian's libtorch-dev (headers in
+// /usr/include and /usr/include/torch/csrc/api/include), -std=c++17
+// -fopenmp (as libtorch itself was), linking -ltorch -ltorch_cpu -lc10
+// -lgomp, into .cache/torchshim/<LibraryVersion>/libgrove_torch.so, where
+// the version is a hash of shim.h and shim.cc: the package embeds both,
+// looks for that directory, and opens only a library that reports that
+// version, so a stale build is never used.
 package torch

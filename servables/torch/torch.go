@@ -1,9 +1,8 @@
 package torch
 
-// #cgo CXXFLAGS: -std=c++17 -fopenmp -I/usr/include/torch/csrc/api/include
-// #cgo LDFLAGS: -ltorch -ltorch_cpu -lc10 -lgomp
+// #cgo LDFLAGS: -ldl
 // #include <stdlib.h>
-// #include "shim.h"
+// #include "dl.h"
 import "C"
 
 import (
@@ -29,8 +28,16 @@ const RuntimeName = "torchscript"
 // modelExtensions are the file name endings of a TorchScript model file.
 var modelExtensions = []string{".pt", ".pth", ".torchscript"}
 
-// Runtime loads TorchScript models with libtorch. Its zero value is ready to use.
-type Runtime struct{}
+// Runtime loads TorchScript models with libtorch, through Grove's library
+// over it (libgrove_torch.so, opened by the first Load). Its zero value is
+// ready to use and finds the library with DefaultLibraryPath.
+type Runtime struct {
+	// LibraryPath is libgrove_torch.so, built from this package's shim
+	// sources (scripts/torchshim.sh). Empty means DefaultLibraryPath().
+	// The library is opened once per process: every Runtime value of the
+	// process must name the same file.
+	LibraryPath string
+}
 
 var _ servables.Runtime = Runtime{}
 
@@ -60,37 +67,11 @@ func modelFile(fsys fs.FS, files []string) (string, error) {
 		servables.ErrUnsupportedRuntime, len(found), strings.Join(found, ", "))
 }
 
-var initOnce sync.Once
-
-// initTorch sets, once, libtorch's process-wide inter-op pool to one thread
-// and the BLAS library's own thread count to one (see the package doc,
-// "BLAS"). Grove runs models concurrently itself, and TorchScript models
-// only use the inter-op pool for torch.jit.fork. libtorch refuses the
-// inter-op setting once inter-op work has started; that is harmless and
-// ignored, as is a BLAS library without a thread API. It also starts the
-// inter-op pool, on a goroutine of its own: Load may run on a thread at a
-// lowered priority (internal/lowprio), which the pool's thread, serving
-// every model's forks later, would inherit; a goroutine that does not
-// lock its thread never runs on such a thread.
-func initTorch() {
-	initOnce.Do(func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if msg := C.grove_init(1); msg != nil {
-				C.free(unsafe.Pointer(msg))
-			}
-			setBLASThreads(1)
-		}()
-		<-done
-	})
-}
-
 // Load loads the TorchScript file among files (see Accepts), puts it in eval mode and
 // freezes it (falling back to the unfrozen module if freezing fails).
 // opts.IntraOpThreads is applied to each forward call; see the package doc.
 // opts.MissingValue is refused: TorchScript models have no missing values.
-func (Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
+func (r Runtime) Load(ctx context.Context, dir string, files []string, opts servables.LoadOptions) (servables.Servable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -104,7 +85,9 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 	if opts.MissingValue != nil {
 		return nil, fmt.Errorf("torchscript: missing_value is %v: a TorchScript model takes no missing value (only XGBoost models do)", *opts.MissingValue)
 	}
-	initTorch()
+	if err := initTorch(r.LibraryPath); err != nil {
+		return nil, err
+	}
 	file := filepath.Join(dir, filepath.FromSlash(rel))
 	if _, err := os.Stat(file); err != nil {
 		return nil, fmt.Errorf("torchscript: loading model: %w", err)
@@ -113,7 +96,7 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 	defer C.free(unsafe.Pointer(cpath))
 	var frozen C.int32_t
 	var cerr *C.char
-	h := C.grove_load(cpath, &frozen, &cerr)
+	h := C.gt_load(cpath, &frozen, &cerr)
 	if h == nil {
 		msg := takeString(cerr)
 		if strings.Contains(msg, "constants.pkl") {
@@ -123,7 +106,7 @@ func (Runtime) Load(ctx context.Context, dir string, files []string, opts servab
 	}
 	m := &Model{h: h, file: file, threads: max(opts.IntraOpThreads, 1), frozen: frozen != 0}
 	if err := m.readSignature(); err != nil {
-		C.grove_module_free(h)
+		C.gt_module_free(h)
 		return nil, fmt.Errorf("torchscript: loading %s: %w", file, err)
 	}
 	return m, nil
@@ -155,7 +138,7 @@ var _ servables.Servable = (*Model)(nil)
 func (m *Model) readSignature() error {
 	var nArgs, nRequired, nOutputs C.int32_t
 	var cerr *C.char
-	names := C.grove_signature(m.h, &nArgs, &nRequired, &nOutputs, &cerr)
+	names := C.gt_signature(m.h, &nArgs, &nRequired, &nOutputs, &cerr)
 	if names == nil {
 		return errors.New(takeString(cerr))
 	}
@@ -234,7 +217,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	if m.h == nil {
 		return nil, fmt.Errorf("torchscript: model %s is closed", m.file)
 	}
-	status := C.grove_forward(m.h, C.int32_t(n), first(a.dtypes), first(a.ndims), first(a.shapes),
+	status := C.gt_forward(m.h, C.int32_t(n), first(a.dtypes), first(a.ndims), first(a.shapes),
 		(*unsafe.Pointer)(first(a.ptrs)), first(a.nbytes), C.int32_t(m.threads), &a.res, &a.cerr)
 	res, cerr := a.res, a.cerr
 	switch status {
@@ -246,7 +229,7 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	default:
 		return nil, m.runError(takeString(cerr), inputs)
 	}
-	defer C.grove_result_free(res)
+	defer C.gt_result_free(res)
 	return copyOutputs(res)
 }
 
@@ -383,7 +366,7 @@ func (m *Model) runError(msg string, inputs []servables.Tensor) error {
 
 // ompTeamSize applies IntraOpThreads n to the calling OS thread, as Predict
 // does, and returns the OpenMP team size a parallel region there gets.
-func ompTeamSize(n int) int { return int(C.grove_omp_team_size(C.int32_t(n))) }
+func ompTeamSize(n int) int { return int(C.gt_omp_team_size(C.int32_t(n))) }
 
 // first returns a pointer to s[0], or nil for an empty s.
 func first[T any](s []T) *T {
@@ -399,7 +382,7 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.h != nil {
-		C.grove_module_free(m.h)
+		C.gt_module_free(m.h)
 		m.h = nil
 	}
 	return nil

@@ -251,6 +251,12 @@ std::string type_name(const c10::IValue& v) {
 
 extern "C" {
 
+#ifndef GROVE_SHIM_VERSION
+#error "build with -DGROVE_SHIM_VERSION=\"<version>\" (scripts/torchshim.sh)"
+#endif
+
+const char* grove_shim_version(void) { return GROVE_SHIM_VERSION; }
+
 char* grove_init(int32_t interop_threads) {
   try {
     at::set_num_interop_threads(interop_threads < 1 ? 1 : interop_threads);

@@ -1,6 +1,8 @@
-// Grove's C API over libtorch's TorchScript runtime (shim.cc). Every function
-// catches all C++ exceptions; failures come back as a status code and a
-// malloc'd message that the caller frees with free().
+// Grove's C API over libtorch's TorchScript runtime (shim.cc), built into
+// libgrove_torch.so (scripts/torchshim.sh), which Grove opens when a
+// TorchScript model first loads (dl.c). Every function catches all C++
+// exceptions; failures come back as a status code and a malloc'd message
+// that the caller frees with free().
 #ifndef GROVE_TORCH_SHIM_H
 #define GROVE_TORCH_SHIM_H
 
@@ -49,6 +51,11 @@ typedef struct {
   grove_tensor* tensors;
   void* impl;
 } grove_result;
+
+// grove_shim_version returns the version the library was built as: the
+// first 16 hex digits of the SHA-256 of shim.h followed by shim.cc. Grove
+// opens only the library of its own sources.
+const char* grove_shim_version(void);
 
 // grove_init sets the process-wide inter-op thread count. It returns NULL or
 // an error message (libtorch refuses once inter-op work has started).
