@@ -16,6 +16,13 @@ package main
 //     sustains (grove_model_loads_total{reason="demand"}); then again
 //     with the churn paced at half that rate (a node not saturated by
 //     loads);
+//   - the same two loads at half the rate pctr_v1/ served alone, paced
+//     (open loop, latency from each request's scheduled start), alone
+//     and with the churn paced as above: a node with headroom, where the
+//     closed loop above measures a saturated one, whose warm requests
+//     must lose whatever CPU the loads take;
+//   - the CPU one demand load costs the server: the churn paced as above
+//     with nothing else running, the server's CPU seconds over its loads;
 //   - a verdict on each: warm p50 with churn within 10 % of alone and
 //     p99 within 25 % (onDemandP50Slack, onDemandP99Slack).
 
@@ -98,7 +105,18 @@ type onDemandReport struct {
 	WarmPaced        loadResult `json:"warm_paced"`
 	PacedRate        float64    `json:"paced_rate"`
 	PacedLoadsPerSec float64    `json:"paced_loads_per_sec"`
-	Error            string     `json:"error,omitempty"`
+	// HalfRate is half of WarmAlone's requests per second; HalfAlone and
+	// HalfPaced are pctr_v1/'s load paced at it, alone and with the churn
+	// paced at PacedRate (HalfLoadsPerSec the loads it ran at).
+	HalfRate        float64    `json:"half_rate"`
+	HalfAlone       loadResult `json:"half_alone"`
+	HalfPaced       loadResult `json:"half_paced"`
+	HalfLoadsPerSec float64    `json:"half_loads_per_sec"`
+	// CPUPerLoad is the server's CPU seconds per demand load while the
+	// churn ran paced with no other load (AloneLoads loads).
+	CPUPerLoad float64 `json:"cpu_per_load_s"`
+	AloneLoads int     `json:"alone_loads"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // churnVerdict compares warm latency with churn to alone: the ratios of
@@ -216,14 +234,15 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 	rep.WarmAlone.Latencies = nil
 	all := append(slices.Clone(copies["torchscript"]), copies["onnx"]...)
 	var next, errs atomic.Int64
-	// churn runs the warm load while onDemandConc clients request the
-	// copies round robin, every request a miss, at most rate requests per
-	// second (0: as fast as they are answered); it returns the warm load
-	// and the demand loads, in all and per second.
-	churn := func(rate float64) (loadResult, int, float64, error) {
+	// churn runs the warm load (none: nil, the churn alone for the
+	// scenario's duration) while onDemandConc clients request the copies
+	// round robin, every request a miss, at most rate requests per second
+	// (0: as fast as they are answered); it returns the warm load, the
+	// demand loads in all and per second, and the server's CPU seconds.
+	churn := func(warm *loadSpec, rate float64) (loadResult, int, float64, float64, error) {
 		before, err := fetchProm(ctx, client, ep.baseURL)
 		if err != nil {
-			return loadResult{}, 0, 0, fmt.Errorf("metrics: %w", err)
+			return loadResult{}, 0, 0, 0, fmt.Errorf("metrics: %w", err)
 		}
 		stop := make(chan struct{})
 		var tokens chan struct{}
@@ -268,34 +287,61 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 				}
 			})
 		}
-		res := runLoad(ctx, warm)
-		res.Latencies = nil
+		var res loadResult
+		if warm != nil {
+			res = runLoad(ctx, *warm)
+			res.Latencies = nil
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-time.After(e.duration):
+			}
+		}
 		close(stop)
 		wg.Wait()
 		el := time.Since(start)
 		after, err := fetchProm(ctx, client, ep.baseURL)
 		if err != nil {
-			return res, 0, 0, fmt.Errorf("metrics: %w", err)
+			return res, 0, 0, 0, fmt.Errorf("metrics: %w", err)
 		}
 		demand := map[string]string{"reason": "demand", "result": "ok"}
 		loads := after.sum("grove_model_loads_total", demand) - before.sum("grove_model_loads_total", demand)
-		return res, int(loads), loads / el.Seconds(), nil
+		cpu := after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
+		return res, int(loads), loads / el.Seconds(), cpu, nil
 	}
 	e.logf("ondemand: warm %s with %d clients loading copies round robin", modelPath, onDemandConc)
-	if rep.WarmChurn, rep.Loads, rep.LoadsPerSec, err = churn(0); err != nil {
+	if rep.WarmChurn, rep.Loads, rep.LoadsPerSec, _, err = churn(&warm, 0); err != nil {
 		return fail("%v", err)
 	}
 	rep.PacedRate = rep.LoadsPerSec / 2
 	e.logf("ondemand: warm %s with the copies loaded at %.1f/s (half the rate sustained)", modelPath, rep.PacedRate)
 	if rep.PacedRate > 0 {
-		if rep.WarmPaced, _, rep.PacedLoadsPerSec, err = churn(rep.PacedRate); err != nil {
+		if rep.WarmPaced, _, rep.PacedLoadsPerSec, _, err = churn(&warm, rep.PacedRate); err != nil {
 			return fail("%v", err)
+		}
+		half := warm
+		rep.HalfRate = rep.WarmAlone.ReqPerSec / 2
+		half.rate = rep.HalfRate
+		e.logf("ondemand: warm %s paced at %.0f requests/s (half its rate alone), alone and with the copies loaded at %.1f/s", modelPath, half.rate, rep.PacedRate)
+		rep.HalfAlone = runLoad(ctx, half)
+		rep.HalfAlone.Latencies = nil
+		if rep.HalfPaced, _, rep.HalfLoadsPerSec, _, err = churn(&half, rep.PacedRate); err != nil {
+			return fail("%v", err)
+		}
+		e.logf("ondemand: the copies loaded at %.1f/s with nothing else running, for the CPU of a load", rep.PacedRate)
+		_, loads, _, cpu, err := churn(nil, rep.PacedRate)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if loads > 0 {
+			rep.CPUPerLoad, rep.AloneLoads = cpu/float64(loads), loads
 		}
 	}
 	rep.ChurnErrors = int(errs.Load())
-	if rep.ChurnErrors > 0 || rep.WarmAlone.Errors > 0 || rep.WarmChurn.Errors > 0 || rep.WarmPaced.Errors > 0 {
-		return fail("%d churn requests, %d warm requests alone, %d with churn and %d with paced churn failed (first: %s%s%s)", rep.ChurnErrors,
-			rep.WarmAlone.Errors, rep.WarmChurn.Errors, rep.WarmPaced.Errors, rep.WarmAlone.FirstError, rep.WarmChurn.FirstError, rep.WarmPaced.FirstError)
+	if rep.ChurnErrors > 0 || rep.WarmAlone.Errors > 0 || rep.WarmChurn.Errors > 0 || rep.WarmPaced.Errors > 0 || rep.HalfAlone.Errors > 0 || rep.HalfPaced.Errors > 0 {
+		return fail("%d churn requests, %d warm requests alone, %d with churn, %d with paced churn and %d+%d paced failed (first: %s%s%s%s%s)", rep.ChurnErrors,
+			rep.WarmAlone.Errors, rep.WarmChurn.Errors, rep.WarmPaced.Errors, rep.HalfAlone.Errors, rep.HalfPaced.Errors,
+			rep.WarmAlone.FirstError, rep.WarmChurn.FirstError, rep.WarmPaced.FirstError, rep.HalfAlone.FirstError, rep.HalfPaced.FirstError)
 	}
 	return rep
 }
@@ -318,8 +364,16 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- Warm %s with the churn paced at %.1f requests/s (half the loads per second): p50 %s, p99 %s (%.1f loads/s)\n",
 				modelPath, r.PacedRate, fmtMs(r.WarmPaced.P50), fmtMs(r.WarmPaced.P99), r.PacedLoadsPerSec)
 		}
-		verdict := func(what string, churn loadResult) {
-			p50, p99, ok := churnVerdict(r.WarmAlone, churn)
+		if r.HalfAlone.Requests > 0 {
+			fmt.Fprintf(w, "- Warm %s paced at %.0f requests/s (half its rate alone; latency from each request's scheduled start): p50 %s, p99 %s alone; p50 %s, p99 %s with the churn paced at %.1f requests/s (%.1f loads/s)\n",
+				modelPath, r.HalfRate, fmtMs(r.HalfAlone.P50), fmtMs(r.HalfAlone.P99), fmtMs(r.HalfPaced.P50), fmtMs(r.HalfPaced.P99), r.PacedRate, r.HalfLoadsPerSec)
+		}
+		if r.AloneLoads > 0 {
+			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads): at %.1f loads/s, %.2f of a core\n",
+				r.PacedRate, r.CPUPerLoad*1000, r.AloneLoads, r.PacedRate, r.CPUPerLoad*r.PacedRate)
+		}
+		verdict := func(what string, alone, churn loadResult) {
+			p50, p99, ok := churnVerdict(alone, churn)
 			v := "MET"
 			if !ok {
 				v = "NOT MET"
@@ -327,9 +381,12 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- Verdict, warm p50/p99 unchanged by churn (%s; bound: p50 x%.2f, p99 x%.2f of alone): p50 x%.2f, p99 x%.2f: %s\n",
 				what, onDemandP50Slack, onDemandP99Slack, p50, p99, v)
 		}
-		verdict("loads as fast as the node sustains", r.WarmChurn)
+		verdict("closed loop, loads as fast as the node sustains", r.WarmAlone, r.WarmChurn)
 		if r.WarmPaced.Requests > 0 {
-			verdict("loads at half that rate", r.WarmPaced)
+			verdict("closed loop, loads at half that rate", r.WarmAlone, r.WarmPaced)
+		}
+		if r.HalfPaced.Requests > 0 {
+			verdict("warm requests at half the node's rate, loads at half theirs", r.HalfAlone, r.HalfPaced)
 		}
 	}
 	if r.Error != "" {
