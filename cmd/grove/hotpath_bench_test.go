@@ -15,13 +15,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/ba/batest"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/runtimes"
@@ -111,37 +111,7 @@ func BenchmarkDirectInferenceHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sv.Close() })
-	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, out := bufs.Get().(*[]byte), bufs.Get().(*[]byte)
-		defer bufs.Put(in)
-		defer bufs.Put(out)
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		req, perr := ba.ParseOptions{}.ParseRequest(body)
-		w.Header().Set("Content-Type", "application/json")
-		if perr != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(ba.AppendBatchError((*out)[:0], perr, ""))
-			return
-		}
-		results := make([]ba.Result, len(req.Items))
-		for i, it := range req.Items {
-			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
-			if it.Err != nil {
-				continue
-			}
-			if results[i].Outputs, err = sv.Predict(r.Context(), it.Inputs); err != nil {
-				results[i].Err, _ = ba.ItemError(it.ModelPath, err)
-			}
-		}
-		resp := ba.AppendResponse((*out)[:0], results)
-		_, _ = w.Write(resp)
-		*out = resp[:0]
-	})
+	h := batest.DirectHandler(sv)
 	serveRaw(b, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, 1)
 }
 

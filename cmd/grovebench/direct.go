@@ -3,29 +3,25 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/groveml/grove/api/ba"
+	"github.com/groveml/grove/api/ba/batest"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/torch"
 )
 
 // The direct server: grove's own B&A codec and TorchScript servable called
-// straight from an HTTP handler, with no actors between them. Each request
-// is parsed with api/ba, each item runs the servable's Predict on the
-// handler's goroutine (concurrent calls, as libtorch allows; no queue, no
-// dynamic batching) and the answer is written with api/ba. grove over it
-// is what the actor layer (the router, the model actor's mailbox, the
-// hops between goroutines, and what they buy: one queue per model,
-// batching, deadlines, shadows, hot swaps) costs and gains.
+// straight from an HTTP handler, with no actors between them
+// (batest.DirectHandler). grove over it is what the actor layer (the
+// router, the model actor's mailbox, the hops between goroutines, and what
+// they buy: one queue per model, batching, deadlines, shadows, hot swaps)
+// costs and gains.
 //
 // grovebench runs it as a child: its own binary with directEnv set to
 // "HTTPADDR,MODELFILE".
@@ -46,56 +42,8 @@ func serveDirect(spec string) error {
 	if err != nil {
 		return err
 	}
-	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in, out := bufs.Get().(*[]byte), bufs.Get().(*[]byte)
-		defer bufs.Put(in)
-		defer bufs.Put(out)
-		body, err := readAll(r.Body, (*in)[:0])
-		*in = body[:0]
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		req, perr := ba.ParseOptions{}.ParseRequest(body)
-		w.Header().Set("Content-Type", "application/json")
-		if perr != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			w.Write(ba.AppendBatchError((*out)[:0], perr, ""))
-			return
-		}
-		results := make([]ba.Result, len(req.Items))
-		for i, it := range req.Items {
-			results[i] = ba.Result{ModelPath: it.ModelPath, Err: it.Err}
-			if it.Err != nil {
-				continue
-			}
-			if results[i].Outputs, err = sv.Predict(r.Context(), it.Inputs); err != nil {
-				results[i].Err, _ = ba.ItemError(it.ModelPath, err)
-			}
-		}
-		resp := ba.AppendResponse((*out)[:0], results)
-		w.Write(resp)
-		*out = resp[:0]
-	}), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: batest.DirectHandler(sv), ReadHeaderTimeout: 10 * time.Second}
 	return hs.Serve(ln)
-}
-
-// readAll reads r into buf, growing it as needed.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // startDirect starts the direct server on the model file as a child
