@@ -7,22 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/groveml/grove/internal/lowprio"
+	"github.com/groveml/grove/internal/lowprio/lowpriotest"
 	"github.com/groveml/grove/servables"
 )
-
-// nicedThreads lists the threads of the process at lowprio.Nice or
-// more, but except.
-func nicedThreads(t *testing.T, except int) []int {
-	t.Helper()
-	tids, err := lowprio.ThreadsAtLeast(lowprio.Nice, except)
-	if err != nil {
-		t.Skip(err)
-	}
-	return tids
-}
 
 // StartsThreads is what Grove goes by to load a model at a lowered
 // priority: a load with intra-op threads above 1 leaves threads at that
@@ -33,11 +20,11 @@ func nicedThreads(t *testing.T, except int) []int {
 // not there before it.
 func TestStartsThreadsSaysWhetherALoweredLoadLeavesLoweredThreads(t *testing.T) {
 	load(t, pctrONNX, servables.LoadOptions{}) // the library and environment
-	base := nicedThreads(t, -1)
+	base := lowpriotest.Niced(t, -1)
 	for _, n := range []int{1, 2, 3} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			left := slices.DeleteFunc(nicedThreads(t, -1), func(tid int) bool { return slices.Contains(base, tid) })
+			left := slices.DeleteFunc(lowpriotest.Niced(t, -1), func(tid int) bool { return slices.Contains(base, tid) })
 			if len(left) == 0 {
 				break
 			}
@@ -47,19 +34,15 @@ func TestStartsThreadsSaysWhetherALoweredLoadLeavesLoweredThreads(t *testing.T) 
 			time.Sleep(10 * time.Millisecond)
 		}
 		opts := servables.LoadOptions{IntraOpThreads: n}
-		var lowered int
 		var s servables.Servable
 		var err error
-		if perr := lowprio.Run(lowprio.Nice, func() {
-			lowered = unix.Gettid()
+		lowered := lowpriotest.Run(t, func() {
 			s, err = Runtime{}.Load(context.Background(), filepath.Dir(pctrONNX), []string{"model.onnx"}, opts)
-		}); perr != nil {
-			t.Skip(perr)
-		}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		added := len(slices.DeleteFunc(nicedThreads(t, lowered), func(tid int) bool { return slices.Contains(base, tid) }))
+		added := len(slices.DeleteFunc(lowpriotest.Niced(t, lowered), func(tid int) bool { return slices.Contains(base, tid) }))
 		s.Close()
 		if starts := (Runtime{}).StartsThreads(opts); starts != (added > 0) || (starts && added != n-1) {
 			t.Errorf("intra_op_threads %d: StartsThreads says %v, and the lowered load left %d lowered threads", n, starts, added)
