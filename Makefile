@@ -76,12 +76,9 @@ processor: deps
 
 ## test-processor: the C program of processor/ctest against the library:
 ## 8 threads x 1000 calls with a new version dropped in, then a short run
-## under valgrind memcheck of the library built without libtorch
-## (bin/notorch/; see processor/ctest/run.sh).
+## on the ONNX model under valgrind memcheck (see processor/ctest/run.sh).
 test-processor: processor
-	$(GO) build -tags grove_notorch -buildmode=c-shared -o bin/notorch/libgrove_processor.so ./cmd/processor
-	rm -f bin/notorch/libgrove_processor.h
-	processor/ctest/run.sh bin/libgrove_processor.so bin/notorch/libgrove_processor.so
+	processor/ctest/run.sh bin/libgrove_processor.so
 
 ## run: serve a copy of the example bucket (.run/bucket, made once) on
 ## 127.0.0.1:8080; the tour and the management API change the copy, and

@@ -136,12 +136,12 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	conns := connlimit.NewMetrics(reg)
 	// The host's BLAS, its threads set before any model loads. Without the
 	// TorchScript runtime's library, only TorchScript models fail to load.
-	blas, hasBLAS, err := runtimes.BLAS(cfg.TorchLib)
-	switch {
-	case hasBLAS:
+	blas, err := runtimes.BLAS(cfg.TorchLib)
+	hasBLAS := err == nil
+	if hasBLAS {
 		logBLAS(log, blas)
 		reg.MustRegister(blasInfo(blas))
-	case err != nil:
+	} else {
 		log.Warn("TorchScript runtime unavailable: TorchScript models will not load", "err", err)
 	}
 	// The audit trail stops after the servers and the actors, so the

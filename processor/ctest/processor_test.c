@@ -12,7 +12,7 @@
  *   processor_test LIB DATA WORK short     a few calls of each kind (for
  *       valgrind memcheck)
  *   processor_test LIB DATA WORK short-onnx   the same on the ONNX model
- *       only, for a library built without libtorch (-tags grove_notorch)
+ *       only, which never opens libtorch (for valgrind: see run.sh)
  *
  * DATA is processor/testdata/deeprec (make.py writes it: requests,
  * models and the outputs Python computes); WORK is an empty directory

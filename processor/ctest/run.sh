@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
 # Runs processor_test.c (no Go in it) against libgrove_processor.so:
 #
-#   processor/ctest/run.sh LIB [MEMCHECK_LIB]
+#   processor/ctest/run.sh LIB
 #
 #  1. full, on LIB: 8 threads x 1000+ calls on a TorchScript and an ONNX
 #     model, outputs checked against Python's to 1e-5, every buffer
 #     freed, and while they run a broken version 2 of each model dropped
 #     into its directory (atomic rename), version 1 serving on, then a
 #     good version 3, which takes over: 0 failed calls.
-#  2. short, under valgrind memcheck, on MEMCHECK_LIB (default LIB): no
-#     invalid read or write, and no definite leak of the API's buffers.
-#     make test gives the library built without libtorch (-tags
-#     grove_notorch, bin/notorch/): libtorch brings in libhwy (through
-#     OpenCV and libjxl), whose initializer executes rdtscp, which
-#     valgrind 3.19 cannot decode on some CPUs (virtual machines among
-#     them, whether or not cpuid reports it); such a library runs the
-#     ONNX model only (short-onnx). GODEBUG=cpu.rdtscp=off keeps the Go
-#     runtime's clock off rdtscp too. valgrind.supp suppresses what
+#  2. short-onnx, under valgrind memcheck, on LIB: no invalid read or
+#     write, and no definite leak of the API's buffers. It calls the ONNX
+#     model only, so the library never opens libtorch (libgrove_torch.so
+#     is opened with the first TorchScript model): libtorch brings in
+#     libhwy (through OpenCV and libjxl), whose initializer executes
+#     rdtscp, which valgrind 3.19 cannot decode on some CPUs (virtual
+#     machines among them, whether or not cpuid reports it).
+#     GODEBUG=cpu.rdtscp=off keeps the Go runtime's clock off rdtscp too. valgrind.supp suppresses what
 #     the Go runtime does in its own memory (memcheck does not know Go's
 #     stacks and heap; Go's experimental -tags valgrind build makes
 #     memcheck's leak check abort), what the ONNX Runtime binding keeps,
@@ -25,11 +24,7 @@
 #     are checked, the caller's input is read by Go's copy, which is not.
 set -euo pipefail
 lib=$(realpath "$1")
-memlib=$(realpath "${2:-$1}")
-mode=short
-if ! ldd "$memlib" | grep -q libtorch; then
-  mode=short-onnx
-fi
+mode=short-onnx
 here=$(cd "$(dirname "$0")" && pwd)
 data=$(realpath "$here/../testdata/deeprec")
 bin=$(dirname "$lib")/processor_test
@@ -56,21 +51,14 @@ if [ -n "$(ls -A "$work/tmp")" ]; then
 fi
 echo "PASS: no model cache left in \$TMPDIR after the process exited"
 
-echo "== processor_test $mode under valgrind memcheck ($memlib)"
+echo "== processor_test $mode under valgrind memcheck ($lib)"
 fresh
 log=$work/valgrind.log
 status=0
 GODEBUG=cpu.rdtscp=off TMPDIR=$work/tmp GROVE_LOG_LEVEL=error valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
   --errors-for-leak-kinds=definite --suppressions="$here/valgrind.supp" --num-callers=40 --error-exitcode=3 \
-  "$bin" "$memlib" "$data" "$work/models" "$mode" >"$log" 2>&1 || status=$?
+  "$bin" "$lib" "$data" "$work/models" "$mode" >"$log" 2>&1 || status=$?
 grep -E '^short run|ERROR SUMMARY|definitely lost:' "$log" || true
-# A library with libtorch (run.sh LIB alone) may stop with SIGILL in
-# libhwy's initializer, before any of Grove's code runs: only that case
-# is a skip.
-if [ "$status" -eq 132 ] && grep -A1 'valgrind: Unrecognised instruction' "$log" | grep -q 'libhwy\.so'; then
-  echo "SKIP: valgrind memcheck: valgrind cannot decode the rdtscp that libhwy (loaded by libtorch) executes when it loads on this CPU; give run.sh the library built with -tags grove_notorch"
-  exit 0
-fi
 if [ "$status" -ne 0 ] || grep -qE 'Invalid (read|write)' "$log"; then
   cp "$log" "$(dirname "$lib")/processor_test.valgrind.log"
   echo "FAIL: valgrind memcheck (exit $status); its report (all of it in $(dirname "$lib")/processor_test.valgrind.log):"

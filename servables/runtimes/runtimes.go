@@ -6,6 +6,7 @@ package runtimes
 import (
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/onnx"
+	"github.com/groveml/grove/servables/torch"
 	"github.com/groveml/grove/servables/xgboost"
 )
 
@@ -20,21 +21,20 @@ type Libraries struct {
 }
 
 // Builtin returns the runtimes of this build, in the order a model's files
-// are offered to them: TorchScript (unless built with the grove_notorch
-// tag), then ONNX, then XGBoost (pure Go). The TorchScript and ONNX
-// runtimes open their libraries with their first model; without one only
-// that runtime's models fail to load.
+// are offered to them: TorchScript, then ONNX, then XGBoost (pure Go). The
+// TorchScript and ONNX runtimes open their libraries with their first
+// model; without one only that runtime's models fail to load.
 func Builtin(libs Libraries) servables.Registry {
-	return append(torchRuntimes(libs.Torch),
+	return servables.Registry{
+		torch.Runtime{LibraryPath: libs.Torch},
 		onnx.Runtime{LibraryPath: libs.ONNX},
 		xgboost.Runtime{},
-	)
+	}
 }
 
 // BLAS returns the host's BLAS library that the TorchScript runtime's
 // matrix products run on in this process, its threads set up for serving
 // (torch.HostBLAS, which opens the TorchScript runtime's library at
-// torchLib); ok is false in a build without libtorch, or when the library
-// cannot be opened (err says why). ONNX Runtime and XGBoost use no system
-// BLAS.
-func BLAS(torchLib string) (b servables.BLAS, ok bool, err error) { return hostBLAS(torchLib) }
+// torchLib); the error says why that library could not be opened. ONNX
+// Runtime and XGBoost use no system BLAS.
+func BLAS(torchLib string) (servables.BLAS, error) { return torch.HostBLAS(torchLib) }

@@ -34,7 +34,10 @@ var shimSources embed.FS
 // LibraryVersion is the version libgrove_torch.so must say it is: the
 // first 16 hex digits of the SHA-256 of shim/shim.h followed by
 // shim/shim.cc, as scripts/torchshim.sh computes it.
-var LibraryVersion = sync.OnceValue(func() string {
+func LibraryVersion() string { return libraryVersion() }
+
+// libraryVersion computes LibraryVersion once.
+var libraryVersion = sync.OnceValue(func() string {
 	h := sha256.New()
 	for _, name := range []string{"shim/shim.h", "shim/shim.cc"} {
 		b, err := shimSources.ReadFile(name)
