@@ -85,6 +85,9 @@ type lifecycleEnv struct {
 	// abRounds is the rounds of the overload scenario's interleaved A/B
 	// (--cpu-ab-rounds; 0: not run).
 	abRounds int
+	// onDemandRounds is the rounds of the ondemand scenario's interleaved
+	// A/Bs (--ondemand-ab-rounds; 0: not run).
+	onDemandRounds int
 }
 
 // modelChecksum is grove's checksum of a one-file model: the SHA-256 of

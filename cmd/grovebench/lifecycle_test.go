@@ -144,12 +144,15 @@ func TestChurnVerdictHoldsWithinBothBoundsOnly(t *testing.T) {
 		{460 * time.Microsecond, 2 * time.Millisecond, false},    // p50 15 % slower
 		{400 * time.Microsecond, 2600 * time.Microsecond, false}, // p99 30 % slower
 	} {
-		p50, p99, ok := churnVerdict(alone, loadResult{P50: c.p50, P99: c.p99})
+		p50, p99, ok := churnVerdict(alone.P50, alone.P99, c.p50, c.p99)
 		if ok != c.ok || p50 != float64(c.p50)/float64(alone.P50) || p99 != float64(c.p99)/float64(alone.P99) {
 			t.Errorf("churn p50 %v p99 %v: x%.2f x%.2f %v, want %v", c.p50, c.p99, p50, p99, ok, c.ok)
 		}
 	}
-	if _, _, ok := churnVerdict(loadResult{}, alone); ok {
+	if _, _, ok := churnVerdict(0, 0, alone.P50, alone.P99); ok {
 		t.Error("a verdict was met without a measure alone")
+	}
+	if _, _, ok := churnVerdict(alone.P50, alone.P99, 0, 0); ok {
+		t.Error("a verdict was met without a measure with churn")
 	}
 }

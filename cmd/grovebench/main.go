@@ -188,6 +188,9 @@ type options struct {
 	// evalABRounds is the rounds of the interleaved grove+log vs
 	// grove+eval A/B (runEvalAB); 0 skips it.
 	evalABRounds int
+	// onDemandABRounds is the rounds of the ondemand scenario's
+	// interleaved A/Bs of warm latency alone and with churn.
+	onDemandABRounds int
 	// cpuABRounds is the rounds of issue 32's interleaved A/Bs (runCPUAB,
 	// and runOverloadAB on the overload scenario's grove); 0 skips them.
 	cpuABRounds int
@@ -265,6 +268,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"requests of the evaluate scenario's stream, each a served and a shadow prediction, about a sixth with a click outcome")
 	fs.IntVar(&o.evalABRounds, "evaluate-ab-rounds", 6,
 		"rounds of the interleaved evaluator cost A/B (grove+log and grove+eval at b1c32, "+evalABWindow.String()+" each per round) after the scenarios, when both ran; 0 skips it")
+	fs.IntVar(&o.onDemandABRounds, "ondemand-ab-rounds", 8,
+		"rounds of the ondemand scenario's interleaved A/Bs (warm latency alone and with churn, "+onDemandABWindow.String()+" each per round), which its verdicts are judged on; 0 skips them")
 	fs.IntVar(&o.cpuABRounds, "cpu-ab-rounds", 4,
 		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove and floor at b1c32 (req/s, CPU per request), "+
 			"grove, direct, grove-grpc, floor and floor-grpc at b1c1, grove-deep, grove-deep-nobatch, grove and grove-nobatch at b1c64 "+
@@ -293,8 +298,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return o, fmt.Errorf("--grpc-client %q: want raw or grpc-go", *grpcClient)
 	}
-	if o.cpuABRounds < 0 {
-		return o, errors.New("--cpu-ab-rounds must not be negative")
+	if o.cpuABRounds < 0 || o.onDemandABRounds < 0 {
+		return o, errors.New("--cpu-ab-rounds and --ondemand-ab-rounds must not be negative")
 	}
 	if o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 {
 		return o, errors.New("--duration and --timeout must be positive, --warmup not negative")
@@ -809,7 +814,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// 6. The lifecycle scenarios, each alone on the machine.
 	lenv := lifecycleEnv{root: o.root, bin: groveBin, examples: filepath.Join(o.root, "examples", "bucket"), dir: tmp, groveArgs: o.groveArgs,
 		rows: rows, want: want, warmup: o.warmup, duration: o.duration, timeout: o.timeout, startTimeout: o.startTimeout, logf: logf,
-		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies, abRounds: o.cpuABRounds}
+		memRequests: o.memRequests, memWarmup: o.memWarmup, memCopies: o.memCopies, abRounds: o.cpuABRounds, onDemandRounds: o.onDemandABRounds}
 	if o.swap {
 		rep.Swap = runSwap(ctx, lenv)
 		if ctx.Err() != nil {

@@ -24,7 +24,12 @@ package main
 //   - the CPU one demand load costs the server: the churn paced as above
 //     with nothing else running, the server's CPU seconds over its loads;
 //   - a verdict on each: warm p50 with churn within 10 % of alone and
-//     p99 within 25 % (onDemandP50Slack, onDemandP99Slack).
+//     p99 within 25 % (onDemandP50Slack, onDemandP99Slack), judged on an
+//     interleaved A/B of the two (--ondemand-ab-rounds: short windows of
+//     the warm load alone and with the churn in turn, latencies pooled),
+//     because the sequential rows above run seconds apart and the
+//     background load of a shared machine moves a row's p50 by more than
+//     the bound from one to the next.
 
 import (
 	"context"
@@ -52,13 +57,19 @@ const (
 	onDemandConc   = 4       // churn clients, and warm clients
 )
 
+// onDemandABWindow is a row's measured window in a round of the ondemand
+// A/Bs, after onDemandABWarmup (in which the churn's clients start).
+const (
+	onDemandABWindow = 1500 * time.Millisecond
+	onDemandABWarmup = 300 * time.Millisecond
+)
+
 // The verdict's bounds on warm latency with churn around it, as a ratio to
 // alone: the p50 reflects steady contention, which the loads' lower
 // priority should keep out of the warm model's way; the p99 also catches
 // what priority cannot (a load's Go work holding a P, a garbage
-// collection, the churn's own HTTP work); a 5 s window's p99 is noisy on
-// a shared machine (from 2.7 to 5.4 ms in runs alone on the shared 2-core
-// development machine), so it is judged over several runs.
+// collection, the churn's own HTTP work). Both are judged on the
+// interleaved A/Bs, whose rows saw the same background load.
 const (
 	onDemandP50Slack = 1.10
 	onDemandP99Slack = 1.25
@@ -116,16 +127,40 @@ type onDemandReport struct {
 	// churn ran paced with no other load (AloneLoads loads).
 	CPUPerLoad float64 `json:"cpu_per_load_s"`
 	AloneLoads int     `json:"alone_loads"`
-	Error      string  `json:"error,omitempty"`
+	// AB holds the interleaved A/Bs the verdicts are judged on, one for
+	// each comparison above (none with --ondemand-ab-rounds 0).
+	AB    []onDemandAB `json:"ab,omitempty"`
+	Error string       `json:"error,omitempty"`
 }
 
-// churnVerdict compares warm latency with churn to alone: the ratios of
-// the p50s and p99s, and whether both are within their bounds.
-func churnVerdict(alone, churn loadResult) (p50, p99 float64, ok bool) {
-	if alone.P50 <= 0 || alone.P99 <= 0 {
+// onDemandAB is one interleaved A/B of the ondemand scenario: Rounds
+// rounds of the warm load alone and with the churn around it
+// (ChurnRate requests a second, 0 for as fast as answered), each row a
+// window of onDemandABWindow a round, pooled; LoadsPerSec is the demand
+// loads per second over the churn's windows.
+type onDemandAB struct {
+	What        string  `json:"what"`
+	Rounds      int     `json:"rounds"`
+	ChurnRate   float64 `json:"churn_rate"`
+	Alone       abPool  `json:"alone"`
+	Churn       abPool  `json:"churn"`
+	LoadsPerSec float64 `json:"loads_per_sec"`
+	// AloneP50 and the rest are the pooled percentiles (the pools' latencies
+	// are not in the JSON).
+	AloneP50 time.Duration `json:"alone_p50_ns"`
+	AloneP99 time.Duration `json:"alone_p99_ns"`
+	ChurnP50 time.Duration `json:"churn_p50_ns"`
+	ChurnP99 time.Duration `json:"churn_p99_ns"`
+}
+
+// churnVerdict compares warm latency with churn to alone, given the p50s
+// and p99s of both: the ratios of the p50s and p99s, and whether both are
+// within their bounds (never, when either side measured nothing).
+func churnVerdict(aloneP50, aloneP99, churnP50, churnP99 time.Duration) (p50, p99 float64, ok bool) {
+	if aloneP50 <= 0 || aloneP99 <= 0 || churnP50 <= 0 || churnP99 <= 0 {
 		return 0, 0, false
 	}
-	p50, p99 = float64(churn.P50)/float64(alone.P50), float64(churn.P99)/float64(alone.P99)
+	p50, p99 = float64(churnP50)/float64(aloneP50), float64(churnP99)/float64(aloneP99)
 	return p50, p99, p50 <= onDemandP50Slack && p99 <= onDemandP99Slack
 }
 
@@ -290,7 +325,6 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		var res loadResult
 		if warm != nil {
 			res = runLoad(ctx, *warm)
-			res.Latencies = nil
 		} else {
 			select {
 			case <-ctx.Done():
@@ -313,12 +347,14 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 	if rep.WarmChurn, rep.Loads, rep.LoadsPerSec, _, err = churn(&warm, 0); err != nil {
 		return fail("%v", err)
 	}
+	rep.WarmChurn.Latencies = nil
 	rep.PacedRate = rep.LoadsPerSec / 2
 	e.logf("ondemand: warm %s with the copies loaded at %.1f/s (half the rate sustained)", modelPath, rep.PacedRate)
 	if rep.PacedRate > 0 {
 		if rep.WarmPaced, _, rep.PacedLoadsPerSec, _, err = churn(&warm, rep.PacedRate); err != nil {
 			return fail("%v", err)
 		}
+		rep.WarmPaced.Latencies = nil
 		half := warm
 		rep.HalfRate = rep.WarmAlone.ReqPerSec / 2
 		half.rate = rep.HalfRate
@@ -328,6 +364,7 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		if rep.HalfPaced, _, rep.HalfLoadsPerSec, _, err = churn(&half, rep.PacedRate); err != nil {
 			return fail("%v", err)
 		}
+		rep.HalfPaced.Latencies = nil
 		e.logf("ondemand: the copies loaded at %.1f/s with nothing else running, for the CPU of a load", rep.PacedRate)
 		_, loads, _, cpu, err := churn(nil, rep.PacedRate)
 		if err != nil {
@@ -335,6 +372,59 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		}
 		if loads > 0 {
 			rep.CPUPerLoad, rep.AloneLoads = cpu/float64(loads), loads
+		}
+	}
+
+	// The verdicts' A/Bs: each comparison above again, its two rows in
+	// short windows in turn.
+	if e.onDemandRounds > 0 {
+		type abDef struct {
+			what string
+			spec loadSpec
+			rate float64
+		}
+		defs := []abDef{{"closed loop, loads as fast as the node sustains", warm, 0}}
+		if rep.PacedRate > 0 {
+			half := warm
+			half.rate = rep.HalfRate
+			defs = append(defs, abDef{"closed loop, loads at half that rate", warm, rep.PacedRate},
+				abDef{"warm requests at half the node's rate, loads at half theirs", half, rep.PacedRate})
+		}
+		for _, d := range defs {
+			e.logf("ondemand: A/B, %s: %d rounds of %v alone and with the churn", d.what, e.onDemandRounds, onDemandABWindow)
+			ab := onDemandAB{What: d.what, Rounds: e.onDemandRounds, ChurnRate: d.rate}
+			spec := d.spec
+			spec.warmup, spec.duration = onDemandABWarmup, onDemandABWindow
+			var loads int
+			var churnSecs float64
+			err := interleave(ctx, e.onDemandRounds, 2, func(row int) error {
+				if row == 0 {
+					res := runLoad(ctx, spec)
+					ab.Alone.add(res, cpuUse{}, spec.duration)
+					return nil
+				}
+				res, n, rate, _, err := churn(&spec, d.rate)
+				if err != nil {
+					return err
+				}
+				ab.Churn.add(res, cpuUse{}, spec.duration)
+				loads += n
+				if rate > 0 {
+					churnSecs += float64(n) / rate
+				}
+				return nil
+			})
+			if err != nil {
+				return fail("ondemand A/B: %v", err)
+			}
+			ab.LoadsPerSec = perSec(float64(loads), churnSecs)
+			ab.AloneP50, ab.AloneP99 = ab.Alone.percentile(50), ab.Alone.percentile(99)
+			ab.ChurnP50, ab.ChurnP99 = ab.Churn.percentile(50), ab.Churn.percentile(99)
+			if ab.Alone.Errors > 0 || ab.Churn.Errors > 0 {
+				return fail("ondemand A/B (%s): %d warm requests alone and %d with churn failed (first: %s%s)",
+					d.what, ab.Alone.Errors, ab.Churn.Errors, ab.Alone.FirstError, ab.Churn.FirstError)
+			}
+			rep.AB = append(rep.AB, ab)
 		}
 	}
 	rep.ChurnErrors = int(errs.Load())
@@ -372,21 +462,16 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads): at %.1f loads/s, %.2f of a core\n",
 				r.PacedRate, r.CPUPerLoad*1000, r.AloneLoads, r.PacedRate, r.CPUPerLoad*r.PacedRate)
 		}
-		verdict := func(what string, alone, churn loadResult) {
-			p50, p99, ok := churnVerdict(alone, churn)
+		for _, ab := range r.AB {
+			p50, p99, ok := churnVerdict(ab.AloneP50, ab.AloneP99, ab.ChurnP50, ab.ChurnP99)
 			v := "MET"
 			if !ok {
 				v = "NOT MET"
 			}
-			fmt.Fprintf(w, "- Verdict, warm p50/p99 unchanged by churn (%s; bound: p50 x%.2f, p99 x%.2f of alone): p50 x%.2f, p99 x%.2f: %s\n",
-				what, onDemandP50Slack, onDemandP99Slack, p50, p99, v)
-		}
-		verdict("closed loop, loads as fast as the node sustains", r.WarmAlone, r.WarmChurn)
-		if r.WarmPaced.Requests > 0 {
-			verdict("closed loop, loads at half that rate", r.WarmAlone, r.WarmPaced)
-		}
-		if r.HalfPaced.Requests > 0 {
-			verdict("warm requests at half the node's rate, loads at half theirs", r.HalfAlone, r.HalfPaced)
+			fmt.Fprintf(w, "- Verdict, warm p50/p99 unchanged by churn (%s; interleaved, %d rounds of %v each, %d and %d requests pooled; bound: p50 x%.2f, p99 x%.2f of alone): "+
+				"p50 %s → %s (x%.2f), p99 %s → %s (x%.2f), %.1f loads/s: %s\n",
+				ab.What, ab.Rounds, onDemandABWindow, len(ab.Alone.Latencies), len(ab.Churn.Latencies), onDemandP50Slack, onDemandP99Slack,
+				fmtMs(ab.AloneP50), fmtMs(ab.ChurnP50), p50, fmtMs(ab.AloneP99), fmtMs(ab.ChurnP99), p99, ab.LoadsPerSec, v)
 		}
 	}
 	if r.Error != "" {
