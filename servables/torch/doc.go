@@ -21,6 +21,15 @@
 // (conversion to oneDNN layouts, conv fusions) is not applied: it is marked
 // beta and changes numerics and memory layout.
 //
+// Graphs run on TorchScript's non-profiling executor (set when the library
+// opens, for the process): a graph's first forward call optimizes it for
+// its inputs' dtypes and ranks, whatever their sizes, and every later call
+// runs that plan. The profiling executor, the default, instruments the
+// first call, re-optimizes at the second for the shapes it saw, and is
+// for fusers that this libtorch leaves off on the CPU; on the pCTR model it
+// made the second call 1.4-1.8 ms where this makes it 0.06 ms, for the
+// same forward times after (BenchmarkLoadPCTR, BenchmarkForwardPCTR).
+//
 // # Predict
 //
 // Inputs are bound to forward's arguments (read from its schema at load,
