@@ -561,9 +561,10 @@ type WarmUp struct {
 
 // warmUpOf is the warm-up of model meta: its warm_up_batch_request_json
 // (B&A requests, bound by position where the runtime's convention is,
-// each run twice: TorchScript's profiling executor optimises a graph only
-// on its second run, and that run should not be a user's), else what
-// Options.WarmUp gives, else none.
+// each run once: a graph's first run does the runtime's one-time work,
+// TorchScript's optimization of the graph and ONNX Runtime's buffers,
+// and that run should not be a user's), else what Options.WarmUp gives,
+// else none.
 func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 	if meta.WarmUpJSON == "" {
 		if s.opts.WarmUp == nil {
@@ -579,7 +580,7 @@ func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 	if err != nil {
 		return WarmUp{}, err
 	}
-	return WarmUp{Sets: sets, Positional: true, Runs: 2}, nil
+	return WarmUp{Sets: sets, Positional: true, Runs: 1}, nil
 }
 
 // warmUp runs the model's warm-up (warmUpOf) through its actors at
