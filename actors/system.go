@@ -529,6 +529,7 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	if err != nil {
 		return "", nil, err
 	}
+	opts.Checksum = local.Checksum
 	var sv servables.Servable
 	load := func() { sv, err = rt.Load(ctx, local.Dir, local.Files, opts) }
 	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {

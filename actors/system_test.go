@@ -65,13 +65,15 @@ func TestSystemLoadsConfiguredModelsWarmsThemUpAndServes(t *testing.T) {
 
 // TestSystemLoadsAModelWithItsEntrysLoadOptions: a model entry's
 // intra_op_threads and missing_value reach the runtime's Load; an entry
-// without them gets the server's threads and no missing value.
+// without them gets the server's threads and no missing value; every Load
+// gets the checksum of the content it loads.
 func TestSystemLoadsAModelWithItsEntrysLoadOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", `"intra_op_threads": 3, "missing_value": -999`), entry("b/", "", "")),
 			map[string]faultySpec{"a/": version(1), "b/": version(2)}, func(_ *world, o *Options) { o.IntraOpThreads = 2 })
 		defer w.stop()
 		synctest.Wait()
+		sums := map[string]string{w.model("a/").Checksum: "a/", w.model("b/").Checksum: "b/"}
 		w.rt.mu.Lock()
 		defer w.rt.mu.Unlock()
 		var got []string
@@ -80,10 +82,10 @@ func TestSystemLoadsAModelWithItsEntrysLoadOptions(t *testing.T) {
 			if o.MissingValue != nil {
 				missing = fmt.Sprint(*o.MissingValue)
 			}
-			got = append(got, fmt.Sprintf("threads %d, missing %s", o.IntraOpThreads, missing))
+			got = append(got, fmt.Sprintf("%s: threads %d, missing %s", sums[o.Checksum], o.IntraOpThreads, missing))
 		}
 		slices.Sort(got)
-		if want := []string{"threads 2, missing none", "threads 3, missing -999"}; !slices.Equal(got, want) {
+		if want := []string{"a/: threads 3, missing -999", "b/: threads 2, missing none"}; !slices.Equal(got, want) {
 			t.Errorf("load options %q, want %q", got, want)
 		}
 	})

@@ -60,6 +60,10 @@ type LoadOptions struct {
 	// nil for none. Only runtimes of models with missing values (XGBoost)
 	// take one; the others refuse it.
 	MissingValue *float64
+	// Checksum identifies the content of the model's files (Grove passes
+	// the model checksum it verified), so that a runtime may reuse what
+	// it learned from loading the same content before; empty when unknown.
+	Checksum string
 }
 
 // Metadata describes a model's signature. Dimensions of -1 are dynamic.

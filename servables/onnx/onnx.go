@@ -48,6 +48,10 @@ type Runtime struct {
 	// is loaded by the first Load of an ONNX model, once per process: every
 	// Runtime value of the process must name the same file.
 	LibraryPath string
+	// Info, when set, keeps each model content's inputs and outputs by
+	// its LoadOptions.Checksum, so that loading that content again skips
+	// the session made only to read them. Nil reads them at every Load.
+	Info *InfoCache
 }
 
 var _ servables.Runtime = Runtime{}
@@ -337,19 +341,9 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 		return nil, fmt.Errorf("onnx: loading %s: %w", file, err)
 	}
 
-	// onnxruntime_go's sessions need the input and output names up front,
-	// and it reads them from a session of its own: a one-thread session,
-	// otherwise made as the model's is. (One with graph optimisations
-	// disabled would load faster, but left glibc's heap growing by about
-	// 100 kB per load of pCTR: see TestLoadCloseCyclesDoNotLeak.)
-	desc, err := sessionOptions(1)
+	ins, outs, err := r.Info.read(file, opts.Checksum)
 	if err != nil {
-		return nil, fmt.Errorf("onnx: session options: %w", err)
-	}
-	ins, outs, err := ort.GetInputOutputInfoWithOptions(file, desc)
-	desc.Destroy()
-	if err != nil {
-		return nil, loadError(file, err)
+		return nil, err
 	}
 
 	threads := max(opts.IntraOpThreads, 1)

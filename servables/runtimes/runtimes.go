@@ -27,7 +27,7 @@ type Libraries struct {
 func Builtin(libs Libraries) servables.Registry {
 	return servables.Registry{
 		torch.Runtime{LibraryPath: libs.Torch},
-		onnx.Runtime{LibraryPath: libs.ONNX},
+		onnx.Runtime{LibraryPath: libs.ONNX, Info: onnx.NewInfoCache(onnx.InfoCacheSize)},
 		xgboost.Runtime{},
 	}
 }
