@@ -805,8 +805,12 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.configured = s.expandVersions(r.cfg, r.listings, r.at)
 	s.sys.publishConfig(r.cfg)
 	models := s.shared(s.configured)
+	inConfig := make(map[string]bool, len(models))
+	for _, m := range models {
+		inConfig[m.Path] = true
+	}
 	for _, p := range s.plan.Paths() {
-		if p.Phase != lifecycle.Evicting && !p.Registered && !listed(models, p.Name) && p.Active != nil {
+		if p.Phase != lifecycle.Evicting && !p.Registered && !inConfig[p.Name] && p.Active != nil {
 			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
 		}
 	}
@@ -911,11 +915,13 @@ var phaseStates = map[lifecycle.Phase]State{
 
 // publishStatus publishes a status snapshot for the API.
 func (s *supervisorActor) publishStatus() {
-	st := &Status{Config: s.cfgStat, Models: []ModelStatus{}}
+	paths := s.plan.Paths()
+	st := &Status{Config: s.cfgStat, Models: make([]ModelStatus, 0, len(paths))}
 	st.Config.Source = s.sys.opts.Bucket.String() + "/" + s.sys.opts.ModelConfigPath
 	st.Config.PollInterval = s.sys.opts.PollInterval.String()
 	retiring := s.plan.Retiring()
-	for _, p := range s.plan.Paths() {
+	now := time.Now()
+	for _, p := range paths {
 		m := ModelStatus{Path: p.Name, State: phaseStates[p.Phase], Registered: p.Registered, ConfiguredChecksum: p.Desired.Checksum,
 			LastError: p.LastErr, LastErrorAt: timePtr(p.ErrAt), Updating: p.Phase == lifecycle.Swapping,
 			VersionOf: p.Desired.VersionOf, Version: p.Desired.Version}
@@ -936,7 +942,7 @@ func (s *supervisorActor) publishStatus() {
 		}
 		if s.plan.OnDemand(p) {
 			m.OnDemand, m.LastLoadMs = true, p.Cost.LoadTime.Milliseconds()
-			if p.Active == nil && p.RetryAt.After(time.Now()) {
+			if p.Active == nil && p.RetryAt.After(now) {
 				m.RetryAt = timePtr(p.RetryAt)
 			}
 			if st.Memory == nil {
@@ -966,7 +972,7 @@ func (s *supervisorActor) publishStatus() {
 		}
 		st.Memory.BudgetBytes, st.Memory.UsedBytes = s.plan.Budget, s.plan.Used()
 		st.Memory.LoadPolicy = string(cmp.Or(s.plan.LoadPolicy, modelconfig.LoadEager))
-		st.Memory.UnloadOrder = s.plan.UnloadOrder(time.Now())
+		st.Memory.UnloadOrder = s.plan.UnloadOrder(now)
 		st.Memory.RuntimeStartBytes = maps.Clone(s.runtimeStart)
 	}
 	if s.plan.Settled() {

@@ -446,8 +446,14 @@ type State struct {
 	IdleUnloadAfter time.Duration
 
 	paths map[string]*Path
-	// order is the config order of the listed paths, for status.
-	order []string
+	// order is the config order of the listed paths, for status; listed
+	// holds the same paths, to look them up.
+	order  []string
+	listed map[string]bool
+	// pathList and names cache Paths and sortedPaths until a path is
+	// added or removed, or the listed ones change (pathsChanged).
+	pathList []*Path
+	names    []string
 	// expired is the contracts' last verdict.
 	expired map[string]bool
 	// retiring are contents out of service awaiting release.
@@ -470,7 +476,12 @@ func (s *State) Path(path string) *Path { return s.paths[path] }
 
 // Paths returns every known path: the listed ones in config order, then
 // the others (registrations, paths evicting after their removal) by name.
+// The slice is shared until a path is added or removed: callers must not
+// modify it.
 func (s *State) Paths() []*Path {
+	if s.pathList != nil {
+		return s.pathList
+	}
 	out := make([]*Path, 0, len(s.paths))
 	for _, name := range s.order {
 		if p := s.paths[name]; p != nil && !p.Registered {
@@ -479,13 +490,18 @@ func (s *State) Paths() []*Path {
 	}
 	var reg []*Path
 	for _, p := range s.paths {
-		if p.Registered || !slices.Contains(s.order, p.Name) {
+		if p.Registered || !s.listed[p.Name] {
 			reg = append(reg, p)
 		}
 	}
 	slices.SortFunc(reg, func(a, b *Path) int { return strings.Compare(a.Name, b.Name) })
-	return append(out, reg...)
+	s.pathList = append(out, reg...)
+	return s.pathList
 }
+
+// pathsChanged drops the cached Paths and sortedPaths: a path was added
+// or removed, or the listed paths or a path's Registered changed.
+func (s *State) pathsChanged() { s.pathList, s.names = nil, nil }
 
 // Retiring lists the contents awaiting release.
 func (s *State) Retiring() []Retiree { return slices.Clone(s.retiring) }
@@ -516,6 +532,7 @@ func (s *State) OnDemand(p *Path) bool {
 func (s *State) Apply(ev Event, now time.Time) error {
 	if s.paths == nil {
 		s.paths = map[string]*Path{}
+		s.pathsChanged()
 	}
 	switch ev := ev.(type) {
 	case ConfigApplied:
@@ -536,6 +553,7 @@ func (s *State) Apply(ev Event, now time.Time) error {
 			s.dropKept(p)
 		}
 		s.paths[ev.Meta.Path] = &Path{Name: ev.Meta.Path, Phase: Loading, Desired: ev.Meta, Registered: true}
+		s.pathsChanged()
 	case Unregistered:
 		p := s.paths[ev.Path]
 		switch {
@@ -551,6 +569,7 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		s.dropKept(p)
 		s.pending = append(s.pending, Step{Kind: Notify, Path: p.Name, Err: ErrDeletedWhileLoading}, Step{Kind: Forget, Path: p.Name})
 		delete(s.paths, p.Name)
+		s.pathsChanged()
 	case Fetched:
 		if p, ok := s.jobAt(ev.Path, ev.Job, Fetching); ok {
 			switch {
@@ -684,6 +703,7 @@ func (s *State) fail(p *Path, err error, now time.Time) {
 		if p.Active == nil {
 			s.pending = append(s.pending, Step{Kind: Forget, Path: p.Name})
 			delete(s.paths, p.Name)
+			s.pathsChanged()
 		}
 		return
 	}
@@ -827,6 +847,7 @@ func (s *State) planEviction(p *Path, now time.Time, later func(time.Time)) {
 	}
 	s.pending = append(s.pending, Step{Kind: Forget, Path: p.Name})
 	delete(s.paths, p.Name)
+	s.pathsChanged()
 }
 
 // retire takes p's active content out of service now.
@@ -845,7 +866,8 @@ func (s *State) retireAt(path string, content int64, at time.Time) {
 func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 	s.applied = true
 	listed := make(map[string]bool, len(models))
-	s.order = s.order[:0]
+	s.order, s.listed = s.order[:0], listed
+	s.pathsChanged()
 	for _, m := range models {
 		listed[m.Path] = true
 		s.order = append(s.order, m.Path)
@@ -857,6 +879,7 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 				p.Phase = Unloaded
 			}
 			s.paths[m.Path] = p
+			s.pathsChanged()
 			continue
 		case p.Registered:
 			// The config wins over a registration: its content replaces
@@ -864,6 +887,7 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 			s.pending = append(s.pending, Step{Kind: Notify, Path: p.Name, Err: ErrManagedByConfig})
 			s.dropJob(p)
 			p.Registered = false
+			s.pathsChanged()
 			if p.Active == nil {
 				p.Phase = Loading
 			}
@@ -890,6 +914,7 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 			s.dropKept(p)
 			s.pending = append(s.pending, Step{Kind: Forget, Path: name})
 			delete(s.paths, name)
+			s.pathsChanged()
 			continue
 		}
 		p.Phase, p.Until, p.left = Evicting, now.Add(p.Active.Meta.EvictionGracePeriod), now
@@ -1038,12 +1063,18 @@ func (s *State) planExpiry(p *Path, now time.Time, later func(time.Time)) {
 }
 
 // sortedPaths lists the path names in a fixed order, so that plans are deterministic.
+// The slice is shared until a path is added or removed (a fresh one is
+// made then, so that a loop over the old one is not disturbed).
 func (s *State) sortedPaths() []string {
+	if s.names != nil {
+		return s.names
+	}
 	names := make([]string, 0, len(s.paths))
 	for name := range s.paths {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	s.names = names
 	return names
 }
 
