@@ -190,7 +190,7 @@ fuzz: deps
 ## (bench-xgboost), plus the HTTP load benchmark against the real binary
 ## (its report names the BLAS library grove ran on, as grove reports it).
 bench: deps deps-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
+	$(GO) test -run '^$$' -bench . -benchmem ./servables/... ./actors/... ./internal/... ./auth/... ./transport/... ./api/... ./routing/... ./logging/... ./cmd/... ./processor/...
 	$(MAKE) bench-xgboost
 	$(GO) run ./cmd/grovebench
 	$(MAKE) test-alone

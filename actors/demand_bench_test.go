@@ -41,8 +41,9 @@ func BenchmarkDemandLoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			rt := &countingRuntime{}
 			sys, err := Start(Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: b.TempDir(),
-				MaxModelBytes: 1 << 20, QueueSize: 1024, Runtimes: servables.Registry{&countingRuntime{}},
+				MaxModelBytes: 1 << 20, QueueSize: 1024, Runtimes: servables.Registry{rt},
 				MemoryBudget: int64(size * models / 4), MemoryFactor: 1, residentBytes: func() int64 { return 0 },
 				Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
 			if err != nil {
@@ -56,16 +57,24 @@ func BenchmarkDemandLoad(b *testing.B) {
 			}
 			ctx := context.Background()
 			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
+			request := func() {
 				res, err := sys.Infer(ctx, []Request{{API: "bench", ModelPath: fmt.Sprintf("m%04d/", i%models), Inputs: []servables.Tensor{x}}})
 				if err != nil || res[0].Err != nil {
 					b.Fatal(err, res[0].Err)
 				}
 				i++
 			}
-			if st := sys.Status().Memory; st == nil || st.Loaded >= models {
-				b.Fatalf("memory status %+v: the budget unloaded nothing", st)
+			// Fill the budget first, so that every timed load unloads one.
+			for range models/4 + 1 {
+				request()
+			}
+			closed, first := rt.closed.Load(), i
+			b.ReportAllocs()
+			for b.Loop() {
+				request()
+			}
+			if n, unloads := i-first, rt.closed.Load()-closed; unloads < int64(n/2) {
+				b.Fatalf("%d loads unloaded %d models: the budget did not make room for each", n, unloads)
 			}
 		})
 	}
