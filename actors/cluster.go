@@ -128,8 +128,9 @@ func (s *supervisorActor) setShare(ctx actor.Context, m setShare) {
 		return
 	}
 	models := s.shared(s.configured)
+	shared, configured := pathSet(models), pathSet(s.configured)
 	for _, p := range s.plan.Paths() {
-		if p.Phase != lifecycle.Evicting && !p.Registered && p.Active != nil && !listed(models, p.Name) && listed(s.configured, p.Name) {
+		if p.Phase != lifecycle.Evicting && !p.Registered && p.Active != nil && !shared[p.Name] && configured[p.Name] {
 			s.log.Info("model placed on other cluster nodes; unloading after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
 		}
 	}

@@ -805,10 +805,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.configured = s.expandVersions(r.cfg, r.listings, r.at)
 	s.sys.publishConfig(r.cfg)
 	models := s.shared(s.configured)
-	inConfig := make(map[string]bool, len(models))
-	for _, m := range models {
-		inConfig[m.Path] = true
-	}
+	inConfig := pathSet(models)
 	for _, p := range s.plan.Paths() {
 		if p.Phase != lifecycle.Evicting && !p.Registered && !inConfig[p.Name] && p.Active != nil {
 			s.log.Info("model removed from config; evicting after grace period", "model", p.Name, "grace", p.Active.Meta.EvictionGracePeriod)
@@ -838,13 +835,13 @@ func (s *supervisorActor) versionedPath(path string) bool {
 	return false
 }
 
-func listed(models []modelconfig.Model, path string) bool {
+// pathSet returns the set of the models' paths.
+func pathSet(models []modelconfig.Model) map[string]bool {
+	set := make(map[string]bool, len(models))
 	for _, m := range models {
-		if m.Path == path {
-			return true
-		}
+		set[m.Path] = true
 	}
-	return false
+	return set
 }
 
 // isParseError tells a config that was read but rejected from one that could not be read.
