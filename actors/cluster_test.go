@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
@@ -348,18 +345,8 @@ func TestForwardedRequestWaitingPastItsDeadlineForALoadSaysLoading(t *testing.T)
 	}
 	bk.set("a/model.faulty", data)
 	bk.set("model_config.json", []byte(`{"model_metadata": [{"model_path": "a/"}]}`))
-	sys, err := Start(Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: t.TempDir(),
-		MaxModelBytes: 1 << 20, QueueSize: 16, Runtimes: servables.Registry{&countingRuntime{}}, Remote: awaitingRemote{},
-		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
-	for deadline := time.Now().Add(time.Minute); !sys.Ready(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("not ready")
-		}
-	}
+	sys := startReady(t, Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: t.TempDir(),
+		MaxModelBytes: 1 << 20, QueueSize: 16, Runtimes: servables.Registry{&countingRuntime{}}, Remote: awaitingRemote{}})
 	x, err := servables.NewTensor("x", servables.Float32, []int64{1, 1})
 	if err != nil {
 		t.Fatal(err)

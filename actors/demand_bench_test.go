@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groveml/grove/servables"
 )
@@ -42,19 +39,9 @@ func BenchmarkDemandLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			rt := &countingRuntime{}
-			sys, err := Start(Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: b.TempDir(),
+			sys := startReady(b, Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: b.TempDir(),
 				MaxModelBytes: 1 << 20, QueueSize: 1024, Runtimes: servables.Registry{rt},
-				MemoryBudget: int64(size * models / 4), MemoryFactor: 1, residentBytes: func() int64 { return 0 },
-				Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = sys.Stop(context.Background()) })
-			for deadline := time.Now().Add(time.Minute); !sys.Ready(); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					b.Fatal("not ready")
-				}
-			}
+				MemoryBudget: int64(size * models / 4), MemoryFactor: 1, residentBytes: func() int64 { return 0 }})
 			ctx := context.Background()
 			i := 0
 			request := func() {

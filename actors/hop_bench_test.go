@@ -55,20 +55,29 @@ func hopSystem(b *testing.B) (*System, []servables.Tensor) {
 		x.Float32s()[i] = float32(i) / 64
 	}
 	in := []servables.Tensor{x}
-	sys, err := Start(Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: b.TempDir(),
+	sys := startReady(b, Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: b.TempDir(),
 		MaxModelBytes: 1 << 20, QueueSize: 1024, Runtimes: servables.Registry{&countingRuntime{}},
-		Remote: instantRemote{answer: forward.Answer{Checksum: "remote", Outputs: in}},
-		Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+		Remote: instantRemote{answer: forward.Answer{Checksum: "remote", Outputs: in}}})
+	return sys, in
+}
+
+// startReady starts a System with o, quiet (a discarding logger, a
+// registry of its own), stopped when the test ends, and waits up to a
+// minute of real time for it to be ready.
+func startReady(t testing.TB, o Options) *System {
+	t.Helper()
+	o.Logger, o.Registerer = slog.New(slog.DiscardHandler), prometheus.NewRegistry()
+	sys, err := Start(o)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(func() { _ = sys.Stop(context.Background()) })
+	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
 	for deadline := time.Now().Add(time.Minute); !sys.Ready(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatal("not ready")
+			t.Fatal("not ready")
 		}
 	}
-	return sys, in
+	return sys
 }
 
 // BenchmarkRequestHop measures one request, or one batch, on each way to
