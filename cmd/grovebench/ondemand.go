@@ -164,6 +164,18 @@ func churnVerdict(aloneP50, aloneP99, churnP50, churnP99 time.Duration) (p50, p9
 	return p50, p99, p50 <= onDemandP50Slack && p99 <= onDemandP99Slack
 }
 
+// churnRun is one run of the ondemand scenario's churn: the warm load
+// measured meanwhile (if any), the demand loads the server counted, and the
+// run's seconds and the server's CPU seconds over them.
+type churnRun struct {
+	warm      loadResult
+	loads     int
+	secs, cpu float64
+}
+
+// loadsPerSec is the run's demand loads per second.
+func (r churnRun) loadsPerSec() float64 { return perSec(float64(r.loads), r.secs) }
+
 // onDemandBody is a B&A request of one row for model path.
 func onDemandBody(path string, row []float64) []byte {
 	vals := make([]string, len(row))
@@ -272,12 +284,11 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 	// churn runs the warm load (none: nil, the churn alone for the
 	// scenario's duration) while onDemandConc clients request the copies
 	// round robin, every request a miss, at most rate requests per second
-	// (0: as fast as they are answered); it returns the warm load, the
-	// demand loads in all and per second, and the server's CPU seconds.
-	churn := func(warm *loadSpec, rate float64) (loadResult, int, float64, float64, error) {
+	// (0: as fast as they are answered).
+	churn := func(warm *loadSpec, rate float64) (churnRun, error) {
 		before, err := fetchProm(ctx, client, ep.baseURL)
 		if err != nil {
-			return loadResult{}, 0, 0, 0, fmt.Errorf("metrics: %w", err)
+			return churnRun{}, fmt.Errorf("metrics: %w", err)
 		}
 		stop := make(chan struct{})
 		var tokens chan struct{}
@@ -322,9 +333,9 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 				}
 			})
 		}
-		var res loadResult
+		var run churnRun
 		if warm != nil {
-			res = runLoad(ctx, *warm)
+			run.warm = runLoad(ctx, *warm)
 		} else {
 			select {
 			case <-ctx.Done():
@@ -333,45 +344,49 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		}
 		close(stop)
 		wg.Wait()
-		el := time.Since(start)
+		run.secs = time.Since(start).Seconds()
 		after, err := fetchProm(ctx, client, ep.baseURL)
 		if err != nil {
-			return res, 0, 0, 0, fmt.Errorf("metrics: %w", err)
+			return run, fmt.Errorf("metrics: %w", err)
 		}
 		demand := map[string]string{"reason": "demand", "result": "ok"}
-		loads := after.sum("grove_model_loads_total", demand) - before.sum("grove_model_loads_total", demand)
-		cpu := after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
-		return res, int(loads), loads / el.Seconds(), cpu, nil
+		run.loads = int(after.sum("grove_model_loads_total", demand) - before.sum("grove_model_loads_total", demand))
+		run.cpu = after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
+		return run, nil
 	}
 	e.logf("ondemand: warm %s with %d clients loading copies round robin", modelPath, onDemandConc)
-	if rep.WarmChurn, rep.Loads, rep.LoadsPerSec, _, err = churn(&warm, 0); err != nil {
+	run, err := churn(&warm, 0)
+	if err != nil {
 		return fail("%v", err)
 	}
+	rep.WarmChurn, rep.Loads, rep.LoadsPerSec = run.warm, run.loads, run.loadsPerSec()
 	rep.WarmChurn.Latencies = nil
 	rep.PacedRate = rep.LoadsPerSec / 2
+	// half is the warm load paced at half the rate it reached alone.
+	half := warm
+	rep.HalfRate = rep.WarmAlone.ReqPerSec / 2
+	half.rate = rep.HalfRate
 	e.logf("ondemand: warm %s with the copies loaded at %.1f/s (half the rate sustained)", modelPath, rep.PacedRate)
 	if rep.PacedRate > 0 {
-		if rep.WarmPaced, _, rep.PacedLoadsPerSec, _, err = churn(&warm, rep.PacedRate); err != nil {
+		if run, err = churn(&warm, rep.PacedRate); err != nil {
 			return fail("%v", err)
 		}
+		rep.WarmPaced, rep.PacedLoadsPerSec = run.warm, run.loadsPerSec()
 		rep.WarmPaced.Latencies = nil
-		half := warm
-		rep.HalfRate = rep.WarmAlone.ReqPerSec / 2
-		half.rate = rep.HalfRate
 		e.logf("ondemand: warm %s paced at %.0f requests/s (half its rate alone), alone and with the copies loaded at %.1f/s", modelPath, half.rate, rep.PacedRate)
 		rep.HalfAlone = runLoad(ctx, half)
 		rep.HalfAlone.Latencies = nil
-		if rep.HalfPaced, _, rep.HalfLoadsPerSec, _, err = churn(&half, rep.PacedRate); err != nil {
+		if run, err = churn(&half, rep.PacedRate); err != nil {
 			return fail("%v", err)
 		}
+		rep.HalfPaced, rep.HalfLoadsPerSec = run.warm, run.loadsPerSec()
 		rep.HalfPaced.Latencies = nil
 		e.logf("ondemand: the copies loaded at %.1f/s with nothing else running, for the CPU of a load", rep.PacedRate)
-		_, loads, _, cpu, err := churn(nil, rep.PacedRate)
-		if err != nil {
+		if run, err = churn(nil, rep.PacedRate); err != nil {
 			return fail("%v", err)
 		}
-		if loads > 0 {
-			rep.CPUPerLoad, rep.AloneLoads = cpu/float64(loads), loads
+		if run.loads > 0 {
+			rep.CPUPerLoad, rep.AloneLoads = run.cpu/float64(run.loads), run.loads
 		}
 	}
 
@@ -385,8 +400,6 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		}
 		defs := []abDef{{"closed loop, loads as fast as the node sustains", warm, 0}}
 		if rep.PacedRate > 0 {
-			half := warm
-			half.rate = rep.HalfRate
 			defs = append(defs, abDef{"closed loop, loads at half that rate", warm, rep.PacedRate},
 				abDef{"warm requests at half the node's rate, loads at half theirs", half, rep.PacedRate})
 		}
@@ -395,29 +408,25 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			ab := onDemandAB{What: d.what, Rounds: e.onDemandRounds, ChurnRate: d.rate}
 			spec := d.spec
 			spec.warmup, spec.duration = onDemandABWarmup, onDemandABWindow
-			var loads int
-			var churnSecs float64
+			var churned churnRun // the churn's windows, summed
 			err := interleave(ctx, e.onDemandRounds, 2, func(row int) error {
 				if row == 0 {
-					res := runLoad(ctx, spec)
-					ab.Alone.add(res, cpuUse{}, spec.duration)
+					ab.Alone.add(runLoad(ctx, spec), cpuUse{}, spec.duration)
 					return nil
 				}
-				res, n, rate, _, err := churn(&spec, d.rate)
+				run, err := churn(&spec, d.rate)
 				if err != nil {
 					return err
 				}
-				ab.Churn.add(res, cpuUse{}, spec.duration)
-				loads += n
-				if rate > 0 {
-					churnSecs += float64(n) / rate
-				}
+				ab.Churn.add(run.warm, cpuUse{}, spec.duration)
+				churned.loads += run.loads
+				churned.secs += run.secs
 				return nil
 			})
 			if err != nil {
 				return fail("ondemand A/B: %v", err)
 			}
-			ab.LoadsPerSec = perSec(float64(loads), churnSecs)
+			ab.LoadsPerSec = churned.loadsPerSec()
 			ab.AloneP50, ab.AloneP99 = ab.Alone.percentile(50), ab.Alone.percentile(99)
 			ab.ChurnP50, ab.ChurnP99 = ab.Churn.percentile(50), ab.Churn.percentile(99)
 			if ab.Alone.Errors > 0 || ab.Churn.Errors > 0 {
