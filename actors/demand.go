@@ -3,7 +3,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"sync"
 	"time"
@@ -260,7 +259,8 @@ func (s *supervisorActor) demandable(p *lifecycle.Path) bool {
 // every demandable path, each closed (taking requests) before the table
 // without its content is published. Called before publishRoutes.
 func (s *supervisorActor) publishDemand(now time.Time) {
-	t := demandTable{}
+	old := *s.sys.demand.Load()
+	slots, same := s.demandScratch[:0], 0
 	for _, p := range s.plan.Paths() {
 		if !s.demandable(p) {
 			continue
@@ -271,26 +271,43 @@ func (s *supervisorActor) publishDemand(now time.Time) {
 			s.slots[p.Name] = d
 		}
 		d.close(p.Desired.DefaultTimeout, p.Cost.LoadTime)
-		t[p.Name] = d
+		slots = append(slots, d)
+		if old[p.Name] == d {
+			same++
+		}
 	}
-	if old := *s.sys.demand.Load(); !maps.Equal(t, old) {
-		s.sys.demand.Store(&t)
+	clear(slots[len(slots):cap(slots)])
+	s.demandScratch = slots
+	if same == len(slots) && same == len(old) {
+		return
 	}
+	t := make(demandTable, len(slots))
+	for _, d := range slots {
+		t[d.path] = d
+	}
+	s.sys.demand.Store(&t)
 }
 
 // openDemand, after the routing table is published, takes the requests
 // parked on the slots of the paths that have a content now to it, and
 // answers those of the paths no longer on demand (removed, expired,
 // eager now) as the routing table does: not found, or to the content.
+// With the same demand and routing tables as at its last call it has
+// nothing to do: a slot out of the demand table was taken then (it
+// serves, and takes no request since, or it is gone), and a slot gets
+// into a demand table only by a new table.
 func (s *supervisorActor) openDemand(ctx actor.Context) {
-	published := *s.sys.demand.Load()
-	routes := *s.sys.routes.Load()
+	published, routes := s.sys.demand.Load(), s.sys.routes.Load()
+	if published == s.opened.demand && routes == s.opened.routes {
+		return
+	}
+	s.opened.demand, s.opened.routes = published, routes
 	for path, d := range s.slots {
-		if published[path] != nil {
+		if (*published)[path] != nil {
 			continue
 		}
-		items := d.take(routes[path] != nil)
-		if routes[path] == nil {
+		items := d.take((*routes)[path] != nil)
+		if (*routes)[path] == nil {
 			delete(s.slots, path)
 		}
 		if len(items) > 0 {
@@ -301,7 +318,7 @@ func (s *supervisorActor) openDemand(ctx actor.Context) {
 }
 
 // failDemand answers the requests waiting for p's load with its failure
-// err, once the status is published (execute), and has the slot answer
+// err, once the status shows it (execute), and has the slot answer
 // those that come until p's backoff is over.
 func (s *supervisorActor) failDemand(ctx actor.Context, p *lifecycle.Path, err error) {
 	d := s.slots[p.Name]

@@ -304,3 +304,52 @@ func TestAnOnDemandModelIdleForIdleUnloadAfterIsUnloadedAndLoadsAgainOnItsNextRe
 		}
 	})
 }
+
+// TestTheStatusReadRightAfterAnAnswerShowsTheLoadThatServedIt: the status
+// is built when read, after the event being handled; a read that comes
+// as soon as an on-demand load's request is answered (before the
+// supervisor is done with the event that loaded it) shows the model
+// loaded, and the one the budget unloaded for it unloaded.
+func TestTheStatusReadRightAfterAnAnswerShowsTheLoadThatServedIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = size+size/2, 1 })
+		defer w.stop()
+		synctest.Wait()
+		for i := range 40 {
+			p, other := "a/", "b/"
+			if i%2 == 1 {
+				p, other = other, p
+			}
+			if res := w.infer(p, 1); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if got := w.model(p).State; got != StateReady {
+				t.Fatalf("request %d: %s just answered shows %s, want ready", i, p, got)
+			}
+			if i > 0 {
+				if got := w.model(other).State; got != StateUnloaded {
+					t.Fatalf("request %d: %s unloaded for %s shows %s", i, other, p, got)
+				}
+			}
+		}
+	})
+}
+
+// TestStatusAfterStopIsTheLastOneAndDoesNotWait: once the supervisor has
+// stopped, a read of the status returns the last snapshot at once.
+func TestStatusAfterStopIsTheLastOneAndDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad)), map[string]faultySpec{"a/": version(1)})
+		synctest.Wait()
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		w.stop()
+		if got := w.model("a/").State; got != StateReady {
+			t.Fatalf("a/ after the stop shows %s, want the last state it had: ready", got)
+		}
+	})
+}

@@ -46,7 +46,8 @@
 //	  backoff, expected load time            and fails it
 //	content.lastUsed                       sendPredict (on-demand      atomic (the planner's LastUsed, on the
 //	                                         contents only)              supervisor)
-//	status snapshot                        supervisor                  System.status, an atomic pointer (System.Status)
+//	status snapshot                        supervisor, when read after System.status, an atomic pointer, and
+//	                                         an event changed it         System.statusStale (System.freshStatus)
 //	System.settled                         supervisor                  atomic (System.Ready)
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table
 //	  local files, signed, pids, loadedAt    content is published

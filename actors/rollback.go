@@ -45,7 +45,7 @@ type Rolled struct {
 func (s *System) Rollback(ctx context.Context, path string) (Rolled, error) {
 	start := time.Now()
 	var m *ModelStatus
-	st := s.status.Load()
+	st := s.freshStatus()
 	for i := range st.Models {
 		if st.Models[i].Path == path {
 			m = &st.Models[i]

@@ -77,6 +77,9 @@ type (
 	// quiesce makes the supervisor take no step from now on and discard
 	// what running jobs bring; done is closed once it has (System.Stop).
 	quiesce struct{ done chan struct{} }
+	// statusQuery asks for a fresh status snapshot (System.freshStatus);
+	// done is closed once it is published.
+	statusQuery struct{ done chan struct{} }
 	// freedContent: the model actors of content (or job) id have all
 	// terminated, or its servable was closed unspawned: its memory no
 	// longer counts against the budget.
@@ -151,10 +154,18 @@ type supervisorActor struct {
 	// slots are the on-demand paths' demand slots (demand.go), by path;
 	// those with no content serving are published in System.demand.
 	slots map[string]*demandSlot
+	// demandScratch is publishDemand's list of the demandable paths'
+	// slots, reused from one event to the next.
+	demandScratch []*demandSlot
+	// opened are the demand and routing tables openDemand last went over.
+	opened struct {
+		demand *demandTable
+		routes *table
+	}
 	// self is the supervisor's process id.
 	self *actor.PID
 	// failed are the answers to requests whose on-demand load failed,
-	// given once the status that shows the failure is published.
+	// given once the status shows the failure (execute).
 	failed []func()
 	// runtimeStart is the memory growth of each runtime's first load in
 	// this process (by runtime name): mostly the runtime's own start-up,
@@ -248,6 +259,9 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		s.apply(ctx, lifecycle.Freed{Content: m.id})
 	case setShare:
 		s.setShare(ctx, m)
+	case statusQuery:
+		s.refreshStatus()
+		close(m.done)
 	case quiesce:
 		s.quiet = true
 		s.stopWake()
@@ -316,8 +330,8 @@ func (s *supervisorActor) apply(ctx actor.Context, ev lifecycle.Event) error {
 }
 
 // execute takes the planner's steps until it has nothing more to do now,
-// publishes the routing table and status if they changed, and sets the
-// wake-up timer.
+// publishes the routing table if it changed, marks the status for a new
+// snapshot at its next read, and sets the wake-up timer.
 func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 	inflight := func(id int64) int64 {
 		if c := s.contents[id]; c != nil {
@@ -325,8 +339,12 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 		}
 		return 0
 	}
+	// A status read from now on waits for this event's end: a caller
+	// answered by a step below (a parked request taken to its model) sees
+	// the status after it.
+	s.sys.statusStale.Store(true)
 	// Callers waiting on a registration hear its outcome after the status
-	// that shows it is published.
+	// shows it.
 	var notify []lifecycle.Step
 	for {
 		p := s.plan.Plan(now, inflight)
@@ -389,7 +407,7 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 		}
 	}
 	s.applyTimeouts()
-	s.publishStatus()
+	s.settle()
 	for _, f := range s.failed {
 		f()
 	}
@@ -722,6 +740,8 @@ func (s *supervisorActor) ended(st *stoppingContent) {
 // stopped runs once the supervisor and its model actors have stopped
 // (each closed its servable): it deletes every cached file still held.
 func (s *supervisorActor) stopped() {
+	s.refreshStatus()
+	close(s.sys.supervisorDone)
 	for id, j := range s.jobs {
 		closeQuietly(j.sv, j.local, s.log)
 		delete(s.jobs, id)
@@ -910,6 +930,22 @@ var phaseStates = map[lifecycle.Phase]State{
 	lifecycle.Unloaded: StateUnloaded,
 }
 
+// settle turns Ready true once the planner has settled.
+func (s *supervisorActor) settle() {
+	if !s.sys.settled.Load() && s.plan.Settled() {
+		s.sys.settled.Store(true)
+	}
+}
+
+// refreshStatus publishes a status snapshot if an event changed the status
+// since the last one.
+func (s *supervisorActor) refreshStatus() {
+	if s.sys.statusStale.Load() {
+		s.publishStatus()
+		s.sys.statusStale.Store(false)
+	}
+}
+
 // publishStatus publishes a status snapshot for the API.
 func (s *supervisorActor) publishStatus() {
 	paths := s.plan.Paths()
@@ -971,9 +1007,6 @@ func (s *supervisorActor) publishStatus() {
 		st.Memory.LoadPolicy = string(cmp.Or(s.plan.LoadPolicy, modelconfig.LoadEager))
 		st.Memory.UnloadOrder = s.plan.UnloadOrder(now)
 		st.Memory.RuntimeStartBytes = maps.Clone(s.runtimeStart)
-	}
-	if s.plan.Settled() {
-		s.sys.settled.Store(true)
 	}
 	s.sys.status.Store(st)
 }

@@ -147,6 +147,14 @@ type System struct {
 	routes atomic.Pointer[table]
 	demand atomic.Pointer[demandTable]
 	status atomic.Pointer[Status]
+	// statusStale is set by the supervisor when an event changed what the
+	// status shows, and cleared once it has published a snapshot since:
+	// a snapshot is built when read (freshStatus), not at every event,
+	// which with thousands of models cost more than the event itself.
+	statusStale atomic.Bool
+	// supervisorDone is closed when the supervisor has stopped, after its
+	// last snapshot.
+	supervisorDone chan struct{}
 	// applied is the config in force, published by the supervisor.
 	applied atomic.Pointer[appliedConfig]
 	// share is the last share SetShare gave, which a restarted
@@ -205,7 +213,8 @@ func Start(opts Options) (*System, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &System{opts: opts, paths: serverPaths(opts), log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{})}
+	s := &System{opts: opts, paths: serverPaths(opts), log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{}),
+		supervisorDone: make(chan struct{})}
 	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote, demand: &s.demand,
 		ask: func(path string) { s.as.Root.Send(s.as.NewLocalPID(supervisorName), demandLoad{path: path}) }}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
@@ -418,7 +427,7 @@ func (s *System) NewestVersion(parent string) (path string, ok bool) {
 
 // Status returns a snapshot of the config source and every configured model.
 func (s *System) Status() Status {
-	st := *s.status.Load()
+	st := *s.freshStatus()
 	st.Ready = s.Ready()
 	now := time.Now()
 	st.Models = append([]ModelStatus(nil), st.Models...)
@@ -426,6 +435,22 @@ func (s *System) Status() Status {
 		st.Models[i].finish(now)
 	}
 	return st
+}
+
+// freshStatus returns the status snapshot, having the supervisor publish
+// a new one first when an event changed the status since the last. The
+// supervisor does all its slow work in the background, so it answers at
+// once; once it has stopped, the last snapshot it published is returned.
+func (s *System) freshStatus() *Status {
+	if s.statusStale.Load() {
+		q := statusQuery{done: make(chan struct{})}
+		s.as.Root.Send(s.supervisor, q)
+		select {
+		case <-q.done:
+		case <-s.supervisorDone:
+		}
+	}
+	return s.status.Load()
 }
 
 // Ready reports whether the first reconcile has finished and the system is not draining.
