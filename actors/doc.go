@@ -49,6 +49,8 @@
 //	status snapshot                        supervisor, when read after System.status, an atomic pointer, and
 //	                                         an event changed it         System.statusStale (System.freshStatus)
 //	System.settled                         supervisor                  atomic (System.Ready)
+//	disk cache (unloaded on-demand         supervisor                  not at all: System.disk is the supervisor's,
+//	  models' files, diskcache.go)                                       kept on the System across its restarts
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table
 //	  local files, signed, pids, loadedAt    content is published
 //	content.meta (its signature)           supervisor at spawn; its    atomic pointer, replaced before the content is

@@ -37,10 +37,12 @@ type memBucket struct {
 	gen     int64
 	// failReads, when set, makes ReadObject of that name fail.
 	failReads map[string]error
+	// opens counts the Opens of each object (a fetch's downloads).
+	opens map[string]int
 }
 
 func newMemBucket() *memBucket {
-	return &memBucket{objects: map[string][]byte{}, gens: map[string]int64{}, failReads: map[string]error{}}
+	return &memBucket{objects: map[string][]byte{}, gens: map[string]int64{}, failReads: map[string]error{}, opens: map[string]int{}}
 }
 
 func (b *memBucket) String() string { return "mem://test" }
@@ -97,7 +99,17 @@ func (b *memBucket) Open(ctx context.Context, name string) (io.ReadCloser, error
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
+	b.opens[name]++
+	b.mu.Unlock()
 	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// opened returns how many times object name was opened.
+func (b *memBucket) opened(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opens[name]
 }
 
 func (b *memBucket) WriteObject(_ context.Context, name string, data []byte, ifVersion string) (bucket.Attrs, error) {

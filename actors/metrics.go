@@ -30,6 +30,10 @@ type Metrics struct {
 	batched       prometheus.Counter
 	reconciles    prometheus.Counter
 	configErrors  prometheus.Counter
+
+	// The disk cache of unloaded on-demand models' files (diskCache).
+	diskCacheHits, diskCacheInvalid prometheus.Counter
+	diskCacheBytes                  prometheus.Gauge
 }
 
 // NewMetrics creates the actors' metrics and registers them with reg.
@@ -68,6 +72,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		demandMisses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "grove_model_demand_misses_total",
 			Help: "Requests for on-demand models that had to wait for their model's load (or got \"model is loading\" when their deadline ended first).",
+		}),
+		diskCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_model_disk_cache_hits_total",
+			Help: "Loads of on-demand models that used the files kept on disk when the same content was unloaded (disk_cache_bytes) instead of fetching them from the bucket.",
+		}),
+		diskCacheInvalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "grove_model_disk_cache_invalid_total",
+			Help: "Files kept in the disk cache that no longer had their checksum when a load was to use them: deleted, and the model fetched from the bucket again.",
+		}),
+		diskCacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "grove_model_disk_cache_bytes",
+			Help: "Bytes of model files the disk cache keeps for unloaded on-demand models (at most disk_cache_bytes).",
 		}),
 		crashes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_crashes_total",
@@ -119,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

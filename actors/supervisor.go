@@ -154,6 +154,9 @@ type supervisorActor struct {
 	// slots are the on-demand paths' demand slots (demand.go), by path;
 	// those with no content serving are published in System.demand.
 	slots map[string]*demandSlot
+	// keep holds the contents unloaded while their paths are still
+	// listed, whose files go to the disk cache (keepFiles).
+	keep map[int64]bool
 	// demandScratch is publishDemand's list of the demandable paths'
 	// slots, reused from one event to the next.
 	demandScratch []*demandSlot
@@ -183,7 +186,7 @@ func newSupervisor(s *System) *supervisorActor {
 	sup := &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"),
 		plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor, LoadPolicy: s.opts.LoadPolicy, MemoryFactor: s.opts.MemoryFactor},
 		jobs: map[int64]*loadJob{}, contents: map[int64]*content{}, stopping: map[string]*stoppingContent{}, sources: map[string]bucket.Bucket{}, waiters: map[string][]chan error{},
-		slots: map[string]*demandSlot{}, runtimeStart: map[string]int64{}}
+		slots: map[string]*demandSlot{}, runtimeStart: map[string]int64{}, keep: map[int64]bool{}}
 	if !s.opts.ClusterNode {
 		// In a cluster, the controller places by them instead.
 		sup.plan.Budget, sup.plan.IdleUnloadAfter = s.opts.MemoryBudget, s.opts.IdleUnloadAfter
@@ -367,9 +370,11 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 				}
 				switch st.Reason {
 				case lifecycle.ReasonBudget:
+					s.keepFiles(st.Path, st.Content)
 					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
 					s.log.Info("model unloaded to make room under the memory budget", "model", st.Path, "budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
 				case lifecycle.ReasonIdle:
+					s.keepFiles(st.Path, st.Content)
 					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
 					s.log.Info("model unloaded after taking no request for idle_unload_after", "model", st.Path, "idle_unload_after", s.plan.IdleUnloadAfter)
 				}
@@ -465,10 +470,34 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	if d := s.slots[st.Path]; d != nil && st.Reason == lifecycle.ReasonDemand {
 		d.loading(time.Now())
 	}
-	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", src.String(), "job", st.Job)
+	var cached *bucket.LocalModel
+	if d := s.sys.disk; d != nil && !st.Registered && st.Meta.Checksum != "" {
+		if cached = d.take(st.Meta.Path, st.Meta.Checksum); cached != nil {
+			s.sys.metrics.diskCacheBytes.Set(float64(d.used))
+		}
+	}
+	from := src.String()
+	if cached != nil {
+		from = "disk cache " + cached.Dir
+	}
+	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", from, "job", st.Job)
 	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
 	s.sys.background(func(bctx context.Context) {
 		r := fetchResult{path: st.Path, job: st.Job}
+		if cached != nil {
+			// Kept when it was unloaded (diskCache): its files are used
+			// again if they still have their checksum.
+			err := cached.Verify()
+			if err == nil {
+				s.sys.metrics.diskCacheHits.Inc()
+				r.local = cached
+				root.Send(self, r)
+				return
+			}
+			s.sys.metrics.diskCacheInvalid.Inc()
+			s.log.Warn("cached model files changed on disk; fetching them again", "model", st.Path, "err", err)
+			closeQuietly(nil, cached, s.log)
+		}
 		var opts []bucket.FetchOption
 		if st.Meta.VersionOf != "" {
 			opts = append(opts, bucket.WithChecksumFile()) // a version may declare its checksum
@@ -690,6 +719,8 @@ type stoppingContent struct {
 	name  int
 	left  int
 	local *bucket.LocalModel
+	// keep: local goes to the disk cache, not away (keepFiles).
+	keep bool
 }
 
 // stopActors stops c's model actors; once they have all terminated, its
@@ -697,7 +728,8 @@ type stoppingContent struct {
 // stopped actor's Terminated comes to its parent, the supervisor, so no
 // future is needed (each would take a process id of its own).
 func (s *supervisorActor) stopActors(ctx actor.Context, c *content, local *bucket.LocalModel) {
-	st := &stoppingContent{id: c.id, name: c.name, left: len(c.pids), local: local}
+	st := &stoppingContent{id: c.id, name: c.name, left: len(c.pids), local: local, keep: s.keep[c.id]}
+	delete(s.keep, c.id)
 	if st.left == 0 {
 		s.ended(st)
 		return
@@ -732,8 +764,31 @@ func (s *supervisorActor) ended(st *stoppingContent) {
 	case local == nil:
 	case s.quiet:
 		s.leftovers = append(s.leftovers, local)
+	case st.keep && s.sys.disk != nil:
+		drop := s.sys.disk.put(local)
+		s.sys.metrics.diskCacheBytes.Set(float64(s.sys.disk.used))
+		if len(drop) > 0 {
+			s.sys.background(func(context.Context) {
+				for _, m := range drop {
+					closeQuietly(nil, m, s.log)
+				}
+			})
+		}
 	default:
 		s.sys.background(func(context.Context) { closeQuietly(nil, local, s.log) })
+	}
+}
+
+// keepFiles has the files of content id, unloaded while path is still
+// listed, go to the disk cache when its model actors are gone, if path's
+// entry names that content by its checksum: a load finds them by it.
+func (s *supervisorActor) keepFiles(path string, id int64) {
+	if s.sys.disk == nil {
+		return
+	}
+	c, p := s.contents[id], s.plan.Path(path)
+	if c != nil && p != nil && p.Desired.Checksum != "" && p.Desired.Checksum == c.checksum {
+		s.keep[id] = true
 	}
 }
 
@@ -752,6 +807,11 @@ func (s *supervisorActor) stopped() {
 	}
 	for _, l := range s.leftovers {
 		closeQuietly(nil, l, s.log)
+	}
+	if s.sys.disk != nil {
+		for _, m := range s.sys.disk.all() {
+			closeQuietly(nil, m, s.log)
+		}
 	}
 	s.leftovers = nil
 	for path, ws := range s.waiters {

@@ -50,6 +50,12 @@ type Options struct {
 	// for that long (idle_unload_after), back to unloaded; 0: never. A
 	// cluster node (ClusterNode) leaves it to the cluster's placement.
 	IdleUnloadAfter time.Duration
+	// DiskCacheBytes is the disk space, in bytes, kept for the files of
+	// on-demand models unloaded for the budget or idleness
+	// (disk_cache_bytes): the next load of the same content (an entry
+	// with a checksum) verifies them on disk instead of fetching them
+	// again. 0: none, the files are deleted at the unload.
+	DiskCacheBytes int64
 	// MemoryFactor estimates a model's memory as its files' size times
 	// it until its load measures it (0: 2).
 	MemoryFactor float64
@@ -166,6 +172,9 @@ type System struct {
 	lowerWarned atomic.Bool
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
+	// disk keeps unloaded on-demand models' files (nil: none); the
+	// supervisor owns it.
+	disk *diskCache
 	// bg tracks every goroutine the system starts outside the actors
 	// (config polls, fetches, loads, warm-ups, releases, the state
 	// writer); ctx is canceled by Stop, which then waits for them.
@@ -231,6 +240,7 @@ func Start(opts Options) (*System, error) {
 	}
 	s.low = newLowPriority(workers, max(queue, 0), opts.Logger)
 	s.dispatcher = newWorkerDispatcher(300, 30*time.Second)
+	s.disk = newDiskCache(opts.DiskCacheBytes)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
 	s.background(s.state.run)
 	s.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

@@ -202,6 +202,12 @@ type Server struct {
 	// the models it loads within it by unloading idle on-demand models
 	// (docs/density.md); 0 there is unbounded.
 	MemoryBudgetBytes int64 `yaml:"memory_budget_bytes"`
+	// DiskCacheBytes is the disk space, in bytes, under CacheDir kept for
+	// the files of on-demand models unloaded for the budget or idleness,
+	// so that loading the same content again (an entry with a checksum)
+	// verifies them on disk instead of fetching them from the bucket. 0
+	// (the default): the files are deleted at the unload.
+	DiskCacheBytes int64 `yaml:"disk_cache_bytes"`
 	// Cluster makes this server a node of a cluster (yaml key "cluster").
 	Cluster Cluster `yaml:"cluster"`
 }
@@ -679,6 +685,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.Outcomes.StateDir, "evaluate-state-dir", "`directory` of the evaluator's on-disk store (default: evaluate/ under the cache directory)")
 	str(&s.Auth.TokensFile, "auth-tokens-file", "YAML `file` of bearer tokens (name, sha256, roles), reloaded when it changes")
 	i64(&s.MemoryBudgetBytes, "memory-budget-bytes", "memory `bytes` this node gives models; a cluster places models by it (required with --cluster-etcd-endpoints), a single server unloads idle on-demand models to stay within it (0: unbounded)")
+	i64(&s.DiskCacheBytes, "disk-cache-bytes", "disk `bytes` under --cache-dir kept for the files of on-demand models unloaded for the budget or idleness, so that their next load (of an entry with a checksum) verifies them on disk instead of fetching them from the bucket (0: none)")
 	c := &s.Cluster
 	list(&c.EtcdEndpoints, "cluster-etcd-endpoints", "comma-separated etcd client addresses `host:port,...`: join a cluster of Grove nodes (none: a single server)")
 	str(&c.EtcdPrefix, "cluster-etcd-prefix", "etcd key `prefix` of this cluster's state")
@@ -1034,6 +1041,9 @@ func (s Server) Validate() error {
 	s.Auth.validate(bad)
 	if s.MemoryBudgetBytes < 0 {
 		bad("memory_budget_bytes", "%d must not be negative", s.MemoryBudgetBytes)
+	}
+	if s.DiskCacheBytes < 0 {
+		bad("disk_cache_bytes", "%d must not be negative (0: no disk cache)", s.DiskCacheBytes)
 	}
 	s.validateCluster(bad)
 	return errors.Join(errs...)

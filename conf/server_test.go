@@ -621,6 +621,7 @@ func TestServerValidateCluster(t *testing.T) {
 		{"unauthenticated peers", func(s *Server) { s.InsecureNoAuth = false },
 			"cluster.advertise (--cluster-advertise): peers cannot be authenticated: configure tls.cert_file, tls.key_file and tls.client_ca_file"},
 		{"negative budget", func(s *Server) { s.MemoryBudgetBytes = -1 }, "memory_budget_bytes (--memory-budget-bytes): -1 must not be negative"},
+		{"negative disk cache", func(s *Server) { s.DiskCacheBytes = -1 }, "disk_cache_bytes (--disk-cache-bytes): -1 must not be negative (0: no disk cache)"},
 	} {
 		s := node
 		s.Cluster.EtcdEndpoints = slices.Clone(node.Cluster.EtcdEndpoints)

@@ -245,6 +245,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		KeepPreviousFor:      cfg.KeepPreviousFor,
 		LoadPolicy:           cfg.LoadPolicy.Model(),
 		MemoryBudget:         cfg.MemoryBudgetBytes,
+		DiskCacheBytes:       cfg.DiskCacheBytes,
 		IdleUnloadAfter:      cfg.IdleUnloadAfter,
 		MemoryFactor:         cfg.Cluster.MemoryFactor,
 		CacheDir:             cacheDir,

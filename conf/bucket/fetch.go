@@ -273,3 +273,24 @@ func cacheName(modelPath string) string {
 	}
 	return string(name)
 }
+
+// Verify reports whether m's files in Dir still have the checksum Fetch
+// gave them (files changed or removed on disk since are an error).
+func (m *LocalModel) Verify() error {
+	sums := make([]fileSum, 0, len(m.Files))
+	for _, f := range m.Files {
+		sum, err := fileSHA256(filepath.Join(m.Dir, filepath.FromSlash(f)))
+		if err != nil {
+			return fmt.Errorf("verifying the files of model %s: %w", m.Path, err)
+		}
+		sums = append(sums, fileSum{f, sum})
+	}
+	got, err := combine(sums)
+	if err != nil {
+		return fmt.Errorf("verifying the files of model %s: %w", m.Path, err)
+	}
+	if got != m.Checksum {
+		return fmt.Errorf("the files of model %s in %s changed on disk: their checksum is %s, fetched as %s", m.Path, m.Dir, got, m.Checksum)
+	}
+	return nil
+}
