@@ -375,3 +375,34 @@ func TestForwardedRequestWaitingPastItsDeadlineForALoadSaysLoading(t *testing.T)
 		}
 	}
 }
+
+// TestAContractPicksAReleaseWhoseOnDemandModelIsLoadedNowhereInTheCluster:
+// a release whose model is on demand and ready on no node counts as
+// valid, as on one node: the contract picks it, and the call goes to the
+// node that is to load it (here it says the model is loading).
+func TestAContractPicksAReleaseWhoseOnDemandModelIsLoadedNowhereInTheCluster(t *testing.T) {
+	bk := newMemBucket()
+	data, err := json.Marshal(faultySpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk.set("w/model.faulty", data)
+	bk.set("model_config.json", []byte(`{"model_metadata": [{"model_path": "w/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [{"release_version": "v1", "model_path": "w/"}]}]}`))
+	sys := startReady(t, Options{Bucket: bk, ModelConfigPath: "model_config.json", PollInterval: time.Hour, CacheDir: t.TempDir(),
+		MaxModelBytes: 1 << 20, QueueSize: 16, Runtimes: servables.Registry{&countingRuntime{}}, Remote: awaitingRemote{}, ClusterNode: true})
+	x, err := servables.NewTensor("x", servables.Float32, []int64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res, rv, err := sys.Score(ctx, "ads/pctr/1", "", Request{API: "test", Inputs: []servables.Tensor{x}})
+	if err != nil {
+		t.Fatalf("contract call: %v (the release must count as valid)", err)
+	}
+	if rv != "v1" || servables.KindOf(res.Err) != servables.Unavailable {
+		t.Fatalf("release %q, %v: want v1, answered \"model is loading\"", rv, res.Err)
+	}
+}

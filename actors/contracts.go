@@ -109,6 +109,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 	shared := r.state.load()
 	id := st.cfg.ID()
 	state := make(map[string]routing.ServableState, len(st.cfg.Servables))
+	var unloaded map[string]*demandSlot // on-demand models not loaded, by release
 	for _, sv := range st.cfg.Servables {
 		// The shared stamp wins: every replica then phases in and expires
 		// alike, and a restart keeps a release's age.
@@ -120,11 +121,18 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		if c := routes[sv.ModelPath]; c != nil {
 			ss.Ready, ss.LoadedAt, ss.ShadowExecutions = true, c.loadedAt, c.shadowed.Load()
 			ss.Comparison = st.comparison(sv.ReleaseVersion, localContent(c), now)
-		} else if r.demandFor(sv.ModelPath) != nil {
+		} else if d := r.demandFor(sv.ModelPath); d != nil {
 			// On demand and not loaded: the pick that routes to it loads it.
 			ss.Ready = true
-		} else if r.remote != nil && r.remote.Serves(sv.ModelPath) {
-			ss.Ready = true // on another cluster node, which the router forwards to
+			if unloaded == nil {
+				unloaded = map[string]*demandSlot{}
+			}
+			unloaded[sv.ReleaseVersion] = d
+		} else if r.remote != nil && (r.remote.Serves(sv.ModelPath) || r.remote.Awaits(sv.ModelPath)) {
+			// On another cluster node, which the router forwards to, or
+			// on demand and loaded nowhere: forwarded to the node the
+			// controller places it on, which loads it.
+			ss.Ready = true
 			if on, ok := r.servedBy(routes, sv.ModelPath); ok {
 				// Its shadow executions answered are those compared here.
 				ss.LoadedAt, ss.Comparison = on.loadedAt, st.comparison(sv.ReleaseVersion, on, now)
@@ -138,6 +146,14 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		state[sv.ReleaseVersion] = ss
 	}
 	p := routing.Evaluate(st.cfg, state, now)
+	// A release kept from traffic until its on-demand model has loaded
+	// (valid_after_ms, shadow executions, promote_when) would never be
+	// picked, so nothing would load it: its model is loaded now.
+	for i, sv := range st.cfg.Servables {
+		if d := unloaded[sv.ReleaseVersion]; d != nil && waitsForLoad(sv.Validity, p.Servables[i]) && d.askOnce(now) {
+			r.ask(sv.ModelPath)
+		}
+	}
 	if b := st.bandit; b != nil {
 		if b.update(st.cfg, r.outcomes, &p, now) {
 			for _, sv := range st.cfg.Servables {
@@ -479,4 +495,25 @@ func (r *routerActor) expiredPaths(now time.Time) map[string]bool {
 		delete(expired, path)
 	}
 	return expired
+}
+
+// waitsForLoad reports whether a servable with validity rules rules and
+// status st at an evaluation gets no traffic only until its model has
+// loaded: it is not valid, expired or rolled back, and a rule waits on
+// the model (valid_after_ms, min_served_events, promote_when), none
+// never holds.
+func waitsForLoad(rules []modelconfig.ValidityRule, st routing.Status) bool {
+	if st.Valid || st.Expired || !st.RolledBack.IsZero() {
+		return false
+	}
+	waits := false
+	for _, r := range rules {
+		switch r.Kind {
+		case modelconfig.RuleNeverValid:
+			return false
+		case modelconfig.RuleValidAfterMs, modelconfig.RuleMinServedEvents, modelconfig.RulePromoteWhen:
+			waits = true
+		}
+	}
+	return waits
 }

@@ -195,6 +195,21 @@ func (d *demandSlot) take(serving bool) []parkedItem {
 	return out
 }
 
+// askOnce reports whether the caller is to ask the supervisor for the
+// slot's load now, and records the ask: no content serves the path, no
+// load was asked since the last one ended, and the last failure's backoff
+// is over. The router asks so for a contract's release whose validity
+// waits on its model's load (waitsForLoad).
+func (d *demandSlot) askOnce(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.serving || d.asked || d.err != nil && now.Before(d.retryAt) {
+		return false
+	}
+	d.asked = true
+	return true
+}
+
 // fail ends the wait with the load's failure err, which requests get at
 // once until retryAt; it returns the requests parked.
 func (d *demandSlot) fail(err error, retryAt time.Time) []parkedItem {

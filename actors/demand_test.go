@@ -353,3 +353,67 @@ func TestStatusAfterStopIsTheLastOneAndDoesNotWait(t *testing.T) {
 		}
 	})
 }
+
+// TestAContractsPickLoadsItsUnloadedOnDemandRelease: a release whose
+// model is on demand and not loaded counts as valid, so the contract picks
+// it, and that pick loads it.
+func TestAContractsPickLoadsItsUnloadedOnDemandRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		if got := w.model("a/").State; got != StateUnloaded {
+			t.Fatalf("a/ before a call: %s", got)
+		}
+		res, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+		if err != nil || res.Err != nil || rv != "v1" {
+			t.Fatalf("contract call: release %q, %v, %v", rv, err, res.Err)
+		}
+		if got := w.model("a/").State; got != StateReady {
+			t.Fatalf("a/ after the contract picked it: %s", got)
+		}
+	})
+}
+
+// TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract: a release
+// kept from traffic until its model has been loaded for valid_after_ms
+// would never be picked, so no request would load it; its contract has it
+// loaded, and it becomes valid valid_after_ms later. A never_valid
+// release's model is not loaded.
+func TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/", "load": "on_demand"}, {"model_path": "c/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "b/", "validity": [{"valid_after_ms": {"ms": 2000}}], "shadow": {}},
+     {"release_version": "v3", "model_path": "c/", "validity": [{"never_valid": {}}]}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+		defer w.stop()
+		synctest.Wait()
+		if _, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := w.model("b/").State; got != StateReady {
+			t.Fatalf("b/ (v2, valid_after_ms) after the contract's first call: %s, want loaded", got)
+		}
+		if got := w.model("c/").State; got != StateUnloaded {
+			t.Fatalf("c/ (v3, never_valid): %s, want left unloaded", got)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		if _, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil {
+			t.Fatal(err)
+		}
+		plan, err := w.sys.ContractPlan("ads/pctr/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := plan.Servables[1]; !s.Valid {
+			t.Fatalf("v2 %.1f s after its model loaded: not valid (%s)", 2.5, s.Reason)
+		}
+	})
+}

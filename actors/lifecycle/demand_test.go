@@ -99,7 +99,7 @@ func TestPlannerOnDemandRules(t *testing.T) {
 				tick{at: 10 * sec, steps: ""},
 				tick{at: 11 * sec, ev: Freed{Content: 1}, steps: "load c/ #3"},
 			)},
-		{name: "unloading by budget picks idle on-demand contents by value, never eager, busy or kept ones, and waits for them to be freed",
+		{name: "unloading by budget picks idle on-demand contents by value, never eager or busy ones, and waits for them to be freed",
 			state: State{Budget: 100}, ticks: script(
 				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/"), model("e/", "", 0)), steps: "fetch e/ #1"},
 				loadMeasured(0, "e/", 1, 10, 30, "load e/ #1", "swap e/ #1"),
@@ -166,6 +166,25 @@ func TestPlannerOnDemandRules(t *testing.T) {
 				tick{at: 14 * sec, inflight: map[int64]int64{2: 1}, steps: "", wake: 24 * sec},
 				tick{at: 24 * sec, inflight: map[int64]int64{2: 0}, steps: "retire a/ @2 (idle); release a/ @2", phases: "a/=unloaded e/=ready", wake: -1},
 				tick{at: 25 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3", phases: "a/=loading e/=ready"},
+			)},
+		{name: "unloading by budget never picks a kept previous content, though it was used longest ago",
+			state: State{Budget: 100}, ticks: script(
+				tick{ev: cfg(onDemandKept("a/", sumA), onDemand("b/"), onDemand("c/")), steps: ""},
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+				tick{ev: Fetched{Path: "a/", Job: 1, Size: 10, Checksum: sumA}, steps: "load a/ #1"},
+				tick{ev: Loaded{Path: "a/", Job: 1, Bytes: 30}, steps: "warm-up a/ #1"},
+				tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1"},
+				// An update of a/ keeps #1 loaded out of service.
+				tick{at: sec, ev: cfg(onDemandKept("a/", sumB), onDemand("b/"), onDemand("c/")), steps: "fetch a/ #2"},
+				tick{at: sec, ev: Fetched{Path: "a/", Job: 2, Size: 10, Checksum: sumB}, steps: "load a/ #2"},
+				tick{at: sec, ev: Loaded{Path: "a/", Job: 2, Bytes: 30}, steps: "warm-up a/ #2"},
+				tick{at: sec, ev: Warmed{Path: "a/", Job: 2}, steps: "swap a/ #2; retire a/ @1"},
+				tick{at: 2 * sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #3"},
+				loadMeasured(2*sec, "b/", 3, 10, 30, "load b/ #3", "swap b/ #3"),
+				// 90 used: c/ needs room. #1 (kept) was used at 0, b/ at
+				// 3s, a/ #2 at 9s: b/ goes, the kept content stays.
+				tick{at: 10 * sec, ev: Demand{Path: "c/"}, steps: "fetch c/ #4", used: map[int64]time.Duration{1: 0, 2: 9 * sec, 3: 3 * sec}},
+				tick{at: 10 * sec, ev: Fetched{Path: "c/", Job: 4, Size: 10}, steps: "retire b/ @3 (budget); release b/ @3"},
 			)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,4 +270,12 @@ func TestPlannerCountsALoadAtLeastItsEstimate(t *testing.T) {
 	if got := s.estimate(a, &Job{Checksum: "s3", Size: 7}); got != 14 {
 		t.Errorf("a new checksum's estimate is %d, want 14 (its 7 bytes of files times 2)", got)
 	}
+}
+
+// onDemandKept is an on-demand entry with checksum sum whose previous
+// content is kept loaded for 10 minutes after an update.
+func onDemandKept(path, sum string) modelconfig.Model {
+	m := kept(path, sum, 0, 600_000)
+	m.Load = modelconfig.LoadOnDemand
+	return m
 }
