@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -159,6 +160,45 @@ func TestEpsilonGreedyRouterFollowsTheMeanValue(t *testing.T) {
 		// count of values.
 		if b := stats[2].Bandit; b == nil || b.Mean == nil || b.N < 999 || math.Abs(*b.Mean-12.5*b.N/(b.N+1)) > 1e-9 {
 			t.Errorf("v3's bandit stats %+v, want its mean value, 12.5 against the prior's 0", b)
+		}
+	})
+}
+
+// TestStickyCallersStayOnOneReleaseBetweenBanditUpdates: under a bandit
+// router a contract's sticky_key still holds a caller to one release
+// between updates, and callers spread over the releases by the shares the
+// last update chose.
+func TestStickyCallersStayOnOneReleaseBetweenBanditUpdates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &servedClicks{counts: map[string][2]uint64{}}
+		src.set("v1", 100_000, 2_000)
+		src.set("v2", 100_000, 2_600)
+		src.set("v3", 100_000, 1_800)
+		cfg := strings.Replace(banditConfig("thompson", `{"immediately_valid": {}}`), `"contract_number": 1,`, `"contract_number": 1, "sticky_key": "user",`, 1)
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		synctest.Wait()
+		on := map[string]string{} // user → release
+		count := map[string]int{}
+		for round := range 5 {
+			for u := range 200 {
+				user := fmt.Sprintf("user-%d", u)
+				res, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 1), Configs: map[string]string{"user": user}})
+				if err != nil || res.Err != nil {
+					t.Fatal(err, res.Err)
+				}
+				if round == 0 {
+					on[user] = rv
+					count[rv]++
+				} else if on[user] != rv {
+					t.Fatalf("round %d: %s moved from %s to %s between updates", round, user, on[user], rv)
+				}
+			}
+		}
+		// Shares 0.05, 0.9, 0.05: about 180 of the 200 callers on v2.
+		if count["v2"] < 160 || count["v1"]+count["v3"] == 0 {
+			t.Errorf("callers by release %v, want about 10, 180, 10", count)
 		}
 	})
 }

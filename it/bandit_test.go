@@ -17,11 +17,12 @@ import (
 )
 
 // banditModelConfig: three releases of the same model behind router
-// thompson, rewarded by clicks; v2's validity is given.
-func banditModelConfig(v2Validity string) []byte {
+// thompson, rewarded by clicks; v2's validity and the bandit's
+// update_every are given.
+func banditModelConfig(v2Validity, updateEvery string) []byte {
 	return []byte(`{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}, {"model_path": "c/"}],
  "contracts": [{"organization": "ads", "project": "bandit", "contract_number": 1, "router": "thompson",
-   "bandit": {"reward": "click", "update_every": "1s", "half_life": "1h"},
+   "bandit": {"reward": "click", "update_every": "` + updateEvery + `", "half_life": "1h"},
    "outcomes": {"label": "click", "window": "1s", "lateness": "2s"},
    "servables": [
      {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
@@ -80,7 +81,7 @@ func TestThompsonRouterSendsTrafficToTheReleaseThatEarnsClicks(t *testing.T) {
 	for _, m := range []string{"a", "b", "c"} {
 		b.Put(t, m+"/model.pt", model)
 	}
-	b.Put(t, "model_config.json", banditModelConfig(`{"immediately_valid": {}}`))
+	b.Put(t, "model_config.json", banditModelConfig(`{"immediately_valid": {}}`, "1s"))
 	yaml := fmt.Sprintf("kafka:\n  brokers: [%q]\n  topic: %s\n  linger: 1ms\nprediction_log:\n  key_by: request_id\noutcomes:\n  commit_interval: 100ms\n",
 		c.ListenAddrs()[0], logTopic)
 	g := startGrove(t, b.URL(), nil, append(writeServerConfig(t, yaml), "--evaluate")...)
@@ -160,8 +161,10 @@ func TestThompsonRouterSendsTrafficToTheReleaseThatEarnsClicks(t *testing.T) {
 	t.Logf("served %v; shares v1 %.3f v2 %.3f v3 %.3f; reward means v1 %.3f v2 %.3f v3 %.3f", served,
 		st["v1"].Grove.TrafficShare, st["v2"].Grove.TrafficShare, st["v3"].Grove.TrafficShare, *v1.Mean, *v2.Mean, *v3.Mean)
 
-	// The gates stay in charge: v2 made invalid gets nothing at once.
-	b.Put(t, "model_config.json", banditModelConfig(`{"never_valid": {}}`))
+	// The gates stay in charge: v2 made invalid gets nothing at once. The
+	// same config puts the bandit's next update an hour away, so the share
+	// falling within the wait below is the gates', not an update's.
+	b.Put(t, "model_config.json", banditModelConfig(`{"never_valid": {}}`, "1h"))
 	g.waitFor("v2 invalid and without traffic", 10*time.Second, func() bool {
 		st = g.banditStats(contract)
 		return st["v2"].Grove.TrafficShare == 0 && st["v1"].Grove.TrafficShare+st["v3"].Grove.TrafficShare > 0.999
