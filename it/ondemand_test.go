@@ -212,7 +212,7 @@ func rssPeak(t *testing.T, pid int) (stop func() int64) {
 // it fails: every model is loaded at start, none unloaded.
 //
 // With GROVE_IT_DENSITY=full it runs at the scale instead (not in
-// make test; about five minutes): 1,000 models (500 of each runtime), a
+// make test; about three minutes): 1,000 models (500 of each runtime), a
 // budget for about 100 and 30,000 Zipf requests.
 //
 // It runs alone (no t.Parallel): it measures RSS. Budget: 14 s.
