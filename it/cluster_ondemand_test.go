@@ -33,6 +33,9 @@ const (
 	// demandShortDeadline is shorter than the lease TTL: a request with it
 	// may get "model is loading" when its model is loaded nowhere ready.
 	demandShortDeadline = 500 * time.Millisecond
+	// hotPath is the three-node test's saturated model: hotClients callers
+	// at once, each call hotDelay long.
+	hotPath, hotClients, hotDelay = "hot/", 8, 20 * time.Millisecond
 )
 
 // clusterDemandEntry is a model config entry of the on-demand cluster run.
@@ -145,11 +148,15 @@ func demandRequest(ctx context.Context, g *grove, name, path string, deadline ti
 // again; and the placement table, sampled throughout from a live node,
 // never places a model on more than one node (one request in flight at a
 // time never saturates a copy), while the three nodes together hold more
-// models than one budget would.
+// models than one budget would. Last, eight callers at once of hot/ (a
+// model whose calls take 20 ms, so that they queue) through the two
+// survivors: a saturated copy gets another, up to one on each live node,
+// and once the callers stop the copies go back to one, then none, after
+// idle_unload_after.
 //
 // With GROVE_IT_DENSITY=full it runs at the issue's scale instead (not in
-// make test; about three minutes): 300 models, a budget for about 60 per
-// node, 90 s of the mix before the kill.
+// make test; about two and a half minutes): 300 models, a budget for
+// about 60 per node, 90 s of the mix before the kill.
 //
 // It times nothing but the requests' deadlines: it runs beside the other
 // tests. Budget: 45 s.
@@ -180,6 +187,10 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 			paths = append(paths, p)
 		}
 	}
+	// hot/ is the model the last phase saturates: each call takes
+	// hotDelay, so that requests queue on a copy.
+	b.Put(t, hotPath+"model.faulty", []byte(fmt.Sprintf(`{"delay_ms": %d}`, hotDelay.Milliseconds())))
+	entries = append(entries, clusterDemandEntry{Path: hotPath, Load: "on_demand", Nodes: 3, MinNodes: 0})
 	cfg, err := json.Marshal(map[string]any{"model_metadata": entries})
 	if err != nil {
 		t.Fatal(err)
@@ -343,6 +354,57 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 	}
 	if mostPlaced <= demandPerNode {
 		t.Errorf("at most %d models placed at once: the cluster held no more than one node's budget (%d)", mostPlaced, demandPerNode)
+	}
+
+	// A model whose copy is saturated gets another, up to the live nodes
+	// (its nodes is 3, two are left), and back to one, then none, once
+	// idle: hotClients callers at once, each call hotDelay long, through
+	// both survivors.
+	hotCtx, hotStop := context.WithCancel(context.Background())
+	var hotWG sync.WaitGroup
+	var hotFailed atomic.Int64
+	for i := range hotClients {
+		hotWG.Go(func() {
+			name := names[i%len(names)]
+			for hotCtx.Err() == nil {
+				if r := demandRequest(context.Background(), groves[name], name, hotPath, demandLongDeadline); r.failed() {
+					hotFailed.Add(1)
+					t.Errorf("hot model: %v", r)
+				}
+			}
+		})
+	}
+	copiesOf := func() int {
+		d, err := c.nodes[names[0]].cluster()
+		if err != nil {
+			return -1
+		}
+		return len(d.Placement[hotPath])
+	}
+	most := 0
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && most < len(names); {
+		most = max(most, copiesOf())
+		time.Sleep(100 * time.Millisecond)
+	}
+	hotStop()
+	hotWG.Wait()
+	if most != len(names) {
+		t.Errorf("hot model, %d callers of %v calls: at most %d copies, want one on each of the %d live nodes", hotClients, hotDelay, most, len(names))
+	}
+	idleFrom := time.Now()
+	left := copiesOf()
+	for time.Since(idleFrom) < 3*demandIdleAfter+10*time.Second && left != 0 {
+		time.Sleep(100 * time.Millisecond)
+		if n := copiesOf(); n >= 0 {
+			if n > left && left >= 0 {
+				t.Errorf("hot model idle: copies went from %d back up to %d", left, n)
+			}
+			left = n
+		}
+	}
+	t.Logf("hot model: %d copies under %d callers; none placed %v after they stopped (idle_unload_after %v)", most, hotClients, time.Since(idleFrom).Round(100*time.Millisecond), demandIdleAfter)
+	if left != 0 {
+		t.Errorf("hot model idle for %v: still %d copies, want none", time.Since(idleFrom).Round(time.Second), left)
 	}
 	tableMu.Unlock()
 	final, err := c.nodes[names[0]].cluster()
