@@ -248,10 +248,20 @@ func promoteRule(s modelconfig.ContractServable) (modelconfig.PromoteWhen, bool)
 	return modelconfig.PromoteWhen{}, false
 }
 
+// watchesLive reports whether rollback_when's live bounds (error rate,
+// p99) judge servable s of contract c, valid since since, at now: while
+// its phase-in ramps, or under a bandit router for as long as it serves,
+// since a bandit's exploration never ends (its releases' phase-in is
+// immediate).
+func watchesLive(c modelconfig.Contract, s modelconfig.ContractServable, since, now time.Time) bool {
+	return c.Router.IsBandit() || phaseInPct(s.PhaseIn, since, now) < 100
+}
+
 // gate returns the state of servable s's release gates after an
-// evaluation at now that found the rule outcome v, the stamp since and the
-// rollback rb, and the detail to show with it.
-func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since time.Time, rb Rollback, now time.Time) (GateState, string) {
+// evaluation that found the rule outcome v, the stamp since and the
+// rollback rb, live telling whether rollback_when's live bounds watch it
+// (watchesLive), and the detail to show with it.
+func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since time.Time, rb Rollback, live bool) (GateState, string) {
 	_, promotes := promoteRule(s)
 	switch {
 	case !rb.IsZero():
@@ -266,9 +276,9 @@ func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since
 		return GateWaiting, "promote_when holds; " + v.reason
 	case s.RollbackWhen != nil && since.IsZero():
 		return GateWaiting, "rollback_when: watches the release once it is valid"
-	case s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100 && s.RollbackWhen.MaxErrorRate == nil && s.RollbackWhen.MaxP99Ms == nil:
+	case s.RollbackWhen != nil && live && s.RollbackWhen.MaxErrorRate == nil && s.RollbackWhen.MaxP99Ms == nil:
 		return GateWatching, calibrationWatch(*s.RollbackWhen, st.Outcomes)
-	case s.RollbackWhen != nil && phaseInPct(s.PhaseIn, since, now) < 100:
+	case s.RollbackWhen != nil && live:
 		detail := rollbackWatch(*s.RollbackWhen, st.Live)
 		if s.RollbackWhen.CalibrationBetween != nil {
 			detail += "; " + strings.TrimPrefix(calibrationWatch(*s.RollbackWhen, st.Outcomes), "rollback_when: ")

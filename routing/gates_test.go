@@ -228,3 +228,34 @@ func BenchmarkEvaluateGates(b *testing.B) {
 		Evaluate(c, state, at(time.Minute))
 	}
 }
+
+// TestRollbackWhenWatchesABanditsReleasesAsLongAsTheyServe: a bandit
+// router's releases phase in at once and its exploration never ends, so
+// rollback_when's live bounds judge them for as long as they serve, not
+// only during a ramp; under a fixed router the same release, phased in
+// long ago, is no longer watched.
+func TestRollbackWhenWatchesABanditsReleasesAsLongAsTheyServe(t *testing.T) {
+	v2 := sv("v2", immediate)
+	v2.RollbackWhen = &modelconfig.RollbackWhen{MinRequests: 500, MaxErrorRate: bound(0.01)}
+	state := func(l Live) map[string]ServableState {
+		return map[string]ServableState{"v1": champion, "v2": {Ready: true, LoadedAt: t0, ValidSince: t0, Live: l}}
+	}
+	day := at(24 * time.Hour)
+	for _, router := range []modelconfig.Router{modelconfig.RouterThompson, modelconfig.RouterEpsilonGreedy} {
+		c := contract(router, sv("v1", immediate), v2)
+		p := Evaluate(c, state(Live{Requests: 1000, Errors: 1}), day)
+		if s := status(t, p, "v2"); !s.Valid || s.Gate != GateWatching || len(p.Decisions) != 0 {
+			t.Errorf("%s, within bounds a day after it went valid: %+v, decisions %+v; want valid and watched", router, s, p.Decisions)
+		}
+		p = Evaluate(c, state(Live{Requests: 500, Errors: 50}), day)
+		s := status(t, p, "v2")
+		if s.Valid || s.RolledBack.IsZero() || len(p.Decisions) != 1 || p.Decisions[0].Kind != DecisionRolledBack ||
+			p.Decisions[0].Reason != "rollback_when: error rate 0.1 (50 of 500 requests) above max_error_rate 0.01" {
+			t.Errorf("%s, error rate above the bound a day after it went valid: %+v, decisions %+v; want it rolled back", router, s, p.Decisions)
+		}
+	}
+	p := Evaluate(contract(modelconfig.RouterLatest, sv("v1", immediate), v2), state(Live{Requests: 500, Errors: 50}), day)
+	if s := status(t, p, "v2"); !s.Valid || s.Gate != GatePassed || len(p.Decisions) != 0 {
+		t.Errorf("fixed router, phased in long ago: %+v, decisions %+v; want valid, no longer watched", s, p.Decisions)
+	}
+}

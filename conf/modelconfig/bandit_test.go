@@ -136,3 +136,24 @@ func TestDecodeBanditReadsTheConfigFilesKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestABanditsReleaseTakesRollbackWhenTrafficBoundsWithoutARamp: under a
+// bandit router a release's phase-in stays immediate and rollback_when's
+// traffic bounds watch it as long as it serves, so they need no ramp
+// there (another router still refuses them without one).
+func TestABanditsReleaseTakesRollbackWhenTrafficBoundsWithoutARamp(t *testing.T) {
+	data := strings.Replace(banditContract("thompson", `, "bandit": {"reward": "click"}`),
+		`{"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}}`,
+		`{"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 500, "max_error_rate": 0.01}}`, 1)
+	c, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw := c.Contracts[0].Servables[1].RollbackWhen; rw == nil || rw.MinRequests != 500 || rw.MaxErrorRate == nil || *rw.MaxErrorRate != 0.01 {
+		t.Fatalf("v2's rollback_when %+v", rw)
+	}
+	fair := strings.Replace(strings.Replace(data, `"router": "thompson"`, `"router": "fair"`, 1), `, "bandit": {"reward": "click"}`, ``, 1)
+	if _, err := Parse([]byte(fair)); err == nil || !strings.Contains(err.Error(), "rollback_when watches a release while it phases in, and phase_in is immediate") {
+		t.Fatalf("router fair, rollback_when traffic bounds without a ramp: %v", err)
+	}
+}

@@ -714,7 +714,8 @@ type Expiration struct {
 //     "min_outcomes": 20000}: at least one bound. max_error_rate (0 to 1)
 //     and max_p99_ms (0 or more) need min_requests (1 to 2^53) and a
 //     linear_over_secs phase-in, since they watch the servable while it
-//     phases in; calibration_between ([lo, hi], 0 < lo < hi) needs
+//     phases in (under a bandit router, whose phase-in is immediate, as
+//     long as it serves); calibration_between ([lo, hi], 0 < lo < hi) needs
 //     min_outcomes (1 to 2^53) and the contract's binary outcomes, and is
 //     judged whatever the phase-in. See RollbackWhen.
 type ContractServable struct {
@@ -857,8 +858,9 @@ func (r Range) Contains(v float64) bool { return v >= r.Lo && v <= r.Hi }
 // String writes the range as in JSON: [0.9, 1.1].
 func (r Range) String() string { return fmt.Sprintf("[%v, %v]", r.Lo, r.Hi) }
 
-// RollbackWhen is a servable's rollback_when gate: while it phases in,
-// once it has received MinRequests user requests since it became valid,
+// RollbackWhen is a servable's rollback_when gate: while it phases in
+// (under a bandit router, Router.IsBandit, as long as it serves), once it
+// has received MinRequests user requests since it became valid,
 // an error rate above MaxErrorRate or a p99 latency above MaxP99 rolls it
 // back; and from when it became valid, whatever its phase-in (outcomes
 // arrive a window late, after most phase-ins end), once MinOutcomes of
@@ -883,7 +885,8 @@ type RollbackWhen struct {
 }
 
 // watchesTraffic reports whether the gate has a bound on the servable's
-// traffic (max_error_rate, max_p99_ms), watched while it phases in.
+// traffic (max_error_rate, max_p99_ms), watched while it phases in (under
+// a bandit router, as long as it serves).
 func (r RollbackWhen) watchesTraffic() bool { return r.MaxErrorRate != nil || r.MaxP99Ms != nil }
 
 // PhaseInKind names a phase-in policy: its JSON key.
@@ -1096,8 +1099,8 @@ func (c *Config) validateContracts() error {
 				if err := rw.validate(); err != nil {
 					return sbad(".rollback_when"+err.Field, "rollback_when %s", err.Msg)
 				}
-				if rw.watchesTraffic() && s.PhaseIn.Kind != PhaseInLinear {
-					return sbad(".rollback_when", "rollback_when watches a release while it phases in, and phase_in is immediate; give phase_in {\"linear_over_secs\": {\"secs\": N}} (calibration_between alone needs none)")
+				if rw.watchesTraffic() && s.PhaseIn.Kind != PhaseInLinear && !k.Router.IsBandit() {
+					return sbad(".rollback_when", "rollback_when watches a release while it phases in, and phase_in is immediate; give phase_in {\"linear_over_secs\": {\"secs\": N}} (calibration_between alone needs none; under a bandit router it watches a release as long as it serves)")
 				}
 				if rw.CalibrationBetween != nil {
 					if msg := needBinaryOutcomes("calibration_between", k.Outcomes); msg != "" {
