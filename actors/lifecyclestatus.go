@@ -142,7 +142,8 @@ type ModelStatus struct {
 	Kept *KeptStatus `json:"kept,omitempty"`
 	// OnDemand is set for a model loaded on demand (its load, or the
 	// server's load_policy); LastLoadMs is how long its last load took,
-	// fetch to warm-up (0: never loaded); RetryAt, after a failed load,
+	// fetch to warm-up, less its wait for its turn under the budget (0:
+	// never loaded); RetryAt, after a failed load,
 	// when the next request may load it again.
 	OnDemand   bool       `json:"on_demand,omitempty"`
 	LastLoadMs int64      `json:"last_load_ms,omitempty"`

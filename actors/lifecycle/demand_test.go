@@ -279,3 +279,27 @@ func onDemandKept(path, sum string) modelconfig.Model {
 	m.Load = modelconfig.LoadOnDemand
 	return m
 }
+
+// TestPlannerLoadTimeLeavesOutTheWaitForATurnToLoad: a content's load
+// time, the reload cost the budget weighs and the status shows, runs from
+// its fetch to the end of its warm-up less the time it waited, fetched,
+// for room under the budget: that wait is not what loading it costs.
+func TestPlannerLoadTimeLeavesOutTheWaitForATurnToLoad(t *testing.T) {
+	sec := time.Second
+	st := State{Budget: 100}
+	s := runState(t, &st, script(
+		tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+		loadMeasured(0, "a/", 1, 10, 90, "load a/ #1", "swap a/ #1"),
+		tick{at: sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2", used: map[int64]time.Duration{1: 0}},
+		// Fetched at 2 s; room only once a/ is freed, at 7 s.
+		tick{at: 2 * sec, ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: "retire a/ @1 (budget); release a/ @1"},
+		tick{at: 7 * sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+		tick{at: 8 * sec, ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2"},
+		tick{at: 9 * sec, ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2"},
+	))
+	// From its fetch at 1 s to its swap at 9 s, less the 5 s it waited.
+	if got := s.Path("b/").Cost.LoadTime; got != 3*sec {
+		t.Errorf("b/'s load time %v, want 3s (8s from fetch to swap, less 5s waiting for room)", got)
+	}
+}

@@ -123,7 +123,9 @@ type Content struct {
 	// content, else its files' size times State.MemoryFactor).
 	Bytes int64
 	// LoadedAt is when it went into service; LoadTime how long its job
-	// took, from the fetch to the end of the warm-up.
+	// took, from the fetch to the end of the warm-up, less its wait for
+	// its turn to load under the budget (Job.Waited): what loading it
+	// again costs.
 	LoadedAt time.Time
 	LoadTime time.Duration
 }
@@ -155,6 +157,10 @@ type Job struct {
 	Started time.Time
 	Size    int64
 	Bytes   int64
+	// Waited is how long it waited, fetched, for its turn to load under
+	// the budget (a load slot, room); waitFrom is when that wait began.
+	Waited   time.Duration
+	waitFrom time.Time
 }
 
 // Why a job loads (Job.Reason, Step.Reason of a Fetch).
@@ -581,6 +587,7 @@ func (s *State) Apply(ev Event, now time.Time) error {
 				p.Job.Checksum, p.Job.Size = ev.Checksum, ev.Size
 				if s.Budget > 0 {
 					p.Job.Stage = WaitingToLoad // Plan starts its load in turn
+					p.Job.waitFrom = now
 					break
 				}
 				s.advance(p, LoadingFiles, Load)
@@ -722,7 +729,7 @@ func (s *State) swap(p *Path, now time.Time) {
 	p.Job = nil
 	old := p.Active
 	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered, Bytes: j.Bytes,
-		LoadedAt: now, LoadTime: now.Sub(j.Started)}
+		LoadedAt: now, LoadTime: now.Sub(j.Started) - j.Waited}
 	p.Cost = Cost{Bytes: j.Bytes, LoadTime: p.Active.LoadTime, Checksum: j.Checksum}
 	p.LastErr, p.ErrAt = "", time.Time{}
 	p.Failures, p.RetryAt, p.Demanded = 0, time.Time{}, false
@@ -1203,6 +1210,7 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 		over = true
 	}
 	next.Job.Stage = LoadingFiles
+	next.Job.Waited += max(now.Sub(next.Job.waitFrom), 0)
 	s.pending = append(s.pending, Step{Kind: Load, Path: next.Name, Job: next.Job.ID, Meta: next.Job.Meta, OverBudget: over})
 }
 
