@@ -122,7 +122,7 @@ func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable,
 	}
 	l := rc.liveSince(ss.ValidSince)
 	ss.Live = routing.Live{Requests: l.requests.Load(), Errors: l.errors.Load()}
-	if rw := sv.RollbackWhen; rw != nil && rw.MaxP99Ms != nil && !ss.ValidSince.IsZero() && now.Before(ss.ValidSince.Add(sv.PhaseIn.Over)) {
+	if rw := sv.RollbackWhen; rw != nil && rw.MaxP99Ms != nil && !ss.ValidSince.IsZero() && routing.WatchesLive(st.cfg, *sv, ss.ValidSince, now) {
 		// Only while the gate watches: the quantile costs a scan of the window.
 		q, _ := l.latency.quantiles(now, 0.99)
 		ss.Live.P99 = q[0]

@@ -416,3 +416,29 @@ func TestContractStatsReadTheComparisonOffTheRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestABanditsReleaseTooSlowIsRolledBackWithoutARamp: under a bandit
+// router a release's phase-in is immediate, and rollback_when's max_p99_ms
+// judges it for as long as it serves: its latency window is measured then
+// too, and once it has its 5 judged answers, at 30 ms against a bound of
+// 20, it is rolled back.
+func TestABanditsReleaseTooSlowIsRolledBackWithoutARamp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
+   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 5, "max_p99_ms": 20}}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
+		defer w.stop()
+		synctest.Wait()
+		if got := scoreN(t, w.sys, 100, 1, false); got["v2"] != 5 {
+			t.Fatalf("answers by release: %v; want v2 to get exactly its 5 judged requests", got)
+		}
+		if st := v2Stats(t, w.sys); st.Valid || st.Gate == nil || st.Gate.State != "rolled_back" ||
+			!strings.HasPrefix(st.Gate.RollbackReason, "rollback_when: p99 3") || !strings.HasSuffix(st.Gate.RollbackReason, "ms above max_p99_ms 20") {
+			t.Fatalf("v2: %+v %+v", st, st.Gate)
+		}
+	})
+}

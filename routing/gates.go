@@ -248,19 +248,19 @@ func promoteRule(s modelconfig.ContractServable) (modelconfig.PromoteWhen, bool)
 	return modelconfig.PromoteWhen{}, false
 }
 
-// watchesLive reports whether rollback_when's live bounds (error rate,
+// WatchesLive reports whether rollback_when's live bounds (error rate,
 // p99) judge servable s of contract c, valid since since, at now: while
 // its phase-in ramps, or under a bandit router for as long as it serves,
 // since a bandit's exploration never ends (its releases' phase-in is
 // immediate).
-func watchesLive(c modelconfig.Contract, s modelconfig.ContractServable, since, now time.Time) bool {
+func WatchesLive(c modelconfig.Contract, s modelconfig.ContractServable, since, now time.Time) bool {
 	return c.Router.IsBandit() || phaseInPct(s.PhaseIn, since, now) < 100
 }
 
 // gate returns the state of servable s's release gates after an
 // evaluation that found the rule outcome v, the stamp since and the
 // rollback rb, live telling whether rollback_when's live bounds watch it
-// (watchesLive), and the detail to show with it.
+// (WatchesLive), and the detail to show with it.
 func gate(s modelconfig.ContractServable, st ServableState, v ruleOutcome, since time.Time, rb Rollback, live bool) (GateState, string) {
 	_, promotes := promoteRule(s)
 	switch {

@@ -340,7 +340,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 		rb := st.RolledBack
 		if rb.IsZero() && valid && !since.IsZero() && s.RollbackWhen != nil {
 			var why string
-			if watchesLive(c, s, since, now) {
+			if WatchesLive(c, s, since, now) {
 				why = rollbackBroken(*s.RollbackWhen, st.Live)
 			}
 			if why == "" {
@@ -361,7 +361,7 @@ func Evaluate(c modelconfig.Contract, state map[string]ServableState, now time.T
 			}
 		}
 		p.Servables[i] = Status{Release: s.ReleaseVersion, ModelPath: s.ModelPath, Ready: st.Ready, Valid: valid, ValidSince: since, RolledBack: rb}
-		p.Servables[i].Gate, p.Servables[i].GateDetail = gate(s, st, v, since, rb, watchesLive(c, s, since, now))
+		p.Servables[i].Gate, p.Servables[i].GateDetail = gate(s, st, v, since, rb, WatchesLive(c, s, since, now))
 		p.ValidSince[s.ReleaseVersion] = since
 		switch {
 		case !rb.IsZero():
