@@ -46,7 +46,17 @@ type contractState struct {
 	releases map[string]*releaseCounters
 	// bandit is the state of a bandit router (nil for other routers).
 	bandit *banditRouter
+	// loadAsked is when the router last asked for the load of a release's
+	// on-demand model that its validity waits on (plan), by release.
+	loadAsked map[string]time.Time
 }
+
+// reaskLoadAfter is how long the router waits before it asks again for
+// the load of a release's on-demand model its validity waits on, when the
+// model was unloaded again (idle, budget) before the release became
+// valid: a release that cannot become valid before its model is unloaded
+// costs a load a minute, not a load per evaluation.
+const reaskLoadAfter = time.Minute
 
 // releaseCounters count one release's user requests through its contract.
 // They are written by the goroutine of the call that got the answer
@@ -94,6 +104,7 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 			maps.Copy(st.failures, prev.failures)
 			maps.Copy(st.cleared, prev.cleared)
 			st.seq = prev.seq
+			st.loadAsked = prev.loadAsked
 		}
 		if c.Router.IsBandit() && c.Bandit != nil && st.bandit == nil {
 			st.bandit = newBanditRouter(c.ID())
@@ -150,7 +161,12 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 	// (valid_after_ms, shadow executions, promote_when) would never be
 	// picked, so nothing would load it: its model is loaded now.
 	for i, sv := range st.cfg.Servables {
-		if d := unloaded[sv.ReleaseVersion]; d != nil && waitsForLoad(sv.Validity, p.Servables[i]) && d.askOnce(now) {
+		rv := sv.ReleaseVersion
+		if d := unloaded[rv]; d != nil && waitsForLoad(sv, p.Servables[i]) && now.Sub(st.loadAsked[rv]) >= reaskLoadAfter && d.askOnce(now) {
+			if st.loadAsked == nil {
+				st.loadAsked = map[string]time.Time{}
+			}
+			st.loadAsked[rv] = now
 			r.ask(sv.ModelPath)
 		}
 	}
@@ -497,21 +513,27 @@ func (r *routerActor) expiredPaths(now time.Time) map[string]bool {
 	return expired
 }
 
-// waitsForLoad reports whether a servable with validity rules rules and
-// status st at an evaluation gets no traffic only until its model has
-// loaded: it is not valid, expired or rolled back, and a rule waits on
-// the model (valid_after_ms, min_served_events, promote_when), none
-// never holds.
-func waitsForLoad(rules []modelconfig.ValidityRule, st routing.Status) bool {
+// waitsForLoad reports whether servable sv, with status st at an
+// evaluation, gets no traffic only until its model has loaded: it is not
+// valid, expired or rolled back, and a validity rule waits on the model
+// (valid_after_ms; min_served_events and promote_when, which need its
+// shadow copies) with none that cannot hold (never_valid, or a rule on
+// shadow executions without a shadow setting).
+func waitsForLoad(sv modelconfig.ContractServable, st routing.Status) bool {
 	if st.Valid || st.Expired || !st.RolledBack.IsZero() {
 		return false
 	}
 	waits := false
-	for _, r := range rules {
+	for _, r := range sv.Validity {
 		switch r.Kind {
 		case modelconfig.RuleNeverValid:
 			return false
-		case modelconfig.RuleValidAfterMs, modelconfig.RuleMinServedEvents, modelconfig.RulePromoteWhen:
+		case modelconfig.RuleValidAfterMs:
+			waits = true
+		case modelconfig.RuleMinServedEvents, modelconfig.RulePromoteWhen:
+			if sv.Shadow == nil {
+				return false
+			}
 			waits = true
 		}
 	}

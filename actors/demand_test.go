@@ -381,17 +381,20 @@ func TestAContractsPickLoadsItsUnloadedOnDemandRelease(t *testing.T) {
 // TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract: a release
 // kept from traffic until its model has been loaded for valid_after_ms
 // would never be picked, so no request would load it; its contract has it
-// loaded, and it becomes valid valid_after_ms later. A never_valid
-// release's model is not loaded.
+// loaded, and it becomes valid valid_after_ms later. The models of
+// releases that could not become valid are not loaded: never_valid, and
+// min_served_events with no shadow setting.
 func TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/", "load": "on_demand"}, {"model_path": "c/", "load": "on_demand"}],
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/", "load": "on_demand"}, {"model_path": "c/", "load": "on_demand"},
+   {"model_path": "d/", "load": "on_demand"}],
  "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
    "servables": [
      {"release_version": "v1", "model_path": "a/"},
      {"release_version": "v2", "model_path": "b/", "validity": [{"valid_after_ms": {"ms": 2000}}], "shadow": {}},
-     {"release_version": "v3", "model_path": "c/", "validity": [{"never_valid": {}}]}]}]}`
-		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+     {"release_version": "v3", "model_path": "c/", "validity": [{"never_valid": {}}]},
+     {"release_version": "v4", "model_path": "d/", "validity": [{"min_served_events": {"count": 10}}]}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3), "d/": version(4)})
 		defer w.stop()
 		synctest.Wait()
 		if _, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil {
@@ -404,6 +407,9 @@ func TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract(t *testing.T) {
 		if got := w.model("c/").State; got != StateUnloaded {
 			t.Fatalf("c/ (v3, never_valid): %s, want left unloaded", got)
 		}
+		if got := w.model("d/").State; got != StateUnloaded {
+			t.Fatalf("d/ (v4, min_served_events with no shadow setting: no shadow execution would ever count): %s, want left unloaded", got)
+		}
 		time.Sleep(2500 * time.Millisecond)
 		if _, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil {
 			t.Fatal(err)
@@ -414,6 +420,53 @@ func TestAnOnDemandReleaseWaitingForItsLoadIsLoadedByItsContract(t *testing.T) {
 		}
 		if s := plan.Servables[1]; !s.Valid {
 			t.Fatalf("v2 %.1f s after its model loaded: not valid (%s)", 2.5, s.Reason)
+		}
+	})
+}
+
+// TestAReleaseWhoseModelIsUnloadedBeforeItIsValidIsReloadedAtMostOnceAMinute:
+// a release whose valid_after_ms is longer than its model stays loaded
+// (idle_unload_after) cannot become valid; its contract asks for the load
+// again only a minute after the last time, not at every evaluation.
+func TestAReleaseWhoseModelIsUnloadedBeforeItIsValidIsReloadedAtMostOnceAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "b/", "validity": [{"valid_after_ms": {"ms": 10000}}]}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			func(_ *world, o *Options) { o.IdleUnloadAfter = 2 * time.Second })
+		defer w.stop()
+		synctest.Wait()
+		call := func() {
+			t.Helper()
+			if _, _, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		loads := func() float64 {
+			return w.metric("grove_model_loads_total", map[string]string{"model": "b/", "result": "ok", "reason": "demand"})
+		}
+		call()
+		if n := loads(); n != 1 {
+			t.Fatalf("b/ loaded %v times after the first call, want 1", n)
+		}
+		for range 20 { // 40 s of calls: b/ goes idle and is unloaded
+			time.Sleep(2 * time.Second)
+			call()
+		}
+		if n := loads(); n != 1 {
+			t.Fatalf("b/ loaded %v times within a minute of the first ask, want 1", n)
+		}
+		if got := w.model("b/").State; got != StateUnloaded {
+			t.Fatalf("b/ after 40 s of calls with idle_unload_after 2 s: %s, want unloaded", got)
+		}
+		time.Sleep(25 * time.Second)
+		call()
+		if n := loads(); n != 2 {
+			t.Fatalf("b/ loaded %v times a minute after the first ask, want 2", n)
 		}
 	})
 }
