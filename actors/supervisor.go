@@ -263,8 +263,8 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case setShare:
 		s.setShare(ctx, m)
 	case statusQuery:
+		defer close(m.done) // whatever happens: its caller waits for it
 		s.refreshStatus()
-		close(m.done)
 	case quiesce:
 		s.quiet = true
 		s.stopWake()
@@ -487,7 +487,7 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 		if cached != nil {
 			// Kept when it was unloaded (diskCache): its files are used
 			// again if they still have their checksum.
-			err := cached.Verify()
+			err := cached.Verify(bctx)
 			if err == nil {
 				s.sys.metrics.diskCacheHits.Inc()
 				r.local = cached

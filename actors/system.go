@@ -450,18 +450,29 @@ func (s *System) Status() Status {
 // freshStatus returns the status snapshot, having the supervisor publish
 // a new one first when an event changed the status since the last. The
 // supervisor does all its slow work in the background, so it answers at
-// once; once it has stopped, the last snapshot it published is returned.
+// once; once it has stopped, or if it has not answered within
+// statusQueryWait (a restart held up), the last snapshot it published is
+// returned.
 func (s *System) freshStatus() *Status {
 	if s.statusStale.Load() {
 		q := statusQuery{done: make(chan struct{})}
 		s.as.Root.Send(s.supervisor, q)
+		t := time.NewTimer(statusQueryWait)
 		select {
 		case <-q.done:
 		case <-s.supervisorDone:
+		case <-s.stopped:
+		case <-t.C:
+			s.log.Warn("status: the supervisor did not answer; returning the last snapshot", "waited", statusQueryWait)
 		}
+		t.Stop()
 	}
 	return s.status.Load()
 }
+
+// statusQueryWait bounds how long a read of the status waits for the
+// supervisor's snapshot (freshStatus).
+const statusQueryWait = 5 * time.Second
 
 // Ready reports whether the first reconcile has finished and the system is not draining.
 func (s *System) Ready() bool { return s.settled.Load() && !s.draining.Load() }

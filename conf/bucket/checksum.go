@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -94,15 +95,4 @@ func ChecksumPath(path string) (string, error) {
 }
 
 // fileSHA256 returns the lowercase hex SHA-256 of a file's content.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func fileSHA256(path string) (string, error) { return readSHA256(context.Background(), path) }

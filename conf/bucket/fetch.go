@@ -275,11 +275,12 @@ func cacheName(modelPath string) string {
 }
 
 // Verify reports whether m's files in Dir still have the checksum Fetch
-// gave them (files changed or removed on disk since are an error).
-func (m *LocalModel) Verify() error {
+// gave them (files changed or removed on disk since are an error); it
+// stops reading once ctx is done.
+func (m *LocalModel) Verify(ctx context.Context) error {
 	sums := make([]fileSum, 0, len(m.Files))
 	for _, f := range m.Files {
-		sum, err := fileSHA256(filepath.Join(m.Dir, filepath.FromSlash(f)))
+		sum, err := readSHA256(ctx, filepath.Join(m.Dir, filepath.FromSlash(f)))
 		if err != nil {
 			return fmt.Errorf("verifying the files of model %s: %w", m.Path, err)
 		}
@@ -293,4 +294,19 @@ func (m *LocalModel) Verify() error {
 		return fmt.Errorf("the files of model %s in %s changed on disk: their checksum is %s, fetched as %s", m.Path, m.Dir, got, m.Checksum)
 	}
 	return nil
+}
+
+// readSHA256 returns the lowercase hex SHA-256 of a file's content,
+// reading it until ctx is done.
+func readSHA256(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
