@@ -22,6 +22,12 @@ type liveCounters struct {
 	since    time.Time // the stamp they count from (zero: not valid)
 	requests atomic.Int64
 	errors   atomic.Int64
+	// Under a bandit router, whose gates watch a release as long as it
+	// serves, the counts are windowed (banditLiveWindow): from is when
+	// this set began counting, and prev is the set it replaced, whose
+	// counts are judged with its own (nil: none).
+	from time.Time
+	prev *liveCounters
 	// latency holds the answered requests' latencies since the stamp (of
 	// the last one to two minutes), for max_p99_ms: the stats' window
 	// (releaseCounters.latency) may still hold those of content rolled
@@ -71,10 +77,41 @@ func servableFault(ctx context.Context, err error) bool {
 func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 	l := rc.live.Load()
 	if !l.since.Equal(since) {
-		l = &liveCounters{since: since, latency: newLatencyWindow(since)}
+		l = &liveCounters{since: since, latency: newLatencyWindow(since), from: since}
 		rc.live.Store(l)
 	}
 	return l
+}
+
+// banditLiveWindow is how long a set of live counters counts under a
+// bandit router before a new set takes over: the gates then judge the
+// requests of the last one to two windows, so that a release that turns
+// bad after a long clean run is judged on its recent requests, not on
+// its whole life.
+const banditLiveWindow = 10 * time.Minute
+
+// rotate has a new set of counters take over from l, keeping l as its
+// prev, when l has counted for banditLiveWindow at now, and returns the
+// set in force. The new set's latency window starts empty: the p99 is the
+// last one to two minutes' of the set in force.
+func (rc *releaseCounters) rotate(l *liveCounters, now time.Time) *liveCounters {
+	if now.Sub(l.from) < banditLiveWindow {
+		return l
+	}
+	next := &liveCounters{since: l.since, latency: newLatencyWindow(now), from: now, prev: l}
+	l.prev = nil // only the last window before counts
+	rc.live.Store(next)
+	return next
+}
+
+// figures returns the requests and errors l judges: its own and its
+// prev's.
+func (l *liveCounters) figures() (requests, errors int64) {
+	requests, errors = l.requests.Load(), l.errors.Load()
+	if p := l.prev; p != nil {
+		requests, errors = requests+p.requests.Load(), errors+p.errors.Load()
+	}
+	return requests, errors
 }
 
 // newReleaseCounters returns the counters of a release first seen at now.
@@ -121,7 +158,11 @@ func (r *routerActor) gates(st *contractState, sv *modelconfig.ContractServable,
 		return
 	}
 	l := rc.liveSince(ss.ValidSince)
-	ss.Live = routing.Live{Requests: l.requests.Load(), Errors: l.errors.Load()}
+	if st.cfg.Router.IsBandit() && !ss.ValidSince.IsZero() {
+		l = rc.rotate(l, now)
+	}
+	requests, errors := l.figures()
+	ss.Live = routing.Live{Requests: requests, Errors: errors}
 	if rw := sv.RollbackWhen; rw != nil && rw.MaxP99Ms != nil && !ss.ValidSince.IsZero() && routing.WatchesLive(st.cfg, *sv, ss.ValidSince, now) {
 		// Only while the gate watches: the quantile costs a scan of the window.
 		q, _ := l.latency.quantiles(now, 0.99)

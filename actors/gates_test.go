@@ -442,3 +442,56 @@ func TestABanditsReleaseTooSlowIsRolledBackWithoutARamp(t *testing.T) {
 		}
 	})
 }
+
+// TestABanditsReleaseThatTurnsBadIsJudgedOnItsRecentRequests: under a
+// bandit router rollback_when watches a release as long as it serves, on
+// the requests of its last one to two banditLiveWindow: after 2,000 clean
+// answers, a tenth of its requests failing against max_error_rate 0.05
+// rolls it back within a few hundred requests, where its whole life's
+// rate would not cross the bound for another 2,000.
+func TestABanditsReleaseThatTurnsBadIsJudgedOnItsRecentRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
+   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 100, "max_error_rate": 0.05}}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
+		defer w.stop()
+		synctest.Wait()
+		call := func(v float32) string {
+			t.Helper()
+			_, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, v)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rv
+		}
+		for clean := 0; clean < 2000; {
+			if call(1) == "v2" {
+				clean++
+			}
+		}
+		for range 2 { // two windows on: the clean answers are no longer judged
+			time.Sleep(banditLiveWindow + time.Minute)
+			call(1)
+		}
+		failing := 0
+		for i := 0; v2Stats(t, w.sys).Valid; i++ {
+			if i == 1000 {
+				t.Fatalf("v2 still valid after 1,000 requests with a tenth of its own failing (%d)", failing)
+			}
+			v := float32(1)
+			if i%10 == 0 {
+				v = 7
+			}
+			if call(v) == "v2" && v == 7 {
+				failing++
+			}
+		}
+		if st := v2Stats(t, w.sys); st.Gate == nil || st.Gate.State != "rolled_back" || !strings.Contains(st.Gate.RollbackReason, "above max_error_rate 0.05") {
+			t.Fatalf("v2: %+v %+v", st, st.Gate)
+		}
+	})
+}
