@@ -443,8 +443,8 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 			q, n := rc.latency.quantiles(now, 0.5, 0.99)
 			st.Latency = LatencyStats{Count: n, P50Ms: ms(q[0]), P99Ms: ms(q[1])}
 			st.Served = rc.served.Load()
-			l := rc.live.Load()
-			st.Live = LiveStats{Requests: l.requests.Load(), Errors: l.errors.Load()}
+			requests, errors := rc.live.Load().figures()
+			st.Live = LiveStats{Requests: requests, Errors: errors}
 		}
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()

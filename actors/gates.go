@@ -31,8 +31,8 @@ type liveCounters struct {
 	// latency holds the answered requests' latencies since the stamp (of
 	// the last one to two minutes), for max_p99_ms: the stats' window
 	// (releaseCounters.latency) may still hold those of content rolled
-	// back.
-	latency latencyWindow
+	// back. A bandit's rotated sets share it (rotate).
+	latency *latencyWindow
 }
 
 // record counts a user request routed to the release that ended with
@@ -77,7 +77,8 @@ func servableFault(ctx context.Context, err error) bool {
 func (rc *releaseCounters) liveSince(since time.Time) *liveCounters {
 	l := rc.live.Load()
 	if !l.since.Equal(since) {
-		l = &liveCounters{since: since, latency: newLatencyWindow(since), from: since}
+		lw := newLatencyWindow(since)
+		l = &liveCounters{since: since, latency: &lw, from: since}
 		rc.live.Store(l)
 	}
 	return l
@@ -92,13 +93,19 @@ const banditLiveWindow = 10 * time.Minute
 
 // rotate has a new set of counters take over from l, keeping l as its
 // prev, when l has counted for banditLiveWindow at now, and returns the
-// set in force. The new set's latency window starts empty: the p99 is the
-// last one to two minutes' of the set in force.
+// set in force; when l began two windows ago or more (no evaluation
+// meanwhile), the new set keeps no prev: l's counts are older than the
+// two windows judged. The latency window, which keeps only its last one
+// to two minutes, is shared.
 func (rc *releaseCounters) rotate(l *liveCounters, now time.Time) *liveCounters {
-	if now.Sub(l.from) < banditLiveWindow {
+	age := now.Sub(l.from)
+	if age < banditLiveWindow {
 		return l
 	}
-	next := &liveCounters{since: l.since, latency: newLatencyWindow(now), from: now, prev: l}
+	next := &liveCounters{since: l.since, latency: l.latency, from: now}
+	if age < 2*banditLiveWindow {
+		next.prev = l
+	}
 	l.prev = nil // only the last window before counts
 	rc.live.Store(next)
 	return next
@@ -117,7 +124,8 @@ func (l *liveCounters) figures() (requests, errors int64) {
 // newReleaseCounters returns the counters of a release first seen at now.
 func newReleaseCounters(now time.Time) *releaseCounters {
 	rc := &releaseCounters{latency: newLatencyWindow(now)}
-	rc.live.Store(&liveCounters{})
+	lw := newLatencyWindow(now)
+	rc.live.Store(&liveCounters{latency: &lw})
 	return rc
 }
 

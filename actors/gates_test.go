@@ -495,3 +495,47 @@ func TestABanditsReleaseThatTurnsBadIsJudgedOnItsRecentRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestABanditsReleaseIsJudgedOnItsPreviousWindowToo: the window judged is
+// the current set of counts and the one before: 60 failed requests before
+// a rotation and 40 after make the 100 of min_requests, and roll the
+// release back; the contract stats show the same counts as the gate.
+func TestABanditsReleaseIsJudgedOnItsPreviousWindowToo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
+   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 100, "max_error_rate": 0.05}}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
+		defer w.stop()
+		synctest.Wait()
+		failV2 := func(n int) {
+			t.Helper()
+			for got, calls := 0, 0; got < n; calls++ {
+				if calls == 100*n {
+					t.Fatalf("v2 got %d of %d requests in %d calls", got, n, calls)
+				}
+				_, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 7)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rv == "v2" {
+					got++
+				}
+			}
+		}
+		failV2(60)
+		time.Sleep(banditLiveWindow + time.Minute)
+		failV2(39) // the first of these rotates the counts
+		if st := v2Stats(t, w.sys); !st.Valid || st.Live.Requests != 99 || st.Live.Errors != 99 {
+			t.Fatalf("v2 after 99 failed requests over two windows: valid %v, live %+v; want valid (under min_requests), 99 judged", st.Valid, st.Live)
+		}
+		failV2(1)
+		if st := v2Stats(t, w.sys); st.Valid || st.Gate == nil || st.Gate.State != "rolled_back" ||
+			!strings.Contains(st.Gate.RollbackReason, "error rate 1 (100 of 100 requests)") {
+			t.Fatalf("v2 after 100: %+v %+v", st, st.Gate)
+		}
+	})
+}

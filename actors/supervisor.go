@@ -488,6 +488,12 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 			// Kept when it was unloaded (diskCache): its files are used
 			// again if they still have their checksum.
 			err := cached.Verify(bctx)
+			if bctx.Err() != nil { // stopping: not a change on disk
+				closeQuietly(nil, cached, s.log)
+				r.err = bctx.Err()
+				root.Send(self, r)
+				return
+			}
 			if err == nil {
 				s.sys.metrics.diskCacheHits.Inc()
 				r.local = cached
