@@ -182,7 +182,7 @@ func TestClusterOnDemandPlacesByDemandAndSurvivesSIGKILL(t *testing.T) {
 		fileBytes = max(fileBytes, int64(len(data)))
 		for i := range demandCopies {
 			p := fmt.Sprintf("%s%02d/", kind.prefix, i)
-			b.Put(t, p+filepath.Base(kind.file), data)
+			b.Put(t, p+filepath.Base(kind.file), distinctCopy(t, kind.file, data, i))
 			entries = append(entries, clusterDemandEntry{Path: p, Load: "on_demand", Nodes: 3, MinNodes: 0})
 			paths = append(paths, p)
 		}
