@@ -1,8 +1,6 @@
 package it
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/groveml/grove/internal/modelcopy"
 )
 
 // demandEntry is a model config entry with the on-demand keys.
@@ -133,46 +131,16 @@ func demandBucket(t *testing.T, b *dirBucket, n int) ([]string, []demandEntry) {
 }
 
 // distinctCopy is copy i of the example model file (its name tells a
-// TorchScript archive from an ONNX model) data, made a model of its own:
-// the same weights, but its own content and checksum, as a fleet's models
-// are, so that nothing a runtime keeps by content (ONNX's InfoCache) is
-// shared between copies. A TorchScript archive gets an extra file
-// (extra/grove_copy, which torch.jit.load allows and ignores); an ONNX
-// model a metadata_props entry (grove_copy), appended as protobuf allows.
+// TorchScript archive from an ONNX model) data, made a model of its own
+// (modelcopy.Distinct): the same weights, but its own content and
+// checksum, as a fleet's models are.
 func distinctCopy(t *testing.T, file string, data []byte, i int) []byte {
 	t.Helper()
-	if strings.HasSuffix(file, ".onnx") {
-		var entry []byte
-		entry = protowire.AppendTag(entry, 1, protowire.BytesType)
-		entry = protowire.AppendString(entry, "grove_copy")
-		entry = protowire.AppendTag(entry, 2, protowire.BytesType)
-		entry = protowire.AppendString(entry, strconv.Itoa(i))
-		out := protowire.AppendTag(slices.Clone(data), 14, protowire.BytesType) // ModelProto.metadata_props
-		return protowire.AppendBytes(out, entry)
-	}
-	r, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	out, err := modelcopy.Distinct(file, data, i)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	w := zip.NewWriter(&out)
-	for _, f := range r.File {
-		if err := w.Copy(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	archive, _, _ := strings.Cut(r.File[0].Name, "/")
-	fw, err := w.CreateHeader(&zip.FileHeader{Name: archive + "/extra/grove_copy", Method: zip.Store})
-	if err == nil {
-		_, err = fmt.Fprint(fw, i)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return out
 }
 
 // pctrItem is a B&A item for a pCTR copy at path: one row of 64 floats.

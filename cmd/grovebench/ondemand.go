@@ -3,8 +3,9 @@ package main
 // The ondemand scenario measures on-demand loading (docs/density.md) on a
 // grove of its own: the example pCTR TorchScript model (pctr_v1/) and its
 // ONNX export (pctr_onnx/) are served eagerly, so that both runtimes have
-// started, beside copies of each under other names with "load":
-// "on_demand" and a memory budget that holds about a dozen copies.
+// started, beside copies of each under other names, each a model of its
+// own (modelcopy.Distinct: its own checksum), with "load": "on_demand"
+// and a memory budget that holds about a dozen copies.
 //
 //   - cold start: the first request for each copy, one at a time (an
 //     unloaded model: fetch, checksum, load, warm-up, then the answer;
@@ -45,6 +46,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/groveml/grove/internal/modelcopy"
 )
 
 // scenarioOnDemand is the ondemand scenario's name in --scenarios.
@@ -208,7 +211,15 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			if i == onDemandCopies {
 				p = k.eager
 			}
-			if err := writeFileAtomic(filepath.Join(bucket, p, k.file), data); err != nil {
+			content := data
+			if i < onDemandCopies {
+				// Each copy a model of its own (its own checksum), as a
+				// fleet's are: nothing kept by content is shared.
+				if content, err = modelcopy.Distinct(k.file, data, i); err != nil {
+					return fail("%v", err)
+				}
+			}
+			if err := writeFileAtomic(filepath.Join(bucket, p, k.file), content); err != nil {
 				return fail("%v", err)
 			}
 			if i < onDemandCopies {
