@@ -424,12 +424,7 @@ func TestContractStatsReadTheComparisonOffTheRouter(t *testing.T) {
 // 20, it is rolled back.
 func TestABanditsReleaseTooSlowIsRolledBackWithoutARamp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
- "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
-   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
-   "servables": [
-     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
-     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 5, "max_p99_ms": 20}}]}]}`
+		cfg := banditGateConfig(`{"min_requests": 5, "max_p99_ms": 20}`)
 		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": {ErrorOn: f64(-1002), DelayMs: 30}})
 		defer w.stop()
 		synctest.Wait()
@@ -451,23 +446,11 @@ func TestABanditsReleaseTooSlowIsRolledBackWithoutARamp(t *testing.T) {
 // rate would not cross the bound for another 2,000.
 func TestABanditsReleaseThatTurnsBadIsJudgedOnItsRecentRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
- "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
-   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
-   "servables": [
-     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
-     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 100, "max_error_rate": 0.05}}]}]}`
+		cfg := banditGateConfig(`{"min_requests": 100, "max_error_rate": 0.05}`)
 		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
 		defer w.stop()
 		synctest.Wait()
-		call := func(v float32) string {
-			t.Helper()
-			_, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, v)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rv
-		}
+		call := func(v float32) string { return scoreRelease(t, w.sys, v) }
 		for clean := 0; clean < 2000; {
 			if call(1) == "v2" {
 				clean++
@@ -502,12 +485,7 @@ func TestABanditsReleaseThatTurnsBadIsJudgedOnItsRecentRequests(t *testing.T) {
 // release back; the contract stats show the same counts as the gate.
 func TestABanditsReleaseIsJudgedOnItsPreviousWindowToo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
- "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
-   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
-   "servables": [
-     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
-     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": {"min_requests": 100, "max_error_rate": 0.05}}]}]}`
+		cfg := banditGateConfig(`{"min_requests": 100, "max_error_rate": 0.05}`)
 		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": failingOn7})
 		defer w.stop()
 		synctest.Wait()
@@ -517,11 +495,7 @@ func TestABanditsReleaseIsJudgedOnItsPreviousWindowToo(t *testing.T) {
 				if calls == 100*n {
 					t.Fatalf("v2 got %d of %d requests in %d calls", got, n, calls)
 				}
-				_, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 7)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rv == "v2" {
+				if scoreRelease(t, w.sys, 7) == "v2" {
 					got++
 				}
 			}
@@ -538,4 +512,26 @@ func TestABanditsReleaseIsJudgedOnItsPreviousWindowToo(t *testing.T) {
 			t.Fatalf("v2 after 100: %+v %+v", st, st.Gate)
 		}
 	})
+}
+
+// banditGateConfig is a contract of two releases behind router thompson,
+// learning clicks, v2 with the rollback_when given.
+func banditGateConfig(rollbackWhen string) string {
+	return `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "router": "thompson",
+   "bandit": {"reward": "click"}, "outcomes": {"label": "click", "window": "30m"},
+   "servables": [
+     {"release_version": "v1", "model_path": "a/", "logging": {"log_level": "FULL"}},
+     {"release_version": "v2", "model_path": "b/", "logging": {"log_level": "FULL"}, "rollback_when": ` + rollbackWhen + `}]}]}`
+}
+
+// scoreRelease sends one request holding v through contract ads/pctr/1
+// and returns the release that answered it (answer or error).
+func scoreRelease(t *testing.T, sys *System, v float32) string {
+	t.Helper()
+	_, rv, err := sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, v)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rv
 }
