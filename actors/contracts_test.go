@@ -225,3 +225,46 @@ func TestManagementOfAReadOnlyBucketIsRefused(t *testing.T) {
 type readOnly struct{ *memBucket }
 
 func (readOnly) WriteObject() {}
+
+// TestACallAfterAConfigAddsAContractIsRoutedByIt checks that the router
+// takes a new config's contracts before any call sent once the config is
+// applied, even when those calls reach its mailbox first: it holds the
+// router busy while the config is applied and the call is sent.
+func TestACallAfterAConfigAddsAContractIsRoutedByIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, `{"model_metadata": [{"model_path": "a/"}]}`, map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		release := make(chan struct{})
+		busy := make(chan error, 1)
+		go func() {
+			busy <- w.sys.askRouter(context.Background(), func(*routerActor) { <-release })
+		}()
+		synctest.Wait()
+		w.setConfig(`{"model_metadata": [{"model_path": "a/"}],
+		  "contracts": [{"organization": "ads", "project": "new", "contract_number": 1,
+		    "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`)
+		if cfg, _ := w.sys.AppliedConfig(); cfg == nil || len(cfg.Contracts) != 1 {
+			t.Fatalf("config applied: %+v", cfg)
+		}
+		type answer struct {
+			res     Result
+			release string
+			err     error
+		}
+		called := make(chan answer, 1)
+		go func() {
+			res, rv, err := w.sys.Score(context.Background(), "ads/new/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+			called <- answer{res, rv, err}
+		}()
+		synctest.Wait() // the call's batch waits in the router's mailbox
+		close(release)
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
+		a := <-called
+		if a.err != nil || a.res.Err != nil || a.release != "v1" {
+			t.Fatalf("the call sent after the config that added its contract was applied: %v %v %q", a.err, a.res.Err, a.release)
+		}
+	})
+}

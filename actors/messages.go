@@ -11,6 +11,7 @@ import (
 
 // Mailbox priorities (protoactor: 0..7, higher first).
 const (
+	priorityConfig int8 = 7
 	priorityUser   int8 = 6
 	priorityWarmUp int8 = 3
 	priorityShadow int8 = 1

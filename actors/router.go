@@ -226,7 +226,10 @@ func (w *ways) loadingError(path string, now time.Time) error {
 
 // Messages to the router besides batches.
 type (
-	// setContracts gives the router the contracts of a config just applied.
+	// setContracts gives the router the contracts of a config just
+	// applied. It goes ahead of batches (priorityConfig): a call sent
+	// once the config is applied finds its contracts even if its batch
+	// reached the mailbox first.
 	setContracts struct {
 		cfg []modelconfig.Contract
 		at  time.Time
@@ -240,6 +243,9 @@ type (
 	// routerTick re-evaluates the contracts' expiration.
 	routerTick struct{}
 )
+
+// GetPriority puts a config's contracts ahead of user requests.
+func (*setContracts) GetPriority() int8 { return priorityConfig }
 
 // GetPriority puts queries after user requests.
 func (*routerQuery) GetPriority() int8 { return priorityWarmUp }
@@ -301,7 +307,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 			return
 		}
 		r.dispatch(ctx, m)
-	case setContracts:
+	case *setContracts:
 		r.setContracts(m.cfg, m.at)
 		r.evaluateExpiry(ctx, m.at)
 	case routerTick:

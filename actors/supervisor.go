@@ -889,6 +889,8 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 		s.log.Debug("contract state read is older than one this replica wrote since; keeping the newer one")
 	}
 	s.configured = s.expandVersions(r.cfg, r.listings, r.at)
+	// The router has the contracts before anyone can see the config.
+	ctx.Send(s.sys.router, &setContracts{cfg: r.cfg.Contracts, at: r.at})
 	s.sys.publishConfig(r.cfg)
 	models := s.shared(s.configured)
 	inConfig := pathSet(models)
@@ -906,7 +908,6 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 			_ = s.plan.Apply(lifecycle.Unregistered{Path: p.Name}, r.at)
 		}
 	}
-	ctx.Send(s.sys.router, setContracts{cfg: r.cfg.Contracts, at: r.at})
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
 	s.loadPlaced(ctx)
 }
