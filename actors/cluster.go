@@ -52,6 +52,11 @@ type Remote interface {
 	// within the request's deadline and forwards the request to the node
 	// that loads it. It must be cheap and never block.
 	Awaits(path string) bool
+	// Want has the controller place path, an on-demand model that no
+	// node has ready, though no request asks for it: a contract's
+	// release whose validity waits on its model's load is never picked
+	// until then. It must be cheap and never block.
+	Want(path string)
 }
 
 // ModelInfo describes the model this node serves at path (a version's

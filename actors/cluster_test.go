@@ -326,6 +326,7 @@ type awaitingRemote struct{}
 func (awaitingRemote) Serves(string) bool                     { return false }
 func (awaitingRemote) Paths() []string                        { return nil }
 func (awaitingRemote) Awaits(path string) bool                { return path == "w/" }
+func (awaitingRemote) Want(string)                            {}
 func (awaitingRemote) Model(string) (forward.ModelInfo, bool) { return forward.ModelInfo{}, false }
 func (awaitingRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	<-ctx.Done()
@@ -405,4 +406,56 @@ func TestAContractPicksAReleaseWhoseOnDemandModelIsLoadedNowhereInTheCluster(t *
 	if rv != "v1" || servables.KindOf(res.Err) != servables.Unavailable {
 		t.Fatalf("release %q, %v: want v1, answered \"model is loading\"", rv, res.Err)
 	}
+}
+
+// wantingRemote is awaitingRemote that records the paths the router
+// wants placed (Remote.Want).
+type wantingRemote struct {
+	awaitingRemote
+	wants chan string
+}
+
+func (r wantingRemote) Want(path string) { r.wants <- path }
+
+// A contract release whose validity waits on its model's load
+// (valid_after_ms), its model on demand and ready on no cluster node, is
+// never picked, so no request would place it: the router asks the cluster
+// to place it, once, and again only a minute later if it is still ready
+// nowhere. A release picked for traffic is placed by its calls instead.
+func TestARoutersReleaseWaitingOnItsOnDemandModelIsPlacedInTheCluster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wants := make(chan string, 16)
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "w/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [{"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "w/", "validity": [{"valid_after_ms": {"ms": 1000}}]}]}]}`
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "w/": version(2)}, func(_ *world, o *Options) {
+			o.Remote, o.ClusterNode = wantingRemote{wants: wants}, true
+			o.PollInterval = time.Hour
+		})
+		defer w.stop()
+		w.sys.SetShare([]string{"a/"})
+		synctest.Wait()
+		drain := func() []string {
+			var got []string
+			for {
+				select {
+				case p := <-wants:
+					got = append(got, p)
+				default:
+					return got
+				}
+			}
+		}
+		time.Sleep(10 * time.Second) // a hundred evaluations of the contract
+		synctest.Wait()
+		if got := drain(); len(got) != 1 || got[0] != "w/" {
+			t.Fatalf("the router wanted %v placed in 10 s, want w/ once", got)
+		}
+		time.Sleep(reaskLoadAfter)
+		synctest.Wait()
+		if got := drain(); len(got) != 1 || got[0] != "w/" {
+			t.Fatalf("a minute later, still ready nowhere: wanted %v, want w/ once more", got)
+		}
+	})
 }

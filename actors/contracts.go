@@ -121,6 +121,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 	id := st.cfg.ID()
 	state := make(map[string]routing.ServableState, len(st.cfg.Servables))
 	var unloaded map[string]*demandSlot // on-demand models not loaded, by release
+	var awaited map[string]bool         // on-demand models ready on no cluster node, by release
 	for _, sv := range st.cfg.Servables {
 		// The shared stamp wins: every replica then phases in and expires
 		// alike, and a restart keeps a release's age.
@@ -144,6 +145,12 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 			// on demand and loaded nowhere: forwarded to the node the
 			// controller places it on, which loads it.
 			ss.Ready = true
+			if !r.remote.Serves(sv.ModelPath) {
+				if awaited == nil {
+					awaited = map[string]bool{}
+				}
+				awaited[sv.ReleaseVersion] = true
+			}
 			if on, ok := r.servedBy(routes, sv.ModelPath); ok {
 				// Its shadow executions answered are those compared here.
 				ss.LoadedAt, ss.Comparison = on.loadedAt, st.comparison(sv.ReleaseVersion, on, now)
@@ -159,16 +166,26 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 	p := routing.Evaluate(st.cfg, state, now)
 	// A release kept from traffic until its on-demand model has loaded
 	// (valid_after_ms, shadow executions, promote_when) would never be
-	// picked, so nothing would load it: its model is loaded now.
+	// picked, so nothing would load it: its model is loaded now, here or,
+	// in a cluster, where the controller places it.
 	for i, sv := range st.cfg.Servables {
 		rv := sv.ReleaseVersion
-		if d := unloaded[rv]; d != nil && waitsForLoad(sv, p.Servables[i]) && now.Sub(st.loadAsked[rv]) >= reaskLoadAfter && d.askOnce(now) {
-			if st.loadAsked == nil {
-				st.loadAsked = map[string]time.Time{}
-			}
-			st.loadAsked[rv] = now
-			r.ask(sv.ModelPath)
+		d := unloaded[rv]
+		if d == nil && !awaited[rv] || !waitsForLoad(sv, p.Servables[i]) || now.Sub(st.loadAsked[rv]) < reaskLoadAfter {
+			continue
 		}
+		switch {
+		case d != nil && d.askOnce(now):
+			r.ask(sv.ModelPath)
+		case d == nil:
+			r.remote.Want(sv.ModelPath)
+		default:
+			continue
+		}
+		if st.loadAsked == nil {
+			st.loadAsked = map[string]time.Time{}
+		}
+		st.loadAsked[rv] = now
 	}
 	if b := st.bandit; b != nil {
 		if b.update(st.cfg, r.outcomes, &p, now) {

@@ -18,7 +18,8 @@
 //	draining                           Drain                       atomic (the record Run writes)
 //	on-demand paths of the config       watchConfig                 atomic pointer to a set replaced,
 //	                                                                 never changed (Awaits, Paths, Forward)
-//	requests waiting for a placement    Forward (awaitPlaced)       waiting.mu (the record's Use.Waiting)
+//	requests waiting for a placement,   Forward (awaitPlaced),      waiting.mu (the record's Use.Waiting)
+//	  paths wanted without a request      Want
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
 //	                                     calls
 package node
@@ -118,6 +119,10 @@ type Agent struct {
 	waiting struct {
 		mu sync.Mutex
 		by map[string]int // path -> requests waiting for it to be placed
+		// wanted is, for each path Want asked for, when it stops
+		// counting as a request waiting, unless a node has it ready
+		// before.
+		wanted map[string]time.Time
 	}
 
 	sizes struct {
@@ -167,7 +172,7 @@ func New(cfg Config) (*Agent, error) {
 	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
 	a.models.Store(&map[string]forward.ModelInfo{})
 	a.onDemand.Store(&map[string]bool{})
-	a.waiting.by = map[string]int{}
+	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
 	a.leader.Store(new(""))
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(&collector{a: a})
@@ -316,6 +321,33 @@ func awaitExpired(path string, err error, toReady bool) error {
 		return &actors.LoadingError{Path: path, RetryAfter: time.Second}
 	}
 	return err
+}
+
+// wantFor is how long a path Want asked for counts as a request waiting
+// for it when no node has it ready by then (the router asks again after
+// as long).
+const wantFor = time.Minute
+
+// Want has the controller place path, an on-demand model of the config
+// that no node has ready and the table does not place here, though no
+// request waits for it (actors.Remote): the record counts one request
+// waiting for it until a node has it ready, for at most wantFor.
+func (a *Agent) Want(path string) {
+	if !a.Awaits(path) {
+		return
+	}
+	a.waiting.mu.Lock()
+	_, dup := a.waiting.wanted[path]
+	if !dup {
+		a.waiting.wanted[path] = time.Now().Add(wantFor)
+	}
+	a.waiting.mu.Unlock()
+	if !dup {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // markWaiting adds n to the requests waiting for path's placement and,
@@ -603,13 +635,24 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 		}
 	}
 	a.waiting.mu.Lock()
-	for path, n := range a.waiting.by {
+	waiting := func(path string, n int) {
 		if m.Use == nil {
 			m.Use = map[string]placement.Use{}
 		}
 		u := m.Use[path]
-		u.Waiting = n
+		u.Waiting += n
 		m.Use[path] = u
+	}
+	for path, n := range a.waiting.by {
+		waiting(path, n)
+	}
+	now := time.Now()
+	for path, until := range a.waiting.wanted {
+		if _, here := sys.ModelInfo(path); here || a.Serves(path) || now.After(until) {
+			delete(a.waiting.wanted, path)
+			continue
+		}
+		waiting(path, 1)
 	}
 	a.waiting.mu.Unlock()
 	m.ReservedBytes = reserved

@@ -859,3 +859,44 @@ func TestClusterRejoin(t *testing.T) {
 		return everyModelEverywhere(nodes)
 	})
 }
+
+// TestClusterPlacesAReleaseWaitingOnItsOnDemandModel: a contract's v2,
+// whose model is on demand and which is valid 300 ms after its model
+// loads, gets no call before then, so no call would have the controller
+// place it. The router wants it placed (Agent.Want), a node loads it, and
+// the contract's calls go to v2 once it is valid.
+func TestClusterPlacesAReleaseWaitingOnItsOnDemandModel(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, _ := newBucket(t, "")
+	dir := strings.TrimPrefix(bucketURL, "file://")
+	if err := os.MkdirAll(filepath.Join(dir, "w"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "w", "model.faulty"), []byte(`{"add": 7}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*testNode{startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)}
+	configureWhenJoined(t, nodes, func() {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "w/", "load": "on_demand"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1, "servables": [
+   {"release_version": "v1", "model_path": "a/"},
+   {"release_version": "v2", "model_path": "w/", "validity": [{"valid_after_ms": {"ms": 300}}]}]}]}`
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	eventually(t, "the contract's calls answered by v2", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		res, rv, err := nodes[0].sys.Score(ctx, "ads/pctr/1", "", actors.Request{API: "test", Inputs: []servables.Tensor{mustScalar(4)}})
+		switch {
+		case err != nil:
+			return err
+		case res.Err != nil:
+			return res.Err
+		case rv != "v2":
+			return fmt.Errorf("answered by %s", rv)
+		}
+		return nil
+	})
+}
