@@ -55,8 +55,9 @@ type Remote interface {
 	// Want has the controller place path, an on-demand model that no
 	// node has ready, though no request asks for it: a contract's
 	// release whose validity waits on its model's load is never picked
-	// until then. It must be cheap and never block.
-	Want(path string)
+	// until then. It reports false when path is not awaited (Awaits) and
+	// nothing was asked. It must be cheap and never block.
+	Want(path string) bool
 }
 
 // ModelInfo describes the model this node serves at path (a version's

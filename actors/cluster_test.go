@@ -326,7 +326,7 @@ type awaitingRemote struct{}
 func (awaitingRemote) Serves(string) bool                     { return false }
 func (awaitingRemote) Paths() []string                        { return nil }
 func (awaitingRemote) Awaits(path string) bool                { return path == "w/" }
-func (awaitingRemote) Want(string)                            {}
+func (awaitingRemote) Want(string) bool                       { return true }
 func (awaitingRemote) Model(string) (forward.ModelInfo, bool) { return forward.ModelInfo{}, false }
 func (awaitingRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	<-ctx.Done()
@@ -415,7 +415,7 @@ type wantingRemote struct {
 	wants chan string
 }
 
-func (r wantingRemote) Want(path string) { r.wants <- path }
+func (r wantingRemote) Want(path string) bool { r.wants <- path; return true }
 
 // A contract release whose validity waits on its model's load
 // (valid_after_ms), its model on demand and ready on no cluster node, is

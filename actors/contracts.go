@@ -177,8 +177,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		switch {
 		case d != nil && d.askOnce(now):
 			r.ask(sv.ModelPath)
-		case d == nil:
-			r.remote.Want(sv.ModelPath)
+		case d == nil && r.remote.Want(sv.ModelPath):
 		default:
 			continue
 		}

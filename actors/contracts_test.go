@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -265,6 +266,70 @@ func TestACallAfterAConfigAddsAContractIsRoutedByIt(t *testing.T) {
 		a := <-called
 		if a.err != nil || a.res.Err != nil || a.release != "v1" {
 			t.Fatalf("the call sent after the config that added its contract was applied: %v %v %q", a.err, a.res.Err, a.release)
+		}
+	})
+}
+
+// gateHandler holds the goroutine that logs a message containing match
+// until gate is closed, and closes blocked the first time.
+type gateHandler struct {
+	slog.Handler
+	match   string
+	gate    chan struct{}
+	blocked chan struct{}
+	once    *sync.Once
+}
+
+func (h gateHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(func() { close(h.blocked) })
+		<-h.gate
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h gateHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(a)
+	return h
+}
+
+func (h gateHandler) WithGroup(n string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(n)
+	return h
+}
+
+// TestAConfigIsVisibleOnlyOnceItsContractsRoutesAndOnDemandModelsAre: a
+// config adding a contract whose release's model is on demand and new is
+// not shown (AppliedConfig) while the supervisor is still applying it, so
+// a caller woken by the change finds the release routable and its call
+// loads the model, rather than "no active servables" (or "unknown
+// contract"). The supervisor is held on a log line it writes mid-apply.
+func TestAConfigIsVisibleOnlyOnceItsContractsRoutesAndOnDemandModelsAre(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gh := gateHandler{match: "model removed from config", gate: make(chan struct{}), blocked: make(chan struct{}), once: &sync.Once{}}
+		w := newWorld(t, `{"model_metadata": [{"model_path": "a/"}, {"model_path": "b/"}]}`,
+			map[string]faultySpec{"a/": version(1), "b/": version(1), "w/": version(2)}, func(_ *world, o *Options) {
+				gh.Handler = o.Logger.Handler()
+				o.Logger = slog.New(gh)
+			})
+		defer w.stop()
+		synctest.Wait()
+		_, changed := w.sys.AppliedConfig()
+		w.b.set("model_config.json", []byte(`{"model_metadata": [{"model_path": "a/"}, {"model_path": "w/", "load": "on_demand"}],
+		  "contracts": [{"organization": "ads", "project": "new", "contract_number": 1,
+		    "servables": [{"release_version": "v1", "model_path": "w/"}]}]}`))
+		<-gh.blocked // the supervisor is applying the config (b/ leaves it)
+		synctest.Wait()
+		select {
+		case <-changed:
+			t.Fatal("the config is shown while the supervisor is still applying it")
+		default:
+		}
+		close(gh.gate)
+		<-changed
+		res, rv, err := w.sys.Score(context.Background(), "ads/new/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+		if err != nil || res.Err != nil || rv != "v1" {
+			t.Fatalf("a call once the config is shown: release %q, %v %v; want v1 answered", rv, err, res.Err)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/groveml/grove/actors/lifecycle"
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
 
@@ -42,15 +43,22 @@ func (e *LoadingError) Error() string {
 // Unwrap makes its kind Unavailable.
 func (e *LoadingError) Unwrap() error { return servables.ErrUnavailable }
 
+// RetryIn is e.RetryAfter (the forward server sends it to the calling node).
+func (e *LoadingError) RetryIn() time.Duration { return e.RetryAfter }
+
 // RetryAfter reports, for an answer that says its model is loading (a
-// LoadingError), the whole seconds after which a retry should find it
-// loaded, at least 1, for a Retry-After header; false for any other error.
+// LoadingError, or another node's answer that carries its estimate: a
+// forward.RemoteError with a RetryAfter), the whole seconds after which a
+// retry should find it loaded, at least 1, for a Retry-After header; false
+// for any other error.
 func RetryAfter(err error) (int, bool) {
-	var le *LoadingError
-	if !errors.As(err, &le) {
-		return 0, false
+	if le, ok := errors.AsType[*LoadingError](err); ok {
+		return retryAfterSeconds(le.RetryAfter), true
 	}
-	return retryAfterSeconds(le.RetryAfter), true
+	if re, ok := errors.AsType[*forward.RemoteError](err); ok && re.RetryAfter > 0 {
+		return retryAfterSeconds(re.RetryAfter), true
+	}
+	return 0, false
 }
 
 func retryAfterSeconds(d time.Duration) int {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
 
@@ -469,4 +471,27 @@ func TestAReleaseWhoseModelIsUnloadedBeforeItIsValidIsReloadedAtMostOnceAMinute(
 			t.Fatalf("b/ loaded %v times a minute after the first ask, want 2", n)
 		}
 	})
+}
+
+// RetryAfter reads a loading answer's estimate, from this node
+// (LoadingError) or from the node loading the model (a forwarded answer
+// that carries one), in whole seconds, at least 1; a forwarded failure
+// without one, or any other error, has none.
+func TestRetryAfterReadsTheEstimateOfTheNodeLoadingTheModel(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+		ok   bool
+	}{
+		{"loading here", &LoadingError{Path: "a/", RetryAfter: 2100 * time.Millisecond}, 3, true},
+		{"loading here, no estimate", fmt.Errorf("call: %w", &LoadingError{Path: "a/"}), 1, true},
+		{"loading on another node", fmt.Errorf("call: %w", &forward.RemoteError{Kind: servables.Unavailable, RetryAfter: 4 * time.Second}), 4, true},
+		{"another node, no estimate", &forward.RemoteError{Kind: servables.Unavailable}, 0, false},
+		{"not loading", ErrModelNotFound, 0, false},
+	} {
+		if s, ok := RetryAfter(c.err); s != c.want || ok != c.ok {
+			t.Errorf("%s: RetryAfter = %d, %v; want %d, %v", c.name, s, ok, c.want, c.ok)
+		}
+	}
 }

@@ -29,7 +29,7 @@ type instantRemote struct{ answer forward.Answer }
 func (instantRemote) Serves(path string) bool { return path == "r/" }
 func (instantRemote) Paths() []string         { return []string{"r/"} }
 func (instantRemote) Awaits(string) bool      { return false }
-func (instantRemote) Want(string)             {}
+func (instantRemote) Want(string) bool        { return false }
 func (r instantRemote) Forward(ctx context.Context, _ forward.Request) (forward.Answer, error) {
 	return r.answer, ctx.Err()
 }

@@ -891,7 +891,6 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	s.configured = s.expandVersions(r.cfg, r.listings, r.at)
 	// The router has the contracts before anyone can see the config.
 	ctx.Send(s.sys.router, &setContracts{cfg: r.cfg.Contracts, at: r.at})
-	s.sys.publishConfig(r.cfg)
 	models := s.shared(s.configured)
 	inConfig := pathSet(models)
 	for _, p := range s.plan.Paths() {
@@ -910,6 +909,10 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 	}
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
 	s.loadPlaced(ctx)
+	// Last: a caller that sees the config finds its contracts, routes and
+	// on-demand models.
+	s.sys.publishConfig(r.cfg)
+	s.settle()
 }
 
 // versionedPath reports whether path is a versioned entry's of the config in force.
@@ -997,9 +1000,10 @@ var phaseStates = map[lifecycle.Phase]State{
 	lifecycle.Unloaded: StateUnloaded,
 }
 
-// settle turns Ready true once the planner has settled.
+// settle turns Ready true once the planner has settled on a config
+// published (AppliedConfig).
 func (s *supervisorActor) settle() {
-	if !s.sys.settled.Load() && s.plan.Settled() {
+	if !s.sys.settled.Load() && s.plan.Settled() && s.sys.applied.Load().cfg != nil {
 		s.sys.settled.Store(true)
 	}
 }

@@ -723,3 +723,47 @@ func TestAnswerLargerThanRequestLimit(t *testing.T) {
 		t.Fatalf("a 128 KiB request to a node that takes 64 KiB: %v (kind %v), want InvalidInput", err, servables.KindOf(err))
 	}
 }
+
+// loadingErr is a Local's answer for a model that is loading, with an
+// estimate of when a retry finds it loaded (as actors.LoadingError).
+type loadingErr struct{ in time.Duration }
+
+func (e loadingErr) Error() string          { return "model w/ is loading" }
+func (e loadingErr) Unwrap() error          { return servables.ErrUnavailable }
+func (e loadingErr) RetryIn() time.Duration { return e.in }
+
+// A node's "model is loading" answer carries its estimate of when a retry
+// finds the model loaded to the calling node: in the Failure on the
+// framed transport, in a trailer on the gRPC service. An answer without
+// one carries none.
+func TestALoadingAnswerCarriesItsRetryAfterToTheCallingNode(t *testing.T) {
+	p := newPKI(t)
+	b := p.start(t, "b", func(context.Context, ForwardedRequest) (Answer, error) {
+		return Answer{}, fmt.Errorf("wrapped: %w", loadingErr{in: 3500 * time.Millisecond})
+	}, "a", "b")
+	a := p.client(t, "a", ClientOptions{})
+	_, err := a.Forward(testCtx(t), []Peer{b.peer}, sumRequest(t))
+	if re := remote(t, err); re.Kind != servables.Unavailable || re.RetryAfter != 3500*time.Millisecond || re.RetryIn() != re.RetryAfter {
+		t.Fatalf("framed: %+v, want unavailable with RetryAfter 3.5s", re)
+	}
+	c := p.start(t, "c", unavailable, "a", "c")
+	_, err = a.Forward(testCtx(t), []Peer{c.peer}, sumRequest(t))
+	if re := remote(t, err); re.Kind != servables.Unavailable || re.RetryAfter != 0 {
+		t.Fatalf("framed, an answer with no estimate: %+v, want RetryAfter 0", re)
+	}
+
+	cc, err := grpc.NewClient(b.peer.Addr, grpc.WithTransportCredentials(credentials.NewTLS(p.clientTLS(t, "a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var tr metadata.MD
+	req := sumRequest(t)
+	_, err = forwardpb.NewForwardClient(cc).Predict(testCtx(t), encodeRequest(&req), grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("gRPC: %v", err)
+	}
+	if got := tr.Get(trailerRetryAfter); len(got) != 1 || got[0] != "3500" {
+		t.Fatalf("gRPC trailer %s: %v, want 3500", trailerRetryAfter, got)
+	}
+}

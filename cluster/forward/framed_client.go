@@ -666,6 +666,7 @@ func decodeFramed(p Peer, r frameResult) (Answer, error) {
 		if f.GetNode() != "" {
 			e.Node = f.GetNode()
 		}
+		e.RetryAfter = time.Duration(f.GetRetryAfterMs()) * time.Millisecond
 		if e.Kind == servables.OK { // neither kind nor code: a failure must say what failed
 			e.Kind, e.Code = servables.Execution, codes.Internal
 			e.Message = fmt.Sprintf("malformed failure: no kind and code OK (message %q)", f.GetMessage())

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -371,7 +372,7 @@ const callOverhead = 1 << 10
 // tooLarge is the failure of a call whose request is larger than
 // MaxMessageBytes, as gRPC refuses it.
 func tooLarge() *failure {
-	return &failure{codes.ResourceExhausted, servables.InvalidInput, "the request is larger than the serving node's max_body_bytes"}
+	return &failure{code: codes.ResourceExhausted, kind: servables.InvalidInput, msg: "the request is larger than the serving node's max_body_bytes"}
 }
 
 // start runs the call id whose payload is b, from the member named from
@@ -381,7 +382,7 @@ func tooLarge() *failure {
 func (c *serverConn) start(id uint64, b []byte, from string) {
 	var call forwardpb.Call
 	if err := proto.Unmarshal(b, &call); err != nil {
-		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "malformed call: " + err.Error()})
+		c.answer(id, nil, &failure{code: codes.InvalidArgument, kind: servables.InvalidInput, msg: "malformed call: " + err.Error()})
 		return
 	}
 	// The frame was let through up to callOverhead over the limit; the
@@ -396,7 +397,7 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	if _, dup := c.calls[id]; dup {
 		c.mu.Unlock()
 		cancel()
-		c.answer(id, nil, &failure{codes.InvalidArgument, servables.InvalidInput, "a call id already in flight"})
+		c.answer(id, nil, &failure{code: codes.InvalidArgument, kind: servables.InvalidInput, msg: "a call id already in flight"})
 		return
 	}
 	c.calls[id] = cancel
@@ -443,7 +444,8 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 	var out *outMessage
 	var err error
 	if f != nil {
-		out, err = encodeMessage(frameFailure, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg}, maxAnswerBytes, c.chunk)
+		out, err = encodeMessage(frameFailure, &forwardpb.Failure{Kind: f.kind.String(), Code: uint32(f.code), Node: c.s.node, Message: f.msg,
+			RetryAfterMs: uint32(min(f.retryAfter.Milliseconds(), math.MaxUint32))}, maxAnswerBytes, c.chunk)
 	} else {
 		out, err = encodeMessage(frameAnswer, resp, maxAnswerBytes, c.chunk) // a Client receives no more
 	}

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -15,6 +16,9 @@ const (
 	trailerKind = "grove-error-kind"
 	// trailerNode carries the name of the node that failed the request.
 	trailerNode = "grove-node"
+	// trailerRetryAfter carries, for a model that is loading, in how many
+	// milliseconds a retry should find it loaded.
+	trailerRetryAfter = "grove-retry-after-ms"
 )
 
 // Code is the gRPC code the Server answers a failure of kind k with. It
@@ -126,7 +130,14 @@ type RemoteError struct {
 	Code codes.Code
 	// Message is the peer's error text, or what kept the call from it.
 	Message string
+	// RetryAfter is, for a model loading on the peer, when the peer
+	// estimates a retry should find it loaded; 0: no estimate.
+	RetryAfter time.Duration
 }
+
+// RetryIn is e.RetryAfter: when a retry should find the model loaded
+// (0: no estimate).
+func (e *RemoteError) RetryIn() time.Duration { return e.RetryAfter }
 
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("forwarded to node %s (%s): %s", e.Node, e.Addr, e.Message)

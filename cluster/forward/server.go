@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -182,25 +184,34 @@ func (s *Server) admit(cert *x509.Certificate, method string) (string, *failure)
 		if s.allowUnauth {
 			return "", nil
 		}
-		return "", &failure{codes.Unauthenticated, servables.Execution, "a client certificate signed by the cluster CA is required"}
+		return "", &failure{code: codes.Unauthenticated, kind: servables.Execution, msg: "a client certificate signed by the cluster CA is required"}
 	}
 	name := auth.CertificateName(cert)
 	if name == "" {
-		return "", &failure{codes.Unauthenticated, servables.Execution, "the client certificate has no SAN and no subject CN to name it"}
+		return "", &failure{code: codes.Unauthenticated, kind: servables.Execution, msg: "the client certificate has no SAN and no subject CN to name it"}
 	}
 	if s.members != nil && !s.members(name) {
 		s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", method)
-		return "", &failure{codes.PermissionDenied, servables.Execution, fmt.Sprintf("certificate %q names no member of the cluster", name)}
+		return "", &failure{code: codes.PermissionDenied, kind: servables.Execution, msg: fmt.Sprintf("certificate %q names no member of the cluster", name)}
 	}
 	return name, nil
 }
 
 // failure is a call's failed outcome: its gRPC code, Grove's kind and
-// what went wrong.
+// what went wrong, and for a model that is loading, when a retry should
+// find it loaded (0: no estimate).
 type failure struct {
-	code codes.Code
-	kind servables.Kind
-	msg  string
+	code       codes.Code
+	kind       servables.Kind
+	msg        string
+	retryAfter time.Duration
+}
+
+// retryHint is an error that says when a retry should succeed: in
+// RetryIn (actors.LoadingError, a model that is loading).
+type retryHint interface {
+	error
+	RetryIn() time.Duration
 }
 
 // verifiedCert is the client certificate the call's TLS verified, or nil.
@@ -231,7 +242,11 @@ func (s *Server) Predict(ctx context.Context, m *forwardpb.PredictRequest) (*for
 	from, _ := ctx.Value(peerKey{}).(string)
 	resp, f := s.serve(ctx, m, from)
 	if f != nil {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(trailerKind, f.kind.String(), trailerNode, s.node))
+		md := metadata.Pairs(trailerKind, f.kind.String(), trailerNode, s.node)
+		if f.retryAfter > 0 {
+			md.Set(trailerRetryAfter, strconv.FormatInt(f.retryAfter.Milliseconds(), 10))
+		}
+		_ = grpc.SetTrailer(ctx, md)
 		return nil, status.Error(f.code, f.msg)
 	}
 	return resp, nil
@@ -253,16 +268,16 @@ func (s *Server) serve(ctx context.Context, m *forwardpb.PredictRequest, from st
 // answer.
 func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from string) (context.Context, ForwardedRequest, *failure) {
 	if h := m.GetHops(); h != hopsForwarded {
-		return nil, ForwardedRequest{}, &failure{codes.Unavailable, servables.Unavailable,
-			fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
+		return nil, ForwardedRequest{}, &failure{code: codes.Unavailable, kind: servables.Unavailable, msg: fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
+
 	}
 	req, err := decodeRequest(m)
 	if err != nil {
-		return nil, ForwardedRequest{}, &failure{codes.InvalidArgument, servables.InvalidInput, err.Error()}
+		return nil, ForwardedRequest{}, &failure{code: codes.InvalidArgument, kind: servables.InvalidInput, msg: err.Error()}
 	}
 	if from == "" && req.Caller.Method != "" && req.Caller.Method != "none" {
-		return nil, ForwardedRequest{}, &failure{codes.PermissionDenied, servables.Execution,
-			fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method)}
+		return nil, ForwardedRequest{}, &failure{code: codes.PermissionDenied, kind: servables.Execution, msg: fmt.Sprintf("the request carries caller %q (%s) but its peer presented no client certificate: a forwarded identity is believed only from a member with a verified certificate", req.Caller.Name, req.Caller.Method)}
+
 	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	if m.GetCaller() != nil {
@@ -275,7 +290,11 @@ func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from 
 func (s *Server) outcome(ans Answer, err error) (*forwardpb.PredictResponse, *failure) {
 	if err != nil {
 		k := servables.KindOf(err)
-		return nil, &failure{Code(k), k, err.Error()}
+		f := &failure{code: Code(k), kind: k, msg: err.Error()}
+		if h, ok := errors.AsType[retryHint](err); ok {
+			f.retryAfter = h.RetryIn()
+		}
+		return nil, f
 	}
 	return encodeAnswer(&ans, s.node), nil
 }

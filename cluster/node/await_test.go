@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -32,13 +33,38 @@ func TestAwaitExpiredSaysLoadingWhileTheModelIsPlacedOrLoaded(t *testing.T) {
 		{"cut short on a node that had it ready", cut, true, false},
 		{"a model's own failure", bad, false, false},
 	} {
-		got := awaitExpired("w/", c.err, c.toReady)
+		got := awaitExpired("w/", c.err, nil, c.toReady)
 		var le *actors.LoadingError
 		if isLoading := errors.As(got, &le); isLoading != c.loading {
 			t.Errorf("%s: %v, want \"model is loading\" %v", c.name, got, c.loading)
 		}
 		if !c.loading && got != c.err {
 			t.Errorf("%s: %v, want the error itself %v", c.name, got, c.err)
+		}
+	}
+}
+
+// The "model is loading" answer's retry-after is the estimate of the node
+// loading the model: from the last answer, else from the one before (the
+// deadline often ends the wait on a call that never reached a node), and
+// 1 s when no node gave one.
+func TestAwaitExpiredRetryAfterIsTheLoadingNodesEstimate(t *testing.T) {
+	hinted := &forward.RemoteError{Node: "b", Kind: servables.Unavailable, Code: codes.Unavailable, Message: "model w/ is loading; retry after 4 s", RetryAfter: 3200 * time.Millisecond}
+	noHint := &forward.RemoteError{Node: "b", Kind: servables.Unavailable, Code: codes.Unavailable, Message: "model w/ is loading"}
+	cut := &forward.RemoteError{Node: "b", Kind: servables.DeadlineExceeded, Code: codes.DeadlineExceeded, Message: "context deadline exceeded"}
+	for _, c := range []struct {
+		name      string
+		err, last error
+		want      time.Duration
+	}{
+		{"the last answer's estimate", hinted, nil, 3200 * time.Millisecond},
+		{"cut short after an answer with an estimate", cut, hinted, 3200 * time.Millisecond},
+		{"placed nowhere yet", nil, nil, time.Second},
+		{"no estimate given", noHint, cut, time.Second},
+	} {
+		var le *actors.LoadingError
+		if got := awaitExpired("w/", c.err, c.last, false); !errors.As(got, &le) || le.RetryAfter != c.want {
+			t.Errorf("%s: %v, want loading, retry after %v", c.name, got, c.want)
 		}
 	}
 }

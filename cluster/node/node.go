@@ -16,8 +16,9 @@
 //	  its description, controller name                               Forward, Status, the metrics;
 //	                                                                 a replaced view's channel is closed)
 //	draining                           Drain                       atomic (the record Run writes)
-//	on-demand paths of the config       watchConfig                 atomic pointer to a set replaced,
-//	                                                                 never changed (Awaits, Paths, Forward)
+//	on-demand paths of the config       whoever first reads them    atomic pointer to a set replaced,
+//	                                      for a config applied        never changed (onDemandPaths:
+//	                                      (onDemandPaths)             Awaits, Paths, Forward)
 //	requests waiting for a placement,   Forward (awaitPlaced),      waiting.mu (the record's Use.Waiting)
 //	  paths wanted without a request      Want
 //	desired models' file sizes         the controller's Desired    sizes.mu (cache by config)
@@ -113,8 +114,9 @@ type Agent struct {
 	// wake makes Run write the record at once (Drain, a request waiting
 	// for a placement).
 	wake chan struct{}
-	// onDemand is the set of on-demand paths of the config applied.
-	onDemand atomic.Pointer[map[string]bool]
+	// onDemand is the set of on-demand paths of the config applied
+	// (onDemandPaths).
+	onDemand atomic.Pointer[onDemandSet]
 
 	waiting struct {
 		mu sync.Mutex
@@ -171,13 +173,45 @@ func New(cfg Config) (*Agent, error) {
 	a.tableChanged.Store(&tc)
 	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
 	a.models.Store(&map[string]forward.ModelInfo{})
-	a.onDemand.Store(&map[string]bool{})
+	a.onDemand.Store(&onDemandSet{})
 	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
 	a.leader.Store(new(""))
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(&collector{a: a})
 	}
 	return a, nil
+}
+
+// onDemandSet is the set of on-demand paths of cfg.
+type onDemandSet struct {
+	cfg   *modelconfig.Config
+	paths map[string]bool
+}
+
+// onDemandPaths returns the on-demand paths of the config the actors
+// applied last. It reads the set for that config once: a request sent
+// once the config is applied (AppliedConfig) finds its on-demand models
+// awaited, without waiting for watchConfig's turn.
+func (a *Agent) onDemandPaths() map[string]bool {
+	od := a.onDemand.Load()
+	sys := a.sys.Load()
+	if sys == nil {
+		return od.paths
+	}
+	cfg, _ := sys.AppliedConfig()
+	if cfg == od.cfg {
+		return od.paths
+	}
+	n := &onDemandSet{cfg: cfg, paths: map[string]bool{}}
+	if cfg != nil {
+		for _, m := range cfg.Models {
+			if m.OnDemand(sys.LoadPolicy()) {
+				n.paths[m.Path] = true
+			}
+		}
+	}
+	a.onDemand.Store(n) // a racing reader of the same config stores the same set
+	return n.paths
 }
 
 // Name returns the node's name.
@@ -192,7 +226,7 @@ func (a *Agent) Serves(path string) bool {
 // of the config, which any node takes a request for (actors.Remote).
 func (a *Agent) Paths() []string {
 	ready := a.ready.Load().peers
-	od := *a.onDemand.Load()
+	od := a.onDemandPaths()
 	out := make([]string, 0, len(ready)+len(od))
 	for p := range ready {
 		out = append(out, p)
@@ -209,7 +243,7 @@ func (a *Agent) Paths() []string {
 // other node has ready and the table does not place here (actors.Remote):
 // Forward waits for its placement.
 func (a *Agent) Awaits(path string) bool {
-	if !(*a.onDemand.Load())[path] || len(a.ready.Load().peers[path]) > 0 {
+	if !a.onDemandPaths()[path] || len(a.ready.Load().peers[path]) > 0 {
 		return false
 	}
 	return !slices.Contains(a.table.Load().Table[path], a.cfg.Name)
@@ -232,7 +266,7 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // nodes all failed Unavailable (a node killed, its record not yet
 // expired), waits for the controller to place it (awaitPlaced).
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
-	od := (*a.onDemand.Load())[req.ModelPath]
+	od := a.onDemandPaths()[req.ModelPath]
 	v := a.ready.Load()
 	if len(v.peers[req.ModelPath]) == 0 {
 		if od {
@@ -286,7 +320,7 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 			tried = false // placed nowhere yet, or on a node gone
 		}
 		if ctx.Err() != nil {
-			return forward.Answer{}, awaitExpired(path, err, toReady)
+			return forward.Answer{}, awaitExpired(path, err, last, toReady)
 		}
 		if tried && err == nil {
 			return ans, nil
@@ -314,11 +348,20 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 // when it was waiting for a placement or a load, which includes a call to
 // a node placed to load path that ended unanswered (DeadlineExceeded) or
 // found it not ready (Unavailable); else err, such as a ready copy's
-// answer past the deadline or a model's own failure.
-func awaitExpired(path string, err error, toReady bool) error {
+// answer past the deadline or a model's own failure. Its retry-after is
+// the estimate of the node loading path, from err or else from last (the
+// attempt before), and 1 s when neither gave one.
+func awaitExpired(path string, err, last error, toReady bool) error {
 	switch k := servables.KindOf(err); {
 	case err == nil, k == servables.Unavailable, k == servables.DeadlineExceeded && !toReady:
-		return &actors.LoadingError{Path: path, RetryAfter: time.Second}
+		after := time.Second
+		for _, e := range []error{err, last} {
+			if re, ok := errors.AsType[*forward.RemoteError](e); ok && re.RetryAfter > 0 {
+				after = re.RetryAfter
+				break
+			}
+		}
+		return &actors.LoadingError{Path: path, RetryAfter: after}
 	}
 	return err
 }
@@ -331,23 +374,26 @@ const wantFor = time.Minute
 // Want has the controller place path, an on-demand model of the config
 // that no node has ready and the table does not place here, though no
 // request waits for it (actors.Remote): the record counts one request
-// waiting for it until a node has it ready, for at most wantFor.
-func (a *Agent) Want(path string) {
+// waiting for it until a node has it ready, for at most wantFor from
+// this call. It reports false when path is not awaited (ready on a node,
+// placed here, not on demand), and does nothing then.
+func (a *Agent) Want(path string) bool {
 	if !a.Awaits(path) {
-		return
+		return false
 	}
+	now := time.Now()
 	a.waiting.mu.Lock()
-	_, dup := a.waiting.wanted[path]
-	if !dup {
-		a.waiting.wanted[path] = time.Now().Add(wantFor)
-	}
+	until, marked := a.waiting.wanted[path]
+	fresh := !marked || now.After(until) // a mark expired but not yet dropped by record counts no more
+	a.waiting.wanted[path] = now.Add(wantFor)
 	a.waiting.mu.Unlock()
-	if !dup {
+	if fresh {
 		select {
 		case a.wake <- struct{}{}:
 		default:
 		}
 	}
+	return true
 }
 
 // markWaiting adds n to the requests waiting for path's placement and,
@@ -532,16 +578,8 @@ func (a *Agent) watchLeader(ctx context.Context) {
 // the set of its on-demand paths.
 func (a *Agent) watchConfig(ctx context.Context, sys *actors.System, ctrl *cluster.Controller) {
 	for {
-		cfg, changed := sys.AppliedConfig()
-		od := map[string]bool{}
-		if cfg != nil {
-			for _, m := range cfg.Models {
-				if m.OnDemand(sys.LoadPolicy()) {
-					od[m.Path] = true
-				}
-			}
-		}
-		a.onDemand.Store(&od)
+		_, changed := sys.AppliedConfig()
+		a.onDemandPaths()
 		ctrl.ConfigChanged()
 		select {
 		case <-ctx.Done():

@@ -64,8 +64,9 @@
 // trailers carry "grove-error-kind", Grove's own name of the kind of
 // failure (servables.Kind: "not_found", "overloaded", ...), so that a kind
 // several map to one code (crashed, execution) arrives unchanged, and
-// "grove-node", the node that answered (on success too). Nodes never call
-// each other over gRPC.
+// "grove-node", the node that answered (on success too), and, for a model
+// that is loading, "grove-retry-after-ms" (Failure.retry_after_ms). Nodes
+// never call each other over gRPC.
 //
 // Compatibility: fields are only ever added, never renumbered or reused.
 // Nodes of one cluster run the same Grove version but for the minutes of
@@ -609,7 +610,11 @@ type Failure struct {
 	// The node that answered.
 	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
 	// What went wrong, for people.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// For a model that is loading on the answering node: in how many
+	// milliseconds a retry should find it loaded, as that node estimates;
+	// 0 when it gives no estimate.
+	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -672,6 +677,13 @@ func (x *Failure) GetMessage() string {
 	return ""
 }
 
+func (x *Failure) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
 var File_grove_cluster_v1_forward_proto protoreflect.FileDescriptor
 
 const file_grove_cluster_v1_forward_proto_rawDesc = "" +
@@ -719,12 +731,13 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x04 \x01(\tR\n" +
-	"tracestate\"_\n" +
+	"tracestate\"\x85\x01\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage*L\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs*L\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPRIORITY_USER\x10\x01\x12\x13\n" +

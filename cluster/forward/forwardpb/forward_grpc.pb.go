@@ -64,8 +64,9 @@
 // trailers carry "grove-error-kind", Grove's own name of the kind of
 // failure (servables.Kind: "not_found", "overloaded", ...), so that a kind
 // several map to one code (crashed, execution) arrives unchanged, and
-// "grove-node", the node that answered (on success too). Nodes never call
-// each other over gRPC.
+// "grove-node", the node that answered (on success too), and, for a model
+// that is loading, "grove-retry-after-ms" (Failure.retry_after_ms). Nodes
+// never call each other over gRPC.
 //
 // Compatibility: fields are only ever added, never renumbered or reused.
 // Nodes of one cluster run the same Grove version but for the minutes of

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/cluster/coord"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/conf/bucket/file"
+	"github.com/groveml/grove/servables"
+	"github.com/groveml/grove/servables/faulty"
+)
+
+// wantAgent is an agent not yet in a cluster whose config has the
+// on-demand model w/, with the actors its record describes.
+func wantAgent(t *testing.T) (*Agent, *actors.System) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": [{"model_path": "w/", "load": "on_demand"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := file.Open("file://" + dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1)}
+	a.members.Store(&coord.Members{})
+	a.table.Store(&coord.Placement{})
+	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
+	a.models.Store(&map[string]forward.ModelInfo{})
+	a.onDemand.Store(&onDemandSet{paths: map[string]bool{"w/": true}})
+	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
+	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
+		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
+	return a, sys
+}
+
+// woken reports whether the agent was asked to write its record at once.
+func woken(a *Agent) bool {
+	select {
+	case <-a.wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// A path the router wants placed counts as one request waiting for it in
+// the node's record, written at once, for a minute. The router's next
+// ask, a minute later, counts again at once even when the record has not
+// yet dropped the expired mark, and an ask while marked writes nothing
+// new; without asks the mark ends. A path that is not awaited is not
+// wanted.
+func TestAWantedPathCountsAsARequestWaitingUntilItsMarkEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, sys := wantAgent(t)
+		synctest.Wait()
+		if !a.Want("w/") || !woken(a) {
+			t.Fatal("the first Want did not mark w/ and have the record written")
+		}
+		if n := a.record(sys).Use["w/"].Waiting; n != 1 {
+			t.Fatalf("record after Want: waiting %d, want 1", n)
+		}
+		time.Sleep(wantFor + 50*time.Millisecond) // the router asks again on its next tick
+		if !a.Want("w/") || !woken(a) {
+			t.Fatal("the second Want, after the first mark expired, did not have the record written")
+		}
+		if n := a.record(sys).Use["w/"].Waiting; n != 1 {
+			t.Fatalf("record after the second Want: waiting %d, want 1", n)
+		}
+		if !a.Want("w/") || woken(a) {
+			t.Fatal("a Want while w/ is marked: want it counted already, with nothing to write at once")
+		}
+		time.Sleep(wantFor + time.Second)
+		if n := a.record(sys).Use["w/"].Waiting; n != 0 {
+			t.Fatalf("record a minute after the last Want: waiting %d, want 0", n)
+		}
+		if a.Want("x/") || woken(a) {
+			t.Fatal("a path that is not on demand was wanted")
+		}
+	})
+}
+
+// The agent's on-demand paths are the config's the actors applied last,
+// read when first asked for (not when watchConfig's turn comes): a call
+// made once a config is applied finds its new on-demand models awaited.
+func TestTheOnDemandPathsFollowTheAppliedConfigAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, sys := wantAgent(t)
+		a.onDemand.Store(&onDemandSet{}) // as New leaves it
+		synctest.Wait()
+		if a.Awaits("w/") {
+			t.Fatal("w/ awaited before the agent knows the actors")
+		}
+		a.sys.Store(sys)
+		if !a.Awaits("w/") || !slices.Contains(a.Paths(), "w/") {
+			t.Fatal("w/, on demand in the config applied, is not awaited")
+		}
+	})
+}
