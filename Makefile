@@ -141,50 +141,11 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
-## fuzz: run each fuzz target for FUZZTIME (default 30s).
+## fuzz: run every fuzz target of the module for FUZZTIME each (default
+## 30s; scripts/fuzz.sh), and list those that failed.
 FUZZTIME ?= 30s
 fuzz: deps
-	$(GO) test ./conf/modelconfig -run '^$$' -fuzz FuzzParseModelConfig -fuzztime $(FUZZTIME)
-	$(GO) test ./cluster/placement -run '^$$' -fuzz FuzzCompute -fuzztime $(FUZZTIME)
-	$(GO) test ./api/ba -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./api/forestflow -run '^$$' -fuzz FuzzParseInferenceRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./api/graphpipe -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseInferRequest$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzSkipValue$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/jsonscan -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzInferInputs$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzBytesBinary$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/sidecar -run '^$$' -fuzz '^FuzzTensorsFromProto$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzRoutes$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./transport/httpserver -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzParseModelPath$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./transport/h2guard -run '^$$' -fuzz '^FuzzH2Guard$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseBearer$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./auth -run '^$$' -fuzz '^FuzzParseJWKS$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./tracing -run '^$$' -fuzz '^FuzzTraceContext$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./servables -run '^$$' -fuzz '^FuzzSniff$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/oip -run '^$$' -fuzz '^FuzzModelRoutes$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./servables/onnx -run '^$$' -fuzz '^FuzzGraphDims$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/graphpipe -run '^$$' -fuzz '^FuzzConfigs$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./conf/modelconfig -run '^$$' -fuzz '^FuzzParseContractState$$' -fuzztime $(FUZZTIME)
-	for f in FuzzParseServeRequest FuzzParsePolicy FuzzParseContractSettings FuzzParseMetrics; do \
-	  $(GO) test ./api/forestflow -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	$(GO) test ./conf -run '^$$' -fuzz '^FuzzParseBucketURL$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./conf/bucket -run '^$$' -fuzz '^FuzzParseChecksumFile$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./api/manage -run '^$$' -fuzz '^FuzzParseRollback$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./processor -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
-	for p in file gcs s3; do \
-	  $(GO) test ./conf/bucket/$$p -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) || exit 1; done
-	for f in FuzzParseSince FuzzDecode; do \
-	  $(GO) test ./logging/audit -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for f in FuzzServerFrames FuzzClientFrames; do \
-	  $(GO) test ./cluster/forward -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	$(GO) test ./api/deeprec -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseArray$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseLines$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./logging/outcome -run '^$$' -fuzz '^FuzzParseProto$$' -fuzztime $(FUZZTIME)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 ## bench: Go benchmarks, Grove's XGBoost runtime against XGBoost's C API
 ## (bench-xgboost), plus the HTTP load benchmark against the real binary
