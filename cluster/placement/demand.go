@@ -21,8 +21,13 @@ type Mark struct {
 	// node, or its copies raised.
 	Used time.Time
 	// Busy is the last time every ready copy was saturated (or a copy was
-	// added because of it).
+	// added because of it), or the start of the window whose Peak judged
+	// the extra copies last.
 	Busy time.Time
+	// Peak is the most requests the copies held at once (summed over the
+	// nodes) since Busy: the load the copies kept after a quiet window
+	// must carry.
+	Peak int64
 }
 
 // Marks are the marks of the on-demand models by path; the controller
@@ -67,11 +72,17 @@ func (u Use) Saturated() bool {
 //   - A model whose copies are all listed, ready and saturated (Saturated)
 //     wants one more, up to its Nodes; one copy at a time: none is added
 //     while one is loading.
-//   - A model whose copies were not all saturated for IdleAfter wants one
-//     copy again; a model that took no request on any node for IdleAfter
-//     wants none (Compute keeps its MinNodes).
-//   - Otherwise a model wants what it wanted last time, or, with no mark,
-//     the copies the table lists for it.
+//   - A model whose copies were not all saturated for IdleAfter keeps the
+//     copies the most requests they held at once in that window needed
+//     (the fewest that Peak would not saturate, at least one), and the
+//     window starts again: one copy fewer than saturation asked for only
+//     when the load fell, so that a steady load keeps its copies.
+//   - A model that took no request on any node for IdleAfter wants none
+//     (Compute keeps its MinNodes). A request in flight on a copy, and a
+//     copy loading where the table lists it, count as taking one now.
+//   - Otherwise a model wants what it wanted last time, or, with no mark
+//     (a controller that just took over), the copies the table lists for
+//     it, last used when a node last saw it take a request.
 func WantCopies(in DemandInput) (map[string]int, Marks, time.Time) {
 	demand := map[string]int{}
 	marks := Marks{}
@@ -88,9 +99,14 @@ func WantCopies(in DemandInput) (map[string]int, Marks, time.Time) {
 		listed := in.Current[m.Path]
 		mark, known := in.Marks[m.Path]
 		if !known {
-			mark = Mark{Want: len(listed), Used: in.Now, Busy: in.Now}
+			// Used from the nodes' records below, else now: a new leader
+			// (or one whose table write failed) does not restart the
+			// idle clock of a model the nodes saw idle.
+			mark = Mark{Want: len(listed), Busy: in.Now}
 		}
 		waiting, saturated, ready := 0, len(listed) > 0, 0
+		var inFlight int64
+		replicas := 1
 		for _, n := range in.Members {
 			u := n.Use[m.Path]
 			waiting += u.Waiting
@@ -99,16 +115,29 @@ func WantCopies(in DemandInput) (map[string]int, Marks, time.Time) {
 					mark.Used = t
 				}
 			}
+			if u.InFlight > 0 {
+				mark.Used = in.Now // a request still held is a use now, however long it takes
+				inFlight += u.InFlight
+			}
 			if !slices.Contains(listed, n.Name) {
 				continue
 			}
-			if holdsReady(n, m.Path) {
+			replicas = max(replicas, u.Replicas)
+			switch {
+			case holdsReady(n, m.Path):
 				ready++
 				saturated = saturated && u.Saturated()
-			} else {
+			case holds(n, m.Path, Loading):
+				mark.Used = in.Now // placed for a demand that waits for this load
+				saturated = false
+			default:
 				saturated = false
 			}
 		}
+		if mark.Used.IsZero() {
+			mark.Used = in.Now
+		}
+		mark.Peak = max(mark.Peak, inFlight)
 		nodes := max(m.Nodes, 1)
 		switch {
 		case waiting > 0:
@@ -120,13 +149,14 @@ func WantCopies(in DemandInput) (map[string]int, Marks, time.Time) {
 			mark.Want = 0
 		}
 		if mark.Want > 0 && saturated && ready == len(listed) {
-			mark.Busy = in.Now
-			if mark.Want < nodes && len(listed) >= mark.Want {
-				mark.Want++
+			mark.Busy, mark.Peak = in.Now, inFlight
+			if want := max(mark.Want, m.MinNodes); want < nodes && len(listed) >= want {
+				mark.Want = want + 1
 			}
 		}
 		if mark.Want > 1 && in.IdleAfter > 0 && !in.Now.Before(mark.Busy.Add(in.IdleAfter)) {
-			mark.Want = 1
+			mark.Want = min(mark.Want, copiesFor(mark.Peak, replicas))
+			mark.Busy, mark.Peak = in.Now, inFlight
 		}
 		mark.Want = min(mark.Want, nodes)
 		if mark.Want == 0 {
@@ -144,10 +174,22 @@ func WantCopies(in DemandInput) (map[string]int, Marks, time.Time) {
 	return demand, marks, next
 }
 
+// copiesFor is the fewest copies of replicas model actors each that
+// inFlight requests, spread evenly, leave unsaturated (Use.Saturated: at
+// least twice the replicas in flight), at least one.
+func copiesFor(inFlight int64, replicas int) int {
+	return int(inFlight/(2*int64(max(replicas, 1)))) + 1
+}
+
 // holdsReady reports whether n holds a ready content of path.
 func holdsReady(n Member, path string) bool {
+	return holds(n, path, Ready)
+}
+
+// holds reports whether n holds a content of path in state st.
+func holds(n Member, path string, st State) bool {
 	for _, h := range n.Held {
-		if h.Path == path && h.State == Ready {
+		if h.Path == path && h.State == st {
 			return true
 		}
 	}

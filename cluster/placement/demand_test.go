@@ -2,6 +2,7 @@ package placement
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,16 +132,57 @@ func TestWantCopies(t *testing.T) {
 			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
 		},
 		{
-			name:  "a new controller keeps the copies listed",
+			name:  "a new controller keeps the copies listed, last used when the nodes saw it",
 			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix() - 5}, ready("m", 1)), use("n2", Use{}, ready("m", 1))},
 			current: Table{"m": {"n1", "n2"}}, now: t0,
-			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+			want: 2, wantMark: Mark{Want: 2, Used: t0.Add(-5 * time.Second), Busy: t0}, next: t0.Add(idle - 5*time.Second),
+		},
+		{
+			name:  "a new controller drops a listed model the nodes saw idle",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix() - 61}, ready("m", 1))},
+			current: Table{"m": {"n1"}}, now: t0,
+		},
+		{
+			name:  "a new controller keeps a listed model never used for a whole idle period",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{}, ready("m", 1))},
+			current: Table{"m": {"n1"}}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
+		},
+		{
+			name:  "a request in flight longer than idle_unload_after is a use",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{InFlight: 1, Replicas: 1, LastUsed: t0.Unix() - 61}, ready("m", 1))},
+			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-61 * time.Second), Busy: t0.Add(-61 * time.Second)}}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0.Add(-61 * time.Second), Peak: 1}, next: t0.Add(idle),
+		},
+		{
+			name:  "a copy loading where the table lists it is a use",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{}, loading("m", 1))},
+			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-61 * time.Second), Busy: t0.Add(-61 * time.Second)}}, now: t0,
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0.Add(-61 * time.Second)}, next: t0.Add(idle),
+		},
+		{
+			name:  "every ready copy saturated with min_nodes 2 listed: one more than min_nodes",
+			model: onDemand("m", 1, 3, 2, 0), members: []Member{use("n1", Use{InFlight: 2, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{InFlight: 2, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1)), use("n3", Use{})},
+			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-time.Second), Busy: t0.Add(-time.Hour)}}, now: t0,
+			want: 3, wantMark: Mark{Want: 3, Used: t0, Busy: t0, Peak: 4}, next: t0.Add(idle),
+		},
+		{
+			name:  "not saturated for idle_unload_after but its peak needed the copies: kept, a new window",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{InFlight: 1, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{InFlight: 1, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1))},
+			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0.Add(-idle), Peak: 3}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0, Peak: 2}, next: t0.Add(idle),
+		},
+		{
+			name:  "not saturated for idle_unload_after, a peak two copies of 2 replicas carry: three down to two",
+			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{InFlight: 1, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{Replicas: 2}, ready("m", 1)), use("n3", Use{Replicas: 2}, ready("m", 1))},
+			current: Table{"m": {"n1", "n2", "n3"}}, marks: Marks{"m": {Want: 3, Used: t0, Busy: t0.Add(-idle), Peak: 7}}, now: t0,
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0, Peak: 1}, next: t0.Add(idle),
 		},
 		{
 			name:  "every ready copy saturated: one more",
 			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{InFlight: 4, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{})},
 			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0.Add(-time.Second), Busy: t0.Add(-time.Hour)}}, now: t0,
-			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0, Peak: 4}, next: t0.Add(idle),
 		},
 		{
 			name:  "one copy not saturated: none more",
@@ -148,7 +190,7 @@ func TestWantCopies(t *testing.T) {
 			members: []Member{use("n1", Use{InFlight: 4, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1)),
 				use("n2", Use{InFlight: 1, Replicas: 2, LastUsed: t0.Unix()}, ready("m", 1))},
 			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0.Add(-time.Second)}}, now: t0,
-			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0.Add(-time.Second)}, next: t0.Add(idle - time.Second),
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0.Add(-time.Second), Peak: 5}, next: t0.Add(idle - time.Second),
 		},
 		{
 			name:  "a copy still loading: none more",
@@ -156,19 +198,19 @@ func TestWantCopies(t *testing.T) {
 			members: []Member{use("n1", Use{InFlight: 9, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1)),
 				use("n2", Use{}, loading("m", 1))},
 			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0}}, now: t0,
-			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0}, next: t0.Add(idle),
+			want: 2, wantMark: Mark{Want: 2, Used: t0, Busy: t0, Peak: 9}, next: t0.Add(idle),
 		},
 		{
 			name:  "saturated at nodes: no more",
 			model: onDemand("m", 1, 1, 0, 0), members: []Member{use("n1", Use{InFlight: 9, Replicas: 1, LastUsed: t0.Unix()}, ready("m", 1))},
 			current: Table{"m": {"n1"}}, marks: Marks{"m": {Want: 1, Used: t0, Busy: t0}}, now: t0,
-			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0, Peak: 9}, next: t0.Add(idle),
 		},
 		{
 			name:  "not saturated for idle_unload_after: back to one copy",
 			model: onDemand("m", 1, 3, 0, 0), members: []Member{use("n1", Use{LastUsed: t0.Unix()}, ready("m", 1)), use("n2", Use{}, ready("m", 1))},
 			current: Table{"m": {"n1", "n2"}}, marks: Marks{"m": {Want: 2, Used: t0, Busy: t0.Add(-idle)}}, now: t0,
-			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0.Add(-idle)}, next: t0.Add(idle),
+			want: 1, wantMark: Mark{Want: 1, Used: t0, Busy: t0}, next: t0.Add(idle),
 		},
 		{
 			name:  "no request for idle_unload_after: no demand",
@@ -191,7 +233,7 @@ func TestWantCopies(t *testing.T) {
 				}
 				return
 			}
-			if got := marks["m"]; !got.Used.Equal(tc.wantMark.Used) || !got.Busy.Equal(tc.wantMark.Busy) || got.Want != tc.wantMark.Want {
+			if got := marks["m"]; !got.Used.Equal(tc.wantMark.Used) || !got.Busy.Equal(tc.wantMark.Busy) || got.Want != tc.wantMark.Want || got.Peak != tc.wantMark.Peak {
 				t.Errorf("mark %+v, want %+v", got, tc.wantMark)
 			}
 			if !next.Equal(tc.next) {
@@ -319,5 +361,117 @@ func TestComputeMakesRoomForADemandedModelByUnloadingIdleCopies(t *testing.T) {
 				t.Errorf("unplaceable %v, want %v", un, tc.unplaceable)
 			}
 		})
+	}
+}
+
+// steadyLoad runs the controller's loop (WantCopies, then Compute) every
+// step over four nodes for one on-demand model of up to four copies,
+// replicas 1: a copy listed becomes ready at the next step, and the
+// requests in flight, load(i) at step i, are spread over the ready
+// copies. It returns the copies listed after each step.
+func steadyLoad(t *testing.T, steps int, step, idle time.Duration, load func(i int) int64) []int {
+	t.Helper()
+	names := []string{"n1", "n2", "n3", "n4"}
+	table, held := Table{}, map[string]State{}
+	var marks Marks
+	now := time.Unix(1_000_000, 0)
+	var copies []int
+	for i := range steps {
+		var ready []string
+		for _, n := range names {
+			switch {
+			case !slices.Contains(table["m"], n):
+				delete(held, n)
+			case held[n] == "":
+				held[n] = Loading
+			default:
+				held[n] = Ready
+				ready = append(ready, n)
+			}
+		}
+		members := make([]Member, 0, len(names))
+		for k, n := range names {
+			mem := Member{Name: n, BudgetBytes: 8 * gib, FreeBytes: 8 * gib}
+			if s, ok := held[n]; ok {
+				mem.Held = []Held{{Path: "m", Bytes: gib, State: s}}
+			}
+			switch {
+			case held[n] == Ready:
+				share := load(i) / int64(len(ready))
+				if k < int(load(i))%len(ready) {
+					share++
+				}
+				mem.Use = map[string]Use{"m": {InFlight: share, Replicas: 1, LastUsed: now.Unix()}}
+			case len(ready) == 0 && k == 0 && load(i) > 0:
+				mem.Use = map[string]Use{"m": {Waiting: int(load(i))}}
+			}
+			members = append(members, mem)
+		}
+		models := []Model{onDemand("m", 1, 4, 0, 0)}
+		demand, next, _ := WantCopies(DemandInput{Models: models, Members: members, Current: table, Marks: marks, Now: now, IdleAfter: idle})
+		marks, models[0].Demand = next, demand["m"]
+		p, err := Compute(Input{Models: models, Members: members, Current: table, SizeFactor: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		table = p.Table
+		copies = append(copies, len(table["m"]))
+		now = now.Add(step)
+	}
+	return copies
+}
+
+// A steady load keeps the copies it needs: they rise to the fewest that
+// the load does not saturate and stay there, with no copy dropped and
+// loaded again every idle_unload_after; when the load falls, the extra
+// copies go, down to one.
+func TestASteadyLoadKeepsItsCopiesAndAFallingOneShedsThem(t *testing.T) {
+	for _, load := range []int64{1, 3, 6, 8} {
+		copies := steadyLoad(t, 120, 10*time.Second, time.Minute, func(int) int64 { return load })
+		want := min(copiesFor(load, 1), 4)
+		for i := 1; i < len(copies); i++ {
+			if copies[i] < copies[i-1] {
+				t.Fatalf("steady load %d: a copy dropped at step %d: %v", load, i, copies)
+			}
+		}
+		if got := copies[len(copies)-1]; got != want {
+			t.Errorf("steady load %d: %d copies at the end, want %d: %v", load, got, want, copies)
+		}
+	}
+	copies := steadyLoad(t, 120, 10*time.Second, time.Minute, func(i int) int64 {
+		if i < 40 {
+			return 6
+		}
+		return 1
+	})
+	if copies[39] != 4 || copies[len(copies)-1] != 1 {
+		t.Errorf("load 6 then 1: %d copies under 6, %d at the end, want 4 then 1: %v", copies[39], copies[len(copies)-1], copies)
+	}
+}
+
+// An on-demand model that went idle while its only copy sits on a
+// draining node is not kept listed there, to be loaded on another node
+// at the next pass: it wants no copy, so it has nothing to hand over.
+func TestAnIdleOnDemandModelOnADrainingNodeIsNotHandedOver(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	members := []Member{
+		{Name: "n1", BudgetBytes: 8 * gib, FreeBytes: 7 * gib, Draining: true, Held: []Held{ready("m", 1)},
+			Use: map[string]Use{"m": {Replicas: 1, LastUsed: t0.Unix() - 120}}},
+		{Name: "n2", BudgetBytes: 8 * gib, FreeBytes: 8 * gib},
+	}
+	table := Table{"m": {"n1"}}
+	marks := Marks{"m": {Want: 1, Used: t0.Add(-120 * time.Second), Busy: t0.Add(-120 * time.Second)}}
+	for i := range 2 {
+		models := []Model{onDemand("m", 1, 3, 0, 0)}
+		demand, next, _ := WantCopies(DemandInput{Models: models, Members: members, Current: table, Marks: marks, Now: t0.Add(time.Duration(i) * time.Second), IdleAfter: time.Minute})
+		marks, models[0].Demand = next, demand["m"]
+		p, err := Compute(Input{Models: models, Members: members, Current: table, SizeFactor: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Table["m"]) != 0 {
+			t.Fatalf("pass %d: demand %v, table %v: want m placed nowhere", i, demand, p.Table)
+		}
+		table = p.Table
 	}
 }

@@ -407,7 +407,7 @@ func Compute(in Input) (Plan, error) {
 		for _, n := range m.active {
 			names = append(names, n.Name)
 		}
-		if !handedOver {
+		if !handedOver && m.want > 0 { // an idle on-demand model has nothing to hand over
 			for _, n := range m.draining {
 				names = append(names, n.Name)
 			}
