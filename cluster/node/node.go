@@ -646,15 +646,23 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 		if s.Registered {
 			continue // not the config's: not placed
 		}
-		if s.OnDemand && s.VersionOf == "" && (s.State == actors.StateReady || s.LastUsedAt != nil) {
-			u := placement.Use{InFlight: s.InFlight, Replicas: s.Replicas}
-			if s.LastUsedAt != nil {
-				u.LastUsed = s.LastUsedAt.Unix()
+		if s.OnDemand && (s.State == actors.StateReady || s.LastUsedAt != nil) {
+			// Placed by its path, a versioned entry's by the entry's, the
+			// use of its versions summed.
+			key := s.Path
+			if s.VersionOf != "" {
+				key = s.VersionOf
 			}
 			if m.Use == nil {
 				m.Use = map[string]placement.Use{}
 			}
-			m.Use[s.Path] = u
+			u := m.Use[key]
+			u.InFlight += s.InFlight
+			u.Replicas = max(u.Replicas, s.Replicas)
+			if s.LastUsedAt != nil {
+				u.LastUsed = max(u.LastUsed, s.LastUsedAt.Unix())
+			}
+			m.Use[key] = u
 		}
 		path, content := s.Path, s.Checksum
 		if s.VersionOf != "" {

@@ -29,13 +29,8 @@ func wantAgent(t *testing.T) (*Agent, *actors.System) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1)}
-	a.members.Store(&coord.Members{})
-	a.table.Store(&coord.Placement{})
-	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
-	a.models.Store(&map[string]forward.ModelInfo{})
+	a := bareAgent()
 	a.onDemand.Store(&onDemandSet{paths: map[string]bool{"w/": true}})
-	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
 	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
 		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
 	if err != nil {
@@ -43,6 +38,20 @@ func wantAgent(t *testing.T) (*Agent, *actors.System) {
 	}
 	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
 	return a, sys
+}
+
+// bareAgent is an agent named n1 in no cluster: no members, an empty
+// table, nothing ready elsewhere, no on-demand paths until its actors
+// have a config.
+func bareAgent() *Agent {
+	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1)}
+	a.members.Store(&coord.Members{})
+	a.table.Store(&coord.Placement{})
+	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
+	a.models.Store(&map[string]forward.ModelInfo{})
+	a.onDemand.Store(&onDemandSet{})
+	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
+	return a
 }
 
 // woken reports whether the agent was asked to write its record at once.
@@ -105,6 +114,55 @@ func TestTheOnDemandPathsFollowTheAppliedConfigAtOnce(t *testing.T) {
 		a.sys.Store(sys)
 		if !a.Awaits("w/") || !slices.Contains(a.Paths(), "w/") {
 			t.Fatal("w/, on demand in the config applied, is not awaited")
+		}
+	})
+}
+
+// A versioned on-demand entry is placed by its own path, so its
+// versions' use is published under it: requests for it keep it from
+// going idle, as for any on-demand model.
+func TestAVersionedOnDemandEntrysUseIsPublishedUnderItsPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "v", "1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "v", "1", "model.faulty"), []byte(`{"add": 1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"),
+			[]byte(`{"model_metadata": [{"model_path": "v/", "load": "on_demand", "version_policy": {"latest": {"num_versions": 1}}}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := file.Open("file://" + dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := bareAgent()
+		sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
+			CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sys.Stop(context.Background()) }()
+		synctest.Wait()
+		sys.SetShare([]string{"v/"}) // the table places it here
+		synctest.Wait()
+		x, err := servables.NewTensor("x", servables.Float32, []int64{1, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sys.Infer(context.Background(), []actors.Request{{API: "test", ModelPath: "v/1/", Inputs: []servables.Tensor{x}}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("request for v/1/: %v %v", err, res)
+		}
+		synctest.Wait()
+		use := a.record(sys).Use
+		if u, ok := use["v/"]; !ok || u.LastUsed == 0 {
+			t.Fatalf("record's use %+v: want v/ used", use)
+		}
+		if _, ok := use["v/1/"]; ok {
+			t.Fatalf("record's use %+v: a version's use published under its own path", use)
 		}
 	})
 }
