@@ -495,3 +495,50 @@ func TestRetryAfterReadsTheEstimateOfTheNodeLoadingTheModel(t *testing.T) {
 		}
 	}
 }
+
+// Under a budget that holds one model, a request for a/ and then one for
+// b/: b/ waits for room while a/ loads. When a/ goes into service, the
+// budget must not take it out in the same step to make room for b/,
+// before a/'s waiting request reached it: a/ answers, is unloaded for
+// b/ once idle, and loads again for a later request. (Unloaded in the
+// same step, a/ kept its slot asked for, so its request waited to its
+// deadline and no later request ever loaded it again.)
+func TestAModelLoadedOnDemandAnswersItsWaitingRequestsBeforeTheBudgetUnloadsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = size+size/2, 1 })
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		call := func(path string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: path, Inputs: scalar(t, 1)}})
+			if err != nil {
+				return err
+			}
+			return res[0].Err
+		}
+		a, b := make(chan error, 1), make(chan error, 1)
+		go func() { a <- call("a/") }()
+		synctest.Wait() // a/ loading, held at the gate
+		go func() { b <- call("b/") }()
+		synctest.Wait() // b/ fetched, waiting for room
+		close(w.rt.gate)
+		if err := <-a; err != nil {
+			t.Fatalf("a/'s waiting request: %v", err)
+		}
+		if err := <-b; err != nil {
+			t.Fatalf("b/'s waiting request: %v", err)
+		}
+		time.Sleep(time.Minute)
+		if err := call("a/"); err != nil {
+			t.Fatalf("a later request for a/: %v", err)
+		}
+		if n := w.metric("grove_model_loads_total", map[string]string{"model": "a/", "result": "ok"}); n != 2 {
+			t.Fatalf("a/ loaded %v times, want 2 (once more after the budget unloaded it for b/)", n)
+		}
+	})
+}

@@ -86,6 +86,18 @@ func TestPlannerOnDemandRules(t *testing.T) {
 			tick{ev: Loaded{Path: "b/", Job: 2, Bytes: 30}, steps: "warm-up b/ #2"},
 			tick{ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2; load a/ #1"},
 		)},
+		{name: "a model that goes into service while another waits for room is not unloaded for it before its waiting requests reach it",
+			state: State{Budget: 40}, ticks: script(
+				tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+				tick{ev: Fetched{Path: "a/", Job: 1, Size: 10}, steps: "load a/ #1"},
+				tick{ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+				tick{ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: ""},
+				tick{ev: Loaded{Path: "a/", Job: 1, Bytes: 30}, steps: "warm-up a/ #1"},
+				// a/ holds no request yet: they reach it once the swap is done.
+				tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1", phases: "a/=ready b/=loading", wake: budgetRecheck},
+				tick{at: budgetRecheck, inflight: map[int64]int64{1: 0}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=loading"},
+		)},
 		{name: "a load that passes the budget unloads the least recently used idle on-demand model first, and starts once it is freed",
 			state: State{Budget: 100}, ticks: script(
 				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/")), steps: ""},

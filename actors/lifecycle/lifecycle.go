@@ -128,6 +128,10 @@ type Content struct {
 	// again costs.
 	LoadedAt time.Time
 	LoadTime time.Duration
+	// servedIn is the plan in which it went into service: in that plan
+	// the requests waiting for it have not reached it yet, so the budget
+	// counts it as busy (planLoads).
+	servedIn int64
 }
 
 // Kept is a path's previous content, loaded and warm but out of service,
@@ -729,7 +733,7 @@ func (s *State) swap(p *Path, now time.Time) {
 	p.Job = nil
 	old := p.Active
 	p.Active = &Content{ID: j.ID, Checksum: j.Checksum, Meta: j.Meta, Registered: j.Registered, Bytes: j.Bytes,
-		LoadedAt: now, LoadTime: now.Sub(j.Started) - j.Waited}
+		LoadedAt: now, LoadTime: now.Sub(j.Started) - j.Waited, servedIn: s.plans + 1}
 	p.Cost = Cost{Bytes: j.Bytes, LoadTime: p.Active.LoadTime, Checksum: j.Checksum}
 	p.LastErr, p.ErrAt = "", time.Time{}
 	p.Failures, p.RetryAt, p.Demanded = 0, time.Time{}, false
@@ -808,6 +812,7 @@ func (s *State) restore(p *Path, now time.Time) {
 	p.Kept = nil
 	old := p.Active
 	p.Active = &k.Content
+	p.Active.servedIn = s.plans + 1
 	p.LastErr, p.ErrAt = "", time.Time{}
 	s.pending = append(s.pending, Step{Kind: Restore, Path: p.Name, Content: k.ID})
 	if old != nil {
@@ -1190,7 +1195,9 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 			if free+need <= s.Budget {
 				break
 			}
-			if inflight(p.Active.ID) > 0 {
+			if inflight(p.Active.ID) > 0 || p.Active.servedIn > s.plans {
+				// Busy, or in service since this plan: the requests
+				// waiting for it have not reached it yet.
 				busy += p.Active.Bytes
 				continue
 			}
