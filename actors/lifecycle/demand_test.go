@@ -97,7 +97,7 @@ func TestPlannerOnDemandRules(t *testing.T) {
 				// a/ holds no request yet: they reach it once the swap is done.
 				tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1", phases: "a/=ready b/=loading", wake: budgetRecheck},
 				tick{at: budgetRecheck, inflight: map[int64]int64{1: 0}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=loading"},
-		)},
+			)},
 		{name: "a load that passes the budget unloads the least recently used idle on-demand model first, and starts once it is freed",
 			state: State{Budget: 100}, ticks: script(
 				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/")), steps: ""},
