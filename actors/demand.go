@@ -87,10 +87,11 @@ type parkedItem struct {
 type demandSlot struct {
 	path string
 	mu   sync.Mutex
-	// serving is set while a content serves the path (the slot is no
-	// longer in the published table): a request that still reads it
-	// looks the routing table up again.
-	serving bool
+	// serving is set while a content serves the path, and gone once the
+	// path is no longer on demand (the slot is then in no published
+	// table): a request that still reads it looks the routing and demand
+	// tables up again.
+	serving, gone bool
 	// asked is set once a parked request asked the supervisor for a
 	// load, until that load ends.
 	asked  bool
@@ -127,7 +128,7 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.serving:
+	case d.serving || d.gone:
 		return lookAgain, false
 	case d.err != nil && now.Before(d.retryAt):
 		if b.claim(i) {
@@ -183,11 +184,13 @@ func (d *demandSlot) loading(at time.Time) {
 }
 
 // take ends the wait: serving tells whether a content now serves the
-// path; it returns the requests parked, each still unanswered.
-func (d *demandSlot) take(serving bool) []parkedItem {
+// path, and gone that the path is no longer on demand (the supervisor
+// drops the slot); it returns the requests parked, each still
+// unanswered.
+func (d *demandSlot) take(serving, gone bool) []parkedItem {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.serving = serving
+	d.serving, d.gone = serving, gone
 	d.asked = false
 	d.loadStart = time.Time{}
 	if serving {
@@ -221,7 +224,7 @@ func (d *demandSlot) askOnce(now time.Time) bool {
 // fail ends the wait with the load's failure err, which requests get at
 // once until retryAt; it returns the requests parked.
 func (d *demandSlot) fail(err error, retryAt time.Time) []parkedItem {
-	out := d.take(false)
+	out := d.take(false, false)
 	d.mu.Lock()
 	d.err, d.retryAt = err, retryAt
 	d.mu.Unlock()
@@ -280,12 +283,19 @@ func (s *supervisorActor) demandable(p *lifecycle.Path) bool {
 
 // publishDemand publishes the demand table, if it changed: a slot for
 // every demandable path, each closed (taking requests) before the table
-// without its content is published. Called before publishRoutes.
-func (s *supervisorActor) publishDemand(now time.Time) {
+// without its content is published. Called before publishRoutes with
+// gaining set, when it keeps the slots of the paths gaining a content
+// (the routing table without it is still the one out: a request that
+// reads both finds one of them), and after it without.
+func (s *supervisorActor) publishDemand(now time.Time, gaining bool) {
 	old := *s.sys.demand.Load()
 	slots, same := s.demandScratch[:0], 0
 	for _, p := range s.plan.Paths() {
 		if !s.demandable(p) {
+			if d := old[p.Name]; gaining && d != nil && p.Active != nil {
+				slots = append(slots, d) // taken by openDemand, after the routing table
+				same++
+			}
 			continue
 		}
 		d := s.slots[p.Name]
@@ -329,8 +339,9 @@ func (s *supervisorActor) openDemand(ctx actor.Context) {
 		if (*published)[path] != nil {
 			continue
 		}
-		items := d.take((*routes)[path] != nil)
-		if (*routes)[path] == nil {
+		serving := (*routes)[path] != nil
+		items := d.take(serving, !serving)
+		if !serving {
 			delete(s.slots, path)
 		}
 		if len(items) > 0 {

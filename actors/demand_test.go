@@ -542,3 +542,31 @@ func TestAModelLoadedOnDemandAnswersItsWaitingRequestsBeforeTheBudgetUnloadsIt(t
 		}
 	})
 }
+
+// A request that read an on-demand path's slot just before the config
+// took the path off demand (removed here) finds the slot gone when it
+// parks, and looks the tables up again, rather than parking where
+// nothing would ever answer it.
+func TestARequestOnTheSlotOfAPathNoLongerOnDemandLooksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("e/", "", "")),
+			map[string]faultySpec{"a/": version(1), "e/": version(2)})
+		defer w.stop()
+		synctest.Wait()
+		d := w.sys.ways.demandFor("a/") // what a request read
+		if d == nil {
+			t.Fatal("a/ has no demand slot")
+		}
+		w.setConfig(configJSON(entry("e/", "", "")))
+		if w.sys.ways.demandFor("a/") != nil {
+			t.Fatal("a/'s slot is still published after a/ left the config")
+		}
+		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}})
+		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now()); r != lookAgain || ask {
+			t.Fatalf("park on the dropped slot: %v, ask %v; want lookAgain", r, ask)
+		}
+		if way := w.sys.ways.toModel(w.sys.as.Root.Send, b, 0, nil); way != failedHere || !errors.Is(b.results[0].Err, ErrModelNotFound) {
+			t.Fatalf("looked up again: way %v, %v; want not found", way, b.results[0].Err)
+		}
+	})
+}

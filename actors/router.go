@@ -410,7 +410,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 	req := &b.reqs[i]
 	var c *content
 	var err error
-	var notHere bool
+	var notHere, again bool
 	for range 3 {
 		c, err = acquire(w.routes, w.queueLimit, req.ModelPath)
 		if err == nil {
@@ -425,6 +425,13 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 			return elsewhere
 		}
 		d := w.demandFor(req.ModelPath)
+		if notHere && d == nil && !again {
+			// A load may have just ended: its slot leaves the demand
+			// table only after its content is in the routing table
+			// (publishDemand), which was read before; read it again.
+			again = true
+			continue
+		}
 		if !notHere || d == nil {
 			break
 		}

@@ -398,9 +398,11 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 		// do phase changes alone: a version leaving its policy no longer
 		// serves its entry's path. The demand slots of the paths losing
 		// their content take requests before the table goes out; those of
-		// the paths gaining one take their requests to it after.
-		s.publishDemand(now)
+		// the paths gaining one leave the demand table, and take their
+		// requests to it, only after.
+		s.publishDemand(now, true)
 		s.publishRoutes()
+		s.publishDemand(now, false)
 		s.openDemand(ctx)
 		for _, c := range retired {
 			c.retired.Store(true)
