@@ -176,7 +176,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		}
 		switch {
 		case d != nil && d.askOnce(now):
-			r.ask(sv.ModelPath)
+			r.ask(d.path) // a versioned entry's: its version's
 		case d == nil && r.remote.Want(sv.ModelPath):
 		default:
 			continue

@@ -3,7 +3,9 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -283,14 +285,32 @@ func (s *supervisorActor) demandable(p *lifecycle.Path) bool {
 
 // publishDemand publishes the demand table, if it changed: a slot for
 // every demandable path, each closed (taking requests) before the table
-// without its content is published. Called before publishRoutes with
-// gaining set, when it keeps the slots of the paths gaining a content
-// (the routing table without it is still the one out: a request that
-// reads both finds one of them), and after it without.
+// without its content is published, and, for a versioned entry none of
+// whose versions serves, its own path to the slot of its highest
+// demandable version (the one it serves once loaded). Called before
+// publishRoutes with gaining set, when it keeps the entries of the paths
+// gaining a content (the routing table without it is still the one out:
+// a request that reads both finds one of them), and after it without.
 func (s *supervisorActor) publishDemand(now time.Time, gaining bool) {
 	old := *s.sys.demand.Load()
 	slots, same := s.demandScratch[:0], 0
-	for _, p := range s.plan.Paths() {
+	paths := s.plan.Paths()
+	var entries map[string]*lifecycle.Path // versioned entry -> its highest demandable version
+	var serving map[string]bool            // versioned entries with a version in service
+	for _, p := range paths {
+		if parent := p.Desired.VersionOf; parent != "" && !p.Registered {
+			if p.Active != nil {
+				if serving == nil {
+					serving = map[string]bool{}
+				}
+				serving[parent] = true
+			} else if s.demandable(p) && (entries[parent] == nil || p.Desired.Version > entries[parent].Desired.Version) {
+				if entries == nil {
+					entries = map[string]*lifecycle.Path{}
+				}
+				entries[parent] = p
+			}
+		}
 		if !s.demandable(p) {
 			if d := old[p.Name]; gaining && d != nil && p.Active != nil {
 				slots = append(slots, d) // taken by openDemand, after the routing table
@@ -311,13 +331,38 @@ func (s *supervisorActor) publishDemand(now time.Time, gaining bool) {
 	}
 	clear(slots[len(slots):cap(slots)])
 	s.demandScratch = slots
-	if same == len(slots) && same == len(old) {
+	var aliases map[string]*demandSlot
+	alias := func(key string, d *demandSlot) {
+		if aliases == nil {
+			aliases = map[string]*demandSlot{}
+		}
+		aliases[key] = d
+	}
+	for parent, v := range entries {
+		if !serving[parent] && s.plan.Path(parent) == nil {
+			alias(parent, s.slots[v.Name])
+		}
+	}
+	if gaining {
+		for key, d := range old {
+			if key != d.path && aliases[key] == nil && slices.Contains(slots, d) {
+				alias(key, d) // its version is gaining a content
+			}
+		}
+	}
+	for key, d := range aliases {
+		if old[key] == d {
+			same++
+		}
+	}
+	if same == len(slots)+len(aliases) && same == len(old) {
 		return
 	}
-	t := make(demandTable, len(slots))
+	t := make(demandTable, len(slots)+len(aliases))
 	for _, d := range slots {
 		t[d.path] = d
 	}
+	maps.Copy(t, aliases)
 	s.sys.demand.Store(&t)
 }
 

@@ -570,3 +570,24 @@ func TestARequestOnTheSlotOfAPathNoLongerOnDemandLooksAgain(t *testing.T) {
 		}
 	})
 }
+
+// An on-demand versioned entry's own path is routable while its versions
+// are unloaded: listed, and a request for it loads the version it serves
+// (its highest) and is answered by it, as a request for the version is.
+func TestAnOnDemandVersionedEntrysPathLoadsItsVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"all": {}}`, onDemandLoad),
+			map[string]faultySpec{"v/1/": version(1), "v/2/": version(2)})
+		defer w.stop()
+		synctest.Wait()
+		if paths := w.sys.ModelPaths(); !slices.Contains(paths, "v/") {
+			t.Fatalf("ModelPaths %v: want v/ listed while its versions are unloaded", paths)
+		}
+		if res := w.infer("v/", 1); res.Err != nil || res.ContentPath != "v/2/" {
+			t.Fatalf("request for v/: %+v, want v/2/'s answer", res)
+		}
+		if st := w.model("v/1/").State; st != StateUnloaded {
+			t.Fatalf("v/1/ is %s: a request for v/ loads only the version it serves", st)
+		}
+	})
+}

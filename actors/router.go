@@ -437,7 +437,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 		}
 		r, ask := d.park(b, i, ans, w.metrics, time.Now())
 		if ask {
-			w.ask(req.ModelPath)
+			w.ask(d.path) // a versioned entry's path: its version's
 		}
 		switch r {
 		case parked:
