@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +58,18 @@ func TestPlannerOnDemandRules(t *testing.T) {
 		{name: "the server's load_policy applies to entries without a load of their own", state: State{LoadPolicy: modelconfig.LoadOnDemand}, ticks: script(
 			tick{ev: cfg(model("a/", "", 0), func() modelconfig.Model { m := model("e/", "", 0); m.Load = modelconfig.LoadEager; return m }()),
 				steps: "fetch e/ #1", phases: "a/=unloaded e/=loading"},
+		)},
+		{name: "an unloaded on-demand path turned eager is loading while it loads, and ready once it serves", ticks: script(
+			tick{ev: cfg(onDemand("a/")), steps: "", phases: "a/=unloaded"},
+			tick{ev: cfg(model("a/", "", 0)), steps: "fetch a/ #1", phases: "a/=loading"},
+			loadOK(0, "a/", 1, "", "swap a/ #1"),
+			tick{phases: "a/=ready"},
+		)},
+		{name: "a demand made while a load started eager runs is not lost when that load is dropped", ticks: script(
+			tick{ev: cfg(model("a/", sumA, 0)), steps: "fetch a/ #1"},
+			tick{ev: cfg(onDemandSum("a/", sumA)), steps: "", phases: "a/=loading"},
+			tick{ev: Demand{Path: "a/"}, steps: ""}, // the running load will answer it
+			tick{ev: cfg(onDemandSum("a/", sumB)), steps: "discard a/ #1; fetch a/ #2"},
 		)},
 		{name: "a demand for an eager, evicting or unknown path loads nothing", ticks: script(
 			tick{ev: cfg(model("e/", "", 0)), steps: "fetch e/ #1"},
@@ -281,6 +294,50 @@ func TestPlannerCountsALoadAtLeastItsEstimate(t *testing.T) {
 	a := s.Path("a/")
 	if got := s.estimate(a, &Job{Checksum: "s3", Size: 7}); got != 14 {
 		t.Errorf("a new checksum's estimate is %d, want 14 (its 7 bytes of files times 2)", got)
+	}
+}
+
+// onDemandSum is an on-demand entry with checksum sum.
+func onDemandSum(path, sum string) modelconfig.Model {
+	m := onDemand(path)
+	m.Checksum = sum
+	return m
+}
+
+// A content restored from the kept one (the config back to it) while a
+// load for a demand runs serves that demand: once it is unloaded again,
+// nothing loads the path until a new request asks.
+func TestARestoredContentEndsTheDemandItsDiscardedLoadWasFor(t *testing.T) {
+	sec := time.Second
+	s := runState(t, &State{Budget: 1000}, script(
+		tick{ev: cfg(onDemandKept("a/", sumA)), steps: ""},
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+		loadOK(0, "a/", 1, sumA, "swap a/ #1"),
+		tick{at: sec, ev: cfg(onDemandKept("a/", sumB)), steps: "fetch a/ #2"},
+		loadOK(sec, "a/", 2, sumB, "swap a/ #2; retire a/ @1"),
+	))
+	a := s.Path("a/")
+	never := func(int64) int64 { return 0 }
+	now := t0.Add(2 * sec)
+	s.unload(a, now, ReasonIdle)
+	s.Plan(now, never)
+	if err := s.Apply(Demand{Path: "a/"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Plan(now, never); !slices.ContainsFunc(p.Steps, func(st Step) bool { return st.Kind == Fetch }) {
+		t.Fatalf("the demand loads nothing: %v", p.Steps)
+	}
+	if err := s.Apply(cfg(onDemandKept("a/", sumA)), now); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.Plan(now, never); a.Active == nil || a.Active.Checksum != sumA {
+		t.Fatalf("back to sumA: %v, active %+v; want the kept content restored", p.Steps, a.Active)
+	}
+	s.unload(a, now.Add(sec), ReasonIdle)
+	for range 2 {
+		if p := s.Plan(now.Add(sec), never); slices.ContainsFunc(p.Steps, func(st Step) bool { return st.Kind == Fetch }) {
+			t.Fatalf("a/ loads again with no request waiting: %v", p.Steps)
+		}
 	}
 }
 

@@ -611,7 +611,9 @@ func (s *State) Apply(ev Event, now time.Time) error {
 			}
 		}
 	case Demand:
-		if p := s.paths[ev.Path]; p != nil && s.OnDemand(p) && p.Active == nil && p.Job == nil &&
+		// Kept while a job runs (one started before the path went on
+		// demand, say): if that job is dropped, the demand loads anew.
+		if p := s.paths[ev.Path]; p != nil && s.OnDemand(p) && p.Active == nil &&
 			(p.Phase == Unloaded || p.Phase == Failed || p.Phase == Loading) {
 			p.Demanded = true
 		}
@@ -813,6 +815,7 @@ func (s *State) restore(p *Path, now time.Time) {
 	old := p.Active
 	p.Active = &k.Content
 	p.Active.servedIn = s.plans + 1
+	p.Demanded = false // it serves the requests a discarded load was for
 	p.LastErr, p.ErrAt = "", time.Time{}
 	s.pending = append(s.pending, Step{Kind: Restore, Path: p.Name, Content: k.ID})
 	if old != nil {
@@ -999,7 +1002,7 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			switch {
 			case p.Active != nil:
 				p.Phase = Swapping
-			case reason == ReasonDemand:
+			case reason == ReasonDemand, p.Phase == Unloaded: // an unloaded path turned eager loads too
 				p.Phase = Loading
 			}
 		}
