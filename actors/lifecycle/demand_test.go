@@ -111,6 +111,23 @@ func TestPlannerOnDemandRules(t *testing.T) {
 				tick{ev: Warmed{Path: "a/", Job: 1}, steps: "swap a/ #1", phases: "a/=ready b/=loading", wake: budgetRecheck},
 				tick{at: budgetRecheck, inflight: map[int64]int64{1: 0}, steps: "retire a/ @1 (budget); release a/ @1", phases: "a/=unloaded b/=loading"},
 			)},
+		{name: "a load does not wait out another content's grace period when an idle on-demand model can be unloaded now",
+			state: State{Budget: 100}, ticks: script(
+				tick{ev: cfg(model("e/", sumA, 600_000), onDemand("a/"), onDemand("b/")), steps: "fetch e/ #1"},
+				tick{ev: Fetched{Path: "e/", Job: 1, Size: 10, Checksum: sumA}, steps: "load e/ #1"},
+				tick{ev: Loaded{Path: "e/", Job: 1, Bytes: 30}, steps: "warm-up e/ #1"},
+				tick{ev: Warmed{Path: "e/", Job: 1}, steps: "swap e/ #1"},
+				tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #2"},
+				loadMeasured(0, "a/", 2, 10, 30, "load a/ #2", "swap a/ #2"),
+				tick{ev: cfg(model("e/", sumB, 600_000), onDemand("a/"), onDemand("b/")), steps: "fetch e/ #3"},
+				tick{ev: Fetched{Path: "e/", Job: 3, Size: 10, Checksum: sumB}, steps: "load e/ #3"},
+				tick{ev: Loaded{Path: "e/", Job: 3, Bytes: 30}, steps: "warm-up e/ #3"},
+				tick{ev: Warmed{Path: "e/", Job: 3}, steps: "swap e/ #3; retire e/ @1"},
+				// 90 used (e/ #1 in its 10-minute grace period, a/, e/ #3); b/ needs 20.
+				tick{at: time.Minute, ev: Demand{Path: "b/"}, steps: "fetch b/ #4"},
+				tick{at: time.Minute, ev: Fetched{Path: "b/", Job: 4, Size: 10}, steps: "retire a/ @2 (budget); release a/ @2"},
+				tick{at: time.Minute, ev: Freed{Content: 2}, steps: "load b/ #4"},
+			)},
 		{name: "a load that passes the budget unloads the least recently used idle on-demand model first, and starts once it is freed",
 			state: State{Budget: 100}, ticks: script(
 				tick{ev: cfg(onDemand("a/"), onDemand("b/"), onDemand("c/")), steps: ""},

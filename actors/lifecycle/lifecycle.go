@@ -1132,14 +1132,15 @@ func (s *State) estimate(p *Path, j *Job) int64 {
 // Used is the memory the loaded contents and loads are counted at, in
 // bytes: what the budget holds.
 func (s *State) Used() int64 {
-	used, _ := s.usage()
+	used, _, _ := s.usage(time.Time{})
 	return used
 }
 
 // usage returns the memory counted (used) and, of it, what contents out
 // of service and on their way to release hold (leaving): it is given back
-// without unloading anything else.
-func (s *State) usage() (used, leaving int64) {
+// without unloading anything else; graced is the part of leaving held
+// past now, until a grace period ends.
+func (s *State) usage(now time.Time) (used, leaving, graced int64) {
 	live := map[int64]bool{}
 	for _, p := range s.paths {
 		if p.Active != nil {
@@ -1152,13 +1153,20 @@ func (s *State) usage() (used, leaving int64) {
 			live[p.Job.ID] = true
 		}
 	}
+	until := map[int64]time.Time{}
+	for _, r := range s.retiring {
+		until[r.Content] = r.At
+	}
 	for id, b := range s.held {
 		used += b
 		if !live[id] {
 			leaving += b
+			if now.Before(until[id]) {
+				graced += b
+			}
 		}
 	}
-	return used, leaving
+	return used, leaving, graced
 }
 
 // planLoads starts, under a memory budget, the load of the fetched job
@@ -1184,14 +1192,15 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 		return
 	}
 	need := s.estimate(next, next.Job)
-	used, leaving := s.usage()
+	used, leaving, graced := s.usage(now)
+	soon := leaving - graced // released now, not at the end of a grace period
 	over := false
 	switch {
 	case used+need <= s.Budget:
-	case used-leaving+need <= s.Budget:
+	case used-soon+need <= s.Budget:
 		return // the room is on its way: Freed plans again
 	default:
-		free := used - leaving
+		free := used - soon
 		var victims []*Path
 		var busy int64
 		for _, p := range s.unloadable(next, now) {
@@ -1216,6 +1225,8 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 		case free-busy+need <= s.Budget:
 			later(now.Add(budgetRecheck)) // room once the busy ones go idle
 			return
+		case used-leaving+need <= s.Budget:
+			return // room once grace periods end (Plan wakes then)
 		}
 		over = true
 	}
