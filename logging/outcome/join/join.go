@@ -871,7 +871,9 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		return j.outcomeOf(j.gk, oc)
 	}
 	for _, r := range refs {
-		if r.end <= j.watermark && oc.t >= r.start {
+		// Late only in a window that closed; one past every closed
+		// window waits for the prediction it may belong to.
+		if r.end <= j.watermark && oc.t >= r.start && oc.t <= r.end {
 			j.counters.Outcomes--
 			j.counters.Late++
 			return nil

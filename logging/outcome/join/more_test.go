@@ -551,3 +551,27 @@ func TestOutcomeBeforeItsPredictionAndAfterItsWindowIsLate(t *testing.T) {
 		})
 	}
 }
+
+// A key's outcome read before its prediction joins that prediction even
+// when the same key had an earlier prediction whose window has closed:
+// the outcome falls after that window, so it is not late for it, and it
+// waits for the prediction it belongs to (as it does without the earlier
+// one).
+func TestAKeysOutcomeBeforeItsPredictionIsNotLateForAnEarlierClosedWindow(t *testing.T) {
+	click := &grovepb.Outcome{OutcomeId: "c1", Key: "u42", EventTime: timestamppb.New(t0.Add(60 * time.Minute)), Labels: map[string]float64{"click": 1}}
+	for _, earlier := range []bool{false, true} {
+		var steps []step
+		if earlier {
+			steps = append(steps, step{pred: event("e1", "r1", 0, true, "v1", 0.1), key: "u42"})
+		}
+		steps = append(steps,
+			step{pred: event("x", "other", 58*time.Minute, true, "v1", 0.1), key: "u7", clock: 58 * time.Minute}, // the watermark passes e1's window
+			step{out: click, clock: 60 * time.Minute},
+			step{pred: event("e2", "r2", 59*time.Minute, true, "v1", 0.1), key: "u42", clock: 60 * time.Minute},
+			step{clock: 10 * time.Hour})
+		j := run(t, rule(), nil, steps...)
+		if b := binaryOf(t, j, v1); b.Positives() != 1 || j.Counters().Late != 0 {
+			t.Errorf("earlier closed prediction of u42: %v; positives %d, counters %+v: want the click joined to e2", earlier, b.Positives(), j.Counters())
+		}
+	}
+}
