@@ -561,8 +561,9 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		return nil
 	}
 	// A copy of an event (the log is at least once) is in the group of its
-	// first row, open or scored.
-	j.gk = joinKey(j.gk[:0], ev, 0)
+	// first valid row, open or scored.
+	firstRow := max(slices.IndexFunc(values, func(v float64) bool { return !math.IsNaN(v) }), 0)
+	j.gk = joinKey(j.gk[:0], ev, int64(firstRow))
 	first, _, err := j.getGroup(j.gk)
 	if err != nil {
 		return err
@@ -579,7 +580,7 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 			continue
 		}
 		var g *group
-		if row == 0 {
+		if row == firstRow {
 			g = first
 		}
 		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),

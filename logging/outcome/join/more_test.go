@@ -575,3 +575,14 @@ func TestAKeysOutcomeBeforeItsPredictionIsNotLateForAnEarlierClosedWindow(t *tes
 		}
 	}
 }
+
+// A copy of a prediction event whose first row is not a number (counted
+// invalid) is still known as a copy, by its first valid row, and its
+// rows are not scored twice.
+func TestACopyOfAnEventWhoseFirstRowIsNaNIsADuplicate(t *testing.T) {
+	ev := event("e1", "r1", 0, true, "v1", float32(math.NaN()), 0.2, 0.3)
+	j := run(t, rule(), nil, step{pred: ev}, step{pred: ev}, step{clock: 10 * time.Hour})
+	if b := binaryOf(t, j, v1); b.Count() != 2 || j.Counters().DuplicatePredictions != 1 {
+		t.Errorf("scored %d, counters %+v: want its 2 valid rows scored once and the copy a duplicate", b.Count(), j.Counters())
+	}
+}
