@@ -118,14 +118,26 @@ func ParseLines(data []byte) []Item {
 	return items
 }
 
+// Limits on an outcome's values (Validate).
+const (
+	// MaxEventTimeAhead is how far after its receipt an outcome's
+	// event_time may be (clocks differ).
+	MaxEventTimeAhead = time.Hour
+	// MaxLabel is the largest magnitude of a label's value.
+	MaxLabel = 1e15
+)
+
 // Validate checks o, and sets its event_time to now when it has none.
 // Each error names the field it is about ("labels: ..."):
 //   - outcome_id is required, at most MaxIDBytes;
 //   - exactly one of request_id (at most MaxIDBytes) and key is set;
 //   - item and row are not negative, and are 0 with key;
-//   - event_time, when set, is a valid timestamp;
+//   - event_time, when set, is a valid timestamp, not before 1970 and at
+//     most MaxEventTimeAhead after now (an outcome from the future would
+//     be kept past every window);
 //   - labels has at least one label, each with a non-empty name and a
-//     finite value.
+//     finite value of at most MaxLabel in magnitude (larger ones would
+//     overflow the sums of squares of numeric outcomes).
 //
 // Strings are valid UTF-8 already: ParseJSON and ParseProto refuse others.
 func Validate(o *grovepb.Outcome, now time.Time) error {
@@ -157,6 +169,13 @@ func Validate(o *grovepb.Outcome, now time.Time) error {
 		if err := o.EventTime.CheckValid(); err != nil {
 			return fmt.Errorf("event_time: %w", err)
 		}
+		switch t := o.EventTime.AsTime(); {
+		case t.Before(time.Unix(0, 0)):
+			return fmt.Errorf("event_time: %s is before 1970", t.Format(time.RFC3339))
+		case t.After(now.Add(MaxEventTimeAhead)):
+			return fmt.Errorf("event_time: %s is more than %v after the time it was received (%s)",
+				t.Format(time.RFC3339), MaxEventTimeAhead, now.UTC().Format(time.RFC3339))
+		}
 	}
 	var bad []string
 	for name, v := range o.Labels {
@@ -165,6 +184,8 @@ func Validate(o *grovepb.Outcome, now time.Time) error {
 			bad = append(bad, "a label's name is empty")
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			bad = append(bad, fmt.Sprintf("%q is %v, not a finite number", name, v))
+		case math.Abs(v) > MaxLabel:
+			bad = append(bad, fmt.Sprintf("%q is %v, more than %g in magnitude", name, v, MaxLabel))
 		}
 	}
 	if len(bad) > 0 {

@@ -100,6 +100,17 @@ func TestValidateNamesTheFieldAtFault(t *testing.T) {
 		{"NaN label", ok(func(o *grovepb.Outcome) { o.Labels = map[string]float64{"value": math.NaN()} }), `labels: "value" is NaN`},
 		{"infinite label", ok(func(o *grovepb.Outcome) { o.Labels = map[string]float64{"value": math.Inf(-1)} }), `labels: "value" is -Inf`},
 		{"invalid event_time", ok(func(o *grovepb.Outcome) { o.EventTime = &timestamppb.Timestamp{Nanos: 2e9} }), "event_time:"},
+		{"event_time within the clock skew allowed", ok(func(o *grovepb.Outcome) { o.EventTime = timestamppb.New(received.Add(59 * time.Minute)) }), ""},
+		{"event_time more than an hour ahead", ok(func(o *grovepb.Outcome) { o.EventTime = timestamppb.New(received.Add(61 * time.Minute)) }),
+			"event_time: 2026-05-01T13:01:00Z is more than 1h0m0s after the time it was received (2026-05-01T12:00:00Z)"},
+		{"event_time past 2262 (beyond nanoseconds since 1970)", ok(func(o *grovepb.Outcome) {
+			o.EventTime = timestamppb.New(time.Date(2610, 11, 20, 0, 0, 0, 0, time.UTC))
+		}), "event_time: 2610-11-20T00:00:00Z is more than 1h0m0s after"},
+		{"event_time before 1970", ok(func(o *grovepb.Outcome) { o.EventTime = timestamppb.New(time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)) }),
+			"event_time: 1969-12-31T00:00:00Z is before 1970"},
+		{"a label too large for the sums of squares", ok(func(o *grovepb.Outcome) { o.Labels = map[string]float64{"revenue": 2e154} }),
+			`labels: "revenue" is 2e+154, more than 1e+15 in magnitude`},
+		{"a large label within the limit", ok(func(o *grovepb.Outcome) { o.Labels = map[string]float64{"revenue": -1e15} }), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Validate(tc.o, received)
