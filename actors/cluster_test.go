@@ -459,3 +459,29 @@ func TestARoutersReleaseWaitingOnItsOnDemandModelIsPlacedInTheCluster(t *testing
 		}
 	})
 }
+
+// Shadow copies another node forwards here take their places among the
+// model's shadow work and give them back as such: the user queue's count
+// does not grow with each one until the idle model refuses its users
+// (overloaded with an empty queue).
+func TestForwardedShadowCopiesLeaveTheUserQueueAsTheyFoundIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {}}, func(_ *world, o *Options) { o.QueueSize = 4 })
+		defer w.stop()
+		w.settle()
+		c := (*w.sys.routes.Load())["a/"]
+		for i := range 6 {
+			if _, err := w.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{
+				ModelPath: "a/", Inputs: scalar(t, 2), RequestID: "r", Priority: forward.Shadow, API: "fwd"}, Peer: "n2"}); err != nil {
+				t.Fatalf("forwarded shadow copy %d: %v", i, err)
+			}
+			synctest.Wait()
+			if q, sq := c.queued.Load(), c.shadowQueued.Load(); q != 0 || sq != 0 {
+				t.Fatalf("after forwarded shadow copy %d: queued %d, shadow queued %d; want 0 and 0", i, q, sq)
+			}
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatalf("a user request on the idle model: %v", res.Err)
+		}
+	})
+}

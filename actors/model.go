@@ -76,14 +76,24 @@ type content struct {
 
 // acquire reserves a place for one request, or reports why there is none.
 // The caller must call release after the request is answered.
-func (c *content) acquire(queueLimit int) error {
+func (c *content) acquire(queueLimit int, shadow bool) error {
 	c.inflight.Add(1)
 	if c.retired.Load() {
 		c.leave(1)
 		return errRetired
 	}
-	if n := c.queued.Add(1); queueLimit > 0 && n > int64(queueLimit) {
-		c.queued.Add(-1)
+	// A shadow copy takes a place among the shadow work, which the model
+	// actor gives back as such; the limit counts both.
+	q := &c.queued
+	if shadow {
+		q = &c.shadowQueued
+	}
+	n := q.Add(1)
+	if shadow {
+		n += c.queued.Load()
+	}
+	if queueLimit > 0 && n > int64(queueLimit) {
+		q.Add(-1)
 		c.leave(1)
 		return fmt.Errorf("%w: model %s has %d requests queued (limit %d); retry later", ErrOverloaded, c.path, n-1, queueLimit)
 	}

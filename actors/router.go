@@ -412,7 +412,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 	var err error
 	var notHere, again bool
 	for range 3 {
-		c, err = acquire(w.routes, w.queueLimit, req.ModelPath)
+		c, err = acquire(w.routes, w.queueLimit, req.ModelPath, b.shadow)
 		if err == nil {
 			if c.onDemand && hit {
 				w.metrics.demandHits.Inc()
@@ -469,8 +469,8 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	res := &b.results[i]
 	callerDeadline, hasDeadline := b.ctx.Deadline()
 	enqueued := time.Now()
-	if c.onDemand {
-		c.lastUsed.Store(enqueued.UnixNano())
+	if c.onDemand && !b.shadow {
+		c.lastUsed.Store(enqueued.UnixNano()) // a shadow copy keeps no model loaded
 	}
 	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
 	if b.shadow {
@@ -505,7 +505,9 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 		if tracing.Recording(b.ctx) {
 			traceModel(b.ctx, c, req, enqueued, queued, compute, p.rows, err)
 		}
-		c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+		if !b.shadow { // the model's user statistics
+			c.stats.record(req.Inputs, err, queued, compute, now.Sub(enqueued), now)
+		}
 		if b.claim(i) {
 			res.ModelPath, res.Checksum, res.Outputs, res.Err, res.Queued, res.Compute = req.ModelPath, c.checksum, out, err, queued, compute
 			res.ContentPath = c.path
@@ -521,16 +523,17 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 }
 
 // acquire finds the content serving path in the routing table in routes
-// and reserves a place in its queue, of at most limit requests. A content
+// and reserves a place in its queue, of at most limit requests (a shadow
+// copy's among the shadow work, the limit counting both). A content
 // retired between the table lookup and the reservation is looked up
 // again: the table then already names its successor, or nothing.
-func acquire(routes *atomic.Pointer[table], limit int, path string) (*content, error) {
+func acquire(routes *atomic.Pointer[table], limit int, path string, shadow bool) (*content, error) {
 	for range 3 {
 		c := (*routes.Load())[path]
 		if c == nil {
 			break
 		}
-		err := c.acquire(limit)
+		err := c.acquire(limit, shadow)
 		if errors.Is(err, errRetired) {
 			continue
 		}

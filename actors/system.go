@@ -673,7 +673,7 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 
 // warmUpOne sends one warm-up request p to c's actors and waits for its answer.
 func (s *System) warmUpOne(ctx context.Context, c *content, p *predict) ([]servables.Tensor, error) {
-	if err := c.acquire(0); err != nil {
+	if err := c.acquire(0, false); err != nil {
 		return nil, err
 	}
 	type answer struct {
