@@ -208,6 +208,15 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 	return p
 }
 
+// ValidSince returns when release of contract became valid, as the
+// contract state shared by the replicas records it (the start of the
+// outcome evaluator's since_valid window); false while it is not valid.
+// Safe from any goroutine.
+func (s *System) ValidSince(contract, release string) (time.Time, bool) {
+	t := s.state.load().Record(contract, release).ValidSince
+	return t, !t.IsZero()
+}
+
 // ContractPlan returns the current routing plan of a contract, for stats.
 func (s *System) ContractPlan(id string) (routing.Plan, error) {
 	var p routing.Plan

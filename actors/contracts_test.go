@@ -333,3 +333,29 @@ func TestAConfigIsVisibleOnlyOnceItsContractsRoutesAndOnDemandModelsAre(t *testi
 		}
 	})
 }
+
+// ValidSince gives the outcome evaluator when each release became valid,
+// as the contract state shared by the replicas records it: v1 at once,
+// v2 once its valid_after_ms has passed, none before.
+func TestValidSinceIsWhenTheContractStateRecordsEachReleaseValid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+		defer w.stop()
+		w.settle()
+		start := time.Now()
+		if _, ok := w.sys.ValidSince("ads/pctr/1", "v1"); !ok {
+			t.Fatal("v1, valid at once, has no valid_since")
+		}
+		if _, ok := w.sys.ValidSince("ads/pctr/1", "v2"); ok {
+			t.Fatal("v2 has a valid_since before its valid_after_ms passed")
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got, ok := w.sys.ValidSince("ads/pctr/1", "v2"); !ok || got.Before(start) {
+			t.Fatalf("v2 after its valid_after_ms: %v %v", got, ok)
+		}
+		if _, ok := w.sys.ValidSince("ads/none/1", "v1"); ok {
+			t.Fatal("an unknown contract has a valid_since")
+		}
+	})
+}

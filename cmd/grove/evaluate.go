@@ -57,7 +57,7 @@ func evaluateCmd(args []string, stderr io.Writer) int {
 	}
 	rules := &bucketRules{b: b, path: cfg.ModelConfig, interval: cfg.PollInterval, log: log}
 	go rules.poll(ctx)
-	ecfg, err := evaluatorConfig(cfg, cfg.Kafka.Brokers, rules.get, log)
+	ecfg, err := evaluatorConfig(cfg, cfg.Kafka.Brokers, rules.get, rules.validSince, log)
 	if err != nil {
 		log.Error("grove evaluate failed", "err", err)
 		return 2
@@ -72,7 +72,8 @@ func evaluateCmd(args []string, stderr io.Writer) int {
 // evaluatorConfig is the evaluator's config from the server's: brokers
 // are the Kafka seed brokers (the embedded broker's address when it
 // runs), rules the source of the outcomes rules.
-func evaluatorConfig(cfg conf.Server, brokers []string, rules func() ([]join.Rule, bool), log *slog.Logger) (evaluate.Config, error) {
+func evaluatorConfig(cfg conf.Server, brokers []string, rules func() ([]join.Rule, bool),
+	validSince func(contract, release string) (time.Time, bool), log *slog.Logger) (evaluate.Config, error) {
 	sec, err := logging.SecurityOptions(cfg.Kafka)
 	if err != nil {
 		return evaluate.Config{}, err
@@ -99,6 +100,7 @@ func evaluatorConfig(cfg conf.Server, brokers []string, rules func() ([]join.Rul
 		CommitInterval:   cfg.Outcomes.CommitInterval,
 		StateDir:         dir,
 		Rules:            rules,
+		ValidSince:       validSince,
 		Log:              log.With("component", "evaluate"),
 	}, nil
 }
@@ -131,6 +133,17 @@ type bucketRules struct {
 	mu    sync.Mutex
 	rules []join.Rule
 	known bool
+	state *modelconfig.ContractState // the contract state beside the config (nil: none read)
+}
+
+// validSince returns when release of contract became valid, as the
+// contract state last read records it; false while it is not valid.
+func (r *bucketRules) validSince(contract, release string) (time.Time, bool) {
+	r.mu.Lock()
+	st := r.state
+	r.mu.Unlock()
+	t := st.Record(contract, release).ValidSince
+	return t, !t.IsZero()
 }
 
 // get returns the rules, and whether a config has been read yet.
@@ -157,6 +170,13 @@ func (r *bucketRules) poll(ctx context.Context) {
 			r.rules, r.known = rulesOf(c), true
 			r.mu.Unlock()
 		}
+		if st, err := r.readState(ctx); err != nil {
+			r.log.Warn("evaluator: reading the contract state; the last one read stays in use", "path", modelconfig.StatePath(r.path), "err", err)
+		} else {
+			r.mu.Lock()
+			r.state = st
+			r.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -165,11 +185,25 @@ func (r *bucketRules) poll(ctx context.Context) {
 	}
 }
 
+// readState reads the contract state beside the model config: when each
+// release became valid. None yet is an empty state.
+func (r *bucketRules) readState(ctx context.Context) (*modelconfig.ContractState, error) {
+	data, _, err := r.b.ReadObject(ctx, modelconfig.StatePath(r.path))
+	if errors.Is(err, bucket.ErrNotExist) {
+		return &modelconfig.ContractState{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return modelconfig.ParseContractState(data)
+}
+
 // evaluatorComponent runs the evaluator inside grove serve
 // (outcomes.evaluate) on the model config the actors applied; retain is
 // told the longest outcome window plus a day whenever the rules change
 // (the embedded broker keeps the prediction log at least that long).
-func evaluatorComponent(cfg conf.Server, brokers []string, applied func() *modelconfig.Config, retain func(time.Duration) error, log *slog.Logger) (component, error) {
+func evaluatorComponent(cfg conf.Server, brokers []string, applied func() *modelconfig.Config,
+	validSince func(contract, release string) (time.Time, bool), retain func(time.Duration) error, log *slog.Logger) (component, error) {
 	var longest time.Duration
 	rules := func() ([]join.Rule, bool) {
 		c := applied()
@@ -187,7 +221,7 @@ func evaluatorComponent(cfg conf.Server, brokers []string, applied func() *model
 		}
 		return rs, true
 	}
-	ecfg, err := evaluatorConfig(cfg, brokers, rules, log)
+	ecfg, err := evaluatorConfig(cfg, brokers, rules, validSince, log)
 	if err != nil {
 		return component{}, err
 	}

@@ -276,7 +276,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 
 	if cfg.Outcomes.Evaluate && producer != nil {
 		applied := func() *modelconfig.Config { c, _ := sys.AppliedConfig(); return c }
-		ev, err := evaluatorComponent(cfg, producer.Stats().Brokers, applied, producer.RetainEmbedded, log)
+		ev, err := evaluatorComponent(cfg, producer.Stats().Brokers, applied, sys.ValidSince, producer.RetainEmbedded, log)
 		if err != nil {
 			return g.abort(err)
 		}
