@@ -12,6 +12,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
@@ -590,4 +593,52 @@ func TestAnOnDemandVersionedEntrysPathLoadsItsVersion(t *testing.T) {
 			t.Fatalf("v/1/ is %s: a request for v/ loads only the version it serves", st)
 		}
 	})
+}
+
+// servesRemote is a cluster where another node has every model ready.
+type servesRemote struct{ awaitingRemote }
+
+func (servesRemote) Serves(string) bool { return true }
+
+// A request resumed after its load was waited for is always answered:
+// when its path left this node meanwhile and another node has it, it is
+// told to retry (not left unanswered), and when it fails here (its
+// model's queue full), the shadow copies waiting for its answer get it
+// too.
+func TestAResumedRequestIsAnsweredAndSoAreItsShadowCopies(t *testing.T) {
+	var demand atomic.Pointer[demandTable]
+	demand.Store(&demandTable{})
+	ways := func(t table, remote Remote) *ways {
+		var routes atomic.Pointer[table]
+		routes.Store(&t)
+		return &ways{routes: &routes, queueLimit: 1, metrics: NewMetrics(prometheus.NewRegistry()), remote: remote, demand: &demand, ask: func(string) {}}
+	}
+	parked := func() *batch {
+		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "od/", Inputs: scalar(t, 1)}})
+		if !b.park(0) {
+			t.Fatal("not parked")
+		}
+		return b
+	}
+
+	b := parked()
+	ways(table{}, servesRemote{}).resume(func(*actor.PID, any) { t.Error("sent to a model actor here") }, []parkedItem{{b: b, i: 0}}, nil)
+	select {
+	case <-b.reply:
+		if servables.KindOf(b.results[0].Err) != servables.Unavailable {
+			t.Errorf("moved to another node: %v, want Unavailable", b.results[0].Err)
+		}
+	default:
+		t.Error("a request whose model moved to another node while it waited is not answered")
+	}
+
+	full := &content{path: "od/", busy: make([]atomic.Int64, 1)}
+	full.queued.Store(1)
+	b = parked()
+	ans := &championAnswer{} // what its shadow copies wait on
+	ways(table{"od/": full}, nil).resume(func(*actor.PID, any) {}, []parkedItem{{b: b, i: 0, ans: ans}}, nil)
+	<-b.reply
+	if !errors.Is(b.results[0].Err, ErrOverloaded) || !ans.done {
+		t.Errorf("resumed onto a full queue: %v, shadow copies answered %v; want overloaded, and the shadows told", b.results[0].Err, ans.done)
+	}
 }
