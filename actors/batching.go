@@ -209,14 +209,14 @@ func (a *modelActor) takeBatch(first int, now time.Time) ([]*predict, int) {
 	lead := a.pending[first]
 	rows := batchRows(lead.inputs)
 	batch := append(a.batchBuf[:0], lead)
-	if rows > 0 && a.maxBatchRows > 1 && rows < a.maxBatchRows {
+	if rows > 0 && a.maxBatchRows > 1 && rows < a.maxBatchRows && !lead.alone {
 		taken := slices.Grow(a.takenBuf[:0], len(a.pending))[:len(a.pending)]
 		clear(taken)
 		taken[first] = true
 		add := func(i int) {
 			it := a.pending[i]
 			r := batchRows(it.inputs)
-			if taken[i] || r == 0 || rows+r > a.maxBatchRows || !compatible(lead.inputs, it.inputs) {
+			if taken[i] || r == 0 || rows+r > a.maxBatchRows || it.alone || !compatible(lead.inputs, it.inputs) {
 				return
 			}
 			if reason, _ := a.expiry(it, now); reason != "" {
@@ -312,10 +312,18 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 		r := recover()
 		a.c.crashes.Add(1)
 		a.m.crashes.WithLabelValues(a.c.path).Inc()
-		a.log.Error("model panicked in a batch; restarting its actor", "model", a.c.path, "requests", len(batch), "panic", r, "stack", string(debug.Stack()))
-		for _, m := range batch {
-			m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), start.Sub(m.enqueued), time.Since(start))
+		a.log.Error("model panicked in a batch; restarting its actor, which runs the batch's requests one by one", "model", a.c.path,
+			"requests", len(batch), "panic", r, "stack", string(debug.Stack()))
+		// Which request panicked is not known: each runs alone on the
+		// next incarnation (handed over with the pending ones), so that
+		// only that one fails.
+		again := slices.Clone(batch)
+		for _, m := range again {
+			m.alone = true
 		}
+		a.pending = append(again, a.pending...)
+		a.pendingRows += rows
+		a.c.queued.Add(int64(len(again)))
 		panic(r)
 	}()
 	ctx := joinContexts(batch)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -267,4 +268,38 @@ func TestReplicasRunConcurrentlyOnOneServableAndCloseItOnce(t *testing.T) {
 		t.Errorf("servable closed %d times, want once after the last replica stopped", n)
 	}
 	as.Shutdown()
+}
+
+// A request that panics the model inside a dynamic batch fails alone:
+// the actor restarts and runs the batch's requests one by one, so the
+// others are answered, and only the poison one gets "model crashed".
+func TestARequestThatPanicsADynamicBatchFailsAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"max_batch_rows": 8`)), map[string]faultySpec{"a/": {PanicOn: f64(13), DelayMs: 10}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/") // the three below queue behind it and run as one batch
+		values := []float32{2, 13, 3}
+		answers := make([]chan Result, len(values))
+		for i, v := range values {
+			answers[i] = make(chan Result, 1)
+			go func() { answers[i] <- w.infer("a/", v) }()
+			synctest.Wait()
+		}
+		if r := <-first; r.Err != nil {
+			t.Fatalf("the first request: %v", r.Err)
+		}
+		for i, ch := range answers {
+			r := <-ch
+			switch crashed := errors.Is(r.Err, ErrModelCrashed); {
+			case values[i] == 13 && !crashed:
+				t.Errorf("the poison request: %v, want model crashed", r.Err)
+			case values[i] != 13 && r.Err != nil:
+				t.Errorf("request %v, batched with the poison one: %v, want its answer", values[i], r.Err)
+			}
+		}
+		if n := w.metric("grove_model_crashes_total", map[string]string{"model": "a/"}); n != 2 {
+			t.Errorf("%v crashes, want 2 (the batch, then the poison request alone)", n)
+		}
+	})
 }

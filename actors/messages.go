@@ -143,6 +143,10 @@ type predict struct {
 	// a dynamic batch: the rows of the whole forward call (0: it ran
 	// alone), for its trace.
 	rows int
+	// alone is set on the requests of a batch that panicked the model:
+	// each then runs in a forward call of its own, so that the one that
+	// panics fails alone.
+	alone bool
 }
 
 // GetPriority places the message in the priority mailbox.
