@@ -278,6 +278,9 @@ func (a *modelActor) runAlone(batch []*predict) {
 	for range n {
 		m := a.pending[0]
 		a.remove(0)
+		if a.dropIfExpired(m, time.Now()) {
+			continue // its caller is gone, or its answer could not reach it in time
+		}
 		a.predict(m)
 	}
 }

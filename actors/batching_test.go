@@ -303,3 +303,47 @@ func TestARequestThatPanicsADynamicBatchFailsAlone(t *testing.T) {
 		}
 	})
 }
+
+// When a batch fails, its requests run again one by one, except those
+// whose callers can no longer use the answer: with the batch taking 10 ms
+// and each request alone 10 ms more, a request whose 28 ms deadline it
+// can no longer meet is dropped unrun (counted expired), not run for
+// nobody.
+func TestAFailedBatchRunsAgainOnlyTheRequestsStillWanted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"max_batch_rows": 8`)), map[string]faultySpec{"a/": {ErrorOn: f64(7), DelayMs: 10}})
+		defer w.stop()
+		synctest.Wait()
+		first := w.busy("a/")
+		answers := make(chan Result, 3)
+		for _, v := range []float32{7, 2, 3} {
+			go func() {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if v != 7 {
+					ctx, cancel = context.WithTimeout(ctx, 28*time.Millisecond)
+				}
+				defer cancel()
+				res, err := w.inferCtx(ctx, "a/", v)
+				if err != nil {
+					t.Error(err)
+				}
+				answers <- res[0]
+			}()
+			synctest.Wait()
+		}
+		<-first
+		for range 3 {
+			<-answers
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		// The first request, the batch, then two of its three alone: one
+		// with a deadline can no longer be answered in time by then.
+		if got := w.rt.order(); len(got) != 4 {
+			t.Errorf("forward calls (first value of each) %v, want 4", got)
+		}
+		if n := w.metric("grove_requests_expired_total", map[string]string{"model": "a/"}); n != 1 {
+			t.Errorf("%v requests expired, want 1", n)
+		}
+	})
+}

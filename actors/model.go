@@ -327,13 +327,17 @@ func (a *modelActor) handOff(m *predict) {
 			return
 		}
 		queued := start.Sub(m.enqueued)
+		answered := false // a panic in done itself must not answer twice
 		defer func() {
 			if r := recover(); r != nil {
 				a.log.Error("model panicked on shadow work", "model", a.c.path, "panic", r, "stack", string(debug.Stack()))
-				m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
+				if !answered {
+					m.done(nil, fmt.Errorf("%w: model %s panicked: %v", ErrModelCrashed, a.c.path, r), queued, time.Since(start))
+				}
 			}
 		}()
 		out, err := s.Predict(predictContext(m), m.inputs)
+		answered = true
 		m.done(out, err, queued, time.Since(start))
 	})
 	if !ok {

@@ -232,3 +232,26 @@ func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
 		t.Fatalf("results out of order: %+v", res)
 	}
 }
+
+// A shadow request handed to the low-priority workers is answered once
+// even when its answer's own handling panics (its done, through the
+// prediction sink): done counts the request out of the model, and a
+// second call would count it out twice.
+func TestAShadowRequestIsAnsweredOnceEvenWhenItsAnswerPanics(t *testing.T) {
+	g := &gated{gate: make(chan struct{})}
+	close(g.gate)
+	low := newLowPriority(1, 1, slog.New(slog.DiscardHandler))
+	defer low.stop()
+	a := &modelActor{c: &content{path: "m/"}, s: g, low: low, log: slog.New(slog.DiscardHandler), m: NewMetrics(prometheus.NewRegistry())}
+	var calls atomic.Int32
+	m := &predict{inputs: scalar(t, 1), priority: priorityShadow, enqueued: time.Now(), done: func([]servables.Tensor, error, time.Duration, time.Duration) {
+		if calls.Add(1) == 1 {
+			panic("the prediction sink failed")
+		}
+	}}
+	a.handOff(m)
+	a.shadowJobs.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("done called %d times, want 1", n)
+	}
+}
