@@ -506,10 +506,13 @@ func (j *Joiner) score(g *group) {
 }
 
 // seriesOf returns key's series, made for kind, starting (again) at the
-// release's valid_since when it is known and has changed.
+// release's valid_since when it is known and has changed. A shadow series
+// counts every shadow prediction of its release (not valid while in
+// shadow: its window runs from its load), so its release's promotion does
+// not empty the figures that promoted it.
 func (j *Joiner) seriesOf(key SeriesKey, kind modelconfig.OutcomeKind) *series {
 	var since time.Time
-	if j.validSince != nil && key.Contract != "" {
+	if j.validSince != nil && key.Contract != "" && !key.Shadow {
 		if t, ok := j.validSince(key.Contract, key.Release); ok {
 			since = t
 		}

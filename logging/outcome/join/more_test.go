@@ -586,3 +586,30 @@ func TestACopyOfAnEventWhoseFirstRowIsNaNIsADuplicate(t *testing.T) {
 		t.Errorf("scored %d, counters %+v: want its 2 valid rows scored once and the copy a duplicate", b.Count(), j.Counters())
 	}
 }
+
+// A release's shadow series counts all its shadow predictions, whatever
+// its valid_since: a shadow promoted (valid from then) keeps the figures
+// that promoted it. Its served series starts at valid_since.
+func TestAShadowSeriesIsNotCutByItsReleasesValidSince(t *testing.T) {
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: NewMemStore(),
+		ValidSince: func(c, r string) (time.Time, bool) { return t0.Add(10 * time.Minute), c == contract && r == "v2" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, j, step{pred: event("e1", "r1", 0, true, "v1", 0.25)},
+		step{pred: event("e2", "r1", time.Second, false, "v2", 0.25)}, // in shadow, before v2 became valid
+		step{pred: event("e3", "r2", 20*time.Minute, true, "v2", 0.25), clock: 20 * time.Minute},
+		step{pred: event("e4", "r3", 5*time.Minute, true, "v2", 0.25), clock: 20 * time.Minute}, // served before valid_since: not in since_valid
+		step{clock: 2 * time.Hour})
+	snap, err := j.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[SeriesKey]uint64{}
+	for _, s := range snap.Series {
+		got[s.Key] = s.Stats.SinceValid.Count
+	}
+	if got[SeriesKey{Contract: contract, Release: "v2", Shadow: true}] != 1 || got[SeriesKey{Contract: contract, Release: "v2"}] != 1 {
+		t.Fatalf("since_valid counts %v: want v2's shadow prediction kept, and one of its two served ones", got)
+	}
+}
