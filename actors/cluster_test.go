@@ -485,3 +485,36 @@ func TestForwardedShadowCopiesLeaveTheUserQueueAsTheyFoundIt(t *testing.T) {
 		}
 	})
 }
+
+// Shadow copies another node forwards here share the shadow work's part
+// of the queue limit (a quarter) with this node's own: with the limit at
+// 4 and one copy waiting, the next is refused, and users are not.
+func TestForwardedShadowCopiesGetTheShadowShareOfTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 10}}, func(_ *world, o *Options) { o.QueueSize = 4 })
+		defer w.stop()
+		w.settle()
+		busy := w.busy("a/")
+		shadow := func() chan error {
+			out := make(chan error, 1)
+			go func() {
+				_, err := w.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{
+					ModelPath: "a/", Inputs: scalar(t, 2), RequestID: "r", Priority: forward.Shadow, API: "fwd"}, Peer: "n2"})
+				out <- err
+			}()
+			synctest.Wait()
+			return out
+		}
+		first, second := shadow(), shadow()
+		if err := <-second; !errors.Is(err, ErrOverloaded) {
+			t.Errorf("a second forwarded shadow copy beyond the shadow share: %v, want overloaded", err)
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Errorf("a user request meanwhile: %v", res.Err)
+		}
+		if err := <-first; err != nil {
+			t.Errorf("the first forwarded shadow copy: %v", err)
+		}
+		<-busy
+	})
+}

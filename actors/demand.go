@@ -241,7 +241,8 @@ func (w *ways) resume(send func(*actor.PID, any), items []parkedItem, err error)
 			it.ans.answer(nil, true, 0)
 			continue // answered at its deadline
 		}
-		if err == nil {
+		e := err // this item's answer, when it fails
+		if e == nil {
 			switch w.take(send, it.b, it.i, it.ans, false) {
 			case sentHere, parkedHere:
 				continue // answered by its model, or when its load ends
@@ -252,13 +253,13 @@ func (w *ways) resume(send func(*actor.PID, any), items []parkedItem, err error)
 			// elsewhere: its path left this node while it waited and
 			// another node has it; forwarding is the router's, so it is
 			// told to retry.
-			err = servables.NewError(servables.Unavailable,
+			e = servables.NewError(servables.Unavailable,
 				fmt.Sprintf("model %s moved to another node while the request waited for its load here; retry", it.b.reqs[it.i].ModelPath))
 		}
 		if it.b.claim(it.i) {
 			req := &it.b.reqs[it.i]
-			it.b.results[it.i].Err = err
-			w.metrics.observe(req.API, req.ModelPath, err, 0)
+			it.b.results[it.i].Err = e
+			w.metrics.observe(req.API, req.ModelPath, e, 0)
 			it.b.finish()
 		}
 		it.ans.answer(nil, true, 0)

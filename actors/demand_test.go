@@ -621,8 +621,12 @@ func TestAResumedRequestIsAnsweredAndSoAreItsShadowCopies(t *testing.T) {
 		return b
 	}
 
-	b := parked()
-	ways(table{}, servesRemote{}).resume(func(*actor.PID, any) { t.Error("sent to a model actor here") }, []parkedItem{{b: b, i: 0}}, nil)
+	// With it, one another node forwarded here, which is never forwarded
+	// again: its answer is its own (not found here), not the first's.
+	b, served := parked(), parked()
+	served.local = true
+	ways(table{}, servesRemote{}).resume(func(*actor.PID, any) { t.Error("sent to a model actor here") },
+		[]parkedItem{{b: b, i: 0}, {b: served, i: 0}}, nil)
 	select {
 	case <-b.reply:
 		if servables.KindOf(b.results[0].Err) != servables.Unavailable {
@@ -630,6 +634,14 @@ func TestAResumedRequestIsAnsweredAndSoAreItsShadowCopies(t *testing.T) {
 		}
 	default:
 		t.Error("a request whose model moved to another node while it waited is not answered")
+	}
+	select {
+	case <-served.reply:
+		if !errors.Is(served.results[0].Err, ErrModelNotFound) {
+			t.Errorf("a request forwarded here, resumed after the first: %v, want not found", served.results[0].Err)
+		}
+	default:
+		t.Error("a request forwarded here is not answered")
 	}
 
 	full := &content{path: "od/", busy: make([]atomic.Int64, 1)}

@@ -83,10 +83,15 @@ func (c *content) acquire(queueLimit int, shadow bool) error {
 		return errRetired
 	}
 	// A shadow copy takes a place among the shadow work, which the model
-	// actor gives back as such; the limit counts both.
+	// actor gives back as such, within the shadow work's share of the
+	// limit (as the router's own shadow copies: routerActor.shadow); the
+	// limit counts both.
 	q := &c.queued
 	if shadow {
 		q = &c.shadowQueued
+		if queueLimit > 0 {
+			queueLimit = max(queueLimit/shadowQueueShare, 1)
+		}
 	}
 	n := q.Add(1)
 	if shadow {
