@@ -451,8 +451,11 @@ func remoteContent(remote Remote, path, checksum string) shadowContent {
 		checksum = info.Checksum // a failure carries none: the content the record names
 	}
 	on := shadowContent{path: path, checksum: checksum, id: remoteContentID(checksum)}
-	if ok && info.Checksum == checksum {
+	switch {
+	case ok && info.Checksum == checksum:
 		on.loadedAt = info.LoadedAt
+	case ok:
+		on.stale = true // not the content the cluster describes for path: a straggler
 	}
 	return on
 }

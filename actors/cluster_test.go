@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
@@ -517,4 +518,28 @@ func TestForwardedShadowCopiesGetTheShadowShareOfTheQueue(t *testing.T) {
 		}
 		<-busy
 	})
+}
+
+// A shadow copy answered by another node's content that the cluster no
+// longer describes for the path (an old content answering late during a
+// swap) is a straggler: it does not restart the comparison windows of
+// the content that serves now, as a retired local content's does not.
+func TestALateRemoteShadowAnswerFromAnOldContentDoesNotRestartTheWindows(t *testing.T) {
+	remote := instantRemote{} // describes "r/" as served by the content with checksum "remote"
+	described, straggler := remoteContent(remote, "r/", "remote"), remoteContent(remote, "r/", "old")
+	if !described.current() || straggler.current() {
+		t.Fatalf("current: the content the cluster describes %v, another %v; want true, false", described.current(), straggler.current())
+	}
+	if undescribed := remoteContent(remote, "x/", "any"); !undescribed.current() {
+		t.Fatal("the answer for a path the cluster describes no content for must count as current")
+	}
+	w := newCompareWindows(100)
+	at := time.Now()
+	for range 50 {
+		w.record(described.id, described.current(), quality.Execution{}, at)
+	}
+	w.record(straggler.id, straggler.current(), quality.Execution{}, at)
+	if got := w.comparison(described.id, at).Executions; got != 50 {
+		t.Fatalf("%d executions after a straggler, want 50", got)
+	}
 }

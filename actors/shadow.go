@@ -92,11 +92,21 @@ type shadowContent struct {
 	id       int64
 	loadedAt time.Time
 	local    *content
+	// stale is set for a remote content that is not the one the
+	// cluster's records describe for the path (Remote.Model): another
+	// node's old content answering late during a swap.
+	stale bool
 }
 
-// current reports whether the content still serves its path (a remote
-// one is taken to: its node answered).
-func (sc *shadowContent) current() bool { return sc.local == nil || !sc.local.retired.Load() }
+// current reports whether the content still serves its path: a local one
+// until it retires, a remote one when it is the content the cluster
+// describes (or none is described).
+func (sc *shadowContent) current() bool {
+	if sc.local == nil {
+		return !sc.stale
+	}
+	return !sc.local.retired.Load()
+}
 
 // localContent is the shadowContent of c.
 func localContent(c *content) shadowContent {
