@@ -23,6 +23,17 @@ import (
 
 const onDemandLoad = `"load": "on_demand"`
 
+// oneModelBudgetWorld is a world of two on-demand models, a/ and b/,
+// whose memory budget holds one of them (their memory unmeasured: each
+// counted at its file's size).
+func oneModelBudgetWorld(t *testing.T) *world {
+	t.Helper()
+	size := int64(len(mustSpec(t, version(1))))
+	return newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
+		map[string]faultySpec{"a/": version(1), "b/": version(2)},
+		unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = size+size/2, 1 })
+}
+
 // unmeasured makes every load's memory unmeasured, so that the budget
 // counts each model at its files' size times the memory factor.
 func unmeasured(_ *world, o *Options) { o.residentBytes = func() int64 { return 0 } }
@@ -317,10 +328,7 @@ func TestAnOnDemandModelIdleForIdleUnloadAfterIsUnloadedAndLoadsAgainOnItsNextRe
 // loaded, and the one the budget unloaded for it unloaded.
 func TestTheStatusReadRightAfterAnAnswerShowsTheLoadThatServedIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		size := int64(len(mustSpec(t, version(1))))
-		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
-			map[string]faultySpec{"a/": version(1), "b/": version(2)},
-			unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = size+size/2, 1 })
+		w := oneModelBudgetWorld(t)
 		defer w.stop()
 		synctest.Wait()
 		for i := range 40 {
@@ -508,10 +516,7 @@ func TestRetryAfterReadsTheEstimateOfTheNodeLoadingTheModel(t *testing.T) {
 // deadline and no later request ever loaded it again.)
 func TestAModelLoadedOnDemandAnswersItsWaitingRequestsBeforeTheBudgetUnloadsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		size := int64(len(mustSpec(t, version(1))))
-		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad), entry("b/", "", onDemandLoad)),
-			map[string]faultySpec{"a/": version(1), "b/": version(2)},
-			unmeasured, func(_ *world, o *Options) { o.MemoryBudget, o.MemoryFactor = size+size/2, 1 })
+		w := oneModelBudgetWorld(t)
 		defer w.stop()
 		synctest.Wait()
 		w.rt.gate = make(chan struct{})

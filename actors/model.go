@@ -76,31 +76,32 @@ type content struct {
 
 // acquire reserves a place for one request, or reports why there is none.
 // The caller must call release after the request is answered.
-func (c *content) acquire(queueLimit int, shadow bool) error {
-	c.inflight.Add(1)
+func (c *content) acquire(queueLimit int, shadow bool) error { return c.reserve(1, queueLimit, shadow) }
+
+// reserve reserves places for n requests at once, or none: errRetired
+// when c no longer serves, ErrOverloaded when its queue is full. A shadow
+// request takes its place among the shadow work, which the model actor
+// gives back as such, within the shadow work's share of the limit
+// (1/shadowQueueShare, counting the user requests queued too); a limit of
+// 0 or less is none.
+func (c *content) reserve(n int64, queueLimit int, shadow bool) error {
+	c.inflight.Add(n)
 	if c.retired.Load() {
-		c.leave(1)
+		c.leave(n)
 		return errRetired
 	}
-	// A shadow copy takes a place among the shadow work, which the model
-	// actor gives back as such, within the shadow work's share of the
-	// limit (as the router's own shadow copies: routerActor.shadow); the
-	// limit counts both.
-	q := &c.queued
+	q, limit := &c.queued, int64(queueLimit)
 	if shadow {
-		q = &c.shadowQueued
-		if queueLimit > 0 {
-			queueLimit = max(queueLimit/shadowQueueShare, 1)
-		}
+		q, limit = &c.shadowQueued, int64(max(queueLimit/shadowQueueShare, 1))
 	}
-	n := q.Add(1)
+	queued := q.Add(n)
 	if shadow {
-		n += c.queued.Load()
+		queued += c.queued.Load()
 	}
-	if queueLimit > 0 && n > int64(queueLimit) {
-		q.Add(-1)
-		c.leave(1)
-		return fmt.Errorf("%w: model %s has %d requests queued (limit %d); retry later", ErrOverloaded, c.path, n-1, queueLimit)
+	if queueLimit > 0 && queued > limit {
+		q.Add(-n)
+		c.leave(n)
+		return fmt.Errorf("%w: model %s has %d requests queued (limit %d); retry later", ErrOverloaded, c.path, queued-n, limit)
 	}
 	return nil
 }

@@ -191,21 +191,13 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		return
 	}
 	chunks := splitRows(req.Inputs, r.microBatchRows)
-	limit := int64(max(r.queueLimit/shadowQueueShare, 1))
-	if r.queueLimit <= 0 {
-		limit = 1 << 30
-	}
 	// Reserve every micro-batch up front, or none.
 	n := int64(len(chunks))
-	c.inflight.Add(n)
-	if c.retired.Load() {
-		c.leave(n)
+	switch err := c.reserve(n, r.queueLimit, true); {
+	case errors.Is(err, errRetired):
 		r.metrics.shadowDropped.WithLabelValues(path, "not_found").Inc()
 		return
-	}
-	if c.shadowQueued.Add(n)+c.queued.Load() > limit {
-		c.shadowQueued.Add(-n)
-		c.leave(n)
+	case err != nil:
 		r.metrics.shadowDropped.WithLabelValues(path, "overloaded").Inc()
 		c.shadowDropped.Add(1)
 		return

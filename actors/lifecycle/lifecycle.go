@@ -1153,17 +1153,15 @@ func (s *State) usage(now time.Time) (used, leaving, graced int64) {
 			live[p.Job.ID] = true
 		}
 	}
-	until := map[int64]time.Time{}
-	for _, r := range s.retiring {
-		until[r.Content] = r.At
-	}
 	for id, b := range s.held {
 		used += b
 		if !live[id] {
 			leaving += b
-			if now.Before(until[id]) {
-				graced += b
-			}
+		}
+	}
+	for _, r := range s.retiring {
+		if now.Before(r.At) && !live[r.Content] {
+			graced += s.held[r.Content]
 		}
 	}
 	return used, leaving, graced

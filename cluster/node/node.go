@@ -388,10 +388,7 @@ func (a *Agent) Want(path string) bool {
 	a.waiting.wanted[path] = now.Add(wantFor)
 	a.waiting.mu.Unlock()
 	if fresh {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
+		a.writeRecordNow()
 	}
 	return true
 }
@@ -408,12 +405,18 @@ func (a *Agent) markWaiting(path string, n int) string {
 	}
 	a.waiting.mu.Unlock()
 	if first {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
+		a.writeRecordNow()
 	}
 	return path
+}
+
+// writeRecordNow has Run write the node's record at once (keepRecord),
+// without waiting for UpdateEvery; it never blocks.
+func (a *Agent) writeRecordNow() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
 }
 
 // peersOf are the live members among names, but this node, as forward peers.
@@ -824,10 +827,7 @@ func versionOf(parent, name string) (int64, bool) {
 // serving meanwhile.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.draining.Store(true)
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.writeRecordNow()
 	a.log.Info("draining: waiting for this node's models to be ready on other nodes")
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
