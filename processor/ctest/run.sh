@@ -19,9 +19,10 @@
 #     the Go runtime does in its own memory (memcheck does not know Go's
 #     stacks and heap; Go's experimental -tags valgrind build makes
 #     memcheck's leak check abort), what the ONNX Runtime binding keeps,
-#     and two known glibc/cpuinfo reports; the outputs (written by
-#     libc's memcpy into malloc'd buffers, read and free()d by the caller)
-#     are checked, the caller's input is read by Go's copy, which is not.
+#     and two known glibc/cpuinfo reports; the outputs (malloc'd
+#     buffers, read and free()d by the caller) are checked; Go's copies
+#     (the caller's input in, the answers out) are not: memcheck at times
+#     marks reused goroutine stack memory in Go's heap unaddressable.
 set -euo pipefail
 lib=$(realpath "$1")
 mode=short-onnx
