@@ -36,7 +36,10 @@ import "errors"
 // core (the kernel's weights 335 and 1024), so that serving goes first
 // while a load still progresses on busy cores. (At 10, a tenth, loads
 // per second fell by a third to a half on a busy 2-core machine with no
-// better warm latency around them.)
+// better warm latency around them. SCHED_IDLE, which yields the core to
+// any waking thread at once, did no better for the warm requests at the
+// same rate of loads, and doubled a cold start's latency on a busy node;
+// it would also leave a P with a thread the kernel may not run for long.)
 const Nice = 5
 
 // ErrUnsupported is returned by Run on a system where a thread's
