@@ -235,3 +235,39 @@ func TestStatusOfMapsEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsPastTheLimitAreTheCallersMistake checks that a metrics
+// update that would give a release more than modelconfig.MaxMetrics
+// metrics, each update within the limit, is refused as the caller's
+// mistake (422, ContractValidationError, naming the limit), not answered
+// 500 as a server fault.
+func TestMetricsPastTheLimitAreTheCallersMistake(t *testing.T) {
+	m := &memManager{metrics: map[string]map[string]float64{}}
+	s := serve(m, httpserver.Options{Registerer: prometheus.NewRegistry()})
+	if code, body := call(t, s, "POST", "/contract/ads/p/1", `{}`); code != 200 {
+		t.Fatalf("creating the contract: HTTP %d %s", code, body)
+	}
+	release := `{"path": "m/", "fqrv": {"contract": {"organization": "ads", "project": "p", "contract_number": 1}, "release_version": "v1"}}`
+	if code, body := call(t, s, "POST", "/servable", release); code != 200 {
+		t.Fatalf("adding the release: HTTP %d %s", code, body)
+	}
+	batch := func(from int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range modelconfig.MaxMetrics {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, `"m%d": 1`, from+i)
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	if code, body := call(t, s, "POST", "/ads/p/1/v1/metrics", batch(0)); code != 200 {
+		t.Fatalf("the first %d metrics: HTTP %d %s", modelconfig.MaxMetrics, code, body)
+	}
+	code, body := call(t, s, "POST", "/ads/p/1/v1/metrics", batch(modelconfig.MaxMetrics))
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `"ContractValidationError"`) || !strings.Contains(body, "at most 64 metrics") {
+		t.Errorf("%d more metrics: HTTP %d %s, want 422 ContractValidationError naming the limit", modelconfig.MaxMetrics, code, body)
+	}
+}

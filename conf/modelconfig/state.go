@@ -254,7 +254,8 @@ type MetricsUpdate struct {
 }
 
 // Apply sets and deletes metrics in m (which may be nil) and returns the
-// result, or an error if the servable would have over MaxMetrics.
+// result, or an *Error (the caller's mistake) if the servable would have
+// over MaxMetrics.
 func (u MetricsUpdate) Apply(m map[string]float64) (map[string]float64, error) {
 	out := make(map[string]float64, len(m)+len(u.Set))
 	for k, v := range m {
@@ -267,7 +268,7 @@ func (u MetricsUpdate) Apply(m map[string]float64) (map[string]float64, error) {
 		delete(out, k)
 	}
 	if len(out) > MaxMetrics {
-		return nil, fmt.Errorf("a servable has at most %d metrics; this update would give it %d", MaxMetrics, len(out))
+		return nil, &Error{Msg: fmt.Sprintf("a servable has at most %d metrics; this update would give it %d", MaxMetrics, len(out))}
 	}
 	return out, nil
 }
