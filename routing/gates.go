@@ -78,10 +78,21 @@ func promoteMissing(p modelconfig.PromoteWhen, c Comparison, o *OutcomeStats) st
 	if c.Executions < p.MinShadowExecutions {
 		miss = append(miss, fmt.Sprintf("%d of %d shadow executions", c.Executions, p.MinShadowExecutions))
 	}
-	if b := p.MaxMeanAbsDiff; b != nil && c.MeanAbsDiff > *b {
+	// Without min_shadow_executions (an outcome rule may leave it out), a
+	// bound on the comparison still needs one execution to be judged on.
+	unmeasured := c.Executions == 0 && p.MinShadowExecutions == 0
+	switch b := p.MaxMeanAbsDiff; {
+	case b == nil:
+	case unmeasured:
+		miss = append(miss, "mean_abs_diff not measured yet (no shadow execution)")
+	case c.MeanAbsDiff > *b:
 		miss = append(miss, fmt.Sprintf("mean_abs_diff %.4g above %g", c.MeanAbsDiff, *b))
 	}
-	if b := p.MaxErrorRate; b != nil && c.ErrorRate() > *b {
+	switch b := p.MaxErrorRate; {
+	case b == nil:
+	case unmeasured:
+		miss = append(miss, "error rate not measured yet (no shadow execution)")
+	case c.ErrorRate() > *b:
 		miss = append(miss, fmt.Sprintf("error rate %.4g (%d of %d) above %g", c.ErrorRate(), c.Errors, c.Executions, *b))
 	}
 	switch b := p.MaxP99Ratio; {

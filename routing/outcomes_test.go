@@ -118,6 +118,25 @@ func TestOutcomeAndShadowBoundsMustBothHold(t *testing.T) {
 	}
 }
 
+func TestOutcomeRuleWithComparisonBoundsWaitsForAShadowExecution(t *testing.T) {
+	c := outcomeGated()
+	c.Servables[1].Validity[0].Promote.MaxMeanAbsDiff = bound(0.01)
+	c.Servables[1].Validity[0].Promote.MaxErrorRate = bound(0.001)
+	o := better()
+	// The outcomes are known (the evaluator's, which outlive a restart)
+	// but the comparison has not seen a shadow execution yet.
+	p := Evaluate(c, map[string]ServableState{"v1": champion, "v2": {Ready: true, LoadedAt: t0, Outcomes: &o}}, at(time.Hour))
+	want := "promote_when: mean_abs_diff not measured yet (no shadow execution); error rate not measured yet (no shadow execution)"
+	if v2 := status(t, p, "v2"); v2.Valid || v2.GateDetail != want {
+		t.Errorf("v2 = %+v, want waiting with %q", v2, want)
+	}
+	p = Evaluate(c, map[string]ServableState{"v1": champion, "v2": {Ready: true, LoadedAt: t0, Outcomes: &o,
+		Comparison: Comparison{Executions: 1, MeanAbsDiff: 0.001}}}, at(time.Hour))
+	if v2 := status(t, p, "v2"); !v2.Valid {
+		t.Errorf("v2 = %+v, want promoted once a shadow execution agrees", v2)
+	}
+}
+
 // calibrated is v2, valid since t0 with a linear phase-in of 10 minutes,
 // whose rollback_when has calibration_between as its only bound.
 func calibrated() modelconfig.Contract {
