@@ -402,13 +402,8 @@ const OutputErrorCode = 500
 // output fails servables.Tensor.Validate, it appends instead an error
 // response with code OutputErrorCode naming the bad output.
 func AppendInferResponse(dst []byte, outputs []servables.Tensor) []byte {
-	for i, t := range outputs {
-		if err := t.Validate(); err != nil {
-			return AppendErrorResponse(dst, OutputErrorCode, fmt.Sprintf("output %d (%q): %v", i, t.Name, err))
-		}
-		if _, ok := toWireTypes[t.DType]; !ok {
-			return AppendErrorResponse(dst, OutputErrorCode, fmt.Sprintf("output %d (%q) is %v, which GraphPipe has no type for", i, t.Name, t.DType))
-		}
+	if err := checkOutputs(outputs); err != nil {
+		return AppendErrorResponse(dst, OutputErrorCode, err.Error())
 	}
 	b := getBuilder()
 	offs := make([]fb.UOffsetT, len(outputs))
@@ -444,6 +439,20 @@ func AppendInferResponse(dst []byte, outputs []servables.Tensor) []byte {
 	gpfb.InferResponseStart(b)
 	gpfb.InferResponseAddOutputTensors(b, vec)
 	return finish(dst, b, gpfb.InferResponseEnd(b))
+}
+
+// checkOutputs reports the first output AppendInferResponse cannot write:
+// an invalid tensor, or a dtype GraphPipe has no type for.
+func checkOutputs(outputs []servables.Tensor) error {
+	for i, t := range outputs {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("output %d (%q): %w", i, t.Name, err)
+		}
+		if _, ok := toWireTypes[t.DType]; !ok {
+			return fmt.Errorf("output %d (%q) is %v, which GraphPipe has no type for", i, t.Name, t.DType)
+		}
+	}
+	return nil
 }
 
 // stringTensor writes a valid Bytes tensor as a GraphPipe String tensor,

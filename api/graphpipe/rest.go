@@ -126,6 +126,14 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// An output GraphPipe cannot carry is the server's failure, answered
+	// as fail answers the others: graphpipe-go's client ignores the errors
+	// of a 200 InferResponse, so the caller would see no outputs and no
+	// error.
+	if err := checkOutputs(outputs); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	rp := a.h.Buffer()
 	defer a.h.Release(rp)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	gp "github.com/oracle/graphpipe-go"
+
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
@@ -155,4 +157,31 @@ func FuzzConfigs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// bf16 is a Backend whose every contract answers one BFLOAT16 output,
+// which GraphPipe has no type for.
+type bf16 struct{ contracts }
+
+func (bf16) Score(context.Context, string, string, actors.Request) (actors.Result, string, error) {
+	return actors.Result{Outputs: []servables.Tensor{{Name: "y", DType: servables.BFloat16, Shape: []int64{1}, Data: []byte{0x80, 0x3f}}}}, "v1", nil
+}
+
+func TestAnOutputGraphPipeCannotCarryIsA500ThatTheClientSees(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, bf16{})
+	rec := httptest.NewRecorder()
+	h.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/ads/ok/1/gp", bytes.NewReader(buildInfer(t, "", nil, nil, []float32{1}))))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), `output 0 ("y") is BFLOAT16, which GraphPipe has no type for`) {
+		t.Fatalf("HTTP %d %q, want 500 naming the output", rec.Code, rec.Body)
+	}
+	if raceEnabled {
+		return // graphpipe-go's client fails -race's checkptr, see race_off_test.go
+	}
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	outs, err := gp.MultiRemote(http.DefaultClient, srv.URL+"/ads/ok/1/gp", []any{[]float32{1}}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "BFLOAT16") {
+		t.Fatalf("MultiRemote = %v, %v; want the output's error", outs, err)
+	}
 }
