@@ -14,7 +14,9 @@
 // recovers and returns an error wrapping ErrMalformed. Before anything is
 // allocated from a length read out of the message, that length is checked
 // against the size of the body, so a small body cannot ask for a large
-// allocation. Every input tensor is checked: its type must map to a Grove
+// allocation; nor can objects the message shares between several tensors
+// or string elements (the input tensors take at most twice the body's
+// size). Every input tensor is checked: its type must map to a Grove
 // dtype, its shape must pass servables.NumElements (every dimension ≥ 1, at
 // most servables.MaxElements elements, at most MaxRank dimensions) and its
 // data must hold exactly that many elements. An empty shape is a scalar of
@@ -200,6 +202,12 @@ func parseInfer(ir *gpfb.InferRequest, bodyLen int) (Request, error) {
 	}
 
 	req.Inputs = make([]servables.Tensor, nt)
+	// What the tensors take in Grove is at most twice what they take in
+	// an unshared message (widened unsigned types double; a string
+	// element's 4-byte length stands for its offset and its own length
+	// prefix), but a flatbuffer may point many offsets at one object: the
+	// budget keeps a small body from asking for more.
+	budget := 2 * bodyLen
 	var t gpfb.Tensor
 	for i := range nt {
 		if !ir.InputTensors(&t, i) {
@@ -209,7 +217,7 @@ func parseInfer(ir *gpfb.InferRequest, bodyLen int) (Request, error) {
 		if i < nn {
 			name = req.InputNames[i]
 		}
-		in, err := parseTensor(&t, name, bodyLen)
+		in, err := parseTensor(&t, name, bodyLen, &budget)
 		if err != nil {
 			return Request{}, fmt.Errorf("input tensor %d: %w", i, err)
 		}
@@ -245,9 +253,9 @@ func typeName(t byte) string {
 	return fmt.Sprintf("type %d", t)
 }
 
-func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, error) {
+func parseTensor(t *gpfb.Tensor, name string, bodyLen int, budget *int) (servables.Tensor, error) {
 	if t.Type() == gpfb.TypeString {
-		return parseStrings(t, name, bodyLen)
+		return parseStrings(t, name, bodyLen, budget)
 	}
 	w, ok := wireTypes[t.Type()]
 	if !ok {
@@ -264,6 +272,9 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 	if len(data) != n*w.size {
 		return servables.Tensor{}, fmt.Errorf("%w: %d bytes of %s do not fill shape %v (%d elements of %d bytes)", servables.ErrShape, len(data), typeName(t.Type()), shape, n, w.size)
 	}
+	if err := spend(budget, n*w.dt.Size(), bodyLen); err != nil {
+		return servables.Tensor{}, err
+	}
 	out, err := servables.NewTensor(name, w.dt, shape)
 	if err != nil {
 		return servables.Tensor{}, err
@@ -273,7 +284,7 @@ func parseTensor(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, er
 }
 
 // parseStrings reads a String tensor: one string_val entry per element.
-func parseStrings(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, error) {
+func parseStrings(t *gpfb.Tensor, name string, bodyLen int, budget *int) (servables.Tensor, error) {
 	shape, n, err := parseShape(t, bodyLen)
 	if err != nil {
 		return servables.Tensor{}, err
@@ -290,13 +301,29 @@ func parseStrings(t *gpfb.Tensor, name string, bodyLen int) (servables.Tensor, e
 	}
 	size := 0
 	for i := range ns {
-		size += servables.BytesLenSize + len(t.StringVal(i))
+		if size += servables.BytesLenSize + len(t.StringVal(i)); size > *budget {
+			break
+		}
+	}
+	if err := spend(budget, size, bodyLen); err != nil {
+		return servables.Tensor{}, err
 	}
 	data := make([]byte, 0, size)
 	for i := range ns {
 		data = servables.AppendBytesElement(data, t.StringVal(i))
 	}
 	return servables.Tensor{Name: name, DType: servables.Bytes, Shape: shape, Data: data}, nil
+}
+
+// spend takes size bytes of tensor memory from the request's budget, or
+// fails when the tensors would take more than a body of bodyLen bytes can
+// carry.
+func spend(budget *int, size, bodyLen int) error {
+	if size > *budget {
+		return fmt.Errorf("%w: the input tensors hold more data than a %d-byte body carries (objects shared by several tensors or elements)", ErrMalformed, bodyLen)
+	}
+	*budget -= size
+	return nil
 }
 
 // parseShape reads a tensor's shape, its length checked against the body,
