@@ -14,9 +14,9 @@
 // recovers and returns an error wrapping ErrMalformed. Before anything is
 // allocated from a length read out of the message, that length is checked
 // against the size of the body, so a small body cannot ask for a large
-// allocation; nor can objects the message shares between several tensors
-// or string elements (the input tensors take at most twice the body's
-// size). Every input tensor is checked: its type must map to a Grove
+// allocation; nor can objects the message shares between several tensors,
+// string elements or names (the input tensors take at most twice the
+// body's size, the names at most its size). Every input tensor is checked: its type must map to a Grove
 // dtype, its shape must pass servables.NumElements (every dimension ≥ 1, at
 // most servables.MaxElements elements, at most MaxRank dimensions) and its
 // data must hold exactly that many elements. An empty shape is a scalar of
@@ -180,9 +180,16 @@ func parseInfer(ir *gpfb.InferRequest, bodyLen int) (Request, error) {
 	if err := checkLen("input names", nn, 4, nt, bodyLen); err != nil {
 		return Request{}, fmt.Errorf("%w (for %d input tensors)", err, nt)
 	}
+	// The names, like the tensors (see budget), take no more than the
+	// body carries, however many of them point at one string.
+	nameBytes := bodyLen
 	seen := make(map[string]bool, nn)
 	for i := 0; i < nn; i++ {
-		name := string(ir.InputNames(i))
+		b := ir.InputNames(i)
+		if nameBytes -= len(b); nameBytes < 0 {
+			return Request{}, fmt.Errorf("%w: the input names hold more bytes than a %d-byte body carries (a string shared by several names)", ErrMalformed, bodyLen)
+		}
+		name := string(b)
 		if name != "" && seen[name] {
 			return Request{}, fmt.Errorf("%w: input name %q given twice", ErrMalformed, name)
 		}
@@ -194,7 +201,11 @@ func parseInfer(ir *gpfb.InferRequest, bodyLen int) (Request, error) {
 		return Request{}, err
 	}
 	for i := 0; i < no; i++ {
-		name := string(ir.OutputNames(i))
+		b := ir.OutputNames(i)
+		if nameBytes -= len(b); nameBytes < 0 {
+			return Request{}, fmt.Errorf("%w: the output names hold more bytes than a %d-byte body carries (a string shared by several names)", ErrMalformed, bodyLen)
+		}
+		name := string(b)
 		if name == "" {
 			return Request{}, fmt.Errorf("%w: output name %d is empty", ErrMalformed, i)
 		}

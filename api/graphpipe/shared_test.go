@@ -86,3 +86,42 @@ func TestSharedFlatbufferObjectsCannotMakeASmallBodyAllocateALot(t *testing.T) {
 		}
 	}
 }
+
+func TestSharedNamesCannotMakeASmallBodyAllocateALot(t *testing.T) {
+	b := fb.NewBuilder(1024)
+	name := b.CreateString(string(make([]byte, 64<<10)))
+	gpfb.InferRequestStartOutputNamesVector(b, MaxTensors)
+	for range MaxTensors {
+		b.PrependUOffsetT(name) // every output name is the same string
+	}
+	names := b.EndVector(MaxTensors)
+	data := b.CreateByteVector(make([]byte, 4))
+	gpfb.TensorStartShapeVector(b, 1)
+	b.PrependInt64(1)
+	shape := b.EndVector(1)
+	gpfb.TensorStart(b)
+	gpfb.TensorAddType(b, gpfb.TypeFloat32)
+	gpfb.TensorAddShape(b, shape)
+	gpfb.TensorAddData(b, data)
+	tensor := gpfb.TensorEnd(b)
+	gpfb.InferRequestStartInputTensorsVector(b, 1)
+	b.PrependUOffsetT(tensor)
+	tensors := b.EndVector(1)
+	gpfb.InferRequestStart(b)
+	gpfb.InferRequestAddInputTensors(b, tensors)
+	gpfb.InferRequestAddOutputNames(b, names)
+	ir := gpfb.InferRequestEnd(b)
+	gpfb.RequestStart(b)
+	gpfb.RequestAddReqType(b, gpfb.ReqInferRequest)
+	gpfb.RequestAddReq(b, ir)
+	b.Finish(gpfb.RequestEnd(b))
+	body := b.FinishedBytes()
+	var err error
+	n := allocatedBy(func() { _, err = ParseRequest(body) })
+	if limit := uint64(8*len(body) + 1<<20); n > limit {
+		t.Errorf("a %d-byte body allocated %d bytes (more than %d)", len(body), n, limit)
+	}
+	if !errors.Is(err, ErrMalformed) {
+		t.Errorf("%v, want an ErrMalformed error (allocated %d for %d)", err, n, len(body))
+	}
+}
