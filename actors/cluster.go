@@ -251,7 +251,7 @@ func forwardedBatch(ctx context.Context, req forward.ForwardedRequest) *batch {
 		api += "-shadow" // as this node counts its own shadow copies
 	}
 	b := newBatch(ctx, []Request{{API: api, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
-		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional}})
+		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional, TypeNamed: req.TypeNamed}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
 	return b
 }
@@ -285,7 +285,7 @@ func forwardRequest(ctx context.Context, req *Request, path string, p forward.Pr
 	if !ok {
 		id = auth.Identity{Method: "none"}
 	}
-	return forward.Request{ModelPath: path, Inputs: req.Inputs, Positional: req.Positional, RequestID: req.RequestID,
+	return forward.Request{ModelPath: path, Inputs: req.Inputs, Positional: req.Positional, TypeNamed: req.TypeNamed, RequestID: req.RequestID,
 		Priority: p, Caller: id, API: req.API, Configs: req.Configs, Contract: req.Contract, Release: req.Release}
 }
 

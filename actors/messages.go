@@ -58,6 +58,11 @@ type Request struct {
 	// unnamed, whatever their names (which stay for the prediction log).
 	// Other models, and requests without it, bind named inputs by name.
 	Positional bool
+	// TypeNamed says the inputs are named after their types, as
+	// ForestFlow's schema entries are, not after the model's inputs: a
+	// model that has none of those names among its inputs gets them by
+	// position (one that has them all binds them by name).
+	TypeNamed bool
 	// TraceParent is the W3C traceparent of the call's trace when it has
 	// one (set by System.Infer before the prediction log sees the
 	// request), which the log passes on with the event.

@@ -472,7 +472,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	if c.onDemand && !b.shadow {
 		c.lastUsed.Store(enqueued.UnixNano()) // a shadow copy keeps no model loaded
 	}
-	p := &predict{inputs: c.bind(req.Inputs, req.Positional), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
+	p := &predict{inputs: c.bind(req.Inputs, req.Positional, req.TypeNamed), priority: priorityUser, enqueued: enqueued, ctx: b.ctx, replica: req.Replica}
 	if b.shadow {
 		p.priority = priorityShadow
 	}

@@ -214,7 +214,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		deadline = sc.start.Add(r.shadowTimeout)
 	}
 	for i, in := range chunks {
-		c.send(ctx.Send, &predict{inputs: c.bind(in, req.Positional), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
+		c.send(ctx.Send, &predict{inputs: c.bind(in, req.Positional, req.TypeNamed), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.leave(1)
 				if tracing.Recording(sc.ctx) {

@@ -70,10 +70,16 @@ func (c *content) metadata() servables.Metadata {
 
 // bind returns inputs as the model gets them: unnamed, so bound by
 // position, when the request's protocol and the model's runtime both take
-// inputs by position (positional and Metadata.ByPosition); else as they
-// are. Inputs that have no names are not copied.
-func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.Tensor {
-	if !positional || !c.metadata().ByPosition || !named(inputs) {
+// inputs by position (positional and Metadata.ByPosition), or when the
+// inputs are named after their types (typeNamed: ForestFlow) and none of
+// those names is one of the model's inputs; else as they are. Inputs that
+// have no names are not copied.
+func (c *content) bind(inputs []servables.Tensor, positional, typeNamed bool) []servables.Tensor {
+	if !named(inputs) {
+		return inputs
+	}
+	meta := c.metadata()
+	if !(positional && meta.ByPosition) && !(typeNamed && !namesAny(inputs, meta.Inputs)) {
 		return inputs
 	}
 	out := make([]servables.Tensor, len(inputs))
@@ -82,6 +88,18 @@ func (c *content) bind(inputs []servables.Tensor, positional bool) []servables.T
 		out[i] = t
 	}
 	return out
+}
+
+// namesAny reports whether one of inputs is named after one of specs.
+func namesAny(inputs []servables.Tensor, specs []servables.TensorSpec) bool {
+	for i := range inputs {
+		for j := range specs {
+			if inputs[i].Name == specs[j].Name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // named reports whether any of inputs has a name.

@@ -112,6 +112,43 @@ func TestPositionalRequestsBindByPositionOnlyForPositionalRuntimes(t *testing.T)
 	})
 }
 
+func TestTypeNamedInputsBindByPositionUnlessTheModelHasTheirNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("named/", "", "")), map[string]faultySpec{"named/": {}})
+		defer w.stop()
+		synctest.Wait()
+		typed, _ := servables.NewTensor("Float32", servables.Float32, []int64{1})
+		x, _ := servables.NewTensor("x", servables.Float32, []int64{1})
+		for _, c := range []struct {
+			name      string
+			inputs    []servables.Tensor
+			typeNamed bool
+			want      string
+		}{
+			// ForestFlow's tensors named after their types reach a model
+			// whose input is "x" by position.
+			{"no name is the model's", []servables.Tensor{typed}, true, ""},
+			// The B&A API's names are the model's: a wrong one is refused.
+			{"names that are not types", []servables.Tensor{typed}, false, `unknown input "Float32"`},
+			// A model whose inputs are named after the types binds them by
+			// name, so one that matches keeps the others' names checked.
+			{"one name is the model's", []servables.Tensor{x, typed}, true, `unknown input "Float32"`},
+			{"every name is the model's", []servables.Tensor{x}, true, ""},
+		} {
+			res, err := w.sys.Infer(context.Background(), []Request{{API: "test", ModelPath: "named/", Inputs: c.inputs, Positional: true, TypeNamed: c.typeNamed}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch got := res[0].Err; {
+			case c.want == "" && got != nil:
+				t.Errorf("%s: %v", c.name, got)
+			case c.want != "" && (servables.KindOf(got) != servables.InvalidInput || !strings.Contains(got.Error(), c.want)):
+				t.Errorf("%s: %v, want %q", c.name, got, c.want)
+			}
+		}
+	})
+}
+
 func TestAModelReloadedAfterACrashKeepsTheLearnedSignature(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", `"warm_up_batch_request_json": "[[1]]"`)), map[string]faultySpec{"a/": {PanicOn: f64(13)}})

@@ -649,7 +649,7 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 	sent := make([][]servables.Tensor, len(w.Sets))
 	outs := make([][]servables.Tensor, len(w.Sets))
 	for i := range w.Sets {
-		sent[i] = c.bind(w.Sets[i], w.Positional)
+		sent[i] = c.bind(w.Sets[i], w.Positional, false)
 	}
 	replicas := 1
 	if w.PerReplica {

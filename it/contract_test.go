@@ -170,6 +170,11 @@ func TestGraphPipeClientScoresThroughTheContract(t *testing.T) {
 		}
 		checkClose(t, "Remote output", []float64{float64(got[0][0]), float64(got[1][0])}, exp["pctr_v1"].Outputs[0].Data, 1e-5)
 	}
+	// ForestFlow's score API on the ONNX contract: its Float32 schema
+	// entry reaches the model's input "x" by position.
+	if v := g.scoreOnce("ads/pctr/2", scoreBody(t, exp), nil); v != "onnx1" {
+		t.Errorf("ForestFlow score on the ONNX contract answered by %q", v)
+	}
 	// An unknown output name is an error naming the model's outputs.
 	_, err = graphpipe.MultiRemote(http.DefaultClient, g.url+"/ads/pctr/1/gp", []interface{}{rows}, nil, []string{"nope"})
 	if err == nil || !strings.Contains(err.Error(), "output_0") {

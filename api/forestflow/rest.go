@@ -156,7 +156,7 @@ func (a *api) score(w http.ResponseWriter, r *http.Request) {
 	// Schema entries are positional model inputs: their tensors are named
 	// by type, not after the model's inputs.
 	res, picked, err := a.b.Score(ctx, id, release, actors.Request{API: "forestflow", Inputs: req.Inputs,
-		RequestID: httpserver.RequestID(w, r), Configs: configs, Positional: true})
+		RequestID: httpserver.RequestID(w, r), Configs: configs, Positional: true, TypeNamed: true})
 	if err != nil {
 		fail(w, err, fqrv, false)
 		return

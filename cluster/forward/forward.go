@@ -43,6 +43,9 @@ type Request struct {
 	// Positional says the protocol gives inputs in the model's order
 	// (actors.Request.Positional).
 	Positional bool
+	// TypeNamed says the inputs are named after their types
+	// (actors.Request.TypeNamed).
+	TypeNamed bool
 	// RequestID identifies the client's call.
 	RequestID string
 	// Priority is User or Shadow.

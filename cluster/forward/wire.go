@@ -35,6 +35,7 @@ func encodeRequest(r *Request) *forwardpb.PredictRequest {
 		ModelPath:  r.ModelPath,
 		Inputs:     encodeTensors(r.Inputs),
 		Positional: r.Positional,
+		TypeNamed:  r.TypeNamed,
 		RequestId:  r.RequestID,
 		Priority:   priorities[r.Priority],
 		Hops:       hopsForwarded,
@@ -59,6 +60,7 @@ func decodeRequest(m *forwardpb.PredictRequest) (Request, error) {
 	r := Request{
 		ModelPath:  m.GetModelPath(),
 		Positional: m.GetPositional(),
+		TypeNamed:  m.GetTypeNamed(),
 		RequestID:  m.GetRequestId(),
 		API:        m.GetApi(),
 		Configs:    m.GetConfigs(),

@@ -54,7 +54,7 @@ func everyType(t *testing.T) []servables.Tensor {
 
 func TestRequestRoundTrip(t *testing.T) {
 	caller := auth.Identity{Name: "alice", Roles: []auth.Role{auth.RoleInfer, auth.RoleRead}, Method: "jwt"}
-	in := Request{ModelPath: "m/", Inputs: everyType(t), Positional: true, RequestID: "r1", Priority: Shadow, Caller: caller,
+	in := Request{ModelPath: "m/", Inputs: everyType(t), Positional: true, TypeNamed: true, RequestID: "r1", Priority: Shadow, Caller: caller,
 		API: "ba", Configs: map[string]string{"k": "v"}, Contract: "o/p/1", Release: "v2"}
 	b, err := proto.Marshal(encodeRequest(&in))
 	if err != nil {

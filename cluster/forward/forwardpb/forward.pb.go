@@ -319,8 +319,12 @@ type PredictRequest struct {
 	Configs map[string]string `protobuf:"bytes,9,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The contract ("org/project/n") and release whose servable this model
 	// is; empty for a direct model call.
-	Contract      string `protobuf:"bytes,10,opt,name=contract,proto3" json:"contract,omitempty"`
-	Release       string `protobuf:"bytes,11,opt,name=release,proto3" json:"release,omitempty"`
+	Contract string `protobuf:"bytes,10,opt,name=contract,proto3" json:"contract,omitempty"`
+	Release  string `protobuf:"bytes,11,opt,name=release,proto3" json:"release,omitempty"`
+	// The inputs are named after their types (ForestFlow's schema), not
+	// after the model's inputs: a model with none of those names among its
+	// inputs gets them by position.
+	TypeNamed     bool `protobuf:"varint,12,opt,name=type_named,json=typeNamed,proto3" json:"type_named,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +434,13 @@ func (x *PredictRequest) GetRelease() string {
 		return x.Release
 	}
 	return ""
+}
+
+func (x *PredictRequest) GetTypeNamed() bool {
+	if x != nil {
+		return x.TypeNamed
+	}
+	return false
 }
 
 type PredictResponse struct {
@@ -697,7 +708,7 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
 	"\x05shape\x18\x03 \x03(\x03R\x05shape\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"\xeb\x03\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"\x8a\x04\n" +
 	"\x0ePredictRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x120\n" +
@@ -714,7 +725,9 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	"\aconfigs\x18\t \x03(\v2-.grove.cluster.v1.PredictRequest.ConfigsEntryR\aconfigs\x12\x1a\n" +
 	"\bcontract\x18\n" +
 	" \x01(\tR\bcontract\x12\x18\n" +
-	"\arelease\x18\v \x01(\tR\arelease\x1a:\n" +
+	"\arelease\x18\v \x01(\tR\arelease\x12\x1d\n" +
+	"\n" +
+	"type_named\x18\f \x01(\bR\ttypeNamed\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x01\n" +
