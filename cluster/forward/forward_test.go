@@ -611,6 +611,62 @@ func TestPeerKilled(t *testing.T) {
 	})
 }
 
+// TestCallCutByStopIsRetriedElsewhere: Stop cancels the calls in flight
+// before it closes their connections, and a Local answers a canceled
+// context with its error as soon as it sees it. A call so answered while
+// its connection is still open must reach the calling node as Unavailable
+// (the node stopped, not the caller), so that it is tried on another
+// replica, never as Canceled (499 / CANCELED to a client that canceled
+// nothing). The test takes the first step of Stop (cancelling the calls)
+// and waits for the answer, which is the window Stop leaves before it
+// closes the connections.
+func TestCallCutByStopIsRetriedElsewhere(t *testing.T) {
+	p := newPKI(t)
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			entered := make(chan struct{})
+			hold := func(ctx context.Context, _ ForwardedRequest) (Answer, error) {
+				close(entered)
+				<-ctx.Done()
+				return Answer{}, ctx.Err()
+			}
+			var b *started
+			if async {
+				n := &node{name: "b", fn: hold}
+				srv, err := NewServer(&asyncNode{node: n}, ServerOptions{Node: "b", TLS: p.serverTLS(t, "b")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = serveLoopback(t, n, srv, srv.Serve, srv.Stop)
+			} else {
+				b = p.start(t, "b", hold)
+			}
+			d := p.start(t, "d", compute)
+			c := p.client(t, "a", ClientOptions{Rand: draws(t, 0, 0)}) // b first
+			type result struct {
+				a   Answer
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				a, err := c.Forward(testCtx(t), []Peer{b.peer, d.peer}, sumRequest(t))
+				res <- result{a, err}
+			}()
+			select {
+			case <-entered:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request never reached b")
+			}
+			b.srv.cancel() // Stop's first step: the calls in flight are cancelled
+			r := <-res
+			if r.err != nil {
+				t.Fatalf("a call b's Stop cut was not tried on d: %v (kind %v)", r.err, servables.KindOf(r.err))
+			}
+			checkSums(t, r.a, "d")
+		})
+	}
+}
+
 func TestForwardRefuses(t *testing.T) {
 	c := NewClient(ClientOptions{})
 	defer c.Close()

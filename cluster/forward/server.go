@@ -287,9 +287,14 @@ func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from 
 }
 
 // outcome is the answer to send for the Local's answer ans or error err.
+// A call Stop canceled fails Unavailable, not Canceled: this node stopped,
+// its caller did not give up, and its node tries another replica.
 func (s *Server) outcome(ans Answer, err error) (*forwardpb.PredictResponse, *failure) {
 	if err != nil {
 		k := servables.KindOf(err)
+		if k == servables.Canceled && s.base.Err() != nil {
+			k, err = servables.Unavailable, fmt.Errorf("node %s is stopping: %w", s.node, err)
+		}
 		f := &failure{code: Code(k), kind: k, msg: err.Error()}
 		if h, ok := errors.AsType[retryHint](err); ok {
 			f.retryAfter = h.RetryIn()
