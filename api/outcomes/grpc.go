@@ -6,9 +6,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/groveml/grove/api/outcomes/outcomespb"
-	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging/outcome"
 )
 
 // service is grove.v1.Outcomes.
@@ -33,7 +34,8 @@ const MaxStreamErrors = 10000
 
 // Report reads the stream's outcomes, writing the valid ones every
 // StreamBatch and at the end, and answers with how many were stored and
-// why each of the others was not. A stream of no outcome, or of none
+// why each of the others was not (one that does not decode as a
+// grove.v1.Outcome among them). A stream of no outcome, or of none
 // valid, ends INVALID_ARGUMENT naming the first errors; one whose valid
 // outcomes all failed to be stored ends UNAVAILABLE; with Kafka off,
 // every stream ends UNAVAILABLE.
@@ -45,13 +47,18 @@ func (s *service) Report(stream outcomespb.Outcomes_ReportServer) error {
 	b := newBatch()
 	n := 0
 	for ; ; n++ {
-		o := new(grovepb.Outcome)
-		if err := stream.RecvMsg(o); errors.Is(err, io.EOF) {
+		// Each message is received as unknown fields and decoded here, so
+		// that one that is not an outcome (a string that is not UTF-8) is
+		// answered by its index, as over HTTP, rather than ending the
+		// stream INTERNAL (gRPC's answer to a message it cannot decode).
+		raw := new(emptypb.Empty)
+		if err := stream.RecvMsg(raw); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			return err
 		}
-		b.add(n, o, nil, s.opts.Now())
+		o, err := outcome.ParseProto(raw.ProtoReflect().GetUnknown())
+		b.add(n, o, err, s.opts.Now())
 		if len(b.valid) >= StreamBatch {
 			b.flush(ctx, s.opts.Sink)
 		}

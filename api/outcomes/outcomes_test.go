@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -52,6 +53,7 @@ type fixture struct {
 	url    string
 	client outcomespb.OutcomesClient
 	broker string
+	conn   *grpc.ClientConn
 }
 
 func serve(t *testing.T, sink func(broker string) Sink, maxBody int64) *fixture {
@@ -94,7 +96,7 @@ func serve(t *testing.T, sink func(broker string) Sink, maxBody int64) *fixture 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &fixture{url: hs.URL, client: outcomespb.NewOutcomesClient(conn), broker: broker}
+	return &fixture{url: hs.URL, client: outcomespb.NewOutcomesClient(conn), broker: broker, conn: conn}
 }
 
 // kafkaSink is an outcome.Writer over a producer of the fixture's broker.
@@ -336,4 +338,45 @@ func TestWithKafkaOffEveryCallSaysSo(t *testing.T) {
 	if _, err := f.report(t, tokens[auth.RoleFeedback], &grovepb.Outcome{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Report: %v, want UNAVAILABLE", err)
 	}
+}
+
+// wireCodec sends messages already encoded ([]byte) as they are, so that
+// a test can send bytes a proto client would refuse to encode.
+type wireCodec struct{}
+
+func (wireCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (wireCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
+func (wireCodec) Name() string                       { return "proto" }
+
+func TestReportAnswersAnOutcomeThatDoesNotDecodeByIndex(t *testing.T) {
+	f := serve(t, kafkaSink(t), 1<<20)
+	good, err := proto.Marshal(&grovepb.Outcome{OutcomeId: "w1", RequestId: "req-1", Labels: map[string]float64{"click": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// outcome_id "w2", request_id "r\xff": a string that is not UTF-8.
+	bad := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "w2")
+	bad = protowire.AppendString(protowire.AppendTag(bad, 2, protowire.BytesType), "r\xff")
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tokens[auth.RoleFeedback]), 10*time.Second)
+	defer cancel()
+	stream, err := f.conn.NewStream(ctx, &outcomespb.Outcomes_ServiceDesc.Streams[0], outcomespb.Outcomes_Report_FullMethodName, grpc.ForceCodec(wireCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range [][]byte{good, bad} {
+		if err := stream.SendMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	resp := new(outcomespb.ReportResponse)
+	if err := stream.RecvMsg(resp); err != nil {
+		t.Fatalf("a stream with one outcome that does not decode: %v, want outcome 0 stored and outcome 1 refused", err)
+	}
+	if resp.Accepted != 1 || len(resp.Errors) != 1 || resp.Errors[0].Index != 1 || !strings.Contains(resp.Errors[0].Error, "UTF-8") {
+		t.Fatalf("answer %v, want 1 accepted and outcome 1 refused for its invalid UTF-8", resp)
+	}
+	f.records(t, 1)
 }
