@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -30,8 +31,9 @@ var jsonFields = map[string]string{
 // decodeJSON decodes one JSON outcome, field by field, each error naming
 // its field: what protojson reads (the two names of each field, item and
 // row as numbers or decimal strings, event_time an RFC 3339 string, null
-// for a field's default), but labels only as JSON numbers. An unknown
-// field is an error when strict, else ignored.
+// for a field's default), but labels only as JSON numbers, and, as
+// protojson, no string that is not UTF-8. An unknown field is an error
+// when strict, else ignored.
 func decodeJSON(data []byte, strict bool) (*grovepb.Outcome, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
@@ -54,6 +56,11 @@ func decodeJSON(data []byte, strict bool) (*grovepb.Outcome, error) {
 		}
 		if bytes.Equal(raw, []byte("null")) {
 			continue
+		}
+		// encoding/json reads a byte that is not UTF-8 as U+FFFD: the
+		// outcome would name another request, key or label than sent.
+		if !utf8.Valid(raw) {
+			return nil, fmt.Errorf("%s: not valid UTF-8", field)
 		}
 		var err error
 		switch field {

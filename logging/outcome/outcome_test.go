@@ -264,3 +264,18 @@ func TestDecodeRecordReadsJSONByItsHeaderOrItsFirstByte(t *testing.T) {
 		t.Errorf("encoding avro: %v, want an error", err)
 	}
 }
+
+func TestParseJSONRefusesStringsThatAreNotUTF8(t *testing.T) {
+	// encoding/json would read each as a string with U+FFFD in place of
+	// the bad byte: an outcome for another request or label than sent.
+	for _, tc := range []struct{ in, want string }{
+		{"{\"outcome_id\":\"o\",\"request_id\":\"r\xff\",\"labels\":{\"click\":1}}", "request_id: not valid UTF-8"},
+		{"{\"outcome_id\":\"o\xc3\",\"key\":\"k\",\"labels\":{\"click\":1}}", "outcome_id: not valid UTF-8"},
+		{"{\"outcome_id\":\"o\",\"request_id\":\"r\",\"labels\":{\"cl\xffick\":1}}", "labels: not valid UTF-8"},
+		{"{\"outcome_id\":\"o\",\"request_id\":\"r\",\"contract\":\"a/b/\xfe\",\"labels\":{\"click\":1}}", "contract: not valid UTF-8"},
+	} {
+		if o, err := ParseJSON([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseJSON(%q) = %v, %v; want an error containing %q", tc.in, o, err, tc.want)
+		}
+	}
+}
