@@ -59,7 +59,7 @@ func decodeJSON(data []byte, strict bool) (*grovepb.Outcome, error) {
 		}
 		// encoding/json reads a byte that is not UTF-8 as U+FFFD: the
 		// outcome would name another request, key or label than sent.
-		if !utf8.Valid(raw) {
+		if !utf8.Valid(raw) || loneSurrogate(raw) {
 			return nil, fmt.Errorf("%s: not valid UTF-8", field)
 		}
 		var err error
@@ -96,6 +96,49 @@ func jsonError(err error) error {
 		return fmt.Errorf("a JSON %s, not an object", te.Value)
 	}
 	return err
+}
+
+// loneSurrogate reports whether the JSON text raw escapes a UTF-16
+// surrogate that is not half of a pair ("\ud800"), which encoding/json
+// reads as U+FFFD and protojson refuses.
+func loneSurrogate(raw []byte) bool {
+	high := false // the escape before was a high surrogate
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			if high {
+				return true
+			}
+			continue
+		}
+		i++
+		if raw[i] != 'u' || i+4 >= len(raw) {
+			if high {
+				return true
+			}
+			continue
+		}
+		r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+		i += 4
+		switch {
+		case err != nil:
+			return false // not JSON: encoding/json refuses it
+		case r >= 0xd800 && r < 0xdc00:
+			if high {
+				return true
+			}
+			high = true
+		case r >= 0xdc00 && r < 0xe000:
+			if !high {
+				return true
+			}
+			high = false
+		default:
+			if high {
+				return true
+			}
+		}
+	}
+	return high
 }
 
 // jsonString reads a JSON string into *s.

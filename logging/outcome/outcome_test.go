@@ -279,3 +279,20 @@ func TestParseJSONRefusesStringsThatAreNotUTF8(t *testing.T) {
 		}
 	}
 }
+
+func TestParseJSONRefusesEscapedLoneSurrogates(t *testing.T) {
+	// encoding/json reads a lone surrogate escape as U+FFFD; protojson
+	// refuses it.
+	for _, id := range []string{`r\ud800`, `r\udc00`, `\ud800\u0041`, `\ud800x`, `\ud800\\`} {
+		in := `{"outcome_id":"o","request_id":"` + id + `","labels":{"click":1}}`
+		if o, err := ParseJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), "request_id: not valid UTF-8") {
+			t.Errorf("ParseJSON(%s) = %v, %v; want request_id refused", in, o, err)
+		}
+	}
+	for id, want := range map[string]string{`\ud83d\ude00`: "\U0001F600", `\\ud800`: `\ud800`, `a\u00e9`: "aé"} {
+		in := `{"outcome_id":"o","request_id":"` + id + `","labels":{"click":1}}`
+		if o, err := ParseJSON([]byte(in)); err != nil || o.GetRequestId() != want {
+			t.Errorf("ParseJSON(%s) = %v, %v; want request_id %q", in, o, err, want)
+		}
+	}
+}
