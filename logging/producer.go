@@ -64,6 +64,7 @@ type Producer struct {
 	// Re-producing after the topic was deleted and recreated (see finish).
 	retryMu    sync.Mutex
 	retry      []*kgo.Record
+	purge      bool // the client must forget the topic before retry is produced
 	recovering atomic.Bool
 
 	closeOnce sync.Once
@@ -504,15 +505,22 @@ func (p *Producer) admitBytes(size int64) bool {
 // state, such as a restarted development broker, looks like) keeps its
 // buffer space and is produced again once the client has forgotten the old
 // topic (see recoverTopic), up to maxTopicAttempts times. Without that, the
-// client would fail every later record of the topic too.
+// client would fail every later record of the topic too. A record the
+// purge itself failed is produced again as it is: it does not make the
+// client forget the topic again, nor count as an attempt, since it never
+// reached the broker under the old id.
 func (p *Producer) finish(r *kgo.Record, err error) {
 	if err != nil && !p.closed.Load() && p.topicRecreated(err) {
 		n, _ := r.Context.Value(attemptKey{}).(int)
-		if n < maxTopicAttempts {
+		purged := err.Error() == errPurgedText
+		if !purged {
+			n++
+		}
+		if n <= maxTopicAttempts {
 			p.requeue(&kgo.Record{
 				Key: r.Key, Value: r.Value, Headers: r.Headers, Topic: r.Topic,
-				Context: context.WithValue(context.Background(), attemptKey{}, n+1),
-			})
+				Context: context.WithValue(context.Background(), attemptKey{}, n),
+			}, !purged)
 			return
 		}
 	}
@@ -539,29 +547,43 @@ func (p *Producer) topicRecreated(err error) bool {
 		p.recovering.Load() && !errors.Is(err, kgo.ErrClientClosed)
 }
 
-// requeue keeps r to be produced again by recoverTopic, starting it if it
-// is not running.
-func (p *Producer) requeue(r *kgo.Record) {
+// requeue keeps r to be produced again by recoverTopic, after the client
+// forgot the topic if purge is set, starting recoverTopic if it is not
+// running.
+func (p *Producer) requeue(r *kgo.Record, purge bool) {
 	p.retryMu.Lock()
 	p.retry = append(p.retry, r)
+	p.purge = p.purge || purge
 	p.retryMu.Unlock()
 	if p.recovering.CompareAndSwap(false, true) {
 		go p.recoverTopic()
 	}
 }
 
-// recoverTopic makes the client forget the topic, so that it learns its
-// new id, then produces the kept records again.
+// recoverTopic makes the client forget the topic, if a record asked for
+// it, so that it learns its new id, then produces the kept records again;
+// it goes on while records are kept.
 func (p *Producer) recoverTopic() {
-	p.log.Warn("prediction log: the topic has a new id (deleted and recreated, or a broker that lost its data); producing the waiting events again", "topic", p.topic)
-	p.cl.PurgeTopicsFromProducing(p.topic)
-	p.recovering.Store(false)
-	p.retryMu.Lock()
-	rs := p.retry
-	p.retry = nil
-	p.retryMu.Unlock()
-	for _, r := range rs {
-		p.cl.TryProduce(context.Background(), r, p.promise)
+	for {
+		p.retryMu.Lock()
+		rs, purge := p.retry, p.purge
+		p.retry, p.purge = nil, false
+		p.retryMu.Unlock()
+		if purge {
+			p.log.Warn("prediction log: the topic has a new id (deleted and recreated, or a broker that lost its data); producing the waiting events again", "topic", p.topic)
+			p.cl.PurgeTopicsFromProducing(p.topic)
+		}
+		for _, r := range rs {
+			p.cl.TryProduce(context.Background(), r, p.promise)
+		}
+		p.recovering.Store(false)
+		// A record kept meanwhile found recovering set and started nothing.
+		p.retryMu.Lock()
+		more := len(p.retry) > 0
+		p.retryMu.Unlock()
+		if !more || !p.recovering.CompareAndSwap(false, true) {
+			return
+		}
 	}
 }
 
