@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -439,7 +440,9 @@ var ErrClosed = errors.New("the Kafka producer is closed or Kafka is off")
 // when the buffer is full, and while its records fill it, prediction
 // events that find no room are dropped and counted as Log drops them. A record ctx ends before it is sent fails with ctx's error;
 // one already sent may still be stored, so a caller that retries it must
-// tolerate a duplicate. (The Kafka client fails every record buffered for
+// tolerate a duplicate. A record refused because its topic was deleted and
+// created again is produced again to the new topic. (The
+// Kafka client fails every record buffered for
 // a partition when the first record of its batch has its context done, so
 // one caller's ctx ending can fail another's records of the same
 // partition too: they get that error, never a false acknowledgement.)
@@ -453,12 +456,57 @@ func (p *Producer) Produce(ctx context.Context, records []*kgo.Record) []error {
 		}
 		return errs
 	}
-	var wg sync.WaitGroup
-	wg.Add(len(records))
-	for i, r := range records {
+	for _, r := range records {
 		if r.Topic == "" {
 			r.Topic = p.topic
 		}
+	}
+	p.produceWait(ctx, records, errs)
+	// A topic deleted and created again (a new topic id, which is also
+	// what a broker that lost its data looks like) fails its records with
+	// UNKNOWN_TOPIC_ID, and the client fails every later one too until it
+	// forgets the topic: make it forget, and produce those records again,
+	// which the broker did not store (as are those another call's purge
+	// failed).
+	for range maxTopicAttempts {
+		var again []int
+		var topics []string
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, kerr.UnknownTopicID):
+				if !slices.Contains(topics, records[i].Topic) {
+					topics = append(topics, records[i].Topic)
+				}
+				again = append(again, i)
+			case err != nil && err.Error() == errPurgedText:
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || ctx.Err() != nil {
+			break
+		}
+		if len(topics) > 0 {
+			p.log.Warn("prediction log client: a topic has a new id (deleted and recreated, or a broker that lost its data); producing its records again", "topics", topics)
+			p.cl.PurgeTopicsFromProducing(topics...)
+		}
+		rs, rerrs := make([]*kgo.Record, len(again)), make([]error, len(again))
+		for j, i := range again {
+			rs[j] = records[i]
+		}
+		p.produceWait(ctx, rs, rerrs)
+		for j, i := range again {
+			errs[i] = rerrs[j]
+		}
+	}
+	return errs
+}
+
+// produceWait produces records and waits for each one's outcome, which
+// it puts in errs.
+func (p *Producer) produceWait(ctx context.Context, records []*kgo.Record, errs []error) {
+	var wg sync.WaitGroup
+	wg.Add(len(records))
+	for i, r := range records {
 		p.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if errors.Is(err, kgo.ErrClientClosed) {
 				err = ErrClosed
@@ -468,7 +516,6 @@ func (p *Producer) Produce(ctx context.Context, records []*kgo.Record) []error {
 		})
 	}
 	wg.Wait()
-	return errs
 }
 
 // admitRecord reserves one record of the buffer, false when it is full.

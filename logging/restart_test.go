@@ -2,10 +2,15 @@ package logging
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // waitStats waits until cond holds of the producer's stats, failing the
@@ -62,5 +67,59 @@ func TestProducerDeliversEveryEventLoggedAcrossABrokerRestart(t *testing.T) {
 	}
 	if s := p.Stats(); s.Failed != 0 || s.Dropped != 0 || s.Delivered != logged.Load() || s.Buffered != 0 {
 		t.Errorf("%d events logged: %+v", logged.Load(), s)
+	}
+}
+
+// recreateTopic deletes topic from the broker at addr and creates it
+// again, with a new topic id.
+func recreateTopic(t *testing.T, addr, topic string) {
+	t.Helper()
+	cl := client(t, addr)
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(topic)
+	del.Topics, del.TopicNames = append(del.Topics, dt), []string{topic}
+	dresp, err := del.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(dresp.Topics[0].ErrorCode); err != nil {
+		t.Fatalf("deleting %s: %v", topic, err)
+	}
+	cr := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, 1, 1
+	cr.Topics = append(cr.Topics, ct)
+	cresp, err := cr.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(cresp.Topics[0].ErrorCode); err != nil {
+		t.Fatalf("creating %s again: %v", topic, err)
+	}
+}
+
+// Produce's records to a topic deleted and created again (a new topic id)
+// are stored in the new topic, as are those of every later call: the
+// client does not keep failing the topic with UNKNOWN_TOPIC_ID.
+func TestProduceStoresRecordsInARecreatedTopic(t *testing.T) {
+	e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"grove.predictions", "grove.outcomes"}})
+	p := newProducer(t, kafkaConfig(e.Addr()))
+	produce := func(v string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return p.Produce(ctx, []*kgo.Record{{Topic: "grove.outcomes", Value: []byte(v)}})[0]
+	}
+	if err := produce("before"); err != nil {
+		t.Fatal(err)
+	}
+	recreateTopic(t, e.Addr(), "grove.outcomes")
+	for _, v := range []string{"after-1", "after-2"} {
+		if err := produce(v); err != nil {
+			t.Fatalf("record %s: %v", v, err)
+		}
+	}
+	if got := readAll(t, e.Addr(), "grove.outcomes"); !slices.Equal(got, []string{"after-1", "after-2"}) {
+		t.Errorf("the recreated topic holds %q", got)
 	}
 }
