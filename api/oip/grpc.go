@@ -2,6 +2,7 @@ package oip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -129,6 +130,12 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	var requested []RequestedOutput
+	if i, j := firstRepeat(req.GetOutputs(), (*oippb.ModelInferRequest_InferRequestedOutputTensor).GetName); i >= 0 {
+		if j < 0 {
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "outputs[%d] has an empty name", i)
+		}
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "output '%s' is requested twice (outputs[%d] and outputs[%d])", req.GetOutputs()[i].GetName(), j, i)
+	}
 	for _, r := range req.GetOutputs() {
 		requested = append(requested, RequestedOutput{Name: r.GetName()})
 	}
@@ -163,6 +170,35 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 	return out, nil
 }
 
+// firstRepeat returns the index i of the first of items whose name is
+// empty (j -1) or is the name of an earlier one, items[j]; i is -1 when
+// every name is given once, as REST requires of inputs and outputs.
+func firstRepeat[T any](items []T, name func(T) string) (i, j int) {
+	var seen map[string]int // past a few items: the list is the caller's
+	for i, it := range items {
+		n := name(it)
+		if n == "" {
+			return i, -1
+		}
+		if len(items) <= 8 {
+			for j := range i {
+				if name(items[j]) == n {
+					return i, j
+				}
+			}
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]int, len(items))
+		}
+		if j, ok := seen[n]; ok {
+			return i, j
+		}
+		seen[n] = i
+	}
+	return -1, -1
+}
+
 // requestIDOr is the request's id if it has one, else the call's request id.
 func requestIDOr(ctx context.Context, id string) string {
 	if id != "" && len(id) <= 128 {
@@ -173,6 +209,15 @@ func requestIDOr(ctx context.Context, id string) string {
 
 // inferInputs converts the request's inputs to tensors.
 func inferInputs(req *oippb.ModelInferRequest) ([]servables.Tensor, error) {
+	if len(req.GetInputs()) == 0 {
+		return nil, errors.New("the request has no inputs")
+	}
+	if i, j := firstRepeat(req.GetInputs(), (*oippb.ModelInferRequest_InferInputTensor).GetName); i >= 0 {
+		if j < 0 {
+			return nil, fmt.Errorf("inputs[%d] has an empty name", i)
+		}
+		return nil, fmt.Errorf("input '%s' appears twice in the request (inputs[%d] and inputs[%d])", req.GetInputs()[i].GetName(), j, i)
+	}
 	raw := req.GetRawInputContents()
 	if len(raw) > 0 && len(raw) != len(req.GetInputs()) {
 		return nil, fmt.Errorf("expected %d raw_input_contents, one per input, got %d", len(req.GetInputs()), len(raw))

@@ -3,9 +3,12 @@ package oip
 import (
 	"bytes"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/api/oip/oippb"
@@ -82,8 +85,12 @@ func TestInferInputsNamesWhatIsWrong(t *testing.T) {
 		req  *oippb.ModelInferRequest
 		want string
 	}{
-		"raw count": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1), in("FP32", 1)},
+		"raw count": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1), {Name: "y", Datatype: "FP32", Shape: []int64{1}}},
 			RawInputContents: [][]byte{le[float32](1)}}, "expected 2 raw_input_contents"},
+		"no inputs":        {&oippb.ModelInferRequest{}, "the request has no inputs"},
+		"empty name":       {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1), {Datatype: "FP32", Shape: []int64{1}}}}, "inputs[1] has an empty name"},
+		"twice":            {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("FP32", 1), in("FP32", 1)}}, "input 'x' appears twice in the request (inputs[0] and inputs[1])"},
+		"twice among many": {&oippb.ModelInferRequest{Inputs: manyInputs(20, 17, 3)}, "input 'i3' appears twice in the request (inputs[3] and inputs[17])"},
 		"raw and typed": {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1},
 			Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}, RawInputContents: [][]byte{le[float32](1)}}, "contents given along with raw_input_contents"},
 		"datatype":  {&oippb.ModelInferRequest{Inputs: []*oippb.ModelInferRequest_InferInputTensor{in("UINT16", 1)}}, `"UINT16" is not supported`},
@@ -151,6 +158,45 @@ func TestInferInputsBoolAndUint8(t *testing.T) {
 	} {
 		if _, err := inferInputs(c.req); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want it to say %q", name, err, c.want)
+		}
+	}
+}
+
+// manyInputs returns n FP32 inputs named i0, i1, ..., but input dup is
+// named as input of.
+func manyInputs(n, dup, of int) []*oippb.ModelInferRequest_InferInputTensor {
+	ins := make([]*oippb.ModelInferRequest_InferInputTensor, n)
+	for i := range ins {
+		name := i
+		if i == dup {
+			name = of
+		}
+		ins[i] = &oippb.ModelInferRequest_InferInputTensor{Name: "i" + strconv.Itoa(name), Datatype: "FP32", Shape: []int64{1},
+			Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}
+	}
+	return ins
+}
+
+func TestModelInferRefusesOutputsRESTRefuses(t *testing.T) {
+	o := &grpcService{b: &fake{}}
+	x := []*oippb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &oippb.InferTensorContents{Fp32Contents: []float32{1}}}}
+	out := func(names ...string) []*oippb.ModelInferRequest_InferRequestedOutputTensor {
+		var os []*oippb.ModelInferRequest_InferRequestedOutputTensor
+		for _, n := range names {
+			os = append(os, &oippb.ModelInferRequest_InferRequestedOutputTensor{Name: n})
+		}
+		return os
+	}
+	for _, c := range []struct {
+		outputs []*oippb.ModelInferRequest_InferRequestedOutputTensor
+		want    string
+	}{
+		{out("y", "y"), "output 'y' is requested twice (outputs[0] and outputs[1])"},
+		{out("y", ""), "outputs[1] has an empty name"},
+	} {
+		_, err := o.ModelInfer(t.Context(), &oippb.ModelInferRequest{ModelName: "m", Inputs: x, Outputs: c.outputs})
+		if grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("outputs %v: %v, want InvalidArgument saying %q", c.outputs, err, c.want)
 		}
 	}
 }
