@@ -814,13 +814,17 @@ func loadServerFile(path string, s *Server) error {
 // unknown key is an error, and so is a name a choice does not have (see
 // Acks). The errors of values are all reported, each with its line and,
 // where it can be told, its key ("line 3: kafka.acks: ..."). Empty data
-// sets nothing.
+// sets nothing. The data is one YAML document: a second one that is not
+// empty, whose keys would be ignored, is an error.
 func DecodeYAML(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(v)
 	if errors.Is(err, io.EOF) {
 		return nil
+	}
+	if err == nil {
+		return endOfYAML(dec)
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -854,6 +858,23 @@ func DecodeYAML(data []byte, v any) error {
 		msgs[i] = fmt.Sprintf("line %s: %s", line, msg)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// endOfYAML checks that what dec has left are empty documents.
+func endOfYAML(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
+			return fmt.Errorf("line %d: a second YAML document (after \"---\"); the config is one document, the keys of another would be ignored", doc.Content[0].Line)
+		}
+	}
 }
 
 // yamlPos is a line and a column of a YAML file, both from 1; column 0

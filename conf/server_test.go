@@ -367,6 +367,22 @@ func TestParseServerArgsFileErrors(t *testing.T) {
 	}
 }
 
+func TestParseServerArgsRefusesASecondYAMLDocument(t *testing.T) {
+	// Keys after a "---" would be ignored: the server would run with
+	// values other than the file's.
+	file := writeYAML(t, "bucket: gs://b\n---\npoll_interval: 5s\n")
+	_, err := ParseServerArgs([]string{"--config", file})
+	if err == nil || !strings.Contains(err.Error(), "line 3: a second YAML document") {
+		t.Errorf("got %v, want the second document refused with its line", err)
+	}
+	for _, ok := range []string{"---\nbucket: gs://b\n", "bucket: gs://b\n---\n", "bucket: gs://b\n...\n", "bucket: gs://b\n---\n# nothing\n---\n"} {
+		got, err := ParseServerArgs([]string{"--config", writeYAML(t, ok)})
+		if err != nil || got.Bucket != "gs://b" {
+			t.Errorf("%q: got %q, %v; want one document read", ok, got.Bucket, err)
+		}
+	}
+}
+
 func TestParseServerArgsEmptyFileSetsNothing(t *testing.T) {
 	got, err := ParseServerArgs([]string{"--config", writeYAML(t, ""), "--bucket", "gs://b"})
 	if err != nil {
