@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -824,6 +825,9 @@ func DecodeYAML(data []byte, v any) error {
 		return nil
 	}
 	if err == nil {
+		if err := yamlFractions(data, v); err != nil {
+			return err
+		}
 		return endOfYAML(dec)
 	}
 	var te *yaml.TypeError
@@ -858,6 +862,61 @@ func DecodeYAML(data []byte, v any) error {
 		msgs[i] = fmt.Sprintf("line %s: %s", line, msg)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlFractions returns the error of the numbers of YAML data, decoded
+// into v, that are not whole and go to integer fields, which yaml.v3
+// fills with the number truncated ("2.5" as 2, "-.inf" as the lowest
+// int64) instead of refusing it. Whole numbers written as floats ("4e9")
+// are left to yaml.v3, which reads them exactly.
+func yamlFractions(data []byte, v any) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	var msgs []string
+	var walk func(n *yaml.Node, t reflect.Type, key string)
+	walk = func(n *yaml.Node, t reflect.Type, key string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+			return // a choice reads its own text
+		}
+		switch {
+		case n.Kind == yaml.AliasNode:
+			walk(n.Alias, t, key)
+		case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				name := n.Content[i].Value
+				for j := range t.NumField() {
+					if tag, _, _ := strings.Cut(t.Field(j).Tag.Get("yaml"), ","); tag == name {
+						walk(n.Content[i+1], t.Field(j).Type, strings.TrimPrefix(key+"."+name, "."))
+					}
+				}
+			}
+		case n.Kind == yaml.MappingNode && t.Kind() == reflect.Map:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], t.Elem(), key+"."+n.Content[i].Value)
+			}
+		case n.Kind == yaml.SequenceNode && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+			for i, e := range n.Content {
+				walk(e, t.Elem(), fmt.Sprintf("%s[%d]", key, i))
+			}
+		case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && t != reflect.TypeFor[time.Duration]() &&
+			(t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64 || t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr):
+			var f float64
+			if n.Decode(&f) == nil && f == math.Trunc(f) && !math.IsInf(f, 0) {
+				return
+			}
+			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s is not a whole number", n.Line, key, n.Value))
+		}
+	}
+	walk(doc.Content[0], reflect.TypeOf(v), "")
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // endOfYAML checks that what dec has left are empty documents.

@@ -383,6 +383,25 @@ func TestParseServerArgsRefusesASecondYAMLDocument(t *testing.T) {
 	}
 }
 
+func TestParseServerArgsRefusesAFractionForAnIntegerKey(t *testing.T) {
+	// yaml.v3 truncates a float into an integer field: 2.5 threads ran as 2.
+	for _, tc := range []struct{ yaml, want string }{
+		{"bucket: gs://b\nintra_op_threads: 2.5\n", "line 2: intra_op_threads: 2.5 is not a whole number"},
+		{"bucket: gs://b\nkafka:\n  buffer_records: 100.25\n", "line 3: kafka.buffer_records: 100.25 is not a whole number"},
+		{"bucket: gs://b\nauth:\n  limits:\n  - {role: infer, rps: 1.5, burst: 2.5}\n", "line 4: auth.limits[0].burst: 2.5 is not a whole number"},
+		{"bucket: gs://b\nmax_model_bytes: -.inf\n", "line 2: max_model_bytes: -.inf is not a whole number"},
+	} {
+		_, err := ParseServerArgs([]string{"--config", writeYAML(t, tc.yaml)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+	got, err := ParseServerArgs([]string{"--config", writeYAML(t, "bucket: gs://b\nmax_model_bytes: 4e9\nmodel_queue_size: 2048.0\ncluster:\n  memory_factor: 1.5\n")})
+	if err != nil || got.MaxModelBytes != 4e9 || got.ModelQueueSize != 2048 {
+		t.Errorf("whole numbers written as floats: got %d, %d, %v", got.MaxModelBytes, got.ModelQueueSize, err)
+	}
+}
+
 func TestParseServerArgsEmptyFileSetsNothing(t *testing.T) {
 	got, err := ParseServerArgs([]string{"--config", writeYAML(t, ""), "--bucket", "gs://b"})
 	if err != nil {
