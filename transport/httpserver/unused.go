@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -19,9 +20,20 @@ type UnusedConns struct {
 }
 
 // TrackUnusedConns makes srv report its connections' states to the
-// returned UnusedConns (before srv's own ConnState hook, if any).
+// returned UnusedConns (before srv's own ConnState hook, if any). A
+// connection handed to one of srv's TLSNextProto functions (HTTP/2, which
+// net/http serves without calling the hook again) is in use from then
+// on: call it once srv's HTTP/2 is configured (NewHTTPServer does it).
 func TrackUnusedConns(srv *http.Server) *UnusedConns {
 	u := &UnusedConns{since: map[net.Conn]time.Time{}}
+	for proto, serve := range srv.TLSNextProto {
+		srv.TLSNextProto[proto] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+			u.mu.Lock()
+			delete(u.since, c)
+			u.mu.Unlock()
+			serve(hs, c, h)
+		}
+	}
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		u.mu.Lock()

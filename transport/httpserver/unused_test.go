@@ -2,11 +2,14 @@ package httpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/internal/certtest"
 )
 
 // TestUnusedConnsDoNotHoldShutdown: a connection that never sent a
@@ -92,5 +95,76 @@ func TestUnusedConnsDoNotHoldShutdown(t *testing.T) {
 	}
 	if _, err := unused.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the unused connection is still open")
+	}
+}
+
+// TestUnusedConnsLeaveAnHTTP2RequestInFlightToFinish: net/http hands an
+// HTTP/2 connection to its TLSNextProto without telling the ConnState
+// hook that it is in use, so the connection must not count as one that
+// sent no request: closing the unused connections at shutdown must let
+// the HTTP/2 request in flight finish and get its answer.
+func TestUnusedConnsLeaveAnHTTP2RequestInFlightToFinish(t *testing.T) {
+	ca := certtest.NewCA(t, "ca")
+	leaf := ca.Server(t, "server")
+	started, release := make(chan int, 1), make(chan struct{})
+	s := New(Options{})
+	srv := s.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- r.ProtoMajor
+		<-release
+		_, _ = io.WriteString(w, "done")
+	}), &tls.Config{Certificates: []tls.Certificate{leaf.TLS(t)}})
+	u := TrackUnusedConns(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	defer srv.Close()
+
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	type answer struct {
+		body string
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + ln.Addr().String() + "/")
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		answered <- answer{string(b), err}
+	}()
+	select {
+	case proto := <-started:
+		if proto != 2 {
+			t.Fatalf("the request came over HTTP/%d, want HTTP/2", proto)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach its handler")
+	}
+
+	u.CloseAfter(0)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	close(release)
+	select {
+	case a := <-answered:
+		if a.err != nil || a.body != "done" {
+			t.Fatalf("the HTTP/2 request in flight at shutdown got %q, %v; want its answer", a.body, a.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the HTTP/2 request in flight got no answer")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return once the HTTP/2 request was answered")
 	}
 }
