@@ -255,3 +255,35 @@ func TestAShadowRequestIsAnsweredOnceEvenWhenItsAnswerPanics(t *testing.T) {
 		t.Errorf("done called %d times, want 1", n)
 	}
 }
+
+// restartRecorder is an actor.Supervisor that records what it is told to
+// do with its children.
+type restartRecorder struct{ restarted, stopped int }
+
+func (r *restartRecorder) Children() []*actor.PID        { return nil }
+func (r *restartRecorder) EscalateFailure(any, any)      {}
+func (r *restartRecorder) RestartChildren(...*actor.PID) { r.restarted++ }
+func (r *restartRecorder) StopChildren(...*actor.PID)    { r.stopped++ }
+func (r *restartRecorder) ResumeChildren(...*actor.PID)  {}
+
+// TestAModelActorThatCrashesOftenIsRestartedWithoutARecordPerCrash: a
+// model actor is restarted after every crash, and its restart statistics
+// (which live as long as the actor) do not grow with each crash: a model
+// that a bad input makes panic, again and again for months, must not
+// make its actor hold the time of every panic.
+func TestAModelActorThatCrashesOftenIsRestartedWithoutARecordPerCrash(t *testing.T) {
+	as := actor.NewActorSystem()
+	defer as.Shutdown()
+	strategy, sup := restartAlways(), &restartRecorder{}
+	rs, child := actor.NewRestartStatistics(), actor.NewPID("local", "model-1-0")
+	const crashes = 1000
+	for range crashes {
+		strategy.HandleFailure(as, sup, child, rs, "panic", nil)
+	}
+	if sup.restarted != crashes || sup.stopped != 0 {
+		t.Fatalf("after %d crashes: %d restarts, %d stops; want a restart for each", crashes, sup.restarted, sup.stopped)
+	}
+	if n := rs.FailureCount(); n > 0 {
+		t.Fatalf("the restart statistics hold %d crash times after %d crashes; want none kept", n, crashes)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -1085,9 +1084,18 @@ func (s *supervisorActor) publishStatus() {
 }
 
 // restartAlways is the supervisor's strategy: a crashed model actor is
-// restarted, however often it crashes.
-func restartAlways() actor.SupervisorStrategy {
-	return actor.NewOneForOneStrategy(math.MaxInt32, time.Second, func(any) actor.Directive {
-		return actor.RestartDirective
-	})
+// restarted, however often it crashes. It keeps no count of the crashes
+// (the content does): protoactor's one-for-one strategy would add the
+// time of each to the actor's restart statistics, which live as long as
+// the actor, and scan them all at the next.
+func restartAlways() actor.SupervisorStrategy { return alwaysRestart{} }
+
+// alwaysRestart is restartAlways' strategy.
+type alwaysRestart struct{}
+
+// HandleFailure restarts the crashed child, and publishes the event as
+// protoactor's strategies do.
+func (alwaysRestart) HandleFailure(as *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	as.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
+	sup.RestartChildren(child)
 }
