@@ -89,8 +89,11 @@
 // same-named dimension of an input (Load reads the declared shapes from
 // the model file when an output is a 2-byte float). An output with a
 // dimension no input names is an ErrOutput; ONNX Runtime checks the shape
-// it writes. Rank-0 (scalar) outputs are not supported: onnxruntime_go v1.27.0
-// cannot convert them, and the call fails.
+// it writes. onnxruntime_go v1.27.0 cannot convert a rank-0 (scalar)
+// tensor ONNX Runtime allocates either (and its Run then neither converts
+// nor releases the outputs after it), so Predict allocates the outputs the
+// model declares rank 0 too; a STRING scalar, or a scalar output of
+// undeclared rank, still fails the call.
 //
 // Predict is safe for concurrent use: ONNX Runtime's Session::Run is, and
 // Predict shares the session under a read lock. Close destroys the session

@@ -376,19 +376,53 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 		m.meta.Outputs = append(m.meta.Outputs, s.TensorSpec())
 	}
 	for _, s := range m.outputs {
-		if s.dtype == servables.Float16 || s.dtype == servables.BFloat16 {
+		if isHalf(s.dtype) || (s.tensor && len(s.shape) == 0) {
 			data, err := os.ReadFile(file)
 			if err == nil {
 				m.inDims, m.outDims, err = graphDims(data)
 			}
 			if err != nil {
 				_ = m.session.Destroy()
-				return nil, fmt.Errorf("onnx: loading %s: reading the shapes of its 2-byte float outputs: %w", file, err)
+				return nil, fmt.Errorf("onnx: loading %s: reading the declared shapes of its outputs: %w", file, err)
 			}
 			break
 		}
 	}
 	return m, nil
+}
+
+// scalarOutput reports whether output i is declared a rank-0 tensor that
+// Predict allocates before the run (see newScalarOutput).
+func (m *Model) scalarOutput(i int) bool {
+	s := m.outputs[i]
+	dims := m.outDims[s.name]
+	return s.tensor && len(s.shape) == 0 && dims != nil && len(dims) == 0 && !isHalf(s.dtype) && s.dtype != servables.Bytes
+}
+
+// newScalarOutput allocates a rank-0 output of dt for Run to write:
+// onnxruntime_go v1.27.0 cannot convert a rank-0 tensor ONNX Runtime
+// allocates, and when that conversion fails Run returns without
+// converting, or releasing, the outputs after it.
+func newScalarOutput(dt servables.DType) (ort.Value, error) {
+	switch dt {
+	case servables.Float32:
+		return ort.NewEmptyScalar[float32]()
+	case servables.Float64:
+		return ort.NewEmptyScalar[float64]()
+	case servables.Int8:
+		return ort.NewEmptyScalar[int8]()
+	case servables.Int16:
+		return ort.NewEmptyScalar[int16]()
+	case servables.Int32:
+		return ort.NewEmptyScalar[int32]()
+	case servables.Int64:
+		return ort.NewEmptyScalar[int64]()
+	case servables.Bool:
+		return ort.NewEmptyScalar[bool]()
+	case servables.Uint8:
+		return ort.NewEmptyScalar[uint8]()
+	}
+	return nil, fmt.Errorf("unsupported data type %v", dt)
 }
 
 // Model is a loaded ONNX model: one ONNX Runtime session. Predict is safe for
@@ -650,6 +684,13 @@ func (m *Model) Predict(ctx context.Context, inputs []servables.Tensor) ([]serva
 	outs := make([]ort.Value, len(m.outputs))
 	var halves []servables.Tensor // made for the first 2-byte float output
 	for i, s := range m.outputs {
+		if m.scalarOutput(i) {
+			if outs[i], err = newScalarOutput(s.dtype); err != nil {
+				destroyAll(outs)
+				return nil, fmt.Errorf("onnx: output %q: %w", s.name, err)
+			}
+			continue
+		}
 		if !isHalf(s.dtype) {
 			continue
 		}
@@ -766,6 +807,22 @@ func toTensor(name string, v ort.Value) (servables.Tensor, error) {
 		return copyTensor(name, servables.Bool, x.GetShape(), x.GetData())
 	case *ort.Tensor[uint8]:
 		return copyTensor(name, servables.Uint8, x.GetShape(), x.GetData())
+	case *ort.Scalar[float32]:
+		return copyTensor(name, servables.Float32, ort.Shape{}, []float32{x.GetData()})
+	case *ort.Scalar[float64]:
+		return copyTensor(name, servables.Float64, ort.Shape{}, []float64{x.GetData()})
+	case *ort.Scalar[int8]:
+		return copyTensor(name, servables.Int8, ort.Shape{}, []int8{x.GetData()})
+	case *ort.Scalar[int16]:
+		return copyTensor(name, servables.Int16, ort.Shape{}, []int16{x.GetData()})
+	case *ort.Scalar[int32]:
+		return copyTensor(name, servables.Int32, ort.Shape{}, []int32{x.GetData()})
+	case *ort.Scalar[int64]:
+		return copyTensor(name, servables.Int64, ort.Shape{}, []int64{x.GetData()})
+	case *ort.Scalar[bool]:
+		return copyTensor(name, servables.Bool, ort.Shape{}, []bool{x.GetData()})
+	case *ort.Scalar[uint8]:
+		return copyTensor(name, servables.Uint8, ort.Shape{}, []uint8{x.GetData()})
 	case *ort.StringTensor:
 		elems, err := x.GetContents()
 		if err != nil {
