@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if p := os.Getenv(openChildEnv); p != "" {
 		os.Exit(openChild(p))
 	}
+	if p := os.Getenv(loadChildEnv); p != "" {
+		os.Exit(loadChild(p))
+	}
 	// The tests that call the library's functions directly need it open.
 	if err := initTorch(""); err != nil {
 		fmt.Fprintln(os.Stderr, err)

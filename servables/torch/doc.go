@@ -10,7 +10,11 @@
 // A model directory holds exactly one TorchScript file (.pt, .pth or
 // .torchscript, written by torch.jit.save or ScriptModule.save; with no
 // file of those names, one file whose content is a TorchScript archive, see
-// servables.Sniff); other files are ignored. Load runs torch::jit::load on the CPU, eval(), and then
+// servables.Sniff); other files are ignored. Load first walks the
+// archive's pickles (checkPickles): libtorch 1.13's unpickler pops its
+// stack without looking, so a pickle that takes values it never pushed
+// would crash the process; such a file fails its load instead. Load then
+// runs torch::jit::load on the CPU, eval(), and then
 // torch::jit::freeze, as the B&A inference sidecar does, followed by the
 // FrozenLinearTranspose pass (linear layers become a matmul with a
 // pre-transposed constant weight; torch.jit.optimize_for_inference does the

@@ -92,6 +92,9 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	if _, err := os.Stat(file); err != nil {
 		return nil, fmt.Errorf("torchscript: loading model: %w", err)
 	}
+	if err := checkPickles(file); err != nil {
+		return nil, fmt.Errorf("torchscript: loading %s: %w", file, err)
+	}
 	cpath := C.CString(file)
 	defer C.free(unsafe.Pointer(cpath))
 	var frozen C.int32_t

@@ -1,0 +1,163 @@
+package torch
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// checkPickles checks the stack use of every pickle (an entry whose name
+// ends in "pkl": data.pkl, constants.pkl, ...) of the TorchScript archive
+// at file before libtorch reads it: libtorch 1.13's unpickler pops its
+// stack without looking (BUILD, REDUCE, TUPLE1, BINPERSID, ...), so a
+// pickle that takes more values than it pushed crashes the process. A
+// file Go cannot read as a zip archive is left to libtorch.
+func checkPickles(file string) error {
+	zr, err := zip.OpenReader(file)
+	if err != nil {
+		return nil // not a zip archive Go reads: libtorch says what it is
+	}
+	defer zr.Close()
+	for _, e := range zr.File {
+		if !strings.HasSuffix(e.Name, "pkl") || e.FileInfo().IsDir() {
+			continue
+		}
+		rc, err := e.Open()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", e.Name, err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", e.Name, err)
+		}
+		if err := checkPickle(data); err != nil {
+			return fmt.Errorf("%s is not a valid pickle: %w", e.Name, err)
+		}
+	}
+	return nil
+}
+
+// pickleOp is the stack effect of a pickle opcode (Python's pickletools):
+// arg is the size of its fixed argument, or one of the argument kinds
+// below; need is how many values it reads from the stack, pops how many
+// it removes and pushes how many it adds; toMark pops to the last mark
+// first, leaving below at least below values under it.
+type pickleOp struct {
+	arg, need, pops, pushes int
+	toMark                  bool
+	below                   int
+}
+
+// Argument kinds of pickleOp.arg besides a fixed size, and the two
+// opcodes without a stack effect of that form.
+const (
+	argLine  = -1 // up to a newline
+	argLine2 = -2 // two lines (GLOBAL, INST)
+	argLen1  = -3 // a 1-byte length, then that many bytes
+	argLen4  = -4 // a 4-byte little-endian length, then that many bytes
+	argLen8  = -5 // an 8-byte little-endian length, then that many bytes
+	markOp   = -6 // MARK
+	stopOp   = -7 // STOP
+)
+
+// pickleOps are the opcodes of pickle protocols 0 to 5.
+var pickleOps = map[byte]pickleOp{
+	'(': {arg: markOp}, '.': {arg: stopOp},
+	'0': {need: 1, pops: 1}, '1': {toMark: true}, '2': {need: 1, pushes: 1},
+	'N': {pushes: 1}, 0x88: {pushes: 1}, 0x89: {pushes: 1},
+	')': {pushes: 1}, ']': {pushes: 1}, '}': {pushes: 1}, 0x8f: {pushes: 1},
+	't': {toMark: true, pushes: 1}, 'l': {toMark: true, pushes: 1}, 'd': {toMark: true, pushes: 1}, 0x91: {toMark: true, pushes: 1},
+	0x85: {need: 1, pops: 1, pushes: 1}, 0x86: {need: 2, pops: 2, pushes: 1}, 0x87: {need: 3, pops: 3, pushes: 1},
+	'a': {need: 2, pops: 1}, 'e': {toMark: true, below: 1},
+	's': {need: 3, pops: 2}, 'u': {toMark: true, below: 1}, 0x90: {toMark: true, below: 1},
+	'b': {need: 2, pops: 1}, 'R': {need: 2, pops: 2, pushes: 1},
+	0x81: {need: 2, pops: 2, pushes: 1}, 0x92: {need: 3, pops: 3, pushes: 1}, 0x93: {need: 2, pops: 2, pushes: 1},
+	'Q': {need: 1, pops: 1, pushes: 1}, 0x94: {need: 1}, 0x97: {pushes: 1}, 0x98: {need: 1},
+	'o': {toMark: true, pushes: 1}, 'i': {arg: argLine2, toMark: true, pushes: 1},
+	0x80: {arg: 1}, 0x95: {arg: 8},
+	'J': {arg: 4, pushes: 1}, 'K': {arg: 1, pushes: 1}, 'M': {arg: 2, pushes: 1}, 'G': {arg: 8, pushes: 1},
+	'I': {arg: argLine, pushes: 1}, 'L': {arg: argLine, pushes: 1}, 'F': {arg: argLine, pushes: 1},
+	'S': {arg: argLine, pushes: 1}, 'V': {arg: argLine, pushes: 1}, 'P': {arg: argLine, pushes: 1},
+	0x8a: {arg: argLen1, pushes: 1}, 0x8b: {arg: argLen4, pushes: 1},
+	'T': {arg: argLen4, pushes: 1}, 'U': {arg: argLen1, pushes: 1}, 'B': {arg: argLen4, pushes: 1},
+	'C': {arg: argLen1, pushes: 1}, 0x8e: {arg: argLen8, pushes: 1}, 'X': {arg: argLen4, pushes: 1},
+	0x8c: {arg: argLen1, pushes: 1}, 0x8d: {arg: argLen8, pushes: 1}, 0x96: {arg: argLen8, pushes: 1},
+	'c': {arg: argLine2, pushes: 1},
+	'g': {arg: argLine, pushes: 1}, 'h': {arg: 1, pushes: 1}, 'j': {arg: 4, pushes: 1},
+	'p': {arg: argLine, need: 1}, 'q': {arg: 1, need: 1}, 'r': {arg: 4, need: 1},
+	0x82: {arg: 1, pushes: 1}, 0x83: {arg: 2, pushes: 1}, 0x84: {arg: 4, pushes: 1},
+}
+
+// checkPickle walks the opcodes of one pickle up to its STOP, counting
+// the values on the stack (one flat stack with marks at depths, as
+// libtorch keeps it), and fails where an opcode would take a value or a
+// mark that is not there, or an argument runs past the end. An opcode
+// libtorch does not know ends the walk: libtorch refuses it with an error.
+func checkPickle(data []byte) error {
+	depth := 0
+	var marks []int
+	for off := 0; off < len(data); {
+		at, c := off, data[off]
+		op, ok := pickleOps[c]
+		if !ok {
+			return nil
+		}
+		off++
+		switch op.arg {
+		case markOp:
+			marks = append(marks, depth)
+			continue
+		case stopOp:
+			if depth < 1 {
+				return fmt.Errorf("STOP at byte %d with an empty stack", at)
+			}
+			return nil
+		case argLine, argLine2:
+			for range -op.arg {
+				i := bytes.IndexByte(data[off:], '\n')
+				if i < 0 {
+					return fmt.Errorf("opcode 0x%02x at byte %d: its argument runs past the end", c, at)
+				}
+				off += i + 1
+			}
+		case argLen1, argLen4, argLen8:
+			size := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
+			if len(data)-off < size {
+				return fmt.Errorf("opcode 0x%02x at byte %d: its length runs past the end", c, at)
+			}
+			var b [8]byte
+			copy(b[:], data[off:off+size])
+			l := binary.LittleEndian.Uint64(b[:])
+			off += size
+			if l > uint64(len(data)-off) {
+				return fmt.Errorf("opcode 0x%02x at byte %d: %d bytes, past the end", c, at, l)
+			}
+			off += int(l)
+		default:
+			if len(data)-off < op.arg {
+				return fmt.Errorf("opcode 0x%02x at byte %d: its argument runs past the end", c, at)
+			}
+			off += op.arg
+		}
+		if op.toMark {
+			if len(marks) == 0 {
+				return fmt.Errorf("opcode 0x%02x at byte %d without a mark", c, at)
+			}
+			m := marks[len(marks)-1]
+			marks = marks[:len(marks)-1]
+			if m > depth || m < op.below {
+				return fmt.Errorf("opcode 0x%02x at byte %d: its mark is not on the stack", c, at)
+			}
+			depth = m
+		}
+		if depth < op.need {
+			return fmt.Errorf("opcode 0x%02x at byte %d takes %d values, the stack holds %d", c, at, op.need, depth)
+		}
+		depth += op.pushes - op.pops
+	}
+	return fmt.Errorf("no STOP")
+}
