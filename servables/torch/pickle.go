@@ -125,7 +125,13 @@ func checkPickle(data []byte) error {
 				off += i + 1
 			}
 		case argLen1, argLen4, argLen8:
-			size := map[int]int{argLen1: 1, argLen4: 4, argLen8: 8}[op.arg]
+			size := 1
+			switch op.arg {
+			case argLen4:
+				size = 4
+			case argLen8:
+				size = 8
+			}
 			if len(data)-off < size {
 				return fmt.Errorf("opcode 0x%02x at byte %d: its length runs past the end", c, at)
 			}

@@ -130,3 +130,12 @@ func TestThePicklesTorchWritesPassTheCheck(t *testing.T) {
 		t.Errorf("checked %d files", len(files))
 	}
 }
+
+// FuzzCheckPickle feeds arbitrary bytes to the pickle check: it answers
+// (nil or an error) and never panics or reads past the data. The seed
+// corpus is in testdata/fuzz/FuzzCheckPickle.
+func FuzzCheckPickle(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_ = checkPickle(data)
+	})
+}
