@@ -47,6 +47,14 @@ func banditSettings(c modelconfig.Contract) routing.BanditSettings {
 	return set
 }
 
+// sameReward reports whether contracts prev and c, both with a bandit
+// router, reward their releases alike (the same outcomes label, binary or
+// numeric alike), so that the counts learned under prev hold under c.
+func sameReward(prev, c modelconfig.Contract) bool {
+	return prev.Bandit != nil && c.Bandit != nil && prev.Bandit.Reward == c.Bandit.Reward &&
+		banditSettings(prev).Numeric == banditSettings(c).Numeric
+}
+
 // update reads each release's served outcomes from src (nil: none) and
 // chooses the shares of the releases p lets serve, when an update is due
 // at now or those releases changed since the last; it reports whether it

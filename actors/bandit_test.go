@@ -202,3 +202,111 @@ func TestStickyCallersStayOnOneReleaseBetweenBanditUpdates(t *testing.T) {
 		}
 	})
 }
+
+// TestABanditSettingsChangeKeepsWhatTheBanditLearned: a reload that
+// changes a bandit setting (here min_share) keeps the router's decayed
+// counts and applies the new setting at once. Read again whole, the
+// evaluator's since_valid counts would bring back outcomes the half-life
+// had faded: v1, the best long ago and the worst now, would take the
+// traffic back from v2.
+func TestABanditSettingsChangeKeepsWhatTheBanditLearned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := func(bandit string) string {
+			return strings.Replace(banditConfig("thompson", `{"immediately_valid": {}}`), `"reward": "click", "update_every": "10s"`, bandit, 1)
+		}
+		src := &servedClicks{counts: map[string][2]uint64{}}
+		src.set("v1", 100_000, 5_000) // 5 %, long ago
+		src.set("v2", 100_000, 2_000)
+		src.set("v3", 100_000, 2_000)
+		w := newWorld(t, cfg(`"reward": "click", "half_life": "1m", "update_every": "10s"`), map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		synctest.Wait()
+		shares := func() map[string]float64 {
+			stats, err := w.sys.ContractStats("ads/pctr/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]float64{}
+			for _, s := range stats {
+				out[s.Release] = s.TrafficShare
+			}
+			return out
+		}
+		if got := shares(); math.Abs(got["v1"]-0.9) > 1e-9 {
+			t.Fatalf("shares %v, want v1 0.9 at first", got)
+		}
+		// 20 half-lives later, 100,000 more each: v1 at 1 %, v2 at 3 %, v3
+		// at 2 %.
+		time.Sleep(20 * time.Minute)
+		src.set("v1", 200_000, 6_000)
+		src.set("v2", 200_000, 5_000)
+		src.set("v3", 200_000, 4_000)
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if got := shares(); math.Abs(got["v2"]-0.9) > 1e-9 {
+			t.Fatalf("shares %v, want v2 0.9 once the old clicks have faded", got)
+		}
+
+		w.setConfig(cfg(`"reward": "click", "half_life": "1m", "update_every": "10s", "min_share": 0.02`))
+		got := shares()
+		if math.Abs(got["v2"]-0.95) > 1e-9 || math.Abs(got["v1"]-0.025) > 1e-9 || math.Abs(got["v3"]-0.025) > 1e-9 {
+			t.Errorf("shares %v after min_share became 0.02, want v2 0.95 and the others 0.025", got)
+		}
+		stats, _ := w.sys.ContractStats("ads/pctr/1")
+		if b := stats[0].Bandit; b == nil || b.N > 100_001 {
+			t.Errorf("v1's bandit stats %+v after the reload, want the faded count (about 100,000)", b)
+		}
+	})
+}
+
+// switchingOutcomes is an OutcomeSource that serves src, which the test
+// replaces.
+type switchingOutcomes struct {
+	mu  sync.Mutex
+	src OutcomeSource
+}
+
+func (s *switchingOutcomes) Outcomes(contract, release string, shadow bool, champion string) (*routing.OutcomeStats, *quality.OutcomeStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.src.Outcomes(contract, release, shadow, champion)
+}
+
+func (s *switchingOutcomes) set(src OutcomeSource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.src = src
+}
+
+// TestABanditWhoseRewardBecomesNumericStartsOver: a reload that makes the
+// outcomes numeric under the same label and bandit object starts the
+// bandit over, as the clicks counted so far are no values: each release's
+// mean value rests on its values alone.
+func TestABanditWhoseRewardBecomesNumericStartsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := strings.NewReplacer(`"router": "thompson"`, `"router": "epsilon_greedy"`).Replace(banditConfig("thompson", `{"immediately_valid": {}}`))
+		clicks := &servedClicks{counts: map[string][2]uint64{}}
+		clicks.set("v1", 50_000, 1_000)
+		clicks.set("v2", 50_000, 1_000)
+		clicks.set("v3", 50_000, 1_000)
+		src := &switchingOutcomes{src: clicks}
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		synctest.Wait()
+		if _, err := w.sys.ContractStats("ads/pctr/1"); err != nil {
+			t.Fatal(err)
+		}
+
+		src.set(servedValues{"v1": {1000, 10_000, 104_000}, "v2": {1000, 8_000, 68_000}, "v3": {1000, 12_500, 160_250}})
+		w.setConfig(strings.Replace(cfg, `"window": "30m"}`, `"window": "30m", "kind": "numeric"}`, 1))
+		stats, err := w.sys.ContractStats("ads/pctr/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := stats[2].Bandit; b == nil || b.Mean == nil || math.Abs(b.N-1000) > 1e-6 || math.Abs(*b.Mean-12.5*1000/1001) > 1e-9 {
+			t.Errorf("v3's bandit stats %+v, want its 1,000 values of mean 12.5 against the prior's 0", b)
+		}
+	})
+}

@@ -97,8 +97,13 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 					st.releases[rv] = rc
 				}
 			}
-			if c.Router.IsBandit() && prev.cfg.Router == c.Router && reflect.DeepEqual(prev.cfg.Bandit, c.Bandit) {
+			if c.Router.IsBandit() && prev.bandit != nil && sameReward(prev.cfg, c) {
+				// What it learned holds whatever the settings; new
+				// settings apply at once.
 				st.bandit = prev.bandit
+				if prev.cfg.Router != c.Router || !reflect.DeepEqual(prev.cfg.Bandit, c.Bandit) {
+					st.bandit.next = time.Time{}
+				}
 			}
 			maps.Copy(st.validSince, prev.validSince)
 			maps.Copy(st.failures, prev.failures)
