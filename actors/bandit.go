@@ -29,7 +29,8 @@ type banditRouter struct {
 }
 
 // newBanditRouter returns the state of contract id's bandit router, not
-// updated yet (its first plan updates it), its draws seeded by the id.
+// updated yet (its first plan updates it), its draws seeded by the id and
+// the clock (so nodes and restarts draw differently).
 func newBanditRouter(id string) *banditRouter {
 	h := fnv.New64a()
 	h.Write([]byte(id))
