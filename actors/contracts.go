@@ -287,7 +287,7 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 	p := r.plan(st, time.Now())
 	u := st.seq.Next()
 	if key := st.cfg.StickyKey; key != "" {
-		if v, ok := req.Configs[key]; ok {
+		if v, ok := modelconfig.LookupConfig(req.Configs, key); ok {
 			u = routing.StickyU(v)
 		}
 	}

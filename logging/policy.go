@@ -122,7 +122,7 @@ func (p Policy) Key(configs map[string]string) []byte {
 	}
 	n, found := len(p.Separator)*(len(p.KeyFeatures)-1), false
 	for _, f := range p.KeyFeatures {
-		v, ok := configs[f]
+		v, ok := modelconfig.LookupConfig(configs, f)
 		n += len(v)
 		found = found || ok
 	}
@@ -134,7 +134,8 @@ func (p Policy) Key(configs map[string]string) []byte {
 		if i > 0 {
 			key = append(key, p.Separator...)
 		}
-		key = append(key, configs[f]...)
+		v, _ := modelconfig.LookupConfig(configs, f)
+		key = append(key, v...)
 	}
 	return key
 }

@@ -141,3 +141,11 @@ func TestPolicyFromConfig(t *testing.T) {
 		t.Error("NaN sample rate accepted")
 	}
 }
+
+func TestPolicyKeyFindsAFeatureWhoseHeaderArrivedLowercased(t *testing.T) {
+	// Grove-Config-UserId reaches the configs as "userid".
+	p := Policy{KeyFeatures: []string{"userId", "siteId"}, Separator: "."}
+	if got := string(p.Key(map[string]string{"userid": "u1", "siteId": "s9"})); got != "u1.s9" {
+		t.Errorf("key %q, want u1.s9", got)
+	}
+}
