@@ -188,13 +188,11 @@ func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, 
 
 // listenAddr is the address to listen on for an advertised host:port: the
 // same port on every interface, since the advertised host may be a name
-// (a Kubernetes pod's) that the listener cannot bind.
+// (a Kubernetes pod's) that the listener cannot bind; a loopback address,
+// localhost included (conf.IsLoopback), stays on loopback.
 func listenAddr(advertise string) string {
-	host, port, err := net.SplitHostPort(advertise)
-	if err != nil {
-		return advertise
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	_, port, err := net.SplitHostPort(advertise)
+	if err != nil || conf.IsLoopback(advertise) {
 		return advertise
 	}
 	return net.JoinHostPort("", port)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,28 @@ func TestCheckNodeCertificate(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestPeerListenerOfALoopbackAdvertiseStaysOnLoopback: a node advertising
+// a loopback address, localhost included (conf.IsLoopback's), listens for
+// its peers on loopback only, not on every interface.
+func TestPeerListenerOfALoopbackAdvertiseStaysOnLoopback(t *testing.T) {
+	for _, advertise := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		ln, err := net.Listen("tcp", listenAddr(advertise))
+		if err != nil {
+			if strings.HasPrefix(advertise, "[::1]") {
+				continue // no IPv6 loopback here
+			}
+			t.Fatalf("%s: %v", advertise, err)
+		}
+		addr := ln.Addr().(*net.TCPAddr)
+		ln.Close()
+		if !addr.IP.IsLoopback() {
+			t.Errorf("advertise %s: peers' listener on %s, want a loopback address", advertise, addr)
+		}
+	}
+	if got := listenAddr("grove-0.grove-peers.grove.svc.cluster.local:7443"); got != ":7443" {
+		t.Errorf("a pod's DNS name: listening on %q, want every interface (:7443)", got)
 	}
 }
