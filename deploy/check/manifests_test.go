@@ -554,3 +554,71 @@ func (e example) scrapeToken(t *testing.T, sm *monitoringv1.ServiceMonitor) stri
 	}
 	return tok
 }
+
+// restrictedProblems lists what keeps a pod spec from running every
+// container unprivileged: as a non-root user (runAsNonRoot and a
+// non-zero runAsUser, from the pod or the container), without privilege
+// escalation, with every capability dropped and a read-only root file
+// system (the restricted Pod Security Standard, and the last).
+func restrictedProblems(spec corev1.PodSpec) []string {
+	var out []string
+	psc := spec.SecurityContext
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	for _, c := range spec.Containers {
+		sc := c.SecurityContext
+		if sc == nil {
+			sc = &corev1.SecurityContext{}
+		}
+		nonRoot, uid := psc.RunAsNonRoot, psc.RunAsUser
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+		if nonRoot == nil || !*nonRoot || uid == nil || *uid == 0 {
+			out = append(out, fmt.Sprintf("container %s may run as root: want runAsNonRoot and a non-zero runAsUser", c.Name))
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			out = append(out, fmt.Sprintf("container %s: want allowPrivilegeEscalation: false", c.Name))
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			out = append(out, fmt.Sprintf("container %s: want capabilities drop [ALL]", c.Name))
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			out = append(out, fmt.Sprintf("container %s: want readOnlyRootFilesystem: true", c.Name))
+		}
+	}
+	return out
+}
+
+// TestEveryContainerRunsUnprivileged: every container of every workload
+// in the manifests, the cluster example's etcd included, runs as a
+// non-root user with a read-only root file system, no privilege
+// escalation and no capability.
+func TestEveryContainerRunsUnprivileged(t *testing.T) {
+	for _, m := range loadManifests(t) {
+		var spec corev1.PodSpec
+		switch o := m.obj.(type) {
+		case *appsv1.Deployment:
+			spec = o.Spec.Template.Spec
+		case *appsv1.StatefulSet:
+			spec = o.Spec.Template.Spec
+		default:
+			continue
+		}
+		for _, p := range restrictedProblems(spec) {
+			t.Errorf("%v: %s", m, p)
+		}
+	}
+}
+
+// TestUnprivilegedCheckCatchesRoot shows the check above fails on a
+// container with no security context.
+func TestUnprivilegedCheckCatchesRoot(t *testing.T) {
+	if p := restrictedProblems(corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd"}}}); len(p) != 4 {
+		t.Errorf("a container with no security context: %q, want 4 problems", p)
+	}
+}
