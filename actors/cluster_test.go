@@ -543,3 +543,40 @@ func TestALateRemoteShadowAnswerFromAnOldContentDoesNotRestartTheWindows(t *test
 		t.Fatalf("%d executions after a straggler, want 50", got)
 	}
 }
+
+// A shadow challenger served by another cluster node: the contract's
+// stats count its answered copies compared here as its shadow
+// executions, as the min_served_events gate does (docs/cluster.md).
+func TestStatsCountARemoteChallengersAnsweredShadowCopies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "r/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "r/", "validity": [{"min_served_events": {"count": 100}}], "shadow": {}}]}]}`
+		in := scalar(t, 3)
+		w := newWorld(t, cfg, map[string]faultySpec{"a/": {}}, func(_ *world, o *Options) {
+			o.Remote = instantRemote{answer: forward.Answer{Checksum: "remote", Outputs: in}}
+		})
+		defer w.stop()
+		w.sys.SetShare([]string{"a/"})
+		w.settle()
+		for range 3 {
+			if res, rv, err := w.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: in}); err != nil || res.Err != nil || rv != "v1" {
+				t.Fatalf("score: %v %v %s", err, res.Err, rv)
+			}
+		}
+		synctest.Wait()
+		stats, err := w.sys.ContractStats("ads/pctr/1")
+		if err != nil || len(stats) != 2 {
+			t.Fatalf("stats: %v %+v", err, stats)
+		}
+		v2 := stats[1]
+		if v2.Comparison == nil || v2.Comparison.SinceStart.Executions != 3 {
+			t.Fatalf("v2 comparison: %+v", v2.Comparison)
+		}
+		if v2.ShadowExecutions != 3 {
+			t.Errorf("v2 shadow_executions %d, want 3 (the reason says %q)", v2.ShadowExecutions, v2.Reason)
+		}
+	})
+}

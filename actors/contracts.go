@@ -482,7 +482,9 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 		}
 		if on, ok := r.servedBy(routes, sv.ModelPath); ok {
 			if on.local == nil {
-				st.LoadedAt = timePtr(on.loadedAt)
+				// Its shadow executions answered are those compared here, as plan counts them.
+				g := cs.comparison(sv.Release, on, now)
+				st.LoadedAt, st.ShadowExecutions = timePtr(on.loadedAt), g.Executions-g.Errors
 			}
 			if w := r.comparisonWindows(cs, sv.Release); w != nil {
 				compared = append(compared, comparedStats{i: len(out), w: w, content: on.id, loadedAt: on.loadedAt, tol: r.tolerance})
