@@ -145,7 +145,7 @@ func diffTensor(c, s servables.Tensor, tol float64) OutputDiff {
 		if d.addRow(c, s, lo, hi, tol) {
 			d.Within++
 		}
-		if d.Score && (c.Float64At(r) >= 0.5) == (s.Float64At(r) >= 0.5) {
+		if d.Score && agree(c.Float64At(r), s.Float64At(r)) {
 			d.Agree++
 		}
 	}
@@ -174,4 +174,14 @@ func (d *OutputDiff) addRow(c, s servables.Tensor, lo, hi int, tol float64) bool
 		}
 	}
 	return within
+}
+
+// agree reports whether scores a and b are on the same side of 0.5: both
+// at or above it, both below it, or both NaN (the same answer). A NaN is
+// on neither side, so it never agrees with a number.
+func agree(a, b float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	return (a >= 0.5) == (b >= 0.5)
 }

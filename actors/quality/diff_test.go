@@ -173,3 +173,15 @@ func TestDiffOutputsMissingOutput(t *testing.T) {
 		t.Fatalf("got %+v, want a missing and b compared", got)
 	}
 }
+
+// A score that is NaN on one side is on neither side of 0.5: its row does
+// not agree with the other's, whichever side that is on.
+func TestANaNScoreNeverAgreesWithANumber(t *testing.T) {
+	nan := float32(math.NaN())
+	champion := []servables.Tensor{f32(t, "p", []int64{4}, 0.1, 0.9, nan, nan)}
+	shadow := []servables.Tensor{f32(t, "p", []int64{4}, nan, nan, 0.1, nan)}
+	got := DiffOutputs(champion, shadow, 0.01)
+	if len(got) != 1 || !got[0].Score || got[0].Agree != 1 {
+		t.Fatalf("got %+v, want 1 row agreeing (NaN and NaN, the same answer), none of a NaN and a number", got)
+	}
+}
