@@ -160,6 +160,8 @@ func (d *OutputDiff) addRow(c, s servables.Tensor, lo, hi int, tol float64) bool
 		a, b := c.Float64At(k), s.Float64At(k)
 		diff := math.Abs(a - b)
 		switch {
+		case c.DType == servables.Int64: // beyond 2^53 two values can round to the same float64
+			diff = absDiffInt64(c.Int64s()[k], s.Int64s()[k])
 		case a == b || (math.IsNaN(a) && math.IsNaN(b)):
 			diff = 0
 		case math.IsNaN(diff) || math.IsInf(diff, 0):
@@ -184,4 +186,13 @@ func agree(a, b float64) bool {
 		return math.IsNaN(a) && math.IsNaN(b)
 	}
 	return (a >= 0.5) == (b >= 0.5)
+}
+
+// absDiffInt64 is |x - y|, exact as an integer (it may exceed the int64
+// range), then rounded to float64.
+func absDiffInt64(x, y int64) float64 {
+	if x < y {
+		x, y = y, x
+	}
+	return float64(uint64(x) - uint64(y))
 }

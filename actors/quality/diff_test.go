@@ -185,3 +185,25 @@ func TestANaNScoreNeverAgreesWithANumber(t *testing.T) {
 		t.Fatalf("got %+v, want 1 row agreeing (NaN and NaN, the same answer), none of a NaN and a number", got)
 	}
 }
+
+// INT64 values beyond 2^53 (ids, nanosecond times) that differ differ by
+// as much in the comparison: they are not rounded to the same float64 and
+// counted equal.
+func TestLargeInt64ValuesThatDifferAreNotCountedEqual(t *testing.T) {
+	i64 := func(vals ...int64) []servables.Tensor {
+		x, err := servables.NewTensor("id", servables.Int64, []int64{int64(len(vals)), 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(x.Int64s(), vals)
+		return []servables.Tensor{x}
+	}
+	const big = 1 << 53
+	got := DiffOutputs(i64(big+1, math.MaxInt64, 5), i64(big, math.MinInt64, 5), 0.01)
+	if len(got) != 1 || got[0].Within != 1 || got[0].MaxAbsDiff != math.Exp2(64) || got[0].NonFinite != 0 {
+		t.Fatalf("got %+v, want 1 row within, the largest difference 2^64 and none left out", got)
+	}
+	if want := (1 + math.Exp2(64)) / 3; got[0].MeanAbsDiff() != want {
+		t.Errorf("mean %v, want %v", got[0].MeanAbsDiff(), want)
+	}
+}
