@@ -89,6 +89,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/cgo"
 	"syscall"
 	"unsafe"
@@ -139,7 +140,14 @@ func initialize(modelEntry, modelConfig *C.char, state *C.int) unsafe.Pointer {
 	if modelEntry != nil {
 		entry = C.GoString(modelEntry)
 	}
-	cache, err := os.MkdirTemp("", "grove-processor-")
+	// An absolute path: the atexit handler removes it by this path, after
+	// the host may have changed its working directory ($TMPDIR may be
+	// relative).
+	tmp, err := filepath.Abs(os.TempDir())
+	var cache string
+	if err == nil {
+		cache, err = os.MkdirTemp(tmp, "grove-processor-")
+	}
 	if err != nil {
 		log.Error("initialize: creating the model cache", "err", err)
 		return fail()

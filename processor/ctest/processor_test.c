@@ -7,8 +7,9 @@
  *   processor_test LIB DATA WORK full      8 threads x >= 1000 calls on a
  *       TorchScript and an ONNX model; while they run a broken version 2
  *       of each is dropped into the model directories (atomic rename),
- *       and version 1 keeps serving, then a good version 3 (the test
- *       data's version 2), which takes over
+ *       and version 1 keeps serving, then (after a chdir to "/", as a
+ *       daemon makes, with run.sh's relative TMPDIR) a good version 3 (the
+ *       test data's version 2), which takes over
  *   processor_test LIB DATA WORK short     a few calls of each kind (for
  *       valgrind memcheck)
  *   processor_test LIB DATA WORK short-onnx   the same on the ONNX model
@@ -472,6 +473,10 @@ int main(int argc, char **argv) {
         usleep(10000);
     }
     if (atomic_load(&failed)) FAIL("%ld failed calls with a broken version 2 in the directory", atomic_load(&failed));
+    /* A host that changes its working directory after initialize (as a
+     * daemon does, to "/"): run.sh gives a relative TMPDIR, and the model
+     * caches must still take version 3 and be removed at exit. */
+    if (chdir("/")) FAIL("chdir /: %s", strerror(errno));
     copy_version("torch", "model.pt", 3, 0);
     copy_version("onnx", "model.onnx", 3, 0);
     double dropped = now();

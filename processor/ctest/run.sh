@@ -7,7 +7,9 @@
 #     model, outputs checked against Python's to 1e-5, every buffer
 #     freed, and while they run a broken version 2 of each model dropped
 #     into its directory (atomic rename), version 1 serving on, then a
-#     good version 3, which takes over: 0 failed calls.
+#     good version 3, which takes over: 0 failed calls. TMPDIR is relative
+#     and the program changes its working directory to / before version 3:
+#     the model caches still work and are removed at exit.
 #  2. short-onnx, under valgrind memcheck, on LIB: no invalid read or
 #     write, and no definite leak of the API's buffers. It calls the ONNX
 #     model only, so the library never opens libtorch (libgrove_torch.so
@@ -42,8 +44,10 @@ fresh() {
 
 echo "== processor_test full"
 fresh
-# TMPDIR: the processors' model caches (the library removes them at exit).
-TMPDIR=$work/tmp GROVE_LOG_LEVEL=warn "$bin" "$lib" "$data" "$work/models" full
+# TMPDIR: the processors' model caches (the library removes them at exit),
+# relative to the directory the program starts in, which it leaves for /
+# halfway (as a daemon does).
+(cd "$work" && TMPDIR=tmp GROVE_LOG_LEVEL=warn "$bin" "$lib" "$data" "$work/models" full)
 
 # The processors' model caches are removed at exit (atexit in the library).
 if [ -n "$(ls -A "$work/tmp")" ]; then
