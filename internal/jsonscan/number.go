@@ -11,7 +11,7 @@ import (
 type Number struct {
 	Start, End int    // the literal is Buf[Start:End]
 	Mant       uint64 // the first 19 significant digits
-	E          int    // decimal exponent of Mant's last digit, with an exponent part clamped to ±1e6
+	E          int    // decimal exponent of Mant's last digit, with an exponent part clamped beyond the digits' reach
 	Neg        bool   // a leading '-'
 	Trunc      bool   // non-zero digits beyond the 19th were dropped
 	IsInt      bool   // no fraction and no exponent
@@ -79,9 +79,12 @@ func (s *Scanner) LexNumber(n *Number) bool {
 		if !IsDigit(at(buf, i)) {
 			return s.failNumber(NumberMissExponent, i, n)
 		}
-		exp := 0
+		// The clamp must exceed what the digits can move the exponent by
+		// (len(buf)), or a clamped exponent and many digits could cancel
+		// into a fast-path exponent.
+		exp, limit := 0, len(buf)+1e6
 		for ; i < len(buf) && IsDigit(buf[i]); i++ {
-			if exp < 1e6 {
+			if exp < limit {
 				exp = exp*10 + int(buf[i]-'0')
 			}
 		}

@@ -95,6 +95,24 @@ func TestNumberConversion(t *testing.T) {
 	}
 }
 
+// An exponent part beyond the clamp of the exponent is not cancelled by
+// as many digits: 1 and a million zeros times 10^-10000000 is 0, not 1e18.
+func TestNumberHugeExponentWithManyDigits(t *testing.T) {
+	for _, lit := range []string{"1", "-1", "123"} {
+		lit += strings.Repeat("0", 1000018) + "e-10000000"
+		s := Scanner{Buf: []byte(lit)}
+		var n Number
+		if !s.LexNumber(&n) || s.Pos != len(lit) {
+			t.Fatalf("%.8s…: %v at %d", lit, s.Err, s.ErrPos)
+		}
+		for _, bits := range []int{32, 64} {
+			if got, ok := n.Float(s.Buf, bits); !ok || got != 0 {
+				t.Errorf("%.8s…e-10000000 at %d bits: %v %v, want 0", lit, bits, got, ok)
+			}
+		}
+	}
+}
+
 func FuzzNumber(f *testing.F) {
 	for _, s := range []string{"0", "-1.5e-3", "3.4028235677973366e38", "123456789012345678901234567890", "0.1", "1e-45", "16777217"} {
 		f.Add(s)
