@@ -230,12 +230,15 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 		if i == len(s) {
 			return 0, false
 		}
+		// Clamped beyond what the digits can move dp by (len(s)), so that
+		// the two never cancel into a fast-path exponent.
+		limit := len(s) + 1e6
 		for ; i < len(s); i++ {
 			c := s[i]
 			if c-'0' >= 10 {
 				return 0, false
 			}
-			if exp < 1e6 {
+			if exp < limit {
 				exp = exp*10 + int(c-'0')
 			}
 		}

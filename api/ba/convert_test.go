@@ -72,3 +72,18 @@ func TestParseFloatRoundsAsStrconv(t *testing.T) {
 		check(s)
 	}
 }
+
+// A tensor_content string of a million digits and an exponent past the
+// exponent's clamp is 0, as written: the clamped exponent does not cancel
+// with the digits into a fast-path one (1e18).
+func TestParseFloatHugeExponentWithManyDigits(t *testing.T) {
+	var scratch []byte
+	for _, lit := range []string{"1", "-1", "123"} {
+		lit += strings.Repeat("0", 1000018) + "e-10000000"
+		for _, bits := range []int{32, 64} {
+			if got, ok := parseFloat([]byte(lit), bits, &scratch); !ok || got != 0 {
+				t.Errorf("%.8s…e-10000000 at %d bits: %v %v, want 0", lit, bits, got, ok)
+			}
+		}
+	}
+}
