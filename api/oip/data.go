@@ -61,8 +61,13 @@ func storeFloat(out []byte, k int, d *datatype, f float64, literal []byte) bool 
 		round = servables.BFloat16Bits
 	}
 	b, inRange := round(f)
-	if literal != nil && inRange {
-		b = halfTie(f, b, literal, d.dt)
+	if literal != nil {
+		// A literal just below the overflow threshold, which f rounds
+		// onto, is in range: halfTie moves it from ±Inf to the largest
+		// finite value, never the other way.
+		if tie := halfTie(f, b, literal, d.dt); tie != b {
+			b, inRange = tie, true
+		}
 	}
 	store(out, k, 2, uint64(b))
 	return inRange
@@ -77,7 +82,7 @@ func halfTie(f float64, b uint16, literal []byte, dt servables.DType) uint16 {
 		value = func(b uint16) float64 { return float64(math.Float32frombits(uint32(b) << 16)) }
 	}
 	v := value(b)
-	if v == f || math.IsInf(v, 0) {
+	if v == f {
 		return b
 	}
 	other := b + 1 // the neighbour away from zero
@@ -85,6 +90,11 @@ func halfTie(f float64, b uint16, literal []byte, dt servables.DType) uint16 {
 		other = b - 1
 	}
 	mid := (v + value(other)) / 2
+	if math.IsInf(v, 0) {
+		// Past the largest finite value, other, the tie is the overflow
+		// threshold, half an ulp above it.
+		mid = value(other) + (value(other)-value(other-1))/2
+	}
 	if mid != f {
 		return b
 	}

@@ -52,6 +52,35 @@ func TestFP16AndBF16DataAreJSONNumbersRoundedToNearestEven(t *testing.T) {
 	}
 }
 
+// A literal just below the overflow threshold (65520 for FP16, halfway
+// from the largest finite value to the next power of two) rounds to the
+// largest finite value, though its nearest float64 is the threshold itself.
+func TestFP16AndBF16LiteralJustBelowOverflowIsInRange(t *testing.T) {
+	for _, c := range []struct {
+		dt, data string
+		want     []uint16
+	}{
+		{"FP16", `[65519.99999999999999999999, -65519.999999999999]`, []uint16{0x7bff, 0xfbff}},
+		{"BF16", `[339617752923046005526922703901628039167.999]`, []uint16{0x7f7f}},
+	} {
+		req, err := ParseInferRequest([]byte(in(`{"name":"x","datatype":"`+c.dt+`","shape":[`+fmt.Sprint(len(c.want))+`],"data":`+c.data+`}`)), 0)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.dt, c.data, err)
+			continue
+		}
+		if got := req.Inputs[0].Uint16s(); fmt.Sprintf("%#04x", got) != fmt.Sprintf("%#04x", c.want) {
+			t.Errorf("%s %s: %#04x, want %#04x", c.dt, c.data, got, c.want)
+		}
+	}
+	for _, c := range []struct{ dt, data, want string }{
+		{"FP16", `[65520.0000000000000000001]`, `input "x": data[0] = 65520.0000000000000000001 is out of range for FP16`},
+		{"BF16", `[339617752923046005526922703901628039168]`, `input "x": data[0] = 339617752923046005526922703901628039168 is out of range for BF16`},
+	} {
+		_, err := ParseInferRequest([]byte(in(`{"name":"x","datatype":"`+c.dt+`","shape":[1],"data":`+c.data+`}`)), 0)
+		checkErr(t, nil, err, 400, c.want)
+	}
+}
+
 func TestFP16BinaryDataTakesTwoBytesAnElement(t *testing.T) {
 	header := in(`{"name":"x","datatype":"FP16","shape":[2],"parameters":{"binary_data_size":4}}`)
 	req := mustParse(t, header+"\x00\x3c\x66\x2e", len(header))
