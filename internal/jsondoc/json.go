@@ -223,16 +223,51 @@ func IntValue(path string, tok json.Token, lo, hi int64) (int64, error) {
 		}
 		return i, nil
 	}
-	f, err := strconv.ParseFloat(s, 64)
+	_, err = strconv.ParseFloat(s, 64)
 	switch {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is not an integer", s), Err: err}
 	case !integral(s):
 		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is not an integer", s)}
-	case err != nil || f < float64(lo) || f > float64(hi) || f >= 0x1p63: // float64(MaxInt64) rounds up to 2^63
+	}
+	i, ok := integralValue(s)
+	if !ok || i < lo || i > hi {
 		return 0, outOfRange
 	}
-	return int64(f), nil
+	return i, nil
+}
+
+// integralValue returns the value of s, a JSON number that integral
+// accepts, exactly (not rounded through a double); ok is false beyond int64.
+func integralValue(s string) (int64, bool) {
+	neg := strings.HasPrefix(s, "-")
+	mant, exp, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "-")), "e")
+	intp, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intp+frac, "0")
+	if digits == "" {
+		return 0, true
+	}
+	e := 0
+	if exp != "" {
+		var err error
+		if e, err = strconv.Atoi(exp); err != nil {
+			return 0, false // non-zero digits times a huge power of ten
+		}
+	}
+	// digits × 10^shift; below the point there are only zeros.
+	switch shift := e - len(frac); {
+	case shift < 0:
+		digits = digits[:max(len(digits)+shift, 0)]
+	case len(digits)+shift > 19:
+		return 0, false // at least 10^19
+	default:
+		digits += strings.Repeat("0", shift)
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	i, err := strconv.ParseInt(digits, 10, 64)
+	return i, err == nil
 }
 
 // integral reports whether s, a JSON number, is an integer, exactly as

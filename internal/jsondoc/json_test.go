@@ -1,6 +1,10 @@
 package jsondoc
 
-import "testing"
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
 
 func TestBlankTrailingCommasLeavesStringsAlone(t *testing.T) {
 	in := `{"a": ",]", "b": "\",}", "c": [1,],}`
@@ -31,6 +35,38 @@ func TestIntegral(t *testing.T) {
 	} {
 		if got := integral(s); got != want {
 			t.Errorf("integral(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// An integer written with a fraction or an exponent is read exactly, not
+// through a double: 2^53+1 is out of range 0..2^53, and MaxInt64 is in
+// range of int64.
+func TestIntValueIsExactBeyondDoubles(t *testing.T) {
+	for _, c := range []struct {
+		s      string
+		lo, hi int64
+		want   int64
+		ok     bool
+	}{
+		{"9007199254740993.0", 0, 1 << 53, 0, false},
+		{"9007199254740993e0", 0, 1 << 53, 0, false},
+		{"90071992547409930e-1", 0, 1 << 53, 0, false},
+		{"9007199254740992.0", 0, 1 << 53, 1 << 53, true},
+		{"9007199254740993.0", math.MinInt64, math.MaxInt64, 1<<53 + 1, true},
+		{"9223372036854775807.0", math.MinInt64, math.MaxInt64, math.MaxInt64, true},
+		{"-9223372036854775808e0", math.MinInt64, math.MaxInt64, math.MinInt64, true},
+		{"9223372036854775808.0", math.MinInt64, math.MaxInt64, 0, false},
+		{"922337203685477580.7e1", math.MinInt64, math.MaxInt64, math.MaxInt64, true},
+		{"0.00000000000000000000000000000000000000012e41", 0, 100, 12, true},
+		{"1e2", 0, 100, 100, true},
+		{"-0.0e-5", 0, 100, 0, true},
+		{"1e400", math.MinInt64, math.MaxInt64, 0, false},
+		{"0.1e99999999999999999999", math.MinInt64, math.MaxInt64, 0, false},
+	} {
+		got, err := IntValue("f", json.Number(c.s), c.lo, c.hi)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("IntValue(%s, %d..%d) = %d, %v; want %d, ok %v", c.s, c.lo, c.hi, got, err, c.want, c.ok)
 		}
 	}
 }
