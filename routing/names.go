@@ -103,8 +103,14 @@ func Resolve(ready []string, newest Newest, name, version string) (ModelVersion,
 	if version == "" {
 		return vs[0], true
 	}
+	// The version as written first: "3" is "m/3/" even when "m/03/" serves too.
 	for _, v := range vs {
-		if v.Version == version || allDigits(version) && compareVersions(v.Version, version) == 0 {
+		if v.Version == version {
+			return v, true
+		}
+	}
+	for _, v := range vs {
+		if allDigits(version) && compareVersions(v.Version, version) == 0 {
 			return v, true
 		}
 	}

@@ -83,3 +83,18 @@ func TestResolveNamesAVersionedEntryByItsNewestReadyVersion(t *testing.T) {
 		t.Errorf("Versions(pcvr) = %s: the entry's own path is not a version", got)
 	}
 }
+
+func TestResolvePrefersTheVersionAsWrittenOverOneWithLeadingZeros(t *testing.T) {
+	// Two plain entries whose last segments are the same number written
+	// two ways: each is asked for by its own spelling.
+	ready := []string{"m/03/", "m/3/"}
+	for _, c := range []struct{ version, want string }{
+		{"3", "m/3/"},
+		{"03", "m/03/"},
+		{"003", "m/03/"}, // neither as written: the first numeric match
+	} {
+		if got, ok := Resolve(ready, nil, "m", c.version); !ok || got.Path != c.want || got.Version != NameModel(c.want).Version {
+			t.Errorf("Resolve(m, %q) = %+v, %v; want %s", c.version, got, ok, c.want)
+		}
+	}
+}
