@@ -1,6 +1,8 @@
 package oip
 
 import (
+	"slices"
+
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/routing"
@@ -103,6 +105,16 @@ type indexEntry struct {
 func repositoryIndex(b Backend, onlyReady bool) []indexEntry {
 	out := []indexEntry{}
 	models := b.Status().Models
+	paths := b.ModelPaths()
+	served := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		served[p] = true
+	}
+	// A model evicting that no path serves is only kept loaded, out of
+	// service (keep_previous_for): it is no configured model.
+	models = slices.DeleteFunc(slices.Clone(models), func(m actors.ModelStatus) bool {
+		return m.State == actors.StateEvicting && !served[m.Path]
+	})
 	here := make(map[string]bool, len(models))
 	for _, m := range models {
 		here[m.Path] = true
@@ -123,7 +135,7 @@ func repositoryIndex(b Backend, onlyReady bool) []indexEntry {
 		}
 		out = append(out, e)
 	}
-	for _, p := range b.ModelPaths() {
+	for _, p := range paths {
 		if _, parent := b.NewestVersion(p); !here[p] && !parent {
 			mv := routing.NameModel(p)
 			out = append(out, indexEntry{Name: mv.Name, Version: mv.Version, State: "READY"})

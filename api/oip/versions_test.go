@@ -199,3 +199,36 @@ func TestOIPNamesTheVersionThatAnswered(t *testing.T) {
 		t.Errorf("gRPC: version %q, %v; want 2", resp.GetModelVersion(), err)
 	}
 }
+
+// keptVersion is versioned with version 1 out of its policy past its
+// grace period and kept loaded out of service (keep_previous_for), as
+// actors' status shows it: evicting, with a kept content, served by no
+// path.
+type keptVersion struct{ versioned }
+
+func (*keptVersion) Status() actors.Status {
+	st := (&versioned{}).Status()
+	st.Models[0] = actors.ModelStatus{Path: "pcvr/1/", State: actors.StateEvicting, VersionOf: "pcvr/", Version: 1,
+		Kept: &actors.KeptStatus{Checksum: "c1", SizeBytes: 1 << 20}}
+	return st
+}
+
+func TestOIPRepositoryIndexDoesNotListAKeptVersionReady(t *testing.T) {
+	for _, ready := range []bool{false, true} {
+		code, got := restGet(t, &keptVersion{}, "POST", "/v2/repository/index", fmt.Sprintf(`{"ready": %v}`, ready))
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(got)); code != 200 || err != nil {
+			t.Fatalf("HTTP %d %s (%v)", code, got, err)
+		}
+		got = compact.String()
+		if strings.Contains(got, `"name":"pcvr","version":"1"`) {
+			t.Errorf("ready %v: version 1 answers no request (kept out of service), yet the index lists it: %s", ready, got)
+		}
+		if !strings.Contains(got, `"version":"3","state":"READY"`) {
+			t.Errorf("ready %v: %s", ready, got)
+		}
+	}
+	if code, got := restGet(t, &keptVersion{}, "GET", "/v2/models/pcvr/versions/1/ready", ""); code == 200 {
+		t.Errorf("version 1 ready: HTTP %d %s", code, got)
+	}
+}
