@@ -116,9 +116,10 @@ ui-deps:
 ui: ui-deps
 	cd ui && node_modules/.bin/tsc -p . && node build.mjs dist
 
-## ui-check: ui/src type-checks, and the committed ui/dist is what it builds to.
+## ui-check: ui/src type-checks, its unit tests pass (ui/test/*.test.mjs, in
+## Node, no browser), and the committed ui/dist is what it builds to.
 ui-check: ui-deps
-	cd ui && node_modules/.bin/tsc -p .
+	cd ui && node_modules/.bin/tsc -p . && node --test test/*.test.mjs
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && (cd ui && node build.mjs "$$tmp/dist") && \
 	  diff -r "$$tmp/dist" ui/dist || { echo "ui/dist does not match ui/src: run make ui and commit ui/dist"; exit 1; }
 

@@ -419,14 +419,37 @@ async function poll(): Promise<void> {
   }
   renderCluster(doc.status.cluster, members);
 
-  if (polls % AUDIT_EVERY === 0) {
-    const since = new Date(Date.now() - 24 * 3600 * 1000).toISOString();
-    const a = await getJSON<{ entries: AuditEntry[] }>(`/v1/audit?since=${encodeURIComponent(since)}`);
-    if (a.status === 200 && a.body) renderAudit(a.body.entries ?? [], "");
-    else if (a.status === 404) renderAudit(null, "");
-    else renderAudit(null, `The audit trail could not be read: ${errorOf(a)}`);
-  }
+  if (polls % AUDIT_EVERY === 0) await pollAudit();
   polls++;
+}
+
+// The newest audit entries read, oldest first (at most AUDIT_KEPT): GET
+// /v1/audit lists at most 1000 entries, the oldest since the time asked,
+// and says when more follow (truncated). The page follows such a listing
+// to its end, then asks only from a little before the newest entry it has
+// (AUDIT_LATE_MS: another replica's entry may reach the trail after a
+// newer one); ids tell the entries read again apart.
+const AUDIT_KEPT = 25;
+const AUDIT_LATE_MS = 60 * 1000;
+let auditKept: AuditEntry[] = [];
+
+async function pollAudit(): Promise<void> {
+  const dayAgo = Date.now() - 24 * 3600 * 1000;
+  const newest = auditKept.length > 0 ? Date.parse(auditKept[auditKept.length - 1].time) - AUDIT_LATE_MS : dayAgo;
+  let since = new Date(Math.max(dayAgo, newest)).toISOString();
+  for (;;) {
+    const a = await getJSON<{ entries: AuditEntry[]; truncated?: boolean }>(`/v1/audit?since=${encodeURIComponent(since)}`);
+    if (a.status === 404) return renderAudit(null, "");
+    if (a.status !== 200 || !a.body) return renderAudit(null, `The audit trail could not be read: ${errorOf(a)}`);
+    const got = a.body.entries ?? [];
+    const known = new Set(auditKept.map((e) => e.id));
+    auditKept = auditKept.concat(got.filter((e) => !known.has(e.id)))
+      .sort((x, y) => Date.parse(x.time) - Date.parse(y.time)).slice(-AUDIT_KEPT);
+    const last = got.length > 0 ? got[got.length - 1].time : since;
+    if (!a.body.truncated || last === since) break;
+    since = last;
+  }
+  renderAudit(auditKept.filter((e) => Date.parse(e.time) >= dayAgo), "");
 }
 
 async function loop(mine: number): Promise<void> {
@@ -450,6 +473,7 @@ async function loop(mine: number): Promise<void> {
 function restart(): void {
   run++;
   polls = 0;
+  auditKept = [];
   void loop(run);
 }
 
