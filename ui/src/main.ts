@@ -198,7 +198,8 @@ function renderModels(models: ModelStatus[], series: Record<string, ModelPoint[]
     return;
   }
   const rows = models.map((m) => {
-    const s = series[m.model_path] ?? [];
+    // An own property only: a model path may be "constructor" or "__proto__".
+    const s = Object.prototype.hasOwnProperty.call(series, m.model_path) ? series[m.model_path] : [];
     const lat = el("span", {}, spark(s, (p) => p.p50_ms, "p50 ms", 2, palette[0]), " ", spark(s, (p) => p.p99_ms, "p99 ms", 2, palette[3]));
     const name = el("span", { class: "mono", "data-model": m.model_path }, m.model_path);
     return [

@@ -61,3 +61,14 @@ test("the audit trail shows the newest writes when the day holds more than one l
   assert.equal(after.length, 25);
   assert.deepEqual(after.slice(0, 4), ["ads/pctr/1/vnew", "ads/pctr/1/v1499", "ads/pctr/1/vlate", "ads/pctr/1/v1498"]);
 });
+
+test("a model named like a property of every object is shown, with no history yet", async () => {
+  // A model path is any object path of the bucket: "constructor" and
+  // "__proto__" are model paths too, and a model has no history until the
+  // server has sampled its figures.
+  const names = ["constructor", "__proto__", "toString", "hasOwnProperty"];
+  const models = names.map((p) => ({ model_path: p, state: "ready", served: 0, crashes: 0 }));
+  const page = await loadPage(serve({ "/v1/console": { body: consoleDoc({ status: { models } }) } }));
+  assert.equal(page.$("#error").hidden, true, page.$("#error").textContent);
+  assert.deepEqual(page.$$("#models [data-model]").map((e) => e.textContent), names);
+});
