@@ -147,8 +147,9 @@ func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
 	ctx := r.Context()
 	parent := len(r.Header["Traceparent"]) > 0 // canonical key: no allocation without one
 	if parent {
-		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
-	} else if leaveOut(h.roots) {
+		ctx, parent = extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	if !parent && leaveOut(h.roots) {
 		return r, trace.SpanFromContext(context.Background()) // a span that does nothing
 	}
 	// The route's pattern names the span ("POST /v1/inference"): as it
@@ -185,6 +186,17 @@ func EndHTTP(span trace.Span, code int) {
 		span.SetStatus(codes.Error, http.StatusText(code))
 	}
 	span.End()
+}
+
+// extract returns ctx with the caller's trace context in carrier, and
+// whether there was a valid one: a malformed traceparent is ignored, as
+// the W3C Trace Context says, and the request is then a new trace, drawn
+// as one that came without (the SDK samples every new trace it is asked
+// for: rootsDrawn).
+func extract(ctx context.Context, carrier propagation.TextMapCarrier) (context.Context, bool) {
+	ctx = traceContext.Extract(ctx, carrier)
+	sc := trace.SpanContextFromContext(ctx)
+	return ctx, sc.IsValid() && sc.IsRemote()
 }
 
 // mdCarrier reads the trace context from incoming gRPC metadata.
@@ -225,9 +237,11 @@ func grpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOpti
 // (nil when the caller sent none), or a new trace if the draw of roots
 // takes it.
 func rpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOption, roots float64, method string, carrier propagation.TextMapCarrier, requestID string) (context.Context, trace.Span) {
+	parent := false
 	if carrier != nil {
-		ctx = traceContext.Extract(ctx, carrier)
-	} else if leaveOut(roots) {
+		ctx, parent = extract(ctx, carrier)
+	}
+	if !parent && leaveOut(roots) {
 		return ctx, trace.SpanFromContext(context.Background()) // a span that does nothing
 	}
 	ctx, span := t.Start(ctx, strings.TrimPrefix(method, "/"), server...)

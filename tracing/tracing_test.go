@@ -382,3 +382,40 @@ func TestNewTracesDrawnBeforeTheSDK(t *testing.T) {
 		t.Errorf("gRPC at share 0: recorded %v, want a new trace left out and the caller's continued", recorded)
 	}
 }
+
+// TestMalformedTraceParentIsDrawnAsANewTrace checks that a traceparent
+// that does not parse (W3C: ignored, as if none were sent) starts a new
+// trace only if the share of new traces draws it, over HTTP, gRPC and the
+// cluster's framed calls: at share 0 nothing records.
+func TestMalformedTraceParentIsDrawnAsANewTrace(t *testing.T) {
+	tp, _ := provider(t, "http/protobuf", map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"})
+	for _, bad := range []string{"garbage", "", "00-00000000000000000000000000000000-" + callerSpan + "-01", "00-" + callerTrace + "-0000000000000000-01"} {
+		req := httptest.NewRequest("POST", "/v1/inference", nil)
+		req.Header["Traceparent"] = []string{bad}
+		r, span := tracing.NewHTTPServer(tp, "ba").Start(req)
+		if span.IsRecording() || trace.SpanContextFromContext(r.Context()).IsValid() {
+			t.Errorf("HTTP traceparent %q at share 0: recording %v, span context %v", bad, span.IsRecording(), trace.SpanContextFromContext(r.Context()))
+		}
+		tracing.EndHTTP(span, 200)
+
+		var recorded bool
+		handler := func(ctx context.Context, _ any) (any, error) {
+			recorded = trace.SpanFromContext(ctx).IsRecording()
+			return nil, nil
+		}
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("traceparent", bad))
+		_, _ = tracing.UnaryServer(tp)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"}, handler)
+		if recorded {
+			t.Errorf("gRPC traceparent %q at share 0: recorded", bad)
+		}
+
+		if bad == "" {
+			continue // no traceparent at all for a framed call
+		}
+		_, span = tracing.NewCallServer(tp).Start(context.Background(), "/grove.cluster.v1.Forward/Predict", bad, "", "")
+		if span.IsRecording() {
+			t.Errorf("framed call traceparent %q at share 0: recorded", bad)
+		}
+		tracing.EndCall(span, nil)
+	}
+}
