@@ -39,6 +39,11 @@ const (
 	AttrRelease      = attribute.Key("grove.contract.release")
 )
 
+// maxRequestID is the longest caller's request id a server span records:
+// the longest the servers take (a longer one is replaced by an id of
+// Grove's), so that a caller cannot attach an attribute of any size.
+const maxRequestID = 128
+
 // The names of Grove's child spans.
 const (
 	SpanDecode  = "decode"
@@ -168,7 +173,7 @@ func (h *HTTPServer) Start(r *http.Request) (*http.Request, trace.Span) {
 		if route != "" {
 			span.SetAttributes(semconv.HTTPRoute(route))
 		}
-		if id := r.Header.Get("X-Request-Id"); id != "" {
+		if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= maxRequestID {
 			span.SetAttributes(AttrRequestID.String(id))
 		}
 	}
@@ -248,7 +253,7 @@ func rpcStart(ctx context.Context, t trace.Tracer, server []trace.SpanStartOptio
 	if span.IsRecording() {
 		service, m, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 		span.SetAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(service+"/"+m))
-		if requestID != "" {
+		if requestID != "" && len(requestID) <= maxRequestID {
 			span.SetAttributes(AttrRequestID.String(requestID))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
@@ -417,5 +418,39 @@ func TestMalformedTraceParentIsDrawnAsANewTrace(t *testing.T) {
 			t.Errorf("framed call traceparent %q at share 0: recorded", bad)
 		}
 		tracing.EndCall(span, nil)
+	}
+}
+
+// TestRequestIDAttributeIsBounded checks that the caller's request id is
+// recorded on the server span only as far as Grove takes it (up to 128
+// bytes; a longer one is replaced by an id of Grove's): a caller cannot
+// put an attribute of any size it likes on every span it sends.
+func TestRequestIDAttributeIsBounded(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	long, ok := strings.Repeat("x", 64<<10), strings.Repeat("y", 128)
+	for _, id := range []string{long, ok} {
+		req := httptest.NewRequest("POST", "/v1/inference", nil)
+		req.Header.Set("X-Request-Id", id)
+		_, span := tracing.NewHTTPServer(tp, "ba").Start(req)
+		tracing.EndHTTP(span, 200)
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", id))
+		_, _ = tracing.UnaryServer(tp)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/grpc.health.v1.Health/Check"},
+			func(context.Context, any) (any, error) { return nil, nil })
+	}
+	spans := rec.Ended()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for i, s := range spans {
+		var got string
+		for _, a := range s.Attributes() {
+			if a.Key == tracing.AttrRequestID {
+				got = a.Value.AsString()
+			}
+		}
+		if want := map[bool]string{true: "", false: ok}[i < 2]; got != want {
+			t.Errorf("span %s (%d): grove.request_id of %d bytes, want %d", s.Name(), i, len(got), len(want))
+		}
 	}
 }
