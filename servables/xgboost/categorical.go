@@ -36,10 +36,11 @@ func (c *categories) cover(n int) {
 // categories_nodes, categories_segments, categories_sizes, categories)
 // against each other and the tree's n nodes, as XGBoost writes them: the
 // split_type of every node, 0 (numeric) or 1 (categorical); the
-// categorical nodes in increasing order, each an inner node, with its
-// segment of categories, one at least, each from 0 to below maxCategory.
-// It returns each node's categories (a slice of t.Categories, nil for a
-// numeric node), or nil when the tree has no categorical split.
+// categorical nodes in increasing order, each with its segment of
+// categories, one at least, each from 0 to below maxCategory. A
+// categorical node may be a leaf: a split XGBoost's pruner undid. It
+// returns each inner node's categories (a slice of t.Categories, nil for
+// a numeric node or a leaf), or nil when no inner node is categorical.
 func treeCategories(t *jsonTree, n int) ([][]int64, error) {
 	if t.SplitType != nil && len(t.SplitType) != n {
 		return nil, invalid("split_type has %d entries, left_children %d", len(t.SplitType), n)
@@ -69,6 +70,7 @@ func treeCategories(t *jsonTree, n int) ([][]int64, error) {
 		return nil, nil
 	}
 	cats := make([][]int64, n)
+	inner := 0 // the categorical splits that are inner nodes
 	prev := int64(-1)
 	for k, nd := range t.CategoriesNodes {
 		if nd <= prev || nd >= int64(n) {
@@ -77,9 +79,6 @@ func treeCategories(t *jsonTree, n int) ([][]int64, error) {
 		prev = nd
 		if t.SplitType[nd] != 1 {
 			return nil, invalid("node %d is in categories_nodes, its split_type is %d", nd, t.SplitType[nd])
-		}
-		if t.LeftChildren[nd] == -1 && t.RightChildren[nd] == -1 {
-			return nil, invalid("node %d is a leaf with a categorical split", nd)
 		}
 		seg, size := t.CategoriesSegment[k], t.CategoriesSizes[k]
 		if seg < 0 || size < 1 || seg > int64(len(t.Categories)) || size > int64(len(t.Categories))-seg {
@@ -92,7 +91,17 @@ func treeCategories(t *jsonTree, n int) ([][]int64, error) {
 				return nil, invalid("node %d: category %d is outside 0..%d", nd, c, maxCategory-1)
 			}
 		}
+		// A leaf keeps the split_type and categories of the split it was
+		// before XGBoost's pruner (updater "prune") made it a leaf: they
+		// are checked, and unused.
+		if t.LeftChildren[nd] == -1 && t.RightChildren[nd] == -1 {
+			continue
+		}
 		cats[nd] = list
+		inner++
+	}
+	if inner == 0 {
+		return nil, nil
 	}
 	return cats, nil
 }

@@ -158,14 +158,19 @@ func TestParseRefusesCategoricalTablesThatDisagree(t *testing.T) {
 		{"node listed twice", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
 			`"categories_nodes":[0,0],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,1,0]`),
 			ErrInvalid, "categories_nodes[1] is 0"},
+		// XGBoost's pruner leaves a categorical split it undoes as a leaf
+		// of split_type 1 with its categories: XGBoost loads it.
 		{"a leaf listed", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
 			`"categories_nodes":[0,1],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,1,0]`),
-			ErrInvalid, "node 1 is a leaf"},
+			nil, ""},
+		{"a leaf listed with a category beyond 2^24", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
+			`"categories_nodes":[0,2],"categories_segments":[0,3],"categories_sizes":[3,1]`, `"split_type":[1,0,0]`, `"split_type":[1,0,1]`,
+			`"categories":[0,1,3]`, `"categories":[0,1,3,16777216]`),
+			ErrInvalid, "node 2: category 16777216 is outside"},
 		{"node out of range", edit(`"categories_nodes":[0]`, `"categories_nodes":[5]`), ErrInvalid, "categories_nodes[0] is 5"},
 		{"listed node not categorical", edit(`"categories_nodes":[0],"categories_segments":[0],"categories_sizes":[3]`,
-			`"categories_nodes":[0,2],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[1,0,1]`,
-			`"left_children":[1,-1,-1]`, `"left_children":[1,-1,-1]`),
-			ErrInvalid, "node 2 is a leaf"},
+			`"categories_nodes":[0,2],"categories_segments":[0,0],"categories_sizes":[3,3]`, `"split_type":[1,0,0]`, `"split_type":[0,1,1]`),
+			ErrInvalid, "node 0 is in categories_nodes, its split_type is 0"},
 		{"table lengths disagree", edit(`"categories_sizes":[3]`, `"categories_sizes":[3,1]`), ErrInvalid, "have 1, 1 and 2 entries"},
 		{"segment past the categories", edit(`"categories_segments":[0]`, `"categories_segments":[2]`), ErrInvalid, "categories 2 to 5 of the tree's 3"},
 		{"negative segment", edit(`"categories_segments":[0]`, `"categories_segments":[-1]`), ErrInvalid, "categories -1 to 2"},
@@ -231,6 +236,34 @@ func TestCategoricalSplitsDecideAsXGBoost(t *testing.T) {
 		}
 		if out[i] != want {
 			t.Errorf("value %v: margin %v, want %v (right: %v)", v, out[i], want, right[i])
+		}
+	}
+}
+
+// TestParseReadsLeavesPrunedFromCategoricalSplits: cat_pruned's trees,
+// pruned after training, have leaves that XGBoost's pruner made of
+// categorical splits (split_type 1, listed in categories_nodes): the
+// model loads, in JSON and UBJSON, and predicts as python3-xgboost does
+// (TestPredictionsEqualPythonXGBoost compares its outputs).
+func TestParseReadsLeavesPrunedFromCategoricalSplits(t *testing.T) {
+	var m jsonModel
+	if err := json.Unmarshal(quoteNonFinite(readTestdata(t, "cat_pruned.json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	leaves := 0
+	for _, tr := range m.Learner.GradientBooster.Model.Trees {
+		for _, nd := range tr.CategoriesNodes {
+			if tr.LeftChildren[nd] == -1 {
+				leaves++
+			}
+		}
+	}
+	if leaves == 0 {
+		t.Fatal("cat_pruned.json has no leaf among its categorical nodes: make_models.py no longer makes what this test is about")
+	}
+	for _, ext := range formats {
+		if _, err := Parse(readTestdata(t, "cat_pruned"+ext)); err != nil {
+			t.Errorf("Parse(cat_pruned%s), %d leaves of split_type 1: %v", ext, leaves, err)
 		}
 	}
 }

@@ -32,12 +32,12 @@ func (e expected) loadOptions() servables.LoadOptions {
 }
 
 // cases are the models make_models.py trains: one per objective (and
-// dart), the categorical ones and one trained with a missing value
-// sentinel. Each is saved as JSON (.json) and UBJSON (.ubj).
+// dart), the categorical ones (one pruned after training), and one
+// trained with a missing value sentinel. Each is saved as JSON (.json) and UBJSON (.ubj).
 var cases = []string{"squarederror", "reg_logistic", "binary_logistic", "binary_logitraw",
 	"multi_softprob", "multi_softmax", "count_poisson", "rank_pairwise", "dart",
 	"cat_binary_logistic", "cat_binary_logistic_dense", "cat_multi_softprob", "cat_multi_softprob_dense",
-	"missing_sentinel"}
+	"missing_sentinel", "cat_pruned"}
 
 // formats are the extensions of the files make_models.py saves each case as.
 var formats = []string{".json", ".ubj"}

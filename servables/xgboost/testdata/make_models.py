@@ -14,7 +14,9 @@ whose feature_types mark two features "c": one with 12 categories (split
 by partition), one with 3 (one-hot splits, below max_cat_to_onehot 4).
 Their test rows also hold values that are no category seen in training:
 unseen codes, negative, fractional and huge values. Those named *_dense
-have no missing value in training or test. missing_sentinel trains with
+have no missing value in training or test; cat_pruned's trees were
+pruned after training, leaving leaves that were categorical splits.
+missing_sentinel trains with
 DMatrix(missing=-999); its expected file names "missing_value": -999,
 which the Go test passes on as a model entry's missing_value does.
 
@@ -173,6 +175,24 @@ def categorical(rng):
     write_expected("missing_sentinel", "binary:logistic", booster, test_x, dtest, missing_value=SENTINEL)
 
 
+def pruned(rng):
+    """Writes cat_pruned: a categorical model whose trees XGBoost's pruner
+    cut back afterwards (process_type "update", updater "prune", a larger
+    gamma), as a user prunes a trained model. A categorical split it turns
+    into a leaf keeps its split_type 1 and its categories in the file."""
+    x = cat_data(rng, 600, 0.1)
+    y = cat_labels(rng, x, "binary:logistic")
+    params = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.3, "seed": 1, "nthread": 1, "tree_method": "hist",
+              "max_cat_to_onehot": 1}
+    dtrain = xgb.DMatrix(x, label=y, feature_types=CAT_TYPES, feature_names=CAT_NAMES, enable_categorical=True)
+    booster = xgb.train(params, dtrain, 4)
+    booster = xgb.train(dict(params, process_type="update", updater="prune", gamma=2.0), dtrain, 4, xgb_model=booster)
+    save(booster, "cat_pruned")
+    test_x = cat_test(rng, True)
+    dtest = xgb.DMatrix(test_x, feature_types=CAT_TYPES, feature_names=CAT_NAMES, enable_categorical=True)
+    write_expected("cat_pruned", "binary:logistic", booster, test_x, dtest)
+
+
 def refused(rng):
     """Writes the models the runtime refuses (a small model in the legacy
     binary format, a gblinear model as JSON and UBJSON) and
@@ -210,6 +230,7 @@ def main():
     # The categorical cases draw from a generator of their own, as they
     # always have, so that their models stay what they are.
     categorical(np.random.default_rng(3001))
+    pruned(np.random.default_rng(3002))
 
 
 if __name__ == "__main__":
