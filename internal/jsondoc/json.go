@@ -258,7 +258,7 @@ func integralValue(s string) (int64, bool) {
 	switch shift := e - len(frac); {
 	case shift < 0:
 		digits = digits[:max(len(digits)+shift, 0)]
-	case len(digits)+shift > 19:
+	case shift > 19-len(digits): // not len(digits)+shift, which can overflow
 		return 0, false // at least 10^19
 	default:
 		digits += strings.Repeat("0", shift)

@@ -63,6 +63,8 @@ func TestIntValueIsExactBeyondDoubles(t *testing.T) {
 		{"-0.0e-5", 0, 100, 0, true},
 		{"1e400", math.MinInt64, math.MaxInt64, 0, false},
 		{"0.1e99999999999999999999", math.MinInt64, math.MaxInt64, 0, false},
+		{"1e9223372036854775807", math.MinInt64, math.MaxInt64, 0, false},
+		{"12.5e9223372036854775807", math.MinInt64, math.MaxInt64, 0, false},
 	} {
 		got, err := IntValue("f", json.Number(c.s), c.lo, c.hi)
 		if (err == nil) != c.ok || got != c.want {
