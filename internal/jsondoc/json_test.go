@@ -3,6 +3,7 @@ package jsondoc
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -71,4 +72,20 @@ func TestIntValueIsExactBeyondDoubles(t *testing.T) {
 			t.Errorf("IntValue(%s, %d..%d) = %d, %v; want %d, ok %v", c.s, c.lo, c.hi, got, err, c.want, c.ok)
 		}
 	}
+}
+
+// FuzzIntValue reads arbitrary number text as an int64: it answers (a
+// value or an error) and never panics, and a value it gives is the
+// number's, as exactly as a double can tell below 2^53. The seed corpus
+// is in testdata/fuzz/FuzzIntValue.
+func FuzzIntValue(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := IntValue("f", json.Number(s), math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return
+		}
+		if v, perr := strconv.ParseFloat(s, 64); perr == nil && math.Abs(v) < 1<<53 && float64(got) != v {
+			t.Errorf("IntValue(%q) = %d, the number is %v", s, got, v)
+		}
+	})
 }
