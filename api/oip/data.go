@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/groveml/grove/internal/jsonscan"
@@ -98,11 +99,19 @@ func halfTie(f float64, b uint16, literal []byte, dt servables.DType) uint16 {
 	if mid != f {
 		return b
 	}
-	exact, ok := new(big.Rat).SetString(string(literal))
+	lit, cut, ok := cutDecimal(literal)
 	if !ok {
 		return b
 	}
-	switch exact.Cmp(new(big.Rat).SetFloat64(f)) * sign(f) {
+	exact, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		return b
+	}
+	farther := exact.Cmp(new(big.Rat).SetFloat64(f)) * sign(f)
+	if farther == 0 && cut {
+		farther = 1 // the digits cut made it farther from zero than the tie
+	}
+	switch farther {
 	case 0:
 		return b // a true tie: b is the even one
 	case 1: // farther from zero than the tie
@@ -115,6 +124,49 @@ func halfTie(f float64, b uint16, literal []byte, dt servables.DType) uint16 {
 		}
 	}
 	return b
+}
+
+// tieDigits is how many significant digits of a literal decide a tie:
+// more than the exact decimal form of any 2-byte float's midpoint has
+// (fewer than 160, for BF16's smallest), so that digits past them only
+// say, by being non-zero, that the value is farther from zero.
+const tieDigits = 400
+
+// cutDecimal returns the JSON number literal as digits × 10^exp with its
+// significant digits cut (toward zero) to tieDigits, and whether a
+// non-zero digit was cut; ok is false when its exponent puts it far from
+// any 2-byte float. So that big.Rat never reads a literal of a megabyte
+// of digits and an exponent as large, which costs seconds.
+func cutDecimal(literal []byte) (lit string, cut, ok bool) {
+	s := string(literal)
+	neg := strings.HasPrefix(s, "-")
+	mant, expText, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "-")), "e")
+	exp := 0
+	if expText != "" {
+		e, err := strconv.Atoi(expText)
+		if err != nil || e < -1<<40 || e > 1<<40 {
+			return "", false, false
+		}
+		exp = e
+	}
+	intp, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intp+frac, "0")
+	exp -= len(frac)
+	if len(digits) > tieDigits {
+		cut = strings.Trim(digits[tieDigits:], "0") != ""
+		exp += len(digits) - tieDigits
+		digits = digits[:tieDigits]
+	}
+	if digits == "" {
+		return "0", false, true
+	}
+	if mag := exp + len(digits); mag < -1000 || mag > 1000 {
+		return "", false, false // far below the smallest, or above the largest
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits + "e" + strconv.Itoa(exp), cut, true
 }
 
 func sign(f float64) int {

@@ -211,3 +211,36 @@ func TestOIPErrorsNameOIPDatatypes(t *testing.T) {
 		t.Errorf("servables.OIPName(Unknown) = %q", servables.OIPName(servables.Unknown))
 	}
 }
+
+// A literal of a megabyte of digits that the float64 rounds onto a tie
+// is decided by its first digits and whether any digit after them is not
+// zero, not by reading it all as an exact fraction (seconds of CPU and
+// megabytes for each such element).
+func TestAHugeLiteralOnATieIsDecidedByItsLeadingDigits(t *testing.T) {
+	zeros := strings.Repeat("0", 1<<20)
+	for _, c := range []struct {
+		name, data string
+		want       uint16
+	}{
+		{"the tie itself: to even", "1.00048828125" + zeros, 0x3c00},
+		{"a last digit past the tie: up", "1.00048828125" + zeros + "1", 0x3c01},
+		{"nines below the tie: down", "1.00048828124" + strings.Repeat("9", 1<<20), 0x3c00},
+		{"the tie with an exponent", "0.000100048828125" + zeros + "e4", 0x3c00},
+		{"negative, past the tie", "-1.00048828125" + zeros + "7", 0xbc01},
+	} {
+		body := []byte(in(`{"name":"x","datatype":"FP16","shape":[1],"data":[` + c.data + `]}`))
+		var req *InferRequest
+		var err error
+		grew := allocated(func() { req, err = ParseInferRequest(body, 0) })
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := req.Inputs[0].Uint16s(); len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: %#04x, want %#04x", c.name, got, c.want)
+		}
+		if grew > 8<<20 {
+			t.Errorf("%s: %d bytes allocated to read one element of %d bytes", c.name, grew, len(c.data))
+		}
+	}
+}
