@@ -867,8 +867,10 @@ func DecodeYAML(data []byte, v any) error {
 // yamlFractions returns the error of the numbers of YAML data, decoded
 // into v, that are not whole and go to integer fields, which yaml.v3
 // fills with the number truncated ("2.5" as 2, "-.inf" as the lowest
-// int64) instead of refusing it. Whole numbers written as floats ("4e9")
-// are left to yaml.v3, which reads them exactly.
+// int64) instead of refusing it, and of the whole ones past 64 bits, which
+// it converts without an overflow check ("-1e300" as the lowest int64).
+// Other whole numbers written as floats ("4e9") are left to yaml.v3, which
+// reads them exactly or refuses them as too large for their field.
 func yamlFractions(data []byte, v any) error {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
@@ -906,10 +908,20 @@ func yamlFractions(data []byte, v any) error {
 		case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && t != reflect.TypeFor[time.Duration]() &&
 			(t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64 || t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr):
 			var f float64
-			if n.Decode(&f) == nil && f == math.Trunc(f) && !math.IsInf(f, 0) {
+			if n.Decode(&f) != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
+				msgs = append(msgs, fmt.Sprintf("line %d: %s: %s is not a whole number", n.Line, key, n.Value))
 				return
 			}
-			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s is not a whole number", n.Line, key, n.Value))
+			// yaml.v3 converts the float to a 64-bit integer before its
+			// overflow check, and Go's conversion of one out of range
+			// gives any value (-1e300 read as the lowest int64).
+			lo, hi := float64(math.MinInt64), float64(1<<63)
+			if t.Kind() >= reflect.Uint {
+				lo, hi = 0, float64(1<<64)
+			}
+			if f < lo || f >= hi {
+				msgs = append(msgs, fmt.Sprintf("line %d: %s: %s is out of range", n.Line, key, n.Value))
+			}
 		}
 	}
 	walk(doc.Content[0], reflect.TypeOf(v), "")

@@ -402,6 +402,25 @@ func TestParseServerArgsRefusesAFractionForAnIntegerKey(t *testing.T) {
 	}
 }
 
+func TestParseServerArgsRefusesAWholeNumberPastAnIntegerKeysRange(t *testing.T) {
+	// yaml.v3 converts a whole float below -2^63 (or of 2^63) to int64
+	// without an overflow check: -1e300 read as -9223372036854775808.
+	for _, tc := range []struct{ yaml, want string }{
+		{"bucket: gs://b\nmax_model_bytes: -1e300\n", "line 2: max_model_bytes: -1e300 is out of range"},
+		{"bucket: gs://b\nmax_model_bytes: -1e19\n", "line 2: max_model_bytes: -1e19 is out of range"},
+		{"bucket: gs://b\nmax_model_bytes: 9223372036854775808.0\n", "line 2: max_model_bytes: 9223372036854775808.0 is out of range"},
+	} {
+		_, err := ParseServerArgs([]string{"--config", writeYAML(t, tc.yaml)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+	got, err := ParseServerArgs([]string{"--config", writeYAML(t, "bucket: gs://b\nmax_model_bytes: 9.2e18\n")})
+	if err != nil || got.MaxModelBytes != 9.2e18 {
+		t.Errorf("a whole number in range written as a float: got %d, %v", got.MaxModelBytes, err)
+	}
+}
+
 func TestParseServerArgsEmptyFileSetsNothing(t *testing.T) {
 	got, err := ParseServerArgs([]string{"--config", writeYAML(t, ""), "--bucket", "gs://b"})
 	if err != nil {
