@@ -112,6 +112,45 @@ func TestAPickleThatUnderflowsItsStackFailsTheLoadWithoutACrash(t *testing.T) {
 	}
 }
 
+// A file saved with extra files (torch.jit.save's _extra_files, stored
+// as extra/<name> in the archive) loads whatever those files hold, even
+// under a name ending in "pkl": libtorch hands them back as bytes and
+// never unpickles them.
+func TestAnExtraFileNamedLikeAPickleDoesNotFailTheLoad(t *testing.T) {
+	zr, err := zip.OpenReader(testdata("add"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	out := filepath.Join(t.TempDir(), "add.pt")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, e := range zr.File {
+		if err := zw.Copy(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "add/extra/labels.pkl", Method: zip.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("labels\ncat\ndog\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadIn(t, out); got != "<nil>" {
+		t.Errorf("add.pt with extra/labels.pkl: %s", got)
+	}
+}
+
 // Every pickle of the test models and the example bucket's TorchScript
 // models passes the check.
 func TestThePicklesTorchWritesPassTheCheck(t *testing.T) {
