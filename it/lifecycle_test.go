@@ -1,6 +1,7 @@
 package it
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // expected is examples/bucket/expected.json: each model's fixed input and
@@ -456,6 +459,43 @@ func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
 		resp baResponse
 		err  error
 	}
+	// Once SIGINT arrives the listeners close at once, so a new GET
+	// /readyz cannot tell readiness from a closed port. The readiness a
+	// load balancer sees while grove drains is watched instead on a gRPC
+	// health stream opened before the signal: it must say NOT_SERVING
+	// while the in-flight request is still running.
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	watch, err := healthpb.NewHealthClient(g.dial()).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream follows readiness every 100 ms: it may open on
+	// NOT_SERVING just after /readyz turned 200.
+	for {
+		r, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("gRPC health before SIGINT: %v, want SERVING", err)
+		}
+		if r.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	notServing := make(chan error, 1)
+	go func() {
+		for {
+			r, err := watch.Recv()
+			if err != nil {
+				notServing <- err
+				return
+			}
+			if r.Status == healthpb.HealthCheckResponse_NOT_SERVING {
+				notServing <- nil
+				return
+			}
+		}
+	}()
+
 	done := make(chan answer, 1)
 	go func() {
 		code, resp, err := g.infer(batchJSON(itemJSON("slow/", tensorJSON("INT32", []int64{1}, []float64{7}))))
@@ -465,11 +505,17 @@ func TestSigtermDrainsInFlightRequestsAndExitsZero(t *testing.T) {
 	if err := g.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if code, _ := g.get("/readyz"); code == http.StatusOK {
-		t.Error("/readyz still 200 while draining")
+	var a answer
+	select {
+	case err := <-notServing:
+		if err != nil {
+			t.Errorf("gRPC health stream ended without NOT_SERVING while draining: %v", err)
+		}
+		a = <-done
+	case a = <-done:
+		t.Error("readiness still SERVING when the in-flight request was answered: not off while draining")
 	}
-	a := <-done
+	stopWatch()
 	if a.err != nil || a.code != http.StatusOK || errorType(a.resp, 0) != "" {
 		t.Fatalf("in-flight request during drain: %d %+v %v", a.code, a.resp, a.err)
 	}
