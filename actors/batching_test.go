@@ -259,9 +259,14 @@ func TestReplicasRunConcurrentlyOnOneServableAndCloseItOnce(t *testing.T) {
 			t.Fatal(r.err)
 		}
 	}
-	for _, p := range c.pids {
+	for i, p := range c.pids {
 		if err := as.Root.StopFuture(p).Wait(); err != nil {
 			t.Fatal(err)
+		}
+		// The replicas share the servable: it stays open while any of
+		// them runs.
+		if n := g.closes.Load(); i < len(c.pids)-1 && n != 0 {
+			t.Errorf("servable closed %d times once %d of %d replicas stopped, want open until the last stops", n, i+1, len(c.pids))
 		}
 	}
 	if n := g.closes.Load(); n != 1 {
