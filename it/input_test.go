@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Budget: 15 s.
@@ -127,14 +128,19 @@ func TestFullModelQueueFailsFastWith429(t *testing.T) {
 	type answer struct {
 		code int
 		resp baResponse
+		took time.Duration
 	}
 	answers := make(chan answer, 8)
 	for range 8 {
 		go func() {
+			start := time.Now()
 			code, resp, _ := g.infer(body)
-			answers <- answer{code, resp}
+			answers <- answer{code, resp, time.Since(start)}
 		}()
 	}
+	// A refusal is fast: it comes before the one request running (300 ms)
+	// could have finished and freed a place.
+	const fast = 300 * time.Millisecond
 	ok, overloaded := 0, 0
 	for range 8 {
 		a := <-answers
@@ -143,6 +149,9 @@ func TestFullModelQueueFailsFastWith429(t *testing.T) {
 			ok++
 		case a.code == http.StatusTooManyRequests && strings.Contains(a.resp.Response[0].Error.Description, "overloaded"):
 			overloaded++
+			if a.took >= fast {
+				t.Errorf("refused as overloaded after %v, want at once (under %v, the model's delay)", a.took, fast)
+			}
 		default:
 			t.Errorf("unexpected answer %d %+v", a.code, a.resp)
 		}
