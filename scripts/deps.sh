@@ -10,13 +10,26 @@
 # install changed is set back to what it was, even when apt fails (one that
 # did not exist before is left as apt made it). Nothing is recorded or set
 # when nothing is missing.
+#
+# One install at a time: `make -j` runs several of these at once (make test:
+# deps beside ui-deps; make bench: deps beside deps-bench), and apt-get fails
+# at once when another holds its lock. The first to find something missing
+# holds a lock on this script's file until it is done; the others wait for
+# it and then look again at what is still missing.
 set -euo pipefail
-missing=()
-for p in "$@"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$p")
-  fi
-done
+find_missing() {
+  missing=()
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+}
+find_missing "$@"
+[ ${#missing[@]} -eq 0 ] && exit 0
+exec 9<"${BASH_SOURCE[0]}"
+flock 9
+find_missing "$@"
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing missing Debian packages: ${missing[*]}"
 sudo=""
@@ -46,5 +59,6 @@ restore_blas() {
 
 before=$(blas_selections)
 trap restore_blas EXIT
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# 9<&-: a daemon a package's script starts must not hold the lock on.
+$sudo apt-get update -qq 9<&-
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" 9<&-
