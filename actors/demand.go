@@ -74,13 +74,14 @@ type demandTable map[string]*demandSlot
 // demandLoad asks the supervisor to load an on-demand path a request waits for.
 type demandLoad struct{ path string }
 
-// parkedItem is item i of b, parked on a slot with what toModel had for
-// it (ans, the answer's listener for shadow copies).
+// parkedItem is item i of b, parked on a slot at at with what toModel
+// had for it (ans, the answer's listener for shadow copies).
 type parkedItem struct {
 	b     *batch
 	i     int
 	ans   *championAnswer
 	timer *time.Timer
+	at    time.Time
 }
 
 // demandSlot is where requests for one on-demand path wait for its load.
@@ -147,7 +148,7 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now 
 		return answered, false // answered meanwhile: its deadline passed
 	}
 	m.demandMisses.Inc()
-	it := parkedItem{b: b, i: i, ans: ans}
+	it := parkedItem{b: b, i: i, ans: ans, at: now}
 	if d.timeout > 0 {
 		if dl, ok := b.ctx.Deadline(); !ok || now.Add(d.timeout).Before(dl) {
 			it.timer = time.AfterFunc(d.timeout, func() { b.expireParked(i, d.loadingError(time.Now()), m) })
@@ -243,7 +244,7 @@ func (w *ways) resume(send func(*actor.PID, any), items []parkedItem, err error)
 		}
 		e := err // this item's answer, when it fails
 		if e == nil {
-			switch w.take(send, it.b, it.i, it.ans, false) {
+			switch w.take(send, it.b, it.i, it.ans, it.at) {
 			case sentHere, parkedHere:
 				continue // answered by its model, or when its load ends
 			case failedHere:

@@ -659,3 +659,29 @@ func TestAResumedRequestIsAnsweredAndSoAreItsShadowCopies(t *testing.T) {
 		t.Errorf("resumed onto a full queue: %v, shadow copies answered %v; want overloaded, and the shadows told", b.results[0].Err, ans.done)
 	}
 }
+
+// A request with no deadline of its own has its on-demand model's
+// default_timeout_ms from its arrival: the time it waited for the load
+// counts, so a request resumed after the load is answered by then, not a
+// whole default_timeout_ms after the load ended.
+func TestAWaitForALoadCountsAgainstTheModelsDefaultTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad+`, "default_timeout_ms": 300`)), map[string]faultySpec{"a/": {DelayMs: 250}})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			close(w.rt.gate)
+		}()
+		start := time.Now()
+		res := w.infer("a/", 1)
+		if took := time.Since(start); took > 300*time.Millisecond {
+			t.Fatalf("answered after %v (%v), past its default_timeout_ms of 300ms", took, res.Err)
+		}
+		if servables.KindOf(res.Err) != servables.DeadlineExceeded {
+			t.Fatalf("got %v, want its deadline", res.Err)
+		}
+		synctest.Wait()
+	})
+}

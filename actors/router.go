@@ -401,12 +401,14 @@ const (
 // not execute here, and the forwarding node counts it (and tries another
 // replica).
 func (w *ways) toModel(send func(*actor.PID, any), b *batch, i int, ans *championAnswer) way {
-	return w.take(send, b, i, ans, true)
+	return w.take(send, b, i, ans, time.Time{})
 }
 
-// take is toModel; hit says whether a request its on-demand model's
-// content takes counts as a demand hit (not when it waited: resume).
-func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAnswer, hit bool) way {
+// take is toModel; parkedAt is when the item parked for its on-demand
+// model's load (resume), zero if it did not: its model's
+// default_timeout_ms runs from then, and only a request that did not
+// wait counts as a demand hit.
+func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAnswer, parkedAt time.Time) way {
 	req := &b.reqs[i]
 	var c *content
 	var err error
@@ -414,10 +416,10 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 	for range 3 {
 		c, err = acquire(w.routes, w.queueLimit, req.ModelPath, b.shadow)
 		if err == nil {
-			if c.onDemand && hit {
+			if c.onDemand && parkedAt.IsZero() {
 				w.metrics.demandHits.Inc()
 			}
-			sendPredict(send, w.metrics, b, i, c, ans)
+			sendPredict(send, w.metrics, b, i, c, ans, parkedAt)
 			return sentHere
 		}
 		notHere = c == nil && errors.Is(err, ErrModelNotFound)
@@ -463,8 +465,10 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 // skips the router), and has its model actor answer it: at the caller's
 // deadline or the model's default_timeout_ms, and at shadow priority for
 // a forwarded shadow copy; ans, if not nil, gets the answer for the
-// shadow copies to compare with.
-func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer) {
+// shadow copies to compare with. The default_timeout_ms of a request
+// that waited for its model's load runs from since, when it began to
+// wait (zero: from now).
+func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
 	req := &b.reqs[i]
 	res := &b.results[i]
 	callerDeadline, hasDeadline := b.ctx.Deadline()
@@ -482,10 +486,13 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	// A request that brings no deadline (or a later one) gets its
 	// model's default_timeout_ms, and its answer at that time.
 	var timer *time.Timer
-	if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || enqueued.Add(def).Before(callerDeadline)) {
-		p.deadline = enqueued.Add(def)
+	if since.IsZero() {
+		since = enqueued
+	}
+	if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || since.Add(def).Before(callerDeadline)) {
+		p.deadline = since.Add(def)
 		path, api := c.path, req.API
-		timer = time.AfterFunc(def, func() {
+		timer = time.AfterFunc(p.deadline.Sub(enqueued), func() {
 			if b.claim(i) {
 				res.Err = fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
 				m.observe(api, path, res.Err, def)
