@@ -685,3 +685,27 @@ func TestAWaitForALoadCountsAgainstTheModelsDefaultTimeout(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A new version of an on-demand versioned entry whose serving version
+// stays loaded (busy) replaces it: the entry's path moves to it, as it
+// does for an eager entry, rather than serving the old version for ever.
+func TestANewVersionOfALoadedOnDemandVersionedEntryReplacesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 1}}`, onDemandLoad), map[string]faultySpec{"v/1/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("v/", 1); res.Err != nil || res.ContentPath != "v/1/" {
+			t.Fatalf("request for v/: %+v", res)
+		}
+		w.putModel("v/2/", version(2))
+		for range 30 {
+			w.settle()
+			if res := w.infer("v/", 1); res.Err != nil {
+				t.Fatal(res.Err)
+			} else if res.ContentPath == "v/2/" {
+				return
+			}
+		}
+		t.Fatalf("v/ still served by %s 30 polls after v/2/ appeared (v/2/ %s)", w.infer("v/", 1).ContentPath, w.model("v/2/").State)
+	})
+}

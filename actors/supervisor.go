@@ -909,6 +909,7 @@ func (s *supervisorActor) applyConfig(ctx actor.Context, r configResult) {
 		}
 	}
 	s.apply(ctx, lifecycle.ConfigApplied{Models: models})
+	s.loadNewVersions(ctx)
 	s.loadPlaced(ctx)
 	// Last: a caller that sees the config finds its contracts, routes and
 	// on-demand models.

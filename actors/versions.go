@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
@@ -140,6 +142,29 @@ func (s *supervisorActor) heldVersion(m modelconfig.Model, sel []modelconfig.Mod
 		}
 	}
 	return best
+}
+
+// loadNewVersions has the version each on-demand versioned entry serves
+// (the highest of its policy) loaded when a lower version serves the
+// entry's path: requests for the path reach the lower one, so none
+// would ever load the new version, and the path would not move to it.
+// A loaded version is what a loaded model's new content is to an
+// unversioned entry: it loads at once (a failed one is tried again, once
+// its backoff is over, when a later poll asks).
+func (s *supervisorActor) loadNewVersions(ctx actor.Context) {
+	paths := s.plan.Paths()
+	serving := servingVersions(paths)
+	for _, v := range s.versioned {
+		on := serving[v.entry.Path]
+		sel := v.entry.VersionPolicy.Select(v.found)
+		if on == nil || len(sel) == 0 {
+			continue
+		}
+		top := slices.Max(sel)
+		if p := s.plan.Path(v.entry.AtVersion(top).Path); p != nil && on.Desired.Version < top && s.demandable(p) {
+			s.apply(ctx, lifecycle.Demand{Path: p.Name})
+		}
+	}
 }
 
 // readyVersion reports whether version path p is ready to serve its
