@@ -389,3 +389,26 @@ func TestPlannerLoadTimeLeavesOutTheWaitForATurnToLoad(t *testing.T) {
 		t.Errorf("b/'s load time %v, want 3s (8s from fetch to swap, less 5s waiting for room)", got)
 	}
 }
+
+// A model that passes the budget on its own loads over it, but not over
+// the idle on-demand models too: they are unloaded first, so that the
+// budget is passed by that model alone.
+func TestAModelOverTheBudgetOnItsOwnLoadsOnlyOnceTheIdleOnesAreUnloaded(t *testing.T) {
+	sec := time.Second
+	st := State{Budget: 50}
+	runState(t, &st, script(
+		tick{ev: cfg(onDemand("a/"), onDemand("b/")), steps: ""},
+		tick{ev: Demand{Path: "a/"}, steps: "fetch a/ #1"},
+		// a/ was estimated at 20, and measures 60: more than the budget.
+		loadMeasured(0, "a/", 1, 10, 60, "load a/ #1", "swap a/ #1"),
+		tick{at: sec, ev: Demand{Path: "b/"}, steps: "fetch b/ #2"},
+		tick{at: sec, ev: Fetched{Path: "b/", Job: 2, Size: 10}, steps: "retire a/ @1 (budget); release a/ @1"},
+		tick{at: sec, ev: Freed{Content: 1}, steps: "load b/ #2"},
+		tick{at: sec, ev: Loaded{Path: "b/", Job: 2, Bytes: 20}, steps: "warm-up b/ #2"},
+		tick{at: sec, ev: Warmed{Path: "b/", Job: 2}, steps: "swap b/ #2"},
+		// a/ again: 60 passes the budget whatever is unloaded; idle b/ goes.
+		tick{at: 2 * sec, ev: Demand{Path: "a/"}, steps: "fetch a/ #3"},
+		tick{at: 2 * sec, ev: Fetched{Path: "a/", Job: 3, Size: 10}, steps: "retire b/ @2 (budget); release b/ @2", phases: "a/=loading b/=unloaded"},
+		tick{at: 2 * sec, ev: Freed{Content: 2}, steps: "load a/ #3 (over budget)"},
+	))
+}

@@ -1174,7 +1174,8 @@ func (s *State) usage(now time.Time) (used, leaving, graced int64) {
 // the load starts once they are freed; when only contents holding
 // requests stand in the way, it waits for them to go idle; when not even
 // unloading every on-demand content would make room, it loads over the
-// budget (Step.OverBudget).
+// budget (Step.OverBudget), once the idle on-demand contents are unloaded
+// and freed.
 func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(time.Time)) {
 	var next *Path
 	for _, p := range s.paths {
@@ -1225,6 +1226,14 @@ func (s *State) planLoads(now time.Time, inflight func(int64) int64, later func(
 			return
 		case used-leaving+need <= s.Budget:
 			return // room once grace periods end (Plan wakes then)
+		case len(victims) > 0 || soon > 0:
+			// Past the budget whatever is unloaded: the idle ones go all
+			// the same, and it loads once they are freed, so that it
+			// passes the budget by no more than it must.
+			for _, p := range victims {
+				s.unload(p, now, ReasonBudget)
+			}
+			return
 		}
 		over = true
 	}
