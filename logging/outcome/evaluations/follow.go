@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -35,7 +36,8 @@ const followMetadataAge = 30 * time.Second
 // result is never seen). It applies each record (Table.Apply), logging
 // and counting (Table.Rejected) those it cannot read, and publishes the
 // figures after each fetch. A missing topic is waited for. It returns nil
-// once ctx is done, or the error of making the client.
+// once ctx is done, or the error of making the client. A topic deleted
+// (and created again) is followed anew: its old records are forgotten.
 func Follow(ctx context.Context, t *Table, opts FollowOptions) error {
 	log := opts.Logger
 	if log == nil {
@@ -62,7 +64,13 @@ func Follow(ctx context.Context, t *Table, opts FollowOptions) error {
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
+		recreated := false
 		fs.EachError(func(topic string, p int32, err error) {
+			// The topic was deleted (and perhaps created again): the
+			// client never reads a new instance of it by itself.
+			if errors.Is(err, kerr.UnknownTopicID) {
+				recreated = true
+			}
 			// The client retries; one warning a minute says it is stuck.
 			if time.Since(lastWarn) >= time.Minute {
 				lastWarn = time.Now()
@@ -75,6 +83,14 @@ func Follow(ctx context.Context, t *Table, opts FollowOptions) error {
 					"offset", r.Offset, "err", err)
 			}
 		})
+		if recreated {
+			// Read the new topic from its start, and forget the old one's
+			// records, as a follower started now would.
+			log.Warn("evaluations: the topic was deleted, following it anew", "topic", opts.Topic)
+			cl.PurgeTopicsFromClient(opts.Topic)
+			cl.AddConsumeTopics(opts.Topic)
+			t.reset()
+		}
 		t.Publish()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -110,5 +111,73 @@ func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Follow did not return once its context ended")
+	}
+}
+
+// TestFollowResumesOnceTheTopicIsRecreated: a follower whose topic is
+// deleted and created again reads the new topic from its start, and what
+// it had read of the old one is no longer shown.
+func TestFollowResumesOnceTheTopicIsRecreated(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, testTopic),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("evaluator-test"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+
+	j := joinStream(t, 12, 2000)
+	produceTxn(t, prod, 0, true, records(t, j.parts[0], 0, j.end)...)
+
+	tb := NewTable()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Follow(ctx, tb, FollowOptions{Brokers: c.ListenAddrs(), Topic: testTopic,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Kgo:    []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.MetadataMaxAge(200 * time.Millisecond)}})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (totals %+v, rejected %d)", what, tb.Totals(), tb.Rejected())
+			}
+		}
+	}
+	waitFor("the old topic's results", func() bool { return tb.Totals().Partitions == 1 })
+	old := tb.Totals().Counters
+
+	adm := kadm.NewClient(prod)
+	if rs, err := adm.DeleteTopics(context.Background(), testTopic); err != nil || rs.Error() != nil {
+		t.Fatalf("deleting the topic: %v %v", err, rs.Error())
+	}
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, testTopic); err != nil {
+		t.Fatalf("creating the topic again: %v", err)
+	}
+	prod.PurgeTopicsFromClient(testTopic)
+	// The new topic holds partition 0's counters alone, as partition 1's.
+	rs := records(t, j.parts[1], 1, j.end)
+	produceTxn(t, prod, 0, true, rs[len(rs)-1])
+	want, _ := j.parts[1].Snapshot()
+	// The client tells the topic is a new one some seconds after.
+	waitFor("the new topic's results", func() bool {
+		tot := tb.Totals()
+		return tot.Partitions == 1 && tot.Counters == want.Counters
+	})
+	if want.Counters == old {
+		t.Fatal("the two partitions' counters are the same: the test shows nothing")
+	}
+	if _, st := tb.Outcomes(contract, "v1", false, ""); st != nil {
+		t.Errorf("v1 still has the old topic's figures: %+v", st.SinceValid)
 	}
 }

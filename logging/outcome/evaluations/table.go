@@ -319,6 +319,21 @@ func decodeSeries(ev *grovepb.Evaluation, k recordKey) (*seriesRecord, error) {
 	return r, nil
 }
 
+// reset forgets every record, as a tombstone of each key would: the next
+// Publish shows none of them.
+func (t *Table) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.series {
+		t.dirty[k] = true
+	}
+	clear(t.series)
+	if len(t.partitions) > 0 {
+		clear(t.partitions)
+		t.totalsDirty = true
+	}
+}
+
 // Rejected counts the records Apply refused.
 func (t *Table) Rejected() uint64 { return t.rejected.Load() }
 
