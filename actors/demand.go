@@ -127,7 +127,9 @@ const (
 // (lookAgain) or its last load failed less than a backoff ago (answered
 // with that failure). ask is set when the caller must ask the
 // supervisor for the load (the first request since the last one ended).
-func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now time.Time) (r parkResult, ask bool) {
+// at is when the item first parked (a resumed item parked again), zero if
+// it did not: its default timeout runs from then.
+func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now, at time.Time) (r parkResult, ask bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -148,10 +150,13 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now 
 		return answered, false // answered meanwhile: its deadline passed
 	}
 	m.demandMisses.Inc()
-	it := parkedItem{b: b, i: i, ans: ans, at: now}
+	if at.IsZero() {
+		at = now
+	}
+	it := parkedItem{b: b, i: i, ans: ans, at: at}
 	if d.timeout > 0 {
-		if dl, ok := b.ctx.Deadline(); !ok || now.Add(d.timeout).Before(dl) {
-			it.timer = time.AfterFunc(d.timeout, func() { b.expireParked(i, d.loadingError(time.Now()), m) })
+		if dl, ok := b.ctx.Deadline(); !ok || at.Add(d.timeout).Before(dl) {
+			it.timer = time.AfterFunc(at.Add(d.timeout).Sub(now), func() { b.expireParked(i, d.loadingError(time.Now()), m) })
 		}
 	}
 	d.parked = append(d.parked, it)

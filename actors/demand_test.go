@@ -570,7 +570,7 @@ func TestARequestOnTheSlotOfAPathNoLongerOnDemandLooksAgain(t *testing.T) {
 			t.Fatal("a/'s slot is still published after a/ left the config")
 		}
 		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}})
-		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now()); r != lookAgain || ask {
+		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != lookAgain || ask {
 			t.Fatalf("park on the dropped slot: %v, ask %v; want lookAgain", r, ask)
 		}
 		if way := w.sys.ways.toModel(w.sys.as.Root.Send, b, 0, nil); way != failedHere || !errors.Is(b.results[0].Err, ErrModelNotFound) {
@@ -707,5 +707,37 @@ func TestANewVersionOfALoadedOnDemandVersionedEntryReplacesIt(t *testing.T) {
 			}
 		}
 		t.Fatalf("v/ still served by %s 30 polls after v/2/ appeared (v/2/ %s)", w.infer("v/", 1).ContentPath, w.model("v/2/").State)
+	})
+}
+
+// A request parked again when it is resumed (its path's content went
+// away before it reached it) keeps its arrival: its model's
+// default_timeout_ms still runs from when it first parked, not from when
+// it parked again.
+func TestARequestParkedAgainKeepsItsArrivalForTheDefaultTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &demandSlot{path: "od/", timeout: 300 * time.Millisecond}
+		var demand atomic.Pointer[demandTable]
+		demand.Store(&demandTable{"od/": d})
+		var routes atomic.Pointer[table]
+		routes.Store(&table{})
+		w := &ways{routes: &routes, queueLimit: 1, metrics: NewMetrics(prometheus.NewRegistry()), demand: &demand, ask: func(string) {}}
+		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "od/", Inputs: scalar(t, 1)}})
+		arrived := time.Now()
+		if r, _ := d.park(b, 0, nil, w.metrics, arrived, time.Time{}); r != parked {
+			t.Fatalf("park: %v", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+		// The load ended, but its content left before the request reached it.
+		w.resume(func(*actor.PID, any) { t.Error("sent to a model actor") }, d.take(false, false), nil)
+		select {
+		case <-b.reply:
+			t.Fatalf("answered before its deadline: %v", b.results[0].Err)
+		default:
+		}
+		<-b.reply
+		if took := time.Since(arrived); took > 300*time.Millisecond {
+			t.Fatalf("answered %v after it arrived (%v), past its default_timeout_ms of 300ms", took, b.results[0].Err)
+		}
 	})
 }

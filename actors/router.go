@@ -437,7 +437,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 		if !notHere || d == nil {
 			break
 		}
-		r, ask := d.park(b, i, ans, w.metrics, time.Now())
+		r, ask := d.park(b, i, ans, w.metrics, time.Now(), parkedAt)
 		if ask {
 			w.ask(d.path) // a versioned entry's path: its version's
 		}
