@@ -399,30 +399,13 @@ func (m *Model) scalarOutput(i int) bool {
 	return s.tensor && len(s.shape) == 0 && dims != nil && len(dims) == 0 && !isHalf(s.dtype) && s.dtype != servables.Bytes
 }
 
-// newScalarOutput allocates a rank-0 output of dt for Run to write:
-// onnxruntime_go v1.27.0 cannot convert a rank-0 tensor ONNX Runtime
+// newScalarOutput allocates a rank-0 output of dt, zero, for Run to
+// write: onnxruntime_go v1.27.0 cannot convert a rank-0 tensor ONNX Runtime
 // allocates, and when that conversion fails Run returns without
 // converting, or releasing, the outputs after it.
 func newScalarOutput(dt servables.DType) (ort.Value, error) {
-	switch dt {
-	case servables.Float32:
-		return ort.NewEmptyScalar[float32]()
-	case servables.Float64:
-		return ort.NewEmptyScalar[float64]()
-	case servables.Int8:
-		return ort.NewEmptyScalar[int8]()
-	case servables.Int16:
-		return ort.NewEmptyScalar[int16]()
-	case servables.Int32:
-		return ort.NewEmptyScalar[int32]()
-	case servables.Int64:
-		return ort.NewEmptyScalar[int64]()
-	case servables.Bool:
-		return ort.NewEmptyScalar[bool]()
-	case servables.Uint8:
-		return ort.NewEmptyScalar[uint8]()
-	}
-	return nil, fmt.Errorf("unsupported data type %v", dt)
+	var zero [8]byte // as wide as any dtype newScalar takes
+	return newScalar(dt, zero[:])
 }
 
 // Model is a loaded ONNX model: one ONNX Runtime session. Predict is safe for
