@@ -30,11 +30,24 @@ func openChild(p string) int {
 // openIn runs openChild for p in a fresh process and returns what it printed.
 func openIn(t *testing.T, p string) string {
 	t.Helper()
+	return inChild(t, openChildEnv, p)
+}
+
+// inChild runs the test binary again with env set to arg (TestMain hands
+// it to that variable's child) and returns what the child printed; a
+// child that fails or dies (a crash in libtorch) fails the test.
+func inChild(t *testing.T, env, arg string) string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), openChildEnv+"="+p)
+	cmd.Env = append(os.Environ(), env+"="+arg)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("child opening %s: %v", p, err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		first, _, _ := strings.Cut(string(stderr), "\n")
+		t.Fatalf("the child for %s=%s died: %v: %s", env, filepath.Base(arg), err, first)
 	}
 	return string(out)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,14 +31,7 @@ func loadChild(file string) int {
 // a child that dies (a crash in libtorch) fails the test.
 func loadIn(t *testing.T, file string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), loadChildEnv+"="+file)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		first, _, _ := strings.Cut(string(out), "\n")
-		t.Fatalf("the process loading %s died: %v: %s", filepath.Base(file), err, first)
-	}
-	return string(out)
+	return inChild(t, loadChildEnv, file)
 }
 
 // withEntry writes a copy of the archive src with the entry whose name
