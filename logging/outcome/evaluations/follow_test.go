@@ -36,23 +36,32 @@ func produceTxn(t *testing.T, cl *kgo.Client, p int32, commit bool, rs ...*kgo.R
 	}
 }
 
-// TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot: the follower
-// reads the topic from its start, skips an aborted transaction's records,
-// counts one it cannot read, takes a partition added to the topic while
-// it runs, and stops with its context.
-func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
+// brokerAndProducer starts a kfake broker on loopback with the topic of
+// one partition, and a transactional producer that picks partitions by
+// hand; both end with the test.
+func brokerAndProducer(t *testing.T) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, testTopic),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("evaluator-test"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prod.Close()
+	t.Cleanup(prod.Close)
+	return c, prod
+}
+
+// TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot: the follower
+// reads the topic from its start, skips an aborted transaction's records,
+// counts one it cannot read, takes a partition added to the topic while
+// it runs, and stops with its context.
+func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
+	c, prod := brokerAndProducer(t)
 
 	j := joinStream(t, 12, 2000)
 	want, _ := j.all.Snapshot()
@@ -118,18 +127,7 @@ func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
 // deleted and created again reads the new topic from its start, and what
 // it had read of the old one is no longer shown.
 func TestFollowResumesOnceTheTopicIsRecreated(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, testTopic),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("evaluator-test"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	c, prod := brokerAndProducer(t)
 
 	j := joinStream(t, 12, 2000)
 	produceTxn(t, prod, 0, true, records(t, j.parts[0], 0, j.end)...)
