@@ -502,15 +502,7 @@ func TestPeerKilled(t *testing.T) {
 			})
 			d := p.start(t, "d", compute)
 			c := p.client(t, "a", ClientOptions{Rand: draws(t, 0, 0)}) // b first
-			type result struct {
-				a   Answer
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				a, err := c.Forward(testCtx(t), []Peer{b.peer, d.peer}, sumRequest(t))
-				res <- result{a, err}
-			}()
+			res := forwardAsync(testCtx(t), c, []Peer{b.peer, d.peer}, sumRequest(t))
 			select {
 			case <-entered:
 			case <-time.After(5 * time.Second):
@@ -643,15 +635,7 @@ func TestCallCutByStopIsRetriedElsewhere(t *testing.T) {
 			}
 			d := p.start(t, "d", compute)
 			c := p.client(t, "a", ClientOptions{Rand: draws(t, 0, 0)}) // b first
-			type result struct {
-				a   Answer
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				a, err := c.Forward(testCtx(t), []Peer{b.peer, d.peer}, sumRequest(t))
-				res <- result{a, err}
-			}()
+			res := forwardAsync(testCtx(t), c, []Peer{b.peer, d.peer}, sumRequest(t))
 			select {
 			case <-entered:
 			case <-time.After(5 * time.Second):
