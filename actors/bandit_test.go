@@ -64,17 +64,7 @@ func TestThompsonRouterFollowsTheClicksAndTheGatesStayInCharge(t *testing.T) {
 		defer w.stop()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		shares := func() map[string]float64 {
-			stats, err := w.sys.ContractStats("ads/pctr/1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]float64{}
-			for _, s := range stats {
-				out[s.Release] = s.TrafficShare
-			}
-			return out
-		}
+		shares := func() map[string]float64 { return trafficShares(t, w, "ads/pctr/1") }
 		// Thompson's probabilities are estimated from 4,000 draws: within
 		// 0.03 of a third.
 		for rv, s := range shares() {
@@ -222,17 +212,7 @@ func TestABanditSettingsChangeKeepsWhatTheBanditLearned(t *testing.T) {
 			func(_ *world, o *Options) { o.Outcomes = src })
 		defer w.stop()
 		synctest.Wait()
-		shares := func() map[string]float64 {
-			stats, err := w.sys.ContractStats("ads/pctr/1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]float64{}
-			for _, s := range stats {
-				out[s.Release] = s.TrafficShare
-			}
-			return out
-		}
+		shares := func() map[string]float64 { return trafficShares(t, w, "ads/pctr/1") }
 		if got := shares(); math.Abs(got["v1"]-0.9) > 1e-9 {
 			t.Fatalf("shares %v, want v1 0.9 at first", got)
 		}
@@ -309,4 +289,19 @@ func TestABanditWhoseRewardBecomesNumericStartsOver(t *testing.T) {
 			t.Errorf("v3's bandit stats %+v, want its 1,000 values of mean 12.5 against the prior's 0", b)
 		}
 	})
+}
+
+// trafficShares returns each release of contract id's traffic share, as
+// its stats give them.
+func trafficShares(t *testing.T, w *world, id string) map[string]float64 {
+	t.Helper()
+	stats, err := w.sys.ContractStats(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range stats {
+		out[s.Release] = s.TrafficShare
+	}
+	return out
 }
