@@ -19,9 +19,18 @@ func sharedRequest(tensors int, tensor func(*fb.Builder) fb.UOffsetT) []byte {
 	for range tensors {
 		b.PrependUOffsetT(t)
 	}
-	vec := b.EndVector(tensors)
+	return finishRequest(b, b.EndVector(tensors), 0)
+}
+
+// finishRequest ends b with an InferRequest of the input tensors vector
+// tensors and, when not 0, the output names vector outputNames, and
+// returns its bytes.
+func finishRequest(b *fb.Builder, tensors, outputNames fb.UOffsetT) []byte {
 	gpfb.InferRequestStart(b)
-	gpfb.InferRequestAddInputTensors(b, vec)
+	gpfb.InferRequestAddInputTensors(b, tensors)
+	if outputNames != 0 {
+		gpfb.InferRequestAddOutputNames(b, outputNames)
+	}
 	ir := gpfb.InferRequestEnd(b)
 	gpfb.RequestStart(b)
 	gpfb.RequestAddReqType(b, gpfb.ReqInferRequest)
@@ -106,16 +115,7 @@ func TestSharedNamesCannotMakeASmallBodyAllocateALot(t *testing.T) {
 	tensor := gpfb.TensorEnd(b)
 	gpfb.InferRequestStartInputTensorsVector(b, 1)
 	b.PrependUOffsetT(tensor)
-	tensors := b.EndVector(1)
-	gpfb.InferRequestStart(b)
-	gpfb.InferRequestAddInputTensors(b, tensors)
-	gpfb.InferRequestAddOutputNames(b, names)
-	ir := gpfb.InferRequestEnd(b)
-	gpfb.RequestStart(b)
-	gpfb.RequestAddReqType(b, gpfb.ReqInferRequest)
-	gpfb.RequestAddReq(b, ir)
-	b.Finish(gpfb.RequestEnd(b))
-	body := b.FinishedBytes()
+	body := finishRequest(b, b.EndVector(1), names)
 	var err error
 	n := allocatedBy(func() { _, err = ParseRequest(body) })
 	if limit := uint64(8*len(body) + 1<<20); n > limit {
