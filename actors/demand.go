@@ -304,7 +304,9 @@ func (s *supervisorActor) demandable(p *lifecycle.Path) bool {
 // every demandable path, each closed (taking requests) before the table
 // without its content is published, and, for a versioned entry none of
 // whose versions serves, its own path to the slot of its highest
-// demandable version (the one it serves once loaded). Called before
+// demandable version (the one it serves once loaded), as for one whose
+// newest version served before and is unloaded while a lower one serves
+// (reloadVersions). Called before
 // publishRoutes with gaining set, when it keeps the entries of the paths
 // gaining a content (the routing table without it is still the one out:
 // a request that reads both finds one of them), and after it without.
@@ -359,6 +361,9 @@ func (s *supervisorActor) publishDemand(now time.Time, gaining bool) {
 		if !serving[parent] && s.plan.Path(parent) == nil {
 			alias(parent, s.slots[v.Name])
 		}
+	}
+	for parent, v := range s.reloadVersions(paths) {
+		alias(parent, s.slots[v.Name])
 	}
 	if gaining {
 		for key, d := range old {

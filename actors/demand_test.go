@@ -710,6 +710,92 @@ func TestANewVersionOfALoadedOnDemandVersionedEntryReplacesIt(t *testing.T) {
 	})
 }
 
+// The newest version of an on-demand versioned entry is loaded by a poll
+// once, when it appears. Unloaded afterwards (taking no request for
+// idle_unload_after, or to make room under the memory budget for the old
+// version, which callers name directly), it is not loaded again by the
+// next polls, which would unload and load it over and over: like any
+// on-demand model, a request loads it, one for the entry's path too.
+func TestTheNewestVersionUnloadedAfterItsFirstLoadLoadsAgainOnlyOnDemand(t *testing.T) {
+	size := int64(len(mustSpec(t, version(1))))
+	for name, tweak := range map[string]func(*world, *Options){
+		"idle":   func(_ *world, o *Options) { o.IdleUnloadAfter = 3 * time.Second },
+		"budget": func(w *world, o *Options) { unmeasured(w, o); o.MemoryBudget, o.MemoryFactor = size+size/2, 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld(t, versioned(`{"latest": {"num_versions": 2}}`, onDemandLoad), map[string]faultySpec{"v/1/": version(1)}, tweak)
+				defer w.stop()
+				synctest.Wait()
+				loads := func(path string) float64 {
+					return w.metric("grove_model_loads_total", map[string]string{"model": path, "result": "ok"})
+				}
+				w.putModel("v/2/", version(2))
+				for i := range 20 {
+					if res := w.infer("v/1/", 1); res.Err != nil || res.ContentPath != "v/1/" {
+						t.Fatalf("request %d for v/1/: %+v", i, res)
+					}
+					w.settle()
+				}
+				if n := loads("v/2/"); n != 1 {
+					t.Fatalf("v/2/ loaded %v times in 20 polls while callers named v/1/, want once: when it appeared", n)
+				}
+				if st := w.model("v/2/").State; st != StateUnloaded {
+					t.Fatalf("v/2/ is %s after 20 polls of calls for v/1/, want unloaded", st)
+				}
+				if vs := w.versionedStatus("v/"); vs.ServingVersion != 0 {
+					t.Fatalf("v/ shown serving version %d while a request for it waits for v/2/'s load", vs.ServingVersion)
+				}
+				if res := w.infer("v/", 1); res.Err != nil || res.ContentPath != "v/2/" {
+					t.Fatalf("request for v/ while v/1/ is loaded and v/2/ not: %+v, want v/2/ loaded for it", res)
+				}
+				if n := loads("v/2/"); n != 2 {
+					t.Fatalf("v/2/ loaded %v times after a request for v/, want 2", n)
+				}
+			})
+		})
+	}
+}
+
+// When the newest version of an on-demand versioned entry fails to load
+// again for a request for the entry's path, the path goes back to the
+// lower version loaded until a load of the newest succeeds, rather than
+// answering the failure while a version could serve.
+func TestANewestVersionFailingToLoadAgainLeavesTheEntrysPathToTheLowerVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, versioned(`{"latest": {"num_versions": 2}}`, onDemandLoad), map[string]faultySpec{"v/1/": version(1)},
+			func(_ *world, o *Options) { o.IdleUnloadAfter = 3 * time.Second })
+		defer w.stop()
+		synctest.Wait()
+		w.putModel("v/2/", version(2))
+		for range 6 { // v/2/ loads at the first poll, and goes idle
+			if res := w.infer("v/1/", 1); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			w.settle()
+		}
+		if st := w.model("v/2/").State; st != StateUnloaded {
+			t.Fatalf("v/2/ is %s, want unloaded after idle_unload_after", st)
+		}
+		w.putModel("v/2/", faultySpec{FailLoad: true})
+		if res := w.infer("v/", 1); res.Err == nil {
+			t.Fatalf("request for v/ that loads the failing v/2/: %+v, want its load's failure", res)
+		}
+		synctest.Wait()
+		if res := w.infer("v/", 1); res.Err != nil || res.ContentPath != "v/1/" {
+			t.Fatalf("request for v/ after v/2/ failed to load: %+v, want v/1/'s answer", res)
+		}
+		w.putModel("v/2/", version(2))
+		for range 30 {
+			w.settle()
+			if res := w.infer("v/", 1); res.Err == nil && res.ContentPath == "v/2/" {
+				return
+			}
+		}
+		t.Fatalf("v/ still served by %s 30 polls after v/2/ was fixed (v/2/ %s)", w.infer("v/", 1).ContentPath, w.model("v/2/").State)
+	})
+}
+
 // A request parked again when it is resumed (its path's content went
 // away before it reached it) keeps its arrival: its model's
 // default_timeout_ms still runs from when it first parked, not from when

@@ -208,12 +208,15 @@ func (s *supervisorActor) versionedStatus() []VersionedStatus {
 	if len(s.versioned) == 0 {
 		return nil
 	}
-	serving := servingVersions(s.plan.Paths())
+	paths := s.plan.Paths()
+	serving, reload := servingVersions(paths), s.reloadVersions(paths)
 	out := make([]VersionedStatus, 0, len(s.versioned))
 	for _, v := range s.versioned {
 		vs := VersionedStatus{Path: v.entry.Path, Policy: *v.entry.VersionPolicy, Found: append([]int64{}, v.found...),
 			ListError: v.listErr, ListErrorAt: timePtr(v.listErrAt)}
-		if p := serving[v.entry.Path]; p != nil {
+		// While its newest version loads on demand for it, the path
+		// serves no loaded version, as while none is loaded.
+		if p := serving[v.entry.Path]; p != nil && reload[v.entry.Path] == nil {
 			vs.ServingVersion, vs.ServingPath = p.Desired.Version, p.Name
 		}
 		out = append(out, vs)

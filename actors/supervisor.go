@@ -958,7 +958,9 @@ func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logg
 // publishRoutes publishes the routing table, if it changed: every path's
 // serving content, and each versioned entry's path its chosen version's
 // (servingVersions), unless a path of its own is so named and serving
-// (a leaving one serves only until a version is ready).
+// (a leaving one serves only until a version is ready), or its newest
+// version loads on demand for it (reloadVersions: its demand slot takes
+// the path).
 func (s *supervisorActor) publishRoutes() {
 	t := make(table, len(s.contents))
 	paths := s.plan.Paths()
@@ -980,8 +982,9 @@ func (s *supervisorActor) publishRoutes() {
 	// model leaving the config (in its grace period) serves it only
 	// until a version is ready, so that a path turned into a versioned
 	// entry has no gap and moves to its first version at once.
+	reload := s.reloadVersions(paths)
 	for parent, p := range servingVersions(paths) {
-		if c := t[p.Name]; c != nil && (t[parent] == nil || leaving[parent] && readyVersion(p)) {
+		if c := t[p.Name]; c != nil && reload[parent] == nil && (t[parent] == nil || leaving[parent] && readyVersion(p)) {
 			t[parent] = c
 		}
 	}

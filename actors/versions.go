@@ -72,6 +72,8 @@ type versionsKnown struct {
 	entry modelconfig.Model
 	// found are the versions of the last listing that worked.
 	found []int64
+	// newest is the highest version of found its policy selects (0: none).
+	newest int64
 	// listErr and listErrAt describe the last listing, if it failed.
 	listErr   string
 	listErrAt time.Time
@@ -101,6 +103,9 @@ func (s *supervisorActor) expandVersions(cfg *modelconfig.Config, listings map[s
 		case !slices.Equal(l.found, k.found):
 			s.log.Info("versions found", "model", m.Path, "versions", l.found, "serving", m.VersionPolicy.Select(l.found))
 			k.found = l.found
+		}
+		if sel := m.VersionPolicy.Select(k.found); len(sel) > 0 {
+			k.newest = slices.Max(sel)
 		}
 		s.versioned = append(s.versioned, k)
 		vs := m.Expand(k.found)
@@ -144,27 +149,72 @@ func (s *supervisorActor) heldVersion(m modelconfig.Model, sel []modelconfig.Mod
 	return best
 }
 
-// loadNewVersions has the version each on-demand versioned entry serves
-// (the highest of its policy) loaded when a lower version serves the
-// entry's path: requests for the path reach the lower one, so none
-// would ever load the new version, and the path would not move to it.
-// A loaded version is what a loaded model's new content is to an
-// unversioned entry: it loads at once (a failed one is tried again, once
-// its backoff is over, when a later poll asks).
+// loadNewVersions has the newest version of each on-demand versioned
+// entry (the highest of its policy) loaded when a lower version serves
+// the entry's path and the newest has never served: requests for the
+// path reach the lower one, so none would load it, and the path would
+// not move to it. A new version is what a loaded model's new content is
+// to an unversioned entry: it loads at once (a failed one, new or not, is
+// tried again, once its backoff is over, when a later poll asks). Once it
+// has served, it loads on demand like any on-demand model, a request for the
+// entry's path included (reloadVersions): asked for at each poll, it
+// would load again each time it was unloaded (idle, or to make room
+// under the memory budget for the lower version callers name), over and
+// over.
 func (s *supervisorActor) loadNewVersions(ctx actor.Context) {
-	paths := s.plan.Paths()
-	serving := servingVersions(paths)
+	serving := servingVersions(s.plan.Paths())
 	for _, v := range s.versioned {
-		on := serving[v.entry.Path]
-		sel := v.entry.VersionPolicy.Select(v.found)
-		if on == nil || len(sel) == 0 {
-			continue
-		}
-		top := slices.Max(sel)
-		if p := s.plan.Path(v.entry.AtVersion(top).Path); p != nil && on.Desired.Version < top && s.demandable(p) {
+		if p := s.newestDemandable(v, serving[v.entry.Path]); p != nil && (!servedBefore(p) || p.Failures > 0) {
 			s.apply(ctx, lifecycle.Demand{Path: p.Name})
 		}
 	}
+}
+
+// newestDemandable returns the record of the newest version of versioned
+// entry v (the highest of its policy) when it is higher than version on,
+// which serves the entry's path (servingVersions), and is an on-demand
+// path with no content (demandable); nil otherwise.
+func (s *supervisorActor) newestDemandable(v versionsKnown, on *lifecycle.Path) *lifecycle.Path {
+	if on == nil || v.newest <= on.Desired.Version {
+		return nil
+	}
+	if p := s.plan.Path(v.entry.AtVersion(v.newest).Path); p != nil && s.demandable(p) {
+		return p
+	}
+	return nil
+}
+
+// servedBefore reports whether path p has had a content in service (the
+// planner records its load's cost when it swaps in).
+func servedBefore(p *lifecycle.Path) bool { return p.Cost.Checksum != "" }
+
+// reloadVersions maps the path of each versioned entry whose newest
+// version has served before and has no content now (unloaded, or loading
+// again) while a lower version serves the path (newestDemandable), to
+// that newest version: the entry's path goes to its demand slot
+// (publishDemand) rather than to the lower version (publishRoutes), so
+// that a request for the path loads it, as one for the version does. A
+// newest version whose last load failed leaves the path to the lower
+// version until a load of it succeeds: a poll asks for one once its
+// backoff is over (loadNewVersions). An entry whose path has a model of its own (one
+// leaving the config) is left out.
+func (s *supervisorActor) reloadVersions(paths []*lifecycle.Path) map[string]*lifecycle.Path {
+	if len(s.versioned) == 0 {
+		return nil
+	}
+	var out map[string]*lifecycle.Path
+	serving := servingVersions(paths)
+	for _, v := range s.versioned {
+		p := s.newestDemandable(v, serving[v.entry.Path])
+		if p == nil || !servedBefore(p) || p.Failures > 0 || s.plan.Path(v.entry.Path) != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]*lifecycle.Path{}
+		}
+		out[v.entry.Path] = p
+	}
+	return out
 }
 
 // readyVersion reports whether version path p is ready to serve its
