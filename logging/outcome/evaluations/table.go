@@ -418,6 +418,14 @@ func (t *Table) totals() Totals {
 // (so that the sums are the same whatever order the records came in). Its
 // kind is that of its newest record (by evaluated_at): partitions of the
 // other kind, written before its rule changed kind, are left out.
+//
+// Only windows that start at the same time add up: when a release's
+// valid_since moves (a new release of its contract), each partition
+// starts the series over at the new one only when it next scores a
+// prediction of the release, and until then its windows still count
+// predictions from before it. So the merge takes the newest since among
+// the partitions of its kind and leaves out those still on an older one,
+// until they start over.
 func merge(parts map[int32]*seriesRecord) *mergedSeries {
 	ps := slices.Sorted(func(yield func(int32) bool) {
 		for p := range parts {
@@ -439,8 +447,17 @@ func merge(parts map[int32]*seriesRecord) *mergedSeries {
 	}
 	m.evaluatedAt = newest.evaluatedAt
 	numeric := newest.numeric != nil
+	var since time.Time
+	for _, p := range ps {
+		if s, ok := parts[p].since(numeric); ok && s.After(since) {
+			since = s
+		}
+	}
 	for _, p := range ps {
 		r := parts[p]
+		if s, ok := r.since(numeric); !ok || !s.Equal(since) {
+			continue
+		}
 		switch {
 		case numeric && r.numeric != nil:
 			if m.numeric == nil {
@@ -461,6 +478,18 @@ func merge(parts map[int32]*seriesRecord) *mergedSeries {
 		}
 	}
 	return m
+}
+
+// since is when r's since_valid window starts, for the windows of the
+// kind numeric says; false when r has none of that kind.
+func (r *seriesRecord) since(numeric bool) (time.Time, bool) {
+	switch {
+	case numeric && r.numeric != nil:
+		return r.numeric.Since(), true
+	case !numeric && r.binary != nil:
+		return r.binary.Since(), true
+	}
+	return time.Time{}, false
 }
 
 // figures describes merged series k: its stats (last_1h up to its newest

@@ -83,7 +83,14 @@ func stream(seed uint64, n int) []arrival {
 // newJoiner returns a joiner of the tests' rule over a MemStore.
 func newJoiner(t testing.TB) *join.Joiner {
 	t.Helper()
-	j, err := join.New(join.Options{Store: join.NewMemStore(), Rules: []join.Rule{{Contract: contract, Outcomes: modelconfig.Outcomes{
+	return newJoinerSince(t, nil)
+}
+
+// newJoinerSince is newJoiner whose releases became valid when
+// validSince says (join.Options.ValidSince).
+func newJoinerSince(t testing.TB, validSince func(contract, release string) (time.Time, bool)) *join.Joiner {
+	t.Helper()
+	j, err := join.New(join.Options{Store: join.NewMemStore(), ValidSince: validSince, Rules: []join.Rule{{Contract: contract, Outcomes: modelconfig.Outcomes{
 		Label: "click", Kind: modelconfig.OutcomeBinary, Window: time.Minute, Lateness: 5 * time.Second,
 		Missing: modelconfig.OutcomeMissingNegative}}}})
 	if err != nil {
@@ -304,6 +311,59 @@ func TestTwoPartitionsMergeToOneJoinerFedEverything(t *testing.T) {
 	if got := len(tb.Series()); got != 3 {
 		t.Errorf("Series lists %d series, want 3", got)
 	}
+}
+
+// TestAPartitionStillOnAnOlderValidSinceIsLeftOutOfTheMerge: when a
+// release's valid_since moves (a new release of its contract), each
+// partition starts the release's series over only when it next scores
+// one of its predictions. Until then the merge leaves out the partitions
+// still on the older since, rather than adding counts from before the
+// new valid_since to those after it; once they start over, every
+// partition counts, as one joiner fed everything does.
+func TestAPartitionStillOnAnOlderValidSinceIsLeftOutOfTheMerge(t *testing.T) {
+	as := stream(9, 3000)
+	end := as[len(as)-1].at.Add(time.Hour)
+	newSince := t0.Add(2 * time.Minute)
+	sinceOf := func(since time.Time) func(string, string) (time.Time, bool) {
+		return func(_, release string) (time.Time, bool) { return since, release == "v1" }
+	}
+	fed := func(since time.Time, keep func(arrival) bool) *join.Joiner {
+		j := newJoinerSince(t, sinceOf(since))
+		feed(t, j, as, keep, end)
+		return j
+	}
+	inPartition := func(p int32) func(arrival) bool { return func(a arrival) bool { return a.partition == p } }
+
+	// Partition 1 is on the new since, partition 0 still on the old one
+	// (the lower partition, which the merge went over first).
+	tb := NewTable()
+	apply(t, tb, records(t, fed(t0, inPartition(0)), 0, end)...)
+	p1 := fed(newSince, inPartition(1))
+	apply(t, tb, records(t, p1, 1, end)...)
+	tb.Publish()
+	only1, err := p1.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st := tb.Outcomes(contract, "v1", false, "")
+	if st == nil {
+		t.Fatal("v1: no figures")
+	}
+	checkFigures(t, "v1 since_valid with partition 0 on the old since", st.SinceValid, seriesOf(t, only1, v1).Stats.SinceValid)
+	checkFigures(t, "v1 last_1h with partition 0 on the old since", st.Last1h, seriesOf(t, only1, v1).Stats.Last1h)
+
+	// Partition 0 starts over at the new since.
+	apply(t, tb, records(t, fed(newSince, inPartition(0)), 0, end)...)
+	tb.Publish()
+	all, err := fed(newSince, func(arrival) bool { return true }).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st = tb.Outcomes(contract, "v1", false, "")
+	checkFigures(t, "v1 since_valid once both partitions started over", st.SinceValid, seriesOf(t, all, v1).Stats.SinceValid)
+	// v3's valid_since is unknown: both partitions count all of it.
+	_, st3 := tb.Outcomes(contract, "v3", false, "")
+	checkFigures(t, "v3 since_valid", st3.SinceValid, seriesOf(t, all, v3).Stats.SinceValid)
 }
 
 // TestRecordsAppliedInAnyOrderGiveTheSameFigures: the partitions'
