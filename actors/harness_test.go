@@ -154,6 +154,9 @@ type countingRuntime struct {
 	ran   []float64
 	// gate, if not nil, blocks Load until it is closed.
 	gate chan struct{}
+	// onPredict, if not nil, runs at the start of each forward call with
+	// its inputs (a test's stall); set it before the world starts.
+	onPredict func(in []servables.Tensor)
 	// opts are the load options of each Load, by the model's directory
 	// name (its path in the cache).
 	opts map[string]servables.LoadOptions
@@ -192,6 +195,9 @@ type countedServable struct {
 
 func (s *countedServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
 	s.rt.calls.Add(1)
+	if s.rt.onPredict != nil {
+		s.rt.onPredict(in)
+	}
 	if len(in) > 0 && in[0].Len() > 0 {
 		s.rt.mu.Lock()
 		s.rt.ran = append(s.rt.ran, in[0].Float64At(0))

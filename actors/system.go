@@ -98,6 +98,9 @@ type Options struct {
 	// ParseWarmUp turns a model's warm_up_batch_request_json into the input
 	// sets to run before the model takes traffic.
 	ParseWarmUp func(json, modelPath string) ([][]servables.Tensor, error)
+	// WarmUpTimeout bounds a model's warm-up (warmup_timeout; default
+	// 1m): one that runs longer fails its load (System.warmUp).
+	WarmUpTimeout time.Duration
 	// WarmUp, when set, gives the warm-up of a model whose config entry
 	// has no warm_up_batch_request_json, from the entry and the signature
 	// it loaded with (package processor: DeepRec's warm-up file, or a
@@ -208,6 +211,9 @@ func Start(opts Options) (*System, error) {
 	}
 	if opts.ShadowTimeout <= 0 {
 		opts.ShadowTimeout = time.Second
+	}
+	if opts.WarmUpTimeout <= 0 {
+		opts.WarmUpTimeout = time.Minute
 	}
 	if opts.CompareTolerance <= 0 {
 		opts.CompareTolerance = quality.DefaultCompareTolerance
@@ -632,11 +638,29 @@ func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 
 // warmUp runs the model's warm-up (warmUpOf) through its actors at
 // warm-up priority; any failure rejects the content. It gives up when ctx
-// is done. A model whose signature is still incomplete afterwards (a
+// is done or after Options.WarmUpTimeout, with an error naming the model
+// and the bound. A model whose signature is still incomplete afterwards (a
 // TorchScript model with neither a declaration nor a warm-up) is logged:
 // its metadata names its tensors without datatypes or shapes.
+//
+// Giving up frees the supervisor and the callers waiting for the load,
+// not the forward call, which a runtime blocked in C cannot be made to
+// leave: its model actor stays in it. The content is never closed under
+// it: the failed job's release stops the content's model actors, and a
+// model actor handles its stop, closing its share of the servable
+// (modelActor.close), only once the message it is running returns; the
+// content's files are deleted and its memory freed after all of them
+// have stopped (supervisorActor.ended).
 func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) (err error) {
+	bound := s.opts.WarmUpTimeout
+	ctx, cancel := context.WithTimeoutCause(ctx, bound,
+		fmt.Errorf("warm-up of %q did not finish within %v", meta.Path, bound))
+	defer cancel()
 	defer func() {
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.opts.Logger.Warn("model warm-up timed out; a forward call still running keeps its content loaded until it returns",
+				"model", meta.Path, "warmup_timeout", bound)
+		}
 		if m := c.metadata(); err == nil && !m.Known() {
 			s.opts.Logger.Warn("model signature incomplete: its metadata has no datatypes or shapes; declare inputs and outputs in the model config, or give it a warm_up_batch_request_json (docs/signatures.md)",
 				"model", meta.Path, "runtime", m.Runtime)
@@ -671,7 +695,9 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 	return c.learn(sent, outs)
 }
 
-// warmUpOne sends one warm-up request p to c's actors and waits for its answer.
+// warmUpOne sends one warm-up request p to c's actors and waits for its
+// answer, or for ctx to end (its cause is the error: the warm-up's bound,
+// or the system stopping). A late answer goes nowhere.
 func (s *System) warmUpOne(ctx context.Context, c *content, p *predict) ([]servables.Tensor, error) {
 	if err := c.acquire(0, false); err != nil {
 		return nil, err
@@ -690,6 +716,6 @@ func (s *System) warmUpOne(ctx context.Context, c *content, p *predict) ([]serva
 	case a := <-done:
 		return a.out, a.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }

@@ -145,7 +145,7 @@ func TestParseServerArgsFlagEqualToDefaultStillOverridesFile(t *testing.T) {
 func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 	got, err := ParseServerArgs([]string{
 		"--bucket", "file:///srv/models", "--s3-endpoint", "http://127.0.0.1:9000", "--model-config", "cfg/models.json", "--http", "localhost:1", "--grpc", "off", "--pprof", "--ba-accept-unquoted-numbers", "--onnxruntime-lib", "/opt/ort.so", "--max-batch-rows", "7",
-		"--poll-interval", "1s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
+		"--poll-interval", "1s", "--warmup-timeout", "45s", "--cache-dir", "/var/cache/g", "--max-model-bytes", "5", "--max-body-bytes", "6",
 		"--drain-timeout", "0s", "--max-timeout", "90s", "--auth-max-inflight-per-identity", "32", "--keep-previous-for", "10m", "--model-queue-size", "8", "--shadow-micro-batch-rows", "16", "--shadow-workers", "2", "--shadow-queue", "0", "--shadow-timeout", "250ms", "--shadow-compare-tolerance", "0.05", "--shadow-compare-window", "500", "--intra-op-threads", "4", "--log-level", "warn", "--log-format", "json",
 		"--kafka-brokers", " k1:9092, k2:9093 ,", "--kafka-topic", "t.x", "--kafka-encoding", "json", "--kafka-buffer-records", "10",
 		"--kafka-buffer-bytes", "2048", "--kafka-embedded=false", "--kafka-embedded-addr", "localhost:0", "--kafka-embedded-partitions", "16", "--kafka-client-id", "g1",
@@ -167,7 +167,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second,
+		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second, WarmUpTimeout: 45 * time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, MaxTimeout: 90 * time.Second, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
 		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
@@ -201,6 +201,7 @@ s3_endpoint: https://minio.example:9000/
 model_config: cfg/models.json
 http: "[::1]:8081"
 poll_interval: 1m
+warmup_timeout: 5m
 cache_dir: /var/cache/g
 max_model_bytes: 5
 max_body_bytes: 6
@@ -292,7 +293,7 @@ cluster:
 		t.Fatal(err)
 	}
 	want := Server{
-		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute,
+		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute, WarmUpTimeout: 5 * time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, MaxTimeout: 2 * time.Minute, KeepPreviousFor: 90 * time.Second,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
 		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
@@ -518,6 +519,8 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"compare tolerance infinite", func(s *Server) { s.ShadowCompareTolerance = math.Inf(1) }, "shadow_compare_tolerance (--shadow-compare-tolerance): +Inf must be a positive number"},
 		{"compare window", func(s *Server) { s.ShadowCompareWindow = 0 }, "shadow_compare_window (--shadow-compare-window): 0 must be between 1 and 1000000"},
 		{"shadow timeout", func(s *Server) { s.ShadowTimeout = 0 }, "shadow_timeout (--shadow-timeout): 0s must be positive"},
+		{"warm-up timeout", func(s *Server) { s.WarmUpTimeout = 0 }, "warmup_timeout (--warmup-timeout): 0s must be positive"},
+		{"negative warm-up timeout", func(s *Server) { s.WarmUpTimeout = -time.Second }, "warmup_timeout (--warmup-timeout): -1s must be positive"},
 		{"threads", func(s *Server) { s.IntraOpThreads = 0 }, "intra_op_threads (--intra-op-threads): 0 must be positive"},
 		{"embedded and brokers", func(s *Server) { s.Kafka.Embedded, s.Kafka.Brokers = true, []string{"k:1"} },
 			"kafka.embedded (--kafka-embedded): the embedded broker and brokers are exclusive"},

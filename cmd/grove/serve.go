@@ -242,6 +242,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 		Bucket:               b,
 		ModelConfigPath:      cfg.ModelConfig,
 		PollInterval:         cfg.PollInterval,
+		WarmUpTimeout:        cfg.WarmUpTimeout,
 		KeepPreviousFor:      cfg.KeepPreviousFor,
 		LoadPolicy:           cfg.LoadPolicy.Model(),
 		MemoryBudget:         cfg.MemoryBudgetBytes,
