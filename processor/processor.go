@@ -193,6 +193,8 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		WarmUp:          p.warmUp,
 		Predictions:     sink,
 		Logger:          p.log,
+		// A version's warm-up may take as long as initialize waits for one.
+		WarmUpTimeout: cfg.InitTimeout,
 	})
 	if err != nil {
 		return err
