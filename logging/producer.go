@@ -441,7 +441,9 @@ var ErrClosed = errors.New("the Kafka producer is closed or Kafka is off")
 // events that find no room are dropped and counted as Log drops them. A record ctx ends before it is sent fails with ctx's error;
 // one already sent may still be stored, so a caller that retries it must
 // tolerate a duplicate. A record refused because its topic was deleted and
-// created again is produced again to the new topic. (The
+// created again is produced again to the new topic, up to 3 times; one the
+// client failed while forgetting the old topic for another call is
+// produced again without that counting as one of them. (The
 // Kafka client fails every record buffered for
 // a partition when the first record of its batch has its context done, so
 // one caller's ctx ending can fail another's records of the same
@@ -466,23 +468,29 @@ func (p *Producer) Produce(ctx context.Context, records []*kgo.Record) []error {
 	// what a broker that lost its data looks like) fails its records with
 	// UNKNOWN_TOPIC_ID, and the client fails every later one too until it
 	// forgets the topic: make it forget, and produce those records again,
-	// which the broker did not store (as are those another call's purge
-	// failed).
-	for range maxTopicAttempts {
+	// which the broker did not store, each up to maxTopicAttempts times.
+	// Those a purge failed (this call's or another's) are produced again
+	// as the prediction log's are (topicAttempt): without spending an
+	// attempt.
+	attempts := make([]int, len(records))
+	for ctx.Err() == nil {
 		var again []int
 		var topics []string
 		for i, err := range errs {
-			switch {
-			case errors.Is(err, kerr.UnknownTopicID):
-				if !slices.Contains(topics, records[i].Topic) {
-					topics = append(topics, records[i].Topic)
-				}
-				again = append(again, i)
-			case err != nil && err.Error() == errPurgedText:
-				again = append(again, i)
+			if err == nil || !errors.Is(err, kerr.UnknownTopicID) && err.Error() != errPurgedText {
+				continue
+			}
+			n, retry, purge := topicAttempt(err, attempts[i])
+			if !retry {
+				continue
+			}
+			attempts[i] = n
+			again = append(again, i)
+			if purge && !slices.Contains(topics, records[i].Topic) {
+				topics = append(topics, records[i].Topic)
 			}
 		}
-		if len(again) == 0 || ctx.Err() != nil {
+		if len(again) == 0 {
 			break
 		}
 		if len(topics) > 0 {
@@ -553,21 +561,15 @@ func (p *Producer) admitBytes(size int64) bool {
 // buffer space and is produced again once the client has forgotten the old
 // topic (see recoverTopic), up to maxTopicAttempts times. Without that, the
 // client would fail every later record of the topic too. A record the
-// purge itself failed is produced again as it is: it does not make the
-// client forget the topic again, nor count as an attempt, since it never
-// reached the broker under the old id.
+// purge itself failed is produced again as it is (see topicAttempt).
 func (p *Producer) finish(r *kgo.Record, err error) {
 	if err != nil && !p.closed.Load() && p.topicRecreated(err) {
 		n, _ := r.Context.Value(attemptKey{}).(int)
-		purged := err.Error() == errPurgedText
-		if !purged {
-			n++
-		}
-		if n <= maxTopicAttempts {
+		if n, again, purge := topicAttempt(err, n); again {
 			p.requeue(&kgo.Record{
 				Key: r.Key, Value: r.Value, Headers: r.Headers, Topic: r.Topic,
 				Context: context.WithValue(context.Background(), attemptKey{}, n),
-			}, !purged)
+			}, purge)
 			return
 		}
 	}
@@ -586,6 +588,22 @@ func (p *Producer) finish(r *kgo.Record, err error) {
 // errPurgedText is the message of franz-go's (unexported) error for the
 // records failed by PurgeTopicsFromProducing.
 const errPurgedText = "topic purged while buffered"
+
+// topicAttempt decides what becomes of a record that failed because its
+// topic has a new id (UNKNOWN_TOPIC_ID, or any error while the prediction
+// log recovers from one) or because a purge of its topic failed it, n
+// being how many of its maxTopicAttempts it had spent: it is produced
+// again if again, once the client has forgotten the topic if purge, with
+// next attempts spent. A record a purge failed (another record's
+// recovery, or its own) is produced again as it is: it spends no attempt
+// and asks for no other purge, since it failed on the client's side,
+// whatever the broker holds.
+func topicAttempt(err error, n int) (next int, again, purge bool) {
+	if err.Error() == errPurgedText {
+		return n, true, false
+	}
+	return n + 1, n < maxTopicAttempts, true
+}
 
 // topicRecreated reports whether a record failed because its topic was
 // recreated, or because recoverTopic purged the topic.

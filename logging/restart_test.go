@@ -2,6 +2,7 @@ package logging
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -121,5 +123,95 @@ func TestProduceStoresRecordsInARecreatedTopic(t *testing.T) {
 	}
 	if got := readAll(t, e.Addr(), "grove.outcomes"); !slices.Equal(got, []string{"after-1", "after-2"}) {
 		t.Errorf("the recreated topic holds %q", got)
+	}
+}
+
+// partitionedHook tells, on its channel, each record the client has put in
+// a partition's buffer, where a purge of its topic fails it.
+type partitionedHook chan *kgo.Record
+
+func (h partitionedHook) OnProduceRecordPartitioned(r *kgo.Record, _ int32) { h <- r }
+
+// purgedHook tells, on its channel, the error of each record the client
+// hands back.
+type purgedHook chan error
+
+func (h purgedHook) OnProduceRecordUnbuffered(_ *kgo.Record, err error) { h <- err }
+
+// A record of Produce that other calls' recoveries from a recreated topic
+// purge again and again (each purge failing every record of the topic the
+// client holds) is produced again each time without spending one of its
+// attempts: once the broker takes it, it is stored, however many purges
+// it went through.
+func TestProduceStoresARecordPurgedByOtherCallsMoreTimesThanItsAttempts(t *testing.T) {
+	e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"grove.predictions", "grove.outcomes"}})
+	partitioned, unbuffered := make(partitionedHook, 16), make(purgedHook, 16)
+	p := newProducer(t, kafkaConfig(e.Addr()), WithKgoOptions(kgo.WithHooks(partitioned, unbuffered)))
+	// The broker refuses the record with a retriable error until the fault
+	// is removed: the client keeps it buffered, where a purge finds it.
+	refuse := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "grove.outcomes",
+		Err: kerr.NotEnoughReplicas, Count: -1})
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done <- p.Produce(ctx, []*kgo.Record{{Topic: "grove.outcomes", Value: []byte("outcome")}})[0]
+	}()
+	// A deadline for each step's failure message, not a wait.
+	within := func() <-chan time.Time { return time.After(10 * time.Second) }
+	for i := range maxTopicAttempts + 1 {
+		select {
+		case <-partitioned:
+		case err := <-done:
+			t.Fatalf("Produce returned %v after %d purges", err, i)
+		case <-within():
+			t.Fatalf("the record was not buffered again after %d purges", i)
+		}
+		// What another call does when its records failed with UNKNOWN_TOPIC_ID.
+		p.cl.PurgeTopicsFromProducing("grove.outcomes")
+		select {
+		case err := <-unbuffered:
+			if err.Error() != errPurgedText {
+				t.Fatalf("purge %d failed the record with %v", i+1, err)
+			}
+		case <-within():
+			t.Fatalf("purge %d did not fail the record", i+1)
+		}
+	}
+	refuse.Remove()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after %d purges: %v", maxTopicAttempts+1, err)
+		}
+	case <-within():
+		t.Fatal("Produce did not return once the broker took the record")
+	}
+	if got := readAll(t, e.Addr(), "grove.outcomes"); !slices.Equal(got, []string{"outcome"}) {
+		t.Errorf("the topic holds %q", got)
+	}
+}
+
+// topicAttempt: a record refused with UNKNOWN_TOPIC_ID (or failed while
+// the prediction log recovers) spends an attempt and asks for a purge, up
+// to maxTopicAttempts; one a purge failed is produced again as it is.
+func TestTopicAttemptSpendsNoAttemptOnARecordAPurgeFailed(t *testing.T) {
+	purged := errors.New(errPurgedText)
+	for _, c := range []struct {
+		err          error
+		n, next      int
+		again, purge bool
+	}{
+		{kerr.UnknownTopicID, 0, 1, true, true},
+		{kerr.UnknownTopicID, maxTopicAttempts - 1, maxTopicAttempts, true, true},
+		{kerr.UnknownTopicID, maxTopicAttempts, maxTopicAttempts + 1, false, true},
+		{kerr.NotLeaderForPartition, 1, 2, true, true},
+		{purged, 0, 0, true, false},
+		{purged, maxTopicAttempts, maxTopicAttempts, true, false},
+	} {
+		next, again, purge := topicAttempt(c.err, c.n)
+		if next != c.next || again != c.again || purge != c.purge {
+			t.Errorf("topicAttempt(%v, %d) = %d, %v, %v; want %d, %v, %v", c.err, c.n, next, again, purge, c.next, c.again, c.purge)
+		}
 	}
 }
