@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,5 +178,71 @@ func TestFollowResumesOnceTheTopicIsRecreated(t *testing.T) {
 	}
 	if _, st := tb.Outcomes(contract, "v1", false, ""); st != nil {
 		t.Errorf("v1 still has the old topic's figures: %+v", st.SinceValid)
+	}
+}
+
+// TestFollowKeepsItsFiguresThroughAnUnknownTopicIDOfTheSameTopic: fetches
+// answered UNKNOWN_TOPIC_ID while the topic keeps the id its records were
+// read from (a partition lagging just after the topic was created, a broker
+// whose metadata catches up) leave the figures as they are, and the
+// follower goes on reading once the fetches succeed again.
+func TestFollowKeepsItsFiguresThroughAnUnknownTopicIDOfTheSameTopic(t *testing.T) {
+	c, prod := brokerAndProducer(t)
+
+	j := joinStream(t, 12, 2000)
+	produceTxn(t, prod, 0, true, records(t, j.parts[0], 0, j.end)...)
+
+	tb := NewTable()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		// Fetches that wait little and are retried at once: the failed
+		// fetches the test counts come quickly.
+		done <- Follow(ctx, tb, FollowOptions{Brokers: c.ListenAddrs(), Topic: testTopic,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Kgo: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.MetadataMaxAge(200 * time.Millisecond),
+				kgo.FetchMaxWait(50 * time.Millisecond),
+				kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond })}})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (totals %+v, rejected %d)", what, tb.Totals(), tb.Rejected())
+			}
+		}
+	}
+	waitFor("the topic's results", func() bool { return tb.Totals().Partitions == 1 })
+	old := tb.Totals()
+
+	unknown := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.UnknownTopicID, Count: -1})
+	// The client hands the follower UNKNOWN_TOPIC_ID from the sixth answer
+	// in a row on, and asks for the next fetch only once the follower has
+	// polled the last: by the eighth answer, the follower is done with the
+	// sixth. While every fetch fails, figures forgotten cannot come back.
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer wcancel()
+	if err := unknown.Wait(wctx, 8); err != nil {
+		t.Fatalf("waiting for the follower's fetches: %v (%d answered)", err, unknown.Hits())
+	}
+	if got := tb.Totals(); got != old {
+		t.Fatalf("after UNKNOWN_TOPIC_ID of the same topic, totals %+v, want %+v as before", got, old)
+	}
+	unknown.Remove()
+
+	// Partition 0's counters are now partition 1's: the follower reads on.
+	rs := records(t, j.parts[1], 0, j.end)
+	produceTxn(t, prod, 0, true, rs[len(rs)-1])
+	want, _ := j.parts[1].Snapshot()
+	waitFor("the record written after the fetches failed", func() bool {
+		tot := tb.Totals()
+		return tot.Partitions == 1 && tot.Counters == want.Counters
+	})
+	if _, st := tb.Outcomes(contract, "v1", false, ""); st == nil {
+		t.Error("v1's figures were forgotten")
 	}
 }
