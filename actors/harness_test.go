@@ -68,17 +68,29 @@ func (b *memBucket) get(name string) []byte {
 	return bytes.Clone(b.objects[name])
 }
 
-func (b *memBucket) ReadObject(_ context.Context, name string) ([]byte, bucket.Attrs, error) {
+func (b *memBucket) ReadObject(_ context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.failReads[name]; err != nil {
+	data, err := b.read(name)
+	if err != nil {
 		return nil, bucket.Attrs{}, err
+	}
+	if data, err = bucket.ReadAll(bytes.NewReader(data), b, name, limit); err != nil {
+		return nil, bucket.Attrs{}, err
+	}
+	return data, bucket.Attrs{Version: strconv.FormatInt(b.gens[name], 10), Size: int64(len(data))}, nil
+}
+
+// read returns object name, or the error failReads sets for it; b.mu is held.
+func (b *memBucket) read(name string) ([]byte, error) {
+	if err := b.failReads[name]; err != nil {
+		return nil, err
 	}
 	data, ok := b.objects[name]
 	if !ok {
-		return nil, bucket.Attrs{}, fmt.Errorf("%w: %s", bucket.ErrNotExist, name)
+		return nil, fmt.Errorf("%w: %s", bucket.ErrNotExist, name)
 	}
-	return bytes.Clone(data), bucket.Attrs{Version: strconv.FormatInt(b.gens[name], 10), Size: int64(len(data))}, nil
+	return data, nil
 }
 
 func (b *memBucket) List(_ context.Context, prefix string) ([]bucket.Object, error) {
@@ -94,14 +106,14 @@ func (b *memBucket) List(_ context.Context, prefix string) ([]bucket.Object, err
 	return out, nil
 }
 
-func (b *memBucket) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	data, _, err := b.ReadObject(ctx, name)
+func (b *memBucket) Open(_ context.Context, name string) (io.ReadCloser, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	data, err := b.read(name)
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
 	b.opens[name]++
-	b.mu.Unlock()
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
 

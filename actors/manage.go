@@ -34,7 +34,7 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	}
 	rec := audit.FromContext(ctx)
 	var before, written *modelconfig.Config
-	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, func(current []byte, exists bool) ([]byte, error) {
+	err := bucket.Update(ctx, w, s.opts.ModelConfigPath, modelconfig.MaxConfigBytes, func(current []byte, exists bool) ([]byte, error) {
 		cfg := &modelconfig.Config{}
 		before = nil
 		if exists {

@@ -75,7 +75,7 @@ func (s *sharedState) publishRead(st *modelconfig.ContractState, mark int64) boo
 
 // read reads the state object; a missing object is an empty state.
 func (s *sharedState) read(ctx context.Context) (*modelconfig.ContractState, error) {
-	data, _, err := s.b.ReadObject(ctx, s.name)
+	data, _, err := s.b.ReadObject(ctx, s.name, modelconfig.MaxStateBytes)
 	if errors.Is(err, bucket.ErrNotExist) {
 		return modelconfig.ParseContractState(nil)
 	}
@@ -152,7 +152,7 @@ func (s *sharedState) run(ctx context.Context) {
 // concurrency, and publishes the result.
 func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*modelconfig.ContractState) error) error {
 	var written *modelconfig.ContractState
-	err := bucket.Update(ctx, w, s.name, func(current []byte, _ bool) ([]byte, error) {
+	err := bucket.Update(ctx, w, s.name, modelconfig.MaxStateBytes, func(current []byte, _ bool) ([]byte, error) {
 		st, err := modelconfig.ParseContractState(current)
 		if err != nil {
 			return nil, fmt.Errorf("contract state %s: %w", s.name, err)

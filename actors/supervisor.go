@@ -15,6 +15,7 @@ import (
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 	"github.com/groveml/grove/servables"
 )
 
@@ -841,7 +842,7 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 	s.sys.background(func(bctx context.Context) {
 		rctx, cancel := context.WithTimeout(bctx, max(o.PollInterval, 10*time.Second))
 		defer cancel()
-		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath)
+		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath, modelconfig.MaxConfigBytes)
 		var cfg *modelconfig.Config
 		if err != nil {
 			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
@@ -936,10 +937,12 @@ func pathSet(models []modelconfig.Model) map[string]bool {
 	return set
 }
 
-// isParseError tells a config that was read but rejected from one that could not be read.
+// isParseError tells a config that was read but rejected, or refused for
+// its size, from one that could not be read.
 func isParseError(err error) bool {
 	var pe *modelconfig.Error
-	return errors.As(err, &pe)
+	var tooLarge *capped.TooLargeError
+	return errors.As(err, &pe) || errors.As(err, &tooLarge)
 }
 
 func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logger) {

@@ -49,6 +49,7 @@ import (
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/drivers"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/runtimes"
@@ -287,9 +288,9 @@ type dirBucket struct {
 // that errors name its files by their paths in it, not on the disk.
 func (d *dirBucket) LocalDir() string { return bucket.LocalDir(d.Bucket) }
 
-func (d *dirBucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+func (d *dirBucket) ReadObject(ctx context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
 	if name != configName {
-		return d.Bucket.ReadObject(ctx, name)
+		return d.Bucket.ReadObject(ctx, name, limit)
 	}
 	if !d.versioned.Load() {
 		objs, err := d.Bucket.List(ctx, d.cfg.ModelPath)
@@ -306,6 +307,9 @@ func (d *dirBucket) ReadObject(ctx context.Context, name string) ([]byte, bucket
 	data, err := modelConfig(d.cfg, versioned)
 	if err != nil {
 		return nil, bucket.Attrs{}, err
+	}
+	if int64(len(data)) > limit {
+		return nil, bucket.Attrs{}, &capped.TooLargeError{What: "the model config made for " + d.cfg.ModelDir, Limit: limit}
 	}
 	return data, bucket.Attrs{Version: strconv.FormatBool(versioned), Size: int64(len(data))}, nil
 }

@@ -287,7 +287,7 @@ func TestDirBucketConfig(t *testing.T) {
 	d := &dirBucket{Bucket: b, cfg: cfg, log: slog.Default()}
 	versioned := func() bool {
 		t.Helper()
-		data, attrs, err := d.ReadObject(context.Background(), configName)
+		data, attrs, err := d.ReadObject(context.Background(), configName, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -158,7 +158,7 @@ func (r *bucketRules) poll(ctx context.Context) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
-		data, _, err := r.b.ReadObject(ctx, r.path)
+		data, _, err := r.b.ReadObject(ctx, r.path, modelconfig.MaxConfigBytes)
 		var c *modelconfig.Config
 		if err == nil {
 			c, err = modelconfig.Parse(data)
@@ -188,7 +188,7 @@ func (r *bucketRules) poll(ctx context.Context) {
 // readState reads the contract state beside the model config: when each
 // release became valid. None yet is an empty state.
 func (r *bucketRules) readState(ctx context.Context) (*modelconfig.ContractState, error) {
-	data, _, err := r.b.ReadObject(ctx, modelconfig.StatePath(r.path))
+	data, _, err := r.b.ReadObject(ctx, modelconfig.StatePath(r.path), modelconfig.MaxStateBytes)
 	if errors.Is(err, bucket.ErrNotExist) {
 		return &modelconfig.ContractState{}, nil
 	}

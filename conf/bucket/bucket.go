@@ -9,15 +9,20 @@ package bucket
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
+
+	"github.com/groveml/grove/internal/capped"
 )
 
 // Bucket is a store of objects named by slash-separated paths relative to
 // the root directory or prefix of the bucket's URL.
 type Bucket interface {
-	// ReadObject returns the whole content of the named object and its attributes.
-	ReadObject(ctx context.Context, name string) ([]byte, Attrs, error)
+	// ReadObject returns the whole content of the named object and its
+	// attributes. An object larger than limit bytes is an error, a
+	// *capped.TooLargeError naming it, read no further than limit+1 bytes.
+	ReadObject(ctx context.Context, name string, limit int64) ([]byte, Attrs, error)
 	// List returns the objects whose names start with prefix (a plain string
 	// prefix, not a directory), sorted by name.
 	List(ctx context.Context, prefix string) ([]Object, error)
@@ -50,6 +55,18 @@ type Attrs struct {
 
 // ErrNotExist is wrapped by the errors for objects that do not exist.
 var ErrNotExist = errors.New("object does not exist")
+
+// ReadAll reads r, the content of object name of b, for a driver's
+// ReadObject: more than limit bytes is a *capped.TooLargeError naming the
+// object, and the error of a failed read names it too.
+func ReadAll(r io.Reader, b Bucket, name string, limit int64) ([]byte, error) {
+	data, err := capped.ReadAll(r, limit, fmt.Sprintf("object %s in %s", name, b))
+	var tooLarge *capped.TooLargeError
+	if err != nil && !errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("reading %s from %s: %w", name, b, err)
+	}
+	return data, err
+}
 
 // LocalDir returns the absolute directory on this server that holds b's
 // objects, for a bucket whose objects are files here (the file driver's:

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/groveml/grove/internal/capped"
 )
 
 // Memory is a read-only bucket of objects held in memory, such as the model
@@ -24,10 +26,13 @@ func NewMemory(name string, objects map[string][]byte) *Memory {
 }
 
 // ReadObject returns the named object.
-func (m *Memory) ReadObject(_ context.Context, name string) ([]byte, Attrs, error) {
+func (m *Memory) ReadObject(_ context.Context, name string, limit int64) ([]byte, Attrs, error) {
 	data, ok := m.objects[name]
 	if !ok {
 		return nil, Attrs{}, fmt.Errorf("%s/%s: %w", m.name, name, ErrNotExist)
+	}
+	if int64(len(data)) > limit {
+		return nil, Attrs{}, &capped.TooLargeError{What: fmt.Sprintf("object %s in %s", name, m), Limit: limit}
 	}
 	return data, Attrs{Version: "1", Size: int64(len(data))}, nil // objects never change
 }
@@ -45,10 +50,10 @@ func (m *Memory) List(_ context.Context, prefix string) ([]Object, error) {
 }
 
 // Open returns a reader of the named object.
-func (m *Memory) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	data, _, err := m.ReadObject(ctx, name)
-	if err != nil {
-		return nil, err
+func (m *Memory) Open(_ context.Context, name string) (io.ReadCloser, error) {
+	data, ok := m.objects[name]
+	if !ok {
+		return nil, fmt.Errorf("%s/%s: %w", m.name, name, ErrNotExist)
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/groveml/grove/internal/capped"
 )
 
 // Writer is a Bucket that can also replace objects conditionally, which is
@@ -42,6 +44,10 @@ const UpdateTries = 10
 // process, other processes or other replicas, never lose each other's
 // changes.
 //
+// The object is read with ReadObject's limit, limit, and new content
+// larger than limit is not written (the error is a *capped.TooLargeError):
+// what Update writes, it and every reader with that limit can read back.
+//
 // change gets the current content and whether the object exists (current
 // is nil if not) and returns the new content. It may be called several
 // times, once per attempt, so it must not have side effects; the content
@@ -52,7 +58,7 @@ const UpdateTries = 10
 // the process if the Writer embeds Turns (every driver's does), so a
 // replica's own concurrent updates do not make each other retry; conflicts,
 // and retries, only come from other processes.
-func Update(ctx context.Context, b Writer, name string, change func(current []byte, exists bool) ([]byte, error)) error {
+func Update(ctx context.Context, b Writer, name string, limit int64, change func(current []byte, exists bool) ([]byte, error)) error {
 	if tt, ok := b.(turnTaker); ok && tt.updateTurns() != nil {
 		release, err := tt.updateTurns().acquire(ctx, name)
 		if err != nil {
@@ -62,7 +68,7 @@ func Update(ctx context.Context, b Writer, name string, change func(current []by
 	}
 	delay := 2 * time.Millisecond
 	for try := 1; ; try++ {
-		current, attrs, err := b.ReadObject(ctx, name)
+		current, attrs, err := b.ReadObject(ctx, name, limit)
 		exists := true
 		switch {
 		case errors.Is(err, ErrNotExist):
@@ -73,6 +79,9 @@ func Update(ctx context.Context, b Writer, name string, change func(current []by
 		next, err := change(current, exists)
 		if err != nil {
 			return fmt.Errorf("updating %s in %s: %w", name, b, err)
+		}
+		if int64(len(next)) > limit {
+			return fmt.Errorf("updating %s in %s: %w", name, b, &capped.TooLargeError{What: "the new content of " + name, Limit: limit})
 		}
 		_, err = b.WriteObject(ctx, name, next, attrs.Version)
 		if err == nil {

@@ -27,7 +27,7 @@ func TestUpdateGivesUpAfterLastTry(t *testing.T) {
 		w := &alwaysConflicts{Memory: NewMemory("mem", map[string][]byte{"c.json": []byte("{}")})}
 		calls := 0
 		start := time.Now()
-		err := Update(t.Context(), w, "c.json", func(c []byte, _ bool) ([]byte, error) { calls++; return c, nil })
+		err := Update(t.Context(), w, "c.json", 1<<20, func(c []byte, _ bool) ([]byte, error) { calls++; return c, nil })
 		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "gave up after 10 attempts") {
 			t.Errorf("got %v, want a give-up error wrapping ErrConflict", err)
 		}
@@ -42,7 +42,7 @@ func TestUpdateGivesUpAfterLastTry(t *testing.T) {
 		// A cancelled context stops the retries.
 		ctx, cancel := context.WithCancel(t.Context())
 		w.writes = 0
-		err = Update(ctx, w, "c.json", func(c []byte, _ bool) ([]byte, error) { cancel(); return c, nil })
+		err = Update(ctx, w, "c.json", 1<<20, func(c []byte, _ bool) ([]byte, error) { cancel(); return c, nil })
 		if !errors.Is(err, context.Canceled) || w.writes != 1 {
 			t.Errorf("cancelled: got %v after %d writes", err, w.writes)
 		}

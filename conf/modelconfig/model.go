@@ -213,6 +213,11 @@ func (m Model) IsDir() bool { return strings.HasSuffix(m.Path, "/") }
 // and what is wrong.
 type Error = jsondoc.Error
 
+// MaxConfigBytes is the largest model config file Grove reads or writes:
+// 64 MiB, room for tens of thousands of entries or many inline warm-up
+// requests; a larger file is refused unread.
+const MaxConfigBytes = 64 << 20
+
 // Parse parses and validates a model config file.
 //
 // The format is grove.v1.ModelConfig (grovepb/proto/grove/v1/model_config.proto)

@@ -73,6 +73,10 @@ const (
 	maxMetricName = 128
 )
 
+// MaxStateBytes is the largest contract state object Grove reads or
+// writes: 64 MiB, as the model config.
+const MaxStateBytes = 64 << 20
+
 // StatePath returns the name of the contract state object of the model
 // config named configPath: "model_config.json" gives
 // "model_config.state.json", next to it.

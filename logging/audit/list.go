@@ -90,7 +90,7 @@ func (t *Trail) List(ctx context.Context, since time.Time) (Listing, error) {
 	for range min(readers, len(names)) {
 		wg.Go(func() {
 			for i := range next {
-				data, _, err := t.opts.Bucket.ReadObject(ctx, names[i])
+				data, _, err := t.opts.Bucket.ReadObject(ctx, names[i], MaxObjectBytes)
 				if err == nil {
 					entries[i], err = Decode(data)
 				}

@@ -300,7 +300,7 @@ func (t *Trail) write(j *job) error {
 			return nil
 		}
 		if errors.Is(err, bucket.ErrConflict) {
-			if got, _, rerr := t.w.ReadObject(ctx, j.name); rerr == nil && bytes.Equal(got, j.data) {
+			if got, _, rerr := t.w.ReadObject(ctx, j.name, int64(len(j.data))); rerr == nil && bytes.Equal(got, j.data) {
 				return nil
 			}
 			return fmt.Errorf("object %s exists with other content: %w", j.name, err)

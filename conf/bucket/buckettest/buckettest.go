@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/internal/capped"
 )
 
 // Checksums from the B&A test suites (see the research notes, §2.4).
@@ -58,12 +59,14 @@ func Run(t *testing.T, newStore NewStore) {
 	}{
 		{"ListMatchesPlainPrefixAndSorts", listMatchesPlainPrefixAndSorts},
 		{"ReadObjectReturnsContentAndAttrs", readObjectReturnsContentAndAttrs},
+		{"ReadObjectReadsNoObjectOverItsLimit", readObjectReadsNoObjectOverItsLimit},
 		{"MissingObjectsAreErrNotExist", missingObjectsAreErrNotExist},
 		{"WriteObjectCreatesOnlyIfAbsent", writeObjectCreatesOnlyIfAbsent},
 		{"WriteObjectReplacesOnlyTheVersionRead", writeObjectReplacesOnlyTheVersionRead},
 		{"EverySameSizeWriteGetsANewVersion", everySameSizeWriteGetsANewVersion},
 		{"UpdateCreatesAndSeesMissingObject", updateCreatesAndSeesMissingObject},
 		{"UpdateReturnsChangeErrorWithoutWriting", updateReturnsChangeErrorWithoutWriting},
+		{"UpdateReadsAndWritesNoContentOverItsLimit", updateReadsAndWritesNoContentOverItsLimit},
 		{"UpdateTakesTurnsWithinAWriter", updateTakesTurnsWithinAWriter},
 		{"UpdatesFromReplicasLoseNothing", updatesFromReplicasLoseNothing},
 		{"FetchCopiesADirectoryModel", fetchCopiesADirectoryModel},
@@ -76,6 +79,9 @@ func Run(t *testing.T, newStore NewStore) {
 		t.Run(c.name, func(t *testing.T) { c.check(t, newStore) })
 	}
 }
+
+// readLimit is the size limit of the checks' reads, far over their objects'.
+const readLimit = 1 << 20
 
 // open makes a store holding Objects and opens one bucket on it.
 func open(t *testing.T, newStore NewStore) bucket.Writer {
@@ -112,7 +118,7 @@ func listMatchesPlainPrefixAndSorts(t *testing.T, newStore NewStore) {
 
 func readObjectReturnsContentAndAttrs(t *testing.T, newStore NewStore) {
 	b := open(t, newStore)
-	data, attrs, err := b.ReadObject(t.Context(), "model_config.json")
+	data, attrs, err := b.ReadObject(t.Context(), "model_config.json", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,16 +128,32 @@ func readObjectReturnsContentAndAttrs(t *testing.T, newStore NewStore) {
 	if attrs.Size != int64(len(data)) || attrs.Version == "" || attrs.ModTime.IsZero() {
 		t.Errorf("attrs %+v", attrs)
 	}
-	_, again, err := b.ReadObject(t.Context(), "model_config.json")
+	_, again, err := b.ReadObject(t.Context(), "model_config.json", readLimit)
 	if err != nil || again.Version != attrs.Version {
 		t.Errorf("second read of an unchanged object: %+v, %v; want version %q", again, err, attrs.Version)
+	}
+}
+
+func readObjectReadsNoObjectOverItsLimit(t *testing.T, newStore NewStore) {
+	b := open(t, newStore)
+	data, attrs, err := b.ReadObject(t.Context(), "big/a", 600) // 600 bytes
+	if err != nil || string(data) != Objects()["big/a"] || attrs.Size != 600 {
+		t.Fatalf("an object of exactly the limit: %d bytes, %+v, %v", len(data), attrs, err)
+	}
+	_, _, err = b.ReadObject(t.Context(), "big/a", 599)
+	var tooLarge *capped.TooLargeError
+	if !errors.As(err, &tooLarge) {
+		t.Fatalf("an object one byte over the limit: got %v, want a *capped.TooLargeError", err)
+	}
+	if want := fmt.Sprintf("object big/a in %s is larger than its limit of 599 bytes", b); err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 
 func missingObjectsAreErrNotExist(t *testing.T, newStore NewStore) {
 	b := open(t, newStore)
 	for _, name := range []string{"absent.json", "dir/absent", "model1/x"} {
-		if _, _, err := b.ReadObject(t.Context(), name); !errors.Is(err, bucket.ErrNotExist) {
+		if _, _, err := b.ReadObject(t.Context(), name, readLimit); !errors.Is(err, bucket.ErrNotExist) {
 			t.Errorf("ReadObject(%s): got %v, want ErrNotExist", name, err)
 		}
 		if _, err := b.Open(t.Context(), name); !errors.Is(err, bucket.ErrNotExist) {
@@ -150,17 +172,17 @@ func writeObjectCreatesOnlyIfAbsent(t *testing.T, newStore NewStore) {
 	if a.Version == "" || a.Size != 3 || a.ModTime.IsZero() {
 		t.Errorf("attrs %+v", a)
 	}
-	data, ra, err := w.ReadObject(ctx, "metrics/ads/pctr.json")
+	data, ra, err := w.ReadObject(ctx, "metrics/ads/pctr.json", readLimit)
 	if err != nil || string(data) != "one" || ra.Version != a.Version {
 		t.Errorf("ReadObject = %q, %+v, %v; want \"one\" at version %q", data, ra, err, a.Version)
 	}
 	// A second create, and a create over a pre-existing object, conflict.
 	for _, name := range []string{"metrics/ads/pctr.json", "model_config.json"} {
-		before, _, _ := w.ReadObject(ctx, name)
+		before, _, _ := w.ReadObject(ctx, name, readLimit)
 		if _, err := w.WriteObject(ctx, name, []byte("two"), ""); !errors.Is(err, bucket.ErrConflict) {
 			t.Errorf("create of existing %s: got %v, want ErrConflict", name, err)
 		}
-		if after, _, _ := w.ReadObject(ctx, name); string(after) != string(before) {
+		if after, _, _ := w.ReadObject(ctx, name, readLimit); string(after) != string(before) {
 			t.Errorf("%s changed by a failed write: %q", name, after)
 		}
 	}
@@ -169,7 +191,7 @@ func writeObjectCreatesOnlyIfAbsent(t *testing.T, newStore NewStore) {
 func writeObjectReplacesOnlyTheVersionRead(t *testing.T, newStore NewStore) {
 	w := open(t, newStore)
 	ctx := t.Context()
-	_, a1, err := w.ReadObject(ctx, "model_config.json")
+	_, a1, err := w.ReadObject(ctx, "model_config.json", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +206,7 @@ func writeObjectReplacesOnlyTheVersionRead(t *testing.T, newStore NewStore) {
 	if _, err := w.WriteObject(ctx, "model_config.json", []byte(`{"v":3}`), a1.Version); !errors.Is(err, bucket.ErrConflict) {
 		t.Errorf("write at a stale version: got %v, want ErrConflict", err)
 	}
-	data, a, err := w.ReadObject(ctx, "model_config.json")
+	data, a, err := w.ReadObject(ctx, "model_config.json", readLimit)
 	if err != nil || string(data) != `{"v":2}` || a.Version != a2.Version {
 		t.Errorf("ReadObject = %q, %+v, %v; want v2 at version %q", data, a, err, a2.Version)
 	}
@@ -195,7 +217,7 @@ func writeObjectReplacesOnlyTheVersionRead(t *testing.T, newStore NewStore) {
 	if _, err := w.WriteObject(ctx, "absent.json", []byte("x"), a2.Version); !errors.Is(err, bucket.ErrConflict) {
 		t.Errorf("write of an absent object at version %q: got %v, want ErrConflict", a2.Version, err)
 	}
-	if _, _, err := w.ReadObject(ctx, "absent.json"); !errors.Is(err, bucket.ErrNotExist) {
+	if _, _, err := w.ReadObject(ctx, "absent.json", readLimit); !errors.Is(err, bucket.ErrNotExist) {
 		t.Errorf("absent.json after a failed write: %v", err)
 	}
 }
@@ -206,7 +228,7 @@ func writeObjectReplacesOnlyTheVersionRead(t *testing.T, newStore NewStore) {
 func everySameSizeWriteGetsANewVersion(t *testing.T, newStore NewStore) {
 	w := open(t, newStore)
 	ctx := t.Context()
-	_, first, err := w.ReadObject(ctx, "model1")
+	_, first, err := w.ReadObject(ctx, "model1", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +244,7 @@ func everySameSizeWriteGetsANewVersion(t *testing.T, newStore NewStore) {
 			t.Fatalf("write %d reused version %q", i, a.Version)
 		}
 		seen[a.Version] = true
-		data, ra, err := w.ReadObject(ctx, "model1")
+		data, ra, err := w.ReadObject(ctx, "model1", readLimit)
 		if err != nil || string(data) != string(content) || ra.Version != a.Version || ra.Size != a.Size {
 			t.Fatalf("write %d: ReadObject = %q, %+v, %v; want %q, %+v", i, data, ra, err, content, a)
 		}
@@ -241,23 +263,53 @@ func updateCreatesAndSeesMissingObject(t *testing.T, newStore NewStore) {
 		return append(append([]byte(nil), current...), 'x'), nil
 	}
 	for range 2 {
-		if err := bucket.Update(t.Context(), w, "new.txt", change); err != nil {
+		if err := bucket.Update(t.Context(), w, "new.txt", readLimit, change); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if data, _, _ := w.ReadObject(t.Context(), "new.txt"); string(data) != "xx" || len(sawExists) != 2 || sawExists[0] || !sawExists[1] {
+	if data, _, _ := w.ReadObject(t.Context(), "new.txt", readLimit); string(data) != "xx" || len(sawExists) != 2 || sawExists[0] || !sawExists[1] {
 		t.Errorf("content %q, exists seen %v", data, sawExists)
+	}
+}
+
+func updateReadsAndWritesNoContentOverItsLimit(t *testing.T, newStore NewStore) {
+	w := open(t, newStore)
+	called := false
+	err := bucket.Update(t.Context(), w, "big/a", 599, func(current []byte, _ bool) ([]byte, error) {
+		called = true
+		return current, nil
+	})
+	var tooLarge *capped.TooLargeError
+	if !errors.As(err, &tooLarge) || called {
+		t.Errorf("an object over the limit: got %v (change called: %v), want a *capped.TooLargeError", err, called)
+	}
+	// New content over the limit is not written; of exactly the limit, it is.
+	for _, size := range []int{601, 600} {
+		err = bucket.Update(t.Context(), w, "big/b", 600, func([]byte, bool) ([]byte, error) {
+			return []byte(strings.Repeat("c", size)), nil
+		})
+		data, _, rerr := w.ReadObject(t.Context(), "big/b", readLimit)
+		switch {
+		case rerr != nil:
+			t.Fatal(rerr)
+		case size > 600 && (!errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "the new content of big/b is larger than its limit of 600 bytes")):
+			t.Errorf("new content over the limit: got %v", err)
+		case size > 600 && string(data) != Objects()["big/b"]:
+			t.Errorf("new content over the limit was written: %d bytes", len(data))
+		case size == 600 && (err != nil || string(data) != strings.Repeat("c", 600)):
+			t.Errorf("new content of exactly the limit: %v, %d bytes written", err, len(data))
+		}
 	}
 }
 
 func updateReturnsChangeErrorWithoutWriting(t *testing.T, newStore NewStore) {
 	w := open(t, newStore)
 	boom := errors.New("invalid contract")
-	err := bucket.Update(t.Context(), w, "model_config.json", func([]byte, bool) ([]byte, error) { return []byte("bad"), boom })
+	err := bucket.Update(t.Context(), w, "model_config.json", readLimit, func([]byte, bool) ([]byte, error) { return []byte("bad"), boom })
 	if !errors.Is(err, boom) {
 		t.Errorf("got %v, want the change's error", err)
 	}
-	if data, _, _ := w.ReadObject(t.Context(), "model_config.json"); string(data) != Objects()["model_config.json"] {
+	if data, _, _ := w.ReadObject(t.Context(), "model_config.json", readLimit); string(data) != Objects()["model_config.json"] {
 		t.Errorf("content changed to %q", data)
 	}
 }
@@ -310,7 +362,7 @@ func RunAppenders(ctx context.Context, w bucket.Writer, name, who string, gorout
 				line := fmt.Sprintf("%s-%d-%d\n", who, g, u)
 				var err error
 				for range 6 {
-					err = bucket.Update(ctx, w, name, func(current []byte, _ bool) ([]byte, error) {
+					err = bucket.Update(ctx, w, name, readLimit, func(current []byte, _ bool) ([]byte, error) {
 						calls.Add(1)
 						return append(append([]byte(nil), current...), line...), nil
 					})
@@ -338,7 +390,7 @@ func updateTakesTurnsWithinAWriter(t *testing.T, newStore NewStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := w.ReadObject(t.Context(), "log/lines.txt")
+	data, _, err := w.ReadObject(t.Context(), "log/lines.txt", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +425,7 @@ func updatesFromReplicasLoseNothing(t *testing.T, newStore NewStore) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := writers[0].ReadObject(t.Context(), "log/lines.txt")
+	data, _, err := writers[0].ReadObject(t.Context(), "log/lines.txt", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +616,7 @@ func CheckNamedURL(t *testing.T, scheme, raw string, parse func(string) (name, p
 func CheckOwnWriteAfterALostAnswer(t *testing.T, w bucket.Writer, dropped func() bool) {
 	t.Helper()
 	ctx := t.Context()
-	_, a, err := w.ReadObject(ctx, "c.json")
+	_, a, err := w.ReadObject(ctx, "c.json", readLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +627,7 @@ func CheckOwnWriteAfterALostAnswer(t *testing.T, w bucket.Writer, dropped func()
 	if !dropped() {
 		t.Fatal("the transport dropped no answer")
 	}
-	data, ra, err := w.ReadObject(ctx, "c.json")
+	data, ra, err := w.ReadObject(ctx, "c.json", readLimit)
 	if err != nil || string(data) != "v2" || ra.Version != na.Version {
 		t.Errorf("ReadObject = %q, %+v, %v; want v2 at version %q", data, ra, err, na.Version)
 	}

@@ -31,7 +31,7 @@ func TestBuiltinOpensAFileBucket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opening file://%s: %v", dir, err)
 	}
-	data, _, err := b.ReadObject(context.Background(), "x")
+	data, _, err := b.ReadObject(context.Background(), "x", 1<<20)
 	if err != nil || string(data) != "y" {
 		t.Errorf("ReadObject(x) = %q, %v; want y", data, err)
 	}

@@ -95,15 +95,15 @@ func (b *Bucket) LocalDir() string { return b.dir }
 func (b *Bucket) Close() error { return b.root.Close() }
 
 // ReadObject returns the named object's content and attributes.
-func (b *Bucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+func (b *Bucket) ReadObject(ctx context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
 	f, fi, err := b.open(ctx, name)
 	if err != nil {
 		return nil, bucket.Attrs{}, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(f)
+	data, err := bucket.ReadAll(f, b, name, limit)
 	if err != nil {
-		return nil, bucket.Attrs{}, fmt.Errorf("reading %s from %s: %w", name, b, err)
+		return nil, bucket.Attrs{}, err
 	}
 	return data, attrs(data, fi), nil
 }

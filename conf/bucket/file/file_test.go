@@ -105,7 +105,7 @@ func TestDriverServesFileURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.(*Bucket).Close()
-	if data, _, err := b.ReadObject(t.Context(), "model_config.json"); err != nil || string(data) != "{}" {
+	if data, _, err := b.ReadObject(t.Context(), "model_config.json", 1<<20); err != nil || string(data) != "{}" {
 		t.Errorf("ReadObject = %q, %v", data, err)
 	}
 }
@@ -113,11 +113,11 @@ func TestDriverServesFileURLs(t *testing.T) {
 func TestDirectoriesAreNotObjects(t *testing.T) {
 	b := newStore(t, buckettest.Objects())(t)
 	for _, name := range []string{"dir", "dir/"} {
-		if _, _, err := b.ReadObject(t.Context(), name); !errors.Is(err, bucket.ErrNotExist) {
+		if _, _, err := b.ReadObject(t.Context(), name, 1<<20); !errors.Is(err, bucket.ErrNotExist) {
 			t.Errorf("ReadObject(%s): got %v, want ErrNotExist", name, err)
 		}
 	}
-	if _, _, err := b.ReadObject(t.Context(), "dir/../model1"); err == nil || errors.Is(err, bucket.ErrNotExist) {
+	if _, _, err := b.ReadObject(t.Context(), "dir/../model1", 1<<20); err == nil || errors.Is(err, bucket.ErrNotExist) {
 		t.Errorf("ReadObject(dir/../model1): got %v, want an invalid name error", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestReadsFollowSymlinksOnlyInsideTheRoot(t *testing.T) {
 	b := mustOpen(t, root)
 	ctx := t.Context()
 	for _, name := range []string{"m/rel-escape", "abs-escape", "dir-escape/secret"} {
-		data, _, err := b.ReadObject(ctx, name)
+		data, _, err := b.ReadObject(ctx, name, 1<<20)
 		if err == nil || errors.Is(err, bucket.ErrNotExist) {
 			t.Errorf("ReadObject(%s) = %q, %v; want an escape error", name, data, err)
 		}
@@ -151,7 +151,7 @@ func TestReadsFollowSymlinksOnlyInsideTheRoot(t *testing.T) {
 		t.Error("Fetch(m/) succeeded; want an escape error")
 	}
 	// Symlinks that stay inside the root are followed.
-	data, _, err := b.ReadObject(ctx, "m/ok")
+	data, _, err := b.ReadObject(ctx, "m/ok", 1<<20)
 	if err != nil || string(data) != "weights" {
 		t.Errorf("ReadObject(m/ok) = %q, %v", data, err)
 	}
@@ -179,7 +179,7 @@ func TestOpenResolvesRelativeURLsAgainstTheWorkingDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	data, _, err := b.ReadObject(t.Context(), "model_config.json")
+	data, _, err := b.ReadObject(t.Context(), "model_config.json", 1<<20)
 	if err != nil || string(data) != "{}" {
 		t.Errorf("ReadObject = %q, %v", data, err)
 	}
@@ -207,7 +207,7 @@ func TestVersionChangesWithTheContentAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustOpen(t, dir)
-	_, a1, err := b.ReadObject(t.Context(), "c.json")
+	_, a1, err := b.ReadObject(t.Context(), "c.json", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestVersionChangesWithTheContentAlone(t *testing.T) {
 	if err := os.Chtimes(p, tick, tick); err != nil {
 		t.Fatal(err)
 	}
-	_, read2, err := b.ReadObject(t.Context(), "c.json")
+	_, read2, err := b.ReadObject(t.Context(), "c.json", 1<<20)
 	if err != nil || read2.Version != a2.Version || !read2.ModTime.Equal(a1.ModTime) || read2.Size != a1.Size {
 		t.Fatalf("after the write: %+v, %v; want version %q at the first version's time and size %+v", read2, err, a2.Version, a1)
 	}

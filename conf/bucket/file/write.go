@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -110,11 +111,11 @@ func (b *Bucket) current(name string) (fs.FileInfo, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
+	h := sha256.New() // version's hash, without holding the content
+	if _, err := io.Copy(h, f); err != nil {
 		return nil, "", err
 	}
-	return fi, version(data), nil
+	return fi, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // writeTemp creates the file tmp with data, syncs it and returns its info.

@@ -42,7 +42,7 @@ func TestWriteObjectRejectsBadTargets(t *testing.T) {
 	mustWrite(t, filepath.Join(root, "dir", "f"), "x")
 	b := mustOpen(t, root)
 	ctx := t.Context()
-	_, a, err := b.ReadObject(ctx, "link.json")
+	_, a, err := b.ReadObject(ctx, "link.json", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWriteObjectHonoursCancellationWhileLocked(t *testing.T) {
 	defer unlock()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, a, _ := b.ReadObject(ctx, "model1")
+	_, a, _ := b.ReadObject(ctx, "model1", 1<<20)
 	if _, err := b.WriteObject(ctx, "model1", []byte("x"), a.Version); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("write while another holds the lock: got %v, want the deadline", err)
 	}
@@ -160,7 +160,7 @@ func TestUpdatesFromProcessesLoseNothing(t *testing.T) {
 		t.Error(err)
 	}
 	wg.Wait()
-	data, _, err := b.ReadObject(context.Background(), "config.json")
+	data, _, err := b.ReadObject(context.Background(), "config.json", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,15 +114,15 @@ func (b *Bucket) Close() error {
 }
 
 // ReadObject returns the named object's content and attributes.
-func (b *Bucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+func (b *Bucket) ReadObject(ctx context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
 	r, err := b.reader(ctx, name)
 	if err != nil {
 		return nil, bucket.Attrs{}, err
 	}
 	defer r.Close()
-	data, err := io.ReadAll(r)
+	data, err := bucket.ReadAll(r, b, name, limit)
 	if err != nil {
-		return nil, bucket.Attrs{}, fmt.Errorf("reading %s from %s: %w", name, b, err)
+		return nil, bucket.Attrs{}, err
 	}
 	return data, bucket.Attrs{Version: version(r.Attrs.Generation), ModTime: r.Attrs.LastModified, Size: int64(len(data))}, nil
 }

@@ -134,7 +134,7 @@ func TestOpenUsesStorageEmulatorHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.(*Bucket).Close()
-	data, _, err := b.ReadObject(t.Context(), "model_config.json")
+	data, _, err := b.ReadObject(t.Context(), "model_config.json", 1<<20)
 	if err != nil || string(data) != "{}" {
 		t.Errorf("ReadObject = %q, %v", data, err)
 	}
@@ -155,7 +155,7 @@ func TestOpenWithStorageClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := b.ReadObject(t.Context(), "a")
+	data, _, err := b.ReadObject(t.Context(), "a", 1<<20)
 	if err != nil || string(data) != "b" {
 		t.Errorf("ReadObject = %q, %v", data, err)
 	}

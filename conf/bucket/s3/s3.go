@@ -137,15 +137,15 @@ func (b *Bucket) String() string { return "s3://" + b.name + "/" + b.prefix }
 func (b *Bucket) Close() error { return nil }
 
 // ReadObject returns the named object's content and attributes.
-func (b *Bucket) ReadObject(ctx context.Context, name string) ([]byte, bucket.Attrs, error) {
+func (b *Bucket) ReadObject(ctx context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
 	out, err := b.get(ctx, name)
 	if err != nil {
 		return nil, bucket.Attrs{}, err
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	data, err := bucket.ReadAll(out.Body, b, name, limit)
 	if err != nil {
-		return nil, bucket.Attrs{}, fmt.Errorf("reading %s from %s: %w", name, b, err)
+		return nil, bucket.Attrs{}, err
 	}
 	if aws.ToString(out.ETag) == "" {
 		return nil, bucket.Attrs{}, fmt.Errorf("reading %s from %s: the store answered without an ETag, the object's version", name, b)

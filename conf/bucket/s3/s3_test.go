@@ -167,7 +167,7 @@ func TestDriverUsesTheDefaultChainAndAWSEndpointURL(t *testing.T) {
 		if b.String() != "s3://models/p/" {
 			t.Errorf("String() = %q", b.String())
 		}
-		data, _, err := b.ReadObject(t.Context(), "model_config.json")
+		data, _, err := b.ReadObject(t.Context(), "model_config.json", 1<<20)
 		return data, err
 	}
 	if data, err := read(); err == nil || !strings.Contains(err.Error(), "credentials") {
@@ -187,7 +187,7 @@ func TestWithEndpointWinsOverAWSEndpointURL(t *testing.T) {
 	srv := s3fake.Start(t, "models")
 	srv.Put(t, "models", "c.json", []byte("{}"))
 	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
-	if data, _, err := openOn(t, srv, "").ReadObject(t.Context(), "c.json"); err != nil || string(data) != "{}" {
+	if data, _, err := openOn(t, srv, "").ReadObject(t.Context(), "c.json", 1<<20); err != nil || string(data) != "{}" {
 		t.Errorf("ReadObject = %q, %v", data, err)
 	}
 }
@@ -199,7 +199,7 @@ func TestAMissingBucketIsNotAMissingObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.ReadObject(t.Context(), "model_config.json"); err == nil || errors.Is(err, bucket.ErrNotExist) || !strings.Contains(err.Error(), "NoSuchBucket") {
+	if _, _, err := b.ReadObject(t.Context(), "model_config.json", 1<<20); err == nil || errors.Is(err, bucket.ErrNotExist) || !strings.Contains(err.Error(), "NoSuchBucket") {
 		t.Errorf("read from a missing bucket: got %v, want a NoSuchBucket error that is not ErrNotExist", err)
 	}
 }
