@@ -25,6 +25,7 @@ import (
 
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 	"gopkg.in/yaml.v3"
 )
 
@@ -805,9 +806,13 @@ var (
 	yamlFieldNotFound = regexp.MustCompile(`^field (.+) not found in type .*$`)
 )
 
+// maxServerFileBytes is the largest config file (--config) read: a few
+// kilobytes make a full one.
+const maxServerFileBytes = 1 << 20
+
 // loadServerFile overlays the keys set in a YAML file onto s.
 func loadServerFile(path string, s *Server) error {
-	data, err := os.ReadFile(path)
+	data, err := capped.ReadFile(path, maxServerFileBytes, path)
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}

@@ -901,3 +901,21 @@ func TestConnectionLimitsDefaultToTheFileDescriptorLimitsShares(t *testing.T) {
 		t.Errorf("flags: http_max_connections %d, admin_http_max_connections %d; want 100, 7", got.HTTPMaxConnections, got.AdminHTTPMaxConnections)
 	}
 }
+
+func TestParseServerArgsRefusesAConfigFileLargerThanItsLimit(t *testing.T) {
+	const limit = 1 << 20
+	// A comment fills the file to the size wanted: the keys stay valid.
+	fill := func(size int) string {
+		head := "bucket: gs://b\n#"
+		return head + strings.Repeat("x", size-len(head)-1) + "\n"
+	}
+	got, err := ParseServerArgs([]string{"--config", writeYAML(t, fill(limit))})
+	if err != nil || got.Bucket != "gs://b" {
+		t.Fatalf("a file of exactly the limit: %+v, %v", got.Bucket, err)
+	}
+	file := writeYAML(t, fill(limit+1))
+	_, err = ParseServerArgs([]string{"--config", file})
+	if want := "reading config file: " + file + " is larger than its limit of 1 MiB"; err == nil || err.Error() != want {
+		t.Fatalf("a file one byte over the limit: got %v, want %q", err, want)
+	}
+}
