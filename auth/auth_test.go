@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -412,5 +414,37 @@ func TestJWTVerifiedDuringKeyChangeNotCached(t *testing.T) {
 	v.store(sha256.Sum256([]byte(tok)), gen, cachedJWT{id: id, exp: exp}, clk.now())
 	if id, err := a.Bearer(tok); err == nil {
 		t.Fatalf("a token of a removed key, verified while the JWKS changed, still works: %+v", id)
+	}
+}
+
+func TestAuthenticationFilesLargerThanTheLimitAreRefused(t *testing.T) {
+	const limit = 16 << 20
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.yaml")
+	// A comment fills the file to the size wanted: its tokens stay valid.
+	fill := func(size int, yaml string) string {
+		return yaml + "#" + strings.Repeat("x", size-len(yaml)-2) + "\n"
+	}
+	write(t, path, fill(limit, tokensYAML("bidder", "s1", "infer")))
+	var log bytes.Buffer
+	a, err := New(Config{TokensFile: path, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatalf("a tokens file of exactly the limit: %v", err)
+	}
+	if _, err := a.Bearer("s1"); err != nil {
+		t.Fatalf("a token of a file of exactly the limit: %v", err)
+	}
+
+	write(t, path, fill(limit+1, tokensYAML("bot", "s2", "infer")))
+	a.Refresh()
+	if _, err := a.Bearer("s1"); err != nil {
+		t.Errorf("a file over the limit dropped the last good tokens: %v", err)
+	}
+	want := path + " is larger than its limit of 16 MiB"
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("log %q does not say %q", log.String(), want)
+	}
+	if _, err := New(Config{TokensFile: path}); err == nil || err.Error() != want {
+		t.Errorf("New with a tokens file over the limit: got %v, want %q", err, want)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/groveml/grove/internal/capped"
 )
 
 // Config configures an Authenticator.
@@ -60,6 +61,13 @@ type Authenticator struct {
 	inflight *inflight // nil without Config.MaxInFlight
 	files    []*watched
 }
+
+// maxFileBytes is the largest tokens or JWKS file read: tens of
+// thousands of tokens, far more keys than any provider publishes.
+const maxFileBytes = 16 << 20
+
+// readFile reads an authentication file, held to maxFileBytes.
+func readFile(path string) ([]byte, error) { return capped.ReadFile(path, maxFileBytes, path) }
 
 // watched is a file reloaded when its contents change.
 type watched struct {
@@ -111,7 +119,7 @@ func New(cfg Config) (*Authenticator, error) {
 		})
 	}
 	for _, f := range a.files {
-		b, err := os.ReadFile(f.path)
+		b, err := readFile(f.path)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +147,7 @@ func New(cfg Config) (*Authenticator, error) {
 // removed takes its tokens or keys with it.
 func (a *Authenticator) Refresh() {
 	for _, f := range a.files {
-		b, err := os.ReadFile(f.path)
+		b, err := readFile(f.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if f.sum != ([sha256.Size]byte{}) {
