@@ -15,10 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/groveml/grove/internal/capped"
 )
 
 // ClientAuth is how a listener asks for client certificates.
@@ -96,6 +97,10 @@ func New(f Files) (*Reloader, error) {
 // but the probes to a caller without a verified client certificate.
 func (r *Reloader) RequireClientCert() bool { return r.files.ClientAuth == ClientAuthRequire }
 
+// maxFileBytes is the largest certificate, key or CA file read: a CA
+// bundle of every public root is a few hundred KiB.
+const maxFileBytes = 4 << 20
+
 // Reload re-reads the files. When their contents changed and they parse,
 // new handshakes use them from now on and changed is true; when they do
 // not parse (a rotation half written, say) the configuration in use is
@@ -107,7 +112,7 @@ func (r *Reloader) Reload() (changed bool, err error) {
 		if path == "" {
 			return nil, nil
 		}
-		b, err := os.ReadFile(path)
+		b, err := capped.ReadFile(path, maxFileBytes, path)
 		if err != nil {
 			return nil, fmt.Errorf("reading the %s: %w", what, err)
 		}

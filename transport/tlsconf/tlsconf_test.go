@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -308,4 +309,34 @@ func (c *counts) of(msg string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[msg]
+}
+
+func TestFilesLargerThanTheLimitAreRefused(t *testing.T) {
+	const limit = 4 << 20
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "ca")
+	cert, key := ca.Server(t, "first").Write(t, dir, "server")
+	pem, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Text after the PEM block fills the file to the size wanted: the
+	// certificate stays valid.
+	fill := func(size int) []byte { return append(pem[:len(pem):len(pem)], strings.Repeat("x", size-len(pem))...) }
+	certtest.WriteFile(t, cert, fill(limit))
+	r, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key})
+	if err != nil {
+		t.Fatalf("a certificate file of exactly the limit: %v", err)
+	}
+	certtest.WriteFile(t, cert, fill(limit+1))
+	want := "reading the certificate: " + cert + " is larger than its limit of 4 MiB"
+	if changed, err := r.Reload(); changed || err == nil || err.Error() != want {
+		t.Errorf("Reload of a certificate file over the limit = %v, %v; want %q", changed, err, want)
+	}
+	if r.Current().Leaf == nil || r.Current().Leaf.Subject.CommonName != "first" {
+		t.Error("a certificate file over the limit replaced the one served")
+	}
+	if _, err := tlsconf.New(tlsconf.Files{CertFile: cert, KeyFile: key}); err == nil || err.Error() != want {
+		t.Errorf("New with a certificate file over the limit: got %v, want %q", err, want)
+	}
 }
