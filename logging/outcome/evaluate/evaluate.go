@@ -27,12 +27,21 @@
 // every transaction with a frontier record in each partition of
 // GROUP-repartition, after the outcomes it forwarded there: for each
 // outcome partition it owns, the time up to which it has read it (the
-// newest record timestamp taken, or the clock when it had read all there
-// was). A joiner's watermark stays at most the least of those frontiers
-// and of the time up to which its own prediction-log partition has been
-// read, less the lateness (join.Joiner.Bound); it waits until it has
-// heard of every outcome partition. The lateness then covers only how
-// late producers write outcomes, not how the evaluator reads them.
+// newest record timestamp taken, or the clock when it found that
+// partition read to its end). A joiner's watermark stays at most the
+// least of those frontiers and of the time up to which its own
+// prediction-log partition has been read, less the lateness
+// (join.Joiner.Bound); it waits until it has heard of every outcome
+// partition. The lateness then covers only how late producers write
+// outcomes, not how the evaluator reads them. At the end of every
+// transaction the member lists the end offsets of the partitions it owns
+// of the prediction log and the outcome topic: each one read to its end
+// (its position at its last stable offset) has been read up to the clock
+// at the listing, whether it got records or not, so that a partition
+// that receives nothing (no clicks yet) holds back no window, as Flink's
+// idle sources and Kafka Streams' idle partitions do. A record that comes
+// later to such a partition with an older time is late, as one written
+// later than the lateness is (join: Late, LatePredictions).
 //
 // # Exactly once
 //
@@ -212,9 +221,9 @@ type evaluator struct {
 	outcomes               outcomeDecoder
 	bufs                   bufferPool // the changelog records' values
 	// reach is, per outcome partition owned, the time up to which this
-	// member has read it (readOutcomes).
+	// member has read it (readOutcomes, readTo).
 	reach map[int32]int64
-	// short are the partitions readAll found short of their end.
+	// short are the partitions readToEnd found short of their end.
 	short map[topicPartition]shortRead
 
 	mu                    sync.Mutex
@@ -467,20 +476,11 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	deadline := time.Now().Add(e.cfg.CommitInterval)
 	var failed error
-	// caughtUp: the last poll found nothing and every partition owned of
-	// the prediction log and the outcome topic has been read to its end
-	// (readAll), so the watermark may move on with the clock (an evaluator
-	// catching up after a restart must not close windows by the clock
-	// before it has read what fell in them, and the first polls after it
-	// joins find nothing before its first fetches come back).
-	caughtUp := false
-	var pollStart time.Time
 	for failed == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		pollStart = e.cfg.Now()
 		pctx, cancel := context.WithTimeout(ctx, left)
 		fs := sess.PollRecords(pctx, 5000)
 		cancel()
@@ -492,25 +492,27 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 				e.log.Warn("evaluator fetch", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		caughtUp = fs.NumRecords() == 0
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			if failed == nil {
 				failed = e.take(ftp, produce)
 			}
 		})
 	}
-	if failed == nil && caughtUp {
-		caughtUp = e.readAll(ctx, sess.Client())
-	}
-	var caughtAt time.Time
-	if caughtUp {
-		caughtAt = pollStart
+	// The partitions read to their end move on with the clock, each on its
+	// own (one that gets no records holds back no other); one with records
+	// still to read does not (an evaluator catching up after a restart must
+	// not close windows by the clock before it has read what fell in them,
+	// and a poll that finds nothing, as the first ones after it joins do,
+	// does not tell that it has).
+	var readAt map[int32]time.Time
+	if failed == nil {
+		readAt = e.readTo(e.readEnds(ctx, sess.Client()))
 	}
 	if failed == nil {
-		failed = e.flush(produce, caughtAt)
+		failed = e.flush(produce, readAt)
 	}
 	if failed == nil {
-		for _, r := range e.frontierRecords(caughtAt) {
+		for _, r := range e.frontierRecords() {
 			produce(r, nil)
 		}
 	}
@@ -799,17 +801,17 @@ const partitionMemoryBytes = 128 << 20
 // state it has not restored yet.
 var errNotHeld = errors.New("records of a partition not restored yet")
 
-// flush advances every joiner with the clock when the member had read
-// everything at caughtAt (the zero time: it had not), and writes
-// its state's changes, the next chunk of its snapshot, its checkpoint
-// and, when they changed, its results.
-func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), caughtAt time.Time) error {
+// flush advances with the clock every joiner whose prediction-log
+// partition had been read to its end (readAt: when), and writes its
+// state's changes, the next chunk of its snapshot, its checkpoint and,
+// when they changed, its results.
+func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), readAt map[int32]time.Time) error {
 	now := e.cfg.Now()
 	for _, id := range slices.Sorted(mapKeys(e.parts)) {
 		p := e.parts[id]
-		if !caughtAt.IsZero() {
-			// Every prediction until caughtAt has been read.
-			err := e.readPredictions(p, caughtAt.UnixNano(), true)
+		if at, ok := readAt[id]; ok {
+			// Every prediction until at has been read.
+			err := e.readPredictions(p, at.UnixNano(), true)
 			if err == nil {
 				err = p.j.Advance(now)
 			}

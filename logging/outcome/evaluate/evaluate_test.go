@@ -456,3 +456,124 @@ func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *
 	cancel()
 	<-done
 }
+
+// With a prediction every 1–2 ms and no outcome at all (every outcome
+// partition idle, as before the first click), the first results come
+// about window + lateness after the first prediction, not whenever the
+// evaluator happens to find every partition read to its end at once;
+// and an outcome that comes afterwards on an idle partition, its time in
+// a window that has closed, is counted late.
+func TestEvaluatorScoresOnTimeWhileOutcomePartitionsAreIdle(t *testing.T) {
+	brokers := cluster(t)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	cfg := config(brokers, "e0", t.TempDir())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := Run(ctx, cfg); err != nil {
+			t.Errorf("evaluator: %v", err)
+		}
+	}()
+	waitStable(ctx, t, prod, cfg.Group)
+
+	first := make(chan time.Time, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(23, 2))
+		for i := 0; ctx.Err() == nil; i++ {
+			ts := time.Now()
+			req := fmt.Sprintf("req-%d", i)
+			ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(ts), Contract: contract,
+				ReleaseVersion: "v1", ModelPath: "v1/", Served: true,
+				Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{0.3}}}}
+			v, err := logging.Encode(ev, conf.EncodingProto)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			prod.Produce(ctx, &kgo.Record{Topic: predTopic, Key: []byte(req), Value: v, Timestamp: ts}, func(_ *kgo.Record, err error) {
+				if err != nil && ctx.Err() == nil {
+					t.Error(err)
+				}
+			})
+			if i == 0 {
+				first <- ts
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Millisecond + time.Duration(rng.Int64N(int64(time.Millisecond)))):
+			}
+		}
+	}()
+	start := <-first
+	due := testRule.Window + testRule.Lateness
+	// A commit interval to write the idle partitions' frontier, one to
+	// read it, and as much again for a loaded machine: far less than
+	// the 9 s and more that the first results took while an idle
+	// partition held the watermark.
+	slack := 3 * time.Second
+	results(t, brokers, due+20*time.Second, func(latest map[string]*grovepb.Evaluation) bool {
+		for _, ev := range latest {
+			if ev.GetCounters().GetScored() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	took := time.Since(start)
+	t.Logf("the first results came %v after the first prediction", took.Round(time.Millisecond))
+	if took > due+slack {
+		t.Fatalf("the first results came %v after the first prediction, want about window + lateness (%v), at most %v", took.Round(time.Millisecond), due, due+slack)
+	}
+
+	// A click on the first request, its time in that request's window,
+	// which has closed: late, and counted so.
+	o := &grovepb.Outcome{OutcomeId: "late-click", RequestId: "req-0", EventTime: timestamppb.New(start.Add(testRule.Window / 2)),
+		Labels: map[string]float64{"click": 1}}
+	r, err := outcome.Record(o, outTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	results(t, brokers, 20*time.Second, func(latest map[string]*grovepb.Evaluation) bool {
+		var late uint64
+		for _, ev := range latest {
+			late += ev.GetCounters().GetLate()
+		}
+		return late == 1
+	})
+}
+
+// waitStable waits until group is stable with a member that has been
+// given partitions.
+func waitStable(ctx context.Context, t *testing.T, cl *kgo.Client, group string) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err == nil {
+			if g, ok := gs[group]; ok && g.Err == nil && g.State == "Stable" && len(g.Members) > 0 && len(g.AssignedPartitions()) > 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("group %s not stable with partitions assigned within 30 s", group)
+		case <-tick.C:
+		}
+	}
+}

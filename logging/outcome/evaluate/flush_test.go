@@ -50,7 +50,7 @@ func TestChangelogLeftAfterEverySnapshotHoldsACheckpoint(t *testing.T) {
 	}
 	commit := func() {
 		t.Helper()
-		if err := e.flush(produce, time.Time{}); err != nil {
+		if err := e.flush(produce, nil); err != nil {
 			t.Fatal(err)
 		}
 		if p.snap != nil && p.snap.done {

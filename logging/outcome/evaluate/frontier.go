@@ -97,9 +97,9 @@ func (e *evaluator) readOutcomes(ftp kgo.FetchTopicPartition, now time.Time) {
 // frontierRecords are this member's frontier records for the cycle that
 // ends, one per partition of GROUP-repartition, after the outcomes it
 // forwarded: the outcome partitions it owns and how far it has read each
-// (caughtAt, when not zero, is a time at which it had read all of them).
-// None when it owns no outcome partition or knows nothing of one yet.
-func (e *evaluator) frontierRecords(caughtAt time.Time) []*kgo.Record {
+// (readOutcomes, readTo). None when it owns no outcome partition or
+// knows nothing of one yet.
+func (e *evaluator) frontierRecords() []*kgo.Record {
 	owned := e.ownedOutcomes()
 	for q := range e.reach {
 		if !slices.Contains(owned, q) {
@@ -108,12 +108,7 @@ func (e *evaluator) frontierRecords(caughtAt time.Time) []*kgo.Record {
 	}
 	known := map[int32]int64{}
 	for _, q := range owned {
-		t, ok := e.reach[q]
-		if !caughtAt.IsZero() {
-			t, ok = max(t, caughtAt.UnixNano()), true
-			e.reach[q] = t
-		}
-		if ok {
+		if t, ok := e.reach[q]; ok {
 			known[q] = t
 		}
 	}
@@ -179,17 +174,56 @@ func (e *evaluator) bound(p *partition) error {
 	return p.j.Bound(time.Unix(0, f))
 }
 
-// readAll reports whether cl has read every partition this member owns
-// of the prediction log and the outcome topic up to its last stable
-// offset: its position (the offset after the last record polled, or the
-// group's committed offset) is there, or the partition is empty. A
-// partition whose position stays short of that offset with nothing to
-// read (the commit markers of a transactional producer, aborted records)
-// counts as read once the same position and offset have been seen for
-// shortSettle (or ten commit intervals, if longer): long enough that a
-// consumer whose first fetches are slow to come back is not taken for one
-// that has read everything.
-func (e *evaluator) readAll(ctx context.Context, cl *kgo.Client) bool {
+// readEnds lists the end offsets of the partitions this member owns of
+// the prediction log and the outcome topic, and returns the clock time
+// before it and the partitions it found read to their end (readToEnd):
+// every record written to those before that time has been read. When
+// the listing fails, it finds none.
+func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) (time.Time, map[topicPartition]bool) {
+	at := e.cfg.Now()
+	ends, err := e.listEnds(ctx, cl)
+	if err != nil {
+		e.log.Debug("evaluator: the end offsets of its partitions", "err", err)
+		return at, nil
+	}
+	return at, readToEnd(e.short, ends, at, max(shortSettle, 10*e.cfg.CommitInterval))
+}
+
+// readTo notes that the partitions read were read to their end at clock
+// time at: an outcome partition's reach moves on to at, so that one that
+// receives nothing (no clicks yet) holds no watermark back. It returns
+// the prediction-log partitions among them, for flush.
+func (e *evaluator) readTo(at time.Time, read map[topicPartition]bool) map[int32]time.Time {
+	preds := map[int32]time.Time{}
+	for tp := range read {
+		switch tp.topic {
+		case e.cfg.PredictionTopic:
+			preds[tp.partition] = at
+		case e.cfg.OutcomeTopic:
+			t, ok := e.reach[tp.partition]
+			if !ok {
+				t = math.MinInt64
+			}
+			e.reach[tp.partition] = max(t, at.UnixNano())
+		}
+	}
+	return preds
+}
+
+// partitionEnd is an owned partition of the prediction log or the
+// outcome topic as one listing found it: the member's position in it
+// (the offset after the last record polled, or the group's committed
+// offset; -1: neither), its last stable offset (end), and its log start
+// offset (listed only when there is no position and the end is past 0).
+type partitionEnd struct {
+	tp              topicPartition
+	pos, end, start int64
+}
+
+// listEnds lists the partitionEnd of every partition this member owns of
+// the prediction log and the outcome topic; a partition whose end the
+// broker does not tell is left out.
+func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEnd, error) {
 	owned := map[string][]int32{e.cfg.PredictionTopic: e.owned(), e.cfg.OutcomeTopic: e.ownedOutcomes()}
 	var topics []string
 	for t, ps := range owned {
@@ -198,23 +232,21 @@ func (e *evaluator) readAll(ctx context.Context, cl *kgo.Client) bool {
 		}
 	}
 	if len(topics) == 0 {
-		return true
+		return nil, nil
 	}
 	adm := kadm.NewClient(e.aux)
 	ends, err := adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		e.log.Debug("evaluator: the end offsets of its partitions", "err", err)
-		return false
+		return nil, fmt.Errorf("listing the end offsets of %v: %w", topics, err)
 	}
 	committed, heads := cl.CommittedOffsets(), cl.UncommittedOffsets()
-	var starts kadm.ListedOffsets
-	now := e.cfg.Now()
-	all := true
+	var out []partitionEnd
+	starts := false
 	for _, t := range topics {
 		for _, p := range owned[t] {
 			end, ok := ends.Lookup(t, p)
 			if !ok || end.Err != nil {
-				return false
+				continue
 			}
 			pos := int64(-1)
 			if o, ok := committed[t][p]; ok {
@@ -223,35 +255,64 @@ func (e *evaluator) readAll(ctx context.Context, cl *kgo.Client) bool {
 			if o, ok := heads[t][p]; ok {
 				pos = max(pos, o.Offset)
 			}
-			if pos < 0 {
-				if starts == nil {
-					if starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
-						return false
-					}
-				}
-				if s, ok := starts.Lookup(t, p); !ok || s.Err != nil || s.Offset < end.Offset {
-					all = false
-				}
-				continue
-			}
-			if pos >= end.Offset {
-				delete(e.short, topicPartition{t, p})
-				continue
-			}
-			k := topicPartition{t, p}
-			seen, ok := e.short[k]
-			if !ok || seen.pos != pos || seen.end != end.Offset {
-				e.short[k] = shortRead{pos: pos, end: end.Offset, since: now}
-				all = false
-			} else if now.Sub(seen.since) < max(shortSettle, 10*e.cfg.CommitInterval) {
-				all = false
+			starts = starts || pos < 0 && end.Offset > 0
+			out = append(out, partitionEnd{tp: topicPartition{t, p}, pos: pos, end: end.Offset})
+		}
+	}
+	if !starts {
+		return out, nil
+	}
+	listed, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing the start offsets of %v: %w", topics, err)
+	}
+	for i := range out {
+		if o := &out[i]; o.pos < 0 {
+			if s, ok := listed.Lookup(o.tp.topic, o.tp.partition); ok && s.Err == nil {
+				o.start = s.Offset
 			}
 		}
 	}
-	return all
+	return out, nil
 }
 
-// shortSettle: see readAll.
+// readToEnd returns the partitions of ends that have been read to their
+// end, as listed at clock time now: the position is at the end, or there
+// is no position and the partition is empty (its start at its end). A
+// partition whose position stays short of its end with nothing to read
+// (the commit markers of a transactional producer, aborted records)
+// counts as read once the same position and end have been seen for
+// settle: long enough that a consumer whose first fetches are slow to
+// come back is not taken for one that has read everything. short holds
+// the partitions found short, from one call to the next.
+func readToEnd(short map[topicPartition]shortRead, ends []partitionEnd, now time.Time, settle time.Duration) map[topicPartition]bool {
+	read := map[topicPartition]bool{}
+	listed := map[topicPartition]bool{}
+	for _, pe := range ends {
+		listed[pe.tp] = true
+		if pe.pos < 0 || pe.pos >= pe.end {
+			delete(short, pe.tp)
+			if pe.pos >= 0 || pe.start >= pe.end {
+				read[pe.tp] = true
+			}
+			continue
+		}
+		seen, ok := short[pe.tp]
+		if !ok || seen.pos != pe.pos || seen.end != pe.end {
+			short[pe.tp] = shortRead{pos: pe.pos, end: pe.end, since: now}
+		} else if now.Sub(seen.since) >= settle {
+			read[pe.tp] = true
+		}
+	}
+	for tp := range short {
+		if !listed[tp] {
+			delete(short, tp)
+		}
+	}
+	return read
+}
+
+// shortSettle: see readToEnd.
 const shortSettle = 3 * time.Second
 
 // topicPartition names a partition of a topic.
@@ -261,7 +322,7 @@ type topicPartition struct {
 }
 
 // shortRead is a partition's position short of its end, and since when
-// both have been so (readAll).
+// both have been so (readToEnd).
 type shortRead struct {
 	pos, end int64
 	since    time.Time

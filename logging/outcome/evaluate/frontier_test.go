@@ -2,18 +2,30 @@ package evaluate
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/logging/outcome/join"
 )
 
-// readAll is false until the member has polled every owned partition to
-// its end (a consumer that has not fetched yet finds nothing, which is
-// not having read everything), true then, and for a partition whose last
-// records are a transactional producer's commit marker, true once the
-// same position and end have held for shortSettle.
-func TestReadAllOnlyOnceEveryOwnedPartitionIsReadToItsEnd(t *testing.T) {
+// readEnds finds a partition read to its end only once the member has
+// polled it to its end (a consumer that has not fetched yet finds
+// nothing, which is not having read everything), and an empty partition
+// read; and for a partition whose last records are a transactional
+// producer's commit marker, once the same position and end have held for
+// shortSettle.
+func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	brokers := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -30,15 +42,22 @@ func TestReadAllOnlyOnceEveryOwnedPartitionIsReadToItsEnd(t *testing.T) {
 	clock := time.Now()
 	e := &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, CommitInterval: 200 * time.Millisecond,
 		Now: func() time.Time { return clock }}, aux: prod, assigned: map[int32]bool{0: true}, outAssigned: map[int32]bool{0: true},
-		short: map[topicPartition]shortRead{}}
+		short: map[topicPartition]shortRead{}, log: slog.Default()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumerGroup("readall"), kgo.ConsumeTopics(predTopic, outTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if e.readAll(ctx, cl) {
-		t.Fatal("read all before any poll, with 10 records to read")
+	read := func(topic string) bool {
+		_, r := e.readEnds(ctx, cl)
+		return r[topicPartition{topic, 0}]
+	}
+	if read(predTopic) {
+		t.Fatal("read before any poll, with 10 records to read")
+	}
+	if !read(outTopic) {
+		t.Fatal("the empty outcome partition is not read")
 	}
 	poll := func(want int) {
 		t.Helper()
@@ -51,8 +70,8 @@ func TestReadAllOnlyOnceEveryOwnedPartitionIsReadToItsEnd(t *testing.T) {
 		}
 	}
 	poll(10)
-	if !e.readAll(ctx, cl) {
-		t.Fatal("not read all after polling every record")
+	if !read(predTopic) {
+		t.Fatal("not read after polling every record")
 	}
 
 	tx, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("readall-tx"))
@@ -70,15 +89,261 @@ func TestReadAllOnlyOnceEveryOwnedPartitionIsReadToItsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(1)
-	if e.readAll(ctx, cl) {
-		t.Fatal("read all at once with a commit marker after the last record")
+	if read(outTopic) {
+		t.Fatal("read at once with a commit marker after the last record")
 	}
 	clock = clock.Add(shortSettle - time.Millisecond)
-	if e.readAll(ctx, cl) {
-		t.Fatal("read all before shortSettle")
+	if read(outTopic) {
+		t.Fatal("read before shortSettle")
 	}
 	clock = clock.Add(time.Millisecond)
-	if !e.readAll(ctx, cl) {
-		t.Fatal("not read all once the position short of the end by the commit marker held for shortSettle")
+	if !read(outTopic) {
+		t.Fatal("not read once the position short of the end by the commit marker held for shortSettle")
+	}
+}
+
+// readToEnd finds a partition read when its position is at its end, or
+// when it has no position and is empty; one short of its end only once
+// the same position and end have held for the settle time (a listing
+// that finds either moved starts that time again).
+func TestReadToEndTakesAPartitionAsReadOnlyAtItsEndOrSettledShortOfIt(t *testing.T) {
+	const settle = 3 * time.Second
+	t0 := time.Unix(1_000_000, 0)
+	tp := topicPartition{outTopic, 1}
+	type listing struct {
+		at              time.Duration
+		pos, end, start int64
+		read            bool
+	}
+	for _, tc := range []struct {
+		name     string
+		listings []listing
+	}{
+		{"at its end", []listing{{0, 10, 10, 0, true}}},
+		{"past the end listed before its last records", []listing{{0, 12, 10, 0, true}}},
+		{"records to read", []listing{{0, 5, 10, 0, false}, {time.Minute, 9, 10, 0, false}}},
+		{"no position, empty", []listing{{0, -1, 0, 0, true}, {time.Second, -1, 7, 7, true}}},
+		{"no position, records to read", []listing{{0, -1, 7, 0, false}, {time.Minute, -1, 7, 0, false}}},
+		{"short by a commit marker, settled", []listing{{0, 9, 10, 0, false}, {settle - time.Millisecond, 9, 10, 0, false},
+			{settle, 9, 10, 0, true}, {settle + time.Second, 9, 10, 0, true}}},
+		{"short, the position moved", []listing{{0, 8, 10, 0, false}, {settle - time.Second, 9, 10, 0, false},
+			{settle, 9, 10, 0, false}, {2*settle - time.Second, 9, 10, 0, true}}},
+		{"short, the end moved", []listing{{0, 9, 10, 0, false}, {settle - time.Second, 9, 11, 0, false},
+			{settle, 9, 11, 0, false}, {2*settle - time.Second, 9, 11, 0, true}}},
+		{"short again after reading to the end", []listing{{0, 9, 10, 0, false}, {time.Second, 10, 10, 0, true},
+			{settle, 10, 12, 0, false}, {settle + time.Second, 10, 12, 0, false}, {2 * settle, 10, 12, 0, true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			short := map[topicPartition]shortRead{}
+			for i, l := range tc.listings {
+				got := readToEnd(short, []partitionEnd{{tp: tp, pos: l.pos, end: l.end, start: l.start}}, t0.Add(l.at), settle)
+				if got[tp] != l.read || len(got) > 1 {
+					t.Fatalf("listing %d (%+v): read %v, want %v", i, l, got, l.read)
+				}
+			}
+			if got := readToEnd(short, nil, t0, settle); len(got) != 0 || len(short) != 0 {
+				t.Fatalf("a listing without the partition: read %v, short %v, want neither", got, short)
+			}
+		})
+	}
+}
+
+// member is an evaluator that owns the one partition of the prediction
+// log and outcome partitions 0 and 1, its clock and its records given by
+// hand: a cycle's forwarded outcomes and frontier records are read back
+// at its end, as if by the next.
+type member struct {
+	t       *testing.T
+	e       *evaluator
+	p       *partition
+	t0, now time.Time
+	next    map[topicPartition]int64
+	fwd     []*kgo.Record
+	preds   int
+}
+
+// newMember returns a member at clock t0.
+func newMember(t *testing.T) *member {
+	st, err := join.OpenPebbleEphemeral(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &partition{id: 0, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{},
+		predReach: math.MinInt64, boundAt: math.MinInt64}
+	t.Cleanup(p.close)
+	p.tiered.TrackChanges()
+	rules := []join.Rule{{Contract: contract, Outcomes: testRule}}
+	if p.j, err = join.New(join.Options{Rules: rules, Store: p.tiered}); err != nil {
+		t.Fatal(err)
+	}
+	m := &member{t: t, p: p, t0: time.Unix(1_000_000, 0), next: map[topicPartition]int64{}}
+	m.now = m.t0
+	m.e = &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, EvaluationsTopic: evalTopic, CommitInterval: 200 * time.Millisecond,
+		Now: func() time.Time { return m.now }, snapshotMinLog: 1 << 40}, log: slog.Default(), repartition: "grove-evaluate-repartition",
+		changelog: "grove-evaluate-changelog", n: 1, outN: 2, hash: kgo.StickyKeyPartitioner(nil).ForTopic(""), parts: map[int32]*partition{0: p},
+		rules: rules, reach: map[int32]int64{}, short: map[topicPartition]shortRead{}, assigned: map[int32]bool{0: true},
+		outAssigned: map[int32]bool{0: true, 1: true}}
+	return m
+}
+
+// produce keeps what the member forwards to GROUP-repartition.
+func (m *member) produce(r *kgo.Record, _ func(*kgo.Record)) {
+	if r.Topic == m.e.repartition {
+		m.fwd = append(m.fwd, r)
+	}
+}
+
+// take takes r as the one record of a fetch of its partition, after
+// which more records remain to read unless atEnd.
+func (m *member) take(r *kgo.Record, atEnd bool) {
+	m.t.Helper()
+	tp := topicPartition{r.Topic, r.Partition}
+	r.Offset = m.next[tp]
+	m.next[tp]++
+	end := m.next[tp]
+	if !atEnd {
+		end++
+	}
+	if err := m.e.take(kgo.FetchTopicPartition{Topic: r.Topic, FetchPartition: kgo.FetchPartition{Partition: r.Partition,
+		HighWatermark: end, LastStableOffset: end, Records: []*kgo.Record{r}}}, m.produce); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// predict takes a prediction stamped with the clock, the last record of
+// its partition.
+func (m *member) predict() {
+	m.t.Helper()
+	req := fmt.Sprintf("req-%d", m.preds)
+	m.preds++
+	ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(m.now), Contract: contract,
+		ReleaseVersion: "v1", ModelPath: "v1/", Served: true,
+		Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{0.3}}}}
+	v, err := logging.Encode(ev, conf.EncodingProto)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.take(&kgo.Record{Topic: predTopic, Partition: 0, Key: []byte(req), Value: v, Timestamp: m.now}, true)
+}
+
+// click takes a click on request req at time at from outcome partition
+// q, the last record there unless more remain to read.
+func (m *member) click(q int32, req string, at time.Time, atEnd bool) {
+	m.t.Helper()
+	r, err := outcome.Record(&grovepb.Outcome{OutcomeId: fmt.Sprintf("click-%d-%d", q, m.next[topicPartition{outTopic, q}]), RequestId: req,
+		EventTime: timestamppb.New(at), Labels: map[string]float64{"click": 1}}, outTopic)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	r.Partition, r.Timestamp = q, at
+	m.take(r, atEnd)
+}
+
+// commit ends a cycle whose listing found the prediction log's partition
+// and the outcome partitions but short read to their end, then reads
+// back what it forwarded.
+func (m *member) commit(short ...int32) {
+	m.t.Helper()
+	read := map[topicPartition]bool{{predTopic, 0}: true}
+	for q := range int32(2) {
+		if !slices.Contains(short, q) {
+			read[topicPartition{outTopic, q}] = true
+		}
+	}
+	if err := m.e.flush(m.produce, m.e.readTo(m.now, read)); err != nil {
+		m.t.Fatal(err)
+	}
+	for _, r := range m.e.frontierRecords() {
+		m.produce(r, nil)
+	}
+	fwd := m.fwd
+	m.fwd = nil
+	for _, r := range fwd {
+		m.take(r, true)
+	}
+}
+
+// play runs the member until the clock is t0+until: a prediction every
+// 100 ms while the clock is before t0+predict, a commit every 200 ms,
+// each with short's outcome partitions found short of their end and each
+// of behind's taking a click stamped that far behind the clock (a
+// backlog being read).
+func (m *member) play(until, predict time.Duration, short []int32, behind map[int32]time.Duration) {
+	m.t.Helper()
+	for ; !m.now.After(m.t0.Add(until)); m.now = m.now.Add(100 * time.Millisecond) {
+		if m.now.Before(m.t0.Add(predict)) {
+			m.predict()
+		}
+		if m.now.Sub(m.t0)%(200*time.Millisecond) != 0 {
+			continue
+		}
+		for q, d := range behind {
+			m.click(q, "backlog", m.now.Add(-d), false)
+		}
+		m.commit(short...)
+	}
+	m.now = m.now.Add(-100 * time.Millisecond)
+}
+
+// A joiner's watermark follows the least of how far its prediction-log
+// partition and every outcome partition have been read: to the clock for
+// a partition found read to its end, whether it got records or not; to
+// its newest record's time for one with records still to read; not at
+// all while one is not known. An outcome that comes later on an idle
+// partition, its time in a window that has closed, is counted late.
+func TestFrontierFollowsTheClockThroughPartitionsReadToTheirEnd(t *testing.T) {
+	const none = time.Duration(-1)
+	for _, tc := range []struct {
+		name string
+		run  func(m *member)
+		// behind is how far the watermark is behind the clock (none: no
+		// watermark yet); scored and late the predictions scored and the
+		// outcomes counted late.
+		behind      time.Duration
+		scored      uint64
+		late, clean uint64
+	}{
+		{name: "outcome partitions that get nothing, read to their end: lateness behind the clock",
+			run:    func(m *member) { m.play(4*time.Second, time.Hour, nil, nil) },
+			behind: testRule.Lateness, scored: 16},
+		{name: "an outcome partition never read to its end holds every window",
+			run:    func(m *member) { m.play(4*time.Second, time.Hour, []int32{1}, nil) },
+			behind: none},
+		{name: "an outcome partition with records to read holds the watermark at their times",
+			run: func(m *member) {
+				m.play(5*time.Second, time.Hour, []int32{0}, map[int32]time.Duration{0: 2 * time.Second})
+			},
+			behind: 2*time.Second + testRule.Lateness, scored: 6},
+		{name: "an outcome that comes later on an idle partition, in a closed window, is late",
+			run: func(m *member) {
+				m.play(3500*time.Millisecond, time.Hour, nil, nil)
+				m.now = m.now.Add(100 * time.Millisecond)
+				m.predict()
+				m.click(1, "req-0", m.t0.Add(testRule.Window/2), true)
+				m.commit()
+			},
+			behind: testRule.Lateness, scored: 12, late: 1},
+		{name: "a prediction partition that goes quiet: its last windows close with the clock",
+			run:    func(m *member) { m.play(6*time.Second, time.Second, nil, nil) },
+			behind: 3 * time.Second, scored: 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMember(t)
+			tc.run(m)
+			c := m.p.j.Counters()
+			if c.Scored != tc.scored || c.Late != tc.late || c.Joined != 0 {
+				t.Errorf("scored %d, late %d, joined %d; want %d, %d, 0", c.Scored, c.Late, c.Joined, tc.scored, tc.late)
+			}
+			w := m.p.j.Watermark()
+			if tc.behind == none {
+				if w.After(m.t0.Add(-time.Hour)) {
+					t.Errorf("watermark %v after t0-1h, want none", w.Sub(m.t0))
+				}
+				return
+			}
+			if got := m.now.Sub(w); got != tc.behind {
+				t.Errorf("watermark %v behind the clock, want %v", got, tc.behind)
+			}
+		})
 	}
 }
