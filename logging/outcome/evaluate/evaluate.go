@@ -221,7 +221,8 @@ type evaluator struct {
 	outcomes               outcomeDecoder
 	bufs                   bufferPool // the changelog records' values
 	// reach is, per outcome partition owned, the time up to which this
-	// member has read it (readOutcomes, readTo).
+	// member has read it (readOutcomes, readTo); forgotten when a
+	// transaction does not commit (abandon).
 	reach map[int32]int64
 	// short are the partitions readToEnd found short of their end.
 	short map[topicPartition]shortRead
@@ -541,8 +542,19 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 		e.truncate(ctx)
 		return nil
 	}
-	e.closeAll()
+	e.abandon()
 	return nil
+}
+
+// abandon drops what a transaction that did not commit built on its
+// reads: every partition's state, to be rebuilt from the changelog, and
+// how far the outcome partitions have been read. The consumer goes back
+// to the committed offsets and forwards their outcomes again; a reach
+// kept from the aborted reads would let the next frontier records claim
+// outcomes not forwarded yet, and a joiner count them late.
+func (e *evaluator) abandon() {
+	e.closeAll()
+	clear(e.reach)
 }
 
 // sync makes the partitions held those assigned, under the rules in

@@ -159,31 +159,40 @@ type member struct {
 	t0, now time.Time
 	next    map[topicPartition]int64
 	fwd     []*kgo.Record
-	preds   int
+	// preds and clicks number the requests and outcomes made.
+	preds, clicks int
 }
 
 // newMember returns a member at clock t0.
 func newMember(t *testing.T) *member {
-	st, err := join.OpenPebbleEphemeral(t.TempDir())
+	m := &member{t: t, t0: time.Unix(1_000_000, 0), next: map[topicPartition]int64{}}
+	m.now = m.t0
+	rules := []join.Rule{{Contract: contract, Outcomes: testRule}}
+	m.e = &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, EvaluationsTopic: evalTopic, CommitInterval: 200 * time.Millisecond,
+		Now: func() time.Time { return m.now }, snapshotMinLog: 1 << 40}, log: slog.Default(), repartition: "grove-evaluate-repartition",
+		changelog: "grove-evaluate-changelog", n: 1, outN: 2, hash: kgo.StickyKeyPartitioner(nil).ForTopic(""), parts: map[int32]*partition{},
+		rules: rules, reach: map[int32]int64{}, short: map[topicPartition]shortRead{}, assigned: map[int32]bool{0: true},
+		outAssigned: map[int32]bool{0: true, 1: true}}
+	m.restore()
+	return m
+}
+
+// restore gives the member its partition as a restore from an empty
+// changelog does.
+func (m *member) restore() {
+	m.t.Helper()
+	st, err := join.OpenPebbleEphemeral(m.t.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		m.t.Fatal(err)
 	}
 	p := &partition{id: 0, store: st, tiered: join.NewTieredStore(partitionMemoryBytes, st), frontier: map[int32]int64{},
 		predReach: math.MinInt64, boundAt: math.MinInt64}
-	t.Cleanup(p.close)
+	m.t.Cleanup(p.close)
 	p.tiered.TrackChanges()
-	rules := []join.Rule{{Contract: contract, Outcomes: testRule}}
-	if p.j, err = join.New(join.Options{Rules: rules, Store: p.tiered}); err != nil {
-		t.Fatal(err)
+	if p.j, err = join.New(join.Options{Rules: m.e.rules, Store: p.tiered}); err != nil {
+		m.t.Fatal(err)
 	}
-	m := &member{t: t, p: p, t0: time.Unix(1_000_000, 0), next: map[topicPartition]int64{}}
-	m.now = m.t0
-	m.e = &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, EvaluationsTopic: evalTopic, CommitInterval: 200 * time.Millisecond,
-		Now: func() time.Time { return m.now }, snapshotMinLog: 1 << 40}, log: slog.Default(), repartition: "grove-evaluate-repartition",
-		changelog: "grove-evaluate-changelog", n: 1, outN: 2, hash: kgo.StickyKeyPartitioner(nil).ForTopic(""), parts: map[int32]*partition{0: p},
-		rules: rules, reach: map[int32]int64{}, short: map[topicPartition]shortRead{}, assigned: map[int32]bool{0: true},
-		outAssigned: map[int32]bool{0: true, 1: true}}
-	return m
+	m.p, m.e.parts[0] = p, p
 }
 
 // produce keeps what the member forwards to GROUP-repartition.
@@ -210,33 +219,46 @@ func (m *member) take(r *kgo.Record, atEnd bool) {
 	}
 }
 
-// predict takes a prediction stamped with the clock, the last record of
-// its partition.
-func (m *member) predict() {
+// prediction is the record of a prediction of request req at time at.
+func (m *member) prediction(req string, at time.Time) *kgo.Record {
 	m.t.Helper()
-	req := fmt.Sprintf("req-%d", m.preds)
-	m.preds++
-	ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(m.now), Contract: contract,
+	ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(at), Contract: contract,
 		ReleaseVersion: "v1", ModelPath: "v1/", Served: true,
 		Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{0.3}}}}
 	v, err := logging.Encode(ev, conf.EncodingProto)
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	m.take(&kgo.Record{Topic: predTopic, Partition: 0, Key: []byte(req), Value: v, Timestamp: m.now}, true)
+	return &kgo.Record{Topic: predTopic, Partition: 0, Key: []byte(req), Value: v, Timestamp: at}
+}
+
+// predict takes a prediction stamped with the clock, the last record of
+// its partition.
+func (m *member) predict() {
+	m.t.Helper()
+	m.take(m.prediction(fmt.Sprintf("req-%d", m.preds), m.now), true)
+	m.preds++
+}
+
+// clickRecord is the record of a click on request req at time at in
+// outcome partition q.
+func (m *member) clickRecord(q int32, req string, at time.Time) *kgo.Record {
+	m.t.Helper()
+	m.clicks++
+	r, err := outcome.Record(&grovepb.Outcome{OutcomeId: fmt.Sprintf("click-%d", m.clicks), RequestId: req,
+		EventTime: timestamppb.New(at), Labels: map[string]float64{"click": 1}}, outTopic)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	r.Partition, r.Timestamp = q, at
+	return r
 }
 
 // click takes a click on request req at time at from outcome partition
 // q, the last record there unless more remain to read.
 func (m *member) click(q int32, req string, at time.Time, atEnd bool) {
 	m.t.Helper()
-	r, err := outcome.Record(&grovepb.Outcome{OutcomeId: fmt.Sprintf("click-%d-%d", q, m.next[topicPartition{outTopic, q}]), RequestId: req,
-		EventTime: timestamppb.New(at), Labels: map[string]float64{"click": 1}}, outTopic)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	r.Partition, r.Timestamp = q, at
-	m.take(r, atEnd)
+	m.take(m.clickRecord(q, req, at), atEnd)
 }
 
 // commit ends a cycle whose listing found the prediction log's partition
@@ -345,5 +367,61 @@ func TestFrontierFollowsTheClockThroughPartitionsReadToTheirEnd(t *testing.T) {
 				t.Errorf("watermark %v behind the clock, want %v", got, tc.behind)
 			}
 		})
+	}
+}
+
+// abort ends a cycle whose transaction did not commit: nothing it
+// forwarded is read back, the consumer goes back to the committed
+// offsets (none here), and the partition is restored.
+func (m *member) abort() {
+	m.t.Helper()
+	m.e.abandon()
+	m.fwd = nil
+	clear(m.next)
+	m.restore()
+}
+
+// A transaction that does not commit leaves nothing of what it
+// forwarded, and the consumer goes back to the committed offsets: the
+// next transaction's frontier records must not say the outcome
+// partitions were read as far as the aborted one had read them, or the
+// joiner closes a window before its click, forwarded again, has come
+// back, and counts the click late.
+func TestAbortedTransactionForgetsHowFarItReadTheOutcomePartitions(t *testing.T) {
+	m := newMember(t)
+	var preds []*kgo.Record
+	for i := range 40 {
+		preds = append(preds, m.prediction(fmt.Sprintf("req-%d", i), m.t0.Add(time.Duration(i)*100*time.Millisecond)))
+	}
+	clicks := []*kgo.Record{m.clickRecord(0, "req-0", m.t0.Add(500*time.Millisecond)), m.clickRecord(0, "req-5", m.t0.Add(900*time.Millisecond))}
+
+	// A transaction that read both topics to their end at t0+4s, and
+	// did not commit.
+	m.now = m.t0.Add(4 * time.Second)
+	for _, r := range preds {
+		m.take(r, true)
+	}
+	for i, r := range clicks {
+		m.take(r, i == len(clicks)-1)
+	}
+	m.abort()
+
+	// The next one reads the predictions again and the first click,
+	// not the second yet; the one after, the second.
+	m.now = m.now.Add(200 * time.Millisecond)
+	for _, r := range preds {
+		m.take(r, true)
+	}
+	m.take(clicks[0], false)
+	m.commit(0)
+	m.now = m.now.Add(200 * time.Millisecond)
+	m.take(clicks[1], true)
+	m.commit()
+	for range 20 {
+		m.now = m.now.Add(200 * time.Millisecond)
+		m.commit()
+	}
+	if c := m.p.j.Counters(); c.Scored != 40 || c.Joined != 2 || c.Late != 0 {
+		t.Fatalf("scored %d, joined %d, late %d; want 40 scored, the 2 clicks joined, none late", c.Scored, c.Joined, c.Late)
 	}
 }
