@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -122,7 +123,8 @@ type Posterior struct {
 // BanditState is a contract's bandit router state: each release's decayed
 // counts, and the cumulative counts last seen, so that each update adds
 // only what was scored since. The zero value is a state with nothing
-// seen. It is not safe for concurrent use; the caller owns one per
+// seen; RestoreBanditState rebuilds one from its Snapshot (after a
+// restart). It is not safe for concurrent use; the caller owns one per
 // contract and passes it nothing but its own updates.
 type BanditState struct {
 	at   time.Time
@@ -130,9 +132,69 @@ type BanditState struct {
 }
 
 // banditArm is one release's state: decayed sums and the last reading.
+// restored says the arm comes from a snapshot and no reading has grown
+// from its last one since (see RestoreBanditState).
 type banditArm struct {
 	n, pos, sum, sumSq float64
 	seen               Cumulative
+	restored           bool
+}
+
+// BanditSnapshot is a BanditState in plain values, to keep across a
+// restart: the time of its last update (zero: none) and each release's
+// decayed counts as of then, with the cumulative reading they last
+// folded.
+type BanditSnapshot struct {
+	At   time.Time
+	Arms map[string]BanditArm
+}
+
+// BanditArm is one release's part of a BanditSnapshot: its decayed count
+// N of scored predictions and, of those, the decayed Positives (binary
+// reward) or Sum and SumSq of the rewards (numeric), and Seen, the last
+// cumulative reading folded.
+type BanditArm struct {
+	N, Positives, Sum, SumSq float64
+	Seen                     Cumulative
+}
+
+// Snapshot returns s's counts as of its last update.
+func (s *BanditState) Snapshot() BanditSnapshot {
+	snap := BanditSnapshot{At: s.at, Arms: make(map[string]BanditArm, len(s.arms))}
+	for r, a := range s.arms {
+		snap.Arms[r] = BanditArm{N: a.n, Positives: a.pos, Sum: a.sum, SumSq: a.sumSq, Seen: a.seen}
+	}
+	return snap
+}
+
+// RestoreBanditState returns the state snap was taken of, as if its last
+// update had just run: the next Update decays its counts from snap.At and
+// folds what each release's reading adds to Seen, as it would have in the
+// state snap was taken of. One difference: until a release's reading has
+// grown from its Seen, a reading below it (Count or Positives lower, or
+// Positives grown more than Count) is taken for a source still catching
+// up after the restart and ignored, where a live state would take it
+// whole as what was scored since a reset; zero a release's Seen when the
+// source is known to have started its counts over. A count that is NaN,
+// infinite or negative, a Positives above N, or a Seen with Positives
+// above Count is an error naming the release.
+func RestoreBanditState(snap BanditSnapshot) (BanditState, error) {
+	s := BanditState{at: snap.At, arms: make(map[string]*banditArm, len(snap.Arms))}
+	for _, r := range slices.Sorted(maps.Keys(snap.Arms)) {
+		a := snap.Arms[r]
+		switch {
+		case !finite(a.N) || !finite(a.Positives) || !finite(a.Sum) || !finite(a.SumSq):
+			return BanditState{}, fmt.Errorf("bandit counts of release %q: n %g, positives %g, sum %g, sum of squares %g: not all finite", r, a.N, a.Positives, a.Sum, a.SumSq)
+		case a.N < 0 || a.Positives < 0 || a.SumSq < 0:
+			return BanditState{}, fmt.Errorf("bandit counts of release %q: n %g, positives %g, sum of squares %g: a negative count", r, a.N, a.Positives, a.SumSq)
+		case a.Positives > a.N:
+			return BanditState{}, fmt.Errorf("bandit counts of release %q: positives %g above n %g", r, a.Positives, a.N)
+		case a.Seen.Positives > a.Seen.Count || !finite(a.Seen.Sum) || !finite(a.Seen.SumSq) || a.Seen.SumSq < 0:
+			return BanditState{}, fmt.Errorf("bandit counts of release %q: last reading %+v is not one a source gives", r, a.Seen)
+		}
+		s.arms[r] = &banditArm{n: a.N, pos: a.Positives, sum: a.Sum, sumSq: a.SumSq, seen: a.Seen, restored: true}
+	}
+	return s, nil
 }
 
 // Update folds the cumulative counts cum (by release) read at now into the
@@ -259,8 +321,9 @@ func (s *BanditState) Update(now time.Time, kind modelconfig.Router, set BanditS
 	return shares, post
 }
 
-// fold adds to a what reading c adds to the one last seen (see Update),
-// ignoring the fields the reward's kind does not use.
+// fold adds to a what reading c adds to the one last seen (see Update
+// and, for an arm restored from a snapshot, RestoreBanditState), ignoring
+// the fields the reward's kind does not use.
 func (a *banditArm) fold(c Cumulative, numeric bool) {
 	if numeric {
 		c.Positives = 0
@@ -271,13 +334,17 @@ func (a *banditArm) fold(c Cumulative, numeric bool) {
 		return
 	}
 	d := c
-	if c.Count >= a.seen.Count && c.Positives >= a.seen.Positives && c.Positives-a.seen.Positives <= c.Count-a.seen.Count {
+	grew := c.Count >= a.seen.Count && c.Positives >= a.seen.Positives && c.Positives-a.seen.Positives <= c.Count-a.seen.Count
+	if !grew && a.restored {
+		return
+	}
+	if grew {
 		d = Cumulative{Count: c.Count - a.seen.Count, Positives: c.Positives - a.seen.Positives}
 		if d.Count > 0 {
 			d.Sum, d.SumSq = c.Sum-a.seen.Sum, max(c.SumSq-a.seen.SumSq, 0)
 		}
 	}
-	a.seen = c
+	a.seen, a.restored = c, false
 	a.n += float64(d.Count)
 	a.pos += float64(d.Positives)
 	a.sum += d.Sum
