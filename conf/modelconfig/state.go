@@ -27,13 +27,19 @@ import (
 // promoted and rolled_back are the release gates' decisions (package
 // routing): when promote_when promoted the release, and when and why
 // rollback_when rolled it back, with the checksum of the model content
-// it judged.
+// it judged. A "bandits" object holds, by contract id, the counts a
+// contract's bandit router last saved, in the router's own JSON object
+// (package actors reads and writes it), so that a restarted replica
+// starts from them.
 //
 // Unknown fields are ignored, so that replicas of an older version keep
 // reading the state a newer one writes during a rolling upgrade.
 type ContractState struct {
 	// Contracts maps contract ids ("org/project/n") to their releases' records.
 	Contracts map[string]map[string]ServableRecord
+	// Bandits maps contract ids to the JSON object of the counts their
+	// bandit router last saved (nil: none).
+	Bandits map[string]json.RawMessage
 }
 
 // ServableRecord is the shared state of one release of a contract.
@@ -87,6 +93,7 @@ func StatePath(configPath string) string {
 // stateJSON is ContractState's JSON shape.
 type stateJSON struct {
 	Contracts map[string]map[string]recordJSON `json:"contracts"`
+	Bandits   map[string]json.RawMessage       `json:"bandits,omitempty"`
 }
 
 type recordJSON struct {
@@ -155,6 +162,16 @@ func ParseContractState(data []byte) (*ContractState, error) {
 		}
 		st.Contracts[id] = recs
 	}
+	for id, saved := range doc.Bandits {
+		if strings.Count(id, "/") != 2 {
+			return nil, &Error{Field: "bandits", Msg: fmt.Sprintf("%q is not a contract id (organization/project/contract_number)", id)}
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, saved); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
+			return nil, &Error{Field: fmt.Sprintf("bandits[%q]", id), Msg: "a bandit's saved counts are a JSON object"}
+		}
+		st.SetBandit(id, buf.Bytes())
+	}
 	return st, nil
 }
 
@@ -194,7 +211,24 @@ func (s *ContractState) MarshalJSON() ([]byte, error) {
 		}
 		doc.Contracts[id] = out
 	}
+	doc.Bandits = s.Bandits
 	return json.Marshal(doc)
+}
+
+// SetBandit records saved, the JSON object of the counts contract id's
+// bandit router saves; nil (or empty) removes them.
+func (s *ContractState) SetBandit(id string, saved json.RawMessage) {
+	if len(saved) == 0 {
+		delete(s.Bandits, id)
+		if len(s.Bandits) == 0 {
+			s.Bandits = nil
+		}
+		return
+	}
+	if s.Bandits == nil {
+		s.Bandits = map[string]json.RawMessage{}
+	}
+	s.Bandits[id] = saved
 }
 
 // Record returns the record of release rv of contract id (zero if none).
@@ -221,6 +255,9 @@ func (s *ContractState) Clone() *ContractState {
 			out[rv] = r
 		}
 		c.Contracts[id] = out
+	}
+	for id, saved := range s.Bandits {
+		c.SetBandit(id, bytes.Clone(saved))
 	}
 	return c
 }

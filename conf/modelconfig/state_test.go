@@ -13,7 +13,7 @@ import (
 
 // sameState reports whether a and b hold the same records: the same
 // contracts and releases, equal instants, and equal metrics (no metrics
-// and an empty map are the same).
+// and an empty map are the same), and the same bandits' saved counts.
 func sameState(a, b *ContractState) bool {
 	if len(a.Contracts) != len(b.Contracts) {
 		return false
@@ -30,6 +30,14 @@ func sameState(a, b *ContractState) bool {
 				x.RolledBack.Reason != y.RolledBack.Reason || x.RolledBack.Checksum != y.RolledBack.Checksum {
 				return false
 			}
+		}
+	}
+	if len(a.Bandits) != len(b.Bandits) {
+		return false
+	}
+	for id, x := range a.Bandits {
+		if y, ok := b.Bandits[id]; !ok || !bytes.Equal(x, y) {
+			return false
 		}
 	}
 	return true
@@ -390,6 +398,7 @@ func FuzzParseContractState(f *testing.F) {
 	f.Add([]byte(`{"contracts":{"ads/pctr/1":{"v2":{"valid_since":"2026-11-22T10:01:00Z","promoted":"2026-11-22T10:01:00Z","rolled_back":{"at":"2026-11-22T10:03:00+01:00","reason":"rollback_when: error rate 0.1","checksum":"9f"}}}}}`))
 	f.Add([]byte(``))
 	f.Add([]byte(`{"contracts":{"o/p":{"":{"created":"x"}}}}`))
+	f.Add([]byte(`{"contracts":{},"bandits":{"o/p/1":{"at":"2026-11-22T10:00:00Z","releases":{"v1":{"n":1.5}}},"o/p/2":[]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := ParseContractState(data)
 		checkOnlyConfigErrors(t, err)
@@ -458,5 +467,43 @@ func TestContractStateRoundTripsTheGatesDecisions(t *testing.T) {
 	got.Edit("ads/pctr/1", "v2", func(r *ServableRecord) { r.RolledBack = Failure{} })
 	if _, ok := got.Contracts["ads/pctr/1"]["v2"]; ok {
 		t.Error("Edit kept an empty record")
+	}
+}
+
+// A bandit's saved counts round-trip as the JSON object they are (compact),
+// beside the records; a clone does not share them; SetBandit(nil) removes
+// them; anything but an object under a contract id is refused.
+func TestContractStateKeepsTheBanditsSavedCounts(t *testing.T) {
+	data := []byte(`{"contracts": {"ads/pctr/1": {"v1": {"created": "2026-11-22T10:00:00Z"}}},
+ "bandits": {"ads/pctr/1": {"at": "2026-11-22T10:05:00Z", "releases": {"v1": {"n": 1234.5, "positives": 30.25}}}}}`)
+	st, err := ParseContractState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"at":"2026-11-22T10:05:00Z","releases":{"v1":{"n":1234.5,"positives":30.25}}}`
+	if got := string(st.Bandits["ads/pctr/1"]); got != want {
+		t.Fatalf("saved counts %s, want %s", got, want)
+	}
+	out, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(out), `"bandits":{"ads/pctr/1":`+want+`}}`) {
+		t.Errorf("written as %s", out)
+	}
+	c := st.Clone()
+	c.Bandits["ads/pctr/1"][2] = 'X'
+	c.SetBandit("ads/pcvr/2", json.RawMessage(`{}`))
+	if string(st.Bandits["ads/pctr/1"]) != want || len(st.Bandits) != 1 {
+		t.Errorf("modifying the clone changed the original: %s", st.Bandits)
+	}
+	st.SetBandit("ads/pctr/1", nil)
+	if out, _ := json.Marshal(st); strings.Contains(string(out), "bandits") {
+		t.Errorf("removed counts still written: %s", out)
+	}
+	for _, bad := range []string{`{"bandits": {"ads/pctr": {}}}`, `{"bandits": {"ads/pctr/1": [1]}}`, `{"bandits": {"ads/pctr/1": null}}`} {
+		if _, err := ParseContractState([]byte(bad)); err == nil || !strings.Contains(err.Error(), "bandits") {
+			t.Errorf("%s: error %v, want one naming bandits", bad, err)
+		}
 	}
 }
