@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/groveml/grove/conf/modelconfig"
@@ -15,7 +18,10 @@ import (
 // (modelconfig.RouterThompson, RouterEpsilonGreedy): its decayed counts,
 // the shares it chose at its last update and each release's posterior
 // then. The router actor owns it, in the contract's state, and updates it
-// on the first plan after each update_every.
+// on the first plan after each update_every. It saves its counts in the
+// shared contract state (banditSaveEvery) and, at its first update,
+// starts from the counts saved there, so that a restart changes nothing
+// but what time does.
 type banditRouter struct {
 	state  routing.BanditState
 	rng    *rand.Rand
@@ -26,6 +32,47 @@ type banditRouter struct {
 	// eligible are the releases the last update shared the traffic
 	// among: when the gates change them, the next plan updates at once.
 	eligible []string
+	// savedAt is when it last saved its counts (zero: never); saved
+	// holds them, for the shared state's writer.
+	savedAt time.Time
+	saved   atomic.Pointer[json.RawMessage]
+}
+
+// banditSaveEvery is how often a bandit router saves its counts to the
+// shared contract state: at its first update this long after the last
+// save. A router started from them (after a restart) weighs what was
+// scored between that save and its first update as scored at that update,
+// where a router that kept running weighed part of it as older.
+const banditSaveEvery = time.Minute
+
+// banditSaved is the JSON object of a bandit router's saved counts
+// (modelconfig.ContractState.Bandits): the time of the update they are
+// of, the reward they count, and each release's decayed counts with the
+// evaluator's cumulative reading they last folded and the release's
+// valid_since then (the evaluator counts since_valid from it).
+type banditSaved struct {
+	At       time.Time                 `json:"at"`
+	Reward   string                    `json:"reward"`
+	Numeric  bool                      `json:"numeric,omitempty"`
+	Releases map[string]banditSavedArm `json:"releases"`
+}
+
+// banditSavedArm is one release's part of banditSaved.
+type banditSavedArm struct {
+	N          float64    `json:"n"`
+	Positives  float64    `json:"positives,omitempty"`
+	Sum        float64    `json:"sum,omitempty"`
+	SumSq      float64    `json:"sum_sq,omitempty"`
+	Seen       banditSeen `json:"seen"`
+	ValidSince time.Time  `json:"valid_since,omitzero"`
+}
+
+// banditSeen is a routing.Cumulative in JSON.
+type banditSeen struct {
+	Count     uint64  `json:"count"`
+	Positives uint64  `json:"positives,omitempty"`
+	Sum       float64 `json:"sum,omitempty"`
+	SumSq     float64 `json:"sum_sq,omitempty"`
 }
 
 // newBanditRouter returns the state of contract id's bandit router, not
@@ -59,11 +106,18 @@ func sameReward(prev, c modelconfig.Contract) bool {
 // update reads each release's served outcomes from src (nil: none) and
 // chooses the shares of the releases p lets serve, when an update is due
 // at now or those releases changed since the last; it reports whether it
-// updated.
-func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *routing.Plan, now time.Time) bool {
+// updated. Its first update starts from the counts saved in shared (nil:
+// none) when they count the same reward; it saves its counts there
+// every banditSaveEvery.
+func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *routing.Plan, now time.Time, shared *sharedState) bool {
 	eligible := p.Eligible()
 	if now.Before(b.next) && slices.Equal(eligible, b.eligible) {
 		return false
+	}
+	if b.at.IsZero() && shared != nil {
+		if err := b.restore(c, shared.load()); err != nil {
+			shared.log.Warn("bandit counts saved in the contract state not used; the bandit starts from the evaluator's counts", "contract", c.ID(), "err", err)
+		}
 	}
 	cum := make(map[string]routing.Cumulative, len(c.Servables))
 	if src != nil {
@@ -85,7 +139,64 @@ func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *rout
 	}
 	b.shares, b.post = b.state.Update(now, c.Router, banditSettings(c), cum, eligible, b.rng)
 	b.next, b.at, b.eligible = now.Add(c.Bandit.UpdateEvery), now, eligible
+	if shared != nil && shared.writable() && (b.savedAt.IsZero() || !now.Before(b.savedAt.Add(banditSaveEvery))) {
+		b.save(c, shared, now)
+	}
 	return true
+}
+
+// restore makes the counts saved in st for contract c, if any, and if
+// they count c's reward, the router's state; a release whose valid_since
+// in st is not the one saved has had its evaluator counts started over,
+// so its next reading is taken whole.
+func (b *banditRouter) restore(c modelconfig.Contract, st *modelconfig.ContractState) error {
+	data := st.Bandits[c.ID()]
+	if data == nil {
+		return nil
+	}
+	var saved banditSaved
+	if err := json.Unmarshal(data, &saved); err != nil {
+		return fmt.Errorf("bandit counts saved for contract %s: %w", c.ID(), err)
+	}
+	if saved.Reward != c.Bandit.Reward || saved.Numeric != banditSettings(c).Numeric {
+		return nil // learned of another reward: start over, as a reload does
+	}
+	snap := routing.BanditSnapshot{At: saved.At, Arms: make(map[string]routing.BanditArm, len(saved.Releases))}
+	for rv, a := range saved.Releases {
+		seen := routing.Cumulative{Count: a.Seen.Count, Positives: a.Seen.Positives, Sum: a.Seen.Sum, SumSq: a.Seen.SumSq}
+		if !a.ValidSince.Equal(st.Record(c.ID(), rv).ValidSince) {
+			seen = routing.Cumulative{}
+		}
+		snap.Arms[rv] = routing.BanditArm{N: a.N, Positives: a.Positives, Sum: a.Sum, SumSq: a.SumSq, Seen: seen}
+	}
+	state, err := routing.RestoreBanditState(snap)
+	if err != nil {
+		return fmt.Errorf("bandit counts saved for contract %s: %w", c.ID(), err)
+	}
+	b.state = state
+	return nil
+}
+
+// save asks shared to record the router's counts as of its update at now.
+func (b *banditRouter) save(c modelconfig.Contract, shared *sharedState, now time.Time) {
+	snap := b.state.Snapshot()
+	st := shared.load()
+	saved := banditSaved{At: snap.At, Reward: c.Bandit.Reward, Numeric: banditSettings(c).Numeric,
+		Releases: make(map[string]banditSavedArm, len(snap.Arms))}
+	for rv, a := range snap.Arms {
+		saved.Releases[rv] = banditSavedArm{N: a.N, Positives: a.Positives, Sum: a.Sum, SumSq: a.SumSq,
+			Seen:       banditSeen{Count: a.Seen.Count, Positives: a.Seen.Positives, Sum: a.Seen.Sum, SumSq: a.Seen.SumSq},
+			ValidSince: st.Record(c.ID(), rv).ValidSince}
+	}
+	data, err := json.Marshal(saved)
+	if err != nil {
+		shared.log.Warn("bandit counts not saved", "contract", c.ID(), "err", err)
+		return
+	}
+	raw := json.RawMessage(data)
+	b.saved.Store(&raw)
+	b.savedAt = now
+	shared.saveBandit(c.ID(), &b.saved)
 }
 
 // BanditStats is what a contract's bandit router believes of one release

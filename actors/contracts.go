@@ -117,6 +117,13 @@ func (r *routerActor) setContracts(cfg []modelconfig.Contract, now time.Time) {
 		next[c.ID()] = st
 	}
 	r.contracts = next
+	// A contract that no longer has a bandit router forgets the counts
+	// its router saved, as the router forgets them.
+	for id := range shared.Bandits {
+		if st := next[id]; (st == nil || st.bandit == nil) && r.state.writable() {
+			r.state.forgetBandit(id)
+		}
+	}
 }
 
 // plan evaluates the contract's routing policy now, from the served models' state.
@@ -192,7 +199,7 @@ func (r *routerActor) plan(st *contractState, now time.Time) routing.Plan {
 		st.loadAsked[rv] = now
 	}
 	if b := st.bandit; b != nil {
-		if b.update(st.cfg, r.outcomes, &p, now) {
+		if b.update(st.cfg, r.outcomes, &p, now, r.state) {
 			for _, sv := range st.cfg.Servables {
 				r.metrics.routerShare.WithLabelValues(id, sv.ReleaseVersion).Set(b.shares[sv.ReleaseVersion])
 			}

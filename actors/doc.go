@@ -80,6 +80,8 @@
 //	                                         goroutine and the          pending writes: sharedState.mu (router asks,
 //	                                         management calls           writer takes); publishing order:
 //	                                                                    sharedState.pub (supervisor's poll, writes)
+//	a bandit router's counts to save       router (banditRouter.save)  atomic pointer, replaced, never changed (the
+//	  (banditRouter.saved)                                               state's writer reads it when it writes)
 //	batch results                          the model actor answering   each index written once, then the reply
 //	                                         each item                   channel (System.run)
 //	shadow copy answers                    the goroutines answering    shadowCopy.mu

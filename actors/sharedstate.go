@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -182,6 +183,29 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 	s.writes++
 	s.pub.Unlock()
 	return nil
+}
+
+// writable reports whether the state can be written (its bucket is a
+// bucket.Writer).
+func (s *sharedState) writable() bool {
+	_, ok := s.b.(bucket.Writer)
+	return ok
+}
+
+// saveBandit asks for the saved counts of contract id's bandit router to
+// be those saved holds when the state is written.
+func (s *sharedState) saveBandit(id string, saved *atomic.Pointer[json.RawMessage]) {
+	s.ask("bandit "+id, func(st *modelconfig.ContractState) {
+		if p := saved.Load(); p != nil {
+			st.SetBandit(id, *p)
+		}
+	})
+}
+
+// forgetBandit asks for the saved counts of contract id's bandit router to
+// be removed.
+func (s *sharedState) forgetBandit(id string) {
+	s.ask("forget bandit "+id, func(st *modelconfig.ContractState) { st.SetBandit(id, nil) })
 }
 
 // setCreated asks for release rv of contract id to get a creation stamp, if it has none.
