@@ -177,6 +177,24 @@ func (b *banditRouter) restore(c modelconfig.Contract, st *modelconfig.ContractS
 	return nil
 }
 
+// banditSavedRecently reports whether the counts held in the state
+// (held) are of an update less than half of banditSaveEvery before that
+// of ours, or after it: another replica saved them, and its counts, read
+// from the same evaluator, are as good as ours. Each replica of a fleet
+// saves every banditSaveEvery, so without this the state object would be
+// written once a minute per replica (one object, written with a
+// conditional write each time); with it, about once a minute in all.
+// Counts that cannot be read are replaced.
+func banditSavedRecently(held, ours json.RawMessage) bool {
+	var h, o struct {
+		At time.Time `json:"at"`
+	}
+	if held == nil || json.Unmarshal(held, &h) != nil || json.Unmarshal(ours, &o) != nil || h.At.IsZero() {
+		return false
+	}
+	return h.At.After(o.At.Add(-banditSaveEvery / 2))
+}
+
 // save asks shared to record the router's counts as of its update at now.
 func (b *banditRouter) save(c modelconfig.Contract, shared *sharedState, now time.Time) {
 	snap := b.state.Snapshot()

@@ -172,3 +172,33 @@ func TestABanditRouterSavesItsCountsAndAContractWithoutOneForgetsThem(t *testing
 		}
 	})
 }
+
+// TestABanditRouterLeavesCountsAnotherReplicaSavedRecently: a fleet's
+// replicas each save their counts every banditSaveEvery into one state
+// object; a save finding counts of an update less than half of that
+// before its own (another replica's) leaves them, so that the object is
+// written about once a minute whatever the fleet's size. Older counts,
+// and counts that cannot be read, are replaced.
+func TestABanditRouterLeavesCountsAnotherReplicaSavedRecently(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	counts := func(t time.Time) json.RawMessage {
+		return json.RawMessage(`{"at":"` + t.Format(time.RFC3339Nano) + `","reward":"click","releases":{}}`)
+	}
+	for _, tc := range []struct {
+		name string
+		held json.RawMessage
+		want bool
+	}{
+		{"none held", nil, false},
+		{"held 20s before ours", counts(at.Add(-20 * time.Second)), true},
+		{"held just under half the period before ours", counts(at.Add(-banditSaveEvery/2 + time.Millisecond)), true},
+		{"held half the period before ours", counts(at.Add(-banditSaveEvery / 2)), false},
+		{"held a minute before ours", counts(at.Add(-banditSaveEvery)), false},
+		{"held after ours", counts(at.Add(time.Second)), true},
+		{"held unreadable", json.RawMessage(`{"at": 5}`), false},
+	} {
+		if got := banditSavedRecently(tc.held, counts(at)); got != tc.want {
+			t.Errorf("%s: saved recently %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

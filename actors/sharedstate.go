@@ -196,7 +196,7 @@ func (s *sharedState) writable() bool {
 // be those saved holds when the state is written.
 func (s *sharedState) saveBandit(id string, saved *atomic.Pointer[json.RawMessage]) {
 	s.ask("bandit "+id, func(st *modelconfig.ContractState) {
-		if p := saved.Load(); p != nil {
+		if p := saved.Load(); p != nil && !banditSavedRecently(st.Bandits[id], *p) {
 			st.SetBandit(id, *p)
 		}
 	})
