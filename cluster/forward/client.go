@@ -24,6 +24,10 @@ import (
 	"github.com/groveml/grove/tracing"
 )
 
+// DefaultTimeout bounds a forwarded request whose context has no
+// deadline when ClientOptions.Timeout is 0.
+const DefaultTimeout = 30 * time.Second
+
 // maxAnswerBytes is the largest answer a Client receives, and the largest
 // message a node encodes: the most a protobuf message may be (2 GiB).
 const maxAnswerBytes = 2<<30 - 1
@@ -36,7 +40,8 @@ type ClientOptions struct {
 	// ConnsPerPeer is how many connections a peer gets, used in turn; 0
 	// means 1.
 	ConnsPerPeer int
-	// Timeout bounds a request whose context has no deadline; 0 means 30 s.
+	// Timeout bounds a request whose context has no deadline; 0 means
+	// DefaultTimeout.
 	Timeout time.Duration
 	// ConnectTimeout bounds one attempt to connect to a peer (a peer that
 	// does not answer makes the requests waiting for it fail Unavailable
@@ -90,7 +95,7 @@ func NewClient(opts ClientOptions) *Client {
 		opts.ConnsPerPeer = 1
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 2 * time.Second
@@ -163,7 +168,7 @@ func (c *Client) Forward(ctx context.Context, peers []Peer, req Request) (Answer
 	}
 	m := encodeRequest(&req)
 	first := Pick(len(peers), func(i int) int64 { return c.load(peers[i].Addr) }, c.rnd)
-	ans, err := c.call(ctx, peers[first], m)
+	ans, err := c.call(ctx, peers[first], m, req.StartBy)
 	if err == nil || servables.KindOf(err) != servables.Unavailable || ctx.Err() != nil {
 		return ans, err
 	}
@@ -177,7 +182,7 @@ func (c *Client) Forward(ctx context.Context, peers []Peer, req Request) (Answer
 	if k < 0 {
 		return Answer{}, err
 	}
-	ans, err2 := c.call(ctx, peers[others[k]], m)
+	ans, err2 := c.call(ctx, peers[others[k]], m, req.StartBy)
 	if err2 != nil {
 		return Answer{}, fmt.Errorf("%w; before it, %v", err2, err)
 	}
@@ -195,8 +200,9 @@ func (c *Client) load(addr string) int64 {
 	return p.inflight.Load()
 }
 
-// call runs m on peer p over one of its pool's connections.
-func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) (Answer, error) {
+// call runs m, a request to start by startBy (zero: no bound), on peer
+// p over one of its pool's connections.
+func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest, startBy time.Time) (Answer, error) {
 	pl, err := c.pool(p)
 	if err != nil {
 		return Answer{}, &RemoteError{Node: p.Name, Addr: p.Addr, Kind: servables.Unavailable, Code: codes.Unavailable, Message: err.Error()}
@@ -215,9 +221,13 @@ func (c *Client) call(ctx context.Context, p Peer, m *forwardpb.PredictRequest) 
 	}, c.opts.ReconnectMaxDelay)
 	if err == nil {
 		call := &forwardpb.Call{Request: m}
+		now := time.Now()
 		if dl, ok := ctx.Deadline(); ok {
-			call.TimeoutNanos = int64(time.Until(dl))
+			call.TimeoutNanos = int64(dl.Sub(now))
 		}
+		// Both times left are measured as the call goes: a retry on
+		// another peer sends what is left then.
+		m.StartWithinNanos = startWithin(startBy, now)
 		call.Traceparent, call.Tracestate = tracing.Outgoing(ctx)
 		var r frameResult
 		if r, err = conn.call(ctx, call); err == nil {

@@ -61,6 +61,12 @@ type Request struct {
 	// Contract and Release name the contract servable this model is, empty
 	// for a direct model call.
 	Contract, Release string
+	// StartBy, for a Shadow copy, is when the serving node must have
+	// started running it: past it the node drops the copy unrun, as it
+	// drops its own copies past its shadow_timeout, while ctx's deadline
+	// bounds the run. Zero: no start bound, ctx's deadline bounds both. A
+	// serving node ignores it on a User request.
+	StartBy time.Time
 }
 
 // ForwardedRequest is a Request as the serving node's Local receives it.

@@ -213,6 +213,57 @@ func TestDeadline(t *testing.T) {
 	})
 }
 
+// A shadow copy's start-by reaches the serving node's Local on either
+// transport (a Client's framed call, a tool's gRPC call), as the time the
+// forwarding node gave, late by at most the call's transit; a request
+// without one arrives without one.
+func TestStartByCrossesBothTransports(t *testing.T) {
+	p := newPKI(t)
+	b := p.start(t, "b", compute, "a", "b")
+	c := p.client(t, "a", ClientOptions{})
+	cc, err := grpc.NewClient(b.peer.Addr, grpc.WithTransportCredentials(credentials.NewTLS(p.clientTLS(t, "a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	transports := map[string]func(ctx context.Context, req Request) error{
+		"framed": func(ctx context.Context, req Request) error {
+			_, err := c.Forward(ctx, []Peer{b.peer}, req)
+			return err
+		},
+		"gRPC": func(ctx context.Context, req Request) error {
+			_, err := forwardpb.NewForwardClient(cc).Predict(ctx, encodeRequest(&req))
+			return err
+		},
+	}
+	for name, call := range transports {
+		for _, ahead := range []time.Duration{0, 3 * time.Second} {
+			req := sumRequest(t)
+			req.Priority = Shadow
+			if ahead > 0 {
+				req.StartBy = time.Now().Add(ahead)
+			}
+			sent := time.Now()
+			if err := call(testCtx(t), req); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			took := time.Since(sent)
+			b.node.mu.Lock()
+			got := b.node.last.StartBy
+			b.node.mu.Unlock()
+			if ahead == 0 {
+				if !got.IsZero() {
+					t.Errorf("%s: a request without a start-by arrived with %v", name, got)
+				}
+				continue
+			}
+			if d := got.Sub(req.StartBy); d < -time.Millisecond || d > took+time.Millisecond {
+				t.Errorf("%s: the serving node's start-by is %v after the sender's, want within [-1ms, %v] (the call took %v)", name, d, took+time.Millisecond, took)
+			}
+		}
+	}
+}
+
 // waitFor polls cond for up to 5 s.
 func waitFor(t testing.TB, cond func() bool, what string) {
 	t.Helper()

@@ -868,7 +868,7 @@ func (c *rawConn) readCall() (uint64, *forwardpb.Call, bool) {
 // answerBytes is the answer to call: compute of its request, or checksum
 // "wrong" when wrong, from node "fake".
 func answerBytes(t testing.TB, call *forwardpb.Call, wrong bool) []byte {
-	req, err := decodeRequest(call.GetRequest())
+	req, err := decodeRequest(call.GetRequest(), time.Now())
 	if err != nil {
 		t.Error(err)
 	}

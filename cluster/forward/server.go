@@ -271,7 +271,7 @@ func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from 
 		return nil, ForwardedRequest{}, &failure{code: codes.Unavailable, kind: servables.Unavailable, msg: fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
 
 	}
-	req, err := decodeRequest(m)
+	req, err := decodeRequest(m, time.Now())
 	if err != nil {
 		return nil, ForwardedRequest{}, &failure{code: codes.InvalidArgument, kind: servables.InvalidInput, msg: err.Error()}
 	}

@@ -43,6 +43,8 @@ func encodeRequest(r *Request) *forwardpb.PredictRequest {
 		Configs:    r.Configs,
 		Contract:   r.Contract,
 		Release:    r.Release,
+		// A Client sets it again when it sends the call.
+		StartWithinNanos: startWithin(r.StartBy, time.Now()),
 	}
 	if r.Caller.Name != "" || r.Caller.Method != "" || len(r.Caller.Roles) > 0 {
 		c := &forwardpb.Caller{Name: r.Caller.Name, Method: r.Caller.Method, Roles: make([]string, len(r.Caller.Roles))}
@@ -54,9 +56,21 @@ func encodeRequest(r *Request) *forwardpb.PredictRequest {
 	return m
 }
 
-// decodeRequest returns the request m carries, or an error naming what is
-// wrong with it (the hop count is the Server's to check).
-func decodeRequest(m *forwardpb.PredictRequest) (Request, error) {
+// startWithin is the start_within_nanos of a request to start by startBy,
+// sent at now: 0 for a zero startBy (no bound), at least 1 otherwise, so
+// that a copy already late still says so (the serving node drops it
+// unrun) rather than saying it has no bound.
+func startWithin(startBy, now time.Time) int64 {
+	if startBy.IsZero() {
+		return 0
+	}
+	return max(int64(startBy.Sub(now)), 1)
+}
+
+// decodeRequest returns the request m carries, received at now, or an
+// error naming what is wrong with it (the hop count is the Server's to
+// check).
+func decodeRequest(m *forwardpb.PredictRequest, now time.Time) (Request, error) {
 	r := Request{
 		ModelPath:  m.GetModelPath(),
 		Positional: m.GetPositional(),
@@ -66,6 +80,9 @@ func decodeRequest(m *forwardpb.PredictRequest) (Request, error) {
 		Configs:    m.GetConfigs(),
 		Contract:   m.GetContract(),
 		Release:    m.GetRelease(),
+	}
+	if n := m.GetStartWithinNanos(); n != 0 {
+		r.StartBy = now.Add(time.Duration(n))
 	}
 	if r.ModelPath == "" {
 		return Request{}, errors.New("model_path is empty")

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
@@ -53,36 +55,71 @@ func everyType(t *testing.T) []servables.Tensor {
 }
 
 func TestRequestRoundTrip(t *testing.T) {
-	caller := auth.Identity{Name: "alice", Roles: []auth.Role{auth.RoleInfer, auth.RoleRead}, Method: "jwt"}
-	in := Request{ModelPath: "m/", Inputs: everyType(t), Positional: true, TypeNamed: true, RequestID: "r1", Priority: Shadow, Caller: caller,
-		API: "ba", Configs: map[string]string{"k": "v"}, Contract: "o/p/1", Release: "v2"}
-	b, err := proto.Marshal(encodeRequest(&in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m forwardpb.PredictRequest
-	if err := proto.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m.GetHops() != 1 {
-		t.Fatalf("hops %d", m.GetHops())
-	}
-	out, err := decodeRequest(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(out, in) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
-	}
-	for _, x := range out.Inputs {
-		if x.DType != servables.Bytes && uintptr(unsafe.Pointer(&x.Data[0]))%8 != 0 {
-			t.Fatalf("%s: data not 8-byte aligned", x.Name)
+	// In a bubble, whose clock stands still: the start-by the request
+	// carries as a time left arrives as the same instant.
+	synctest.Test(t, func(t *testing.T) {
+		caller := auth.Identity{Name: "alice", Roles: []auth.Role{auth.RoleInfer, auth.RoleRead}, Method: "jwt"}
+		in := Request{ModelPath: "m/", Inputs: everyType(t), Positional: true, TypeNamed: true, RequestID: "r1", Priority: Shadow, Caller: caller,
+			API: "ba", Configs: map[string]string{"k": "v"}, Contract: "o/p/1", Release: "v2", StartBy: time.Now().Add(time.Second)}
+		b, err := proto.Marshal(encodeRequest(&in))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// No caller: none on the wire, none decoded.
-	in.Caller = auth.Identity{}
-	if m := encodeRequest(&in); m.Caller != nil {
-		t.Fatalf("empty identity sent as %v", m.Caller)
+		var m forwardpb.PredictRequest
+		if err := proto.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.GetHops() != 1 {
+			t.Fatalf("hops %d", m.GetHops())
+		}
+		out, err := decodeRequest(&m, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(out, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+		}
+		for _, x := range out.Inputs {
+			if x.DType != servables.Bytes && uintptr(unsafe.Pointer(&x.Data[0]))%8 != 0 {
+				t.Fatalf("%s: data not 8-byte aligned", x.Name)
+			}
+		}
+		// No caller: none on the wire, none decoded.
+		in.Caller = auth.Identity{}
+		if m := encodeRequest(&in); m.Caller != nil {
+			t.Fatalf("empty identity sent as %v", m.Caller)
+		}
+	})
+}
+
+// A shadow copy's start-by travels as the time left when it is sent and
+// is a time on the serving node's clock when it arrives: none stays none
+// (as from a node that does not send it), and one already past arrives
+// past (at least 1 ns is sent), never as none.
+func TestStartByTravelsAsTheTimeLeft(t *testing.T) {
+	sent := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	received := sent.Add(7 * time.Millisecond) // the serving node's clock when it arrives
+	for _, tc := range []struct {
+		name    string
+		startBy time.Time
+		within  int64
+		want    time.Time
+	}{
+		{"none", time.Time{}, 0, time.Time{}},
+		{"ahead", sent.Add(time.Second), int64(time.Second), received.Add(time.Second)},
+		{"already late", sent.Add(-time.Second), 1, received.Add(1)},
+	} {
+		if got := startWithin(tc.startBy, sent); got != tc.within {
+			t.Errorf("%s: start_within_nanos %d, want %d", tc.name, got, tc.within)
+		}
+		m := &forwardpb.PredictRequest{ModelPath: "m/", Priority: forwardpb.Priority_PRIORITY_SHADOW, Hops: 1, StartWithinNanos: tc.within}
+		r, err := decodeRequest(m, received)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.StartBy.Equal(tc.want) {
+			t.Errorf("%s: arrives with start-by %v, want %v", tc.name, r.StartBy, tc.want)
+		}
 	}
 }
 
@@ -130,7 +167,7 @@ func TestDecodeRefuses(t *testing.T) {
 		return &forwardpb.PredictRequest{ModelPath: "m/", Priority: forwardpb.Priority_PRIORITY_USER, Hops: 1,
 			Inputs: []*forwardpb.Tensor{{Name: "x", Datatype: "FLOAT", Shape: []int64{1, 2}, Data: make([]byte, 8)}}}
 	}
-	if _, err := decodeRequest(ok()); err != nil {
+	if _, err := decodeRequest(ok(), time.Now()); err != nil {
 		t.Fatalf("valid request refused: %v", err)
 	}
 	for _, tc := range []struct {
@@ -158,7 +195,7 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := ok()
 			tc.edit(m)
-			_, err := decodeRequest(m)
+			_, err := decodeRequest(m, time.Now())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}

@@ -324,9 +324,18 @@ type PredictRequest struct {
 	// The inputs are named after their types (ForestFlow's schema), not
 	// after the model's inputs: a model with none of those names among its
 	// inputs gets them by position.
-	TypeNamed     bool `protobuf:"varint,12,opt,name=type_named,json=typeNamed,proto3" json:"type_named,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TypeNamed bool `protobuf:"varint,12,opt,name=type_named,json=typeNamed,proto3" json:"type_named,omitempty"`
+	// For a shadow copy: the time left, when the call was sent, until the
+	// serving node must start running it, in nanoseconds. Past it the node
+	// drops the copy unrun, as it drops its own shadow copies past its
+	// shadow_timeout; the call's deadline bounds the run only. Zero: no
+	// start bound, the call's deadline bounds both. A sender sets at least
+	// 1, even for a copy already late, which the serving node then drops
+	// unrun. A node that does not know this field ignores it and bounds
+	// the copy by the call's deadline alone.
+	StartWithinNanos int64 `protobuf:"varint,13,opt,name=start_within_nanos,json=startWithinNanos,proto3" json:"start_within_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PredictRequest) Reset() {
@@ -441,6 +450,13 @@ func (x *PredictRequest) GetTypeNamed() bool {
 		return x.TypeNamed
 	}
 	return false
+}
+
+func (x *PredictRequest) GetStartWithinNanos() int64 {
+	if x != nil {
+		return x.StartWithinNanos
+	}
+	return 0
 }
 
 type PredictResponse struct {
@@ -708,7 +724,7 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdatatype\x18\x02 \x01(\tR\bdatatype\x12\x14\n" +
 	"\x05shape\x18\x03 \x03(\x03R\x05shape\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data\"\x8a\x04\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"\xb8\x04\n" +
 	"\x0ePredictRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x120\n" +
@@ -727,7 +743,8 @@ const file_grove_cluster_v1_forward_proto_rawDesc = "" +
 	" \x01(\tR\bcontract\x12\x18\n" +
 	"\arelease\x18\v \x01(\tR\arelease\x12\x1d\n" +
 	"\n" +
-	"type_named\x18\f \x01(\bR\ttypeNamed\x1a:\n" +
+	"type_named\x18\f \x01(\bR\ttypeNamed\x12,\n" +
+	"\x12start_within_nanos\x18\r \x01(\x03R\x10startWithinNanos\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x01\n" +
