@@ -253,6 +253,9 @@ func forwardedBatch(ctx context.Context, req forward.ForwardedRequest) *batch {
 	b := newBatch(ctx, []Request{{API: api, ModelPath: req.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID,
 		Contract: req.Contract, Release: req.Release, Configs: req.Configs, Positional: req.Positional, TypeNamed: req.TypeNamed}})
 	b.local, b.shadow = true, req.Priority == forward.Shadow
+	if b.shadow {
+		b.startBy = req.StartBy
+	}
 	return b
 }
 
@@ -408,24 +411,47 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 	return b.results, nil
 }
 
+// shadowRunAllowance is how long a shadow copy sent to another node may
+// run once it started: its call ends at its start-by (start plus
+// shadow_timeout) plus this. A local copy that started runs to its end;
+// a remote one needs a bound all the same, so that the goroutine waiting
+// for its answer, and the serving node's call, always end. It is the time
+// a forwarded request without a deadline gets (forward.DefaultTimeout),
+// far beyond the run of any model a contract shadows in line with its
+// users' traffic; a copy cut by it counts as a forward error and is not
+// compared.
+const shadowRunAllowance = forward.DefaultTimeout
+
 // shadowRemote sends a shadow copy of req to another node that has
 // target ready, at shadow priority; its answer is compared with the
 // caller's (ans, when the contract compares the target) here, as a local
 // copy's is, and logged (served=false). The serving node counts it in its
 // per-model metrics (api suffixed -shadow) and this node in
 // grove_cluster_forwarded_total and grove_cluster_forward_duration_seconds.
+//
+// shadow_timeout bounds it as it bounds a local copy: the copy carries a
+// start-by (its start plus shadow_timeout), past which the serving node
+// drops it unrun, and once started it runs within shadowRunAllowance.
+// During a rolling upgrade, a serving node of an older version ignores
+// the start-by and holds the copy to the call's deadline (and to its
+// model's default_timeout_ms when shorter): it may start a copy up to
+// shadowRunAllowance late instead of dropping it, and that copy is
+// compared. A copy a node of an older version forwards here carries no
+// start-by and is held to its call's deadline, as it was
+// (forwardedBatch).
 func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, start: time.Now()}
+	fr.StartBy = sc.start.Add(r.shadowTimeout)
 	sc.traceShadow(b.ctx, target.ModelPath)
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
 	remote := r.remote
 	r.background(func(sctx context.Context) {
-		ctx, cancel := context.WithTimeout(sctx, r.shadowTimeout)
+		ctx, cancel := context.WithDeadline(sctx, fr.StartBy.Add(shadowRunAllowance))
 		defer cancel()
 		// The serving node continues the shadow span's trace.
 		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(sc.ctx))

@@ -580,3 +580,149 @@ func TestStatsCountARemoteChallengersAnsweredShadowCopies(t *testing.T) {
 		}
 	})
 }
+
+// linkedRemote is the rest of a cluster as one other in-process node,
+// whose System is to: Forward hands it a request as its forward server
+// would (System.Predict, under the call's context).
+type linkedRemote struct{ to *System }
+
+func (l linkedRemote) Serves(path string) bool {
+	_, ok := l.to.ModelInfo(path)
+	return ok
+}
+func (l linkedRemote) Paths() []string  { return []string{"r/"} }
+func (linkedRemote) Awaits(string) bool { return false }
+func (linkedRemote) Want(string) bool   { return false }
+func (l linkedRemote) Model(path string) (forward.ModelInfo, bool) {
+	return l.to.ModelInfo(path)
+}
+func (l linkedRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	return l.to.Predict(ctx, forward.ForwardedRequest{Request: req, Peer: "a"})
+}
+
+// shadowedCluster starts two nodes in the caller's bubble: a, whose
+// contract ads/pctr/1 serves v1 on its own a/ and shadows v2, compared,
+// on r/, which only b serves (shadow_timeout 1 s, the default); b's
+// model holds every run until hold is closed.
+func shadowedCluster(t *testing.T, hold chan struct{}) (a, b *world) {
+	t.Helper()
+	b = newWorld(t, configJSON(entry("r/", "", "")), map[string]faultySpec{"r/": {}}, func(w *world, _ *Options) { w.rt.hold = hold })
+	cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "r/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [
+     {"release_version": "v1", "model_path": "a/"},
+     {"release_version": "v2", "model_path": "r/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`
+	a = newWorld(t, cfg, map[string]faultySpec{"a/": {}}, func(_ *world, o *Options) { o.Remote = linkedRemote{to: b.sys} })
+	a.sys.SetShare([]string{"a/"})
+	a.settle()
+	if _, ok := b.sys.ModelInfo("r/"); !ok {
+		t.Fatal("node b does not serve r/")
+	}
+	return a, b
+}
+
+// scoreShadowed scores one request on a's contract, answered by v1, and
+// lets its shadow copy go as far as it can.
+func scoreShadowed(t *testing.T, a *world) {
+	t.Helper()
+	if res, rv, err := a.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)}); err != nil || res.Err != nil || rv != "v1" {
+		t.Fatalf("score: %v %v %s", err, res.Err, rv)
+	}
+	synctest.Wait()
+}
+
+// A shadow copy sent to a challenger on another node that starts within
+// shadow_timeout is compared and counted however long it then runs, as a
+// copy on this node is: shadow_timeout bounds its wait to start, not its
+// run.
+func TestARemoteShadowCopyThatStartsInTimeIsComparedHoweverLongItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		a, b := shadowedCluster(t, hold)
+		defer b.stop()
+		defer a.stop()
+		scoreShadowed(t, a)
+		if n := b.rt.calls.Load(); n != 1 {
+			t.Fatalf("node b started %d runs, want the shadow copy's", n)
+		}
+		time.Sleep(3 * time.Second) // the run goes on, past shadow_timeout (1 s)
+		close(hold)
+		synctest.Wait()
+		v2 := v2Stats(t, a.sys)
+		if v2.Comparison == nil || v2.Comparison.SinceStart.Executions != 1 || v2.ShadowExecutions != 1 {
+			t.Fatalf("v2 comparison %+v, shadow_executions %d; want the copy compared and counted once", v2.Comparison, v2.ShadowExecutions)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "ok"}); n != 1 {
+			t.Errorf("grove_cluster_forwarded_total{result=ok} of r/ = %v, want 1", n)
+		}
+	})
+}
+
+// A shadow copy sent to a challenger on another node that cannot start
+// within shadow_timeout (its model busy with a user request there) is
+// dropped unrun and counted there as that node counts its own copies past
+// shadow_timeout, and is not compared, though the forwarded call itself
+// has longer.
+func TestARemoteShadowCopyThatCannotStartInTimeIsDroppedUnrun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		a, b := shadowedCluster(t, hold)
+		defer b.stop()
+		defer a.stop()
+		user := b.busy("r/") // held: the shadow copy queues behind it
+		scoreShadowed(t, a)
+		time.Sleep(3 * time.Second) // past the copy's start-by (1 s)
+		close(hold)
+		if res := <-user; res.Err != nil {
+			t.Fatalf("b's user request: %v", res.Err)
+		}
+		synctest.Wait()
+		if n := b.rt.calls.Load(); n != 1 {
+			t.Fatalf("node b ran %d requests, want only its user's: the shadow copy ran past its start-by", n)
+		}
+		if n := b.expired("r/", "deadline"); n != 1 {
+			t.Errorf("node b's grove_requests_expired_total{reason=deadline} of r/ = %v, want 1", n)
+		}
+		if n := b.metric("grove_model_requests_total", map[string]string{"api": "test-shadow", "model": "r/", "outcome": "deadline_exceeded"}); n != 1 {
+			t.Errorf("node b's grove_model_requests_total{api=test-shadow, outcome=deadline_exceeded} of r/ = %v, want 1", n)
+		}
+		if v2 := v2Stats(t, a.sys); (v2.Comparison != nil && v2.Comparison.SinceStart.Executions != 0) || v2.ShadowExecutions != 0 {
+			t.Errorf("v2 comparison %+v, shadow_executions %d; want a copy dropped unrun neither compared nor counted", v2.Comparison, v2.ShadowExecutions)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "deadline_exceeded"}); n != 1 {
+			t.Errorf("grove_cluster_forwarded_total{result=deadline_exceeded} of r/ = %v, want 1", n)
+		}
+	})
+}
+
+// A shadow copy sent to another node that started in time but is still
+// running at its start-by plus shadowRunAllowance ends then, counted as a
+// forward error and not compared: nothing waits for a remote copy
+// forever.
+func TestARemoteShadowCopyStillRunningPastItsAllowanceEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		a, b := shadowedCluster(t, hold)
+		defer b.stop()
+		defer a.stop()
+		forwarded := func(result string) float64 {
+			return a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": result})
+		}
+		scoreShadowed(t, a)
+		time.Sleep(time.Second + shadowRunAllowance - time.Millisecond)
+		synctest.Wait()
+		if n := forwarded("deadline_exceeded"); n != 0 {
+			t.Fatalf("the copy's call ended before its start-by plus the allowance (%v)", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := forwarded("deadline_exceeded"); n != 1 {
+			t.Fatalf("grove_cluster_forwarded_total{result=deadline_exceeded} of r/ = %v at the copy's start-by plus the allowance, want 1", n)
+		}
+		if v2 := v2Stats(t, a.sys); (v2.Comparison != nil && v2.Comparison.SinceStart.Executions != 0) || v2.ShadowExecutions != 0 {
+			t.Errorf("v2 comparison %+v, shadow_executions %d; want a copy cut off neither compared nor counted", v2.Comparison, v2.ShadowExecutions)
+		}
+		close(hold)
+		synctest.Wait()
+	})
+}

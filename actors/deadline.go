@@ -14,7 +14,9 @@ import (
 // request's, cancelled when the client goes; a gRPC call's, with its
 // deadline) and a deadline: the context's, or, when the caller brings
 // none, now plus the model's default_timeout_ms. Shadow copies get the
-// server's shadow_timeout.
+// server's shadow_timeout, and a copy another node forwarded here its
+// start-by (forward.Request.StartBy): the time they may wait to start,
+// not to run.
 //
 // Work is never run for nobody: a model actor drops a request when it
 // takes it from its mailbox (or from the requests waiting for a dynamic

@@ -27,7 +27,8 @@ import (
 // backoff is over. A parked request whose deadline passes first is
 // answered "model is loading" (LoadingError, Unavailable, with a
 // Retry-After) by whoever ends it (System.runUnlogged, PredictAsync, or
-// the model's default_timeout_ms timer here).
+// the model's default_timeout_ms timer here, or, for a shadow copy
+// another node forwarded, its start-by's).
 
 // LoadingError is the answer to a request whose deadline ended while its
 // on-demand model was loading: a retry after RetryAfter should find it
@@ -128,7 +129,8 @@ const (
 // with that failure). ask is set when the caller must ask the
 // supervisor for the load (the first request since the last one ended).
 // at is when the item first parked (a resumed item parked again), zero if
-// it did not: its default timeout runs from then.
+// it did not: its default timeout runs from then. A forwarded shadow copy
+// with a start-by waits until then at most.
 func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now, at time.Time) (r parkResult, ask bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -154,10 +156,16 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now,
 		at = now
 	}
 	it := parkedItem{b: b, i: i, ans: ans, at: at}
-	if d.timeout > 0 {
-		if dl, ok := b.ctx.Deadline(); !ok || at.Add(d.timeout).Before(dl) {
-			it.timer = time.AfterFunc(at.Add(d.timeout).Sub(now), func() { b.expireParked(i, d.loadingError(time.Now()), m) })
-		}
+	// end is when the item is answered "model is loading" if still parked
+	// (zero: at its deadline): a forwarded shadow copy's start-by, which
+	// takes the place of default_timeout_ms as it does in sendPredict,
+	// else the default timeout when it ends first.
+	end := b.startBy
+	if dl, ok := b.ctx.Deadline(); end.IsZero() && d.timeout > 0 && (!ok || at.Add(d.timeout).Before(dl)) {
+		end = at.Add(d.timeout)
+	}
+	if !end.IsZero() {
+		it.timer = time.AfterFunc(end.Sub(now), func() { b.expireParked(i, d.loadingError(time.Now()), m) })
 	}
 	d.parked = append(d.parked, it)
 	ask = !d.asked

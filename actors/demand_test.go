@@ -159,6 +159,33 @@ func TestAnOnDemandModelsDefaultTimeoutEndsAWaitForItsLoad(t *testing.T) {
 	})
 }
 
+// A shadow copy another node forwarded for an on-demand model loading
+// here waits for the load only until its start-by, not to the end of its
+// call's deadline (which leaves room for its run), nor to the model's
+// default_timeout_ms: it is then answered "model is loading", unrun.
+func TestAForwardedShadowCopyWaitsForItsModelsLoadUntilItsStartBy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad+`, "default_timeout_ms": 5000`)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		ctx, cancel := context.WithTimeout(context.Background(), 31*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := w.sys.Predict(ctx, forward.ForwardedRequest{Request: forward.Request{ModelPath: "a/", Inputs: scalar(t, 1), RequestID: "r",
+			Priority: forward.Shadow, API: "test", StartBy: start.Add(time.Second)}, Peer: "n2"})
+		waited := time.Since(start)
+		close(w.rt.gate)
+		synctest.Wait()
+		if _, ok := RetryAfter(err); !ok || waited != time.Second {
+			t.Errorf("after %v: %v, want \"model is loading\" at its start-by (1s)", waited, err)
+		}
+		if n := w.rt.calls.Load(); n != 0 {
+			t.Errorf("the model ran %d requests after its load, want none: the copy was answered", n)
+		}
+	})
+}
+
 func TestAFailingOnDemandLoadAnswersItsCallersWithTheErrorAndIsRetriedAfterABackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad)), map[string]faultySpec{"a/": {FailLoad: true}})

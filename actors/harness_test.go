@@ -156,7 +156,7 @@ func version(n float64) faultySpec { return faultySpec{ErrorOn: f64(-1000 - n)} 
 func f64(v float64) *float64 { return &v }
 
 // countingRuntime wraps the faulty runtime to count servables loaded and
-// closed, and can hold loads until a gate opens.
+// closed, and can hold loads, or forward calls, until a gate opens.
 type countingRuntime struct {
 	faulty.Runtime
 	loaded, closed atomic.Int64
@@ -169,6 +169,9 @@ type countingRuntime struct {
 	// onPredict, if not nil, runs at the start of each forward call with
 	// its inputs (a test's stall); set it before the world starts.
 	onPredict func(in []servables.Tensor)
+	// hold, if not nil, blocks every forward call, once counted in calls,
+	// until it is closed.
+	hold chan struct{}
 	// opts are the load options of each Load, by the model's directory
 	// name (its path in the cache).
 	opts map[string]servables.LoadOptions
@@ -214,6 +217,9 @@ func (s *countedServable) Predict(ctx context.Context, in []servables.Tensor) ([
 		s.rt.mu.Lock()
 		s.rt.ran = append(s.rt.ran, in[0].Float64At(0))
 		s.rt.mu.Unlock()
+	}
+	if s.rt.hold != nil {
+		<-s.rt.hold
 	}
 	return s.Servable.Predict(ctx, in)
 }

@@ -50,6 +50,10 @@ type batch struct {
 	// another node forwarded, System.Predict); shadow: at shadow priority
 	// (a forwarded shadow copy).
 	local, shadow bool
+	// startBy, if not zero, is when a forwarded shadow copy must have
+	// started (forward.Request.StartBy): its model actor drops it unrun
+	// past it, and ctx's deadline bounds its run only.
+	startBy time.Time
 	// onReply, if set, gets the results in place of reply, on the
 	// goroutine that finishes the batch (System.PredictAsync).
 	onReply func([]Result)
@@ -122,13 +126,18 @@ func (b *batch) unpark(i int) bool {
 }
 
 // expireParked answers item i with err if it still waits for its
-// model's load (its model's default_timeout_ms ended first).
+// model's load (its model's default_timeout_ms, or a forwarded shadow
+// copy's start-by, ended first).
 func (b *batch) expireParked(i int, err error, m *Metrics) {
 	if prev, ok := b.claimState(i); ok {
 		if prev&itemParked == 0 {
 			// Unparked meanwhile: claimed by mistake; it cannot be given
 			// back, so it is answered as the deadline it is.
-			err = fmt.Errorf("%w: no answer within the model's default_timeout_ms", servables.ErrDeadlineExceeded)
+			bound := "the model's default_timeout_ms"
+			if !b.startBy.IsZero() {
+				bound = "the shadow copy's start-by"
+			}
+			err = fmt.Errorf("%w: no answer within %s", servables.ErrDeadlineExceeded, bound)
 		}
 		b.results[i].Err = err
 		m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
@@ -467,7 +476,10 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 // a forwarded shadow copy; ans, if not nil, gets the answer for the
 // shadow copies to compare with. The default_timeout_ms of a request
 // that waited for its model's load runs from since, when it began to
-// wait (zero: from now).
+// wait (zero: from now). A forwarded shadow copy with a start-by
+// (b.startBy) is held to it as this node's own copies are held to
+// shadow_timeout: dropped unrun past it, not bound by default_timeout_ms
+// once it runs.
 func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
 	req := &b.reqs[i]
 	res := &b.results[i]
@@ -483,13 +495,16 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	if hasDeadline {
 		p.deadline = callerDeadline
 	}
+	if !b.startBy.IsZero() && (!hasDeadline || b.startBy.Before(callerDeadline)) {
+		p.deadline = b.startBy
+	}
 	// A request that brings no deadline (or a later one) gets its
 	// model's default_timeout_ms, and its answer at that time.
 	var timer *time.Timer
 	if since.IsZero() {
 		since = enqueued
 	}
-	if def := c.deadlineSettings().def; def > 0 && (!hasDeadline || since.Add(def).Before(callerDeadline)) {
+	if def := c.deadlineSettings().def; def > 0 && b.startBy.IsZero() && (!hasDeadline || since.Add(def).Before(callerDeadline)) {
 		p.deadline = since.Add(def)
 		path, api := c.path, req.API
 		timer = time.AfterFunc(p.deadline.Sub(enqueued), func() {

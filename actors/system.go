@@ -68,8 +68,9 @@ type Options struct {
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
 	ShadowMicroBatchRows int
-	// ShadowTimeout is how long a shadow copy may wait to run; it is
-	// dropped after (default 1s).
+	// ShadowTimeout is how long a shadow copy may wait to run, on this
+	// node or on the cluster node it is forwarded to; it is dropped after
+	// (default 1s).
 	ShadowTimeout time.Duration
 	// MaxTimeout clamps the deadline a caller gives (the context Infer
 	// gets): a later one is brought forward to MaxTimeout from the call.

@@ -293,10 +293,18 @@ func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answe
 // local load). A node that answers Unavailable (not yet given its share,
 // gone) is tried again when the table or the membership changes, or
 // after AwaitPoll. When ctx ends first, the answer is "model is loading"
-// (actors.LoadingError).
+// (actors.LoadingError). A shadow copy with a start-by waits only until
+// then, as a copy waits to start: its calls still run under ctx, whose
+// deadline leaves room for the run.
 func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	path := a.markWaiting(req.ModelPath, 1)
 	defer a.markWaiting(path, -1)
+	wait := ctx
+	if !req.StartBy.IsZero() {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, req.StartBy)
+		defer cancel()
+	}
 	poll := time.NewTimer(a.cfg.AwaitPoll)
 	defer poll.Stop()
 	var last error
@@ -319,11 +327,11 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		default:
 			tried = false // placed nowhere yet, or on a node gone
 		}
-		if ctx.Err() != nil {
-			return forward.Answer{}, awaitExpired(path, err, last, toReady)
+		if tried && err == nil && ctx.Err() == nil {
+			return ans, nil // past a start-by too: the serving node started the copy in time
 		}
-		if tried && err == nil {
-			return ans, nil
+		if wait.Err() != nil {
+			return forward.Answer{}, awaitExpired(path, err, last, toReady)
 		}
 		if err != nil && servables.KindOf(err) != servables.Unavailable {
 			return forward.Answer{}, err
@@ -333,8 +341,8 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		}
 		poll.Reset(a.cfg.AwaitPoll)
 		select {
-		case <-ctx.Done():
-			a.log.Debug("request waited for its on-demand model's placement past its deadline", "model", path, "last_err", last)
+		case <-wait.Done():
+			a.log.Debug("request waited for its on-demand model's placement past its deadline (a shadow copy's: its start-by)", "model", path, "last_err", last)
 		case <-v.changed:
 		case <-*changed:
 		case <-poll.C:

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,13 +46,15 @@ func wantAgent(t *testing.T) (*Agent, *actors.System) {
 // table, nothing ready elsewhere, no on-demand paths until its actors
 // have a config.
 func bareAgent() *Agent {
-	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
 	a.members.Store(&coord.Members{})
 	a.table.Store(&coord.Placement{})
 	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
 	a.models.Store(&map[string]forward.ModelInfo{})
 	a.onDemand.Store(&onDemandSet{})
 	a.waiting.by, a.waiting.wanted = map[string]int{}, map[string]time.Time{}
+	tc := make(chan struct{})
+	a.tableChanged.Store(&tc)
 	return a
 }
 
@@ -163,6 +167,30 @@ func TestAVersionedOnDemandEntrysUseIsPublishedUnderItsPath(t *testing.T) {
 		}
 		if _, ok := use["v/1/"]; ok {
 			t.Fatalf("record's use %+v: a version's use published under its own path", use)
+		}
+	})
+}
+
+// A shadow copy for an on-demand model placed nowhere waits for its
+// placement only until its start-by, not to the end of its call's
+// deadline (which leaves room for its run): it is then answered "model
+// is loading", and no longer counts as a request waiting for the model.
+func TestAShadowCopyWaitsForItsModelsPlacementUntilItsStartBy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := bareAgent()
+		a.cfg.AwaitPoll = 100 * time.Millisecond
+		a.onDemand.Store(&onDemandSet{paths: map[string]bool{"w/": true}})
+		ctx, cancel := context.WithTimeout(context.Background(), 31*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := a.Forward(ctx, forward.Request{ModelPath: "w/", Priority: forward.Shadow, StartBy: start.Add(time.Second)})
+		if _, ok := errors.AsType[*actors.LoadingError](err); !ok || time.Since(start) != time.Second {
+			t.Fatalf("after %v: %v, want \"model is loading\" at the copy's start-by (1s)", time.Since(start), err)
+		}
+		a.waiting.mu.Lock()
+		defer a.waiting.mu.Unlock()
+		if n := a.waiting.by["w/"]; n != 0 {
+			t.Errorf("%d requests still counted waiting for w/", n)
 		}
 	})
 }
