@@ -58,5 +58,7 @@
 //	  connections and listeners                                        closes them
 //	in-flight count of a peer      the Forward calls to it         an atomic, read by Pick's load
 //	Local's models                 the node (the lead's actors)    Local.Predict only
-//	membership (Members)           the node's cluster records      a func the Server calls per call
+//	membership (Members,           the node's cluster records      funcs the Server calls per call
+//	  ConfirmMember)                                                   (ConfirmMember: only for a name
+//	                                                                   Members does not know)
 package forward

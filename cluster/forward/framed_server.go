@@ -340,9 +340,11 @@ func (c *serverConn) next(h frameHeader) error {
 // admitCall admits the peer of a call of n bytes before any of the call
 // is read, as gRPC's tap does (a refused one cannot make this node buffer
 // it), and refuses a call longer than MaxMessageBytes allows: it returns
-// the member's name, or the failure to answer.
+// the member's name, or the failure to answer. Confirming a peer Members
+// does not know holds the connection's reader, at most confirmWait: the
+// connection's calls are all that peer's.
 func (c *serverConn) admitCall(n int64) (string, *failure) {
-	from, f := c.s.admit(c.cert, predictMethod)
+	from, f := c.s.admit(c.s.base, c.cert, predictMethod)
 	if f == nil && n > int64(c.s.maxMsg)+callOverhead {
 		f = tooLarge()
 	}

@@ -44,6 +44,14 @@ type ServerOptions struct {
 	// CN) is a member of the cluster now; it runs on every call and must
 	// be cheap. Nil counts every certificate the client CA verified.
 	Members func(certName string) bool
+	// ConfirmMember, when set, is asked about a name Members does not
+	// know, before the call is refused: it reports whether the name is a
+	// member by a read of the membership begun after the call arrived
+	// (a node that has just joined forwards as soon as it sees its peers,
+	// which may be before their view lists it). It may block, until ctx
+	// is done (at most confirmWait); an error refuses the call
+	// Unavailable, so that its node tries another replica.
+	ConfirmMember func(ctx context.Context, certName string) (bool, error)
 	// AllowUnauthenticatedPeers serves callers that present no client
 	// certificate (a cluster without mTLS). Nothing proves who they are,
 	// so their requests must carry no authenticated caller: one whose
@@ -73,6 +81,7 @@ type Server struct {
 	local       Local
 	node        string
 	members     func(string) bool
+	confirm     func(context.Context, string) (bool, error)
 	allowUnauth bool
 	log         *slog.Logger
 	tls         *tls.Config // offers ALPN first; nil: plaintext
@@ -112,7 +121,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = maxAnswerBytes
 	}
-	s := &Server{local: local, node: opts.Node, members: opts.Members, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
+	s := &Server{local: local, node: opts.Node, members: opts.Members, confirm: opts.ConfirmMember, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
 		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, unsent: maxUnsent, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -164,7 +173,7 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	if grpcserver.IsProbe(info.FullMethodName) {
 		return ctx, nil
 	}
-	name, f := s.admit(verifiedCert(ctx), info.FullMethodName)
+	name, f := s.admit(ctx, verifiedCert(ctx), info.FullMethodName)
 	if f != nil {
 		return nil, status.Error(f.code, f.msg)
 	}
@@ -174,12 +183,16 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	return context.WithValue(ctx, peerKey{}, name), nil
 }
 
+// confirmWait bounds how long a call from a peer Members does not know
+// waits for ConfirmMember.
+const confirmWait = 2 * time.Second
+
 // admit decides whether a peer that presented cert (nil: none verified)
-// may call: one whose certificate names a member, or one without a
-// certificate when unauthenticated peers are allowed. It returns the
-// member's name ("" for a peer without a certificate), or the failure to
-// answer.
-func (s *Server) admit(cert *x509.Certificate, method string) (string, *failure) {
+// may call: one whose certificate names a member (Members, else
+// ConfirmMember within ctx), or one without a certificate when
+// unauthenticated peers are allowed. It returns the member's name (""
+// for a peer without a certificate), or the failure to answer.
+func (s *Server) admit(ctx context.Context, cert *x509.Certificate, method string) (string, *failure) {
 	if cert == nil {
 		if s.allowUnauth {
 			return "", nil
@@ -190,11 +203,24 @@ func (s *Server) admit(cert *x509.Certificate, method string) (string, *failure)
 	if name == "" {
 		return "", &failure{code: codes.Unauthenticated, kind: servables.Execution, msg: "the client certificate has no SAN and no subject CN to name it"}
 	}
-	if s.members != nil && !s.members(name) {
-		s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", method)
-		return "", &failure{code: codes.PermissionDenied, kind: servables.Execution, msg: fmt.Sprintf("certificate %q names no member of the cluster", name)}
+	if s.members == nil || s.members(name) {
+		return name, nil
 	}
-	return name, nil
+	if s.confirm != nil {
+		cctx, cancel := context.WithTimeout(ctx, confirmWait)
+		ok, err := s.confirm(cctx, name)
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Warn("forward: could not confirm that a peer is a cluster member; refused its call", "certificate", name, "method", method, "err", err)
+			return "", &failure{code: codes.Unavailable, kind: servables.Unavailable,
+				msg: fmt.Sprintf("node %s could not confirm that certificate %q names a member of the cluster: %v", s.node, name, err)}
+		case ok:
+			return name, nil
+		}
+	}
+	s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", method)
+	return "", &failure{code: codes.PermissionDenied, kind: servables.Execution, msg: fmt.Sprintf("certificate %q names no member of the cluster", name)}
 }
 
 // failure is a call's failed outcome: its gRPC code, Grove's kind and

@@ -15,6 +15,8 @@
 //	  who serves what elsewhere and                                  never changed (Serves, Model,
 //	  its description, controller name                               Forward, Status, the metrics;
 //	                                                                 a replaced view's channel is closed)
+//	membership read afresh for a peer   ConfirmMember's reads       atomic pointer (IsMember believes it
+//	  the watch did not list yet          (rereader, under its mu)    while it is newer than the watch's)
 //	draining                           Drain                       atomic (the record Run writes)
 //	on-demand paths of the config       whoever first reads them    atomic pointer to a set replaced,
 //	                                      for a config applied        never changed (onDemandPaths:
@@ -102,7 +104,11 @@ type Agent struct {
 	sys     atomic.Pointer[actors.System]
 	node    atomic.Pointer[coord.Node]
 	members atomic.Pointer[coord.Members]
-	table   atomic.Pointer[coord.Placement]
+	// confirmed is the membership ConfirmMember last read, which IsMember
+	// believes while it is newer than members (the watch lags behind).
+	confirmed atomic.Pointer[coord.Members]
+	reread    rereader
+	table     atomic.Pointer[coord.Placement]
 	// tableChanged is closed, and replaced, when a new table is stored.
 	tableChanged atomic.Pointer[chan struct{}]
 	ready        atomic.Pointer[readyView]                    // who has each path ready elsewhere
@@ -168,6 +174,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
 	a.members.Store(&coord.Members{})
+	a.confirmed.Store(&coord.Members{})
+	a.reread = rereader{read: a.readMembers, gap: confirmGap, timeout: confirmTimeout}
 	a.table.Store(&coord.Placement{})
 	tc := make(chan struct{})
 	a.tableChanged.Store(&tc)
@@ -439,14 +447,47 @@ func (a *Agent) peersOf(names []string) []forward.Peer {
 }
 
 // IsMember reports whether name is a live member (the forward server's
-// member check).
+// member check), as the newest membership this node has seen says: its
+// watch's, or ConfirmMember's read when that is newer.
 func (a *Agent) IsMember(name string) bool {
-	for _, m := range a.members.Load().List {
-		if m.Name == name {
-			return true
+	m := a.members.Load()
+	if c := a.confirmed.Load(); c.Revision > m.Revision {
+		m = c
+	}
+	return slices.ContainsFunc(m.List, func(x coord.Member) bool { return x.Name == name })
+}
+
+// ConfirmMember reports whether name is a live member by a read of the
+// membership begun after the call (the forward server's confirmation of
+// a peer IsMember does not know): a node that has just joined forwards as
+// soon as its own watch lists its peers, which may be before this node's
+// watch lists it. The reads are shared and spaced (rereader), so a peer
+// that is no member cannot make this node read etcd at will; the
+// membership read is believed by IsMember until the watch catches up.
+func (a *Agent) ConfirmMember(ctx context.Context, name string) (bool, error) {
+	if a.IsMember(name) {
+		return true, nil
+	}
+	m, err := a.reread.fresh(ctx)
+	if err != nil {
+		return false, fmt.Errorf("confirming that %q is a cluster member: %w", name, err)
+	}
+	return slices.ContainsFunc(m.List, func(x coord.Member) bool { return x.Name == name }), nil
+}
+
+// readMembers reads the membership from etcd and keeps it for IsMember
+// when it is the newest this node has read.
+func (a *Agent) readMembers(ctx context.Context) (coord.Members, error) {
+	m, err := a.cfg.Client.Members(ctx)
+	if err != nil {
+		return coord.Members{}, err
+	}
+	for {
+		old := a.confirmed.Load()
+		if old.Revision >= m.Revision || a.confirmed.CompareAndSwap(old, &m) {
+			return m, nil
 		}
 	}
-	return false
 }
 
 // Run makes the node a member and keeps it one until ctx is done: it

@@ -61,6 +61,9 @@ type testNode struct {
 	cancel context.CancelFunc
 	done   chan error
 	reg    *prometheus.Registry
+	// view is the agent whose membership n's forward server checks its
+	// peers against: n's own, unless a test stands in a view that lags.
+	view   atomic.Pointer[node.Agent]
 	logged atomic.Int64 // predictions its sink received (served)
 	shadow atomic.Int64 // shadow executions its sink received
 	// seen records the requests its forward server received.
@@ -182,6 +185,7 @@ func startNodeWith(t *testing.T, etcdAddr, bucketURL, name string, p *pki, set f
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.view.Store(n.agent)
 	n.sys, err = actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: 200 * time.Millisecond,
 		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 64, Runtimes: servables.Registry{faulty.Runtime{}},
 		Predictions: n, Logger: log, ClusterNode: true, Remote: n.agent, Registerer: n.reg})
@@ -200,7 +204,12 @@ func startNodeWith(t *testing.T, etcdAddr, bucketURL, name string, p *pki, set f
 		n.seen = append(n.seen, seenRequest{req: req, deadline: d, hasDeadline: ok, traceparent: tp})
 		n.mu.Unlock()
 		return n.sys.Predict(ctx, req)
-	}), forward.ServerOptions{Node: name, Members: n.agent.IsMember, TLS: serverTLS, AllowUnauthenticatedPeers: p == nil, Logger: log})
+	}), forward.ServerOptions{
+		Node:          name,
+		Members:       func(name string) bool { return n.view.Load().IsMember(name) },
+		ConfirmMember: func(ctx context.Context, name string) (bool, error) { return n.view.Load().ConfirmMember(ctx, name) },
+		TLS:           serverTLS, AllowUnauthenticatedPeers: p == nil, Logger: log,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func checkNodeCertificate(cert *tls.Certificate, nodeName string) error {
 // marks the node draining, waits for its models to be ready elsewhere
 // (within drain_timeout) and leaves, before the servers stop.
 func serveCluster(cfg conf.Server, node *clusternode.Agent, sys *actors.System, tlsFiles *tlsconf.Reloader, g *group, reg prometheus.Registerer, log *slog.Logger, tp trace.TracerProvider) error {
-	opts := forward.ServerOptions{Node: node.Name(), Members: node.IsMember, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
+	opts := forward.ServerOptions{Node: node.Name(), Members: node.IsMember, ConfirmMember: node.ConfirmMember, MaxMessageBytes: grpcLimit(cfg.MaxBodyBytes),
 		Logger: log.With("component", "cluster-forward"), TracerProvider: tp, RapidReset: h2guard.Options{Registerer: reg}}
 	switch {
 	case tlsFiles != nil && cfg.TLS.ClientCAFile != "":
