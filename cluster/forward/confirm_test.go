@@ -117,3 +117,29 @@ func TestAPeerTheViewDoesNotListYetIsConfirmedBeforeItIsRefused(t *testing.T) {
 		t.Errorf("ConfirmMember asked about %v for a member the view lists", got)
 	}
 }
+
+// TestAPeerRefusedAsNoMemberIsTriedElsewhere: a peer that finds this
+// node in no membership it reads (this node's lease ended and it has not
+// joined again; a peer whose view lags) refuses it PERMISSION_DENIED of
+// kind Unavailable: the request goes to another replica, and when none
+// serves it the failure is Unavailable (503 for the user), not Execution
+// (500). The refused request never reaches the Local.
+func TestAPeerRefusedAsNoMemberIsTriedElsewhere(t *testing.T) {
+	p := newPKI(t)
+	b := p.start(t, "b", compute, "b", "d")
+	d := p.start(t, "d", compute)                              // its view still lists every certificate
+	c := p.client(t, "a", ClientOptions{Rand: draws(t, 0, 0)}) // b first
+	ans, err := c.Forward(testCtx(t), []Peer{b.peer, d.peer}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("refused by b, tried on d: %v", err)
+	}
+	checkSums(t, ans, "d")
+
+	_, err = c.Forward(testCtx(t), []Peer{b.peer}, sumRequest(t))
+	if re := remote(t, err); re.Code != codes.PermissionDenied || servables.KindOf(err) != servables.Unavailable {
+		t.Fatalf("refused as no member: %v (code %v, kind %v), want PERMISSION_DENIED of kind Unavailable", err, re.Code, servables.KindOf(err))
+	}
+	if n := b.node.calls.Load(); n != 0 {
+		t.Fatalf("b's Local ran %d requests of a node that is no member", n)
+	}
+}

@@ -786,16 +786,16 @@ func TestAdmittedBeforeTheMessage(t *testing.T) {
 	payload := callPayload(t, sumRequest(t))
 	hdr := frame(frameCall, 1, payload)[:frameHeaderLen]
 	c.write(hdr) // the header alone: the payload is not sent yet
-	checkFailure(t, c.failure(1), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	checkFailure(t, c.failure(1), servables.Unavailable, codes.PermissionDenied, `"mallory" names no member`, "b")
 	c.write(payload)
 	c.write(frame(frameCall, 2, payload))
-	checkFailure(t, c.failure(2), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	checkFailure(t, c.failure(2), servables.Unavailable, codes.PermissionDenied, `"mallory" names no member`, "b")
 	long := chunked(frameCall, 3, callPayload(t, bigRequest(t, 4<<20)), maxFrameLen)
 	c.write(long[:frameHeaderLen+headLen]) // the head alone
-	checkFailure(t, c.failure(3), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	checkFailure(t, c.failure(3), servables.Unavailable, codes.PermissionDenied, `"mallory" names no member`, "b")
 	c.write(long[frameHeaderLen+headLen:])
 	c.write(frame(frameCall, 4, payload))
-	checkFailure(t, c.failure(4), servables.Execution, codes.PermissionDenied, `"mallory" names no member`, "b")
+	checkFailure(t, c.failure(4), servables.Unavailable, codes.PermissionDenied, `"mallory" names no member`, "b")
 	if n := b.node.calls.Load(); n != 0 {
 		t.Fatalf("the Local ran %d calls of a non-member", n)
 	}

@@ -54,7 +54,9 @@ func Code(k servables.Kind) codes.Code {
 // deadline passed, the call canceled). A peer that refuses this node's credentials
 // (Unauthenticated, PermissionDenied) or does not know the method
 // (Unimplemented) is a cluster misconfiguration, Execution: the server's
-// fault, not the client's, and not worth another replica.
+// fault, not the client's, and not worth another replica. (A Server's
+// refusal of a certificate naming no member carries its own kind,
+// Unavailable: membership changes.)
 func KindOfCode(c codes.Code) servables.Kind {
 	switch c {
 	case codes.OK:

@@ -191,7 +191,9 @@ const confirmWait = 2 * time.Second
 // may call: one whose certificate names a member (Members, else
 // ConfirmMember within ctx), or one without a certificate when
 // unauthenticated peers are allowed. It returns the member's name (""
-// for a peer without a certificate), or the failure to answer.
+// for a peer without a certificate), or the failure to answer: a
+// certificate naming no member is refused PERMISSION_DENIED of kind
+// Unavailable, since membership changes.
 func (s *Server) admit(ctx context.Context, cert *x509.Certificate, method string) (string, *failure) {
 	if cert == nil {
 		if s.allowUnauth {
@@ -219,8 +221,11 @@ func (s *Server) admit(ctx context.Context, cert *x509.Certificate, method strin
 			return name, nil
 		}
 	}
+	// A node that is no member now is one whose lease ended and that has
+	// not joined again yet: its user should retry (Unavailable, 503),
+	// and its request go to a replica whose view still lists it.
 	s.log.Warn("forward: refused a peer that is not a cluster member", "certificate", name, "method", method)
-	return "", &failure{code: codes.PermissionDenied, kind: servables.Execution, msg: fmt.Sprintf("certificate %q names no member of the cluster", name)}
+	return "", &failure{code: codes.PermissionDenied, kind: servables.Unavailable, msg: fmt.Sprintf("certificate %q names no member of the cluster", name)}
 }
 
 // failure is a call's failed outcome: its gRPC code, Grove's kind and

@@ -18,17 +18,17 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// laggingView is an agent on the cluster's etcd that never runs: its
-// membership view is the one a node has before its watch delivers any
-// record, as a peer's view is before its watch delivers a node that just
-// joined.
-func laggingView(t *testing.T, etcdAddr, bucketURL string) *node.Agent {
+// laggingView is an agent on the cluster's etcd (under prefix) that
+// never runs: its membership view is the one a node has before its watch
+// delivers any record, as a peer's view is before its watch delivers a
+// node that just joined.
+func laggingView(t *testing.T, etcdAddr, prefix, bucketURL string) *node.Agent {
 	t.Helper()
 	b, err := file.Open(bucketURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{etcdAddr}, Prefix: "/t/"})
+	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{etcdAddr}, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestClusterAJoiningNodesForwardIsServedBeforeItsPeersWatchListsIt(t *testin
 	configureWhenJoined(t, []*testNode{n1}, configure)
 	eventually(t, "every model answered by n1", func() error { return everyModelEverywhere([]*testNode{n1}) })
 
-	lagging := laggingView(t, srv.Addr, bucketURL)
+	lagging := laggingView(t, srv.Addr, "/t/", bucketURL)
 	n1.view.Store(lagging)
 	n2 := startNode(t, srv.Addr, bucketURL, "n2", p)
 	eventually(t, "n2 sees a/ ready on n1", func() error {
@@ -105,5 +105,36 @@ func TestClusterAJoiningNodesForwardIsServedBeforeItsPeersWatchListsIt(t *testin
 	n1.mu.Unlock()
 	if seen != 1 {
 		t.Fatalf("n1's model received %d forwarded requests, want 1 (the stranger's refused)", seen)
+	}
+}
+
+// TestClusterAForwardRefusedAsNoMemberAnswersTheUser503: a node whose
+// peer finds it in no read of the membership (its lease ended and it has
+// not joined again yet: here, the peer reads another cluster's records)
+// is refused, and its user gets 503, which says to try again, not 500.
+func TestClusterAForwardRefusedAsNoMemberAnswersTheUser503(t *testing.T) {
+	p := newPKI(t)
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	n1 := startNode(t, srv.Addr, bucketURL, "n1", p)
+	configureWhenJoined(t, []*testNode{n1}, configure)
+	eventually(t, "every model answered by n1", func() error { return everyModelEverywhere([]*testNode{n1}) })
+
+	n1.view.Store(laggingView(t, srv.Addr, "/elsewhere/", bucketURL))
+	n2 := startNode(t, srv.Addr, bucketURL, "n2", p)
+	eventually(t, "n2 sees a/ ready on n1", func() error {
+		if !n2.agent.Serves("a/") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	code, body := serveOIP(t, n2).get("POST", "/v2/models/a/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[5]}]}`)
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("a user's request forwarded by a node its peer finds no member of: HTTP %d %s, want 503", code, body)
+	}
+	n1.mu.Lock()
+	defer n1.mu.Unlock()
+	if len(n1.seen) != 0 {
+		t.Fatalf("n1's model received %d requests of a node that is no member", len(n1.seen))
 	}
 }
