@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -103,6 +104,9 @@ type demandSlot struct {
 	// err is the last load's failure, answered at once until retryAt.
 	err     error
 	retryAt time.Time
+	// held is answered at once while the path's load is held back (a
+	// warm-up of its content stuck past warmup_timeout: holdDemand).
+	held error
 	// loadStart is when the load being waited for started (zero: none
 	// yet); expect how long the path's last load took (0: unknown).
 	loadStart time.Time
@@ -137,11 +141,12 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now,
 	switch {
 	case d.serving || d.gone:
 		return lookAgain, false
-	case d.err != nil && now.Before(d.retryAt):
+	case d.held != nil || d.err != nil && now.Before(d.retryAt):
 		if b.claim(i) {
 			req := &b.reqs[i]
-			b.results[i].Err = d.err
-			m.observe(req.API, req.ModelPath, d.err, 0)
+			err := cmp.Or(d.held, d.err)
+			b.results[i].Err = err
+			m.observe(req.API, req.ModelPath, err, 0)
 			b.finish()
 		}
 		ans.answer(nil, true, 0)
@@ -230,7 +235,7 @@ func (d *demandSlot) take(serving, gone bool) []parkedItem {
 func (d *demandSlot) askOnce(now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.serving || d.asked || d.err != nil && now.Before(d.retryAt) {
+	if d.serving || d.asked || d.held != nil || d.err != nil && now.Before(d.retryAt) {
 		return false
 	}
 	d.asked = true
@@ -245,6 +250,19 @@ func (d *demandSlot) fail(err error, retryAt time.Time) []parkedItem {
 	d.err, d.retryAt = err, retryAt
 	d.mu.Unlock()
 	return out
+}
+
+// hold makes the slot answer err at once while its path's load is held
+// back (nil: no longer), and returns the requests parked: no load will
+// end their wait.
+func (d *demandSlot) hold(err error) []parkedItem {
+	d.mu.Lock()
+	d.held = err
+	d.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	return d.take(false, false)
 }
 
 // resume takes the parked items to the content now serving their path
@@ -422,6 +440,30 @@ func (s *supervisorActor) openDemand(ctx actor.Context) {
 		if len(items) > 0 {
 			// toModel answers those with no content not found.
 			s.sys.ways.resume(ctx.Send, items, nil)
+		}
+	}
+}
+
+// holdDemand has the slot of each demandable path whose load the planner
+// holds back (lifecycle.State.Held: a warm-up of the same content is
+// stuck) answer its requests at once with the stuck warm-up's error, as
+// within a backoff, and answers those parked, once the status shows it
+// (execute); the other slots take requests again.
+func (s *supervisorActor) holdDemand(ctx actor.Context) {
+	if !s.holding && len(s.plan.StuckWarmUps()) == 0 {
+		return
+	}
+	s.holding = false
+	for path, d := range s.slots {
+		var err error
+		if p := s.plan.Path(path); p != nil && s.demandable(p) {
+			if st := s.plan.Held(p); st != nil {
+				err = fmt.Errorf("%w: model %s could not be loaded: %w", servables.ErrUnavailable, p.Name, st.Err)
+				s.holding = true
+			}
+		}
+		if items := d.hold(err); len(items) > 0 {
+			s.failed = append(s.failed, func() { s.sys.ways.resume(ctx.Send, items, err) })
 		}
 	}
 }

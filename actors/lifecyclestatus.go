@@ -15,7 +15,9 @@ const (
 	StateLoading State = "loading"
 	// StateReady: a content serves requests (an update may be loading beside it).
 	StateReady State = "ready"
-	// StateFailed: no content serves; the last load failed and is retried on the next poll.
+	// StateFailed: no content serves; the last load failed and is retried
+	// on the next poll (once a stuck warm-up of the same content returns:
+	// ModelStatus.StuckWarmUps).
 	StateFailed State = "failed"
 	// StateEvicting: removed from the config; still served until its grace period ends.
 	StateEvicting State = "evicting"
@@ -133,6 +135,11 @@ type ModelStatus struct {
 	Crashes  int64 `json:"crashes"`
 	// Retiring counts replaced contents still held for their grace period or in-flight requests.
 	Retiring int `json:"retiring,omitempty"`
+	// StuckWarmUps counts the loads of this path whose warm-up timed out
+	// (warmup_timeout) while a forward call still runs: each keeps its
+	// content loaded, and counted against the memory budget, until the
+	// call returns, and the same content is not loaded again meanwhile.
+	StuckWarmUps int `json:"stuck_warmups,omitempty"`
 	// KeepPreviousForMs is the keep time in force for the model (its
 	// entry's keep_previous_for_ms, else the server's keep_previous_for);
 	// 0: off.

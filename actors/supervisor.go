@@ -59,6 +59,9 @@ type (
 		path string
 		job  int64
 		err  error
+		// stuck: err is the warm-up's bound passing (warmUpTimeout); a
+		// forward call of it may still run.
+		stuck bool
 	}
 	// wakeTick is the planner's wake-up time arriving; gen tells it from
 	// a timer that was replaced.
@@ -174,6 +177,8 @@ type supervisorActor struct {
 	// this process (by runtime name): mostly the runtime's own start-up,
 	// part of the process's base rather than of that model.
 	runtimeStart map[string]int64
+	// holding is set while a demand slot answers a held load's error (holdDemand).
+	holding bool
 }
 
 func newSupervisor(s *System) *supervisorActor {
@@ -244,7 +249,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case loadResult:
 		s.stageEnded(ctx, m.job, loadJob{runtime: m.runtime, sv: m.sv, rss: m.rss}, lifecycle.Loaded{Path: m.path, Job: m.job, Bytes: s.modelBytes(m), Err: m.err})
 	case warmResult:
-		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err})
+		s.stageEnded(ctx, m.job, loadJob{}, lifecycle.Warmed{Path: m.path, Job: m.job, Err: m.err, Stuck: m.stuck})
 	case wakeTick:
 		if m.gen == s.wakeGen {
 			s.wakeAt = time.Time{}
@@ -259,6 +264,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case demandLoad:
 		s.apply(ctx, lifecycle.Demand{Path: m.path})
 	case freedContent:
+		s.logStuckReturned(m.id)
 		s.apply(ctx, lifecycle.Freed{Content: m.id})
 	case setShare:
 		s.setShare(ctx, m)
@@ -314,6 +320,10 @@ func (s *supervisorActor) stageEnded(ctx actor.Context, id int64, got loadJob, e
 	}
 	if j.discarded || s.quiet {
 		s.drop(ctx, id, j)
+		if w, ok := ev.(lifecycle.Warmed); ok && w.Stuck && !s.quiet {
+			// Its content stays until the call returns: the budget counts it.
+			s.apply(ctx, ev)
+		}
 		return
 	}
 	s.apply(ctx, ev)
@@ -413,6 +423,7 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 			break
 		}
 	}
+	s.holdDemand(ctx)
 	s.applyTimeouts()
 	s.settle()
 	for _, f := range s.failed {
@@ -578,11 +589,23 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 	j.c = c
 	s.sys.background(func(bctx context.Context) {
 		err := s.sys.warmUp(bctx, c, st.Meta)
+		_, stuck := errors.AsType[*warmUpTimeout](err)
 		if err != nil {
 			err = s.sys.modelPaths(c.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))
 		}
-		root.Send(self, warmResult{path: st.Path, job: st.Job, err: err})
+		root.Send(self, warmResult{path: st.Path, job: st.Job, err: err, stuck: stuck})
 	})
+}
+
+// logStuckReturned logs the end of a stuck warm-up (lifecycle.StuckWarmUp)
+// when content id, its job's, is freed: the forward call returned.
+func (s *supervisorActor) logStuckReturned(id int64) {
+	for _, st := range s.plan.StuckWarmUps() {
+		if st.Job == id {
+			s.log.Info("the forward call of a timed-out warm-up returned; its content is closed, and the model may load it again",
+				"model", st.Path, "checksum", st.Checksum, "stuck_for", time.Since(st.Since))
+		}
+	}
 }
 
 // spawn starts the model actors (replicas) of a loaded job; they share its servable.
@@ -1031,7 +1054,7 @@ func (s *supervisorActor) publishStatus() {
 	st := &Status{Config: s.cfgStat, Models: make([]ModelStatus, 0, len(paths))}
 	st.Config.Source = s.sys.opts.Bucket.String() + "/" + s.sys.opts.ModelConfigPath
 	st.Config.PollInterval = s.sys.opts.PollInterval.String()
-	retiring := s.plan.Retiring()
+	retiring, stuck := s.plan.Retiring(), s.plan.StuckWarmUps()
 	now := time.Now()
 	for _, p := range paths {
 		m := ModelStatus{Path: p.Name, State: phaseStates[p.Phase], Registered: p.Registered, ConfiguredChecksum: p.Desired.Checksum,
@@ -1050,6 +1073,11 @@ func (s *supervisorActor) publishStatus() {
 		for _, r := range retiring {
 			if r.Path == p.Name {
 				m.Retiring++
+			}
+		}
+		for _, w := range stuck {
+			if w.Path == p.Name {
+				m.StuckWarmUps++
 			}
 		}
 		if s.plan.OnDemand(p) {

@@ -651,15 +651,16 @@ func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 // model actor handles its stop, closing its share of the servable
 // (modelActor.close), only once the message it is running returns; the
 // content's files are deleted and its memory freed after all of them
-// have stopped (supervisorActor.ended).
+// have stopped (supervisorActor.ended). The error of a warm-up that
+// timed out so is a *warmUpTimeout: the planner loads the same content
+// again only once that call has returned (lifecycle.StuckWarmUp).
 func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) (err error) {
 	bound := s.opts.WarmUpTimeout
-	ctx, cancel := context.WithTimeoutCause(ctx, bound,
-		fmt.Errorf("warm-up of %q did not finish within %v", meta.Path, bound))
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, &warmUpTimeout{path: meta.Path, bound: bound})
 	defer cancel()
 	defer func() {
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.opts.Logger.Warn("model warm-up timed out; a forward call still running keeps its content loaded until it returns",
+			s.opts.Logger.Warn("model warm-up timed out; a forward call still running keeps its content loaded, and the same content from loading again, until it returns",
 				"model", meta.Path, "warmup_timeout", bound)
 		}
 		if m := c.metadata(); err == nil && !m.Known() {
@@ -694,6 +695,18 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 		}
 	}
 	return c.learn(sent, outs)
+}
+
+// warmUpTimeout is the failure of a warm-up still running after its bound
+// (Options.WarmUpTimeout): a forward call of it may run on.
+type warmUpTimeout struct {
+	path  string
+	bound time.Duration
+}
+
+// Error names the model and the bound.
+func (e *warmUpTimeout) Error() string {
+	return fmt.Sprintf("warm-up of %q did not finish within %v", e.path, e.bound)
 }
 
 // warmUpOne sends one warm-up request p to c's actors and waits for its

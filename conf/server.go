@@ -111,8 +111,9 @@ type Server struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// WarmUpTimeout bounds a model's warm-up: one still running after it
 	// fails the load, which is retried as any failed load is (on the next
-	// poll; an on-demand model on a request after its backoff), and an
-	// in-place update that fails so leaves the previous content serving.
+	// poll; an on-demand model on a request after its backoff) once the
+	// stuck forward call has returned, and an in-place update that fails
+	// so leaves the previous content serving.
 	WarmUpTimeout time.Duration `yaml:"warmup_timeout"`
 	// KeepPreviousFor is how long the content an in-place update replaced
 	// stays loaded and warm, out of service, so that going back to it (the
@@ -629,7 +630,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	choice(&s.TLS.ClientAuth, "tls.client_auth", "tls-client-auth", "client certificates: none, request (verified if given) or require (every route but the probes)")
 	dur(&s.TLS.ReloadInterval, "tls-reload-interval", "how often the TLS files are checked for a change")
 	dur(&s.PollInterval, "poll-interval", "how often the model config is read (at least 1s)")
-	dur(&s.WarmUpTimeout, "warmup-timeout", "how long a model's warm-up may run; one still running after fails the load, which is retried as a failed load is")
+	dur(&s.WarmUpTimeout, "warmup-timeout", "how long a model's warm-up may run; one still running after fails the load, which is retried as a failed load is once its stuck call returns")
 	dur(&s.KeepPreviousFor, "keep-previous-for", "how long a model's previous content stays loaded after an in-place update, for an instant rollback (0: off; keep_previous_for_ms per model overrides it)")
 	dur(&s.IdleUnloadAfter, "idle-unload-after", "unload an on-demand model that took no request for this long; it loads again on its next request (0: never)")
 	choice(&s.LoadPolicy, "load_policy", "load-policy", "when a model without a load of its own is loaded: eager (when listed) or on_demand (on its first request)")

@@ -34,6 +34,12 @@
 // load is retried, on the next demand, after a backoff that doubles with
 // each failure in a row (RetryAt). With IdleUnloadAfter, an on-demand
 // content that took no request for that long is unloaded too.
+//
+// A warm-up that timed out with a forward call still running (Warmed.Stuck)
+// leaves its content loaded, and counted against the budget, until that
+// call returns (Freed). While it runs, the path's retries do not load the
+// same content again (Held): a model that hangs on every warm-up costs one
+// stuck copy, not one more at each poll or backoff. A new checksum loads.
 package lifecycle
 
 import (
@@ -60,7 +66,8 @@ const (
 	// options or declared signature, or a reload after a crash) loads beside it.
 	Swapping
 	// Failed: no content serves and the last load failed; it is retried at
-	// the next config poll (a retry may be running).
+	// the next config poll (a retry may be running), or once the stuck
+	// warm-up of the same content returns (Held).
 	Failed
 	// Evicting: removed from the config; served until its grace period
 	// ends, then, with a keep time, held loaded out of service (Kept)
@@ -227,6 +234,9 @@ type Path struct {
 	Cost Cost
 	// blocked holds back a new job after a failure until the next config poll.
 	blocked bool
+	// fetchedSum is, for an entry without a checksum, what a fetch found
+	// that a stuck warm-up holds back (Held), until the next config poll.
+	fetchedSum string
 	// left is when an Evicting path left the config.
 	left time.Time
 }
@@ -397,11 +407,14 @@ type (
 		Bytes int64
 		Err   error
 	}
-	// Warmed: a job's warm-up ended.
+	// Warmed: a job's warm-up ended. Stuck marks an Err that is the
+	// warm-up's bound passing while a forward call of it still runs: its
+	// content stays loaded until that call returns, which Freed reports.
 	Warmed struct {
-		Path string
-		Job  int64
-		Err  error
+		Path  string
+		Job   int64
+		Err   error
+		Stuck bool
 	}
 	// ContractsExpired: the paths every contract using them has expired,
 	// now (replacing the previous set).
@@ -417,7 +430,8 @@ type (
 	// content: load it (once its backoff, if any, is over).
 	Demand struct{ Path string }
 	// Freed: the memory of content (or job) Content is given back: its
-	// servable is closed. It no longer counts against the budget.
+	// servable is closed. It no longer counts against the budget, and a
+	// stuck warm-up of it (Warmed.Stuck) has returned.
 	Freed struct{ Content int64 }
 )
 
@@ -479,6 +493,72 @@ type State struct {
 	// held is the memory counted for each loaded content or job, by id,
 	// until it is Freed.
 	held map[int64]int64
+	// stuck are the stuck warm-ups (Warmed.Stuck) by job id, until Freed.
+	stuck map[int64]StuckWarmUp
+}
+
+// StuckWarmUp is a load whose warm-up timed out while a forward call of it
+// still runs (Warmed.Stuck): its content stays loaded until the call
+// returns (Freed), and the same content of its path is not loaded again
+// meanwhile (State.Held).
+type StuckWarmUp struct {
+	Job      int64
+	Path     string
+	Checksum string
+	// Since is when the warm-up timed out; Err is its failure.
+	Since time.Time
+	Err   error
+}
+
+// StuckWarmUps lists the stuck warm-ups, oldest first.
+func (s *State) StuckWarmUps() []StuckWarmUp {
+	out := make([]StuckWarmUp, 0, len(s.stuck))
+	for _, st := range s.stuck {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b StuckWarmUp) int { return cmp.Compare(a.Job, b.Job) })
+	return out
+}
+
+// stuckAs returns the oldest stuck warm-up of path's content checksum, nil if none.
+func (s *State) stuckAs(path, checksum string) *StuckWarmUp {
+	var found *StuckWarmUp
+	for _, st := range s.stuck {
+		if st.Path == path && st.Checksum == checksum && (found == nil || st.Job < found.Job) {
+			found = &st
+		}
+	}
+	return found
+}
+
+// Held returns the stuck warm-up that holds p's next load back, nil if
+// none: p has no load running and asks for the content (the checksum of
+// its entry, or, without one, what its last fetch found since the last
+// poll) whose warm-up is stuck. A registration is never held: it is not
+// retried.
+func (s *State) Held(p *Path) *StuckWarmUp {
+	if len(s.stuck) == 0 || p.Job != nil || p.Registered {
+		return nil
+	}
+	sum := cmp.Or(p.Desired.Checksum, p.fetchedSum)
+	if sum == "" {
+		return nil
+	}
+	return s.stuckAs(p.Name, sum)
+}
+
+// holdBack keeps p from loading what st's stuck warm-up holds: p stays
+// failed (or, with a content serving, keeps serving) with st's error, and
+// a demand it had is answered by the supervisor with that error (Held).
+func (s *State) holdBack(p *Path, st *StuckWarmUp) {
+	p.Demanded = false
+	p.LastErr, p.ErrAt = st.Err.Error(), st.Since
+	switch {
+	case p.Active != nil && p.Phase == Swapping:
+		p.Phase = Ready
+	case p.Active == nil && (p.Phase == Loading || p.Phase == Unloaded):
+		p.Phase = Failed
+	}
 }
 
 // Path returns the record of path, or nil.
@@ -587,6 +667,13 @@ func (s *State) Apply(ev Event, now time.Time) error {
 				s.fail(p, ev.Err, now)
 			case p.Job.Meta.Checksum != "" && p.Job.Meta.Checksum != ev.Checksum:
 				s.fail(p, fmt.Errorf("loading model %s: model rejected due to incorrect checksum: expected %s, actual %s", p.Name, p.Job.Meta.Checksum, ev.Checksum), now)
+			case s.stuckAs(p.Name, ev.Checksum) != nil && !p.Registered:
+				// What the bucket holds is the content a stuck warm-up
+				// holds (an entry without a checksum learns it so): not
+				// a failure, the load waits for that call (Held).
+				s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID})
+				p.Job, p.fetchedSum = nil, ev.Checksum
+				s.holdBack(p, s.stuckAs(p.Name, ev.Checksum))
 			default:
 				p.Job.Checksum, p.Job.Size = ev.Checksum, ev.Size
 				if s.Budget > 0 {
@@ -619,7 +706,11 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		}
 	case Freed:
 		delete(s.held, ev.Content)
+		delete(s.stuck, ev.Content)
 	case Warmed:
+		if ev.Stuck {
+			s.stick(ev, now)
+		}
 		if p, ok := s.jobAt(ev.Path, ev.Job, WarmingUp); ok {
 			if ev.Err != nil {
 				s.fail(p, ev.Err, now)
@@ -649,6 +740,21 @@ func (s *State) Apply(ev Event, now time.Time) error {
 		p.blocked = false
 	}
 	return nil
+}
+
+// stick records ev's stuck warm-up until Freed. Its checksum is its
+// job's; for a job dropped before its warm-up timed out (the config moved
+// on) it is unknown, and the stuck content then only counts (memory,
+// status), holding no load back.
+func (s *State) stick(ev Warmed, now time.Time) {
+	st := StuckWarmUp{Job: ev.Job, Path: ev.Path, Since: now, Err: ev.Err}
+	if p := s.paths[ev.Path]; p != nil && p.Job != nil && p.Job.ID == ev.Job {
+		st.Checksum = p.Job.Checksum
+	}
+	if s.stuck == nil {
+		s.stuck = map[int64]StuckWarmUp{}
+	}
+	s.stuck[ev.Job] = st
 }
 
 // advance moves p's job on to stage next, started by a step of kind.
@@ -915,7 +1021,7 @@ func (s *State) applyConfig(models []modelconfig.Model, now time.Time) {
 			}
 		}
 		p.Desired = m
-		p.blocked = false
+		p.blocked, p.fetchedSum = false, "" // the bucket may hold other files now
 		if p.Job != nil && stale(m, p.Job.Meta) {
 			s.dropJob(p)
 		}
@@ -993,6 +1099,11 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 				continue
 			}
 			p.blocked = false
+		}
+		if st := s.Held(p); st != nil && s.needsLoad(p) {
+			// Loaded again once the stuck call returns (Freed plans again).
+			s.holdBack(p, st)
+			continue
 		}
 		if p.Job == nil && !p.blocked && s.needsLoad(p) {
 			s.lastJob++
@@ -1152,6 +1263,11 @@ func (s *State) usage(now time.Time) (used, leaving, graced int64) {
 		if p.Job != nil {
 			live[p.Job.ID] = true
 		}
+	}
+	for id := range s.stuck {
+		// Given back when its call returns, which may be never: a load
+		// does not wait for it.
+		live[id] = true
 	}
 	for id, b := range s.held {
 		used += b
