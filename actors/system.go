@@ -548,9 +548,10 @@ func (s *System) shutdown() {
 }
 
 // loadOptions are the runtime's load options of a model: its intra-op
-// thread count (its own setting, or the server's) and its missing_value.
+// thread count (its own setting, or the server's), its missing_value and
+// the server's MaxModelBytes.
 func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
-	opts := servables.LoadOptions{IntraOpThreads: s.opts.IntraOpThreads}
+	opts := servables.LoadOptions{IntraOpThreads: s.opts.IntraOpThreads, MaxModelBytes: s.opts.MaxModelBytes}
 	if n := meta.Serving.IntraOpThreads; n > 0 {
 		opts.IntraOpThreads = n
 	}

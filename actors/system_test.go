@@ -66,7 +66,8 @@ func TestSystemLoadsConfiguredModelsWarmsThemUpAndServes(t *testing.T) {
 // TestSystemLoadsAModelWithItsEntrysLoadOptions: a model entry's
 // intra_op_threads and missing_value reach the runtime's Load; an entry
 // without them gets the server's threads and no missing value; every Load
-// gets the checksum of the content it loads.
+// gets the checksum of the content it loads and the server's
+// max_model_bytes.
 func TestSystemLoadsAModelWithItsEntrysLoadOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", `"intra_op_threads": 3, "missing_value": -999`), entry("b/", "", "")),
@@ -82,10 +83,10 @@ func TestSystemLoadsAModelWithItsEntrysLoadOptions(t *testing.T) {
 			if o.MissingValue != nil {
 				missing = fmt.Sprint(*o.MissingValue)
 			}
-			got = append(got, fmt.Sprintf("%s: threads %d, missing %s", sums[o.Checksum], o.IntraOpThreads, missing))
+			got = append(got, fmt.Sprintf("%s: threads %d, missing %s, max bytes %d", sums[o.Checksum], o.IntraOpThreads, missing, o.MaxModelBytes))
 		}
 		slices.Sort(got)
-		if want := []string{"a/: threads 3, missing -999", "b/: threads 2, missing none"}; !slices.Equal(got, want) {
+		if want := []string{"a/: threads 3, missing -999, max bytes 1048576", "b/: threads 2, missing none, max bytes 1048576"}; !slices.Equal(got, want) {
 			t.Errorf("load options %q, want %q", got, want)
 		}
 	})

@@ -64,7 +64,14 @@ type LoadOptions struct {
 	// the model checksum it verified), so that a runtime may reuse what
 	// it learned from loading the same content before; empty when unknown.
 	Checksum string
+	// MaxModelBytes is the server's max_model_bytes: a runtime that
+	// inflates compressed model files (TorchScript's zip archive) holds
+	// their inflated size to it; 0 means DefaultMaxModelBytes.
+	MaxModelBytes int64
 }
+
+// DefaultMaxModelBytes is max_model_bytes's default, 2 GiB.
+const DefaultMaxModelBytes = 2 << 30
 
 // Metadata describes a model's signature. Dimensions of -1 are dynamic.
 type Metadata struct {

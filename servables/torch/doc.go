@@ -13,7 +13,13 @@
 // servables.Sniff); other files are ignored. Load first walks the
 // archive's pickles (checkPickles): libtorch 1.13's unpickler pops its
 // stack without looking, so a pickle that takes values it never pushed
-// would crash the process; such a file fails its load instead. Load then
+// would crash the process; such a file fails its load instead. Before
+// that, the archive's entries, inflated, must add up to at most
+// LoadOptions.MaxModelBytes (max_model_bytes): libtorch allocates each
+// entry's inflated size, and torch.jit.save deflates some entries (code/,
+// the .debug_pkl files), so a small file could hold a deflate bomb; the
+// sizes are read from the zip directory, and the pickles are checked as
+// they inflate, never held whole. Load then
 // runs torch::jit::load on the CPU, eval(), and then
 // torch::jit::freeze, as the B&A inference sidecar does, followed by the
 // FrozenLinearTranspose pass (linear layers become a matmul with a

@@ -2,11 +2,15 @@ package torch
 
 import (
 	"archive/zip"
-	"bytes"
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"strings"
+
+	"github.com/groveml/grove/internal/capped"
+	"github.com/groveml/grove/servables"
 )
 
 // checkPickles checks the stack use of every pickle (an entry whose name
@@ -17,12 +21,32 @@ import (
 // stack without looking (BUILD, REDUCE, TUPLE1, BINPERSID, ...), so a
 // pickle that takes more values than it pushed crashes the process. A
 // file Go cannot read as a zip archive is left to libtorch.
-func checkPickles(file string) error {
+//
+// First the archive's entries, inflated, must add up to at most limit
+// bytes (max_model_bytes; 0 means servables.DefaultMaxModelBytes): an
+// entry may be deflated (torch.jit.save deflates code/ and the .debug_pkl
+// files), libtorch allocates each entry's inflated size to read it, and a
+// small file may hold a deflate bomb. The sizes are those the archive's
+// directory declares, before anything is inflated; Go's zip reader refuses
+// an entry that inflates to more than its declared size. The pickles are
+// then checked as they are inflated, never held in memory whole.
+func checkPickles(file string, limit int64) error {
 	zr, err := zip.OpenReader(file)
 	if err != nil {
 		return nil // not a zip archive Go reads: libtorch says what it is
 	}
 	defer zr.Close()
+	if limit <= 0 {
+		limit = servables.DefaultMaxModelBytes
+	}
+	left := uint64(limit)
+	for _, e := range zr.File {
+		if e.UncompressedSize64 > left {
+			return fmt.Errorf("%s inflates to %s, which brings the archive past max_model_bytes (%s) inflated",
+				e.Name, sizeOf(e.UncompressedSize64), capped.Size(limit))
+		}
+		left -= e.UncompressedSize64
+	}
 	for _, e := range zr.File {
 		if !strings.HasSuffix(e.Name, "pkl") || e.FileInfo().IsDir() {
 			continue
@@ -30,20 +54,56 @@ func checkPickles(file string) error {
 		if _, rest, _ := strings.Cut(e.Name, "/"); strings.HasPrefix(rest, "extra/") {
 			continue // an extra file: any bytes, never unpickled
 		}
-		rc, err := e.Open()
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", e.Name, err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", e.Name, err)
-		}
-		if err := checkPickle(data); err != nil {
-			return fmt.Errorf("%s is not a valid pickle: %w", e.Name, err)
+		if err := checkEntry(e); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// sizeOf writes a byte count as capped.Size does.
+func sizeOf(n uint64) string {
+	if n > math.MaxInt64 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return capped.Size(int64(n))
+}
+
+// checkEntry checks the pickle of one entry as it inflates it, and reads
+// the entry to its end, so that its checksum is checked too.
+func checkEntry(e *zip.File) error {
+	rc, err := e.Open()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Name, err)
+	}
+	defer rc.Close()
+	r := &errorKeeper{r: rc}
+	err = checkPickle(r)
+	if r.err != nil {
+		return fmt.Errorf("reading %s: %w", e.Name, r.err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not a valid pickle: %w", e.Name, err)
+	}
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return fmt.Errorf("reading %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// errorKeeper reads r and keeps its first error other than io.EOF, which
+// tells a damaged entry (a read error) from a damaged pickle.
+type errorKeeper struct {
+	r   io.Reader
+	err error
+}
+
+func (k *errorKeeper) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if err != nil && err != io.EOF && k.err == nil {
+		k.err = err
+	}
+	return n, err
 }
 
 // pickleOp is the stack effect of a pickle opcode (Python's pickletools):
@@ -97,21 +157,31 @@ var pickleOps = map[byte]pickleOp{
 	0x82: {arg: 1, pushes: 1}, 0x83: {arg: 2, pushes: 1}, 0x84: {arg: 4, pushes: 1},
 }
 
-// checkPickle walks the opcodes of one pickle up to its STOP, counting
-// the values on the stack (one flat stack with marks at depths, as
-// libtorch keeps it), and fails where an opcode would take a value or a
+// checkPickle walks the opcodes of one pickle read from r up to its STOP,
+// counting the values on the stack (one flat stack with marks at depths,
+// as libtorch keeps it), and fails where an opcode would take a value or a
 // mark that is not there, or an argument runs past the end. An opcode
 // libtorch does not know ends the walk: libtorch refuses it with an error.
-func checkPickle(data []byte) error {
+// It reads r through a small buffer and skips the opcodes' arguments
+// unread: its memory is the marks', not the pickle's.
+func checkPickle(r io.Reader) error {
+	p := pickleReader{r: bufio.NewReaderSize(r, 32<<10)}
 	depth := 0
 	var marks []int
-	for off := 0; off < len(data); {
-		at, c := off, data[off]
+	for {
+		at := p.off
+		c, err := p.r.ReadByte()
+		if err == io.EOF {
+			return fmt.Errorf("no STOP")
+		}
+		if err != nil {
+			return err
+		}
+		p.off++
 		op, ok := pickleOps[c]
 		if !ok {
 			return nil
 		}
-		off++
 		switch op.arg {
 		case markOp:
 			marks = append(marks, depth)
@@ -123,11 +193,9 @@ func checkPickle(data []byte) error {
 			return nil
 		case argLine, argLine2:
 			for range -op.arg {
-				i := bytes.IndexByte(data[off:], '\n')
-				if i < 0 {
-					return fmt.Errorf("opcode 0x%02x at byte %d: its argument runs past the end", c, at)
+				if err := p.skipLine(); err != nil {
+					return pastTheEnd(err, "opcode 0x%02x at byte %d: its argument runs past the end", c, at)
 				}
-				off += i + 1
 			}
 		case argLen1, argLen4, argLen8:
 			size := 1
@@ -137,22 +205,18 @@ func checkPickle(data []byte) error {
 			case argLen8:
 				size = 8
 			}
-			if len(data)-off < size {
-				return fmt.Errorf("opcode 0x%02x at byte %d: its length runs past the end", c, at)
-			}
 			var b [8]byte
-			copy(b[:], data[off:off+size])
+			if err := p.read(b[:size]); err != nil {
+				return pastTheEnd(err, "opcode 0x%02x at byte %d: its length runs past the end", c, at)
+			}
 			l := binary.LittleEndian.Uint64(b[:])
-			off += size
-			if l > uint64(len(data)-off) {
-				return fmt.Errorf("opcode 0x%02x at byte %d: %d bytes, past the end", c, at, l)
+			if err := p.skip(l); err != nil {
+				return pastTheEnd(err, "opcode 0x%02x at byte %d: %d bytes, past the end", c, at, l)
 			}
-			off += int(l)
 		default:
-			if len(data)-off < op.arg {
-				return fmt.Errorf("opcode 0x%02x at byte %d: its argument runs past the end", c, at)
+			if err := p.skip(uint64(op.arg)); err != nil {
+				return pastTheEnd(err, "opcode 0x%02x at byte %d: its argument runs past the end", c, at)
 			}
-			off += op.arg
 		}
 		if op.toMark {
 			if len(marks) == 0 {
@@ -170,5 +234,61 @@ func checkPickle(data []byte) error {
 		}
 		depth += op.pushes - op.pops
 	}
-	return fmt.Errorf("no STOP")
+}
+
+// pickleReader reads a pickle, counting its bytes.
+type pickleReader struct {
+	r   *bufio.Reader
+	off int64
+}
+
+// read reads exactly len(b) bytes; io.ErrUnexpectedEOF if the pickle ends first.
+func (p *pickleReader) read(b []byte) error {
+	n, err := io.ReadFull(p.r, b)
+	p.off += int64(n)
+	return eofUnexpected(err)
+}
+
+// skip skips n bytes unread; io.ErrUnexpectedEOF if the pickle ends first.
+func (p *pickleReader) skip(n uint64) error {
+	for n > 0 {
+		d, err := p.r.Discard(int(min(n, 1<<30)))
+		p.off += int64(d)
+		n -= uint64(d)
+		if err != nil {
+			return eofUnexpected(err)
+		}
+	}
+	return nil
+}
+
+// skipLine skips past the next newline, however long the line;
+// io.ErrUnexpectedEOF if the pickle ends first.
+func (p *pickleReader) skipLine() error {
+	for {
+		line, err := p.r.ReadSlice('\n')
+		p.off += int64(len(line))
+		if err != bufio.ErrBufferFull {
+			return eofUnexpected(err)
+		}
+	}
+}
+
+// pastTheEnd is the error of an opcode whose argument the pickle ends
+// within (io.ErrUnexpectedEOF): the message format and args make; any
+// other error, from reading, is returned as it is.
+func pastTheEnd(err error, format string, args ...any) error {
+	if err != io.ErrUnexpectedEOF {
+		return err
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// eofUnexpected turns io.EOF, the pickle ending within an opcode, into
+// io.ErrUnexpectedEOF.
+func eofUnexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

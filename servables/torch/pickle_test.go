@@ -2,13 +2,18 @@ package torch
 
 import (
 	"archive/zip"
+	"bytes"
+	"compress/flate"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/groveml/grove/servables"
 )
@@ -153,7 +158,7 @@ func TestThePicklesTorchWritesPassTheCheck(t *testing.T) {
 		if filepath.Base(f) == "corrupt.pt" {
 			continue
 		}
-		if err := checkPickles(f); err != nil {
+		if err := checkPickles(f, 1<<30); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -167,6 +172,187 @@ func TestThePicklesTorchWritesPassTheCheck(t *testing.T) {
 // corpus is in testdata/fuzz/FuzzCheckPickle.
 func FuzzCheckPickle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_ = checkPickle(data)
+		_ = checkPickle(bytes.NewReader(data))
 	})
+}
+
+// withDeflatedEntry writes a copy of the archive src with the entry whose
+// name ends in suffix replaced by the deflated bytes of w's output.
+func withDeflatedEntry(t *testing.T, src, suffix string, write func(io.Writer) error) string {
+	t.Helper()
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	out := filepath.Join(t.TempDir(), filepath.Base(src))
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestSpeed) })
+	for _, e := range zr.File {
+		if !strings.HasSuffix(e.Name, suffix) {
+			if err := zw.Copy(e); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name, Method: zip.Deflate})
+		if err == nil {
+			err = write(w)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// run writes n bytes b.
+func run(w io.Writer, b byte, n int) error {
+	chunk := bytes.Repeat([]byte{b}, 1<<20)
+	for ; n > 0; n -= len(chunk) {
+		if _, err := w.Write(chunk[:min(n, len(chunk))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocated returns the bytes f allocates on the Go heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A small TorchScript file whose data.pkl is a deflate bomb (256 MiB of
+// one byte in about 1 MiB) fails its load with an error naming the file and
+// the entry, before anything is inflated: the archive's entries, inflated,
+// are held to max_model_bytes (here 64 MiB), as libtorch would allocate
+// each entry's inflated size to read it.
+func TestADeflateBombInATorchScriptFileFailsItsLoadWithoutBeingInflated(t *testing.T) {
+	file := withDeflatedEntry(t, testdata("add"), "/data.pkl", func(w io.Writer) error { return run(w, 'N', 256<<20) })
+	if fi, err := os.Stat(file); err != nil || fi.Size() > 2<<20 {
+		t.Fatalf("the bomb: %v, %v", fi.Size(), err)
+	}
+	var err error
+	n := allocated(func() {
+		_, err = Runtime{}.Load(context.Background(), filepath.Dir(file), []string{filepath.Base(file)}, servables.LoadOptions{MaxModelBytes: 64 << 20})
+	})
+	want := fmt.Sprintf("torchscript: loading %s: add/data.pkl inflates to 256 MiB, which brings the archive past max_model_bytes (64 MiB) inflated", file)
+	if err == nil || err.Error() != want {
+		t.Errorf("Load: %v\nwant %s", err, want)
+	}
+	if n > 8<<20 {
+		t.Errorf("Load allocated %d MiB for a file of 1 MiB", n>>20)
+	}
+}
+
+// The entries' inflated sizes add up: two entries of 40 MiB each are more
+// than a max_model_bytes of 64 MiB, and the error names the entry that
+// passes it.
+func TestTheEntriesOfATorchScriptFileInflatedAddUpToAtMostMaxModelBytes(t *testing.T) {
+	file := withDeflatedEntry(t, testdata("add"), "/version", func(w io.Writer) error { return run(w, '1', 40<<20) })
+	file = withDeflatedEntry(t, file, "/__torch__.py", func(w io.Writer) error { return run(w, ' ', 40<<20) })
+	err := checkPickles(file, 64<<20)
+	if want := "add/version inflates to 40 MiB, which brings the archive past max_model_bytes (64 MiB) inflated"; err == nil || err.Error() != want {
+		t.Errorf("checkPickles: %v\nwant %s", err, want)
+	}
+	if err := checkPickles(file, 128<<20); err != nil {
+		t.Errorf("checkPickles under a limit of 128 MiB: %v", err)
+	}
+}
+
+// A large valid pickle (16 MiB, deflated) is checked as it is inflated,
+// without being held in memory.
+func TestALargePickleIsCheckedWithoutHoldingItInMemory(t *testing.T) {
+	file := withDeflatedEntry(t, testdata("add"), "/data.pkl", func(w io.Writer) error {
+		if _, err := io.WriteString(w, "\x80\x02"); err != nil {
+			return err
+		}
+		if err := run(w, 'N', 8<<20); err != nil {
+			return err
+		}
+		if err := run(w, '0', 8<<20-1); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, ".")
+		return err
+	})
+	var err error
+	n := allocated(func() { err = checkPickles(file, 1<<30) })
+	if err != nil {
+		t.Fatalf("checkPickles: %v", err)
+	}
+	if n > 4<<20 {
+		t.Errorf("checkPickles allocated %d MiB for a pickle of 16 MiB", n>>20)
+	}
+}
+
+// A pickle whose entry is damaged (its checksum does not match) fails the
+// load as an entry that cannot be read, not as an invalid pickle.
+func TestAPickleEntryThatFailsItsChecksumFailsTheLoadAsUnreadable(t *testing.T) {
+	zr, err := zip.OpenReader(testdata("add"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	out := filepath.Join(t.TempDir(), "add.pt")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, e := range zr.File {
+		if e.Name != "add/constants.pkl" {
+			if err := zw.Copy(e); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		pickle := []byte("\x80\x02).")
+		w, err := zw.CreateRaw(&zip.FileHeader{Name: e.Name, Method: zip.Store, CRC32: 1,
+			CompressedSize64: uint64(len(pickle)), UncompressedSize64: uint64(len(pickle))})
+		if err == nil {
+			_, err = w.Write(pickle)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPickles(out, 0); err == nil || err.Error() != "reading add/constants.pkl: zip: checksum error" {
+		t.Errorf("checkPickles: %v", err)
+	}
+}
+
+// The check reads its pickle through any reader, a byte at a time too,
+// and gives the same answers.
+func TestThePickleCheckGivesTheSameAnswerWhateverTheReadSizes(t *testing.T) {
+	for _, pickle := range []string{"\x80\x02).", "\x80\x02bT.", "\x80\x02X\x05\x00\x00\x00abc", "\x80\x02(Vab\ncx\ny\nt.", "\x80\x02Vabc", "\x80\x02N"} {
+		want := fmt.Sprint(checkPickle(strings.NewReader(pickle)))
+		if got := fmt.Sprint(checkPickle(iotest.OneByteReader(strings.NewReader(pickle)))); got != want {
+			t.Errorf("%q a byte at a time: %s, at once: %s", pickle, got, want)
+		}
+	}
+	boom := errors.New("boom")
+	if err := checkPickle(io.MultiReader(strings.NewReader("\x80\x02X\x05\x00"), iotest.ErrReader(boom))); !errors.Is(err, boom) {
+		t.Errorf("a read error: %v, want boom", err)
+	}
 }

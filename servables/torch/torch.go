@@ -92,7 +92,7 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	if _, err := os.Stat(file); err != nil {
 		return nil, fmt.Errorf("torchscript: loading model: %w", err)
 	}
-	if err := checkPickles(file); err != nil {
+	if err := checkPickles(file, opts.MaxModelBytes); err != nil {
 		return nil, fmt.Errorf("torchscript: loading %s: %w", file, err)
 	}
 	cpath := C.CString(file)
