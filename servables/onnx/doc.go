@@ -87,7 +87,9 @@
 // it, so Predict allocates it before the run: its shape is the model's
 // declared one, where a symbolic dimension ("batch") takes the size of the
 // same-named dimension of an input (Load reads the declared shapes from
-// the model file when an output is a 2-byte float). An output with a
+// the model file when an output is a 2-byte float or a scalar, streaming
+// the graph's input and output declarations and seeking over the rest,
+// weights included: graphDims). An output with a
 // dimension no input names is an ErrOutput; ONNX Runtime checks the shape
 // it writes. onnxruntime_go v1.27.0 cannot convert a rank-0 (scalar)
 // tensor ONNX Runtime allocates either (and its Run then neither converts

@@ -20,7 +20,7 @@ func TestGraphDimsReadsTheDeclaredShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, outs, err := graphDims(data)
+	ins, outs, err := dimsOf(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestGraphDimsReadsTheDeclaredShapes(t *testing.T) {
 		!reflect.DeepEqual(outs, map[string][]dim{"same": batch4, "wide": batch4, "narrow": batch4}) {
 		t.Errorf("inputs %v, outputs %v", ins, outs)
 	}
-	if _, _, err := graphDims(data[:len(data)-3]); !errors.Is(err, errProto) {
+	if _, _, err := dimsOf(data[:len(data)-3]); !errors.Is(err, errProto) {
 		t.Errorf("a truncated model: %v", err)
 	}
 }
@@ -59,12 +59,12 @@ func TestHalfOutputsOfUnknownSizeAreErrOutput(t *testing.T) {
 // testdata/fuzz/FuzzGraphDims.
 func FuzzGraphDims(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ins, outs, err := graphDims(data)
+		ins, outs, err := dimsOf(data)
 		if err != nil {
 			return
 		}
 		// An unknown varint field 99 before the model changes nothing.
-		ins2, outs2, err := graphDims(append([]byte{0x98, 0x06, 0x01}, data...))
+		ins2, outs2, err := dimsOf(append([]byte{0x98, 0x06, 0x01}, data...))
 		if err != nil || !reflect.DeepEqual(ins, ins2) || !reflect.DeepEqual(outs, outs2) {
 			t.Fatalf("with an unknown field: %v %v %v, without %v %v", ins2, outs2, err, ins, outs)
 		}

@@ -377,10 +377,7 @@ func (r Runtime) Load(ctx context.Context, dir string, files []string, opts serv
 	}
 	for _, s := range m.outputs {
 		if isHalf(s.dtype) || (s.tensor && len(s.shape) == 0) {
-			data, err := os.ReadFile(file)
-			if err == nil {
-				m.inDims, m.outDims, err = graphDims(data)
-			}
+			m.inDims, m.outDims, err = graphDimsOf(file)
 			if err != nil {
 				_ = m.session.Destroy()
 				return nil, fmt.Errorf("onnx: loading %s: reading the declared shapes of its outputs: %w", file, err)
