@@ -1,10 +1,14 @@
 package actors
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
 
+	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 )
 
@@ -42,6 +46,34 @@ func TestSystemRejectsAModelConfigLargerThanItsLimit(t *testing.T) {
 		}
 		if res := w.infer("b/", 1); res.Err != nil {
 			t.Fatalf("the model of the config at the limit is not served: %v", res.Err)
+		}
+	})
+}
+
+// An edit that would make the model config larger than its limit is
+// refused with a *bucket.ContentTooLargeError naming the limit (the
+// management API answers it 413), and the config in the bucket and in
+// force stay as they were.
+func TestAnEditThatWouldGrowTheModelConfigPastItsLimitIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		before := w.b.get("model_config.json")
+
+		_, err := w.sys.EditConfig(context.Background(), func(c *modelconfig.Config) error {
+			c.Models[0].WarmUpJSON = `"` + strings.Repeat("x", modelconfig.MaxConfigBytes) + `"`
+			return nil
+		})
+		var tooLarge *bucket.ContentTooLargeError
+		if !errors.As(err, &tooLarge) || err.Error() != "updating model_config.json in mem://test: the new content of model_config.json is larger than its limit of 64 MiB" {
+			t.Fatalf("EditConfig past the limit: %v", err)
+		}
+		if after := w.b.get("model_config.json"); !bytes.Equal(after, before) {
+			t.Errorf("the model config in the bucket changed: %d bytes", len(after))
+		}
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Errorf("the model is no longer served: %v", res.Err)
 		}
 	})
 }

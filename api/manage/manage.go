@@ -2,7 +2,7 @@
 // config in the bucket: creating and updating contracts and servables,
 // their policies, logging settings and performance metrics, and reading
 // them back (Register), with the one table from a kind of failure to an
-// HTTP status (statusOf). Its documents are read by package forestflow and
+// HTTP status (statusOf; statusOfError adds the failures of no kind). Its documents are read by package forestflow and
 // applied by modelconfig's edits. Beside it, POST /v1/rollback puts a
 // model's kept previous content back into service (rollback.go).
 package manage
@@ -161,12 +161,27 @@ func statusOf(k servables.Kind) int {
 	return http.StatusInternalServerError // OutputUnsupported, Crashed, Execution
 }
 
+// statusOfError is the HTTP status of a management failure err of kind k
+// (kindOf): statusOf(k), but 413 for a write that would make the model
+// config or the contract state larger than its limit
+// (modelconfig.MaxConfigBytes, MaxStateBytes: a
+// *bucket.ContentTooLargeError, whose message names the limit): nothing was written, and the caller's change
+// is what does not fit, as a body over max_body_bytes.
+func statusOfError(err error, k servables.Kind) int {
+	var tooLarge *bucket.ContentTooLargeError
+	if errors.As(err, &tooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return statusOf(k)
+}
+
 // fail answers a management call that failed with err. The failures
 // ForestFlow has an error case for answer that case with its status: an
 // unknown contract or release (404), a servable that exists (409), and a
 // document or an edit that is not valid (422), whose case is invalid
 // (ContractValidationError or CreateServableRequestInvalidError). Any
-// other answers its text with statusOf's status; a server fault is logged.
+// other answers its text with statusOfError's status; a server fault is
+// logged.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error, fqrv forestflow.FQRV, invalid forestflow.ErrorCase) {
 	audit.FromContext(r.Context()).Fail(err)
 	k := kindOf(err)
@@ -185,7 +200,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error, fqrv fores
 		}
 		forestflow.WriteError(w, 0, forestflow.ErrorResponse{Case: invalid, Contract: fqrv.Contract, FQRV: fqrv, Message: msg})
 	default:
-		code := statusOf(k)
+		code := statusOfError(err, k)
 		if k == servables.Conflict {
 			w.Header().Set("Retry-After", "1")
 		}

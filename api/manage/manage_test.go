@@ -19,6 +19,7 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 )
@@ -211,6 +212,10 @@ func TestFailuresAnswerForestFlowCasesOrTheirKindsStatus(t *testing.T) {
 		{modelconfig.ErrContractExists, 422, `"ContractValidationError"`, false},
 		{fmt.Errorf("updating: %w", bucket.ErrConflict), 503, "version precondition failed", true},
 		{fmt.Errorf("%w: file://x", actors.ErrReadOnly), 403, "read-only", false},
+		{fmt.Errorf("updating model_config.json in mem: %w", &bucket.ContentTooLargeError{Err: &capped.TooLargeError{What: "the new content of model_config.json", Limit: 64 << 20}}),
+			413, "the new content of model_config.json is larger than its limit of 64 MiB", false},
+		{fmt.Errorf("updating model_config.json in mem: %w", &capped.TooLargeError{What: "object model_config.json in mem", Limit: 64 << 20}),
+			500, "object model_config.json in mem is larger than its limit of 64 MiB", false}, // the bucket's object, not the edit
 		{context.DeadlineExceeded, 504, "deadline exceeded", false},
 		{context.Canceled, 499, "canceled", false},
 		{errors.New("disk on fire"), 500, "disk on fire", false},

@@ -52,7 +52,7 @@ func parseRollback(body []byte) (string, error) {
 // back from (actors.System.Rollback).
 // A malformed body is 400, an unknown path 404, nothing kept (or a path
 // the config has no entry of) 409; the other failures answer as the other
-// management writes (statusOf: a read-only bucket 403).
+// management writes (statusOfError: a read-only bucket 403).
 func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 	body, ok := a.h.Body(w, r, new([]byte))
 	if !ok {
@@ -69,7 +69,7 @@ func (a *api) rollback(w http.ResponseWriter, r *http.Request) {
 	got, err := a.b.Rollback(r.Context(), path)
 	if err != nil {
 		rec.Fail(err)
-		code := statusOf(kindOf(err))
+		code := statusOfError(err, kindOf(err))
 		switch {
 		case errors.Is(err, actors.ErrNothingKept), errors.Is(err, actors.ErrNotAnEntry):
 			code = http.StatusConflict

@@ -2,6 +2,7 @@ package manage
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/httpserver/httpservertest"
 )
@@ -64,6 +67,10 @@ func TestRollbackAnswersWhatServesNowAndNamesWhatIsWrong(t *testing.T) {
 	m.err = actors.ErrReadOnly
 	if code, body := call(t, h, "POST", "/v1/rollback", `{"model_path": "m/"}`); code != http.StatusForbidden || !strings.Contains(body, "read-only") {
 		t.Errorf("read-only bucket: %d %s", code, body)
+	}
+	m.err = fmt.Errorf("updating model_config.json in mem: %w", &bucket.ContentTooLargeError{Err: &capped.TooLargeError{What: "the new content of model_config.json", Limit: modelconfig.MaxConfigBytes}})
+	if code, body := call(t, h, "POST", "/v1/rollback", `{"model_path": "m/"}`); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than its limit of 64 MiB") {
+		t.Errorf("a config edit past its limit: %d %s", code, body)
 	}
 }
 

@@ -31,6 +31,20 @@ type Writer interface {
 // it) since the caller read it.
 var ErrConflict = errors.New("object changed concurrently (version precondition failed)")
 
+// ContentTooLargeError is Update's error when change returns new content
+// larger than the limit: nothing was written. It is the caller's change
+// that is too large, where a *capped.TooLargeError alone is an object
+// already too large to read.
+type ContentTooLargeError struct {
+	// Err names the object and the limit.
+	Err *capped.TooLargeError
+}
+
+func (e *ContentTooLargeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ContentTooLargeError) Unwrap() error { return e.Err }
+
 // UpdateTries is how many read-modify-write attempts Update makes before
 // giving up on a contended object.
 const UpdateTries = 10
@@ -44,8 +58,9 @@ const UpdateTries = 10
 // process, other processes or other replicas, never lose each other's
 // changes.
 //
-// The object is read with ReadObject's limit, limit, and new content
-// larger than limit is not written (the error is a *capped.TooLargeError):
+// The object is read with ReadObject's limit, limit (an object larger is
+// a *capped.TooLargeError), and new content larger than limit is not
+// written (a *ContentTooLargeError, which wraps a *capped.TooLargeError):
 // what Update writes, it and every reader with that limit can read back.
 //
 // change gets the current content and whether the object exists (current
@@ -81,7 +96,7 @@ func Update(ctx context.Context, b Writer, name string, limit int64, change func
 			return fmt.Errorf("updating %s in %s: %w", name, b, err)
 		}
 		if int64(len(next)) > limit {
-			return fmt.Errorf("updating %s in %s: %w", name, b, &capped.TooLargeError{What: "the new content of " + name, Limit: limit})
+			return fmt.Errorf("updating %s in %s: %w", name, b, &ContentTooLargeError{&capped.TooLargeError{What: "the new content of " + name, Limit: limit}})
 		}
 		_, err = b.WriteObject(ctx, name, next, attrs.Version)
 		if err == nil {
