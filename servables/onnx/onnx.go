@@ -416,7 +416,7 @@ type Model struct {
 	inputs          specs
 	outputs         []spec
 	meta            servables.Metadata
-	inDims, outDims map[string][]dim // declared shapes, read when an output is a 2-byte float
+	inDims, outDims map[string][]dim // declared shapes, read when an output is a 2-byte float or a declared scalar
 }
 
 var _ servables.Servable = (*Model)(nil)
