@@ -215,6 +215,13 @@ func (l *Listener) Open() int {
 	return l.n
 }
 
+// Idle returns how many of its connections are marked idle (Conn.SetIdle).
+func (l *Listener) Idle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.len
+}
+
 // Conn is a connection a Listener holds; closing it makes room for
 // another.
 type Conn struct {

@@ -246,8 +246,13 @@ func TestAtTheConnectionLimitIdleConnectionsMakeRoom(t *testing.T) {
 	if resp, _, err := kept.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", resp, err)
 	}
+	// The server marks the kept connection idle after it has written the
+	// answer, perhaps after the client has read it: wait for it, so that
+	// it is idle before the silent one is accepted.
+	waitIdle(t, l.(*connlimit.Listener), 1)
 	silent := rawhttptest.DialRaw(t, addr) // sends nothing
 	waitOpen(t, l.(*connlimit.Listener), 3)
+	waitIdle(t, l.(*connlimit.Listener), 2)
 	// The newest idle connection is the silent one: the kept one, idle
 	// since its answer, goes first.
 	probe := rawhttptest.DialRaw(t, addr)
@@ -269,6 +274,18 @@ func TestAtTheConnectionLimitIdleConnectionsMakeRoom(t *testing.T) {
 	close(release)
 	if resp, _, err := busy.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the connection serving a request was cut: %v %v", resp, err)
+	}
+}
+
+// waitIdle waits until n of l's connections are idle.
+func waitIdle(t *testing.T, l *connlimit.Listener, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Idle() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener holds %d idle connections, want %d", l.Idle(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
