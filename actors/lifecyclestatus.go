@@ -138,7 +138,8 @@ type ModelStatus struct {
 	// StuckWarmUps counts the loads of this path whose warm-up timed out
 	// (warmup_timeout) while a forward call still runs: each keeps its
 	// content loaded, and counted against the memory budget, until the
-	// call returns, and the same content is not loaded again meanwhile.
+	// call returns, and the same content is not loaded again meanwhile
+	// with the same warm-up request, serving options and signature.
 	StuckWarmUps int `json:"stuck_warmups,omitempty"`
 	// KeepPreviousForMs is the keep time in force for the model (its
 	// entry's keep_previous_for_ms, else the server's keep_previous_for);

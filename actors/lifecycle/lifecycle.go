@@ -38,8 +38,10 @@
 // A warm-up that timed out with a forward call still running (Warmed.Stuck)
 // leaves its content loaded, and counted against the budget, until that
 // call returns (Freed). While it runs, the path's retries do not load the
-// same content again (Held): a model that hangs on every warm-up costs one
-// stuck copy, not one more at each poll or backoff. A new checksum loads.
+// same content with the same load settings again (Held): a model that
+// hangs on every warm-up costs one stuck copy, not one more at each poll
+// or backoff. A new checksum, warm-up request, serving options or
+// signature loads.
 package lifecycle
 
 import (
@@ -67,7 +69,7 @@ const (
 	Swapping
 	// Failed: no content serves and the last load failed; it is retried at
 	// the next config poll (a retry may be running), or once the stuck
-	// warm-up of the same content returns (Held).
+	// warm-up of the same content and load settings returns (Held).
 	Failed
 	// Evicting: removed from the config; served until its grace period
 	// ends, then, with a keep time, held loaded out of service (Kept)
@@ -500,7 +502,7 @@ type State struct {
 // StuckWarmUp is a load whose warm-up timed out while a forward call of it
 // still runs (Warmed.Stuck): its content stays loaded until the call
 // returns (Freed), and the same content of its path is not loaded again
-// meanwhile (State.Held).
+// with the same load settings meanwhile (State.Held).
 type StuckWarmUp struct {
 	Job      int64
 	Path     string
@@ -508,6 +510,8 @@ type StuckWarmUp struct {
 	// Since is when the warm-up timed out; Err is its failure.
 	Since time.Time
 	Err   error
+	// meta is the entry its job loaded (sameLoad).
+	meta modelconfig.Model
 }
 
 // StuckWarmUps lists the stuck warm-ups, oldest first.
@@ -520,22 +524,31 @@ func (s *State) StuckWarmUps() []StuckWarmUp {
 	return out
 }
 
-// stuckAs returns the oldest stuck warm-up of path's content checksum, nil if none.
-func (s *State) stuckAs(path, checksum string) *StuckWarmUp {
+// stuckAs returns the oldest stuck warm-up of path's content checksum
+// loaded as meta asks (sameLoad), nil if none.
+func (s *State) stuckAs(path, checksum string, meta modelconfig.Model) *StuckWarmUp {
 	var found *StuckWarmUp
 	for _, st := range s.stuck {
-		if st.Path == path && st.Checksum == checksum && (found == nil || st.Job < found.Job) {
+		if st.Path == path && st.Checksum == checksum && sameLoad(st.meta, meta) && (found == nil || st.Job < found.Job) {
 			found = &st
 		}
 	}
 	return found
 }
 
+// sameLoad reports whether entries a and b load and warm up a content
+// alike: the same warm-up request, serving options and signature. A stuck
+// warm-up holds back only a load that would run it again, not one whose
+// settings were changed to get past it.
+func sameLoad(a, b modelconfig.Model) bool {
+	return a.WarmUpJSON == b.WarmUpJSON && a.Serving == b.Serving && a.Signature.Equal(b.Signature)
+}
+
 // Held returns the stuck warm-up that holds p's next load back, nil if
 // none: p has no load running and asks for the content (the checksum of
 // its entry, or, without one, what its last fetch found since the last
-// poll) whose warm-up is stuck. A registration is never held: it is not
-// retried.
+// poll) whose warm-up is stuck, with the same load settings (sameLoad). A
+// registration is never held: it is not retried.
 func (s *State) Held(p *Path) *StuckWarmUp {
 	if len(s.stuck) == 0 || p.Job != nil || p.Registered {
 		return nil
@@ -544,7 +557,7 @@ func (s *State) Held(p *Path) *StuckWarmUp {
 	if sum == "" {
 		return nil
 	}
-	return s.stuckAs(p.Name, sum)
+	return s.stuckAs(p.Name, sum, p.Desired)
 }
 
 // holdBack keeps p from loading what st's stuck warm-up holds: p stays
@@ -667,13 +680,14 @@ func (s *State) Apply(ev Event, now time.Time) error {
 				s.fail(p, ev.Err, now)
 			case p.Job.Meta.Checksum != "" && p.Job.Meta.Checksum != ev.Checksum:
 				s.fail(p, fmt.Errorf("loading model %s: model rejected due to incorrect checksum: expected %s, actual %s", p.Name, p.Job.Meta.Checksum, ev.Checksum), now)
-			case s.stuckAs(p.Name, ev.Checksum) != nil && !p.Registered:
+			case s.stuckAs(p.Name, ev.Checksum, p.Job.Meta) != nil && !p.Registered:
 				// What the bucket holds is the content a stuck warm-up
 				// holds (an entry without a checksum learns it so): not
 				// a failure, the load waits for that call (Held).
+				st := s.stuckAs(p.Name, ev.Checksum, p.Job.Meta)
 				s.pending = append(s.pending, Step{Kind: Discard, Path: p.Name, Job: p.Job.ID})
 				p.Job, p.fetchedSum = nil, ev.Checksum
-				s.holdBack(p, s.stuckAs(p.Name, ev.Checksum))
+				s.holdBack(p, st)
 			default:
 				p.Job.Checksum, p.Job.Size = ev.Checksum, ev.Size
 				if s.Budget > 0 {
@@ -749,7 +763,7 @@ func (s *State) Apply(ev Event, now time.Time) error {
 func (s *State) stick(ev Warmed, now time.Time) {
 	st := StuckWarmUp{Job: ev.Job, Path: ev.Path, Since: now, Err: ev.Err}
 	if p := s.paths[ev.Path]; p != nil && p.Job != nil && p.Job.ID == ev.Job {
-		st.Checksum = p.Job.Checksum
+		st.Checksum, st.meta = p.Job.Checksum, p.Job.Meta
 	}
 	if s.stuck == nil {
 		s.stuck = map[int64]StuckWarmUp{}

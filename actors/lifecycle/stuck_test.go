@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/groveml/grove/conf/modelconfig"
 )
 
 // stuckTicks is the ticks that take job of path, fetched with checksum
@@ -132,6 +134,52 @@ func TestPlannerHoldsBackTheContentOfAStuckWarmUp(t *testing.T) {
 			if got := len(s.StuckWarmUps()); got != tc.stuck {
 				t.Fatalf("%d stuck warm-ups at the end, want %d: %+v", got, tc.stuck, s.StuckWarmUps())
 			}
+		})
+	}
+}
+
+// A stuck warm-up holds back only a load that would run it again: the
+// same checksum loaded with the same settings. An entry whose warm-up
+// request, serving options or signature changed (what a user changes to
+// get past a warm-up that hangs) loads at once, with a checksum in the
+// config or learnt by a fetch.
+func TestPlannerLoadsTheStuckContentWithOtherLoadSettings(t *testing.T) {
+	sec := time.Second
+	with := func(sum string, edit func(*modelconfig.Model)) modelconfig.Model {
+		m := model("m/", sum, 0)
+		edit(&m)
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*modelconfig.Model)
+	}{
+		{"another warm-up request", func(m *modelconfig.Model) { m.WarmUpJSON = `{"request": []}` }},
+		{"other serving options", func(m *modelconfig.Model) { m.Serving.IntraOpThreads = 2 }},
+		{"another declared signature", func(m *modelconfig.Model) {
+			m.Signature = modelconfig.Signature{Inputs: []modelconfig.TensorSignature{{Name: "x", Datatype: "FP32", Shape: []int64{-1}}}}
+		}},
+	} {
+		t.Run(tc.name+", checksum in the config", func(t *testing.T) {
+			s := runState(t, &State{}, script(
+				tick{ev: cfg(model("m/", sumA, 0)), steps: "fetch m/ #1"},
+				stuckTicks(0, "m/", 1, sumA, "m/=failed"),
+				tick{at: sec, ev: cfg(with(sumA, tc.edit)), steps: "fetch m/ #2", phases: "m/=failed"},
+				loadOK(sec, "m/", 2, sumA, "swap m/ #2"),
+				// Going back to the settings that hung is held back.
+				tick{at: 2 * sec, ev: cfg(model("m/", sumA, 0)), steps: "", phases: "m/=ready"},
+			))
+			if n := len(s.StuckWarmUps()); n != 1 {
+				t.Fatalf("%d stuck warm-ups, want 1", n)
+			}
+		})
+		t.Run(tc.name+", checksum learnt by a fetch", func(t *testing.T) {
+			runState(t, &State{}, script(
+				tick{ev: cfg(model("m/", "", 0)), steps: "fetch m/ #1"},
+				stuckTicks(0, "m/", 1, sumA, "m/=failed"),
+				tick{at: sec, ev: cfg(with("", tc.edit)), steps: "fetch m/ #2"},
+				tick{at: sec, ev: Fetched{Path: "m/", Job: 2, Checksum: sumA}, steps: "load m/ #2"},
+			))
 		})
 	}
 }
