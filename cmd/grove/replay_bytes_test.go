@@ -122,3 +122,30 @@ func TestReplayMissingValueReachesTheModel(t *testing.T) {
 		}
 	}
 }
+
+// --max-model-bytes is replay's max_model_bytes: a TorchScript model whose
+// zip entries inflate to more fails its load naming the limit, and one
+// within it loads (the server's max_model_bytes may be set above the 2 GiB
+// default, and replay must load what it serves). Not positive is a usage
+// error.
+func TestReplayMaxModelBytesBoundsATorchScriptModelInflated(t *testing.T) {
+	model := filepath.Join("..", "..", "examples", "bucket", "pctr_v2") + string(filepath.Separator)
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := replay(append([]string{"--brokers", "127.0.0.1:1", "--topic", "t", "--model", model}, args...), &out, &errb)
+		return code, errb.String()
+	}
+	if code, msg := run("--max-model-bytes", "1024"); code != 1 || !strings.Contains(msg, "which brings the archive past max_model_bytes (1 KiB) inflated") {
+		t.Errorf("--max-model-bytes 1024: exit %d, %s; want the load refused naming the limit", code, msg)
+	}
+	sc, err := loadLocal(context.Background(), model, servables.LoadOptions{IntraOpThreads: 1, MaxModelBytes: 64 << 20})
+	if err != nil {
+		t.Fatalf("within the limit: %v", err)
+	}
+	sc.close()
+	for _, v := range []string{"0", "-1", "x"} {
+		if code, msg := run("--max-model-bytes", v); code != 2 || !strings.Contains(msg, "max-model-bytes") {
+			t.Errorf("--max-model-bytes %s: exit %d, %s; want a usage error naming it", v, code, msg)
+		}
+	}
+}
