@@ -19,9 +19,9 @@ import (
 // the shares it chose at its last update and each release's posterior
 // then. The router actor owns it, in the contract's state, and updates it
 // on the first plan after each update_every. It saves its counts in the
-// shared contract state (banditSaveEvery) and, at its first update,
-// starts from the counts saved there, so that a restart changes nothing
-// but what time does.
+// shared contract state (banditSaveEvery) and, at its first update once
+// that state has been read, starts from the counts saved there, so that
+// a restart changes nothing but what time does.
 type banditRouter struct {
 	state  routing.BanditState
 	rng    *rand.Rand
@@ -32,6 +32,10 @@ type banditRouter struct {
 	// eligible are the releases the last update shared the traffic
 	// among: when the gates change them, the next plan updates at once.
 	eligible []string
+	// restored is set once it has looked for counts saved in a shared
+	// state read from the bucket (sharedState.known), whether or not it
+	// found any; it saves none before.
+	restored bool
 	// savedAt is when it last saved its counts (zero: never); saved
 	// holds them, for the shared state's writer.
 	savedAt time.Time
@@ -106,15 +110,19 @@ func sameReward(prev, c modelconfig.Contract) bool {
 // update reads each release's served outcomes from src (nil: none) and
 // chooses the shares of the releases p lets serve, when an update is due
 // at now or those releases changed since the last; it reports whether it
-// updated. Its first update starts from the counts saved in shared (nil:
-// none) when they count the same reward; it saves its counts there
-// every banditSaveEvery.
+// updated. Its first update once shared (nil: none) has been read from
+// the bucket starts from the counts saved there when they count the same
+// reward: until then (the bucket could not be read at start) it folds
+// the evaluator's counts, and those counts, which the saved ones then
+// replace, are not saved. From then on it saves its counts there every
+// banditSaveEvery.
 func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *routing.Plan, now time.Time, shared *sharedState) bool {
 	eligible := p.Eligible()
 	if now.Before(b.next) && slices.Equal(eligible, b.eligible) {
 		return false
 	}
-	if b.at.IsZero() && shared != nil {
+	if !b.restored && shared != nil && shared.known() {
+		b.restored = true
 		if err := b.restore(c, shared.load()); err != nil {
 			shared.log.Warn("bandit counts saved in the contract state not used; the bandit starts from the evaluator's counts", "contract", c.ID(), "err", err)
 		}
@@ -139,7 +147,7 @@ func (b *banditRouter) update(c modelconfig.Contract, src OutcomeSource, p *rout
 	}
 	b.shares, b.post = b.state.Update(now, c.Router, banditSettings(c), cum, eligible, b.rng)
 	b.next, b.at, b.eligible = now.Add(c.Bandit.UpdateEvery), now, eligible
-	if shared != nil && shared.writable() && (b.savedAt.IsZero() || !now.Before(b.savedAt.Add(banditSaveEvery))) {
+	if b.restored && shared.writable() && (b.savedAt.IsZero() || !now.Before(b.savedAt.Add(banditSaveEvery))) {
 		b.save(c, shared, now)
 	}
 	return true

@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math"
 	"strings"
@@ -121,7 +122,7 @@ func TestARestoredBanditRouterReadsTheEvaluatorAsItStands(t *testing.T) {
 			st.Edit(c.ID(), "v1", func(r *modelconfig.ServableRecord) { r.ValidSince = moved })
 			st.Edit(c.ID(), "v2", func(r *modelconfig.ServableRecord) { r.ValidSince = was })
 			st.SetBandit(c.ID(), tc.saved)
-			shared.cur.Store(st)
+			shared.publishRead(st, shared.readMark())
 			b := newBanditRouter(c.ID())
 			if !b.update(c, src, &p, now, shared) {
 				t.Fatal("no first update")
@@ -201,4 +202,58 @@ func TestABanditRouterLeavesCountsAnotherReplicaSavedRecently(t *testing.T) {
 			t.Errorf("%s: saved recently %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestABanditRouterRestoresOnceTheStateIsReadAndNeverSavesOverItBefore:
+// a router whose node could not read the shared contract state at its
+// start (the bucket unreachable for a moment) routes from the evaluator's
+// counts meanwhile, but does not save them over the counts a router saved
+// there: once the state is read, it restores those and chooses what a
+// router that never stopped would. Saving first would have put the
+// evaluator's counts at full weight in the state, for every replica
+// restarted after it to start from.
+func TestABanditRouterRestoresOnceTheStateIsReadAndNeverSavesOverItBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := strings.Replace(banditConfig("thompson", `{"immediately_valid": {}}`), `"reward": "click", "update_every": "10s"`,
+			`"reward": "click", "half_life": "1m", "update_every": "10s"`, 1)
+		models := map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)}
+		src := &servedClicks{counts: map[string][2]uint64{}}
+		src.set("v1", 100_000, 5_000)
+		src.set("v2", 100_000, 2_000)
+		src.set("v3", 100_000, 2_000)
+		running := newWorld(t, cfg, models, func(_ *world, o *Options) { o.Outcomes = src })
+		synctest.Wait()
+		time.Sleep(20 * time.Minute)
+		src.set("v1", 200_000, 6_000) // the old clicks faded: v2 is the best now
+		src.set("v2", 200_000, 5_000)
+		src.set("v3", 200_000, 4_000)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		want := trafficShares(t, running, "ads/pctr/1")
+		if math.Abs(want["v2"]-0.9) > 1e-9 {
+			t.Fatalf("the running router's shares %v, want v2 0.9 once the old clicks have faded", want)
+		}
+		running.stop() // the whole fleet restarts
+
+		b := running.b
+		state := modelconfig.StatePath("model_config.json")
+		b.mu.Lock()
+		b.failReads[state] = errors.New("bucket unreachable")
+		b.mu.Unlock()
+		restarted := newWorld(t, cfg, models, func(w *world, o *Options) { w.b, o.Bucket, o.Outcomes = b, b, src })
+		defer restarted.stop()
+		synctest.Wait()
+		trafficShares(t, restarted, "ads/pctr/1") // its first update, from the evaluator's counts
+		b.mu.Lock()
+		delete(b.failReads, state)
+		b.mu.Unlock()
+		time.Sleep(2 * time.Minute) // polls read the state; updates and saves follow
+		synctest.Wait()
+		got := trafficShares(t, restarted, "ads/pctr/1")
+		for rv, s := range want {
+			if math.Abs(got[rv]-s) > 1e-9 {
+				t.Fatalf("shares %v once the state could be read, want the running router's %v", got, want)
+			}
+		}
+	})
 }

@@ -24,6 +24,9 @@ type sharedState struct {
 	name string
 	log  *slog.Logger
 	cur  atomic.Pointer[modelconfig.ContractState]
+	// seen is set once cur holds a state read from the bucket or written
+	// there (until then, cur is an empty state: see known).
+	seen atomic.Bool
 
 	// pub orders publishing: writes counts the states this replica wrote
 	// and published, so that a state read before one of them is not
@@ -71,8 +74,15 @@ func (s *sharedState) publishRead(st *modelconfig.ContractState, mark int64) boo
 		return false
 	}
 	s.cur.Store(st)
+	s.seen.Store(true)
 	return true
 }
+
+// known reports whether the current state is one read from the bucket or
+// written there: before the first read or write that worked (at start,
+// or while the bucket cannot be read), load returns an empty state that
+// says nothing of what the object holds.
+func (s *sharedState) known() bool { return s.seen.Load() }
 
 // read reads the state object; a missing object is an empty state.
 func (s *sharedState) read(ctx context.Context) (*modelconfig.ContractState, error) {
@@ -180,6 +190,7 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 	}
 	s.pub.Lock()
 	s.cur.Store(written)
+	s.seen.Store(true)
 	s.writes++
 	s.pub.Unlock()
 	return nil
