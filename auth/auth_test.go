@@ -448,3 +448,36 @@ func TestAuthenticationFilesLargerThanTheLimitAreRefused(t *testing.T) {
 		t.Errorf("New with a tokens file over the limit: got %v, want %q", err, want)
 	}
 }
+
+// A file that cannot be read (larger than its limit, say) is logged once,
+// not at every Refresh (every second), and again once it is read and
+// fails anew; its last good contents stay in force meanwhile.
+func TestAnUnreadableAuthenticationFileIsLoggedOncePerFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	good := tokensYAML("bidder", "s1", "infer")
+	write(t, path, good)
+	var log bytes.Buffer
+	a, err := New(Config{TokensFile: path, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooLarge := good + "#" + strings.Repeat("x", 16<<20) + "\n"
+	write(t, path, tooLarge)
+	for range 5 {
+		a.Refresh()
+	}
+	if n := strings.Count(log.String(), "is larger than its limit"); n != 1 {
+		t.Fatalf("5 refreshes of a file over its limit logged it %d times, want once:\n%s", n, log.String())
+	}
+	if _, err := a.Bearer("s1"); err != nil {
+		t.Fatalf("the last good tokens: %v", err)
+	}
+	write(t, path, tokensYAML("bot", "s2", "infer"))
+	a.Refresh()
+	write(t, path, tooLarge)
+	a.Refresh()
+	a.Refresh()
+	if n := strings.Count(log.String(), "is larger than its limit"); n != 2 {
+		t.Errorf("a file over its limit again after a good read logged %d times in all, want twice", n)
+	}
+}

@@ -75,6 +75,9 @@ type watched struct {
 	sum  [sha256.Size]byte
 	load func([]byte) error
 	gone func()
+	// readErr is the last read's error, logged once until a read works
+	// or fails otherwise.
+	readErr string
 }
 
 // New returns an Authenticator for cfg, having read its files; an error
@@ -143,8 +146,9 @@ func New(cfg Config) (*Authenticator, error) {
 }
 
 // Refresh reloads the files whose contents changed. A file that no longer
-// parses keeps its last good contents (and is logged); a file that was
-// removed takes its tokens or keys with it.
+// parses, or cannot be read (larger than its limit, say), keeps its last
+// good contents (and is logged once); a file that was removed takes its
+// tokens or keys with it.
 func (a *Authenticator) Refresh() {
 	for _, f := range a.files {
 		b, err := readFile(f.path)
@@ -157,9 +161,13 @@ func (a *Authenticator) Refresh() {
 			}
 			continue
 		case err != nil:
-			a.log.Error("reading an authentication file; keeping its last contents", "file", f.path, "err", err)
+			if err.Error() != f.readErr {
+				a.log.Error("reading an authentication file; keeping its last contents", "file", f.path, "err", err)
+				f.readErr = err.Error()
+			}
 			continue
 		}
+		f.readErr = ""
 		sum := sha256.Sum256(b)
 		if sum == f.sum {
 			continue
