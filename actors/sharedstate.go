@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/capped"
 )
 
 // sharedState is the contract state object (modelconfig.ContractState) as this
@@ -22,8 +24,11 @@ import (
 type sharedState struct {
 	b    bucket.Bucket
 	name string
-	log  *slog.Logger
-	cur  atomic.Pointer[modelconfig.ContractState]
+	// limit is the most bytes the state object may have
+	// (modelconfig.MaxStateBytes).
+	limit int64
+	log   *slog.Logger
+	cur   atomic.Pointer[modelconfig.ContractState]
 	// seen is set once cur holds a state read from the bucket or written
 	// there (until then, cur is an empty state: see known).
 	seen atomic.Bool
@@ -47,8 +52,12 @@ type stateOp func(*modelconfig.ContractState)
 // errStateUnchanged tells Update that the ops changed nothing.
 var errStateUnchanged = errors.New("contract state unchanged")
 
+// errStateFull is the error of a change that would make the state larger
+// than its limit (the one read is not).
+var errStateFull = errors.New("the change does not fit")
+
 func newSharedState(b bucket.Bucket, configPath string, log *slog.Logger) *sharedState {
-	s := &sharedState{b: b, name: modelconfig.StatePath(configPath), log: log, pending: map[string]stateOp{}, wake: make(chan struct{}, 1)}
+	s := &sharedState{b: b, name: modelconfig.StatePath(configPath), limit: modelconfig.MaxStateBytes, log: log, pending: map[string]stateOp{}, wake: make(chan struct{}, 1)}
 	s.cur.Store(&modelconfig.ContractState{Contracts: map[string]map[string]modelconfig.ServableRecord{}})
 	return s
 }
@@ -86,7 +95,7 @@ func (s *sharedState) known() bool { return s.seen.Load() }
 
 // read reads the state object; a missing object is an empty state.
 func (s *sharedState) read(ctx context.Context) (*modelconfig.ContractState, error) {
-	data, _, err := s.b.ReadObject(ctx, s.name, modelconfig.MaxStateBytes)
+	data, _, err := s.b.ReadObject(ctx, s.name, s.limit)
 	if errors.Is(err, bucket.ErrNotExist) {
 		return modelconfig.ParseContractState(nil)
 	}
@@ -136,12 +145,9 @@ func (s *sharedState) run(ctx context.Context) {
 		if !ok {
 			err = fmt.Errorf("bucket %s is read-only", s.b)
 		} else {
-			err = s.update(ctx, w, func(st *modelconfig.ContractState) error {
-				for _, op := range ops {
-					op(st)
-				}
-				return nil
-			})
+			if err = s.update(ctx, w, applyOps(ops)); errors.Is(err, errStateFull) {
+				err = s.fitWithoutBandits(ctx, w, keys, ops)
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("could not record contract state; replicas may disagree on phase-in until it is written", "object", s.name, "err", err)
@@ -159,11 +165,61 @@ func (s *sharedState) run(ctx context.Context) {
 	}
 }
 
+// applyOps is the change that applies ops in turn.
+func applyOps(ops []stateOp) func(*modelconfig.ContractState) error {
+	return func(st *modelconfig.ContractState) error {
+		for _, op := range ops {
+			op(st)
+		}
+		return nil
+	}
+}
+
+// banditSaveKey prefixes the key of a bandit router's save (saveBandit).
+const banditSaveKey = "bandit "
+
+// fitWithoutBandits writes ops (under keys), which made the state larger
+// than its limit, giving up the bandit routers' saved counts first: they
+// only spare a restarted router the evaluator's counts at full weight,
+// where the stamps and gate decisions the other ops write are the
+// fleet's. It writes the other ops without the saves, then, if that is
+// still too large, with every router's saved counts removed.
+func (s *sharedState) fitWithoutBandits(ctx context.Context, w bucket.Writer, keys []string, ops []stateOp) error {
+	var rest []stateOp
+	for i, k := range keys {
+		if !strings.HasPrefix(k, banditSaveKey) {
+			rest = append(rest, ops[i])
+		}
+	}
+	if len(rest) == 0 {
+		s.log.Warn("bandit counts not saved: the contract state would be larger than its limit", "object", s.name, "limit_bytes", s.limit)
+		return nil
+	}
+	if len(rest) < len(ops) {
+		err := s.update(ctx, w, applyOps(rest))
+		if !errors.Is(err, errStateFull) {
+			if err == nil {
+				s.log.Warn("bandit counts not saved: the contract state would be larger than its limit", "object", s.name, "limit_bytes", s.limit)
+			}
+			return err
+		}
+	}
+	err := s.update(ctx, w, func(st *modelconfig.ContractState) error {
+		st.Bandits = nil
+		return applyOps(rest)(st)
+	})
+	if err == nil {
+		s.log.Warn("the contract state reached its size limit: every bandit router's saved counts were removed to make room for its stamps",
+			"object", s.name, "limit_bytes", s.limit)
+	}
+	return err
+}
+
 // update changes the state object with change, with optimistic
 // concurrency, and publishes the result.
 func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*modelconfig.ContractState) error) error {
 	var written *modelconfig.ContractState
-	err := bucket.Update(ctx, w, s.name, modelconfig.MaxStateBytes, func(current []byte, _ bool) ([]byte, error) {
+	err := bucket.Update(ctx, w, s.name, s.limit, func(current []byte, _ bool) ([]byte, error) {
 		st, err := modelconfig.ParseContractState(current)
 		if err != nil {
 			return nil, fmt.Errorf("contract state %s: %w", s.name, err)
@@ -182,6 +238,9 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 		written = st
 		if string(before) == string(after) {
 			return nil, errStateUnchanged
+		}
+		if int64(len(after)) > s.limit {
+			return nil, fmt.Errorf("%w: %w", errStateFull, &capped.TooLargeError{What: "the new contract state " + s.name, Limit: s.limit})
 		}
 		return after, nil
 	})
@@ -206,7 +265,7 @@ func (s *sharedState) writable() bool {
 // saveBandit asks for the saved counts of contract id's bandit router to
 // be those saved holds when the state is written.
 func (s *sharedState) saveBandit(id string, saved *atomic.Pointer[json.RawMessage]) {
-	s.ask("bandit "+id, func(st *modelconfig.ContractState) {
+	s.ask(banditSaveKey+id, func(st *modelconfig.ContractState) {
 		if p := saved.Load(); p != nil && !banditSavedRecently(st.Bandits[id], *p) {
 			st.SetBandit(id, *p)
 		}
