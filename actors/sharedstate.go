@@ -240,7 +240,7 @@ func (s *sharedState) update(ctx context.Context, w bucket.Writer, change func(*
 			return nil, errStateUnchanged
 		}
 		if int64(len(after)) > s.limit {
-			return nil, fmt.Errorf("%w: %w", errStateFull, &capped.TooLargeError{What: "the new contract state " + s.name, Limit: s.limit})
+			return nil, fmt.Errorf("%w: %w", errStateFull, &bucket.ContentTooLargeError{Err: &capped.TooLargeError{What: "the new contract state " + s.name, Limit: s.limit}})
 		}
 		return after, nil
 	})

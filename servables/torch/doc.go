@@ -14,10 +14,12 @@
 // archive's pickles (checkPickles): libtorch 1.13's unpickler pops its
 // stack without looking, so a pickle that takes values it never pushed
 // would crash the process; such a file fails its load instead. Before
-// that, the archive's entries, inflated, must add up to at most
+// that, the archive's deflated entries, inflated, must add up to at most
 // LoadOptions.MaxModelBytes (max_model_bytes): libtorch allocates each
 // entry's inflated size, and torch.jit.save deflates some entries (code/,
-// the .debug_pkl files), so a small file could hold a deflate bomb; the
+// the .debug_pkl files), so a small file could hold a deflate bomb; a
+// stored entry (the weights) must take in the file the size it declares,
+// and the file was held to max_model_bytes when it was fetched. The
 // sizes are read from the zip directory, and the pickles are checked as
 // they inflate, never held whole. Load then
 // runs torch::jit::load on the CPU, eval(), and then

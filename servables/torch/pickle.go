@@ -22,14 +22,18 @@ import (
 // pickle that takes more values than it pushed crashes the process. A
 // file Go cannot read as a zip archive is left to libtorch.
 //
-// First the archive's entries, inflated, must add up to at most limit
-// bytes (max_model_bytes; 0 means servables.DefaultMaxModelBytes): an
-// entry may be deflated (torch.jit.save deflates code/ and the .debug_pkl
-// files), libtorch allocates each entry's inflated size to read it, and a
-// small file may hold a deflate bomb. The sizes are those the archive's
-// directory declares, before anything is inflated; Go's zip reader refuses
-// an entry that inflates to more than its declared size. The pickles are
-// then checked as they are inflated, never held in memory whole.
+// First the archive's deflated entries, inflated, must add up to at most
+// limit bytes (max_model_bytes; 0 means servables.DefaultMaxModelBytes):
+// torch.jit.save deflates code/ and the .debug_pkl files, libtorch
+// allocates each entry's inflated size to read it, and a small file may
+// hold a deflate bomb. A stored entry takes what it declares from the file
+// itself, which was held to max_model_bytes as it was fetched, so a file
+// within that limit is never refused for its stored weights; one whose
+// declared size is not the size it takes in the file is refused as
+// damaged. The sizes are those the archive's directory declares, before
+// anything is inflated; Go's zip reader refuses an entry that inflates to
+// more than its declared size. The pickles are then checked as they are
+// inflated, never held in memory whole.
 func checkPickles(file string, limit int64) error {
 	zr, err := zip.OpenReader(file)
 	if err != nil {
@@ -41,8 +45,15 @@ func checkPickles(file string, limit int64) error {
 	}
 	left := uint64(limit)
 	for _, e := range zr.File {
+		if e.Method == zip.Store {
+			if e.UncompressedSize64 != e.CompressedSize64 {
+				return fmt.Errorf("%s is damaged: stored, it declares %d bytes but takes %d in the file",
+					e.Name, e.UncompressedSize64, e.CompressedSize64)
+			}
+			continue
+		}
 		if e.UncompressedSize64 > left {
-			return fmt.Errorf("%s inflates to %s, which brings the archive past max_model_bytes (%s) inflated",
+			return fmt.Errorf("%s inflates to %s, which brings the archive's deflated entries past max_model_bytes (%s) inflated",
 				e.Name, sizeOf(e.UncompressedSize64), capped.Size(limit))
 		}
 		left -= e.UncompressedSize64

@@ -250,7 +250,7 @@ func TestADeflateBombInATorchScriptFileFailsItsLoadWithoutBeingInflated(t *testi
 	n := allocated(func() {
 		_, err = Runtime{}.Load(context.Background(), filepath.Dir(file), []string{filepath.Base(file)}, servables.LoadOptions{MaxModelBytes: 64 << 20})
 	})
-	want := fmt.Sprintf("torchscript: loading %s: add/data.pkl inflates to 256 MiB, which brings the archive past max_model_bytes (64 MiB) inflated", file)
+	want := fmt.Sprintf("torchscript: loading %s: add/data.pkl inflates to 256 MiB, which brings the archive's deflated entries past max_model_bytes (64 MiB) inflated", file)
 	if err == nil || err.Error() != want {
 		t.Errorf("Load: %v\nwant %s", err, want)
 	}
@@ -266,11 +266,52 @@ func TestTheEntriesOfATorchScriptFileInflatedAddUpToAtMostMaxModelBytes(t *testi
 	file := withDeflatedEntry(t, testdata("add"), "/version", func(w io.Writer) error { return run(w, '1', 40<<20) })
 	file = withDeflatedEntry(t, file, "/__torch__.py", func(w io.Writer) error { return run(w, ' ', 40<<20) })
 	err := checkPickles(file, 64<<20)
-	if want := "add/version inflates to 40 MiB, which brings the archive past max_model_bytes (64 MiB) inflated"; err == nil || err.Error() != want {
+	if want := "add/version inflates to 40 MiB, which brings the archive's deflated entries past max_model_bytes (64 MiB) inflated"; err == nil || err.Error() != want {
 		t.Errorf("checkPickles: %v\nwant %s", err, want)
 	}
 	if err := checkPickles(file, 128<<20); err != nil {
 		t.Errorf("checkPickles under a limit of 128 MiB: %v", err)
+	}
+}
+
+// Stored entries (torch.jit.save stores the weights) take from the file
+// itself what they declare, and the file was held to max_model_bytes as
+// it was fetched: only the deflated entries' inflated sizes count against
+// it, so a file within the limit whose stored and deflated entries
+// together are larger is not refused.
+func TestOnlyTheDeflatedEntriesOfATorchScriptFileCountInflated(t *testing.T) {
+	file := withEntry(t, testdata("add"), "/version", bytes.Repeat([]byte{'1'}, 40<<20)) // every entry stored
+	file = withDeflatedEntry(t, file, "/__torch__.py", func(w io.Writer) error { return run(w, ' ', 40<<20) })
+	if err := checkPickles(file, 64<<20); err != nil {
+		t.Errorf("checkPickles of 40 MiB stored and 40 MiB deflated under a limit of 64 MiB: %v", err)
+	}
+}
+
+// A stored entry whose declared size is not what it takes in the file
+// (libtorch would allocate what it declares) is refused as damaged.
+func TestAStoredEntryDeclaringMoreThanItHoldsIsRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "lying.pt")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "lying/data/0", Method: zip.Store, CompressedSize64: 10, UncompressedSize64: 1 << 30})
+	if err == nil {
+		_, err = w.Write(make([]byte, 10))
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "lying/data/0 is damaged: stored, it declares 1073741824 bytes but takes 10 in the file"
+	if err := checkPickles(out, 64<<20); err == nil || err.Error() != want {
+		t.Errorf("checkPickles: %v\nwant %s", err, want)
 	}
 }
 
