@@ -36,12 +36,14 @@
 // outcomes, not how the evaluator reads them. At the end of every
 // transaction the member lists the end offsets of the partitions it owns
 // of the prediction log and the outcome topic: each one read to its end
-// (its position at its last stable offset) has been read up to the clock
-// at the listing, whether it got records or not, so that a partition
-// that receives nothing (no clicks yet) holds back no window, as Flink's
-// idle sources and Kafka Streams' idle partitions do. A record that comes
-// later to such a partition with an older time is late, as one written
-// later than the lateness is (join: Late, LatePredictions).
+// (its position at its last stable offset, which it reaches after a
+// transactional producer's records too, as it reads the transactions'
+// markers) has been read up to the clock at the listing, whether it got
+// records or not, so that a partition that receives nothing (no clicks
+// yet) holds back no window, as Flink's idle sources and Kafka Streams'
+// idle partitions do. A record that comes later to such a partition with
+// an older time is late, as one written later than the lateness is
+// (join: Late, LatePredictions).
 //
 // # Exactly once
 //
@@ -265,11 +267,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := e.topics(ctx); err != nil {
 		return err
 	}
-	sess, err := kgo.NewGroupTransactSession(append(slices.Clone(cfg.Kafka),
+	sess, err := kgo.NewGroupTransactSession(slices.Concat(cfg.Kafka, readOpts(), []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.PredictionTopic, cfg.OutcomeTopic, e.repartition),
 		kgo.Balancers(kgo.RangeBalancer()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// A broker answers a fetch once it has fetchMinBytes for it or
 		// fetchMaxWait has passed, not with the first record: at the
 		// prediction log's rates, a fetch per few records cost the
@@ -278,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.TransactionalID(cfg.Group+"-"+cfg.Instance),
+		kgo.TransactionalID(cfg.Group + "-" + cfg.Instance),
 		// Static membership: a restarted evaluator takes its place back
 		// at once, without waiting for its predecessor's session to expire.
 		kgo.InstanceID(cfg.Instance),
@@ -293,7 +294,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			e.setAssigned(m[cfg.PredictionTopic], m[cfg.OutcomeTopic], false)
 		}),
-	)...)
+	})...)
 	if err != nil {
 		return fmt.Errorf("evaluate: %w", err)
 	}
@@ -309,6 +310,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// readOpts are how the evaluator's group consumer reads: committed
+// records only, with the transactions' commit and abort markers. take
+// skips the markers; they are kept so that the position after a
+// partition's last marker is its end offset (readEnds), which it would
+// otherwise stay one short of while a transactional producer writes to
+// the partition.
+func readOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
 }
 
 // The evaluator's fetches: a broker holds a fetch until it has
@@ -726,13 +737,17 @@ func (e *evaluator) restoreOnce(ctx context.Context, id int32) (_ *partition, tr
 }
 
 // take feeds one fetched partition's records to its joiner, or re-keys
-// outcomes into the repartition topic.
+// outcomes into the repartition topic; it skips the transactions'
+// markers (readOpts).
 func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, func(*kgo.Record))) error {
 	now := e.cfg.Now()
 	switch ftp.Topic {
 	case e.cfg.OutcomeTopic:
 		e.readOutcomes(ftp, now)
 		for _, r := range ftp.Records {
+			if !isData(r) {
+				continue
+			}
 			o, isProto, err := e.outcomes.record(r.Value, r.Headers)
 			// A protobuf outcome that has its event time is re-keyed as
 			// it came; another one as Validate completed it.
@@ -759,6 +774,9 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	default:
 		return nil
 	}
+	if !slices.ContainsFunc(ftp.Records, isData) {
+		return nil
+	}
 	p := e.parts[ftp.Partition]
 	switch {
 	case p == nil && len(e.rules) == 0:
@@ -768,6 +786,9 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 		return errNotHeld
 	}
 	for _, r := range ftp.Records {
+		if !isData(r) {
+			continue
+		}
 		var err error
 		if ftp.Topic == e.repartition && isFrontier(r) {
 			if e.outN == 0 {
@@ -802,6 +823,10 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	}
 	return nil
 }
+
+// isData reports whether r is a record written by a producer, not a
+// transaction's marker.
+func isData(r *kgo.Record) bool { return !r.Attrs.IsControl() }
 
 // partitionMemoryBytes is how much of a partition's pending state (keys
 // and values) a TieredStore keeps in memory before it spills to pebble:

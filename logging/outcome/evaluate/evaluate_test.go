@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -487,31 +488,11 @@ func TestEvaluatorScoresOnTimeWhileOutcomePartitionsAreIdle(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rng := rand.New(rand.NewPCG(23, 2))
-		for i := 0; ctx.Err() == nil; i++ {
-			ts := time.Now()
-			req := fmt.Sprintf("req-%d", i)
-			ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(ts), Contract: contract,
-				ReleaseVersion: "v1", ModelPath: "v1/", Served: true,
-				Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{0.3}}}}
-			v, err := logging.Encode(ev, conf.EncodingProto)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			prod.Produce(ctx, &kgo.Record{Topic: predTopic, Key: []byte(req), Value: v, Timestamp: ts}, func(_ *kgo.Record, err error) {
-				if err != nil && ctx.Err() == nil {
-					t.Error(err)
-				}
-			})
+		predictEvery(ctx, t, prod, 23, func(i int, ts time.Time) {
 			if i == 0 {
 				first <- ts
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Millisecond + time.Duration(rng.Int64N(int64(time.Millisecond)))):
-			}
-		}
+		})
 	}()
 	start := <-first
 	due := testRule.Window + testRule.Lateness
@@ -552,6 +533,167 @@ func TestEvaluatorScoresOnTimeWhileOutcomePartitionsAreIdle(t *testing.T) {
 		}
 		return late == 1
 	})
+}
+
+// predictEvery produces a prediction stamped with the clock every 1–2 ms
+// until ctx ends, request req-i the i-th, and calls sent with i and its
+// time once it is produced.
+func predictEvery(ctx context.Context, t *testing.T, prod *kgo.Client, seed uint64, sent func(i int, ts time.Time)) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	for i := 0; ctx.Err() == nil; i++ {
+		ts := time.Now()
+		req := fmt.Sprintf("req-%d", i)
+		ev := &grovepb.PredictionEvent{EventId: req + "/v1", RequestId: req, Timestamp: timestamppb.New(ts), Contract: contract,
+			ReleaseVersion: "v1", ModelPath: "v1/", Served: true,
+			Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FLOAT", Shape: []int64{1}, FloatData: []float32{0.3}}}}
+		v, err := logging.Encode(ev, conf.EncodingProto)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		prod.Produce(ctx, &kgo.Record{Topic: predTopic, Key: []byte(req), Value: v, Timestamp: ts}, func(_ *kgo.Record, err error) {
+			if err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+		})
+		sent(i, ts)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Millisecond + time.Duration(rng.Int64N(int64(time.Millisecond)))):
+		}
+	}
+}
+
+// With a transactional producer committing a click to every outcome
+// partition every 300 ms (each stamped with its event time, 2.5 s
+// before it is written, within a lateness of 3 s), the first results
+// come about window + lateness after the first prediction: a partition
+// whose last record is the producer's commit marker counts as read to
+// its end, as one written without transactions does, rather than only
+// up to its records' times. No click is counted late for it.
+func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testing.T) {
+	brokers := cluster(t)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	clicker, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("clicker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clicker.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	rule := testRule
+	rule.Lateness = 3 * time.Second
+	const delay = 2500 * time.Millisecond
+	cfg := config(brokers, "e0", t.TempDir())
+	cfg.Rules = func() ([]join.Rule, bool) { return []join.Rule{{Contract: contract, Outcomes: rule}}, true }
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := Run(ctx, cfg); err != nil {
+			t.Errorf("evaluator: %v", err)
+		}
+	}()
+	waitStable(ctx, t, prod, cfg.Group)
+
+	var mu sync.Mutex
+	var sent []time.Time // the predictions' times, req-i the i-th
+	first := make(chan time.Time, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		predictEvery(ctx, t, prod, 29, func(i int, ts time.Time) {
+			mu.Lock()
+			sent = append(sent, ts)
+			mu.Unlock()
+			if i == 0 {
+				first <- ts
+			}
+		})
+	}()
+	start := <-first
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// A click on the newest request made before its event time
+			// (none before the first request).
+			at := time.Now().Add(-delay)
+			mu.Lock()
+			i := sort.Search(len(sent), func(i int) bool { return !sent[i].Before(at) }) - 1
+			mu.Unlock()
+			req := "none"
+			if i >= 0 {
+				req = fmt.Sprintf("req-%d", i)
+			}
+			if err := clicker.BeginTransaction(); err != nil {
+				t.Error(err)
+				return
+			}
+			for q := range int32(4) {
+				r, err := outcome.Record(&grovepb.Outcome{OutcomeId: fmt.Sprintf("click-%d-%d", n, q), RequestId: req, EventTime: timestamppb.New(at),
+					Labels: map[string]float64{"click": 1}}, outTopic)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.Partition, r.Timestamp = q, at
+				clicker.Produce(ctx, r, func(_ *kgo.Record, err error) {
+					if err != nil && ctx.Err() == nil {
+						t.Error(err)
+					}
+				})
+			}
+			if err := clicker.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				if ctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
+		}
+	}()
+
+	due := rule.Window + rule.Lateness
+	// A few commit intervals to write and read the frontier, and as much
+	// again for a loaded machine; less than the delay, by which the
+	// clicks' times lag the clock.
+	slack := 1500 * time.Millisecond
+	results(t, brokers, due+20*time.Second, func(latest map[string]*grovepb.Evaluation) bool {
+		for _, ev := range latest {
+			if ev.GetCounters().GetScored() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	took := time.Since(start)
+	t.Logf("the first results came %v after the first prediction", took.Round(time.Millisecond))
+	if took > due+slack {
+		t.Fatalf("the first results came %v after the first prediction, want about window + lateness (%v), at most %v", took.Round(time.Millisecond), due, due+slack)
+	}
+	latest := results(t, brokers, 20*time.Second, func(latest map[string]*grovepb.Evaluation) bool {
+		var joined uint64
+		for _, ev := range latest {
+			joined += ev.GetCounters().GetJoined()
+		}
+		return joined >= 5
+	})
+	for k, ev := range latest {
+		if c := ev.GetCounters(); c.GetLate() != 0 {
+			t.Errorf("%s: %d outcomes late, want none: %+v", k, c.GetLate(), c)
+		}
+	}
 }
 
 // waitStable waits until group is stable with a member that has been

@@ -68,12 +68,15 @@ func isFrontier(r *kgo.Record) bool {
 }
 
 // fetchReach is how far a fetch of one partition has read it (Unix
-// nanoseconds): to its newest record timestamp, and to now when the
-// fetch reached the partition's last stable offset. A fetch has records.
+// nanoseconds): to its newest record timestamp (a transaction's marker
+// aside), and to now when the fetch reached the partition's last stable
+// offset. A fetch has records.
 func fetchReach(ftp kgo.FetchTopicPartition, now time.Time) int64 {
 	t := int64(math.MinInt64)
 	for _, r := range ftp.Records {
-		t = max(t, r.Timestamp.UnixNano())
+		if isData(r) {
+			t = max(t, r.Timestamp.UnixNano())
+		}
 	}
 	if last := ftp.Records[len(ftp.Records)-1]; last.Offset+1 >= ftp.LastStableOffset {
 		t = max(t, now.UnixNano())
@@ -278,9 +281,12 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 
 // readToEnd returns the partitions of ends that have been read to their
 // end, as listed at clock time now: the position is at the end, or there
-// is no position and the partition is empty (its start at its end). A
-// partition whose position stays short of its end with nothing to read
-// (the commit markers of a transactional producer, aborted records)
+// is no position and the partition is empty (its start at its end). The
+// position passes the transactions' markers (readOpts), so a partition
+// whose last record is one is at its end once that is read. A partition
+// whose position stays short of its end with nothing to read (an aborted
+// transaction's records before another transaction still open, which
+// holds the last stable offset; records deleted beneath the position)
 // counts as read once the same position and end have been seen for
 // settle: long enough that a consumer whose first fetches are slow to
 // come back is not taken for one that has read everything. short holds

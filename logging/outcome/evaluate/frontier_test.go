@@ -22,9 +22,10 @@ import (
 // readEnds finds a partition read to its end only once the member has
 // polled it to its end (a consumer that has not fetched yet finds
 // nothing, which is not having read everything), and an empty partition
-// read; and for a partition whose last records are a transactional
-// producer's commit marker, once the same position and end have held for
-// shortSettle.
+// read; and a partition whose last record is a transactional producer's
+// commit or abort marker as soon as the member has polled that marker,
+// as its consumer reads the markers (readOpts), one that holds nothing
+// but an aborted transaction too.
 func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	brokers := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -41,25 +42,27 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	}
 	clock := time.Now()
 	e := &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, CommitInterval: 200 * time.Millisecond,
-		Now: func() time.Time { return clock }}, aux: prod, assigned: map[int32]bool{0: true}, outAssigned: map[int32]bool{0: true},
+		Now: func() time.Time { return clock }}, aux: prod, assigned: map[int32]bool{0: true}, outAssigned: map[int32]bool{0: true, 1: true},
 		short: map[topicPartition]shortRead{}, log: slog.Default()}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumerGroup("readall"), kgo.ConsumeTopics(predTopic, outTopic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append(readOpts(), kgo.SeedBrokers(brokers), kgo.ConsumerGroup("readall"), kgo.ConsumeTopics(predTopic, outTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	read := func(topic string) bool {
+	read := func(topic string, partition int32) bool {
 		_, r := e.readEnds(ctx, cl)
-		return r[topicPartition{topic, 0}]
+		return r[topicPartition{topic, partition}]
 	}
-	if read(predTopic) {
+	if read(predTopic, 0) {
 		t.Fatal("read before any poll, with 10 records to read")
 	}
-	if !read(outTopic) {
+	if !read(outTopic, 0) {
 		t.Fatal("the empty outcome partition is not read")
 	}
-	poll := func(want int) {
+	// poll polls want records, and returns how many of them are not
+	// markers.
+	poll := func(want int) (data int) {
 		t.Helper()
 		for n := 0; n < want; {
 			fs := cl.PollFetches(ctx)
@@ -67,10 +70,16 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 				t.Fatalf("polled %d of %d records", n, want)
 			}
 			n += fs.NumRecords()
+			fs.EachRecord(func(r *kgo.Record) {
+				if isData(r) {
+					data++
+				}
+			})
 		}
+		return data
 	}
 	poll(10)
-	if !read(predTopic) {
+	if !read(predTopic, 0) {
 		t.Fatal("not read after polling every record")
 	}
 
@@ -79,26 +88,28 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Close()
-	if err := tx.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.ProduceSync(ctx, &kgo.Record{Topic: outTopic, Partition: 0, Value: []byte("o")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
-	poll(1)
-	if read(outTopic) {
-		t.Fatal("read at once with a commit marker after the last record")
-	}
-	clock = clock.Add(shortSettle - time.Millisecond)
-	if read(outTopic) {
-		t.Fatal("read before shortSettle")
-	}
-	clock = clock.Add(time.Millisecond)
-	if !read(outTopic) {
-		t.Fatal("not read once the position short of the end by the commit marker held for shortSettle")
+	for _, end := range []struct {
+		partition int32
+		try       kgo.TransactionEndTry
+		// polled: the records the member polls, the marker with them;
+		// data: those not markers.
+		polled, data int
+	}{{0, kgo.TryCommit, 2, 1}, {0, kgo.TryAbort, 1, 0}, {1, kgo.TryAbort, 1, 0}} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.ProduceSync(ctx, &kgo.Record{Topic: outTopic, Partition: end.partition, Value: []byte("o")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.EndTransaction(ctx, end.try); err != nil {
+			t.Fatal(err)
+		}
+		if data := poll(end.polled); data != end.data {
+			t.Fatalf("polled %d records not markers, want %d (%+v)", data, end.data, end)
+		}
+		if !read(outTopic, end.partition) {
+			t.Fatalf("not read at once after polling the marker of a transaction that ended (%+v)", end)
+		}
 	}
 }
 
@@ -124,7 +135,7 @@ func TestReadToEndTakesAPartitionAsReadOnlyAtItsEndOrSettledShortOfIt(t *testing
 		{"records to read", []listing{{0, 5, 10, 0, false}, {time.Minute, 9, 10, 0, false}}},
 		{"no position, empty", []listing{{0, -1, 0, 0, true}, {time.Second, -1, 7, 7, true}}},
 		{"no position, records to read", []listing{{0, -1, 7, 0, false}, {time.Minute, -1, 7, 0, false}}},
-		{"short by a commit marker, settled", []listing{{0, 9, 10, 0, false}, {settle - time.Millisecond, 9, 10, 0, false},
+		{"short with nothing to read, settled", []listing{{0, 9, 10, 0, false}, {settle - time.Millisecond, 9, 10, 0, false},
 			{settle, 9, 10, 0, true}, {settle + time.Second, 9, 10, 0, true}}},
 		{"short, the position moved", []listing{{0, 8, 10, 0, false}, {settle - time.Second, 9, 10, 0, false},
 			{settle, 9, 10, 0, false}, {2*settle - time.Second, 9, 10, 0, true}}},
