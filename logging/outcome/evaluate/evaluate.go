@@ -743,7 +743,7 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 	now := e.cfg.Now()
 	switch ftp.Topic {
 	case e.cfg.OutcomeTopic:
-		e.readOutcomes(ftp, now)
+		e.readOutcomes(ftp)
 		for _, r := range ftp.Records {
 			if !isData(r) {
 				continue
@@ -816,8 +816,8 @@ func (e *evaluator) take(ftp kgo.FetchTopicPartition, produce func(*kgo.Record, 
 			return fmt.Errorf("evaluate: partition %d: %w", ftp.Partition, err)
 		}
 	}
-	if ftp.Topic == e.cfg.PredictionTopic && len(ftp.Records) > 0 {
-		if err := e.readPredictions(p, fetchReach(ftp, now), true); err != nil {
+	if ftp.Topic == e.cfg.PredictionTopic {
+		if err := e.readPredictions(p, fetchReach(ftp), true); err != nil {
 			return fmt.Errorf("evaluate: partition %d: %w", ftp.Partition, err)
 		}
 	}

@@ -68,33 +68,35 @@ func isFrontier(r *kgo.Record) bool {
 }
 
 // fetchReach is how far a fetch of one partition has read it (Unix
-// nanoseconds): to its newest record timestamp (a transaction's marker
-// aside), and to now when the fetch reached the partition's last stable
-// offset. A fetch has records.
-func fetchReach(ftp kgo.FetchTopicPartition, now time.Time) int64 {
+// nanoseconds; math.MinInt64: not at all): to its newest record
+// timestamp, a transaction's marker aside. Not to the clock, even when
+// the fetch reached the partition's last stable offset: the client may
+// hold a fetch through a flush and a commit before it is taken, and
+// records written since the broker answered it are still to read. How
+// far a partition read to its end has been read is the listing's
+// business (readEnds), at every commit.
+func fetchReach(ftp kgo.FetchTopicPartition) int64 {
 	t := int64(math.MinInt64)
 	for _, r := range ftp.Records {
 		if isData(r) {
 			t = max(t, r.Timestamp.UnixNano())
 		}
 	}
-	if last := ftp.Records[len(ftp.Records)-1]; last.Offset+1 >= ftp.LastStableOffset {
-		t = max(t, now.UnixNano())
-	}
 	return t
 }
 
 // readOutcomes notes how far a fetch of an outcome partition has been
 // read (fetchReach).
-func (e *evaluator) readOutcomes(ftp kgo.FetchTopicPartition, now time.Time) {
-	if len(ftp.Records) == 0 {
+func (e *evaluator) readOutcomes(ftp kgo.FetchTopicPartition) {
+	f := fetchReach(ftp)
+	if f == math.MinInt64 {
 		return
 	}
 	t, ok := e.reach[ftp.Partition]
 	if !ok {
 		t = math.MinInt64
 	}
-	e.reach[ftp.Partition] = max(t, fetchReach(ftp, now))
+	e.reach[ftp.Partition] = max(t, f)
 }
 
 // frontierRecords are this member's frontier records for the cycle that

@@ -436,3 +436,36 @@ func TestAbortedTransactionForgetsHowFarItReadTheOutcomePartitions(t *testing.T)
 		t.Fatalf("scored %d, joined %d, late %d; want 40 scored, the 2 clicks joined, none late", c.Scored, c.Joined, c.Late)
 	}
 }
+
+// A fetch that reached its partition's end can wait in the client
+// through a flush and a commit before it is taken: the partition has
+// been read up to when the broker answered it, not up to the clock when
+// it is taken. A click written in between, within the lateness of its
+// event time, must not be counted late because the frontier claimed the
+// partition read as far as that clock.
+func TestFrontierOfAFetchTakenLateIsNotTheClockWhenTaken(t *testing.T) {
+	m := newMember(t)
+	m.predict() // req-0: its window ends at t0+1s
+	m.commit()
+	// A fetch of outcome partition 0 that reached its end, a click
+	// written at t0+2.2s last, taken at t0+2.9s.
+	m.now = m.t0.Add(2900 * time.Millisecond)
+	m.predict()
+	m.click(0, "other", m.t0.Add(2200*time.Millisecond), true)
+	// A click on req-0 at t0+1s, written at t0+2.4s (1.4 s late, within
+	// the lateness of 1.5 s), after the fetch: the listing finds
+	// partition 0 short of its end.
+	click := m.clickRecord(0, "req-0", m.t0.Add(time.Second))
+	click.Timestamp = m.t0.Add(2400 * time.Millisecond)
+	m.commit(0)
+	m.now = m.now.Add(200 * time.Millisecond)
+	m.take(click, true)
+	m.commit()
+	for range 20 {
+		m.now = m.now.Add(200 * time.Millisecond)
+		m.commit()
+	}
+	if c := m.p.j.Counters(); c.Scored != 2 || c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("scored %d, joined %d, late %d; want 2 scored, the click joined, none late", c.Scored, c.Joined, c.Late)
+	}
+}
