@@ -124,7 +124,7 @@ func TestReplayMissingValueReachesTheModel(t *testing.T) {
 }
 
 // --max-model-bytes is replay's max_model_bytes: a TorchScript model whose
-// zip entries inflate to more fails its load naming the limit, and one
+// deflated zip entries inflate to more fails its load naming the limit, and one
 // within it loads (the server's max_model_bytes may be set above the 2 GiB
 // default, and replay must load what it serves). Not positive is a usage
 // error.
@@ -135,7 +135,7 @@ func TestReplayMaxModelBytesBoundsATorchScriptModelInflated(t *testing.T) {
 		code := replay(append([]string{"--brokers", "127.0.0.1:1", "--topic", "t", "--model", model}, args...), &out, &errb)
 		return code, errb.String()
 	}
-	if code, msg := run("--max-model-bytes", "1024"); code != 1 || !strings.Contains(msg, "which brings the archive past max_model_bytes (1 KiB) inflated") {
+	if code, msg := run("--max-model-bytes", "1024"); code != 1 || !strings.Contains(msg, "which brings the archive's deflated entries past max_model_bytes (1 KiB) inflated") {
 		t.Errorf("--max-model-bytes 1024: exit %d, %s; want the load refused naming the limit", code, msg)
 	}
 	sc, err := loadLocal(context.Background(), model, servables.LoadOptions{IntraOpThreads: 1, MaxModelBytes: 64 << 20})
