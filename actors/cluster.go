@@ -439,7 +439,18 @@ const shadowRunAllowance = forward.DefaultTimeout
 // compared. A copy a node of an older version forwards here carries no
 // start-by and is held to its call's deadline, as it was
 // (forwardedBatch).
+//
+// The copies of one challenger in flight to other nodes take at most the
+// room its shadow work would get in its mailbox here (shadowRoom of the
+// queue limit): a copy that finds none is not forwarded but dropped and
+// counted as overloaded, as a local copy is, so that a serving node slow
+// to answer, or never answering, holds no more goroutines and inputs here.
 func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, ans *championAnswer) {
+	rs := r.remoteShadowsOf(target.ModelPath)
+	if !rs.enter(r.queueLimit) {
+		r.metrics.shadowDropped.WithLabelValues(target.ModelPath, "overloaded").Inc()
+		return
+	}
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
@@ -451,6 +462,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	}
 	remote := r.remote
 	r.background(func(sctx context.Context) {
+		defer rs.leave()
 		ctx, cancel := context.WithDeadline(sctx, fr.StartBy.Add(shadowRunAllowance))
 		defer cancel()
 		// The serving node continues the shadow span's trace.
@@ -465,6 +477,17 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 		sc.ended(Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: sc.on.checksum, Outputs: a.Outputs,
 			UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, k != servables.Unavailable && k != servables.Overloaded)
 	})
+}
+
+// remoteShadowsOf returns the counters of the shadow copies of path sent
+// to other nodes, made on first use; only the router calls it.
+func (r *routerActor) remoteShadowsOf(path string) *remoteShadows {
+	rs := r.remoteShadow[path]
+	if rs == nil {
+		rs = &remoteShadows{}
+		r.remoteShadow[path] = rs
+	}
+	return rs
 }
 
 // remoteContent is the content of another node that answered for path

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -603,8 +605,9 @@ func (l linkedRemote) Forward(ctx context.Context, req forward.Request) (forward
 // shadowedCluster starts two nodes in the caller's bubble: a, whose
 // contract ads/pctr/1 serves v1 on its own a/ and shadows v2, compared,
 // on r/, which only b serves (shadow_timeout 1 s, the default); b's
-// model holds every run until hold is closed.
-func shadowedCluster(t *testing.T, hold chan struct{}) (a, b *world) {
+// model holds every run until hold is closed (nil: never). tweakA
+// changes a's options after its Remote is set.
+func shadowedCluster(t *testing.T, hold chan struct{}, tweakA ...func(*world, *Options)) (a, b *world) {
 	t.Helper()
 	b = newWorld(t, configJSON(entry("r/", "", "")), map[string]faultySpec{"r/": {}}, func(w *world, _ *Options) { w.rt.hold = hold })
 	cfg := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "r/"}],
@@ -612,7 +615,7 @@ func shadowedCluster(t *testing.T, hold chan struct{}) (a, b *world) {
    "servables": [
      {"release_version": "v1", "model_path": "a/"},
      {"release_version": "v2", "model_path": "r/", "validity": [{"never_valid": {}}], "shadow": {}}]}]}`
-	a = newWorld(t, cfg, map[string]faultySpec{"a/": {}}, func(_ *world, o *Options) { o.Remote = linkedRemote{to: b.sys} })
+	a = newWorld(t, cfg, map[string]faultySpec{"a/": {}}, append([]func(*world, *Options){func(_ *world, o *Options) { o.Remote = linkedRemote{to: b.sys} }}, tweakA...)...)
 	a.sys.SetShare([]string{"a/"})
 	a.settle()
 	if _, ok := b.sys.ModelInfo("r/"); !ok {
@@ -724,5 +727,88 @@ func TestARemoteShadowCopyStillRunningPastItsAllowanceEnds(t *testing.T) {
 		}
 		close(hold)
 		synctest.Wait()
+	})
+}
+
+// heldRemote forwards as its Remote does, once release is closed: each
+// call counted in calls waits for it (or for its context) first, as a
+// serving node that accepted the call and does not answer.
+type heldRemote struct {
+	Remote
+	release chan struct{}
+	calls   *atomic.Int64
+}
+
+func (h heldRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	h.calls.Add(1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return forward.Answer{}, ctx.Err()
+	}
+	return h.Remote.Forward(ctx, req)
+}
+
+// Shadow copies sent to a challenger on another node that does not answer
+// are held in flight up to the room a local challenger's copies get (a
+// quarter of model_queue_size): the next copy is not forwarded but dropped
+// and counted as overloaded, as a local copy that finds no room is, and the
+// caller's answer does not change. Once the held copies end, copies are
+// forwarded again.
+func TestRemoteShadowCopiesInFlightAreCappedAndTheRestDroppedAsOverloaded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release, calls := make(chan struct{}), &atomic.Int64{}
+		a, b := shadowedCluster(t, nil, func(_ *world, o *Options) {
+			o.QueueSize = 8 // room for 2 shadow copies in flight per challenger
+			o.Remote = heldRemote{Remote: o.Remote, release: release, calls: calls}
+		})
+		defer b.stop()
+		defer a.stop()
+		in := scalar(t, 3)
+		score := func() Result {
+			t.Helper()
+			res, rv, err := a.sys.Score(context.Background(), "ads/pctr/1", "", Request{API: "test", Inputs: in})
+			if err != nil || res.Err != nil || rv != "v1" {
+				t.Fatalf("score: %v %v %s", err, res.Err, rv)
+			}
+			synctest.Wait()
+			return res
+		}
+		dropped := func() float64 {
+			return a.metric("grove_shadow_dropped_total", map[string]string{"model": "r/", "reason": "overloaded"})
+		}
+		first := score()
+		score()
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("%d copies forwarded, want 2 held in flight", n)
+		}
+		capped := score()
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("%d copies forwarded with 2 in flight, want the third not forwarded", n)
+		}
+		if n := dropped(); n != 1 {
+			t.Errorf("grove_shadow_dropped_total{reason=overloaded} of r/ = %v, want 1", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
+			t.Errorf("v2 shadow_dropped %d, want 1", v2.ShadowDropped)
+		}
+		if !reflect.DeepEqual(capped.Outputs, first.Outputs) {
+			t.Errorf("the caller's answer with its copy dropped %+v, want %+v as without", capped.Outputs, first.Outputs)
+		}
+		close(release)
+		synctest.Wait()
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "ok"}); n != 2 {
+			t.Fatalf("grove_cluster_forwarded_total{result=ok} of r/ = %v after the release, want the 2 held copies", n)
+		}
+		score()
+		if n := calls.Load(); n != 3 {
+			t.Errorf("%d copies forwarded after the held ones ended, want the new copy's too (3)", n)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "ok"}); n != 3 {
+			t.Errorf("grove_cluster_forwarded_total{result=ok} of r/ = %v, want 3", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowExecutions != 3 || v2.ShadowDropped != 1 {
+			t.Errorf("v2 shadow_executions %d, shadow_dropped %d; want 3 and 1", v2.ShadowExecutions, v2.ShadowDropped)
+		}
 	})
 }

@@ -386,7 +386,9 @@ type ServableStats struct {
 	// (routed or scored directly); ShadowExecutions the shadow copies its
 	// model content ran and answered;
 	// ShadowDropped those dropped because its model was overloaded or the
-	// low-priority shadow worker was busy.
+	// low-priority shadow worker was busy (for a model served by another
+	// cluster node: because its copies in flight there were at their
+	// bound, since this node started).
 	Served           int64 `json:"served"`
 	ShadowExecutions int64 `json:"shadow_executions"`
 	ShadowDropped    int64 `json:"shadow_dropped"`
@@ -486,6 +488,8 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 		if c := routes[sv.ModelPath]; c != nil {
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
+		} else if rs := r.remoteShadow[sv.ModelPath]; rs != nil {
+			st.ShadowDropped = rs.dropped.Load()
 		}
 		if on, ok := r.servedBy(routes, sv.ModelPath); ok {
 			if on.local == nil {

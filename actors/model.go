@@ -92,7 +92,7 @@ func (c *content) reserve(n int64, queueLimit int, shadow bool) error {
 	}
 	q, limit := &c.queued, int64(queueLimit)
 	if shadow {
-		q, limit = &c.shadowQueued, int64(max(queueLimit/shadowQueueShare, 1))
+		q, limit = &c.shadowQueued, shadowRoom(queueLimit)
 	}
 	queued := q.Add(n)
 	if shadow {

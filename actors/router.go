@@ -294,6 +294,10 @@ type routerActor struct {
 	expired    map[string]bool
 	// background runs the forward calls (System.background).
 	background func(job func(ctx context.Context))
+	// remoteShadow counts the shadow copies sent to other nodes, by
+	// challenger path (shadowRemote): the map is the router's, the
+	// counters atomics their forward goroutines give places back to.
+	remoteShadow map[string]*remoteShadows
 	// outcomes gives the releases' outcome figures; nil: none.
 	outcomes OutcomeSource
 	tick     *time.Timer
@@ -305,7 +309,7 @@ func newRouter(s *System) *routerActor {
 		microBatchRows: s.opts.ShadowMicroBatchRows, sink: s.opts.Predictions, state: s.state, shadowTimeout: s.opts.ShadowTimeout,
 		low: s.low, tolerance: s.opts.CompareTolerance, compareWindow: s.opts.CompareWindow,
 		supervisor: s.as.NewLocalPID(supervisorName), contracts: contracts{}, log: s.log,
-		background: s.background, outcomes: s.opts.Outcomes}
+		background: s.background, outcomes: s.opts.Outcomes, remoteShadow: map[string]*remoteShadows{}}
 }
 
 // Receive dispatches each batch, and keeps the contracts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,8 +29,39 @@ import (
 // requests' own limit: it cannot turn a user request into a 429.
 
 // shadowQueueShare is the share of a model's queue limit that shadow
-// micro-batches may occupy; beyond it new shadow copies are dropped.
+// micro-batches may occupy; beyond it new shadow copies are dropped. It
+// also bounds the shadow copies of one challenger in flight to other
+// cluster nodes (remoteShadows).
 const shadowQueueShare = 4
+
+// shadowRoom is how much shadow work one model may hold under a queue
+// limit of queueLimit (0 or less: no limit, and shadowRoom is unused):
+// its queue limit's share, at least 1.
+func shadowRoom(queueLimit int) int64 { return int64(max(queueLimit/shadowQueueShare, 1)) }
+
+// remoteShadows counts the shadow copies of one challenger path that this
+// node sends to other cluster nodes: inflight, those whose forward call
+// has not ended (each holds a goroutine and the request's inputs), and
+// dropped, those not sent because inflight was at its bound. The router
+// makes them and enters; a copy's forward goroutine leaves.
+type remoteShadows struct{ inflight, dropped atomic.Int64 }
+
+// enter takes a place for one copy in flight, within the room a local
+// challenger's shadow work gets under queueLimit (shadowRoom; 0 or less:
+// no limit), or reports false, counting the copy dropped. Call leave when
+// the copy's call has ended and its answer was handed on (compared and
+// logged, or left to the champion's answer to compare with).
+func (rs *remoteShadows) enter(queueLimit int) bool {
+	if n := rs.inflight.Add(1); queueLimit > 0 && n > shadowRoom(queueLimit) {
+		rs.inflight.Add(-1)
+		rs.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// leave gives back the place of a copy whose call has ended.
+func (rs *remoteShadows) leave() { rs.inflight.Add(-1) }
 
 // shadowCopy gathers the micro-batches of one shadow execution.
 type shadowCopy struct {

@@ -63,7 +63,10 @@ type Options struct {
 	CacheDir string
 	// MaxModelBytes rejects larger models.
 	MaxModelBytes int64
-	// QueueSize bounds the requests waiting for one model; more fail with ErrOverloaded.
+	// QueueSize bounds the requests waiting for one model; more fail with
+	// ErrOverloaded. A quarter of it bounds a model's shadow work waiting
+	// here, and the shadow copies in flight to a challenger on another
+	// node; more are dropped. 0 or less: no bound.
 	QueueSize int
 	// ShadowMicroBatchRows cuts shadow copies into micro-batches of at most
 	// this many rows, so a user request waits for at most one; 0 never cuts.
