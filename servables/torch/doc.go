@@ -19,7 +19,9 @@
 // entry's inflated size, and torch.jit.save deflates some entries (code/,
 // the .debug_pkl files), so a small file could hold a deflate bomb; a
 // stored entry (the weights) must take in the file the size it declares,
-// and the file was held to max_model_bytes when it was fetched. The
+// the stored entries together no more than the file holds (entries may
+// not share their bytes), and the file was held to max_model_bytes when
+// it was fetched. The
 // sizes are read from the zip directory, and the pickles are checked as
 // they inflate, never held whole. Load then
 // runs torch::jit::load on the CPU, eval(), and then

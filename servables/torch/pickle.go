@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/groveml/grove/internal/capped"
@@ -29,7 +30,9 @@ import (
 // hold a deflate bomb. A stored entry takes what it declares from the file
 // itself, which was held to max_model_bytes as it was fetched, so a file
 // within that limit is never refused for its stored weights; one whose
-// declared size is not the size it takes in the file is refused as
+// declared size is not the size it takes in the file, or whose stored
+// entries declare more in all than the file holds (entries that share
+// their bytes, each of which libtorch would copy), is refused as
 // damaged. The sizes are those the archive's directory declares, before
 // anything is inflated; Go's zip reader refuses an entry that inflates to
 // more than its declared size. The pickles are then checked as they are
@@ -40,16 +43,25 @@ func checkPickles(file string, limit int64) error {
 		return nil // not a zip archive Go reads: libtorch says what it is
 	}
 	defer zr.Close()
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fmt.Errorf("reading the archive's size: %w", err)
+	}
 	if limit <= 0 {
 		limit = servables.DefaultMaxModelBytes
 	}
-	left := uint64(limit)
+	left, held := uint64(limit), uint64(fi.Size())
 	for _, e := range zr.File {
 		if e.Method == zip.Store {
 			if e.UncompressedSize64 != e.CompressedSize64 {
 				return fmt.Errorf("%s is damaged: stored, it declares %d bytes but takes %d in the file",
 					e.Name, e.UncompressedSize64, e.CompressedSize64)
 			}
+			if e.UncompressedSize64 > held {
+				return fmt.Errorf("%s is damaged: the stored entries up to it declare more than the file's %s",
+					e.Name, capped.Size(fi.Size()))
+			}
+			held -= e.UncompressedSize64
 			continue
 		}
 		if e.UncompressedSize64 > left {

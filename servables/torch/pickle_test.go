@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -312,6 +314,89 @@ func TestAStoredEntryDeclaringMoreThanItHoldsIsRefused(t *testing.T) {
 	want := "lying/data/0 is damaged: stored, it declares 1073741824 bytes but takes 10 in the file"
 	if err := checkPickles(out, 64<<20); err == nil || err.Error() != want {
 		t.Errorf("checkPickles: %v\nwant %s", err, want)
+	}
+}
+
+// sharedBytes writes a zip archive whose n stored entries,
+// bomb/data/0 to bomb/data/<n-1>, all point at the same size bytes of the
+// file: each is a valid stored entry, and libtorch would allocate and
+// copy size bytes for each tensor whose storage it is.
+func sharedBytes(t *testing.T, n, size int) string {
+	t.Helper()
+	data := bytes.Repeat([]byte{1}, size)
+	crc := crc32.ChecksumIEEE(data)
+	var b bytes.Buffer
+	le := func(vs ...any) {
+		for _, v := range vs {
+			if err := binary.Write(&b, binary.LittleEndian, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := "bomb/data/0"
+	le(uint32(0x04034b50), uint16(20), uint16(0), uint16(zip.Store), uint16(0), uint16(0), crc, uint32(size), uint32(size), uint16(len(first)), uint16(0))
+	b.WriteString(first)
+	b.Write(data)
+	dir := b.Len()
+	for i := range n {
+		name := fmt.Sprintf("bomb/data/%d", i)
+		le(uint32(0x02014b50), uint16(20), uint16(20), uint16(0), uint16(zip.Store), uint16(0), uint16(0), crc, uint32(size), uint32(size),
+			uint16(len(name)), uint16(0), uint16(0), uint16(0), uint16(0), uint32(0), uint32(0))
+		b.WriteString(name)
+	}
+	le(uint32(0x06054b50), uint16(0), uint16(0), uint16(n), uint16(n), uint32(b.Len()-dir), uint32(dir), uint16(0))
+	out := filepath.Join(t.TempDir(), "bomb.pt")
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Stored entries can only take from the file what it holds: a file whose
+// stored entries declare more bytes in all than it has (entries sharing
+// their bytes, or one declaring more than the whole file) is refused as
+// damaged before libtorch reads it, however far within max_model_bytes
+// the file is. Sharing, 32 entries of 4 MiB in a 4 MiB file would have
+// libtorch allocate and fill 128 MiB.
+func TestATorchScriptFileWhoseStoredEntriesDeclareMoreThanItHoldsIsRefused(t *testing.T) {
+	bomb := sharedBytes(t, 32, 4<<20)
+	if _, err := zip.OpenReader(bomb); err != nil {
+		t.Fatalf("the archive does not open: %v", err)
+	}
+	st, err := os.Stat(bomb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("bomb/data/1 is damaged: the stored entries up to it declare more than the file's %d bytes", st.Size())
+	if err := checkPickles(bomb, 1<<30); err == nil || err.Error() != want {
+		t.Errorf("32 stored entries sharing 4 MiB: %v\nwant %s", err, want)
+	}
+
+	out := filepath.Join(t.TempDir(), "lying.pt")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "lying/data/0", Method: zip.Store, CompressedSize64: 1 << 30, UncompressedSize64: 1 << 30})
+	if err == nil {
+		_, err = w.Write(make([]byte, 10))
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("lying/data/0 is damaged: the stored entries up to it declare more than the file's %d bytes", st.Size())
+	if err := checkPickles(out, 2<<30); err == nil || err.Error() != want {
+		t.Errorf("a stored entry declaring 1 GiB in a file of %d bytes: %v\nwant %s", st.Size(), err, want)
 	}
 }
 
