@@ -481,3 +481,30 @@ func TestAnUnreadableAuthenticationFileIsLoggedOncePerFailure(t *testing.T) {
 		t.Errorf("a file over its limit again after a good read logged %d times in all, want twice", n)
 	}
 }
+
+// A file that could not be read, then removed, then put back and still
+// not readable is logged again: its removal is a change, and the log's
+// last word on it must not stay "removed" while the new file is refused.
+func TestAnUnreadableAuthenticationFilePutBackAfterItsRemovalIsLoggedAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	good := tokensYAML("bidder", "s1", "infer")
+	write(t, path, good)
+	var log bytes.Buffer
+	a, err := New(Config{TokensFile: path, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooLarge := good + "#" + strings.Repeat("x", 16<<20) + "\n"
+	write(t, path, tooLarge)
+	a.Refresh()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	a.Refresh()
+	write(t, path, tooLarge)
+	a.Refresh()
+	a.Refresh()
+	if n := strings.Count(log.String(), "is larger than its limit"); n != 2 {
+		t.Errorf("a file over its limit, removed, then put back over its limit: logged %d times, want twice:\n%s", n, log.String())
+	}
+}

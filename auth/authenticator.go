@@ -75,8 +75,8 @@ type watched struct {
 	sum  [sha256.Size]byte
 	load func([]byte) error
 	gone func()
-	// readErr is the last read's error, logged once until a read works
-	// or fails otherwise.
+	// readErr is the last read's error, logged once until a read works,
+	// fails otherwise or finds the file removed.
 	readErr string
 }
 
@@ -154,6 +154,7 @@ func (a *Authenticator) Refresh() {
 		b, err := readFile(f.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			f.readErr = "" // a file put back that cannot be read is logged anew
 			if f.sum != ([sha256.Size]byte{}) {
 				a.log.Error("authentication file removed: its credentials no longer work", "file", f.path)
 				f.gone()
