@@ -78,7 +78,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 	tol := fs.Float64("tolerance", 1e-5, "largest absolute difference of an output value that counts as equal")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	threads := fs.Int("intra-op-threads", 1, "with --model: threads one forward call may use")
-	maxModel := fs.Int64("max-model-bytes", servables.DefaultMaxModelBytes, "with --model: the most a TorchScript model's zip entries may inflate to, as the server's max_model_bytes")
+	maxModel := fs.Int64("max-model-bytes", servables.DefaultMaxModelBytes, "with --model: the most a TorchScript model's deflated zip entries may inflate to, as the server's max_model_bytes")
 	var missing *float64
 	fs.Func("missing-value", "with --model, an XGBoost model: the input `value` it takes as missing besides NaN (its entry's missing_value)", func(s string) error {
 		v, err := strconv.ParseFloat(s, 64)

@@ -126,8 +126,8 @@ func TestReplayMissingValueReachesTheModel(t *testing.T) {
 // --max-model-bytes is replay's max_model_bytes: a TorchScript model whose
 // deflated zip entries inflate to more fails its load naming the limit, and one
 // within it loads (the server's max_model_bytes may be set above the 2 GiB
-// default, and replay must load what it serves). Not positive is a usage
-// error.
+// default, and replay must load what it serves), as its help says. Not
+// positive is a usage error.
 func TestReplayMaxModelBytesBoundsATorchScriptModelInflated(t *testing.T) {
 	model := filepath.Join("..", "..", "examples", "bucket", "pctr_v2") + string(filepath.Separator)
 	run := func(args ...string) (int, string) {
@@ -147,5 +147,10 @@ func TestReplayMaxModelBytesBoundsATorchScriptModelInflated(t *testing.T) {
 		if code, msg := run("--max-model-bytes", v); code != 2 || !strings.Contains(msg, "max-model-bytes") {
 			t.Errorf("--max-model-bytes %s: exit %d, %s; want a usage error naming it", v, code, msg)
 		}
+	}
+	var out, help bytes.Buffer
+	replay([]string{"-h"}, &out, &help)
+	if !strings.Contains(help.String(), "TorchScript model's deflated zip entries may inflate to") {
+		t.Errorf("grove replay -h does not say --max-model-bytes bounds the deflated entries:\n%s", help.String())
 	}
 }
