@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/conf/modelconfig"
 )
@@ -122,5 +124,28 @@ func TestSharedStateGivesUpBanditCountsBeforeStampsAtItsSizeLimit(t *testing.T) 
 				}
 			})
 		})
+	}
+}
+
+// A change that would make the contract state larger than its limit (a
+// metric fed through the management API, say) is refused as an edit of
+// the model config past its own is: a *bucket.ContentTooLargeError naming
+// the limit, which the management API answers 413, not a server fault.
+func TestAChangeThatWouldGrowTheContractStatePastItsLimitIsContentTooLarge(t *testing.T) {
+	b := newMemBucket()
+	s := newSharedState(b, "model_config.json", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.limit = 1024
+	err := s.update(t.Context(), b, func(st *modelconfig.ContractState) error {
+		st.Edit("ads/pctr/1", "v1", func(r *modelconfig.ServableRecord) {
+			r.Metrics = map[string]float64{strings.Repeat("m", 2048): 1}
+		})
+		return nil
+	})
+	var tooLarge *bucket.ContentTooLargeError
+	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "the new contract state model_config.state.json is larger than its limit of 1 KiB") {
+		t.Fatalf("a change past the limit: %v, want a *bucket.ContentTooLargeError naming the limit", err)
+	}
+	if data := b.get("model_config.state.json"); data != nil {
+		t.Errorf("the state was written: %s", data)
 	}
 }
