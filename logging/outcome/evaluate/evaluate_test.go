@@ -565,8 +565,8 @@ func predictEvery(ctx context.Context, t *testing.T, prod *kgo.Client, seed uint
 }
 
 // With a transactional producer committing a click to every outcome
-// partition every 300 ms (each stamped with its event time, 2.5 s
-// before it is written, within a lateness of 3 s), the first results
+// partition every 300 ms (each stamped with its event time, 4.5 s
+// before it is written, within a lateness of 5 s), the first results
 // come about window + lateness after the first prediction: a partition
 // whose last record is the producer's commit marker counts as read to
 // its end, as one written without transactions does, rather than only
@@ -587,8 +587,8 @@ func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testi
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	rule := testRule
-	rule.Lateness = 3 * time.Second
-	const delay = 2500 * time.Millisecond
+	rule.Lateness = 5 * time.Second
+	const delay = 4500 * time.Millisecond
 	cfg := config(brokers, "e0", t.TempDir())
 	cfg.Rules = func() ([]join.Rule, bool) { return []join.Rule{{Contract: contract, Outcomes: rule}}, true }
 	wg.Add(1)
@@ -665,10 +665,11 @@ func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testi
 	}()
 
 	due := rule.Window + rule.Lateness
-	// A few commit intervals to write and read the frontier, and as much
-	// again for a loaded machine; less than the delay, by which the
-	// clicks' times lag the clock.
-	slack := 1500 * time.Millisecond
+	// A few commit intervals to write and read the frontier, and more
+	// for a loaded machine (make test runs packages side by side on two
+	// cores); less than the delay, by which the clicks' times lag the
+	// clock, so that a frontier following the clicks' times fails.
+	slack := 3 * time.Second
 	results(t, brokers, due+20*time.Second, func(latest map[string]*grovepb.Evaluation) bool {
 		for _, ev := range latest {
 			if ev.GetCounters().GetScored() > 0 {
