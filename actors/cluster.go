@@ -490,6 +490,37 @@ func (r *routerActor) remoteShadowsOf(path string) *remoteShadows {
 	return rs
 }
 
+// forgetRemoteShadows drops the counters of the challenger paths no
+// contract shadows any more (a servable with a shadow setting), once no
+// copy of theirs is in flight, so that challengers rotated over months
+// leave nothing behind. Those with copies still in flight keep counting
+// them against the bound (a challenger added again meanwhile shares it),
+// but their dropped count starts again from zero, as a local challenger's
+// does when its content is replaced; they go once the copies have ended.
+// Only the router calls it (setContracts, its ticks).
+func (r *routerActor) forgetRemoteShadows() {
+	if len(r.remoteShadow) == 0 {
+		return
+	}
+	shadowed := map[string]bool{}
+	for _, st := range r.contracts {
+		for _, sv := range st.cfg.Servables {
+			if sv.Shadow != nil {
+				shadowed[sv.ModelPath] = true
+			}
+		}
+	}
+	for path, rs := range r.remoteShadow {
+		switch {
+		case shadowed[path]:
+		case rs.inflight.Load() == 0: // only the router enters: it stays 0
+			delete(r.remoteShadow, path)
+		default:
+			rs.dropped.Store(0)
+		}
+	}
+}
+
 // remoteContent is the content of another node that answered for path
 // with checksum (for a failed copy, which carries none, the content the
 // record describes): its load time is the one the node's record gives,

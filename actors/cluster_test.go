@@ -812,3 +812,69 @@ func TestRemoteShadowCopiesInFlightAreCappedAndTheRestDroppedAsOverloaded(t *tes
 		}
 	})
 }
+
+// remoteShadowEntry reports whether a's router keeps counters of the
+// shadow copies of path sent to other nodes, and their in-flight count.
+func remoteShadowEntry(t *testing.T, a *world, path string) (inflight int64, kept bool) {
+	t.Helper()
+	if err := a.sys.askRouter(context.Background(), func(r *routerActor) {
+		if rs := r.remoteShadow[path]; rs != nil {
+			inflight, kept = rs.inflight.Load(), true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return inflight, kept
+}
+
+// A challenger on another node that no contract shadows any more leaves
+// no counters behind on the router once its copies in flight have ended,
+// and one removed and added again starts its shadow_dropped from zero,
+// as a local challenger's does when its content is replaced; its copies
+// still in flight keep counting against its bound.
+func TestARemovedRemoteChallengerLeavesNoCountersAndStartsAgainFromZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release, calls := make(chan struct{}), &atomic.Int64{}
+		a, b := shadowedCluster(t, nil, func(_ *world, o *Options) {
+			o.QueueSize = 8 // room for 2 shadow copies in flight per challenger
+			o.Remote = heldRemote{Remote: o.Remote, release: release, calls: calls}
+		})
+		defer b.stop()
+		defer a.stop()
+		with := a.b.get("model_config.json")
+		without := `{"model_metadata": [{"model_path": "a/"}, {"model_path": "r/"}],
+ "contracts": [{"organization": "ads", "project": "pctr", "contract_number": 1,
+   "servables": [{"release_version": "v1", "model_path": "a/"}]}]}`
+		for range 3 {
+			scoreShadowed(t, a)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
+			t.Fatalf("v2 shadow_dropped %d, want 1 (2 copies held in flight)", v2.ShadowDropped)
+		}
+
+		a.setConfig(without)
+		a.setConfig(string(with))
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 0 {
+			t.Errorf("v2 shadow_dropped %d once removed and added again, want 0", v2.ShadowDropped)
+		}
+		scoreShadowed(t, a)
+		if n := calls.Load(); n != 2 {
+			t.Errorf("%d copies forwarded with the 2 sent before the removal still in flight, want 2", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
+			t.Errorf("v2 shadow_dropped %d, want the copy that found no room (1)", v2.ShadowDropped)
+		}
+
+		a.setConfig(without)
+		if n, kept := remoteShadowEntry(t, a, "r/"); !kept || n != 2 {
+			t.Fatalf("counters of r/ kept %v with %d in flight, want kept with the 2 held copies", kept, n)
+		}
+		close(release)
+		synctest.Wait()
+		time.Sleep(expiryInterval)
+		synctest.Wait()
+		if _, kept := remoteShadowEntry(t, a, "r/"); kept {
+			t.Errorf("counters of r/ kept after its copies ended, though no contract shadows it")
+		}
+	})
+}

@@ -388,7 +388,7 @@ type ServableStats struct {
 	// ShadowDropped those dropped because its model was overloaded or the
 	// low-priority shadow worker was busy (for a model served by another
 	// cluster node: because its copies in flight there were at their
-	// bound, since this node started).
+	// bound, since a contract last started shadowing it here).
 	Served           int64 `json:"served"`
 	ShadowExecutions int64 `json:"shadow_executions"`
 	ShadowDropped    int64 `json:"shadow_dropped"`

@@ -88,9 +88,10 @@
 //	                                         its micro-batches (a
 //	                                         forwarded copy: its
 //	                                         forward goroutine)
-//	shadow copies in flight to other       the router (shadowRemote)   the map: the router's alone (stats reads it
-//	  nodes and dropped, by challenger       and the copy's forward      there); the counts: atomics
-//	  path (remoteShadows)                   goroutine (leave)
+//	shadow copies in flight to other       the router (shadowRemote,   the map: the router's alone (stats reads it
+//	  nodes and dropped, by challenger       forgetRemoteShadows) and    there); the counts: atomics
+//	  path (remoteShadows)                   the copy's forward
+//	                                         goroutine (leave)
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
 //	  (championAnswer)                       callback (stores only)      compare with it; shadow.go)
 //	comparison windows (compareWindows,    the router makes them; the  compareWindows.mu (ContractStats and the

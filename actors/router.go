@@ -296,7 +296,9 @@ type routerActor struct {
 	background func(job func(ctx context.Context))
 	// remoteShadow counts the shadow copies sent to other nodes, by
 	// challenger path (shadowRemote): the map is the router's, the
-	// counters atomics their forward goroutines give places back to.
+	// counters atomics their forward goroutines give places back to; a
+	// path no contract shadows goes once its copies have ended
+	// (forgetRemoteShadows).
 	remoteShadow map[string]*remoteShadows
 	// outcomes gives the releases' outcome figures; nil: none.
 	outcomes OutcomeSource
@@ -322,9 +324,11 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.dispatch(ctx, m)
 	case *setContracts:
 		r.setContracts(m.cfg, m.at)
+		r.forgetRemoteShadows()
 		r.evaluateExpiry(ctx, m.at)
 	case routerTick:
 		r.tick = nil
+		r.forgetRemoteShadows()
 		r.evaluateExpiry(ctx, time.Now())
 	case *routerQuery:
 		m.fn(r)
@@ -570,7 +574,8 @@ func acquire(routes *atomic.Pointer[table], limit int, path string, shadow bool)
 
 // evaluateExpiry works out which model paths the contracts have expired
 // at now, tells the supervisor when that changes, and comes back after
-// expiryInterval while there are contracts.
+// expiryInterval while there are contracts (or counters of remote shadow
+// copies left to forget: forgetRemoteShadows).
 func (r *routerActor) evaluateExpiry(ctx actor.Context, now time.Time) {
 	expired := r.expiredPaths(now)
 	if !maps.Equal(expired, r.expired) {
@@ -579,7 +584,7 @@ func (r *routerActor) evaluateExpiry(ctx actor.Context, now time.Time) {
 			ctx.Send(r.supervisor, contractsExpired{paths: maps.Clone(expired)})
 		}
 	}
-	if len(r.contracts) > 0 && r.tick == nil {
+	if (len(r.contracts) > 0 || len(r.remoteShadow) > 0) && r.tick == nil {
 		self, root := ctx.Self(), ctx.ActorSystem().Root
 		r.tick = time.AfterFunc(expiryInterval, func() { root.Send(self, routerTick{}) })
 	}
