@@ -425,7 +425,9 @@ func (t *Table) totals() Totals {
 // prediction of the release, and until then its windows still count
 // predictions from before it. So the merge takes the newest since among
 // the partitions of its kind and leaves out those still on an older one,
-// until they start over.
+// until they start over. A partition's since only moves forward: a
+// release no longer valid keeps counting from its last valid_since
+// (join.Joiner), so the newest since is the current one.
 func merge(parts map[int32]*seriesRecord) *mergedSeries {
 	ps := slices.Sorted(func(yield func(int32) bool) {
 		for p := range parts {

@@ -366,6 +366,58 @@ func TestAPartitionStillOnAnOlderValidSinceIsLeftOutOfTheMerge(t *testing.T) {
 	checkFigures(t, "v3 since_valid", st3.SinceValid, seriesOf(t, all, v3).Stats.SinceValid)
 }
 
+// TestAReleaseNoLongerValidKeepsItsPartitionsFromItsLastValidSince: when
+// a release stops being valid its valid_since is cleared, and each
+// partition learns it only when it next scores one of its predictions. A
+// partition that did keeps counting from the release's last valid_since,
+// as one that did not yet does, so the merge still adds up every
+// partition, as one joiner fed everything does, rather than keeping only
+// those that have not scored since.
+func TestAReleaseNoLongerValidKeepsItsPartitionsFromItsLastValidSince(t *testing.T) {
+	as := stream(10, 3000)
+	end := as[len(as)-1].at.Add(time.Hour)
+	since, invalidAt := t0.Add(time.Minute), t0.Add(3*time.Minute)
+	// fed is a joiner fed the arrivals keep selects, whose v1 is valid
+	// from since until the clock reaches invalidAt, when stays is false.
+	fed := func(keep func(arrival) bool, stays bool) *join.Joiner {
+		valid := true
+		j := newJoinerSince(t, func(_, release string) (time.Time, bool) {
+			if release != "v1" || !valid {
+				return time.Time{}, false
+			}
+			return since, true
+		})
+		feed(t, j, as, func(a arrival) bool { return keep(a) && a.at.Before(invalidAt) }, invalidAt)
+		valid = stays
+		feed(t, j, as, func(a arrival) bool { return keep(a) && !a.at.Before(invalidAt) }, end)
+		return j
+	}
+	inPartition := func(p int32) func(arrival) bool { return func(a arrival) bool { return a.partition == p } }
+	everything := func(arrival) bool { return true }
+
+	// Partition 1 scored v1's predictions after it stopped being valid,
+	// partition 0 (the lower, which the merge goes over first) not yet.
+	tb := NewTable()
+	apply(t, tb, records(t, fed(inPartition(0), true), 0, end)...)
+	apply(t, tb, records(t, fed(inPartition(1), false), 1, end)...)
+	tb.Publish()
+	_, st := tb.Outcomes(contract, "v1", false, "")
+	if st == nil {
+		t.Fatal("v1: no figures")
+	}
+	all, err := fed(everything, false).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFigures(t, "v1 since_valid, partition 1 past the end of its validity", st.SinceValid, seriesOf(t, all, v1).Stats.SinceValid)
+	stillValid, err := fed(everything, true).Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFigures(t, "v1 since_valid of one joiner, against one whose v1 stays valid", seriesOf(t, all, v1).Stats.SinceValid,
+		seriesOf(t, stillValid, v1).Stats.SinceValid)
+}
+
 // TestRecordsAppliedInAnyOrderGiveTheSameFigures: the partitions'
 // records applied in the opposite order merge to the same figures, bit
 // for bit (the partitions are merged in partition order).

@@ -69,7 +69,8 @@
 // calls the model path as the release) the quality accumulators in their
 // windows (quality.OutcomeWindows: since_valid, from the release's
 // valid_since when Options.ValidSince knows it, else every prediction
-// scored; last_1h), and Counters. Snapshot returns them for publishing,
+// scored, but for a release no longer valid, which keeps its last
+// valid_since; last_1h), and Counters. Snapshot returns them for publishing,
 // with their binary forms for merging with the other partitions'.
 //
 // # State, and who owns it

@@ -36,7 +36,8 @@ type Options struct {
 	Store Store
 	// ValidSince returns when a contract's release became valid, the start
 	// of its since_valid window; nil, or ok false: the window counts every
-	// prediction scored (its Since is the zero time).
+	// prediction scored (its Since is the zero time), but for a release
+	// that was valid, whose window keeps its last start.
 	ValidSince func(contract, release string) (since time.Time, ok bool)
 }
 
@@ -506,18 +507,24 @@ func (j *Joiner) score(g *group) {
 }
 
 // seriesOf returns key's series, made for kind, starting (again) at the
-// release's valid_since when it is known and has changed. A shadow series
-// counts every shadow prediction of its release (not valid while in
-// shadow: its window runs from its load), so its release's promotion does
-// not empty the figures that promoted it.
+// release's valid_since when it is known and has changed. While it is not
+// known (the release not valid, or no longer valid), a series keeps its
+// start: a release no longer valid counts from its last valid_since until
+// it becomes valid again, so a series' start only ever moves forward, as
+// the servers' merge of the partitions takes it to (evaluations.merge). A
+// shadow series counts every shadow prediction of its release (not valid
+// while in shadow: its window runs from its load), so its release's
+// promotion does not empty the figures that promoted it.
 func (j *Joiner) seriesOf(key SeriesKey, kind modelconfig.OutcomeKind) *series {
+	s := j.series[key]
 	var since time.Time
 	if j.validSince != nil && key.Contract != "" && !key.Shadow {
 		if t, ok := j.validSince(key.Contract, key.Release); ok {
 			since = t
+		} else if s != nil {
+			since = s.since()
 		}
 	}
-	s := j.series[key]
 	if s != nil && s.since().Equal(since) && (kind == modelconfig.OutcomeNumeric) == (s.numeric != nil) {
 		return s
 	}

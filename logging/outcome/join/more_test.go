@@ -445,6 +445,44 @@ func TestSinceValidStartsAtTheReleasesValidSince(t *testing.T) {
 	}
 }
 
+// A release no longer valid (its valid_since cleared) keeps counting its
+// since_valid window from its last valid_since, so that a partition that
+// scores it after the change counts from the same start as one that has
+// not yet; valid again, it starts over at its new valid_since.
+func TestANoLongerValidReleaseKeepsItsLastValidSince(t *testing.T) {
+	since, valid := t0.Add(10*time.Minute), true
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: NewMemStore(),
+		ValidSince: func(c, r string) (time.Time, bool) { return since, valid && c == contract && r == "v1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() uint64 {
+		t.Helper()
+		snap, err := j.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range snap.Series {
+			if s.Key == v1 {
+				return s.Stats.SinceValid.Count
+			}
+		}
+		t.Fatal("no series of v1")
+		return 0
+	}
+	feed(t, j, step{pred: event("e1", "r1", 20*time.Minute, true, "v1", 0.25), clock: 20 * time.Minute}, step{clock: time.Hour})
+	valid = false
+	feed(t, j, step{pred: event("e2", "r2", 70*time.Minute, true, "v1", 0.25), clock: 70 * time.Minute}, step{clock: 2 * time.Hour})
+	if n := count(); n != 2 {
+		t.Fatalf("v1 since_valid count %d once no longer valid, want 2 (counted from its last valid_since)", n)
+	}
+	since, valid = t0.Add(3*time.Hour), true
+	feed(t, j, step{pred: event("e3", "r3", 190*time.Minute, true, "v1", 0.25), clock: 190 * time.Minute}, step{clock: 4 * time.Hour})
+	if n := count(); n != 1 {
+		t.Fatalf("v1 since_valid count %d once valid again, want 1 (started over at its new valid_since)", n)
+	}
+}
+
 // TestDirectCallsAndUnconfiguredEvents: a model entry's rule scores its
 // direct calls under its model path; events of other contracts or
 // models, and events with an error, are counted and left out.
