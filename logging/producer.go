@@ -26,6 +26,7 @@ import (
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // Producer produces prediction events to Kafka, asynchronously and within
@@ -341,7 +342,7 @@ func SecurityOptions(cfg conf.Kafka) ([]kgo.Opt, error) {
 func tlsConfig(t conf.KafkaTLS) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, documented as testing only
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pem, err := tlsconf.ReadFile(t.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
 		}
@@ -351,7 +352,7 @@ func tlsConfig(t conf.KafkaTLS) (*tls.Config, error) {
 		}
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		cert, err := tlsconf.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
 		}

@@ -418,6 +418,11 @@ func (p *Processor) version() string {
 	return filepath.Base(vp)
 }
 
+// maxWarmUpBytes bounds the warm-up file, read whole: the limit of the
+// model config, which carries grove serve's warm-up request
+// (warm_up_batch_request_json).
+const maxWarmUpBytes = modelconfig.MaxConfigBytes
+
 // warmUp is the actors' warm-up hook (actors.Options.WarmUp): the
 // warm-up file, one serialized PredictRequest, else a request of ones
 // (batch 1) when the signature is known and has no BYTES input; each run
@@ -425,7 +430,7 @@ func (p *Processor) version() string {
 func (p *Processor) warmUp(meta modelconfig.Model, sig servables.Metadata) (actors.WarmUp, error) {
 	var set []servables.Tensor
 	if f := p.cfg.WarmUpFile; f != "" {
-		data, err := os.ReadFile(f)
+		data, err := capped.ReadFile(f, maxWarmUpBytes, "warmup_file_name "+f)
 		if err != nil {
 			return actors.WarmUp{}, fmt.Errorf("warmup_file_name: %w", err)
 		}

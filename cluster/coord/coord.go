@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/cluster/placement"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // DefaultPrefix is the key prefix of a cluster's state.
@@ -314,7 +314,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pem, err := tlsconf.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("coord: reading the etcd CA file: %w", err)
 		}
@@ -327,7 +327,7 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, errors.New("coord: an etcd client certificate needs both its file and its key file")
 	}
 	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		pair, err := tlsconf.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("coord: the etcd client certificate %s and key %s: %w", certFile, keyFile, err)
 		}

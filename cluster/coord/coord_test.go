@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/placement"
 	"github.com/groveml/grove/internal/certtest"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // ttl is the lease TTL of the tests' nodes.
@@ -464,6 +466,39 @@ func TestTLSConfigNamesTheFileAtFault(t *testing.T) {
 	c, err := TLSConfig("", cert, key)
 	if err != nil || c.RootCAs != nil || len(c.Certificates) != 1 {
 		t.Errorf("system roots with a client certificate: %+v, %v", c, err)
+	}
+}
+
+// The etcd CA, client certificate and key files are read within the
+// limit of Grove's other PEM files (tlsconf.MaxFileBytes): a larger one is
+// an error naming it and the limit, not read whole.
+func TestTLSConfigRefusesFilesLargerThanTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "etcd CA")
+	caFile := ca.WriteCA(t, dir)
+	cert, key := ca.Client(t, "n", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).Write(t, dir, "client")
+	// Text after the PEM blocks fills a file to the size wanted.
+	fill := func(path string, size int) string {
+		t.Helper()
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := filepath.Join(dir, "big-"+filepath.Base(path))
+		certtest.WriteFile(t, big, append(pem, strings.Repeat("x", size-len(pem))...))
+		return big
+	}
+	if _, err := TLSConfig(fill(caFile, tlsconf.MaxFileBytes), fill(cert, tlsconf.MaxFileBytes), key); err != nil {
+		t.Fatalf("files of exactly the limit: %v", err)
+	}
+	bigCA, bigCert := fill(caFile, tlsconf.MaxFileBytes+1), fill(cert, tlsconf.MaxFileBytes+1)
+	for _, tc := range []struct{ ca, cert, key, want string }{
+		{bigCA, "", "", bigCA + " is larger than its limit of 4 MiB"},
+		{caFile, bigCert, key, bigCert + " is larger than its limit of 4 MiB"},
+	} {
+		if _, err := TLSConfig(tc.ca, tc.cert, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("TLSConfig(%q, %q, %q): %v, want %q", tc.ca, tc.cert, tc.key, err, tc.want)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // DefaultTimeout bounds a forwarded request whose context has no
@@ -124,7 +124,7 @@ func NewClient(opts ClientOptions) *Client {
 // certificate is used by new connections; it needs the clientAuth extended
 // key usage besides serverAuth).
 func ClientTLS(caFile string, cert func() *tls.Certificate) (*tls.Config, error) {
-	b, err := os.ReadFile(caFile)
+	b, err := tlsconf.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster CA file: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/groveml/grove/transport/tlsconf"
 )
 
 // tokenEnv holds the bearer token when --token is not given, so that it
@@ -38,7 +40,7 @@ func (c *serverClient) httpClient(timeout time.Duration) (*http.Client, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.ca != "" {
-		pem, err := os.ReadFile(c.ca)
+		pem, err := tlsconf.ReadFile(c.ca)
 		if err != nil {
 			return nil, fmt.Errorf("--ca: %w", err)
 		}
@@ -49,7 +51,7 @@ func (c *serverClient) httpClient(timeout time.Duration) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	if c.cert != "" {
-		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+		pair, err := tlsconf.LoadX509KeyPair(c.cert, c.key)
 		if err != nil {
 			return nil, fmt.Errorf("--cert and --key: %w", err)
 		}

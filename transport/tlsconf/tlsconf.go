@@ -4,7 +4,9 @@
 // changed and parse, swaps the configuration every new handshake reads
 // (GetConfigForClient), so certificates rotated on disk (cert-manager) are
 // served without a restart and without touching open connections. TLS 1.2
-// is the minimum version.
+// is the minimum version. ReadFile and LoadX509KeyPair read the PEM files
+// of Grove's clients (Kafka, etcd, cluster peers, grove replay) within the
+// same limit.
 package tlsconf
 
 import (
@@ -97,9 +99,26 @@ func New(f Files) (*Reloader, error) {
 // but the probes to a caller without a verified client certificate.
 func (r *Reloader) RequireClientCert() bool { return r.files.ClientAuth == ClientAuthRequire }
 
-// maxFileBytes is the largest certificate, key or CA file read: a CA
+// MaxFileBytes is the largest certificate, key or CA file read: a CA
 // bundle of every public root is a few hundred KiB.
-const maxFileBytes = 4 << 20
+const MaxFileBytes = 4 << 20
+
+// ReadFile reads the certificate, key or CA file at path whole, up to
+// MaxFileBytes: a larger one is a *capped.TooLargeError naming path.
+func ReadFile(path string) ([]byte, error) { return capped.ReadFile(path, MaxFileBytes, path) }
+
+// LoadX509KeyPair is tls.LoadX509KeyPair with each file read by ReadFile.
+func LoadX509KeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
+}
 
 // Reload re-reads the files. When their contents changed and they parse,
 // new handshakes use them from now on and changed is true; when they do
@@ -112,7 +131,7 @@ func (r *Reloader) Reload() (changed bool, err error) {
 		if path == "" {
 			return nil, nil
 		}
-		b, err := capped.ReadFile(path, maxFileBytes, path)
+		b, err := ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading the %s: %w", what, err)
 		}
