@@ -27,23 +27,30 @@
 // every transaction with a frontier record in each partition of
 // GROUP-repartition, after the outcomes it forwarded there: for each
 // outcome partition it owns, the time up to which it has read it (the
-// newest record timestamp taken, or the clock when it found that
-// partition read to its end). A joiner's watermark stays at most the
+// newest record timestamp taken, or the time a listing found it read
+// up to, below). A joiner's watermark stays at most the
 // least of those frontiers and of the time up to which its own
 // prediction-log partition has been read, less the lateness
 // (join.Joiner.Bound); it waits until it has heard of every outcome
 // partition. The lateness then covers only how late producers write
 // outcomes, not how the evaluator reads them. At the end of every
-// transaction the member lists the end offsets of the partitions it owns
-// of the prediction log and the outcome topic: each one read to its end
-// (its position at its last stable offset, which it reaches after a
-// transactional producer's records too, as it reads the transactions'
-// markers) has been read up to the clock at the listing, whether it got
-// records or not, so that a partition that receives nothing (no clicks
-// yet) holds back no window, as Flink's idle sources and Kafka Streams'
-// idle partitions do. A record that comes later to such a partition with
-// an older time is late, as one written later than the lateness is
-// (join: Late, LatePredictions).
+// transaction the member lists the last stable offsets and the high
+// watermarks of the partitions it owns of the prediction log and the
+// outcome topic; whatever was written to a partition before a listing
+// is below the high watermark it found. So a partition whose position
+// has reached its high watermark (which it does after a transactional
+// producer's records too, as it reads the transactions' markers) has
+// been read up to the clock at the listing, whether it got records or
+// not, so that a partition that receives nothing (no clicks yet) holds
+// back no window, as Flink's idle sources and Kafka Streams' idle
+// partitions do. One whose position is at its last stable offset while
+// a transaction is open on it has been read only up to the last listing
+// before that transaction's first record: what was written after that
+// record, in a transaction or not, cannot be read (read_committed) until
+// it ends, and is not late for its having been open. A record that
+// comes later to a partition read up to a time, with an older time, is
+// late, as one written later than the lateness is (join: Late,
+// LatePredictions).
 //
 // # Exactly once
 //
@@ -174,9 +181,10 @@ type partition struct {
 	// partition of GROUP-repartition say (package doc, The frontier).
 	frontier map[int32]int64
 	// predReach is the time up to which its prediction-log partition has
-	// been read (the newest record timestamp, or the clock when read to its
-	// end; math.MinInt64: not yet), boundAt what predReach was when its
-	// joiner was last bounded (math.MinInt64: never).
+	// been read (the newest record timestamp, or the time a listing found
+	// it read up to, readToEnd; math.MinInt64: not yet), boundAt what
+	// predReach was when its joiner was last bounded (math.MinInt64:
+	// never).
 	predReach, boundAt int64
 }
 
@@ -226,8 +234,8 @@ type evaluator struct {
 	// member has read it (readOutcomes, readTo); forgotten when a
 	// transaction does not commit (abandon).
 	reach map[int32]int64
-	// short are the partitions readToEnd found short of their end.
-	short map[topicPartition]shortRead
+	// listed is what readToEnd learnt of the partitions it listed.
+	listed map[topicPartition]*partitionListings
 
 	mu                    sync.Mutex
 	assigned, outAssigned map[int32]bool
@@ -256,7 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	e := &evaluator{cfg: cfg, log: cfg.Log, repartition: cfg.Group + "-repartition", changelog: cfg.Group + "-changelog",
 		parts: map[int32]*partition{}, assigned: map[int32]bool{}, outAssigned: map[int32]bool{}, reach: map[int32]int64{},
-		short: map[topicPartition]shortRead{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
+		listed: map[topicPartition]*partitionListings{}, hash: kgo.StickyKeyPartitioner(nil).ForTopic("")}
 	defer e.closeAll()
 	aux, err := kgo.NewClient(append(slices.Clone(cfg.Kafka), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -512,10 +520,11 @@ func (e *evaluator) cycle(ctx context.Context, sess *kgo.GroupTransactSession) e
 	}
 	// The partitions read to their end move on with the clock, each on its
 	// own (one that gets no records holds back no other); one with records
-	// still to read does not (an evaluator catching up after a restart must
-	// not close windows by the clock before it has read what fell in them,
-	// and a poll that finds nothing, as the first ones after it joins do,
-	// does not tell that it has).
+	// still to read, or held back by a transaction still open, only up to
+	// the last listing it has been read past (an evaluator catching up
+	// after a restart must not close windows by the clock before it has
+	// read what fell in them, and a poll that finds nothing, as the first
+	// ones after it joins do, does not tell that it has).
 	var readAt map[int32]time.Time
 	if failed == nil {
 		readAt = e.readTo(e.readEnds(ctx, sess.Client()))
@@ -839,7 +848,7 @@ const partitionMemoryBytes = 128 << 20
 var errNotHeld = errors.New("records of a partition not restored yet")
 
 // flush advances with the clock every joiner whose prediction-log
-// partition had been read to its end (readAt: when), and writes its
+// partition the listing found read (readAt: up to when), and writes its
 // state's changes, the next chunk of its snapshot, its checkpoint and,
 // when they changed, its results.
 func (e *evaluator) flush(produce func(*kgo.Record, func(*kgo.Record)), readAt map[int32]time.Time) error {

@@ -570,7 +570,9 @@ func predictEvery(ctx context.Context, t *testing.T, prod *kgo.Client, seed uint
 // come about window + lateness after the first prediction: a partition
 // whose last record is the producer's commit marker counts as read to
 // its end, as one written without transactions does, rather than only
-// up to its records' times. No click is counted late for it.
+// up to its records' times (and, while the producer's next transaction
+// is open, up to the last listing before it began). No click is counted
+// late for it.
 func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testing.T) {
 	brokers := cluster(t)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))

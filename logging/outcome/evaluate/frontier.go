@@ -179,28 +179,28 @@ func (e *evaluator) bound(p *partition) error {
 	return p.j.Bound(time.Unix(0, f))
 }
 
-// readEnds lists the end offsets of the partitions this member owns of
-// the prediction log and the outcome topic, and returns the clock time
-// before it and the partitions it found read to their end (readToEnd):
-// every record written to those before that time has been read. When
-// the listing fails, it finds none.
-func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) (time.Time, map[topicPartition]bool) {
+// readEnds lists the offsets of the partitions this member owns of the
+// prediction log and the outcome topic, and returns, for each of those
+// it has read far enough, the clock time up to which it has read it
+// (readToEnd): every record written to it before that time has been
+// read. When the listing fails, it finds none.
+func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) map[topicPartition]time.Time {
 	at := e.cfg.Now()
 	ends, err := e.listEnds(ctx, cl)
 	if err != nil {
 		e.log.Debug("evaluator: the end offsets of its partitions", "err", err)
-		return at, nil
+		return nil
 	}
-	return at, readToEnd(e.short, ends, at, max(shortSettle, 10*e.cfg.CommitInterval))
+	return readToEnd(e.listed, ends, at, max(shortSettle, 10*e.cfg.CommitInterval))
 }
 
-// readTo notes that the partitions read were read to their end at clock
-// time at: an outcome partition's reach moves on to at, so that one that
-// receives nothing (no clicks yet) holds no watermark back. It returns
-// the prediction-log partitions among them, for flush.
-func (e *evaluator) readTo(at time.Time, read map[topicPartition]bool) map[int32]time.Time {
+// readTo notes that the partitions in read were read up to their times:
+// an outcome partition's reach moves on to it, so that one that receives
+// nothing (no clicks yet) holds no watermark back. It returns the
+// prediction-log partitions among them, for flush.
+func (e *evaluator) readTo(read map[topicPartition]time.Time) map[int32]time.Time {
 	preds := map[int32]time.Time{}
-	for tp := range read {
+	for tp, at := range read {
 		switch tp.topic {
 		case e.cfg.PredictionTopic:
 			preds[tp.partition] = at
@@ -218,15 +218,18 @@ func (e *evaluator) readTo(at time.Time, read map[topicPartition]bool) map[int32
 // partitionEnd is an owned partition of the prediction log or the
 // outcome topic as one listing found it: the member's position in it
 // (the offset after the last record polled, or the group's committed
-// offset; -1: neither), its last stable offset (end), and its log start
-// offset (listed only when there is no position and the end is past 0).
+// offset; -1: neither), its last stable offset (end: a read_committed
+// consumer reads no further), its high watermark (hwm: the offset after
+// the last record written, past end while a transaction is open on the
+// partition), and its log start offset (listed only when there is no
+// position and the end is past 0).
 type partitionEnd struct {
-	tp              topicPartition
-	pos, end, start int64
+	tp                   topicPartition
+	pos, end, hwm, start int64
 }
 
 // listEnds lists the partitionEnd of every partition this member owns of
-// the prediction log and the outcome topic; a partition whose end the
+// the prediction log and the outcome topic; a partition whose offsets the
 // broker does not tell is left out.
 func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEnd, error) {
 	owned := map[string][]int32{e.cfg.PredictionTopic: e.owned(), e.cfg.OutcomeTopic: e.ownedOutcomes()}
@@ -240,9 +243,15 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 		return nil, nil
 	}
 	adm := kadm.NewClient(e.aux)
+	// The last stable offsets first: a high watermark listed after one
+	// is at least as far.
 	ends, err := adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("listing the end offsets of %v: %w", topics, err)
+		return nil, fmt.Errorf("listing the last stable offsets of %v: %w", topics, err)
+	}
+	hwms, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing the high watermarks of %v: %w", topics, err)
 	}
 	committed, heads := cl.CommittedOffsets(), cl.UncommittedOffsets()
 	var out []partitionEnd
@@ -253,6 +262,10 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 			if !ok || end.Err != nil {
 				continue
 			}
+			hwm, ok := hwms.Lookup(t, p)
+			if !ok || hwm.Err != nil {
+				continue
+			}
 			pos := int64(-1)
 			if o, ok := committed[t][p]; ok {
 				pos = o.Offset
@@ -261,7 +274,7 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 				pos = max(pos, o.Offset)
 			}
 			starts = starts || pos < 0 && end.Offset > 0
-			out = append(out, partitionEnd{tp: topicPartition{t, p}, pos: pos, end: end.Offset})
+			out = append(out, partitionEnd{tp: topicPartition{t, p}, pos: pos, end: end.Offset, hwm: max(hwm.Offset, end.Offset)})
 		}
 	}
 	if !starts {
@@ -281,40 +294,60 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 	return out, nil
 }
 
-// readToEnd returns the partitions of ends that have been read to their
-// end, as listed at clock time now: the position is at the end, or there
-// is no position and the partition is empty (its start at its end). The
-// position passes the transactions' markers (readOpts), so a partition
-// whose last record is one is at its end once that is read. A partition
-// whose position stays short of its end with nothing to read (an aborted
-// transaction's records before another transaction still open, which
-// holds the last stable offset; records deleted beneath the position)
-// counts as read once the same position and end have been seen for
-// settle: long enough that a consumer whose first fetches are slow to
-// come back is not taken for one that has read everything. short holds
-// the partitions found short, from one call to the next.
-func readToEnd(short map[topicPartition]shortRead, ends []partitionEnd, now time.Time, settle time.Duration) map[topicPartition]bool {
-	read := map[topicPartition]bool{}
-	listed := map[topicPartition]bool{}
+// readToEnd returns, for each partition of ends that has been read far
+// enough, the clock time up to which it has: that of the last listing
+// (now among them) whose high watermark is at most the offset it has
+// been read to. Everything written before a listing is below the high
+// watermark it found, so a partition read to its high watermark is read
+// up to now, whether it got records or not, and one whose position is at
+// its last stable offset while a transaction is open on it (its high
+// watermark past that) only up to the last listing before that
+// transaction's first record: records written after that one, with a
+// transaction or without, cannot be read before it ends.
+//
+// The offset a partition has been read to is its position (passing the
+// transactions' markers, readOpts), or its log start when it has none;
+// or its last stable offset once the same offset and last stable offset
+// have been seen for settle, short of it with nothing to read: an
+// aborted transaction's records before another transaction still open,
+// which holds the last stable offset, or records deleted beneath the
+// position. settle is long enough that a consumer whose first fetches
+// are slow to come back is not taken for one that has read everything.
+//
+// listed keeps what readToEnd learnt of each partition from one call to
+// the next; a partition the listing leaves out is forgotten.
+func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd, now time.Time, settle time.Duration) map[topicPartition]time.Time {
+	read := map[topicPartition]time.Time{}
+	seen := map[topicPartition]bool{}
 	for _, pe := range ends {
-		listed[pe.tp] = true
-		if pe.pos < 0 || pe.pos >= pe.end {
-			delete(short, pe.tp)
-			if pe.pos >= 0 || pe.start >= pe.end {
-				read[pe.tp] = true
-			}
-			continue
+		seen[pe.tp] = true
+		l := listed[pe.tp]
+		if l == nil {
+			l = &partitionListings{}
+			listed[pe.tp] = l
 		}
-		seen, ok := short[pe.tp]
-		if !ok || seen.pos != pe.pos || seen.end != pe.end {
-			short[pe.tp] = shortRead{pos: pe.pos, end: pe.end, since: now}
-		} else if now.Sub(seen.since) >= settle {
-			read[pe.tp] = true
+		l.mark(now, pe.hwm)
+		r := pe.pos
+		if r < 0 {
+			r = pe.start
+		}
+		l.trim(r)
+		if r < pe.end {
+			if l.since.IsZero() || l.from != r || l.end != pe.end {
+				l.from, l.end, l.since = r, pe.end, now
+			} else if now.Sub(l.since) >= settle {
+				r = pe.end
+			}
+		} else {
+			l.since = time.Time{}
+		}
+		if at, ok := l.readTo(r); ok {
+			read[pe.tp] = at
 		}
 	}
-	for tp := range short {
-		if !listed[tp] {
-			delete(short, tp)
+	for tp := range listed {
+		if !seen[tp] {
+			delete(listed, tp)
 		}
 	}
 	return read
@@ -329,9 +362,78 @@ type topicPartition struct {
 	partition int32
 }
 
-// shortRead is a partition's position short of its end, and since when
-// both have been so (readToEnd).
-type shortRead struct {
-	pos, end int64
-	since    time.Time
+// partitionListings is what readToEnd keeps of a partition: its high
+// watermarks as listed, and how far it has been read while that falls
+// short of its last stable offset.
+type partitionListings struct {
+	// marks are listings' clock times and the high watermarks they
+	// found, both rising: the last that the partition has been read
+	// past, and those after it (at most maxMarks).
+	marks []hwmMark
+	// from and end are the offset the partition has been read to and
+	// its last stable offset, short of it, and since when both have been
+	// so (zero: not short).
+	from, end int64
+	since     time.Time
+}
+
+// hwmMark is a listing's clock time and the high watermark it found.
+type hwmMark struct {
+	at  time.Time
+	hwm int64
+}
+
+// maxMarks bounds a partition's marks: past it, every other one between
+// the first and the last is dropped (trim), which only makes later
+// answers of readTo earlier than they could be.
+const maxMarks = 64
+
+// mark notes a listing at clock time at that found high watermark hwm.
+func (l *partitionListings) mark(at time.Time, hwm int64) {
+	n := len(l.marks)
+	switch {
+	case n > 0 && hwm < l.marks[n-1].hwm:
+		// The log was cut back (a leader that lost records): what the
+		// marks before said no longer holds.
+		l.marks = append(l.marks[:0], hwmMark{at, hwm})
+	case n > 0 && hwm == l.marks[n-1].hwm:
+		l.marks[n-1].at = at
+	default:
+		l.marks = append(l.marks, hwmMark{at, hwm})
+	}
+}
+
+// readTo returns the clock time of the last mark whose high watermark
+// is at most offset r, up to which a partition read to r has been read.
+func (l *partitionListings) readTo(r int64) (time.Time, bool) {
+	if i := l.last(r); i >= 0 {
+		return l.marks[i].at, true
+	}
+	return time.Time{}, false
+}
+
+// trim drops the marks before the last one whose high watermark is at
+// most offset r, which a partition read to r needs none of, and thins
+// the rest to maxMarks.
+func (l *partitionListings) trim(r int64) {
+	if i := l.last(r); i > 0 {
+		l.marks = l.marks[i:]
+	}
+	if len(l.marks) > maxMarks {
+		kept := l.marks[:1]
+		for i := 2; i < len(l.marks)-1; i += 2 {
+			kept = append(kept, l.marks[i])
+		}
+		l.marks = append(kept, l.marks[len(l.marks)-1])
+	}
+}
+
+// last is the index of the last mark whose high watermark is at most r
+// (-1: none).
+func (l *partitionListings) last(r int64) int {
+	i := len(l.marks) - 1
+	for i >= 0 && l.marks[i].hwm > r {
+		i--
+	}
+	return i
 }

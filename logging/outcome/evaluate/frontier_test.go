@@ -43,7 +43,7 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	clock := time.Now()
 	e := &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, CommitInterval: 200 * time.Millisecond,
 		Now: func() time.Time { return clock }}, aux: prod, assigned: map[int32]bool{0: true}, outAssigned: map[int32]bool{0: true, 1: true},
-		short: map[topicPartition]shortRead{}, log: slog.Default()}
+		listed: map[topicPartition]*partitionListings{}, log: slog.Default()}
 	cl, err := kgo.NewClient(append(readOpts(), kgo.SeedBrokers(brokers), kgo.ConsumerGroup("readall"), kgo.ConsumeTopics(predTopic, outTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
@@ -51,8 +51,8 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	}
 	defer cl.Close()
 	read := func(topic string, partition int32) bool {
-		_, r := e.readEnds(ctx, cl)
-		return r[topicPartition{topic, partition}]
+		at, ok := e.readEnds(ctx, cl)[topicPartition{topic, partition}]
+		return ok && at.Equal(clock)
 	}
 	if read(predTopic, 0) {
 		t.Fatal("read before any poll, with 10 records to read")
@@ -113,49 +113,97 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 	}
 }
 
-// readToEnd finds a partition read when its position is at its end, or
-// when it has no position and is empty; one short of its end only once
-// the same position and end have held for the settle time (a listing
-// that finds either moved starts that time again).
-func TestReadToEndTakesAPartitionAsReadOnlyAtItsEndOrSettledShortOfIt(t *testing.T) {
+// readToEnd finds a partition read up to the last listing whose high
+// watermark it has been read to: now when its position (or, without one,
+// its log start) is at its high watermark; the last listing before a
+// transaction still open began while its position is at its last stable
+// offset. A partition short of its last stable offset counts as read to
+// it only once the same offset and last stable offset have held for the
+// settle time (a listing that finds either moved starts that time
+// again).
+func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing.T) {
 	const settle = 3 * time.Second
 	t0 := time.Unix(1_000_000, 0)
 	tp := topicPartition{outTopic, 1}
+	const none = time.Duration(-1)
 	type listing struct {
-		at              time.Duration
-		pos, end, start int64
-		read            bool
+		at                   time.Duration
+		pos, end, hwm, start int64
+		// read is the listing time it finds the partition read up to
+		// (none: not read).
+		read time.Duration
 	}
 	for _, tc := range []struct {
 		name     string
 		listings []listing
 	}{
-		{"at its end", []listing{{0, 10, 10, 0, true}}},
-		{"past the end listed before its last records", []listing{{0, 12, 10, 0, true}}},
-		{"records to read", []listing{{0, 5, 10, 0, false}, {time.Minute, 9, 10, 0, false}}},
-		{"no position, empty", []listing{{0, -1, 0, 0, true}, {time.Second, -1, 7, 7, true}}},
-		{"no position, records to read", []listing{{0, -1, 7, 0, false}, {time.Minute, -1, 7, 0, false}}},
-		{"short with nothing to read, settled", []listing{{0, 9, 10, 0, false}, {settle - time.Millisecond, 9, 10, 0, false},
-			{settle, 9, 10, 0, true}, {settle + time.Second, 9, 10, 0, true}}},
-		{"short, the position moved", []listing{{0, 8, 10, 0, false}, {settle - time.Second, 9, 10, 0, false},
-			{settle, 9, 10, 0, false}, {2*settle - time.Second, 9, 10, 0, true}}},
-		{"short, the end moved", []listing{{0, 9, 10, 0, false}, {settle - time.Second, 9, 11, 0, false},
-			{settle, 9, 11, 0, false}, {2*settle - time.Second, 9, 11, 0, true}}},
-		{"short again after reading to the end", []listing{{0, 9, 10, 0, false}, {time.Second, 10, 10, 0, true},
-			{settle, 10, 12, 0, false}, {settle + time.Second, 10, 12, 0, false}, {2 * settle, 10, 12, 0, true}}},
+		{"at its end", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 10, 0, time.Second}}},
+		{"past the end listed before its last records", []listing{{0, 12, 10, 10, 0, 0}}},
+		{"records to read", []listing{{0, 5, 10, 10, 0, none}, {time.Second, 6, 10, 10, 0, none}}},
+		{"records to read, read since", []listing{{0, 5, 10, 10, 0, none}, {time.Second, 10, 12, 12, 0, 0},
+			{2 * time.Second, 12, 12, 12, 0, 2 * time.Second}}},
+		{"no position, empty", []listing{{0, -1, 0, 0, 0, 0}, {time.Second, -1, 7, 7, 7, time.Second}}},
+		{"no position, records to read", []listing{{0, -1, 7, 7, 0, none}, {time.Second, -1, 7, 7, 0, none}}},
+		{"no position, aborted records before an open transaction", []listing{{0, -1, 0, 0, 0, 0},
+			{time.Second, -1, 0, 3, 0, 0}, {2 * time.Second, -1, 3, 5, 0, 0},
+			{2*time.Second + settle, -1, 3, 5, 0, time.Second}}},
+		{"aborted records before an open transaction, settled", []listing{{0, 9, 9, 9, 0, 0},
+			{time.Second, 9, 9, 10, 0, 0}, {2 * time.Second, 9, 10, 12, 0, 0},
+			{2*time.Second + settle - time.Millisecond, 9, 10, 12, 0, 0},
+			{2*time.Second + settle, 9, 10, 12, 0, time.Second}, {time.Minute, 9, 10, 12, 0, time.Second},
+			{time.Minute + time.Second, 9, 13, 13, 0, 0}, {time.Minute + 2*time.Second, 13, 13, 13, 0, time.Minute + 2*time.Second}}},
+		{"records deleted beneath the position, settled", []listing{{0, 5, 5, 5, 0, 0}, {time.Second, 5, 10, 10, 0, 0},
+			{time.Second + settle, 5, 10, 10, 0, time.Second + settle}}},
+		{"short, the position moved", []listing{{0, 8, 10, 10, 0, none}, {settle - time.Second, 9, 10, 10, 0, none},
+			{settle, 9, 10, 10, 0, none}, {2*settle - time.Second, 9, 10, 10, 0, 2*settle - time.Second}}},
+		{"short, the end moved", []listing{{0, 9, 10, 10, 0, none}, {settle - time.Second, 9, 11, 11, 0, none},
+			{settle, 9, 11, 11, 0, none}, {2*settle - time.Second, 9, 11, 11, 0, 2*settle - time.Second}}},
+		{"a transaction open at the position", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 12, 0, 0},
+			{time.Minute, 10, 10, 14, 0, 0}, {time.Minute + time.Second, 10, 15, 15, 0, 0},
+			{time.Minute + 2*time.Second, 15, 15, 15, 0, time.Minute + 2*time.Second}}},
+		{"transactions open one after another", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 12, 0, 0},
+			{2 * time.Second, 13, 13, 15, 0, time.Second}, {3 * time.Second, 16, 16, 18, 0, 2 * time.Second}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			short := map[topicPartition]shortRead{}
+			listed := map[topicPartition]*partitionListings{}
 			for i, l := range tc.listings {
-				got := readToEnd(short, []partitionEnd{{tp: tp, pos: l.pos, end: l.end, start: l.start}}, t0.Add(l.at), settle)
-				if got[tp] != l.read || len(got) > 1 {
+				got := readToEnd(listed, []partitionEnd{{tp: tp, pos: l.pos, end: l.end, hwm: l.hwm, start: l.start}}, t0.Add(l.at), settle)
+				if at, ok := got[tp]; len(got) > 1 || ok != (l.read != none) || ok && !at.Equal(t0.Add(l.read)) {
 					t.Fatalf("listing %d (%+v): read %v, want %v", i, l, got, l.read)
 				}
 			}
-			if got := readToEnd(short, nil, t0, settle); len(got) != 0 || len(short) != 0 {
-				t.Fatalf("a listing without the partition: read %v, short %v, want neither", got, short)
+			if got := readToEnd(listed, nil, t0, settle); len(got) != 0 || len(listed) != 0 {
+				t.Fatalf("a listing without the partition: read %v, listed %v, want neither", got, listed)
 			}
 		})
+	}
+}
+
+// A partition's high watermarks are kept for as many listings as its
+// position stays behind, at most maxMarks of them: past that, the time a
+// position finds it read up to is an earlier listing's than it could be,
+// never a later one.
+func TestPartitionListingsKeepAtMostMaxMarks(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	var l partitionListings
+	for i := range int64(1000) {
+		l.mark(t0.Add(time.Duration(i)*time.Second), i)
+		l.trim(-1)
+		if len(l.marks) > maxMarks {
+			t.Fatalf("%d marks after %d listings, want at most %d", len(l.marks), i+1, maxMarks)
+		}
+	}
+	for _, r := range []int64{999, 990, 700, 1} {
+		at, ok := l.readTo(r)
+		if !ok || at.After(t0.Add(time.Duration(r)*time.Second)) {
+			t.Fatalf("read to %d: up to %v (%v), want at most %v", r, at.Sub(t0), ok, time.Duration(r)*time.Second)
+		}
+		if r == 999 && !at.Equal(t0.Add(999*time.Second)) {
+			t.Fatalf("read to the last high watermark: up to %v, want 999s", at.Sub(t0))
+		}
+	}
+	if _, ok := l.readTo(-1); ok {
+		t.Fatal("read to -1: found read")
 	}
 }
 
@@ -182,7 +230,7 @@ func newMember(t *testing.T) *member {
 	m.e = &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, EvaluationsTopic: evalTopic, CommitInterval: 200 * time.Millisecond,
 		Now: func() time.Time { return m.now }, snapshotMinLog: 1 << 40}, log: slog.Default(), repartition: "grove-evaluate-repartition",
 		changelog: "grove-evaluate-changelog", n: 1, outN: 2, hash: kgo.StickyKeyPartitioner(nil).ForTopic(""), parts: map[int32]*partition{},
-		rules: rules, reach: map[int32]int64{}, short: map[topicPartition]shortRead{}, assigned: map[int32]bool{0: true},
+		rules: rules, reach: map[int32]int64{}, listed: map[topicPartition]*partitionListings{}, assigned: map[int32]bool{0: true},
 		outAssigned: map[int32]bool{0: true, 1: true}}
 	m.restore()
 	return m
@@ -277,13 +325,13 @@ func (m *member) click(q int32, req string, at time.Time, atEnd bool) {
 // back what it forwarded.
 func (m *member) commit(short ...int32) {
 	m.t.Helper()
-	read := map[topicPartition]bool{{predTopic, 0}: true}
+	read := map[topicPartition]time.Time{{predTopic, 0}: m.now}
 	for q := range int32(2) {
 		if !slices.Contains(short, q) {
-			read[topicPartition{outTopic, q}] = true
+			read[topicPartition{outTopic, q}] = m.now
 		}
 	}
-	if err := m.e.flush(m.produce, m.e.readTo(m.now, read)); err != nil {
+	if err := m.e.flush(m.produce, m.e.readTo(read)); err != nil {
 		m.t.Fatal(err)
 	}
 	for _, r := range m.e.frontierRecords() {
@@ -467,5 +515,194 @@ func TestFrontierOfAFetchTakenLateIsNotTheClockWhenTaken(t *testing.T) {
 	}
 	if c := m.p.j.Counters(); c.Scored != 2 || c.Joined != 1 || c.Late != 0 {
 		t.Fatalf("scored %d, joined %d, late %d; want 2 scored, the click joined, none late", c.Scored, c.Joined, c.Late)
+	}
+}
+
+// backlog is what a partition holds past the member's position: records
+// it can read (waiting), and records after the first of a transaction
+// still open (held, that record among them), which a read_committed
+// consumer cannot read before the transaction ends.
+type backlog struct{ waiting, held int64 }
+
+// commitListing ends a cycle as commit does, its listing made of what
+// the member has taken: every partition at the member's position but
+// for those with a backlog.
+func (m *member) commitListing(backlogs map[topicPartition]backlog) {
+	m.t.Helper()
+	var ends []partitionEnd
+	for _, tp := range []topicPartition{{predTopic, 0}, {outTopic, 0}, {outTopic, 1}} {
+		b := backlogs[tp]
+		pos := m.next[tp]
+		ends = append(ends, partitionEnd{tp: tp, pos: pos, end: pos + b.waiting, hwm: pos + b.waiting + b.held})
+	}
+	read := readToEnd(m.e.listed, ends, m.now, max(shortSettle, 10*m.e.cfg.CommitInterval))
+	if err := m.e.flush(m.produce, m.e.readTo(read)); err != nil {
+		m.t.Fatal(err)
+	}
+	for _, r := range m.e.frontierRecords() {
+		m.produce(r, nil)
+	}
+	fwd := m.fwd
+	m.fwd = nil
+	for _, r := range fwd {
+		m.take(r, true)
+	}
+}
+
+// A click written without a transaction after the first record of
+// another producer's transaction still open cannot be read before that
+// transaction ends (read_committed stops at the last stable offset),
+// though the member's position is at that offset. The partition must not
+// count as read past the time that transaction began, or a transaction
+// open for longer than the lateness makes the click late.
+func TestAClickBehindAnOpenTransactionIsNotLate(t *testing.T) {
+	m := newMember(t)
+	m.predict() // req-0: its window ends at t0+1s
+	m.commitListing(nil)
+	m.now = m.now.Add(200 * time.Millisecond)
+	m.commitListing(nil)
+	// At t0+0.3s another producer's transaction writes its first record
+	// to outcome partition 1, and a producer without one the click.
+	tx := m.clickRecord(1, "other", m.t0.Add(300*time.Millisecond))
+	click := m.clickRecord(1, "req-0", m.t0.Add(300*time.Millisecond))
+	held := map[topicPartition]backlog{{outTopic, 1}: {held: 2}}
+	for m.now = m.now.Add(200 * time.Millisecond); m.now.Before(m.t0.Add(5 * time.Second)); m.now = m.now.Add(200 * time.Millisecond) {
+		m.commitListing(held)
+	}
+	// The transaction commits: both records and its marker are read.
+	m.take(tx, false)
+	m.take(click, false)
+	m.next[topicPartition{outTopic, 1}]++ // the marker
+	for range 20 {
+		m.commitListing(nil)
+		m.now = m.now.Add(200 * time.Millisecond)
+	}
+	if c := m.p.j.Counters(); c.Scored != 1 || c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("scored %d, joined %d, late %d; want the prediction scored, the click joined, none late", c.Scored, c.Joined, c.Late)
+	}
+}
+
+// listedMember is an evaluator that owns outcome partition q alone, its
+// clock given by hand, with a read_committed consumer of the outcome
+// topic, on a kfake cluster, and a producer writing without transactions.
+type listedMember struct {
+	t       *testing.T
+	ctx     context.Context
+	e       *evaluator
+	cl      *kgo.Client
+	prod    *kgo.Client
+	clock   time.Time
+	tp      topicPartition
+	brokers string
+}
+
+// newListedMember returns a listedMember of outcome partition q on a
+// cluster of its own, at clock t0.
+func newListedMember(t *testing.T, q int32) *listedMember {
+	t.Helper()
+	brokers := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	m := &listedMember{t: t, ctx: ctx, clock: time.Unix(1_000_000, 0), tp: topicPartition{outTopic, q}, brokers: brokers}
+	var err error
+	if m.prod, err = kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.prod.Close)
+	m.e = &evaluator{cfg: Config{PredictionTopic: predTopic, OutcomeTopic: outTopic, CommitInterval: 200 * time.Millisecond,
+		Now: func() time.Time { return m.clock }}, aux: m.prod, assigned: map[int32]bool{}, outAssigned: map[int32]bool{q: true},
+		listed: map[topicPartition]*partitionListings{}, log: slog.Default()}
+	if m.cl, err = kgo.NewClient(append(readOpts(), kgo.SeedBrokers(brokers), kgo.ConsumerGroup("listed"), kgo.ConsumeTopics(outTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.cl.Close)
+	return m
+}
+
+// txProducer returns a transactional producer with transactional id id.
+func (m *listedMember) txProducer(id string) *kgo.Client {
+	m.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(m.brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(id))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(cl.Close)
+	return cl
+}
+
+// write writes a record to the member's partition with cl.
+func (m *listedMember) write(cl *kgo.Client) {
+	m.t.Helper()
+	if err := cl.ProduceSync(m.ctx, &kgo.Record{Topic: m.tp.topic, Partition: m.tp.partition, Value: []byte("o")}).FirstErr(); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// poll polls until the consumer's position in the partition is at, and
+// returns the records it polled that are not markers.
+func (m *listedMember) poll(at int64) (data int) {
+	m.t.Helper()
+	for {
+		if o, ok := m.cl.UncommittedOffsets()[m.tp.topic][m.tp.partition]; ok && o.Offset >= at {
+			return data
+		}
+		fs := m.cl.PollFetches(m.ctx)
+		if m.ctx.Err() != nil {
+			m.t.Fatalf("polling to offset %d: %v", at, m.ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if isData(r) {
+				data++
+			}
+		})
+	}
+}
+
+// readAt lists the partition at clock time now, and returns the time
+// up to which it finds it read.
+func (m *listedMember) readAt(now time.Time) (time.Time, bool) {
+	m.clock = now
+	at, ok := m.e.readEnds(m.ctx, m.cl)[m.tp]
+	return at, ok
+}
+
+// On a broker: a record written without a transaction after the first
+// record of a transaction still open cannot be read before it ends, and
+// the consumer's position stays at the last stable offset; the listing
+// finds the partition read up to the last listing before the transaction
+// began, not up to the clock, until the transaction has ended and what
+// it held back has been read.
+func TestReadEndsHoldsAPartitionWhereATransactionIsOpenAtTheTimeItBegan(t *testing.T) {
+	m := newListedMember(t, 2)
+	t0 := m.clock
+	m.write(m.prod)
+	m.poll(1)
+	if at, ok := m.readAt(t0); !ok || !at.Equal(t0) {
+		t.Fatalf("read to its end: read up to %v (%v), want t0", at.Sub(t0), ok)
+	}
+	tx := m.txProducer("held-tx")
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	m.write(tx)     // offset 1, held until the transaction ends
+	m.write(m.prod) // offset 2, written without a transaction, held too
+	for _, d := range []time.Duration{time.Second, time.Minute} {
+		if at, ok := m.readAt(t0.Add(d)); !ok || !at.Equal(t0) {
+			t.Fatalf("at t0+%v, a transaction open since before t0+1s: read up to %v (%v), want t0", d, at.Sub(t0), ok)
+		}
+	}
+	if err := tx.EndTransaction(m.ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := m.readAt(t0.Add(time.Minute + time.Second)); ok && at.After(t0.Add(time.Second)) {
+		t.Fatalf("the transaction ended, its records not read: read up to %v, want at most t0+1s", at.Sub(t0))
+	}
+	if data := m.poll(4); data != 2 {
+		t.Fatalf("polled %d records not markers, want 2", data)
+	}
+	now := t0.Add(time.Minute + 2*time.Second)
+	if at, ok := m.readAt(now); !ok || !at.Equal(now) {
+		t.Fatalf("read to its end again: read up to %v (%v), want the clock, t0+%v", at.Sub(t0), ok, now.Sub(t0))
 	}
 }
