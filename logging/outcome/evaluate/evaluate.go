@@ -47,10 +47,15 @@
 // a transaction is open on it has been read only up to the last listing
 // before that transaction's first record: what was written after that
 // record, in a transaction or not, cannot be read (read_committed) until
-// it ends, and is not late for its having been open. A record that
-// comes later to a partition read up to a time, with an older time, is
-// late, as one written later than the lateness is (join: Late,
-// LatePredictions).
+// it ends, and is not late for its having been open. A position short of
+// the last stable offset counts as at it only once a fetch of the
+// member's own from there, made after it has not moved for a while,
+// found nothing the consumer would read (an aborted transaction's
+// records before one still open, records deleted beneath the position);
+// never for having stayed put alone: a consumer whose fetches are slow
+// has not read what waits. A record that comes later to a partition read
+// up to a time, with an older time, is late, as one written later than
+// the lateness is (join: Late, LatePredictions).
 //
 // # Exactly once
 //

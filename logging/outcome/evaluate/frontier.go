@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // frontierHeader marks a record of GROUP-repartition that holds a member's
@@ -191,7 +193,14 @@ func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) map[topicParti
 		e.log.Debug("evaluator: the end offsets of its partitions", "err", err)
 		return nil
 	}
-	return readToEnd(e.listed, ends, at, max(shortSettle, 10*e.cfg.CommitInterval))
+	probe := func(tp topicPartition, from, end int64) (bool, error) {
+		empty, err := e.probe(ctx, tp, from, end)
+		if err != nil {
+			e.log.Debug("evaluator: probing a partition short of its last stable offset", "err", err)
+		}
+		return empty, err
+	}
+	return readToEnd(e.listed, ends, at, max(probeAfter, 10*e.cfg.CommitInterval), probe)
 }
 
 // readTo notes that the partitions in read were read up to their times:
@@ -307,16 +316,20 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 //
 // The offset a partition has been read to is its position (passing the
 // transactions' markers, readOpts), or its log start when it has none;
-// or its last stable offset once the same offset and last stable offset
-// have been seen for settle, short of it with nothing to read: an
-// aborted transaction's records before another transaction still open,
-// which holds the last stable offset, or records deleted beneath the
-// position. settle is long enough that a consumer whose first fetches
-// are slow to come back is not taken for one that has read everything.
+// or its last stable offset when a probe, a fetch of its own from that
+// offset, found nothing readable before it: an aborted transaction's
+// records before another transaction still open, which holds the last
+// stable offset, or records deleted beneath the position. Nothing but
+// such a fetch tells those from records the consumer has not fetched
+// yet (its fetches slow, the evaluator starved of CPU): a partition is
+// probed once its offset and last stable offset have not moved for
+// stall, and again only after they move and stall again (or, when the
+// probe failed, after another stall).
 //
 // listed keeps what readToEnd learnt of each partition from one call to
 // the next; a partition the listing leaves out is forgotten.
-func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd, now time.Time, settle time.Duration) map[topicPartition]time.Time {
+func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd, now time.Time, stall time.Duration,
+	probe func(tp topicPartition, from, end int64) (empty bool, err error)) map[topicPartition]time.Time {
 	read := map[topicPartition]time.Time{}
 	seen := map[topicPartition]bool{}
 	for _, pe := range ends {
@@ -331,11 +344,21 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 		if r < 0 {
 			r = pe.start
 		}
+		// The marks kept are those the offset read needs; what a probe
+		// found holds only until that offset or the end moves.
 		l.trim(r)
 		if r < pe.end {
-			if l.since.IsZero() || l.from != r || l.end != pe.end {
-				l.from, l.end, l.since = r, pe.end, now
-			} else if now.Sub(l.since) >= settle {
+			switch {
+			case l.since.IsZero() || l.from != r || l.end != pe.end:
+				l.from, l.end, l.since, l.probed, l.empty = r, pe.end, now, false, false
+			case !l.probed && now.Sub(l.since) >= stall:
+				if empty, err := probe(pe.tp, r, pe.end); err != nil {
+					l.since = now // try again after another stall
+				} else {
+					l.probed, l.empty = true, empty
+				}
+			}
+			if l.empty {
 				r = pe.end
 			}
 		} else {
@@ -353,8 +376,8 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 	return read
 }
 
-// shortSettle: see readToEnd.
-const shortSettle = 3 * time.Second
+// probeAfter: see readToEnd (the least stall).
+const probeAfter = 3 * time.Second
 
 // topicPartition names a partition of a topic.
 type topicPartition struct {
@@ -372,9 +395,11 @@ type partitionListings struct {
 	marks []hwmMark
 	// from and end are the offset the partition has been read to and
 	// its last stable offset, short of it, and since when both have been
-	// so (zero: not short).
-	from, end int64
-	since     time.Time
+	// so (zero: not short); probed tells that a probe has answered
+	// since, and empty that it found nothing readable from from to end.
+	from, end     int64
+	since         time.Time
+	probed, empty bool
 }
 
 // hwmMark is a listing's clock time and the high watermark it found.
@@ -436,4 +461,109 @@ func (l *partitionListings) last(r int64) int {
 		i--
 	}
 	return i
+}
+
+// probeBytes bounds what one fetch of a probe asks for, and probeFetches
+// how many fetches a probe makes before it gives up finding the end.
+const (
+	probeBytes   = 1 << 20
+	probeFetches = 4
+)
+
+// probe fetches partition tp from offset from as the evaluator's
+// consumer does (readOpts), and reports whether it holds no record that
+// consumer would read before offset end: aborted transactions' records
+// only, or records deleted since. A probe that cannot tell (the records
+// to pass are more than probeFetches fetches) reports false.
+func (e *evaluator) probe(ctx context.Context, tp topicPartition, from, end int64) (bool, error) {
+	empty, err := e.probeFrom(ctx, tp, from, end)
+	if err != nil {
+		return false, fmt.Errorf("probing %s/%d from offset %d: %w", tp.topic, tp.partition, from, err)
+	}
+	return empty, nil
+}
+
+// probeFrom is probe, its errors not yet naming the partition.
+func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end int64) (bool, error) {
+	adm := kadm.NewClient(e.aux)
+	tds, err := adm.ListTopics(ctx, tp.topic)
+	if err != nil {
+		return false, err
+	}
+	td, ok := tds[tp.topic]
+	switch {
+	case !ok:
+		return false, errors.New("the topic is not in the metadata")
+	case td.Err != nil:
+		return false, td.Err
+	}
+	pd, ok := td.Partitions[tp.partition]
+	switch {
+	case !ok:
+		return false, errors.New("the partition is not in the metadata")
+	case pd.Err != nil:
+		return false, pd.Err
+	case pd.Leader < 0:
+		return false, errors.New("the partition has no leader")
+	}
+	for range probeFetches {
+		if from >= end {
+			return true, nil
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes, req.IsolationLevel = probeBytes, 1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = tp.topic, td.ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = tp.partition, from, probeBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, e.aux.Broker(int(pd.Leader)))
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			return false, err
+		}
+		var got *kmsg.FetchResponseTopicPartition
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				if p := &resp.Topics[i].Partitions[j]; p.Partition == tp.partition {
+					got = p
+				}
+			}
+		}
+		if got == nil {
+			return false, errors.New("the partition is not in the fetch response")
+		}
+		if err := kerr.ErrorForCode(got.ErrorCode); errors.Is(err, kerr.OffsetOutOfRange) {
+			// Records deleted beneath from: go on from the log start.
+			starts, err := adm.ListStartOffsets(ctx, tp.topic)
+			if err != nil {
+				return false, err
+			}
+			s, ok := starts.Lookup(tp.topic, tp.partition)
+			if !ok || s.Err != nil || s.Offset <= from {
+				return false, fmt.Errorf("offset %d out of range, and the log start not past it", from)
+			}
+			from = s.Offset
+			continue
+		} else if err != nil {
+			return false, err
+		}
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Offset: from,
+			IsolationLevel: kgo.ReadCommitted(), Topic: tp.topic, Partition: tp.partition}, got, kgo.DefaultDecompressor(), nil)
+		switch {
+		case fp.Err != nil:
+			return false, fp.Err
+		case len(fp.Records) > 0:
+			return false, nil
+		case next <= from:
+			// Nothing before the broker's last stable offset, which was
+			// end or further at the listing: the log changed beneath.
+			return false, nil
+		}
+		from = next
+	}
+	return from >= end, nil
 }

@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -118,17 +120,21 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 // its log start) is at its high watermark; the last listing before a
 // transaction still open began while its position is at its last stable
 // offset. A partition short of its last stable offset counts as read to
-// it only once the same offset and last stable offset have held for the
-// settle time (a listing that finds either moved starts that time
-// again).
+// it only once a probe found nothing readable there, which it asks once
+// the same offset and last stable offset have held for the stall time (a
+// listing that finds either moved starts that time again), and again
+// only after another stall when it failed.
 func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing.T) {
-	const settle = 3 * time.Second
+	const stall = 3 * time.Second
 	t0 := time.Unix(1_000_000, 0)
 	tp := topicPartition{outTopic, 1}
 	const none = time.Duration(-1)
 	type listing struct {
 		at                   time.Duration
 		pos, end, hwm, start int64
+		// probe is the probe's answer: "" when it must not be asked,
+		// "empty", "readable" or "error".
+		probe string
 		// read is the listing time it finds the partition read up to
 		// (none: not read).
 		read time.Duration
@@ -137,42 +143,75 @@ func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing
 		name     string
 		listings []listing
 	}{
-		{"at its end", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 10, 0, time.Second}}},
-		{"past the end listed before its last records", []listing{{0, 12, 10, 10, 0, 0}}},
-		{"records to read", []listing{{0, 5, 10, 10, 0, none}, {time.Second, 6, 10, 10, 0, none}}},
-		{"records to read, read since", []listing{{0, 5, 10, 10, 0, none}, {time.Second, 10, 12, 12, 0, 0},
-			{2 * time.Second, 12, 12, 12, 0, 2 * time.Second}}},
-		{"no position, empty", []listing{{0, -1, 0, 0, 0, 0}, {time.Second, -1, 7, 7, 7, time.Second}}},
-		{"no position, records to read", []listing{{0, -1, 7, 7, 0, none}, {time.Second, -1, 7, 7, 0, none}}},
-		{"no position, aborted records before an open transaction", []listing{{0, -1, 0, 0, 0, 0},
-			{time.Second, -1, 0, 3, 0, 0}, {2 * time.Second, -1, 3, 5, 0, 0},
-			{2*time.Second + settle, -1, 3, 5, 0, time.Second}}},
-		{"aborted records before an open transaction, settled", []listing{{0, 9, 9, 9, 0, 0},
-			{time.Second, 9, 9, 10, 0, 0}, {2 * time.Second, 9, 10, 12, 0, 0},
-			{2*time.Second + settle - time.Millisecond, 9, 10, 12, 0, 0},
-			{2*time.Second + settle, 9, 10, 12, 0, time.Second}, {time.Minute, 9, 10, 12, 0, time.Second},
-			{time.Minute + time.Second, 9, 13, 13, 0, 0}, {time.Minute + 2*time.Second, 13, 13, 13, 0, time.Minute + 2*time.Second}}},
-		{"records deleted beneath the position, settled", []listing{{0, 5, 5, 5, 0, 0}, {time.Second, 5, 10, 10, 0, 0},
-			{time.Second + settle, 5, 10, 10, 0, time.Second + settle}}},
-		{"short, the position moved", []listing{{0, 8, 10, 10, 0, none}, {settle - time.Second, 9, 10, 10, 0, none},
-			{settle, 9, 10, 10, 0, none}, {2*settle - time.Second, 9, 10, 10, 0, 2*settle - time.Second}}},
-		{"short, the end moved", []listing{{0, 9, 10, 10, 0, none}, {settle - time.Second, 9, 11, 11, 0, none},
-			{settle, 9, 11, 11, 0, none}, {2*settle - time.Second, 9, 11, 11, 0, 2*settle - time.Second}}},
-		{"a transaction open at the position", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 12, 0, 0},
-			{time.Minute, 10, 10, 14, 0, 0}, {time.Minute + time.Second, 10, 15, 15, 0, 0},
-			{time.Minute + 2*time.Second, 15, 15, 15, 0, time.Minute + 2*time.Second}}},
-		{"transactions open one after another", []listing{{0, 10, 10, 10, 0, 0}, {time.Second, 10, 10, 12, 0, 0},
-			{2 * time.Second, 13, 13, 15, 0, time.Second}, {3 * time.Second, 16, 16, 18, 0, 2 * time.Second}}},
+		{"at its end", []listing{{0, 10, 10, 10, 0, "", 0}, {time.Second, 10, 10, 10, 0, "", time.Second}}},
+		{"past the end listed before its last records", []listing{{0, 12, 10, 10, 0, "", 0}}},
+		{"records to read", []listing{{0, 5, 10, 10, 0, "", none}, {stall, 5, 10, 10, 0, "readable", none},
+			{time.Minute, 5, 10, 10, 0, "", none}}},
+		{"records to read, read since", []listing{{0, 5, 10, 10, 0, "", none}, {time.Second, 10, 12, 12, 0, "", 0},
+			{2 * time.Second, 12, 12, 12, 0, "", 2 * time.Second}}},
+		{"no position, empty", []listing{{0, -1, 0, 0, 0, "", 0}, {time.Second, -1, 7, 7, 7, "", time.Second}}},
+		{"no position, records to read", []listing{{0, -1, 7, 7, 0, "", none}, {stall, -1, 7, 7, 0, "readable", none},
+			{time.Minute, -1, 7, 7, 0, "", none}}},
+		{"no position, aborted records before an open transaction", []listing{{0, -1, 0, 0, 0, "", 0},
+			{time.Second, -1, 0, 3, 0, "", 0}, {2 * time.Second, -1, 3, 5, 0, "", 0},
+			{2*time.Second + stall, -1, 3, 5, 0, "empty", time.Second}}},
+		{"records waiting, fetched slowly", []listing{{0, 9, 9, 9, 0, "", 0}, {time.Second, 9, 10, 10, 0, "", 0},
+			{time.Second + stall, 9, 10, 10, 0, "readable", 0}, {time.Hour, 9, 10, 10, 0, "", 0},
+			{time.Hour + time.Second, 10, 10, 10, 0, "", time.Hour + time.Second}}},
+		{"aborted records before an open transaction, settled", []listing{{0, 9, 9, 9, 0, "", 0},
+			{time.Second, 9, 9, 10, 0, "", 0}, {2 * time.Second, 9, 10, 12, 0, "", 0},
+			{2*time.Second + stall - time.Millisecond, 9, 10, 12, 0, "", 0},
+			{2*time.Second + stall, 9, 10, 12, 0, "empty", time.Second}, {time.Minute, 9, 10, 12, 0, "", time.Second},
+			{time.Minute + time.Second, 9, 13, 13, 0, "", 0}, {time.Minute + 2*time.Second, 13, 13, 13, 0, "", time.Minute + 2*time.Second}}},
+		{"records deleted beneath the position, settled", []listing{{0, 5, 5, 5, 0, "", 0}, {time.Second, 5, 10, 10, 0, "", 0},
+			{time.Second + stall, 5, 10, 10, 0, "empty", time.Second + stall}}},
+		{"short, the position moved", []listing{{0, 8, 10, 10, 0, "", none}, {stall - time.Second, 9, 10, 10, 0, "", none},
+			{stall, 9, 10, 10, 0, "", none}, {2*stall - time.Second, 9, 10, 10, 0, "empty", 2*stall - time.Second}}},
+		{"short, the end moved", []listing{{0, 9, 10, 10, 0, "", none}, {stall - time.Second, 9, 11, 11, 0, "", none},
+			{stall, 9, 11, 11, 0, "", none}, {2*stall - time.Second, 9, 11, 11, 0, "empty", 2*stall - time.Second}}},
+		{"a probe that fails is asked again after another stall", []listing{{0, 9, 10, 10, 0, "", none},
+			{stall, 9, 10, 10, 0, "error", none}, {2*stall - time.Millisecond, 9, 10, 10, 0, "", none},
+			{2 * stall, 9, 10, 10, 0, "empty", 2 * stall}}},
+		{"a transaction open at the position", []listing{{0, 10, 10, 10, 0, "", 0}, {time.Second, 10, 10, 12, 0, "", 0},
+			{time.Minute, 10, 10, 14, 0, "", 0}, {time.Minute + time.Second, 10, 15, 15, 0, "", 0},
+			{time.Minute + 2*time.Second, 15, 15, 15, 0, "", time.Minute + 2*time.Second}}},
+		{"transactions open one after another", []listing{{0, 10, 10, 10, 0, "", 0}, {time.Second, 10, 10, 12, 0, "", 0},
+			{2 * time.Second, 13, 13, 15, 0, "", time.Second}, {3 * time.Second, 16, 16, 18, 0, "", 2 * time.Second}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			listed := map[topicPartition]*partitionListings{}
 			for i, l := range tc.listings {
-				got := readToEnd(listed, []partitionEnd{{tp: tp, pos: l.pos, end: l.end, hwm: l.hwm, start: l.start}}, t0.Add(l.at), settle)
-				if at, ok := got[tp]; len(got) > 1 || ok != (l.read != none) || ok && !at.Equal(t0.Add(l.read)) {
+				asked := ""
+				probe := func(got topicPartition, from, end int64) (bool, error) {
+					r := l.pos
+					if r < 0 {
+						r = l.start
+					}
+					if got != tp || from != r || end != l.end {
+						t.Fatalf("listing %d (%+v): probed %v from %d to %d", i, l, got, from, end)
+					}
+					asked = l.probe
+					switch l.probe {
+					case "empty":
+						return true, nil
+					case "readable":
+						return false, nil
+					case "error":
+						return false, errors.New("no leader")
+					}
+					t.Fatalf("listing %d (%+v): probed", i, l)
+					return false, nil
+				}
+				got := readToEnd(listed, []partitionEnd{{tp: tp, pos: l.pos, end: l.end, hwm: l.hwm, start: l.start}}, t0.Add(l.at), stall, probe)
+				at, ok := got[tp]
+				switch {
+				case len(got) > 1, ok != (l.read != none), ok && !at.Equal(t0.Add(l.read)):
 					t.Fatalf("listing %d (%+v): read %v, want %v", i, l, got, l.read)
+				case asked != l.probe:
+					t.Fatalf("listing %d (%+v): not probed", i, l)
 				}
 			}
-			if got := readToEnd(listed, nil, t0, settle); len(got) != 0 || len(listed) != 0 {
+			if got := readToEnd(listed, nil, t0, stall, nil); len(got) != 0 || len(listed) != 0 {
 				t.Fatalf("a listing without the partition: read %v, listed %v, want neither", got, listed)
 			}
 		})
@@ -526,7 +565,8 @@ type backlog struct{ waiting, held int64 }
 
 // commitListing ends a cycle as commit does, its listing made of what
 // the member has taken: every partition at the member's position but
-// for those with a backlog.
+// for those with a backlog. A fetch of a partition's own (a probe)
+// finds records to read wherever some are waiting.
 func (m *member) commitListing(backlogs map[topicPartition]backlog) {
 	m.t.Helper()
 	var ends []partitionEnd
@@ -535,7 +575,8 @@ func (m *member) commitListing(backlogs map[topicPartition]backlog) {
 		pos := m.next[tp]
 		ends = append(ends, partitionEnd{tp: tp, pos: pos, end: pos + b.waiting, hwm: pos + b.waiting + b.held})
 	}
-	read := readToEnd(m.e.listed, ends, m.now, max(shortSettle, 10*m.e.cfg.CommitInterval))
+	probe := func(tp topicPartition, from, end int64) (bool, error) { return backlogs[tp].waiting == 0, nil }
+	read := readToEnd(m.e.listed, ends, m.now, max(probeAfter, 10*m.e.cfg.CommitInterval), probe)
 	if err := m.e.flush(m.produce, m.e.readTo(read)); err != nil {
 		m.t.Fatal(err)
 	}
@@ -546,6 +587,31 @@ func (m *member) commitListing(backlogs map[topicPartition]backlog) {
 	m.fwd = nil
 	for _, r := range fwd {
 		m.take(r, true)
+	}
+}
+
+// A click waiting in its partition while the member's fetches are slow
+// (its consumer starved of CPU, a slow broker, a paused partition) has
+// not been read: however long the position stays short of the end, the
+// partition must not count as read past the click's time, or its window
+// closes before it is taken and the click counts late.
+func TestAPartitionWithRecordsWaitingIsNotTakenAsReadWhileItsFetchesAreSlow(t *testing.T) {
+	m := newMember(t)
+	m.predict() // req-0: its window ends at t0+1s
+	m.commitListing(nil)
+	m.now = m.now.Add(200 * time.Millisecond)
+	click := m.clickRecord(0, "req-0", m.t0.Add(300*time.Millisecond))
+	waiting := map[topicPartition]backlog{{outTopic, 0}: {waiting: 1}}
+	for ; m.now.Before(m.t0.Add(6 * time.Second)); m.now = m.now.Add(200 * time.Millisecond) {
+		m.commitListing(waiting)
+	}
+	m.take(click, true)
+	for range 20 {
+		m.commitListing(nil)
+		m.now = m.now.Add(200 * time.Millisecond)
+	}
+	if c := m.p.j.Counters(); c.Scored != 1 || c.Joined != 1 || c.Late != 0 {
+		t.Fatalf("scored %d, joined %d, late %d; want the prediction scored, the click joined, none late", c.Scored, c.Joined, c.Late)
 	}
 }
 
@@ -704,5 +770,74 @@ func TestReadEndsHoldsAPartitionWhereATransactionIsOpenAtTheTimeItBegan(t *testi
 	now := t0.Add(time.Minute + 2*time.Second)
 	if at, ok := m.readAt(now); !ok || !at.Equal(now) {
 		t.Fatalf("read to its end again: read up to %v (%v), want the clock, t0+%v", at.Sub(t0), ok, now.Sub(t0))
+	}
+}
+
+// On a broker: an aborted transaction's records before a transaction
+// still open leave the consumer's position short of the last stable
+// offset with nothing to read; a probe finds that, and the partition
+// then counts as read up to the last listing before the open one began.
+// Records waiting, committed, are found readable; records deleted
+// beneath the position with none after them, not.
+func TestProbeFindsNothingReadableOnlyWhereNothingIs(t *testing.T) {
+	m := newListedMember(t, 3)
+	t0 := m.clock
+	m.write(m.prod) // offset 0
+	m.poll(1)
+	if at, ok := m.readAt(t0); !ok || !at.Equal(t0) {
+		t.Fatalf("read to its end: read up to %v (%v), want t0", at.Sub(t0), ok)
+	}
+	a, b := m.txProducer("aborted-tx"), m.txProducer("open-tx")
+	for _, tx := range []*kgo.Client{a, b} {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.write(a) // offset 1
+	if at, ok := m.readAt(t0.Add(time.Second)); !ok || !at.Equal(t0) {
+		t.Fatalf("a transaction open: read up to %v (%v), want t0", at.Sub(t0), ok)
+	}
+	m.write(b) // offset 2: the last stable offset while b is open
+	if err := a.EndTransaction(m.ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err) // its marker at 3
+	}
+	if empty, err := m.e.probe(m.ctx, m.tp, 0, 2); err != nil || empty {
+		t.Fatalf("probe from a committed record: empty %v (%v), want not", empty, err)
+	}
+	if empty, err := m.e.probe(m.ctx, m.tp, 1, 2); err != nil || !empty {
+		t.Fatalf("probe of an aborted transaction's records: empty %v (%v), want empty", empty, err)
+	}
+	// The consumer polls nothing (the aborted record is dropped): its
+	// position stays at 1, short of the last stable offset, 2.
+	stall := max(probeAfter, 10*m.e.cfg.CommitInterval)
+	for _, d := range []time.Duration{2 * time.Second, 2*time.Second + stall - time.Millisecond} {
+		if at, ok := m.readAt(t0.Add(d)); !ok || !at.Equal(t0) {
+			t.Fatalf("at t0+%v, short of the last stable offset: read up to %v (%v), want t0", d, at.Sub(t0), ok)
+		}
+	}
+	if at, ok := m.readAt(t0.Add(2*time.Second + stall)); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("probed: read up to %v (%v), want t0+1s, the last listing before the open transaction began", at.Sub(t0), ok)
+	}
+	if err := b.EndTransaction(m.ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err) // its marker at 4
+	}
+	if empty, err := m.e.probe(m.ctx, m.tp, 1, 5); err != nil || empty {
+		t.Fatalf("probe past the committed transaction: empty %v (%v), want not", empty, err)
+	}
+	if data := m.poll(5); data != 1 {
+		t.Fatalf("polled %d records not markers, want 1", data)
+	}
+	// Records deleted beneath a position: nothing readable when the log
+	// start is the last stable offset, readable when records follow it.
+	m.write(m.prod) // offset 5
+	if _, err := kadm.NewClient(m.prod).DeleteRecords(m.ctx, kadm.Offsets{m.tp.topic: {m.tp.partition: {At: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := m.e.probe(m.ctx, m.tp, 5, 6); err != nil || !empty {
+		t.Fatalf("probe beneath the log start, at the end: empty %v (%v), want empty", empty, err)
+	}
+	m.write(m.prod) // offset 6
+	if empty, err := m.e.probe(m.ctx, m.tp, 5, 7); err != nil || empty {
+		t.Fatalf("probe beneath the log start, a record after it: empty %v (%v), want not", empty, err)
 	}
 }
