@@ -51,8 +51,8 @@
 // the last stable offset counts as at it only once a fetch of the
 // member's own from there, made after it has not moved for a while,
 // found nothing the consumer would read (an aborted transaction's
-// records before one still open, records deleted beneath the position);
-// never for having stayed put alone: a consumer whose fetches are slow
+// records before one still open, records deleted beneath the position
+// or removed at a compacted partition's tail); never for having stayed put alone: a consumer whose fetches are slow
 // has not read what waits. A record that comes later to a partition read
 // up to a time, with an older time, is late, as one written later than
 // the lateness is (join: Late, LatePredictions).

@@ -319,7 +319,8 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 // or its last stable offset when a probe, a fetch of its own from that
 // offset, found nothing readable before it: an aborted transaction's
 // records before another transaction still open, which holds the last
-// stable offset, or records deleted beneath the position. Nothing but
+// stable offset, records deleted beneath the position, or records
+// removed at a compacted partition's tail. Nothing but
 // such a fetch tells those from records the consumer has not fetched
 // yet (its fetches slow, the evaluator starved of CPU): a partition is
 // probed once its offset and last stable offset have not moved for
@@ -473,8 +474,9 @@ const (
 // probe fetches partition tp from offset from as the evaluator's
 // consumer does (readOpts), and reports whether it holds no record that
 // consumer would read before offset end: aborted transactions' records
-// only, or records deleted since. A probe that cannot tell (the records
-// to pass are more than probeFetches fetches) reports false.
+// only, records deleted since, or no batch left before the broker's
+// last stable offset (compacted away). A probe that cannot tell (the
+// records to pass are more than probeFetches fetches) reports false.
 func (e *evaluator) probe(ctx context.Context, tp topicPartition, from, end int64) (bool, error) {
 	empty, err := e.probeFrom(ctx, tp, from, end)
 	if err != nil {
@@ -558,10 +560,13 @@ func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end 
 			return false, fp.Err
 		case len(fp.Records) > 0:
 			return false, nil
+		case next <= from && len(got.RecordBatches) == 0 && got.LastStableOffset >= end:
+			// No batch left from from up to the broker's last stable
+			// offset (records removed at a compacted partition's tail):
+			// the consumer's position stays at from with nothing to read.
+			return true, nil
 		case next <= from:
-			// Nothing before the broker's last stable offset, which was
-			// end or further at the listing: the log changed beneath.
-			return false, nil
+			return false, fmt.Errorf("no batch read up to the last stable offset %d, %d listed", got.LastStableOffset, end)
 		}
 		from = next
 	}

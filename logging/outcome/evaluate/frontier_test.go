@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/groveml/grove/conf"
@@ -839,5 +841,65 @@ func TestProbeFindsNothingReadableOnlyWhereNothingIs(t *testing.T) {
 	m.write(m.prod) // offset 6
 	if empty, err := m.e.probe(m.ctx, m.tp, 5, 7); err != nil || empty {
 		t.Fatalf("probe beneath the log start, a record after it: empty %v (%v), want not", empty, err)
+	}
+}
+
+// On a broker: a fetch from an offset past which no batch is left before
+// the last stable offset (the records at a compacted partition's tail
+// removed, which the consumer's position then stays short of for good)
+// finds nothing readable there, and the probe says so rather than that
+// there is something to read, which would hold the partition, and with it
+// every window, until another record is written to it. A broker whose
+// last stable offset is below the one listed cannot tell: an error, to
+// probe again after another stall.
+func TestProbeFindsNothingReadableWhereNoBatchIsLeftBeforeTheEnd(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, predTopic, outTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tp := topicPartition{outTopic, 1}
+	for range 2 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: tp.topic, Partition: tp.partition, Value: []byte("o")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &evaluator{aux: cl, log: slog.Default()}
+	// noBatch answers the next fetch with no batch of the partition,
+	// its last stable offset lso.
+	noBatch := func(lso int64) {
+		c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+			req := kreq.(*kmsg.FetchRequest)
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewFetchResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewFetchResponseTopicPartition()
+					sp.Partition, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rp.Partition, lso, lso, 0
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		})
+	}
+	noBatch(2)
+	if empty, err := e.probe(ctx, tp, 0, 2); err != nil || !empty {
+		t.Fatalf("no batch before the last stable offset: empty %v (%v), want empty", empty, err)
+	}
+	noBatch(1)
+	if empty, err := e.probe(ctx, tp, 0, 2); err == nil || empty {
+		t.Fatalf("no batch, the last stable offset below the one listed: empty %v (%v), want an error", empty, err)
+	}
+	if empty, err := e.probe(ctx, tp, 0, 2); err != nil || empty {
+		t.Fatalf("the records there: empty %v (%v), want not", empty, err)
 	}
 }
