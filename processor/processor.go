@@ -430,7 +430,7 @@ const maxWarmUpBytes = modelconfig.MaxConfigBytes
 func (p *Processor) warmUp(meta modelconfig.Model, sig servables.Metadata) (actors.WarmUp, error) {
 	var set []servables.Tensor
 	if f := p.cfg.WarmUpFile; f != "" {
-		data, err := capped.ReadFile(f, maxWarmUpBytes, "warmup_file_name "+f)
+		data, err := capped.ReadFile(f, maxWarmUpBytes, f)
 		if err != nil {
 			return actors.WarmUp{}, fmt.Errorf("warmup_file_name: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/groveml/grove/api/deeprec/deeprecpb"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/servables"
 )
 
@@ -229,5 +230,23 @@ func TestNewFailsNamingTheModelFileNotItsCachedCopy(t *testing.T) {
 	_, err := New(context.Background(), "", []byte(fmt.Sprintf(`{"checkpoint_dir": %q}`, dir)), Options{CacheDir: cache})
 	if err == nil || !strings.Contains(err.Error(), "2/model.onnx: not a valid ONNX model") || strings.Contains(err.Error(), cache) {
 		t.Fatalf("New with a corrupt model = %v, want its reason naming 2/model.onnx and not the cache %s", err, cache)
+	}
+}
+
+// A warm-up file larger than its limit (the model config's) fails the
+// version's warm-up with an error that names the file and the limit once,
+// without reading it whole.
+func TestWarmUpFileLargerThanItsLimitIsAnErrorNamingIt(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "warmup.bin")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(f, maxWarmUpBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	p := &Processor{cfg: Config{WarmUpFile: f}}
+	_, err := p.warmUp(modelconfig.Model{}, servables.Metadata{})
+	if want := "warmup_file_name: " + f + " is larger than its limit of 64 MiB"; err == nil || err.Error() != want {
+		t.Fatalf("warm-up: %v, want %q", err, want)
 	}
 }
