@@ -325,7 +325,8 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 // yet (its fetches slow, the evaluator starved of CPU): a partition is
 // probed once its offset and last stable offset have not moved for
 // stall, and again only after they move and stall again (or, when the
-// probe failed, after another stall).
+// probe failed, after another stall; after probeTries failures in a row,
+// the stall alone settles it, as it did before probes).
 //
 // listed keeps what readToEnd learnt of each partition from one call to
 // the next; a partition the listing leaves out is forgotten.
@@ -351,12 +352,21 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 		if r < pe.end {
 			switch {
 			case l.since.IsZero() || l.from != r || l.end != pe.end:
-				l.from, l.end, l.since, l.probed, l.empty = r, pe.end, now, false, false
+				l.from, l.end, l.since, l.probed, l.empty, l.failed = r, pe.end, now, false, false, 0
 			case !l.probed && now.Sub(l.since) >= stall:
-				if empty, err := probe(pe.tp, r, pe.end); err != nil {
-					l.since = now // try again after another stall
-				} else {
+				empty, err := probe(pe.tp, r, pe.end)
+				switch {
+				case err == nil:
 					l.probed, l.empty = true, empty
+				case l.failed+1 >= probeTries:
+					// The probes keep failing (a broker that cannot serve
+					// them, such as one that answers fetches by name only):
+					// the stall alone settles it, rather than holding every
+					// window for good.
+					l.probed, l.empty = true, true
+				default:
+					l.failed++
+					l.since = now // try again after another stall
 				}
 			}
 			if l.empty {
@@ -380,6 +390,10 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 // probeAfter: see readToEnd (the least stall).
 const probeAfter = 3 * time.Second
 
+// probeTries is how many probes of one stall may fail before the stall
+// alone settles the partition (see readToEnd).
+const probeTries = 3
+
 // topicPartition names a partition of a topic.
 type topicPartition struct {
 	topic     string
@@ -401,6 +415,8 @@ type partitionListings struct {
 	from, end     int64
 	since         time.Time
 	probed, empty bool
+	// failed counts the probes of this stall that failed.
+	failed int
 }
 
 // hwmMark is a listing's clock time and the high watermark it found.

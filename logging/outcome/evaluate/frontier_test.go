@@ -125,7 +125,8 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 // it only once a probe found nothing readable there, which it asks once
 // the same offset and last stable offset have held for the stall time (a
 // listing that finds either moved starts that time again), and again
-// only after another stall when it failed.
+// only after another stall when it failed; after probeTries failures in
+// a row, the stall alone settles it.
 func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing.T) {
 	const stall = 3 * time.Second
 	t0 := time.Unix(1_000_000, 0)
@@ -174,6 +175,10 @@ func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing
 		{"a probe that fails is asked again after another stall", []listing{{0, 9, 10, 10, 0, "", none},
 			{stall, 9, 10, 10, 0, "error", none}, {2*stall - time.Millisecond, 9, 10, 10, 0, "", none},
 			{2 * stall, 9, 10, 10, 0, "empty", 2 * stall}}},
+		{"probes that keep failing leave the stall to settle it", []listing{{0, 9, 10, 10, 0, "", none},
+			{stall, 9, 10, 10, 0, "error", none}, {2 * stall, 9, 10, 10, 0, "error", none},
+			{3 * stall, 9, 10, 10, 0, "error", 3 * stall}, {time.Minute, 9, 10, 10, 0, "", time.Minute},
+			{time.Minute + time.Second, 10, 11, 11, 0, "", time.Minute}, {time.Minute + time.Second + stall, 10, 11, 11, 0, "error", time.Minute}}},
 		{"a transaction open at the position", []listing{{0, 10, 10, 10, 0, "", 0}, {time.Second, 10, 10, 12, 0, "", 0},
 			{time.Minute, 10, 10, 14, 0, "", 0}, {time.Minute + time.Second, 10, 15, 15, 0, "", 0},
 			{time.Minute + 2*time.Second, 15, 15, 15, 0, "", time.Minute + 2*time.Second}}},
