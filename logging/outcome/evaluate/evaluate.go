@@ -241,6 +241,9 @@ type evaluator struct {
 	reach map[int32]int64
 	// listed is what readToEnd learnt of the partitions it listed.
 	listed map[topicPartition]*partitionListings
+	// heldWarned is when readEnds last warned of partitions held back by
+	// an open transaction (heldOpen).
+	heldWarned time.Time
 
 	mu                    sync.Mutex
 	assigned, outAssigned map[int32]bool

@@ -200,7 +200,47 @@ func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) map[topicParti
 		}
 		return empty, err
 	}
-	return readToEnd(e.listed, ends, at, max(probeAfter, 10*e.cfg.CommitInterval), probe)
+	read := readToEnd(e.listed, ends, at, max(probeAfter, 10*e.cfg.CommitInterval), probe)
+	if held := heldOpen(ends, read, at, heldWarnAfter); len(held) > 0 && at.Sub(e.heldWarned) >= heldWarnAfter {
+		e.heldWarned = at
+		for _, h := range held {
+			e.log.Warn("evaluator: a transaction left open holds results back; they wait until it commits or the broker aborts it",
+				"topic", h.tp.topic, "partition", h.tp.partition, "last_stable_offset", h.end, "high_watermark", h.hwm, "held_for", h.heldFor)
+		}
+	}
+	return read
+}
+
+// heldWarnAfter is how long a partition may be held back by an open
+// transaction before readEnds warns of it (once a heldWarnAfter at most).
+const heldWarnAfter = time.Minute
+
+// heldPartition is a partition an open transaction holds back (heldOpen).
+type heldPartition struct {
+	tp       topicPartition
+	end, hwm int64
+	heldFor  time.Duration
+}
+
+// heldOpen returns the partitions of ends whose position is at their last
+// stable offset while a transaction is open on them (their high
+// watermark past it) and that read finds read up to a time more than
+// after before at: results wait for them, and nothing else says why.
+// A partition with records still to read is not held by a transaction.
+func heldOpen(ends []partitionEnd, read map[topicPartition]time.Time, at time.Time, after time.Duration) []heldPartition {
+	var held []heldPartition
+	for _, pe := range ends {
+		t, ok := read[pe.tp]
+		pos := pe.pos
+		if pos < 0 {
+			pos = pe.start // no position: read to its log start
+		}
+		if !ok || pos < pe.end || pe.hwm <= pe.end || at.Sub(t) <= after {
+			continue
+		}
+		held = append(held, heldPartition{tp: pe.tp, end: pe.end, hwm: pe.hwm, heldFor: at.Sub(t)})
+	}
+	return held
 }
 
 // readTo notes that the partitions in read were read up to their times:

@@ -908,3 +908,30 @@ func TestProbeFindsNothingReadableWhereNoBatchIsLeftBeforeTheEnd(t *testing.T) {
 		t.Fatalf("the records there: empty %v (%v), want not", empty, err)
 	}
 }
+
+// A partition whose position is at its last stable offset while a
+// transaction is open on it (its high watermark past that), read only up
+// to a listing more than a minute old, is reported as held back by the
+// open transaction, so that the evaluator can say why results wait; one
+// with records still to read, one at its high watermark, and one held
+// for less than the minute are not. Without a position, a partition is
+// at its log start.
+func TestHeldOpenFindsThePartitionsAnOpenTransactionHoldsBack(t *testing.T) {
+	at := time.Unix(1_000_000, 0)
+	tp := func(p int32) topicPartition { return topicPartition{outTopic, p} }
+	ends := []partitionEnd{
+		{tp: tp(0), pos: 10, end: 10, hwm: 14},            // held two minutes
+		{tp: tp(1), pos: 10, end: 10, hwm: 10},            // at its end
+		{tp: tp(2), pos: 8, end: 10, hwm: 14},             // records still to read
+		{tp: tp(3), pos: 10, end: 10, hwm: 12},            // held 30 s
+		{tp: tp(4), pos: -1, end: 10, hwm: 12},            // no position, records to read
+		{tp: tp(5), pos: 10, end: 10, hwm: 12},            // not read at all
+		{tp: tp(6), pos: -1, start: 10, end: 10, hwm: 11}} // no position, held five minutes
+	read := map[topicPartition]time.Time{tp(0): at.Add(-2 * time.Minute), tp(1): at, tp(2): at.Add(-time.Hour),
+		tp(3): at.Add(-30 * time.Second), tp(4): at.Add(-time.Hour), tp(6): at.Add(-5 * time.Minute)}
+	got := heldOpen(ends, read, at, time.Minute)
+	want := []heldPartition{{tp: tp(0), end: 10, hwm: 14, heldFor: 2 * time.Minute}, {tp: tp(6), end: 10, hwm: 11, heldFor: 5 * time.Minute}}
+	if !slices.Equal(got, want) {
+		t.Errorf("held %+v, want %+v", got, want)
+	}
+}
