@@ -365,8 +365,9 @@ func (e *evaluator) listEnds(ctx context.Context, cl *kgo.Client) ([]partitionEn
 // yet (its fetches slow, the evaluator starved of CPU): a partition is
 // probed once its offset and last stable offset have not moved for
 // stall, and again only after they move and stall again (or, when the
-// probe failed, after another stall; after probeTries failures in a row,
-// the stall alone settles it, as it did before probes).
+// probe failed, after another stall; after probeTries failures in a row
+// on answers it cannot use, errProbeUnusable, the stall alone settles it,
+// as it did before probes).
 //
 // listed keeps what readToEnd learnt of each partition from one call to
 // the next; a partition the listing leaves out is forgotten.
@@ -398,11 +399,17 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 				switch {
 				case err == nil:
 					l.probed, l.empty = true, empty
+				case !errors.Is(err, errProbeUnusable):
+					// No answer to use (no leader, the broker unreachable
+					// or slow): the consumer may be failing to fetch the
+					// records waiting just the same, so the stall tells
+					// nothing.
+					l.since = now // try again after another stall
 				case l.failed+1 >= probeTries:
-					// The probes keep failing (a broker that cannot serve
-					// them, such as one that answers fetches by name only):
-					// the stall alone settles it, rather than holding every
-					// window for good.
+					// The broker keeps answering what the probe cannot use
+					// (a broker that cannot serve it, such as one that
+					// answers fetches by name only): the stall alone
+					// settles it, rather than holding every window for good.
 					l.probed, l.empty = true, true
 				default:
 					l.failed++
@@ -430,8 +437,8 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 // probeAfter: see readToEnd (the least stall).
 const probeAfter = 3 * time.Second
 
-// probeTries is how many probes of one stall may fail before the stall
-// alone settles the partition (see readToEnd).
+// probeTries is how many probes of one stall may fail on answers they
+// cannot use before the stall alone settles the partition (see readToEnd).
 const probeTries = 3
 
 // topicPartition names a partition of a topic.
@@ -455,7 +462,8 @@ type partitionListings struct {
 	from, end     int64
 	since         time.Time
 	probed, empty bool
-	// failed counts the probes of this stall that failed.
+	// failed counts the probes of this stall that failed on answers
+	// they cannot use (errProbeUnusable).
 	failed int
 }
 
@@ -541,6 +549,23 @@ func (e *evaluator) probe(ctx context.Context, tp topicPartition, from, end int6
 	return empty, nil
 }
 
+// errProbeUnusable is a probe's failure on an answer of the broker's that
+// it cannot use, which asking again will not change (a broker that cannot
+// serve the probe): readToEnd counts those, not failures for want of an
+// answer (no leader, the broker unreachable or slow, a retriable error),
+// during which the consumer's own fetches may be failing too.
+var errProbeUnusable = errors.New("an answer the probe cannot use")
+
+// unusable marks a broker's error code as errProbeUnusable unless it is
+// retriable; a topic ID the broker does not know is not retried (a
+// broker that answers fetches by topic name only).
+func unusable(err error) error {
+	if kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicID) && !errors.Is(err, kerr.InconsistentTopicID) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errProbeUnusable, err)
+}
+
 // probeFrom is probe, its errors not yet naming the partition.
 func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end int64) (bool, error) {
 	adm := kadm.NewClient(e.aux)
@@ -577,11 +602,11 @@ func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end 
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, e.aux.Broker(int(pd.Leader)))
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
 		if err != nil {
 			return false, err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return false, unusable(err)
 		}
 		var got *kmsg.FetchResponseTopicPartition
 		for i := range resp.Topics {
@@ -591,8 +616,11 @@ func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end 
 				}
 			}
 		}
-		if got == nil {
-			return false, errors.New("the partition is not in the fetch response")
+		switch {
+		case got == nil && resp.ThrottleMillis > 0:
+			return false, fmt.Errorf("the fetch throttled for %d ms", resp.ThrottleMillis)
+		case got == nil:
+			return false, fmt.Errorf("%w: the partition is not in the fetch response", errProbeUnusable)
 		}
 		if err := kerr.ErrorForCode(got.ErrorCode); errors.Is(err, kerr.OffsetOutOfRange) {
 			// Records deleted beneath from: go on from the log start.
@@ -607,13 +635,13 @@ func (e *evaluator) probeFrom(ctx context.Context, tp topicPartition, from, end 
 			from = s.Offset
 			continue
 		} else if err != nil {
-			return false, err
+			return false, unusable(err)
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Offset: from,
 			IsolationLevel: kgo.ReadCommitted(), Topic: tp.topic, Partition: tp.partition}, got, kgo.DefaultDecompressor(), nil)
 		switch {
 		case fp.Err != nil:
-			return false, fp.Err
+			return false, fmt.Errorf("%w: %w", errProbeUnusable, fp.Err)
 		case len(fp.Records) > 0:
 			return false, nil
 		case next <= from && len(got.RecordBatches) == 0 && got.LastStableOffset >= end:

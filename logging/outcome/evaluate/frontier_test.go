@@ -126,7 +126,8 @@ func TestReadEndsFindsAPartitionReadOnlyOnceItIsReadToItsEnd(t *testing.T) {
 // the same offset and last stable offset have held for the stall time (a
 // listing that finds either moved starts that time again), and again
 // only after another stall when it failed; after probeTries failures in
-// a row, the stall alone settles it.
+// a row on answers it cannot use (not for want of an answer, while the
+// consumer's fetches may be failing too), the stall alone settles it.
 func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing.T) {
 	const stall = 3 * time.Second
 	t0 := time.Unix(1_000_000, 0)
@@ -136,7 +137,8 @@ func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing
 		at                   time.Duration
 		pos, end, hwm, start int64
 		// probe is the probe's answer: "" when it must not be asked,
-		// "empty", "readable" or "error".
+		// "empty", "readable", "error" (no answer) or "unusable" (an
+		// answer it cannot use).
 		probe string
 		// read is the listing time it finds the partition read up to
 		// (none: not read).
@@ -175,10 +177,15 @@ func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing
 		{"a probe that fails is asked again after another stall", []listing{{0, 9, 10, 10, 0, "", none},
 			{stall, 9, 10, 10, 0, "error", none}, {2*stall - time.Millisecond, 9, 10, 10, 0, "", none},
 			{2 * stall, 9, 10, 10, 0, "empty", 2 * stall}}},
-		{"probes that keep failing leave the stall to settle it", []listing{{0, 9, 10, 10, 0, "", none},
+		{"probes answered with what they cannot use leave the stall to settle it", []listing{{0, 9, 10, 10, 0, "", none},
+			{stall, 9, 10, 10, 0, "unusable", none}, {2 * stall, 9, 10, 10, 0, "unusable", none},
+			{3 * stall, 9, 10, 10, 0, "unusable", 3 * stall}, {time.Minute, 9, 10, 10, 0, "", time.Minute},
+			{time.Minute + time.Second, 10, 11, 11, 0, "", time.Minute}, {time.Minute + time.Second + stall, 10, 11, 11, 0, "unusable", time.Minute}}},
+		{"probes that get no answer never settle it, records may be waiting", []listing{{0, 9, 10, 10, 0, "", none},
 			{stall, 9, 10, 10, 0, "error", none}, {2 * stall, 9, 10, 10, 0, "error", none},
-			{3 * stall, 9, 10, 10, 0, "error", 3 * stall}, {time.Minute, 9, 10, 10, 0, "", time.Minute},
-			{time.Minute + time.Second, 10, 11, 11, 0, "", time.Minute}, {time.Minute + time.Second + stall, 10, 11, 11, 0, "error", time.Minute}}},
+			{3 * stall, 9, 10, 10, 0, "error", none}, {4 * stall, 9, 10, 10, 0, "unusable", none},
+			{5 * stall, 9, 10, 10, 0, "error", none}, {6 * stall, 9, 10, 10, 0, "readable", none},
+			{time.Minute, 9, 10, 10, 0, "", none}}},
 		{"a transaction open at the position", []listing{{0, 10, 10, 10, 0, "", 0}, {time.Second, 10, 10, 12, 0, "", 0},
 			{time.Minute, 10, 10, 14, 0, "", 0}, {time.Minute + time.Second, 10, 15, 15, 0, "", 0},
 			{time.Minute + 2*time.Second, 15, 15, 15, 0, "", time.Minute + 2*time.Second}}},
@@ -205,6 +212,8 @@ func TestReadToEndTakesAPartitionAsReadUpToTheLastListingItIsReadPast(t *testing
 						return false, nil
 					case "error":
 						return false, errors.New("no leader")
+					case "unusable":
+						return false, fmt.Errorf("%w: the partition is not in the fetch response", errProbeUnusable)
 					}
 					t.Fatalf("listing %d (%+v): probed", i, l)
 					return false, nil
