@@ -201,7 +201,7 @@ func (e *evaluator) readEnds(ctx context.Context, cl *kgo.Client) map[topicParti
 		return empty, err
 	}
 	read := readToEnd(e.listed, ends, at, max(probeAfter, 10*e.cfg.CommitInterval), probe)
-	if held := heldOpen(ends, read, at, heldWarnAfter); len(held) > 0 && at.Sub(e.heldWarned) >= heldWarnAfter {
+	if held := heldOpen(ends, e.listed, read, at, heldWarnAfter); len(held) > 0 && at.Sub(e.heldWarned) >= heldWarnAfter {
 		e.heldWarned = at
 		for _, h := range held {
 			e.log.Warn("evaluator: a transaction left open holds results back; they wait until it commits or the broker aborts it",
@@ -223,17 +223,22 @@ type heldPartition struct {
 }
 
 // heldOpen returns the partitions of ends whose position is at their last
-// stable offset while a transaction is open on them (their high
-// watermark past it) and that read finds read up to a time more than
-// after before at: results wait for them, and nothing else says why.
-// A partition with records still to read is not held by a transaction.
-func heldOpen(ends []partitionEnd, read map[topicPartition]time.Time, at time.Time, after time.Duration) []heldPartition {
+// stable offset (or short of it with nothing to read, as a probe found:
+// listed) while a transaction is open on them (their high watermark past
+// it) and that read finds read up to a time more than after before at:
+// results wait for them, and nothing else says why. A partition with
+// records still to read is not held by a transaction.
+func heldOpen(ends []partitionEnd, listed map[topicPartition]*partitionListings, read map[topicPartition]time.Time,
+	at time.Time, after time.Duration) []heldPartition {
 	var held []heldPartition
 	for _, pe := range ends {
 		t, ok := read[pe.tp]
 		pos := pe.pos
 		if pos < 0 {
 			pos = pe.start // no position: read to its log start
+		}
+		if l := listed[pe.tp]; l != nil && l.empty && l.from == pos && l.end == pe.end {
+			pos = pe.end // nothing to read before the end
 		}
 		if !ok || pos < pe.end || pe.hwm <= pe.end || at.Sub(t) <= after {
 			continue

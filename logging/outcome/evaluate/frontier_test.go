@@ -924,7 +924,8 @@ func TestProbeFindsNothingReadableWhereNoBatchIsLeftBeforeTheEnd(t *testing.T) {
 // open transaction, so that the evaluator can say why results wait; one
 // with records still to read, one at its high watermark, and one held
 // for less than the minute are not. Without a position, a partition is
-// at its log start.
+// at its log start; one short of its end where a probe found nothing to
+// read (aborted records before the open transaction) is held too.
 func TestHeldOpenFindsThePartitionsAnOpenTransactionHoldsBack(t *testing.T) {
 	at := time.Unix(1_000_000, 0)
 	tp := func(p int32) topicPartition { return topicPartition{outTopic, p} }
@@ -935,11 +936,17 @@ func TestHeldOpenFindsThePartitionsAnOpenTransactionHoldsBack(t *testing.T) {
 		{tp: tp(3), pos: 10, end: 10, hwm: 12},            // held 30 s
 		{tp: tp(4), pos: -1, end: 10, hwm: 12},            // no position, records to read
 		{tp: tp(5), pos: 10, end: 10, hwm: 12},            // not read at all
-		{tp: tp(6), pos: -1, start: 10, end: 10, hwm: 11}} // no position, held five minutes
+		{tp: tp(6), pos: -1, start: 10, end: 10, hwm: 11}, // no position, held five minutes
+		{tp: tp(7), pos: 8, end: 10, hwm: 12},             // aborted records before it, probed: held
+		{tp: tp(8), pos: 8, end: 10, hwm: 12}}             // short, probed from elsewhere: records to read
+	listed := map[topicPartition]*partitionListings{tp(7): {from: 8, end: 10, probed: true, empty: true},
+		tp(8): {from: 7, end: 10, probed: true, empty: true}}
 	read := map[topicPartition]time.Time{tp(0): at.Add(-2 * time.Minute), tp(1): at, tp(2): at.Add(-time.Hour),
-		tp(3): at.Add(-30 * time.Second), tp(4): at.Add(-time.Hour), tp(6): at.Add(-5 * time.Minute)}
-	got := heldOpen(ends, read, at, time.Minute)
-	want := []heldPartition{{tp: tp(0), end: 10, hwm: 14, heldFor: 2 * time.Minute}, {tp: tp(6), end: 10, hwm: 11, heldFor: 5 * time.Minute}}
+		tp(3): at.Add(-30 * time.Second), tp(4): at.Add(-time.Hour), tp(6): at.Add(-5 * time.Minute),
+		tp(7): at.Add(-3 * time.Minute), tp(8): at.Add(-3 * time.Minute)}
+	got := heldOpen(ends, listed, read, at, time.Minute)
+	want := []heldPartition{{tp: tp(0), end: 10, hwm: 14, heldFor: 2 * time.Minute}, {tp: tp(6), end: 10, hwm: 11, heldFor: 5 * time.Minute},
+		{tp: tp(7), end: 10, hwm: 12, heldFor: 3 * time.Minute}}
 	if !slices.Equal(got, want) {
 		t.Errorf("held %+v, want %+v", got, want)
 	}
