@@ -13,7 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/groveml/grove/actors/lifecycle"
-	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/servables"
 )
 
@@ -52,15 +51,19 @@ func (e *LoadingError) RetryIn() time.Duration { return e.RetryAfter }
 
 // RetryAfter reports, for an answer that says its model is loading (a
 // LoadingError, or another node's answer that carries its estimate: a
-// forward.RemoteError with a RetryAfter), the whole seconds after which a
-// retry should find it loaded, at least 1, for a Retry-After header; false
-// for any other error.
+// forward.RemoteError with a RetryAfter) or another error that says when
+// to retry (a RetryIn above 0: a cluster node rejoining after its session
+// was lost), the whole seconds after which a retry should succeed, at
+// least 1, for a Retry-After header; false for any other error.
 func RetryAfter(err error) (int, bool) {
 	if le, ok := errors.AsType[*LoadingError](err); ok {
 		return retryAfterSeconds(le.RetryAfter), true
 	}
-	if re, ok := errors.AsType[*forward.RemoteError](err); ok && re.RetryAfter > 0 {
-		return retryAfterSeconds(re.RetryAfter), true
+	if h, ok := errors.AsType[interface {
+		error
+		RetryIn() time.Duration
+	}](err); ok && h.RetryIn() > 0 {
+		return retryAfterSeconds(h.RetryIn()), true
 	}
 	return 0, false
 }

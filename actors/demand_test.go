@@ -511,10 +511,17 @@ func TestAReleaseWhoseModelIsUnloadedBeforeItIsValidIsReloadedAtMostOnceAMinute(
 	})
 }
 
+// retryIn is an error that says when to retry, as a cluster node whose
+// session is lost says when it may have joined again.
+type retryIn time.Duration
+
+func (r retryIn) Error() string          { return "rejoining" }
+func (r retryIn) RetryIn() time.Duration { return time.Duration(r) }
+
 // RetryAfter reads a loading answer's estimate, from this node
 // (LoadingError) or from the node loading the model (a forwarded answer
-// that carries one), in whole seconds, at least 1; a forwarded failure
-// without one, or any other error, has none.
+// that carries one), or another error's RetryIn, in whole seconds, at
+// least 1; a forwarded failure without one, or any other error, has none.
 func TestRetryAfterReadsTheEstimateOfTheNodeLoadingTheModel(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -526,6 +533,8 @@ func TestRetryAfterReadsTheEstimateOfTheNodeLoadingTheModel(t *testing.T) {
 		{"loading here, no estimate", fmt.Errorf("call: %w", &LoadingError{Path: "a/"}), 1, true},
 		{"loading on another node", fmt.Errorf("call: %w", &forward.RemoteError{Kind: servables.Unavailable, RetryAfter: 4 * time.Second}), 4, true},
 		{"another node, no estimate", &forward.RemoteError{Kind: servables.Unavailable}, 0, false},
+		{"says when to retry", fmt.Errorf("forward: %w", retryIn(1500*time.Millisecond)), 2, true},
+		{"says no time to retry", retryIn(0), 0, false},
 		{"not loading", ErrModelNotFound, 0, false},
 	} {
 		if s, ok := RetryAfter(c.err); s != c.want || ok != c.ok {

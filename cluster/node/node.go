@@ -273,7 +273,16 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // A request for an on-demand model that no node has ready, or whose
 // nodes all failed Unavailable (a node killed, its record not yet
 // expired), waits for the controller to place it (awaitPlaced).
+//
+// While the node's session is lost (its lease ended: etcd unreachable for
+// a lease TTL) and it has not joined again, it forwards nothing: its
+// peers would refuse the call as no member's, each after a read of etcd.
+// The request fails at once Unavailable, with a retry-after of Retry
+// (sessionLostError); models ready here still serve here.
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	if a.sessionLost() {
+		return forward.Answer{}, &sessionLostError{retryAfter: a.cfg.Retry}
+	}
 	od := a.onDemandPaths()[req.ModelPath]
 	v := a.ready.Load()
 	if len(v.peers[req.ModelPath]) == 0 {
@@ -940,6 +949,27 @@ func (a *Agent) isMember() bool {
 		return true
 	}
 }
+
+// sessionLost reports whether the node joined and its session has ended
+// since (it has not joined again yet).
+func (a *Agent) sessionLost() bool {
+	return a.node.Load() != nil && !a.isMember()
+}
+
+// sessionLostError is Forward's answer while the node's session is lost.
+// Its kind is Unavailable (503, gRPC UNAVAILABLE); its RetryIn gives the
+// front ends a Retry-After (actors.RetryAfter).
+type sessionLostError struct{ retryAfter time.Duration }
+
+func (e *sessionLostError) Error() string {
+	return "this node lost its cluster session (etcd unreachable for a lease TTL); rejoining, so it forwards no request to other nodes until then"
+}
+
+// Unwrap makes its kind Unavailable.
+func (e *sessionLostError) Unwrap() error { return servables.ErrUnavailable }
+
+// RetryIn is when a retry may find the node joined again.
+func (e *sessionLostError) RetryIn() time.Duration { return e.retryAfter }
 
 // othersServing reports whether another member is live and not draining.
 func (a *Agent) othersServing() bool {
