@@ -278,10 +278,11 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // a lease TTL) and it has not joined again, it forwards nothing: its
 // peers would refuse the call as no member's, each after a read of etcd.
 // The request fails at once Unavailable, with a retry-after of Retry
-// (sessionLostError); models ready here still serve here.
+// (sessionLostError); models ready here still serve here. So it does once
+// the node has left (Leave: shutting down), saying so.
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	if a.sessionLost() {
-		return forward.Answer{}, &sessionLostError{retryAfter: a.cfg.Retry}
+		return forward.Answer{}, &sessionLostError{retryAfter: a.cfg.Retry, left: a.left.Load()}
 	}
 	od := a.onDemandPaths()[req.ModelPath]
 	v := a.ready.Load()
@@ -956,19 +957,27 @@ func (a *Agent) sessionLost() bool {
 	return a.node.Load() != nil && !a.isMember()
 }
 
-// sessionLostError is Forward's answer while the node's session is lost.
-// Its kind is Unavailable (503, gRPC UNAVAILABLE); its RetryIn gives the
-// front ends a Retry-After (actors.RetryAfter).
-type sessionLostError struct{ retryAfter time.Duration }
+// sessionLostError is Forward's answer while the node's session is lost,
+// or once it has left (left: it will not join again). Its kind is
+// Unavailable (503, gRPC UNAVAILABLE); its RetryIn gives the front ends a
+// Retry-After (actors.RetryAfter).
+type sessionLostError struct {
+	retryAfter time.Duration
+	left       bool
+}
 
 func (e *sessionLostError) Error() string {
+	if e.left {
+		return "this node left the cluster (shutting down), so it forwards no request to other nodes"
+	}
 	return "this node lost its cluster session (etcd unreachable for a lease TTL); rejoining, so it forwards no request to other nodes until then"
 }
 
 // Unwrap makes its kind Unavailable.
 func (e *sessionLostError) Unwrap() error { return servables.ErrUnavailable }
 
-// RetryIn is when a retry may find the node joined again.
+// RetryIn is when a retry may find the node joined again (or, once it
+// left, reach another node).
 func (e *sessionLostError) RetryIn() time.Duration { return e.retryAfter }
 
 // othersServing reports whether another member is live and not draining.

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/etcdtest"
+	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/servables"
 )
 
 // seenBy is how many forwarded requests n's forward server received.
@@ -112,5 +116,41 @@ func TestClusterANodeWhoseSessionIsLostForwardsNothingUntilItRejoins(t *testing.
 	}
 	if n := seenBy(n1) - before; n != 1 {
 		t.Fatalf("n1 received %d requests n2 forwarded once it joined again, want 1", n)
+	}
+}
+
+// TestClusterANodeThatLeftSaysSoWhenAskedToForward: once a node has left
+// (shutting down: its lease revoked, so its session has ended and it will
+// not join again), a request it would forward fails 503 saying it left
+// the cluster, not that it lost its session and is rejoining.
+func TestClusterANodeThatLeftSaysSoWhenAskedToForward(t *testing.T) {
+	srv := etcdtest.Start(t)
+	bucketURL, configure := newBucket(t, "")
+	n1, n2 := startNode(t, srv.Addr, bucketURL, "n1", nil), startNode(t, srv.Addr, bucketURL, "n2", nil)
+	configureWhenJoined(t, []*testNode{n1, n2}, configure)
+	eventually(t, "every model answered by every node", func() error { return everyModelEverywhere([]*testNode{n1, n2}) })
+	var far string // ready only on n1
+	for path := range models {
+		if slices.Contains(held(n1), path) && !slices.Contains(held(n2), path) {
+			far = path
+		}
+	}
+	if far == "" {
+		t.Fatalf("n1 holds %v, n2 %v: want a model on n1 only", held(n1), held(n2))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n2.agent.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n2's session ended", func() error {
+		if !n2.agent.SessionLost() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	_, err := n2.agent.Forward(ctx, forward.Request{ModelPath: far, Caller: auth.Identity{Method: "none"}})
+	if servables.KindOf(err) != servables.Unavailable || !strings.Contains(fmt.Sprint(err), "left the cluster") || strings.Contains(fmt.Sprint(err), "rejoining") {
+		t.Fatalf("n2 asked to forward %s after it left: %v; want Unavailable, saying it left the cluster", far, err)
 	}
 }
