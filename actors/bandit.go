@@ -61,22 +61,12 @@ type banditSaved struct {
 	Releases map[string]banditSavedArm `json:"releases"`
 }
 
-// banditSavedArm is one release's part of banditSaved.
+// banditSavedArm is one release's part of banditSaved: its counts
+// (routing.BanditArm, whose JSON fields it carries) and the release's
+// valid_since when they were saved.
 type banditSavedArm struct {
-	N          float64    `json:"n"`
-	Positives  float64    `json:"positives,omitempty"`
-	Sum        float64    `json:"sum,omitempty"`
-	SumSq      float64    `json:"sum_sq,omitempty"`
-	Seen       banditSeen `json:"seen"`
-	ValidSince time.Time  `json:"valid_since,omitzero"`
-}
-
-// banditSeen is a routing.Cumulative in JSON.
-type banditSeen struct {
-	Count     uint64  `json:"count"`
-	Positives uint64  `json:"positives,omitempty"`
-	Sum       float64 `json:"sum,omitempty"`
-	SumSq     float64 `json:"sum_sq,omitempty"`
+	routing.BanditArm
+	ValidSince time.Time `json:"valid_since,omitzero"`
 }
 
 // newBanditRouter returns the state of contract id's bandit router, not
@@ -171,11 +161,10 @@ func (b *banditRouter) restore(c modelconfig.Contract, st *modelconfig.ContractS
 	}
 	snap := routing.BanditSnapshot{At: saved.At, Arms: make(map[string]routing.BanditArm, len(saved.Releases))}
 	for rv, a := range saved.Releases {
-		seen := routing.Cumulative{Count: a.Seen.Count, Positives: a.Seen.Positives, Sum: a.Seen.Sum, SumSq: a.Seen.SumSq}
 		if !a.ValidSince.Equal(st.Record(c.ID(), rv).ValidSince) {
-			seen = routing.Cumulative{}
+			a.Seen = routing.Cumulative{}
 		}
-		snap.Arms[rv] = routing.BanditArm{N: a.N, Positives: a.Positives, Sum: a.Sum, SumSq: a.SumSq, Seen: seen}
+		snap.Arms[rv] = a.BanditArm
 	}
 	state, err := routing.RestoreBanditState(snap)
 	if err != nil {
@@ -210,9 +199,7 @@ func (b *banditRouter) save(c modelconfig.Contract, shared *sharedState, now tim
 	saved := banditSaved{At: snap.At, Reward: c.Bandit.Reward, Numeric: banditSettings(c).Numeric,
 		Releases: make(map[string]banditSavedArm, len(snap.Arms))}
 	for rv, a := range snap.Arms {
-		saved.Releases[rv] = banditSavedArm{N: a.N, Positives: a.Positives, Sum: a.Sum, SumSq: a.SumSq,
-			Seen:       banditSeen{Count: a.Seen.Count, Positives: a.Seen.Positives, Sum: a.Seen.Sum, SumSq: a.Seen.SumSq},
-			ValidSince: st.Record(c.ID(), rv).ValidSince}
+		saved.Releases[rv] = banditSavedArm{BanditArm: a, ValidSince: st.Record(c.ID(), rv).ValidSince}
 	}
 	data, err := json.Marshal(saved)
 	if err != nil {

@@ -96,8 +96,8 @@ func TestARestoredBanditRouterReadsTheEvaluatorAsItStands(t *testing.T) {
 	was, moved := savedAt.Add(-24*time.Hour), savedAt.Add(time.Hour)
 	saved := func(reward string) json.RawMessage {
 		data, err := json.Marshal(banditSaved{At: savedAt, Reward: reward, Releases: map[string]banditSavedArm{
-			"v1": {N: 4000, Positives: 80, Seen: banditSeen{Count: 100_000, Positives: 2_000}, ValidSince: was},
-			"v2": {N: 4000, Positives: 120, Seen: banditSeen{Count: 100_000, Positives: 3_000}, ValidSince: was},
+			"v1": {BanditArm: routing.BanditArm{N: 4000, Positives: 80, Seen: routing.Cumulative{Count: 100_000, Positives: 2_000}}, ValidSince: was},
+			"v2": {BanditArm: routing.BanditArm{N: 4000, Positives: 120, Seen: routing.Cumulative{Count: 100_000, Positives: 3_000}}, ValidSince: was},
 		}})
 		if err != nil {
 			t.Fatal(err)

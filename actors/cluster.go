@@ -386,10 +386,11 @@ func (s *System) forwardAlone(b *batch) ([]Result, error) {
 	// Unlike the router's forward, the caller's goroutine has the answer
 	// itself: no other goroutine sees b, so the item is not claimed, and
 	// what runUnlogged does for a batch it waits for is done here. An
-	// answer past the caller's deadline is DeadlineExceeded, but for
-	// "model is loading" (a LoadingError: the remote waited within the
-	// deadline for an on-demand model's placement or load), which stays
-	// that answer, 503 / UNAVAILABLE with Retry-After, as on one node; a caller
+	// answer past the caller's deadline is DeadlineExceeded, but for one
+	// that says when to retry (RetryAfter: "model is loading", the remote
+	// having waited within the deadline for an on-demand model's placement
+	// or load, or this node's lost cluster session), which stays that
+	// answer, 503 / UNAVAILABLE with Retry-After, as on one node; a caller
 	// gone returns its context's error, and Stop ErrStopped, at once,
 	// neither counted in the hop's metrics (the router's forward
 	// goroutine, which cannot tell whether anyone still waits, counts

@@ -22,8 +22,10 @@ const ThompsonDraws = 4000
 // the Sum and SumSq (sum of squares) of their rewards. The fields the
 // reward's kind does not use are ignored.
 type Cumulative struct {
-	Count, Positives uint64
-	Sum, SumSq       float64
+	Count     uint64  `json:"count"`
+	Positives uint64  `json:"positives,omitempty"`
+	Sum       float64 `json:"sum,omitempty"`
+	SumSq     float64 `json:"sum_sq,omitempty"`
 }
 
 // BanditSettings are a contract's bandit settings (the "bandit" object of
@@ -154,8 +156,11 @@ type BanditSnapshot struct {
 // reward) or Sum and SumSq of the rewards (numeric), and Seen, the last
 // cumulative reading folded.
 type BanditArm struct {
-	N, Positives, Sum, SumSq float64
-	Seen                     Cumulative
+	N         float64    `json:"n"`
+	Positives float64    `json:"positives,omitempty"`
+	Sum       float64    `json:"sum,omitempty"`
+	SumSq     float64    `json:"sum_sq,omitempty"`
+	Seen      Cumulative `json:"seen"`
 }
 
 // Snapshot returns s's counts as of its last update.
