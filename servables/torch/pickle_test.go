@@ -41,9 +41,11 @@ func loadIn(t *testing.T, file string) string {
 	return inChild(t, loadChildEnv, file)
 }
 
-// withEntry writes a copy of the archive src with the entry whose name
-// ends in suffix replaced by data.
-func withEntry(t *testing.T, src, suffix string, data []byte) string {
+// rewriteArchive writes a copy of the archive src: each entry edit does
+// not write itself (edit reports false) is copied as it is, then extra,
+// if not nil, adds entries. Deflated entries are written at flate's best
+// speed.
+func rewriteArchive(t *testing.T, src string, edit func(zw *zip.Writer, e *zip.File) (bool, error), extra func(zw *zip.Writer) error) string {
 	t.Helper()
 	zr, err := zip.OpenReader(src)
 	if err != nil {
@@ -56,21 +58,18 @@ func withEntry(t *testing.T, src, suffix string, data []byte) string {
 		t.Fatal(err)
 	}
 	zw := zip.NewWriter(f)
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestSpeed) })
 	for _, e := range zr.File {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name, Method: zip.Store})
+		done, err := edit(zw, e)
+		if err == nil && !done {
+			err = zw.Copy(e)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasSuffix(e.Name, suffix) {
-			_, err = w.Write(data)
-		} else {
-			var rc io.ReadCloser
-			if rc, err = e.Open(); err == nil {
-				_, err = io.Copy(w, rc)
-				rc.Close()
-			}
-		}
-		if err != nil {
+	}
+	if extra != nil {
+		if err := extra(zw); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,6 +80,28 @@ func withEntry(t *testing.T, src, suffix string, data []byte) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// withEntry writes a copy of the archive src, every entry stored, with
+// the entry whose name ends in suffix replaced by data.
+func withEntry(t *testing.T, src, suffix string, data []byte) string {
+	t.Helper()
+	return rewriteArchive(t, src, func(zw *zip.Writer, e *zip.File) (bool, error) {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name, Method: zip.Store})
+		if err != nil {
+			return true, err
+		}
+		if strings.HasSuffix(e.Name, suffix) {
+			_, err = w.Write(data)
+			return true, err
+		}
+		rc, err := e.Open()
+		if err == nil {
+			_, err = io.Copy(w, rc)
+			rc.Close()
+		}
+		return true, err
+	}, nil)
 }
 
 // A TorchScript file whose pickles take values their stack does not hold
@@ -116,35 +137,13 @@ func TestAPickleThatUnderflowsItsStackFailsTheLoadWithoutACrash(t *testing.T) {
 // under a name ending in "pkl": libtorch hands them back as bytes and
 // never unpickles them.
 func TestAnExtraFileNamedLikeAPickleDoesNotFailTheLoad(t *testing.T) {
-	zr, err := zip.OpenReader(testdata("add"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	out := filepath.Join(t.TempDir(), "add.pt")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	for _, e := range zr.File {
-		if err := zw.Copy(e); err != nil {
-			t.Fatal(err)
+	out := rewriteArchive(t, testdata("add"), func(*zip.Writer, *zip.File) (bool, error) { return false, nil }, func(zw *zip.Writer) error {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "add/extra/labels.pkl", Method: zip.Store})
+		if err == nil {
+			_, err = w.Write([]byte("labels\ncat\ndog\n"))
 		}
-	}
-	w, err := zw.CreateHeader(&zip.FileHeader{Name: "add/extra/labels.pkl", Method: zip.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write([]byte("labels\ncat\ndog\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	if got := loadIn(t, out); got != "<nil>" {
 		t.Errorf("add.pt with extra/labels.pkl: %s", got)
 	}
@@ -182,40 +181,16 @@ func FuzzCheckPickle(f *testing.F) {
 // name ends in suffix replaced by the deflated bytes of w's output.
 func withDeflatedEntry(t *testing.T, src, suffix string, write func(io.Writer) error) string {
 	t.Helper()
-	zr, err := zip.OpenReader(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	out := filepath.Join(t.TempDir(), filepath.Base(src))
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestSpeed) })
-	for _, e := range zr.File {
+	return rewriteArchive(t, src, func(zw *zip.Writer, e *zip.File) (bool, error) {
 		if !strings.HasSuffix(e.Name, suffix) {
-			if err := zw.Copy(e); err != nil {
-				t.Fatal(err)
-			}
-			continue
+			return false, nil
 		}
 		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name, Method: zip.Deflate})
 		if err == nil {
 			err = write(w)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+		return true, err
+	}, nil)
 }
 
 // run writes n bytes b.
@@ -429,23 +404,9 @@ func TestALargePickleIsCheckedWithoutHoldingItInMemory(t *testing.T) {
 // A pickle whose entry is damaged (its checksum does not match) fails the
 // load as an entry that cannot be read, not as an invalid pickle.
 func TestAPickleEntryThatFailsItsChecksumFailsTheLoadAsUnreadable(t *testing.T) {
-	zr, err := zip.OpenReader(testdata("add"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	out := filepath.Join(t.TempDir(), "add.pt")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	for _, e := range zr.File {
+	out := rewriteArchive(t, testdata("add"), func(zw *zip.Writer, e *zip.File) (bool, error) {
 		if e.Name != "add/constants.pkl" {
-			if err := zw.Copy(e); err != nil {
-				t.Fatal(err)
-			}
-			continue
+			return false, nil
 		}
 		pickle := []byte("\x80\x02).")
 		w, err := zw.CreateRaw(&zip.FileHeader{Name: e.Name, Method: zip.Store, CRC32: 1,
@@ -453,16 +414,8 @@ func TestAPickleEntryThatFailsItsChecksumFailsTheLoadAsUnreadable(t *testing.T) 
 		if err == nil {
 			_, err = w.Write(pickle)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+		return true, err
+	}, nil)
 	if err := checkPickles(out, 0); err == nil || err.Error() != "reading add/constants.pkl: zip: checksum error" {
 		t.Errorf("checkPickles: %v", err)
 	}
