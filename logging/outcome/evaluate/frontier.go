@@ -233,14 +233,7 @@ func heldOpen(ends []partitionEnd, listed map[topicPartition]*partitionListings,
 	var held []heldPartition
 	for _, pe := range ends {
 		t, ok := read[pe.tp]
-		pos := pe.pos
-		if pos < 0 {
-			pos = pe.start // no position: read to its log start
-		}
-		if l := listed[pe.tp]; l != nil && l.empty && l.from == pos && l.end == pe.end {
-			pos = pe.end // nothing to read before the end
-		}
-		if !ok || pos < pe.end || pe.hwm <= pe.end || at.Sub(t) <= after {
+		if !ok || listed[pe.tp].readOffset(pe) < pe.end || pe.hwm <= pe.end || at.Sub(t) <= after {
 			continue
 		}
 		held = append(held, heldPartition{tp: pe.tp, end: pe.end, hwm: pe.hwm, heldFor: at.Sub(t)})
@@ -388,10 +381,7 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 			listed[pe.tp] = l
 		}
 		l.mark(now, pe.hwm)
-		r := pe.pos
-		if r < 0 {
-			r = pe.start
-		}
+		r := pe.offset()
 		// The marks kept are those the offset read needs; what a probe
 		// found holds only until that offset or the end moves.
 		l.trim(r)
@@ -421,9 +411,7 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 					l.since = now // try again after another stall
 				}
 			}
-			if l.empty {
-				r = pe.end
-			}
+			r = l.readOffset(pe)
 		} else {
 			l.since = time.Time{}
 		}
@@ -437,6 +425,25 @@ func readToEnd(listed map[topicPartition]*partitionListings, ends []partitionEnd
 		}
 	}
 	return read
+}
+
+// offset is the offset pe's partition has been read to by the
+// consumer: its position, or its log start when it has none.
+func (pe partitionEnd) offset() int64 {
+	if pe.pos < 0 {
+		return pe.start
+	}
+	return pe.pos
+}
+
+// readOffset is the offset pe's partition counts as read to (l may be
+// nil): pe.offset(), or its last stable offset when a probe found nothing
+// readable from there to it.
+func (l *partitionListings) readOffset(pe partitionEnd) int64 {
+	if r := pe.offset(); l == nil || !l.empty || l.from != r || l.end != pe.end {
+		return r
+	}
+	return pe.end
 }
 
 // probeAfter: see readToEnd (the least stall).
