@@ -131,12 +131,20 @@ func TestFullModelQueueFailsFastWith429(t *testing.T) {
 		took time.Duration
 	}
 	answers := make(chan answer, 8)
-	for range 8 {
-		go func() {
-			start := time.Now()
-			code, resp, _ := g.infer(body)
-			answers <- answer{code, resp, time.Since(start)}
-		}()
+	send := func() {
+		start := time.Now()
+		code, resp, _ := g.infer(body)
+		answers <- answer{code, resp, time.Since(start)}
+	}
+	// The first request runs before the others arrive: a request counts
+	// against the queue until the model actor takes it, so one not taken
+	// yet would leave a single place for the others.
+	go send()
+	g.waitFor("the first request running", 10*time.Second, func() bool {
+		return g.metricValue("grove_model_inflight", `{model="slow/"}`) == 1 && g.metricValue("grove_model_queue_depth", `{model="slow/"}`) == 0
+	})
+	for range 7 {
+		go send()
 	}
 	// A refusal is fast: it comes before the one request running (300 ms)
 	// could have finished and freed a place.
