@@ -578,6 +578,7 @@ func (s *System) lowered(f func()) {
 // the model's load options, as the supervisor does first and a restarted
 // model actor again, at a lower CPU priority (lowered; at normal priority
 // for a runtime that starts the model's own threads: servables.ThreadStarter),
+// either way with a spare P for its cgo calls (lowprio.WithSpareP),
 // and gives it its signature: the runtime's, with the
 // declared one applied (a declaration that does not fit the model fails
 // the load). It returns the runtime's name.
@@ -590,7 +591,7 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	var sv servables.Servable
 	load := func() { sv, err = rt.Load(ctx, local.Dir, local.Files, opts) }
 	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {
-		load()
+		lowprio.WithSpareP(load)
 	} else {
 		s.lowered(load)
 	}

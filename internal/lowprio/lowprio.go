@@ -24,8 +24,10 @@
 // While the function runs Go code, its thread holds one of Go's Ps; when
 // the kernel gives the core to a thread of higher priority, that P waits
 // with it (as does a stop-the-world, until the thread reaches a safe
-// point). In cgo calls, which are most of a model load, the thread holds
-// no P that the scheduler cannot take back, so the work meant to run here
+// point). In a cgo call, which is most of a model load, the thread keeps
+// its P until Go's system monitor takes it back, up to about 10 ms on a
+// busy process; so Run lends Go one more P while f runs (WithSpareP), and
+// the serving goroutines keep all of theirs. The work meant to run here
 // is the cgo part, with little Go code around it.
 package lowprio
 
@@ -47,13 +49,17 @@ const Nice = 5
 var ErrUnsupported = errors.New("lowprio: thread priorities are not supported on this system")
 
 // Run runs f on an OS thread of its own at nice value nice (or at the
-// process's own nice value, if that is higher), and returns when f does. A
+// process's own nice value, if that is higher), with a spare P
+// (WithSpareP), and returns when f does. A
 // panic in f is raised again in the caller. The error, if any, says that
 // the priority could not be set: f ran all the same, at normal priority.
 func Run(nice int, f func()) error {
 	done := make(chan result, 1)
-	go runLowered(nice, f, done)
-	r := <-done
+	var r result
+	WithSpareP(func() {
+		go runLowered(nice, f, done)
+		r = <-done
+	})
 	if !r.ok {
 		panic(r.panic)
 	}
