@@ -26,8 +26,9 @@ var spare struct {
 // call (a runtime loading a model), and returns when f does. Calls that
 // overlap share the one spare P. The setting comes back when the last
 // one returns, the runtime's default as its default (which follows the
-// CPU limit: runtime.SetDefaultGOMAXPROCS). Each change is a
-// stop-the-world of a few microseconds.
+// CPU limit: runtime.SetDefaultGOMAXPROCS), unless GOMAXPROCS was set
+// meanwhile (the DeepRec processor's initialize), which then stays. Each
+// change is a stop-the-world of a few microseconds.
 //
 // f's own Go code runs on the spare P as any goroutine would: f should
 // be mostly cgo calls.
@@ -44,6 +45,9 @@ func WithSpareP(f func()) {
 		defer spare.mu.Unlock()
 		if spare.running--; spare.running > 0 {
 			return
+		}
+		if runtime.GOMAXPROCS(0) != spare.base+1 {
+			return // set meanwhile by someone else, whose setting stays
 		}
 		// The default comes back as the default, following the CPU limit
 		// (or the GOMAXPROCS environment variable) again; a value set by

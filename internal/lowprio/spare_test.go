@@ -117,3 +117,13 @@ func TestRunLendsASpareP(t *testing.T) {
 		t.Errorf("GOMAXPROCS after Run = %d, want 2", got)
 	}
 }
+
+func TestWithSparePKeepsASettingMadeWhileFRan(t *testing.T) {
+	keepProcs(t)
+	t.Setenv("GOMAXPROCS", "2")
+	runtime.GOMAXPROCS(2)
+	WithSpareP(func() { runtime.GOMAXPROCS(5) })
+	if got := runtime.GOMAXPROCS(0); got != 5 {
+		t.Errorf("GOMAXPROCS after f set it to 5 = %d, want 5", got)
+	}
+}
