@@ -279,10 +279,12 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // peers would refuse the call as no member's, each after a read of etcd.
 // The request fails at once Unavailable, with a retry-after of Retry
 // (sessionLostError); models ready here still serve here. So it does once
-// the node has left (Leave: shutting down), saying so.
+// the node has left (Leave: shutting down), saying so, and so does a
+// request already waiting for a placement when the session ends, unless
+// the table places its model here.
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	if a.sessionLost() {
-		return forward.Answer{}, &sessionLostError{retryAfter: a.cfg.Retry, left: a.left.Load()}
+		return forward.Answer{}, a.lostSessionErr()
 	}
 	od := a.onDemandPaths()[req.ModelPath]
 	v := a.ready.Load()
@@ -314,6 +316,13 @@ func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answe
 // (actors.LoadingError). A shadow copy with a start-by waits only until
 // then, as a copy waits to start: its calls still run under ctx, whose
 // deadline leaves room for the run.
+//
+// When the node's session ends (its lease lost, or the node left), the
+// request stops waiting at once with Forward's sessionLostError: the node
+// can forward it to no peer, and no controller places for it until it
+// joins again. A model the table places here still runs here: a node
+// whose session is lost keeps serving what it holds, so the load it was
+// given goes on, and a call already parked on that load is left to end.
 func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.Answer, error) {
 	path := a.markWaiting(req.ModelPath, 1)
 	defer a.markWaiting(path, -1)
@@ -327,16 +336,34 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 	defer poll.Stop()
 	var last error
 	for {
+		// lost is closed when the session this attempt runs in ends (nil
+		// before the node first joined, or once it has ended).
+		var lost <-chan struct{}
+		ended := false
+		if n := a.node.Load(); n != nil {
+			select {
+			case <-n.Done():
+				ended = true
+			default:
+				lost = n.Done()
+			}
+		}
 		v := a.ready.Load()
 		changed := a.tableChanged.Load()
+		listed := a.table.Load().Table[path]
+		here := slices.Contains(listed, a.cfg.Name)
+		if ended && !here {
+			a.log.Debug("request waiting for its on-demand model's placement ends: this node's cluster session ended", "model", path, "last_err", last)
+			return forward.Answer{}, a.lostSessionErr()
+		}
 		var ans forward.Answer
 		var err error
 		tried, toReady := true, false
-		switch listed := a.table.Load().Table[path]; {
-		case len(v.peers[path]) > 0:
+		switch {
+		case len(v.peers[path]) > 0 && !ended:
 			toReady = true
 			ans, err = a.cfg.Forward.Forward(ctx, v.peers[path], req)
-		case slices.Contains(listed, a.cfg.Name):
+		case here:
 			if sys := a.sys.Load(); sys != nil {
 				ans, err = sys.Predict(ctx, forward.ForwardedRequest{Request: req})
 			}
@@ -364,6 +391,7 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		case <-v.changed:
 		case <-*changed:
 		case <-poll.C:
+		case <-lost:
 		}
 	}
 }
@@ -955,6 +983,12 @@ func (a *Agent) isMember() bool {
 // since (it has not joined again yet).
 func (a *Agent) sessionLost() bool {
 	return a.node.Load() != nil && !a.isMember()
+}
+
+// lostSessionErr is Forward's answer while the node's session is lost
+// or once it has left.
+func (a *Agent) lostSessionErr() error {
+	return &sessionLostError{retryAfter: a.cfg.Retry, left: a.left.Load()}
 }
 
 // sessionLostError is Forward's answer while the node's session is lost,
