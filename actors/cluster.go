@@ -450,6 +450,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	rs := r.remoteShadowsOf(target.ModelPath)
 	if !rs.enter(r.queueLimit) {
 		r.metrics.shadowDropped.WithLabelValues(target.ModelPath, "overloaded").Inc()
+		rs.drop(r.describedContent(target.ModelPath))
 		return
 	}
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
@@ -491,6 +492,18 @@ func (r *routerActor) remoteShadowsOf(path string) *remoteShadows {
 	return rs
 }
 
+// describedContent is the key (remoteContentID) of the content the
+// cluster's records describe for path, which another node serves; 0 when
+// they describe none. The comparison windows and the stats key a remote
+// challenger's figures on it (servedBy): an answer from another content
+// is a straggler's (remoteContent).
+func (r *routerActor) describedContent(path string) int64 {
+	if on, ok := r.servedBy(nil, path); ok {
+		return on.id
+	}
+	return 0
+}
+
 // forgetRemoteShadows drops the counters of the challenger paths no
 // contract shadows any more (a servable with a shadow setting), once no
 // copy of theirs is in flight, so that challengers rotated over months
@@ -517,7 +530,7 @@ func (r *routerActor) forgetRemoteShadows() {
 		case rs.inflight.Load() == 0: // only the router enters: it stays 0
 			delete(r.remoteShadow, path)
 		default:
-			rs.dropped.Store(0)
+			rs.dropped = 0
 		}
 	}
 }

@@ -878,3 +878,42 @@ func TestARemovedRemoteChallengerLeavesNoCountersAndStartsAgainFromZero(t *testi
 		}
 	})
 }
+
+// A challenger on another node whose content there is replaced (a new
+// checksum) counts its shadow_dropped from zero again, as one on this
+// node does and as its comparison does: the copies dropped while the old
+// content served are not the new content's.
+func TestARemoteChallengersShadowDroppedStartsFromZeroWhenItsContentIsReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release, calls := make(chan struct{}), &atomic.Int64{}
+		a, b := shadowedCluster(t, nil, func(_ *world, o *Options) {
+			o.QueueSize = 8 // room for 2 shadow copies in flight per challenger
+			o.Remote = heldRemote{Remote: o.Remote, release: release, calls: calls}
+		})
+		defer b.stop()
+		defer a.stop()
+		defer close(release)
+		for range 3 {
+			scoreShadowed(t, a)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
+			t.Fatalf("v2 shadow_dropped %d, want 1 (2 copies held in flight)", v2.ShadowDropped)
+		}
+
+		sum2 := b.putModel("r/", version(2))
+		b.setConfig(configJSON(entry("r/", sum2, "")))
+		if info, ok := b.sys.ModelInfo("r/"); !ok || info.Checksum != sum2 {
+			t.Fatalf("node b serves r/ as %+v (%v), want checksum %s", info, ok, sum2)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 0 {
+			t.Errorf("v2 shadow_dropped %d once node b serves a new content, want 0", v2.ShadowDropped)
+		}
+		scoreShadowed(t, a) // the 2 copies sent before the update are still in flight
+		if n := calls.Load(); n != 2 {
+			t.Fatalf("%d copies forwarded, want the 2 held ones", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
+			t.Errorf("v2 shadow_dropped %d, want the copy dropped since the update (1)", v2.ShadowDropped)
+		}
+	})
+}

@@ -388,7 +388,8 @@ type ServableStats struct {
 	// ShadowDropped those dropped because its model was overloaded or the
 	// low-priority shadow worker was busy (for a model served by another
 	// cluster node: because its copies in flight there were at their
-	// bound, since a contract last started shadowing it here).
+	// bound, while the content the cluster describes for it now served it,
+	// since a contract last started shadowing it here).
 	Served           int64 `json:"served"`
 	ShadowExecutions int64 `json:"shadow_executions"`
 	ShadowDropped    int64 `json:"shadow_dropped"`
@@ -489,7 +490,7 @@ func (r *routerActor) stats(id string, now time.Time) ([]ServableStats, []compar
 			st.LoadedAt, st.ShadowExecutions = timePtr(c.loadedAt), c.shadowed.Load()
 			st.ShadowDropped = c.shadowDropped.Load()
 		} else if rs := r.remoteShadow[sv.ModelPath]; rs != nil {
-			st.ShadowDropped = rs.dropped.Load()
+			st.ShadowDropped = rs.droppedOf(r.describedContent(sv.ModelPath))
 		}
 		if on, ok := r.servedBy(routes, sv.ModelPath); ok {
 			if on.local == nil {

@@ -88,10 +88,10 @@
 //	                                         its micro-batches (a
 //	                                         forwarded copy: its
 //	                                         forward goroutine)
-//	shadow copies in flight to other       the router (shadowRemote,   the map: the router's alone (stats reads it
-//	  nodes and dropped, by challenger       forgetRemoteShadows) and    there); the counts: atomics
-//	  path (remoteShadows)                   the copy's forward
-//	                                         goroutine (leave)
+//	shadow copies in flight to other       the router (shadowRemote,   the map and the dropped counts (with the
+//	  nodes and dropped, by challenger       forgetRemoteShadows) and    remote content they count for): the router's
+//	  path (remoteShadows)                   the copy's forward          alone (stats reads them there); in flight:
+//	                                         goroutine (leave)           an atomic
 //	champion answer to compare with        the champion's done         championAnswer.mu (the shadow copies that
 //	  (championAnswer)                       callback (stores only)      compare with it; shadow.go)
 //	comparison windows (compareWindows,    the router makes them; the  compareWindows.mu (ContractStats and the

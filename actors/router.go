@@ -295,10 +295,10 @@ type routerActor struct {
 	// background runs the forward calls (System.background).
 	background func(job func(ctx context.Context))
 	// remoteShadow counts the shadow copies sent to other nodes, by
-	// challenger path (shadowRemote): the map is the router's, the
-	// counters atomics their forward goroutines give places back to; a
-	// path no contract shadows goes once its copies have ended
-	// (forgetRemoteShadows).
+	// challenger path (shadowRemote): the map and the dropped counts are
+	// the router's, the in-flight counts atomics their forward goroutines
+	// give places back to; a path no contract shadows goes once its
+	// copies have ended (forgetRemoteShadows).
 	remoteShadow map[string]*remoteShadows
 	// outcomes gives the releases' outcome figures; nil: none.
 	outcomes OutcomeSource

@@ -42,22 +42,46 @@ func shadowRoom(queueLimit int) int64 { return int64(max(queueLimit/shadowQueueS
 // remoteShadows counts the shadow copies of one challenger path that this
 // node sends to other cluster nodes: inflight, those whose forward call
 // has not ended (each holds a goroutine and the request's inputs), and
-// dropped, those not sent because inflight was at its bound. The router
-// makes them and enters; a copy's forward goroutine leaves.
-type remoteShadows struct{ inflight, dropped atomic.Int64 }
+// dropped, those not sent because inflight was at its bound while the
+// content the cluster describes for the path was content
+// (remoteContentID of its checksum; 0: none described). The router makes
+// them, enters and drops; a copy's forward goroutine leaves. dropped and
+// content are the router's alone.
+type remoteShadows struct {
+	inflight atomic.Int64
+	dropped  int64
+	content  int64
+}
 
 // enter takes a place for one copy in flight, within the room a local
 // challenger's shadow work gets under queueLimit (shadowRoom; 0 or less:
-// no limit), or reports false, counting the copy dropped. Call leave when
-// the copy's call has ended and its answer was handed on (compared and
-// logged, or left to the champion's answer to compare with).
+// no limit), or reports false: the caller then drops the copy. Call
+// leave when the copy's call has ended and its answer was handed on
+// (compared and logged, or left to the champion's answer to compare with).
 func (rs *remoteShadows) enter(queueLimit int) bool {
 	if n := rs.inflight.Add(1); queueLimit > 0 && n > shadowRoom(queueLimit) {
 		rs.inflight.Add(-1)
-		rs.dropped.Add(1)
 		return false
 	}
 	return true
+}
+
+// drop counts a copy dropped while content served the path: the count
+// starts again from zero when content is not the one it counted for, as a
+// local challenger's does when its content is replaced.
+func (rs *remoteShadows) drop(content int64) {
+	if content != rs.content {
+		rs.content, rs.dropped = content, 0
+	}
+	rs.dropped++
+}
+
+// droppedOf is the count of copies dropped while content served the path.
+func (rs *remoteShadows) droppedOf(content int64) int64 {
+	if content != rs.content {
+		return 0
+	}
+	return rs.dropped
 }
 
 // leave gives back the place of a copy whose call has ended.
