@@ -116,6 +116,16 @@
 //	                                                                     (System.forwardAlone), never the router;
 //	                                                                     both forward through ways.toNode
 //
+// A restarted supervisor (protoactor restarts it after a panic) starts
+// from an empty planner, with only what the System keeps for it (the disk
+// cache, the cluster share). The stuck warm-ups (lifecycle.StuckWarmUp)
+// in the planner it loses are lost with no harm: protoactor starts the
+// new incarnation only once every child of the old one, every model
+// actor, has terminated, and a model actor stuck in a warm-up's forward
+// call terminates only once that call returns, so the new incarnation
+// cannot load the content again beside a stuck copy. Until then the
+// supervisor takes no message.
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

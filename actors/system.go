@@ -658,7 +658,8 @@ func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 // content's files are deleted and its memory freed after all of them
 // have stopped (supervisorActor.ended). The error of a warm-up that
 // timed out so is a *warmUpTimeout: the planner loads the same content
-// again only once that call has returned (lifecycle.StuckWarmUp).
+// again only once that call has returned (lifecycle.StuckWarmUp), also
+// across a supervisor restart, which waits for it (actors/doc.go).
 func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) (err error) {
 	bound := s.opts.WarmUpTimeout
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, &warmUpTimeout{path: meta.Path, bound: bound})

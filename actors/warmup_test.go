@@ -427,3 +427,79 @@ func TestANewChecksumLoadsWhileAWarmUpOfTheOldOneIsStuck(t *testing.T) {
 		})
 	}
 }
+
+// crashingBucket is a bucket whose String, which the supervisor calls as
+// it publishes a status snapshot, panics once after crash is set: the
+// supervisor actor then fails and protoactor restarts it.
+type crashingBucket struct {
+	*memBucket
+	crash atomic.Bool
+}
+
+func (b *crashingBucket) String() string {
+	if b.crash.CompareAndSwap(true, false) {
+		panic("test: the supervisor crashes")
+	}
+	return b.memBucket.String()
+}
+
+// A supervisor that crashes while the forward call of a timed-out
+// warm-up is stuck does not load that content again until the call has
+// returned (the restart waits for it, actors/doc.go): a model whose every
+// warm-up hangs keeps one stuck copy across the restart, and loads again
+// once the call returns.
+func TestAStuckWarmUpHoldsItsContentBackAcrossASupervisorRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tweak, release, hung := hangWarmUps(2500 * time.Millisecond)
+		var cb *crashingBucket
+		w := newWorld(t, configJSON(entry("a/", "", warmUpOf5)), map[string]faultySpec{"a/": version(1)}, tweak, func(w *world, o *Options) {
+			cb = &crashingBucket{memBucket: w.b}
+			o.Bucket = cb
+		})
+		defer w.stop()
+		defer release()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		if m := w.model("a/"); m.State != StateFailed || m.StuckWarmUps != 1 {
+			t.Fatalf("at warmup_timeout: %+v, want failed with one stuck warm-up", m)
+		}
+
+		restarts := make(chan actor.Directive, 4)
+		sub := w.sys.as.EventStream.Subscribe(func(ev any) {
+			if se, ok := ev.(*actor.SupervisorEvent); ok && se.Child.Id == supervisorName {
+				restarts <- se.Directive
+			}
+		})
+		defer w.sys.as.EventStream.Unsubscribe(sub)
+		cb.crash.Store(true)
+		w.settle()     // a poll: the status changes
+		w.sys.Status() // its snapshot crashes the supervisor
+		synctest.Wait()
+		select {
+		case d := <-restarts:
+			if d != actor.RestartDirective {
+				t.Fatalf("the supervisor crashed and was given %v, want a restart", d)
+			}
+		default:
+			t.Fatal("the supervisor did not crash")
+		}
+		for range 10 { // ten polls
+			w.settle()
+		}
+		if l, h := w.rt.loaded.Load(), hung.Load(); l != 1 || h != 1 {
+			t.Fatalf("ten polls after the supervisor crashed: %d servables loaded, %d forward calls stuck; want 1 and 1", l, h)
+		}
+
+		release()
+		w.settle()
+		if l := w.rt.loaded.Load(); l != 2 {
+			t.Fatalf("once the stuck call returned: %d servables loaded, want the stuck one and a new load", l)
+		}
+		if m := w.model("a/"); m.State != StateReady || m.LastError != "" {
+			t.Fatalf("once the stuck call returned: %+v", m)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Outputs[0].Float32s()[0] != 3 {
+			t.Fatalf("after the retry: %+v", res)
+		}
+	})
+}
