@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -98,9 +99,17 @@ func tensorMetadata(t servables.TensorSpec) *oippb.ModelMetadataResponse_TensorM
 	return &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: dt, Shape: shape}
 }
 
-// ModelInfer runs one inference request (infer).
+// ModelInfer runs one inference request (infer). A failure REST answers
+// with Retry-After (a full queue, a model that is loading) carries the
+// same wait in the grpc-retry-pushback-ms trailer (gRFC A6), which a
+// grpc-go client with a retry policy waits before it retries.
 func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
-	return o.infer(ctx, req)
+	return o.infer(ctx, req, func(err error) error {
+		if s, ok := retryAfter(err); ok {
+			grpcserver.SetRetryPushback(ctx, time.Duration(s)*time.Second)
+		}
+		return grpcError(err)
+	})
 }
 
 // infer runs one inference request of ModelInfer or ModelStreamInfer.
@@ -108,11 +117,13 @@ func (o *grpcService) ModelInfer(ctx context.Context, req *oippb.ModelInferReque
 // or from the typed contents; outputs go back in raw_output_contents,
 // filtered and ordered by the requested outputs if any. Triton's
 // shared-memory and classification parameters are refused as REST refuses
-// them. The error is a gRPC status.
-func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+// them. The error is a gRPC status; failed makes it for an unknown model
+// and a failure of the run (ModelInfer's also sets the retry pushback
+// trailer; a stream's is grpcError, as its answers are messages).
+func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest, failed func(error) error) (*oippb.ModelInferResponse, error) {
 	mv, err := o.resolve(req.GetModelName(), req.GetModelVersion())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, failed(err)
 	}
 	if err := refuseExtensionParameters(req); err != nil {
 		return nil, grpcstatus.Error(codes.InvalidArgument, err.Error())
@@ -150,7 +161,7 @@ func (o *grpcService) infer(ctx context.Context, req *oippb.ModelInferRequest) (
 		err = res[0].Err
 	}
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, failed(err)
 	}
 	outputs, err := SelectOutputs(mv.Name, res[0].Outputs, requested)
 	if err != nil {

@@ -80,7 +80,7 @@ const ParamFinalResponse = "triton_final_response"
 // triton_final_response true, as Triton's answers for a model that is not
 // decoupled do.
 func (o *grpcService) streamAnswer(ctx context.Context, req *oippb.ModelInferRequest) *oippb.ModelStreamInferResponse {
-	resp, err := o.infer(ctx, req)
+	resp, err := o.infer(ctx, req, grpcError)
 	out := &oippb.ModelStreamInferResponse{InferResponse: resp}
 	if err != nil {
 		out.ErrorMessage = grpcstatus.Convert(err).Message()

@@ -74,16 +74,27 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 // fail answers err with its kind's status (Retry-After for a full queue,
-// and for a model that is loading: when it should be loaded).
+// and for a model that is loading: when it should be loaded; retryAfter).
 func fail(w http.ResponseWriter, err error) {
-	k := servables.KindOf(err)
-	if k == servables.Overloaded {
-		w.Header().Set("Retry-After", "1")
-	}
-	if s, ok := actors.RetryAfter(err); ok {
+	if s, ok := retryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
-	writeError(w, statusOf(k).http, errorText(err))
+	writeError(w, statusOf(servables.KindOf(err)).http, errorText(err))
+}
+
+// retryAfter is, for a failure that says when to retry, the whole seconds
+// the caller should wait: when the model should be loaded for one that is
+// loading (or its node back in its cluster: actors.RetryAfter), 1 for a
+// full queue; false for any other. REST answers it as Retry-After, gRPC
+// as the grpc-retry-pushback-ms trailer.
+func retryAfter(err error) (int, bool) {
+	if s, ok := actors.RetryAfter(err); ok {
+		return s, true
+	}
+	if servables.KindOf(err) == servables.Overloaded {
+		return 1, true
+	}
+	return 0, false
 }
 
 // failBody answers a body that could not be read with its status, and a

@@ -7,8 +7,9 @@
 // by pings, a handshake deadline, concurrent streams, the received
 // message limit gRPC enforces while it reads and decompresses, and
 // per-method limits below it; and h2guard's, which closes a connection
-// whose client resets streams without pause), and the gzip and deflate
-// message encodings every service accepts (compress.go). Protocol
+// whose client resets streams without pause), the gzip and deflate
+// message encodings every service accepts (compress.go), and the trailer
+// that tells a client when to retry a failed call (pushback.go). Protocol
 // packages register their services on it with Register, declaring the
 // role each method needs (auth.go); the server declares those of health
 // and reflection.
