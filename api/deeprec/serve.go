@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/status"
 
@@ -55,16 +56,29 @@ type rest struct {
 }
 
 // fail answers err as text with its status (Retry-After for a full
-// queue, and for a model that is loading: when it should be loaded).
+// queue, and for a model that is loading: when it should be loaded;
+// retryAfter).
 func fail(w http.ResponseWriter, err error) {
-	code, _ := StatusOf(err)
-	if code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	if s, ok := actors.RetryAfter(err); ok {
+	if s, ok := retryAfter(err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
+	code, _ := StatusOf(err)
 	http.Error(w, ErrorText(err), code)
+}
+
+// retryAfter is, for a failure that says when to retry, the whole seconds
+// the caller should wait: when the model should be loaded for one that is
+// loading (or its node back in its cluster: actors.RetryAfter), 1 for any
+// other 503 (a full queue, a stopping server); false for any other. REST
+// answers it as Retry-After, gRPC as the grpc-retry-pushback-ms trailer.
+func retryAfter(err error) (int, bool) {
+	if s, ok := actors.RetryAfter(err); ok {
+		return s, true
+	}
+	if code, _ := StatusOf(err); code == http.StatusServiceUnavailable {
+		return 1, true
+	}
+	return 0, false
 }
 
 // predict serves POST /api/predict/{model}. The body is a serialized
@@ -130,10 +144,16 @@ var _ deeprecpb.ProcessorServer = (*service)(nil)
 
 // Predict runs the request on the model at model_path (Predict, the
 // package function); the call's deadline bounds it. Failures are
-// StatusOf's code with ErrorText's message.
+// StatusOf's code with ErrorText's message; those REST answers with
+// Retry-After carry the same wait in the grpc-retry-pushback-ms trailer
+// (gRFC A6), which a grpc-go client with a retry policy waits before it
+// retries.
 func (s *service) Predict(ctx context.Context, req *deeprecpb.ProcessorPredictRequest) (*deeprecpb.PredictResponse, error) {
 	resp, err := Predict(ctx, s.b, req.GetModelPath(), req.GetRequest(), Call{API: APIGRPC, RequestID: grpcserver.RequestID(ctx)})
 	if err != nil {
+		if secs, ok := retryAfter(err); ok {
+			grpcserver.SetRetryPushback(ctx, time.Duration(secs)*time.Second)
+		}
 		_, code := StatusOf(err)
 		return nil, status.Error(code, ErrorText(err))
 	}
