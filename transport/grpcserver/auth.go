@@ -121,7 +121,8 @@ func tapAuth(a Authenticator, roles map[string]auth.Role) tap.ServerInHandle {
 // countInFlight counts each call of an identified caller (tapAuth put its
 // identity in the context) among its calls in flight while its handler
 // runs, and refuses one past auth.max_inflight_per_identity with
-// RESOURCE_EXHAUSTED, as the request limit does, before the handler runs.
+// RESOURCE_EXHAUSTED, as the request limit does, before the handler runs,
+// with a retry pushback of 1 s (REST's Retry-After: 1).
 // A stream counts as one call for as long as it is open. It counts in an
 // interceptor, not in tapAuth: an interceptor's end is the call's, while
 // a call refused after the tap (its message too large, its method
@@ -136,6 +137,7 @@ func (c countInFlight) begin(ctx context.Context) (auth.InFlight, error) {
 	}
 	f, err := c.a.Begin(id)
 	if err != nil {
+		SetRetryPushback(ctx, time.Second)
 		return auth.InFlight{}, status.Errorf(codes.ResourceExhausted, "%s; retry after 1 s", err.Error())
 	}
 	return f, nil

@@ -2,7 +2,12 @@ package grpcserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,4 +58,56 @@ func TestSetRetryPushbackSetsTheTrailerInMilliseconds(t *testing.T) {
 
 func TestSetRetryPushbackOutsideAServerCallSetsNothing(t *testing.T) {
 	SetRetryPushback(t.Context(), time.Second) // no server call: no panic, no effect
+}
+
+func TestACallOverTheInFlightLimitCarriesARetryPushbackOfOneSecond(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	h := sha256.Sum256([]byte("t-infer"))
+	if err := os.WriteFile(path, []byte("tokens:\n  - {name: bidder, sha256: "+hex.EncodeToString(h[:])+", roles: [infer]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{TokensFile: path, MaxInFlight: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Auth: a})
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.Register(&grpc.ServiceDesc{ServiceName: "test.Held", HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Hold",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+				in := new(emptypb.Empty)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return intercept(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/test.Held/Hold"}, func(context.Context, any) (any, error) {
+					close(entered)
+					<-release
+					return new(emptypb.Empty), nil
+				})
+			}}},
+		Streams: []grpc.StreamDesc{{StreamName: "Stream", ClientStreams: true, ServerStreams: true,
+			Handler: func(any, grpc.ServerStream) error { return nil }}}},
+		struct{}{}, map[string]auth.Role{"Hold": auth.RoleInfer, "Stream": auth.RoleInfer})
+	conn := dial(t, s)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer t-infer")
+	held := make(chan error, 1)
+	go func() { held <- conn.Invoke(ctx, "/test.Held/Hold", new(emptypb.Empty), new(emptypb.Empty)) }()
+	<-entered
+
+	var tr metadata.MD
+	err = conn.Invoke(ctx, "/test.Held/Hold", new(emptypb.Empty), new(emptypb.Empty), grpc.Trailer(&tr))
+	if status.Code(err) != codes.ResourceExhausted || fmt.Sprint(tr.Get(RetryPushbackKey)) != "[1000]" {
+		t.Errorf("unary call over the limit: %v, trailer %v; want RESOURCE_EXHAUSTED with %s 1000", err, tr, RetryPushbackKey)
+	}
+	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/test.Held/Stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(new(emptypb.Empty)); status.Code(err) != codes.ResourceExhausted || fmt.Sprint(st.Trailer().Get(RetryPushbackKey)) != "[1000]" {
+		t.Errorf("stream over the limit: %v, trailer %v; want RESOURCE_EXHAUSTED with %s 1000", err, st.Trailer(), RetryPushbackKey)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Errorf("the call within the limit: %v", err)
+	}
 }
