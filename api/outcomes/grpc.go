@@ -10,6 +10,7 @@ import (
 
 	"github.com/groveml/grove/api/outcomes/outcomespb"
 	"github.com/groveml/grove/logging/outcome"
+	"github.com/groveml/grove/transport/grpcserver"
 )
 
 // service is grove.v1.Outcomes.
@@ -38,9 +39,11 @@ const MaxStreamErrors = 10000
 // grove.v1.Outcome among them). A stream of no outcome, or of none
 // valid, ends INVALID_ARGUMENT naming the first errors; one whose valid
 // outcomes all failed to be stored ends UNAVAILABLE; with Kafka off,
-// every stream ends UNAVAILABLE.
+// every stream ends UNAVAILABLE. An UNAVAILABLE stream carries REST's
+// Retry-After wait in its grpc-retry-pushback-ms trailer (gRFC A6).
 func (s *service) Report(stream outcomespb.Outcomes_ReportServer) error {
 	if s.opts.Sink == nil {
+		grpcserver.SetRetryPushback(stream.Context(), kafkaOffRetry)
 		return status.Error(codes.Unavailable, kafkaOff)
 	}
 	ctx := stream.Context()
@@ -77,6 +80,7 @@ func (s *service) Report(stream outcomespb.Outcomes_ReportServer) error {
 	case b.checked == 0:
 		return status.Errorf(codes.InvalidArgument, "no valid outcome: %s", summary(resp))
 	case resp.Accepted == 0:
+		grpcserver.SetRetryPushback(ctx, notStoredRetry)
 		return status.Errorf(codes.Unavailable, "no outcome stored: %s", summary(resp))
 	}
 	return stream.SendAndClose(resp)

@@ -75,6 +75,14 @@ func Register(h *httpserver.Server, g grpcserver.Registrar, opts Options) {
 // kafkaOff is the answer to every call when there is no Sink.
 const kafkaOff = "outcomes are produced to Kafka, which is off: set kafka.brokers (--kafka-brokers) or kafka.embedded (--kafka-embedded)"
 
+// The waits a caller is told (REST's Retry-After, gRPC's retry pushback)
+// before it sends again outcomes refused because Kafka is off, or because
+// none could be stored.
+const (
+	kafkaOffRetry  = time.Minute
+	notStoredRetry = time.Second
+)
+
 // batch is the outcomes of one call being reported: the valid ones, and
 // the answer so far.
 type batch struct {

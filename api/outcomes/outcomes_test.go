@@ -138,18 +138,26 @@ func (f *fixture) post(t *testing.T, token, contentType, body string) (int, answ
 // report streams outcomes to Report as token's caller.
 func (f *fixture) report(t *testing.T, token string, outcomes ...*grovepb.Outcome) (*outcomespb.ReportResponse, error) {
 	t.Helper()
+	resp, _, err := f.reportTrailer(t, token, outcomes...)
+	return resp, err
+}
+
+// reportTrailer is report with the trailer the stream ended with.
+func (f *fixture) reportTrailer(t *testing.T, token string, outcomes ...*grovepb.Outcome) (*outcomespb.ReportResponse, metadata.MD, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token), 10*time.Second)
 	defer cancel()
 	stream, err := f.client.Report(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, o := range outcomes {
 		if err := stream.Send(o); err != nil {
 			break // the server ended the stream: CloseAndRecv says why
 		}
 	}
-	return stream.CloseAndRecv()
+	resp, err := stream.CloseAndRecv()
+	return resp, stream.Trailer(), err
 }
 
 // records reads every record of the outcome topic, waiting for n.
@@ -324,9 +332,12 @@ func TestOutcomesNotStoredAreErrorsNotAccepted(t *testing.T) {
 		a.Errors[0].Error != "not stored: broker unreachable" {
 		t.Errorf("answer %d %s, want 503 with outcome 0 not stored", code, raw)
 	}
-	_, err := f.report(t, tokens[auth.RoleFeedback], &grovepb.Outcome{OutcomeId: "a", RequestId: "r", Labels: map[string]float64{"click": 1}})
+	_, tr, err := f.reportTrailer(t, tokens[auth.RoleFeedback], &grovepb.Outcome{OutcomeId: "a", RequestId: "r", Labels: map[string]float64{"click": 1}})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not stored: broker unreachable") {
 		t.Errorf("Report: %v, want UNAVAILABLE", err)
+	}
+	if got := tr.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != "[1000]" {
+		t.Errorf("Report: grpc-retry-pushback-ms %q, want REST's Retry-After, 1000", got)
 	}
 }
 
@@ -335,8 +346,12 @@ func TestWithKafkaOffEveryCallSaysSo(t *testing.T) {
 	if code, _, raw := f.post(t, tokens[auth.RoleFeedback], "", `[]`); code != http.StatusServiceUnavailable || !strings.Contains(raw, "kafka.brokers") {
 		t.Errorf("POST: %d %s, want 503 naming the settings", code, raw)
 	}
-	if _, err := f.report(t, tokens[auth.RoleFeedback], &grovepb.Outcome{}); status.Code(err) != codes.Unavailable {
+	_, tr, err := f.reportTrailer(t, tokens[auth.RoleFeedback], &grovepb.Outcome{})
+	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Report: %v, want UNAVAILABLE", err)
+	}
+	if got := tr.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != "[60000]" {
+		t.Errorf("Report: grpc-retry-pushback-ms %q, want REST's Retry-After, 60000", got)
 	}
 }
 

@@ -39,7 +39,7 @@ type answerError struct {
 // the wait for the broker.
 func (r *rest) report(w http.ResponseWriter, req *http.Request) {
 	if r.opts.Sink == nil {
-		w.Header().Set("Retry-After", "60")
+		w.Header().Set("Retry-After", strconv.Itoa(int(kafkaOffRetry.Seconds())))
 		httpserver.JSONError(w, req, http.StatusServiceUnavailable, kafkaOff)
 		return
 	}
@@ -89,7 +89,7 @@ func (r *rest) report(w http.ResponseWriter, req *http.Request) {
 		code = http.StatusBadRequest
 	case resp.Accepted == 0:
 		code = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(int(notStoredRetry.Seconds())))
 	}
 	writeAnswer(w, code, resp)
 }
