@@ -13,13 +13,32 @@ import (
 // serving requests for as long as it ran, however low the load's thread's
 // priority, and their requests queued behind it.
 
-// spare is how many WithSpareP calls are running and the GOMAXPROCS they
-// found. GOMAXPROCS is the process's, so its count is too.
-var spare struct {
+// procs is the process's GOMAXPROCS setting.
+type procs interface {
+	// GOMAXPROCS sets it to n (n < 1: leaves it) and returns the one before.
+	GOMAXPROCS(n int) int
+	// SetDefault puts back the runtime's default, which follows the CPU limit.
+	SetDefault()
+}
+
+// goRuntime is Go's own setting.
+type goRuntime struct{}
+
+func (goRuntime) GOMAXPROCS(n int) int { return runtime.GOMAXPROCS(n) }
+func (goRuntime) SetDefault()          { runtime.SetDefaultGOMAXPROCS() }
+
+// spareP is the WithSpareP calls running on rt's setting: how many,
+// the GOMAXPROCS they found (base) and the one they set (lent).
+type spareP struct {
+	rt      procs
 	mu      sync.Mutex
 	running int
 	base    int
+	lent    int
 }
+
+// spare is the process's: GOMAXPROCS is the process's, so its count is too.
+var spare = &spareP{rt: goRuntime{}}
 
 // WithSpareP runs f with GOMAXPROCS one above its setting, so that the
 // goroutines serving requests keep every P while f sits in a long cgo
@@ -27,36 +46,61 @@ var spare struct {
 // overlap share the one spare P. The setting comes back when the last
 // one returns, the runtime's default as its default (which follows the
 // CPU limit: runtime.SetDefaultGOMAXPROCS), unless GOMAXPROCS was set
-// meanwhile (the DeepRec processor's initialize), which then stays. Each
-// change is a stop-the-world of a few microseconds.
+// meanwhile (the DeepRec processor's initialize: SetGOMAXPROCS), which
+// then stays. Each change is a stop-the-world of a few microseconds.
 //
 // f's own Go code runs on the spare P as any goroutine would: f should
 // be mostly cgo calls.
-func WithSpareP(f func()) {
-	spare.mu.Lock()
-	if spare.running == 0 {
-		spare.base = runtime.GOMAXPROCS(0)
-		runtime.GOMAXPROCS(spare.base + 1)
+func WithSpareP(f func()) { spare.with(f) }
+
+// SetGOMAXPROCS sets the process's GOMAXPROCS to n, as runtime.GOMAXPROCS
+// does, and keeps it across WithSpareP: set while a spare P is lent, it
+// is n+1 until the last WithSpareP returns, then n. An n below 1 sets
+// nothing.
+func SetGOMAXPROCS(n int) { spare.setProcs(n) }
+
+func (s *spareP) with(f func()) {
+	s.mu.Lock()
+	if s.running == 0 {
+		s.base = s.rt.GOMAXPROCS(0)
+		s.lent = s.base + 1
+		s.rt.GOMAXPROCS(s.lent)
 	}
-	spare.running++
-	spare.mu.Unlock()
-	defer func() {
-		spare.mu.Lock()
-		defer spare.mu.Unlock()
-		if spare.running--; spare.running > 0 {
-			return
-		}
-		if runtime.GOMAXPROCS(0) != spare.base+1 {
-			return // set meanwhile by someone else, whose setting stays
-		}
-		// The default comes back as the default, following the CPU limit
-		// (or the GOMAXPROCS environment variable) again; a value set by
-		// runtime.GOMAXPROCS (the DeepRec processor's grove_gomaxprocs)
-		// comes back as it was.
-		runtime.SetDefaultGOMAXPROCS()
-		if runtime.GOMAXPROCS(0) != spare.base {
-			runtime.GOMAXPROCS(spare.base)
-		}
-	}()
+	s.running++
+	s.mu.Unlock()
+	defer s.release()
 	f()
+}
+
+// release ends one WithSpareP; the last puts the setting back.
+func (s *spareP) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running--; s.running > 0 {
+		return
+	}
+	if s.rt.GOMAXPROCS(0) != s.lent {
+		return // set meanwhile by runtime.GOMAXPROCS, whose setting stays
+	}
+	// The default comes back as the default, following the CPU limit
+	// again; a value set by runtime.GOMAXPROCS or the GOMAXPROCS
+	// environment variable (which SetDefault ignores) comes back as it was.
+	s.rt.SetDefault()
+	if s.rt.GOMAXPROCS(0) != s.base {
+		s.rt.GOMAXPROCS(s.base)
+	}
+}
+
+func (s *spareP) setProcs(n int) {
+	if n < 1 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running > 0 {
+		s.base, s.lent = n, n+1
+		s.rt.GOMAXPROCS(s.lent)
+		return
+	}
+	s.rt.GOMAXPROCS(n)
 }

@@ -55,6 +55,28 @@ func TestWithSparePGivesBackTheRuntimeDefaultOrAValueSetInProcess(t *testing.T) 
 	}
 }
 
+// A GOMAXPROCS set by SetGOMAXPROCS while a spare P is lent (a DeepRec
+// handle's initialize while another handle loads), even to the value the
+// spare P made, keeps the spare P until the load ends and is the setting
+// after it: the last one set wins.
+func TestSetGOMAXPROCSWhileASparePIsLentIsTheSettingAfter(t *testing.T) {
+	keepProcs(t)
+	t.Setenv("GOMAXPROCS", "2")
+	runtime.GOMAXPROCS(2)
+	s := &spareP{rt: goRuntime{}}
+	var during int
+	s.with(func() {
+		s.setProcs(3)
+		during = runtime.GOMAXPROCS(0)
+	})
+	if during != 4 {
+		t.Errorf("GOMAXPROCS while f ran, 3 set meanwhile = %d, want 4", during)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("GOMAXPROCS after f, 3 set while it ran = %d, want 3", got)
+	}
+}
+
 func TestOverlappingWithSparePCallsShareOneSpareP(t *testing.T) {
 	keepProcs(t)
 	t.Setenv("GOMAXPROCS", "2")
