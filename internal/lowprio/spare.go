@@ -1,7 +1,9 @@
 package lowprio
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 )
 
@@ -27,14 +29,16 @@ type goRuntime struct{}
 func (goRuntime) GOMAXPROCS(n int) int { return runtime.GOMAXPROCS(n) }
 func (goRuntime) SetDefault()          { runtime.SetDefaultGOMAXPROCS() }
 
-// spareP is the WithSpareP calls running on rt's setting: how many,
-// the GOMAXPROCS they found (base) and the one they set (lent).
+// spareP is the WithSpareP calls running on rt's setting: how many, the
+// GOMAXPROCS they set (lent), and the setting to put back after them:
+// set, given by SetGOMAXPROCS (0: none given), else the GOMAXPROCS
+// environment variable's, else the runtime's default.
 type spareP struct {
 	rt      procs
 	mu      sync.Mutex
 	running int
-	base    int
 	lent    int
+	set     int
 }
 
 // spare is the process's: GOMAXPROCS is the process's, so its count is too.
@@ -44,10 +48,13 @@ var spare = &spareP{rt: goRuntime{}}
 // goroutines serving requests keep every P while f sits in a long cgo
 // call (a runtime loading a model), and returns when f does. Calls that
 // overlap share the one spare P. The setting comes back when the last
-// one returns, the runtime's default as its default (which follows the
-// CPU limit: runtime.SetDefaultGOMAXPROCS), unless GOMAXPROCS was set
-// meanwhile (the DeepRec processor's initialize: SetGOMAXPROCS), which
-// then stays. Each change is a stop-the-world of a few microseconds.
+// one returns: the value SetGOMAXPROCS gave, else the GOMAXPROCS
+// environment variable's, else the runtime's default, which then follows
+// the CPU limit again (runtime.SetDefaultGOMAXPROCS), one that changed
+// while f ran included. A GOMAXPROCS set meanwhile by runtime.GOMAXPROCS
+// stays; one set before by runtime.GOMAXPROCS does not (SetGOMAXPROCS
+// sets one that does). Each change is a stop-the-world of a few
+// microseconds.
 //
 // f's own Go code runs on the spare P as any goroutine would: f should
 // be mostly cgo calls.
@@ -62,8 +69,7 @@ func SetGOMAXPROCS(n int) { spare.setProcs(n) }
 func (s *spareP) with(f func()) {
 	s.mu.Lock()
 	if s.running == 0 {
-		s.base = s.rt.GOMAXPROCS(0)
-		s.lent = s.base + 1
+		s.lent = s.rt.GOMAXPROCS(0) + 1
 		s.rt.GOMAXPROCS(s.lent)
 	}
 	s.running++
@@ -82,13 +88,23 @@ func (s *spareP) release() {
 	if s.rt.GOMAXPROCS(0) != s.lent {
 		return // set meanwhile by runtime.GOMAXPROCS, whose setting stays
 	}
-	// The default comes back as the default, following the CPU limit
-	// again; a value set by runtime.GOMAXPROCS or the GOMAXPROCS
-	// environment variable (which SetDefault ignores) comes back as it was.
-	s.rt.SetDefault()
-	if s.rt.GOMAXPROCS(0) != s.base {
-		s.rt.GOMAXPROCS(s.base)
+	if n := s.setting(); n > 0 {
+		s.rt.GOMAXPROCS(n)
+		return
 	}
+	s.rt.SetDefault()
+}
+
+// setting is the GOMAXPROCS given by SetGOMAXPROCS or else by the
+// environment variable (which SetDefault ignores); 0 for the default.
+func (s *spareP) setting() int {
+	if s.set > 0 {
+		return s.set
+	}
+	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && n > 0 {
+		return n
+	}
+	return 0
 }
 
 func (s *spareP) setProcs(n int) {
@@ -97,8 +113,9 @@ func (s *spareP) setProcs(n int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.set = n
 	if s.running > 0 {
-		s.base, s.lent = n, n+1
+		s.lent = n + 1
 		s.rt.GOMAXPROCS(s.lent)
 		return
 	}

@@ -42,10 +42,13 @@ func TestWithSparePGivesBackTheRuntimeDefaultOrAValueSetInProcess(t *testing.T) 
 	unsetEnv(t, "GOMAXPROCS")
 	runtime.SetDefaultGOMAXPROCS()
 	def := runtime.GOMAXPROCS(0)
+	s := &spareP{rt: goRuntime{}}
 	for _, base := range []int{def, def + 2} {
-		runtime.GOMAXPROCS(base)
+		if base != def {
+			s.setProcs(base)
+		}
 		var during int
-		WithSpareP(func() { during = runtime.GOMAXPROCS(0) })
+		s.with(func() { during = runtime.GOMAXPROCS(0) })
 		if during != base+1 {
 			t.Errorf("from %d (default %d): GOMAXPROCS while f ran = %d, want %d", base, def, during, base+1)
 		}
@@ -147,5 +150,76 @@ func TestWithSparePKeepsASettingMadeWhileFRan(t *testing.T) {
 	WithSpareP(func() { runtime.GOMAXPROCS(5) })
 	if got := runtime.GOMAXPROCS(0); got != 5 {
 		t.Errorf("GOMAXPROCS after f set it to 5 = %d, want 5", got)
+	}
+}
+
+// fakeProcs is a GOMAXPROCS setting of n, custom once set, whose runtime
+// default is def.
+type fakeProcs struct {
+	n, def int
+	custom bool
+}
+
+func (f *fakeProcs) GOMAXPROCS(n int) int {
+	old := f.n
+	if n > 0 {
+		f.n, f.custom = n, true
+	}
+	return old
+}
+
+func (f *fakeProcs) SetDefault() { f.n, f.custom = f.def, false }
+
+// A CPU limit changed while a load ran (a pod resized in place) is
+// followed after it: GOMAXPROCS goes to the new default and follows the
+// limit again, rather than staying at the old default for good.
+func TestWithSparePFollowsACPULimitChangedWhileFRan(t *testing.T) {
+	unsetEnv(t, "GOMAXPROCS")
+	f := &fakeProcs{n: 4, def: 4}
+	s := &spareP{rt: f}
+	var during int
+	s.with(func() {
+		during = f.n
+		f.def = 2 // the limit changes; the runtime holds its update while GOMAXPROCS is set
+	})
+	if during != 5 {
+		t.Errorf("GOMAXPROCS while f ran = %d, want 5", during)
+	}
+	if f.n != 2 || f.custom {
+		t.Errorf("after f: GOMAXPROCS %d (set by hand: %v), want the new default 2, following the limit", f.n, f.custom)
+	}
+}
+
+// After a load, GOMAXPROCS is what it was set to: the value
+// SetGOMAXPROCS gave, else the environment variable's (which the
+// runtime's default ignores), each still set by hand; else the runtime's
+// default, following the CPU limit again.
+func TestWithSparePPutsBackTheSettingItWasGiven(t *testing.T) {
+	for _, c := range []struct {
+		name, env  string
+		set        int
+		want       int
+		wantCustom bool
+	}{
+		{"default", "", 0, 4, false},
+		{"environment", "3", 0, 3, true},
+		{"SetGOMAXPROCS", "3", 6, 6, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			unsetEnv(t, "GOMAXPROCS")
+			if c.env != "" {
+				t.Setenv("GOMAXPROCS", c.env)
+			}
+			f := &fakeProcs{n: 4, def: 4}
+			s := &spareP{rt: f}
+			if c.env != "" {
+				f.n, f.custom = 3, true
+			}
+			s.setProcs(c.set)
+			s.with(func() {})
+			if f.n != c.want || f.custom != c.wantCustom {
+				t.Errorf("after f: GOMAXPROCS %d (set by hand: %v), want %d (%v)", f.n, f.custom, c.want, c.wantCustom)
+			}
+		})
 	}
 }
