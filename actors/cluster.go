@@ -108,7 +108,6 @@ func (s *System) SetShare(paths []string) {
 			m[p] = true
 		}
 	}
-	s.share.Store(&m)
 	s.as.Root.Send(s.supervisor, setShare{paths: m})
 }
 

@@ -11,8 +11,7 @@ import (
 // so that the next load of the same content verifies them on disk
 // instead of fetching them from the bucket again (Options.DiskCacheBytes).
 // An entry is a model path's content by checksum; the least recently
-// kept entries are removed first. The supervisor owns it; it is kept on
-// the System so that a restarted supervisor finds it.
+// kept entries are removed first. The supervisor owns it.
 type diskCache struct {
 	limit, used int64
 	// order holds the entries, the most recently kept at the front;

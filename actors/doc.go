@@ -49,8 +49,8 @@
 //	status snapshot                        supervisor, when read after System.status, an atomic pointer, and
 //	                                         an event changed it         System.statusStale (System.freshStatus)
 //	System.settled                         supervisor                  atomic (System.Ready)
-//	disk cache (unloaded on-demand         supervisor                  not at all: System.disk is the supervisor's,
-//	  models' files, diskcache.go)                                       kept on the System across its restarts
+//	disk cache (unloaded on-demand         supervisor                  not at all: System.disk is the supervisor's
+//	  models' files, diskcache.go)
 //	content: id, path, checksum, runtime,  supervisor, set before the  immutable once published in the routing table
 //	  local files, signed, pids, loadedAt    content is published
 //	content.meta (its signature)           supervisor at spawn; its    atomic pointer, replaced before the content is
@@ -103,9 +103,7 @@
 //	                                         topic's follower)           returns are shared, never modified
 //	System.draining, closing               System's callers            atomics
 //	cluster share (paths this node loads)  supervisor (setShare from   not at all: it filters the config in force
-//	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go); the
-//	                                                                     last share given is also System.share, an
-//	                                                                     atomic a restarted supervisor starts from
+//	  and the config in force before it      System.SetShare)            before the planner sees it (cluster.go)
 //	config in force (System.applied)       supervisor, on a config     atomic pointer to a value replaced, never
 //	                                         that differs                changed, whose channel closes on the next
 //	                                                                     (System.AppliedConfig; the node agent)
@@ -116,15 +114,45 @@
 //	                                                                     (System.forwardAlone), never the router;
 //	                                                                     both forward through ways.toNode
 //
-// A restarted supervisor (protoactor restarts it after a panic) starts
-// from an empty planner, with only what the System keeps for it (the disk
-// cache, the cluster share). The stuck warm-ups (lifecycle.StuckWarmUp)
-// in the planner it loses are lost with no harm: protoactor starts the
-// new incarnation only once every child of the old one, every model
-// actor, has terminated, and a model actor stuck in a warm-up's forward
-// call terminates only once that call returns, so the new incarnation
-// cannot load the content again beside a stuck copy. Until then the
-// supervisor takes no message.
+// # A panic in the supervisor
+//
+// A model actor that panics is restarted by its parent, the supervisor
+// (restartAlways). The supervisor, whose parent is the root, is never
+// restarted: its restart would stop every model actor first and wait for
+// all of them, a warm-up stuck in a runtime's call forever included, then
+// start from nothing. It recovers the panics of its own Receive instead
+// (panics.go), logs them at error level with the message's type and the
+// stack, counts them in grove_actor_panics_total, and goes on with its
+// state (the planner's, stuck warm-ups included) and its children; a
+// panic its recovery lets through resumes it just the same
+// (resumeOnPanic, its guardian strategy).
+//
+// What a panic costs is the message being handled, and its caller gets
+// an answer at once, never a hang: a reload (System.Reload), a
+// registration or a deletion get an internal error (kind Unavailable:
+// retry), a status read the last snapshot. What the handler left undone
+// converges without it:
+//
+//   - the supervisor's next event plans and publishes again (routing and
+//     demand tables, status, wake-up time), and every config poll applies
+//     the whole config again (a change made meanwhile included), and gives
+//     the router its contracts again;
+//   - a step of a plan is taken under a recovery of its own
+//     (supervisorActor.take): a panic costs that step only, and a fetch,
+//     load or warm-up step, whose background stage starts last and so did
+//     not start, ends its job failed with the panic, as a failed stage
+//     does: the model is retried at the next poll (on demand: at a request
+//     after its backoff) and the requests parked for its load are answered;
+//     a swap that left its content out of the supervisor's hands loads the
+//     path afresh;
+//   - a demand load whose handling panicked before the planner started
+//     the load answers the requests parked for it, and the next request
+//     asks again.
+//
+// What it may leave: a content or files not freed until Stop (a release
+// or a discard cut short), and, for a bug that panics on every message of
+// a kind, that kind's work not done (logged and counted each time) while
+// everything else, serving first, goes on.
 //
 // # The two packages below that import this one
 //

@@ -72,13 +72,14 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 }
 
 // Reload reads the model config now, and returns once it is applied (its
-// models may still be loading).
+// models may still be loading), or with the internal error that cut its
+// application short (the next poll applies it again).
 func (s *System) Reload(ctx context.Context) error {
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	s.as.Root.Send(s.supervisor, reloadRequest{done: done})
 	select {
-	case <-done:
-		return nil
+	case err := <-done:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.stopped:

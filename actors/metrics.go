@@ -19,6 +19,7 @@ type Metrics struct {
 	demandHits    prometheus.Counter
 	demandMisses  prometheus.Counter
 	crashes       *prometheus.CounterVec
+	panics        *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
 	compareShed   *prometheus.CounterVec
 	expired       *prometheus.CounterVec
@@ -89,6 +90,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_model_crashes_total",
 			Help: "Model actor crashes (panics) that restarted the model, by model path.",
 		}, []string{"model"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_actor_panics_total",
+			Help: "Panics of the supervisor (a bug in Grove), by actor: each failed only what the actor was handling (that call, or that model's load), logged at error level with its stack; the actor kept its state and every model kept serving.",
+		}, []string{"actor"}),
 		shadowDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_shadow_dropped_total",
 			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; busy: the low-priority shadow worker and its queue were full; not_found).",
@@ -135,7 +140,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	m.panics.WithLabelValues("supervisor") // exported at 0 before the first
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -23,9 +23,10 @@ import (
 // result message; the planner decides what follows.
 type (
 	pollTick struct{}
-	// reloadRequest asks for a config poll that starts after it; done is
-	// closed once that poll's result is applied.
-	reloadRequest struct{ done chan struct{} }
+	// reloadRequest asks for a config poll that starts after it; done
+	// (buffered) gets nil once that poll's result is applied, or the
+	// error of a panic while it was (the next poll applies it again).
+	reloadRequest struct{ done chan error }
 	configResult  struct {
 		cfg *modelconfig.Config
 		err error
@@ -133,7 +134,7 @@ type supervisorActor struct {
 	// waiting for a poll to start, waitCur those waiting for the running
 	// poll's result.
 	fetching          bool
-	waitNext, waitCur []chan struct{}
+	waitNext, waitCur []chan error
 	wake              *time.Timer
 	wakeAt            time.Time
 	wakeGen           uint64
@@ -183,10 +184,8 @@ type supervisorActor struct {
 
 func newSupervisor(s *System) *supervisorActor {
 	var share map[string]bool
-	if last := s.share.Load(); last != nil {
-		share = *last // a restarted supervisor keeps the node's share
-	} else if s.opts.ClusterNode {
-		share = map[string]bool{}
+	if s.opts.ClusterNode {
+		share = map[string]bool{} // none until SetShare gives it
 	}
 	sup := &supervisorActor{share: share, sys: s, log: s.log.With("component", "supervisor"),
 		plan: lifecycle.State{KeepPreviousFor: s.opts.KeepPreviousFor, LoadPolicy: s.opts.LoadPolicy, MemoryFactor: s.opts.MemoryFactor},
@@ -208,8 +207,16 @@ func newSupervisor(s *System) *supervisorActor {
 }
 
 // Receive handles one message; every state change ends with a new plan.
+// A panic while it does costs that message alone (panics.go): it is
+// recovered here, and panicked answers the message's caller.
 func (s *supervisorActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	defer func() {
+		if v := recover(); v != nil {
+			s.panicked(msg, recoverPanic(s.log, s.sys.metrics, "supervisor", messageType(msg), v))
+		}
+	}()
+	switch m := msg.(type) {
 	case *actor.Started:
 		s.self = ctx.Self()
 		s.start(ctx)
@@ -228,10 +235,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case configResult:
 		s.fetching = false
 		s.applyConfig(ctx, m)
-		for _, done := range s.waitCur {
-			close(done)
-		}
-		s.waitCur = nil
+		s.pollDone(nil)
 		if len(s.waitNext) > 0 {
 			s.poll(ctx)
 		}
@@ -272,6 +276,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 		defer close(m.done) // whatever happens: its caller waits for it
 		s.refreshStatus()
 	case quiesce:
+		defer close(m.done) // whatever happens: Stop waits for it
 		s.quiet = true
 		s.stopWake()
 		for id, j := range s.jobs {
@@ -280,7 +285,54 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 				s.drop(ctx, id, j)
 			}
 		}
-		close(m.done)
+	}
+}
+
+// pollDone answers the reloads waiting for the config poll whose result
+// was just applied: err is nil, or the panic that cut its application
+// short.
+func (s *supervisorActor) pollDone(err error) {
+	for _, done := range s.waitCur {
+		done <- err
+	}
+	s.waitCur = nil
+}
+
+// panicked answers the caller of msg, whose handling panicked with err
+// (Receive), and makes good what the handler may have left undone that
+// nothing else would: a caller waits for no answer that will not come,
+// and no request waits for a load nobody started. What else the handler
+// left undone, the next event does: each applies the planner's plan
+// again, publishing the routing and demand tables and the status anew,
+// and a config poll (every poll interval) applies the whole config again.
+// A step of a plan that panics is recovered apart (take).
+func (s *supervisorActor) panicked(msg any, err error) {
+	switch m := msg.(type) {
+	case configResult:
+		s.cfgStat.LastError, s.cfgStat.LastErrorAt = s.sys.paths.Error(fmt.Errorf("applying model config %s: %w", s.sys.opts.ModelConfigPath, err)).Error(), timePtr(m.at)
+		s.pollDone(err)
+	case registerRequest:
+		// Not among the waiters: that is its handler's last step.
+		select {
+		case m.waiting <- fmt.Errorf("registering model %s: %w", m.path, err):
+		default: // answered already
+		}
+	case unregisterRequest:
+		select {
+		case m.reply <- fmt.Errorf("deleting model %s: %w", m.path, err):
+		default:
+		}
+	case demandLoad:
+		// Unless the planner started the load, the requests parked on the
+		// path would wait for it until their deadline, and later ones
+		// would not ask again (demandSlot.asked): they are answered now,
+		// and the next one asks anew.
+		if p := s.plan.Path(m.path); p == nil || p.Job == nil {
+			if d := s.slots[m.path]; d != nil {
+				e := fmt.Errorf("model %s could not be loaded: %w", m.path, err)
+				s.sys.ways.resume(s.sys.as.Root.Send, d.fail(e, time.Time{}), e) // sends nothing: answers with e
+			}
+		}
 	}
 }
 
@@ -357,49 +409,18 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 	// the status after it.
 	s.sys.statusStale.Store(true)
 	// Callers waiting on a registration hear its outcome after the status
-	// shows it.
+	// shows it; those and the requests whose on-demand load failed hear
+	// it even if a panic cuts this short.
 	var notify []lifecycle.Step
+	defer func() { s.answerHeld(notify) }()
 	for {
 		p := s.plan.Plan(now, inflight)
 		var retired []*content
 		for _, st := range p.Steps {
-			switch st.Kind {
-			case lifecycle.Fetch:
-				s.fetch(ctx, st)
-			case lifecycle.Load:
-				s.load(ctx, st)
-			case lifecycle.WarmUp:
-				s.warmUp(ctx, st)
-			case lifecycle.Swap:
-				s.swap(st, now)
-			case lifecycle.Restore:
-				s.restore(st)
-			case lifecycle.Retire:
-				if c := s.contents[st.Content]; c != nil {
-					retired = append(retired, c)
-				}
-				switch st.Reason {
-				case lifecycle.ReasonBudget:
-					s.keepFiles(st.Path, st.Content)
-					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
-					s.log.Info("model unloaded to make room under the memory budget", "model", st.Path, "budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
-				case lifecycle.ReasonIdle:
-					s.keepFiles(st.Path, st.Content)
-					s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
-					s.log.Info("model unloaded after taking no request for idle_unload_after", "model", st.Path, "idle_unload_after", s.plan.IdleUnloadAfter)
-				}
-			case lifecycle.Release:
-				if c := s.contents[st.Content]; c != nil {
-					delete(s.contents, st.Content)
-					s.release(ctx, c)
-				}
-			case lifecycle.Discard:
-				s.discard(ctx, st)
-			case lifecycle.Forget:
-				delete(s.sources, st.Path)
-				s.log.Info("model forgotten", "model", st.Path)
-			case lifecycle.Notify:
+			if st.Kind == lifecycle.Notify {
 				notify = append(notify, st)
+			} else if c := s.take(ctx, st, now); c != nil {
+				retired = append(retired, c)
 			}
 		}
 		// Published without the retired contents before they are marked
@@ -426,15 +447,105 @@ func (s *supervisorActor) execute(ctx actor.Context, now time.Time) {
 	s.holdDemand(ctx)
 	s.applyTimeouts()
 	s.settle()
-	for _, f := range s.failed {
+}
+
+// answerHeld gives the answers execute held until the status showed what
+// they answer: the requests whose on-demand load failed (s.failed), and
+// the registrations of notify.
+func (s *supervisorActor) answerHeld(notify []lifecycle.Step) {
+	failed := s.failed
+	s.failed = nil
+	for _, f := range failed {
 		f()
 	}
-	s.failed = nil
 	for _, st := range notify {
 		for _, w := range s.waiters[st.Path] {
 			w <- registrationError(st.Path, st.Err)
 		}
 		delete(s.waiters, st.Path)
+	}
+}
+
+// take executes the planner's step st (other than Notify, which execute
+// keeps) and returns the content a Retire takes out of service. A panic
+// in it is recovered here, and costs that step alone: the plan's other
+// steps are taken (stepPanicked).
+func (s *supervisorActor) take(ctx actor.Context, st lifecycle.Step, now time.Time) (retired *content) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.stepPanicked(ctx, st, recoverPanic(s.log, s.sys.metrics, "supervisor", fmt.Sprintf("%s step of model %s", st.Kind, st.Path), v))
+		}
+	}()
+	switch st.Kind {
+	case lifecycle.Fetch:
+		s.fetch(ctx, st)
+	case lifecycle.Load:
+		s.load(ctx, st)
+	case lifecycle.WarmUp:
+		s.warmUp(ctx, st)
+	case lifecycle.Swap:
+		s.swap(st, now)
+	case lifecycle.Restore:
+		s.restore(st)
+	case lifecycle.Retire:
+		retired = s.contents[st.Content]
+		switch st.Reason {
+		case lifecycle.ReasonBudget:
+			s.keepFiles(st.Path, st.Content)
+			s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
+			s.log.Info("model unloaded to make room under the memory budget", "model", st.Path, "budget_bytes", s.plan.Budget, "used_bytes", s.plan.Used())
+		case lifecycle.ReasonIdle:
+			s.keepFiles(st.Path, st.Content)
+			s.sys.metrics.unloads.WithLabelValues(st.Path, st.Reason).Inc()
+			s.log.Info("model unloaded after taking no request for idle_unload_after", "model", st.Path, "idle_unload_after", s.plan.IdleUnloadAfter)
+		}
+	case lifecycle.Release:
+		if c := s.contents[st.Content]; c != nil {
+			delete(s.contents, st.Content)
+			s.release(ctx, c)
+		}
+	case lifecycle.Discard:
+		s.discard(ctx, st)
+	case lifecycle.Forget:
+		delete(s.sources, st.Path)
+		s.log.Info("model forgotten", "model", st.Path)
+	}
+	return retired
+}
+
+// stepPanicked makes good what step st left undone when it panicked with
+// err, where the planner would not converge otherwise. A job's stage
+// step (fetch, load, warm-up) starts its background stage last, so that
+// stage did not start and would never end: the job ends here, failed
+// with err, as a stage that fails does (the model is retried at the next
+// poll, or, on demand, at a request after its backoff, and the requests
+// waiting for its load get the error). A swap that did not put its
+// content in the supervisor's hands has the planner load the path afresh,
+// as after a model actor that could not reload. The other steps leave at
+// worst a content or files unfreed until the server stops.
+func (s *supervisorActor) stepPanicked(ctx actor.Context, st lifecycle.Step, err error) {
+	self := ctx.Self()
+	switch st.Kind {
+	case lifecycle.Fetch, lifecycle.Load, lifecycle.WarmUp:
+		j := s.jobs[st.Job]
+		if j == nil {
+			j = &loadJob{path: st.Path, meta: st.Meta, reason: st.Reason, started: time.Now()}
+			s.jobs[st.Job] = j
+		}
+		j.running = true // until the result sent below
+		err = s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, err))
+		switch st.Kind {
+		case lifecycle.Fetch:
+			ctx.Send(self, fetchResult{path: st.Path, job: st.Job, err: err})
+		case lifecycle.Load:
+			ctx.Send(self, loadResult{path: st.Path, job: st.Job, err: err})
+		default:
+			ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: err})
+		}
+	case lifecycle.Swap:
+		if s.contents[st.Job] == nil {
+			ctx.Send(self, reloadFailed{path: st.Path, content: st.Job, err: err})
+		}
 	}
 }
 
@@ -658,11 +769,11 @@ func (s *supervisorActor) swap(st lifecycle.Step, now time.Time) {
 	delete(s.jobs, st.Job)
 	c := j.c
 	c.loadedAt = now
+	s.contents[st.Job] = c // first: what follows may fail (stepPanicked)
 	if p := s.plan.Path(st.Path); p != nil {
 		// Before the table that routes to it is published.
 		c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
 	}
-	s.contents[st.Job] = c
 	s.sys.metrics.loads.WithLabelValues(st.Path, "ok", j.reason).Inc()
 	if j.reason == lifecycle.ReasonDemand {
 		s.sys.metrics.coldStart.Observe(now.Sub(j.started).Seconds())
@@ -681,10 +792,10 @@ func (s *supervisorActor) restore(st lifecycle.Step) {
 	if c == nil {
 		return
 	}
+	c.retired.Store(false) // first: what follows may fail (stepPanicked)
 	if p := s.plan.Path(st.Path); p != nil {
 		c.setTimeouts(p.Desired.DefaultTimeout, p.Desired.QueueTimeout)
 	}
-	c.retired.Store(false)
 	s.sys.metrics.restores.WithLabelValues(st.Path).Inc()
 	from := ""
 	if old := (*s.sys.routes.Load())[st.Path]; old != nil {
@@ -824,10 +935,17 @@ func (s *supervisorActor) keepFiles(path string, id int64) {
 }
 
 // stopped runs once the supervisor and its model actors have stopped
-// (each closed its servable): it deletes every cached file still held.
+// (each closed its servable): it publishes the last status snapshot, and
+// deletes every cached file still held, even if the snapshot panics.
 func (s *supervisorActor) stopped() {
+	defer close(s.sys.supervisorDone)
+	defer s.freeAll()
 	s.refreshStatus()
-	close(s.sys.supervisorDone)
+}
+
+// freeAll deletes every cached file still held and answers the
+// registrations still waiting, as the supervisor stops.
+func (s *supervisorActor) freeAll() {
 	for id, j := range s.jobs {
 		closeQuietly(j.sv, j.local, s.log)
 		delete(s.jobs, id)

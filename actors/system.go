@@ -170,11 +170,8 @@ type System struct {
 	supervisorDone chan struct{}
 	// applied is the config in force, published by the supervisor.
 	applied atomic.Pointer[appliedConfig]
-	// share is the last share SetShare gave, which a restarted
-	// supervisor starts from (nil: none given).
-	share atomic.Pointer[map[string]bool]
-	state *sharedState
-	low   *lowPriority // shadow forwards
+	state   *sharedState
+	low     *lowPriority // shadow forwards
 	// lowerWarned is set once a load could not run at its lower priority.
 	lowerWarned atomic.Bool
 	// dispatcher runs the router's and models' mailboxes.
@@ -264,9 +261,11 @@ func Start(opts Options) (*System, error) {
 		s.shutdown()
 		return nil, fmt.Errorf("spawning router: %w", err)
 	}
+	// The supervisor is never restarted (panics.go).
+	guardian := actor.WithGuardian(&resumeOnPanic{log: opts.Logger, metrics: s.metrics})
 	s.supervisor, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newSupervisor(s)
-	}, actor.WithSupervisor(restartAlways())), supervisorName)
+	}, actor.WithSupervisor(restartAlways()), guardian), supervisorName)
 	if err != nil {
 		s.shutdown()
 		return nil, fmt.Errorf("spawning supervisor: %w", err)
@@ -461,8 +460,8 @@ func (s *System) Status() Status {
 // a new one first when an event changed the status since the last. The
 // supervisor does all its slow work in the background, so it answers at
 // once; once it has stopped, or if it has not answered within
-// statusQueryWait (a restart held up), the last snapshot it published is
-// returned.
+// statusQueryWait (it should not happen), the last snapshot it published
+// is returned.
 func (s *System) freshStatus() *Status {
 	if s.statusStale.Load() {
 		q := statusQuery{done: make(chan struct{})}
@@ -658,8 +657,8 @@ func (s *System) warmUpOf(c *content, meta modelconfig.Model) (WarmUp, error) {
 // content's files are deleted and its memory freed after all of them
 // have stopped (supervisorActor.ended). The error of a warm-up that
 // timed out so is a *warmUpTimeout: the planner loads the same content
-// again only once that call has returned (lifecycle.StuckWarmUp), also
-// across a supervisor restart, which waits for it (actors/doc.go).
+// again only once that call has returned (lifecycle.StuckWarmUp), a
+// record the supervisor keeps, a panic of its own included (panics.go).
 func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model) (err error) {
 	bound := s.opts.WarmUpTimeout
 	ctx, cancel := context.WithTimeoutCause(ctx, bound, &warmUpTimeout{path: meta.Path, bound: bound})

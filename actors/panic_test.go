@@ -1,0 +1,333 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/groveml/grove/servables"
+)
+
+// crashOn makes the world's bucket a crashingBucket, stored in *cb.
+func crashOn(cb **crashingBucket) func(*world, *Options) {
+	return func(w *world, o *Options) {
+		*cb = &crashingBucket{memBucket: w.b}
+		o.Bucket = *cb
+	}
+}
+
+// supervision collects the supervision events of the supervisor and the
+// router (a restart, a resume) until the test ends.
+func supervision(t *testing.T, w *world) <-chan *actor.SupervisorEvent {
+	t.Helper()
+	events := make(chan *actor.SupervisorEvent, 16)
+	sub := w.sys.as.EventStream.Subscribe(func(ev any) {
+		if se, ok := ev.(*actor.SupervisorEvent); ok && (se.Child.Id == supervisorName || se.Child.Id == "router") {
+			events <- se
+		}
+	})
+	t.Cleanup(func() { w.sys.as.EventStream.Unsubscribe(sub) })
+	return events
+}
+
+// noSupervision fails the test if the supervisor or the router was
+// restarted, resumed or stopped by protoactor.
+func noSupervision(t *testing.T, events <-chan *actor.SupervisorEvent) {
+	t.Helper()
+	select {
+	case se := <-events:
+		t.Fatalf("protoactor handled a failure of the %s (%v: %v); the actor must recover its own panics", se.Child.Id, se.Directive, se.Reason)
+	default:
+	}
+}
+
+// A panic while the supervisor handles one message (a status read here,
+// whose snapshot names the bucket) costs that message only: the caller
+// is answered at once, the supervisor keeps its state and its children,
+// so no model actor is stopped or reloaded and every model answers
+// during and after, and the next poll applies a config change. The
+// panic is logged at error level with the message's type and the stack,
+// and counted in grove_actor_panics_total.
+func TestAPanicInTheSupervisorCostsOnlyItsMessageAndEveryModelKeepsServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tweak, release := stallWarmUp(2, time.Minute) // a second load of a/ would hang in its warm-up
+		var cb *crashingBucket
+		w := newWorld(t, configJSON(entry("a/", "", warmUpOf5)), map[string]faultySpec{"a/": version(1), "b/": version(2)}, tweak, crashOn(&cb))
+		defer w.stop()
+		defer release()
+		synctest.Wait()
+		before := w.model("a/")
+		if before.State != StateReady {
+			t.Fatalf("before the panic: %+v", before)
+		}
+		events := supervision(t, w)
+
+		cb.crash.Store(true)
+		w.settle() // a poll: the status is to be published again at the next read
+		start := time.Now()
+		w.sys.Status() // publishing it panics
+		if cb.crash.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the status read whose snapshot panicked waited %v, want an answer at once", waited)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 3)}})
+		if err != nil || res[0].Err != nil || res[0].Checksum != before.Checksum || time.Since(start) != 0 {
+			t.Fatalf("a/ right after the panic: %v %+v after %v, want its answer at once", err, res, time.Since(start))
+		}
+		synctest.Wait()
+		if l := w.rt.loaded.Load(); l != 1 {
+			t.Fatalf("%d servables loaded after the panic, want a/'s first only", l)
+		}
+		if m := w.model("a/"); m.State != StateReady || !m.LoadedAt.Equal(*before.LoadedAt) {
+			t.Fatalf("a/ after the panic: %+v, want the content loaded before it", m)
+		}
+		if res := w.infer("a/", 4); res.Err != nil || res.Checksum != before.Checksum {
+			t.Fatalf("a/ after the panic: %+v", res)
+		}
+
+		w.setConfig(configJSON(entry("a/", "", warmUpOf5), entry("b/", "", "")))
+		if m := w.model("b/"); m.State != StateReady {
+			t.Fatalf("b/, added after the panic, at the next poll: %+v", m)
+		}
+		if res := w.infer("b/", 6); res.Err != nil {
+			t.Fatalf("b/: %v", res.Err)
+		}
+		if l, m := w.rt.loaded.Load(), w.model("a/"); l != 2 || !m.LoadedAt.Equal(*before.LoadedAt) {
+			t.Fatalf("after the config change: %d servables loaded, a/ %+v; want b/ loaded and a/ untouched", l, m)
+		}
+		noSupervision(t, events)
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "router"}); n != 0 {
+			t.Fatalf("grove_actor_panics_total{actor=router} = %v, want 0", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=supervisor", "message=actors.statusQuery", `panic="test: the supervisor crashes"`, "publishStatus"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q:\n%s", want, logged)
+			}
+		}
+	})
+}
+
+// A panic in one step the supervisor takes (the fetch of a model added
+// to the config, which names the bucket) fails that model's load alone,
+// with an error in its status, as a failed fetch does; the next poll
+// loads it, and the model serving meanwhile is untouched.
+func TestAPanicInALoadStepFailsThatLoadAloneAndTheNextPollRetriesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cb *crashingBucket
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "b/": version(2)}, crashOn(&cb))
+		defer w.stop()
+		synctest.Wait()
+		before := w.model("a/")
+		events := supervision(t, w)
+
+		cb.crash.Store(true)
+		w.setConfig(configJSON(entry("a/", "", ""), entry("b/", "", ""))) // b/'s fetch panics
+		if cb.crash.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		m := w.model("b/")
+		if m.State != StateFailed || !strings.Contains(m.LastError, "loading model b/: internal error") || !strings.Contains(m.LastError, "test: the supervisor crashes") {
+			t.Fatalf("b/ after its fetch step panicked: %+v, want failed with the panic", m)
+		}
+		if res := w.infer("a/", 3); res.Err != nil || res.Checksum != before.Checksum {
+			t.Fatalf("a/ after the panic: %+v", res)
+		}
+		w.settle() // the next poll
+		if m := w.model("b/"); m.State != StateReady || m.LastError != "" {
+			t.Fatalf("b/ at the next poll: %+v", m)
+		}
+		if res := w.infer("b/", 4); res.Err != nil {
+			t.Fatalf("b/: %v", res.Err)
+		}
+		noSupervision(t, events)
+		if l, m := w.rt.loaded.Load(), w.model("a/"); l != 2 || !m.LoadedAt.Equal(*before.LoadedAt) {
+			t.Fatalf("%d servables loaded, a/ %+v; want a/'s and b/'s, a/ untouched", l, m)
+		}
+		if n := w.metric("grove_model_loads_total", map[string]string{"model": "b/", "result": "failed"}); n != 1 {
+			t.Fatalf("b/'s failed loads = %v, want 1", n)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
+		}
+		if !strings.Contains(w.log.String(), `message="fetch step of model b/"`) {
+			t.Errorf("the log does not name the step that panicked:\n%s", w.log.String())
+		}
+	})
+}
+
+// A caller waiting for an on-demand model whose load step panics gets
+// that failure at once, not at its deadline; after the backoff the next
+// request loads the model.
+func TestACallerWaitingForAnOnDemandLoadWhoseStepPanicsIsAnsweredAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cb *crashingBucket
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("o/", "", onDemandLoad)), map[string]faultySpec{"a/": version(1), "o/": version(2)}, crashOn(&cb))
+		defer w.stop()
+		synctest.Wait()
+		events := supervision(t, w)
+
+		cb.crash.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}}) // o/'s fetch panics
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cb.crash.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if got := res[0].Err; servables.KindOf(got) != servables.Unavailable || !strings.Contains(got.Error(), "internal error") || time.Since(start) != 0 {
+			t.Fatalf("the waiting caller got %v after %v, want Unavailable with the internal error at once", got, time.Since(start))
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/ after the panic: %v", res.Err)
+		}
+		time.Sleep(time.Second) // o/'s backoff after one failed load
+		if res := w.infer("o/", 4); res.Err != nil || res.Outputs[0].Float32s()[0] != 4 {
+			t.Fatalf("o/ after the backoff: %+v", res)
+		}
+		noSupervision(t, events)
+		if l := w.rt.loaded.Load(); l != 2 {
+			t.Fatalf("%d servables loaded, want a/ once and o/ once", l)
+		}
+	})
+}
+
+// A failure protoactor sees of an actor under resumeOnPanic (a panic its
+// own recovery let through) resumes it: it keeps its state and handles
+// the next message; the failure is logged at error level and counted.
+func TestAFailureTheActorDidNotRecoverResumesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		var log bytes.Buffer
+		g := &resumeOnPanic{log: slog.New(slog.NewTextHandler(&lockedWriter{w: &log}, nil)), metrics: NewMetrics(reg)}
+		as := actor.NewActorSystem()
+		defer as.Shutdown()
+		directives := make(chan actor.Directive, 4)
+		as.EventStream.Subscribe(func(ev any) {
+			if se, ok := ev.(*actor.SupervisorEvent); ok {
+				directives <- se.Directive
+			}
+		})
+		handled := make(chan int, 1)
+		pid, err := as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &failingActor{handled: handled} }, actor.WithGuardian(g)), supervisorName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		as.Root.Send(pid, "fail")
+		as.Root.Send(pid, 0)
+		synctest.Wait()
+		select {
+		case got := <-handled:
+			if got != 1 {
+				t.Fatalf("after the failure the actor's state is %d, want 1 (kept)", got)
+			}
+		default:
+			t.Fatal("the actor handled no message after its failure")
+		}
+		if d := <-directives; d != actor.ResumeDirective {
+			t.Fatalf("the failure was given %v, want resume", d)
+		}
+		if n := (&world{t: t, reg: reg}).metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
+		}
+		if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), `panic="test: a panic the actor does not recover"`) {
+			t.Fatalf("the failure was not logged at error level:\n%s", log.String())
+		}
+	})
+}
+
+// failingActor counts the strings it gets, and panics at each; it tells
+// handled its count when it gets an int. A new incarnation counts from 0.
+type failingActor struct {
+	n       int
+	handled chan int
+}
+
+func (a *failingActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case string:
+		a.n++
+		panic("test: a panic the actor does not recover")
+	case int:
+		a.handled <- a.n
+	}
+}
+
+// What the supervisor does after a panic in a message's handling
+// (supervisorActor.panicked) answers that message's caller: the reloads
+// waiting for the config poll whose application panicked get the error
+// (and the status shows it), so do a registration and a deletion; the
+// requests parked for an on-demand load the planner did not start are
+// answered, and the next one asks for the load again.
+func TestAfterAPanicTheSupervisorAnswersTheMessagesCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here: its planner knows no model
+		panicErr := fmt.Errorf("%w: the supervisor panicked handling a test", errInternal)
+		isPanic := func(err error) bool {
+			return errors.Is(err, errInternal) && servables.KindOf(err) == servables.Unavailable
+		}
+
+		reload := make(chan error, 1)
+		sup.waitCur = []chan error{reload}
+		sup.panicked(configResult{at: time.Now()}, panicErr)
+		if err := <-reload; !isPanic(err) {
+			t.Errorf("the reload waiting for the poll: %v", err)
+		}
+		if !strings.Contains(sup.cfgStat.LastError, "applying model config model_config.json: internal error") {
+			t.Errorf("config status after the panic: %+v", sup.cfgStat)
+		}
+
+		waiting := make(chan error, 1)
+		sup.panicked(registerRequest{path: "r/", waiting: waiting}, panicErr)
+		if err := <-waiting; !isPanic(err) || !strings.Contains(err.Error(), "registering model r/") {
+			t.Errorf("the registration: %v", err)
+		}
+		reply := make(chan error, 1)
+		sup.panicked(unregisterRequest{path: "r/", reply: reply}, panicErr)
+		if err := <-reply; !isPanic(err) || !strings.Contains(err.Error(), "deleting model r/") {
+			t.Errorf("the deletion: %v", err)
+		}
+
+		d := &demandSlot{path: "o/"}
+		sup.slots["o/"] = d
+		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
+		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != parked || !ask {
+			t.Fatalf("the first request: %v, ask %v; want parked, asking for the load", r, ask)
+		}
+		sup.panicked(demandLoad{path: "o/"}, panicErr)
+		select {
+		case <-b.reply:
+			if err := b.results[0].Err; !isPanic(err) || !strings.Contains(err.Error(), "model o/ could not be loaded") {
+				t.Errorf("the parked request: %v", err)
+			}
+		default:
+			t.Fatal("the request parked for the load was not answered")
+		}
+		next := newBatch(context.Background(), []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
+		if r, ask := d.park(next, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != parked || !ask {
+			t.Fatalf("the next request: %v, ask %v; want parked, asking for the load again", r, ask)
+		}
+	})
+}
