@@ -114,24 +114,26 @@
 //	                                                                     (System.forwardAlone), never the router;
 //	                                                                     both forward through ways.toNode
 //
-// # A panic in the supervisor
+// # A panic in the supervisor or the router
 //
 // A model actor that panics is restarted by its parent, the supervisor
-// (restartAlways). The supervisor, whose parent is the root, is never
-// restarted: its restart would stop every model actor first and wait for
-// all of them, a warm-up stuck in a runtime's call forever included, then
-// start from nothing. It recovers the panics of its own Receive instead
-// (panics.go), logs them at error level with the message's type and the
-// stack, counts them in grove_actor_panics_total, and goes on with its
-// state (the planner's, stuck warm-ups included) and its children; a
-// panic its recovery lets through resumes it just the same
-// (resumeOnPanic, its guardian strategy).
+// (restartAlways). The supervisor and the router, whose parent is the
+// root, are never restarted: a restart of the supervisor would stop every
+// model actor first and wait for all of them, a warm-up stuck in a
+// runtime's call forever included, then start from nothing; one of the
+// router would lose its contracts. Each recovers the panics of
+// its own Receive instead (panics.go), logs them at error level with the
+// message's type and the stack, counts them in grove_actor_panics_total,
+// and goes on with its state (the planner's, stuck warm-ups included) and
+// its children; a panic its recovery lets through resumes it just the
+// same (resumeOnPanic, their guardian strategy).
 //
 // What a panic costs is the message being handled, and its caller gets
-// an answer at once, never a hang: a reload (System.Reload), a
-// registration or a deletion get an internal error (kind Unavailable:
-// retry), a status read the last snapshot. What the handler left undone
-// converges without it:
+// an answer at once, never a hang: a batch's items not answered yet, a
+// Score call, a router query, a reload (System.Reload), a registration
+// or a deletion get an internal error (kind Unavailable: retry), a
+// status read the last snapshot. What the handler left undone converges
+// without it:
 //
 //   - the supervisor's next event plans and publishes again (routing and
 //     demand tables, status, wake-up time), and every config poll applies

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
 
@@ -207,6 +210,84 @@ func TestACallerWaitingForAnOnDemandLoadWhoseStepPanicsIsAnsweredAtOnce(t *testi
 		noSupervision(t, events)
 		if l := w.rt.loaded.Load(); l != 2 {
 			t.Fatalf("%d servables loaded, want a/ once and o/ once", l)
+		}
+	})
+}
+
+// crashingOutcomes is an OutcomeSource with no figures whose Outcomes,
+// which the router asks as it plans a contract's routing, panics once
+// after crash is set.
+type crashingOutcomes struct{ crash atomic.Bool }
+
+func (c *crashingOutcomes) Outcomes(string, string, bool, string) (*routing.OutcomeStats, *quality.OutcomeStats) {
+	if c.crash.CompareAndSwap(true, false) {
+		panic("test: the router crashes")
+	}
+	return nil, nil
+}
+
+// A panic while the router handles one call fails that call alone, at
+// once: a Score call with an internal error, a stats query with an
+// error. The router keeps its contracts (a Score call right after is
+// routed, with no poll in between), the models serve on, and each panic
+// is counted in grove_actor_panics_total.
+func TestAPanicInTheRouterFailsOnlyTheCallItHandledAndTheContractsKeepRouting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &crashingOutcomes{}
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
+			func(_ *world, o *Options) { o.Outcomes = src })
+		defer w.stop()
+		synctest.Wait()
+		events := supervision(t, w)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		score := func() (Result, string, error) {
+			return w.sys.Score(ctx, "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+		}
+		if res, rv, err := score(); err != nil || res.Err != nil || rv != "v1" {
+			t.Fatalf("before the panic: %v %v %s", err, res.Err, rv)
+		}
+
+		src.crash.Store(true)
+		start := time.Now()
+		_, _, err := score() // its routing panics
+		if src.crash.Load() {
+			t.Fatal("the router did not panic")
+		}
+		if servables.KindOf(err) != servables.Unavailable || !strings.Contains(err.Error(), "internal error") || time.Since(start) != 0 {
+			t.Fatalf("the Score call whose routing panicked: %v after %v, want Unavailable with the internal error at once", err, time.Since(start))
+		}
+		if res, rv, err := score(); err != nil || res.Err != nil || rv != "v1" || time.Since(start) != 0 {
+			t.Fatalf("right after the panic: %v %v %s", err, res.Err, rv)
+		}
+
+		src.crash.Store(true)
+		stats := make(chan error, 1)
+		go func() {
+			_, err := w.sys.ContractStats("ads/pctr/1") // its planning panics
+			stats <- err
+		}()
+		select {
+		case err := <-stats:
+			if !strings.Contains(err.Error(), "internal error") || time.Since(start) != 0 {
+				t.Fatalf("the stats query whose planning panicked: %v after %v", err, time.Since(start))
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the stats query whose planning panicked got no answer")
+		}
+		if st, err := w.sys.ContractStats("ads/pctr/1"); err != nil || len(st) != 2 {
+			t.Fatalf("stats after the panic: %v %+v", err, st)
+		}
+		if res, rv, err := score(); err != nil || res.Err != nil || rv != "v1" {
+			t.Fatalf("after the panics: %v %v %s", err, res.Err, rv)
+		}
+		synctest.Wait()
+		noSupervision(t, events)
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "router"}); n != 2 {
+			t.Fatalf("grove_actor_panics_total{actor=router} = %v, want 2", n)
+		}
+		if !strings.Contains(w.log.String(), `actor=router message=*actors.batch panic="test: the router crashes"`) {
+			t.Errorf("the log does not have the router's panic:\n%s", w.log.String())
 		}
 	})
 }

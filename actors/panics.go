@@ -10,24 +10,25 @@ import (
 	"github.com/groveml/grove/servables"
 )
 
-// A panic in the supervisor (a bug in Grove's own code) must not take
-// serving down. Left to protoactor, it would restart the actor: the
-// restart stops every model actor (its children) first, waits for all of
-// them, a warm-up's forward call stuck in a runtime forever included,
-// and starts again from nothing. The supervisor therefore recovers every
+// A panic in the supervisor or the router (a bug in Grove's own code)
+// must not take serving down. Left to protoactor, it would restart the
+// actor: the supervisor's restart stops every model actor (its
+// children) first, waits for all of them, a warm-up's forward call stuck
+// in a runtime forever included, and starts again from nothing; the
+// router's loses its contracts. Each of the two therefore recovers every
 // panic of its Receive itself (recoverPanic): the message being handled
 // is dropped, its caller answered (errInternal), and the actor goes on
 // with its state and its children. A panic that escapes that (one in the
-// recovery itself) resumes the actor too (resumeOnPanic, its guardian
-// strategy): it is never restarted.
+// recovery itself) resumes the actor too (resumeOnPanic, their guardian
+// strategy): neither is ever restarted.
 
-// errInternal marks a call that failed because the supervisor panicked
-// while handling it. Its kind is Unavailable: the call,
+// errInternal marks a call that failed because the supervisor or the
+// router panicked while handling it. Its kind is Unavailable: the call,
 // made again, is handled afresh.
 var errInternal = servables.NewError(servables.Unavailable, "internal error")
 
 // recoverPanic logs, at error level with its stack, the panic v that
-// the actor name (the supervisor) recovered while handling what (a
+// the actor name (supervisor or router) recovered while handling what (a
 // message, by its type, or a step), counts it in grove_actor_panics_total
 // and returns the error the calls it fails get. Call it from the
 // deferred function that recovered v, so that the stack is the panic's.
@@ -41,10 +42,10 @@ func recoverPanic(log *slog.Logger, m *Metrics, name, what string, v any) error 
 // messageType names a message for recoverPanic: its Go type.
 func messageType(msg any) string { return fmt.Sprintf("%T", msg) }
 
-// resumeOnPanic is the guardian strategy of the supervisor, spawned
-// from the root: a failure protoactor sees (a panic its own recovery let
-// through) resumes the actor, which keeps its state and its children and
-// drops the message. protoactor's default
+// resumeOnPanic is the guardian strategy of the supervisor and the
+// router, both spawned from the root: a failure protoactor sees (a panic
+// their own recovery let through) resumes the actor, which keeps its
+// state and its children and drops the message. protoactor's default
 // for a root actor restarts it, and stops it for good after ten
 // failures in ten seconds.
 type resumeOnPanic struct {

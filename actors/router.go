@@ -244,10 +244,12 @@ type (
 		at  time.Time
 	}
 	// routerQuery runs fn on the router's goroutine (reads of the
-	// contract state it owns); done is closed after.
+	// contract state it owns); done is closed after, err set before when
+	// fn panicked.
 	routerQuery struct {
 		fn   func(r *routerActor)
 		done chan struct{}
+		err  error
 	}
 	// routerTick re-evaluates the contracts' expiration.
 	routerTick struct{}
@@ -314,9 +316,17 @@ func newRouter(s *System) *routerActor {
 		background: s.background, outcomes: s.opts.Outcomes, remoteShadow: map[string]*remoteShadows{}}
 }
 
-// Receive dispatches each batch, and keeps the contracts.
+// Receive dispatches each batch, and keeps the contracts. A panic while
+// it does costs that message alone (panics.go): it is recovered here, and
+// panicked answers the message's caller.
 func (r *routerActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	defer func() {
+		if v := recover(); v != nil {
+			r.panicked(msg, recoverPanic(r.log, r.metrics, "router", messageType(msg), v))
+		}
+	}()
+	switch m := msg.(type) {
 	case *batch:
 		if m.score != nil && !r.route(ctx, m) {
 			return
@@ -337,6 +347,34 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		if r.tick != nil {
 			r.tick.Stop()
 		}
+	}
+}
+
+// panicked answers the caller of msg, whose handling panicked with err
+// (Receive): a Score call fails with err, a batch's items not answered
+// yet are answered with it (a later answer from their model is dropped,
+// as after their deadline), a query returns it. A config's contracts
+// whose setting panicked are set again by the next poll's, which also
+// evaluates their expiry again.
+func (r *routerActor) panicked(msg any, err error) {
+	switch m := msg.(type) {
+	case *batch:
+		if m.score != nil {
+			m.fail(err)
+			return
+		}
+		for i := range m.reqs {
+			if prev, ok := m.claimState(i); ok {
+				m.results[i].Err = err
+				if prev&itemForwarded == 0 { // a forwarded item counts where it runs
+					r.metrics.observe(m.reqs[i].API, m.reqs[i].ModelPath, err, 0)
+				}
+				m.finish()
+			}
+		}
+	case *routerQuery:
+		m.err = err
+		close(m.done)
 	}
 }
 
@@ -591,7 +629,8 @@ func (r *routerActor) evaluateExpiry(ctx actor.Context, now time.Time) {
 }
 
 // askRouter runs fn on the router's goroutine and waits for it; it fails
-// when ctx is done first or the system has stopped.
+// when fn panics (errInternal), when ctx is done first or when the system
+// has stopped.
 func (s *System) askRouter(ctx context.Context, fn func(r *routerActor)) error {
 	if s.closing.Load() {
 		return ErrStopped
@@ -600,7 +639,7 @@ func (s *System) askRouter(ctx context.Context, fn func(r *routerActor)) error {
 	s.as.Root.Send(s.router, q)
 	select {
 	case <-q.done:
-		return nil
+		return q.err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.stopped:

@@ -254,15 +254,15 @@ func Start(opts Options) (*System, error) {
 		return opts.Logger.With("component", "protoactor")
 	}))
 	var err error
+	// Neither the router nor the supervisor is ever restarted (panics.go).
+	guardian := actor.WithGuardian(&resumeOnPanic{log: opts.Logger, metrics: s.metrics})
 	s.router, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newRouter(s)
-	}, actor.WithMailbox(actor.UnboundedPriority()), actor.WithDispatcher(s.dispatcher)), "router")
+	}, actor.WithMailbox(actor.UnboundedPriority()), actor.WithDispatcher(s.dispatcher), guardian), "router")
 	if err != nil {
 		s.shutdown()
 		return nil, fmt.Errorf("spawning router: %w", err)
 	}
-	// The supervisor is never restarted (panics.go).
-	guardian := actor.WithGuardian(&resumeOnPanic{log: opts.Logger, metrics: s.metrics})
 	s.supervisor, err = s.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return newSupervisor(s)
 	}, actor.WithSupervisor(restartAlways()), guardian), supervisorName)
