@@ -149,7 +149,14 @@
 //     path afresh;
 //   - a demand load whose handling panicked before the planner started
 //     the load answers the requests parked for it, and the next request
-//     asks again.
+//     asks again;
+//   - a message that comes once and that the planner waits for is not
+//     lost: a stage's result whose handling panicked before the planner
+//     took it is sent again as a failure (the job ends failed, what the
+//     stage made is freed, and the model is retried as after any failed
+//     stage), and a content's end (freedContent) is still told to the
+//     planner, which would otherwise count its memory, and hold back the
+//     loads of a stuck warm-up's content, for good.
 //
 // What it may leave: a content or files not freed until Stop (a release
 // or a discard cut short), and, for a bug that panics on every message of

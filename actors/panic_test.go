@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -409,6 +410,107 @@ func TestAfterAPanicTheSupervisorAnswersTheMessagesCaller(t *testing.T) {
 		next := newBatch(context.Background(), []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
 		if r, ask := d.park(next, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != parked || !ask {
 			t.Fatalf("the next request: %v, ask %v; want parked, asking for the load again", r, ask)
+		}
+	})
+}
+
+// panicOnLog is a log handler that panics once, after armed is set, at
+// the first record whose message starts with prefix: a bug in the
+// supervisor at that point of its work (what it logs there is the
+// handiest place to make it panic).
+type panicOnLog struct {
+	slog.Handler
+	prefix string
+	armed  *atomic.Bool
+}
+
+func (h panicOnLog) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) && h.armed.CompareAndSwap(true, false) {
+		panic("test: the supervisor crashes at " + strconv.Quote(h.prefix))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h panicOnLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return panicOnLog{Handler: h.Handler.WithAttrs(as), prefix: h.prefix, armed: h.armed}
+}
+
+func (h panicOnLog) WithGroup(name string) slog.Handler {
+	return panicOnLog{Handler: h.Handler.WithGroup(name), prefix: h.prefix, armed: h.armed}
+}
+
+// crashAtLog makes the world's logger panic once at the first record
+// whose message starts with prefix after *armed is set.
+func crashAtLog(prefix string, armed *atomic.Bool) func(*world, *Options) {
+	return func(_ *world, o *Options) {
+		o.Logger = slog.New(panicOnLog{Handler: o.Logger.Handler(), prefix: prefix, armed: armed})
+	}
+}
+
+// A panic while the supervisor takes the result of a load's stage (here
+// the runtime load's, as it notes the runtime's first load) fails that
+// load, its servable closed, and the next poll loads the model. The
+// result is the one message the planner waits for: lost, the model would
+// stay loading for good and the server never ready.
+func TestAPanicWhileTakingALoadsResultFailsThatLoadAndTheNextPollRetriesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		armed.Store(true)
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)}, crashAtLog("first load of a runtime", &armed))
+		defer w.stop()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		m := w.model("a/")
+		if m.State != StateFailed || !strings.Contains(m.LastError, "internal error") || !strings.Contains(m.LastError, "test: the supervisor crashes") {
+			t.Fatalf("a/ after the handling of its load's result panicked: %+v, want failed with the panic", m)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the one whose result was lost closed", l, c)
+		}
+		w.settle() // the next poll
+		if m := w.model("a/"); m.State != StateReady || !w.sys.Ready() {
+			t.Fatalf("a/ at the next poll: %+v, ready %v", m, w.sys.Ready())
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/: %v", res.Err)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
+		}
+	})
+}
+
+// A panic while the supervisor takes the end of a stuck warm-up's content
+// (its model actors gone once the forward call returned; it logs it)
+// still has the planner forget that content: the model loads again at
+// the next poll, instead of being held back for good by a call that has
+// returned.
+func TestAPanicWhileTakingTheEndOfAStuckWarmUpStillLetsTheModelLoadAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tweak, release, _ := hangWarmUps(2500 * time.Millisecond)
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(entry("a/", "", warmUpOf5)), map[string]faultySpec{"a/": version(1)}, tweak,
+			crashAtLog("the forward call of a timed-out warm-up returned", &armed))
+		defer w.stop()
+		defer release()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		if m := w.model("a/"); m.State != StateFailed || m.StuckWarmUps != 1 {
+			t.Fatalf("at warmup_timeout: %+v, want failed with one stuck warm-up", m)
+		}
+		armed.Store(true)
+		release()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		w.settle()
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 2 || c != 1 {
+			t.Fatalf("once the stuck call returned: %d servables loaded, %d closed; want the stuck one closed and a new load", l, c)
+		}
+		if m := w.model("a/"); m.State != StateReady || m.StuckWarmUps != 0 {
+			t.Fatalf("once the stuck call returned: %+v", m)
 		}
 	})
 }

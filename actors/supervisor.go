@@ -301,7 +301,9 @@ func (s *supervisorActor) pollDone(err error) {
 // panicked answers the caller of msg, whose handling panicked with err
 // (Receive), and makes good what the handler may have left undone that
 // nothing else would: a caller waits for no answer that will not come,
-// and no request waits for a load nobody started. What else the handler
+// no request waits for a load nobody started, and the planner waits for
+// no message that came once and was lost (a stage's result: its job ends
+// failed; a content's end: it is forgotten). What else the handler
 // left undone, the next event does: each applies the planner's plan
 // again, publishing the routing and demand tables and the status anew,
 // and a config poll (every poll interval) applies the whole config again.
@@ -333,7 +335,47 @@ func (s *supervisorActor) panicked(msg any, err error) {
 				s.sys.ways.resume(s.sys.as.Root.Send, d.fail(e, time.Time{}), e) // sends nothing: answers with e
 			}
 		}
+	case fetchResult:
+		if s.resultLost(m.path, m.job, lifecycle.Fetching, m.err) {
+			s.sys.as.Root.Send(s.self, fetchResult{path: m.path, job: m.job, local: m.local, err: s.lostResult(m.path, m.err, err)})
+		}
+	case loadResult:
+		if s.resultLost(m.path, m.job, lifecycle.LoadingFiles, m.err) {
+			s.sys.as.Root.Send(s.self, loadResult{path: m.path, job: m.job, runtime: m.runtime, sv: m.sv, rss: m.rss, err: s.lostResult(m.path, m.err, err)})
+		}
+	case warmResult:
+		if s.resultLost(m.path, m.job, lifecycle.WarmingUp, m.err) {
+			s.sys.as.Root.Send(s.self, warmResult{path: m.path, job: m.job, stuck: m.stuck, err: s.lostResult(m.path, m.err, err)})
+		}
+	case freedContent:
+		// Sent once: lost, the planner would count the content's memory,
+		// and hold back the loads of a stuck warm-up's content, for good.
+		// Freed only forgets it; the next event plans with that.
+		_ = s.plan.Apply(lifecycle.Freed{Content: m.id}, time.Now())
 	}
+}
+
+// resultLost reports whether the planner still waits for the result of
+// job's stage (at stage) whose handling panicked: it never heard it, and
+// no other will come. A result that is already a panic's (stepPanicked,
+// or one sent again here) is not sent again: that would loop.
+func (s *supervisorActor) resultLost(path string, job int64, stage lifecycle.Stage, result error) bool {
+	if errors.Is(result, errInternal) {
+		return false
+	}
+	p := s.plan.Path(path)
+	return p != nil && p.Job != nil && p.Job.ID == job && p.Job.Stage == stage
+}
+
+// lostResult is the error of the result of a stage of path's job sent
+// again after its handling panicked with err: the stage's own failure,
+// if it failed, else err. Either way the job ends failed, with what the
+// stage made freed, and the model is retried as after any failed stage.
+func (s *supervisorActor) lostResult(path string, result, err error) error {
+	if result != nil {
+		return fmt.Errorf("%w; then %w", result, err)
+	}
+	return s.sys.paths.Error(fmt.Errorf("loading model %s: %w", path, err))
 }
 
 // start begins polling: the first poll at once, then every poll interval.
