@@ -146,7 +146,10 @@
 //     does: the model is retried at the next poll (on demand: at a request
 //     after its backoff) and the requests parked for its load are answered;
 //     a swap that left its content out of the supervisor's hands loads the
-//     path afresh;
+//     path afresh; a discard or a release does what it changes first and
+//     reports (logs, metrics) last, so a panic in the report costs the
+//     report only (the requests parked for a failed on-demand load are
+//     answered, the content's model actors stop);
 //   - a demand load whose handling panicked before the planner started
 //     the load answers the requests parked for it, and the next request
 //     asks again;

@@ -514,3 +514,70 @@ func TestAPanicWhileTakingTheEndOfAStuckWarmUpStillLetsTheModelLoadAgain(t *test
 		}
 	})
 }
+
+// A panic while the supervisor reports an on-demand model's failed load
+// (as it logs it) costs the report only: the request waiting for the
+// load gets its failure at once, not at its deadline, and after the
+// backoff the next request loads the model. Left half done, the load's
+// demand slot kept its "load asked" mark: every request after it waited
+// for a load nobody would start.
+func TestAPanicWhileReportingAFailedOnDemandLoadStillAnswersItsRequestsAndLetsTheNextLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(entry("o/", "", onDemandLoad)), map[string]faultySpec{"o/": {FailLoad: true}},
+			crashAtLog("on-demand model load failed", &armed))
+		defer w.stop()
+		synctest.Wait()
+		armed.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if got := res[0].Err; got == nil || !strings.Contains(got.Error(), "asked to fail loading") || time.Since(start) != 0 {
+			t.Fatalf("the waiting request got %v after %v, want the load's failure at once", got, time.Since(start))
+		}
+		w.putModel("o/", version(1))
+		time.Sleep(time.Second) // the backoff after one failed load
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start = time.Now()
+		res, err = w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 4)}})
+		if err != nil || res[0].Err != nil || time.Since(start) != 0 {
+			t.Fatalf("o/ after the backoff: %v %+v after %v, want it loaded and answering", err, res, time.Since(start))
+		}
+	})
+}
+
+// A panic while the supervisor releases a content (as it logs it) costs
+// the log line only: the content's model actors stop and its servable
+// is closed, and its memory no longer counts.
+func TestAPanicWhileReleasingAContentStillClosesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(), nil, crashAtLog("releasing model content", &armed))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "r/", version(1))
+		if err := w.sys.RegisterModel(ctx, "r/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		armed.Store(true)
+		if err := w.sys.DeleteModel(ctx, "r/"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if c := w.rt.closed.Load(); c != 1 {
+			t.Fatalf("%d servables closed after the deletion, want the deleted model's", c)
+		}
+	})
+}

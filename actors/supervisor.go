@@ -846,25 +846,14 @@ func (s *supervisorActor) restore(st lifecycle.Step) {
 	s.log.Info("model rolled back to its kept content, with no reload", "model", st.Path, "checksum", c.checksum, "from_checksum", from)
 }
 
-// discard drops a job that will not serve, now or when its running stage ends.
+// discard drops a job that will not serve, now or when its running
+// stage ends, and reports a failed one. What it changes comes first, the
+// report last: a panic in the report (stepPanicked) costs the report only.
 func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
 	j := s.jobs[st.Job]
-	if st.Err != nil {
-		reason := lifecycle.ReasonEager
-		if j != nil {
-			reason = j.reason
-		}
-		s.sys.metrics.loads.WithLabelValues(st.Path, "failed", reason).Inc()
-		p := s.plan.Path(st.Path)
-		switch {
-		case p != nil && p.Active != nil:
-			s.log.Error("model update failed; the previous content keeps serving", "model", st.Path, "serving_checksum", p.Active.Checksum, "err", st.Err)
-		case p != nil && s.plan.OnDemand(p):
-			s.log.Error("on-demand model load failed; the next request after the backoff retries it", "model", st.Path, "retry_at", p.RetryAt, "err", st.Err)
-			s.failDemand(ctx, p, st.Err)
-		default:
-			s.log.Error("model load failed; retrying on the next poll", "model", st.Path, "err", st.Err)
-		}
+	reason := lifecycle.ReasonEager
+	if j != nil {
+		reason = j.reason
 	}
 	switch {
 	case j == nil:
@@ -872,6 +861,23 @@ func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
 		j.discarded = true // dropped when its stage ends
 	default:
 		s.drop(ctx, st.Job, j)
+	}
+	if st.Err == nil {
+		return
+	}
+	p := s.plan.Path(st.Path)
+	onDemand := p != nil && p.Active == nil && s.plan.OnDemand(p)
+	if onDemand {
+		s.failDemand(ctx, p, st.Err)
+	}
+	s.sys.metrics.loads.WithLabelValues(st.Path, "failed", reason).Inc()
+	switch {
+	case p != nil && p.Active != nil:
+		s.log.Error("model update failed; the previous content keeps serving", "model", st.Path, "serving_checksum", p.Active.Checksum, "err", st.Err)
+	case onDemand:
+		s.log.Error("on-demand model load failed; the next request after the backoff retries it", "model", st.Path, "retry_at", p.RetryAt, "err", st.Err)
+	default:
+		s.log.Error("model load failed; retrying on the next poll", "model", st.Path, "err", st.Err)
 	}
 }
 
@@ -891,8 +897,8 @@ func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
 // release stops c's model actors (which close the servable); its cached
 // files are deleted once they have all terminated.
 func (s *supervisorActor) release(ctx actor.Context, c *content) {
-	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum)
 	s.stopActors(ctx, c, c.local)
+	s.log.Debug("releasing model content", "model", c.path, "checksum", c.checksum) // last: a panic in it costs it alone
 }
 
 // stoppingContent is a content whose model actors were stopped: how many
