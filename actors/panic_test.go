@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -578,6 +579,46 @@ func TestAPanicWhileReleasingAContentStillClosesIt(t *testing.T) {
 		}
 		if c := w.rt.closed.Load(); c != 1 {
 			t.Fatalf("%d servables closed after the deletion, want the deleted model's", c)
+		}
+	})
+}
+
+// A panic in the fetch step of an on-demand model whose files the disk
+// cache kept (here as it names the bucket, after taking them from the
+// cache) fails that load; the files, out of the cache and in no job's
+// hands, are still deleted by the time the server stops.
+func TestAPanicInAFetchFromTheDiskCacheLeavesNoFilesBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		size := int64(len(mustSpec(t, version(1))))
+		sumA, sumB := checksumOf(t, "a/", version(1)), checksumOf(t, "b/", version(2))
+		var cb *crashingBucket
+		var cacheDir string
+		w := newWorld(t, configJSON(entry("a/", sumA, onDemandLoad), entry("b/", sumB, onDemandLoad)),
+			map[string]faultySpec{"a/": version(1), "b/": version(2)}, unmeasured, crashOn(&cb),
+			func(_ *world, o *Options) {
+				o.MemoryBudget, o.MemoryFactor, o.DiskCacheBytes = size+size/2, 1, 10*size
+				cacheDir = o.CacheDir
+			})
+		synctest.Wait()
+		for _, p := range []string{"a/", "b/"} { // b/'s load unloads a/, whose files go to the disk cache
+			if res := w.infer(p, 2); res.Err != nil {
+				t.Fatalf("%s: %v", p, res.Err)
+			}
+			synctest.Wait()
+		}
+		if n := w.metric("grove_model_disk_cache_bytes", nil); n != float64(size) {
+			t.Fatalf("disk cache bytes = %v, want a/'s %d", n, size)
+		}
+		cb.crash.Store(true)
+		if res := w.infer("a/", 3); !errors.Is(res.Err, errInternal) {
+			t.Fatalf("a/ whose fetch from the disk cache panicked: %v, want the internal error", res.Err)
+		}
+		if cb.crash.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		w.stop()
+		if left, _ := filepath.Glob(filepath.Join(cacheDir, "*", "model.faulty")); len(left) != 0 {
+			t.Errorf("model files left after Stop: %v", left)
 		}
 	})
 }

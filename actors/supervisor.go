@@ -637,6 +637,14 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 		d.loading(time.Now())
 	}
 	var cached *bucket.LocalModel
+	started := false
+	defer func() {
+		if cached != nil && !started {
+			// Out of the disk cache, and the stage that would take them
+			// did not start: this step panicked (stepPanicked).
+			closeQuietly(nil, cached, s.log)
+		}
+	}()
 	if d := s.sys.disk; d != nil && !st.Registered && st.Meta.Checksum != "" {
 		if cached = d.take(st.Meta.Path, st.Meta.Checksum); cached != nil {
 			s.sys.metrics.diskCacheBytes.Set(float64(d.used))
@@ -648,6 +656,7 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	}
 	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", from, "job", st.Job)
 	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
+	started = true
 	s.sys.background(func(bctx context.Context) {
 		r := fetchResult{path: st.Path, job: st.Job}
 		if cached != nil {
