@@ -131,9 +131,11 @@
 // What a panic costs is the message being handled, and its caller gets
 // an answer at once, never a hang: a batch's items not answered yet, a
 // Score call, a router query, a reload (System.Reload), a registration
-// or a deletion get an internal error (kind Unavailable: retry), a
-// status read the last snapshot. What the handler left undone converges
-// without it:
+// or a deletion the planner did not take get an internal error (kind
+// Unavailable: retry), a status read the last snapshot. A deletion the
+// planner took is answered done, and a registration it took its outcome
+// (the model ready, or why not), as without the panic. What the handler
+// left undone converges without it:
 //
 //   - the supervisor's next event plans and publishes again (routing and
 //     demand tables, status, wake-up time), and every config poll applies

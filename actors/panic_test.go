@@ -17,7 +17,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
 )
@@ -619,6 +621,67 @@ func TestAPanicInAFetchFromTheDiskCacheLeavesNoFilesBehind(t *testing.T) {
 		w.stop()
 		if left, _ := filepath.Glob(filepath.Join(cacheDir, "*", "model.faulty")); len(left) != 0 {
 			t.Errorf("model files left after Stop: %v", left)
+		}
+	})
+}
+
+// A deletion whose handling panics once the planner has it (here as the
+// supervisor notes the deleted content retired) is done: its caller hears
+// so, not an internal error telling it to retry (a retry would find the
+// model not registered), and the model is gone and closed.
+func TestADeletionWhoseHandlingPanicsAfterItIsDoneIsAnsweredDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(), nil, crashAtLog("model content retired", &armed))
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		name, data := modelFile(t, "r/", version(1))
+		if err := w.sys.RegisterModel(ctx, "r/", map[string][]byte{name: data}, ""); err != nil {
+			t.Fatal(err)
+		}
+		armed.Store(true)
+		if err := w.sys.DeleteModel(ctx, "r/"); err != nil {
+			t.Fatalf("the deletion: %v, want done", err)
+		}
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		w.settle()
+		if res := w.infer("r/", 2); !errors.Is(res.Err, ErrModelNotFound) {
+			t.Fatalf("the deleted model answered %v", res.Err)
+		}
+		if c := w.rt.closed.Load(); c != 1 {
+			t.Fatalf("%d servables closed after the deletion, want the deleted model's", c)
+		}
+	})
+}
+
+// A registration whose handling panics once the planner has it (register
+// puts its caller among the waiters before taking its steps) is left to
+// its outcome: panicked does not answer it with an internal error (a
+// retry would find it registered already), and the outcome the planner
+// notifies reaches the caller.
+func TestARegistrationWhoseHandlingPanicsAfterThePlannerHasItHearsItsOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(), nil)
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		if err := sup.plan.Apply(lifecycle.Registered{Meta: modelconfig.Model{Path: "r/"}}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		waiting := make(chan error, 1)
+		sup.waiters["r/"] = []chan error{waiting}
+		sup.panicked(registerRequest{path: "r/", waiting: waiting}, fmt.Errorf("%w: the supervisor panicked handling a test", errInternal))
+		select {
+		case err := <-waiting:
+			t.Fatalf("the registration the planner has was answered %v, want its outcome", err)
+		default:
+		}
+		sup.answerHeld([]lifecycle.Step{{Kind: lifecycle.Notify, Path: "r/"}})
+		if err := <-waiting; err != nil {
+			t.Fatalf("the registration's outcome: %v, want nil (ready)", err)
 		}
 	})
 }

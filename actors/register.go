@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -130,7 +131,8 @@ func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
 	}
 	prev, had := s.sources[r.path]
 	s.sources[r.path] = bucket.NewMemory("registered:"+r.path, r.files)
-	if err := s.apply(ctx, lifecycle.Registered{Meta: modelconfig.Model{Path: r.path, WarmUpJSON: r.warmUp}}); err != nil {
+	now := time.Now()
+	if err := s.plan.Apply(lifecycle.Registered{Meta: modelconfig.Model{Path: r.path, WarmUpJSON: r.warmUp}}, now); err != nil {
 		if had {
 			s.sources[r.path] = prev
 		} else {
@@ -139,16 +141,29 @@ func (s *supervisorActor) register(ctx actor.Context, r registerRequest) {
 		r.waiting <- registrationError(r.path, err)
 		return
 	}
+	// Before its steps are taken: the planner has the registration, and
+	// its outcome (lifecycle.Notify) answers the caller even if taking
+	// them panics (supervisorActor.panicked).
 	s.waiters[r.path] = append(s.waiters[r.path], r.waiting)
+	if !s.quiet {
+		s.execute(ctx, now)
+	}
 }
 
-// unregister unloads a registered model now.
-func (s *supervisorActor) unregister(ctx actor.Context, path string) error {
-	if err := s.apply(ctx, lifecycle.Unregistered{Path: path}); err != nil {
-		return registrationError(path, err)
+// unregister unloads a registered model now and answers reply. The
+// deletion is done once the planner has it: its caller hears so even if
+// taking its steps panics (the next event takes them).
+func (s *supervisorActor) unregister(ctx actor.Context, m unregisterRequest) {
+	now := time.Now()
+	if err := s.plan.Apply(lifecycle.Unregistered{Path: m.path}, now); err != nil {
+		m.reply <- registrationError(m.path, err)
+		return
 	}
-	s.log.Info("registered model deleted", "model", path)
-	return nil
+	defer func() { m.reply <- nil }()
+	s.log.Info("registered model deleted", "model", m.path)
+	if !s.quiet {
+		s.execute(ctx, now)
+	}
 }
 
 // registrationError is the error a registration's caller gets for the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -242,7 +243,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case registerRequest:
 		s.register(ctx, m)
 	case unregisterRequest:
-		m.reply <- s.unregister(ctx, m.path)
+		s.unregister(ctx, m)
 	case fetchResult:
 		var sum string
 		var size int64
@@ -314,7 +315,9 @@ func (s *supervisorActor) panicked(msg any, err error) {
 		s.cfgStat.LastError, s.cfgStat.LastErrorAt = s.sys.paths.Error(fmt.Errorf("applying model config %s: %w", s.sys.opts.ModelConfigPath, err)).Error(), timePtr(m.at)
 		s.pollDone(err)
 	case registerRequest:
-		// Not among the waiters: that is its handler's last step.
+		if slices.Contains(s.waiters[m.path], m.waiting) {
+			return // the planner has it: its outcome answers (register)
+		}
 		select {
 		case m.waiting <- fmt.Errorf("registering model %s: %w", m.path, err):
 		default: // answered already
