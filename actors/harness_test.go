@@ -141,12 +141,13 @@ func (b *memBucket) WriteObject(_ context.Context, name string, data []byte, ifV
 
 // faultySpec is the content of a faulty model file (see servables/faulty).
 type faultySpec struct {
-	PanicOn  *float64 `json:"panic_on,omitempty"`
-	ErrorOn  *float64 `json:"error_on,omitempty"`
-	DelayMs  int      `json:"delay_ms,omitempty"`
-	FailLoad bool     `json:"fail_load,omitempty"`
-	ByPos    bool     `json:"by_position,omitempty"`
-	Add      float64  `json:"add,omitempty"`
+	PanicOn   *float64 `json:"panic_on,omitempty"`
+	ErrorOn   *float64 `json:"error_on,omitempty"`
+	DelayMs   int      `json:"delay_ms,omitempty"`
+	FailLoad  bool     `json:"fail_load,omitempty"`
+	PanicLoad bool     `json:"panic_load,omitempty"`
+	ByPos     bool     `json:"by_position,omitempty"`
+	Add       float64  `json:"add,omitempty"`
 }
 
 // version returns an echoing spec whose bytes (and so checksum) differ

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -588,7 +589,19 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	}
 	opts.Checksum = local.Checksum
 	var sv servables.Servable
-	load := func() { sv, err = rt.Load(ctx, local.Dir, local.Files, opts) }
+	load := func() {
+		// A runtime's Go code that panics on a model file (a bug, in
+		// Grove's parsers or a runtime's binding) fails this load, not
+		// the process.
+		defer func() {
+			if v := recover(); v != nil {
+				s.opts.Logger.Error("internal error: the runtime panicked loading a model; the load fails", "runtime", rt.Name(), "dir", local.Dir,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				sv, err = nil, fmt.Errorf("the %s runtime panicked loading the model (an internal error; the stack is logged): %v", rt.Name(), v)
+			}
+		}()
+		sv, err = rt.Load(ctx, local.Dir, local.Files, opts)
+	}
 	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {
 		lowprio.WithSpareP(load)
 	} else {

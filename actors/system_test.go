@@ -252,6 +252,28 @@ func TestSystemRetriesAFailedLoadOnLaterPollsAndKeepsReportingItFailed(t *testin
 	})
 }
 
+func TestARuntimeThatPanicsLoadingAModelFailsThatLoadAndTheServerServesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("b/", "", "")), map[string]faultySpec{"a/": {PanicLoad: true}, "b/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "the faulty runtime panicked loading the model") {
+			t.Fatalf("a/ after its load panicked: %+v", m)
+		}
+		if !strings.Contains(w.log.String(), "faulty model asked to panic while loading") {
+			t.Error("the panic is not logged")
+		}
+		if res := w.infer("b/", 1); res.Err != nil {
+			t.Fatalf("b/ does not serve beside a load that panicked: %v", res.Err)
+		}
+		w.putModel("a/", version(2))
+		w.settle()
+		if m := w.model("a/"); m.State != StateReady || m.LastError != "" {
+			t.Fatalf("a/ after its file was fixed: %+v", m)
+		}
+	})
+}
+
 func TestSystemRejectsContentWhoseWarmUpFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bad := faultySpec{ErrorOn: f64(7)}

@@ -4,13 +4,14 @@
 //
 // A faulty model is one file ending in ".faulty" holding JSON:
 //
-//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false, "by_position": false, "add": 0.2}
+//	{"panic_on": 13, "error_on": 7, "delay_ms": 5, "fail_load": false, "panic_load": false, "by_position": false, "add": 0.2}
 //
 // Predict returns a copy of its first input, with add added to each
 // element of a float input (FP32, FP64); it panics when any element of
 // that input equals panic_on, returns an execution error when one equals
 // error_on, and sleeps delay_ms first. Its metadata names one input and one
-// output "x" and says nothing of their datatypes and shapes; by_position
+// output "x" and says nothing of their datatypes and shapes. fail_load
+// makes its load fail, panic_load makes its load panic. by_position
 // makes it take inputs by position as TorchScript does
 // (servables.Metadata.ByPosition).
 package faulty
@@ -43,12 +44,13 @@ func (Runtime) Accepts(_ fs.FS, files []string) bool {
 
 // spec is the content of a ".faulty" file.
 type spec struct {
-	PanicOn  *float64 `json:"panic_on"`
-	ErrorOn  *float64 `json:"error_on"`
-	DelayMs  int      `json:"delay_ms"`
-	FailLoad bool     `json:"fail_load"`
-	ByPos    bool     `json:"by_position"`
-	Add      float64  `json:"add"`
+	PanicOn   *float64 `json:"panic_on"`
+	ErrorOn   *float64 `json:"error_on"`
+	DelayMs   int      `json:"delay_ms"`
+	FailLoad  bool     `json:"fail_load"`
+	PanicLoad bool     `json:"panic_load"`
+	ByPos     bool     `json:"by_position"`
+	Add       float64  `json:"add"`
 }
 
 // Load reads the model's behaviour from its file.
@@ -65,6 +67,9 @@ func (Runtime) Load(_ context.Context, dir string, files []string, _ servables.L
 	}
 	if sp.FailLoad {
 		return nil, errors.New("faulty model asked to fail loading")
+	}
+	if sp.PanicLoad {
+		panic("faulty model asked to panic while loading")
 	}
 	return &model{sp: sp}, nil
 }
