@@ -146,7 +146,10 @@
 //     load or warm-up step, whose background stage starts last and so did
 //     not start, ends its job failed with the panic, as a failed stage
 //     does: the model is retried at the next poll (on demand: at a request
-//     after its backoff) and the requests parked for its load are answered;
+//     after its backoff) and the requests parked for its load are answered
+//     (a warm-up's model actors spawned before the panic stop with the
+//     job's content, which took the servable before the first was
+//     spawned, and the servable is closed once they have);
 //     a swap that left its content out of the supervisor's hands loads the
 //     path afresh; a discard or a release does what it changes first and
 //     reports (logs, metrics) last, so a panic in the report costs the

@@ -685,3 +685,92 @@ func TestARegistrationWhoseHandlingPanicsAfterThePlannerHasItHearsItsOutcome(t *
 		}
 	})
 }
+
+// modelActors returns the names of the model actors alive.
+func (w *world) modelActors() []string {
+	var out []string
+	for _, n := range w.actorNames() {
+		if strings.Contains(n, "/model-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A panic partway through the spawn of a content's model actors (here as
+// the supervisor notes the first of two replicas spawned) fails that
+// load and leaves nothing half-spawned: the replica spawned is stopped,
+// the servable closed once it has, and the next poll loads the model.
+// Left running, that replica kept using a servable the failed load's
+// drop had closed, until Stop.
+func TestAPanicPartwayThroughSpawningAModelsActorsStopsThoseSpawned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		armed.Store(true)
+		w := newWorld(t, configJSON(entry("a/", "", `"replicas": 2`)), map[string]faultySpec{"a/": version(1)},
+			crashAtLog("model actor spawned", &armed))
+		defer w.stop()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		m := w.model("a/")
+		if m.State != StateFailed || !strings.Contains(m.LastError, "internal error") {
+			t.Fatalf("a/ after its spawn panicked: %+v, want failed with the panic", m)
+		}
+		if left := w.modelActors(); len(left) != 0 {
+			t.Fatalf("model actors still running after the failed load: %v", left)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed", l, c)
+		}
+		w.settle() // the next poll
+		if m := w.model("a/"); m.State != StateReady || m.Replicas != 2 {
+			t.Fatalf("a/ at the next poll: %+v", m)
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/: %v", res.Err)
+		}
+		if left := w.modelActors(); len(left) != 2 {
+			t.Fatalf("model actors: %v, want a/'s two replicas", left)
+		}
+	})
+}
+
+// A replica that cannot be spawned (here its name is taken) fails the
+// load as a panic in the spawn does: the replica spawned before it is
+// stopped, the servable closed once it has, and the next poll loads the
+// model.
+func TestAReplicaThatCannotBeSpawnedFailsTheLoadAndStopsThoseSpawned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		w := newWorld(t, configJSON(entry("a/", "", `"replicas": 2`)), map[string]faultySpec{"a/": version(1)},
+			func(w *world, _ *Options) { w.rt.gate = gate })
+		defer w.stop()
+		blocker, err := w.sys.as.Root.SpawnNamed(actor.PropsFromFunc(func(actor.Context) {}), supervisorName+"/model-0-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(gate)
+		synctest.Wait()
+		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "spawning model actor") {
+			t.Fatalf("a/ whose second replica could not be spawned: %+v", m)
+		}
+		if left := w.modelActors(); len(left) != 1 || left[0] != blocker.Id {
+			t.Fatalf("model actors after the failed load: %v, want the blocker alone", left)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed", l, c)
+		}
+		if err := w.sys.as.Root.StopFuture(blocker).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		w.settle() // the next poll
+		if m := w.model("a/"); m.State != StateReady || m.Replicas != 2 {
+			t.Fatalf("a/ at the next poll: %+v", m)
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/: %v", res.Err)
+		}
+	})
+}

@@ -105,7 +105,8 @@ type loadJob struct {
 	sv        *servables.Signed
 	// rss is the memory the load took (loadResult.rss).
 	rss int64
-	// c is the content once its model actors are spawned (warm-up).
+	// c is the content once spawn gave it the servable (warm-up), its
+	// model actors spawned or not: dropping the job releases it.
 	c *content
 	// reason is why it loads (lifecycle.Job.Reason); started when its
 	// fetch started.
@@ -751,7 +752,6 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 		ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: s.sys.modelPaths(j.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))})
 		return
 	}
-	j.c = c
 	s.sys.background(func(bctx context.Context) {
 		err := s.sys.warmUp(bctx, c, st.Meta)
 		_, stuck := errors.AsType[*warmUpTimeout](err)
@@ -773,9 +773,15 @@ func (s *supervisorActor) logStuckReturned(id int64) {
 	}
 }
 
-// spawn starts the model actors (replicas) of a loaded job; they share its servable.
+// spawn starts the model actors (replicas) of a loaded job; they share
+// its servable. The job's content (j.c) takes the servable before the
+// first actor is spawned: whatever stops spawn then, an error or a panic,
+// leaves nothing half-spawned that dropping the job does not free. The
+// shares of the replicas not spawned are closed here; the replicas
+// spawned close theirs as they stop (drop releases the content), the
+// last one closing the servable.
 func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*content, error) {
-	c := &content{id: id, name: s.names.take(), path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss,
+	c := &content{id: id, path: j.path, checksum: j.local.Checksum, runtime: j.runtime, local: j.local, signed: j.sv, rss: j.rss,
 		onDemand: j.reason == lifecycle.ReasonDemand || s.onDemand(j.path)}
 	c.meta.Store(new(j.sv.Metadata()))
 	self, root := ctx.Self(), ctx.ActorSystem().Root
@@ -799,21 +805,23 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	if bo.maxRows > 1 {
 		c.serving.MaxQueueDelay = bo.delay
 	}
-	shared := share(j.sv, replicas)
 	c.busy = make([]atomic.Int64, replicas)
+	c.name = s.names.take()
+	shared := share(j.sv, replicas)
+	j.c, j.sv = c, nil // the content owns the servable now: dropping the job releases it
+	defer func() {
+		for range replicas - len(c.pids) {
+			_ = shared.Close()
+		}
+	}()
 	for i := range replicas {
 		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.lowered, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", c.name, i))
 		if err != nil {
-			s.stopActors(ctx, c, nil) // each closes its share of the servable
-			for range replicas - i {
-				_ = shared.Close()
-			}
-			j.sv = nil
 			return nil, fmt.Errorf("spawning model actor: %w", err)
 		}
 		c.pids = append(c.pids, pid)
+		s.log.Debug("model actor spawned", "model", c.path, "checksum", c.checksum, "replica", i, "actor", pid.Id)
 	}
-	j.sv = nil // the model actors own it now
 	return c, nil
 }
 
