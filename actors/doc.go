@@ -151,10 +151,12 @@
 //     job's content, which took the servable before the first was
 //     spawned, and the servable is closed once they have);
 //     a swap that left its content out of the supervisor's hands loads the
-//     path afresh; a discard or a release does what it changes first and
-//     reports (logs, metrics) last, so a panic in the report costs the
-//     report only (the requests parked for a failed on-demand load are
-//     answered, the content's model actors stop);
+//     path afresh; a discard, a release or a job's drop does what it
+//     changes first and reports (logs, metrics) last, so a panic in the
+//     report costs the report only (the requests parked for a failed
+//     on-demand load are answered, the content's model actors stop, a
+//     dropped job's servable is closed, its files removed and its memory
+//     no longer counted);
 //   - a demand load whose handling panicked before the planner started
 //     the load answers the requests parked for it, and the next request
 //     asks again;

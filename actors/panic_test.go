@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/servables"
@@ -771,6 +775,64 @@ func TestAReplicaThatCannotBeSpawnedFailsTheLoadAndStopsThoseSpawned(t *testing.
 		}
 		if res := w.infer("a/", 3); res.Err != nil {
 			t.Fatalf("a/: %v", res.Err)
+		}
+	})
+}
+
+// failingClose is a servable whose Close fails (after noting the call).
+type failingClose struct {
+	servables.Servable
+	closed atomic.Bool
+}
+
+func (f *failingClose) Close() error {
+	f.closed.Store(true)
+	return errors.New("test: close failed")
+}
+
+// sendRecorder is an actor context that records what is sent with it.
+type sendRecorder struct {
+	actor.Context
+	sent []any
+}
+
+func (r *sendRecorder) Self() *actor.PID           { return actor.NewPID("test", supervisorName) }
+func (r *sendRecorder) Send(_ *actor.PID, msg any) { r.sent = append(r.sent, msg) }
+func (r *sendRecorder) freed(id int64) (freed bool) {
+	return slices.Contains(r.sent, any(freedContent{id: id}))
+}
+
+// A panic while the supervisor logs a failed close of a dropped job's
+// servable (a bug in the log) costs the log line only: the job's files
+// are removed and its memory freed (freedContent), as without it. Before,
+// the files stayed on disk for good (the job gone, Stop did not see them)
+// and the planner was never told the job's memory was free.
+func TestAPanicWhileLoggingAFailedCloseStillFreesTheJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(), nil, crashAtLog("closing model", &armed))
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		sv := &failingClose{}
+		local := &bucket.LocalModel{Dir: t.TempDir()}
+		ctx := &sendRecorder{}
+		armed.Store(true)
+		func() {
+			defer func() { _ = recover() }() // as take does
+			sup.drop(ctx, 7, &loadJob{path: "a/", sv: servables.WithSignature(sv, servables.Metadata{}), local: local})
+		}()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if !sv.closed.Load() {
+			t.Error("the servable was not closed")
+		}
+		if _, err := os.Stat(local.Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the job's files are still there: %v", err)
+		}
+		if !ctx.freed(7) {
+			t.Errorf("no freedContent sent: %v; the planner would count the job's memory for good", ctx.sent)
 		}
 	})
 }

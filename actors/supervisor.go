@@ -902,15 +902,18 @@ func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
 }
 
 // drop frees what job id produced: its model actors (which close the
-// servable), or the servable, and its cached files.
+// servable), or the servable, and its cached files. What fails is logged
+// last: a panic in the log (a bug) costs the log only, not the memory's
+// release (freedContent).
 func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
 	delete(s.jobs, id)
 	switch {
 	case j.c != nil:
 		s.release(ctx, j.c)
 	default:
-		closeQuietly(j.sv, j.local, s.log)
+		closeErr, removeErr := closeModel(j.sv, j.local)
 		ctx.Send(ctx.Self(), freedContent{id: id})
+		logClose(s.log, j.local, closeErr, removeErr)
 	}
 }
 
@@ -1154,16 +1157,33 @@ func isParseError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &tooLarge)
 }
 
+// closeQuietly closes sv and removes local's files (either may be nil),
+// and logs what failed: last, so that a panic in the log leaves nothing
+// open.
 func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logger) {
+	closeErr, removeErr := closeModel(sv, local)
+	logClose(log, local, closeErr, removeErr)
+}
+
+// closeModel closes sv and removes local's files (either may be nil), and
+// returns what failed, for logClose.
+func closeModel(sv *servables.Signed, local *bucket.LocalModel) (closeErr, removeErr error) {
 	if sv != nil {
-		if err := sv.Close(); err != nil {
-			log.Warn("closing model", "err", err)
-		}
+		closeErr = sv.Close()
 	}
 	if local != nil {
-		if err := local.Remove(); err != nil {
-			log.Warn("removing cached model files", "dir", local.Dir, "err", err)
-		}
+		removeErr = local.Remove()
+	}
+	return closeErr, removeErr
+}
+
+// logClose logs the failures closeModel returned.
+func logClose(log *slog.Logger, local *bucket.LocalModel, closeErr, removeErr error) {
+	if closeErr != nil {
+		log.Warn("closing model", "err", closeErr)
+	}
+	if removeErr != nil {
+		log.Warn("removing cached model files", "dir", local.Dir, "err", removeErr)
 	}
 }
 
