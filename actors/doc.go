@@ -157,6 +157,10 @@
 //     on-demand load are answered, the content's model actors stop, a
 //     dropped job's servable is closed, its files removed and its memory
 //     no longer counted);
+//   - a request, or a shadow copy's micro-batch, that the router was
+//     sending to its model when it panicked gives back the place it took
+//     in the model's queue (sendPredict, routerActor.shadow): the content
+//     still drains, and is released once replaced;
 //   - a demand load whose handling panicked before the planner started
 //     the load answers the requests parked for it, and the next request
 //     asks again;

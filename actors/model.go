@@ -75,8 +75,21 @@ type content struct {
 }
 
 // acquire reserves a place for one request, or reports why there is none.
-// The caller must call release after the request is answered.
+// The request's answer gives it back (leave, and its model actor the
+// queue place); one not sent gives it back with giveBack.
 func (c *content) acquire(queueLimit int, shadow bool) error { return c.reserve(1, queueLimit, shadow) }
+
+// giveBack gives back n places reserve reserved for requests that will
+// not be sent (a panic before they were): their queue places and their
+// in-flight count, so that c drains.
+func (c *content) giveBack(n int64, shadow bool) {
+	if shadow {
+		c.shadowQueued.Add(-n)
+	} else {
+		c.queued.Add(-n)
+	}
+	c.leave(n)
+}
 
 // reserve reserves places for n requests at once, or none: errRetired
 // when c no longer serves, ErrOverloaded when its queue is full. A shadow

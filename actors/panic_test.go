@@ -836,3 +836,108 @@ func TestAPanicWhileLoggingAFailedCloseStillFreesTheJob(t *testing.T) {
 		}
 	})
 }
+
+// deadlineCrash is a caller's context whose Deadline panics once after
+// armed is set: the first code to ask it (the router, as it sends the
+// request to its model) panics.
+type deadlineCrash struct {
+	context.Context
+	armed *atomic.Bool
+}
+
+func (c deadlineCrash) Deadline() (time.Time, bool) {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("test: the router crashes")
+	}
+	return c.Context.Deadline()
+}
+
+// A panic while the router sends a request to its model, after it took
+// the request's place in the model's queue, gives that place back: the
+// content drains, so once replaced it is released and its servable
+// closed. Before, the place was never given back, and the content stayed
+// retiring, loaded, until Stop.
+func TestAPanicWhileSendingARequestToItsModelGivesItsPlaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		var armed atomic.Bool
+		armed.Store(true)
+		res, err := w.sys.Infer(deadlineCrash{Context: context.Background(), armed: &armed}, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}})
+		if armed.Load() {
+			t.Fatal("the router did not panic")
+		}
+		if err != nil || !errors.Is(res[0].Err, errInternal) {
+			t.Fatalf("the request whose sending panicked: %v %+v, want the internal error", err, res)
+		}
+		if res := w.infer("a/", 2); res.Err != nil {
+			t.Fatalf("a/ after the panic: %v", res.Err)
+		}
+		sum := w.putModel("a/", version(2))
+		w.setConfig(configJSON(entry("a/", sum, "")))
+		w.settle()
+		if m := w.model("a/"); m.Checksum != sum || m.Retiring != 0 {
+			t.Fatalf("a/ after its update: %+v, want the new content serving and the old one released", m)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 2 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the replaced one closed", l, c)
+		}
+	})
+}
+
+// valueCrash is a caller's context whose Value panics once after armed
+// is set: the first code to look a value up in it (the router, as it
+// starts a shadow copy's trace) panics.
+type valueCrash struct {
+	context.Context
+	armed *atomic.Bool
+}
+
+func (c valueCrash) Value(key any) any {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("test: the router crashes")
+	}
+	return c.Context.Value(key)
+}
+
+// A panic while the router sends a shadow copy, after it took the copy's
+// places in the shadow model's queue, gives those places back: the
+// shadow model's content drains, so once replaced it is released.
+func TestAPanicWhileSendingAShadowCopyGivesItsPlacesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("b/", "", "")), map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			func(w *world, _ *Options) { w.rt.hold = hold }) // the champion answers once the panic is over
+		defer w.stop()
+		synctest.Wait()
+		var armed atomic.Bool
+		armed.Store(true)
+		ctx := valueCrash{Context: context.Background(), armed: &armed}
+		var res []Result
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			res, err = w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1), Shadows: []ShadowTarget{{ModelPath: "b/"}}}})
+		}()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the router did not panic")
+		}
+		close(hold)
+		<-done
+		if err != nil || !errors.Is(res[0].Err, errInternal) {
+			t.Fatalf("the request whose shadow copy's sending panicked: %v %+v, want the internal error", err, res)
+		}
+		sum := w.putModel("b/", version(3))
+		w.setConfig(configJSON(entry("a/", "", ""), entry("b/", sum, "")))
+		w.settle()
+		if m := w.model("b/"); m.Checksum != sum || m.Retiring != 0 {
+			t.Fatalf("b/ after its update: %+v, want the new content serving and the old one released", m)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 3 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want b/'s replaced one closed", l, c)
+		}
+	})
+}

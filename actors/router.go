@@ -525,10 +525,21 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 // wait (zero: from now). A forwarded shadow copy with a start-by
 // (b.startBy) is held to it as this node's own copies are held to
 // shadow_timeout: dropped unrun past it, not bound by default_timeout_ms
-// once it runs.
+// once it runs. Until the item is handed to c, a panic (a bug) gives its
+// place back, and stops its timer: else c would never drain.
 func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
 	req := &b.reqs[i]
 	res := &b.results[i]
+	var timer *time.Timer
+	sent := false
+	defer func() {
+		if !sent {
+			if timer != nil {
+				timer.Stop()
+			}
+			c.giveBack(1, b.shadow)
+		}
+	}()
 	callerDeadline, hasDeadline := b.ctx.Deadline()
 	enqueued := time.Now()
 	if c.onDemand && !b.shadow {
@@ -546,7 +557,6 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	}
 	// A request that brings no deadline (or a later one) gets its
 	// model's default_timeout_ms, and its answer at that time.
-	var timer *time.Timer
 	if since.IsZero() {
 		since = enqueued
 	}
@@ -587,6 +597,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 			ans.answer(nil, true, 0) // the caller got its deadline, not these outputs
 		}
 	}
+	sent = true // from here on, p's answer gives the place back
 	c.send(send, p)
 }
 

@@ -258,6 +258,14 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		c.shadowDropped.Add(1)
 		return
 	}
+	// A panic (a bug) before every micro-batch is sent gives back the
+	// places of those not sent: else c would never drain.
+	sent := int64(0)
+	defer func() {
+		if sent < n {
+			c.giveBack(n-sent, true)
+		}
+	}()
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
 		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
@@ -270,14 +278,16 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		deadline = sc.start.Add(r.shadowTimeout)
 	}
 	for i, in := range chunks {
-		c.send(ctx.Send, &predict{inputs: c.bind(in, req.Positional, req.TypeNamed), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
+		p := &predict{inputs: c.bind(in, req.Positional, req.TypeNamed), priority: priorityShadow, enqueued: sc.start, deadline: deadline,
 			done: func(out []servables.Tensor, err error, queued, compute time.Duration) {
 				c.leave(1)
 				if tracing.Recording(sc.ctx) {
 					traceModel(sc.ctx, c, &Request{ModelPath: path, Inputs: in}, sc.start, queued, compute, 0, err)
 				}
 				sc.finish(i, out, err, queued, compute)
-			}})
+			}}
+		sent++ // from here on, p's answer gives its place back
+		c.send(ctx.Send, p)
 	}
 }
 
