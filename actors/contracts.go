@@ -522,17 +522,21 @@ func (r *routerActor) comparisonWindows(cs *contractState, release string) *comp
 	return rc.compare
 }
 
-// Contracts lists the configured contracts, sorted by id.
-func (s *System) Contracts() []modelconfig.Contract {
+// Contracts lists the configured contracts, sorted by id. It fails, with
+// no list, when the router cannot answer: stopped (ErrStopped), or
+// panicking as it lists them (an internal error, kind Unavailable).
+func (s *System) Contracts() ([]modelconfig.Contract, error) {
 	var out []modelconfig.Contract
-	_ = s.askRouter(context.Background(), func(r *routerActor) {
+	if err := s.askRouter(context.Background(), func(r *routerActor) {
 		out = make([]modelconfig.Contract, 0, len(r.contracts))
 		for _, st := range r.contracts {
 			out = append(out, st.cfg)
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out, func(a, b modelconfig.Contract) int { return strings.Compare(a.ID(), b.ID()) })
-	return out
+	return out, nil
 }
 
 // ms converts d to milliseconds, rounded to the microsecond.

@@ -124,7 +124,11 @@ func TestContractCallsThatCannotBeRoutedFailWithTheirOwnErrors(t *testing.T) {
 			t.Errorf("unknown servable: %v", err)
 		}
 		ids := []string{}
-		for _, k := range w.sys.Contracts() {
+		list, err := w.sys.Contracts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range list {
 			ids = append(ids, k.ID())
 		}
 		if strings.Join(ids, " ") != "ads/off/2 ads/pctr/1" {

@@ -941,3 +941,29 @@ func TestAPanicWhileSendingAShadowCopyGivesItsPlacesBack(t *testing.T) {
 		}
 	})
 }
+
+// A contract listing whose query panics in the router (here on a broken
+// entry of its contracts) fails with the internal error, as the router's
+// other queries do, instead of returning what it had listed so far as
+// the whole list.
+func TestAContractListingWhoseQueryPanicsFailsWithTheInternalError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, promotionConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)})
+		defer w.stop()
+		synctest.Wait()
+		ctx := context.Background()
+		if err := w.sys.askRouter(ctx, func(r *routerActor) { r.contracts["broken/entry/1"] = nil }); err != nil {
+			t.Fatal(err)
+		}
+		list, err := w.sys.Contracts()
+		if !errors.Is(err, errInternal) || servables.KindOf(err) != servables.Unavailable || list != nil {
+			t.Fatalf("the listing whose query panicked: %v, %v; want no list and the internal error", list, err)
+		}
+		if err := w.sys.askRouter(ctx, func(r *routerActor) { delete(r.contracts, "broken/entry/1") }); err != nil {
+			t.Fatal(err)
+		}
+		if list, err := w.sys.Contracts(); err != nil || len(list) != 2 || list[1].ID() != "ads/pctr/1" {
+			t.Fatalf("the listing after: %v, %v", list, err)
+		}
+	})
+}

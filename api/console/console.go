@@ -16,6 +16,8 @@ package console
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -29,6 +31,7 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -44,8 +47,9 @@ const Prefix = "/ui"
 type Source interface {
 	// Status is a snapshot of the configured models.
 	Status() actors.Status
-	// Contracts lists the configured contracts.
-	Contracts() []modelconfig.Contract
+	// Contracts lists the configured contracts; it fails when they
+	// cannot be read (an internal error, the server stopping).
+	Contracts() ([]modelconfig.Contract, error)
 	// ContractStats describes each servable of contract id now.
 	ContractStats(id string) ([]actors.ServableStats, error)
 	// ContractPlan is contract id's routing plan now (what the share
@@ -148,7 +152,10 @@ type ReleasePoint struct {
 
 // Sample adds the figures at now to the histories: each configured
 // model's since the last sample, and each contract's release shares.
-// Histories of models and contracts no longer configured are dropped.
+// Histories of models and contracts no longer configured are dropped; a
+// contract whose figures cannot be read now (an internal error) keeps its
+// history, with no point added, and so do all of them when the contracts
+// cannot be listed.
 func (c *Console) Sample(now time.Time) {
 	st := c.opts.Source.Status()
 	configured := make(map[string]bool, len(st.Models))
@@ -164,12 +171,20 @@ func (c *Console) Sample(now time.Time) {
 		}
 		snap = snapshotOf(fams)
 	}
-	contracts := c.opts.Source.Contracts()
+	contracts, err := c.opts.Source.Contracts()
+	if err != nil {
+		c.opts.Logger.Warn("console: listing contracts; their histories get no point", "err", err)
+	}
 	points := make(map[string]ContractPoint, len(contracts))
+	unread := map[string]bool{} // listed, their figures not read now: kept
 	for _, ct := range contracts {
 		plan, err := c.opts.Source.ContractPlan(ct.ID())
-		if err != nil {
+		if errors.Is(err, actors.ErrUnknownContract) {
 			continue // removed since listed
+		}
+		if err != nil {
+			unread[ct.ID()] = true
+			continue
 		}
 		p := ContractPoint{T: now.UnixMilli(), Releases: make(map[string]ReleasePoint, len(plan.Servables))}
 		for _, s := range plan.Servables {
@@ -210,8 +225,11 @@ func (c *Console) Sample(now time.Time) {
 		}
 		r.add(p)
 	}
+	if err != nil {
+		return // not listed: every history is kept as it is
+	}
 	for id := range c.contracts {
-		if _, ok := points[id]; !ok {
+		if _, ok := points[id]; !ok && !unread[id] {
 			delete(c.contracts, id)
 		}
 	}
@@ -249,16 +267,22 @@ type ContractView struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Document returns the console's document now.
-func (c *Console) Document(now time.Time) Document {
+// Document returns the console's document now. It fails when the
+// contracts cannot be listed (an internal error, the server stopping):
+// a document without them would show them gone.
+func (c *Console) Document(now time.Time) (Document, error) {
 	d := Document{Time: now, IntervalMs: c.opts.Interval.Milliseconds(), Contracts: []ContractView{},
 		ModelSeries: map[string][]ModelPoint{}, ContractSeries: map[string][]ContractPoint{}}
+	contracts, err := c.opts.Source.Contracts()
+	if err != nil {
+		return Document{}, fmt.Errorf("listing contracts: %w", err)
+	}
 	if c.opts.Document != nil {
 		d.Status = c.opts.Document()
 	} else {
 		d.Status = c.opts.Source.Status()
 	}
-	for _, ct := range c.opts.Source.Contracts() {
+	for _, ct := range contracts {
 		v := ContractView{ID: ct.ID(), Router: string(ct.Router)}
 		stats, err := c.opts.Source.ContractStats(ct.ID())
 		if err != nil {
@@ -276,12 +300,23 @@ func (c *Console) Document(now time.Time) Document {
 	for id, r := range c.contracts {
 		d.ContractSeries[id] = r.values()
 	}
-	return d
+	return d, nil
 }
 
+// serveDocument serves GET /v1/console: the document, or, when it cannot
+// be made, the error with its kind's status (an internal error: 503; the
+// page shows it and polls again).
 func (c *Console) serveDocument(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	d := c.Document(time.Now())
+	d, err := c.Document(time.Now())
+	if err != nil {
+		code := http.StatusInternalServerError
+		if servables.KindOf(err) == servables.Unavailable {
+			code = http.StatusServiceUnavailable
+		}
+		httpserver.JSONError(w, r, code, err.Error())
+		return
+	}
 	if id, ok := auth.FromContext(r.Context()); ok {
 		d.CallerRoles = id.Roles
 	}

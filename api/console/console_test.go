@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,16 +24,19 @@ import (
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/httpserver/httpservertest"
 	"github.com/groveml/grove/ui"
 )
 
 // models is a Source of fixed models and contracts: the tests change its
-// fields between samples.
+// fields between samples. err, if set, fails every contract read (the
+// list, the plans, the stats), as a router that panics does.
 type models struct {
 	paths  []string
 	shares map[string][]routing.Status // by contract id
+	err    error
 }
 
 func (m *models) Status() actors.Status {
@@ -45,19 +47,25 @@ func (m *models) Status() actors.Status {
 	return st
 }
 
-func (m *models) Contracts() []modelconfig.Contract {
+func (m *models) Contracts() ([]modelconfig.Contract, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
 	var out []modelconfig.Contract
 	for id := range m.shares {
 		parts := strings.Split(id, "/")
 		out = append(out, modelconfig.Contract{Organization: parts[0], Project: parts[1], Number: 1})
 	}
-	return out
+	return out, nil
 }
 
 func (m *models) ContractPlan(id string) (routing.Plan, error) {
+	if m.err != nil {
+		return routing.Plan{}, m.err
+	}
 	s, ok := m.shares[id]
 	if !ok {
-		return routing.Plan{}, errors.New("no such contract")
+		return routing.Plan{}, fmt.Errorf("%w %s", actors.ErrUnknownContract, id)
 	}
 	return routing.Plan{Contract: id, Servables: s}, nil
 }
@@ -85,7 +93,7 @@ func TestSampleKeepsHistoriesOfWhatIsConfigured(t *testing.T) {
 	src.shares["o/p/1"] = []routing.Status{{Release: "v1", Fraction: 0.75, PhaseInPct: 100}, {Release: "v2", Fraction: 0.25, PhaseInPct: 25}}
 	c.Sample(t0.Add(2 * time.Second))
 
-	d := c.Document(t0.Add(2 * time.Second))
+	d := mustDocument(t, c, t0.Add(2*time.Second))
 	if a := d.ModelSeries["a/"]; len(a) != 1 || a[0].Requests != 4 || a[0].RPS != 2 || a[0].T != t0.Add(2*time.Second).UnixMilli() {
 		t.Errorf("a/ history %+v, want one point of 4 requests, 2/s", a)
 	}
@@ -110,12 +118,47 @@ func TestSampleKeepsHistoriesOfWhatIsConfigured(t *testing.T) {
 	src.paths = []string{"a/"}
 	delete(src.shares, "o/p/1")
 	c.Sample(t0.Add(7 * time.Second))
-	d = c.Document(t0.Add(7 * time.Second))
+	d = mustDocument(t, c, t0.Add(7*time.Second))
 	if a := d.ModelSeries["a/"]; len(a) != 3 || a[2].T != t0.Add(7*time.Second).UnixMilli() {
 		t.Errorf("a/ history %+v, want the last 3 points", a)
 	}
 	if len(d.ModelSeries) != 1 || len(d.ContractSeries) != 0 || len(d.Contracts) != 0 {
 		t.Errorf("histories of removed models or contracts are kept: %v, %v", d.ModelSeries, d.ContractSeries)
+	}
+}
+
+// mustDocument returns c's document at now, failing the test if it fails.
+func mustDocument(t *testing.T, c *Console, now time.Time) Document {
+	t.Helper()
+	d, err := c.Document(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Contracts that cannot be read (the router panicked reading them: an
+// internal error) keep their histories, with no point added, instead of
+// losing them as contracts no longer configured do; the document, which
+// would show them gone, is refused with the error (503), and comes back
+// whole once they can be read.
+func TestContractsThatCannotBeReadKeepTheirHistoriesAndTheDocumentAnswers503(t *testing.T) {
+	src := &models{shares: map[string][]routing.Status{"o/p/1": {{Release: "v1", Fraction: 1, PhaseInPct: 100}}}}
+	c := New(Options{Source: src, Samples: 3, Logger: slog.New(slog.DiscardHandler)})
+	t0 := time.Unix(1000, 0)
+	c.Sample(t0)
+	src.err = servables.NewError(servables.Unavailable, "internal error")
+	c.Sample(t0.Add(time.Second))
+	h := newServer(t, c)
+	resp := get(t, h, "GET", "/v1/console")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "internal error") {
+		t.Errorf("GET /v1/console while the contracts cannot be read: %d %s, want 503 with the error", resp.StatusCode, body)
+	}
+	src.err = nil
+	d := mustDocument(t, c, t0.Add(time.Second))
+	if h := d.ContractSeries["o/p/1"]; len(h) != 1 || h[0].T != t0.UnixMilli() {
+		t.Errorf("contract history after a sample that could not read it: %+v, want the point before", h)
 	}
 }
 
@@ -255,11 +298,11 @@ func TestRunSamplesEveryIntervalUntilCanceled(t *testing.T) {
 		time.Sleep(time.Second)
 		for range 3 {
 			m.serve("ba", "a/", 6, 0.001)
-			_ = c.Document(time.Now()) // a reader while Run samples
+			_, _ = c.Document(time.Now()) // a reader while Run samples
 			time.Sleep(2 * time.Second)
 		}
 		synctest.Wait()
-		d := c.Document(time.Now())
+		d := mustDocument(t, c, time.Now())
 		// Three intervals of 6 requests, 3/s; the contract is sampled
 		// every time.
 		a := d.ModelSeries["a/"]

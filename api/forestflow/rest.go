@@ -19,7 +19,7 @@ import (
 // is one.
 type Backend interface {
 	Score(ctx context.Context, contract, release string, req actors.Request) (actors.Result, string, error)
-	Contracts() []modelconfig.Contract
+	Contracts() ([]modelconfig.Contract, error)
 	ContractStats(id string) ([]actors.ServableStats, error)
 }
 
@@ -227,9 +227,16 @@ func Envelope(name string, body any) map[string]any { return map[string]any{name
 
 // contractList serves GET /contracts/list in ForestFlow's shape:
 // {"Contracts":{"contracts":[{"organization":…,"project":…,"contractNumber":…}]}}.
+// A list that cannot be read (an internal error, the server stopping)
+// answers StatusOf its kind (503), never a partial list.
 func (a *api) contractList(w http.ResponseWriter, _ *http.Request) {
+	contracts, err := a.b.Contracts()
+	if err != nil {
+		fail(w, err, FQRV{}, false)
+		return
+	}
 	list := []any{}
-	for _, k := range a.b.Contracts() {
+	for _, k := range contracts {
 		list = append(list, ContractJSON(ConfContract(k)))
 	}
 	httpserver.WriteJSON(w, http.StatusOK, Envelope("Contracts", map[string]any{"contracts": list}))

@@ -47,8 +47,11 @@ func (s scorer) Score(_ context.Context, id, release string, req actors.Request)
 	return actors.Result{Outputs: []servables.Tensor{out}, Err: s.modelErr}, release, nil
 }
 
-func (scorer) Contracts() []modelconfig.Contract {
-	return []modelconfig.Contract{{Organization: "ads", Project: "p", Number: 1}}
+func (s scorer) Contracts() ([]modelconfig.Contract, error) {
+	if s.callErr != nil {
+		return nil, s.callErr
+	}
+	return []modelconfig.Contract{{Organization: "ads", Project: "p", Number: 1}}, nil
 }
 
 func (scorer) ContractStats(id string) ([]actors.ServableStats, error) {
@@ -93,6 +96,19 @@ func TestScoreAnswersEachFailureWithItsCaseAndStatus(t *testing.T) {
 		if strings.Contains(c.has, "is loading") && rec.Header().Get("Retry-After") != "3" {
 			t.Errorf("Retry-After %q for a model loading for 2.5 s more, want 3", rec.Header().Get("Retry-After"))
 		}
+	}
+}
+
+// A contract list the server cannot read (its router panicked listing
+// them: an internal error) answers 503 with the error, not a partial or
+// empty list with 200.
+func TestAContractListThatCannotBeReadAnswers503(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, scorer{callErr: servables.NewError(servables.Unavailable, "internal error")})
+	rec := httptest.NewRecorder()
+	h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/contracts/list", nil))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "internal error") {
+		t.Errorf("GET /contracts/list: %d %s, want 503 with the error", rec.Code, rec.Body)
 	}
 }
 
