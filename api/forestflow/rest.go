@@ -254,7 +254,7 @@ func (a *api) contractStats(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := a.b.ContractStats(id)
 	if err != nil {
-		WriteError(w, 0, ErrorResponse{Case: UnknownContract, Contract: ct})
+		fail(w, err, FQRV{Contract: ct}, false) // an unknown contract: UnknownContract (404)
 		return
 	}
 	out := make([]any, 0, len(st))

@@ -54,9 +54,12 @@ func (s scorer) Contracts() ([]modelconfig.Contract, error) {
 	return []modelconfig.Contract{{Organization: "ads", Project: "p", Number: 1}}, nil
 }
 
-func (scorer) ContractStats(id string) ([]actors.ServableStats, error) {
+func (s scorer) ContractStats(id string) ([]actors.ServableStats, error) {
 	if id != "ads/p/1" {
 		return nil, actors.ErrUnknownContract
+	}
+	if s.callErr != nil {
+		return nil, s.callErr
 	}
 	return []actors.ServableStats{{Release: "v1", Served: 3}}, nil
 }
@@ -109,6 +112,19 @@ func TestAContractListThatCannotBeReadAnswers503(t *testing.T) {
 	h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/contracts/list", nil))
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "internal error") {
 		t.Errorf("GET /contracts/list: %d %s, want 503 with the error", rec.Code, rec.Body)
+	}
+}
+
+// Stats of a known contract that cannot be read now (an internal error)
+// answer 503 with the error, not 404 UnknownContract: the caller did
+// nothing wrong, and may ask again.
+func TestContractStatsThatCannotBeReadAnswer503(t *testing.T) {
+	h := httpserver.New(httpserver.Options{})
+	Register(h, scorer{callErr: servables.NewError(servables.Unavailable, "internal error")})
+	rec := httptest.NewRecorder()
+	h.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/ads/p/1/stats", nil))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "internal error") {
+		t.Errorf("GET /ads/p/1/stats: %d %s, want 503 with the error", rec.Code, rec.Body)
 	}
 }
 
