@@ -134,8 +134,10 @@
 // or a deletion the planner did not take get an internal error (kind
 // Unavailable: retry), a status read the last snapshot. A deletion the
 // planner took is answered done, and a registration it took its outcome
-// (the model ready, or why not), as without the panic. What the handler
-// left undone converges without it:
+// (the model ready, or why not), as without the panic; a config edit
+// (System.EditConfig) whose reload panicked is answered written, as it
+// is: the config is in the bucket and the next poll applies it. What the
+// handler left undone converges without it:
 //
 //   - the supervisor's next event plans and publishes again (routing and
 //     demand tables, status, wake-up time), and every config poll applies

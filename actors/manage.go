@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +23,10 @@ var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-onl
 // on a conflict (see bucket.Update), so concurrent edits by any number of
 // replicas all land. It then makes this replica apply the new config
 // before returning (other replicas pick it up at their next poll), and
-// returns the config written.
+// returns the config written. If applying it here panics (a bug: an
+// internal error, logged and counted), the edit is still answered as
+// written, with no error: it is in the bucket, the next poll applies it,
+// and a caller told to retry would make it again.
 //
 // Errors from edit (such as modelconfig.ErrServableExists) and validation errors
 // (*modelconfig.Error) are returned wrapped; the bucket is then unchanged.
@@ -65,7 +69,9 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 		return nil, s.paths.Error(err)
 	}
 	rec.ConfigChange(before, written)
-	if err := s.Reload(ctx); err != nil {
+	if err := s.Reload(ctx); errors.Is(err, errInternal) {
+		s.log.Warn("model config written; applying it here panicked, the next poll applies it", "err", err)
+	} else if err != nil {
 		return written, s.paths.Error(fmt.Errorf("config written, not yet applied here: %w", err))
 	}
 	return written, nil

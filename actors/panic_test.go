@@ -967,3 +967,42 @@ func TestAContractListingWhoseQueryPanicsFailsWithTheInternalError(t *testing.T)
 		}
 	})
 }
+
+// A config edit whose application here panics (here as the supervisor
+// notes the model the edit removed) is answered as written: the config
+// is in the bucket, and the next poll applies it. Answered "internal
+// error, retry" before, its caller would retry an edit already made (a
+// creation would then be refused as a conflict).
+func TestAConfigEditWhoseApplicationPanicsIsAnsweredWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("b/", "", `"eviction_grace_period_in_ms": 0`)), map[string]faultySpec{"a/": version(1), "b/": version(2)},
+			crashAtLog("model removed from config", &armed))
+		defer w.stop()
+		synctest.Wait()
+		armed.Store(true)
+		written, err := w.sys.EditConfig(context.Background(), func(c *modelconfig.Config) error {
+			c.Models = slices.DeleteFunc(c.Models, func(m modelconfig.Model) bool { return m.Path == "b/" })
+			return nil
+		})
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		if err != nil || written == nil || len(written.Models) != 1 {
+			t.Fatalf("the edit whose application panicked: %v, %v; want it answered written", written, err)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
+		}
+		w.settle() // the next poll applies it
+		w.settle()
+		for _, m := range w.sys.Status().Models {
+			if m.Path == "b/" {
+				t.Fatalf("b/, removed by the edit, after the next poll: %+v", m)
+			}
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/: %v", res.Err)
+		}
+	})
+}
