@@ -526,17 +526,15 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 // (b.startBy) is held to it as this node's own copies are held to
 // shadow_timeout: dropped unrun past it, not bound by default_timeout_ms
 // once it runs. Until the item is handed to c, a panic (a bug) gives its
-// place back, and stops its timer: else c would never drain.
+// place back: else c would never drain.
 func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
 	req := &b.reqs[i]
 	res := &b.results[i]
-	var timer *time.Timer
+	// Not the timer: captured here, it would be allocated for every
+	// request; left running, it finds the item answered (claimed).
 	sent := false
 	defer func() {
 		if !sent {
-			if timer != nil {
-				timer.Stop()
-			}
 			c.giveBack(1, b.shadow)
 		}
 	}()
@@ -560,6 +558,7 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 	if since.IsZero() {
 		since = enqueued
 	}
+	var timer *time.Timer
 	if def := c.deadlineSettings().def; def > 0 && b.startBy.IsZero() && (!hasDeadline || since.Add(def).Before(callerDeadline)) {
 		p.deadline = since.Add(def)
 		path, api := c.path, req.API
