@@ -492,3 +492,74 @@ func TestAStuckWarmUpStillHoldsItsContentBackAfterASupervisorPanic(t *testing.T)
 		noSupervision(t, events)
 	})
 }
+
+// A content of two replicas shares one servable: whatever becomes of its
+// load (its warm-up fails, hangs past warmup_timeout, or succeeds and
+// the content is later replaced), the servable is closed exactly once,
+// and only once no replica runs on it any more.
+func TestAServableSharedByReplicasIsClosedOnceWhateverItsWarmUpDoes(t *testing.T) {
+	const two = `"replicas": 2, ` + warmUpOf5
+	t.Run("warm-up fails", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, configJSON(entry("a/", "", two)), map[string]faultySpec{"a/": {ErrorOn: f64(5)}})
+			defer w.stop()
+			synctest.Wait()
+			if m := w.model("a/"); m.State != StateFailed {
+				t.Fatalf("a/ whose warm-up fails: %+v", m)
+			}
+			if left := w.modelActors(); len(left) != 0 {
+				t.Fatalf("model actors after the failed warm-up: %v", left)
+			}
+			if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+				t.Fatalf("%d servables loaded, %d closed; want the one closed once", l, c)
+			}
+		})
+	})
+	t.Run("warm-up hangs", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tweak, release := stallWarmUp(1, 2500*time.Millisecond)
+			w := newWorld(t, configJSON(entry("a/", "", two)), map[string]faultySpec{"a/": version(1)}, tweak)
+			defer w.stop()
+			defer release()
+			time.Sleep(2500 * time.Millisecond)
+			synctest.Wait()
+			if m := w.model("a/"); m.State != StateFailed || m.StuckWarmUps != 1 {
+				t.Fatalf("a/ at warmup_timeout: %+v", m)
+			}
+			if left := w.modelActors(); len(left) != 1 {
+				t.Fatalf("model actors while the warm-up hangs: %v, want the hung one alone", left)
+			}
+			if c := w.rt.closed.Load(); c != 0 {
+				t.Fatalf("%d servables closed while a replica still runs on it", c)
+			}
+			release()
+			if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+				t.Fatalf("once the hung call returned: %d servables loaded, %d closed; want the one closed once", l, c)
+			}
+		})
+	})
+	t.Run("replaced", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newWorld(t, configJSON(entry("a/", "", two)), map[string]faultySpec{"a/": version(1)})
+			defer w.stop()
+			synctest.Wait()
+			if m := w.model("a/"); m.State != StateReady || m.Replicas != 2 {
+				t.Fatalf("a/: %+v", m)
+			}
+			if c := w.rt.closed.Load(); c != 0 {
+				t.Fatalf("%d servables closed while a/ serves", c)
+			}
+			sum := w.putModel("a/", version(2))
+			w.setConfig(configJSON(entry("a/", sum, two)))
+			if m := w.model("a/"); m.Checksum != sum || m.Retiring != 0 {
+				t.Fatalf("a/ after its update: %+v", m)
+			}
+			if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 2 || c != 1 {
+				t.Fatalf("%d servables loaded, %d closed; want the replaced one closed once", l, c)
+			}
+			if left := w.modelActors(); len(left) != 2 {
+				t.Fatalf("model actors: %v, want the new content's two", left)
+			}
+		})
+	})
+}
