@@ -144,6 +144,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		InTapHandle:       s.tap,
 		TracerProvider:    opts.TracerProvider,
 		RapidReset:        opts.RapidReset,
+		Logger:            s.log,
 	})
 	// No caller roles on the peer port (no grpcserver.Options.Auth): its
 	// callers are members, admitted by tap, so its service declares none

@@ -301,7 +301,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	gopts := grpcserver.Options{Ready: sys.Ready, RequireClientCert: requireCert, MaxConcurrentStreams: grpcStreams(cfg.GRPCMaxConcurrentStreams),
 		KeepaliveMinTime: cfg.GRPCKeepaliveMinTime, MaxConnectionIdle: cfg.GRPCMaxConnectionIdle, KeepaliveTime: cfg.GRPCKeepaliveTime,
 		KeepaliveTimeout: cfg.GRPCKeepaliveTimeout, HandshakeTimeout: min(grpcHandshakeTimeout, cfg.GRPCMaxConnectionIdle), TracerProvider: tp,
-		RapidReset: h2guard.Options{Listener: "grpc", Registerer: reg, Logger: log}}
+		RapidReset: h2guard.Options{Listener: "grpc", Registerer: reg, Logger: log}, Logger: log}
 	if cfg.Auth.Enabled() {
 		ac := cfg.Auth.AuthConfig()
 		ac.Logger = log.With("component", "auth")

@@ -23,11 +23,13 @@
 package grpcserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"slices"
@@ -121,6 +123,9 @@ type Options struct {
 	// the zero value guards with h2guard's defaults, logs to
 	// slog.Default() and counts nothing. Its Listener "" means "grpc".
 	RapidReset h2guard.Options
+	// Logger logs the panics of handlers, which fail their call INTERNAL
+	// (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Server is a gRPC server with the health and reflection services.
@@ -152,9 +157,10 @@ func New(opts Options) *Server {
 		opts.Ready = func() bool { return true }
 	}
 	lim := newLimits(opts.MaxMessageBytes, opts.MethodMaxMessageBytes)
+	rec := recoverPanics{log: cmp.Or(opts.Logger, slog.Default())}
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(lim.recvMax), grpc.MaxSendMsgSize(2<<30 - 1),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.ChainUnaryInterceptor(lim.unary), grpc.ChainStreamInterceptor(lim.stream),
+		grpc.ChainUnaryInterceptor(rec.unary, lim.unary), grpc.ChainStreamInterceptor(rec.stream, lim.stream),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: opts.MaxConnectionIdle,
 			Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout})}
