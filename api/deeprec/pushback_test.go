@@ -10,13 +10,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/deeprec/deeprecpb"
+	"github.com/groveml/grove/internal/grpctest"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
@@ -35,25 +34,6 @@ func (f failing) Infer(_ context.Context, reqs []actors.Request) ([]actors.Resul
 func (failing) ModelMetadata(string) (servables.Metadata, string, bool) {
 	return servables.Metadata{}, "", false
 }
-
-// attempt is how one attempt of a client call ended.
-type attempt struct {
-	trailer metadata.MD
-	err     error
-}
-
-// attempts is a client stats handler that reports how each attempt of a
-// call ends, before the client decides whether to retry it.
-type attempts chan attempt
-
-func (a attempts) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if e, ok := s.(*stats.End); ok && e.IsClient() {
-		a <- attempt{e.Trailer, e.Error}
-	}
-}
-func (attempts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (attempts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (attempts) HandleConn(context.Context, stats.ConnStats)                       {}
 
 func TestGRPCPredictFailuresCarryRESTsRetryAfterAsRetryPushback(t *testing.T) {
 	for _, c := range []struct {
@@ -77,7 +57,7 @@ func TestGRPCPredictFailuresCarryRESTsRetryAfterAsRetryPushback(t *testing.T) {
 			ln := bufconn.Listen(1 << 20)
 			go func() { _ = g.Serve(ln) }()
 			t.Cleanup(g.Stop)
-			seen := make(attempts, 4)
+			seen := make(grpctest.Attempts, 4)
 			conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 				return ln.DialContext(ctx)
 			}), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(seen),
@@ -110,10 +90,10 @@ func TestGRPCPredictFailuresCarryRESTsRetryAfterAsRetryPushback(t *testing.T) {
 			first := <-seen
 			cancel()
 			<-done
-			if status.Code(first.err) != c.code {
-				t.Errorf("first attempt: %v, want %v", first.err, c.code)
+			if status.Code(first.Err) != c.code {
+				t.Errorf("first attempt: %v, want %v", first.Err, c.code)
 			}
-			if got := first.trailer.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != fmt.Sprint(c.pushback) {
+			if got := first.Trailer.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != fmt.Sprint(c.pushback) {
 				t.Errorf("grpc-retry-pushback-ms %q, want %q", got, c.pushback)
 			}
 		})

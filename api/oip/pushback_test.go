@@ -12,13 +12,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/api/oip/oippb"
+	"github.com/groveml/grove/internal/grpctest"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
@@ -31,36 +30,17 @@ const retryPolicy = `{"methodConfig": [{"name": [{"service": "inference.GRPCInfe
   "retryPolicy": {"maxAttempts": 2, "initialBackoff": "100s", "maxBackoff": "100s", "backoffMultiplier": 1,
     "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]}}]}`
 
-// attempt is how one attempt of a client call ended.
-type attempt struct {
-	trailer metadata.MD
-	err     error
-}
-
-// attempts is a client stats handler that reports how each attempt of a
-// call ends, before the client decides whether to retry it.
-type attempts chan attempt
-
-func (a attempts) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if e, ok := s.(*stats.End); ok && e.IsClient() {
-		a <- attempt{e.Trailer, e.Error}
-	}
-}
-func (attempts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (attempts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (attempts) HandleConn(context.Context, stats.ConnStats)                       {}
-
 // retryingClient serves b's OIP gRPC service on a Grove gRPC server in
 // process and returns a client with retryPolicy whose attempts are
 // reported on the channel returned.
-func retryingClient(t *testing.T, b Backend) (oippb.GRPCInferenceServiceClient, attempts) {
+func retryingClient(t *testing.T, b Backend) (oippb.GRPCInferenceServiceClient, grpctest.Attempts) {
 	t.Helper()
 	g := grpcserver.New(grpcserver.Options{})
 	Register(httpserver.New(httpserver.Options{}), g, b, "1.0", nil)
 	ln := bufconn.Listen(1 << 20)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(g.Stop)
-	seen := make(attempts, 4)
+	seen := make(grpctest.Attempts, 4)
 	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 		return ln.DialContext(ctx)
 	}), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(retryPolicy), grpc.WithStatsHandler(seen))
@@ -121,10 +101,10 @@ func TestGRPCInferFailuresCarryRESTsRetryAfterAsRetryPushback(t *testing.T) {
 			first := <-seen
 			cancel()
 			<-done
-			if grpcstatus.Code(first.err) != c.code {
-				t.Errorf("first attempt: %v, want %v", first.err, c.code)
+			if grpcstatus.Code(first.Err) != c.code {
+				t.Errorf("first attempt: %v, want %v", first.Err, c.code)
 			}
-			if got := first.trailer.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != fmt.Sprint(c.pushback) {
+			if got := first.Trailer.Get("grpc-retry-pushback-ms"); fmt.Sprint(got) != fmt.Sprint(c.pushback) {
 				t.Errorf("grpc-retry-pushback-ms %q, want %q", got, c.pushback)
 			}
 		})
@@ -159,8 +139,8 @@ func TestAGRPCClientWithARetryPolicyRetriesAFullQueueAfterItsPushback(t *testing
 	if n := b.calls.Load(); n != 2 {
 		t.Errorf("%d calls reached the backend, want 2 (the full queue, then the retry)", n)
 	}
-	if first := <-seen; grpcstatus.Code(first.err) != codes.ResourceExhausted || fmt.Sprint(first.trailer.Get("grpc-retry-pushback-ms")) != "[1000]" {
-		t.Errorf("first attempt: %v, trailer %v; want RESOURCE_EXHAUSTED with grpc-retry-pushback-ms 1000", first.err, first.trailer)
+	if first := <-seen; grpcstatus.Code(first.Err) != codes.ResourceExhausted || fmt.Sprint(first.Trailer.Get("grpc-retry-pushback-ms")) != "[1000]" {
+		t.Errorf("first attempt: %v, trailer %v; want RESOURCE_EXHAUSTED with grpc-retry-pushback-ms 1000", first.Err, first.Trailer)
 	}
 }
 
