@@ -31,11 +31,12 @@ type seriesKey struct {
 }
 
 // fixedOutcomes is an OutcomeSource of given figures, which records the
-// series and champion it was asked for.
+// series and champion it was asked for. While held, it has no figures.
 type fixedOutcomes struct {
 	rules map[seriesKey]*routing.OutcomeStats
 	stats map[seriesKey]*quality.OutcomeStats
 	mu    sync.Mutex
+	held  bool
 	asked map[seriesKey]string // the champion named
 }
 
@@ -43,6 +44,9 @@ func (f *fixedOutcomes) Outcomes(contract, release string, shadow bool, champion
 	k := seriesKey{release, shadow}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.held {
+		return nil, nil
+	}
 	if contract == "ads/pctr/1" {
 		f.asked[k] = champion
 	}
@@ -54,7 +58,8 @@ func (f *fixedOutcomes) Outcomes(contract, release string, shadow bool, champion
 // calibrated and better than the champion, is promoted; v3, whose
 // calibration is out of range, stays waiting with the reason (its served
 // series, in range, is not what promote_when reads). The stats show each
-// servable's figures, asked with the champion.
+// servable's figures, asked with the champion: v1, valid since its load,
+// before the figures that promote v2 exist.
 func TestOutcomeFiguresDecideTheGatesAndShowInTheStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		good := &routing.OutcomeStats{Scored: 500, Calibration: 1.02, LogLoss: 0.3,
@@ -65,12 +70,22 @@ func TestOutcomeFiguresDecideTheGatesAndShowInTheStats(t *testing.T) {
 		one := func(n uint64) *quality.OutcomeStats {
 			return &quality.OutcomeStats{SinceValid: quality.OutcomeFigures{Count: n}}
 		}
-		src := &fixedOutcomes{asked: map[seriesKey]string{},
+		src := &fixedOutcomes{asked: map[seriesKey]string{}, held: true,
 			rules: map[seriesKey]*routing.OutcomeStats{{"v2", true}: good, {"v3", true}: high, {"v3", false}: calibrated},
 			stats: map[seriesKey]*quality.OutcomeStats{{"v1", false}: one(1), {"v2", false}: one(2), {"v2", true}: one(20), {"v3", true}: one(30)}}
 		w := newWorld(t, outcomesConfig, map[string]faultySpec{"a/": version(1), "b/": version(2), "c/": version(3)},
 			func(_ *world, o *Options) { o.Outcomes = src })
 		defer w.stop()
+		// The figures come once every model has loaded and v1 is valid:
+		// with them from the start, v2 could be promoted in a plan that
+		// ran before v1's load was seen, and be valid the longest.
+		w.settle()
+		if before, err := w.sys.ContractStats("ads/pctr/1"); err != nil || len(before) != 3 || !before[0].Valid || before[1].Valid {
+			t.Fatalf("before the figures, want v1 valid and v2 not: %v %+v", err, before)
+		}
+		src.mu.Lock()
+		src.held = false
+		src.mu.Unlock()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		stats, err := w.sys.ContractStats("ads/pctr/1")
