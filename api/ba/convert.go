@@ -171,7 +171,7 @@ func parseFloat(b []byte, bitSize int, scratch *[]byte) (float64, bool) {
 // exactly by one correctly rounded multiplication or division
 // (jsonscan.ExactFloat, Clinger's fast path), and most float32 values
 // with more digits through float64 (jsonscan.Float32ViaFloat64); the
-// others go to strconv, which rounds correctly too.
+// others go to jsonscan.ParseFloat, which rounds correctly too.
 func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 	var (
 		mant     uint64
@@ -270,11 +270,12 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 	return finishFloat(b, bitSize)
 }
 
-// finishFloat converts an already validated number with strconv, which
-// rounds correctly like absl::from_chars. On overflow strconv returns ±Inf
-// with ErrRange, which is exactly SimpleAtof's result.
+// finishFloat converts an already validated number with
+// jsonscan.ParseFloat, which rounds correctly like absl::from_chars, at
+// any length. On overflow it returns ±Inf with ErrRange, which is exactly
+// SimpleAtof's result.
 func finishFloat(b []byte, bitSize int) (float64, bool) {
-	f, err := strconv.ParseFloat(jsonscan.View(b), bitSize)
+	f, err := jsonscan.ParseFloat(b, bitSize)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
 			return 0, false

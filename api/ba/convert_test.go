@@ -87,3 +87,20 @@ func TestParseFloatHugeExponentWithManyDigits(t *testing.T) {
 		}
 	}
 }
+
+// A value whose integer part has more digits than strconv keeps (800) is
+// read as written: "1", 1,000 zeros, "e-1000" is 1, not strconv's 1e-201.
+func TestParseFloatLongIntegerPartReadsAsWritten(t *testing.T) {
+	var scratch []byte
+	for _, c := range []struct {
+		digits, exp string
+		want        float64
+	}{{"1", "e-1000", 1}, {"-1", "e-1000", -1}, {"25", "e-1001", 2.5}} {
+		lit := c.digits + strings.Repeat("0", 1000) + c.exp
+		for _, bits := range []int{32, 64} {
+			if got, ok := parseFloat([]byte(lit), bits, &scratch); !ok || got != c.want {
+				t.Errorf("%s, 1,000 zeros, %s at %d bits: %v %v, want %v", c.digits, c.exp, bits, got, ok, c.want)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/groveml/grove/internal/jsonscan"
 	"github.com/groveml/grove/servables"
 )
 
@@ -504,7 +505,7 @@ func fill(t servables.Tensor, off int, arr []byte, d, e int, tt TensorType) *Req
 					bits = 32
 				}
 				var err error
-				v, err = strconv.ParseFloat(string(tok), bits)
+				v, err = jsonscan.ParseFloat(tok, bits)
 				if err != nil {
 					return bad(Malformed, "is out of range for "+tt.String())
 				}

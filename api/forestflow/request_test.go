@@ -75,6 +75,27 @@ func TestBytesValuesAreBase64AndStringValuesText(t *testing.T) {
 	}
 }
 
+// A value whose integer part has more digits than strconv keeps (800) is
+// read as written: "1", 1,000 zeros, "e-1000" is 1, not strconv's 1e-201.
+func TestLongNumberLiteralReadsAsWritten(t *testing.T) {
+	one := "1" + strings.Repeat("0", 1000) + "e-1000"
+	for _, tt := range []string{"Float32", "Float64"} {
+		req := mustParse(t, `{"schema":[{"type":"`+tt+`","fields":["a","b"]}],"datum":[{"tensors":[{"`+tt+`":{"data":[`+one+`,"`+one+`"]}}]}]}`)
+		in := req.Inputs[0]
+		var got []float64
+		if tt == "Float32" {
+			for _, v := range in.Float32s() {
+				got = append(got, float64(v))
+			}
+		} else {
+			got = in.Float64s()
+		}
+		if !reflect.DeepEqual(got, []float64{1, 1}) {
+			t.Errorf("%s: data %v, want [1 1]", tt, got)
+		}
+	}
+}
+
 func TestNumericRequestBecomesOneRowPerDatum(t *testing.T) {
 	req := mustParse(t, numericRequest)
 	if req.Rows != 2 || len(req.Inputs) != 1 {

@@ -27,6 +27,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/groveml/grove/internal/jsonscan"
 )
 
 // Error reports a document that was read but could not be accepted.
@@ -296,7 +298,7 @@ func FloatValue(path string, tok json.Token) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f, err := strconv.ParseFloat(s, 64)
+	f, err := jsonscan.ParseFloat([]byte(s), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 		return 0, &Error{Field: path, Msg: fmt.Sprintf("%s is out of range of a finite double", s), Err: err}
 	}

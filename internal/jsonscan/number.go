@@ -261,7 +261,7 @@ var (
 // to ±Inf); values below the smallest subnormal round to ±0, as IEEE does.
 // buf is the scanned document. Most values take a fast path, ExactFloat
 // or, for the longer float32 literals, Float32ViaFloat64; the others go to
-// strconv, which rounds correctly too.
+// ParseFloat, which rounds correctly too.
 func (n *Number) Float(buf []byte, bitSize int) (f float64, ok bool) {
 	if n.Mant == 0 {
 		if n.Neg {
@@ -285,7 +285,7 @@ func (n *Number) Float(buf []byte, bitSize int) (f float64, ok bool) {
 			}
 		}
 	}
-	f, err := strconv.ParseFloat(View(buf[n.Start:n.End]), bitSize)
+	f, err := ParseFloat(buf[n.Start:n.End], bitSize)
 	return f, err == nil // only ErrRange: the literal was validated
 }
 

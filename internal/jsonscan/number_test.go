@@ -113,6 +113,22 @@ func TestNumberHugeExponentWithManyDigits(t *testing.T) {
 	}
 }
 
+// A number whose integer part has more digits than strconv keeps (800)
+// reads as written: "1", 1,000 zeros, "e-1000" is 1, not strconv's 1e-201.
+func TestNumberLongIntegerPartReadsAsWritten(t *testing.T) {
+	lit := "1" + strings.Repeat("0", 1000) + "e-1000"
+	s := Scanner{Buf: []byte(lit)}
+	var n Number
+	if !s.LexNumber(&n) || s.Pos != len(lit) {
+		t.Fatalf("%.8s…: %v at %d", lit, s.Err, s.ErrPos)
+	}
+	for _, bits := range []int{32, 64} {
+		if got, ok := n.Float(s.Buf, bits); !ok || got != 1 {
+			t.Errorf("%.8s…e-1000 at %d bits: %v %v, want 1", lit, bits, got, ok)
+		}
+	}
+}
+
 func FuzzNumber(f *testing.F) {
 	for _, s := range []string{"0", "-1.5e-3", "3.4028235677973366e38", "123456789012345678901234567890", "0.1", "1e-45", "16777217"} {
 		f.Add(s)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/internal/jsonscan"
 )
 
 // jsonFields maps each name a JSON outcome may give a field, the .proto
@@ -195,7 +196,7 @@ func jsonLabels(raw json.RawMessage) (map[string]float64, error) {
 		if len(v) == 0 || !(v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
 			return nil, fmt.Errorf("%q is %s, not a number", name, clip(v))
 		}
-		f, err := strconv.ParseFloat(string(v), 64)
+		f, err := jsonscan.ParseFloat(v, 64)
 		if err != nil || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("%q is %s, not a finite number", name, clip(v))
 		}

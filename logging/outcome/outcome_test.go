@@ -34,6 +34,8 @@ func TestParseJSONReadsWhatUsersWrite(t *testing.T) {
 			&grovepb.Outcome{OutcomeId: "o3", Key: "u1.ad7", Labels: map[string]float64{"click": 0}}},
 		{"nulls are defaults", `{"outcome_id":"o4","request_id":"r","item":null,"event_time":null,"labels":{"click":-0.5e1}}`,
 			&grovepb.Outcome{OutcomeId: "o4", RequestId: "r", Labels: map[string]float64{"click": -5}}},
+		{"a label of a thousand digits", `{"outcome_id":"o5","request_id":"r","labels":{"value":1` + strings.Repeat("0", 1000) + `e-1000}}`,
+			&grovepb.Outcome{OutcomeId: "o5", RequestId: "r", Labels: map[string]float64{"value": 1}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseJSON([]byte(tc.in))
