@@ -528,3 +528,16 @@ func TestRunForwardAB(t *testing.T) {
 		t.Fatalf("lines: %s", l)
 	}
 }
+
+// The CPU burner child refuses a share it cannot spin, naming its
+// variable, rather than spinning something else.
+func TestBurnerRefusesASpecThatIsNotAShareOfTheCPUs(t *testing.T) {
+	for _, spec := range []string{"x", "0", "-1", "NaN", "1e9", ""} {
+		if _, err := parseBurnerCores(spec); err == nil || !strings.Contains(err.Error(), burnerEnv) {
+			t.Errorf("parseBurnerCores(%q) = %v, want an error naming %s", spec, err, burnerEnv)
+		}
+	}
+	if cores, err := parseBurnerCores("0.5"); err != nil || cores != 0.5 {
+		t.Errorf("parseBurnerCores(0.5) = %v, %v", cores, err)
+	}
+}

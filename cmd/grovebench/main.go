@@ -209,6 +209,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "grovebench Kafka broker:", serveKafka(spec))
 		os.Exit(1)
 	}
+	if spec := os.Getenv(burnerEnv); spec != "" { // grovebench's own CPU burner child
+		fmt.Fprintln(os.Stderr, "grovebench CPU burner:", serveBurner(spec))
+		os.Exit(1)
+	}
 	if spec := os.Getenv(directEnv); spec != "" { // grovebench's own direct server child
 		fmt.Fprintln(os.Stderr, "grovebench direct server:", serveDirect(spec))
 		os.Exit(1)

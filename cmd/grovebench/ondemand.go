@@ -33,6 +33,7 @@ package main
 //     the bound from one to the next.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +49,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/groveml/grove/internal/lowprio"
 	"github.com/groveml/grove/internal/modelcopy"
 )
 
@@ -154,6 +157,14 @@ type onDemandAB struct {
 	AloneP99 time.Duration `json:"alone_p99_ns"`
 	ChurnP50 time.Duration `json:"churn_p50_ns"`
 	ChurnP99 time.Duration `json:"churn_p99_ns"`
+	// Control is the warm load in a third row of each round, beside the
+	// CPU burner spinning ControlCores (the churn's server CPU: its loads
+	// per second times CPUPerLoad) at the loads' nice value instead of
+	// the churn; none when CPUPerLoad was not measured.
+	ControlCores float64       `json:"control_cores,omitempty"`
+	Control      *abPool       `json:"control,omitempty"`
+	ControlP50   time.Duration `json:"control_p50_ns,omitempty"`
+	ControlP99   time.Duration `json:"control_p99_ns,omitempty"`
 }
 
 // churnVerdict compares warm latency with churn to alone, given the p50s
@@ -419,10 +430,28 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			ab := onDemandAB{What: d.what, Rounds: e.onDemandRounds, ChurnRate: d.rate}
 			spec := d.spec
 			spec.warmup, spec.duration = onDemandABWarmup, onDemandABWindow
+			rows := 2
+			if loads := cmp.Or(d.rate, rep.LoadsPerSec); rep.CPUPerLoad > 0 && loads > 0 {
+				ab.ControlCores = min(loads*rep.CPUPerLoad, float64(runtime.NumCPU()))
+				ab.Control = &abPool{}
+				rows = 3
+			}
 			var churned churnRun // the churn's windows, summed
-			err := interleave(ctx, e.onDemandRounds, 2, func(row int) error {
-				if row == 0 {
+			err := interleave(ctx, e.onDemandRounds, rows, func(row int) error {
+				switch row {
+				case 0:
 					ab.Alone.add(runLoad(ctx, spec), cpuUse{}, spec.duration)
+					return nil
+				case 2:
+					b, err := startBurner(ctx, ab.ControlCores, filepath.Join(e.dir, "burner.log"))
+					if err != nil {
+						return err
+					}
+					res := runLoad(ctx, spec)
+					if err := b.stop(); err != nil {
+						return fmt.Errorf("CPU burner: %w", err)
+					}
+					ab.Control.add(res, cpuUse{}, spec.duration)
 					return nil
 				}
 				run, err := churn(&spec, d.rate)
@@ -440,7 +469,10 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			ab.LoadsPerSec = churned.loadsPerSec()
 			ab.AloneP50, ab.AloneP99 = ab.Alone.percentile(50), ab.Alone.percentile(99)
 			ab.ChurnP50, ab.ChurnP99 = ab.Churn.percentile(50), ab.Churn.percentile(99)
-			if ab.Alone.Errors > 0 || ab.Churn.Errors > 0 {
+			if ab.Control != nil {
+				ab.ControlP50, ab.ControlP99 = ab.Control.percentile(50), ab.Control.percentile(99)
+			}
+			if ab.Alone.Errors > 0 || ab.Churn.Errors > 0 || ab.Control != nil && ab.Control.Errors > 0 {
 				return fail("ondemand A/B (%s): %d warm requests alone and %d with churn failed (first: %s%s)",
 					d.what, ab.Alone.Errors, ab.Churn.Errors, ab.Alone.FirstError, ab.Churn.FirstError)
 			}
@@ -492,6 +524,12 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 				"p50 %s → %s (x%.2f), p99 %s → %s (x%.2f), %.1f loads/s: %s\n",
 				ab.What, ab.Rounds, onDemandABWindow, len(ab.Alone.Latencies), len(ab.Churn.Latencies), onDemandP50Slack, onDemandP99Slack,
 				fmtMs(ab.AloneP50), fmtMs(ab.ChurnP50), p50, fmtMs(ab.AloneP99), fmtMs(ab.ChurnP99), p99, ab.LoadsPerSec, v)
+			if ab.Control != nil && ab.ControlP50 > 0 && ab.AloneP50 > 0 {
+				fmt.Fprintf(w, "  - Control: the same warm requests beside a CPU burner at nice %d instead of the churn (a process with none of Grove's code, spinning %.2f of a core, the churn's CPU, in %v periods; %d requests pooled): "+
+					"p50 %s (x%.2f), p99 %s (x%.2f) of alone. What this machine's scheduler gives any low-priority work of the churn's size; Grove's own part of the verdict's ratio is the rest.\n",
+					lowprio.Nice, ab.ControlCores, burnPeriod, len(ab.Control.Latencies),
+					fmtMs(ab.ControlP50), float64(ab.ControlP50)/float64(ab.AloneP50), fmtMs(ab.ControlP99), float64(ab.ControlP99)/float64(ab.AloneP99))
+			}
 		}
 	}
 	if r.Error != "" {
