@@ -179,6 +179,19 @@
 // a kind, that kind's work not done (logged and counted each time) while
 // everything else, serving first, goes on.
 //
+// # A panic in a background job
+//
+// The supervisor's stages run on goroutines of their own, outside any
+// actor: a panic there would end the process. Each recovers its own:
+// a model's fetch (supervisorActor.fetchFiles), which runs the bucket
+// client's code and Grove's, logs it at error level with its stack,
+// counts it in grove_actor_panics_total{actor="fetch"}, and fails as a
+// fetch that fails does: its job ends failed, the model is retried (on
+// demand: the requests parked for it get the error), and no file of it
+// is left (those taken from the disk cache are deleted, and bucket.Fetch
+// deletes what it wrote). A runtime that panics loading a model fails
+// that load (System.load).
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -1003,6 +1004,100 @@ func TestAConfigEditWhoseApplicationPanicsIsAnsweredWritten(t *testing.T) {
 		}
 		if res := w.infer("a/", 3); res.Err != nil {
 			t.Fatalf("a/: %v", res.Err)
+		}
+	})
+}
+
+// panickyBucket is a bucket whose client panics (a bug in it) once after
+// it is armed: at the next Open of a model file (a fetch's download) when
+// panicOpen is set, at the next read of the model config when panicRead is.
+type panickyBucket struct {
+	*memBucket
+	panicOpen, panicRead atomic.Bool
+}
+
+func (b *panickyBucket) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if name != "model_config.json" && b.panicOpen.CompareAndSwap(true, false) {
+		panic("test: the bucket client crashes opening " + name)
+	}
+	return b.memBucket.Open(ctx, name)
+}
+
+func (b *panickyBucket) ReadObject(ctx context.Context, name string, limit int64) ([]byte, bucket.Attrs, error) {
+	if name == "model_config.json" && b.panicRead.CompareAndSwap(true, false) {
+		panic("test: the bucket client crashes reading " + name)
+	}
+	return b.memBucket.ReadObject(ctx, name, limit)
+}
+
+// panicky makes the world's bucket a panickyBucket, stored in *pb, and
+// its cache directory known in *cacheDir.
+func panicky(pb **panickyBucket, cacheDir *string) func(*world, *Options) {
+	return func(w *world, o *Options) {
+		*pb = &panickyBucket{memBucket: w.b}
+		o.Bucket = *pb
+		*cacheDir = o.CacheDir
+	}
+}
+
+// A panic while a model's files are fetched from the bucket (here in the
+// bucket client, as the download opens the file) fails that fetch alone:
+// the request waiting for the on-demand model gets the internal error at
+// once, nothing of the fetch is left in the cache directory, the panic is
+// logged with its stack and counted, the other model serves on, and
+// after the backoff the next request loads the model. Before, the panic
+// ended the process.
+func TestAPanicInAModelsFetchFailsThatFetchAloneAndLeavesNoFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pb *panickyBucket
+		var cacheDir string
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("o/", "", onDemandLoad)), map[string]faultySpec{"a/": version(1), "o/": version(2)},
+			panicky(&pb, &cacheDir))
+		defer w.stop()
+		synctest.Wait()
+		before, _ := filepath.Glob(filepath.Join(cacheDir, "*"))
+		if len(before) != 1 {
+			t.Fatalf("cache directory before: %v, want a/'s files alone", before)
+		}
+
+		pb.panicOpen.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pb.panicOpen.Load() {
+			t.Fatal("the bucket client did not panic")
+		}
+		if got := res[0].Err; !errors.Is(got, errInternal) || servables.KindOf(got) != servables.Unavailable ||
+			!strings.Contains(got.Error(), "the fetch of model o/ panicked") || time.Since(start) != 0 {
+			t.Fatalf("the waiting request got %v after %v, want the internal error at once", got, time.Since(start))
+		}
+		synctest.Wait()
+		if m := w.model("o/"); !strings.Contains(m.LastError, "the fetch of model o/ panicked: test: the bucket client crashes") {
+			t.Fatalf("o/ after its fetch panicked: %+v", m)
+		}
+		if after, _ := filepath.Glob(filepath.Join(cacheDir, "*")); !slices.Equal(after, before) {
+			t.Fatalf("cache directory after the fetch that panicked: %v, want %v", after, before)
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/ after the panic: %v", res.Err)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "fetch"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=fetch} = %v, want 1", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=fetch", `panic="test: the bucket client crashes opening o/model.faulty"`, "fetchFiles"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+
+		time.Sleep(time.Second) // o/'s backoff after one failed load
+		if res := w.infer("o/", 4); res.Err != nil || res.Outputs[0].Float32s()[0] != 4 {
+			t.Fatalf("o/ after the backoff: %+v", res)
 		}
 	})
 }

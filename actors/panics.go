@@ -39,6 +39,20 @@ func recoverPanic(log *slog.Logger, m *Metrics, name, what string, v any) error 
 	return fmt.Errorf("%w: the %s panicked handling %s: %v", errInternal, name, what, v)
 }
 
+// recoverJob logs, at error level with its stack, the panic v that a
+// background job of the supervisor recovered (label: fetch; what: the
+// job, "fetch of model a/"), counts it in
+// grove_actor_panics_total{actor=label} and returns the error the job
+// fails with: that job alone fails, as it would on any error. Call it
+// from the deferred function that recovered v, so that the stack is the
+// panic's.
+func recoverJob(log *slog.Logger, m *Metrics, label, what string, v any) error {
+	m.panics.WithLabelValues(label).Inc()
+	log.Error("internal error: the "+what+" panicked; it fails alone and the server goes on",
+		"actor", label, "job", what, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	return fmt.Errorf("%w: the %s panicked: %v", errInternal, what, v)
+}
+
 // messageType names a message for recoverPanic: its Go type.
 func messageType(msg any) string { return fmt.Sprintf("%T", msg) }
 

@@ -659,40 +659,60 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 		from = "disk cache " + cached.Dir
 	}
 	s.log.Info("loading model", "model", st.Path, "checksum", st.Meta.Checksum, "from", from, "job", st.Job)
-	self, root, o := ctx.Self(), ctx.ActorSystem().Root, s.sys.opts
+	self, root := ctx.Self(), ctx.ActorSystem().Root
 	started = true
 	s.sys.background(func(bctx context.Context) {
 		r := fetchResult{path: st.Path, job: st.Job}
-		if cached != nil {
-			// Kept when it was unloaded (diskCache): its files are used
-			// again if they still have their checksum.
-			err := cached.Verify(bctx)
-			if bctx.Err() != nil { // stopping: not a change on disk
-				closeQuietly(nil, cached, s.log)
-				r.err = bctx.Err()
-				root.Send(self, r)
-				return
-			}
-			if err == nil {
-				s.sys.metrics.diskCacheHits.Inc()
-				r.local = cached
-				root.Send(self, r)
-				return
-			}
-			s.sys.metrics.diskCacheInvalid.Inc()
-			s.log.Warn("cached model files changed on disk; fetching them again", "model", st.Path, "err", err)
-			closeQuietly(nil, cached, s.log)
-		}
-		var opts []bucket.FetchOption
-		if st.Meta.VersionOf != "" {
-			opts = append(opts, bucket.WithChecksumFile()) // a version may declare its checksum
-		}
-		r.local, r.err = bucket.Fetch(bctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes, opts...)
-		if r.err != nil {
-			r.err = s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, r.err))
-		}
+		r.local, r.err = s.fetchFiles(bctx, st, src, cached)
 		root.Send(self, r)
 	})
+}
+
+// fetchFiles gives the files of st's model in the cache: cached (taken
+// from the disk cache, nil if none) if they still have their checksum,
+// else those it fetches from src; on an error it leaves none. A panic in
+// it (a bug in the bucket client or in Grove) fails this fetch alone
+// (recoverJob): cached is deleted, and bucket.Fetch deletes what it had
+// written.
+func (s *supervisorActor) fetchFiles(ctx context.Context, st lifecycle.Step, src bucket.Bucket, cached *bucket.LocalModel) (local *bucket.LocalModel, err error) {
+	// drop deletes cached, once.
+	drop := func() {
+		gone := cached
+		cached = nil
+		closeQuietly(nil, gone, s.log)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			_, removeErr := closeModel(nil, cached) // first: the log may panic again
+			local, err = nil, s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, recoverJob(s.log, s.sys.metrics, "fetch", "fetch of model "+st.Path, v)))
+			logClose(s.log, cached, nil, removeErr)
+		}
+	}()
+	if cached != nil {
+		// Kept when it was unloaded (diskCache): its files are used
+		// again if they still have their checksum.
+		err := cached.Verify(ctx)
+		if ctx.Err() != nil { // stopping: not a change on disk
+			drop()
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			s.sys.metrics.diskCacheHits.Inc()
+			return cached, nil
+		}
+		s.sys.metrics.diskCacheInvalid.Inc()
+		s.log.Warn("cached model files changed on disk; fetching them again", "model", st.Path, "err", err)
+		drop()
+	}
+	var opts []bucket.FetchOption
+	if st.Meta.VersionOf != "" {
+		opts = append(opts, bucket.WithChecksumFile()) // a version may declare its checksum
+	}
+	o := s.sys.opts
+	if local, err = bucket.Fetch(ctx, src, st.Meta.Path, o.CacheDir, o.MaxModelBytes, opts...); err != nil {
+		return nil, s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, err))
+	}
+	return local, nil
 }
 
 // load loads a fetched job's files with their runtime, in the background.

@@ -72,8 +72,8 @@ func WithChecksumFile() FetchOption { return func(o *fetchOptions) { o.checksumF
 // modelPath names exactly one object. A model whose listed size is over
 // maxBytes is rejected before anything is copied, and the limit is
 // enforced again while copying; maxBytes <= 0 means no limit. Files are
-// written to temporary names and renamed, and on error the new directory
-// is removed.
+// written to temporary names and renamed, and on error (or a panic of b)
+// the new directory is removed.
 func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes int64, opts ...FetchOption) (*LocalModel, error) {
 	var fo fetchOptions
 	for _, opt := range opts {
@@ -136,6 +136,14 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 		return nil, fmt.Errorf("fetching model %s: %w", modelPath, err)
 	}
 	m := &LocalModel{Dir: dir, Path: modelPath}
+	// Whatever stops the copy, an error or a panic (a bug in a bucket
+	// client), leaves no directory behind.
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(dir)
+		}
+	}()
 	sums := make([]fileSum, 0, len(files))
 	for _, f := range files {
 		budget := int64(-1)
@@ -144,7 +152,6 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 		}
 		n, sum, err := copyObject(ctx, b, f.name, filepath.Join(dir, filepath.FromSlash(f.rel)), budget)
 		if err != nil {
-			os.RemoveAll(dir)
 			if errors.Is(err, errTooLarge) {
 				return nil, fmt.Errorf("model %s grew over the limit of %d bytes while downloading", modelPath, maxBytes)
 			}
@@ -157,13 +164,12 @@ func Fetch(ctx context.Context, b Bucket, modelPath, cacheDir string, maxBytes i
 	// Files are sorted: List returns names in order, and a common prefix
 	// was removed from them (or there is only one).
 	if m.Checksum, err = combine(sums); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	if declared && m.Checksum != want {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("model %s rejected: its files' checksum is %s, but %s holds %s", modelPath, m.Checksum, modelPath+ChecksumFile, want)
 	}
+	done = true
 	return m, nil
 }
 

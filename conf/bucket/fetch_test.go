@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,5 +161,36 @@ func TestFetchedModelsPrefixPlusAFileIsTheObjectName(t *testing.T) {
 func TestLocalDirIsEmptyForABucketWithoutFiles(t *testing.T) {
 	if d := LocalDir(model()); d != "" {
 		t.Errorf("LocalDir of a memory bucket = %q", d)
+	}
+}
+
+// panicsOpening is a bucket whose client panics (a bug in it) as it
+// opens the object named name.
+type panicsOpening struct {
+	Bucket
+	name string
+}
+
+func (b panicsOpening) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if name == b.name {
+		panic("test: the bucket client crashes")
+	}
+	return b.Bucket.Open(ctx, name)
+}
+
+// A bucket client that panics partway through a fetch leaves nothing of
+// it in the cache directory; the panic goes on to Fetch's caller.
+func TestFetchLeavesNoDirectoryWhenTheBucketPanics(t *testing.T) {
+	cache := t.TempDir()
+	func() {
+		defer func() {
+			if v := recover(); v == nil {
+				t.Fatal("Fetch returned; want the bucket's panic")
+			}
+		}()
+		_, _ = Fetch(t.Context(), panicsOpening{Bucket: model(), name: "nested/variables/x.idx"}, "nested/", cache, 0)
+	}()
+	if left, err := os.ReadDir(cache); err != nil || len(left) != 0 {
+		t.Fatalf("cache directory after the panic: %v (%v), want empty", left, err)
 	}
 }
