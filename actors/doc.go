@@ -189,8 +189,10 @@
 // fetch that fails does: its job ends failed, the model is retried (on
 // demand: the requests parked for it get the error), and no file of it
 // is left (those taken from the disk cache are deleted, and bucket.Fetch
-// deletes what it wrote). A runtime that panics loading a model fails
-// that load (System.load).
+// deletes what it wrote); a config poll (supervisorActor.readConfig),
+// counted as actor="config_poll", fails as a config that could not be
+// read: the config in force stays, and the next poll runs as usual. A
+// runtime that panics loading a model fails that load (System.load).
 //
 // # The two packages below that import this one
 //

@@ -1101,3 +1101,48 @@ func TestAPanicInAModelsFetchFailsThatFetchAloneAndLeavesNoFiles(t *testing.T) {
 		}
 	})
 }
+
+// A panic in a config poll (here in the bucket client, as it reads the
+// config) fails that poll alone, as a config that could not be read: the
+// config in force stays, its models serve on, the status shows the
+// error, the panic is logged with its stack and counted, and the next
+// poll runs as usual and applies a change. Before, the panic ended the
+// process.
+func TestAPanicInAConfigPollFailsThatPollAloneAndTheNextOneRunsAsUsual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pb *panickyBucket
+		var cacheDir string
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "b/": version(2)}, panicky(&pb, &cacheDir))
+		defer w.stop()
+		synctest.Wait()
+
+		pb.panicRead.Store(true)
+		w.settle() // the next poll panics
+		if pb.panicRead.Load() {
+			t.Fatal("the bucket client did not panic")
+		}
+		if st := w.sys.Status().Config; !strings.Contains(st.LastError, "reading model config model_config.json: internal error: the config poll panicked: test: the bucket client crashes") {
+			t.Fatalf("config status after the poll that panicked: %+v", st)
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/ after the panic: %v", res.Err)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "config_poll"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=config_poll} = %v, want 1", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=config_poll", `panic="test: the bucket client crashes reading model_config.json"`, "readConfig"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+
+		w.setConfig(configJSON(entry("a/", "", ""), entry("b/", "", "")))
+		if m := w.model("b/"); m.State != StateReady {
+			t.Fatalf("b/, added after the poll that panicked, at the next poll: %+v", m)
+		}
+		if st := w.sys.Status().Config; st.LastError != "" {
+			t.Fatalf("config status after the next poll: %+v", st)
+		}
+	})
+}

@@ -1062,7 +1062,8 @@ func (s *supervisorActor) freeAll() {
 	clear(s.waiters)
 }
 
-// poll reads the model config in the background; the result comes back as a configResult.
+// poll reads the model config in the background (readConfig); the
+// result comes back as a configResult.
 func (s *supervisorActor) poll(ctx actor.Context) {
 	if s.fetching || s.quiet {
 		return
@@ -1070,29 +1071,42 @@ func (s *supervisorActor) poll(ctx actor.Context) {
 	s.fetching = true
 	s.waitCur, s.waitNext = s.waitNext, nil
 	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.sys.background(func(bctx context.Context) { root.Send(self, s.readConfig(bctx)) })
+}
+
+// readConfig reads the model config, with what applying it needs: the
+// versioned entries' listings and the contract state. It runs on the
+// poll's goroutine. A panic in it (a bug in the bucket client or in
+// Grove) fails this poll alone (recoverJob), as a config that could not
+// be read: the config in force stays, and the next poll runs as usual.
+func (s *supervisorActor) readConfig(ctx context.Context) (r configResult) {
 	o := s.sys.opts
-	s.sys.background(func(bctx context.Context) {
-		rctx, cancel := context.WithTimeout(bctx, max(o.PollInterval, 10*time.Second))
-		defer cancel()
-		data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath, modelconfig.MaxConfigBytes)
-		var cfg *modelconfig.Config
-		if err != nil {
-			err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
-		} else if cfg, err = modelconfig.Parse(data); err != nil {
-			err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
-		} else if err = cfg.ValidateOutcomeLogging(cmp.Or(o.DirectLogLevel, modelconfig.LogLevelNone)); err != nil {
-			cfg, err = nil, fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
+	defer func() {
+		if v := recover(); v != nil {
+			err := recoverJob(s.log, s.sys.metrics, "config_poll", "config poll", v)
+			r = configResult{err: s.sys.paths.Error(fmt.Errorf("reading model config %s: %w", o.ModelConfigPath, err)), at: time.Now()}
 		}
-		r := configResult{cfg: cfg, err: s.sys.paths.Error(err), at: time.Now()}
-		if err == nil {
-			r.listings = listVersions(rctx, o.Bucket, cfg)
-		}
-		if err == nil && len(cfg.Contracts) > 0 {
-			r.stateMark = s.sys.state.readMark()
-			r.state, r.stateErr = s.sys.state.read(rctx)
-		}
-		root.Send(self, r)
-	})
+	}()
+	rctx, cancel := context.WithTimeout(ctx, max(o.PollInterval, 10*time.Second))
+	defer cancel()
+	data, _, err := o.Bucket.ReadObject(rctx, o.ModelConfigPath, modelconfig.MaxConfigBytes)
+	var cfg *modelconfig.Config
+	if err != nil {
+		err = fmt.Errorf("reading model config %s from %s: %w", o.ModelConfigPath, o.Bucket, err)
+	} else if cfg, err = modelconfig.Parse(data); err != nil {
+		err = fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
+	} else if err = cfg.ValidateOutcomeLogging(cmp.Or(o.DirectLogLevel, modelconfig.LogLevelNone)); err != nil {
+		cfg, err = nil, fmt.Errorf("model config %s: %w", o.ModelConfigPath, err)
+	}
+	r = configResult{cfg: cfg, err: s.sys.paths.Error(err), at: time.Now()}
+	if err == nil {
+		r.listings = listVersions(rctx, o.Bucket, cfg)
+	}
+	if err == nil && len(cfg.Contracts) > 0 {
+		r.stateMark = s.sys.state.readMark()
+		r.state, r.stateErr = s.sys.state.read(rctx)
+	}
+	return r
 }
 
 // applyConfig applies a poll's result: a valid config becomes the
