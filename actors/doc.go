@@ -191,7 +191,9 @@
 // is left (those taken from the disk cache are deleted, and bucket.Fetch
 // deletes what it wrote); a config poll (supervisorActor.readConfig),
 // counted as actor="config_poll", fails as a config that could not be
-// read: the config in force stays, and the next poll runs as usual. A
+// read: the config in force stays, the reloads waiting for it get the
+// internal error at once (a config edit is still answered written), and
+// the next poll runs as usual. A
 // runtime that panics loading a model fails that load (System.load).
 //
 // # The two packages below that import this one

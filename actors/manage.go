@@ -23,9 +23,9 @@ var ErrReadOnly = servables.NewError(servables.ReadOnly, "the bucket is read-onl
 // on a conflict (see bucket.Update), so concurrent edits by any number of
 // replicas all land. It then makes this replica apply the new config
 // before returning (other replicas pick it up at their next poll), and
-// returns the config written. If applying it here panics (a bug: an
-// internal error, logged and counted), the edit is still answered as
-// written, with no error: it is in the bucket, the next poll applies it,
+// returns the config written. If reading or applying it here panics (a
+// bug: an internal error, logged and counted), the edit is still answered
+// as written, with no error: it is in the bucket, the next poll applies it,
 // and a caller told to retry would make it again.
 //
 // Errors from edit (such as modelconfig.ErrServableExists) and validation errors
@@ -78,8 +78,8 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 }
 
 // Reload reads the model config now, and returns once it is applied (its
-// models may still be loading), or with the internal error that cut its
-// application short (the next poll applies it again).
+// models may still be loading), or with the internal error that cut the
+// poll or its application short (the next poll applies it again).
 func (s *System) Reload(ctx context.Context) error {
 	done := make(chan error, 1)
 	s.as.Root.Send(s.supervisor, reloadRequest{done: done})

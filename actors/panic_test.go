@@ -1146,3 +1146,49 @@ func TestAPanicInAConfigPollFailsThatPollAloneAndTheNextOneRunsAsUsual(t *testin
 		}
 	})
 }
+
+// A reload waiting for a config poll that panics (here in the bucket
+// client, as it reads the config) gets the internal error at once, as one
+// whose poll's application panics does: not "applied", which it is not.
+// A config edit whose reload so fails is answered written (it is in the
+// bucket; the next poll applies it), with the failure logged.
+func TestAReloadWhosePollPanicsIsAnsweredWithTheInternalErrorAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pb *panickyBucket
+		var cacheDir string
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1), "b/": version(2)}, panicky(&pb, &cacheDir))
+		defer w.stop()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+
+		pb.panicRead.Store(true)
+		start := time.Now()
+		err := w.sys.Reload(ctx)
+		if pb.panicRead.Load() {
+			t.Fatal("the bucket client did not panic")
+		}
+		if !errors.Is(err, errInternal) || servables.KindOf(err) != servables.Unavailable || !strings.Contains(err.Error(), "the config poll panicked") || time.Since(start) != 0 {
+			t.Fatalf("the reload whose poll panicked: %v after %v, want the internal error at once", err, time.Since(start))
+		}
+
+		written, err := w.sys.EditConfig(ctx, func(c *modelconfig.Config) error {
+			pb.panicRead.Store(true) // the edit's own read is done: the reload's poll panics
+			c.Models = append(c.Models, modelconfig.Model{Path: "b/"})
+			return nil
+		})
+		if pb.panicRead.Load() {
+			t.Fatal("the bucket client did not panic")
+		}
+		if err != nil || written == nil || len(written.Models) != 2 {
+			t.Fatalf("the edit whose reload's poll panicked: %v, %v; want it answered written", written, err)
+		}
+		if !strings.Contains(w.log.String(), "model config written; applying it here panicked") {
+			t.Error("the edit's failed reload is not logged")
+		}
+		w.settle() // the next poll applies it
+		if m := w.model("b/"); m.State != StateReady {
+			t.Fatalf("b/, added by the edit, after the next poll: %+v", m)
+		}
+	})
+}

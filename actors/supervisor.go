@@ -26,7 +26,8 @@ type (
 	pollTick struct{}
 	// reloadRequest asks for a config poll that starts after it; done
 	// (buffered) gets nil once that poll's result is applied, or the
-	// error of a panic while it was (the next poll applies it again).
+	// error of a panic in the poll or while its result was applied (the
+	// next poll applies the config again).
 	reloadRequest struct{ done chan error }
 	configResult  struct {
 		cfg *modelconfig.Config
@@ -237,7 +238,7 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	case configResult:
 		s.fetching = false
 		s.applyConfig(ctx, m)
-		s.pollDone(nil)
+		s.pollDone(m.panicked())
 		if len(s.waitNext) > 0 {
 			s.poll(ctx)
 		}
@@ -290,9 +291,19 @@ func (s *supervisorActor) Receive(ctx actor.Context) {
 	}
 }
 
+// panicked is the error of a poll that panicked (readConfig), nil for
+// any other result, a config that could not be read included: the
+// reloads waiting for the poll get it (pollDone).
+func (r configResult) panicked() error {
+	if errors.Is(r.err, errInternal) {
+		return r.err
+	}
+	return nil
+}
+
 // pollDone answers the reloads waiting for the config poll whose result
-// was just applied: err is nil, or the panic that cut its application
-// short.
+// was just applied: err is nil, or the panic that cut the poll or its
+// application short.
 func (s *supervisorActor) pollDone(err error) {
 	for _, done := range s.waitCur {
 		done <- err
