@@ -193,8 +193,12 @@
 // counted as actor="config_poll", fails as a config that could not be
 // read: the config in force stays, the reloads waiting for it get the
 // internal error at once (a config edit is still answered written), and
-// the next poll runs as usual. A
-// runtime that panics loading a model fails that load (System.load).
+// the next poll runs as usual. A runtime that panics loading a model
+// fails that load (System.load), and a warm-up whose own code panics
+// (System.warmUp; its forward calls run in model actors, which are
+// restarted), counted as actor="warm_up", fails its load as a failed
+// warm-up does: the job's content is released, its model actors stop and
+// close the servable, and its memory no longer counts.
 //
 // # The two packages below that import this one
 //

@@ -1192,3 +1192,68 @@ func TestAReloadWhosePollPanicsIsAnsweredWithTheInternalErrorAtOnce(t *testing.T
 		}
 	})
 }
+
+// A panic in a warm-up's own code (here as it parses the model's
+// warm-up requests, before any forward call) fails that load with the
+// internal error, logged with its stack and counted, and releases what
+// the load held: the model's two replicas stop, the servable they share
+// is closed once, and its memory no longer counts. The next poll loads
+// the model. Before, the panic ended the process.
+func TestAPanicInAWarmUpFailsThatLoadAndReleasesItsContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		armed.Store(true)
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", `"replicas": 2, `+warmUpOf5)), map[string]faultySpec{"a/": version(1)}, unmeasured,
+			func(_ *world, o *Options) {
+				o.MemoryBudget, o.MemoryFactor = 10*size, 1
+				o.ParseWarmUp = func(js, path string) ([][]servables.Tensor, error) {
+					if armed.CompareAndSwap(true, false) {
+						panic("test: the warm-up crashes")
+					}
+					return warmUpParser(js, path)
+				}
+			})
+		defer w.stop()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the warm-up did not panic")
+		}
+		st := w.sys.Status()
+		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "warming up model a/: internal error: the warm-up of model a/ panicked: test: the warm-up crashes") {
+			t.Fatalf("a/ after its warm-up panicked: %+v", m)
+		}
+		if st.Memory == nil || st.Memory.UsedBytes != 0 {
+			t.Fatalf("memory after the failed load: %+v, want none used", st.Memory)
+		}
+		if left := w.modelActors(); len(left) != 0 {
+			t.Fatalf("model actors after the failed load: %v", left)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "warm_up"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=warm_up} = %v, want 1", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=warm_up", `panic="test: the warm-up crashes"`, "warmUpOf"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+		if strings.Contains(logged, "model signature incomplete") {
+			t.Error("the warm-up that panicked is logged as one that ended")
+		}
+
+		w.settle() // the next poll
+		if m := w.model("a/"); m.State != StateReady || m.Replicas != 2 {
+			t.Fatalf("a/ at the next poll: %+v", m)
+		}
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/: %v", res.Err)
+		}
+		if st := w.sys.Status(); st.Memory.UsedBytes != size {
+			t.Fatalf("memory used with a/ loaded: %d, want %d", st.Memory.UsedBytes, size)
+		}
+	})
+}

@@ -686,6 +686,15 @@ func (s *System) warmUp(ctx context.Context, c *content, meta modelconfig.Model)
 				"model", meta.Path, "runtime", m.Runtime)
 		}
 	}()
+	// A panic in the warm-up's own code (a bug: in Grove's parsers of its
+	// requests, in Options.WarmUp) fails this load, not the process; the
+	// failed job releases its content. A forward call that panics is its
+	// model actor's (restarted), answered ErrModelCrashed.
+	defer func() {
+		if v := recover(); v != nil {
+			err = recoverJob(s.log, s.metrics, "warm_up", "warm-up of model "+meta.Path, v)
+		}
+	}()
 	w, err := s.warmUpOf(c, meta)
 	if err != nil || len(w.Sets) == 0 {
 		return err
