@@ -1257,3 +1257,50 @@ func TestAPanicInAWarmUpFailsThatLoadAndReleasesItsContent(t *testing.T) {
 		}
 	})
 }
+
+// A panic while the supervisor logs a failed close as it stops (a bug in
+// the log) costs the log only: every job's servable is still closed, and
+// the files of every job, content and leftover are still removed. Before,
+// the first failed close's log ended freeAll: the rest stayed open and on
+// disk for good.
+func TestAPanicWhileLoggingAFailedCloseAtStopStillFreesTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(), nil, crashAtLog("closing model", &armed))
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		var svs []*failingClose
+		var dirs []string
+		local := func() *bucket.LocalModel {
+			l := &bucket.LocalModel{Dir: t.TempDir()}
+			dirs = append(dirs, l.Dir)
+			return l
+		}
+		for id := range int64(3) {
+			sv := &failingClose{}
+			svs = append(svs, sv)
+			sup.jobs[id] = &loadJob{path: "j/", sv: servables.WithSignature(sv, servables.Metadata{}), local: local()}
+		}
+		sup.contents[7] = &content{id: 7, path: "c/", local: local()}
+		sup.leftovers = []*bucket.LocalModel{local()}
+		armed.Store(true)
+		func() {
+			defer func() { _ = recover() }() // as Receive does
+			sup.freeAll()
+		}()
+		if armed.Load() {
+			t.Fatal("the supervisor did not panic")
+		}
+		for i, sv := range svs {
+			if !sv.closed.Load() {
+				t.Errorf("job %d's servable was not closed", i)
+			}
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s is still there: %v", d, err)
+			}
+		}
+	})
+}

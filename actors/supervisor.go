@@ -1046,22 +1046,30 @@ func (s *supervisorActor) stopped() {
 }
 
 // freeAll deletes every cached file still held and answers the
-// registrations still waiting, as the supervisor stops.
+// registrations still waiting, as the supervisor stops. It closes and
+// removes everything first and logs what failed last: a panic in a log
+// (a bug) leaves nothing open or on disk.
 func (s *supervisorActor) freeAll() {
+	var failed []closeFailure
+	free := func(sv *servables.Signed, local *bucket.LocalModel) {
+		if closeErr, removeErr := closeModel(sv, local); closeErr != nil || removeErr != nil {
+			failed = append(failed, closeFailure{local: local, closeErr: closeErr, removeErr: removeErr})
+		}
+	}
 	for id, j := range s.jobs {
-		closeQuietly(j.sv, j.local, s.log)
+		free(j.sv, j.local)
 		delete(s.jobs, id)
 	}
 	for id, c := range s.contents {
-		closeQuietly(nil, c.local, s.log)
+		free(nil, c.local)
 		delete(s.contents, id)
 	}
 	for _, l := range s.leftovers {
-		closeQuietly(nil, l, s.log)
+		free(nil, l)
 	}
 	if s.sys.disk != nil {
 		for _, m := range s.sys.disk.all() {
-			closeQuietly(nil, m, s.log)
+			free(nil, m)
 		}
 	}
 	s.leftovers = nil
@@ -1071,6 +1079,15 @@ func (s *supervisorActor) freeAll() {
 		}
 	}
 	clear(s.waiters)
+	for _, f := range failed {
+		logClose(s.log, f.local, f.closeErr, f.removeErr)
+	}
+}
+
+// closeFailure is what closeModel returned for local, to log (logClose).
+type closeFailure struct {
+	local               *bucket.LocalModel
+	closeErr, removeErr error
 }
 
 // poll reads the model config in the background (readConfig); the
