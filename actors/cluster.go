@@ -452,6 +452,15 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 		rs.drop(r.describedContent(target.ModelPath))
 		return
 	}
+	// A panic (a bug) before the copy's goroutine takes the place gives it
+	// back: else the challenger's copies would be dropped for good once
+	// enough such places were kept.
+	started := false
+	defer func() {
+		if !started {
+			rs.leave()
+		}
+	}()
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
@@ -462,6 +471,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
 	remote := r.remote
+	started = true // from here on, the copy's goroutine gives the place back
 	r.background(func(sctx context.Context) {
 		defer rs.leave()
 		ctx, cancel := context.WithDeadline(sctx, fr.StartBy.Add(shadowRunAllowance))

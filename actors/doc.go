@@ -162,7 +162,9 @@
 //   - a request, or a shadow copy's micro-batch, that the router was
 //     sending to its model when it panicked gives back the place it took
 //     in the model's queue (sendPredict, routerActor.shadow): the content
-//     still drains, and is released once replaced;
+//     still drains, and is released once replaced; a shadow copy it was
+//     sending to another node gives back its place among the challenger's
+//     copies in flight (routerActor.shadowRemote);
 //   - a demand load whose handling panicked before the planner started
 //     the load answers the requests parked for it, and the next request
 //     asks again;

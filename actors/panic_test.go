@@ -23,6 +23,7 @@ import (
 
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
@@ -1301,6 +1302,75 @@ func TestAPanicWhileLoggingAFailedCloseAtStopStillFreesTheRest(t *testing.T) {
 			if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("%s is still there: %v", d, err)
 			}
+		}
+	})
+}
+
+// keyRecorder is a context that records the key of the last value
+// looked up in it (and has none).
+type keyRecorder struct {
+	context.Context
+	key any
+}
+
+func (k *keyRecorder) Value(key any) any {
+	k.key = key
+	return nil
+}
+
+// identityCrash is a caller's context whose Value panics once after
+// armed is set, at the first look-up of the caller's identity
+// (auth.FromContext): the router, as it sends a shadow copy to another
+// node, panics there.
+type identityCrash struct {
+	context.Context
+	key   any
+	armed *atomic.Bool
+}
+
+func newIdentityCrash(armed *atomic.Bool) identityCrash {
+	rec := &keyRecorder{Context: context.Background()}
+	auth.FromContext(rec)
+	return identityCrash{Context: context.Background(), key: rec.key, armed: armed}
+}
+
+func (c identityCrash) Value(key any) any {
+	if key == c.key && c.armed.CompareAndSwap(true, false) {
+		panic("test: the router crashes")
+	}
+	return c.Context.Value(key)
+}
+
+// A panic while the router sends a shadow copy to a challenger on another
+// node, after it took the copy's place among those in flight (here as it
+// reads the caller's identity to forward it), gives that place back: the
+// next copy is forwarded, not dropped as overloaded. Before, each such
+// panic kept a place for good, and once the bound (one place here) was
+// taken, every copy to that challenger was dropped.
+func TestAPanicWhileSendingARemoteShadowCopyGivesItsPlaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := shadowedCluster(t, nil, func(_ *world, o *Options) { o.QueueSize = 4 }) // room for 1 copy in flight
+		defer b.stop()
+		defer a.stop()
+		var armed atomic.Bool
+		armed.Store(true)
+		_, _, _ = a.sys.Score(newIdentityCrash(&armed), "ads/pctr/1", "", Request{API: "test", Inputs: scalar(t, 3)})
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the router did not panic")
+		}
+		if !strings.Contains(a.log.String(), "shadowRemote") {
+			t.Fatalf("the router did not panic sending the shadow copy:\n%s", a.log.String())
+		}
+		if n, _ := remoteShadowEntry(t, a, "r/"); n != 0 {
+			t.Fatalf("%d copies of r/ in flight after the panic, want 0", n)
+		}
+		scoreShadowed(t, a)
+		if n := a.metric("grove_shadow_dropped_total", map[string]string{"model": "r/", "reason": "overloaded"}); n != 0 {
+			t.Fatalf("grove_shadow_dropped_total{reason=overloaded} of r/ = %v after the panic, want the next copy forwarded", n)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "ok"}); n != 1 {
+			t.Fatalf("grove_cluster_forwarded_total{result=ok} of r/ = %v, want the next copy's", n)
 		}
 	})
 }
