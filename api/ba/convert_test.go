@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/groveml/grove/internal/jsonscan"
 )
 
 // TestParseFloatRoundsAsStrconv converts tensor_content strings of the
@@ -22,7 +24,7 @@ func TestParseFloatRoundsAsStrconv(t *testing.T) {
 		t.Helper()
 		for _, bits := range []int{32, 64} {
 			got, ok := parseFloat([]byte(s), bits, &scratch)
-			want, err := strconv.ParseFloat(s, bits)
+			want, err := jsonscan.ParseFloat([]byte(s), bits) // strconv's value, at any length
 			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				t.Fatalf("%q: strconv: %v", s, err)
 			}

@@ -19,7 +19,7 @@ func checkLiteral(t *testing.T, s string) {
 	}
 	for _, bits := range []int{32, 64} {
 		got, ok := n.Float(sc.Buf, bits)
-		want, err := strconv.ParseFloat(s, bits)
+		want, err := ParseFloat([]byte(s), bits) // strconv's value, at any length
 		if ok != (err == nil) {
 			t.Fatalf("%q at %d bits: in range %v, strconv error %v", s, bits, ok, err)
 		}
