@@ -26,8 +26,9 @@ type readyView struct {
 // then waits, at most wait and never past ctx, for a view (current
 // returns the newest) that lists peers for path that v did not, and runs
 // call once more on those. The first failure is returned when no such
-// view comes.
-func followMove(ctx context.Context, path string, v *readyView, current func() *readyView, wait time.Duration,
+// view comes, and at once when lost is closed (the node's session ended:
+// its peers would refuse the call).
+func followMove(ctx context.Context, path string, v *readyView, current func() *readyView, wait time.Duration, lost <-chan struct{},
 	call func(context.Context, []forward.Peer) (forward.Answer, error)) (forward.Answer, error) {
 	tried := v.peers[path]
 	ans, err := call(ctx, tried)
@@ -37,6 +38,9 @@ func followMove(ctx context.Context, path string, v *readyView, current func() *
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for v = current(); ; v = current() {
+		if closed(lost) {
+			return forward.Answer{}, err
+		}
 		var fresh []forward.Peer
 		for _, p := range v.peers[path] {
 			if !slices.Contains(tried, p) {
@@ -55,6 +59,8 @@ func followMove(ctx context.Context, path string, v *readyView, current func() *
 		case <-timer.C:
 			return forward.Answer{}, err
 		case <-ctx.Done():
+			return forward.Answer{}, err
+		case <-lost:
 			return forward.Answer{}, err
 		}
 	}

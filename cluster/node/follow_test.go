@@ -105,7 +105,7 @@ func TestFollowMove(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 				start := time.Now()
-				_, err := followMove(ctx, "m/", v.current(), v.current, 250*time.Millisecond, call)
+				_, err := followMove(ctx, "m/", v.current(), v.current, 250*time.Millisecond, nil, call)
 				took := time.Since(start)
 				if got, want := fmt.Sprint(calls), fmt.Sprint(tc.wantCalls); got != want {
 					t.Errorf("calls %s, want %s", got, want)
@@ -133,7 +133,7 @@ func TestFollowMoveBothFail(t *testing.T) {
 	v.publish(map[string][]forward.Peer{"m/": {nodeA}})
 	n := 0
 	_, err := followMove(t.Context(), "m/", &readyView{peers: map[string][]forward.Peer{"m/": {nodeD}}, changed: make(chan struct{})},
-		v.current, time.Second, func(context.Context, []forward.Peer) (forward.Answer, error) {
+		v.current, time.Second, nil, func(context.Context, []forward.Peer) (forward.Answer, error) {
 			n++
 			if n == 1 {
 				return forward.Answer{}, first
@@ -145,5 +145,70 @@ func TestFollowMoveBothFail(t *testing.T) {
 	}
 	if servables.KindOf(err) != servables.Unavailable {
 		t.Fatalf("kind %v, want Unavailable", servables.KindOf(err))
+	}
+}
+
+// TestFollowMoveStopsWhenTheSessionEnds checks that a request whose peers
+// failed Unavailable stops waiting for its model to move as soon as the
+// node's session ends, and that once it has ended the request is sent to
+// no other node, even one a newer snapshot lists: either way the first
+// failure is returned (Forward then answers the session-lost error).
+func TestFollowMoveStopsWhenTheSessionEnds(t *testing.T) {
+	gone := servables.NewError(servables.Unavailable, "node node-d refused: certificate names no member")
+	for _, tc := range []struct {
+		name string
+		// endAfter is how long after the first failure the session ends;
+		// moved publishes a snapshot listing node-a at once.
+		endAfter time.Duration
+		moved    bool
+		wantTook time.Duration
+	}{
+		{name: "the session ends 40ms into the wait", endAfter: 40 * time.Millisecond, wantTook: 40 * time.Millisecond},
+		{name: "the session ended before the failure came, the model moved", moved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				v := newViews(map[string][]forward.Peer{"m/": {nodeD}})
+				lost := make(chan struct{})
+				var calls [][]forward.Peer
+				call := func(ctx context.Context, peers []forward.Peer) (forward.Answer, error) {
+					calls = append(calls, peers)
+					if tc.moved {
+						v.publish(map[string][]forward.Peer{"m/": {nodeA}})
+					}
+					if tc.endAfter == 0 {
+						close(lost)
+					} else {
+						time.AfterFunc(tc.endAfter, func() { close(lost) })
+					}
+					return forward.Answer{}, gone
+				}
+				start := time.Now()
+				_, err := followMove(t.Context(), "m/", v.current(), v.current, time.Hour, lost, call)
+				if took := time.Since(start); took != tc.wantTook {
+					t.Errorf("took %v, want %v", took, tc.wantTook)
+				}
+				if got, want := fmt.Sprint(calls), fmt.Sprint([][]forward.Peer{{nodeD}}); got != want {
+					t.Errorf("calls %s, want %s", got, want)
+				}
+				if err != gone {
+					t.Errorf("error %v, want the first failure", err)
+				}
+			})
+		})
+	}
+}
+
+// TestFollowMoveAllocatesNothingWhenAnswered checks that following a move
+// costs an answered request no allocation, the session's channel given.
+func TestFollowMoveAllocatesNothingWhenAnswered(t *testing.T) {
+	v := newViews(map[string][]forward.Peer{"m/": {nodeD}})
+	lost := make(chan struct{})
+	call := func(context.Context, []forward.Peer) (forward.Answer, error) { return forward.Answer{}, nil }
+	ctx := t.Context()
+	if n := testing.AllocsPerRun(100, func() {
+		_, _ = followMove(ctx, "m/", v.cur, v.current, time.Hour, lost, call)
+	}); n != 0 {
+		t.Fatalf("%v allocations per answered request, want 0", n)
 	}
 }

@@ -281,10 +281,20 @@ func (a *Agent) Model(path string) (forward.ModelInfo, bool) {
 // (sessionLostError); models ready here still serve here. So it does once
 // the node has left (Leave: shutting down), saying so, and so does a
 // request already waiting for a placement when the session ends, unless
-// the table places its model here.
+// the table places its model here. A request already forwarding when the
+// session ends keeps its call in flight: the peer accepted it, so its
+// answer is the request's. What would otherwise be refused or wait fails
+// so, at once: an Unavailable failure once the session has ended (its
+// peers refusing a node that is no member), and a request waiting for
+// its model to move (followMove).
 func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
-	if a.sessionLost() {
-		return forward.Answer{}, a.lostSessionErr()
+	// lost is closed when the session the request starts in ends (nil
+	// before the node first joined).
+	var lost <-chan struct{}
+	if n := a.node.Load(); n != nil {
+		if lost = n.Done(); closed(lost) {
+			return forward.Answer{}, a.lostSessionErr()
+		}
 	}
 	od := a.onDemandPaths()[req.ModelPath]
 	v := a.ready.Load()
@@ -294,14 +304,32 @@ func (a *Agent) Forward(ctx context.Context, req forward.Request) (forward.Answe
 		}
 		return forward.Answer{}, servables.NewError(servables.Unavailable, fmt.Sprintf("model %s is ready on no other cluster node", req.ModelPath))
 	}
-	ans, err := followMove(ctx, req.ModelPath, v, a.ready.Load, a.cfg.MoveWait,
+	ans, err := followMove(ctx, req.ModelPath, v, a.ready.Load, a.cfg.MoveWait, lost,
 		func(ctx context.Context, peers []forward.Peer) (forward.Answer, error) {
 			return a.cfg.Forward.Forward(ctx, peers, req)
 		})
-	if err != nil && od && servables.KindOf(err) == servables.Unavailable && ctx.Err() == nil {
+	if err == nil || servables.KindOf(err) != servables.Unavailable || ctx.Err() != nil {
+		return ans, err
+	}
+	if od {
 		return a.awaitPlaced(ctx, req)
 	}
+	if closed(lost) {
+		a.log.Debug("forwarded request ends: this node's cluster session ended", "model", req.ModelPath, "peer_err", err)
+		return forward.Answer{}, a.lostSessionErr()
+	}
 	return ans, err
+}
+
+// closed reports whether ch, a session's Done channel, is closed (false
+// for nil).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // awaitPlaced runs req, for an on-demand model, once a node has it: it
