@@ -185,6 +185,13 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 	for i < len(s) && s[i] == '0' { // leading zeros
 		i++
 	}
+	for nd <= 19-8 { // eight digits at a time while they fit
+		v, ok := jsonscan.Digits8(s, i)
+		if !ok {
+			break
+		}
+		mant, nd, i = mant*1e8+v, nd+8, i+8
+	}
 	for ; i < len(s) && s[i]-'0' < 10; i++ {
 		if nd < 19 {
 			mant = mant*10 + uint64(s[i]-'0')
@@ -203,6 +210,13 @@ func parseDecimal(b, s []byte, neg bool, bitSize int) (float64, bool) {
 				i++
 				dp--
 			}
+		}
+		for nd <= 19-8 {
+			v, ok := jsonscan.Digits8(s, i)
+			if !ok {
+				break
+			}
+			mant, nd, dp, i = mant*1e8+v, nd+8, dp-8, i+8
 		}
 		for ; i < len(s) && s[i]-'0' < 10; i++ {
 			if nd < 19 {

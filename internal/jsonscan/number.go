@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 )
@@ -362,4 +363,23 @@ func (n *Number) Uint(buf []byte) (mag uint64, ok bool) {
 	}
 	v, err := strconv.ParseUint(View(digits), 10, 64)
 	return v, err == nil
+}
+
+// Digits8 returns the value of the eight bytes at buf[i:] when they are
+// all ASCII digits, read as one little-endian word (SWAR: the test and
+// the conversion take a few instructions, not a loop of eight).
+func Digits8(buf []byte, i int) (v uint64, ok bool) {
+	if i < 0 || i+8 > len(buf) {
+		return 0, false
+	}
+	v = binary.LittleEndian.Uint64(buf[i:])
+	// Each byte is 0x30-0x39 when its high nibble is 3 and adding 6
+	// leaves it 3 (a carry out of a byte fails that byte itself).
+	if v&0xF0F0F0F0F0F0F0F0|(v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0>>4 != 0x3333333333333333 {
+		return 0, false
+	}
+	v -= 0x3030303030303030
+	v = v*10 + v>>8 // pairs of digits in each 16-bit lane
+	v = ((v&0x000000FF000000FF)*(100+1000000<<32) + (v>>16&0x000000FF000000FF)*(1+10000<<32)) >> 32
+	return uint64(uint32(v)), true
 }

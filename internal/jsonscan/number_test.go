@@ -1,15 +1,18 @@
 package jsonscan
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 // checkLiteral converts s, which must be a whole JSON number, at both bit
-// sizes and compares with strconv, which rounds correctly.
+// sizes and compares with ParseFloat (strconv's correct rounding, at any
+// length).
 func checkLiteral(t *testing.T, s string) {
 	t.Helper()
 	sc := Scanner{Buf: []byte(s)}
@@ -141,4 +144,32 @@ func FuzzNumber(f *testing.F) {
 		}
 		checkLiteral(t, s)
 	})
+}
+
+// Digits8 reads eight ASCII digits as their value and refuses any other
+// eight bytes: every digit string of a sample, and each with one byte
+// changed to every non-digit.
+func TestDigits8ReadsEightDigitsAndNothingElse(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	for range 20000 {
+		want := uint64(r.Int63n(100000000))
+		s := []byte(fmt.Sprintf("x%08d", want))
+		if got, ok := Digits8(s, 1); !ok || got != want {
+			t.Fatalf("Digits8(%q) = %d, %v, want %d", s[1:], got, ok, want)
+		}
+		k := 1 + r.Intn(8)
+		for c := range 256 {
+			if IsDigit(byte(c)) {
+				continue
+			}
+			bad := slices.Clone(s)
+			bad[k] = byte(c)
+			if got, ok := Digits8(bad, 1); ok {
+				t.Fatalf("Digits8(%q) = %d, true, want a refusal", bad[1:], got)
+			}
+		}
+	}
+	if _, ok := Digits8([]byte("1234567"), 0); ok {
+		t.Error("Digits8 read past the end of a 7-byte buffer")
+	}
 }
