@@ -196,11 +196,16 @@
 // read: the config in force stays, the reloads waiting for it get the
 // internal error at once (a config edit is still answered written), and
 // the next poll runs as usual. A runtime that panics loading a model
-// fails that load (System.load), and a warm-up whose own code panics
-// (System.warmUp; its forward calls run in model actors, which are
-// restarted), counted as actor="warm_up", fails its load as a failed
-// warm-up does: the job's content is released, its model actors stop and
-// close the servable, and its memory no longer counts.
+// fails that load (System.load), and so does, counted as actor="load",
+// a panic in the load's own code around it (supervisorActor.loadFiles:
+// the declared signature, the memory measure), which closes the
+// servable loaded (System.load closes one it does not return) and counts
+// no memory for it. A warm-up whose own code panics (System.warmUp; its
+// forward calls run in model actors, which are restarted) or the code
+// that makes its result (supervisorActor.warmUpContent), counted as
+// actor="warm_up", fails its load as a failed warm-up does: the job's
+// content is released, its model actors stop and close the servable,
+// and its memory no longer counts.
 //
 // # The two packages below that import this one
 //

@@ -1374,3 +1374,204 @@ func TestAPanicWhileSendingARemoteShadowCopyGivesItsPlaceBack(t *testing.T) {
 		}
 	})
 }
+
+// A panic in a load's own code around the runtime's (here as it measures
+// the memory the load took, once the runtime has loaded the model) fails
+// that load alone: the request waiting for the on-demand model gets the
+// internal error at once, the servable loaded is closed once, no memory
+// counts for it, the load no longer counts as running (a later load
+// measures its memory), the panic is logged with its stack and counted,
+// and after the backoff the next request loads the model. Before, the
+// panic ended the process.
+func TestAPanicMeasuringALoadFailsThatLoadAndClosesItsServable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		armed.Store(true)
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("o/", "", onDemandLoad)), map[string]faultySpec{"o/": version(1)}, func(w *world, o *Options) {
+			o.MemoryBudget, o.MemoryFactor = 10*size, 1
+			o.residentBytes = func() int64 {
+				if w.rt.loaded.Load() == 1 && armed.CompareAndSwap(true, false) {
+					panic("test: measuring the load crashes")
+				}
+				return 0
+			}
+		})
+		defer w.stop()
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		res, err := w.sys.Infer(ctx, []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if armed.Load() {
+			t.Fatal("the load did not panic")
+		}
+		if got := res[0].Err; !errors.Is(got, errInternal) || !strings.Contains(got.Error(), "the load of model o/ panicked") || time.Since(start) != 0 {
+			t.Fatalf("the waiting request got %v after %v, want the internal error at once", got, time.Since(start))
+		}
+		synctest.Wait()
+		if m := w.model("o/"); !strings.Contains(m.LastError, "loading model o/: internal error: the load of model o/ panicked: test: measuring the load crashes") {
+			t.Fatalf("o/ after its load panicked: %+v", m)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
+		}
+		if st := w.sys.Status(); st.Memory == nil || st.Memory.UsedBytes != 0 {
+			t.Fatalf("memory after the failed load: %+v, want none used", st.Memory)
+		}
+		if n := w.sys.loads.running.Load(); n != 0 {
+			t.Fatalf("%d loads running after the failed one, want none: a later load would seem to overlap it", n)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=load", `panic="test: measuring the load crashes"`, "loadFiles"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+
+		time.Sleep(time.Second) // o/'s backoff after one failed load
+		if res := w.infer("o/", 4); res.Err != nil || res.Outputs[0].Float32s()[0] != 4 {
+			t.Fatalf("o/ after the backoff: %+v", res)
+		}
+		if st := w.sys.Status(); st.Memory.UsedBytes != size {
+			t.Fatalf("memory used with o/ loaded: %d, want %d", st.Memory.UsedBytes, size)
+		}
+	})
+}
+
+// metadataCrash is a runtime whose servables' Metadata panics once after
+// armed is set: a bug met as the load gives the model its signature.
+type metadataCrash struct {
+	*countingRuntime
+	armed *atomic.Bool
+}
+
+func (r *metadataCrash) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
+	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
+	if err != nil {
+		return nil, err
+	}
+	return &metadataCrashServable{Servable: sv, armed: r.armed}, nil
+}
+
+type metadataCrashServable struct {
+	servables.Servable
+	armed *atomic.Bool
+}
+
+func (s *metadataCrashServable) Metadata() servables.Metadata {
+	if s.armed.CompareAndSwap(true, false) {
+		panic("test: the signature crashes")
+	}
+	return s.Servable.Metadata()
+}
+
+// A panic as a load gives the model its signature (the runtime's, with
+// the declared one applied), after the runtime loaded it, fails that load
+// alone with the internal error, and closes the servable loaded once; the
+// next poll loads the model. Before, the panic ended the process, and
+// the servable was never closed.
+func TestAPanicDeclaringALoadsSignatureFailsThatLoadAndClosesItsServable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		armed.Store(true)
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)}, func(w *world, o *Options) {
+			o.Runtimes = servables.Registry{&metadataCrash{countingRuntime: w.rt, armed: &armed}}
+		})
+		defer w.stop()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the load did not panic")
+		}
+		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "loading model a/: internal error: the load of model a/ panicked: test: the signature crashes") {
+			t.Fatalf("a/ after its load panicked: %+v", m)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1", n)
+		}
+
+		w.settle() // the next poll
+		if res := w.infer("a/", 3); res.Err != nil {
+			t.Fatalf("a/ at the next poll: %v", res.Err)
+		}
+	})
+}
+
+// errorCrash is an error whose As panics once after armed is set: a bug
+// met as the error is examined.
+type errorCrash struct{ armed *atomic.Bool }
+
+func (errorCrash) Error() string { return "test: the warm-up failed" }
+
+func (e errorCrash) As(any) bool {
+	if e.armed.CompareAndSwap(true, false) {
+		panic("test: examining the warm-up's error crashes")
+	}
+	return false
+}
+
+// A panic in the code that makes a warm-up's result, after System.warmUp
+// returned (here as it examines the warm-up's error), fails that load with
+// the internal error, logged with its stack and counted, and releases
+// what the load held: the replicas stop, the servable is closed once, no
+// memory counts. The next poll loads the model. Before, the panic ended
+// the process.
+func TestAPanicMakingAWarmUpsResultFailsThatLoadAndReleasesItsContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed, fail atomic.Bool
+		armed.Store(true)
+		fail.Store(true)
+		size := int64(len(mustSpec(t, version(1))))
+		w := newWorld(t, configJSON(entry("a/", "", `"replicas": 2, `+warmUpOf5)), map[string]faultySpec{"a/": version(1)}, unmeasured,
+			func(_ *world, o *Options) {
+				o.MemoryBudget, o.MemoryFactor = 10*size, 1
+				o.ParseWarmUp = func(js, path string) ([][]servables.Tensor, error) {
+					if fail.CompareAndSwap(true, false) {
+						return nil, errorCrash{armed: &armed}
+					}
+					return warmUpParser(js, path)
+				}
+			})
+		defer w.stop()
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the warm-up's result did not panic")
+		}
+		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "warming up model a/: internal error: the warm-up of model a/ panicked: test: examining the warm-up's error crashes") {
+			t.Fatalf("a/ after its warm-up's result panicked: %+v", m)
+		}
+		if st := w.sys.Status(); st.Memory == nil || st.Memory.UsedBytes != 0 {
+			t.Fatalf("memory after the failed load: %+v, want none used", st.Memory)
+		}
+		if left := w.modelActors(); len(left) != 0 {
+			t.Fatalf("model actors after the failed load: %v", left)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
+			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "warm_up"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=warm_up} = %v, want 1", n)
+		}
+		if logged := w.log.String(); !strings.Contains(logged, "warmUpContent") {
+			t.Error("the log has no stack of the panic")
+		}
+
+		w.settle() // the next poll
+		if m := w.model("a/"); m.State != StateReady || m.Replicas != 2 {
+			t.Fatalf("a/ at the next poll: %+v", m)
+		}
+		if st := w.sys.Status(); st.Memory.UsedBytes != size {
+			t.Fatalf("memory used with a/ loaded: %d, want %d", st.Memory.UsedBytes, size)
+		}
+	})
+}

@@ -736,23 +736,46 @@ func (s *supervisorActor) load(ctx actor.Context, st lifecycle.Step) {
 	}
 	local, opts := j.local, s.sys.loadOptions(st.Meta)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.sys.background(func(bctx context.Context) {
-		r := loadResult{path: st.Path, job: st.Job}
-		lt := s.sys.loads.start()
-		before := s.sys.opts.residentBytes()
-		r.runtime, r.sv, r.err = s.sys.load(bctx, local, opts, st.Meta.Signature)
-		after := s.sys.opts.residentBytes()
-		// Only a load that ran alone measures its own memory; one that
-		// overlapped another is left unmeasured (placement then takes the
-		// file size times the memory factor) rather than counted twice.
-		if alone := s.sys.loads.done(lt); before > 0 && r.err == nil && alone {
-			r.rss = max(after-before, 0)
+	s.sys.background(func(bctx context.Context) { root.Send(self, s.loadFiles(bctx, st, local, opts)) })
+}
+
+// loadFiles loads local, st's fetched files, with their runtime
+// (System.load) and measures the memory the load took. It runs on the
+// load's goroutine. A panic in it outside the runtime's own load (which
+// System.load recovers), in Grove's code around it (the declared
+// signature, the memory measure), fails this load alone (recoverJob):
+// the servable it loaded is closed, no memory counts for it, and the
+// model is retried as after any failed load.
+func (s *supervisorActor) loadFiles(ctx context.Context, st lifecycle.Step, local *bucket.LocalModel, opts servables.LoadOptions) (r loadResult) {
+	r = loadResult{path: st.Path, job: st.Job}
+	lt := s.sys.loads.start()
+	measured := false
+	defer func() {
+		if !measured {
+			s.sys.loads.done(lt) // else every later load would seem to overlap one
 		}
-		if r.err != nil {
-			r.err = s.sys.modelPaths(local).Error(fmt.Errorf("loading model %s: %w", st.Path, r.err))
+		if v := recover(); v != nil {
+			if r.sv != nil {
+				_ = r.sv.Close()
+			}
+			err := recoverJob(s.log, s.sys.metrics, "load", "load of model "+st.Path, v)
+			r = loadResult{path: st.Path, job: st.Job, err: s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, err))}
 		}
-		root.Send(self, r)
-	})
+	}()
+	before := s.sys.opts.residentBytes()
+	r.runtime, r.sv, r.err = s.sys.load(ctx, local, opts, st.Meta.Signature)
+	after := s.sys.opts.residentBytes()
+	// Only a load that ran alone measures its own memory; one that
+	// overlapped another is left unmeasured (placement then takes the
+	// file size times the memory factor) rather than counted twice.
+	measured = true
+	if alone := s.sys.loads.done(lt); before > 0 && r.err == nil && alone {
+		r.rss = max(after-before, 0)
+	}
+	if r.err != nil {
+		r.err = s.sys.modelPaths(local).Error(fmt.Errorf("loading model %s: %w", st.Path, r.err))
+	}
+	return r
 }
 
 // modelBytes is the memory load r measured for its model: none (the
@@ -783,14 +806,28 @@ func (s *supervisorActor) warmUp(ctx actor.Context, st lifecycle.Step) {
 		ctx.Send(self, warmResult{path: st.Path, job: st.Job, err: s.sys.modelPaths(j.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))})
 		return
 	}
-	s.sys.background(func(bctx context.Context) {
-		err := s.sys.warmUp(bctx, c, st.Meta)
-		_, stuck := errors.AsType[*warmUpTimeout](err)
-		if err != nil {
-			err = s.sys.modelPaths(c.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))
+	s.sys.background(func(bctx context.Context) { root.Send(self, s.warmUpContent(bctx, st, c)) })
+}
+
+// warmUpContent runs the warm-up of c, st's content (System.warmUp), on
+// the warm-up's goroutine, and gives its result. A panic in it (a bug in
+// Grove's code, in the warm-up's or in what makes its result) fails this
+// load alone (recoverJob): the failed job releases its content, as after
+// any failed warm-up.
+func (s *supervisorActor) warmUpContent(ctx context.Context, st lifecycle.Step, c *content) (r warmResult) {
+	r = warmResult{path: st.Path, job: st.Job}
+	defer func() {
+		if v := recover(); v != nil {
+			err := recoverJob(s.log, s.sys.metrics, "warm_up", "warm-up of model "+st.Path, v)
+			r.err = s.sys.paths.Error(fmt.Errorf("warming up model %s: %w", st.Path, err)) // r.stuck stays: a forward call may still run
 		}
-		root.Send(self, warmResult{path: st.Path, job: st.Job, err: err, stuck: stuck})
-	})
+	}()
+	err := s.sys.warmUp(ctx, c, st.Meta)
+	_, r.stuck = errors.AsType[*warmUpTimeout](err)
+	if err != nil {
+		r.err = s.sys.modelPaths(c.local).Error(fmt.Errorf("warming up model %s: %w", st.Path, err))
+	}
+	return r
 }
 
 // logStuckReturned logs the end of a stuck warm-up (lifecycle.StuckWarmUp)

@@ -581,8 +581,11 @@ func (s *System) lowered(f func()) {
 // either way with a spare P for its cgo calls (lowprio.WithSpareP),
 // and gives it its signature: the runtime's, with the
 // declared one applied (a declaration that does not fit the model fails
-// the load). It returns the runtime's name.
-func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servables.LoadOptions, declared modelconfig.Signature) (string, *servables.Signed, error) {
+// the load). It returns the runtime's name. Whatever stops it once the
+// runtime has loaded the model, an error or a panic (a bug: in the
+// servable's metadata or the declaration's code), closes the servable it
+// does not return.
+func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servables.LoadOptions, declared modelconfig.Signature) (name string, signed *servables.Signed, err error) {
 	rt, err := s.opts.Runtimes.Find(os.DirFS(local.Dir), local.Files)
 	if err != nil {
 		return "", nil, err
@@ -610,9 +613,13 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	if err != nil {
 		return "", nil, err
 	}
+	defer func() {
+		if signed == nil {
+			_ = sv.Close()
+		}
+	}()
 	meta, err := declare(sv.Metadata(), declared)
 	if err != nil {
-		_ = sv.Close()
 		return "", nil, err
 	}
 	return rt.Name(), servables.WithSignature(sv, meta), nil
