@@ -205,7 +205,10 @@
 // that makes its result (supervisorActor.warmUpContent), counted as
 // actor="warm_up", fails its load as a failed warm-up does: the job's
 // content is released, its model actors stop and close the servable,
-// and its memory no longer counts.
+// and its memory no longer counts. The removal of a released content's
+// files (supervisorActor.removeFiles), counted as actor="release",
+// removes them all before it logs what failed: a panic in a log leaves
+// none on disk, and the content's memory was freed before it began.
 //
 // # The two packages below that import this one
 //

@@ -1575,3 +1575,64 @@ func TestAPanicMakingAWarmUpsResultFailsThatLoadAndReleasesItsContent(t *testing
 		}
 	})
 }
+
+// unremovable is a model's cached files that cannot be removed: the
+// directory's name ends in "/.", which os.RemoveAll refuses.
+func unremovable(t *testing.T, path, sum string, size int64) *bucket.LocalModel {
+	return &bucket.LocalModel{Dir: t.TempDir() + "/.", Path: path, Checksum: sum, Size: size}
+}
+
+// A panic while the background release of a content's files logs a
+// failure (a bug in the log) costs the log only: the panic is logged with
+// its stack and counted, the other files it releases (those the disk
+// cache evicts for the content it keeps) are still removed, and the
+// content's memory no longer counts. Before, the panic ended the
+// process, and the files after the first failure stayed on disk.
+func TestAPanicWhileReleasingAContentsFilesCostsTheLogOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		w := newWorld(t, configJSON(), nil, crashAtLog("removing cached model files", &armed),
+			func(_ *world, o *Options) { o.DiskCacheBytes = 10 })
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		freed := make(chan int64, 2)
+		sup.self = w.sys.as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if m, ok := c.Message().(freedContent); ok {
+				freed <- m.id
+			}
+		}))
+		bad, evicted := unremovable(t, "x/", "1", 4), &bucket.LocalModel{Dir: t.TempDir(), Path: "y/", Checksum: "2", Size: 4}
+		w.sys.disk.put(bad)
+		w.sys.disk.put(evicted)
+
+		armed.Store(true) // the evictions of the content kept: bad's failure is logged first
+		sup.ended(&stoppingContent{id: 7, local: &bucket.LocalModel{Dir: t.TempDir(), Path: "z/", Checksum: "3", Size: 10}, keep: true})
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the release did not panic")
+		}
+		if _, err := os.Stat(evicted.Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the files the disk cache evicted are still there: %v", err)
+		}
+
+		armed.Store(true) // a content's files, not kept
+		sup.ended(&stoppingContent{id: 8, local: unremovable(t, "w/", "4", 4)})
+		synctest.Wait()
+		if armed.Load() {
+			t.Fatal("the release did not panic")
+		}
+		if len(freed) != 2 || <-freed != 7 || <-freed != 8 {
+			t.Error("the contents' memory was not freed (freedContent)")
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "release"}); n != 2 {
+			t.Fatalf("grove_actor_panics_total{actor=release} = %v, want 2", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=release", `panic="test: the supervisor crashes at \"removing cached model files\""`, "removeFiles"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+	})
+}

@@ -1034,8 +1034,8 @@ func (s *supervisorActor) terminated(pid *actor.PID) {
 }
 
 // ended runs once all of st's model actors have terminated: it frees
-// st's name and deletes its files (in the background, or when the
-// supervisor stops if it is quiet by then).
+// st's name and deletes its files (in the background: removeFiles, or
+// when the supervisor stops if it is quiet by then).
 func (s *supervisorActor) ended(st *stoppingContent) {
 	s.names.put(st.name)
 	if !s.quiet {
@@ -1049,14 +1049,31 @@ func (s *supervisorActor) ended(st *stoppingContent) {
 		drop := s.sys.disk.put(local)
 		s.sys.metrics.diskCacheBytes.Set(float64(s.sys.disk.used))
 		if len(drop) > 0 {
-			s.sys.background(func(context.Context) {
-				for _, m := range drop {
-					closeQuietly(nil, m, s.log)
-				}
-			})
+			s.sys.background(func(context.Context) { s.removeFiles(drop) })
 		}
 	default:
-		s.sys.background(func(context.Context) { closeQuietly(nil, local, s.log) })
+		s.sys.background(func(context.Context) { s.removeFiles([]*bucket.LocalModel{local}) })
+	}
+}
+
+// removeFiles deletes the cached files of locals, on a goroutine of its
+// own (ended): all of them first, then it logs what failed. A panic in
+// it (a bug, in a log) is recovered (recoverJob): it ends the process
+// no more than it leaves files on disk.
+func (s *supervisorActor) removeFiles(locals []*bucket.LocalModel) {
+	defer func() {
+		if v := recover(); v != nil {
+			_ = recoverJob(s.log, s.sys.metrics, "release", "removal of cached model files", v)
+		}
+	}()
+	var failed []closeFailure
+	for _, l := range locals {
+		if _, removeErr := closeModel(nil, l); removeErr != nil {
+			failed = append(failed, closeFailure{local: l, removeErr: removeErr})
+		}
+	}
+	for _, f := range failed {
+		logClose(s.log, f.local, nil, f.removeErr)
 	}
 }
 
