@@ -326,23 +326,54 @@ func (w *ways) toNode(stop context.Context, b *batch, i int) (forward.Answer, er
 // grove_cluster_forward_duration_seconds, not in its per-model metrics:
 // the serving node counts it there.
 func (r *routerActor) forward(b *batch, i int, ans *championAnswer) {
-	req := &b.reqs[i]
 	start := time.Now()
-	// The router never waits: the call runs on a goroutine of its own,
-	// whose answer is the item's, like a model actor's, only if nobody
-	// claimed it meanwhile (its caller expires it at its deadline:
-	// runUnlogged). The call counts in the hop's metrics whoever waits.
-	r.background(func(sctx context.Context) {
-		a, err := r.toNode(sctx, b, i)
-		r.metrics.countForward(req.ModelPath, req.API, err, start)
-		if b.claim(i) {
-			setForwarded(&b.results[i], req, &a, err)
-			ans.answer(a.Outputs, err != nil, a.Compute)
-			b.finish()
-		} else {
+	// The router never waits: the call runs on a goroutine of its own
+	// (forwardItem).
+	r.background(func(sctx context.Context) { r.forwardItem(sctx, b, i, ans, start) })
+}
+
+// forwardItem forwards item i of b, sent at start, to another node and
+// waits for the answer, on a goroutine of its own (forward), until stop
+// is done. The answer is the item's, like a model actor's, only if
+// nobody claimed it meanwhile (its caller expires it at its deadline:
+// runUnlogged). The call counts in the hop's metrics whoever waits. A
+// panic in it (a bug, in the cluster's client or in Grove) fails this
+// item alone (recoverJob): counted as a failed forward, answered with the
+// internal error at once unless it was answered already, and ans told the
+// caller got no outputs.
+func (r *routerActor) forwardItem(stop context.Context, b *batch, i int, ans *championAnswer, start time.Time) {
+	req := &b.reqs[i]
+	var counted, claimed, done bool
+	defer func() {
+		if v := recover(); v != nil {
+			err := recoverJob(r.log, r.metrics, "forward", "forward of a request for model "+req.ModelPath, v)
+			if !counted {
+				r.metrics.countForward(req.ModelPath, req.API, err, start)
+			}
+			if done {
+				return
+			}
+			if claimed || b.claim(i) {
+				setForwarded(&b.results[i], req, &forward.Answer{}, err)
+				ans.answer(nil, true, 0)
+				b.finish()
+				return
+			}
 			ans.answer(nil, true, 0)
 		}
-	})
+	}()
+	a, err := r.toNode(stop, b, i)
+	r.metrics.countForward(req.ModelPath, req.API, err, start)
+	counted = true
+	if claimed = b.claim(i); claimed {
+		setForwarded(&b.results[i], req, &a, err)
+		ans.answer(a.Outputs, err != nil, a.Compute)
+		done = true // finish, once, whatever it does
+		b.finish()
+	} else {
+		done = true
+		ans.answer(nil, true, 0)
+	}
 }
 
 // countForward counts a request for path that api handed to another node
@@ -470,24 +501,48 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
 	}
-	remote := r.remote
 	started = true // from here on, the copy's goroutine gives the place back
-	r.background(func(sctx context.Context) {
-		defer rs.leave()
-		ctx, cancel := context.WithDeadline(sctx, fr.StartBy.Add(shadowRunAllowance))
-		defer cancel()
-		// The serving node continues the shadow span's trace.
-		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(sc.ctx))
-		a, err := remote.Forward(ctx, fr)
-		r.metrics.countForward(target.ModelPath, req.API+"-shadow", err, sc.start)
-		sc.on = remoteContent(remote, target.ModelPath, a.Checksum)
-		// A copy no node took (Unavailable: gone, not ready) or the
-		// serving node shed (Overloaded) says nothing of the challenger,
-		// as a local copy dropped unrun: logged, not compared.
-		k := servables.KindOf(err)
-		sc.ended(Result{ModelPath: target.ModelPath, ContentPath: target.ModelPath, Checksum: sc.on.checksum, Outputs: a.Outputs,
-			UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, k != servables.Unavailable && k != servables.Overloaded)
-	})
+	r.background(func(sctx context.Context) { r.sendShadow(sctx, rs, fr, sc) })
+}
+
+// sendShadow forwards shadow copy sc, as fr, to another node and ends it
+// with the answer, on a goroutine of its own (shadowRemote), within
+// shadowRunAllowance of its start-by, or until stop is done; it gives
+// back its place among the challenger's copies in flight (rs). A panic
+// in it (a bug, in the cluster's client, the comparison or the log)
+// fails this copy alone (recoverJob): one that had not ended is counted
+// as a failed forward and ends as a copy no node took (logged with the
+// internal error, not compared).
+func (r *routerActor) sendShadow(stop context.Context, rs *remoteShadows, fr forward.Request, sc *shadowCopy) {
+	defer rs.leave()
+	path, api := fr.ModelPath, sc.req.API+"-shadow"
+	var counted, ended bool
+	defer func() {
+		if v := recover(); v != nil {
+			err := recoverJob(r.log, r.metrics, "forward", "shadow copy of a request for model "+path+" sent to another node", v)
+			if !counted {
+				r.metrics.countForward(path, api, err, sc.start)
+			}
+			if !ended {
+				sc.ended(Result{ModelPath: path, ContentPath: path, Checksum: sc.on.checksum, Err: err}, false)
+			}
+		}
+	}()
+	ctx, cancel := context.WithDeadline(stop, fr.StartBy.Add(shadowRunAllowance))
+	defer cancel()
+	// The serving node continues the shadow span's trace.
+	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(sc.ctx))
+	a, err := r.remote.Forward(ctx, fr)
+	r.metrics.countForward(path, api, err, sc.start)
+	counted = true
+	sc.on = remoteContent(r.remote, path, a.Checksum)
+	// A copy no node took (Unavailable: gone, not ready) or the serving
+	// node shed (Overloaded) says nothing of the challenger, as a local
+	// copy dropped unrun: logged, not compared.
+	k := servables.KindOf(err)
+	ended = true // once, whatever it does
+	sc.ended(Result{ModelPath: path, ContentPath: path, Checksum: sc.on.checksum, Outputs: a.Outputs,
+		UnnamedOutputs: a.UnnamedOutputs, Err: err, Queued: a.Queued, Compute: a.Compute}, k != servables.Unavailable && k != servables.Overloaded)
 }
 
 // remoteShadowsOf returns the counters of the shadow copies of path sent

@@ -210,6 +210,14 @@
 // removes them all before it logs what failed: a panic in a log leaves
 // none on disk, and the content's memory was freed before it began.
 //
+// The router's forwards to other cluster nodes run on goroutines of
+// their own too, each recovering its own, counted as actor="forward": a
+// forwarded request (routerActor.forwardItem) is answered with the
+// internal error at once unless it was answered already, and a shadow
+// copy (routerActor.sendShadow) that had not ended ends as a copy no
+// node took (logged, not compared) and gives back its place among the
+// challenger's copies in flight; either counts as a failed forward.
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

@@ -24,6 +24,7 @@ import (
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
@@ -1633,6 +1634,120 @@ func TestAPanicWhileReleasingAContentsFilesCostsTheLogOnly(t *testing.T) {
 			if !strings.Contains(logged, want) {
 				t.Errorf("the log has no %q", want)
 			}
+		}
+	})
+}
+
+// A panic while a request the router forwards to another node waits for
+// its answer (here as the forward reads the caller's identity, on the
+// forward's goroutine) fails that request alone: its caller gets the
+// internal error at once, not at its deadline, the other request of the
+// call is answered, and the forward counts as failed; the panic is
+// logged with its stack and counted. Before, the panic ended the process.
+func TestAPanicForwardingARequestToAnotherNodeFailsThatRequestAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := shadowedCluster(t, nil)
+		defer b.stop()
+		defer a.stop()
+		var armed atomic.Bool
+		armed.Store(true)
+		ctx, cancel := context.WithTimeout(newIdentityCrash(&armed), time.Minute)
+		defer cancel()
+		start := time.Now()
+		res, err := a.sys.Infer(ctx, []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}, {API: "test", ModelPath: "r/", Inputs: scalar(t, 2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if armed.Load() {
+			t.Fatal("the forward did not panic")
+		}
+		if res[0].Err != nil {
+			t.Errorf("a/, served here: %v", res[0].Err)
+		}
+		if got := res[1].Err; !errors.Is(got, errInternal) || !strings.Contains(got.Error(), "the forward of a request for model r/ panicked: test: the router crashes") || time.Since(start) != 0 {
+			t.Fatalf("r/, forwarded: %v after %v, want the internal error at once", got, time.Since(start))
+		}
+		synctest.Wait()
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "unavailable"}); n != 1 {
+			t.Errorf("grove_cluster_forwarded_total{result=unavailable} of r/ = %v, want the forward that panicked", n)
+		}
+		if n := a.metric("grove_actor_panics_total", map[string]string{"actor": "forward"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=forward} = %v, want 1", n)
+		}
+		logged := a.log.String()
+		for _, want := range []string{"level=ERROR", "actor=forward", `panic="test: the router crashes"`, "forwardItem"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+		if res := a.infer("r/", 3); res.Err != nil {
+			t.Fatalf("r/ after the panic: %v", res.Err)
+		}
+	})
+}
+
+// panickyRemote forwards as its Remote does, but panics once after armed
+// is set: a bug in the cluster's client, met on the forward's goroutine.
+type panickyRemote struct {
+	Remote
+	armed *atomic.Bool
+}
+
+func (p panickyRemote) Forward(ctx context.Context, req forward.Request) (forward.Answer, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("test: the cluster client crashes")
+	}
+	return p.Remote.Forward(ctx, req)
+}
+
+// A panic while a shadow copy sent to a challenger on another node waits
+// for its answer (here in the cluster's client) fails that copy alone: it
+// counts as a failed forward and is not compared, its place among the
+// copies in flight is given back (the next copy is forwarded and
+// compared, not dropped as overloaded), and the panic is logged with its
+// stack and counted. Before, the panic ended the process.
+func TestAPanicSendingAShadowCopyToAnotherNodeFailsThatCopyAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		a, b := shadowedCluster(t, nil, func(_ *world, o *Options) {
+			o.QueueSize = 4 // room for 1 copy in flight
+			o.Remote = panickyRemote{Remote: o.Remote, armed: &armed}
+		})
+		defer b.stop()
+		defer a.stop()
+		armed.Store(true)
+		scoreShadowed(t, a)
+		if armed.Load() {
+			t.Fatal("the shadow copy's forward did not panic")
+		}
+		if n, _ := remoteShadowEntry(t, a, "r/"); n != 0 {
+			t.Fatalf("%d copies of r/ in flight after the panic, want 0", n)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "unavailable"}); n != 1 {
+			t.Errorf("grove_cluster_forwarded_total{result=unavailable} of r/ = %v, want the copy that panicked", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.Comparison != nil && v2.Comparison.SinceStart.Executions != 0 {
+			t.Errorf("v2 comparison %+v after the copy that panicked, want none", v2.Comparison)
+		}
+		if n := a.metric("grove_actor_panics_total", map[string]string{"actor": "forward"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=forward} = %v, want 1", n)
+		}
+		logged := a.log.String()
+		for _, want := range []string{"level=ERROR", "actor=forward", `panic="test: the cluster client crashes"`, "sendShadow"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+
+		scoreShadowed(t, a)
+		if n := a.metric("grove_shadow_dropped_total", map[string]string{"model": "r/", "reason": "overloaded"}); n != 0 {
+			t.Fatalf("grove_shadow_dropped_total{reason=overloaded} of r/ = %v after the panic, want the next copy forwarded", n)
+		}
+		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "ok"}); n != 1 {
+			t.Fatalf("grove_cluster_forwarded_total{result=ok} of r/ = %v, want the next copy's", n)
+		}
+		if v2 := v2Stats(t, a.sys); v2.Comparison == nil || v2.Comparison.SinceStart.Executions != 1 {
+			t.Fatalf("v2 comparison %+v, want the next copy compared", v2.Comparison)
 		}
 	})
 }
