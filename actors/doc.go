@@ -208,7 +208,11 @@
 // and its memory no longer counts. The removal of a released content's
 // files (supervisorActor.removeFiles), counted as actor="release",
 // removes them all before it logs what failed: a panic in a log leaves
-// none on disk, and the content's memory was freed before it began.
+// none on disk, and the content's memory was freed before it began. A
+// servable whose Close panics as the supervisor closes it
+// (supervisorActor.closeModel: a dropped job's, or every one left as it
+// stops, freeAll), counted as actor="close", fails that close alone: its
+// files are removed all the same, and so is the rest.
 //
 // The router's forwards to other cluster nodes run on goroutines of
 // their own too, each recovering its own, counted as actor="forward": a

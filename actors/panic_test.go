@@ -1751,3 +1751,104 @@ func TestAPanicSendingAShadowCopyToAnotherNodeFailsThatCopyAlone(t *testing.T) {
 		}
 	})
 }
+
+// panickingClose is a servable whose Close panics (after noting the
+// call): a bug in a runtime's binding.
+type panickingClose struct {
+	servables.Servable
+	closed atomic.Bool
+}
+
+func (p *panickingClose) Close() error {
+	p.closed.Store(true)
+	panic("test: the servable crashes closing")
+}
+
+// A servable whose Close panics as the supervisor stops (a bug in a
+// runtime's binding) fails that close alone: every other job's servable
+// is still closed, the files of every job, content and leftover are
+// still removed, and the panic is logged with its stack and counted.
+// Before, the panic ended freeAll there: the rest stayed open and on
+// disk for good.
+func TestAServableWhoseClosePanicsAtStopStillLetsTheRestBeFreed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(), nil)
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		var dirs []string
+		local := func() *bucket.LocalModel {
+			l := &bucket.LocalModel{Dir: t.TempDir()}
+			dirs = append(dirs, l.Dir)
+			return l
+		}
+		crash := &panickingClose{}
+		sup.jobs[0] = &loadJob{path: "p/", sv: servables.WithSignature(crash, servables.Metadata{}), local: local()}
+		var others []*failingClose
+		for id := range int64(3) {
+			sv := &failingClose{}
+			others = append(others, sv)
+			sup.jobs[id+1] = &loadJob{path: "j/", sv: servables.WithSignature(sv, servables.Metadata{}), local: local()}
+		}
+		sup.contents[7] = &content{id: 7, path: "c/", local: local()}
+		sup.leftovers = []*bucket.LocalModel{local()}
+		func() {
+			defer func() { _ = recover() }() // as Receive does
+			sup.freeAll()
+		}()
+		if !crash.closed.Load() {
+			t.Fatal("the servable that panics was not closed")
+		}
+		for i, sv := range others {
+			if !sv.closed.Load() {
+				t.Errorf("job %d's servable was not closed", i+1)
+			}
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s is still there: %v", d, err)
+			}
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "close"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=close} = %v, want 1", n)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=close", `panic="test: the servable crashes closing"`, "closeServable"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+	})
+}
+
+// A dropped job whose servable's Close panics (a bug in a runtime's
+// binding) still has its files removed and its memory freed
+// (freedContent). Before, the panic ended drop before either: the files
+// stayed on disk and the planner counted the job's memory for good.
+func TestADroppedJobWhoseClosePanicsIsStillFreed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(), nil)
+		defer w.stop()
+		synctest.Wait()
+		sup := newSupervisor(w.sys) // one of its own, driven here
+		sv := &panickingClose{}
+		local := &bucket.LocalModel{Dir: t.TempDir()}
+		ctx := &sendRecorder{}
+		func() {
+			defer func() { _ = recover() }() // as take does
+			sup.drop(ctx, 7, &loadJob{path: "a/", sv: servables.WithSignature(sv, servables.Metadata{}), local: local})
+		}()
+		if !sv.closed.Load() {
+			t.Error("the servable was not closed")
+		}
+		if _, err := os.Stat(local.Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the job's files are still there: %v", err)
+		}
+		if !ctx.freed(7) {
+			t.Errorf("no freedContent sent: %v; the planner would count the job's memory for good", ctx.sent)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "close"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=close} = %v, want 1", n)
+		}
+	})
+}

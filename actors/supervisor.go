@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -417,7 +418,7 @@ func (s *supervisorActor) start(ctx actor.Context) {
 func (s *supervisorActor) stageEnded(ctx actor.Context, id int64, got loadJob, ev lifecycle.Event) {
 	j := s.jobs[id]
 	if j == nil {
-		closeQuietly(got.sv, got.local, s.log)
+		s.closeQuietly(got.sv, got.local)
 		return
 	}
 	j.running = false
@@ -657,7 +658,7 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 		if cached != nil && !started {
 			// Out of the disk cache, and the stage that would take them
 			// did not start: this step panicked (stepPanicked).
-			closeQuietly(nil, cached, s.log)
+			s.closeQuietly(nil, cached)
 		}
 	}()
 	if d := s.sys.disk; d != nil && !st.Registered && st.Meta.Checksum != "" {
@@ -690,11 +691,11 @@ func (s *supervisorActor) fetchFiles(ctx context.Context, st lifecycle.Step, src
 	drop := func() {
 		gone := cached
 		cached = nil
-		closeQuietly(nil, gone, s.log)
+		s.closeQuietly(nil, gone)
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			_, removeErr := closeModel(nil, cached) // first: the log may panic again
+			_, removeErr := s.closeModel(nil, cached) // first: the log may panic again
 			local, err = nil, s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, recoverJob(s.log, s.sys.metrics, "fetch", "fetch of model "+st.Path, v)))
 			logClose(s.log, cached, nil, removeErr)
 		}
@@ -755,11 +756,10 @@ func (s *supervisorActor) loadFiles(ctx context.Context, st lifecycle.Step, loca
 			s.sys.loads.done(lt) // else every later load would seem to overlap one
 		}
 		if v := recover(); v != nil {
-			if r.sv != nil {
-				_ = r.sv.Close()
-			}
+			closeErr, _ := s.closeModel(r.sv, nil) // first: the log may panic again
 			err := recoverJob(s.log, s.sys.metrics, "load", "load of model "+st.Path, v)
 			r = loadResult{path: st.Path, job: st.Job, err: s.sys.paths.Error(fmt.Errorf("loading model %s: %w", st.Path, err))}
+			logClose(s.log, nil, closeErr, nil)
 		}
 	}()
 	before := s.sys.opts.residentBytes()
@@ -972,14 +972,15 @@ func (s *supervisorActor) discard(ctx actor.Context, st lifecycle.Step) {
 // drop frees what job id produced: its model actors (which close the
 // servable), or the servable, and its cached files. What fails is logged
 // last: a panic in the log (a bug) costs the log only, not the memory's
-// release (freedContent).
+// release (freedContent), and one in the servable's Close the close only
+// (closeModel).
 func (s *supervisorActor) drop(ctx actor.Context, id int64, j *loadJob) {
 	delete(s.jobs, id)
 	switch {
 	case j.c != nil:
 		s.release(ctx, j.c)
 	default:
-		closeErr, removeErr := closeModel(j.sv, j.local)
+		closeErr, removeErr := s.closeModel(j.sv, j.local)
 		ctx.Send(ctx.Self(), freedContent{id: id})
 		logClose(s.log, j.local, closeErr, removeErr)
 	}
@@ -1068,7 +1069,7 @@ func (s *supervisorActor) removeFiles(locals []*bucket.LocalModel) {
 	}()
 	var failed []closeFailure
 	for _, l := range locals {
-		if _, removeErr := closeModel(nil, l); removeErr != nil {
+		if _, removeErr := s.closeModel(nil, l); removeErr != nil {
 			failed = append(failed, closeFailure{local: l, removeErr: removeErr})
 		}
 	}
@@ -1102,11 +1103,12 @@ func (s *supervisorActor) stopped() {
 // freeAll deletes every cached file still held and answers the
 // registrations still waiting, as the supervisor stops. It closes and
 // removes everything first and logs what failed last: a panic in a log
-// (a bug) leaves nothing open or on disk.
+// (a bug) leaves nothing open or on disk, nor does a servable whose Close
+// panics (closeModel).
 func (s *supervisorActor) freeAll() {
 	var failed []closeFailure
 	free := func(sv *servables.Signed, local *bucket.LocalModel) {
-		if closeErr, removeErr := closeModel(sv, local); closeErr != nil || removeErr != nil {
+		if closeErr, removeErr := s.closeModel(sv, local); closeErr != nil || removeErr != nil {
 			failed = append(failed, closeFailure{local: local, closeErr: closeErr, removeErr: removeErr})
 		}
 	}
@@ -1276,16 +1278,20 @@ func isParseError(err error) bool {
 // closeQuietly closes sv and removes local's files (either may be nil),
 // and logs what failed: last, so that a panic in the log leaves nothing
 // open.
-func closeQuietly(sv *servables.Signed, local *bucket.LocalModel, log *slog.Logger) {
-	closeErr, removeErr := closeModel(sv, local)
-	logClose(log, local, closeErr, removeErr)
+func (s *supervisorActor) closeQuietly(sv *servables.Signed, local *bucket.LocalModel) {
+	closeErr, removeErr := s.closeModel(sv, local)
+	logClose(s.log, local, closeErr, removeErr)
 }
 
 // closeModel closes sv and removes local's files (either may be nil), and
-// returns what failed, for logClose.
-func closeModel(sv *servables.Signed, local *bucket.LocalModel) (closeErr, removeErr error) {
+// returns what failed, for logClose. A panic in sv's Close (a bug, in a
+// runtime's binding or in Grove) fails that close alone: it is counted
+// in grove_actor_panics_total{actor="close"} and returned as closeErr, a
+// *closePanic that logClose logs with its stack, and local's files are
+// removed all the same.
+func (s *supervisorActor) closeModel(sv *servables.Signed, local *bucket.LocalModel) (closeErr, removeErr error) {
 	if sv != nil {
-		closeErr = sv.Close()
+		closeErr = s.closeServable(sv)
 	}
 	if local != nil {
 		removeErr = local.Remove()
@@ -1293,9 +1299,37 @@ func closeModel(sv *servables.Signed, local *bucket.LocalModel) (closeErr, remov
 	return closeErr, removeErr
 }
 
-// logClose logs the failures closeModel returned.
+// closeServable closes sv; a panic in its Close is counted and returned
+// as a *closePanic (closeModel).
+func (s *supervisorActor) closeServable(sv *servables.Signed) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.sys.metrics.panics.WithLabelValues("close").Inc()
+			err = &closePanic{v: v, stack: debug.Stack()}
+		}
+	}()
+	return sv.Close()
+}
+
+// closePanic is the failure of a servable's Close that panicked (a bug):
+// the panic and its stack, logged by logClose.
+type closePanic struct {
+	v     any
+	stack []byte
+}
+
+// Error names the panic.
+func (e *closePanic) Error() string {
+	return fmt.Sprintf("%v: closing the model panicked: %v", errInternal, e.v)
+}
+
+// logClose logs the failures closeModel returned: a close that panicked
+// at error level, with its stack.
 func logClose(log *slog.Logger, local *bucket.LocalModel, closeErr, removeErr error) {
-	if closeErr != nil {
+	if p, ok := closeErr.(*closePanic); ok {
+		log.Error("internal error: closing a model panicked; its files are removed all the same and the server goes on",
+			"actor", "close", "panic", fmt.Sprint(p.v), "stack", string(p.stack))
+	} else if closeErr != nil {
 		log.Warn("closing model", "err", closeErr)
 	}
 	if removeErr != nil {
