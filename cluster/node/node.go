@@ -138,6 +138,9 @@ type Agent struct {
 		cfg *modelconfig.Config
 		by  map[string]int64
 	}
+
+	// newController is cluster.NewController (a test makes it fail).
+	newController func(cluster.ControllerConfig) (*cluster.Controller, error)
 }
 
 // New checks cfg and returns an Agent.
@@ -172,7 +175,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Available == nil {
 		cfg.Available = SystemAvailable
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1),
+		newController: cluster.NewController}
 	a.members.Store(&coord.Members{})
 	a.confirmed.Store(&coord.Members{})
 	a.reread = rereader{read: a.readMembers, gap: confirmGap, timeout: confirmTimeout}
@@ -560,7 +564,9 @@ func (a *Agent) readMembers(ctx context.Context) (coord.Members, error) {
 // joins with the node's record, keeps the record in step with sys's
 // status, runs the placement controller with the config sys applied,
 // gives sys its share of the table, and joins again when the session is
-// lost. It returns nil when ctx is done (without leaving: Leave does).
+// lost or fails (after Retry). A session that fails while its lease is
+// alive ends the lease first, so that the next join finds the node's name
+// free. It returns nil when ctx is done (without leaving: Leave does).
 func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	a.sys.Store(sys)
 	for ctx.Err() == nil && !a.left.Load() {
@@ -580,15 +586,22 @@ func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	return nil
 }
 
-// session is one membership: join, run, until the lease ends or ctx is done.
-func (a *Agent) session(ctx context.Context, sys *actors.System) error {
+// session is one membership: join, run, until the lease ends or ctx is
+// done. When it fails with the lease alive and ctx not done, it ends the
+// lease (endSession) before it returns.
+func (a *Agent) session(ctx context.Context, sys *actors.System) (err error) {
 	n, err := a.cfg.Client.Join(ctx, a.record(sys), a.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
 	a.node.Store(n)
+	defer func() {
+		if err != nil && ctx.Err() == nil && !closed(n.Done()) {
+			a.endSession(ctx, n)
+		}
+	}()
 	a.log.Info("joined the cluster", "advertise", a.cfg.Advertise, "budget_bytes", a.cfg.BudgetBytes)
-	ctrl, err := cluster.NewController(cluster.ControllerConfig{Client: a.cfg.Client, Node: n, Desired: a.desired,
+	ctrl, err := a.newController(cluster.ControllerConfig{Client: a.cfg.Client, Node: n, Desired: a.desired,
 		MemoryFactor: a.cfg.MemoryFactor, IdleUnloadAfter: a.cfg.IdleUnloadAfter, Retry: a.cfg.Retry, Logger: a.log})
 	if err != nil {
 		return err
@@ -631,6 +644,19 @@ func (a *Agent) session(ctx context.Context, sys *actors.System) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+// endSession revokes the lease of n, a session that failed while its
+// lease was alive: the lease would otherwise keep the node's record, and
+// so its name, which the next join waits for, until it is no longer kept
+// alive and its TTL has passed. The revoke is given the lease TTL: by
+// then the lease, no longer kept alive, has ended anyway.
+func (a *Agent) endSession(ctx context.Context, n *coord.Node) {
+	rctx, cancel := context.WithTimeout(ctx, a.cfg.LeaseTTL)
+	defer cancel()
+	if err := n.Leave(rctx); err != nil {
+		a.log.Warn("revoking the lease of the failed cluster session failed; it ends by itself within cluster.lease_ttl", "err", err)
 	}
 }
 
@@ -1079,11 +1105,12 @@ func (a *Agent) handoverLeft() []string {
 }
 
 // Leave ends the membership at once (the lease revoked): the record
-// vanishes for every peer, and Run returns without joining again.
+// vanishes for every peer, and Run returns without joining again. A
+// session that has already ended has no lease left to revoke.
 func (a *Agent) Leave(ctx context.Context) error {
 	a.left.Store(true)
 	n := a.node.Load()
-	if n == nil {
+	if n == nil || closed(n.Done()) {
 		return nil
 	}
 	if err := n.Leave(ctx); err != nil {
