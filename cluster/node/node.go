@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -62,7 +63,8 @@ type Config struct {
 	// LeaseTTL is the membership lease (cluster.lease_ttl).
 	LeaseTTL time.Duration
 	// MemoryFactor estimates a model's memory from its file size until
-	// its load was measured (cluster.memory_factor).
+	// its load was measured (cluster.memory_factor): a finite number
+	// above 0.
 	MemoryFactor float64
 	// IdleUnloadAfter is idle_unload_after, which the controller applies
 	// to the cluster's on-demand models while this node leads (0: never).
@@ -154,6 +156,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("cluster node: no address to advertise to peers (cluster.advertise)")
 	case cfg.BudgetBytes <= 0:
 		return nil, errors.New("cluster node: memory_budget_bytes must be positive")
+	case !(cfg.MemoryFactor > 0) || math.IsInf(cfg.MemoryFactor, 0):
+		return nil, fmt.Errorf("cluster node: cluster.memory_factor %v is not a finite number above 0", cfg.MemoryFactor)
 	case cfg.Bucket == nil || cfg.Forward == nil:
 		return nil, errors.New("cluster node: needs the bucket and a forward client")
 	}
