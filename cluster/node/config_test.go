@@ -41,3 +41,17 @@ func TestNewRefusesAMemoryFactorNotAFinitePositiveNumber(t *testing.T) {
 		}
 	}
 }
+
+// New refuses a lease TTL that is not above 0 at once, naming the
+// setting, rather than return an agent whose every join then fails in
+// Run.
+func TestNewRefusesALeaseTTLNotAbove0(t *testing.T) {
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		cfg := validConfig(t)
+		cfg.LeaseTTL = ttl
+		_, err := node.New(cfg)
+		if err == nil || !strings.Contains(err.Error(), "cluster.lease_ttl") {
+			t.Errorf("New with LeaseTTL %v: %v, want an error naming cluster.lease_ttl", ttl, err)
+		}
+	}
+}

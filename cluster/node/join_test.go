@@ -35,7 +35,7 @@ func laggingView(t *testing.T, etcdAddr, prefix, bucketURL string) *node.Agent {
 	t.Cleanup(func() { _ = cli.Close() })
 	fc := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(fc.Close)
-	a, err := node.New(node.Config{Client: cli, Name: "lagging-view", Advertise: "127.0.0.1:1", BudgetBytes: 1, MemoryFactor: 2, Bucket: b, Forward: fc})
+	a, err := node.New(node.Config{Client: cli, Name: "lagging-view", Advertise: "127.0.0.1:1", BudgetBytes: 1, LeaseTTL: 2 * time.Second, MemoryFactor: 2, Bucket: b, Forward: fc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,8 @@ type Config struct {
 	Name, Advertise string
 	// BudgetBytes is the memory this node gives models (memory_budget_bytes).
 	BudgetBytes int64
-	// LeaseTTL is the membership lease (cluster.lease_ttl).
+	// LeaseTTL is the membership lease (cluster.lease_ttl): above 0,
+	// rounded up to whole seconds.
 	LeaseTTL time.Duration
 	// MemoryFactor estimates a model's memory from its file size until
 	// its load was measured (cluster.memory_factor): a finite number
@@ -156,6 +157,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("cluster node: no address to advertise to peers (cluster.advertise)")
 	case cfg.BudgetBytes <= 0:
 		return nil, errors.New("cluster node: memory_budget_bytes must be positive")
+	case cfg.LeaseTTL <= 0:
+		return nil, fmt.Errorf("cluster node: cluster.lease_ttl %v is not above 0", cfg.LeaseTTL)
 	case !(cfg.MemoryFactor > 0) || math.IsInf(cfg.MemoryFactor, 0):
 		return nil, fmt.Errorf("cluster node: cluster.memory_factor %v is not a finite number above 0", cfg.MemoryFactor)
 	case cfg.Bucket == nil || cfg.Forward == nil:
