@@ -1040,12 +1040,6 @@ func (a *Agent) isMember() bool {
 	}
 }
 
-// sessionLost reports whether the node joined and its session has ended
-// since (it has not joined again yet).
-func (a *Agent) sessionLost() bool {
-	return a.node.Load() != nil && !a.isMember()
-}
-
 // lostSessionErr is Forward's answer while the node's session is lost
 // or once it has left.
 func (a *Agent) lostSessionErr() error {
