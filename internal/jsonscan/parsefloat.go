@@ -12,28 +12,48 @@ const directMax = 700
 
 // keptDigits is how many significant digits ParseFloat hands strconv,
 // followed by a non-zero digit when a dropped one was not zero. A value
-// halfway between two float64 values has at most 767 significant digits,
-// so no rounding boundary lies strictly between the digits kept and the
-// literal: both round the same way.
-const keptDigits = 768
+// halfway between two float64 values has at most 768 significant digits
+// ((2^54-1)·2^-1075 has exactly that many), so no rounding boundary lies
+// strictly between the digits kept and the literal: both round the same
+// way. keptHexDigits is the same for hexadecimal literals: 16 hex digits
+// hold 64 bits, more than a float64 midpoint's 54.
+const (
+	keptDigits    = 768
+	keptHexDigits = 16
+)
 
-// ParseFloat converts a decimal literal (an optional sign, digits with at
-// most one '.', an optional exponent part) to a float of bitSize 32 or 64,
-// correctly rounded, with strconv.ParseFloat's results and errors: ±Inf
-// and ErrRange beyond the type's range, ±0 below its smallest subnormal.
-// Unlike strconv.ParseFloat it is right for literals of any length:
-// strconv miscounts the exponent of a literal whose integer part has more
-// than 800 digits ("1" then 1,000 zeros then "e-1000" reads as 1e-201),
-// and of one whose exponent part is cancelled by more than about 10,000
-// digits. Other forms (hexadecimal, "Inf") go to strconv unchanged.
+// ParseFloat converts a literal that strconv.ParseFloat accepts to a
+// float of bitSize 32 or 64, correctly rounded, with strconv's results
+// and errors (quoting at most clipMax bytes of the literal): ±Inf and
+// ErrRange beyond the type's range, ±0 below its smallest subnormal. Unlike strconv.ParseFloat it is right for decimal
+// and hexadecimal literals of any length: strconv miscounts the exponent
+// of one whose integer part has more than 800 digits ("1" then 1,000
+// zeros then "e-1000" reads as 1e-201), and of one whose exponent part is
+// cancelled by more than about 10,000 digits.
 func ParseFloat(lit []byte, bitSize int) (float64, error) {
-	if len(lit) <= directMax {
-		return strconv.ParseFloat(View(lit), bitSize)
+	if len(lit) > directMax {
+		return parseLongFloat(lit, bitSize)
 	}
+	f, err := strconv.ParseFloat(View(lit), bitSize)
+	if ne, ok := err.(*strconv.NumError); ok && len(lit) > clipMax {
+		ne.Num = clipLiteral(lit)
+	}
+	return f, err
+}
+
+// parseLongFloat is ParseFloat for a literal longer than directMax: an
+// optional sign, digits (hexadecimal after "0x") with at most one '.',
+// and an exponent part (a power of ten after 'e', of two after 'p') are
+// rewritten as their first significant digits, a sticky digit and the
+// exponent that places them, which strconv reads right. Any other form
+// goes to strconv as it is.
+//
+//go:noinline
+func parseLongFloat(lit []byte, bitSize int) (float64, error) {
 	var (
 		digits  [keptDigits]byte
 		nd      int  // digits kept
-		dp      int  // the value is 0.digits × 10^dp
+		dp      int  // the value is 0.digits × base^dp
 		sticky  bool // a non-zero digit was dropped
 		nonZero bool // a non-zero digit was met
 		neg     bool
@@ -43,9 +63,17 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 		neg = c == '-'
 		i++
 	}
+	hex := at(lit, i) == '0' && at(lit, i+1)|0x20 == 'x'
+	isDigit, kept, expMark, expMin, expMax := IsDigit, keptDigits, byte('e'), -400, 400
+	if hex {
+		i += 2
+		isDigit = func(c byte) bool { return IsDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
+		// A hexadecimal digit is four bits: 16^dp × 2^exp is 2^(4dp+exp).
+		kept, expMark, expMin, expMax = keptHexDigits, 'p', -1200, 1100
+	}
 	keep := func(c byte) {
 		switch {
-		case nd < keptDigits:
+		case nd < kept:
 			digits[nd] = c
 			nd++
 		case c != '0':
@@ -53,7 +81,7 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 		}
 	}
 	start := i
-	for ; i < len(lit) && IsDigit(lit[i]); i++ {
+	for ; i < len(lit) && isDigit(lit[i]); i++ {
 		if !nonZero && lit[i] == '0' {
 			continue
 		}
@@ -65,7 +93,7 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 	if at(lit, i) == '.' {
 		i++
 		frac := i
-		for ; i < len(lit) && IsDigit(lit[i]); i++ {
+		for ; i < len(lit) && isDigit(lit[i]); i++ {
 			if !nonZero {
 				if lit[i] == '0' {
 					dp--
@@ -77,8 +105,8 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 		}
 		mantissa = mantissa || i > frac
 	}
-	exp := 0
-	if c := at(lit, i); mantissa && (c == 'e' || c == 'E') {
+	exp, hasExp := 0, false
+	if c := at(lit, i); mantissa && c|0x20 == expMark {
 		i++
 		minus := false
 		if c := at(lit, i); c == '+' || c == '-' {
@@ -86,21 +114,19 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 			i++
 		}
 		first := i
-		// Clamped beyond what the digits can move dp by (len(lit)).
-		limit := len(lit) + 1e6
+		// Clamped beyond what the digits can move dp by (4 × len(lit)).
+		limit := 4*len(lit) + 1e6
 		for ; i < len(lit) && IsDigit(lit[i]); i++ {
 			if exp < limit {
 				exp = exp*10 + int(lit[i]-'0')
 			}
 		}
-		if i == first {
-			mantissa = false
-		}
+		hasExp = i > first
 		if minus {
 			exp = -exp
 		}
 	}
-	if !mantissa || i != len(lit) {
+	if !mantissa || i != len(lit) || hex && !hasExp || !hasExp && i > 0 && lit[i-1]|0x20 == expMark {
 		return strconv.ParseFloat(View(lit), bitSize)
 	}
 	sign := 1.0
@@ -108,22 +134,28 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 		sign = -1
 	}
 	e := dp + exp
+	if hex {
+		e = 4*dp + exp
+	}
 	switch {
-	case nd == 0 || e < -400: // below every subnormal
+	case nd == 0 || e < expMin: // below every subnormal
 		return math.Copysign(0, sign), nil
-	case e > 400: // beyond every finite float
+	case e > expMax: // beyond every finite float
 		return math.Inf(int(sign)), &strconv.NumError{Func: "ParseFloat", Num: clipLiteral(lit), Err: strconv.ErrRange}
 	}
 	buf := make([]byte, 0, keptDigits+16)
 	if neg {
 		buf = append(buf, '-')
 	}
+	if hex {
+		buf = append(buf, "0x"...)
+	}
 	buf = append(buf, "0."...)
 	buf = append(buf, digits[:nd]...)
 	if sticky {
 		buf = append(buf, '1')
 	}
-	buf = append(buf, 'e')
+	buf = append(buf, expMark)
 	buf = strconv.AppendInt(buf, int64(e), 10)
 	f, err := strconv.ParseFloat(View(buf), bitSize)
 	if ne, ok := err.(*strconv.NumError); ok {
@@ -132,11 +164,13 @@ func ParseFloat(lit []byte, bitSize int) (float64, error) {
 	return f, err
 }
 
+// clipMax is the longest literal an error quotes whole.
+const clipMax = 40
+
 // clipLiteral shortens a long literal for an error message.
 func clipLiteral(lit []byte) string {
-	const max = 40
-	if len(lit) <= max {
+	if len(lit) <= clipMax {
 		return string(lit)
 	}
-	return string(lit[:max]) + "…"
+	return string(lit[:clipMax]) + "…"
 }
