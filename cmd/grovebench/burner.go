@@ -56,8 +56,8 @@ func serveBurner(spec string) error {
 	for range threads {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread keeps its nice value
-			if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), lowprio.Nice); err != nil {
-				errs <- fmt.Errorf("setting the burner thread's nice value to %d: %w", lowprio.Nice, err)
+			if err := lowerTo(lowprio.Nice); err != nil {
+				errs <- err
 				return
 			}
 			busy := time.Duration(share * float64(burnPeriod))
@@ -73,6 +73,28 @@ func serveBurner(spec string) error {
 	return <-errs
 }
 
+// lowerTo raises the calling thread's nice value to nice, as Grove does
+// for its loads, unless it is that high already (a thread cannot lower
+// its nice value without privileges).
+func lowerTo(nice int) error {
+	tid := unix.Gettid()
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid) // 20 - nice
+	if err != nil {
+		return fmt.Errorf("reading the burner thread's nice value: %w", err)
+	}
+	if 20-raw >= nice {
+		return nil
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+		return fmt.Errorf("setting the burner thread's nice value to %d: %w", nice, err)
+	}
+	return nil
+}
+
+// minBurnerCores is the smallest share the burner spins: less is no
+// measurable control.
+const minBurnerCores = 0.01
+
 // startBurner starts the burner child spinning cores of the CPUs; its
 // output goes to logPath.
 func startBurner(ctx context.Context, cores float64, logPath string) (*child, error) {
@@ -81,6 +103,6 @@ func startBurner(ctx context.Context, cores float64, logPath string) (*child, er
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), burnerEnv+"="+strconv.FormatFloat(cores, 'f', 3, 64))
+	cmd.Env = append(os.Environ(), burnerEnv+"="+strconv.FormatFloat(cores, 'g', -1, 64))
 	return startChild("CPU burner", cmd, filepath.Clean(logPath))
 }

@@ -431,8 +431,8 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			spec := d.spec
 			spec.warmup, spec.duration = onDemandABWarmup, onDemandABWindow
 			rows := 2
-			if loads := cmp.Or(d.rate, rep.LoadsPerSec); rep.CPUPerLoad > 0 && loads > 0 {
-				ab.ControlCores = min(loads*rep.CPUPerLoad, float64(runtime.NumCPU()))
+			if cores := cmp.Or(d.rate, rep.LoadsPerSec) * rep.CPUPerLoad; cores >= minBurnerCores {
+				ab.ControlCores = min(cores, float64(runtime.NumCPU()))
 				ab.Control = &abPool{}
 				rows = 3
 			}
@@ -443,11 +443,14 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 					ab.Alone.add(runLoad(ctx, spec), cpuUse{}, spec.duration)
 					return nil
 				case 2:
-					b, err := startBurner(ctx, ab.ControlCores, filepath.Join(e.dir, "burner.log"))
+					b, err := startBurner(ctx, ab.ControlCores, filepath.Join(e.dir, fmt.Sprintf("burner-%d.log", len(rep.AB))))
 					if err != nil {
 						return err
 					}
 					res := runLoad(ctx, spec)
+					if b.exited() { // a control without its burner is none
+						return fmt.Errorf("the CPU burner ended during its window: %s", b.logTail(5))
+					}
 					if err := b.stop(); err != nil {
 						return fmt.Errorf("CPU burner: %w", err)
 					}
@@ -473,8 +476,12 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 				ab.ControlP50, ab.ControlP99 = ab.Control.percentile(50), ab.Control.percentile(99)
 			}
 			if ab.Alone.Errors > 0 || ab.Churn.Errors > 0 || ab.Control != nil && ab.Control.Errors > 0 {
-				return fail("ondemand A/B (%s): %d warm requests alone and %d with churn failed (first: %s%s)",
-					d.what, ab.Alone.Errors, ab.Churn.Errors, ab.Alone.FirstError, ab.Churn.FirstError)
+				controlErrors, controlFirst := 0, ""
+				if ab.Control != nil {
+					controlErrors, controlFirst = ab.Control.Errors, ab.Control.FirstError
+				}
+				return fail("ondemand A/B (%s): %d warm requests alone, %d with churn and %d beside the CPU burner failed (first: %s%s%s)",
+					d.what, ab.Alone.Errors, ab.Churn.Errors, controlErrors, ab.Alone.FirstError, ab.Churn.FirstError, controlFirst)
 			}
 			rep.AB = append(rep.AB, ab)
 		}
