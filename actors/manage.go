@@ -70,7 +70,7 @@ func (s *System) EditConfig(ctx context.Context, edit func(*modelconfig.Config) 
 	}
 	rec.ConfigChange(before, written)
 	if err := s.Reload(ctx); errors.Is(err, errInternal) {
-		s.log.Warn("model config written; applying it here panicked, the next poll applies it", "err", err)
+		s.log.Warn("model config written; reading or applying it here panicked, the next poll applies it", "err", err)
 	} else if err != nil {
 		return written, s.paths.Error(fmt.Errorf("config written, not yet applied here: %w", err))
 	}

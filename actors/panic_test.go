@@ -1185,7 +1185,7 @@ func TestAReloadWhosePollPanicsIsAnsweredWithTheInternalErrorAtOnce(t *testing.T
 		if err != nil || written == nil || len(written.Models) != 2 {
 			t.Fatalf("the edit whose reload's poll panicked: %v, %v; want it answered written", written, err)
 		}
-		if !strings.Contains(w.log.String(), "model config written; applying it here panicked") {
+		if !strings.Contains(w.log.String(), "model config written; reading or applying it here panicked") {
 			t.Error("the edit's failed reload is not logged")
 		}
 		w.settle() // the next poll applies it
