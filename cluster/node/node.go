@@ -1059,7 +1059,7 @@ func (e *sessionLostError) Error() string {
 	if e.left {
 		return "this node left the cluster (shutting down), so it forwards no request to other nodes"
 	}
-	return "this node lost its cluster session (etcd unreachable for a lease TTL); rejoining, so it forwards no request to other nodes until then"
+	return "this node lost its cluster session; rejoining, so it forwards no request to other nodes until then"
 }
 
 // Unwrap makes its kind Unavailable.
