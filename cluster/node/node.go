@@ -120,6 +120,10 @@ type Agent struct {
 	draining     atomic.Bool
 	// left is set by Leave: Run joins no more.
 	left atomic.Bool
+	// leaving orders Leave against the start of a session (startSession):
+	// a join that completes after Leave set left ends its session, since
+	// Leave could not see it.
+	leaving sync.Mutex
 	// wake makes Run write the record at once (Drain, a request waiting
 	// for a placement).
 	wake chan struct{}
@@ -144,6 +148,8 @@ type Agent struct {
 
 	// newController is cluster.NewController (a test makes it fail).
 	newController func(cluster.ControllerConfig) (*cluster.Controller, error)
+	// join is the client's Join (a test holds a join back).
+	join func(context.Context, coord.Member, time.Duration) (*coord.Node, error)
 }
 
 // New checks cfg and returns an Agent.
@@ -183,7 +189,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Available = SystemAvailable
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1),
-		newController: cluster.NewController}
+		newController: cluster.NewController, join: cfg.Client.Join}
 	a.members.Store(&coord.Members{})
 	a.confirmed.Store(&coord.Members{})
 	a.reread = rereader{read: a.readMembers, gap: confirmGap, timeout: confirmTimeout}
@@ -573,7 +579,8 @@ func (a *Agent) readMembers(ctx context.Context) (coord.Members, error) {
 // gives sys its share of the table, and joins again when the session is
 // lost or fails (after Retry). A session that fails while its lease is
 // alive ends the lease first, so that the next join finds the node's name
-// free. It returns nil when ctx is done (without leaving: Leave does).
+// free; so does a join that completes after Leave, and Run returns. It
+// returns nil when ctx is done (without leaving: Leave does).
 func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	a.sys.Store(sys)
 	for ctx.Err() == nil && !a.left.Load() {
@@ -595,16 +602,25 @@ func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 
 // session is one membership: join, run, until the lease ends or ctx is
 // done. When it fails with the lease alive and ctx not done, it ends the
-// lease (endSession) before it returns.
+// lease (endSession) before it returns; so it does, whatever ctx, when
+// the join completed after Leave.
 func (a *Agent) session(ctx context.Context, sys *actors.System) (err error) {
-	n, err := a.cfg.Client.Join(ctx, a.record(sys), a.cfg.LeaseTTL)
+	n, err := a.join(ctx, a.record(sys), a.cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
-	a.node.Store(n)
+	if !a.startSession(n) {
+		// Leave, called while the node was joining, did not see n: its
+		// lease would keep the node a member until the process ends and
+		// a TTL after. The revoke outlives ctx, which the shutdown
+		// cancels once Leave has returned.
+		a.log.Info("a join completed after the node left the cluster; revoking its lease")
+		a.endSession(context.WithoutCancel(ctx), n, "the cluster session joined after leaving")
+		return nil
+	}
 	defer func() {
 		if err != nil && ctx.Err() == nil && !closed(n.Done()) {
-			a.endSession(ctx, n)
+			a.endSession(ctx, n, "the failed cluster session")
 		}
 	}()
 	a.log.Info("joined the cluster", "advertise", a.cfg.Advertise, "budget_bytes", a.cfg.BudgetBytes)
@@ -654,16 +670,29 @@ func (a *Agent) session(ctx context.Context, sys *actors.System) (err error) {
 	}
 }
 
+// startSession makes n the node's session unless Leave has been called,
+// in which case it reports false: n is then for the caller to end.
+func (a *Agent) startSession(n *coord.Node) bool {
+	a.leaving.Lock()
+	defer a.leaving.Unlock()
+	if a.left.Load() {
+		return false
+	}
+	a.node.Store(n)
+	return true
+}
+
 // endSession revokes the lease of n, a session that failed while its
-// lease was alive: the lease would otherwise keep the node's record, and
-// so its name, which the next join waits for, until it is no longer kept
-// alive and its TTL has passed. The revoke is given the lease TTL: by
-// then the lease, no longer kept alive, has ended anyway.
-func (a *Agent) endSession(ctx context.Context, n *coord.Node) {
+// lease was alive or that joined after Leave (what names which): the lease
+// would otherwise keep the node's record, and so its name, which the next
+// join waits for, until it is no longer kept alive and its TTL has
+// passed. The revoke is given the lease TTL: by then the lease, no
+// longer kept alive, has ended anyway.
+func (a *Agent) endSession(ctx context.Context, n *coord.Node, what string) {
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.LeaseTTL)
 	defer cancel()
 	if err := n.Leave(rctx); err != nil {
-		a.log.Warn("revoking the lease of the failed cluster session failed; it ends by itself within cluster.lease_ttl", "err", err)
+		a.log.Warn("revoking the lease of "+what+" failed; it ends by itself within cluster.lease_ttl", "err", err)
 	}
 }
 
@@ -1107,10 +1136,14 @@ func (a *Agent) handoverLeft() []string {
 
 // Leave ends the membership at once (the lease revoked): the record
 // vanishes for every peer, and Run returns without joining again. A
-// session that has already ended has no lease left to revoke.
+// session that has already ended has no lease left to revoke. Leave does
+// not wait for a join in flight: Run revokes the lease of a join that
+// completes after Leave.
 func (a *Agent) Leave(ctx context.Context) error {
+	a.leaving.Lock()
 	a.left.Store(true)
 	n := a.node.Load()
+	a.leaving.Unlock()
 	if n == nil || closed(n.Done()) {
 		return nil
 	}

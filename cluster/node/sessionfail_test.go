@@ -26,6 +26,17 @@ import (
 // by newController.
 func runAgent(t *testing.T, srv *etcdtest.Server, newController func(cluster.ControllerConfig) (*cluster.Controller, error)) *Agent {
 	t.Helper()
+	a, _, _ := startAgent(t, srv, func(a *Agent) { a.newController = newController })
+	return a
+}
+
+// startAgent runs an agent as n1 (its config empty, its lease an hour,
+// its Retry 10 ms) on a throwaway etcd at srv, once set has changed it
+// (its test hooks), and returns it with a channel closed when its Run
+// has returned and the function that cancels Run's context. The test's
+// cleanup makes it leave and stops it.
+func startAgent(t *testing.T, srv *etcdtest.Server, set func(*Agent)) (*Agent, <-chan struct{}, context.CancelFunc) {
+	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{srv.Addr}, Prefix: "/t/", Logger: discard})
 	if err != nil {
@@ -47,7 +58,7 @@ func runAgent(t *testing.T, srv *etcdtest.Server, newController func(cluster.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.newController = newController
+	set(a)
 	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
 		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a, Logger: discard})
 	if err != nil {
@@ -67,7 +78,7 @@ func runAgent(t *testing.T, srv *etcdtest.Server, newController func(cluster.Con
 		<-ran
 		_ = sys.Stop(context.Background())
 	})
-	return a
+	return a, ran, stop
 }
 
 // A session that fails after its join (here: its controller cannot be

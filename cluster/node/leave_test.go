@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/groveml/grove/cluster/coord"
+	"github.com/groveml/grove/cluster/etcdtest"
+)
+
+// A join that completes after Leave (called while Run was joining: the
+// node's first join, or its join again after its session was lost) does
+// not make the node a member again behind Leave's back: its lease is
+// revoked at once, so that etcd holds no lease and no record of the node
+// (its lease is an hour here: nothing ends by itself within the test),
+// and Run returns. Leave returns without waiting for the join. The lease
+// is revoked too when Run's context is cancelled right after Leave, as
+// the shutdown does.
+func TestAJoinCompletedAfterLeaveLeavesNoSessionBehind(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		rejoin    bool
+		cancelRun bool
+	}{
+		{"first join", false, false},
+		{"join again after a lost session", true, false},
+		{"first join, Run's context cancelled after Leave", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			held := make(chan struct{}, 1) // the held join has returned from etcd
+			release := make(chan struct{})
+			a, ran, stopRun := startAgent(t, srv, func(a *Agent) {
+				join := a.join
+				calls := 0 // only Run's goroutine joins
+				a.join = func(jctx context.Context, self coord.Member, ttl time.Duration) (*coord.Node, error) {
+					calls++
+					n, err := join(jctx, self, ttl)
+					if c.rejoin && calls == 1 {
+						return n, err
+					}
+					held <- struct{}{}
+					select {
+					case <-release:
+					case <-jctx.Done():
+					}
+					return n, err
+				}
+			})
+			if c.rejoin {
+				awaitJoinedAgain(ctx, t, a, nil) // joined
+				loseSession(ctx, t, a)
+			}
+			select {
+			case <-held:
+			case <-ctx.Done():
+				t.Fatal("the agent did not join within 20 s")
+			}
+			if got, err := cli.Get(ctx, "/t/members/n1"); err != nil || got.Count != 1 {
+				t.Fatalf("the held join wrote no record: %v %v", got, err)
+			}
+
+			left := make(chan error, 1)
+			go func() {
+				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+				defer lcancel()
+				left <- a.Leave(lctx)
+			}()
+			select {
+			case err := <-left:
+				if err != nil {
+					t.Fatalf("Leave: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Leave has not returned within 10 s: it waits for the join in flight")
+			}
+			if c.cancelRun {
+				stopRun()
+			}
+			close(release) // the join completes after Leave
+
+			select {
+			case <-ran:
+			case <-time.After(10 * time.Second):
+				t.Error("Run has not returned within 10 s of a join completed after Leave")
+			}
+			leases, err := cli.Leases(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(leases.Leases) != 0 {
+				t.Errorf("etcd holds %d leases after the node left, want 0: the join completed after Leave kept its lease", len(leases.Leases))
+			}
+			got, err := cli.Get(ctx, "/t/members/n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Count != 0 {
+				t.Errorf("etcd holds the node's record after it left: %s", got.Kvs[0].Value)
+			}
+		})
+	}
+}
