@@ -117,12 +117,17 @@
 // # A panic in the supervisor or the router
 //
 // A model actor that panics is restarted by its parent, the supervisor
-// (restartAlways). The supervisor and the router, whose parent is the
-// root, are never restarted: a restart of the supervisor would stop every
-// model actor first and wait for all of them, a warm-up stuck in a
-// runtime's call forever included, then start from nothing; one of the
-// router would lose its contracts. Each recovers the panics of
-// its own Receive instead (panics.go), logs them at error level with the
+// (restartAlways), and reloads its servable from the local cache. A
+// reload that fails, or panics (modelActor.reload recovers it, counted in
+// grove_actor_panics_total{actor="reload"}), leaves the actor answering
+// Unavailable and the supervisor loading the model afresh: a panic there
+// never crashes the actor's start, which would be restarted at once, and
+// panic again, without end. The supervisor and the router, whose parent
+// is the root, are never restarted: a restart of the supervisor would
+// stop every model actor first and wait for all of them, a warm-up stuck
+// in a runtime's call forever included, then start from nothing; one of
+// the router would lose its contracts. Each recovers the panics of its
+// own Receive instead (panics.go), logs them at error level with the
 // message's type and the stack, counts them in grove_actor_panics_total,
 // and goes on with its state (the planner's, stuck warm-ups included) and
 // its children; a panic its recovery lets through resumes it just the

@@ -232,8 +232,10 @@ type modelActor struct {
 
 // modelProps makes the props of a model actor. The first incarnation gets the
 // servable loaded by the supervisor; a restarted one reloads it from the
-// local cache with load. lowered, if not nil, runs warm-up forward calls
-// at the lower priority of loads.
+// local cache with load (modelActor.reload: a reload that fails or panics
+// leaves the actor answering Unavailable until a fresh load replaces it).
+// lowered, if not nil, runs warm-up forward calls at the lower priority
+// of loads.
 func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, lowered func(func()), d actor.Dispatcher) *actor.Props {
 	first := true
 	carry := &[]*predict{} // the pending requests a crashed incarnation hands to the next
@@ -297,7 +299,7 @@ func (a *modelActor) Receive(ctx actor.Context) {
 		}
 		if a.s == nil {
 			start := time.Now()
-			s, err := a.load(context.Background())
+			s, err := a.reload()
 			if err != nil {
 				a.loadErr = err
 				a.log.Error("model reload after crash failed; loading it afresh", "model", a.c.path, "err", err)
@@ -316,6 +318,22 @@ func (a *modelActor) Receive(ctx actor.Context) {
 		a.failPending(fmt.Errorf("%w: model %s stopped", ErrStopped, a.c.path))
 		a.close()
 	}
+}
+
+// reload loads the servable again for an incarnation restarted after a
+// crash (load). A panic in it (a bug: in the declared signature's code,
+// the runtime's metadata) fails the reload as an error does, logged and
+// counted (recoverJob, actor="reload"): the actor answers its requests
+// with it and the supervisor loads the model afresh. Let through, it
+// would crash the actor's start, which the supervisor restarts at once
+// (restartAlways): the reload would panic again, in a loop without end.
+func (a *modelActor) reload() (s servables.Servable, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s, err = nil, recoverJob(a.log, a.m, "reload", "reload of model "+a.c.path, v)
+		}
+	}()
+	return a.load(context.Background())
 }
 
 func (a *modelActor) close() {

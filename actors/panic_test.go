@@ -1852,3 +1852,97 @@ func TestADroppedJobWhoseClosePanicsIsStillFreed(t *testing.T) {
 		}
 	})
 }
+
+// metadataCrashes is a runtime whose servables' Metadata panics while
+// left is above 0, one panic less each time: a bug met, again and again,
+// as a load gives the model its signature.
+type metadataCrashes struct {
+	*countingRuntime
+	left *atomic.Int64
+}
+
+func (r *metadataCrashes) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
+	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
+	if err != nil {
+		return nil, err
+	}
+	return &metadataCrashesServable{Servable: sv, left: r.left}, nil
+}
+
+type metadataCrashesServable struct {
+	servables.Servable
+	left *atomic.Int64
+}
+
+func (s *metadataCrashesServable) Metadata() servables.Metadata {
+	if s.left.Add(-1) >= 0 {
+		panic("test: the signature crashes")
+	}
+	s.left.Store(0)
+	return s.Servable.Metadata()
+}
+
+// A model actor restarted after a crash whose reload panics (here as the
+// reload gives the model its signature) fails that reload as a reload
+// that returns an error does: the panic is logged with its stack and
+// counted, the servable it loaded is closed, the actor answers its
+// requests Unavailable with the internal error, and the model is loaded
+// afresh (which fails here too, and is retried after its backoff). Once
+// the bug is gone, the fresh load serves. Before, the panic crashed the
+// actor's start and the supervisor restarted it at once, again and
+// again: the reload ran as long as it panicked (here until the test's
+// budget of panics ran out).
+func TestARestartedModelWhoseReloadPanicsAnswersUnavailableAndIsLoadedAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const budget = 50 // the panics the bug has in it; a tight restart loop uses them all up
+		var left atomic.Int64
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {PanicOn: f64(13)}}, func(w *world, o *Options) {
+			o.Runtimes = servables.Registry{&metadataCrashes{countingRuntime: w.rt, left: &left}}
+		})
+		defer w.stop()
+		synctest.Wait()
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatalf("a/ before the crash: %v", res.Err)
+		}
+
+		left.Store(budget)
+		if res := w.infer("a/", 13); servables.KindOf(res.Err) != servables.Crashed {
+			t.Fatalf("the crashing request got %v", res.Err)
+		}
+		synctest.Wait()
+		// The reload's panic, and the fresh load's: no more until its backoff.
+		if n := budget - left.Load(); n != 2 {
+			t.Fatalf("the signature panicked %d times after the crash, want 2 (the reload, then the fresh load): the restart looped", n)
+		}
+		res := w.infer("a/", 1)
+		if servables.KindOf(res.Err) != servables.Unavailable ||
+			!strings.Contains(res.Err.Error(), "could not be reloaded after a crash: internal error: the reload of model a/ panicked: test: the signature crashes") {
+			t.Fatalf("a request after the failed reload got %v, want Unavailable with the reload's panic", res.Err)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "reload"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=reload} = %v, want 1", n)
+		}
+		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
+			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1 (the fresh load)", n)
+		}
+		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 3 || c != 3 {
+			t.Fatalf("%d servables loaded, %d closed; want the crashed one and the two that panicked all closed", l, c)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"actor=reload", `panic="test: the signature crashes"`, "modelActor).reload", "model reload after crash failed"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+
+		left.Store(0) // the bug is gone
+		w.settle()    // the fresh load's backoff
+		synctest.Wait()
+		if res := w.infer("a/", 1); res.Err != nil {
+			t.Fatalf("a/ after the fresh load: %v", res.Err)
+		}
+		if m := w.model("a/"); m.State != StateReady {
+			t.Fatalf("a/ after the fresh load: %+v", m)
+		}
+	})
+}

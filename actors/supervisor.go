@@ -855,12 +855,22 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.drained = func(id int64) { root.Send(self, drainedContent{id: id}) }
 	local, loadOpts, declared := j.local, s.sys.loadOptions(j.meta), j.meta.Signature
+	// A restarted model actor reloads its servable so; whatever stops it
+	// once System.load returned one, a panic (modelActor.reload recovers
+	// it), closes that servable.
 	reload := func(ctx context.Context) (servables.Servable, error) {
 		_, sv, err := s.sys.load(ctx, local, loadOpts, declared)
 		if err != nil {
 			return nil, s.sys.modelPaths(local).Error(err)
 		}
+		returned := false
+		defer func() {
+			if !returned {
+				_ = sv.Close()
+			}
+		}()
 		sv.SetMetadata(c.metadata()) // what the warm-up taught
+		returned = true
 		return sv, nil
 	}
 	opts := j.meta.Serving
