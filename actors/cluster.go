@@ -495,7 +495,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
-		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, start: time.Now()}
+		Contract: req.Contract, Release: target.Release, Logging: target.Logging}, sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
 	fr.StartBy = sc.start.Add(r.shadowTimeout)
 	sc.traceShadow(b.ctx, target.ModelPath)
 	if target.windows != nil && ans != nil {
@@ -509,10 +509,11 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 // with the answer, on a goroutine of its own (shadowRemote), within
 // shadowRunAllowance of its start-by, or until stop is done; it gives
 // back its place among the challenger's copies in flight (rs). A panic
-// in it (a bug, in the cluster's client, the comparison or the log)
-// fails this copy alone (recoverJob): one that had not ended is counted
-// as a failed forward and ends as a copy no node took (logged with the
-// internal error, not compared).
+// in it (a bug, in the cluster's client or in Grove's code; the
+// comparison and the log recover their own) fails this copy alone
+// (recoverJob): one that had not ended is counted as a failed forward
+// and ends as a copy no node took (logged with the internal error, not
+// compared).
 func (r *routerActor) sendShadow(stop context.Context, rs *remoteShadows, fr forward.Request, sc *shadowCopy) {
 	defer rs.leave()
 	path, api := fr.ModelPath, sc.req.API+"-shadow"

@@ -227,6 +227,15 @@
 // node took (logged, not compared) and gives back its place among the
 // challenger's copies in flight; either counts as a failed forward.
 //
+// A shadow copy is compared with the caller's answer and handed to the
+// prediction sink on the low-priority workers, on the goroutine a full
+// queue spills its log entry to, or on whichever goroutine ended it,
+// none of which recovers a job's panic. Each recovers its own: a panic
+// in the comparison (shadowCopy.compare), counted as
+// actor="shadow_compare" and as a comparison shed, drops that comparison
+// and the copy is logged uncompared; one in the sink (shadowCopy.log),
+// counted as actor="shadow_log", drops that entry. The worker goes on.
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

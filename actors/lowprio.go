@@ -19,6 +19,10 @@ import (
 // Shadow work that finds every worker busy and the small queue full is
 // dropped (counted), as the shadow semantics allow.
 //
+// Each job recovers its own panics (modelActor.handOff, shadowCopy.compare
+// and shadowCopy.log), so that a bug costs that job alone and the worker
+// goes on: only the job knows what a panic leaves to undo.
+//
 // wg counts the workers and the jobs spilled beside them; stop waits for
 // both. Nothing may submit or spill once stop has begun: System.shutdown
 // stops the low-priority workers only after everything that hands them

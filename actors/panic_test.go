@@ -20,6 +20,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/groveml/grove/actors/lifecycle"
 	"github.com/groveml/grove/actors/quality"
@@ -1945,4 +1946,96 @@ func TestARestartedModelWhoseReloadPanicsAnswersUnavailableAndIsLoadedAfresh(t *
 			t.Fatalf("a/ after the fresh load: %+v", m)
 		}
 	})
+}
+
+// panickingSink is a prediction sink whose LogPrediction panics once
+// after armed is set, and otherwise records as recordingSink does.
+type panickingSink struct {
+	recordingSink
+	armed atomic.Bool
+}
+
+func (s *panickingSink) LogPrediction(req *Request, res *Result, served bool) {
+	if s.armed.CompareAndSwap(true, false) {
+		panic("test: the prediction sink crashes")
+	}
+	s.recordingSink.LogPrediction(req, res, served)
+}
+
+// A panic while a shadow copy that waited for the champion is compared
+// with the caller's answer, or while its prediction log entry is handed
+// to the sink, on a low-priority worker or on the goroutine a full queue
+// spills its log entry to, costs that comparison or that entry alone: it
+// is logged at error level with its stack and counted
+// (actor="shadow_compare", also as a comparison shed, and
+// actor="shadow_log"); a copy whose comparison panicked is still logged,
+// uncompared; and the worker goes on comparing and logging the next
+// copies. Before, the panic ended the process.
+func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+	m := NewMetrics(prometheus.NewRegistry())
+	sink := &panickingSink{recordingSink: recordingSink{done: make(chan struct{}, 1)}}
+	windows := newCompareWindows(10)
+	c := &content{id: 1, path: "b/"}
+	// waiting is a copy of request id, answered 0.5 and 0.7, that finished
+	// before the champion, whose answer (on low) it waits for.
+	waiting := func(low *lowPriority, id string, w *compareWindows) *championAnswer {
+		ans := &championAnswer{requestID: id, release: "v1", low: low}
+		sc := &shadowCopy{req: Request{RequestID: id, ModelPath: "b/"}, on: localContent(c), outs: make([][]servables.Tensor, 1), pending: 1,
+			sink: sink, metrics: m, logger: log, ans: ans, windows: w, tol: 0.01, start: time.Now()}
+		sc.finish(0, column(t, 0.5, 0.7), nil, 0, time.Millisecond)
+		return ans
+	}
+	panics := func(label string) float64 { return testutil.ToFloat64(m.panics.WithLabelValues(label)) }
+	low := newLowPriority(1, 1, log)
+	defer low.stop()
+
+	// A bug in the comparison: a copy that has the caller's answer to
+	// compare with but no windows to record it in.
+	waiting(low, "r1", nil).answer(column(t, 0.5, 0.2), false, time.Millisecond)
+	<-sink.done
+	sink.mu.Lock()
+	first := sink.logged[0]
+	sink.mu.Unlock()
+	if first.Comparison != nil {
+		t.Fatalf("the copy whose comparison panicked was logged with %+v, want none", first.Comparison)
+	}
+	if n, shed := panics("shadow_compare"), testutil.ToFloat64(m.compareShed.WithLabelValues("b/")); n != 1 || shed != 1 {
+		t.Fatalf("grove_actor_panics_total{actor=shadow_compare} = %v, comparisons shed %v; want 1 each", n, shed)
+	}
+
+	// A bug in the sink: the entry is dropped, after the comparison.
+	sink.armed.Store(true)
+	waiting(low, "r2", windows).answer(column(t, 0.5, 0.2), false, time.Millisecond)
+	// The worker goes on: the next copy is compared and logged.
+	waiting(low, "r3", windows).answer(column(t, 0.5, 0.2), false, time.Millisecond)
+	<-sink.done
+	sink.mu.Lock()
+	if len(sink.logged) != 2 || sink.logged[1].Comparison == nil || sink.logged[1].Comparison.RequestID != "r3" {
+		t.Fatalf("logged %+v, want r1 then r3 compared (r2's entry dropped)", sink.logged)
+	}
+	sink.mu.Unlock()
+	if n := windows.comparison(1, time.Now()).Executions; n != 2 {
+		t.Fatalf("%d comparisons recorded, want r2's and r3's", n)
+	}
+	if n := panics("shadow_log"); n != 1 {
+		t.Fatalf("grove_actor_panics_total{actor=shadow_log} = %v, want 1", n)
+	}
+
+	// The same on the goroutine a full queue spills the log entry to.
+	full := newLowPriority(0, 0, log) // no worker: no queue either
+	sink.armed.Store(true)
+	waiting(full, "r4", windows).answer(column(t, 0.5, 0.2), false, time.Millisecond)
+	full.stop() // waits for the spilled entry
+	if n := panics("shadow_log"); n != 2 {
+		t.Fatalf("grove_actor_panics_total{actor=shadow_log} = %v after the spilled entry's panic, want 2", n)
+	}
+
+	out := logged.String()
+	for _, want := range []string{"level=ERROR", "actor=shadow_compare", "actor=shadow_log", `panic="test: the prediction sink crashes"`, "compareAndLog"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log has no %q", want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,7 @@ type shadowCopy struct {
 	pending int
 	sink    PredictionSink
 	metrics *Metrics
+	logger  *slog.Logger
 	start   time.Time
 	// ans, if not nil, is the answer the caller got, to compare with;
 	// windows keep the comparisons, tol is their tolerance. res is the
@@ -268,7 +270,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 	}()
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
 		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
-		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, start: time.Now()}
+		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
 	sc.traceShadow(b.ctx, c.path)
 	if target.windows != nil && ans != nil {
 		sc.ans, sc.windows, sc.tol = ans, target.windows, r.tolerance
@@ -352,8 +354,19 @@ func (sc *shadowCopy) ended(res Result, joined bool) {
 }
 
 // compare compares the execution with the champion's answer, which has
-// come, records it in the windows and attaches it to the log event.
+// come, records it in the windows and attaches it to the log event. It
+// runs on a low-priority worker, or on whichever goroutine ended the
+// copy, with nothing above it to recover a panic: a panic in it (a bug in
+// Grove's comparison) drops this comparison alone, logged with its stack
+// and counted (recoverJob, actor="shadow_compare"; and as a comparison
+// shed), and the execution is logged uncompared.
 func (sc *shadowCopy) compare() {
+	defer func() {
+		if v := recover(); v != nil {
+			sc.metrics.compareShed.WithLabelValues(sc.on.path).Inc()
+			_ = recoverJob(sc.logger, sc.metrics, "shadow_compare", "comparison of a shadow copy on model "+sc.on.path+" with the caller's answer", v)
+		}
+	}()
 	a := sc.ans
 	e := quality.Execution{ChampionFailed: a.failed, ShadowFailed: sc.res.Err != nil}
 	cmp := &ShadowComparison{RequestID: a.requestID, Release: a.release, Tolerance: sc.tol, ChampionFailed: a.failed}
@@ -372,11 +385,22 @@ func (sc *shadowCopy) compareAndLog() {
 	sc.log()
 }
 
-// log hands the execution to the prediction sink.
+// log hands the execution to the prediction sink. It runs on a
+// low-priority worker, on the goroutine a full queue spills it to, or on
+// whichever goroutine ended the copy, with nothing above it to recover a
+// panic: a panic in the sink (a bug in Grove's logging) drops this entry
+// alone, logged with its stack and counted (recoverJob,
+// actor="shadow_log").
 func (sc *shadowCopy) log() {
-	if sc.sink != nil {
-		sc.sink.LogPrediction(&sc.req, &sc.res, false)
+	if sc.sink == nil {
+		return
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			_ = recoverJob(sc.logger, sc.metrics, "shadow_log", "prediction log entry of a shadow copy on model "+sc.req.ModelPath, v)
+		}
+	}()
+	sc.sink.LogPrediction(&sc.req, &sc.res, false)
 }
 
 // splitRows cuts inputs into micro-batches of at most rows rows along the
