@@ -203,10 +203,11 @@ func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (for
 // answer once, on the goroutine that has it (the model actor's, or the
 // one that ends the request at its deadline, its cancellation or the
 // actors' stop), which saves the serving node two goroutine hand-offs per
-// forwarded request.
+// forwarded request. A panic in done, or in Grove's code that makes its
+// answer, costs that answer alone (answerForwarded, recoverForwarded).
 func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest, done func(forward.Answer, error)) {
 	if s.closing.Load() {
-		done(forward.Answer{}, ErrStopped)
+		s.answerForwarded(req.ModelPath, done, forward.Answer{}, ErrStopped)
 		return
 	}
 	b := forwardedBatch(ctx, req) // served alone (servesAlone): no router
@@ -227,11 +228,17 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 			stop()
 		}
 		mu.Unlock()
-		done(a, err)
+		s.answerForwarded(req.ModelPath, done, a, err)
 	}
-	b.onReply = func(res []Result) { reply(forwardedAnswer(req, res[0])) }
+	// onReply runs on the goroutine that ends the batch: the model actor's,
+	// or a timer's (default_timeout_ms, an on-demand load's wait).
+	b.onReply = func(res []Result) {
+		defer s.recoverForwarded(req.ModelPath, reply)
+		reply(forwardedAnswer(req, res[0]))
+	}
 	mu.Lock()
 	ends[0] = context.AfterFunc(ctx, func() {
+		defer s.recoverForwarded(req.ModelPath, reply)
 		if pastDeadline(ctx, time.Now()) {
 			b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
 			return
@@ -241,6 +248,33 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 	ends[1] = context.AfterFunc(s.stoppedCtx, func() { reply(forward.Answer{}, ErrStopped) })
 	mu.Unlock()
 	s.ways.toModel(s.as.Root.Send, b, 0, nil)
+}
+
+// answerForwarded calls done, PredictAsync's caller's, with the answer
+// to a forwarded request for path: a and err. done runs on whichever
+// goroutine has the answer (a model actor's, a timer's, a context's
+// callback), none of which recovers a panic: a panic in it (a bug, in
+// the transport's answer) is logged with its stack and counted
+// (recoverJob, actor="forward_reply"), and the request is left with
+// whatever done sent: done is called once, never again.
+func (s *System) answerForwarded(path string, done func(forward.Answer, error), a forward.Answer, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			_ = recoverJob(s.log, s.metrics, "forward_reply", "answer to a request for model "+path+" that another node forwarded here", v)
+		}
+	}()
+	done(a, err)
+}
+
+// recoverForwarded, deferred by PredictAsync's callbacks, recovers a
+// panic in Grove's code that makes the answer to a forwarded request for
+// path before done is called (recoverJob, actor="forward_reply"), and
+// answers the request with the internal error by reply, unless it was
+// answered.
+func (s *System) recoverForwarded(path string, reply func(forward.Answer, error)) {
+	if v := recover(); v != nil {
+		reply(forward.Answer{}, recoverJob(s.log, s.metrics, "forward_reply", "answer to a request for model "+path+" that another node forwarded here", v))
+	}
 }
 
 // forwardedBatch is the one-request batch of a forwarded request.

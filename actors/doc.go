@@ -236,6 +236,16 @@
 // and the copy is logged uncompared; one in the sink (shadowCopy.log),
 // counted as actor="shadow_log", drops that entry. The worker goes on.
 //
+// The answer to a request another node forwarded here by the framed
+// transport (System.PredictAsync) is handed to the transport's done on
+// whichever goroutine has it: a model actor's, a timer's
+// (default_timeout_ms, an on-demand load's wait), or a context's
+// callback. A panic in done (System.answerForwarded), or in Grove's code
+// that makes the answer before done is called (System.recoverForwarded),
+// counted as actor="forward_reply", costs that answer alone: a request
+// not answered yet gets the internal error, and done is never called
+// twice. No model actor is restarted for it.
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

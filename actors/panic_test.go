@@ -2039,3 +2039,125 @@ func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
 		}
 	}
 }
+
+// isCrash is a model's error whose Is panics when asked whether it is
+// ErrModelNotFound: a bug met as the answer to a forwarded request is
+// made from the model's result.
+type isCrash struct{}
+
+func (isCrash) Error() string { return "test: the model failed" }
+
+func (isCrash) Is(target error) bool {
+	if target == ErrModelNotFound {
+		panic("test: making the answer crashes")
+	}
+	return false
+}
+
+// answerCrash is a runtime whose servables answer an input of 99 with isCrash.
+type answerCrash struct{ *countingRuntime }
+
+func (r answerCrash) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
+	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
+	if err != nil {
+		return nil, err
+	}
+	return answerCrashServable{sv}, nil
+}
+
+type answerCrashServable struct{ servables.Servable }
+
+func (s answerCrashServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	if len(in) > 0 && in[0].Len() > 0 && in[0].Float64At(0) == 99 {
+		return nil, isCrash{}
+	}
+	return s.Servable.Predict(ctx, in)
+}
+
+// A panic in the transport's done that PredictAsync calls with the
+// answer to a request another node forwarded here, on whichever
+// goroutine has the answer (the model actor's, the caller's
+// cancellation's, the model's default_timeout_ms timer's), costs that
+// answer alone: it is logged at error level with its stack and counted
+// (actor="forward_reply"), done is not called again, and no model actor
+// is restarted. A panic in Grove's code that makes the answer, before
+// done is called, answers the request with the internal error. Before,
+// the panic restarted the model actor, or, on the other goroutines,
+// ended the process.
+func TestAPanicAnsweringARequestAnotherNodeForwardedCostsThatAnswerAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", ""), entry("slow/", "", `"default_timeout_ms": 100`)),
+			map[string]faultySpec{"a/": {Add: 1}, "slow/": {DelayMs: 1000}}, func(w *world, o *Options) {
+				o.Runtimes = servables.Registry{answerCrash{w.rt}}
+			})
+		defer w.stop()
+		w.settle()
+		loaded := w.rt.loaded.Load()
+		req := func(path string, v float32) forward.ForwardedRequest {
+			return forward.ForwardedRequest{Request: forward.Request{ModelPath: path, Inputs: scalar(t, v), RequestID: "r",
+				Priority: forward.User, API: "fwd"}, Peer: "n2"}
+		}
+		// call sends r with a done that records its answers and, when
+		// crash is set, panics once it has.
+		call := func(ctx context.Context, r forward.ForwardedRequest, crash bool) chan error {
+			got := make(chan error, 2) // a second answer would be seen below
+			w.sys.PredictAsync(ctx, r, func(_ forward.Answer, err error) {
+				got <- err
+				if crash {
+					panic("test: the transport's answer crashes")
+				}
+			})
+			return got
+		}
+		once := func(got chan error, what string, panics float64) error {
+			t.Helper()
+			synctest.Wait()
+			if len(got) != 1 {
+				t.Fatalf("%s: done called %d times, want once", what, len(got))
+			}
+			if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "forward_reply"}); n != panics {
+				t.Fatalf("%s: grove_actor_panics_total{actor=forward_reply} = %v, want %v", what, n, panics)
+			}
+			return <-got
+		}
+
+		// On the model actor's goroutine.
+		if err := once(call(context.Background(), req("a/", 2), true), "answered by its model", 1); err != nil {
+			t.Fatalf("answered by its model: %v", err)
+		}
+		// On the goroutine of the caller's cancellation.
+		ctx, cancel := context.WithCancel(context.Background())
+		got := call(ctx, req("slow/", 1), true)
+		synctest.Wait()
+		cancel()
+		if err := once(got, "canceled", 2); !errors.Is(err, context.Canceled) {
+			t.Fatalf("canceled: %v", err)
+		}
+		// On the model's default_timeout_ms timer's.
+		got = call(context.Background(), req("slow/", 2), true)
+		time.Sleep(100 * time.Millisecond)
+		if err := once(got, "at default_timeout_ms", 3); servables.KindOf(err) != servables.DeadlineExceeded {
+			t.Fatalf("at default_timeout_ms: %v", err)
+		}
+		// Before done: the request gets the internal error.
+		if err := once(call(context.Background(), req("a/", 99), false), "its answer's making panicked", 4); !errors.Is(err, errInternal) {
+			t.Fatalf("a request whose answer's making panicked got %v, want the internal error", err)
+		}
+
+		time.Sleep(2 * time.Second) // slow/ ends its runs: no second answer
+		synctest.Wait()
+		if n := w.rt.loaded.Load(); n != loaded {
+			t.Fatalf("%d servables loaded after the panics, %d before: a model actor was restarted", n, loaded)
+		}
+		if res := w.infer("a/", 1); res.Err != nil || res.Outputs[0].Float32s()[0] != 2 {
+			t.Fatalf("a/ after the panics: %+v", res)
+		}
+		logged := w.log.String()
+		for _, want := range []string{"level=ERROR", "actor=forward_reply", `panic="test: the transport's answer crashes"`,
+			`panic="test: making the answer crashes"`, "answerForwarded"} {
+			if !strings.Contains(logged, want) {
+				t.Errorf("the log has no %q", want)
+			}
+		}
+	})
+}
