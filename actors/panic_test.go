@@ -124,18 +124,9 @@ func TestAPanicInTheSupervisorCostsOnlyItsMessageAndEveryModelKeepsServing(t *te
 			t.Fatalf("after the config change: %d servables loaded, a/ %+v; want b/ loaded and a/ untouched", l, m)
 		}
 		noSupervision(t, events)
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
-		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "router"}); n != 0 {
-			t.Fatalf("grove_actor_panics_total{actor=router} = %v, want 0", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=supervisor", "message=actors.statusQuery", `panic="test: the supervisor crashes"`, "publishStatus"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q:\n%s", want, logged)
-			}
-		}
+		w.wantPanics("supervisor", 1)
+		w.wantPanics("router", 0)
+		w.wantLogged("level=ERROR", "actor=supervisor", "message=actors.statusQuery", `panic="test: the supervisor crashes"`, "publishStatus")
 	})
 }
 
@@ -178,9 +169,7 @@ func TestAPanicInALoadStepFailsThatLoadAloneAndTheNextPollRetriesIt(t *testing.T
 		if n := w.metric("grove_model_loads_total", map[string]string{"model": "b/", "result": "failed"}); n != 1 {
 			t.Fatalf("b/'s failed loads = %v, want 1", n)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
-		}
+		w.wantPanics("supervisor", 1)
 		if !strings.Contains(w.log.String(), `message="fetch step of model b/"`) {
 			t.Errorf("the log does not name the step that panicked:\n%s", w.log.String())
 		}
@@ -295,9 +284,7 @@ func TestAPanicInTheRouterFailsOnlyTheCallItHandledAndTheContractsKeepRouting(t 
 		}
 		synctest.Wait()
 		noSupervision(t, events)
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "router"}); n != 2 {
-			t.Fatalf("grove_actor_panics_total{actor=router} = %v, want 2", n)
-		}
+		w.wantPanics("router", 2)
 		if !strings.Contains(w.log.String(), `actor=router message=*actors.batch panic="test: the router crashes"`) {
 			t.Errorf("the log does not have the router's panic:\n%s", w.log.String())
 		}
@@ -487,9 +474,7 @@ func TestAPanicWhileTakingALoadsResultFailsThatLoadAndTheNextPollRetriesIt(t *te
 		if res := w.infer("a/", 3); res.Err != nil {
 			t.Fatalf("a/: %v", res.Err)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
-		}
+		w.wantPanics("supervisor", 1)
 	})
 }
 
@@ -995,9 +980,7 @@ func TestAConfigEditWhoseApplicationPanicsIsAnsweredWritten(t *testing.T) {
 		if err != nil || written == nil || len(written.Models) != 1 {
 			t.Fatalf("the edit whose application panicked: %v, %v; want it answered written", written, err)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "supervisor"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=supervisor} = %v, want 1", n)
-		}
+		w.wantPanics("supervisor", 1)
 		w.settle() // the next poll applies it
 		w.settle()
 		for _, m := range w.sys.Status().Models {
@@ -1088,15 +1071,8 @@ func TestAPanicInAModelsFetchFailsThatFetchAloneAndLeavesNoFiles(t *testing.T) {
 		if res := w.infer("a/", 3); res.Err != nil {
 			t.Fatalf("a/ after the panic: %v", res.Err)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "fetch"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=fetch} = %v, want 1", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=fetch", `panic="test: the bucket client crashes opening o/model.faulty"`, "fetchFiles"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantPanics("fetch", 1)
+		w.wantLogged("level=ERROR", "actor=fetch", `panic="test: the bucket client crashes opening o/model.faulty"`, "fetchFiles")
 
 		time.Sleep(time.Second) // o/'s backoff after one failed load
 		if res := w.infer("o/", 4); res.Err != nil || res.Outputs[0].Float32s()[0] != 4 {
@@ -1130,15 +1106,8 @@ func TestAPanicInAConfigPollFailsThatPollAloneAndTheNextOneRunsAsUsual(t *testin
 		if res := w.infer("a/", 3); res.Err != nil {
 			t.Fatalf("a/ after the panic: %v", res.Err)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "config_poll"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=config_poll} = %v, want 1", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=config_poll", `panic="test: the bucket client crashes reading model_config.json"`, "readConfig"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantPanics("config_poll", 1)
+		w.wantLogged("level=ERROR", "actor=config_poll", `panic="test: the bucket client crashes reading model_config.json"`, "readConfig")
 
 		w.setConfig(configJSON(entry("a/", "", ""), entry("b/", "", "")))
 		if m := w.model("b/"); m.State != StateReady {
@@ -1235,16 +1204,9 @@ func TestAPanicInAWarmUpFailsThatLoadAndReleasesItsContent(t *testing.T) {
 		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
 			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "warm_up"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=warm_up} = %v, want 1", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=warm_up", `panic="test: the warm-up crashes"`, "warmUpOf"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
-		if strings.Contains(logged, "model signature incomplete") {
+		w.wantPanics("warm_up", 1)
+		w.wantLogged("level=ERROR", "actor=warm_up", `panic="test: the warm-up crashes"`, "warmUpOf")
+		if strings.Contains(w.log.String(), "model signature incomplete") {
 			t.Error("the warm-up that panicked is logged as one that ended")
 		}
 
@@ -1428,15 +1390,8 @@ func TestAPanicMeasuringALoadFailsThatLoadAndClosesItsServable(t *testing.T) {
 		if n := w.sys.loads.running.Load(); n != 0 {
 			t.Fatalf("%d loads running after the failed one, want none: a later load would seem to overlap it", n)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=load", `panic="test: measuring the load crashes"`, "loadFiles"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantPanics("load", 1)
+		w.wantLogged("level=ERROR", "actor=load", `panic="test: measuring the load crashes"`, "loadFiles")
 
 		time.Sleep(time.Second) // o/'s backoff after one failed load
 		if res := w.infer("o/", 4); res.Err != nil || res.Outputs[0].Float32s()[0] != 4 {
@@ -1498,9 +1453,7 @@ func TestAPanicDeclaringALoadsSignatureFailsThatLoadAndClosesItsServable(t *test
 		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
 			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1", n)
-		}
+		w.wantPanics("load", 1)
 
 		w.settle() // the next poll
 		if res := w.infer("a/", 3); res.Err != nil {
@@ -1561,9 +1514,7 @@ func TestAPanicMakingAWarmUpsResultFailsThatLoadAndReleasesItsContent(t *testing
 		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 1 || c != 1 {
 			t.Fatalf("%d servables loaded, %d closed; want the failed load's closed once", l, c)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "warm_up"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=warm_up} = %v, want 1", n)
-		}
+		w.wantPanics("warm_up", 1)
 		if logged := w.log.String(); !strings.Contains(logged, "warmUpContent") {
 			t.Error("the log has no stack of the panic")
 		}
@@ -1627,15 +1578,8 @@ func TestAPanicWhileReleasingAContentsFilesCostsTheLogOnly(t *testing.T) {
 		if len(freed) != 2 || <-freed != 7 || <-freed != 8 {
 			t.Error("the contents' memory was not freed (freedContent)")
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "release"}); n != 2 {
-			t.Fatalf("grove_actor_panics_total{actor=release} = %v, want 2", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=release", `panic="test: the supervisor crashes at \"removing cached model files\""`, "removeFiles"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantPanics("release", 2)
+		w.wantLogged("level=ERROR", "actor=release", `panic="test: the supervisor crashes at \"removing cached model files\""`, "removeFiles")
 	})
 }
 
@@ -1672,15 +1616,8 @@ func TestAPanicForwardingARequestToAnotherNodeFailsThatRequestAtOnce(t *testing.
 		if n := a.metric("grove_cluster_forwarded_total", map[string]string{"model": "r/", "result": "unavailable"}); n != 1 {
 			t.Errorf("grove_cluster_forwarded_total{result=unavailable} of r/ = %v, want the forward that panicked", n)
 		}
-		if n := a.metric("grove_actor_panics_total", map[string]string{"actor": "forward"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=forward} = %v, want 1", n)
-		}
-		logged := a.log.String()
-		for _, want := range []string{"level=ERROR", "actor=forward", `panic="test: the router crashes"`, "forwardItem"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		a.wantPanics("forward", 1)
+		a.wantLogged("level=ERROR", "actor=forward", `panic="test: the router crashes"`, "forwardItem")
 		if res := a.infer("r/", 3); res.Err != nil {
 			t.Fatalf("r/ after the panic: %v", res.Err)
 		}
@@ -1730,15 +1667,8 @@ func TestAPanicSendingAShadowCopyToAnotherNodeFailsThatCopyAlone(t *testing.T) {
 		if v2 := v2Stats(t, a.sys); v2.Comparison != nil && v2.Comparison.SinceStart.Executions != 0 {
 			t.Errorf("v2 comparison %+v after the copy that panicked, want none", v2.Comparison)
 		}
-		if n := a.metric("grove_actor_panics_total", map[string]string{"actor": "forward"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=forward} = %v, want 1", n)
-		}
-		logged := a.log.String()
-		for _, want := range []string{"level=ERROR", "actor=forward", `panic="test: the cluster client crashes"`, "sendShadow"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		a.wantPanics("forward", 1)
+		a.wantLogged("level=ERROR", "actor=forward", `panic="test: the cluster client crashes"`, "sendShadow")
 
 		scoreShadowed(t, a)
 		if n := a.metric("grove_shadow_dropped_total", map[string]string{"model": "r/", "reason": "overloaded"}); n != 0 {
@@ -1810,15 +1740,8 @@ func TestAServableWhoseClosePanicsAtStopStillLetsTheRestBeFreed(t *testing.T) {
 				t.Errorf("%s is still there: %v", d, err)
 			}
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "close"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=close} = %v, want 1", n)
-		}
-		logged := w.log.String()
-		for _, want := range []string{"level=ERROR", "actor=close", `panic="test: the servable crashes closing"`, "closeServable"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantPanics("close", 1)
+		w.wantLogged("level=ERROR", "actor=close", `panic="test: the servable crashes closing"`, "closeServable")
 	})
 }
 
@@ -1848,9 +1771,7 @@ func TestADroppedJobWhoseClosePanicsIsStillFreed(t *testing.T) {
 		if !ctx.freed(7) {
 			t.Errorf("no freedContent sent: %v; the planner would count the job's memory for good", ctx.sent)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "close"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=close} = %v, want 1", n)
-		}
+		w.wantPanics("close", 1)
 	})
 }
 
@@ -1920,21 +1841,14 @@ func TestARestartedModelWhoseReloadPanicsAnswersUnavailableAndIsLoadedAfresh(t *
 			!strings.Contains(res.Err.Error(), "could not be reloaded after a crash: internal error: the reload of model a/ panicked: test: the signature crashes") {
 			t.Fatalf("a request after the failed reload got %v, want Unavailable with the reload's panic", res.Err)
 		}
-		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "reload"}); n != 1 {
-			t.Fatalf("grove_actor_panics_total{actor=reload} = %v, want 1", n)
-		}
+		w.wantPanics("reload", 1)
 		if n := w.metric("grove_actor_panics_total", map[string]string{"actor": "load"}); n != 1 {
 			t.Fatalf("grove_actor_panics_total{actor=load} = %v, want 1 (the fresh load)", n)
 		}
 		if l, c := w.rt.loaded.Load(), w.rt.closed.Load(); l != 3 || c != 3 {
 			t.Fatalf("%d servables loaded, %d closed; want the crashed one and the two that panicked all closed", l, c)
 		}
-		logged := w.log.String()
-		for _, want := range []string{"actor=reload", `panic="test: the signature crashes"`, "modelActor).reload", "model reload after crash failed"} {
-			if !strings.Contains(logged, want) {
-				t.Errorf("the log has no %q", want)
-			}
-		}
+		w.wantLogged("actor=reload", `panic="test: the signature crashes"`, "modelActor).reload", "model reload after crash failed")
 
 		left.Store(0) // the bug is gone
 		w.settle()    // the fresh load's backoff
@@ -2160,4 +2074,23 @@ func TestAPanicAnsweringARequestAnotherNodeForwardedCostsThatAnswerAlone(t *test
 			}
 		}
 	})
+}
+
+// wantPanics fails the test unless grove_actor_panics_total{actor} is n.
+func (w *world) wantPanics(actor string, n float64) {
+	w.t.Helper()
+	if got := w.metric("grove_actor_panics_total", map[string]string{"actor": actor}); got != n {
+		w.t.Fatalf("grove_actor_panics_total{actor=%s} = %v, want %v", actor, got, n)
+	}
+}
+
+// wantLogged fails the test unless the log holds each of wants.
+func (w *world) wantLogged(wants ...string) {
+	w.t.Helper()
+	logged := w.log.String()
+	for _, want := range wants {
+		if !strings.Contains(logged, want) {
+			w.t.Errorf("the log has no %q:\n%s", want, logged)
+		}
+	}
 }
