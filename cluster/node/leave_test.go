@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -106,6 +107,120 @@ func TestAJoinCompletedAfterLeaveLeavesNoSessionBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Count != 0 {
+				t.Errorf("etcd holds the node's record after it left: %s", got.Kvs[0].Value)
+			}
+		})
+	}
+}
+
+// Run returns within a few seconds of Leave, without waiting for its
+// context: Leave cancels a join in flight (here one waiting for the
+// node's name, which another live lease holds, for an hour) and wakes
+// Run's wait before it joins again (here after a failed join, Retry an
+// hour). Leave returns at once, and etcd holds no lease and no record of
+// the node afterwards: the cancelled join revoked the lease it granted.
+func TestRunEndsPromptlyOnLeave(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		nameHeld  bool // another live lease holds the node's name
+		joinFails bool // the first join fails, then Run waits Retry
+	}{
+		{"a join waiting for the node's name", true, false},
+		{"the wait before joining again", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			var holder clientv3.LeaseID
+			if c.nameHeld {
+				l, err := cli.Grant(ctx, 3600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				holder = l.ID
+				if _, err := cli.Put(ctx, "/t/members/n1", `{"name":"n1"}`, clientv3.WithLease(holder)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			joining := make(chan struct{}, 1) // Run's join has been called, or has failed
+			a, ran, _ := startAgent(t, srv, func(a *Agent) {
+				a.cfg.Retry = time.Hour
+				join := a.join
+				a.join = func(jctx context.Context, self coord.Member, ttl time.Duration) (*coord.Node, error) {
+					if c.joinFails {
+						defer func() { joining <- struct{}{} }()
+						return nil, errors.New("etcd refused the join (test)")
+					}
+					joining <- struct{}{}
+					return join(jctx, self, ttl)
+				}
+			})
+			select {
+			case <-joining:
+			case <-ctx.Done():
+				t.Fatal("Run has not joined within 20 s")
+			}
+			if c.nameHeld {
+				// The join has granted its lease: it waits for the name.
+				for {
+					l, err := cli.Leases(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(l.Leases) == 2 {
+						break
+					}
+					select {
+					case <-ctx.Done():
+						t.Fatal("the join granted no lease within 20 s")
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}
+
+			left := make(chan error, 1)
+			go func() {
+				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+				defer lcancel()
+				left <- a.Leave(lctx)
+			}()
+			select {
+			case err := <-left:
+				if err != nil {
+					t.Fatalf("Leave: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Leave has not returned within 5 s: it waits for the join in flight")
+			}
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Run has not returned within 5 s of Leave")
+			}
+
+			leases, err := cli.Leases(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range leases.Leases {
+				if l.ID != holder {
+					t.Errorf("etcd holds lease %x after the node left: the cancelled join kept it", l.ID)
+				}
+			}
+			got, err := cli.Get(ctx, "/t/members/n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.nameHeld && (got.Count != 1 || clientv3.LeaseID(got.Kvs[0].Lease) != holder):
+				t.Errorf("the record of n1 is %v, want the one the other lease holds", got.Kvs)
+			case !c.nameHeld && got.Count != 0:
 				t.Errorf("etcd holds the node's record after it left: %s", got.Kvs[0].Value)
 			}
 		})

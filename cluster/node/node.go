@@ -120,6 +120,9 @@ type Agent struct {
 	draining     atomic.Bool
 	// left is set by Leave: Run joins no more.
 	left atomic.Bool
+	// leftc is closed by Leave: it cancels a join in flight and wakes
+	// Run's wait before it joins again.
+	leftc chan struct{}
 	// leaving orders Leave against the start of a session (startSession):
 	// a join that completes after Leave set left ends its session, since
 	// Leave could not see it.
@@ -189,7 +192,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Available = SystemAvailable
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node", cfg.Name), wake: make(chan struct{}, 1),
-		newController: cluster.NewController, join: cfg.Client.Join}
+		leftc: make(chan struct{}), newController: cluster.NewController, join: cfg.Client.Join}
 	a.members.Store(&coord.Members{})
 	a.confirmed.Store(&coord.Members{})
 	a.reread = rereader{read: a.readMembers, gap: confirmGap, timeout: confirmTimeout}
@@ -579,8 +582,11 @@ func (a *Agent) readMembers(ctx context.Context) (coord.Members, error) {
 // gives sys its share of the table, and joins again when the session is
 // lost or fails (after Retry). A session that fails while its lease is
 // alive ends the lease first, so that the next join finds the node's name
-// free; so does a join that completes after Leave, and Run returns. It
-// returns nil when ctx is done (without leaving: Leave does).
+// free; so does a join that completes after Leave, and Run returns. Leave
+// cancels a join in flight (one waiting for the node's name, held by
+// another live lease, or for an unreachable etcd) and wakes the wait
+// before the next join, so Run returns promptly. It returns nil when ctx
+// is done (without leaving: Leave does).
 func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 	a.sys.Store(sys)
 	for ctx.Err() == nil && !a.left.Load() {
@@ -593,6 +599,7 @@ func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 			a.log.Error("cluster membership failed; retrying", "err", err)
 			select {
 			case <-ctx.Done():
+			case <-a.leftc:
 			case <-time.After(a.cfg.Retry):
 			}
 		}
@@ -603,9 +610,12 @@ func (a *Agent) Run(ctx context.Context, sys *actors.System) error {
 // session is one membership: join, run, until the lease ends or ctx is
 // done. When it fails with the lease alive and ctx not done, it ends the
 // lease (endSession) before it returns; so it does, whatever ctx, when
-// the join completed after Leave.
+// the join completed after Leave. Leave cancels the join in flight: the
+// join revokes the lease it granted when it fails.
 func (a *Agent) session(ctx context.Context, sys *actors.System) (err error) {
-	n, err := a.join(ctx, a.record(sys), a.cfg.LeaseTTL)
+	jctx, cancel := a.untilLeft(ctx)
+	n, err := a.join(jctx, a.record(sys), a.cfg.LeaseTTL)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -668,6 +678,19 @@ func (a *Agent) session(ctx context.Context, sys *actors.System) (err error) {
 	default:
 		return nil
 	}
+}
+
+// untilLeft returns a context derived from ctx that Leave cancels too.
+func (a *Agent) untilLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-a.leftc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // startSession makes n the node's session unless Leave has been called,
@@ -1137,11 +1160,13 @@ func (a *Agent) handoverLeft() []string {
 // Leave ends the membership at once (the lease revoked): the record
 // vanishes for every peer, and Run returns without joining again. A
 // session that has already ended has no lease left to revoke. Leave does
-// not wait for a join in flight: Run revokes the lease of a join that
-// completes after Leave.
+// not wait for a join in flight: it cancels it, and Run revokes the
+// lease of a join that completes after Leave all the same.
 func (a *Agent) Leave(ctx context.Context) error {
 	a.leaving.Lock()
-	a.left.Store(true)
+	if !a.left.Swap(true) {
+		close(a.leftc)
+	}
 	n := a.node.Load()
 	a.leaving.Unlock()
 	if n == nil || closed(n.Done()) {

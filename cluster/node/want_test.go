@@ -46,7 +46,7 @@ func wantAgent(t *testing.T) (*Agent, *actors.System) {
 // table, nothing ready elsewhere, no on-demand paths until its actors
 // have a config.
 func bareAgent() *Agent {
-	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
+	a := &Agent{cfg: Config{Name: "n1", Available: func() int64 { return -1 }}, wake: make(chan struct{}, 1), leftc: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
 	a.members.Store(&coord.Members{})
 	a.table.Store(&coord.Placement{})
 	a.ready.Store(&readyView{peers: map[string][]forward.Peer{}, changed: make(chan struct{})})
