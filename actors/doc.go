@@ -246,6 +246,12 @@
 // not answered yet gets the internal error, and done is never called
 // twice. No model actor is restarted for it.
 //
+// A model's default_timeout_ms answers a request its model has not
+// answered in time on a timer's goroutine, which recovers nothing: a
+// panic in that code (sendPredict's timer), counted as
+// actor="default_timeout", answers the request with the internal error
+// instead (batch.failItem). Its run still gives its queue place back.
+//
 // # The two packages below that import this one
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)

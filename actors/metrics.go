@@ -92,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_actor_panics_total",
-			Help: "Panics of the supervisor or the router, or of a model's fetch, load, warm-up or release of its files, a config poll, the router's forward to another node, a servable's close by the supervisor, a model actor's reload after a crash, a shadow copy's comparison with the caller's answer or its prediction log entry, or the answer to a request another node forwarded here (a bug in Grove, a runtime's binding, a bucket client or the cluster's client), by actor (supervisor, router, fetch, load, warm_up, release, config_poll, forward, close, reload, shadow_compare, shadow_log, forward_reply): each failed only what it was handling (that call, that model's load, that poll, that forwarded request or shadow copy, that close, that reload: the model is loaded afresh, that comparison: the copy is logged uncompared, that log entry: dropped, or that answer: the internal error if it was not sent yet), logged at error level with its stack; the actor kept its state and every model kept serving.",
+			Help: "Panics of the supervisor or the router, or of a model's fetch, load, warm-up or release of its files, a config poll, the router's forward to another node, a servable's close by the supervisor, a model actor's reload after a crash, a shadow copy's comparison with the caller's answer or its prediction log entry, the answer to a request another node forwarded here, or the answer a model's default_timeout_ms gives a request (a bug in Grove, a runtime's binding, a bucket client or the cluster's client), by actor (supervisor, router, fetch, load, warm_up, release, config_poll, forward, close, reload, shadow_compare, shadow_log, forward_reply, default_timeout): each failed only what it was handling (that call, that model's load, that poll, that forwarded request or shadow copy, that close, that reload: the model is loaded afresh, that comparison: the copy is logged uncompared, that log entry: dropped, or that answer: the internal error if it was not sent yet, or that request's: the internal error), logged at error level with its stack; the actor kept its state and every model kept serving.",
 		}, []string{"actor"}),
 		shadowDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_shadow_dropped_total",
@@ -140,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Model config polls whose file could not be read, parsed or validated; the previous config stayed in force.",
 		}),
 	}
-	for _, a := range []string{"supervisor", "router", "fetch", "config_poll", "warm_up", "load", "release", "forward", "close", "reload", "shadow_compare", "shadow_log", "forward_reply"} {
+	for _, a := range []string{"supervisor", "router", "fetch", "config_poll", "warm_up", "load", "release", "forward", "close", "reload", "shadow_compare", "shadow_log", "forward_reply", "default_timeout"} {
 		m.panics.WithLabelValues(a) // exported at 0 before the first
 	}
 	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)

@@ -2094,3 +2094,43 @@ func (w *world) wantLogged(wants ...string) {
 		}
 	}
 }
+
+// badLabel is a request's API that is not valid UTF-8: the metric code
+// panics on it (prometheus refuses the label value), a bug met as a
+// request's answer is counted.
+const badLabel = "\xff"
+
+// A panic in the code of a model's default_timeout_ms timer (here in
+// its metric code), which answers a request its model has not answered
+// in time, costs that request alone: it gets the internal error at once,
+// the panic is logged at error level with its stack and counted
+// (actor="default_timeout"), and the request's queue place is given back
+// when its run ends. Before, the panic ended the process: the timer's
+// goroutine recovers nothing.
+func TestAPanicAtAModelsDefaultTimeoutFailsThatRequestAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("slow/", "", `"default_timeout_ms": 100`)),
+			map[string]faultySpec{"slow/": {DelayMs: 1000}}, func(_ *world, o *Options) { o.QueueSize = 1 })
+		defer w.stop()
+		w.settle()
+		start := time.Now()
+		res, err := w.sys.Infer(context.Background(), []Request{{API: badLabel, ModelPath: "slow/", Inputs: scalar(t, 1)}})
+		if err != nil || !errors.Is(res[0].Err, errInternal) ||
+			!strings.Contains(res[0].Err.Error(), "the default_timeout_ms expiry of a request for model slow/ panicked") {
+			t.Fatalf("the request whose timeout panicked: %v %+v, want the internal error", err, res)
+		}
+		if took := time.Since(start); took != 100*time.Millisecond {
+			t.Fatalf("the request whose timeout panicked was answered after %v, want at its default_timeout_ms (100ms)", took)
+		}
+		w.wantPanics("default_timeout", 1)
+		w.wantLogged("level=ERROR", "actor=default_timeout", `not valid UTF-8`, "sendPredict")
+
+		time.Sleep(time.Second) // its run ends: its place in the queue of 1 is given back
+		synctest.Wait()
+		start = time.Now()
+		if res := w.infer("slow/", 2); servables.KindOf(res.Err) != servables.DeadlineExceeded || time.Since(start) != 100*time.Millisecond {
+			t.Fatalf("the next request got %v after %v, want its default_timeout_ms", res.Err, time.Since(start))
+		}
+		w.wantPanics("default_timeout", 1)
+	})
+}

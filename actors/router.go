@@ -145,6 +145,16 @@ func (b *batch) expireParked(i int, err error, m *Metrics) {
 	}
 }
 
+// failItem answers item i with err, the internal error of a panic a
+// timer recovered while answering it, unless it was answered: claimed
+// says the timer had claimed the item and not yet finished it.
+func (b *batch) failItem(i int, claimed bool, err error) {
+	if claimed || b.claim(i) {
+		b.results[i].Err = err
+		b.finish()
+	}
+}
+
 // claim reports whether the caller is the one to answer item i.
 func (b *batch) claim(i int) bool {
 	_, ok := b.claimState(i)
@@ -420,6 +430,8 @@ type ways struct {
 	routes     *atomic.Pointer[table]
 	queueLimit int
 	metrics    *Metrics
+	// log gets the panics of the timers that answer an item (recoverJob).
+	log *slog.Logger
 	// remote forwards to other cluster nodes (nil: a single server).
 	remote Remote
 	// demand is the demand table (demand.go), published by the
@@ -474,7 +486,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 			if c.onDemand && parkedAt.IsZero() {
 				w.metrics.demandHits.Inc()
 			}
-			sendPredict(send, w.metrics, b, i, c, ans, parkedAt)
+			sendPredict(send, w, b, i, c, ans, parkedAt)
 			return sentHere
 		}
 		notHere = c == nil && errors.Is(err, ErrModelNotFound)
@@ -526,8 +538,12 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 // (b.startBy) is held to it as this node's own copies are held to
 // shadow_timeout: dropped unrun past it, not bound by default_timeout_ms
 // once it runs. Until the item is handed to c, a panic (a bug) gives its
-// place back: else c would never drain.
-func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
+// place back: else c would never drain. A panic in the default_timeout_ms
+// timer's code answers the item with the internal error (its goroutine
+// recovers nothing: it would end the process), logged and counted
+// (recoverJob, actor="default_timeout"); its run gives the place back.
+func sendPredict(send func(*actor.PID, any), w *ways, b *batch, i int, c *content, ans *championAnswer, since time.Time) {
+	m := w.metrics
 	req := &b.reqs[i]
 	res := &b.results[i]
 	// Not the timer: captured here, it would be allocated for every
@@ -563,9 +579,16 @@ func sendPredict(send func(*actor.PID, any), m *Metrics, b *batch, i int, c *con
 		p.deadline = since.Add(def)
 		path, api := c.path, req.API
 		timer = time.AfterFunc(p.deadline.Sub(enqueued), func() {
-			if b.claim(i) {
-				res.Err = fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
-				m.observe(api, path, res.Err, def)
+			claimed := false
+			defer func() {
+				if v := recover(); v != nil {
+					b.failItem(i, claimed, recoverJob(w.log, w.metrics, "default_timeout", "default_timeout_ms expiry of a request for model "+path, v))
+				}
+			}()
+			if claimed = b.claim(i); claimed {
+				err := fmt.Errorf("%w: no answer from model %s within its default_timeout_ms (%v)", servables.ErrDeadlineExceeded, path, def)
+				w.metrics.observe(api, path, err, def)
+				res.Err, claimed = err, false
 				b.finish()
 			}
 		})

@@ -232,7 +232,7 @@ func Start(opts Options) (*System, error) {
 	}
 	s := &System{opts: opts, paths: serverPaths(opts), log: opts.Logger, metrics: NewMetrics(reg), stopped: make(chan struct{}),
 		supervisorDone: make(chan struct{})}
-	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, remote: opts.Remote, demand: &s.demand,
+	s.ways = ways{routes: &s.routes, queueLimit: opts.QueueSize, metrics: s.metrics, log: opts.Logger, remote: opts.Remote, demand: &s.demand,
 		ask: func(path string) { s.as.Root.Send(s.as.NewLocalPID(supervisorName), demandLoad{path: path}) }}
 	s.stoppedCtx, s.stopStopped = context.WithCancel(context.Background())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
