@@ -138,7 +138,7 @@ const (
 // at is when the item first parked (a resumed item parked again), zero if
 // it did not: its default timeout runs from then. A forwarded shadow copy
 // with a start-by waits until then at most.
-func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now, at time.Time) (r parkResult, ask bool) {
+func (d *demandSlot) park(b *batch, i int, ans *championAnswer, w *ways, now, at time.Time) (r parkResult, ask bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -149,7 +149,7 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now,
 			req := &b.reqs[i]
 			err := cmp.Or(d.held, d.err)
 			b.results[i].Err = err
-			m.observe(req.API, req.ModelPath, err, 0)
+			w.metrics.observe(req.API, req.ModelPath, err, 0)
 			b.finish()
 		}
 		ans.answer(nil, true, 0)
@@ -159,7 +159,7 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now,
 		ans.answer(nil, true, 0)
 		return answered, false // answered meanwhile: its deadline passed
 	}
-	m.demandMisses.Inc()
+	w.metrics.demandMisses.Inc()
 	if at.IsZero() {
 		at = now
 	}
@@ -173,7 +173,7 @@ func (d *demandSlot) park(b *batch, i int, ans *championAnswer, m *Metrics, now,
 		end = at.Add(d.timeout)
 	}
 	if !end.IsZero() {
-		it.timer = time.AfterFunc(end.Sub(now), func() { b.expireParked(i, d.loadingError(time.Now()), m) })
+		it.timer = time.AfterFunc(end.Sub(now), func() { b.expireParked(i, d, w) })
 	}
 	d.parked = append(d.parked, it)
 	ask = !d.asked

@@ -606,7 +606,7 @@ func TestARequestOnTheSlotOfAPathNoLongerOnDemandLooksAgain(t *testing.T) {
 			t.Fatal("a/'s slot is still published after a/ left the config")
 		}
 		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "a/", Inputs: scalar(t, 1)}})
-		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != lookAgain || ask {
+		if r, ask := d.park(b, 0, nil, &w.sys.ways, time.Now(), time.Time{}); r != lookAgain || ask {
 			t.Fatalf("park on the dropped slot: %v, ask %v; want lookAgain", r, ask)
 		}
 		if way := w.sys.ways.toModel(w.sys.as.Root.Send, b, 0, nil); way != failedHere || !errors.Is(b.results[0].Err, ErrModelNotFound) {
@@ -846,7 +846,7 @@ func TestARequestParkedAgainKeepsItsArrivalForTheDefaultTimeout(t *testing.T) {
 		w := &ways{routes: &routes, queueLimit: 1, metrics: NewMetrics(prometheus.NewRegistry()), demand: &demand, ask: func(string) {}}
 		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "od/", Inputs: scalar(t, 1)}})
 		arrived := time.Now()
-		if r, _ := d.park(b, 0, nil, w.metrics, arrived, time.Time{}); r != parked {
+		if r, _ := d.park(b, 0, nil, w, arrived, time.Time{}); r != parked {
 			t.Fatalf("park: %v", r)
 		}
 		time.Sleep(200 * time.Millisecond)

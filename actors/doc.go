@@ -251,6 +251,9 @@
 // panic in that code (sendPredict's timer), counted as
 // actor="default_timeout", answers the request with the internal error
 // instead (batch.failItem). Its run still gives its queue place back.
+// So does a panic answering a request parked for its on-demand model's
+// load at its deadline (batch.expireParked, on its timer), counted as
+// actor="load_wait"; the request is not run when the load ends.
 //
 // # The two packages below that import this one
 //

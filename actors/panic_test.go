@@ -393,7 +393,7 @@ func TestAfterAPanicTheSupervisorAnswersTheMessagesCaller(t *testing.T) {
 		d := &demandSlot{path: "o/"}
 		sup.slots["o/"] = d
 		b := newBatch(context.Background(), []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
-		if r, ask := d.park(b, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != parked || !ask {
+		if r, ask := d.park(b, 0, nil, &w.sys.ways, time.Now(), time.Time{}); r != parked || !ask {
 			t.Fatalf("the first request: %v, ask %v; want parked, asking for the load", r, ask)
 		}
 		sup.panicked(demandLoad{path: "o/"}, panicErr)
@@ -406,7 +406,7 @@ func TestAfterAPanicTheSupervisorAnswersTheMessagesCaller(t *testing.T) {
 			t.Fatal("the request parked for the load was not answered")
 		}
 		next := newBatch(context.Background(), []Request{{API: "test", ModelPath: "o/", Inputs: scalar(t, 1)}})
-		if r, ask := d.park(next, 0, nil, w.sys.metrics, time.Now(), time.Time{}); r != parked || !ask {
+		if r, ask := d.park(next, 0, nil, &w.sys.ways, time.Now(), time.Time{}); r != parked || !ask {
 			t.Fatalf("the next request: %v, ask %v; want parked, asking for the load again", r, ask)
 		}
 	})
@@ -2132,5 +2132,42 @@ func TestAPanicAtAModelsDefaultTimeoutFailsThatRequestAlone(t *testing.T) {
 			t.Fatalf("the next request got %v after %v, want its default_timeout_ms", res.Err, time.Since(start))
 		}
 		w.wantPanics("default_timeout", 1)
+	})
+}
+
+// A panic in the code that answers a request parked for its on-demand
+// model's load at its deadline (here the model's default_timeout_ms; in
+// the metric code), on the deadline's timer, costs that request alone: it
+// gets the internal error at once, the panic is logged at error level
+// with its stack and counted (actor="load_wait"), and when the load ends
+// the request is not run: the model serves the next one. Before, the
+// panic ended the process: the timer's goroutine recovers nothing.
+func TestAPanicExpiringARequestWaitingForAnOnDemandLoadFailsThatRequestAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", onDemandLoad+`, "default_timeout_ms": 300`)), map[string]faultySpec{"a/": version(1)})
+		defer w.stop()
+		synctest.Wait()
+		w.rt.gate = make(chan struct{})
+		start := time.Now()
+		res, err := w.sys.Infer(context.Background(), []Request{{API: badLabel, ModelPath: "a/", Inputs: scalar(t, 1)}})
+		if err != nil || !errors.Is(res[0].Err, errInternal) ||
+			!strings.Contains(res[0].Err.Error(), "the expiry of a request waiting for the load of model a/ panicked") {
+			t.Fatalf("the request whose expiry panicked: %v %+v, want the internal error", err, res)
+		}
+		if took := time.Since(start); took != 300*time.Millisecond {
+			t.Fatalf("the request whose expiry panicked was answered after %v, want at its default_timeout_ms (300ms)", took)
+		}
+		w.wantPanics("load_wait", 1)
+		w.wantLogged("level=ERROR", "actor=load_wait", `not valid UTF-8`, "expireParked")
+
+		close(w.rt.gate)
+		synctest.Wait()
+		if res := w.infer("a/", 2); res.Err != nil || res.Outputs[0].Float32s()[0] != 2 {
+			t.Fatalf("a/ after its load: %+v", res)
+		}
+		if n := w.rt.calls.Load(); n != 1 {
+			t.Fatalf("a/ ran %d requests, want 1: the expired one was run", n)
+		}
+		w.wantPanics("load_wait", 1)
 	})
 }

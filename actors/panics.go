@@ -42,9 +42,10 @@ func recoverPanic(log *slog.Logger, m *Metrics, name, what string, v any) error 
 // recoverJob logs, at error level with its stack, the panic v that a
 // background job of the supervisor or the router, a model actor's
 // reload, a shadow copy's comparison or log entry, the answer to a
-// forwarded request, or a request's default_timeout_ms timer recovered
-// (label: fetch, load, config_poll, warm_up, release, forward, reload,
-// shadow_compare, shadow_log, forward_reply or default_timeout;
+// forwarded request, or a request's default_timeout_ms timer or the
+// timer of its wait for an on-demand load recovered (label: fetch, load,
+// config_poll, warm_up, release, forward, reload, shadow_compare,
+// shadow_log, forward_reply, default_timeout or load_wait;
 // what: the job, "fetch of model a/"), counts it in grove_actor_panics_total{actor=label}
 // and returns the error the job fails with: that job alone fails, as it
 // would on any error. Call it from the deferred function that recovered

@@ -125,11 +125,23 @@ func (b *batch) unpark(i int) bool {
 	}
 }
 
-// expireParked answers item i with err if it still waits for its
-// model's load (its model's default_timeout_ms, or a forwarded shadow
-// copy's start-by, ended first).
-func (b *batch) expireParked(i int, err error, m *Metrics) {
+// expireParked answers item i with d's "model is loading" if it still
+// waits for its model's load (its model's default_timeout_ms, or a
+// forwarded shadow copy's start-by, ended first). It runs on the
+// deadline's timer, whose goroutine recovers nothing: a panic in it (a
+// bug) answers the item with the internal error instead, logged and
+// counted (recoverJob, actor="load_wait"). The item leaves d's parked
+// requests when the load ends, as any that expired.
+func (b *batch) expireParked(i int, d *demandSlot, w *ways) {
+	claimed := false
+	defer func() {
+		if v := recover(); v != nil {
+			b.failItem(i, claimed, recoverJob(w.log, w.metrics, "load_wait", "expiry of a request waiting for the load of model "+d.path, v))
+		}
+	}()
+	err := d.loadingError(time.Now())
 	if prev, ok := b.claimState(i); ok {
+		claimed = true
 		if prev&itemParked == 0 {
 			// Unparked meanwhile: claimed by mistake; it cannot be given
 			// back, so it is answered as the deadline it is.
@@ -139,8 +151,8 @@ func (b *batch) expireParked(i int, err error, m *Metrics) {
 			}
 			err = fmt.Errorf("%w: no answer within %s", servables.ErrDeadlineExceeded, bound)
 		}
-		b.results[i].Err = err
-		m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+		w.metrics.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+		b.results[i].Err, claimed = err, false
 		b.finish()
 	}
 }
@@ -504,7 +516,7 @@ func (w *ways) take(send func(*actor.PID, any), b *batch, i int, ans *championAn
 		if !notHere || d == nil {
 			break
 		}
-		r, ask := d.park(b, i, ans, w.metrics, time.Now(), parkedAt)
+		r, ask := d.park(b, i, ans, w, time.Now(), parkedAt)
 		if ask {
 			w.ask(d.path) // a versioned entry's path: its version's
 		}
