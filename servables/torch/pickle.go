@@ -70,6 +70,7 @@ func checkPickles(file string, limit int64) error {
 		}
 		left -= e.UncompressedSize64
 	}
+	br := bufio.NewReader(nil) // one buffer for every pickle of the archive
 	for _, e := range zr.File {
 		if !strings.HasSuffix(e.Name, "pkl") || e.FileInfo().IsDir() {
 			continue
@@ -77,7 +78,7 @@ func checkPickles(file string, limit int64) error {
 		if _, rest, _ := strings.Cut(e.Name, "/"); strings.HasPrefix(rest, "extra/") {
 			continue // an extra file: any bytes, never unpickled
 		}
-		if err := checkEntry(e); err != nil {
+		if err := checkEntry(e, br); err != nil {
 			return err
 		}
 	}
@@ -92,16 +93,17 @@ func sizeOf(n uint64) string {
 	return capped.Size(int64(n))
 }
 
-// checkEntry checks the pickle of one entry as it inflates it, and reads
-// the entry to its end, so that its checksum is checked too.
-func checkEntry(e *zip.File) error {
+// checkEntry checks the pickle of one entry as it inflates it, through
+// br, and reads the entry to its end, so that its checksum is checked too.
+func checkEntry(e *zip.File, br *bufio.Reader) error {
 	rc, err := e.Open()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", e.Name, err)
 	}
 	defer rc.Close()
 	r := &errorKeeper{r: rc}
-	err = checkPickle(r)
+	br.Reset(r)
+	err = walkPickle(br)
 	if r.err != nil {
 		return fmt.Errorf("reading %s: %w", e.Name, r.err)
 	}
@@ -187,8 +189,11 @@ var pickleOps = map[byte]pickleOp{
 // libtorch does not know ends the walk: libtorch refuses it with an error.
 // It reads r through a small buffer and skips the opcodes' arguments
 // unread: its memory is the marks', not the pickle's.
-func checkPickle(r io.Reader) error {
-	p := pickleReader{r: bufio.NewReaderSize(r, 32<<10)}
+func checkPickle(r io.Reader) error { return walkPickle(bufio.NewReader(r)) }
+
+// walkPickle is checkPickle reading through br.
+func walkPickle(br *bufio.Reader) error {
+	p := pickleReader{r: br}
 	depth := 0
 	var marks []int
 	for {
