@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/groveml/grove/internal/lowprio"
 )
 
@@ -56,8 +54,8 @@ func serveBurner(spec string) error {
 	for range threads {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread keeps its nice value
-			if err := lowerTo(lowprio.Nice); err != nil {
-				errs <- err
+			if err := lowprio.Lower(lowprio.Nice); err != nil {
+				errs <- fmt.Errorf("the burner thread: %w", err)
 				return
 			}
 			busy := time.Duration(share * float64(burnPeriod))
@@ -71,24 +69,6 @@ func serveBurner(spec string) error {
 		}()
 	}
 	return <-errs
-}
-
-// lowerTo raises the calling thread's nice value to nice, as Grove does
-// for its loads, unless it is that high already (a thread cannot lower
-// its nice value without privileges).
-func lowerTo(nice int) error {
-	tid := unix.Gettid()
-	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid) // 20 - nice
-	if err != nil {
-		return fmt.Errorf("reading the burner thread's nice value: %w", err)
-	}
-	if 20-raw >= nice {
-		return nil
-	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
-		return fmt.Errorf("setting the burner thread's nice value to %d: %w", nice, err)
-	}
-	return nil
 }
 
 // minBurnerCores is the smallest share the burner spins: less is no

@@ -88,7 +88,7 @@ func runLowered(nice int, f func(), done chan<- result) {
 		return
 	}
 	var r result
-	r.err = lower(nice)
+	r.err = Lower(nice)
 	defer func() {
 		if !r.ok {
 			r.panic = recover()

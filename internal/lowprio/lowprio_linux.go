@@ -19,9 +19,10 @@ func unlockThread() { runtime.UnlockOSThread() }
 // thread (whose thread id is the process id).
 func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
 
-// lower raises the calling thread's nice value to nice, unless it is
-// already that high.
-func lower(nice int) error {
+// Lower raises the calling thread's nice value to nice, unless it is
+// already that high (a thread cannot lower its nice value without
+// privileges). The caller keeps the goroutine locked to its thread.
+func Lower(nice int) error {
 	tid := unix.Gettid()
 	// The raw getpriority system call returns 20 - nice.
 	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)

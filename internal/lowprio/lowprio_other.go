@@ -8,7 +8,8 @@ func unlockThread() {}
 
 func onMainThread() bool { return false }
 
-func lower(int) error { return ErrUnsupported }
+// Lower returns ErrUnsupported: thread priorities are Linux's here.
+func Lower(int) error { return ErrUnsupported }
 
 // ThreadNice returns ErrUnsupported: thread priorities are Linux's here.
 func ThreadNice(int) (int, error) { return 0, ErrUnsupported }
