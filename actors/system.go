@@ -595,9 +595,10 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 	load := func() {
 		// A runtime's Go code that panics on a model file (a bug, in
 		// Grove's parsers or a runtime's binding) fails this load, not
-		// the process.
+		// the process; it counts as a load's panic.
 		defer func() {
 			if v := recover(); v != nil {
+				s.metrics.panics.WithLabelValues("load").Inc()
 				s.opts.Logger.Error("internal error: the runtime panicked loading a model; the load fails", "runtime", rt.Name(), "dir", local.Dir,
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				sv, err = nil, fmt.Errorf("the %s runtime panicked loading the model (an internal error; the stack is logged): %v", rt.Name(), v)

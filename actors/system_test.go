@@ -263,6 +263,7 @@ func TestARuntimeThatPanicsLoadingAModelFailsThatLoadAndTheServerServesOn(t *tes
 		if !strings.Contains(w.log.String(), "faulty model asked to panic while loading") {
 			t.Error("the panic is not logged")
 		}
+		w.wantPanics("load", 1)
 		if res := w.infer("b/", 1); res.Err != nil {
 			t.Fatalf("b/ does not serve beside a load that panicked: %v", res.Err)
 		}
