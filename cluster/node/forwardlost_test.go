@@ -5,19 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/cluster/placement"
-	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/servables"
-	"github.com/groveml/grove/servables/faulty"
 )
 
 // forwardingAgent is an agent running as n1 (Run: it joins a throwaway
@@ -57,37 +52,7 @@ func forwardingAgent(t *testing.T, local forward.LocalFunc) *Agent {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "model_config.json"), []byte(`{"model_metadata": []}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := file.Open("file://" + dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc := forward.NewClient(forward.ClientOptions{Logger: discard})
-	t.Cleanup(fc.Close)
-	a, err := New(Config{Client: dial(), Name: "n1", Advertise: "127.0.0.1:1", BudgetBytes: 1 << 30, LeaseTTL: 2 * time.Second, MemoryFactor: 2,
-		Bucket: b, Forward: fc, Retry: 3 * time.Second, MoveWait: time.Hour, Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a, Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		_ = a.Run(rctx, sys)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-ran
-		_ = sys.Stop(context.Background())
-	})
+	a, _, _ := startAgent(t, srv, func(c *Config) { c.LeaseTTL, c.Retry, c.MoveWait = 2*time.Second, 3*time.Second, time.Hour }, nil)
 	for v := a.ready.Load(); len(v.peers["m/"]) == 0; v = a.ready.Load() {
 		select {
 		case <-v.changed:

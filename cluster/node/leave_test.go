@@ -41,7 +41,7 @@ func TestAJoinCompletedAfterLeaveLeavesNoSessionBehind(t *testing.T) {
 			defer cli.Close()
 			held := make(chan struct{}, 1) // the held join has returned from etcd
 			release := make(chan struct{})
-			a, ran, stopRun := startAgent(t, srv, func(a *Agent) {
+			a, ran, stopRun := startAgent(t, srv, nil, func(a *Agent) {
 				join := a.join
 				calls := 0 // only Run's goroutine joins
 				a.join = func(jctx context.Context, self coord.Member, ttl time.Duration) (*coord.Node, error) {
@@ -71,20 +71,7 @@ func TestAJoinCompletedAfterLeaveLeavesNoSessionBehind(t *testing.T) {
 				t.Fatalf("the held join wrote no record: %v %v", got, err)
 			}
 
-			left := make(chan error, 1)
-			go func() {
-				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
-				defer lcancel()
-				left <- a.Leave(lctx)
-			}()
-			select {
-			case err := <-left:
-				if err != nil {
-					t.Fatalf("Leave: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Leave has not returned within 10 s: it waits for the join in flight")
-			}
+			leaveWithin(ctx, t, a, 10*time.Second)
 			if c.cancelRun {
 				stopRun()
 			}
@@ -149,7 +136,7 @@ func TestRunEndsPromptlyOnLeave(t *testing.T) {
 				}
 			}
 			joining := make(chan struct{}, 1) // Run's join has been called, or has failed
-			a, ran, _ := startAgent(t, srv, func(a *Agent) {
+			a, ran, _ := startAgent(t, srv, nil, func(a *Agent) {
 				a.cfg.Retry = time.Hour
 				join := a.join
 				a.join = func(jctx context.Context, self coord.Member, ttl time.Duration) (*coord.Node, error) {
@@ -184,20 +171,7 @@ func TestRunEndsPromptlyOnLeave(t *testing.T) {
 				}
 			}
 
-			left := make(chan error, 1)
-			go func() {
-				lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
-				defer lcancel()
-				left <- a.Leave(lctx)
-			}()
-			select {
-			case err := <-left:
-				if err != nil {
-					t.Fatalf("Leave: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Leave has not returned within 5 s: it waits for the join in flight")
-			}
+			leaveWithin(ctx, t, a, 5*time.Second)
 			select {
 			case <-ran:
 			case <-time.After(5 * time.Second):
@@ -224,5 +198,25 @@ func TestRunEndsPromptlyOnLeave(t *testing.T) {
 				t.Errorf("etcd holds the node's record after it left: %s", got.Kvs[0].Value)
 			}
 		})
+	}
+}
+
+// leaveWithin makes a leave and fails the test unless Leave returns nil
+// within d: it must not wait for a join in flight.
+func leaveWithin(ctx context.Context, t *testing.T, a *Agent, d time.Duration) {
+	t.Helper()
+	left := make(chan error, 1)
+	go func() {
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer lcancel()
+		left <- a.Leave(lctx)
+	}()
+	select {
+	case err := <-left:
+		if err != nil {
+			t.Fatalf("Leave: %v", err)
+		}
+	case <-time.After(d):
+		t.Fatalf("Leave has not returned within %v: it waits for the join in flight", d)
 	}
 }

@@ -26,16 +26,17 @@ import (
 // by newController.
 func runAgent(t *testing.T, srv *etcdtest.Server, newController func(cluster.ControllerConfig) (*cluster.Controller, error)) *Agent {
 	t.Helper()
-	a, _, _ := startAgent(t, srv, func(a *Agent) { a.newController = newController })
+	a, _, _ := startAgent(t, srv, nil, func(a *Agent) { a.newController = newController })
 	return a
 }
 
 // startAgent runs an agent as n1 (its config empty, its lease an hour,
-// its Retry 10 ms) on a throwaway etcd at srv, once set has changed it
-// (its test hooks), and returns it with a channel closed when its Run
-// has returned and the function that cancels Run's context. The test's
-// cleanup makes it leave and stops it.
-func startAgent(t *testing.T, srv *etcdtest.Server, set func(*Agent)) (*Agent, <-chan struct{}, context.CancelFunc) {
+// its Retry 10 ms, as cfg, if not nil, changes them) on a throwaway etcd
+// at srv, once set, if not nil, has changed it (its test hooks), and
+// returns it with a channel closed when its Run has returned and the
+// function that cancels Run's context. The test's cleanup makes it leave
+// and stops it.
+func startAgent(t *testing.T, srv *etcdtest.Server, cfg func(*Config), set func(*Agent)) (*Agent, <-chan struct{}, context.CancelFunc) {
 	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	cli, err := coord.Dial(context.Background(), coord.Config{Endpoints: []string{srv.Addr}, Prefix: "/t/", Logger: discard})
@@ -53,12 +54,18 @@ func startAgent(t *testing.T, srv *etcdtest.Server, set func(*Agent)) (*Agent, <
 	}
 	fc := forward.NewClient(forward.ClientOptions{Logger: discard})
 	t.Cleanup(fc.Close)
-	a, err := New(Config{Client: cli, Name: "n1", Advertise: "127.0.0.1:1", BudgetBytes: 1 << 30, LeaseTTL: time.Hour, MemoryFactor: 2,
-		Bucket: b, Forward: fc, Retry: 10 * time.Millisecond, Logger: discard})
+	c := Config{Client: cli, Name: "n1", Advertise: "127.0.0.1:1", BudgetBytes: 1 << 30, LeaseTTL: time.Hour, MemoryFactor: 2,
+		Bucket: b, Forward: fc, Retry: 10 * time.Millisecond, Logger: discard}
+	if cfg != nil {
+		cfg(&c)
+	}
+	a, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set(a)
+	if set != nil {
+		set(a)
+	}
 	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
 		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a, Logger: discard})
 	if err != nil {
