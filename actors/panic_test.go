@@ -1403,33 +1403,6 @@ func TestAPanicMeasuringALoadFailsThatLoadAndClosesItsServable(t *testing.T) {
 	})
 }
 
-// metadataCrash is a runtime whose servables' Metadata panics once after
-// armed is set: a bug met as the load gives the model its signature.
-type metadataCrash struct {
-	*countingRuntime
-	armed *atomic.Bool
-}
-
-func (r *metadataCrash) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
-	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
-	if err != nil {
-		return nil, err
-	}
-	return &metadataCrashServable{Servable: sv, armed: r.armed}, nil
-}
-
-type metadataCrashServable struct {
-	servables.Servable
-	armed *atomic.Bool
-}
-
-func (s *metadataCrashServable) Metadata() servables.Metadata {
-	if s.armed.CompareAndSwap(true, false) {
-		panic("test: the signature crashes")
-	}
-	return s.Servable.Metadata()
-}
-
 // A panic as a load gives the model its signature (the runtime's, with
 // the declared one applied), after the runtime loaded it, fails that load
 // alone with the internal error, and closes the servable loaded once; the
@@ -1437,14 +1410,14 @@ func (s *metadataCrashServable) Metadata() servables.Metadata {
 // the servable was never closed.
 func TestAPanicDeclaringALoadsSignatureFailsThatLoadAndClosesItsServable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var armed atomic.Bool
-		armed.Store(true)
+		var left atomic.Int64
+		left.Store(1)
 		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": version(1)}, func(w *world, o *Options) {
-			o.Runtimes = servables.Registry{&metadataCrash{countingRuntime: w.rt, armed: &armed}}
+			o.Runtimes = servables.Registry{&metadataCrashes{countingRuntime: w.rt, left: &left}}
 		})
 		defer w.stop()
 		synctest.Wait()
-		if armed.Load() {
+		if left.Load() > 0 {
 			t.Fatal("the load did not panic")
 		}
 		if m := w.model("a/"); m.State != StateFailed || !strings.Contains(m.LastError, "loading model a/: internal error: the load of model a/ panicked: test: the signature crashes") {
