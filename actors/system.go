@@ -175,6 +175,8 @@ type System struct {
 	low     *lowPriority // shadow forwards
 	// lowerWarned is set once a load could not run at its lower priority.
 	lowerWarned atomic.Bool
+	// spare holds Go's spare P across a burst of loads and warm-ups.
+	spare spareHold
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// disk keeps unloaded on-demand models' files (nil: none); the
@@ -541,6 +543,7 @@ func (s *System) markStopped() {
 // shutdown stops the actor system and the goroutines outside it. The
 // background jobs end before the low-priority workers stop: a forward
 // goroutine's answer hands the shadow copies that wait for it to them.
+// The spare P held for loads goes back last.
 func (s *System) shutdown() {
 	s.cancel()
 	s.markStopped()
@@ -548,6 +551,7 @@ func (s *System) shutdown() {
 	s.bg.Wait()
 	s.low.stop()
 	s.dispatcher.stop()
+	s.spare.close()
 }
 
 // loadOptions are the runtime's load options of a model: its intra-op
@@ -569,6 +573,8 @@ func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
 // priority cannot be set, f runs at normal priority and the first such
 // failure is logged.
 func (s *System) lowered(f func()) {
+	s.spare.begin()
+	defer s.spare.end()
 	if err := lowprio.Run(lowprio.Nice, f); err != nil && s.lowerWarned.CompareAndSwap(false, true) {
 		s.opts.Logger.Warn("model loads run at normal CPU priority: could not lower their thread's", "err", err)
 	}
@@ -607,6 +613,8 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 		sv, err = rt.Load(ctx, local.Dir, local.Files, opts)
 	}
 	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {
+		s.spare.begin()
+		defer s.spare.end()
 		lowprio.WithSpareP(load)
 	} else {
 		s.lowered(load)

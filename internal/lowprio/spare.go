@@ -48,13 +48,15 @@ var spare = &spareP{rt: goRuntime{}}
 // goroutines serving requests keep every P while f sits in a long cgo
 // call (a runtime loading a model), and returns when f does. Calls that
 // overlap share the one spare P. The setting comes back when the last
-// one returns: the value SetGOMAXPROCS gave, else the GOMAXPROCS
-// environment variable's, else the runtime's default, which then follows
-// the CPU limit again (runtime.SetDefaultGOMAXPROCS), one that changed
-// while f ran included. A GOMAXPROCS set meanwhile by runtime.GOMAXPROCS
-// stays; one set before by runtime.GOMAXPROCS does not (SetGOMAXPROCS
-// sets one that does). Each change is a stop-the-world of a few
-// microseconds.
+// one returns (or the last HoldSpareP is released): the value
+// SetGOMAXPROCS gave, else the GOMAXPROCS environment variable's, else
+// the runtime's default, which then follows the CPU limit again
+// (runtime.SetDefaultGOMAXPROCS), one that changed while f ran included.
+// A GOMAXPROCS set meanwhile by runtime.GOMAXPROCS stays; one set before
+// by runtime.GOMAXPROCS does not (SetGOMAXPROCS sets one that does). Each
+// change is a stop-the-world, which waits for every running goroutine to
+// stop: on a busy node, for a thread the kernel has descheduled, up to
+// milliseconds.
 //
 // f's own Go code runs on the spare P as any goroutine would: f should
 // be mostly cgo calls.
@@ -66,19 +68,37 @@ func WithSpareP(f func()) { spare.with(f) }
 // nothing.
 func SetGOMAXPROCS(n int) { spare.setProcs(n) }
 
+// HoldSpareP lends Go the spare P of WithSpareP until release is called
+// (the first call releases it, later ones do nothing): a caller that runs
+// loads in bursts holds it across a burst, and from the first load to
+// the last GOMAXPROCS then changes twice, not twice a load. Holds and
+// WithSpareP calls share the one spare P.
+func HoldSpareP() (release func()) { return spare.hold() }
+
 func (s *spareP) with(f func()) {
+	s.acquire()
+	defer s.release()
+	f()
+}
+
+func (s *spareP) hold() func() {
+	s.acquire()
+	var once sync.Once
+	return func() { once.Do(s.release) }
+}
+
+// acquire starts one WithSpareP or hold; the first lends the spare P.
+func (s *spareP) acquire() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.running == 0 {
 		s.lent = s.rt.GOMAXPROCS(0) + 1
 		s.rt.GOMAXPROCS(s.lent)
 	}
 	s.running++
-	s.mu.Unlock()
-	defer s.release()
-	f()
 }
 
-// release ends one WithSpareP; the last puts the setting back.
+// release ends one WithSpareP or hold; the last puts the setting back.
 func (s *spareP) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -155,20 +155,23 @@ func TestWithSparePKeepsASettingMadeWhileFRan(t *testing.T) {
 
 // fakeProcs is a GOMAXPROCS setting of n, custom once set, whose runtime
 // default is def.
+// sets and defaults count the changes.
 type fakeProcs struct {
-	n, def int
-	custom bool
+	n, def         int
+	custom         bool
+	sets, defaults int
 }
 
 func (f *fakeProcs) GOMAXPROCS(n int) int {
 	old := f.n
 	if n > 0 {
 		f.n, f.custom = n, true
+		f.sets++
 	}
 	return old
 }
 
-func (f *fakeProcs) SetDefault() { f.n, f.custom = f.def, false }
+func (f *fakeProcs) SetDefault() { f.n, f.custom = f.def, false; f.defaults++ }
 
 // A CPU limit changed while a load ran (a pod resized in place) is
 // followed after it: GOMAXPROCS goes to the new default and follows the
@@ -221,5 +224,35 @@ func TestWithSparePPutsBackTheSettingItWasGiven(t *testing.T) {
 				t.Errorf("after f: GOMAXPROCS %d (set by hand: %v), want %d (%v)", f.n, f.custom, c.want, c.wantCustom)
 			}
 		})
+	}
+}
+
+// A hold keeps the spare P until it is released, shared with the
+// WithSpareP calls meanwhile, and a second release does nothing: a burst
+// of loads under one hold changes GOMAXPROCS twice in all.
+func TestHoldSparePKeepsTheSparePUntilReleasedAndSharesItWithTheCallsMeanwhile(t *testing.T) {
+	unsetEnv(t, "GOMAXPROCS")
+	f := &fakeProcs{n: 2, def: 2}
+	s := &spareP{rt: f}
+	release := s.hold()
+	for range 10 {
+		s.with(func() {
+			if f.n != 3 {
+				t.Errorf("GOMAXPROCS in a call under the hold = %d, want 3", f.n)
+			}
+		})
+	}
+	if f.n != 3 || f.sets != 1 {
+		t.Errorf("after 10 calls under the hold: GOMAXPROCS %d after %d changes, want 3 after 1", f.n, f.sets)
+	}
+	release()
+	if f.n != 2 || f.custom || f.sets != 1 || f.defaults != 1 {
+		t.Errorf("released: GOMAXPROCS %d (set by hand: %v) after %d changes and %d returns to the default, want the default 2 after 1 and 1",
+			f.n, f.custom, f.sets, f.defaults)
+	}
+	s.with(func() {})
+	release() // again: must not give back the spare P of a later call, nor count below 0
+	if s.running != 0 || f.n != 2 {
+		t.Errorf("after a second release and a call: %d running, GOMAXPROCS %d, want 0 and 2", s.running, f.n)
 	}
 }
