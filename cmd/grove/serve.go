@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -128,7 +129,10 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	trims := prometheus.NewCounter(prometheus.CounterOpts{Name: "grove_c_heap_trims_total",
 		Help: "Times grove handed the C heap's free pages back to the system (malloc_trim) because malloc held more than 16 MiB free."})
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// Go's default metrics, and its stop-the-world pauses, which stop
+	// every request served meanwhile.
+	pauses := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/pauses/`)}
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(pauses)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCHeapCollector(), trims)
 	g.add("c heap trim", trimCHeap(trims))
 	// The connection counts of every listener, HTTP and gRPC: one set per
