@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/groveml/grove/internal/jsonscan"
 )
 
 // ErrUnsupported marks a model file that is valid XGBoost but uses
@@ -230,7 +232,7 @@ func (v *f32) UnmarshalJSON(data []byte) error {
 	case `"-Infinity"`:
 		*v = f32(math.Inf(-1))
 	default:
-		x, err := strconv.ParseFloat(string(data), 32)
+		x, err := jsonscan.ParseFloat(data, 32)
 		if err != nil {
 			return fmt.Errorf("%s is not a float32", data)
 		}
@@ -388,7 +390,7 @@ func build(l *jsonLearner, version []int) (*Forest, error) {
 			return nil, invalid("objective %s with num_class %d (only the multi: objectives have classes)", obj, nc)
 		}
 	}
-	f.BaseScore, err = strconv.ParseFloat(p.BaseScore, 64)
+	f.BaseScore, err = jsonscan.ParseFloat([]byte(p.BaseScore), 64)
 	if err != nil || math.IsNaN(f.BaseScore) || math.IsInf(f.BaseScore, 0) {
 		return nil, invalid("base_score is %q, not a finite number", p.BaseScore)
 	}

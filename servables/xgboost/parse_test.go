@@ -567,3 +567,28 @@ func TestQuoteNonFiniteLeavesStringsAlone(t *testing.T) {
 		t.Errorf("quoteNonFinite:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestParseReadsLongNumbersExactly: a split condition or base_score
+// written with more than 800 digits before its exponent is the number it
+// denotes (strconv alone would read 5 then 1,000 zeros then e-1001 as
+// about 5e-202).
+func TestParseReadsLongNumbersExactly(t *testing.T) {
+	tiny := string(readTestdata(t, "tiny.json"))
+	want, err := Parse([]byte(tiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := "5" + strings.Repeat("0", 1000) + "e-1001"
+	edited := strings.Replace(tiny, `"split_conditions":[0.5,`, `"split_conditions":[`+half+`,`, 1)
+	edited = strings.Replace(edited, `"base_score":"5E-1"`, `"base_score":"`+half+`"`, 1)
+	if edited == tiny || strings.Count(edited, half) != 2 {
+		t.Fatal("tiny.json no longer has the split condition and base_score this test rewrites")
+	}
+	got, err := Parse([]byte(edited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with 0.5 written in 1,007 bytes:\n got %+v\nwant %+v", got, want)
+	}
+}
