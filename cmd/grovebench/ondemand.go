@@ -165,6 +165,13 @@ type onDemandAB struct {
 	Control      *abPool       `json:"control,omitempty"`
 	ControlP50   time.Duration `json:"control_p50_ns,omitempty"`
 	ControlP99   time.Duration `json:"control_p99_ns,omitempty"`
+	// Pauses are the server's stop-the-world pauses over the churn's
+	// windows, PausedSecs their windows' seconds; AlonePauses and
+	// AlonePausedSecs the same over the windows alone.
+	Pauses          pauseCount `json:"pauses"`
+	PausedSecs      float64    `json:"paused_secs"`
+	AlonePauses     pauseCount `json:"alone_pauses"`
+	AlonePausedSecs float64    `json:"alone_paused_secs"`
 }
 
 // churnVerdict compares warm latency with churn to alone, given the p50s
@@ -179,12 +186,37 @@ func churnVerdict(aloneP50, aloneP99, churnP50, churnP99 time.Duration) (p50, p9
 }
 
 // churnRun is one run of the ondemand scenario's churn: the warm load
-// measured meanwhile (if any), the demand loads the server counted, and the
-// run's seconds and the server's CPU seconds over them.
+// measured meanwhile (if any), the demand loads the server counted, the
+// run's seconds and the server's CPU seconds over them, and the server's
+// stop-the-world pauses over them (Go's go_sched_pauses_total_*: the
+// collector's, and the others, such as a change of GOMAXPROCS): how many,
+// and their seconds.
 type churnRun struct {
 	warm      loadResult
 	loads     int
 	secs, cpu float64
+	pauses    pauseCount
+}
+
+// pauseCount is a count of stop-the-world pauses of each kind and their
+// seconds.
+type pauseCount struct {
+	GC        float64 `json:"gc"`
+	GCSecs    float64 `json:"gc_secs"`
+	Other     float64 `json:"other"`
+	OtherSecs float64 `json:"other_secs"`
+}
+
+// pausesBetween is the pauses counted from snapshot before to after.
+func pausesBetween(before, after promSnapshot) pauseCount {
+	d := func(name string) float64 { return after.sum(name, nil) - before.sum(name, nil) }
+	return pauseCount{GC: d("go_sched_pauses_total_gc_seconds_count"), GCSecs: d("go_sched_pauses_total_gc_seconds_sum"),
+		Other: d("go_sched_pauses_total_other_seconds_count"), OtherSecs: d("go_sched_pauses_total_other_seconds_sum")}
+}
+
+// add adds q's pauses to p's.
+func (p *pauseCount) add(q pauseCount) {
+	p.GC, p.GCSecs, p.Other, p.OtherSecs = p.GC+q.GC, p.GCSecs+q.GCSecs, p.Other+q.Other, p.OtherSecs+q.OtherSecs
 }
 
 // loadsPerSec is the run's demand loads per second.
@@ -374,6 +406,7 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		demand := map[string]string{"reason": "demand", "result": "ok"}
 		run.loads = int(after.sum("grove_model_loads_total", demand) - before.sum("grove_model_loads_total", demand))
 		run.cpu = after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
+		run.pauses = pausesBetween(before, after)
 		return run, nil
 	}
 	e.logf("ondemand: warm %s with %d clients loading copies round robin", modelPath, onDemandConc)
@@ -440,7 +473,19 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			err := interleave(ctx, e.onDemandRounds, rows, func(row int) error {
 				switch row {
 				case 0:
+					before, err := fetchProm(ctx, client, ep.baseURL)
+					if err != nil {
+						return fmt.Errorf("metrics: %w", err)
+					}
+					start := time.Now()
 					ab.Alone.add(runLoad(ctx, spec), cpuUse{}, spec.duration)
+					secs := time.Since(start).Seconds()
+					after, err := fetchProm(ctx, client, ep.baseURL)
+					if err != nil {
+						return fmt.Errorf("metrics: %w", err)
+					}
+					ab.AlonePauses.add(pausesBetween(before, after))
+					ab.AlonePausedSecs += secs
 					return nil
 				case 2:
 					b, err := startBurner(ctx, ab.ControlCores, filepath.Join(e.dir, fmt.Sprintf("burner-%d.log", len(rep.AB))))
@@ -464,6 +509,8 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 				ab.Churn.add(run.warm, cpuUse{}, spec.duration)
 				churned.loads += run.loads
 				churned.secs += run.secs
+				ab.Pauses.add(run.pauses)
+				ab.PausedSecs += run.secs
 				return nil
 			})
 			if err != nil {
@@ -537,11 +584,23 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 					lowprio.Nice, ab.ControlCores, burnPeriod, len(ab.Control.Latencies),
 					fmtMs(ab.ControlP50), float64(ab.ControlP50)/float64(ab.AloneP50), fmtMs(ab.ControlP99), float64(ab.ControlP99)/float64(ab.AloneP99))
 			}
+			if ab.PausedSecs > 0 && ab.AlonePausedSecs > 0 {
+				fmt.Fprintf(w, "  - Stop-the-world pauses, each stopping every request in flight, per second: %s alone, %s with the churn.\n",
+					fmtPauses(ab.AlonePauses, ab.AlonePausedSecs), fmtPauses(ab.Pauses, ab.PausedSecs))
+			}
 		}
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "- On-demand scenario FAILED: %s\n", r.Error)
 	}
+}
+
+// fmtPauses renders pauses p over secs seconds per second: how many and
+// their milliseconds, the collector's and the others' (such as a change
+// of GOMAXPROCS).
+func fmtPauses(p pauseCount, secs float64) string {
+	return fmt.Sprintf("%.1f pauses, %.2f ms (the collector's %.1f, %.2f ms; others %.1f, %.2f ms)",
+		(p.GC+p.Other)/secs, (p.GCSecs+p.OtherSecs)*1000/secs, p.GC/secs, p.GCSecs*1000/secs, p.Other/secs, p.OtherSecs*1000/secs)
 }
 
 // fmtMs renders a duration in milliseconds.
