@@ -3,11 +3,20 @@ package forward
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/groveml/grove/cluster/forward/forwardpb"
 	"github.com/groveml/grove/servables"
 )
 
@@ -236,5 +245,300 @@ func TestStopEndsAGracefulStop(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the call cut by Stop did not end")
+	}
+}
+
+// brokenError is an error whose Error panics when it is a nil pointer: a
+// Local that returns a typed nil as its error (a bug) makes the making of
+// its answer panic.
+type brokenError struct{ msg string }
+
+func (e *brokenError) Error() string { return e.msg }
+
+// brokenLocal answers a request whose id is "broken" with a typed nil
+// error, any other by compute.
+func brokenLocal(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	if req.RequestID == "broken" {
+		return Answer{}, (*brokenError)(nil)
+	}
+	return compute(ctx, req)
+}
+
+// recoveringAsync is an AsyncLocal whose done runs on a goroutine of its
+// own inside a recover, as the actors' System runs it: what done panics
+// with arrives on panics.
+type recoveringAsync struct {
+	LocalFunc
+	panics chan any
+}
+
+func (l recoveringAsync) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				l.panics <- v
+			}
+		}()
+		done(l.LocalFunc(ctx, req))
+	}()
+}
+
+// logLines is a slog writer whose lines arrive on a channel (those
+// written while it is full are dropped: the server never waits on it).
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// logged waits for a line of lines containing all of want.
+func (l logLines) logged(t testing.TB, ctx context.Context, want ...string) {
+	t.Helper()
+	for {
+		line := await(t, ctx, (<-chan string)(l), fmt.Sprintf("a log line saying %q", want))
+		if all(line, want) {
+			return
+		}
+	}
+}
+
+// all reports whether s contains each of subs.
+func all(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// localOf is fn as an AsyncLocal whose recovered panics arrive on panics
+// when async, else as a plain Local.
+func localOf(fn LocalFunc, async bool, panics chan any) Local {
+	if async {
+		return recoveringAsync{LocalFunc: fn, panics: panics}
+	}
+	return fn
+}
+
+// panicServer serves local, a node named "b" logging to log, on a framed
+// server with opts at a free loopback port, wrap wrapping its listener
+// (nil: none). It returns the server, its address and Serve's result.
+// The test stops it, bounding the wait: a Stop that hangs fails the test
+// rather than hanging it.
+func panicServer(t *testing.T, local Local, log logLines, opts ServerOptions, wrap func(net.Listener) net.Listener) (*Server, string, <-chan error) {
+	t.Helper()
+	opts.Node, opts.AllowUnauthenticatedPeers, opts.Logger = "b", true, slog.New(slog.NewTextHandler(log, nil))
+	srv, err := NewServer(local, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() { go srv.Stop() }) // a test that failed early: not waited for
+	return srv, addr, served
+}
+
+// stopIdle stops srv gracefully: rc, with no call in flight, reads the
+// goaway and sees the server close the connection once its quiet wait
+// ends, and GracefulStop and Serve return before ctx ends.
+func stopIdle(t *testing.T, ctx context.Context, srv *Server, served <-chan error, rc *rawConn) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	if h, _ := rc.next(); h.typ != frameGoaway {
+		t.Fatalf("frame type %d, want goaway (%d)", h.typ, frameGoaway)
+	}
+	rc.closedByServer()
+	await(t, ctx, stopped, "GracefulStop to return")
+	if err := await(t, ctx, served, "Serve to return"); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// stopWithin runs stop, failing the test if it does not return before
+// ctx ends.
+func stopWithin(t *testing.T, ctx context.Context, stop func(), what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		stop()
+		close(done)
+	}()
+	await(t, ctx, done, what)
+}
+
+// TestAnswerPanicFailsTheCall: a bug that panics making a framed call's
+// answer (here a Local's typed nil error, whose Error panics) fails that
+// call at once, Internal, and frees its id for the next call. On an
+// AsyncLocal, done then panics on to its caller, which recovers it (as
+// the actors' System does) and gets the original panic with the stack
+// where it was raised; on a plain Local the server logs it, and the
+// process goes on. Either way the connection, told goaway, closes once
+// idle, and the server stops.
+func TestAnswerPanicFailsTheCall(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			panics, log := make(chan any, 4), make(logLines, 64)
+			srv, addr, served := panicServer(t, localOf(brokenLocal, async, panics), log, ServerOptions{}, nil)
+			rc := dialRaw(t, addr)
+			broken := sumRequest(t)
+			broken.RequestID = "broken"
+			// A minute to its deadline: the answer must come at once (the
+			// connection's reads give up after 10 s).
+			call, err := proto.Marshal(&forwardpb.Call{Request: encodeRequest(&broken), TimeoutNanos: int64(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.write(frame(frameCall, 1, call))
+			checkFailure(t, rc.failure(1), servables.Execution, codes.Internal, "the serving node failed making the answer", "b")
+			origin := []string{"nil pointer dereference", "(*brokenError).Error"}
+			if async {
+				if v := fmt.Sprint(await(t, ctx, panics, "done to panic on to its caller")); !all(v, origin) {
+					t.Fatalf("done panicked with %q, want the original panic and its stack, saying %q", v, origin)
+				}
+			} else {
+				log.logged(t, ctx, append(origin, "answering a forwarded call panicked")...)
+			}
+
+			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			checkSums(t, rc.answer(1), "b")
+
+			stopIdle(t, ctx, srv, served, rc)
+		})
+	}
+}
+
+// panicOnAnswer is a listener whose connections' first write of an
+// answer frame panics (a bug in the write path), once.
+type panicOnAnswer struct {
+	net.Listener
+	armed atomic.Bool
+}
+
+func (l *panicOnAnswer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &panicConn{Conn: c, l: l}, nil
+}
+
+type panicConn struct {
+	net.Conn
+	l *panicOnAnswer
+}
+
+func (c *panicConn) Write(b []byte) (int, error) {
+	if len(b) >= frameHeaderLen && b[4] == frameAnswer && c.l.armed.CompareAndSwap(true, false) {
+		panic("writing the answer")
+	}
+	return c.Conn.Write(b)
+}
+
+// TestAnswerWritePanicFreesTheConnection: a bug that panics writing a
+// framed call's answer closes that connection (its frame may be cut),
+// and leaves nothing that keeps it or the server from closing: the
+// writer's turn is passed on and the call's bookkeeping done. On an
+// AsyncLocal the panic reaches done's caller; on a plain Local the server
+// logs it, and the process goes on. Other connections are served.
+func TestAnswerWritePanicFreesTheConnection(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			panics, log := make(chan any, 4), make(logLines, 64)
+			wrap := &panicOnAnswer{}
+			wrap.armed.Store(true)
+			srv, addr, served := panicServer(t, localOf(compute, async, panics), log, ServerOptions{}, func(ln net.Listener) net.Listener {
+				wrap.Listener = ln
+				return wrap
+			})
+			rc := dialRaw(t, addr)
+			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			if async {
+				if v := fmt.Sprint(await(t, ctx, panics, "done to panic on to its caller")); !strings.Contains(v, "writing the answer") {
+					t.Fatalf("done panicked with %q, want the write's panic", v)
+				}
+			} else {
+				log.logged(t, ctx, "answering a forwarded call panicked", "writing the answer")
+			}
+			rc.closedByServer()
+
+			c := NewClient(ClientOptions{})
+			t.Cleanup(c.Close)
+			a, err := c.Forward(ctx, []Peer{{Name: "b", Addr: addr}}, sumRequest(t))
+			if err != nil {
+				t.Fatalf("a call on another connection: %v", err)
+			}
+			checkSums(t, a, "b")
+
+			stopWithin(t, ctx, srv.Stop, "Stop to return")
+			if err := await(t, ctx, served, "Serve to return"); err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		})
+	}
+}
+
+// panicOnEnd is a span processor whose OnEnd panics (a bug in a tracing
+// exporter), once.
+type panicOnEnd struct {
+	sdktrace.SpanProcessor
+	armed atomic.Bool
+}
+
+func (p *panicOnEnd) OnEnd(s sdktrace.ReadOnlySpan) {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("ending the span")
+	}
+	p.SpanProcessor.OnEnd(s)
+}
+
+// TestSpanEndPanicStillAnswers: a bug that panics ending a framed call's
+// server span skips none of the call's answer: the peer gets it, its id
+// is free for the next call, and the connection, told goaway, closes
+// once idle. On an AsyncLocal the panic reaches done's caller; on a plain
+// Local the server logs it, and the process goes on.
+func TestSpanEndPanicStillAnswers(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			proc := &panicOnEnd{SpanProcessor: tracetest.NewSpanRecorder()}
+			proc.armed.Store(true)
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(proc))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			panics, log := make(chan any, 4), make(logLines, 64)
+			srv, addr, served := panicServer(t, localOf(compute, async, panics), log, ServerOptions{TracerProvider: tp}, nil)
+			rc := dialRaw(t, addr)
+			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			checkSums(t, rc.answer(1), "b")
+			if async {
+				if v := fmt.Sprint(await(t, ctx, panics, "done to panic on to its caller")); !strings.Contains(v, "ending the span") {
+					t.Fatalf("done panicked with %q, want the span's panic", v)
+				}
+			} else {
+				log.logged(t, ctx, "answering a forwarded call panicked", "ending the span")
+			}
+			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			checkSums(t, rc.answer(1), "b")
+
+			stopIdle(t, ctx, srv, served, rc)
+		})
 	}
 }

@@ -113,6 +113,9 @@ type Local interface {
 // exactly once, on any goroutine (PredictAsync's own included), when the
 // answer is known or ctx is done; it writes to the connection and must
 // not be called with locks held that the connection's writer could need.
+// A panic in done (a bug in the transport) reaches its caller, which
+// should recover and log it, once the connection has freed the call (one
+// raised making the answer first fails the call Internal).
 type AsyncLocal interface {
 	Local
 	PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error))

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -407,27 +408,50 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	c.wg.Add(1)
 	req := call.GetRequest()
 	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
+	// finish ends the call's span, cancels its context and frees its id,
+	// writes its answer, then tells the connection's quiet wait and its
+	// wait for its calls. Each step is deferred, so that a panic in one (a
+	// bug) skips none of those after it, each run once, and goes on to
+	// finish's caller when they have run: else the connection could never
+	// close.
 	finish := func(resp *forwardpb.PredictResponse, f *failure) {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			c.quietIfIdle()
+			c.mu.Unlock()
+		}()
+		defer c.answer(id, resp, f)
+		// The id is free once its answer is on its way: a client may use
+		// it again as soon as it has read the answer.
+		defer func() {
+			cancel()
+			c.mu.Lock()
+			delete(c.calls, id)
+			c.mu.Unlock()
+		}()
 		if f != nil {
 			tracing.EndCall(span, status.New(f.code, f.msg))
 		} else {
 			tracing.EndCall(span, nil)
 		}
-		cancel()
-		// The id is free once its answer is on its way: a client may use
-		// it again as soon as it has read the answer.
-		c.mu.Lock()
-		delete(c.calls, id)
-		c.mu.Unlock()
-		c.answer(id, resp, f)
-		c.mu.Lock()
-		c.quietIfIdle()
-		c.mu.Unlock()
-		c.wg.Done()
 	}
 	al, async := c.s.local.(AsyncLocal)
 	if !async {
-		go func() { finish(c.s.serve(ctx, req, from)) }()
+		// Nothing above this goroutine recovers: a panic making or
+		// writing the answer is logged, and the process goes on.
+		go func() {
+			defer func() {
+				if v := recover(); v != nil {
+					c.logPanic(&panicked{v: v, stack: debug.Stack()})
+				}
+			}()
+			resp, f, p := makeAnswer(func() (*forwardpb.PredictResponse, *failure) { return c.s.serve(ctx, req, from) })
+			if p != nil {
+				c.logPanic(p)
+			}
+			finish(resp, f)
+		}()
 		return
 	}
 	ctx, fr, f := c.s.prepare(ctx, req, from)
@@ -435,7 +459,46 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 		finish(nil, f)
 		return
 	}
-	al.PredictAsync(ctx, fr, func(a Answer, err error) { finish(c.s.outcome(a, err)) })
+	al.PredictAsync(ctx, fr, func(a Answer, err error) {
+		resp, f, p := makeAnswer(func() (*forwardpb.PredictResponse, *failure) { return c.s.outcome(a, err) })
+		finish(resp, f)
+		if p != nil {
+			// To done's caller, which recovers it (the actors' System logs
+			// and counts it), with the stack where it was raised.
+			panic(p.String())
+		}
+	})
+}
+
+// panicked is a panic (a bug) recovered making a call's answer: its value
+// and the stack where it was raised.
+type panicked struct {
+	v     any
+	stack []byte
+}
+
+// String is the panic's value, then its stack.
+func (p *panicked) String() string { return fmt.Sprintf("%v\n%s", p.v, p.stack) }
+
+// makeAnswer returns what answer returns; when it panics (a bug), the
+// call fails Internal, and the panic is returned too, for the caller to
+// log or to raise again once the call is answered.
+func makeAnswer(answer func() (*forwardpb.PredictResponse, *failure)) (resp *forwardpb.PredictResponse, f *failure, p *panicked) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, f = nil, &failure{code: codes.Internal, kind: servables.Execution, msg: "internal error: the serving node failed making the answer"}
+			p = &panicked{v: v, stack: debug.Stack()}
+		}
+	}()
+	resp, f = answer()
+	return resp, f, nil
+}
+
+// logPanic logs p, a panic answering a call on c, on a goroutine that
+// nothing above recovers: it cost that call alone.
+func (c *serverConn) logPanic(p *panicked) {
+	c.s.log.Error("internal error: answering a forwarded call panicked; the other calls and the server go on",
+		"method", predictMethod, "remote", c.peer.Addr.String(), "panic", fmt.Sprint(p.v), "stack", string(p.stack))
 }
 
 // answer writes the answer of call id: resp, or f when it failed. A
@@ -483,15 +546,20 @@ const writeStall = time.Second
 
 // write writes b (one frame, or one chunk of a chunked message) in its
 // turn, giving up after writeStall; a connection that cannot be written
-// is closed, which ends its reader.
+// is closed, which ends its reader. A write that panics (a bug) passes
+// the turn on too, and closes the connection: its frame may be cut.
 func (c *serverConn) write(b []byte) error {
 	<-c.w.turn
+	written := false
+	defer func() {
+		c.w.turn <- struct{}{}
+		if !written {
+			_ = c.nc.Close()
+		}
+	}()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(writeStall))
 	_, err := c.nc.Write(b)
-	c.w.turn <- struct{}{}
-	if err != nil {
-		_ = c.nc.Close()
-	}
+	written = err == nil
 	return err
 }
 
