@@ -425,14 +425,29 @@ func TestAnswerPanicFailsTheCall(t *testing.T) {
 	}
 }
 
-// panicOnAnswer is a listener whose connections' first write of an
-// answer frame panics (a bug in the write path), once.
-type panicOnAnswer struct {
+// panicOnWrite is a listener whose connections' first write of a frame
+// of type typ panics with msg (a bug in the write path), once.
+type panicOnWrite struct {
 	net.Listener
+	typ   byte
+	msg   string
 	armed atomic.Bool
 }
 
-func (l *panicOnAnswer) Accept() (net.Conn, error) {
+// panicWrites is a panicOnWrite, armed; its wrap is panicServer's.
+func panicWrites(typ byte, msg string) *panicOnWrite {
+	l := &panicOnWrite{typ: typ, msg: msg}
+	l.armed.Store(true)
+	return l
+}
+
+// wrap makes l wrap ln.
+func (l *panicOnWrite) wrap(ln net.Listener) net.Listener {
+	l.Listener = ln
+	return l
+}
+
+func (l *panicOnWrite) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -442,12 +457,12 @@ func (l *panicOnAnswer) Accept() (net.Conn, error) {
 
 type panicConn struct {
 	net.Conn
-	l *panicOnAnswer
+	l *panicOnWrite
 }
 
 func (c *panicConn) Write(b []byte) (int, error) {
-	if len(b) >= frameHeaderLen && b[4] == frameAnswer && c.l.armed.CompareAndSwap(true, false) {
-		panic("writing the answer")
+	if len(b) >= frameHeaderLen && b[4] == c.l.typ && c.l.armed.CompareAndSwap(true, false) {
+		panic(c.l.msg)
 	}
 	return c.Conn.Write(b)
 }
@@ -463,12 +478,7 @@ func TestAnswerWritePanicFreesTheConnection(t *testing.T) {
 		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
 			ctx := testCtx(t)
 			panics, log := make(chan any, 4), make(logLines, 64)
-			wrap := &panicOnAnswer{}
-			wrap.armed.Store(true)
-			srv, addr, served := panicServer(t, localOf(compute, async, panics), log, ServerOptions{}, func(ln net.Listener) net.Listener {
-				wrap.Listener = ln
-				return wrap
-			})
+			srv, addr, served := panicServer(t, localOf(compute, async, panics), log, ServerOptions{}, panicWrites(frameAnswer, "writing the answer").wrap)
 			rc := dialRaw(t, addr)
 			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
 			if async {
@@ -539,6 +549,209 @@ func TestSpanEndPanicStillAnswers(t *testing.T) {
 			checkSums(t, rc.answer(1), "b")
 
 			stopIdle(t, ctx, srv, served, rc)
+		})
+	}
+}
+
+// holding is next, but for a request whose id is "held": it says so on
+// held, waits for the request's context to end, says so on ended and
+// returns its error.
+func holding(held, ended chan<- struct{}, next LocalFunc) LocalFunc {
+	return func(ctx context.Context, req ForwardedRequest) (Answer, error) {
+		if req.RequestID != "held" {
+			return next(ctx, req)
+		}
+		held <- struct{}{}
+		<-ctx.Done()
+		ended <- struct{}{}
+		return Answer{}, ctx.Err()
+	}
+}
+
+// holdCall sends rc's call id, the held request, and waits until the
+// Local holds it.
+func holdCall(t *testing.T, ctx context.Context, rc *rawConn, id uint64, held <-chan struct{}) {
+	t.Helper()
+	req := sumRequest(t)
+	req.RequestID = "held"
+	rc.write(frame(frameCall, id, callPayload(t, req)))
+	await(t, ctx, held, "the held call to reach the Local")
+}
+
+// servesOthersThenStops checks that srv, at addr, answers a call on a new
+// connection, and that stop (its Stop or GracefulStop) and Serve return
+// before ctx ends.
+func servesOthersThenStops(t *testing.T, ctx context.Context, srv *Server, addr string, served <-chan error, stop func()) {
+	t.Helper()
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.Close)
+	a, err := c.Forward(ctx, []Peer{{Name: "b", Addr: addr}}, sumRequest(t))
+	if err != nil {
+		t.Fatalf("a call on another connection: %v", err)
+	}
+	checkSums(t, a, "b")
+	stopWithin(t, ctx, stop, "the server to stop")
+	if err := await(t, ctx, served, "Serve to return"); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// bigAnswers answers a request whose Configs say "big" with an answer
+// longer than a frame, which travels chunked; any other by compute.
+func bigAnswers(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	if req.Configs["big"] == "" {
+		return compute(ctx, req)
+	}
+	out, err := servables.NewTensor("y", servables.Uint8, []int64{2 * maxFrameLen})
+	if err != nil {
+		return Answer{}, err
+	}
+	return Answer{Checksum: "big", Outputs: []servables.Tensor{out}}, nil
+}
+
+// stackMark is in the stack a panic is logged or raised again with.
+const stackMark = "runtime/debug.Stack"
+
+// TestChunkedAnswerWritePanicClosesTheConnection: a bug that panics
+// writing an answer long enough to travel chunked (on the goroutine of
+// its own that writes it) closes that connection, whose calls in flight
+// end as on a broken connection (their contexts are cancelled); the
+// server logs the panic with its stack, serves other connections, and
+// stops.
+func TestChunkedAnswerWritePanicClosesTheConnection(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			held, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+			panics, log := make(chan any, 4), make(logLines, 64)
+			writes := panicWrites(frameAnswer|frameChunked, "writing the chunked answer")
+			srv, addr, served := panicServer(t, localOf(holding(held, ended, bigAnswers), async, panics), log, ServerOptions{}, writes.wrap)
+			rc := dialRaw(t, addr)
+			holdCall(t, ctx, rc, 1, held)
+			big := sumRequest(t)
+			big.Configs = map[string]string{"big": "yes"}
+			rc.write(frame(frameCall, 2, callPayload(t, big)))
+			log.logged(t, ctx, "panicked", "writing the chunked answer", stackMark)
+			await(t, ctx, ended, "the held call's context to end")
+			rc.closedByServer()
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.GracefulStop)
+		})
+	}
+}
+
+// TestReaderAnswerPanicClosesTheConnection: a bug that panics writing an
+// answer the connection's reader writes itself (to a malformed call, to
+// a call whose id is in flight, or, on an AsyncLocal, to a request the
+// server refuses) closes that connection, whose calls in flight end as
+// on a broken connection (their contexts are cancelled); the server logs
+// the panic with its stack, serves other connections, and stops.
+func TestReaderAnswerPanicClosesTheConnection(t *testing.T) {
+	refused := sumRequest(t)
+	m := encodeRequest(&refused)
+	m.Hops = hopsForwarded + 1
+	refusedCall, err := proto.Marshal(&forwardpb.Call{Request: m, TimeoutNanos: int64(10 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"malformed call", frame(frameCall, 2, []byte{0xff, 0xff, 0xff})},
+		{"id in flight", frame(frameCall, 1, callPayload(t, sumRequest(t)))},
+		{"refused request", frame(frameCall, 2, refusedCall)},
+	} {
+		for _, async := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/async=%v", tc.name, async), func(t *testing.T) {
+				ctx := testCtx(t)
+				held, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+				panics, log := make(chan any, 4), make(logLines, 64)
+				writes := panicWrites(frameFailure, "writing the failure")
+				srv, addr, served := panicServer(t, localOf(holding(held, ended, compute), async, panics), log, ServerOptions{}, writes.wrap)
+				rc := dialRaw(t, addr)
+				holdCall(t, ctx, rc, 1, held)
+				rc.write(tc.frame)
+				log.logged(t, ctx, "panicked", "writing the failure", stackMark)
+				await(t, ctx, ended, "the held call's context to end")
+				rc.closedByServer()
+				servesOthersThenStops(t, ctx, srv, addr, served, srv.Stop)
+			})
+		}
+	}
+}
+
+// panicOnStart is a span processor whose OnStart panics (a bug in a
+// tracing exporter) once armed, once.
+type panicOnStart struct {
+	sdktrace.SpanProcessor
+	armed atomic.Bool
+}
+
+func (p *panicOnStart) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("starting the span")
+	}
+	p.SpanProcessor.OnStart(ctx, s)
+}
+
+// TestSpanStartPanicClosesTheConnection: a bug that panics starting a
+// framed call's server span, on the connection's reader once the call
+// has been taken in, closes that connection as a broken one closes: its
+// calls in flight are cancelled and answered, the panicking call is
+// freed, and the connection closes once they have ended. The server logs
+// the panic with its stack, serves other connections, and stops.
+func TestSpanStartPanicClosesTheConnection(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			proc := &panicOnStart{SpanProcessor: tracetest.NewSpanRecorder()}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(proc))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			held, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+			panics, log := make(chan any, 4), make(logLines, 64)
+			srv, addr, served := panicServer(t, localOf(holding(held, ended, compute), async, panics), log, ServerOptions{TracerProvider: tp}, nil)
+			rc := dialRaw(t, addr)
+			holdCall(t, ctx, rc, 1, held)
+			proc.armed.Store(true)
+			rc.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
+			log.logged(t, ctx, "panicked", "starting the span", stackMark)
+			await(t, ctx, ended, "the held call's context to end")
+			checkFailure(t, rc.failure(1), servables.Canceled, codes.Canceled, "", "b")
+			rc.closedByServer()
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.GracefulStop)
+		})
+	}
+}
+
+// TestAnswerAndWritePanicsBothReported: when making a call's answer
+// panics (a bug) and writing the failure that replaces it panics too,
+// neither panic is lost: on an AsyncLocal done's caller gets one panic
+// carrying both, each with its stack; on a plain Local the server logs
+// each. The connection closes, the server serves other connections, and
+// stops.
+func TestAnswerAndWritePanicsBothReported(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			panics, log := make(chan any, 4), make(logLines, 64)
+			writes := panicWrites(frameFailure, "writing the failure")
+			srv, addr, served := panicServer(t, localOf(brokenLocal, async, panics), log, ServerOptions{}, writes.wrap)
+			rc := dialRaw(t, addr)
+			broken := sumRequest(t)
+			broken.RequestID = "broken"
+			rc.write(frame(frameCall, 1, callPayload(t, broken)))
+			first := []string{"nil pointer dereference", "(*brokenError).Error"}
+			second := []string{"writing the failure", "(*panicConn).Write"}
+			if async {
+				if v := fmt.Sprint(await(t, ctx, panics, "done to panic on to its caller")); !all(v, append(first, second...)) {
+					t.Fatalf("done panicked with %q, want both panics and their stacks, saying %q and %q", v, first, second)
+				}
+			} else {
+				log.logged(t, ctx, append(first, "panicked")...)
+				log.logged(t, ctx, append(second, "panicked")...)
+			}
+			rc.closedByServer()
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.Stop)
 		})
 	}
 }

@@ -233,10 +233,17 @@ type serverConn struct {
 // in flight and closes it. A connection that ends otherwise than by
 // goaway's grace (the client closed it or went away, broke the protocol,
 // or an answer could not be written) cancels its calls, as gRPC cancels a
-// closed connection's streams: nobody can take their answers.
+// closed connection's streams: nobody can take their answers. A panic
+// (a bug) on the reader is logged, and ends the connection so too: its
+// state may be inconsistent.
 func (c *serverConn) serve() {
 	var end error
 	defer func() {
+		if v := recover(); v != nil {
+			c.logPanic("internal error: reading a peer's forwarded calls panicked; closing its connection, the other connections and the server go on",
+				&panicked{v: v, stack: debug.Stack()})
+			end = errPanicked
+		}
 		if !errors.Is(end, os.ErrDeadlineExceeded) || !c.wentAway() {
 			c.cancelAll()
 		}
@@ -406,6 +413,19 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	c.calls[id] = cancel
 	c.mu.Unlock()
 	c.wg.Add(1)
+	// Until the call is handed on (to finish, or to what calls it), a panic
+	// (a bug, which ends the connection: serve) frees it here: else the
+	// connection could never close.
+	handed := false
+	defer func() {
+		if !handed {
+			cancel()
+			c.mu.Lock()
+			delete(c.calls, id)
+			c.mu.Unlock()
+			c.wg.Done()
+		}
+	}()
 	req := call.GetRequest()
 	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
 	// finish ends the call's span, cancels its context and frees its id,
@@ -440,35 +460,49 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	if !async {
 		// Nothing above this goroutine recovers: a panic making or
 		// writing the answer is logged, and the process goes on.
+		handed = true
 		go func() {
 			defer func() {
 				if v := recover(); v != nil {
-					c.logPanic(&panicked{v: v, stack: debug.Stack()})
+					c.logPanic(answerPanicked, &panicked{v: v, stack: debug.Stack()})
 				}
 			}()
 			resp, f, p := makeAnswer(func() (*forwardpb.PredictResponse, *failure) { return c.s.serve(ctx, req, from) })
 			if p != nil {
-				c.logPanic(p)
+				c.logPanic(answerPanicked, p)
 			}
 			finish(resp, f)
 		}()
 		return
 	}
 	ctx, fr, f := c.s.prepare(ctx, req, from)
+	handed = true
 	if f != nil {
 		finish(nil, f)
 		return
 	}
 	al.PredictAsync(ctx, fr, func(a Answer, err error) {
 		resp, f, p := makeAnswer(func() (*forwardpb.PredictResponse, *failure) { return c.s.outcome(a, err) })
-		finish(resp, f)
 		if p != nil {
-			// To done's caller, which recovers it (the actors' System logs
-			// and counts it), with the stack where it was raised.
-			panic(p.String())
+			// To done's caller once the call is answered, which recovers it
+			// (the actors' System logs and counts it), with the stack where
+			// it was raised; a panic answering the call goes with it.
+			defer func() {
+				if v := recover(); v != nil {
+					panic(fmt.Sprintf("%s\nthen, finishing the call: %v\n%s", p, v, debug.Stack()))
+				}
+				panic(p.String())
+			}()
 		}
+		finish(resp, f)
 	})
 }
+
+// errPanicked ends a connection whose reader panicked (a bug).
+var errPanicked = errors.New("the connection's reader panicked")
+
+// answerPanicked is what logPanic says of a panic answering a call.
+const answerPanicked = "internal error: answering a forwarded call panicked; the other calls and the server go on"
 
 // panicked is a panic (a bug) recovered making a call's answer: its value
 // and the stack where it was raised.
@@ -494,11 +528,10 @@ func makeAnswer(answer func() (*forwardpb.PredictResponse, *failure)) (resp *for
 	return resp, f, nil
 }
 
-// logPanic logs p, a panic answering a call on c, on a goroutine that
-// nothing above recovers: it cost that call alone.
-func (c *serverConn) logPanic(p *panicked) {
-	c.s.log.Error("internal error: answering a forwarded call panicked; the other calls and the server go on",
-		"method", predictMethod, "remote", c.peer.Addr.String(), "panic", fmt.Sprint(p.v), "stack", string(p.stack))
+// logPanic logs p, a panic on c on a goroutine that nothing above
+// recovers, at error level with msg, which says what it cost.
+func (c *serverConn) logPanic(msg string, p *panicked) {
+	c.s.log.Error(msg, "method", predictMethod, "remote", c.peer.Addr.String(), "panic", fmt.Sprint(p.v), "stack", string(p.stack))
 }
 
 // answer writes the answer of call id: resp, or f when it failed. A
@@ -527,6 +560,15 @@ func (c *serverConn) answer(id uint64, resp *forwardpb.PredictResponse, f *failu
 		defer c.wg.Done()
 		<-c.w.bulk
 		defer func() { c.w.bulk <- struct{}{} }()
+		// Nothing above this goroutine recovers: a panic (a bug) is logged,
+		// and closes the connection, whose answer is cut.
+		defer func() {
+			if v := recover(); v != nil {
+				_ = c.nc.Close()
+				c.logPanic("internal error: writing a forwarded call's answer panicked; closing its connection, the other connections and the server go on",
+					&panicked{v: v, stack: debug.Stack()})
+			}
+		}()
 		for b := out.next(id); b != nil; b = out.next(id) {
 			if c.write(b) != nil {
 				return
