@@ -865,6 +865,13 @@ func (a *Agent) record(sys *actors.System) coord.Member {
 			if s.LastUsedAt != nil {
 				u.LastUsed = max(u.LastUsed, s.LastUsedAt.Unix())
 			}
+			// A copy counts as used when it went into service, as one
+			// node's budget counts it: else one just loaded for a request
+			// waiting here, before it took that request, was never used,
+			// the first copy the controller unloads to make room.
+			if s.State == actors.StateReady && s.LoadedAt != nil {
+				u.LastUsed = max(u.LastUsed, s.LoadedAt.Unix())
+			}
 			m.Use[key] = u
 		}
 		path, content := s.Path, s.Checksum

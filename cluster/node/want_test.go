@@ -194,3 +194,42 @@ func TestAShadowCopyWaitsForItsModelsPlacementUntilItsStartBy(t *testing.T) {
 		}
 	})
 }
+
+// An on-demand copy that has taken no request since its load publishes
+// its load as its last use, as one node's budget counts it: a copy just
+// loaded for a request waiting here is not the first the controller
+// unloads to make room, before that request reaches it.
+func TestAnOnDemandCopyJustLoadedCountsAsUsedWhenItLoaded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "w"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "w", "model.faulty"), []byte(`{"add": 1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "model_config.json"),
+			[]byte(`{"model_metadata": [{"model_path": "w/", "load": "on_demand"}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := file.Open("file://" + dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := bareAgent()
+		sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
+			CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sys.Stop(context.Background()) }()
+		synctest.Wait()
+		time.Sleep(90 * time.Second) // the load's second, well after the start's
+		sys.SetShare([]string{"w/"}) // the table places it here
+		synctest.Wait()
+		loaded := time.Now().Unix()
+		if u := a.record(sys).Use["w/"]; u.LastUsed != loaded {
+			t.Fatalf("record's use of w/ %+v after its load at %d with no request: want last used %d", u, loaded, loaded)
+		}
+	})
+}

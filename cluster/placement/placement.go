@@ -106,8 +106,8 @@ type Use struct {
 	// Replicas is the copy's model actors.
 	InFlight int64 `json:"in_flight,omitempty"`
 	Replicas int   `json:"replicas,omitempty"`
-	// LastUsed is when its copy here last took a request, in Unix seconds
-	// (0: never).
+	// LastUsed is when its copy here last took a request, or went into
+	// service if later, in Unix seconds (0: never).
 	LastUsed int64 `json:"last_used,omitempty"`
 }
 
