@@ -489,19 +489,7 @@ func TestAnswerWritePanicFreesTheConnection(t *testing.T) {
 				log.logged(t, ctx, "answering a forwarded call panicked", "writing the answer")
 			}
 			rc.closedByServer()
-
-			c := NewClient(ClientOptions{})
-			t.Cleanup(c.Close)
-			a, err := c.Forward(ctx, []Peer{{Name: "b", Addr: addr}}, sumRequest(t))
-			if err != nil {
-				t.Fatalf("a call on another connection: %v", err)
-			}
-			checkSums(t, a, "b")
-
-			stopWithin(t, ctx, srv.Stop, "Stop to return")
-			if err := await(t, ctx, served, "Serve to return"); err != nil {
-				t.Fatalf("Serve: %v", err)
-			}
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.Stop)
 		})
 	}
 }
