@@ -29,8 +29,9 @@ type goRuntime struct{}
 func (goRuntime) GOMAXPROCS(n int) int { return runtime.GOMAXPROCS(n) }
 func (goRuntime) SetDefault()          { runtime.SetDefaultGOMAXPROCS() }
 
-// spareP is the WithSpareP calls running on rt's setting: how many, the
-// GOMAXPROCS they set (lent), and the setting to put back after them:
+// spareP is the WithSpareP calls running and the holds not yet released
+// on rt's setting: how many, the GOMAXPROCS they set (lent), and the
+// setting to put back after them:
 // set, given by SetGOMAXPROCS (0: none given), else the GOMAXPROCS
 // environment variable's, else the runtime's default.
 type spareP struct {
@@ -63,9 +64,9 @@ var spare = &spareP{rt: goRuntime{}}
 func WithSpareP(f func()) { spare.with(f) }
 
 // SetGOMAXPROCS sets the process's GOMAXPROCS to n, as runtime.GOMAXPROCS
-// does, and keeps it across WithSpareP: set while a spare P is lent, it
-// is n+1 until the last WithSpareP returns, then n. An n below 1 sets
-// nothing.
+// does, and keeps it across WithSpareP and HoldSpareP: set while a spare
+// P is lent, it is n+1 until the last WithSpareP returns and the last
+// hold is released, then n. An n below 1 sets nothing.
 func SetGOMAXPROCS(n int) { spare.setProcs(n) }
 
 // HoldSpareP lends Go the spare P of WithSpareP until release is called
