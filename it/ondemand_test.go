@@ -347,6 +347,11 @@ func TestOnDemandModelsLoadOnRequestAndTheMemoryBudgetHoldsRSS(t *testing.T) {
 	unloads := g.metricSum("grove_model_unloads_total", `reason="budget"`)
 	allMisses := g.metricSum("grove_model_demand_misses_total", "")
 	t.Logf("demand loads %v, budget unloads %v, demand misses %v", loads, unloads, allMisses)
+	// The collector ran during so many loads: its stop-the-world pauses
+	// are counted on /metrics, as operators read them.
+	if n := g.metricSum("go_sched_pauses_total_gc_seconds_count", ""); n == 0 {
+		t.Error("/metrics counts no stop-the-world pause of the collector (go_sched_pauses_total_gc_seconds_count) after the loads")
+	}
 	if loads < float64(len(paths)) || unloads < float64(len(paths)-int(budget/(400<<10))) || allMisses < float64(len(paths)) {
 		t.Errorf("demand loads %v, budget unloads %v, misses %v: want at least %d loads and misses (every model loaded) and %d unloads",
 			loads, unloads, allMisses, len(paths), len(paths)-int(budget/(400<<10)))

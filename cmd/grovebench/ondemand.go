@@ -172,6 +172,9 @@ type onDemandAB struct {
 	PausedSecs      float64    `json:"paused_secs"`
 	AlonePauses     pauseCount `json:"alone_pauses"`
 	AlonePausedSecs float64    `json:"alone_paused_secs"`
+	// PausesExported is whether the server exports the pause metrics (a
+	// grove before them does not: no line then).
+	PausesExported bool `json:"pauses_exported"`
 }
 
 // churnVerdict compares warm latency with churn to alone, given the p50s
@@ -212,6 +215,16 @@ func pausesBetween(before, after promSnapshot) pauseCount {
 	d := func(name string) float64 { return after.sum(name, nil) - before.sum(name, nil) }
 	return pauseCount{GC: d("go_sched_pauses_total_gc_seconds_count"), GCSecs: d("go_sched_pauses_total_gc_seconds_sum"),
 		Other: d("go_sched_pauses_total_other_seconds_count"), OtherSecs: d("go_sched_pauses_total_other_seconds_sum")}
+}
+
+// hasPauses reports whether snapshot p has Go's pause histograms.
+func hasPauses(p promSnapshot) bool {
+	for _, s := range p {
+		if s.Name == "go_sched_pauses_total_gc_seconds_count" {
+			return true
+		}
+	}
+	return false
 }
 
 // add adds q's pauses to p's.
@@ -486,6 +499,7 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 					}
 					ab.AlonePauses.add(pausesBetween(before, after))
 					ab.AlonePausedSecs += secs
+					ab.PausesExported = hasPauses(after)
 					return nil
 				case 2:
 					b, err := startBurner(ctx, ab.ControlCores, filepath.Join(e.dir, fmt.Sprintf("burner-%d.log", len(rep.AB))))
@@ -584,8 +598,8 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 					lowprio.Nice, ab.ControlCores, burnPeriod, len(ab.Control.Latencies),
 					fmtMs(ab.ControlP50), float64(ab.ControlP50)/float64(ab.AloneP50), fmtMs(ab.ControlP99), float64(ab.ControlP99)/float64(ab.AloneP99))
 			}
-			if ab.PausedSecs > 0 && ab.AlonePausedSecs > 0 {
-				fmt.Fprintf(w, "  - Stop-the-world pauses, each stopping every request in flight, per second: %s alone, %s with the churn.\n",
+			if ab.PausedSecs > 0 && ab.AlonePausedSecs > 0 && ab.PausesExported {
+				fmt.Fprintf(w, "  - Stop-the-world pauses, each stopping every request in flight, per second (the milliseconds a lower bound: Go's sum counts each pause at its bucket's lower bound): %s alone, %s with the churn.\n",
 					fmtPauses(ab.AlonePauses, ab.AlonePausedSecs), fmtPauses(ab.Pauses, ab.PausedSecs))
 			}
 		}
@@ -599,7 +613,7 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 // their milliseconds, the collector's and the others' (such as a change
 // of GOMAXPROCS).
 func fmtPauses(p pauseCount, secs float64) string {
-	return fmt.Sprintf("%.1f pauses, %.2f ms (the collector's %.1f, %.2f ms; others %.1f, %.2f ms)",
+	return fmt.Sprintf("%.1f pauses, ≥ %.2f ms (the collector's %.1f, ≥ %.2f ms; others %.1f, ≥ %.2f ms)",
 		(p.GC+p.Other)/secs, (p.GCSecs+p.OtherSecs)*1000/secs, p.GC/secs, p.GCSecs*1000/secs, p.Other/secs, p.OtherSecs*1000/secs)
 }
 

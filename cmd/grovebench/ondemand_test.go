@@ -40,7 +40,17 @@ func TestTheOnDemandReportCountsTheServersStopTheWorldPausesOverAWindow(t *testi
 		p.OtherSecs-want.OtherSecs > eps || want.OtherSecs-p.OtherSecs > eps {
 		t.Errorf("two windows of the same pauses = %+v, want %+v", p, want)
 	}
-	if got, want := fmtPauses(p, 2), "40.0 pauses, 14.00 ms (the collector's 20.0, 4.00 ms; others 20.0, 10.00 ms)"; got != want {
+	if got, want := fmtPauses(p, 2), "40.0 pauses, ≥ 14.00 ms (the collector's 20.0, ≥ 4.00 ms; others 20.0, ≥ 10.00 ms)"; got != want {
 		t.Errorf("over 2 s: %q, want %q", got, want)
+	}
+	if !hasPauses(after) {
+		t.Error("a scrape with Go's pause histograms: hasPauses false")
+	}
+	old, err := parseProm(strings.NewReader("process_cpu_seconds_total 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasPauses(old) {
+		t.Error("a scrape of a grove without the pause histograms: hasPauses true")
 	}
 }
