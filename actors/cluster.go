@@ -191,7 +191,7 @@ func (s *System) AppliedConfig() (*modelconfig.Config, <-chan struct{}) {
 // ctx. A model not ready here fails Unavailable, so that the forwarding
 // node tries another replica.
 func (s *System) Predict(ctx context.Context, req forward.ForwardedRequest) (forward.Answer, error) {
-	res, err := s.runUnlogged(forwardedBatch(ctx, req))
+	res, err := s.runUnlogged(forwardedBatch(ctx, req, s.peerAPIs.label(req.API)))
 	if err != nil {
 		return forward.Answer{}, err
 	}
@@ -210,7 +210,7 @@ func (s *System) PredictAsync(ctx context.Context, req forward.ForwardedRequest,
 		s.answerForwarded(req.ModelPath, done, forward.Answer{}, ErrStopped)
 		return
 	}
-	b := forwardedBatch(ctx, req) // served alone (servesAlone): no router
+	b := forwardedBatch(ctx, req, s.peerAPIs.label(req.API)) // served alone (servesAlone): no router
 	// done runs once, as Predict returns once: with the batch's results
 	// (its model's answer, or its expiry at the deadline, counted as
 	// runUnlogged counts it), or with the caller's cancellation or the
@@ -277,9 +277,9 @@ func (s *System) recoverForwarded(path string, reply func(forward.Answer, error)
 	}
 }
 
-// forwardedBatch is the one-request batch of a forwarded request.
-func forwardedBatch(ctx context.Context, req forward.ForwardedRequest) *batch {
-	api := req.API
+// forwardedBatch is the one-request batch of a forwarded request, whose
+// API labels this node's metrics as api (peerAPIs.label).
+func forwardedBatch(ctx context.Context, req forward.ForwardedRequest, api string) *batch {
 	if req.Priority == forward.Shadow {
 		api += "-shadow" // as this node counts its own shadow copies
 	}

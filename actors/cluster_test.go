@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -914,6 +916,49 @@ func TestARemoteChallengersShadowDroppedStartsFromZeroWhenItsContentIsReplaced(t
 		}
 		if v2 := v2Stats(t, a.sys); v2.ShadowDropped != 1 {
 			t.Errorf("v2 shadow_dropped %d, want the copy dropped since the update (1)", v2.ShadowDropped)
+		}
+	})
+}
+
+// A request another node forwards here labels this node's metrics with
+// the API its caller used, but a faulty peer cannot make a series per
+// request: a name not shaped like Grove's APIs, and any name beyond the
+// first maxPeerAPIs, count as "other".
+func TestAForwardedRequestsAPILabelIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {}})
+		defer w.stop()
+		w.settle()
+		forwarded := func(api string) {
+			t.Helper()
+			if _, err := w.sys.Predict(context.Background(), forward.ForwardedRequest{Request: forward.Request{
+				ModelPath: "a/", Inputs: scalar(t, 2), RequestID: "r", API: api}, Peer: "n2"}); err != nil {
+				t.Fatalf("forwarded request as %q: %v", api, err)
+			}
+		}
+		forwarded("ba")
+		forwarded("Bad API\n")
+		forwarded(strings.Repeat("x", 33))
+		for i := range maxPeerAPIs + 5 {
+			forwarded(fmt.Sprintf("api-%d", i))
+		}
+		forwarded("ba")
+		ok := func(api string) float64 {
+			return w.metric("grove_model_requests_total", map[string]string{"api": api, "model": "a/", "outcome": "ok"})
+		}
+		if n := ok("ba"); n != 2 {
+			t.Errorf("requests forwarded as ba counted under ba: %v, want 2", n)
+		}
+		if n := ok("api-0"); n != 1 {
+			t.Errorf("requests forwarded as api-0 counted under it: %v, want 1", n)
+		}
+		if n := ok(fmt.Sprintf("api-%d", maxPeerAPIs)); n != 0 {
+			t.Errorf("a name beyond the first %d has a series of its own (%v requests)", maxPeerAPIs, n)
+		}
+		// Two malformed names, and the names beyond the first maxPeerAPIs
+		// (ba is one of them).
+		if n, want := ok("other"), float64(2+maxPeerAPIs+5-(maxPeerAPIs-1)); n != want {
+			t.Errorf("requests counted under other: %v, want %v", n, want)
 		}
 	})
 }

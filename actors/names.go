@@ -1,5 +1,7 @@
 package actors
 
+import "sync"
+
 // actorNames hands out the numbers in the model actors' names
 // ("model-<n>-<replica>"), reusing a number once every model actor that
 // had it has terminated, so that the names in use stay as few as the
@@ -26,3 +28,54 @@ func (a *actorNames) take() int {
 
 // put gives back a number taken, once its model actors have all terminated.
 func (a *actorNames) put(n int) { a.free = append(a.free, n) }
+
+// maxPeerAPIs bounds the API names that requests other nodes forward here
+// may label this node's metrics with.
+const maxPeerAPIs = 64
+
+// peerAPIs bounds the api label of requests other nodes forward here. A
+// forwarded request names the API its caller used, which labels this
+// node's per-model metrics as its own requests' do; a faulty peer could
+// name a new API in every request and make a new series each time. The
+// first maxPeerAPIs names of at most 32 lowercase letters, digits, '-'
+// and '_' are kept as they come (Grove's APIs are a handful); any other
+// counts as "other".
+type peerAPIs struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// label is the api label of a request forwarded here as api.
+func (p *peerAPIs) label(api string) string {
+	if !apiToken(api) {
+		return "other"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[api] {
+		return api
+	}
+	if len(p.seen) >= maxPeerAPIs {
+		return "other"
+	}
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	p.seen[api] = true
+	return api
+}
+
+// apiToken reports whether s is 1 to 32 lowercase letters, digits, '-'
+// and '_'.
+func apiToken(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -177,6 +177,8 @@ type System struct {
 	lowerWarned atomic.Bool
 	// spare holds Go's spare P across a burst of loads and warm-ups.
 	spare spareHold
+	// peerAPIs bounds the api label of requests forwarded here.
+	peerAPIs peerAPIs
 	// dispatcher runs the router's and models' mailboxes.
 	dispatcher *workerDispatcher
 	// disk keeps unloaded on-demand models' files (nil: none); the
