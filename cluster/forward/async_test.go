@@ -743,3 +743,39 @@ func TestAnswerAndWritePanicsBothReported(t *testing.T) {
 		})
 	}
 }
+
+// TestGoawayWritePanicCostsItsConnection: a bug that panics writing the
+// goaway GracefulStop tells a framed connection closes that connection
+// alone: the server logs the panic with its stack, the other connection
+// is told goaway and closed once idle, and GracefulStop and Serve return.
+func TestGoawayWritePanicCostsItsConnection(t *testing.T) {
+	ctx := testCtx(t)
+	log := make(logLines, 64)
+	writes := panicWrites(frameGoaway, "writing the goaway")
+	srv, addr, served := panicServer(t, LocalFunc(compute), log, ServerOptions{}, writes.wrap)
+	rcs := []*rawConn{dialRaw(t, addr), dialRaw(t, addr)}
+	for _, rc := range rcs { // each connection is the server's once it answered
+		rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+		checkSums(t, rc.answer(1), "b")
+	}
+	stopWithin(t, ctx, srv.GracefulStop, "GracefulStop to return")
+	log.logged(t, ctx, "goaway panicked", "writing the goaway", stackMark)
+	toldGoaway := 0
+	for _, rc := range rcs {
+		// The connection whose goaway panicked was closed at once; the
+		// other reads its goaway, then is closed.
+		if h, _, err := rc.m.next(); err == nil {
+			if h.typ != frameGoaway {
+				t.Fatalf("frame type %d, want goaway (%d)", h.typ, frameGoaway)
+			}
+			toldGoaway++
+			rc.closedByServer()
+		}
+	}
+	if toldGoaway != 1 {
+		t.Fatalf("%d connections read a goaway, want 1 (the other's write panicked)", toldGoaway)
+	}
+	if err := await(t, ctx, served, "Serve to return"); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}

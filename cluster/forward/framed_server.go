@@ -607,7 +607,9 @@ func (c *serverConn) write(b []byte) error {
 
 // goaway tells the client to send no new calls on the connection; the
 // calls in flight are answered, and the connection ends goawayQuiet after
-// the last of them if the client has not closed it by then.
+// the last of them if the client has not closed it by then. A panic (a
+// bug) writing the goaway is logged, and costs that connection alone
+// (write closed it): GracefulStop goes on with the others.
 func (c *serverConn) goaway() {
 	c.mu.Lock()
 	if c.goneWay {
@@ -616,6 +618,13 @@ func (c *serverConn) goaway() {
 	}
 	c.goneWay = true
 	c.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			_ = c.nc.Close()
+			c.logPanic("internal error: telling a peer's connection goaway panicked; closing it, the other connections and the server go on",
+				&panicked{v: v, stack: debug.Stack()})
+		}
+	}()
 	if c.write(emptyFrame(frameGoaway, 0)) != nil {
 		return
 	}
