@@ -13,6 +13,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -332,10 +333,20 @@ func localOf(fn LocalFunc, async bool, panics chan any) Local {
 // rather than hanging it.
 func panicServer(t *testing.T, local Local, log logLines, opts ServerOptions, wrap func(net.Listener) net.Listener) (*Server, string, <-chan error) {
 	t.Helper()
+	return panicServerWith(t, local, log, opts, wrap, nil)
+}
+
+// panicServerWith is panicServer, set (nil: none) changing the server
+// before it serves.
+func panicServerWith(t *testing.T, local Local, log logLines, opts ServerOptions, wrap func(net.Listener) net.Listener, set func(*Server)) (*Server, string, <-chan error) {
+	t.Helper()
 	opts.Node, opts.AllowUnauthenticatedPeers, opts.Logger = "b", true, slog.New(slog.NewTextHandler(log, nil))
 	srv, err := NewServer(local, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set != nil {
+		set(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -777,5 +788,54 @@ func TestGoawayWritePanicCostsItsConnection(t *testing.T) {
 	}
 	if err := await(t, ctx, served, "Serve to return"); err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestPreparePanicEndsTheCallSpan: a bug that panics preparing a framed
+// call for the Local (here prepare's clock), once the call's server span
+// is started, ends that span, Internal, so that tracing neither loses nor
+// leaks it. On an AsyncLocal the panic is on the connection's reader,
+// which closes the connection; on a plain Local the call fails Internal.
+// Either way the server logs the panic with its stack, serves other
+// connections, and stops.
+func TestPreparePanicEndsTheCallSpan(t *testing.T) {
+	for _, async := range []bool{true, false} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			ctx := testCtx(t)
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			panics, log := make(chan any, 4), make(logLines, 64)
+			var armed atomic.Bool
+			srv, addr, served := panicServerWith(t, localOf(compute, async, panics), log, ServerOptions{TracerProvider: tp}, nil, func(s *Server) {
+				s.now = func() time.Time {
+					if armed.CompareAndSwap(true, false) {
+						panic("preparing the call")
+					}
+					return time.Now()
+				}
+			})
+			rc := dialRaw(t, addr)
+			armed.Store(true)
+			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
+			log.logged(t, ctx, "panicked", "preparing the call", stackMark)
+			if async {
+				rc.closedByServer()
+			} else {
+				checkFailure(t, rc.failure(1), servables.Execution, codes.Internal, "the serving node failed making the answer", "b")
+			}
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.GracefulStop)
+			var ended []sdktrace.ReadOnlySpan
+			for _, s := range rec.Ended() {
+				for _, kv := range s.Attributes() {
+					if kv.Key == semconv.RPCResponseStatusCodeKey && kv.Value.AsString() == codes.Internal.String() {
+						ended = append(ended, s)
+					}
+				}
+			}
+			if len(ended) != 1 {
+				t.Fatalf("%d server spans ended Internal (of %d ended, %d started), want the panicking call's", len(ended), len(rec.Ended()), len(rec.Started()))
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -427,7 +428,15 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 		}
 	}()
 	req := call.GetRequest()
-	ctx, span := c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
+	// Until it is handed on, a panic once the call's span is started ends
+	// the span too (Internal), so that tracing neither loses nor leaks it.
+	var span trace.Span
+	defer func() {
+		if !handed && span != nil {
+			tracing.EndCall(span, status.New(codes.Internal, "internal error: the serving node failed taking the call"))
+		}
+	}()
+	ctx, span = c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
 	// finish ends the call's span, cancels its context and frees its id,
 	// writes its answer, then tells the connection's quiet wait and its
 	// wait for its calls. Each step is deferred, so that a panic in one (a

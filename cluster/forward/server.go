@@ -89,6 +89,7 @@ type Server struct {
 	chunk       int // the most a framed connection's frame carries (maxFrameLen; tests change it)
 	unsent      int // the most left unsent in a framed connection's socket (maxUnsent; tests change it)
 	calls       *tracing.CallServer
+	now         func() time.Time // prepare's clock (time.Now; tests change it)
 
 	// The framed connections and the listener (framed_server.go).
 	mu       sync.Mutex
@@ -122,7 +123,7 @@ func NewServer(local Local, opts ServerOptions) (*Server, error) {
 		opts.MaxMessageBytes = maxAnswerBytes
 	}
 	s := &Server{local: local, node: opts.Node, members: opts.Members, confirm: opts.ConfirmMember, allowUnauth: opts.AllowUnauthenticatedPeers, log: opts.Logger,
-		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, unsent: maxUnsent, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
+		tls: offerALPN(opts.TLS), maxMsg: opts.MaxMessageBytes, chunk: maxFrameLen, unsent: maxUnsent, now: time.Now, calls: tracing.NewCallServer(opts.TracerProvider), conns: map[*serverConn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -303,7 +304,7 @@ func (s *Server) prepare(ctx context.Context, m *forwardpb.PredictRequest, from 
 		return nil, ForwardedRequest{}, &failure{code: codes.Unavailable, kind: servables.Unavailable, msg: fmt.Sprintf("hop count %d: a request is forwarded once, by the node that took it, and served where it arrives", h)}
 
 	}
-	req, err := decodeRequest(m, time.Now())
+	req, err := decodeRequest(m, s.now())
 	if err != nil {
 		return nil, ForwardedRequest{}, &failure{code: codes.InvalidArgument, kind: servables.InvalidInput, msg: err.Error()}
 	}
