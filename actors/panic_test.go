@@ -768,14 +768,19 @@ func TestAReplicaThatCannotBeSpawnedFailsTheLoadAndStopsThoseSpawned(t *testing.
 	})
 }
 
-// failingClose is a servable whose Close fails (after noting the call).
+// failingClose is a servable whose Close notes the call, then fails, or
+// panics when panics is set (a bug in a runtime's binding).
 type failingClose struct {
 	servables.Servable
 	closed atomic.Bool
+	panics bool
 }
 
 func (f *failingClose) Close() error {
 	f.closed.Store(true)
+	if f.panics {
+		panic("test: the servable crashes closing")
+	}
 	return errors.New("test: close failed")
 }
 
@@ -1656,18 +1661,6 @@ func TestAPanicSendingAShadowCopyToAnotherNodeFailsThatCopyAlone(t *testing.T) {
 	})
 }
 
-// panickingClose is a servable whose Close panics (after noting the
-// call): a bug in a runtime's binding.
-type panickingClose struct {
-	servables.Servable
-	closed atomic.Bool
-}
-
-func (p *panickingClose) Close() error {
-	p.closed.Store(true)
-	panic("test: the servable crashes closing")
-}
-
 // A servable whose Close panics as the supervisor stops (a bug in a
 // runtime's binding) fails that close alone: every other job's servable
 // is still closed, the files of every job, content and leftover are
@@ -1686,7 +1679,7 @@ func TestAServableWhoseClosePanicsAtStopStillLetsTheRestBeFreed(t *testing.T) {
 			dirs = append(dirs, l.Dir)
 			return l
 		}
-		crash := &panickingClose{}
+		crash := &failingClose{panics: true}
 		sup.jobs[0] = &loadJob{path: "p/", sv: servables.WithSignature(crash, servables.Metadata{}), local: local()}
 		var others []*failingClose
 		for id := range int64(3) {
@@ -1728,7 +1721,7 @@ func TestADroppedJobWhoseClosePanicsIsStillFreed(t *testing.T) {
 		defer w.stop()
 		synctest.Wait()
 		sup := newSupervisor(w.sys) // one of its own, driven here
-		sv := &panickingClose{}
+		sv := &failingClose{panics: true}
 		local := &bucket.LocalModel{Dir: t.TempDir()}
 		ctx := &sendRecorder{}
 		func() {

@@ -40,10 +40,11 @@ func (h *spareHold) begin() {
 		h.timer = nil
 	}
 	if h.release == nil && !h.closed {
-		if h.hold == nil {
-			h.hold = lowprio.HoldSpareP
+		hold := h.hold
+		if hold == nil {
+			hold = lowprio.HoldSpareP
 		}
-		h.release = h.hold()
+		h.release = hold()
 	}
 	h.running++
 }

@@ -164,14 +164,7 @@ func TestARequestForwardingWhenTheSessionIsLost(t *testing.T) {
 		default:
 		}
 		close(release)
-		select {
-		case r := <-got:
-			if r.err != nil || len(r.ans.Outputs) != 1 || r.ans.Outputs[0].Float32s()[0] != 8 {
-				t.Fatalf("the request in flight when the session ended answered %+v %v; want its peer's answer 8", r.ans, r.err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the request in flight when the session ended is unanswered 10 s after its peer answered")
-		}
+		wantPeersAnswer(t, got, "the request in flight when the session ended")
 	})
 
 	t.Run("the request its peer refuses once the session ended fails at once", func(t *testing.T) {
@@ -232,13 +225,20 @@ func TestACallInFlightWhenTheNodeLeavesIsAnswered(t *testing.T) {
 	default:
 	}
 	close(release)
+	wantPeersAnswer(t, got, "the request in flight when the node left")
+}
+
+// wantPeersAnswer checks that what, forwarding through got, is answered
+// with its peer's answer, 8, within 10 s of the peer's answer.
+func wantPeersAnswer(t *testing.T, got <-chan answer, what string) {
+	t.Helper()
 	select {
 	case r := <-got:
 		if r.err != nil || len(r.ans.Outputs) != 1 || r.ans.Outputs[0].Float32s()[0] != 8 {
-			t.Fatalf("the request in flight when the node left answered %+v %v; want its peer's answer 8", r.ans, r.err)
+			t.Fatalf("%s answered %+v %v; want its peer's answer 8", what, r.ans, r.err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the request in flight when the node left is unanswered 10 s after its peer answered")
+		t.Fatalf("%s is unanswered 10 s after its peer answered", what)
 	}
 }
 

@@ -34,11 +34,7 @@ func TestAJoinCompletedAfterLeaveLeavesNoSessionBehind(t *testing.T) {
 			srv := etcdtest.Start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cli.Close()
+			cli := etcdClient(t, srv)
 			held := make(chan struct{}, 1) // the held join has returned from etcd
 			release := make(chan struct{})
 			a, ran, stopRun := startAgent(t, srv, nil, func(a *Agent) {
@@ -119,11 +115,7 @@ func TestRunEndsPromptlyOnLeave(t *testing.T) {
 			srv := etcdtest.Start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cli.Close()
+			cli := etcdClient(t, srv)
 			var holder clientv3.LeaseID
 			if c.nameHeld {
 				l, err := cli.Grant(ctx, 3600)

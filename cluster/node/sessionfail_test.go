@@ -30,6 +30,17 @@ func runAgent(t *testing.T, srv *etcdtest.Server, newController func(cluster.Con
 	return a
 }
 
+// etcdClient is a client of the etcd server srv, closed after the test.
+func etcdClient(t *testing.T, srv *etcdtest.Server) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
 // startAgent runs an agent as n1 (its config empty, its lease an hour,
 // its Retry 10 ms, as cfg, if not nil, changes them) on a throwaway etcd
 // at srv, once set, if not nil, has changed it (its test hooks), and
@@ -137,11 +148,7 @@ func TestASessionWhoseRecordWasDeletedLeavesNoLeaseBehind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a := runAgent(t, srv, cluster.NewController)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdClient(t, srv)
 	awaitJoinedAgain(ctx, t, a, nil) // joined
 	first := a.node.Load()
 	if _, err := cli.Delete(ctx, "/t/members/n1"); err != nil {

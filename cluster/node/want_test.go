@@ -127,29 +127,8 @@ func TestTheOnDemandPathsFollowTheAppliedConfigAtOnce(t *testing.T) {
 // going idle, as for any on-demand model.
 func TestAVersionedOnDemandEntrysUseIsPublishedUnderItsPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(dir, "v", "1"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "v", "1", "model.faulty"), []byte(`{"add": 1}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "model_config.json"),
-			[]byte(`{"model_metadata": [{"model_path": "v/", "load": "on_demand", "version_policy": {"latest": {"num_versions": 1}}}]}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		b, err := file.Open("file://" + dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := bareAgent()
-		sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-			CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sys.Stop(context.Background()) }()
-		synctest.Wait()
+		a, sys := onDemandNode(t, "v/1/",
+			`{"model_metadata": [{"model_path": "v/", "load": "on_demand", "version_policy": {"latest": {"num_versions": 1}}}]}`)
 		sys.SetShare([]string{"v/"}) // the table places it here
 		synctest.Wait()
 		x, err := servables.NewTensor("x", servables.Float32, []int64{1, 1})
@@ -201,29 +180,7 @@ func TestAShadowCopyWaitsForItsModelsPlacementUntilItsStartBy(t *testing.T) {
 // unloads to make room, before that request reaches it.
 func TestAnOnDemandCopyJustLoadedCountsAsUsedWhenItLoaded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(dir, "w"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "w", "model.faulty"), []byte(`{"add": 1}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "model_config.json"),
-			[]byte(`{"model_metadata": [{"model_path": "w/", "load": "on_demand"}]}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		b, err := file.Open("file://" + dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := bareAgent()
-		sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
-			CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sys.Stop(context.Background()) }()
-		synctest.Wait()
+		a, sys := onDemandNode(t, "w/", `{"model_metadata": [{"model_path": "w/", "load": "on_demand"}]}`)
 		time.Sleep(90 * time.Second) // the load's second, well after the start's
 		sys.SetShare([]string{"w/"}) // the table places it here
 		synctest.Wait()
@@ -232,4 +189,35 @@ func TestAnOnDemandCopyJustLoadedCountsAsUsedWhenItLoaded(t *testing.T) {
 			t.Fatalf("record's use of w/ %+v after its load at %d with no request: want last used %d", u, loaded, loaded)
 		}
 	})
+}
+
+// onDemandNode starts, in the test's synctest bubble, a cluster node's
+// actor system on a bucket holding a faulty model at dir and the model
+// config cfg, with a bare agent as its Remote, stopped after the test;
+// it returns both once the config is applied.
+func onDemandNode(t *testing.T, dir, cfg string) (*Agent, *actors.System) {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, dir, "model.faulty"), []byte(`{"add": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "model_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := file.Open("file://" + root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := bareAgent()
+	sys, err := actors.Start(actors.Options{Bucket: b, ModelConfigPath: "model_config.json", PollInterval: time.Hour,
+		CacheDir: t.TempDir(), MaxModelBytes: 1 << 20, QueueSize: 8, Runtimes: servables.Registry{faulty.Runtime{}}, ClusterNode: true, Remote: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Stop(context.Background()) })
+	synctest.Wait()
+	return a, sys
 }
