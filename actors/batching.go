@@ -2,7 +2,9 @@ package actors
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"time"
 
@@ -38,12 +40,22 @@ import (
 // dimension but the first (the rows), picked in the same order, up to
 // maxBatchRows rows. Shadow and warm-up requests are not batched (shadow
 // work is already cut into micro-batches, which bound a user request's
-// wait). Nothing waits for more requests to come unless the model's
+// wait). No timer waits for more requests to come unless the model's
 // max_queue_delay_us lets a lone request wait that long for company: the
 // flush is then sent by a timer, and a batch that reaches max_batch_rows
 // runs at once. A batch's outputs are split back by rows; if the batch
 // fails, or its outputs do not have the batch's rows first, each request
 // runs again on its own, so a bad request fails alone.
+//
+// Batches still grow with the load. A request that would run alone on an
+// idle model first lets the goroutines waiting for a processor run, if
+// there are any (runtime.Gosched), and takes in the user requests that
+// reached the model's queue meanwhile: they run as one batch. With a core
+// idle no goroutine waits, and the request runs at once. On saturated
+// cores the waiting goroutines are mostly the API handlers decoding the
+// next requests, so the forward call's fixed cost is paid once for
+// several requests exactly when the CPU limits the server. A busy model
+// does not yield: requests gather while its forward call runs.
 //
 // Pending requests count in the model's queue (content.queued) until they
 // run or expire, so model_queue_size bounds them.
@@ -77,12 +89,15 @@ func compatible(a, b []servables.Tensor) bool {
 }
 
 // receiveUser takes a user request from the mailbox: it runs at once when
-// the model is idle, else it waits for a flush.
+// the model is idle and nothing joins it while the actor yields
+// (yieldForCompany), else it waits for a flush.
 func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 	if len(a.pending) == 0 && a.batchDelay <= 0 && a.c.queued.Load() == 1 {
-		a.c.queued.Add(-1)
-		a.predict(m)
-		return
+		if rows := batchRows(m.inputs); m.alone || rows == 0 || !a.yieldForCompany(rows) {
+			a.c.queued.Add(-1)
+			a.predict(m)
+			return
+		}
 	}
 	a.pending = append(a.pending, m)
 	a.pendingRows += batchRows(m.inputs)
@@ -105,6 +120,18 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 		defer a.flushes.Done()
 		root.Send(self, f)
 	})
+}
+
+// yieldForCompany is called when a request of rows rows would run alone
+// on an idle model: if a batch could take more rows and goroutines are
+// waiting for a processor, it lets them run first and reports whether
+// user requests reached the model's queue meanwhile.
+func (a *modelActor) yieldForCompany(rows int) bool {
+	if rows >= a.maxBatchRows {
+		return false
+	}
+	before := a.c.queued.Load()
+	return a.yield() && a.c.queued.Load() > before
 }
 
 // runPending runs one forward call of pending requests (see the top of
@@ -353,5 +380,21 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 	for i, m := range batch {
 		m.rows = rows
 		m.done(parts[i], nil, start.Sub(m.enqueued), compute)
+	}
+}
+
+// yieldToWaiting returns a yield for one model actor: if Go counts
+// goroutines waiting for a processor, it lets them run (runtime.Gosched)
+// and reports true. Reading the count costs about 80 ns; a Gosched with
+// nothing waiting would instead wake an idle thread to look for work.
+func yieldToWaiting() func() bool {
+	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	return func() bool {
+		metrics.Read(runnable)
+		if v := runnable[0].Value; v.Kind() == metrics.KindUint64 && v.Uint64() == 0 {
+			return false
+		}
+		runtime.Gosched()
+		return true
 	}
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,17 +18,24 @@ import (
 // doubler is a servable that answers 2x its input, blocks its first call on
 // a gate, records each call's row count, and fails calls holding a -1.
 type doubler struct {
-	gate  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	calls []int
+	gate chan struct{}
+	// entered, if not nil, is closed when the first call reaches the gate.
+	entered chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	calls   []int
 }
 
 func (d *doubler) Metadata() servables.Metadata { return servables.Metadata{Runtime: "doubler"} }
 func (d *doubler) Close() error                 { return nil }
 
 func (d *doubler) Predict(_ context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
-	d.once.Do(func() { <-d.gate })
+	d.once.Do(func() {
+		if d.entered != nil {
+			close(d.entered)
+		}
+		<-d.gate
+	})
 	d.mu.Lock()
 	d.calls = append(d.calls, int(in[0].Shape[0]))
 	d.mu.Unlock()
@@ -156,6 +164,151 @@ func TestBatchingOffRunsEachRequestAlone(t *testing.T) {
 	}
 	if got := d.rows(); len(got) != 4 {
 		t.Errorf("forward calls had rows %v, want four calls of 1", got)
+	}
+}
+
+// yieldHook stands in for a model actor's yield (yieldToWaiting) as if
+// goroutines were always waiting: it counts the yields and runs during, if
+// set, inside each (on the actor's goroutine).
+type yieldHook struct {
+	n      atomic.Int64
+	during func(n int64)
+}
+
+func (y *yieldHook) yield() bool {
+	n := y.n.Add(1)
+	if y.during != nil {
+		y.during(n)
+	}
+	return true
+}
+
+// wantOwnRowsDoubled checks that each answer holds its request's value
+// doubled, in as many rows as it sent.
+func wantOwnRowsDoubled(t *testing.T, chs []chan answer, rows []int, vals []float32) {
+	t.Helper()
+	for i, ch := range chs {
+		a := <-ch
+		if a.err != nil {
+			t.Fatalf("request %d: %v", i, a.err)
+		}
+		y := a.out[0]
+		if y.Shape[0] != int64(rows[i]) {
+			t.Fatalf("request %d: output shape %v, want %d rows", i, y.Shape, rows[i])
+		}
+		for _, v := range y.Float32s() {
+			if v != 2*vals[i] {
+				t.Fatalf("request %d got %v, want its own rows doubled (%v)", i, y.Float32s(), 2*vals[i])
+			}
+		}
+	}
+}
+
+func TestALoneRequestRunsAfterOneYieldWhenNothingArrivesMeanwhile(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var y yieldHook
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	for i := range 3 { // one after another: each finds the model idle
+		wantOwnRowsDoubled(t, []chan answer{sendUser(t, c, 1, float32(i), send)}, []int{1}, []float32{float32(i)})
+	}
+	if got := d.rows(); len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] != 1 {
+		t.Errorf("forward calls had rows %v, want [1 1 1]", got)
+	}
+	if n := y.n.Load(); n != 3 {
+		t.Errorf("the actor yielded %d times, want once before each forward call", n)
+	}
+}
+
+func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var c *content
+	var later []chan answer
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	y := yieldHook{during: func(n int64) {
+		if n == 1 { // the first request's yield: two more arrive
+			later = append(later, sendUser(t, c, 2, 10, send), sendUser(t, c, 3, 11, send))
+		}
+	}}
+	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	first := sendUser(t, c, 1, 1, send)
+	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
+	wantOwnRowsDoubled(t, later, []int{2, 3}, []float32{10, 11})
+	if got := d.rows(); len(got) != 1 || got[0] != 6 {
+		t.Errorf("forward calls had rows %v, want one call of 6", got)
+	}
+	if n := y.n.Load(); n != 1 {
+		t.Errorf("the actor yielded %d times, want once: the flush after a yield runs at once", n)
+	}
+}
+
+func TestABusyModelDoesNotYield(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{}), entered: make(chan struct{})}
+	var y yieldHook
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	first := sendUser(t, c, 1, 1, send)
+	<-d.entered // the first request runs alone and holds the model
+	queued := []chan answer{sendUser(t, c, 2, 10, send), sendUser(t, c, 3, 11, send)}
+	close(d.gate)
+	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
+	wantOwnRowsDoubled(t, queued, []int{2, 3}, []float32{10, 11})
+	if got := d.rows(); len(got) != 2 || got[0] != 1 || got[1] != 5 {
+		t.Errorf("forward calls had rows %v, want [1 5]", got)
+	}
+	if n := y.n.Load(); n != 1 {
+		t.Errorf("the actor yielded %d times, want once: for the first request, not for those that waited", n)
+	}
+}
+
+func TestYieldToWaitingYieldsOnlyWhenAGoroutineWaits(t *testing.T) {
+	yield := yieldToWaiting()
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	ran := make(chan struct{})
+	go close(ran) // waits for the only processor, which this goroutine holds
+	if !yield() {
+		t.Error("a goroutine was waiting for the processor, and the yield said none was")
+	}
+	<-ran
+	for range 100 { // nothing else to run: some call sees no goroutine waiting
+		if !yield() {
+			return
+		}
+	}
+	t.Error("every yield said a goroutine was waiting, with nothing left to run")
+}
+
+func TestTheActorYieldsOnlyWhereABatchCouldGrow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bo   batchOptions
+		rows int
+	}{
+		{"batching off", batchOptions{maxRows: 1}, 1},
+		{"max_queue_delay set", batchOptions{maxRows: 8, delay: time.Millisecond}, 1},
+		{"a request of max_batch_rows", batchOptions{maxRows: 4}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := testSystem(t)
+			d := &doubler{gate: make(chan struct{})}
+			close(d.gate)
+			var y yieldHook
+			tc.bo.yield = y.yield
+			c := spawnReplicas(t, as, d, nil, tc.bo, 1)
+			send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+			for i := range 2 {
+				wantOwnRowsDoubled(t, []chan answer{sendUser(t, c, tc.rows, float32(i), send)}, []int{tc.rows}, []float32{float32(i)})
+			}
+			if n := y.n.Load(); n != 0 {
+				t.Errorf("the actor yielded %d times, want none", n)
+			}
+		})
 	}
 }
 

@@ -188,6 +188,9 @@ type batchOptions struct {
 	maxRows int
 	// delay is how long a lone user request waits for others; 0: none.
 	delay time.Duration
+	// yield lets the goroutines waiting for a processor run, if any, and
+	// reports whether there were (batching.go); nil: yieldToWaiting.
+	yield func() bool
 }
 
 // modelActor owns one servable and runs predict messages one at a time.
@@ -213,6 +216,9 @@ type modelActor struct {
 	pendingRows int
 	flushQueued bool
 	flushGen    uint64
+	// yield lets goroutines waiting for a processor run before a request
+	// that would run alone (batchOptions.yield).
+	yield func() bool
 	// flushTimer sends the last flush that waits for batchDelay; flushes
 	// counts those timers not yet stopped nor run, which close waits for:
 	// no flush is sent once the actor has stopped.
@@ -246,8 +252,13 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 	if bo.maxRows <= 1 {
 		bo.delay = 0 // batching off: nothing to wait for
 	}
+
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, low: low, lowered: lowered, carry: carry}
+		yield := bo.yield
+		if yield == nil {
+			yield = yieldToWaiting()
+		}
+		a := &modelActor{c: c, load: load, log: log, m: m, maxBatchRows: bo.maxRows, batchDelay: bo.delay, yield: yield, low: low, lowered: lowered, carry: carry}
 		if first {
 			a.s, first = s, false
 		}
