@@ -17,12 +17,12 @@ import (
 // backlog.
 //
 // A user request that arrives at an idle model (nothing else queued or
-// waiting) runs at once. Otherwise the actor keeps it in its pending list
-// and sends itself a flush at a priority just below user requests, so
-// every user request already queued is received before the flush runs.
-// Each flush runs one forward call, then sends the next flush if requests
-// are left: between two forward calls the actor takes in what arrived, and
-// picks again.
+// waiting) runs at once, after at most one yield (below). Otherwise the
+// actor keeps it in its pending list and sends itself a flush at a
+// priority just below user requests, so every user request already queued
+// is received before the flush runs. Each flush runs one forward call,
+// then sends the next flush if requests are left: between two forward
+// calls the actor takes in what arrived, and picks again.
 //
 // Which request runs next: the oldest, unless the queue is backed up (the
 // oldest waiting request that has a deadline has waited longer than a
@@ -55,7 +55,8 @@ import (
 // cores the waiting goroutines are mostly the API handlers decoding the
 // next requests, so the forward call's fixed cost is paid once for
 // several requests exactly when the CPU limits the server. A busy model
-// does not yield: requests gather while its forward call runs.
+// does not yield (requests gather while its forward call runs), nor does
+// a model with replicas (its newcomers go to an idle replica).
 //
 // Pending requests count in the model's queue (content.queued) until they
 // run or expire, so model_queue_size bounds them.
@@ -93,7 +94,12 @@ func compatible(a, b []servables.Tensor) bool {
 // (yieldForCompany), else it waits for a flush.
 func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 	if len(a.pending) == 0 && a.batchDelay <= 0 && a.c.queued.Load() == 1 {
-		if rows := batchRows(m.inputs); m.alone || rows == 0 || !a.yieldForCompany(rows) {
+		yielded, joined := a.yieldForCompany(m)
+		if !joined {
+			if yielded && a.dropIfExpired(m, time.Now()) { // the yield took its time
+				a.c.queued.Add(-1)
+				return
+			}
 			a.c.queued.Add(-1)
 			a.predict(m)
 			return
@@ -122,16 +128,23 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 	})
 }
 
-// yieldForCompany is called when a request of rows rows would run alone
-// on an idle model: if a batch could take more rows and goroutines are
-// waiting for a processor, it lets them run first and reports whether
-// user requests reached the model's queue meanwhile.
-func (a *modelActor) yieldForCompany(rows int) bool {
-	if rows >= a.maxBatchRows {
-		return false
+// yieldForCompany is called when m would run alone on an idle model: if
+// a batch could take more rows and goroutines are waiting for a
+// processor, it lets them run first (yielded) and reports whether user
+// requests reached the model's queue meanwhile (joined). A model with
+// replicas does not yield: its newcomers go to an idle replica.
+func (a *modelActor) yieldForCompany(m *predict) (yielded, joined bool) {
+	if len(a.c.busy) > 1 || m.alone {
+		return false, false
+	}
+	if rows := batchRows(m.inputs); rows == 0 || rows >= a.maxBatchRows {
+		return false, false
 	}
 	before := a.c.queued.Load()
-	return a.yield() && a.c.queued.Load() > before
+	if !a.yield() {
+		return false, false
+	}
+	return true, a.c.queued.Load() > before
 }
 
 // runPending runs one forward call of pending requests (see the top of
@@ -385,13 +398,15 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 
 // yieldToWaiting returns a yield for one model actor: if Go counts
 // goroutines waiting for a processor, it lets them run (runtime.Gosched)
-// and reports true. Reading the count costs about 80 ns; a Gosched with
-// nothing waiting would instead wake an idle thread to look for work.
+// and reports true. The count is read under the runtime's metrics
+// semaphore and scheduler lock, walking the Ps: about 80 ns on two cores,
+// longer while a Prometheus scrape reads the runtime's metrics. A Gosched
+// with nothing waiting would instead wake an idle thread to look for work.
 func yieldToWaiting() func() bool {
 	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
 	return func() bool {
 		metrics.Read(runnable)
-		if v := runnable[0].Value; v.Kind() == metrics.KindUint64 && v.Uint64() == 0 {
+		if v := runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
 			return false
 		}
 		runtime.Gosched()

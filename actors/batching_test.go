@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,15 @@ type answer struct {
 
 func sendUser(t *testing.T, c *content, rows int, v float32, send func(*predict)) chan answer {
 	t.Helper()
+	p, ch := userRequest(t, c, rows, v)
+	post(c, p, send)
+	return ch
+}
+
+// userRequest builds a user request of rows rows of v for c, and the
+// channel its answer comes on.
+func userRequest(t *testing.T, c *content, rows int, v float32) (*predict, chan answer) {
+	t.Helper()
 	x, err := servables.NewTensor("x", servables.Float32, []int64{int64(rows), 2})
 	if err != nil {
 		t.Fatal(err)
@@ -70,14 +80,18 @@ func sendUser(t *testing.T, c *content, rows int, v float32, send func(*predict)
 		x.Float32s()[i] = v
 	}
 	ch := make(chan answer, 1)
-	c.queued.Add(1)
-	c.inflight.Add(1)
-	send(&predict{inputs: []servables.Tensor{x}, priority: priorityUser, enqueued: time.Now(),
+	return &predict{inputs: []servables.Tensor{x}, priority: priorityUser, enqueued: time.Now(),
 		done: func(out []servables.Tensor, err error, _, _ time.Duration) {
 			c.inflight.Add(-1)
 			ch <- answer{out, err}
-		}})
-	return ch
+		}}, ch
+}
+
+// post counts p in c's queue, as the router does, and sends it.
+func post(c *content, p *predict, send func(*predict)) {
+	c.queued.Add(1)
+	c.inflight.Add(1)
+	send(p)
 }
 
 func TestQueuedUserRequestsRunAsOneBatchAndGetTheirOwnRows(t *testing.T) {
@@ -227,14 +241,19 @@ func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
 	d := &doubler{gate: make(chan struct{})}
 	close(d.gate)
 	var c *content
-	var later []chan answer
+	var arriving []*predict
 	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 	y := yieldHook{during: func(n int64) {
 		if n == 1 { // the first request's yield: two more arrive
-			later = append(later, sendUser(t, c, 2, 10, send), sendUser(t, c, 3, 11, send))
+			for _, p := range arriving {
+				post(c, p, send)
+			}
 		}
 	}}
 	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	p2, later2 := userRequest(t, c, 2, 10)
+	p3, later3 := userRequest(t, c, 3, 11)
+	arriving, later := []*predict{p2, p3}, []chan answer{later2, later3}
 	first := sendUser(t, c, 1, 1, send)
 	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
 	wantOwnRowsDoubled(t, later, []int{2, 3}, []float32{10, 11})
@@ -266,22 +285,69 @@ func TestABusyModelDoesNotYield(t *testing.T) {
 	}
 }
 
-func TestYieldToWaitingYieldsOnlyWhenAGoroutineWaits(t *testing.T) {
+func TestAModelWithReplicasDoesNotYield(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var y yieldHook
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 2)
+	send := func(p *predict) { c.send(func(pid *actor.PID, m any) { as.Root.Send(pid, m) }, p) }
+	for i := range 3 {
+		wantOwnRowsDoubled(t, []chan answer{sendUser(t, c, 1, float32(i), send)}, []int{1}, []float32{float32(i)})
+	}
+	if n := y.n.Load(); n != 0 {
+		t.Errorf("the actor yielded %d times, want none: a newcomer would go to the idle replica", n)
+	}
+}
+
+func TestARequestCancelledWhileTheModelYieldsDoesNotRun(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	ctx, cancel := context.WithCancel(context.Background())
+	y := yieldHook{during: func(int64) { cancel() }} // the caller goes away meanwhile
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	p, ch := userRequest(t, c, 1, 1)
+	p.ctx = ctx
+	post(c, p, func(p *predict) { as.Root.Send(c.pids[0], p) })
+	if a := <-ch; !errors.Is(a.err, servables.ErrCanceled) {
+		t.Fatalf("answer %v, want the request cancelled", a.err)
+	}
+	if got := d.rows(); len(got) != 0 {
+		t.Errorf("forward calls had rows %v, want none", got)
+	}
+	if q := c.queued.Load(); q != 0 {
+		t.Errorf("the model's queue counts %d requests, want 0", q)
+	}
+}
+
+func TestYieldToWaitingYieldsWhenAGoroutineWaits(t *testing.T) {
 	yield := yieldToWaiting()
-	prev := runtime.GOMAXPROCS(1)
-	defer runtime.GOMAXPROCS(prev)
+	// Keep every other processor busy, so that a new goroutine waits for
+	// this one's.
+	var stop atomic.Bool
+	var spinners sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) - 1 {
+		spinners.Go(func() {
+			for !stop.Load() {
+			}
+		})
+	}
 	ran := make(chan struct{})
-	go close(ran) // waits for the only processor, which this goroutine holds
-	if !yield() {
-		t.Error("a goroutine was waiting for the processor, and the yield said none was")
-	}
+	go close(ran)
+	waited := yield()
+	stop.Store(true)
+	spinners.Wait()
 	<-ran
-	for range 100 { // nothing else to run: some call sees no goroutine waiting
-		if !yield() {
-			return
-		}
+	if !waited {
+		t.Error("a goroutine was waiting for a processor, and the yield said none was")
 	}
-	t.Error("every yield said a goroutine was waiting, with nothing left to run")
+	// Whether none waits depends on the package's other goroutines; the
+	// count the yield reads must exist, or it would never yield.
+	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	if metrics.Read(runnable); runnable[0].Value.Kind() != metrics.KindUint64 {
+		t.Errorf("the runtime has no count of runnable goroutines (kind %v)", runnable[0].Value.Kind())
+	}
 }
 
 func TestTheActorYieldsOnlyWhereABatchCouldGrow(t *testing.T) {

@@ -252,7 +252,6 @@ func modelProps(c *content, s servables.Servable, load func(ctx context.Context)
 	if bo.maxRows <= 1 {
 		bo.delay = 0 // batching off: nothing to wait for
 	}
-
 	return actor.PropsFromProducer(func() actor.Actor {
 		yield := bo.yield
 		if yield == nil {
