@@ -695,9 +695,9 @@ func (p *panicOnStart) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
 
 // TestSpanStartPanicClosesTheConnection: a bug that panics starting a
 // framed call's server span, on the connection's reader once the call
-// has been taken in, closes that connection as a broken one closes: its
-// calls in flight are cancelled and answered, the panicking call is
-// freed, and the connection closes once they have ended. The server logs
+// has been taken in, fails that call Internal and closes the connection
+// as a broken one closes: its calls in flight are cancelled and answered,
+// and the connection closes once they have ended. The server logs
 // the panic with its stack, serves other connections, and stops.
 func TestSpanStartPanicClosesTheConnection(t *testing.T) {
 	for _, async := range []bool{true, false} {
@@ -715,6 +715,7 @@ func TestSpanStartPanicClosesTheConnection(t *testing.T) {
 			rc.write(frame(frameCall, 2, callPayload(t, sumRequest(t))))
 			log.logged(t, ctx, "panicked", "starting the span", stackMark)
 			await(t, ctx, ended, "the held call's context to end")
+			checkFailure(t, rc.failure(2), servables.Execution, codes.Internal, takeFailedMsg, "b")
 			checkFailure(t, rc.failure(1), servables.Canceled, codes.Canceled, "", "b")
 			rc.closedByServer()
 			servesOthersThenStops(t, ctx, srv, addr, served, srv.GracefulStop)
@@ -794,8 +795,8 @@ func TestGoawayWritePanicCostsItsConnection(t *testing.T) {
 // TestPreparePanicEndsTheCallSpan: a bug that panics preparing a framed
 // call for the Local (here prepare's clock), once the call's server span
 // is started, ends that span, Internal, so that tracing neither loses nor
-// leaks it. On an AsyncLocal the panic is on the connection's reader,
-// which closes the connection; on a plain Local the call fails Internal.
+// leaks it, and fails the call Internal. On an AsyncLocal the panic is
+// on the connection's reader, which then closes the connection.
 // Either way the server logs the panic with its stack, serves other
 // connections, and stops.
 func TestPreparePanicEndsTheCallSpan(t *testing.T) {
@@ -820,6 +821,7 @@ func TestPreparePanicEndsTheCallSpan(t *testing.T) {
 			rc.write(frame(frameCall, 1, callPayload(t, sumRequest(t))))
 			log.logged(t, ctx, "panicked", "preparing the call", stackMark)
 			if async {
+				checkFailure(t, rc.failure(1), servables.Execution, codes.Internal, takeFailedMsg, "b")
 				rc.closedByServer()
 			} else {
 				checkFailure(t, rc.failure(1), servables.Execution, codes.Internal, "the serving node failed making the answer", "b")
@@ -836,6 +838,67 @@ func TestPreparePanicEndsTheCallSpan(t *testing.T) {
 			if len(ended) != 1 {
 				t.Fatalf("%d server spans ended Internal (of %d ended, %d started), want the panicking call's", len(ended), len(rec.Ended()), len(rec.Started()))
 			}
+		})
+	}
+}
+
+// panickingAsync is an AsyncLocal whose PredictAsync panics (a bug) for a
+// request whose id is "panic": before calling done, or after handing done
+// to a goroutine that calls it once late is closed. Other requests are
+// answered by compute on a goroutine of their own.
+type panickingAsync struct {
+	late   chan struct{} // nil: done is never called for "panic"
+	called chan struct{} // closed once the late done has returned
+}
+
+func (l panickingAsync) Predict(ctx context.Context, req ForwardedRequest) (Answer, error) {
+	return compute(ctx, req)
+}
+
+func (l panickingAsync) PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error)) {
+	if req.RequestID != "panic" {
+		go func() { done(compute(ctx, req)) }()
+		return
+	}
+	if l.late != nil {
+		go func() {
+			<-l.late
+			done(compute(ctx, req))
+			close(l.called)
+		}()
+	}
+	panic("predicting without an answer")
+}
+
+// TestPredictAsyncPanicBeforeDoneFailsTheCall: a bug that panics in an
+// AsyncLocal's PredictAsync before done is called fails that call
+// Internal at once, and its connection closes as on a panicking reader:
+// the server logs the panic with its stack, serves other connections,
+// and stops, rather than waiting for an answer that never comes. A done
+// called after the panic (by a goroutine the Local started) changes
+// nothing: the call is not answered twice.
+func TestPredictAsyncPanicBeforeDoneFailsTheCall(t *testing.T) {
+	for _, lateDone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("late done=%v", lateDone), func(t *testing.T) {
+			ctx := testCtx(t)
+			local := panickingAsync{}
+			if lateDone {
+				local.late, local.called = make(chan struct{}), make(chan struct{})
+			}
+			log := make(logLines, 64)
+			srv, addr, served := panicServer(t, local, log, ServerOptions{}, nil)
+			rc := dialRaw(t, addr)
+			req := sumRequest(t)
+			req.RequestID = "panic"
+			rc.write(frame(frameCall, 1, callPayload(t, req)))
+			log.logged(t, ctx, "panicked", "predicting without an answer", "panickingAsync.PredictAsync", stackMark)
+			checkFailure(t, rc.failure(1), servables.Execution, codes.Internal, takeFailedMsg, "b")
+			if lateDone {
+				close(local.late)
+				await(t, ctx, local.called, "the late done to return")
+			}
+			rc.closedByServer()
+			servesOthersThenStops(t, ctx, srv, addr, served, srv.GracefulStop)
 		})
 	}
 }

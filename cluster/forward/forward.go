@@ -115,7 +115,9 @@ type Local interface {
 // not be called with locks held that the connection's writer could need.
 // A panic in done (a bug in the transport) reaches its caller, which
 // should recover and log it, once the connection has freed the call (one
-// raised making the answer first fails the call Internal).
+// raised making the answer first fails the call Internal). A PredictAsync
+// that panics (a bug) before calling done fails the call Internal, and
+// its connection closes; a later call of done is then ignored.
 type AsyncLocal interface {
 	Local
 	PredictAsync(ctx context.Context, req ForwardedRequest, done func(Answer, error))

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -419,13 +420,19 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	// connection could never close.
 	handed := false
 	defer func() {
-		if !handed {
-			cancel()
-			c.mu.Lock()
-			delete(c.calls, id)
-			c.mu.Unlock()
-			c.wg.Done()
+		if handed {
+			return
 		}
+		// A panic (the only way here): the call fails Internal before the
+		// connection closes, so that its peer need not wait for the close
+		// to learn it. Freeing it comes first, and the wait's end last,
+		// even if writing the failure panics too.
+		defer c.wg.Done()
+		defer c.answer(id, nil, takeFailed())
+		cancel()
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
 	}()
 	req := call.GetRequest()
 	// Until it is handed on, a panic once the call's span is started ends
@@ -433,7 +440,7 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 	var span trace.Span
 	defer func() {
 		if !handed && span != nil {
-			tracing.EndCall(span, status.New(codes.Internal, "internal error: the serving node failed taking the call"))
+			tracing.EndCall(span, status.New(codes.Internal, takeFailedMsg))
 		}
 	}()
 	ctx, span = c.s.calls.Start(peer.NewContext(ctx, c.peer), predictMethod, call.GetTraceparent(), call.GetTracestate(), req.GetRequestId())
@@ -490,7 +497,24 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 		finish(nil, f)
 		return
 	}
+	// done finishes the call once. A PredictAsync that panics (a bug)
+	// before calling it fails the call Internal here, so that the
+	// connection is not left waiting for an answer that never comes, and
+	// the panic goes on to the reader, which closes the connection; a
+	// call of done after that, or a second one, is ignored.
+	var called atomic.Bool
+	defer func() {
+		if v := recover(); v != nil {
+			if called.CompareAndSwap(false, true) {
+				finish(nil, takeFailed())
+			}
+			panic(v)
+		}
+	}()
 	al.PredictAsync(ctx, fr, func(a Answer, err error) {
+		if !called.CompareAndSwap(false, true) {
+			return
+		}
 		resp, f, p := makeAnswer(func() (*forwardpb.PredictResponse, *failure) { return c.s.outcome(a, err) })
 		if p != nil {
 			// To done's caller once the call is answered, which recovers it
@@ -505,6 +529,16 @@ func (c *serverConn) start(id uint64, b []byte, from string) {
 		}
 		finish(resp, f)
 	})
+}
+
+// takeFailedMsg is the message of a call that failed (a bug) before the
+// serving node's Local had it.
+const takeFailedMsg = "internal error: the serving node failed taking the call"
+
+// takeFailed is the failure of a call that panicked (a bug) before the
+// Local had it, or in an AsyncLocal's PredictAsync before its done.
+func takeFailed() *failure {
+	return &failure{code: codes.Internal, kind: servables.Execution, msg: takeFailedMsg}
 }
 
 // errPanicked ends a connection whose reader panicked (a bug).
