@@ -13,6 +13,12 @@ APT_PKGS := libtorch-dev libopenblas0-openmp kcat hey etcd-server gcc g++ valgri
 # scripts/deps.sh sets them back.
 APT_BENCH_PKGS := python3-torch python3-fastapi python3-uvicorn python3-onnx python3-xgboost libxgboost-dev
 
+# Every Go build is position-independent: the binaries get full address
+# space randomization, and the packages compiled for them are the ones the
+# DeepRec processor library (-buildmode=c-shared) links, so that a build
+# from a clean cache compiles Grove and its dependencies once, not twice.
+export GOFLAGS := -buildmode=pie $(GOFLAGS)
+
 # The version `grove version` prints, stamped into every build from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
