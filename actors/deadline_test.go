@@ -143,6 +143,42 @@ func TestTheModelsDefaultTimeoutBoundsRequestsThatBringNone(t *testing.T) {
 	})
 }
 
+// TestARequestThatRunsPastItsDeadlineCountsAsLateNotExpired: a request
+// that started in time and whose deadline passes during its forward call
+// is answered at its deadline; when the call ends, it counts in
+// grove_requests_late_total (it ran, for nobody), not as expired.
+func TestARequestThatRunsPastItsDeadlineCountsAsLateNotExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 100}})
+		defer w.stop()
+		synctest.Wait()
+		late := func() float64 { return w.metric("grove_requests_late_total", map[string]string{"model": "a/"}) }
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res, err := w.inferCtx(ctx, "a/", 1)
+		if err != nil || servables.KindOf(res[0].Err) != servables.DeadlineExceeded || time.Since(start) != 30*time.Millisecond {
+			t.Fatalf("got %v %+v after %v, want a DeadlineExceeded result at 30ms", err, res, time.Since(start))
+		}
+		synctest.Wait()
+		if n := late(); n != 0 {
+			t.Fatalf("late = %v while the forward call still runs, want 0", n)
+		}
+		time.Sleep(70 * time.Millisecond) // the forward call ends
+		synctest.Wait()
+		if n, e := late(), w.expired("a/", "deadline"); n != 1 || e != 0 || w.rt.calls.Load() != 1 {
+			t.Fatalf("late %v, expired{deadline} %v, %d forward calls; want 1, 0, 1", n, e, w.rt.calls.Load())
+		}
+		// A request on time counts nowhere.
+		if r := w.infer("a/", 1); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if n := late(); n != 1 {
+			t.Fatalf("late = %v after a request on time, want 1", n)
+		}
+	})
+}
+
 func TestACallersEarlierDeadlineWinsOverTheModelsDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", `"default_timeout_ms": 1000`)), map[string]faultySpec{"a/": {DelayMs: 100}})

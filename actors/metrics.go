@@ -23,6 +23,7 @@ type Metrics struct {
 	shadowDropped *prometheus.CounterVec
 	compareShed   *prometheus.CounterVec
 	expired       *prometheus.CounterVec
+	late          *prometheus.CounterVec
 	restores      *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
 	routerShare   *prometheus.GaugeVec
@@ -106,6 +107,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_requests_expired_total",
 			Help: "Requests dropped without running, by model path and reason (deadline: the deadline passed or would pass before the answer; canceled: the caller went away; queue_timeout: waited longer than queue_timeout_ms). Shadow copies past shadow_timeout count as deadline.",
 		}, []string{"model", "reason"}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_requests_late_total",
+			Help: "User requests a model ran after their caller had been answered at its deadline or had gone away, by model path: started in time, they ran past the deadline, and their answer was thrown away.",
+		}, []string{"model"}),
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_restores_total",
 			Help: "Kept previous contents put back into service with no reload (a rollback to them), by model path.",
@@ -143,7 +148,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, a := range []string{"supervisor", "router", "fetch", "config_poll", "warm_up", "load", "release", "forward", "close", "reload", "shadow_compare", "shadow_log", "forward_reply", "default_timeout", "load_wait"} {
 		m.panics.WithLabelValues(a) // exported at 0 before the first
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.compareShed, m.expired, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.compareShed, m.expired, m.late, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

@@ -629,6 +629,9 @@ func sendPredict(send func(*actor.PID, any), w *ways, b *batch, i int, c *conten
 			b.finish()
 		} else {
 			ans.answer(nil, true, 0) // the caller got its deadline, not these outputs
+			if k := servables.KindOf(err); !b.shadow && k != servables.DeadlineExceeded && k != servables.Canceled {
+				m.late.WithLabelValues(c.path).Inc() // it ran (dropped unrun, it counts as expired)
+			}
 		}
 	}
 	sent = true // from here on, p's answer gives the place back
