@@ -173,9 +173,10 @@ func TestOverloadABJudgesGoodputAndP99AndShowsTheCappedRun(t *testing.T) {
 			Runs: []overloadABRun{{Factor: overloadFactor, Offered: 2000}, {Factor: overloadCappedFactor, Offered: 1500}}}
 		ab.Capacity.add(loadResult{Requests: 1000, Latencies: lats(1000, 5*ms)}, cpuUse{Grove: 1.2, Bench: 0.4}, time.Second)
 		r := &ab.Runs[0]
-		res := loadResult{Requests: within + late, Errors: 900, Latencies: append(lats(within, 10*ms), lats(late, 80*ms)...)}
+		res := loadResult{Requests: within + late, Errors: 900, Latencies: append(lats(within, 10*ms), lats(late, 80*ms)...),
+			Failures: map[string]int{"HTTP 504": 830, "HTTP 429": 50, "transport": 20}}
 		r.add(res, cpuUse{Grove: 1.1, Bench: 0.8}, time.Second)
-		r.Good, r.Expired, r.Refused = countWithin(res.Latencies, overloadDeadline), 800, 50
+		r.Good, r.Expired, r.Late, r.Refused = countWithin(res.Latencies, overloadDeadline), 800, 30, 50
 		q := &ab.Runs[1]
 		q.add(loadResult{Requests: 980, Latencies: lats(980, 9*ms)}, cpuUse{Grove: 1.3, Bench: 0.6}, time.Second)
 		q.Good = 980
@@ -193,10 +194,12 @@ func TestOverloadABJudgesGoodputAndP99AndShowsTheCappedRun(t *testing.T) {
 	met.writeMarkdown(&b)
 	s := b.String()
 	for _, want := range []string{
-		"| 2.0x, Grove-Timeout 50ms | 2000 | 950 | 950 | 0.95 | 10.0 ms | 10.0 ms | 800 | 50 | 50 | 1.10 | 0.80 | 0.00 |",
+		// 900 failures: 800 expired, 30 ran late, 50 refused, 20 others.
+		"| 2.0x, Grove-Timeout 50ms | 2000 | 950 | 950 | 0.95 | 10.0 ms | 10.0 ms | 800 | 30 | 50 | 20 | 1.10 | 0.80 | 0.00 |",
 		"| 1.5x, Grove-Timeout 50ms (load generator capped) | 1500 | 980 |",
 		"goodput 950/s = 0.95 of the interleaved capacity 1000/s (target ≥ 0.90) and p99 of the successful answers 10.0 ms (target ≤ 50ms): met; the load generator kept 0.80 cores busy, grove 1.10",
 		"with the load generator capped at 1.5x: goodput 0.98 of the capacity, p99 9.00 ms, load generator 0.60 cores, grove 1.30",
+		"- Failed requests of the 2.0x run, as the load generator saw them: HTTP 504 ×830, HTTP 429 ×50, transport ×20",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("missing %q in\n%s", want, s)

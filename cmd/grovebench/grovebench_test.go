@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -323,6 +324,11 @@ func TestRunLoad(t *testing.T) {
 	if r.Errors == 0 || r.FirstError == "" {
 		t.Errorf("fail run: %+v", r.summary())
 	}
+	// Every failure is counted under its kind: a tenth of the requests are
+	// 500s and a tenth errors in the body.
+	if f := r.Failures; f["HTTP 500"] == 0 || f["an error in the body"] == 0 || f["HTTP 500"]+f["an error in the body"] != r.Errors {
+		t.Errorf("fail run: failures by kind %v for %d errors", f, r.Errors)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
@@ -539,5 +545,26 @@ func TestBurnerRefusesASpecThatIsNotAShareOfTheCPUs(t *testing.T) {
 	}
 	if cores, err := parseBurnerCores("0.5"); err != nil || cores != 0.5 {
 		t.Errorf("parseBurnerCores(0.5) = %v, %v", cores, err)
+	}
+}
+
+func TestFailureKindNamesTheStatusTheBodyOrTheTransport(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&statusError{code: 504, body: "late"}, "HTTP 504"},
+		{fmt.Errorf("%w: {}", errBody), "an error in the body"},
+		{fmt.Errorf("reading the status line: %w", os.ErrDeadlineExceeded), "timeout"},
+		{context.DeadlineExceeded, "timeout"},
+		{fmt.Errorf("writing the request: %w", io.ErrClosedPipe), "transport"},
+	} {
+		if got := failureKind(tc.err); got != tc.want {
+			t.Errorf("failureKind(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	if got, want := fmtCounts(addCounts(map[string]int{"HTTP 504": 3}, map[string]int{"transport": 3, "HTTP 429": 7, "HTTP 504": 1})),
+		"HTTP 429 ×7, HTTP 504 ×4, transport ×3"; got != want {
+		t.Errorf("fmtCounts = %q, want %q", got, want)
 	}
 }

@@ -59,6 +59,8 @@ type abPool struct {
 	Sent       int    `json:"sent"`
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// Failures counts the Errors by kind (failureKind).
+	Failures map[string]int `json:"failures,omitempty"`
 	// ServerCPU, BenchCPU and OtherCPU are the CPU-seconds the server's
 	// process, grovebench (the load generator) and the rest of the machine
 	// used inside the windows (0 when unknown).
@@ -79,6 +81,7 @@ func (p *abPool) add(res loadResult, cpu cpuUse, window time.Duration) {
 	p.Requests += res.Requests
 	p.Sent += res.Sent
 	p.Errors += res.Errors
+	p.Failures = addCounts(p.Failures, res.Failures)
 	if p.FirstError == "" {
 		p.FirstError = res.FirstError
 	}

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +60,9 @@ type loadResult struct {
 	// transport errors, non-200 answers and bodies without okMarker or with errMarker.
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
+	// Failures counts the Errors by kind (failureKind): "HTTP 504", "an
+	// error in the body", "timeout", "transport".
+	Failures map[string]int `json:"failures,omitempty"`
 	// Sent is the number of requests that got an answer or failed over the
 	// whole run, warm-up included (not those cut short by an interrupt):
 	// what the server saw, to compare with its prediction log's counts.
@@ -76,6 +84,7 @@ type worker struct {
 	sent     int
 	errors   int
 	firstErr string
+	failures map[string]int
 	http     *rawClient                  // the client's connection, unless spec.newCall is set
 	call     func(context.Context) error // from spec.newCall, if set
 }
@@ -153,6 +162,10 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 					if w.firstErr == "" {
 						w.firstErr = err.Error()
 					}
+					if w.failures == nil {
+						w.failures = map[string]int{}
+					}
+					w.failures[failureKind(err)]++
 					continue
 				}
 				w.sent++
@@ -173,6 +186,7 @@ func runLoad(ctx context.Context, spec loadSpec) loadResult {
 		r.Requests += w.done
 		r.Errors += w.errors
 		r.Sent += w.sent
+		r.Failures = addCounts(r.Failures, w.failures)
 		if r.FirstError == "" {
 			r.FirstError = w.firstErr
 		}
@@ -193,12 +207,67 @@ func (w *worker) do(ctx context.Context, spec loadSpec) error {
 		return err
 	}
 	if status != 200 {
-		return fmt.Errorf("HTTP %d: %s", status, clip(body, 200))
+		return &statusError{code: status, body: clip(body, 200)}
 	}
 	if !bytes.Contains(body, spec.okMarker) || (len(spec.errMarker) > 0 && bytes.Contains(body, spec.errMarker)) {
-		return fmt.Errorf("error in the response body: %s", clip(body, 200))
+		return fmt.Errorf("%w: %s", errBody, clip(body, 200))
 	}
 	return nil
+}
+
+// statusError is an answer whose HTTP status is not 200.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
+
+// errBody is a 200 answer whose body is not a success.
+var errBody = errors.New("error in the response body")
+
+// failureKind is the kind of a failed request that Failures counts it
+// under: its HTTP status, an error in the body, a timeout of the client,
+// or another transport error.
+func failureKind(err error) string {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("HTTP %d", se.code)
+	case errors.Is(err, errBody):
+		return "an error in the body"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return "transport"
+	}
+}
+
+// addCounts adds the counts of from to to (made if nil) and returns it.
+func addCounts(to, from map[string]int) map[string]int {
+	for k, n := range from {
+		if to == nil {
+			to = map[string]int{}
+		}
+		to[k] += n
+	}
+	return to
+}
+
+// fmtCounts renders counts as "k1 ×n1, k2 ×n2", the largest first.
+func fmtCounts(counts map[string]int) string {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // summarize sorts the latencies and fills in the statistics.

@@ -73,9 +73,11 @@ type overloadRun struct {
 	// the window; Ratio is Goodput over the measured capacity.
 	Goodput float64 `json:"goodput"`
 	Ratio   float64 `json:"goodput_ratio"`
-	// Expired and Refused are what grove counted during the run: work
-	// dropped unrun (any reason) and requests refused with 429.
+	// Expired, Late and Refused are what grove counted during the run:
+	// work dropped unrun (any reason), requests that ran past their
+	// deadline (answered at it), and requests refused with 429.
 	Expired float64 `json:"expired"`
+	Late    float64 `json:"late"`
 	Refused float64 `json:"refused"`
 	// CPU is what grove, grovebench and the rest kept busy in the window.
 	CPU cpuUse `json:"cpu"`
@@ -139,9 +141,11 @@ type overloadABRun struct {
 	Ratio   float64       `json:"goodput_ratio"`
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
-	// Expired and Refused are what grove counted over the runs' windows
-	// (warm-ups and drains included): work dropped unrun and 429s.
+	// Expired, Late and Refused are what grove counted over the runs'
+	// windows (warm-ups and drains included): work dropped unrun, work
+	// that ran past its deadline, and 429s.
 	Expired float64 `json:"expired"`
+	Late    float64 `json:"late"`
 	Refused float64 `json:"refused"`
 }
 
@@ -191,6 +195,7 @@ func runOverloadAB(ctx context.Context, e lifecycleEnv, base string, pid int, lo
 			return err
 		}
 		run.Expired += after.sum("grove_requests_expired_total", nil) - before.sum("grove_requests_expired_total", nil)
+		run.Late += after.sum("grove_requests_late_total", nil) - before.sum("grove_requests_late_total", nil)
 		refused := map[string]string{"code": "429"}
 		run.Refused += after.sum("grove_http_requests_total", refused) - before.sum("grove_http_requests_total", refused)
 		return nil
@@ -243,10 +248,10 @@ func (ab *overloadAB) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nOverload, interleaved (%d rounds of %v after %v warm-up, or an open loop's pacing interval if longer, on each run in turn, the order rotating, windows pooled; "+
 		"each open-loop window offers its factor times the closed loop's capacity pooled so far; deadline %v on the open loops):\n\n",
 		ab.Rounds, ab.Window, overloadABWarmup, overloadDeadline)
-	fmt.Fprintln(w, "| run | offered req/s | answered ok/s | goodput (≤ deadline)/s | goodput / capacity | p50 ok | p99 ok | expired | 429 | other failures | CPU grove | CPU grovebench | CPU other |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| run | offered req/s | answered ok/s | goodput (≤ deadline)/s | goodput / capacity | p50 ok | p99 ok | expired | ran late | 429 | other failures | CPU grove | CPU grovebench | CPU other |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	c := &ab.Capacity
-	fmt.Fprintf(w, "| capacity (closed loop, c %d) | | %s | | 1.00 | %s | %s | | | %d | %.2f | %.2f | %.2f |\n",
+	fmt.Fprintf(w, "| capacity (closed loop, c %d) | | %s | | 1.00 | %s | %s | | | | %d | %.2f | %.2f | %.2f |\n",
 		overloadClosedConc, fmtRate(c.rate()), fmtDur(ab.CapacityP50), fmtDur(ab.CapacityP99), c.Errors, c.cores(), c.benchCores(), c.otherCores())
 	for i := range ab.Runs {
 		r := &ab.Runs[i]
@@ -254,8 +259,8 @@ func (ab *overloadAB) writeMarkdown(w io.Writer) {
 		if i > 0 {
 			name += " (load generator capped)"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %d | %.2f | %.2f | %.2f |\n", name, fmtRate(r.Offered), fmtRate(r.rate()),
-			fmtRate(r.Goodput), r.Ratio, fmtDur(r.P50), fmtDur(r.P99), r.Expired, r.Refused, max(r.Errors-int(r.Expired)-int(r.Refused), 0),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %.2f |\n", name, fmtRate(r.Offered), fmtRate(r.rate()),
+			fmtRate(r.Goodput), r.Ratio, fmtDur(r.P50), fmtDur(r.P99), r.Expired, r.Late, r.Refused, max(r.Errors-int(r.Expired)-int(r.Late)-int(r.Refused), 0),
 			r.cores(), r.benchCores(), r.otherCores())
 	}
 	fmt.Fprintln(w)
@@ -271,6 +276,9 @@ func (ab *overloadAB) writeMarkdown(w io.Writer) {
 			q.Factor, q.Ratio, fmtDur(q.P99), q.benchCores(), q.cores())
 	}
 	fmt.Fprintln(w, s)
+	if len(r.Failures) > 0 {
+		fmt.Fprintf(w, "- Failed requests of the %.1fx run, as the load generator saw them: %s\n", r.Factor, fmtCounts(r.Failures))
+	}
 }
 
 // runOverload runs the overload scenario.
@@ -350,6 +358,7 @@ func runOverload(ctx context.Context, e lifecycleEnv) *overloadReport {
 			return fail("%v", err)
 		}
 		run.Expired = after.sum("grove_requests_expired_total", nil) - before.sum("grove_requests_expired_total", nil)
+		run.Late = after.sum("grove_requests_late_total", nil) - before.sum("grove_requests_late_total", nil)
 		refused := map[string]string{"code": "429"}
 		run.Refused = after.sum("grove_http_requests_total", refused) - before.sum("grove_http_requests_total", refused)
 		good := countWithin(run.Load.Latencies, overloadDeadline)
@@ -370,20 +379,23 @@ func (r *overloadReport) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nOverload (%s, batching off, POST /v1/inference, batch 1; open loop at %.0fx the closed-loop capacity, latency from each request's scheduled start):\n\n",
 		deepPath, overloadFactor)
-	fmt.Fprintln(w, "| run | offered req/s | answered ok/s | goodput (≤ deadline)/s | goodput / capacity | p50 ok | p99 ok | expired | 429 | other failures | CPU grove | CPU grovebench | mean forward | model busy |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| run | offered req/s | answered ok/s | goodput (≤ deadline)/s | goodput / capacity | p50 ok | p99 ok | expired | ran late | 429 | other failures | CPU grove | CPU grovebench | mean forward | model busy |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	c := r.Capacity
-	fmt.Fprintf(w, "| capacity (closed loop, c %d) | | %s | | 1.00 | %s | %s | | | %d | %.2f | %.2f | %s | %.0f %% |\n", overloadClosedConc, fmtRate(c.ReqPerSec), fmtDur(c.P50), fmtDur(c.P99), c.Errors,
+	fmt.Fprintf(w, "| capacity (closed loop, c %d) | | %s | | 1.00 | %s | %s | | | | %d | %.2f | %.2f | %s | %.0f %% |\n", overloadClosedConc, fmtRate(c.ReqPerSec), fmtDur(c.P50), fmtDur(c.P99), c.Errors,
 		r.CapacityCPU.Grove, r.CapacityCPU.Bench, fmtDur(r.CapacityFwd), 100*r.CapacityBusy)
 	for _, run := range []overloadRun{r.WithDeadline, r.NoDeadline} {
 		name := "no deadline"
 		if run.Deadline {
 			name = "Grove-Timeout " + overloadDeadline.String()
 		}
-		other := run.Load.Errors - int(run.Expired) - int(run.Refused)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %d | %.2f | %.2f | %s | %.0f %% |\n", name, fmtRate(r.Offered), fmtRate(run.Load.ReqPerSec),
-			fmtRate(run.Goodput), run.Ratio, fmtDur(run.Load.P50), fmtDur(run.Load.P99), run.Expired, run.Refused, max(other, 0), run.CPU.Grove, run.CPU.Bench,
+		other := run.Load.Errors - int(run.Expired) - int(run.Late) - int(run.Refused)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %s | %.0f %% |\n", name, fmtRate(r.Offered), fmtRate(run.Load.ReqPerSec),
+			fmtRate(run.Goodput), run.Ratio, fmtDur(run.Load.P50), fmtDur(run.Load.P99), run.Expired, run.Late, run.Refused, max(other, 0), run.CPU.Grove, run.CPU.Bench,
 			fmtDur(run.Forward), 100*run.Busy)
+	}
+	if f := r.WithDeadline.Load.Failures; len(f) > 0 {
+		fmt.Fprintf(w, "\n- Failed requests of the Grove-Timeout run, as the load generator saw them: %s\n", fmtCounts(f))
 	}
 	fmt.Fprintf(w, "\n- Overload: with a %v deadline, goodput %s/s = %.2f of the capacity %s/s (target ≥ %.2f) and p99 of the successful answers %s (target ≤ %v): %s\n",
 		overloadDeadline, fmtRate(r.WithDeadline.Goodput), r.WithDeadline.Ratio, fmtRate(r.Capacity.ReqPerSec), overloadGoodputTarget,
