@@ -96,12 +96,11 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 	if len(a.pending) == 0 && a.batchDelay <= 0 && a.c.queued.Load() == 1 {
 		yielded, joined := a.yieldForCompany(m)
 		if !joined {
-			if yielded && a.dropIfExpired(m, time.Now()) { // the yield took its time
-				a.c.queued.Add(-1)
-				return
-			}
+			dropped := yielded && a.dropIfExpired(m, time.Now()) // the yield took its time
 			a.c.queued.Add(-1)
-			a.predict(m)
+			if !dropped {
+				a.predict(m)
+			}
 			return
 		}
 	}

@@ -73,12 +73,8 @@ type overloadRun struct {
 	// the window; Ratio is Goodput over the measured capacity.
 	Goodput float64 `json:"goodput"`
 	Ratio   float64 `json:"goodput_ratio"`
-	// Expired, Late and Refused are what grove counted during the run:
-	// work dropped unrun (any reason), requests that ran past their
-	// deadline (answered at it), and requests refused with 429.
-	Expired float64 `json:"expired"`
-	Late    float64 `json:"late"`
-	Refused float64 `json:"refused"`
+	// What grove counted during the run.
+	groveCounts
 	// CPU is what grove, grovebench and the rest kept busy in the window.
 	CPU cpuUse `json:"cpu"`
 	// Forward is the mean forward call over the run (grove's OIP
@@ -141,12 +137,35 @@ type overloadABRun struct {
 	Ratio   float64       `json:"goodput_ratio"`
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
-	// Expired, Late and Refused are what grove counted over the runs'
-	// windows (warm-ups and drains included): work dropped unrun, work
-	// that ran past its deadline, and 429s.
+	// What grove counted over the runs' windows (warm-ups and drains
+	// included).
+	groveCounts
+}
+
+// groveCounts are the failed requests grove counted: work dropped unrun
+// (any reason), work that ran past its deadline (answered at it), and
+// requests refused with 429.
+type groveCounts struct {
 	Expired float64 `json:"expired"`
 	Late    float64 `json:"late"`
 	Refused float64 `json:"refused"`
+}
+
+// addBetween adds what grove counted between its snapshots before and
+// after.
+func (g *groveCounts) addBetween(before, after promSnapshot) {
+	d := func(name string, labels map[string]string) float64 {
+		return after.sum(name, labels) - before.sum(name, labels)
+	}
+	g.Expired += d("grove_requests_expired_total", nil)
+	g.Late += d("grove_requests_late_total", nil)
+	g.Refused += d("grove_http_requests_total", map[string]string{"code": "429"})
+}
+
+// other is how many of the errors a load generator saw grove did not
+// count (never below 0).
+func (g *groveCounts) other(errors int) int {
+	return max(errors-int(g.Expired)-int(g.Late)-int(g.Refused), 0)
 }
 
 // runOverloadAB runs overloadAB on the grove at base (process pid) with
@@ -194,10 +213,7 @@ func runOverloadAB(ctx context.Context, e lifecycleEnv, base string, pid int, lo
 		if err != nil {
 			return err
 		}
-		run.Expired += after.sum("grove_requests_expired_total", nil) - before.sum("grove_requests_expired_total", nil)
-		run.Late += after.sum("grove_requests_late_total", nil) - before.sum("grove_requests_late_total", nil)
-		refused := map[string]string{"code": "429"}
-		run.Refused += after.sum("grove_http_requests_total", refused) - before.sum("grove_http_requests_total", refused)
+		run.addBetween(before, after)
 		return nil
 	})
 	if err != nil {
@@ -260,7 +276,7 @@ func (ab *overloadAB) writeMarkdown(w io.Writer) {
 			name += " (load generator capped)"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %.2f |\n", name, fmtRate(r.Offered), fmtRate(r.rate()),
-			fmtRate(r.Goodput), r.Ratio, fmtDur(r.P50), fmtDur(r.P99), r.Expired, r.Late, r.Refused, max(r.Errors-int(r.Expired)-int(r.Late)-int(r.Refused), 0),
+			fmtRate(r.Goodput), r.Ratio, fmtDur(r.P50), fmtDur(r.P99), r.Expired, r.Late, r.Refused, r.other(r.Errors),
 			r.cores(), r.benchCores(), r.otherCores())
 	}
 	fmt.Fprintln(w)
@@ -357,10 +373,7 @@ func runOverload(ctx context.Context, e lifecycleEnv) *overloadReport {
 		if err != nil {
 			return fail("%v", err)
 		}
-		run.Expired = after.sum("grove_requests_expired_total", nil) - before.sum("grove_requests_expired_total", nil)
-		run.Late = after.sum("grove_requests_late_total", nil) - before.sum("grove_requests_late_total", nil)
-		refused := map[string]string{"code": "429"}
-		run.Refused = after.sum("grove_http_requests_total", refused) - before.sum("grove_http_requests_total", refused)
+		run.addBetween(before, after)
 		good := countWithin(run.Load.Latencies, overloadDeadline)
 		run.Goodput = float64(good) / e.duration.Seconds()
 		run.Ratio = run.Goodput / rep.Capacity.ReqPerSec
@@ -389,9 +402,8 @@ func (r *overloadReport) writeMarkdown(w io.Writer) {
 		if run.Deadline {
 			name = "Grove-Timeout " + overloadDeadline.String()
 		}
-		other := run.Load.Errors - int(run.Expired) - int(run.Late) - int(run.Refused)
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f | %s | %s | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %s | %.0f %% |\n", name, fmtRate(r.Offered), fmtRate(run.Load.ReqPerSec),
-			fmtRate(run.Goodput), run.Ratio, fmtDur(run.Load.P50), fmtDur(run.Load.P99), run.Expired, run.Late, run.Refused, max(other, 0), run.CPU.Grove, run.CPU.Bench,
+			fmtRate(run.Goodput), run.Ratio, fmtDur(run.Load.P50), fmtDur(run.Load.P99), run.Expired, run.Late, run.Refused, run.other(run.Load.Errors), run.CPU.Grove, run.CPU.Bench,
 			fmtDur(run.Forward), 100*run.Busy)
 	}
 	if f := r.WithDeadline.Load.Failures; len(f) > 0 {
