@@ -12,19 +12,18 @@ import (
 // varints of Unix nanoseconds, floats as their 8 IEEE 754 bytes,
 // little-endian, booleans as one byte.
 
-// storeVersion is the version of the stored values written; version 1
+// storeVersion is the version of the stored values written. Version 1
 // (still read) held each prediction's record key too, which nothing read
-// back, and no group stood for an index entry (group.keyed).
-const storeVersion = 2
+// back, and no group stood for an index entry (group.keyed); versions 1
+// and 2 (still read) held one window for every prediction of a group.
+const storeVersion = 3
 
 // group is the entry of one join key (request_id, item, row): the
 // predictions made for it that wait for their window to close, the
 // outcomes received for it, and the window of those already scored.
 type group struct {
-	// preds are the open predictions, scored together when the window
-	// [start, end] closes: its start is the served prediction's timestamp
-	// (the earliest one's while no served one came), so that a shadow is
-	// scored on exactly the champion's window.
+	// preds are the open predictions, each contract's scored together
+	// when their window closes; start and end span the open windows.
 	preds      []pred
 	start, end int64
 	// outs are the outcomes of the join key, kept until the watermark
@@ -69,6 +68,11 @@ type pred struct {
 	served                       bool
 	ts                           int64
 	value                        float64
+	// start and end are the window [start, end] of the contract's
+	// predictions of the row: its start is the served prediction's
+	// timestamp (the earliest one's while no served one came), so that a
+	// shadow is scored on exactly the champion's window.
+	start, end int64
 }
 
 // out is one outcome: its id, time, narrowing and labels, and whether a
@@ -232,7 +236,7 @@ func (g *group) appendTo(b []byte) []byte {
 	e := enc(append(b, storeVersion)).i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
-		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value)
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value).i(p.start - g.start).i(p.end - g.end)
 	}
 	e = e.u(uint64(len(g.outs)))
 	for i := range g.outs {
@@ -270,6 +274,10 @@ func (g *group) unmarshal(b []byte, names *names) error {
 			d.bytes() // the record key
 		}
 		p.served, p.ts, p.value = d.Bool(), d.I(), d.F()
+		p.start, p.end = g.start, g.end
+		if v >= 3 {
+			p.start, p.end = g.start+d.I(), g.end+d.I()
+		}
 		g.preds = append(g.preds, p)
 	}
 	for n := d.Count(6); n > 0; n-- {

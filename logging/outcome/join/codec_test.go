@@ -28,8 +28,9 @@ func appendV1(g *group, rk string) []byte {
 func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {
 	g := &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
 		preds: []pred{
-			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25},
-			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5},
+			// Before version 3 every prediction had the group's window.
+			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25, start: 1_000, end: 31_000},
+			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5, start: 1_000, end: 31_000},
 		},
 		outs: []out{{id: []byte("o1"), t: 2_000, labels: []label{{name: "click", value: 1}}}}}
 	want := string(g.appendTo(nil))

@@ -380,22 +380,49 @@ func (j *Joiner) expire(outs []out) []out {
 // closeGroup scores g's predictions when the watermark has reached the
 // end of their window, and expires its outcomes.
 func (j *Joiner) closeGroup(g *group) *group {
-	if len(g.preds) > 0 && g.end <= j.watermark {
+	if len(g.preds) > 0 && g.due() <= j.watermark {
 		j.score(g)
-		if g.closedEnd == 0 {
-			g.closedStart, g.closedEnd = g.start, g.end
-		} else {
-			g.closedStart, g.closedEnd = min(g.closedStart, g.start), max(g.closedEnd, g.end)
-		}
 		for i := range g.preds {
-			if id := g.preds[i].eventID; len(id) > 0 && !slices.ContainsFunc(g.closedEvents, func(e []byte) bool { return bytes.Equal(e, id) }) {
+			p := &g.preds[i]
+			if p.end > j.watermark {
+				continue
+			}
+			if g.closedEnd == 0 {
+				g.closedStart, g.closedEnd = p.start, p.end
+			} else {
+				g.closedStart, g.closedEnd = min(g.closedStart, p.start), max(g.closedEnd, p.end)
+			}
+			if id := p.eventID; len(id) > 0 && !slices.ContainsFunc(g.closedEvents, func(e []byte) bool { return bytes.Equal(e, id) }) {
 				g.closedEvents = append(g.closedEvents, id)
 			}
 		}
-		g.preds = g.preds[:0]
+		g.preds = slices.DeleteFunc(g.preds, func(p pred) bool { return p.end <= j.watermark })
+		g.span()
 	}
 	g.outs = j.expire(g.outs)
 	return g
+}
+
+// due is the end of g's first open window to close (never: none open).
+func (g *group) due() int64 {
+	due := int64(never)
+	for i := range g.preds {
+		due = min(due, g.preds[i].end)
+	}
+	return due
+}
+
+// span sets g's start and end to span its open windows; with none open
+// they stay.
+func (g *group) span() {
+	if len(g.preds) == 0 {
+		return
+	}
+	g.start, g.end = g.preds[0].start, g.preds[0].end
+	for i := range g.preds[1:] {
+		p := &g.preds[1+i]
+		g.start, g.end = min(g.start, p.start), max(g.end, p.end)
+	}
 }
 
 // outcome is what a prediction's window holds: whether an outcome of its
@@ -412,7 +439,7 @@ func labelOf(g *group, p *pred, r *modelconfig.Outcomes) outcome {
 	var res outcome
 	for i := range g.outs {
 		o := &g.outs[i]
-		if o.t < g.start || o.t > g.end || (o.modelPath != "" && o.modelPath != p.modelPath) ||
+		if o.t < p.start || o.t > p.end || (o.modelPath != "" && o.modelPath != p.modelPath) ||
 			(o.contract != "" && o.contract != p.contract) {
 			continue
 		}
@@ -428,27 +455,42 @@ func labelOf(g *group, p *pred, r *modelconfig.Outcomes) outcome {
 	return res
 }
 
-// score scores g's predictions.
+// score scores g's predictions whose window has closed (end at or
+// before the watermark), each shadow paired with its contract's champion,
+// the served prediction of that contract.
 func (j *Joiner) score(g *group) {
-	var champion *pred
-	for i := range g.preds {
-		if g.preds[i].served {
-			champion = &g.preds[i]
-			break
+	// champ is the champion of the contract last looked up, its outcome
+	// and, once made (champMade), its point: a contract's shadows share
+	// them.
+	var (
+		champ      *pred
+		champOut   outcome
+		champPoint quality.BinaryPoint
+		champMade  bool
+	)
+	champion := func(contract string) *pred {
+		if champ != nil && champ.contract == contract {
+			return champ
 		}
-	}
-	var championOut outcome
-	if champion != nil {
-		if r := j.rule(champion.contract, champion.modelPath); r != nil {
-			championOut = labelOf(g, champion, r)
+		champ, champOut, champMade = nil, outcome{}, false
+		for i := range g.preds {
+			if p := &g.preds[i]; p.served && p.contract == contract {
+				champ = p
+				break
+			}
 		}
+		if champ != nil {
+			if r := j.rule(champ.contract, champ.modelPath); r != nil {
+				champOut = labelOf(g, champ, r)
+			}
+		}
+		return champ
 	}
-	// championPoint is the champion's prediction and outcome once made
-	// (championMade; the pairs share them).
-	var championPoint quality.BinaryPoint
-	championMade := false
 	for i := range g.preds {
 		p := &g.preds[i]
+		if p.end > j.watermark {
+			continue
+		}
 		r := j.rule(p.contract, p.modelPath)
 		if r == nil {
 			j.counters.Unconfigured++
@@ -487,19 +529,22 @@ func (j *Joiner) score(g *group) {
 				acc.AddPoint(pt)
 			}
 		}
-		// A shadow is paired with the champion when both were scored on
-		// the same outcome (narrowing could tell them apart).
-		if !p.served && champion != nil && champion.contract == p.contract && championOut == res {
+		// A shadow is paired with its contract's champion when both were
+		// scored on the same outcome (narrowing could tell them apart).
+		if p.served {
+			continue
+		}
+		if c := champion(p.contract); c != nil && champOut == res {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
-			if !championMade {
-				championPoint, championMade = quality.NewBinaryPoint(champion.value, res.positive), true
+			if !champMade {
+				champPoint, champMade = quality.NewBinaryPoint(c.value, res.positive), true
 			}
 			a, b := s.paired.At(at)
 			for _, acc := range []*quality.Paired{a, b} {
 				if acc != nil {
-					acc.AddPoints(championPoint, pt)
+					acc.AddPoints(champPoint, pt)
 				}
 			}
 		}
@@ -637,19 +682,33 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 			return err
 		}
 	}
-	// The window is the served prediction's; without one yet, the
-	// earliest prediction's.
-	hasServed := slices.ContainsFunc(g.preds, func(p pred) bool { return p.served })
-	start, end := g.start, g.end
-	if len(g.preds) == 0 || (pr.served && !hasServed) || (!hasServed && pr.ts < g.start) {
+	// A contract's predictions of the row share a window: its served
+	// prediction's; without one yet, its earliest prediction's. Two
+	// contracts scoring one request id (a click model and a conversion
+	// model on one impression) each keep their own.
+	known, hasServed := false, false
+	var start, end int64
+	for i := range g.preds {
+		if p := &g.preds[i]; p.contract == pr.contract {
+			known, hasServed = true, hasServed || p.served
+			start, end = p.start, p.end
+		}
+	}
+	if !known || (pr.served && !hasServed) || (!hasServed && pr.ts < start) {
 		start, end = pr.ts, pr.ts+window
 	}
 	if end <= j.watermark {
 		j.counters.LatePredictions++
 		return nil
 	}
-	g.start, g.end = start, end
+	for i := range g.preds {
+		if p := &g.preds[i]; p.contract == pr.contract {
+			p.start, p.end = start, end
+		}
+	}
+	pr.start, pr.end = start, end
 	g.preds = append(g.preds, pr)
+	g.span()
 	j.counters.Predictions++
 	// Outcomes that came before the window was known and fall after it
 	// are late, as they would have been coming after it (outcomeOf): so
@@ -944,10 +1003,7 @@ func (j *Joiner) readGroup(k []byte, g *group, val *[]byte) (bool, error) {
 // windows, when an outcome in them or a copy of their events would be
 // late anyway; or deletes it when nothing is left.
 func (j *Joiner) putGroup(k []byte, g *group) error {
-	due := int64(never)
-	if len(g.preds) > 0 {
-		due = g.end
-	}
+	due := g.due()
 	for _, o := range g.outs {
 		due = min(due, o.t+j.maxWindow)
 	}

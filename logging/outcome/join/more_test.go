@@ -651,3 +651,59 @@ func TestAShadowSeriesIsNotCutByItsReleasesValidSince(t *testing.T) {
 		t.Fatalf("since_valid counts %v: want v2's shadow prediction kept, and one of its two served ones", got)
 	}
 }
+
+// TestTwoContractsOnOneRequestIDKeepTheirOwnWindows: a click model (30m
+// window) and a conversion model (24h window) scoring the same impression
+// id each have their own window and champion: the click model is scored
+// when its window closes, without waiting for the conversion window; a
+// conversion hours later counts for the conversion model only; and each
+// contract's shadow is paired with its own champion.
+func TestTwoContractsOnOneRequestIDKeepTheirOwnWindows(t *testing.T) {
+	const cvr = "ads/pcvr/1"
+	conv := modelconfig.Outcomes{Label: "conversion", Kind: modelconfig.OutcomeBinary, Window: 24 * time.Hour,
+		Missing: modelconfig.OutcomeMissingNegative, Lateness: time.Minute}
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}, {Contract: cvr, Outcomes: conv}}, Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cvrEvent is event for the conversion contract.
+	cvrEvent := func(id string, at time.Duration, served bool, release string, v float32) *grovepb.PredictionEvent {
+		e := event(id, "imp1", at, served, release, v)
+		e.Contract = cvr
+		return e
+	}
+	feed(t, j,
+		// The conversion model's predictions are logged first: before the
+		// fix the click model's shared their window.
+		step{pred: cvrEvent("cv1", 0, true, "v1", 0.25)},
+		step{pred: cvrEvent("cv2", time.Second, false, "v2", 0.5)},
+		step{pred: event("ck1", "imp1", 2*time.Second, true, "v1", 0.2)},
+		step{pred: event("ck2", "imp1", 3*time.Second, false, "v2", 0.4)},
+		step{out: click("o1", "imp1", 10*time.Minute, 1), clock: 10 * time.Minute},
+		step{clock: 40 * time.Minute})
+	ck1, ck2 := v1, v2
+	cv1, cv2 := SeriesKey{Contract: cvr, Release: "v1"}, SeriesKey{Contract: cvr, Release: "v2", Shadow: true}
+	if b := binaryOf(t, j, ck1); b.Count() != 1 || b.Positives() != 1 {
+		t.Fatalf("click champion after its window: count %d positives %d, want 1 1", b.Count(), b.Positives())
+	}
+	if s := j.series[cv1]; s != nil && s.binary != nil && s.binary.SinceValid().Count() != 0 {
+		t.Fatalf("the conversion model was scored %d times before its 24h window closed", s.binary.SinceValid().Count())
+	}
+	feed(t, j,
+		step{out: &grovepb.Outcome{OutcomeId: "o2", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(5 * time.Hour)),
+			Labels: map[string]float64{"conversion": 1}}, clock: 5 * time.Hour},
+		step{clock: 30 * time.Hour})
+	for _, k := range []SeriesKey{cv1, cv2} {
+		if b := binaryOf(t, j, k); b.Count() != 1 || b.Positives() != 1 {
+			t.Errorf("%v: count %d positives %d, want 1 1 (a conversion 5h after the impression)", k, b.Count(), b.Positives())
+		}
+	}
+	for _, k := range []SeriesKey{ck2, cv2} {
+		if s := j.series[k]; s == nil || s.paired == nil || s.paired.SinceValid().Count() != 1 {
+			t.Errorf("%v: the shadow was not paired with its contract's champion", k)
+		}
+	}
+	if c := j.counters; c.Scored != 4 || c.Joined != 4 || c.Late != 0 || c.Unmatched != 0 {
+		t.Errorf("counters %+v, want 4 scored, 4 joined, none late or unmatched", c)
+	}
+}
