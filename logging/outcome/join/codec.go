@@ -128,7 +128,7 @@ type dec struct{ binform.Reader }
 // newDec returns a dec of b, whose errors wrap errCorrupt.
 func newDec(b []byte) *dec { return &dec{binform.NewReader(b, errCorrupt)} }
 
-// version reads the version byte: storeVersion or 1. A later one is
+// version reads the version byte: 1 to storeVersion. A later one is
 // from a newer Grove, whose store this one cannot read (docs/outcomes.md,
 // Upgrading).
 func (d *dec) version() byte {
@@ -139,7 +139,7 @@ func (d *dec) version() byte {
 	case d.B[0] > storeVersion:
 		d.Fail("version %d: the store was written by a newer Grove (this one reads versions 1 to %d)", d.B[0], storeVersion)
 		return 0
-	case d.B[0] != storeVersion && d.B[0] != 1:
+	case d.B[0] < 1:
 		d.Fail("unknown version %d", d.B[0])
 		return 0
 	}

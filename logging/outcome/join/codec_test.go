@@ -66,3 +66,58 @@ func TestAStoredValueOfANewerVersionIsAnErrorNamingItsVersion(t *testing.T) {
 		t.Fatal("an empty value read without an error")
 	}
 }
+
+// appendV2 is g's binary form as version 2 wrote it: one window, the
+// group's, for every prediction.
+func appendV2(g *group) []byte {
+	e := enc{2}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+	for i := range g.preds {
+		p := &g.preds[i]
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value)
+	}
+	e = e.u(uint64(len(g.outs)))
+	for i := range g.outs {
+		e = e.out(&g.outs[i])
+	}
+	e = e.u(uint64(len(g.closedEvents)))
+	for _, id := range g.closedEvents {
+		e = e.y(id)
+	}
+	if e = e.b(g.keyed); g.keyed {
+		e = e.i(g.keyedStart - g.start).i(g.keyedEnd - g.end)
+	}
+	return e
+}
+
+// TestValuesStoredByVersion2AreRead: a store written before each
+// prediction kept its own window (version 2) is read after an upgrade,
+// its groups' predictions with the group's window, and its index entries
+// as they were.
+func TestValuesStoredByVersion2AreRead(t *testing.T) {
+	g := &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
+		preds: []pred{
+			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25, start: 1_000, end: 31_000},
+			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5, start: 1_000, end: 31_000},
+		},
+		outs:  []out{{id: []byte("o1"), t: 2_000, labels: []label{{name: "click", value: 1}}}},
+		keyed: true, keyedStart: 900, keyedEnd: 31_000}
+	want := string(g.appendTo(nil))
+	var names names
+	var back group
+	if err := back.unmarshal(appendV2(g), &names); err != nil {
+		t.Fatalf("a group of version 2: %v", err)
+	}
+	if got := string(back.appendTo(nil)); got != want {
+		t.Fatalf("version 2 read back as %q, want %q", got, want)
+	}
+	x := &keyIndex{refs: []keyRef{{joinKey: []byte("gk\x00\x00\x00"), start: 1_000, end: 31_000}}}
+	v2 := x.appendTo(nil)
+	v2[0] = 2
+	var xb keyIndex
+	if err := xb.unmarshal(v2, &names); err != nil {
+		t.Fatalf("an index entry of version 2: %v", err)
+	}
+	if got, want := string(xb.appendTo(nil)), string(x.appendTo(nil)); got != want {
+		t.Fatalf("index entry of version 2 read back as %q, want %q", got, want)
+	}
+}
