@@ -68,8 +68,8 @@ type pred struct {
 	served                       bool
 	ts                           int64
 	value                        float64
-	// start and end are the window [start, end] of the contract's
-	// predictions of the row: its start is the served prediction's
+	// start and end are the window [start, end] of the contract's (or
+	// model entry's direct calls', sameRule) predictions of the row: its start is the served prediction's
 	// timestamp (the earliest one's while no served one came), so that a
 	// shadow is scored on exactly the champion's window.
 	start, end int64

@@ -24,7 +24,8 @@
 //     served prediction's window is also its shadows' (the earliest
 //     prediction's until the served one comes), so that a shadow is
 //     scored on exactly the outcomes the champion is. Each contract
-//     scoring a row has its own window and champion.
+//     scoring a row (or model entry, for its direct calls) has its own
+//     window and champion.
 //   - Watermark: the largest event time seen (predictions and outcomes)
 //     less the lateness, never decreasing; an event time ahead of the
 //     owner's clock counts as the clock's, so that one caller's clock

@@ -403,6 +403,13 @@ func (j *Joiner) closeGroup(g *group) *group {
 	return g
 }
 
+// sameRule reports whether p and q are predictions of one rule, which
+// share a window and a champion: of one contract, or direct calls of one
+// model entry (no contract, one model path).
+func (p *pred) sameRule(q *pred) bool {
+	return p.contract == q.contract && (p.contract != "" || p.modelPath == q.modelPath)
+}
+
 // due is the end of g's first open window to close (never: none open).
 func (g *group) due() int64 {
 	due := int64(never)
@@ -468,13 +475,13 @@ func (j *Joiner) score(g *group) {
 		champPoint quality.BinaryPoint
 		champMade  bool
 	)
-	champion := func(contract string) *pred {
-		if champ != nil && champ.contract == contract {
+	champion := func(q *pred) *pred {
+		if champ != nil && champ.sameRule(q) {
 			return champ
 		}
 		champ, champOut, champMade = nil, outcome{}, false
 		for i := range g.preds {
-			if p := &g.preds[i]; p.served && p.contract == contract {
+			if p := &g.preds[i]; p.served && p.sameRule(q) {
 				champ = p
 				break
 			}
@@ -534,7 +541,7 @@ func (j *Joiner) score(g *group) {
 		if p.served {
 			continue
 		}
-		if c := champion(p.contract); c != nil && champOut == res {
+		if c := champion(p); c != nil && champOut == res {
 			if s.paired == nil {
 				s.paired = quality.NewOutcomeWindows[quality.Paired](s.binary.Since())
 			}
@@ -685,11 +692,12 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 	// A contract's predictions of the row share a window: its served
 	// prediction's; without one yet, its earliest prediction's. Two
 	// contracts scoring one request id (a click model and a conversion
-	// model on one impression) each keep their own.
+	// model on one impression) each keep their own, and so do two model
+	// entries' direct calls (sameRule).
 	known, hasServed := false, false
 	var start, end int64
 	for i := range g.preds {
-		if p := &g.preds[i]; p.contract == pr.contract {
+		if p := &g.preds[i]; p.sameRule(&pr) {
 			known, hasServed = true, hasServed || p.served
 			start, end = p.start, p.end
 		}
@@ -702,7 +710,7 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 		return nil
 	}
 	for i := range g.preds {
-		if p := &g.preds[i]; p.contract == pr.contract {
+		if p := &g.preds[i]; p.sameRule(&pr) {
 			p.start, p.end = start, end
 		}
 	}

@@ -707,3 +707,46 @@ func TestTwoContractsOnOneRequestIDKeepTheirOwnWindows(t *testing.T) {
 		t.Errorf("counters %+v, want 4 scored, 4 joined, none late or unmatched", c)
 	}
 }
+
+// TestTwoModelsDirectCallsOnOneRequestIDKeepTheirOwnWindows: direct calls
+// of two model entries (no contract: each its own rule, by model path)
+// scoring the same request id each have their own window, as two
+// contracts' predictions do: the click model is scored when its 30m
+// window closes, not on the conversion model's 24h, and a conversion 5h
+// in counts for the conversion model.
+func TestTwoModelsDirectCallsOnOneRequestIDKeepTheirOwnWindows(t *testing.T) {
+	conv := modelconfig.Outcomes{Label: "conversion", Kind: modelconfig.OutcomeBinary, Window: 24 * time.Hour,
+		Missing: modelconfig.OutcomeMissingNegative, Lateness: time.Minute}
+	j, err := New(Options{Rules: []Rule{{ModelPath: "pctr/", Outcomes: rule()}, {ModelPath: "pcvr/", Outcomes: conv}}, Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := func(id, path string, at time.Duration, v float32) *grovepb.PredictionEvent {
+		e := event(id, "imp1", at, true, "", v)
+		e.Contract, e.ModelPath = "", path
+		return e
+	}
+	feed(t, j,
+		// The conversion model's call is logged first.
+		step{pred: direct("cv", "pcvr/", 0, 0.25)},
+		step{pred: direct("ck", "pctr/", time.Second, 0.2)},
+		step{out: click("o1", "imp1", 10*time.Minute, 1), clock: 10 * time.Minute},
+		step{clock: 40 * time.Minute})
+	ck, cv := SeriesKey{Release: "pctr/"}, SeriesKey{Release: "pcvr/"}
+	if s := j.series[ck]; s == nil || s.binary == nil || s.binary.SinceValid().Count() != 1 || s.binary.SinceValid().Positives() != 1 {
+		t.Fatal("the click model was not scored (with its click) when its 30m window closed")
+	}
+	if s := j.series[cv]; s != nil && s.binary != nil && s.binary.SinceValid().Count() != 0 {
+		t.Fatal("the conversion model was scored before its 24h window closed")
+	}
+	feed(t, j,
+		step{out: &grovepb.Outcome{OutcomeId: "o2", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(5 * time.Hour)),
+			Labels: map[string]float64{"conversion": 1}}, clock: 5 * time.Hour},
+		step{clock: 30 * time.Hour})
+	if b := binaryOf(t, j, cv); b.Count() != 1 || b.Positives() != 1 {
+		t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
+	}
+	if c := j.counters; c.Scored != 2 || c.Joined != 2 || c.Late != 0 || c.Unmatched != 0 {
+		t.Errorf("counters %+v, want 2 scored, 2 joined, none late or unmatched", c)
+	}
+}
