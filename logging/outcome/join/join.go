@@ -356,7 +356,7 @@ func (j *Joiner) handleDue(k []byte) error {
 			return err
 		}
 		x.refs = slices.DeleteFunc(x.refs, func(r keyRef) bool { return r.end+j.maxWindow <= j.watermark })
-		x.pending = j.expire(x.pending)
+		x.pending = j.expire(x.pending, never)
 		return j.putKeyIndex(k, x)
 	default:
 		return j.store.Delete(k)
@@ -364,18 +364,34 @@ func (j *Joiner) handleDue(k []byte) error {
 }
 
 // expire drops the outcomes whose time the watermark has passed by the
-// longest window, counting those never used as unmatched.
-func (j *Joiner) expire(outs []out) []out {
+// longest window, counting those never used as unmatched, or as late when
+// their time is after lateAfter (the end of the row's scored windows:
+// kept while a longer rule's prediction of the row might still come,
+// horizon, they came after every window of the row).
+func (j *Joiner) expire(outs []out, lateAfter int64) []out {
 	return slices.DeleteFunc(outs, func(o out) bool {
 		if o.t+j.maxWindow > j.watermark {
 			return false
 		}
-		if !o.used {
+		switch {
+		case o.used:
+		case o.t > lateAfter:
+			j.counters.Outcomes--
+			j.counters.Late++
+		default:
 			j.counters.Unmatched++
 		}
 		return true
 	})
 }
+
+// horizon is the last time an outcome of open group g can fall in a
+// window of its row: the end of its open windows, or, while a
+// prediction of a rule with a longer window may still come for the row
+// (a conversion model's beside a click model's), its start plus the
+// longest window. With one rule (or one window length) it is the end of
+// the open windows.
+func (j *Joiner) horizon(g *group) int64 { return max(g.end, g.start+j.maxWindow) }
 
 // closeGroup scores g's predictions when the watermark has reached the
 // end of their window, and expires its outcomes.
@@ -399,7 +415,11 @@ func (j *Joiner) closeGroup(g *group) *group {
 		g.preds = slices.DeleteFunc(g.preds, func(p pred) bool { return p.end <= j.watermark })
 		g.span()
 	}
-	g.outs = j.expire(g.outs)
+	lateAfter := int64(never)
+	if g.closedEnd != 0 {
+		lateAfter = g.closedEnd
+	}
+	g.outs = j.expire(g.outs, lateAfter)
 	return g
 }
 
@@ -408,6 +428,28 @@ func (j *Joiner) closeGroup(g *group) *group {
 // model entry (no contract, one model path).
 func (p *pred) sameRule(q *pred) bool {
 	return p.contract == q.contract && (p.contract != "" || p.modelPath == q.modelPath)
+}
+
+// takes reports whether outcome o is p's: in p's window, and not
+// narrowed to another model path or contract.
+func (p *pred) takes(o *out) bool {
+	return o.t >= p.start && o.t <= p.end && (o.modelPath == "" || o.modelPath == p.modelPath) &&
+		(o.contract == "" || o.contract == p.contract)
+}
+
+// holds reports whether an open prediction of g takes outcome o (takes)
+// and o has that prediction's rule's label.
+func (j *Joiner) holds(g *group, o *out) bool {
+	for i := range g.preds {
+		p := &g.preds[i]
+		if !p.takes(o) {
+			continue
+		}
+		if r := j.rule(p.contract, p.modelPath); r != nil && slices.ContainsFunc(o.labels, func(l label) bool { return l.name == r.Label }) {
+			return true
+		}
+	}
+	return false
 }
 
 // due is the end of g's first open window to close (never: none open).
@@ -446,8 +488,7 @@ func labelOf(g *group, p *pred, r *modelconfig.Outcomes) outcome {
 	var res outcome
 	for i := range g.outs {
 		o := &g.outs[i]
-		if o.t < p.start || o.t > p.end || (o.modelPath != "" && o.modelPath != p.modelPath) ||
-			(o.contract != "" && o.contract != p.contract) {
+		if !p.takes(o) {
 			continue
 		}
 		for _, l := range o.labels {
@@ -718,11 +759,12 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 	g.preds = append(g.preds, pr)
 	g.span()
 	j.counters.Predictions++
-	// Outcomes that came before the window was known and fall after it
-	// are late, as they would have been coming after it (outcomeOf): so
-	// the counts do not depend on which of the two was read first.
+	// Outcomes that came before the window was known and fall after
+	// every window the row can have (horizon) are late, as they would
+	// have been coming after it (outcomeOf): so the counts do not depend
+	// on which of the two was read first.
 	g.outs = slices.DeleteFunc(g.outs, func(o out) bool {
-		if o.used || o.t <= g.end {
+		if o.used || o.t <= j.horizon(g) {
 			return false
 		}
 		j.counters.Outcomes--
@@ -900,8 +942,9 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 	}
 	switch {
 	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart,
-		len(g.preds) > 0 && oc.t > g.end:
-		// After the close of the window it falls in, or after the window.
+		len(g.preds) > 0 && oc.t > j.horizon(g):
+		// After the close of the window it falls in, or after every
+		// window the row can have.
 		j.counters.Outcomes--
 		j.counters.Late++
 		return nil
@@ -943,7 +986,7 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		if err != nil {
 			return err
 		}
-		if len(g.preds) == 0 || oc.t < g.start || oc.t > g.end {
+		if !j.holds(g, &oc) {
 			continue
 		}
 		return j.outcomeOf(j.gk, oc)

@@ -659,24 +659,12 @@ func TestAShadowSeriesIsNotCutByItsReleasesValidSince(t *testing.T) {
 // conversion hours later counts for the conversion model only; and each
 // contract's shadow is paired with its own champion.
 func TestTwoContractsOnOneRequestIDKeepTheirOwnWindows(t *testing.T) {
-	const cvr = "ads/pcvr/1"
-	conv := modelconfig.Outcomes{Label: "conversion", Kind: modelconfig.OutcomeBinary, Window: 24 * time.Hour,
-		Missing: modelconfig.OutcomeMissingNegative, Lateness: time.Minute}
-	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}, {Contract: cvr, Outcomes: conv}}, Store: NewMemStore()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// cvrEvent is event for the conversion contract.
-	cvrEvent := func(id string, at time.Duration, served bool, release string, v float32) *grovepb.PredictionEvent {
-		e := event(id, "imp1", at, served, release, v)
-		e.Contract = cvr
-		return e
-	}
+	j := twoRules(t)
 	feed(t, j,
 		// The conversion model's predictions are logged first: before the
 		// fix the click model's shared their window.
-		step{pred: cvrEvent("cv1", 0, true, "v1", 0.25)},
-		step{pred: cvrEvent("cv2", time.Second, false, "v2", 0.5)},
+		step{pred: cvrEvent("cv1", "imp1", 0, true, "v1", 0.25)},
+		step{pred: cvrEvent("cv2", "imp1", time.Second, false, "v2", 0.5)},
 		step{pred: event("ck1", "imp1", 2*time.Second, true, "v1", 0.2)},
 		step{pred: event("ck2", "imp1", 3*time.Second, false, "v2", 0.4)},
 		step{out: click("o1", "imp1", 10*time.Minute, 1), clock: 10 * time.Minute},
@@ -748,5 +736,98 @@ func TestTwoModelsDirectCallsOnOneRequestIDKeepTheirOwnWindows(t *testing.T) {
 	}
 	if c := j.counters; c.Scored != 2 || c.Joined != 2 || c.Late != 0 || c.Unmatched != 0 {
 		t.Errorf("counters %+v, want 2 scored, 2 joined, none late or unmatched", c)
+	}
+}
+
+// twoRules is a Joiner with the click rule of contract and a conversion
+// rule (24h window) of contract cvr.
+func twoRules(t *testing.T) *Joiner {
+	t.Helper()
+	conv := modelconfig.Outcomes{Label: "conversion", Kind: modelconfig.OutcomeBinary, Window: 24 * time.Hour,
+		Missing: modelconfig.OutcomeMissingNegative, Lateness: time.Minute}
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}, {Contract: cvr, Outcomes: conv}}, Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// cvr is the conversion contract of twoRules.
+const cvr = "ads/pcvr/1"
+
+// cvrEvent is event for contract cvr.
+func cvrEvent(id, req string, at time.Duration, served bool, release string, v float32) *grovepb.PredictionEvent {
+	e := event(id, req, at, served, release, v)
+	e.Contract = cvr
+	return e
+}
+
+// TestAConversionBeforeItsPredictionsIsNotLateForTheClickWindow: a
+// conversion 5h after the impression, read before the impression's
+// predictions (or between the click model's and the conversion model's),
+// is not late for the click model's 30m window: the conversion model,
+// whose window holds it, scores it, in either order.
+func TestAConversionBeforeItsPredictionsIsNotLateForTheClickWindow(t *testing.T) {
+	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(5 * time.Hour)),
+		Labels: map[string]float64{"conversion": 1}}
+	ck, cv := step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)}, step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25)}
+	out := step{out: conversion, clock: time.Minute}
+	for name, order := range map[string][]step{"outcome first": {out, ck, cv}, "outcome between": {ck, out, cv}, "outcome last": {ck, cv, out}} {
+		t.Run(name, func(t *testing.T) {
+			j := twoRules(t)
+			feed(t, j, append(order, step{clock: 30 * time.Hour})...)
+			if b := binaryOf(t, j, SeriesKey{Contract: cvr, Release: "v1"}); b.Count() != 1 || b.Positives() != 1 {
+				t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
+			}
+			if b := binaryOf(t, j, v1); b.Count() != 1 || b.Positives() != 0 {
+				t.Errorf("click model: count %d positives %d, want 1 0", b.Count(), b.Positives())
+			}
+			if c := j.counters; c.Late != 0 || c.Joined != 1 || c.Outcomes != 1 {
+				t.Errorf("counters %+v, want the outcome joined once, none late", c)
+			}
+		})
+	}
+}
+
+// TestAnOutcomeAfterEveryWindowOfItsRowIsLateWithTwoRules: with a longer
+// rule configured, a click after its impression's only (click) window
+// is kept while a conversion prediction of the row might come, and
+// counted late, as with one rule, once none can.
+func TestAnOutcomeAfterEveryWindowOfItsRowIsLateWithTwoRules(t *testing.T) {
+	for name, order := range map[string][]step{
+		"outcome first": {{out: click("o1", "imp1", 45*time.Minute, 1), clock: time.Minute}, {pred: event("ck1", "imp1", 0, true, "v1", 0.2), clock: time.Minute}},
+		"outcome last":  {{pred: event("ck1", "imp1", 0, true, "v1", 0.2)}, {out: click("o1", "imp1", 45*time.Minute, 1), clock: 45 * time.Minute}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := twoRules(t)
+			feed(t, j, append(order, step{clock: 30 * time.Hour})...)
+			if b := binaryOf(t, j, v1); b.Count() != 1 || b.Positives() != 0 {
+				t.Errorf("click model: count %d positives %d, want 1 0", b.Count(), b.Positives())
+			}
+			if c := j.counters; c.Late != 1 || c.Unmatched != 0 || c.Outcomes != 0 {
+				t.Errorf("counters %+v, want the click late, not unmatched", c)
+			}
+		})
+	}
+}
+
+// TestAKeysOutcomeGoesToTheRequestWhoseRuleTakesIt: an outcome by record
+// key goes to the newest prediction under the key whose own window holds
+// it and whose rule's label it has: a click 20m in belongs to the first
+// impression's click model, not to a later impression that only the
+// conversion model scored.
+func TestAKeysOutcomeGoesToTheRequestWhoseRuleTakesIt(t *testing.T) {
+	j := twoRules(t)
+	feed(t, j,
+		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2), key: "user1"},
+		step{pred: cvrEvent("cv2", "imp2", 10*time.Minute, true, "v1", 0.25), key: "user1", clock: 10 * time.Minute},
+		step{out: &grovepb.Outcome{OutcomeId: "o1", Key: "user1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+			Labels: map[string]float64{"click": 1}}, clock: 20 * time.Minute},
+		step{clock: 30 * time.Hour})
+	if b := binaryOf(t, j, v1); b.Count() != 1 || b.Positives() != 1 {
+		t.Errorf("click model: count %d positives %d, want 1 1 (the click by key)", b.Count(), b.Positives())
+	}
+	if c := j.counters; c.Unmatched != 0 || c.Joined != 1 {
+		t.Errorf("counters %+v, want the click joined, not unmatched", c)
 	}
 }
