@@ -61,6 +61,10 @@ const (
 	onDemandCopies = 24      // copies of each runtime's model
 	onDemandBudget = 6 << 20 // about a dozen copies of 0.5 MB
 	onDemandConc   = 4       // churn clients, and warm clients
+	// onDemandFleetRate is the demand loads per second of the verdict
+	// at a fleet node's churn: ten misses a second, about a tenth of what
+	// one node sustains on the 2-core development machine.
+	onDemandFleetRate = 10.0
 )
 
 // onDemandABWindow is a row's measured window in a round of the ondemand
@@ -471,6 +475,7 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 			defs = append(defs, abDef{"closed loop, loads at half that rate", warm, rep.PacedRate},
 				abDef{"warm requests at half the node's rate, loads at half theirs", half, rep.PacedRate})
 		}
+		defs = append(defs, abDef{fmt.Sprintf("closed loop, loads at %g/s (a fleet node's churn)", onDemandFleetRate), warm, onDemandFleetRate})
 		for _, d := range defs {
 			e.logf("ondemand: A/B, %s: %d rounds of %v alone and with the churn", d.what, e.onDemandRounds, onDemandABWindow)
 			ab := onDemandAB{What: d.what, Rounds: e.onDemandRounds, ChurnRate: d.rate}
