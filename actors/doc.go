@@ -291,9 +291,7 @@
 // workers the shadow work they run and the log events they spill when
 // busy (lowPriority.spill), after the background jobs have ended, since
 // a forwarded call's answer may hand them work; the mailboxes' workers
-// (workerDispatcher), last; then the timer that gives back the spare P
-// a second after the last load (spareHold), stopped and its hold
-// released at once. If Stop's context ends first, the shutdown
+// (workerDispatcher), last. If Stop's context ends first, the shutdown
 // finishes on a goroutine of its own. A load's runtime call and its
 // warm-up's forward calls each run on a goroutine of their own, locked to
 // an OS thread at a lower CPU priority (System.lowered, internal/lowprio),

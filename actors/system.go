@@ -175,8 +175,6 @@ type System struct {
 	low     *lowPriority // shadow forwards
 	// lowerWarned is set once a load could not run at its lower priority.
 	lowerWarned atomic.Bool
-	// spare holds Go's spare P across a burst of loads and warm-ups.
-	spare spareHold
 	// peerAPIs bounds the api label of requests forwarded here.
 	peerAPIs peerAPIs
 	// dispatcher runs the router's and models' mailboxes.
@@ -545,7 +543,6 @@ func (s *System) markStopped() {
 // shutdown stops the actor system and the goroutines outside it. The
 // background jobs end before the low-priority workers stop: a forward
 // goroutine's answer hands the shadow copies that wait for it to them.
-// The spare P held for loads goes back last.
 func (s *System) shutdown() {
 	s.cancel()
 	s.markStopped()
@@ -553,7 +550,6 @@ func (s *System) shutdown() {
 	s.bg.Wait()
 	s.low.stop()
 	s.dispatcher.stop()
-	s.spare.close()
 }
 
 // loadOptions are the runtime's load options of a model: its intra-op
@@ -575,8 +571,6 @@ func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
 // priority cannot be set, f runs at normal priority and the first such
 // failure is logged.
 func (s *System) lowered(f func()) {
-	s.spare.begin()
-	defer s.spare.end()
 	if err := lowprio.Run(lowprio.Nice, f); err != nil && s.lowerWarned.CompareAndSwap(false, true) {
 		s.opts.Logger.Warn("model loads run at normal CPU priority: could not lower their thread's", "err", err)
 	}
@@ -586,7 +580,6 @@ func (s *System) lowered(f func()) {
 // the model's load options, as the supervisor does first and a restarted
 // model actor again, at a lower CPU priority (lowered; at normal priority
 // for a runtime that starts the model's own threads: servables.ThreadStarter),
-// either way with a spare P for its cgo calls (lowprio.WithSpareP),
 // and gives it its signature: the runtime's, with the
 // declared one applied (a declaration that does not fit the model fails
 // the load). It returns the runtime's name. Whatever stops it once the
@@ -615,9 +608,7 @@ func (s *System) load(ctx context.Context, local *bucket.LocalModel, opts servab
 		sv, err = rt.Load(ctx, local.Dir, local.Files, opts)
 	}
 	if ts, ok := rt.(servables.ThreadStarter); ok && ts.StartsThreads(opts) {
-		s.spare.begin()
-		defer s.spare.end()
-		lowprio.WithSpareP(load)
+		load()
 	} else {
 		s.lowered(load)
 	}

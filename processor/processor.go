@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,6 @@ import (
 	"github.com/groveml/grove/conf/bucket/drivers"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/internal/capped"
-	"github.com/groveml/grove/internal/lowprio"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/runtimes"
@@ -133,9 +133,7 @@ func New(ctx context.Context, entry string, configJSON []byte, opts Options) (*P
 		log.Warn("DeepRec model config keys accepted but without effect in Grove (docs/deeprec.md)", "keys", strings.Join(cfg.Ignored, ","))
 	}
 	if cfg.GOMAXPROCS > 0 {
-		// Through lowprio, so that a load running meanwhile (another
-		// handle's) does not put back the setting it found when it ends.
-		lowprio.SetGOMAXPROCS(cfg.GOMAXPROCS)
+		runtime.GOMAXPROCS(cfg.GOMAXPROCS)
 	}
 	if cfg.OMPThreads > 0 {
 		// For OpenMP runtimes that start after this (DeepRec sets it too).

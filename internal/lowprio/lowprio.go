@@ -25,10 +25,12 @@
 // the kernel gives the core to a thread of higher priority, that P waits
 // with it (as does a stop-the-world, until the thread reaches a safe
 // point). In a cgo call, which is most of a model load, the thread keeps
-// its P until Go's system monitor takes it back, up to about 10 ms on a
-// busy process; so Run lends Go one more P while f runs (WithSpareP), and
-// the serving goroutines keep all of theirs. The work meant to run here
-// is the cgo part, with little Go code around it.
+// its P until Go's system monitor hands it to a goroutine waiting to run.
+// The work meant to run here is the cgo part, with little Go code around
+// it. (Lending Go one more P while loads ran, so that the serving
+// goroutines kept all of theirs, was measured and dropped: with three Ps
+// on two cores between a load's cgo calls, warm requests on a 2-core node
+// churning 10 loads a second slowed by a quarter at the median.)
 package lowprio
 
 import "errors"
@@ -49,17 +51,14 @@ const Nice = 5
 var ErrUnsupported = errors.New("lowprio: thread priorities are not supported on this system")
 
 // Run runs f on an OS thread of its own at nice value nice (or at the
-// process's own nice value, if that is higher), with a spare P
-// (WithSpareP), and returns when f does. A
+// process's own nice value, if that is higher), and returns when f does. A
 // panic in f is raised again in the caller. The error, if any, says that
 // the priority could not be set: f ran all the same, at normal priority.
 func Run(nice int, f func()) error {
 	done := make(chan result, 1)
 	var r result
-	WithSpareP(func() {
-		go runLowered(nice, f, done)
-		r = <-done
-	})
+	go runLowered(nice, f, done)
+	r = <-done
 	if !r.ok {
 		panic(r.panic)
 	}
