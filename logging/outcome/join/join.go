@@ -365,9 +365,11 @@ func (j *Joiner) handleDue(k []byte) error {
 
 // expire drops the outcomes whose time the watermark has passed by the
 // longest window, counting those never used as unmatched, or as late when
-// their time is after lateAfter (the end of the row's scored windows:
-// kept while a longer rule's prediction of the row might still come,
-// horizon, they came after every window of the row).
+// their time is after lateAfter (the end of the row's scored windows,
+// none still open: kept while a longer rule's prediction of the row
+// might still come, horizon, they came after every window of the row).
+// One between two windows of its row (its request id logged again, or
+// the served prediction moving the open window past it) is unmatched.
 func (j *Joiner) expire(outs []out, lateAfter int64) []out {
 	return slices.DeleteFunc(outs, func(o out) bool {
 		if o.t+j.maxWindow > j.watermark {
@@ -415,8 +417,11 @@ func (j *Joiner) closeGroup(g *group) *group {
 		g.preds = slices.DeleteFunc(g.preds, func(p pred) bool { return p.end <= j.watermark })
 		g.span()
 	}
+	// An outcome expiring now is before every window still open (each
+	// ends after the outcome's time plus the longest window): only with
+	// none open is it after every window of the row, and late.
 	lateAfter := int64(never)
-	if g.closedEnd != 0 {
+	if g.closedEnd != 0 && len(g.preds) == 0 {
 		lateAfter = g.closedEnd
 	}
 	g.outs = j.expire(g.outs, lateAfter)

@@ -831,3 +831,36 @@ func TestAKeysOutcomeGoesToTheRequestWhoseRuleTakesIt(t *testing.T) {
 		t.Errorf("counters %+v, want the click joined, not unmatched", c)
 	}
 }
+
+// TestAnOutcomeBetweenTwoWindowsOfItsRowIsUnmatchedWithOneRule: with one
+// rule, a click between a request id's closed window and its next one,
+// read while the next is open, is unmatched (as before a longer rule
+// could hold an outcome back): it is before a window of its row, not
+// after every one. Two ways to the gap: the id logged again later, and
+// the served prediction moving the open window past the click.
+func TestAnOutcomeBetweenTwoWindowsOfItsRowIsUnmatchedWithOneRule(t *testing.T) {
+	for name, steps := range map[string][]step{
+		"logged again": {
+			{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
+			{pred: event("ck2", "imp1", 50*time.Minute, true, "v1", 0.3), clock: 50 * time.Minute},
+			{out: click("o1", "imp1", 40*time.Minute, 1), clock: 50 * time.Minute},
+			// The click expires (40m plus the window) before ck2's window
+			// closes (80m).
+			{clock: 75 * time.Minute},
+		},
+		"window moved": {
+			{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
+			{pred: event("ck2", "imp1", 50*time.Minute, false, "v2", 0.3), clock: 50 * time.Minute},
+			{out: click("o1", "imp1", 55*time.Minute, 1), clock: 55 * time.Minute},
+			{pred: event("ck3", "imp1", 60*time.Minute, true, "v1", 0.4), clock: 60 * time.Minute},
+			{clock: 88 * time.Minute},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := run(t, rule(), nil, append(steps, step{clock: 5 * time.Hour})...)
+			if c := j.counters; c.Late != 0 || c.Unmatched != 1 || c.Outcomes != 1 || c.Joined != 0 {
+				t.Errorf("counters %+v, want the click unmatched, not late", c)
+			}
+		})
+	}
+}
