@@ -47,13 +47,16 @@
 //   - An outcome names its prediction by request_id, item and row (every
 //     prediction of that row: served and shadow), or by key, the
 //     prediction log's record key: the newest prediction logged under it
-//     whose window holds the outcome's time (one that comes before any
-//     such prediction goes to the first that comes). model_path and
-//     contract narrow the match.
+//     whose own window holds the outcome's time and whose rule's label
+//     the outcome has (one that comes before any such prediction goes to
+//     the first that comes). model_path and contract narrow the match.
 //   - Late: an outcome that comes after the window it falls in has
-//     closed, or whose time is after the window of the open predictions it
-//     names (by request_id, also when it came before them), or behind the
-//     watermark by the longest window; not used.
+//     closed, or whose time is after every window the row it names (by
+//     request_id, also when it came before them) can have: its windows,
+//     or while a rule with a longer window may still log a prediction of
+//     the row, the row's start plus the longest window (then counted at
+//     its expiry if none came); or behind the watermark by the longest
+//     window; not used.
 //     Unmatched: an outcome no prediction used by the time the watermark
 //     passed its time by the longest window. Late predictions: those whose
 //     window had closed when they came; not scored.

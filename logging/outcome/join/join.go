@@ -946,10 +946,14 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 		return err
 	}
 	switch {
-	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart,
+	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart &&
+		(oc.t <= g.closedEnd || oc.t > g.closedStart+j.maxWindow),
 		len(g.preds) > 0 && oc.t > j.horizon(g):
 		// After the close of the window it falls in, or after every
-		// window the row can have.
+		// window the row can have. One after the row's closed windows
+		// waits while a longer rule's prediction of the row may still
+		// come (its start plus the longest window; with one rule, or one
+		// window length, none can: the closed windows reach that far).
 		j.counters.Outcomes--
 		j.counters.Late++
 		return nil

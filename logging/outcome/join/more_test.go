@@ -864,3 +864,25 @@ func TestAnOutcomeBetweenTwoWindowsOfItsRowIsUnmatchedWithOneRule(t *testing.T) 
 		})
 	}
 }
+
+// TestAConversionAfterTheClickWindowClosedWaitsForTheConversionModel: a
+// conversion 5h in, read once the impression's click window has closed
+// and before the conversion model's prediction of it, is not late: the
+// conversion model, whose window holds it, scores it.
+func TestAConversionAfterTheClickWindowClosedWaitsForTheConversionModel(t *testing.T) {
+	j := twoRules(t)
+	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(5 * time.Hour)),
+		Labels: map[string]float64{"conversion": 1}}
+	feed(t, j,
+		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
+		step{out: conversion, clock: 5 * time.Hour},
+		step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25), clock: 5 * time.Hour},
+		step{clock: 30 * time.Hour},
+	)
+	if b := binaryOf(t, j, SeriesKey{Contract: cvr, Release: "v1"}); b.Count() != 1 || b.Positives() != 1 {
+		t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
+	}
+	if c := j.counters; c.Late != 0 || c.Joined != 1 || c.Outcomes != 1 {
+		t.Errorf("counters %+v, want the conversion joined, not late", c)
+	}
+}
