@@ -6,13 +6,18 @@ import (
 	"testing"
 )
 
-// appendV1 is g's binary form as version 1 wrote it: each prediction with
-// its record key rk.
-func appendV1(g *group, rk string) []byte {
-	e := enc{1}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
+// appendOld is g's binary form as version 1 or 2 wrote it: one window,
+// the group's, for every prediction; version 1 also held each
+// prediction's record key rk, and had no keyed group.
+func appendOld(g *group, version byte, rk string) []byte {
+	e := enc{version}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
 	for i := range g.preds {
 		p := &g.preds[i]
-		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).s(rk).b(p.served).i(p.ts).f(p.value)
+		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath)
+		if version == 1 {
+			e = e.s(rk)
+		}
+		e = e.b(p.served).i(p.ts).f(p.value)
 	}
 	e = e.u(uint64(len(g.outs)))
 	for i := range g.outs {
@@ -22,27 +27,46 @@ func appendV1(g *group, rk string) []byte {
 	for _, id := range g.closedEvents {
 		e = e.y(id)
 	}
-	return e // version 1 had no keyed group
+	if version == 1 {
+		return e
+	}
+	if e = e.b(g.keyed); g.keyed {
+		e = e.i(g.keyedStart - g.start).i(g.keyedEnd - g.end)
+	}
+	return e
 }
 
-func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {
-	g := &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
+// oldGroup is a group as versions 1 and 2 held one: every prediction
+// with the group's window.
+func oldGroup() *group {
+	return &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
 		preds: []pred{
-			// Before version 3 every prediction had the group's window.
 			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25, start: 1_000, end: 31_000},
 			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5, start: 1_000, end: 31_000},
 		},
 		outs: []out{{id: []byte("o1"), t: 2_000, labels: []label{{name: "click", value: 1}}}}}
+}
+
+// readOld reads g as version wrote it (appendOld) and checks that it
+// reads back as g; it returns what it read it into.
+func readOld(t *testing.T, g *group, version byte, rk string) (back *group, nm *names) {
+	t.Helper()
 	want := string(g.appendTo(nil))
-	var names names
-	var back group
-	if err := back.unmarshal(appendV1(g, "request-key"), &names); err != nil {
-		t.Fatalf("version 1: %v", err)
+	back, nm = new(group), new(names)
+	if err := back.unmarshal(appendOld(g, version, rk), nm); err != nil {
+		t.Fatalf("a group of version %d: %v", version, err)
 	}
 	if got := string(back.appendTo(nil)); got != want {
-		t.Fatalf("version 1 read back as %q, want %q", got, want)
+		t.Fatalf("version %d read back as %q, want %q", version, got, want)
 	}
-	if err := back.unmarshal([]byte(want), &names); err != nil || string(back.appendTo(nil)) != want {
+	return back, nm
+}
+
+func TestGroupsStoredByVersion1AreReadAsTheyWereWritten(t *testing.T) {
+	g := oldGroup()
+	want := string(g.appendTo(nil))
+	back, names := readOld(t, g, 1, "request-key")
+	if err := back.unmarshal([]byte(want), names); err != nil || string(back.appendTo(nil)) != want {
 		t.Fatalf("version %d read back: %v", storeVersion, err)
 	}
 }
@@ -67,54 +91,19 @@ func TestAStoredValueOfANewerVersionIsAnErrorNamingItsVersion(t *testing.T) {
 	}
 }
 
-// appendV2 is g's binary form as version 2 wrote it: one window, the
-// group's, for every prediction.
-func appendV2(g *group) []byte {
-	e := enc{2}.i(g.start).i(g.end).i(g.closedStart).i(g.closedEnd).u(uint64(len(g.preds)))
-	for i := range g.preds {
-		p := &g.preds[i]
-		e = e.y(p.eventID).s(p.contract).s(p.release).s(p.modelPath).b(p.served).i(p.ts).f(p.value)
-	}
-	e = e.u(uint64(len(g.outs)))
-	for i := range g.outs {
-		e = e.out(&g.outs[i])
-	}
-	e = e.u(uint64(len(g.closedEvents)))
-	for _, id := range g.closedEvents {
-		e = e.y(id)
-	}
-	if e = e.b(g.keyed); g.keyed {
-		e = e.i(g.keyedStart - g.start).i(g.keyedEnd - g.end)
-	}
-	return e
-}
-
 // TestValuesStoredByVersion2AreRead: a store written before each
 // prediction kept its own window (version 2) is read after an upgrade,
 // its groups' predictions with the group's window, and its index entries
 // as they were.
 func TestValuesStoredByVersion2AreRead(t *testing.T) {
-	g := &group{start: 1_000, end: 31_000, closedStart: 10, closedEnd: 20, closedEvents: [][]byte{[]byte("e0")},
-		preds: []pred{
-			{eventID: []byte("e1"), contract: "ads/bench/1", release: "v1", modelPath: "pctr_v1/", served: true, ts: 1_000, value: 0.25, start: 1_000, end: 31_000},
-			{eventID: []byte("e2"), contract: "ads/bench/1", release: "v2", modelPath: "pctr_v2/", ts: 1_001, value: 0.5, start: 1_000, end: 31_000},
-		},
-		outs:  []out{{id: []byte("o1"), t: 2_000, labels: []label{{name: "click", value: 1}}}},
-		keyed: true, keyedStart: 900, keyedEnd: 31_000}
-	want := string(g.appendTo(nil))
-	var names names
-	var back group
-	if err := back.unmarshal(appendV2(g), &names); err != nil {
-		t.Fatalf("a group of version 2: %v", err)
-	}
-	if got := string(back.appendTo(nil)); got != want {
-		t.Fatalf("version 2 read back as %q, want %q", got, want)
-	}
+	g := oldGroup()
+	g.keyed, g.keyedStart, g.keyedEnd = true, 900, 31_000
+	_, names := readOld(t, g, 2, "")
 	x := &keyIndex{refs: []keyRef{{joinKey: []byte("gk\x00\x00\x00"), start: 1_000, end: 31_000}}}
 	v2 := x.appendTo(nil)
 	v2[0] = 2
 	var xb keyIndex
-	if err := xb.unmarshal(v2, &names); err != nil {
+	if err := xb.unmarshal(v2, names); err != nil {
 		t.Fatalf("an index entry of version 2: %v", err)
 	}
 	if got, want := string(xb.appendTo(nil)), string(x.appendTo(nil)); got != want {

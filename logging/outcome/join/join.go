@@ -387,13 +387,13 @@ func (j *Joiner) expire(outs []out, lateAfter int64) []out {
 	})
 }
 
-// horizon is the last time an outcome of open group g can fall in a
-// window of its row: the end of its open windows, or, while a
-// prediction of a rule with a longer window may still come for the row
-// (a conversion model's beside a click model's), its start plus the
-// longest window. With one rule (or one window length) it is the end of
-// the open windows.
-func (j *Joiner) horizon(g *group) int64 { return max(g.end, g.start+j.maxWindow) }
+// horizon is the last time an outcome of a row whose windows span
+// [start, end] (open, or all closed) can fall in a window of the row:
+// end, or, while a prediction of a rule with a longer window may still
+// come for the row (a conversion model's beside a click model's), start
+// plus the longest window. With one rule (or one window length) it is
+// end.
+func (j *Joiner) horizon(start, end int64) int64 { return max(end, start+j.maxWindow) }
 
 // closeGroup scores g's predictions when the watermark has reached the
 // end of their window, and expires its outcomes.
@@ -473,9 +473,8 @@ func (g *group) span() {
 		return
 	}
 	g.start, g.end = g.preds[0].start, g.preds[0].end
-	for i := range g.preds[1:] {
-		p := &g.preds[1+i]
-		g.start, g.end = min(g.start, p.start), max(g.end, p.end)
+	for i := range g.preds {
+		g.start, g.end = min(g.start, g.preds[i].start), max(g.end, g.preds[i].end)
 	}
 }
 
@@ -769,7 +768,7 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 	// have been coming after it (outcomeOf): so the counts do not depend
 	// on which of the two was read first.
 	g.outs = slices.DeleteFunc(g.outs, func(o out) bool {
-		if o.used || o.t <= j.horizon(g) {
+		if o.used || o.t <= j.horizon(g.start, g.end) {
 			return false
 		}
 		j.counters.Outcomes--
@@ -947,13 +946,13 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 	}
 	switch {
 	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart &&
-		(oc.t <= g.closedEnd || oc.t > g.closedStart+j.maxWindow),
-		len(g.preds) > 0 && oc.t > j.horizon(g):
+		(oc.t <= g.closedEnd || oc.t > j.horizon(g.closedStart, g.closedEnd)),
+		len(g.preds) > 0 && oc.t > j.horizon(g.start, g.end):
 		// After the close of the window it falls in, or after every
 		// window the row can have. One after the row's closed windows
 		// waits while a longer rule's prediction of the row may still
-		// come (its start plus the longest window; with one rule, or one
-		// window length, none can: the closed windows reach that far).
+		// come (horizon; with one rule, or one window length, none can:
+		// the closed windows reach that far).
 		j.counters.Outcomes--
 		j.counters.Late++
 		return nil
