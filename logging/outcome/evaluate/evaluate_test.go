@@ -657,6 +657,17 @@ func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testi
 					}
 				})
 			}
+			// EndTransaction does not flush: the clicks must be
+			// acknowledged first. Otherwise the EndTxn can reach the
+			// broker before their produce request, commit without
+			// them and (under KIP-890) bump the producer epoch, and
+			// the broker then refuses them as from an old epoch.
+			if err := clicker.Flush(ctx); err != nil {
+				if ctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
 			if err := clicker.EndTransaction(ctx, kgo.TryCommit); err != nil {
 				if ctx.Err() == nil {
 					t.Error(err)
