@@ -113,6 +113,8 @@ type Joiner struct {
 	// rules: how long outcomes and tombstones are kept, and the
 	// partition's lateness.
 	maxWindow, lateness int64
+	// labelWindow is the longest window of the rules of each label.
+	labelWindow map[string]int64
 
 	// seen is false until the first event; maxEvent is the largest event
 	// time seen, lastArrival the clock time of the last event, watermark
@@ -169,7 +171,7 @@ func New(opts Options) (*Joiner, error) {
 	if len(opts.Rules) == 0 {
 		return nil, errors.New("join: no rules: nothing learns from outcomes")
 	}
-	j := &Joiner{store: opts.Store, validSince: opts.ValidSince, byContract: map[string]*modelconfig.Outcomes{},
+	j := &Joiner{store: opts.Store, validSince: opts.ValidSince, byContract: map[string]*modelconfig.Outcomes{}, labelWindow: map[string]int64{},
 		byModel: map[string]*modelconfig.Outcomes{}, series: map[SeriesKey]*series{}, watermark: math.MinInt64}
 	j.viewer, _ = opts.Store.(viewer)
 	for i := range opts.Rules {
@@ -191,6 +193,7 @@ func New(opts Options) (*Joiner, error) {
 			j.byModel[r.ModelPath] = &o
 		}
 		j.maxWindow = max(j.maxWindow, int64(o.Window))
+		j.labelWindow[o.Label] = max(j.labelWindow[o.Label], int64(o.Window))
 		j.lateness = max(j.lateness, int64(o.Lateness))
 	}
 	return j, nil
@@ -394,6 +397,23 @@ func (j *Joiner) expire(outs []out, lateAfter int64) []out {
 // plus the longest window. With one rule (or one window length) it is
 // end.
 func (j *Joiner) horizon(start, end int64) int64 { return max(end, start+j.maxWindow) }
+
+// mayCome reports whether a prediction that would take outcome o may
+// still come for a row whose windows, all closed, span [start, end]: one
+// of a rule with one of o's labels (its contract's, if o names one) and
+// a window reaching past end.
+func (j *Joiner) mayCome(start, end int64, o *out) bool {
+	if o.contract != "" {
+		r := j.byContract[o.contract]
+		return r != nil && slices.ContainsFunc(o.labels, func(l label) bool { return l.name == r.Label }) && start+int64(r.Window) > end
+	}
+	for _, l := range o.labels {
+		if start+j.labelWindow[l.name] > end {
+			return true
+		}
+	}
+	return false
+}
 
 // closeGroup scores g's predictions when the watermark has reached the
 // end of their window, and expires its outcomes.
@@ -946,13 +966,16 @@ func (j *Joiner) outcomeOf(k []byte, oc out) error {
 	}
 	switch {
 	case g.closedEnd != 0 && len(g.preds) == 0 && oc.t >= g.closedStart &&
-		(oc.t <= g.closedEnd || oc.t > j.horizon(g.closedStart, g.closedEnd)),
+		(oc.t <= g.closedEnd && !j.mayCome(g.closedStart, g.closedEnd, &oc) || oc.t > j.horizon(g.closedStart, g.closedEnd)),
 		len(g.preds) > 0 && oc.t > j.horizon(g.start, g.end):
 		// After the close of the window it falls in, or after every
 		// window the row can have. One after the row's closed windows
 		// waits while a longer rule's prediction of the row may still
 		// come (horizon; with one rule, or one window length, none can:
-		// the closed windows reach that far).
+		// the closed windows reach that far); so does one in a closed
+		// window while a longer rule of one of its labels may (mayCome:
+		// a conversion in a closed click window, before the conversion
+		// model's prediction).
 		j.counters.Outcomes--
 		j.counters.Late++
 		return nil

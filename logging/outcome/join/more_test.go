@@ -886,3 +886,51 @@ func TestAConversionAfterTheClickWindowClosedWaitsForTheConversionModel(t *testi
 		t.Errorf("counters %+v, want the conversion joined, not late", c)
 	}
 }
+
+// TestAConversionInTheClosedClickWindowWaitsForTheConversionModel: a
+// conversion 20m after the impression, inside the click model's 30m
+// window, read after that window closed and before the conversion
+// model's prediction of the impression, is not the click model's (it
+// has no click label), so it is not late: it waits for the conversion
+// model's prediction, whose window holds it, and is scored there. A
+// click read at the same point is late, as before.
+func TestAConversionInTheClosedClickWindowWaitsForTheConversionModel(t *testing.T) {
+	j := twoRules(t)
+	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+		Labels: map[string]float64{"conversion": 1}}
+	click := &grovepb.Outcome{OutcomeId: "o2", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+		Labels: map[string]float64{"click": 1}}
+	feed(t, j,
+		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
+		step{clock: 2 * time.Hour},
+		step{out: conversion, clock: 2 * time.Hour},
+		step{out: click, clock: 2 * time.Hour},
+		step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25), clock: 2 * time.Hour},
+		step{clock: 30 * time.Hour},
+	)
+	if b := binaryOf(t, j, SeriesKey{Contract: cvr, Release: "v1"}); b.Count() != 1 || b.Positives() != 1 {
+		t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
+	}
+	if c := j.counters; c.Late != 1 || c.Outcomes != 1 {
+		t.Errorf("counters %+v, want the click late and the conversion joined", c)
+	}
+}
+
+// TestAConversionInTheClosedClickWindowWithNoConversionModelIsUnmatched:
+// the conversion of the test above, when the conversion model never
+// scores the impression, ends unmatched once its wait is over, not late:
+// no window of a rule with its label closed before it came.
+func TestAConversionInTheClosedClickWindowWithNoConversionModelIsUnmatched(t *testing.T) {
+	j := twoRules(t)
+	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+		Labels: map[string]float64{"conversion": 1}}
+	feed(t, j,
+		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
+		step{clock: 2 * time.Hour},
+		step{out: conversion, clock: 2 * time.Hour},
+		step{clock: 30 * time.Hour},
+	)
+	if c := j.counters; c.Late != 0 || c.Unmatched != 1 {
+		t.Errorf("counters %+v, want the conversion unmatched, not late", c)
+	}
+}
