@@ -394,6 +394,16 @@ func (a *modelActor) handOff(m *predict) {
 }
 
 // predict runs one forward call. A panic inside the servable fails this
+// predictLowered runs the warm-up m at the loads' priority (a.lowered):
+// part of a load, it yields the cores to the requests of the models
+// serving meanwhile, as the runtime's load did. (In a function of its own
+// so that the results of a user request's call, in predict, are not
+// captured by the closure and stay off the heap.)
+func (a *modelActor) predictLowered(m *predict) (out []servables.Tensor, err error) {
+	a.lowered(func() { out, err = a.s.Predict(predictContext(m), m.inputs) })
+	return out, err
+}
+
 // request and is re-raised so that the supervisor restarts the actor.
 func (a *modelActor) predict(m *predict) {
 	start := time.Now()
@@ -421,9 +431,7 @@ func (a *modelActor) predict(m *predict) {
 	var out []servables.Tensor
 	var err error
 	if m.priority == priorityWarmUp && a.lowered != nil {
-		// Part of a load: it yields the cores to the requests of the
-		// models serving meanwhile, as the runtime's load did.
-		a.lowered(func() { out, err = a.s.Predict(predictContext(m), m.inputs) })
+		out, err = a.predictLowered(m)
 	} else {
 		out, err = a.s.Predict(predictContext(m), m.inputs)
 	}
