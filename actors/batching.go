@@ -139,12 +139,36 @@ func (a *modelActor) yieldForCompany(m *predict) (yielded, joined bool) {
 	if rows := batchRows(m.inputs); rows == 0 || rows >= a.maxBatchRows {
 		return false, false
 	}
+	if a.yieldMisses >= yieldMissLimit {
+		a.yieldSkips++
+		if a.yieldSkips%yieldProbeEvery != 0 {
+			return false, false
+		}
+	}
 	before := a.c.queued.Load()
 	if !a.yield() {
 		return false, false
 	}
-	return true, a.c.queued.Load() > before
+	joined = a.c.queued.Load() > before
+	if joined {
+		a.yieldMisses, a.yieldSkips = 0, 0
+	} else {
+		a.yieldMisses++
+	}
+	return true, joined
 }
+
+// A model actor whose last yieldMissLimit yields in a row brought no
+// request (its callers send one at a time, as at concurrency 1, where the
+// goroutine waiting for a processor is net/http's background read, not a
+// handler with the next request) yields only for one lone request in
+// yieldProbeEvery, until a yield brings one again: at concurrency 1 a
+// yield delayed each answer by the wait to be scheduled again (3.5 µs a
+// request in a runtime trace) for nothing.
+const (
+	yieldMissLimit  = 8
+	yieldProbeEvery = 16
+)
 
 // runPending runs one forward call of pending requests (see the top of
 // this file for which), and sends the next flush if requests are left.

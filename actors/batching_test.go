@@ -571,3 +571,40 @@ func TestAFailedBatchRunsAgainOnlyTheRequestsStillWanted(t *testing.T) {
 		}
 	})
 }
+
+// A model whose yields bring no request, eight in a row (a caller that
+// sends one request at a time), yields only for one lone request in
+// sixteen; a yield that brings one makes it yield for each again.
+func TestAModelWhoseYieldsBringNobodyYieldsRarelyUntilOneDoes(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var c *content
+	var joinAt atomic.Int64
+	var extra []chan answer
+	y := yieldHook{during: func(n int64) {
+		if n == joinAt.Load() { // this yield brings a request
+			extra = append(extra, sendUser(t, c, 1, 7, func(p *predict) { as.Root.Send(c.pids[0], p) }))
+		}
+	}}
+	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	lone := func(k int) {
+		for i := range k { // one after another: each finds the model idle
+			wantOwnRowsDoubled(t, []chan answer{sendUser(t, c, 1, float32(i), send)}, []int{1}, []float32{float32(i)})
+		}
+	}
+	lone(yieldMissLimit + 2*yieldProbeEvery)
+	if n, want := y.n.Load(), int64(yieldMissLimit+2); n != want {
+		t.Fatalf("the actor yielded %d times for %d lone requests, want %d: every time until %d yields brought nobody, then once in %d",
+			n, yieldMissLimit+2*yieldProbeEvery, want, yieldMissLimit, yieldProbeEvery)
+	}
+	joinAt.Store(y.n.Load() + 1) // the next probe brings a request
+	lone(yieldProbeEvery)
+	wantOwnRowsDoubled(t, extra, []int{1}, []float32{7})
+	before := y.n.Load()
+	lone(3)
+	if n := y.n.Load() - before; n != 3 {
+		t.Errorf("after a yield that brought a request, the actor yielded %d times for 3 lone requests, want 3", n)
+	}
+}

@@ -219,6 +219,10 @@ type modelActor struct {
 	// yield lets goroutines waiting for a processor run before a request
 	// that would run alone (batchOptions.yield).
 	yield func() bool
+	// yieldMisses counts the yields in a row that no request joined,
+	// yieldSkips the lone requests since that passed yieldMissLimit
+	// (yieldForCompany).
+	yieldMisses, yieldSkips int
 	// flushTimer sends the last flush that waits for batchDelay; flushes
 	// counts those timers not yet stopped nor run, which close waits for:
 	// no flush is sent once the actor has stopped.
