@@ -56,7 +56,10 @@ import (
 // next requests, so the forward call's fixed cost is paid once for
 // several requests exactly when the CPU limits the server. A busy model
 // does not yield (requests gather while its forward call runs), nor does
-// a model with replicas (its newcomers go to an idle replica).
+// a model with replicas (its newcomers go to an idle replica), nor, but
+// for one lone request in yieldProbeEvery, a model whose last
+// yieldMissLimit yields brought nobody (callers that send one request at
+// a time).
 //
 // Pending requests count in the model's queue (content.queued) until they
 // run or expire, so model_queue_size bounds them.
@@ -131,7 +134,9 @@ func (a *modelActor) receiveUser(ctx actor.Context, m *predict) {
 // a batch could take more rows and goroutines are waiting for a
 // processor, it lets them run first (yielded) and reports whether user
 // requests reached the model's queue meanwhile (joined). A model with
-// replicas does not yield: its newcomers go to an idle replica.
+// replicas does not yield: its newcomers go to an idle replica; nor, but
+// for a probe now and then, does one whose recent yields brought nobody
+// (yieldMissLimit).
 func (a *modelActor) yieldForCompany(m *predict) (yielded, joined bool) {
 	if len(a.c.busy) > 1 || m.alone {
 		return false, false

@@ -397,7 +397,6 @@ func (a *modelActor) handOff(m *predict) {
 	}
 }
 
-// predict runs one forward call. A panic inside the servable fails this
 // predictLowered runs the warm-up m at the loads' priority (a.lowered):
 // part of a load, it yields the cores to the requests of the models
 // serving meanwhile, as the runtime's load did. (In a function of its own
@@ -408,6 +407,7 @@ func (a *modelActor) predictLowered(m *predict) (out []servables.Tensor, err err
 	return out, err
 }
 
+// predict runs one forward call. A panic inside the servable fails this
 // request and is re-raised so that the supervisor restarts the actor.
 func (a *modelActor) predict(m *predict) {
 	start := time.Now()
