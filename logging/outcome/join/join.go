@@ -1023,9 +1023,11 @@ func (j *Joiner) keyOutcome(rk string, oc out) error {
 		return j.outcomeOf(j.gk, oc)
 	}
 	for _, r := range refs {
-		// Late only in a window that closed; one past every closed
-		// window waits for the prediction it may belong to.
-		if r.end <= j.watermark && oc.t >= r.start && oc.t <= r.end {
+		// Late only in a window that closed, and that no longer rule of
+		// one of its labels may still hold (mayCome, as in outcomeOf);
+		// one past every closed window waits for the prediction it may
+		// belong to.
+		if r.end <= j.watermark && oc.t >= r.start && oc.t <= r.end && !j.mayCome(r.start, r.end, &oc) {
 			j.counters.Outcomes--
 			j.counters.Late++
 			return nil

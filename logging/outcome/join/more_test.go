@@ -3,7 +3,9 @@ package join
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -932,5 +934,103 @@ func TestAConversionInTheClosedClickWindowWithNoConversionModelIsUnmatched(t *te
 	)
 	if c := j.counters; c.Late != 0 || c.Unmatched != 1 {
 		t.Errorf("counters %+v, want the conversion unmatched, not late", c)
+	}
+}
+
+// TestAKeysConversionInTheClosedClickWindowWaitsForTheConversionModel:
+// the conversion of TestAConversionInTheClosedClickWindowWaitsForTheConversionModel
+// naming its row by record key (the request id itself, or a user) waits
+// for the conversion model's prediction logged under that key, as by
+// request id; with none, it ends unmatched. A click by key read at the
+// same point is late, as before.
+func TestAKeysConversionInTheClosedClickWindowWaitsForTheConversionModel(t *testing.T) {
+	for _, key := range []string{"imp1", "user1"} {
+		for _, predicted := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s predicted %v", key, predicted), func(t *testing.T) {
+				j := twoRules(t)
+				conversion := &grovepb.Outcome{OutcomeId: "o1", Key: key, EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+					Labels: map[string]float64{"conversion": 1}}
+				click := &grovepb.Outcome{OutcomeId: "o2", Key: key, EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+					Labels: map[string]float64{"click": 1}}
+				steps := []step{
+					{pred: event("ck1", "imp1", 0, true, "v1", 0.2), key: key},
+					{clock: 2 * time.Hour},
+					{out: conversion, clock: 2 * time.Hour},
+					{out: click, clock: 2 * time.Hour},
+				}
+				if predicted {
+					steps = append(steps, step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25), key: key, clock: 2 * time.Hour})
+				}
+				feed(t, j, append(steps, step{clock: 60 * time.Hour})...) // past every window by the longest
+				want := Counters{Predictions: 1, Scored: 1, Outcomes: 1, Late: 1, Unmatched: 1}
+				if predicted {
+					want = Counters{Predictions: 2, Scored: 2, Joined: 1, Outcomes: 1, Late: 1}
+					if b := binaryOf(t, j, SeriesKey{Contract: cvr, Release: "v1"}); b.Count() != 1 || b.Positives() != 1 {
+						t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
+					}
+				}
+				if c := j.counters; c != want {
+					t.Errorf("counters\n got %+v\nwant %+v (the click late, the conversion not)", c, want)
+				}
+				if n := j.store.(*MemStore).Len(); n != 0 {
+					t.Errorf("%d entries left in the store", n)
+				}
+			})
+		}
+	}
+}
+
+// TestTwoRulesRandomStreamsKeepTheOutcomeCountsAndLeaveNothing: over
+// random streams of a click model's and a conversion model's predictions
+// and of clicks and conversions (by request id or record key, some named
+// to a contract or a model path, some copies), in any order and with any
+// delay, at every step the outcomes taken and the late ones are the
+// distinct outcomes read, and long after every window the store is
+// empty: no outcome waits for ever.
+func TestTwoRulesRandomStreamsKeepTheOutcomeCountsAndLeaveNothing(t *testing.T) {
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		j := twoRules(t)
+		var clock time.Duration
+		distinct := map[string]bool{}
+		for i := range 12 {
+			clock += time.Duration(rng.Int64N(int64(90 * time.Minute)))
+			req := fmt.Sprintf("imp%d", rng.IntN(3))
+			key := [...]string{"", req, "user1"}[rng.IntN(3)]
+			at := clock - time.Duration(rng.Int64N(int64(time.Hour)))
+			switch rng.IntN(4) {
+			case 0:
+				feed(t, j, step{pred: event(fmt.Sprintf("ck%d", i), req, at, true, "v1", 0.2), key: key, clock: clock})
+			case 1:
+				feed(t, j, step{pred: cvrEvent(fmt.Sprintf("cv%d", i), req, at, true, "v1", 0.3), key: key, clock: clock})
+			default:
+				labels := [...]map[string]float64{{"click": 1}, {"conversion": 1}, {"click": 1, "conversion": 1}}[rng.IntN(3)]
+				id := fmt.Sprintf("o%d", rng.IntN(8))
+				o := &grovepb.Outcome{OutcomeId: id, EventTime: timestamppb.New(t0.Add(at)), Labels: labels}
+				if key != "" && rng.IntN(2) == 0 {
+					o.Key = key
+				} else {
+					o.RequestId = req
+				}
+				switch rng.IntN(4) {
+				case 0:
+					o.Contract = cvr
+				case 1:
+					o.ModelPath = "v1/"
+				}
+				feed(t, j, step{out: o, clock: clock})
+				distinct[id] = true
+			}
+			if c := j.counters; c.Outcomes+c.Late != uint64(len(distinct)) {
+				t.Fatalf("seed %d step %d: %d outcomes and %d late, %d read", seed, i, c.Outcomes, c.Late, len(distinct))
+			}
+		}
+		feed(t, j, step{clock: clock + 100*time.Hour})
+		if c := j.counters; c.Outcomes < c.Unmatched || c.Outcomes+c.Late != uint64(len(distinct)) {
+			t.Fatalf("seed %d: counters %+v, %d read", seed, c, len(distinct))
+		}
+		if n := j.store.(*MemStore).Len(); n != 0 {
+			t.Fatalf("seed %d: %d entries left in the store", seed, n)
+		}
 	}
 }
