@@ -256,7 +256,7 @@ type world struct {
 	rt  *countingRuntime
 	sys *System
 	reg *prometheus.Registry
-	log *bytes.Buffer
+	log *logBuffer
 }
 
 const poll = time.Second
@@ -265,14 +265,14 @@ const poll = time.Second
 // JSON) and models (path -> faulty spec), inside the caller's bubble.
 func newWorld(t *testing.T, cfg string, models map[string]faultySpec, tweak ...func(*world, *Options)) *world {
 	t.Helper()
-	w := &world{t: t, b: newMemBucket(), rt: &countingRuntime{}, reg: prometheus.NewRegistry(), log: &bytes.Buffer{}}
+	w := &world{t: t, b: newMemBucket(), rt: &countingRuntime{}, reg: prometheus.NewRegistry(), log: &logBuffer{}}
 	for path, spec := range models {
 		w.putModel(path, spec)
 	}
 	w.b.set("model_config.json", []byte(cfg))
 	opts := Options{Bucket: w.b, ModelConfigPath: "model_config.json", PollInterval: poll, CacheDir: t.TempDir(),
 		MaxModelBytes: 1 << 20, QueueSize: 64, Runtimes: servables.Registry{w.rt}, ParseWarmUp: warmUpParser,
-		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: w.log}, &slog.HandlerOptions{Level: slog.LevelDebug})), Registerer: w.reg}
+		Logger: slog.New(slog.NewTextHandler(w.log, &slog.HandlerOptions{Level: slog.LevelDebug})), Registerer: w.reg}
 	for _, f := range tweak {
 		f(w, &opts)
 	}
@@ -282,6 +282,31 @@ func newWorld(t *testing.T, cfg string, models map[string]faultySpec, tweak ...f
 	}
 	w.sys = sys
 	return w
+}
+
+// logBuffer is a world's log: written by the System's goroutines while
+// a test reads it, both under its lock.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // lockedWriter serialises writes to a buffer shared by goroutines.
