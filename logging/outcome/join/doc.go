@@ -52,7 +52,8 @@
 //     the first that comes). model_path and contract narrow the match.
 //   - Late: an outcome that comes after the window it falls in has
 //     closed (unless a rule of one of its labels with a longer window
-//     may still log a prediction of the row: then it waits for it), or whose time is after every window the row it names (by
+//     may still log a prediction of the row: then it waits for it), or
+//     whose time is after every window the row it names (by
 //     request_id, also when it came before them) can have: its windows,
 //     or while a rule with a longer window may still log a prediction of
 //     the row, the row's start plus the longest window (then counted at
