@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -57,25 +56,17 @@ func sharedRecord(t *testing.T, b *memBucket, rv string) modelconfig.ServableRec
 	return st.Record("ads/pctr/1", rv)
 }
 
-// logCapture is a System's log, which the test reads while it runs.
+// logCapture is a System's log at debug level, which the test reads
+// while it runs (String).
 type logCapture struct {
-	lockedWriter
-	buf bytes.Buffer
+	logBuffer
 }
 
 // option makes the System log to c.
 func (c *logCapture) option() func(*world, *Options) {
-	c.w = &c.buf
 	return func(_ *world, o *Options) {
-		o.Logger = slog.New(slog.NewTextHandler(&c.lockedWriter, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.Logger = slog.New(slog.NewTextHandler(&c.logBuffer, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-}
-
-// String returns what was logged so far.
-func (c *logCapture) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
 }
 
 // updateB puts spec at b/, names its checksum in cfg (an in-place

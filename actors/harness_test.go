@@ -309,18 +309,6 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
-// lockedWriter serialises writes to a buffer shared by goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // putModel writes a faulty model file at path (a directory path gets one
 // file in it) and returns its checksum.
 func (w *world) putModel(path string, spec faultySpec) string {

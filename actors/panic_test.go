@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -297,8 +296,8 @@ func TestAPanicInTheRouterFailsOnlyTheCallItHandledAndTheContractsKeepRouting(t 
 func TestAFailureTheActorDidNotRecoverResumesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		var log bytes.Buffer
-		g := &resumeOnPanic{log: slog.New(slog.NewTextHandler(&lockedWriter{w: &log}, nil)), metrics: NewMetrics(reg)}
+		var log logBuffer
+		g := &resumeOnPanic{log: slog.New(slog.NewTextHandler(&log, nil)), metrics: NewMetrics(reg)}
 		as := actor.NewActorSystem()
 		defer as.Shutdown()
 		directives := make(chan actor.Directive, 4)
@@ -1852,8 +1851,8 @@ func (s *panickingSink) LogPrediction(req *Request, res *Result, served bool) {
 // uncompared; and the worker goes on comparing and logging the next
 // copies. Before, the panic ended the process.
 func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
-	var logged bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+	var logged logBuffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	m := NewMetrics(prometheus.NewRegistry())
 	sink := &panickingSink{recordingSink: recordingSink{done: make(chan struct{}, 1)}}
 	windows := newCompareWindows(10)
