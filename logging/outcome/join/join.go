@@ -405,7 +405,7 @@ func (j *Joiner) horizon(start, end int64) int64 { return max(end, start+j.maxWi
 func (j *Joiner) mayCome(start, end int64, o *out) bool {
 	if o.contract != "" {
 		r := j.byContract[o.contract]
-		return r != nil && slices.ContainsFunc(o.labels, func(l label) bool { return l.name == r.Label }) && start+int64(r.Window) > end
+		return r != nil && o.has(r.Label) && start+int64(r.Window) > end
 	}
 	for _, l := range o.labels {
 		if start+j.labelWindow[l.name] > end {
@@ -462,6 +462,11 @@ func (p *pred) takes(o *out) bool {
 		(o.contract == "" || o.contract == p.contract)
 }
 
+// has reports whether o has a label named name.
+func (o *out) has(name string) bool {
+	return slices.ContainsFunc(o.labels, func(l label) bool { return l.name == name })
+}
+
 // holds reports whether an open prediction of g takes outcome o (takes)
 // and o has that prediction's rule's label.
 func (j *Joiner) holds(g *group, o *out) bool {
@@ -470,7 +475,7 @@ func (j *Joiner) holds(g *group, o *out) bool {
 		if !p.takes(o) {
 			continue
 		}
-		if r := j.rule(p.contract, p.modelPath); r != nil && slices.ContainsFunc(o.labels, func(l label) bool { return l.name == r.Label }) {
+		if r := j.rule(p.contract, p.modelPath); r != nil && o.has(r.Label) {
 			return true
 		}
 	}

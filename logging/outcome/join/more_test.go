@@ -894,69 +894,28 @@ func TestAConversionAfterTheClickWindowClosedWaitsForTheConversionModel(t *testi
 // window, read after that window closed and before the conversion
 // model's prediction of the impression, is not the click model's (it
 // has no click label), so it is not late: it waits for the conversion
-// model's prediction, whose window holds it, and is scored there. A
-// click read at the same point is late, as before.
+// model's prediction, whose window holds it, and is scored there; with
+// none, it ends unmatched once its wait is over. So it does naming its
+// row by request id or by record key (the request id itself, or a
+// user). A click read at the same point is late, as before.
 func TestAConversionInTheClosedClickWindowWaitsForTheConversionModel(t *testing.T) {
-	j := twoRules(t)
-	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
-		Labels: map[string]float64{"conversion": 1}}
-	click := &grovepb.Outcome{OutcomeId: "o2", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
-		Labels: map[string]float64{"click": 1}}
-	feed(t, j,
-		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
-		step{clock: 2 * time.Hour},
-		step{out: conversion, clock: 2 * time.Hour},
-		step{out: click, clock: 2 * time.Hour},
-		step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25), clock: 2 * time.Hour},
-		step{clock: 30 * time.Hour},
-	)
-	if b := binaryOf(t, j, SeriesKey{Contract: cvr, Release: "v1"}); b.Count() != 1 || b.Positives() != 1 {
-		t.Errorf("conversion model: count %d positives %d, want 1 1", b.Count(), b.Positives())
-	}
-	if c := j.counters; c.Late != 1 || c.Outcomes != 1 {
-		t.Errorf("counters %+v, want the click late and the conversion joined", c)
-	}
-}
-
-// TestAConversionInTheClosedClickWindowWithNoConversionModelIsUnmatched:
-// the conversion of the test above, when the conversion model never
-// scores the impression, ends unmatched once its wait is over, not late:
-// no window of a rule with its label closed before it came.
-func TestAConversionInTheClosedClickWindowWithNoConversionModelIsUnmatched(t *testing.T) {
-	j := twoRules(t)
-	conversion := &grovepb.Outcome{OutcomeId: "o1", RequestId: "imp1", EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
-		Labels: map[string]float64{"conversion": 1}}
-	feed(t, j,
-		step{pred: event("ck1", "imp1", 0, true, "v1", 0.2)},
-		step{clock: 2 * time.Hour},
-		step{out: conversion, clock: 2 * time.Hour},
-		step{clock: 30 * time.Hour},
-	)
-	if c := j.counters; c.Late != 0 || c.Unmatched != 1 {
-		t.Errorf("counters %+v, want the conversion unmatched, not late", c)
-	}
-}
-
-// TestAKeysConversionInTheClosedClickWindowWaitsForTheConversionModel:
-// the conversion of TestAConversionInTheClosedClickWindowWaitsForTheConversionModel
-// naming its row by record key (the request id itself, or a user) waits
-// for the conversion model's prediction logged under that key, as by
-// request id; with none, it ends unmatched. A click by key read at the
-// same point is late, as before.
-func TestAKeysConversionInTheClosedClickWindowWaitsForTheConversionModel(t *testing.T) {
-	for _, key := range []string{"imp1", "user1"} {
+	for _, key := range []string{"", "imp1", "user1"} { // "": by request id
 		for _, predicted := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s predicted %v", key, predicted), func(t *testing.T) {
+			t.Run(fmt.Sprintf("key %q predicted %v", key, predicted), func(t *testing.T) {
 				j := twoRules(t)
-				conversion := &grovepb.Outcome{OutcomeId: "o1", Key: key, EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
-					Labels: map[string]float64{"conversion": 1}}
-				click := &grovepb.Outcome{OutcomeId: "o2", Key: key, EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
-					Labels: map[string]float64{"click": 1}}
+				outcome := func(id, label string) *grovepb.Outcome {
+					o := &grovepb.Outcome{OutcomeId: id, Key: key, EventTime: timestamppb.New(t0.Add(20 * time.Minute)),
+						Labels: map[string]float64{label: 1}}
+					if key == "" {
+						o.RequestId = "imp1"
+					}
+					return o
+				}
 				steps := []step{
 					{pred: event("ck1", "imp1", 0, true, "v1", 0.2), key: key},
 					{clock: 2 * time.Hour},
-					{out: conversion, clock: 2 * time.Hour},
-					{out: click, clock: 2 * time.Hour},
+					{out: outcome("o1", "conversion"), clock: 2 * time.Hour},
+					{out: outcome("o2", "click"), clock: 2 * time.Hour},
 				}
 				if predicted {
 					steps = append(steps, step{pred: cvrEvent("cv1", "imp1", time.Second, true, "v1", 0.25), key: key, clock: 2 * time.Hour})
