@@ -99,15 +99,18 @@ run: build
 ## among them), then those that bound latency alone (test-alone), and the
 ## DeepRec processor library's C test (test-processor).
 test: deps vet test-deploy test-ui
-	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^($(ALONE)|TestConsoleInChromium.*)$$' $(PKGS)
+	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^($(ALONE)|$(ALONE_TORCH)|TestConsoleInChromium.*)$$' $(PKGS)
 	$(MAKE) test-alone
 	$(MAKE) test-processor
 
-## test-alone: the integration tests that bound latency, each run with
+## test-alone: the integration tests that bound latency, and the tests
+## that measure how a forward call's threads share the CPU, each run with
 ## nothing else beside it (make test skips them in its main pass).
 ALONE := TestRapidResetFloodGetsGoAwayAndSparesOtherCallers
+ALONE_TORCH := TestMatrixProductsKeepIntraOpThreadsWhicheverOpenBLAS
 test-alone:
 	GROVE_IT_LATENCY=1 $(GO) test -count=1 -run '^($(ALONE))$$' ./it
+	$(GO) test -count=1 -run '^($(ALONE_TORCH))$$' ./servables/torch
 
 ## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,
 ## again only when the lockfile changed; no install scripts, never a

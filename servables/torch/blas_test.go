@@ -225,7 +225,9 @@ func TestSetBLASThreadsSetsWhatTheLibraryReports(t *testing.T) {
 // IntraOpThreads 2 they use a second thread (the others used over a
 // quarter of the caller's CPU time) when OpenBLAS's
 // interface takes its count from OpenMP, and stay on the calling thread
-// when it reads the process-wide count Grove set to one.
+// when it reads the process-wide count Grove set to one. CPU shares on a
+// busy machine say little of that, so make test runs it alone
+// (test-alone).
 func TestMatrixProductsKeepIntraOpThreadsWhicheverOpenBLAS(t *testing.T) {
 	dirs := []string{""}
 	builds, _ := filepath.Glob("/usr/lib/*/openblas-*/libblas.so.3")
