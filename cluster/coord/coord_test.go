@@ -541,3 +541,49 @@ func TestJoinHonoursItsContext(t *testing.T) {
 		t.Errorf("Join returned after %v, its context ended after 500ms", d)
 	}
 }
+
+// lostGrant grants a lease, then ends the caller's context and, when the
+// context it was given is the caller's, answers with that context's error:
+// etcd made the lease, and the answer was lost with the cancelled join.
+type lostGrant struct {
+	clientv3.Lease
+	cancel context.CancelFunc
+}
+
+func (l lostGrant) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	resp, err := l.Lease.Grant(context.WithoutCancel(ctx), ttl)
+	l.cancel()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+func TestAJoinCancelledWhileEtcdGrantsItsLeaseLeavesNoLease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := dial(t, srv, "/g/")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.cli.Lease = lostGrant{Lease: c.cli.Lease, cancel: cancel}
+	_, err := c.Join(ctx, Member{Member: placement.Member{Name: "n1", BudgetBytes: 1, FreeBytes: 1}, Advertise: "127.0.0.1:1"}, time.Hour)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Join = %v, want an error wrapping context.Canceled", err)
+	}
+	check := dial(t, srv, "/g/")
+	deadline := time.Now().Add(5 * time.Second) // the lease's TTL is an hour: only a revoke ends it
+	for {
+		lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		leases, err := check.cli.Leases(lctx)
+		lcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases.Leases) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd still holds %d lease(s) 5 s after the cancelled join: the join's grant was not revoked", len(leases.Leases))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -39,20 +39,25 @@ func (c *Client) Join(ctx context.Context, self Member, ttl time.Duration) (*Nod
 	if secs < 1 {
 		return nil, fmt.Errorf("coord: lease TTL %v is under 1s", ttl)
 	}
-	// The lease is granted under ctx (NewSession's own grant would wait
+	// The lease is granted within ctx (NewSession's own grant would wait
 	// for an unreachable etcd whatever ctx says); the session keeps it alive.
-	lease, err := c.cli.Grant(ctx, int64(secs))
+	lease, err := c.grant(ctx, secs)
 	if err != nil {
 		return nil, fmt.Errorf("coord: granting the lease: %w", err)
 	}
-	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(secs), concurrency.WithLease(lease.ID))
+	sess, err := concurrency.NewSession(c.cli, concurrency.WithTTL(secs), concurrency.WithLease(lease))
 	if err != nil {
 		return nil, fmt.Errorf("coord: starting a session: %w", err)
 	}
 	n := &Node{c: c, sess: sess, name: self.Name, key: c.prefix + membersDir + self.Name}
+	abandon := func() { // a failed join revokes its lease
+		if err := sess.Close(); err != nil {
+			c.log.Warn("revoking the lease of a failed join; it ends with its TTL", "lease", fmt.Sprintf("%x", int64(sess.Lease())), "err", err)
+		}
+	}
 	data, err := json.Marshal(self)
 	if err != nil {
-		sess.Close()
+		abandon()
 		return nil, err
 	}
 	for {
@@ -61,7 +66,7 @@ func (c *Client) Join(ctx context.Context, self Member, ttl time.Duration) (*Nod
 			Then(clientv3.OpPut(n.key, string(data), clientv3.WithLease(sess.Lease()))).
 			Commit()
 		if err != nil {
-			sess.Close()
+			abandon()
 			return nil, fmt.Errorf("coord: writing the member record %s: %w", n.key, err)
 		}
 		if resp.Succeeded {
@@ -70,9 +75,49 @@ func (c *Client) Join(ctx context.Context, self Member, ttl time.Duration) (*Nod
 		}
 		c.log.Info("cluster node name in use by a live lease; waiting for it to end", "name", self.Name)
 		if err := waitDeleted(ctx, c.cli, n.key, resp.Header.Revision); err != nil {
-			sess.Close()
+			abandon()
 			return nil, fmt.Errorf("coord: node name %q is in use by another live member: %w", self.Name, err)
 		}
+	}
+}
+
+// grant grants a lease of secs seconds, returning when etcd answers or
+// when ctx is done, whichever comes first. A grant still in flight when
+// ctx ends (etcd may make it even so, and its answer would be lost with
+// the caller's context) goes on in the background, bounded by the TTL,
+// and the lease it makes is revoked there: a join cancelled by Leave
+// leaves no lease behind.
+func (c *Client) grant(ctx context.Context, secs int) (clientv3.LeaseID, error) {
+	type granted struct {
+		id  clientv3.LeaseID
+		err error
+	}
+	ttl := time.Duration(secs) * time.Second
+	done := make(chan granted, 1)
+	go func() {
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+		defer cancel()
+		resp, err := c.cli.Grant(gctx, int64(secs))
+		if err != nil {
+			done <- granted{err: err}
+			return
+		}
+		done <- granted{id: resp.ID}
+	}()
+	select {
+	case g := <-done:
+		return g.id, g.err
+	case <-ctx.Done():
+		go func() {
+			if g := <-done; g.err == nil {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+				defer cancel()
+				if _, err := c.cli.Revoke(rctx, g.id); err != nil {
+					c.log.Warn("revoking the lease of a cancelled join; it ends with its TTL", "lease", fmt.Sprintf("%x", int64(g.id)), "err", err)
+				}
+			}
+		}()
+		return 0, ctx.Err()
 	}
 }
 
