@@ -67,16 +67,30 @@ func serverKind() []trace.SpanStartOption {
 	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 }
 
-// Recording reports whether ctx carries a span that records, the only
-// case in which Start makes a child.
-func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+// Recording reports whether ctx carries a span that Start and Record make
+// children of: one that records, or one made here that has ended in a
+// sampled trace.
+func Recording(ctx context.Context) bool { return parents(trace.SpanFromContext(ctx)) }
 
-// Start starts the child span name of the recording span in ctx, with its
-// tracer provider; when ctx carries none it returns ctx and a span that
+// parents reports whether span takes children: it records, or it was
+// started in this process in a sampled trace and has ended (work a request
+// set off, a shadow copy, may begin after the request's answer ended its
+// span). A remote span context (a caller's traceparent while tracing is
+// off here) takes none.
+func parents(span trace.Span) bool {
+	if span.IsRecording() {
+		return true
+	}
+	sc := span.SpanContext()
+	return sc.IsSampled() && !sc.IsRemote()
+}
+
+// Start starts the child span name of the span in ctx (Recording), with
+// its tracer provider; when ctx carries none it returns ctx and a span that
 // does nothing, without allocating. End it with End.
 func Start(ctx context.Context, name string) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
-	if !parent.IsRecording() {
+	if !parents(parent) {
 		// A span of no trace (never the parent, which the caller's End
 		// must not end); an interface holding an empty struct: free.
 		return ctx, trace.SpanFromContext(context.Background())
@@ -84,13 +98,13 @@ func Start(ctx context.Context, name string) (context.Context, trace.Span) {
 	return parent.TracerProvider().Tracer(ScopeName).Start(ctx, name)
 }
 
-// Record records a span name, child of the recording span in ctx, that
+// Record records a span name, child of the span in ctx (Recording), that
 // ran from start to end, with attrs; it does nothing when ctx carries no
-// recording span. It is for work timed elsewhere (a model actor's queue
+// such span. It is for work timed elsewhere (a model actor's queue
 // and forward call), recorded once it is over.
 func Record(ctx context.Context, name string, start, end time.Time, err error, attrs ...attribute.KeyValue) {
 	parent := trace.SpanFromContext(ctx)
-	if !parent.IsRecording() {
+	if !parents(parent) {
 		return
 	}
 	_, span := parent.TracerProvider().Tracer(ScopeName).Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))

@@ -126,6 +126,49 @@ func TestOffCostsNoAllocation(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per request with tracing off", allocs)
 	}
+	// A caller's sampled traceparent, read while tracing is off here,
+	// takes no spans either (Outgoing passes it on).
+	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2},
+		TraceFlags: trace.FlagsSampled, Remote: true})
+	ctx = trace.ContextWithRemoteSpanContext(ctx, caller)
+	allocs = testing.AllocsPerRun(1000, func() {
+		c, span := tracing.Start(ctx, tracing.SpanDecode)
+		tracing.End(span, nil)
+		if tracing.Recording(c) {
+			t.Fatal("recording under a caller's span context")
+		}
+		tracing.Record(c, tracing.SpanQueue, time.Time{}, time.Time{}, nil)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per span under a caller's span context with tracing off", allocs)
+	}
+}
+
+// Work a request set off that starts after the request's span ended (a
+// shadow copy the router sends once the answer is out) is still recorded
+// as that span's child, and so is work timed elsewhere under it.
+func TestASpanStartedAfterItsParentEndedIsItsChild(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "request")
+	parent.End()
+	if !tracing.Recording(ctx) {
+		t.Fatal("Recording is false under an ended span of a sampled trace")
+	}
+	cctx, child := tracing.Start(ctx, tracing.SpanShadow)
+	tracing.Record(cctx, tracing.SpanQueue, time.Now(), time.Now(), nil)
+	tracing.End(child, nil)
+	got := map[string]trace.SpanID{}
+	for _, s := range rec.Ended() {
+		got[s.Name()] = s.Parent().SpanID()
+	}
+	if got[tracing.SpanShadow] != parent.SpanContext().SpanID() {
+		t.Errorf("shadow span's parent %v, want the ended request span %v (ended spans: %v)", got[tracing.SpanShadow], parent.SpanContext().SpanID(), got)
+	}
+	if got[tracing.SpanQueue] != child.SpanContext().SpanID() {
+		t.Errorf("queue span's parent %v, want the shadow span %v", got[tracing.SpanQueue], child.SpanContext().SpanID())
+	}
 }
 
 const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

@@ -590,7 +590,11 @@ func TestShadowCopyOnAnotherNodeContinuesTheTrace(t *testing.T) {
 		}
 	}
 	if shadow == nil || shadow.Parent().SpanID() != span.SpanContext().SpanID() {
-		t.Fatalf("no shadow span under the caller's (spans: %d)", len(rec.Ended()))
+		var ended []string
+		for _, s := range rec.Ended() {
+			ended = append(ended, fmt.Sprintf("%s %s (parent %s)", s.Name(), s.SpanContext().SpanID(), s.Parent().SpanID()))
+		}
+		t.Fatalf("no shadow span under the caller's %s; ended: %s", span.SpanContext().SpanID(), strings.Join(ended, ", "))
 	}
 	want := tracing.TraceParent(shadow.SpanContext())
 	server.mu.Lock()
