@@ -26,7 +26,7 @@ LDFLAGS := -X main.version=$(VERSION)
 DISTDIR ?= dist
 DIST_NAME := grove-$(VERSION)-$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 
-.PHONY: all deps deps-bench build dist run test test-alone test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench bench-xgboost vet fmt clean models
+.PHONY: all deps deps-bench build dist run test test-alone test-race test-unit test-it test-deploy test-ui test-processor processor ui ui-deps ui-check fuzz bench bench-xgboost vet fmt clean models
 
 all: build
 
@@ -96,11 +96,13 @@ run: build
 ## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
 ## checks, the console in a browser (test-ui), unit tests, fuzz seeds, the
 ## integration tests against the real binary (the release of make dist
-## among them), then those that bound latency alone (test-alone), and the
+## among them), then those that bound latency alone (test-alone), the
+## concurrent packages under the race detector (test-race), and the
 ## DeepRec processor library's C test (test-processor).
 test: deps vet test-deploy test-ui
 	$(GO) test -count=1 -timeout 20m -parallel 4 -skip '^($(ALONE)|$(ALONE_TORCH)|TestConsoleInChromium.*)$$' $(PKGS)
 	$(MAKE) test-alone
+	$(MAKE) test-race
 	$(MAKE) test-processor
 
 ## test-alone: the integration tests that bound latency, and the tests
@@ -111,6 +113,14 @@ ALONE_TORCH := TestMatrixProductsKeepIntraOpThreadsWhicheverOpenBLAS
 test-alone:
 	GROVE_IT_LATENCY=1 $(GO) test -count=1 -run '^($(ALONE))$$' ./it
 	$(GO) test -count=1 -run '^($(ALONE_TORCH))$$' ./servables/torch
+
+## test-race: the packages whose goroutines share state (the actors, the
+## outcome join, the cluster's forwarding transport) under the race
+## detector (which does not build PIE binaries); about 3.5 minutes from a
+## clean build cache on two cores.
+RACE_PKGS := ./actors ./logging/outcome/join ./cluster/forward
+test-race:
+	GOFLAGS='$(filter-out -buildmode=pie,$(GOFLAGS))' $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
 ## ui-deps: the console's npm packages from ui/package-lock.json (npm ci,
 ## again only when the lockfile changed; no install scripts, never a

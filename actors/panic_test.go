@@ -1867,7 +1867,10 @@ func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
 		return ans
 	}
 	panics := func(label string) float64 { return testutil.ToFloat64(m.panics.WithLabelValues(label)) }
-	low := newLowPriority(1, 1, log)
+	// Room for r2's and r3's jobs below, so that r3's never spills to a
+	// goroutine of its own (which could log before r2's, and meet the
+	// armed sink's panic in its place) while the worker has not taken r2's.
+	low := newLowPriority(1, 2, log)
 	defer low.stop()
 
 	// A bug in the comparison: a copy that has the caller's answer to
