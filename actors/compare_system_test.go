@@ -245,7 +245,7 @@ func TestAShadowWaitingForTheChampionIsComparedOnTheLowPriorityWorkers(t *testin
 		compared bool
 	}{{"a worker free", 1, true}, {"the queue full", 0, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			low := newLowPriority(tc.workers, tc.workers, slog.New(slog.DiscardHandler)) // no worker: no queue either
+			low := newLowPriority(tc.workers, tc.workers, slog.New(slog.DiscardHandler), nil) // no worker: no queue either
 			defer low.stop()
 			m := NewMetrics(prometheus.NewRegistry())
 			sink := &recordingSink{done: make(chan struct{}, 1)}

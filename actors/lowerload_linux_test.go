@@ -2,10 +2,12 @@ package actors
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -99,5 +101,87 @@ func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
 				t.Errorf("StartsThreads %v: the requests' forward calls ran at nice %v, want three at %d", starts, user, base)
 			}
 		})
+	}
+}
+
+// burnThreadCPU spins until the calling thread has used d more CPU time.
+func burnThreadCPU(d time.Duration) {
+	for start := lowprio.ThreadCPU(); lowprio.ThreadCPU()-start < d; {
+	}
+}
+
+// cpuBurner is a runtime whose loads, and forward calls whose first input
+// value is 7 (the warm-up's), spend a given CPU time on their thread.
+type cpuBurner struct {
+	*countingRuntime
+	load, warmUp time.Duration
+}
+
+func (r *cpuBurner) Load(ctx context.Context, dir string, files []string, o servables.LoadOptions) (servables.Servable, error) {
+	burnThreadCPU(r.load)
+	sv, err := r.countingRuntime.Load(ctx, dir, files, o)
+	if err != nil {
+		return nil, err
+	}
+	return &burningServable{Servable: sv, r: r}, nil
+}
+
+type burningServable struct {
+	servables.Servable
+	r *cpuBurner
+}
+
+func (s *burningServable) Predict(ctx context.Context, in []servables.Tensor) ([]servables.Tensor, error) {
+	if in[0].Float64At(0) == 7 {
+		burnThreadCPU(s.r.warmUp)
+	}
+	return s.Servable.Predict(ctx, in)
+}
+
+func TestTheCPUOfLoadsAndWarmUpsIsCountedAsLowPriorityLoadWork(t *testing.T) {
+	const load, warmUp = 30 * time.Millisecond, 20 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, configJSON(entry("a/", "", `"load": "on_demand", "warm_up_batch_request_json": "[[7]]"`)),
+			map[string]faultySpec{"a/": {}}, func(w *world, o *Options) {
+				o.Runtimes = servables.Registry{&cpuBurner{countingRuntime: w.rt, load: load, warmUp: warmUp}}
+			})
+		defer w.stop()
+		synctest.Wait()
+		cpu := func(work string) float64 {
+			return w.metric("grove_low_priority_cpu_seconds_total", map[string]string{"work": work})
+		}
+		if got := cpu("load"); got != 0 {
+			t.Errorf("before any load: %v s of load work, want 0", got)
+		}
+		if r := w.infer("a/", 1); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		// The load and the warm-up ran on lowered threads; the request's
+		// forward call did not, and no shadow work ran.
+		if got, want := cpu("load"), (load + warmUp).Seconds(); got < want || got > want+0.5 {
+			t.Errorf("load work: %v s of CPU, want %v s (the load's and the warm-up's) and a little more", got, want)
+		}
+		if got := cpu("shadow"); got != 0 {
+			t.Errorf("shadow work: %v s of CPU, want 0", got)
+		}
+	})
+}
+
+func TestTheShadowWorkersCountEachJobsCPU(t *testing.T) {
+	var mu sync.Mutex
+	var spent []time.Duration
+	lp := newLowPriority(1, 2, slog.New(slog.DiscardHandler), func(d time.Duration) {
+		mu.Lock()
+		spent = append(spent, d)
+		mu.Unlock()
+	})
+	for _, d := range []time.Duration{5 * time.Millisecond, 15 * time.Millisecond} {
+		if !lp.trySubmit(func() { burnThreadCPU(d) }) {
+			t.Fatal("the queue refused a job")
+		}
+	}
+	lp.stop()
+	if len(spent) != 2 || spent[0] < 5*time.Millisecond || spent[1] < 15*time.Millisecond || spent[1] > time.Second {
+		t.Errorf("the workers counted %v, want about 5ms and 15ms", spent)
 	}
 }

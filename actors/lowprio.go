@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"time"
+
+	"github.com/groveml/grove/internal/lowprio"
 )
 
 // lowPriority runs shadow forward calls on their own OS threads at the
@@ -32,8 +35,10 @@ type lowPriority struct {
 	wg   sync.WaitGroup
 }
 
-// newLowPriority starts workers niced threads with room for queue waiting jobs.
-func newLowPriority(workers, queue int, log *slog.Logger) *lowPriority {
+// newLowPriority starts workers niced threads with room for queue waiting
+// jobs. spent, if not nil, gets the CPU time of each job the workers run
+// (lowprio.ThreadCPU: the worker's thread is its own).
+func newLowPriority(workers, queue int, log *slog.Logger, spent func(time.Duration)) *lowPriority {
 	lp := &lowPriority{jobs: make(chan func(), queue)}
 	for i := range workers {
 		lp.wg.Add(1)
@@ -46,7 +51,13 @@ func newLowPriority(workers, queue int, log *slog.Logger) *lowPriority {
 				log.Warn("shadow work runs at normal CPU priority: could not nice its thread", "err", err)
 			}
 			for job := range lp.jobs {
+				if spent == nil {
+					job()
+					continue
+				}
+				start := lowprio.ThreadCPU()
 				job()
+				spent(lowprio.ThreadCPU() - start)
 			}
 		}()
 	}

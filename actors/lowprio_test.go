@@ -9,7 +9,7 @@ import (
 )
 
 func TestLowPriorityShedsWorkWhenWorkersAndQueueAreFull(t *testing.T) {
-	lp := newLowPriority(1, 2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	lp := newLowPriority(1, 2, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	release := make(chan struct{})
 	started := make(chan struct{})
 	var ran atomic.Int32
@@ -33,7 +33,7 @@ func TestLowPriorityShedsWorkWhenWorkersAndQueueAreFull(t *testing.T) {
 }
 
 func TestLowPriorityWithoutQueueTakesWorkOnlyForAnIdleWorker(t *testing.T) {
-	lp := newLowPriority(2, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	lp := newLowPriority(2, 0, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	release := make(chan struct{})
 	var started atomic.Int32
 	accepted := 0

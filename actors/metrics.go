@@ -21,6 +21,7 @@ type Metrics struct {
 	crashes       *prometheus.CounterVec
 	panics        *prometheus.CounterVec
 	shadowDropped *prometheus.CounterVec
+	lowCPU        *prometheus.CounterVec
 	compareShed   *prometheus.CounterVec
 	expired       *prometheus.CounterVec
 	late          *prometheus.CounterVec
@@ -99,6 +100,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "grove_shadow_dropped_total",
 			Help: "Shadow copies not run, by model path and reason (overloaded: the model's queue already held its share of shadow work; busy: the low-priority shadow worker and its queue were full; not_found).",
 		}, []string{"model", "reason"}),
+		lowCPU: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "grove_low_priority_cpu_seconds_total",
+			Help: "CPU time of the work Grove runs on lowered threads, by work (load: a runtime's model loads and warm-up forward calls, at nice 5; shadow: shadow forward calls and their comparisons and logs, on the shadow workers at nice 19). It counts the lowered thread alone, not threads its C code starts (a forward call's OpenMP pool), nor the fetch and checksum of a load, which run at normal priority. Linux only.",
+		}, []string{"work"}),
 		compareShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_shadow_comparisons_shed_total",
 			Help: "Shadow executions logged without being compared with the caller's answer, by model path: the champion answered after the shadow copy and the low-priority workers' queue was full, or the comparison panicked (a bug, counted in grove_actor_panics_total{actor=\"shadow_compare\"}).",
@@ -148,7 +153,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, a := range []string{"supervisor", "router", "fetch", "config_poll", "warm_up", "load", "release", "forward", "close", "reload", "shadow_compare", "shadow_log", "forward_reply", "default_timeout", "load_wait"} {
 		m.panics.WithLabelValues(a) // exported at 0 before the first
 	}
-	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.compareShed, m.expired, m.late, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
+	for _, w := range []string{"load", "shadow"} {
+		m.lowCPU.WithLabelValues(w)
+	}
+	reg.MustRegister(m.requests, m.latency, m.configPolls, m.loads, m.unloads, m.coldStart, m.demandHits, m.demandMisses, m.diskCacheHits, m.diskCacheInvalid, m.diskCacheBytes, m.crashes, m.panics, m.shadowDropped, m.lowCPU, m.compareShed, m.expired, m.late, m.restores, m.decisions, m.routerShare, m.forwarded, m.forwardTime, m.batched, m.reconciles, m.configErrors)
 	return m
 }
 

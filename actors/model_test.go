@@ -240,7 +240,7 @@ func TestRouterAnswersBatchItemsInRequestOrder(t *testing.T) {
 func TestAShadowRequestIsAnsweredOnceEvenWhenItsAnswerPanics(t *testing.T) {
 	g := &gated{gate: make(chan struct{})}
 	close(g.gate)
-	low := newLowPriority(1, 1, slog.New(slog.DiscardHandler))
+	low := newLowPriority(1, 1, slog.New(slog.DiscardHandler), nil)
 	defer low.stop()
 	a := &modelActor{c: &content{path: "m/"}, s: g, low: low, log: slog.New(slog.DiscardHandler), m: NewMetrics(prometheus.NewRegistry())}
 	var calls atomic.Int32

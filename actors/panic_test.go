@@ -1870,7 +1870,7 @@ func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
 	// Room for r2's and r3's jobs below, so that r3's never spills to a
 	// goroutine of its own (which could log before r2's, and meet the
 	// armed sink's panic in its place) while the worker has not taken r2's.
-	low := newLowPriority(1, 2, log)
+	low := newLowPriority(1, 2, log, nil)
 	defer low.stop()
 
 	// A bug in the comparison: a copy that has the caller's answer to
@@ -1906,7 +1906,7 @@ func TestAPanicComparingOrLoggingAShadowCopyCostsThatCopyAlone(t *testing.T) {
 	}
 
 	// The same on the goroutine a full queue spills the log entry to.
-	full := newLowPriority(0, 0, log) // no worker: no queue either
+	full := newLowPriority(0, 0, log, nil) // no worker: no queue either
 	sink.armed.Store(true)
 	waiting(full, "r4", windows).answer(column(t, 0.5, 0.2), false, time.Millisecond)
 	full.stop() // waits for the spilled entry

@@ -248,7 +248,8 @@ func Start(opts Options) (*System, error) {
 	if workers <= 0 {
 		workers, queue = 1, 4
 	}
-	s.low = newLowPriority(workers, max(queue, 0), opts.Logger)
+	shadowCPU := s.metrics.lowCPU.WithLabelValues("shadow")
+	s.low = newLowPriority(workers, max(queue, 0), opts.Logger, func(d time.Duration) { shadowCPU.Add(d.Seconds()) })
 	s.dispatcher = newWorkerDispatcher(300, 30*time.Second)
 	s.disk = newDiskCache(opts.DiskCacheBytes)
 	s.state = newSharedState(opts.Bucket, opts.ModelConfigPath, opts.Logger.With("component", "contract-state"))
@@ -567,11 +568,17 @@ func (s *System) loadOptions(meta modelconfig.Model) servables.LoadOptions {
 }
 
 // lowered runs f at the lower CPU priority of loads (lowprio.Nice), so
-// that a load yields the cores to the requests served meanwhile. If the
-// priority cannot be set, f runs at normal priority and the first such
-// failure is logged.
+// that a load yields the cores to the requests served meanwhile, and
+// counts its thread's CPU time in grove_low_priority_cpu_seconds_total
+// (work="load"), a panic's included. If the priority cannot be set, f
+// runs at normal priority and the first such failure is logged.
 func (s *System) lowered(f func()) {
-	if err := lowprio.Run(lowprio.Nice, f); err != nil && s.lowerWarned.CompareAndSwap(false, true) {
+	measured := func() {
+		start := lowprio.ThreadCPU()
+		defer func() { s.metrics.lowCPU.WithLabelValues("load").Add((lowprio.ThreadCPU() - start).Seconds()) }()
+		f()
+	}
+	if err := lowprio.Run(lowprio.Nice, measured); err != nil && s.lowerWarned.CompareAndSwap(false, true) {
 		s.opts.Logger.Warn("model loads run at normal CPU priority: could not lower their thread's", "err", err)
 	}
 }

@@ -137,6 +137,10 @@ type onDemandReport struct {
 	// churn ran paced with no other load (AloneLoads loads).
 	CPUPerLoad float64 `json:"cpu_per_load_s"`
 	AloneLoads int     `json:"alone_loads"`
+	// LowCPUPerLoad is the part of CPUPerLoad that ran on Grove's lowered
+	// threads (grove_low_priority_cpu_seconds_total{work="load"}: the
+	// runtime's load and the warm-up).
+	LowCPUPerLoad float64 `json:"low_cpu_per_load_s"`
 	// AB holds the interleaved A/Bs the verdicts are judged on, one for
 	// each comparison above (none with --ondemand-ab-rounds 0).
 	AB    []onDemandAB `json:"ab,omitempty"`
@@ -202,6 +206,7 @@ type churnRun struct {
 	warm      loadResult
 	loads     int
 	secs, cpu float64
+	lowCPU    float64 // the part of cpu on lowered threads, loading
 	pauses    pauseCount
 }
 
@@ -423,6 +428,8 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		demand := map[string]string{"reason": "demand", "result": "ok"}
 		run.loads = int(after.sum("grove_model_loads_total", demand) - before.sum("grove_model_loads_total", demand))
 		run.cpu = after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
+		loadWork := map[string]string{"work": "load"}
+		run.lowCPU = after.sum("grove_low_priority_cpu_seconds_total", loadWork) - before.sum("grove_low_priority_cpu_seconds_total", loadWork)
 		run.pauses = pausesBetween(before, after)
 		return run, nil
 	}
@@ -459,6 +466,7 @@ func runOnDemand(ctx context.Context, e lifecycleEnv) *onDemandReport {
 		}
 		if run.loads > 0 {
 			rep.CPUPerLoad, rep.AloneLoads = run.cpu/float64(run.loads), run.loads
+			rep.LowCPUPerLoad = run.lowCPU / float64(run.loads)
 		}
 	}
 
@@ -584,8 +592,8 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 				modelPath, r.HalfRate, fmtMs(r.HalfAlone.P50), fmtMs(r.HalfAlone.P99), fmtMs(r.HalfPaced.P50), fmtMs(r.HalfPaced.P99), r.PacedRate, r.HalfLoadsPerSec)
 		}
 		if r.AloneLoads > 0 {
-			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads): at %.1f loads/s, %.2f of a core\n",
-				r.PacedRate, r.CPUPerLoad*1000, r.AloneLoads, r.PacedRate, r.CPUPerLoad*r.PacedRate)
+			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads), %.1f ms of it on the lowered threads (the runtime's load and the warm-up, at nice %d); the rest at normal priority, the Go runtime's own threads included: at %.1f loads/s, %.2f of a core\n",
+				r.PacedRate, r.CPUPerLoad*1000, r.AloneLoads, r.LowCPUPerLoad*1000, lowprio.Nice, r.PacedRate, r.CPUPerLoad*r.PacedRate)
 		}
 		for _, ab := range r.AB {
 			p50, p99, ok := churnVerdict(ab.AloneP50, ab.AloneP99, ab.ChurnP50, ab.ChurnP99)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +37,18 @@ func Lower(nice int) error {
 		return fmt.Errorf("lowprio: setting thread %d's nice value to %d: %w", tid, nice, err)
 	}
 	return nil
+}
+
+// ThreadCPU returns the CPU time the calling OS thread has used
+// (CLOCK_THREAD_CPUTIME_ID), 0 if it cannot be read. Only a goroutine
+// locked to its thread, as Run's function is, measures its own work
+// with it.
+func ThreadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // ThreadNice returns thread tid of this process's nice value, read from
