@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // banditConfig is a contract of three valid releases behind router, which

@@ -23,7 +23,7 @@ import (
 	"github.com/groveml/grove/tracing"
 )
 
-// A System in a cluster (docs/cluster.md): the node agent (cluster/node)
+// A System in a cluster (docs/cluster.md): the node agent (actors/node)
 // tells it its share of the models (SetShare), which the supervisor
 // applies as a filter on the config in force; the router forwards a
 // request for a model not ready here to a node that has it (Options.Remote);

@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // maxMetricOutputs bounds the outputs of one shadow servable that get

@@ -3,7 +3,7 @@ package actors
 import (
 	"testing"
 
-	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )

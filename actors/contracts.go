@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 )
 

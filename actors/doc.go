@@ -255,28 +255,26 @@
 // load at its deadline (batch.expireParked, on its timer), counted as
 // actor="load_wait"; the request is not run when the load ends.
 //
-// # The two packages below that import this one
+// # The layers around it
 //
 // actors sits above cluster/, logging/ and routing/ (docs/architecture.md)
-// and imports them; two packages of that layer import actors back, on
-// purpose, and internal/layers' test allows exactly these two:
+// and imports them; nothing of those layers imports actors. Two pieces
+// that join the engine to them are the engine's own:
 //
-//   - logging: its Sink implements PredictionSink, which takes the
-//     engine's own Request and Result. Declaring the sink's types in
-//     logging instead would make every model actor's answer be copied
-//     into another type before it is logged; the engine owns them.
-//   - cluster/node: the node agent drives a System (SetShare, ModelInfo,
+//   - PredictionLog, the PredictionSink that turns the engine's own
+//     Request and Result into prediction events for logging's Kafka
+//     producer: no answer is copied into another type before it is
+//     logged, and logging knows nothing of the engine.
+//   - actors/node: the node agent drives a System (SetShare, ModelInfo,
 //     AppliedConfig) from the cluster's placement table, as cmd/grove
-//     does from flags. It is the engine's caller, not its dependency: the
-//     engine sees the rest of the cluster only through its own Remote
-//     interface, which the node agent implements (with cluster/forward's
-//     Client) and cmd/grove passes in Options.
+//     does from flags. The engine sees the rest of the cluster only
+//     through its own Remote interface, which the node agent implements
+//     (with cluster/forward's Client) and cmd/grove passes in Options.
 //
-// The engine's pure arithmetic of comparisons, latencies and outcomes,
-// actors/quality, imports nothing of it and belongs to that layer below
-// it (as routing's policy does), so that logging may name the comparison
-// figures a Result carries; actors/lifecycle, the supervisor's planner,
-// stays in the engine's layer.
+// The arithmetic of comparisons, latencies and outcomes that the engine
+// keeps (routing/quality) imports nothing of it, so that the prediction
+// log and the evaluator may use the same figures; actors/lifecycle, the
+// supervisor's planner, stays in the engine's layer.
 //
 // # The goroutines it starts
 //

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 )
 

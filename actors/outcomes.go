@@ -3,9 +3,9 @@ package actors
 import (
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // OutcomeSource gives the outcome figures the evaluator published (`grove

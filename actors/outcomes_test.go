@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // outcomesConfig learns clicks on a contract whose v1 serves and whose

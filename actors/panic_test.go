@@ -22,12 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/groveml/grove/actors/lifecycle"
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/forward"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 )
 

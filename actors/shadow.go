@@ -13,7 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 )

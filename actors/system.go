@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/internal/lowprio"
 	"github.com/groveml/grove/internal/redact"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/tracing"
 )

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // The comparison and latency windows (package quality adds them up)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // compareExec is a compared execution of one single-score output whose

@@ -21,11 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/logging/outcome/join"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // The synthetic ad stream's outcome rule: a 2 s click window, 5 s of

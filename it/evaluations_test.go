@@ -15,11 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/logging/outcome/join"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // The evaluator's results read back by grove serve: the figures of two

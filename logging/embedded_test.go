@@ -16,6 +16,7 @@ import (
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 func startEmbeddedWith(t *testing.T, o EmbeddedOptions) *Embedded {
@@ -404,7 +405,7 @@ func TestProducerWithEvaluatorKeepsTheEmbeddedBrokersDataInTheCacheDir(t *testin
 	cfg.Kafka.EmbeddedAddr = addr
 	p2 := start()
 	defer p2.Close(ctx)
-	recs := consume(t, addr, cfg.Kafka.Topic, 1, 10*time.Second)
+	recs := kafkatest.ReadExactly(t, addr, cfg.Kafka.Topic, 1, 10*time.Second)
 	ev, err := Decode(recs[0].Value, recs[0].Headers)
 	if err != nil || ev.RequestId != "before-restart" {
 		t.Errorf("after the restart the log holds %v (%v), want the event logged before it", ev, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -52,41 +53,6 @@ func newProducer(t testing.TB, cfg conf.Kafka, opts ...Option) *Producer {
 		_ = p.Close(ctx)
 	})
 	return p
-}
-
-// consume reads n records of topic from the start, failing the test if
-// they do not arrive within timeout or if more arrive.
-func consume(t *testing.T, addr, topic string, n int, timeout time.Duration) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var recs []*kgo.Record
-	for len(recs) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			keys := make([]string, len(recs))
-			for i, r := range recs {
-				keys[i] = string(r.Key)
-			}
-			t.Fatalf("consumed %d records of %d within %v; keys seen: %v", len(recs), n, timeout, keys)
-		}
-		for _, e := range fs.Errors() {
-			t.Logf("fetch error: %v", e.Err)
-		}
-		recs = append(recs, fs.Records()...)
-	}
-	// Nothing more: one more short poll.
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel2()
-	if more := cl.PollFetches(ctx2).Records(); len(more) > 0 {
-		t.Errorf("%d records more than the %d expected", len(more), n)
-	}
-	return recs
 }
 
 func headerMap(hs []kgo.RecordHeader) map[string]string {
@@ -130,7 +96,7 @@ func TestProducerDeliversKeyedEventsInBothEncodings(t *testing.T) {
 			if err := p.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			recs := consume(t, emb.Addr(), "grove.predictions", n, 10*time.Second)
+			recs := kafkatest.ReadExactly(t, emb.Addr(), "grove.predictions", n, 10*time.Second)
 			ids := make(map[string]bool)
 			for i, r := range recs { // one partition: in order
 				h := headerMap(r.Headers)
@@ -179,7 +145,7 @@ func TestProducerKeepsCallerFields(t *testing.T) {
 	if err := p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Decode(consume(t, emb.Addr(), "grove.predictions", 1, 10*time.Second)[0].Value, nil)
+	got, err := Decode(kafkatest.ReadExactly(t, emb.Addr(), "grove.predictions", 1, 10*time.Second)[0].Value, nil)
 	if err != nil || got.EventId != "my-id" || got.ServerInstanceId != "my-instance" {
 		t.Errorf("got %v, %v", got, err)
 	}
@@ -200,7 +166,7 @@ func TestProducerWithEmbeddedBroker(t *testing.T) {
 	if err := p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r := consume(t, s.Brokers[0], "dev.topic", 1, 10*time.Second)[0]; string(r.Key) != "k" {
+	if r := kafkatest.ReadExactly(t, s.Brokers[0], "dev.topic", 1, 10*time.Second)[0]; string(r.Key) != "k" {
 		t.Errorf("key %q", r.Key)
 	}
 	if err := p.Close(context.Background()); err != nil {
@@ -252,7 +218,7 @@ func TestProducerSurvivesBrokerOutage(t *testing.T) {
 		t.Fatalf("flush after the broker returned: %v (%+v)", err, p.Stats())
 	}
 	// Generous: under a loaded CI machine the consumer's first fetches can be slow.
-	recs := consume(t, emb2.Addr(), "grove.predictions", n, 30*time.Second)
+	recs := kafkatest.ReadExactly(t, emb2.Addr(), "grove.predictions", n, 30*time.Second)
 	seen := make(map[string]bool)
 	for _, r := range recs {
 		ev, err := Decode(r.Value, r.Headers)
@@ -519,7 +485,7 @@ func TestProducerDeliversWithEveryCompressionAndAcks(t *testing.T) {
 		}
 		cancel()
 	}
-	consume(t, emb.Addr(), "grove.predictions", n, 10*time.Second)
+	kafkatest.ReadExactly(t, emb.Addr(), "grove.predictions", n, 10*time.Second)
 }
 
 func TestStartEmbeddedReportsItsAddressAndRestartsOnIt(t *testing.T) {

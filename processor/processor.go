@@ -175,7 +175,7 @@ func (p *Processor) start(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("starting the prediction log: %w", err)
 		}
-		sink = &logging.Sink{Producer: p.producer, Direct: policy}
+		sink = &actors.PredictionLog{Producer: p.producer, Direct: policy}
 	}
 	rts := opts.Runtimes
 	if rts == nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -23,7 +22,7 @@ func loggedItems(t *testing.T, items ...string) []int64 {
 	}
 	var got []int64
 	for i := range seen {
-		got = append(got, logging.Event(&seen[i], &actors.Result{ModelPath: seen[i].ModelPath, Outputs: seen[i].Inputs}, true).GetItem())
+		got = append(got, actors.PredictionEvent(&seen[i], &actors.Result{ModelPath: seen[i].ModelPath, Outputs: seen[i].Inputs}, true).GetItem())
 	}
 	return got
 }

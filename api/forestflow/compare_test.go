@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/bucket"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/faulty"
 	"github.com/groveml/grove/transport/httpserver"

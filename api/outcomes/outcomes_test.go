@@ -33,6 +33,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
 	"github.com/groveml/grove/logging/outcome"
 	"github.com/groveml/grove/transport/grpcserver"
 	"github.com/groveml/grove/transport/httpserver"
@@ -160,27 +161,10 @@ func (f *fixture) reportTrailer(t *testing.T, token string, outcomes ...*grovepb
 	return resp, stream.Trailer(), err
 }
 
-// records reads every record of the outcome topic, waiting for n.
+// records reads the outcome topic, failing t unless it holds exactly n records.
 func (f *fixture) records(t *testing.T, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var recs []*kgo.Record
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for len(recs) < n && ctx.Err() == nil {
-		recs = append(recs, cl.PollFetches(ctx).Records()...)
-	}
-	more, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel2()
-	recs = append(recs, cl.PollFetches(more).Records()...)
-	if len(recs) != n {
-		t.Fatalf("%d records on %s, want %d", len(recs), topic, n)
-	}
-	return recs
+	return kafkatest.ReadExactly(t, f.broker, topic, n, 10*time.Second)
 }
 
 // checkRecord fails t unless r is want's record: keyed by its join key,

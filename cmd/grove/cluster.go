@@ -16,10 +16,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
+	clusternode "github.com/groveml/grove/actors/node"
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/forward"
-	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket"
 	"github.com/groveml/grove/transport/h2guard"

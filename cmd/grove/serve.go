@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/groveml/grove/actors"
+	clusternode "github.com/groveml/grove/actors/node"
 	"github.com/groveml/grove/api/ba"
 	"github.com/groveml/grove/api/console"
 	"github.com/groveml/grove/api/deeprec"
@@ -37,7 +38,6 @@ import (
 	"github.com/groveml/grove/api/sidecar"
 	"github.com/groveml/grove/api/sidecar/sidecarpb"
 	"github.com/groveml/grove/auth"
-	clusternode "github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/internal/mallocarena"
@@ -235,7 +235,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	// Without Kafka nothing is logged: no sink, so no "log" spans either.
 	var predictions actors.PredictionSink
 	if producer != nil {
-		predictions = &logging.Sink{Producer: producer, Direct: policy, KeyBy: cfg.PredictionLog.KeyBy}
+		predictions = &actors.PredictionLog{Producer: producer, Direct: policy, KeyBy: cfg.PredictionLog.KeyBy}
 	}
 	sys, err := actors.Start(actors.Options{
 		ClusterNode:          node != nil,

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
 	"github.com/groveml/grove/servables/runtimes"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/tracing/tracingtest"
@@ -121,7 +121,7 @@ func TestTraceOfOneRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = producer.Close(context.Background()) }()
-	sys := startPCTR(t, &logging.Sink{Producer: producer, Direct: logging.Policy{Level: logging.LevelFull}})
+	sys := startPCTR(t, &actors.PredictionLog{Producer: producer, Direct: logging.Policy{Level: logging.LevelFull}})
 
 	rcv := tracingtest.GRPC(t)
 	tp := tracerFromEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.Endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
@@ -177,17 +177,7 @@ func TestTraceOfOneRequest(t *testing.T) {
 	}
 
 	// The prediction event carries the log span's traceparent.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(emb.Addr()), kgo.ConsumeTopics("grove.predictions"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	recs := cl.PollFetches(ctx).Records()
-	if len(recs) != 1 {
-		t.Fatalf("%d prediction events", len(recs))
-	}
+	recs := kafkatest.ReadExactly(t, emb.Addr(), "grove.predictions", 1, 10*time.Second)
 	wantTP := "00-" + caller + "-" + one(tracing.SpanLog).SpanID + "-01"
 	var got []string
 	for _, h := range recs[0].Headers {

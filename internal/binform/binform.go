@@ -1,5 +1,5 @@
 // Package binform reads the compact binary forms of the state Grove
-// checkpoints (the outcome accumulators of actors/quality, the join's
+// checkpoints (the outcome accumulators of routing/quality, the join's
 // stored values in logging/outcome/join): counts as unsigned varints,
 // signed numbers as varints, strings with their length first, floats as
 // their 8 IEEE 754 bytes little-endian, booleans as one byte. A Reader

@@ -15,10 +15,7 @@ import (
 
 // layers are Grove's layers, top to bottom: a package belongs to the
 // layer of the longest prefix below that matches its directory, and may
-// import packages of its own layer or of layers below it. actors/quality,
-// the arithmetic of comparisons, latencies and outcomes, imports nothing
-// of the engine and sits with the policy below it, so that the
-// prediction log can name the comparison figures a Result carries.
+// import packages of its own layer or of layers below it, never above.
 var layers = []struct {
 	name     string
 	prefixes []string
@@ -26,17 +23,9 @@ var layers = []struct {
 	{"programs", []string{"cmd", "processor", "it", "examples", "deploy"}},
 	{"protocols", []string{"api"}},
 	{"engine", []string{"actors"}},
-	{"policy", []string{"actors/quality", "cluster", "logging", "routing"}},
+	{"policy", []string{"cluster", "logging", "routing"}},
 	{"config and transport", []string{"conf", "transport"}},
 	{"foundations", []string{"auth", "servables", "tracing", "grovepb", "internal", "ui"}},
-}
-
-// upward names the imports that run from a layer up into a higher one on
-// purpose (actors/doc.go says why): the prediction log implements the
-// engine's sink, and a cluster node's agent drives the engine.
-var upward = map[[2]string]bool{
-	{"logging", "actors"}:      true,
-	{"cluster/node", "actors"}: true,
 }
 
 // layerOf returns the index in layers of package dir (a path relative to
@@ -131,8 +120,7 @@ func isModule(p string) bool {
 }
 
 // TestNoPackageImportsUpward: no package of Grove imports a package of a
-// higher layer, but for the arrows upward names; every package belongs to
-// a layer.
+// higher layer; every package belongs to a layer.
 func TestNoPackageImportsUpward(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -154,19 +142,12 @@ func TestNoPackageImportsUpward(t *testing.T) {
 				t.Errorf("package %s is in no layer: add its folder to layers (and docs/architecture.md)", to)
 				continue
 			}
-			if lt < lf && !allowed(from, to) {
+			if lt < lf {
 				t.Errorf("%s imports %s: the %s layer may not import the %s layer above it (%s)",
 					from, to, layers[lf].name, layers[lt].name, graph[from][to])
 			}
 		}
 	}
-}
-
-// allowed reports whether the upward import from -> to is one upward
-// names: those packages exactly (their test files are theirs), not a
-// package under them, which would be a new arrow to name.
-func allowed(from, to string) bool {
-	return upward[[2]string{from, to}]
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -181,8 +162,9 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 
 // TestLayerOf pins the layer of packages whose folder names could
 // mislead: a protocol's generated code is the protocol's, the transport
-// sits beside conf, the deprecated alias of grovepb is under api, and the
-// engine's arithmetic (actors/quality) is below the engine.
+// sits beside conf, the deprecated alias of grovepb is under api, a
+// cluster node's agent (actors/node), which drives the engine, is the
+// engine's, and the arithmetic of quality (routing/quality) is policy.
 func TestLayerOf(t *testing.T) {
 	for dir, want := range map[string]string{
 		"cmd/grovebench":            "programs",
@@ -190,7 +172,8 @@ func TestLayerOf(t *testing.T) {
 		"api/oip/oippb":             "protocols",
 		"api/grovepb":               "protocols",
 		"actors/lifecycle":          "engine",
-		"actors/quality":            "policy",
+		"actors/node":               "engine",
+		"routing/quality":           "policy",
 		"cluster/forward/forwardpb": "policy",
 		"logging/audit":             "policy",
 		"transport/httpserver":      "config and transport",
@@ -205,28 +188,5 @@ func TestLayerOf(t *testing.T) {
 	}
 	if i := layerOf("apiary"); i != -1 {
 		t.Errorf("layerOf(apiary) = %d: a prefix must match a whole folder name", i)
-	}
-}
-
-// TestAllowedArrowsAreExactlyTheTwo: the upward imports allowed are
-// logging -> actors and cluster/node -> actors, and no other: not from a
-// package under logging or cluster/node, nor into a package under actors.
-func TestAllowedArrowsAreExactlyTheTwo(t *testing.T) {
-	for _, tc := range []struct {
-		from, to string
-		want     bool
-	}{
-		{"logging", "actors", true},
-		{"cluster/node", "actors", true},
-		{"logging/audit", "actors", false},
-		{"logging/kafka", "actors", false},
-		{"cluster/node/agent", "actors", false},
-		{"cluster/forward", "actors", false},
-		{"logging", "actors/lifecycle", false},
-		{"routing", "actors", false},
-	} {
-		if got := allowed(tc.from, tc.to); got != tc.want {
-			t.Errorf("allowed(%s -> %s) = %v, want %v", tc.from, tc.to, got, tc.want)
-		}
 	}
 }

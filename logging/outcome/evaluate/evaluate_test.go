@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/grovepb"
@@ -25,6 +24,7 @@ import (
 	"github.com/groveml/grove/logging/outcome"
 	"github.com/groveml/grove/logging/outcome/evaluations"
 	"github.com/groveml/grove/logging/outcome/join"
+	"github.com/groveml/grove/routing/quality"
 )
 
 const (

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging/outcome/join"
 	"github.com/groveml/grove/routing"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // HistorySpan and HistoryStep shape a series' history: one sample of its

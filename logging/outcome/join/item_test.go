@@ -20,7 +20,7 @@ import (
 
 // TestOutcomeNamingItem2MatchesOnlyItem2sPredictionFromTheEvent logs a
 // B&A batch of three items of one request as the prediction log does
-// (logging.Event, encoded and decoded as the topic carries it), item i
+// (actors.PredictionEvent, encoded and decoded as the topic carries it), item i
 // predicting p[i], and reports a click naming item 2: only item 2's
 // prediction is positive, found by the item the event carries.
 func TestOutcomeNamingItem2MatchesOnlyItem2sPredictionFromTheEvent(t *testing.T) {
@@ -35,7 +35,7 @@ func TestOutcomeNamingItem2MatchesOnlyItem2sPredictionFromTheEvent(t *testing.T)
 	for item, v := range p {
 		out, _ := servables.NewTensor("output_0", servables.Float64, []int64{1})
 		out.Float64s()[0] = v
-		ev := logging.Event(&actors.Request{API: "ba", ModelPath: "pctr/", RequestID: "r1", Item: item},
+		ev := actors.PredictionEvent(&actors.Request{API: "ba", ModelPath: "pctr/", RequestID: "r1", Item: item},
 			&actors.Result{ModelPath: "pctr/", Outputs: []servables.Tensor{out}}, true)
 		ev.EventId, ev.Timestamp = fmt.Sprintf("e%d", item), timestamppb.New(t0)
 		value, err := logging.Encode(ev, conf.EncodingProto)

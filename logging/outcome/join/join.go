@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // Rule is what one contract, or one model entry's direct calls, learns

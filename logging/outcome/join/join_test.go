@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf/modelconfig"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // t0 is the start of the tests' event time.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/groveml/grove/actors/quality"
+	"github.com/groveml/grove/routing/quality"
 )
 
 // Snapshot is what a Joiner has computed, for publishing: the watermark,

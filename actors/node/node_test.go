@@ -29,11 +29,11 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/actors/node"
 	"github.com/groveml/grove/auth"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/etcdtest"
 	"github.com/groveml/grove/cluster/forward"
-	"github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf/bucket/file"
 	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/servables"

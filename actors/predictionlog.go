@@ -1,4 +1,4 @@
-package logging
+package actors
 
 import (
 	"strings"
@@ -6,48 +6,49 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
+	"github.com/groveml/grove/logging"
 	"github.com/groveml/grove/servables"
 )
 
-// Sink turns the answers the router hands over into prediction events and
-// logs those its policy selects. It implements actors.PredictionSink.
-type Sink struct {
+// PredictionLog turns the answers the router hands over into prediction
+// events and logs those its policy selects to the prediction log's Kafka
+// producer. It implements PredictionSink.
+type PredictionLog struct {
 	// Producer receives the events; a nil Producer discards them.
-	Producer *Producer
+	Producer *logging.Producer
 	// Direct is the policy for calls addressed to a model path (B&A, OIP);
 	// contract calls use their servable's own logging settings.
-	Direct Policy
+	Direct logging.Policy
 	// KeyBy chooses every event's record key (prediction_log.key_by): the
 	// policy's key features (conf.KeyByKeyFeatures, the zero value), or the
 	// event's request_id (conf.KeyByRequestID), the join key of outcomes.
 	KeyBy conf.KeyBy
 }
 
-var _ actors.PredictionSink = (*Sink)(nil)
+var _ PredictionSink = (*PredictionLog)(nil)
 
 // LogPrediction logs one answered request if the policy selects it. It never blocks.
-func (s *Sink) LogPrediction(req *actors.Request, res *actors.Result, served bool) {
+func (s *PredictionLog) LogPrediction(req *Request, res *Result, served bool) {
 	if s == nil || s.Producer == nil {
 		return
 	}
 	policy := s.Direct
 	if req.Logging != nil {
-		policy = PolicyFromServable(*req.Logging)
+		policy = logging.PolicyFromServable(*req.Logging)
 	}
 	if !policy.Decide(nil) {
 		return
 	}
-	ev := Event(req, res, served)
+	ev := PredictionEvent(req, res, served)
 	s.Producer.LogTraced(ev, s.key(policy, req, ev), req.TraceParent)
 }
 
 // key is the record key of ev, the event of req logged under policy: as
 // KeyBy chooses, the request id as the event carries it (nil when there
 // is none) or the policy's key features.
-func (s *Sink) key(policy Policy, req *actors.Request, ev *grovepb.PredictionEvent) []byte {
+func (s *PredictionLog) key(policy logging.Policy, req *Request, ev *grovepb.PredictionEvent) []byte {
 	if s.KeyBy == conf.KeyByRequestID {
 		if ev.RequestId == "" {
 			return nil
@@ -57,9 +58,10 @@ func (s *Sink) key(policy Policy, req *actors.Request, ev *grovepb.PredictionEve
 	return policy.Key(req.Configs)
 }
 
-// Event builds the prediction event of one answered request. The event
-// shares tensor memory with req and res; log it before they change.
-func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.PredictionEvent {
+// PredictionEvent builds the prediction event of one answered request.
+// The event shares tensor memory with req and res; log it before they
+// change.
+func PredictionEvent(req *Request, res *Result, served bool) *grovepb.PredictionEvent {
 	ev := &grovepb.PredictionEvent{
 		RequestId:      validUTF8(req.RequestID),
 		Item:           int64(req.Item),
@@ -69,8 +71,8 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 		ReleaseVersion: req.Release,
 		ModelChecksum:  res.Checksum,
 		Served:         served,
-		Inputs:         TensorsToProto(req.Inputs),
-		Outputs:        TensorsToProto(res.Outputs),
+		Inputs:         logging.TensorsToProto(req.Inputs),
+		Outputs:        logging.TensorsToProto(res.Outputs),
 		QueueLatency:   durationpb.New(res.Queued),
 		ComputeLatency: durationpb.New(res.Compute),
 	}
@@ -90,7 +92,7 @@ func Event(req *actors.Request, res *actors.Result, served bool) *grovepb.Predic
 }
 
 // comparisonToProto is a shadow execution's comparison in the event.
-func comparisonToProto(c *actors.ShadowComparison) *grovepb.ShadowComparison {
+func comparisonToProto(c *ShadowComparison) *grovepb.ShadowComparison {
 	out := &grovepb.ShadowComparison{ChampionFailed: c.ChampionFailed, Tolerance: c.Tolerance}
 	if !c.ChampionFailed {
 		out.ChampionComputeLatency = durationpb.New(c.ChampionCompute)

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groveml/grove/actors/node"
 	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/forward"
-	"github.com/groveml/grove/cluster/node"
 	"github.com/groveml/grove/conf/bucket/file"
 )
 

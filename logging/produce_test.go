@@ -9,38 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/groveml/grove/actors"
 	"github.com/groveml/grove/conf"
-	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/logging/kafkatest"
 )
-
-// With prediction_log.key_by request_id every event, direct or through a
-// contract, is keyed by its request id; with key_features (the default)
-// by the key features, as before; an event without a request id has no
-// key.
-func TestKeyByChoosesTheRecordKeyOfEveryEvent(t *testing.T) {
-	e := startEmbedded(t, "127.0.0.1:0")
-	p := newProducer(t, kafkaConfig(e.Addr()))
-	direct := Policy{Level: LevelFull, KeyFeatures: []string{"user"}, Separator: "."}
-	contract := &modelconfig.ServableLogging{Level: modelconfig.LogLevelFull, KeyFeatures: []string{"site"}}
-	configs := map[string]string{"user": "u1", "site": "s9"}
-	log := func(keyBy conf.KeyBy, id string, logging *modelconfig.ServableLogging) {
-		s := &Sink{Producer: p, Direct: direct, KeyBy: keyBy}
-		s.LogPrediction(&actors.Request{ModelPath: "m/", RequestID: id, Configs: configs, Logging: logging}, &actors.Result{}, true)
-	}
-	log(conf.KeyByRequestID, "req-1", nil)
-	log(conf.KeyByRequestID, "req-2", contract)
-	log(conf.KeyByRequestID, "", nil)
-	log(conf.KeyByKeyFeatures, "req-3", nil)
-	log(conf.KeyByKeyFeatures, "req-4", contract)
-	want := []string{"req-1", "req-2", "", "u1", "s9"}
-	recs := consume(t, e.Addr(), "grove.predictions", len(want), 10*time.Second)
-	for i, r := range recs {
-		if string(r.Key) != want[i] || (want[i] == "") != (r.Key == nil) {
-			t.Errorf("record %d key %q, want %q", i, r.Key, want[i])
-		}
-	}
-}
 
 // Produce waits for the broker: records to a topic of their own are
 // acknowledged and there; with Kafka off every record fails ErrClosed.
@@ -56,7 +27,7 @@ func TestProduceWaitsForTheAcknowledgementOfRecordsToAnotherTopic(t *testing.T) 
 			t.Errorf("record %d: %v", i, err)
 		}
 	}
-	if recs := consume(t, e.Addr(), "grove.outcomes", 2, 10*time.Second); string(recs[0].Key) != "a" || string(recs[1].Value) != "2" {
+	if recs := kafkatest.ReadExactly(t, e.Addr(), "grove.outcomes", 2, 10*time.Second); string(recs[0].Key) != "a" || string(recs[1].Value) != "2" {
 		t.Errorf("records %v", recs)
 	}
 	if st := p.Stats(); st.Delivered != 0 || st.Buffered != 0 {

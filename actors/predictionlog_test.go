@@ -1,4 +1,4 @@
-package logging
+package actors
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/groveml/grove/actors"
-	"github.com/groveml/grove/actors/quality"
 	"github.com/groveml/grove/conf"
+	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
+	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
 )
 
@@ -21,10 +23,10 @@ func TestEventCarriesRequestAnswerAndCleanedConfigs(t *testing.T) {
 	copy(x.Float32s(), []float32{1, 2})
 	y, _ := servables.NewTensor("output_0", servables.Float64, []int64{1})
 	y.Float64s()[0] = 0.5
-	req := &actors.Request{API: "ba", ModelPath: "m/", RequestID: "r1", Inputs: []servables.Tensor{x},
+	req := &Request{API: "ba", ModelPath: "m/", RequestID: "r1", Inputs: []servables.Tensor{x},
 		Configs: map[string]string{"user_id": "u\xff1"}}
-	res := &actors.Result{ModelPath: "m/", Checksum: "abc", Outputs: []servables.Tensor{y}, Queued: time.Millisecond, Compute: 2 * time.Millisecond}
-	ev := Event(req, res, true)
+	res := &Result{ModelPath: "m/", Checksum: "abc", Outputs: []servables.Tensor{y}, Queued: time.Millisecond, Compute: 2 * time.Millisecond}
+	ev := PredictionEvent(req, res, true)
 	if ev.GetModelPath() != "m/" || ev.GetModelChecksum() != "abc" || !ev.GetServed() || ev.GetApi() != "ba" || ev.GetRequestId() != "r1" {
 		t.Fatalf("event %v", ev)
 	}
@@ -45,11 +47,11 @@ func TestEventCarriesRequestAnswerAndCleanedConfigs(t *testing.T) {
 func TestEventCarriesTheRequestsBatchItemInProtoAndJSON(t *testing.T) {
 	y, _ := servables.NewTensor("output_0", servables.Float64, []int64{1})
 	for _, item := range []int{0, 1, 2} {
-		ev := Event(&actors.Request{API: "ba", ModelPath: "m/", RequestID: "r1", Item: item}, &actors.Result{ModelPath: "m/", Outputs: []servables.Tensor{y}}, true)
+		ev := PredictionEvent(&Request{API: "ba", ModelPath: "m/", RequestID: "r1", Item: item}, &Result{ModelPath: "m/", Outputs: []servables.Tensor{y}}, true)
 		if ev.GetItem() != int64(item) {
 			t.Errorf("item %d: event's item %d", item, ev.GetItem())
 		}
-		js, err := Encode(ev, conf.EncodingJSON)
+		js, err := logging.Encode(ev, conf.EncodingJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func TestEventCarriesTheRequestsBatchItemInProtoAndJSON(t *testing.T) {
 		if v, ok := fields["item"]; ok != (item != 0) || (ok && v != strconv.Itoa(item)) {
 			t.Errorf("item %d: JSON %s", item, js)
 		}
-		back, err := Decode(js, []kgo.RecordHeader{{Key: HeaderEncoding, Value: []byte(EncodingJSON)}})
+		back, err := logging.Decode(js, []kgo.RecordHeader{{Key: logging.HeaderEncoding, Value: []byte(logging.EncodingJSON)}})
 		if err != nil || back.GetItem() != int64(item) {
 			t.Errorf("item %d: decoded back %v, %v", item, back.GetItem(), err)
 		}
@@ -70,44 +72,44 @@ func TestEventCarriesTheRequestsBatchItemInProtoAndJSON(t *testing.T) {
 
 func TestEventClassifiesErrorsWithTheB_ATypes(t *testing.T) {
 	for err, want := range map[error]string{
-		fmt.Errorf("%w: x", actors.ErrModelNotFound):   "MODEL_NOT_FOUND",
+		fmt.Errorf("%w: x", ErrModelNotFound):          "MODEL_NOT_FOUND",
 		fmt.Errorf("%w: x", servables.ErrInvalidInput): "INPUT_PARSING",
 		fmt.Errorf("%w: x", servables.ErrOutput):       "OUTPUT_PARSING",
-		fmt.Errorf("%w: x", actors.ErrModelCrashed):    "MODEL_EXECUTION",
-		fmt.Errorf("%w: x", actors.ErrOverloaded):      "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", ErrModelCrashed):           "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", ErrOverloaded):             "MODEL_EXECUTION",
 		fmt.Errorf("%w: x", servables.ErrExecution):    "MODEL_EXECUTION",
 		fmt.Errorf("x: %w", context.DeadlineExceeded):  "MODEL_EXECUTION",
-		fmt.Errorf("%w: x", actors.ErrStopped):         "MODEL_EXECUTION",
+		fmt.Errorf("%w: x", ErrStopped):                "MODEL_EXECUTION",
 	} {
-		ev := Event(&actors.Request{}, &actors.Result{Err: err}, true)
+		ev := PredictionEvent(&Request{}, &Result{Err: err}, true)
 		if ev.GetError().GetType() != want || ev.GetError().GetMessage() != err.Error() {
 			t.Errorf("%v: error %v, want type %s", err, ev.GetError(), want)
 		}
 	}
 }
 
-func TestNilSinkAndNoneLevelLogNothing(t *testing.T) {
-	var s *Sink
-	s.LogPrediction(&actors.Request{}, &actors.Result{}, true) // must not panic
-	(&Sink{Direct: Policy{Level: LevelFull}}).LogPrediction(&actors.Request{}, &actors.Result{}, true)
+func TestANilPredictionLogOrOneWithoutProducerLogsNothing(t *testing.T) {
+	var s *PredictionLog
+	s.LogPrediction(&Request{}, &Result{}, true) // must not panic
+	(&PredictionLog{Direct: logging.Policy{Level: logging.LevelFull}}).LogPrediction(&Request{}, &Result{}, true)
 }
 
 // A compared shadow execution's event names the answer it was compared
 // with and carries the comparison's figures, through both encodings.
 func TestShadowEventCarriesItsComparison(t *testing.T) {
 	y, _ := servables.NewTensor("p", servables.Float32, []int64{2, 1})
-	req := &actors.Request{API: "forestflow", ModelPath: "b/", RequestID: "r7", Contract: "ads/p/1", Release: "v2"}
-	res := &actors.Result{ModelPath: "b/", Outputs: []servables.Tensor{y}, Comparison: &actors.ShadowComparison{
+	req := &Request{API: "forestflow", ModelPath: "b/", RequestID: "r7", Contract: "ads/p/1", Release: "v2"}
+	res := &Result{ModelPath: "b/", Outputs: []servables.Tensor{y}, Comparison: &ShadowComparison{
 		RequestID: "r7", Release: "v1", ChampionCompute: 3 * time.Millisecond, Tolerance: 0.01,
 		Outputs: []quality.OutputDiff{{Name: "p", Rows: 2, Elements: 2, SumAbsDiff: 0.4, MaxAbsDiff: 0.2, Score: true, Agree: 1},
 			{Name: "extra", Mismatch: "the champion has no such output"}}}}
-	ev := Event(req, res, false)
+	ev := PredictionEvent(req, res, false)
 	for _, enc := range []conf.Encoding{conf.EncodingProto, conf.EncodingJSON} {
-		v, err := Encode(ev, enc)
+		v, err := logging.Encode(ev, enc)
 		if err != nil {
 			t.Fatal(enc, err)
 		}
-		got, err := Decode(v, nil)
+		got, err := logging.Decode(v, nil)
 		if err != nil {
 			t.Fatal(enc, err)
 		}
@@ -127,7 +129,65 @@ func TestShadowEventCarriesItsComparison(t *testing.T) {
 	}
 	// A served event, and a shadow event not compared, carry none of it.
 	res.Comparison = nil
-	if ev := Event(req, res, false); ev.GetComparedRequestId() != "" || ev.GetComparison() != nil {
+	if ev := PredictionEvent(req, res, false); ev.GetComparedRequestId() != "" || ev.GetComparison() != nil {
 		t.Errorf("uncompared event %v", ev)
 	}
+}
+
+// With prediction_log.key_by request_id every event, direct or through a
+// contract, is keyed by its request id; with key_features (the default)
+// by the key features, as before; an event without a request id has no
+// key.
+func TestKeyByChoosesTheRecordKeyOfEveryEvent(t *testing.T) {
+	e := startEmbeddedKafka(t)
+	p := newKafkaProducer(t, e.Addr())
+	direct := logging.Policy{Level: logging.LevelFull, KeyFeatures: []string{"user"}, Separator: "."}
+	contract := &modelconfig.ServableLogging{Level: modelconfig.LogLevelFull, KeyFeatures: []string{"site"}}
+	configs := map[string]string{"user": "u1", "site": "s9"}
+	log := func(keyBy conf.KeyBy, id string, logging *modelconfig.ServableLogging) {
+		s := &PredictionLog{Producer: p, Direct: direct, KeyBy: keyBy}
+		s.LogPrediction(&Request{ModelPath: "m/", RequestID: id, Configs: configs, Logging: logging}, &Result{}, true)
+	}
+	log(conf.KeyByRequestID, "req-1", nil)
+	log(conf.KeyByRequestID, "req-2", contract)
+	log(conf.KeyByRequestID, "", nil)
+	log(conf.KeyByKeyFeatures, "req-3", nil)
+	log(conf.KeyByKeyFeatures, "req-4", contract)
+	want := []string{"req-1", "req-2", "", "u1", "s9"}
+	recs := kafkatest.ReadExactly(t, e.Addr(), "grove.predictions", len(want), 10*time.Second)
+	for i, r := range recs {
+		if string(r.Key) != want[i] || (want[i] == "") != (r.Key == nil) {
+			t.Errorf("record %d key %q, want %q", i, r.Key, want[i])
+		}
+	}
+}
+
+// startEmbeddedKafka starts the embedded broker with the prediction log's
+// topic on a free loopback port, closed when the test ends.
+func startEmbeddedKafka(t *testing.T) *logging.Embedded {
+	t.Helper()
+	e, err := logging.StartEmbedded("127.0.0.1:0", "grove.predictions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// newKafkaProducer is a prediction log producer to the broker at addr,
+// closed when the test ends.
+func newKafkaProducer(t *testing.T, addr string) *logging.Producer {
+	t.Helper()
+	k := conf.DefaultServer().Kafka
+	k.Brokers, k.Linger = []string{addr}, time.Millisecond
+	p, err := logging.New(k, logging.WithInstanceID("test/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
 }
