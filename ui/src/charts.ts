@@ -2,7 +2,8 @@
 // share of a contract's releases over time, a release's reliability
 // diagram and the trend of one of its outcome figures.
 
-import type { ContractPoint } from "./main";
+/** One sample of a contract's traffic: each release's share and phase-in. */
+export interface ContractPoint { t: number; releases: Record<string, { share: number; phase_in_pct: number }> }
 
 const SVG = "http://www.w3.org/2000/svg";
 

@@ -3,7 +3,7 @@
 // No framework, no external resource: DOM calls and inline SVG charts.
 
 import { sparkline, shareChart, palette, reliabilityDiagram, trendline } from "./charts";
-import type { ReliabilityBin } from "./charts";
+import type { ContractPoint, ReliabilityBin } from "./charts";
 
 const POLL_MS = 2000;
 const AUDIT_EVERY = 5; // polls between two audit listings
@@ -62,7 +62,6 @@ interface Servable {
   gate?: { state: string; detail?: string }; comparison?: Comparison; outcomes?: Outcomes;
 }
 interface ModelPoint { t: number; rps: number; p50_ms: number | null; p99_ms: number | null; queue: number; inflight: number }
-export interface ContractPoint { t: number; releases: Record<string, { share: number; phase_in_pct: number }> }
 interface ConsoleDoc {
   time: string; interval_ms: number; status: Status;
   contracts: { id: string; router?: string; servables: Servable[] | null; error?: string }[];
