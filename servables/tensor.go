@@ -137,7 +137,23 @@ func NewTensor(name string, dt DType, shape []int64) (Tensor, error) {
 	if dt.Size() == 0 {
 		return Tensor{}, fmt.Errorf("unsupported data type %v", dt)
 	}
-	return Tensor{Name: name, DType: dt, Shape: append([]int64(nil), shape...), Data: alignedBytes(n * dt.Size())}, nil
+	shapeCopy, data := shapeAndData(shape, n*dt.Size())
+	return Tensor{Name: name, DType: dt, Shape: shapeCopy, Data: data}, nil
+}
+
+// shapeAndData returns a copy of shape and n zeroed bytes whose first is
+// 8-byte aligned. For a small tensor (a request's row) both are one
+// allocation: the copy comes first, its capacity its length, so that an
+// append to it copies it rather than write over the data. A larger one's
+// data is allocated alone, in its own size class.
+func shapeAndData(shape []int64, n int) ([]int64, []byte) {
+	if n == 0 || n > 1024 {
+		return append([]int64(nil), shape...), alignedBytes(n)
+	}
+	words := make([]int64, len(shape)+(n+7)/8)
+	s := words[:len(shape):len(shape)]
+	copy(s, shape)
+	return s, unsafe.Slice((*byte)(unsafe.Pointer(&words[len(shape)])), n)
 }
 
 // alignedBytes returns a byte slice of length n whose first byte is 8-byte aligned.

@@ -56,6 +56,33 @@ func TestNewTensorIsAlignedAndValid(t *testing.T) {
 	}
 }
 
+func TestAppendingToANewTensorsShapeLeavesItsDataAlone(t *testing.T) {
+	for _, shape := range [][]int64{{1, 3}, {2, 200}, {}} {
+		x, err := NewTensor("x", Float32, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range x.Data {
+			x.Data[i] = byte(i + 1)
+		}
+		if len(shape) > 0 {
+			shape[0] = 99 // the caller's slice is not the tensor's
+			if x.Shape[0] == 99 {
+				t.Errorf("shape %v: the tensor shares the caller's shape", shape)
+			}
+		}
+		grown := append(x.Shape, 7)
+		for i := range x.Data {
+			if x.Data[i] != byte(i+1) {
+				t.Fatalf("shape %v: appending to the shape (%v) changed data byte %d", shape, grown, i)
+			}
+		}
+		if n := len(x.Data); n > 0 && uintptr(unsafe.Pointer(&x.Data[0]))%8 != 0 {
+			t.Errorf("shape %v: data not 8-byte aligned", shape)
+		}
+	}
+}
+
 func TestFloat64AtWidensEveryType(t *testing.T) {
 	x, _ := NewTensor("x", Int16, []int64{2})
 	x.Int16s()[1] = -7

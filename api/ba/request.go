@@ -169,6 +169,15 @@ func (p *parser) release() {
 	parserPool.Put(p)
 }
 
+// requestBlock is a parsed request with room for the items and input
+// tensors of a small batch, so that parsing a batch of one item with a
+// few inputs, the common request, allocates them at once.
+type requestBlock struct {
+	req    Request
+	items  [1]Item
+	inputs [2]servables.Tensor
+}
+
 func (p *parser) parse() (*Request, *Error) {
 	if !p.scanDocument() {
 		return nil, inputError("JSON Parse Error: " + syntaxMessage(&p.Scanner))
@@ -179,7 +188,8 @@ func (p *parser) parse() (*Request, *Error) {
 	case p.requestTyp != typeArray:
 		return nil, inputError(fmt.Sprintf(msgUnexpectedType, "request", typeArray, p.requestTyp))
 	}
-	req := &Request{}
+	blk := &requestBlock{}
+	req := &blk.req
 	if p.configsTyp != typeAbsent {
 		cfg, err := p.buildConfigs()
 		if err != nil {
@@ -190,9 +200,17 @@ func (p *parser) parse() (*Request, *Error) {
 	if len(p.items) == 0 {
 		return req, nil
 	}
-	req.Items = make([]Item, len(p.items))
+	if len(p.items) <= len(blk.items) {
+		req.Items = blk.items[:len(p.items)]
+	} else {
+		req.Items = make([]Item, len(p.items))
+	}
 	var inputs []servables.Tensor
-	if len(p.tensors) > 0 {
+	switch {
+	case len(p.tensors) == 0:
+	case len(p.tensors) <= len(blk.inputs):
+		inputs = blk.inputs[:len(p.tensors)]
+	default:
 		inputs = make([]servables.Tensor, len(p.tensors))
 	}
 	for i := range p.items {

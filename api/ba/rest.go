@@ -19,7 +19,7 @@ type Backend interface {
 // model paths, as the sidecar's getModelPaths), needing roles infer and
 // read. Both answer refusals with WriteRefusal.
 func Register(h *httpserver.Server, b Backend, opts ParseOptions) {
-	a := &api{h: h, b: b, opts: opts}
+	a := &api{h: h, b: b, opts: opts, contentType: []string{"application/json"}}
 	h.Handle("POST /v1/inference", auth.RoleInfer, "inference", a.inference)
 	h.Handle("GET /v1/models", auth.RoleRead, "models", a.models)
 	h.SetErrorWriter("inference", WriteRefusal)
@@ -42,6 +42,9 @@ type api struct {
 	h    *httpserver.Server
 	b    Backend
 	opts ParseOptions
+	// contentType is the answers' Content-Type header value, shared by
+	// every answer (net/http copies the header when it writes it).
+	contentType []string
 }
 
 func (a *api) models(w http.ResponseWriter, _ *http.Request) {
@@ -64,13 +67,16 @@ func (a *api) inference(w http.ResponseWriter, r *http.Request) {
 		out = AppendBatchError((*rp)[:0], inputError(err.Error()), "")
 	} else {
 		defer cancel()
-		out, code, _ = Run(ctx, a.b, (*rp)[:0], body, Call{API: "ba", Parse: a.opts, RequestID: httpserver.RequestID(w, r),
-			Configs: func(c map[string]string) map[string]string { return httpserver.HeaderConfigs(c, r.Header) }})
+		call := Call{API: "ba", Parse: a.opts, RequestID: httpserver.RequestID(w, r)}
+		if httpserver.HasHeaderConfigs(r.Header) {
+			call.Configs = func(c map[string]string) map[string]string { return httpserver.HeaderConfigs(c, r.Header) }
+		}
+		out, code, _ = Run(ctx, a.b, (*rp)[:0], body, call)
 	}
 	if code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = a.contentType
 	w.WriteHeader(code)
 	_, _ = w.Write(out)
 	*rp = out[:0]

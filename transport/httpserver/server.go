@@ -118,10 +118,12 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	bufs     sync.Pool
-	dec      decoders
-	routes   []route
-	mounts   []mount
-	errs     map[string]ErrorWriter // by api label or mount prefix (SetErrorWriter)
+	// recs are Instrument's StatusRecorders, one per request in flight.
+	recs   sync.Pool
+	dec    decoders
+	routes []route
+	mounts []mount
+	errs   map[string]ErrorWriter // by api label or mount prefix (SetErrorWriter)
 }
 
 // mount is a subtree served by one handler.
@@ -154,6 +156,7 @@ func New(opts Options) *Server {
 		}, []string{"api"}),
 	}
 	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	s.recs.New = func() any { return new(StatusRecorder) }
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(s.requests, s.latency)
 	}
@@ -617,7 +620,10 @@ func (s *Server) Instrument(api string, h http.HandlerFunc) http.HandlerFunc {
 	tr := tracing.NewHTTPServer(s.opts.TracerProvider, api)
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
+		// The handler has returned, and net/http drops w, when rec goes
+		// back to the pool.
+		rec := s.recs.Get().(*StatusRecorder)
+		*rec = StatusRecorder{ResponseWriter: w, Code: http.StatusOK}
 		if tr != nil {
 			r, span := tr.Start(r)
 			h(rec, r)
@@ -625,11 +631,14 @@ func (s *Server) Instrument(api string, h http.HandlerFunc) http.HandlerFunc {
 		} else {
 			h(rec, r)
 		}
+		code := rec.Code
+		*rec = StatusRecorder{}
+		s.recs.Put(rec)
 		lat.Observe(time.Since(start).Seconds())
-		if rec.Code == http.StatusOK {
+		if code == http.StatusOK {
 			ok().Inc()
 		} else {
-			s.requests.WithLabelValues(api, strconv.Itoa(rec.Code)).Inc()
+			s.requests.WithLabelValues(api, strconv.Itoa(code)).Inc()
 		}
 	}
 }
@@ -727,7 +736,7 @@ const ConfigHeaderPrefix = "Grove-Config-"
 // the same name.
 func HeaderConfigs(configs map[string]string, h http.Header) map[string]string {
 	for name, vals := range h {
-		if len(name) <= len(ConfigHeaderPrefix) || !strings.EqualFold(name[:len(ConfigHeaderPrefix)], ConfigHeaderPrefix) || len(vals) == 0 {
+		if !isConfigHeader(name, vals) {
 			continue
 		}
 		if configs == nil {
@@ -736,6 +745,23 @@ func HeaderConfigs(configs map[string]string, h http.Header) map[string]string {
 		configs[strings.ToLower(name[len(ConfigHeaderPrefix):])] = vals[0]
 	}
 	return configs
+}
+
+// HasHeaderConfigs reports whether h holds a config header, one that
+// HeaderConfigs would add.
+func HasHeaderConfigs(h http.Header) bool {
+	for name, vals := range h {
+		if isConfigHeader(name, vals) {
+			return true
+		}
+	}
+	return false
+}
+
+// isConfigHeader reports whether the header name, with vals, is a config
+// header: ConfigHeaderPrefix and a name after it, with a value.
+func isConfigHeader(name string, vals []string) bool {
+	return len(name) > len(ConfigHeaderPrefix) && strings.EqualFold(name[:len(ConfigHeaderPrefix)], ConfigHeaderPrefix) && len(vals) > 0
 }
 
 // RequestID returns the caller's X-Request-Id (up to 128 bytes), or a new

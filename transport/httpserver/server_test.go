@@ -223,6 +223,23 @@ func TestHeaderConfigsOverrideBodyConfigsAndAreLowercased(t *testing.T) {
 	}
 }
 
+func TestHasHeaderConfigsSaysWhetherHeaderConfigsWouldAddAny(t *testing.T) {
+	for _, h := range []http.Header{
+		{},
+		{"X-Other": {"1"}},
+		{"Grove-Config-": {"1"}},
+		{"Grove-Config-Site": {}},
+		{"Grove-Config-Site": {"x"}},
+		{"grove-config-site": {"x"}},
+		{"X-Other": {"1"}, "Grove-Config-User_id": {"42"}},
+	} {
+		want := len(HeaderConfigs(nil, h)) > 0
+		if got := HasHeaderConfigs(h); got != want {
+			t.Errorf("HasHeaderConfigs(%v) = %v, HeaderConfigs adds configs: %v", h, got, want)
+		}
+	}
+}
+
 func TestRequestIDIsTheCallersOrANewOneAndIsEchoed(t *testing.T) {
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "/", nil)
