@@ -147,7 +147,7 @@ func NewTensor(name string, dt DType, shape []int64) (Tensor, error) {
 // append to it copies it rather than write over the data. A larger one's
 // data is allocated alone, in its own size class.
 func shapeAndData(shape []int64, n int) ([]int64, []byte) {
-	if n == 0 || n > 1024 {
+	if n == 0 || n > 1024 || len(shape) == 0 { // a scalar's shape stays nil
 		return append([]int64(nil), shape...), alignedBytes(n)
 	}
 	words := make([]int64, len(shape)+(n+7)/8)

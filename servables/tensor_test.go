@@ -80,6 +80,9 @@ func TestAppendingToANewTensorsShapeLeavesItsDataAlone(t *testing.T) {
 		if n := len(x.Data); n > 0 && uintptr(unsafe.Pointer(&x.Data[0]))%8 != 0 {
 			t.Errorf("shape %v: data not 8-byte aligned", shape)
 		}
+		if len(shape) == 0 && x.Shape != nil {
+			t.Errorf("a scalar's shape is %#v, want nil (as the wire decoders give it)", x.Shape)
+		}
 	}
 }
 
