@@ -290,11 +290,10 @@
 // busy (lowPriority.spill), after the background jobs have ended, since
 // a forwarded call's answer may hand them work; the mailboxes' workers
 // (workerDispatcher), last. If Stop's context ends first, the shutdown
-// finishes on a goroutine of its own. A load's fetch, its runtime call and
-// its warm-up's forward calls each run on a goroutine of their own, locked
-// to an OS thread at a lower CPU priority (System.lowered, internal/lowprio),
-// which the caller (the fetch's or load's background job, the model actor)
-// waits for.
+// finishes on a goroutine of its own. A load's runtime call and its
+// warm-up's forward calls each run on a goroutine of their own, locked to
+// an OS thread at a lower CPU priority (System.lowered, internal/lowprio),
+// which the caller (the load's background job, the model actor) waits for.
 //
 // Not tracked, because tracking them would cost every request, and none
 // blocks: the timer of a request's deadline (sendPredict's

@@ -2,10 +2,8 @@ package actors
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -67,30 +65,7 @@ func (s *niceServable) Predict(ctx context.Context, in []servables.Tensor) ([]se
 	return s.Servable.Predict(ctx, in)
 }
 
-// fetchRecorder is a bucket that records the nice value of the thread
-// that opens each object under prefix (a fetch's download) and spends
-// burn of that thread's CPU time in the Open.
-type fetchRecorder struct {
-	*memBucket
-	t      *testing.T
-	prefix string
-	burn   time.Duration
-	mu     sync.Mutex
-	nices  []int
-}
-
-func (b *fetchRecorder) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	if strings.HasPrefix(name, b.prefix) {
-		n := threadNice(b.t)
-		b.mu.Lock()
-		b.nices = append(b.nices, n)
-		b.mu.Unlock()
-		burnThreadCPU(b.burn)
-	}
-	return b.memBucket.Open(ctx, name)
-}
-
-func TestFetchesLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
+func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
 	base := threadNice(t)
 	if base >= lowprio.Nice {
 		t.Skipf("the test runs at nice %d already", base)
@@ -98,13 +73,10 @@ func TestFetchesLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.
 	for _, starts := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			var rec *niceRecorder
-			var fetched *fetchRecorder
 			w := newWorld(t, configJSON(entry("a/", "", `"load": "on_demand", "warm_up_batch_request_json": "[[7]]"`)),
 				map[string]faultySpec{"a/": {}}, func(w *world, o *Options) {
 					rec = &niceRecorder{countingRuntime: w.rt, t: t, starts: starts, calls: map[float64][]int{}}
 					o.Runtimes = servables.Registry{rec}
-					fetched = &fetchRecorder{memBucket: w.b, t: t, prefix: "a/"}
-					o.Bucket = fetched
 				})
 			defer w.stop()
 			synctest.Wait()
@@ -113,17 +85,6 @@ func TestFetchesLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.
 					t.Fatal(r.Err)
 				}
 			}
-			fetched.mu.Lock()
-			if len(fetched.nices) == 0 {
-				t.Errorf("StartsThreads %v: the fetch opened no file of the model", starts)
-			}
-			for _, n := range fetched.nices {
-				if n != lowprio.Nice {
-					t.Errorf("StartsThreads %v: the fetch ran at nice %v, want %d", starts, fetched.nices, lowprio.Nice)
-					break
-				}
-			}
-			fetched.mu.Unlock()
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			wantLoad := lowprio.Nice
@@ -177,13 +138,12 @@ func (s *burningServable) Predict(ctx context.Context, in []servables.Tensor) ([
 	return s.Servable.Predict(ctx, in)
 }
 
-func TestTheCPUOfFetchesLoadsAndWarmUpsIsCountedAsLowPriorityLoadWork(t *testing.T) {
-	const fetch, load, warmUp = 10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond
+func TestTheCPUOfLoadsAndWarmUpsIsCountedAsLowPriorityLoadWork(t *testing.T) {
+	const load, warmUp = 30 * time.Millisecond, 20 * time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", `"load": "on_demand", "warm_up_batch_request_json": "[[7]]"`)),
 			map[string]faultySpec{"a/": {}}, func(w *world, o *Options) {
 				o.Runtimes = servables.Registry{&cpuBurner{countingRuntime: w.rt, load: load, warmUp: warmUp}}
-				o.Bucket = &fetchRecorder{memBucket: w.b, t: t, prefix: "a/", burn: fetch}
 			})
 		defer w.stop()
 		synctest.Wait()
@@ -196,10 +156,10 @@ func TestTheCPUOfFetchesLoadsAndWarmUpsIsCountedAsLowPriorityLoadWork(t *testing
 		if r := w.infer("a/", 1); r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		// The fetch, the load and the warm-up ran on lowered threads; the
-		// request's forward call did not, and no shadow work ran.
-		if got, want := cpu("load"), (fetch + load + warmUp).Seconds(); got < want || got > want+0.5 {
-			t.Errorf("load work: %v s of CPU, want %v s (the fetch's, the load's and the warm-up's) and a little more", got, want)
+		// The load and the warm-up ran on lowered threads; the request's
+		// forward call did not, and no shadow work ran.
+		if got, want := cpu("load"), (load + warmUp).Seconds(); got < want || got > want+0.5 {
+			t.Errorf("load work: %v s of CPU, want %v s (the load's and the warm-up's) and a little more", got, want)
 		}
 		if got := cpu("shadow"); got != 0 {
 			t.Errorf("shadow work: %v s of CPU, want 0", got)

@@ -102,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model", "reason"}),
 		lowCPU: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_low_priority_cpu_seconds_total",
-			Help: "CPU time of the work Grove runs on lowered threads, by work (load: a model's fetch and checksum, the runtime's load and the warm-up forward calls, at nice 5; shadow: shadow forward calls and their comparisons and logs, on the shadow workers at nice 19). It counts the lowered thread alone, not threads its C code starts (a forward call's OpenMP pool), nor the network client's own goroutines of a remote bucket. Linux only.",
+			Help: "CPU time of the work Grove runs on lowered threads, by work (load: a runtime's model loads and warm-up forward calls, at nice 5; shadow: shadow forward calls and their comparisons and logs, on the shadow workers at nice 19). It counts the lowered thread alone, not threads its C code starts (a forward call's OpenMP pool), nor the fetch and checksum of a load, which run at normal priority. Linux only.",
 		}, []string{"work"}),
 		compareShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_shadow_comparisons_shed_total",

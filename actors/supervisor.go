@@ -642,8 +642,7 @@ func (s *supervisorActor) stopWake() {
 	s.wakeGen++
 }
 
-// fetch copies a job's files into the cache and checksums them, in the
-// background, at the lower CPU priority of loads (System.lowered).
+// fetch copies a job's files into the cache and checksums them, in the background.
 func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	src := s.sys.opts.Bucket
 	if st.Registered {
@@ -676,9 +675,7 @@ func (s *supervisorActor) fetch(ctx actor.Context, st lifecycle.Step) {
 	started = true
 	s.sys.background(func(bctx context.Context) {
 		r := fetchResult{path: st.Path, job: st.Job}
-		// The copy and its SHA-256 are a load's work too: at the loads'
-		// priority they yield the cores to serving, as the load does.
-		s.sys.lowered(func() { r.local, r.err = s.fetchFiles(bctx, st, src, cached) })
+		r.local, r.err = s.fetchFiles(bctx, st, src, cached)
 		root.Send(self, r)
 	})
 }

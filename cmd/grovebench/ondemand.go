@@ -592,7 +592,7 @@ func (r *onDemandReport) writeMarkdown(w io.Writer) {
 				modelPath, r.HalfRate, fmtMs(r.HalfAlone.P50), fmtMs(r.HalfAlone.P99), fmtMs(r.HalfPaced.P50), fmtMs(r.HalfPaced.P99), r.PacedRate, r.HalfLoadsPerSec)
 		}
 		if r.AloneLoads > 0 {
-			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads), %.1f ms of it on the lowered threads (the fetch and its checksum, the runtime's load and the warm-up, at nice %d); the rest at normal priority, the Go runtime's own threads included: at %.1f loads/s, %.2f of a core\n",
+			fmt.Fprintf(w, "- CPU per demand load (the churn paced at %.1f requests/s with nothing else running; fetch, checksum, load, warm-up, the idle copy's unload, the answer): %.1f ms of the server's CPU (%d loads), %.1f ms of it on the lowered threads (the runtime's load and the warm-up, at nice %d); the rest at normal priority, the Go runtime's own threads included: at %.1f loads/s, %.2f of a core\n",
 				r.PacedRate, r.CPUPerLoad*1000, r.AloneLoads, r.LowCPUPerLoad*1000, lowprio.Nice, r.PacedRate, r.CPUPerLoad*r.PacedRate)
 		}
 		for _, ab := range r.AB {
