@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -65,7 +67,27 @@ func (s *niceServable) Predict(ctx context.Context, in []servables.Tensor) ([]se
 	return s.Servable.Predict(ctx, in)
 }
 
-func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
+// fetchRecorder is a bucket that records the nice value of the thread
+// that opens each object under prefix (a fetch's download).
+type fetchRecorder struct {
+	*memBucket
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	nices  []int
+}
+
+func (b *fetchRecorder) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if strings.HasPrefix(name, b.prefix) {
+		n := threadNice(b.t)
+		b.mu.Lock()
+		b.nices = append(b.nices, n)
+		b.mu.Unlock()
+	}
+	return b.memBucket.Open(ctx, name)
+}
+
+func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndFetchesAndRequestsDoNot(t *testing.T) {
 	base := threadNice(t)
 	if base >= lowprio.Nice {
 		t.Skipf("the test runs at nice %d already", base)
@@ -73,10 +95,13 @@ func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
 	for _, starts := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			var rec *niceRecorder
+			var fetched *fetchRecorder
 			w := newWorld(t, configJSON(entry("a/", "", `"load": "on_demand", "warm_up_batch_request_json": "[[7]]"`)),
 				map[string]faultySpec{"a/": {}}, func(w *world, o *Options) {
 					rec = &niceRecorder{countingRuntime: w.rt, t: t, starts: starts, calls: map[float64][]int{}}
 					o.Runtimes = servables.Registry{rec}
+					fetched = &fetchRecorder{memBucket: w.b, t: t, prefix: "a/"}
+					o.Bucket = fetched
 				})
 			defer w.stop()
 			synctest.Wait()
@@ -85,6 +110,19 @@ func TestLoadsAndWarmUpsRunAtTheLowerPriorityAndRequestsDoNot(t *testing.T) {
 					t.Fatal(r.Err)
 				}
 			}
+			fetched.mu.Lock()
+			if len(fetched.nices) == 0 {
+				t.Errorf("StartsThreads %v: the fetch opened no file of the model", starts)
+			}
+			// The fetch is Go code: on a lowered thread it would hold a
+			// P while the kernel runs the serving threads first.
+			for _, n := range fetched.nices {
+				if n != base {
+					t.Errorf("StartsThreads %v: the fetch ran at nice %v, want %d", starts, fetched.nices, base)
+					break
+				}
+			}
+			fetched.mu.Unlock()
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			wantLoad := lowprio.Nice
