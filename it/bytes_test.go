@@ -21,6 +21,7 @@ import (
 
 	"github.com/groveml/grove/api/oip/oippb"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 // BYTES and string features end to end, against the real binary, with the
@@ -351,7 +352,7 @@ func TestBytesAndStringsEndToEnd(t *testing.T) {
 			}
 			return n
 		}
-		recs := consumeRecords(t, emb.Addr(), 20*time.Second, func(r []*kgo.Record) bool { return answered(r) >= logged })
+		recs := kafkatest.ReadUntil(t, emb.Addr(), logTopic, 20*time.Second, func(r []*kgo.Record) bool { return answered(r) >= logged })
 		apis, values := map[string]bool{}, 0
 		for _, r := range recs {
 			ev, err := logging.Decode(r.Value, r.Headers)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 // compareModel reads a model of it/testdata/compare (make_models.py).
@@ -166,7 +167,7 @@ func TestShadowChallengersAreComparedWithTheChampion(t *testing.T) {
 
 	// The prediction log: 20 served events and 40 shadow events, each
 	// naming the request whose answer it was compared with.
-	recs := consumeRecords(t, emb.Addr(), 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3*n })
+	recs := kafkatest.ReadUntil(t, emb.Addr(), logTopic, 30*time.Second, func(r []*kgo.Record) bool { return len(r) >= 3*n })
 	shadows := 0
 	for _, r := range recs {
 		ev, err := logging.Decode(r.Value, r.Headers)

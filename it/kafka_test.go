@@ -3,7 +3,6 @@ package it
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/groveml/grove/grovepb"
 	"github.com/groveml/grove/logging"
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 // Prediction log tests: the real binary logs to an in-process kfake broker
@@ -242,28 +242,6 @@ func tensorValues(p *grovepb.Tensor) []float64 {
 	return out
 }
 
-// consumeRecords reads the topic from the start with franz-go until done
-// says it has enough or timeout passes.
-func consumeRecords(t *testing.T, addr string, timeout time.Duration, done func([]*kgo.Record) bool) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(logTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var recs []*kgo.Record
-	for !done(recs) {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d records within %v, not enough", len(recs), timeout)
-		}
-		recs = append(recs, fs.Records()...)
-	}
-	return recs
-}
-
 // Budget: 20 s.
 func TestPredictionLogJSONEventsReadByKcat(t *testing.T) {
 	t.Parallel()
@@ -336,7 +314,7 @@ func TestPredictionLogProtoEventsReadByGoConsumer(t *testing.T) {
 	want := sendLoggedTraffic(t, g, sums)
 	g.waitDelivered(uint64(len(want)))
 
-	recs := consumeRecords(t, emb.Addr(), 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= len(want) })
+	recs := kafkatest.ReadUntil(t, emb.Addr(), logTopic, 20*time.Second, func(r []*kgo.Record) bool { return len(r) >= len(want) })
 	seen := map[string]bool{}
 	for _, r := range recs {
 		var enc string
@@ -394,7 +372,7 @@ func TestPredictionLogSurvivesBrokerOutage(t *testing.T) {
 
 	startBroker(t, addr) // a new, empty broker on the same address
 	seen := map[string]bool{}
-	consumeRecords(t, addr, 60*time.Second, func(recs []*kgo.Record) bool {
+	kafkatest.ReadUntil(t, addr, logTopic, 60*time.Second, func(recs []*kgo.Record) bool {
 		for _, r := range recs {
 			ev, err := logging.Decode(r.Value, r.Headers)
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/groveml/grove/logging/kafkatest"
 )
 
 // grove_prediction_log logs the processor's answers through the actors'
@@ -32,24 +34,10 @@ func TestProcessorPredictionLog(t *testing.T) {
 	if out, st := p.Process(context.Background(), 1, in); st != StatusOK {
 		t.Fatalf("process: %d %s", st, out)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("deeprec.log"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatal("no prediction event within 20 s")
-		}
-		for _, r := range fs.Records() {
-			v := string(r.Value)
-			if !strings.Contains(v, API) || !strings.Contains(v, "onnx/") {
-				t.Fatalf("event %s: want API %s and the model path", v, API)
-			}
-			return
+	for _, r := range kafkatest.ReadUntil(t, addr, "deeprec.log", 20*time.Second, func(r []*kgo.Record) bool { return len(r) > 0 }) {
+		v := string(r.Value)
+		if !strings.Contains(v, API) || !strings.Contains(v, "onnx/") {
+			t.Fatalf("event %s: want API %s and the model path", v, API)
 		}
 	}
 }
