@@ -1,14 +1,20 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/groveml/grove/actors"
+	"github.com/groveml/grove/cluster/coord"
 	"github.com/groveml/grove/cluster/forward"
+	"github.com/groveml/grove/cluster/placement"
 	"github.com/groveml/grove/servables"
 )
 
@@ -66,5 +72,44 @@ func TestAwaitExpiredRetryAfterIsTheLoadingNodesEstimate(t *testing.T) {
 		if got := awaitExpired("w/", c.err, c.last, false); !errors.As(got, &le) || le.RetryAfter != c.want {
 			t.Errorf("%s: %v, want loading, retry after %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A call to the node placed to load an on-demand model that comes back
+// DeadlineExceeded (the request's deadline, which the call carries, ended
+// there a moment before it ends here) is answered "model is loading" at
+// once, as the same wait ended by the deadline here is: which node sees
+// the deadline first must not decide the caller's answer. The loading
+// node here answers so at once, long before the deadline.
+func TestACallCutShortOnTheLoadingNodeSaysLoadingWhicheverNodeSeesTheDeadlineFirst(t *testing.T) {
+	discard := slog.New(slog.DiscardHandler)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := forward.NewServer(forward.LocalFunc(func(context.Context, forward.ForwardedRequest) (forward.Answer, error) {
+		return forward.Answer{}, fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded)
+	}), forward.ServerOptions{Node: "n2", AllowUnauthenticatedPeers: true, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = fs.Serve(ln) }()
+	t.Cleanup(fs.Stop)
+	fc := forward.NewClient(forward.ClientOptions{Logger: discard})
+	t.Cleanup(fc.Close)
+
+	a := bareAgent()
+	a.cfg.Forward, a.cfg.AwaitPoll = fc, time.Hour
+	a.onDemand.Store(&onDemandSet{paths: map[string]bool{"w/": true}})
+	a.members.Store(&coord.Members{List: []coord.Member{{Member: placement.Member{Name: "n2"}, Advertise: ln.Addr().String()}}})
+	a.table.Store(&coord.Placement{Plan: placement.Plan{Table: placement.Table{"w/": {"n2"}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = a.Forward(ctx, forward.Request{ModelPath: "w/", Priority: forward.User})
+	if le, ok := errors.AsType[*actors.LoadingError](err); !ok || le.Path != "w/" {
+		t.Fatalf("answer %v, want \"model is loading\" for w/", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("answered only at the deadline here")
 	}
 }

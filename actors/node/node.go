@@ -360,7 +360,8 @@ func closed(ch <-chan struct{}) bool {
 // the table places it here, runs it here (System.Predict parks it on the
 // local load). A node that answers Unavailable (not yet given its share,
 // gone) is tried again when the table or the membership changes, or
-// after AwaitPoll. When ctx ends first, the answer is "model is loading"
+// after AwaitPoll. When ctx ends first, or the node placed to load the
+// model says it ended there (cutShort), the answer is "model is loading"
 // (actors.LoadingError). A shadow copy with a start-by waits only until
 // then, as a copy waits to start: its calls still run under ctx, whose
 // deadline leaves room for the run.
@@ -423,7 +424,7 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 		if tried && err == nil && ctx.Err() == nil {
 			return ans, nil // past a start-by too: the serving node started the copy in time
 		}
-		if wait.Err() != nil {
+		if wait.Err() != nil || cutShort(err, toReady) {
 			return forward.Answer{}, awaitExpired(path, err, last, toReady)
 		}
 		if err != nil && servables.KindOf(err) != servables.Unavailable {
@@ -466,6 +467,16 @@ func awaitExpired(path string, err, last error, toReady bool) error {
 		return &actors.LoadingError{Path: path, RetryAfter: after}
 	}
 	return err
+}
+
+// cutShort reports whether err, the answer of a node placed to load the
+// model (not one that had it ready), says that the request's deadline
+// ended there. The call carries this node's deadline, so it has ended
+// here too, or will within the answer's trip: which of the two ends is
+// seen first must not decide whether the caller hears "model is
+// loading".
+func cutShort(err error, toReady bool) bool {
+	return err != nil && !toReady && servables.KindOf(err) == servables.DeadlineExceeded
 }
 
 // wantFor is how long a path Want asked for counts as a request waiting
