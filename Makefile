@@ -103,18 +103,17 @@ run: build
 ## test: vet, gofmt, go mod tidy (unchanged), the deployment files'
 ## checks, the console in a browser (test-ui), unit tests, fuzz seeds, the
 ## integration tests against the real binary (the release of make dist
-## among them), then those that bound latency alone (test-alone), the
-## concurrent packages under the race detector (test-race), and the
-## DeepRec processor library's C test (test-processor). The installs
-## (deps: apt, npm, the TorchScript runtime's library) run beside vet,
-## whose compiling of the module needs none of them: on a fresh machine
-## the downloads no longer hold the build back.
+## among them), then those that bound latency alone (test-alone) and the
+## DeepRec processor library's C test (test-processor): 24 minutes on a
+## freshly booted 2-core machine with test-race, 19.5 without it, so CI
+## (.ci/run) runs test-race after make test. The installs (deps: apt, npm,
+## the TorchScript runtime's library) run beside vet, whose compiling of
+## the module needs none of them.
 test:
 	$(MAKE) --no-print-directory -j2 deps vet
 	$(MAKE) --no-print-directory test-deploy test-ui
 	$(GO) test $(TESTFLAGS) -count=1 -timeout 20m -parallel 4 -skip '^($(ALONE)|$(ALONE_TORCH)|TestConsoleInChromium.*)$$' $(PKGS)
 	$(MAKE) test-alone
-	$(MAKE) test-race
 	$(MAKE) test-processor
 
 ## test-alone: the integration tests that bound latency, and the tests
@@ -128,8 +127,9 @@ test-alone:
 
 ## test-race: the packages whose goroutines share state (the actors, the
 ## outcome join, the cluster's forwarding transport) under the race
-## detector (which does not build PIE binaries); about 3.5 minutes from a
-## clean build cache on two cores.
+## detector (which does not build PIE binaries); about 4 minutes from a
+## clean build cache on two cores, most of it compiling the module and its
+## dependencies again for the race detector. CI runs it after make test.
 RACE_PKGS := ./actors ./logging/outcome/join ./cluster/forward
 test-race:
 	GOFLAGS='$(filter-out -buildmode=pie,$(GOFLAGS))' $(GO) test $(TESTFLAGS) -race -count=1 -timeout 10m $(RACE_PKGS)
