@@ -106,9 +106,10 @@ run: build
 ## checks, the console in a browser (test-ui), unit tests, fuzz seeds, the
 ## integration tests against the real binary (the release of make dist
 ## among them), then those that bound latency alone (test-alone) and the
-## DeepRec processor library's C test (test-processor): 24 minutes on a
-## freshly booted 2-core machine with test-race, 19.5 without it, so CI
-## (.ci/run) runs test-race after make test. The installs (deps: apt, npm,
+## DeepRec processor library's C test (test-processor): on a freshly
+## booted 2-core machine 24 minutes with test-race, 20 to 21 without it
+## (the installs and downloads vary most), so CI (.ci/run) runs test-race
+## after make test. The installs (deps: apt, npm,
 ## the TorchScript runtime's library) run beside vet, whose compiling of
 ## the module needs none of them.
 test:

@@ -456,7 +456,7 @@ func (a *Agent) awaitPlaced(ctx context.Context, req forward.Request) (forward.A
 // attempt before), and 1 s when neither gave one.
 func awaitExpired(path string, err, last error, toReady bool) error {
 	switch k := servables.KindOf(err); {
-	case err == nil, k == servables.Unavailable, k == servables.DeadlineExceeded && !toReady:
+	case err == nil, k == servables.Unavailable, cutShort(err, toReady):
 		after := time.Second
 		for _, e := range []error{err, last} {
 			if re, ok := errors.AsType[*forward.RemoteError](e); ok && re.RetryAfter > 0 {
