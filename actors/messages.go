@@ -71,6 +71,12 @@ type Request struct {
 	// model's replicas instead of the least busy one: DeepRec's session
 	// selection (package processor). 0 leaves the choice to Grove.
 	Replica int
+	// Received is when the request entered the actor system (its batch
+	// was made), unless the caller set it: its prediction events'
+	// request_timestamp, which its shadow copies keep, so that the
+	// outcome join gives them the served prediction's window however long
+	// they waited to run.
+	Received time.Time
 }
 
 // ShadowTarget is a contract servable that gets a copy of a request.

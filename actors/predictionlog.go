@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/grovepb"
@@ -75,6 +76,9 @@ func PredictionEvent(req *Request, res *Result, served bool) *grovepb.Prediction
 		Outputs:        logging.TensorsToProto(res.Outputs),
 		QueueLatency:   durationpb.New(res.Queued),
 		ComputeLatency: durationpb.New(res.Compute),
+	}
+	if !req.Received.IsZero() {
+		ev.RequestTimestamp = timestamppb.New(req.Received)
 	}
 	if len(req.Configs) > 0 {
 		ev.Configs = make(map[string]string, len(req.Configs))

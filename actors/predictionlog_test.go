@@ -42,6 +42,13 @@ func TestEventCarriesRequestAnswerAndCleanedConfigs(t *testing.T) {
 	if ev.GetComputeLatency().AsDuration() != 2*time.Millisecond || ev.GetError() != nil {
 		t.Errorf("latency %v error %v", ev.GetComputeLatency(), ev.GetError())
 	}
+	if ev.GetRequestTimestamp() != nil {
+		t.Errorf("request_timestamp %v for a request with no time", ev.GetRequestTimestamp())
+	}
+	req.Received = time.Date(2026, 5, 1, 12, 0, 0, 7, time.UTC)
+	if got := PredictionEvent(req, res, true).GetRequestTimestamp().AsTime(); !got.Equal(req.Received) {
+		t.Errorf("request_timestamp %v, want the request's time %v", got, req.Received)
+	}
 }
 
 func TestEventCarriesTheRequestsBatchItemInProtoAndJSON(t *testing.T) {

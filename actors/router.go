@@ -81,8 +81,12 @@ func newBatch(ctx context.Context, reqs []Request) *batch {
 	} else {
 		b.results, b.state = make([]Result, len(reqs)), make([]atomic.Uint32, len(reqs))
 	}
+	now := time.Now()
 	for i := range reqs {
 		b.results[i].ModelPath = reqs[i].ModelPath
+		if reqs[i].Received.IsZero() {
+			reqs[i].Received = now
+		}
 	}
 	b.pending.Store(int64(len(reqs)))
 	return b

@@ -269,7 +269,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		}
 	}()
 	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
-		Contract: req.Contract, Release: target.Release, Logging: target.Logging},
+		Contract: req.Contract, Release: target.Release, Logging: target.Logging, Received: req.Received},
 		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
 	sc.traceShadow(b.ctx, c.path)
 	if target.windows != nil && ans != nil {

@@ -20,14 +20,17 @@ type recordingSink struct {
 	mu     sync.Mutex
 	logged []Result
 	items  []int // the logged requests' Item
-	served []bool
-	done   chan struct{}
+	// received are the logged events' request_timestamp.
+	received []time.Time
+	served   []bool
+	done     chan struct{}
 }
 
 func (s *recordingSink) LogPrediction(req *Request, res *Result, served bool) {
 	s.mu.Lock()
 	s.logged = append(s.logged, *res)
 	s.items = append(s.items, req.Item)
+	s.received = append(s.received, PredictionEvent(req, res, served).GetRequestTimestamp().AsTime())
 	s.served = append(s.served, served)
 	s.mu.Unlock()
 	s.done <- struct{}{}
@@ -115,17 +118,34 @@ func TestShadowAnswerIsJoinedAndLoggedAsNotServed(t *testing.T) {
 	}
 }
 
-func TestShadowCopyIsLoggedWithItsServedRequestsBatchItem(t *testing.T) {
+// TestShadowCopyIsLoggedWithItsServedRequestsItemAndTime: a shadow copy's
+// event names its served request's batch item and carries its request's
+// time (when the batch was made), not the time it ran, however long it
+// waited: an outcome names the item, and its window starts at the
+// request.
+func TestShadowCopyIsLoggedWithItsServedRequestsItemAndTime(t *testing.T) {
+	as := testSystem(t)
+	champion, challenger := &gated{gate: make(chan struct{})}, &gated{gate: make(chan struct{})}
+	close(champion.gate)
+	cc, cs := spawnModel(t, as, champion, nil), spawnModel(t, as, challenger, nil)
+	var routes atomic.Pointer[table]
+	routes.Store(&table{"m/": cc, "s/": cs})
 	sink := &recordingSink{done: make(chan struct{}, 4)}
-	as, router, _ := startShadowed(t, 3, sink)
+	router := startRouter(t, as, &routes, 0, 3, sink, NewMetrics(prometheus.NewRegistry()))
 	b := newBatch(context.Background(), []Request{{ModelPath: "m/", Item: 2, Inputs: column(t, 1, 2), Shadows: []ShadowTarget{{ModelPath: "s/"}}}})
+	received := b.reqs[0].Received
 	as.Root.Send(router, b)
 	<-b.reply
+	answered := time.Now()
+	close(challenger.gate) // the copy runs once the champion has answered
 	<-sink.done
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if len(sink.items) != 1 || sink.served[0] || sink.items[0] != 2 {
 		t.Fatalf("shadow logged with items %v served %v, want item 2 (an outcome names the batch item)", sink.items, sink.served)
+	}
+	if received.IsZero() || !sink.received[0].Equal(received) || !received.Before(answered) {
+		t.Fatalf("shadow logged with request_timestamp %v; want its request's %v, before the champion answered at %v", sink.received[0], received, answered)
 	}
 }
 

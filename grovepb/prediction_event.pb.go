@@ -127,9 +127,15 @@ type PredictionEvent struct {
 	// rows of one item, GraphPipe, DeepRec). A shadow execution has its
 	// served item's. With request_id and an output row, what an outcome's
 	// item and row name (grove/v1/outcome.proto).
-	Item          int64 `protobuf:"varint,20,opt,name=item,proto3" json:"item,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Item int64 `protobuf:"varint,20,opt,name=item,proto3" json:"item,omitempty"`
+	// When Grove took the request in, in UTC: the same on every event of
+	// one request, served and shadow, however long a shadow copy waited to
+	// run. The outcome join's event time: a prediction's outcome window
+	// starts here (grove/v1/outcome.proto). Unset in events logged by a
+	// Grove older than this field; a consumer then uses timestamp.
+	RequestTimestamp *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=request_timestamp,json=requestTimestamp,proto3" json:"request_timestamp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PredictionEvent) Reset() {
@@ -300,6 +306,13 @@ func (x *PredictionEvent) GetItem() int64 {
 		return x.Item
 	}
 	return 0
+}
+
+func (x *PredictionEvent) GetRequestTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestTimestamp
+	}
+	return nil
 }
 
 // ShadowComparison is how one shadow execution's answer compared with the
@@ -725,7 +738,7 @@ var File_grove_v1_prediction_event_proto protoreflect.FileDescriptor
 
 const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\a\n" +
+	"\x1fgrove/v1/prediction_event.proto\x12\bgrove.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\a\n" +
 	"\x0fPredictionEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1d\n" +
@@ -751,7 +764,8 @@ const file_grove_v1_prediction_event_proto_rawDesc = "" +
 	"\n" +
 	"comparison\x18\x13 \x01(\v2\x1a.grove.v1.ShadowComparisonR\n" +
 	"comparison\x12\x12\n" +
-	"\x04item\x18\x14 \x01(\x03R\x04item\x1a:\n" +
+	"\x04item\x18\x14 \x01(\x03R\x04item\x12G\n" +
+	"\x11request_timestamp\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x10requestTimestamp\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
@@ -827,13 +841,14 @@ var file_grove_v1_prediction_event_proto_depIdxs = []int32{
 	7,  // 5: grove.v1.PredictionEvent.queue_latency:type_name -> google.protobuf.Duration
 	7,  // 6: grove.v1.PredictionEvent.compute_latency:type_name -> google.protobuf.Duration
 	1,  // 7: grove.v1.PredictionEvent.comparison:type_name -> grove.v1.ShadowComparison
-	7,  // 8: grove.v1.ShadowComparison.champion_compute_latency:type_name -> google.protobuf.Duration
-	2,  // 9: grove.v1.ShadowComparison.outputs:type_name -> grove.v1.OutputComparison
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 8: grove.v1.PredictionEvent.request_timestamp:type_name -> google.protobuf.Timestamp
+	7,  // 9: grove.v1.ShadowComparison.champion_compute_latency:type_name -> google.protobuf.Duration
+	2,  // 10: grove.v1.ShadowComparison.outputs:type_name -> grove.v1.OutputComparison
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_grove_v1_prediction_event_proto_init() }

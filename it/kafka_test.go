@@ -197,6 +197,9 @@ func checkEvent(t *testing.T, ev *grovepb.PredictionEvent, key []byte, w wantEve
 	if w.key == nil && key != nil || w.key != nil && string(key) != *w.key {
 		t.Errorf("%s: record key %q, want %v", what, key, w.key)
 	}
+	if rt := ev.GetRequestTimestamp(); rt == nil || rt.AsTime().After(ev.GetTimestamp().AsTime()) {
+		t.Errorf("%s: request_timestamp %v, want the request's time, at or before the event's %v", what, rt, ev.GetTimestamp())
+	}
 	if fmt.Sprint(ev.GetConfigs()) != fmt.Sprint(w.configs) {
 		t.Errorf("%s: configs %v, want %v", what, ev.GetConfigs(), w.configs)
 	}

@@ -18,7 +18,8 @@ import (
 // eventDecoder decodes prediction log records for the join: as
 // logging.Decode does, but a protobuf value is decoded from the fields the
 // join reads only (event_id, timestamp, request_id, model_path, contract,
-// release_version, served, outputs, error and item), without reflection,
+// release_version, served, outputs, error, item and request_timestamp),
+// without reflection,
 // and the names that recur (model paths, contracts, releases, tensor
 // names and types) are kept once: an event logged at FULL is mostly its
 // inputs, which the evaluator neither decodes nor copies. The event it
@@ -27,9 +28,9 @@ import (
 type eventDecoder struct {
 	// names are the names seen, each kept once.
 	names nameTable
-	// ev, ts, err and tensors are what decode returns, reused.
+	// ev, ts, rts, err and tensors are what decode returns, reused.
 	ev      grovepb.PredictionEvent
-	ts      timestamppb.Timestamp
+	ts, rts timestamppb.Timestamp
 	err     grovepb.Error
 	tensors []*grovepb.Tensor
 }
@@ -197,14 +198,7 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 		case typ == protowire.BytesType && num == 1:
 			eventID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 2:
-			var v []byte
-			if v, n, err = bytesField(b); err == nil {
-				if ev.Timestamp == nil {
-					d.ts = timestamppb.Timestamp{}
-					ev.Timestamp = &d.ts
-				}
-				err = timestamp(ev.Timestamp, v)
-			}
+			n, err = timestampField(&ev.Timestamp, &d.ts, b)
 		case typ == protowire.BytesType && num == 3:
 			requestID, n, err = utf8Field(b)
 		case typ == protowire.BytesType && num == 5:
@@ -237,6 +231,8 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 			var v uint64
 			v, n, err = varintField(b)
 			ev.Item = int64(v)
+		case typ == protowire.BytesType && num == 21:
+			n, err = timestampField(&ev.RequestTimestamp, &d.rts, b)
 		default:
 			return -1, nil
 		}
@@ -252,6 +248,21 @@ func (d *eventDecoder) event(ev *grovepb.PredictionEvent, b []byte) error {
 	s := ids.String()
 	ev.EventId, ev.RequestId = s[:len(eventID)], s[len(eventID):]
 	return nil
+}
+
+// timestampField decodes the Timestamp field whose value starts b into
+// *dst, setting *dst to into (cleared) first when it is nil, and returns
+// the bytes it consumed.
+func timestampField(dst **timestamppb.Timestamp, into *timestamppb.Timestamp, b []byte) (int, error) {
+	v, n, err := bytesField(b)
+	if err != nil {
+		return n, err
+	}
+	if *dst == nil {
+		*into = timestamppb.Timestamp{}
+		*dst = into
+	}
+	return n, timestamp(*dst, v)
 }
 
 // timestamp decodes a google.protobuf.Timestamp into ts (merging, as

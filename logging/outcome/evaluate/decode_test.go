@@ -24,13 +24,14 @@ func fullEvent() *grovepb.PredictionEvent {
 		Outputs: []*grovepb.Tensor{{Name: "output_0", Datatype: "FP32", Shape: []int64{1, 1}, FloatData: []float32{0.25}}},
 		Error:   &grovepb.Error{Type: "execution", Message: "m"}, QueueLatency: durationpb.New(time.Millisecond), ComputeLatency: durationpb.New(time.Millisecond),
 		ServerInstanceId: "h/1", ComparedRequestId: "r1", ComparedReleaseVersion: "v1",
-		Comparison: &grovepb.ShadowComparison{Tolerance: 0.01}, Item: 3}
+		Comparison: &grovepb.ShadowComparison{Tolerance: 0.01}, Item: 3, RequestTimestamp: timestamppb.New(time.Unix(1699999998, 7))}
 }
 
 // joinView is ev with only the join's fields.
 func joinView(ev *grovepb.PredictionEvent) *grovepb.PredictionEvent {
 	return &grovepb.PredictionEvent{EventId: ev.EventId, Timestamp: ev.Timestamp, RequestId: ev.RequestId, ModelPath: ev.ModelPath,
-		Contract: ev.Contract, ReleaseVersion: ev.ReleaseVersion, Served: ev.Served, Outputs: ev.Outputs, Error: ev.Error, Item: ev.Item}
+		Contract: ev.Contract, ReleaseVersion: ev.ReleaseVersion, Served: ev.Served, Outputs: ev.Outputs, Error: ev.Error, Item: ev.Item,
+		RequestTimestamp: ev.RequestTimestamp}
 }
 
 func TestDecodeEventKeepsTheJoinFieldsOfEitherEncoding(t *testing.T) {

@@ -81,14 +81,7 @@ func (d *outcomeDecoder) decode(b []byte) (*grovepb.Outcome, error) {
 		case typ == protowire.BytesType && num == 5:
 			o.Key, n, err = str(b)
 		case typ == protowire.BytesType && num == 6:
-			var v []byte
-			if v, n, err = bytesField(b); err == nil {
-				if o.EventTime == nil {
-					d.ts = timestamppb.Timestamp{}
-					o.EventTime = &d.ts
-				}
-				err = timestamp(o.EventTime, v)
-			}
+			n, err = timestampField(&o.EventTime, &d.ts, b)
 		case typ == protowire.BytesType && num == 7:
 			var v []byte
 			if v, n, err = bytesField(b); err == nil {

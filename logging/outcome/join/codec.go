@@ -66,12 +66,14 @@ type pred struct {
 	eventID                      []byte
 	contract, release, modelPath string
 	served                       bool
-	ts                           int64
-	value                        float64
+	// ts is the event's timestamp, the time its figures count at.
+	ts    int64
+	value float64
 	// start and end are the window [start, end] of the contract's (or
-	// model entry's direct calls', sameRule) predictions of the row: its start is the served prediction's
-	// timestamp (the earliest one's while no served one came), so that a
-	// shadow is scored on exactly the champion's window.
+	// model entry's direct calls', sameRule) predictions of the row: its
+	// start is the served prediction's event time (eventTimes; the
+	// earliest one's while no served one came), so that a shadow is
+	// scored on exactly the champion's window.
 	start, end int64
 }
 

@@ -20,10 +20,14 @@
 //
 // # The rules
 //
-//   - Event time: a prediction's window is [its timestamp, + window]; the
-//     served prediction's window is also its shadows' (the earliest
-//     prediction's until the served one comes), so that a shadow is
-//     scored on exactly the outcomes the champion is. Each contract
+//   - Event time: a prediction's event time is its event's
+//     request_timestamp (when Grove took its request in, which the
+//     request's shadow copies carry too; an event without one: its
+//     timestamp), and its window is [event time, + window]; the served
+//     prediction's window is also its shadows' (the earliest prediction's
+//     until the served one comes), so that a shadow is scored on exactly
+//     the outcomes the champion is, however long it waited to run. Its
+//     figures count at its timestamp (since_valid, last_1h). Each contract
 //     scoring a row (or model entry, for its direct calls) has its own
 //     window and champion.
 //   - Watermark: the largest event time seen (predictions and outcomes)

@@ -673,12 +673,12 @@ func (s *series) since() time.Time {
 // An error is the store's; a bad event is counted, not an error.
 func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 	ev := p.Event
-	if ev == nil || ev.GetTimestamp() == nil || ev.GetTimestamp().CheckValid() != nil {
+	ts, from, ok := eventTimes(ev)
+	if !ok {
 		j.counters.Invalid++
 		return nil
 	}
-	ts := ev.GetTimestamp().AsTime().UnixNano()
-	if err := j.advance(now, ts, true); err != nil {
+	if err := j.advance(now, from, true); err != nil {
 		return err
 	}
 	r := j.rule(ev.GetContract(), ev.GetModelPath())
@@ -718,11 +718,33 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		pr := pred{eventID: eventID, contract: ev.GetContract(), release: ev.GetReleaseVersion(),
 			modelPath: ev.GetModelPath(), served: ev.GetServed(), ts: ts, value: v}
 		j.gk = joinKey(j.gk[:0], ev, int64(row))
-		if err := j.addRow(j.gk, g, pr, p.Key, int64(r.Window)); err != nil {
+		if err := j.addRow(j.gk, g, pr, p.Key, from, int64(r.Window)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// eventTimes returns prediction event ev's timestamp (when it ran, the
+// time its figures are counted at) and its event time (where its window
+// starts): its request_timestamp, which its request's served and shadow
+// events share, or, in an event without one (logged by an older Grove),
+// its timestamp. It is false for an event without a valid timestamp, or
+// with an invalid request_timestamp.
+func eventTimes(ev *grovepb.PredictionEvent) (ts, from int64, ok bool) {
+	t := ev.GetTimestamp()
+	if t == nil || t.CheckValid() != nil {
+		return 0, 0, false
+	}
+	ts = t.AsTime().UnixNano()
+	rt := ev.GetRequestTimestamp()
+	if rt == nil {
+		return ts, ts, true
+	}
+	if rt.CheckValid() != nil {
+		return 0, 0, false
+	}
+	return ts, rt.AsTime().UnixNano(), true
 }
 
 // joinKey appends to k the store key of row row of ev, the event's item
@@ -750,9 +772,9 @@ func requestKey(k []byte, o *grovepb.Outcome) []byte {
 }
 
 // addRow keeps prediction pr of join key k, logged under record key rk
-// (none when empty), whose window is window long; g is k's group when the
-// caller has read it, else nil.
-func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) error {
+// (none when empty), whose own window would start at from and is window
+// long; g is k's group when the caller has read it, else nil.
+func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, from, window int64) error {
 	if g == nil {
 		var err error
 		if g, _, err = j.getGroup(k); err != nil {
@@ -772,8 +794,8 @@ func (j *Joiner) addRow(k []byte, g *group, pr pred, rk []byte, window int64) er
 			start, end = p.start, p.end
 		}
 	}
-	if !known || (pr.served && !hasServed) || (!hasServed && pr.ts < start) {
-		start, end = pr.ts, pr.ts+window
+	if !known || (pr.served && !hasServed) || (!hasServed && from < start) {
+		start, end = from, from+window
 	}
 	if end <= j.watermark {
 		j.counters.LatePredictions++

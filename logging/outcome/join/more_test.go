@@ -126,6 +126,42 @@ func TestShadowIsPairedWithTheChampion(t *testing.T) {
 	}
 }
 
+// TestAShadowThatRanLateSharesItsRequestsWindow: a shadow copy that
+// waited to run is logged with its request's request_timestamp, the
+// served prediction's. One that comes while the served window is open is
+// scored on it; one that comes after the window closed (it waited longer
+// than the window and the lateness) is a late prediction, counted and
+// not scored, never scored on a window of its own that starts after the
+// click.
+func TestAShadowThatRanLateSharesItsRequestsWindow(t *testing.T) {
+	at := func(ev *grovepb.PredictionEvent, received time.Duration) *grovepb.PredictionEvent {
+		ev.RequestTimestamp = timestamppb.New(t0.Add(received))
+		return ev
+	}
+	j := run(t, rule(), nil,
+		// r1 at 0 and r2 at 20m, both served at once, both clicked at +1m.
+		step{pred: at(event("e1", "r1", 0, true, "v1", 0.5), 0)},
+		step{out: click("c1", "r1", time.Minute, 1), clock: time.Minute},
+		step{pred: at(event("e2", "r2", 20*time.Minute, true, "v1", 0.5), 20*time.Minute), clock: 20 * time.Minute},
+		step{out: click("c2", "r2", 21*time.Minute, 1), clock: 21 * time.Minute},
+		// r2's shadow ran 25 minutes late, within its window: scored with
+		// the click.
+		step{pred: at(event("e3", "r2", 45*time.Minute, false, "v2", 0.25), 20*time.Minute), clock: 45 * time.Minute},
+		// r1's shadow ran 40 minutes late, after its window (0 to 30m) and
+		// the minute of lateness: late.
+		step{pred: at(event("e4", "r1", 40*time.Minute, false, "v2", 0.25), 0), clock: 46 * time.Minute},
+		step{clock: 10 * time.Hour})
+	if b := binaryOf(t, j, v2); b.Count() != 1 || b.Positives() != 1 {
+		t.Fatalf("shadow: count %d positives %d, want the copy that ran within its window, scored on its click: 1 1", b.Count(), b.Positives())
+	}
+	if c := j.counters; c.LatePredictions != 1 || c.Scored != 3 || c.Late != 0 {
+		t.Fatalf("counters %+v: want 1 late prediction, 3 scored, no late outcome", c)
+	}
+	if p := j.series[v2].paired.SinceValid(); p.Count() != 1 {
+		t.Fatalf("pairs %d, want the shadow that ran within its window paired with its champion", p.Count())
+	}
+}
+
 // TestNumericSumsTheWindowsValues: a numeric rule scores the sum of the
 // label's values in the window, each outcome once, and missing negative
 // scores 0.
