@@ -131,8 +131,8 @@ type PredictionEvent struct {
 	// When Grove took the request in, in UTC: the same on every event of
 	// one request, served and shadow, however long a shadow copy waited to
 	// run. The outcome join's event time: a prediction's outcome window
-	// starts here (grove/v1/outcome.proto). Unset in events logged by a
-	// Grove older than this field; a consumer then uses timestamp.
+	// starts here (docs/outcomes.md). Unset in events logged by a Grove
+	// older than this field; a consumer then uses timestamp.
 	RequestTimestamp *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=request_timestamp,json=requestTimestamp,proto3" json:"request_timestamp,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

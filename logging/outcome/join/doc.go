@@ -27,19 +27,21 @@
 //     prediction's window is also its shadows' (the earliest prediction's
 //     until the served one comes), so that a shadow is scored on exactly
 //     the outcomes the champion is, however long it waited to run. Its
-//     figures count at its timestamp (since_valid, last_1h). Each contract
-//     scoring a row (or model entry, for its direct calls) has its own
-//     window and champion.
-//   - Watermark: the largest event time seen (predictions and outcomes)
-//     less the lateness, never decreasing; an event time ahead of the
-//     owner's clock counts as the clock's, so that one caller's clock
-//     running ahead cannot close every window early. The partition's lateness is the
-//     largest of its rules' (a contract with less waits as long as the
-//     others). Once the partition has been idle (no input) for the
-//     lateness, the watermark moves on with the clock. An owner that reads
-//     outcomes later than predictions bounds the watermark by the time up
-//     to which it has given the Joiner every outcome (Bound): it stays at
-//     most that frontier less the lateness.
+//     figures count at its timestamp, when it was made (since_valid,
+//     last_1h): a served prediction was made by a valid release, even
+//     one whose request came just before the release's valid_since. Each
+//     contract scoring a row (or model entry, for its direct calls) has
+//     its own window and champion.
+//   - Watermark: the largest time seen (predictions' timestamps,
+//     outcomes' event times) less the lateness, never decreasing; a time
+//     ahead of the owner's clock counts as the clock's, so that one
+//     caller's clock running ahead cannot close every window early. The
+//     partition's lateness is the largest of its rules' (a contract with
+//     less waits as long as the others). Once the partition has been idle
+//     (no input) for the lateness, the watermark moves on with the clock.
+//     An owner that reads outcomes later than predictions bounds the
+//     watermark by the time up to which it has given the Joiner every
+//     outcome (Bound): it stays at most that frontier less the lateness.
 //   - A window closes when the watermark reaches its end; its predictions
 //     are then scored. binary: 1 when an outcome of the rule's label with
 //     a value > 0 fell in the window, else 0; numeric: the sum of the

@@ -678,7 +678,7 @@ func (j *Joiner) AddPrediction(now time.Time, p Prediction) error {
 		j.counters.Invalid++
 		return nil
 	}
-	if err := j.advance(now, from, true); err != nil {
+	if err := j.advance(now, ts, true); err != nil {
 		return err
 	}
 	r := j.rule(ev.GetContract(), ev.GetModelPath())

@@ -162,6 +162,39 @@ func TestAShadowThatRanLateSharesItsRequestsWindow(t *testing.T) {
 	}
 }
 
+// TestAPredictionsWindowStartsAtItsRequestAndItsFiguresAtItsTimestamp: a
+// served prediction whose request came 5 ms before its release's
+// valid_since (the first request's routing stamps it) and which ran 5 ms
+// after counts in since_valid, and a click between its request and its
+// timestamp falls in its window.
+func TestAPredictionsWindowStartsAtItsRequestAndItsFiguresAtItsTimestamp(t *testing.T) {
+	valid := t0.Add(10 * time.Minute)
+	j, err := New(Options{Rules: []Rule{{Contract: contract, Outcomes: rule()}}, Store: NewMemStore(),
+		ValidSince: func(c, r string) (time.Time, bool) { return valid, c == contract && r == "v1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := event("e1", "r1", 10*time.Minute+5*time.Millisecond, true, "v1", 0.25)
+	ev.RequestTimestamp = timestamppb.New(valid.Add(-5 * time.Millisecond))
+	feed(t, j, step{pred: ev, clock: 10 * time.Minute},
+		step{out: click("c1", "r1", 10*time.Minute-2*time.Millisecond, 1), clock: 10 * time.Minute},
+		step{clock: 2 * time.Hour})
+	if b := binaryOf(t, j, v1); b.Count() != 1 || b.Positives() != 1 {
+		t.Fatalf("since_valid: count %d positives %d; want the prediction counted, with the click after its request: 1 1", b.Count(), b.Positives())
+	}
+}
+
+// TestAnInvalidRequestTimestampIsCountedInvalid: an event whose
+// request_timestamp is out of range is invalid, and moves no watermark.
+func TestAnInvalidRequestTimestampIsCountedInvalid(t *testing.T) {
+	ev := event("e1", "r1", 0, true, "v1", 0.25)
+	ev.RequestTimestamp = &timestamppb.Timestamp{Seconds: 1, Nanos: 2e9}
+	j := run(t, rule(), nil, step{pred: ev})
+	if c := j.counters; c.Invalid != 1 || c.Predictions != 0 || !j.Watermark().IsZero() {
+		t.Fatalf("counters %+v, watermark %v: want one invalid event and no watermark", c, j.Watermark())
+	}
+}
+
 // TestNumericSumsTheWindowsValues: a numeric rule scores the sum of the
 // label's values in the window, each outcome once, and missing negative
 // scores 0.
