@@ -528,8 +528,7 @@ func (r *routerActor) shadowRemote(b *batch, req *Request, target ShadowTarget, 
 	}()
 	fr := forwardRequest(b.ctx, req, target.ModelPath, forward.Shadow)
 	fr.Release = target.Release
-	sc := &shadowCopy{req: Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
-		Contract: req.Contract, Release: target.Release, Logging: target.Logging, Received: req.Received}, sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
+	sc := &shadowCopy{req: shadowRequest(req, target), sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
 	fr.StartBy = sc.start.Add(r.shadowTimeout)
 	sc.traceShadow(b.ctx, target.ModelPath)
 	if target.windows != nil && ans != nil {

@@ -268,8 +268,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 			c.giveBack(n-sent, true)
 		}
 	}()
-	sc := &shadowCopy{req: Request{API: req.API, ModelPath: path, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item, Configs: req.Configs,
-		Contract: req.Contract, Release: target.Release, Logging: target.Logging, Received: req.Received},
+	sc := &shadowCopy{req: shadowRequest(req, target),
 		on: localContent(c), outs: make([][]servables.Tensor, len(chunks)), pending: len(chunks), sink: r.sink, metrics: r.metrics, logger: r.log, start: time.Now()}
 	sc.traceShadow(b.ctx, c.path)
 	if target.windows != nil && ans != nil {
@@ -291,6 +290,14 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 		sent++ // from here on, p's answer gives its place back
 		c.send(ctx.Send, p)
 	}
+}
+
+// shadowRequest is the request a shadow copy of req on target logs: the
+// caller's request (its id, item, configs, contract and time, which the
+// outcome join reads) on the target's model and release.
+func shadowRequest(req *Request, target ShadowTarget) Request {
+	return Request{API: req.API, ModelPath: target.ModelPath, Inputs: req.Inputs, RequestID: req.RequestID, Item: req.Item,
+		Configs: req.Configs, Contract: req.Contract, Release: target.Release, Logging: target.Logging, Received: req.Received}
 }
 
 // finish records one micro-batch; the last one joins the outputs, compares

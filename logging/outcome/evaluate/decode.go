@@ -16,15 +16,15 @@ import (
 )
 
 // eventDecoder decodes prediction log records for the join: as
-// logging.Decode does, but a protobuf value is decoded from the fields the
-// join reads only (event_id, timestamp, request_id, model_path, contract,
-// release_version, served, outputs, error, item and request_timestamp),
-// without reflection,
-// and the names that recur (model paths, contracts, releases, tensor
-// names and types) are kept once: an event logged at FULL is mostly its
-// inputs, which the evaluator neither decodes nor copies. The event it
-// returns from a protobuf value is its own, and valid until the next
-// call (the join keeps none of it). Not safe for concurrent use.
+// logging.Decode does, but a protobuf value is decoded from the fields
+// the join reads only (event_id, timestamp, request_id, model_path,
+// contract, release_version, served, outputs, error, item and
+// request_timestamp), without reflection, and the names that recur
+// (model paths, contracts, releases, tensor names and types) are kept
+// once: an event logged at FULL is mostly its inputs, which the
+// evaluator neither decodes nor copies. The event it returns from a
+// protobuf value is its own, and valid until the next call (the join
+// keeps none of it). Not safe for concurrent use.
 type eventDecoder struct {
 	// names are the names seen, each kept once.
 	names nameTable
