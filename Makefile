@@ -64,18 +64,21 @@ build: deps
 ## each opened with the first model of its runtime), and, when this Makefile has the
 ## processor target, lib/libgrove_processor.so with include/processor.h.
 ## The host needs the Debian packages the README lists (docs/operations.md).
+## The release's binary and library carry no DWARF (-ldflags -w): a fifth
+## smaller and linked in about two thirds of the time; the symbol table
+## stays, so perf, nm and stack traces name Go's functions.
 dist: deps
 	@set -euo pipefail; \
 	  stage="$(DISTDIR)/$(DIST_NAME)"; rm -rf "$$stage" "$$stage.tar.gz"; \
 	  mkdir -p "$$stage/bin" "$$stage/lib"; \
-	  $(GO) build -ldflags '$(LDFLAGS)' -o "$$stage/bin/grove" ./cmd/grove; \
+	  $(GO) build -ldflags '$(LDFLAGS) -w' -o "$$stage/bin/grove" ./cmd/grove; \
 	  install -m 0644 "$$(scripts/onnxruntime.sh)" "$$stage/lib/libonnxruntime.so.1"; \
 	  install -m 0755 "$$(scripts/torchshim.sh)" "$$stage/lib/libgrove_torch.so"; \
 	  if grep -q '^processor:' $(firstword $(MAKEFILE_LIST)); then \
-	    $(MAKE) --no-print-directory processor; \
 	    mkdir -p "$$stage/include"; \
-	    install -m 0755 bin/libgrove_processor.so "$$stage/lib/libgrove_processor.so"; \
-	    install -m 0644 bin/processor.h "$$stage/include/processor.h"; \
+	    $(GO) build -buildmode=c-shared -ldflags -w -o "$$stage/lib/libgrove_processor.so" ./cmd/processor; \
+	    rm -f "$$stage/lib/libgrove_processor.h"; chmod 0755 "$$stage/lib/libgrove_processor.so"; \
+	    install -m 0644 cmd/processor/processor.h "$$stage/include/processor.h"; \
 	  fi; \
 	  tar -C "$(DISTDIR)" --sort=name --owner=0 --group=0 --numeric-owner \
 	    --mtime="@$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \

@@ -72,6 +72,13 @@ func TestDistReleaseServesFromAnywhere(t *testing.T) {
 		t.Fatalf("grove version = %q (%v), want %q", v, err, "grove "+version)
 	}
 	checkRuntimePackages(t, root, bin, filepath.Join(home, "lib", "libgrove_torch.so"))
+	goFiles := []string{bin}
+	if makefileHas(t, root, "processor") {
+		goFiles = append(goFiles, filepath.Join(home, "lib", "libgrove_processor.so"))
+	}
+	for _, f := range goFiles {
+		checkSymbolsWithoutDWARF(t, f)
+	}
 
 	// Nowhere near the repository: neither the release nor the working
 	// directory has a .cache above it.
@@ -298,6 +305,28 @@ func checkRuntimePackages(t *testing.T, root string, bins ...string) {
 			if !provided[owner] {
 				t.Errorf("%s needs %s from Debian's %s, which neither the container's packages %q nor their dependencies are", bin, lib, owner, pkgs)
 			}
+		}
+	}
+}
+
+// checkSymbolsWithoutDWARF fails the test unless the ELF file at path
+// keeps its symbol table (perf and nm name Go's functions from it) and
+// carries no DWARF, which only a debugger reads and which makes the
+// release a fifth larger.
+func checkSymbolsWithoutDWARF(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Section(".symtab") == nil {
+		t.Errorf("%s has no symbol table", path)
+	}
+	for _, s := range f.Sections {
+		if strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+			t.Errorf("%s carries DWARF (section %s): make dist links with -ldflags -w", path, s.Name)
+			break
 		}
 	}
 }
