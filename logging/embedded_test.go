@@ -189,6 +189,7 @@ func sameSet(a, b []string) bool {
 }
 
 func TestEmbeddedCreatesEveryTopicWithTheConfiguredPartitionCount(t *testing.T) {
+	t.Parallel()
 	e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"log", "outcomes"}, CompactedTopics: []string{"evals"}, Partitions: 3})
 	produceAt(t, e.Addr(), "auto.created", time.Now(), "x")
 	got := partitionCounts(t, e.Addr(), "log", "outcomes", "evals", "auto.created")
@@ -230,6 +231,7 @@ func TestEmbeddedOptionsRefuseBadPartitionCountsAndRetention(t *testing.T) {
 }
 
 func TestEmbeddedDataDirKeepsTopicsRecordsAndOffsetsAcrossARestart(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "kafka")
 	o := EmbeddedOptions{Topics: []string{"log"}, CompactedTopics: []string{"evals"}, Partitions: 2, DataDir: dir}
 	e := startEmbeddedWith(t, o)
@@ -302,6 +304,7 @@ func TestEmbeddedDataDirKeepsTopicsRecordsAndOffsetsAcrossARestart(t *testing.T)
 }
 
 func TestEmbeddedRetentionExpiresOldRecordsButNeverThoseOfCompactedOrKeptTopics(t *testing.T) {
+	t.Parallel()
 	for _, dataDir := range []string{"", filepath.Join(t.TempDir(), "kafka")} {
 		t.Run(fmt.Sprintf("data dir %q", dataDir), func(t *testing.T) {
 			e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"log"}, CompactedTopics: []string{"evals"}, KeptTopics: []string{"changelog"},

@@ -33,6 +33,7 @@ func waitStats(t *testing.T, p *Producer, timeout time.Duration, what string, co
 // once, and every event, those that failed on the old id and those logged
 // meanwhile, is delivered; none fails because the producer purged it.
 func TestProducerDeliversEveryEventLoggedAcrossABrokerRestart(t *testing.T) {
+	t.Parallel()
 	emb := startEmbedded(t, "127.0.0.1:0")
 	addr := emb.Addr()
 	p := newProducer(t, kafkaConfig(addr))
@@ -105,6 +106,7 @@ func recreateTopic(t *testing.T, addr, topic string) {
 // are stored in the new topic, as are those of every later call: the
 // client does not keep failing the topic with UNKNOWN_TOPIC_ID.
 func TestProduceStoresRecordsInARecreatedTopic(t *testing.T) {
+	t.Parallel()
 	e := startEmbeddedWith(t, EmbeddedOptions{Topics: []string{"grove.predictions", "grove.outcomes"}})
 	p := newProducer(t, kafkaConfig(e.Addr()))
 	produce := func(v string) error {

@@ -25,8 +25,10 @@ func deliverOne(t *testing.T, cfg conf.Kafka, wait time.Duration) bool {
 }
 
 func TestProducerAuthenticatesWithSASL(t *testing.T) {
+	t.Parallel()
 	for _, mech := range []conf.SASLMechanism{conf.SASLPlain, conf.SASLScramSHA256, conf.SASLScramSHA512} {
 		t.Run(mech.String(), func(t *testing.T) {
+			t.Parallel()
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech.String(), "grove", "s3cret"),
 				kfake.SeedTopics(1, "grove.predictions"))
 			if err != nil {
@@ -55,6 +57,7 @@ func brokerTLS(t *testing.T, dir string) (caFile string, server *tls.Config) {
 }
 
 func TestProducerUsesTLS(t *testing.T) {
+	t.Parallel()
 	caFile, serverTLS := brokerTLS(t, t.TempDir())
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(serverTLS), kfake.SeedTopics(1, "grove.predictions"))
 	if err != nil {

@@ -127,6 +127,7 @@ func TestMembership(t *testing.T) {
 }
 
 func TestMembersSkipsBadRecords(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	ctx := context.Background()
 	c := dial(t, srv, "/b/")
@@ -147,6 +148,7 @@ func TestMembersSkipsBadRecords(t *testing.T) {
 }
 
 func TestJoinWaitsOutAPreviousProcess(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	old := dial(t, srv, "/j/")
 	join(t, old, "n1", 1)
@@ -280,6 +282,7 @@ func TestElectionFailover(t *testing.T) {
 }
 
 func TestTableWritesAreFenced(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -413,6 +416,7 @@ func TestCampaignReturnsWhenCancelledWithEtcdUnresponsive(t *testing.T) {
 }
 
 func TestDialTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "etcd CA")
 	certFile, keyFile := ca.Server(t, "etcd").Write(t, dir, "server")
@@ -503,6 +507,7 @@ func TestTLSConfigRefusesFilesLargerThanTheLimit(t *testing.T) {
 }
 
 func TestDialFailsClearly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := Dial(ctx, Config{}); err == nil || !strings.Contains(err.Error(), "no etcd endpoint") {
 		t.Errorf("no endpoints: %v", err)
@@ -523,6 +528,7 @@ func TestDialFailsClearly(t *testing.T) {
 // context ends instead of waiting for the lease grant for ever (a
 // stopping node's agent would never stop).
 func TestJoinHonoursItsContext(t *testing.T) {
+	t.Parallel()
 	srv := etcdtest.Start(t)
 	c, err := Dial(context.Background(), Config{Endpoints: []string{srv.Addr}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

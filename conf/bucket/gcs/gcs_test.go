@@ -73,10 +73,12 @@ func storeWithPrefix(prefix string) buckettest.NewStore {
 }
 
 func TestGCSBucketBehavesAsABucket(t *testing.T) {
+	t.Parallel()
 	buckettest.Run(t, storeWithPrefix(""))
 }
 
 func TestGCSBucketWithAPrefixBehavesAsABucket(t *testing.T) {
+	t.Parallel()
 	buckettest.Run(t, storeWithPrefix("serving/grove/"))
 }
 

@@ -265,11 +265,13 @@ func config(brokers, instance, dir string) Config {
 // joiner fed the whole stream, and a second evaluator sharing the
 // partitions changes nothing.
 func TestEvaluatorsTotalsEqualOneJoinerOverTheWholeStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		evaluators int
 	}{{"one evaluator", 1}, {"two evaluators sharing the partitions", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			brokers := cluster(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -302,6 +304,7 @@ func TestEvaluatorsTotalsEqualOneJoinerOverTheWholeStream(t *testing.T) {
 // inside a transaction) and started again over the same state directory
 // and instance ends with the totals of one uninterrupted joiner.
 func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
+	t.Parallel()
 	brokers := cluster(t)
 	dir := t.TempDir()
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
@@ -346,6 +349,7 @@ func TestEvaluatorRestartedMidStreamLosesAndDoublesNothing(t *testing.T) {
 // started again, rebuilding its partitions from what is left, still ends
 // with the totals of one uninterrupted joiner.
 func TestEvaluatorTruncatesItsChangelogAndRestoresFromWhatIsLeft(t *testing.T) {
+	t.Parallel()
 	brokers := cluster(t)
 	dir := t.TempDir()
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
@@ -423,6 +427,7 @@ func TestEvaluatorTruncatesItsChangelogAndRestoresFromWhatIsLeft(t *testing.T) {
 // counts late because the predictions were read first, and no prediction
 // because the outcomes were.
 func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *testing.T) {
+	t.Parallel()
 	brokers := cluster(t)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
@@ -464,6 +469,9 @@ func TestEvaluatorStartedBehindTheStreamCountsNoOutcomeLateForBeingReadLater(t *
 // evaluator happens to find every partition read to its end at once;
 // and an outcome that comes afterwards on an idle partition, its time in
 // a window that has closed, is counted late.
+//
+// No t.Parallel: it times the first results, so it runs before the
+// package's parallel tests.
 func TestEvaluatorScoresOnTimeWhileOutcomePartitionsAreIdle(t *testing.T) {
 	brokers := cluster(t)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))
@@ -573,6 +581,9 @@ func predictEvery(ctx context.Context, t *testing.T, prod *kgo.Client, seed uint
 // up to its records' times (and, while the producer's next transaction
 // is open, up to the last listing before it began). No click is counted
 // late for it.
+//
+// No t.Parallel: it times the first results, so it runs before the
+// package's parallel tests.
 func TestEvaluatorScoresOnTimeWhileATransactionalProducerWritesOutcomes(t *testing.T) {
 	brokers := cluster(t)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers))

@@ -62,6 +62,7 @@ func brokerAndProducer(t *testing.T) (*kfake.Cluster, *kgo.Client) {
 // counts one it cannot read, takes a partition added to the topic while
 // it runs, and stops with its context.
 func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
+	t.Parallel()
 	c, prod := brokerAndProducer(t)
 
 	j := joinStream(t, 12, 2000)
@@ -128,6 +129,7 @@ func TestFollowReadsCommittedRecordsOfEveryPartitionAddedOrNot(t *testing.T) {
 // deleted and created again reads the new topic from its start, and what
 // it had read of the old one is no longer shown.
 func TestFollowResumesOnceTheTopicIsRecreated(t *testing.T) {
+	t.Parallel()
 	c, prod := brokerAndProducer(t)
 
 	j := joinStream(t, 12, 2000)
@@ -187,6 +189,7 @@ func TestFollowResumesOnceTheTopicIsRecreated(t *testing.T) {
 // whose metadata catches up) leave the figures as they are, and the
 // follower goes on reading once the fetches succeed again.
 func TestFollowKeepsItsFiguresThroughAnUnknownTopicIDOfTheSameTopic(t *testing.T) {
+	t.Parallel()
 	c, prod := brokerAndProducer(t)
 
 	j := joinStream(t, 12, 2000)
