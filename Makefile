@@ -75,10 +75,8 @@ dist: deps
 	  install -m 0644 "$$(scripts/onnxruntime.sh)" "$$stage/lib/libonnxruntime.so.1"; \
 	  install -m 0755 "$$(scripts/torchshim.sh)" "$$stage/lib/libgrove_torch.so"; \
 	  if grep -q '^processor:' $(firstword $(MAKEFILE_LIST)); then \
-	    mkdir -p "$$stage/include"; \
-	    $(GO) build -buildmode=c-shared -ldflags -w -o "$$stage/lib/libgrove_processor.so" ./cmd/processor; \
-	    rm -f "$$stage/lib/libgrove_processor.h"; chmod 0755 "$$stage/lib/libgrove_processor.so"; \
-	    install -m 0644 cmd/processor/processor.h "$$stage/include/processor.h"; \
+	    $(MAKE) --no-print-directory processor PROCESSOR_LDFLAGS=-w \
+	      PROCESSOR_LIB="$$stage/lib/libgrove_processor.so" PROCESSOR_H="$$stage/include/processor.h"; \
 	  fi; \
 	  tar -C "$(DISTDIR)" --sort=name --owner=0 --group=0 --numeric-owner \
 	    --mtime="@$$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
@@ -87,10 +85,16 @@ dist: deps
 
 ## processor: libgrove_processor.so, Grove as a DeepRec serving processor
 ## (docs/deeprec.md), and processor.h beside it, in bin/.
+## PROCESSOR_LIB and PROCESSOR_H say where they go, PROCESSOR_LDFLAGS how
+## the library is linked (make dist sets all three).
+PROCESSOR_LIB ?= bin/libgrove_processor.so
+PROCESSOR_H ?= bin/processor.h
+PROCESSOR_LDFLAGS ?=
 processor: deps
-	$(GO) build -buildmode=c-shared -o bin/libgrove_processor.so ./cmd/processor
-	rm -f bin/libgrove_processor.h
-	cp cmd/processor/processor.h bin/processor.h
+	$(GO) build -buildmode=c-shared -ldflags '$(PROCESSOR_LDFLAGS)' -o "$(PROCESSOR_LIB)" ./cmd/processor
+	rm -f "$(basename $(PROCESSOR_LIB)).h"
+	chmod 0755 "$(PROCESSOR_LIB)"
+	install -D -m 0644 cmd/processor/processor.h "$(PROCESSOR_H)"
 
 ## test-processor: the C program of processor/ctest against the library:
 ## 8 threads x 1000 calls with a new version dropped in, then a short run
