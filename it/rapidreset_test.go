@@ -32,16 +32,19 @@ import (
 // and on HTTP/2 over TLS. Every flood connection must get GOAWAY
 // ENHANCE_YOUR_CALM and be closed, the closes must be counted in
 // grove_http2_connections_closed_total, and another caller's OIP gRPC
-// p99 latency during the gRPC flood rounds is compared with its value in
-// the quiet rounds between them: within twice it when GROVE_IT_LATENCY is
-// set (each round's figures are logged; the first round's flood finds the
-// flooders' address not yet penalised, the later ones find it held). make test runs this test alone, after every other package's
+// p99 latency during each gRPC flood round is compared with its value in
+// the quiet round just before it: in the median round, within twice it
+// when GROVE_IT_LATENCY is set (each round's figures are logged; the first
+// round's flood finds the flooders' address not yet penalised, the later
+// ones find it held). The median round, not the rounds pooled, so that one
+// round disturbed by the machine's other work does not decide; a guard
+// that failed would show in every round. make test runs this test alone, after every other package's
 // tests, with GROVE_IT_LATENCY=1 (and skips it in its main pass, where
 // other packages' tests share the cores); make bench runs it the same
 // way. The gRPC flooders run in a process of their own at nice 19, as an
 // attacker on another machine: what is measured is what the flood costs
 // Grove, not the attacker's own CPU on the same two cores. It runs alone
-// (no t.Parallel): it measures latency. Budget: 25 s.
+// (no t.Parallel): it measures latency. Budget: 35 s.
 func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 	s := newTLSSetup(t)
 	b := newDirBucket(t)
@@ -112,12 +115,13 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 	// Each flood round runs flooders connections at once, each
 	// reconnecting as soon as the server closes it.
 	const (
-		rounds   = 3
+		rounds   = 5
 		flooders = 4
 		round    = 1500 * time.Millisecond
 	)
 	var quietLat, loudLat []time.Duration
 	var all []h2guardtest.Result
+	var ratios []float64 // each round's p99 during the flood ÷ its quiet p99
 	for i := range rounds {
 		var q, l []time.Duration
 		sample(&q, round)
@@ -130,15 +134,19 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 		for _, r := range res {
 			streams += r.Streams
 		}
-		t.Logf("round %d: the other caller's p99 quiet %v, during the flood %v; %d flood connections, %d streams written",
-			i+1, p99(q), p99(l), len(res), streams)
+		qp, lp := p99(q), p99(l)
+		ratios = append(ratios, float64(lp)/float64(qp))
+		t.Logf("round %d: the other caller's p99 quiet %v, during the flood %v (×%.2f); %d flood connections, %d streams written",
+			i+1, qp, lp, ratios[i], len(res), streams)
 		quietLat, loudLat = append(quietLat, q...), append(loudLat, l...)
 	}
 	checkClosed("gRPC flood", all)
-	quiet, loud := p99(quietLat), p99(loudLat)
-	t.Logf("the other caller's ModelInfer p99: quiet %v (%d calls), during the flood %v (%d calls)", quiet, len(quietLat), loud, len(loudLat))
-	if loud > 2*quiet && os.Getenv("GROVE_IT_LATENCY") != "" {
-		t.Errorf("the other caller's p99 rose from %v to %v during the flood, more than twice", quiet, loud)
+	slices.Sort(ratios)
+	median := ratios[len(ratios)/2]
+	t.Logf("the other caller's ModelInfer p99: quiet %v (%d calls), during the flood %v (%d calls), pooled; median round ×%.2f",
+		p99(quietLat), len(quietLat), p99(loudLat), len(loudLat), median)
+	if median > 2 && os.Getenv("GROVE_IT_LATENCY") != "" {
+		t.Errorf("the other caller's p99 during the flood was ×%.2f its quiet p99 in the median round (rounds, sorted: %.2f), more than twice", median, ratios)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
