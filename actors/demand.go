@@ -117,6 +117,15 @@ type demandSlot struct {
 	// timeout is the model's default_timeout_ms (0: none): a parked
 	// request with no earlier deadline is answered then.
 	timeout time.Duration
+
+	// closedAs is what the last close set, while no take has followed
+	// it: the supervisor's own (only it closes and takes a slot), read
+	// without mu, so that publishDemand's close of a slot that is
+	// closed already with the same values takes no lock.
+	closedAs struct {
+		valid           bool
+		timeout, expect time.Duration
+	}
 }
 
 // parkResult is what park did with a request.
@@ -195,9 +204,13 @@ func (d *demandSlot) loadingError(now time.Time) error {
 
 // close marks the slot as not serving (its path has no content now): requests park on it again.
 func (d *demandSlot) close(timeout, expect time.Duration) {
+	if c := &d.closedAs; c.valid && c.timeout == timeout && c.expect == expect {
+		return
+	}
 	d.mu.Lock()
 	d.serving, d.timeout, d.expect = false, timeout, expect
 	d.mu.Unlock()
+	d.closedAs.valid, d.closedAs.timeout, d.closedAs.expect = true, timeout, expect
 }
 
 // loading records that the load requests wait for started at at.
@@ -212,6 +225,7 @@ func (d *demandSlot) loading(at time.Time) {
 // drops the slot); it returns the requests parked, each still
 // unanswered.
 func (d *demandSlot) take(serving, gone bool) []parkedItem {
+	d.closedAs.valid = false
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.serving, d.gone = serving, gone

@@ -48,6 +48,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -476,10 +477,10 @@ type State struct {
 	// holds the same paths, to look them up.
 	order  []string
 	listed map[string]bool
-	// pathList and names cache Paths and sortedPaths until a path is
+	// pathList and sorted cache Paths and sortedPaths until a path is
 	// added or removed, or the listed ones change (pathsChanged).
 	pathList []*Path
-	names    []string
+	sorted   []*Path
 	// expired is the contracts' last verdict.
 	expired map[string]bool
 	// retiring are contents out of service awaiting release.
@@ -497,6 +498,9 @@ type State struct {
 	held map[int64]int64
 	// stuck are the stuck warm-ups (Warmed.Stuck) by job id, until Freed.
 	stuck map[int64]StuckWarmUp
+	// live is usage's set of the contents in use, kept between calls so
+	// that each does not grow a new one.
+	live map[int64]bool
 }
 
 // StuckWarmUp is a load whose warm-up timed out while a forward call of it
@@ -604,7 +608,7 @@ func (s *State) Paths() []*Path {
 
 // pathsChanged drops the cached Paths and sortedPaths: a path was added
 // or removed, or the listed paths or a path's Registered changed.
-func (s *State) pathsChanged() { s.pathList, s.names = nil, nil }
+func (s *State) pathsChanged() { s.pathList, s.sorted = nil, nil }
 
 // Retiring lists the contents awaiting release.
 func (s *State) Retiring() []Retiree { return slices.Clone(s.retiring) }
@@ -1075,8 +1079,8 @@ func (s *State) Plan(now time.Time, inflight func(content int64) int64) Plan {
 			wake = t
 		}
 	}
-	for _, name := range s.sortedPaths() {
-		p := s.paths[name]
+	for _, p := range s.sortedPaths() {
+		name := p.Name
 		s.planKept(p, now)
 		if p.Phase == Evicting {
 			s.planEviction(p, now, later)
@@ -1202,20 +1206,17 @@ func (s *State) planExpiry(p *Path, now time.Time, later func(time.Time)) {
 	}
 }
 
-// sortedPaths lists the path names in a fixed order, so that plans are deterministic.
+// sortedPaths lists the paths by name, so that plans are deterministic.
 // The slice is shared until a path is added or removed (a fresh one is
 // made then, so that a loop over the old one is not disturbed).
-func (s *State) sortedPaths() []string {
-	if s.names != nil {
-		return s.names
+func (s *State) sortedPaths() []*Path {
+	if s.sorted != nil {
+		return s.sorted
 	}
-	names := make([]string, 0, len(s.paths))
-	for name := range s.paths {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	s.names = names
-	return names
+	sorted := slices.Collect(maps.Values(s.paths))
+	slices.SortFunc(sorted, func(a, b *Path) int { return strings.Compare(a.Name, b.Name) })
+	s.sorted = sorted
+	return sorted
 }
 
 // budgetRecheck is how soon a load waiting for on-demand contents that
@@ -1266,7 +1267,11 @@ func (s *State) Used() int64 {
 // without unloading anything else; graced is the part of leaving held
 // past now, until a grace period ends.
 func (s *State) usage(now time.Time) (used, leaving, graced int64) {
-	live := map[int64]bool{}
+	if s.live == nil {
+		s.live = map[int64]bool{}
+	}
+	live := s.live
+	clear(live)
 	for _, p := range s.paths {
 		if p.Active != nil {
 			live[p.Active.ID] = true
