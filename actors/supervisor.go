@@ -168,6 +168,10 @@ type supervisorActor struct {
 	// demandScratch is publishDemand's list of the demandable paths'
 	// slots, reused from one event to the next.
 	demandScratch []*demandSlot
+	// routesScratch is publishRoutes' table, reused from one event to
+	// the next; a copy of it is published when it differs from the
+	// table out.
+	routesScratch table
 	// opened are the demand and routing tables openDemand last went over.
 	opened struct {
 		demand *demandTable
@@ -1354,7 +1358,12 @@ func logClose(log *slog.Logger, local *bucket.LocalModel, closeErr, removeErr er
 // version loads on demand for it (reloadVersions: its demand slot takes
 // the path).
 func (s *supervisorActor) publishRoutes() {
-	t := make(table, len(s.contents))
+	t := s.routesScratch
+	if t == nil {
+		t = make(table, len(s.contents))
+		s.routesScratch = t
+	}
+	clear(t)
 	paths := s.plan.Paths()
 	var leaving map[string]bool
 	for _, p := range paths {
@@ -1381,7 +1390,8 @@ func (s *supervisorActor) publishRoutes() {
 		}
 	}
 	if !maps.Equal(t, *s.sys.routes.Load()) {
-		s.sys.routes.Store(&t)
+		out := maps.Clone(t)
+		s.sys.routes.Store(&out)
 	}
 }
 
