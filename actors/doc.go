@@ -44,6 +44,8 @@
 //	demand slot: requests parked, load     requests park and ask; the  demandSlot.mu (demand.go); a parked item is
 //	  asked, serving, last failure and       supervisor opens, closes    claimed like a model actor's answer
 //	  backoff, expected load time            and fails it
+//	demandSlot.closedAs (what the last     supervisor                  not at all
+//	  close set)
 //	content.lastUsed                       sendPredict (on-demand      atomic (the planner's LastUsed, on the
 //	                                         contents only)              supervisor)
 //	status snapshot                        supervisor, when read after System.status, an atomic pointer, and
