@@ -36,12 +36,14 @@ import (
 // the quiet round just before it: in the median round, within twice it
 // when GROVE_IT_LATENCY is set (each round's figures are logged; the first
 // round's flood finds the flooders' address not yet penalised, the later
-// ones find it held). The median round, not the rounds pooled, so that one
-// round disturbed by the machine's other work does not decide; a guard
-// that failed would show in every round. make test runs this test alone, after every other package's
-// tests, with GROVE_IT_LATENCY=1 (and skips it in its main pass, where
-// other packages' tests share the cores); make bench runs it the same
-// way. The gRPC flooders run in a process of their own at nice 19, as an
+// ones find it held). Each round floods from an address of its own
+// (127.0.0.2, .3, ...), so that every round's flood starts before the
+// penalty and is then held, as the first one is. The median round, not
+// the rounds pooled, so that one round disturbed by the machine's other
+// work does not decide; a guard that failed would show in every round.
+// make test runs this test alone, after every other package's tests, with
+// GROVE_IT_LATENCY=1 (and skips it in its main pass, where other
+// packages' tests share the cores); make bench runs it the same way. The gRPC flooders run in a process of their own at nice 19, as an
 // attacker on another machine: what is measured is what the flood costs
 // Grove, not the attacker's own CPU on the same two cores. It runs alone
 // (no t.Parallel): it measures latency. Budget: 35 s.
@@ -87,7 +89,7 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 	sample(&warm, time.Second)
 
 	floods := func(ctx context.Context, n int, addr string, r h2guardtest.Request) []h2guardtest.Result {
-		return floodTLS(ctx, n, addr, s.tlsConfig(), r)
+		return floodTLS(ctx, n, "", addr, s.tlsConfig(), r)
 	}
 	checkClosed := func(what string, all []h2guardtest.Result) {
 		t.Helper()
@@ -126,7 +128,8 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 		var q, l []time.Duration
 		sample(&q, round)
 		done := make(chan []h2guardtest.Result, 1)
-		go func() { done <- floodFromNicedProcess(t, s.caFile, grpcAddr, flooders, round) }()
+		from := fmt.Sprintf("127.0.0.%d", i+2) // not yet penalised
+		go func() { done <- floodFromNicedProcess(t, s.caFile, from, grpcAddr, flooders, round) }()
 		sample(&l, round)
 		res := <-done
 		all = append(all, res...)
@@ -165,8 +168,9 @@ func TestRapidResetFloodGetsGoAwayAndSparesOtherCallers(t *testing.T) {
 }
 
 // floodTLS runs n flooders, each opening connection after connection to
-// addr (TLS with cfg, h2) until ctx is done, and returns their results.
-func floodTLS(ctx context.Context, n int, addr string, cfg *tls.Config, r h2guardtest.Request) []h2guardtest.Result {
+// addr (TLS with cfg, h2) from the source IP from ("": any) until ctx is
+// done, and returns their results.
+func floodTLS(ctx context.Context, n int, from, addr string, cfg *tls.Config, r h2guardtest.Request) []h2guardtest.Result {
 	var (
 		mu  sync.Mutex
 		all []h2guardtest.Result
@@ -177,7 +181,11 @@ func floodTLS(ctx context.Context, n int, addr string, cfg *tls.Config, r h2guar
 			for ctx.Err() == nil {
 				cfg := cfg.Clone()
 				cfg.NextProtos = []string{"h2"}
-				d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
+				nd := &net.Dialer{Timeout: 5 * time.Second}
+				if from != "" {
+					nd.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+				}
+				d := tls.Dialer{NetDialer: nd, Config: cfg}
 				c, err := d.DialContext(ctx, "tcp", addr)
 				if err != nil {
 					continue
@@ -200,6 +208,7 @@ const floodEnv = "GROVE_IT_FLOOD"
 
 // floodSpec is what a flooder process floods.
 type floodSpec struct {
+	From     string        `json:"from"` // the flooders' source IP ("": any)
 	Addr     string        `json:"addr"`
 	CAFile   string        `json:"ca_file"`
 	Flooders int           `json:"flooders"`
@@ -221,8 +230,8 @@ type floodResult struct {
 // floodFromNicedProcess floods the gRPC listener addr with ModelInfer
 // streams from n flooders for d, in a process of their own (this test
 // binary, as runFlooder) at nice 19, and returns their results.
-func floodFromNicedProcess(t *testing.T, caFile, addr string, n int, d time.Duration) []h2guardtest.Result {
-	spec, err := json.Marshal(floodSpec{Addr: addr, CAFile: caFile, Flooders: n, For: d})
+func floodFromNicedProcess(t *testing.T, caFile, from, addr string, n int, d time.Duration) []h2guardtest.Result {
+	spec, err := json.Marshal(floodSpec{From: from, Addr: addr, CAFile: caFile, Flooders: n, For: d})
 	if err != nil {
 		t.Error(err)
 		return nil
@@ -280,7 +289,7 @@ func runFlooder(spec string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fs.For)
 	defer cancel()
-	all := floodTLS(ctx, fs.Flooders, fs.Addr, &tls.Config{RootCAs: pool, ServerName: "localhost"},
+	all := floodTLS(ctx, fs.Flooders, fs.From, fs.Addr, &tls.Config{RootCAs: pool, ServerName: "localhost"},
 		h2guardtest.Request{Path: "/inference.GRPCInferenceService/ModelInfer", GRPC: true})
 	rs := make([]floodResult, 0, len(all))
 	for _, r := range all {
