@@ -1,0 +1,458 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/groveml/grove/internal/certtest"
+	"github.com/groveml/grove/internal/rawhttptest"
+)
+
+// describe is a handler that answers with what it was given: the request
+// as a handler sees it, and its body.
+func describe(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s %s host=%q proto=%s cl=%d te=%q close=%v uri=%q\n", r.Method, r.URL, r.Host, r.Proto, r.ContentLength, r.TransferEncoding, r.Close, r.RequestURI)
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%s: %q\n", k, r.Header[k])
+	}
+	fmt.Fprintf(&sb, "body=%q err=%v\n", b, err)
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, sb.String())
+}
+
+// serveBoth serves h with an h1 Server and with net/http's on loopback
+// until the test ends, and returns their addresses.
+func serveBoth(t *testing.T, h http.Handler, opts Options) (h1Addr, netAddr string) {
+	t.Helper()
+	h1Addr = serveH1(t, h, opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: opts.ReadHeaderTimeout, IdleTimeout: opts.IdleTimeout,
+		MaxHeaderBytes: opts.MaxHeaderBytes, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return h1Addr, ln.Addr().String()
+}
+
+// serveH1 serves h with an h1 Server on loopback until the test ends.
+func serveH1(t *testing.T, h http.Handler, opts Options) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := New(h, opts)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = s.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// exchange sends raw on a new connection to addr and reads one answer:
+// its status, its body and whether the server closed the connection
+// after it.
+func exchange(t *testing.T, addr, raw string) (int, string, bool) {
+	t.Helper()
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send(raw)
+	resp, body, err := c.Answer(5 * time.Second)
+	if err != nil {
+		t.Fatalf("%q: no answer: %v", raw, err)
+	}
+	return resp.StatusCode, body, c.ClosedWithin(200 * time.Millisecond)
+}
+
+func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
+	h1Addr, netAddr := serveBoth(t, http.HandlerFunc(describe), Options{MaxHeaderBytes: 4 << 10})
+	long := strings.Repeat("a", 12<<10)
+	for _, tc := range []struct {
+		name, raw string
+		// bodies: compare the handler's view too (for answered requests).
+		bodies bool
+	}{
+		{"GET", "GET /a/b?x=1&y=%20 HTTP/1.1\r\nHost: h\r\nUser-Agent: u\r\nAccept: */*\r\n\r\n", true},
+		{"POST with Content-Length", "POST /v1/inference HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello", true},
+		{"chunked with a trailer", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nT: v\r\n\r\n", true},
+		{"Content-Length and chunked", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", true},
+		{"repeated equal Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab", true},
+		{"absolute form", "GET http://example.com:8/p?q HTTP/1.1\r\nHost: other\r\n\r\n", true},
+		{"HTTP/1.0 without Host", "GET /x HTTP/1.0\r\n\r\n", true},
+		{"HTTP/1.0 keep-alive", "GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true},
+		{"Connection: close", "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", true},
+		{"repeated header", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nX-A: 2\r\nx-b: 3\r\n\r\n", true},
+		{"different Content-Lengths", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"signed Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: +2\r\n\r\nab", false},
+		{"negative Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", false},
+		{"Content-Length not a number", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1 2\r\n\r\nab", false},
+		{"gzip transfer encoding", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", false},
+		{"two transfer encodings", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
+		{"missing Host", "GET /x HTTP/1.1\r\n\r\n", false},
+		{"two Hosts", "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false},
+		{"bad Host", "GET /x HTTP/1.1\r\nHost: a b\r\n\r\n", false},
+		{"HTTP/2.0", "GET /x HTTP/2.0\r\nHost: h\r\n\r\n", false},
+		{"bad version", "GET /x HTTP/x\r\nHost: h\r\n\r\n", false},
+		{"bad method", "G@T /x HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"bad target", "GET x HTTP/1.1\r\nHost: h\r\n\r\n", false},
+		{"control character in a value", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\x01b\r\n\r\n", false},
+		{"space before the colon", "GET /x HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", false},
+		{"headers past the limit", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: " + long + "\r\n\r\n", false},
+		{"unknown expectation", "POST /x HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\nx", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body, closed := exchange(t, h1Addr, tc.raw)
+			wantCode, wantBody, wantClosed := exchange(t, netAddr, tc.raw)
+			if code != wantCode || closed != wantClosed {
+				t.Errorf("h1: %d, closed %v; net/http: %d, closed %v (h1 said %q)", code, closed, wantCode, wantClosed, body)
+			}
+			if tc.bodies && body != wantBody {
+				t.Errorf("the handler saw\n%s\nwith h1, and with net/http\n%s", body, wantBody)
+			}
+		})
+	}
+}
+
+func TestKeepAliveAndPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(describe), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\naGET /2 HTTP/1.1\r\nHost: h\r\n\r\n" +
+		"POST /3 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nc\r\n0\r\n\r\n")
+	for _, want := range []string{"POST /1", "GET /2", "POST /3"} {
+		resp, body, err := c.Answer(5 * time.Second)
+		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(body, want+" ") {
+			t.Fatalf("want the answer to %s: %v %v %q", want, resp, err, body)
+		}
+	}
+	// A handler that leaves its body unread: the server reads it, and the
+	// next request on the connection is served.
+	unread := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.Path) }), Options{})
+	c = rawhttptest.DialRaw(t, unread)
+	c.Send("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nxyzGET /b HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"/a", "/b"} {
+		if resp, body, err := c.Answer(5 * time.Second); err != nil || body != want {
+			t.Fatalf("want %s: %v %v %q", want, resp, err, body)
+		}
+	}
+}
+
+func TestAnswersAreFramedByLengthOrChunked(t *testing.T) {
+	big := strings.Repeat("0123456789", 10<<10) // past what an answer holds
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/small":
+			_, _ = io.WriteString(w, "small")
+		case "/big":
+			_, _ = io.WriteString(w, big)
+		case "/declared":
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+			_, _ = io.WriteString(w, big)
+		case "/flushed":
+			_, _ = io.WriteString(w, "a")
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("Flush: %v", err)
+			}
+			_, _ = io.WriteString(w, "b")
+		case "/nocontent":
+			w.WriteHeader(http.StatusNoContent)
+		case "/nothing":
+		case "/short":
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "abc")
+		}
+	}), Options{})
+	for _, tc := range []struct {
+		path, body string
+		length     int64 // -1: chunked
+		closes     bool
+	}{
+		{"/small", "small", 5, false},
+		{"/big", big, -1, false},
+		{"/declared", big, int64(len(big)), false},
+		{"/flushed", "ab", -1, false},
+		{"/nocontent", "", 0, false},
+		{"/nothing", "", 0, false},
+		{"/short", "abc", 10, true},
+	} {
+		c := rawhttptest.DialRaw(t, addr)
+		c.Send("GET " + tc.path + " HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, body, err := c.Answer(5 * time.Second)
+		if tc.path == "/short" {
+			// Declared 10, sent 3: the caller reads an unexpected EOF,
+			// and the connection closes.
+			if resp == nil || resp.ContentLength != 10 || !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("%s: %v %v %q", tc.path, resp, err, body)
+			}
+			continue
+		}
+		if err != nil || body != tc.body || resp.ContentLength != tc.length || resp.Close != tc.closes {
+			t.Errorf("%s: %v %v len %d, want %d bytes framed %d", tc.path, resp, err, len(body), len(tc.body), tc.length)
+		}
+		if tc.path == "/small" && (resp.Header.Get("Date") == "" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8") {
+			t.Errorf("%s: header %v, want a Date and a sniffed Content-Type", tc.path, resp.Header)
+		}
+	}
+}
+
+func TestExpectContinueIsAnsweredWhenTheBodyIsRead(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	br := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("want 100 Continue before the body: %q %v", line, err)
+	}
+	_, _ = br.ReadString('\n')
+	c.Send("body")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the answer after the body: %v %v", resp, err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "body" {
+		t.Errorf("body %q", b)
+	}
+	// A refusal that does not read the body sends no 100 Continue and
+	// closes the connection: the caller may never send the body.
+	code, _, closed := exchange(t, addr, "POST /refuse HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+	if code != 401 || !closed {
+		t.Errorf("a refusal of a request waiting for 100 Continue: %d, closed %v", code, closed)
+	}
+}
+
+func TestACallerThatLeavesCancelsItsRequestsContext(t *testing.T) {
+	canceled := make(chan error, 1)
+	started := make(chan struct{})
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		close(started)
+		select {
+		case <-r.Context().Done():
+			canceled <- r.Context().Err()
+		case <-time.After(10 * time.Second):
+			canceled <- nil
+		}
+	}), Options{WatchAfter: time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nab")
+	<-started
+	_ = c.Close()
+	if err := <-canceled; !errors.Is(err, context.Canceled) {
+		t.Errorf("the handler's context after its caller left: %v, want canceled", err)
+	}
+}
+
+func TestAByteOfTheNextRequestReadWhileWatchingIsKept(t *testing.T) {
+	// A handler that runs past WatchAfter has its connection read in the
+	// background; a pipelined request's first byte read then is the
+	// next request's, not lost.
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), Options{WatchAfter: time.Millisecond})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(10 * time.Millisecond) // the watch has begun
+	c.Send("GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"/slow", "/next"} {
+		if resp, body, err := c.Answer(5 * time.Second); err != nil || body != want {
+			t.Fatalf("want %s: %v %v %q", want, resp, err, body)
+		}
+	}
+}
+
+func TestHandlerDeadlinesApplyToTheConnection(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		_, err := io.ReadAll(r.Body)
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("reading a body past the read deadline: %v, want a timeout", err)
+		}
+		w.WriteHeader(http.StatusRequestTimeout)
+	}), Options{})
+	code, _, closed := exchange(t, addr, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+	if code != http.StatusRequestTimeout || !closed {
+		t.Errorf("%d, closed %v", code, closed)
+	}
+}
+
+func TestTimeoutsCloseSlowAndIdleConnections(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(describe), Options{ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	slow := rawhttptest.DialRaw(t, addr)
+	slow.Send("GET /x HTTP/1.1\r\nHo")
+	start := time.Now()
+	_ = slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Answered 400 for the header cut short, as net/http does, or not.
+	if _, err := io.Copy(io.Discard, slow); err != nil {
+		t.Fatalf("a connection sending its headers slowly: %v, want it closed", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closed after %v, want about the header timeout", d)
+	}
+	idle := rawhttptest.DialRaw(t, addr)
+	idle.Send("GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, _, err := idle.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	start = time.Now()
+	if !idle.ClosedWithin(5 * time.Second) {
+		t.Fatal("an idle keep-alive connection was not closed")
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("idle connection closed after %v, want about the idle timeout", d)
+	}
+}
+
+func TestAPanickingHandlerClosesItsConnectionOnly(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("GET /panic HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, _, err := c.Answer(5 * time.Second); err == nil {
+		t.Error("a panicking handler's request was answered")
+	}
+	if code, body, _ := exchange(t, addr, "GET /ok HTTP/1.1\r\nHost: h\r\n\r\n"); code != 200 || body != "ok" {
+		t.Errorf("after a panic: %d %q", code, body)
+	}
+}
+
+func TestShutdownLetsRequestsInFlightFinish(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var states sync.Map
+	s := New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			close(started)
+			<-release
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	}), Options{Logger: slog.New(slog.DiscardHandler), ConnState: func(c net.Conn, st http.ConnState) { states.Store(c, st) }})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	addr := ln.Addr().String()
+	idle := rawhttptest.DialRaw(t, addr)
+	idle.Send("GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, body, err := idle.Answer(5 * time.Second); err != nil || body != "/a" {
+		t.Fatalf("%v %q", err, body)
+	}
+	busy := rawhttptest.DialRaw(t, addr)
+	busy.Send("GET /block HTTP/1.1\r\nHost: h\r\n\r\n")
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	if !idle.ClosedWithin(5 * time.Second) {
+		t.Error("Shutdown did not close the idle connection")
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if resp, body, err := busy.Answer(5 * time.Second); err != nil || body != "/block" || !resp.Close {
+		t.Errorf("the request in flight: %v %v %q, want its answer with Connection: close", resp, err, body)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve: %v", err)
+	}
+	closed := 0
+	states.Range(func(_, v any) bool {
+		if v == http.StateClosed {
+			closed++
+		}
+		return true
+	})
+	if closed != 2 {
+		t.Errorf("%d connections reported closed, want 2", closed)
+	}
+}
+
+func TestTLSWithClientCertificates(t *testing.T) {
+	ca := certtest.NewCA(t, "h1 test CA")
+	serverCert := ca.Server(t, "127.0.0.1").TLS(t)
+	clientCert := ca.Client(t, "client", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).TLS(t)
+	pool := ca.Pool()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "no verified client certificate", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName+" "+r.TLS.NegotiatedProtocol)
+	})
+	static := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool,
+		ClientAuth: tls.VerifyClientCertIfGiven, NextProtos: []string{"h2", "http/1.1"}}
+	// A config chosen per handshake, as tlsconf's reloading one is, that
+	// offers h2.
+	perHandshake := &tls.Config{NextProtos: []string{"h2", "http/1.1"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return static.Clone(), nil }}
+	for _, cfg := range []*tls.Config{static, perHandshake} {
+		addr := serveH1(t, handler, Options{TLSConfig: cfg})
+		client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool,
+			Certificates: []tls.Certificate{clientCert}, NextProtos: []string{"h2", "http/1.1"}}}}
+		for range 2 {
+			resp, err := client.Get("https://" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "client http/1.1" || resp.ProtoMajor != 1 {
+				t.Errorf("%s %d %q", resp.Proto, resp.StatusCode, b)
+			}
+		}
+		client.CloseIdleConnections()
+	}
+}
