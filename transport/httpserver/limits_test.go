@@ -18,10 +18,22 @@ import (
 	"github.com/groveml/grove/transport/connlimit"
 )
 
-// limitsServer serves s's handler with NewHTTPServer on a loopback
-// listener (limited to maxConns connections when positive) until the test
-// ends, and returns its address and listener.
-func limitsServer(t *testing.T, s *Server, maxConns int) (string, net.Listener) {
+// engines are the servers of --http-engine: the hardening tests run on
+// each (forEachEngine).
+var engines = []string{"net/http", "h1"}
+
+// forEachEngine runs test as a subtest for each of engines.
+func forEachEngine(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, e := range engines {
+		t.Run(strings.ReplaceAll(e, "/", ""), func(t *testing.T) { test(t, e) })
+	}
+}
+
+// limitsServer serves s's handler with engine (NewHTTPServer for
+// net/http, NewH1Server for h1) on a loopback listener (limited to
+// maxConns connections when positive) until the test ends, and returns
+// its address and listener.
+func limitsServer(t *testing.T, engine string, s *Server, maxConns int) (string, net.Listener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,6 +42,12 @@ func limitsServer(t *testing.T, s *Server, maxConns int) (string, net.Listener) 
 	var l net.Listener = ln
 	if maxConns > 0 {
 		l = connlimit.New(ln, connlimit.Options{Name: "http", Max: maxConns, Logger: slog.New(slog.DiscardHandler)})
+	}
+	if engine == "h1" {
+		srv := s.NewH1Server(s.Handler(), nil)
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return ln.Addr().String(), l
 	}
 	srv := s.NewHTTPServer(s.Handler(), nil)
 	go func() { _ = srv.Serve(l) }()
@@ -72,7 +90,11 @@ func post(token, body string) string {
 }
 
 func TestRefusalsCloseTheConnectionButAQueueFull429DoesNot(t *testing.T) {
-	addr, _ := limitsServer(t, refusingServer(t, Options{}), 0)
+	forEachEngine(t, testRefusalsCloseTheConnectionButAQueueFull429DoesNot)
+}
+
+func testRefusalsCloseTheConnectionButAQueueFull429DoesNot(t *testing.T, engine string) {
+	addr, _ := limitsServer(t, engine, refusingServer(t, Options{}), 0)
 	once := rawhttptest.DialRaw(t, addr) // spends the limited caller's one request
 	once.Send(post("tok-once", "x"))
 	if resp, body, err := once.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
@@ -106,10 +128,14 @@ func TestRefusalsCloseTheConnectionButAQueueFull429DoesNot(t *testing.T) {
 }
 
 func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
+	forEachEngine(t, testAnUnknownCallersBodyIsNotWaitedFor)
+}
+
+func testAnUnknownCallersBodyIsNotWaitedFor(t *testing.T, engine string) {
 	// The short read deadline of a caller not known yet is the header
 	// timeout; an admitted caller gets the read timeout.
 	const short, long = 700 * time.Millisecond, 30 * time.Second
-	addr, _ := limitsServer(t, refusingServer(t, Options{ReadHeaderTimeout: short, ReadTimeout: long}), 0)
+	addr, _ := limitsServer(t, engine, refusingServer(t, Options{ReadHeaderTimeout: short, ReadTimeout: long}), 0)
 
 	// Without a token, a body of 200 KiB sent at a trickle: the 401 comes
 	// at once, and the connection closes at the short deadline.
@@ -158,8 +184,12 @@ func TestAnUnknownCallersBodyIsNotWaitedFor(t *testing.T) {
 }
 
 func TestAnOversizedBodyIsRefusedFromItsContentLengthAndDrainedSoTheClientReadsThe413(t *testing.T) {
+	forEachEngine(t, testAnOversizedBodyIsRefusedFromItsContentLengthAndDrainedSoTheClientReadsThe413)
+}
+
+func testAnOversizedBodyIsRefusedFromItsContentLengthAndDrainedSoTheClientReadsThe413(t *testing.T, engine string) {
 	const limit = 4 << 20
-	addr, _ := limitsServer(t, refusingServer(t, Options{MaxBodyBytes: limit, ReadTimeout: 10 * time.Second}), 0)
+	addr, _ := limitsServer(t, engine, refusingServer(t, Options{MaxBodyBytes: limit, ReadTimeout: 10 * time.Second}), 0)
 	// The client sends its whole body before it reads, as Python's urllib
 	// does: without a drain, the server closes with megabytes in flight
 	// and the client's write or read is reset.
@@ -195,7 +225,11 @@ func TestAnOversizedBodyIsRefusedFromItsContentLengthAndDrainedSoTheClientReadsT
 }
 
 func TestAChunkedRequestClosesItsConnectionAfterItsAnswer(t *testing.T) {
-	addr, _ := limitsServer(t, refusingServer(t, Options{}), 0)
+	forEachEngine(t, testAChunkedRequestClosesItsConnectionAfterItsAnswer)
+}
+
+func testAChunkedRequestClosesItsConnectionAfterItsAnswer(t *testing.T, engine string) {
+	addr, _ := limitsServer(t, engine, refusingServer(t, Options{}), 0)
 	// Content-Length and Transfer-Encoding together: net/http reads the
 	// body chunked; what follows it must never be read as a request.
 	c := rawhttptest.DialRaw(t, addr)
@@ -235,10 +269,14 @@ func TestTwoTimeoutHeadersAreRefused(t *testing.T) {
 // listener limited to 3 connections: idle ones (new, and between two
 // requests) are closed for new ones, one serving a request is not.
 func TestAtTheConnectionLimitIdleConnectionsMakeRoom(t *testing.T) {
+	forEachEngine(t, testAtTheConnectionLimitIdleConnectionsMakeRoom)
+}
+
+func testAtTheConnectionLimitIdleConnectionsMakeRoom(t *testing.T, engine string) {
 	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	release := make(chan struct{})
 	s.Handle("GET /block", auth.RoleRead, "block", func(w http.ResponseWriter, _ *http.Request) { <-release })
-	addr, l := limitsServer(t, s, 3)
+	addr, l := limitsServer(t, engine, s, 3)
 	busy := rawhttptest.DialRaw(t, addr)
 	busy.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
 	kept := rawhttptest.DialRaw(t, addr) // idle after one request

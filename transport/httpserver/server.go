@@ -45,6 +45,7 @@ import (
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
+	"github.com/groveml/grove/transport/h1"
 	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 
@@ -569,6 +570,22 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 		}
 	}
 	return srv
+}
+
+// NewH1Server returns an h1.Server (Grove's own HTTP/1.1 server) serving
+// h with Options' header timeout, idle timeout and header limit, and TLS
+// (HTTP/1.1 only) when tlsConfig is set: NewHTTPServer's counterpart for
+// --http-engine h1. Like NewHTTPServer's, it tells a connlimit.Listener
+// which of its connections are idle.
+func (s *Server) NewH1Server(h http.Handler, tlsConfig *tls.Config) *h1.Server {
+	return h1.New(h, h1.Options{
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		ConnState:         markIdle,
+		TLSConfig:         tlsConfig,
+		Logger:            s.opts.Logger,
+	})
 }
 
 // limitedConnKey is the context key of a request's connection when it
