@@ -154,7 +154,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		"--prediction-log-key-features-separator", "|", "--prediction-log-key-by", "request_id", "--outcomes-topic", "o.x",
 		"--evaluations-topic", "e.x", "--evaluate", "--evaluate-group", "g.x", "--evaluate-commit-interval", "2s", "--evaluate-state-dir", "/var/lib/ge",
 		"--auth-tokens-file", "/etc/grove/tokens.yaml",
-		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
+		"--admin-http", "127.0.0.1:2", "--insecure-no-auth", "--http-engine", "h1", "--http-read-header-timeout", "3s", "--http-idle-timeout", "4s",
 		"--http-max-header-bytes", "4096", "--http-read-timeout", "5s", "--http-write-timeout", "6s", "--http-max-connections", "11", "--admin-http-max-connections", "12", "--grpc-max-concurrent-streams", "9",
 		"--grpc-keepalive-min-time", "7s", "--admin-grpc", "127.0.0.1:3", "--grpc-max-connection-idle", "8s", "--grpc-keepalive-time", "9s",
 		"--grpc-keepalive-timeout", "10s", "--grpc-max-connections", "13", "--admin-grpc-max-connections", "14", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca", "/ca.pem",
@@ -170,7 +170,7 @@ func TestParseServerArgsSetsEveryFieldByFlag(t *testing.T) {
 		Bucket: "file:///srv/models", S3Endpoint: "http://127.0.0.1:9000", ModelConfig: "cfg/models.json", HTTP: "localhost:1", GRPC: "off", Pprof: true, BAAcceptUnquotedNumbers: true, ONNXRuntimeLib: "/opt/ort.so", MaxBatchRows: 7, PollInterval: time.Second, WarmUpTimeout: 45 * time.Second,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 0, MaxTimeout: 90 * time.Second, KeepPreviousFor: 10 * time.Minute, ModelQueueSize: 8, ShadowMicroBatchRows: 16,
 		ShadowWorkers: 2, ShadowQueue: 0, ShadowTimeout: 250 * time.Millisecond, ShadowCompareTolerance: 0.05, ShadowCompareWindow: 500, IntraOpThreads: 4, LogLevel: LogLevel(slog.LevelWarn), LogFormat: LogFormatJSON,
-		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
+		AdminHTTP: "127.0.0.1:2", InsecureNoAuth: true, HTTPEngine: HTTPEngineH1, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second, AdminGRPC: "127.0.0.1:3", GRPCMaxConnectionIdle: 8 * time.Second, GRPCKeepaliveTime: 9 * time.Second,
 		GRPCKeepaliveTimeout: 10 * time.Second, GRPCMaxConnections: 13, AdminGRPCMaxConnections: 14,
@@ -237,6 +237,7 @@ kafka:
   sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}
 admin_http: "[::1]:8082"
 insecure_no_auth: true
+http_engine: h1
 http_read_header_timeout: 3s
 http_idle_timeout: 4s
 http_max_header_bytes: 4096
@@ -296,7 +297,7 @@ cluster:
 		Bucket: "file://./models", S3Endpoint: "https://minio.example:9000/", ModelConfig: "cfg/models.json", HTTP: "[::1]:8081", GRPC: "[::1]:9091", PollInterval: time.Minute, WarmUpTimeout: 5 * time.Minute,
 		CacheDir: "/var/cache/g", MaxModelBytes: 5, MaxBodyBytes: 6, DrainTimeout: 1500 * time.Millisecond, MaxTimeout: 2 * time.Minute, KeepPreviousFor: 90 * time.Second,
 		ModelQueueSize: 8, ShadowMicroBatchRows: 32, ShadowWorkers: 3, ShadowQueue: 16, ShadowTimeout: 2 * time.Second, ShadowCompareTolerance: 0.001, ShadowCompareWindow: 2000, MaxBatchRows: 64, IntraOpThreads: 4, BAAcceptUnquotedNumbers: true, LogLevel: LogLevel(slog.LevelError), LogFormat: LogFormatJSON,
-		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
+		AdminHTTP: "[::1]:8082", InsecureNoAuth: true, HTTPEngine: HTTPEngineH1, HTTPReadHeaderTimeout: 3 * time.Second, HTTPIdleTimeout: 4 * time.Second,
 		HTTPMaxHeaderBytes: 4096, HTTPReadTimeout: 5 * time.Second, HTTPWriteTimeout: 6 * time.Second, HTTPMaxConnections: 11, AdminHTTPMaxConnections: 12, GRPCMaxConcurrentStreams: 9,
 		GRPCKeepaliveMinTime: 7 * time.Second, AdminGRPC: "[::1]:8083", GRPCMaxConnectionIdle: 8 * time.Second, GRPCKeepaliveTime: 9 * time.Second,
 		GRPCKeepaliveTimeout: 10 * time.Second, GRPCMaxConnections: 13, AdminGRPCMaxConnections: 14,
@@ -564,6 +565,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"key feature empty", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", ""} }, "prediction_log.default_key_features (--prediction-log-key-features): a feature name is empty"},
 		{"admin http", func(s *Server) { s.AdminHTTP = "8081" }, `admin_http (--admin-http): "8081" is not host:port`},
 		{"admin http on http", func(s *Server) { s.AdminHTTP = s.HTTP }, "admin_http (--admin-http): 127.0.0.1:8080 is also the HTTP or gRPC address"},
+		{"http engine", func(s *Server) { s.HTTPEngine = "fasthttp" }, `http_engine (--http-engine): "fasthttp" is not a server Grove has: use net/http or h1`},
 		{"read header timeout", func(s *Server) { s.HTTPReadHeaderTimeout = 0 }, "http_read_header_timeout (--http-read-header-timeout): 0s must be positive"},
 		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
 		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},

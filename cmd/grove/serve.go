@@ -50,6 +50,7 @@ import (
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
+	"github.com/groveml/grove/transport/h1"
 	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/tlsconf"
@@ -350,7 +351,11 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if err != nil {
 		return g.abort(err)
 	}
-	g.add("servers", serveHTTP(h.NewHTTPServer(h.Handler(), httpTLS), ln, log))
+	if cfg.HTTPEngine == conf.HTTPEngineH1 {
+		g.add("servers", serveH1(h.NewH1Server(h.Handler(), httpTLS), ln, log))
+	} else {
+		g.add("servers", serveHTTP(h.NewHTTPServer(h.Handler(), httpTLS), ln, log))
+	}
 	adminAddr := "off"
 	if cfg.AdminHTTP != "" {
 		adminLn, err := listen(cfg.AdminHTTP, "admin_http", cfg.AdminHTTPMaxConnections, conns, log)
@@ -682,6 +687,25 @@ const unusedConnGrace = time.Second
 // TLS config. Interrupted, it stops taking requests and waits for those in
 // flight until the stop deadline, then cuts them; connections that sent no
 // request get unusedConnGrace.
+// serveH1 is serveHTTP for the h1 engine (--http-engine h1).
+func serveH1(srv *h1.Server, ln net.Listener, log *slog.Logger) component {
+	return component{name: "http",
+		execute: func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serving HTTP: %w", err)
+			}
+			return nil
+		},
+		interrupt: func(ctx context.Context) {
+			if err := srv.Shutdown(ctx); err != nil {
+				log.Warn("drain timeout passed with requests in flight", "err", err)
+				_ = srv.Close()
+			}
+			_ = ln.Close() // if Serve never ran
+		},
+	}
+}
+
 func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	unused := httpserver.TrackUnusedConns(srv)
 	return component{name: "http",
