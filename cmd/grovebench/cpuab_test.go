@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,9 +61,12 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 	lines := ab.lines()
 	for i, want := range []string{
 		"grove 14000 req/s ÷ floor 30000 req/s = 0.47x (target ≥ 0.70x): MISSED",
+		"interleaved: n/a (needs the grove-h1 and floor servers)",
 		"grove 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): MISSED",
+		"interleaved: n/a (needs the grove-h1 and floor servers and their CPU from /proc)",
 		"grove 8600 req/s ÷ direct 10000 req/s = 0.86x, p50 120 µs vs 100 µs (target ≥ 0.95x): MISSED",
 		"= 30.0 µs; grove REST p50 120 µs - (floor p50 60.0 µs + forward) = 40.0 µs (target: gRPC's ≤ REST's): met",
+		"interleaved: grove-h1 REST n/a (needs the grove-h1 and floor servers)",
 		"grove-deep 4500 req/s ÷ grove-deep-nobatch 1000 req/s = 4.50x (target ≥ 3x): met",
 		"= 1.50x (no target: the transport bounds it); grove ran 0.200 forward calls per request and 5.00 rows per forward call",
 	} {
@@ -78,7 +82,7 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 		t.Errorf("batch-1 forward: %+v", c)
 	}
 	ab.judge(forwardResult{})
-	if l := ab.lines()[1]; !strings.Contains(l, "n/a (needs BenchmarkForwardPCTR)") || strings.Contains(l, "met") || strings.Contains(l, "MISSED") {
+	if l := ab.lines()[2]; !strings.Contains(l, "n/a (needs BenchmarkForwardPCTR)") || strings.Contains(l, "met") || strings.Contains(l, "MISSED") {
 		t.Errorf("no forward: %s", l)
 	}
 
@@ -87,13 +91,133 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 	ab.judge(forwardResult{})
 	var b bytes.Buffer
 	ab.writeMarkdown(&b)
-	if n := strings.Count(b.String(), "n/a (needs"); n != 5 {
-		t.Errorf("%d targets n/a, want 5 (all but b1c32's):\n%s", n, b.String())
+	if n := strings.Count(b.String(), "n/a (needs"); n != 8 {
+		t.Errorf("%d targets n/a, want 8 (all but grove's REST at b1c32):\n%s", n, b.String())
 	}
 	if !strings.Contains(b.String(), "| grove | POST | 1 | 32 | 14000 | 2.00 ms | 2.00 ms | 1.40 | 100 µs | 0.50 | 0.00 |  |  | 14000 | 0 |") {
 		t.Errorf("table row:\n%s", b.String())
 	}
 	(*cpuAB)(nil).writeMarkdown(&b) // no A/B: nothing, no panic
+}
+
+// grove-h1's targets come from its own rows: its b1c32 req/s and CPU per
+// request against the floor's at conc 32, and its b1c1 p50 less the
+// floor's (not floor-grpc's) and the batch-1 forward, beside grove's.
+// Every row has figures of its own, so a ratio taken from grove's row,
+// another concurrency's or another floor's comes out different.
+func TestCPUABJudgesGroveH1FromItsOwnRows(t *testing.T) {
+	us := time.Microsecond
+	rows := []*abRow{
+		// b1c32: grove 14000 req/s on 1.4 cores = 100 µs; grove-h1 24000 on
+		// 1.2 = 50 µs; floor 30000 on 1.05 = 35 µs.
+		abRowOf(serverGrove, 32, 14000, 1.4, 2*time.Millisecond), abRowOf(serverGroveH1, 32, 24000, 1.2, 1300*us),
+		abRowOf(serverFloor, 32, 30000, 1.05, time.Millisecond),
+		// b1c1: grove-h1 95-(60+20) = 15 µs over the floor, grove 120-(60+20) = 40 µs.
+		abRowOf(serverGrove, 1, 8600, 0.9, 120*us), abRowOf(serverGroveH1, 1, 9500, 0.9, 95*us), abRowOf(serverDirect, 1, 10000, 0.9, 100*us),
+		abRowOf(serverGroveGRPC, 1, 6000, 0.9, 150*us), abRowOf(serverFloor, 1, 15000, 0.5, 60*us), abRowOf(serverFloorGRPC, 1, 9000, 0.5, 100*us),
+		// At b1c64, no grove-h1 target: this row must not be taken for one.
+		abRowOf(serverGroveH1, 64, 1000, 1.9, 50*time.Millisecond),
+	}
+	ab := &cpuAB{Rounds: 2, Rows: rows}
+	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000, 64: 128000}})
+
+	if q := ab.RESTH1; q == nil || q.A != serverGroveH1 || q.B != serverFloor || q.ARate != 24000 || q.BRate != 30000 || q.Ratio != 0.8 || q.Target != restFloorTarget {
+		t.Errorf("grove-h1 REST: %+v", q)
+	}
+	if c := ab.CPUH1; c == nil || c.Server != serverGroveH1 || c.GroveCores != 1.2 || c.GroveRate != 24000 || c.Grove != 50*us ||
+		c.Floor != 35*us || c.Forward != 2*us || c.ForwardBatch != 64 || c.Target != 54500*time.Nanosecond {
+		t.Errorf("grove-h1 CPU: %+v", c)
+	}
+	if o := ab.OverheadH1; o == nil || o.H1P50 != 95*us || o.FloorP50 != 60*us || o.Forward != 20*us || o.H1 != 15*us || o.GroveP50 != 120*us || o.Grove != 40*us {
+		t.Errorf("grove-h1 overhead: %+v", o)
+	}
+	// grove's own targets are still grove's.
+	if q := ab.REST; q == nil || q.A != serverGrove || q.Ratio != 14000.0/30000 {
+		t.Errorf("grove REST: %+v", q)
+	}
+	if c := ab.CPU; c == nil || c.Server != serverGrove || c.Grove != 100*us {
+		t.Errorf("grove CPU: %+v", c)
+	}
+	if o := ab.Overhead; o == nil || o.REST != 40*us || o.GRPC != 30*us {
+		t.Errorf("overheads: %+v", o)
+	}
+	lines := ab.lines()
+	for i, want := range []string{
+		"REST at batch 1, conc 32, interleaved: grove 14000 req/s ÷ floor 30000 req/s = 0.47x (target ≥ 0.70x): MISSED",
+		"REST at batch 1, conc 32, interleaved: grove-h1 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
+		"CPU per request at batch 1, conc 32, interleaved: grove 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): MISSED",
+		"CPU per request at batch 1, conc 32, interleaved: grove-h1 1.20 cores ÷ 24000 req/s = 50.0 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove-h1 ≤ that): met",
+		"Concurrency 1, interleaved: grove 8600 req/s ÷ direct 10000 req/s = 0.86x",
+		"Overhead at concurrency 1, interleaved: grove-grpc p50 150 µs",
+		"Overhead at concurrency 1, interleaved: grove-h1 REST p50 95.0 µs - (floor p50 60.0 µs + forward 20.0 µs) = 15.0 µs; grove REST p50 120 µs - (floor p50 + forward) = 40.0 µs (no target)",
+	} {
+		if i >= len(lines) || !strings.HasPrefix(lines[i], want) {
+			t.Errorf("line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+		}
+	}
+
+	// grove-h1 and the floor alone: grove-h1's targets are judged, grove's
+	// are n/a, and the overhead line says grove's row is missing.
+	ab.Rows = []*abRow{rows[1], rows[2], rows[4], rows[7]}
+	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000}})
+	if ab.REST != nil || ab.CPU != nil || ab.RESTH1 == nil || ab.RESTH1.Ratio != 0.8 || ab.CPUH1 == nil || ab.CPUH1.Forward != 20*us || ab.CPUH1.ForwardBatch != 1 {
+		t.Errorf("grove-h1 alone: REST %+v, CPU %+v, grove-h1 REST %+v, CPU %+v", ab.REST, ab.CPU, ab.RESTH1, ab.CPUH1)
+	}
+	lines = ab.lines()
+	for i, want := range map[int]string{
+		0: "REST at batch 1, conc 32, interleaved: n/a (needs the grove and floor servers)",
+		1: "REST at batch 1, conc 32, interleaved: grove-h1 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
+		2: "CPU per request at batch 1, conc 32, interleaved: n/a (needs the grove and floor servers and their CPU from /proc)",
+		6: "Overhead at concurrency 1, interleaved: grove-h1 REST p50 95.0 µs - (floor p50 60.0 µs + forward 20.0 µs) = 15.0 µs; grove REST n/a (needs the grove server)",
+	} {
+		if i >= len(lines) || lines[i] != want {
+			t.Errorf("grove-h1 alone, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+		}
+	}
+
+	// Without grove-h1's rows its lines are n/a and grove's unchanged.
+	ab.Rows = []*abRow{rows[0], rows[2], rows[3], rows[7]}
+	ab.judge(forwardResult{})
+	if ab.RESTH1 != nil || ab.CPUH1 != nil || ab.OverheadH1 != nil || ab.REST == nil {
+		t.Errorf("no grove-h1: %+v, %+v, %+v", ab.RESTH1, ab.CPUH1, ab.OverheadH1)
+	}
+	lines = ab.lines()
+	for i, want := range map[int]string{
+		1: "REST at batch 1, conc 32, interleaved: n/a (needs the grove-h1 and floor servers)",
+		3: "CPU per request at batch 1, conc 32, interleaved: n/a (needs the grove-h1 and floor servers and their CPU from /proc)",
+		6: "Overhead at concurrency 1, interleaved: grove-h1 REST n/a (needs the grove-h1 and floor servers)",
+	} {
+		if i >= len(lines) || lines[i] != want {
+			t.Errorf("no grove-h1, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// grove-h1 runs in the b1c32 and b1c1 groups, after grove, with its
+// forward calls counted like grove's, and --http-engine h1 follows
+// --grove-args.
+func TestGroveH1IsInTheB1C32AndB1C1Groups(t *testing.T) {
+	var in []string
+	for _, g := range cpuABGroups {
+		for i, d := range g.rows {
+			if d.server == serverGroveH1 {
+				in = append(in, fmt.Sprintf("%s c%d after %s", g.name, d.conc, g.rows[i-1].server))
+			}
+		}
+	}
+	if want := []string{"b1c32 c32 after grove", "b1c1 c1 after grove"}; !slices.Equal(in, want) {
+		t.Errorf("grove-h1 in the groups: %q, want %q", in, want)
+	}
+	if countedModel(serverGroveH1) != grpcModel {
+		t.Errorf("grove-h1's forward calls are not counted")
+	}
+	groveArgs := []string{"--max-batch-rows", "8"}
+	if got := h1Args(groveArgs); !slices.Equal(got, []string{"--max-batch-rows", "8", "--http-engine", "h1"}) || len(groveArgs) != 2 {
+		t.Errorf("h1Args: %q (--grove-args now %q)", got, groveArgs)
+	}
+	if got := h1Args(nil); !slices.Equal(got, []string{"--http-engine", "h1"}) {
+		t.Errorf("h1Args(nil): %q", got)
+	}
 }
 
 // fakeGrove answers POST /v1/inference after delay and counts one forward
