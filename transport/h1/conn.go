@@ -37,9 +37,7 @@ type conn struct {
 	bw         *bufio.Writer
 	tp         *textproto.Reader
 	ctx        context.Context
-	// wbuf holds an answer's body until it is sent (response); keys
-	// sorts its header names.
-	wbuf []byte
+	// keys sorts an answer's header names.
 	keys []string
 
 	state atomic.Uint64 // http.ConnState << 48 | unix seconds of the change
@@ -149,13 +147,9 @@ func (c *conn) refuse(err error) {
 	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%d %s: %s",
 		re.code, text, re.code, text, re.msg)
 	_, _ = io.WriteString(c.rwc, msg)
-	if tc, ok := c.rwc.(interface{ CloseWrite() error }); ok {
-		// Let the answer reach a caller still sending before the close
-		// resets the connection.
-		_ = tc.CloseWrite()
-		_ = c.rwc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		_, _ = io.CopyN(io.Discard, c.rwc, 256<<10)
-	}
+	// Let the answer reach a caller still sending before the close resets
+	// the connection.
+	c.closeWriteAndWait()
 }
 
 // serveRequest runs the handler for req and writes its answer; it reports
@@ -168,8 +162,8 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	r = r.WithContext(ctx)
-	w := &response{c: c, req: r, header: make(http.Header), contentLength: -1, head: r.Method == "HEAD",
-		closeAfter: !req.keepAlive}
+	w := &response{c: c, req: req, r: r, body: req.body, header: make(http.Header), contentLength: -1,
+		head: r.Method == "HEAD", closeAfter: !req.keepAlive}
 	if b := req.body; b != nil {
 		if req.expectContinue {
 			b.sendContinue = w.sendContinue
@@ -187,30 +181,45 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	s.h.ServeHTTP(w, r)
 	panicked = false
 	c.cr.disarm()
+	if b := req.body; b != nil {
+		// Reading what the handler left must not watch the connection
+		// nor ask for the body.
+		b.onEOF, b.sendContinue = nil, nil
+	}
 	w.handlerDone = true
-	if ctx.Err() != nil && c.cr.gone {
-		return false // the caller left: nothing to answer
+	if c.cr.gone {
+		w.closeAfter = true // the caller left, or closed its side: answer, then close
 	}
 	if err := w.finish(); err != nil {
 		return false
 	}
 	if w.closeAfter {
+		if w.bodyLeft {
+			c.closeWriteAndWait()
+		}
 		return false
 	}
-	if b := req.body; b != nil && b.err != io.EOF {
-		if b.err != nil || (req.expectContinue && !b.started) {
-			return false // broken, or a body the caller may not send
-		}
-		if n := b.remaining(); n > maxPostHandlerReadBytes {
-			return false
-		}
-		_ = c.rwc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.CopyN(io.Discard, b, maxPostHandlerReadBytes+1); err != io.EOF {
-			return false
-		}
-		_ = c.rwc.SetReadDeadline(time.Time{})
-	}
 	return true
+}
+
+// closeWriteAndWait ends the connection's sending side and reads what
+// the caller still sends for a moment before the close, so that a caller
+// sending a body it was answered for without reading it reads the answer
+// rather than a connection reset (net/http's closeWriteAndWait).
+func (c *conn) closeWriteAndWait() {
+	tc, ok := netconnCloseWriter(c.rwc)
+	if !ok {
+		return
+	}
+	_ = tc.CloseWrite()
+	_ = c.rwc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, c.rwc, 256<<10)
+}
+
+// netconnCloseWriter returns nc's half-close, when it has one.
+func netconnCloseWriter(nc net.Conn) (interface{ CloseWrite() error }, bool) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	return cw, ok
 }
 
 // connReader is what the connection's buffered reader reads: the
@@ -230,6 +239,10 @@ type connReader struct {
 	watch   *time.Timer
 	pending sync.WaitGroup
 	armed   bool
+	// mu orders a watch's start (which clears the read deadline) before
+	// disarm's interrupting deadline (abort).
+	mu    sync.Mutex
+	abort bool
 	// cancel is the request's, for backgroundRead; gone says it ran out
 	// of connection; the byte it read, if any, is b (hasByte). These are
 	// written by backgroundRead and read after pending.Wait.
@@ -294,9 +307,13 @@ func (cr *connReader) disarm() {
 	if cr.watch.Stop() {
 		cr.pending.Done() // it never started
 	} else {
+		cr.mu.Lock()
+		cr.abort = true
+		cr.mu.Unlock()
 		_ = cr.c.rwc.SetReadDeadline(aLongTimeAgo)
 		cr.pending.Wait()
 		_ = cr.c.rwc.SetReadDeadline(time.Time{})
+		cr.abort = false
 	}
 	cr.cancel = nil
 }
@@ -304,6 +321,15 @@ func (cr *connReader) disarm() {
 // backgroundRead is the watch: one read of a byte, run by the timer.
 func (cr *connReader) backgroundRead() {
 	defer cr.pending.Done()
+	cr.mu.Lock()
+	if cr.abort {
+		cr.mu.Unlock()
+		return
+	}
+	// The handler's read deadline would end the watch early (net/http
+	// clears it too).
+	_ = cr.c.rwc.SetReadDeadline(time.Time{})
+	cr.mu.Unlock()
 	n, err := cr.c.rwc.Read(cr.b[:])
 	if n == 1 {
 		cr.hasByte = true

@@ -109,6 +109,8 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 		{"HTTP/1.0 keep-alive", "GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true},
 		{"Connection: close", "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", true},
 		{"repeated header", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nX-A: 2\r\nx-b: 3\r\n\r\n", true},
+		{"Pragma: no-cache", "GET /x HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n", true},
+		{"chunked with different Content-Lengths", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
 		{"different Content-Lengths", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", false},
 		{"signed Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: +2\r\n\r\nab", false},
 		{"negative Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", false},
@@ -454,5 +456,162 @@ func TestTLSWithClientCertificates(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
+	}
+}
+
+func TestALeftoverBodyIsNotWatchedIntoTheNextRequest(t *testing.T) {
+	// The server drains a body its handler left unread; reaching its end
+	// must not start a watch that reads the next request's bytes.
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			b, _ := io.ReadAll(r.Body)
+			_, _ = io.WriteString(w, r.Method+" "+string(b))
+			return
+		}
+		http.NotFound(w, r)
+	}), Options{WatchAfter: time.Millisecond})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /unread HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	if resp, _, err := c.Answer(5 * time.Second); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	c.Send("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
+	c.Send("abcde")
+	if resp, body, err := c.Answer(5 * time.Second); err != nil || body != "POST abcde" {
+		t.Fatalf("the next request: %v %v %q, want POST abcde", resp, err, body)
+	}
+}
+
+func TestTheHeadIsWhatTheHeaderWasAtWriteHeader(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/late":
+			w.WriteHeader(http.StatusOK)
+			w.Header().Set("Content-Length", "1000")
+			w.Header().Set("X-Late", "1")
+			_, _ = io.WriteString(w, "hello")
+		case "/changed":
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(http.StatusOK)
+			w.Header().Set("Content-Length", "1000")
+			_, _ = io.WriteString(w, "hello")
+		case "/204":
+			w.Header().Set("Content-Length", "3")
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Content-Length", "3")
+			w.WriteHeader(http.StatusNotModified)
+		}
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	for _, path := range []string{"/late", "/changed", "/204", "/304", "/late"} {
+		c.Send("GET " + path + " HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, body, err := c.Answer(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch path {
+		case "/late", "/changed":
+			if body != "hello" || len(resp.Header["Content-Length"]) != 1 || resp.ContentLength != 5 || resp.Header.Get("X-Late") != "" {
+				t.Errorf("%s: %v %q", path, resp.Header, body)
+			}
+		case "/204", "/304":
+			if resp.Header.Get("Content-Length") != "" || path == "/304" && resp.Header.Get("Content-Type") != "" {
+				t.Errorf("%s: %v", path, resp.Header)
+			}
+		}
+	}
+}
+
+func TestACallerThatClosesItsSendingSideIsAnswered(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond) // past WatchAfter: the watch sees the EOF
+		_, _ = io.WriteString(w, "late answer")
+	}), Options{WatchAfter: time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	_ = c.(*net.TCPConn).CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a caller that half-closed got no answer: %v", err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "late answer" || !resp.Close {
+		t.Errorf("%q, close %v", b, resp.Close)
+	}
+}
+
+func TestAnAnswerToABodyLeftUnreadReachesACallerStillSendingIt(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "who are you", http.StatusUnauthorized)
+	}), Options{})
+	// 1 MiB, sent whole before the answer is read (as urllib does): the
+	// caller reads the 401, told the connection closes, not a reset.
+	c := rawhttptest.DialRaw(t, addr)
+	body := strings.Repeat("x", 1<<20)
+	go func() {
+		_, _ = io.WriteString(c, fmt.Sprintf("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	}()
+	time.Sleep(100 * time.Millisecond)
+	resp, msg, err := c.Answer(5 * time.Second)
+	if err != nil || resp.StatusCode != 401 || !resp.Close || !strings.Contains(msg, "who are you") {
+		t.Fatalf("%v %v %q", resp, err, msg)
+	}
+}
+
+func TestContinueIsSentWhenTheBodyIsReadAfterWriteHeader(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+	br := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("want 100 Continue: %q %v", line, err)
+	}
+}
+
+func TestTheWatchOutlivesTheHandlersReadDeadline(t *testing.T) {
+	canceled := make(chan error, 1)
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			canceled <- r.Context().Err()
+		case <-time.After(5 * time.Second):
+			canceled <- nil
+		}
+	}), Options{WatchAfter: time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx")
+	time.Sleep(50 * time.Millisecond) // past the handler's read deadline
+	_ = c.Close()
+	if err := <-canceled; !errors.Is(err, context.Canceled) {
+		t.Errorf("a caller that left after the handler's read deadline: %v, want canceled", err)
+	}
+}
+
+func TestAnHTTP10CallerIsAnsweredInHTTP10(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(describe), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("GET /x HTTP/1.0\r\n\r\n")
+	br := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.0 200 OK\r\n" {
+		t.Errorf("status line %q %v", line, err)
 	}
 }

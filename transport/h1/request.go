@@ -118,6 +118,12 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 	}
 	delete(h, "Host")
 
+	if p, ok := h["Pragma"]; ok && len(p) > 0 && p[0] == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = []string{"no-cache"} // as net/http does
+		}
+	}
+
 	req := &request{Request: r}
 	conn := h["Connection"]
 	if r.ProtoAtLeast(1, 1) {
@@ -133,6 +139,15 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 		req.expectContinue = true
 	}
 
+	// Content-Length must be valid, and repeated values agree, even when
+	// chunked framing wins (RFC 9112 6.3; net/http's fixLength).
+	if err := dedupContentLength(h); err != nil {
+		return nil, err
+	}
+	n, err := contentLength(h)
+	if err != nil {
+		return nil, err
+	}
 	chunked := false
 	if te, ok := h["Transfer-Encoding"]; ok {
 		delete(h, "Transfer-Encoding")
@@ -156,10 +171,6 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 		r.ContentLength = -1
 		req.body = &body{chunked: true, cr: httputil.NewChunkedReader(br), br: br, tp: tp}
 	default:
-		n, err := contentLength(h)
-		if err != nil {
-			return nil, err
-		}
 		r.ContentLength = n
 		if n > 0 {
 			req.body = &body{lr: io.LimitedReader{R: br, N: n}}
@@ -173,23 +184,31 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 	return req, nil
 }
 
-// contentLength parses a request's Content-Length values, which must be
-// one non-negative decimal number (repeated values must be the same, and
-// are kept once); 0 for none.
+// dedupContentLength refuses repeated Content-Length values that differ,
+// and keeps one of those that agree, as net/http does.
+func dedupContentLength(h http.Header) error {
+	vs := h["Content-Length"]
+	if len(vs) < 2 {
+		return nil
+	}
+	first := textproto.TrimString(vs[0])
+	for _, v := range vs[1:] {
+		if textproto.TrimString(v) != first {
+			return badRequest("message cannot contain multiple Content-Length headers; got %q", vs)
+		}
+	}
+	h["Content-Length"] = []string{first}
+	return nil
+}
+
+// contentLength parses a request's Content-Length (dedupContentLength
+// has run), which must be a non-negative decimal number; 0 for none.
 func contentLength(h http.Header) (int64, error) {
 	vs := h["Content-Length"]
 	if len(vs) == 0 {
 		return 0, nil
 	}
 	first := textproto.TrimString(vs[0])
-	for _, v := range vs[1:] {
-		if textproto.TrimString(v) != first {
-			return 0, badRequest("message cannot contain multiple Content-Length headers; got %q", vs)
-		}
-	}
-	if len(vs) > 1 {
-		h["Content-Length"] = []string{first} // once, as net/http keeps it
-	}
 	if first == "" || strings.TrimLeft(first, "0123456789") != "" {
 		return 0, badRequest("bad Content-Length %q", first)
 	}
@@ -228,14 +247,23 @@ type body struct {
 	// onEOF, when set, is called once the body has been read to its end.
 	onEOF func()
 	// started: a read was tried; eof: the body was read to its end;
-	// err: the error the body ended with, returned again.
-	started, eof bool
-	err          error
+	// err: the error the body ended with, returned again; closed: the
+	// handler closed it.
+	started, eof, closed bool
+	err                  error
 }
 
 // Read reads the body. A connection that ends within it is
 // io.ErrUnexpectedEOF.
 func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.read(p)
+}
+
+// read reads the body, closed or not (the server drains it).
+func (b *body) read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -332,9 +360,23 @@ func (b *body) end() error {
 	return io.EOF
 }
 
-// Close does nothing: the server reads or drops what a handler left of the
-// body after its answer.
-func (b *body) Close() error { return nil }
+// Close ends the handler's reading (a later Read fails, as net/http's
+// does); the server reads or drops what is left when it answers.
+func (b *body) Close() error {
+	b.closed = true
+	return nil
+}
+
+// drain reads what is left of the body, up to max bytes: io.EOF when it
+// reached the end, nil when more is left, or the read's error.
+func (b *body) drain(max int64) error {
+	_, err := io.CopyN(io.Discard, readerFunc(b.read), max)
+	return err
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // remaining is how many bytes of a Content-Length body are unread; -1
 // for a chunked body not read to its end.

@@ -3,6 +3,7 @@ package h1
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,28 +23,45 @@ var errWriteAfterHandler = errors.New("h1: a write after the handler returned")
 
 // response is the http.ResponseWriter of one request.
 type response struct {
-	c      *conn
-	req    *http.Request
-	header http.Header
-	status int
-	// wroteHeader: the status is set; headSent: the status line and
-	// headers are in the connection's writer.
-	wroteHeader, headSent bool
-	chunked               bool
+	c    *conn
+	req  *request
+	r    *http.Request
+	body *body // nil for none
+	// header is the handler's (Header); sent is what the head carries,
+	// header as it was at WriteHeader (a later Header gets a copy, as
+	// net/http's does).
+	header, sent http.Header
+	cloned       bool
+	status       int
+	// wroteHeader: the status is set; wroteBody: Write was called (no
+	// 100 Continue after it); headSent: the status line and headers
+	// are in the connection's writer.
+	wroteHeader, wroteBody, headSent bool
+	chunked                          bool
 	// contentLength is the handler's Content-Length, -1 for none.
 	contentLength int64
 	written       int64
-	buf           []byte
+	buf           *[]byte
 	head          bool
 	bodyAllowed   bool
 	closeAfter    bool
-	handlerDone   bool
-	sentContinue  bool
-	writeDeadline bool
+	// bodyLeft: the connection closes with some of the request body
+	// unread (closeWriteAndWait).
+	bodyLeft     bool
+	handlerDone  bool
+	sentContinue bool
+	// readDeadline, writeDeadline: the handler set one, which is undone
+	// after the answer.
+	readDeadline, writeDeadline bool
 }
 
 // Header returns the header map of the answer.
-func (w *response) Header() http.Header { return w.header }
+func (w *response) Header() http.Header {
+	if w.wroteHeader && !w.cloned {
+		w.header, w.cloned = w.header.Clone(), true
+	}
+	return w.header
+}
 
 // WriteHeader sets the answer's status (writing a 1xx one at once); it
 // panics, as net/http's does, for a code outside 100-999.
@@ -67,31 +85,30 @@ func (w *response) writeHeader(code int) {
 			return
 		}
 		w.writeStatusLine(code)
-		w.writeFields(false)
+		w.writeFields(w.header, code, false)
 		_, _ = w.c.bw.WriteString("\r\n")
 		_ = w.c.bw.Flush()
 		return
 	}
-	w.wroteHeader, w.status = true, code
+	w.wroteHeader, w.status, w.sent = true, code, w.header
 	w.bodyAllowed = code != http.StatusNoContent && code != http.StatusNotModified && code >= 200
-	if cl := w.header["Content-Length"]; len(cl) > 0 {
-		if n, err := strconv.ParseInt(textprotoTrim(cl[0]), 10, 64); err == nil && n >= 0 {
+	if cl := w.sent["Content-Length"]; len(cl) > 0 && w.bodyAllowed {
+		if n, err := strconv.ParseInt(strings.Trim(cl[0], " \t"), 10, 64); err == nil && n >= 0 {
 			w.contentLength = n
 		} else {
-			delete(w.header, "Content-Length")
+			delete(w.sent, "Content-Length")
 		}
 	}
 }
-
-func textprotoTrim(s string) string { return strings.Trim(s, " \t") }
 
 // Write adds p to the answer's body.
 func (w *response) Write(p []byte) (int, error) {
 	if w.handlerDone {
 		return 0, errWriteAfterHandler
 	}
+	w.wroteBody = true
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -109,11 +126,11 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.headSent {
 		return len(p), w.writeBody(p)
 	}
-	if len(w.buf) == 0 && w.buf == nil {
-		w.buf = w.c.wbuf[:0]
+	if w.buf == nil {
+		w.buf = w.c.s.getBuf()
 	}
-	w.buf = append(w.buf, p...)
-	if len(w.buf) > bufferedBody {
+	*w.buf = append(*w.buf, p...)
+	if len(*w.buf) > bufferedBody {
 		if err := w.stream(); err != nil {
 			return 0, err
 		}
@@ -132,8 +149,9 @@ func (w *response) FlushError() error {
 	if w.handlerDone {
 		return errWriteAfterHandler
 	}
+	w.wroteBody = true
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if !w.headSent {
 		if err := w.stream(); err != nil {
@@ -144,8 +162,11 @@ func (w *response) FlushError() error {
 }
 
 // SetReadDeadline sets the connection's read deadline (for
-// http.ResponseController).
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }
+// http.ResponseController); it lasts until the answer is sent.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.readDeadline = true
+	return w.c.rwc.SetReadDeadline(t)
+}
 
 // SetWriteDeadline sets the connection's write deadline (for
 // http.ResponseController); it lasts until the answer is sent.
@@ -155,9 +176,10 @@ func (w *response) SetWriteDeadline(t time.Time) error {
 }
 
 // sendContinue answers "100 Continue" to a caller waiting for it before
-// it sends the body, unless the answer has begun.
+// it sends the body, unless the answer's body has begun, as net/http
+// does.
 func (w *response) sendContinue() error {
-	if w.sentContinue || w.wroteHeader {
+	if w.sentContinue || w.wroteBody || w.headSent || w.handlerDone {
 		return nil
 	}
 	w.sentContinue = true
@@ -172,27 +194,21 @@ func (w *response) sendContinue() error {
 // declared it, then what the answer holds.
 func (w *response) stream() error {
 	if w.contentLength < 0 && w.bodyAllowed && !w.head {
-		if w.req.ProtoAtLeast(1, 1) {
+		if w.r.ProtoAtLeast(1, 1) {
 			w.chunked = true
 		} else {
 			w.closeAfter = true
 		}
 	}
 	w.sendHead(-1)
-	buf := w.buf
+	if w.buf == nil {
+		return nil
+	}
+	buf := *w.buf
+	err := w.writeBody(buf)
+	w.c.s.putBuf(w.buf)
 	w.buf = nil
-	w.keepBuf(buf)
-	if len(buf) > 0 {
-		return w.writeBody(buf)
-	}
-	return nil
-}
-
-// keepBuf gives buf back to the connection for the next answer.
-func (w *response) keepBuf(buf []byte) {
-	if cap(buf) <= 4*bufferedBody {
-		w.c.wbuf = buf[:0]
-	}
+	return err
 }
 
 // writeBody writes p to the connection, as a chunk when chunked.
@@ -223,11 +239,11 @@ func (w *response) finish() error {
 			n = w.written
 		}
 		w.sendHead(n)
-		if len(w.buf) > 0 {
-			_, _ = bw.Write(w.buf)
+		if w.buf != nil {
+			_, _ = bw.Write(*w.buf)
+			w.c.s.putBuf(w.buf)
+			w.buf = nil
 		}
-		w.keepBuf(w.buf)
-		w.buf = nil
 	case w.chunked:
 		_, _ = bw.WriteString("0\r\n\r\n")
 	}
@@ -238,13 +254,52 @@ func (w *response) finish() error {
 	if w.writeDeadline {
 		_ = w.c.rwc.SetWriteDeadline(time.Time{})
 	}
+	if w.readDeadline {
+		_ = w.c.rwc.SetReadDeadline(time.Time{})
+	}
 	return err
+}
+
+// settleBody decides, as the head is about to be sent, what becomes of
+// the request body the handler has not read to its end, as net/http
+// does: it is read and dropped when at most maxPostHandlerReadBytes are
+// left, else (or when the caller waits for 100 Continue that was never
+// sent, or the body failed) the connection closes after the answer.
+func (w *response) settleBody() {
+	b := w.body
+	if b == nil || b.eof {
+		return
+	}
+	switch {
+	case w.req.expectContinue && !w.sentContinue:
+		w.closeAfter = true // the caller may never send it
+		return
+	case b.err != nil:
+		w.closeAfter = true // broken: what is left cannot be framed
+		return
+	case w.closeAfter:
+	case b.remaining() > maxPostHandlerReadBytes:
+	default:
+		switch err := b.drain(maxPostHandlerReadBytes + 1); {
+		case err == io.EOF:
+			return
+		case err == nil: // more than that is left
+		default:
+			w.closeAfter = true
+			return
+		}
+	}
+	w.closeAfter, w.bodyLeft = true, true
 }
 
 func (w *response) writeStatusLine(code int) {
 	bw := w.c.bw
 	var n [20]byte
-	_, _ = bw.WriteString("HTTP/1.1 ")
+	if w.r.ProtoAtLeast(1, 1) {
+		_, _ = bw.WriteString("HTTP/1.1 ")
+	} else {
+		_, _ = bw.WriteString("HTTP/1.0 ")
+	}
 	_, _ = bw.Write(strconv.AppendInt(n[:0], int64(code), 10))
 	_ = bw.WriteByte(' ')
 	text := http.StatusText(code)
@@ -258,64 +313,69 @@ func (w *response) writeStatusLine(code int) {
 // sendHead writes the status line and the headers, with Content-Length
 // n when n is not negative and the handler declared none.
 func (w *response) sendHead(n int64) {
+	h := w.sent
+	if httpguts.HeaderValuesContainsToken(h["Connection"], "close") || w.c.s.closing.Load() {
+		w.closeAfter = true
+	}
+	w.settleBody()
 	w.headSent = true
-	if httpguts.HeaderValuesContainsToken(w.header["Connection"], "close") {
-		w.closeAfter = true
-	}
-	if w.c.s.closing.Load() {
-		w.closeAfter = true
-	}
 	w.writeStatusLine(w.status)
-	w.writeFields(true)
+	w.writeFields(h, w.status, w.bodyLeft)
 	bw := w.c.bw
-	if _, ok := w.header["Date"]; !ok {
+	if _, ok := h["Date"]; !ok {
 		_, _ = bw.WriteString("Date: ")
 		_, _ = bw.Write(w.c.s.date.get(time.Now()))
 		_, _ = bw.WriteString("\r\n")
 	}
-	if _, ok := w.header["Content-Type"]; !ok && w.bodyAllowed && len(w.buf) > 0 {
+	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed && w.buf != nil && len(*w.buf) > 0 && len(h.Get("Content-Encoding")) == 0 {
 		_, _ = bw.WriteString("Content-Type: ")
-		_, _ = bw.WriteString(http.DetectContentType(w.buf))
+		_, _ = bw.WriteString(http.DetectContentType(*w.buf))
 		_, _ = bw.WriteString("\r\n")
 	}
 	switch {
 	case w.chunked:
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
-	case n >= 0 && w.contentLength < 0:
+	case n >= 0 && w.contentLength < 0 && w.bodyAllowed:
 		var b [20]byte
 		_, _ = bw.WriteString("Content-Length: ")
 		_, _ = bw.Write(strconv.AppendInt(b[:0], n, 10))
 		_, _ = bw.WriteString("\r\n")
 	}
-	if _, ok := w.header["Connection"]; !ok {
-		switch {
-		case w.closeAfter:
-			_, _ = bw.WriteString("Connection: close\r\n")
-		case !w.req.ProtoAtLeast(1, 1):
-			_, _ = bw.WriteString("Connection: keep-alive\r\n")
-		}
+	switch _, ok := h["Connection"]; {
+	case ok && !w.bodyLeft:
+	case w.closeAfter:
+		_, _ = bw.WriteString("Connection: close\r\n")
+	case !w.r.ProtoAtLeast(1, 1):
+		_, _ = bw.WriteString("Connection: keep-alive\r\n")
 	}
 	_, _ = bw.WriteString("\r\n")
 }
 
-// writeFields writes the handler's header fields, sorted by name, but
-// for Transfer-Encoding (the server frames the body) and, unless final,
-// Content-Length; names that are not tokens are dropped and line breaks
-// in values become spaces, as net/http does.
-func (w *response) writeFields(final bool) {
+// writeFields writes the handler's header fields h, sorted by name, but
+// for those the server frames the answer with (Transfer-Encoding;
+// Content-Length of an answer without a body, and Content-Type of a 304,
+// as net/http drops them; Connection when dropConnection, for the
+// server's own); names that are not tokens are dropped and line breaks in
+// values become spaces, as net/http does.
+func (w *response) writeFields(h http.Header, code int, dropConnection bool) {
 	bw := w.c.bw
 	keys := w.c.keys[:0]
-	for k := range w.header {
+	for k := range h {
 		keys = append(keys, k)
 	}
 	if len(keys) > 1 {
 		slices.Sort(keys)
 	}
+	noBody := code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
 	for _, k := range keys {
-		if k == "Transfer-Encoding" || !final && k == "Content-Length" || !httpguts.ValidHeaderFieldName(k) {
+		switch {
+		case k == "Transfer-Encoding", noBody && k == "Content-Length", code == http.StatusNotModified && k == "Content-Type",
+			dropConnection && k == "Connection":
+			continue
+		case !httpguts.ValidHeaderFieldName(k):
 			continue
 		}
-		for _, v := range w.header[k] {
+		for _, v := range h[k] {
 			_, _ = bw.WriteString(k)
 			_, _ = bw.WriteString(": ")
 			if strings.ContainsAny(v, "\r\n") {

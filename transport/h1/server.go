@@ -16,8 +16,17 @@
 // after Options.WatchAfter, so that a quick answer pays for none of it.
 //
 // What it does not do: HTTP/2 (over TLS it offers only http/1.1 by ALPN),
-// connection hijacking, CONNECT, and 1xx answers other than the
-// 100 Continue a caller asks for.
+// connection hijacking, CONNECT, request trailers (a chunked body's
+// trailer is read and dropped: r.Trailer stays nil), answer trailers,
+// and a server-wide read or write timeout past the header's: a handler
+// sets its own deadlines through http.ResponseController (Grove's
+// transport/httpserver does, for every route), and they last until its
+// answer is sent.
+//
+// State: a connection's fields belong to the goroutine serving it, but
+// for its state (read by Shutdown) and the watch's (connReader), which
+// its timer's goroutine writes before the serving goroutine reads it
+// after waiting for the watch to end.
 package h1
 
 import (
@@ -76,12 +85,13 @@ type Server struct {
 	opts Options
 	tls  *tls.Config
 	date dateCache
+	bufs sync.Pool // answers' bodies (getBuf)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	closing   atomic.Bool
-	// connsDone is closed when the last connection ends after closing.
+	// wg counts the connections being served.
 	wg sync.WaitGroup
 }
 
@@ -174,14 +184,33 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		c.rwc = tls.Server(nc, s.tls)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing.Load() {
+		s.mu.Unlock()
 		return nil
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	c.setState(http.StateNew)
 	return c
+}
+
+// getBuf returns a pooled buffer for an answer's body.
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 4<<10)
+	return &b
+}
+
+// putBuf gives b back to the pool, unless it grew past what an answer
+// holds.
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= 2*bufferedBody {
+		*b = (*b)[:0]
+		s.bufs.Put(b)
+	}
 }
 
 // forget unregisters c once it has closed.
