@@ -44,10 +44,15 @@ type conn struct {
 }
 
 func (c *conn) setState(st http.ConnState) {
-	c.state.Store(uint64(st)<<48 | uint64(time.Now().Unix()))
+	c.storeState(st)
 	if h := c.s.opts.ConnState; h != nil {
 		h(c.rwc, st)
 	}
+}
+
+// storeState records st and when, for Shutdown.
+func (c *conn) storeState(st http.ConnState) {
+	c.state.Store(uint64(st)<<48 | uint64(time.Now().Unix()))
 }
 
 func (c *conn) getState() (http.ConnState, time.Time) {

@@ -132,6 +132,11 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body, closed := exchange(t, h1Addr, tc.raw)
 			wantCode, wantBody, wantClosed := exchange(t, netAddr, tc.raw)
+			if tc.name == "Content-Length and chunked" {
+				// h1 closes after this answer where net/http keeps the
+				// connection (RFC 9112 6.3).
+				wantClosed = true
+			}
 			if code != wantCode || closed != wantClosed {
 				t.Errorf("h1: %d, closed %v; net/http: %d, closed %v (h1 said %q)", code, closed, wantCode, wantClosed, body)
 			}
@@ -613,5 +618,66 @@ func TestAnHTTP10CallerIsAnsweredInHTTP10(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.0 200 OK\r\n" {
 		t.Errorf("status line %q %v", line, err)
+	}
+}
+
+func TestAHeaderMapHeldAcrossWriteHeaderDoesNotChangeTheHead(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		switch r.URL.Path {
+		case "/set":
+			w.WriteHeader(http.StatusOK)
+			h.Set("Content-Length", "10")
+		case "/del":
+			h.Set("Content-Length", "2")
+			w.WriteHeader(http.StatusOK)
+			h.Del("Content-Length")
+		}
+		_, _ = io.WriteString(w, "hi")
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	for _, path := range []string{"/set", "/del", "/set"} {
+		c.Send("GET " + path + " HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, body, err := c.Answer(5 * time.Second)
+		if err != nil || body != "hi" || resp.ContentLength != 2 || len(resp.Header["Content-Length"]) != 1 || resp.Close {
+			t.Fatalf("%s: %v %v %q", path, resp, err, body)
+		}
+	}
+}
+
+func TestABodyDrainedWhileItsHandlerRunsIsClosedToIt(t *testing.T) {
+	got := make(chan string, 1)
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 3)
+		_, _ = io.ReadFull(r.Body, b)
+		w.(http.Flusher).Flush() // the head goes out: the rest of the body is read and dropped
+		rest, err := io.ReadAll(r.Body)
+		got <- fmt.Sprintf("%s|%s|%v", b, rest, err)
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabcdefghij")
+	if resp, _, err := c.Answer(5 * time.Second); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	if s := <-got; s != "abc||"+http.ErrBodyReadAfterClose.Error() {
+		t.Errorf("the handler read %q, want the rest refused as net/http refuses it", s)
+	}
+}
+
+func TestClosingAfterTheAnswerOverridesTheHandlersConnection(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "keep-alive")
+		_, _ = io.WriteString(w, "ok")
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	resp, _, err := c.Answer(5 * time.Second)
+	// net/http's client drops a Connection: close it acted on: a
+	// keep-alive beside it would be left.
+	if err != nil || !resp.Close || len(resp.Header["Connection"]) != 0 {
+		t.Fatalf("%v %v: want only Connection: close", resp, err)
+	}
+	if !c.ClosedWithin(time.Second) {
+		t.Error("the connection stayed open")
 	}
 }

@@ -162,8 +162,16 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 				return nil, &requestError{code: http.StatusNotImplemented, msg: fmt.Sprintf("unsupported transfer encoding %q", te[0])}
 			}
 			chunked = true
-			delete(h, "Content-Length") // RFC 9112 6.3: Transfer-Encoding wins
+			if _, ok := h["Content-Length"]; ok {
+				// RFC 9112 6.3: Transfer-Encoding wins, and the
+				// connection closes after the answer.
+				delete(h, "Content-Length")
+				req.keepAlive = false
+			}
 			r.TransferEncoding = []string{"chunked"}
+		}
+		if te == nil {
+			req.keepAlive = false // Transfer-Encoding in HTTP/1.0: closed after the answer (RFC 9112 6.1)
 		}
 	}
 	switch {

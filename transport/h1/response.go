@@ -28,11 +28,12 @@ type response struct {
 	r    *http.Request
 	body *body // nil for none
 	// header is the handler's (Header); sent is what the head carries,
-	// header as it was at WriteHeader (a later Header gets a copy, as
-	// net/http's does).
+	// a copy of header as it was at WriteHeader, as net/http's.
 	header, sent http.Header
-	cloned       bool
-	status       int
+	// calledHeader: the handler asked for header (it may hold it);
+	// shared: sent is header itself (the handler had not asked for it).
+	calledHeader, shared bool
+	status               int
 	// wroteHeader: the status is set; wroteBody: Write was called (no
 	// 100 Continue after it); headSent: the status line and headers
 	// are in the connection's writer.
@@ -57,8 +58,11 @@ type response struct {
 
 // Header returns the header map of the answer.
 func (w *response) Header() http.Header {
-	if w.wroteHeader && !w.cloned {
-		w.header, w.cloned = w.header.Clone(), true
+	w.calledHeader = true
+	if w.shared {
+		// First asked for after WriteHeader: a copy, so that the head
+		// stays what it was then.
+		w.header, w.shared = w.header.Clone(), false
 	}
 	return w.header
 }
@@ -91,6 +95,13 @@ func (w *response) writeHeader(code int) {
 		return
 	}
 	w.wroteHeader, w.status, w.sent = true, code, w.header
+	if w.calledHeader {
+		// The handler may change the map it holds: the head is the
+		// header as it is now (net/http copies it too).
+		w.sent = w.header.Clone()
+	} else {
+		w.shared = true
+	}
 	w.bodyAllowed = code != http.StatusNoContent && code != http.StatusNotModified && code >= 200
 	if cl := w.sent["Content-Length"]; len(cl) > 0 && w.bodyAllowed {
 		if n, err := strconv.ParseInt(strings.Trim(cl[0], " \t"), 10, 64); err == nil && n >= 0 {
@@ -129,12 +140,14 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.buf == nil {
 		w.buf = w.c.s.getBuf()
 	}
-	*w.buf = append(*w.buf, p...)
-	if len(*w.buf) > bufferedBody {
+	if len(*w.buf)+len(p) > bufferedBody {
+		// Longer than an answer holds: sent as it comes, not copied.
 		if err := w.stream(); err != nil {
 			return 0, err
 		}
+		return len(p), w.writeBody(p)
 	}
+	*w.buf = append(*w.buf, p...)
 	return len(p), nil
 }
 
@@ -213,6 +226,9 @@ func (w *response) stream() error {
 
 // writeBody writes p to the connection, as a chunk when chunked.
 func (w *response) writeBody(p []byte) error {
+	if len(p) == 0 {
+		return nil // an empty chunk would end a chunked body
+	}
 	bw := w.c.bw
 	if w.chunked {
 		var n [20]byte
@@ -280,7 +296,18 @@ func (w *response) settleBody() {
 	case w.closeAfter:
 	case b.remaining() > maxPostHandlerReadBytes:
 	default:
-		switch err := b.drain(maxPostHandlerReadBytes + 1); {
+		if !w.readDeadline {
+			// A caller that never sends the rest must not hold the
+			// connection's goroutine.
+			_ = w.SetReadDeadline(time.Now().Add(drainTimeout))
+		}
+		err := b.drain(maxPostHandlerReadBytes + 1)
+		if !w.handlerDone {
+			// A handler still running reads no more of it, as with
+			// net/http, rather than an end it did not reach.
+			b.closed = true
+		}
+		switch {
 		case err == io.EOF:
 			return
 		case err == nil: // more than that is left
@@ -291,6 +318,10 @@ func (w *response) settleBody() {
 	}
 	w.closeAfter, w.bodyLeft = true, true
 }
+
+// drainTimeout bounds reading what a handler left of a body, unless the
+// handler set its own read deadline.
+const drainTimeout = 5 * time.Second
 
 func (w *response) writeStatusLine(code int) {
 	bw := w.c.bw
@@ -319,8 +350,12 @@ func (w *response) sendHead(n int64) {
 	}
 	w.settleBody()
 	w.headSent = true
+	conn, hasConn := h["Connection"]
+	// Closing after this answer: a Connection of the handler's that does
+	// not say so gives way to "close", as with net/http.
+	dropConn := hasConn && w.closeAfter && !httpguts.HeaderValuesContainsToken(conn, "close")
 	w.writeStatusLine(w.status)
-	w.writeFields(h, w.status, w.bodyLeft)
+	w.writeFields(h, w.status, dropConn)
 	bw := w.c.bw
 	if _, ok := h["Date"]; !ok {
 		_, _ = bw.WriteString("Date: ")
@@ -341,8 +376,8 @@ func (w *response) sendHead(n int64) {
 		_, _ = bw.Write(strconv.AppendInt(b[:0], n, 10))
 		_, _ = bw.WriteString("\r\n")
 	}
-	switch _, ok := h["Connection"]; {
-	case ok && !w.bodyLeft:
+	switch {
+	case hasConn && !dropConn:
 	case w.closeAfter:
 		_, _ = bw.WriteString("Connection: close\r\n")
 	case !w.r.ProtoAtLeast(1, 1):

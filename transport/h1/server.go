@@ -183,6 +183,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	if s.tls != nil {
 		c.rwc = tls.Server(nc, s.tls)
 	}
+	c.storeState(http.StateNew) // new from now, for Shutdown's idle rule
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
