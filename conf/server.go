@@ -65,7 +65,7 @@ type Server struct {
 	// HTTPEngine is the server of the HTTP listener (HTTP, not AdminHTTP):
 	// HTTPEngineNetHTTP, Go's net/http (HTTP/1.1, and HTTP/2 over TLS), or
 	// HTTPEngineH1, Grove's own HTTP/1.1 server (package transport/h1),
-	// which serves the same routes at about half the CPU a request.
+	// which serves the same routes with less CPU a request (docs/performance.md).
 	HTTPEngine string `yaml:"http_engine"`
 	// HTTPReadHeaderTimeout bounds reading a request's headers (slow
 	// clients holding connections open are cut).
@@ -622,7 +622,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
 	str(&s.AdminHTTP, "admin-http", "`host:port` of a second HTTP listener serving the management API, /metrics and pprof instead of --http (default: none, all on --http)")
 	str(&s.AdminGRPC, "admin-grpc", "`host:port` of a second gRPC listener with --max-model-bytes as its message limit, serving the B&A sidecar's RegisterModel and DeleteModel (only there unless --grpc is loopback without authentication), GetModelPaths and health (default: none)")
-	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: net/http (Go's: HTTP/1.1, and HTTP/2 over TLS) or h1 (Grove's own HTTP/1.1 server, about half the CPU a request)")
+	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: net/http (Go's: HTTP/1.1, and HTTP/2 over TLS) or h1 (Grove's own HTTP/1.1 server: less CPU a request, no HTTP/2)")
 	dur(&s.HTTPReadHeaderTimeout, "http-read-header-timeout", "how long a client may take to send a request's headers")
 	dur(&s.HTTPIdleTimeout, "http-idle-timeout", "how long an idle keep-alive HTTP connection is kept")
 	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")

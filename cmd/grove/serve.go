@@ -687,42 +687,38 @@ const unusedConnGrace = time.Second
 // TLS config. Interrupted, it stops taking requests and waits for those in
 // flight until the stop deadline, then cuts them; connections that sent no
 // request get unusedConnGrace.
-// serveH1 is serveHTTP for the h1 engine (--http-engine h1).
-func serveH1(srv *h1.Server, ln net.Listener, log *slog.Logger) component {
-	return component{name: "http",
-		execute: func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serving HTTP: %w", err)
-			}
-			return nil
-		},
-		interrupt: func(ctx context.Context) {
-			if err := srv.Shutdown(ctx); err != nil {
-				log.Warn("drain timeout passed with requests in flight", "err", err)
-				_ = srv.Close()
-			}
-			_ = ln.Close() // if Serve never ran
-		},
-	}
-}
-
 func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	unused := httpserver.TrackUnusedConns(srv)
+	serve := func() error {
+		if srv.TLSConfig != nil {
+			return srv.ServeTLS(ln, "", "")
+		}
+		return srv.Serve(ln)
+	}
+	return httpComponent(srv, serve, ln, func() { unused.CloseAfter(unusedConnGrace) }, log)
+}
+
+// serveH1 is serveHTTP for the h1 engine (--http-engine h1), whose
+// Shutdown closes connections that sent no request itself.
+func serveH1(srv *h1.Server, ln net.Listener, log *slog.Logger) component {
+	return httpComponent(srv, func() error { return srv.Serve(ln) }, ln, func() {}, log)
+}
+
+// httpComponent runs serve until interrupted; then, after beforeShutdown,
+// it drains srv until the stop deadline and cuts what is left.
+func httpComponent(srv interface {
+	Shutdown(context.Context) error
+	Close() error
+}, serve func() error, ln net.Listener, beforeShutdown func(), log *slog.Logger) component {
 	return component{name: "http",
 		execute: func() error {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(ln, "", "")
-			} else {
-				err = srv.Serve(ln)
-			}
-			if !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("serving HTTP: %w", err)
 			}
 			return nil
 		},
 		interrupt: func(ctx context.Context) {
-			unused.CloseAfter(unusedConnGrace)
+			beforeShutdown()
 			if err := srv.Shutdown(ctx); err != nil {
 				log.Warn("drain timeout passed with requests in flight", "err", err)
 				_ = srv.Close()

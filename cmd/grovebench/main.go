@@ -533,36 +533,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 				baseURL: ep.baseURL, url: "grpc://" + ep.grpcAddr, grpc: gt, pid: ep.pid}
 		}
 	}
-	if wantH1 {
-		g, ep, err := startGrove(ctx, serverGroveH1, groveBin, bucket, filepath.Join(tmp, "cache-h1"), filepath.Join(tmp, "grove-h1.log"), h1Args(o.groveArgs), o.startTimeout)
+	// startVariant starts a second grove, server, with args, and checks
+	// one answer (what says how it differs); nil after logging a failure.
+	startVariant := func(server, cacheDir string, args []string, what string) *endpoint {
+		g, ep, err := startGrove(ctx, server, groveBin, bucket, filepath.Join(tmp, cacheDir), filepath.Join(tmp, server+".log"), args, o.startTimeout)
 		if g != nil {
 			children = append(children, g)
 		}
 		if err != nil {
-			logf("FAILED to start grove-h1 (grove serve --http-engine h1): %v", err)
-			return 1
+			logf("FAILED to start %s (%s): %v", server, what, err)
+			return nil
 		}
-		logf("grove-h1 ready at %s (HTTP engine h1)", ep.baseURL)
+		logf("%s ready at %s (%s)", server, ep.baseURL, what)
 		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
-			logf("FAILED: grove-h1 answered the check request wrongly: %v", err)
+			logf("FAILED: %s answered the check request wrongly: %v", server, err)
+			return nil
+		}
+		return ep
+	}
+	if wantH1 {
+		ep := startVariant(serverGroveH1, "cache-h1", h1Args(o.groveArgs), "grove serve --http-engine h1")
+		if ep == nil {
 			return 1
 		}
 		ep.api = h1API
 		targets[serverGroveH1] = ep
 	}
 	if wantNoBatch {
-		extra := append(append([]string{}, o.groveArgs...), "--max-batch-rows", "1")
-		g, ep, err := startGrove(ctx, serverGroveNoBatch, groveBin, bucket, filepath.Join(tmp, "cache-nobatch"), filepath.Join(tmp, "grove-nobatch.log"), extra, o.startTimeout)
-		if g != nil {
-			children = append(children, g)
-		}
-		if err != nil {
-			logf("FAILED to start grove-nobatch (grove serve --max-batch-rows 1): %v", err)
-			return 1
-		}
-		logf("grove-nobatch ready at %s (dynamic batching off)", ep.baseURL)
-		if err := checkAnswer(ctx, ep, rows, want, o.timeout); err != nil {
-			logf("FAILED: grove-nobatch answered the check request wrongly: %v", err)
+		ep := startVariant(serverGroveNoBatch, "cache-nobatch", append(append([]string{}, o.groveArgs...), "--max-batch-rows", "1"),
+			"grove serve --max-batch-rows 1")
+		if ep == nil {
 			return 1
 		}
 		ep.api = "POST /v1/inference (--max-batch-rows 1)"

@@ -37,6 +37,10 @@ type conn struct {
 	bw         *bufio.Writer
 	tp         *textproto.Reader
 	ctx        context.Context
+	// cancel is the request's in flight; armWatch, made once, watches
+	// the connection for it (a body's end calls it).
+	cancel   context.CancelFunc
+	armWatch func()
 	// keys sorts an answer's header names.
 	keys []string
 
@@ -95,6 +99,7 @@ func (c *conn) serve() {
 	c.bw = bufio.NewWriterSize(c.rwc, 4<<10)
 	c.tp = textproto.NewReader(c.br)
 	c.ctx = context.WithValue(context.Background(), http.LocalAddrContextKey, c.rwc.LocalAddr())
+	c.armWatch = func() { c.cr.arm(c.cancel) }
 
 	for first := true; ; first = false {
 		if !first {
@@ -166,6 +171,7 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	r.TLS = c.tlsState
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
+	c.cancel = cancel
 	r = r.WithContext(ctx)
 	w := &response{c: c, req: req, r: r, body: req.body, header: make(http.Header), contentLength: -1,
 		head: r.Method == "HEAD", closeAfter: !req.keepAlive}
@@ -173,9 +179,9 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 		if req.expectContinue {
 			b.sendContinue = w.sendContinue
 		}
-		b.onEOF = func() { c.cr.arm(cancel) }
+		b.onEOF = c.armWatch
 	} else {
-		c.cr.arm(cancel)
+		c.armWatch()
 	}
 	panicked := true
 	defer func() {
@@ -212,19 +218,13 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 // sending a body it was answered for without reading it reads the answer
 // rather than a connection reset (net/http's closeWriteAndWait).
 func (c *conn) closeWriteAndWait() {
-	tc, ok := netconnCloseWriter(c.rwc)
+	cw, ok := c.rwc.(interface{ CloseWrite() error })
 	if !ok {
 		return
 	}
-	_ = tc.CloseWrite()
+	_ = cw.CloseWrite()
 	_ = c.rwc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	_, _ = io.CopyN(io.Discard, c.rwc, 256<<10)
-}
-
-// netconnCloseWriter returns nc's half-close, when it has one.
-func netconnCloseWriter(nc net.Conn) (interface{ CloseWrite() error }, bool) {
-	cw, ok := nc.(interface{ CloseWrite() error })
-	return cw, ok
 }
 
 // connReader is what the connection's buffered reader reads: the

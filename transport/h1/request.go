@@ -250,15 +250,14 @@ type body struct {
 	cr      io.Reader
 	br      *bufio.Reader
 	tp      *textproto.Reader
-	// sendContinue, when set, is called before the first read.
+	// sendContinue, when set, is called before the first read (once).
 	sendContinue func() error
 	// onEOF, when set, is called once the body has been read to its end.
 	onEOF func()
-	// started: a read was tried; eof: the body was read to its end;
-	// err: the error the body ended with, returned again; closed: the
-	// handler closed it.
-	started, eof, closed bool
-	err                  error
+	// eof: the body was read to its end; err: the error the body ended
+	// with, returned again; closed: the handler closed it.
+	eof, closed bool
+	err         error
 }
 
 // Read reads the body. A connection that ends within it is
@@ -275,13 +274,11 @@ func (b *body) read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if !b.started {
-		b.started = true
-		if b.sendContinue != nil {
-			if err := b.sendContinue(); err != nil {
-				b.err = err
-				return 0, err
-			}
+	if send := b.sendContinue; send != nil {
+		b.sendContinue = nil
+		if err := send(); err != nil {
+			b.err = err
+			return 0, err
 		}
 	}
 	var n int

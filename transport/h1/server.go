@@ -1,6 +1,6 @@
 // Package h1 is Grove's HTTP/1.1 server: it serves an http.Handler, as
-// net/http's server does for HTTP/1.1, at about half of net/http's CPU a
-// request. A handler sees the same *http.Request (method, URL, Host,
+// net/http's server does for HTTP/1.1, with less of its own CPU a request
+// (docs/performance.md). A handler sees the same *http.Request (method, URL, Host,
 // headers, body framing, TLS state, a context canceled when its caller
 // leaves or when it returns) and writes through an http.ResponseWriter
 // that supports http.ResponseController's Flush and read and write
