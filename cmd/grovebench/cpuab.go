@@ -4,17 +4,18 @@ package main
 // says why). After the scenarios, while their servers still run, three
 // groups of rows, each interleaved within itself for the same rounds:
 //
-//   - b1c32: grove, grove-h1 and the net/http floor over REST at
+//   - b1c32: grove, grove-nethttp and the net/http floor over REST at
 //     concurrency 32: grove's req/s over the floor's (target ≥
 //     restFloorTarget), and the CPU per request of each, from their
 //     processes' /proc times (grove's at most cpuFloorFactor times the
 //     floor's plus the model's own forward time per row, the batch-64
-//     in-process forward over 64); the same two for grove-h1;
-//   - b1c1: grove, grove-h1, direct, grove-grpc, floor and floor-grpc at
-//     concurrency 1: grove's req/s over direct's (target ≥
+//     in-process forward over 64); the same two for grove-nethttp, as
+//     comparisons with no target (the targets are the default build's);
+//   - b1c1: grove, grove-nethttp, direct, grove-grpc, floor and floor-grpc
+//     at concurrency 1: grove's req/s over direct's (target ≥
 //     c1DirectTarget: what the actor layer costs), and the p50 each
 //     protocol adds over its floor plus the batch-1 forward (target: gRPC's
-//     at most REST's); grove-h1's REST overhead the same way, beside
+//     at most REST's); grove-nethttp's REST overhead the same way, beside
 //     grove's (no target);
 //   - b1c64: grove-deep, grove-deep-nobatch, grove (pctr) and
 //     grove-nobatch at concurrency 64: dynamic batching's gain on
@@ -68,8 +69,8 @@ type cpuABGroup struct {
 
 // cpuABGroups are the A/B's groups, run one after the other.
 var cpuABGroups = []cpuABGroup{
-	{"b1c32", cpuABWindow, []abRowDef{{serverGrove, 32}, {serverGroveH1, 32}, {serverFloor, 32}}},
-	{"b1c1", cpuABC1Window, []abRowDef{{serverGrove, 1}, {serverGroveH1, 1}, {serverDirect, 1}, {serverGroveGRPC, 1}, {serverFloor, 1}, {serverFloorGRPC, 1}}},
+	{"b1c32", cpuABWindow, []abRowDef{{serverGrove, 32}, {serverGroveNetHTTP, 32}, {serverFloor, 32}}},
+	{"b1c1", cpuABC1Window, []abRowDef{{serverGrove, 1}, {serverGroveNetHTTP, 1}, {serverDirect, 1}, {serverGroveGRPC, 1}, {serverFloor, 1}, {serverFloorGRPC, 1}}},
 	{"b1c64", cpuABWindow, []abRowDef{{serverGroveDeep, 64}, {serverGroveDeepNoBatch, 64}, {serverGrove, 64}, {serverGroveNoBatch, 64}}},
 }
 
@@ -77,7 +78,7 @@ var cpuABGroups = []cpuABGroup{
 // forward calls ("" for the servers that are not grove).
 func countedModel(server string) string {
 	switch server {
-	case serverGrove, serverGroveH1, serverGroveGRPC, serverGroveNoBatch:
+	case serverGrove, serverGroveNetHTTP, serverGroveGRPC, serverGroveNoBatch:
 		return grpcModel
 	case serverGroveDeep, serverGroveDeepNoBatch:
 		return strings.TrimSuffix(deepPath, "/")
@@ -110,14 +111,14 @@ type cpuAB struct {
 	CPU      *cpuTarget   `json:"cpu_b1c32,omitempty"`
 	C1       *abRatio     `json:"direct_b1c1,omitempty"`
 	Overhead *c1Overheads `json:"overhead_b1c1,omitempty"`
-	// RESTH1, CPUH1 and OverheadH1 are grove-h1's: its b1c32 req/s over
-	// the floor's, its CPU per request there, and its REST overhead at
-	// b1c1 beside grove's.
-	RESTH1     *abRatio     `json:"rest_h1_b1c32,omitempty"`
-	CPUH1      *cpuTarget   `json:"cpu_h1_b1c32,omitempty"`
-	OverheadH1 *h1Overheads `json:"overhead_h1_b1c1,omitempty"`
-	Deep       *abRatio     `json:"batching_rank_deep,omitempty"`
-	PCTR       *abRatio     `json:"batching_pctr,omitempty"`
+	// RESTNetHTTP, CPUNetHTTP and OverheadNetHTTP are grove-nethttp's,
+	// comparisons with no target: its b1c32 req/s over the floor's, its
+	// CPU per request there, and its REST overhead at b1c1 beside grove's.
+	RESTNetHTTP     *abRatio          `json:"rest_nethttp_b1c32,omitempty"`
+	CPUNetHTTP      *cpuTarget        `json:"cpu_nethttp_b1c32,omitempty"`
+	OverheadNetHTTP *netHTTPOverheads `json:"overhead_nethttp_b1c1,omitempty"`
+	Deep            *abRatio          `json:"batching_rank_deep,omitempty"`
+	PCTR            *abRatio          `json:"batching_pctr,omitempty"`
 	// PCTRCounts is what grove ran for the pctr row at batchingShape.
 	PCTRCounts *modelCounts `json:"pctr_counts,omitempty"`
 	Error      string       `json:"error,omitempty"`
@@ -132,8 +133,9 @@ type abRatio struct {
 	Target float64
 }
 
-// cpuTarget is the CPU per request target at b1c32 of Server (grove or
-// grove-h1; the Grove fields are its figures).
+// cpuTarget is the CPU per request at b1c32 of Server (grove or
+// grove-nethttp; the Grove fields are its figures) against the floor's,
+// and for grove its target.
 type cpuTarget struct {
 	Server                string
 	GroveCores, GroveRate float64
@@ -144,6 +146,9 @@ type cpuTarget struct {
 	Grove, Floor, Forward time.Duration
 	ForwardBatch          int
 	Target                time.Duration
+	// NoTarget says the figures are reported, not judged (grove-nethttp's):
+	// Forward, ForwardBatch and Target are then 0.
+	NoTarget bool
 }
 
 // c1Overheads compares what grove adds over its transport floor at
@@ -156,13 +161,14 @@ type c1Overheads struct {
 	REST, GRPC time.Duration
 }
 
-// h1Overheads is grove-h1's REST overhead at concurrency 1 beside
-// grove's: each p50 less the floor's p50 and the batch-1 forward.
-type h1Overheads struct {
-	H1P50, FloorP50 time.Duration
+// netHTTPOverheads is grove-nethttp's REST overhead at concurrency 1
+// beside grove's (no target): each p50 less the floor's p50 and the
+// batch-1 forward.
+type netHTTPOverheads struct {
+	NetHTTPP50, FloorP50 time.Duration
 	// Forward is the batch-1 in-process forward (0: not measured).
 	Forward time.Duration
-	H1      time.Duration
+	NetHTTP time.Duration
 	// GroveP50 and Grove are grove's (0: its row did not run).
 	GroveP50, Grove time.Duration
 }
@@ -251,14 +257,18 @@ func (ab *cpuAB) judge(fwd forwardResult) {
 		}
 		return &abRatio{A: a.Server, B: b.Server, ARate: a.rate(), BRate: b.rate(), Ratio: a.rate() / b.rate(), Target: target}
 	}
-	// cpu is the CPU per request target of row g against the floor's f
-	// (nil: either did not run or has no CPU figure).
-	cpu := func(g, f *abRow) *cpuTarget {
+	// cpu is the CPU per request of row g against the floor's f, and
+	// its target when judged (nil: either did not run or has no CPU
+	// figure).
+	cpu := func(g, f *abRow, judged bool) *cpuTarget {
 		if g == nil || f == nil || g.cpuPerRequest() <= 0 || f.cpuPerRequest() <= 0 {
 			return nil
 		}
 		c := &cpuTarget{Server: g.Server, GroveCores: g.cores(), GroveRate: g.rate(), FloorCores: f.cores(), FloorRate: f.rate(),
-			Grove: g.cpuPerRequest(), Floor: f.cpuPerRequest()}
+			Grove: g.cpuPerRequest(), Floor: f.cpuPerRequest(), NoTarget: !judged}
+		if !judged {
+			return c
+		}
 		// At b1c32 grove batches: the model's own cost of a row is its
 		// batched forward's; the batch-1 forward stands in without it.
 		for _, b := range []int{64, 1} {
@@ -270,9 +280,11 @@ func (ab *cpuAB) judge(fwd forwardResult) {
 		c.Target = time.Duration(cpuFloorFactor*float64(c.Floor)) + c.Forward
 		return c
 	}
-	g32, h32, f32 := ab.find(serverGrove, 32), ab.find(serverGroveH1, 32), ab.find(serverFloor, 32)
-	ab.REST, ab.RESTH1 = ratio(g32, f32, restFloorTarget), ratio(h32, f32, restFloorTarget)
-	ab.CPU, ab.CPUH1 = cpu(g32, f32), cpu(h32, f32)
+	// Issue 32's targets are judged on grove, the default build;
+	// grove-nethttp's figures are reported beside them (ratio target 0).
+	g32, n32, f32 := ab.find(serverGrove, 32), ab.find(serverGroveNetHTTP, 32), ab.find(serverFloor, 32)
+	ab.REST, ab.RESTNetHTTP = ratio(g32, f32, restFloorTarget), ratio(n32, f32, 0)
+	ab.CPU, ab.CPUNetHTTP = cpu(g32, f32, true), cpu(n32, f32, false)
 	ab.C1 = ratio(ab.find(serverGrove, 1), ab.find(serverDirect, 1), c1DirectTarget)
 	ab.Overhead = nil
 	if r, f, g, fg := ab.find(serverGrove, 1), ab.find(serverFloor, 1), ab.find(serverGroveGRPC, 1), ab.find(serverFloorGRPC, 1); r != nil && f != nil && g != nil && fg != nil {
@@ -280,14 +292,14 @@ func (ab *cpuAB) judge(fwd forwardResult) {
 		o.REST, o.GRPC = o.RESTP50-o.FloorP50-o.Forward, o.GRPCP50-o.FloorGRPCP50-o.Forward
 		ab.Overhead = o
 	}
-	ab.OverheadH1 = nil
-	if h, f := ab.find(serverGroveH1, 1), ab.find(serverFloor, 1); h != nil && f != nil {
-		o := &h1Overheads{H1P50: h.P50, FloorP50: f.P50, Forward: time.Duration(fwd.NsPerOp[1])}
-		o.H1 = o.H1P50 - o.FloorP50 - o.Forward
+	ab.OverheadNetHTTP = nil
+	if n, f := ab.find(serverGroveNetHTTP, 1), ab.find(serverFloor, 1); n != nil && f != nil {
+		o := &netHTTPOverheads{NetHTTPP50: n.P50, FloorP50: f.P50, Forward: time.Duration(fwd.NsPerOp[1])}
+		o.NetHTTP = o.NetHTTPP50 - o.FloorP50 - o.Forward
 		if g := ab.find(serverGrove, 1); g != nil {
 			o.GroveP50, o.Grove = g.P50, g.P50-o.FloorP50-o.Forward
 		}
-		ab.OverheadH1 = o
+		ab.OverheadNetHTTP = o
 	}
 	ab.Deep = ratio(ab.find(serverGroveDeep, 64), ab.find(serverGroveDeepNoBatch, 64), batchingTarget)
 	ab.PCTR = ratio(ab.find(serverGrove, 64), ab.find(serverGroveNoBatch, 64), 0)
@@ -297,19 +309,24 @@ func (ab *cpuAB) judge(fwd forwardResult) {
 	}
 }
 
-// lines are the A/B's verdict lines: one per target, n/a when its rows
-// did not run.
+// lines are the A/B's lines: one per target, with its verdict, and one
+// per comparison of grove-nethttp's, with none ("(no target)"); n/a when
+// its rows did not run.
 func (ab *cpuAB) lines() []string {
 	if ab.Error != "" {
 		return []string{"Hot-path targets (issue 32), interleaved: FAILED: " + ab.Error}
 	}
-	// rest and cpu are the b1c32 lines of server (grove or grove-h1).
+	// rest and cpu are the b1c32 lines of server (grove, judged, or
+	// grove-nethttp, not).
 	rest := func(server string, q *abRatio) string {
 		if q == nil {
 			return fmt.Sprintf("REST at batch 1, conc 32, interleaved: n/a (needs the %s and floor servers)", server)
 		}
-		return fmt.Sprintf("REST at batch 1, conc 32, interleaved: %s %s req/s ÷ floor %s req/s = %.2fx (target ≥ %.2fx): %s",
-			server, fmtRate(q.ARate), fmtRate(q.BRate), q.Ratio, q.Target, verdict(q.Ratio >= q.Target))
+		s := fmt.Sprintf("REST at batch 1, conc 32, interleaved: %s %s req/s ÷ floor %s req/s = %.2fx", server, fmtRate(q.ARate), fmtRate(q.BRate), q.Ratio)
+		if q.Target == 0 {
+			return s + " (no target)"
+		}
+		return s + fmt.Sprintf(" (target ≥ %.2fx): %s", q.Target, verdict(q.Ratio >= q.Target))
 	}
 	cpu := func(server string, c *cpuTarget) string {
 		if c == nil {
@@ -317,7 +334,9 @@ func (ab *cpuAB) lines() []string {
 		}
 		s := fmt.Sprintf("CPU per request at batch 1, conc 32, interleaved: %s %.2f cores ÷ %s req/s = %s; floor %.2f cores ÷ %s req/s = %s",
 			server, c.GroveCores, fmtRate(c.GroveRate), fmtDur(c.Grove), c.FloorCores, fmtRate(c.FloorRate), fmtDur(c.Floor))
-		if c.ForwardBatch > 0 {
+		if c.NoTarget {
+			s += " (no target)"
+		} else if c.ForwardBatch > 0 {
 			s += fmt.Sprintf(", × %.1f + the model's forward per row %s (%s batch %d ÷ %d) = %s (target: %s ≤ that): %s",
 				cpuFloorFactor, fmtDur(c.Forward), forwardBench, c.ForwardBatch, c.ForwardBatch, fmtDur(c.Target), server, verdict(c.Grove <= c.Target))
 		} else {
@@ -325,7 +344,7 @@ func (ab *cpuAB) lines() []string {
 		}
 		return s
 	}
-	out := []string{rest(serverGrove, ab.REST), rest(serverGroveH1, ab.RESTH1), cpu(serverGrove, ab.CPU), cpu(serverGroveH1, ab.CPUH1)}
+	out := []string{rest(serverGrove, ab.REST), rest(serverGroveNetHTTP, ab.RESTNetHTTP), cpu(serverGrove, ab.CPU), cpu(serverGroveNetHTTP, ab.CPUNetHTTP)}
 	if q := ab.C1; q != nil {
 		g, d := ab.find(serverGrove, 1), ab.find(serverDirect, 1)
 		out = append(out, fmt.Sprintf("Concurrency 1, interleaved: grove %s req/s ÷ direct %s req/s = %.2fx, p50 %s vs %s (target ≥ %.2fx): %s",
@@ -343,21 +362,21 @@ func (ab *cpuAB) lines() []string {
 	} else {
 		out = append(out, "Overhead at concurrency 1, interleaved: n/a (needs the grove, grove-grpc, floor and floor-grpc servers)")
 	}
-	if o := ab.OverheadH1; o != nil {
+	if o := ab.OverheadNetHTTP; o != nil {
 		fwd := fmtDur(o.Forward)
 		if o.Forward == 0 {
 			fwd = "0 (" + forwardBench + " not measured)"
 		}
-		s := fmt.Sprintf("Overhead at concurrency 1, interleaved: grove-h1 REST p50 %s - (floor p50 %s + forward %s) = %s; ",
-			fmtDur(o.H1P50), fmtDur(o.FloorP50), fwd, fmtDur(o.H1))
+		s := fmt.Sprintf("Overhead at concurrency 1, interleaved: grove-nethttp REST p50 %s - (floor p50 %s + forward %s) = %s; ",
+			fmtDur(o.NetHTTPP50), fmtDur(o.FloorP50), fwd, fmtDur(o.NetHTTP))
 		if o.GroveP50 > 0 {
 			s += fmt.Sprintf("grove REST p50 %s - (floor p50 + forward) = %s (no target)", fmtDur(o.GroveP50), fmtDur(o.Grove))
 		} else {
-			s += "grove REST n/a (needs the grove server)"
+			s += "grove REST n/a (needs the grove server) (no target)"
 		}
 		out = append(out, s)
 	} else {
-		out = append(out, "Overhead at concurrency 1, interleaved: grove-h1 REST n/a (needs the grove-h1 and floor servers)")
+		out = append(out, "Overhead at concurrency 1, interleaved: grove-nethttp REST n/a (needs the grove-nethttp and floor servers)")
 	}
 	if q := ab.Deep; q != nil {
 		out = append(out, fmt.Sprintf("Dynamic batching at %s on %s, interleaved: grove-deep %s req/s ÷ grove-deep-nobatch %s req/s = %.2fx (target ≥ %.0fx): %s",

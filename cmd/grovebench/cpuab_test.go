@@ -61,12 +61,12 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 	lines := ab.lines()
 	for i, want := range []string{
 		"grove 14000 req/s ÷ floor 30000 req/s = 0.47x (target ≥ 0.70x): MISSED",
-		"interleaved: n/a (needs the grove-h1 and floor servers)",
+		"interleaved: n/a (needs the grove-nethttp and floor servers)",
 		"grove 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): MISSED",
-		"interleaved: n/a (needs the grove-h1 and floor servers and their CPU from /proc)",
+		"interleaved: n/a (needs the grove-nethttp and floor servers and their CPU from /proc)",
 		"grove 8600 req/s ÷ direct 10000 req/s = 0.86x, p50 120 µs vs 100 µs (target ≥ 0.95x): MISSED",
 		"= 30.0 µs; grove REST p50 120 µs - (floor p50 60.0 µs + forward) = 40.0 µs (target: gRPC's ≤ REST's): met",
-		"interleaved: grove-h1 REST n/a (needs the grove-h1 and floor servers)",
+		"interleaved: grove-nethttp REST n/a (needs the grove-nethttp and floor servers)",
 		"grove-deep 4500 req/s ÷ grove-deep-nobatch 1000 req/s = 4.50x (target ≥ 3x): met",
 		"= 1.50x (no target: the transport bounds it); grove ran 0.200 forward calls per request and 5.00 rows per forward call",
 	} {
@@ -100,123 +100,155 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 	(*cpuAB)(nil).writeMarkdown(&b) // no A/B: nothing, no panic
 }
 
-// grove-h1's targets come from its own rows: its b1c32 req/s and CPU per
-// request against the floor's at conc 32, and its b1c1 p50 less the
-// floor's (not floor-grpc's) and the batch-1 forward, beside grove's.
+// grove-nethttp's lines are comparisons with no verdict, from its own
+// rows: its b1c32 req/s and CPU per request against the floor's at conc
+// 32, and its b1c1 p50 less the floor's (not floor-grpc's) and the batch-1
+// forward, beside grove's, each ending "(no target)" with no target bound
+// and no met or MISSED; grove's lines, issue 32's targets, keep theirs.
 // Every row has figures of its own, so a ratio taken from grove's row,
 // another concurrency's or another floor's comes out different.
-func TestCPUABJudgesGroveH1FromItsOwnRows(t *testing.T) {
+func TestCPUABReportsGroveNetHTTPFromItsOwnRowsWithNoVerdict(t *testing.T) {
 	us := time.Microsecond
 	rows := []*abRow{
-		// b1c32: grove 14000 req/s on 1.4 cores = 100 µs; grove-h1 24000 on
-		// 1.2 = 50 µs; floor 30000 on 1.05 = 35 µs.
-		abRowOf(serverGrove, 32, 14000, 1.4, 2*time.Millisecond), abRowOf(serverGroveH1, 32, 24000, 1.2, 1300*us),
+		// b1c32: grove 24000 req/s on 1.2 cores = 50 µs; grove-nethttp
+		// 14000 on 1.4 = 100 µs; floor 30000 on 1.05 = 35 µs.
+		abRowOf(serverGrove, 32, 24000, 1.2, 1300*us), abRowOf(serverGroveNetHTTP, 32, 14000, 1.4, 2*time.Millisecond),
 		abRowOf(serverFloor, 32, 30000, 1.05, time.Millisecond),
-		// b1c1: grove-h1 95-(60+20) = 15 µs over the floor, grove 120-(60+20) = 40 µs.
-		abRowOf(serverGrove, 1, 8600, 0.9, 120*us), abRowOf(serverGroveH1, 1, 9500, 0.9, 95*us), abRowOf(serverDirect, 1, 10000, 0.9, 100*us),
+		// b1c1: grove-nethttp 120-(60+20) = 40 µs over the floor, grove 95-(60+20) = 15 µs.
+		abRowOf(serverGrove, 1, 9500, 0.9, 95*us), abRowOf(serverGroveNetHTTP, 1, 8600, 0.9, 120*us), abRowOf(serverDirect, 1, 10000, 0.9, 100*us),
 		abRowOf(serverGroveGRPC, 1, 6000, 0.9, 150*us), abRowOf(serverFloor, 1, 15000, 0.5, 60*us), abRowOf(serverFloorGRPC, 1, 9000, 0.5, 100*us),
-		// At b1c64, no grove-h1 target: this row must not be taken for one.
-		abRowOf(serverGroveH1, 64, 1000, 1.9, 50*time.Millisecond),
+		// At b1c64, no grove-nethttp line: this row must not be taken for one.
+		abRowOf(serverGroveNetHTTP, 64, 1000, 1.9, 50*time.Millisecond),
 	}
 	ab := &cpuAB{Rounds: 2, Rows: rows}
 	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000, 64: 128000}})
 
-	if q := ab.RESTH1; q == nil || q.A != serverGroveH1 || q.B != serverFloor || q.ARate != 24000 || q.BRate != 30000 || q.Ratio != 0.8 || q.Target != restFloorTarget {
-		t.Errorf("grove-h1 REST: %+v", q)
+	if q := ab.RESTNetHTTP; q == nil || q.A != serverGroveNetHTTP || q.B != serverFloor || q.ARate != 14000 || q.BRate != 30000 || q.Ratio != 14000.0/30000 || q.Target != 0 {
+		t.Errorf("grove-nethttp REST: %+v", q)
 	}
-	if c := ab.CPUH1; c == nil || c.Server != serverGroveH1 || c.GroveCores != 1.2 || c.GroveRate != 24000 || c.Grove != 50*us ||
-		c.Floor != 35*us || c.Forward != 2*us || c.ForwardBatch != 64 || c.Target != 54500*time.Nanosecond {
-		t.Errorf("grove-h1 CPU: %+v", c)
+	if c := ab.CPUNetHTTP; c == nil || c.Server != serverGroveNetHTTP || c.GroveCores != 1.4 || c.GroveRate != 14000 || c.Grove != 100*us ||
+		c.Floor != 35*us || !c.NoTarget || c.Target != 0 || c.Forward != 0 || c.ForwardBatch != 0 {
+		t.Errorf("grove-nethttp CPU: %+v", c)
 	}
-	if o := ab.OverheadH1; o == nil || o.H1P50 != 95*us || o.FloorP50 != 60*us || o.Forward != 20*us || o.H1 != 15*us || o.GroveP50 != 120*us || o.Grove != 40*us {
-		t.Errorf("grove-h1 overhead: %+v", o)
+	if o := ab.OverheadNetHTTP; o == nil || o.NetHTTPP50 != 120*us || o.FloorP50 != 60*us || o.Forward != 20*us || o.NetHTTP != 40*us || o.GroveP50 != 95*us || o.Grove != 15*us {
+		t.Errorf("grove-nethttp overhead: %+v", o)
 	}
-	// grove's own targets are still grove's.
-	if q := ab.REST; q == nil || q.A != serverGrove || q.Ratio != 14000.0/30000 {
+	// grove's own targets are still grove's, and judged.
+	if q := ab.REST; q == nil || q.A != serverGrove || q.Ratio != 0.8 || q.Target != restFloorTarget {
 		t.Errorf("grove REST: %+v", q)
 	}
-	if c := ab.CPU; c == nil || c.Server != serverGrove || c.Grove != 100*us {
+	if c := ab.CPU; c == nil || c.Server != serverGrove || c.Grove != 50*us || c.NoTarget || c.Target != 54500*time.Nanosecond {
 		t.Errorf("grove CPU: %+v", c)
 	}
-	if o := ab.Overhead; o == nil || o.REST != 40*us || o.GRPC != 30*us {
+	if o := ab.Overhead; o == nil || o.REST != 15*us || o.GRPC != 30*us {
 		t.Errorf("overheads: %+v", o)
 	}
 	lines := ab.lines()
 	for i, want := range []string{
-		"REST at batch 1, conc 32, interleaved: grove 14000 req/s ÷ floor 30000 req/s = 0.47x (target ≥ 0.70x): MISSED",
-		"REST at batch 1, conc 32, interleaved: grove-h1 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
-		"CPU per request at batch 1, conc 32, interleaved: grove 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): MISSED",
-		"CPU per request at batch 1, conc 32, interleaved: grove-h1 1.20 cores ÷ 24000 req/s = 50.0 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove-h1 ≤ that): met",
-		"Concurrency 1, interleaved: grove 8600 req/s ÷ direct 10000 req/s = 0.86x",
+		"REST at batch 1, conc 32, interleaved: grove 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
+		"REST at batch 1, conc 32, interleaved: grove-nethttp 14000 req/s ÷ floor 30000 req/s = 0.47x (no target)",
+		"CPU per request at batch 1, conc 32, interleaved: grove 1.20 cores ÷ 24000 req/s = 50.0 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs, × 1.5 + the model's forward per row 2.00 µs (BenchmarkForwardPCTR batch 64 ÷ 64) = 54.5 µs (target: grove ≤ that): met",
+		"CPU per request at batch 1, conc 32, interleaved: grove-nethttp 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs (no target)",
+		"Concurrency 1, interleaved: grove 9500 req/s ÷ direct 10000 req/s = 0.95x",
 		"Overhead at concurrency 1, interleaved: grove-grpc p50 150 µs",
-		"Overhead at concurrency 1, interleaved: grove-h1 REST p50 95.0 µs - (floor p50 60.0 µs + forward 20.0 µs) = 15.0 µs; grove REST p50 120 µs - (floor p50 + forward) = 40.0 µs (no target)",
+		"Overhead at concurrency 1, interleaved: grove-nethttp REST p50 120 µs - (floor p50 60.0 µs + forward 20.0 µs) = 40.0 µs; grove REST p50 95.0 µs - (floor p50 + forward) = 15.0 µs (no target)",
 	} {
 		if i >= len(lines) || !strings.HasPrefix(lines[i], want) {
 			t.Errorf("line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
 		}
 	}
+	noVerdict := func(what string, lines []string) {
+		t.Helper()
+		n := 0
+		for _, l := range lines {
+			if !strings.Contains(l, serverGroveNetHTTP) {
+				continue
+			}
+			n++
+			if strings.Contains(l, "met") || strings.Contains(l, "MISSED") || strings.Contains(l, "target ≥") || strings.Contains(l, "target:") {
+				t.Errorf("%s: a grove-nethttp line carries a verdict: %s", what, l)
+			}
+			if !strings.Contains(l, "n/a") && !strings.HasSuffix(l, "(no target)") {
+				t.Errorf("%s: a grove-nethttp line does not end \"(no target)\": %s", what, l)
+			}
+		}
+		if n != 3 {
+			t.Errorf("%s: %d grove-nethttp lines, want 3:\n%s", what, n, strings.Join(lines, "\n"))
+		}
+	}
+	noVerdict("all rows", lines)
+	// With the forward unmeasured grove's CPU line is n/a, grove-nethttp's
+	// the same as with it: it needs no forward.
+	ab.judge(forwardResult{})
+	if l := ab.lines()[3]; l != lines[3] {
+		t.Errorf("grove-nethttp CPU without the forward: %s", l)
+	}
 
-	// grove-h1 and the floor alone: grove-h1's targets are judged, grove's
-	// are n/a, and the overhead line says grove's row is missing.
+	// grove-nethttp and the floor alone: grove's targets are n/a,
+	// grove-nethttp's figures reported without a verdict, and the overhead
+	// line says grove's row is missing.
 	ab.Rows = []*abRow{rows[1], rows[2], rows[4], rows[7]}
 	ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000}})
-	if ab.REST != nil || ab.CPU != nil || ab.RESTH1 == nil || ab.RESTH1.Ratio != 0.8 || ab.CPUH1 == nil || ab.CPUH1.Forward != 20*us || ab.CPUH1.ForwardBatch != 1 {
-		t.Errorf("grove-h1 alone: REST %+v, CPU %+v, grove-h1 REST %+v, CPU %+v", ab.REST, ab.CPU, ab.RESTH1, ab.CPUH1)
+	if ab.REST != nil || ab.CPU != nil || ab.RESTNetHTTP == nil || ab.RESTNetHTTP.Ratio != 14000.0/30000 || ab.CPUNetHTTP == nil || !ab.CPUNetHTTP.NoTarget {
+		t.Errorf("grove-nethttp alone: REST %+v, CPU %+v, grove-nethttp REST %+v, CPU %+v", ab.REST, ab.CPU, ab.RESTNetHTTP, ab.CPUNetHTTP)
 	}
 	lines = ab.lines()
 	for i, want := range map[int]string{
 		0: "REST at batch 1, conc 32, interleaved: n/a (needs the grove and floor servers)",
-		1: "REST at batch 1, conc 32, interleaved: grove-h1 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
+		1: "REST at batch 1, conc 32, interleaved: grove-nethttp 14000 req/s ÷ floor 30000 req/s = 0.47x (no target)",
 		2: "CPU per request at batch 1, conc 32, interleaved: n/a (needs the grove and floor servers and their CPU from /proc)",
-		6: "Overhead at concurrency 1, interleaved: grove-h1 REST p50 95.0 µs - (floor p50 60.0 µs + forward 20.0 µs) = 15.0 µs; grove REST n/a (needs the grove server)",
+		3: "CPU per request at batch 1, conc 32, interleaved: grove-nethttp 1.40 cores ÷ 14000 req/s = 100 µs; floor 1.05 cores ÷ 30000 req/s = 35.0 µs (no target)",
+		6: "Overhead at concurrency 1, interleaved: grove-nethttp REST p50 120 µs - (floor p50 60.0 µs + forward 20.0 µs) = 40.0 µs; grove REST n/a (needs the grove server) (no target)",
 	} {
 		if i >= len(lines) || lines[i] != want {
-			t.Errorf("grove-h1 alone, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+			t.Errorf("grove-nethttp alone, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
 		}
 	}
+	noVerdict("grove-nethttp alone", lines)
 
-	// Without grove-h1's rows its lines are n/a and grove's unchanged.
+	// Without grove-nethttp's rows its lines are n/a and grove's unchanged.
 	ab.Rows = []*abRow{rows[0], rows[2], rows[3], rows[7]}
 	ab.judge(forwardResult{})
-	if ab.RESTH1 != nil || ab.CPUH1 != nil || ab.OverheadH1 != nil || ab.REST == nil {
-		t.Errorf("no grove-h1: %+v, %+v, %+v", ab.RESTH1, ab.CPUH1, ab.OverheadH1)
+	if ab.RESTNetHTTP != nil || ab.CPUNetHTTP != nil || ab.OverheadNetHTTP != nil || ab.REST == nil {
+		t.Errorf("no grove-nethttp: %+v, %+v, %+v", ab.RESTNetHTTP, ab.CPUNetHTTP, ab.OverheadNetHTTP)
 	}
 	lines = ab.lines()
 	for i, want := range map[int]string{
-		1: "REST at batch 1, conc 32, interleaved: n/a (needs the grove-h1 and floor servers)",
-		3: "CPU per request at batch 1, conc 32, interleaved: n/a (needs the grove-h1 and floor servers and their CPU from /proc)",
-		6: "Overhead at concurrency 1, interleaved: grove-h1 REST n/a (needs the grove-h1 and floor servers)",
+		0: "REST at batch 1, conc 32, interleaved: grove 24000 req/s ÷ floor 30000 req/s = 0.80x (target ≥ 0.70x): met",
+		1: "REST at batch 1, conc 32, interleaved: n/a (needs the grove-nethttp and floor servers)",
+		3: "CPU per request at batch 1, conc 32, interleaved: n/a (needs the grove-nethttp and floor servers and their CPU from /proc)",
+		6: "Overhead at concurrency 1, interleaved: grove-nethttp REST n/a (needs the grove-nethttp and floor servers)",
 	} {
 		if i >= len(lines) || lines[i] != want {
-			t.Errorf("no grove-h1, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+			t.Errorf("no grove-nethttp, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
 		}
 	}
 }
 
-// grove-h1 runs in the b1c32 and b1c1 groups, after grove, with its
-// forward calls counted like grove's, and --http-engine h1 follows
+// grove-nethttp runs in the b1c32 and b1c1 groups, after grove, with its
+// forward calls counted like grove's, and --http-engine net/http follows
 // --grove-args.
-func TestGroveH1IsInTheB1C32AndB1C1Groups(t *testing.T) {
+func TestGroveNetHTTPIsInTheB1C32AndB1C1GroupsAndStartsOnNetHTTP(t *testing.T) {
 	var in []string
 	for _, g := range cpuABGroups {
 		for i, d := range g.rows {
-			if d.server == serverGroveH1 {
+			if d.server == serverGroveNetHTTP {
 				in = append(in, fmt.Sprintf("%s c%d after %s", g.name, d.conc, g.rows[i-1].server))
 			}
 		}
 	}
 	if want := []string{"b1c32 c32 after grove", "b1c1 c1 after grove"}; !slices.Equal(in, want) {
-		t.Errorf("grove-h1 in the groups: %q, want %q", in, want)
+		t.Errorf("grove-nethttp in the groups: %q, want %q", in, want)
 	}
-	if countedModel(serverGroveH1) != grpcModel {
-		t.Errorf("grove-h1's forward calls are not counted")
+	if countedModel(serverGroveNetHTTP) != grpcModel {
+		t.Errorf("grove-nethttp's forward calls are not counted")
 	}
-	groveArgs := []string{"--max-batch-rows", "8"}
-	if got := h1Args(groveArgs); !slices.Equal(got, []string{"--max-batch-rows", "8", "--http-engine", "h1"}) || len(groveArgs) != 2 {
-		t.Errorf("h1Args: %q (--grove-args now %q)", got, groveArgs)
+	groveArgs := []string{"--max-batch-rows", "8", "--http-engine", "h1"}
+	if got := netHTTPArgs(groveArgs); !slices.Equal(got, []string{"--max-batch-rows", "8", "--http-engine", "h1", "--http-engine", "net/http"}) || len(groveArgs) != 4 {
+		t.Errorf("netHTTPArgs: %q (--grove-args now %q)", got, groveArgs)
 	}
-	if got := h1Args(nil); !slices.Equal(got, []string{"--http-engine", "h1"}) {
-		t.Errorf("h1Args(nil): %q", got)
+	if got := netHTTPArgs(nil); !slices.Equal(got, []string{"--http-engine", "net/http"}) {
+		t.Errorf("netHTTPArgs(nil): %q", got)
 	}
 }
 

@@ -40,12 +40,12 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || len(got) != 2*len(defaultShapes) {
 		t.Errorf("defaults: %v, %v", got, err)
 	}
-	// The default: the grove-h1, gRPC, grove+log and grove+eval rows right after plain grove's.
+	// The default: the grove-nethttp, gRPC, grove+log and grove+eval rows right after plain grove's.
 	got, err = parseScenarios(defaultSpec())
 	want = []scenario{ // the floor and deep rows come after grove's variants
-		{serverGrove, 1, 1}, {serverGroveH1, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverFloorFwd, 1, 1}, {serverBaseline, 1, 1},
+		{serverGrove, 1, 1}, {serverGroveNetHTTP, 1, 1}, {serverGroveGRPC, 1, 1}, {serverGroveONNX, 1, 1}, {serverGroveLocal, 1, 1}, {serverGroveFwd, 1, 1}, {serverDirect, 1, 1}, {serverFloor, 1, 1}, {serverFloorGRPC, 1, 1}, {serverFloorFwd, 1, 1}, {serverBaseline, 1, 1},
 		{serverGrove, 1, 8}, {serverBaseline, 1, 8},
-		{serverGrove, 1, 32}, {serverGroveH1, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveEval, 1, 32}, {serverGroveTLS, 1, 32},
+		{serverGrove, 1, 32}, {serverGroveNetHTTP, 1, 32}, {serverGroveGRPC, 1, 32}, {serverGroveONNX, 1, 32}, {serverGroveLog, 1, 32}, {serverGroveEval, 1, 32}, {serverGroveTLS, 1, 32},
 		{serverGroveLocal, 1, 32}, {serverGroveFwd, 1, 32}, {serverDirect, 1, 32}, {serverFloor, 1, 32}, {serverFloorGRPC, 1, 32}, {serverFloorFwd, 1, 32}, {serverBaseline, 1, 32},
 		{serverGrove, 64, 8}, {serverGroveGRPC, 64, 8}, {serverGroveONNX, 64, 8}, {serverBaseline, 64, 8},
 		{serverGrove, 1, 64}, {serverGroveNoBatch, 1, 64}, {serverGroveDeep, 1, 64}, {serverGroveDeepNoBatch, 1, 64},
@@ -61,9 +61,9 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || len(got) != len(grpcShapes) || got[0] != (scenario{serverGroveGRPC, 1, 1}) {
 		t.Errorf("grove-grpc alone: %v, %v", got, err)
 	}
-	got, err = parseScenarios("grove-h1")
-	if want := []scenario{{serverGroveH1, 1, 1}, {serverGroveH1, 1, 32}}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("grove-h1 alone: got %v, %v; want %v", got, err, want)
+	got, err = parseScenarios("grove-nethttp")
+	if want := []scenario{{serverGroveNetHTTP, 1, 1}, {serverGroveNetHTTP, 1, 32}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("grove-nethttp alone: got %v, %v; want %v", got, err, want)
 	}
 	got, err = parseScenarios("grove+log/b4c2,b4c2,all")
 	if err != nil || len(got) != 3+2*len(defaultShapes) ||
@@ -83,7 +83,7 @@ func TestParseFlagsPredictionLog(t *testing.T) {
 		t.Errorf("defaults: predLog %v, scenarios %v, %v", o.predLog, o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log=false"}, io.Discard)
-	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(h1Shapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+3*len(clusterShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
+	if err != nil || len(o.scenarios) != 2*len(defaultShapes)+len(netHTTPShapes)+len(grpcShapes)+len(onnxShapes)+4+len(tlsShapes)+3*len(clusterShapes)+len(directShapes)+2*len(floorShapes) || slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == serverGroveLog }) {
 		t.Errorf("--prediction-log=false: %v, %v", o.scenarios, err)
 	}
 	o, err = parseFlags([]string{"--prediction-log-args", "--kafka-encoding json", "--scenarios", "grove+log/b1c8"}, io.Discard)

@@ -11,10 +11,12 @@
 // "grove-nobatch" is another grove with --max-batch-rows 1, compared with
 // plain grove at b1c64 for what dynamic batching gains, on pctr and
 // ("grove-deep", "grove-deep-nobatch") on examples/bench/rank_deep, a model
-// whose forward costs more than the request carrying it. "grove-h1" is
-// another grove like the plain one, --grove-args and all, with
-// --http-engine h1: the same REST routes on Grove's own HTTP/1.1 server
-// instead of net/http (by default at b1c1 and b1c32). "floor" and
+// whose forward costs more than the request carrying it. "grove-nethttp"
+// is another grove like the plain one, --grove-args and all, with
+// --http-engine net/http: the same REST routes on Go's net/http server
+// instead of the default's (http_engine auto: Grove's own HTTP/1.1 server,
+// h1, on a plaintext listener such as grovebench's), so the report shows
+// what h1 saves (by default at b1c1 and b1c32). "floor" and
 // "floor-grpc" are the transport floor (floor.go): grovebench's own child
 // answering with a fixed answer and no model over net/http and grpc-go, what
 // loopback, the stack and the load generator cost before grove does any
@@ -242,7 +244,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			"grove+eval/bNcM (grove+log with the evaluator in-process, --evaluate, and an outcomes rule on the model), "+
 			"grove-grpc/bNcM (OIP gRPC ModelInfer with raw_input_contents on plain grove), grove-onnx/bNcM (the ONNX copy of the model), "+
 			"grove-nobatch/bNcM (a grove with --max-batch-rows 1), "+
-			"grove-h1/bNcM (a grove with --http-engine h1: REST /v1/inference on Grove's h1 HTTP/1.1 server instead of net/http), "+
+			"grove-nethttp/bNcM (a grove with --http-engine net/http: REST /v1/inference on Go's net/http server instead of the default's h1 on plaintext), "+
 			"grove-tls/bNcM (a grove serving TLS with a tokens file, loaded over TLS with a bearer token), "+
 			"or one of those servers alone for its default scenarios; "+
 			"evaluate: grove evaluate joining a pre-produced stream of predictions and outcomes (--evaluate-requests); "+
@@ -253,7 +255,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.forward, "forward", true, "run BenchmarkForwardPCTR for the in-process forward time")
 	fs.StringVar(&o.forwardBenchtime, "forward-benchtime", "2000x", "-benchtime for BenchmarkForwardPCTR")
 	fs.DurationVar(&o.forwardTimeout, "forward-timeout", 10*time.Minute, "time limit for building and running BenchmarkForwardPCTR")
-	groveArgs := fs.String("grove-args", "", "extra arguments for grove serve (every grove instance; grove-h1 gets --http-engine h1 after them), space-separated")
+	groveArgs := fs.String("grove-args", "", "extra arguments for grove serve (every grove instance; grove-nethttp gets --http-engine net/http after them), space-separated")
 	fs.BoolVar(&o.predLog, "prediction-log", true,
 		"run the grove+log scenarios: a second grove with --kafka-embedded and --prediction-log-level FULL; false drops them")
 	predLogArgs := fs.String("prediction-log-args", "",
@@ -279,8 +281,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.onDemandABRounds, "ondemand-ab-rounds", 8,
 		"rounds of the ondemand scenario's interleaved A/Bs (warm latency alone and with churn, "+onDemandABWindow.String()+" each per round), which its verdicts are judged on; 0 skips them")
 	fs.IntVar(&o.cpuABRounds, "cpu-ab-rounds", 4,
-		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove, grove-h1 and floor at b1c32 (req/s, CPU per request), "+
-			"grove, grove-h1, direct, grove-grpc, floor and floor-grpc at b1c1, grove-deep, grove-deep-nobatch, grove and grove-nobatch at b1c64 "+
+		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove, grove-nethttp and floor at b1c32 (req/s, CPU per request), "+
+			"grove, grove-nethttp, direct, grove-grpc, floor and floor-grpc at b1c1, grove-deep, grove-deep-nobatch, grove and grove-nobatch at b1c64 "+
 			"("+cpuABWindow.String()+" each per round, "+cpuABC1Window.String()+" at b1c1); and, with the overload scenario, its closed loop and open loops at "+
 			"2x and 1.5x the capacity ("+overloadABWindow.String()+" each per round); 0 skips them")
 	fs.IntVar(&o.churnWarmup, "churn-warmup", 30, "updates of the churn scenario left out of its fit of RSS per update")
@@ -435,21 +437,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("writing the bucket: %v", err)
 		return 1
 	}
-	wantGrove, wantGroveLog, wantBaseline, wantNoBatch, wantH1 := false, false, false, false, false
+	wantGrove, wantGroveLog, wantBaseline, wantNoBatch, wantNetHTTP := false, false, false, false, false
 	wants := func(server string) bool {
 		return slices.ContainsFunc(o.scenarios, func(s scenario) bool { return s.Server == server })
 	}
 	for _, s := range o.scenarios {
 		wantGrove = wantGrove || s.Server == serverGrove || s.Server == serverGroveGRPC || s.Server == serverGroveONNX || s.Server == serverGroveDeep
 		wantNoBatch = wantNoBatch || s.Server == serverGroveNoBatch || s.Server == serverGroveDeepNoBatch
-		wantH1 = wantH1 || s.Server == serverGroveH1
+		wantNetHTTP = wantNetHTTP || s.Server == serverGroveNetHTTP
 		wantGroveLog = wantGroveLog || s.Server == serverGroveLog
 		wantBaseline = wantBaseline || s.Server == serverBaseline
 	}
 
 	// 1. Build grove, failing fast: there is nothing to compare without it.
 	groveBin := filepath.Join(tmp, "grove")
-	if wantGrove || wantNoBatch || wantH1 || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.ondemand || o.evaluate {
+	if wantGrove || wantNoBatch || wantNetHTTP || wantGroveLog || wants(serverGroveEval) || wants(serverGroveTLS) || wants(serverGroveLocal) || wants(serverGroveFwd) || len(o.shadowUsers) > 0 || o.swap || o.memory || o.overload || o.churn || o.ondemand || o.evaluate {
 		logf("building grove (%s build ./cmd/grove in %s)", o.goBin, o.root)
 		if err := buildGrove(ctx, o.goBin, o.root, groveBin); err != nil {
 			logf("FAILED to build grove: %v", err)
@@ -551,13 +553,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return ep
 	}
-	if wantH1 {
-		ep := startVariant(serverGroveH1, "cache-h1", h1Args(o.groveArgs), "grove serve --http-engine h1")
+	if wantNetHTTP {
+		ep := startVariant(serverGroveNetHTTP, "cache-nethttp", netHTTPArgs(o.groveArgs), "grove serve --http-engine net/http")
 		if ep == nil {
 			return 1
 		}
-		ep.api = h1API
-		targets[serverGroveH1] = ep
+		ep.api = netHTTPAPI
+		targets[serverGroveNetHTTP] = ep
 	}
 	if wantNoBatch {
 		ep := startVariant(serverGroveNoBatch, "cache-nobatch", append(append([]string{}, o.groveArgs...), "--max-batch-rows", "1"),

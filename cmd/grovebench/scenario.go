@@ -21,9 +21,10 @@ import (
 // The servers under test. serverGroveLog is a second grove instance that
 // logs every prediction (level FULL) to an embedded Kafka broker;
 // serverGroveNoBatch a third one with dynamic batching off
-// (--max-batch-rows 1); serverGroveH1 one like the plain instance with
-// --http-engine h1, REST /v1/inference on Grove's own HTTP/1.1 server
-// instead of net/http; serverGroveGRPC is the plain grove instance over OIP
+// (--max-batch-rows 1); serverGroveNetHTTP one like the plain instance with
+// --http-engine net/http, REST /v1/inference on Go's net/http server
+// instead of the default's (http_engine auto: Grove's own h1 server on a
+// plaintext listener, as grovebench's); serverGroveGRPC is the plain grove instance over OIP
 // gRPC and serverGroveONNX the plain instance's ONNX copy of the model
 // (pctr_onnx/, the same weights), over POST /v1/inference. serverFloor and
 // serverFloorGRPC are the transport floor (floor.go): no model, a fixed
@@ -34,7 +35,7 @@ import (
 // whose forward, unlike pctr's, costs more than the request carrying it.
 const (
 	serverGrove            = "grove"
-	serverGroveH1          = "grove-h1"
+	serverGroveNetHTTP     = "grove-nethttp"
 	serverGroveGRPC        = "grove-grpc"
 	serverGroveONNX        = "grove-onnx"
 	serverGroveNoBatch     = "grove-nobatch"
@@ -50,7 +51,7 @@ const (
 
 // serverOrder is the order of the rows of one shape: the variants right
 // after the plain grove row they are compared with.
-var serverOrder = []string{serverGrove, serverGroveH1, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
+var serverOrder = []string{serverGrove, serverGroveNetHTTP, serverGroveGRPC, serverGroveONNX, serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch,
 	serverGroveLog, serverGroveEval, serverGroveTLS, serverGroveLocal, serverGroveFwd, serverDirect, serverFloor, serverFloorGRPC, serverFloorFwd, serverBaseline}
 
 // knownServer says whether s names a server of --scenarios.
@@ -88,9 +89,9 @@ var (
 	// directShapes are where grove is compared with the direct server
 	// (direct.go): what the actor layer costs.
 	directShapes = []string{"b1c1", "b1c32"}
-	// h1Shapes are grove-h1's: where it is compared with grove and the
-	// floor, also interleaved (cpuab.go).
-	h1Shapes = []string{"b1c1", "b1c32"}
+	// netHTTPShapes are grove-nethttp's: where it is compared with grove
+	// and the floor, also interleaved (cpuab.go).
+	netHTTPShapes = []string{"b1c1", "b1c32"}
 	// batchingShape is where batching on and off are compared (target: 3x).
 	batchingShape = "b1c64"
 )
@@ -108,8 +109,8 @@ func defaultShapesOf(server string) []string {
 		return grpcShapes
 	case serverGroveONNX:
 		return onnxShapes
-	case serverGroveH1:
-		return h1Shapes
+	case serverGroveNetHTTP:
+		return netHTTPShapes
 	case serverGroveNoBatch, serverGroveDeep, serverGroveDeepNoBatch:
 		return []string{batchingShape}
 	case serverFloor, serverFloorGRPC:
@@ -123,8 +124,8 @@ func defaultShapesOf(server string) []string {
 // defaultSpec is the default of --scenarios.
 func defaultSpec() string {
 	spec := strings.Join(defaultShapes, ",")
-	for _, s := range h1Shapes {
-		spec += "," + serverGroveH1 + "/" + s
+	for _, s := range netHTTPShapes {
+		spec += "," + serverGroveNetHTTP + "/" + s
 	}
 	for _, s := range grpcShapes {
 		spec += "," + serverGroveGRPC + "/" + s
@@ -293,14 +294,14 @@ func groveEndpointFor(server, baseURL string) *endpoint {
 	}
 }
 
-// h1API is grove-h1's API column: REST on Grove's h1 HTTP/1.1 server.
-const h1API = "POST /v1/inference (h1 HTTP/1.1 server)"
+// netHTTPAPI is grove-nethttp's API column: REST on Go's net/http server.
+const netHTTPAPI = "POST /v1/inference (net/http server)"
 
-// h1Args are grove-h1's extra grove serve arguments: --grove-args, as the
-// plain grove gets them, then --http-engine h1 (last, so that it holds
-// over an --http-engine in --grove-args).
-func h1Args(groveArgs []string) []string {
-	return append(append([]string{}, groveArgs...), "--http-engine", "h1")
+// netHTTPArgs are grove-nethttp's extra grove serve arguments:
+// --grove-args, as the plain grove gets them, then --http-engine net/http
+// (last, so that it holds over an --http-engine in --grove-args).
+func netHTTPArgs(groveArgs []string) []string {
+	return append(append([]string{}, groveArgs...), "--http-engine", "net/http")
 }
 
 func baselineEndpoint(baseURL string) *endpoint {
