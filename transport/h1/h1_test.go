@@ -116,6 +116,8 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 		{"negative Content-Length", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", false},
 		{"Content-Length not a number", "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1 2\r\n\r\nab", false},
 		{"gzip transfer encoding", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", false},
+		{"chunked spelled with a Kelvin sign", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chun\u212aed\r\n\r\n0\r\n\r\n", false},
+		{"HTTP/1.0 keep-alive and close", "GET /x HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", true},
 		{"two transfer encodings", "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
 		{"missing Host", "GET /x HTTP/1.1\r\n\r\n", false},
 		{"two Hosts", "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false},
@@ -135,6 +137,11 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 			if tc.name == "Content-Length and chunked" {
 				// h1 closes after this answer where net/http keeps the
 				// connection (RFC 9112 6.3).
+				wantClosed = true
+			}
+			if tc.name == "HTTP/1.0 keep-alive and close" {
+				// net/http sets r.Close yet keeps the connection; h1
+				// closes it, as "close" asks (RFC 9112 9.3).
 				wantClosed = true
 			}
 			if code != wantCode || closed != wantClosed {

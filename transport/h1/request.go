@@ -42,7 +42,7 @@ type request struct {
 	body *body
 	// keepAlive: the caller asked for the connection to stay open after
 	// the answer (HTTP/1.1 without "Connection: close", HTTP/1.0 with
-	// "Connection: keep-alive").
+	// "Connection: keep-alive" and without "close").
 	keepAlive bool
 	// expectContinue: the caller waits for "100 Continue" before it
 	// sends the body.
@@ -129,11 +129,11 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 	if r.ProtoAtLeast(1, 1) {
 		req.keepAlive = !httpguts.HeaderValuesContainsToken(conn, "close")
 	} else {
-		req.keepAlive = httpguts.HeaderValuesContainsToken(conn, "keep-alive")
+		req.keepAlive = httpguts.HeaderValuesContainsToken(conn, "keep-alive") && !httpguts.HeaderValuesContainsToken(conn, "close")
 	}
 	r.Close = !req.keepAlive
 	if ex := h["Expect"]; len(ex) > 0 {
-		if len(ex) > 1 || !r.ProtoAtLeast(1, 1) || !strings.EqualFold(ex[0], "100-continue") {
+		if len(ex) > 1 || !r.ProtoAtLeast(1, 1) || !asciiEqualFold(ex[0], "100-continue") {
 			return nil, &requestError{code: http.StatusExpectationFailed, msg: "unsupported Expect header"}
 		}
 		req.expectContinue = true
@@ -158,7 +158,7 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 			return nil, &requestError{code: http.StatusNotImplemented, msg: "too many transfer encodings"}
 		}
 		if len(te) == 1 {
-			if !strings.EqualFold(te[0], "chunked") {
+			if !asciiEqualFold(te[0], "chunked") {
 				return nil, &requestError{code: http.StatusNotImplemented, msg: fmt.Sprintf("unsupported transfer encoding %q", te[0])}
 			}
 			chunked = true
@@ -225,6 +225,29 @@ func contentLength(h http.Header) (int64, error) {
 		return 0, badRequest("bad Content-Length %q", first)
 	}
 	return n, nil
+}
+
+// asciiEqualFold reports whether s and t are equal with ASCII letters
+// compared without case, as net/http compares Transfer-Encoding (unlike
+// strings.EqualFold, for which "chun\u212aed", with a Kelvin sign, is
+// "chunked").
+func asciiEqualFold(s, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		a, b := s[i], t[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // validMethod reports whether m is an HTTP method token (RFC 9110 9.1).
