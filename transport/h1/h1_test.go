@@ -129,6 +129,7 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 		{"control character in a value", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\x01b\r\n\r\n", false},
 		{"space before the colon", "GET /x HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", false},
 		{"headers past the limit", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: " + long + "\r\n\r\n", false},
+		{"HTTP/1.0 expecting 100 Continue", "POST /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc", true},
 		{"unknown expectation", "POST /x HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\nx", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

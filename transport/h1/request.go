@@ -133,10 +133,11 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 	}
 	r.Close = !req.keepAlive
 	if ex := h["Expect"]; len(ex) > 0 {
-		if len(ex) > 1 || !r.ProtoAtLeast(1, 1) || !asciiEqualFold(ex[0], "100-continue") {
+		if len(ex) > 1 || !asciiEqualFold(ex[0], "100-continue") {
 			return nil, &requestError{code: http.StatusExpectationFailed, msg: "unsupported Expect header"}
 		}
-		req.expectContinue = true
+		// An HTTP/1.0 caller's is ignored (RFC 9110 10.1.1), as net/http does.
+		req.expectContinue = r.ProtoAtLeast(1, 1)
 	}
 
 	// Content-Length must be valid, and repeated values agree, even when
