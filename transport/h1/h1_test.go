@@ -230,7 +230,7 @@ func TestAnswersAreFramedByLengthOrChunked(t *testing.T) {
 		if err != nil || body != tc.body || resp.ContentLength != tc.length || resp.Close != tc.closes {
 			t.Errorf("%s: %v %v len %d, want %d bytes framed %d", tc.path, resp, err, len(body), len(tc.body), tc.length)
 		}
-		if tc.path == "/small" && (resp.Header.Get("Date") == "" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8") {
+		if (tc.path == "/small" || tc.path == "/big") && (resp.Header.Get("Date") == "" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8") {
 			t.Errorf("%s: header %v, want a Date and a sniffed Content-Type", tc.path, resp.Header)
 		}
 	}

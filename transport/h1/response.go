@@ -142,7 +142,7 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	if len(*w.buf)+len(p) > bufferedBody {
 		// Longer than an answer holds: sent as it comes, not copied.
-		if err := w.stream(); err != nil {
+		if err := w.stream(p); err != nil {
 			return 0, err
 		}
 		return len(p), w.writeBody(p)
@@ -167,7 +167,7 @@ func (w *response) FlushError() error {
 		w.writeHeader(http.StatusOK)
 	}
 	if !w.headSent {
-		if err := w.stream(); err != nil {
+		if err := w.stream(nil); err != nil {
 			return err
 		}
 	}
@@ -204,8 +204,9 @@ func (w *response) sendContinue() error {
 
 // stream sends the head with the answer's length unknown (chunked, or to
 // the connection's close for an HTTP/1.0 caller) unless the handler
-// declared it, then what the answer holds.
-func (w *response) stream() error {
+// declared it, then what the answer holds; next is what will follow it
+// (its Content-Type is sniffed from it when the answer holds nothing).
+func (w *response) stream(next []byte) error {
 	if w.contentLength < 0 && w.bodyAllowed && !w.head {
 		if w.r.ProtoAtLeast(1, 1) {
 			w.chunked = true
@@ -213,7 +214,10 @@ func (w *response) stream() error {
 			w.closeAfter = true
 		}
 	}
-	w.sendHead(-1)
+	if w.buf != nil && len(*w.buf) > 0 {
+		next = *w.buf
+	}
+	w.sendHead(-1, next)
 	if w.buf == nil {
 		return nil
 	}
@@ -254,7 +258,11 @@ func (w *response) finish() error {
 		if w.contentLength < 0 && (w.bodyAllowed && !w.head || w.head && w.written > 0) {
 			n = w.written
 		}
-		w.sendHead(n)
+		var start []byte
+		if w.buf != nil {
+			start = *w.buf
+		}
+		w.sendHead(n, start)
 		if w.buf != nil {
 			_, _ = bw.Write(*w.buf)
 			w.c.s.putBuf(w.buf)
@@ -342,8 +350,10 @@ func (w *response) writeStatusLine(code int) {
 }
 
 // sendHead writes the status line and the headers, with Content-Length
-// n when n is not negative and the handler declared none.
-func (w *response) sendHead(n int64) {
+// n when n is not negative and the handler declared none, and a
+// Content-Type sniffed from start, the body's start, when it declared
+// none.
+func (w *response) sendHead(n int64, start []byte) {
 	h := w.sent
 	if httpguts.HeaderValuesContainsToken(h["Connection"], "close") || w.c.s.closing.Load() {
 		w.closeAfter = true
@@ -362,9 +372,9 @@ func (w *response) sendHead(n int64) {
 		_, _ = bw.Write(w.c.s.date.get(time.Now()))
 		_, _ = bw.WriteString("\r\n")
 	}
-	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed && w.buf != nil && len(*w.buf) > 0 && len(h.Get("Content-Encoding")) == 0 {
+	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed && len(start) > 0 && len(h.Get("Content-Encoding")) == 0 {
 		_, _ = bw.WriteString("Content-Type: ")
-		_, _ = bw.WriteString(http.DetectContentType(*w.buf))
+		_, _ = bw.WriteString(http.DetectContentType(start))
 		_, _ = bw.WriteString("\r\n")
 	}
 	switch {
