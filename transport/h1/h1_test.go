@@ -127,6 +127,7 @@ func TestRequestsReachTheHandlerAsNetHTTPsServerGivesThem(t *testing.T) {
 		{"bad method", "G@T /x HTTP/1.1\r\nHost: h\r\n\r\n", false},
 		{"bad target", "GET x HTTP/1.1\r\nHost: h\r\n\r\n", false},
 		{"control character in a value", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\x01b\r\n\r\n", false},
+		{"a long first header line folded", "GET /x HTTP/1.1\r\n " + strings.Repeat("x", 100) + "\r\nHost: h\r\n\r\n", false},
 		{"space before the colon", "GET /x HTTP/1.1\r\nHost: h\r\nX-A : b\r\n\r\n", false},
 		{"headers past the limit", "GET /x HTTP/1.1\r\nHost: h\r\nX-A: " + long + "\r\n\r\n", false},
 		{"HTTP/1.0 expecting 100 Continue", "POST /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc", true},

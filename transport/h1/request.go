@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
@@ -81,14 +82,13 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 	}
 	mh, err := tp.ReadMIMEHeader()
 	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, err
+		var ne net.Error
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
+			return nil, err // the connection ended or failed
 		}
-		var pe textproto.ProtocolError
-		if errors.As(err, &pe) {
-			return nil, badRequest("%v", err)
-		}
-		return nil, err
+		// A textproto.ProtocolError, or its "message too large" for a
+		// long folded first line: net/http answers 400 to either.
+		return nil, badRequest("%v", err)
 	}
 	h := http.Header(mh)
 	r := &http.Request{Method: method, URL: u, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
