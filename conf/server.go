@@ -63,9 +63,12 @@ type Server struct {
 	// start and every hour; without it such a config is refused.
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 	// HTTPEngine is the server of the HTTP listener (HTTP, not AdminHTTP):
-	// HTTPEngineNetHTTP, Go's net/http (HTTP/1.1, and HTTP/2 over TLS), or
+	// HTTPEngineNetHTTP, Go's net/http (HTTP/1.1, and HTTP/2 over TLS);
 	// HTTPEngineH1, Grove's own HTTP/1.1 server (package transport/h1),
-	// which serves the same routes with less CPU a request (docs/performance.md).
+	// which serves the same routes with less CPU a request
+	// (docs/performance.md); or HTTPEngineAuto, h1 on a plaintext listener
+	// (where net/http serves HTTP/1.1 only too) and net/http over TLS.
+	// ResolveHTTPEngine says which auto is.
 	HTTPEngine string `yaml:"http_engine"`
 	// HTTPReadHeaderTimeout bounds reading a request's headers (slow
 	// clients holding connections open are cut).
@@ -457,9 +460,23 @@ const MinPollInterval = time.Second
 
 // The values of Server.HTTPEngine.
 const (
+	HTTPEngineAuto    = "auto"
 	HTTPEngineNetHTTP = "net/http"
 	HTTPEngineH1      = "h1"
 )
+
+// ResolveHTTPEngine is the server that serves the HTTP listener:
+// HTTPEngineNetHTTP or HTTPEngineH1. Auto is h1 on a plaintext listener
+// and net/http when it serves TLS, whose clients may use HTTP/2.
+func (s *Server) ResolveHTTPEngine() string {
+	if s.HTTPEngine != HTTPEngineAuto {
+		return s.HTTPEngine
+	}
+	if s.TLS.Enabled() {
+		return HTTPEngineNetHTTP
+	}
+	return HTTPEngineH1
+}
 
 // DefaultServer returns the defaults of every Server field; Bucket has none.
 func DefaultServer() Server {
@@ -472,7 +489,7 @@ func DefaultServer() Server {
 		ModelConfig:              "model_config.json",
 		HTTP:                     "127.0.0.1:8080",
 		GRPC:                     "127.0.0.1:9090",
-		HTTPEngine:               HTTPEngineNetHTTP,
+		HTTPEngine:               HTTPEngineAuto,
 		HTTPReadHeaderTimeout:    10 * time.Second,
 		HTTPIdleTimeout:          2 * time.Minute,
 		HTTPMaxHeaderBytes:       64 << 10,
@@ -622,7 +639,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
 	str(&s.AdminHTTP, "admin-http", "`host:port` of a second HTTP listener serving the management API, /metrics and pprof instead of --http (default: none, all on --http)")
 	str(&s.AdminGRPC, "admin-grpc", "`host:port` of a second gRPC listener with --max-model-bytes as its message limit, serving the B&A sidecar's RegisterModel and DeleteModel (only there unless --grpc is loopback without authentication), GetModelPaths and health (default: none)")
-	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: net/http (Go's: HTTP/1.1, and HTTP/2 over TLS) or h1 (Grove's own HTTP/1.1 server: less CPU a request, no HTTP/2)")
+	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: h1 (Grove's own HTTP/1.1 server: less CPU a request, no HTTP/2), net/http (Go's: HTTP/1.1, and HTTP/2 over TLS), or auto (h1 on plaintext, net/http over TLS)")
 	dur(&s.HTTPReadHeaderTimeout, "http-read-header-timeout", "how long a client may take to send a request's headers")
 	dur(&s.HTTPIdleTimeout, "http-idle-timeout", "how long an idle keep-alive HTTP connection is kept")
 	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")
@@ -1070,8 +1087,8 @@ func (s Server) Validate() error {
 			bad(d.key, "%v must be positive", d.v)
 		}
 	}
-	if s.HTTPEngine != HTTPEngineNetHTTP && s.HTTPEngine != HTTPEngineH1 {
-		bad("http_engine", "%q is not a server Grove has: use %s or %s", s.HTTPEngine, HTTPEngineNetHTTP, HTTPEngineH1)
+	if s.HTTPEngine != HTTPEngineAuto && s.HTTPEngine != HTTPEngineNetHTTP && s.HTTPEngine != HTTPEngineH1 {
+		bad("http_engine", "%q is not a server Grove has: use %s, %s or %s", s.HTTPEngine, HTTPEngineAuto, HTTPEngineH1, HTTPEngineNetHTTP)
 	}
 	if s.HTTPMaxHeaderBytes < 1024 {
 		bad("http_max_header_bytes", "%d is below the minimum of 1024", s.HTTPMaxHeaderBytes)

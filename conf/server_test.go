@@ -565,7 +565,7 @@ func TestServerValidateNamesKeyAndFlag(t *testing.T) {
 		{"key feature empty", func(s *Server) { s.PredictionLog.DefaultKeyFeatures = []string{"a", ""} }, "prediction_log.default_key_features (--prediction-log-key-features): a feature name is empty"},
 		{"admin http", func(s *Server) { s.AdminHTTP = "8081" }, `admin_http (--admin-http): "8081" is not host:port`},
 		{"admin http on http", func(s *Server) { s.AdminHTTP = s.HTTP }, "admin_http (--admin-http): 127.0.0.1:8080 is also the HTTP or gRPC address"},
-		{"http engine", func(s *Server) { s.HTTPEngine = "fasthttp" }, `http_engine (--http-engine): "fasthttp" is not a server Grove has: use net/http or h1`},
+		{"http engine", func(s *Server) { s.HTTPEngine = "fasthttp" }, `http_engine (--http-engine): "fasthttp" is not a server Grove has: use auto, h1 or net/http`},
 		{"read header timeout", func(s *Server) { s.HTTPReadHeaderTimeout = 0 }, "http_read_header_timeout (--http-read-header-timeout): 0s must be positive"},
 		{"write timeout", func(s *Server) { s.HTTPWriteTimeout = -time.Second }, "http_write_timeout (--http-write-timeout): -1s must be positive"},
 		{"max header bytes", func(s *Server) { s.HTTPMaxHeaderBytes = 10 }, "http_max_header_bytes (--http-max-header-bytes): 10 is below the minimum of 1024"},
@@ -855,6 +855,32 @@ func TestGRPCServesModelWritesOnlyOnLoopbackWithoutAuthentication(t *testing.T) 
 		tc.modify(&s)
 		if got := s.GRPCServesModelWrites(); got != tc.want {
 			t.Errorf("%s: GRPCServesModelWrites() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The default engine is h1 where net/http would serve HTTP/1.1 only (a
+// plaintext listener) and net/http over TLS, where clients may use HTTP/2;
+// an engine set explicitly is kept either way.
+func TestHTTPEngineAutoIsH1OnPlaintextAndNetHTTPOverTLS(t *testing.T) {
+	tlsOn := TLS{CertFile: "/c", KeyFile: "/k", ReloadInterval: time.Second}
+	for _, tc := range []struct {
+		name   string
+		modify func(*Server)
+		want   string
+	}{
+		{"the default, plaintext", func(*Server) {}, HTTPEngineH1},
+		{"the default, TLS", func(s *Server) { s.TLS = tlsOn }, HTTPEngineNetHTTP},
+		{"net/http set, plaintext", func(s *Server) { s.HTTPEngine = HTTPEngineNetHTTP }, HTTPEngineNetHTTP},
+		{"h1 set, TLS", func(s *Server) { s.HTTPEngine, s.TLS = HTTPEngineH1, tlsOn }, HTTPEngineH1},
+	} {
+		s := DefaultServer()
+		tc.modify(&s)
+		if s.HTTPEngine == "" {
+			t.Fatalf("%s: no default engine", tc.name)
+		}
+		if got := s.ResolveHTTPEngine(); got != tc.want {
+			t.Errorf("%s: ResolveHTTPEngine() = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

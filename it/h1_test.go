@@ -10,8 +10,9 @@ import (
 	"github.com/groveml/grove/internal/rawhttptest"
 )
 
-// TestH1EngineAnswersAsNetHTTPDoes serves one bucket from two groves,
-// one with --http-engine h1, and sends both the same requests of every
+// TestH1EngineAnswersAsNetHTTPDoes serves one bucket from two groves, one
+// with the default engine, which is h1 on a plaintext listener, the other
+// with --http-engine net/http, and sends both the same requests of every
 // kind (B&A and OIP inference, compressed, malformed, too large, for an
 // unknown model, metadata, probes, an unknown path): each answer, status
 // and body, is the same. On a raw connection, h1 keeps the connection
@@ -21,8 +22,13 @@ import (
 func TestH1EngineAnswersAsNetHTTPDoes(t *testing.T) {
 	t.Parallel()
 	bucket := cornersBucket(t, map[string]string{"mixed/": "mixed"}).URL()
-	netGrove := startGrove(t, bucket, nil, "--max-body-bytes", "65536")
-	h1Grove := startGrove(t, bucket, nil, "--max-body-bytes", "65536", "--http-engine", "h1")
+	netGrove := startGrove(t, bucket, nil, "--max-body-bytes", "65536", "--http-engine", "net/http")
+	h1Grove := startGrove(t, bucket, nil, "--max-body-bytes", "65536")
+	for g, want := range map[*grove]string{netGrove: "net/http", h1Grove: "h1"} {
+		if addrs, _ := servingAddrs(g.logs.String()); addrs["http_engine"] != want {
+			t.Fatalf("grove serving line names http_engine=%q, want %q", addrs["http_engine"], want)
+		}
+	}
 	oip := []byte(`{"inputs":[{"name":"ids","datatype":"INT64","shape":[1,2],"data":[1,2]},{"name":"w","datatype":"FP32","shape":[1,1],"data":[0.5]}],"outputs":[{"name":"total"}]}`)
 	ba := []byte(`{"request":[{"model_path":"mixed/","tensors":[{"tensor_name":"ids","data_type":"INT64","tensor_shape":[1,2],"tensor_content":["1","2"]},` +
 		`{"tensor_name":"w","data_type":"FLOAT","tensor_shape":[1,1],"tensor_content":["0.5"]}]}]}`)

@@ -123,6 +123,7 @@ func TestTLSOnlyPlaintextRefused(t *testing.T) {
 	if code, _, err := getWith(s.client(), g.url+"/v1/models"); err != nil || code != 200 {
 		t.Fatalf("HTTPS /v1/models: %d %v", code, err)
 	}
+	// The default engine over TLS is net/http, which serves HTTP/2.
 	h2 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig(), ForceAttemptHTTP2: true}}
 	if resp, err := h2.Get(g.url + "/v1/models"); err != nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 {
 		t.Errorf("HTTP/2 over TLS: %v %v", resp, err)

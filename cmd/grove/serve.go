@@ -351,7 +351,8 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	if err != nil {
 		return g.abort(err)
 	}
-	if cfg.HTTPEngine == conf.HTTPEngineH1 {
+	engine := cfg.ResolveHTTPEngine()
+	if engine == conf.HTTPEngineH1 {
 		g.add("servers", serveH1(h.NewH1Server(h.Handler(), httpTLS), ln, log))
 	} else {
 		g.add("servers", serveHTTP(h.NewHTTPServer(h.Handler(), httpTLS), ln, log))
@@ -401,7 +402,7 @@ func serveUntil(ctx context.Context, cfg conf.Server, log *slog.Logger) error {
 	}})
 	g.add("signals", untilDone(ctx))
 
-	log.Info("grove serving", "http", ln.Addr().String(), "grpc", grpcAddr, "admin_http", adminAddr, "admin_grpc", adminGRPCAddr, "tls", tlsFiles != nil,
+	log.Info("grove serving", "http", ln.Addr().String(), "http_engine", engine, "grpc", grpcAddr, "admin_http", adminAddr, "admin_grpc", adminGRPCAddr, "tls", tlsFiles != nil,
 		"client_auth", cfg.TLS.ClientAuth, "bucket", b.String(), "model_config", cfg.ModelConfig, "poll_interval", cfg.PollInterval,
 		"malloc_arenas", mallocarena.Setting())
 	err = g.run()
@@ -698,7 +699,7 @@ func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	return httpComponent(srv, serve, ln, func() { unused.CloseAfter(unusedConnGrace) }, log)
 }
 
-// serveH1 is serveHTTP for the h1 engine (--http-engine h1), whose
+// serveH1 is serveHTTP for the h1 engine (conf.HTTPEngineH1), whose
 // Shutdown closes connections that sent no request itself.
 func serveH1(srv *h1.Server, ln net.Listener, log *slog.Logger) component {
 	return httpComponent(srv, func() error { return srv.Serve(ln) }, ln, func() {}, log)
