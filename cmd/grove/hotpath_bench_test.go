@@ -25,6 +25,7 @@ import (
 	"github.com/groveml/grove/conf"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/runtimes"
+	"github.com/groveml/grove/transport/h1"
 	"github.com/groveml/grove/transport/httpserver"
 )
 
@@ -73,8 +74,9 @@ func BenchmarkServeInference(b *testing.B) {
 }
 
 // BenchmarkServeInferenceHTTP measures POST /v1/inference of one pctr_v1
-// row through the whole server as grove serve runs it: net/http on a
-// loopback listener (with grove serve's default timeouts), the API
+// row through the whole server as grove serve runs it: each HTTP engine
+// (engine=h1, the default on a plaintext listener, and engine=net/http) on
+// a loopback listener (with grove serve's default timeouts), the API
 // handler, the router and model actors and libtorch, driven by raw
 // keep-alive HTTP/1.1 clients in this process (as grovebench's are: a
 // prebuilt request written, the answer read, nothing allocated), one
@@ -90,15 +92,16 @@ func BenchmarkServeInferenceHTTP(b *testing.B) {
 		MaxBodyBytes: def.MaxBodyBytes, ReadTimeout: def.HTTPReadTimeout, WriteTimeout: def.HTTPWriteTimeout,
 		ReadHeaderTimeout: def.HTTPReadHeaderTimeout, IdleTimeout: def.HTTPIdleTimeout, MaxHeaderBytes: def.HTTPMaxHeaderBytes})
 	ba.Register(api, sys, ba.ParseOptions{})
-	serveRaw(b, api.NewHTTPServer(api.Handler(), nil), 1, 32)
+	b.Run("engine="+conf.HTTPEngineH1, func(b *testing.B) { serveRaw(b, api.NewH1Server(api.Handler(), nil), 1, 32) })
+	b.Run("engine="+conf.HTTPEngineNetHTTP, func(b *testing.B) { serveRaw(b, api.NewHTTPServer(api.Handler(), nil), 1, 32) })
 }
 
 // BenchmarkDirectInferenceHTTP is BenchmarkServeInferenceHTTP on the
-// server of grovebench's direct row: a plain net/http handler that parses
-// the body with the B&A codec and calls the pctr_v1 servable itself, with
-// no actors and none of httpserver's routes, limits, deadlines or
-// metrics. BenchmarkServeInferenceHTTP over this, at concurrency 1, is
-// what those cost a request.
+// server of grovebench's direct row: a plain handler, served by
+// transport/h1, that parses the body with the B&A codec and calls the
+// pctr_v1 servable itself, with no actors and none of httpserver's routes,
+// limits, deadlines or metrics. BenchmarkServeInferenceHTTP/engine=h1 over
+// this, at concurrency 1, is what those cost a request.
 func BenchmarkDirectInferenceHTTP(b *testing.B) {
 	dir := "../../examples/bucket/pctr_v1"
 	files := []string{"model.pt"}
@@ -112,13 +115,19 @@ func BenchmarkDirectInferenceHTTP(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = sv.Close() })
 	h := batest.DirectHandler(sv)
-	serveRaw(b, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, 1)
+	serveRaw(b, h1.New(h, h1.Options{ReadHeaderTimeout: 10 * time.Second}), 1)
+}
+
+// rawServer is an HTTP server serveRaw runs: net/http's or h1's.
+type rawServer interface {
+	Serve(net.Listener) error
+	Close() error
 }
 
 // serveRaw serves srv on a loopback listener and runs a sub-benchmark of
 // POST /v1/inference (clientBody) for each concurrency of concs, with raw
 // clients (rawClient), reporting cpu-ns/op beside ns/op.
-func serveRaw(b *testing.B, srv *http.Server, concs ...int) {
+func serveRaw(b *testing.B, srv rawServer, concs ...int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

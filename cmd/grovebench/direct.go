@@ -14,11 +14,13 @@ import (
 	"github.com/groveml/grove/api/ba/batest"
 	"github.com/groveml/grove/servables"
 	"github.com/groveml/grove/servables/torch"
+	"github.com/groveml/grove/transport/h1"
 )
 
 // The direct server: grove's own B&A codec and TorchScript servable called
 // straight from an HTTP handler, with no actors between them
-// (batest.DirectHandler). grove over it is what the actor layer (the
+// (batest.DirectHandler), served by transport/h1 as grove's plaintext HTTP
+// listener is by default. grove over it is what the actor layer (the
 // router, the model actor's mailbox, the hops between goroutines, and what
 // they buy: one queue per model, batching, deadlines, shadows, hot swaps)
 // costs and gains.
@@ -42,8 +44,7 @@ func serveDirect(spec string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: batest.DirectHandler(sv), ReadHeaderTimeout: 10 * time.Second}
-	return hs.Serve(ln)
+	return h1.New(batest.DirectHandler(sv), h1.Options{ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 }
 
 // startDirect starts the direct server on the model file as a child
