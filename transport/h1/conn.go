@@ -41,8 +41,10 @@ type conn struct {
 	// the connection for it (a body's end calls it).
 	cancel   context.CancelFunc
 	armWatch func()
-	// keys sorts an answer's header names.
-	keys []string
+	// keys sorts an answer's header names; fields holds its header
+	// fields from WriteHeader until its head is sent.
+	keys   []string
+	fields []byte
 
 	state atomic.Uint64 // http.ConnState << 48 | unix seconds of the change
 }
@@ -166,7 +168,7 @@ func (c *conn) refuse(err error) {
 // whether the connection can carry another request.
 func (c *conn) serveRequest(req *request) (keep bool) {
 	s := c.s
-	r := req.Request
+	r := &req.Request
 	r.RemoteAddr = c.remoteAddr
 	r.TLS = c.tlsState
 	ctx, cancel := context.WithCancel(c.ctx)

@@ -38,7 +38,9 @@ var errHeaderTooLarge = &requestError{code: http.StatusRequestHeaderFieldsTooLar
 // handler gets, with a body reading from br, and what the connection
 // does around it.
 type request struct {
-	*http.Request
+	// Request is the handler's request before its context is set (one
+	// allocation with the rest).
+	http.Request
 	// body reads the request body: nil for none.
 	body *body
 	// keepAlive: the caller asked for the connection to stay open after
@@ -91,8 +93,9 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 		return nil, badRequest("%v", err)
 	}
 	h := http.Header(mh)
-	r := &http.Request{Method: method, URL: u, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
-		Header: h, RequestURI: target}
+	req := &request{Request: http.Request{Method: method, URL: u, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+		Header: h, RequestURI: target}}
+	r := &req.Request
 	for k, vs := range h {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, badRequest("invalid header name %q", k)
@@ -124,7 +127,6 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 		}
 	}
 
-	req := &request{Request: r}
 	conn := h["Connection"]
 	if r.ProtoAtLeast(1, 1) {
 		req.keepAlive = !httpguts.HeaderValuesContainsToken(conn, "close")

@@ -27,13 +27,13 @@ type response struct {
 	req  *request
 	r    *http.Request
 	body *body // nil for none
-	// header is the handler's (Header); sent is what the head carries,
-	// a copy of header as it was at WriteHeader, as net/http's.
-	header, sent http.Header
-	// calledHeader: the handler asked for header (it may hold it);
-	// shared: sent is header itself (the handler had not asked for it).
-	calledHeader, shared bool
-	status               int
+	// header is the handler's (Header). What the head carries is header
+	// as it was at WriteHeader, as with net/http: its fields are written
+	// then, in the connection's fields buffer (writeFields), and what
+	// sendHead needs of them kept in facts.
+	header http.Header
+	facts  headFacts
+	status int
 	// wroteHeader: the status is set; wroteBody: Write was called (no
 	// 100 Continue after it); headSent: the status line and headers
 	// are in the connection's writer.
@@ -56,16 +56,16 @@ type response struct {
 	readDeadline, writeDeadline bool
 }
 
-// Header returns the header map of the answer.
-func (w *response) Header() http.Header {
-	w.calledHeader = true
-	if w.shared {
-		// First asked for after WriteHeader: a copy, so that the head
-		// stays what it was then.
-		w.header, w.shared = w.header.Clone(), false
-	}
-	return w.header
+// headFacts is what the head needs of the handler's header once its
+// fields are written.
+type headFacts struct {
+	// conn is the handler's Connection, written by sendHead (nil: none).
+	conn                               []string
+	date, contentType, contentEncoding bool
 }
+
+// Header returns the header map of the answer.
+func (w *response) Header() http.Header { return w.header }
 
 // WriteHeader sets the answer's status (writing a 1xx one at once); it
 // panics, as net/http's does, for a code outside 100-999.
@@ -89,26 +89,30 @@ func (w *response) writeHeader(code int) {
 			return
 		}
 		w.writeStatusLine(code)
-		w.writeFields(w.header, code, false)
+		_, _ = w.c.bw.Write(w.writeFields(w.c.bw.AvailableBuffer(), w.header, code, false, false))
 		_, _ = w.c.bw.WriteString("\r\n")
 		_ = w.c.bw.Flush()
 		return
 	}
-	w.wroteHeader, w.status, w.sent = true, code, w.header
-	if w.calledHeader {
-		// The handler may change the map it holds: the head is the
-		// header as it is now (net/http copies it too).
-		w.sent = w.header.Clone()
-	} else {
-		w.shared = true
-	}
+	w.wroteHeader, w.status = true, code
 	w.bodyAllowed = code != http.StatusNoContent && code != http.StatusNotModified && code >= 200
-	if cl := w.sent["Content-Length"]; len(cl) > 0 && w.bodyAllowed {
+	h := w.header
+	badLength := false
+	if cl := h["Content-Length"]; len(cl) > 0 && w.bodyAllowed {
 		if n, err := strconv.ParseInt(strings.Trim(cl[0], " \t"), 10, 64); err == nil && n >= 0 {
 			w.contentLength = n
 		} else {
-			delete(w.sent, "Content-Length")
+			badLength = true // dropped, as net/http does
 		}
+	}
+	// The handler may change the map it holds: the head is the header
+	// as it is now.
+	w.c.fields = w.writeFields(w.c.fields[:0], h, code, badLength, true)
+	_, w.facts.date = h["Date"]
+	_, w.facts.contentType = h["Content-Type"]
+	w.facts.contentEncoding = len(h.Get("Content-Encoding")) > 0
+	if conn, ok := h["Connection"]; ok {
+		w.facts.conn = slices.Clone(conn)
 	}
 }
 
@@ -235,9 +239,7 @@ func (w *response) writeBody(p []byte) error {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		var n [20]byte
-		_, _ = bw.Write(strconv.AppendInt(n[:0], int64(len(p)), 16))
-		_, _ = bw.WriteString("\r\n")
+		_, _ = bw.Write(append(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16), "\r\n"...))
 		_, _ = bw.Write(p)
 		_, err := bw.WriteString("\r\n")
 		return err
@@ -333,20 +335,21 @@ const drainTimeout = 5 * time.Second
 
 func (w *response) writeStatusLine(code int) {
 	bw := w.c.bw
-	var n [20]byte
+	b := bw.AvailableBuffer()
 	if w.r.ProtoAtLeast(1, 1) {
-		_, _ = bw.WriteString("HTTP/1.1 ")
+		b = append(b, "HTTP/1.1 "...)
 	} else {
-		_, _ = bw.WriteString("HTTP/1.0 ")
+		b = append(b, "HTTP/1.0 "...)
 	}
-	_, _ = bw.Write(strconv.AppendInt(n[:0], int64(code), 10))
-	_ = bw.WriteByte(' ')
-	text := http.StatusText(code)
-	if text == "" {
-		text = "status code " + strconv.Itoa(code)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
 	}
-	_, _ = bw.WriteString(text)
-	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.Write(append(b, "\r\n"...))
 }
 
 // sendHead writes the status line and the headers, with Content-Length
@@ -354,25 +357,27 @@ func (w *response) writeStatusLine(code int) {
 // Content-Type sniffed from start, the body's start, when it declared
 // none.
 func (w *response) sendHead(n int64, start []byte) {
-	h := w.sent
-	if httpguts.HeaderValuesContainsToken(h["Connection"], "close") || w.c.s.closing.Load() {
+	conn, hasConn := w.facts.conn, w.facts.conn != nil
+	if httpguts.HeaderValuesContainsToken(conn, "close") || w.c.s.closing.Load() {
 		w.closeAfter = true
 	}
 	w.settleBody()
 	w.headSent = true
-	conn, hasConn := h["Connection"]
 	// Closing after this answer: a Connection of the handler's that does
 	// not say so gives way to "close", as with net/http.
 	dropConn := hasConn && w.closeAfter && !httpguts.HeaderValuesContainsToken(conn, "close")
 	w.writeStatusLine(w.status)
-	w.writeFields(h, w.status, dropConn)
 	bw := w.c.bw
-	if _, ok := h["Date"]; !ok {
+	_, _ = bw.Write(w.c.fields)
+	if hasConn && !dropConn {
+		_, _ = bw.Write(appendField(bw.AvailableBuffer(), "Connection", conn))
+	}
+	if !w.facts.date {
 		_, _ = bw.WriteString("Date: ")
 		_, _ = bw.Write(w.c.s.date.get(time.Now()))
 		_, _ = bw.WriteString("\r\n")
 	}
-	if _, ok := h["Content-Type"]; !ok && w.bodyAllowed && len(start) > 0 && len(h.Get("Content-Encoding")) == 0 {
+	if !w.facts.contentType && w.bodyAllowed && len(start) > 0 && !w.facts.contentEncoding {
 		_, _ = bw.WriteString("Content-Type: ")
 		_, _ = bw.WriteString(http.DetectContentType(start))
 		_, _ = bw.WriteString("\r\n")
@@ -381,10 +386,9 @@ func (w *response) sendHead(n int64, start []byte) {
 	case w.chunked:
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	case n >= 0 && w.contentLength < 0 && w.bodyAllowed:
-		var b [20]byte
-		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.Write(strconv.AppendInt(b[:0], n, 10))
-		_, _ = bw.WriteString("\r\n")
+		b := append(bw.AvailableBuffer(), "Content-Length: "...)
+		b = strconv.AppendInt(b, n, 10)
+		_, _ = bw.Write(append(b, "\r\n"...))
 	}
 	switch {
 	case hasConn && !dropConn:
@@ -396,14 +400,14 @@ func (w *response) sendHead(n int64, start []byte) {
 	_, _ = bw.WriteString("\r\n")
 }
 
-// writeFields writes the handler's header fields h, sorted by name, but
-// for those the server frames the answer with (Transfer-Encoding;
-// Content-Length of an answer without a body, and Content-Type of a 304,
-// as net/http drops them; Connection when dropConnection, for the
-// server's own); names that are not tokens are dropped and line breaks in
-// values become spaces, as net/http does.
-func (w *response) writeFields(h http.Header, code int, dropConnection bool) {
-	bw := w.c.bw
+// writeFields appends the handler's header fields h to b, sorted by
+// name, but for those the server frames the answer with
+// (Transfer-Encoding; Content-Length when badLength or of an answer
+// without a body, and Content-Type of a 304, as net/http drops them;
+// Connection when noConnection, which sendHead writes itself); names
+// that are not tokens are dropped and line breaks in values become
+// spaces, as net/http does.
+func (w *response) writeFields(b []byte, h http.Header, code int, badLength, noConnection bool) []byte {
 	keys := w.c.keys[:0]
 	for k := range h {
 		keys = append(keys, k)
@@ -414,22 +418,29 @@ func (w *response) writeFields(h http.Header, code int, dropConnection bool) {
 	noBody := code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
 	for _, k := range keys {
 		switch {
-		case k == "Transfer-Encoding", noBody && k == "Content-Length", code == http.StatusNotModified && k == "Content-Type",
-			dropConnection && k == "Connection":
+		case k == "Transfer-Encoding", (noBody || badLength) && k == "Content-Length", code == http.StatusNotModified && k == "Content-Type",
+			noConnection && k == "Connection":
 			continue
 		case !httpguts.ValidHeaderFieldName(k):
 			continue
 		}
-		for _, v := range h[k] {
-			_, _ = bw.WriteString(k)
-			_, _ = bw.WriteString(": ")
-			if strings.ContainsAny(v, "\r\n") {
-				v = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(v)
-			}
-			_, _ = bw.WriteString(strings.TrimSpace(v))
-			_, _ = bw.WriteString("\r\n")
-		}
+		b = appendField(b, k, h[k])
 	}
 	clear(keys)
 	w.c.keys = keys[:0]
+	return b
+}
+
+// appendField appends a line "name: value" for each of vals to b.
+func appendField(b []byte, name string, vals []string) []byte {
+	for _, v := range vals {
+		b = append(b, name...)
+		b = append(b, ": "...)
+		if strings.ContainsAny(v, "\r\n") {
+			v = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(v)
+		}
+		b = append(b, strings.TrimSpace(v)...)
+		b = append(b, "\r\n"...)
+	}
+	return b
 }
