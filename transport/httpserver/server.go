@@ -575,8 +575,9 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 // NewH1Server returns an h1.Server (Grove's own HTTP/1.1 server) serving
 // h with Options' header timeout, idle timeout and header limit, and TLS
 // (HTTP/1.1 only) when tlsConfig is set: NewHTTPServer's counterpart for
-// --http-engine h1. Like NewHTTPServer's, it tells a connlimit.Listener
-// which of its connections are idle.
+// the h1 engine (the default on a plaintext listener). Like
+// NewHTTPServer's, it tells a connlimit.Listener which of its connections
+// are idle.
 func (s *Server) NewH1Server(h http.Handler, tlsConfig *tls.Config) *h1.Server {
 	return h1.New(h, h1.Options{
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
