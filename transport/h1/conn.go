@@ -70,11 +70,19 @@ func (c *conn) getState() (http.ConnState, time.Time) {
 // server closes it, or a request makes it unusable.
 func (c *conn) serve() {
 	s := c.s
+	handedOff := false // to Options.H2: no longer c's
 	defer func() {
-		if v := recover(); v != nil && v != http.ErrAbortHandler {
+		v := recover()
+		if v != nil && v != http.ErrAbortHandler {
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
 			s.opts.Logger.Error("h1: panic serving a request", "remote", c.remoteAddr, "panic", fmt.Sprint(v), "stack", string(buf))
+		}
+		if handedOff {
+			if v != nil {
+				_ = c.rwc.Close() // H2 panicked with it
+			}
+			return
 		}
 		_ = c.rwc.Close()
 		c.setState(http.StateClosed)
@@ -91,6 +99,13 @@ func (c *conn) serve() {
 		}
 		_ = tc.SetDeadline(time.Time{})
 		st := tc.ConnectionState()
+		if st.NegotiatedProtocol == "h2" && s.opts.H2 != nil {
+			handedOff = true
+			c.setState(http.StateHijacked)
+			s.forget(c)
+			s.opts.H2(tc)
+			return
+		}
 		c.tlsState = &st
 	}
 	c.cr.c = c

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/internal/rawhttptest"
 )
@@ -470,6 +472,107 @@ func TestTLSWithClientCertificates(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
+	}
+}
+
+// TestAConnectionThatChoosesH2IsHandedToH2AndIsNoLongerH1s: with H2, h1
+// offers h2 before http/1.1 by ALPN, on a config chosen per handshake
+// too; a client that chooses h2 is served by H2 (here x/net's HTTP/2
+// server on the same handler), which sees its verified client
+// certificate, and one that offers http/1.1 alone is served by h1. The
+// connection handed over is reported hijacked, never closed, by h1, whose
+// Shutdown neither waits for it nor closes it.
+func TestAConnectionThatChoosesH2IsHandedToH2AndIsNoLongerH1s(t *testing.T) {
+	ca := certtest.NewCA(t, "h1 test CA")
+	serverCert := ca.Server(t, "127.0.0.1").TLS(t)
+	clientCert := ca.Client(t, "client", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)).TLS(t)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "no verified client certificate", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName+" "+r.Proto)
+	})
+	static := &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
+	// A config chosen per handshake, as tlsconf's reloading one is, that
+	// offers http/1.1 alone.
+	perHandshake := &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := static.Clone()
+		c.NextProtos = []string{"http/1.1"}
+		return c, nil
+	}}
+	for name, cfg := range map[string]*tls.Config{"static": static, "per handshake": perHandshake} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			states := map[net.Conn][]http.ConnState{}
+			handed := make(chan *tls.Conn, 1)
+			var served sync.WaitGroup
+			h2 := &http2.Server{}
+			s := New(handler, Options{TLSConfig: cfg, Logger: slog.New(slog.DiscardHandler),
+				ConnState: func(c net.Conn, st http.ConnState) {
+					mu.Lock()
+					states[c] = append(states[c], st)
+					mu.Unlock()
+				},
+				H2: func(c *tls.Conn) {
+					served.Add(1)
+					go func() {
+						defer served.Done()
+						h2.ServeConn(c, &http2.ServeConnOpts{Handler: handler})
+					}()
+					handed <- c
+				}})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			serving := make(chan error, 1)
+			go func() { serving <- s.Serve(ln) }()
+			defer s.Close()
+			url := "https://" + ln.Addr().String() + "/"
+			get := func(c *http.Client) (int, string) {
+				t.Helper()
+				resp, err := c.Get(url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.ProtoMajor, string(b)
+			}
+			h2Transport := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}}}
+			defer h2Transport.CloseIdleConnections()
+			h2Client := &http.Client{Transport: h2Transport}
+			if major, body := get(h2Client); major != 2 || body != "client HTTP/2.0" {
+				t.Fatalf("an HTTP/2 client got HTTP/%d %q, want HTTP/2 client HTTP/2.0", major, body)
+			}
+			h1Transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{clientCert}, NextProtos: []string{"http/1.1"}}}
+			defer h1Transport.CloseIdleConnections()
+			if major, body := get(&http.Client{Transport: h1Transport}); major != 1 || body != "client HTTP/1.1" {
+				t.Fatalf("an HTTP/1.1 client got HTTP/%d %q, want HTTP/1 client HTTP/1.1", major, body)
+			}
+			c := <-handed
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.Shutdown(ctx); err != nil {
+				t.Fatalf("Shutdown with an HTTP/2 connection open: %v, want it not waited for", err)
+			}
+			if err := <-serving; !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("Serve: %v", err)
+			}
+			// Served on the same connection: h1 has closed its listener.
+			if major, body := get(h2Client); major != 2 || body != "client HTTP/2.0" {
+				t.Errorf("the HTTP/2 connection after h1's Shutdown: HTTP/%d %q", major, body)
+			}
+			mu.Lock()
+			got := states[c]
+			mu.Unlock()
+			if !slices.Equal(got, []http.ConnState{http.StateNew, http.StateHijacked}) {
+				t.Errorf("the HTTP/2 connection's states from h1: %v, want [new hijacked]", got)
+			}
+			_ = c.Close()
+			served.Wait()
+		})
 	}
 }
 

@@ -15,8 +15,9 @@
 // handler; h1 watches the connection so only for a request still running
 // after Options.WatchAfter, so that a quick answer pays for none of it.
 //
-// What it does not do: HTTP/2 (over TLS it offers only http/1.1 by ALPN),
-// connection hijacking, CONNECT, request trailers (a chunked body's
+// What it does not do: HTTP/2 itself (over TLS it offers http/1.1 by
+// ALPN, preceded by h2 only with Options.H2, which is handed the
+// connections that choose h2 and serves them), connection hijacking, CONNECT, request trailers (a chunked body's
 // trailer is read and dropped: r.Trailer stays nil), answer trailers,
 // and a server-wide read or write timeout past the header's: a handler
 // sets its own deadlines through http.ResponseController (Grove's
@@ -60,9 +61,17 @@ type Options struct {
 	// a request's first byte arrives, StateIdle after its answer,
 	// StateClosed.
 	ConnState func(net.Conn, http.ConnState)
-	// TLSConfig, when set, serves TLS (HTTP/1.1 only: its NextProtos are
-	// replaced by "http/1.1").
+	// TLSConfig, when set, serves TLS: its NextProtos are replaced by
+	// "http/1.1", preceded by "h2" with H2 (and so are those of a config
+	// its GetConfigForClient returns).
 	TLSConfig *tls.Config
+	// H2, when set with TLSConfig, is handed each connection whose TLS
+	// handshake chose "h2", on the goroutine that made the handshake
+	// (within ReadHeaderTimeout). From that call on the connection is
+	// H2's, to serve and to close: ConnState is told
+	// http.StateHijacked, its last state from h1, and Shutdown and Close
+	// neither wait for it nor close it.
+	H2 func(*tls.Conn)
 	// WatchAfter is how long a request may run before its connection is
 	// watched for its caller leaving (which cancels the request's
 	// context); 0 means 1 ms.
@@ -72,8 +81,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// http11 is the one protocol the server offers by ALPN.
-var http11 = []string{"http/1.1"}
+// The protocols the server offers by ALPN: http11 alone, or h2First
+// with Options.H2.
+var (
+	http11  = []string{"http/1.1"}
+	h2First = []string{"h2", "http/1.1"}
+)
 
 // DefaultWatchAfter is Options.WatchAfter's default.
 const DefaultWatchAfter = time.Millisecond
@@ -108,16 +121,20 @@ func New(h http.Handler, opts Options) *Server {
 	}
 	s := &Server{h: h, opts: opts, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}
 	if opts.TLSConfig != nil {
+		protos := http11
+		if opts.H2 != nil {
+			protos = h2First
+		}
 		s.tls = opts.TLSConfig.Clone()
-		s.tls.NextProtos = http11
+		s.tls.NextProtos = protos
 		if get := s.tls.GetConfigForClient; get != nil {
 			// A config chosen per handshake (one reloading its
-			// certificate) offers HTTP/1.1 alone too.
+			// certificate) offers the same protocols.
 			s.tls.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 				c, err := get(hello)
-				if c != nil && !slices.Equal(c.NextProtos, http11) {
+				if c != nil && !slices.Equal(c.NextProtos, protos) {
 					c = c.Clone()
-					c.NextProtos = http11
+					c.NextProtos = protos
 				}
 				return c, err
 			}
