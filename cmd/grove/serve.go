@@ -50,7 +50,6 @@ import (
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
 	"github.com/groveml/grove/transport/grpcserver"
-	"github.com/groveml/grove/transport/h1"
 	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/httpserver"
 	"github.com/groveml/grove/transport/tlsconf"
@@ -699,9 +698,10 @@ func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	return httpComponent(srv, serve, ln, func() { unused.CloseAfter(unusedConnGrace) }, log)
 }
 
-// serveH1 is serveHTTP for the h1 engine (conf.HTTPEngineH1), whose
-// Shutdown closes connections that sent no request itself.
-func serveH1(srv *h1.Server, ln net.Listener, log *slog.Logger) component {
+// serveH1 is serveHTTP for the h1 engine (conf.HTTPEngineH1; over TLS,
+// with the HTTP/2 server it hands h2 connections to), whose Shutdown
+// closes connections that sent no request itself.
+func serveH1(srv *httpserver.H1Server, ln net.Listener, log *slog.Logger) component {
 	return httpComponent(srv, func() error { return srv.Serve(ln) }, ln, func() {}, log)
 }
 

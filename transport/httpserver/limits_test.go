@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/certtest"
 	"github.com/groveml/grove/internal/rawhttptest"
 	"github.com/groveml/grove/transport/connlimit"
 )
@@ -340,8 +340,13 @@ func waitOpen(t *testing.T, l *connlimit.Listener, n int) {
 
 // TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom: an
 // HTTP/2 connection never leaves net/http's "new" state in the ConnState
-// hooks, so it holds its connection while a request is in flight.
+// hooks (on h1 too, whose HTTP/2 server is net/http's), so it holds its
+// connection while a request is in flight.
 func TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T) {
+	forEachEngine(t, testAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom)
+}
+
+func testAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T, engine string) {
 	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	started, release := make(chan struct{}), make(chan struct{})
 	s.Handle("GET /block", auth.RoleRead, "block", func(w http.ResponseWriter, r *http.Request) {
@@ -349,17 +354,13 @@ func TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T
 		<-release
 		_, _ = fmt.Fprintf(w, "proto %d", r.ProtoMajor)
 	})
-	ts := httptest.NewUnstartedServer(nil)
-	ts.Config = s.NewHTTPServer(s.Handler(), nil)
-	l := connlimit.New(ts.Listener, connlimit.Options{Name: "http", Max: 1, Logger: slog.New(slog.DiscardHandler)})
-	ts.Listener = l
-	ts.EnableHTTP2 = true
-	ts.StartTLS()
-	defer ts.Close()
-	h2 := ts.Client()
+	ca := certtest.NewCA(t, "ca")
+	l := connlimit.New(listenLoopback(t), connlimit.Options{Name: "http", Max: 1, Logger: slog.New(slog.DiscardHandler)})
+	ts := serveTLS(t, engine, s, s.Handler(), groveTLS(t, ca), l)
+	url := "https://" + ts.addr
 	got := make(chan string, 1)
 	go func() {
-		resp, err := h2.Get(ts.URL + "/block")
+		resp, err := tlsClient(t, ca, true).Get(url + "/block")
 		if err != nil {
 			got <- err.Error()
 			return
@@ -371,7 +372,7 @@ func TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T
 	<-started
 	// A second connection finds the listener full and the HTTP/2 one
 	// held: it is refused.
-	rc := rawhttptest.DialRaw(t, ts.Listener.Addr().String())
+	rc := rawhttptest.DialRaw(t, ts.addr)
 	if !rc.ClosedWithin(2 * time.Second) {
 		t.Error("a connection over the limit was kept while the only one held a request in flight")
 	}
@@ -380,15 +381,7 @@ func TestAnHTTP2ConnectionWithARequestInFlightIsNotClosedToMakeRoom(t *testing.T
 		t.Fatalf("the HTTP/2 request in flight: %q", b)
 	}
 	// Idle now, the HTTP/2 connection makes room for the next one.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/healthz", nil)
-	tc := h2.Transport.(*http.Transport).TLSClientConfig.Clone()
-	tc.NextProtos = nil // HTTP/1.1
-	plain := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
-	resp, err := plain.Do(req)
-	if err != nil {
-		t.Fatalf("a new connection once the HTTP/2 one is idle: %v", err)
+	if major, code, _ := get(t, tlsClient(t, ca, false), url+"/healthz"); major != 1 || code != 200 {
+		t.Fatalf("a new connection once the HTTP/2 one is idle: HTTP/%d %d", major, code)
 	}
-	resp.Body.Close()
 }

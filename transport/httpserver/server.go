@@ -9,7 +9,9 @@
 // connection without waiting for the body, a 413 from Content-Length before
 // any of the body is read and a lingering close after it, and the
 // http.Server limits (NewHTTPServer, which also guards HTTP/2 over TLS
-// against rapid reset: h2guard). With AdminAPIs, the management routes
+// against rapid reset: h2guard), and the same on Grove's own HTTP/1.1
+// server (NewH1Server, which hands HTTP/2 to such an http.Server). With
+// AdminAPIs, the management routes
 // and mounts named there (the web console's), /metrics and pprof move to
 // a second handler (AdminHandler).
 //
@@ -45,7 +47,6 @@ import (
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
-	"github.com/groveml/grove/transport/h1"
 	"github.com/groveml/grove/transport/h2guard"
 	"github.com/groveml/grove/transport/tlsconf"
 
@@ -570,23 +571,6 @@ func (s *Server) NewHTTPServer(h http.Handler, tlsConfig *tls.Config) *http.Serv
 		}
 	}
 	return srv
-}
-
-// NewH1Server returns an h1.Server (Grove's own HTTP/1.1 server) serving
-// h with Options' header timeout, idle timeout and header limit, and TLS
-// (HTTP/1.1 only) when tlsConfig is set: NewHTTPServer's counterpart for
-// the h1 engine (the default on a plaintext listener). Like
-// NewHTTPServer's, it tells a connlimit.Listener which of its connections
-// are idle.
-func (s *Server) NewH1Server(h http.Handler, tlsConfig *tls.Config) *h1.Server {
-	return h1.New(h, h1.Options{
-		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
-		ConnState:         markIdle,
-		TLSConfig:         tlsConfig,
-		Logger:            s.opts.Logger,
-	})
 }
 
 // limitedConnKey is the context key of a request's connection when it

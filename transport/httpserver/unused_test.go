@@ -2,8 +2,10 @@ package httpserver
 
 import (
 	"context"
-	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -98,66 +100,85 @@ func TestUnusedConnsDoNotHoldShutdown(t *testing.T) {
 	}
 }
 
-// TestUnusedConnsLeaveAnHTTP2RequestInFlightToFinish: net/http hands an
-// HTTP/2 connection to its TLSNextProto without telling the ConnState
-// hook that it is in use, so the connection must not count as one that
-// sent no request: closing the unused connections at shutdown must let
-// the HTTP/2 request in flight finish and get its answer.
-func TestUnusedConnsLeaveAnHTTP2RequestInFlightToFinish(t *testing.T) {
-	ca := certtest.NewCA(t, "ca")
-	leaf := ca.Server(t, "server")
-	started, release := make(chan int, 1), make(chan struct{})
-	s := New(Options{})
-	srv := s.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started <- r.ProtoMajor
-		<-release
-		_, _ = io.WriteString(w, "done")
-	}), &tls.Config{Certificates: []tls.Certificate{leaf.TLS(t)}})
-	u := TrackUnusedConns(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	defer srv.Close()
+// TestShutdownAnswersTheRequestsInFlightOfBothProtocols stops a server
+// over TLS as grove serve does: on net/http, closing the connections
+// that sent no request first (UnusedConns), which must not take an
+// HTTP/2 connection, which net/http hands to its TLSNextProto without
+// telling the ConnState hook that it is in use; on h1, whose HTTP/2
+// connections are its HTTP/2 server's. An HTTP/2 request and an
+// HTTP/1.1 request in flight are answered, Shutdown returns once they
+// are (with the idle connections of both protocols closed, or it would
+// not), and Serve returns http.ErrServerClosed.
+func TestShutdownAnswersTheRequestsInFlightOfBothProtocols(t *testing.T) {
+	forEachEngine(t, testShutdownAnswersTheRequestsInFlightOfBothProtocols)
+}
 
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true}
-	defer tr.CloseIdleConnections()
+func testShutdownAnswersTheRequestsInFlightOfBothProtocols(t *testing.T, engine string) {
+	ca := certtest.NewCA(t, "ca")
+	started, release := make(chan int, 2), make(chan struct{})
+	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	ts := serveTLS(t, engine, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			started <- r.ProtoMajor
+			<-release
+		}
+		_, _ = fmt.Fprintf(w, "done HTTP/%d", r.ProtoMajor)
+	}), groveTLS(t, ca), listenLoopback(t))
 	type answer struct {
 		body string
 		err  error
 	}
-	answered := make(chan answer, 1)
-	go func() {
-		resp, err := (&http.Client{Transport: tr}).Get("https://" + ln.Addr().String() + "/")
-		if err != nil {
-			answered <- answer{err: err}
-			return
+	answered := make(chan answer, 2)
+	for _, h2 := range []bool{true, false} {
+		// An idle connection of each protocol (its client's), and a
+		// request in flight on another of each.
+		if _, code, _ := get(t, tlsClient(t, ca, h2), "https://"+ts.addr+"/"); code != 200 {
+			t.Fatalf("GET /: %d", code)
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		answered <- answer{string(b), err}
-	}()
-	select {
-	case proto := <-started:
-		if proto != 2 {
-			t.Fatalf("the request came over HTTP/%d, want HTTP/2", proto)
+		c := tlsClient(t, ca, h2)
+		go func() {
+			resp, err := c.Get("https://" + ts.addr + "/block")
+			if err != nil {
+				answered <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			answered <- answer{string(b), err}
+		}()
+		select {
+		case proto := <-started:
+			if want := map[bool]int{true: 2, false: 1}[h2]; proto != want {
+				t.Fatalf("the request came over HTTP/%d, want HTTP/%d", proto, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the request did not reach its handler")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the request did not reach its handler")
 	}
 
-	u.CloseAfter(0)
+	ts.closeUnused()
 	done := make(chan error, 1)
-	go func() { done <- srv.Shutdown(context.Background()) }()
-	close(release)
+	go func() { done <- ts.srv.Shutdown(context.Background()) }()
 	select {
-	case a := <-answered:
-		if a.err != nil || a.body != "done" {
-			t.Fatalf("the HTTP/2 request in flight at shutdown got %q, %v; want its answer", a.body, a.err)
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) with requests in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	got := map[string]bool{}
+	for range 2 {
+		select {
+		case a := <-answered:
+			if a.err != nil {
+				t.Fatalf("a request in flight at shutdown: %v", a.err)
+			}
+			got[a.body] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("a request in flight at shutdown got no answer")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the HTTP/2 request in flight got no answer")
+	}
+	if !got["done HTTP/2"] || !got["done HTTP/1"] {
+		t.Errorf("answers %v, want one over each protocol", got)
 	}
 	select {
 	case err := <-done:
@@ -165,6 +186,9 @@ func TestUnusedConnsLeaveAnHTTP2RequestInFlightToFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return once the HTTP/2 request was answered")
+		t.Fatal("Shutdown did not return once the requests were answered")
+	}
+	if err := <-ts.served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve: %v, want http.ErrServerClosed", err)
 	}
 }
