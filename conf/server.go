@@ -66,8 +66,8 @@ type Server struct {
 	// HTTPEngineNetHTTP, Go's net/http (HTTP/1.1, and HTTP/2 over TLS);
 	// HTTPEngineH1, Grove's own HTTP/1.1 server (package transport/h1),
 	// which serves the same routes with less CPU a request
-	// (docs/performance.md); or HTTPEngineAuto, h1 on a plaintext listener
-	// (where net/http serves HTTP/1.1 only too) and net/http over TLS.
+	// (docs/performance.md) and over TLS hands the connections that
+	// choose HTTP/2 to net/http's HTTP/2 server; or HTTPEngineAuto, h1.
 	// ResolveHTTPEngine says which auto is.
 	HTTPEngine string `yaml:"http_engine"`
 	// HTTPReadHeaderTimeout bounds reading a request's headers (slow
@@ -467,15 +467,13 @@ const (
 
 // ResolveHTTPEngine is the server that serves the HTTP listener:
 // HTTPEngineNetHTTP or HTTPEngineH1. Auto is h1 on a plaintext listener
-// and net/http when it serves TLS, whose clients may use HTTP/2.
+// and over TLS alike (where h1 hands HTTP/2 clients to net/http's HTTP/2
+// server); net/http serves only when set.
 func (s *Server) ResolveHTTPEngine() string {
-	if s.HTTPEngine != HTTPEngineAuto {
-		return s.HTTPEngine
+	if s.HTTPEngine == HTTPEngineAuto {
+		return HTTPEngineH1
 	}
-	if s.TLS.Enabled() {
-		return HTTPEngineNetHTTP
-	}
-	return HTTPEngineH1
+	return s.HTTPEngine
 }
 
 // DefaultServer returns the defaults of every Server field; Bucket has none.
@@ -639,7 +637,7 @@ func serverFlags(s *Server) (fs *flag.FlagSet, configFile *string, apply map[str
 	str(&s.GRPC, "grpc", "`host:port` of the gRPC services (OIP, B&A sidecar, health, reflection), or off")
 	str(&s.AdminHTTP, "admin-http", "`host:port` of a second HTTP listener serving the management API, /metrics and pprof instead of --http (default: none, all on --http)")
 	str(&s.AdminGRPC, "admin-grpc", "`host:port` of a second gRPC listener with --max-model-bytes as its message limit, serving the B&A sidecar's RegisterModel and DeleteModel (only there unless --grpc is loopback without authentication), GetModelPaths and health (default: none)")
-	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: h1 (Grove's own HTTP/1.1 server: less CPU a request, no HTTP/2), net/http (Go's: HTTP/1.1, and HTTP/2 over TLS), or auto (h1 on plaintext, net/http over TLS)")
+	str(&s.HTTPEngine, "http-engine", "server of the HTTP listener: h1 (Grove's own HTTP/1.1 server: less CPU a request; over TLS, HTTP/2 clients are handed to net/http's HTTP/2 server), net/http (Go's: HTTP/1.1, and HTTP/2 over TLS), or auto (h1)")
 	dur(&s.HTTPReadHeaderTimeout, "http-read-header-timeout", "how long a client may take to send a request's headers")
 	dur(&s.HTTPIdleTimeout, "http-idle-timeout", "how long an idle keep-alive HTTP connection is kept")
 	integer(&s.HTTPMaxHeaderBytes, "http-max-header-bytes", "largest request header block `size` in bytes")

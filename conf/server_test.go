@@ -859,10 +859,10 @@ func TestGRPCServesModelWritesOnlyOnLoopbackWithoutAuthentication(t *testing.T) 
 	}
 }
 
-// The default engine is h1 where net/http would serve HTTP/1.1 only (a
-// plaintext listener) and net/http over TLS, where clients may use HTTP/2;
-// an engine set explicitly is kept either way.
-func TestHTTPEngineAutoIsH1OnPlaintextAndNetHTTPOverTLS(t *testing.T) {
+// The default engine is h1 on a plaintext listener and over TLS (where h1
+// hands HTTP/2 clients to net/http's HTTP/2 server); an engine set
+// explicitly is kept either way.
+func TestHTTPEngineAutoIsH1OnPlaintextAndOverTLS(t *testing.T) {
 	tlsOn := TLS{CertFile: "/c", KeyFile: "/k", ReloadInterval: time.Second}
 	for _, tc := range []struct {
 		name   string
@@ -870,8 +870,9 @@ func TestHTTPEngineAutoIsH1OnPlaintextAndNetHTTPOverTLS(t *testing.T) {
 		want   string
 	}{
 		{"the default, plaintext", func(*Server) {}, HTTPEngineH1},
-		{"the default, TLS", func(s *Server) { s.TLS = tlsOn }, HTTPEngineNetHTTP},
+		{"the default, TLS", func(s *Server) { s.TLS = tlsOn }, HTTPEngineH1},
 		{"net/http set, plaintext", func(s *Server) { s.HTTPEngine = HTTPEngineNetHTTP }, HTTPEngineNetHTTP},
+		{"net/http set, TLS", func(s *Server) { s.HTTPEngine, s.TLS = HTTPEngineNetHTTP, tlsOn }, HTTPEngineNetHTTP},
 		{"h1 set, TLS", func(s *Server) { s.HTTPEngine, s.TLS = HTTPEngineH1, tlsOn }, HTTPEngineH1},
 	} {
 		s := DefaultServer()
