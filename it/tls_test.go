@@ -45,6 +45,11 @@ func (s *tlsSetup) client(certs ...tls.Certificate) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig(certs...)}}
 }
 
+// h2Client is client, offering HTTP/2 too.
+func (s *tlsSetup) h2Client(certs ...tls.Certificate) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig(certs...), ForceAttemptHTTP2: true}}
+}
+
 func (s *tlsSetup) tlsConfig(certs ...tls.Certificate) *tls.Config {
 	return &tls.Config{RootCAs: s.ca.Pool(), ServerName: "localhost",
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -123,9 +128,12 @@ func TestTLSOnlyPlaintextRefused(t *testing.T) {
 	if code, _, err := getWith(s.client(), g.url+"/v1/models"); err != nil || code != 200 {
 		t.Fatalf("HTTPS /v1/models: %d %v", code, err)
 	}
-	// The default engine over TLS is net/http, which serves HTTP/2.
-	h2 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig(), ForceAttemptHTTP2: true}}
-	if resp, err := h2.Get(g.url + "/v1/models"); err != nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+	// The default engine over TLS is h1, which hands the connections that
+	// choose HTTP/2 to net/http's HTTP/2 server.
+	if addrs, _ := servingAddrs(g.logs.String()); addrs["http_engine"] != "h1" {
+		t.Errorf("grove serving line names http_engine=%q over TLS, want h1", addrs["http_engine"])
+	}
+	if resp, err := s.h2Client().Get(g.url + "/v1/models"); err != nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 {
 		t.Errorf("HTTP/2 over TLS: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
@@ -168,8 +176,13 @@ func TestTLSClientCertificateRequired(t *testing.T) {
 	if code, body, err := getWith(s.client(), g.url+"/v1/models"); err != nil || code != 401 || !strings.Contains(body, "client certificate") {
 		t.Errorf("route without a certificate: %d %q %v, want 401", code, body, err)
 	}
-	if code, _, err := getWith(s.client(good), g.url+"/v1/models"); err != nil || code != 200 {
-		t.Errorf("route with a certificate from the client CA: %d %v, want 200", code, err)
+	for proto, c := range map[string]*http.Client{"HTTP/1.1": s.client(good), "HTTP/2": s.h2Client(good)} {
+		if code, _, err := getWith(c, g.url+"/v1/models"); err != nil || code != 200 {
+			t.Errorf("route with a certificate from the client CA over %s: %d %v, want 200", proto, code, err)
+		}
+	}
+	if code, _, err := getWith(s.h2Client(), g.url+"/v1/models"); err != nil || code != 401 {
+		t.Errorf("route without a certificate over HTTP/2: %d %v, want 401", code, err)
 	}
 	for name, cert := range map[string]tls.Certificate{"from another CA": foreign, "expired": expired} {
 		if code, _, err := getWith(s.client(cert), g.url+"/healthz"); err == nil {
