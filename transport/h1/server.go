@@ -17,12 +17,12 @@
 //
 // What it does not do: HTTP/2 itself (over TLS it offers http/1.1 by
 // ALPN, preceded by h2 only with Options.H2, which is handed the
-// connections that choose h2 and serves them), connection hijacking, CONNECT, request trailers (a chunked body's
-// trailer is read and dropped: r.Trailer stays nil), answer trailers,
-// and a server-wide read or write timeout past the header's: a handler
-// sets its own deadlines through http.ResponseController (Grove's
-// transport/httpserver does, for every route), and they last until its
-// answer is sent.
+// connections that choose h2 and serves them), connection hijacking,
+// CONNECT, request trailers (a chunked body's trailer is read and
+// dropped: r.Trailer stays nil), answer trailers, and a server-wide read
+// or write timeout past the header's: a handler sets its own deadlines
+// through http.ResponseController (Grove's transport/httpserver does, for
+// every route), and they last until its answer is sent.
 //
 // State: a connection's fields belong to the goroutine serving it, but
 // for its state (read by Shutdown) and the watch's (connReader), which
@@ -59,7 +59,7 @@ type Options struct {
 	// ConnState, when set, is told of each connection's states as
 	// http.Server's hook is: http.StateNew when accepted, StateActive when
 	// a request's first byte arrives, StateIdle after its answer,
-	// StateClosed.
+	// StateClosed (StateHijacked instead for a connection handed to H2).
 	ConnState func(net.Conn, http.ConnState)
 	// TLSConfig, when set, serves TLS: its NextProtos are replaced by
 	// "http/1.1", preceded by "h2" with H2 (and so are those of a config
