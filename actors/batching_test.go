@@ -291,7 +291,7 @@ func TestAModelWithReplicasDoesNotYield(t *testing.T) {
 	close(d.gate)
 	var y yieldHook
 	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 2)
-	send := func(p *predict) { c.send(func(pid *actor.PID, m any) { as.Root.Send(pid, m) }, p) }
+	send := func(p *predict) { c.send(func(pid *actor.PID, m any) { as.Root.Send(pid, m) }, p, false) }
 	for i := range 3 {
 		wantOwnRowsDoubled(t, []chan answer{sendUser(t, c, 1, float32(i), send)}, []int{1}, []float32{float32(i)})
 	}
@@ -458,7 +458,7 @@ func TestReplicasRunConcurrentlyOnOneServableAndCloseItOnce(t *testing.T) {
 	c := spawnReplicas(t, as, g, nil, batchOptions{maxRows: 1}, 3)
 	var answers []chan answer
 	for i := range 3 {
-		answers = append(answers, sendUser(t, c, 1, float32(i), func(p *predict) { c.send(as.Root.Send, p) }))
+		answers = append(answers, sendUser(t, c, 1, float32(i), func(p *predict) { c.send(as.Root.Send, p, false) }))
 	}
 	for range 3 {
 		select {

@@ -305,14 +305,15 @@ func forwardedAnswer(req forward.ForwardedRequest, r Result) (forward.Answer, er
 }
 
 // servesAlone reports whether b is a call the caller's goroutine takes
-// to its model actor itself (toModel) instead of the router: one request
-// another node forwarded here (System.Predict), which is routed through no
-// contract, has no shadow copies and is never forwarded again (toModel
-// answers it when its model is not here: b.local). The router would only
-// pass it on; skipping its mailbox saves a goroutine hand-off on the
-// serving node.
+// to its model actor itself (toModel) instead of the router: one request,
+// routed through no contract, with no shadow copies. The router would
+// only pass it on; skipping its mailbox saves a goroutine hand-off, and
+// a caller's own request may run on its goroutine (System.serveAlone). A
+// request toModel leaves alone (its model is not here and another node
+// has it) is forwarded on the caller's goroutine (forwardAlone); one
+// another node forwarded here (b.local) never is: toModel answers it.
 func (s *System) servesAlone(b *batch) bool {
-	return b.local && len(b.reqs) == 1 && b.score == nil && len(b.reqs[0].Shadows) == 0
+	return len(b.reqs) == 1 && b.score == nil && len(b.reqs[0].Shadows) == 0
 }
 
 // forwardRequest is req as handed to another node, at priority p.

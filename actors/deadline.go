@@ -66,6 +66,10 @@ func (c *content) deadlineSettings() timeouts {
 // model look too slow to serve anyone; a faster call moves it down by half
 // the gap. An estimate too high sheds requests that would have made it; one
 // too low lets a few answers arrive late.
+//
+// It also keeps the slowest recent call (slowNs), for runsInline: a
+// slower call replaces it at once, and each faster one takes a 64th of
+// the gap off.
 func (c *content) observeService(d time.Duration) {
 	old, ns := c.serviceNs.Load(), int64(d)
 	switch {
@@ -76,6 +80,33 @@ func (c *content) observeService(d time.Duration) {
 	default:
 		c.serviceNs.Store(old - (old-ns)/2)
 	}
+	if slow := c.slowNs.Load(); ns >= slow {
+		c.slowNs.Store(ns)
+	} else {
+		c.slowNs.Store(slow - (slow-ns)/64)
+	}
+}
+
+// inlineHeadroom is how many of its model's slowest recent forward calls
+// must fit in a request's time left for it to run on its caller's
+// goroutine (runsInline).
+const inlineHeadroom = 4
+
+// runsInline reports whether a request with deadline dl (zero: none),
+// sent at now, may run on its caller's goroutine when its model actor is
+// idle (modelMailbox.postInline). A caller running its own forward call
+// cannot be answered at its deadline, as one waiting for a model actor
+// is: so a request with a deadline runs there only when its time left is
+// more than inlineHeadroom of c's slowest recent calls, plus answerMargin,
+// and not before c has run one. A forward call that stalls for longer
+// than that (its model's first stall that long) answers its caller late,
+// by the stall.
+func (c *content) runsInline(dl, now time.Time) bool {
+	if dl.IsZero() {
+		return true
+	}
+	slow := time.Duration(c.slowNs.Load())
+	return slow > 0 && dl.Sub(now) > inlineHeadroom*slow+answerMargin
 }
 
 // answerMargin is the time an answer needs after its forward call, to

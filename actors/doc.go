@@ -12,6 +12,11 @@
 //     routing decisions, shadow copies (compared with the caller's
 //     answer by package quality's arithmetic), expiry.
 //
+// A call of one request with no contract and no shadow copies skips the
+// router: its caller's goroutine takes it to its model actor (servesAlone),
+// and runs it there when the actor is idle, the cores are not saturated
+// and its deadline is far enough (serveAlone, modelMailbox.postInline).
+//
 // System ties them together and is what the API front ends call. On a
 // cluster node (docs/cluster.md) the supervisor loads only the node's
 // share of the config (System.SetShare), the router forwards a request for
@@ -109,6 +114,10 @@
 //	config in force (System.applied)       supervisor, on a config     atomic pointer to a value replaced, never
 //	                                         that differs                changed, whose channel closes on the next
 //	                                                                     (System.AppliedConfig; the node agent)
+//	a model actor's run (modelMailbox.     the holder of its running   not at all: a message posted meanwhile
+//	  running: the one goroutine that        flag: a dispatcher worker,  queues, and the holder's run (the
+//	  invokes the actor)                     or a caller's goroutine     dispatcher's after an inline one) takes it
+//	                                         running its own request
 //	forwarded batch items                  the goroutine of the        claimed like a model actor's answer (the
 //	                                         forward call (router.       batch's state[i]); a call of one plain
 //	                                         forward, System.background) request is forwarded, and its result

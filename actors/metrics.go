@@ -114,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model", "reason"}),
 		late: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_requests_late_total",
-			Help: "User requests a model ran after their caller had been answered at its deadline or had gone away, by model path: started in time, they ran past the deadline, and their answer was thrown away.",
+			Help: "User requests a model answered after their deadline, by model path: started in time, they ran past it. Their answer was thrown away (their caller had been answered at its deadline, or had gone away), or, for a request run on its caller's goroutine whose forward call took far longer than its model's recent calls, delivered late.",
 		}, []string{"model"}),
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "grove_model_restores_total",

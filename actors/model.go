@@ -46,6 +46,9 @@ type content struct {
 	// busy[i] counts the requests sent to pids[i] and not yet answered.
 	pids []*actor.PID
 	busy []atomic.Int64
+	// mailboxes[i] is pids[i]'s mailbox, for a caller that runs its own
+	// request there when the actor is idle (post).
+	mailboxes []*modelMailbox
 
 	// queued counts predict messages sent and not yet taken from the mailbox;
 	// inflight counts those sent and not yet answered.
@@ -65,9 +68,10 @@ type content struct {
 	shadowQueued atomic.Int64
 	stats        modelStats // user requests, for the OIP statistics
 	// timeouts are the model's deadline settings (nil: none), serviceNs
-	// its recent forward time per call (deadline.go).
-	timeouts  atomic.Pointer[timeouts]
-	serviceNs atomic.Int64
+	// its recent forward time per call and slowNs its slowest recent call
+	// (deadline.go).
+	timeouts          atomic.Pointer[timeouts]
+	serviceNs, slowNs atomic.Int64
 	// okSeries are the metric series of its successful requests, by API,
 	// resolved on their first success (content.observe): a map replaced,
 	// never changed.
@@ -132,9 +136,9 @@ func (c *content) leave(n int64) {
 
 // send hands p to the replica it asks for (predict.replica), else to the
 // least busy replica, by send (a context's Send).
-func (c *content) send(send func(*actor.PID, any), p *predict) {
+func (c *content) send(send func(*actor.PID, any), p *predict, inline bool) {
 	if len(c.pids) == 1 {
-		send(c.pids[0], p)
+		c.post(send, 0, p, inline)
 		return
 	}
 	best := 0
@@ -154,7 +158,18 @@ func (c *content) send(send func(*actor.PID, any), p *predict) {
 		busy.Add(-1)
 		done(out, err, queued, compute)
 	}
-	send(c.pids[best], p)
+	c.post(send, best, p, inline)
+}
+
+// post sends p to replica i with send, or, when inline, posts it to the
+// replica's mailbox to run on the calling goroutine if the actor is idle
+// (modelMailbox.postInline).
+func (c *content) post(send func(*actor.PID, any), i int, p *predict, inline bool) {
+	if inline && i < len(c.mailboxes) && c.mailboxes[i] != nil {
+		c.mailboxes[i].postInline(p)
+		return
+	}
+	send(c.pids[i], p)
 }
 
 // sharedServable lets the replicas of a model run on one loaded servable:
@@ -246,10 +261,10 @@ type modelActor struct {
 // leaves the actor answering Unavailable until a fresh load replaces it).
 // lowered, if not nil, runs warm-up forward calls at the lower priority
 // of loads.
-func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, lowered func(func()), d actor.Dispatcher) *actor.Props {
+func modelProps(c *content, s servables.Servable, load func(ctx context.Context) (servables.Servable, error), log *slog.Logger, m *Metrics, bo batchOptions, low *lowPriority, lowered func(func()), d actor.Dispatcher, mailbox **modelMailbox) *actor.Props {
 	first := true
 	carry := &[]*predict{} // the pending requests a crashed incarnation hands to the next
-	opts := []actor.PropsOption{actor.WithMailbox(actor.UnboundedPriority())}
+	opts := []actor.PropsOption{actor.WithMailbox(newModelMailbox(mailbox))}
 	if d != nil {
 		opts = append(opts, actor.WithDispatcher(d))
 	}

@@ -85,7 +85,7 @@ func spawnReplicas(t *testing.T, as *actor.ActorSystem, s servables.Servable, re
 	parent := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
 			for range n {
-				c.pids = append(c.pids, ctx.Spawn(modelProps(c, shared, reload, slog.New(slog.DiscardHandler), m, bo, nil, nil, nil)))
+				c.pids = append(c.pids, ctx.Spawn(modelProps(c, shared, reload, slog.New(slog.DiscardHandler), m, bo, nil, nil, nil, nil)))
 			}
 			close(ready)
 		}

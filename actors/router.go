@@ -50,6 +50,10 @@ type batch struct {
 	// another node forwarded, System.Predict); shadow: at shadow priority
 	// (a forwarded shadow copy).
 	local, shadow bool
+	// inline: the caller's goroutine takes the batch's one item to its
+	// model actor itself and waits for it, so the item may run there
+	// (content.post, servesAlone).
+	inline bool
 	// startBy, if not zero, is when a forwarded shadow copy must have
 	// started (forward.Request.StartBy): its model actor drops it unrun
 	// past it, and ctx's deadline bounds its run only.
@@ -385,22 +389,29 @@ func (r *routerActor) Receive(ctx actor.Context) {
 func (r *routerActor) panicked(msg any, err error) {
 	switch m := msg.(type) {
 	case *batch:
-		if m.score != nil {
-			m.fail(err)
-			return
-		}
-		for i := range m.reqs {
-			if prev, ok := m.claimState(i); ok {
-				m.results[i].Err = err
-				if prev&itemForwarded == 0 { // a forwarded item counts where it runs
-					r.metrics.observe(m.reqs[i].API, m.reqs[i].ModelPath, err, 0)
-				}
-				m.finish()
-			}
-		}
+		m.failPanicked(err, r.metrics)
 	case *routerQuery:
 		m.err = err
 		close(m.done)
+	}
+}
+
+// failPanicked answers b with err, the internal error of a panic while it
+// was being dispatched: a contract's call as a whole, else each item not
+// answered yet, counted in m where it was to run.
+func (b *batch) failPanicked(err error, m *Metrics) {
+	if b.score != nil {
+		b.fail(err)
+		return
+	}
+	for i := range b.reqs {
+		if prev, ok := b.claimState(i); ok {
+			b.results[i].Err = err
+			if prev&itemForwarded == 0 { // a forwarded item counts where it runs
+				m.observe(b.reqs[i].API, b.reqs[i].ModelPath, err, 0)
+			}
+			b.finish()
+		}
 	}
 }
 
@@ -629,6 +640,13 @@ func sendPredict(send func(*actor.PID, any), w *ways, b *batch, i int, c *conten
 			res.ContentPath = c.path
 			res.UnnamedOutputs = c.metadata().UnnamedOutputs
 			c.observe(m, req.API, err, now.Sub(enqueued))
+			if !p.deadline.IsZero() && now.After(p.deadline) && !b.shadow && err == nil {
+				// Answered after its deadline: a run on its caller's
+				// goroutine (content.runsInline) that took longer than
+				// its model's recent calls, or an answer that beat the
+				// caller's expiry by a hair.
+				m.late.WithLabelValues(c.path).Inc()
+			}
 			ans.answer(out, err != nil, compute)
 			b.finish()
 		} else {
@@ -639,7 +657,7 @@ func sendPredict(send func(*actor.PID, any), w *ways, b *batch, i int, c *conten
 		}
 	}
 	sent = true // from here on, p's answer gives the place back
-	c.send(send, p)
+	c.send(send, p, b.inline && c.runsInline(p.deadline, enqueued))
 }
 
 // acquire finds the content serving path in the routing table in routes

@@ -288,7 +288,7 @@ func (r *routerActor) shadow(ctx actor.Context, b *batch, req *Request, target S
 				sc.finish(i, out, err, queued, compute)
 			}}
 		sent++ // from here on, p's answer gives its place back
-		c.send(ctx.Send, p)
+		c.send(ctx.Send, p, false)
 	}
 }
 

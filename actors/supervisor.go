@@ -897,11 +897,12 @@ func (s *supervisorActor) spawn(ctx actor.Context, id int64, j *loadJob) (*conte
 		}
 	}()
 	for i := range replicas {
-		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.lowered, s.sys.dispatcher), fmt.Sprintf("model-%d-%d", c.name, i))
+		var mb *modelMailbox
+		pid, err := ctx.SpawnNamed(modelProps(c, shared, reload, s.log, s.sys.metrics, bo, s.sys.low, s.sys.lowered, s.sys.dispatcher, &mb), fmt.Sprintf("model-%d-%d", c.name, i))
 		if err != nil {
 			return nil, fmt.Errorf("spawning model actor: %w", err)
 		}
-		c.pids = append(c.pids, pid)
+		c.pids, c.mailboxes = append(c.pids, pid), append(c.mailboxes, mb)
 		s.log.Debug("model actor spawned", "model", c.path, "checksum", c.checksum, "replica", i, "actor", pid.Id)
 	}
 	return c, nil

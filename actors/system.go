@@ -135,6 +135,10 @@ type Options struct {
 	// residentBytes reads the process's resident memory for a load's
 	// measure (nil: residentBytes, /proc/self/statm); tests replace it.
 	residentBytes func() int64
+	// coresBusy reports whether goroutines wait for a processor, which
+	// keeps requests off their callers' goroutines (serveAlone; nil:
+	// waitingForACore); tests replace it.
+	coresBusy func() bool
 	// Registerer receives the actors' metrics; nil means none are registered.
 	Registerer prometheus.Registerer
 }
@@ -224,6 +228,9 @@ func Start(opts Options) (*System, error) {
 	}
 	if opts.residentBytes == nil {
 		opts.residentBytes = residentBytes
+	}
+	if opts.coresBusy == nil {
+		opts.coresBusy = waitingForACore()
 	}
 	if opts.CompareWindow <= 0 {
 		opts.CompareWindow = quality.DefaultCompareWindow
@@ -380,7 +387,9 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	case s.forwardsAlone(b):
 		return s.forwardAlone(b)
 	case s.servesAlone(b):
-		s.ways.toModel(s.as.Root.Send, b, 0, nil)
+		if s.serveAlone(b) == elsewhere {
+			return s.forwardAlone(b) // its model is on another node
+		}
 	default:
 		s.as.Root.Send(s.router, b)
 	}
@@ -403,6 +412,31 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 		return nil, b.err
 	}
 	return b.results, nil
+}
+
+// serveAlone takes b's one request to its model actor from the caller's
+// goroutine (servesAlone), where it runs when the actor is idle and its
+// deadline allows (b.inline, content.runsInline), and no goroutine waits
+// for a processor: on busy cores a model actor on the dispatcher gathers
+// the requests that arrive during the hand-off into one forward call,
+// where an inline run would leave them to a run of their own after it. A
+// caller running its request cannot return before it ends: a request
+// another node forwarded here (b.local) never runs there, so that its
+// transport's cancellation answers it at once (Predict). A panic on the
+// way (a
+// bug in what the router would have run) is recovered as the router
+// recovers it: the request is answered with the internal error, counted
+// as the router's (grove_actor_panics_total{actor="router"}), and its
+// queue place given back (sendPredict).
+func (s *System) serveAlone(b *batch) (w way) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.failPanicked(recoverPanic(s.log, s.metrics, "router", messageType(b), v), s.metrics)
+			w = failedHere
+		}
+	}()
+	b.inline = !b.local && !s.opts.coresBusy()
+	return s.ways.toModel(s.as.Root.Send, b, 0, nil)
 }
 
 // ModelPaths lists the paths that have a ready model, sorted: a versioned
@@ -768,7 +802,7 @@ func (s *System) warmUpOne(ctx context.Context, c *content, p *predict) ([]serva
 		c.leave(1)
 		done <- answer{out, err}
 	}
-	c.send(s.as.Root.Send, p)
+	c.send(s.as.Root.Send, p, false)
 	select {
 	case a := <-done:
 		return a.out, a.err

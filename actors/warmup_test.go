@@ -97,7 +97,7 @@ func TestContentSendPicksTheAskedReplica(t *testing.T) {
 	c.busy[2].Store(2)
 	for _, tc := range []struct{ replica, want int }{{0, 1}, {1, 0}, {3, 2}, {5, 1}, {7, 0}} {
 		var got *actor.PID
-		c.send(func(p *actor.PID, _ any) { got = p }, &predict{replica: tc.replica, done: func(_ []servables.Tensor, _ error, _, _ time.Duration) {}})
+		c.send(func(p *actor.PID, _ any) { got = p }, &predict{replica: tc.replica, done: func(_ []servables.Tensor, _ error, _, _ time.Duration) {}}, false)
 		if got != pids[tc.want] {
 			t.Errorf("replica %d went to %v, want %v", tc.replica, got, pids[tc.want])
 		}
