@@ -678,15 +678,10 @@ func every(name string, period time.Duration, f func()) component {
 	}
 }
 
-// unusedConnGrace is how long, once the HTTP servers stop, a connection
-// that has sent no request yet gets to send one before it is closed
-// (net/http's Shutdown would wait up to 5 s for it).
-const unusedConnGrace = time.Second
-
 // serveHTTP is the component that serves srv on ln, over TLS if srv has a
 // TLS config. Interrupted, it stops taking requests and waits for those in
 // flight until the stop deadline, then cuts them; connections that sent no
-// request get unusedConnGrace.
+// request get httpserver.UnusedConnGrace.
 func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 	unused := httpserver.TrackUnusedConns(srv)
 	serve := func() error {
@@ -695,12 +690,13 @@ func serveHTTP(srv *http.Server, ln net.Listener, log *slog.Logger) component {
 		}
 		return srv.Serve(ln)
 	}
-	return httpComponent(srv, serve, ln, func() { unused.CloseAfter(unusedConnGrace) }, log)
+	return httpComponent(srv, serve, ln, func() { unused.CloseAfter(httpserver.UnusedConnGrace) }, log)
 }
 
 // serveH1 is serveHTTP for the h1 engine (conf.HTTPEngineH1; over TLS,
 // with the HTTP/2 server it hands h2 connections to), whose Shutdown
-// closes connections that sent no request itself.
+// closes connections that sent no request itself, after
+// httpserver.UnusedConnGrace too.
 func serveH1(srv *httpserver.H1Server, ln net.Listener, log *slog.Logger) component {
 	return httpComponent(srv, func() error { return srv.Serve(ln) }, ln, func() {}, log)
 }

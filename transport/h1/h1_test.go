@@ -793,3 +793,38 @@ func TestClosingAfterTheAnswerOverridesTheHandlersConnection(t *testing.T) {
 		t.Error("the connection stayed open")
 	}
 }
+
+// TestShutdownClosesAConnectionThatSentNoRequestAfterUnusedGrace: a
+// client that connected and sent nothing holds Shutdown for at most
+// Options.UnusedGrace (from the whole second it connected in, as
+// net/http counts its 5 s), not for net/http's 5 s.
+func TestShutdownClosesAConnectionThatSentNoRequestAfterUnusedGrace(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 1)
+	s := New(http.HandlerFunc(describe), Options{Logger: slog.New(slog.DiscardHandler), UnusedGrace: time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				accepted <- struct{}{}
+			}
+		}})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	quiet := rawhttptest.DialRaw(t, ln.Addr().String()) // sends nothing
+	<-accepted
+	start := time.Now()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Shutdown took %v with a connection that sent nothing, want at most its 1 s grace", d)
+	}
+	if !quiet.ClosedWithin(time.Second) {
+		t.Error("the connection that sent nothing was not closed")
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve: %v", err)
+	}
+}

@@ -76,6 +76,11 @@ type Options struct {
 	// watched for its caller leaving (which cancels the request's
 	// context); 0 means 1 ms.
 	WatchAfter time.Duration
+	// UnusedGrace is how long Shutdown lets a connection that has sent no
+	// request yet (or is in its TLS handshake) send one before closing it,
+	// counted from the whole second it connected in (as net/http counts);
+	// 0 means 5 s, as net/http waits.
+	UnusedGrace time.Duration
 	// Logger receives the server's errors (a handler's panic, an accept
 	// failure); nil means slog.Default().
 	Logger *slog.Logger
@@ -87,6 +92,9 @@ var (
 	http11  = []string{"http/1.1"}
 	h2First = []string{"h2", "http/1.1"}
 )
+
+// DefaultUnusedGrace is Options.UnusedGrace's default: net/http's.
+const DefaultUnusedGrace = 5 * time.Second
 
 // DefaultWatchAfter is Options.WatchAfter's default.
 const DefaultWatchAfter = time.Millisecond
@@ -115,6 +123,9 @@ func New(h http.Handler, opts Options) *Server {
 	}
 	if opts.WatchAfter <= 0 {
 		opts.WatchAfter = DefaultWatchAfter
+	}
+	if opts.UnusedGrace <= 0 {
+		opts.UnusedGrace = DefaultUnusedGrace
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -240,7 +251,7 @@ func (s *Server) forget(c *conn) {
 }
 
 // Shutdown stops accepting, closes idle connections (and new ones
-// without a request for 5 s, as net/http does), lets every request in
+// without a request for Options.UnusedGrace), lets every request in
 // flight finish with its answer, and then returns; when ctx ends first,
 // it returns ctx's error with those connections still open (Close ends
 // them).
@@ -291,7 +302,7 @@ func (s *Server) closeIdle() {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		st, since := c.getState()
-		if st == http.StateIdle || st == http.StateNew && time.Since(since) > 5*time.Second {
+		if st == http.StateIdle || st == http.StateNew && time.Since(since) > s.opts.UnusedGrace {
 			_ = c.rwc.Close()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/groveml/grove/transport/h1"
 )
@@ -25,6 +26,12 @@ type H1Server struct {
 	startH2 sync.Once
 	log     *slog.Logger
 }
+
+// UnusedConnGrace is how long, once an HTTP server shuts down, a
+// connection that has sent no request yet gets to send one before it is
+// closed (net/http's Shutdown would wait up to 5 s for it): an H1Server's
+// own, and what Grove gives a net/http server's (TrackUnusedConns).
+const UnusedConnGrace = time.Second
 
 // NewH1Server returns an H1Server serving h with Options' header timeout,
 // idle timeout and header limit, over TLS when tlsConfig is set:
@@ -44,6 +51,7 @@ func (s *Server) NewH1Server(h http.Handler, tlsConfig *tls.Config) *H1Server {
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		UnusedGrace:       UnusedConnGrace,
 		ConnState:         markIdle,
 		TLSConfig:         tlsConfig,
 		Logger:            s.opts.Logger,
