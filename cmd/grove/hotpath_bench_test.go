@@ -75,7 +75,7 @@ func BenchmarkServeInference(b *testing.B) {
 
 // BenchmarkServeInferenceHTTP measures POST /v1/inference of one pctr_v1
 // row through the whole server as grove serve runs it: each HTTP engine
-// (engine=h1, the default on a plaintext listener, and engine=net/http) on
+// (engine=h1, the default, and engine=net/http) on
 // a loopback listener (with grove serve's default timeouts), the API
 // handler, the router and model actors and libtorch, driven by raw
 // keep-alive HTTP/1.1 clients in this process (as grovebench's are: a
