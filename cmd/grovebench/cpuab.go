@@ -69,7 +69,7 @@ type cpuABGroup struct {
 
 // cpuABGroups are the A/B's groups, run one after the other.
 var cpuABGroups = []cpuABGroup{
-	{"b1c32", cpuABWindow, []abRowDef{{serverGrove, 32}, {serverGroveNetHTTP, 32}, {serverFloor, 32}}},
+	{"b1c32", cpuABWindow, []abRowDef{{serverGrove, 32}, {serverGroveNetHTTP, 32}, {serverGroveLog, 32}, {serverGroveTLS, 32}, {serverFloor, 32}}},
 	{"b1c1", cpuABC1Window, []abRowDef{{serverGrove, 1}, {serverGroveNetHTTP, 1}, {serverDirect, 1}, {serverGroveGRPC, 1}, {serverFloor, 1}, {serverFloorGRPC, 1}}},
 	{"b1c64", cpuABWindow, []abRowDef{{serverGroveDeep, 64}, {serverGroveDeepNoBatch, 64}, {serverGrove, 64}, {serverGroveNoBatch, 64}}},
 }
@@ -196,6 +196,17 @@ func runCPUAB(ctx context.Context, targets map[string]*endpoint, row []float64, 
 		logf("CPU A/B %s: %d rounds of %v on each of %s", g.name, o.cpuABRounds, g.window, strings.Join(names, ", "))
 		err := interleave(ctx, o.cpuABRounds, len(rows), func(i int) error {
 			r, ep := rows[i], eps[i]
+			// grove+log's events of the window are delivered before the
+			// next row's window, as between scenarios, so that delivering
+			// them does not fall on another row.
+			var logged uint64
+			if r.Server == serverGroveLog {
+				st, err := fetchPredLog(ctx, ep.baseURL)
+				if err != nil {
+					return fmt.Errorf("%s: %w", r.Server, err)
+				}
+				logged = st.accounted()
+			}
 			var before modelCounts
 			if r.Model != "" {
 				var err error
@@ -208,6 +219,11 @@ func runCPUAB(ctx context.Context, targets map[string]*endpoint, row []float64, 
 				return ctx.Err()
 			}
 			r.add(res, cpu, g.window)
+			if r.Server == serverGroveLog {
+				if _, _, err := waitDrained(ctx, ep.baseURL, int(logged)+res.Sent); err != nil {
+					return fmt.Errorf("%s's prediction log: %w", r.Server, err)
+				}
+			}
 			if r.Model == "" {
 				return nil
 			}

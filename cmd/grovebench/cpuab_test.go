@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -384,5 +387,127 @@ func TestCPUABRoundsFlag(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--cpu-ab-rounds", "-1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--cpu-ab-rounds") {
 		t.Errorf("-1: %v", err)
+	}
+}
+
+// grove+log and grove-tls run in the b1c32 group only, at conc 32, after
+// grove-nethttp and before the floor; the default scenarios start both
+// servers, so a run with no flags measures them there. Their forward
+// calls are not counted (no statistics request goes to grove-tls over
+// plain HTTP), and the A/B's load (scenarioSpec) carries an endpoint's
+// TLS configuration and token header, as the scenario rows' does.
+func TestGroveTLSAndGroveLogAreInTheB1C32GroupAndTheDefaultRun(t *testing.T) {
+	var in []string
+	for _, g := range cpuABGroups {
+		for _, d := range g.rows {
+			if d.server == serverGroveTLS || d.server == serverGroveLog {
+				in = append(in, fmt.Sprintf("%s %s c%d", g.name, d.server, d.conc))
+			}
+		}
+	}
+	if want := []string{"b1c32 grove+log c32", "b1c32 grove-tls c32"}; !slices.Equal(in, want) {
+		t.Errorf("grove+log and grove-tls in the groups: %q, want %q", in, want)
+	}
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{serverGroveLog, serverGroveTLS} {
+		if !slices.Contains(o.scenarios, scenario{s, 1, 32}) {
+			t.Errorf("the default scenarios lack %s/b1c32: %v", s, o.scenarios)
+		}
+		if m := countedModel(s); m != "" {
+			t.Errorf("%s's forward calls counted on %q", s, m)
+		}
+	}
+	ep := groveEndpointFor(serverGroveTLS, "https://127.0.0.1:1")
+	ep.tlsConf, ep.headers = &tls.Config{MinVersion: tls.VersionTLS12}, []string{"Authorization: Bearer t"}
+	spec := scenarioSpec(ep, make([]float64, 64), 1, 32, cpuABWindow/4, cpuABWindow, options{timeout: time.Second})
+	if spec.url != "https://127.0.0.1:1/v1/inference" || spec.tlsConf != ep.tlsConf || !slices.Equal(spec.headers, ep.headers) {
+		t.Errorf("the A/B's load for grove-tls: url %s, TLS %p (want %p), headers %q", spec.url, spec.tlsConf, ep.tlsConf, spec.headers)
+	}
+}
+
+// fakeGroveLog is a grove+log whose prediction log delivers at most 200
+// events per GET /v1/status: its events stay buffered until grovebench
+// polls them out.
+type fakeGroveLog struct {
+	mu                  sync.Mutex
+	requests, delivered int64
+}
+
+// pending is the events not yet delivered.
+func (f *fakeGroveLog) pending() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests - f.delivered
+}
+
+func (f *fakeGroveLog) serve(t *testing.T, delay time.Duration) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/status" {
+			f.mu.Lock()
+			f.delivered += min(f.requests-f.delivered, 200)
+			fmt.Fprintf(w, `{"prediction_log":{"buffered":%d,"delivered":%d}}`, f.requests-f.delivered, f.delivered)
+			f.mu.Unlock()
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		f.mu.Lock()
+		f.requests++
+		f.mu.Unlock()
+		_, _ = w.Write(floorAnswer)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// runCPUAB loads grove-tls over TLS with its bearer token, and waits
+// after each grove+log window until its prediction log has delivered the
+// window's events, so that grove-tls's window, next in the round, starts
+// with none of them left to deliver.
+func TestRunCPUABLoadsGroveTLSWithItsTokenAndDrainsGroveLogBetweenWindows(t *testing.T) {
+	const delay = 50 * time.Millisecond // light: 640 req/s at conc 32
+	var logFake fakeGroveLog
+	var early, unauthorized atomic.Int64
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer t" {
+			unauthorized.Add(1)
+			http.Error(w, `{"error_type":"unauthenticated"}`, http.StatusUnauthorized)
+			return
+		}
+		if logFake.pending() > 0 {
+			early.Add(1)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(delay)
+		_, _ = w.Write(floorAnswer)
+	}))
+	t.Cleanup(tlsSrv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsSrv.Certificate())
+	tep := groveEndpointFor(serverGroveTLS, tlsSrv.URL)
+	tep.tlsConf, tep.headers = &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}, []string{"Authorization: Bearer t"}
+	targets := map[string]*endpoint{
+		serverGrove:    groveEndpoint(fakeGrove(t, delay, 1).URL),
+		serverGroveLog: groveEndpointFor(serverGroveLog, logFake.serve(t, delay).URL),
+		serverGroveTLS: tep,
+	}
+	// One round: grove, grove+log, grove-tls (the group's order).
+	ab := runCPUAB(context.Background(), targets, make([]float64, 64), options{cpuABRounds: 1, timeout: 5 * time.Second}, func(string, ...any) {})
+	if ab == nil || ab.Error != "" {
+		t.Fatalf("A/B %+v", ab)
+	}
+	for _, s := range []string{serverGrove, serverGroveLog, serverGroveTLS} {
+		if r := ab.find(s, 32); r == nil || r.Requests == 0 || r.Errors != 0 {
+			t.Errorf("%s's row: %+v", s, r)
+		}
+	}
+	if n := unauthorized.Load(); n > 0 {
+		t.Errorf("%d requests to grove-tls without its token", n)
+	}
+	if n, p := early.Load(), logFake.pending(); n > 0 || p > 0 {
+		t.Errorf("%d grove-tls requests came while grove+log had events to deliver (%d left at the end)", n, p)
 	}
 }
