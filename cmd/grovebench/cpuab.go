@@ -4,13 +4,17 @@ package main
 // says why). After the scenarios, while their servers still run, three
 // groups of rows, each interleaved within itself for the same rounds:
 //
-//   - b1c32: grove, grove-nethttp and the net/http floor over REST at
-//     concurrency 32: grove's req/s over the floor's (target ≥
-//     restFloorTarget), and the CPU per request of each, from their
-//     processes' /proc times (grove's at most cpuFloorFactor times the
-//     floor's plus the model's own forward time per row, the batch-64
+//   - b1c32: grove, grove-nethttp, grove+log, grove-tls and the net/http
+//     floor over REST at concurrency 32: grove's req/s over the floor's
+//     (target ≥ restFloorTarget), and the CPU per request of each, from
+//     their processes' /proc times (grove's at most cpuFloorFactor times
+//     the floor's plus the model's own forward time per row, the batch-64
 //     in-process forward over 64); the same two for grove-nethttp, as
 //     comparisons with no target (the targets are the default build's);
+//     and issue 32's "no regression elsewhere": grove-tls's (TLS and a
+//     bearer token) and grove+log's (prediction log FULL) req/s over
+//     grove's (targets ≥ tlsTarget and ≥ predLogTarget), with the CPU
+//     per request of each beside them;
 //   - b1c1: grove, grove-nethttp, direct, grove-grpc, floor and floor-grpc
 //     at concurrency 1: grove's req/s over direct's (target ≥
 //     c1DirectTarget: what the actor layer costs), and the p50 each
@@ -52,6 +56,10 @@ const (
 	// batchingTarget is dynamic batching's gain at batchingShape on the
 	// model whose forward costs more than its request (rank_deep).
 	batchingTarget = 3.0
+	// tlsTarget is grove-tls's b1c32 req/s over plain grove's (issue 32:
+	// no regression from TLS and the bearer token); predLogTarget
+	// (predlog.go) is grove+log's.
+	tlsTarget = 0.90
 )
 
 // abRowDef is one row of the A/B: a server at batch 1 and concurrency conc.
@@ -121,7 +129,11 @@ type cpuAB struct {
 	PCTR            *abRatio          `json:"batching_pctr,omitempty"`
 	// PCTRCounts is what grove ran for the pctr row at batchingShape.
 	PCTRCounts *modelCounts `json:"pctr_counts,omitempty"`
-	Error      string       `json:"error,omitempty"`
+	// TLS and PredLog are grove-tls's and grove+log's b1c32 req/s over
+	// plain grove's, issue 32's "no regression elsewhere" targets.
+	TLS     *costRatio `json:"tls_b1c32,omitempty"`
+	PredLog *costRatio `json:"prediction_log_b1c32,omitempty"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // abRatio is row A's req/s over row B's.
@@ -131,6 +143,13 @@ type abRatio struct {
 	Ratio        float64
 	// Target is the least Ratio that meets it (0: reported, not judged).
 	Target float64
+}
+
+// costRatio is a variant of grove against plain grove (abRatio), with
+// the CPU per request of each (0: unknown).
+type costRatio struct {
+	abRatio
+	ACPU, BCPU time.Duration
 }
 
 // cpuTarget is the CPU per request at b1c32 of Server (grove or
@@ -323,11 +342,21 @@ func (ab *cpuAB) judge(fwd forwardResult) {
 	if r := ab.find(serverGrove, 64); r != nil {
 		ab.PCTRCounts = r.Counts
 	}
+	cost := func(a, b *abRow, target float64) *costRatio {
+		q := ratio(a, b, target)
+		if q == nil {
+			return nil
+		}
+		return &costRatio{abRatio: *q, ACPU: a.cpuPerRequest(), BCPU: b.cpuPerRequest()}
+	}
+	ab.TLS = cost(ab.find(serverGroveTLS, 32), g32, tlsTarget)
+	ab.PredLog = cost(ab.find(serverGroveLog, 32), g32, predLogTarget)
 }
 
 // lines are the A/B's lines: one per target, with its verdict, and one
 // per comparison of grove-nethttp's, with none ("(no target)"); n/a when
-// its rows did not run.
+// its rows did not run. The "no regression" lines of grove-tls and
+// grove+log come last.
 func (ab *cpuAB) lines() []string {
 	if ab.Error != "" {
 		return []string{"Hot-path targets (issue 32), interleaved: FAILED: " + ab.Error}
@@ -410,7 +439,23 @@ func (ab *cpuAB) lines() []string {
 		s += fmt.Sprintf("; grove ran %.3f forward calls per request and %.2f rows per forward call (%d requests, %d forward calls, %d rows: OIP statistics of %s)",
 			c.forwardsPerRequest(), c.rowsPerForward(), c.Requests, c.Forwards, c.Rows, grpcModel)
 	}
-	return append(out, s)
+	out = append(out, s)
+	// cost is the line of a variant of grove (server) against plain grove.
+	cost := func(what, server string, q *costRatio) string {
+		s := what + " at batch 1, conc 32, interleaved: "
+		if q == nil {
+			return s + fmt.Sprintf("n/a (needs the %s and %s servers)", server, serverGrove)
+		}
+		perReq := func(d time.Duration) string {
+			if d <= 0 {
+				return "n/a"
+			}
+			return fmtDur(d)
+		}
+		return s + fmt.Sprintf("%s %s req/s ÷ %s %s req/s = %.2fx, CPU per request %s vs %s (target ≥ %.2fx): %s",
+			q.A, fmtRate(q.ARate), q.B, fmtRate(q.BRate), q.Ratio, perReq(q.ACPU), perReq(q.BCPU), q.Target, verdict(q.Ratio >= q.Target))
+	}
+	return append(out, cost("TLS + token vs plain", serverGroveTLS, ab.TLS), cost("Prediction log FULL vs NONE", serverGroveLog, ab.PredLog))
 }
 
 // writeMarkdown prints the A/B's rows and its lines; nothing when it did

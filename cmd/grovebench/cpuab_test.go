@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,8 +95,8 @@ func TestCPUABJudgesEachTargetFromThePooledRows(t *testing.T) {
 	ab.judge(forwardResult{})
 	var b bytes.Buffer
 	ab.writeMarkdown(&b)
-	if n := strings.Count(b.String(), "n/a (needs"); n != 8 {
-		t.Errorf("%d targets n/a, want 8 (all but grove's REST at b1c32):\n%s", n, b.String())
+	if n := strings.Count(b.String(), "n/a (needs"); n != 10 {
+		t.Errorf("%d targets n/a, want 10 (all but grove's REST at b1c32):\n%s", n, b.String())
 	}
 	if !strings.Contains(b.String(), "| grove | POST | 1 | 32 | 14000 | 2.00 ms | 2.00 ms | 1.40 | 100 µs | 0.50 | 0.00 |  |  | 14000 | 0 |") {
 		t.Errorf("table row:\n%s", b.String())
@@ -224,6 +225,120 @@ func TestCPUABReportsGroveNetHTTPFromItsOwnRowsWithNoVerdict(t *testing.T) {
 	} {
 		if i >= len(lines) || lines[i] != want {
 			t.Errorf("no grove-nethttp, line %d is not %q:\n%s", i, want, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// The TLS + token and prediction log lines are grove-tls's and
+// grove+log's pooled b1c32 req/s over grove's, each judged against 0.90
+// (met at 0.90 itself), with the CPU per request of each beside it, in
+// the JSON and the markdown. Every row has figures of its own, so a ratio
+// taken from the floor's, grove-nethttp's or another concurrency's
+// grove row comes out different.
+func TestCPUABJudgesTLSAndPredictionLogFromTheirOwnRowsAgainstNinetyPercentOfGrove(t *testing.T) {
+	us := time.Microsecond
+	mk := func(tlsRate, logRate int) *cpuAB {
+		ab := &cpuAB{Rounds: 2, Rows: []*abRow{
+			// grove 24000 req/s on 1.2 cores = 50 µs per request.
+			abRowOf(serverGrove, 32, 24000, 1.2, 1300*us), abRowOf(serverGroveNetHTTP, 32, 14000, 1.4, 2*time.Millisecond),
+			// grove+log and grove-tls on 1.5 cores.
+			abRowOf(serverGroveLog, 32, logRate, 1.5, 1500*us), abRowOf(serverGroveTLS, 32, tlsRate, 1.5, 1400*us),
+			abRowOf(serverFloor, 32, 30000, 1.05, time.Millisecond),
+			abRowOf(serverGrove, 1, 9500, 0.9, 95*us), abRowOf(serverGrove, 64, 15000, 1.5, 4*time.Millisecond),
+		}}
+		ab.judge(forwardResult{NsPerOp: map[int]float64{1: 20000, 64: 128000}})
+		return ab
+	}
+	// grove-tls 0.95x met, grove+log 0.85x MISSED.
+	ab := mk(22800, 20400)
+	if q := ab.TLS; q == nil || q.A != serverGroveTLS || q.B != serverGrove || q.ARate != 22800 || q.BRate != 24000 || q.Ratio != 0.95 ||
+		q.Target != 0.90 || q.ACPU != 65789*time.Nanosecond || q.BCPU != 50*us {
+		t.Errorf("TLS: %+v", q)
+	}
+	if q := ab.PredLog; q == nil || q.A != serverGroveLog || q.B != serverGrove || q.ARate != 20400 || q.BRate != 24000 || q.Ratio != 0.85 ||
+		q.Target != 0.90 || q.ACPU != 73529*time.Nanosecond || q.BCPU != 50*us {
+		t.Errorf("prediction log: %+v", q)
+	}
+	lines := ab.lines()
+	wantTLS := "TLS + token vs plain at batch 1, conc 32, interleaved: grove-tls 22800 req/s ÷ grove 24000 req/s = 0.95x, CPU per request 65.8 µs vs 50.0 µs (target ≥ 0.90x): met"
+	wantLog := "Prediction log FULL vs NONE at batch 1, conc 32, interleaved: grove+log 20400 req/s ÷ grove 24000 req/s = 0.85x, CPU per request 73.5 µs vs 50.0 µs (target ≥ 0.90x): MISSED"
+	if n := len(lines); n < 2 || lines[n-2] != wantTLS || lines[n-1] != wantLog {
+		t.Errorf("last two lines are not\n%s\n%s\n:\n%s", wantTLS, wantLog, strings.Join(lines, "\n"))
+	}
+	t.Logf("judged lines from a fake pooled result:\n%s\n%s", lines[len(lines)-2], lines[len(lines)-1])
+	var b bytes.Buffer
+	ab.writeMarkdown(&b)
+	for _, want := range []string{"- " + wantTLS + "\n", "- " + wantLog + "\n",
+		"| grove TLS+token | POST | 1 | 32 | 22800 |", "| grove+log FULL | POST | 1 | 32 | 20400 |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b.String())
+		}
+	}
+	js, err := json.Marshal(ab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"tls_b1c32":{"A":"grove-tls","B":"grove","ARate":22800,"BRate":24000,"Ratio":0.95,"Target":0.9,"ACPU":65789,"BCPU":50000}`,
+		`"prediction_log_b1c32":{"A":"grove+log","B":"grove","ARate":20400,"BRate":24000,"Ratio":0.85,"Target":0.9,"ACPU":73529,"BCPU":50000}`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, js)
+		}
+	}
+
+	// grove-tls 0.85x MISSED, grove+log at 0.90x exactly: met.
+	lines = mk(20400, 21600).lines()
+	for i, want := range []string{
+		"TLS + token vs plain at batch 1, conc 32, interleaved: grove-tls 20400 req/s ÷ grove 24000 req/s = 0.85x, CPU per request 73.5 µs vs 50.0 µs (target ≥ 0.90x): MISSED",
+		"Prediction log FULL vs NONE at batch 1, conc 32, interleaved: grove+log 21600 req/s ÷ grove 24000 req/s = 0.90x, CPU per request 69.4 µs vs 50.0 µs (target ≥ 0.90x): met",
+	} {
+		if l := lines[len(lines)-2+i]; l != want {
+			t.Errorf("got  %s\nwant %s", l, want)
+		}
+	}
+
+	// Without the server's CPU from /proc the ratio is still judged.
+	ab = mk(22800, 20400)
+	for _, r := range ab.Rows {
+		r.ServerCPU = 0
+	}
+	ab.judge(forwardResult{})
+	if l := ab.lines()[len(ab.lines())-2]; !strings.HasSuffix(l, "= 0.95x, CPU per request n/a vs n/a (target ≥ 0.90x): met") {
+		t.Errorf("no CPU: %s", l)
+	}
+}
+
+// A missing row leaves the TLS + token or prediction log line n/a, naming
+// the servers it needs, with no verdict; plain grove's row at another
+// concurrency does not stand in.
+func TestCPUABTLSAndPredictionLogLinesAreNAWithoutTheirRows(t *testing.T) {
+	us := time.Microsecond
+	g32, tls32, log32 := abRowOf(serverGrove, 32, 24000, 1.2, 1300*us), abRowOf(serverGroveTLS, 32, 22800, 1.5, 1400*us), abRowOf(serverGroveLog, 32, 20400, 1.5, 1500*us)
+	g1 := abRowOf(serverGrove, 1, 9500, 0.9, 95*us)
+	naTLS := "TLS + token vs plain at batch 1, conc 32, interleaved: n/a (needs the grove-tls and grove servers)"
+	naLog := "Prediction log FULL vs NONE at batch 1, conc 32, interleaved: n/a (needs the grove+log and grove servers)"
+	for _, tc := range []struct {
+		name     string
+		rows     []*abRow
+		tls, log bool // judged
+	}{
+		{"no grove-tls", []*abRow{g32, log32}, false, true},
+		{"no grove+log", []*abRow{g32, tls32}, true, false},
+		{"no grove at conc 32", []*abRow{g1, tls32, log32}, false, false},
+	} {
+		ab := &cpuAB{Rounds: 2, Rows: tc.rows}
+		ab.judge(forwardResult{})
+		if (ab.TLS != nil) != tc.tls || (ab.PredLog != nil) != tc.log {
+			t.Errorf("%s: TLS %+v, prediction log %+v", tc.name, ab.TLS, ab.PredLog)
+		}
+		lines := ab.lines()
+		tlsLine, logLine := lines[len(lines)-2], lines[len(lines)-1]
+		if (tlsLine == naTLS) == tc.tls || (logLine == naLog) == tc.log {
+			t.Errorf("%s:\n%s\n%s", tc.name, tlsLine, logLine)
+		}
+		for _, l := range []string{tlsLine, logLine} {
+			if strings.Contains(l, "n/a (needs") && (strings.Contains(l, "met") || strings.Contains(l, "MISSED")) {
+				t.Errorf("%s: an n/a line carries a verdict: %s", tc.name, l)
+			}
 		}
 	}
 }

@@ -58,8 +58,11 @@ type predLogRatio struct {
 	Ratio float64 `json:"ratio"` // 0 when there is no plain grove row
 }
 
-// predLogTarget is the issue's target for FULL over NONE at batch 1, c 32.
-const predLogTarget = 0.85
+// predLogTarget is issue 32's target for FULL over NONE at batch 1, c 32
+// (no regression: at least 0.90, up from the 0.85 the prediction log was
+// first held to), judged on the interleaved rows (cpuab.go); the
+// scenario rows' ratio is the overview.
+const predLogTarget = 0.90
 
 // errNoPredLog says /v1/status has no prediction_log object.
 var errNoPredLog = errors.New("no prediction_log in /v1/status: is the prediction log on?")

@@ -410,7 +410,7 @@ func (p *predLogReport) writeMarkdown(w io.Writer) {
 	for _, q := range p.Ratios {
 		target := ""
 		if q.Batch == 1 && q.Conc == 32 {
-			target = fmt.Sprintf(" (target ≥ %.2fx)", predLogTarget)
+			target = fmt.Sprintf(" (overview; the target ≥ %.2fx is judged on the interleaved rows)", predLogTarget)
 		}
 		if q.None > 0 {
 			fmt.Fprintf(w, "- Prediction log FULL vs NONE at batch %d, c %d: %.2fx req/s%s\n", q.Batch, q.Conc, q.Ratio, target)
