@@ -31,7 +31,8 @@
 // (--tls-cert, --tls-key, --auth-tokens-file; the certificate and a
 // random token made in process), loaded over TLS with the token on every
 // request; it is compared with plain grove (plaintext, no authentication)
-// at the same shape ("TLS + token vs plaintext ...").
+// at the same shape ("TLS + token vs plaintext ...", the overview), and
+// judged interleaved (below).
 // "grove-local" and "grove-fwd" (cluster.go, by default at b1c1 and b1c32)
 // are the two nodes of a loopback cluster on Debian's etcd: grove-local
 // holds the models, grove-fwd holds none and forwards every request to it;
@@ -44,9 +45,13 @@
 // the evaluator costs. Last among them, with --cpu-ab-rounds (cpuab.go),
 // the hot path's targets (issue 32) are measured interleaved too: grove
 // against the net/http floor at b1c32 (req/s, and CPU per request from
-// /proc), grove against direct and each protocol's overhead over its
-// floor at b1c1, dynamic batching at b1c64 with the forward calls per
-// request grove ran; and the overload scenario's target on its own grove
+// /proc), grove-tls and grove+log against grove there (req/s, each at
+// least 0.90 of grove's, with the CPU per request of each: "TLS + token
+// vs plain at batch 1, conc 32, interleaved ..." and "Prediction log
+// FULL vs NONE at batch 1, conc 32, interleaved ..."),
+// grove against direct and each protocol's overhead over its floor at
+// b1c1, dynamic batching at b1c64 with the forward calls per request
+// grove ran; and the overload scenario's target on its own grove
 // (overload.go). The "evaluate" scenario (evaluate.go) measures
 // grove evaluate alone: records (predictions + outcomes) joined per
 // second and per CPU-second, over a stream produced beforehand to a Kafka
@@ -107,7 +112,8 @@
 //  8. prints the table (stdout; progress goes to stderr), grove+log's
 //     prediction log counts from GET /v1/status (delivered, dropped,
 //     failed, buffered, against the requests sent to it), its req/s over
-//     plain grove's ("Prediction log FULL vs NONE ..."), then the shadow
+//     plain grove's ("Prediction log FULL vs NONE ...", the overview:
+//     the target is judged on the interleaved rows), then the shadow
 //     scenario's section (its table, the shadow vs no-shadow p99 ratio
 //     against the 1.5x target, the control's ratio, the shadow load's
 //     executions and drops, and where the time went), and optionally
@@ -281,7 +287,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.onDemandABRounds, "ondemand-ab-rounds", 8,
 		"rounds of the ondemand scenario's interleaved A/Bs (warm latency alone and with churn, "+onDemandABWindow.String()+" each per round), which its verdicts are judged on; 0 skips them")
 	fs.IntVar(&o.cpuABRounds, "cpu-ab-rounds", 4,
-		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove, grove-nethttp and floor at b1c32 (req/s, CPU per request), "+
+		"rounds of the interleaved A/Bs of issue 32's targets after the scenarios, of the rows that ran: grove, grove-nethttp, grove+log, grove-tls and floor at b1c32 "+
+			fmt.Sprintf("(req/s, CPU per request; grove-tls's and grove+log's req/s over grove's, targets ≥ %.2f and ≥ %.2f), ", tlsTarget, predLogTarget)+
 			"grove, grove-nethttp, direct, grove-grpc, floor and floor-grpc at b1c1, grove-deep, grove-deep-nobatch, grove and grove-nobatch at b1c64 "+
 			"("+cpuABWindow.String()+" each per round, "+cpuABC1Window.String()+" at b1c1); and, with the overload scenario, its closed loop and open loops at "+
 			"2x and 1.5x the capacity ("+overloadABWindow.String()+" each per round); 0 skips them")
