@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -432,36 +431,13 @@ func (a *modelActor) runBatch(batch []*predict, rows int) {
 // longer while a Prometheus scrape reads the runtime's metrics. A Gosched
 // with nothing waiting would instead wake an idle thread to look for work.
 func yieldToWaiting() func() bool {
-	runnable := []metrics.Sample{{Name: runnableMetric}}
+	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
 	return func() bool {
-		if !readWaiting(runnable) {
+		metrics.Read(runnable)
+		if v := runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
 			return false
 		}
 		runtime.Gosched()
 		return true
-	}
-}
-
-// runnableMetric counts the goroutines waiting for a processor.
-const runnableMetric = "/sched/goroutines/runnable:goroutines"
-
-// readWaiting reads runnableMetric into sample, its only element, and
-// reports whether it counts any goroutine.
-func readWaiting(sample []metrics.Sample) bool {
-	metrics.Read(sample)
-	v := sample[0].Value
-	return v.Kind() == metrics.KindUint64 && v.Uint64() > 0
-}
-
-// waitingForACore returns a report of whether Go counts goroutines
-// waiting for a processor (yieldToWaiting's count, read the same way),
-// safe for concurrent use: each call reads into a sample from a pool (a
-// sample given to metrics.Read escapes).
-func waitingForACore() func() bool {
-	pool := sync.Pool{New: func() any { return &[1]metrics.Sample{{Name: runnableMetric}} }}
-	return func() bool {
-		sample := pool.Get().(*[1]metrics.Sample)
-		defer pool.Put(sample)
-		return readWaiting(sample[:])
 	}
 }

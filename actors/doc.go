@@ -14,7 +14,7 @@
 //
 // A call of one request with no contract and no shadow copies skips the
 // router: its caller's goroutine takes it to its model actor (servesAlone),
-// and runs it there when the actor is idle, the cores are not saturated
+// and runs it there when the actor is idle, no other call is in flight
 // and its deadline is far enough (serveAlone, modelMailbox.postInline).
 //
 // System ties them together and is what the API front ends call. On a

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -30,15 +29,15 @@ func forwardGoroutines(w *world) func() []string {
 
 // A single request to an idle model runs its forward call on the
 // caller's goroutine, when it has no deadline or one far beyond its
-// model's slowest recent call (inlineHeadroom of them) and no goroutine
-// waits for a core; one whose deadline is closer, one on busy cores, or
-// a batch of two, waits for a model actor on the dispatcher.
-func TestAnIdleModelRunsALoneRequestOnItsCallersGoroutineWhenItsDeadlineAndTheCoresAllow(t *testing.T) {
+// model's slowest recent call (inlineHeadroom of them) and it is the only
+// call the engine serves; one whose deadline is closer, one beside
+// another call, or a batch of two, waits for a model actor on the
+// dispatcher.
+func TestAnIdleModelRunsALoneRequestOnItsCallersGoroutineWhenItsDeadlineAllowsAndItIsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls func() []string
-		var busy atomic.Bool
 		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 10}},
-			func(w *world, o *Options) { calls, o.coresBusy = forwardGoroutines(w), busy.Load })
+			func(w *world, o *Options) { calls = forwardGoroutines(w) })
 		defer w.stop()
 		synctest.Wait()
 		me := goroutineID()
@@ -58,17 +57,22 @@ func TestAnIdleModelRunsALoneRequestOnItsCallersGoroutineWhenItsDeadlineAndTheCo
 		for _, tc := range []struct {
 			name    string
 			timeout time.Duration // 0: none
-			busy    bool
+			beside  bool          // another call in flight
 			inline  bool
 		}{
 			{"a deadline before the model has run", time.Hour, false, false},
 			{"no deadline", 0, false, true},
-			{"no deadline, on busy cores", 0, true, false},
+			{"no deadline, beside another call", 0, true, false},
 			{"a deadline under 4 × 10 ms + 1 ms", 40 * time.Millisecond, false, false},
 			{"a deadline over 4 × 10 ms + 1 ms", 42 * time.Millisecond, false, true},
 		} {
-			busy.Store(tc.busy)
+			if tc.beside {
+				w.sys.calls.Add(1)
+			}
 			infer(tc.timeout)
+			if tc.beside {
+				w.sys.calls.Add(-1)
+			}
 			got := calls()
 			if ran := got[len(got)-1]; (ran == me) != tc.inline {
 				t.Errorf("%s: forward call on goroutine %s, caller %s; want inline %v", tc.name, ran, me, tc.inline)
@@ -164,7 +168,6 @@ func TestTheSlowestRecentCallRisesAtOnceAndFallsByA64thOfTheGap(t *testing.T) {
 func TestAnInlineRunThatStallsPastItsDeadlineIsAnsweredLateAndCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, configJSON(entry("a/", "", "")), map[string]faultySpec{"a/": {DelayMs: 1}}, func(w *world, o *Options) {
-			o.coresBusy = func() bool { return false }
 			w.rt.onPredict = func(in []servables.Tensor) {
 				if in[0].Float64At(0) == 9 {
 					time.Sleep(100 * time.Millisecond)

@@ -175,14 +175,3 @@ func TestAPanicInAnInlineRunGoesToTheSupervisorAndFreesTheMailbox(t *testing.T) 
 		t.Fatalf("invoked %v, %d runs; want the next message inline", inv.got, len(d.runs))
 	}
 }
-
-func TestWaitingForACoreAllocatesNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's sync.Pool drops items")
-	}
-	busy := waitingForACore()
-	busy()
-	if n := testing.AllocsPerRun(100, func() { busy() }); n != 0 {
-		t.Fatalf("%v allocations a call, want 0", n)
-	}
-}

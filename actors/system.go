@@ -135,10 +135,6 @@ type Options struct {
 	// residentBytes reads the process's resident memory for a load's
 	// measure (nil: residentBytes, /proc/self/statm); tests replace it.
 	residentBytes func() int64
-	// coresBusy reports whether goroutines wait for a processor, which
-	// keeps requests off their callers' goroutines (serveAlone; nil:
-	// waitingForACore); tests replace it.
-	coresBusy func() bool
 	// Registerer receives the actors' metrics; nil means none are registered.
 	Registerer prometheus.Registerer
 }
@@ -151,7 +147,10 @@ type System struct {
 	// out (serverPaths); the log keeps them.
 	paths redact.Paths
 	// loads tells a model load whether it ran alone (loadMeter).
-	loads   loadMeter
+	loads loadMeter
+	// calls counts the calls runUnlogged serves: a request runs on its
+	// caller's goroutine only when its call is the only one (serveAlone).
+	calls   atomic.Int64
 	log     *slog.Logger
 	metrics *Metrics
 	// ways takes the items of the calls that skip the router to their
@@ -228,9 +227,6 @@ func Start(opts Options) (*System, error) {
 	}
 	if opts.residentBytes == nil {
 		opts.residentBytes = residentBytes
-	}
-	if opts.coresBusy == nil {
-		opts.coresBusy = waitingForACore()
 	}
 	if opts.CompareWindow <= 0 {
 		opts.CompareWindow = quality.DefaultCompareWindow
@@ -383,6 +379,8 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 	if s.closing.Load() {
 		return nil, ErrStopped
 	}
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
 	switch {
 	case s.forwardsAlone(b):
 		return s.forwardAlone(b)
@@ -416,14 +414,14 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 
 // serveAlone takes b's one request to its model actor from the caller's
 // goroutine (servesAlone), where it runs when the actor is idle and its
-// deadline allows (b.inline, content.runsInline), and no goroutine waits
-// for a processor: on busy cores a model actor on the dispatcher gathers
-// the requests that arrive during the hand-off into one forward call,
-// where an inline run would leave them to a run of their own after it. A
-// caller running its request cannot return before it ends: a request
-// another node forwarded here (b.local) never runs there, so that its
-// transport's cancellation answers it at once (Predict). A panic on the
-// way (a
+// deadline allows (b.inline, content.runsInline), and it is the only call
+// the engine serves (System.calls): with others in flight, a model actor
+// on the dispatcher gathers the requests that arrive during the hand-off
+// into one forward call, where an inline run would leave them to a run of
+// their own after it. A caller running its request cannot return before
+// it ends: a request another node forwarded here (b.local) never runs
+// there, so that its transport's cancellation answers it at once
+// (Predict). A panic on the way (a
 // bug in what the router would have run) is recovered as the router
 // recovers it: the request is answered with the internal error, counted
 // as the router's (grove_actor_panics_total{actor="router"}), and its
@@ -435,7 +433,7 @@ func (s *System) serveAlone(b *batch) (w way) {
 			w = failedHere
 		}
 	}()
-	b.inline = !b.local && !s.opts.coresBusy()
+	b.inline = !b.local && s.calls.Load() == 1
 	return s.ways.toModel(s.as.Root.Send, b, 0, nil)
 }
 
