@@ -421,11 +421,11 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 // their own after it. A caller running its request cannot return before
 // it ends: a request another node forwarded here (b.local) never runs
 // there, so that its transport's cancellation answers it at once
-// (Predict). A panic on the way (a
-// bug in what the router would have run) is recovered as the router
-// recovers it: the request is answered with the internal error, counted
-// as the router's (grove_actor_panics_total{actor="router"}), and its
-// queue place given back (sendPredict).
+// (Predict). A panic on the way (a bug in what the router would have
+// run) is recovered as the router recovers it: the request is answered
+// with the internal error, counted as the router's
+// (grove_actor_panics_total{actor="router"}), and its queue place given
+// back (sendPredict).
 func (s *System) serveAlone(b *batch) (w way) {
 	defer func() {
 		if v := recover(); v != nil {
