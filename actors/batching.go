@@ -50,16 +50,17 @@ import (
 // Batches still grow with the load. A request that would run alone on an
 // idle model first lets the goroutines waiting for a processor run, if
 // there are any (runtime.Gosched), and takes in the user requests that
-// reached the model's queue meanwhile: they run as one batch. With a core
-// idle no goroutine waits, and the request runs at once. On saturated
-// cores the waiting goroutines are mostly the API handlers decoding the
-// next requests, so the forward call's fixed cost is paid once for
-// several requests exactly when the CPU limits the server. A busy model
-// does not yield (requests gather while its forward call runs), nor does
-// a model with replicas (its newcomers go to an idle replica), nor, but
-// for one lone request in yieldProbeEvery, a model whose last
-// yieldMissLimit yields brought nobody (callers that send one request at
-// a time).
+// reached the model's queue meanwhile: they run as one batch. A flush does
+// the same before its forward call, again after each yield that brought
+// requests, up to flushYieldLimit times, while the batch could take more
+// rows. With a core idle no goroutine waits, and the requests run at once.
+// On saturated cores the waiting goroutines are mostly the API handlers
+// decoding the next requests, so the forward call's fixed cost is paid
+// once for many requests exactly when the CPU limits the server. A model
+// with replicas does not yield (its newcomers go to an idle replica), nor
+// one with max_queue_delay_us (its timer waits for company), nor, but for
+// one yield in yieldProbeEvery, a model whose last yieldMissLimit yields
+// brought nobody (callers that send one request at a time).
 //
 // Pending requests count in the model's queue (content.queued) until they
 // run or expire, so model_queue_size bounds them.
@@ -144,6 +145,15 @@ func (a *modelActor) yieldForCompany(m *predict) (yielded, joined bool) {
 	if rows := batchRows(m.inputs); rows == 0 || rows >= a.maxBatchRows {
 		return false, false
 	}
+	return a.yieldForJoiners()
+}
+
+// yieldForJoiners lets the goroutines waiting for a processor run, if
+// there are any (yielded), and reports whether user requests reached the
+// model's queue meanwhile (joined), unless the model's recent yields
+// brought nobody (yieldMissLimit): then only one call in yieldProbeEvery
+// yields.
+func (a *modelActor) yieldForJoiners() (yielded, joined bool) {
 	if a.yieldMisses >= yieldMissLimit {
 		a.yieldSkips++
 		if a.yieldSkips%yieldProbeEvery != 0 {
@@ -163,6 +173,24 @@ func (a *modelActor) yieldForCompany(m *predict) (yielded, joined bool) {
 	return true, joined
 }
 
+// yieldBeforeFlush is called by a flush before it picks its batch: if the
+// batch could take more rows, the model has no replicas and no
+// max_queue_delay_us, and this flush has yielded fewer than
+// flushYieldLimit times, it yields (yieldForJoiners) and reports whether
+// requests joined. They are in the mailbox ahead of the flush the caller
+// then sends itself, so they are taken in before it runs.
+func (a *modelActor) yieldBeforeFlush() bool {
+	if a.flushYields >= flushYieldLimit || len(a.c.busy) > 1 || a.batchDelay > 0 ||
+		a.pendingRows == 0 || a.pendingRows >= a.maxBatchRows {
+		return false
+	}
+	if _, joined := a.yieldForJoiners(); !joined {
+		return false
+	}
+	a.flushYields++
+	return true
+}
+
 // A model actor whose last yieldMissLimit yields in a row brought no
 // request (its callers send one at a time, as at concurrency 1, where the
 // goroutine waiting for a processor is net/http's background read, not a
@@ -175,6 +203,13 @@ const (
 	yieldProbeEvery = 16
 )
 
+// flushYieldLimit bounds the yields of one flush: each that brings
+// requests delays the forward call by a turn of the waiting goroutines.
+// On pctr at concurrency 32 on two cores the yields stop on their own (a
+// yield brings nobody): a limit of 4 or of 16 gave the same nine rows per
+// call.
+const flushYieldLimit = 8
+
 // runPending runs one forward call of pending requests (see the top of
 // this file for which), and sends the next flush if requests are left.
 // Expired requests are dropped as they are met: from the front of the
@@ -183,6 +218,11 @@ const (
 // they reach the front or are picked. So a flush costs the same however
 // many requests wait.
 func (a *modelActor) runPending(ctx actor.Context) {
+	if a.yieldBeforeFlush() {
+		ctx.Send(ctx.Self(), flush{owner: a, gen: a.flushGen})
+		return
+	}
+	a.flushYields = 0
 	a.flushQueued = false
 	a.flushGen++
 	now := time.Now()

@@ -260,12 +260,81 @@ func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
 	if got := d.rows(); len(got) != 1 || got[0] != 6 {
 		t.Errorf("forward calls had rows %v, want one call of 6", got)
 	}
-	if n := y.n.Load(); n != 1 {
-		t.Errorf("the actor yielded %d times, want once: the flush after a yield runs at once", n)
+	if n := y.n.Load(); n != 2 {
+		t.Errorf("the actor yielded %d times, want twice: the lone request's yield, then its flush's, which brought nobody", n)
 	}
 }
 
-func TestABusyModelDoesNotYield(t *testing.T) {
+func TestAFlushYieldsAgainWhileRequestsJoinItsBatch(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var c *content
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	var later []chan answer
+	y := yieldHook{during: func(n int64) {
+		if n <= 3 { // the lone request's yield and the flush's first two: one more each
+			later = append(later, sendUser(t, c, 1, float32(10+n), send))
+		}
+	}}
+	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	first := sendUser(t, c, 1, 1, send)
+	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
+	wantOwnRowsDoubled(t, later, []int{1, 1, 1}, []float32{11, 12, 13})
+	if got := d.rows(); len(got) != 1 || got[0] != 4 {
+		t.Errorf("forward calls had rows %v, want one call of 4", got)
+	}
+	if n := y.n.Load(); n != 4 {
+		t.Errorf("the actor yielded %d times, want 4: until a yield brought nobody", n)
+	}
+}
+
+func TestAFlushYieldsAtMostFlushYieldLimitTimes(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{})}
+	close(d.gate)
+	var c *content
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	var later []chan answer
+	y := yieldHook{during: func(int64) { // every yield brings one more request
+		if len(later) < 2*flushYieldLimit {
+			later = append(later, sendUser(t, c, 1, 2, send))
+		}
+	}}
+	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 64, yield: y.yield}, 1)
+	first := sendUser(t, c, 1, 2, send)
+	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{2})
+	for _, ch := range later {
+		wantOwnRowsDoubled(t, []chan answer{ch}, []int{1}, []float32{2})
+	}
+	// The lone request's yield brings one, the flush's flushYieldLimit
+	// yields one each; then the batch runs.
+	if got := d.rows(); len(got) == 0 || got[0] != 2+flushYieldLimit {
+		t.Errorf("forward calls had rows %v, want the first of %d", got, 2+flushYieldLimit)
+	}
+}
+
+func TestAFlushDoesNotYieldOnceItsBatchIsFull(t *testing.T) {
+	as := testSystem(t)
+	d := &doubler{gate: make(chan struct{}), entered: make(chan struct{})}
+	var y yieldHook
+	c := spawnReplicas(t, as, d, nil, batchOptions{maxRows: 4, yield: y.yield}, 1)
+	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
+	first := sendUser(t, c, 1, 1, send)
+	<-d.entered // the first request runs alone and holds the model
+	queued := []chan answer{sendUser(t, c, 2, 10, send), sendUser(t, c, 2, 11, send)}
+	close(d.gate)
+	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
+	wantOwnRowsDoubled(t, queued, []int{2, 2}, []float32{10, 11})
+	if got := d.rows(); len(got) != 2 || got[1] != 4 {
+		t.Errorf("forward calls had rows %v, want [1 4]", got)
+	}
+	if n := y.n.Load(); n != 1 {
+		t.Errorf("the actor yielded %d times, want once: for the first request, not for a flush of max_batch_rows", n)
+	}
+}
+
+func TestABusyModelGathersRequestsAndYieldsOnlyBeforeItsFlush(t *testing.T) {
 	as := testSystem(t)
 	d := &doubler{gate: make(chan struct{}), entered: make(chan struct{})}
 	var y yieldHook
@@ -280,8 +349,8 @@ func TestABusyModelDoesNotYield(t *testing.T) {
 	if got := d.rows(); len(got) != 2 || got[0] != 1 || got[1] != 5 {
 		t.Errorf("forward calls had rows %v, want [1 5]", got)
 	}
-	if n := y.n.Load(); n != 1 {
-		t.Errorf("the actor yielded %d times, want once: for the first request, not for those that waited", n)
+	if n := y.n.Load(); n != 2 {
+		t.Errorf("the actor yielded %d times, want twice: for the first request and once before the flush, not for each request that waited", n)
 	}
 }
 

@@ -235,9 +235,11 @@ type modelActor struct {
 	// that would run alone (batchOptions.yield).
 	yield func() bool
 	// yieldMisses counts the yields in a row that no request joined,
-	// yieldSkips the lone requests since that passed yieldMissLimit
-	// (yieldForCompany).
+	// yieldSkips the calls since that passed yieldMissLimit
+	// (yieldForJoiners); flushYields the yields of the flush queued now
+	// (yieldBeforeFlush).
 	yieldMisses, yieldSkips int
+	flushYields             int
 	// flushTimer sends the last flush that waits for batchDelay; flushes
 	// counts those timers not yet stopped nor run, which close waits for:
 	// no flush is sent once the actor has stopped.
