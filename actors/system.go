@@ -392,24 +392,39 @@ func (s *System) runUnlogged(b *batch) ([]Result, error) {
 		s.as.Root.Send(s.router, b)
 	}
 	select {
-	case <-b.reply:
-	case <-b.ctx.Done():
-		if !pastDeadline(b.ctx, time.Now()) {
-			return nil, b.ctx.Err()
+	case <-b.reply: // answered already (it ran inline): ctx's Done channel is not made
+	default:
+		if err := s.await(b); err != nil {
+			return nil, err
 		}
-		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
-		select {
-		case <-b.reply:
-		case <-s.stopped:
-			return nil, ErrStopped
-		}
-	case <-s.stopped:
-		return nil, ErrStopped
 	}
 	if b.err != nil {
 		return nil, b.err
 	}
 	return b.results, nil
+}
+
+// await waits for b's answer: until b.reply, or its caller's context
+// ends (an error when it went away; past its deadline, b's unanswered
+// requests are answered DeadlineExceeded, and await then waits for the
+// answer that makes), or the engine stops (ErrStopped).
+func (s *System) await(b *batch) error {
+	select {
+	case <-b.reply:
+	case <-b.ctx.Done():
+		if !pastDeadline(b.ctx, time.Now()) {
+			return b.ctx.Err()
+		}
+		b.expireUnanswered(fmt.Errorf("%w: no answer within the request's deadline", servables.ErrDeadlineExceeded), &s.ways)
+		select {
+		case <-b.reply:
+		case <-s.stopped:
+			return ErrStopped
+		}
+	case <-s.stopped:
+		return ErrStopped
+	}
+	return nil
 }
 
 // serveAlone takes b's one request to its model actor from the caller's

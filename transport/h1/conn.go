@@ -45,6 +45,12 @@ type conn struct {
 	// fields from WriteHeader until its head is sent.
 	keys   []string
 	fields []byte
+	// req is the head of the request being served, read into it again
+	// for each (its handler gets a copy with the request's context);
+	// header is the answer's header map, emptied for each request: a
+	// handler may not use its ResponseWriter once it has returned.
+	req    request
+	header http.Header
 
 	state atomic.Uint64 // http.ConnState << 48 | unix seconds of the change
 }
@@ -139,7 +145,7 @@ func (c *conn) serve() {
 			_ = c.rwc.SetReadDeadline(time.Time{})
 		}
 		c.cr.setLimit(int64(s.opts.MaxHeaderBytes) + 4096) // bufio's slop, as net/http allows
-		req, err := readRequest(c.br, c.tp)
+		req, err := readRequest(c.br, c.tp, &c.req)
 		if err != nil {
 			c.refuse(err)
 			return
@@ -190,7 +196,12 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	defer cancel()
 	c.cancel = cancel
 	r = r.WithContext(ctx)
-	w := &response{c: c, req: req, r: r, body: req.body, header: make(http.Header), contentLength: -1,
+	if c.header == nil {
+		c.header = make(http.Header)
+	} else {
+		clear(c.header)
+	}
+	w := &response{c: c, req: req, r: r, body: req.body, header: c.header, contentLength: -1,
 		head: r.Method == "HEAD", closeAfter: !req.keepAlive}
 	if b := req.body; b != nil {
 		if req.expectContinue {

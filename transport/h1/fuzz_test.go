@@ -26,8 +26,9 @@ func FuzzReadRequest(f *testing.F) {
 		br := bufio.NewReader(bytes.NewReader(data))
 		tp := textproto.NewReader(br)
 		nbr := bufio.NewReader(bytes.NewReader(data))
+		var into request // one for every request, as a connection has
 		for range 4 {
-			req, err := readRequest(br, tp)
+			req, err := readRequest(br, tp, &into)
 			if err != nil {
 				var re *requestError
 				if !errors.As(err, &re) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {

@@ -828,3 +828,28 @@ func TestShutdownClosesAConnectionThatSentNoRequestAfterUnusedGrace(t *testing.T
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+func TestEachRequestOnAConnectionStartsFromNothingOfTheLast(t *testing.T) {
+	addr := serveH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			w.Header().Set("X-First", "1")
+		}
+		body, _ := io.ReadAll(r.Body)
+		_, _ = fmt.Fprintf(w, "%s %s te=%v cl=%d x=%q body=%q", r.Method, r.URL.Path, r.TransferEncoding, r.ContentLength, r.Header.Get("X-In"), body)
+	}), Options{})
+	c := rawhttptest.DialRaw(t, addr)
+	c.Send("POST /first HTTP/1.1\r\nHost: h\r\nX-In: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n" +
+		"GET /second HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []struct {
+		body  string
+		first bool
+	}{
+		{`POST /first te=[chunked] cl=-1 x="a" body="ab"`, true},
+		{`GET /second te=[] cl=0 x="" body=""`, false},
+	} {
+		resp, body, err := c.Answer(5 * time.Second)
+		if err != nil || body != want.body || (resp.Header.Get("X-First") != "") != want.first {
+			t.Fatalf("want %q (X-First %v): %v %v %q", want.body, want.first, resp, err, body)
+		}
+	}
+}

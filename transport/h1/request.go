@@ -38,8 +38,9 @@ var errHeaderTooLarge = &requestError{code: http.StatusRequestHeaderFieldsTooLar
 // handler gets, with a body reading from br, and what the connection
 // does around it.
 type request struct {
-	// Request is the handler's request before its context is set (one
-	// allocation with the rest).
+	// Request is the handler's request before its context is set: the
+	// handler gets a copy (http.Request.WithContext), so a connection
+	// reads each of its requests into one request.
 	http.Request
 	// body reads the request body: nil for none.
 	body *body
@@ -58,7 +59,8 @@ type request struct {
 // whose values must agree; a request with neither has no body. An error
 // is a *requestError for a request that must be refused, io.EOF for a
 // connection that ended before a request began, or the read's error.
-func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
+// The request is made in into, which it overwrites, and returned.
+func readRequest(br *bufio.Reader, tp *textproto.Reader, into *request) (*request, error) {
 	line, err := tp.ReadLine()
 	if err != nil {
 		return nil, err
@@ -93,8 +95,9 @@ func readRequest(br *bufio.Reader, tp *textproto.Reader) (*request, error) {
 		return nil, badRequest("%v", err)
 	}
 	h := http.Header(mh)
-	req := &request{Request: http.Request{Method: method, URL: u, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
+	*into = request{Request: http.Request{Method: method, URL: u, Proto: proto, ProtoMajor: major, ProtoMinor: minor,
 		Header: h, RequestURI: target}}
+	req := into
 	r := &req.Request
 	for k, vs := range h {
 		if !httpguts.ValidHeaderFieldName(k) {
