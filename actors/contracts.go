@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/groveml/grove/conf/modelconfig"
+	"github.com/groveml/grove/internal/reqid"
 	"github.com/groveml/grove/routing"
 	"github.com/groveml/grove/routing/quality"
 	"github.com/groveml/grove/servables"
@@ -315,7 +314,7 @@ func (r *routerActor) route(ctx actor.Context, b *batch) bool {
 	}
 	if len(req.Shadows) > 0 && req.RequestID == "" {
 		// The shadows' log events name the answer they were compared with.
-		req.RequestID = newRequestID()
+		req.RequestID = reqid.New()
 	}
 	sc.counters = st.releases[share.Release]
 	sc.routed.Store(true)
@@ -347,14 +346,6 @@ func (r *routerActor) servedBy(routes map[string]*content, path string) (shadowC
 		return shadowContent{}, false
 	}
 	return shadowContent{path: path, checksum: info.Checksum, id: remoteContentID(info.Checksum), loadedAt: info.LoadedAt}, true
-}
-
-// newRequestID makes a random request id, as the APIs do for a caller
-// that sends none.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // servable finds a servable of the contract by release version.

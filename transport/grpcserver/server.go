@@ -25,9 +25,7 @@ package grpcserver
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,6 +48,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/reqid"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/h2guard"
 )
@@ -304,12 +303,10 @@ func (s *Server) Stop() {
 // RequestID is the call's x-request-id metadata (up to 128 bytes), or a
 // new random id.
 func RequestID(ctx context.Context) string {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("x-request-id"); len(v) > 0 && v[0] != "" && len(v[0]) <= 128 {
-			return v[0]
-		}
+	// ValueFromIncomingContext looks the key up without copying the
+	// call's metadata, as FromIncomingContext does.
+	if v := metadata.ValueFromIncomingContext(ctx, "x-request-id"); len(v) > 0 && v[0] != "" && len(v[0]) <= 128 {
+		return v[0]
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return reqid.New()
 }

@@ -26,9 +26,7 @@ package httpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +42,7 @@ import (
 	"time"
 
 	"github.com/groveml/grove/auth"
+	"github.com/groveml/grove/internal/reqid"
 	"github.com/groveml/grove/internal/urlspace"
 	"github.com/groveml/grove/tracing"
 	"github.com/groveml/grove/transport/connlimit"
@@ -771,9 +770,7 @@ func isConfigHeader(name string, vals []string) bool {
 func RequestID(w http.ResponseWriter, r *http.Request) string {
 	id := r.Header.Get("X-Request-Id")
 	if id == "" || len(id) > 128 {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
+		id = reqid.New()
 	}
 	w.Header().Set("X-Request-Id", id)
 	return id
