@@ -236,21 +236,35 @@ func TestALoneRequestRunsAfterOneYieldWhenNothingArrivesMeanwhile(t *testing.T) 
 	}
 }
 
-func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
+// yieldingModel spawns one model actor on a doubler that never blocks,
+// with batches of up to maxRows rows, and yields counted by the returned
+// hook; during, if not nil, runs inside each yield, given the yield's
+// number and a send to the actor.
+func yieldingModel(t *testing.T, maxRows int, during func(n int64, send func(*predict))) (*content, *doubler, *yieldHook, func(*predict)) {
+	t.Helper()
 	as := testSystem(t)
 	d := &doubler{gate: make(chan struct{})}
 	close(d.gate)
 	var c *content
-	var arriving []*predict
 	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
-	y := yieldHook{during: func(n int64) {
+	y := &yieldHook{}
+	if during != nil {
+		y.during = func(n int64) { during(n, send) }
+	}
+	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: maxRows, yield: y.yield}, 1)
+	return c, d, y, send
+}
+
+func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
+	var c *content
+	var arriving []*predict
+	c, d, y, send := yieldingModel(t, 8, func(n int64, send func(*predict)) {
 		if n == 1 { // the first request's yield: two more arrive
 			for _, p := range arriving {
 				post(c, p, send)
 			}
 		}
-	}}
-	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	})
 	p2, later2 := userRequest(t, c, 2, 10)
 	p3, later3 := userRequest(t, c, 3, 11)
 	arriving, later := []*predict{p2, p3}, []chan answer{later2, later3}
@@ -266,18 +280,13 @@ func TestRequestsArrivingWhileAnIdleModelYieldsJoinTheBatch(t *testing.T) {
 }
 
 func TestAFlushYieldsAgainWhileRequestsJoinItsBatch(t *testing.T) {
-	as := testSystem(t)
-	d := &doubler{gate: make(chan struct{})}
-	close(d.gate)
 	var c *content
-	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 	var later []chan answer
-	y := yieldHook{during: func(n int64) {
+	c, d, y, send := yieldingModel(t, 8, func(n int64, send func(*predict)) {
 		if n <= 3 { // the lone request's yield and the flush's first two: one more each
 			later = append(later, sendUser(t, c, 1, float32(10+n), send))
 		}
-	}}
-	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 8, yield: y.yield}, 1)
+	})
 	first := sendUser(t, c, 1, 1, send)
 	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{1})
 	wantOwnRowsDoubled(t, later, []int{1, 1, 1}, []float32{11, 12, 13})
@@ -290,18 +299,13 @@ func TestAFlushYieldsAgainWhileRequestsJoinItsBatch(t *testing.T) {
 }
 
 func TestAFlushYieldsAtMostFlushYieldLimitTimes(t *testing.T) {
-	as := testSystem(t)
-	d := &doubler{gate: make(chan struct{})}
-	close(d.gate)
 	var c *content
-	send := func(p *predict) { as.Root.Send(c.pids[0], p) }
 	var later []chan answer
-	y := yieldHook{during: func(int64) { // every yield brings one more request
+	c, d, _, send := yieldingModel(t, 64, func(_ int64, send func(*predict)) { // every yield brings one more request
 		if len(later) < 2*flushYieldLimit {
 			later = append(later, sendUser(t, c, 1, 2, send))
 		}
-	}}
-	c = spawnReplicas(t, as, d, nil, batchOptions{maxRows: 64, yield: y.yield}, 1)
+	})
 	first := sendUser(t, c, 1, 2, send)
 	wantOwnRowsDoubled(t, []chan answer{first}, []int{1}, []float32{2})
 	for _, ch := range later {
